@@ -1,0 +1,5 @@
+import sys
+
+from hgxkit.cli import main
+
+sys.exit(main())

@@ -1,0 +1,53 @@
+"""The `hgxkit` command line: one sub-command group per subsystem, each registered from its own module.
+
+Examples:
+    hgxkit recipe import post.txt --name my-setup -o recipes/my-setup.yaml
+    hgxkit recipe render recipes/deepseek-v4-flash-dspark-marlin.yaml --gpus 8
+    hgxkit sim up --nodes 2
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from hgxkit import __version__
+from hgxkit.errors import HgxkitError
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """Build the top-level parser; each subsystem adds its own sub-commands via `register`."""
+    # Imported here so `hgxkit --version` stays fast and a broken subsystem names itself on use.
+    from hgxkit.recipe import cli as recipe_cli
+    from hgxkit.sim import cli as sim_cli
+
+    parser = argparse.ArgumentParser(
+        prog="hgxkit",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"hgxkit {__version__}")
+    groups = parser.add_subparsers(dest="group", metavar="COMMAND")
+    groups.required = True
+    recipe_cli.register(groups)
+    sim_cli.register(groups)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the CLI; return the process exit status (0 ok, 1 failure, 2 bad input)."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.handler(args) or 0)
+    except HgxkitError as err:
+        print(f"hgxkit: error: {err.message}", file=sys.stderr)
+        return err.exit_code
+    except KeyboardInterrupt:
+        print("hgxkit: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
