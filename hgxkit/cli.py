@@ -44,6 +44,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except HgxkitError as err:
         print(f"hgxkit: error: {err.message}", file=sys.stderr)
         return err.exit_code
+    except BrokenPipeError:
+        # `hgxkit … | head` closed the pipe: not an error; keep Python from complaining at exit.
+        sys.stdout = None  # type: ignore[assignment]
+        return 0
     except KeyboardInterrupt:
         print("hgxkit: interrupted", file=sys.stderr)
         return 130

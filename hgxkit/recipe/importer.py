@@ -1,0 +1,258 @@
+"""Turn a posted `docker run` command into a `Recipe`: placeholders become groups, secrets become references.
+
+Forum posts write one command for several containers with `X` placeholders: `--name model-X`,
+`--gpus '"device=X,X,X,X"'`, `-p 500X:30000`. The importer turns them into `{{name}}`, `{{gpus}}` and
+`{{port}}` with a grouping (group size = number of X, port base = the port with X as 0). Credentials never
+reach the recipe: `-e HF_TOKEN=hf_…` becomes `-e HF_TOKEN` (Docker then reads it from the environment) and
+`--api-key KEY` becomes `--api-key {{env:SGLANG_API_KEY}}`.
+
+Example:
+    >>> recipe = import_docker_run("docker run -d --name m-X --gpus '\\"device=X,X\\"' -p 500X:80 img serve")
+    >>> recipe.groups.size, recipe.groups.port_base, recipe.groups.name_template
+    (2, 5000, 'm-{{group}}')
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from hgxkit.errors import InputError
+from hgxkit.recipe.docker_options import canonical
+from hgxkit.recipe.dockerrun import OptionEntry, OptionUse, parse_docker_run
+from hgxkit.recipe.model import DockerSpec, Grouping, ImageRef, ModelSpec, Recipe, Source, parse_publish
+from hgxkit.recipe.server_args import ServerCommand, is_flag
+from hgxkit.secrets import SECRET_VALUE_RE, is_secret_flag, is_secret_name
+
+_NAME_X = re.compile(r"(?<![A-Za-z0-9])X(?![A-Za-z0-9])")
+_PORT_X = re.compile(r"^(\d*)X$")
+_ENV_REFERENCE = re.compile(r"^\$(\{[A-Za-z_][A-Za-z0-9_]*\}|[A-Za-z_][A-Za-z0-9_]*)$")
+_VALUE_SECRET_ENV = {"hf_": "HF_TOKEN", "sk-": "OPENAI_API_KEY"}
+
+
+@dataclass(frozen=True)
+class ImportResult:
+    """The recipe plus what the importer had to change or could not capture, for the user to read."""
+
+    recipe: Recipe
+    notes: tuple[str, ...]
+
+
+def import_docker_run(
+    text: str,
+    *,
+    name: str | None = None,
+    source: str = "<input>",
+    model_repo: str | None = None,
+    revision: str = "main",
+) -> Recipe:
+    """Parse `text` (one `docker run …`) into a recipe; raise `InputError` on malformed input."""
+    return import_with_notes(text, name=name, source=source, model_repo=model_repo, revision=revision).recipe
+
+
+def import_with_notes(
+    text: str,
+    *,
+    name: str | None = None,
+    source: str = "<input>",
+    model_repo: str | None = None,
+    revision: str = "main",
+) -> ImportResult:
+    """Like `import_docker_run`, also returning notes on secrets removed and inputs left on the host."""
+    run = parse_docker_run(text, source=source)
+    notes: list[str] = []
+    entries = [_scrub_entry(entry, notes) for entry in run.entries]
+    entries, grouping = _apply_placeholders(entries, source)
+    docker = DockerSpec(run.invocation, tuple(entries))
+    server = ServerCommand.from_words(_scrub_server_words(list(run.command), notes))
+    model = _model_from(docker, server, model_repo, revision)
+    recipe = Recipe(
+        name=_recipe_name(name, grouping, docker, run.image),
+        description="Imported from a posted `docker run` command.",
+        image=ImageRef(run.image),
+        docker=docker,
+        server=server,
+        model=model,
+        source=Source(),
+        groups=grouping,
+    )
+    notes.extend(recipe.host_inputs())
+    return ImportResult(recipe, tuple(dict.fromkeys(notes)))
+
+
+def _replace_value(entry: OptionEntry, use_index: int, new_value: str) -> OptionEntry:
+    """Rewrite one option's value inside its entry; the value always ends the entry's last word."""
+    old = entry.uses[use_index].value or ""
+    last = entry.words[-1]
+    if not last.endswith(old):  # pragma: no cover - guarded by the parser's construction of entries
+        raise AssertionError(f"value {old!r} is not at the end of {last!r}")
+    words = (*entry.words[:-1], last[: len(last) - len(old)] + new_value)
+    uses = list(entry.uses)
+    uses[use_index] = OptionUse(uses[use_index].option, new_value)
+    return OptionEntry(words, tuple(uses))
+
+
+def _scrub_entry(entry: OptionEntry, notes: list[str]) -> OptionEntry:
+    for index, use in enumerate(entry.uses):
+        value = use.value or ""
+        if canonical(use.option.name) == "--env":
+            key, has_equals, val = value.partition("=")
+            is_secret = has_equals and (is_secret_name(key) or SECRET_VALUE_RE.search(val))
+            if is_secret and not _ENV_REFERENCE.match(val):
+                notes.append(f"-e {key}: secret value removed; it is taken from the environment at run time")
+                entry = _replace_value(entry, index, key)
+                continue
+        if SECRET_VALUE_RE.search(value):
+            entry = _replace_value(entry, index, _reference_secret_values(value, notes))
+    return entry
+
+
+def _reference_secret_values(text: str, notes: list[str]) -> str:
+    def to_ref(match: re.Match[str]) -> str:
+        env_name = _VALUE_SECRET_ENV[match.group(0)[:3]]
+        notes.append(f"a credential was replaced by {{{{env:{env_name}}}}}; export {env_name} to run")
+        return f"{{{{env:{env_name}}}}}"
+
+    return SECRET_VALUE_RE.sub(to_ref, text)
+
+
+def _scrub_server_words(words: list[str], notes: list[str]) -> list[str]:
+    out: list[str] = []
+    pending_flag: str | None = None
+    for word in words:
+        if pending_flag is not None and not is_flag(word):
+            out.append(word if _ENV_REFERENCE.match(word) else _secret_flag_ref(pending_flag, notes))
+            pending_flag = None
+            continue
+        pending_flag = None
+        flag, has_equals, value = word.partition("=")
+        if is_flag(word) and is_secret_flag(flag):
+            if has_equals:
+                keep = _ENV_REFERENCE.match(value)
+                out.append(word if keep else f"{flag}={_secret_flag_ref(flag, notes)}")
+            else:
+                out.append(word)
+                pending_flag = flag
+            continue
+        out.append(_reference_secret_values(word, notes) if SECRET_VALUE_RE.search(word) else word)
+    return out
+
+
+def _secret_flag_ref(flag: str, notes: list[str]) -> str:
+    env_name = flag.lstrip("-").upper().replace("-", "_")
+    if not env_name.startswith(("SGLANG_", "HF_")):
+        env_name = f"SGLANG_{env_name}"
+    notes.append(f"{flag}: secret value removed; it is taken from ${env_name} at run time")
+    return f"{{{{env:{env_name}}}}}"
+
+
+def _apply_placeholders(entries: list[OptionEntry], source: str) -> tuple[list[OptionEntry], Grouping | None]:
+    """Replace `X` placeholders in --name, --gpus and -p by `{{name}}`, `{{gpus}}`, `{{port}}`."""
+    found_name = found_gpus = found_port = None
+    for entry_index, entry in enumerate(entries):
+        for use_index, use in enumerate(entry.uses):
+            option = canonical(use.option.name)
+            value = use.value or ""
+            if option == "--name" and "X" in value:
+                found_name = (entry_index, use_index, value)
+            elif option == "--gpus" and "X" in value:
+                found_gpus = (entry_index, use_index, value)
+            elif option == "--publish" and "X" in parse_publish(value).host_port:
+                if found_port is not None:
+                    raise InputError(
+                        f"{source}: -p {value}: only one published port may carry the X placeholder; "
+                        "publish the others without X"
+                    )
+                found_port = (entry_index, use_index, value)
+    if not (found_name or found_gpus or found_port):
+        return entries, None
+    if found_gpus is None:
+        raise InputError(
+            f"{source}: placeholder counts disagree: X in --name/-p but none in --gpus; "
+            "write --gpus '\"device=X,X,X,X\"' with one X per GPU of a group"
+        )
+    group_size = _gpu_placeholder_count(found_gpus[2], source)
+    entry_index, use_index, value = found_gpus
+    new_gpus = re.sub(r"X(,X)*", "{{gpus}}", value, count=1)
+    entries[entry_index] = _replace_value(entries[entry_index], use_index, new_gpus)
+    name_template = None
+    if found_name is None:
+        _refuse_fixed(entries, "--name", source, "container names would collide; write the name with an X")
+    else:
+        entry_index, use_index, value = found_name
+        if len(_NAME_X.findall(value)) != 1:
+            raise InputError(
+                f"{source}: --name {value}: placeholder counts disagree: the name needs exactly one "
+                "standalone X (e.g. model-X)"
+            )
+        name_template = _NAME_X.sub("{{group}}", value)
+        entries[entry_index] = _replace_value(entries[entry_index], use_index, "{{name}}")
+    port_base = None
+    if found_port is None:
+        _refuse_fixed(
+            entries, "--publish", source, "every group would publish the same host port; write 500X"
+        )
+    else:
+        entry_index, use_index, value = found_port
+        mapping = parse_publish(value)
+        match = _PORT_X.match(mapping.host_port)
+        if not match:
+            raise InputError(
+                f"{source}: -p {value}: the X placeholder must be the last digit of the host port (500X)"
+            )
+        port_base = int((match.group(1) or "") + "0")
+        new_value = value.replace(mapping.host_port + ":", "{{port}}:", 1)
+        entries[entry_index] = _replace_value(entries[entry_index], use_index, new_value)
+    return entries, Grouping(size=group_size, port_base=port_base, name_template=name_template)
+
+
+def _gpu_placeholder_count(value: str, source: str) -> int:
+    spec = value.strip('"').strip("'")
+    devices = spec.split("device=", 1)[1] if "device=" in spec else spec
+    items = [item.strip() for item in devices.split(",")]
+    if any(item != "X" for item in items):
+        raise InputError(
+            f"{source}: --gpus {value}: placeholder counts disagree: mix of X and GPU ids; "
+            "use only X (one per GPU of a group) or only ids"
+        )
+    return len(items)
+
+
+def _refuse_fixed(entries: list[OptionEntry], option: str, source: str, why: str) -> None:
+    for entry in entries:
+        for use in entry.uses:
+            if canonical(use.option.name) != option:
+                continue
+            if option == "--publish" and not parse_publish(use.value or "").host_port:
+                continue
+            raise InputError(f"{source}: {option} {use.value}: placeholder counts disagree: {why}")
+
+
+def _model_from(
+    docker: DockerSpec, server: ServerCommand, model_repo: str | None, revision: str
+) -> ModelSpec:
+    model_path = server.flag("--model-path")
+    if model_path and not model_path.startswith("/"):
+        return ModelSpec(repo_id=model_repo or model_path, revision=revision)
+    local_dir = mount_point = None
+    if model_path:
+        for mount in docker.mounts():
+            target = mount.target.rstrip("/")
+            if target and (model_path == target or model_path.startswith(target + "/")):
+                mount_point = model_path
+                local_dir = mount.source + model_path[len(target) :] if mount.source.startswith("/") else None
+    return ModelSpec(repo_id=model_repo, revision=revision, local_dir=local_dir, mount_point=mount_point)
+
+
+def _recipe_name(name: str | None, grouping: Grouping | None, docker: DockerSpec, image: str) -> str:
+    if name:
+        return name
+    candidate = None
+    if grouping and grouping.name_template:
+        candidate = grouping.name_template.replace("{{group}}", "")
+    elif docker.last("--name"):
+        candidate = docker.last("--name")
+    if not candidate:
+        candidate = image.split("@")[0].rsplit("/", 1)[-1].replace(":", "-")
+    slug = re.sub(r"[^a-z0-9._-]+", "-", candidate.lower()).strip("-._")
+    return slug or "imported"

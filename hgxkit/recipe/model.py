@@ -1,0 +1,281 @@
+"""The recipe: one serving setup captured exactly, as typed dataclasses.
+
+Words in `docker.options` and `server.args` keep their original spelling. Per-group values are
+placeholders that `render` fills in: `{{name}}`, `{{gpus}}`, `{{port}}`, `{{group}}`; a secret is
+`{{env:NAME}}`, taken from the environment when the command runs and never stored.
+
+Example:
+    >>> from hgxkit.recipe.loader import load_recipe
+    >>> recipe = load_recipe("recipes/deepseek-v4-flash-dspark-marlin.yaml")
+    >>> recipe.server.flag("--tp-size"), recipe.groups.size
+    ('4', 4)
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from hgxkit.recipe.docker_options import canonical
+from hgxkit.recipe.dockerrun import OptionEntry, OptionUse
+from hgxkit.recipe.server_args import ServerCommand
+from hgxkit.secrets import is_secret_name
+
+SCHEMA_VERSION = 1
+PLACEHOLDER_RE = re.compile(r"\{\{(name|gpus|port|group|env:[A-Za-z_][A-Za-z0-9_]*)\}\}")
+ENV_REF_RE = re.compile(r"\{\{env:([A-Za-z_][A-Za-z0-9_]*)\}\}")
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where the setup was posted."""
+
+    url: str | None = None
+    author: str | None = None
+    date: str | None = None
+    notes: str | None = None
+
+
+@dataclass(frozen=True)
+class ImageRef:
+    """The container image, by tag, optionally pinned to a repository digest (`sha256:…`)."""
+
+    reference: str
+    digest: str | None = None
+
+    def pinned(self) -> str:
+        """`repo@sha256:…` when a digest is pinned, else the tag reference."""
+        if not self.digest:
+            return self.reference
+        repo = self.reference.split("@", 1)[0]
+        last = repo.rsplit("/", 1)[-1]
+        if ":" in last:
+            repo = repo[: len(repo) - len(last)] + last.split(":", 1)[0]
+        return f"{repo}@{self.digest}"
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """The weights: Hugging Face repo and revision, where they live on the host and in the container."""
+
+    repo_id: str | None
+    revision: str = "main"
+    local_dir: str | None = None
+    mount_point: str | None = None
+    allow_patterns: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class EnvSetting:
+    """One `-e`/`--env` setting; `value` None means "taken from the host environment at run time"."""
+
+    name: str
+    value: str | None
+
+    @property
+    def secret(self) -> bool:
+        return is_secret_name(self.name)
+
+
+@dataclass(frozen=True)
+class PortMapping:
+    """One `-p` publication: host address (may be empty), host port (may be a placeholder), container port."""
+
+    host_ip: str
+    host_port: str
+    container_port: str
+
+
+@dataclass(frozen=True)
+class Mount:
+    """A bind mount or volume: host source (or volume name) and container target."""
+
+    source: str
+    target: str
+    read_only: bool
+
+
+@dataclass(frozen=True)
+class DockerSpec:
+    """`docker run` and its options, each entry as the words it was written as."""
+
+    invocation: tuple[str, ...]
+    entries: tuple[OptionEntry, ...]
+
+    def words(self) -> list[str]:
+        out: list[str] = []
+        for entry in self.entries:
+            out.extend(entry.words)
+        return out
+
+    def uses(self) -> Iterator[OptionUse]:
+        for entry in self.entries:
+            yield from entry.uses
+
+    def values(self, name: str) -> list[str | None]:
+        """Values of every use of option `name` (canonical long name, e.g. `--env`), in order."""
+        return [use.value for use in self.uses() if canonical(use.option.name) == name]
+
+    def last(self, name: str) -> str | None:
+        values = self.values(name)
+        return values[-1] if values else None
+
+    def env(self) -> list[EnvSetting]:
+        settings = []
+        for value in self.values("--env"):
+            name, has_equals, rest = (value or "").partition("=")
+            settings.append(EnvSetting(name, rest if has_equals else None))
+        return settings
+
+    def ports(self) -> list[PortMapping]:
+        return [parse_publish(value or "") for value in self.values("--publish")]
+
+    def mounts(self) -> list[Mount]:
+        mounts = [parse_volume(value or "") for value in self.values("--volume")]
+        mounts += [parse_mount(value or "") for value in self.values("--mount")]
+        return mounts
+
+
+@dataclass(frozen=True)
+class Grouping:
+    """How GPUs are split into containers: fixed-size groups, or explicit lists of GPU ids."""
+
+    size: int | None = None
+    explicit: tuple[tuple[int, ...], ...] | None = None
+    gpus_per_node: int | None = None
+    port_base: int | None = None
+    name_template: str | None = None
+
+
+@dataclass(frozen=True)
+class ReferenceCell:
+    """The poster's numbers for one input length x concurrency cell."""
+
+    input_len: int
+    concurrency: int
+    num_prompts: int | None = None
+    ttft_mean_ms: float | None = None
+    ttft_p90_ms: float | None = None
+    ttft_p99_ms: float | None = None
+    accept_length: float | None = None
+    output_throughput: float | None = None
+    peak_concurrency: int | None = None
+
+
+@dataclass(frozen=True)
+class Reference:
+    """Results the poster reported for this setup, and the tool that produced them."""
+
+    tool: str
+    label: str | None = None
+    notes: str | None = None
+    slo_ttft_p99_ms: float | None = None
+    cells: tuple[ReferenceCell, ...] = ()
+
+
+@dataclass(frozen=True)
+class SmokeCell:
+    """The single small cell verify runs by default."""
+
+    input_len: int
+    concurrency: int
+    num_prompts: int
+
+
+@dataclass(frozen=True)
+class BenchmarkMatrix:
+    """The benchmark to run: input lengths x concurrencies, prompts per concurrency."""
+
+    input_lens: tuple[int, ...]
+    concurrencies: tuple[int, ...]
+    num_prompts: tuple[int, ...]
+    output_len: int
+    dataset: str = "random-ids"
+    random_range_ratio: float = 1.0
+    smoke: SmokeCell | None = None
+    notes: str | None = None
+
+    def prompts_for(self, concurrency: int) -> int:
+        return self.num_prompts[self.concurrencies.index(concurrency)]
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """One serving setup, exactly."""
+
+    name: str
+    image: ImageRef
+    docker: DockerSpec
+    server: ServerCommand
+    model: ModelSpec
+    description: str | None = None
+    source: Source = field(default_factory=Source)
+    groups: Grouping | None = None
+    reference: Reference | None = None
+    matrix: BenchmarkMatrix | None = None
+    schema_version: int = SCHEMA_VERSION
+    path: str | None = None
+
+    def env_refs(self) -> list[str]:
+        """Names of `{{env:NAME}}` references (secrets supplied from the environment at run time)."""
+        names: list[str] = []
+        for word in self.docker.words() + self.server.words():
+            for name in ENV_REF_RE.findall(word):
+                if name not in names:
+                    names.append(name)
+        return names
+
+    def host_inputs(self) -> list[str]:
+        """What the recipe alone cannot reproduce: values read from the host when the command runs."""
+        notes = []
+        for setting in self.docker.env():
+            if setting.value is None and setting.secret:
+                notes.append(f"-e {setting.name}: secret, taken from the environment at run time")
+            elif setting.value is None:
+                notes.append(f"-e {setting.name}: value taken from the host environment; not in the recipe")
+        for path in self.docker.values("--env-file"):
+            notes.append(f"--env-file {path}: read on the host; its contents are not in the recipe")
+        for name in self.env_refs():
+            notes.append(f"{{{{env:{name}}}}}: secret, taken from the environment at run time")
+        return notes
+
+
+def parse_publish(value: str) -> PortMapping:
+    """Split a `-p` value: `80`, `8080:80`, `127.0.0.1:8080:80`, `[::1]:8080:80/tcp`."""
+    if value.startswith("["):
+        end = value.find("]")
+        host_ip, rest = value[1:end], value[end + 2 :]
+        host_port, _, container = rest.partition(":")
+        return PortMapping(host_ip, host_port, container)
+    parts = value.split(":")
+    if len(parts) == 1:
+        return PortMapping("", "", parts[0])
+    if len(parts) == 2:
+        return PortMapping("", parts[0], parts[1])
+    return PortMapping(":".join(parts[:-2]), parts[-2], parts[-1])
+
+
+def parse_volume(value: str) -> Mount:
+    """Split a `-v` value: `src:dst[:opts]`; an anonymous volume `dst` has an empty source."""
+    parts = value.split(":")
+    if len(parts) == 1:
+        return Mount("", parts[0], False)
+    options = parts[2].split(",") if len(parts) > 2 else []
+    return Mount(parts[0], parts[1], "ro" in options)
+
+
+def parse_mount(value: str) -> Mount:
+    """Split a `--mount` value: `type=bind,source=…,target=…,readonly`."""
+    fields: dict[str, str] = {}
+    flags: set[str] = set()
+    for item in value.split(","):
+        key, has_equals, val = item.partition("=")
+        if has_equals:
+            fields[key.strip()] = val
+        else:
+            flags.add(key.strip())
+    source = fields.get("source") or fields.get("src") or ""
+    target = fields.get("target") or fields.get("destination") or fields.get("dst") or ""
+    read_only = bool(flags & {"readonly", "ro"}) or fields.get("readonly") in ("true", "1")
+    return Mount(source, target, read_only)

@@ -1,0 +1,125 @@
+"""The container command of a recipe: the server program and its flags, in original spelling.
+
+SGLang's parser accepts aliases (`--tp`, `--tp-size`, `--tensor-parallel-size`) and `--flag=value`;
+`ServerCommand.flag` looks a flag up under any of its spellings so checks and diffs compare meaning.
+
+Example:
+    >>> cmd = ServerCommand.from_words(["sglang", "serve", "--tp", "4", "--trust-remote-code"])
+    >>> cmd.flag("--tp-size"), cmd.has("--trust-remote-code")
+    ('4', True)
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+# Alias -> canonical name, for the SGLang flags hgxkit reasons about (checked against sglang 0.5.23 --help).
+SGLANG_FLAG_ALIASES = {
+    "--tp": "--tp-size",
+    "--tensor-parallel-size": "--tp-size",
+    "--dp": "--dp-size",
+    "--data-parallel-size": "--dp-size",
+    "--pp": "--pp-size",
+    "--pipeline-parallel-size": "--pp-size",
+    "--model": "--model-path",
+    "--enable-hicache": "--enable-hierarchical-cache",
+    "--nccl-init-addr": "--dist-init-addr",
+}
+_NEGATIVE_NUMBER = re.compile(r"^-\d+(\.\d+)?$")
+# Launchers whose first words are the program, not flags; anything else is one program word.
+_LAUNCHER_PREFIXES: tuple[tuple[str, ...], ...] = (("sglang", "serve"), ("vllm", "serve"))
+
+
+def canonical_flag(name: str) -> str:
+    """The canonical spelling of a server flag (`--tp` -> `--tp-size`)."""
+    return SGLANG_FLAG_ALIASES.get(name, name)
+
+
+def is_flag(word: str) -> bool:
+    """True for `--x`/`-x` words, false for values such as `-1`."""
+    return word.startswith("-") and len(word) > 1 and not _NEGATIVE_NUMBER.match(word)
+
+
+def group_args(words: Sequence[str]) -> list[tuple[str, ...]]:
+    """Group flag words with the values that follow them: `--tp 4` is one entry, `--rm` another."""
+    entries: list[list[str]] = []
+    for word in words:
+        if is_flag(word) or not entries or not is_flag(entries[-1][0]):
+            entries.append([word])
+        else:
+            entries[-1].append(word)
+    return [tuple(entry) for entry in entries]
+
+
+def split_program(words: Sequence[str]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """Split a container command into the program (`sglang serve`, `python3 -m mod`) and its arguments."""
+    for prefix in _LAUNCHER_PREFIXES:
+        if tuple(words[: len(prefix)]) == prefix:
+            return tuple(words[: len(prefix)]), tuple(words[len(prefix) :])
+    if len(words) >= 3 and re.match(r"^python[0-9.]*$", words[0]) and words[1] == "-m":
+        return tuple(words[:3]), tuple(words[3:])
+    if not words:
+        return (), ()
+    return (words[0],), tuple(words[1:])
+
+
+@dataclass(frozen=True)
+class FlagUse:
+    """One flag as the server sees it: canonical name, value (None for a switch), original words."""
+
+    name: str
+    value: str | None
+    words: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class ServerCommand:
+    """The container command: `program` words, then argument entries in original order and spelling."""
+
+    program: tuple[str, ...]
+    args: tuple[tuple[str, ...], ...]
+
+    @classmethod
+    def from_words(cls, words: Sequence[str]) -> ServerCommand:
+        program, rest = split_program(words)
+        return cls(program, tuple(group_args(rest)))
+
+    def words(self) -> list[str]:
+        """Every word of the command, program first."""
+        out = list(self.program)
+        for entry in self.args:
+            out.extend(entry)
+        return out
+
+    def uses(self) -> Iterator[FlagUse]:
+        """Each flag with its value; a positional model path after `sglang serve` counts as --model-path."""
+        for entry in self.args:
+            head = entry[0]
+            if not is_flag(head):
+                if self.program == ("sglang", "serve") and entry is self.args[0]:
+                    yield FlagUse("--model-path", head, entry)
+                continue
+            name, has_equals, inline = head.partition("=")
+            if has_equals:
+                value: str | None = inline
+            elif len(entry) > 1:
+                value = " ".join(entry[1:])
+            else:
+                value = None
+            yield FlagUse(canonical_flag(name), value, entry)
+
+    def flag(self, name: str) -> str | None:
+        """The value of the last use of `name` (any alias), or None when absent or a switch."""
+        wanted = canonical_flag(name)
+        value = None
+        for use in self.uses():
+            if use.name == wanted:
+                value = use.value
+        return value
+
+    def has(self, name: str) -> bool:
+        """True when the flag `name` (any alias) appears at all."""
+        wanted = canonical_flag(name)
+        return any(use.name == wanted for use in self.uses())

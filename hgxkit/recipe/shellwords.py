@@ -1,0 +1,194 @@
+"""Split a pasted shell command into words the way a POSIX shell would, keeping each word's position.
+
+Forum posts mangle commands: line continuations, the "collapsed" form where every `\\` + newline became
+`\\` + space on one line, tabs, CRLF, smart quotes, a leading `$ ` prompt. `split_words` undoes those and
+returns `Word`s with their line and column so that errors can point at the offending token.
+
+Example:
+    >>> [w.text for w in split_words("docker run -d \\\\ --gpus '\\"device=0,1\\"' img")]
+    ['docker', 'run', '-d', '--gpus', '"device=0,1"', 'img']
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from hgxkit.errors import InputError
+
+# Characters that start shell syntax we do not import (pipelines, lists, redirections, subshells).
+SHELL_OPERATOR_CHARS = frozenset("|&;<>()`")
+SMART_QUOTES = {"\u201c": '"', "\u201d": '"', "\u201e": '"', "\u2018": "'", "\u2019": "'"}
+# Inside double quotes a backslash only escapes these (POSIX); before anything else it stays literal.
+DQUOTE_ESCAPABLE = frozenset('$`"\\\n')
+
+
+@dataclass(frozen=True)
+class Word:
+    """One shell word: its text after quote removal, where it started, and whether any part was quoted."""
+
+    text: str
+    line: int
+    column: int
+    quoted: bool
+    is_operator: bool = False
+
+    def where(self) -> str:
+        """Human position, e.g. `line 1, column 42`."""
+        return f"line {self.line}, column {self.column}"
+
+
+def normalize_paste(text: str) -> str:
+    """Undo what copy-paste does to a command: CRLF, smart quotes, a leading `$ ` prompt."""
+    text = text.replace("\r\n", "\n").replace("\r", "\n")
+    for smart, plain in SMART_QUOTES.items():
+        text = text.replace(smart, plain)
+    stripped = text.lstrip()
+    if stripped[:2] in ("$ ", "# ") or stripped[:2] == "$\t":
+        # Replace the prompt with spaces so columns still match the original paste.
+        offset = len(text) - len(stripped)
+        text = text[:offset] + "  " + stripped[2:]
+    return text
+
+
+class _Scanner:
+    """Character cursor that tracks line and column (both 1-based)."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.pos = 0
+        self.line = 1
+        self.column = 1
+
+    def peek(self, ahead: int = 0) -> str:
+        index = self.pos + ahead
+        return self.text[index] if index < len(self.text) else ""
+
+    def take(self) -> str:
+        char = self.text[self.pos]
+        self.pos += 1
+        if char == "\n":
+            self.line += 1
+            self.column = 1
+        else:
+            self.column += 1
+        return char
+
+    def at_end(self) -> bool:
+        return self.pos >= len(self.text)
+
+
+def split_words(text: str, *, source: str = "<input>") -> list[Word]:
+    """Split `text` into shell words; raise `InputError` on an unbalanced quote.
+
+    Shell operators outside quotes (`|`, `&&`, `;`, `>`, `$(`…) come back as words with
+    `is_operator=True`, so the caller can refuse them with their position.
+    """
+    scanner = _Scanner(normalize_paste(text))
+    words: list[Word] = []
+    buffer: list[str] = []
+    start: tuple[int, int] | None = None
+    quoted = False
+
+    def finish() -> None:
+        nonlocal buffer, start, quoted
+        if start is not None:
+            words.append(Word("".join(buffer), start[0], start[1], quoted))
+        buffer, start, quoted = [], None, False
+
+    while not scanner.at_end():
+        char = scanner.peek()
+        if char in " \t\n":
+            finish()
+            scanner.take()
+            continue
+        if char == "\\":
+            nxt = scanner.peek(1)
+            if nxt == "\n":
+                scanner.take()
+                scanner.take()
+                continue
+            if start is None and nxt in (" ", "\t", ""):
+                # The collapsed continuation `a \ b`: a lone backslash between words separates them.
+                scanner.take()
+                continue
+            if start is None:
+                start = (scanner.line, scanner.column)
+            scanner.take()
+            buffer.append(scanner.take())
+            quoted = True
+            continue
+        if char == "#" and start is None:
+            while not scanner.at_end() and scanner.peek() != "\n":
+                scanner.take()
+            continue
+        if char in SHELL_OPERATOR_CHARS or (char == "$" and scanner.peek(1) == "("):
+            finish()
+            op_start = (scanner.line, scanner.column)
+            op = scanner.take()
+            while scanner.peek() in SHELL_OPERATOR_CHARS and scanner.peek() and op in ("|", "&", ">", "<"):
+                op += scanner.take()
+            if op == "$":
+                op += scanner.take()
+            words.append(Word(op, op_start[0], op_start[1], False, is_operator=True))
+            continue
+        if start is None:
+            start = (scanner.line, scanner.column)
+        if char == "'":
+            _read_single_quoted(scanner, buffer, source)
+            quoted = True
+        elif char == '"':
+            _read_double_quoted(scanner, buffer, source)
+            quoted = True
+        else:
+            buffer.append(scanner.take())
+    finish()
+    return words
+
+
+def _read_single_quoted(scanner: _Scanner, buffer: list[str], source: str) -> None:
+    line, column = scanner.line, scanner.column
+    scanner.take()
+    while True:
+        if scanner.at_end():
+            raise InputError(
+                f"{source}: unbalanced single quote opened at line {line}, column {column}; "
+                "close it or remove it"
+            )
+        char = scanner.take()
+        if char == "'":
+            return
+        buffer.append(char)
+
+
+def _read_double_quoted(scanner: _Scanner, buffer: list[str], source: str) -> None:
+    line, column = scanner.line, scanner.column
+    scanner.take()
+    while True:
+        if scanner.at_end():
+            raise InputError(
+                f"{source}: unbalanced double quote opened at line {line}, column {column}; "
+                "close it or remove it"
+            )
+        char = scanner.take()
+        if char == '"':
+            return
+        if char == "\\" and scanner.peek() in DQUOTE_ESCAPABLE and not scanner.at_end():
+            escaped = scanner.take()
+            if escaped != "\n":
+                buffer.append(escaped)
+            continue
+        buffer.append(char)
+
+
+def quote_word(word: str) -> str:
+    """Quote one word for a POSIX shell; `$VAR` references stay expandable, as they were posted."""
+    if word and all(c.isalnum() or c in "@%+=:,./-_" for c in word):
+        return word
+    if "$" in word and "'" not in word and "`" not in word and "\\" not in word and '"' not in word:
+        return f'"{word}"'
+    return "'" + word.replace("'", "'\"'\"'") + "'"
+
+
+def join_words(words: list[str]) -> str:
+    """Inverse of `split_words` for plain words: a command line a shell splits back into `words`."""
+    return " ".join(quote_word(word) for word in words)
