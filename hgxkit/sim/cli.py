@@ -1,11 +1,115 @@
-"""`hgxkit sim …` sub-commands (placeholder until the simulated node lands)."""
+"""`hgxkit sim …`: simulated HGX-H200 nodes (containers with systemd, sshd, dockerd, simulated GPUs).
+
+Examples:
+    hgxkit sim up --nodes 2            # build the image once (root, debootstrap), start node1 and node2
+    hgxkit sim status --json           # [{"name": "node1", "host": "127.0.0.1", "port": 2222, ...}]
+    hgxkit sim ssh node1 -- nvidia-smi -L
+    hgxkit sim down                    # remove every container, volume and network it made
+"""
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
+import shutil
+
+from hgxkit.errors import HgxkitError, InputError
+
+
+def _cluster(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--cluster",
+        default=os.environ.get("HGXKIT_SIM_CLUSTER", "default"),
+        help="name of this set of nodes (default: $HGXKIT_SIM_CLUSTER or 'default')",
+    )
+
+
+def _up(args: argparse.Namespace) -> int:
+    from hgxkit.sim import nodes
+
+    started = nodes.up(
+        args.nodes,
+        gpus=args.gpus,
+        memory_gib=args.memory_gib,
+        model_disk=args.model_disk,
+        cluster=args.cluster,
+    )
+    for n in started:
+        print(f"{n.name}\tssh -i {n.key} -p {n.port} {n.user}@{n.host}\t({n.gpus} simulated H200 GPUs)")
+    return 0
+
+
+def _down(args: argparse.Namespace) -> int:
+    from hgxkit.sim import nodes
+
+    r = nodes.down(args.cluster)
+    print(f"removed {r.containers} containers, {r.volumes} volumes, {r.networks} networks")
+    return 0
+
+
+def _status(args: argparse.Namespace) -> int:
+    from hgxkit.sim import nodes
+
+    found = nodes.status(args.cluster)
+    if args.json:
+        print(json.dumps([n.as_dict() for n in found], indent=2))
+    elif not found:
+        print(f"no simulated nodes in cluster {args.cluster!r}: start some with `hgxkit sim up`")
+    else:
+        for n in found:
+            print(f"{n.name}\t{n.state}\t{n.host}:{n.port}\t{n.gpus} GPUs\t{n.container}")
+    return 0
+
+
+def _ssh(args: argparse.Namespace) -> int:
+    from hgxkit.sim import nodes
+
+    match = [n for n in nodes.status(args.cluster) if n.name == args.node]
+    if not match:
+        raise InputError(
+            f"no simulated node {args.node!r} in cluster {args.cluster!r}: see `hgxkit sim status`"
+        )
+    if shutil.which("ssh") is None:
+        raise HgxkitError(
+            f"ssh not found: install openssh-client, or use `docker exec -it {match[0].container} bash`"
+        )
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    argv = nodes.ssh_argv(match[0], command)
+    os.execvp(argv[0], argv)
+    return 0  # pragma: no cover
 
 
 def register(groups: argparse._SubParsersAction) -> None:
     """Add the `sim` command group."""
-    parser = groups.add_parser("sim", help="simulated HGX-H200 nodes (not yet available)")
-    parser.set_defaults(handler=lambda _args: parser.error("no sim sub-commands yet"))
+    parser = groups.add_parser(
+        "sim",
+        help="simulated HGX-H200 nodes",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    sub = parser.add_subparsers(dest="sim_command", metavar="SUBCOMMAND")
+    sub.required = True
+
+    p = sub.add_parser("up", help="start N simulated nodes (builds the node image when needed)")
+    p.add_argument("--nodes", type=int, default=1, help="number of nodes (default 1)")
+    p.add_argument("--gpus", type=int, default=8, help="simulated H200 GPUs per node (default 8)")
+    p.add_argument("--memory-gib", type=int, default=2048, help="RAM each node reports in /proc/meminfo")
+    p.add_argument("--model-disk", default="4t", help="size of the /data/models file system (default 4t)")
+    _cluster(p)
+    p.set_defaults(handler=_up)
+
+    p = sub.add_parser("down", help="remove the nodes and every container, volume and network they used")
+    _cluster(p)
+    p.set_defaults(handler=_down)
+
+    p = sub.add_parser("status", help="list the nodes and how to reach them")
+    p.add_argument("--json", action="store_true", help="print JSON (what inventories/sim.py reads)")
+    _cluster(p)
+    p.set_defaults(handler=_status)
+
+    p = sub.add_parser("ssh", help="log into a node (or run `-- CMD` on it)")
+    p.add_argument("node", help="node name, e.g. node1")
+    p.add_argument("command", nargs=argparse.REMAINDER, help="-- CMD [ARGS...]")
+    _cluster(p)
+    p.set_defaults(handler=_ssh)

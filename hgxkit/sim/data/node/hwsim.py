@@ -1,0 +1,170 @@
+"""Simulated HGX-H200 hardware as seen from inside a simulated node (`simulated: true`).
+
+This module is the "hardware" of a hgxkit simulated node. It is bind-mounted read-only at
+/usr/lib/hgxkit-sim inside every node and imported by the simulated NVIDIA programs that the
+simulated apt repository installs (nvidia-smi, nv-fabricmanager, dcgmi, ...).
+
+State it reads (all paths inside the node):
+    /etc/hgxkit-sim/node.json               node identity: name, gpu count, nvswitch count
+    /etc/hgxkit-sim/faults/<name>           fault switches (touch to inject, rm to clear):
+        dcgm-diag-fail    `dcgmi diag` reports a failing test on GPU 3
+        nvlink-degraded   GPU 3 link 10 trained down to 1.562 GB/s, with CRC errors
+        fabric-stuck      fabric state stays "In Progress" even after fabric manager ran
+    /usr/share/hgxkit-sim/versions/<pkg>    upstream version of each installed simulated package
+    /run/hgxkit-sim/nvidia/module.version   the "loaded" kernel module version (written at boot)
+    /run/hgxkit-sim/nvidia/fabric.state     written by nv-fabricmanager when it registered the GPUs
+
+Example (inside a node):
+    python3 -c 'import sys; sys.path.insert(0, "/usr/lib/hgxkit-sim"); import hwsim; print(hwsim.gpus())'
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+ETC = Path(os.environ.get("HGXKIT_SIM_ETC", "/etc/hgxkit-sim"))
+RUN = Path(os.environ.get("HGXKIT_SIM_RUN", "/run/hgxkit-sim"))
+VERSIONS = Path(os.environ.get("HGXKIT_SIM_VERSIONS", "/usr/share/hgxkit-sim/versions"))
+
+GPU_NAME = "NVIDIA H200"
+GPU_PCI_DEVICE = "0x233510DE"
+GPU_PCI_SUBSYS = "0x18BE10DE"
+GPU_MEMORY_MIB = 143771
+GPU_BUS = ["18", "2A", "3A", "5D", "9A", "AB", "BA", "DB"]
+NVSWITCH_BUS = ["05", "06", "07", "08"]
+NVLINKS = 18
+LINK_GBPS = "26.562"
+CUDA_VERSION = "13.0"
+MODULE_PACKAGES = ("nvidia-kernel-open-dkms", "nvidia-kernel-dkms")
+BANNER = "hgxkit-sim: SIMULATED {prog} on a simulated HGX-H200 node (no real GPU)"
+
+
+def banner(prog: str) -> None:
+    """Say on stderr that this program is simulated, so no output can pass for real hardware."""
+    if not os.environ.get("HGXKIT_SIM_QUIET"):
+        print(BANNER.format(prog=prog), file=sys.stderr)
+
+
+@dataclass(frozen=True)
+class Gpu:
+    """One simulated H200 SXM GPU."""
+
+    index: int
+    name: str
+    uuid: str
+    serial: str
+    bus_id: str  # 00000000:18:00.0
+    module_id: int
+
+    @property
+    def short_bus(self) -> str:
+        return self.bus_id[4:]
+
+
+def node() -> dict:
+    """The node description written by `hgxkit sim up`."""
+    try:
+        return json.loads((ETC / "node.json").read_text())
+    except (OSError, ValueError):
+        return {"name": os.uname().nodename, "gpus": 8, "nvswitches": 4}
+
+
+def gpus() -> list[Gpu]:
+    """The GPUs this node has (its configured count, at most 8)."""
+    info = node()
+    count = max(0, min(int(info.get("gpus", 8)), len(GPU_BUS)))
+    out = []
+    for i in range(count):
+        u = uuid.uuid5(uuid.NAMESPACE_URL, f"hgxkit-sim/{info.get('name', 'node')}/gpu/{i}")
+        serial = str(1655023000000 + int(u.hex[:6], 16) % 999999)
+        out.append(Gpu(i, GPU_NAME, f"GPU-{u}", serial, f"00000000:{GPU_BUS[i]}:00.0", i + 1))
+    return out
+
+
+def fault(name: str) -> bool:
+    """True when the fault switch /etc/hgxkit-sim/faults/<name> exists."""
+    return (ETC / "faults" / name).exists()
+
+
+def installed(pkg: str) -> str | None:
+    """The upstream version of an installed simulated package, or None."""
+    try:
+        return (VERSIONS / pkg).read_text().strip() or None
+    except OSError:
+        return None
+
+
+def installed_module() -> str | None:
+    """The kernel module version installed on disk (what the next boot will load)."""
+    for pkg in MODULE_PACKAGES:
+        v = installed(pkg)
+        if v:
+            return v
+    return None
+
+
+def loaded_module() -> str | None:
+    """The kernel module version "loaded" at the last boot, or None when no module is loaded."""
+    try:
+        return (RUN / "nvidia" / "module.version").read_text().strip() or None
+    except OSError:
+        return None
+
+
+def userspace() -> str | None:
+    """The NVML (userspace driver) version installed, or None."""
+    return installed("libnvidia-ml1")
+
+
+def fabric_done() -> bool:
+    """True when nv-fabricmanager registered the GPUs since the last boot."""
+    return (RUN / "nvidia" / "fabric.state").exists() and not fault("fabric-stuck")
+
+
+def persistence() -> bool:
+    return (RUN / "nvidia" / "persistence").exists()
+
+
+def link_speed(gpu: int, link: int) -> str:
+    if fault("nvlink-degraded") and gpu == 3 and link == 10:
+        return "1.562"
+    return LINK_GBPS
+
+
+def link_errors(gpu: int, link: int) -> int:
+    return 17 if fault("nvlink-degraded") and gpu == 3 and link == 10 else 0
+
+
+def write_run(rel: str, text: str) -> None:
+    path = RUN / rel
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+
+
+def module_proc_version(version: str) -> str:
+    """Text in the format of /proc/driver/nvidia/version for the open kernel module."""
+    return (
+        f"NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  {version}  Release Build  "
+        f"(hgxkit-sim@simulated)  simulated\nGCC version:  gcc version 12.2.0 (Debian 12.2.0-14)\n"
+    )
+
+
+def boot() -> int:
+    """Boot-time "module load": make the installed module the loaded one (run by hgxkit-sim-boot)."""
+    version = installed_module()
+    if version:
+        write_run("nvidia/module.version", version + "\n")
+        write_run("nvidia/version", module_proc_version(version))
+        print(f"hgxkit-sim: loaded simulated nvidia module {version}")
+    else:
+        print("hgxkit-sim: no nvidia kernel module installed; none loaded")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(boot() if sys.argv[1:] == ["boot"] else 2)
