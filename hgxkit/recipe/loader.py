@@ -121,7 +121,12 @@ def _validate_schema(data: dict[str, Any], locate: _Locator) -> None:
     path = tuple(err.absolute_path)
     message = err.message
     if err.validator == "additionalProperties":
-        message += "; remove it or check its spelling against recipes/schema.json"
+        allowed = set(err.schema.get("properties", {}))
+        extra = sorted(key for key in err.instance if key not in allowed)
+        path = (*path, extra[0])
+        message = (
+            f"unknown key {extra[0]!r}; remove it or fix its spelling (allowed: {', '.join(sorted(allowed))})"
+        )
     elif err.validator == "required":
         message += "; add it (see recipes/schema.json)"
     elif err.validator == "const" and path == ("schema_version",):
@@ -161,8 +166,8 @@ def _build(data: dict[str, Any], locate: _Locator) -> Recipe:
         except InputError as err:
             raise locate.error(path, err.message.lstrip(": ")) from None
     invocation = tuple(docker_data.get("invocation", "docker run").split())
-    server_data = data["server"]
-    program = _words(server_data["command"], ("server", "command"), locate)
+    server_data = data.get("server") or {}
+    program = _words(server_data.get("command", ""), ("server", "command"), locate)
     args: list[tuple[str, ...]] = []
     for i, item in enumerate(server_data.get("args", [])):
         words = _words(item, ("server", "args", i), locate)
@@ -306,7 +311,13 @@ class _Dumper(yaml.SafeDumper):
     """Block style, original key order, and long strings kept on one line."""
 
 
+_YAML_BREAKS = frozenset("\x85\u2028\u2029\r")
+
+
 def _str_presenter(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
+    if any(char in _YAML_BREAKS or not (char.isprintable() or char in "\n\t") for char in value):
+        # YAML folds these into line breaks in other styles; escaped double quotes keep them exact.
+        return dumper.represent_scalar("tag:yaml.org,2002:str", value, style='"')
     style = "|" if "\n" in value else (">" if len(value) > 90 else None)
     return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
 

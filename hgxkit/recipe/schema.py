@@ -26,7 +26,7 @@ RECIPE_SCHEMA: dict[str, Any] = {
     ),
     "type": "object",
     "additionalProperties": False,
-    "required": ["schema_version", "name", "image", "docker", "server"],
+    "required": ["schema_version", "name", "image", "docker"],
     "properties": {
         "schema_version": {"const": 1},
         "name": {"type": "string", "pattern": "^[a-z0-9][a-z0-9._-]*$", "maxLength": 100},
@@ -73,9 +73,11 @@ RECIPE_SCHEMA: dict[str, Any] = {
         "server": {
             "type": "object",
             "additionalProperties": False,
-            "required": ["command"],
             "properties": {
-                "command": {"type": "string", "minLength": 1},
+                "command": {
+                    "type": "string",
+                    "description": "Program words (e.g. 'sglang serve'); empty: the image's entrypoint.",
+                },
                 "args": _WORD_LIST,
             },
         },

@@ -60,8 +60,8 @@ def split_program(words: Sequence[str]) -> tuple[tuple[str, ...], tuple[str, ...
             return tuple(words[: len(prefix)]), tuple(words[len(prefix) :])
     if len(words) >= 3 and re.match(r"^python[0-9.]*$", words[0]) and words[1] == "-m":
         return tuple(words[:3]), tuple(words[3:])
-    if not words:
-        return (), ()
+    if not words or is_flag(words[0]):
+        return (), tuple(words)  # no program: the image's entrypoint takes these arguments
     return (words[0],), tuple(words[1:])
 
 
@@ -95,10 +95,10 @@ class ServerCommand:
 
     def uses(self) -> Iterator[FlagUse]:
         """Each flag with its value; a positional model path after `sglang serve` counts as --model-path."""
-        for entry in self.args:
+        for position, entry in enumerate(self.args):
             head = entry[0]
             if not is_flag(head):
-                if self.program == ("sglang", "serve") and entry is self.args[0]:
+                if self.program == ("sglang", "serve") and position == 0:
                     yield FlagUse("--model-path", head, entry)
                 continue
             name, has_equals, inline = head.partition("=")

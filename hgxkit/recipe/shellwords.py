@@ -38,10 +38,13 @@ class Word:
 
 
 def normalize_paste(text: str) -> str:
-    """Undo what copy-paste does to a command: CRLF, smart quotes, a leading `$ ` prompt."""
-    text = text.replace("\r\n", "\n").replace("\r", "\n")
-    for smart, plain in SMART_QUOTES.items():
-        text = text.replace(smart, plain)
+    """Undo what copy-paste does to a command: CRLF line ends, smart quotes, a leading `$ ` prompt."""
+    text = text.replace("\r\n", "\n")
+    if not any(quote in text for quote in "'\""):
+        # A paste through a rich-text editor turns every quote into a smart one; if no plain quote is
+        # left, the smart ones were the quoting. Otherwise they are literal text and stay.
+        for smart, plain in SMART_QUOTES.items():
+            text = text.replace(smart, plain)
     stripped = text.lstrip()
     if stripped[:2] in ("$ ", "# ") or stripped[:2] == "$\t":
         # Replace the prompt with spaces so columns still match the original paste.

@@ -1,0 +1,71 @@
+"""The pasted-command lexer: shell splitting with positions, forum-paste repairs and refusals."""
+
+from __future__ import annotations
+
+import shlex
+
+import pytest
+
+from hgxkit.errors import InputError
+from hgxkit.recipe.shellwords import join_words, split_words
+
+
+def texts(text: str) -> list[str]:
+    return [word.text for word in split_words(text)]
+
+
+def test_collapsed_continuations_on_one_line_separate_words() -> None:
+    assert texts("docker run -d \\ --name a-X \\ --ipc=host \\ img") == [
+        "docker", "run", "-d", "--name", "a-X", "--ipc=host", "img",
+    ]  # fmt: skip
+
+
+def test_backslash_newline_continuations_tabs_and_blank_lines() -> None:
+    text = "docker run \\\n\t-d \\\r\n\n   --rm\timg \\\n  serve"
+    assert texts(text) == ["docker", "run", "-d", "--rm", "img", "serve"]
+
+
+def test_escaped_space_inside_a_word_is_kept() -> None:
+    assert texts("ls /my\\ dir") == ["ls", "/my dir"]
+
+
+def test_single_quotes_keep_inner_double_quotes() -> None:
+    assert texts("--gpus '\"device=0,1\"'") == ["--gpus", '"device=0,1"']
+
+
+def test_double_quote_escapes_follow_posix() -> None:
+    assert texts(r'"a\"b" "c\d" "\$HOME"') == ['a"b', "c\\d", "$HOME"]
+
+
+def test_positions_are_line_and_column_of_the_word_start() -> None:
+    words = split_words("docker run \\\n   --gpuz all")
+    assert (words[2].text, words[2].line, words[2].column) == ("--gpuz", 2, 4)
+
+
+def test_smart_quotes_prompt_and_comments_are_repaired() -> None:
+    assert texts("$ docker run \u201cimg\u201d  # runs it") == ["docker", "run", "img"]
+
+
+def test_unbalanced_quote_names_where_it_opened() -> None:
+    with pytest.raises(InputError, match=r"unbalanced single quote opened at line 1, column 12"):
+        split_words("docker run 'img")
+
+
+def test_shell_operators_come_back_marked_but_quoted_ones_are_text() -> None:
+    words = split_words("a && b 'c || d' | e")
+    assert [(w.text, w.is_operator) for w in words] == [
+        ("a", False), ("&&", True), ("b", False), ("c || d", False), ("|", True), ("e", False),
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "words",
+    [
+        ["docker", "run", "--gpus", '"device=0,1"', "img"],
+        ["a b", "it's", "$HOME/x", "", "tab\there", "line\nbreak", "{{name}}"],
+    ],
+)
+def test_join_words_round_trips_through_the_lexer_and_shlex(words: list[str]) -> None:
+    joined = join_words(words)
+    assert texts(joined) == words
+    assert shlex.split(joined) == words
