@@ -38,16 +38,12 @@ class ImportResult:
     notes: tuple[str, ...]
 
 
-def import_docker_run(
-    text: str,
-    *,
-    name: str | None = None,
-    source: str = "<input>",
-    model_repo: str | None = None,
-    revision: str = "main",
-) -> Recipe:
-    """Parse `text` (one `docker run …`) into a recipe; raise `InputError` on malformed input."""
-    return import_with_notes(text, name=name, source=source, model_repo=model_repo, revision=revision).recipe
+def import_docker_run(text: str, **options: str | None) -> Recipe:
+    """Parse `text` (one `docker run …`) into a recipe; raise `InputError` on malformed input.
+
+    Takes the keyword options of `import_with_notes` (name, source, model_repo, revision).
+    """
+    return import_with_notes(text, **options).recipe  # type: ignore[arg-type]
 
 
 def import_with_notes(
