@@ -142,6 +142,7 @@ def _containers(c: docker.DockerClient, cluster: str) -> list[Container]:
 
 def _port_free(port: int) -> bool:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # ports in TIME_WAIT are free to docker
         try:
             s.bind(("127.0.0.1", port))
             return True
