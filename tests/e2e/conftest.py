@@ -41,9 +41,7 @@ def sim_nodes() -> Iterator[Callable[..., list[NodeInfo]]]:
         key = (cluster, n, gpus)
         if key not in started:
             if any(k[0] == cluster for k in started):
-                raise AssertionError(
-                    f"cluster {cluster!r} already started with other settings; use another name"
-                )
+                raise AssertionError(f"cluster {cluster!r} already started with other settings; use another name")
             simnodes.down(cluster)  # leftovers of an interrupted run
             started[key] = simnodes.up(n, gpus=gpus, cluster=cluster)
         return started[key]

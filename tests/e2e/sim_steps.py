@@ -21,3 +21,20 @@ def apt_install(*packages: str) -> str:
         "DEBIAN_FRONTEND=noninteractive apt-get install -y -q --allow-downgrades "
         "-o Dpkg::Options::=--force-confold " + " ".join(packages)
     )
+
+
+DRIVER_PACKAGES = (
+    "nvidia-open",
+    "nvidia-kernel-open-dkms",
+    "nvidia-driver-cuda",
+    "nvidia-smi",
+    "libcuda1",
+    "nvidia-persistenced",
+    "libnvidia-ml1",
+    "firmware-nvidia-gsp",
+)
+
+
+def driver_pins(version: str) -> list[str]:
+    """Every package of the open driver pinned to `version` (apt would pull the newest deps otherwise)."""
+    return [f"{p}={version}-1" for p in DRIVER_PACKAGES]

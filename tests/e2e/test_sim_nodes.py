@@ -40,9 +40,7 @@ def test_two_bare_nodes_to_gpu_docker_hosts(sim_nodes, pyinfra_on, capsys):
     _all(run.shell("command -v nvidia-smi"), expect_ok=False)
     assert set(
         _all(
-            run.shell(
-                "dpkg-query -W 'nvidia*' 2>/dev/null | wc -l; test ! -e /etc/docker/daemon.json; echo $?"
-            )
+            run.shell("dpkg-query -W 'nvidia*' 2>/dev/null | wc -l; test ! -e /etc/docker/daemon.json; echo $?")
         ).values()
     ) == {"0\n0"}
 
@@ -63,18 +61,13 @@ def test_two_bare_nodes_to_gpu_docker_hosts(sim_nodes, pyinfra_on, capsys):
         )
     )
     _all(
-        run.shell(
-            "systemctl enable nvidia-fabricmanager nvidia-dcgm"
-            " && nvidia-ctk runtime configure --runtime=docker"
-        )
+        run.shell("systemctl enable nvidia-fabricmanager nvidia-dcgm && nvidia-ctk runtime configure --runtime=docker")
     )
     daemon = json.loads(_all(run.shell("cat /etc/docker/daemon.json"))["node1"])
     assert daemon == {"runtimes": {"nvidia": {"args": [], "path": "nvidia-container-runtime"}}}
     # Installed, not loaded yet: nvidia-smi fails like the real one until the reboot.
     before = run.shell("nvidia-smi -L")
-    assert all(
-        not r.ok and "couldn't communicate with the NVIDIA driver" in r.stdout for r in before.values()
-    )
+    assert all(not r.ok and "couldn't communicate with the NVIDIA driver" in r.stdout for r in before.values())
 
     _all(run.shell("touch /run/hgxkit-e2e-before-reboot"))
     uptime_before = run.fact(Uptime)
@@ -91,9 +84,7 @@ def test_two_bare_nodes_to_gpu_docker_hosts(sim_nodes, pyinfra_on, capsys):
         assert len(lines) == 8, (name, out)
         assert all(line.startswith(f"GPU {i}: NVIDIA H200 (UUID: GPU-") for i, line in enumerate(lines))
     query = _all(
-        run.shell(
-            "nvidia-smi --query-gpu=index,driver_version,fabric.state,fabric.status --format=csv,noheader"
-        )
+        run.shell("nvidia-smi --query-gpu=index,driver_version,fabric.state,fabric.status --format=csv,noheader")
     )
     assert query["node2"].splitlines()[7] == "7, 580.105.08, Completed, Success"
     assert set(_all(run.shell("systemctl is-active nvidia-fabricmanager")).values()) == {"active"}
