@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 from pyinfra.operations import server
 from sim_steps import ADD_REPOS, apt_install, driver_pins
+
+from hgxkit.cli import main as hgxkit_main
 
 pytestmark = pytest.mark.e2e
 
@@ -16,8 +21,12 @@ def _one(run, command):
     return result
 
 
-def test_version_mismatches_and_seven_gpus(sim_nodes, pyinfra_on):
+def test_version_mismatches_and_seven_gpus(sim_nodes, pyinfra_on, capsys):
     (node,) = sim_nodes(1, gpus=7, cluster="e2e-neg")
+    assert hgxkit_main(["sim", "status", "--json", "--cluster", "e2e-neg"]) == 0
+    (listed,) = json.loads(capsys.readouterr().out)
+    assert listed["name"] == "node1" and listed["host"] == "127.0.0.1" and listed["user"] == "root"
+    assert listed["port"] == node.port and listed["gpus"] == 7 and Path(listed["key"]).is_file()
     run = pyinfra_on([node])
 
     # 7 of 8 GPUs at PCI level (what a preflight check must catch).

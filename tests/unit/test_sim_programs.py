@@ -1,0 +1,163 @@
+"""Unit tests of the simulated NVIDIA programs and hardware files, run on the host against temp state dirs."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from hgxkit.sim import aptrepo
+from hgxkit.sim.hwfiles import NodeHardware, lspci_dump, meminfo
+
+FILES = Path(aptrepo.__file__).parent / "data" / "aptrepo" / "files"
+NODE = Path(aptrepo.__file__).parent / "data" / "node"
+
+
+@pytest.fixture
+def node(tmp_path: Path):
+    """A fake node state: node.json with 8 GPUs, version files, /run; returns a program runner."""
+    etc, run, versions = tmp_path / "etc", tmp_path / "run", tmp_path / "versions"
+    (etc / "faults").mkdir(parents=True)
+    versions.mkdir()
+    (etc / "node.json").write_text(NodeHardware("node1").to_json())
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(NODE),
+        "HGXKIT_SIM_ETC": str(etc),
+        "HGXKIT_SIM_RUN": str(run),
+        "HGXKIT_SIM_VERSIONS": str(versions),
+    }
+
+    def program(name: str, *args: str, version: str = "580.105.08") -> subprocess.CompletedProcess[str]:
+        src = (FILES / name).read_text().replace("@VERSION@", version)
+        return subprocess.run([sys.executable, "-c", src, *args], env=env, capture_output=True, text=True)
+
+    def install(pkg: str, version: str) -> None:
+        (versions / pkg).write_text(version + "\n")
+
+    def boot() -> None:
+        subprocess.run([sys.executable, str(NODE / "hwsim.py"), "boot"], env=env, check=True, capture_output=True)
+
+    program.install, program.boot, program.etc, program.run = install, boot, etc, run  # type: ignore[attr-defined]
+    return program
+
+
+def test_nvidia_smi_states(node):
+    r = node("nvidia-smi", "-L")
+    assert r.returncode == 9 and "couldn't communicate with the NVIDIA driver" in r.stdout
+    assert "SIMULATED nvidia-smi" in r.stderr
+    node.install("nvidia-kernel-open-dkms", "580.95.05")
+    node.install("libnvidia-ml1", "580.95.05")
+    assert node("nvidia-smi", "-L").returncode == 9  # installed, not loaded until boot
+    node.boot()
+    out = node("nvidia-smi", "-L").stdout.splitlines()
+    assert len(out) == 8 and out[7].startswith("GPU 7: NVIDIA H200 (UUID: GPU-")
+    node.install("libnvidia-ml1", "580.105.08")
+    r = node("nvidia-smi", "-L")
+    assert r.returncode == 18
+    assert r.stdout == "Failed to initialize NVML: Driver/library version mismatch\nNVML library version: 580.105\n"
+
+
+def test_nvidia_smi_query_formats(node):
+    node.install("nvidia-kernel-open-dkms", "580.105.08")
+    node.install("libnvidia-ml1", "580.105.08")
+    node.boot()
+    q = "--query-gpu=index,name,memory.total,power.limit,fabric.state"
+    assert node("nvidia-smi", q, "--format=csv").stdout.splitlines()[:2] == [
+        "index, name, memory.total [MiB], power.limit [W], fabric.state",
+        "0, NVIDIA H200, 143771 MiB, 700.00 W, In Progress",
+    ]
+    assert node("nvidia-smi", q, "--format=csv,noheader,nounits").stdout.splitlines()[0] == (
+        "0, NVIDIA H200, 143771, 700.00, In Progress"
+    )
+    bad = node("nvidia-smi", "--query-gpu=index,bogus", "--format=csv")
+    assert bad.returncode == 2 and 'Field "bogus" is not a valid field to query.' in bad.stdout
+    node("nv-fabricmanager", "-c", "x", version="580.105.08")
+    assert node("nvidia-smi", "--query-gpu=fabric.status", "--format=csv,noheader").stdout.split() == ["Success"] * 8
+    root = ET.fromstring(node("nvidia-smi", "-q", "-x").stdout.split("\n", 2)[2])
+    assert root.tag == "nvidia_smi_log" and root.findtext("simulated") == "true"
+    assert root.findtext("driver_version") == "580.105.08"
+    assert [g.findtext("fabric/state") for g in root.findall("gpu")] == ["Completed"] * 8
+    assert root.find("gpu").get("id") == "00000000:18:00.0"
+
+
+def test_fabric_manager_refuses_mismatch(node):
+    node.install("nvidia-kernel-open-dkms", "580.105.08")
+    node.boot()
+    r = node("nv-fabricmanager", "-c", "x", version="580.95.05")
+    assert r.returncode == 1
+    assert (
+        "fabric manager NVIDIA GPU driver interface version 580.95.05 don't match with driver version 580.105.08"
+        in r.stderr
+    )
+    assert not (node.run / "nvidia" / "fabric.state").exists()
+
+
+def test_nvlink_and_faults(node):
+    node.install("nvidia-kernel-open-dkms", "580.105.08")
+    node.install("libnvidia-ml1", "580.105.08")
+    node.boot()
+    node("nv-fabricmanager", version="580.105.08")
+    links = node("nvidia-smi", "nvlink", "-s").stdout.splitlines()
+    assert links.count("\t Link 10: 26.562 GB/s") == 8
+    (node.etc / "faults" / "nvlink-degraded").touch()
+    links = node("nvidia-smi", "nvlink", "-s").stdout.splitlines()
+    assert links.count("\t Link 10: 1.562 GB/s") == 1
+    errors = node("nvidia-smi", "nvlink", "-e").stdout.splitlines()
+    assert "\t Link 10: CRC Errors: 17" in errors
+
+
+def test_nvidia_ctk_configures_docker_like_the_real_one(node, tmp_path):
+    cfg = tmp_path / "daemon.json"
+    cfg.write_text('{"log-driver": "json-file"}')
+    r = node(
+        "nvidia-ctk",
+        "runtime",
+        "configure",
+        "--runtime=docker",
+        f"--config={cfg}",
+        "--set-as-default",
+        version="1.18.0",
+    )
+    assert r.returncode == 0 and f"Wrote updated config to {cfg}" in r.stderr
+    assert json.loads(cfg.read_text()) == {
+        "default-runtime": "nvidia",
+        "log-driver": "json-file",
+        "runtimes": {"nvidia": {"args": [], "path": "nvidia-container-runtime"}},
+    }
+    assert cfg.read_text().startswith('{\n    "default-runtime"')
+
+
+def test_lspci_dump_and_meminfo():
+    dump = lspci_dump(7, 4)
+    blocks = [b for b in dump.split("\n\n") if b]
+    assert len(blocks) == 11
+    gpu = next(b for b in blocks if b.startswith("18:00.0"))
+    assert gpu.splitlines()[1] == "00: de 10 35 23 06 00 00 00 a1 00 02 03 00 00 00 00"
+    assert meminfo(2048).splitlines()[0] == "MemTotal:       2147483648 kB"
+
+
+def test_manifest_has_real_names_and_two_driver_versions():
+    m = aptrepo.load_manifest()
+    names = {p.name for p in m.packages}
+    assert {
+        "nvidia-open",
+        "nvidia-fabricmanager",
+        "nvidia-fabricmanager-570",
+        "libnvidia-nscq",
+        "nvidia-persistenced",
+        "nvidia-container-toolkit",
+        "nvidia-container-toolkit-base",
+        "libnvidia-container1",
+        "libnvidia-container-tools",
+        "datacenter-gpu-manager-4-cuda13",
+    } <= names
+    driver = next(p for p in m.packages if p.name == "nvidia-open")
+    assert driver.versions == ("580.95.05-1", "580.105.08-1")
+    assert m.repos["cuda"].path == "cuda/debian12/x86_64"
+    assert aptrepo.upstream("1:4.4.1-1") == "4.4.1"
