@@ -1,0 +1,232 @@
+"""Compare SGLang's real benchmark client's TTFT with the SGLang stand-in's ground truth (simulated server).
+
+For each concurrency (default 1, 5, 10, 20) at 5000 input tokens it runs
+``python -m sglang.benchmark.serving --backend sglang --dataset-name random-ids …`` from the client venv
+(see ``hgxkit/sim/sglang_stub/install_client.sh``) against one stand-in started with the forum's flags, and
+prints one line per concurrency: client mean/P99 TTFT, ground-truth mean/P99 TTFT and their ratios. Ground
+truth is the stand-in's own per-request log (``HGXKIT_SIM_TTFT_LOG``), warmups excluded.
+
+Usage:
+    .venv/bin/python bench/stub_fidelity.py --client-venv /opt/sglang-client-venv
+    HGXKIT_SGLANG_CLIENT_VENV=/opt/sglang-client-venv .venv/bin/python bench/stub_fidelity.py --concurrency 1 5
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+FORUM_FLAGS = [
+    "--trust-remote-code",
+    "--served-model-name",
+    "deepseek-v4-flash",
+    "--host",
+    "127.0.0.1",
+    "--tp",
+    "4",
+    "--moe-runner-backend",
+    "marlin",
+    "--mem-fraction-static",
+    "0.88",
+    "--cuda-graph-max-bs-decode",
+    "24",
+    "--max-running-requests",
+    "24",
+    "--kv-cache-dtype",
+    "fp8_e4m3",
+    "--enable-metrics",
+    "--enable-cache-report",
+    "--reasoning-parser",
+    "deepseek-v4",
+    "--tool-call-parser",
+    "deepseekv4",
+    "--speculative-algorithm",
+    "DSPARK",
+    "--enable-hierarchical-cache",
+    "--hicache-ratio",
+    "4",
+    "--hicache-size",
+    "0",
+    "--hicache-write-policy",
+    "write_through",
+]
+
+
+@dataclass(frozen=True)
+class FidelityLine:
+    """One concurrency level: client vs ground-truth TTFT in milliseconds."""
+
+    concurrency: int
+    prompts: int
+    client_mean_ms: float
+    truth_mean_ms: float
+    mean_ratio: float
+    client_p99_ms: float
+    truth_p99_ms: float
+    p99_ratio: float
+    accept_length: float | None
+
+
+def p99(values: list[float]) -> float:
+    """numpy's default (linear) percentile, as the client computes it."""
+    return statistics.quantiles(values, n=100, method="inclusive")[98] if len(values) > 1 else values[0]
+
+
+def _wait_health(url: str, timeout_s: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(url + "/health", timeout=2) as resp:
+                if resp.status == 200:
+                    return
+        except OSError:
+            time.sleep(0.2)
+    raise SystemExit(f"stand-in at {url} did not become healthy")
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def run(client_venv: Path, levels: list[int], input_len: int, output_len: int, per_level: int) -> list[FidelityLine]:
+    from hgxkit.sim.hub.makerepo import RepoSpec, make_repo
+
+    work = Path(tempfile.mkdtemp(prefix="stub-fidelity-"))
+    model = make_repo(work / "hub", RepoSpec(repo_id="deepseek-ai/DeepSeek-V4-Flash-DSpark", total_bytes=1 << 20))
+    model = model / "refs" / "main"
+    truth_log = work / "truth.jsonl"
+    port = _free_port()
+    env = {
+        **os.environ,
+        "NVIDIA_VISIBLE_DEVICES": "0,1,2,3",
+        "HGXKIT_SIM_HOST_MEM_GB": "2048",
+        "HGXKIT_SIM_READY_DELAY_S": "0.5",
+        "HGXKIT_SIM_TTFT_LOG": str(truth_log),
+    }
+    stub = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "hgxkit.sim.sglang_stub",
+            "serve",
+            "--model-path",
+            str(model),
+            "--port",
+            str(port),
+            *FORUM_FLAGS,
+        ],
+        env=env,
+        stderr=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        cwd=ROOT,
+    )
+    lines: list[FidelityLine] = []
+    try:
+        _wait_health(f"http://127.0.0.1:{port}")
+        for c in levels:
+            prompts = per_level * c
+            out = work / f"c{c}.jsonl"
+            cmd = [
+                str(client_venv / "bin" / "python"),
+                "-m",
+                "sglang.benchmark.serving",
+                "--backend",
+                "sglang",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--dataset-name",
+                "random-ids",
+                "--random-input-len",
+                str(input_len),
+                "--random-output-len",
+                str(output_len),
+                "--random-range-ratio",
+                "1.0",
+                "--num-prompts",
+                str(prompts),
+                "--max-concurrency",
+                str(c),
+                "--warmup-requests",
+                str(c),
+                "--flush-cache",
+                "--output-details",
+                "--tokenizer",
+                str(model),
+                "--output-file",
+                str(out),
+            ]
+            client_env = {**os.environ, "HF_HUB_OFFLINE": "1"}  # no 30 s of Hub retries for the model name
+            proc = subprocess.run(cmd, capture_output=True, text=True, env=client_env, timeout=900)
+            if proc.returncode != 0:
+                raise SystemExit(f"client failed at concurrency {c}:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+            row = json.loads(out.read_text().splitlines()[-1])
+            client = [t * 1000.0 for t in row["ttfts"]]
+            truths = [json.loads(x)["hgxkit_sim_request"] for x in truth_log.read_text().splitlines()]
+            # The measured requests are the last ones the stand-in saw (warmups and earlier levels before them).
+            truth = [t["ttft_ms"] for t in truths[-len(client) :]]
+            lines.append(
+                FidelityLine(
+                    concurrency=c,
+                    prompts=prompts,
+                    client_mean_ms=round(statistics.mean(client), 2),
+                    truth_mean_ms=round(statistics.mean(truth), 2),
+                    mean_ratio=round(statistics.mean(client) / statistics.mean(truth), 4),
+                    client_p99_ms=round(p99(client), 2),
+                    truth_p99_ms=round(p99(truth), 2),
+                    p99_ratio=round(p99(client) / p99(truth), 4),
+                    accept_length=row.get("accept_length"),
+                )
+            )
+            print(_format(lines[-1]), flush=True)
+    finally:
+        stub.terminate()
+        stub.wait(timeout=10)
+    return lines
+
+
+def _format(line: FidelityLine) -> str:
+    return (
+        f"conc={line.concurrency:<3} prompts={line.prompts:<3} "
+        f"TTFT mean client={line.client_mean_ms:8.2f} ms truth={line.truth_mean_ms:8.2f} ms "
+        f"ratio={line.mean_ratio:.3f} | P99 client={line.client_p99_ms:8.2f} ms truth={line.truth_p99_ms:8.2f} ms "
+        f"ratio={line.p99_ratio:.3f} | accept={line.accept_length}"
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--client-venv", type=Path, default=os.environ.get("HGXKIT_SGLANG_CLIENT_VENV"))
+    p.add_argument("--concurrency", type=int, nargs="+", default=[1, 5, 10, 20])
+    p.add_argument("--input-len", type=int, default=5000)
+    p.add_argument("--output-len", type=int, default=64)
+    p.add_argument("--prompts-per-concurrency", type=int, default=3, help="prompts = this × concurrency")
+    p.add_argument("--json", type=Path, default=None, help="also write the lines as a JSON list")
+    a = p.parse_args(argv)
+    if a.client_venv is None:
+        p.error("--client-venv (or HGXKIT_SGLANG_CLIENT_VENV) is required")
+    print("SIMULATED server (hgxkit SGLang stand-in); real client: sglang.benchmark.serving", flush=True)
+    lines = run(Path(a.client_venv), a.concurrency, a.input_len, a.output_len, a.prompts_per_concurrency)
+    if a.json:
+        a.json.write_text(json.dumps([asdict(x) for x in lines], indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(ROOT))
+    sys.exit(main())

@@ -1,0 +1,129 @@
+"""Start-up of the SGLang stand-in: parse, check, log like SGLang, serve (simulated).
+
+`serve_main` behaves like ``sglang serve [MODEL] …`` (a leading positional becomes ``--model-path``;
+``--model-type`` is accepted and ignored); `launch_server_main` behaves like
+``python3 -m sglang.launch_server …``. Both return the process exit status: 2 for argument errors (from
+argparse), 1 for a refused start, 0 after a clean shutdown (SIGTERM/SIGINT).
+
+Example:
+    >>> launch_server_main(["--model-path", "/nonexistent"], prog="launch_server.py")  # doctest: +SKIP
+    1
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import sys
+import threading
+import time
+from collections.abc import Mapping
+from datetime import datetime
+from pathlib import Path
+from typing import IO
+
+from hgxkit.sim.sglang_stub import checks
+from hgxkit.sim.sglang_stub.args import ModelFacts, build_parser, resolve
+from hgxkit.sim.sglang_stub.engine import Engine, LatencyModel
+from hgxkit.sim.sglang_stub.server import VERSION_DEFAULT, StubApp, make_server
+
+BANNER = (
+    "hgxkit SGLang stand-in: SIMULATED server — no model is loaded and no GPU is used; "
+    "timings follow the HGXKIT_SIM_* latency model"
+)
+READY_LINE = "The server is fired up and ready to roll!"
+
+
+def log(msg: str, stream: IO[str] | None = None) -> None:
+    """One log line in SGLang's format: ``[YYYY-mm-dd HH:MM:SS] message``."""
+    out = stream or sys.stderr
+    out.write(f"[{datetime.now():%Y-%m-%d %H:%M:%S}] {msg}\n")
+    out.flush()
+
+
+def _normalize_serve_argv(argv: list[str]) -> list[str]:
+    """Drop ``--model-type X`` and turn a leading positional into ``--model-path``, as `sglang serve` does."""
+    out: list[str] = []
+    it = iter(argv)
+    for arg in it:
+        if arg == "--model-type":
+            next(it, None)
+        elif not arg.startswith("--model-type="):
+            out.append(arg)
+    if out and not out[0].startswith("-"):
+        out = ["--model-path", out[0], *out[1:]]
+    return out
+
+
+def serve_main(argv: list[str], prog: str = "sglang serve", env: Mapping[str, str] | None = None) -> int:
+    """``sglang serve`` semantics."""
+    return launch_server_main(_normalize_serve_argv(argv), prog=prog, env=env, command=["sglang", "serve", *argv])
+
+
+def launch_server_main(
+    argv: list[str],
+    prog: str = "launch_server.py",
+    env: Mapping[str, str] | None = None,
+    command: list[str] | None = None,
+) -> int:
+    """``python3 -m sglang.launch_server`` semantics; blocks while serving."""
+    env = os.environ if env is None else env
+    ns = build_parser(prog).parse_args(argv)  # exits 2 with argparse's message, like SGLang
+    print(BANNER, file=sys.stderr, flush=True)
+    try:
+        checks.run_checks(vars(ns), env)
+        facts = ModelFacts.load(Path(ns.model_path))
+        args = resolve(ns, facts)
+        plan = checks.memory_plan(args, env, facts.kv_bytes_per_token)
+        log(f"server_args={args}")
+        for rank in range(min(plan.ranks, 8)):
+            log(f"[TP{rank}] Load weight begin. avail mem=139.80 GB (simulated)")
+        log(
+            f"[TP0] KV Cache is allocated. #tokens: {plan.max_total_num_tokens}, "
+            f"K size: {plan.kv_pool_bytes_per_rank / 2 / (1 << 30):.2f} GB, "
+            f"V size: {plan.kv_pool_bytes_per_rank / 2 / (1 << 30):.2f} GB (simulated)"
+        )
+        if args["enable_hierarchical_cache"]:
+            checks.check_host_memory(plan, env)
+            log(
+                f"[TP0] Allocating MLA hierarchical KV host pool: {plan.host_pool_tokens} tokens, "
+                f"{plan.host_pool_bytes_per_rank / (1 << 30):.2f} GB host memory. (simulated)"
+            )
+    except checks.StartupError as err:
+        log(f"Scheduler hit an exception: {err}")
+        print(str(err), file=sys.stderr, flush=True)
+        return 1
+    seed = int(args["random_seed"])
+    model = LatencyModel.from_env(env, args["speculative_algorithm"], args.get("speculative_num_draft_tokens"), seed)
+    max_running = int(args["max_running_requests"] or 2048)
+    log_stream: IO[str] = sys.stdout
+    if env.get("HGXKIT_SIM_TTFT_LOG"):
+        log_stream = open(env["HGXKIT_SIM_TTFT_LOG"], "a", encoding="utf-8")  # noqa: SIM115 - lives with the server
+    engine = Engine(model, max_running=max_running, log=log_stream)
+    argv0 = command or ["python3", "-m", "sglang.launch_server", *argv]
+    app = StubApp(args, facts, plan, engine, argv0, version=env.get("HGXKIT_SIM_VERSION", VERSION_DEFAULT))
+    try:
+        server = make_server(app, args["host"], int(args["port"]))
+    except OSError as err:
+        log(f"ERROR: [Errno {err.errno}] error while attempting to bind on address ({args['host']}, {args['port']})")
+        return 1
+    log(f"Uvicorn running on http://{args['host']}:{server.server_address[1]} (Press CTRL+C to quit)")
+
+    def become_ready() -> None:
+        time.sleep(model.ready_delay_s)
+        app.ready_event.set()
+        engine.ready = True
+        log(READY_LINE)
+
+    threading.Thread(target=become_ready, daemon=True).start()
+
+    def stop(signum: int, frame: object) -> None:
+        threading.Thread(target=server.shutdown, daemon=True).start()
+
+    with contextlib.suppress(ValueError):  # signal only works in the main thread
+        signal.signal(signal.SIGTERM, stop)
+        signal.signal(signal.SIGINT, stop)
+    server.serve_forever()
+    server.server_close()
+    return 0
