@@ -4,7 +4,8 @@
     pyinfra -y inventories/sim.py exec -- nvidia-smi -L
     HGXKIT_SIM_CLUSTER=e2e pyinfra -y inventories/sim.py fact server.Hostname
 
-Hosts come from `hgxkit sim status --json` ($HGXKIT_SIM_CLUSTER selects the cluster, default "default").
+Hosts come from `hgxkit sim status --json` ($HGXKIT_SIM_CLUSTER selects the cluster, default "default");
+with HGXKIT_SIM_VAGRANT=1 the one host is the Vagrantfile's VM instead (`@vagrant/hgxkit-h200`).
 They form the group `gpu_nodes`, whose data points the roles at the simulated NVIDIA repositories that
 every node serves on http://127.0.0.1:8081/ (built by hgxkit/sim/aptrepo.py). Group data keys:
 
@@ -28,20 +29,23 @@ import subprocess
 import sys
 
 _cluster = os.environ.get("HGXKIT_SIM_CLUSTER", "default")
-_cmd = [sys.executable, "-m", "hgxkit", "sim", "status", "--json", "--cluster", _cluster]
-_res = subprocess.run(_cmd, capture_output=True, text=True, check=False)
-if _res.returncode != 0:
-    raise SystemExit(f"inventories/sim.py: `hgxkit sim status --json` failed: {_res.stderr.strip()}")
-_nodes = [n for n in json.loads(_res.stdout) if n.get("state", "running") == "running"]
-if not _nodes:
-    raise SystemExit(
-        f"inventories/sim.py: no running simulated nodes in cluster {_cluster!r}: run `hgxkit sim up`"
-    )
+_vagrant = os.environ.get("HGXKIT_SIM_VAGRANT") == "1"
+_nodes: list = []
+if not _vagrant:
+    _cmd = [sys.executable, "-m", "hgxkit", "sim", "status", "--json", "--cluster", _cluster]
+    _res = subprocess.run(_cmd, capture_output=True, text=True, check=False)
+    if _res.returncode != 0:
+        raise SystemExit(f"inventories/sim.py: `hgxkit sim status --json` failed: {_res.stderr.strip()}")
+    _nodes = [n for n in json.loads(_res.stdout) if n.get("state", "running") == "running"]
+if not _nodes and not _vagrant:
+    raise SystemExit(f"inventories/sim.py: no running simulated nodes in cluster {_cluster!r}: run `hgxkit sim up`")
 
 _REPO = "http://127.0.0.1:8081"
 
-gpu_nodes = (
-    [
+_hosts = (
+    [("@vagrant/hgxkit-h200", {"expected_gpu_count": int(os.environ.get("HGXKIT_SIM_GPUS", "8"))})]
+    if _vagrant
+    else [
         (
             n["name"],
             {
@@ -55,7 +59,11 @@ gpu_nodes = (
             },
         )
         for n in _nodes
-    ],
+    ]
+)
+
+gpu_nodes = (
+    _hosts,
     {
         "hgxkit_simulated": True,
         "nvidia_repo_url": f"{_REPO}/cuda/debian12/x86_64/",

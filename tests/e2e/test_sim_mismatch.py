@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -75,3 +78,24 @@ def test_version_mismatches_and_seven_gpus(sim_nodes, pyinfra_on, capsys):
     assert "<simulated>true</simulated>" in xml and "<attached_gpus>7</attached_gpus>" in xml
     topo = _one(run, "nvidia-smi topo -m").stdout.splitlines()
     assert topo[1].split("\t")[1:8] == ["X"] + ["NV18"] * 6
+
+    # The pyinfra CLI reaches the same node through inventories/sim.py.
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "HGXKIT_SIM_CLUSTER": "e2e-neg", "PYINFRA_PROGRESS": "off"}
+    cli = subprocess.run(
+        [
+            str(Path(sys.executable).parent / "pyinfra"),
+            "-y",
+            "inventories/sim.py",
+            "exec",
+            "--",
+            "nvidia-smi -L | wc -l",
+        ],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert cli.returncode == 0, cli.stderr + cli.stdout
+    assert "[node1] 7" in cli.stdout + cli.stderr
