@@ -138,7 +138,7 @@ def run(client_venv: Path, levels: list[int], input_len: int, output_len: int, p
     try:
         _wait_health(f"http://127.0.0.1:{port}")
         for c in levels:
-            prompts = per_level * c
+            prompts = max(per_level * c, 10)  # the forum ran 10 prompts at concurrency 1
             out = work / f"c{c}.jsonl"
             cmd = [
                 str(client_venv / "bin" / "python"),
@@ -215,7 +215,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--concurrency", type=int, nargs="+", default=[1, 5, 10, 20])
     p.add_argument("--input-len", type=int, default=5000)
     p.add_argument("--output-len", type=int, default=64)
-    p.add_argument("--prompts-per-concurrency", type=int, default=3, help="prompts = this × concurrency")
+    p.add_argument("--prompts-per-concurrency", type=int, default=3, help="prompts = max(this × concurrency, 10)")
     p.add_argument("--json", type=Path, default=None, help="also write the lines as a JSON list")
     a = p.parse_args(argv)
     if a.client_venv is None:

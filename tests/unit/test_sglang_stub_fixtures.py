@@ -133,8 +133,6 @@ def test_live_client_against_stub(tmp_path: Path) -> None:
             venv,
             "--concurrency",
             "2",
-            "--prompts-per-concurrency",
-            "2",
             "--json",
             str(tmp_path / "fidelity.json"),
         ],

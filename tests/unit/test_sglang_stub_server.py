@@ -319,3 +319,28 @@ def test_subprocess_start_logs_ready_line_and_stops_on_sigterm(model_dir: Path, 
         assert proc.wait(timeout=10) == 0
     [record] = [json.loads(x)["hgxkit_sim_request"] for x in (tmp_path / "truth.jsonl").read_text().splitlines()]
     assert record["input_tokens"] == 2 and record["output_tokens"] == 2 and record["simulated"] is True
+
+
+def test_shim_runs_the_stand_in_as_sglang(tmp_path: Path) -> None:
+    from hgxkit.sim.sglang_stub.shim import default_stub_root, install_shim
+
+    site, bindir = tmp_path / "site", tmp_path / "bin"
+    written = install_shim(site, default_stub_root(), bindir, python=sys.executable)
+    assert {p.name for p in written} == {"__init__.py", "launch_server.py", "main.py", "sglang"}
+    env = {"PYTHONPATH": str(site), "PATH": "/usr/bin:/bin"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "sglang.launch_server", "--model-path", "/m", "--cuda-graph-max-bs", "8"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
+    assert proc.returncode == 2
+    assert proc.stderr.splitlines()[-1].startswith("launch_server.py: error: ambiguous option: --cuda-graph-max-bs")
+    proc = subprocess.run(
+        [str(bindir / "sglang"), "serve", "/m", "--bogus"], capture_output=True, text=True, env=env, timeout=60
+    )
+    assert proc.returncode == 2
+    assert proc.stderr.splitlines()[-1] == "sglang: error: unrecognized arguments: --bogus"
+    proc = subprocess.run([str(bindir / "sglang"), "version"], capture_output=True, text=True, env=env, timeout=60)
+    assert "hgxkit stand-in, simulated" in proc.stdout
