@@ -15,7 +15,15 @@ from dataclasses import dataclass, field
 
 from pyinfra.api import FactBase
 
-from hgxkit.nvidia.host import PciInventory, SecureBoot, parse_lspci, parse_meminfo_bytes, parse_secure_boot
+from hgxkit.nvidia.host import (
+    PciInventory,
+    SecureBoot,
+    parse_dpkg_query,
+    parse_lspci,
+    parse_meminfo_bytes,
+    parse_os_release,
+    parse_secure_boot,
+)
 from hgxkit.nvidia.smi import (
     GPU_QUERY_FIELDS,
     GpuInfo,
@@ -224,3 +232,81 @@ class FreeBytes(FactBase[int | None]):
     def process(self, output: list[str]) -> int | None:
         text = "".join(output).strip()
         return int(text) if text.isdigit() else None
+
+
+class OsRelease(FactBase[dict[str, str]]):
+    """`/etc/os-release` as a dict (`ID`, `VERSION_ID`, `VERSION_CODENAME`, …)."""
+
+    def command(self) -> str:
+        return "cat /etc/os-release 2>/dev/null || true"
+
+    @staticmethod
+    def default() -> dict[str, str]:
+        return {}
+
+    def process(self, output: list[str]) -> dict[str, str]:
+        return parse_os_release("\n".join(output))
+
+
+class InstalledPackages(FactBase[dict[str, str]]):
+    """Installed packages matching shell globs, `{name: version}` (e.g. `patterns="nvidia-* libnvidia-*"`)."""
+
+    def command(self, patterns: str) -> str:
+        globs = " ".join(f"'{p}'" for p in patterns.split())
+        return f"dpkg-query -W -f='${{Package}} ${{Version}} ${{db:Status-Abbrev}}\\n' {globs} 2>/dev/null || true"
+
+    @staticmethod
+    def default() -> dict[str, str]:
+        return {}
+
+    def process(self, output: list[str]) -> dict[str, str]:
+        return parse_dpkg_query("\n".join(output))
+
+
+class PackagePolicies(FactBase[dict[str, str]]):
+    """`apt-cache policy` text of each installed package matching `patterns` (see `bringup.package_origin`)."""
+
+    def command(self, patterns: str) -> str:
+        globs = " ".join(f"'{p}'" for p in patterns.split())
+        return (
+            f"for p in $(dpkg-query -W -f='${{Package}}\\n' {globs} 2>/dev/null); do "
+            'echo "##package $p"; apt-cache policy "$p" 2>/dev/null; done'
+        )
+
+    @staticmethod
+    def default() -> dict[str, str]:
+        return {}
+
+    def process(self, output: list[str]) -> dict[str, str]:
+        out: dict[str, str] = {}
+        name = None
+        chunk: list[str] = []
+        for line in [*output, "##package"]:
+            if line.startswith("##package"):
+                if name:
+                    out[name] = "\n".join(chunk)
+                name, chunk = line[len("##package") :].strip() or None, []
+            else:
+                chunk.append(line)
+        return out
+
+
+class ServiceActive(FactBase[bool]):
+    """True when the systemd unit is active (`systemctl is-active UNIT`)."""
+
+    def command(self, unit: str) -> str:
+        return f"systemctl is-active '{unit}' 2>/dev/null || true"
+
+    def process(self, output: list[str]) -> bool:
+        return "".join(output).strip() == "active"
+
+
+class FileText(FactBase[str | None]):
+    """A text file's content, or None when it does not exist (for small config files such as daemon.json)."""
+
+    def command(self, path: str) -> str:
+        return f"if [ -f '{path}' ]; then cat '{path}'; else echo '##hgxkit-absent'; fi"
+
+    def process(self, output: list[str]) -> str | None:
+        text = "\n".join(output)
+        return None if text.strip() == "##hgxkit-absent" else text

@@ -1,0 +1,21 @@
+"""Bring a fresh HGX-H200 node up to running GPU containers: preflight, driver + fabric manager, Docker,
+container toolkit, GPU health. Idempotent: a second run reports no change.
+
+    pyinfra -y inventories/h200.py deploys/bringup.py
+    pyinfra -y inventories/sim.py deploys/bringup.py          # simulated nodes (`hgxkit sim up`)
+    pyinfra inventories/h200.py deploys/bringup.py --dry      # the plan, changing nothing
+
+Every knob is in roles/<role>/defaults.py; set them in the inventory (or `--data key=value`).
+"""
+
+from roles.container_toolkit import container_toolkit
+from roles.docker import docker_engine
+from roles.gpu_health import gpu_health
+from roles.nvidia_driver import nvidia_driver
+from roles.preflight import preflight
+
+preflight()
+nvidia_driver()
+docker_engine()
+container_toolkit()
+gpu_health()

@@ -1,0 +1,47 @@
+"""Knobs of the container_toolkit role (inventory data overrides each).
+
+nvidia_container_repo_url          the libnvidia-container repository or a mirror; None: NVIDIA's
+                                   https://nvidia.github.io/libnvidia-container/stable/deb/amd64/
+nvidia_container_repo_key_url      its key; None: https://nvidia.github.io/libnvidia-container/gpgkey
+nvidia_container_toolkit_version   Debian version pinned for nvidia-container-toolkit, -base,
+                                   libnvidia-container-tools and libnvidia-container1 (held).
+container_toolkit_cgroupfs         set Docker's cgroup driver to cgroupfs: with the systemd driver a
+                                   `systemctl daemon-reload` strips GPU access from running containers
+                                   ("Failed to initialize NVML: Unknown Error", nvidia-container-toolkit#48).
+container_smoke_image              image of the GPU smoke test (nvidia-smi is injected by the toolkit).
+container_smoke_command            its command; must list every GPU with `GPU <n>:` lines ...
+container_smoke_expect             ... ("gpu-list"), or print NVIDIA_VISIBLE_DEVICES ("visible-devices": the
+                                   simulated nodes, whose no-op hook injects no nvidia-smi).
+expected_gpu_count                 GPUs the smoke test must see.
+"""
+
+DEFAULTS = {
+    "nvidia_container_repo_url": None,
+    "nvidia_container_repo_key_url": None,
+    "nvidia_container_toolkit_version": "1.18.0-1",
+    "container_toolkit_cgroupfs": True,
+    "container_smoke_image": "ubuntu:24.04",
+    "container_smoke_command": "nvidia-smi -L",
+    "container_smoke_expect": "gpu-list",
+    "expected_gpu_count": 8,
+}
+
+REPO_URL = "https://nvidia.github.io/libnvidia-container/stable/deb/amd64/"
+KEY_URL = "https://nvidia.github.io/libnvidia-container/gpgkey"
+KEYRING = "/etc/apt/keyrings/hgxkit-nvidia-container-toolkit.asc"
+SOURCES_FILE = "hgxkit-nvidia-container-toolkit"
+PACKAGES = [
+    "nvidia-container-toolkit",
+    "nvidia-container-toolkit-base",
+    "libnvidia-container-tools",
+    "libnvidia-container1",
+]
+# Old list files that name the same repository with another key: apt then fails with "Conflicting values
+# set for option Signed-By" (the toolkit's troubleshooting guide).
+STALE_LISTS = [
+    "nvidia-docker.list",
+    "libnvidia-container.list",
+    "nvidia-container-runtime.list",
+    "nvidia-container-toolkit.list",
+]
+DAEMON_JSON = "/etc/docker/daemon.json"

@@ -1,0 +1,59 @@
+"""GPU health: DCGM installed and running, `dcgmi diag` passing, ECC on and clean, no XIDs, persistence on.
+
+Example (deploys/bringup.py):
+    from roles.gpu_health import gpu_health
+    gpu_health()
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from pyinfra import host
+from pyinfra.api import deploy
+from pyinfra.api.exceptions import DeployError
+from pyinfra.operations import python, server, systemd
+
+from hgxkit.bringup import NVIDIA_CUDA_LIST, apt_install_commands
+from hgxkit.driver_gate import run_on
+from hgxkit.facts import InstalledPackages, ServiceActive
+from hgxkit.gpu_health import GpuHealthReport, gpu_health_report
+from roles.gpu_health.defaults import DCGM_UNIT, DEFAULTS
+
+
+def current_report() -> GpuHealthReport:
+    """Run the health checks on this host now."""
+    report = gpu_health_report(
+        run_on(host), level=int(host.data.get("dcgm_diag_level")), expected_gpus=host.data.get("expected_gpu_count")
+    )
+    allowed = set(host.data.get("gpu_health_allow_xids") or [])
+    return replace(report, xids=[x for x in report.xids if x.code not in allowed])
+
+
+@deploy("hgxkit GPU health", data_defaults=DEFAULTS)
+def gpu_health() -> None:
+    """Install DCGM and gate on the node's GPU health (changes nothing once DCGM runs)."""
+    package = host.data.get("dcgm_package")
+    version = host.data.get("dcgm_version")
+    installed = host.get_fact(InstalledPackages, patterns=package)
+    needs_install = package not in installed or (version is not None and installed[package] != version)
+    if needs_install:
+        server.shell(
+            name=f"Install DCGM ({package})",
+            commands=apt_install_commands(NVIDIA_CUDA_LIST, [f"{package}={version}" if version else package]),
+        )
+    running = host.get_fact(ServiceActive, unit=DCGM_UNIT)
+    if needs_install or not running:
+        systemd.service(name="DCGM host engine", service=DCGM_UNIT, running=True, enabled=True)
+        python.call(name="Gate: GPU health", function=_gate_now)
+    else:
+        systemd.service(name="DCGM host engine enabled", service=DCGM_UNIT, enabled=True)
+        _gate_now()
+
+
+def _gate_now() -> None:
+    report = current_report()
+    problems = report.problems(require_persistence=bool(host.data.get("gpu_health_persistence")))
+    if problems:
+        lines = "\n".join(f"  - {problem}" for problem in problems)
+        raise DeployError(f"GPU health gate failed on {host.name}:\n{lines}")

@@ -1,0 +1,180 @@
+"""NVIDIA driver, fabric manager and NSCQ at one exact version, held; reboot only when needed and allowed.
+
+Example (deploys/bringup.py):
+    from roles.nvidia_driver import nvidia_driver
+    nvidia_driver()
+"""
+
+from __future__ import annotations
+
+from io import StringIO
+
+from pyinfra import host
+from pyinfra.api import deploy
+from pyinfra.api.exceptions import DeployError
+from pyinfra.facts.server import KernelVersion, Which
+from pyinfra.operations import apt, files, python, server, systemd
+
+from hgxkit.bringup import (
+    NVIDIA_CUDA_LIST,
+    DriverPlan,
+    apt_install_commands,
+    default_cuda_repo_url,
+    distro_key,
+    driver_package_plan,
+    flat_repo_line,
+    packages_needing_install,
+    reboot_reason,
+)
+from hgxkit.driver_gate import FABRIC_MANAGER_UNIT, driver_gate, driver_state, run_on
+from hgxkit.facts import HeldPackages, InstalledPackages, OsRelease
+from hgxkit.nvidia.smi import upstream_version
+from roles.nvidia_driver.defaults import (
+    CUDA_REPO_KEY_FILE,
+    DEFAULTS,
+    KEYRING,
+    NOUVEAU_CONF,
+    NOUVEAU_TEXT,
+    UNATTENDED_CONF,
+    UNATTENDED_TEXT,
+)
+
+
+def plan_for_host() -> DriverPlan:
+    """The driver package plan for this host's OS and the inventory's branch/version/flavor."""
+    release = host.get_fact(OsRelease)
+    distro = distro_key(release.get("ID"), release.get("VERSION_ID"))
+    if distro is None:
+        raise DeployError(f"{host.name}: unsupported OS {release.get('PRETTY_NAME')}; run the preflight role first")
+    try:
+        return driver_package_plan(
+            distro=distro,
+            branch=str(host.data.get("nvidia_driver_branch")),
+            version=host.data.get("nvidia_driver_version"),
+            flavor=host.data.get("nvidia_driver_flavor"),
+        )
+    except ValueError as err:
+        raise DeployError(f"{host.name}: {err}") from None
+
+
+def repo_urls() -> tuple[str, str]:
+    release = host.get_fact(OsRelease)
+    repo = host.data.get("nvidia_repo_url") or default_cuda_repo_url(
+        distro_key(release.get("ID"), release.get("VERSION_ID")) or "ubuntu2404"
+    )
+    key = host.data.get("nvidia_repo_key_url") or f"{repo.rstrip('/')}/{CUDA_REPO_KEY_FILE}"
+    return repo, key
+
+
+def _guard_unattended_upgrades() -> None:
+    mode = host.data.get("nvidia_unattended_upgrades")
+    if mode == "blacklist":
+        files.put(
+            name="Keep NVIDIA and kernel packages out of unattended-upgrades",
+            src=StringIO(UNATTENDED_TEXT),
+            dest=UNATTENDED_CONF,
+            mode="0644",
+        )
+    elif mode == "remove":
+        apt.packages(name="Remove unattended-upgrades", packages=["unattended-upgrades"], present=False, purge=True)
+    elif mode != "ignore":
+        raise DeployError(f"{host.name}: nvidia_unattended_upgrades {mode!r}; use blacklist, remove or ignore")
+
+
+def _kernel_prerequisites() -> None:
+    if host.data.get("nvidia_blacklist_nouveau"):
+        nouveau = files.put(name="Blacklist nouveau", src=StringIO(NOUVEAU_TEXT), dest=NOUVEAU_CONF, mode="0644")
+        if host.get_fact(Which, command="update-initramfs"):
+            server.shell(
+                name="Rebuild the initramfs without nouveau", commands=["update-initramfs -u"], _if=nouveau.did_change
+            )
+    if host.data.get("nvidia_install_kernel_headers"):
+        kernel = host.get_fact(KernelVersion)
+        apt.packages(name="Kernel headers and DKMS for the NVIDIA module", packages=["dkms", f"linux-headers-{kernel}"])
+
+
+def _refuse_fabric_mismatch(plan: DriverPlan, installed: dict[str, str]) -> None:
+    """With nvidia_fabricmanager_mismatch: refuse, stop before any change when FM and driver disagree."""
+    fabric = installed.get(plan.fabric_packages[0])
+    driver = installed.get(plan.driver_packages[0])
+    target = plan.version or (upstream_version(driver) if driver else None)
+    mismatch = fabric is not None and target is not None and upstream_version(fabric) != target
+    if mismatch and host.data.get("nvidia_fabricmanager_mismatch") == "refuse":
+        raise DeployError(
+            f"{host.name}: fabric manager {upstream_version(fabric or '')} does not match driver {target}; "
+            f"install {plan.fabric_packages[0]}={target}-* (or set nvidia_fabricmanager_mismatch: repair)"
+        )
+
+
+@deploy("hgxkit NVIDIA driver + fabric manager", data_defaults=DEFAULTS)
+def nvidia_driver() -> None:
+    """Install the pinned driver set, hold it, guard it, and reboot or stop in "reboot required"."""
+    plan = plan_for_host()
+    installed = host.get_fact(InstalledPackages, patterns=" ".join(plan.pre_packages + plan.packages))
+    _refuse_fabric_mismatch(plan, installed)
+    _guard_unattended_upgrades()
+    _kernel_prerequisites()
+
+    repo_url, key_url = repo_urls()
+    files.download(name="NVIDIA CUDA repository key", src=key_url, dest=KEYRING, mode="0644")
+    apt.repo(name="NVIDIA CUDA repository", src=flat_repo_line(repo_url, KEYRING), filename=NVIDIA_CUDA_LIST)
+
+    missing = packages_needing_install(plan, installed)
+    driver_changes = any(name in plan.driver_packages for name in missing)
+    if missing:
+        server.shell(
+            name=f"Install the NVIDIA driver set at {plan.version or 'branch ' + plan.branch}",
+            commands=apt_install_commands(NVIDIA_CUDA_LIST, plan.install_args()),
+        )
+    held = set(host.get_fact(HeldPackages))
+    to_hold = [name for name in plan.pre_packages + plan.packages]
+    if missing or not set(to_hold) <= held:
+        server.shell(name="Hold the NVIDIA driver set", commands=["apt-mark hold " + " ".join(to_hold)])
+
+    if host.data.get("nvidia_persistence"):
+        systemd.service(name="Enable nvidia-persistenced", service="nvidia-persistenced.service", enabled=True)
+    systemd.service(name="Enable the fabric manager", service=FABRIC_MANAGER_UNIT, enabled=True)
+
+    run = run_on(host)
+    state = driver_state(run, plan.fabric_packages[0], plan.driver_packages[0])
+    target = plan.version or state.installed_version
+    reason = reboot_reason(state, target, driver_changes)
+    gate = {
+        "expected_version": target,
+        "expected_gpus": host.data.get("expected_gpu_count"),
+        "fabric_package": plan.fabric_packages[0],
+        "driver_package": plan.driver_packages[0],
+    }
+    if reason and not host.data.get("allow_reboot"):
+        files.file(name="Mark the node as needing a reboot", path="/var/run/reboot-required", touch=False)
+        python.call(name="Stop: reboot required", function=_reboot_required, reason=reason)
+        return
+    if reason:
+        server.reboot(name=f"Reboot: {reason}", delay=5, reboot_timeout=int(host.data.get("nvidia_reboot_timeout")))
+        python.call(name="Gate: driver, fabric manager, NVLink", function=_gate_now, **gate)
+        return
+    services_ok = run(f"systemctl is-active {FABRIC_MANAGER_UNIT} 2>/dev/null || true") == ["active"]
+    if missing or not services_ok:
+        systemd.service(
+            name="Start the fabric manager", service=FABRIC_MANAGER_UNIT, running=True, restarted=bool(missing)
+        )
+        python.call(name="Gate: driver, fabric manager, NVLink", function=_gate_now, **gate)
+        return
+    problems = driver_gate(run, **gate)
+    if problems:
+        lines = "\n".join(f"  - {problem}" for problem in problems)
+        raise DeployError(f"NVIDIA gate failed on {host.name}:\n{lines}")
+
+
+def _reboot_required(reason: str) -> None:
+    raise DeployError(
+        f"reboot required on {host.name}: {reason}. The driver set is installed and held; reboot the node "
+        "(or set allow_reboot: true) and run the deploy again."
+    )
+
+
+def _gate_now(**gate: object) -> None:
+    problems = driver_gate(run_on(host), **gate)  # type: ignore[arg-type]
+    if problems:
+        lines = "\n".join(f"  - {problem}" for problem in problems)
+        raise DeployError(f"NVIDIA gate failed on {host.name}:\n{lines}")
