@@ -62,9 +62,24 @@ def _status(args: argparse.Namespace) -> int:
     return 0
 
 
+def _split_ssh_rest(args: argparse.Namespace) -> list[str]:
+    """Take `--cluster X` given after NODE out of the remainder; return the command after `--`."""
+    rest = list(args.command)
+    while rest and rest[0].startswith("--cluster"):
+        if "=" in rest[0]:
+            args.cluster = rest.pop(0).split("=", 1)[1]
+        elif len(rest) > 1:
+            rest.pop(0)
+            args.cluster = rest.pop(0)
+        else:
+            raise InputError("--cluster needs a value: hgxkit sim ssh NODE --cluster NAME -- CMD")
+    return rest[1:] if rest[:1] == ["--"] else rest
+
+
 def _ssh(args: argparse.Namespace) -> int:
     from hgxkit.sim import nodes
 
+    command = _split_ssh_rest(args)
     match = [n for n in nodes.status(args.cluster) if n.name == args.node]
     if not match:
         raise InputError(
@@ -74,7 +89,6 @@ def _ssh(args: argparse.Namespace) -> int:
         raise HgxkitError(
             f"ssh not found: install openssh-client, or use `docker exec -it {match[0].container} bash`"
         )
-    command = args.command[1:] if args.command[:1] == ["--"] else args.command
     argv = nodes.ssh_argv(match[0], command)
     os.execvp(argv[0], argv)
     return 0  # pragma: no cover
@@ -110,6 +124,6 @@ def register(groups: argparse._SubParsersAction) -> None:
 
     p = sub.add_parser("ssh", help="log into a node (or run `-- CMD` on it)")
     p.add_argument("node", help="node name, e.g. node1")
-    p.add_argument("command", nargs=argparse.REMAINDER, help="-- CMD [ARGS...]")
+    p.add_argument("command", nargs=argparse.REMAINDER, help="-- CMD [ARGS...] (run CMD, not a login shell)")
     _cluster(p)
     p.set_defaults(handler=_ssh)

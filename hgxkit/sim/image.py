@@ -191,11 +191,30 @@ def build_node(client: docker.DockerClient, tag: str, base: str, log: Log = _std
             ) from err
 
 
+def prune_old(client: docker.DockerClient, keep: set[str]) -> list[str]:
+    """Remove hgxkit-sim images other than `keep` that no container uses; return the removed tags."""
+    removed = []
+    for img in client.images.list(filters={"label": LABEL}):
+        for tag in img.tags:
+            if tag.split(":")[0] in (BASE_REPO, NODE_REPO) and tag not in keep:
+                try:
+                    client.images.remove(tag)
+                    removed.append(tag)
+                except docker.errors.APIError:
+                    pass  # still used by a container (or a child image): keep it
+    return removed
+
+
 def ensure_node_image(client: docker.DockerClient, log: Log = _stderr) -> str:
-    """Return the node image tag, building the base and/or node image first when their inputs changed."""
+    """Return the node image tag, building the base and/or node image first when their inputs changed.
+
+    After a build, older hgxkit-sim images that no container uses are removed.
+    """
     base, node = base_tag(), node_tag()
     if not _exists(client, node):
         if not _exists(client, base):
             build_base(client, base, log)
         build_node(client, node, base, log)
+        for tag in prune_old(client, {base, node}):
+            log(f"removed old image {tag}")
     return node
