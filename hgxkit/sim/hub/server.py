@@ -96,9 +96,7 @@ def tree_entry(f: FileEntry) -> dict[str, Any]:
 
 
 def folder_entry(snap: Snapshot, folder: str) -> dict[str, Any]:
-    inner = "".join(
-        f"{p}\0{f.git_oid}\n" for p, f in sorted(snap.files.items()) if p.startswith(folder + "/")
-    )
+    inner = "".join(f"{p}\0{f.git_oid}\n" for p, f in sorted(snap.files.items()) if p.startswith(folder + "/"))
     return {"type": "directory", "oid": hashlib.sha1(inner.encode()).hexdigest(), "size": 0, "path": folder}
 
 
@@ -327,8 +325,7 @@ class HubHandler(BaseHTTPRequestHandler):
         elif rest == ["refs"]:
             repo = self._repo(repo_id, need_read=False)
             branches = [
-                {"name": b, "ref": f"refs/heads/{b}", "targetCommit": repo.snapshot(b).commit}
-                for b in repo.branches()
+                {"name": b, "ref": f"refs/heads/{b}", "targetCommit": repo.snapshot(b).commit} for b in repo.branches()
             ]
             self._json(200, {"branches": branches, "converts": [], "tags": []})
         else:
@@ -384,9 +381,7 @@ class HubHandler(BaseHTTPRequestHandler):
         entry = snap.files.get(path) if snap else None
         if entry is None or entry.sha256 != sha256:
             raise HubError(404, None, "Object not found")
-        self._file_body(
-            entry, path, {"X-Repo-Commit": commit, "ETag": f'"{sha256}"', "Accept-Ranges": "bytes"}
-        )
+        self._file_body(entry, path, {"X-Repo-Commit": commit, "ETag": f'"{sha256}"', "Accept-Ranges": "bytes"})
 
     def _file_body(self, entry: FileEntry, path: str, headers: dict[str, str]) -> None:
         start, end = 0, entry.size - 1
@@ -423,9 +418,7 @@ class HubHandler(BaseHTTPRequestHandler):
                 chunk = bytearray(fh.read(min(_SEND_CHUNK, length - sent)))
                 if not chunk:
                     break
-                if cfg.corrupt_offset is not None and start + sent <= cfg.corrupt_offset < start + sent + len(
-                    chunk
-                ):
+                if cfg.corrupt_offset is not None and start + sent <= cfg.corrupt_offset < start + sent + len(chunk):
                     chunk[cfg.corrupt_offset - start - sent] ^= 0xFF
                 if drop_after is not None and sent + len(chunk) >= drop_after:
                     chunk = chunk[: max(drop_after - sent, 0)]
@@ -475,8 +468,6 @@ class HubServer(ThreadingHTTPServer):
         self.state = state
 
 
-def make_server(
-    root: Path, host: str = "127.0.0.1", port: int = 0, faults: FaultConfig | None = None
-) -> HubServer:
+def make_server(root: Path, host: str = "127.0.0.1", port: int = 0, faults: FaultConfig | None = None) -> HubServer:
     """Create (not start) a server; port 0 picks a free port (see ``server.server_address``)."""
     return HubServer((host, port), HubState(Path(root), faults))
