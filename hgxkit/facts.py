@@ -41,9 +41,13 @@ _RC_MARK = "##hgxkit-rc="
 
 
 def _with_status(command: str, program: str) -> str:
-    """Run `command`, keep its output whatever its exit status, and append a status line."""
+    """Run `command`, keep its stdout whatever its exit status, and append a status line.
+
+    nvidia-smi prints its failures ("couldn't communicate with the NVIDIA driver", "Driver/library version
+    mismatch") on stdout; stderr carries only noise such as warnings and banners, so it is dropped.
+    """
     return (
-        f"if command -v {program} >/dev/null 2>&1; then {command} 2>&1; echo '{_RC_MARK}'$?; "
+        f"if command -v {program} >/dev/null 2>&1; then {command} 2>/dev/null; echo '{_RC_MARK}'$?; "
         f"else echo '{program}: not found'; echo '{_RC_MARK}127'; fi"
     )
 
@@ -269,7 +273,9 @@ class PackagePolicies(FactBase[dict[str, str]]):
     def command(self, patterns: str) -> str:
         globs = " ".join(f"'{p}'" for p in patterns.split())
         return (
-            f"for p in $(dpkg-query -W -f='${{Package}}\\n' {globs} 2>/dev/null); do "
+            # Only installed packages: dpkg also lists ones it merely knows of (status "un").
+            f"for p in $(dpkg-query -W -f='${{db:Status-Abbrev}} ${{Package}}\\n' {globs} 2>/dev/null "
+            "| awk '$1 ~ /^[ih]i/ {print $2}'); do "
             'echo "##package $p"; apt-cache policy "$p" 2>/dev/null; done'
         )
 

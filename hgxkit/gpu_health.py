@@ -83,9 +83,12 @@ class GpuHealthReport:
 
 def parse_dcgm_diag(text: str, level: int) -> DcgmDiag:
     """Parse `dcgmi diag -r N -j` (DCGM 4 JSON); output that is not JSON is a failed run with its first line."""
+    start = text.find("{")  # stderr (merged in, for its error messages) may come before the document
     try:
-        doc = json.loads(text)
+        doc = json.loads(text[start:]) if start >= 0 else None
     except json.JSONDecodeError:
+        doc = None
+    if not isinstance(doc, dict):
         first = text.strip().splitlines()[0] if text.strip() else "no output"
         return DcgmDiag(level, False, [first])
     failures = []

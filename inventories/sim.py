@@ -76,5 +76,12 @@ gpu_nodes = (
         "nvidia_container_toolkit_version": "1.18.0-1",
         "dcgm_package": "datacenter-gpu-manager-4-cuda13",
         "models_dir": "/data/models",
+        # Role knobs that differ on a simulated node (every knob: roles/<role>/defaults.py):
+        "allow_reboot": True,  # a simulated node reboots in about 10 s
+        "nvidia_install_kernel_headers": False,  # nothing is compiled; no headers exist for the host's kernel
+        "required_cgroup_version": None,  # nodes share the host's cgroup hierarchy (v1 on some CI machines)
+        "container_smoke_image": "hgxkit-sim/busybox:latest",  # seeded into each node's Docker at boot
+        "container_smoke_command": "sh -c 'echo $NVIDIA_VISIBLE_DEVICES'",
+        "container_smoke_expect": "visible-devices",  # the simulated hook injects no nvidia-smi
     },
 )

@@ -68,11 +68,11 @@ def parse_secure_boot(text: str) -> SecureBoot:
 
 
 def parse_dpkg_query(text: str) -> dict[str, str]:
-    """`dpkg-query -W -f='${Package} ${Version} ${db:Status-Abbrev}\\n'` -> {package: version} (installed only)."""
+    """`dpkg-query -W -f='${Package} ${Version} ${db:Status-Abbrev}\\n'` -> {package: version}, installed (held or not) only."""
     installed: dict[str, str] = {}
     for line in text.splitlines():
         parts = line.split()
-        if len(parts) >= 3 and parts[2].startswith("ii"):
+        if len(parts) >= 3 and parts[2][:2] in ("ii", "hi"):  # "hi": installed and on hold
             installed[parts[0].split(":")[0]] = parts[1]
     return installed
 

@@ -47,7 +47,7 @@ def gpu_health() -> None:
         systemd.service(name="DCGM host engine", service=DCGM_UNIT, running=True, enabled=True)
         python.call(name="Gate: GPU health", function=_gate_now)
     else:
-        systemd.service(name="DCGM host engine enabled", service=DCGM_UNIT, enabled=True)
+        systemd.service(name="DCGM host engine enabled", service=DCGM_UNIT, running=None, enabled=True)
         _gate_now()
 
 

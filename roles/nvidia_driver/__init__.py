@@ -132,8 +132,10 @@ def nvidia_driver() -> None:
         server.shell(name="Hold the NVIDIA driver set", commands=["apt-mark hold " + " ".join(to_hold)])
 
     if host.data.get("nvidia_persistence"):
-        systemd.service(name="Enable nvidia-persistenced", service="nvidia-persistenced.service", enabled=True)
-    systemd.service(name="Enable the fabric manager", service=FABRIC_MANAGER_UNIT, enabled=True)
+        systemd.service(
+            name="Enable nvidia-persistenced", service="nvidia-persistenced.service", running=None, enabled=True
+        )
+    systemd.service(name="Enable the fabric manager", service=FABRIC_MANAGER_UNIT, running=None, enabled=True)
 
     run = run_on(host)
     state = driver_state(run, plan.fabric_packages[0], plan.driver_packages[0])

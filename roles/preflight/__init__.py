@@ -30,6 +30,7 @@ from hgxkit.facts import (
 from roles.preflight.defaults import DEFAULTS
 
 NVIDIA_PACKAGE_GLOBS = "nvidia-* libnvidia-* cuda-drivers* datacenter-gpu-manager*"
+CONTAINER_TOOLKIT_PREFIXES = ("nvidia-container", "libnvidia-container")
 
 
 def gather_host_facts(models_dir: str, repo_url: str | None) -> HostFacts:
@@ -46,7 +47,11 @@ def gather_host_facts(models_dir: str, repo_url: str | None) -> HostFacts:
         ram_bytes=host.get_fact(MemTotalBytes),
         models_dir_free_bytes=host.get_fact(FreeBytes, path=models_dir),
         nvidia_packages=host.get_fact(InstalledPackages, patterns=NVIDIA_PACKAGE_GLOBS),
-        nvidia_package_origins={name: package_origin(text, repo_url) for name, text in policies.items()},
+        nvidia_package_origins={
+            name: package_origin(text, repo_url)
+            for name, text in policies.items()
+            if not name.startswith(CONTAINER_TOOLKIT_PREFIXES)  # their own repository, not the driver's
+        },
     )
 
 

@@ -1,0 +1,103 @@
+"""End-to-end: `pyinfra -y inventories/sim.py deploys/bringup.py` on simulated HGX-H200 nodes.
+
+Fresh node -> reboot-required stop (allow_reboot false) -> converged (reboot included) -> a second run
+changes nothing -> a mismatched fabric manager is repaired (or refused, per the knob); a node reporting
+7 of 8 GPUs fails preflight before any change.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+PYINFRA = str(Path(sys.executable).parent / "pyinfra")
+
+pytestmark = pytest.mark.e2e
+
+
+def bringup(cluster: str, *data: str, timeout: int = 900) -> subprocess.CompletedProcess[str]:
+    """Run the bring-up deploy with the pyinfra CLI, as a user would."""
+    argv = [PYINFRA, "-y", "inventories/sim.py", "deploys/bringup.py"]
+    for item in data:
+        argv += ["--data", item]
+    env = {**os.environ, "HGXKIT_SIM_CLUSTER": cluster, "PYINFRA_PROGRESS": "off"}
+    return subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout, check=False)
+
+
+def totals(result: subprocess.CompletedProcess[str]) -> tuple[int, int, int, int]:
+    """pyinfra's `Grand total` row: operations, success (changed), error, no change ('-' is 0)."""
+    match = re.search(r"Grand total\s+(\S+)\s+(\S+)\s+(\S+)\s+(\S+)", result.stdout + result.stderr)
+    assert match, f"no Grand total in pyinfra output:\n{result.stdout[-3000:]}{result.stderr[-3000:]}"
+    ops, success, error, unchanged = (0 if v == "-" else int(v) for v in match.groups())
+    return ops, success, error, unchanged
+
+
+def output(result: subprocess.CompletedProcess[str]) -> str:
+    return result.stdout + result.stderr
+
+
+def node_shell(cluster: str, command: str) -> str:
+    """stdout of `command` on node1, over a new SSH session (nodes reboot between calls)."""
+    argv = [sys.executable, "-m", "hgxkit", "sim", "ssh", "node1", "--cluster", cluster, "--", command]
+    return subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=120, check=False).stdout
+
+
+def test_fresh_node_to_gpu_host_and_idempotent(sim_nodes) -> None:
+    sim_nodes(1, cluster="bringup")
+
+    stopped = bringup("bringup", "allow_reboot=False")
+    assert stopped.returncode != 0
+    assert "reboot required on node1: the driver packages change (to 580.105.08)" in output(stopped)
+    state = node_shell("bringup", "test -e /var/run/reboot-required && echo marked; apt-mark showhold; nvidia-smi -L")
+    assert "marked" in state
+    assert {"nvidia-open", "nvidia-fabricmanager", "libnvidia-nscq"} <= set(state.split())
+    assert "couldn't communicate with the NVIDIA driver" in state  # installed, not loaded: no half state
+
+    converged = bringup("bringup")
+    assert converged.returncode == 0, output(converged)[-4000:]
+    assert "Reboot: driver 580.105.08 is installed but no nvidia module is loaded" in output(converged)
+    gpus = node_shell("bringup", "nvidia-smi -L")
+    assert len(re.findall(r"^GPU \d+: NVIDIA H200", gpus, re.M)) == 8
+    fabric = node_shell("bringup", "nvidia-smi --query-gpu=fabric.state,fabric.status --format=csv,noheader")
+    assert set(fabric.strip().splitlines()) == {"Completed, Success"}
+
+    again = bringup("bringup")
+    assert again.returncode == 0, output(again)[-4000:]
+    ops, changed, errors, unchanged = totals(again)
+    assert (changed, errors) == (0, 0) and unchanged == ops > 10
+
+    # A fabric manager at another version than the driver (the classic split-source mistake).
+    node_shell(
+        "bringup",
+        "DEBIAN_FRONTEND=noninteractive apt-get install -y -q --allow-downgrades --allow-change-held-packages "
+        "nvidia-fabricmanager=580.95.05-1 libnvidia-nscq=580.95.05-1 >/dev/null 2>&1; "
+        "systemctl restart nvidia-fabricmanager || true",
+    )
+    refused = bringup("bringup", "nvidia_fabricmanager_mismatch=refuse")
+    assert refused.returncode != 0
+    assert "fabric manager 580.95.05 does not match driver 580.105.08" in output(refused)
+    assert "580.95.05" in node_shell("bringup", "dpkg-query -W -f='${Version}' nvidia-fabricmanager")
+
+    repaired = bringup("bringup")
+    assert repaired.returncode == 0, output(repaired)[-4000:]
+    assert "Reboot:" not in output(repaired)  # only the fabric manager changed: restarted, no reboot
+    after = node_shell(
+        "bringup", "dpkg-query -W -f='${Version}\\n' nvidia-fabricmanager; systemctl is-active nvidia-fabricmanager"
+    )
+    assert after.split() == ["580.105.08-1", "active"]
+
+
+def test_seven_of_eight_gpus_fails_preflight_before_any_change(sim_nodes) -> None:
+    sim_nodes(1, gpus=7, cluster="bringup7")
+    result = bringup("bringup7", "expected_gpu_count=8")
+    assert result.returncode != 0
+    assert "preflight failed on node1; nothing was changed" in output(result)
+    assert "[gpu-count] 7 NVIDIA GPUs on PCI, the inventory expects 8" in output(result)
+    untouched = node_shell("bringup7", "ls /etc/apt/sources.list.d/ /etc/apt/keyrings/ 2>/dev/null")
+    assert "hgxkit" not in untouched
