@@ -68,7 +68,10 @@ def parse_secure_boot(text: str) -> SecureBoot:
 
 
 def parse_dpkg_query(text: str) -> dict[str, str]:
-    """`dpkg-query -W -f='${Package} ${Version} ${db:Status-Abbrev}\\n'` -> {package: version}, installed (held or not) only."""
+    """`dpkg-query -W -f='${Package} ${Version} ${db:Status-Abbrev}\\n'` -> {package: version}.
+
+    Only installed packages, held or not ("ii", "hi"); dpkg also lists packages it merely knows of.
+    """
     installed: dict[str, str] = {}
     for line in text.splitlines():
         parts = line.split()
