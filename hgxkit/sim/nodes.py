@@ -104,9 +104,7 @@ def ssh_key() -> Path:
         pem = private.private_bytes(
             serialization.Encoding.PEM, serialization.PrivateFormat.OpenSSH, serialization.NoEncryption()
         )
-        pub = private.public_key().public_bytes(
-            serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH
-        )
+        pub = private.public_key().public_bytes(serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH)
         fd = os.open(key, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "wb") as f:
             f.write(pem)
@@ -151,9 +149,7 @@ def _port_free(port: int) -> bool:
 
 
 def _free_ports(c: docker.DockerClient, count: int) -> list[int]:
-    taken = {
-        int(x.labels.get("hgxkit.sim.port", 0)) for x in c.containers.list(all=True, filters={"label": LABEL})
-    }
+    taken = {int(x.labels.get("hgxkit.sim.port", 0)) for x in c.containers.list(all=True, filters={"label": LABEL})}
     ports: list[int] = []
     port = FIRST_PORT
     while len(ports) < count:
@@ -300,27 +296,34 @@ def up(
         want = {"hgxkit.sim.gpus": str(gpus), "hgxkit.sim.memory_gib": str(memory_gib)}
         if any(x.labels.get(k) != v for k, v in want.items()):
             raise InputError(
-                f"{name} of cluster {cluster!r} runs with other settings: "
-                "run `hgxkit sim down` first, then `up`"
+                f"{name} of cluster {cluster!r} runs with other settings: run `hgxkit sim down` first, then `up`"
             )
     net_name = f"{PREFIX}-{cluster}"
     if not c.networks.list(names=[net_name]):
         c.networks.create(net_name, driver="bridge", labels={LABEL: "network", CLUSTER_LABEL: cluster})
     missing = [i for i in range(1, nodes + 1) if f"node{i}" not in existing]
-    ports = _free_ports(c, len(missing))
     started = dict(existing)
-    for i, port in zip(missing, ports, strict=True):
+    for i in missing:
         hw = NodeHardware(f"node{i}", gpus=gpus, memory_gib=memory_gib, model_disk=model_disk)
-        started[hw.name] = _create(c, tag, cluster, hw, i, port, repo, uptime)
+        for attempt in range(5):  # another `sim up` running at the same time may take the port first
+            (port,) = _free_ports(c, 1)
+            container = _create(c, tag, cluster, hw, i, port, repo, uptime)
+            try:
+                container.start()
+                break
+            except docker.errors.APIError as err:
+                container.remove(force=True)
+                port_taken = "already allocated" in str(err) or "address already in use" in str(err)
+                if not port_taken or attempt == 4:
+                    raise HgxkitError(f"starting {container.name} failed: {str(err)[:200]}") from err
+        started[hw.name] = container
     for x in started.values():
         x.reload()
         if x.status != "running":
             x.start()
     deadline = time.time() + BOOT_TIMEOUT_S
     with ThreadPoolExecutor(max_workers=max(1, len(started))) as pool:
-        for fut in [
-            pool.submit(_wait_ready, x, int(x.labels["hgxkit.sim.port"]), deadline) for x in started.values()
-        ]:
+        for fut in [pool.submit(_wait_ready, x, int(x.labels["hgxkit.sim.port"]), deadline) for x in started.values()]:
             fut.result()
     return status(cluster)
 

@@ -45,7 +45,7 @@ def test_version_mismatches_and_seven_gpus(sim_nodes, pyinfra_on, capsys):
     assert smi.stdout.startswith("NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver.")
     assert "SIMULATED nvidia-smi" in smi.stderr
 
-    metas = run.op(server.reboot, name="reboot", delay=8, reboot_timeout=120)
+    metas = run.op(server.reboot, name="reboot", delay=10, reboot_timeout=180)
     assert all(m.did_succeed() for m in metas.values())
     assert _one(run, "cat /run/hgxkit-sim/nvidia/module.version").stdout.strip() == OLD
     assert len(_one(run, "nvidia-smi -L").stdout.splitlines()) == 7
@@ -69,7 +69,7 @@ def test_version_mismatches_and_seven_gpus(sim_nodes, pyinfra_on, capsys):
 
     # After the next reboot everything matches: FM (enabled) starts and the fabric completes.
     assert _one(run, "systemctl enable nvidia-fabricmanager").ok
-    metas = run.op(server.reboot, name="reboot", delay=8, reboot_timeout=120)
+    metas = run.op(server.reboot, name="reboot", delay=10, reboot_timeout=180)
     assert all(m.did_succeed() for m in metas.values())
     assert _one(run, "systemctl is-active nvidia-fabricmanager").stdout.strip() == "active"
     state = _one(run, "nvidia-smi --query-gpu=index,driver_version,fabric.state --format=csv,noheader,nounits")

@@ -71,10 +71,10 @@ def test_two_bare_nodes_to_gpu_docker_hosts(sim_nodes, pyinfra_on, capsys):
 
     _all(run.shell("touch /run/hgxkit-e2e-before-reboot"))
     uptime_before = run.fact(Uptime)
-    metas = run.op(server.reboot, name="reboot", delay=8, reboot_timeout=120)
+    metas = run.op(server.reboot, name="reboot", delay=10, reboot_timeout=180)
     assert all(m.did_succeed() for m in metas.values())
     uptime_after = run.fact(Uptime)
-    assert all(uptime_after[n] < uptime_before[n] + 8 for n in uptime_before), (uptime_before, uptime_after)
+    assert all(uptime_after[n] < uptime_before[n] + 10 for n in uptime_before), (uptime_before, uptime_after)
     gone = _all(run.shell("test -e /run/hgxkit-e2e-before-reboot; echo $?"))
     assert gone == {"node1": "1", "node2": "1"}, "the nodes did not reboot (/run survived)"
 
