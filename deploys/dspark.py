@@ -1,0 +1,43 @@
+"""The forum post's setup, end to end: preflight -> bring-up -> model -> serve -> verify.
+
+    pyinfra -y inventories/h200.py deploys/dspark.py
+    pyinfra -y inventories/sim.py deploys/dspark.py                         # simulated node (`hgxkit sim up`)
+    pyinfra -y inventories/sim.py deploys/dspark.py --data recipe=recipes/deepseek-v4-flash-dspark-flashinfer.yaml
+
+Every knob is in roles/<role>/defaults.py. Steps whose role has not landed yet are skipped with a notice.
+"""
+
+import importlib
+
+from pyinfra import host
+from pyinfra.api.output import echo
+
+from roles.container_toolkit import container_toolkit
+from roles.docker import docker_engine
+from roles.gpu_health import gpu_health
+from roles.nvidia_driver import nvidia_driver
+from roles.preflight import preflight
+from roles.sglang_serve import sglang_serve
+
+
+def optional_role(module: str, function: str, why: str):
+    """The role's deploy function, or None (with a notice) while the role does not exist yet."""
+    try:
+        return getattr(importlib.import_module(module), function)
+    except ModuleNotFoundError:
+        echo(f"[{host.name}] NOTICE: skipping {why}: {module} is not part of this hgxkit yet")
+        return None
+
+
+preflight()
+nvidia_driver()
+docker_engine()
+container_toolkit()
+gpu_health()
+model = optional_role("roles.model", "model", "the model download")
+if model:
+    model()
+sglang_serve()
+verify = optional_role("roles.verify", "verify", "verification and benchmarks")
+if verify and host.data.get("bench", "smoke") is not None:
+    verify()

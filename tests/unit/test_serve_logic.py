@@ -1,0 +1,122 @@
+"""Serving decisions: container specs, spec hashes, rollout plans, exposure policy, HiCache host RAM."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from hgxkit.facts_docker import ListeningPorts, parse_managed
+from hgxkit.recipe.loader import load_recipe
+from hgxkit.serve import (
+    RunningContainer,
+    by_digest,
+    container_specs,
+    exposure_problems,
+    hicache_need,
+    memory_problems,
+    plan_rollout,
+)
+
+ROOT = Path(__file__).resolve().parents[2]
+MARLIN = load_recipe(ROOT / "recipes" / "deepseek-v4-flash-dspark-marlin.yaml")
+FLASHINFER = load_recipe(ROOT / "recipes" / "deepseek-v4-flash-dspark-flashinfer.yaml")
+IMAGE = "lmsysorg/sglang@sha256:" + "ab" * 32
+
+
+def specs(recipe=MARLIN, **overrides):
+    args = {"total_gpus": 8, "bind_address": "127.0.0.1", "api_key": False, "image": IMAGE} | overrides
+    return container_specs(recipe, **args)
+
+
+def test_specs_are_the_recipe_with_labels_loopback_ports_and_the_digest() -> None:
+    group0, group1 = specs()
+    assert (group0.name, group0.gpus, group0.port) == ("deepseek-v4-flash-0", [0, 1, 2, 3], 5000)
+    argv = group1.argv
+    assert argv[:2] == ["docker", "run"]
+    assert argv[argv.index("-p") + 1] == "127.0.0.1:5001:30000"
+    assert argv[argv.index("--gpus") + 1] == '"device=4,5,6,7"'
+    assert IMAGE in argv and "lmsysorg/sglang:dev-dspark" not in argv
+    assert f"hgxkit.spec={group1.spec_hash}" in argv and "hgxkit.group=1" in argv
+    assert argv[argv.index(IMAGE) + 1 :][:2] == ["sglang", "serve"]
+
+
+def test_spec_hash_changes_with_anything_that_changes_the_container() -> None:
+    base = [s.spec_hash for s in specs()]
+    assert [s.spec_hash for s in specs()] == base  # stable
+    assert [s.spec_hash for s in specs(FLASHINFER)] != base
+    assert [s.spec_hash for s in specs(image=IMAGE.replace("ab", "cd"))] != base
+    assert [s.spec_hash for s in specs(bind_address="0.0.0.0")] != base
+
+
+def test_api_key_is_a_reference_read_from_a_root_only_file_at_run_time() -> None:
+    (group0, _) = specs(api_key=True, bind_address="0.0.0.0")
+    assert group0.argv[-2:] == ["--api-key", "${SGLANG_API_KEY}"]
+    shell = group0.shell("/etc/hgxkit/serve/api-key")
+    assert shell.endswith('--api-key "$(cat /etc/hgxkit/serve/api-key)"')
+    assert "0.0.0.0:5000:30000" in shell
+
+
+def test_rollout_keeps_unchanged_replaces_changed_removes_stale() -> None:
+    desired = specs()
+    running = [
+        RunningContainer("deepseek-v4-flash-0", "id0", desired[0].spec_hash, 0, True),
+        RunningContainer("deepseek-v4-flash-1", "id1", "old", 1, True),
+        RunningContainer("deepseek-v4-flash-2", "id2", "old", 2, True),
+    ]
+    rollout = plan_rollout(running, desired)
+    assert [c.name for c in rollout.keep] == ["deepseek-v4-flash-0"]
+    assert [s.name for s in rollout.replace] == ["deepseek-v4-flash-1"]
+    assert [c.name for c in rollout.remove] == ["deepseek-v4-flash-2"]
+    same = plan_rollout([replace(running[0]), replace(running[1], spec_hash=desired[1].spec_hash)], desired)
+    assert not same.changes
+    stopped = plan_rollout([replace(running[0], running=False), replace(running[1], spec_hash=desired[1].spec_hash)], desired)
+    assert [s.name for s in stopped.replace] == ["deepseek-v4-flash-0"]
+
+
+def test_exposure_policy() -> None:
+    assert exposure_problems("127.0.0.1", None, False) == []
+    (problem,) = exposure_problems("0.0.0.0", None, False)
+    assert "bind_address 0.0.0.0 publishes the API beyond this host without an API key" in str(problem)
+    assert exposure_problems("0.0.0.0", "auto", False) == []
+    assert exposure_problems("0.0.0.0", None, True) == []
+
+
+def test_hicache_host_ram_of_the_post_exceeds_a_2_tib_node() -> None:
+    need = hicache_need(MARLIN, groups=2, gpu_memory_gb=143771 / 1024, weights_gb=160)
+    assert (need.ranks, need.groups) == (4, 2)
+    assert need.per_rank_gb == pytest.approx(4 * (143771 / 1024 * 0.88 - 40 - 4))
+    (problem,) = memory_problems(need, 2048 * 1024**3, 64)
+    assert f"HiCache host pools need {need.total_gb:.0f} GB" in str(problem)
+    assert memory_problems(need, 3072 * 1024**3, 64) == []
+
+
+def test_hicache_size_overrides_the_ratio() -> None:
+    text = (ROOT / "recipes" / "deepseek-v4-flash-dspark-marlin.yaml").read_text().replace("--hicache-size 0", "--hicache-size 100")
+    from hgxkit.recipe.loader import parse_recipe_text
+
+    need = hicache_need(parse_recipe_text(text), groups=2, gpu_memory_gb=140, weights_gb=160)
+    assert need.total_gb == 100 * 4 * 2
+
+
+def test_by_digest_drops_the_moving_tag() -> None:
+    assert by_digest("lmsysorg/sglang:dev-dspark", "sha256:" + "0" * 64) == "lmsysorg/sglang@sha256:" + "0" * 64
+    assert by_digest("localhost:5000/x:1", "sha256:" + "1" * 64) == "localhost:5000/x@sha256:" + "1" * 64
+
+
+def test_managed_containers_from_docker_inspect() -> None:
+    inspect = [
+        {
+            "Id": "abc",
+            "Name": "/deepseek-v4-flash-1",
+            "Config": {"Labels": {"hgxkit.serve": "1", "hgxkit.group": "1", "hgxkit.spec": "h1"}},
+            "State": {"Running": True, "StartedAt": "2026-11-30T12:00:00Z"},
+        }
+    ]
+    (container,) = parse_managed(json.dumps(inspect))
+    assert container == RunningContainer("deepseek-v4-flash-1", "abc", "h1", 1, True, "2026-11-30T12:00:00Z")
+    assert parse_managed("[]") == [] and parse_managed("not json") == []
+    ports = ListeningPorts().process(["LISTEN 0 4096 127.0.0.1:5000 0.0.0.0:*", "LISTEN 0 128 [::]:22 [::]:*"])
+    assert ports == {5000, 22}
