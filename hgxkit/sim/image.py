@@ -106,8 +106,15 @@ def _exists(client: docker.DockerClient, tag: str) -> bool:
         return False
 
 
-def build_base(client: docker.DockerClient, tag: str, log: Log = _stderr) -> None:
-    """debootstrap Debian 12 (minbase + packages.txt) and import it as `tag`. Needs root."""
+def build_base(
+    client: docker.DockerClient,
+    tag: str,
+    log: Log = _stderr,
+    include: list[str] | None = None,
+    label: str = "base",
+) -> None:
+    """debootstrap Debian 12 (minbase + `include`, default packages.txt) and import it as `tag`. Needs root."""
+    include = packages() if include is None else include
     if os.geteuid() != 0:
         raise HgxkitError(f"building {tag} needs root (debootstrap): run `sudo hgxkit sim up` once")
     if shutil.which("debootstrap") is None:
@@ -123,7 +130,7 @@ def build_base(client: docker.DockerClient, tag: str, log: Log = _stderr) -> Non
         cmd = [
             "debootstrap",
             "--variant=minbase",
-            f"--include={','.join(packages())}",
+            f"--include={','.join(include)}",
             SUITE,
             str(rootfs),
             mirror(),
@@ -146,7 +153,7 @@ def build_base(client: docker.DockerClient, tag: str, log: Log = _stderr) -> Non
         log(f"importing {tag}")
         repo, _, version = tag.partition(":")
         client.api.import_image_from_file(
-            str(tar), repository=repo, tag=version, changes=[f"LABEL {LABEL}=base"]
+            str(tar), repository=repo, tag=version, changes=[f"LABEL {LABEL}={label}"]
         )
         if not _exists(client, tag):
             raise HgxkitError(f"docker import of {tag} produced no image: see the Docker daemon's log")

@@ -35,8 +35,9 @@ def main(argv: list[str] | None = None) -> int:
         p.add_argument("--stub-root", type=Path, default=default_stub_root())
         p.add_argument("--python", default="/usr/bin/python3", help="interpreter for the console script")
         p.add_argument("--version", default="0.5.23")
+        p.add_argument("--overlay", type=Path, default=None, help="site-packages of a real sglang mounted later")
         a = p.parse_args(rest)
-        for path in install_shim(a.site_packages, a.stub_root, a.bin_dir, a.python, a.version):
+        for path in install_shim(a.site_packages, a.stub_root, a.bin_dir, a.python, a.version, a.overlay):
             print(path)
         return 0
     print(f"{USAGE}\nunknown command: {command}", file=sys.stderr)

@@ -7,6 +7,13 @@ In a stand-in image the real ``sglang`` package may be installed too (for its be
 holds only those two entry points. A ``sglang`` console script is written to ``--bin-dir``. The shims put
 ``--stub-root`` (the directory holding the stdlib-only ``hgxkit`` package copy) on ``sys.path``.
 
+With ``--overlay REAL_SITE_PACKAGES`` the minimal package is an *overlay* of a real ``sglang`` that may or may
+not be mounted at run time (the simulated nodes' read-only benchmark-client store): when
+``REAL_SITE_PACKAGES/sglang`` exists, its directory is appended to the package's ``__path__`` (the two
+entry points stay the stand-in's; ``sglang.benchmark.serving`` & co. come from the real package) and, unless
+the process is a server entry point, the real ``sglang/__init__.py`` runs too, as it would in the real image.
+Server start-up thus never imports torch.
+
 Example:
     python3 -m hgxkit.sim.sglang_stub install-shim \\
         --site-packages /opt/venv/lib/python3.11/site-packages --bin-dir /opt/venv/bin \\
@@ -64,6 +71,41 @@ if __name__ == "__main__":
 
 MINIMAL_INIT = _HEADER + '__version__ = "{version}"\n'
 
+OVERLAY_INIT = (
+    _HEADER
+    + """import os as _os
+import sys as _sys
+
+__version__ = "{version}"
+_REAL = {real!r}  # the real sglang of the benchmark-client store, when it is mounted
+
+
+def _server_entry():
+    argv = list(getattr(_sys, "orig_argv", _sys.argv))
+    if "-m" in argv[:-1]:
+        return argv[argv.index("-m") + 1] in ("sglang.launch_server", "sglang.cli.main")
+    return len(argv) > 1 and _os.path.basename(argv[1]) == "sglang"
+
+
+if _os.path.isfile(_os.path.join(_REAL, "__init__.py")):
+    __path__.append(_REAL)
+    if not _server_entry():
+        _init = _os.path.join(_REAL, "__init__.py")
+        with open(_init, encoding="utf-8") as _f:
+            exec(compile(_f.read(), _init, "exec"))
+"""
+)
+
+OVERLAY_CLI_INIT = (
+    _HEADER
+    + """import os as _os
+
+_REAL = {real!r}
+if _os.path.isdir(_REAL):
+    __path__.append(_REAL)
+"""
+)
+
 CONSOLE_SCRIPT = """#!{python}
 # SIMULATED by hgxkit: `sglang` runs the SGLang stand-in.
 import sys
@@ -81,11 +123,18 @@ def install_shim(
     bin_dir: Path | None = None,
     python: str = "/usr/bin/python3",
     version: str = "0.5.23",
+    overlay: Path | None = None,
 ) -> list[Path]:
-    """Write the shim files; returns the paths written."""
+    """Write the shim files; returns the paths written (see the module doc for `overlay`)."""
     pkg = site_packages / "sglang"
     written: list[Path] = []
-    if not (pkg / "__init__.py").exists():
+    if overlay is not None:
+        (pkg / "cli").mkdir(parents=True, exist_ok=True)
+        real = str(overlay / "sglang")
+        (pkg / "__init__.py").write_text(OVERLAY_INIT.format(version=version, real=real))
+        (pkg / "cli" / "__init__.py").write_text(OVERLAY_CLI_INIT.format(real=real + "/cli"))
+        written += [pkg / "__init__.py", pkg / "cli" / "__init__.py"]
+    elif not (pkg / "__init__.py").exists():
         (pkg / "cli").mkdir(parents=True, exist_ok=True)
         (pkg / "__init__.py").write_text(MINIMAL_INIT.format(version=version))
         (pkg / "cli" / "__init__.py").write_text(_HEADER)
