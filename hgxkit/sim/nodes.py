@@ -115,8 +115,13 @@ def ssh_key() -> Path:
 def ensure_lxcfs() -> Path | None:
     """Path of lxcfs's per-container /proc/uptime; starts lxcfs when it is installed but not running."""
     uptime = LXCFS_DIR / "proc" / "uptime"
-    if uptime.is_file():
-        return uptime
+    try:
+        if uptime.is_file():
+            return uptime
+    except OSError:
+        # A dead lxcfs leaves its FUSE mount behind ("Transport endpoint is not connected"): unmount it.
+        subprocess.run(["fusermount", "-u", "-z", str(LXCFS_DIR)], capture_output=True, check=False)
+        subprocess.run(["umount", "-l", str(LXCFS_DIR)], capture_output=True, check=False)
     if shutil.which("lxcfs") and os.geteuid() == 0:
         LXCFS_DIR.mkdir(parents=True, exist_ok=True)
         log = open("/var/log/hgxkit-sim-lxcfs.log", "ab")  # noqa: SIM115 - the daemon keeps it
