@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 REPO = "http://127.0.0.1:8081"
 
 CUDA = f"{REPO}/cuda/debian12/x86_64"
@@ -38,3 +40,10 @@ DRIVER_PACKAGES = (
 def driver_pins(version: str) -> list[str]:
     """Every package of the open driver pinned to `version` (apt would pull the newest deps otherwise)."""
     return [f"{p}={version}-1" for p in DRIVER_PACKAGES]
+
+
+def cluster_name(base: str) -> str:
+    """The cluster a test uses: `base`, plus `-$HGXKIT_SIM_TEST_SUFFIX` when set, so two test sessions on
+    one machine (a developer's and a CI clone's) never share simulated nodes."""
+    suffix = os.environ.get("HGXKIT_SIM_TEST_SUFFIX", "")
+    return f"{base}-{suffix}" if suffix else base

@@ -14,11 +14,16 @@ import sys
 from pathlib import Path
 
 import pytest
+from sim_steps import cluster_name
 
 ROOT = Path(__file__).resolve().parents[2]
 PYINFRA = str(Path(sys.executable).parent / "pyinfra")
 
 pytestmark = pytest.mark.e2e
+
+
+BRINGUP7_CLUSTER = cluster_name("bringup7")
+BRINGUP_CLUSTER = cluster_name("bringup")
 
 
 def bringup(cluster: str, *data: str, timeout: int = 900) -> subprocess.CompletedProcess[str]:
@@ -49,55 +54,58 @@ def node_shell(cluster: str, command: str) -> str:
 
 
 def test_fresh_node_to_gpu_host_and_idempotent(sim_nodes) -> None:
-    sim_nodes(1, cluster="bringup")
+    sim_nodes(1, cluster=BRINGUP_CLUSTER)
 
-    stopped = bringup("bringup", "allow_reboot=False")
+    stopped = bringup(BRINGUP_CLUSTER, "allow_reboot=False")
     assert stopped.returncode != 0
     assert "reboot required on node1: the driver packages change (to 580.105.08)" in output(stopped)
-    state = node_shell("bringup", "test -e /var/run/reboot-required && echo marked; apt-mark showhold; nvidia-smi -L")
+    state = node_shell(
+        BRINGUP_CLUSTER, "test -e /var/run/reboot-required && echo marked; apt-mark showhold; nvidia-smi -L"
+    )
     assert "marked" in state
     assert {"nvidia-open", "nvidia-fabricmanager", "libnvidia-nscq"} <= set(state.split())
     assert "couldn't communicate with the NVIDIA driver" in state  # installed, not loaded: no half state
 
-    converged = bringup("bringup")
+    converged = bringup(BRINGUP_CLUSTER)
     assert converged.returncode == 0, output(converged)[-4000:]
     assert "Reboot: driver 580.105.08 is installed but no nvidia module is loaded" in output(converged)
-    gpus = node_shell("bringup", "nvidia-smi -L")
+    gpus = node_shell(BRINGUP_CLUSTER, "nvidia-smi -L")
     assert len(re.findall(r"^GPU \d+: NVIDIA H200", gpus, re.M)) == 8
-    fabric = node_shell("bringup", "nvidia-smi --query-gpu=fabric.state,fabric.status --format=csv,noheader")
+    fabric = node_shell(BRINGUP_CLUSTER, "nvidia-smi --query-gpu=fabric.state,fabric.status --format=csv,noheader")
     assert set(fabric.strip().splitlines()) == {"Completed, Success"}
 
-    again = bringup("bringup")
+    again = bringup(BRINGUP_CLUSTER)
     assert again.returncode == 0, output(again)[-4000:]
     ops, changed, errors, unchanged = totals(again)
     assert (changed, errors) == (0, 0) and unchanged == ops > 10
 
     # A fabric manager at another version than the driver (the classic split-source mistake).
     node_shell(
-        "bringup",
+        BRINGUP_CLUSTER,
         "DEBIAN_FRONTEND=noninteractive apt-get install -y -q --allow-downgrades --allow-change-held-packages "
         "nvidia-fabricmanager=580.95.05-1 libnvidia-nscq=580.95.05-1 >/dev/null 2>&1; "
         "systemctl restart nvidia-fabricmanager || true",
     )
-    refused = bringup("bringup", "nvidia_fabricmanager_mismatch=refuse")
+    refused = bringup(BRINGUP_CLUSTER, "nvidia_fabricmanager_mismatch=refuse")
     assert refused.returncode != 0
     assert "fabric manager 580.95.05 does not match driver 580.105.08" in output(refused)
-    assert "580.95.05" in node_shell("bringup", "dpkg-query -W -f='${Version}' nvidia-fabricmanager")
+    assert "580.95.05" in node_shell(BRINGUP_CLUSTER, "dpkg-query -W -f='${Version}' nvidia-fabricmanager")
 
-    repaired = bringup("bringup")
+    repaired = bringup(BRINGUP_CLUSTER)
     assert repaired.returncode == 0, output(repaired)[-4000:]
     assert "Reboot:" not in output(repaired)  # only the fabric manager changed: restarted, no reboot
     after = node_shell(
-        "bringup", "dpkg-query -W -f='${Version}\\n' nvidia-fabricmanager; systemctl is-active nvidia-fabricmanager"
+        BRINGUP_CLUSTER,
+        "dpkg-query -W -f='${Version}\\n' nvidia-fabricmanager; systemctl is-active nvidia-fabricmanager",
     )
     assert after.split() == ["580.105.08-1", "active"]
 
 
 def test_seven_of_eight_gpus_fails_preflight_before_any_change(sim_nodes) -> None:
-    sim_nodes(1, gpus=7, cluster="bringup7")
-    result = bringup("bringup7", "expected_gpu_count=8")
+    sim_nodes(1, gpus=7, cluster=BRINGUP7_CLUSTER)
+    result = bringup(BRINGUP7_CLUSTER, "expected_gpu_count=8")
     assert result.returncode != 0
     assert "preflight failed on node1; nothing was changed" in output(result)
     assert "[gpu-count] 7 NVIDIA GPUs on PCI, the inventory expects 8" in output(result)
-    untouched = node_shell("bringup7", "ls /etc/apt/sources.list.d/ /etc/apt/keyrings/ 2>/dev/null")
+    untouched = node_shell(BRINGUP7_CLUSTER, "ls /etc/apt/sources.list.d/ /etc/apt/keyrings/ 2>/dev/null")
     assert "hgxkit" not in untouched

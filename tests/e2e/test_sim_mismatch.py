@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from pyinfra.operations import server
-from sim_steps import ADD_REPOS, apt_install, driver_pins
+from sim_steps import ADD_REPOS, apt_install, cluster_name, driver_pins
 
 from hgxkit.cli import main as hgxkit_main
 
@@ -19,14 +19,17 @@ pytestmark = pytest.mark.e2e
 OLD, NEW = "580.95.05", "580.105.08"
 
 
+E2E_NEG_CLUSTER = cluster_name("e2e-neg")
+
+
 def _one(run, command):
     (result,) = run.shell(command).values()
     return result
 
 
 def test_version_mismatches_and_seven_gpus(sim_nodes, pyinfra_on, capsys):
-    (node,) = sim_nodes(1, gpus=7, cluster="e2e-neg")
-    assert hgxkit_main(["sim", "status", "--json", "--cluster", "e2e-neg"]) == 0
+    (node,) = sim_nodes(1, gpus=7, cluster=E2E_NEG_CLUSTER)
+    assert hgxkit_main(["sim", "status", "--json", "--cluster", E2E_NEG_CLUSTER]) == 0
     (listed,) = json.loads(capsys.readouterr().out)
     assert listed["name"] == "node1" and listed["host"] == "127.0.0.1" and listed["user"] == "root"
     assert listed["port"] == node.port and listed["gpus"] == 7 and Path(listed["key"]).is_file()
@@ -81,7 +84,7 @@ def test_version_mismatches_and_seven_gpus(sim_nodes, pyinfra_on, capsys):
 
     # The pyinfra CLI reaches the same node through inventories/sim.py.
     root = Path(__file__).resolve().parents[2]
-    env = {**os.environ, "HGXKIT_SIM_CLUSTER": "e2e-neg", "PYINFRA_PROGRESS": "off"}
+    env = {**os.environ, "HGXKIT_SIM_CLUSTER": E2E_NEG_CLUSTER, "PYINFRA_PROGRESS": "off"}
     cli = subprocess.run(
         [
             str(Path(sys.executable).parent / "pyinfra"),

@@ -7,7 +7,7 @@ import json
 import pytest
 from pyinfra.facts.server import Uptime
 from pyinfra.operations import server
-from sim_steps import ADD_REPOS, apt_install
+from sim_steps import ADD_REPOS, apt_install, cluster_name
 
 from hgxkit.cli import main as hgxkit_main
 from hgxkit.sim import nodes as simnodes
@@ -18,6 +18,9 @@ DRIVER = "580.105.08-1"
 TOOLKIT = "1.18.0-1"
 
 
+E2E_MAIN_CLUSTER = cluster_name("e2e-main")
+
+
 def _all(results, expect_ok=True):
     for name, r in results.items():
         assert r.ok is expect_ok, f"{name}: ok={r.ok}\nstdout: {r.stdout}\nstderr: {r.stderr}"
@@ -25,7 +28,7 @@ def _all(results, expect_ok=True):
 
 
 def test_two_bare_nodes_to_gpu_docker_hosts(sim_nodes, pyinfra_on, capsys):
-    nodes = sim_nodes(2, cluster="e2e-main")
+    nodes = sim_nodes(2, cluster=E2E_MAIN_CLUSTER)
     assert [n.name for n in nodes] == ["node1", "node2"]
     assert len({n.port for n in nodes}) == 2 and all(n.host == "127.0.0.1" for n in nodes)
     run = pyinfra_on(nodes)
@@ -110,11 +113,11 @@ def test_two_bare_nodes_to_gpu_docker_hosts(sim_nodes, pyinfra_on, capsys):
     # `hgxkit sim down` leaves no container, volume or network of the cluster behind.
     run.close()
     capsys.readouterr()
-    assert hgxkit_main(["sim", "down", "--cluster", "e2e-main"]) == 0
+    assert hgxkit_main(["sim", "down", "--cluster", E2E_MAIN_CLUSTER]) == 0
     assert capsys.readouterr().out.strip() == "removed 2 containers, 2 volumes, 1 networks"
     c = simnodes.client()
-    flt = {"label": "hgxkit.sim.cluster=e2e-main"}
+    flt = {"label": f"hgxkit.sim.cluster={E2E_MAIN_CLUSTER}"}
     assert c.containers.list(all=True, filters=flt) == []
     assert c.volumes.list(filters=flt) == []
     assert c.networks.list(filters=flt) == []
-    assert [x.name for x in c.containers.list(all=True) if x.name.startswith("hgxkit-sim-e2e-main")] == []
+    assert [x.name for x in c.containers.list(all=True) if x.name.startswith(f"hgxkit-sim-{E2E_MAIN_CLUSTER}-")] == []
