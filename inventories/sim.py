@@ -21,6 +21,8 @@ every node serves on http://127.0.0.1:8081/ (built by hgxkit/sim/aptrepo.py). Gr
     dcgm_package                   "datacenter-gpu-manager-4-cuda13"
     expected_gpu_count             the GPUs each node was started with (`hgxkit sim up --gpus`)
     models_dir                     "/data/models" (a size-limited tmpfs, `hgxkit sim up --model-disk`)
+    hf_endpoint                    the Hub stand-in every node serves on http://127.0.0.1:8088 (hgxkit/sim/hubrepos.py)
+    model_peer_address (per host)  the node's container name: other nodes of the cluster reach it by that name
 """
 
 import json
@@ -56,6 +58,7 @@ _hosts = (
                 "ssh_strict_host_key_checking": "off",
                 "ssh_known_hosts_file": "/dev/null",
                 "expected_gpu_count": n.get("gpus", 8),
+                "model_peer_address": n["container"],  # Docker's DNS on the cluster network (peer copies)
             },
         )
         for n in _nodes
@@ -76,6 +79,7 @@ gpu_nodes = (
         "nvidia_container_toolkit_version": "1.18.0-1",
         "dcgm_package": "datacenter-gpu-manager-4-cuda13",
         "models_dir": "/data/models",
+        "hf_endpoint": "http://127.0.0.1:8088",  # the node's own Hub stand-in (hgxkit-sim-hub.service)
         # Role knobs that differ on a simulated node (every knob: roles/<role>/defaults.py):
         "allow_reboot": True,  # a simulated node reboots in about 10 s
         "nvidia_install_kernel_headers": False,  # nothing is compiled; no headers exist for the host's kernel

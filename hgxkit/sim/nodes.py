@@ -38,7 +38,7 @@ import docker.errors
 from docker.models.containers import Container
 
 from hgxkit.errors import HgxkitError, InputError
-from hgxkit.sim import aptrepo, image
+from hgxkit.sim import aptrepo, hubrepos, image
 from hgxkit.sim.hwfiles import NodeHardware, lspci_dump, meminfo
 
 PREFIX = "hgxkit-sim"
@@ -208,6 +208,9 @@ def _create(
         str(node_dir / "meminfo"): {"bind": "/proc/meminfo", "mode": "ro"},
         str(NODE_LIB.resolve()): {"bind": "/usr/lib/hgxkit-sim", "mode": "ro"},
         str(repo.root.resolve()): {"bind": aptrepo.NODE_DIR, "mode": "ro"},
+        # The Hub stand-in (hgxkit-sim-hub.service): its repo store and the stdlib-only hgxkit code.
+        str(hubrepos.build_hub_store(state_dir() / "hub").resolve()): {"bind": hubrepos.NODE_DIR, "mode": "ro"},
+        str(Path(__file__).resolve().parents[1]): {"bind": f"{hubrepos.NODE_PY_DIR}/hgxkit", "mode": "ro"},
     }
     if uptime:
         volumes[str(uptime)] = {"bind": "/proc/uptime", "mode": "ro"}
