@@ -4,6 +4,7 @@ Examples:
     hgxkit recipe import post.txt --name my-setup -o recipes/my-setup.yaml
     hgxkit recipe render recipes/deepseek-v4-flash-dspark-marlin.yaml --gpus 8
     hgxkit sim up --nodes 2
+    hgxkit results compare RUN_A RUN_B --md
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ def build_parser() -> argparse.ArgumentParser:
     """Build the top-level parser; each subsystem adds its own sub-commands via `register`."""
     # Imported here so `hgxkit --version` stays fast and a broken subsystem names itself on use.
     from hgxkit.recipe import cli as recipe_cli
+    from hgxkit.results import cli as results_cli
     from hgxkit.sim import cli as sim_cli
 
     parser = argparse.ArgumentParser(
@@ -32,6 +34,7 @@ def build_parser() -> argparse.ArgumentParser:
     groups.required = True
     recipe_cli.register(groups)
     sim_cli.register(groups)
+    results_cli.register(groups)
     return parser
 
 

@@ -1,0 +1,145 @@
+"""The host fingerprint: everything that can change a benchmark result, versioned, with MLPerf's names.
+
+Field names follow MLPerf Inference's `systems/<system>.json` (system_desc) where they overlap
+(`host_processor_model_name`, `host_memory_capacity`, `accelerator_model_name`, `accelerators_per_node`, …);
+hgxkit's own fields are grouped under `gpus`, `packages`, `docker`, `serving`, `model`, `recipe`, `hgxkit`.
+GPU UUIDs are stored hashed. `simulated` is true on simulated nodes, and every view says so.
+
+Example:
+    >>> fp = Fingerprint(system_name="node1", simulated=True)
+    >>> fp.to_json()["schema_version"], fp.to_json()["simulated"]
+    (1, True)
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
+
+FINGERPRINT_SCHEMA_VERSION = 1
+
+
+def hash_uuid(uuid: str) -> str:
+    """A stable, non-reversible stand-in for a GPU UUID (so archives can be shared)."""
+    return "sha256:" + hashlib.sha256(uuid.encode()).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class GpuFingerprint:
+    index: int
+    name: str
+    uuid_hash: str
+    vbios_version: str | None = None
+    driver_version: str | None = None
+    cuda_version: str | None = None
+    ecc_enabled: bool | None = None
+    power_limit_w: float | None = None
+    clocks_max_sm_mhz: int | None = None
+    clocks_max_mem_mhz: int | None = None
+    fabric_state: str | None = None
+    fabric_status: str | None = None
+
+
+@dataclass(frozen=True)
+class Fingerprint:
+    """Versioned host fingerprint (see module docstring)."""
+
+    system_name: str
+    simulated: bool
+    schema_version: int = FINGERPRINT_SCHEMA_VERSION
+    operating_system: str | None = None
+    kernel: str | None = None
+    host_processor_model_name: str | None = None
+    host_processors_per_node: int | None = None
+    host_processor_core_count: int | None = None
+    host_memory_capacity: str | None = None
+    numa_nodes: int | None = None
+    secure_boot: str | None = None
+    cgroup_version: int | None = None
+    accelerator_model_name: str | None = None
+    accelerators_per_node: int | None = None
+    accelerator_memory_capacity: str | None = None
+    gpus: list[GpuFingerprint] = field(default_factory=list)
+    topology: dict[str, str] = field(default_factory=dict)
+    packages: dict[str, str] = field(default_factory=dict)
+    docker: dict[str, str] = field(default_factory=dict)
+    serving: dict[str, Any] = field(default_factory=dict)
+    model: dict[str, Any] = field(default_factory=dict)
+    recipe: dict[str, Any] = field(default_factory=dict)
+    gpu_health: dict[str, Any] = field(default_factory=dict)
+    hgxkit: dict[str, str] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Fingerprint:
+        known = {f.name for f in fields(cls)}
+        values = {k: v for k, v in data.items() if k in known}
+        values["gpus"] = [GpuFingerprint(**gpu) for gpu in data.get("gpus", [])]
+        return cls(**values)
+
+
+# What differs between two fingerprints, in the order people look for it; each key is a dotted path.
+COMPARED_FIELDS = (
+    ("simulated", "simulated"),
+    ("accelerator", "accelerator_model_name"),
+    ("GPUs", "accelerators_per_node"),
+    ("driver", "packages.driver"),
+    ("fabric manager", "packages.fabricmanager"),
+    ("CUDA", "gpus.0.cuda_version"),
+    ("VBIOS", "gpus.0.vbios_version"),
+    ("power limit", "gpus.0.power_limit_w"),
+    ("container toolkit", "packages.container_toolkit"),
+    ("docker", "docker.server_version"),
+    ("image", "serving.image"),
+    ("image digest", "serving.image_digest"),
+    ("SGLang", "serving.sglang_version"),
+    ("model", "model.repo_id"),
+    ("model commit", "model.commit"),
+    ("recipe", "recipe.name"),
+    ("recipe hash", "recipe.hash"),
+    ("kernel", "kernel"),
+    ("OS", "operating_system"),
+    ("CPU", "host_processor_model_name"),
+    ("RAM", "host_memory_capacity"),
+    ("hgxkit", "hgxkit.version"),
+)
+
+
+def _get(data: dict[str, Any], path: str) -> Any:
+    value: Any = data
+    for part in path.split("."):
+        if isinstance(value, list):
+            index = int(part)
+            value = value[index] if index < len(value) else None
+        elif isinstance(value, dict):
+            value = value.get(part)
+        else:
+            return None
+    return value
+
+
+def fingerprint_differences(a: Fingerprint, b: Fingerprint) -> list[str]:
+    """One line per differing field, e.g. `driver 580.95.05 vs 580.105.08`, `image digest differs`."""
+    da, db = a.to_json(), b.to_json()
+    out = []
+    for label, path in COMPARED_FIELDS:
+        va, vb = _get(da, path), _get(db, path)
+        if va == vb:
+            continue
+        if label in ("image digest", "recipe hash", "model commit"):
+            out.append(f"{label} differs ({_short(va)} vs {_short(vb)})")
+        elif label == "simulated":
+            out.append(f"simulated: {va} vs {vb}")
+        else:
+            out.append(f"{label} {va if va is not None else '?'} vs {vb if vb is not None else '?'}")
+    if a.simulated and b.simulated:
+        out.insert(0, "simulated: both runs ran on simulated nodes (no real GPU)")
+    return out
+
+
+def _short(value: Any) -> str:
+    text = str(value) if value is not None else "?"
+    return text.split(":", 1)[-1][:12] if text.startswith("sha256:") else text[:12]
