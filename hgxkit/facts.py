@@ -11,6 +11,8 @@ Example (in a deploy):
 
 from __future__ import annotations
 
+import json
+import shlex
 from dataclasses import dataclass, field
 
 from pyinfra.api import FactBase
@@ -316,3 +318,31 @@ class FileText(FactBase[str | None]):
     def process(self, output: list[str]) -> str | None:
         text = "\n".join(output)
         return None if text.strip() == "##hgxkit-absent" else text
+
+
+class ModelSyncStatus(FactBase[dict]):
+    """The model role's metadata-only check (`hgxkit_fetch.py status`): one JSON object with `state`
+    complete | incomplete | running | error | absent (the role's program is not installed yet).
+
+    Example: `host.get_fact(ModelSyncStatus, python="/opt/hgxkit/hf-venv/bin/python",
+    script="/usr/local/lib/hgxkit/model/hgxkit_fetch.py", spec='{"repo_id": ...}', token=True, _stdin=token)`
+    (the token goes on stdin, never on the command line).
+    """
+
+    def command(self, python: str, script: str, spec: str, token: bool = False) -> str:
+        py, sc = shlex.quote(python), shlex.quote(script)
+        flag = " --token-stdin" if token else ""
+        failed = shlex.quote('{"state": "incomplete", "reason": "the status check failed"}')
+        return (
+            f"if [ -x {py} ] && [ -f {sc} ]; then {py} {sc} status --spec {shlex.quote(spec)}{flag} 2>/dev/null "
+            f"|| echo {failed}; else echo '{{\"state\": \"absent\"}}'; fi"
+        )
+
+    def process(self, output: list[str]) -> dict:
+        for line in reversed(output):
+            if line.strip().startswith("{"):
+                try:
+                    return dict(json.loads(line))
+                except ValueError:
+                    break
+        return {"state": "incomplete", "reason": "unreadable status: " + " ".join(output)[:120]}

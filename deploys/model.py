@@ -1,0 +1,13 @@
+"""Sync the recipe's model to each node: pinned to a commit, resumable, verified (roles/model).
+
+    pyinfra -y inventories/h200.py deploys/model.py
+    pyinfra -y inventories/sim.py deploys/model.py --data recipe=recipes/deepseek-v4-flash-dspark-flashinfer.yaml
+    HF_TOKEN=hf_... pyinfra -y inventories/h200.py deploys/model.py        # gated repos
+
+The recipe comes from inventory data `recipe` (default recipes/deepseek-v4-flash-dspark-marlin.yaml); every
+other knob is in roles/model/defaults.py.
+"""
+
+from roles.model import model
+
+model()

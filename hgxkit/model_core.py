@@ -1,0 +1,293 @@
+"""Pure logic of the model role, stdlib only: the role uploads this file next to `hgxkit_fetch.py`.
+
+What a synced model is: the files of one commit of a Hub repo that match the recipe's allow patterns,
+each checked against the Hub's metadata (size; sha256 for LFS files, the git blob id for the others),
+and a manifest (`.hgxkit-manifest.json` in `local_dir`) written only after every file checked out. The
+manifest records each file's size and mtime as verified, so a later check compares metadata only.
+
+Examples:
+    >>> files = [FileMeta("config.json", 10, None, "ab" * 20), FileMeta("a.safetensors", 5 << 30, "cd" * 32, None)]
+    >>> [f.path for f in select_files(files, ["*.safetensors"])]
+    ['a.safetensors']
+    >>> disk_shortfall(need_bytes=12 * GB, free_bytes=5 * GB, path="/data/models")
+    'need 12.0 GB, 5.0 GB free at /data/models'
+    >>> format_progress(Progress("downloading", done_bytes=GB, total_bytes=4 * GB, rate_bps=100e6))
+    'downloading 1.00/4.00 GB (25%) at 100.0 MB/s, ETA 0:30'
+    >>> unit_name("/data/models/deepseek-v4-flash-dspark")
+    'hgxkit-model-deepseek-v4-flash-dspark'
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import hashlib
+import json
+import os
+import re
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+
+GB = 10**9
+MANIFEST_NAME = ".hgxkit-manifest.json"
+JOURNAL_PATH = ".cache/hgxkit/verified.json"  # per-file verify results of an unfinished sync, under local_dir
+MANIFEST_SCHEMA = 1
+_HASH_CHUNK = 8 << 20
+_COMMIT_RE = re.compile(r"[0-9a-f]{40}")
+
+
+@dataclass(frozen=True)
+class FileMeta:
+    """One file as the Hub describes it: `sha256` for LFS files, `git_oid` (git blob sha1) for the others."""
+
+    path: str
+    size: int
+    sha256: str | None
+    git_oid: str | None
+
+
+@dataclass(frozen=True)
+class VerifiedFile:
+    """A file as it was verified on disk: the Hub's ids plus the size and mtime it had then."""
+
+    path: str
+    size: int
+    sha256: str | None
+    git_oid: str | None
+    mtime_ns: int
+
+
+@dataclass
+class Manifest:
+    """`.hgxkit-manifest.json`: a verified sync of `repo_id` at `commit` (never holds a credential)."""
+
+    repo_id: str
+    revision: str
+    commit: str
+    allow_patterns: list[str]
+    source: str
+    endpoint: str
+    files: list[VerifiedFile]
+    verified_at: str = ""
+    schema: int = MANIFEST_SCHEMA
+
+    @property
+    def total_bytes(self) -> int:
+        return sum(f.size for f in self.files)
+
+    def to_json(self) -> str:
+        doc = asdict(self)
+        doc["total_bytes"] = self.total_bytes
+        return json.dumps(doc, indent=1, sort_keys=True) + "\n"
+
+    @classmethod
+    def from_json(cls, text: str) -> Manifest:
+        """Parse a manifest; ValueError when it is not one this code wrote."""
+        doc = json.loads(text)
+        if not isinstance(doc, dict) or doc.get("schema") != MANIFEST_SCHEMA:
+            raise ValueError("not an hgxkit manifest of schema 1")
+        doc.pop("total_bytes", None)
+        doc["files"] = [VerifiedFile(**f) for f in doc["files"]]
+        return cls(**doc)
+
+
+@dataclass
+class Progress:
+    """What the downloader reports in its progress file while it runs."""
+
+    phase: str
+    done_bytes: int = 0
+    total_bytes: int = 0
+    rate_bps: float = 0.0
+    files_done: int = 0
+    files_total: int = 0
+    run_id: str = ""
+    detail: str = ""
+    updated_at: float = field(default_factory=time.time)
+
+    @property
+    def eta_s(self) -> float | None:
+        if self.rate_bps <= 0 or self.total_bytes <= self.done_bytes:
+            return None
+        return (self.total_bytes - self.done_bytes) / self.rate_bps
+
+
+def is_commit(revision: str) -> bool:
+    """True when `revision` is a full commit hash (a pin), not a branch or tag.
+
+    >>> is_commit("main"), is_commit("0123456789abcdef0123456789abcdef01234567")
+    (False, True)
+    """
+    return bool(_COMMIT_RE.fullmatch(revision))
+
+
+def model_name(local_dir: str) -> str:
+    """A short name for a model directory, usable in unit and file names.
+
+    >>> model_name("/data/models/DeepSeek V4/")
+    'DeepSeek-V4'
+    """
+    base = os.path.basename(local_dir.rstrip("/")) or "model"
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", base).strip("-.") or "model"
+
+
+def unit_name(local_dir: str) -> str:
+    """The systemd transient unit that syncs `local_dir`: `hgxkit-model-<name>`."""
+    return f"hgxkit-model-{model_name(local_dir)}"
+
+
+def _pattern_matches(path: str, pattern: str) -> bool:
+    if pattern.endswith("/"):
+        pattern += "*"
+    return fnmatch.fnmatch(path, pattern)
+
+
+def select_files(files: Iterable[FileMeta], allow_patterns: Sequence[str]) -> list[FileMeta]:
+    """The files matching any allow pattern (all files when there are none), as huggingface_hub matches them."""
+    chosen = [f for f in files if not allow_patterns or any(_pattern_matches(f.path, p) for p in allow_patterns)]
+    return sorted(chosen, key=lambda f: f.path)
+
+
+def format_bytes(n: float) -> str:
+    """Decimal GB with two places (the unit disks are sold in).
+
+    >>> format_bytes(1_234_000_000)
+    '1.23 GB'
+    """
+    return f"{n / GB:.2f} GB"
+
+
+def disk_need(remaining_bytes: int, margin_pct: float, margin_gb: float) -> int:
+    """Bytes that must be free before fetching `remaining_bytes`: the files plus a percentage and a floor.
+
+    >>> disk_need(100 * GB, margin_pct=5, margin_gb=1) // GB
+    106
+    """
+    return int(remaining_bytes * (1 + margin_pct / 100) + margin_gb * GB)
+
+
+def disk_shortfall(need_bytes: int, free_bytes: int, path: str) -> str | None:
+    """The one-line error when `need_bytes` does not fit in `free_bytes` at `path`, else None."""
+    if need_bytes <= free_bytes:
+        return None
+    return f"need {need_bytes / GB:.1f} GB, {free_bytes / GB:.1f} GB free at {path}"
+
+
+def format_duration(seconds: float) -> str:
+    """`H:MM:SS`, or `M:SS` under an hour.
+
+    >>> format_duration(3725), format_duration(30)
+    ('1:02:05', '0:30')
+    """
+    s = round(seconds)
+    h, rem = divmod(s, 3600)
+    m, sec = divmod(rem, 60)
+    return f"{h}:{m:02d}:{sec:02d}" if h else f"{m}:{sec:02d}"
+
+
+def format_progress(p: Progress) -> str:
+    """One progress line: phase, bytes done/total, percent, rate and ETA."""
+    if p.total_bytes <= 0:
+        return f"{p.phase} {p.detail}".strip()
+    pct = 100 * p.done_bytes / p.total_bytes
+    line = f"{p.phase} {p.done_bytes / GB:.2f}/{p.total_bytes / GB:.2f} GB ({pct:.0f}%)"
+    if p.rate_bps > 0:
+        line += f" at {p.rate_bps / 1e6:.1f} MB/s"
+    eta = p.eta_s
+    if eta is not None:
+        line += f", ETA {format_duration(eta)}"
+    return line
+
+
+def git_blob_oid(path: str) -> str:
+    """git's blob id of a file: sha1 of `blob <size>\\0` + content (how the Hub names non-LFS files)."""
+    h = hashlib.sha1(f"blob {os.path.getsize(path)}\0".encode())
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(_HASH_CHUNK), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def sha256_file(path: str) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(_HASH_CHUNK), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def verify_file(path: str, meta: FileMeta) -> str | None:
+    """None when the file at `path` matches `meta`, else what is wrong (one phrase)."""
+    try:
+        size = os.path.getsize(path)
+    except FileNotFoundError:
+        return "missing"
+    if size != meta.size:
+        return f"size {size} != {meta.size}"
+    if meta.sha256:
+        got = sha256_file(path)
+        return None if got == meta.sha256 else f"sha256 {got[:12]}… != {meta.sha256[:12]}…"
+    if meta.git_oid:
+        got = git_blob_oid(path)
+        return None if got == meta.git_oid else f"git oid {got[:12]}… != {meta.git_oid[:12]}…"
+    return None
+
+
+def unchanged_since_verify(local_dir: str, entry: VerifiedFile) -> bool:
+    """True when the file still has the size and mtime it had when it was verified (metadata only)."""
+    try:
+        st = os.stat(os.path.join(local_dir, entry.path))
+    except OSError:
+        return False
+    return st.st_size == entry.size and st.st_mtime_ns == entry.mtime_ns
+
+
+@dataclass(frozen=True)
+class ManifestCheck:
+    """The metadata-only comparison of a manifest with what is wanted; `ok` means nothing to do."""
+
+    ok: bool
+    reason: str
+    changed: tuple[str, ...] = ()
+
+
+def check_manifest(
+    manifest: Manifest | None,
+    local_dir: str,
+    repo_id: str,
+    allow_patterns: Sequence[str],
+    commit: str | None,
+    hub_files: Sequence[FileMeta] | None,
+) -> ManifestCheck:
+    """Compare a manifest with the wanted repo/commit/files and with the files on disk (stat only).
+
+    `commit`/`hub_files` are None when the Hub was not asked (a pinned commit, a peer or dir source).
+    """
+    if manifest is None:
+        return ManifestCheck(False, "no manifest: never synced, or a sync did not finish")
+    if manifest.repo_id != repo_id:
+        return ManifestCheck(False, f"manifest is for {manifest.repo_id}, not {repo_id}")
+    if list(manifest.allow_patterns) != list(allow_patterns):
+        return ManifestCheck(False, "allow_patterns changed since the last sync")
+    if commit is not None and manifest.commit != commit:
+        return ManifestCheck(False, f"revision moved: synced {manifest.commit[:12]}, wanted {commit[:12]}")
+    if hub_files is not None:
+        have = {(f.path, f.size, f.sha256, f.git_oid) for f in manifest.files}
+        want = {(f.path, f.size, f.sha256, f.git_oid) for f in hub_files}
+        if have != want:
+            return ManifestCheck(False, "the Hub's file list differs from the manifest")
+    changed = tuple(f.path for f in manifest.files if not unchanged_since_verify(local_dir, f))
+    if changed:
+        return ManifestCheck(False, f"{len(changed)} file(s) changed since verify: {', '.join(changed[:3])}", changed)
+    return ManifestCheck(True, f"verified {len(manifest.files)} files at {manifest.commit[:12]}")
+
+
+def atomic_write(path: str, text: str, mode: int = 0o644) -> None:
+    """Write `text` to `path` through a temporary file and a rename, so readers never see half a file."""
+    tmp = f"{path}.tmp.{os.getpid()}"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
