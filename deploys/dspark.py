@@ -38,6 +38,6 @@ model = optional_role("roles.model", "model", "the model download")
 if model:
     model()
 sglang_serve()
-verify = optional_role("roles.verify", "verify", "verification and benchmarks")
-if verify and host.data.get("bench", "smoke") is not None:
-    verify()
+from roles.verify import verify  # noqa: E402 - after the optional roles above, in deploy order
+
+verify()

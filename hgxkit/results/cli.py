@@ -55,8 +55,8 @@ def register(groups: argparse._SubParsersAction) -> None:
         description="Tables in the post's layout (TTFT mean/P90/P99 with the SLO column, accept length, "
         "output throughput), preceded by what differs between the two hosts and setups. A delta within "
         "the noise threshold (or not significant by a Mann-Whitney U test on per-request TTFTs) is a tie.",
-        epilog="examples:\n  hgxkit results compare RUN_A RUN_B --md\n  hgxkit results compare RUN_A RUN_B --plot plots/\n"
-        "  hgxkit results compare RUN --reference",
+        epilog="examples:\n  hgxkit results compare RUN_A RUN_B --md\n"
+        "  hgxkit results compare RUN_A RUN_B --plot plots/\n  hgxkit results compare RUN --reference",
     )
     compare.add_argument("run_a")
     compare.add_argument("run_b", nargs="?")

@@ -1,0 +1,12 @@
+"""Verify what is served and archive a benchmark run, without changing the deployment.
+
+    pyinfra -y inventories/sim.py deploys/verify.py                    # smoke benchmark
+    pyinfra -y inventories/sim.py deploys/verify.py --data bench=full  # the post's whole matrix
+    pyinfra -y inventories/h200.py deploys/verify.py --data bench=none # health, generation and gates only
+
+Runs land in results/<host>/<UTC time>_<recipe>/; see `hgxkit results ls`.
+"""
+
+from roles.verify import verify
+
+verify()

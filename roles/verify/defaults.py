@@ -1,0 +1,22 @@
+"""Knobs of the verify role (inventory data overrides each; `--data bench=full` for one run).
+
+bench              "smoke" (default: the recipe's smoke cell, one input length at concurrency 1, a few
+                   prompts), "full" (the recipe's whole matrix: the post's 5000/10000/20000 input x
+                   concurrency 1/5/10/20), or "none" (health, one generation and the gates; no benchmark).
+bench_output_len   output tokens per request; None: the recipe matrix's output_len.
+results_dir        where runs are archived on the controller: <results_dir>/<host>/<UTC time>_<recipe>/.
+verify_workdir     where the host keeps its copy of each run (raw JSONL, summary, fingerprint).
+verify_timeout     seconds the whole benchmark may take (it runs detached on the host and survives SSH drops).
+verify_poll        seconds between progress reports while the benchmark runs.
+verify_gates       run the bring-up gates (driver/fabric/NVLink, GPU health) again and fail the run on any.
+"""
+
+DEFAULTS = {
+    "bench": "smoke",
+    "bench_output_len": None,
+    "results_dir": "results",
+    "verify_workdir": "/var/lib/hgxkit/verify",
+    "verify_timeout": 4 * 3600,
+    "verify_poll": 5,
+    "verify_gates": True,
+}
