@@ -38,7 +38,7 @@ import docker.errors
 from docker.models.containers import Container
 
 from hgxkit.errors import HgxkitError, InputError
-from hgxkit.sim import aptrepo, hubrepos, image
+from hgxkit.sim import aptrepo, hubrepos, image, serving_node
 from hgxkit.sim.hwfiles import NodeHardware, lspci_dump, meminfo
 
 PREFIX = "hgxkit-sim"
@@ -211,6 +211,8 @@ def _create(
         # The Hub stand-in (hgxkit-sim-hub.service): its repo store and the stdlib-only hgxkit code.
         str(hubrepos.build_hub_store(state_dir() / "hub").resolve()): {"bind": hubrepos.NODE_DIR, "mode": "ro"},
         str(Path(__file__).resolve().parents[1]): {"bind": f"{hubrepos.NODE_PY_DIR}/hgxkit", "mode": "ro"},
+        # Serving: the pre-loaded registry mirror's storage and the SGLang benchmark-client store (serving_node).
+        **serving_node.volumes(),
     }
     if uptime:
         volumes[str(uptime)] = {"bind": "/proc/uptime", "mode": "ro"}
@@ -298,6 +300,7 @@ def up(
     c = client()
     tag = image.ensure_node_image(c)
     repo = aptrepo.build_repo(state_dir() / "repos")
+    serving_node.prepare(c)  # the SGLang stand-in in the registry mirror storage; the client store dir
     uptime = ensure_lxcfs()
     existing = {x.labels.get("hgxkit.sim.node"): x for x in _containers(c, cluster)}
     for name, x in existing.items():
