@@ -5,6 +5,8 @@ Examples:
     hgxkit sim status --json           # [{"name": "node1", "host": "127.0.0.1", "port": 2222, ...}]
     hgxkit sim ssh node1 -- nvidia-smi -L
     hgxkit sim down                    # remove every container, volume and network it made
+    hgxkit sim image build             # the SGLang stand-in lmsysorg/sglang:dev-dspark, into the nodes' mirror
+    hgxkit sim client install          # SGLang's real benchmark client, shared read-only by the nodes
 """
 
 from __future__ import annotations
@@ -127,3 +129,7 @@ def register(groups: argparse._SubParsersAction) -> None:
     p.add_argument("command", nargs=argparse.REMAINDER, help="-- CMD [ARGS...] (run CMD, not a login shell)")
     _cluster(p)
     p.set_defaults(handler=_ssh)
+
+    from hgxkit.sim import serving_cli
+
+    serving_cli.register(sub)  # `image …` (SGLang stand-in, registry mirror) and `client …` (benchmark client)
