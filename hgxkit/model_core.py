@@ -170,7 +170,13 @@ def disk_shortfall(need_bytes: int, free_bytes: int, path: str) -> str | None:
     """The one-line error when `need_bytes` does not fit in `free_bytes` at `path`, else None."""
     if need_bytes <= free_bytes:
         return None
-    return f"need {need_bytes / GB:.1f} GB, {free_bytes / GB:.1f} GB free at {path}"
+    return f"need {_gb(need_bytes)} GB, {_gb(free_bytes)} GB free at {path}"
+
+
+def _gb(n: int) -> str:
+    """GB with one decimal, or three significant digits below 1 GB (so small disks still read apart)."""
+    x = n / GB
+    return f"{x:.1f}" if x >= 1 else f"{x:.3g}"
 
 
 def format_duration(seconds: float) -> str:

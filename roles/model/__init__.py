@@ -15,6 +15,7 @@ Example (deploys/model.py):
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import time
@@ -32,7 +33,7 @@ from hgxkit import model_core
 from hgxkit.errors import HgxkitError
 from hgxkit.facts import FileText, ModelSyncStatus
 from hgxkit.recipe.loader import load_recipe
-from roles.model.defaults import DEFAULTS, FILES, TOKEN_DIR
+from roles.model.defaults import DEFAULTS, TOKEN_DIR
 
 HERE = Path(__file__).parent
 REPO_ROOT = HERE.parents[1]
@@ -77,6 +78,7 @@ def build_spec(recipe_path: str) -> dict[str, object]:
         "backoff_s": float(data.get("model_retry_backoff_s")),
         "corrupt_refetch": int(data.get("model_corrupt_refetch")),
         "state_dir": data.get("model_state_dir"),
+        "program_sha": program_sha(),
     }
     if source == "peer":
         peer_name = data.get("model_peer")
@@ -94,6 +96,18 @@ def build_spec(recipe_path: str) -> dict[str, object]:
             peer_wait_s=float(data.get("model_peer_wait_s")),
         )
     return spec
+
+
+def _sources() -> list[Path]:
+    return [HERE / "files" / "hgxkit_fetch.py", REPO_ROOT / "hgxkit" / "model_core.py"]
+
+
+def program_sha() -> str:
+    """The downloader's version as the host program computes it (hgxkit_fetch.program_sha)."""
+    h = hashlib.sha256()
+    for src in _sources():
+        h.update(hashlib.sha256(src.read_bytes()).digest())
+    return h.hexdigest()
 
 
 def _paths() -> tuple[str, str, str]:
@@ -225,9 +239,10 @@ def model(recipe: str | None = None) -> None:
                 f"echo {quote(requirement)} > {quote(stamp)}",
             ],
         )
-    for fname in FILES:
-        src = REPO_ROOT / "hgxkit" / fname if fname == "model_core.py" else HERE / "files" / fname
-        files.put(name=f"Upload {fname}", src=str(src), dest=f"{host.data.get('model_lib_dir')}/{fname}", mode="0755")
+    for src in _sources():
+        files.put(
+            name=f"Upload {src.name}", src=str(src), dest=f"{host.data.get('model_lib_dir')}/{src.name}", mode="0755"
+        )
     spec_path = f"{state_dir}/{name}.spec.json"
     files.put(name=f"Sync spec {spec_path}", src=StringIO(spec_json + "\n"), dest=spec_path, mode="0644")
     if spec["source"] == "peer":

@@ -65,4 +65,3 @@ DEFAULTS = {
 }
 
 TOKEN_DIR = "/run/hgxkit/model"  # tmpfs, mode 0700: the token file lives here until the downloader starts
-FILES = ("model_core.py", "hgxkit_fetch.py")

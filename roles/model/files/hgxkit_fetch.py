@@ -29,12 +29,15 @@ import sys
 import threading
 import time
 import traceback
+import urllib.error
+import urllib.request
 from collections import deque
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
+from urllib.parse import quote
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 try:
@@ -78,6 +81,7 @@ class Spec:
     backoff_s: float = 2.0
     corrupt_refetch: int = 2
     state_dir: str = "/var/lib/hgxkit/model"
+    program_sha: str = ""  # sha256 of this program and model_core.py as the role ships them ("" skips the check)
 
     @classmethod
     def load(cls, path_or_json: str) -> Spec:
@@ -154,32 +158,84 @@ def with_retries(spec: Spec, what: str, fn: Callable[[], T], log: Callable[[str]
         attempt += 1
 
 
+class HubAnswer(Exception):
+    """An error answer of the Hub API, classified by its X-Error-Code header (as huggingface_hub does)."""
+
+    def __init__(self, status: int, code: str, message: str) -> None:
+        super().__init__(message)
+        self.status, self.code = status, code
+
+
+def _model_info(spec: Spec, token: str | None) -> dict[str, Any]:
+    """`GET /api/models/{repo}/revision/{rev}?blobs=true` with the stdlib: the status check stays fast (no
+    huggingface_hub import); downloads use huggingface_hub (and hf_xet)."""
+    url = f"{spec.where.rstrip('/')}/api/models/{spec.repo_id}/revision/{quote(spec.revision, safe='')}?blobs=true"
+    req = urllib.request.Request(url, headers={"User-Agent": "hgxkit-fetch/1"})
+    if token:
+        req.add_unredirected_header("Authorization", f"Bearer {token}")
+    try:
+        with urllib.request.urlopen(req, timeout=30) as resp:
+            return dict(json.loads(resp.read()))
+    except urllib.error.HTTPError as err:
+        code = err.headers.get("X-Error-Code", "") if err.headers else ""
+        raise HubAnswer(err.code, code, err.headers.get("X-Error-Message", "") if err.headers else "") from None
+
+
+def _answer_error(err: HubAnswer, spec: Spec) -> FetchError:
+    repo = spec.repo_id
+    if err.code == "GatedRepo":
+        return FetchError(
+            f"{repo} is gated and the token has no access (or none was given): accept its terms at "
+            f"{spec.where}/{repo} and set HF_TOKEN on the controller (or hf_token_file in the inventory)"
+        )
+    if err.code == "RepoNotFound" or (err.status in (401, 404) and not err.code):
+        return FetchError(
+            f"repository {repo} not found at {spec.where} (or private and the token cannot read it): "
+            "check model.repo_id in the recipe"
+        )
+    if err.code == "RevisionNotFound":
+        return FetchError(
+            f"revision {spec.revision!r} of {repo} not found at {spec.where}: check model.revision in the recipe"
+        )
+    if err.status in (401, 403):
+        return FetchError(f"{spec.where} refused the file list (HTTP {err.status}): check HF_TOKEN's access to {repo}")
+    return FetchError(f"network failure reading the file list from {spec.where}: HTTP {err.status}", transient=True)
+
+
 def hub_files(spec: Spec, token: str | None, retry: bool = True) -> tuple[str, list[core.FileMeta]]:
     """Resolve the revision to a commit and list the files matching the allow patterns, with their hashes."""
-    from huggingface_hub import HfApi
 
-    api = HfApi(endpoint=spec.endpoint or None, token=token or False)
-
-    def ask() -> Any:
-        return api.model_info(spec.repo_id, revision=spec.revision, files_metadata=True)
+    def ask() -> dict[str, Any]:
+        try:
+            return _model_info(spec, token)
+        except HubAnswer as err:
+            raise _answer_error(err, spec) from None
+        except (OSError, ValueError) as err:
+            reason = getattr(err, "reason", None) or err
+            raise FetchError(
+                f"network failure reading the file list from {spec.where}: {reason}", transient=True
+            ) from None
 
     info = with_retries(spec if retry else Spec(**{**asdict(spec), "retries": 0}), "reading the file list", ask)
-    files = [
-        core.FileMeta(
-            path=s.rfilename,
-            size=int(s.size if s.size is not None else (s.lfs.size if s.lfs else 0)),
-            sha256=s.lfs.sha256 if s.lfs else None,
-            git_oid=None if s.lfs else s.blob_id,
+    files = []
+    for s in info.get("siblings") or []:
+        lfs = s.get("lfs") or None
+        size = s.get("size", lfs.get("size") if lfs else 0)
+        files.append(
+            core.FileMeta(
+                path=s["rfilename"],
+                size=int(size or 0),
+                sha256=lfs.get("sha256") if lfs else None,
+                git_oid=None if lfs else s.get("blobId"),
+            )
         )
-        for s in info.siblings or []
-    ]
     chosen = core.select_files(files, spec.allow_patterns)
     if not chosen:
         raise FetchError(
             f"no file of {spec.repo_id}@{spec.revision} matches allow_patterns {spec.allow_patterns}: "
             "check model.allow_patterns in the recipe"
         )
-    return str(info.sha), chosen
+    return str(info["sha"]), chosen
 
 
 # -- peers --------------------------------------------------------------------------------------------------
@@ -496,6 +552,7 @@ class Syncer:
         from huggingface_hub import hf_hub_download
 
         def one(meta: core.FileMeta) -> None:
+            _forget(spec, meta.path)  # missing or wrong: never let huggingface_hub keep a bad copy it noted
             for n in range(spec.corrupt_refetch + 1):
                 with_retries(
                     spec,
@@ -655,6 +712,18 @@ def read_token(args: argparse.Namespace) -> str | None:
     return token
 
 
+def program_sha() -> str:
+    """sha256 over this file and model_core.py next to it (what the role compares with the version it ships)."""
+    import hashlib
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    h = hashlib.sha256()
+    for name in ("hgxkit_fetch.py", "model_core.py"):
+        with open(os.path.join(here, name), "rb") as f:
+            h.update(hashlib.sha256(f.read()).digest())
+    return h.hexdigest()
+
+
 def unit_active(spec: Spec) -> bool:
     if shutil.which("systemctl") is None:
         return False
@@ -674,6 +743,8 @@ def status(spec: Spec, token: str | None) -> dict[str, Any]:
     files: list[core.FileMeta] | None = None
     if spec.full_rehash:
         return {**out, "state": "incomplete", "reason": "a full re-hash was asked for (model_full_rehash)"}
+    if spec.program_sha and spec.program_sha != program_sha():
+        return {**out, "state": "incomplete", "reason": "the role ships a newer downloader"}
     if core.is_commit(spec.revision):
         commit = spec.revision
     elif spec.source != "peer" and manifest is not None:

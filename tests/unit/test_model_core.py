@@ -1,0 +1,115 @@
+"""hgxkit.model_core: file selection, disk check, progress lines, manifests and the metadata-only check."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+import pytest
+
+from hgxkit import model_core as core
+from hgxkit.model_core import GB, FileMeta, Manifest, Progress, VerifiedFile
+
+
+def test_select_files_like_huggingface_hub() -> None:
+    files = [
+        FileMeta(p, 1, None, "x") for p in ("config.json", "a/b.safetensors", "x.bin", "sub/tok.model", "README.md")
+    ]
+    assert [f.path for f in core.select_files(files, ["*.json", "*.safetensors", "sub/"])] == [
+        "a/b.safetensors",
+        "config.json",
+        "sub/tok.model",
+    ]
+    assert len(core.select_files(files, [])) == 5
+
+
+@pytest.mark.parametrize(
+    ("need", "free", "message"),
+    [
+        (170 * GB, 120 * GB, "need 170.0 GB, 120.0 GB free at /data/models/x"),
+        (73_900_000, 67_108_864, "need 0.0739 GB, 0.0671 GB free at /data/models/x"),
+        (5 * GB, 5 * GB, None),
+    ],
+)
+def test_disk_shortfall(need: int, free: int, message: str | None) -> None:
+    assert core.disk_shortfall(need, free, "/data/models/x") == message
+
+
+def test_disk_need_adds_percentage_and_floor() -> None:
+    assert core.disk_need(160 * GB, margin_pct=2, margin_gb=5) == int(160 * GB * 1.02 + 5 * GB)
+    assert core.disk_need(0, margin_pct=2, margin_gb=0.5) == GB // 2
+
+
+@pytest.mark.parametrize(
+    ("progress", "line"),
+    [
+        (
+            Progress("downloading", 40 * GB, 160 * GB, 500e6),
+            "downloading 40.00/160.00 GB (25%) at 500.0 MB/s, ETA 4:00",
+        ),
+        (Progress("downloading", 0, 160 * GB, 0.0), "downloading 0.00/160.00 GB (0%)"),
+        (Progress("verifying", 160 * GB, 160 * GB, 2e9), "verifying 160.00/160.00 GB (100%) at 2000.0 MB/s"),
+        (Progress("resolving", detail="org/x@main"), "resolving org/x@main"),
+    ],
+)
+def test_format_progress(progress: Progress, line: str) -> None:
+    assert core.format_progress(progress) == line
+
+
+def test_unit_and_model_names() -> None:
+    assert core.unit_name("/data/models/deepseek-v4-flash-dspark/") == "hgxkit-model-deepseek-v4-flash-dspark"
+    assert core.model_name("/") == "model"
+    assert core.model_name("/m/a b;c") == "a-b-c"
+
+
+def _file(tmp: Path, name: str, data: bytes) -> tuple[VerifiedFile, FileMeta]:
+    path = tmp / name
+    path.write_bytes(data)
+    sha = hashlib.sha256(data).hexdigest()
+    meta = FileMeta(name, len(data), sha, None)
+    return VerifiedFile(name, len(data), sha, None, os.stat(path).st_mtime_ns), meta
+
+
+def test_verify_file_sizes_sha256_and_git_oid(tmp_path: Path) -> None:
+    _, meta = _file(tmp_path, "w.safetensors", b"weights" * 100)
+    assert core.verify_file(str(tmp_path / "w.safetensors"), meta) is None
+    (tmp_path / "w.safetensors").write_bytes(b"Weights" * 100)
+    assert core.verify_file(str(tmp_path / "w.safetensors"), meta).startswith("sha256 ")
+    assert core.verify_file(str(tmp_path / "gone"), meta) == "missing"
+    (tmp_path / "c.json").write_text("{}\n")
+    oid = hashlib.sha1(b"blob 3\0{}\n").hexdigest()
+    assert core.verify_file(str(tmp_path / "c.json"), FileMeta("c.json", 3, None, oid)) is None
+    assert core.verify_file(str(tmp_path / "c.json"), FileMeta("c.json", 4, None, oid)) == "size 3 != 4"
+
+
+def test_manifest_round_trip_and_check(tmp_path: Path) -> None:
+    entry, meta = _file(tmp_path, "w.safetensors", b"x" * 1000)
+    commit = "a" * 40
+    m = Manifest("org/m", "main", commit, ["*.safetensors"], "hub", "http://hub", [entry], "2026-01-01T00:00:00Z")
+    again = Manifest.from_json(m.to_json())
+    assert again == m and '"total_bytes": 1000' in m.to_json()
+
+    def check(**kw: object) -> core.ManifestCheck:
+        args = {"manifest": again, "local_dir": str(tmp_path), "repo_id": "org/m", "allow_patterns": ["*.safetensors"]}
+        args.update(commit=commit, hub_files=[meta])
+        args.update(kw)
+        return core.check_manifest(**args)  # type: ignore[arg-type]
+
+    assert check() == core.ManifestCheck(True, "verified 1 files at aaaaaaaaaaaa")
+    assert check(commit="b" * 40).reason == "revision moved: synced aaaaaaaaaaaa, wanted bbbbbbbbbbbb"
+    assert check(allow_patterns=["*"]).reason == "allow_patterns changed since the last sync"
+    assert check(repo_id="org/other").reason == "manifest is for org/m, not org/other"
+    assert check(hub_files=[FileMeta("w.safetensors", 1000, "f" * 64, None)]).reason.startswith("the Hub's file list")
+    assert check(manifest=None).ok is False
+    os.utime(tmp_path / "w.safetensors", ns=(1, 1))  # touched: the check re-hashes it, and only it
+    assert check().changed == ("w.safetensors",)
+
+
+def test_manifest_from_json_refuses_other_documents() -> None:
+    with pytest.raises(ValueError):
+        Manifest.from_json('{"schema": 2}')
+
+
+def test_is_commit() -> None:
+    assert core.is_commit("0" * 40) and not core.is_commit("main") and not core.is_commit("A" * 40)
