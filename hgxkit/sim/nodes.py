@@ -310,7 +310,7 @@ def up(
                 f"{name} of cluster {cluster!r} runs with other settings: run `hgxkit sim down` first, then `up`"
             )
     net_name = f"{PREFIX}-{cluster}"
-    if not c.networks.list(names=[net_name]):
+    if not [n for n in c.networks.list(names=[net_name]) if n.name == net_name]:  # names= matches substrings
         c.networks.create(net_name, driver="bridge", labels={LABEL: "network", CLUSTER_LABEL: cluster})
     missing = [i for i in range(1, nodes + 1) if f"node{i}" not in existing]
     started = dict(existing)
