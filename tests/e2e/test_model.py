@@ -1,0 +1,253 @@
+"""End-to-end: `pyinfra -y inventories/sim.py deploys/model.py` on two simulated nodes with a 64 MB model disk,
+against each node's Hub stand-in (hgxkit-sim-hub.service on 127.0.0.1:8088).
+
+A too-small disk fails before any download; a fresh download; the re-run is a no-op whose check takes <= 2 s of
+role time; a gated repo without access fails clearly, with the token it syncs; a rate-limited download is
+attached to by a second run, killed mid-file, and resumed without re-fetching completed files; a corrupted
+shard is re-fetched alone; node2 copies from node1 without touching its Hub; the token appears in no output.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from conftest import _require_docker
+from sim_steps import cluster_name
+
+from hgxkit.sim import nodes as simnodes
+from hgxkit.sim.hubrepos import GATED_TOKEN
+
+ROOT = Path(__file__).resolve().parents[2]
+PYINFRA = str(Path(sys.executable).parent / "pyinfra")
+FAKE_TOKEN = "hf_e2eNotARealTokenButSecret0123456789"  # sent to non-gated repos too: must never show up
+TINY_DIR = "/data/models/tiny"
+pytestmark = pytest.mark.e2e
+
+CAPTURED: list[str] = []  # every output of this module, grepped for tokens at the end
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    _require_docker()
+    name = cluster_name("model-e2e")
+    simnodes.down(name)
+    simnodes.up(2, cluster=name, model_disk="64m")
+    yield name
+    simnodes.down(name)
+
+
+@pytest.fixture(scope="module")
+def recipes(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """Recipes for the stand-in's repos: the shipped recipe with its model section swapped."""
+    base = (ROOT / "recipes" / "deepseek-v4-flash-dspark-marlin.yaml").read_text()
+    out = {}
+    tmp = tmp_path_factory.mktemp("recipes")
+    for key, repo, local_dir in [
+        ("dspark", "deepseek-ai/DeepSeek-V4-Flash-DSpark", "/data/models/deepseek-v4-flash-dspark"),
+        ("tiny", "hgxkit-sim/tiny", TINY_DIR),
+        ("gated", "hgxkit-sim/gated", "/data/models/gated"),
+    ]:
+        text = base.replace("repo_id: deepseek-ai/DeepSeek-V4-Flash-DSpark", f"repo_id: {repo}")
+        text = text.replace("local_dir: /data/models/deepseek-v4-flash-dspark", f"local_dir: {local_dir}")
+        (tmp / f"{key}.yaml").write_text(text)
+        out[key] = str(tmp / f"{key}.yaml")
+    return out
+
+
+def deploy(cluster: str, node: str, recipe: str, *data: str, token: str | None = FAKE_TOKEN, verbose: bool = True):
+    argv = [PYINFRA, "-y", "inventories/sim.py", "deploys/model.py", "--limit", node, "--data", f"recipe={recipe}"]
+    for item in ("model_disk_margin_gb=0.005", "model_poll_interval_s=0.5", "model_progress_every_s=1", *data):
+        argv += ["--data", item]
+    if verbose:
+        argv.insert(2, "-vv")  # commands are printed too: the token must not be in any of them
+    env = {k: v for k, v in os.environ.items() if k != "HF_TOKEN"}
+    env.update(HGXKIT_SIM_CLUSTER=cluster, PYINFRA_PROGRESS="off")
+    if token:
+        env["HF_TOKEN"] = token
+    start = time.perf_counter()
+    res = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600, check=False)
+    elapsed = time.perf_counter() - start
+    CAPTURED.append(res.stdout + res.stderr)
+    return res, elapsed
+
+
+def out(res: subprocess.CompletedProcess[str]) -> str:
+    return res.stdout + res.stderr
+
+
+def node_sh(cluster: str, node: str, command: str) -> str:
+    argv = [sys.executable, "-m", "hgxkit", "sim", "ssh", node, "--cluster", cluster, "--", command]
+    res = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=120, check=False)
+    CAPTURED.append(res.stdout + res.stderr)
+    return res.stdout
+
+
+def hub(cluster: str, node: str, method: str, path: str, body: dict | None = None) -> object:
+    data = f"-H 'Content-Type: application/json' -d '{json.dumps(body)}'" if body is not None else ""
+    return json.loads(node_sh(cluster, node, f"curl -s -X {method} {data} http://127.0.0.1:8088{path}"))
+
+
+def fetched_bodies(cluster: str, node: str, manifest: dict) -> set[str]:
+    """Files whose content the node's Hub served (LFS bodies by sha256, small files by /resolve/ path)."""
+    by_sha = {f["sha256"]: f["path"] for f in manifest["files"] if f["sha256"]}
+    got = set()
+    for r in hub(cluster, node, "GET", "/_hubsim/requests"):
+        if r["method"] != "GET" or r["status"] not in (200, 206):
+            continue
+        if r["path"].startswith("/_lfs/"):
+            got.add(by_sha.get(r["path"].split("/")[2].split("?")[0], r["path"]))
+        elif "/resolve/" in r["path"]:
+            got.add(r["path"].split("/resolve/")[1].split("/", 1)[1].split("?")[0])
+    return got
+
+
+def manifest_of(cluster: str, node: str, local_dir: str = TINY_DIR) -> dict:
+    return json.loads(node_sh(cluster, node, f"cat {local_dir}/.hgxkit-manifest.json"))
+
+
+def totals(res: subprocess.CompletedProcess[str]) -> tuple[int, int, int, int]:
+    m = re.search(r"Grand total\s+(\S+)\s+(\S+)\s+(\S+)\s+(\S+)", out(res))
+    assert m, out(res)[-3000:]
+    return tuple(0 if v == "-" else int(v) for v in m.groups())  # type: ignore[return-value]
+
+
+def test_too_small_disk_fails_before_download(cluster: str, recipes: dict[str, str]) -> None:
+    hub(cluster, "node1", "DELETE", "/_hubsim/requests")
+    res, _ = deploy(cluster, "node1", recipes["dspark"])
+    assert res.returncode != 0
+    assert re.search(
+        r"need 0\.07\d+ GB, 0\.06\d+ GB free at /data/models/deepseek-v4-flash-dspark \(\d+ files", out(res)
+    )
+    assert (
+        node_sh(cluster, "node1", "ls -A /data/models/deepseek-v4-flash-dspark | grep -v '^.cache$' | wc -l").strip()
+        == "0"
+    )
+    bodies = [
+        r
+        for r in hub(cluster, "node1", "GET", "/_hubsim/requests")
+        if "/resolve/" in r["path"] or "/_lfs/" in r["path"]
+    ]
+    assert bodies == []
+    node_sh(cluster, "node1", "rm -rf /data/models/deepseek-v4-flash-dspark")
+
+
+def test_fresh_download_then_noop_rerun(cluster: str, recipes: dict[str, str]) -> None:
+    res, _ = deploy(cluster, "node1", recipes["tiny"])
+    assert res.returncode == 0, out(res)[-3000:]
+    assert "model tiny: done hgxkit-sim/tiny@" in out(res)
+    manifest = manifest_of(cluster, "node1")
+    assert manifest["repo_id"] == "hgxkit-sim/tiny" and len(manifest["commit"]) == 40
+    assert len(manifest["files"]) == 11 and manifest["source"] == "hub"
+    record = json.loads(node_sh(cluster, "node1", "cat /var/lib/hgxkit/model/tiny.json"))
+    assert record["commit"] == manifest["commit"] and record["revision"] == "main"
+    assert (
+        node_sh(
+            cluster,
+            "node1",
+            "/opt/hgxkit/hf-venv/bin/python -c 'import huggingface_hub, hf_xet; print(huggingface_hub.__version__)'",
+        ).strip()
+        == "2.4.0"
+    )
+
+    minimal_argv = [PYINFRA, "-y", "inventories/sim.py", "bench/minimal_deploy.py", "--limit", "node1"]
+    env = {**os.environ, "HGXKIT_SIM_CLUSTER": cluster, "PYINFRA_PROGRESS": "off"}
+    start = time.perf_counter()
+    subprocess.run(minimal_argv, cwd=ROOT, env=env, capture_output=True, check=True, timeout=120)
+    baseline = time.perf_counter() - start
+    again, elapsed = deploy(cluster, "node1", recipes["tiny"], verbose=False)
+    assert again.returncode == 0, out(again)[-3000:]
+    assert totals(again) == (0, 0, 0, 0)  # not one operation: the check is one fact
+    check = float(re.search(r"model tiny: verified 11 files at \w+; check took ([\d.]+)s", out(again)).group(1))
+    assert check <= 2.0
+    assert elapsed - baseline <= 2.0, f"no-op re-run {elapsed:.2f}s vs minimal deploy {baseline:.2f}s"
+
+
+def test_gated_repo(cluster: str, recipes: dict[str, str]) -> None:
+    denied, _ = deploy(cluster, "node1", recipes["gated"])
+    assert denied.returncode != 0
+    assert (
+        "hgxkit-sim/gated is gated and the token has no access (or none was given): accept its terms at http://127.0.0.1:8088/hgxkit-sim/gated"
+        in out(denied)
+    )
+    ok, _ = deploy(cluster, "node1", recipes["gated"], token=GATED_TOKEN)
+    assert ok.returncode == 0, out(ok)[-3000:]
+    again, _ = deploy(cluster, "node1", recipes["gated"], token=GATED_TOKEN)
+    assert totals(again) == (0, 0, 0, 0)
+    assert node_sh(cluster, "node1", "ls -A /run/hgxkit/model 2>/dev/null | wc -l").strip() == "0"  # token file gone
+
+
+def test_killed_download_resumes_without_refetching_completed_files(cluster: str, recipes: dict[str, str]) -> None:
+    node_sh(cluster, "node1", f"rm -rf {TINY_DIR} /var/lib/hgxkit/model/tiny.json")
+    hub(cluster, "node1", "POST", "/_hubsim/faults", {"rate_bps": 2_000_000})
+    slow = ("model_download_workers=1", "model_wait_timeout_s=2")
+    first, _ = deploy(cluster, "node1", recipes["tiny"], *slow)
+    assert first.returncode != 0
+    assert "stopped waiting; the download goes on in hgxkit-model-tiny; re-run to attach" in out(first)
+    assert "the sync is still running in hgxkit-model-tiny (downloading" in out(first)
+    second, _ = deploy(cluster, "node1", recipes["tiny"], *slow)
+    assert "attached to the running download (hgxkit-model-tiny)" in out(second)
+    assert re.search(r"model tiny: downloading \d+\.\d\d/0\.0\d GB \(\d+%\) at [\d.]+ MB/s, ETA \d+:\d\d", out(second))
+    processes = node_sh(cluster, "node1", "ps -eo args")
+    assert "hgxkit_fetch.py run" in processes
+    assert node_sh(cluster, "node1", "systemctl is-active hgxkit-model-tiny").strip() == "active"
+    node_sh(cluster, "node1", "systemctl kill -s KILL hgxkit-model-tiny; sleep 1")
+    journal = json.loads(node_sh(cluster, "node1", f"cat {TINY_DIR}/.cache/hgxkit/verified.json"))
+    completed = {f["path"] for f in journal["files"]}
+    assert any(p.endswith(".safetensors") for p in completed) and len(completed) < 11
+    hub(cluster, "node1", "POST", "/_hubsim/faults", {})
+    hub(cluster, "node1", "DELETE", "/_hubsim/requests")
+    resumed, _ = deploy(cluster, "node1", recipes["tiny"])
+    assert resumed.returncode == 0, out(resumed)[-3000:]
+    manifest = manifest_of(cluster, "node1")
+    assert fetched_bodies(cluster, "node1", manifest) == {f["path"] for f in manifest["files"]} - completed
+
+
+def test_corrupted_shard_is_refetched_alone(cluster: str, recipes: dict[str, str]) -> None:
+    shard = "model-00003-of-00006.safetensors"
+    node_sh(
+        cluster,
+        "node1",
+        f"python3 -c \"f=open('{TINY_DIR}/{shard}','r+b'); f.seek(4096); b=f.read(1); f.seek(4096); f.write(bytes([b[0]^255]))\"",
+    )
+    hub(cluster, "node1", "DELETE", "/_hubsim/requests")
+    res, _ = deploy(cluster, "node1", recipes["tiny"])
+    assert res.returncode == 0, out(res)[-3000:]
+    result = json.loads(node_sh(cluster, "node1", "cat /var/lib/hgxkit/model/tiny.result.json"))
+    assert result["rehashed"] == [shard] and result["fetched"] == [shard]
+    assert fetched_bodies(cluster, "node1", manifest_of(cluster, "node1")) == {shard}
+
+
+def test_peer_copy_from_node1(cluster: str, recipes: dict[str, str]) -> None:
+    hub(cluster, "node2", "DELETE", "/_hubsim/requests")
+    peer = ("model_source=peer", "model_peer=node1")
+    res, _ = deploy(cluster, "node2", recipes["tiny"], *peer)
+    assert res.returncode == 0, out(res)[-3000:]
+    copy, original = manifest_of(cluster, "node2"), manifest_of(cluster, "node1")
+    assert copy["source"] == "peer:node1" and copy["commit"] == original["commit"]
+    assert [(f["path"], f["sha256"]) for f in copy["files"]] == [(f["path"], f["sha256"]) for f in original["files"]]
+    assert hub(cluster, "node2", "GET", "/_hubsim/requests") == []  # nothing from node2's Hub
+    assert "hgxkit-model-peer@node2" in node_sh(cluster, "node1", "cat /root/.ssh/authorized_keys")
+    again, _ = deploy(cluster, "node2", recipes["tiny"], *peer)
+    assert totals(again) == (0, 0, 0, 0)
+
+
+def test_token_never_appears(cluster: str) -> None:
+    for node in ("node1", "node2"):
+        node_sh(
+            cluster,
+            node,
+            "journalctl --no-pager -o cat -u 'hgxkit-model-*'; cat /var/lib/hgxkit/model/* /data/models/*/.hgxkit-manifest.json; "
+            "cat /data/models/*/.cache/hgxkit/*.json 2>/dev/null; ls -la /run/hgxkit/model; ps -eo args",
+        )
+    text = "\n".join(CAPTURED)
+    assert "hgxkit-fetch: done" in text or "model tiny: done" in text  # the journal and run logs are in there
+    assert len(CAPTURED) > 20
+    assert FAKE_TOKEN not in text and GATED_TOKEN not in text
