@@ -4,7 +4,8 @@
     pyinfra -y inventories/sim.py deploys/dspark.py                         # simulated node (`hgxkit sim up`)
     pyinfra -y inventories/sim.py deploys/dspark.py --data recipe=recipes/deepseek-v4-flash-dspark-flashinfer.yaml
 
-Every knob is in roles/<role>/defaults.py. Steps whose role has not landed yet are skipped with a notice.
+Every knob is in roles/<role>/defaults.py; `--data verify=false` skips the verify step, `--data bench=full`
+runs the recipe's whole benchmark matrix. Steps whose role has not landed yet are skipped with a notice.
 """
 
 import importlib
@@ -40,4 +41,5 @@ if model:
 sglang_serve()
 from roles.verify import verify  # noqa: E402 - after the optional roles above, in deploy order
 
-verify()
+if host.data.get("verify", True):  # `--data verify=false` serves without benchmarking
+    verify()

@@ -23,7 +23,7 @@ from pyinfra.api.output import echo
 from pyinfra.operations import python
 
 from hgxkit.bringup import Problem
-from hgxkit.driver_gate import Runner, run_on
+from hgxkit.driver_gate import Runner, read_smi, run_on
 from hgxkit.errors import HgxkitError
 from hgxkit.facts import FileText, MemTotalBytes, NvidiaSmi
 from hgxkit.facts_docker import INSPECT_MANAGED, ListeningPorts, ManagedContainers, parse_managed
@@ -45,6 +45,7 @@ from hgxkit.serve import (
 from roles.sglang_serve.defaults import DEFAULTS
 
 PREVIOUS_SUFFIX = "-hgxkit-previous"
+H200_MEMORY_GB = 143771 / 1024  # what nvidia-smi reports for an H200 (used before the driver is installed)
 
 
 def _fail(problems: list[Problem] | list[str], what: str) -> None:
@@ -89,28 +90,35 @@ def pull_digest(run: Runner, reference: str) -> str:
     raise DeployError(f"{host.name}: `docker pull {reference}` gave no repository digest; check the registry")
 
 
-def host_problems(recipe: Recipe, total_gpus: int | None) -> list[Problem]:
-    """Exposure, GPUs, HiCache RAM and model checks, before any container starts."""
+def static_problems(recipe: Recipe, total_gpus: int | None) -> list[Problem]:
+    """Checks that hold whatever earlier roles do in this run: exposure policy and HiCache host RAM."""
     data = host.data
     problems = exposure_problems(data.get("bind_address"), data.get("api_key"), bool(data.get("allow_unauthenticated")))
     smi = host.get_fact(NvidiaSmi)
-    if not smi.ok:
-        problems.append(Problem("gpus", f"nvidia-smi fails ({smi.failure})", "run deploys/bringup.py first"))
-    gpus = total_gpus if total_gpus is not None else len(smi.gpus)
+    gpus = total_gpus if total_gpus is not None else (recipe.groups.gpus_per_node if recipe.groups else None) or 8
     groups = 1
     if recipe.groups and recipe.groups.size:
         groups = max(gpus // recipe.groups.size, 1)
     elif recipe.groups and recipe.groups.explicit:
         groups = len(recipe.groups.explicit)
-    stuck = [g.index for g in smi.gpus if g.fabric_state not in (None, "Completed")]
-    if stuck:
-        problems.append(Problem("gpus", f"GPUs {stuck} are not in the fabric", "run deploys/bringup.py first"))
-    memory_gb = (smi.gpus[0].memory_total_mib or 0) / 1024 if smi.gpus else 141.0
+    memory_gb = (smi.gpus[0].memory_total_mib or 0) / 1024 if smi.gpus else H200_MEMORY_GB
     weights_gb = float(data.get("serve_model_weights_gb"))
     need = hicache_need(recipe, groups=groups, gpu_memory_gb=memory_gb, weights_gb=weights_gb)
     problems += memory_problems(need, host.get_fact(MemTotalBytes), float(data.get("serve_host_ram_reserve_gb")))
+    return problems
+
+
+def runtime_problems(run: Runner, recipe: Recipe) -> list[Problem]:
+    """Checks on what earlier roles set up (run just before containers start): GPUs in the fabric, model."""
+    problems = []
+    smi = read_smi(run)
+    if not smi.ok:
+        problems.append(Problem("gpus", f"nvidia-smi fails ({smi.failure})", "run deploys/bringup.py first"))
+    stuck = [g.index for g in smi.gpus if g.fabric_state not in (None, "Completed")]
+    if stuck:
+        problems.append(Problem("gpus", f"GPUs {stuck} are not in the fabric", "run deploys/bringup.py first"))
     local_dir = recipe.model.local_dir
-    if local_dir and host.get_fact(FileText, path=f"{local_dir}/config.json") is None:
+    if local_dir and run(f"test -f {local_dir}/config.json && echo present || true") != ["present"]:
         problems.append(
             Problem("model", f"no config.json in {local_dir}", "download the model first (deploys/model.py)")
         )
@@ -138,7 +146,9 @@ def sglang_serve() -> None:
     total_gpus = int(total) if total is not None else (len(smi.gpus) or None)
     errors = [f for f in check_recipe(recipe, total_gpus) if f.level == "error"]
     _fail([f"[{f.code}] {f.message}" for f in errors], f"recipe {recipe.path} does not fit this node")
-    _fail(host_problems(recipe, total_gpus), "serving checks failed")
+    _fail(static_problems(recipe, total_gpus), "serving checks failed")
+    if smi.ok:  # a brought-up node: check the GPUs now; on a fresh one bring-up runs first, then _rollout checks
+        _fail([p for p in runtime_problems(run_on(host), recipe) if p.check == "gpus"], "serving checks failed")
     if data.get("allow_unauthenticated") and data.get("bind_address") not in ("127.0.0.1", "::1", "localhost"):
         echo(f"[{host.name}] WARNING: the SGLang API is published on {data.get('bind_address')} without an API key")
 
@@ -184,6 +194,10 @@ def _rollout(recipe_path: str, total_gpus: int | None, digest: str | None) -> No
     """Execute time: pull (when needed), record the digest, and replace changed groups one at a time."""
     run = run_on(host)
     recipe = load_recipe(recipe_path)
+    problems = runtime_problems(run, recipe)
+    if problems:
+        lines = "\n".join(f"  - {problem}" for problem in problems)
+        raise DeployError(f"serving checks failed on {host.name}; no container was started or stopped:\n{lines}")
     if digest is None:
         digest = pull_digest(run, recipe.image.reference)
         echo(f"[{host.name}] {recipe.image.reference} is {digest}; containers run by this digest")
