@@ -19,8 +19,10 @@ from hgxkit.errors import HgxkitError
 def _image_build(args: argparse.Namespace) -> int:
     from hgxkit.sim import nodes, serving, serving_registry
 
-    c = nodes.client()
     tags = args.tag or list(serving.DEFAULT_TAGS)
+    for t in tags:
+        serving.check_tag(t)  # before any Docker call
+    c = nodes.client()
     local = serving.ensure_image(c, tags, variant=args.variant)
     digests = serving_registry.publish(c, tags) if args.publish else {}
     for t in tags:
