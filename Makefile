@@ -14,11 +14,17 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install --quiet -e '.[test]'
 	touch $(STAMP)
 
-## demo: import the forum post's command into a recipe, check it, render it for 8 GPUs and diff the two backends
+## demo: one simulated 8xH200 node -> the forum post's setup served, benchmarked and archived
 demo: venv
-	$(BIN)/hgxkit recipe check recipes/deepseek-v4-flash-dspark-marlin.yaml --gpus 8
-	$(BIN)/hgxkit recipe render recipes/deepseek-v4-flash-dspark-marlin.yaml --gpus 8
-	$(BIN)/hgxkit recipe diff recipes/deepseek-v4-flash-dspark-marlin.yaml recipes/deepseek-v4-flash-dspark-flashinfer.yaml
+	$(BIN)/hgxkit sim up --nodes 1 --memory-gib 3072 --cluster demo
+	HGXKIT_SIM_CLUSTER=demo PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/pyinfra -y inventories/sim.py deploys/dspark.py
+	@echo
+	@$(BIN)/hgxkit results ls
+	@echo
+	@echo "Results are archived under ./results/<host>/<UTC time>_<recipe>/ (SIMULATED: no real GPU was used)."
+	@echo "  $(BIN)/hgxkit results show RUN_ID                  # one run (RUN_ID from the list above)"
+	@echo "  $(BIN)/hgxkit results compare RUN_ID --reference   # against the post's numbers"
+	@echo "  $(BIN)/hgxkit sim down --cluster demo              # remove the simulated node"
 
 ## test: lint, then every test (unit and end-to-end); what .ci/run runs
 test: venv

@@ -266,11 +266,13 @@ def _wait_healthy(run: Runner, spec: ContainerSpec) -> str | None:
     while True:
         status = run(
             f"curl -fsS -m 30 -o /dev/null -w '%{{http_code}}' http://127.0.0.1:{spec.port}/health_generate "
-            f"2>/dev/null; echo; docker inspect -f '{{{{.State.Running}}}}' {spec.name} 2>/dev/null || echo missing"
+            f"2>/dev/null; echo; docker inspect -f '{{{{.State.Running}}}} {{{{.RestartCount}}}}' {spec.name} "
+            "2>/dev/null || echo missing"
         )
         if status and status[0].strip() == "200":
             return None
-        if status and status[-1].strip() in ("false", "missing"):
+        state = status[-1].split() if status else ["missing"]
+        if state[0] in ("false", "missing") or (len(state) > 1 and state[1] != "0"):
             return "exited before it became healthy"
         elapsed = time.monotonic() - start
         if elapsed > timeout:

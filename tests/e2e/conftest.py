@@ -33,21 +33,21 @@ def _require_docker() -> None:
 
 @pytest.fixture(scope="session")
 def sim_nodes() -> Iterator[Callable[..., list[NodeInfo]]]:
-    """Factory: `sim_nodes(n, gpus=8, cluster="e2e")` starts (once per session) and returns n nodes."""
+    """Factory: `sim_nodes(n, gpus=8, cluster="e2e", memory_gib=2048)` starts (once per session) n nodes."""
     _require_docker()
-    started: dict[tuple[str, int, int], list[NodeInfo]] = {}
+    started: dict[tuple[str, int, int, int], list[NodeInfo]] = {}
 
-    def get(n: int = 2, gpus: int = 8, cluster: str = "e2e") -> list[NodeInfo]:
-        key = (cluster, n, gpus)
+    def get(n: int = 2, gpus: int = 8, cluster: str = "e2e", memory_gib: int = 2048) -> list[NodeInfo]:
+        key = (cluster, n, gpus, memory_gib)
         if key not in started:
             if any(k[0] == cluster for k in started):
                 raise AssertionError(f"cluster {cluster!r} already started with other settings; use another name")
             simnodes.down(cluster)  # leftovers of an interrupted run
-            started[key] = simnodes.up(n, gpus=gpus, cluster=cluster)
+            started[key] = simnodes.up(n, gpus=gpus, memory_gib=memory_gib, cluster=cluster)
         return started[key]
 
     yield get
-    for cluster, _, _ in started:
+    for cluster, *_ in started:
         simnodes.down(cluster)
 
 

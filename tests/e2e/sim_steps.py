@@ -47,3 +47,28 @@ def cluster_name(base: str) -> str:
     one machine (a developer's and a CI clone's) never share simulated nodes."""
     suffix = os.environ.get("HGXKIT_SIM_TEST_SUFFIX", "")
     return f"{base}-{suffix}" if suffix else base
+
+
+def run_deploy(cluster: str, deploy: str, *data: str, timeout: int = 1500, env: dict[str, str] | None = None):
+    """Run `pyinfra -y inventories/sim.py <deploy> --data …` as a user would; return the CompletedProcess."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    argv = [str(Path(sys.executable).parent / "pyinfra"), "-y", "inventories/sim.py", deploy]
+    for item in data:
+        argv += ["--data", item]
+    full_env = {**os.environ, "HGXKIT_SIM_CLUSTER": cluster, "PYINFRA_PROGRESS": "off", **(env or {})}
+    return subprocess.run(argv, cwd=root, env=full_env, capture_output=True, text=True, timeout=timeout, check=False)
+
+
+def node_sh(cluster: str, command: str, node: str = "node1", timeout: int = 300) -> str:
+    """stdout of `command` on a node, over a new SSH session (nodes may reboot between calls)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    argv = [sys.executable, "-m", "hgxkit", "sim", "ssh", node, "--cluster", cluster, "--", command]
+    return subprocess.run(argv, cwd=root, capture_output=True, text=True, timeout=timeout, check=False).stdout
