@@ -1,12 +1,14 @@
-"""Time the no-op re-run of deploys/bringup.py on 1 and 4 simulated nodes, against a minimal pyinfra deploy.
+"""Time no-op re-runs of deploys/bringup.py and deploys/dspark.py (verify off) on 1 and 4 simulated nodes,
+against a minimal pyinfra deploy.
 
-    python bench/noop_rerun.py [--repeat 3] [--keep]
+    python bench/noop_rerun.py [--repeat 3] [--keep] [--bringup-only]
 
-Starts clusters `bench1` (1 node) and `bench4` (4 nodes), converges them once with deploys/bringup.py (not
-timed), then times, side by side in the same run, re-runs of deploys/bringup.py (which must report no change)
-and of bench/minimal_deploy.py (one fact, one no-op operation) on the same nodes. Prints the median wall
-times and their ratio. Nodes are simulated (`simulated: true`): absolute times are this machine's, the
-ratio is the figure to compare.
+Starts clusters `bench1` (1 node) and `bench4` (4 nodes, 3 TiB RAM each so the post's HiCache fits),
+converges them once with deploys/dspark.py --data verify=false (not timed: bring-up, model, two serving
+containers per node), then times, side by side in the same run, re-runs of deploys/bringup.py and
+deploys/dspark.py (each must report no change) and of bench/minimal_deploy.py (one fact, one no-op
+operation) on the same nodes. Prints the median wall times and their ratios. Nodes are simulated
+(`simulated: true`): absolute times are this machine's, the ratios are the figures to compare.
 """
 
 from __future__ import annotations
@@ -24,12 +26,13 @@ ROOT = Path(__file__).resolve().parents[1]
 PYINFRA = str(Path(sys.executable).parent / "pyinfra")
 
 
-def pyinfra(cluster: str, deploy: str) -> tuple[float, str]:
+def pyinfra(cluster: str, deploy: str, *data: str) -> tuple[float, str]:
     env = {**os.environ, "HGXKIT_SIM_CLUSTER": cluster, "PYINFRA_PROGRESS": "off"}
+    argv = [PYINFRA, "-y", "inventories/sim.py", deploy]
+    for item in data:
+        argv += ["--data", item]
     start = time.perf_counter()
-    result = subprocess.run(
-        [PYINFRA, "-y", "inventories/sim.py", deploy], cwd=ROOT, env=env, capture_output=True, text=True, check=False
-    )
+    result = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, check=False)
     elapsed = time.perf_counter() - start
     if result.returncode != 0:
         sys.exit(f"{deploy} failed on cluster {cluster}:\n{(result.stdout + result.stderr)[-3000:]}")
@@ -51,25 +54,30 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeat", type=int, default=3, help="timed runs of each deploy (median is printed)")
     parser.add_argument("--keep", action="store_true", help="leave the bench clusters running")
+    parser.add_argument("--bringup-only", action="store_true", help="converge and time deploys/bringup.py only")
     args = parser.parse_args()
     print("simulated: true (hgxkit sim nodes; times are this machine's)")
     try:
         for nodes in (1, 4):
             cluster = f"bench{nodes}"
-            sim("up", "--nodes", str(nodes), "--cluster", cluster)
-            converge, _ = pyinfra(cluster, "deploys/bringup.py")
-            noop, minimal = [], []
+            sim("up", "--nodes", str(nodes), "--memory-gib", "3072", "--cluster", cluster)
+            full = ("deploys/bringup.py",) if args.bringup_only else ("deploys/bringup.py", "deploys/dspark.py")
+            converge, _ = pyinfra(cluster, full[-1], "verify=false")
+            timings: dict[str, list[float]] = {name: [] for name in (*full, "bench/minimal_deploy.py")}
             for _ in range(args.repeat):
-                elapsed, log = pyinfra(cluster, "deploys/bringup.py")
-                if changed_ops(log):
-                    sys.exit(f"deploys/bringup.py re-run changed something on {cluster}:\n{log[-3000:]}")
-                noop.append(elapsed)
-                minimal.append(pyinfra(cluster, "bench/minimal_deploy.py")[0])
-            a, b = statistics.median(noop), statistics.median(minimal)
-            print(
-                f"bringup no-op re-run, {nodes} node(s): {a:.2f} s (median of {args.repeat}; first converge "
-                f"{converge:.1f} s); minimal deploy {b:.2f} s; ratio {a / b:.1f}x"
-            )
+                for deploy in full:
+                    elapsed, log = pyinfra(cluster, deploy, "verify=false")
+                    if changed_ops(log):
+                        sys.exit(f"{deploy} re-run changed something on {cluster}:\n{log[-3000:]}")
+                    timings[deploy].append(elapsed)
+                timings["bench/minimal_deploy.py"].append(pyinfra(cluster, "bench/minimal_deploy.py")[0])
+            minimal = statistics.median(timings["bench/minimal_deploy.py"])
+            for deploy in full:
+                median = statistics.median(timings[deploy])
+                print(
+                    f"{deploy} no-op re-run, {nodes} node(s): {median:.2f} s (median of {args.repeat}); "
+                    f"minimal deploy {minimal:.2f} s; ratio {median / minimal:.1f}x  (first converge {converge:.0f} s)"
+                )
     finally:
         if not args.keep:
             for nodes in (1, 4):

@@ -1,0 +1,188 @@
+"""End-to-end: `pyinfra -y inventories/sim.py deploys/dspark.py` on a simulated node — the forum post's setup
+served, benchmarked with SGLang's real client, archived, idempotent, rolled group by group, and refused where
+it must be (issues "Serving role" and "Verify and reproduce")."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from sim_steps import cluster_name, node_sh, run_deploy
+
+from hgxkit.cli import main as hgxkit_main
+
+pytestmark = pytest.mark.e2e
+ROOT = Path(__file__).resolve().parents[2]
+CLUSTER = cluster_name("serve")
+MARLIN = "recipes/deepseek-v4-flash-dspark-marlin.yaml"
+FLASHINFER = "recipes/deepseek-v4-flash-dspark-flashinfer.yaml"
+FAKE_HF_TOKEN = "hf_e2eTokenThatMustNeverBeWrittenAnywhere01"
+
+
+def out(result: subprocess.CompletedProcess[str]) -> str:
+    return result.stdout + result.stderr
+
+
+def containers() -> dict[str, dict[str, str]]:
+    """name -> {id, started, spec, gpus} of the serving containers on the node."""
+    raw = node_sh(CLUSTER, "docker inspect $(docker ps -aq --filter label=hgxkit.serve) 2>/dev/null || echo []")
+    result = {}
+    for item in json.loads(raw or "[]"):
+        requests = item["HostConfig"].get("DeviceRequests") or [{}]
+        result[item["Name"].lstrip("/")] = {
+            "id": item["Id"],
+            "started": item["State"]["StartedAt"],
+            "running": str(item["State"]["Running"]),
+            "spec": item["Config"]["Labels"].get("hgxkit.spec", ""),
+            "recipe": item["Config"]["Labels"].get("hgxkit.recipe", ""),
+            "gpus": ",".join(requests[0].get("DeviceIDs") or []),
+        }
+    return result
+
+
+def grand_total(result: subprocess.CompletedProcess[str]) -> tuple[int, int, int, int]:
+    match = re.search(r"Grand total\s+(\S+)\s+(\S+)\s+(\S+)\s+(\S+)", out(result))
+    assert match, out(result)[-3000:]
+    return tuple(0 if v == "-" else int(v) for v in match.groups())  # type: ignore[return-value]
+
+
+def recipe_variant(tmp_path: Path, source: str, old: str, new: str, name: str) -> str:
+    text = (ROOT / source).read_text()
+    assert old in text
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(text.replace(old, new).replace("name: deepseek-v4-flash-dspark-", f"name: {name}-", 1))
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def served(sim_nodes, tmp_path_factory):
+    """A node with 3 TiB of RAM (the post's HiCache ratio 4 on two TP4 groups needs ~2.5 TB) serving marlin."""
+    sim_nodes(1, cluster=CLUSTER, memory_gib=3072)
+    results = tmp_path_factory.mktemp("results")
+    first = run_deploy(CLUSTER, "deploys/dspark.py", f"results_dir={results}", env={"HF_TOKEN": FAKE_HF_TOKEN})
+    return first, results
+
+
+def test_fresh_node_serves_the_post_and_archives_a_run(served) -> None:
+    first, results = served
+    assert first.returncode == 0, out(first)[-5000:]
+    running = containers()
+    visible = node_sh(CLUSTER, "docker exec deepseek-v4-flash-1 sh -c 'echo $NVIDIA_VISIBLE_DEVICES'")
+    assert visible.strip() == "4,5,6,7"
+    assert {n: (c["gpus"], c["running"]) for n, c in running.items()} == {
+        "deepseek-v4-flash-0": ("0,1,2,3", "True"),
+        "deepseek-v4-flash-1": ("4,5,6,7", "True"),
+    }
+    for port in (5000, 5001):
+        answer = node_sh(
+            CLUSTER,
+            f"curl -sS -m 60 http://127.0.0.1:{port}/v1/chat/completions -H 'Content-Type: application/json' "
+            '-d \'{"model": "deepseek-v4-flash", "max_tokens": 8, "messages": [{"role": "user", '
+            '"content": "hi"}]}\'',
+        )
+        assert json.loads(answer)["choices"][0]["message"]["content"]
+    (run_dir,) = [p for p in results.glob("node1/*") if p.is_dir()]
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["simulated"] is True and summary["bench"] == "smoke" and summary["gates"] == []
+    assert [(c["group"], c["input_len"], c["concurrency"], c["failed"]) for c in summary["cells"]] == [
+        (0, 5000, 1, 0), (1, 5000, 1, 0),
+    ]  # fmt: skip
+    assert all(4.5 < c["accept_length"] < 6.0 for c in summary["cells"])
+    fingerprint = json.loads((run_dir / "fingerprint.json").read_text())
+    assert fingerprint["simulated"] is True and fingerprint["accelerators_per_node"] == 8
+    assert fingerprint["serving"]["image_digest"].startswith("sha256:")
+    assert fingerprint["serving"]["sglang_version"] == "0.5.23"
+    assert re.fullmatch(r"[0-9a-f]{40}", fingerprint["model"]["commit"])
+    for path in run_dir.rglob("*"):
+        if path.is_file():
+            assert FAKE_HF_TOKEN not in path.read_text(errors="replace")
+    assert FAKE_HF_TOKEN not in out(first)
+
+
+def test_second_run_changes_nothing(served) -> None:
+    before = containers()
+    again = run_deploy(CLUSTER, "deploys/dspark.py", "verify=false")
+    assert again.returncode == 0, out(again)[-4000:]
+    ops, changed, errors, unchanged = grand_total(again)
+    assert (changed, errors) == (0, 0) and unchanged == ops
+    assert containers() == before  # same IDs, same start times
+
+
+def test_refusals_before_any_container_changes(served, tmp_path) -> None:
+    before = containers()
+    open_bind = run_deploy(CLUSTER, "deploys/dspark.py", "verify=false", "bind_address=0.0.0.0")
+    assert open_bind.returncode != 0
+    assert "bind_address 0.0.0.0 publishes the API beyond this host without an API key" in out(open_bind)
+    huge = recipe_variant(tmp_path, MARLIN, "--hicache-ratio 4", "--hicache-ratio 8", "huge-hicache")
+    ram = run_deploy(CLUSTER, "deploys/dspark.py", "verify=false", f"recipe={huge}")
+    assert ram.returncode != 0
+    assert re.search(
+        r"HiCache host pools need \d+ GB \(\d+ GB x 4 ranks x 2 groups\) but the host has 3072 GiB", out(ram)
+    )
+    assert containers() == before
+
+
+def test_switching_recipe_rolls_one_group_at_a_time(served) -> None:
+    poller = subprocess.Popen(
+        [sys.executable, "-m", "hgxkit", "sim", "ssh", "node1", "--cluster", CLUSTER, "--",
+         "rm -f /tmp/poll-stop; while [ ! -e /tmp/poll-stop ]; do for p in 5000 5001; do "
+         "c=$(curl -s -o /dev/null -m 2 -w '%{http_code}' http://127.0.0.1:$p/health); "
+         "echo \"$(date +%s%N) $p $c\"; done; sleep 0.1; done"],
+        cwd=ROOT, stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    time.sleep(2)
+    switched = run_deploy(CLUSTER, "deploys/dspark.py", "verify=false", f"recipe={FLASHINFER}")
+    node_sh(CLUSTER, "touch /tmp/poll-stop")
+    samples = [line.split() for line in poller.communicate(timeout=60)[0].splitlines() if len(line.split()) == 3]
+    assert switched.returncode == 0, out(switched)[-4000:]
+    after = containers()
+    assert {c["recipe"] for c in after.values()} == {"deepseek-v4-flash-dspark-flashinfer"}
+    order = [m.group(1) for m in re.finditer(r"group (\d) \(deepseek-v4-flash-\d\) is serving", out(switched))]
+    assert order == ["0", "1"]
+    failures = {port: [int(t) for t, p, code in samples if p == port and code != "200"] for port in ("5000", "5001")}
+    assert failures["5000"] and failures["5001"], "each group was replaced, so each was briefly down"
+    assert max(failures["5000"]) < min(failures["5001"]), "group 0 was replaced before group 1 started"
+    for port, other in (("5000", "5001"), ("5001", "5000")):
+        window = (min(failures[port]), max(failures[port]))
+        during = [code for t, p, code in samples if p == other and window[0] <= int(t) <= window[1]]
+        assert during and all(code == "200" for code in during), f"port {other} failed while {port} was replaced"
+
+
+def test_bad_server_flag_is_rolled_back_with_the_log(served, tmp_path) -> None:
+    before = containers()
+    bad = recipe_variant(
+        tmp_path, FLASHINFER, "  - --enable-metrics\n", "  - --enable-metrics\n  - --no-such-flag\n", "bad"
+    )
+    result = run_deploy(CLUSTER, "deploys/dspark.py", "verify=false", f"recipe={bad}", "serve_health_timeout=120")
+    assert result.returncode != 0
+    text = out(result)
+    assert "group 0 (deepseek-v4-flash-0) exited before it became healthy; the previous container was restarted" in text
+    assert "unrecognized arguments: --no-such-flag" in text
+    after = containers()
+    assert after["deepseek-v4-flash-0"]["spec"] == before["deepseek-v4-flash-0"]["spec"]
+    assert after["deepseek-v4-flash-0"]["running"] == "True"
+    assert after["deepseek-v4-flash-1"] == before["deepseek-v4-flash-1"]  # never touched
+
+
+def test_two_recipes_compare_in_the_posts_layout(served, capsys) -> None:
+    _, results = served
+    verified = run_deploy(CLUSTER, "deploys/verify.py", f"results_dir={results}", f"recipe={FLASHINFER}")
+    assert verified.returncode == 0, out(verified)[-4000:]
+    runs = sorted(p for p in results.glob("node1/*") if p.is_dir())
+    assert len(runs) == 2
+    assert hgxkit_main(["results", "--root", str(results), "compare", runs[0].name, runs[1].name, "--md"]) == 0
+    table = capsys.readouterr().out
+    assert "simulated: both runs ran on simulated nodes" in table
+    assert "| Input | Conc | deepseek-v4-flash-dspark-marlin | deepseek-v4-flash-dspark-flashinfer | Delta |" in table
+    assert (
+        "| Input | Conc | deepseek-v4-flash-dspark-marlin | deepseek-v4-flash-dspark-flashinfer | Under 5s? |" in table
+    )
+    assert re.search(r"\| 5K \| 1 \| \d+ \| \d+ \| (tie|\S+ [+-]\d+%) \|", table)
+    assert hgxkit_main(["results", "--root", str(results), "compare", runs[1].name, "--reference", "--md"]) == 0
+    reference = capsys.readouterr().out
+    assert "| TTFT mean | 5K | 1 | 257.42 |" in reference  # the post's flashinfer number
