@@ -39,6 +39,19 @@ HERE = Path(__file__).parent
 REPO_ROOT = HERE.parents[1]
 
 
+class SecretLines(list):
+    """Stdin lines that print as `***`: pyinfra logs fact arguments (`_stdin` included) with -vv.
+
+    >>> str(SecretLines(["hf_xyz"])), f"{SecretLines(['hf_xyz'])}"
+    ('***', '***')
+    """
+
+    def __repr__(self) -> str:
+        return "***"
+
+    __str__ = __repr__
+
+
 def controller_token() -> str | None:
     """The Hub token on the controller: `hf_token_file`, else the `hf_token_env` variable (HF_TOKEN)."""
     path = host.data.get("hf_token_file")
@@ -156,7 +169,7 @@ def _start_or_attach(spec_path: str, local_dir: str, with_token: bool) -> None:
         token_file = f"{TOKEN_DIR}/{name}.token"
         _run(f"rm -f {quote(result_path)} {quote(progress_path)}")
         if token:
-            ok, _ = _run(f"umask 077 && mkdir -p {TOKEN_DIR} && cat > {token_file}", _stdin=token + "\n")
+            ok, _ = _run(f"umask 077 && mkdir -p {TOKEN_DIR} && cat > {token_file}", _stdin=SecretLines([token]))
             if not ok:
                 raise DeployError(f"{host.name}: could not write the token file under {TOKEN_DIR}")
         argv = [
@@ -213,7 +226,7 @@ def model(recipe: str | None = None) -> None:
     name = model_core.model_name(local_dir)
     py, script, state_dir = _paths()
     token = controller_token() if spec["source"] != "peer" else None
-    extra = {"_stdin": token + "\n"} if token else {}
+    extra = {"_stdin": SecretLines([token])} if token else {}
     started = time.perf_counter()
     status = host.get_fact(ModelSyncStatus, python=py, script=script, spec=spec_json, token=bool(token), **extra)
     took = time.perf_counter() - started
