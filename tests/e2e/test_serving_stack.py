@@ -31,12 +31,13 @@ import time
 from pathlib import Path
 
 import pytest
+from sim_steps import cluster_name
 
 from hgxkit.sim import serving_client, serving_registry
 
 ROOT = Path(__file__).resolve().parents[2]
 PYINFRA = str(Path(sys.executable).parent / "pyinfra")
-CLUSTER = "serve"
+CLUSTER = cluster_name("serve")  # + -$HGXKIT_SIM_TEST_SUFFIX when set
 RECIPE = "recipes/deepseek-v4-flash-dspark-marlin.yaml"
 MODEL_DIR = "/data/models/deepseek-v4-flash-dspark"
 IMAGE = "lmsysorg/sglang:dev-dspark"

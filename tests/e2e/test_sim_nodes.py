@@ -43,7 +43,8 @@ def test_two_bare_nodes_to_gpu_docker_hosts(sim_nodes, pyinfra_on, capsys):
     _all(run.shell("command -v nvidia-smi"), expect_ok=False)
     assert set(
         _all(
-            run.shell("dpkg-query -W 'nvidia*' 2>/dev/null | wc -l; test ! -e /etc/docker/daemon.json; echo $?")
+            # daemon.json holds only the node's registry mirror (hgxkit/sim/serving_registry.py), no nvidia runtime
+            run.shell("dpkg-query -W 'nvidia*' 2>/dev/null | wc -l; grep -c nvidia /etc/docker/daemon.json || true")
         ).values()
     ) == {"0\n0"}
 
@@ -67,7 +68,10 @@ def test_two_bare_nodes_to_gpu_docker_hosts(sim_nodes, pyinfra_on, capsys):
         run.shell("systemctl enable nvidia-fabricmanager nvidia-dcgm && nvidia-ctk runtime configure --runtime=docker")
     )
     daemon = json.loads(_all(run.shell("cat /etc/docker/daemon.json"))["node1"])
-    assert daemon == {"runtimes": {"nvidia": {"args": [], "path": "nvidia-container-runtime"}}}
+    assert daemon == {
+        "registry-mirrors": ["http://127.0.0.1:15000"],  # the node's own, kept by the merge
+        "runtimes": {"nvidia": {"args": [], "path": "nvidia-container-runtime"}},
+    }
     # Installed, not loaded yet: nvidia-smi fails like the real one until the reboot.
     before = run.shell("nvidia-smi -L")
     assert all(not r.ok and "couldn't communicate with the NVIDIA driver" in r.stdout for r in before.values())
