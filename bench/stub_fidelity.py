@@ -6,8 +6,14 @@ For each concurrency (default 1, 5, 10, 20) at 5000 input tokens it runs
 prints one line per concurrency: client mean/P99 TTFT, ground-truth mean/P99 TTFT and their ratios. Ground
 truth is the stand-in's own per-request log (``HGXKIT_SIM_TTFT_LOG``), warmups excluded.
 
+With ``--node-cluster CLUSTER`` it measures inside a simulated node instead, exactly as the verify role will:
+the client runs with ``docker exec`` in the serving container ``deepseek-v4-flash-0`` on node1 (started with the
+seed's command, e.g. by tests/e2e/test_serving_stack.py's fixture or by hand), ground truth from its
+``docker logs``.
+
 Usage:
     .venv/bin/python bench/stub_fidelity.py --client-venv /opt/sglang-client-venv
+    .venv/bin/python bench/stub_fidelity.py --node-cluster serve --concurrency 1 5
     HGXKIT_SGLANG_CLIENT_VENV=/opt/sglang-client-venv .venv/bin/python bench/stub_fidelity.py --concurrency 1 5
 """
 
@@ -200,6 +206,52 @@ def run(client_venv: Path, levels: list[int], input_len: int, output_len: int, p
     return lines
 
 
+def _line(c: int, prompts: int, row: dict, truths: list[dict]) -> FidelityLine:
+    client = [t * 1000.0 for t in row["ttfts"]]
+    truth = [t["ttft_ms"] for t in truths[-len(client) :]]  # the measured requests came last
+    return FidelityLine(
+        concurrency=c,
+        prompts=prompts,
+        client_mean_ms=round(statistics.mean(client), 2),
+        truth_mean_ms=round(statistics.mean(truth), 2),
+        mean_ratio=round(statistics.mean(client) / statistics.mean(truth), 4),
+        client_p99_ms=round(p99(client), 2),
+        truth_p99_ms=round(p99(truth), 2),
+        p99_ratio=round(p99(client) / p99(truth), 4),
+        accept_length=row.get("accept_length"),
+    )
+
+
+def run_in_node(
+    cluster: str, levels: list[int], input_len: int, output_len: int, per_level: int, container: str
+) -> list[FidelityLine]:
+    """The client inside `container` on node1 of `cluster` (docker exec), truth from its docker logs."""
+
+    def node(cmd: str) -> str:
+        argv = [sys.executable, "-m", "hgxkit", "sim", "ssh", "node1", "--cluster", cluster, "--", cmd]
+        res = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=900, check=False)
+        if res.returncode != 0:
+            raise SystemExit(f"on node1 of {cluster!r}: {cmd[:80]!r} failed: {(res.stdout + res.stderr)[-2000:]}")
+        return res.stdout
+
+    lines: list[FidelityLine] = []
+    for c in levels:
+        prompts = max(per_level * c, 10)
+        out = f"/tmp/fidelity-c{c}.jsonl"
+        node(
+            f"docker exec -e HF_HUB_OFFLINE=1 {container} sh -c 'rm -f {out}; python3 -m sglang.benchmark.serving "
+            f"--backend sglang --host 127.0.0.1 --port 30000 --dataset-name random-ids --random-input-len {input_len} "
+            f"--random-output-len {output_len} --random-range-ratio 1.0 --num-prompts {prompts} --max-concurrency {c} "
+            f"--warmup-requests {c} --flush-cache --output-details --output-file {out}' >/dev/null 2>&1"
+        )
+        row = json.loads(node(f"docker exec {container} cat {out}").splitlines()[-1])
+        logs = node(f"docker logs {container} 2>/dev/null").splitlines()
+        truths = [json.loads(x)["hgxkit_sim_request"] for x in logs if x.startswith('{"hgxkit_sim_request"')]
+        lines.append(_line(c, prompts, row, truths))
+        print(_format(lines[-1]), flush=True)
+    return lines
+
+
 def _format(line: FidelityLine) -> str:
     return (
         f"conc={line.concurrency:<3} prompts={line.prompts:<3} "
@@ -217,11 +269,18 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--output-len", type=int, default=64)
     p.add_argument("--prompts-per-concurrency", type=int, default=3, help="prompts = max(this × concurrency, 10)")
     p.add_argument("--json", type=Path, default=None, help="also write the lines as a JSON list")
+    p.add_argument("--node-cluster", default=None, help="measure inside node1 of this simulated cluster instead")
+    p.add_argument("--container", default="deepseek-v4-flash-0", help="serving container on the node")
     a = p.parse_args(argv)
-    if a.client_venv is None:
-        p.error("--client-venv (or HGXKIT_SGLANG_CLIENT_VENV) is required")
+    if a.client_venv is None and a.node_cluster is None:
+        p.error("--client-venv (or HGXKIT_SGLANG_CLIENT_VENV) or --node-cluster is required")
     print("SIMULATED server (hgxkit SGLang stand-in); real client: sglang.benchmark.serving", flush=True)
-    lines = run(Path(a.client_venv), a.concurrency, a.input_len, a.output_len, a.prompts_per_concurrency)
+    if a.node_cluster:
+        lines = run_in_node(
+            a.node_cluster, a.concurrency, a.input_len, a.output_len, a.prompts_per_concurrency, a.container
+        )
+    else:
+        lines = run(Path(a.client_venv), a.concurrency, a.input_len, a.output_len, a.prompts_per_concurrency)
     if a.json:
         a.json.write_text(json.dumps([asdict(x) for x in lines], indent=2) + "\n")
     return 0
