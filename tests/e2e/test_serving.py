@@ -72,8 +72,9 @@ def test_fresh_node_serves_the_post_and_archives_a_run(served) -> None:
     first, results = served
     assert first.returncode == 0, out(first)[-5000:]
     running = containers()
-    visible = node_sh(CLUSTER, "docker exec deepseek-v4-flash-1 sh -c 'echo $NVIDIA_VISIBLE_DEVICES'")
-    assert visible.strip() == "4,5,6,7"
+    # Docker's GPU driver puts NVIDIA_VISIBLE_DEVICES into the server process's environment (not Config.Env).
+    visible = node_sh(CLUSTER, "docker exec deepseek-v4-flash-1 cat /proc/1/environ | tr '\\0' '\\n'")
+    assert "NVIDIA_VISIBLE_DEVICES=4,5,6,7" in visible.splitlines()
     assert {n: (c["gpus"], c["running"]) for n, c in running.items()} == {
         "deepseek-v4-flash-0": ("0,1,2,3", "True"),
         "deepseek-v4-flash-1": ("4,5,6,7", "True"),
