@@ -1,6 +1,6 @@
 """End-to-end: the SGLang stand-in on a simulated HGX-H200 node, as the serving and verify roles will use it.
 
-One node (cluster "serve") is brought up with `pyinfra -y inventories/sim.py deploys/bringup.py` (simulated
+One node (cluster "servestack") is brought up with `pyinfra -y inventories/sim.py deploys/bringup.py` (simulated
 driver, toolkit, reboot). Then, on the node: the seed recipe's two exact `docker run` commands start the stand-in
 on GPUs 0-3 / port 5000 and GPUs 4-7 / port 5001 (image pulled through the node's registry mirror, no extra
 flags); SGLang's REAL benchmark client (sglang 0.5.23, mounted from the host's store by the simulated NVIDIA
@@ -38,7 +38,7 @@ from hgxkit.sim import serving_client, serving_registry
 
 ROOT = Path(__file__).resolve().parents[2]
 PYINFRA = str(Path(sys.executable).parent / "pyinfra")
-CLUSTER = cluster_name("serve")  # + -$HGXKIT_SIM_TEST_SUFFIX when set
+CLUSTER = cluster_name("servestack")  # own cluster (tests/e2e/test_serving.py has "serve"); + -$HGXKIT_SIM_TEST_SUFFIX
 RECIPE = "recipes/deepseek-v4-flash-dspark-marlin.yaml"
 MODEL_DIR = "/data/models/deepseek-v4-flash-dspark"
 IMAGE = "lmsysorg/sglang:dev-dspark"
