@@ -187,3 +187,44 @@ def test_two_recipes_compare_in_the_posts_layout(served, capsys) -> None:
     assert hgxkit_main(["results", "--root", str(results), "compare", runs[1].name, "--reference", "--md"]) == 0
     reference = capsys.readouterr().out
     assert "| TTFT mean | 5K | 1 | 257.42 |" in reference  # the post's flashinfer number
+
+
+def test_api_key_auto_never_reaches_output_or_archive(served, tmp_path) -> None:
+    run = run_deploy(
+        CLUSTER, "deploys/dspark.py", "bind_address=0.0.0.0", "api_key=auto", f"results_dir={tmp_path}",
+        f"recipe={FLASHINFER}",
+    )  # fmt: skip
+    assert run.returncode == 0, out(run)[-4000:]
+    key = (ROOT / ".hgxkit" / "secrets" / "node1.api-key").read_text().strip()
+    assert len(key) >= 32
+    assert node_sh(CLUSTER, "stat -c '%a %U' /etc/hgxkit/serve/api-key").strip() == "600 root"
+    assert key not in out(run)
+    unauthenticated = node_sh(CLUSTER, "curl -s -o /dev/null -w '%{http_code}' http://127.0.0.1:5000/v1/models")
+    assert unauthenticated == "401"
+    archived = [p for p in tmp_path.rglob("*") if p.is_file()]
+    assert archived and all(key not in p.read_text(errors="replace") for p in archived)
+    # Back to loopback without a key for the tests after this one.
+    back = run_deploy(CLUSTER, "deploys/dspark.py", "verify=false", f"recipe={FLASHINFER}")
+    assert back.returncode == 0, out(back)[-4000:]
+
+
+def test_moved_tag_is_refused_with_pin_image(served, tmp_path) -> None:
+    status = subprocess.run([sys.executable, "-m", "hgxkit", "sim", "image", "status"], cwd=ROOT,
+                            capture_output=True, text=True, check=True).stdout  # fmt: skip
+    digest = next(line.split()[1] for line in status.splitlines() if line.startswith("lmsysorg/sglang:dev-dspark"))
+    pinned = recipe_variant(
+        tmp_path, FLASHINFER, "  reference: lmsysorg/sglang:dev-dspark\n",
+        f"  reference: lmsysorg/sglang:dev-dspark\n  digest: {digest}\n", "pinned",
+    )  # fmt: skip
+    same = run_deploy(CLUSTER, "deploys/dspark.py", "verify=false", f"recipe={pinned}", "pin_image=true")
+    assert same.returncode == 0, out(same)[-4000:]
+    build = [sys.executable, "-m", "hgxkit", "sim", "image", "build"]
+    subprocess.run([*build, "--variant", "moved-tag-test"], cwd=ROOT, capture_output=True, check=True)
+    try:
+        moved = run_deploy(CLUSTER, "deploys/dspark.py", "verify=false", f"recipe={pinned}", "pin_image=true")
+        assert moved.returncode != 0
+        match = re.search(r"lmsysorg/sglang:dev-dspark now resolves to (sha256:[0-9a-f]{64}), not the pinned "
+                          r"(sha256:[0-9a-f]{64})", out(moved))  # fmt: skip
+        assert match and match.group(2) == digest and match.group(1) != digest
+    finally:
+        subprocess.run(build, cwd=ROOT, capture_output=True, check=True)
