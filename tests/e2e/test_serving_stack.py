@@ -34,6 +34,7 @@ from pathlib import Path
 import pytest
 from sim_steps import cluster_name
 
+from hgxkit.results.bench import EXPECTED_FIELDS
 from hgxkit.sim import serving_client, serving_registry
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -42,58 +43,7 @@ CLUSTER = cluster_name("servestack")  # own cluster (tests/e2e/test_serving.py h
 RECIPE = "recipes/deepseek-v4-flash-dspark-marlin.yaml"
 MODEL_DIR = "/data/models/deepseek-v4-flash-dspark"
 IMAGE = "lmsysorg/sglang:dev-dspark"
-# The JSONL keys of sglang.benchmark.serving, in order (shared/reference/sglang.md §4).
-JSONL_KEYS = [
-    "tag",
-    "backend",
-    "dataset_name",
-    "request_rate",
-    "max_concurrency",
-    "sharegpt_output_len",
-    "random_input_len",
-    "random_output_len",
-    "random_range_ratio",
-    "server_info",
-    "duration",
-    "completed",
-    "total_input_tokens",
-    "total_input_text_tokens",
-    "total_input_vision_tokens",
-    "total_output_tokens",
-    "total_output_tokens_retokenized",
-    "request_throughput",
-    "input_throughput",
-    "output_throughput",
-    "total_throughput",
-    "mean_e2e_latency_ms",
-    "median_e2e_latency_ms",
-    "std_e2e_latency_ms",
-    "p90_e2e_latency_ms",
-    "p95_e2e_latency_ms",
-    "p99_e2e_latency_ms",
-    "mean_ttft_ms",
-    "median_ttft_ms",
-    "std_ttft_ms",
-    "p90_ttft_ms",
-    "p95_ttft_ms",
-    "p99_ttft_ms",
-    "mean_tpot_ms",
-    "median_tpot_ms",
-    "std_tpot_ms",
-    "p90_tpot_ms",
-    "p95_tpot_ms",
-    "p99_tpot_ms",
-    "mean_itl_ms",
-    "median_itl_ms",
-    "std_itl_ms",
-    "p90_itl_ms",
-    "p95_itl_ms",
-    "p99_itl_ms",
-    "concurrency",
-    "accept_length",
-    "max_output_tokens_per_s",
-    "max_concurrent_requests",
-]
+JSONL_KEYS = list(EXPECTED_FIELDS)  # sglang.benchmark.serving's keys, in order (hgxkit/results/bench.py)
 CLIENT_FLAGS = (
     "--backend sglang --host 127.0.0.1 --port 30000 --dataset-name random-ids --random-input-len 5000 "
     "--random-output-len 64 --random-range-ratio 1.0 --flush-cache"

@@ -17,59 +17,11 @@ from typing import Any
 
 import pytest
 
+from hgxkit.results.bench import EXPECTED_FIELDS
+
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "sglang_bench"
 # The keys, in order, that sglang.benchmark.serving writes (shared/reference/sglang.md §4).
-DOCUMENTED_KEYS = [
-    "tag",
-    "backend",
-    "dataset_name",
-    "request_rate",
-    "max_concurrency",
-    "sharegpt_output_len",
-    "random_input_len",
-    "random_output_len",
-    "random_range_ratio",
-    "server_info",
-    "duration",
-    "completed",
-    "total_input_tokens",
-    "total_input_text_tokens",
-    "total_input_vision_tokens",
-    "total_output_tokens",
-    "total_output_tokens_retokenized",
-    "request_throughput",
-    "input_throughput",
-    "output_throughput",
-    "total_throughput",
-    "mean_e2e_latency_ms",
-    "median_e2e_latency_ms",
-    "std_e2e_latency_ms",
-    "p90_e2e_latency_ms",
-    "p95_e2e_latency_ms",
-    "p99_e2e_latency_ms",
-    "mean_ttft_ms",
-    "median_ttft_ms",
-    "std_ttft_ms",
-    "p90_ttft_ms",
-    "p95_ttft_ms",
-    "p99_ttft_ms",
-    "mean_tpot_ms",
-    "median_tpot_ms",
-    "std_tpot_ms",
-    "p90_tpot_ms",
-    "p95_tpot_ms",
-    "p99_tpot_ms",
-    "mean_itl_ms",
-    "median_itl_ms",
-    "std_itl_ms",
-    "p90_itl_ms",
-    "p95_itl_ms",
-    "p99_itl_ms",
-    "concurrency",
-    "accept_length",
-    "max_output_tokens_per_s",
-    "max_concurrent_requests",
-]
+DOCUMENTED_KEYS = list(EXPECTED_FIELDS)  # the one list, hgxkit/results/bench.py
 
 
 def _rows(name: str) -> list[dict[str, Any]]:
