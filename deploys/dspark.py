@@ -39,6 +39,10 @@ model = optional_role("roles.model", "model", "the model download")
 if model:
     model()
 sglang_serve()
+if host.data.get("router"):  # `--data router=true`: one SGLang router fronting every group (roles/sglang_router)
+    from roles.sglang_router import sglang_router
+
+    sglang_router()
 from roles.verify import verify  # noqa: E402 - after the optional roles above, in deploy order
 
 if host.data.get("verify", True):  # `--data verify=false` serves without benchmarking

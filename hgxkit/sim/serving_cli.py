@@ -3,6 +3,7 @@
 Examples:
     hgxkit sim image build                                   # lmsysorg/sglang:dev-dspark, published to the mirror
     hgxkit sim image build --tag lmsysorg/sglang:v0.5.23 --variant rebuilt-1   # another content, another digest
+    hgxkit sim image build --router                          # lmsysorg/sgl-model-gateway:latest (real sglang-router)
     hgxkit sim image status                                  # tags and digests the nodes' mirror serves
     hgxkit sim client install                                # SGLang's real benchmark client, once per host
     hgxkit sim client status
@@ -19,6 +20,12 @@ from hgxkit.errors import HgxkitError
 def _image_build(args: argparse.Namespace) -> int:
     from hgxkit.sim import nodes, serving, serving_registry
 
+    if args.router:  # the router image: sglang-router from PyPI (hgxkit/sim/router_image.py)
+        from hgxkit.sim import router_image
+
+        for tag, digest in router_image.ensure_published(nodes.client()).items():
+            print(f"{tag}\t{router_image.image_tag()}\t{digest}")
+        return 0
     tags = args.tag or list(serving.DEFAULT_TAGS)
     for t in tags:
         serving.check_tag(t)  # before any Docker call
@@ -75,6 +82,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--tag", action="append", help="image tag (repeatable; default lmsysorg/sglang:dev-dspark)")
     p.add_argument("--variant", default="", help="extra content, so a rebuild gets another digest")
     p.add_argument("--no-publish", dest="publish", action="store_false", help="build and tag only")
+    p.add_argument("--router", action="store_true", help="build and publish the router image instead (PyPI)")
     p.set_defaults(handler=_image_build)
     p = isub.add_parser("status", help="tags and digests the nodes' registry mirror serves")
     p.add_argument("--json", action="store_true")

@@ -1,0 +1,166 @@
+"""The router's decisions as pure functions: which host runs it, its worker URLs, its container spec.
+
+The router (sglang-router, the SGLang Model Gateway) runs in one container with `--network host` on one
+inventory host and fronts every serving group of every host. It is labelled `hgxkit.router` (not
+`hgxkit.serve`, so the serving role never treats it as a stale group) and carries a hash of its spec, so an
+unchanged spec leaves it untouched.
+
+Example:
+    >>> hosts = [WorkerHost("node1", "10.0.0.1", "127.0.0.1", [5000, 5001])]
+    >>> worker_urls("node1", hosts)
+    (['http://127.0.0.1:5000', 'http://127.0.0.1:5001'], [])
+    >>> spec = router_spec(["http://127.0.0.1:5000"], image="lmsysorg/sgl-model-gateway:latest",
+    ...                    policy="cache_aware", bind_address="127.0.0.1", port=30000, api_key_file=None)
+    >>> spec.argv[-8:]
+    ['--policy', 'cache_aware', '--host', '127.0.0.1', '--port', '30000', '--prometheus-host', '127.0.0.1']
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+
+from hgxkit.bringup import Problem
+from hgxkit.serve import LOOPBACK, SPEC_LABEL
+
+ROUTER_LABEL = "hgxkit.router"
+CONTAINER = "sglang-router"
+POLICIES = ("random", "round_robin", "power_of_two", "cache_aware", "bucket")
+KEY_IN_CONTAINER = "/run/hgxkit/api-key"
+# The router takes its key only as --api-key. This launcher reads it from a root-only file mounted read-only,
+# so it shows neither in `docker inspect` nor in the process's command line (unlike the serving groups).
+KEY_LAUNCHER = (
+    "import runpy, sys; "
+    f"key = open('{KEY_IN_CONTAINER}').read().strip(); "
+    "sys.argv = ['sglang_router.launch_router', *sys.argv[1:], '--api-key', key]; "
+    "runpy.run_module('sglang_router.launch_router', run_name='__main__', alter_sys=True)"
+)
+
+
+@dataclass(frozen=True)
+class WorkerHost:
+    """A serving host as the router sees it: its address, the address its groups bind, their ports."""
+
+    name: str
+    address: str
+    bind_address: str
+    ports: list[int]
+    api_key: bool = False
+
+
+@dataclass(frozen=True)
+class RouterSpec:
+    """The router container: `docker run` words (image by tag) and the hash of everything but the name."""
+
+    name: str
+    image: str
+    argv: list[str]
+    spec_hash: str
+
+    def shell(self, image: str | None = None) -> str:
+        """The `docker run` command line, optionally running `image` (e.g. by digest) instead of the tag.
+
+        >>> RouterSpec("r", "a:1", ["docker", "run", "a:1", "-c", "x y"], "h").shell("a@sha256:0")
+        "docker run a@sha256:0 -c 'x y'"
+        """
+        from hgxkit.recipe.shellwords import quote_word
+
+        return " ".join(quote_word(image if image and w == self.image else w) for w in self.argv)
+
+
+def choose_router_host(explicit: str | None, candidates: list[str], inventory: list[str]) -> tuple[str | None, str]:
+    """The host that runs the router: `router_host` when set, else the first host with `router: true`.
+
+    Returns (host, error); error is "" when a host was chosen.
+
+    >>> choose_router_host(None, ["node2", "node3"], ["node1", "node2", "node3"])
+    ('node2', '')
+    >>> choose_router_host("nodeX", ["node1"], ["node1"])[1]
+    'router_host nodeX is not in the inventory (hosts: node1): set router_host to one of them'
+    """
+    if explicit:
+        if explicit not in inventory:
+            return None, (
+                f"router_host {explicit} is not in the inventory (hosts: {', '.join(inventory)}): "
+                "set router_host to one of them"
+            )
+        return explicit, ""
+    return (candidates[0], "") if candidates else (None, "")
+
+
+def worker_urls(router_host: str, hosts: list[WorkerHost]) -> tuple[list[str], list[Problem]]:
+    """One URL per serving group of every host; the router's own host is reached over 127.0.0.1.
+
+    A group on another host must be published beyond loopback, or the router cannot reach it.
+
+    >>> worker_urls("node1", [WorkerHost("node2", "node2.lan", "127.0.0.1", [5000])])[1][0].check
+    'router-reach'
+    """
+    urls: list[str] = []
+    problems: list[Problem] = []
+    for h in hosts:
+        if h.name == router_host:
+            address = "127.0.0.1"
+        elif h.bind_address in LOOPBACK:
+            problems.append(
+                Problem(
+                    "router-reach",
+                    f"{h.name} publishes its groups on {h.bind_address} only; the router on {router_host} "
+                    "cannot reach them",
+                    f"set bind_address (and api_key: auto) for {h.name}, or run the router on it",
+                )
+            )
+            continue
+        else:
+            address = h.address if ":" not in h.address else f"[{h.address}]"
+        urls.extend(f"http://{address}:{port}" for port in h.ports)
+    if any(h.api_key for h in hosts) and len(hosts) > 1:
+        problems.append(
+            Problem(
+                "router-key",
+                "api_key is set and the router fronts several hosts, but each host has its own key and the "
+                "router passes one key to every worker",
+                "run one router per host (router_host), or serve without api_key on a private network",
+            )
+        )
+    if not urls and not problems:
+        problems.append(Problem("router-workers", "no serving group to front", "check the recipe and inventory"))
+    return urls, problems
+
+
+def router_spec(
+    urls: list[str], *, image: str, policy: str, bind_address: str, port: int, api_key_file: str | None
+) -> RouterSpec:
+    """The router container: host network, restart unless stopped, labelled with its spec hash.
+
+    With `api_key_file` (the serving role's root-only key on this host) the key is mounted read-only and
+    handed to the router by KEY_LAUNCHER: clients then need it, and the router sends it to the workers.
+    Metrics (Prometheus, port 29000) stay on 127.0.0.1.
+    """
+    if policy not in POLICIES:
+        raise ValueError(f"router_policy {policy!r} is not one of {', '.join(POLICIES)}: set router_policy")
+    server = [
+        "--worker-urls", *urls, "--policy", policy, "--host", bind_address, "--port", str(port),
+        "--prometheus-host", "127.0.0.1",
+    ]  # fmt: skip
+    if api_key_file:
+        options = ["-v", f"{api_key_file}:{KEY_IN_CONTAINER}:ro", "--entrypoint", "python3"]
+        command = ["-c", KEY_LAUNCHER]
+    else:
+        options = ["--entrypoint", "python3"]
+        command = ["-m", "sglang_router.launch_router"]
+    body = ["--network", "host", "--restart", "unless-stopped", *options, image, *command, *server]
+    spec_hash = hashlib.sha256(json.dumps(body).encode()).hexdigest()[:16]
+    labels = ["--label", f"{ROUTER_LABEL}=1", "--label", f"{SPEC_LABEL}={spec_hash}"]
+    argv = ["docker", "run", "-d", "--name", CONTAINER, *labels, *body]
+    return RouterSpec(CONTAINER, image, argv, spec_hash)
+
+
+def needs_replacing(current: dict[str, str] | None, spec: RouterSpec) -> bool:
+    """`current` is {"spec": label, "running": "true"/"false"} of the existing container, or None.
+
+    >>> needs_replacing({"spec": "abc", "running": "true"}, RouterSpec("r", "i", [], "abc"))
+    False
+    """
+    return current is None or current.get("spec") != spec.spec_hash or current.get("running") != "true"

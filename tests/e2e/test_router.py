@@ -1,0 +1,90 @@
+"""End-to-end: `--data router=true` on a simulated node runs the REAL sglang-router (the SGLang Model Gateway,
+from PyPI, in lmsysorg/sgl-model-gateway:latest on the nodes' mirror) fronting both groups of the marlin recipe;
+a chat completion through port 30000 answers, and a second run changes nothing (issue 7, item 6)."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+
+import pytest
+from sim_steps import cluster_name, node_sh, run_deploy
+
+from hgxkit.sim import nodes as simnodes
+from hgxkit.sim import router_image
+
+pytestmark = pytest.mark.e2e
+CLUSTER = cluster_name("router")
+
+
+def out(result: subprocess.CompletedProcess[str]) -> str:
+    return result.stdout + result.stderr
+
+
+def router() -> str:
+    """`<id> <started at> <spec label> <running>` of the router container on the node."""
+    fmt = '{{.Id}} {{.State.StartedAt}} {{index .Config.Labels "hgxkit.spec"}} {{.State.Running}}'
+    return node_sh(CLUSTER, f"docker inspect -f '{fmt}' sglang-router 2>/dev/null").strip()
+
+
+@pytest.fixture(scope="module")
+def routed(sim_nodes):
+    """One node with 3 TiB of RAM (the post's HiCache ratio 4 on two TP4 groups) serving marlin, routed."""
+    router_image.ensure_published(simnodes.client())
+    sim_nodes(1, cluster=CLUSTER, memory_gib=3072)
+    return run_deploy(CLUSTER, "deploys/dspark.py", "verify=false", "router=true", timeout=600)
+
+
+def test_router_fronts_both_groups_and_answers(routed) -> None:
+    assert routed.returncode == 0, out(routed)[-5000:]
+    assert "router sglang-router answers on port 30000" in out(routed)
+    assert router().endswith(" true")
+    workers = json.loads(node_sh(CLUSTER, "curl -sS -m 10 http://127.0.0.1:30000/readiness"))
+    assert (workers["healthy_workers"], workers["total_workers"]) == (2, 2)
+    answer = node_sh(
+        CLUSTER,
+        "curl -sS -m 60 http://127.0.0.1:30000/v1/chat/completions -H 'Content-Type: application/json' "
+        '-d \'{"model": "deepseek-v4-flash", "max_tokens": 8, "messages": [{"role": "user", "content": "hi"}]}\'',
+    )
+    assert json.loads(answer)["choices"][0]["message"]["content"]
+    version = node_sh(
+        CLUSTER, "docker exec sglang-router python3 -c 'import sglang_router.version as v; print(v.__version__)'"
+    )
+    assert version.strip() == "0.3.2"  # the real router from PyPI, not a stand-in
+    image = node_sh(CLUSTER, "docker inspect -f '{{.Config.Image}}' sglang-router").strip()
+    assert re.fullmatch(r"lmsysorg/sgl-model-gateway@sha256:[0-9a-f]{64}", image)
+
+
+def test_second_run_changes_nothing(routed) -> None:
+    before = router()
+    again = run_deploy(CLUSTER, "deploys/dspark.py", "verify=false", "router=true", timeout=600)
+    assert again.returncode == 0, out(again)[-4000:]
+    match = re.search(r"Grand total\s+(\S+)\s+(\S+)\s+(\S+)\s+(\S+)", out(again))
+    assert match, out(again)[-3000:]
+    ops, changed, errors, unchanged = (0 if v == "-" else int(v) for v in match.groups())
+    assert (changed, errors) == (0, 0) and unchanged == ops
+    assert router() == before  # same ID, same start time
+
+
+def test_api_key_reaches_the_router_from_the_root_only_file(routed) -> None:
+    before = router()
+    keyed = run_deploy(CLUSTER, "deploys/dspark.py", "verify=false", "router=true", "bind_address=0.0.0.0",
+                       "api_key=auto", timeout=600)  # fmt: skip
+    assert keyed.returncode == 0, out(keyed)[-5000:]
+    assert router() != before  # the key file is mounted now: another spec
+    key = node_sh(CLUSTER, "cat /etc/hgxkit/serve/api-key").strip()
+    assert len(key) >= 32 and key not in out(keyed)
+    # Neither in the router's spec nor in its process's command line (the groups' --api-key is SGLang's own).
+    seen = node_sh(
+        CLUSTER,
+        "docker inspect sglang-router; tr '\\0' ' ' < /proc/$(docker inspect -f '{{.State.Pid}}' sglang-router)/cmdline",
+    )
+    assert "sglang" in seen and key not in seen
+    chat = (
+        "-sS -m 60 -o /dev/null -w '%{http_code}' http://127.0.0.1:30000/v1/chat/completions "
+        "-H 'Content-Type: application/json' "
+        '-d \'{"model": "deepseek-v4-flash", "max_tokens": 8, "messages": [{"role": "user", "content": "hi"}]}\''
+    )
+    assert node_sh(CLUSTER, f"curl {chat}") == "401"
+    assert node_sh(CLUSTER, f'curl -H "Authorization: Bearer $(cat /etc/hgxkit/serve/api-key)" {chat}') == "200"

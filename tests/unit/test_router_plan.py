@@ -1,0 +1,144 @@
+"""The router's pure decisions (roles/sglang_router/plan.py) and its image's inputs (hgxkit/sim/router_image.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from hgxkit.sim import router_image
+from hgxkit.sim import serving as stand_in
+from roles.sglang_router.defaults import DEFAULTS
+from roles.sglang_router.plan import (
+    KEY_IN_CONTAINER,
+    ROUTER_LABEL,
+    RouterSpec,
+    WorkerHost,
+    choose_router_host,
+    needs_replacing,
+    router_spec,
+    worker_urls,
+)
+
+IMAGE = "lmsysorg/sgl-model-gateway:latest"
+
+
+def spec(urls: list[str] | None = None, **kw: object) -> RouterSpec:
+    args: dict[str, object] = {
+        "image": IMAGE, "policy": "cache_aware", "bind_address": "127.0.0.1", "port": 30000, "api_key_file": None,
+    }  # fmt: skip
+    args.update(kw)
+    return router_spec(urls or ["http://127.0.0.1:5000", "http://127.0.0.1:5001"], **args)  # type: ignore[arg-type]
+
+
+def test_defaults_are_documented_and_off() -> None:
+    import roles.sglang_router.defaults as module
+
+    assert DEFAULTS["router"] is False and DEFAULTS["router_port"] == 30000
+    assert DEFAULTS["router_policy"] == "cache_aware" and DEFAULTS["router_bind_address"] == "127.0.0.1"
+    assert DEFAULTS["router_image"] == IMAGE
+    for key in DEFAULTS:
+        assert f"\n{key} " in module.__doc__ or f"\n{key}\n" in module.__doc__, key
+
+
+def test_router_host_is_explicit_or_first_with_router() -> None:
+    assert choose_router_host(None, ["node2"], ["node1", "node2"]) == ("node2", "")
+    assert choose_router_host("node1", ["node2"], ["node1", "node2"]) == ("node1", "")
+    assert choose_router_host(None, [], ["node1"]) == (None, "")
+    host, error = choose_router_host("gone", ["node1"], ["node1"])
+    assert host is None and error.startswith("router_host gone is not in the inventory") and ": set" in error
+
+
+def test_worker_urls_cover_every_group_of_every_host() -> None:
+    hosts = [
+        WorkerHost("node1", "node1.lan", "127.0.0.1", [5000, 5001]),
+        WorkerHost("node2", "10.0.0.2", "0.0.0.0", [5000, 5001]),
+        WorkerHost("node3", "fd00::3", "::", [5000]),
+    ]
+    urls, problems = worker_urls("node1", hosts)
+    assert problems == []
+    assert urls == [
+        "http://127.0.0.1:5000", "http://127.0.0.1:5001",
+        "http://10.0.0.2:5000", "http://10.0.0.2:5001", "http://[fd00::3]:5000",
+    ]  # fmt: skip
+
+
+def test_loopback_groups_on_another_host_are_refused() -> None:
+    urls, problems = worker_urls("node1", [WorkerHost("node1", "a", "127.0.0.1", [5000]),
+                                           WorkerHost("node2", "b", "127.0.0.1", [5000])])  # fmt: skip
+    assert urls == ["http://127.0.0.1:5000"]
+    assert [p.check for p in problems] == ["router-reach"]
+    assert "node2 publishes its groups on 127.0.0.1 only" in str(problems[0])
+
+
+def test_a_keyed_router_fronts_one_host_only() -> None:
+    one = worker_urls("n1", [WorkerHost("n1", "a", "0.0.0.0", [5000], api_key=True)])
+    assert one[1] == []
+    two = worker_urls("n1", [WorkerHost("n1", "a", "0.0.0.0", [5000], api_key=True),
+                             WorkerHost("n2", "b", "0.0.0.0", [5000], api_key=True)])  # fmt: skip
+    assert [p.check for p in two[1]] == ["router-key"]
+    assert [p.check for p in worker_urls("n1", [WorkerHost("n1", "a", "127.0.0.1", [])])[1]] == ["router-workers"]
+
+
+def test_spec_runs_the_real_router_on_the_host_network() -> None:
+    s = spec()
+    assert s.argv[:5] == ["docker", "run", "-d", "--name", "sglang-router"]
+    assert f"{ROUTER_LABEL}=1" in s.argv and f"hgxkit.spec={s.spec_hash}" in s.argv
+    assert "hgxkit.serve=1" not in s.argv  # the serving role must never remove it as a stale group
+    i = s.argv.index(IMAGE)
+    assert s.argv[i - 4 : i] == ["--restart", "unless-stopped", "--entrypoint", "python3"]
+    assert s.argv[i + 1 :] == [
+        "-m", "sglang_router.launch_router", "--worker-urls", "http://127.0.0.1:5000", "http://127.0.0.1:5001",
+        "--policy", "cache_aware", "--host", "127.0.0.1", "--port", "30000", "--prometheus-host", "127.0.0.1",
+    ]  # fmt: skip
+    assert "--network" in s.argv and s.argv[s.argv.index("--network") + 1] == "host"
+
+
+def test_spec_hash_follows_the_spec() -> None:
+    assert spec().spec_hash == spec().spec_hash
+    assert spec().spec_hash != spec(policy="round_robin").spec_hash
+    assert spec().spec_hash != spec(["http://127.0.0.1:5000"]).spec_hash
+    assert spec().spec_hash != spec(port=30001).spec_hash
+    with pytest.raises(ValueError, match="router_policy 'fastest' is not one of"):
+        spec(policy="fastest")
+
+
+def test_api_key_comes_from_a_mounted_file_never_the_command_line() -> None:
+    s = spec(api_key_file="/etc/hgxkit/serve/api-key")
+    assert f"/etc/hgxkit/serve/api-key:{KEY_IN_CONTAINER}:ro" in s.argv
+    assert "--api-key" not in s.argv  # the launcher appends it inside the process, from the file
+    launcher = s.argv[s.argv.index("-c") + 1]
+    assert KEY_IN_CONTAINER in launcher and "'--api-key', key" in launcher
+    assert "$(cat" not in s.shell()
+
+
+def test_shell_runs_by_digest_and_quotes() -> None:
+    s = spec(api_key_file="/k")
+    digest = "lmsysorg/sgl-model-gateway@sha256:" + "a" * 64
+    line = s.shell(digest)
+    assert f" {digest} " in line and f" {IMAGE} " not in line
+    assert "-c 'import runpy, sys;" in line
+
+
+def test_needs_replacing_only_on_change() -> None:
+    s = spec()
+    assert needs_replacing(None, s)
+    assert not needs_replacing({"spec": s.spec_hash, "running": "true"}, s)
+    assert needs_replacing({"spec": s.spec_hash, "running": "false"}, s)
+    assert needs_replacing({"spec": "other", "running": "true"}, s)
+
+
+def test_router_image_builds_on_the_stand_in_base_with_the_pinned_router() -> None:
+    assert router_image.REQUIREMENT == "sglang-router==0.3.2"
+    assert router_image.image_tag().startswith("hgxkit-sim-router:")
+    assert router_image.image_tag() == router_image.image_tag()
+    assert f"'{router_image.REQUIREMENT}'" in router_image.DOCKERFILE
+    assert "--cert ca-certificates.crt" in router_image.DOCKERFILE
+    assert stand_in.check_tag(router_image.DEFAULT_TAGS[0]) == IMAGE
+
+
+def test_router_fact_parses_docker_inspect() -> None:
+    from roles.sglang_router import RouterContainer
+
+    fact = RouterContainer()
+    assert fact.process(["abc123 true"]) == {"spec": "abc123", "running": "true"}
+    assert fact.process([]) is None
+    assert "hgxkit.spec" in fact.command() and "sglang-router" in fact.command()
