@@ -16,6 +16,7 @@ $(STAMP): pyproject.toml
 
 ## demo: one simulated 8xH200 node -> the forum post's setup served, benchmarked and archived
 demo: venv
+	$(BIN)/hgxkit sim client install  # SGLang's real benchmark client, once per host (~4 min; then skipped)
 	$(BIN)/hgxkit sim up --nodes 1 --memory-gib 3072 --cluster demo
 	HGXKIT_SIM_CLUSTER=demo PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/pyinfra -y inventories/sim.py deploys/dspark.py
 	@echo
