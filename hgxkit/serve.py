@@ -159,7 +159,19 @@ def plan_rollout(current: list[RunningContainer], desired: list[ContainerSpec]) 
 
 
 def exposure_problems(bind_address: str, api_key: str | None, allow_unauthenticated: bool) -> list[Problem]:
-    """Binding beyond loopback needs an API key or an explicit `allow_unauthenticated: true`."""
+    """Binding beyond loopback needs an API key or an explicit `allow_unauthenticated: true`.
+
+    `api_key` is None or "auto"; any other value (a key pasted into the inventory) is refused, because the
+    roles would not pass it to the server, and a key kept in an inventory ends up in version control.
+    """
+    if api_key not in (None, "auto"):
+        return [
+            Problem(
+                "api_key",
+                f"api_key is set to a value other than auto ({len(str(api_key))} characters, not shown)",
+                "set api_key: auto (a key is generated on the host, root-only) or remove it",
+            )
+        ]
     if bind_address in LOOPBACK or api_key or allow_unauthenticated:
         return []
     return [

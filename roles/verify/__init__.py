@@ -63,9 +63,11 @@ def _read_json(run: Runner, path: str) -> dict:
 
 
 def _curl(run: Runner, url: str, key_file: str | None, body: dict | None = None) -> list[str]:
-    auth = f'-H "Authorization: Bearer $(cat {key_file})"' if key_file else ""
+    # The header reaches curl on stdin (printf is a shell builtin), so the key is never in a process's argv.
+    feed = f"printf 'Authorization: Bearer %s\\n' \"$(cat {key_file})\" | " if key_file else ""
+    auth = "-H @-" if key_file else ""
     data = f"-H 'Content-Type: application/json' -d '{json.dumps(body)}'" if body is not None else ""
-    return run(f"curl -sS -m 120 {auth} {data} -w '\\n%{{http_code}}' {url} 2>&1 || true")
+    return run(f"{feed}curl -sS -m 120 {auth} {data} -w '\\n%{{http_code}}' {url} 2>&1 || true")
 
 
 def _verify(recipe_path: str, mode: str) -> None:

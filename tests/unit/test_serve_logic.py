@@ -82,6 +82,9 @@ def test_exposure_policy() -> None:
     assert "bind_address 0.0.0.0 publishes the API beyond this host without an API key" in str(problem)
     assert exposure_problems("0.0.0.0", "auto", False) == []
     assert exposure_problems("0.0.0.0", None, True) == []
+    (pasted,) = exposure_problems("127.0.0.1", "sk-pasted-key-value", False)
+    assert pasted.check == "api_key" and "sk-pasted-key-value" not in str(pasted)
+    assert "set api_key: auto" in str(pasted)
 
 
 def test_hicache_host_ram_of_the_post_exceeds_a_2_tib_node() -> None:
