@@ -242,8 +242,8 @@ def test_parse_range() -> None:
     assert _parse_range("items=0-1", 10) is None
 
 
-def test_tokenizer_loads_with_tokenizers_when_installed(hub_root: Path) -> None:
-    tokenizers = pytest.importorskip("tokenizers")
+def test_tokenizer_loads_with_tokenizers(hub_root: Path) -> None:
+    import tokenizers  # a test dependency (pyproject's `test` extra): never skipped
     tok = tokenizers.Tokenizer.from_file(str(_source(hub_root, "tokenizer.json")))
     words = [tokenizer_gen.pseudo_word(i) for i in (0, 5, 4000)]
     enc = tok.encode(" ".join(words))
