@@ -32,40 +32,20 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-FORUM_FLAGS = [
-    "--trust-remote-code",
-    "--served-model-name",
-    "deepseek-v4-flash",
-    "--host",
-    "127.0.0.1",
-    "--tp",
-    "4",
-    "--moe-runner-backend",
-    "marlin",
-    "--mem-fraction-static",
-    "0.88",
-    "--cuda-graph-max-bs-decode",
-    "24",
-    "--max-running-requests",
-    "24",
-    "--kv-cache-dtype",
-    "fp8_e4m3",
-    "--enable-metrics",
-    "--enable-cache-report",
-    "--reasoning-parser",
-    "deepseek-v4",
-    "--tool-call-parser",
-    "deepseekv4",
-    "--speculative-algorithm",
-    "DSPARK",
-    "--enable-hierarchical-cache",
-    "--hicache-ratio",
-    "4",
-    "--hicache-size",
-    "0",
-    "--hicache-write-policy",
-    "write_through",
-]
+
+
+def forum_flags() -> list[str]:
+    """The post's server flags from the shipped recipe, without --model-path/--port (set here) and with the
+    server on loopback."""
+    from hgxkit.recipe.loader import load_recipe
+
+    recipe = load_recipe(ROOT / "recipes" / "deepseek-v4-flash-dspark-marlin.yaml")
+    flags: list[str] = []
+    for entry in recipe.server.args:
+        if entry[0] in ("--model-path", "--port"):
+            continue
+        flags += ["--host", "127.0.0.1"] if entry[0] == "--host" else list(entry)
+    return flags
 
 
 @dataclass(frozen=True)
@@ -133,7 +113,7 @@ def run(client_venv: Path, levels: list[int], input_len: int, output_len: int, p
             str(model),
             "--port",
             str(port),
-            *FORUM_FLAGS,
+            *forum_flags(),
         ],
         env=env,
         stderr=subprocess.DEVNULL,

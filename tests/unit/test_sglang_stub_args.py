@@ -7,48 +7,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+from hgxkit.recipe.loader import load_recipe
 from hgxkit.sim.sglang_stub.args import ModelFacts, build_parser, resolve
 from hgxkit.sim.sglang_stub.launcher import _normalize_serve_argv
 
-# The forum post's `sglang serve` arguments, verbatim.
-FORUM = [
-    "--trust-remote-code",
-    "--model-path",
-    "/model",
-    "--served-model-name",
-    "deepseek-v4-flash",
-    "--host",
-    "0.0.0.0",
-    "--port",
-    "30000",
-    "--tp",
-    "4",
-    "--moe-runner-backend",
-    "marlin",
-    "--mem-fraction-static",
-    "0.88",
-    "--cuda-graph-max-bs-decode",
-    "24",
-    "--max-running-requests",
-    "24",
-    "--kv-cache-dtype",
-    "fp8_e4m3",
-    "--enable-metrics",
-    "--enable-cache-report",
-    "--reasoning-parser",
-    "deepseek-v4",
-    "--tool-call-parser",
-    "deepseekv4",
-    "--speculative-algorithm",
-    "DSPARK",
-    "--enable-hierarchical-cache",
-    "--hicache-ratio",
-    "4",
-    "--hicache-size",
-    "0",
-    "--hicache-write-policy",
-    "write_through",
-]
+# The forum post's `sglang serve` arguments, verbatim: the shipped recipe holds them token for token.
+FORUM = load_recipe(
+    Path(__file__).resolve().parents[2] / "recipes" / "deepseek-v4-flash-dspark-marlin.yaml"
+).server.words()[2:]
 # The lmsys blog's recipe (`python3 -m sglang.launch_server`), with 0.5.23's decode flag.
 BLOG = [
     "--model-path",
