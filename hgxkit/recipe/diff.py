@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from hgxkit.recipe.docker_options import canonical
 from hgxkit.recipe.model import Recipe
+from hgxkit.recipe.shellwords import join_words, quote_word
 
 ABSENT = "(absent)"
 
@@ -55,13 +56,18 @@ def diff_recipes(a: Recipe, b: Recipe) -> list[Difference]:
     return out
 
 
+def _shown(value: str) -> str:
+    """A value as the shell would need it written, where dollar signs make quoting matter."""
+    return quote_word(value) if "$" in value else value
+
+
 def _image(recipe: Recipe) -> dict[str, str]:
     return {"reference": recipe.image.reference, "digest": recipe.image.digest or ABSENT}
 
 
 def _env(recipe: Recipe) -> dict[str, str]:
     return {
-        s.name: s.value if s.value is not None else "(from host environment)" for s in recipe.docker.env()
+        s.name: _shown(s.value) if s.value is not None else "(from host environment)" for s in recipe.docker.env()
     }
 
 
@@ -71,14 +77,14 @@ def _docker(recipe: Recipe) -> dict[str, str]:
         name = canonical(use.option.name)
         if name == "--env":
             continue
-        values.setdefault(name, []).append(use.value if use.value is not None else "(set)")
+        values.setdefault(name, []).append(_shown(use.value) if use.value is not None else "(set)")
     return {name: ", ".join(sorted(items)) for name, items in values.items()}
 
 
 def _server(recipe: Recipe) -> dict[str, str]:
-    values: dict[str, list[str]] = {"(program)": [" ".join(recipe.server.program)]}
+    values: dict[str, list[str]] = {"(program)": [join_words(list(recipe.server.program))]}
     for use in recipe.server.uses():
-        values.setdefault(use.name, []).append(use.value if use.value is not None else "(set)")
+        values.setdefault(use.name, []).append(_shown(use.value) if use.value is not None else "(set)")
     return {name: ", ".join(items) for name, items in values.items()}
 
 

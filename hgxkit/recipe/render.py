@@ -18,7 +18,7 @@ from typing import Literal
 from hgxkit.errors import InputError
 from hgxkit.recipe.groups import group_problems, plan_gpu_groups
 from hgxkit.recipe.model import ENV_REF_RE, Recipe
-from hgxkit.recipe.shellwords import quote_word
+from hgxkit.recipe.shellwords import LITERAL_DOLLAR, quote_word, shell_value
 
 SecretMode = Literal["reference", "resolve"]
 
@@ -36,8 +36,13 @@ class RenderedGroup:
 
     @property
     def argv(self) -> list[str]:
-        """What the shell would pass to `docker`: every word, in order."""
+        """Every word in order, in the lexer's notation (a literal dollar sign is `$$`; see shellwords)."""
         return [word for line in self.lines for word in line]
+
+    @property
+    def shell_argv(self) -> list[str]:
+        """Every word as a shell splitter shows it: `$NAME` unexpanded, literal dollar signs as one `$`."""
+        return [shell_value(word) for word in self.argv]
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -45,7 +50,7 @@ class RenderedGroup:
             "name": self.name,
             "gpus": self.gpus,
             "port": self.port,
-            "argv": self.argv,
+            "argv": self.shell_argv,
         }
 
     def shell(self) -> str:
@@ -152,7 +157,7 @@ def _substitute(
             raise InputError(
                 f"{recipe.path or recipe.name}: {{{{env:{name}}}}} needs ${name}; export it first"
             )
-        return env[name]
+        return env[name].replace("$", LITERAL_DOLLAR)  # a value is passed as it is, never expanded
 
     return ENV_REF_RE.sub(env_value, word)
 

@@ -7,10 +7,20 @@ returns `Word`s with their line and column so that errors can point at the offen
 Example:
     >>> [w.text for w in split_words("docker run -d \\\\ --gpus '\\"device=0,1\\"' img")]
     ['docker', 'run', '-d', '--gpus', '"device=0,1"', 'img']
+
+Dollar signs: a word's text keeps `$NAME` / `${NAME}` wherever the shell that runs the command would expand
+it (unquoted or in double quotes), and writes a dollar sign the shell would pass on literally (single-quoted,
+backslash-escaped, or followed by nothing expandable) as `$$`. `quote_word` turns both back into shell
+syntax, so `'$PORT'` stays unexpanded on the host and `"$HOME"` stays expanded; `shell_value` gives the word
+as a shell splitter (`shlex`) would show it.
+
+    >>> [w.text for w in split_words("sh -c 'echo $PORT' $HOME")]
+    ['sh', '-c', 'echo $$PORT', '$HOME']
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from hgxkit.errors import InputError
@@ -20,6 +30,10 @@ SHELL_OPERATOR_CHARS = frozenset("|&;<>()`")
 SMART_QUOTES = {"\u201c": '"', "\u201d": '"', "\u201e": '"', "\u2018": "'", "\u2019": "'"}
 # Inside double quotes a backslash only escapes these (POSIX); before anything else it stays literal.
 DQUOTE_ESCAPABLE = frozenset('$`"\\\n')
+# A `$` the shell expands is followed by one of these; any other `$` is an ordinary character.
+EXPANSION_START = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ_0123456789{@*#?!-")
+LITERAL_DOLLAR = "$$"
+_DQUOTE_SAFE_SEGMENT = re.compile(r"[^\"\\`$]*")
 
 
 @dataclass(frozen=True)
@@ -117,7 +131,8 @@ def split_words(text: str, *, source: str = "<input>") -> list[Word]:
             if start is None:
                 start = (scanner.line, scanner.column)
             scanner.take()
-            buffer.append(scanner.take())
+            escaped = scanner.take()
+            buffer.append(LITERAL_DOLLAR if escaped == "$" else escaped)
             quoted = True
             continue
         if char == "#" and start is None:
@@ -142,6 +157,8 @@ def split_words(text: str, *, source: str = "<input>") -> list[Word]:
         elif char == '"':
             _read_double_quoted(scanner, buffer, source)
             quoted = True
+        elif char == "$":
+            buffer.append(_read_dollar(scanner, source, in_double_quotes=False))
         else:
             buffer.append(scanner.take())
     finish()
@@ -160,7 +177,7 @@ def _read_single_quoted(scanner: _Scanner, buffer: list[str], source: str) -> No
         char = scanner.take()
         if char == "'":
             return
-        buffer.append(char)
+        buffer.append(LITERAL_DOLLAR if char == "$" else char)
 
 
 def _read_double_quoted(scanner: _Scanner, buffer: list[str], source: str) -> None:
@@ -172,24 +189,110 @@ def _read_double_quoted(scanner: _Scanner, buffer: list[str], source: str) -> No
                 f"{source}: unbalanced double quote opened at line {line}, column {column}; "
                 "close it or remove it"
             )
-        char = scanner.take()
+        char = scanner.peek()
         if char == '"':
+            scanner.take()
             return
+        if char == "$":
+            buffer.append(_read_dollar(scanner, source, in_double_quotes=True))
+            continue
+        if char == "`":
+            raise InputError(
+                f"{source}: command substitution (`) at line {scanner.line}, column {scanner.column} is not "
+                "imported; replace it by its value"
+            )
+        scanner.take()
         if char == "\\" and scanner.peek() in DQUOTE_ESCAPABLE and not scanner.at_end():
             escaped = scanner.take()
             if escaped != "\n":
-                buffer.append(escaped)
+                buffer.append(LITERAL_DOLLAR if escaped == "$" else escaped)
             continue
         buffer.append(char)
 
 
+def _read_dollar(scanner: _Scanner, source: str, *, in_double_quotes: bool) -> str:
+    """One `$` where the shell may expand it: `$` if it starts an expansion, `$$` if it is literal."""
+    line, column = scanner.line, scanner.column
+    scanner.take()
+    nxt = scanner.peek()
+    if nxt == "$" or (nxt == "(" and in_double_quotes):
+        what = "the shell's process ID ($$)" if nxt == "$" else "command substitution ($(…))"
+        raise InputError(
+            f"{source}: {what} at line {line}, column {column} is not imported; replace it by its value"
+        )
+    if nxt and nxt in EXPANSION_START:
+        return "$"
+    return LITERAL_DOLLAR
+
+
+def dollar_segments(text: str) -> list[tuple[str, bool]]:
+    """Split a word's text into `(value, expands)` runs: literal text, and `$NAME` / `${…}` expansions.
+
+    Example:
+        >>> dollar_segments("a$$b:$HOME/${X}")
+        [('a$b:', False), ('$HOME', True), ('/', False), ('${X}', True)]
+    """
+    segments: list[tuple[str, bool]] = []
+    literal: list[str] = []
+    i = 0
+    while i < len(text):
+        if text.startswith(LITERAL_DOLLAR, i):
+            literal.append("$")
+            i += 2
+            continue
+        if text[i] == "$" and i + 1 < len(text) and text[i + 1] in EXPANSION_START:
+            end = _expansion_end(text, i)
+            if literal:
+                segments.append(("".join(literal), False))
+                literal = []
+            segments.append((text[i:end], True))
+            i = end
+            continue
+        literal.append(text[i])
+        i += 1
+    if literal:
+        segments.append(("".join(literal), False))
+    return segments
+
+
+def _expansion_end(text: str, start: int) -> int:
+    if text[start + 1] == "{":
+        close = text.find("}", start + 2)
+        return len(text) if close < 0 else close + 1
+    if not (text[start + 1].isalpha() or text[start + 1] == "_"):
+        return start + 2  # `$1`, `$?`, `$@`: one character
+    end = start + 1
+    while end < len(text) and (text[end].isalnum() or text[end] == "_"):
+        end += 1
+    return end
+
+
+def shell_value(text: str) -> str:
+    """The word as a shell splitter shows it: expansions unexpanded, `$$` back to one literal `$`."""
+    return "".join(value for value, _ in dollar_segments(text)) if "$" in text else text
+
+
 def quote_word(word: str) -> str:
-    """Quote one word for a POSIX shell; `$VAR` references stay expandable, as they were posted."""
+    """Quote one word for a POSIX shell: expansions stay expandable and literal dollars stay literal.
+
+    Example:
+        >>> quote_word("echo $$PORT"), quote_word("$HOME/x"), quote_word("a b")
+        ("'echo $PORT'", '"$HOME/x"', "'a b'")
+    """
     if word and all(c.isalnum() or c in "@%+=:,./-_" for c in word):
         return word
-    if "$" in word and "'" not in word and "`" not in word and "\\" not in word and '"' not in word:
-        return f'"{word}"'
-    return "'" + word.replace("'", "'\"'\"'") + "'"
+    if "$" not in word:
+        return _single_quote(word)
+    segments = dollar_segments(word)
+    if not any(expands for _, expands in segments):
+        return _single_quote(shell_value(word))
+    if all(expands or _DQUOTE_SAFE_SEGMENT.fullmatch(value) for value, expands in segments):
+        return f'"{word}"'  # only expansions and text that means the same inside double quotes
+    return "".join(f'"{value}"' if expands else _single_quote(value) for value, expands in segments)
+
+
+def _single_quote(text: str) -> str:
+    return "'" + text.replace("'", "'\"'\"'") + "'"
 
 
 def join_words(words: list[str]) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import shlex
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -42,7 +43,7 @@ def roundtrip(cmd: str) -> list[str]:
     """Import, write as YAML, load back, render: the words the shell would pass."""
     recipe = parse_recipe_text(dump_recipe(import_docker_run(cmd)))
     (group,) = render_recipe(recipe)
-    return group.argv
+    return group.shell_argv
 
 
 def test_seed_renders_both_groups_token_for_token() -> None:
@@ -113,6 +114,11 @@ REAL_WORLD = {
     "prompt-and-crlf": "$ docker run --rm \\\r\n  -p 127.0.0.1:5000:30000 \\\r\n  img serve\r\n",
     "double-dash": "docker run --rm -- img --rm",
     "label-json-value": "docker run -l 'cfg={\"a\": [1, 2]}' --sysctl net.core.somaxconn=1024 img",
+    "dollar-signs": (
+        "docker run -d -v $HOME/.cache/huggingface:/root/.cache/huggingface -e PORT=30000 "
+        "--health-cmd 'curl -f http://localhost:$PORT/health || exit 1' "
+        "img sh -c 'exec python3 -m sglang.launch_server --port $PORT --host \"${HOST:-0.0.0.0}\"'"
+    ),
 }
 
 
@@ -122,6 +128,24 @@ def test_real_world_forms_round_trip_token_for_token(name: str) -> None:
     # shlex does not know line continuations; a shell drops backslash-newline, so the oracle does too.
     expected = shlex.split(re.sub(r"\\\r?\n", "", cmd.replace("$ docker", "docker")).replace("\r", ""))
     assert roundtrip(cmd) == expected
+
+
+def test_a_dollar_sign_means_the_same_in_the_rendered_command_as_in_the_post() -> None:
+    # `$HOME` is expanded by the poster's shell; `$PORT` and `${HOST…}` are single-quoted, so only the
+    # container's shell sees them. A rendered command that let the host expand those would break the health
+    # check and the server's port without an error.
+    recipe = parse_recipe_text(dump_recipe(import_docker_run(REAL_WORLD["dollar-signs"])))
+    (group,) = render_recipe(recipe)
+    env = {"PATH": "/usr/bin:/bin", "HOME": "/home/poster", "PORT": "1", "HOST": "host-side"}
+
+    def shell_argv(command: str) -> list[str]:
+        out = subprocess.run(["sh", "-c", f"printf '%s\\0' {command}"], env=env, capture_output=True, check=True)
+        return out.stdout.decode().split("\0")[:-1]
+
+    posted = shell_argv(REAL_WORLD["dollar-signs"])
+    assert shell_argv(group.shell().replace("\\\n", "")) == posted
+    assert "/home/poster/.cache/huggingface:/root/.cache/huggingface" in posted
+    assert "curl -f http://localhost:$PORT/health || exit 1" in posted
 
 
 def test_real_world_forms_are_parsed_into_the_right_parts() -> None:

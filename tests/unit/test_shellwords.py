@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import shlex
+import subprocess
 
 import pytest
 
 from hgxkit.errors import InputError
-from hgxkit.recipe.shellwords import join_words, split_words
+from hgxkit.recipe.shellwords import join_words, quote_word, shell_value, split_words
 
 
 def texts(text: str) -> list[str]:
@@ -34,7 +35,7 @@ def test_single_quotes_keep_inner_double_quotes() -> None:
 
 
 def test_double_quote_escapes_follow_posix() -> None:
-    assert texts(r'"a\"b" "c\d" "\$HOME"') == ['a"b', "c\\d", "$HOME"]
+    assert texts(r'"a\"b" "c\d" "\$HOME"') == ['a"b', "c\\d", "$$HOME"]  # `$$`: a literal dollar sign
 
 
 def test_positions_are_line_and_column_of_the_word_start() -> None:
@@ -69,3 +70,54 @@ def test_join_words_round_trips_through_the_lexer_and_shlex(words: list[str]) ->
     joined = join_words(words)
     assert texts(joined) == words
     assert shlex.split(joined) == words
+
+
+# Posted words with dollar signs in every quoting context a shell knows; each must mean after a round trip
+# through the lexer and `join_words` exactly what it meant as posted.
+DOLLAR_FORMS = [
+    "sh -c 'echo $PORT'",
+    '-v "$HOME/.cache:/root/.cache"',
+    "-v $HOME/.cache:/root/.cache",
+    "-e X=${X} -e Y=\\$Y",
+    '--health-cmd "curl -f http://localhost:\\$PORT/health || exit 1"',
+    "'a'\"$X\"'$Y\"'",
+    '"$" \'$X\' "it\'s $X" "${X:-fallback}" \'${X}\'',
+    "price$ '$' \"$\"",
+    "--arg=$1 --n=\"$#\"",
+]
+
+
+def shell_words(command: str, env: dict[str, str]) -> list[str]:
+    """The argv a real POSIX shell builds from `command`, with `env` as its environment."""
+    out = subprocess.run(
+        ["sh", "-c", f"printf '%s\\0' {command}", "sh", "first"],
+        env=env, capture_output=True, check=True,
+    ).stdout  # fmt: skip
+    return out.decode().split("\0")[:-1]
+
+
+@pytest.mark.parametrize("command", DOLLAR_FORMS)
+def test_dollar_signs_keep_their_meaning_through_the_lexer_and_quoting(command: str) -> None:
+    env = {"PATH": "/usr/bin:/bin", "HOME": "/home/poster", "PORT": "5000", "X": "ex", "Y": "why"}
+    rendered = join_words(texts(command))
+    assert shell_words(rendered, env) == shell_words(command, env)
+    if '\\$' not in command:  # shlex does not apply POSIX's `\$` escape inside double quotes
+        assert [shell_value(w) for w in texts(command)] == shlex.split(command)
+
+
+def test_single_quoted_dollar_renders_single_quoted_and_expansions_double_quoted() -> None:
+    assert join_words(texts("sh -c 'echo $PORT' \"$HOME/x\" \\$Y")) == "sh -c 'echo $PORT' \"$HOME/x\" '$Y'"
+    assert quote_word("a$$b$X") == "'a$b'\"$X\""
+
+
+@pytest.mark.parametrize(
+    ("command", "message"),
+    [
+        ('"$(date)"', r"command substitution \(\$\(…\)\) at line 1, column 2"),
+        ('"`date`"', r"command substitution \(`\) at line 1, column 2"),
+        ("echo $$", r"the shell's process ID \(\$\$\) at line 1, column 6"),
+    ],
+)
+def test_expansions_a_recipe_cannot_hold_are_refused_with_their_position(command: str, message: str) -> None:
+    with pytest.raises(InputError, match=message):
+        split_words(command)
