@@ -162,23 +162,8 @@ def run(client_venv: Path, levels: list[int], input_len: int, output_len: int, p
             if proc.returncode != 0:
                 raise SystemExit(f"client failed at concurrency {c}:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
             row = json.loads(out.read_text().splitlines()[-1])
-            client = [t * 1000.0 for t in row["ttfts"]]
             truths = [json.loads(x)["hgxkit_sim_request"] for x in truth_log.read_text().splitlines()]
-            # The measured requests are the last ones the stand-in saw (warmups and earlier levels before them).
-            truth = [t["ttft_ms"] for t in truths[-len(client) :]]
-            lines.append(
-                FidelityLine(
-                    concurrency=c,
-                    prompts=prompts,
-                    client_mean_ms=round(statistics.mean(client), 2),
-                    truth_mean_ms=round(statistics.mean(truth), 2),
-                    mean_ratio=round(statistics.mean(client) / statistics.mean(truth), 4),
-                    client_p99_ms=round(p99(client), 2),
-                    truth_p99_ms=round(p99(truth), 2),
-                    p99_ratio=round(p99(client) / p99(truth), 4),
-                    accept_length=row.get("accept_length"),
-                )
-            )
+            lines.append(_line(c, prompts, row, truths))
             print(_format(lines[-1]), flush=True)
     finally:
         stub.terminate()
