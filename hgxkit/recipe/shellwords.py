@@ -165,15 +165,21 @@ def split_words(text: str, *, source: str = "<input>") -> list[Word]:
     return words
 
 
-def _read_single_quoted(scanner: _Scanner, buffer: list[str], source: str) -> None:
-    line, column = scanner.line, scanner.column
+def _opening(scanner: _Scanner, source: str, kind: str) -> InputError:
+    """Take an opening quote; the error to raise if it is never closed."""
+    error = InputError(
+        f"{source}: unbalanced {kind} quote opened at line {scanner.line}, column {scanner.column}; "
+        "close it or remove it"
+    )
     scanner.take()
+    return error
+
+
+def _read_single_quoted(scanner: _Scanner, buffer: list[str], source: str) -> None:
+    opened = _opening(scanner, source, "single")
     while True:
         if scanner.at_end():
-            raise InputError(
-                f"{source}: unbalanced single quote opened at line {line}, column {column}; "
-                "close it or remove it"
-            )
+            raise opened
         char = scanner.take()
         if char == "'":
             return
@@ -181,14 +187,10 @@ def _read_single_quoted(scanner: _Scanner, buffer: list[str], source: str) -> No
 
 
 def _read_double_quoted(scanner: _Scanner, buffer: list[str], source: str) -> None:
-    line, column = scanner.line, scanner.column
-    scanner.take()
+    opened = _opening(scanner, source, "double")
     while True:
         if scanner.at_end():
-            raise InputError(
-                f"{source}: unbalanced double quote opened at line {line}, column {column}; "
-                "close it or remove it"
-            )
+            raise opened
         char = scanner.peek()
         if char == '"':
             scanner.take()
