@@ -6,7 +6,7 @@ SSH drop cannot kill it; the role polls its progress file ("cell k of n") and at
 
 Example (inside a pyinfra python.call callback):
     cells = plan_cells(recipe, "smoke", groups)
-    script = bench_script(cells, workdir="/var/lib/hgxkit/verify/RUN", api_key_file=None)
+    script = bench_script(cells, workdir="/var/lib/hgxkit/verify/RUN", api_key_file=None, run_tag="T")
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import hashlib
 import json
 import platform
 import re
+import shlex
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -68,17 +69,24 @@ def plan_cells(
     return [Cell(g, name, port, i, c, n, out_len) for g, name in groups for i, c, n in shapes]
 
 
-def client_args(cell: Cell, output_dir: str) -> str:
+def client_argv(cell: Cell, output_dir: str) -> list[str]:
     """Arguments of SGLang's benchmark client for one cell (random-ids: no dataset download)."""
-    return (
-        f"--backend sglang --host 127.0.0.1 --port {cell.port} "
-        f"--dataset-name random-ids --random-input-len {cell.input_len} --random-output-len {cell.output_len} "
-        f"--random-range-ratio 1.0 --num-prompts {cell.num_prompts} --max-concurrency {cell.concurrency} "
+    return [
+        "--backend", "sglang", "--host", "127.0.0.1", "--port", str(cell.port),
+        "--dataset-name", "random-ids",
+        "--random-input-len", str(cell.input_len), "--random-output-len", str(cell.output_len),
+        "--random-range-ratio", "1.0",
+        "--num-prompts", str(cell.num_prompts), "--max-concurrency", str(cell.concurrency),
         # Warmups at least the concurrency (a cold first batch is not the steady state); --flush-cache resets
         # the server's accept-length counter, which is otherwise lifetime-cumulative.
-        f"--warmup-requests {max(cell.concurrency, 1)} --flush-cache --output-details "
-        f"--output-file {output_dir}/{cell.file}"
-    )
+        "--warmup-requests", str(max(cell.concurrency, 1)), "--flush-cache", "--output-details",
+        "--output-file", f"{output_dir}/{cell.file}",
+    ]  # fmt: skip
+
+
+def client_args(cell: Cell, output_dir: str) -> str:
+    """`client_argv` as one shell string (its words need no quoting)."""
+    return " ".join(client_argv(cell, output_dir))
 
 
 FIND_CLIENT = (
@@ -86,12 +94,64 @@ FIND_CLIENT = (
     'python3 -c "import $m" >/dev/null 2>&1 && { echo $m; break; }; done\''
 )
 
+# Runs inside a serving container: SGLang's benchmark client, its own command line unchanged, once per cell in
+# ONE process (runpy re-runs the module as __main__ each time), so torch and transformers are imported once per
+# container instead of once per cell (about 14 s each on two cores). Progress and each cell's exit status go to
+# stdout for the host script; each cell's output goes to its own log.
+CELL_DRIVER = """\
+import contextlib, importlib.util, json, runpy, sys, traceback, warnings
+warnings.filterwarnings("ignore", category=RuntimeWarning, module="runpy")
+candidates, plan = json.loads(sys.argv[1]), json.loads(sys.argv[2])
+module = None
+for name in candidates:
+    try:
+        if importlib.util.find_spec(name) is not None:
+            module = name
+            break
+    except ImportError:
+        pass
+if module is None:
+    print("hgxkit-noclient", flush=True)
+    sys.exit(3)
+for file, log_path, label, args in plan:
+    print("hgxkit-progress " + label, flush=True)
+    rc = 0
+    with open(log_path, "w") as log, contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):
+        sys.argv = [module, *args]
+        try:
+            runpy.run_module(module, run_name="__main__", alter_sys=True)
+        except SystemExit as stop:
+            rc = stop.code if isinstance(stop.code, int) else int(stop.code is not None)
+        except Exception:
+            traceback.print_exc()
+            rc = 1
+    print("hgxkit-done %s %d" % (file, rc), flush=True)
+"""
+DRIVER_FILE = "hgxkit_cells.py"
+ClientProcess = Literal["per_container", "per_cell"]
 
-def bench_script(cells: list[Cell], *, workdir: str, api_key_file: str | None, run_tag: str) -> str:
+
+def _progress(k: int, total: int, cell: Cell) -> str:
+    return (
+        f"cell {k} of {total}: group {cell.group}, input {cell.input_len}, concurrency {cell.concurrency}, "
+        f"{cell.num_prompts} prompts"
+    )
+
+
+def bench_script(
+    cells: list[Cell],
+    *,
+    workdir: str,
+    api_key_file: str | None,
+    run_tag: str,
+    client_process: ClientProcess = "per_container",
+) -> str:
     """The host-side script the transient unit runs: each cell in turn, progress and status in `workdir`.
 
     The client runs inside the serving container (`docker exec`), as on a real node: it reads the tokenizer
     from the container's model path. The API key reaches it through the environment, never the command line.
+    `client_process="per_container"` runs all of a container's cells in one client process (see CELL_DRIVER);
+    `"per_cell"` starts `python3 -m <client>` for every cell.
     """
     inner = f"/tmp/hgxkit-verify/{run_tag}"
     lines = [
@@ -101,18 +161,59 @@ def bench_script(cells: list[Cell], *, workdir: str, api_key_file: str | None, r
         "export HF_HUB_OFFLINE=1",
         f'[ -s {api_key_file} ] && export OPENAI_API_KEY="$(cat {api_key_file})"' if api_key_file else ":",
         "rc=0",
+        "rm -f failed",
     ]
+    labels = {id(cell): _progress(k, len(cells), cell) for k, cell in enumerate(cells, start=1)}
+    containers = dict.fromkeys(cell.container for cell in cells)
+    for container in containers:
+        lines.append(f"docker exec {container} mkdir -p {inner}")
+    if client_process == "per_cell":
+        lines += _per_cell_lines(cells, labels, inner)
+    else:
+        lines += [f"cat > {DRIVER_FILE} <<'HGXKIT_DRIVER'", CELL_DRIVER.rstrip("\n"), "HGXKIT_DRIVER"]
+        for container in containers:
+            mine = [cell for cell in cells if cell.container == container]
+            lines += _per_container_lines(container, mine, labels, inner)
+    lines += ['[ -s failed ] && rc=1', 'echo "done" > progress', 'echo "$rc" > status', "exit $rc"]
+    return "\n".join(lines) + "\n"
+
+
+def _per_container_lines(container: str, cells: list[Cell], labels: dict[int, str], inner: str) -> list[str]:
+    plan = [[cell.file, f"{inner}/{cell.file}.log", labels[id(cell)], client_argv(cell, inner)] for cell in cells]
+    driver_log = f"client-{container}.log"
+    lines = [
+        f"echo {shlex.quote(labels[id(cells[0])])} > progress",
+        f"docker cp {DRIVER_FILE} {container}:{inner}/{DRIVER_FILE}",
+        f"docker exec -e OPENAI_API_KEY -e HF_HUB_OFFLINE {container} python3 {inner}/{DRIVER_FILE} "
+        f"{shlex.quote(json.dumps(list(CLIENT_MODULES)))} {shlex.quote(json.dumps(plan))} 2> {driver_log} "
+        "| while IFS= read -r line; do",
+        '  case "$line" in',
+        "    \"hgxkit-progress \"*) printf '%s\\n' \"${line#hgxkit-progress }\" > progress ;;",
+        '    "hgxkit-done "*" 0") ;;',
+        f'    "hgxkit-noclient") echo "no SGLang benchmark client in {container}" >> {driver_log}; '
+        'echo "$line" >> failed ;;',
+        '    "hgxkit-done "*) echo "$line" >> failed ;;',
+        "  esac",
+        "done",
+    ]
+    for cell in cells:
+        lines += [
+            f"docker cp {container}:{inner}/{cell.file} {cell.file} >/dev/null 2>&1 || rc=1",
+            f"docker cp {container}:{inner}/{cell.file}.log {cell.file}.log >/dev/null 2>&1 "
+            f"|| cp {driver_log} {cell.file}.log",
+        ]
+    return lines
+
+
+def _per_cell_lines(cells: list[Cell], labels: dict[int, str], inner: str) -> list[str]:
+    lines = []
     for container in dict.fromkeys(cell.container for cell in cells):
         var = "module_" + re.sub(r"\W", "_", container)
-        lines += [
-            f"docker exec {container} mkdir -p {inner}",
-            f"{var}=$(docker exec {container} {FIND_CLIENT} 2>/dev/null)",
-        ]
-    for k, cell in enumerate(cells, start=1):
+        lines.append(f"{var}=$(docker exec {container} {FIND_CLIENT} 2>/dev/null)")
+    for cell in cells:
         var = "module_" + re.sub(r"\W", "_", cell.container)
         lines += [
-            f'echo "cell {k} of {len(cells)}: group {cell.group}, input {cell.input_len}, concurrency '
-            f'{cell.concurrency}, {cell.num_prompts} prompts" > progress',
+            f"echo {shlex.quote(labels[id(cell)])} > progress",
             f'if [ -z "${var}" ]; then echo "no SGLang benchmark client in {cell.container}" > {cell.file}.log; '
             "rc=1; else",
             f'  docker exec -e OPENAI_API_KEY -e HF_HUB_OFFLINE {cell.container} python3 -m "${var}" '
@@ -120,8 +221,7 @@ def bench_script(cells: list[Cell], *, workdir: str, api_key_file: str | None, r
             f"  docker cp {cell.container}:{inner}/{cell.file} {cell.file} >/dev/null 2>&1 || rc=1",
             "fi",
         ]
-    lines += ['echo "done" > progress', 'echo "$rc" > status', "exit $rc"]
-    return "\n".join(lines) + "\n"
+    return lines
 
 
 def cells_from_jsonl(cells: list[Cell], texts: dict[str, str]) -> tuple[list[CellResult], list[str]]:

@@ -41,6 +41,12 @@ def verify() -> None:
     mode = host.data.get("bench")
     if mode not in ("smoke", "full", "none"):
         raise DeployError(f"bench={mode!r}: use smoke, full or none (e.g. --data bench=full)")
+    client_process = host.data.get("verify_client_process")
+    if client_process not in ("per_container", "per_cell"):
+        raise DeployError(
+            f"verify_client_process={client_process!r}: use per_container or per_cell "
+            "(e.g. --data verify_client_process=per_cell)"
+        )
     try:
         recipe = load_recipe(host.data.get("recipe") or "recipes/deepseek-v4-flash-dspark-marlin.yaml")
     except HgxkitError as err:
@@ -220,7 +226,16 @@ def _run_detached(run: Runner, cells: list, workdir: str, key_file: str | None, 
     else:
         run(f"mkdir -p {workdir} && echo {workdir} > {host.data.get('verify_workdir')}/current")
         host.put_file(
-            StringIO(bench_script(cells, workdir=workdir, api_key_file=key_file, run_tag=run_tag)), f"{workdir}/run.sh"
+            StringIO(
+                bench_script(
+                    cells,
+                    workdir=workdir,
+                    api_key_file=key_file,
+                    run_tag=run_tag,
+                    client_process=host.data.get("verify_client_process"),
+                )
+            ),
+            f"{workdir}/run.sh",
         )
         run(
             f"systemctl reset-failed {unit} >/dev/null 2>&1; "

@@ -9,6 +9,12 @@ verify_workdir     where the host keeps its copy of each run (raw JSONL, summary
 verify_timeout     seconds the whole benchmark may take (it runs detached on the host and survives SSH drops).
 verify_poll        seconds between progress reports while the benchmark runs.
 verify_gates       run the bring-up gates (driver/fabric/NVLink, GPU health) again and fail the run on any.
+verify_client_process
+                   "per_container" (default): one benchmark-client process per serving container runs all
+                   of its cells (SGLang's client, its command line unchanged, re-run in-process per cell), so
+                   torch and transformers are imported once per container, not once per cell; "per_cell":
+                   a fresh `python3 -m sglang.benchmark.serving …` for every cell, should a client version
+                   keep state from one in-process run to the next.
 """
 
 DEFAULTS = {
@@ -19,4 +25,5 @@ DEFAULTS = {
     "verify_timeout": 4 * 3600,
     "verify_poll": 5,
     "verify_gates": True,
+    "verify_client_process": "per_container",
 }

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import signal
@@ -12,64 +11,16 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from hgxkit.sim.hub.makerepo import RepoSpec, make_repo
-from hgxkit.sim.sglang_stub import checks
-from hgxkit.sim.sglang_stub.args import ModelFacts, build_parser, resolve
-from hgxkit.sim.sglang_stub.engine import Engine, LatencyModel
-from hgxkit.sim.sglang_stub.server import StubApp, StubServer, make_server
+from hgxkit.sim.sglang_stub.server import StubApp
 
-FAST = {
-    "HGXKIT_SIM_TTFT_BASE_MS": "20",
-    "HGXKIT_SIM_PREFILL_US_PER_TOKEN": "4",
-    "HGXKIT_SIM_DECODE_STEP_MS": "1",
-    "HGXKIT_SIM_DECODE_MS_PER_RUNNING": "0",
-    "HGXKIT_SIM_SEED": "3",
-    "HGXKIT_SIM_KV_POOL_GB_PER_RANK": "10",
-}
 Url = str
-
-
-@pytest.fixture(scope="module")
-def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("models")
-    return make_repo(root, RepoSpec(repo_id="deepseek-ai/DeepSeek-V4-Flash-DSpark", total_bytes=32 << 10, shards=1)) / (
-        "refs/main"
-    )
-
-
-StartStub = Callable[..., tuple[Url, StubApp]]
-
-
-@pytest.fixture()
-def start_stub(model_dir: Path) -> Iterator[StartStub]:
-    servers: list[StubServer] = []
-
-    def start(*flags: str, ready: bool = True, env: dict[str, str] | None = None) -> tuple[Url, StubApp]:
-        env = {**FAST, **(env or {})}
-        ns = build_parser("sglang").parse_args(["--model-path", str(model_dir), "--served-model-name", "dsv4", *flags])
-        facts = ModelFacts.load(model_dir)
-        args = resolve(ns, facts)
-        plan = checks.memory_plan(args, env, facts.kv_bytes_per_token)
-        model = LatencyModel.from_env(env, args["speculative_algorithm"], args.get("speculative_num_draft_tokens"))
-        engine = Engine(model, max_running=int(args["max_running_requests"] or 2048), log=io.StringIO())
-        app = StubApp(args, facts, plan, engine, ["sglang", "serve", *flags])
-        if ready:
-            app.ready_event.set()
-        server = make_server(app, "127.0.0.1", 0)
-        threading.Thread(target=server.serve_forever, daemon=True).start()
-        servers.append(server)
-        return f"http://127.0.0.1:{server.server_address[1]}", app
-
-    yield start
-    for server in servers:
-        server.shutdown()
-        server.server_close()
+StartStub = Callable[..., tuple[Url, StubApp]]  # the `start_stub` fixture (tests/unit/conftest.py)
 
 
 def _req(url: str, body: Any = None, headers: dict[str, str] | None = None) -> tuple[int, bytes]:
@@ -291,8 +242,10 @@ def test_flush_cache_busy_times_out(start_stub: StartStub) -> None:
     assert status == 400
 
 
-def test_subprocess_start_logs_ready_line_and_stops_on_sigterm(model_dir: Path, tmp_path: Path) -> None:
-    env = {**os.environ, **FAST, "HGXKIT_SIM_READY_DELAY_S": "0.3", "NVIDIA_VISIBLE_DEVICES": "0"}
+def test_subprocess_start_logs_ready_line_and_stops_on_sigterm(
+    model_dir: Path, tmp_path: Path, fast_latency_env: dict[str, str]
+) -> None:
+    env = {**os.environ, **fast_latency_env, "HGXKIT_SIM_READY_DELAY_S": "0.3", "NVIDIA_VISIBLE_DEVICES": "0"}
     env["HGXKIT_SIM_TTFT_LOG"] = str(tmp_path / "truth.jsonl")
     proc = subprocess.Popen(
         [sys.executable, "-m", "hgxkit.sim.sglang_stub", "serve", str(model_dir), "--port", "0", "--enable-metrics"],

@@ -1,0 +1,71 @@
+"""Fixtures shared by unit tests: an in-process SGLang stand-in on 127.0.0.1 with a fast latency model."""
+
+from __future__ import annotations
+
+import io
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from hgxkit.sim.hub.makerepo import RepoSpec, make_repo
+from hgxkit.sim.sglang_stub import checks
+from hgxkit.sim.sglang_stub.args import ModelFacts, build_parser, resolve
+from hgxkit.sim.sglang_stub.engine import Engine, LatencyModel
+from hgxkit.sim.sglang_stub.server import StubApp, StubServer, make_server
+
+FAST = {
+    "HGXKIT_SIM_TTFT_BASE_MS": "20",
+    "HGXKIT_SIM_PREFILL_US_PER_TOKEN": "4",
+    "HGXKIT_SIM_DECODE_STEP_MS": "1",
+    "HGXKIT_SIM_DECODE_MS_PER_RUNNING": "0",
+    "HGXKIT_SIM_SEED": "3",
+    "HGXKIT_SIM_KV_POOL_GB_PER_RANK": "10",
+}
+Url = str
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("models")
+    return make_repo(root, RepoSpec(repo_id="deepseek-ai/DeepSeek-V4-Flash-DSpark", total_bytes=32 << 10, shards=1)) / (
+        "refs/main"
+    )
+
+
+StartStub = Callable[..., tuple[Url, StubApp]]
+
+
+@pytest.fixture()
+def start_stub(model_dir: Path) -> Iterator[StartStub]:
+    servers: list[StubServer] = []
+
+    def start(*flags: str, ready: bool = True, env: dict[str, str] | None = None) -> tuple[Url, StubApp]:
+        env = {**FAST, **(env or {})}
+        ns = build_parser("sglang").parse_args(["--model-path", str(model_dir), "--served-model-name", "dsv4", *flags])
+        facts = ModelFacts.load(model_dir)
+        args = resolve(ns, facts)
+        plan = checks.memory_plan(args, env, facts.kv_bytes_per_token)
+        model = LatencyModel.from_env(env, args["speculative_algorithm"], args.get("speculative_num_draft_tokens"))
+        engine = Engine(model, max_running=int(args["max_running_requests"] or 2048), log=io.StringIO())
+        app = StubApp(args, facts, plan, engine, ["sglang", "serve", *flags])
+        if ready:
+            app.ready_event.set()
+        server = make_server(app, "127.0.0.1", 0)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        servers.append(server)
+        return f"http://127.0.0.1:{server.server_address[1]}", app
+
+    yield start
+    for server in servers:
+        server.shutdown()
+        server.server_close()
+
+
+
+
+@pytest.fixture()
+def fast_latency_env() -> dict[str, str]:
+    """The stand-in's latency knobs for quick tests (milliseconds, not seconds, per request)."""
+    return dict(FAST)

@@ -1,0 +1,172 @@
+"""The verify role's detached benchmark script: one client process per container runs all of its cells.
+
+The host script is run for real by `sh`, with a `docker` stand-in on PATH that runs `docker exec` commands
+on this machine and `docker cp` as `cp`; the "client" is a fake `sglang.benchmark.serving` that counts how
+often its heavy imports happen. The last test runs SGLang's real client through the same driver.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from hgxkit.verify import CELL_DRIVER, CLIENT_MODULES, Cell, bench_script, client_argv
+
+FAKE_DOCKER = """#!/bin/sh
+# docker stand-in: `exec [-e NAME]... CONTAINER CMD...` runs CMD here; `cp [C:]SRC [C:]DST` copies.
+case "$1" in
+  exec)
+    shift
+    while [ "$1" = "-e" ]; do shift 2; done
+    shift
+    exec "$@" ;;
+  cp)
+    exec cp "${2#*:}" "${3#*:}" ;;
+esac
+echo "fake docker: $*" >&2
+exit 1
+"""
+
+FAKE_CLIENT = """
+import json, os, sys
+import heavy  # torch and transformers stand-in: counts its imports
+
+
+def main():
+    args = sys.argv[1:]
+    concurrency = int(args[args.index("--max-concurrency") + 1])
+    key = "set" if os.environ.get("OPENAI_API_KEY") else "unset"
+    print("benchmarking at concurrency", concurrency, "key", key)
+    if concurrency == 5:
+        sys.exit(2)  # a cell whose client fails
+    with open(args[args.index("--output-file") + 1], "w") as out:
+        out.write(json.dumps({"max_concurrency": concurrency, "argv0": sys.argv[0]}) + "\\n")
+
+
+if __name__ == "__main__":
+    main()
+"""
+
+CELLS = [
+    Cell(0, "g0", 30000, 5000, 1, 3, 16),
+    Cell(0, "g0", 30000, 5000, 5, 10, 16),
+    Cell(1, "g1", 30000, 5000, 1, 3, 16),
+]
+
+
+@pytest.fixture()
+def host(tmp_path: Path) -> Iterator[tuple[Path, dict[str, str], str]]:
+    """A work directory, the environment the unit would give the script (fake docker, fake client), a run tag."""
+    bin_dir, lib = tmp_path / "bin", tmp_path / "lib"
+    (lib / "sglang" / "benchmark").mkdir(parents=True)
+    (lib / "sglang" / "__init__.py").write_text("")
+    (lib / "sglang" / "benchmark" / "__init__.py").write_text("")
+    (lib / "sglang" / "benchmark" / "serving.py").write_text(FAKE_CLIENT)
+    (lib / "heavy.py").write_text(
+        "import os\nwith open(os.environ['HEAVY_LOG'], 'a') as f:\n    f.write('imported\\n')\n"
+    )
+    bin_dir.mkdir()
+    (bin_dir / "docker").write_text(FAKE_DOCKER)
+    (bin_dir / "docker").chmod(0o755)
+    (bin_dir / "python3").symlink_to(sys.executable)
+    workdir = tmp_path / "work"
+    workdir.mkdir()
+    env = {
+        "PATH": f"{bin_dir}:/usr/bin:/bin",
+        "PYTHONPATH": str(lib),
+        "HEAVY_LOG": str(tmp_path / "heavy.log"),
+        "OPENAI_API_KEY": "sk-test-not-real",
+    }
+    run_tag = f"test-{uuid.uuid4().hex[:8]}"
+    yield workdir, env, run_tag
+    shutil.rmtree(f"/tmp/hgxkit-verify/{run_tag}", ignore_errors=True)
+
+
+def run_script(workdir: Path, env: dict[str, str], run_tag: str, client_process: str) -> int:
+    script = bench_script(CELLS, workdir=str(workdir), api_key_file=None, run_tag=run_tag,
+                          client_process=client_process)  # type: ignore[arg-type]  # fmt: skip
+    (workdir / "run.sh").write_text(script)
+    return subprocess.run(["sh", str(workdir / "run.sh")], env=env, capture_output=True, timeout=120).returncode
+
+
+def test_one_client_process_per_container_runs_every_cell_and_reports_the_failed_one(host) -> None:
+    workdir, env, run_tag = host
+    rc = run_script(workdir, env, run_tag, "per_container")
+
+    assert rc == 1 and (workdir / "status").read_text().strip() == "1"  # the concurrency-5 cell failed
+    assert (workdir / "progress").read_text().strip() == "done"
+    assert (workdir / "failed").read_text().split() == ["hgxkit-done", "g0_5000_5.jsonl", "2"]
+    for cell in (CELLS[0], CELLS[2]):
+        record = json.loads((workdir / cell.file).read_text())
+        assert record["max_concurrency"] == cell.concurrency
+        assert record["argv0"].endswith("/sglang/benchmark/serving.py")  # argv[0] as `python -m` sets it
+    assert not (workdir / CELLS[1].file).exists()
+    for cell in CELLS:  # each cell's own output, with the API key taken from the environment
+        assert (workdir / f"{cell.file}.log").read_text() == (
+            f"benchmarking at concurrency {cell.concurrency} key set\n"
+        )
+    # The heavy imports happened once per container (2), not once per cell (3).
+    assert Path(env["HEAVY_LOG"]).read_text().count("imported") == 2
+
+
+def test_per_cell_mode_starts_a_client_for_each_cell(host) -> None:
+    workdir, env, run_tag = host
+    rc = run_script(workdir, env, run_tag, "per_cell")
+
+    assert rc == 1 and (workdir / "status").read_text().strip() == "1"
+    assert json.loads((workdir / CELLS[2].file).read_text())["max_concurrency"] == 1
+    # One import per container to find the client module, then one per cell.
+    assert Path(env["HEAVY_LOG"]).read_text().count("imported") == 2 + 3
+
+
+def test_a_container_without_the_client_fails_every_cell_with_a_clear_log(host) -> None:
+    workdir, env, run_tag = host
+    rc = run_script(workdir, {**env, "PYTHONPATH": "/nonexistent"}, run_tag, "per_container")
+
+    assert rc == 1 and (workdir / "status").read_text().strip() == "1"
+    assert "no SGLang benchmark client in g0" in (workdir / f"{CELLS[0].file}.log").read_text()
+    assert "no SGLang benchmark client in g1" in (workdir / f"{CELLS[2].file}.log").read_text()
+    assert not any((workdir / cell.file).exists() for cell in CELLS)
+
+
+def test_the_host_script_never_holds_the_api_key(host) -> None:
+    workdir, _, run_tag = host
+    script = bench_script(CELLS, workdir=str(workdir), api_key_file="/etc/hgxkit/serve/api-key", run_tag=run_tag)
+    assert 'OPENAI_API_KEY="$(cat /etc/hgxkit/serve/api-key)"' in script
+    assert "sk-" not in script and "--api-key" not in script
+
+
+def test_sglangs_real_client_runs_two_cells_in_one_process(tmp_path: Path, start_stub) -> None:
+    venv = os.environ.get("HGXKIT_SGLANG_CLIENT_VENV")
+    if not venv:
+        if os.environ.get("CI") == "true":
+            pytest.fail("CI=true but HGXKIT_SGLANG_CLIENT_VENV is unset (.ci/run installs the client and sets it)")
+        pytest.skip("needs HGXKIT_SGLANG_CLIENT_VENV (a venv made by hgxkit/sim/sglang_stub/install_client.sh)")
+    url, _ = start_stub("--tp-size", "1")
+    port = int(url.rsplit(":", 1)[1])
+    cells = [Cell(0, "g0", port, 200, 1, 2, 4), Cell(0, "g0", port, 300, 2, 4, 4)]
+    plan = [[c.file, str(tmp_path / f"{c.file}.log"), f"cell {k}", client_argv(c, str(tmp_path))]
+            for k, c in enumerate(cells, start=1)]  # fmt: skip
+    (tmp_path / "driver.py").write_text(CELL_DRIVER)
+    proc = subprocess.run(
+        [f"{venv}/bin/python", str(tmp_path / "driver.py"), json.dumps(list(CLIENT_MODULES)), json.dumps(plan)],
+        capture_output=True, text=True, timeout=600, env={**os.environ, "HF_HUB_OFFLINE": "1"},
+    )  # fmt: skip
+    logs = "\n".join((tmp_path / f"{c.file}.log").read_text() for c in cells if (tmp_path / f"{c.file}.log").exists())
+    assert proc.returncode == 0, proc.stderr[-2000:] + logs[-3000:]
+    assert proc.stdout.splitlines() == [
+        "hgxkit-progress cell 1", f"hgxkit-done {cells[0].file} 0",
+        "hgxkit-progress cell 2", f"hgxkit-done {cells[1].file} 0",
+    ]  # fmt: skip
+    for cell in cells:
+        record = json.loads((tmp_path / cell.file).read_text().splitlines()[-1])
+        assert (record["max_concurrency"], record["completed"]) == (cell.concurrency, cell.num_prompts)
+        assert record["random_input_len"] == cell.input_len
