@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import io
+import os
+import subprocess
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -69,3 +71,28 @@ def start_stub(model_dir: Path) -> Iterator[StartStub]:
 def fast_latency_env() -> dict[str, str]:
     """The stand-in's latency knobs for quick tests (milliseconds, not seconds, per request)."""
     return dict(FAST)
+
+
+@pytest.fixture()
+def client_venv() -> Path:
+    """SGLang's real benchmark client (`hgxkit sim client install`); required under CI=true, else a skip."""
+    venv = os.environ.get("HGXKIT_SGLANG_CLIENT_VENV")
+    if not venv:
+        if os.environ.get("CI") == "true":
+            pytest.fail("CI=true but HGXKIT_SGLANG_CLIENT_VENV is unset (.ci/run installs the client and sets it)")
+        pytest.skip("needs HGXKIT_SGLANG_CLIENT_VENV (a venv made by hgxkit/sim/sglang_stub/install_client.sh)")
+    return Path(venv)
+
+
+PosixArgv = Callable[[str, dict[str, str]], list[str]]
+
+
+@pytest.fixture()
+def posix_argv() -> PosixArgv:
+    """The argv a real POSIX shell (`sh`) builds from a command line, with the given environment."""
+
+    def argv(command: str, env: dict[str, str]) -> list[str]:
+        out = subprocess.run(["sh", "-c", f"printf '%s\\0' {command}"], env=env, capture_output=True, check=True)
+        return out.stdout.decode().split("\0")[:-1]
+
+    return argv

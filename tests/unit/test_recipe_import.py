@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import re
 import shlex
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -130,7 +129,7 @@ def test_real_world_forms_round_trip_token_for_token(name: str) -> None:
     assert roundtrip(cmd) == expected
 
 
-def test_a_dollar_sign_means_the_same_in_the_rendered_command_as_in_the_post() -> None:
+def test_a_dollar_sign_means_the_same_in_the_rendered_command_as_in_the_post(posix_argv) -> None:
     # `$HOME` is expanded by the poster's shell; `$PORT` and `${HOST…}` are single-quoted, so only the
     # container's shell sees them. A rendered command that let the host expand those would break the health
     # check and the server's port without an error.
@@ -138,12 +137,8 @@ def test_a_dollar_sign_means_the_same_in_the_rendered_command_as_in_the_post() -
     (group,) = render_recipe(recipe)
     env = {"PATH": "/usr/bin:/bin", "HOME": "/home/poster", "PORT": "1", "HOST": "host-side"}
 
-    def shell_argv(command: str) -> list[str]:
-        out = subprocess.run(["sh", "-c", f"printf '%s\\0' {command}"], env=env, capture_output=True, check=True)
-        return out.stdout.decode().split("\0")[:-1]
-
-    posted = shell_argv(REAL_WORLD["dollar-signs"])
-    assert shell_argv(group.shell().replace("\\\n", "")) == posted
+    posted = posix_argv(REAL_WORLD["dollar-signs"], env)
+    assert posix_argv(group.shell().replace("\\\n", ""), env) == posted
     assert "/home/poster/.cache/huggingface:/root/.cache/huggingface" in posted
     assert "curl -f http://localhost:$PORT/health || exit 1" in posted
 

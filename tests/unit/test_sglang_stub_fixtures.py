@@ -8,7 +8,6 @@ client live is skipped unless ``HGXKIT_SGLANG_CLIENT_VENV`` points at a venv mad
 from __future__ import annotations
 
 import json
-import os
 import statistics
 import subprocess
 import sys
@@ -74,18 +73,13 @@ def test_client_ttft_matches_server_ground_truth() -> None:
     assert statistics.mean(client_ttfts_ms) == pytest.approx(row["mean_ttft_ms"], rel=1e-6)
 
 
-def test_live_client_against_stub(tmp_path: Path) -> None:
-    venv = os.environ.get("HGXKIT_SGLANG_CLIENT_VENV")
-    if not venv:
-        if os.environ.get("CI") == "true":
-            pytest.fail("CI=true but HGXKIT_SGLANG_CLIENT_VENV is unset (.ci/run installs the client and sets it)")
-        pytest.skip("needs HGXKIT_SGLANG_CLIENT_VENV (a venv made by hgxkit/sim/sglang_stub/install_client.sh)")
+def test_live_client_against_stub(tmp_path: Path, client_venv: Path) -> None:
     proc = subprocess.run(
         [
             sys.executable,
             str(Path(__file__).resolve().parents[2] / "bench" / "stub_fidelity.py"),
             "--client-venv",
-            venv,
+            str(client_venv),
             "--concurrency",
             "2",
             "--json",
