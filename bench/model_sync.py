@@ -32,7 +32,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from hgxkit.sim import nodes  # noqa: E402
+from hgxkit.sim import nodes, paths  # noqa: E402
 from hgxkit.sim.hub.makerepo import RepoSpec, make_repo  # noqa: E402
 from hgxkit.sim.hub.server import make_server  # noqa: E402
 
@@ -69,7 +69,7 @@ def main() -> int:
     parser.add_argument("--keep", action="store_true", help="leave the node running")
     args = parser.parse_args()
 
-    store = nodes.state_dir() / "bench-hub" / f"{args.size_gb:g}g-{args.shards}"
+    store = paths.state_dir() / "bench-hub" / f"{args.size_gb:g}g-{args.shards}"
     if not (store / ".complete").is_file():
         print(f"building the {args.size_gb:g} GB bench repo in {store} (once)", flush=True)
         make_repo(store, RepoSpec(repo_id=REPO, total_bytes=int(args.size_gb * 2**30), shards=args.shards))

@@ -2,7 +2,7 @@
 
 For each concurrency (default 1, 5, 10, 20) at 5000 input tokens it runs
 ``python -m sglang.benchmark.serving --backend sglang --dataset-name random-ids …`` from the client venv
-(see ``hgxkit/sim/sglang_stub/install_client.sh``) against one stand-in started with the forum's flags, and
+(see ``hgxkit/sim/standin/sglang/install_client.sh``) against one stand-in started with the forum's flags, and
 prints one line per concurrency: client mean/P99 TTFT, ground-truth mean/P99 TTFT and their ratios. Ground
 truth is the stand-in's own per-request log (``HGXKIT_SIM_TTFT_LOG``), warmups excluded.
 
@@ -107,7 +107,7 @@ def run(client_venv: Path, levels: list[int], input_len: int, output_len: int, p
         [
             sys.executable,
             "-m",
-            "hgxkit.sim.sglang_stub",
+            "hgxkit.sim.standin.sglang",
             "serve",
             "--model-path",
             str(model),

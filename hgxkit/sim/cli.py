@@ -130,6 +130,6 @@ def register(groups: argparse._SubParsersAction) -> None:
     _cluster(p)
     p.set_defaults(handler=_ssh)
 
-    from hgxkit.sim import serving_cli
+    from hgxkit.sim.standin import cli as serving_cli
 
     serving_cli.register(sub)  # `image …` (SGLang stand-in, registry mirror) and `client …` (benchmark client)

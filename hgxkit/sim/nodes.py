@@ -38,8 +38,10 @@ import docker.errors
 from docker.models.containers import Container
 
 from hgxkit.errors import HgxkitError, InputError
-from hgxkit.sim import aptrepo, hubrepos, image, serving_node
+from hgxkit.sim import aptrepo, hubrepos, image
 from hgxkit.sim.hwfiles import NodeHardware, lspci_dump, meminfo
+from hgxkit.sim.paths import state_dir
+from hgxkit.sim.standin import node as serving_node
 
 PREFIX = "hgxkit-sim"
 LABEL = "hgxkit.sim"
@@ -65,14 +67,6 @@ class NodeInfo:
 
     def as_dict(self) -> dict[str, object]:
         return asdict(self)
-
-
-def state_dir() -> Path:
-    """Where keys, per-node files and the built repositories live ($HGXKIT_SIM_HOME overrides)."""
-    if os.environ.get("HGXKIT_SIM_HOME"):
-        return Path(os.environ["HGXKIT_SIM_HOME"])
-    base = Path(os.environ.get("XDG_STATE_HOME", Path.home() / ".local" / "state"))
-    return base / "hgxkit" / "sim"
 
 
 def _check_cluster(cluster: str) -> None:

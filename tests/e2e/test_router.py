@@ -12,7 +12,7 @@ import pytest
 from sim_steps import cluster_name, node_sh, run_deploy
 
 from hgxkit.sim import nodes as simnodes
-from hgxkit.sim import router_image
+from hgxkit.sim.standin import router_image
 
 pytestmark = pytest.mark.e2e
 CLUSTER = cluster_name("router")

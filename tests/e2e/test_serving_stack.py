@@ -35,7 +35,8 @@ import pytest
 from sim_steps import cluster_name
 
 from hgxkit.results.bench import EXPECTED_FIELDS
-from hgxkit.sim import serving_client, serving_registry
+from hgxkit.sim.standin import client_store as serving_client
+from hgxkit.sim.standin import serving_registry
 
 ROOT = Path(__file__).resolve().parents[2]
 PYINFRA = str(Path(sys.executable).parent / "pyinfra")
@@ -193,7 +194,7 @@ def test_docker_pull_through_the_mirror_gives_a_digest_that_a_rebuild_changes(se
     daemon = json.loads(ok("cat /etc/docker/daemon.json"))
     assert daemon["registry-mirrors"] == ["http://127.0.0.1:15000"]  # kept by the toolkit role's merge
 
-    from hgxkit.sim import serving
+    from hgxkit.sim.standin import image as serving
 
     client = docker.from_env(timeout=600)
     try:

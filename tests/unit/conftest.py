@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 
 from hgxkit.sim.hub.makerepo import RepoSpec, make_repo
-from hgxkit.sim.sglang_stub import checks
-from hgxkit.sim.sglang_stub.args import ModelFacts, build_parser, resolve
-from hgxkit.sim.sglang_stub.engine import Engine, LatencyModel
-from hgxkit.sim.sglang_stub.server import StubApp, StubServer, make_server
+from hgxkit.sim.standin.sglang import checks
+from hgxkit.sim.standin.sglang.args import ModelFacts, build_parser, resolve
+from hgxkit.sim.standin.sglang.engine import Engine, LatencyModel
+from hgxkit.sim.standin.sglang.server import StubApp, StubServer, make_server
 
 FAST = {
     "HGXKIT_SIM_TTFT_BASE_MS": "20",
@@ -80,7 +80,7 @@ def client_venv() -> Path:
     if not venv:
         if os.environ.get("CI") == "true":
             pytest.fail("CI=true but HGXKIT_SGLANG_CLIENT_VENV is unset (.ci/run installs the client and sets it)")
-        pytest.skip("needs HGXKIT_SGLANG_CLIENT_VENV (a venv made by hgxkit/sim/sglang_stub/install_client.sh)")
+        pytest.skip("needs HGXKIT_SGLANG_CLIENT_VENV (a venv made by hgxkit/sim/standin/sglang/install_client.sh)")
     return Path(venv)
 
 

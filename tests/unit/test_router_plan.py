@@ -1,11 +1,11 @@
-"""The router's pure decisions (roles/sglang_router/plan.py) and its image's inputs (hgxkit/sim/router_image.py)."""
+"""The router's pure decisions (roles/sglang_router/plan.py) and its image's inputs (hgxkit/sim/standin/router_image.py)."""
 
 from __future__ import annotations
 
 import pytest
 
-from hgxkit.sim import router_image
-from hgxkit.sim import serving as stand_in
+from hgxkit.sim.standin import image as stand_in
+from hgxkit.sim.standin import router_image
 from roles.sglang_router.defaults import DEFAULTS
 from roles.sglang_router.plan import (
     KEY_IN_CONTAINER,

@@ -8,8 +8,8 @@ import sys
 from pathlib import Path
 
 from hgxkit.recipe.loader import load_recipe
-from hgxkit.sim.sglang_stub.args import ModelFacts, build_parser, resolve
-from hgxkit.sim.sglang_stub.launcher import _normalize_serve_argv
+from hgxkit.sim.standin.sglang.args import ModelFacts, build_parser, resolve
+from hgxkit.sim.standin.sglang.launcher import _normalize_serve_argv
 
 # The forum post's `sglang serve` arguments, verbatim: the shipped recipe holds them token for token.
 FORUM = load_recipe(
@@ -54,7 +54,7 @@ DSV4 = ModelFacts(model_type="deepseek_v4", dspark_block_size=5)
 
 def _run(*argv: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "hgxkit.sim.sglang_stub", *argv], capture_output=True, text=True, timeout=60
+        [sys.executable, "-m", "hgxkit.sim.standin.sglang", *argv], capture_output=True, text=True, timeout=60
     )
 
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from hgxkit.sim.sglang_stub import checks
-from hgxkit.sim.sglang_stub.args import ModelFacts, build_parser, resolve
+from hgxkit.sim.standin.sglang import checks
+from hgxkit.sim.standin.sglang.args import ModelFacts, build_parser, resolve
 
 GB = 1 << 30
 
@@ -102,7 +102,7 @@ def test_default_kv_pool_follows_mem_fraction() -> None:
 
 def test_refused_start_exits_1(tmp_path: Path) -> None:
     proc = subprocess.run(
-        [sys.executable, "-m", "hgxkit.sim.sglang_stub", "serve", str(tmp_path), "--tp", "2"],
+        [sys.executable, "-m", "hgxkit.sim.standin.sglang", "serve", str(tmp_path), "--tp", "2"],
         capture_output=True,
         text=True,
         timeout=60,

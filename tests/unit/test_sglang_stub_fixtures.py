@@ -2,7 +2,7 @@
 
 The client venv (about 6.3 GB) is not in CI, so these tests read the recorded files; the test that runs the
 client live is skipped unless ``HGXKIT_SGLANG_CLIENT_VENV`` points at a venv made by
-``hgxkit/sim/sglang_stub/install_client.sh``.
+``hgxkit/sim/standin/sglang/install_client.sh``.
 """
 
 from __future__ import annotations

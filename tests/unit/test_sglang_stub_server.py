@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from hgxkit.sim.sglang_stub.server import StubApp
+from hgxkit.sim.standin.sglang.server import StubApp
 
 Url = str
 StartStub = Callable[..., tuple[Url, StubApp]]  # the `start_stub` fixture (tests/unit/conftest.py)
@@ -248,7 +248,7 @@ def test_subprocess_start_logs_ready_line_and_stops_on_sigterm(
     env = {**os.environ, **fast_latency_env, "HGXKIT_SIM_READY_DELAY_S": "0.3", "NVIDIA_VISIBLE_DEVICES": "0"}
     env["HGXKIT_SIM_TTFT_LOG"] = str(tmp_path / "truth.jsonl")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "hgxkit.sim.sglang_stub", "serve", str(model_dir), "--port", "0", "--enable-metrics"],
+        [sys.executable, "-m", "hgxkit.sim.standin.sglang", "serve", str(model_dir), "--port", "0", "--enable-metrics"],
         stderr=subprocess.PIPE,
         text=True,
         env=env,
@@ -275,7 +275,7 @@ def test_subprocess_start_logs_ready_line_and_stops_on_sigterm(
 
 
 def test_shim_runs_the_stand_in_as_sglang(tmp_path: Path) -> None:
-    from hgxkit.sim.sglang_stub.shim import default_stub_root, install_shim
+    from hgxkit.sim.standin.sglang.shim import default_stub_root, install_shim
 
     site, bindir = tmp_path / "site", tmp_path / "bin"
     written = install_shim(site, default_stub_root(), bindir, python=sys.executable)

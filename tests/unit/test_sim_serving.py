@@ -14,10 +14,12 @@ import pytest
 import yaml
 
 from hgxkit.cli import main
-from hgxkit.sim import serving, serving_client, serving_registry
-from hgxkit.sim.sglang_stub.shim import default_stub_root, install_shim
+from hgxkit.sim.standin import client_store as serving_client
+from hgxkit.sim.standin import image as serving
+from hgxkit.sim.standin import registry as serving_registry
+from hgxkit.sim.standin.sglang.shim import default_stub_root, install_shim
 
-DATA = Path(serving.__file__).parent / "data"
+DATA = Path(serving.__file__).parents[1] / "data"
 
 
 def test_image_tag_is_a_stable_hash_that_a_variant_changes() -> None:

@@ -9,7 +9,7 @@ which its Docker engine uses as ``registry-mirrors`` (/etc/docker/daemon.json). 
 publishing a rebuilt stand-in (``hgxkit sim image build --variant X``) changes it, on running nodes too.
 
 Example:
-    >>> from hgxkit.sim import serving_registry
+    >>> from hgxkit.sim.standin import registry as serving_registry
     >>> serving_registry.MIRROR_URL
     'http://127.0.0.1:15000'
     >>> serving_registry.publish(docker.from_env(), ["lmsysorg/sglang:dev-dspark"])  # doctest: +SKIP
@@ -31,8 +31,8 @@ from pathlib import Path
 import docker
 
 from hgxkit.errors import HgxkitError
-from hgxkit.sim import serving
 from hgxkit.sim.image import Log, _stderr
+from hgxkit.sim.standin import image as serving
 
 MIRROR_PORT = 15000  # not 5000: the seed publishes its servers on 5000 and 5001
 MIRROR_URL = f"http://127.0.0.1:{MIRROR_PORT}"
@@ -57,7 +57,7 @@ http:
 
 def storage_dir() -> Path:
     """The registry storage the host fills and the nodes mount read-only."""
-    from hgxkit.sim.nodes import state_dir
+    from hgxkit.sim.paths import state_dir
 
     return state_dir() / "registry"
 

@@ -1,6 +1,6 @@
 """Build the router image `lmsysorg/sgl-model-gateway:latest` for simulated nodes, with the REAL router.
 
-The image is the SGLang stand-in's Debian base (hgxkit/sim/serving.py, python3 only) plus PyPI's
+The image is the SGLang stand-in's Debian base (hgxkit/sim/standin/image.py, python3 only) plus PyPI's
 `sglang-router` (the SGLang Model Gateway: a Rust router shipped as a binary in its wheel). pip is not in the
 base, so the build runs pip from its wheel (downloaded on the host with the host's pip) and installs the
 pinned router from PyPI inside `docker build`, trusting the host's CA bundle (TLS is intercepted here).
@@ -9,7 +9,7 @@ Nothing in the image is simulated: `python3 -m sglang_router.launch_router …` 
     hgxkit-sim-router:<hash of base, requirement, Dockerfile>   also tagged lmsysorg/sgl-model-gateway:latest
 
 Example:
-    >>> from hgxkit.sim import router_image
+    >>> from hgxkit.sim.standin import router_image
     >>> router_image.image_tag()[:18]
     'hgxkit-sim-router:'
     >>> router_image.REQUIREMENT
@@ -30,7 +30,8 @@ import docker
 import docker.errors
 
 from hgxkit.errors import HgxkitError
-from hgxkit.sim import image, serving
+from hgxkit.sim import image
+from hgxkit.sim.standin import image as serving
 
 REPO = "hgxkit-sim-router"
 DEFAULT_TAGS = ("lmsysorg/sgl-model-gateway:latest",)
@@ -38,7 +39,7 @@ REQUIREMENT = "sglang-router==0.3.2"  # the last sglang-router release (referenc
 HOST_CA_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
 BUILD_FORMAT = "1"
 
-DOCKERFILE = f"""# Router image for simulated nodes (REAL sglang-router from PyPI), built by hgxkit/sim/router_image.py
+DOCKERFILE = f"""# Router image for simulated nodes (REAL sglang-router from PyPI): hgxkit.sim.standin.router_image
 ARG BASE
 FROM ${{BASE}}
 COPY build/ /tmp/hgxkit-build/
@@ -111,7 +112,7 @@ def ensure_image(
 
 def ensure_published(client: docker.DockerClient, log: image.Log = image._stderr) -> dict[str, str]:
     """Build the router image if needed and publish its tags to the nodes' registry mirror; {tag: digest}."""
-    from hgxkit.sim import serving_registry
+    from hgxkit.sim.standin import registry as serving_registry
 
     ensure_image(client, list(DEFAULT_TAGS), log=log)
     return serving_registry.publish(client, list(DEFAULT_TAGS), log)

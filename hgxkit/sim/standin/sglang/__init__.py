@@ -5,6 +5,6 @@ scheduler), `server` (endpoints), `metrics` (Prometheus text), `launcher` (start
 for an image). Stdlib only, so a bare Debian ``python3`` runs it.
 
 Example:
-    python3 -m hgxkit.sim.sglang_stub serve --model-path /model --tp 4 --port 30000
-    python3 -m hgxkit.sim.sglang_stub launch-server --model-path /model --port 30000
+    python3 -m hgxkit.sim.standin.sglang serve --model-path /model --tp 4 --port 30000
+    python3 -m hgxkit.sim.standin.sglang launch-server --model-path /model --port 30000
 """

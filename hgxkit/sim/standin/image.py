@@ -14,7 +14,7 @@ through a .pth file (see serving_client.py). `--variant TEXT` changes the image 
 /etc/hgxkit-sim/sglang-variant), so a rebuild gets another digest (digest-pinning tests).
 
 Example:
-    >>> from hgxkit.sim import serving
+    >>> from hgxkit.sim.standin import image as serving
     >>> serving.image_tag("")[:18]
     'hgxkit-sim-sglang:'
     >>> serving.ensure_image(docker.from_env(), ["lmsysorg/sglang:dev-dspark"])  # doctest: +SKIP
@@ -33,7 +33,7 @@ import docker.errors
 from hgxkit.errors import HgxkitError, InputError
 from hgxkit.sim import image
 
-PACKAGE_ROOT = Path(__file__).resolve().parents[1]  # the hgxkit package
+PACKAGE_ROOT = Path(__file__).resolve().parents[2]  # the hgxkit package
 BASE_REPO = "hgxkit-sim-sglang-base"
 REPO = "hgxkit-sim-sglang"
 DEFAULT_TAGS = ("lmsysorg/sglang:dev-dspark",)
@@ -43,13 +43,13 @@ CLIENT_SITE = f"{CLIENT_MOUNT}/lib/python3.11/site-packages"
 SITE = "/usr/local/lib/python3.11/dist-packages"  # Debian 12's python3 looks here first
 BUILD_FORMAT = "1"  # bump when the Dockerfile below changes in a way the hashed inputs don't show
 
-DOCKERFILE = f"""# SIMULATED SGLang image (hgxkit stand-in), built by hgxkit/sim/serving.py
+DOCKERFILE = f"""# SIMULATED SGLang image (hgxkit stand-in), built by hgxkit/sim/standin/image.py
 ARG BASE
 FROM ${{BASE}}
 COPY stub/ /opt/hgxkit-sim/
 COPY sglang-variant /etc/hgxkit-sim/sglang-variant
 RUN set -e; cd /opt/hgxkit-sim; \\
-    python3 -m hgxkit.sim.sglang_stub install-shim --site-packages {SITE} --bin-dir /usr/local/bin \\
+    python3 -m hgxkit.sim.standin.sglang install-shim --site-packages {SITE} --bin-dir /usr/local/bin \\
         --stub-root /opt/hgxkit-sim --python /usr/bin/python3 --overlay {CLIENT_SITE} >/dev/null; \\
     echo "import os, site; os.path.isdir('{CLIENT_SITE}') and site.addsitedir('{CLIENT_SITE}')" \\
         > {SITE}/hgxkit-sglang-client.pth; \\
@@ -65,9 +65,10 @@ CMD ["/bin/bash"]
 def _stub_files() -> dict[str, bytes]:
     """The stdlib-only part of hgxkit the stand-in needs, relative to the image's /opt/hgxkit-sim."""
     files = {"hgxkit/__init__.py": (PACKAGE_ROOT / "__init__.py").read_bytes()}
-    files["hgxkit/sim/__init__.py"] = (PACKAGE_ROOT / "sim" / "__init__.py").read_bytes()
-    for f in sorted((PACKAGE_ROOT / "sim" / "sglang_stub").glob("*.py")):
-        files[f"hgxkit/sim/sglang_stub/{f.name}"] = f.read_bytes()
+    for package in ("sim", "sim/standin"):
+        files[f"hgxkit/{package}/__init__.py"] = (PACKAGE_ROOT / package / "__init__.py").read_bytes()
+    for f in sorted((PACKAGE_ROOT / "sim" / "standin" / "sglang").glob("*.py")):
+        files[f"hgxkit/sim/standin/sglang/{f.name}"] = f.read_bytes()
     return files
 
 

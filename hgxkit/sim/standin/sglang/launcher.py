@@ -23,10 +23,10 @@ from datetime import datetime
 from pathlib import Path
 from typing import IO
 
-from hgxkit.sim.sglang_stub import checks
-from hgxkit.sim.sglang_stub.args import ModelFacts, build_parser, resolve
-from hgxkit.sim.sglang_stub.engine import Engine, LatencyModel
-from hgxkit.sim.sglang_stub.server import VERSION_DEFAULT, StubApp, make_server
+from hgxkit.sim.standin.sglang import checks
+from hgxkit.sim.standin.sglang.args import ModelFacts, build_parser, resolve
+from hgxkit.sim.standin.sglang.engine import Engine, LatencyModel
+from hgxkit.sim.standin.sglang.server import VERSION_DEFAULT, StubApp, make_server
 
 BANNER = (
     "hgxkit SGLang stand-in: SIMULATED server — no model is loaded and no GPU is used; "

@@ -1,9 +1,9 @@
-"""``python3 -m hgxkit.sim.sglang_stub serve|launch-server|install-shim …`` (simulated SGLang).
+"""``python3 -m hgxkit.sim.standin.sglang serve|launch-server|install-shim …`` (simulated SGLang).
 
 Example:
-    python3 -m hgxkit.sim.sglang_stub serve /model --tp 4 --port 30000      # as `sglang serve`
-    python3 -m hgxkit.sim.sglang_stub launch-server --model-path /model  # = python3 -m sglang.launch_server
-    python3 -m hgxkit.sim.sglang_stub install-shim --site-packages DIR --bin-dir DIR --stub-root DIR
+    python3 -m hgxkit.sim.standin.sglang serve /model --tp 4 --port 30000      # as `sglang serve`
+    python3 -m hgxkit.sim.standin.sglang launch-server --model-path /model  # = python3 -m sglang.launch_server
+    python3 -m hgxkit.sim.standin.sglang install-shim --site-packages DIR --bin-dir DIR --stub-root DIR
 """
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ import argparse
 import sys
 from pathlib import Path
 
-from hgxkit.sim.sglang_stub.launcher import launch_server_main, serve_main
-from hgxkit.sim.sglang_stub.shim import default_stub_root, install_shim
+from hgxkit.sim.standin.sglang.launcher import launch_server_main, serve_main
+from hgxkit.sim.standin.sglang.shim import default_stub_root, install_shim
 
-USAGE = "usage: python3 -m hgxkit.sim.sglang_stub {serve,launch-server,install-shim} ..."
+USAGE = "usage: python3 -m hgxkit.sim.standin.sglang {serve,launch-server,install-shim} ..."
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -29,7 +29,7 @@ def main(argv: list[str] | None = None) -> int:
     if command == "launch-server":
         return launch_server_main(rest, prog="launch_server.py")
     if command == "install-shim":
-        p = argparse.ArgumentParser(prog="python3 -m hgxkit.sim.sglang_stub install-shim")
+        p = argparse.ArgumentParser(prog="python3 -m hgxkit.sim.standin.sglang install-shim")
         p.add_argument("--site-packages", type=Path, required=True)
         p.add_argument("--bin-dir", type=Path, default=None)
         p.add_argument("--stub-root", type=Path, default=default_stub_root())

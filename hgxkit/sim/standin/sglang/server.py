@@ -31,10 +31,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from hgxkit.sim.sglang_stub import metrics
-from hgxkit.sim.sglang_stub.args import ModelFacts
-from hgxkit.sim.sglang_stub.checks import MemoryPlan
-from hgxkit.sim.sglang_stub.engine import Engine, RequestTruth
+from hgxkit.sim.standin.sglang import metrics
+from hgxkit.sim.standin.sglang.args import ModelFacts
+from hgxkit.sim.standin.sglang.checks import MemoryPlan
+from hgxkit.sim.standin.sglang.engine import Engine, RequestTruth
 
 VERSION_DEFAULT = "0.5.23"
 _EXEMPT_PREFIXES = ("/health", "/ready", "/metrics")

@@ -15,7 +15,7 @@ the process is a server entry point, the real ``sglang/__init__.py`` runs too, a
 Server start-up thus never imports torch.
 
 Example:
-    python3 -m hgxkit.sim.sglang_stub install-shim \\
+    python3 -m hgxkit.sim.standin.sglang install-shim \\
         --site-packages /opt/venv/lib/python3.11/site-packages --bin-dir /opt/venv/bin \\
         --stub-root /opt/hgxkit-sim
 """
@@ -33,7 +33,7 @@ LAUNCH_SERVER = (
 import sys
 
 sys.path.insert(0, {root!r})
-from hgxkit.sim.sglang_stub.launcher import launch_server_main  # noqa: E402
+from hgxkit.sim.standin.sglang.launcher import launch_server_main  # noqa: E402
 
 if __name__ == "__main__":
     sys.exit(launch_server_main(sys.argv[1:], prog=os.path.basename(sys.argv[0])))
@@ -45,7 +45,7 @@ CLI_MAIN = (
     + """import sys
 
 sys.path.insert(0, {root!r})
-from hgxkit.sim.sglang_stub.launcher import serve_main  # noqa: E402
+from hgxkit.sim.standin.sglang.launcher import serve_main  # noqa: E402
 
 USAGE = "usage: sglang [-h] {{serve,generate,version}} ..."
 
@@ -154,8 +154,8 @@ def install_shim(
 
 def default_stub_root() -> Path:
     """The directory that holds the `hgxkit` package this module was imported from."""
-    return Path(__file__).resolve().parents[3]
+    return Path(__file__).resolve().parents[4]
 
 
 if __name__ == "__main__":
-    sys.exit("use: python3 -m hgxkit.sim.sglang_stub install-shim …")
+    sys.exit("use: python3 -m hgxkit.sim.standin.sglang install-shim …")

@@ -1,6 +1,6 @@
 """The host's shared, read-only store of SGLang's REAL benchmark client (sglang 0.5.23, ~6.3 GB with CUDA torch).
 
-Installed ONCE per host with ``sglang_stub/install_client.sh`` into ``/var/lib/hgxkit/sglang-client``
+Installed ONCE per host with ``standin/sglang/install_client.sh`` into ``/var/lib/hgxkit/sglang-client``
 ($HGXKIT_SIM_CLIENT_STORE overrides), skipped when a stamp holding the hash of the pinned requirements and the
 install script matches. Every simulated node bind-mounts it read-only at /opt/hgxkit-sglang-client; the
 simulated ``nvidia-container-runtime-hook`` bind-mounts it from there into every GPU container (as the real
@@ -12,7 +12,7 @@ Install it into the directory itself (contents replaced, directory kept): runnin
 because a bind mount follows the directory's inode.
 
 Example:
-    >>> from hgxkit.sim import serving_client
+    >>> from hgxkit.sim.standin import client_store as serving_client
     >>> len(serving_client.requirements_hash())
     16
     >>> serving_client.ensure_installed()   # doctest: +SKIP
@@ -32,7 +32,7 @@ from pathlib import Path
 from hgxkit.errors import HgxkitError
 from hgxkit.sim.image import Log, _stderr
 
-STUB = Path(__file__).parent / "sglang_stub"
+STUB = Path(__file__).parent / "sglang"
 DEFAULT_STORE = Path("/var/lib/hgxkit/sglang-client")
 STAMP = ".hgxkit-client-stamp"
 PROBE = "lib/python3.11/site-packages/sglang/benchmark/serving.py"

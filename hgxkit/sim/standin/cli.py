@@ -18,10 +18,12 @@ from hgxkit.errors import HgxkitError
 
 
 def _image_build(args: argparse.Namespace) -> int:
-    from hgxkit.sim import nodes, serving, serving_registry
+    from hgxkit.sim import nodes
+    from hgxkit.sim.standin import image as serving
+    from hgxkit.sim.standin import registry as serving_registry
 
-    if args.router:  # the router image: sglang-router from PyPI (hgxkit/sim/router_image.py)
-        from hgxkit.sim import router_image
+    if args.router:  # the router image: sglang-router from PyPI (hgxkit/sim/standin/router_image.py)
+        from hgxkit.sim.standin import router_image
 
         for tag, digest in router_image.ensure_published(nodes.client()).items():
             print(f"{tag}\t{router_image.image_tag()}\t{digest}")
@@ -38,7 +40,7 @@ def _image_build(args: argparse.Namespace) -> int:
 
 
 def _image_status(args: argparse.Namespace) -> int:
-    from hgxkit.sim import serving_registry
+    from hgxkit.sim.standin import registry as serving_registry
 
     found = serving_registry.published()
     if args.json:
@@ -54,7 +56,7 @@ def _image_status(args: argparse.Namespace) -> int:
 def _client_install(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from hgxkit.sim import serving_client
+    from hgxkit.sim.standin import client_store as serving_client
 
     store = Path(args.store) if args.store else serving_client.store_path()
     r = serving_client.ensure_installed(store)
@@ -64,7 +66,7 @@ def _client_install(args: argparse.Namespace) -> int:
 
 
 def _client_status(args: argparse.Namespace) -> int:
-    from hgxkit.sim import serving_client
+    from hgxkit.sim.standin import client_store as serving_client
 
     store = serving_client.store_path()
     if not serving_client.is_installed(store):

@@ -19,8 +19,10 @@ import shutil
 
 import docker
 
-from hgxkit.sim import serving, serving_client, serving_registry
 from hgxkit.sim.image import Log, _stderr
+from hgxkit.sim.standin import client_store as serving_client
+from hgxkit.sim.standin import image as serving
+from hgxkit.sim.standin import registry as serving_registry
 
 
 def prepare(client: docker.DockerClient, log: Log = _stderr) -> None:
