@@ -5,7 +5,8 @@ container toolkit, GPU health. Idempotent: a second run reports no change.
     pyinfra -y inventories/sim.py deploys/bringup.py          # simulated nodes (`hgxkit sim up`)
     pyinfra inventories/h200.py deploys/bringup.py --dry      # the plan, changing nothing
 
-Every knob is in roles/<role>/defaults.py; set them in the inventory (or `--data key=value`).
+Every knob is in roles/<role>/defaults.py (shared ones in hgxkit/knobs.py); set them in the inventory (or
+`--data key=value`). deploys/reproduce.py and deploys/dspark.py include this file.
 """
 
 from roles.container_toolkit import container_toolkit

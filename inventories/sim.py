@@ -85,7 +85,7 @@ gpu_nodes = (
         "nvidia_install_kernel_headers": False,  # nothing is compiled; no headers exist for the host's kernel
         "required_cgroup_version": None,  # nodes share the host's cgroup hierarchy (v1 on some CI machines)
         "container_smoke_image": "hgxkit-sim/busybox:latest",  # seeded into each node's Docker at boot
-        "container_smoke_command": "sh -c 'echo $NVIDIA_VISIBLE_DEVICES'",
+        "container_smoke_command": "echo $NVIDIA_VISIBLE_DEVICES",
         "container_smoke_expect": "visible-devices",  # the simulated hook injects no nvidia-smi
     },
 )

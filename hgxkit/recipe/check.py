@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from hgxkit.errors import InputError
-from hgxkit.recipe.groups import group_problems, plan_gpu_groups
+from hgxkit.recipe.groups import gpu_count_from_spec, group_problems, plan_groups
 from hgxkit.recipe.model import Recipe
 
 Level = Literal["error", "warning"]
@@ -69,15 +69,12 @@ def _int_flag(recipe: Recipe, name: str, default: int) -> int:
 
 
 def _planned_groups(recipe: Recipe, total_gpus: int | None) -> list[tuple[int, ...]]:
+    """The recipe's GPU groups (the one planner, unsound plans kept: the checks below report them), or []
+    when it has no grouping or no GPU count to plan on."""
     groups = recipe.groups
-    if groups is None:
+    if groups is None or (groups.explicit is None and (total_gpus or groups.gpus_per_node) is None):
         return []
-    if groups.explicit is not None:
-        return list(groups.explicit)
-    total = total_gpus if total_gpus is not None else groups.gpus_per_node
-    if total is None or groups.size is None:
-        return []
-    return plan_gpu_groups(group_size=groups.size, total_gpus=total)
+    return plan_groups(recipe, total_gpus=total_gpus, refuse_unsound=False) or []
 
 
 def _check_groups(recipe: Recipe, total_gpus: int | None) -> list[Finding]:
@@ -92,9 +89,8 @@ def _check_groups(recipe: Recipe, total_gpus: int | None) -> list[Finding]:
     want = parallel_size(recipe)
     sizes = {len(group) for group in planned}
     if groups is None:
-        gpus = recipe.docker.last("--gpus")
-        if gpus and "device=" in gpus:
-            count = len(gpus.strip("\"'").split("device=", 1)[1].split(","))
+        count = gpu_count_from_spec(recipe.docker.last("--gpus"))
+        if count is not None:
             sizes = {count}
     for size in sorted(sizes):
         if size != want:

@@ -41,6 +41,26 @@ class OptionEntry:
     words: tuple[str, ...]
     uses: tuple[OptionUse, ...]
 
+    @classmethod
+    def long(cls, name: str, value: str | None = None) -> OptionEntry:
+        """A new entry `--name value` (or the switch `--name`), e.g. `OptionEntry.long("--label", "a=b")`."""
+        option = lookup_long(name)
+        if option is None:
+            raise ValueError(f"{name} is not a docker run option")
+        words = (name,) if value is None else (name, value)
+        return cls(words, (OptionUse(option, value),))
+
+    def with_value(self, use_index: int, new_value: str) -> OptionEntry:
+        """This entry with one option's value replaced; the value always ends the entry's last word."""
+        old = self.uses[use_index].value or ""
+        last = self.words[-1]
+        if not last.endswith(old):  # pragma: no cover - guarded by the parser's construction of entries
+            raise AssertionError(f"value {old!r} is not at the end of {last!r}")
+        words = (*self.words[:-1], last[: len(last) - len(old)] + new_value)
+        uses = list(self.uses)
+        uses[use_index] = OptionUse(uses[use_index].option, new_value)
+        return OptionEntry(words, tuple(uses))
+
 
 @dataclass(frozen=True)
 class ParsedRun:

@@ -44,15 +44,21 @@ class ImageRef:
     reference: str
     digest: str | None = None
 
-    def pinned(self) -> str:
-        """`repo@sha256:…` when a digest is pinned, else the tag reference."""
-        if not self.digest:
-            return self.reference
+    @property
+    def repository(self) -> str:
+        """The reference without tag or digest: `lmsysorg/sglang:dev-dspark` -> `lmsysorg/sglang`
+        (a registry port, `host:5000/x`, is kept)."""
         repo = self.reference.split("@", 1)[0]
         last = repo.rsplit("/", 1)[-1]
-        if ":" in last:
-            repo = repo[: len(repo) - len(last)] + last.split(":", 1)[0]
-        return f"{repo}@{self.digest}"
+        return repo[: len(repo) - len(last)] + last.split(":", 1)[0]
+
+    def at_digest(self, digest: str) -> str:
+        """`repo@sha256:…`: the image by content (the tag is dropped: it can move)."""
+        return f"{self.repository}@{digest}"
+
+    def pinned(self) -> str:
+        """`repo@sha256:…` when a digest is pinned, else the tag reference."""
+        return self.at_digest(self.digest) if self.digest else self.reference
 
 
 @dataclass(frozen=True)

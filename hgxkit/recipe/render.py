@@ -1,23 +1,33 @@
-"""Render a recipe back into the exact `docker run` commands, one per GPU group.
+"""Render a recipe back into the exact `docker run` commands, one per GPU group — keeping their structure.
+
+A `RenderedGroup` keeps the parts of the command apart (invocation, docker option entries, image, server
+program and argument entries) with the group's placeholders filled, so the serving role takes small
+overrides (`with_overrides`: bind published ports, name, labels, image by digest, extra server flags)
+instead of slicing an argv or parsing options again.
 
 Example:
     >>> from hgxkit.recipe.loader import load_recipe
     >>> groups = render_recipe(load_recipe("recipes/deepseek-v4-flash-dspark-marlin.yaml"), total_gpus=8)
     >>> [(g.name, g.gpus, g.port) for g in groups]
     [('deepseek-v4-flash-0', [0, 1, 2, 3], 5000), ('deepseek-v4-flash-1', [4, 5, 6, 7], 5001)]
+    >>> bound = groups[0].with_overrides(publish_address="127.0.0.1", labels={"hgxkit.group": "0"})
+    >>> [e.words for e in bound.options if e.words[0] in ("-p", "--label")]
+    [('--label', 'hgxkit.group=0'), ('-p', '127.0.0.1:5000:30000')]
 """
 
 from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from hgxkit.errors import InputError
-from hgxkit.recipe.groups import group_problems, plan_gpu_groups
-from hgxkit.recipe.model import ENV_REF_RE, Recipe
+from hgxkit.recipe.docker_options import canonical
+from hgxkit.recipe.dockerrun import OptionEntry, OptionUse
+from hgxkit.recipe.groups import gpu_ids_from_spec, plan_groups
+from hgxkit.recipe.model import ENV_REF_RE, Recipe, parse_publish
 from hgxkit.recipe.shellwords import LITERAL_DOLLAR, quote_word, shell_value
 
 SecretMode = Literal["reference", "resolve"]
@@ -25,14 +35,27 @@ SecretMode = Literal["reference", "resolve"]
 
 @dataclass(frozen=True)
 class RenderedGroup:
-    """One container of a recipe: its group index, name, GPUs, host port and full argv."""
+    """One container of a recipe: group index, name, GPUs, host port, and its command in parts."""
 
     group: int
     name: str | None
     gpus: list[int] | None
     port: int | None
-    lines: list[list[str]]
+    invocation: tuple[str, ...]
+    options: tuple[OptionEntry, ...]
+    image: str
+    command: tuple[tuple[str, ...], ...]  # the server program's words first (may be empty), then its entries
     env_refs: list[str] = field(default_factory=list)
+
+    @property
+    def lines(self) -> list[list[str]]:
+        """The command as a person would lay it out: invocation, one option entry per line, image, server."""
+        return [
+            list(self.invocation),
+            *(list(entry.words) for entry in self.options),
+            [self.image],
+            *(list(entry) for entry in self.command if entry),
+        ]
 
     @property
     def argv(self) -> list[str]:
@@ -44,53 +67,78 @@ class RenderedGroup:
         """Every word as a shell splitter shows it: `$NAME` unexpanded, literal dollar signs as one `$`."""
         return [shell_value(word) for word in self.argv]
 
+    @property
+    def server_argv(self) -> list[str]:
+        """The container command: the server program and its arguments."""
+        return [word for entry in self.command for word in entry]
+
+    def option_values(self, name: str) -> list[str | None]:
+        """Values of every use of docker option `name` (canonical long name, e.g. `--publish`)."""
+        return [use.value for entry in self.options for use in entry.uses if canonical(use.option.name) == name]
+
     def to_json(self) -> dict[str, object]:
-        return {
-            "group": self.group,
-            "name": self.name,
-            "gpus": self.gpus,
-            "port": self.port,
-            "argv": self.shell_argv,
-        }
+        return {"group": self.group, "name": self.name, "gpus": self.gpus, "port": self.port, "argv": self.shell_argv}
 
     def shell(self) -> str:
         """The command as a person would post it: one option per line, continued with backslashes."""
         return " \\\n    ".join(" ".join(quote_word(word) for word in line) for line in self.lines if line)
 
+    def with_overrides(
+        self,
+        *,
+        name: str | None = None,
+        publish_address: str | None = None,
+        detach: bool = False,
+        labels: Mapping[str, str] | None = None,
+        image: str | None = None,
+        extra_args: Sequence[str] = (),
+    ) -> RenderedGroup:
+        """This command with hgxkit's overrides: `name` (replaces `--name` or adds it), every published port
+        bound to `publish_address` (`-p 30000` too: `ADDR::30000`), `-d` added unless detached, `--label`s
+        added, the image replaced (e.g. by a digest reference), `extra_args` appended to the server's."""
+        options = list(self.options)
+        if name is not None:
+            options = _set_name(options, name)
+        if publish_address is not None:
+            options = [_bind_entry(entry, publish_address) for entry in options]
+        added = [OptionEntry.long("--label", f"{k}={v}") for k, v in (labels or {}).items()]
+        if detach and not any(canonical(u.option.name) == "--detach" for e in options for u in e.uses):
+            added.insert(0, OptionEntry(("-d",), OptionEntry.long("--detach").uses))
+        command = self.command + ((tuple(extra_args),) if extra_args else ())
+        return replace(
+            self,
+            name=name if name is not None else self.name,
+            options=(*added, *options),
+            image=image or self.image,
+            command=command,
+        )
+
+
+def _set_name(options: list[OptionEntry], name: str) -> list[OptionEntry]:
+    out, found = [], False
+    for entry in options:
+        for index, use in enumerate(entry.uses):
+            if canonical(use.option.name) == "--name":
+                entry, found = entry.with_value(index, name), True
+        out.append(entry)
+    return out if found else [OptionEntry.long("--name", name), *out]
+
+
+def _bind_entry(entry: OptionEntry, address: str) -> OptionEntry:
+    for index, use in enumerate(entry.uses):
+        if canonical(use.option.name) != "--publish" or not use.value:
+            continue
+        mapping = parse_publish(use.value)
+        host = f"[{address}]" if ":" in address else address
+        entry = entry.with_value(index, f"{host}:{mapping.host_port}:{mapping.container_port}")
+    return entry
+
 
 def resolve_groups(
     recipe: Recipe, *, total_gpus: int | None = None, groups: list[tuple[int, ...]] | None = None
 ) -> list[tuple[int, ...]] | None:
-    """The GPU groups to render: explicit `groups`, the recipe's own, or planned over `total_gpus`.
-
-    Returns None for a recipe without grouping (one command, rendered as written).
-    """
-    where = recipe.path or recipe.name
-    if recipe.groups is None:
-        if groups is not None and len(groups) > 1:
-            raise InputError(
-                f"{where}: the recipe has no GPU grouping (no X placeholders); it renders one command"
-            )
-        return None
-    if groups is not None:
-        planned = groups
-    elif recipe.groups.explicit is not None:
-        planned = list(recipe.groups.explicit)
-    else:
-        total = total_gpus if total_gpus is not None else recipe.groups.gpus_per_node
-        if total is None:
-            raise InputError(
-                f'{where}: how many GPUs? pass --gpus N (e.g. --gpus 8) or --groups "0,1,2,3;4,5,6,7"'
-            )
-        assert recipe.groups.size is not None  # loader guarantees size or explicit
-        try:
-            planned = plan_gpu_groups(group_size=recipe.groups.size, total_gpus=total)
-        except InputError as err:
-            raise InputError(f"{where}: {err.message}") from None
-    problems = group_problems(planned, total_gpus)
-    if problems:
-        raise InputError(f"{where}: {problems[0]}; fix the GPU groups")
-    return planned
+    """The GPU groups to render (see `hgxkit.recipe.groups.plan_groups`, the one planner)."""
+    return plan_groups(recipe, total_gpus=total_gpus, groups=groups)
 
 
 def render_recipe(
@@ -106,19 +154,13 @@ def render_recipe(
     `secrets="reference"` leaves `${NAME}` in place of each `{{env:NAME}}` (safe to print);
     `secrets="resolve"` substitutes the value from `environ` (for running the command, never for output).
     """
-    planned = resolve_groups(recipe, total_gpus=total_gpus, groups=groups)
+    planned = plan_groups(recipe, total_gpus=total_gpus, groups=groups)
     env = os.environ if environ is None else environ
-    template: list[list[str]] = [
-        list(recipe.docker.invocation),
-        *(list(entry.words) for entry in recipe.docker.entries),
-        [recipe.image.pinned()],
-        list(recipe.server.program),
-        *(list(entry) for entry in recipe.server.args),
-    ]
+    fill = _Filler(recipe, secrets, env)
     if planned is None:
-        return [_ungrouped(recipe, _fill(template, {}, secrets, env, recipe))]
-    rendered = []
+        return [_group(recipe, fill, 0, {}, None, None, None)]
     assert recipe.groups is not None
+    rendered = []
     for index, gpu_ids in enumerate(planned):
         name = (recipe.groups.name_template or "").replace("{{group}}", str(index)) or None
         port = recipe.groups.port_base + index if recipe.groups.port_base is not None else None
@@ -128,51 +170,71 @@ def render_recipe(
             "{{name}}": name or "",
             "{{port}}": str(port) if port is not None else "",
         }
-        lines = _fill(template, values, secrets, env, recipe)
-        rendered.append(RenderedGroup(index, name, list(gpu_ids), port, lines, recipe.env_refs()))
+        rendered.append(_group(recipe, fill, index, values, name, list(gpu_ids), port))
     return rendered
 
 
-def _fill(
-    template: list[list[str]],
-    values: dict[str, str],
-    secrets: SecretMode,
-    env: Mapping[str, str],
+def _group(
     recipe: Recipe,
-) -> list[list[str]]:
-    return [[_substitute(word, values, secrets, env, recipe) for word in line] for line in template]
+    fill: _Filler,
+    index: int,
+    values: dict[str, str],
+    name: str | None,
+    gpus: list[int] | None,
+    port: int | None,
+) -> RenderedGroup:
+    options = tuple(fill.entry(entry, values) for entry in recipe.docker.entries)
+    command = (
+        tuple(fill.word(w, values) for w in recipe.server.program),
+        *(tuple(fill.word(w, values) for w in entry) for entry in recipe.server.args),
+    )
+    group = RenderedGroup(
+        group=index,
+        name=name,
+        gpus=gpus,
+        port=port,
+        invocation=tuple(recipe.docker.invocation),
+        options=options,
+        image=recipe.image.pinned(),
+        command=command,
+        env_refs=recipe.env_refs(),
+    )
+    if recipe.groups is not None:
+        return group
+    # No grouping: name, GPUs and port are what the command itself says.
+    names = group.option_values("--name")
+    gpu_values = group.option_values("--gpus")
+    published = [parse_publish(v or "").host_port for v in group.option_values("--publish")]
+    return replace(
+        group,
+        name=names[-1] if names else None,
+        gpus=gpu_ids_from_spec(gpu_values[-1]) if gpu_values else None,
+        port=next((int(p) for p in published if p.isdigit()), None),
+    )
 
 
-def _substitute(
-    word: str, values: dict[str, str], secrets: SecretMode, env: Mapping[str, str], recipe: Recipe
-) -> str:
-    for placeholder, value in values.items():
-        word = word.replace(placeholder, value)
+class _Filler:
+    """Fills a group's placeholders and `{{env:NAME}}` references into words and option values."""
 
-    def env_value(match: re.Match[str]) -> str:
+    def __init__(self, recipe: Recipe, secrets: SecretMode, env: Mapping[str, str]) -> None:
+        self.recipe, self.secrets, self.env = recipe, secrets, env
+
+    def entry(self, entry: OptionEntry, values: dict[str, str]) -> OptionEntry:
+        return OptionEntry(
+            tuple(self.word(w, values) for w in entry.words),
+            tuple(OptionUse(u.option, None if u.value is None else self.word(u.value, values)) for u in entry.uses),
+        )
+
+    def word(self, word: str, values: dict[str, str]) -> str:
+        for placeholder, value in values.items():
+            word = word.replace(placeholder, value)
+        return ENV_REF_RE.sub(self._env_value, word)
+
+    def _env_value(self, match: re.Match[str]) -> str:
         name = match.group(1)
-        if secrets == "reference":
+        if self.secrets == "reference":
             return "${" + name + "}"
-        if name not in env:
-            raise InputError(
-                f"{recipe.path or recipe.name}: {{{{env:{name}}}}} needs ${name}; export it first"
-            )
-        return env[name].replace("$", LITERAL_DOLLAR)  # a value is passed as it is, never expanded
-
-    return ENV_REF_RE.sub(env_value, word)
-
-
-def _ungrouped(recipe: Recipe, lines: list[list[str]]) -> RenderedGroup:
-    gpus_value = recipe.docker.last("--gpus")
-    gpus = None
-    if gpus_value:
-        spec = gpus_value.strip("\"'")
-        ids = spec.split("device=", 1)[1] if "device=" in spec else ""
-        if ids and all(part.strip().isdigit() for part in ids.split(",")):
-            gpus = [int(part) for part in ids.split(",")]
-    port = None
-    for mapping in recipe.docker.ports():
-        if mapping.host_port.isdigit():
-            port = int(mapping.host_port)
-            break
-    return RenderedGroup(0, recipe.docker.last("--name"), gpus, port, lines, recipe.env_refs())
+        if name not in self.env:
+            where = self.recipe.path or self.recipe.name
+            raise InputError(f"{where}: {{{{env:{name}}}}} needs ${name}; export it first")
+        return self.env[name].replace("$", LITERAL_DOLLAR)  # a value is passed as it is, never expanded

@@ -1,5 +1,11 @@
 """NVIDIA Container Toolkit: pinned and held, Docker's nvidia runtime configured once, a GPU smoke test.
 
+daemon.json gets the nvidia runtime from `nvidia-ctk runtime configure` (only when it lacks one) and Docker's
+cgroupfs driver from hgxkit, written atomically; Docker restarts only when its configuration changed. The GPU
+smoke container runs when anything changed or no smoke test has passed on this boot with this toolkit and
+daemon.json (a record under state_dir); otherwise the role says why it skips it. So a re-run, and `--dry`,
+start no container.
+
 Example (deploys/bringup.py):
     from roles.container_toolkit import container_toolkit
     container_toolkit()
@@ -7,6 +13,7 @@ Example (deploys/bringup.py):
 
 from __future__ import annotations
 
+import hashlib
 import json
 
 from pyinfra import host
@@ -14,11 +21,14 @@ from pyinfra.api import deploy
 from pyinfra.api.exceptions import DeployError
 from pyinfra.operations import apt, files, python, server, systemd
 
-from hgxkit.bringup import apt_install_commands, flat_repo_line
-from hgxkit.driver_gate import run_on
-from hgxkit.facts import FileText, HeldPackages, InstalledPackages
+from hgxkit.hostcmd import HostRunner, argv, script, text
+from hgxkit.hostfiles import write_text
+from hgxkit.knobs import knob
+from hgxkit.node.apt import apt_install_commands, apt_mark_hold, flat_repo_line
+from hgxkit.node.docker import DAEMON_JSON, daemon_json_text, parse_daemon_json, smoke_problem, with_cgroupfs
+from hgxkit.node.facts import BootId, FileText, HeldPackages, InstalledPackages, JsonFile
+from hgxkit.problems import Problem
 from roles.container_toolkit.defaults import (
-    DAEMON_JSON,
     DEFAULTS,
     KEY_URL,
     KEYRING,
@@ -28,29 +38,23 @@ from roles.container_toolkit.defaults import (
     STALE_LISTS,
 )
 
-CGROUPFS = "native.cgroupdriver=cgroupfs"
-# Merge one exec-opt into daemon.json with the host's python3, keeping every other key as it is.
-_ADD_CGROUPFS = (
-    "python3 -c 'import json, os; p = \"" + DAEMON_JSON + '"; '
-    "d = json.load(open(p)) if os.path.exists(p) and os.path.getsize(p) else {}; "
-    'o = [x for x in d.get("exec-opts", []) if not x.startswith("native.cgroupdriver=")]; '
-    'd["exec-opts"] = o + ["' + CGROUPFS + '"]; '
-    'json.dump(d, open(p, "w"), indent=4)\''
-)
 
-
-def daemon_config() -> dict:
-    """/etc/docker/daemon.json as a dict ({} when absent); refuse to touch a file that is not JSON."""
-    text = host.get_fact(FileText, path=DAEMON_JSON)
-    if text is None or not text.strip():
-        return {}
-    try:
-        config = json.loads(text)
-    except json.JSONDecodeError as err:
-        raise DeployError(f"{host.name}: {DAEMON_JSON} is not valid JSON (line {err.lineno}); fix it first") from None
-    if not isinstance(config, dict):
-        raise DeployError(f"{host.name}: {DAEMON_JSON} must hold a JSON object; fix it first")
+def daemon_config(text: str | None) -> dict:
+    """daemon.json as a dict ({} when absent); refuse to touch a file that is not a JSON object."""
+    config = parse_daemon_json(text)
+    if isinstance(config, Problem):
+        raise DeployError(f"{host.name}: {config.found}; {config.remedy}")
     return config
+
+
+def smoke_record_path() -> str:
+    return f"{knob(host, 'state_dir')}/node/gpu-smoke.json"
+
+
+def smoke_key(version: str, daemon_text: str | None, smoke: dict) -> dict:
+    """What a passed smoke test vouches for: this boot, this toolkit, this daemon.json, this test."""
+    digest = hashlib.sha256((daemon_text or "").encode()).hexdigest()[:16]
+    return {"boot_id": host.get_fact(BootId), "toolkit": version, "daemon_json": digest, "smoke": smoke}
 
 
 @deploy("hgxkit NVIDIA container toolkit", data_defaults=DEFAULTS)
@@ -76,19 +80,22 @@ def container_toolkit() -> None:
             commands=apt_install_commands(SOURCES_FILE, [f"{p}={version}" for p in PACKAGES]),
         )
     if missing or not set(PACKAGES) <= set(host.get_fact(HeldPackages)):
-        server.shell(name="Hold the container toolkit", commands=["apt-mark hold " + " ".join(PACKAGES)])
+        server.shell(name="Hold the container toolkit", commands=[apt_mark_hold(PACKAGES)])
 
-    config = daemon_config()
+    daemon_text = host.get_fact(FileText, path=DAEMON_JSON)
+    config = daemon_config(daemon_text)
     changed = []
     if "nvidia" not in config.get("runtimes", {}):
         changed.append(
             server.shell(
-                name="Configure Docker's nvidia runtime", commands=["nvidia-ctk runtime configure --runtime=docker"]
+                name="Configure Docker's nvidia runtime",
+                commands=[argv("nvidia-ctk", "runtime", "configure", "--runtime=docker")],
             )
         )
-    if host.data.get("container_toolkit_cgroupfs") and CGROUPFS not in config.get("exec-opts", []):
+    if host.data.get("container_toolkit_cgroupfs") and with_cgroupfs(config) != config:
+        # At execute time: nvidia-ctk (above) may have rewritten the file since this plan read it.
         changed.append(
-            server.shell(name="Docker cgroup driver cgroupfs (GPUs survive daemon-reload)", commands=[_ADD_CGROUPFS])
+            python.call(name="Docker cgroup driver cgroupfs (GPUs survive daemon-reload)", function=_cgroupfs)
         )
     if changed:
         systemd.service(
@@ -98,29 +105,29 @@ def container_toolkit() -> None:
         "image": host.data.get("container_smoke_image"),
         "command": host.data.get("container_smoke_command"),
         "expect": host.data.get("container_smoke_expect"),
-        "gpus": host.data.get("expected_gpu_count"),
+        "gpus": knob(host, "expected_gpu_count"),
     }
-    if missing or changed:
-        python.call(name="GPU container smoke test", function=_smoke_now, **smoke)
+    record = host.get_fact(JsonFile, path=smoke_record_path())
+    if missing or changed or record != smoke_key(version, daemon_text, smoke):
+        python.call(name="GPU container smoke test", function=_smoke_now, version=version, **smoke)
     else:
-        _smoke_now(**smoke)
+        host.noop("GPU container smoke test passed on this boot with this toolkit and daemon.json; not rerun")
 
 
-def smoke_problem(output: list[str], expect: str, gpus: int | None) -> str | None:
-    """Why the smoke test's output fails (None when it passes)."""
-    if expect == "gpu-list":
-        listed = [line for line in output if line.startswith("GPU ")]
-        if gpus is not None and len(listed) != gpus:
-            return f"the container sees {len(listed)} GPUs, expected {gpus}: {' | '.join(output[-3:])}"
-        return None
-    if expect == "visible-devices":
-        return None if "all" in output else f"NVIDIA_VISIBLE_DEVICES in the container was {output!r}, not all"
-    return f"container_smoke_expect {expect!r}: use gpu-list or visible-devices"
+def _cgroupfs() -> None:
+    text = host.get_fact(FileText, path=DAEMON_JSON)
+    if not write_text(HostRunner(host), DAEMON_JSON, daemon_json_text(with_cgroupfs(daemon_config(text)))):
+        raise DeployError(f"{host.name}: could not write {DAEMON_JSON}")
 
 
-def _smoke_now(image: str, command: str, expect: str, gpus: int | None) -> None:
-    shown = f"docker run --rm --gpus all {image} {command}"
-    output = run_on(host)(f"{shown} 2>&1")
+def _smoke_now(version: str, image: str, command: str, expect: str, gpus: int | None) -> None:
+    run = HostRunner(host)
+    smoke_run = argv("docker", "run", "--rm", "--gpus", "all", image, "sh", "-c", command)
+    shown = text(smoke_run)
+    output = run(script("{smoke} 2>&1", smoke=smoke_run))
     problem = smoke_problem(output, expect, gpus)
     if problem:
         raise DeployError(f"GPU container smoke test failed on {host.name} (`{shown}`): {problem}")
+    smoke = {"image": image, "command": command, "expect": expect, "gpus": gpus}
+    passed = smoke_key(version, host.get_fact(FileText, path=DAEMON_JSON), smoke)
+    write_text(run, smoke_record_path(), json.dumps(passed) + "\n")

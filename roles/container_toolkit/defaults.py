@@ -9,11 +9,16 @@ container_toolkit_cgroupfs         set Docker's cgroup driver to cgroupfs: with 
                                    `systemctl daemon-reload` strips GPU access from running containers
                                    ("Failed to initialize NVML: Unknown Error", nvidia-container-toolkit#48).
 container_smoke_image              image of the GPU smoke test (nvidia-smi is injected by the toolkit).
-container_smoke_command            its command; must list every GPU with `GPU <n>:` lines ...
+container_smoke_command            its command (run by `sh -c` in the container); must list every GPU with
+                                   `GPU <n>:` lines ...
 container_smoke_expect             ... ("gpu-list"), or print NVIDIA_VISIBLE_DEVICES ("visible-devices": the
                                    simulated nodes, whose no-op hook injects no nvidia-smi).
-expected_gpu_count                 GPUs the smoke test must see.
+
+Shared knobs read here (hgxkit/knobs.py): expected_gpu_count (GPUs the smoke test must see), state_dir (the
+record of the last passed smoke test: <state_dir>/node/gpu-smoke.json).
 """
+
+from hgxkit.knobs import shared_defaults
 
 DEFAULTS = {
     "nvidia_container_repo_url": None,
@@ -23,7 +28,7 @@ DEFAULTS = {
     "container_smoke_image": "ubuntu:24.04",
     "container_smoke_command": "nvidia-smi -L",
     "container_smoke_expect": "gpu-list",
-    "expected_gpu_count": 8,
+    **shared_defaults("expected_gpu_count", "state_dir"),
 }
 
 REPO_URL = "https://nvidia.github.io/libnvidia-container/stable/deb/amd64/"
@@ -44,4 +49,3 @@ STALE_LISTS = [
     "nvidia-container-runtime.list",
     "nvidia-container-toolkit.list",
 ]
-DAEMON_JSON = "/etc/docker/daemon.json"

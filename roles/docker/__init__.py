@@ -12,11 +12,12 @@ from io import StringIO
 from pyinfra import host
 from pyinfra.api import deploy
 from pyinfra.api.exceptions import DeployError
-from pyinfra.facts.server import Which
 from pyinfra.operations import apt, files, server, systemd
 from pyinfra.operations.util import any_changed
 
-from hgxkit.facts import InstalledPackages, OsRelease
+from hgxkit.hostcmd import argv
+from hgxkit.node.docker import deb822_sources
+from hgxkit.node.facts import InstalledPackages, OsRelease, SnapInstalled
 from roles.docker.defaults import CONFLICTING_PACKAGES, DEFAULTS, DOCKER_CE_PACKAGES, KEYRING, SOURCES_FILE
 
 
@@ -30,24 +31,14 @@ def docker_source() -> str:
     return source
 
 
-def deb822_sources(repo_url: str, codename: str) -> str:
-    """Docker's deb822 source file, as in Docker's install guide."""
-    return (
-        "# managed by hgxkit (roles/docker)\n"
-        f"Types: deb\nURIs: {repo_url}\nSuites: {codename}\nComponents: stable\nSigned-By: {KEYRING}\n"
-    )
-
-
 @deploy("hgxkit Docker engine", data_defaults=DEFAULTS)
 def docker_engine() -> None:
     """Install and start Docker (idempotent: a second run changes nothing)."""
-    if host.get_fact(Which, command="snap"):
-        snaps = host.run_shell_command("snap list docker >/dev/null 2>&1 && echo present || true")[1].stdout
-        if "present" in snaps:
-            server.shell(
-                name="Remove the snap Docker (GPU containers do not work with it)",
-                commands=["snap remove --purge docker"],
-            )
+    if host.get_fact(SnapInstalled, snap="docker"):
+        server.shell(
+            name="Remove the snap Docker (GPU containers do not work with it)",
+            commands=[argv("snap", "remove", "--purge", "docker")],
+        )
     if docker_source() == "docker-ce":
         _docker_ce()
     else:
@@ -69,7 +60,7 @@ def _docker_ce() -> None:
     )
     sources = files.put(
         name="Docker repository",
-        src=StringIO(deb822_sources(repo, release["VERSION_CODENAME"])),
+        src=StringIO(deb822_sources(repo, release["VERSION_CODENAME"], KEYRING)),
         dest=SOURCES_FILE,
         mode="0644",
     )

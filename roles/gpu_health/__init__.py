@@ -11,20 +11,21 @@ from dataclasses import replace
 
 from pyinfra import host
 from pyinfra.api import deploy
-from pyinfra.api.exceptions import DeployError
 from pyinfra.operations import python, server, systemd
 
-from hgxkit.bringup import NVIDIA_CUDA_LIST, apt_install_commands
-from hgxkit.driver_gate import run_on
-from hgxkit.facts import InstalledPackages, ServiceActive
-from hgxkit.gpu_health import GpuHealthReport, gpu_health_report
+from hgxkit.knobs import knob
+from hgxkit.node.apt import apt_install_commands
+from hgxkit.node.driver import NVIDIA_CUDA_LIST
+from hgxkit.node.facts import InstalledPackages, ServiceActive
+from hgxkit.node.health import GpuHealthReport, gpu_health_report
+from hgxkit.problems import refuse
 from roles.gpu_health.defaults import DCGM_UNIT, DEFAULTS
 
 
 def current_report() -> GpuHealthReport:
     """Run the health checks on this host now."""
     report = gpu_health_report(
-        run_on(host), level=int(host.data.get("dcgm_diag_level")), expected_gpus=host.data.get("expected_gpu_count")
+        host.get_fact, level=int(host.data.get("dcgm_diag_level")), expected_gpus=knob(host, "expected_gpu_count")
     )
     allowed = set(host.data.get("gpu_health_allow_xids") or [])
     return replace(report, xids=[x for x in report.xids if x.code not in allowed])
@@ -54,6 +55,4 @@ def gpu_health() -> None:
 def _gate_now() -> None:
     report = current_report()
     problems = report.problems(require_persistence=bool(host.data.get("gpu_health_persistence")))
-    if problems:
-        lines = "\n".join(f"  - {problem}" for problem in problems)
-        raise DeployError(f"GPU health gate failed on {host.name}:\n{lines}")
+    refuse(f"GPU health gate failed on {host.name}", problems)

@@ -3,7 +3,6 @@
 What to fetch comes from the recipe (`model.repo_id`, `revision`, `local_dir`, `allow_patterns`); these knobs
 say where from, how, and how carefully.
 
-recipe                   recipe file whose `model:` section is synced (deploys/model.py reads it).
 model_source             hub (default: the Hub, or the mirror in hf_endpoint); dir (verify what is already in
                          local_dir, never download); peer (rsync over SSH from model_peer, which must hold a
                          verified copy: a fleet downloads from outside once).
@@ -21,7 +20,8 @@ hf_token_env             controller environment variable holding the token (HF_T
 hf_token_file            or: a file on the controller holding the token (wins over hf_token_env).
 model_venv               the dedicated virtualenv huggingface_hub (with hf_xet) is installed in; never system Python.
 model_hf_hub_requirement what pip installs there (pinned; changing it re-creates the install).
-model_lib_dir            where the downloader (hgxkit_fetch.py + model_core.py) is uploaded.
+model_lib_dir            where the downloader (hgxkit/model/fetch.py + core.py, as hgxkit_fetch.py and
+                         model_core.py) is uploaded.
 model_state_dir          the record `<name>.json` (commit, files, bytes; the verify role reads it), the spec,
                          progress and result files, and the peer known_hosts.
 model_disk_margin_pct    free space needed beyond the bytes still to fetch, in percent of them ...
@@ -35,10 +35,14 @@ model_wait_timeout_s     how long the role waits for the download; after that it
                          goes on in its unit) and a re-run attaches to it.
 model_poll_interval_s    how often the role reads the download's progress file.
 model_progress_every_s   how often a progress line (bytes done/total, rate, ETA) is printed while waiting.
+
+Shared knob read here (hgxkit/knobs.py): recipe (its `model:` section is what is synced).
 """
 
+from hgxkit.knobs import shared_defaults
+
 DEFAULTS = {
-    "recipe": "recipes/deepseek-v4-flash-dspark-marlin.yaml",
+    **shared_defaults("recipe"),
     "model_source": "hub",
     "model_peer": None,
     "model_peer_address": None,

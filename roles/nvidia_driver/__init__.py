@@ -15,20 +15,24 @@ from pyinfra.api.exceptions import DeployError
 from pyinfra.facts.server import KernelVersion, Which
 from pyinfra.operations import apt, files, python, server, systemd
 
-from hgxkit.bringup import (
+from hgxkit.hostcmd import argv
+from hgxkit.knobs import knob
+from hgxkit.node.apt import apt_install_commands, apt_mark_hold, flat_repo_line
+from hgxkit.node.driver import (
+    FABRIC_MANAGER_UNIT,
     NVIDIA_CUDA_LIST,
     DriverPlan,
-    apt_install_commands,
     default_cuda_repo_url,
-    distro_key,
+    driver_gate,
     driver_package_plan,
-    flat_repo_line,
+    driver_state,
     packages_needing_install,
     reboot_reason,
 )
-from hgxkit.driver_gate import FABRIC_MANAGER_UNIT, driver_gate, driver_state, run_on
-from hgxkit.facts import HeldPackages, InstalledPackages, OsRelease
+from hgxkit.node.facts import HeldPackages, InstalledPackages, OsRelease, ServiceActive
+from hgxkit.node.preflight import distro_key
 from hgxkit.nvidia.smi import upstream_version
+from hgxkit.problems import refuse
 from roles.nvidia_driver.defaults import (
     CUDA_REPO_KEY_FILE,
     DEFAULTS,
@@ -86,7 +90,9 @@ def _kernel_prerequisites() -> None:
         nouveau = files.put(name="Blacklist nouveau", src=StringIO(NOUVEAU_TEXT), dest=NOUVEAU_CONF, mode="0644")
         if host.get_fact(Which, command="update-initramfs"):
             server.shell(
-                name="Rebuild the initramfs without nouveau", commands=["update-initramfs -u"], _if=nouveau.did_change
+                name="Rebuild the initramfs without nouveau",
+                commands=[argv("update-initramfs", "-u")],
+                _if=nouveau.did_change,
             )
     if host.data.get("nvidia_install_kernel_headers"):
         kernel = host.get_fact(KernelVersion)
@@ -129,7 +135,7 @@ def nvidia_driver() -> None:
     held = set(host.get_fact(HeldPackages))
     to_hold = [name for name in plan.pre_packages + plan.packages]
     if missing or not set(to_hold) <= held:
-        server.shell(name="Hold the NVIDIA driver set", commands=["apt-mark hold " + " ".join(to_hold)])
+        server.shell(name="Hold the NVIDIA driver set", commands=[apt_mark_hold(to_hold)])
 
     if host.data.get("nvidia_persistence"):
         systemd.service(
@@ -137,13 +143,12 @@ def nvidia_driver() -> None:
         )
     systemd.service(name="Enable the fabric manager", service=FABRIC_MANAGER_UNIT, running=None, enabled=True)
 
-    run = run_on(host)
-    state = driver_state(run, plan.fabric_packages[0], plan.driver_packages[0])
+    state = driver_state(host.get_fact, plan.fabric_packages[0], plan.driver_packages[0])
     target = plan.version or state.installed_version
     reason = reboot_reason(state, target, driver_changes)
     gate = {
         "expected_version": target,
-        "expected_gpus": host.data.get("expected_gpu_count"),
+        "expected_gpus": knob(host, "expected_gpu_count"),
         "fabric_package": plan.fabric_packages[0],
         "driver_package": plan.driver_packages[0],
     }
@@ -155,17 +160,14 @@ def nvidia_driver() -> None:
         server.reboot(name=f"Reboot: {reason}", delay=5, reboot_timeout=int(host.data.get("nvidia_reboot_timeout")))
         python.call(name="Gate: driver, fabric manager, NVLink", function=_gate_now, **gate)
         return
-    services_ok = run(f"systemctl is-active {FABRIC_MANAGER_UNIT} 2>/dev/null || true") == ["active"]
+    services_ok = host.get_fact(ServiceActive, unit=FABRIC_MANAGER_UNIT)
     if missing or not services_ok:
         systemd.service(
             name="Start the fabric manager", service=FABRIC_MANAGER_UNIT, running=True, restarted=bool(missing)
         )
         python.call(name="Gate: driver, fabric manager, NVLink", function=_gate_now, **gate)
         return
-    problems = driver_gate(run, **gate)
-    if problems:
-        lines = "\n".join(f"  - {problem}" for problem in problems)
-        raise DeployError(f"NVIDIA gate failed on {host.name}:\n{lines}")
+    refuse(f"NVIDIA gate failed on {host.name}", driver_gate(host.get_fact, **gate))
 
 
 def _reboot_required(reason: str) -> None:
@@ -176,7 +178,4 @@ def _reboot_required(reason: str) -> None:
 
 
 def _gate_now(**gate: object) -> None:
-    problems = driver_gate(run_on(host), **gate)  # type: ignore[arg-type]
-    if problems:
-        lines = "\n".join(f"  - {problem}" for problem in problems)
-        raise DeployError(f"NVIDIA gate failed on {host.name}:\n{lines}")
+    refuse(f"NVIDIA gate failed on {host.name}", driver_gate(host.get_fact, **gate))  # type: ignore[arg-type]

@@ -18,8 +18,11 @@ allow_reboot                   reboot when the driver changed or the loaded modu
                                one. False: stop in the "reboot required" state (/var/run/reboot-required is
                                written, the run fails naming the reason) with the packages installed and held.
 nvidia_reboot_timeout          seconds to wait for the node to come back.
-expected_gpu_count             GPUs nvidia-smi must list after bring-up.
+
+Shared knob read here (hgxkit/knobs.py): expected_gpu_count (GPUs nvidia-smi must list after bring-up).
 """
+
+from hgxkit.knobs import shared_defaults
 
 DEFAULTS = {
     "nvidia_driver_branch": "580",
@@ -34,7 +37,7 @@ DEFAULTS = {
     "nvidia_persistence": True,
     "allow_reboot": False,
     "nvidia_reboot_timeout": 900,
-    "expected_gpu_count": 8,
+    **shared_defaults("expected_gpu_count"),
 }
 
 KEYRING = "/etc/apt/keyrings/hgxkit-nvidia-cuda.asc"

@@ -13,11 +13,11 @@ from __future__ import annotations
 
 from pyinfra import host
 from pyinfra.api import deploy
-from pyinfra.api.exceptions import DeployError
 from pyinfra.facts.server import Arch
 
-from hgxkit.bringup import HostFacts, PreflightPolicy, package_origin, preflight_problems
-from hgxkit.facts import (
+from hgxkit.knobs import knob
+from hgxkit.node.driver import package_origin
+from hgxkit.node.facts import (
     CgroupVersion,
     FreeBytes,
     InstalledPackages,
@@ -27,6 +27,8 @@ from hgxkit.facts import (
     PackagePolicies,
     SecureBootState,
 )
+from hgxkit.node.preflight import HostFacts, PreflightPolicy, preflight_problems
+from hgxkit.problems import refuse
 from roles.preflight.defaults import DEFAULTS
 
 NVIDIA_PACKAGE_GLOBS = "nvidia-* libnvidia-* cuda-drivers* datacenter-gpu-manager*"
@@ -58,7 +60,7 @@ def gather_host_facts(models_dir: str, repo_url: str | None) -> HostFacts:
 def policy_from_data() -> PreflightPolicy:
     """The preflight policy from inventory data (falling back to `defaults.DEFAULTS`)."""
     data = host.data
-    count = data.get("expected_gpu_count")
+    count = knob(host, "expected_gpu_count")
     switches = data.get("expected_nvswitch_count")
     return PreflightPolicy(
         expected_gpu_count=int(count) if count is not None else None,
@@ -67,7 +69,7 @@ def policy_from_data() -> PreflightPolicy:
         supported_arch=tuple(data.get("supported_arch")),
         allow_secure_boot=bool(data.get("allow_secure_boot")),
         required_cgroup_version=data.get("required_cgroup_version"),
-        models_dir=data.get("models_dir"),
+        models_dir=knob(host, "models_dir"),
         min_free_disk_gb=float(data.get("min_free_disk_gb")),
         min_ram_gb=float(data.get("min_ram_gb")),
     )
@@ -78,7 +80,4 @@ def preflight() -> None:
     """Fail the run, naming every problem, unless this host can be brought up. Changes nothing."""
     policy = policy_from_data()
     facts = gather_host_facts(policy.models_dir, host.data.get("nvidia_repo_url"))
-    problems = preflight_problems(facts, policy)
-    if problems:
-        lines = "\n".join(f"  - {problem}" for problem in problems)
-        raise DeployError(f"preflight failed on {host.name}; nothing was changed:\n{lines}")
+    refuse(f"preflight failed on {host.name}; nothing was changed", preflight_problems(facts, policy))

@@ -17,21 +17,23 @@ import json
 import time
 
 from pyinfra import host
-from pyinfra.api import FactBase, Host, deploy
+from pyinfra.api import Host, deploy
 from pyinfra.api.exceptions import DeployError
 from pyinfra.api.output import echo
 from pyinfra.operations import python
 
-from hgxkit.driver_gate import Runner, run_on
-from hgxkit.errors import HgxkitError
-from hgxkit.facts import NvidiaSmi
-from hgxkit.recipe.loader import load_recipe
+from hgxkit.hostcmd import HostRunner, script
+from hgxkit.knobs import knob, recipe_for
+from hgxkit.node.facts import NvidiaSmi
+from hgxkit.problems import refuse
+from hgxkit.recipe.model import ImageRef
 from hgxkit.recipe.render import render_recipe
 from hgxkit.secrets import redact
-from hgxkit.serve import SPEC_LABEL, by_digest, exposure_problems
-from roles.sglang_router.defaults import DEFAULTS
-from roles.sglang_router.plan import (
-    CONTAINER,
+from hgxkit.serving.facts import RouterContainer
+from hgxkit.serving.image import digest_from_inspect, pull_and_inspect
+from hgxkit.serving.policy import exposure_problems
+from hgxkit.serving.probes import http_request, parse_response
+from hgxkit.serving.router import (
     RouterSpec,
     WorkerHost,
     choose_router_host,
@@ -39,55 +41,29 @@ from roles.sglang_router.plan import (
     router_spec,
     worker_urls,
 )
-from roles.sglang_serve.defaults import DEFAULTS as SERVE_DEFAULTS
+from roles.sglang_router.defaults import DEFAULTS
 
 
-class RouterContainer(FactBase[dict[str, str] | None]):
-    """{"spec": hash label, "running": "true"/"false"} of the router container, or None when absent."""
-
-    def command(self) -> str:
-        return (
-            f"docker inspect -f '{{{{index .Config.Labels \"{SPEC_LABEL}\"}}}} {{{{.State.Running}}}}' "
-            f"{CONTAINER} 2>/dev/null || true"
-        )
-
-    @staticmethod
-    def default() -> None:
-        return None
-
-    def process(self, output: list[str]) -> dict[str, str] | None:
-        fields = " ".join(output).split()
-        return {"spec": fields[0], "running": fields[1]} if len(fields) == 2 else None
-
-
-def _data(h: Host, key: str) -> object:
-    """`key` of host `h`, falling back to this role's or the serving role's defaults (those apply only
-    inside their own @deploy)."""
+def _own(h: Host, key: str) -> object:
+    """This role's knob `key` for host `h` (its defaults apply only inside its own @deploy)."""
     value = h.data.get(key)
-    if value is None:
-        return DEFAULTS.get(key, SERVE_DEFAULTS.get(key))
-    return value
+    return DEFAULTS.get(key) if value is None else value
 
 
 def _worker_host(h: Host) -> WorkerHost:
     """What the router needs of inventory host `h`: address, bind address and its groups' ports."""
-    try:
-        recipe = load_recipe(str(_data(h, "recipe")))
-    except HgxkitError as err:
-        raise DeployError(f"router: {err.message}") from None
-    total = _data(h, "serve_total_gpus")
+    recipe = recipe_for(h)
+    total = knob(h, "serve_total_gpus")
     if total is None:
-        smi = h.get_fact(NvidiaSmi)
-        total = len(smi.gpus) or None
+        total = len(h.get_fact(NvidiaSmi).gpus) or None
     ports = [g.port for g in render_recipe(recipe, total_gpus=int(str(total)) if total else None) if g.port]
-    candidates = (_data(h, "router_worker_address"), _data(h, "model_peer_address"), _data(h, "ssh_hostname"))
+    candidates = (_own(h, "router_worker_address"), h.data.get("model_peer_address"), h.data.get("ssh_hostname"))
     address = next((str(v) for v in candidates if v), h.name)
-    return WorkerHost(h.name, address, str(_data(h, "bind_address")), ports, bool(_data(h, "api_key")))
+    return WorkerHost(h.name, address, str(knob(h, "bind_address")), ports, bool(knob(h, "api_key")))
 
 
 def _served_model(h: Host) -> str:
-    recipe = load_recipe(str(_data(h, "recipe")))
-    return str(recipe.server.flag("--served-model-name") or "default")
+    return str(recipe_for(h).server.flag("--served-model-name") or "default")
 
 
 @deploy("hgxkit SGLang router", data_defaults=DEFAULTS)
@@ -106,12 +82,10 @@ def sglang_router() -> None:
         return
     urls, problems = worker_urls(host.name, [_worker_host(h) for h in hosts])
     problems += exposure_problems(
-        data.get("router_bind_address"), data.get("api_key"), bool(data.get("allow_unauthenticated"))
+        data.get("router_bind_address"), knob(host, "api_key"), bool(data.get("allow_unauthenticated"))
     )
-    if problems:
-        lines = "\n".join(f"  - {problem}" for problem in problems)
-        raise DeployError(f"router checks failed on {host.name}; the router was not started:\n{lines}")
-    key_file = str(_data(host, "serve_api_key_file")) if data.get("api_key") == "auto" else None
+    refuse(f"router checks failed on {host.name}; the router was not started", problems)
+    key_file = str(knob(host, "serve_api_key_file")) if knob(host, "api_key") == "auto" else None
     try:
         spec = router_spec(
             urls,
@@ -136,44 +110,40 @@ def sglang_router() -> None:
 
 def _start(spec: RouterSpec, key_file: str | None, model: str) -> None:
     """Execute time: pull the image, (re)create the router by digest, wait for /readiness, send one request."""
-    from roles.sglang_serve import pull_digest
-
-    run = run_on(host)
-    digest = pull_digest(run, spec.image)
-    run(f"docker rm -f {spec.name} >/dev/null 2>&1 || true")
-    started = run(f"{spec.shell(by_digest(spec.image, digest))} 2>&1")
+    run = HostRunner(host)
+    digest = digest_from_inspect(run(pull_and_inspect(spec.image)), spec.image)
+    if digest is None:
+        raise DeployError(f"{host.name}: `docker pull {spec.image}` gave no repository digest; check the registry")
+    run(script("docker rm -f {name} >/dev/null 2>&1 || true", name=spec.name))
+    started = run(script("{run} 2>&1", run=spec.command(ImageRef(spec.image).at_digest(digest))))
     echo(f"[{host.name}] router {spec.name} started from {spec.image} ({digest})")
     error = _wait_ready(run, spec, key_file, model)
     if error is None:
         echo(f"[{host.name}] router {spec.name} answers on port {host.data.get('router_port')}")
         return
-    logs = [redact(line) for line in run(f"docker logs --tail 20 {spec.name} 2>&1 || true") or started[-5:]]
-    tail = "\n".join(f"    {line}" for line in logs[-20:])
+    logs = run(script("docker logs --tail 20 {name} 2>&1 || true", name=spec.name)) or started[-5:]
+    tail = "\n".join(f"    {redact(line)}" for line in logs[-20:])
     raise DeployError(
         f"{host.name}: router {spec.name} {error}; check the serving groups and router_* knobs. "
         f"Its last log lines:\n{tail}"
     )
 
 
-def _curl(key_file: str | None) -> str:
-    """curl with the API key as a header read from the root-only file (never on a command line)."""
-    if not key_file:
-        return "curl"
-    return f'printf \'header = "Authorization: Bearer %s"\\n\' "$(cat {key_file})" | curl -K -'
-
-
-def _wait_ready(run: Runner, spec: RouterSpec, key_file: str | None, model: str) -> str | None:
+def _wait_ready(run: HostRunner, spec: RouterSpec, key_file: str | None, model: str) -> str | None:
     """Poll /readiness (every worker healthy) until 200, the container exits, or the timeout passes;
     then send one chat completion through the router."""
     timeout = float(host.data.get("router_health_timeout"))
-    port = int(host.data.get("router_port"))
+    url = f"http://127.0.0.1:{int(host.data.get('router_port'))}"
+    probe = script(
+        "curl -sS -m 10 -o /dev/null -w '%{{http_code}}' {url} 2>/dev/null; echo; "
+        "docker inspect -f {format} {name} 2>/dev/null || echo missing",
+        url=f"{url}/readiness",
+        format="{{.State.Running}}",
+        name=spec.name,
+    )
     start = time.monotonic()
-    url = f"http://127.0.0.1:{port}"
     while True:
-        status = run(
-            f"curl -sS -m 10 -o /dev/null -w '%{{http_code}}' {url}/readiness 2>/dev/null; echo; "
-            f"docker inspect -f '{{{{.State.Running}}}}' {spec.name} 2>/dev/null || echo missing"
-        )
+        status = run(probe)
         if status and status[0].strip() == "200":
             break
         if status and status[-1].strip() in ("false", "missing"):
@@ -183,13 +153,10 @@ def _wait_ready(run: Runner, spec: RouterSpec, key_file: str | None, model: str)
             return f"did not answer /readiness within {timeout:.0f} s"
         echo(f"[{host.name}] router: waiting for /readiness, {elapsed:.0f} s")
         time.sleep(2)
-    body = json.dumps({"model": model, "max_tokens": 8, "messages": [{"role": "user", "content": "hi"}]})
-    answer = run(
-        f"{_curl(key_file)} -sS -m 120 {url}/v1/chat/completions -H 'Content-Type: application/json' "
-        f"-d '{body}' 2>&1 || true"
-    )
+    body = {"model": model, "max_tokens": 8, "messages": [{"role": "user", "content": "hi"}]}
+    answer = run(http_request(f"{url}/v1/chat/completions", body=body, key_file=key_file))
     try:
-        content = json.loads("\n".join(answer))["choices"][0]["message"]
+        content = json.loads(parse_response(answer)[1])["choices"][0]["message"]
     except (ValueError, KeyError, IndexError, TypeError):
         return f"is ready but a chat completion through it failed: {redact(' '.join(answer))[:300]}"
     return None if content else "answered a chat completion without a message"

@@ -15,9 +15,15 @@ verify_client_process
                    torch and transformers are imported once per container, not once per cell; "per_cell":
                    a fresh `python3 -m sglang.benchmark.serving …` for every cell, should a client version
                    keep state from one in-process run to the next.
+
+Shared knobs read here (hgxkit/knobs.py): recipe, serve_total_gpus, api_key, serve_state_dir (the digest the
+serving role runs), serve_api_key_file.
 """
 
+from hgxkit.knobs import shared_defaults
+
 DEFAULTS = {
+    **shared_defaults("recipe", "serve_total_gpus", "api_key", "serve_state_dir", "serve_api_key_file"),
     "bench": "smoke",
     "bench_output_len": None,
     "results_dir": "results",

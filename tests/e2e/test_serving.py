@@ -5,6 +5,7 @@ it must be (issues "Serving role" and "Verify and reproduce")."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -112,6 +113,27 @@ def test_second_run_changes_nothing(served) -> None:
     ops, changed, errors, unchanged = grand_total(again)
     assert (changed, errors) == (0, 0) and unchanged == ops
     assert containers() == before  # same IDs, same start times
+
+
+# What --dry must leave as it is: containers (not their uptime), images, and hgxkit's and Docker's files.
+NODE_STATE = (
+    "docker ps -a --no-trunc --format '{{.ID}} {{.Image}} {{.Names}} {{.CreatedAt}} {{.State}}' | sort; "
+    "docker images --digests --no-trunc --format '{{.Repository}}:{{.Tag}} {{.Digest}} {{.ID}}' | sort; "
+    "find /var/lib/hgxkit /etc/docker -printf '%p %y %s %m %T@\\n' | sort; "
+    "find /var/lib/hgxkit /etc/docker -type f -exec sha256sum {} + | sort"
+)
+
+
+def test_dry_run_on_a_converged_node_changes_nothing(served) -> None:
+    before = node_sh(CLUSTER, NODE_STATE)
+    assert "deepseek-v4-flash-0" in before and "/var/lib/hgxkit/serve/image.json" in before
+    dry = subprocess.run(
+        [str(Path(sys.executable).parent / "pyinfra"), "--dry", "inventories/sim.py", "deploys/dspark.py"],
+        cwd=ROOT, env={**os.environ, "HGXKIT_SIM_CLUSTER": CLUSTER, "PYINFRA_PROGRESS": "off"},
+        capture_output=True, text=True, timeout=900, check=False,
+    )  # fmt: skip
+    assert dry.returncode == 0, out(dry)[-4000:]
+    assert node_sh(CLUSTER, NODE_STATE) == before
 
 
 def test_refusals_before_any_container_changes(served, tmp_path) -> None:

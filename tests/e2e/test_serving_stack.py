@@ -36,7 +36,7 @@ from sim_steps import cluster_name
 
 from hgxkit.results.bench import EXPECTED_FIELDS
 from hgxkit.sim.standin import client_store as serving_client
-from hgxkit.sim.standin import serving_registry
+from hgxkit.sim.standin import registry as serving_registry
 
 ROOT = Path(__file__).resolve().parents[2]
 PYINFRA = str(Path(sys.executable).parent / "pyinfra")

@@ -39,6 +39,15 @@ def run_fake(deploy: Any, responses: dict[Any, Any], **data: Any) -> tuple[list[
     state = State(inventory=inventory, config=Config())
     connect_all(state)
     host = inventory.get_host("@fake/h200-1")
+    run_shell_command = host.connector.run_shell_command
+
+    def recording(command, **arguments):  # the fake connector drops stdin: keep it as a pseudo-command
+        result = run_shell_command(command, **arguments)
+        if "_stdin" in arguments:
+            host.connector.executed_commands.append(f"stdin of the command above: {arguments['_stdin']}")
+        return result
+
+    host.connector.run_shell_command = recording
     error: Exception | None = None
     try:
         add_deploy(state, deploy)
@@ -75,9 +84,10 @@ def test_driver_role_pins_the_580_set_from_the_cuda_repo(
     line = f"deb [signed-by=/etc/apt/keyrings/hgxkit-nvidia-cuda.asc] {repo} /"
     assert commands_with(commands, line), f"writes the repository line {line}"
     (install,) = commands_with(commands, "apt-get install")
+    # Every pinned package word is quoted: an unquoted `*` could glob against files in the shell's directory.
     assert install.endswith(
-        "--allow-change-held-packages nvidia-open-580=580.95.05-* nvidia-fabricmanager=580.95.05-* "
-        "libnvidia-nscq=580.95.05-*"
+        "--allow-change-held-packages 'nvidia-open-580=580.95.05-*' 'nvidia-fabricmanager=580.95.05-*' "
+        "'libnvidia-nscq=580.95.05-*'"
     )
     assert commands_with(commands, "apt-mark hold nvidia-open-580 nvidia-fabricmanager libnvidia-nscq")
     assert commands_with(commands, "linux-headers-6.8.0-45-generic")
@@ -102,7 +112,7 @@ def test_pre_580_branch_uses_the_branch_suffixed_fabric_manager() -> None:
     )
     (install,) = commands_with(commands, "apt-get install")
     assert install.endswith(
-        "nvidia-open-570=570.195.03-* nvidia-fabricmanager-570=570.195.03-* libnvidia-nscq-570=570.195.03-*"
+        "'nvidia-open-570=570.195.03-*' 'nvidia-fabricmanager-570=570.195.03-*' 'libnvidia-nscq-570=570.195.03-*'"
     )
 
 
@@ -149,7 +159,7 @@ def test_docker_role_installs_docker_ce_from_dockers_repository(version: str, co
 
 
 def test_docker_role_removes_the_snap_docker() -> None:
-    responses = fresh_ubuntu("24.04") | {"command -v snap": "/usr/bin/snap\n", "snap list docker": "present\n"}
+    responses = fresh_ubuntu("24.04") | {"snap list docker": "present\n"}
     commands, _ = run_fake(docker_engine, responses)
     assert commands_with(commands, "snap remove --purge docker")
 
@@ -177,7 +187,9 @@ def test_container_toolkit_pins_and_configures_docker_once() -> None:
         "libnvidia-container-tools=1.18.0-1 libnvidia-container1=1.18.0-1"
     )
     assert commands_with(commands, "nvidia-ctk runtime configure --runtime=docker")
-    assert commands_with(commands, "native.cgroupdriver=cgroupfs")
+    (written,) = commands_with(commands, "mv -f /etc/docker/daemon.json.hgxkit-tmp /etc/docker/daemon.json")
+    daemon = commands[commands.index(written) + 1]  # written atomically, from stdin
+    assert daemon.startswith("stdin of the command above: ") and '"native.cgroupdriver=cgroupfs"' in daemon
     assert commands_with(commands, "start docker.service")  # restart, or start when it was not running
 
 

@@ -7,18 +7,16 @@ from dataclasses import replace
 
 import pytest
 
-from hgxkit.bringup import (
+from hgxkit.node.driver import (
     DriverState,
-    HostFacts,
-    PreflightPolicy,
     driver_package_plan,
     gate_problems,
     package_origin,
     packages_needing_install,
-    preflight_problems,
     reboot_reason,
 )
-from hgxkit.gpu_health import GpuHealthReport, parse_dcgm_diag, parse_xids
+from hgxkit.node.health import GpuHealthReport, parse_dcgm_diag, parse_xids
+from hgxkit.node.preflight import HostFacts, PreflightPolicy, preflight_problems
 from hgxkit.nvidia.host import PciInventory
 from hgxkit.nvidia.smi import GpuInfo
 

@@ -1,4 +1,4 @@
-"""hgxkit.model_core: file selection, disk check, progress lines, manifests and the metadata-only check."""
+"""hgxkit.model.core: file selection, disk check, progress lines, manifests and the metadata-only check."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from hgxkit import model_core as core
-from hgxkit.model_core import GB, FileMeta, Manifest, Progress, VerifiedFile
+from hgxkit.model import core
+from hgxkit.model.core import GB, FileMeta, Manifest, Progress, VerifiedFile
 
 
 def test_select_files_like_huggingface_hub() -> None:

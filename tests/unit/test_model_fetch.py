@@ -1,4 +1,4 @@
-"""roles/model/files/hgxkit_fetch.py against the Hub stand-in on 127.0.0.1 (no systemd: `run` called directly)."""
+"""hgxkit/model/fetch.py (the model role's host program) against the Hub stand-in on 127.0.0.1 (no systemd: `run` called directly)."""
 
 from __future__ import annotations
 
@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from hgxkit.model_core import MANIFEST_NAME
+from hgxkit.model.core import MANIFEST_NAME
 from hgxkit.sim.hub.faults import FaultConfig
 from hgxkit.sim.hub.makerepo import RepoSpec, make_repo
 from hgxkit.sim.hub.server import HubServer, make_server
 
-FETCH = Path(__file__).resolve().parents[2] / "roles" / "model" / "files" / "hgxkit_fetch.py"
+FETCH = Path(__file__).resolve().parents[2] / "hgxkit" / "model" / "fetch.py"
 REPO, GATED, TOKEN = "org/tiny", "org/gated", "hf_unitGatedToken0123456789abcdef"
 _spec = importlib.util.spec_from_file_location("hgxkit_fetch", FETCH)
 assert _spec and _spec.loader

@@ -9,7 +9,7 @@ from pyinfra.api import Config, Inventory, State
 from pyinfra.api.connect import connect_all
 from pyinfra.api.facts import get_facts
 
-from hgxkit.facts import (
+from hgxkit.node.facts import (
     CgroupVersion,
     FreeBytes,
     HeldPackages,

@@ -1,13 +1,11 @@
-"""The router's pure decisions (roles/sglang_router/plan.py) and its image's inputs (hgxkit/sim/standin/router_image.py)."""
+"""The router's pure decisions (hgxkit/serving/router.py) and its image's inputs (hgxkit/sim/standin/router_image.py)."""
 
 from __future__ import annotations
 
 import pytest
 
-from hgxkit.sim.standin import image as stand_in
-from hgxkit.sim.standin import router_image
-from roles.sglang_router.defaults import DEFAULTS
-from roles.sglang_router.plan import (
+from hgxkit.serving.rollout import RunningContainer
+from hgxkit.serving.router import (
     KEY_IN_CONTAINER,
     ROUTER_LABEL,
     RouterSpec,
@@ -17,6 +15,9 @@ from roles.sglang_router.plan import (
     router_spec,
     worker_urls,
 )
+from hgxkit.sim.standin import image as stand_in
+from hgxkit.sim.standin import router_image
+from roles.sglang_router.defaults import DEFAULTS
 
 IMAGE = "lmsysorg/sgl-model-gateway:latest"
 
@@ -107,13 +108,13 @@ def test_api_key_comes_from_a_mounted_file_never_the_command_line() -> None:
     assert "--api-key" not in s.argv  # the launcher appends it inside the process, from the file
     launcher = s.argv[s.argv.index("-c") + 1]
     assert KEY_IN_CONTAINER in launcher and "'--api-key', key" in launcher
-    assert "$(cat" not in s.shell()
+    assert "$(cat" not in str(s.command())
 
 
 def test_shell_runs_by_digest_and_quotes() -> None:
     s = spec(api_key_file="/k")
     digest = "lmsysorg/sgl-model-gateway@sha256:" + "a" * 64
-    line = s.shell(digest)
+    line = str(s.command(digest))
     assert f" {digest} " in line and f" {IMAGE} " not in line
     assert "-c 'import runpy, sys;" in line
 
@@ -121,9 +122,9 @@ def test_shell_runs_by_digest_and_quotes() -> None:
 def test_needs_replacing_only_on_change() -> None:
     s = spec()
     assert needs_replacing(None, s)
-    assert not needs_replacing({"spec": s.spec_hash, "running": "true"}, s)
-    assert needs_replacing({"spec": s.spec_hash, "running": "false"}, s)
-    assert needs_replacing({"spec": "other", "running": "true"}, s)
+    assert not needs_replacing(RunningContainer("sglang-router", "id", s.spec_hash, None, True), s)
+    assert needs_replacing(RunningContainer("sglang-router", "id", s.spec_hash, None, False), s)
+    assert needs_replacing(RunningContainer("sglang-router", "id", "other", None, True), s)
 
 
 def test_router_image_builds_on_the_stand_in_base_with_the_pinned_router() -> None:
@@ -136,9 +137,16 @@ def test_router_image_builds_on_the_stand_in_base_with_the_pinned_router() -> No
 
 
 def test_router_fact_parses_docker_inspect() -> None:
-    from roles.sglang_router import RouterContainer
+    import json
+
+    from hgxkit.serving.facts import RouterContainer
 
     fact = RouterContainer()
-    assert fact.process(["abc123 true"]) == {"spec": "abc123", "running": "true"}
+    line = {"name": "/sglang-router", "id": "c1", "labels": {ROUTER_LABEL: "1", "hgxkit.spec": "abc123"},
+            "running": True, "started": "2026-12-01T00:00:00Z", "restarts": 0}  # fmt: skip
+    assert fact.process([json.dumps(line)]) == RunningContainer(
+        "sglang-router", "c1", "abc123", None, True, "2026-12-01T00:00:00Z"
+    )
     assert fact.process([]) is None
-    assert "hgxkit.spec" in fact.command() and "sglang-router" in fact.command()
+    command = str(fact.command())
+    assert f"label={ROUTER_LABEL}" in command and "Config.Cmd" not in command and "Args" not in command

@@ -8,17 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from hgxkit.facts_docker import ListeningPorts, parse_managed
 from hgxkit.recipe.loader import load_recipe
-from hgxkit.serve import (
-    RunningContainer,
-    by_digest,
-    container_specs,
-    exposure_problems,
-    hicache_need,
-    memory_problems,
-    plan_rollout,
-)
+from hgxkit.recipe.model import ImageRef
+from hgxkit.serving.containers import API_KEY_WORD, container_specs
+from hgxkit.serving.facts import ListeningPorts, parse_inspected
+from hgxkit.serving.policy import exposure_problems, hicache_need, memory_problems
+from hgxkit.serving.rollout import RunningContainer, plan_rollout
 
 ROOT = Path(__file__).resolve().parents[2]
 MARLIN = load_recipe(ROOT / "recipes" / "deepseek-v4-flash-dspark-marlin.yaml")
@@ -53,8 +48,8 @@ def test_spec_hash_changes_with_anything_that_changes_the_container() -> None:
 
 def test_api_key_is_a_reference_read_from_a_root_only_file_at_run_time() -> None:
     (group0, _) = specs(api_key=True, bind_address="0.0.0.0")
-    assert group0.argv[-2:] == ["--api-key", "${SGLANG_API_KEY}"]
-    shell = group0.shell("/etc/hgxkit/serve/api-key")
+    assert group0.argv[-2:] == ["--api-key", API_KEY_WORD]
+    shell = str(group0.command("/etc/hgxkit/serve/api-key"))
     assert shell.endswith('--api-key "$(cat /etc/hgxkit/serve/api-key)"')
     assert "0.0.0.0:5000:30000" in shell
 
@@ -105,21 +100,22 @@ def test_hicache_size_overrides_the_ratio() -> None:
 
 
 def test_by_digest_drops_the_moving_tag() -> None:
-    assert by_digest("lmsysorg/sglang:dev-dspark", "sha256:" + "0" * 64) == "lmsysorg/sglang@sha256:" + "0" * 64
-    assert by_digest("localhost:5000/x:1", "sha256:" + "1" * 64) == "localhost:5000/x@sha256:" + "1" * 64
+    digest0, digest1 = "sha256:" + "0" * 64, "sha256:" + "1" * 64
+    assert ImageRef("lmsysorg/sglang:dev-dspark").at_digest(digest0) == "lmsysorg/sglang@" + digest0
+    assert ImageRef("localhost:5000/x:1").at_digest(digest1) == "localhost:5000/x@" + digest1
 
 
 def test_managed_containers_from_docker_inspect() -> None:
-    inspect = [
-        {
-            "Id": "abc",
-            "Name": "/deepseek-v4-flash-1",
-            "Config": {"Labels": {"hgxkit.serve": "1", "hgxkit.group": "1", "hgxkit.spec": "h1"}},
-            "State": {"Running": True, "StartedAt": "2026-11-30T12:00:00Z"},
-        }
-    ]
-    (container,) = parse_managed(json.dumps(inspect))
+    inspected = {
+        "id": "abc",
+        "name": "/deepseek-v4-flash-1",
+        "labels": {"hgxkit.serve": "1", "hgxkit.group": "1", "hgxkit.spec": "h1"},
+        "running": True,
+        "started": "2026-11-30T12:00:00Z",
+        "restarts": 0,
+    }
+    (container,) = parse_inspected([json.dumps(inspected)])
     assert container == RunningContainer("deepseek-v4-flash-1", "abc", "h1", 1, True, "2026-11-30T12:00:00Z")
-    assert parse_managed("[]") == [] and parse_managed("not json") == []
+    assert parse_inspected([]) == [] and parse_inspected(["not json"]) == []
     ports = ListeningPorts().process(["LISTEN 0 4096 127.0.0.1:5000 0.0.0.0:*", "LISTEN 0 128 [::]:22 [::]:*"])
     assert ports == {5000, 22}

@@ -18,7 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from hgxkit.verify import CELL_DRIVER, CLIENT_MODULES, Cell, bench_script, client_argv
+from hgxkit.verify.plan import CLIENT_MODULES, Cell, client_argv
+from hgxkit.verify.script import CELL_DRIVER, bench_script
 
 FAKE_DOCKER = """#!/bin/sh
 # docker stand-in: `exec [-e NAME]... CONTAINER CMD...` runs CMD here; `cp [C:]SRC [C:]DST` copies.

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-"""hgxkit_fetch: sync one model into a directory on this host (shipped and started by roles/model).
+"""hgxkit_fetch: sync one model into a directory on this host (shipped to the host and started by roles/model).
 
-Runs in the role's virtualenv (stdlib + huggingface_hub, which brings hf_xet); `model_core.py` sits next to it.
+Runs in the role's virtualenv (stdlib + huggingface_hub, which brings hf_xet); `hgxkit/model/core.py` is
+uploaded next to it as `model_core.py`.
 The role starts `run` in a systemd transient unit, so an SSH drop or a pyinfra timeout cannot kill it, and
 polls the progress file it writes. `status` is the role's metadata-only check (no hashing, no download).
 
@@ -34,7 +35,7 @@ import urllib.request
 from collections import deque
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import quote
@@ -43,7 +44,9 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 try:
     import model_core as core  # type: ignore[import-not-found]  # next to this file on the host
 except ImportError:  # pragma: no cover - in the repository
-    from hgxkit import model_core as core
+    from hgxkit.model import core
+
+Spec = core.Spec
 
 T = TypeVar("T")
 HF_DOWNLOAD_CACHE = ".cache/huggingface/download"
@@ -55,50 +58,6 @@ class FetchError(Exception):
     def __init__(self, message: str, transient: bool = False) -> None:
         super().__init__(message)
         self.transient = transient
-
-
-@dataclass
-class Spec:
-    """What to sync; written by the role to `<state_dir>/<name>.spec.json` (no credentials in it)."""
-
-    repo_id: str
-    local_dir: str
-    revision: str = "main"
-    allow_patterns: list[str] = field(default_factory=list)
-    endpoint: str = ""
-    source: str = "hub"  # hub | dir | peer
-    peer_name: str = ""
-    peer_address: str = ""
-    peer_user: str = "root"
-    peer_dir: str = ""
-    peer_key: str = ""
-    peer_wait_s: float = 3600.0
-    margin_pct: float = 2.0
-    margin_gb: float = 1.0
-    full_rehash: bool = False
-    workers: int = 8
-    retries: int = 5
-    backoff_s: float = 2.0
-    corrupt_refetch: int = 2
-    state_dir: str = "/var/lib/hgxkit/model"
-    program_sha: str = ""  # sha256 of this program and model_core.py as the role ships them ("" skips the check)
-
-    @classmethod
-    def load(cls, path_or_json: str) -> Spec:
-        """From a spec file, or from the JSON text itself (the role's status check passes it inline)."""
-        text = path_or_json if path_or_json.lstrip().startswith("{") else Path(path_or_json).read_text()
-        return cls(**json.loads(text))
-
-    @property
-    def name(self) -> str:
-        return core.model_name(self.local_dir)
-
-    @property
-    def where(self) -> str:
-        return self.endpoint or os.environ.get("HF_ENDPOINT") or "https://huggingface.co"
-
-    def state_file(self, suffix: str) -> str:
-        return os.path.join(self.state_dir, f"{self.name}{suffix}")
 
 
 # -- the Hub ------------------------------------------------------------------------------------------------

@@ -1,6 +1,7 @@
-"""Bring-up decisions as pure functions: preflight findings, the NVIDIA package plan, the driver gates.
+"""The NVIDIA driver as pure decisions: the package set, when to reboot, where packages came from, the gates.
 
-The roles gather facts and call these; everything that decides is here, tested without a host.
+The nvidia_driver role reads the node through facts and calls these; `driver_gate` reads the node itself
+through any `get_fact` (pyinfra's `host.get_fact`), at plan time or after a reboot.
 
 Example:
     >>> plan = driver_package_plan(distro="ubuntu2404", branch="580", version="580.95.05", flavor="open")
@@ -11,158 +12,20 @@ Example:
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
-from typing import Literal
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Literal
 
-from hgxkit.nvidia.host import PciInventory, SecureBoot
+from hgxkit.node.facts import InstalledPackages, NvidiaLoadedModule, NvidiaSmi, Nvlink, ServiceActive, SmiResult
 from hgxkit.nvidia.smi import SmiFailure, upstream_version
+from hgxkit.problems import Problem
 
 Flavor = Literal["open", "proprietary"]
+GetFact = Callable[..., Any]
 CUDA_REPO_BASE = "https://developer.download.nvidia.com/compute/cuda/repos"
 # The apt list file of NVIDIA's CUDA repository that the nvidia_driver role writes; DCGM comes from it too.
 NVIDIA_CUDA_LIST = "hgxkit-nvidia-cuda"
-SUPPORTED_OS = {("ubuntu", "22.04"): "ubuntu2204", ("ubuntu", "24.04"): "ubuntu2404", ("debian", "12"): "debian12"}
-
-
-@dataclass(frozen=True)
-class Problem:
-    """A failed check: which check, what was found, and the remedy — one sentence when printed."""
-
-    check: str
-    found: str
-    remedy: str
-
-    def __str__(self) -> str:
-        return f"[{self.check}] {self.found}; {self.remedy}"
-
-
-@dataclass(frozen=True)
-class HostFacts:
-    """What preflight reads from a host (each None when it could not be read)."""
-
-    os_id: str | None
-    os_version: str | None
-    arch: str | None
-    pci: PciInventory | None
-    secure_boot: SecureBoot
-    cgroup_version: int | None
-    ram_bytes: int | None
-    models_dir_free_bytes: int | None
-    nvidia_packages: dict[str, str] = field(default_factory=dict)
-    nvidia_package_origins: dict[str, str] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class PreflightPolicy:
-    """What the host must be: the preflight role's knobs, in one place (see roles/preflight/defaults.py)."""
-
-    expected_gpu_count: int | None = 8
-    expected_gpu_device_ids: tuple[str, ...] = ("2335",)
-    expected_nvswitch_count: int | None = 4
-    supported_arch: tuple[str, ...] = ("x86_64",)
-    allow_secure_boot: bool = False
-    required_cgroup_version: int | None = 2
-    models_dir: str = "/data/models"
-    min_free_disk_gb: float = 400.0
-    min_ram_gb: float = 512.0
-
-
-def distro_key(os_id: str | None, os_version: str | None) -> str | None:
-    """NVIDIA's repository name for a supported OS (`ubuntu2404`), or None when unsupported."""
-    if not os_id or not os_version:
-        return None
-    major = os_version if os_id == "ubuntu" else os_version.split(".")[0]
-    return SUPPORTED_OS.get((os_id.lower(), major))
-
-
-def preflight_problems(facts: HostFacts, policy: PreflightPolicy) -> list[Problem]:
-    """Every reason the host is not a node hgxkit can bring up; empty when it is."""
-    problems: list[Problem] = []
-    if distro_key(facts.os_id, facts.os_version) is None:
-        problems.append(
-            Problem("os", f"{facts.os_id or '?'} {facts.os_version or '?'}", "use Ubuntu 22.04, 24.04 or Debian 12")
-        )
-    if facts.arch not in policy.supported_arch:
-        problems.append(Problem("arch", f"{facts.arch or '?'}", f"use {', '.join(policy.supported_arch)}"))
-    problems += _pci_problems(facts.pci, policy)
-    if facts.secure_boot == "enabled" and not policy.allow_secure_boot:
-        problems.append(
-            Problem(
-                "secure-boot",
-                "Secure Boot is enabled, so DKMS-built NVIDIA modules will not load (Key was rejected by service)",
-                "disable Secure Boot in firmware, or enroll a MOK key and set allow_secure_boot: true",
-            )
-        )
-    if policy.required_cgroup_version and facts.cgroup_version != policy.required_cgroup_version:
-        problems.append(
-            Problem(
-                "cgroup",
-                f"cgroup v{facts.cgroup_version or '?'}",
-                f"boot with cgroup v{policy.required_cgroup_version} (systemd.unified_cgroup_hierarchy=1)",
-            )
-        )
-    gib = 1024**3
-    if facts.ram_bytes is not None and facts.ram_bytes < policy.min_ram_gb * gib:
-        problems.append(
-            Problem(
-                "ram",
-                f"{facts.ram_bytes / gib:.0f} GiB RAM, need {policy.min_ram_gb:.0f} GiB",
-                "use a node with more memory or lower min_ram_gb",
-            )
-        )
-    free = facts.models_dir_free_bytes
-    if free is not None and free < policy.min_free_disk_gb * 1e9:
-        problems.append(
-            Problem(
-                "disk",
-                f"{free / 1e9:.1f} GB free at {policy.models_dir}, need {policy.min_free_disk_gb:.0f} GB",
-                "free space, mount a larger disk there, or lower min_free_disk_gb",
-            )
-        )
-    origins = sorted(set(facts.nvidia_package_origins.values()))
-    if len(origins) > 1:
-        detail = ", ".join(f"{p} from {o}" for p, o in sorted(facts.nvidia_package_origins.items()))
-        problems.append(
-            Problem(
-                "nvidia-package-source",
-                f"NVIDIA packages from more than one source ({detail})",
-                "purge one set (apt-get purge) so driver and fabric manager come from one repository",
-            )
-        )
-    return problems
-
-
-def _pci_problems(pci: PciInventory | None, policy: PreflightPolicy) -> list[Problem]:
-    if pci is None:
-        return [Problem("pci", "lspci is not installed", "install pciutils (apt-get install pciutils)")]
-    problems = []
-    if policy.expected_gpu_count is not None and pci.gpus != policy.expected_gpu_count:
-        problems.append(
-            Problem(
-                "gpu-count",
-                f"{pci.gpus} NVIDIA GPUs on PCI, the inventory expects {policy.expected_gpu_count}",
-                "reseat or RMA the missing GPU (check `lspci -d 10de:` and the BMC), or set expected_gpu_count",
-            )
-        )
-    unexpected = sorted(set(pci.gpu_device_ids) - set(policy.expected_gpu_device_ids))
-    if unexpected:
-        problems.append(
-            Problem(
-                "gpu-model",
-                f"GPU PCI device ids {', '.join('10de:' + d for d in unexpected)}",
-                f"expected {', '.join('10de:' + d for d in policy.expected_gpu_device_ids)} (H200 SXM); "
-                "set expected_gpu_device_ids for other GPUs",
-            )
-        )
-    if policy.expected_nvswitch_count is not None and pci.nvswitches != policy.expected_nvswitch_count:
-        problems.append(
-            Problem(
-                "nvswitch",
-                f"{pci.nvswitches} NVSwitches on PCI, expected {policy.expected_nvswitch_count}",
-                "check the HGX baseboard, or set expected_nvswitch_count (0 for PCIe nodes)",
-            )
-        )
-    return problems
+FABRIC_MANAGER_UNIT = "nvidia-fabricmanager.service"  # the same unit name under both package namings
 
 
 @dataclass(frozen=True)
@@ -325,17 +188,49 @@ def package_origin(policy_text: str, nvidia_repo_url: str | None = None) -> str:
     return "local"
 
 
-def apt_install_commands(list_name: str, args: list[str]) -> list[str]:
-    """Refresh one apt source list and install `args` (pinned `pkg=version` words) non-interactively."""
-    return [
-        # Refresh only this role's list: quick, and other repositories are not the role's business.
-        f"apt-get update -qq -o Dir::Etc::sourcelist=sources.list.d/{list_name}.list "
-        "-o Dir::Etc::sourceparts=- -o APT::Get::List-Cleanup=0",
-        "DEBIAN_FRONTEND=noninteractive apt-get install -y -q --allow-downgrades --allow-change-held-packages "
-        + " ".join(args),
-    ]
+def driver_state(
+    get_fact: GetFact, fabric_package: str, driver_package: str, smi: SmiResult | None = None
+) -> DriverState:
+    """Installed, loaded and fabric-manager versions as the host reports them now."""
+    smi = smi or get_fact(NvidiaSmi)
+    loaded = get_fact(NvidiaLoadedModule)
+    if loaded is None and smi.ok and smi.gpus:
+        loaded = smi.gpus[0].driver_version  # NVML reports the loaded kernel driver's version
+    installed = get_fact(InstalledPackages, patterns=f"{driver_package} {fabric_package}")
+    driver = installed.get(driver_package)
+    fabric = installed.get(fabric_package)
+    return DriverState(
+        installed_version=upstream_version(driver) if driver else None,
+        loaded_version=loaded,
+        smi_failure=smi.failure,
+        fabric_manager_version=upstream_version(fabric) if fabric else None,
+    )
 
 
-def flat_repo_line(repo_url: str, keyring: str) -> str:
-    """A flat apt source line (`URL /`), the layout of NVIDIA's CUDA and container-toolkit repositories."""
-    return f"deb [signed-by={keyring}] {repo_url.rstrip('/')}/ /"
+def driver_gate(
+    get_fact: GetFact,
+    *,
+    expected_version: str | None,
+    expected_gpus: int | None,
+    fabric_package: str,
+    driver_package: str,
+) -> list[Problem]:
+    """Every post-bring-up gate that fails now: versions, fabric manager, fabric state, NVLinks.
+
+    Example (execute time): `driver_gate(host.get_fact, expected_version="580.105.08", expected_gpus=8,
+    fabric_package="nvidia-fabricmanager", driver_package="nvidia-open")`
+    """
+    smi = get_fact(NvidiaSmi)
+    state = driver_state(get_fact, fabric_package, driver_package, smi)
+    nvlink = get_fact(Nvlink)
+    return gate_problems(
+        expected_version=expected_version or state.installed_version or "?",
+        loaded_version=state.loaded_version,
+        smi_versions={gpu.driver_version for gpu in smi.gpus},
+        smi_failure=smi.failure,
+        fabric_manager_version=state.fabric_manager_version,
+        fabric_manager_active=get_fact(ServiceActive, unit=FABRIC_MANAGER_UNIT),
+        fabric=[(gpu.index, gpu.fabric_state, gpu.fabric_status) for gpu in smi.gpus],
+        nvlink_problems=nvlink.problems() if nvlink else ["nvidia-smi nvlink failed"],
+        expected_gpus=expected_gpus,
+    )

@@ -14,9 +14,11 @@ import json
 import re
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
+from typing import Any
 
-from hgxkit.bringup import Problem
-from hgxkit.nvidia.smi import GpuInfo, gpus_from_xml
+from hgxkit.node.facts import DcgmDiagText, NvidiaSmiXml, XidLines
+from hgxkit.nvidia.smi import GpuInfo
+from hgxkit.problems import Problem
 
 _XID = re.compile(r"NVRM: Xid \(PCI:([0-9a-fA-F:.]+)\): (\d+),(?:\s*pid=[^,]*,)?(?:\s*name=[^,]*,)?\s*(.*)$")
 
@@ -116,15 +118,10 @@ def parse_xids(text: str) -> list[XidEvent]:
     return events
 
 
-DCGM_DIAG_COMMAND = "dcgmi diag -r {level} -j 2>&1 || true"
-XID_COMMAND = "(journalctl -k -b --no-pager -o cat 2>/dev/null || dmesg 2>/dev/null) | grep 'NVRM: Xid' || true"
-SMI_XML_COMMAND = "nvidia-smi -q -x 2>/dev/null || true"
-
-
-def gpu_health_report(run: Callable[[str], list[str]], *, level: int = 1, expected_gpus: int | None) -> GpuHealthReport:
-    """Run the checks through `run` (a command runner returning stdout lines) and collect the report."""
-    dcgm = parse_dcgm_diag("\n".join(run(DCGM_DIAG_COMMAND.format(level=level))), level)
-    xml = "\n".join(run(SMI_XML_COMMAND))
-    gpus = gpus_from_xml(xml)[0] if xml.strip().startswith("<?xml") or xml.strip().startswith("<nvidia") else []
-    xids = parse_xids("\n".join(run(XID_COMMAND)))
-    return GpuHealthReport(dcgm, gpus, xids, expected_gpus)
+def gpu_health_report(get_fact: Callable[..., Any], *, level: int = 1, expected_gpus: int | None) -> GpuHealthReport:
+    """Read DCGM's diagnostics, the GPUs' health fields and this boot's XIDs through `get_fact` (pyinfra's
+    `host.get_fact`) and collect the report."""
+    dcgm = parse_dcgm_diag(get_fact(DcgmDiagText, level=level), level)
+    document = get_fact(NvidiaSmiXml)
+    xids = parse_xids("\n".join(get_fact(XidLines)))
+    return GpuHealthReport(dcgm, document.gpus if document else [], xids, expected_gpus)

@@ -1,4 +1,5 @@
-"""Pure logic of the model role, stdlib only: the role uploads this file next to `hgxkit_fetch.py`.
+"""The model sync's core, stdlib only: shared by the model role (controller) and the host program
+(`fetch.py`, next to which the role uploads this file as `model_core.py`).
 
 What a synced model is: the files of one commit of a Hub repo that match the recipe's allow patterns,
 each checked against the Hub's metadata (size; sha256 for LFS files, the git blob id for the others),
@@ -27,6 +28,7 @@ import re
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 
 GB = 10**9
 MANIFEST_NAME = ".hgxkit-manifest.json"
@@ -297,3 +299,51 @@ def atomic_write(path: str, text: str, mode: int = 0o644) -> None:
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, path)
+
+
+@dataclass
+class Spec:
+    """What to sync: built by the model role from the recipe and its knobs, written to
+    `<state_dir>/<name>.spec.json` on the host (no credentials in it), read by the host program (fetch.py)."""
+
+    repo_id: str
+    local_dir: str
+    revision: str = "main"
+    allow_patterns: list[str] = field(default_factory=list)
+    endpoint: str = ""
+    source: str = "hub"  # hub | dir | peer
+    peer_name: str = ""
+    peer_address: str = ""
+    peer_user: str = "root"
+    peer_dir: str = ""
+    peer_key: str = ""
+    peer_wait_s: float = 3600.0
+    margin_pct: float = 2.0
+    margin_gb: float = 1.0
+    full_rehash: bool = False
+    workers: int = 8
+    retries: int = 5
+    backoff_s: float = 2.0
+    corrupt_refetch: int = 2
+    state_dir: str = "/var/lib/hgxkit/model"
+    program_sha: str = ""  # sha256 of fetch.py and this file as the role ships them ("" skips the check)
+
+    @classmethod
+    def load(cls, path_or_json: str) -> Spec:
+        """From a spec file, or from the JSON text itself (the role's status check passes it inline)."""
+        text = path_or_json if path_or_json.lstrip().startswith("{") else Path(path_or_json).read_text()
+        return cls(**json.loads(text))
+
+    @property
+    def name(self) -> str:
+        return model_name(self.local_dir)
+
+    @property
+    def where(self) -> str:
+        return self.endpoint or os.environ.get("HF_ENDPOINT") or "https://huggingface.co"
+
+    def state_file(self, suffix: str) -> str:
+        return os.path.join(self.state_dir, f"{self.name}{suffix}")
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), sort_keys=True)

@@ -21,8 +21,13 @@ import hashlib
 import json
 from dataclasses import dataclass
 
-from hgxkit.bringup import Problem
-from hgxkit.serve import LOOPBACK, SPEC_LABEL
+from pyinfra.api import StringCommand
+
+from hgxkit.problems import Problem
+from hgxkit.recipe.shellwords import quote_word
+from hgxkit.serving.containers import SPEC_LABEL
+from hgxkit.serving.policy import LOOPBACK
+from hgxkit.serving.rollout import RunningContainer
 
 ROUTER_LABEL = "hgxkit.router"
 CONTAINER = "sglang-router"
@@ -58,15 +63,17 @@ class RouterSpec:
     argv: list[str]
     spec_hash: str
 
-    def shell(self, image: str | None = None) -> str:
-        """The `docker run` command line, optionally running `image` (e.g. by digest) instead of the tag.
+    def words(self, image: str | None = None) -> list[str]:
+        """The `docker run` words, optionally running `image` (e.g. by digest) instead of the tag.
 
-        >>> RouterSpec("r", "a:1", ["docker", "run", "a:1", "-c", "x y"], "h").shell("a@sha256:0")
-        "docker run a@sha256:0 -c 'x y'"
+        >>> RouterSpec("r", "a:1", ["docker", "run", "a:1", "-c", "x y"], "h").words("a@sha256:0")
+        ['docker', 'run', 'a@sha256:0', '-c', 'x y']
         """
-        from hgxkit.recipe.shellwords import quote_word
+        return [image if image and w == self.image else w for w in self.argv]
 
-        return " ".join(quote_word(image if image and w == self.image else w) for w in self.argv)
+    def command(self, image: str | None = None) -> StringCommand:
+        """The `docker run` command for a host (see `words`)."""
+        return StringCommand(*(quote_word(w) for w in self.words(image)))
 
 
 def choose_router_host(explicit: str | None, candidates: list[str], inventory: list[str]) -> tuple[str | None, str]:
@@ -157,10 +164,10 @@ def router_spec(
     return RouterSpec(CONTAINER, image, argv, spec_hash)
 
 
-def needs_replacing(current: dict[str, str] | None, spec: RouterSpec) -> bool:
-    """`current` is {"spec": label, "running": "true"/"false"} of the existing container, or None.
+def needs_replacing(current: RunningContainer | None, spec: RouterSpec) -> bool:
+    """True unless the router container exists, runs, and carries `spec`'s hash.
 
-    >>> needs_replacing({"spec": "abc", "running": "true"}, RouterSpec("r", "i", [], "abc"))
+    >>> needs_replacing(RunningContainer("sglang-router", "id", "abc", None, True), RouterSpec("r", "i", [], "abc"))
     False
     """
-    return current is None or current.get("spec") != spec.spec_hash or current.get("running") != "true"
+    return current is None or current.spec_hash != spec.spec_hash or not current.running

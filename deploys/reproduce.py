@@ -1,0 +1,35 @@
+"""Reproduce any recipe end to end: preflight -> bring-up -> model -> serve -> (router) -> verify.
+
+    hgxkit recipe import post.txt -o recipes/my-post.yaml
+    pyinfra -y inventories/h200.py deploys/reproduce.py --data recipe=recipes/my-post.yaml
+    pyinfra -y inventories/sim.py deploys/reproduce.py --data recipe=recipes/my-post.yaml   # simulated node
+    pyinfra -y inventories/h200.py deploys/reproduce.py --data recipe=… --data bench=full  # the whole matrix
+
+The recipe is validated before anything on the node changes. Every knob is in roles/<role>/defaults.py
+(shared ones in hgxkit/knobs.py); `--data verify=false` serves without benchmarking, `--data router=true`
+puts an SGLang router in front of the groups.
+"""
+
+from pyinfra import host, local
+
+from hgxkit.knobs import recipe_for
+from roles.model import model
+from roles.sglang_router import sglang_router
+from roles.sglang_serve import sglang_serve
+from roles.verify import verify
+
+if not host.data.get("recipe"):
+    from pyinfra.api.exceptions import DeployError
+
+    raise DeployError(
+        f"{host.name}: deploys/reproduce.py needs a recipe: --data recipe=recipes/FILE.yaml (or `recipe:` in the "
+        "inventory); `hgxkit recipe import POST.txt -o recipes/FILE.yaml` makes one from a post"
+    )
+recipe_for(host)  # load and validate it now: a bad recipe stops the run before bring-up changes anything
+
+local.include("./bringup.py")
+model()
+sglang_serve()
+sglang_router()  # only where `router: true`
+if host.data.get("verify", True):
+    verify()

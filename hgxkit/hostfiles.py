@@ -1,0 +1,46 @@
+"""Files hgxkit writes on a host, written atomically: to a temporary name beside the target, then renamed,
+so a reader (dockerd reading daemon.json, the next run reading a record) never sees half a file, and an
+interrupted write leaves the old file in place.
+
+Plan time (an operation, only when the content differs):
+    put_text(name="Docker daemon.json", path="/etc/docker/daemon.json", text=new_text, current=old_text)
+Execute time (inside a `python.call` callback):
+    write_text(HostRunner(host), "/var/lib/hgxkit/serve/image.json", json.dumps(record) + "\\n")
+"""
+
+from __future__ import annotations
+
+import posixpath
+
+from pyinfra.api import StringCommand
+from pyinfra.operations import server
+
+from hgxkit.hostcmd import HostRunner, script
+
+
+def write_command(path: str, mode: str = "0644") -> StringCommand:
+    """The command that writes stdin to `path` atomically with `mode` (its directory is created)."""
+    if not (len(mode) == 4 and set(mode) <= set("01234567")):
+        raise ValueError(f"file mode {mode!r}: use four octal digits, e.g. 0644")
+    tmp = f"{path}.hgxkit-tmp"
+    return script(
+        "umask 077 && mkdir -p {dir} && cat > {tmp} && chmod {mode} {tmp} && mv -f {tmp} {path}",
+        dir=posixpath.dirname(path) or "/",
+        tmp=tmp,
+        mode=mode,
+        path=path,
+    )
+
+
+def put_text(*, name: str, path: str, text: str, current: str | None, mode: str = "0644"):  # -> OperationMeta
+    """An operation writing `text` to `path` atomically, or none when `current` (the file's content now,
+    from the FileText fact) already equals it. Returns the operation (for `_if`), or None."""
+    if current is not None and current.rstrip("\n") == text.rstrip("\n"):
+        return None
+    return server.shell(name=name, commands=[write_command(path, mode)], _stdin=text)
+
+
+def write_text(run: HostRunner, path: str, text: str, mode: str = "0644") -> bool:
+    """Write `text` to `path` atomically now (execute time); True when it worked."""
+    ok, _ = run.status(write_command(path, mode), _stdin=text)
+    return ok

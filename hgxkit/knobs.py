@@ -1,0 +1,96 @@
+"""Knobs several roles read, with their defaults and meaning, and the one rule that resolves them.
+
+A role's own knobs live in `roles/<role>/defaults.py` (pyinfra applies them inside that role's `@deploy`).
+The knobs below are read by more than one role, so they are defined once here: each role that reads one
+puts it into its DEFAULTS with `shared_defaults(...)`, and code outside a role's deploy reads it with
+`knob(host, name)`. The rule is the same everywhere: inventory or `--data` value, else the default here.
+
+recipe              the recipe file (relative to where pyinfra runs, or to the hgxkit checkout); per host or
+                    group. Default: the seed post's marlin recipe (SEED_RECIPE), which deploys/dspark.py serves;
+                    deploys/reproduce.py refuses to guess and asks for --data recipe=FILE.
+expected_gpu_count  NVIDIA GPUs a node must have (8 for HGX-H200); None skips the count checks.
+models_dir          where models live on the node; recipes' model directories must resolve under it.
+serve_total_gpus    GPUs to plan serving groups over; None: as many as nvidia-smi lists.
+bind_address        host address the serving groups' published ports bind to (127.0.0.1 keeps the API local).
+api_key             None, or "auto": a key generated once per host, root-only at serve_api_key_file.
+serve_state_dir     where the serving role records what it runs (image digest) on the node.
+serve_api_key_file  where the API key lives on the node (root-only).
+state_dir           hgxkit's own state on the node (records, locks): /var/lib/hgxkit.
+
+Example:
+    >>> shared_defaults("recipe", "models_dir")
+    {'recipe': 'recipes/deepseek-v4-flash-dspark-marlin.yaml', 'models_dir': '/data/models'}
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from pyinfra.api.exceptions import DeployError
+
+from hgxkit.errors import HgxkitError
+from hgxkit.recipe.loader import load_recipe
+from hgxkit.recipe.model import Recipe
+
+SEED_RECIPE = "recipes/deepseek-v4-flash-dspark-marlin.yaml"
+REPO_ROOT = Path(__file__).resolve().parents[1]
+
+SHARED_DEFAULTS: dict[str, Any] = {
+    "recipe": SEED_RECIPE,
+    "expected_gpu_count": 8,
+    "models_dir": "/data/models",
+    "serve_total_gpus": None,
+    "bind_address": "127.0.0.1",
+    "api_key": None,
+    "serve_state_dir": "/var/lib/hgxkit/serve",
+    "serve_api_key_file": "/etc/hgxkit/serve/api-key",
+    "state_dir": "/var/lib/hgxkit",
+}
+
+
+def shared_defaults(*names: str) -> dict[str, Any]:
+    """The defaults of the shared knobs `names`, for a role's DEFAULTS."""
+    unknown = [n for n in names if n not in SHARED_DEFAULTS]
+    if unknown:
+        raise KeyError(f"not a shared knob: {', '.join(unknown)} (see hgxkit/knobs.py)")
+    return {name: SHARED_DEFAULTS[name] for name in names}
+
+
+def knob(host: Any, name: str) -> Any:
+    """The value of shared knob `name` for `host`: inventory or `--data`, else its default here."""
+    value = host.data.get(name)
+    return SHARED_DEFAULTS[name] if value is None else value
+
+
+def recipe_path(value: str | None) -> Path:
+    """Where the `recipe` knob points: as given (relative to the working directory), else relative to the
+    hgxkit checkout (so `recipes/x.yaml` works from anywhere). Raises HgxkitError when unset."""
+    if not value:
+        raise HgxkitError(
+            "no recipe: name one with --data recipe=recipes/FILE.yaml (or `recipe:` in the inventory); "
+            "`hgxkit recipe import POST.txt -o recipes/FILE.yaml` makes one from a post"
+        )
+    path = Path(str(value))
+    if path.is_absolute() or path.exists():
+        return path
+    in_checkout = REPO_ROOT / path
+    return in_checkout if in_checkout.exists() else path
+
+
+_LOADED: dict[tuple[str, int], Recipe] = {}
+
+
+def recipe_for(host: Any) -> Recipe:
+    """The recipe the `recipe` knob names for `host`, loaded and validated once per run (by path and mtime).
+
+    Every role and deploy takes the recipe from here; errors become one-line `DeployError`s before any change.
+    """
+    try:
+        path = recipe_path(knob(host, "recipe"))
+        key = (str(path.resolve()), path.stat().st_mtime_ns if path.exists() else 0)
+        if key not in _LOADED:
+            _LOADED[key] = load_recipe(path)
+        return _LOADED[key]
+    except HgxkitError as err:
+        raise DeployError(f"{host.name}: {err.message}") from None

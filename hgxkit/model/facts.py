@@ -1,0 +1,45 @@
+"""The model role's check: is the recipe's model a verified copy on the node? (metadata only, ≈1 s)
+
+Example (in a deploy; the token goes on stdin, never on the command line):
+    status = host.get_fact(ModelSyncStatus, python="/opt/hgxkit/hf-venv/bin/python",
+                           script="/usr/local/lib/hgxkit/model/hgxkit_fetch.py", spec=spec.to_json(),
+                           token=True, _stdin=SecretLines([token]))
+    status["state"]   # complete | incomplete | running | error | absent
+"""
+
+from __future__ import annotations
+
+import json
+
+from pyinfra.api import FactBase, StringCommand
+
+from hgxkit.hostcmd import argv, script
+
+_FAILED = '{"state": "incomplete", "reason": "the status check failed"}'
+_ABSENT = '{"state": "absent"}'
+
+
+class ModelSyncStatus(FactBase[dict]):
+    """`fetch.py status`: one JSON object with `state` complete | incomplete | running | error | absent (the
+    role's program is not installed yet) and a `reason`."""
+
+    def command(self, python: str, script_path: str, spec: str, token: bool = False) -> StringCommand:
+        status = argv(python, script_path, "status", "--spec", spec, *(["--token-stdin"] if token else []))
+        return script(
+            "if [ -x {python} ] && [ -f {program} ]; then {status} 2>/dev/null || echo {failed}; "
+            "else echo {absent}; fi",
+            python=python,
+            program=script_path,
+            status=status,
+            failed=_FAILED,
+            absent=_ABSENT,
+        )
+
+    def process(self, output: list[str]) -> dict:
+        for line in reversed(output):
+            if line.strip().startswith("{"):
+                try:
+                    return dict(json.loads(line))
+                except ValueError:
+                    break
+        return {"state": "incomplete", "reason": "unreadable status: " + " ".join(output)[:120]}

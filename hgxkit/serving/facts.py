@@ -1,0 +1,111 @@
+"""pyinfra facts about what serves on a node: the containers hgxkit manages (label `hgxkit.serve`), the
+router container, and the TCP ports something listens on.
+
+The container facts read only names, ids, hgxkit's labels and state through `docker inspect --format`, never
+the whole `docker inspect` document: that holds the server's command line (an `--api-key` among it), and
+pyinfra prints fact output with -vvv.
+
+Example (in a deploy):
+    from hgxkit.serving.facts import ManagedContainers
+    running = host.get_fact(ManagedContainers)
+"""
+
+from __future__ import annotations
+
+import json
+
+from pyinfra.api import FactBase, StringCommand
+
+from hgxkit.hostcmd import script
+from hgxkit.serving.containers import GROUP_LABEL, MANAGED_LABEL, SPEC_LABEL
+from hgxkit.serving.rollout import RunningContainer
+from hgxkit.serving.router import ROUTER_LABEL
+
+# One JSON object per container: only what the roles need (no Config.Cmd/Args: they can hold a key).
+_FORMAT = (
+    '{"name":{{json .Name}},"id":{{json .Id}},"labels":{{json .Config.Labels}},'
+    '"running":{{json .State.Running}},"started":{{json .State.StartedAt}},"restarts":{{json .RestartCount}}}'
+)
+
+
+def inspect_labelled(label: str) -> StringCommand:
+    """Print one JSON line per container carrying `label` (running or not)."""
+    return script(
+        'ids=$(docker ps -aq --filter label={label} 2>/dev/null); '
+        '[ -z "$ids" ] || docker inspect --format {format} $ids',
+        label=label,
+        format=_FORMAT,
+    )
+
+
+def parse_inspected(lines: list[str]) -> list[RunningContainer]:
+    """The JSON lines of `inspect_labelled` -> `RunningContainer`s, sorted by name (bad lines skipped)."""
+    out = []
+    for line in lines:
+        try:
+            item = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if not isinstance(item, dict):
+            continue
+        labels = item.get("labels") or {}
+        group = labels.get(GROUP_LABEL)
+        out.append(
+            RunningContainer(
+                name=str(item.get("name", "")).lstrip("/"),
+                container_id=str(item.get("id", "")),
+                spec_hash=labels.get(SPEC_LABEL),
+                group=int(group) if isinstance(group, str) and group.isdigit() else None,
+                running=bool(item.get("running")),
+                started_at=item.get("started"),
+            )
+        )
+    return sorted(out, key=lambda c: c.name)
+
+
+class ManagedContainers(FactBase[list[RunningContainer]]):
+    """Serving containers hgxkit manages on the host (running or not)."""
+
+    def command(self) -> StringCommand:
+        return inspect_labelled(MANAGED_LABEL)
+
+    @staticmethod
+    def default() -> list[RunningContainer]:
+        return []
+
+    def process(self, output: list[str]) -> list[RunningContainer]:
+        return parse_inspected(output)
+
+
+class RouterContainer(FactBase[RunningContainer | None]):
+    """The router container hgxkit manages (label `hgxkit.router`), or None when there is none."""
+
+    def command(self) -> StringCommand:
+        return inspect_labelled(ROUTER_LABEL)
+
+    @staticmethod
+    def default() -> None:
+        return None
+
+    def process(self, output: list[str]) -> RunningContainer | None:
+        found = parse_inspected(output)
+        return found[0] if found else None
+
+
+class ListeningPorts(FactBase[set[int]]):
+    """TCP ports something listens on (`ss -ltnH`)."""
+
+    def command(self) -> StringCommand:
+        return script("ss -ltnH 2>/dev/null || true")
+
+    @staticmethod
+    def default() -> set[int]:
+        return set()
+
+    def process(self, output: list[str]) -> set[int]:
+        ports = set()
+        for line in output:
+            fields = line.split()
+            if len(fields) >= 4 and fields[3].rsplit(":", 1)[-1].isdigit():
+                ports.add(int(fields[3].rsplit(":", 1)[-1]))
+        return ports

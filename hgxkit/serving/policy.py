@@ -1,0 +1,96 @@
+"""Serving policy checks: who can reach the API (exposure) and whether HiCache's host pools fit in RAM.
+
+Example:
+    >>> [p.check for p in exposure_problems("0.0.0.0", None, False)]
+    ['exposure']
+    >>> exposure_problems("127.0.0.1", None, False)
+    []
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from hgxkit.problems import Problem
+from hgxkit.recipe.model import Recipe
+
+LOOPBACK = ("127.0.0.1", "::1", "localhost")
+GIB = 1024**3
+
+
+def exposure_problems(bind_address: str, api_key: str | None, allow_unauthenticated: bool) -> list[Problem]:
+    """Binding beyond loopback needs an API key or an explicit `allow_unauthenticated: true`.
+
+    `api_key` is None or "auto"; any other value (a key pasted into the inventory) is refused, because the
+    roles would not pass it to the server, and a key kept in an inventory ends up in version control.
+    """
+    if api_key not in (None, "auto"):
+        return [
+            Problem(
+                "api_key",
+                f"api_key is set to a value other than auto ({len(str(api_key))} characters, not shown)",
+                "set api_key: auto (a key is generated on the host, root-only) or remove it",
+            )
+        ]
+    if bind_address in LOOPBACK or api_key or allow_unauthenticated:
+        return []
+    return [
+        Problem(
+            "exposure",
+            f"bind_address {bind_address} publishes the API beyond this host without an API key",
+            "set api_key: auto (a key is generated and kept root-only on the host), bind 127.0.0.1, "
+            "or set allow_unauthenticated: true",
+        )
+    ]
+
+
+@dataclass(frozen=True)
+class HostMemoryNeed:
+    """HiCache host RAM all groups pin together, and how it was estimated."""
+
+    per_rank_gb: float
+    ranks: int
+    groups: int
+
+    @property
+    def total_gb(self) -> float:
+        return self.per_rank_gb * self.ranks * self.groups
+
+
+def hicache_need(recipe: Recipe, *, groups: int, gpu_memory_gb: float, weights_gb: float) -> HostMemoryNeed:
+    """Host RAM the HiCache host pools of every group pin: ratio x device KV pool per rank, or --hicache-size.
+
+    The device KV pool per rank is estimated as GPU memory x --mem-fraction-static, minus the rank's share of
+    the weights and ~4 GB of activations and graphs (SGLang sizes it the same way, measured after loading).
+    """
+    from hgxkit.recipe.check import parallel_size
+
+    server = recipe.server
+    ranks = parallel_size(recipe)
+    if not server.has("--enable-hierarchical-cache"):
+        return HostMemoryNeed(0.0, ranks, groups)
+    size = server.flag("--hicache-size")
+    if size not in (None, "0"):
+        return HostMemoryNeed(float(size or 0), ranks, groups)
+    fraction = float(server.flag("--mem-fraction-static") or 0.88)
+    tp = int(server.flag("--tp-size") or 1)
+    kv_per_rank = max(gpu_memory_gb * fraction - weights_gb / tp - 4.0, 1.0)
+    ratio = float(server.flag("--hicache-ratio") or 2.0)
+    return HostMemoryNeed(ratio * kv_per_rank, ranks, groups)
+
+
+def memory_problems(need: HostMemoryNeed, ram_bytes: int | None, reserve_gb: float) -> list[Problem]:
+    """The HiCache refusal when the host pools do not fit in RAM (less `reserve_gb` for the OS)."""
+    if not need.total_gb or ram_bytes is None:
+        return []
+    available = ram_bytes / GIB - reserve_gb
+    if need.total_gb <= available:
+        return []
+    return [
+        Problem(
+            "hicache-ram",
+            f"HiCache host pools need {need.total_gb:.0f} GB ({need.per_rank_gb:.0f} GB x {need.ranks} ranks x "
+            f"{need.groups} groups) but the host has {ram_bytes / GIB:.0f} GiB ({reserve_gb:.0f} kept for the OS)",
+            "lower --hicache-ratio, set --hicache-size GB, or serve fewer groups",
+        )
+    ]

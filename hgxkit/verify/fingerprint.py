@@ -1,0 +1,152 @@
+"""The host fingerprint of a verify run, read through facts: everything that can change a benchmark result.
+
+Example (execute time, in the verify role):
+    fingerprint = collect_fingerprint(host.get_fact, system_name=host.name, recipe=recipe, rendered=[...],
+                                      image="lmsysorg/sglang:dev-dspark", image_digest="sha256:…",
+                                      server_info={...}, model_record={...}, gpu_health={...})
+"""
+
+from __future__ import annotations
+
+import hashlib
+import platform
+import re
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from hgxkit import __version__
+from hgxkit.node.facts import (
+    CgroupVersion,
+    DockerInfo,
+    InstalledPackages,
+    KernelRelease,
+    Lscpu,
+    MemTotalBytes,
+    NvidiaSmiXml,
+    NvidiaTopology,
+    OsRelease,
+    SecureBootState,
+)
+from hgxkit.recipe.model import Recipe
+from hgxkit.results.fingerprint import Fingerprint, GpuFingerprint, hash_uuid
+
+# Packages whose versions the fingerprint records (dpkg globs).
+PACKAGE_PATTERNS = (
+    "nvidia-open* cuda-drivers* nvidia-driver nvidia-fabricmanager* libnvidia-nscq* nvidia-container-toolkit "
+    "datacenter-gpu-manager-4* docker-ce docker.io"
+)
+
+
+def _int(value: str | None) -> int | None:
+    return int(value) if value and value.isdigit() else None
+
+
+def _first(versions: dict[str, str], *prefixes: str) -> str | None:
+    return next((v for k, v in sorted(versions.items()) if k.startswith(prefixes)), None)
+
+
+def collect_fingerprint(
+    get_fact: Callable[..., Any],
+    *,
+    system_name: str,
+    recipe: Recipe,
+    rendered: list[str],
+    image: str,
+    image_digest: str | None,
+    server_info: dict,
+    model_record: dict,
+    gpu_health: dict,
+) -> Fingerprint:
+    """Read everything that can change a result from the host (one fact per source)."""
+    os_release = get_fact(OsRelease)
+    lscpu = get_fact(Lscpu)
+    document = get_fact(NvidiaSmiXml)
+    gpus = document.gpus if document else []
+    topology = get_fact(NvidiaTopology) or {}
+    versions = get_fact(InstalledPackages, patterns=PACKAGE_PATTERNS)
+    docker = get_fact(DockerInfo)
+    memory = get_fact(MemTotalBytes)
+    driver = _first(versions, "nvidia-open", "cuda-drivers", "nvidia-driver")
+    fabric = _first(versions, "nvidia-fabricmanager")
+    recipe_text = Path(recipe.path).read_bytes() if recipe.path else b""
+    smi_driver = document.versions.get("driver_version") if document else None
+    return Fingerprint(
+        system_name=system_name,
+        simulated=bool(document and document.simulated) or bool(server_info.get("simulated")),
+        operating_system=os_release.get("PRETTY_NAME"),
+        kernel=get_fact(KernelRelease),
+        host_processor_model_name=lscpu.get("Model name"),
+        host_processors_per_node=_int(lscpu.get("Socket(s)")),
+        host_processor_core_count=_int(lscpu.get("Core(s) per socket")),
+        host_memory_capacity=f"{memory / 1024**3:.0f} GiB" if memory else None,
+        numa_nodes=_int(lscpu.get("NUMA node(s)")),
+        secure_boot=get_fact(SecureBootState),
+        cgroup_version=get_fact(CgroupVersion),
+        accelerator_model_name=gpus[0].name if gpus else None,
+        accelerators_per_node=len(gpus) or None,
+        accelerator_memory_capacity=f"{gpus[0].memory_total_mib} MiB" if gpus and gpus[0].memory_total_mib else None,
+        gpus=[
+            GpuFingerprint(
+                index=g.index,
+                name=g.name,
+                uuid_hash=hash_uuid(g.uuid),
+                vbios_version=g.vbios_version,
+                driver_version=g.driver_version,
+                cuda_version=g.cuda_version,
+                ecc_enabled=g.ecc_enabled,
+                power_limit_w=g.power_limit_w,
+                clocks_max_sm_mhz=g.clocks_max_sm_mhz,
+                clocks_max_mem_mhz=g.clocks_max_mem_mhz,
+                fabric_state=g.fabric_state,
+                fabric_status=g.fabric_status,
+            )
+            for g in gpus
+        ],
+        topology={f"{r}-{c}": v for (r, c), v in topology.items() if r.startswith("GPU")},
+        packages={
+            "driver": driver.split("-")[0] if driver else smi_driver,
+            "fabricmanager": fabric.split("-")[0] if fabric else None,
+            "container_toolkit": versions.get("nvidia-container-toolkit"),
+            "dcgm": _first(versions, "datacenter-gpu-manager"),
+            "docker": versions.get("docker-ce") or versions.get("docker.io"),
+        },
+        docker={
+            "server_version": docker.server_version,
+            "storage_driver": docker.storage_driver,
+            "cgroup_driver": docker.cgroup_driver,
+            "cgroup_version": docker.cgroup_version,
+            "runtimes": ",".join(docker.runtimes),
+            "default_runtime": docker.default_runtime,
+        }
+        if docker.server_version
+        else {},
+        serving={
+            "image": image,
+            "image_digest": image_digest,
+            "sglang_version": server_info.get("version"),
+            "speculative_algorithm": server_info.get("speculative_algorithm"),
+            "moe_runner_backend": server_info.get("moe_runner_backend"),
+        },
+        model=model_record,
+        recipe={
+            "name": recipe.name,
+            "path": recipe.path,
+            "hash": "sha256:" + hashlib.sha256(recipe_text).hexdigest(),
+            "rendered": rendered,
+        },
+        gpu_health=gpu_health,
+        hgxkit={"version": __version__, "git_commit": controller_git_commit(), "python": platform.python_version()},
+    )
+
+
+def controller_git_commit() -> str | None:
+    """The hgxkit checkout's commit on the controller (None outside a git checkout)."""
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=False,
+                             cwd=Path(__file__).resolve().parent)  # fmt: skip
+    except OSError:
+        return None
+    commit = out.stdout.strip()
+    return commit if re.fullmatch(r"[0-9a-f]{40}", commit) else None

@@ -1,0 +1,200 @@
+"""The host-side benchmark script the verify role runs DETACHED (a systemd transient unit), so an SSH drop
+cannot kill it; the role polls its progress file ("cell k of n") and attaches to a run in progress.
+
+The client runs inside each serving container (`docker exec`), as on a real node: it reads the tokenizer from
+the container's model path. Every line is built with `hgxkit.hostcmd` (container names come from recipes).
+
+Example:
+    >>> from hgxkit.verify.plan import Cell
+    >>> text = bench_script([Cell(0, "dsv4-0", 30000, 5000, 1, 3, 512)], workdir="/var/lib/hgxkit/verify/R",
+    ...                     api_key_file=None, run_tag="T")
+    >>> text.splitlines()[2]
+    'cd /var/lib/hgxkit/verify/R || exit 1'
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Literal
+
+from hgxkit.hostcmd import argv, script, text, variable
+from hgxkit.verify.plan import CLIENT_MODULES, Cell, client_argv
+
+ClientProcess = Literal["per_container", "per_cell"]
+DRIVER_FILE = "hgxkit_cells.py"
+
+# Runs inside a serving container: SGLang's benchmark client, its own command line unchanged, once per cell in
+# ONE process (runpy re-runs the module as __main__ each time), so torch and transformers are imported once per
+# container instead of once per cell (about 14 s each on two cores). Progress and each cell's exit status go to
+# stdout for the host script; each cell's output goes to its own log.
+CELL_DRIVER = """\
+import contextlib, importlib.util, json, runpy, sys, traceback, warnings
+warnings.filterwarnings("ignore", category=RuntimeWarning, module="runpy")
+candidates, plan = json.loads(sys.argv[1]), json.loads(sys.argv[2])
+module = None
+for name in candidates:
+    try:
+        if importlib.util.find_spec(name) is not None:
+            module = name
+            break
+    except ImportError:
+        pass
+if module is None:
+    print("hgxkit-noclient", flush=True)
+    sys.exit(3)
+for file, log_path, label, args in plan:
+    print("hgxkit-progress " + label, flush=True)
+    rc = 0
+    with open(log_path, "w") as log, contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):
+        sys.argv = [module, *args]
+        try:
+            runpy.run_module(module, run_name="__main__", alter_sys=True)
+        except SystemExit as stop:
+            rc = stop.code if isinstance(stop.code, int) else int(stop.code is not None)
+        except Exception:
+            traceback.print_exc()
+            rc = 1
+    print("hgxkit-done %s %d" % (file, rc), flush=True)
+"""
+
+# Which client module a container has (per-cell mode): the first of CLIENT_MODULES that imports.
+FIND_CLIENT = text(
+    script(
+        'for m in {modules}; do python3 -c "import $m" >/dev/null 2>&1 && {{ echo $m; break; }}; done',
+        modules=list(CLIENT_MODULES),
+    )
+)
+
+
+def _progress(k: int, total: int, cell: Cell) -> str:
+    return (
+        f"cell {k} of {total}: group {cell.group}, input {cell.input_len}, concurrency {cell.concurrency}, "
+        f"{cell.num_prompts} prompts"
+    )
+
+
+def _exec(container: str, *words: str) -> list[str]:
+    """`docker exec` with the API key and offline mode passed by name from the script's environment."""
+    return ["docker", "exec", "-e", "OPENAI_API_KEY", "-e", "HF_HUB_OFFLINE", container, *words]
+
+
+def bench_script(
+    cells: list[Cell],
+    *,
+    workdir: str,
+    api_key_file: str | None,
+    run_tag: str,
+    client_process: ClientProcess = "per_container",
+) -> str:
+    """The script the transient unit runs: each cell in turn, progress and status in `workdir`.
+
+    The API key reaches the client through the environment, never the command line.
+    `client_process="per_container"` runs all of a container's cells in one client process (see CELL_DRIVER);
+    `"per_cell"` starts `python3 -m <client>` for every cell.
+    """
+    inner = f"/tmp/hgxkit-verify/{run_tag}"
+    key = script('[ -s {file} ] && export OPENAI_API_KEY="$(cat {file})"', file=api_key_file) if api_key_file else None
+    lines = [
+        "#!/bin/sh",
+        "# hgxkit verify: SGLang's benchmark client inside each serving container, one cell at a time.",
+        text(script("cd {dir} || exit 1", dir=workdir)),
+        "export HF_HUB_OFFLINE=1",
+        text(key) if key else ":",
+        "rc=0",
+        "rm -f failed",
+    ]
+    labels = {id(cell): _progress(k, len(cells), cell) for k, cell in enumerate(cells, start=1)}
+    containers = list(dict.fromkeys(cell.container for cell in cells))
+    lines += [text(argv("docker", "exec", container, "mkdir", "-p", inner)) for container in containers]
+    if client_process == "per_cell":
+        lines += _per_cell_lines(cells, labels, inner)
+    else:
+        heredoc = text(script("cat > {file} <<'HGXKIT_DRIVER'", file=DRIVER_FILE))
+        lines += [heredoc, CELL_DRIVER.rstrip("\n"), "HGXKIT_DRIVER"]
+        for container in containers:
+            mine = [cell for cell in cells if cell.container == container]
+            lines += _per_container_lines(container, mine, labels, inner)
+    lines += ["[ -s failed ] && rc=1", 'echo "done" > progress', 'echo "$rc" > status', "exit $rc"]
+    return "\n".join(lines) + "\n"
+
+
+def _per_container_lines(container: str, cells: list[Cell], labels: dict[int, str], inner: str) -> list[str]:
+    plan = [[cell.file, f"{inner}/{cell.file}.log", labels[id(cell)], client_argv(cell, inner)] for cell in cells]
+    driver_log = f"client-{_safe(container)}.log"
+    client = argv(*_exec(container, "python3", f"{inner}/{DRIVER_FILE}", json.dumps(list(CLIENT_MODULES)),
+                         json.dumps(plan)))  # fmt: skip
+    lines = [
+        text(script("echo {label} > progress", label=labels[id(cells[0])])),
+        text(argv("docker", "cp", DRIVER_FILE, f"{container}:{inner}/{DRIVER_FILE}")),
+        text(script("{client} 2> {log} | while IFS= read -r line; do", client=client, log=driver_log)),
+        '  case "$line" in',
+        "    \"hgxkit-progress \"*) printf '%s\\n' \"${line#hgxkit-progress }\" > progress ;;",
+        '    "hgxkit-done "*" 0") ;;',
+        text(
+            script(
+                '    "hgxkit-noclient") echo {why} >> {log}; echo "$line" >> failed ;;',
+                why=f"no SGLang benchmark client in {container}",
+                log=driver_log,
+            )
+        ),
+        '    "hgxkit-done "*) echo "$line" >> failed ;;',
+        "  esac",
+        "done",
+    ]
+    for cell in cells:
+        lines += [
+            text(script("{cp} >/dev/null 2>&1 || rc=1", cp=argv("docker", "cp", f"{container}:{inner}/{cell.file}",
+                                                                 cell.file))),
+            text(
+                script(
+                    "{cp} >/dev/null 2>&1 || cp {log} {cell_log}",
+                    cp=argv("docker", "cp", f"{container}:{inner}/{cell.file}.log", f"{cell.file}.log"),
+                    log=driver_log,
+                    cell_log=f"{cell.file}.log",
+                )
+            ),
+        ]
+    return lines
+
+
+def _safe(name: str) -> str:
+    """A container name as part of a file name (ASCII letters, digits and `_` only)."""
+    return re.sub(r"[^A-Za-z0-9_]", "_", name)
+
+
+def _per_cell_lines(cells: list[Cell], labels: dict[int, str], inner: str) -> list[str]:
+    # One shell variable per container, named by its position (never by the recipe's container name).
+    var_of = {container: f"module_{i}" for i, container in enumerate(dict.fromkeys(c.container for c in cells))}
+    lines = []
+    for container, var in var_of.items():
+        find = argv("docker", "exec", container, "sh", "-c", FIND_CLIENT)
+        lines.append(text(script("{var}=$({find} 2>/dev/null)", var=variable(var), find=find)))
+    for cell in cells:
+        var = var_of[cell.container]
+        log = f"{cell.file}.log"
+        client = argv(*_exec(cell.container, "python3", "-m"))
+        copy = argv("docker", "cp", f"{cell.container}:{inner}/{cell.file}", cell.file)
+        lines += [
+            text(script("echo {label} > progress", label=labels[id(cell)])),
+            text(
+                script(
+                    'if [ -z "${var}" ]; then echo {why} > {log}; rc=1; else',
+                    var=variable(var),
+                    why=f"no SGLang benchmark client in {cell.container}",
+                    log=log,
+                )
+            ),
+            text(
+                script(
+                    '  {client} "${var}" {args} > {log} 2>&1 || rc=1',
+                    client=client,
+                    var=variable(var),
+                    args=client_argv(cell, inner),
+                    log=log,
+                )
+            ),
+            text(script("  {cp} >/dev/null 2>&1 || rc=1", cp=copy)),
+            "fi",
+        ]
+    return lines

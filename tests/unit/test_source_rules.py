@@ -1,0 +1,231 @@
+"""Rules the source itself must keep, checked by reading it (ast), so a change that breaks one fails here:
+
+- every host command is built in one place (hgxkit/hostcmd.py): no shell command is assembled by string
+  formatting (f-string, `%`, `.format`, `+`) from a value, and every `script()` template is a literal;
+- no module under roles/ imports another role; no import circle anywhere in hgxkit/ or roles/.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+# Where host commands are built from values: the one quoting place.
+HELPER = ROOT / "hgxkit" / "hostcmd.py"
+# Programs a host command starts with; a formatted string that starts like this is a shell command.
+SHELL_WORDS = ["apt-get", "apt-mark", "bash", "cat", "cd", "chmod", "cp", "curl", "dcgmi", "df", "docker", "dpkg", "dpkg-query", "echo", "export", "flock", "for", "grep", "head", "if", "journalctl", "ln", "mkdir", "mount", "mv", "nsenter", "nvidia-ctk", "nvidia-smi", "pip", "printf", "python", "python3", "rm", "sh", "snap", "ss", "ssh-keygen", "stat", "systemctl", "systemd-run", "tail", "test", "touch", "umask"]
+SHELL_START = re.compile(r"^\s*(?:" + "|".join(re.escape(w) for w in SHELL_WORDS) + r")(?:\s|$)")
+COMMAND_CALLS = {"run", "status", "run_shell_command", "StringCommand", "shell"}
+# Strings passed to these are messages for people (errors, problems, log lines), not commands.
+MESSAGE_CALLS = {
+    "Problem", "DeployError", "HgxkitError", "InputError", "ValueError", "TypeError", "KeyError", "RuntimeError",
+    "FetchError", "AssertionError", "SystemExit", "echo", "log", "print", "info", "warning", "error", "debug", "fail",
+}  # fmt: skip
+
+
+def sources() -> Iterator[Path]:
+    for top in ("hgxkit", "roles", "deploys"):
+        yield from sorted((ROOT / top).rglob("*.py"))
+
+
+def literal_start(node: ast.expr) -> str | None:
+    """The literal text a formatted string starts with, when the node builds a string from parts."""
+    if isinstance(node, ast.JoinedStr):
+        first = node.values[0] if node.values else None
+        return first.value if isinstance(first, ast.Constant) and isinstance(first.value, str) else ""
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add | ast.Mod):
+        left = node.left
+        while isinstance(left, ast.BinOp):
+            left = left.left
+        if isinstance(left, ast.Constant) and isinstance(left.value, str):
+            return left.value
+        return literal_start(left) if isinstance(left, ast.JoinedStr) else None
+    if (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr == "format"
+        and isinstance(node.func.value, ast.Constant)
+        and isinstance(node.func.value.value, str)
+    ):
+        return node.func.value.value
+    return None
+
+
+def has_value(node: ast.expr) -> bool:
+    """True when a formatted string takes a value (a name, call, attribute…), not only constants."""
+    return any(not isinstance(n, ast.Constant) for n in ast.walk(node) if isinstance(n, ast.expr) and n is not node
+               and not isinstance(n, ast.JoinedStr | ast.FormattedValue | ast.BinOp))  # fmt: skip
+
+
+def in_message(node: ast.AST, parents: dict[ast.AST, ast.AST]) -> bool:
+    """True when `node` is (part of) an argument of a call that takes a message for people."""
+    while node in parents:
+        node = parents[node]
+        if isinstance(node, ast.Call):
+            name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+            return name in MESSAGE_CALLS
+        if isinstance(node, ast.stmt):
+            return False
+    return False
+
+
+def formatted_shell_commands(tree: ast.AST) -> list[tuple[int, str]]:
+    """(line, why) for each shell command assembled by formatting, and each non-literal script template."""
+    found = []
+    parents = {child: parent for parent in ast.walk(tree) for child in ast.iter_child_nodes(parent)}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+            if name == "script" and node.args and not (
+                isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)
+            ):
+                found.append((node.lineno, "script() template is not a literal"))
+            if name in COMMAND_CALLS:
+                for arg in [*node.args, *(k.value for k in node.keywords if k.arg in (None, "commands"))]:
+                    items = arg.elts if isinstance(arg, ast.List | ast.Tuple) else [arg]
+                    for item in items:
+                        if literal_start(item) is not None and has_value(item):
+                            found.append((item.lineno, f"{name}() gets a formatted string"))
+        start = literal_start(node) if isinstance(node, ast.expr) else None
+        if start is not None and SHELL_START.match(start) and has_value(node) and not in_message(node, parents):
+            found.append((node.lineno, f"formatted shell command {start.strip()[:30]!r}…"))
+    return sorted(set(found))
+
+
+def test_host_commands_are_never_assembled_by_string_formatting() -> None:
+    offenders = []
+    for path in sources():
+        if path == HELPER:
+            continue
+        for line, why in formatted_shell_commands(ast.parse(path.read_text(), str(path))):
+            offenders.append(f"{path.relative_to(ROOT)}:{line}: {why}")
+    assert not offenders, "build host commands with hgxkit.hostcmd.argv/script:\n" + "\n".join(offenders)
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        'run(f"docker rm -f {name}")',
+        'host.run_shell_command("docker stop " + name)',
+        'server.shell(commands=[f"mkdir -p {path}"])',
+        'cmd = "cat {}".format(path)',
+        'line = "test -f %s" % path',
+        "run(script(template, path=p))",
+        'run(script("docker logs " + name))',
+    ],
+)
+def test_the_rule_catches_a_formatted_command_put_back(code: str) -> None:
+    assert formatted_shell_commands(ast.parse(code)), code
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        'run(argv("docker", "rm", "-f", name))',
+        'run(script("test -f {path} && echo yes", path=p))',
+        'raise DeployError(f"{host.name}: `docker pull {ref}` gave no digest")',
+        'echo(f"[{host.name}] group {n} is serving")',
+        'problems.append(Problem("gpus", f"nvidia-smi fails ({smi.failure})", "run bring-up"))',
+        'run(script("docker info --format {f}", f="{{json .}}"))',
+    ],
+)
+def test_the_rule_lets_quoted_commands_and_messages_pass(code: str) -> None:
+    assert formatted_shell_commands(ast.parse(code)) == [], code
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def project_modules() -> dict[str, Path]:
+    return {module_name(p): p for top in ("hgxkit", "roles") for p in sorted((ROOT / top).rglob("*.py"))}
+
+
+def imports_of(path: Path, modules: dict[str, Path]) -> set[str]:
+    """Project modules `path` imports (at module level or inside functions), resolved to module files."""
+    here = module_name(path)
+    package = here if path.name == "__init__.py" else here.rpartition(".")[0]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        targets: list[str] = []
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                base = ".".join(package.split(".")[: len(package.split(".")) - node.level + 1] + ([base] if base else []))
+            targets = [f"{base}.{alias.name}" for alias in node.names] + [base]
+        for target in targets:
+            while target and target not in modules:
+                target = target.rpartition(".")[0]
+            if target and target != here and not (path.name == "__init__.py" and target.startswith(here + ".")):
+                found.add(target)
+    # A module imported as `from pkg import mod` also names pkg; keep the most specific module only.
+    return {t for t in found if not any(o.startswith(t + ".") for o in found) or modules[t].name != "__init__.py"}
+
+
+def import_graph() -> dict[str, set[str]]:
+    modules = project_modules()
+    return {name: imports_of(path, modules) for name, path in modules.items()}
+
+
+def test_no_role_imports_another_role() -> None:
+    bad = [
+        f"{module} imports {target}"
+        for module, targets in import_graph().items()
+        if module.startswith("roles.")
+        for target in targets
+        if target.startswith("roles.") and target.split(".")[1] != module.split(".")[1]
+    ]
+    assert not bad, "roles call hgxkit, never each other:\n" + "\n".join(bad)
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Every strongly connected group of more than one module (Tarjan's algorithm)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    groups: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for nxt in graph.get(node, ()):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in on_stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            group = []
+            while True:
+                top = stack.pop()
+                on_stack.discard(top)
+                group.append(top)
+                if top == node:
+                    break
+            if len(group) > 1:
+                groups.append(sorted(group))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return groups
+
+
+def test_no_import_circle_in_hgxkit_or_roles() -> None:
+    found = cycles(import_graph())
+    assert not found, "import circles:\n" + "\n".join(" <-> ".join(group) for group in found)
+
+
+def test_the_cycle_finder_finds_a_circle() -> None:
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert cycles({"a": {"b"}, "b": set()}) == []
