@@ -120,6 +120,14 @@ def metric_values(source: dict[str, Any]) -> dict[str, float | None]:
     return {name: source.get(name) for name in METRIC_FIELDS if name in source}
 
 
+# Counts every cell has besides the metrics (defined here so the summary's definitions cover every number).
+COUNT_DEFINITIONS = (
+    MetricDef("completed", "requests", "requests that completed, over all repeats of the cell", "higher", "run"),
+    MetricDef("failed", "requests", "requests that failed (the client's errors, or prompts sent - completed), "
+              "over all repeats", "lower", "run"),
+)  # fmt: skip
+
+
 def metric_definitions() -> dict[str, dict[str, Any]]:
     """The definitions stored with every summary: name -> unit, meaning, better direction, sample unit."""
-    return {m.name: {k: v for k, v in asdict(m).items() if k != "name"} for m in METRICS}
+    return {m.name: {k: v for k, v in asdict(m).items() if k != "name"} for m in (*METRICS, *COUNT_DEFINITIONS)}

@@ -77,6 +77,12 @@ class Interval:
         assert self.known and other.known
         return not (self.high < other.low or other.high < self.low)  # type: ignore[operator]
 
+    @property
+    def over_text(self) -> str:
+        """`30 requests`, `3 repeats`: what the interval was computed over."""
+        unit = "request" if self.over == "request" else "repeat"
+        return f"{self.n} {unit}{'' if self.n == 1 else 's'}"
+
     def text(self, digits: int = 0) -> str:
         if not self.known:
             return f"no interval ({self.reason})"
@@ -88,8 +94,11 @@ def bootstrap_interval(values: Sequence[float], statistic: Statistic, *, over: S
     data = np.asarray([v for v in values if v is not None and math.isfinite(v)], dtype=float)
     n = len(data)
     need = min_interval_samples()
+    if n == 0 and over == "request":
+        return Interval(statistic, over, 0, reason="no per-request values (run the client with --output-details "
+                        "or --save-detailed)")  # fmt: skip
     if n < need:
-        unit = "requests" if over == "request" else "repeats"
+        unit = ("request" if over == "request" else "repeat") + ("" if n == 1 else "s")
         return Interval(statistic, over, n, reason=f"{n} {unit}; a bootstrap interval needs at least {need}")
     if np.all(data == data[0]):
         # Every resample is the same: the interval is the value itself (BCa would divide by zero).
@@ -131,14 +140,16 @@ def smallest_two_sided_p(n_a: int, n_b: int) -> float:
     return min(1.0, 2.0 / math.comb(n_a + n_b, n_a)) if n_a and n_b else 1.0
 
 
-def mann_whitney(a: Sequence[float], b: Sequence[float], alpha: float = ALPHA) -> MannWhitney:
-    """Two-sided Mann-Whitney U test; "too small to judge" when even separated samples could not reach alpha."""
+def mann_whitney(a: Sequence[float], b: Sequence[float], alpha: float = ALPHA, *, unit: str = "samples") -> MannWhitney:
+    """Two-sided Mann-Whitney U test; "too small to judge" when even separated samples could not reach alpha.
+
+    `unit` names what the samples are ("requests", "repeats") in the reason."""
     xa = [v for v in a if v is not None and math.isfinite(v)]
     xb = [v for v in b if v is not None and math.isfinite(v)]
     floor = smallest_two_sided_p(len(xa), len(xb))
     if floor >= alpha:
         return MannWhitney(len(xa), len(xb), None, alpha,
-                           reason=f"too small to judge: {len(xa)} vs {len(xb)} samples, the test's smallest "
+                           reason=f"too small to judge: {len(xa)} vs {len(xb)} {unit}, the test's smallest "
                            f"possible p is {floor:.2g} >= alpha {alpha:g}")  # fmt: skip
     result = stats.mannwhitneyu(xa, xb, alternative="two-sided", method="auto")
     return MannWhitney(len(xa), len(xb), float(result.pvalue), alpha)
@@ -171,7 +182,12 @@ def judge(
     if a is None or b is None or not math.isfinite(a) or not math.isfinite(b) or a == 0:
         return Judgement("n/a", "n/a", interval_a=interval_a, interval_b=interval_b)
     change = (b - a) / a
-    test = mann_whitney(samples_a, samples_b)
+    over = next((i.over for i in (interval_a, interval_b) if i is not None), "request")
+    if over == "request" and (not samples_a or not samples_b):
+        side = label_a if not samples_a else label_b
+        return Judgement("too small to judge", f"too small to judge: no per-request values for {side} (run the "
+                         "client with --output-details or --save-detailed)", change, None, interval_a, interval_b)
+    test = mann_whitney(samples_a, samples_b, unit="requests" if over == "request" else "repeats")
     missing = [i for i in (interval_a, interval_b) if i is None or not i.known]
     if not test.judgeable or missing:
         if test.reason:
