@@ -448,6 +448,8 @@ def summarise_cell_telemetry(
 ) -> CellTelemetry:  # fmt: skip
     """Everything about one cell: pure, from the raw texts (a scrape series and nvidia-smi CSV, either may be
     absent). `window` (unix start, end of the client's run) keeps only the samples of this cell."""
+    if kind not in KIND_METRICS:
+        raise ValueError(f"unknown server kind {kind!r}; expected one of {', '.join(KIND_METRICS)}")
     scrapes = _window(parse_scrape_series(metrics_text), window) if metrics_text else []
     gpu_samples = parse_gpu_csv(gpu_csv) if gpu_csv else []
     if window is not None:
