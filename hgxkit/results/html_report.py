@@ -48,7 +48,7 @@ table{border-collapse:collapse;margin:6px 0 14px;font-variant-numeric:tabular-nu
 th,td{border:1px solid #d5dae0;padding:3px 8px;text-align:right;vertical-align:top;white-space:nowrap}
 td.l{white-space:normal;overflow-wrap:anywhere}
 table.wrap-last td:last-child{white-space:normal;text-align:left;min-width:220px}
-th{background:#eef1f4;text-align:center}td.l,th.l{text-align:left}
+th{background:#eef1f4;text-align:center;white-space:normal}td.l,th.l{text-align:left}
 tr:nth-child(even) td{background:#fafbfc}
 .sim{background:#fff3cd;border:1px solid #e0b000;color:#5c4500;padding:8px 12px;margin:10px 0;font-weight:600}
 .bad{color:#a4000f;font-weight:600}.ok{color:#0a6b2c}.muted{color:#68717d}

@@ -53,6 +53,21 @@ def _error_bars(cells: list[CellResult], metric: str) -> tuple[list[float], list
     return low, high
 
 
+def _concurrency_axis(axis: plt.Axes, runs: Labelled, input_len: int | None = None) -> None:
+    """Ticks at the concurrencies that ran (not 4.8, 4.9, … around a single cell)."""
+    values = sorted({c.concurrency for _, run in runs for c in run.cells
+                     if c.group == 0 and (input_len is None or c.input_len == input_len)})  # fmt: skip
+    if values:
+        axis.set_xticks(values)
+    axis.set_xlabel("concurrency")
+
+
+def _headroom(axis: plt.Axes, factor: float = 1.2) -> None:
+    """Room above the highest point so the legend does not sit on the data."""
+    low, high = axis.get_ylim()
+    axis.set_ylim(low, low + (high - low) * factor)
+
+
 def ttft_figure(runs: Labelled) -> Figure:
     """TTFT mean (with 95% interval bars) and P99 vs concurrency, one panel per input length."""
     inputs = _inputs(runs) or [0]
@@ -65,7 +80,8 @@ def ttft_figure(runs: Labelled) -> Figure:
                           fmt=style, capsize=3, color=f"C{i}", label=f"{label} mean (95% CI)")  # fmt: skip
             axis.plot(conc, [c.ttft_p99_ms for c in cells], style, color=f"C{i}", alpha=0.4, label=f"{label} P99")
         axis.set_title(f"input {input_len} tokens")
-        axis.set_xlabel("concurrency")
+        _concurrency_axis(axis, runs, input_len)
+        _headroom(axis)
         axis.set_ylabel("TTFT (ms)")
         axis.grid(True, alpha=0.3)
         axis.legend(fontsize="small")
@@ -85,9 +101,10 @@ def _per_concurrency(runs: Labelled, metric: str, ylabel: str, title: str, floor
                 axis.errorbar([c.concurrency for c in cells], [v if v is not None else float("nan") for v in values],
                               yerr=_error_bars(cells, metric), fmt=style, capsize=3,
                               label=f"{label} {input_len}")  # fmt: skip
-    axis.set_xlabel("concurrency")
+    _concurrency_axis(axis, runs)
     axis.set_ylabel(ylabel)
     axis.set_ylim(bottom=floor)
+    _headroom(axis)
     axis.set_title(title + _sim(runs))
     axis.grid(True, alpha=0.3)
     if axis.get_legend_handles_labels()[0]:
