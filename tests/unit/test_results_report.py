@@ -20,7 +20,6 @@ from PIL import Image
 from test_results import ROOT, SECRET, make_run
 
 from hgxkit.cli import main
-from hgxkit.recipe.loader import load_recipe
 from hgxkit.results.archive import load_run, scan_runs, write_report_html
 from hgxkit.results.html_report import index_html, run_html
 
@@ -35,18 +34,31 @@ Array.prototype.join.call(arguments,' '));put();ce.apply(console,arguments);};do
 'securitypolicyviolation',function(e){errs.push('CSP: '+e.violatedDirective+' '+e.blockedURI);put();});
 window.addEventListener('load',function(){document.documentElement.setAttribute('data-loaded','1');put();});
 put();})();</script>"""
-RECIPE = ROOT / "recipes" / "deepseek-v4-flash-dspark-marlin.yaml"
 
 
-@pytest.fixture()
-def chromium() -> str:
-    """Debian's chromium; required under CI=true, else a skip."""
+def chromium_binary() -> str:
+    """Debian's chromium; a failure under CI=true when it is missing, else a skip."""
     path = shutil.which("chromium") or shutil.which("chromium-browser")
     if not path:
         if os.environ.get("CI") == "true":
             pytest.fail("CI=true but chromium is not installed (.ci/run installs Debian's chromium package)")
         pytest.skip("needs Debian's chromium (apt-get install -y chromium)")
     return path
+
+
+@pytest.fixture()
+def chromium() -> str:
+    return chromium_binary()
+
+
+def test_missing_chromium_fails_under_ci_and_skips_elsewhere(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(shutil, "which", lambda name: None)
+    monkeypatch.setenv("CI", "true")
+    with pytest.raises(pytest.fail.Exception, match="CI=true but chromium is not installed"):
+        chromium_binary()
+    monkeypatch.delenv("CI")
+    with pytest.raises(pytest.skip.Exception):
+        chromium_binary()
 
 
 def _chromium(binary: str, *args: str) -> subprocess.CompletedProcess[str]:
@@ -78,10 +90,17 @@ def _runs(tmp_path: Path) -> tuple[Path, Path]:
     return a, b
 
 
-def test_run_page_is_self_contained_and_complete(tmp_path: Path) -> None:
-    a, _ = _runs(tmp_path)
-    run = load_run(str(a), tmp_path)
-    page = run_html([run], reference=load_recipe(str(RECIPE)).reference)
+def _report_with_reference(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """`hgxkit results report marlin -o run.html`, run where recipes/ is (the run's recipe holds the reference)."""
+    monkeypatch.chdir(ROOT)
+    out = tmp_path / "run.html"
+    assert main(["results", "--root", str(tmp_path), "report", "marlin", "-o", str(out)]) == 0
+    return out
+
+
+def test_run_page_is_self_contained_and_complete(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _runs(tmp_path)
+    page = _report_with_reference(tmp_path, monkeypatch).read_text()
     assert '<meta http-equiv="Content-Security-Policy" content="default-src \'none\';' in page
     assert not re.search(r"""(src|href)=["']?(https?:)?//""", page) and "<link" not in page and "@import" not in page
     assert 'class="sim">SIMULATED' in page
@@ -121,10 +140,11 @@ def test_cli_report_index_and_write_into_the_run(tmp_path: Path, capsys: pytest.
     assert "report needs RUN" in capsys.readouterr().err
 
 
-def test_report_renders_in_headless_chromium_without_errors(tmp_path: Path, chromium: str) -> None:
+def test_report_renders_in_headless_chromium_without_errors(
+    tmp_path: Path, chromium: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     a, b = _runs(tmp_path)
-    run_page = tmp_path / "run.html"
-    run_page.write_text(run_html([load_run(str(a), tmp_path)], reference=load_recipe(str(RECIPE)).reference))
+    run_page = _report_with_reference(tmp_path, monkeypatch)
     both = tmp_path / "both.html"
     both.write_text(run_html([load_run(str(a), tmp_path), load_run(str(b), tmp_path)]))
     runs, skipped = scan_runs(tmp_path)

@@ -44,6 +44,12 @@ def test_bootstrap_interval_covers_the_true_mean_about_95_percent_of_the_time() 
     assert 34 <= covered <= 40  # binomial(40, 0.95): below 34 happens with p < 0.01
 
 
+def test_large_samples_use_the_percentile_interval() -> None:
+    values = list(np.random.default_rng(3).gamma(2.0, 150.0, size=2500))
+    interval = bootstrap_interval(values, "p99", over="request")
+    assert interval.method == "percentile" and interval.low < float(np.percentile(values, 99)) < interval.high
+
+
 def test_too_few_samples_get_no_interval_and_say_why() -> None:
     assert min_interval_samples() == 7
     few = bootstrap_interval([1.0, 2.0, 3.0], "mean", over="request")
