@@ -24,19 +24,37 @@ Example:
 
 from __future__ import annotations
 
-import csv
-import io
-import itertools
 import math
-import re
 from dataclasses import asdict, dataclass, field
-from datetime import datetime, timezone
 from typing import Any, Literal
 
+from hgxkit.results.nvidia_smi import (
+    GPU_QUERY,
+    THERMAL_OR_POWER,
+    THROTTLE_REASONS,
+    GpuSample,
+    decode_throttle_reasons,
+    parse_gpu_csv,
+)
+from hgxkit.results.prometheus import (
+    SCRAPE_MARK,
+    PromSample,
+    Scrape,
+    counter_increase,
+    format_scrape_series,
+    parse_exposition,
+    parse_scrape_series,
+)
+
+# Re-exported: callers need only this module for the whole telemetry pipeline.
+__all__ = [
+    "GPU_QUERY", "SCRAPE_MARK", "THERMAL_OR_POWER", "THROTTLE_REASONS", "CellTelemetry", "GpuSample", "GpuTelemetry",
+    "PromSample", "Scrape", "ServerTelemetry", "counter_increase", "decode_throttle_reasons", "format_scrape_series",
+    "parse_exposition", "parse_gpu_csv", "parse_scrape_series", "summarise_cell_telemetry", "summarise_gpus",
+    "summarise_server", "telemetry_flags",
+]  # fmt: skip
+
 Kind = Literal["sglang", "vllm"]
-SCRAPE_MARK = "# hgxkit-scrape "
-GPU_QUERY = ("timestamp,index,power.draw,clocks.sm,clocks.mem,memory.used,temperature.gpu,utilization.gpu,"
-             "clocks_throttle_reasons.active")  # fmt: skip
 
 # Server-side and client-side numbers of one cell must agree within these, or compare flags the cell.
 # Accept length: both come from the same server counters/gauges, so only averaging differs (10%).
@@ -46,22 +64,6 @@ ACCEPT_LENGTH_TOLERANCE = 0.10
 # from MIN_SCRAPES_FOR_THROUGHPUT scrapes on (bias <= 10%), with 20% tolerance.
 THROUGHPUT_TOLERANCE = 0.20
 MIN_SCRAPES_FOR_THROUGHPUT = 20
-
-# NVML's clocks-throttle (clocks-event) reason bits, as nvidia-smi prints `clocks_throttle_reasons.active`.
-THROTTLE_REASONS = {
-    0x1: "GpuIdle",
-    0x2: "ApplicationsClocksSetting",
-    0x4: "SwPowerCap",
-    0x8: "HwSlowdown",
-    0x10: "SyncBoost",
-    0x20: "SwThermalSlowdown",
-    0x40: "HwThermalSlowdown",
-    0x80: "HwPowerBrakeSlowdown",
-    0x100: "DisplayClockSetting",
-}
-# The reasons that mean the GPU ran slower than it could because of heat or power (compare flags them).
-THERMAL_OR_POWER = frozenset({"SwPowerCap", "HwSlowdown", "SwThermalSlowdown", "HwThermalSlowdown",
-                              "HwPowerBrakeSlowdown"})  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -100,142 +102,6 @@ KIND_METRICS: dict[str, KindMetrics] = {
         prefix_cache_hits="vllm:prefix_cache_hits_total", prefix_cache_queries="vllm:prefix_cache_queries_total",
     ),
 }  # fmt: skip
-
-
-@dataclass(frozen=True)
-class PromSample:
-    """One line of Prometheus text exposition: metric name, labels, value."""
-
-    name: str
-    labels: tuple[tuple[str, str], ...]
-    value: float
-
-
-@dataclass(frozen=True)
-class Scrape:
-    """One `/metrics` answer and when it was taken (unix seconds)."""
-
-    time: float
-    samples: tuple[PromSample, ...]
-
-
-_LINE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(.*)\})?\s+(\S+)(\s+\S+)?\s*$")
-_LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
-
-
-def parse_exposition(text: str) -> list[PromSample]:
-    """Samples of a Prometheus text-format page. Comments, HELP/TYPE and malformed lines are skipped.
-
-    Hand-written on purpose: the format is line-based and small, and the project may not add the
-    prometheus_client dependency for its parser alone.
-    """
-    out = []
-    for line in text.splitlines():
-        if not line or line.startswith("#"):
-            continue
-        match = _LINE.match(line.strip())
-        if not match:
-            continue
-        try:
-            value = float(match.group(4))
-        except ValueError:
-            continue
-        labels = tuple(sorted(_LABEL.findall(match.group(3) or "")))
-        out.append(PromSample(match.group(1), labels, value))
-    return out
-
-
-def parse_scrape_series(text: str, *, source: str = "<metrics>") -> list[Scrape]:
-    """The scrapes of a series file (`# hgxkit-scrape <time>` before each), oldest first.
-
-    Raises ValueError naming the file when it holds no marker line (then it is one scrape without a time).
-    """
-    scrapes: list[Scrape] = []
-    time: float | None = None
-    body: list[str] = []
-
-    def flush() -> None:
-        if time is not None:
-            scrapes.append(Scrape(time, tuple(parse_exposition("\n".join(body)))))
-
-    for line in text.splitlines():
-        if line.startswith(SCRAPE_MARK):
-            flush()
-            try:
-                time = float(line[len(SCRAPE_MARK):].split()[0])
-            except (ValueError, IndexError):
-                raise ValueError(f"{source}: bad scrape marker {line!r}; expected '{SCRAPE_MARK}<unix time>'") from None
-            body = []
-        else:
-            body.append(line)
-    flush()
-    if not scrapes and text.strip():
-        raise ValueError(f"{source}: no '{SCRAPE_MARK}<unix time>' line; write one before each scrape")
-    return sorted(scrapes, key=lambda s: s.time)
-
-
-def format_scrape_series(scrapes: list[tuple[float, str]]) -> str:
-    """The series file for (unix time, /metrics text) pairs (what `parse_scrape_series` reads)."""
-    return "".join(f"{SCRAPE_MARK}{t:.3f}\n{text.rstrip()}\n" for t, text in scrapes)
-
-
-@dataclass(frozen=True)
-class GpuSample:
-    """One nvidia-smi query line (None where nvidia-smi printed [N/A] or [Not Supported])."""
-
-    time: float
-    index: int
-    power_w: float | None
-    sm_clock_mhz: float | None
-    mem_clock_mhz: float | None
-    memory_used_mib: float | None
-    temperature_c: float | None
-    utilization_pct: float | None
-    throttle_mask: int | None
-
-
-def decode_throttle_reasons(mask: int | None) -> list[str]:
-    """NVML reason names of a `clocks_throttle_reasons.active` mask (0x4 -> ['SwPowerCap'])."""
-    if not mask:
-        return []
-    names = [name for bit, name in THROTTLE_REASONS.items() if mask & bit]
-    unknown = mask & ~sum(THROTTLE_REASONS)
-    return names + ([f"unknown(0x{unknown:x})"] if unknown else [])
-
-
-def _field(value: str) -> float | None:
-    value = value.strip()
-    if not value or value.startswith("["):  # [N/A], [Not Supported]
-        return None
-    try:
-        return float(value)
-    except ValueError:
-        return None
-
-
-def _smi_time(value: str) -> float:
-    # nvidia-smi prints local time without a zone ("2025/11/30 12:00:01.123"); the collector runs it with TZ=UTC.
-    return datetime.strptime(value.strip(), "%Y/%m/%d %H:%M:%S.%f").replace(tzinfo=timezone.utc).timestamp()
-
-
-def parse_gpu_csv(text: str, *, source: str = "<gpu csv>") -> list[GpuSample]:
-    """Samples of `nvidia-smi --query-gpu=GPU_QUERY --format=csv,noheader,nounits`; a bad line raises
-    ValueError naming the file, the line and the expected columns."""
-    samples = []
-    for number, row in enumerate(csv.reader(io.StringIO(text), skipinitialspace=True), start=1):
-        if not row or row[0].startswith("timestamp"):
-            continue
-        if len(row) != 9:
-            raise ValueError(f"{source}: line {number} has {len(row)} columns; expected the 9 of {GPU_QUERY}")
-        try:
-            time = _smi_time(row[0])
-            index = int(row[1])
-            mask_text = row[8].strip()
-            mask = int(mask_text, 16) if mask_text.lower().startswith("0x") else None
-        except ValueError:
-            raise ValueError(f"{source}: line {number} is not an nvidia-smi {GPU_QUERY} line") from None
-        samples.append(GpuSample(time, index, *(_field(v) for v in row[2:8]), mask))  # type: ignore[arg-type]
-    return samples
 
 
 @dataclass(frozen=True)
@@ -323,23 +189,6 @@ def _gauge(scrape: Scrape, names: tuple[str, ...], how: Literal["sum", "mean"]) 
         if values:
             return sum(values) if how == "sum" else sum(values) / len(values)
     return None
-
-
-def counter_increase(scrapes: list[Scrape], name: str) -> float | None:
-    """Increase of a counter over the scrapes, summed over its label sets; a drop is a restart (Prometheus
-    `increase()` semantics: the value after the reset counts from zero)."""
-    per_series: dict[tuple[tuple[str, str], ...], list[float]] = {}
-    for scrape in scrapes:
-        for s in scrape.samples:
-            if s.name == name:
-                per_series.setdefault(s.labels, []).append(s.value)
-    if not per_series:
-        return None
-    total = 0.0
-    for values in per_series.values():
-        for before, after in itertools.pairwise(values):
-            total += after - before if after >= before else after
-    return total
 
 
 def _window(scrapes: list[Scrape], window: tuple[float, float] | None) -> list[Scrape]:
