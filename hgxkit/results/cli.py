@@ -60,7 +60,7 @@ def register(groups: argparse._SubParsersAction) -> None:
         help="compare two runs (or a run with the recipe's reference numbers)",
         formatter_class=_RAW,
         description="Tables in the post's layout (TTFT mean/P90/P99 with the SLO column, TPOT, accept length, "
-        "output throughput) with 95%% bootstrap intervals, preceded by what differs between the two hosts and "
+        "output throughput) with 95% bootstrap intervals, preceded by what differs between the two hosts and "
         "setups. A difference is real only when the intervals do not overlap AND a Mann-Whitney U test "
         "(two-sided, alpha 0.05) on the per-request values (throughput, accept length: the repeats) is "
         "significant; too few samples for that say 'too small to judge'.",
@@ -84,7 +84,7 @@ def register(groups: argparse._SubParsersAction) -> None:
         formatter_class=_RAW,
         description="One HTML file that needs no network to view: the hosts and setup, the post's tables, plots "
         "(TTFT, accept length, throughput, latency vs throughput when concurrency is swept), every metric with "
-        "95%% intervals, telemetry per cell, the comparison with the recipe's reference (one run) or between "
+        "95% intervals, telemetry per cell, the comparison with the recipe's reference (one run) or between "
         "the runs (several), and what differs between the hosts. --index lists every archived run with links.",
         epilog="examples:\n  hgxkit results report RUN -o report.html\n  hgxkit results report RUN_A RUN_B -o ab.html\n"
         "  hgxkit results report --index -o results/index.html",
