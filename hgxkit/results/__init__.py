@@ -1,1 +1,3 @@
-"""Benchmark results: SGLang client JSONL, normalized summaries, the run archive, comparisons and reports."""
+"""Benchmark results: both clients' output (SGLang JSONL, vLLM --save-result JSON) normalised into one metric
+vocabulary, repeats with bootstrap intervals, telemetry summaries, the run archive, comparisons, JSON Schemas,
+Markdown and self-contained HTML reports."""

@@ -1,10 +1,12 @@
 """The results archive on the controller: `results/<host>/<UTC time>_<recipe>/`.
 
-Each run directory holds `fingerprint.json`, the raw client JSONL per cell (`raw/`), `summary.json` and
-`report.md`. Every file is scrubbed of secrets before it is written.
+Each run directory holds `fingerprint.json`, the raw client output per cell (`raw/`), raw telemetry per cell
+(`telemetry/`, when collected), `summary.json`, `report.md` and, when asked for, `report.html`. Every file is
+scrubbed of secrets before it is written. A damaged run (bad JSON, a missing file, a `.partial` directory left by
+an interrupted write, a schema_version this hgxkit cannot read) is skipped with a one-line warning.
 
 Example:
-    >>> runs = list_runs("results")          # oldest first
+    >>> runs, skipped = scan_runs("results")     # oldest first; skipped: [(path, reason), …]
     >>> run = load_run(runs[-1].run_id, "results") if runs else None
 """
 
@@ -12,15 +14,20 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from hgxkit.errors import InputError
 from hgxkit.results.fingerprint import Fingerprint
+from hgxkit.results.schemas import schema_errors
 from hgxkit.results.summary import RunSummary
 from hgxkit.secrets import redact
 
 RUN_DIR_RE = re.compile(r"^(\d{8}T\d{6}Z)_(.+)$")
+PARTIAL_SUFFIX = ".partial"
+REMEDY = "move it out of the archive or delete it"
 
 
 @dataclass(frozen=True)
@@ -33,6 +40,8 @@ class Run:
     fingerprint: Fingerprint
 
     def ls_json(self) -> dict[str, object]:
+        """This run's entry in `results ls --json` (schema: schemas/ls.schema.json)."""
+        html = self.path / "report.html"
         return {
             "id": self.run_id,
             "path": str(self.path),
@@ -40,6 +49,12 @@ class Run:
             "recipe": self.summary.recipe,
             "time": self.summary.time,
             "simulated": self.summary.simulated,
+            "cells": len(self.summary.cells),
+            "tool": self.summary.tool,
+            "tool_version": self.summary.tool_version,
+            "gates": self.summary.gates,
+            "summary_schema_version": self.summary.schema_version,
+            "report_html": str(html) if html.exists() else None,
         }
 
 
@@ -61,30 +76,78 @@ def write_run(
     raw: dict[str, str],
     report: str,
     secrets: list[str],
+    *,
+    telemetry: dict[str, str] | None = None,
+    html: bool = False,
+    reference: Any = None,
 ) -> Path:
-    """Write a run directory atomically-ish (into a temp name, then renamed) and return its path."""
+    """Write a run directory atomically-ish (into a temp name, then renamed) and return its path.
+
+    `raw`: client output per cell (file name -> text) under `raw/`; `telemetry`: raw telemetry per cell (file
+    name -> text, e.g. `g0_5000x5.metrics.prom`, `g0_5000x5.gpu.csv`) under `telemetry/`; `html`: also write the
+    self-contained `report.html` (with `reference`, a recipe's Reference, compared against it).
+    """
     target = root / summary.run_id
     if target.exists():
         raise InputError(f"{target}: a run with this id exists already; nothing was overwritten")
-    tmp = target.with_name(target.name + ".partial")
+    tmp = target.with_name(target.name + PARTIAL_SUFFIX)
     (tmp / "raw").mkdir(parents=True, exist_ok=True)
     for name, text in raw.items():
         (tmp / "raw" / name).write_text(scrub(text, secrets))
+    if telemetry:
+        (tmp / "telemetry").mkdir(exist_ok=True)
+        for name, text in telemetry.items():
+            (tmp / "telemetry" / name).write_text(scrub(text, secrets))
     (tmp / "summary.json").write_text(scrub(json.dumps(summary.to_json(), indent=2), secrets) + "\n")
     (tmp / "fingerprint.json").write_text(scrub(json.dumps(fingerprint.to_json(), indent=2), secrets) + "\n")
     (tmp / "report.md").write_text(scrub(report, secrets))
+    if html:
+        from hgxkit.results.html_report import run_html
+
+        run = Run(summary.run_id, target, summary, fingerprint)
+        (tmp / "report.html").write_text(scrub(run_html([run], reference=reference), secrets))
     tmp.rename(target)
     return target
 
 
+def write_report_html(run_dir: str | Path, *, reference: Any = None, secrets: list[str] | None = None) -> Path:
+    """Write (or rewrite) `report.html` into an archived run directory and return its path.
+
+    Example: `write_report_html("results/node1/20261130T120000Z_dspark", reference=recipe.reference)`.
+    """
+    from hgxkit.results.html_report import run_html
+
+    path = Path(run_dir)
+    run = _load(path, path.parent.parent)
+    out = path / "report.html"
+    out.write_text(scrub(run_html([run], reference=reference), secrets or []))
+    return out
+
+
+def _read_json(path: Path) -> Any:
+    return json.loads(path.read_text())
+
+
 def _load(path: Path, root: Path) -> Run:
+    """One run directory; InputError (one line naming the directory and what to do) when it is damaged."""
+    if path.name.endswith(PARTIAL_SUFFIX):
+        raise InputError(f"{path}: an interrupted write (.partial); delete it, or rename it when it is complete")
+    files = {}
+    for name in ("summary.json", "fingerprint.json"):
+        try:
+            files[name] = _read_json(path / name)
+        except FileNotFoundError:
+            raise InputError(f"{path}: not a complete run ({name} is missing); {REMEDY}") from None
+        except (json.JSONDecodeError, UnicodeDecodeError) as err:
+            raise InputError(f"{path}: damaged run ({name} is not JSON: {err}); {REMEDY}") from None
     try:
-        summary = RunSummary.from_json(json.loads((path / "summary.json").read_text()))
-        fingerprint = Fingerprint.from_json(json.loads((path / "fingerprint.json").read_text()))
-    except FileNotFoundError as err:
-        raise InputError(f"{path}: not a run directory ({Path(err.filename).name} is missing)") from None
-    except (json.JSONDecodeError, TypeError) as err:
-        raise InputError(f"{path}: damaged run ({err}); archive it elsewhere or delete it") from None
+        summary = RunSummary.from_json(files["summary.json"], source=str(path / "summary.json"))
+        fingerprint = Fingerprint.from_json(files["fingerprint.json"], source=str(path / "fingerprint.json"))
+    except (TypeError, KeyError, ValueError, AttributeError) as err:
+        raise InputError(f"{path}: damaged run ({type(err).__name__}: {err}); {REMEDY}") from None
+    problems = schema_errors(summary.to_json(), "summary") + schema_errors(fingerprint.to_json(), "fingerprint")
+    if problems:
+        raise InputError(f"{path}: damaged run ({problems[0]}); {REMEDY}")
     try:
         run_id = str(path.resolve().relative_to(root.resolve()))
     except ValueError:
@@ -92,15 +155,28 @@ def _load(path: Path, root: Path) -> Run:
     return Run(run_id, path, summary, fingerprint)
 
 
-def list_runs(root: str | Path) -> list[Run]:
-    """Every run under `root`, oldest first (by the UTC time in its directory name)."""
+def scan_runs(root: str | Path) -> tuple[list[Run], list[tuple[str, str]]]:
+    """Every readable run under `root`, oldest first, and every damaged one as (path, one-line reason)."""
     base = Path(root)
-    runs = [
-        _load(path, base)
-        for path in base.glob("*/*")
-        if path.is_dir() and RUN_DIR_RE.match(path.name) and (path / "summary.json").exists()
-    ]
-    return sorted(runs, key=lambda run: (RUN_DIR_RE.match(run.path.name).group(1), run.run_id))  # type: ignore[union-attr]
+    runs, skipped = [], []
+    for path in sorted(base.glob("*/*")):
+        if not path.is_dir() or not RUN_DIR_RE.match(path.name):
+            continue
+        try:
+            runs.append(_load(path, base))
+        except InputError as err:
+            skipped.append((str(path), err.message))
+    runs.sort(key=lambda run: (RUN_DIR_RE.match(run.path.name).group(1), run.run_id))  # type: ignore[union-attr]
+    return runs, skipped
+
+
+def list_runs(root: str | Path, *, warn: bool = True) -> list[Run]:
+    """Every readable run under `root`, oldest first; each damaged run is one warning line on stderr."""
+    runs, skipped = scan_runs(root)
+    if warn:
+        for _, reason in skipped:
+            print(f"warning: skipped {reason}", file=sys.stderr)
+    return runs
 
 
 def load_run(ref: str, root: str | Path) -> Run:
@@ -111,10 +187,14 @@ def load_run(ref: str, root: str | Path) -> Run:
         return _load(direct, base)
     if (base / ref / "summary.json").exists():
         return _load(base / ref, base)
-    matches = [run for run in list_runs(base) if ref in run.run_id]
+    runs, skipped = scan_runs(base)
+    matches = [run for run in runs if ref in run.run_id]
     if len(matches) == 1:
         return matches[0]
     if not matches:
+        damaged = [reason for path, reason in skipped if ref in path]
+        if damaged:
+            raise InputError(damaged[0])
         raise InputError(f"{ref}: no such run under {base}; list runs with `hgxkit results ls`")
     ids = ", ".join(run.run_id for run in matches[:5])
     raise InputError(f"{ref}: matches {len(matches)} runs ({ids}); give more of the id")

@@ -1,4 +1,8 @@
-"""`hgxkit results …`: list, show and compare archived runs, or compare a run with the post's numbers."""
+"""`hgxkit results …`: list, show, compare and report archived runs, or compare a run with the post's numbers.
+
+Every `--json` output carries a `schema_version` and follows a JSON Schema in `hgxkit/results/schemas/`
+(`ls`, `show`, `compare`); `hgxkit results schema NAME` prints one.
+"""
 
 from __future__ import annotations
 
@@ -11,11 +15,14 @@ from rich.console import Console
 from rich.markdown import Markdown
 
 from hgxkit.errors import InputError
-from hgxkit.recipe.loader import load_recipe
-from hgxkit.results.archive import Run, list_runs, load_run
-from hgxkit.results.compare import DEFAULT_SLO_P99_MS, DEFAULT_TIE, compare_reference, compare_runs
+from hgxkit.results.archive import Run, load_run, scan_runs
+from hgxkit.results.compare import DEFAULT_SLO_P99_MS, compare_reference, compare_runs, run_flags
 from hgxkit.results.fingerprint import fingerprint_differences
 from hgxkit.results.report import comparison_markdown, reference_markdown, run_markdown
+from hgxkit.results.schemas import SCHEMA_NAMES, load_schema
+
+LS_SCHEMA_VERSION = 1
+SHOW_SCHEMA_VERSION = 1
 
 _RAW = argparse.RawDescriptionHelpFormatter
 
@@ -26,7 +33,7 @@ def register(groups: argparse._SubParsersAction) -> None:
         "results",
         help="list, show and compare archived benchmark runs",
         description="Runs are archived by the verify role under results/<host>/<UTC time>_<recipe>/ "
-        "(fingerprint.json, raw/*.jsonl, summary.json, report.md).",
+        "(fingerprint.json, raw/*, telemetry/*, summary.json, report.md, report.html).",
     )
     parser.add_argument("--root", default="results", help="the archive directory (default: ./results)")
     commands = parser.add_subparsers(dest="command", metavar="SUBCOMMAND")
@@ -52,9 +59,11 @@ def register(groups: argparse._SubParsersAction) -> None:
         "compare",
         help="compare two runs (or a run with the recipe's reference numbers)",
         formatter_class=_RAW,
-        description="Tables in the post's layout (TTFT mean/P90/P99 with the SLO column, accept length, "
-        "output throughput), preceded by what differs between the two hosts and setups. A delta within "
-        "the noise threshold (or not significant by a Mann-Whitney U test on per-request TTFTs) is a tie.",
+        description="Tables in the post's layout (TTFT mean/P90/P99 with the SLO column, TPOT, accept length, "
+        "output throughput) with 95% bootstrap intervals, preceded by what differs between the two hosts and "
+        "setups. A difference is real only when the intervals do not overlap AND a Mann-Whitney U test "
+        "(two-sided, alpha 0.05) on the per-request values (throughput, accept length: the repeats) is "
+        "significant; too few samples for that say 'too small to judge'.",
         epilog="examples:\n  hgxkit results compare RUN_A RUN_B --md\n"
         "  hgxkit results compare RUN_A RUN_B --plot plots/\n  hgxkit results compare RUN --reference",
     )
@@ -63,12 +72,32 @@ def register(groups: argparse._SubParsersAction) -> None:
     compare.add_argument("--reference", action="store_true", help="compare RUN_A with its recipe's reference")
     compare.add_argument("--recipe", help="recipe file holding the reference (default: recipes/<run's recipe>.yaml)")
     compare.add_argument("--md", action="store_true", help="print Markdown (for pasting into a post)")
+    compare.add_argument("--json", action="store_true", help="print JSON (schemas/compare.schema.json)")
     compare.add_argument("--plot", metavar="DIR", help="also write PNG plots into DIR")
-    compare.add_argument("--tie", type=float, default=DEFAULT_TIE, help="noise threshold as a fraction (0.06)")
     compare.add_argument("--slo-p99-ms", type=float, default=DEFAULT_SLO_P99_MS, help="P99 TTFT SLO (5000)")
     compare.add_argument("--ttft-tolerance", type=float, default=0.25, help="--reference: relative TTFT tolerance")
     compare.add_argument("--accept-tolerance", type=float, default=0.3, help="--reference: accept-length tolerance")
     compare.set_defaults(handler=_cmd_compare)
+    report = commands.add_parser(
+        "report",
+        help="write one self-contained HTML page for runs, or the index of every run",
+        formatter_class=_RAW,
+        description="One HTML file that needs no network to view: the hosts and setup, the post's tables, plots "
+        "(TTFT, accept length, throughput, latency vs throughput when concurrency is swept), every metric with "
+        "95% intervals, telemetry per cell, the comparison with the recipe's reference (one run) or between "
+        "the runs (several), and what differs between the hosts. --index lists every archived run with links.",
+        epilog="examples:\n  hgxkit results report RUN -o report.html\n  hgxkit results report RUN_A RUN_B -o ab.html\n"
+        "  hgxkit results report --index -o results/index.html",
+    )
+    report.add_argument("runs", nargs="*", metavar="RUN")
+    report.add_argument("--index", action="store_true", help="the index page of every archived run")
+    report.add_argument("-o", "--output", metavar="FILE.html", help="where to write (default: stdout)")
+    report.add_argument("--recipe", help="recipe file holding the reference (default: recipes/<run's recipe>.yaml)")
+    report.add_argument("--slo-p99-ms", type=float, default=DEFAULT_SLO_P99_MS, help="P99 TTFT SLO (5000)")
+    report.set_defaults(handler=_cmd_report)
+    schema = commands.add_parser("schema", help="print the JSON Schema of an output or archive file")
+    schema.add_argument("name", choices=SCHEMA_NAMES)
+    schema.set_defaults(handler=lambda args: print(json.dumps(load_schema(args.name), indent=2)) or 0)
 
 
 def _print(markdown: str, as_markdown: bool) -> None:
@@ -79,10 +108,18 @@ def _print(markdown: str, as_markdown: bool) -> None:
 
 
 def _cmd_ls(args: argparse.Namespace) -> int:
-    runs = list_runs(args.root)
+    runs, skipped = scan_runs(args.root)
     if args.json:
-        print(json.dumps([run.ls_json() for run in runs], indent=2))
+        document = {
+            "schema_version": LS_SCHEMA_VERSION,
+            "root": str(args.root),
+            "runs": [run.ls_json() for run in runs],
+            "skipped": [{"path": path, "reason": reason} for path, reason in skipped],
+        }
+        print(json.dumps(document, indent=2))
         return 0
+    for _, reason in skipped:
+        print(f"warning: skipped {reason}", file=sys.stderr)
     if not runs:
         print(f"no runs under {args.root}/ yet: `pyinfra -y inventories/sim.py deploys/dspark.py` makes one")
         return 0
@@ -95,7 +132,16 @@ def _cmd_ls(args: argparse.Namespace) -> int:
 def _cmd_show(args: argparse.Namespace) -> int:
     run = load_run(args.run, args.root)
     if args.json:
-        print(json.dumps({"summary": run.summary.to_json(), "fingerprint": run.fingerprint.to_json()}, indent=2))
+        document = {
+            "schema_version": SHOW_SCHEMA_VERSION,
+            "id": run.run_id,
+            "path": str(run.path),
+            "summary": run.summary.to_json(),
+            "fingerprint": run.fingerprint.to_json(),
+            "mlperf_system_desc": run.fingerprint.mlperf_system_desc(),
+            "flags": run_flags(run.summary, run.run_id),
+        }
+        print(json.dumps(document, indent=2))
         return 0
     _print(run_markdown(run.summary, run.fingerprint), False)
     return 0
@@ -110,26 +156,78 @@ def _reference_recipe(run: Run, recipe_arg: str | None) -> str:
     return f"recipes/{run.summary.recipe}.yaml"
 
 
+def _load_reference(run: Run, recipe_arg: str | None) -> tuple[object | None, str]:
+    """The recipe's reference numbers for a run, and where they came from (or why there are none)."""
+    from hgxkit.recipe.loader import load_recipe  # the recipe package is only needed for references
+
+    path = _reference_recipe(run, recipe_arg)
+    if not recipe_arg and not Path(path).exists():
+        return None, f"{path}: no such recipe file (give --recipe)"
+    recipe = load_recipe(path)
+    if recipe.reference is None:
+        return None, f"{recipe.path}: has no reference results"
+    return recipe.reference, f"{recipe.path}: {recipe.reference.tool}"
+
+
 def _cmd_compare(args: argparse.Namespace) -> int:
     run_a = load_run(args.run_a, args.root)
     if args.reference:
-        recipe = load_recipe(_reference_recipe(run_a, args.recipe))
-        if recipe.reference is None:
-            raise InputError(f"{recipe.path}: has no reference results to compare with")
+        reference, source = _load_reference(run_a, args.recipe)
+        if reference is None:
+            raise InputError(f"{source}; nothing to compare with")
         check = compare_reference(
-            run_a.summary, recipe.reference, ttft_tolerance=args.ttft_tolerance, accept_tolerance=args.accept_tolerance
+            run_a.summary, reference, ttft_tolerance=args.ttft_tolerance, accept_tolerance=args.accept_tolerance
         )
-        _print(reference_markdown(run_a.summary, check, f"{recipe.path}: {recipe.reference.tool}"), args.md)
+        if args.json:
+            print(json.dumps(check.to_json(run_a.run_id, source), indent=2))
+            return 0
+        _print(reference_markdown(run_a.summary, check, source), args.md)
         return 0
     if not args.run_b:
         raise InputError("compare needs RUN_B, or --reference to compare RUN_A with its recipe's reference")
     run_b = load_run(args.run_b, args.root)
-    comparison = compare_runs(run_a.summary, run_b.summary, tie=args.tie, slo_p99_ms=args.slo_p99_ms)
+    comparison = compare_runs(run_a.summary, run_b.summary, slo_p99_ms=args.slo_p99_ms)
     differences = fingerprint_differences(run_a.fingerprint, run_b.fingerprint)
-    _print(comparison_markdown(comparison, differences), args.md)
+    if args.json:
+        print(json.dumps(comparison.to_json(differences), indent=2))
+    else:
+        _print(comparison_markdown(comparison, differences), args.md)
     if args.plot:
         from hgxkit.results.plots import plot_comparison
 
         paths = plot_comparison(run_a.summary, run_b.summary, Path(args.plot), comparison.label_a, comparison.label_b)
         print("plots: " + ", ".join(str(p) for p in paths), file=sys.stderr)
+    return 0
+
+
+def _cmd_report(args: argparse.Namespace) -> int:
+    from hgxkit.results.html_report import index_html, run_html
+
+    out = Path(args.output) if args.output else None
+    if args.index:
+        if args.runs:
+            raise InputError("report --index lists every run; give no RUN with it")
+        runs, skipped = scan_runs(args.root)
+        for _, reason in skipped:
+            print(f"warning: skipped {reason}", file=sys.stderr)
+        page = index_html(runs, skipped, out_dir=(out.parent if out else Path.cwd()).resolve())
+    else:
+        if not args.runs:
+            raise InputError("report needs RUN (one or more), or --index for the list of every run")
+        runs = [load_run(ref, args.root) for ref in args.runs]
+        reference = None
+        if len(runs) == 1:
+            try:
+                reference, source = _load_reference(runs[0], args.recipe)
+            except InputError as err:  # a broken recipe must not stop the report of the run
+                reference, source = None, err.message
+            if reference is None:
+                print(f"note: no reference comparison ({source})", file=sys.stderr)
+        page = run_html(runs, reference=reference, slo_p99_ms=args.slo_p99_ms)
+    if out is None:
+        sys.stdout.write(page)
+    else:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(page)
+        print(f"wrote {out}", file=sys.stderr)
     return 0

@@ -1,104 +1,96 @@
 """Compare two runs, or a run and the recipe's reference (the post's numbers), cell by cell.
 
-A difference counts only when it is larger than the noise threshold (default 6%: the post itself calls
-257 vs 260 ms and 442 vs 468 ms ties but 369 vs 398 ms a difference) and, where both cells carry
-per-request TTFTs, a Mann-Whitney U test rejects "same distribution" at p < 0.05. Otherwise it is a tie.
+Between two runs a difference is real only when the two cells' 95% bootstrap intervals do not overlap AND
+`scipy.stats.mannwhitneyu` (two-sided) on the per-request values (per-run metrics: on the repeats' values)
+rejects "same distribution" at alpha 0.05 (`hgxkit.results.stats`). Otherwise it is a tie, or, when a cell
+has too few samples for the interval or the test (the 3-prompt smoke cell), "too small to judge". Telemetry
+flags (server vs client disagreement, throttled GPUs) are listed with the comparison.
 
 Example:
-    >>> verdict(257.0, 260.0, "flashinfer", "marlin")
-    'tie'
-    >>> verdict(380.0, 307.0, "flashinfer", "marlin")
+    >>> cmp = compare_runs(run_a, run_b)                  # doctest: +SKIP
+    >>> cmp.ttft_mean[0].verdict                           # doctest: +SKIP
     'marlin -19%'
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, field
+from typing import Any, Protocol
 
-from hgxkit.recipe.model import Reference
+from hgxkit.results.metrics import METRIC_BY_NAME
+from hgxkit.results.stats import ALPHA, Interval, judge
 from hgxkit.results.summary import CellResult, RunSummary
+from hgxkit.results.telemetry import telemetry_flags
 
-DEFAULT_TIE = 0.06
 DEFAULT_SLO_P99_MS = 5000.0
+COMPARISON_SCHEMA_VERSION = 1
 
-
-def mann_whitney_p(a: list[float], b: list[float]) -> float | None:
-    """Two-sided p-value of the Mann-Whitney U test (normal approximation); None with < 5 samples a side."""
-    if len(a) < 5 or len(b) < 5:
-        return None
-    ranked = sorted([(v, 0) for v in a] + [(v, 1) for v in b])
-    ranks = [0.0] * len(ranked)
-    i = 0
-    while i < len(ranked):
-        j = i
-        while j + 1 < len(ranked) and ranked[j + 1][0] == ranked[i][0]:
-            j += 1
-        for k in range(i, j + 1):
-            ranks[k] = (i + j) / 2 + 1
-        i = j + 1
-    rank_a = sum(r for r, (_, side) in zip(ranks, ranked, strict=True) if side == 0)
-    n1, n2 = len(a), len(b)
-    u = rank_a - n1 * (n1 + 1) / 2
-    mean = n1 * n2 / 2
-    sd = math.sqrt(n1 * n2 * (n1 + n2 + 1) / 12)
-    if sd == 0:
-        return 1.0
-    z = abs(u - mean) / sd
-    return math.erfc(z / math.sqrt(2))
-
-
-def verdict(
-    a: float | None,
-    b: float | None,
-    label_a: str,
-    label_b: str,
-    *,
-    tie: float = DEFAULT_TIE,
-    samples: tuple[list[float], list[float]] | None = None,
-    lower_is_better: bool = True,
-) -> str:
-    """`tie`, or which side is better and by how much (`marlin -19%`), as the post writes it."""
-    if a is None or b is None or math.isnan(a) or math.isnan(b) or a == 0:
-        return "n/a"
-    change = (b - a) / a
-    if abs(change) <= tie:
-        return "tie"
-    if samples is not None:
-        p = mann_whitney_p(*samples)
-        if p is not None and p >= 0.05:
-            return "tie"
-    b_better = (change < 0) if lower_is_better else (change > 0)
-    if b_better:
-        return f"{label_b} {change * 100:+.0f}%"
-    back = (a - b) / b
-    return f"{label_a} {back * 100:+.0f}%"
+# Tables in the post's order: (key in Comparison, metric).
+TABLES = (
+    ("ttft_mean", "ttft_mean_ms"),
+    ("ttft_p90", "ttft_p90_ms"),
+    ("ttft_p99", "ttft_p99_ms"),
+    ("tpot_mean", "tpot_mean_ms"),
+    ("accept_length", "accept_length"),
+    ("output_throughput", "output_throughput"),
+)
 
 
 @dataclass(frozen=True)
 class Row:
-    """One line of a comparison table: the cell's shape, both values, and the verdict."""
+    """One line of a comparison table: the cell's shape, both values, their intervals, and the verdict."""
 
     input_len: int
     concurrency: int
     a: float | None
     b: float | None
     verdict: str
+    kind: str = "n/a"
+    p: float | None = None
+    interval_a: Interval | None = None
+    interval_b: Interval | None = None
+    slo: str | None = None
 
 
 @dataclass(frozen=True)
 class Comparison:
-    """All tables of a comparison, in the post's layout."""
+    """All tables of a comparison, in the post's layout, plus the notes and telemetry flags."""
 
     label_a: str
     label_b: str
     ttft_mean: list[Row]
     ttft_p90: list[Row]
     ttft_p99: list[Row]
+    tpot_mean: list[Row]
     accept_length: list[Row]
     output_throughput: list[Row]
     slo_p99_ms: float
     notes: list[str]
+    flags: list[str] = field(default_factory=list)
+    alpha: float = ALPHA
+
+    def tables(self) -> dict[str, list[Row]]:
+        return {key: getattr(self, key) for key, _ in TABLES}
+
+    def to_json(self, differences: list[str]) -> dict[str, Any]:
+        """The `results compare --json` document (schema: hgxkit/results/schemas/compare.schema.json)."""
+        return {
+            "schema_version": COMPARISON_SCHEMA_VERSION,
+            "kind": "runs",
+            "label_a": self.label_a,
+            "label_b": self.label_b,
+            "alpha": self.alpha,
+            "slo_p99_ms": self.slo_p99_ms,
+            "differences": differences,
+            "notes": self.notes,
+            "flags": self.flags,
+            "tables": {
+                key: {"metric": metric, "unit": METRIC_BY_NAME[metric].unit,
+                      "rows": [asdict(r) for r in getattr(self, key)]}
+                for key, metric in TABLES
+            },
+        }  # fmt: skip
 
 
 def _shapes(a: RunSummary, b: RunSummary | None) -> list[tuple[int, int]]:
@@ -108,53 +100,77 @@ def _shapes(a: RunSummary, b: RunSummary | None) -> list[tuple[int, int]]:
     return sorted(shapes)
 
 
+def _row(ca: CellResult, cb: CellResult, metric: str, la: str, lb: str) -> Row:
+    better = METRIC_BY_NAME[metric].better
+    assert better is not None
+    j = judge(
+        ca.value(metric), cb.value(metric), la, lb, better=better,
+        interval_a=ca.intervals.get(metric), interval_b=cb.intervals.get(metric),
+        samples_a=ca.samples(metric), samples_b=cb.samples(metric),
+    )  # fmt: skip
+    return Row(ca.input_len, ca.concurrency, ca.value(metric), cb.value(metric), j.text, j.kind, j.p,
+               j.interval_a, j.interval_b)  # fmt: skip
+
+
+def run_flags(summary: RunSummary, label: str) -> list[str]:
+    """Telemetry flags of every cell of a run, each naming the run and the cell."""
+    out = []
+    for cell in summary.cells:
+        for flag in telemetry_flags(cell.telemetry, client_accept_length=cell.accept_length,
+                                    client_output_throughput=cell.output_throughput):  # fmt: skip
+            out.append(f"{label} group {cell.group} {cell.input_len}x{cell.concurrency}: {flag}")
+    return out
+
+
 def compare_runs(
     a: RunSummary, b: RunSummary, *, label_a: str | None = None, label_b: str | None = None,
-    tie: float = DEFAULT_TIE, slo_p99_ms: float = DEFAULT_SLO_P99_MS,
+    slo_p99_ms: float = DEFAULT_SLO_P99_MS,
 ) -> Comparison:  # fmt: skip
     """Cell-by-cell comparison of two runs' group-0 cells (the shapes both ran)."""
     la = label_a or a.recipe
     lb = label_b or b.recipe
     if la == lb:
         la, lb = f"A:{la}", f"B:{lb}"
-    rows: dict[str, list[Row]] = {k: [] for k in ("mean", "p90", "p99", "accept", "tput")}
+    rows: dict[str, list[Row]] = {key: [] for key, _ in TABLES}
     for input_len, conc in _shapes(a, b):
         ca, cb = a.cell(input_len, conc, 0), b.cell(input_len, conc, 0)
         assert ca is not None and cb is not None
-        samples = (ca.ttfts_ms, cb.ttfts_ms) if ca.ttfts_ms and cb.ttfts_ms else None
-        v = lambda x, y, **kw: verdict(x, y, la, lb, tie=tie, **kw)  # noqa: E731
-        rows["mean"].append(
-            Row(input_len, conc, ca.ttft_mean_ms, cb.ttft_mean_ms, v(ca.ttft_mean_ms, cb.ttft_mean_ms, samples=samples))
-        )
-        rows["p90"].append(Row(input_len, conc, ca.ttft_p90_ms, cb.ttft_p90_ms, v(ca.ttft_p90_ms, cb.ttft_p90_ms)))
-        rows["p99"].append(Row(input_len, conc, ca.ttft_p99_ms, cb.ttft_p99_ms, _slo(ca, cb, slo_p99_ms)))
-        rows["accept"].append(
-            Row(
-                input_len,
-                conc,
-                ca.accept_length,
-                cb.accept_length,
-                v(ca.accept_length, cb.accept_length, lower_is_better=False),
-            )
-        )
-        rows["tput"].append(
-            Row(
-                input_len,
-                conc,
-                ca.output_throughput,
-                cb.output_throughput,
-                v(ca.output_throughput, cb.output_throughput, lower_is_better=False),
-            )
-        )
+        for key, metric in TABLES:
+            row = _row(ca, cb, metric, la, lb)
+            if key == "ttft_p99":
+                row = Row(**{**row.__dict__, "slo": _slo(ca, cb, slo_p99_ms)})
+            rows[key].append(row)
     notes = []
     if a.simulated or b.simulated:
         notes.append("SIMULATED: at least one run is from a simulated node; its numbers say nothing about H200s")
-    return Comparison(la, lb, rows["mean"], rows["p90"], rows["p99"], rows["accept"], rows["tput"], slo_p99_ms, notes)
+    notes.append(
+        f"A difference is real only when the 95% bootstrap intervals do not overlap and Mann-Whitney U "
+        f"(two-sided) gives p < {ALPHA:g}; TTFT/TPOT over per-request values, throughput and accept length "
+        "over repeats."
+    )
+    flags = run_flags(a, la) + run_flags(b, lb)
+    return Comparison(la, lb, *(rows[key] for key, _ in TABLES), slo_p99_ms, notes, flags)  # type: ignore[arg-type]
 
 
 def _slo(a: CellResult, b: CellResult, limit: float) -> str:
     mark = lambda c: "✅" if c.meets_slo(limit) else "❌"  # noqa: E731
     return f"{mark(a)} {mark(b)}"
+
+
+class ReferenceCellLike(Protocol):
+    input_len: int
+    concurrency: int
+    ttft_mean_ms: float | None
+    ttft_p90_ms: float | None
+    ttft_p99_ms: float | None
+    accept_length: float | None
+
+
+class ReferenceLike(Protocol):
+    """What compare_reference reads of a recipe's `Reference` (hgxkit.recipe.model), by duck typing."""
+
+    tool: str
+    cells: tuple[ReferenceCellLike, ...] | list[ReferenceCellLike]
 
 
 @dataclass(frozen=True)
@@ -167,12 +183,32 @@ class ReferenceCheck:
     outside: int
     missing: int
 
+    def to_json(self, run_id: str, source: str) -> dict[str, Any]:
+        """The `results compare RUN --reference --json` document."""
+        return {
+            "schema_version": COMPARISON_SCHEMA_VERSION,
+            "kind": "reference",
+            "run": run_id,
+            "reference": source,
+            "tolerances": self.tolerances,
+            "within": self.within,
+            "outside": self.outside,
+            "missing": self.missing,
+            "rows": [
+                {"metric": m, "input_len": i, "concurrency": c, "reference": r, "run": g, "status": s}
+                for m, i, c, r, g, s in self.rows
+            ],
+        }
+
 
 def compare_reference(
-    run: RunSummary, reference: Reference, *, ttft_tolerance: float = 0.25, accept_tolerance: float = 0.3
+    run: RunSummary, reference: ReferenceLike, *, ttft_tolerance: float = 0.25, accept_tolerance: float = 0.3
 ) -> ReferenceCheck:
     """Each reference cell the run also measured: TTFT within ±ttft_tolerance (relative), accept length
-    within ±accept_tolerance (absolute). Cells the run did not measure are counted as missing."""
+    within ±accept_tolerance (absolute). Cells the run did not measure are counted as missing.
+
+    The reference is a table of the post's numbers without per-request values, so no interval or test applies:
+    this is a tolerance check, and says so."""
     rows = []
     within = outside = missing = 0
     for ref in reference.cells:
@@ -186,7 +222,7 @@ def compare_reference(
         for metric, expected, got, kind in checks:
             if expected is None:
                 continue
-            if got is None or mine is None:
+            if got is None or mine is None or (isinstance(got, float) and math.isnan(got)):
                 missing += 1
                 rows.append((metric, ref.input_len, ref.concurrency, expected, None, "not measured"))
                 continue

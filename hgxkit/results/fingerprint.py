@@ -5,10 +5,17 @@ Field names follow MLPerf Inference's `systems/<system>.json` (system_desc) wher
 hgxkit's own fields are grouped under `gpus`, `packages`, `docker`, `serving`, `model`, `recipe`, `hgxkit`.
 GPU UUIDs are stored hashed. `simulated` is true on simulated nodes, and every view says so.
 
+Schema 2 adds the rest of MLPerf Inference's required system_desc fields (`SYSTEM_DESC_REQUIRED_FIELDS` of
+mlcommons/inference `tools/submission/submission_checker.py`: division, submitter, status, system_type,
+number_of_nodes, host storage/networking, accelerator interconnect and memory configuration, framework,
+other_software_stack, cooling, notes …), each "unknown" where hgxkit cannot tell, and `server_env_report`
+(the text of `python3 -m sglang.check_env`, or `vllm collect-env` for vLLM). `mlperf_system_desc()` gives them
+under MLPerf's own key names. Schema-1 fingerprints load (the new fields read "unknown").
+
 Example:
     >>> fp = Fingerprint(system_name="node1", simulated=True)
-    >>> fp.to_json()["schema_version"], fp.to_json()["simulated"]
-    (1, True)
+    >>> fp.to_json()["schema_version"], fp.to_json()["simulated"], fp.division
+    (2, True, 'unknown')
 """
 
 from __future__ import annotations
@@ -17,7 +24,25 @@ import hashlib
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
-FINGERPRINT_SCHEMA_VERSION = 1
+from hgxkit.results.versions import check_schema_version
+
+FINGERPRINT_SCHEMA_VERSION = 2
+READABLE_FINGERPRINT_VERSIONS = (1, 2)
+UNKNOWN = "unknown"
+
+# MLPerf Inference's required system_desc keys (mlcommons/inference, tools/submission/submission_checker.py),
+# in its order; `accelerator_on-chip_memories` is not a Python name, so the field drops the hyphen.
+MLPERF_SYSTEM_DESC_FIELDS = (
+    "division", "submitter", "status", "system_name", "number_of_nodes", "host_processor_model_name",
+    "host_processors_per_node", "host_processor_core_count", "host_memory_capacity", "host_storage_capacity",
+    "host_storage_type", "accelerators_per_node", "accelerator_model_name", "accelerator_memory_capacity",
+    "framework", "operating_system", "system_type", "other_software_stack", "host_processor_frequency",
+    "host_processor_caches", "host_memory_configuration", "host_processor_interconnect", "host_networking",
+    "host_networking_topology", "accelerator_frequency", "accelerator_host_interconnect",
+    "accelerator_interconnect", "accelerator_interconnect_topology", "accelerator_memory_configuration",
+    "accelerator_on-chip_memories", "cooling", "hw_notes", "sw_notes", "host_network_card_count",
+    "system_type_detail",
+)  # fmt: skip
 
 
 def hash_uuid(uuid: str) -> str:
@@ -69,16 +94,58 @@ class Fingerprint:
     recipe: dict[str, Any] = field(default_factory=dict)
     gpu_health: dict[str, Any] = field(default_factory=dict)
     hgxkit: dict[str, str] = field(default_factory=dict)
+    # MLPerf system_desc fields hgxkit cannot (yet) read from a host; "unknown" until someone fills them in.
+    division: str = UNKNOWN
+    submitter: str = UNKNOWN
+    status: str = UNKNOWN
+    number_of_nodes: int | str = 1
+    host_storage_type: str = UNKNOWN
+    host_storage_capacity: str = UNKNOWN
+    host_processor_frequency: str = UNKNOWN
+    host_processor_caches: str = UNKNOWN
+    host_memory_configuration: str = UNKNOWN
+    host_processor_interconnect: str = UNKNOWN
+    host_networking: str = UNKNOWN
+    host_networking_topology: str = UNKNOWN
+    host_network_card_count: str = UNKNOWN
+    accelerator_frequency: str = UNKNOWN
+    accelerator_host_interconnect: str = UNKNOWN
+    accelerator_interconnect: str = UNKNOWN
+    accelerator_interconnect_topology: str = UNKNOWN
+    accelerator_memory_configuration: str = UNKNOWN
+    accelerator_on_chip_memories: str = UNKNOWN
+    framework: str = UNKNOWN
+    other_software_stack: str = UNKNOWN
+    system_type: str = UNKNOWN
+    system_type_detail: str = UNKNOWN
+    cooling: str = UNKNOWN
+    hw_notes: str = UNKNOWN
+    sw_notes: str = UNKNOWN
+    server_env_report: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> Fingerprint:
+    def from_json(cls, data: dict[str, Any], *, source: str = "fingerprint.json") -> Fingerprint:
+        """A fingerprint from its JSON: schema 1 and 2 load; an unknown or newer schema raises InputError."""
+        check_schema_version(data, READABLE_FINGERPRINT_VERSIONS, source)
         known = {f.name for f in fields(cls)}
         values = {k: v for k, v in data.items() if k in known}
         values["gpus"] = [GpuFingerprint(**gpu) for gpu in data.get("gpus", [])]
+        values["schema_version"] = FINGERPRINT_SCHEMA_VERSION  # schema 1 lacks only fields that have defaults
         return cls(**values)
+
+    def mlperf_system_desc(self) -> dict[str, str]:
+        """MLPerf's system_desc under its own key names, every value a string ("unknown" where not known)."""
+        out = {}
+        for key in MLPERF_SYSTEM_DESC_FIELDS:
+            value = getattr(self, key.replace("-", "_"), None)
+            out[key] = UNKNOWN if value is None or value == "" else str(value)
+        if self.simulated:
+            notes = out["hw_notes"]
+            out["hw_notes"] = "SIMULATED node: no real GPU" + ("" if notes == UNKNOWN else f"; {notes}")
+        return out
 
 
 # What differs between two fingerprints, in the order people look for it; each key is a dotted path.
@@ -105,10 +172,15 @@ COMPARED_FIELDS = (
     ("CPU", "host_processor_model_name"),
     ("RAM", "host_memory_capacity"),
     ("hgxkit", "hgxkit.version"),
+    ("framework", "framework"),
+    ("interconnect", "accelerator_interconnect"),
+    ("storage", "host_storage_type"),
+    ("networking", "host_networking"),
 )
 
 
-def _get(data: dict[str, Any], path: str) -> Any:
+def field_value(data: dict[str, Any], path: str) -> Any:
+    """A dotted path's value in a fingerprint's JSON (`gpus.0.cuda_version`), None when absent."""
     value: Any = data
     for part in path.split("."):
         if isinstance(value, list):
@@ -126,7 +198,7 @@ def fingerprint_differences(a: Fingerprint, b: Fingerprint) -> list[str]:
     da, db = a.to_json(), b.to_json()
     out = []
     for label, path in COMPARED_FIELDS:
-        va, vb = _get(da, path), _get(db, path)
+        va, vb = field_value(da, path), field_value(db, path)
         if va == vb:
             continue
         if label in ("image digest", "recipe hash", "model commit"):

@@ -1,4 +1,5 @@
-"""Markdown reports in the post's layout: TTFT mean / P90 / P99 (with the SLO column), accept length, throughput.
+"""Markdown reports in the post's layout: TTFT mean / P90 / P99 (with the SLO column), accept length, throughput,
+then every client metric, the 95% intervals and the telemetry of each cell.
 
 Example:
     >>> print(format_value(257.42))
@@ -9,9 +10,20 @@ from __future__ import annotations
 
 import math
 
-from hgxkit.results.compare import Comparison, ReferenceCheck, Row
+from hgxkit.results.compare import TABLES, Comparison, ReferenceCheck, Row, run_flags
 from hgxkit.results.fingerprint import Fingerprint
-from hgxkit.results.summary import RunSummary
+from hgxkit.results.metrics import HEADLINE_METRICS, METRICS
+from hgxkit.results.stats import Interval
+from hgxkit.results.summary import CellResult, RunSummary
+
+TABLE_TITLES = {
+    "ttft_mean": "TTFT Mean (ms — lower = better)",
+    "ttft_p90": "TTFT P90 (ms — lower = better)",
+    "ttft_p99": "TTFT P99 (ms — lower = better)",
+    "tpot_mean": "TPOT Mean (ms — lower = better)",
+    "accept_length": "Accept Length",
+    "output_throughput": "Output throughput (tok/s — higher = better)",
+}
 
 
 def format_value(value: float | None, digits: int = 0) -> str:
@@ -20,8 +32,30 @@ def format_value(value: float | None, digits: int = 0) -> str:
     return f"{value:.{digits}f}"
 
 
-def _input(n: int) -> str:
-    return f"{n // 1000}K" if n % 1000 == 0 else str(n)
+def metric_digits(name: str) -> int:
+    """Decimals worth printing: sub-10 ms latencies and accept length get 2, the rest 0."""
+    if name in ("accept_length", "mean_concurrency", "duration_s", "request_throughput") or name.startswith(
+        ("tpot", "itl")
+    ):
+        return 2
+    return 0
+
+
+def input_label(n: int) -> str:
+    return f"{n // 1000}K" if n and n % 1000 == 0 else str(n)
+
+
+
+def with_interval(value: float | None, interval: Interval | None, digits: int = 0) -> str:
+    """`309 [283, 358]`, or the bare value when there is no interval."""
+    text = format_value(value, digits)
+    if interval is not None and interval.known:
+        text += f" [{interval.low:.{digits}f}, {interval.high:.{digits}f}]"
+    return text
+
+
+def cell_label(cell: CellResult) -> str:
+    return f"g{cell.group} {input_label(cell.input_len)}×{cell.concurrency}"
 
 
 def _table(title: str, header: list[str], rows: list[list[str]]) -> list[str]:
@@ -31,7 +65,7 @@ def _table(title: str, header: list[str], rows: list[list[str]]) -> list[str]:
 
 
 def comparison_markdown(comparison: Comparison, differences: list[str]) -> str:
-    """The comparison as Markdown: fingerprint differences first, then the post's tables."""
+    """The comparison as Markdown: fingerprint differences first, then the post's tables with 95% intervals."""
     c = comparison
     lines = [f"## {c.label_a} vs {c.label_b}", ""]
     lines += [f"> {note}" for note in c.notes]
@@ -40,30 +74,36 @@ def comparison_markdown(comparison: Comparison, differences: list[str]) -> str:
     lines += ["**What differs between the hosts and setups:**", ""]
     lines += [f"- {d}" for d in differences] or ["- nothing recorded differs"]
     lines.append("")
+    if c.flags:
+        lines += ["**Telemetry flags:**", ""] + [f"- {f}" for f in c.flags] + [""]
 
-    def rows(data: list[Row], digits: int = 0) -> list[list[str]]:
-        return [
-            [_input(r.input_len), str(r.concurrency), format_value(r.a, digits), format_value(r.b, digits), r.verdict]
-            for r in data
-        ]
+    def rows(data: list[Row], digits: int, slo: bool = False) -> list[list[str]]:
+        out = []
+        for r in data:
+            p = f"{r.p:.3g}" if r.p is not None else "-"
+            row = [input_label(r.input_len), str(r.concurrency), with_interval(r.a, r.interval_a, digits),
+                   with_interval(r.b, r.interval_b, digits), r.verdict, p]  # fmt: skip
+            out.append([*row, r.slo or ""] if slo else row)
+        return out
 
-    head = ["Input", "Conc", c.label_a, c.label_b]
-    lines += _table("TTFT Mean (ms — lower = better)", [*head, "Delta"], rows(c.ttft_mean))
-    lines += _table("TTFT P90 (ms — lower = better)", [*head, "Delta"], rows(c.ttft_p90))
-    slo = f"Under {c.slo_p99_ms / 1000:g}s?"
-    lines += _table("TTFT P99 (ms — lower = better)", [*head, slo], rows(c.ttft_p99))
-    lines += _table("Accept Length", [*head, "Delta"], rows(c.accept_length, 2))
-    lines += _table("Output throughput (tok/s — higher = better)", [*head, "Delta"], rows(c.output_throughput))
+    head = ["Input", "Conc", f"{c.label_a} [95% CI]", f"{c.label_b} [95% CI]", "Verdict", "p (MWU)"]
+    for key, metric in TABLES:
+        digits = metric_digits(metric)
+        if key == "ttft_p99":
+            lines += _table(TABLE_TITLES[key], [*head, f"Under {c.slo_p99_ms / 1000:g}s?"],
+                            rows(c.ttft_p99, digits, slo=True))  # fmt: skip
+        else:
+            lines += _table(TABLE_TITLES[key], head, rows(getattr(c, key), digits))
     return "\n".join(lines)
 
 
 def run_markdown(summary: RunSummary, fingerprint: Fingerprint, slo_p99_ms: float = 5000.0) -> str:
-    """One run: what ran where, the gates, and every cell."""
-    banner = "> SIMULATED: this run used a simulated node; no real GPU was involved.\n\n" if summary.simulated else ""
+    """One run: what ran where, the gates, the post's table, every metric, intervals and telemetry."""
+    banner = "> SIMULATED: this run used a simulated node; no real GPU was involved." if summary.simulated else ""
     lines = [
         f"# {summary.recipe} on {summary.host} ({summary.time})",
         "",
-        banner.strip(),
+        banner,
         f"- tool: {summary.tool} {summary.tool_version or ''}".rstrip(),
         f"- benchmark: {summary.bench}",
         f"- image: {fingerprint.serving.get('image', '?')} ({fingerprint.serving.get('image_digest', '?')})",
@@ -74,26 +114,67 @@ def run_markdown(summary: RunSummary, fingerprint: Fingerprint, slo_p99_ms: floa
     ]
     if summary.gates:
         lines += ["**Gates failed:**", ""] + [f"- {g}" for g in summary.gates] + [""]
-    header = ["Group", "Input", "Conc", "Prompts", "Failed", "TTFT mean", "P90", "P99",
+    cells = sorted(summary.cells, key=lambda c: (c.group, c.input_len, c.concurrency))
+    header = ["Group", "Input", "Conc", "Prompts", "Failed", "Repeats", "TTFT mean", "P90", "P99",
               f"P99 < {slo_p99_ms / 1000:g}s", "Accept", "Out tok/s"]  # fmt: skip
     rows = [
         [
-            str(c.group),
-            _input(c.input_len),
-            str(c.concurrency),
-            str(c.num_prompts),
-            str(c.failed),
-            format_value(c.ttft_mean_ms),
-            format_value(c.ttft_p90_ms),
-            format_value(c.ttft_p99_ms),
-            "✅" if c.meets_slo(slo_p99_ms) else "❌",
-            format_value(c.accept_length, 2),
+            str(c.group), input_label(c.input_len), str(c.concurrency), str(c.num_prompts), str(c.failed),
+            str(len(c.repeats) or 1), format_value(c.ttft_mean_ms), format_value(c.ttft_p90_ms),
+            format_value(c.ttft_p99_ms), "✅" if c.meets_slo(slo_p99_ms) else "❌", format_value(c.accept_length, 2),
             format_value(c.output_throughput),
         ]
-        for c in sorted(summary.cells, key=lambda c: (c.group, c.input_len, c.concurrency))
-    ]
+        for c in cells
+    ]  # fmt: skip
     lines += _table("Cells", header, rows)
-    return "\n".join(line for line in lines if line is not None)
+    if cells:
+        metric_rows = [
+            [f"{m.name} ({m.unit})", *(format_value(c.value(m.name), metric_digits(m.name)) for c in cells)]
+            for m in METRICS
+        ]
+        lines += _table("Every client metric", ["Metric", *(cell_label(c) for c in cells)], metric_rows)
+        interval_rows = [
+            [cell_label(c), name, format_value(c.value(name), metric_digits(name)),
+             i.text(metric_digits(name)), i.over_text]
+            for c in cells for name in HEADLINE_METRICS if (i := c.intervals.get(name))
+        ]  # fmt: skip
+        lines += _table("95% bootstrap intervals", ["Cell", "Metric", "Value", "Interval", "Over"], interval_rows)
+    lines += telemetry_markdown(cells)
+    flags = run_flags(summary, summary.recipe)
+    if flags:
+        lines += ["**Telemetry flags:**", ""] + [f"- {f}" for f in flags] + [""]
+    lines += ["Metric names and units: `metric_definitions` in summary.json.", ""]
+    return "\n".join(lines)
+
+
+def telemetry_markdown(cells: list[CellResult]) -> list[str]:
+    """Per-cell GPU and server telemetry tables (each row says SIMULATED when it was)."""
+    with_telemetry = [c for c in cells if c.telemetry is not None]
+    if not with_telemetry:
+        return []
+    gpu_rows, server_rows = [], []
+    for c in with_telemetry:
+        t = c.telemetry
+        assert t is not None
+        sim = " (SIMULATED)" if t.simulated else ""
+        for g in t.gpus:
+            reasons = ", ".join(f"{k}×{v}" for k, v in g.throttle_reasons.items()) or "none"
+            values = (g.power_mean_w, g.power_max_w, g.sm_clock_mean_mhz, g.sm_clock_min_mhz,
+                      g.memory_used_max_mib, g.temperature_max_c, g.utilization_mean_pct)  # fmt: skip
+            gpu_rows.append([cell_label(c) + sim, str(g.index), *(format_value(v) for v in values), reasons])
+        if t.server:
+            s = t.server
+            server_rows.append([cell_label(c) + sim, s.kind, str(s.scrapes), format_value(s.running_mean, 1),
+                                format_value(s.waiting_max), format_value(s.kv_usage_max, 2),
+                                format_value(s.output_throughput), format_value(c.output_throughput),
+                                format_value(s.accept_length, 2), format_value(c.accept_length, 2)])  # fmt: skip
+    lines = _table("GPU telemetry", ["Cell", "GPU", "Power mean W", "max W", "SM MHz mean", "min", "Mem MiB max",
+                                     "Temp max C", "Util %", "Throttle reasons (samples)"], gpu_rows)  # fmt: skip
+    if server_rows:
+        lines += _table("Server telemetry (from /metrics)",
+                        ["Cell", "Kind", "Scrapes", "Running mean", "Queued max", "KV use max", "Server tok/s",
+                         "Client tok/s", "Server accept", "Client accept"], server_rows)  # fmt: skip
+    return lines
 
 
 def reference_markdown(summary: RunSummary, check: ReferenceCheck, source: str) -> str:
@@ -105,9 +186,12 @@ def reference_markdown(summary: RunSummary, check: ReferenceCheck, source: str) 
         f"±{tol['accept_length_absolute']:.2f}. {check.within} within, {check.outside} outside, "
         f"{check.missing} not measured.",
         "",
+        "The reference has no per-request values, so this is a tolerance check, not a statistical test.",
+        "",
     ]
     if summary.simulated:
         lines += ["> SIMULATED: the run used a simulated node; agreement says only that the stand-in is tuned.", ""]
-    rows = [[m, _input(i), str(c), format_value(r, 2), format_value(g, 2), s] for m, i, c, r, g, s in check.rows]
+    rows = [[m, input_label(i), str(c), format_value(r, 2), format_value(g, 2), s] for m, i, c, r, g, s in check.rows]
     lines += _table("Run vs reference", ["Metric", "Input", "Conc", "Reference", "Run", "Difference"], rows)
     return "\n".join(lines)
+

@@ -1,0 +1,83 @@
+"""A damaged run is skipped with one line naming it and the remedy; it never breaks `results ls` for the rest."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from test_results import make_run
+
+from hgxkit.cli import main
+from hgxkit.results.archive import list_runs, load_run, scan_runs
+
+
+def _bad_json(run: Path) -> None:
+    (run / "summary.json").write_text('{"schema_version": 2, "cells": [')
+
+
+def _no_fingerprint(run: Path) -> None:
+    (run / "fingerprint.json").unlink()
+
+
+def _partial(run: Path) -> None:
+    run.rename(run.with_name(run.name + ".partial"))
+
+
+def _too_new(run: Path) -> None:
+    data = json.loads((run / "summary.json").read_text())
+    (run / "summary.json").write_text(json.dumps(data | {"schema_version": 9}))
+
+
+def _wrong_type(run: Path) -> None:
+    data = json.loads((run / "summary.json").read_text())
+    data["cells"][0]["completed"] = "ten"
+    (run / "summary.json").write_text(json.dumps(data))
+
+
+def _not_an_object(run: Path) -> None:
+    (run / "fingerprint.json").write_text("[]")
+
+
+DAMAGE: list[tuple[Callable[[Path], None], str]] = [
+    (_bad_json, r"damaged run \(summary.json is not JSON: .*\); move it out of the archive or delete it$"),
+    (_no_fingerprint, r"not a complete run \(fingerprint.json is missing\); move it out of the archive or delete it$"),
+    (_partial, r"\.partial: an interrupted write \(.partial\); delete it, or rename it when it is complete$"),
+    (_too_new, r"schema_version 9 is newer than this hgxkit reads \(up to 2\); upgrade hgxkit to read it$"),
+    (_wrong_type, r"damaged run \(cells/0/completed: 'ten' is not of type 'integer'\); move it out"),
+    (_not_an_object, r"fingerprint.json: not a JSON object; the archive file is damaged$"),
+]
+
+
+@pytest.mark.parametrize(("damage", "message"), DAMAGE, ids=[d.__name__.strip("_") for d, _ in DAMAGE])
+def test_damaged_run_is_skipped_with_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                              damage: Callable[[Path], None], message: str) -> None:  # fmt: skip
+    make_run(tmp_path, "node1", "20261130T120000Z", "good")
+    bad = make_run(tmp_path, "node2", "20261130T130000Z", "bad")
+    damage(bad)
+    runs, skipped = scan_runs(tmp_path)
+    assert [r.run_id for r in runs] == ["node1/20261130T120000Z_good"]
+    ((path, reason),) = skipped
+    assert "node2/20261130T130000Z_bad" in path and reason.startswith(path) and "\n" not in reason
+    assert re.search(message, reason), reason
+    assert main(["results", "--root", str(tmp_path), "ls"]) == 0
+    captured = capsys.readouterr()
+    assert "node1/20261130T120000Z_good" in captured.out
+    (warning,) = captured.err.splitlines()
+    assert warning.startswith("warning: skipped ") and "Traceback" not in captured.err
+    assert main(["results", "--root", str(tmp_path), "ls", "--json"]) == 0
+    listing = json.loads(capsys.readouterr().out)
+    assert [s["reason"] for s in listing["skipped"]] == [reason]
+
+
+def test_loading_a_damaged_run_by_name_says_why(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bad = make_run(tmp_path, "node2", "20261130T130000Z", "bad")
+    _too_new(bad)
+    assert main(["results", "--root", str(tmp_path), "show", "bad"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "schema_version 9 is newer than this hgxkit reads" in err and len(err.splitlines()) == 1
+    with pytest.raises(Exception, match="newer than this hgxkit reads"):
+        load_run(str(bad), tmp_path)
+    assert list_runs(tmp_path, warn=False) == []
