@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from hgxkit.errors import InputError
 from hgxkit.recipe.docker_options import canonical
 from hgxkit.recipe.dockerrun import OptionEntry, OptionUse, parse_docker_run
+from hgxkit.recipe.loader import MAX_RECIPE_BYTES, format_path, recipe_problems
 from hgxkit.recipe.model import DockerSpec, Grouping, ImageRef, ModelSpec, Recipe, Source, parse_publish
 from hgxkit.recipe.server_args import ServerCommand, is_flag
 from hgxkit.secrets import (
@@ -68,6 +69,10 @@ def import_with_notes(
     revision: str = "main",
 ) -> ImportResult:
     """Like `import_docker_run`, also returning notes on secrets removed and inputs left on the host."""
+    if len(text) > MAX_RECIPE_BYTES:
+        raise InputError(
+            f"{source}: longer than {MAX_RECIPE_BYTES >> 10} KiB; paste one `docker run …` command, not a log"
+        )
     run = parse_docker_run(text, source=source)
     notes: list[str] = []
     entries = [_scrub_entry(entry, notes) for entry in run.entries]
@@ -85,6 +90,11 @@ def import_with_notes(
         source=Source(),
         groups=grouping,
     )
+    problems = recipe_problems(recipe)
+    if problems:
+        # Key paths of the recipe this command would become (its docker.options[i] is the i-th option entry).
+        path, problem = problems[0]
+        raise InputError(f"{source}: {format_path(path)}: {problem}")
     notes.extend(recipe.host_inputs())
     return ImportResult(recipe, tuple(dict.fromkeys(notes)))
 
