@@ -22,6 +22,7 @@ import re
 from dataclasses import dataclass
 
 from hgxkit.errors import InputError
+from hgxkit.recipe.danger import dangerous_options
 from hgxkit.recipe.docker_options import canonical
 from hgxkit.recipe.dockerrun import OptionEntry, OptionUse, parse_docker_run
 from hgxkit.recipe.loader import MAX_RECIPE_BYTES, format_path, recipe_problems
@@ -96,6 +97,11 @@ def import_with_notes(
         path, problem = problems[0]
         raise InputError(f"{source}: {format_path(path)}: {problem}")
     notes.extend(recipe.host_inputs())
+    for danger in dangerous_options(recipe):
+        notes.append(
+            f"dangerous option {danger.option}: {danger.reason}; `recipe check` reports it as an error and the "
+            f'node refuses it unless allow_docker_options lists "{danger.name}"'
+        )
     return ImportResult(recipe, tuple(dict.fromkeys(notes)))
 
 
