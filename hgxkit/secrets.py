@@ -1,45 +1,262 @@
-"""Keep credentials out of everything hgxkit prints or writes.
+"""Keep credentials out of everything hgxkit prints or writes: one pattern list, one scrubber.
+
+`find_secrets` finds every credential in a text, each as the span of its value and the environment variable
+that should carry it instead; `redact` masks those spans (logs, archived files, error messages), and the
+recipe importer turns them into `{{env:NAME}}` references. Both use `SECRET_PATTERNS`, so what the importer
+removes and what the scrubber masks cannot drift apart.
 
 Example:
     >>> redact("docker run -e HF_TOKEN=hf_abcdefghijklmnopqrstuvwxyz0123 img")
     'docker run -e HF_TOKEN=*** img'
+    >>> redact("GET /v1/models Authorization: Bearer abc.def https://u:pw@host/x")
+    'GET /v1/models Authorization: Bearer *** https://u:***@host/x'
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 
-# Values that are credentials whatever they are called: Hugging Face and OpenAI-style keys.
-SECRET_VALUE_RE = re.compile(r"hf_[A-Za-z0-9]{20,}|sk-[A-Za-z0-9_-]{20,}")
+MASK = "***"
+
 # Environment variable names whose values are credentials (matched on the upper-cased name).
 SECRET_NAME_RE = re.compile(
-    r"^(HF_TOKEN|HUGGING_FACE_HUB_TOKEN|HUGGINGFACE_TOKEN|API_KEY|TOKEN|.*_API_KEY|.*_TOKEN|.*_SECRET|"
-    r".*_SECRET_KEY|.*PASSWORD)$"
+    r"^(HF_TOKEN|HUGGING_FACE_HUB_TOKEN|HUGGINGFACE_TOKEN|API_KEY|TOKEN|SECRET|PASSWORD|PASSWD|"
+    r".*_API_KEY|.*_TOKEN|.*_SECRET|.*_SECRET_KEY|.*_ACCESS_KEY|.*_PRIVATE_KEY|.*_KEY|.*_PASSWORD|.*_PASSWD|"
+    r".*PASSWORD)$"
 )
-_ASSIGNMENT_RE = re.compile(r"\b([A-Za-z_][A-Za-z0-9_]*)=([^\s'\"]+)")
-_SECRET_FLAG_RE = re.compile(r"(--[A-Za-z0-9-]*(?:api-key|token|secret|password))(=|\s+)([^\s'\"]+)")
-MASK = "***"
+# `*_KEY` is a credential (NGC_API_KEY, AWS_SECRET_ACCESS_KEY, SSH_PRIVATE_KEY, MY_KEY) except in the
+# configuration namespaces of the serving stack, where `_KEY` names a setting, not a secret (a cache or
+# routing key). Taking a setting for a secret is not harmless: the importer would drop its value from the
+# recipe. `_API_KEY`, `_SECRET_KEY`, `_ACCESS_KEY` and `_PRIVATE_KEY` are credentials in every namespace.
+_SETTING_PREFIXES = ("SGLANG_", "VLLM_", "NCCL_", "CUDA_", "TORCH_", "PYTORCH_", "TRITON_", "NVSHMEM_")
+_ALWAYS_SECRET_KEY_RE = re.compile(r".*_(API|SECRET|ACCESS|PRIVATE)_KEY$")
+# Names that match a secret family but hold a switch (`HF_HUB_DISABLE_IMPLICIT_TOKEN=1`).
+_NOT_SECRET_NAMES = frozenset({"HF_HUB_DISABLE_IMPLICIT_TOKEN", "HF_HUB_DISABLE_TOKEN"})
+# Server flags whose value is a credential: --api-key, --admin-api-key, --hf-token, --token, --password.
+_SECRET_FLAG_RE = re.compile(r"--[A-Za-z0-9-]*(?:api-key|token|secret|password|passwd)")
+# Values that point at a secret instead of holding one: `$X`, `${X}`, `{{env:X}}`, an already masked value.
+_REFERENCE_RE = re.compile(r"\$\{?[A-Za-z_][A-Za-z0-9_]*\}?|\{\{env:[A-Za-z_][A-Za-z0-9_]*\}\}|\*\*\*")
+_NOT_A_VALUE = frozenset({"", "None", "none", "null", "NULL", "nil", "true", "false"})
+# Known values shorter than this are not masked: masking "1" would rewrite every number in a log.
+MIN_KNOWN_LENGTH = 4
 
 
 def is_secret_name(name: str) -> bool:
-    """True when an environment variable of this name holds a credential (`HF_TOKEN`, `*_API_KEY`, …)."""
-    return bool(SECRET_NAME_RE.match(name.upper()))
+    """True when an environment variable of this name holds a credential.
+
+    Example:
+        >>> [is_secret_name(n) for n in ("HF_TOKEN", "NGC_API_KEY", "MY_KEY", "SGLANG_CACHE_KEY", "HF_HOME")]
+        [True, True, True, False, False]
+    """
+    upper = name.upper()
+    if upper in _NOT_SECRET_NAMES or not SECRET_NAME_RE.match(upper):
+        return False
+    if upper.endswith("_KEY") and upper.startswith(_SETTING_PREFIXES):
+        return bool(_ALWAYS_SECRET_KEY_RE.match(upper))
+    return True
 
 
 def is_secret_flag(flag: str) -> bool:
     """True for server flags that take a credential (`--api-key`, `--admin-api-key`, `--hf-token`)."""
-    return bool(re.fullmatch(r"--[A-Za-z0-9-]*(api-key|token|secret|password)", flag))
+    return bool(_SECRET_FLAG_RE.fullmatch(flag))
+
+
+def flag_env_name(flag: str) -> str:
+    """The environment variable a secret flag's value comes from: `--api-key` -> `SGLANG_API_KEY`.
+
+    Example:
+        >>> flag_env_name("--hf-token"), flag_env_name("--admin-api-key")
+        ('HF_TOKEN', 'SGLANG_ADMIN_API_KEY')
+    """
+    env_name = flag.lstrip("-").upper().replace("-", "_")
+    return env_name if env_name.startswith(("SGLANG_", "HF_")) else f"SGLANG_{env_name}"
+
+
+@dataclass(frozen=True)
+class SecretSpan:
+    """One credential in a text: where its value is, which pattern found it, which variable should hold it."""
+
+    start: int
+    end: int
+    kind: str
+    env_name: str
+
+
+@dataclass(frozen=True)
+class SecretPattern:
+    """A credential form: its stable name, a regex whose group `value` is the secret, and its variable.
+
+    `env_name` gets the match and returns the environment variable that should carry the value, or None
+    when the match is not a credential after all (a setting named like a secret, a `$REFERENCE`).
+    """
+
+    kind: str
+    regex: re.Pattern[str]
+    env_name: Callable[[re.Match[str]], str | None]
+
+
+def _fixed(name: str) -> Callable[[re.Match[str]], str | None]:
+    return lambda _match: name
+
+
+def _by_name(match: re.Match[str]) -> str | None:
+    name = match.group("name")
+    return name.upper() if is_secret_name(name) else None
+
+
+def _by_flag(match: re.Match[str]) -> str | None:
+    return flag_env_name(match.group("flag"))
+
+
+# A value may be written bare, in double quotes or in single quotes; group `value` is inside the quotes.
+_QUOTED = (
+    r"""(?:"(?P<dq>[^"\n]*)"|'(?P<sq>[^'\n]*)'|"""
+    r"""(?P<bare>\{\{env:[A-Za-z_][A-Za-z0-9_]*\}\}|\$\{[A-Za-z_][A-Za-z0-9_]*\}|[^\s"',;}\])]+))"""
+)
+_NOT_WORD_BEFORE = r"(?<![A-Za-z0-9_])"
+
+# Every credential form hgxkit knows; tests/unit/test_secrets.py has one case per entry and per form.
+# Where two forms find the same value (`token=hf_…`, `--api-key sk-…`), the earlier entry names the variable:
+# a value that is recognisably a credential (hf_, nvapi-, sk-) names its own, whatever it was assigned to.
+SECRET_PATTERNS: tuple[SecretPattern, ...] = (
+    # `https://user:password@host`: only the password is masked, so the URL stays readable. The scheme is at
+    # most 32 characters and cannot start inside another: an unbounded one made "a.a.a.…" quadratic.
+    SecretPattern(
+        "url-password",
+        re.compile(r"(?i)(?<![a-z0-9+.-])[a-z][a-z0-9+.-]{0,31}://[^\s/:@'\"]*:(?P<value>[^\s/@'\"]+)@"),
+        _fixed("URL_PASSWORD"),
+    ),
+    # Values that are credentials whatever they are called.
+    SecretPattern(
+        "hugging-face-token", re.compile(_NOT_WORD_BEFORE + r"(?P<value>hf_[A-Za-z0-9]{20,})"), _fixed("HF_TOKEN")
+    ),
+    SecretPattern(
+        "openai-key",
+        re.compile(r"(?<![A-Za-z0-9_-])(?P<value>sk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_-]{20,})"),
+        _fixed("OPENAI_API_KEY"),
+    ),
+    SecretPattern(
+        "nvidia-key", re.compile(r"(?<![A-Za-z0-9_-])(?P<value>nvapi-[A-Za-z0-9_-]{20,})"), _fixed("NGC_API_KEY")
+    ),
+    SecretPattern(
+        "github-token",
+        re.compile(_NOT_WORD_BEFORE + r"(?P<value>(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,}))"),
+        _fixed("GITHUB_TOKEN"),
+    ),
+    SecretPattern(
+        "aws-access-key-id",
+        re.compile(_NOT_WORD_BEFORE + r"(?P<value>(?:AKIA|ASIA)[0-9A-Z]{16})(?![A-Za-z0-9])"),
+        _fixed("AWS_ACCESS_KEY_ID"),
+    ),
+    SecretPattern(
+        "jwt",
+        re.compile(r"(?<![A-Za-z0-9_-])(?P<value>eyJ[A-Za-z0-9_-]{4,}\.eyJ[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]*)"),
+        _fixed("JWT_TOKEN"),
+    ),
+    SecretPattern(
+        "slack-token", re.compile(_NOT_WORD_BEFORE + r"(?P<value>xox[abposr]-[A-Za-z0-9-]{10,})"), _fixed("SLACK_TOKEN")
+    ),
+    # `Authorization: Bearer K`, `Authorization: Basic K`, `authorization=K`.
+    SecretPattern(
+        "authorization-header",
+        re.compile(r"(?i)\bauthorization[\"']?\s*[:=]\s*[\"']?(?:(?:bearer|basic|token)\s+)?(?P<value>[^\s\"',;]+)"),
+        _fixed("BEARER_TOKEN"),
+    ),
+    SecretPattern("bearer-token", re.compile(r"\bBearer\s+(?P<value>[A-Za-z0-9._~+/=-]+)"), _fixed("BEARER_TOKEN")),
+    # `["--api-key", "K"]` (a JSON argv) and `['--api-key', 'K']` (a Python list in a log line).
+    SecretPattern(
+        "flag-in-list",
+        re.compile(
+            r"(?P<q>[\"'])(?P<flag>--[A-Za-z0-9-]*(?:api-key|token|secret|password|passwd))(?P=q)\s*,\s*"
+            r"(?P<q2>[\"'])(?P<value>[^\"'\n]*)(?P=q2)"
+        ),
+        _by_flag,
+    ),
+    # `--api-key K`, `--api-key=K`, `--hf-token "K"`; a following `--flag` is not a value.
+    SecretPattern(
+        "flag-value",
+        re.compile(
+            r"(?<![A-Za-z0-9-])(?P<flag>--[A-Za-z0-9-]*(?:api-key|token|secret|password|passwd))(?:=|\s+)(?!--)"
+            + _QUOTED
+        ),
+        _by_flag,
+    ),
+    # `NAME=value`, `NAME="value"`, `NAME: value`, `"NAME": "value"`, `api_key='K'` for secret names.
+    SecretPattern(
+        "secret-name",
+        re.compile(
+            _NOT_WORD_BEFORE
+            + r"(?P<q>[\"']?)(?P<name>[A-Za-z0-9_]*(?i:token|key|secret|password|passwd))(?P=q)\s*[:=]\s*"
+            + _QUOTED
+        ),
+        _by_name,
+    ),
+)
+
+
+def _value_span(match: re.Match[str]) -> tuple[int, int] | None:
+    for group in ("value", "dq", "sq", "bare"):
+        if group in match.re.groupindex and match.group(group) is not None:
+            return match.span(group)
+    return None  # pragma: no cover - every pattern has a value group
+
+
+def find_secrets(text: str, known: Iterable[str] = ()) -> list[SecretSpan]:
+    """Every credential in `text`, left to right, without overlaps (the earlier, then the longer, wins).
+
+    `known` are values known to be secret (the node's API key); each occurrence is reported as `known`.
+
+    Example:
+        >>> [(s.kind, s.env_name) for s in find_secrets("-e MY_PASSWORD=pw --api-key k1 --tp 4")]
+        [('secret-name', 'MY_PASSWORD'), ('flag-value', 'SGLANG_API_KEY')]
+    """
+    spans: list[SecretSpan] = []
+    for value in sorted({v for v in known if len(v) >= MIN_KNOWN_LENGTH}, key=len, reverse=True):
+        start = text.find(value)
+        while start >= 0:
+            spans.append(SecretSpan(start, start + len(value), "known", "SECRET"))
+            start = text.find(value, start + len(value))
+    for pattern in SECRET_PATTERNS:
+        for match in pattern.regex.finditer(text):
+            span = _value_span(match)
+            env_name = pattern.env_name(match)
+            if span is None or env_name is None:
+                continue
+            value = text[span[0] : span[1]]
+            if value in _NOT_A_VALUE or _REFERENCE_RE.fullmatch(value):
+                continue
+            spans.append(SecretSpan(span[0], span[1], pattern.kind, env_name))
+    spans.sort(key=lambda s: (s.start, -(s.end - s.start)))
+    kept: list[SecretSpan] = []
+    for span in spans:
+        if kept and span.start < kept[-1].end:
+            continue
+        kept.append(span)
+    return kept
+
+
+def replace_secrets(text: str, spans: list[SecretSpan], replacement: Callable[[SecretSpan], str]) -> str:
+    """`text` with each span (from `find_secrets`) replaced by `replacement(span)`."""
+    out: list[str] = []
+    last = 0
+    for span in spans:
+        out.append(text[last : span.start])
+        out.append(replacement(span))
+        last = span.end
+    out.append(text[last:])
+    return "".join(out)
 
 
 def redact(text: str, known: Iterable[str] = ()) -> str:
-    """Mask credentials in `text`: known secret values, `NAME=value` for secret names, secret flags."""
-    for value in known:
-        if value:
-            text = text.replace(value, MASK)
-    text = SECRET_VALUE_RE.sub(MASK, text)
-    text = _ASSIGNMENT_RE.sub(
-        lambda m: f"{m.group(1)}={MASK}" if is_secret_name(m.group(1)) and m.group(2) != MASK else m.group(0),
-        text,
-    )
-    return _SECRET_FLAG_RE.sub(lambda m: f"{m.group(1)}{m.group(2)}{MASK}", text)
+    """Mask every credential in `text` (see `SECRET_PATTERNS`) and every occurrence of a `known` value.
+
+    This is hgxkit's one scrubber: log lines, archived results, host raw files and error messages use it.
+    """
+    return replace_secrets(text, find_secrets(text, known), lambda _span: MASK)
+
+
+def has_secret(text: str) -> bool:
+    """True when `text` holds a credential `redact` would mask."""
+    return bool(find_secrets(text))

@@ -1,7 +1,8 @@
 """`hgxkit recipe check`: find what would break a recipe on a node before anything is started.
 
 Errors are setups that cannot work (overlapping GPU groups, a group size that is not the server's
-parallel size, two groups on one host port, a model path no mount provides). Warnings are known pitfalls
+parallel size, two groups on one host port, a model path no mount provides) and docker options that give the
+container power over the node (`dangerous-option`, see `hgxkit.recipe.danger`). Warnings are known pitfalls
 from the SGLang notes, each with its reason.
 
 Example:
@@ -17,6 +18,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from hgxkit.errors import InputError
+from hgxkit.recipe.danger import dangerous_options
 from hgxkit.recipe.groups import gpu_count_from_spec, group_problems, plan_groups
 from hgxkit.recipe.model import Recipe
 
@@ -40,6 +42,7 @@ def check_recipe(recipe: Recipe, total_gpus: int | None = None) -> list[Finding]
     findings += _check_groups(recipe, total_gpus)
     findings += _check_ports(recipe, total_gpus)
     findings += _check_model_mount(recipe)
+    findings += [Finding("error", "dangerous-option", danger.message()) for danger in dangerous_options(recipe)]
     findings += _check_exposure(recipe)
     findings += _check_pitfalls(recipe)
     findings += [Finding("warning", "host-input", note) for note in recipe.host_inputs()]

@@ -3,8 +3,12 @@
 Forum posts write one command for several containers with `X` placeholders: `--name model-X`,
 `--gpus '"device=X,X,X,X"'`, `-p 500X:30000`. The importer turns them into `{{name}}`, `{{gpus}}` and
 `{{port}}` with a grouping (group size = number of X, port base = the port with X as 0). Credentials never
-reach the recipe: `-e HF_TOKEN=hf_…` becomes `-e HF_TOKEN` (Docker then reads it from the environment) and
-`--api-key KEY` becomes `--api-key {{env:SGLANG_API_KEY}}`.
+reach the recipe: `-e HF_TOKEN=hf_…` or `-e HTTP_PROXY=http://u:pw@proxy` becomes `-e HF_TOKEN` /
+`-e HTTP_PROXY` (Docker then reads the whole value from the environment), `--api-key KEY` becomes
+`--api-key {{env:SGLANG_API_KEY}}`, and a credential anywhere else (a `hf_…` token in a label, a URL password
+in a server flag, `HF_TOKEN=…` inside `sh -c '…'`) becomes an `{{env:NAME}}` reference: `URL_PASSWORD` for a
+password in a URL, the variable `hgxkit.secrets` names for each other form. Every form is one of
+`hgxkit.secrets.SECRET_PATTERNS`, the patterns the log and archive scrubber masks.
 
 Example:
     >>> recipe = import_docker_run("docker run -d --name m-X --gpus '\\"device=X,X\\"' -p 500X:80 img serve")
@@ -18,16 +22,27 @@ import re
 from dataclasses import dataclass
 
 from hgxkit.errors import InputError
+from hgxkit.recipe.danger import dangerous_options
 from hgxkit.recipe.docker_options import canonical
 from hgxkit.recipe.dockerrun import OptionEntry, OptionUse, parse_docker_run
+from hgxkit.recipe.loader import MAX_RECIPE_BYTES, format_path, recipe_problems
 from hgxkit.recipe.model import DockerSpec, Grouping, ImageRef, ModelSpec, Recipe, Source, parse_publish
 from hgxkit.recipe.server_args import ServerCommand, is_flag
-from hgxkit.secrets import SECRET_VALUE_RE, is_secret_flag, is_secret_name
+from hgxkit.secrets import (
+    SecretSpan,
+    find_secrets,
+    flag_env_name,
+    has_secret,
+    is_secret_flag,
+    is_secret_name,
+    replace_secrets,
+)
 
 _NAME_X = re.compile(r"(?<![A-Za-z0-9])X(?![A-Za-z0-9])")
 _PORT_X = re.compile(r"^(\d*)X$")
-_ENV_REFERENCE = re.compile(r"^\$(\{[A-Za-z_][A-Za-z0-9_]*\}|[A-Za-z_][A-Za-z0-9_]*)$")
-_VALUE_SECRET_ENV = {"hf_": "HF_TOKEN", "sk-": "OPENAI_API_KEY"}
+_ENV_REFERENCE = re.compile(
+    r"^(\$(\{[A-Za-z_][A-Za-z0-9_]*\}|[A-Za-z_][A-Za-z0-9_]*)|\{\{env:[A-Za-z_][A-Za-z0-9_]*\}\})$"
+)
 
 
 @dataclass(frozen=True)
@@ -55,6 +70,10 @@ def import_with_notes(
     revision: str = "main",
 ) -> ImportResult:
     """Like `import_docker_run`, also returning notes on secrets removed and inputs left on the host."""
+    if len(text) > MAX_RECIPE_BYTES:
+        raise InputError(
+            f"{source}: longer than {MAX_RECIPE_BYTES >> 10} KiB; paste one `docker run …` command, not a log"
+        )
     run = parse_docker_run(text, source=source)
     notes: list[str] = []
     entries = [_scrub_entry(entry, notes) for entry in run.entries]
@@ -72,7 +91,17 @@ def import_with_notes(
         source=Source(),
         groups=grouping,
     )
+    problems = recipe_problems(recipe)
+    if problems:
+        # Key paths of the recipe this command would become (its docker.options[i] is the i-th option entry).
+        path, problem = problems[0]
+        raise InputError(f"{source}: {format_path(path)}: {problem}")
     notes.extend(recipe.host_inputs())
+    for danger in dangerous_options(recipe):
+        notes.append(
+            f"dangerous option {danger.option}: {danger.reason}; `recipe check` reports it as an error and the "
+            f'node refuses it unless allow_docker_options lists "{danger.name}"'
+        )
     return ImportResult(recipe, tuple(dict.fromkeys(notes)))
 
 
@@ -93,23 +122,29 @@ def _scrub_entry(entry: OptionEntry, notes: list[str]) -> OptionEntry:
         value = use.value or ""
         if canonical(use.option.name) == "--env":
             key, has_equals, val = value.partition("=")
-            is_secret = has_equals and (is_secret_name(key) or SECRET_VALUE_RE.search(val))
+            is_secret = has_equals and (is_secret_name(key) or has_secret(val))
             if is_secret and not _ENV_REFERENCE.match(val):
+                # The whole value comes from the environment: part of it is a credential (a token, a
+                # password inside a proxy URL), and Docker's `-e NAME` is the form that keeps it out.
                 notes.append(f"-e {key}: secret value removed; it is taken from the environment at run time")
                 entry = _replace_value(entry, index, key)
                 continue
-        if SECRET_VALUE_RE.search(value):
-            entry = _replace_value(entry, index, _reference_secret_values(value, notes))
+        spans = find_secrets(value)
+        if spans:
+            entry = _replace_value(entry, index, _reference_secrets(value, spans, notes))
     return entry
 
 
-def _reference_secret_values(text: str, notes: list[str]) -> str:
-    def to_ref(match: re.Match[str]) -> str:
-        env_name = _VALUE_SECRET_ENV[match.group(0)[:3]]
-        notes.append(f"a credential was replaced by {{{{env:{env_name}}}}}; export {env_name} to run")
-        return f"{{{{env:{env_name}}}}}"
+def _reference_secrets(text: str, spans: list[SecretSpan], notes: list[str]) -> str:
+    """`text` with each credential replaced by `{{env:NAME}}`, one note per replacement."""
 
-    return SECRET_VALUE_RE.sub(to_ref, text)
+    def to_ref(span: SecretSpan) -> str:
+        notes.append(
+            f"a credential ({span.kind}) was replaced by {{{{env:{span.env_name}}}}}; export {span.env_name} to run"
+        )
+        return f"{{{{env:{span.env_name}}}}}"
+
+    return replace_secrets(text, spans, to_ref)
 
 
 def _scrub_server_words(words: list[str], notes: list[str]) -> list[str]:
@@ -130,14 +165,13 @@ def _scrub_server_words(words: list[str], notes: list[str]) -> list[str]:
                 out.append(word)
                 pending_flag = flag
             continue
-        out.append(_reference_secret_values(word, notes) if SECRET_VALUE_RE.search(word) else word)
+        spans = find_secrets(word)
+        out.append(_reference_secrets(word, spans, notes) if spans else word)
     return out
 
 
 def _secret_flag_ref(flag: str, notes: list[str]) -> str:
-    env_name = flag.lstrip("-").upper().replace("-", "_")
-    if not env_name.startswith(("SGLANG_", "HF_")):
-        env_name = f"SGLANG_{env_name}"
+    env_name = flag_env_name(flag)
     notes.append(f"{flag}: secret value removed; it is taken from ${env_name} at run time")
     return f"{{{{env:{env_name}}}}}"
 

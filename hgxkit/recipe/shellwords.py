@@ -16,6 +16,14 @@ as a shell splitter (`shlex`) would show it.
 
     >>> [w.text for w in split_words("sh -c 'echo $PORT' $HOME")]
     ['sh', '-c', 'echo $$PORT', '$HOME']
+
+Command substitution is refused wherever it is written: `$(…)` and backticks, quoted, escaped or not. A
+single-quoted or escaped backtick is literal on the host, but the word reaches a shell again (`sh -c` in the
+container, a health check, a script that echoes it), and a recipe is untrusted input: no form of it may carry
+a command. Parameter expansions are kept only in their plain forms `$NAME`, `${NAME}`, `$1`, `$#`…: those with
+operators (`${X:-word}`, `${X:=word}`, `${X#pat}`, `${X?msg}`) are refused, because their `word` is itself
+expanded (command substitution, nested expansions), `:=` assigns on the host and `?` exits it; keeping them
+would mean quoting text this lexer does not parse.
 """
 
 from __future__ import annotations
@@ -24,6 +32,7 @@ import re
 from dataclasses import dataclass
 
 from hgxkit.errors import InputError
+from hgxkit.secrets import redact
 
 # Characters that start shell syntax we do not import (pipelines, lists, redirections, subshells).
 SHELL_OPERATOR_CHARS = frozenset("|&;<>()`")
@@ -34,6 +43,8 @@ DQUOTE_ESCAPABLE = frozenset('$`"\\\n')
 EXPANSION_START = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ_0123456789{@*#?!-")
 LITERAL_DOLLAR = "$$"
 _DQUOTE_SAFE_SEGMENT = re.compile(r"[^\"\\`$]*")
+# The expansions a recipe keeps: `$NAME`, `${NAME}`, `$1`, `${10}` and the one-character specials.
+PLAIN_EXPANSION_RE = re.compile(r"\$(?:\{(?:[A-Za-z_][A-Za-z0-9_]*|[0-9]+)\}|[A-Za-z_][A-Za-z0-9_]*|[0-9@*#?!-])")
 
 
 @dataclass(frozen=True)
@@ -130,6 +141,7 @@ def split_words(text: str, *, source: str = "<input>") -> list[Word]:
                 continue
             if start is None:
                 start = (scanner.line, scanner.column)
+            _refuse_substitution(scanner, source, offset=1)
             scanner.take()
             escaped = scanner.take()
             buffer.append(LITERAL_DOLLAR if escaped == "$" else escaped)
@@ -180,6 +192,7 @@ def _read_single_quoted(scanner: _Scanner, buffer: list[str], source: str) -> No
     while True:
         if scanner.at_end():
             raise opened
+        _refuse_substitution(scanner, source)
         char = scanner.take()
         if char == "'":
             return
@@ -203,6 +216,8 @@ def _read_double_quoted(scanner: _Scanner, buffer: list[str], source: str) -> No
                 f"{source}: command substitution (`) at line {scanner.line}, column {scanner.column} is not "
                 "imported; replace it by its value"
             )
+        if char == "\\":
+            _refuse_substitution(scanner, source, offset=1)
         scanner.take()
         if char == "\\" and scanner.peek() in DQUOTE_ESCAPABLE and not scanner.at_end():
             escaped = scanner.take()
@@ -212,8 +227,23 @@ def _read_double_quoted(scanner: _Scanner, buffer: list[str], source: str) -> No
         buffer.append(char)
 
 
+def _refuse_substitution(scanner: _Scanner, source: str, offset: int = 0) -> None:
+    """Refuse a backtick or `$(` at `offset` characters ahead, even where the shell would take it literally."""
+    index = scanner.pos + offset
+    text = scanner.text
+    if index >= len(text) or not (text[index] == "`" or text.startswith("$(", index)):
+        return
+    what = "command substitution (`)" if text[index] == "`" else "command substitution ($(…))"
+    line = scanner.line
+    column = scanner.column + offset  # the characters skipped are on this line (a backslash, nothing else)
+    raise InputError(
+        f"{source}: {what} at line {line}, column {column} is not imported, quoted or not; "
+        "replace it by its value"
+    )
+
+
 def _read_dollar(scanner: _Scanner, source: str, *, in_double_quotes: bool) -> str:
-    """One `$` where the shell may expand it: `$` if it starts an expansion, `$$` if it is literal."""
+    """One `$` where the shell may expand it: the expansion's text, or `$$` if the dollar is literal."""
     line, column = scanner.line, scanner.column
     scanner.take()
     nxt = scanner.peek()
@@ -222,9 +252,27 @@ def _read_dollar(scanner: _Scanner, source: str, *, in_double_quotes: bool) -> s
         raise InputError(
             f"{source}: {what} at line {line}, column {column} is not imported; replace it by its value"
         )
+    if nxt == "{":
+        return _read_braced(scanner, source, line, column)
     if nxt and nxt in EXPANSION_START:
         return "$"
     return LITERAL_DOLLAR
+
+
+def _read_braced(scanner: _Scanner, source: str, line: int, column: int) -> str:
+    """`${NAME}` after its `$`: taken whole; an unclosed one or one with an operator is refused."""
+    close = scanner.text.find("}", scanner.pos)
+    expansion = "$" + scanner.text[scanner.pos : close + 1 if close >= 0 else len(scanner.text)]
+    if close < 0 or not PLAIN_EXPANSION_RE.fullmatch(expansion):
+        shown = redact(expansion if len(expansion) <= 40 else expansion[:39] + "…")
+        problem = "is never closed" if close < 0 else "has an operator"
+        raise InputError(
+            f"{source}: parameter expansion {shown!r} at line {line}, column {column} {problem}; only plain "
+            "$NAME or ${NAME} is imported (operators run and assign on the host): write the value instead"
+        )
+    for _ in range(close - scanner.pos + 1):
+        scanner.take()
+    return expansion
 
 
 def dollar_segments(text: str) -> list[tuple[str, bool]]:
@@ -242,8 +290,9 @@ def dollar_segments(text: str) -> list[tuple[str, bool]]:
             literal.append("$")
             i += 2
             continue
-        if text[i] == "$" and i + 1 < len(text) and text[i + 1] in EXPANSION_START:
-            end = _expansion_end(text, i)
+        match = PLAIN_EXPANSION_RE.match(text, i) if text[i] == "$" else None
+        if match:
+            end = match.end()
             if literal:
                 segments.append(("".join(literal), False))
                 literal = []
@@ -255,18 +304,6 @@ def dollar_segments(text: str) -> list[tuple[str, bool]]:
     if literal:
         segments.append(("".join(literal), False))
     return segments
-
-
-def _expansion_end(text: str, start: int) -> int:
-    if text[start + 1] == "{":
-        close = text.find("}", start + 2)
-        return len(text) if close < 0 else close + 1
-    if not (text[start + 1].isalpha() or text[start + 1] == "_"):
-        return start + 2  # `$1`, `$?`, `$@`: one character
-    end = start + 1
-    while end < len(text) and (text[end].isalnum() or text[end] == "_"):
-        end += 1
-    return end
 
 
 def shell_value(text: str) -> str:

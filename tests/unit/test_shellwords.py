@@ -80,7 +80,7 @@ DOLLAR_FORMS = [
     "-e X=${X} -e Y=\\$Y",
     '--health-cmd "curl -f http://localhost:\\$PORT/health || exit 1"',
     "'a'\"$X\"'$Y\"'",
-    '"$" \'$X\' "it\'s $X" "${X:-fallback}" \'${X}\'',
+    '"$" \'$X\' "it\'s $X" "${X}" \'${X}\' \'${X:-fallback}\'',
     "price$ '$' \"$\"",
     "--arg=$1 --n=\"$#\"",
 ]
@@ -106,6 +106,14 @@ def test_single_quoted_dollar_renders_single_quoted_and_expansions_double_quoted
         ('"$(date)"', r"command substitution \(\$\(…\)\) at line 1, column 2"),
         ('"`date`"', r"command substitution \(`\) at line 1, column 2"),
         ("echo $$", r"the shell's process ID \(\$\$\) at line 1, column 6"),
+        # Literal on the host, but the word reaches a shell again (`sh -c`, a health check): refused too.
+        ("sh -c 'echo `id`'", r"command substitution \(`\) at line 1, column 13 is not imported, quoted or not"),
+        ("sh -c 'echo $(id)'", r"command substitution \(\$\(…\)\) at line 1, column 13"),
+        ('"${X:-\\`id\\`}"', r"parameter expansion '\$\{X:-\\\\`id\\\\`\}' at line 1, column 2 has an operator"),
+        ("a\\`id\\`", r"command substitution \(`\) at line 1, column 3"),
+        ('"a\\$(id)"', r"command substitution \(\$\(…\)\) at line 1, column 4"),
+        ("${X:=oops}", r"parameter expansion '\$\{X:=oops\}' at line 1, column 1 has an operator"),
+        ("${X", r"parameter expansion '\$\{X' at line 1, column 1 is never closed"),
     ],
 )
 def test_expansions_a_recipe_cannot_hold_are_refused_with_their_position(command: str, message: str) -> None:

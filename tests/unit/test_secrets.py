@@ -1,0 +1,155 @@
+"""The one secret scrubber: every credential form it masks, the ordinary values it must leave alone, its speed."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from hgxkit.results.archive import scrub
+from hgxkit.secrets import (
+    MASK,
+    SECRET_PATTERNS,
+    find_secrets,
+    flag_env_name,
+    is_secret_flag,
+    is_secret_name,
+    redact,
+)
+
+HF = "hf_AbCdEfGhIjKlMnOpQrStUvWxYz012345"
+NVAPI = "nvapi-AbCdEfGhIjKlMnOpQrStUvWxYz0123456789"
+JWT = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U"
+
+# (id, text, the text after redact). One case per pattern and per written form of it.
+MASKED = [
+    ("env-hf-token", f"docker run -e HF_TOKEN={HF} img", "docker run -e HF_TOKEN=*** img"),
+    ("env-hub-token", "HUGGING_FACE_HUB_TOKEN=hub-token-value-1", "HUGGING_FACE_HUB_TOKEN=***"),
+    ("env-ngc-key", f"-e NGC_API_KEY={NVAPI}", "-e NGC_API_KEY=***"),
+    ("env-openai-double-quoted", 'OPENAI_API_KEY="not-an-sk-but-secret"', 'OPENAI_API_KEY="***"'),
+    ("env-aws-secret-yaml", "AWS_SECRET_ACCESS_KEY: wJalrXUtnFEMI/K7MDENG/bPxRfiCYEX", "AWS_SECRET_ACCESS_KEY: ***"),
+    ("json-password", '{"DB_PASSWORD": "hunter22", "port": 5432}', '{"DB_PASSWORD": "***", "port": 5432}'),
+    ("env-passwd", "MY_PASSWD=x1y2z3", "MY_PASSWD=***"),
+    ("env-secret-single-quoted", "APP_SECRET='s3cr3t value'", "APP_SECRET='***'"),
+    ("env-plain-key", "MY_KEY=abcdef", "MY_KEY=***"),
+    ("env-sglang-api-key", "SGLANG_API_KEY=abcdef", "SGLANG_API_KEY=***"),
+    ("env-private-key", "SSH_PRIVATE_KEY=abcdef", "SSH_PRIVATE_KEY=***"),
+    (
+        "sglang-server-args-log",
+        "ServerArgs(model_path='/model', api_key='k-123456', admin_api_key='adm-98765', tp_size=4)",
+        "ServerArgs(model_path='/model', api_key='***', admin_api_key='***', tp_size=4)",
+    ),
+    ("json-argv", '{"argv": ["sglang", "serve", "--api-key", "K1234567"]}', '{"argv": ["sglang", "serve", "--api-key", "***"]}'),
+    ("python-argv", "['serve', '--admin-api-key', 'K1234567']", "['serve', '--admin-api-key', '***']"),
+    ("json-api-key", '{"api_key": "K1234567", "admin_api_key": null}', '{"api_key": "***", "admin_api_key": null}'),
+    ("authorization-bearer", "Authorization: Bearer abc.def-123", "Authorization: Bearer ***"),
+    ("authorization-basic", "curl -H 'Authorization: Basic dXNlcjpwYXNz' x", "curl -H 'Authorization: Basic ***' x"),
+    ("bare-bearer", "sent Bearer tok_123456 to", "sent Bearer *** to"),
+    ("flag-space", "--api-key K123456 --tp 4", "--api-key *** --tp 4"),
+    ("flag-equals", "--api-key=K123456 --tp 4", "--api-key=*** --tp 4"),
+    ("flag-hf-token", "--hf-token abcdef123", "--hf-token ***"),
+    ("flag-token", "--token abcdef123", "--token ***"),
+    ("flag-quoted", "--admin-api-key 'adm key'", "--admin-api-key '***'"),
+    ("hf-anywhere", f"label x={HF}.", "label x=***."),
+    ("openai-key", "key sk-AbCdEfGhIjKlMnOpQrStUvWx here", "key *** here"),
+    ("openai-project-key", "sk-proj-AbCdEfGhIjKlMnOpQrStUvWx_12-34", "***"),
+    ("nvidia-key", f"({NVAPI})", "(***)"),
+    ("github-pat-classic", "ghp_AbCdEfGhIjKlMnOpQrStUvWxYz0123456789", "***"),
+    ("github-oauth", "gho_AbCdEfGhIjKlMnOpQrStUvWxYz0123456789", "***"),
+    ("github-server", "ghs_AbCdEfGhIjKlMnOpQrStUvWxYz0123456789", "***"),
+    ("github-fine-grained", "github_pat_11ABCDEFG0123456789_abcdefghijklmnop", "***"),
+    ("aws-access-key-id", "AWS_ACCESS_KEY_ID AKIAIOSFODNN7EXAMPLE x", "AWS_ACCESS_KEY_ID *** x"),
+    ("jwt", f"token {JWT}", f"token {MASK}"),
+    ("url-password", "https://user:pa55word@mirror.example.com/simple", "https://user:***@mirror.example.com/simple"),
+    ("url-password-no-user", "redis://:pa55word@cache:6379/0", "redis://:***@cache:6379/0"),
+    ("slack-token", "xoxb-1234567890-abcdefghij", "***"),
+]
+
+
+@pytest.mark.parametrize(("text", "expected"), [c[1:] for c in MASKED], ids=[c[0] for c in MASKED])
+def test_every_credential_form_is_masked(text: str, expected: str) -> None:
+    assert redact(text) == expected
+
+
+def test_every_pattern_has_a_case() -> None:
+    kinds = {span.kind for _, text, _ in MASKED for span in find_secrets(text)}
+    assert kinds == {pattern.kind for pattern in SECRET_PATTERNS}
+
+
+# Ordinary values that look a little like secrets and must survive the scrubber untouched.
+KEPT = [
+    ("server-flags", "--model-path /model --tp 4 --kv-cache-dtype fp8_e4m3 --served-model-name deepseek-v4-flash"),
+    ("image-digest", "lmsysorg/sglang@sha256:" + "0123456789abcdef" * 4),
+    ("commit-hash", "revision: 4f1c2d3e4f5a6b7c8d9e0f1a2b3c4d5e6f7a8b9c"),
+    ("uuid", "run 550e8400-e29b-41d4-a716-446655440000"),
+    ("spec-label", "--label hgxkit.spec=3f2a9c1d7e6b5a40 --label hgxkit.group=1"),
+    ("token-counts", '--max-total-tokens 4096 max_tokens: 100 {"input_tokens": 5000, "output_tokens": 12}'),
+    ("tokenizer-flags", "--tokenizer-path /t --skip-tokenizer-init --speculative-num-draft-tokens 8"),
+    ("settings", "SGLANG_RAGGED_VERIFY_MODE=static HF_HOME=/root/.cache HF_HUB_DISABLE_IMPLICIT_TOKEN=1"),
+    ("setting-named-key", "SGLANG_CACHE_KEY=prefix VLLM_ROUTING_KEY=abc"),
+    ("sk-inside-a-word", "--served-model-name deepseek-abcdefghijklmnopqrstuvwxyz task-abcdefghijklmnopqrstuvwxyz"),
+    ("references", "-e HF_TOKEN=$HF_TOKEN --api-key {{env:SGLANG_API_KEY}} HF_TOKEN=${HF_TOKEN} api_key=None"),
+    ("urls-without-password", "http://localhost:30000/health -p 127.0.0.1:5000:30000 user@host:/path"),
+    ("already-masked", "HF_TOKEN=*** --api-key ***"),
+]
+
+
+@pytest.mark.parametrize("text", [c[1] for c in KEPT], ids=[c[0] for c in KEPT])
+def test_ordinary_values_are_not_masked(text: str) -> None:
+    assert redact(text) == text
+
+
+def test_known_values_are_masked_wherever_they_appear_but_not_when_tiny() -> None:
+    assert redact("key k-7d2f91 in k-7d2f91/x", ["k-7d2f91"]) == "key *** in ***/x"
+    assert redact("port 1 and 10", ["1"]) == "port 1 and 10"  # masking "1" would rewrite every number
+
+
+def test_scrubbing_twice_changes_nothing() -> None:
+    text = " ".join(c[1] for c in MASKED)
+    once = redact(text)
+    assert redact(once) == once
+    assert HF not in once and NVAPI not in once and JWT not in once
+
+
+def test_the_archive_scrubs_with_the_same_scrubber() -> None:
+    text = '{"api_key": "K1234567", "tp": 4} --hf-token abcdef123 secret-known'
+    assert scrub(text, ["secret-known"]) == redact(text, ["secret-known"])
+    assert scrub(text, ["secret-known"]) == '{"api_key": "***", "tp": 4} --hf-token *** ***'
+
+
+@pytest.mark.parametrize(
+    ("name", "secret"),
+    [
+        ("HF_TOKEN", True), ("hf_token", True), ("NGC_API_KEY", True), ("OPENAI_API_KEY", True),
+        ("AWS_SECRET_ACCESS_KEY", True), ("MY_KEY", True), ("DB_PASSWORD", True), ("FTP_PASSWD", True),
+        ("APP_SECRET", True), ("SGLANG_API_KEY", True), ("SGLANG_CACHE_KEY", False), ("VLLM_ROUTING_KEY", False),
+        ("HF_HOME", False), ("HF_HUB_DISABLE_IMPLICIT_TOKEN", False), ("MAX_TOKENS", False), ("KEY", False),
+    ],
+)  # fmt: skip
+def test_secret_names(name: str, secret: bool) -> None:
+    assert is_secret_name(name) is secret
+
+
+def test_secret_flags_and_the_variables_that_carry_them() -> None:
+    assert [is_secret_flag(f) for f in ("--api-key", "--hf-token", "--token", "--max-total-tokens")] == [
+        True, True, True, False,
+    ]  # fmt: skip
+    assert [flag_env_name(f) for f in ("--api-key", "--hf-token", "--token")] == [
+        "SGLANG_API_KEY", "HF_TOKEN", "SGLANG_TOKEN",
+    ]  # fmt: skip
+
+
+def test_a_recognisable_credential_names_its_own_variable() -> None:
+    spans = find_secrets(f"-l token={HF} -e X={NVAPI} https://u:pw@h")
+    assert [(s.kind, s.env_name) for s in spans] == [
+        ("hugging-face-token", "HF_TOKEN"), ("nvidia-key", "NGC_API_KEY"), ("url-password", "URL_PASSWORD"),
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize("unit", ["a.", "a-", "sk-", "--a", "a://b:", "eyJa.", "token=", "Bearer ", "x_token"])
+def test_scrubbing_is_linear_on_adversarial_text(unit: str) -> None:
+    # An unbounded URL scheme once made "a.a.a.…" quadratic: 200 KB of it took minutes.
+    text = unit * (200_000 // len(unit))
+    start = time.monotonic()
+    redact(text)
+    assert time.monotonic() - start < 2.0
