@@ -15,12 +15,12 @@ from __future__ import annotations
 import json
 import re
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from hgxkit.errors import InputError
 from hgxkit.results.fingerprint import Fingerprint
+from hgxkit.results.run import Run
 from hgxkit.results.schemas import schema_errors
 from hgxkit.results.summary import RunSummary
 from hgxkit.secrets import redact
@@ -28,34 +28,6 @@ from hgxkit.secrets import redact
 RUN_DIR_RE = re.compile(r"^(\d{8}T\d{6}Z)_(.+)$")
 PARTIAL_SUFFIX = ".partial"
 REMEDY = "move it out of the archive or delete it"
-
-
-@dataclass(frozen=True)
-class Run:
-    """One archived run: where it is, and what it holds."""
-
-    run_id: str
-    path: Path
-    summary: RunSummary
-    fingerprint: Fingerprint
-
-    def ls_json(self) -> dict[str, object]:
-        """This run's entry in `results ls --json` (schema: schemas/ls.schema.json)."""
-        html = self.path / "report.html"
-        return {
-            "id": self.run_id,
-            "path": str(self.path),
-            "host": self.summary.host,
-            "recipe": self.summary.recipe,
-            "time": self.summary.time,
-            "simulated": self.summary.simulated,
-            "cells": len(self.summary.cells),
-            "tool": self.summary.tool,
-            "tool_version": self.summary.tool_version,
-            "gates": self.summary.gates,
-            "summary_schema_version": self.summary.schema_version,
-            "report_html": str(html) if html.exists() else None,
-        }
 
 
 def run_id_for(host: str, time: str, recipe: str) -> str:

@@ -15,10 +15,11 @@ from rich.console import Console
 from rich.markdown import Markdown
 
 from hgxkit.errors import InputError
-from hgxkit.results.archive import Run, load_run, scan_runs
+from hgxkit.results.archive import load_run, scan_runs
 from hgxkit.results.compare import DEFAULT_SLO_P99_MS, compare_reference, compare_runs, run_flags
 from hgxkit.results.fingerprint import fingerprint_differences
 from hgxkit.results.report import comparison_markdown, reference_markdown, run_markdown
+from hgxkit.results.run import Run
 from hgxkit.results.schemas import SCHEMA_NAMES, load_schema
 
 LS_SCHEMA_VERSION = 1

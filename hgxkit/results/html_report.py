@@ -20,7 +20,6 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from hgxkit.results.archive import Run
 from hgxkit.results.compare import TABLES, compare_reference, compare_runs, run_flags
 from hgxkit.results.fingerprint import COMPARED_FIELDS, fingerprint_differences
 from hgxkit.results.fingerprint import field_value as fingerprint_field
@@ -35,6 +34,7 @@ from hgxkit.results.plots import (
     ttft_figure,
 )
 from hgxkit.results.report import TABLE_TITLES, cell_label, format_value, input_label, metric_digits, with_interval
+from hgxkit.results.run import Run
 
 DEFAULT_SLO_P99_MS = 5000.0
 CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:; script-src 'unsafe-inline'"
