@@ -50,10 +50,12 @@ def check_recipe(recipe: Recipe, total_gpus: int | None = None) -> list[Finding]
 
 
 def parallel_size(recipe: Recipe) -> int:
-    """GPUs one server uses: tp x pp, times dp unless DP-attention runs inside the TP group."""
-    tp = _int_flag(recipe, "--tp-size", 1)
-    pp = _int_flag(recipe, "--pp-size", 1)
-    dp = _int_flag(recipe, "--dp-size", 1)
+    """GPUs one server uses: tp x pp, times dp unless DP-attention runs inside the TP group (flags spelled
+    as the recipe's server kind spells them)."""
+    kind = recipe.server.server_kind
+    tp = _int_flag(recipe, kind.tp_flag, 1)
+    pp = _int_flag(recipe, kind.pp_flag, 1)
+    dp = _int_flag(recipe, kind.dp_flag, 1)
     if recipe.server.has("--enable-dp-attention"):
         dp = 1
     return tp * pp * dp

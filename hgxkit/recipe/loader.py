@@ -26,6 +26,7 @@ import yaml
 from hgxkit.errors import InputError
 from hgxkit.recipe.docker_options import canonical
 from hgxkit.recipe.dockerrun import parse_option_words
+from hgxkit.recipe.kinds import detect_kind
 from hgxkit.recipe.model import (
     PLACEHOLDER_RE,
     SCHEMA_VERSION,
@@ -516,13 +517,17 @@ def _build(data: dict[str, Any], locate: _Locator) -> tuple[Recipe, _ItemIndex]:
         grouped = group_args(words) if words else []
         args.extend(grouped)
         items["args"].extend([i] * len(grouped))
+    try:
+        kind = detect_kind(data["image"]["reference"], program, server_data.get("kind")).name
+    except InputError as err:
+        raise locate.error(("server", "kind"), err.message) from None
     recipe = Recipe(
         name=data["name"],
         description=data.get("description"),
         source=Source(**(data.get("source") or {})),
         image=ImageRef(**data["image"]),
         docker=DockerSpec(invocation, tuple(entries)),
-        server=ServerCommand(tuple(program), tuple(args)),
+        server=ServerCommand(tuple(program), tuple(args), kind),
         model=_model(data.get("model") or {}),
         groups=_groups(data.get("groups"), locate),
         reference=_reference(data.get("reference")),
@@ -831,6 +836,7 @@ def recipe_to_dict(recipe: Recipe) -> dict[str, Any]:
             "options": [join_words(list(entry.words)) for entry in recipe.docker.entries],
         },
         "server": {
+            "kind": recipe.server.kind,
             "command": join_words(list(recipe.server.program)),
             "args": [join_words(list(entry)) for entry in recipe.server.args],
         },

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 from hgxkit.recipe.docker_options import canonical
 from hgxkit.recipe.dockerrun import OptionEntry, OptionUse
+from hgxkit.recipe.imageref import repository
 from hgxkit.recipe.server_args import ServerCommand
 from hgxkit.secrets import is_secret_name
 
@@ -48,9 +49,7 @@ class ImageRef:
     def repository(self) -> str:
         """The reference without tag or digest: `lmsysorg/sglang:dev-dspark` -> `lmsysorg/sglang`
         (a registry port, `host:5000/x`, is kept)."""
-        repo = self.reference.split("@", 1)[0]
-        last = repo.rsplit("/", 1)[-1]
-        return repo[: len(repo) - len(last)] + last.split(":", 1)[0]
+        return repository(self.reference)
 
     def at_digest(self, digest: str) -> str:
         """`repo@sha256:…`: the image by content (the tag is dropped: it can move)."""

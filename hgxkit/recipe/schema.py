@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from hgxkit.recipe.kinds import KINDS
+
 # Docker's reference grammar (github.com/distribution/reference), digests restricted to sha256:
 # [registry[:port]/]path[:tag][@sha256:<64 hex>], path components lowercase with . _ __ - separators.
 _PATH_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
@@ -43,6 +45,7 @@ MAX_GPUS = 64  # GPU ids are 0..63; a group or a node has at most 64 GPUs
 _STR_OR_NULL = {"type": ["string", "null"]}
 _NUM_OR_NULL = {"type": ["number", "null"], "minimum": 0}
 _INT_OR_NULL = {"type": ["integer", "null"], "minimum": 0}
+
 
 
 def _pattern(regex: str, expected: str, *, nullable: bool = True, max_length: int = 512) -> dict[str, Any]:
@@ -137,6 +140,11 @@ RECIPE_SCHEMA: dict[str, Any] = {
             "type": "object",
             "additionalProperties": False,
             "properties": {
+                "kind": {
+                    "enum": list(KINDS),
+                    "description": "The serving engine (hgxkit/recipe/kinds.py); absent: detected from the "
+                    "program, then the image.",
+                },
                 "command": {
                     "type": "string",
                     "description": "Program words (e.g. 'sglang serve'); empty: the image's entrypoint.",

@@ -1,7 +1,8 @@
 """The container command of a recipe: the server program and its flags, in original spelling.
 
-SGLang's parser accepts aliases (`--tp`, `--tp-size`, `--tensor-parallel-size`) and `--flag=value`;
-`ServerCommand.flag` looks a flag up under any of its spellings so checks and diffs compare meaning.
+Each engine's parser accepts aliases (SGLang `--tp`/`--tp-size`, vLLM `-tp`/`--tensor-parallel-size` and
+`--x_y` for `--x-y`) and `--flag=value`; `ServerCommand.flag` looks a flag up under any of its spellings, for
+the command's server kind (hgxkit/recipe/kinds.py), so checks and diffs compare meaning.
 
 Example:
     >>> cmd = ServerCommand.from_words(["sglang", "serve", "--tp", "4", "--trust-remote-code"])
@@ -15,26 +16,16 @@ import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
-# Alias -> canonical name, for the SGLang flags hgxkit reasons about (checked against sglang 0.5.23 --help).
-SGLANG_FLAG_ALIASES = {
-    "--tp": "--tp-size",
-    "--tensor-parallel-size": "--tp-size",
-    "--dp": "--dp-size",
-    "--data-parallel-size": "--dp-size",
-    "--pp": "--pp-size",
-    "--pipeline-parallel-size": "--pp-size",
-    "--model": "--model-path",
-    "--enable-hicache": "--enable-hierarchical-cache",
-    "--nccl-init-addr": "--dist-init-addr",
-}
+from hgxkit.recipe.kinds import KINDS, ServerKind
+
 _NEGATIVE_NUMBER = re.compile(r"^-\d+(\.\d+)?$")
 # Launchers whose first words are the program, not flags; anything else is one program word.
 _LAUNCHER_PREFIXES: tuple[tuple[str, ...], ...] = (("sglang", "serve"), ("vllm", "serve"))
 
 
-def canonical_flag(name: str) -> str:
-    """The canonical spelling of a server flag (`--tp` -> `--tp-size`)."""
-    return SGLANG_FLAG_ALIASES.get(name, name)
+def canonical_flag(name: str, kind: str = "sglang") -> str:
+    """The canonical spelling of a server flag for its engine (`--tp` -> `--tp-size`; vLLM `-tp`)."""
+    return KINDS[kind].canonical_flag(name)
 
 
 def is_flag(word: str) -> bool:
@@ -76,15 +67,26 @@ class FlagUse:
 
 @dataclass(frozen=True)
 class ServerCommand:
-    """The container command: `program` words, then argument entries in original order and spelling."""
+    """The container command: `program` words, then argument entries in original order and spelling, of a
+    server of `kind` (see hgxkit/recipe/kinds.py; `program` may be empty when the image's entrypoint is it)."""
 
     program: tuple[str, ...]
     args: tuple[tuple[str, ...], ...]
+    kind: str = "sglang"
 
     @classmethod
-    def from_words(cls, words: Sequence[str]) -> ServerCommand:
+    def from_words(cls, words: Sequence[str], kind: str = "sglang") -> ServerCommand:
+        """The container command `words` of a `kind` server; when the kind's image has the server as its
+        entrypoint (vLLM) and the words start with no launch program, they are all its arguments."""
+        server = KINDS[kind]
+        if server.image_entrypoint and not server.launches(words):
+            return cls((), tuple(group_args(words)), kind)
         program, rest = split_program(words)
-        return cls(program, tuple(group_args(rest)))
+        return cls(program, tuple(group_args(rest)), kind)
+
+    @property
+    def server_kind(self) -> ServerKind:
+        return KINDS[self.kind]
 
     def words(self) -> list[str]:
         """Every word of the command, program first."""
@@ -94,12 +96,14 @@ class ServerCommand:
         return out
 
     def uses(self) -> Iterator[FlagUse]:
-        """Each flag with its value; a positional model path after `sglang serve` counts as --model-path."""
+        """Each flag with its value, canonically spelled for the kind; a positional model after the launch
+        program (`sglang serve M`, `vllm serve M`, or the vLLM image's entrypoint) counts as the model flag."""
+        kind = self.server_kind
         for position, entry in enumerate(self.args):
             head = entry[0]
             if not is_flag(head):
-                if self.program == ("sglang", "serve") and position == 0:
-                    yield FlagUse("--model-path", head, entry)
+                if position == 0 and kind.positional_model and (not self.program or kind.launches(self.program)):
+                    yield FlagUse(kind.model_flag, head, entry)
                 continue
             name, has_equals, inline = head.partition("=")
             if has_equals:
@@ -108,11 +112,11 @@ class ServerCommand:
                 value = " ".join(entry[1:])
             else:
                 value = None
-            yield FlagUse(canonical_flag(name), value, entry)
+            yield FlagUse(kind.canonical_flag(name), value, entry)
 
     def flag(self, name: str) -> str | None:
         """The value of the last use of `name` (any alias), or None when absent or a switch."""
-        wanted = canonical_flag(name)
+        wanted = self.server_kind.canonical_flag(name)
         value = None
         for use in self.uses():
             if use.name == wanted:
@@ -121,5 +125,5 @@ class ServerCommand:
 
     def has(self, name: str) -> bool:
         """True when the flag `name` (any alias) appears at all."""
-        wanted = canonical_flag(name)
+        wanted = self.server_kind.canonical_flag(name)
         return any(use.name == wanted for use in self.uses())

@@ -73,7 +73,7 @@ def hicache_need(recipe: Recipe, *, groups: int, gpu_memory_gb: float, weights_g
     if size not in (None, "0"):
         return HostMemoryNeed(float(size or 0), ranks, groups)
     fraction = float(server.flag("--mem-fraction-static") or 0.88)
-    tp = int(server.flag("--tp-size") or 1)
+    tp = int(server.flag(server.server_kind.tp_flag) or 1)
     kv_per_rank = max(gpu_memory_gb * fraction - weights_gb / tp - 4.0, 1.0)
     ratio = float(server.flag("--hicache-ratio") or 2.0)
     return HostMemoryNeed(ratio * kv_per_rank, ranks, groups)

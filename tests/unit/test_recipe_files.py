@@ -27,7 +27,7 @@ docker:
   options:
   - --rm
 server:
-  command: serve
+  command: sglang serve
   args:
   - --tp 2
 """
