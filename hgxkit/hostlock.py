@@ -14,6 +14,8 @@ Example (at the top of a deploy file, before any role):
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import time
 from typing import Any
 
@@ -26,6 +28,16 @@ from hgxkit.knobs import knob
 LOCK_FILE = "/var/lib/hgxkit/run.lock"
 BUSY = 75  # flock -E: the exit status when another process holds the lock
 _held: dict[int, Any] = {}  # id(host) -> the open SSH channel that holds its lock
+
+
+@atexit.register
+def _release_all() -> None:
+    """Close the holders' stdin before the interpreter tears down gevent (their finalizers would need it)."""
+    for channel in _held.values():
+        with contextlib.suppress(Exception):
+            if channel is not None:
+                channel.close()
+    _held.clear()
 
 
 def holder_command() -> Any:
@@ -49,10 +61,14 @@ def holders_command() -> Any:
 
 def _open_holder(host: Any) -> tuple[Any | None, str]:
     """Start the holder on an SSH connection; (channel, "") when it holds the lock, else (None, why)."""
-    from pyinfra.connectors.util import make_unix_command_for_host
+    import inspect
 
-    runner = HostRunner(host)
-    command = make_unix_command_for_host(host.state, host, holder_command(), **runner._arguments({}))
+    from pyinfra.connectors.util import make_unix_command, make_unix_command_for_host
+
+    # How the host's commands are wrapped (sudo, su, env): the connector arguments make_unix_command takes.
+    wanted = inspect.signature(make_unix_command).parameters
+    arguments = {k: v for k, v in HostRunner(host).connector_arguments().items() if k in wanted}
+    command = make_unix_command_for_host(host.state, host, holder_command(), **arguments)
     stdin, stdout, _ = host.connector.client.exec_command(command.get_raw_value())
     first = stdout.readline().strip()
     if first == "hgxkit-locked":

@@ -35,7 +35,14 @@ from hgxkit.recipe.model import Recipe
 from hgxkit.secrets import redact
 from hgxkit.serving.containers import ApiKeyFiles, ContainerSpec, container_specs
 from hgxkit.serving.facts import ActiveUnits, ContainerNames, ListeningPorts, ManagedContainers
-from hgxkit.serving.image import RECORD_NAME, digest_from_inspect, image_record, pull_and_inspect, recorded_digest
+from hgxkit.serving.image import (
+    RECORD_NAME,
+    digest_from_inspect,
+    image_record,
+    image_to_run,
+    pull_and_inspect,
+    recorded_digest,
+)
 from hgxkit.serving.policy import (
     docker_option_problems,
     exposure_problems,
@@ -142,7 +149,7 @@ def specs_for(recipe: Recipe, total_gpus: int | None, digest: str, environ: dict
         total_gpus=total_gpus,
         bind_address=knob(host, "bind_address"),
         api_key=key_files(),
-        image=recipe.image.at_digest(digest),
+        image=image_to_run(recipe.image.reference, digest),
         environ=environ,
     )
 

@@ -34,10 +34,10 @@ from hgxkit.results.archive import run_id_for, write_run
 from hgxkit.results.report import run_markdown
 from hgxkit.results.summary import RunSummary
 from hgxkit.serving.containers import ApiKeyFiles, ContainerSpec, container_specs
-from hgxkit.serving.image import RECORD_NAME, recorded_digest
+from hgxkit.serving.image import RECORD_NAME, image_to_run, recorded_digest
 from hgxkit.serving.probes import http_request, json_body, parse_response
 from hgxkit.verify.fingerprint import collect_fingerprint
-from hgxkit.verify.plan import Cell, cells_from_jsonl, gates, plan_cells
+from hgxkit.verify.plan import Cell, cells_from_output, gates, plan_cells
 from hgxkit.verify.script import bench_script
 from roles.verify.defaults import DEFAULTS
 
@@ -74,7 +74,7 @@ def _specs(recipe: Recipe, key_file: str | None) -> tuple[list[ContainerSpec], s
     gpus = int(total) if total is not None else (len(host.get_fact(NvidiaSmi).gpus) or None)
     keys = ApiKeyFiles.beside(key_file) if key_file else None
     specs = container_specs(recipe, total_gpus=gpus, bind_address="127.0.0.1", api_key=keys,
-                            image=recipe.image.at_digest(digest))  # fmt: skip
+                            image=image_to_run(recipe.image.reference, digest))  # fmt: skip
     return specs, digest, gpus
 
 
@@ -96,12 +96,14 @@ def _probe(run: HostRunner, recipe: Recipe, spec: ContainerSpec, key_file: str |
             return f"group {spec.group} ({spec.name}): {answer} for {elapsed:.0f} s"
         echo(f"[{host.name}] group {spec.group}: {answer}; waiting ({elapsed:.0f} s)")
         time.sleep(float(host.data.get("verify_poll")))
+    base = url.rsplit("/", 1)[0]
+    models = json_body(run(http_request(f"{base}/v1/models", key_file=key_file))).get("data") or [{}]
     body = {
-        "model": recipe.server.flag("--served-model-name") or "default",
+        "model": models[0].get("id") or recipe.server.flag("--served-model-name") or "default",
         "max_tokens": 16,
         "messages": [{"role": "user", "content": "Say hello."}],
     }
-    chat = url.rsplit("/", 1)[0] + "/v1/chat/completions"
+    chat = f"{base}/v1/chat/completions"
     status, text = parse_response(run(http_request(chat, body=body, key_file=key_file)))
     if status != 200 or '"choices"' not in text:
         return f"group {spec.group} ({spec.name}): a chat completion failed ({status or 'no answer'})"
@@ -123,7 +125,7 @@ def _verify(recipe: Recipe, mode: str) -> None:
     run(script("umask 077 && mkdir -p {dir} && chmod 700 {parent} {dir}", dir=workdir,
                parent=str(host.data.get("verify_workdir"))))  # fmt: skip
     texts = _run_detached(run, cells, workdir, key_file, run_tag) if cells else {}
-    results, missing = cells_from_jsonl(cells, texts)
+    results, missing = cells_from_output(cells, texts)
     failed_gates = missing + gates(recipe, results, mode)  # type: ignore[arg-type]
     health = gpu_health_report(host.get_fact, expected_gpus=total)
     if host.data.get("verify_gates"):
@@ -138,7 +140,9 @@ def _verify(recipe: Recipe, mode: str) -> None:
                 driver_package=_driver_package(),
             )
         ]
-    server_info = json_body(run(http_request(f"http://127.0.0.1:{specs[0].port}/server_info", key_file=key_file)))
+    kind = recipe.server.server_kind
+    info_url = specs[0].health_url.rsplit("/", 1)[0] + (kind.info_path or "/version")
+    server_info = {"kind": kind.name, **json_body(run(http_request(info_url, key_file=key_file)))}
     fingerprint = collect_fingerprint(
         host.get_fact,
         system_name=host.name,
@@ -156,7 +160,7 @@ def _verify(recipe: Recipe, mode: str) -> None:
         recipe=recipe.name,
         time=run_tag,
         simulated=fingerprint.simulated,
-        tool="sglang.benchmark.serving",
+        tool=kind.client,
         tool_version=server_info.get("version"),
         cells=results,
         gates=failed_gates,

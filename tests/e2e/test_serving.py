@@ -242,6 +242,7 @@ def test_bad_server_flag_is_rolled_back_with_the_log(served, tmp_path) -> None:
     result = run_deploy(CLUSTER, "deploys/dspark.py", "verify=false", f"recipe={bad}", "serve_health_timeout=120")
     assert result.returncode != 0
     text = out(result)
+    Path("/tmp/bad_flag_run.log").write_text(text)
     assert "group 0 (deepseek-v4-flash-0) exited before it became healthy; the previous container was restarted" in text
     assert "unrecognized arguments: --no-such-flag" in text
     after = containers()
