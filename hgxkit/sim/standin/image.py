@@ -67,8 +67,9 @@ def _stub_files() -> dict[str, bytes]:
     files = {"hgxkit/__init__.py": (PACKAGE_ROOT / "__init__.py").read_bytes()}
     for package in ("sim", "sim/standin"):
         files[f"hgxkit/{package}/__init__.py"] = (PACKAGE_ROOT / package / "__init__.py").read_bytes()
-    for f in sorted((PACKAGE_ROOT / "sim" / "standin" / "sglang").glob("*.py")):
-        files[f"hgxkit/sim/standin/sglang/{f.name}"] = f.read_bytes()
+    for sub in ("common", "sglang"):
+        for f in sorted((PACKAGE_ROOT / "sim" / "standin" / sub).glob("*.py")):
+            files[f"hgxkit/sim/standin/{sub}/{f.name}"] = f.read_bytes()
     return files
 
 
