@@ -49,6 +49,9 @@ def _parser() -> argparse.ArgumentParser:
     make.add_argument("--gated", action="store_true", help="refuse downloads without an allowed --token")
     make.add_argument("--token", action="append", default=[], help="token allowed on a gated repo")
     make.add_argument("--seed", type=int, default=0)
+    make.add_argument(
+        "--shape", choices=["deepseek_v4_dspark", "generic"], default="deepseek_v4_dspark", help="config.json shape"
+    )
     return parser
 
 
@@ -65,6 +68,7 @@ def main(argv: list[str] | None = None) -> int:
             tokens=tuple(args.token),
             extra_branches=tuple(args.extra_branch),
             seed=args.seed,
+            shape=args.shape,
         )
         print(make_repo(args.root, spec))
         return 0

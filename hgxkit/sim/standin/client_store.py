@@ -84,6 +84,32 @@ def is_installed(store: Path | None = None) -> bool:
     return current and installed_clients(store) == list(PROBES)
 
 
+def vllm_command(store: Path) -> list[str] | None:
+    """How to run vLLM's real CLI (``vllm``) from `store`, or None when it holds no vLLM client.
+
+    A store made by install_clients.sh has ``bin/vllm`` (it adds the ``vllm-site`` layer); a plain venv with
+    vllm installed (a developer's scratch venv) has the console script of the same name."""
+    script = store / "bin" / "vllm"
+    if script.is_file() and (
+        (store / PROBES["vllm"]).is_file() or (store / SITE / "vllm/benchmarks/serve.py").is_file()
+    ):
+        return [str(store / "bin" / "python"), str(script)]
+    return None
+
+
+def vllm_python(store: Path) -> list[str] | None:
+    """``python`` of `store` with vLLM's layer on ``sys.path`` (for ``-c`` scripts), or None without vLLM."""
+    if vllm_command(store) is None:
+        return None
+    layer = store / VLLM_SITE
+    prefix = f"import site; site.addsitedir({str(layer)!r}); " if layer.is_dir() else ""
+    return [
+        str(store / "bin" / "python"),
+        "-c",
+        prefix + "import runpy, sys; runpy.run_path(sys.argv[1], run_name='__main__')",
+    ]
+
+
 def mark_installed(store: Path) -> None:
     """Write the stamp (after install_clients.sh succeeded into `store`)."""
     (store / STAMP).write_text(requirements_hash() + "\n")

@@ -10,7 +10,8 @@
    ``NVIDIA_VISIBLE_DEVICES`` (what ``docker --gpus`` sets; ``all``/unset = ``HGXKIT_SIM_NODE_GPUS``, default
    8), narrowed by ``CUDA_VISIBLE_DEVICES`` with CUDA's rule (ordinals index the visible devices; enumeration
    stops at the first invalid one) and by ``--device-ids``. Unlike the SGLang stand-in, unused GPUs are fine,
-   as in vLLM. With ``--distributed-executor-backend ray`` the check is Ray's, not done here.
+   as in vLLM. With ``--distributed-executor-backend ray`` the check is Ray's, not done here. Local
+   data-parallel ranks need their own GPUs each; no GPU at all fails vLLM's platform detection.
 6. KV cache: per GPU, ``HGXKIT_SIM_GPU_MEM_GB`` (141, an H200) × ``--gpu-memory-utilization`` − weights per
    GPU − 4 GiB of activations/graphs must hold one request of ``max_model_len`` tokens. Weights are
    ``HGXKIT_SIM_WEIGHTS_GB`` when set, else estimated from config.json (parameter count × 1 byte for fp8
@@ -233,6 +234,12 @@ def check_parallel(ns: argparse.Namespace, facts: ModelFacts, env: Mapping[str, 
         )
     size = world_size(ns)
     gpus = visible_gpus(env, ns.device_ids)
+    if gpus == 0:  # no CUDA device at all: vLLM's platform detection ends at UnspecifiedPlatform
+        raise StartupError(
+            "RuntimeError",
+            "Failed to infer device type, please set the environment variable `VLLM_LOGGING_LEVEL=DEBUG` to turn "
+            "on verbose logging to help debug the issue.",
+        )
     if ns.distributed_executor_backend == "ray":
         return size  # Ray places the workers (and fails its own way); not simulated here
     nnodes = int(ns.nnodes or 1)
@@ -247,9 +254,7 @@ def check_parallel(ns: argparse.Namespace, facts: ModelFacts, env: Mapping[str, 
     dp_local = ns.data_parallel_size_local
     if dp_local is None:
         dp_local = 1 if ns.data_parallel_rank is not None else int(ns.data_parallel_size)
-    need = per_node * max(int(dp_local), 1 if not ns.headless else int(dp_local))
-    if gpus == 0:
-        raise StartupError("RuntimeError", "No CUDA GPUs are available")
+    need = per_node * max(int(dp_local), 1)
     if need > gpus:
         raise StartupError(
             "RuntimeError",

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import errno
 import os
 import signal
 import sys
@@ -122,6 +121,19 @@ def api_server_main(
 def run(ns: argparse.Namespace, env: Mapping[str, str] | None, log: Log) -> int:
     """Check, bind, build the simulated engine, become ready, serve (module doc)."""
     env = os.environ if env is None else env
+    prepared = prepare(ns, env, log)
+    if isinstance(prepared, int):
+        return prepared
+    server, delay = prepared
+    return _serve(server, delay, log, env)
+
+
+def prepare(
+    ns: argparse.Namespace, env: Mapping[str, str], log: Log, truth_log: IO[str] | None = None
+) -> tuple[VllmServer, float] | int:
+    """Everything up to "ready": the bound (not yet listening) server and the simulated load time, or the exit
+    status of a refused start (module doc). Ground truth goes to `truth_log`, else ``HGXKIT_SIM_TTFT_LOG``, else
+    stdout."""
     if ns.api_key is None and env.get("VLLM_API_KEY"):
         ns.api_key = [env["VLLM_API_KEY"]]
     print(BANNER, file=log.stream, flush=True)
@@ -131,14 +143,10 @@ def run(ns: argparse.Namespace, env: Mapping[str, str] | None, log: Log) -> int:
         return _fail(log, err, "vllm/entrypoints/common/cli_args.py")
     log(f"vLLM server version {VERSION_DEFAULT}, serving model {ns.model}", "launcher.py:367")
     log(f"non-default args: {vargs.non_default(ns)}", "startup.py:96")
-    host = ns.host or ""
     try:
-        server = make_server(_placeholder_app(), host, int(ns.port), listen=False)
+        server = make_server(_placeholder_app(), ns.host or "", int(ns.port), listen=False)
     except OSError as err:
-        code = errno.errorcode.get(err.errno or 0, "")
-        return _fail(
-            log, checks.StartupError("OSError", f"[Errno {err.errno}] {err.strerror}"), f"launcher.py ({code})"
-        )
+        return _fail(log, checks.StartupError("OSError", f"[Errno {err.errno}] {err.strerror}"), "launcher.py")
     try:
         facts = checks.resolve_model(ns, env)
         length = checks.max_model_len(ns, facts, env)
@@ -160,7 +168,7 @@ def run(ns: argparse.Namespace, env: Mapping[str, str] | None, log: Log) -> int:
     )
     log(
         f"Model loading took {plan.weights_per_gpu / checks.GIB:.4f} GiB memory per GPU on {gpus} simulated "
-        f"H200(s) (simulated)",
+        "H200(s) (simulated)",
         "gpu_model_runner.py:4512",
     )
     log(
@@ -171,8 +179,8 @@ def run(ns: argparse.Namespace, env: Mapping[str, str] | None, log: Log) -> int:
     seed = int(ns.seed) if ns.seed is not None else 0
     model = LatencyModel.from_env(env, method, k if method else None, seed)
     max_running = int(ns.max_num_seqs or 1024)  # 0.33's default for H100/H200-class GPUs
-    out: IO[str] = sys.stdout
-    if env.get("HGXKIT_SIM_TTFT_LOG"):
+    out: IO[str] = truth_log or sys.stdout
+    if truth_log is None and env.get("HGXKIT_SIM_TTFT_LOG"):
         out = open(env["HGXKIT_SIM_TTFT_LOG"], "a", encoding="utf-8")  # noqa: SIM115 - lives with the server
     engine = VllmEngine(model, max_running=max_running, log=out, kv_tokens=plan.kv_tokens, max_model_len=length)
     server.app = VllmApp(
@@ -188,14 +196,28 @@ def run(ns: argparse.Namespace, env: Mapping[str, str] | None, log: Log) -> int:
         per_request_metrics=bool(ns.enable_per_request_metrics),
         force_include_usage=bool(ns.enable_force_include_usage),
     )
-    return _serve(server, model.ready_delay_s, log, env, ns)
+    return server, model.ready_delay_s
+
+
+def announce(server: VllmServer, log: Log) -> None:
+    """vLLM's lines from "Starting vLLM server" up to uvicorn's start-up; the socket listens before the last."""
+    host, port = server.server_address[:2]
+    shown = f"[{host}]" if ":" in str(host) else (host or "0.0.0.0")
+    log(f"Starting vLLM server on http://{shown}:{port}", "entry.py:139")
+    log("Available routes are:", "launcher.py:188")
+    for route, methods in ROUTES.items():
+        log(f"Route: {route}, Methods: {methods}", "launcher.py:197")
+    log.uvicorn(f"Started server process [{os.getpid()}]")
+    log.uvicorn("Waiting for application startup.")
+    server.activate()
+    log.uvicorn(READY_LINE)
 
 
 def _placeholder_app() -> VllmApp:
     return VllmApp(served_names=["-"], model_path="-", max_model_len=1, engine=VllmEngine(LatencyModel(), 1))
 
 
-def _serve(server: VllmServer, delay: float, log: Log, env: Mapping[str, str], ns: argparse.Namespace) -> int:
+def _serve(server: VllmServer, delay: float, log: Log, env: Mapping[str, str]) -> int:
     stop = threading.Event()
     serving = threading.Event()
 
@@ -210,19 +232,9 @@ def _serve(server: VllmServer, delay: float, log: Log, env: Mapping[str, str], n
     if stop.wait(delay):  # stopped while "loading": like an interrupted start-up
         server.server_close()
         return 0
-    host, port = server.server_address[:2]
-    shown = f"[{host}]" if ":" in str(host) else (host or "0.0.0.0")
-    log(f"Starting vLLM server on http://{shown}:{port}", "entry.py:139")
-    log("Available routes are:", "launcher.py:188")
-    for route, methods in ROUTES.items():
-        log(f"Route: {route}, Methods: {methods}", "launcher.py:197")
-    log.uvicorn(f"Started server process [{os.getpid()}]")
-    log.uvicorn("Waiting for application startup.")
-    server.activate()
+    announce(server, log)
     serving.set()
-    log.uvicorn(READY_LINE)
-    stats = threading.Thread(target=_log_stats, args=(server, log, env, stop), daemon=True)
-    stats.start()
+    threading.Thread(target=log_stats, args=(server, log, env, stop), daemon=True).start()
     if stop.is_set():  # a signal between the wait and `serving.set()`
         threading.Thread(target=server.shutdown, daemon=True).start()
     server.serve_forever()
@@ -246,7 +258,7 @@ def _counters(engine: VllmEngine) -> tuple[int, int, int, int, int, list[int]]:
     )
 
 
-def _log_stats(server: VllmServer, log: Log, env: Mapping[str, str], stop: threading.Event) -> None:
+def log_stats(server: VllmServer, log: Log, env: Mapping[str, str], stop: threading.Event) -> None:
     """vLLM's periodic engine-stats line (and the spec-decode line), every ``VLLM_LOG_STATS_INTERVAL`` seconds."""
     interval = float(env.get("VLLM_LOG_STATS_INTERVAL", "10") or 10)
     app = server.app
