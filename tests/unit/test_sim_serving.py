@@ -146,6 +146,26 @@ def test_overlay_shim_without_the_store_still_serves(tmp_path: Path) -> None:
     assert out.stdout.split() == ["0.5.23", "1"]
 
 
+def test_vllm_pth_adds_both_store_layers_when_mounted(tmp_path: Path, monkeypatch) -> None:
+    import site
+
+    store = tmp_path / "store"
+    line = serving.VLLM_PTH.replace(serving.CLIENT_MOUNT, str(store))
+    pth_dir = tmp_path / "dist"
+    pth_dir.mkdir()
+    (pth_dir / "hgxkit-vllm-client.pth").write_text(line + "\n")
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    site.addsitedir(str(pth_dir))  # nothing mounted: no error, nothing added
+    assert not [p for p in sys.path if p.startswith(str(store))]
+    for layer in (serving.CLIENT_SITE, serving.VLLM_CLIENT_SITE):
+        Path(layer.replace(serving.CLIENT_MOUNT, str(store))).mkdir(parents=True)
+    site.addpackage(str(pth_dir), "hgxkit-vllm-client.pth", set())
+    assert [p for p in sys.path if p.startswith(str(store))] == [
+        str(store / "lib/python3.11/site-packages"),
+        str(store / "vllm-site"),
+    ]
+
+
 def _fake_real_vllm(root: Path) -> Path:
     """A stand-in for the store's vllm-site: a `vllm` whose CLI main prints what it was asked."""
     site = root / "vllm-site"

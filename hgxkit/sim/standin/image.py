@@ -61,6 +61,11 @@ VLLM_CLIENT_SITE = f"{CLIENT_MOUNT}/vllm-site"  # vllm's layer of the store (cli
 SITE = "/usr/local/lib/python3.11/dist-packages"  # Debian 12's python3 looks here first
 BUILD_FORMAT = "1"  # bump when the Dockerfiles below change in a way the hashed inputs don't show
 KINDS = ("sglang", "vllm")
+# The vLLM image's .pth line: both store layers when mounted. One line, no comprehension (a .pth line runs with
+# exec() in site.addpackage's locals, which a comprehension's own scope cannot see).
+VLLM_PTH = (
+    f"import os, site; list(map(site.addsitedir, filter(os.path.isdir, ('{CLIENT_SITE}', '{VLLM_CLIENT_SITE}'))))"
+)
 
 DOCKERFILE = f"""# SIMULATED SGLang image (hgxkit stand-in), built by hgxkit/sim/standin/image.py
 ARG BASE
@@ -88,8 +93,7 @@ COPY vllm-variant /etc/hgxkit-sim/vllm-variant
 RUN set -e; cd /opt/hgxkit-sim; \\
     python3 -m hgxkit.sim.standin.vllm install-shim --site-packages {SITE} --bin-dir /usr/local/bin \\
         --stub-root /opt/hgxkit-sim --python /usr/bin/python3 --overlay {VLLM_CLIENT_SITE} >/dev/null; \\
-    echo "import os, site; [site.addsitedir(d) for d in ('{CLIENT_SITE}', '{VLLM_CLIENT_SITE}') if os.path.isdir(d)]" \\
-        > {SITE}/hgxkit-vllm-client.pth; \\
+    echo "{VLLM_PTH}" > {SITE}/hgxkit-vllm-client.pth; \\
     mkdir -p /vllm-workspace {CLIENT_MOUNT}; \\
     echo "SIMULATED: hgxkit's vLLM stand-in; vLLM is not here" > /vllm-workspace/README
 ENV PYTHONUNBUFFERED=1
