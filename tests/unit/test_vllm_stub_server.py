@@ -291,3 +291,25 @@ def test_process_refuses_connections_until_ready_then_logs_like_vllm_and_stops_o
     stop = [i for i, line in enumerate(lines) if line.endswith("INFO:     Shutting down")]
     assert ready and stop and ready[0] < stop[0]
     assert lines[0].startswith("hgxkit vLLM stand-in: SIMULATED")
+
+
+def test_headless_worker_opens_no_port_and_stops_on_sigterm(model: Path) -> None:
+    port = _free_port()
+    cmd = [sys.executable, "-m", "hgxkit.sim.standin.vllm", "serve", str(model), "--port", str(port)]
+    flags = ["-tp", "16", "--nnodes", "2", "--node-rank", "1", "--master-addr", "10.0.0.1", "--headless"]
+    proc = subprocess.Popen([*cmd, *flags], cwd=ROOT, env={**os.environ, **FAST}, stderr=subprocess.PIPE, text=True)
+    try:
+        time.sleep(1.5)
+        assert proc.poll() is None
+        with pytest.raises(urllib.error.URLError):  # rank > 0 runs workers only: no API server
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2)
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=20)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0
+    assert (
+        "Launching vLLM (v0.33.0) headless multiproc executor, with head node address 10.0.0.1:29501 for "
+        "torch.distributed process group." in err
+    )
+    assert "Starting vLLM server" not in err

@@ -58,6 +58,8 @@ def start(model: Path | str, *flags: str, env: Mapping[str, str] | None = None) 
     if isinstance(prepared, int):
         raise StartupRefused(prepared, stream.getvalue())
     server, _ = prepared
+    if server is None:
+        raise ValueError("--headless starts no API server: nothing to serve in-process")
     announce(server, log)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()

@@ -125,15 +125,17 @@ def run(ns: argparse.Namespace, env: Mapping[str, str] | None, log: Log) -> int:
     if isinstance(prepared, int):
         return prepared
     server, delay = prepared
+    if server is None:
+        return _headless(ns, log)
     return _serve(server, delay, log, env)
 
 
 def prepare(
     ns: argparse.Namespace, env: Mapping[str, str], log: Log, truth_log: IO[str] | None = None
-) -> tuple[VllmServer, float] | int:
+) -> tuple[VllmServer | None, float] | int:
     """Everything up to "ready": the bound (not yet listening) server and the simulated load time, or the exit
-    status of a refused start (module doc). Ground truth goes to `truth_log`, else ``HGXKIT_SIM_TTFT_LOG``, else
-    stdout."""
+    status of a refused start (module doc). ``--headless`` binds no port (vLLM starts no API server there): the
+    server is None. Ground truth goes to `truth_log`, else ``HGXKIT_SIM_TTFT_LOG``, else stdout."""
     if ns.api_key is None and env.get("VLLM_API_KEY"):
         ns.api_key = [env["VLLM_API_KEY"]]
     print(BANNER, file=log.stream, flush=True)
@@ -141,19 +143,22 @@ def prepare(
         checks.check_arguments(ns)
     except checks.StartupError as err:
         return _fail(log, err, "vllm/entrypoints/common/cli_args.py")
-    log(f"vLLM server version {VERSION_DEFAULT}, serving model {ns.model}", "launcher.py:367")
-    log(f"non-default args: {vargs.non_default(ns)}", "startup.py:96")
-    try:
-        server = make_server(_placeholder_app(), ns.host or "", int(ns.port), listen=False)
-    except OSError as err:
-        return _fail(log, checks.StartupError("OSError", f"[Errno {err.errno}] {err.strerror}"), "launcher.py")
+    server: VllmServer | None = None
+    if not ns.headless:
+        log(f"vLLM server version {VERSION_DEFAULT}, serving model {ns.model}", "launcher.py:367")
+        log(f"non-default args: {vargs.non_default(ns)}", "startup.py:96")
+        try:
+            server = make_server(_placeholder_app(), ns.host or "", int(ns.port), listen=False)
+        except OSError as err:
+            return _fail(log, checks.StartupError("OSError", f"[Errno {err.errno}] {err.strerror}"), "launcher.py")
     try:
         facts = checks.resolve_model(ns, env)
         length = checks.max_model_len(ns, facts, env)
         gpus = checks.check_parallel(ns, facts, env)
         plan = checks.memory_plan(ns, facts, length, env)
     except checks.StartupError as err:
-        server.server_close()
+        if server is not None:
+            server.server_close()
         log(f"EngineCore failed to start: {err}", "core.py:1043", "ERROR")
         return _fail(log, err, "vllm/v1/engine/core.py")
     method, k = _spec(ns)
@@ -176,6 +181,8 @@ def prepare(
         f"{plan.max_concurrency:.2f}x (simulated)",
         "kv_cache_utils.py:1148",
     )
+    if server is None:
+        return None, 0.0
     seed = int(ns.seed) if ns.seed is not None else 0
     model = LatencyModel.from_env(env, method, k if method else None, seed)
     max_running = int(ns.max_num_seqs or 1024)  # 0.33's default for H100/H200-class GPUs
@@ -215,6 +222,30 @@ def announce(server: VllmServer, log: Log) -> None:
 
 def _placeholder_app() -> VllmApp:
     return VllmApp(served_names=["-"], model_path="-", max_model_len=1, engine=VllmEngine(LatencyModel(), 1))
+
+
+def _headless(ns: argparse.Namespace, log: Log) -> int:
+    """``--headless``: no API server; the (simulated) engine or workers run until SIGTERM/SIGINT, exit 0."""
+    stop = threading.Event()
+    with contextlib.suppress(ValueError):
+        signal.signal(signal.SIGTERM, lambda *_: stop.set())
+        signal.signal(signal.SIGINT, lambda *_: stop.set())
+    if int(ns.node_rank or 0) > 0:
+        log(
+            f"Launching vLLM (v{VERSION_DEFAULT}) headless multiproc executor, with head node address "
+            f"{ns.master_addr}:{ns.master_port} for torch.distributed process group. (simulated)",
+            "serve.py:224",
+        )
+    else:
+        local = ns.data_parallel_size_local if ns.data_parallel_size_local is not None else ns.data_parallel_size
+        address = ns.data_parallel_address or "127.0.0.1"
+        log(
+            f"Launching {local} data parallel engine(s) in headless mode, with head node address "
+            f"tcp://{address}:{ns.data_parallel_rpc_port or 29550}. (simulated)",  # 29550: vLLM's default
+            "serve.py:238",
+        )
+    stop.wait()
+    return 0
 
 
 def _serve(server: VllmServer, delay: float, log: Log, env: Mapping[str, str]) -> int:
