@@ -29,8 +29,9 @@ from hgxkit.node.facts import (
     OsRelease,
     SecureBootState,
 )
+from hgxkit.recipe.kinds import KINDS
 from hgxkit.recipe.model import Recipe
-from hgxkit.results.fingerprint import Fingerprint, GpuFingerprint, hash_uuid
+from hgxkit.results.fingerprint import UNKNOWN, Fingerprint, GpuFingerprint, hash_uuid
 
 # Packages whose versions the fingerprint records (dpkg globs).
 PACKAGE_PATTERNS = (
@@ -58,8 +59,11 @@ def collect_fingerprint(
     server_info: dict,
     model_record: dict,
     gpu_health: dict,
+    server_env_report: str | None = None,
+    number_of_nodes: int = 1,
 ) -> Fingerprint:
-    """Read everything that can change a result from the host (one fact per source)."""
+    """Read everything that can change a result from the host (one fact per source); the MLPerf
+    system-description fields the host can tell are filled, the others stay "unknown"."""
     os_release = get_fact(OsRelease)
     lscpu = get_fact(Lscpu)
     document = get_fact(NvidiaSmiXml)
@@ -72,7 +76,34 @@ def collect_fingerprint(
     fabric = _first(versions, "nvidia-fabricmanager")
     recipe_text = Path(recipe.path).read_bytes() if recipe.path else b""
     smi_driver = document.versions.get("driver_version") if document else None
+    links = {v for (r, c), v in topology.items() if r.startswith("GPU") and c.startswith("GPU") and r != c}
+    kind = str(server_info.get("kind") or "sglang")
+    version = server_info.get("version")
+    software = {
+        "driver": driver.split("-")[0] if driver else smi_driver,
+        "CUDA": gpus[0].cuda_version if gpus else None,
+        "Docker": docker.server_version,
+        "container toolkit": versions.get("nvidia-container-toolkit"),
+    }
+    mlperf = {
+        "number_of_nodes": number_of_nodes,
+        "system_type": "datacenter",
+        "framework": f"{KINDS[kind].title} {version}" if kind in KINDS and version else UNKNOWN,
+        "other_software_stack": ", ".join(f"{k} {v}" for k, v in software.items() if v) or UNKNOWN,
+        "host_processor_frequency": f"{lscpu['CPU max MHz']} MHz" if lscpu.get("CPU max MHz") else UNKNOWN,
+        "host_processor_caches": ", ".join(
+            f"{k.split()[0]}: {lscpu[k]}" for k in ("L1d cache", "L2 cache", "L3 cache") if lscpu.get(k)
+        )
+        or UNKNOWN,
+        "accelerator_interconnect": "NVLink" if links and all(v.startswith("NV") for v in links) else UNKNOWN,
+        "accelerator_interconnect_topology": f"all-to-all {sorted(links)[0]} (NVSwitch)"
+        if len(links) == 1 and next(iter(links)).startswith("NV")
+        else UNKNOWN,
+        "accelerator_memory_configuration": "HBM3e" if gpus and "H200" in gpus[0].name else UNKNOWN,
+    }
     return Fingerprint(
+        **mlperf,  # type: ignore[arg-type]
+        server_env_report=server_env_report,
         system_name=system_name,
         simulated=bool(document and document.simulated) or bool(server_info.get("simulated")),
         operating_system=os_release.get("PRETTY_NAME"),

@@ -16,6 +16,7 @@ from hgxkit.recipe.kinds import KINDS
 from hgxkit.recipe.model import Recipe
 from hgxkit.results.bench import parse_bench_jsonl
 from hgxkit.results.summary import CellResult
+from hgxkit.results.telemetry import CellTelemetry, summarise_cell_telemetry
 from hgxkit.results.vllm_bench import parse_vllm_result
 
 BenchMode = Literal["smoke", "full", "none"]
@@ -44,6 +45,15 @@ class Cell:
     kind: str = "sglang"
     served_name: str | None = None  # the name the server answers to (vLLM's client must send it)
     tokenizer: str | None = None  # the model's path in the container (vLLM's client tokenizes prompts)
+    repeats: int = 1  # client runs of this cell (each appended to the same output file)
+    metrics_url: str | None = None  # the server's /metrics as the node reaches it (telemetry while it runs)
+    gpus: tuple[int, ...] = ()  # the group's GPUs (nvidia-smi samples while it runs)
+
+    @property
+    def telemetry_files(self) -> tuple[str, str, str]:
+        """The files the host script writes while this cell runs: /metrics scrapes, GPU samples, time window."""
+        stem = self.file.rsplit(".", 1)[0]
+        return f"{stem}.metrics.prom", f"{stem}.gpu.csv", f"{stem}.window"
 
     @property
     def file(self) -> str:
@@ -55,10 +65,15 @@ class Cell:
 
 
 def plan_cells(
-    recipe: Recipe, mode: BenchMode, groups: list[tuple[int, str]], output_len: int | None = None
+    recipe: Recipe,
+    mode: BenchMode,
+    groups: list[tuple[int, str]],
+    output_len: int | None = None,
+    repeats: int | None = None,
 ) -> list[Cell]:
     """The cells to run: the recipe's smoke cell or whole matrix (a default smoke cell without one), for each
-    (group, container name)."""
+    (group, container name), each `repeats` times (default: 1 for smoke, 3 for full)."""
+    times = repeats or (3 if mode == "full" else 1)
     if mode == "none":
         return []
     kind = recipe.server.server_kind
@@ -76,7 +91,7 @@ def plan_cells(
         out_len = output_len or matrix.output_len
     served = recipe.server.flag("--served-model-name")
     model = recipe.server.flag(kind.model_flag)
-    return [Cell(g, name, port, i, c, n, out_len, kind.name, served.split()[0] if served else model, model)
+    return [Cell(g, name, port, i, c, n, out_len, kind.name, served.split()[0] if served else model, model, times)
             for g, name in groups for i, c, n in shapes]  # fmt: skip
 
 
@@ -95,7 +110,8 @@ def client_argv(cell: Cell, output_dir: str) -> list[str]:
             "--random-range-ratio", "0.0",  # vLLM's ratio is a spread around the length: 0 = exact
             "--num-prompts", str(cell.num_prompts), "--max-concurrency", str(cell.concurrency),
             "--num-warmups", warmups, "--percentile-metrics", "ttft,tpot,itl,e2el", "--metric-percentiles", "50,90,99",
-            "--save-result", "--save-detailed", "--result-dir", output_dir, "--result-filename", cell.file,
+            "--save-result", "--save-detailed", "--append-result", "--result-dir", output_dir,
+            "--result-filename", cell.file,
         ]  # fmt: skip
     return [
         "--backend", "sglang", "--host", "127.0.0.1", "--port", str(cell.port),
@@ -109,8 +125,11 @@ def client_argv(cell: Cell, output_dir: str) -> list[str]:
     ]  # fmt: skip
 
 
-def cells_from_output(cells: list[Cell], texts: dict[str, str]) -> tuple[list[CellResult], list[str]]:
-    """Results per cell from each client's output file; problems for cells that produced none."""
+def cells_from_output(
+    cells: list[Cell], texts: dict[str, str], *, simulated: bool = False
+) -> tuple[list[CellResult], list[str]]:
+    """Results per cell (every repeat, with intervals) from each client's output file and the telemetry
+    recorded while it ran; problems for cells that produced none."""
     results, problems = [], []
     for cell in cells:
         text = texts.get(cell.file, "")
@@ -126,9 +145,30 @@ def cells_from_output(cells: list[Cell], texts: dict[str, str]) -> tuple[list[Ce
         if not records:
             problems.append(f"group {cell.group} cell {cell.input_len}x{cell.concurrency}: the client wrote no result")
             continue
-        results.append(CellResult.from_record(records[-1], num_prompts=cell.num_prompts, group=cell.group,
-                                              raw_file=cell.file))  # fmt: skip
+        results.append(CellResult.from_repeats(records, num_prompts=cell.num_prompts, group=cell.group,
+                                               raw_files=[cell.file] * len(records),
+                                               telemetry=cell_telemetry(cell, texts, simulated)))  # fmt: skip
     return results, problems
+
+
+def cell_telemetry(cell: Cell, texts: dict[str, str], simulated: bool) -> CellTelemetry | None:
+    """The server's /metrics and the GPUs' samples while the cell ran (None when nothing was recorded)."""
+    metrics, gpu, window = (texts.get(name, "") for name in cell.telemetry_files)
+    if not (metrics.strip() or gpu.strip()):
+        return None
+    stamps = [float(t) for t in window.split() if t.replace(".", "", 1).isdigit()]
+    recorded = [name for name in cell.telemetry_files[:2] if texts.get(name, "").strip()]
+    try:
+        return summarise_cell_telemetry(
+            cell.kind,
+            metrics_text=metrics or None,
+            gpu_csv=gpu or None,
+            simulated=simulated,
+            window=(stamps[0], stamps[-1]) if len(stamps) > 1 else None,
+            files=recorded,
+        )
+    except ValueError:
+        return None  # damaged samples: the cell's own results still count
 
 
 def gates(recipe: Recipe, results: list[CellResult], mode: BenchMode) -> list[str]:

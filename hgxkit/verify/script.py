@@ -20,6 +20,7 @@ from typing import Literal
 
 from hgxkit.hostcmd import argv, script, text, variable
 from hgxkit.recipe.kinds import KINDS
+from hgxkit.results.nvidia_smi import GPU_QUERY
 from hgxkit.verify.plan import CLIENTS, Cell, client_argv
 
 ClientProcess = Literal["per_container", "per_cell"]
@@ -28,8 +29,8 @@ DRIVER_FILE = "hgxkit_cells.py"
 # Runs inside a serving container: the kind's benchmark client (SGLang's module, or vLLM's CLI with
 # `bench serve`), its own command line unchanged, once per cell in ONE process (runpy re-runs the module as
 # __main__ each time), so torch and transformers are imported once per container instead of once per cell
-# (about 14 s each on two cores). Progress and each cell's exit status go to
-# stdout for the host script; each cell's output goes to its own log.
+# (about 14 s each on two cores). Progress, each cell's start and its exit status go to stdout for the host
+# script (which records telemetry between a cell's start and its end); each cell's output goes to its own log.
 CELL_DRIVER = """\
 import contextlib, importlib.util, json, runpy, sys, traceback, warnings
 warnings.filterwarnings("ignore", category=RuntimeWarning, module="runpy")
@@ -46,18 +47,22 @@ for entry in candidates:
 if module is None:
     print("hgxkit-noclient", flush=True)
     sys.exit(3)
-for file, log_path, label, args in plan:
+for entry in plan:
+    file, log_path, label, args = entry[:4]
+    repeats = entry[4] if len(entry) > 4 else 1
     print("hgxkit-progress " + label, flush=True)
+    print("hgxkit-start " + file, flush=True)
     rc = 0
     with open(log_path, "w") as log, contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):
-        sys.argv = [module, *prefix, *args]
-        try:
-            runpy.run_module(module, run_name="__main__", alter_sys=True)
-        except SystemExit as stop:
-            rc = stop.code if isinstance(stop.code, int) else int(stop.code is not None)
-        except Exception:
-            traceback.print_exc()
-            rc = 1
+        for _ in range(repeats):  # each run appends its result to the same file
+            sys.argv = [module, *prefix, *args]
+            try:
+                runpy.run_module(module, run_name="__main__", alter_sys=True)
+            except SystemExit as stop:
+                rc = rc or (stop.code if isinstance(stop.code, int) else int(stop.code is not None))
+            except Exception:
+                traceback.print_exc()
+                rc = 1
     print("hgxkit-done %s %d" % (file, rc), flush=True)
 """
 
@@ -69,6 +74,30 @@ def find_client(kind: str) -> str:
             modules=[module for module, _ in CLIENTS[kind]],
         )
     )
+
+
+# While a cell runs: the server's /metrics scraped every second (a `# hgxkit-scrape <unix time>` line before
+# each scrape) and nvidia-smi samples of the group's GPUs every second; the window file holds start and end.
+TELEMETRY_FUNCTIONS = (
+    "tele_start() {",
+    '  date +%s.%N > "$1.window"; : > "$1.metrics.prom"; : > "$1.gpu.csv"; tm=; tg=',
+    '  if [ -n "$2" ]; then (while :; do echo "# hgxkit-scrape $(date +%s.%N)"; curl -s -m 2 "$2" 2>/dev/null; '
+    'sleep 1; done) > "$1.metrics.prom" 2>/dev/null & tm=$!; fi',
+    text(
+        script(
+            '  if [ -n "$3" ]; then TZ=UTC nvidia-smi {query} --format=csv,noheader,nounits -i "$3" -lms 1000 '
+            '> "$1.gpu.csv" 2>/dev/null & tg=$!; fi',
+            query=f"--query-gpu={GPU_QUERY}",
+        )
+    ),
+    "}",
+    'tele_stop() { [ -n "$tm$tg" ] && kill $tm $tg 2>/dev/null; wait $tm $tg 2>/dev/null; '
+    'date +%s.%N >> "$1.window"; }',
+)
+
+
+def _telemetry_args(cell: Cell) -> dict[str, str]:
+    return {"url": cell.metrics_url or "", "gpus": ",".join(str(g) for g in cell.gpus)}
 
 
 def _progress(k: int, total: int, cell: Cell) -> str:
@@ -107,6 +136,7 @@ def bench_script(
         text(key) if key else ":",
         "rc=0",
         "rm -f failed",
+        *TELEMETRY_FUNCTIONS,
     ]
     labels = {id(cell): _progress(k, len(cells), cell) for k, cell in enumerate(cells, start=1)}
     containers = list(dict.fromkeys(cell.container for cell in cells))
@@ -124,7 +154,8 @@ def bench_script(
 
 
 def _per_container_lines(container: str, cells: list[Cell], labels: dict[int, str], inner: str) -> list[str]:
-    plan = [[cell.file, f"{inner}/{cell.file}.log", labels[id(cell)], client_argv(cell, inner)] for cell in cells]
+    plan = [[cell.file, f"{inner}/{cell.file}.log", labels[id(cell)], client_argv(cell, inner), cell.repeats]
+            for cell in cells]  # fmt: skip
     driver_log = f"client-{_safe(container)}.log"
     candidates = [[module, list(prefix)] for module, prefix in CLIENTS[cells[0].kind]]
     client = argv(*_exec(container, "python3", f"{inner}/{DRIVER_FILE}", json.dumps(candidates),
@@ -136,6 +167,15 @@ def _per_container_lines(container: str, cells: list[Cell], labels: dict[int, st
         text(script("{client} 2> {log} | while IFS= read -r line; do", client=client, log=driver_log)),
         '  case "$line" in',
         "    \"hgxkit-progress \"*) printf '%s\\n' \"${line#hgxkit-progress }\" > progress ;;",
+        text(
+            script(
+                '    "hgxkit-start "*) f=${{line#hgxkit-start }}; tele_start "${{f%.*}}" {url} {gpus} ;;',
+                **_telemetry_args(cells[0]),
+            )
+        ),
+        '    "hgxkit-done "*) tele_stop "${f%.*}" ;;',
+        "  esac",
+        '  case "$line" in',
         '    "hgxkit-done "*" 0") ;;',
         text(
             script(
@@ -193,15 +233,19 @@ def _per_cell_lines(cells: list[Cell], labels: dict[int, str], inner: str) -> li
                     log=log,
                 )
             ),
+            text(script("  tele_start {stem} {url} {gpus}", stem=cell.file.rsplit(".", 1)[0], **_telemetry_args(cell))),
+            text(script("  for _ in $(seq 1 {n}); do", n=int(cell.repeats))),
             text(
                 script(
-                    '  {client} "${var}" {args} > {log} 2>&1 || rc=1',
+                    '    {client} "${var}" {args} >> {log} 2>&1 || rc=1',
                     client=client,
                     var=variable(var),
                     args=[*prefix, *client_argv(cell, inner)],
                     log=log,
                 )
             ),
+            "  done",
+            text(script("  tele_stop {stem}", stem=cell.file.rsplit(".", 1)[0])),
             text(script("  {cp} >/dev/null 2>&1 || rc=1", cp=copy)),
             "fi",
         ]

@@ -12,6 +12,7 @@ import hashlib
 import json
 import os
 import time
+from dataclasses import replace
 from datetime import datetime, timezone
 from io import StringIO
 from pathlib import Path
@@ -33,6 +34,7 @@ from hgxkit.recipe.model import Recipe
 from hgxkit.results.archive import run_id_for, write_run
 from hgxkit.results.report import run_markdown
 from hgxkit.results.summary import RunSummary
+from hgxkit.secrets import redact
 from hgxkit.serving.containers import ApiKeyFiles, ContainerSpec, container_specs
 from hgxkit.serving.image import RECORD_NAME, image_to_run, recorded_digest
 from hgxkit.serving.probes import http_request, json_body, parse_response
@@ -121,25 +123,16 @@ def _verify(recipe: Recipe, mode: str) -> None:
     run_tag = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     workdir = f"{host.data.get('verify_workdir')}/{run_tag}_{recipe.name}"
     out_len = host.data.get("bench_output_len")
-    cells = plan_cells(recipe, mode, [(s.group, s.name) for s in specs], int(out_len) if out_len else None)  # type: ignore[arg-type]
+    repeats = host.data.get("bench_repeats")
+    cells = plan_cells(recipe, mode, [(s.group, s.name) for s in specs], int(out_len) if out_len else None,  # type: ignore[arg-type]
+                       int(repeats) if repeats else None)  # fmt: skip
+    by_group = {s.group: s for s in specs}
+    cells = [replace(c, metrics_url=_metrics_url(recipe, by_group[c.group]), gpus=tuple(by_group[c.group].gpus))
+             for c in cells]  # fmt: skip
     run(script("umask 077 && mkdir -p {dir} && chmod 700 {parent} {dir}", dir=workdir,
                parent=str(host.data.get("verify_workdir"))))  # fmt: skip
     texts = _run_detached(run, cells, workdir, key_file, run_tag) if cells else {}
-    results, missing = cells_from_output(cells, texts)
-    failed_gates = missing + gates(recipe, results, mode)  # type: ignore[arg-type]
     health = gpu_health_report(host.get_fact, expected_gpus=total)
-    if host.data.get("verify_gates"):
-        failed_gates += [str(p) for p in health.problems()]
-        failed_gates += [
-            str(p)
-            for p in driver_gate(
-                host.get_fact,
-                expected_version=None,
-                expected_gpus=total,
-                fabric_package="nvidia-fabricmanager",
-                driver_package=_driver_package(),
-            )
-        ]
     kind = recipe.server.server_kind
     info_url = specs[0].health_url.rsplit("/", 1)[0] + (kind.info_path or "/version")
     server_info = {"kind": kind.name, **json_body(run(http_request(info_url, key_file=key_file)))}
@@ -153,7 +146,22 @@ def _verify(recipe: Recipe, mode: str) -> None:
         server_info=server_info,
         model_record=_model_record(recipe),
         gpu_health=health.to_json(),
+        server_env_report=_env_report(run, kind.name, specs[0].name),
     )
+    results, missing = cells_from_output(cells, texts, simulated=fingerprint.simulated)
+    failed_gates = missing + gates(recipe, results, mode)  # type: ignore[arg-type]
+    if host.data.get("verify_gates"):
+        failed_gates += [str(p) for p in health.problems()]
+        failed_gates += [
+            str(p)
+            for p in driver_gate(
+                host.get_fact,
+                expected_version=None,
+                expected_gpus=total,
+                fabric_package="nvidia-fabricmanager",
+                driver_package=_driver_package(),
+            )
+        ]
     summary = RunSummary(
         run_id=run_id_for(host.name, run_tag, recipe.name),
         host=host.name,
@@ -167,16 +175,40 @@ def _verify(recipe: Recipe, mode: str) -> None:
         bench=mode,
     )
     report = run_markdown(summary, fingerprint)
-    path = write_run(Path(host.data.get("results_dir")), summary, fingerprint, texts, report, _secrets(run, key_file))
-    _keep_copy_on_host(run, workdir, path, texts)
+    telemetry_names = {name for cell in cells for name in cell.telemetry_files}
+    raw = {name: text for name, text in texts.items() if name not in telemetry_names}
+    telemetry = {name: text for name, text in texts.items() if name in telemetry_names and text.strip()}
+    path = write_run(Path(host.data.get("results_dir")), summary, fingerprint, raw, report, _secrets(run, key_file),
+                     telemetry=telemetry, html=True, reference=recipe.reference)  # fmt: skip
+    _keep_copy_on_host(run, workdir, path, raw)
     echo(
-        f"[{host.name}] run archived in {path} (hgxkit results show {summary.run_id})"
+        f"[{host.name}] run archived in {path} (hgxkit results show {summary.run_id}; report: {path}/report.html)"
         + ("  SIMULATED" if summary.simulated else "")
     )
     if failed_gates:
         raise DeployError(
             f"verify gates failed on {host.name} (the run is archived in {path}):\n{problem_lines(failed_gates)}"
         )
+
+
+def _metrics_url(recipe: Recipe, spec: ContainerSpec) -> str | None:
+    """The group's /metrics as the node reaches it (SGLang serves it only with --enable-metrics)."""
+    kind = recipe.server.server_kind
+    if kind.metrics_flag and not recipe.server.has(kind.metrics_flag):
+        return None
+    return spec.health_url.rsplit("/", 1)[0] + kind.metrics_path
+
+
+# The kind's own environment report, run in a serving container (what people attach to bug reports).
+ENV_REPORTS = {"sglang": ("python3", "-m", "sglang.check_env"), "vllm": ("vllm", "collect-env")}
+
+
+def _env_report(run: HostRunner, kind: str, container: str) -> str | None:
+    words = ENV_REPORTS.get(kind)
+    if not words:
+        return None
+    out = run(script("timeout 120 {cmd} 2>&1 | tail -n 200 || true", cmd=argv("docker", "exec", container, *words)))
+    return redact("\n".join(out)) or None
 
 
 def _driver_package() -> str:
@@ -252,6 +284,8 @@ def _run_detached(
         time.sleep(float(host.data.get("verify_poll")))
     texts = {}
     for cell in cells:
+        for name in cell.telemetry_files:
+            texts[name] = "\n".join(run(script("cat {f} 2>/dev/null || true", f=f"{workdir}/{name}")))
         texts[cell.file] = "\n".join(run(script("cat {f} 2>/dev/null || true", f=f"{workdir}/{cell.file}")))
         if not texts[cell.file].strip():
             log = run(script("tail -n 5 {f} 2>/dev/null || true", f=f"{workdir}/{cell.file}.log"))

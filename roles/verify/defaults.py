@@ -4,6 +4,9 @@ bench              "smoke" (default: the recipe's smoke cell, one input length a
                    prompts), "full" (the recipe's whole matrix: the post's 5000/10000/20000 input x
                    concurrency 1/5/10/20), or "none" (health, one generation and the gates; no benchmark).
 bench_output_len   output tokens per request; None: the recipe matrix's output_len.
+bench_repeats      client runs per cell (each kept, with bootstrap intervals over them); None: 1 for smoke,
+                   3 for full. While each cell runs, the server's /metrics and the group's GPUs (nvidia-smi)
+                   are sampled every second and archived with the run (telemetry/), summarised per cell.
 results_dir        where runs are archived on the controller: <results_dir>/<host>/<UTC time>_<recipe>/.
 verify_workdir     where the host keeps its copy of each run (raw JSONL, summary, fingerprint).
 verify_timeout     seconds the whole benchmark may take (it runs detached on the host and survives SSH drops).
@@ -29,6 +32,7 @@ DEFAULTS = {
     **shared_defaults("recipe", "serve_total_gpus", "api_key", "serve_state_dir", "serve_api_key_file"),
     "bench": "smoke",
     "bench_output_len": None,
+    "bench_repeats": None,
     "results_dir": "results",
     "verify_workdir": "/var/lib/hgxkit/verify",
     "verify_timeout": 4 * 3600,

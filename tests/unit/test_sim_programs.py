@@ -161,3 +161,35 @@ def test_manifest_has_real_names_and_two_driver_versions():
     assert driver.versions == ("580.95.05-1", "580.105.08-1")
     assert m.repos["cuda"].path == "cuda/debian12/x86_64"
     assert aptrepo.upstream("1:4.4.1-1") == "4.4.1"
+
+
+def test_nvidia_smi_telemetry_follows_the_stand_ins_load_and_loops(node):
+    """The simulated telemetry (power, SM clock, utilisation, memory, throttle reasons) follows the load a
+    stand-in server reports per GPU, and `-lms` samples until stopped, in the format hgxkit's parser reads."""
+    import time
+
+    from hgxkit.results.nvidia_smi import GPU_QUERY, parse_gpu_csv
+
+    node.install("nvidia-kernel-open-dkms", "580.105.08")
+    node.install("libnvidia-ml1", "580.105.08")
+    node.boot()
+    load = node.run / "gpu-load"
+    load.mkdir(parents=True)
+    (load / "gpu0").write_text(f"4 0 {time.time():.3f}\n")  # GPU 0 busy with 4 requests; GPU 1 idle
+    query = (f"--query-gpu={GPU_QUERY}", "--format=csv,noheader,nounits", "-i", "0,1")
+    busy, idle = parse_gpu_csv(node("nvidia-smi", *query).stdout, source="nvidia-smi")
+    assert busy.power_w > idle.power_w + 200 and busy.sm_clock_mhz == 1980 and idle.sm_clock_mhz == 345
+    assert busy.utilization_pct > 50 and idle.utilization_pct == 0 and busy.memory_used_mib > 100_000
+    assert (busy.throttle_mask, idle.throttle_mask) == (0, 1)  # idle GPUs report GpuIdle, as real ones do
+    (node.etc / "faults" / "gpu-throttle").touch()
+    (throttled, _) = parse_gpu_csv(node("nvidia-smi", *query).stdout, source="nvidia-smi")
+    assert throttled.throttle_mask == 0x4 and throttled.sm_clock_mhz < 1980
+    src = (FILES / "nvidia-smi").read_text().replace("@VERSION@", "580.105.08")
+    env = {**os.environ, "PYTHONPATH": str(NODE), "HGXKIT_SIM_ETC": str(node.etc), "HGXKIT_SIM_RUN": str(node.run),
+           "HGXKIT_SIM_VERSIONS": str(node.etc.parent / "versions")}  # fmt: skip
+    looping = subprocess.Popen([sys.executable, "-c", src, *query, "-lms", "200"], env=env, stdout=subprocess.PIPE,
+                               text=True)  # fmt: skip
+    time.sleep(1.1)
+    looping.terminate()
+    samples = parse_gpu_csv(looping.communicate(timeout=10)[0], source="loop")
+    assert len(samples) >= 6 and {s.index for s in samples} == {0, 1}

@@ -238,16 +238,18 @@ def test_hook_bind_mounts_into_the_container_rootfs(tmp_path: Path, monkeypatch)
     bundle.mkdir()
     (bundle / "config.json").write_text(json.dumps({"root": {"path": "rootfs"}}))
     calls: list[list[str]] = []
-    monkeypatch.setattr(hook, "mounts", lambda: [("/opt/hgxkit-sglang-client", "/opt/hgxkit-sglang-client")])
+    monkeypatch.setattr(hook, "mounts", lambda: [("/opt/hgxkit-sglang-client", "/opt/hgxkit-sglang-client", True),
+                                                 ("/run/hgxkit-sim/gpu-load", "/run/hgxkit-sim/gpu-load", False)])  # fmt: skip
     monkeypatch.setattr(
         hook.subprocess, "run", lambda cmd, **kw: calls.append(cmd) or subprocess.CompletedProcess(cmd, 0, "", "")
     )
     monkeypatch.setattr(sys, "stdin", __import__("io").StringIO(json.dumps({"pid": 4242, "bundle": str(bundle)})))
     assert hook.main(["nvidia-container-runtime-hook", "prestart"]) == 0
-    [cmd] = calls
-    assert cmd[:6] == ["nsenter", "-t", "4242", "-m", "sh", "-c"]
-    assert cmd[-2:] == ["/opt/hgxkit-sglang-client", f"{bundle}/rootfs/opt/hgxkit-sglang-client"]
-    assert "remount,bind,ro" in cmd[6]
+    [store, load] = calls
+    assert store[:6] == ["nsenter", "-t", "4242", "-m", "sh", "-c"]
+    assert store[-3:] == ["/opt/hgxkit-sglang-client", f"{bundle}/rootfs/opt/hgxkit-sglang-client", "ro"]
+    assert "remount,bind,ro" in store[6]
+    assert load[-3:] == ["/run/hgxkit-sim/gpu-load", f"{bundle}/rootfs/run/hgxkit-sim/gpu-load", "rw"]
 
 
 def test_hook_fails_with_one_line(tmp_path: Path, monkeypatch) -> None:
@@ -272,7 +274,7 @@ def test_hook_mounts_the_store_when_either_client_is_there(tmp_path: Path, monke
         hook, "PROBES", tuple(str(store / p) for p in ("lib/python3.11/site-packages/sglang", "vllm-site/vllm"))
     )
     monkeypatch.setattr(hook.os.path, "isfile", lambda p: False)  # not a simulated node: no /proc/meminfo mount
-    assert hook.mounts() == ([(str(store), str(store))] if client else [])
+    assert hook.mounts() == ([(str(store), str(store), True)] if client else [])
 
 
 def test_hook_ignores_other_stages(monkeypatch) -> None:

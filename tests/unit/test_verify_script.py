@@ -14,6 +14,7 @@ import subprocess
 import sys
 import uuid
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -37,7 +38,7 @@ exit 1
 """
 
 FAKE_CLIENT = """
-import json, os, sys
+import json, os, sys, time
 import heavy  # torch and transformers stand-in: counts its imports
 
 
@@ -46,9 +47,10 @@ def main():
     concurrency = int(args[args.index("--max-concurrency") + 1])
     key = "set" if os.environ.get("OPENAI_API_KEY") else "unset"
     print("benchmarking at concurrency", concurrency, "key", key)
+    time.sleep(float(os.environ.get("FAKE_CLIENT_SECONDS", "0")))
     if concurrency == 5:
         sys.exit(2)  # a cell whose client fails
-    with open(args[args.index("--output-file") + 1], "w") as out:
+    with open(args[args.index("--output-file") + 1], "a") as out:  # the real client appends
         out.write(json.dumps({"max_concurrency": concurrency, "argv0": sys.argv[0]}) + "\\n")
 
 
@@ -116,6 +118,36 @@ def test_one_client_process_per_container_runs_every_cell_and_reports_the_failed
         )
     # The heavy imports happened once per container (2), not once per cell (3).
     assert Path(env["HEAVY_LOG"]).read_text().count("imported") == 2
+
+
+FAKE_CURL = """#!/bin/sh
+echo 'sglang:num_running_reqs{model_name="m"} 1'
+"""
+FAKE_SMI = """#!/bin/sh
+while :; do echo "2026/12/01 10:00:00.000, 0, 400.00, 1980, 2619, 125000, 40, 60, 0x0000000000000000"; sleep 0.2; done
+"""
+
+
+@pytest.mark.parametrize("client_process", ["per_container", "per_cell"])
+def test_repeats_append_to_one_file_and_telemetry_is_recorded_while_a_cell_runs(host, client_process) -> None:
+    workdir, env, run_tag = host
+    bin_dir = Path(env["PATH"].split(":")[0])
+    for name, body in (("curl", FAKE_CURL), ("nvidia-smi", FAKE_SMI)):
+        (bin_dir / name).write_text(body)
+        (bin_dir / name).chmod(0o755)
+    cells = [replace(CELLS[0], repeats=2, metrics_url="http://127.0.0.1:5000/metrics", gpus=(0, 1))]
+    env = {**env, "FAKE_CLIENT_SECONDS": "1.2"}  # long enough for a scrape and a GPU sample
+    script = bench_script(cells, workdir=str(workdir), api_key_file=None, run_tag=run_tag,
+                          client_process=client_process)  # type: ignore[arg-type]  # fmt: skip
+    (workdir / "run.sh").write_text(script)
+    assert subprocess.run(["sh", str(workdir / "run.sh")], env=env, capture_output=True, timeout=120).returncode == 0
+    lines = (workdir / cells[0].file).read_text().splitlines()
+    assert len(lines) == 2  # both repeats, in one file
+    metrics, gpu, window = (workdir / name for name in cells[0].telemetry_files)
+    assert metrics.read_text().startswith("# hgxkit-scrape ") and "sglang:num_running_reqs" in metrics.read_text()
+    assert "400.00, 1980" in gpu.read_text()
+    start, end = (float(t) for t in window.read_text().split())
+    assert 0 < end - start < 60
 
 
 def test_per_cell_mode_starts_a_client_for_each_cell(host) -> None:

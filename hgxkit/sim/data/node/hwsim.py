@@ -10,6 +10,7 @@ State it reads (all paths inside the node):
         dcgm-diag-fail    `dcgmi diag` reports a failing test on GPU 3
         nvlink-degraded   GPU 3 link 10 trained down to 1.562 GB/s, with CRC errors
         fabric-stuck      fabric state stays "In Progress" even after fabric manager ran
+        gpu-throttle      busy GPUs report SwPowerCap throttling in nvidia-smi's telemetry
     /usr/share/hgxkit-sim/versions/<pkg>    upstream version of each installed simulated package
     /run/hgxkit-sim/nvidia/module.version   the "loaded" kernel module version (written at boot)
     /run/hgxkit-sim/nvidia/fabric.state     written by nv-fabricmanager when it registered the GPUs

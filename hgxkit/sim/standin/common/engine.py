@@ -31,7 +31,9 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import random
 import sys
 import threading
@@ -274,3 +276,29 @@ class Engine:
     def snapshot(self) -> dict[str, Any]:
         with self._cond:
             return {"running": self.running, "queued": self.queued}
+
+
+LOAD_DIR = "/run/hgxkit-sim/gpu-load"  # mounted read-write into GPU containers by the simulated hook
+
+
+def report_gpu_load(engine: Engine, environ: Mapping[str, str], load_dir: str = LOAD_DIR, every_s: float = 0.5) -> bool:
+    """Tell the node's simulated nvidia-smi how busy this server's GPUs are (SIMULATED telemetry): a thread
+    writes `<load_dir>/gpu<i>` ("<running> <queued> <unix time>") for each GPU in NVIDIA_VISIBLE_DEVICES.
+    Does nothing (False) outside a simulated node, where the directory is not mounted."""
+    gpus = [g for g in environ.get("NVIDIA_VISIBLE_DEVICES", "").split(",") if g.strip().isdigit()]
+    if not gpus or not os.path.isdir(load_dir):
+        return False
+
+    def loop() -> None:
+        while True:
+            line = f"{engine.running} {engine.queued} {time.time():.3f}\n"
+            for gpu in gpus:
+                path = os.path.join(load_dir, f"gpu{gpu.strip()}")
+                with contextlib.suppress(OSError):
+                    with open(path + ".tmp", "w") as f:
+                        f.write(line)
+                    os.replace(path + ".tmp", path)
+            time.sleep(every_s)
+
+    threading.Thread(target=loop, name="hgxkit-sim-gpu-load", daemon=True).start()
+    return True

@@ -320,3 +320,41 @@ def resolve(ns: argparse.Namespace, facts: ModelFacts) -> dict[str, Any]:
     if args["random_seed"] is None:
         args["random_seed"] = 42
     return args
+
+
+def merge_config(argv: list[str]) -> list[str]:
+    """SGLang's `--config FILE.yaml`: the file's keys become flags placed before the command line's (which win),
+    as `ConfigArgumentMerger` does in sglang 0.5.23. The stand-in is stdlib-only, so it reads the flat
+    `key: value` mappings hgxkit and people write (scalars; `true` for a switch), not every YAML form.
+
+    >>> import tempfile, os
+    >>> path = os.path.join(tempfile.mkdtemp(), "c.yaml")
+    >>> _ = open(path, "w").write("api-key: k1\\nenable_metrics: true\\n")
+    >>> merge_config(["--model-path", "/m", "--config", path])
+    ['--api-key', 'k1', '--enable-metrics', '--model-path', '/m']
+    """
+    if "--config" not in argv:
+        return argv
+    at = argv.index("--config")
+    if argv.count("--config") > 1:
+        raise SystemExit("ValueError: Multiple config files specified! Only one allowed.")
+    if at == len(argv) - 1:
+        raise SystemExit("ValueError: No config file specified after --config flag!")
+    path = argv[at + 1]
+    if not path.endswith((".yaml", ".yml")):
+        raise SystemExit(f"ValueError: Config file must be YAML format: {path}")
+    config_args: list[str] = []
+    with open(path, encoding="utf-8") as handle:
+        for line in handle:
+            line = line.split("#", 1)[0].rstrip()
+            if not line.strip():
+                continue
+            key, sep, value = line.partition(":")
+            if not sep:
+                raise SystemExit(f"ValueError: Config file must contain a dictionary at root level: {path}")
+            flag, value = "--" + key.strip().replace("_", "-"), value.strip().strip("'\"")
+            if value.lower() == "true":
+                config_args.append(flag)
+            elif value.lower() not in ("false", ""):
+                config_args += [flag, value]
+    return config_args + argv[:at] + argv[at + 2 :]

@@ -23,9 +23,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import IO
 
-from hgxkit.sim.standin.common.engine import Engine, LatencyModel
+from hgxkit.sim.standin.common.engine import Engine, LatencyModel, report_gpu_load
 from hgxkit.sim.standin.sglang import checks
-from hgxkit.sim.standin.sglang.args import ModelFacts, build_parser, resolve
+from hgxkit.sim.standin.sglang.args import ModelFacts, build_parser, merge_config, resolve
 from hgxkit.sim.standin.sglang.server import VERSION_DEFAULT, StubApp, make_server
 
 BANNER = (
@@ -69,7 +69,7 @@ def launch_server_main(
 ) -> int:
     """``python3 -m sglang.launch_server`` semantics; blocks while serving."""
     env = os.environ if env is None else env
-    ns = build_parser(prog).parse_args(argv)  # exits 2 with argparse's message, like SGLang
+    ns = build_parser(prog).parse_args(merge_config(argv))  # exits 2 with argparse's message, like SGLang
     print(BANNER, file=sys.stderr, flush=True)
     try:
         checks.run_checks(vars(ns), env)
@@ -101,6 +101,7 @@ def launch_server_main(
     if env.get("HGXKIT_SIM_TTFT_LOG"):
         log_stream = open(env["HGXKIT_SIM_TTFT_LOG"], "a", encoding="utf-8")  # noqa: SIM115 - lives with the server
     engine = Engine(model, max_running=max_running, log=log_stream)
+    report_gpu_load(engine, env)
     argv0 = command or ["python3", "-m", "sglang.launch_server", *argv]
     app = StubApp(args, facts, plan, engine, argv0, version=env.get("HGXKIT_SIM_VERSION", VERSION_DEFAULT))
     try:

@@ -26,7 +26,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import IO
 
-from hgxkit.sim.standin.common.engine import LatencyModel
+from hgxkit.sim.standin.common.engine import LatencyModel, report_gpu_load
 from hgxkit.sim.standin.vllm import args as vargs
 from hgxkit.sim.standin.vllm import checks
 from hgxkit.sim.standin.vllm.server import VERSION_DEFAULT, VllmApp, VllmServer, make_server
@@ -190,6 +190,7 @@ def prepare(
     if truth_log is None and env.get("HGXKIT_SIM_TTFT_LOG"):
         out = open(env["HGXKIT_SIM_TTFT_LOG"], "a", encoding="utf-8")  # noqa: SIM115 - lives with the server
     engine = VllmEngine(model, max_running=max_running, log=out, kv_tokens=plan.kv_tokens, max_model_len=length)
+    report_gpu_load(engine, env)
     server.app = VllmApp(
         served_names=served,
         model_path=str(ns.model),
