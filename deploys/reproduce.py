@@ -16,7 +16,7 @@ from hgxkit.hostlock import hold_host_lock
 from hgxkit.knobs import recipe_for
 from roles.model import model
 from roles.sglang_router import sglang_router
-from roles.sglang_serve import sglang_serve
+from roles.sglang_serve import prefetch_image, sglang_serve
 from roles.verify import verify
 
 if not host.data.get("recipe"):
@@ -30,6 +30,7 @@ recipe_for(host)  # load and validate it now: a bad recipe stops the run before 
 hold_host_lock(host)  # one hgxkit run per node at a time (hgxkit/hostlock.py)
 
 local.include("./bringup.py")
+prefetch_image()  # the image downloads in the background while the model does
 model()
 sglang_serve()
 sglang_router()  # only where `router: true`

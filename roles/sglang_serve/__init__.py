@@ -203,8 +203,36 @@ def sglang_serve() -> None:
     )
 
 
+PULL_UNIT = "hgxkit-image-pull"
+
+
+@deploy("hgxkit serving: image prefetch", data_defaults=DEFAULTS)
+def prefetch_image() -> None:
+    """Start pulling the recipe's image in a systemd unit on the node, so it downloads while the model does
+    (deploys/reproduce.py runs this before the model role); the rollout waits for it. Nothing when the node
+    already runs a recorded digest for this image (a re-run pulls nothing)."""
+    recipe = recipe_for(host)
+    if recipe.image.digest or recorded_digest(host.get_fact(JsonFile, path=record_path()), recipe.image.reference):
+        return
+    python.call(name=f"Start pulling {recipe.image.reference} (in the background)", function=_start_pull,
+                reference=recipe.image.reference)  # fmt: skip
+
+
+def _start_pull(reference: str) -> None:
+    run = HostRunner(host)
+    run(script("systemctl reset-failed {unit} >/dev/null 2>&1; systemctl is-active --quiet {unit} || "
+               "systemd-run --unit {unit} --collect --quiet {pull}", unit=PULL_UNIT,
+               pull=argv("docker", "pull", "-q", reference)))  # fmt: skip
+    echo(f"[{host.name}] pulling {reference} in the background (unit {PULL_UNIT})")
+
+
 def _pull(run: HostRunner, reference: str) -> str:
-    """Pull `reference` and return its repository digest (`sha256:…`)."""
+    """Pull `reference` (after a background pull of it, if one runs) and return its repository digest."""
+    if run.status(argv("systemctl", "is-active", "--quiet", PULL_UNIT))[0]:
+        echo(f"[{host.name}] waiting for the background pull of {reference} (unit {PULL_UNIT})")
+    waited = run(script("while systemctl is-active --quiet {unit}; do sleep 2; done; echo ok", unit=PULL_UNIT))
+    if waited[-1:] != ["ok"]:
+        echo(f"[{host.name}] the background pull did not report; pulling {reference} now")
     digest = digest_from_inspect(run(pull_and_inspect(reference)), reference)
     if digest is None:
         raise DeployError(f"{host.name}: `docker pull {reference}` gave no repository digest; check the registry")
