@@ -57,8 +57,10 @@ def world_size(args: Mapping[str, Any]) -> int:
 
 
 def check_gpus(args: Mapping[str, Any], env: Mapping[str, str]) -> None:
+    """Each node of a group holds world_size / nnodes of its GPUs (tp 16 over 2 nodes: 8 each)."""
     n = visible_gpus(env)
-    need = world_size(args)
+    nnodes = max(int(args.get("nnodes") or 1), 1)
+    need = world_size(args) // nnodes
     where = f"NVIDIA_VISIBLE_DEVICES={env.get('NVIDIA_VISIBLE_DEVICES', '<unset>')}"
     if need > n:
         raise StartupError(

@@ -13,6 +13,7 @@ Example:
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import signal
 import sys
@@ -24,9 +25,9 @@ from pathlib import Path
 from typing import IO
 
 from hgxkit.sim.standin.common.engine import Engine, LatencyModel, report_gpu_load
-from hgxkit.sim.standin.sglang import checks
+from hgxkit.sim.standin.sglang import checks, rendezvous
 from hgxkit.sim.standin.sglang.args import ModelFacts, build_parser, merge_config, resolve
-from hgxkit.sim.standin.sglang.server import VERSION_DEFAULT, StubApp, make_server
+from hgxkit.sim.standin.sglang.server import VERSION_DEFAULT, StubApp, make_dummy_health_server, make_server
 
 BANNER = (
     "hgxkit SGLang stand-in: SIMULATED server — no model is loaded and no GPU is used; "
@@ -54,6 +55,35 @@ def _normalize_serve_argv(argv: list[str]) -> list[str]:
     if out and not out[0].startswith("-"):
         out = ["--model-path", out[0], *out[1:]]
     return out
+
+
+def _lost(why: str) -> None:
+    log(f"Scheduler hit an exception: {why}")
+    os._exit(1)
+
+
+def _form_group(args: Mapping[str, object], env: Mapping[str, str], version: str) -> int | None:
+    """Join or gather the nodes of a multi-node group (see rendezvous). Rank 0 returns None once every rank
+    joined (then it serves); a rank >= 1 serves SGLang's dummy health server until the group ends, and
+    returns its exit status. A group that does not form returns 1, with SGLang's kind of message."""
+    model_dir = Path(str(args["model_path"]))
+    model = hashlib.sha256((model_dir / "config.json").read_bytes()).hexdigest()[:12]
+    hello = rendezvous.Hello.of(args, version=version, model=model)
+    timeout = float(args.get("dist_timeout") or env.get("HGXKIT_SIM_DIST_TIMEOUT", "600"))
+    try:
+        if hello.rank == 0:
+            rendezvous.watch(rendezvous.head_wait(args, hello, log, timeout), _lost)
+            return None
+        link = rendezvous.join(args, hello, log, timeout)
+    except rendezvous.RendezvousError as err:
+        log(str(err))
+        print(f"Initialization failed. Please see the error messages above. {err}", file=sys.stderr, flush=True)
+        return 1
+    rendezvous.watch([link], _lost)
+    server = make_dummy_health_server(str(args["host"]), int(args["port"]))
+    log(f"Dummy health check server started in background thread at {args['host']}:{args['port']}")
+    server.serve_forever()
+    return 0
 
 
 def serve_main(argv: list[str], prog: str = "sglang serve", env: Mapping[str, str] | None = None) -> int:
@@ -103,7 +133,12 @@ def launch_server_main(
     engine = Engine(model, max_running=max_running, log=log_stream)
     report_gpu_load(engine, env)
     argv0 = command or ["python3", "-m", "sglang.launch_server", *argv]
-    app = StubApp(args, facts, plan, engine, argv0, version=env.get("HGXKIT_SIM_VERSION", VERSION_DEFAULT))
+    version = env.get("HGXKIT_SIM_VERSION", VERSION_DEFAULT)
+    if int(args["nnodes"]) > 1:
+        status = _form_group(args, env, version)
+        if status is not None:
+            return status
+    app = StubApp(args, facts, plan, engine, argv0, version=version)
     try:
         server = make_server(app, args["host"], int(args["port"]))
     except OSError as err:

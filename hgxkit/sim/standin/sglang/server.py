@@ -25,7 +25,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import asdict
-from http.server import ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
@@ -439,3 +439,26 @@ class StubServer(ThreadingHTTPServer):
 
 def make_server(app: StubApp, host: str, port: int) -> StubServer:
     return StubServer((host, port), app)
+
+
+class _DummyHealthHandler(BaseHTTPRequestHandler):
+    """SGLang's dummy health server of a node_rank >= 1: 200 on /health, /health_generate and /ping whatever
+    the group's state (a 200 from a worker node says nothing about serving: probe rank 0)."""
+
+    server_version = "hgxkit-sglang-stub dummy health (simulated)"
+
+    def do_GET(self) -> None:
+        status = 200 if self.path.split("?")[0] in ("/health", "/health_generate", "/ping") else 404
+        self.send_response(status)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+def make_dummy_health_server(host: str, port: int) -> ThreadingHTTPServer:
+    """The dummy health server a worker node runs on `--host:--port`."""
+    server = ThreadingHTTPServer((host, port), _DummyHealthHandler)
+    server.daemon_threads = True
+    return server
