@@ -38,6 +38,7 @@ class Client:
     output: tuple[str, ...] = ()  # flags about where results go: dropped
     abbreviations: bool = True  # argparse: a unique prefix of a flag is that flag
     version: str = ""  # the release whose defaults `defaults` are
+    others: tuple[str, ...] = ()  # its other flags, so that an abbreviation is only read where it is unique
 
 
 _SGLANG_SETTINGS = {
@@ -76,6 +77,9 @@ CLIENTS: tuple[Client, ...] = (
         _CONNECTION,
         ("--output-file", "--output-details", "--tag"),
         version="sglang 0.5.23",
+        others=("--dataset-path", "--sharegpt-output-len", "--sharegpt-context-len", "--random-image-count",
+                "--temperature", "--top-p", "--extra-request-body", "--flush-cache-timeout",
+                "--ready-check-timeout-sec", "--header", "--goodput", "--lora-name", "--profile-activities"),
     ),
     Client(
         "vllm bench serve",
@@ -89,6 +93,9 @@ CLIENTS: tuple[Client, ...] = (
         ("--save-result", "--save-detailed", "--append-result", "--result-dir", "--result-filename", "--label",
          "--metadata"),
         version="vllm 0.33",
+        others=("--endpoint", "--dataset-path", "--burstiness", "--percentile-metrics", "--metric-percentiles",
+                "--goodput", "--temperature", "--top-p", "--top-k", "--random-prefix-len", "--header",
+                "--ready-check-timeout-sec", "--tokenizer-mode", "--request-id-prefix"),
     ),
     Client(
         "benchmark_serving.py",
@@ -101,6 +108,8 @@ CLIENTS: tuple[Client, ...] = (
         _CONNECTION,
         ("--save-result", "--save-detailed", "--append-result", "--result-dir", "--result-filename", "--metadata"),
         version="vllm 0.9.2",
+        others=("--endpoint", "--dataset-path", "--burstiness", "--percentile-metrics", "--metric-percentiles",
+                "--goodput", "--temperature", "--top-p", "--top-k", "--random-prefix-len", "--tokenizer-mode"),
     ),
     Client(
         "genai-perf", (("genai-perf", "profile"),), _PERF_SETTINGS, {},
@@ -161,7 +170,7 @@ def parse_bench(words: Sequence[str], *, where: str, client: str | None = None) 
             extra.append(word)
             index += 1
             continue
-        full = _full_flag(flag, spec, [*flags, *known, *spec.output, *spec.switches], notes, where)
+        full = _full_flag(flag, spec, [*flags, *known, *spec.output, *spec.switches, *spec.others], notes, where)
         takes_value = full not in spec.switches and not has_equals
         value = inline if has_equals else None
         if takes_value and index + 1 < len(args) and not args[index + 1].startswith("--"):

@@ -64,6 +64,12 @@ class Simple:
     def where(self) -> str:
         return f"{self.command.post.name}:{self.first_line}"
 
+    def span(self) -> str:
+        """`FILE:FIRST-LAST`, the lines the command is written on."""
+        last = max((w.line for w in self.words), default=self.command.last)
+        first = self.first_line
+        return f"{self.command.post.name}:{first}" + (f"-{last}" if last != first else "")
+
     def error(self) -> InputError | None:
         return self.command.error
 
@@ -78,7 +84,7 @@ def simple_commands(commands: Sequence[Command]) -> list[Simple]:
             continue
         placeholder = _placeholder(command)
         for words, piped, notes in _split(command, keep_angles=placeholder is not None):
-            words, prefix, more = _prefix(words)
+            words, prefix, more = _prefix(words, command.post.name)
             head = words[0].text if words else ""
             if head in _OPEN_BLOCK:
                 blocks.append(head)
@@ -116,7 +122,7 @@ def _split(command: Command, *, keep_angles: bool) -> list[tuple[list[Word], boo
         word = words[index]
         if word.is_operator and word.text in _SEPARATORS:
             if word.text == "&":
-                notes.append(f"line {word.line}: `&` (run in the background) dropped")
+                notes.append(f"{command.post.name}:{word.line}: `&` (run in the background) dropped")
             parts.append((current, piped, notes))
             current, notes, piped = [], [], word.text in ("|", "|&")
         elif word.is_operator and word.text[0] in "<>" and not keep_angles:
@@ -124,7 +130,10 @@ def _split(command: Command, *, keep_angles: bool) -> list[tuple[list[Word], boo
             if current and current[-1].text.isdigit() and _adjacent(current[-1], word):
                 current.pop()  # the descriptor of `2>&1`
             shown = word.text + (target.text if target else "")
-            notes.append(f"line {word.line}: redirection `{shown}` dropped (a container's output goes to docker logs)")
+            notes.append(
+                f"{command.post.name}:{word.line}: redirection `{shown}` dropped (the server's output goes to "
+                "docker logs)"
+            )
             index += 1 if target else 0
         else:
             current.append(word)
@@ -137,7 +146,7 @@ def _adjacent(left: Word, right: Word) -> bool:
     return left.line == right.line and left.column + len(left.text) == right.column
 
 
-def _prefix(words: list[Word]) -> tuple[list[Word], list[Word], list[str]]:
+def _prefix(words: list[Word], name: str) -> tuple[list[Word], list[Word], list[str]]:
     """Split off `sudo` and `NAME=value` words before the program (a bare `NAME=value` keeps them all)."""
     prefix: list[Word] = []
     notes: list[str] = []
@@ -146,7 +155,7 @@ def _prefix(words: list[Word]) -> tuple[list[Word], list[Word], list[str]]:
         text = words[index].text
         if text == "sudo" or (text in ("-E", "-H") and index and words[index - 1].text == "sudo"):
             if text == "sudo":
-                notes.append(f"line {words[index].line}: `sudo` dropped (hgxkit runs the command as root)")
+                notes.append(f"{name}:{words[index].line}: `sudo` dropped (hgxkit runs the command as root)")
             index += 1
         elif ASSIGNMENT_RE.match(text) and not words[index].is_operator:
             prefix.append(words[index])

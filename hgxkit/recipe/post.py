@@ -27,12 +27,62 @@ from hgxkit.recipe.shellwords import Word, split_words
 # First words of the commands people post around a serving setup; any other line is prose or output.
 PROGRAMS = frozenset(
     {
-        "docker", "podman", "sudo", "vllm", "sglang", "genai-perf", "aiperf", "trtllm-serve",
-        "text-generation-launcher", "ollama", "llama-server", "lmdeploy", "lm_eval", "curl", "wget", "pip", "pip3",
-        "uv", "conda", "git", "cd", "mkdir", "chmod", "export", "source", "bash", "sh", "nvidia-smi", "ray",
-        "timeout", "for", "while", "until", "if", "then", "else", "elif", "fi", "do", "done", "case", "esac", "echo",
-        "cat", "ls", "tee", "sleep", "huggingface-cli", "hf", "kubectl", "ifconfig", "apt", "apt-get", "modelscope",
-        "torchrun", "accelerate",
+        "docker",
+        "podman",
+        "sudo",
+        "vllm",
+        "sglang",
+        "genai-perf",
+        "aiperf",
+        "trtllm-serve",
+        "text-generation-launcher",
+        "ollama",
+        "llama-server",
+        "lmdeploy",
+        "lm_eval",
+        "curl",
+        "wget",
+        "pip",
+        "pip3",
+        "uv",
+        "conda",
+        "git",
+        "cd",
+        "mkdir",
+        "chmod",
+        "export",
+        "source",
+        "bash",
+        "sh",
+        "nvidia-smi",
+        "ray",
+        "timeout",
+        "for",
+        "while",
+        "until",
+        "if",
+        "then",
+        "else",
+        "elif",
+        "fi",
+        "do",
+        "done",
+        "case",
+        "esac",
+        "echo",
+        "cat",
+        "ls",
+        "tee",
+        "sleep",
+        "huggingface-cli",
+        "hf",
+        "kubectl",
+        "ifconfig",
+        "apt",
+        "apt-get",
+        "modelscope",
+        "torchrun",
+        "accelerate",
     }
 )
 PYTHON_RE = re.compile(r"^(?:\S*/)?python[0-9.]*$")
@@ -53,6 +103,8 @@ _LAUNCH_TOKEN = re.compile(
     r"(?:^|\s)(?:vllm serve|sglang serve|docker run|-m sglang\.launch_server|-m vllm\.entrypoints)\b"
 )
 _TRAILING_SPACE_BACKSLASH = re.compile(r"\\[ \t]+$")
+# `a \ b` inside a line: a command whose line breaks were lost (the lexer reads each as a continuation).
+_COLLAPSED = re.compile(r"\s\\[ \t]+(?=-|\w)")
 MAX_COMMAND_LINES = 400
 
 
@@ -236,7 +288,7 @@ def _gather(post: PostFile, start: int) -> tuple[Command, int]:
         line = clean[index]
         if quote is None and _TRAILING_SPACE_BACKSLASH.search(line):
             notes.append(
-                f"line {index + 1}: a backslash followed by spaces ends the line; a shell would end the command "
+                f"{post.name}:{index + 1}: a backslash followed by spaces ends the line; a shell would end the command "
                 "there (and pass a space as an argument): read as a line continuation"
             )
             line = line.rstrip(" \t")
@@ -254,11 +306,17 @@ def _gather(post: PostFile, start: int) -> tuple[Command, int]:
             break
         if not following.strip() and index + 1 < len(clean) and clean[index + 1][:1] in (" ", "\t", "-"):
             notes.append(
-                f"line {index + 1}: a blank line inside the continued command; a shell would end the command "
+                f"{post.name}:{index + 1}: a blank line inside the continued command; a shell would end the command "
                 "there: read as one command"
             )
             parts.append("")
             index += 1
+    collapsed = [n for n, part in enumerate(parts) if _COLLAPSED.search(part)]
+    if collapsed:
+        notes.append(
+            f"{post.name}:{start + collapsed[0] + 1}: `\\ ` between words read as line continuations (the post lost "
+            "its line breaks; a shell would pass each as an argument made of a space)"
+        )
     text = "\n" * start + "\n".join(parts)  # leading newlines: the lexer's line numbers are the file's
     try:
         words = tuple(split_words(text, source=post.name))

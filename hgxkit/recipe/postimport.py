@@ -59,7 +59,7 @@ _AMD_ENV = re.compile(r"^(?:VLLM_ROCM_|HIP_|ROCR_|HSA_|ROCM_)")
 _ASCEND_ENV = re.compile(r"^(?:HCCL_|ASCEND_)")
 _WINDOWS_MOUNT = re.compile(r"(?:-v|--volume|--mount)[=\s]+[\"']?(?:[^\s\"']*?(?:source|src)=)?([A-Za-z]:\\[^\s\"':]*)")
 # vLLM data parallelism spread over hosts by hand (not the --nnodes form hgxkit renders per host).
-_VLLM_DP_NODES = ("--data-parallel-size-local", "--data-parallel-address", "--data-parallel-start-rank", "--headless")
+_VLLM_DP_NODES = ("--data-parallel-size-local", "--data-parallel-address", "--data-parallel-start-rank")
 
 
 @dataclass(frozen=True)
@@ -87,6 +87,7 @@ class _Server:
     context: _Container | None = None  # the interactive container a bare launch runs in
     words: list[str] | None = None  # the container command to keep (after unwrapping `bash -c`)
     notes: list[str] = field(default_factory=list)
+    number: int = 0  # its number among the post's serving commands (what --pick takes)
 
     def where(self) -> str:
         return self.simple.where()
@@ -230,12 +231,14 @@ class _Importer:
         return out
 
     def _said(self, simple: Simple, action: str, what: str) -> None:
-        self.report.append(Report(_span(simple), action, what))
+        self.report.append(Report(simple.span(), action, what))
 
     # --- which command is the server ---
 
     def _choose(self) -> list[tuple[_Server, Recipe, list[str]]]:
         servers = self.servers
+        for number, server in enumerate(servers, 1):
+            server.number = number
         if self.options.pick is not None:
             if not 1 <= self.options.pick <= len(servers):
                 listed = "; ".join(f"{n}: {s.where()}" for n, s in enumerate(servers, 1)) or "none"
@@ -319,6 +322,7 @@ class _Importer:
         docker, command, grouping = scrub_run(run, kind, post.name, notes)
         recipe = Recipe(name="imported", image=ImageRef(run.image), docker=docker, server=command,
                         model=ModelSpec(repo_id=None), groups=grouping)  # fmt: skip
+        _fits(recipe, server)
         return recipe, notes
 
     def _prefix(self, simple: Simple) -> dict[str, str]:
@@ -375,7 +379,6 @@ class _Importer:
             joined = join_ranks([r.server for _, r, _ in chosen], where=where)
             recipe = replace(recipe, server=joined.server, groups=joined.groups)
             self.notes += joined.notes
-        _fits(recipe, server)
         placed = place_model(recipe.docker, recipe.server, where=where, model_repo=self.options.model_repo,
                              revision=self.options.revision, models_dir=self.options.models_dir)  # fmt: skip
         self.notes += placed.notes
@@ -386,7 +389,7 @@ class _Importer:
         recipe = replace(
             recipe, docker=placed.docker, server=placed.server, model=placed.model, groups=groups,
             description=f"Imported by `hgxkit recipe import` from {', '.join(p.name for p in self.posts)}.",
-            source=Source(notes=f"Serving command: {', '.join(_span(s.simple) for s, _, _ in chosen)}."),
+            source=Source(notes=f"Serving command: {', '.join(s.simple.span() for s, _, _ in chosen)}."),
         )  # fmt: skip
         return recipe, chosen[0][0].simple.command.post.name
 
@@ -399,7 +402,7 @@ class _Importer:
         port_text = recipe.server.flag("--port") or (published[0] if published else None)
         port = int(port_text) if port_text and port_text.isdigit() else recipe.server.server_kind.default_port
         benches = sorted(
-            bench_commands(self.simples) + self.client_runs, key=lambda b: _report_order(Report(_span(b[0]), "", ""))
+            bench_commands(self.simples) + self.client_runs, key=lambda b: _report_order(Report(b[0].span(), "", ""))
         )
         found = benchmarks(self.posts, benches, served=served, values=values, port=port)
         self.notes += found.notes
@@ -430,20 +433,27 @@ def _one_setup(built: list[tuple[_Server, Recipe, list[str]]]) -> list[tuple[_Se
 
 
 def _differ(built: list, first: tuple, other: tuple, differences: list[Difference]) -> InputError:
-    shown = "; ".join(
-        f"{d.area} {d.key}: {d.a} ({first[0].where()}) vs {d.b} ({other[0].where()})" for d in differences[:3]
-    )
-    more = f" and {len(differences) - 3} more" if len(differences) > 3 else ""
-    listed = ", ".join(f"{n}: {s.where()}" for n, (s, _, _) in enumerate(built, 1))
+    a, b = _at(first[0], first[0]), _at(other[0], first[0])
+    shown = "; ".join(f"{d.area} {d.key}: {d.a} ({a}) vs {d.b} ({b})" for d in differences[:2])
+    more = f" and {len(differences) - 2} more" if len(differences) > 2 else ""
+    listed = ", ".join(f"{s.number}: {_at(s, first[0])}" for s, _, _ in built)
     return InputError(
         f"{first[0].where()}: {len(built)} serving commands that are not one setup: they differ in {shown}{more}; "
         f"import one with --pick N ({listed})"
     )
 
 
+def _at(server: _Server, near: _Server) -> str:
+    """`line N` for a command of the same file as `near`, else `FILE:N`."""
+    same = server.simple.command.post is near.simple.command.post
+    return f"line {server.simple.first_line}" if same else server.where()
+
+
 def _took(server: _Server, recipe: Recipe) -> str:
     image = f", {recipe.image.reference}" if server.run is not None else ""
-    return f"`{' '.join(server.simple.texts[:2])}` (the server, {recipe.server.server_kind.title}{image})"
+    words = python_program(server.simple.texts)
+    program = words[:3] if words[:2] == ["python3", "-m"] else words[:2]
+    return f"`{' '.join(program)}` (the server, {recipe.server.server_kind.title}{image})"
 
 
 def _container_role(run: ParsedRun, kind: str | None, where: str) -> tuple[str, list[str], list[str]]:
@@ -610,14 +620,12 @@ def _fits(recipe: Recipe, server: _Server) -> None:
         raise InputError(f"{where}: {used}: vLLM data parallelism spread over hosts by hand is not imported; a server "
                          "over several hosts is imported from its --nnodes/--node-rank/--master-addr form")  # fmt: skip
     total = parallel_size(recipe.server, where)
-    nodes = recipe.node_count()
-    if total > HGX_GPUS * nodes:
+    if total > HGX_GPUS and not spans_nodes(recipe.server):  # over nodes, `join_ranks` checks each host's share
         flag = _flag_word(server, kind)
         at = f"{server.simple.command.post.name}: line {flag.line}, column {flag.column}" if flag else where
         raise InputError(
-            f"{at}: tp x pp x dp = {total} GPUs, but an HGX-H200 node has {HGX_GPUS} and the command runs on "
-            f"{nodes} node(s): spread it with --nnodes {-(-total // HGX_GPUS)} and --node-rank (a Ray cluster is "
-            "not imported)"
+            f"{at}: tp x pp x dp = {total} GPUs, but an HGX-H200 node has {HGX_GPUS} and the command runs on one "
+            f"node: spread it with --nnodes {-(-total // HGX_GPUS)} and --node-rank (a Ray cluster is not imported)"
         )
 
 
@@ -633,17 +641,13 @@ def _name(recipe: Recipe) -> str:
     candidate = candidate or (recipe.docker.last("--name") or "")
     model = recipe.model.repo_id or recipe.model.local_dir
     if not candidate and model:
-        candidate = model.rstrip("/").rsplit("/", 1)[-1]
+        parts = model.rstrip("/").split("/")
+        # a snapshot directory is named by its commit: the model's name is the directory above it
+        candidate = parts[-2] if len(parts) > 1 and re.fullmatch(r"[0-9a-f]{12,}", parts[-1]) else parts[-1]
     if not candidate:
         candidate = recipe.image.reference.split("@")[0].rsplit("/", 1)[-1].replace(":", "-")
     slug = re.sub(r"[^a-z0-9._-]+", "-", shell_value(candidate).lower()).strip("-._")
     return slug or "imported"
-
-
-def _span(simple: Simple) -> str:
-    last = max((w.line for w in simple.words), default=simple.command.last)
-    first = simple.first_line
-    return f"{simple.command.post.name}:{first}" + (f"-{last}" if last != first else "")
 
 
 def _report_order(report: Report) -> tuple[str, int]:

@@ -67,9 +67,18 @@ class Run:
     settings: dict[str, str] = field(default_factory=dict)  # what the block says about the run
     cell: tuple[int, int, int] | None = None  # (input, concurrency, prompts) from a log header
     label: str | None = None  # the instance it belongs to (`marlin`)
+    decimals: dict[str, int] = field(default_factory=dict)  # digits after the point, as printed
 
     def source(self) -> str:
-        return f"{self.post.label}:{self.first}" + (f"-{self.last}" if self.last != self.first else "")
+        """`FILE:LINES` with the file's name (what a recipe's `sources` hold)."""
+        return f"{self.post.label}:{self.lines()}"
+
+    def where(self) -> str:
+        """`PATH:LINES` with the path as given (for messages)."""
+        return f"{self.post.name}:{self.lines()}"
+
+    def lines(self) -> str:
+        return f"{self.first}" + (f"-{self.last}" if self.last != self.first else "")
 
 
 @dataclass(frozen=True)
@@ -98,6 +107,9 @@ class TableValue:
     def source(self) -> str:
         return f"{self.post.label}:{self.line}"
 
+    def where(self) -> str:
+        return f"{self.post.name}:{self.line}"
+
 
 @dataclass(frozen=True)
 class Printed:
@@ -120,9 +132,11 @@ def printed_results(post: PostFile) -> Printed:
     return printed
 
 
-def metrics_in(text: str) -> tuple[dict[str, float | int], list[str], dict[str, str]]:
-    """Client labels in `text`: (metrics by key, labels without a number, run settings by name)."""
+def metrics_in(text: str) -> tuple[dict[str, float | int], list[str], dict[str, str], dict[str, int]]:
+    """Client labels in `text`: (metrics by key, labels without a number, run settings by name, digits after
+    the point of each metric as printed)."""
     metrics: dict[str, float | int] = {}
+    decimals: dict[str, int] = {}
     missing: list[str] = []
     settings: dict[str, str] = {}
     for match in LABELS_RE.finditer(text):
@@ -139,8 +153,10 @@ def metrics_in(text: str) -> tuple[dict[str, float | int], list[str], dict[str, 
             missing.append(match.group("label"))
             continue
         integer = next(m.integer for m in METRICS if m.key == key)
-        metrics.setdefault(key, int(number) if integer else number)
-    return metrics, missing, settings
+        if key not in metrics:
+            metrics[key] = int(number) if integer else number
+            decimals[key] = _decimals(value)
+    return metrics, missing, settings, decimals
 
 
 def _number(text: str) -> float | None:
@@ -167,8 +183,8 @@ def _blocks(post: PostFile, printed: Printed) -> None:
                 break
             parts.append(text)
             last = follow
-        metrics, missing, settings = metrics_in("\n".join(parts))
-        printed.runs.append(Run(post, index + 1, last + 1, metrics, tuple(missing), settings))
+        metrics, missing, settings, decimals = metrics_in("\n".join(parts))
+        printed.runs.append(Run(post, index + 1, last + 1, metrics, tuple(missing), settings, decimals=decimals))
 
 
 def _logs(post: PostFile, printed: Printed) -> None:
@@ -187,11 +203,11 @@ def _logs(post: PostFile, printed: Printed) -> None:
         else:
             end = events[position + 1] if position + 1 < len(events) else None
             text = _between(post, index, match.end(), end[0] if end else len(post.lines) - 1, end[1] if end else None)
-            metrics, missing, settings = metrics_in(text)
+            metrics, missing, settings, decimals = metrics_in(text)
             cell = (int(match["input"]), int(match["conc"]), int(match["prompts"]))
             last = end[0] + 1 if end and end[0] > index else index + 1
-            printed.runs.append(Run(post, index + 1, last, metrics, tuple(missing), settings, cell,
-                                    match.group("label") or instance))  # fmt: skip
+            label = match.group("label") or instance
+            printed.runs.append(Run(post, index + 1, last, metrics, tuple(missing), settings, cell, label, decimals))
 
 
 def _between(post: PostFile, line: int, column: int, end_line: int, end_column: int | None) -> str:

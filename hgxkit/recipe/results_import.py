@@ -20,6 +20,7 @@ Example:
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
@@ -32,6 +33,12 @@ from hgxkit.recipe.matrix_io import cell_id
 from hgxkit.recipe.post import PostFile
 from hgxkit.recipe.reported import Run, TableValue, Warmup, printed_results
 from hgxkit.recipe.variables import Scope
+
+_CLIENT_NAMES = (
+    ("sglang.benchmark.serving", r"sglang[./]bench(?:mark[./])?_?serving"),
+    ("vllm bench serve", r"vllm bench serve"),
+    ("benchmark_serving.py", r"benchmarks?/benchmark_serving\.py"),
+)
 
 
 @dataclass
@@ -102,14 +109,14 @@ def benchmarks(
                 why = (
                     "no benchmark command before it" if bench is None else f"its command ({bench.where()}) was skipped"
                 )
-                found.report.append((run.source(), "skipped", f"result block: {why}"))
+                found.report.append((run.where(), "skipped", f"result block: {why}"))
                 continue
             _check_block(run, cell, found)
-            _merge(numbers, cell, run.metrics, run.source(), found)
-            found.report.append((run.source(), "took", f"result block -> reference for cell {cell.id}"))
+            _merge(numbers, cell, run.metrics, run.source(), found, run.decimals)
+            found.report.append((run.where(), "took", f"result block -> reference for cell {cell.id}"))
         warmups = [w for w in printed.warmups if label is None or w.label is None or w.label.lower() == label.lower()]
         if warmups and cells:
-            found.report.append((f"{post.label}:{warmups[0].line}", "took", f"{len(warmups)} warmup run(s)"))
+            found.report.append((f"{post.name}:{warmups[0].line}", "took", f"{len(warmups)} warmup run(s)"))
         tables = [t for t in printed.tables if _label_matches(t.label, label, values)]
         _tables(tables, cells, numbers, values, found)
         found.warmups += warmups
@@ -133,7 +140,7 @@ def _cell_of(
     found: Found,
 ) -> MatrixCell | None:  # fmt: skip
     """The matrix cell a client command runs (added to `cells`), or None with a report line saying why not."""
-    where = simple.where()
+    where = simple.span()
     if simple.in_block:
         found.report.append((where, "skipped", f"benchmark inside a `{simple.in_block}` block: its settings vary"))
         return None
@@ -144,7 +151,7 @@ def _cell_of(
     if bench.model is not None and bench.model not in served:
         found.report.append((where, "skipped", f"benchmark for model {bench.model}, not the imported server's"))
         return None
-    found.notes += list(bench.notes)
+    found.notes += [*simple.notes, *bench.notes]
     if port is not None and bench.port is not None and bench.port != port:
         found.notes.append(f"{where}: the client asks port {bench.port}; the imported server listens on {port}")
     for cell in cells:
@@ -175,7 +182,11 @@ def _check_block(run: Run, cell: MatrixCell, found: Found) -> None:
 def _choose_label(
     post: PostFile, runs: list[Run], tables: list[TableValue], values: set[str], found: Found
 ) -> str | None:
-    labels = sorted({r.label for r in runs if r.label} | {t.label for t in tables if t.label}, key=str.lower)
+    spelled = {
+        label.lower(): label
+        for label in sorted({r.label for r in runs if r.label} | {t.label for t in tables if t.label})
+    }
+    labels = sorted(spelled.values(), key=str.lower)
     if not labels:
         return None
     matching = [label for label in labels if label.lower() in values]
@@ -200,29 +211,49 @@ def _logged(run: Run, label: str | None, cells: list[MatrixCell], numbers: dict[
     if run.label is not None and (label is None or run.label.lower() != label.lower()):
         return
     input_len, concurrency, prompts = run.cell
-    cell = next((c for c in cells if (c.input_len, c.concurrency, c.num_prompts) == run.cell), None) or MatrixCell(
-        id="", input_len=input_len, concurrency=concurrency, num_prompts=prompts, source=run.source()
-    )
+    cell = next((c for c in cells if (c.input_len, c.concurrency, c.num_prompts) == run.cell), None)
+    if cell is None:
+        client = _client_named(run.post)
+        cell = MatrixCell(id="", input_len=input_len, concurrency=concurrency, num_prompts=prompts, client=client,
+                          source=run.source())  # fmt: skip
+        found.notes.append(
+            f"{run.where()}: a logged run gives input length, concurrency and prompts; its output length, dataset "
+            f"and range ratio are not stated, so the cell leaves them unset"
+            + (f" (the log names the client {client})" if client else "")
+        )
     if not cell.id:
         cell = replace(cell, id=cell_id(cell, {c.id for c in cells}))
         cells.append(cell)
-        found.report.append((run.source(), "took", f"logged run -> matrix cell {cell.id} and its reference numbers"))
-    _merge(numbers, cell, run.metrics, run.source(), found)
+        found.report.append((run.where(), "took", f"logged run -> matrix cell {cell.id} and its reference numbers"))
+    _merge(numbers, cell, run.metrics, run.source(), found, run.decimals)
+
+
+def _client_named(post: PostFile) -> str | None:
+    """The one benchmark client a post's log names (`…/sglang/bench_serving.py:13: FutureWarning`), if one."""
+    text = "\n".join(post.lines)
+    named = {name for name, pattern in _CLIENT_NAMES if re.search(pattern, text)}
+    return named.pop() if len(named) == 1 else None
 
 
 def _tables(tables: list[TableValue], cells: list[MatrixCell], numbers: dict[str, _Numbers], values: set[str],
             found: Found) -> None:  # fmt: skip
-    used: dict[str, int] = {}
+    outcomes: dict[str, list[str]] = {}
     for value in tables:
         cell = next((c for c in cells if _row_is_cell(value.keys, c, values)), None)
         if cell is None:
-            found.report.append((value.source(), "skipped", f"table row {value.keys}: no matching matrix cell"))
-            continue
-        _merge(numbers, cell, {value.metric: round(value.value, value.decimals)}, value.source(), found,
-               decimals=value.decimals)  # fmt: skip
-        used[value.source()] = used.get(value.source(), 0) + 1
-    for source, count in used.items():
-        found.report.append((source, "took", f"table: {count} number(s) -> reference"))
+            outcome = ["no cell"]
+        else:
+            number = round(value.value, value.decimals)
+            places = {value.metric: value.decimals}
+            outcome = _merge(numbers, cell, {value.metric: number}, value.source(), found, places)
+        outcomes.setdefault(value.where(), []).extend(outcome)
+    for where, seen in outcomes.items():
+        counts = {k: seen.count(k) for k in ("new", "finer", "agrees", "differs", "no cell") if k in seen}
+        taken = counts.get("new", 0) + counts.get("finer", 0)
+        said = {"new": "added", "finer": "more precise than before", "agrees": "agree with more precise ones read",
+                "differs": "differ (noted)", "no cell": "name no matrix cell"}  # fmt: skip
+        what = "; ".join(f"{n} {said[k]}" for k, n in counts.items())
+        found.report.append((where, "took" if taken else "checked", f"table of {len(seen)} number(s): {what}"))
 
 
 def _row_is_cell(keys: dict[str, str], cell: MatrixCell, values: set[str]) -> bool:
@@ -236,27 +267,37 @@ def _row_is_cell(keys: dict[str, str], cell: MatrixCell, values: set[str]) -> bo
     return True
 
 
-def _merge(numbers: dict[str, _Numbers], cell: MatrixCell, metrics: dict[str, float | int], source: str,
-           found: Found, *, decimals: int | None = None) -> None:  # fmt: skip
+def _merge(
+    numbers: dict[str, _Numbers],
+    cell: MatrixCell,
+    metrics: dict[str, float | int],
+    source: str,
+    found: Found,
+    decimals: dict[str, int],
+) -> list[str]:
+    """Add numbers to a cell's reference; per number: `new`, `finer` (replaces a rounder one), `agrees`
+    (a rounder copy of one already read) or `differs` (a note; the first one read is kept)."""
     entry = numbers.setdefault(cell.id, _Numbers(cell))
+    outcome = []
     for key, value in metrics.items():
-        places = decimals if decimals is not None else _places(value)
+        places = decimals.get(key, 0)
         old = entry.values.get(key)
         if old is None:
             entry.values[key] = (value, places, source)
+            outcome.append("new")
             continue
         low = min(places, old[1])
         if round(float(old[0]), low) != round(float(value), low):
             found.notes.append(
                 f"{source}: {key} {value} for cell {cell.id} differs from {old[0]} ({old[2]}); kept {old[0]}"
             )
+            outcome.append("differs")
         elif places > old[1]:
             entry.values[key] = (value, places, source)
-
-
-def _places(value: float | int) -> int:
-    text = repr(value)
-    return len(text.split(".", 1)[1]) if "." in text and not isinstance(value, int) else 0
+            outcome.append("finer")
+        else:
+            outcome.append("agrees")
+    return outcome
 
 
 def _reference_cell(entry: _Numbers) -> ReferenceCell:
