@@ -278,7 +278,8 @@ def _cmd_show(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(recipe_json(recipe), indent=2))
         return 0
-    show_recipe(recipe, Console(highlight=False, soft_wrap=True))
+    # Tables wider than a terminal's default 80 columns when written to a file or pipe: a cell per line.
+    show_recipe(recipe, Console(highlight=False, width=None if sys.stdout.isatty() else 200))
     return 0
 
 

@@ -33,6 +33,7 @@ from hgxkit.recipe.commands import PLACEHOLDER, Simple, simple_commands, unsuppo
 from hgxkit.recipe.diff import Difference, diff_recipes
 from hgxkit.recipe.docker_options import canonical
 from hgxkit.recipe.dockerrun import ParsedRun, parse_run_words
+from hgxkit.recipe.group_join import join_groups
 from hgxkit.recipe.importer import ImportResult, Report, finish, scrub_run
 from hgxkit.recipe.kinds import (
     KINDS,
@@ -123,6 +124,7 @@ class _Importer:
         self.containers: list[_Container] = []
         self.client_runs: list[Bench] = []
         self.built: dict[str, str] = {}  # image tag -> where `docker build` made it
+        self.join = "one"  # how the serving commands join: one, ranks (over hosts), groups (of GPUs)
         self.aliases: dict[str, tuple[str, str]] = {}  # `docker tag SRC DST`: DST -> (SRC, where)
 
     def run(self) -> ImportResult:
@@ -268,7 +270,8 @@ class _Importer:
             raise self._no_server()
         for server, error in zip([s for s in servers if s not in [b[0] for b in built]], errors, strict=False):
             self._said(server.simple, "skipped", f"a serving command that cannot be imported: {error.message}")
-        return _one_setup(built)
+        chosen, self.join = _one_setup(built)
+        return chosen
 
     def _no_server(self) -> InputError:
         names = ", ".join(p.name for p in self.posts)
@@ -375,10 +378,17 @@ class _Importer:
         self.notes += notes
         for other, _, _ in chosen:
             self._said(other.simple, "took", _took(other, recipe))
-        if spans_nodes(recipe.server) or len(chosen) > 1:
+        if spans_nodes(recipe.server):
             joined = join_ranks([r.server for _, r, _ in chosen], where=where)
             recipe = replace(recipe, server=joined.server, groups=joined.groups)
             self.notes += joined.notes
+        elif self.join == "groups":
+            grouped = join_groups([r.docker for _, r, _ in chosen], where=where)
+            recipe = replace(recipe, docker=grouped.docker, groups=grouped.groups)
+            self.notes += grouped.notes
+            if len({r.server.flag("--port") for _, r, _ in chosen}) > 1:
+                self.notes.append(f"{where}: every group's server listens on {recipe.server.flag('--port')} in its own "
+                                  "container; the groups' host ports differ")  # fmt: skip
         placed = place_model(recipe.docker, recipe.server, where=where, model_repo=self.options.model_repo,
                              revision=self.options.revision, models_dir=self.options.models_dir)  # fmt: skip
         self.notes += placed.notes
@@ -410,26 +420,34 @@ class _Importer:
         return replace(recipe, matrix=found.matrix, reference=found.reference)
 
 
-def _one_setup(built: list[tuple[_Server, Recipe, list[str]]]) -> list[tuple[_Server, Recipe, list[str]]]:
-    """The command(s) of one setup: one, or the ranks of one server over hosts; else a refusal naming what differs."""
+# What may differ between the commands of one setup: the ranks of a server over hosts, or its GPU groups.
+_GROUP_DIFFERENCES = {("docker", "--gpus"), ("docker", "--publish"), ("server", "--port"), ("docker", "--name")}
+
+
+def _one_setup(built: list[tuple[_Server, Recipe, list[str]]]) -> tuple[list[tuple[_Server, Recipe, list[str]]], str]:
+    """The command(s) of one setup and how they join (`one`, `ranks` of a server over hosts, GPU `groups`);
+    else a refusal naming what differs."""
     first = built[0]
     if len(built) == 1:
-        return built
+        return built, "one"
     multinode = all(spans_nodes(r.server) for _, r, _ in built)
     kind = first[1].server.server_kind
-    allowed = {("server", kind.rank_flag), ("docker", "--name"), *(("server", f) for f in kind.worker_flags)}
+    allowed = (
+        {("server", kind.rank_flag), ("docker", "--name"), *(("server", f) for f in kind.worker_flags)}
+        if multinode
+        else _GROUP_DIFFERENCES
+    )
     kept = [first]
     for other in built[1:]:
-        differences = [d for d in diff_recipes(first[1], other[1]) if not multinode or (d.area, d.key) not in allowed]
-        if not differences:
-            same_rank = multinode and rank_of(first[1].server) == rank_of(other[1].server)
-            if multinode and not same_rank:
-                kept.append(other)
-            else:
-                other[2].append(f"{other[0].where()}: the same command as {first[0].where()}; taken once")
+        found = diff_recipes(first[1], other[1])
+        differences = [d for d in found if (d.area, d.key) not in allowed]
+        if differences or (not multinode and found and ("docker", "--gpus") not in {(d.area, d.key) for d in found}):
+            raise _differ(built, first, other, differences or found)
+        if not found or (multinode and rank_of(first[1].server) == rank_of(other[1].server)):
+            other[2].append(f"{other[0].where()}: the same command as {first[0].where()}; taken once")
             continue
-        raise _differ(built, first, other, differences)
-    return kept
+        kept.append(other)
+    return kept, ("ranks" if multinode else "groups") if len(kept) > 1 else "one"
 
 
 def _differ(built: list, first: tuple, other: tuple, differences: list[Difference]) -> InputError:
