@@ -15,8 +15,10 @@ Example:
     >>> recipe = result.recipe
     >>> recipe.server.kind, recipe.model.repo_id, [w for e in recipe.docker.entries for w in e.words][:4]
     ('vllm', 'org/Tiny-1B', ['--gpus', 'all', '--ipc=host', '-p'])
-    >>> [r.line() for r in result.report]
-    ['post.md:4: took `vllm serve` (the server, vLLM)']
+    >>> for line in result.report:
+    ...     print(line.line())
+    post.md:1: skipped 1 line(s) of prose, output and results text (results are read separately)
+    post.md:4: took `vllm serve` (the server, vLLM)
 """
 
 from __future__ import annotations
@@ -125,6 +127,7 @@ class _Importer:
         self.client_runs: list[Bench] = []
         self.built: dict[str, str] = {}  # image tag -> where `docker build` made it
         self.join = "one"  # how the serving commands join: one, ranks (over hosts), groups (of GPUs)
+        self.unset: dict[str, list[tuple[str, int]]] = {}  # $NAME the post uses but does not set -> where
         self.aliases: dict[str, tuple[str, str]] = {}  # `docker tag SRC DST`: DST -> (SRC, where)
 
     def run(self) -> ImportResult:
@@ -134,6 +137,13 @@ class _Importer:
         recipe, where = self._build(chosen)
         recipe = self._benchmarks(recipe, chosen)
         recipe = replace(recipe, name=self.options.name or _name(recipe))
+        self._prose()
+        for name, places in self.unset.items():
+            where = ", ".join(f"{file}:{line}" if i == 0 or file != places[0][0] else str(line)
+                              for i, (file, line) in enumerate(places))  # fmt: skip
+            self.notes.append(
+                f"${name} is not set by the post ({where}); the host's shell gives it when the command runs"
+            )
         report = tuple(sorted(dict.fromkeys(self.report), key=_report_order))
         return finish(recipe, self.notes, where, report)
 
@@ -227,10 +237,23 @@ class _Importer:
                     f"(line {definition.line})"
                 )
             for name in left:
-                self.notes.append(f"{simple.command.post.name}:{word.line}: ${name} is not set by the post; the host's "
-                                  "shell gives it when the command runs")  # fmt: skip
+                lines = self.unset.setdefault(name, [])
+                if (simple.command.post.name, word.line) not in lines:
+                    lines.append((simple.command.post.name, word.line))
             out.append(Word(text, word.line, word.column, word.quoted, word.is_operator))
         return out
+
+    def _prose(self) -> None:
+        """One line per file for what is neither a command nor a number read: prose, logs, output."""
+        for post in self.posts:
+            covered = {
+                n for s in self.simples if s.command.post is post for n in range(s.command.first, s.command.last + 1)
+            }
+            prose = [n for n, line in enumerate(post.clean, 1) if line.strip() and n not in covered]
+            if prose:
+                self.report.append(Report(f"{post.name}:{prose[0]}", "skipped",
+                                          f"{len(prose)} line(s) of prose, output and results text (results are read "
+                                          "separately)"))  # fmt: skip
 
     def _said(self, simple: Simple, action: str, what: str) -> None:
         self.report.append(Report(simple.span(), action, what))

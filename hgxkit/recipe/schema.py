@@ -201,26 +201,23 @@ _CELL = {
         "source": _STR_OR_NULL,
     },
 }
+# A run's shape: the smoke cell, a warmup run.
+_RUN_SHAPE = {
+    "input_len": {"type": "integer", "minimum": 1},
+    "concurrency": {"type": "integer", "minimum": 1},
+    "num_prompts": {"type": "integer", "minimum": 1},
+}
 _SMOKE = {
     "type": ["object", "null"],
     "additionalProperties": False,
-    "required": ["input_len", "concurrency", "num_prompts"],
-    "properties": {
-        "input_len": {"type": "integer", "minimum": 1},
-        "concurrency": {"type": "integer", "minimum": 1},
-        "num_prompts": {"type": "integer", "minimum": 1},
-    },
+    "required": list(_RUN_SHAPE),
+    "properties": _RUN_SHAPE,
 }
 _WARMUP = {
     "type": "object",
     "additionalProperties": False,
-    "required": ["input_len", "concurrency", "num_prompts"],
-    "properties": {
-        "input_len": {"type": "integer", "minimum": 1},
-        "concurrency": {"type": "integer", "minimum": 1},
-        "num_prompts": {"type": "integer", "minimum": 1},
-        "output_len": _COUNT,
-    },
+    "required": list(_RUN_SHAPE),
+    "properties": {**_RUN_SHAPE, "output_len": _COUNT},
 }
 _MATRIX = {
     "type": ["object", "null"],
