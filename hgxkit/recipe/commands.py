@@ -172,11 +172,8 @@ def _classify(words: list[Word], prefix: list[Word]) -> tuple[str, str | None, s
     texts = [w.text for w in words]
     if not texts:
         return "other", None, None
-    if (
-        not prefix
-        and ASSIGNMENT_RE.match(texts[0])
-        and all(ASSIGNMENT_RE.match(w.text) or w.is_operator or "$(" in texts for w in words)
-    ):
+    substituted = any(w.is_operator and w.text in ("$(", "`") for w in words)  # `NAME=$(cmd)`
+    if not prefix and ASSIGNMENT_RE.match(texts[0]) and (substituted or all(ASSIGNMENT_RE.match(t) for t in texts)):
         return "assign", None, None
     head = texts[0]
     if head == "export":

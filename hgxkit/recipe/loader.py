@@ -494,7 +494,7 @@ def _words(item: str, path: KeyPath, locate: _Locator) -> list[str]:
                 raise locate.error(
                     path,
                     f"unknown placeholder {match.group(0)}; use {{{{name}}}}, {{{{gpus}}}}, {{{{port}}}}, "
-                    "{{group}} or {{env:NAME}}",
+                    "{{group}}, {{rank}}, {{head}}, {{dist_port}} or {{env:NAME}}",
                 )
     return [word.text for word in words]
 
@@ -809,6 +809,11 @@ def _node_problems(recipe: Recipe, problems: list[Problem]) -> None:
     """`{{rank}}`, `{{head}}`, `{{dist_port}}` only in a group spanning nodes, and a node count said once."""
     groups = recipe.groups
     nodes = recipe.node_count()
+    for index, entry in enumerate(recipe.docker.entries):
+        for word in entry.words:
+            for placeholder in NODE_PLACEHOLDERS:
+                if placeholder in word:
+                    problems.append((("docker", "options", index), f"{placeholder} is for server arguments only"))
     for index, entry in enumerate(recipe.server.args):
         for word in entry:
             for placeholder in NODE_PLACEHOLDERS:

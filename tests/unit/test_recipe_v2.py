@@ -211,3 +211,30 @@ def test_recipe_show_prints_tables_and_json(capsys: pytest.CaptureFixture[str]) 
     }  # fmt: skip
     assert data["reference"]["cells"][0]["sources"] == ["forum-dspark-h200.txt:31"]
     assert data["groups"]["nodes"] == 1
+
+
+# --- v2 fields are untrusted input like every other: refused with file, key path and line ---
+HOSTILE_V2 = [
+    # A client flag with a command substitution: verify may hand it to a shell.
+    (("  - id: 5000x1\n", "  - id: 5000x1\n    extra_args:\n    - --x $(id)\n"), "matrix.cells[0].extra_args"),
+    # The same, single-quoted: literal on the host, a command again wherever it is re-evaluated.
+    (("  - id: 5000x1\n", "  - id: 5000x1\n    extra_args:\n    - \"--x '`id`'\"\n"), "command substitution (`)"),
+    # A per-host placeholder in a docker option: only server arguments are filled per host.
+    (("  - --restart unless-stopped\n", "  - --restart unless-stopped\n  - --label 'r={{rank}}'\n"),
+     "docker.options[3] (line 33): {{rank}} is for server arguments only"),
+    # A terminal escape in a source line.
+    (("    - forum-dspark-h200.txt:31\n", '    - "forum\\e[2J.txt:31"\n'), "control character U+001B"),
+    # A source that is not FILE:LINE.
+    (("    - forum-dspark-h200.txt:31\n", "    - somewhere\n"), "does not match: expected where the numbers were read"),
+    # A cell id with a shell separator.
+    (("  - id: 5000x1\n", "  - id: 5000x1;id\n"), "does not match: expected a cell id"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("edit", "message"), HOSTILE_V2, ids=[str(n) for n in range(len(HOSTILE_V2))])
+def test_hostile_v2_fields_are_refused(edit: tuple[str, str], message: str) -> None:
+    assert V2.count(edit[0]) >= 1
+    with pytest.raises(InputError) as caught:
+        parse_recipe_text(V2.replace(*edit, 1), source="m.yaml")
+    assert message in caught.value.message
+    assert "\n" not in caught.value.message
