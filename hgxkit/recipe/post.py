@@ -106,6 +106,8 @@ _TRAILING_SPACE_BACKSLASH = re.compile(r"\\[ \t]+$")
 # `a \ b` inside a line: a command whose line breaks were lost (the lexer reads each as a continuation).
 _COLLAPSED = re.compile(r"\s\\[ \t]+(?=-|\w)")
 MAX_COMMAND_LINES = 400
+# A post shows a setup in a few commands; thousands are a script or a log (and would make import slow).
+MAX_COMMANDS = 1000
 
 
 @dataclass(frozen=True)
@@ -231,12 +233,13 @@ class _Cleaner:
 
     def _root_prompts(self, clean: list[str], candidates: list[int]) -> None:
         """`# cmd` is a root prompt only where its block has no other command (else it is a comment)."""
+        chosen = set(candidates)
+        commands: dict[int, int] = {}  # block -> command lines that are not `# cmd` lines
+        for index, text in enumerate(clean):
+            if index not in chosen and is_command_start(text.strip()):
+                commands[self.block[index]] = commands.get(self.block[index], 0) + 1
         for index in candidates:
-            others = [
-                i for i, text in enumerate(clean)
-                if self.block[i] == self.block[index] and i != index and is_command_start(text.strip())
-            ]  # fmt: skip
-            if others:
+            if commands.get(self.block[index]):
                 continue
             text = clean[index]
             offset = len(text) - len(text.lstrip())
@@ -265,6 +268,8 @@ def find_commands(post: PostFile) -> list[Command]:
     index = 0
     clean = post.clean
     while index < len(clean):
+        if len(commands) > MAX_COMMANDS:
+            raise InputError(f"{post.name}: more than {MAX_COMMANDS} commands; give the part of the post with a setup")
         text = clean[index].strip()
         if is_command_start(text):
             command, index = _gather(post, index)
@@ -317,9 +322,8 @@ def _gather(post: PostFile, start: int) -> tuple[Command, int]:
             f"{post.name}:{start + collapsed[0] + 1}: `\\ ` between words read as line continuations (the post lost "
             "its line breaks; a shell would pass each as an argument made of a space)"
         )
-    text = "\n" * start + "\n".join(parts)  # leading newlines: the lexer's line numbers are the file's
     try:
-        words = tuple(split_words(text, source=post.name))
+        words = tuple(split_words("\n".join(parts), source=post.name, first_line=start + 1))
         error = None
     except InputError as err:
         words, error = (), err

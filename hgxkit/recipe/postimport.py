@@ -120,6 +120,7 @@ class _Importer:
         self.simples: list[Simple] = []
         for post in self.posts:
             self.simples += simple_commands(find_commands(post))
+
         self.report: list[Report] = []
         self.notes: list[str] = [f"{p.name}:{line}: {what}" for p in self.posts for line, what in p.notes]
         self.servers: list[_Server] = []

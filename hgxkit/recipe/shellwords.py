@@ -93,10 +93,10 @@ def normalize_paste(text: str) -> str:
 class _Scanner:
     """Character cursor that tracks line and column (both 1-based)."""
 
-    def __init__(self, text: str) -> None:
+    def __init__(self, text: str, line: int = 1) -> None:
         self.text = text
         self.pos = 0
-        self.line = 1
+        self.line = line
         self.column = 1
 
     def peek(self, ahead: int = 0) -> str:
@@ -117,13 +117,14 @@ class _Scanner:
         return self.pos >= len(self.text)
 
 
-def split_words(text: str, *, source: str = "<input>") -> list[Word]:
+def split_words(text: str, *, source: str = "<input>", first_line: int = 1) -> list[Word]:
     """Split `text` into shell words; raise `InputError` on an unbalanced quote.
 
     Shell operators outside quotes (`|`, `&&`, `;`, `>`, `$(`…) come back as words with
-    `is_operator=True`, so the caller can refuse them with their position.
+    `is_operator=True`, so the caller can refuse them with their position. `first_line` is the line number
+    of the text's first line (a command taken out of a longer post).
     """
-    scanner = _Scanner(normalize_paste(text))
+    scanner = _Scanner(normalize_paste(text), first_line)
     words: list[Word] = []
     buffer: list[str] = []
     start: tuple[int, int] | None = None

@@ -203,3 +203,24 @@ def test_one_ranks_command_derives_the_others() -> None:
                  "--dist-init-addr $HEAD:5000")  # fmt: skip
     assert result.recipe.groups.nodes == 2
     assert any("rank(s) 1 run the same command with their own --node-rank" in n for n in result.notes)
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        # A script or a log, not a post: thousands of commands are refused before any is read.
+        ("# docker run img serve\n" * 20_000, "more than 1000 commands"),
+        # A quote that never closes: where it opened.
+        ("docker run 'x\n" + "y\n" * 20_000, "unbalanced single quote opened at line 1, column 12"),
+        # Prose only.
+        ("words and more words\n" * 10_000, "no serving command found"),
+    ],
+    ids=["many-commands", "open-quote", "prose"],
+)
+def test_large_hostile_posts_are_refused_fast(text: str, message: str) -> None:
+    import time
+
+    start = time.monotonic()
+    with pytest.raises(InputError, match=message):
+        run(text[: 256 * 1024])
+    assert time.monotonic() - start < 5.0
