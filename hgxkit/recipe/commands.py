@@ -65,10 +65,17 @@ class Simple:
         return f"{self.command.post.name}:{self.first_line}"
 
     def span(self) -> str:
-        """`FILE:FIRST-LAST`, the lines the command is written on."""
+        """`PATH:FIRST-LAST`, the lines the command is written on (the path as given, for messages)."""
+        return f"{self.command.post.name}:{self._lines()}"
+
+    def source(self) -> str:
+        """`FILE:FIRST-LAST` with the file's name only (what a recipe records)."""
+        return f"{self.command.post.label}:{self._lines()}"
+
+    def _lines(self) -> str:
         last = max((w.line for w in self.words), default=self.command.last)
         first = self.first_line
-        return f"{self.command.post.name}:{first}" + (f"-{last}" if last != first else "")
+        return f"{first}" + (f"-{last}" if last != first else "")
 
     def error(self) -> InputError | None:
         return self.command.error

@@ -17,7 +17,7 @@ Example:
     ('vllm', 'org/Tiny-1B', ['--gpus', 'all', '--ipc=host', '-p'])
     >>> for line in result.report:
     ...     print(line.line())
-    post.md:1: skipped 1 line(s) of prose, output and results text (results are read separately)
+    post.md:1: skipped 1 line(s) of prose, comments and output (printed results are read apart)
     post.md:4: took `vllm serve` (the server, vLLM)
 """
 
@@ -252,9 +252,8 @@ class _Importer:
             }
             prose = [n for n, line in enumerate(post.clean, 1) if line.strip() and n not in covered]
             if prose:
-                self.report.append(Report(f"{post.name}:{prose[0]}", "skipped",
-                                          f"{len(prose)} line(s) of prose, output and results text (results are read "
-                                          "separately)"))  # fmt: skip
+                what = f"{len(prose)} line(s) of prose, comments and output (printed results are read apart)"
+                self.report.append(Report(f"{post.name}:{prose[0]}", "skipped", what))
 
     def _said(self, simple: Simple, action: str, what: str) -> None:
         self.report.append(Report(simple.span(), action, what))

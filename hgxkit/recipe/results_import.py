@@ -145,6 +145,7 @@ def _cell_of(
         found.report.append((where, "skipped", f"benchmark inside a `{simple.in_block}` block: its settings vary"))
         return None
     bench = parse_bench(python_program(words), where=where, client=client)
+    bench = replace(bench, cell=replace(bench.cell, source=simple.source()))
     if bench.unresolved:
         found.report.append((where, "skipped", f"benchmark: {bench.unresolved} is not set by the post"))
         return None
