@@ -140,10 +140,10 @@ class _Importer:
         recipe = replace(recipe, name=self.options.name or _name(recipe))
         self._prose()
         for name, places in self.unset.items():
-            where = ", ".join(f"{file}:{line}" if i == 0 or file != places[0][0] else str(line)
+            shown = ", ".join(f"{file}:{line}" if i == 0 or file != places[0][0] else str(line)
                               for i, (file, line) in enumerate(places))  # fmt: skip
             self.notes.append(
-                f"${name} is not set by the post ({where}); the host's shell gives it when the command runs"
+                f"${name} is not set by the post ({shown}); the host's shell gives it when the command runs"
             )
         report = tuple(sorted(dict.fromkeys(self.report), key=_report_order))
         return finish(recipe, self.notes, where, report)
@@ -298,7 +298,7 @@ class _Importer:
 
     def _no_server(self) -> InputError:
         names = ", ".join(p.name for p in self.posts)
-        shells = [c for c in self.containers]
+        shells = list(self.containers)
         if shells:
             return InputError(
                 f"{shells[0].simple.where()}: no serving command in {names}: the container runs "
@@ -421,8 +421,8 @@ class _Importer:
             self.notes.append(f"{where}: groups.gpus_per_node is {HGX_GPUS} (an HGX-H200 node)")
         recipe = replace(
             recipe, docker=placed.docker, server=placed.server, model=placed.model, groups=groups,
-            description=f"Imported by `hgxkit recipe import` from {', '.join(p.name for p in self.posts)}.",
-            source=Source(notes=f"Serving command: {', '.join(s.simple.span() for s, _, _ in chosen)}."),
+            description=f"Imported by `hgxkit recipe import` from {', '.join(p.label for p in self.posts)}.",
+            source=Source(notes=f"Serving command: {', '.join(s.simple.source() for s, _, _ in chosen)}."),
         )  # fmt: skip
         return recipe, chosen[0][0].simple.command.post.name
 
@@ -431,13 +431,12 @@ class _Importer:
         served = {v for v in (recipe.server.flag("--served-model-name"), recipe.model.repo_id,
                               original.server.flag(original.server.server_kind.model_flag)) if v}  # fmt: skip
         values = {shell_value(u.value).lower() for u in recipe.server.uses() if u.value}
-        published = [m.host_port for m in recipe.docker.ports() if m.host_port.isdigit()]
-        port_text = recipe.server.flag("--port") or (published[0] if published else None)
-        port = int(port_text) if port_text and port_text.isdigit() else recipe.server.server_kind.default_port
+        listening = recipe.server.flag("--port") or str(recipe.server.server_kind.default_port)
+        ports = {int(p) for p in [listening, *(m.host_port for m in recipe.docker.ports())] if p.isdigit()}
         benches = sorted(
             bench_commands(self.simples) + self.client_runs, key=lambda b: _report_order(Report(b[0].span(), "", ""))
         )
-        found = benchmarks(self.posts, benches, served=served, values=values, port=port)
+        found = benchmarks(self.posts, benches, served=served, values=values, ports=ports)
         self.notes += found.notes
         self.report += [Report(where, action, what) for where, action, what in found.report]
         return replace(recipe, matrix=found.matrix, reference=found.reference)

@@ -13,7 +13,7 @@ Example:
     >>> post = read_post("p.txt", "vllm bench serve --model m --num-prompts 5 --max-concurrency 2\\n"
     ...     "============ Serving Benchmark Result ============\\nMean TTFT (ms): 12.5\\n" + "=" * 50)
     >>> found = benchmarks([post], bench_commands(simple_commands(find_commands(post))), served={"m"}, values=set(),
-    ...                    port=None)
+    ...                    ports=set())
     >>> [(c.id, c.num_prompts) for c in found.matrix.cells()], found.reference.cells[0].ttft_mean_ms
     ([('1024x2', 5)], 12.5)
 """
@@ -83,16 +83,16 @@ def bench_commands(simples: Sequence[Simple]) -> list[Bench]:
 
 
 def benchmarks(
-    posts: Sequence[PostFile], benches: Sequence[Bench], *, served: set[str], values: set[str], port: int | None
+    posts: Sequence[PostFile], benches: Sequence[Bench], *, served: set[str], values: set[str], ports: set[int]
 ) -> Found:
     """Cells and numbers of `posts` for a server answering to `served` names, with flag/setting `values`
-    (lowercase) used to pick among compared setups, listening on `port` (host or container)."""
+    (lowercase) used to pick among compared setups, reached on `ports` (its own, and the published ones)."""
     found = Found()
     cells: list[MatrixCell] = []
     numbers: dict[str, _Numbers] = {}
     by_bench: dict[int, MatrixCell | None] = {}
     for simple, client, words in benches:
-        by_bench[id(simple)] = _cell_of(simple, client, words, served, port, cells, found)
+        by_bench[id(simple)] = _cell_of(simple, client, words, served, ports, cells, found)
     all_simples = [simple for simple, _, _ in benches]
     label = None
     for post in posts:
@@ -136,7 +136,7 @@ def benchmarks(
 
 
 def _cell_of(
-    simple: Simple, client: str, words: list[str], served: set[str], port: int | None, cells: list[MatrixCell],
+    simple: Simple, client: str, words: list[str], served: set[str], ports: set[int], cells: list[MatrixCell],
     found: Found,
 ) -> MatrixCell | None:  # fmt: skip
     """The matrix cell a client command runs (added to `cells`), or None with a report line saying why not."""
@@ -153,8 +153,9 @@ def _cell_of(
         found.report.append((where, "skipped", f"benchmark for model {bench.model}, not the imported server's"))
         return None
     found.notes += [*simple.notes, *bench.notes]
-    if port is not None and bench.port is not None and bench.port != port:
-        found.notes.append(f"{where}: the client asks port {bench.port}; the imported server listens on {port}")
+    if ports and bench.port is not None and bench.port not in ports:
+        shown = ", ".join(map(str, sorted(ports)))
+        found.notes.append(f"{where}: the client asks port {bench.port}; the imported server is on {shown}")
     for cell in cells:
         if replace(cell, id="", source=None) == replace(bench.cell, source=None):
             found.report.append((where, "took", f"benchmark (the same as cell {cell.id})"))
