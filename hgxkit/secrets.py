@@ -63,15 +63,16 @@ def is_secret_flag(flag: str) -> bool:
     return bool(_SECRET_FLAG_RE.fullmatch(flag))
 
 
-def flag_env_name(flag: str) -> str:
-    """The environment variable a secret flag's value comes from: `--api-key` -> `SGLANG_API_KEY`.
+def flag_env_name(flag: str, engine: str = "SGLANG") -> str:
+    """The environment variable a secret flag's value comes from: `--api-key` -> `SGLANG_API_KEY`, or the
+    engine's own name (`VLLM_API_KEY`, the variable vLLM reads its key from).
 
     Example:
-        >>> flag_env_name("--hf-token"), flag_env_name("--admin-api-key")
-        ('HF_TOKEN', 'SGLANG_ADMIN_API_KEY')
+        >>> flag_env_name("--hf-token"), flag_env_name("--admin-api-key"), flag_env_name("--api-key", "VLLM")
+        ('HF_TOKEN', 'SGLANG_ADMIN_API_KEY', 'VLLM_API_KEY')
     """
     env_name = flag.lstrip("-").upper().replace("-", "_")
-    return env_name if env_name.startswith(("SGLANG_", "HF_")) else f"SGLANG_{env_name}"
+    return env_name if env_name.startswith((f"{engine}_", "HF_")) else f"{engine}_{env_name}"
 
 
 @dataclass(frozen=True)

@@ -14,13 +14,15 @@ Example:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
 from hgxkit.errors import InputError
 from hgxkit.recipe.danger import dangerous_options
 from hgxkit.recipe.groups import gpu_count_from_spec, group_problems, plan_groups
-from hgxkit.recipe.model import Recipe
+from hgxkit.recipe.model import Mount, Recipe
+from hgxkit.recipe.nodes import parallel_size as nodes_parallel_size
 
 Level = Literal["error", "warning"]
 _DEV_TAGS = ("latest", "dev", "nightly")
@@ -50,27 +52,9 @@ def check_recipe(recipe: Recipe, total_gpus: int | None = None) -> list[Finding]
 
 
 def parallel_size(recipe: Recipe) -> int:
-    """GPUs one server uses: tp x pp, times dp unless DP-attention runs inside the TP group (flags spelled
-    as the recipe's server kind spells them)."""
-    kind = recipe.server.server_kind
-    tp = _int_flag(recipe, kind.tp_flag, 1)
-    pp = _int_flag(recipe, kind.pp_flag, 1)
-    dp = _int_flag(recipe, kind.dp_flag, 1)
-    if recipe.server.has("--enable-dp-attention"):
-        dp = 1
-    return tp * pp * dp
-
-
-def _int_flag(recipe: Recipe, name: str, default: int) -> int:
-    value = recipe.server.flag(name)
-    if value is None:
-        return default
-    try:
-        return int(value)
-    except ValueError:
-        raise InputError(
-            f"{recipe.path or recipe.name}: server {name} {value!r} is not a whole number"
-        ) from None
+    """GPUs one server uses over all its hosts: tp x pp, times dp unless SGLang's DP attention runs inside the
+    TP group (flags spelled as the recipe's server kind spells them: vLLM's `-tp`, `--tensor_parallel_size`)."""
+    return nodes_parallel_size(recipe.server, recipe.path or recipe.name)
 
 
 def _planned_groups(recipe: Recipe, total_gpus: int | None) -> list[tuple[int, ...]]:
@@ -92,21 +76,17 @@ def _check_groups(recipe: Recipe, total_gpus: int | None) -> list[Finding]:
         return [Finding("error", "gpu-count", err.message)]
     findings += [Finding("error", "gpu-groups", problem) for problem in group_problems(planned, total)]
     want = parallel_size(recipe)
+    nodes = recipe.node_count()
     sizes = {len(group) for group in planned}
     if groups is None:
         count = gpu_count_from_spec(recipe.docker.last("--gpus"))
         if count is not None:
             sizes = {count}
+        elif total is not None and (recipe.docker.last("--gpus") or "").strip("\"'") == "all":
+            findings += _gpus_all(want, nodes, total)
     for size in sorted(sizes):
-        if size != want:
-            findings.append(
-                Finding(
-                    "error",
-                    "group-size",
-                    f"a group has {size} GPUs but the server runs on {want} (tp x pp x dp); "
-                    f"make them equal (e.g. --tp {size})",
-                )
-            )
+        if size * nodes != want:
+            findings.append(Finding("error", "group-size", _size_message(size, nodes, want)))
     if groups is not None and len(planned) > 1 and (recipe.docker.last("--gpus") or "").strip("\"'") == "all":
         findings.append(
             Finding(
@@ -116,6 +96,40 @@ def _check_groups(recipe: Recipe, total_gpus: int | None) -> list[Finding]:
             )
         )
     return findings
+
+
+def _size_message(size: int, nodes: int, want: int) -> str:
+    """Why a group's GPUs do not match the server's parallel size, and the remedies that fit."""
+    if nodes > 1:
+        return (
+            f"a group has {size} GPUs on each of {nodes} nodes ({size * nodes} in all) but the server runs on {want} "
+            f"(tp x pp x dp); make them equal (groups.size x groups.nodes = tp x pp x dp)"
+        )
+    message = f"a group has {size} GPUs but the server runs on {want} (tp x pp x dp); make them equal "
+    message += f"(e.g. --tp {size})"
+    if want > size and want % size == 0:
+        message += f", or spread the server over {want // size} nodes with --nnodes {want // size} and --node-rank"
+    return message
+
+
+def _gpus_all(want: int, nodes: int, total: int) -> list[Finding]:
+    """`--gpus all` gives the container every GPU of the node: enough for the server's share, or not."""
+    per_host = want // nodes if want % nodes == 0 else want
+    if per_host > total:
+        more = -(-want // total)
+        message = (
+            f"--gpus all gives the container the node's {total} GPUs but the server runs on {want} (tp x pp x dp) "
+            f"on {nodes} node(s); lower tp x pp x dp to {total}, or spread the server over {more} nodes with "
+            f"--nnodes {more} and --node-rank"
+        )
+        return [Finding("error", "group-size", message)]
+    if per_host < total:
+        message = (
+            f"--gpus all gives the container all {total} GPUs of the node but the server uses {per_host} "
+            "(tp x pp x dp); the others idle: use --gpus '\"device=…\"' or GPU groups"
+        )
+        return [Finding("warning", "gpus-all", message)]
+    return []
 
 
 def _check_ports(recipe: Recipe, total_gpus: int | None) -> list[Finding]:
@@ -149,46 +163,57 @@ def _check_ports(recipe: Recipe, total_gpus: int | None) -> list[Finding]:
 
 def _check_model_mount(recipe: Recipe) -> list[Finding]:
     findings = []
-    model_path = recipe.server.flag("--model-path")
+    kind = recipe.server.server_kind
+    model_path = recipe.server.flag(kind.model_flag)
     mounts = recipe.docker.mounts()
-    if model_path and model_path.startswith("/"):
-        covered = any(
-            m.target
-            and (model_path == m.target.rstrip("/") or model_path.startswith(m.target.rstrip("/") + "/"))
-            for m in mounts
-        )
-        if not covered:
-            findings.append(
-                Finding(
-                    "error",
-                    "model-mount",
-                    f"--model-path {model_path} is not inside any mount; add -v <host dir>:{model_path}",
-                )
-            )
-    model = recipe.model
-    local_dir, mount_point = model.local_dir, model.mount_point
-    if local_dir and mount_point and not any(m.source.rstrip("/") == local_dir.rstrip("/") for m in mounts):
+    if model_path and model_path.startswith("/") and not any(_inside(model_path, m.target) for m in mounts):
         findings.append(
             Finding(
                 "error",
                 "model-mount",
-                f"model.local_dir {local_dir} is not mounted; add -v {local_dir}:{mount_point}",
+                f"{kind.model_flag} {model_path} is not inside any mount; add -v <host dir>:{model_path}",
+            )
+        )
+    model = recipe.model
+    local_dir, mount_point = model.local_dir, model.mount_point
+    if local_dir and mount_point and not any(_mounted_at(local_dir, mount_point, m) for m in mounts):
+        findings.append(
+            Finding(
+                "error",
+                "model-mount",
+                f"model.local_dir {local_dir} is not mounted at {mount_point}; add -v {local_dir}:{mount_point}",
             )
         )
     return findings
 
 
+def _inside(path: str, directory: str) -> bool:
+    """True when `path` is `directory` or under it (a model under a mounted parent directory is mounted)."""
+    base = directory.rstrip("/")
+    return bool(base) and (path.rstrip("/") == base or path.startswith(base + "/"))
+
+
+def _mounted_at(local_dir: str, mount_point: str, mount: Mount) -> bool:
+    """True when `mount` puts host `local_dir` at `mount_point`: itself, or through a parent directory."""
+    source, target = mount.source.rstrip("/"), mount.target.rstrip("/")
+    if not source.startswith("/") or not _inside(local_dir, source):
+        return False
+    return mount_point.rstrip("/") == target + local_dir.rstrip("/")[len(source) :]
+
+
 def _check_exposure(recipe: Recipe) -> list[Finding]:
     findings = []
     ports = recipe.docker.ports()
-    host = recipe.server.flag("--host")
+    kind = recipe.server.server_kind
+    written = recipe.server.flag("--host")
+    host = written or kind.default_host  # judged by what the engine really binds when --host is absent
     network_host = recipe.docker.last("--network") == "host"
-    if ports and not network_host and host in (None, "127.0.0.1", "localhost"):
+    if ports and not network_host and host in _LOOPBACK:
         findings.append(
             Finding(
                 "warning",
                 "unreachable",
-                f"the server listens on {host or '127.0.0.1 (SGLang default)'} inside the container, so the "
+                f"the server listens on {written or f'{host} ({kind.title} default)'} inside the container, so the "
                 "published port cannot reach it; add --host 0.0.0.0",
             )
         )
@@ -198,8 +223,9 @@ def _check_exposure(recipe: Recipe) -> list[Finding]:
             Finding(
                 "warning",
                 "unauthenticated",
-                "--host 0.0.0.0 is published on every interface without --api-key: anyone who reaches the "
-                "node can use the API; bind -p 127.0.0.1:… or add --api-key",
+                f"{'--host ' + host if written else f'{kind.title} listens on {host} by default and'} is published on "
+                "every interface without --api-key: anyone who reaches the node can use the API; bind -p 127.0.0.1:… "
+                "or add --api-key",
             )
         )
     if network_host and ports:
@@ -217,14 +243,34 @@ def _check_pitfalls(recipe: Recipe) -> list[Finding]:
     def warn(code: str, message: str) -> None:
         findings.append(Finding("warning", code, message))
 
+    if docker.values("--shm-size") and docker.last("--ipc") == "host":
+        warn("shm-size-ignored", "--shm-size has no effect with --ipc=host (the host's /dev/shm is used)")
+    if server.kind == "sglang":
+        _sglang_pitfalls(recipe, warn)
+    tag = (
+        recipe.image.reference.rsplit(":", 1)[-1]
+        if ":" in recipe.image.reference.rsplit("/", 1)[-1]
+        else "latest"
+    )
+    if not recipe.image.digest and tag.startswith(_DEV_TAGS):
+        warn(
+            "moving-tag",
+            f"image tag {tag!r} moves; the serve role runs the digest it pulled, pin it in image.digest to "
+            "refuse a changed image",
+        )
+    return findings
+
+
+def _sglang_pitfalls(recipe: Recipe, warn: Callable[[str, str], None]) -> None:
+    """Known SGLang pitfalls: flags of its CLI, DSpark and HiCache settings."""
+    server = recipe.server
+    docker = recipe.docker
     if any(use.words[0].partition("=")[0] == "--cuda-graph-max-bs" for use in server.uses()):
         warn(
             "cuda-graph-max-bs",
             "--cuda-graph-max-bs is ambiguous in SGLang >= 0.5.23 (it could match --cuda-graph-max-bs-decode "
             "and --cuda-graph-max-bs-prefill) and the server exits; use --cuda-graph-max-bs-decode",
         )
-    if docker.values("--shm-size") and docker.last("--ipc") == "host":
-        warn("shm-size-ignored", "--shm-size has no effect with --ipc=host (the host's /dev/shm is used)")
     algorithm = (server.flag("--speculative-algorithm") or "").upper()
     dspark_model = "dspark" in f"{recipe.model.repo_id or ''} {recipe.model.local_dir or ''}".lower()
     if algorithm in ("EAGLE", "EAGLE3", "NEXTN") and dspark_model:
@@ -262,15 +308,3 @@ def _check_pitfalls(recipe: Recipe) -> list[Finding]:
             "group; two TP4 groups at ratio 4 can need terabytes; the serve role checks RAM, or set "
             "--hicache-size GB",
         )
-    tag = (
-        recipe.image.reference.rsplit(":", 1)[-1]
-        if ":" in recipe.image.reference.rsplit("/", 1)[-1]
-        else "latest"
-    )
-    if not recipe.image.digest and tag.startswith(_DEV_TAGS):
-        warn(
-            "moving-tag",
-            f"image tag {tag!r} moves; the serve role runs the digest it pulled, pin it in image.digest to "
-            "refuse a changed image",
-        )
-    return findings

@@ -1,4 +1,4 @@
-"""`hgxkit recipe …`: import a posted `docker run`, render it per GPU group, check it, diff two recipes."""
+"""`hgxkit recipe …`: import a post, render a recipe per GPU group (and host), check, show, diff and migrate."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import json
 import sys
 from pathlib import Path
 
+import yaml
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
@@ -15,10 +16,13 @@ from hgxkit.errors import InputError
 from hgxkit.recipe.check import check_recipe
 from hgxkit.recipe.diff import diff_recipes
 from hgxkit.recipe.groups import parse_groups_arg
-from hgxkit.recipe.importer import import_with_notes
-from hgxkit.recipe.loader import dump_recipe, load_recipe, parse_recipe_text
+from hgxkit.recipe.kinds import KINDS
+from hgxkit.recipe.loader import dump_recipe, load_recipe, parse_recipe_text, read_recipe_text
+from hgxkit.recipe.placement import DEFAULT_MODELS_DIR
+from hgxkit.recipe.postimport import ImportOptions, import_post
 from hgxkit.recipe.render import render_recipe
 from hgxkit.recipe.schema import RECIPE_SCHEMA
+from hgxkit.recipe.show import recipe_json, show_recipe
 
 _RAW = argparse.RawDescriptionHelpFormatter
 SEED_RECIPE = "recipes/deepseek-v4-flash-dspark-marlin.yaml"
@@ -38,6 +42,8 @@ def register(groups: argparse._SubParsersAction) -> None:
     _add_render(commands)
     _add_check(commands)
     _add_diff(commands)
+    _add_show(commands)
+    _add_migrate(commands)
     schema = commands.add_parser(
         "schema",
         help="print the recipe JSON Schema",
@@ -50,19 +56,27 @@ def register(groups: argparse._SubParsersAction) -> None:
 def _add_import(commands: argparse._SubParsersAction) -> None:
     parser = commands.add_parser(
         "import",
-        help="turn a posted `docker run …` command into a recipe",
+        help="turn a post (prose, code fences, several commands) into a recipe",
         formatter_class=_RAW,
-        description="Parse a `docker run` command as people post it (line continuations, the collapsed "
-        "`\\ ` form, quotes, X placeholders for GPU groups) into recipe YAML. Secret values "
-        "(HF_TOKEN=…, *_API_KEY=…, --api-key …) are replaced by references and never written.",
+        description="Read a whole post or any part of one and build one recipe: the serving command (a `docker run`, "
+        "or a bare `sglang serve`/`python -m sglang.launch_server`/`vllm serve` translated to one), its model "
+        "placed for the deploy, benchmark commands as matrix cells and printed results as reference numbers. "
+        "Each command is reported as taken or skipped, each change as a note. Secret values (HF_TOKEN=…, "
+        "--api-key …) become references and are never written.",
         epilog="examples:\n"
         "  hgxkit recipe import post.txt --name my-setup -o recipes/my-setup.yaml\n"
+        "  hgxkit recipe import server-post.md bench-post.md --model-repo org/Model\n"
+        "  hgxkit recipe import vendor-page.md --pick 2 --image vllm/vllm-openai:v0.33.0\n"
         "  pbpaste | hgxkit recipe import - --model-repo deepseek-ai/DeepSeek-V4-Flash-DSpark",
     )
-    parser.add_argument("file", nargs="?", default="-", help="file holding the command, or - for stdin")
-    parser.add_argument("--name", help="recipe name (default: from the container name or image)")
+    parser.add_argument("files", nargs="*", default=["-"], metavar="FILE", help="post(s), read in order; - for stdin")
+    parser.add_argument("--name", help="recipe name (default: from the container name, model or image)")
+    parser.add_argument("--image", help="image to run (a bare launch's default is the engine's official image)")
+    parser.add_argument("--kind", choices=sorted(KINDS), help="server kind, where the post does not tell")
     parser.add_argument("--model-repo", help="Hugging Face repo id of the weights the command serves")
     parser.add_argument("--revision", default="main", help="model revision (branch, tag or commit)")
+    parser.add_argument("--models-dir", default=DEFAULT_MODELS_DIR, help="host directory models are placed under")
+    parser.add_argument("--pick", type=_positive_int, help="take serving command N of a post that shows several")
     parser.add_argument("-o", "--output", help="write the recipe here instead of stdout")
     parser.add_argument("--force", action="store_true", help="overwrite --output if it exists")
     parser.set_defaults(handler=_cmd_import)
@@ -83,6 +97,8 @@ def _add_render(commands: argparse._SubParsersAction) -> None:
     where.add_argument("--gpus", type=_positive_int, help="GPUs on the node (default: the recipe's)")
     where.add_argument("--groups", help='explicit GPU groups, e.g. "0,1,2,3;4,5,6,7"')
     parser.add_argument("--format", choices=("shell", "json"), default="shell")
+    parser.add_argument("--rank", type=int, help="the host's rank, for a server spanning nodes (0 is the head)")
+    parser.add_argument("--head", help="the head node's address, for a server spanning nodes")
     parser.set_defaults(handler=_cmd_render)
 
 
@@ -118,6 +134,33 @@ def _add_diff(commands: argparse._SubParsersAction) -> None:
     parser.set_defaults(handler=_cmd_diff)
 
 
+def _add_show(commands: argparse._SubParsersAction) -> None:
+    parser = commands.add_parser(
+        "show",
+        help="print a recipe: server kind, image, model, groups, matrix cells, reference numbers",
+        formatter_class=_RAW,
+        description="Load a recipe (a version 1 file is migrated in memory) and print what it holds, as tables or "
+        "as JSON for scripts.",
+        epilog=f"examples:\n  hgxkit recipe show {SEED_RECIPE}\n  hgxkit recipe show {SEED_RECIPE} --json | jq .matrix",
+    )
+    parser.add_argument("recipe", help="recipe YAML file")
+    parser.add_argument("--json", action="store_true", help="print the recipe as JSON")
+    parser.set_defaults(handler=_cmd_show)
+
+
+def _add_migrate(commands: argparse._SubParsersAction) -> None:
+    parser = commands.add_parser(
+        "migrate",
+        help="rewrite a recipe file in the current schema version",
+        formatter_class=_RAW,
+        description="Load a recipe of any version this hgxkit reads and write it back in the current version "
+        "(comments other than the header are not kept). A file already current is left alone.",
+        epilog="example:\n  hgxkit recipe migrate recipes/my-setup.yaml",
+    )
+    parser.add_argument("recipe", help="recipe YAML file, rewritten in place")
+    parser.set_defaults(handler=_cmd_migrate)
+
+
 def _positive_int(text: str) -> int:
     try:
         value = int(text)
@@ -133,19 +176,29 @@ def _stderr() -> Console:
 
 
 def _cmd_import(args: argparse.Namespace) -> int:
-    if args.file == "-":
-        text, source = sys.stdin.read(), "<stdin>"
-    else:
+    files = []
+    for name in args.files:
+        if name == "-":
+            files.append(("<stdin>", sys.stdin.read()))
+            continue
         try:
-            text, source = Path(args.file).read_text(encoding="utf-8"), args.file
+            files.append((name, Path(name).read_text(encoding="utf-8")))
+        except UnicodeDecodeError:
+            raise InputError(f"{name}: not UTF-8 text; save the post as UTF-8") from None
         except OSError as err:
-            raise InputError(f"{args.file}: cannot read: {err.strerror}") from None
-    result = import_with_notes(
-        text, name=args.name, source=source, model_repo=args.model_repo, revision=args.revision
-    )
+            raise InputError(f"{name}: cannot read: {err.strerror}") from None
+    options = ImportOptions(
+        name=args.name, image=args.image, kind=args.kind, model_repo=args.model_repo, revision=args.revision,
+        models_dir=args.models_dir, pick=args.pick,
+    )  # fmt: skip
+    result = import_post(files, options)
+    source = files[0][0]
     yaml_text = dump_recipe(result.recipe)
     parse_recipe_text(yaml_text, source=f"recipe imported from {source}")  # what we write must load back
     console = _stderr()
+    for line in result.report:
+        style = "green" if line.action == "took" else "dim"
+        console.print(f"[{style}]{escape(line.where)}: {line.action}[/] {escape(line.what)}")
     for note in result.notes:
         console.print(f"[yellow]note:[/] {escape(note)}")
     if args.output is None:
@@ -158,6 +211,8 @@ def _cmd_import(args: argparse.Namespace) -> int:
     out.write_text(yaml_text, encoding="utf-8")
     groups = result.recipe.groups
     shape = f"groups of {groups.size} GPUs" if groups and groups.size else "one container"
+    if result.recipe.node_count() > 1:
+        shape += f" spanning {result.recipe.node_count()} nodes"
     console.print(f"wrote {out} (recipe {result.recipe.name!r}, {shape})")
     return 0
 
@@ -165,7 +220,7 @@ def _cmd_import(args: argparse.Namespace) -> int:
 def _cmd_render(args: argparse.Namespace) -> int:
     recipe = load_recipe(args.recipe)
     groups = parse_groups_arg(args.groups) if args.groups else None
-    rendered = render_recipe(recipe, total_gpus=args.gpus, groups=groups)
+    rendered = render_recipe(recipe, total_gpus=args.gpus, groups=groups, rank=args.rank, head=args.head)
     if args.format == "json":
         print(json.dumps([group.to_json() for group in rendered], indent=2))
         return 0
@@ -215,6 +270,30 @@ def _cmd_diff(args: argparse.Namespace) -> int:
     else:
         for d in differences:
             print(d.line())
+    return 0
+
+
+def _cmd_show(args: argparse.Namespace) -> int:
+    recipe = load_recipe(args.recipe)
+    if args.json:
+        print(json.dumps(recipe_json(recipe), indent=2))
+        return 0
+    # Tables wider than a terminal's default 80 columns when written to a file or pipe: a cell per line.
+    show_recipe(recipe, Console(highlight=False, width=None if sys.stdout.isatty() else 200))
+    return 0
+
+
+def _cmd_migrate(args: argparse.Namespace) -> int:
+    path = Path(args.recipe)
+    recipe = load_recipe(path)  # validated first: the file is a recipe within every limit
+    before = yaml.safe_load(read_recipe_text(path)).get("schema_version")
+    if before == recipe.schema_version:
+        _stderr().print(f"{path}: already schema version {before}; left as it is")
+        return 0
+    yaml_text = dump_recipe(recipe)
+    parse_recipe_text(yaml_text, source=f"{path} migrated")  # what we write must load back
+    path.write_text(yaml_text, encoding="utf-8")
+    _stderr().print(f"{path}: migrated from schema version {before} to {recipe.schema_version}")
     return 0
 
 

@@ -109,4 +109,6 @@ def _groups(recipe: Recipe) -> dict[str, str]:
         "gpus_per_node": str(groups.gpus_per_node) if groups.gpus_per_node else ABSENT,
         "port_base": str(groups.port_base) if groups.port_base is not None else ABSENT,
         "name_template": groups.name_template or ABSENT,
+        "nodes": str(groups.nodes) if groups.nodes else ABSENT,
+        "dist_port": str(groups.dist_port) if groups.dist_port else ABSENT,
     }

@@ -100,7 +100,11 @@ class _Cursor:
 
 def parse_docker_run(text: str, *, source: str = "<input>") -> ParsedRun:
     """Parse one `docker run` command as people post it; raise `InputError` naming the bad token."""
-    words = split_words(text, source=source)
+    return parse_run_words(split_words(text, source=source), source=source)
+
+
+def parse_run_words(words: Sequence[Word], *, source: str = "<input>") -> ParsedRun:
+    """Parse the lexed words of one `docker run` command (positions are kept for errors)."""
     for word in words:
         if word.is_operator:
             cursor = _Cursor(words, source)

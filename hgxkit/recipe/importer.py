@@ -24,7 +24,8 @@ from dataclasses import dataclass
 from hgxkit.errors import InputError
 from hgxkit.recipe.danger import dangerous_options
 from hgxkit.recipe.docker_options import canonical
-from hgxkit.recipe.dockerrun import OptionEntry, OptionUse, parse_docker_run
+from hgxkit.recipe.dockerrun import OptionEntry, OptionUse, ParsedRun, parse_docker_run
+from hgxkit.recipe.kinds import KINDS, ServerKind, detect_kind, python_program
 from hgxkit.recipe.loader import MAX_RECIPE_BYTES, format_path, recipe_problems
 from hgxkit.recipe.model import DockerSpec, Grouping, ImageRef, ModelSpec, Recipe, Source, parse_publish
 from hgxkit.recipe.server_args import ServerCommand, is_flag
@@ -46,11 +47,24 @@ _ENV_REFERENCE = re.compile(
 
 
 @dataclass(frozen=True)
+class Report:
+    """One line of what `recipe import` did with a part of the post: `took` or `skipped`, and what."""
+
+    where: str  # FILE:LINE or FILE:FIRST-LAST
+    action: str
+    what: str
+
+    def line(self) -> str:
+        return f"{self.where}: {self.action} {self.what}"
+
+
+@dataclass(frozen=True)
 class ImportResult:
     """The recipe plus what the importer had to change or could not capture, for the user to read."""
 
     recipe: Recipe
     notes: tuple[str, ...]
+    report: tuple[Report, ...] = ()
 
 
 def import_docker_run(text: str, **options: str | None) -> Recipe:
@@ -69,28 +83,52 @@ def import_with_notes(
     model_repo: str | None = None,
     revision: str = "main",
 ) -> ImportResult:
-    """Like `import_docker_run`, also returning notes on secrets removed and inputs left on the host."""
+    """One `docker run` command, exactly as written (no translation, no model placement: see
+    `hgxkit.recipe.postimport` for whole posts), with notes on secrets removed and inputs left on the host."""
     if len(text) > MAX_RECIPE_BYTES:
         raise InputError(
             f"{source}: longer than {MAX_RECIPE_BYTES >> 10} KiB; paste one `docker run …` command, not a log"
         )
     run = parse_docker_run(text, source=source)
     notes: list[str] = []
-    entries = [_scrub_entry(entry, notes) for entry in run.entries]
-    entries, grouping = _apply_placeholders(entries, source)
-    docker = DockerSpec(run.invocation, tuple(entries))
-    server = ServerCommand.from_words(_scrub_server_words(list(run.command), notes))
-    model = _model_from(docker, server, model_repo, revision)
+    kind = _detected_kind(run)
+    docker, server, grouping = scrub_run(run, kind, source, notes)
     recipe = Recipe(
         name=_recipe_name(name, grouping, docker, run.image),
         description="Imported from a posted `docker run` command.",
         image=ImageRef(run.image),
         docker=docker,
         server=server,
-        model=model,
+        model=_model_from(docker, server, model_repo, revision),
         source=Source(),
         groups=grouping,
     )
+    return finish(recipe, notes, source)
+
+
+def _detected_kind(run: ParsedRun) -> str:
+    """The server kind of a single command; SGLang when nothing tells (the command is kept as written)."""
+    try:
+        return detect_kind(run.image, python_program(list(run.command))).name
+    except InputError as err:
+        if "is not supported" in err.message:
+            raise
+        return "sglang"
+
+
+def scrub_run(
+    run: ParsedRun, kind: str, source: str, notes: list[str]
+) -> tuple[DockerSpec, ServerCommand, Grouping | None]:
+    """Docker options and server command of `run` with secrets made references and `X` placeholders made groups."""
+    entries = [_scrub_entry(entry, notes) for entry in run.entries]
+    entries, grouping = _apply_placeholders(entries, source)
+    docker = DockerSpec(run.invocation, tuple(entries))
+    server = ServerCommand.from_words(_scrub_server_words(list(run.command), notes, KINDS[kind]), kind)
+    return docker, server, grouping
+
+
+def finish(recipe: Recipe, notes: list[str], source: str, report: tuple[Report, ...] = ()) -> ImportResult:
+    """Check every field of an imported recipe; add notes on host inputs and dangerous options."""
     problems = recipe_problems(recipe)
     if problems:
         # Key paths of the recipe this command would become (its docker.options[i] is the i-th option entry).
@@ -102,7 +140,7 @@ def import_with_notes(
             f"dangerous option {danger.option}: {danger.reason}; `recipe check` reports it as an error and the "
             f'node refuses it unless allow_docker_options lists "{danger.name}"'
         )
-    return ImportResult(recipe, tuple(dict.fromkeys(notes)))
+    return ImportResult(recipe, tuple(dict.fromkeys(notes)), report)
 
 
 def _replace_value(entry: OptionEntry, use_index: int, new_value: str) -> OptionEntry:
@@ -147,12 +185,12 @@ def _reference_secrets(text: str, spans: list[SecretSpan], notes: list[str]) -> 
     return replace_secrets(text, spans, to_ref)
 
 
-def _scrub_server_words(words: list[str], notes: list[str]) -> list[str]:
+def _scrub_server_words(words: list[str], notes: list[str], kind: ServerKind) -> list[str]:
     out: list[str] = []
     pending_flag: str | None = None
     for word in words:
         if pending_flag is not None and not is_flag(word):
-            out.append(word if _ENV_REFERENCE.match(word) else _secret_flag_ref(pending_flag, notes))
+            out.append(word if _ENV_REFERENCE.match(word) else _secret_flag_ref(pending_flag, notes, kind))
             pending_flag = None
             continue
         pending_flag = None
@@ -160,7 +198,7 @@ def _scrub_server_words(words: list[str], notes: list[str]) -> list[str]:
         if is_flag(word) and is_secret_flag(flag):
             if has_equals:
                 keep = _ENV_REFERENCE.match(value)
-                out.append(word if keep else f"{flag}={_secret_flag_ref(flag, notes)}")
+                out.append(word if keep else f"{flag}={_secret_flag_ref(flag, notes, kind)}")
             else:
                 out.append(word)
                 pending_flag = flag
@@ -170,8 +208,9 @@ def _scrub_server_words(words: list[str], notes: list[str]) -> list[str]:
     return out
 
 
-def _secret_flag_ref(flag: str, notes: list[str]) -> str:
-    env_name = flag_env_name(flag)
+def _secret_flag_ref(flag: str, notes: list[str], kind: ServerKind) -> str:
+    # Named for the engine: vLLM reads its key from VLLM_API_KEY; SGLang reads none, SGLANG_… by convention.
+    env_name = flag_env_name(flag, kind.name.upper())
     notes.append(f"{flag}: secret value removed; it is taken from ${env_name} at run time")
     return f"{{{{env:{env_name}}}}}"
 

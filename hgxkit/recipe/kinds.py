@@ -55,6 +55,13 @@ class ServerKind:
     speculative_flags: tuple[str, ...] = ()  # flags that turn speculative decoding on
     multinode_flags: tuple[str, ...] = ()  # flags of a group spanning nodes
     deprecated_programs: tuple[tuple[str, ...], ...] = field(default_factory=tuple)
+    # A server spanning nodes: the same command on every host but for these (canonical spellings).
+    nnodes_flag: str = "--nnodes"
+    rank_flag: str = "--node-rank"
+    head_flag: str = ""  # the head node's address (SGLang: HOST:PORT in one value)
+    head_port_flag: str | None = None  # the rendezvous port, when it is a flag of its own
+    default_dist_port: int | None = None  # the rendezvous port when the command gives none
+    worker_flags: tuple[str, ...] = ()  # added on hosts of rank >= 1
 
     def canonical_flag(self, flag: str) -> str:
         """The canonical spelling of `flag` for this engine (aliases, `_` for `-` where the parser allows)."""
@@ -69,8 +76,18 @@ class ServerKind:
         return _program_of(words, self.programs + self.deprecated_programs) is not None
 
 
+def python_program(words: Sequence[str]) -> list[str]:
+    """`words` with a Python interpreter (`python`, `python3.12`, `/opt/conda/bin/python`) written `python3`.
+
+    Example:
+        >>> python_program(["/data/conda/envs/x/bin/python", "-m", "sglang.launch_server"])
+        ['python3', '-m', 'sglang.launch_server']
+    """
+    return [re.sub(r"^(?:\S*/)?python[0-9.]*$", "python3", w) if i == 0 else w for i, w in enumerate(words)]
+
+
 def _program_of(words: Sequence[str], programs: Sequence[tuple[str, ...]]) -> tuple[str, ...] | None:
-    normal = tuple(re.sub(r"^python[0-9.]*$", "python3", w) for w in words)
+    normal = tuple(python_program(words))
     for program in programs:
         if normal[: len(program)] == program:
             return program
@@ -113,6 +130,7 @@ SGLANG = ServerKind(
     default_image="lmsysorg/sglang:latest",
     speculative_flags=("--speculative-algorithm",),
     multinode_flags=("--nnodes", "--node-rank", "--dist-init-addr"),
+    head_flag="--dist-init-addr",
 )
 
 VLLM = ServerKind(
@@ -161,6 +179,10 @@ VLLM = ServerKind(
     image_entrypoint=("vllm", "serve"),  # 0.33-era images; words after the image are `MODEL flags`
     speculative_flags=("--speculative-config",),
     multinode_flags=("--nnodes", "--node-rank", "--master-addr"),
+    head_flag="--master-addr",
+    head_port_flag="--master-port",
+    default_dist_port=29501,
+    worker_flags=("--headless",),  # ranks >= 1 start no API server (vLLM multiprocessing across nodes)
 )
 
 KINDS: dict[str, ServerKind] = {kind.name: kind for kind in (SGLANG, VLLM)}
@@ -174,22 +196,35 @@ class UnsupportedKind:
     title: str
     images: tuple[str, ...]
     programs: tuple[tuple[str, ...], ...]
+    # What gives the engine away when neither image nor program is known (`$NIM_IMAGE`): environment names,
+    # container paths, image name parts.
+    hints: tuple[str, ...] = ()
+
+    def hinted_by(self, text: str) -> str | None:
+        """The first hint of this engine found in `text` (a command as posted), or None."""
+        return next((hint for hint in self.hints if re.search(hint, text)), None)
 
 
 UNSUPPORTED = (
     UnsupportedKind("tgi", "Hugging Face TGI (text-generation-inference)",
-                    ("ghcr.io/huggingface/text-generation-inference",), (("text-generation-launcher",),)),
-    UnsupportedKind("nim", "NVIDIA NIM", ("nvcr.io/nim/",), ()),
-    UnsupportedKind("trtllm", "TensorRT-LLM", ("nvcr.io/nvidia/tensorrt-llm",), (("trtllm-serve",),)),
-    UnsupportedKind("ollama", "Ollama", ("ollama/ollama",), (("ollama",),)),
+                    ("ghcr.io/huggingface/text-generation-inference",), (("text-generation-launcher",),),
+                    (r"text-generation-inference",)),
+    UnsupportedKind("nim", "NVIDIA NIM", ("nvcr.io/nim/",), (),
+                    (r"\bNIM_[A-Z_]+=", r"/opt/nim/", r"\bnvcr\.io/nim/", r"\b[a-z0-9-]*-nim\b")),
+    UnsupportedKind("trtllm", "TensorRT-LLM", ("nvcr.io/nvidia/tensorrt-llm",), (("trtllm-serve",),),
+                    (r"tensorrt[-_]llm",)),
+    UnsupportedKind("ollama", "Ollama", ("ollama/ollama",), (("ollama",),), (r"\bollama/ollama\b",)),
     UnsupportedKind("llama.cpp", "llama.cpp server", ("ghcr.io/ggml-org/llama.cpp", "ghcr.io/ggerganov/llama.cpp"),
-                    (("llama-server",), ("./llama-server",))),
-    UnsupportedKind("lmdeploy", "LMDeploy", ("openmmlab/lmdeploy",), (("lmdeploy", "serve"),)),
-    UnsupportedKind("triton", "Triton Inference Server", ("nvcr.io/nvidia/tritonserver",), (("tritonserver",),)),
+                    (("llama-server",), ("./llama-server",)), (r"\bllama\.cpp[:/]", r"\.gguf\b.*--n-gpu-layers")),
+    UnsupportedKind("lmdeploy", "LMDeploy", ("openmmlab/lmdeploy",),
+                    (("lmdeploy", "serve"), ("python3", "-m", "lmdeploy")), (r"\blmdeploy\b",)),
+    UnsupportedKind("triton", "Triton Inference Server", ("nvcr.io/nvidia/tritonserver",), (("tritonserver",),),
+                    (r"tritonserver",)),
 )  # fmt: skip
 
 
-def _image_matches(image: str | None, prefixes: Sequence[str]) -> bool:
+def image_matches(image: str | None, prefixes: Sequence[str]) -> bool:
+    """True when `image` is in one of these repositories (a prefix ending in `/` names a registry path)."""
     repo = repository(image or "").lower()
     return any(repo == p.rstrip("/") or (p.endswith("/") and repo.startswith(p)) for p in prefixes)
 
@@ -207,13 +242,13 @@ def detect_kind(image: str | None, program: Sequence[str], explicit: str | None 
         if kind.launches(program):
             return kind
     for other in UNSUPPORTED:
-        if _program_of(program, other.programs) or _image_matches(image, other.images):
+        if _program_of(program, other.programs) or image_matches(image, other.images):
             raise InputError(
                 f"{other.title} ({other.name}) is not supported yet: hgxkit serves "
                 f"{', '.join(k.title for k in KINDS.values())}"
             )
     for kind in KINDS.values():
-        if _image_matches(image, kind.images):
+        if image_matches(image, kind.images):
             return kind
     raise InputError(
         f"cannot tell which server {image or 'this command'} runs: set server.kind to one of {', '.join(KINDS)}"

@@ -27,18 +27,17 @@ from hgxkit.errors import InputError
 from hgxkit.recipe.docker_options import canonical
 from hgxkit.recipe.dockerrun import parse_option_words
 from hgxkit.recipe.kinds import detect_kind
+from hgxkit.recipe.matrix_io import build_matrix, build_reference, matrix_to_dict, reference_to_dict
+from hgxkit.recipe.migrate import migrate
 from hgxkit.recipe.model import (
+    NODE_PLACEHOLDERS,
     PLACEHOLDER_RE,
     SCHEMA_VERSION,
-    BenchmarkMatrix,
     DockerSpec,
     Grouping,
     ImageRef,
     ModelSpec,
     Recipe,
-    Reference,
-    ReferenceCell,
-    SmokeCell,
     Source,
     parse_publish,
 )
@@ -53,6 +52,7 @@ from hgxkit.recipe.schema import (
     RECIPE_SCHEMA,
     REPO_ID,
     REVISION,
+    SCHEMAS,
     SERVED_MODEL_NAME,
 )
 from hgxkit.recipe.server_args import ServerCommand, group_args
@@ -156,6 +156,9 @@ def parse_recipe_text(text: str, *, source: str = "<recipe>") -> Recipe:
         raise InputError(f"{source}: a recipe is a YAML mapping with schema_version, name, image, …")
     _check_strings(data, locate)
     _validate_schema(data, locate)
+    if data["schema_version"] != SCHEMA_VERSION:
+        data = migrate(data, fail=locate.error)  # in memory; `hgxkit recipe migrate` rewrites the file
+        _validate_schema(data, locate)
     recipe, items = _build(data, locate)
     problems = recipe_problems(recipe)
     if problems:
@@ -427,7 +430,17 @@ _Validator = jsonschema.validators.extend(
 
 
 def _validate_schema(data: dict[str, Any], locate: _Locator) -> None:
-    validator = _Validator(RECIPE_SCHEMA)
+    version = data.get("schema_version")
+    known = ", ".join(str(v) for v in SCHEMAS)
+    if "schema_version" in data and (not _whole(version, 1, 10**6) or version not in SCHEMAS):
+        newer = _whole(version, SCHEMA_VERSION + 1, 10**6)
+        raise locate.error(
+            ("schema_version",),
+            f"{_shown(version)} is not a recipe schema this hgxkit reads ({known}; version 1 is migrated when "
+            "loaded): " + ("the recipe is newer than this hgxkit: upgrade hgxkit" if newer else
+                           f"write schema_version: {SCHEMA_VERSION}"),
+        )  # fmt: skip
+    validator = _Validator(SCHEMAS.get(version, RECIPE_SCHEMA))
     errors = sorted(validator.iter_errors(data), key=lambda e: (len(e.absolute_path), list(map(str, e.path))))
     if not errors:
         return
@@ -443,10 +456,6 @@ def _validate_schema(data: dict[str, Any], locate: _Locator) -> None:
         )
     elif err.validator == "required":
         message += "; add it (see recipes/schema.json)"
-    elif err.validator == "const" and path == ("schema_version",):
-        message = (
-            f"schema_version must be {SCHEMA_VERSION}; this hgxkit reads version {SCHEMA_VERSION} recipes"
-        )
     elif err.validator in ("maxLength", "maxItems", "minimum", "maximum", "type", "enum", "minItems", "minLength"):
         message = _schema_message(err)
     raise locate.error(path, message)
@@ -485,7 +494,7 @@ def _words(item: str, path: KeyPath, locate: _Locator) -> list[str]:
                 raise locate.error(
                     path,
                     f"unknown placeholder {match.group(0)}; use {{{{name}}}}, {{{{gpus}}}}, {{{{port}}}}, "
-                    "{{group}} or {{env:NAME}}",
+                    "{{group}}, {{rank}}, {{head}}, {{dist_port}} or {{env:NAME}}",
                 )
     return [word.text for word in words]
 
@@ -521,6 +530,9 @@ def _build(data: dict[str, Any], locate: _Locator) -> tuple[Recipe, _ItemIndex]:
         kind = detect_kind(data["image"]["reference"], program, server_data.get("kind")).name
     except InputError as err:
         raise locate.error(("server", "kind"), err.message) from None
+    matrix = build_matrix(
+        data.get("matrix"), words=lambda item, path: _words(item, path, locate), fail=locate.error
+    )
     recipe = Recipe(
         name=data["name"],
         description=data.get("description"),
@@ -530,8 +542,8 @@ def _build(data: dict[str, Any], locate: _Locator) -> tuple[Recipe, _ItemIndex]:
         server=ServerCommand(tuple(program), tuple(args), kind),
         model=_model(data.get("model") or {}),
         groups=_groups(data.get("groups"), locate),
-        reference=_reference(data.get("reference")),
-        matrix=_matrix(data.get("matrix"), locate),
+        reference=build_reference(data.get("reference"), matrix, fail=locate.error),
+        matrix=matrix,
         schema_version=data["schema_version"],
     )
     return recipe, items
@@ -569,41 +581,8 @@ def _groups(data: dict[str, Any] | None, locate: _Locator) -> Grouping | None:
         gpus_per_node=data.get("gpus_per_node"),
         port_base=data.get("port_base"),
         name_template=data.get("name_template"),
-    )
-
-
-def _reference(data: dict[str, Any] | None) -> Reference | None:
-    if data is None:
-        return None
-    cells = tuple(ReferenceCell(**cell) for cell in data.get("cells", ()))
-    return Reference(
-        tool=data["tool"],
-        label=data.get("label"),
-        notes=data.get("notes"),
-        slo_ttft_p99_ms=data.get("slo_ttft_p99_ms"),
-        cells=cells,
-    )
-
-
-def _matrix(data: dict[str, Any] | None, locate: _Locator) -> BenchmarkMatrix | None:
-    if data is None:
-        return None
-    if len(data["num_prompts"]) != len(data["concurrencies"]):
-        raise locate.error(
-            ("matrix", "num_prompts"),
-            f"{len(data['num_prompts'])} entries for {len(data['concurrencies'])} concurrencies; "
-            "give one prompt count per concurrency",
-        )
-    smoke = data.get("smoke")
-    return BenchmarkMatrix(
-        input_lens=tuple(data["input_lens"]),
-        concurrencies=tuple(data["concurrencies"]),
-        num_prompts=tuple(data["num_prompts"]),
-        output_len=data["output_len"],
-        dataset=data.get("dataset", "random-ids"),
-        random_range_ratio=data.get("random_range_ratio", 1.0),
-        smoke=SmokeCell(**smoke) if smoke else None,
-        notes=data.get("notes"),
+        nodes=data.get("nodes"),
+        dist_port=data.get("dist_port"),
     )
 
 
@@ -629,6 +608,10 @@ def recipe_problems(recipe: Recipe) -> list[Problem]:
     _group_problems(recipe, problems)
     _docker_problems(recipe, problems)
     _server_problems(recipe, problems)
+    _node_problems(recipe, problems)
+    for index, cell in enumerate(recipe.matrix.cells() if recipe.matrix else ()):
+        for word in cell.extra_args:
+            _word_problems(problems, ("matrix", "cells", index, "extra_args"), word)
     return problems
 
 
@@ -822,6 +805,32 @@ def _server_problems(recipe: Recipe, problems: list[Problem]) -> None:
                 problems.append((path, f"--port: {problem}"))
 
 
+def _node_problems(recipe: Recipe, problems: list[Problem]) -> None:
+    """`{{rank}}`, `{{head}}`, `{{dist_port}}` only in a group spanning nodes, and a node count said once."""
+    groups = recipe.groups
+    nodes = recipe.node_count()
+    for index, entry in enumerate(recipe.docker.entries):
+        for word in entry.words:
+            for placeholder in NODE_PLACEHOLDERS:
+                if placeholder in word:
+                    problems.append((("docker", "options", index), f"{placeholder} is for server arguments only"))
+    for index, entry in enumerate(recipe.server.args):
+        for word in entry:
+            for placeholder in NODE_PLACEHOLDERS:
+                path: KeyPath = ("server", "args", index)
+                if placeholder in word and nodes < 2:
+                    why = "is filled per host of a group spanning nodes; set groups.nodes (2 or more) or write it"
+                    problems.append((path, f"{placeholder} {why}"))
+                elif placeholder == "{{dist_port}}" in word and (groups is None or groups.dist_port is None):
+                    problems.append((path, "{{dist_port}} needs groups.dist_port; add it"))
+    nnodes = recipe.server.flag("--nnodes")
+    declared = groups.nodes if groups else None
+    if declared is not None and nnodes is not None and nnodes.isdigit() and int(nnodes) != declared:
+        problems.append(
+            (("groups", "nodes"), f"groups.nodes is {declared} but the server says --nnodes {nnodes}; make them equal"),
+        )
+
+
 def recipe_to_dict(recipe: Recipe) -> dict[str, Any]:
     """The recipe as plain data in file order (what `dump_recipe` writes)."""
     out: dict[str, Any] = {
@@ -848,17 +857,10 @@ def recipe_to_dict(recipe: Recipe) -> dict[str, Any]:
         if recipe.groups.explicit is not None:
             groups["explicit"] = [list(group) for group in recipe.groups.explicit]
         out["groups"] = groups
-    if recipe.reference is not None:
-        ref = _drop_none({k: v for k, v in recipe.reference.__dict__.items() if k != "cells"})
-        ref["cells"] = [_drop_none(cell.__dict__) for cell in recipe.reference.cells]
-        out["reference"] = ref
     if recipe.matrix is not None:
-        matrix = _drop_none({k: v for k, v in recipe.matrix.__dict__.items() if k != "smoke"})
-        for key in ("input_lens", "concurrencies", "num_prompts"):
-            matrix[key] = list(matrix[key])
-        if recipe.matrix.smoke is not None:
-            matrix["smoke"] = dict(recipe.matrix.smoke.__dict__)
-        out["matrix"] = matrix
+        out["matrix"] = matrix_to_dict(recipe.matrix)
+    if recipe.reference is not None:
+        out["reference"] = reference_to_dict(recipe.reference)
     return {k: v for k, v in out.items() if v is not None}
 
 

@@ -1,8 +1,10 @@
-"""The recipe: one serving setup captured exactly, as typed dataclasses.
+"""The recipe: one serving setup captured exactly, as typed dataclasses (schema v2).
 
 Words in `docker.options` and `server.args` keep their original spelling. Per-group values are
-placeholders that `render` fills in: `{{name}}`, `{{gpus}}`, `{{port}}`, `{{group}}`; a secret is
-`{{env:NAME}}`, taken from the environment when the command runs and never stored.
+placeholders that `render` fills in: `{{name}}`, `{{gpus}}`, `{{port}}`, `{{group}}`; a group spanning
+several hosts (`groups.nodes`) also has `{{rank}}`, `{{head}}` and `{{dist_port}}`, filled per host; a
+secret is `{{env:NAME}}`, taken from the environment when the command runs and never stored. What to
+benchmark and the poster's numbers are in `hgxkit.recipe.matrix`.
 
 Example:
     >>> from hgxkit.recipe.loader import load_recipe
@@ -20,11 +22,14 @@ from dataclasses import dataclass, field
 from hgxkit.recipe.docker_options import canonical
 from hgxkit.recipe.dockerrun import OptionEntry, OptionUse
 from hgxkit.recipe.imageref import repository
+from hgxkit.recipe.matrix import BenchmarkMatrix, Reference
 from hgxkit.recipe.server_args import ServerCommand
 from hgxkit.secrets import is_secret_name
 
-SCHEMA_VERSION = 1
-PLACEHOLDER_RE = re.compile(r"\{\{(name|gpus|port|group|env:[A-Za-z_][A-Za-z0-9_]*)\}\}")
+SCHEMA_VERSION = 2
+# Per-group placeholders, per-host ones of a group spanning nodes, and secret references.
+PLACEHOLDER_RE = re.compile(r"\{\{(name|gpus|port|group|rank|head|dist_port|env:[A-Za-z_][A-Za-z0-9_]*)\}\}")
+NODE_PLACEHOLDERS = ("{{rank}}", "{{head}}", "{{dist_port}}")
 ENV_REF_RE = re.compile(r"\{\{env:([A-Za-z_][A-Za-z0-9_]*)\}\}")
 
 
@@ -151,58 +156,12 @@ class Grouping:
     gpus_per_node: int | None = None
     port_base: int | None = None
     name_template: str | None = None
+    nodes: int | None = None  # hosts one group spans (tp x pp x dp = size x nodes); None: one
+    dist_port: int | None = None  # rendezvous port on the head node (`{{dist_port}}`)
 
-
-@dataclass(frozen=True)
-class ReferenceCell:
-    """The poster's numbers for one input length x concurrency cell."""
-
-    input_len: int
-    concurrency: int
-    num_prompts: int | None = None
-    ttft_mean_ms: float | None = None
-    ttft_p90_ms: float | None = None
-    ttft_p99_ms: float | None = None
-    accept_length: float | None = None
-    output_throughput: float | None = None
-    peak_concurrency: int | None = None
-
-
-@dataclass(frozen=True)
-class Reference:
-    """Results the poster reported for this setup, and the tool that produced them."""
-
-    tool: str
-    label: str | None = None
-    notes: str | None = None
-    slo_ttft_p99_ms: float | None = None
-    cells: tuple[ReferenceCell, ...] = ()
-
-
-@dataclass(frozen=True)
-class SmokeCell:
-    """The single small cell verify runs by default."""
-
-    input_len: int
-    concurrency: int
-    num_prompts: int
-
-
-@dataclass(frozen=True)
-class BenchmarkMatrix:
-    """The benchmark to run: input lengths x concurrencies, prompts per concurrency."""
-
-    input_lens: tuple[int, ...]
-    concurrencies: tuple[int, ...]
-    num_prompts: tuple[int, ...]
-    output_len: int
-    dataset: str = "random-ids"
-    random_range_ratio: float = 1.0
-    smoke: SmokeCell | None = None
-    notes: str | None = None
-
-    def prompts_for(self, concurrency: int) -> int:
-        return self.num_prompts[self.concurrencies.index(concurrency)]
+    @property
+    def node_count(self) -> int:
+        return self.nodes or 1
 
 
 @dataclass(frozen=True)
@@ -221,6 +180,13 @@ class Recipe:
     matrix: BenchmarkMatrix | None = None
     schema_version: int = SCHEMA_VERSION
     path: str | None = None
+
+    def node_count(self) -> int:
+        """Hosts one server spans: `groups.nodes`, else the server's own `--nnodes`, else 1."""
+        if self.groups is not None and self.groups.nodes is not None:
+            return self.groups.nodes
+        nnodes = self.server.flag("--nnodes")
+        return int(nnodes) if nnodes is not None and nnodes.isascii() and nnodes.isdigit() and int(nnodes) > 0 else 1
 
     def env_refs(self) -> list[str]:
         """Names of `{{env:NAME}}` references (secrets supplied from the environment at run time)."""

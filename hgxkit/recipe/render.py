@@ -46,6 +46,7 @@ class RenderedGroup:
     image: str
     command: tuple[tuple[str, ...], ...]  # the server program's words first (may be empty), then its entries
     env_refs: list[str] = field(default_factory=list)
+    rank: int | None = None  # the host's rank, for a server spanning nodes
 
     @property
     def lines(self) -> list[list[str]]:
@@ -151,15 +152,20 @@ def render_recipe(
     groups: list[tuple[int, ...]] | None = None,
     secrets: SecretMode = "reference",
     environ: Mapping[str, str] | None = None,
+    rank: int | None = None,
+    head: str | None = None,
 ) -> list[RenderedGroup]:
     """Render one `RenderedGroup` per GPU group (one in all for a recipe without grouping).
 
     `secrets="reference"` leaves `${NAME}` in place of each `{{env:NAME}}` (safe to print);
     `secrets="resolve"` substitutes the value from `environ` (for running the command, never for output).
+    A server spanning nodes (`groups.nodes`) is rendered for one host: `rank` (0 is the head) and `head`
+    (the head node's address) fill `{{rank}}`, `{{head}}` and `{{dist_port}}`; ranks >= 1 get the kind's
+    worker flags (vLLM's `--headless`).
     """
     planned = plan_groups(recipe, total_gpus=total_gpus, groups=groups)
     env = os.environ if environ is None else environ
-    fill = _Filler(recipe, secrets, env)
+    fill = _Filler(recipe, secrets, env, _node_values(recipe, rank, head))
     if planned is None:
         return [_group(recipe, fill, 0, {}, None, None, None)]
     assert recipe.groups is not None
@@ -190,6 +196,7 @@ def _group(
     command = (
         tuple(fill.word(w, values) for w in recipe.server.program),
         *(tuple(fill.word(w, values) for w in entry) for entry in recipe.server.args),
+        *fill.worker_entries(),
     )
     group = RenderedGroup(
         group=index,
@@ -201,6 +208,7 @@ def _group(
         image=recipe.image.pinned(),
         command=command,
         env_refs=recipe.env_refs(),
+        rank=fill.rank,
     )
     if recipe.groups is not None:
         return group
@@ -216,11 +224,47 @@ def _group(
     )
 
 
-class _Filler:
-    """Fills a group's placeholders and `{{env:NAME}}` references into words and option values."""
+# A host address to fill `{{head}}` with: a name or an IPv4/IPv6 address, never shell syntax.
+_HOST = re.compile(r"[A-Za-z0-9_.-]{1,253}|\[?[0-9A-Fa-f:.]{2,45}\]?")
 
-    def __init__(self, recipe: Recipe, secrets: SecretMode, env: Mapping[str, str]) -> None:
-        self.recipe, self.secrets, self.env = recipe, secrets, env
+
+def _node_values(recipe: Recipe, rank: int | None, head: str | None) -> dict[str, str]:
+    """`{{rank}}`, `{{head}}`, `{{dist_port}}` for one host of a server spanning nodes (none for one node)."""
+    nodes = recipe.node_count()
+    where = recipe.path or recipe.name
+    if nodes < 2:
+        if rank not in (None, 0):
+            raise InputError(f"{where}: rank {rank}: the recipe runs on one node; drop the rank")
+        return {}
+    if rank is None or head is None:
+        raise InputError(
+            f"{where}: the server spans {nodes} nodes: render it per host with a rank (0-{nodes - 1}; 0 is the head) "
+            "and the head node's address (e.g. --rank 0 --head 10.0.0.1)"
+        )
+    if not 0 <= rank < nodes:
+        raise InputError(f"{where}: rank {rank} is not one of the recipe's {nodes} nodes (0-{nodes - 1})")
+    if not _HOST.fullmatch(head):
+        raise InputError(f"{where}: head {head!r} is not a host name or address")
+    port = recipe.groups.dist_port if recipe.groups is not None else None
+    values = {"{{rank}}": str(rank), "{{head}}": head}
+    if port is not None:
+        values["{{dist_port}}"] = str(port)
+    return values
+
+
+class _Filler:
+    """Fills a group's placeholders, a host's node placeholders and `{{env:NAME}}` references into words."""
+
+    def __init__(self, recipe: Recipe, secrets: SecretMode, env: Mapping[str, str], nodes: dict[str, str]) -> None:
+        self.recipe, self.secrets, self.env, self.nodes = recipe, secrets, env, nodes
+        self.rank = int(nodes["{{rank}}"]) if nodes else None
+
+    def worker_entries(self) -> list[tuple[str, ...]]:
+        """The kind's worker flags on hosts of rank >= 1, unless the recipe writes them itself."""
+        if not self.rank:
+            return []
+        server = self.recipe.server
+        return [(flag,) for flag in server.server_kind.worker_flags if not server.has(flag)]
 
     def entry(self, entry: OptionEntry, values: dict[str, str]) -> OptionEntry:
         return OptionEntry(
@@ -229,7 +273,7 @@ class _Filler:
         )
 
     def word(self, word: str, values: dict[str, str]) -> str:
-        for placeholder, value in values.items():
+        for placeholder, value in {**values, **self.nodes}.items():
             word = word.replace(placeholder, value)
         return ENV_REF_RE.sub(self._env_value, word)
 

@@ -1,4 +1,5 @@
-"""JSON Schema of recipe files (`schema_version: 1`), published as `recipes/schema.json`.
+"""JSON Schema of recipe files (`schema_version: 2`), published as `recipes/schema.json`; version 1 files are
+checked against `RECIPE_SCHEMA_V1`, then migrated (`hgxkit.recipe.migrate`).
 
 `hgxkit recipe schema` prints it; a test keeps the published copy equal to this one. Every field that
 reaches a command line, a path or a container name has its real grammar here, as a regex the loader also
@@ -16,6 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 from hgxkit.recipe.kinds import KINDS
+from hgxkit.recipe.matrix import METRICS
 
 # Docker's reference grammar (github.com/distribution/reference), digests restricted to sha256:
 # [registry[:port]/]path[:tag][@sha256:<64 hex>], path components lowercase with . _ __ - separators.
@@ -41,11 +43,17 @@ REVISION = r"(?!.*(?:\.\.|//|@\{|\.lock$|/$))[A-Za-z0-9_][A-Za-z0-9_./+-]{0,254}
 ABSOLUTE_PATH = r"/|(?:/(?!\.\.?(?:/|$))[^/:\x00-\x1f\x7f]+)+"
 RECIPE_NAME = r"[a-z0-9][a-z0-9._-]*"
 MAX_GPUS = 64  # GPU ids are 0..63; a group or a node has at most 64 GPUs
+MAX_NODES = 64  # hosts one group may span
+# A matrix cell id: what a reference cell names (`5000x1`, `1000@10rps`, `2048-out1024x16`).
+CELL_ID = r"[A-Za-z0-9][A-Za-z0-9_.@:+-]{0,63}"
+# Dataset and client backend names (`random-ids`, `sglang-oai`, `openai-chat`).
+CLIENT_NAME = r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}"
+# Where a reference number was read: `post.txt:35` or `post.txt:35-60`.
+SOURCE_LINE = r"[^\x00-\x1f:]{1,200}:[0-9]{1,7}(?:-[0-9]{1,7})?"
 
 _STR_OR_NULL = {"type": ["string", "null"]}
 _NUM_OR_NULL = {"type": ["number", "null"], "minimum": 0}
 _INT_OR_NULL = {"type": ["integer", "null"], "minimum": 0}
-
 
 
 def _pattern(regex: str, expected: str, *, nullable: bool = True, max_length: int = 512) -> dict[str, Any]:
@@ -64,177 +72,295 @@ _WORD_LIST = {
     "description": "Shell-quoted words in original spelling, one option (or flag with its values) per item.",
 }
 
-RECIPE_SCHEMA: dict[str, Any] = {
-    "$schema": "https://json-schema.org/draft/2020-12/schema",
-    "$id": "https://hgxkit.dev/schema/recipe-v1.json",
-    "title": "hgxkit recipe",
-    "description": (
-        "One serving setup captured exactly. Per-group placeholders in words: {{name}}, {{gpus}}, {{port}}, "
-        "{{group}}; secrets as {{env:NAME}}, read from the environment when the command runs."
-    ),
+_SOURCE = {
     "type": "object",
     "additionalProperties": False,
-    "required": ["schema_version", "name", "image", "docker"],
     "properties": {
-        "schema_version": {"const": 1},
-        "name": _pattern(
-            RECIPE_NAME, "a recipe name: lowercase letters, digits, '.', '_' and '-'", nullable=False, max_length=100
-        ),
-        "description": _STR_OR_NULL,
-        "source": {
-            "type": "object",
-            "additionalProperties": False,
-            "properties": {
-                "url": _STR_OR_NULL,
-                "author": _STR_OR_NULL,
-                "date": {"type": ["string", "null"], "pattern": r"^\d{4}-\d{2}(-\d{2})?$"},
-                "notes": _STR_OR_NULL,
-            },
-        },
-        "image": {
-            "type": "object",
-            "additionalProperties": False,
-            "required": ["reference"],
-            "properties": {
-                "reference": _pattern(
-                    IMAGE_REFERENCE,
-                    "a Docker image reference: [registry[:port]/]path[:tag][@sha256:<64 hex>], the path in "
-                    "lowercase (e.g. lmsysorg/sglang:v0.5.23)",
-                    nullable=False,
-                ),
-                "digest": _pattern(DIGEST, "an image digest: sha256: and 64 lowercase hex digits"),
-            },
-        },
-        "model": {
-            "type": "object",
-            "additionalProperties": False,
-            "properties": {
-                "repo_id": _pattern(
-                    REPO_ID, "a Hugging Face repo id: namespace/name of letters, digits, '_', '.', '-' (no '..')"
-                ),
-                "revision": _pattern(
-                    REVISION,
-                    "a branch, tag or commit: letters, digits, '_', '.', '/', '+', '-', no '..', no leading '-'",
-                    nullable=False,
-                    max_length=255,
-                ),
-                "local_dir": _pattern(
-                    ABSOLUTE_PATH, "an absolute, normalised path without '..', '.', '//', ':' or a trailing '/'"
-                ),
-                "mount_point": _pattern(
-                    ABSOLUTE_PATH, "an absolute, normalised path without '..', '.', '//', ':' or a trailing '/'"
-                ),
-                "allow_patterns": {"type": "array", "items": {"type": "string", "minLength": 1}},
-            },
-        },
-        "docker": {
-            "type": "object",
-            "additionalProperties": False,
-            "required": ["options"],
-            "properties": {
-                "invocation": {"type": "string", "enum": ["docker run", "docker container run"]},
-                "options": _WORD_LIST,
-            },
-        },
-        "server": {
-            "type": "object",
-            "additionalProperties": False,
-            "properties": {
-                "kind": {
-                    "enum": list(KINDS),
-                    "description": "The serving engine (hgxkit/recipe/kinds.py); absent: detected from the "
-                    "program, then the image.",
-                },
-                "command": {
-                    "type": "string",
-                    "description": "Program words (e.g. 'sglang serve'); empty: the image's entrypoint.",
-                },
-                "args": _WORD_LIST,
-            },
-        },
-        "groups": {
-            "type": ["object", "null"],
-            "additionalProperties": False,
-            "properties": {
-                "size": {"type": ["integer", "null"], "minimum": 1, "maximum": MAX_GPUS},
-                "explicit": {
-                    "type": ["array", "null"],
-                    "minItems": 1,
-                    "items": {
-                        "type": "array",
-                        "minItems": 1,
-                        "maxItems": MAX_GPUS,
-                        "items": {"type": "integer", "minimum": 0, "maximum": MAX_GPUS - 1},
-                    },
-                },
-                "gpus_per_node": {"type": ["integer", "null"], "minimum": 1, "maximum": MAX_GPUS},
-                "port_base": {"type": ["integer", "null"], "minimum": 1, "maximum": 65535},
-                "name_template": _pattern(
-                    NAME_TEMPLATE,
-                    "a container name with {{group}} where the group index goes: letters, digits, '_', '.', '-', "
-                    "starting with a letter or digit",
-                    max_length=200,
-                ),
-            },
-        },
-        "reference": {
-            "type": ["object", "null"],
-            "additionalProperties": False,
-            "required": ["tool", "cells"],
-            "properties": {
-                "tool": {"type": "string"},
-                "label": _STR_OR_NULL,
-                "notes": _STR_OR_NULL,
-                "slo_ttft_p99_ms": _NUM_OR_NULL,
-                "cells": {
-                    "type": "array",
-                    "items": {
-                        "type": "object",
-                        "additionalProperties": False,
-                        "required": ["input_len", "concurrency"],
-                        "properties": {
-                            "input_len": {"type": "integer", "minimum": 1},
-                            "concurrency": {"type": "integer", "minimum": 1},
-                            "num_prompts": _INT_OR_NULL,
-                            "ttft_mean_ms": _NUM_OR_NULL,
-                            "ttft_p90_ms": _NUM_OR_NULL,
-                            "ttft_p99_ms": _NUM_OR_NULL,
-                            "accept_length": _NUM_OR_NULL,
-                            "output_throughput": _NUM_OR_NULL,
-                            "peak_concurrency": _INT_OR_NULL,
-                        },
-                    },
-                },
-            },
-        },
-        "matrix": {
-            "type": ["object", "null"],
-            "additionalProperties": False,
-            "required": ["input_lens", "concurrencies", "num_prompts", "output_len"],
-            "properties": {
-                "input_lens": {"type": "array", "minItems": 1, "items": {"type": "integer", "minimum": 1}},
-                "concurrencies": {"type": "array", "minItems": 1, "items": {"type": "integer", "minimum": 1}},
-                "num_prompts": {
-                    "type": "array",
-                    "minItems": 1,
-                    "items": {"type": "integer", "minimum": 1},
-                    "description": "Prompts per cell, one per entry of concurrencies (same order).",
-                },
-                "output_len": {"type": "integer", "minimum": 1},
-                "dataset": {"type": "string", "enum": ["random-ids", "random", "sharegpt"]},
-                "random_range_ratio": {"type": "number", "minimum": 0, "maximum": 1},
-                "smoke": {
-                    "type": ["object", "null"],
-                    "additionalProperties": False,
-                    "required": ["input_len", "concurrency", "num_prompts"],
-                    "properties": {
-                        "input_len": {"type": "integer", "minimum": 1},
-                        "concurrency": {"type": "integer", "minimum": 1},
-                        "num_prompts": {"type": "integer", "minimum": 1},
-                    },
-                },
-                "notes": _STR_OR_NULL,
-            },
-        },
+        "url": _STR_OR_NULL,
+        "author": _STR_OR_NULL,
+        "date": {"type": ["string", "null"], "pattern": r"^\d{4}-\d{2}(-\d{2})?$"},
+        "notes": _STR_OR_NULL,
     },
 }
+_IMAGE = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["reference"],
+    "properties": {
+        "reference": _pattern(
+            IMAGE_REFERENCE,
+            "a Docker image reference: [registry[:port]/]path[:tag][@sha256:<64 hex>], the path in "
+            "lowercase (e.g. lmsysorg/sglang:v0.5.23)",
+            nullable=False,
+        ),
+        "digest": _pattern(DIGEST, "an image digest: sha256: and 64 lowercase hex digits"),
+    },
+}
+_MODEL = {
+    "type": "object",
+    "additionalProperties": False,
+    "properties": {
+        "repo_id": _pattern(
+            REPO_ID, "a Hugging Face repo id: namespace/name of letters, digits, '_', '.', '-' (no '..')"
+        ),
+        "revision": _pattern(
+            REVISION,
+            "a branch, tag or commit: letters, digits, '_', '.', '/', '+', '-', no '..', no leading '-'",
+            nullable=False,
+            max_length=255,
+        ),
+        "local_dir": _pattern(
+            ABSOLUTE_PATH, "an absolute, normalised path without '..', '.', '//', ':' or a trailing '/'"
+        ),
+        "mount_point": _pattern(
+            ABSOLUTE_PATH, "an absolute, normalised path without '..', '.', '//', ':' or a trailing '/'"
+        ),
+        "allow_patterns": {"type": "array", "items": {"type": "string", "minLength": 1}},
+    },
+}
+_DOCKER = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["options"],
+    "properties": {
+        "invocation": {"type": "string", "enum": ["docker run", "docker container run"]},
+        "options": _WORD_LIST,
+    },
+}
+_SERVER = {
+    "type": "object",
+    "additionalProperties": False,
+    "properties": {
+        "kind": {
+            "enum": list(KINDS),
+            "description": "The serving engine (hgxkit/recipe/kinds.py); absent: detected from the program, then "
+            "the image.",
+        },
+        "command": {
+            "type": "string",
+            "description": "Program words (e.g. 'sglang serve'); empty: the image's entrypoint.",
+        },
+        "args": _WORD_LIST,
+    },
+}
+_GROUP_PROPERTIES: dict[str, Any] = {
+    "size": {"type": ["integer", "null"], "minimum": 1, "maximum": MAX_GPUS},
+    "explicit": {
+        "type": ["array", "null"],
+        "minItems": 1,
+        "items": {
+            "type": "array",
+            "minItems": 1,
+            "maxItems": MAX_GPUS,
+            "items": {"type": "integer", "minimum": 0, "maximum": MAX_GPUS - 1},
+        },
+    },
+    "gpus_per_node": {"type": ["integer", "null"], "minimum": 1, "maximum": MAX_GPUS},
+    "port_base": {"type": ["integer", "null"], "minimum": 1, "maximum": 65535},
+    "name_template": _pattern(
+        NAME_TEMPLATE,
+        "a container name with {{group}} where the group index goes: letters, digits, '_', '.', '-', "
+        "starting with a letter or digit",
+        max_length=200,
+    ),
+}
+
+
+def _groups(properties: dict[str, Any]) -> dict[str, Any]:
+    return {"type": ["object", "null"], "additionalProperties": False, "properties": properties}
+
+
+_COUNT = {"type": ["integer", "null"], "minimum": 1}
+_CELL_SETTINGS: dict[str, Any] = {
+    "num_prompts": _COUNT,
+    "input_len": _COUNT,
+    "output_len": _COUNT,
+    "concurrency": _COUNT,
+    "request_rate": {
+        "type": ["number", "null"],
+        "exclusiveMinimum": 0,
+        "description": "Requests per second; absent: all at once",
+    },
+    "dataset": _pattern(CLIENT_NAME, "a dataset name of the client (e.g. random, random-ids, sharegpt)", max_length=64),
+    "range_ratio": {"type": ["number", "null"], "minimum": 0, "maximum": 1},
+    "warmups": {"type": ["integer", "null"], "minimum": 0},
+    "seed": {"type": ["integer", "null"], "minimum": 0},
+    "client": {"type": ["string", "null"], "maxLength": 64},
+    "backend": _pattern(CLIENT_NAME, "a client backend name (e.g. sglang, vllm, openai-chat)", max_length=64),
+}
+_CELL = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["id"],
+    "properties": {
+        "id": _pattern(
+            CELL_ID, "a cell id: letters, digits, '_', '.', '@', ':', '+', '-' (e.g. 5000x1)", nullable=False
+        ),
+        **_CELL_SETTINGS,
+        "extra_args": _WORD_LIST,
+        "source": _STR_OR_NULL,
+    },
+}
+# A run's shape: the smoke cell, a warmup run.
+_RUN_SHAPE = {
+    "input_len": {"type": "integer", "minimum": 1},
+    "concurrency": {"type": "integer", "minimum": 1},
+    "num_prompts": {"type": "integer", "minimum": 1},
+}
+_SMOKE = {
+    "type": ["object", "null"],
+    "additionalProperties": False,
+    "required": list(_RUN_SHAPE),
+    "properties": _RUN_SHAPE,
+}
+_WARMUP = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": list(_RUN_SHAPE),
+    "properties": {**_RUN_SHAPE, "output_len": _COUNT},
+}
+_MATRIX = {
+    "type": ["object", "null"],
+    "additionalProperties": False,
+    "required": ["cells"],
+    "properties": {
+        "defaults": {
+            "type": "object",
+            "additionalProperties": False,
+            "properties": _CELL_SETTINGS,
+            "description": "Settings every cell has unless it gives its own.",
+        },
+        "cells": {"type": "array", "minItems": 1, "items": _CELL},
+        "warmup_runs": {"type": "array", "items": _WARMUP, "description": "Runs done once before the cells."},
+        "smoke": _SMOKE,
+        "notes": _STR_OR_NULL,
+    },
+}
+_METRIC_PROPERTIES = {
+    m.key: ({"type": ["integer", "null"], "minimum": 0} if m.integer else _NUM_OR_NULL) for m in METRICS
+}
+def _reference(cell: dict[str, Any]) -> dict[str, Any]:
+    """The reference section: the poster's tool and SLO, and one `cell` object per measured cell."""
+    return {
+        "type": ["object", "null"],
+        "additionalProperties": False,
+        "required": ["tool", "cells"],
+        "properties": {
+            "tool": {"type": "string"},
+            "label": _STR_OR_NULL,
+            "notes": _STR_OR_NULL,
+            "slo_ttft_p99_ms": _NUM_OR_NULL,
+            "cells": {"type": "array", "items": {"type": "object", "additionalProperties": False, **cell}},
+        },
+    }
+
+
+_REFERENCE = _reference(
+    {
+        "required": ["cell"],
+        "properties": {
+            "cell": _pattern(CELL_ID, "the id of a matrix cell", nullable=False),
+            "sources": {
+                "type": "array",
+                "items": _pattern(SOURCE_LINE, "where the numbers were read: FILE:LINE", nullable=False),
+            },
+            **_METRIC_PROPERTIES,
+        },
+    }
+)
+
+
+def _recipe_schema(
+    version: int, groups: dict[str, Any], reference: dict[str, Any], matrix: dict[str, Any]
+) -> dict[str, Any]:
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "$id": f"https://hgxkit.dev/schema/recipe-v{version}.json",
+        "title": "hgxkit recipe",
+        "description": (
+            "One serving setup captured exactly. Per-group placeholders in words: {{name}}, {{gpus}}, {{port}}, "
+            "{{group}}; per host of a group spanning nodes: {{rank}}, {{head}}, {{dist_port}}; secrets as "
+            "{{env:NAME}}, read from the environment when the command runs."
+        ),
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["schema_version", "name", "image", "docker"],
+        "properties": {
+            "schema_version": {"const": version},
+            "name": _pattern(
+                RECIPE_NAME,
+                "a recipe name: lowercase letters, digits, '.', '_' and '-'",
+                nullable=False,
+                max_length=100,
+            ),
+            "description": _STR_OR_NULL,
+            "source": _SOURCE,
+            "image": _IMAGE,
+            "model": _MODEL,
+            "docker": _DOCKER,
+            "server": _SERVER,
+            "groups": groups,
+            "reference": reference,
+            "matrix": matrix,
+        },
+    }
+
+
+RECIPE_SCHEMA: dict[str, Any] = _recipe_schema(
+    2,
+    _groups(
+        {
+            **_GROUP_PROPERTIES,
+            "nodes": {"type": ["integer", "null"], "minimum": 1, "maximum": MAX_NODES,
+                      "description": "Hosts one group spans: tp x pp x dp = size x nodes."},
+            "dist_port": {"type": ["integer", "null"], "minimum": 1, "maximum": 65535,
+                          "description": "Rendezvous port on the head node ({{dist_port}})."},
+        }
+    ),
+    _REFERENCE,
+    _MATRIX,
+)  # fmt: skip
+
+# Version 1, read only to migrate: a grid matrix (input lengths x concurrencies) and reference cells that name
+# their own input length and concurrency.
+RECIPE_SCHEMA_V1: dict[str, Any] = _recipe_schema(
+    1,
+    _groups(_GROUP_PROPERTIES),
+    _reference(
+        {
+            "required": ["input_len", "concurrency"],
+            "properties": {
+                "input_len": {"type": "integer", "minimum": 1},
+                "concurrency": {"type": "integer", "minimum": 1},
+                "num_prompts": _INT_OR_NULL,
+                "ttft_mean_ms": _NUM_OR_NULL,
+                "ttft_p90_ms": _NUM_OR_NULL,
+                "ttft_p99_ms": _NUM_OR_NULL,
+                "accept_length": _NUM_OR_NULL,
+                "output_throughput": _NUM_OR_NULL,
+                "peak_concurrency": _INT_OR_NULL,
+            },
+        }
+    ),
+    {
+        "type": ["object", "null"],
+        "additionalProperties": False,
+        "required": ["input_lens", "concurrencies", "num_prompts", "output_len"],
+        "properties": {
+            "input_lens": {"type": "array", "minItems": 1, "items": {"type": "integer", "minimum": 1}},
+            "concurrencies": {"type": "array", "minItems": 1, "items": {"type": "integer", "minimum": 1}},
+            "num_prompts": {
+                "type": "array",
+                "minItems": 1,
+                "items": {"type": "integer", "minimum": 1},
+                "description": "Prompts per cell, one per entry of concurrencies (same order).",
+            },
+            "output_len": {"type": "integer", "minimum": 1},
+            "dataset": {"type": "string", "enum": ["random-ids", "random", "sharegpt"]},
+            "random_range_ratio": {"type": "number", "minimum": 0, "maximum": 1},
+            "smoke": _SMOKE,
+            "notes": _STR_OR_NULL,
+        },
+    },
+)
+SCHEMAS: dict[int, dict[str, Any]] = {1: RECIPE_SCHEMA_V1, 2: RECIPE_SCHEMA}

@@ -123,6 +123,25 @@ class ServerCommand:
                 value = use.value
         return value
 
+    def parallel_size(self) -> int:
+        """GPUs one server uses over all its hosts: tp x pp x dp, dp not counted where SGLang runs DP attention
+        inside the TP group. Raises ValueError naming a size that is not a whole number.
+
+        Example:
+            >>> ServerCommand.from_words(["vllm", "serve", "m", "-tp", "4", "-dp", "2"], "vllm").parallel_size()
+            8
+        """
+        kind = self.server_kind
+        sizes = []
+        for flag in (kind.tp_flag, kind.pp_flag, kind.dp_flag):
+            value = self.flag(flag)
+            if value is not None and not (value.isascii() and value.isdigit()):
+                raise ValueError(f"server {flag} {value!r} is not a whole number")
+            sizes.append(int(value) if value is not None else 1)
+        if kind.name == "sglang" and self.has("--enable-dp-attention"):
+            sizes[2] = 1
+        return sizes[0] * sizes[1] * sizes[2]
+
     def has(self, name: str) -> bool:
         """True when the flag `name` (any alias) appears at all."""
         wanted = self.server_kind.canonical_flag(name)

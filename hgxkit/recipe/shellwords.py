@@ -17,6 +17,14 @@ as a shell splitter (`shlex`) would show it.
     >>> [w.text for w in split_words("sh -c 'echo $PORT' $HOME")]
     ['sh', '-c', 'echo $$PORT', '$HOME']
 
+Tildes: an unquoted `~` or `~user` that starts a word and ends at a `/` or at the word's end is the host's
+home directory (dash and bash expand it there, and nowhere else in an argument); the word's text writes it
+as `$~` (`EXPANDING_TILDE`), and `quote_word` renders it unquoted, so `-v ~/.cache:/c` stays `~/.cache` on
+the host. Any other tilde is an ordinary character.
+
+    >>> [w.text for w in split_words("-v ~/.cache:/c '~/x' a~b")], quote_word("$~/.cache:/c")
+    (['-v', '$~/.cache:/c', '~/x', 'a~b'], '~/.cache:/c')
+
 Command substitution is refused wherever it is written: `$(…)` and backticks, quoted, escaped or not. A
 single-quoted or escaped backtick is literal on the host, but the word reaches a shell again (`sh -c` in the
 container, a health check, a script that echoes it), and a recipe is untrusted input: no form of it may carry
@@ -42,6 +50,10 @@ DQUOTE_ESCAPABLE = frozenset('$`"\\\n')
 # A `$` the shell expands is followed by one of these; any other `$` is an ordinary character.
 EXPANSION_START = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ_0123456789{@*#?!-")
 LITERAL_DOLLAR = "$$"
+EXPANDING_TILDE = "$~"
+# An unquoted tilde-prefix at a word's start: `~` or `~user`, then `/`, a blank, an operator or the end.
+_TILDE_PREFIX = re.compile(r"~[A-Za-z0-9._-]*(?=/|[ \t\n|&;<>()`]|$)")
+_TILDE_USER = re.compile(r"[A-Za-z0-9._-]*")
 _DQUOTE_SAFE_SEGMENT = re.compile(r"[^\"\\`$]*")
 # The expansions a recipe keeps: `$NAME`, `${NAME}`, `$1`, `${10}` and the one-character specials.
 PLAIN_EXPANSION_RE = re.compile(r"\$(?:\{(?:[A-Za-z_][A-Za-z0-9_]*|[0-9]+)\}|[A-Za-z_][A-Za-z0-9_]*|[0-9@*#?!-])")
@@ -81,10 +93,10 @@ def normalize_paste(text: str) -> str:
 class _Scanner:
     """Character cursor that tracks line and column (both 1-based)."""
 
-    def __init__(self, text: str) -> None:
+    def __init__(self, text: str, line: int = 1) -> None:
         self.text = text
         self.pos = 0
-        self.line = 1
+        self.line = line
         self.column = 1
 
     def peek(self, ahead: int = 0) -> str:
@@ -105,13 +117,14 @@ class _Scanner:
         return self.pos >= len(self.text)
 
 
-def split_words(text: str, *, source: str = "<input>") -> list[Word]:
+def split_words(text: str, *, source: str = "<input>", first_line: int = 1) -> list[Word]:
     """Split `text` into shell words; raise `InputError` on an unbalanced quote.
 
     Shell operators outside quotes (`|`, `&&`, `;`, `>`, `$(`…) come back as words with
-    `is_operator=True`, so the caller can refuse them with their position.
+    `is_operator=True`, so the caller can refuse them with their position. `first_line` is the line number
+    of the text's first line (a command taken out of a longer post).
     """
-    scanner = _Scanner(normalize_paste(text))
+    scanner = _Scanner(normalize_paste(text), first_line)
     words: list[Word] = []
     buffer: list[str] = []
     start: tuple[int, int] | None = None
@@ -163,6 +176,10 @@ def split_words(text: str, *, source: str = "<input>") -> list[Word]:
             continue
         if start is None:
             start = (scanner.line, scanner.column)
+            if char == "~" and _TILDE_PREFIX.match(scanner.text, scanner.pos):
+                scanner.take()
+                buffer.append(EXPANDING_TILDE)
+                continue
         if char == "'":
             _read_single_quoted(scanner, buffer, source)
             quoted = True
@@ -307,7 +324,9 @@ def dollar_segments(text: str) -> list[tuple[str, bool]]:
 
 
 def shell_value(text: str) -> str:
-    """The word as a shell splitter shows it: expansions unexpanded, `$$` back to one literal `$`."""
+    """The word as a shell splitter shows it: expansions and `~` unexpanded, `$$` back to one literal `$`."""
+    if text.startswith(EXPANDING_TILDE):
+        return "~" + shell_value(text[len(EXPANDING_TILDE) :])
     return "".join(value for value, _ in dollar_segments(text)) if "$" in text else text
 
 
@@ -318,6 +337,8 @@ def quote_word(word: str) -> str:
         >>> quote_word("echo $$PORT"), quote_word("$HOME/x"), quote_word("a b")
         ("'echo $PORT'", '"$HOME/x"', "'a b'")
     """
+    if word.startswith(EXPANDING_TILDE):
+        return _quote_tilde(word[len(EXPANDING_TILDE) :])
     if word and all(c.isalnum() or c in "@%+=:,./-_" for c in word):
         return word
     if "$" not in word:
@@ -328,6 +349,17 @@ def quote_word(word: str) -> str:
     if all(expands or _DQUOTE_SAFE_SEGMENT.fullmatch(value) for value, expands in segments):
         return f'"{word}"'  # only expansions and text that means the same inside double quotes
     return "".join(f'"{value}"' if expands else _single_quote(value) for value, expands in segments)
+
+
+def _quote_tilde(rest: str) -> str:
+    """`~user/rest` with the tilde-prefix and its slash unquoted (a quoted slash would stop the expansion)."""
+    user = _TILDE_USER.match(rest).group()  # type: ignore[union-attr]  # matches the empty string at least
+    after = rest[len(user) :]
+    if not after:
+        return "~" + user
+    if after.startswith("/"):
+        return "~" + user + "/" + (quote_word(after[1:]) if after[1:] else "")
+    return _single_quote("~" + user) + quote_word(after)  # not a tilde-prefix after all: literal text
 
 
 def _single_quote(text: str) -> str:

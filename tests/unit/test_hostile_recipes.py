@@ -398,7 +398,10 @@ def test_the_secrets_fixture_post_leaves_no_secret_in_any_output(tmp_path: Path,
     from hgxkit.cli import main
 
     out = tmp_path / "r.yaml"
-    assert main(["recipe", "import", str(FIXTURES / "post-secrets.txt"), "--name", "s", "-o", str(out)]) == 0
+    # The server runs inside `sh -c '… && exec sglang serve --model-path org/model …'`, where import cannot
+    # rewrite the model flag: --model-repo says which model the deploy places.
+    argv = ["recipe", "import", str(FIXTURES / "post-secrets.txt"), "--name", "s", "--model-repo", "org/model"]
+    assert main([*argv, "-o", str(out)]) == 0
     assert main(["recipe", "render", str(out)]) == 0
     captured = capsys.readouterr()
     text = out.read_text() + captured.out + captured.err

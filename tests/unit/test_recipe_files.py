@@ -101,7 +101,12 @@ def test_shipped_model_is_the_dspark_checkpoint_under_data_models() -> None:
     ("edit", "message"),
     [
         (("name: tiny", "name: Tiny Recipe"), "tiny.yaml: name (line 2): 'Tiny Recipe' does not match"),
-        (("schema_version: 1", "schema_version: 2"), "schema_version (line 1): schema_version must be 1"),
+        # Version 1 files are migrated when loaded; a version this hgxkit does not know is refused.
+        (
+            ("schema_version: 1", "schema_version: 3"),
+            "schema_version (line 1): 3 is not a recipe schema this hgxkit reads (1, 2; version 1 is migrated when "
+            "loaded): the recipe is newer than this hgxkit: upgrade hgxkit",
+        ),
         (
             ("  - --rm", "  - --rmm"),
             "docker.options[0] (line 7): token 1 '--rmm' (line 1, column 1): unknown docker",

@@ -1,0 +1,140 @@
+"""A bare launch (`python -m sglang.launch_server …`, `VAR=1 vllm serve MODEL …`) as the `docker run` of a recipe.
+
+hgxkit serves from containers, so a command posted for a plain shell is translated, each step a note:
+`CUDA_VISIBLE_DEVICES=1,2` becomes `--gpus '"device=1,2"'` (else `--gpus all`); other `VAR=value` prefixes and
+the post's `export`s become `-e VAR=value`; the server's port is published (`-p PORT:PORT`; the serving role
+binds it to its own address); `--ipc=host` is added (SGLang and vLLM document it for tensor parallelism);
+where the engine listens on loopback by default (SGLang) the server gets `--host 0.0.0.0`, reachable inside
+the container; absolute paths among the arguments (the model, a draft model, a template) are bind-mounted
+read-only at the same path. The interpreter becomes the image's `python3`. vLLM's image runs `vllm serve`
+itself, so the container gets only its arguments, the model as `--model MODEL` (the form both image eras
+read).
+
+Example:
+    >>> from hgxkit.recipe.kinds import KINDS
+    >>> run, notes = docker_run_for(["CUDA_VISIBLE_DEVICES=0,1"], ["python", "-m", "sglang.launch_server",
+    ...                             "--model-path", "/m", "--tp", "2"], kind=KINDS["sglang"], image="img:1",
+    ...                             environment={}, where="p:1")
+    >>> print(" ".join(run.argv()))  # doctest: +ELLIPSIS
+    docker run --gpus "device=0,1" --ipc=host -p 30000:30000 -v /m:/m:ro img:1 python3 -m sglang.launch_server ...
+"""
+
+from __future__ import annotations
+
+import posixpath
+from collections.abc import Mapping, Sequence
+
+from hgxkit.recipe.dockerrun import ParsedRun, parse_option_words
+from hgxkit.recipe.kinds import ServerKind, python_program
+from hgxkit.recipe.server_args import group_args, is_flag
+from hgxkit.recipe.shellwords import shell_value
+
+_LOOPBACK = ("127.0.0.1", "localhost", "::1")
+# Paths a server argument may name that are no input to mount (devices, the container's own temp space).
+_NOT_INPUTS = ("/dev/", "/proc/", "/sys/", "/tmp/")
+
+
+def docker_run_for(
+    prefix: Sequence[str],
+    words: Sequence[str],
+    *,
+    kind: ServerKind,
+    image: str,
+    environment: Mapping[str, str],
+    where: str,
+) -> tuple[ParsedRun, list[str]]:
+    """The `docker run` that runs bare launch `words` (`prefix`: its `VAR=value` words; `environment`: the
+    post's exported variables in scope, by name) in `image`; and a note per translation."""
+    notes: list[str] = []
+    program, args = _program(list(words), kind, notes, where)
+    options: list[str] = []
+    env = {**environment}
+    for assignment in prefix:
+        name, _, value = assignment.partition("=")
+        env[name] = value
+    devices = env.pop("CUDA_VISIBLE_DEVICES", None)
+    if devices:
+        options += ["--gpus", f'"device={shell_value(devices)}"']
+        notes.append(f"{where}: CUDA_VISIBLE_DEVICES={devices} became --gpus '\"device={devices}\"'")
+    else:
+        options += ["--gpus", "all"]
+        notes.append(f"{where}: no CUDA_VISIBLE_DEVICES, so the container gets every GPU (--gpus all)")
+    options.append("--ipc=host")
+    args, port = _listen(args, kind, notes, where)
+    options += ["-p", f"{port}:{port}"]
+    for path in _input_paths(args, kind):
+        options += ["-v", f"{path}:{path}:ro"]
+        notes.append(f"{where}: {shell_value(path)} is mounted read-only at the same path in the container")
+    for name, value in env.items():
+        options += ["-e", f"{name}={value}"]
+        notes.append(f"{where}: {name}={shell_value(value)} from the shell became -e {name}=…")
+    notes.append(f"{where}: --ipc=host added (shared memory between tensor-parallel ranks, as the engines document)")
+    entries = parse_option_words(options, source=where)
+    return ParsedRun(("docker", "run"), entries, image, (*program, *args)), notes
+
+
+def _program(words: list[str], kind: ServerKind, notes: list[str], where: str) -> tuple[list[str], list[str]]:
+    """The container's program words and the server's arguments."""
+    normal = python_program(words)
+    if normal[0] != words[0]:
+        notes.append(f"{where}: {words[0]} became the image's python3")
+    program = next(p for p in (*kind.programs, *kind.deprecated_programs) if tuple(normal[: len(p)]) == p)
+    args = normal[len(program) :]
+    if program[-1] == "serve" and args[:1] == ["serve"]:
+        notes.append(f"{where}: `serve` is written twice ({' '.join(program)} serve …); the second one is dropped")
+        args = args[1:]
+    if not kind.image_entrypoint:
+        return list(program), args
+    # The image's entrypoint is the server: the container command is its arguments, the model as a flag.
+    if args and not is_flag(args[0]) and kind.positional_model:
+        notes.append(f"{where}: the model {args[0]} is passed as {kind.model_flag} (read by old and new images)")
+        args = [kind.model_flag, args[0], *args[1:]]
+    notes.append(f"{where}: `{' '.join(program)}` is the image's entrypoint; the container gets its arguments")
+    return [], args
+
+
+def _listen(args: list[str], kind: ServerKind, notes: list[str], where: str) -> tuple[list[str], str]:
+    """Arguments with a reachable `--host` where the engine defaults to loopback, and the port listened on."""
+    port = None
+    host_at = None
+    out = list(args)
+    for index, word in enumerate(out):
+        flag, has_equals, inline = word.partition("=")
+        if not is_flag(word):
+            continue
+        canonical = kind.canonical_flag(flag)
+        value = inline if has_equals else (out[index + 1] if index + 1 < len(out) else "")
+        if canonical == "--port":
+            port = value
+        elif canonical == "--host":
+            host_at = (index, has_equals, value)
+    loopback_default = kind.default_host in _LOOPBACK
+    if host_at is None and loopback_default:
+        out += ["--host", "0.0.0.0"]
+        notes.append(f"{where}: --host 0.0.0.0 added ({kind.title} listens on {kind.default_host} by default, "
+                     "which a published port cannot reach)")  # fmt: skip
+    elif host_at is not None and host_at[2] in _LOOPBACK:
+        index, has_equals, value = host_at
+        if has_equals:
+            out[index] = out[index].split("=", 1)[0] + "=0.0.0.0"
+        else:
+            out[index + 1] = "0.0.0.0"
+        notes.append(f"{where}: --host {value} became 0.0.0.0 (loopback inside a container is unreachable)")
+    if port is None:
+        port = str(kind.default_port)
+        notes.append(f"{where}: no --port, so {kind.title}'s default {port} is published")
+    return out, port
+
+
+def _input_paths(args: list[str], kind: ServerKind) -> list[str]:
+    """Absolute paths the server reads (flag values and a positional model), each once, in order."""
+    paths: list[str] = []
+    for entry in group_args(args):
+        values = [entry[0].partition("=")[2]] if "=" in entry[0] and is_flag(entry[0]) else list(entry[1:])
+        if not is_flag(entry[0]):
+            values = list(entry)
+        for value in values:
+            path = posixpath.normpath(value) if value.startswith("/") and "$" not in value else None
+            if path and not path.startswith(_NOT_INPUTS) and path not in paths and path != "/":
+                paths.append(path)
+    return paths

@@ -1,0 +1,363 @@
+"""Read a whole post and find its shell commands: prose, Markdown fences, inline code, quoted replies and
+prompts are set aside; each command is lexed the way a POSIX shell would, with its place in the file.
+
+What is not shell is blanked out in a copy of each line, so columns stay those of the file: a fence line,
+a `> ` quote (or a PS2 `> ` continuation), the backticks and prose around inline code, and a prompt
+(`$ `, `$cmd`, `[root@node1 ~]# `, `(env) user@host:~/dir$ `, `host:~/dir$ `, `PS C:\\…> `, and `# ` when the
+block has no other command, so that `# node 1` stays a comment). A line starts a command when its first
+word (after `NAME=value` prefixes and `sudo`) is a program people post; an unescaped newline ends it, a
+trailing backslash or an open quote continues it. The repairs the corpus needs are notes, never silent:
+a backslash followed by spaces at a line's end, and a blank line between continuation lines.
+
+Example:
+    >>> post = read_post("post.md", "Run it:\\n```bash\\n# node 1\\n$ docker run img \\\\\\n  serve\\n```\\nThen go.")
+    >>> [(c.first, c.last, [w.text for w in c.words]) for c in find_commands(post)]
+    [(4, 5, ['docker', 'run', 'img', 'serve'])]
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import PurePath
+
+from hgxkit.errors import InputError
+from hgxkit.recipe.shellwords import Word, split_words
+
+# First words of the commands people post around a serving setup; any other line is prose or output.
+PROGRAMS = frozenset(
+    {
+        "docker",
+        "podman",
+        "sudo",
+        "vllm",
+        "sglang",
+        "genai-perf",
+        "aiperf",
+        "trtllm-serve",
+        "text-generation-launcher",
+        "ollama",
+        "llama-server",
+        "lmdeploy",
+        "lm_eval",
+        "curl",
+        "wget",
+        "pip",
+        "pip3",
+        "uv",
+        "conda",
+        "git",
+        "cd",
+        "mkdir",
+        "chmod",
+        "export",
+        "source",
+        "bash",
+        "sh",
+        "nvidia-smi",
+        "ray",
+        "timeout",
+        "for",
+        "while",
+        "until",
+        "if",
+        "then",
+        "else",
+        "elif",
+        "fi",
+        "do",
+        "done",
+        "case",
+        "esac",
+        "echo",
+        "cat",
+        "ls",
+        "tee",
+        "sleep",
+        "huggingface-cli",
+        "hf",
+        "kubectl",
+        "ifconfig",
+        "apt",
+        "apt-get",
+        "modelscope",
+        "torchrun",
+        "accelerate",
+    }
+)
+PYTHON_RE = re.compile(r"^(?:\S*/)?python[0-9.]*$")
+ASSIGNMENT_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
+_QUOTE_PREFIX = re.compile(r"^[ \t]*(?:>[ \t]?)+")
+_FENCE = re.compile(r"^([ \t]*)(`{3,}|~{3,})(.*)$")
+_PROMPTS = (
+    re.compile(r"\$[ \t]+"),  # `$ docker run …`
+    re.compile(r"\$(?=[A-Za-z_./])"),  # `$docker run …`, the prompt glued on by a docs page's copy button
+    re.compile(r"\[[^\]\n]*\][#$][ \t]+"),  # `[root@node1 ~]# `
+    re.compile(r"(?:\([^)\s]+\)[ \t]+)?[\w.-]+@[\w.-]+(?::\S*)?[#$][ \t]+"),  # `(env) user@host:~/dir(main)$ `
+    re.compile(r"[\w.-]+:[~/]\S*[#$][ \t]+"),  # `host:~/dir$ `
+    re.compile(r"PS [A-Za-z]:\\[^>\n]*>[ \t]+"),  # PowerShell `PS C:\Users\me> `
+)
+_ROOT_PROMPT = re.compile(r"#[ \t]+")
+# A line that continues (ends in a backslash) and holds a launch, but does not start like a command.
+_LAUNCH_TOKEN = re.compile(
+    r"(?:^|\s)(?:vllm serve|sglang serve|docker run|-m sglang\.launch_server|-m vllm\.entrypoints)\b"
+)
+_TRAILING_SPACE_BACKSLASH = re.compile(r"\\[ \t]+$")
+# `a \ b` inside a line: a command whose line breaks were lost (the lexer reads each as a continuation).
+_COLLAPSED = re.compile(r"\s\\[ \t]+(?=-|\w)")
+MAX_COMMAND_LINES = 400
+# A post shows a setup in a few commands; thousands are a script or a log (and would make import slow).
+MAX_COMMANDS = 1000
+
+
+@dataclass(frozen=True)
+class PostFile:
+    """One input file: its lines, and the same lines with everything that is not shell blanked out."""
+
+    name: str  # as given, for messages
+    label: str  # the file's name, for `sources` in a recipe
+    lines: tuple[str, ...]
+    clean: tuple[str, ...]
+    notes: tuple[tuple[int, str], ...] = ()  # (line, what was removed) for prompts and the like
+    fences: tuple[int, ...] = ()  # per line: the Markdown code fence it is in (0: none)
+
+
+@dataclass(frozen=True)
+class Command:
+    """One command line of a post (possibly `a && b | c`), lexed, with its file lines and repairs."""
+
+    post: PostFile
+    first: int  # 1-based file lines
+    last: int
+    words: tuple[Word, ...]
+    error: InputError | None = None
+    notes: tuple[str, ...] = field(default=())
+
+    def where(self) -> str:
+        span = f"{self.first}" if self.first == self.last else f"{self.first}-{self.last}"
+        return f"{self.post.name}:{span}"
+
+
+def read_post(name: str, text: str) -> PostFile:
+    """Split a post into lines and blank out what is not shell (see the module docstring)."""
+    lines = tuple(text.replace("\r\n", "\n").replace("\r", "\n").split("\n"))
+    cleaner = _Cleaner(lines)
+    clean = cleaner.run()
+    return PostFile(name, PurePath(name).name, lines, tuple(clean), tuple(cleaner.notes), tuple(cleaner.fences))
+
+
+def is_command_start(text: str) -> bool:
+    """True when `text` begins like a command people post (see `PROGRAMS`)."""
+    words = text.split()
+    if words and words[-1] == "\\":
+        words.pop()  # `NAME=value \`: an environment prefix continued on the next line
+    index = 0
+    while index < len(words) and (ASSIGNMENT_RE.match(words[index]) or words[index] in ("sudo", "-E")):
+        index += 1
+    if index == len(words):
+        return index > 0 and ASSIGNMENT_RE.match(words[0]) is not None  # `model=org/name` on its own line
+    program = words[index]
+    return program in PROGRAMS or bool(PYTHON_RE.match(program)) or program.endswith(".sh")
+
+
+class _Cleaner:
+    """One pass over a post's lines: fences, quotes, inline code and prompts blanked, columns kept."""
+
+    def __init__(self, lines: tuple[str, ...]) -> None:
+        self.lines = lines
+        self.notes: list[tuple[int, str]] = []
+        self.block: list[int] = []  # block id per line: a fence, or a paragraph between blank lines
+        self.fences: list[int] = []  # fence id per line, 0 outside fences
+
+    def run(self) -> list[str]:
+        clean: list[str] = []
+        in_fence = False
+        span_open = False
+        block = 0
+        root_candidates: list[int] = []
+        for index, line in enumerate(self.lines):
+            text = _blank(line, 0, _QUOTE_PREFIX.match(line).end() if _QUOTE_PREFIX.match(line) else 0)
+            fence = _FENCE.match(text)
+            if fence and "```" not in fence.group(3):
+                in_fence = not in_fence
+                block += 1
+                clean.append(" " * len(line))
+                self.block.append(block)
+                self.fences.append(block if in_fence else 0)
+                continue
+            if fence:  # ```cmd …``` on one line: inline code written with fences
+                start = fence.end(2)
+                close = text.index("```", start)
+                text = _blank(_blank(text, 0, start), close, len(text))
+            elif not in_fence and ("`" in text or span_open):
+                text, span_open = self._inline_code(text, span_open)
+            if not text.strip() and not in_fence:
+                block += 1
+            text = self._prompt(index, text, root_candidates)
+            clean.append(text)
+            self.block.append(block)
+            self.fences.append(block if in_fence else 0)
+        self._root_prompts(clean, root_candidates)
+        return clean
+
+    def _inline_code(self, text: str, span_open: bool) -> tuple[str, bool]:
+        """Keep the command inside `inline code`, blank the prose around it; a span may go on over lines."""
+        if span_open:
+            close = text.find("`")
+            return (text, True) if close < 0 else (_blank(text, close, len(text)), False)
+        start = text.find("`")
+        while start >= 0:
+            body = text[start + 1 :].lstrip("`")
+            if is_command_start(body) or is_command_start(body[_prompt_length(body) :]):
+                ticks = len(text[start:]) - len(text[start:].lstrip("`"))
+                close = text.find("`" * ticks, start + ticks)
+                if close < 0:
+                    return _blank(text, 0, start + ticks), True
+                return _blank(_blank(text, close, len(text)), 0, start + ticks), False
+            start = text.find("`", text.find("`", start + 1) + 1) if text.find("`", start + 1) >= 0 else -1
+        return text, False
+
+    def _prompt(self, index: int, text: str, root_candidates: list[int]) -> str:
+        """Blank a prompt before a command; remember `# cmd` lines, decided once the block is known."""
+        body = text.lstrip()
+        offset = len(text) - len(body)
+        for prompt in _PROMPTS:
+            match = prompt.match(body)
+            if match and is_command_start(body[match.end() :]):
+                self.notes.append((index + 1, f"prompt {match.group().strip()!r} removed"))
+                return _blank(text, offset, offset + match.end())
+        root = _ROOT_PROMPT.match(body)
+        if root and is_command_start(body[root.end() :]):
+            root_candidates.append(index)
+        return text
+
+    def _root_prompts(self, clean: list[str], candidates: list[int]) -> None:
+        """`# cmd` is a root prompt only where its block has no other command (else it is a comment)."""
+        chosen = set(candidates)
+        commands: dict[int, int] = {}  # block -> command lines that are not `# cmd` lines
+        for index, text in enumerate(clean):
+            if index not in chosen and is_command_start(text.strip()):
+                commands[self.block[index]] = commands.get(self.block[index], 0) + 1
+        for index in candidates:
+            if commands.get(self.block[index]):
+                continue
+            text = clean[index]
+            offset = len(text) - len(text.lstrip())
+            end = offset + _ROOT_PROMPT.match(text[offset:]).end()  # type: ignore[union-attr]
+            clean[index] = _blank(text, offset, end)
+            self.notes.append((index + 1, "prompt '#' removed (a root shell: the block has no other command)"))
+
+
+def _prompt_length(text: str) -> int:
+    """Length of the prompt `text` starts with (0 for none)."""
+    for prompt in _PROMPTS:
+        match = prompt.match(text)
+        if match:
+            return match.end()
+    return 0
+
+
+def _blank(text: str, start: int, end: int) -> str:
+    """`text` with characters start..end replaced by spaces (tabs kept, so columns stay the file's)."""
+    return text[:start] + "".join(c if c == "\t" else " " for c in text[start:end]) + text[end:]
+
+
+def find_commands(post: PostFile) -> list[Command]:
+    """Every command of a post, in order, each lexed with file positions (a lexing error is kept, not raised)."""
+    commands: list[Command] = []
+    index = 0
+    clean = post.clean
+    while index < len(clean):
+        if len(commands) > MAX_COMMANDS:
+            raise InputError(f"{post.name}: more than {MAX_COMMANDS} commands; give the part of the post with a setup")
+        text = clean[index].strip()
+        if is_command_start(text):
+            command, index = _gather(post, index)
+            commands.append(command)
+            continue
+        line = _TRAILING_SPACE_BACKSLASH.sub("\\\\", clean[index])
+        if _LAUNCH_TOKEN.search(line) and _scan_line(line, None)[1]:
+            commands.append(_broken_start(post, index))
+        index += 1
+    return commands
+
+
+def _gather(post: PostFile, start: int) -> tuple[Command, int]:
+    """The command starting at line `start`: its lines up to the newline a shell would end it at."""
+    clean = post.clean
+    parts: list[str] = []
+    notes: list[str] = []
+    quote: str | None = None
+    index = start
+    while index < len(clean) and index - start < MAX_COMMAND_LINES:
+        line = clean[index]
+        if quote is None and _TRAILING_SPACE_BACKSLASH.search(line):
+            notes.append(
+                f"{post.name}:{index + 1}: a backslash followed by spaces ends the line; a shell would end the command "
+                "there (and pass a space as an argument): read as a line continuation"
+            )
+            line = line.rstrip(" \t")
+        parts.append(line)
+        quote, continued = _scan_line(line, quote)
+        index += 1
+        if index >= len(clean):
+            break
+        following = clean[index]
+        if quote is not None:
+            if not following.strip() or _FENCE.match(post.lines[index].lstrip("> ")):
+                break  # the quote never closes within the block: the lexer reports where it opened
+            continue
+        if not continued:
+            break
+        if not following.strip() and index + 1 < len(clean) and clean[index + 1][:1] in (" ", "\t", "-"):
+            notes.append(
+                f"{post.name}:{index + 1}: a blank line inside the continued command; a shell would end the command "
+                "there: read as one command"
+            )
+            parts.append("")
+            index += 1
+    collapsed = [n for n, part in enumerate(parts) if _COLLAPSED.search(part)]
+    if collapsed:
+        notes.append(
+            f"{post.name}:{start + collapsed[0] + 1}: `\\ ` between words read as line continuations (the post lost "
+            "its line breaks; a shell would pass each as an argument made of a space)"
+        )
+    try:
+        words = tuple(split_words("\n".join(parts), source=post.name, first_line=start + 1))
+        error = None
+    except InputError as err:
+        words, error = (), err
+    return Command(post, start + 1, start + len(parts), words, error, tuple(notes)), index
+
+
+def _broken_start(post: PostFile, index: int) -> Command:
+    line = post.clean[index]
+    column = len(line) - len(line.lstrip()) + 1
+    first = line.split()[0]
+    error = InputError(
+        f"{post.name}: line {index + 1}, column {column}: {first!r} starts this line, so a shell runs it as the "
+        "command (the line before ends without a backslash: a value broken by a line wrap?); rejoin the lines"
+    )
+    return Command(post, index + 1, index + 1, (), error)
+
+
+def _scan_line(line: str, quote: str | None) -> tuple[str | None, bool]:
+    """The quote still open at the end of `line` (entered in `quote`), and whether a backslash continues it."""
+    index, length, word_start = 0, len(line), True
+    while index < length:
+        char = line[index]
+        if quote == "'":
+            quote = None if char == "'" else quote
+        elif char == "\\":
+            if index + 1 >= length:
+                return quote, True
+            index += 1
+        elif quote == '"':
+            quote = None if char == '"' else quote
+        elif char in "'\"":
+            quote = char
+        elif char == "#" and word_start:
+            return None, False  # a comment runs to the end of the line
+        word_start = quote is None and char in " \t;&|()"
+        index += 1
+    return quote, False
