@@ -101,10 +101,9 @@ def _telemetry_args(cell: Cell) -> dict[str, str]:
 
 
 def _progress(k: int, total: int, cell: Cell) -> str:
-    return (
-        f"cell {k} of {total}: group {cell.group}, input {cell.input_len}, concurrency {cell.concurrency}, "
-        f"{cell.num_prompts} prompts"
-    )
+    what = "warmup run" if not cell.record else "cell"
+    load = f"concurrency {cell.concurrency}" if cell.concurrency is not None else f"rate {cell.request_rate or 'inf'}/s"
+    return f"{what} {k} of {total}: group {cell.group}, input {cell.input_len}, {load}, {cell.num_prompts} prompts"
 
 
 def _exec(container: str, *words: str) -> list[str]:

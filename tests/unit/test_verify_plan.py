@@ -1,0 +1,59 @@
+"""Verify's benchmark plan: the recipe's cells as written, for the kind's own client."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+from hgxkit.recipe.loader import load_recipe
+from hgxkit.recipe.matrix import MatrixCell
+from hgxkit.verify.plan import client_argv, plan_cells
+
+ROOT = Path(__file__).resolve().parents[2]
+MARLIN = load_recipe(ROOT / "recipes" / "deepseek-v4-flash-dspark-marlin.yaml")
+GROUPS = [(0, "dsv4-0"), (1, "dsv4-1")]
+
+
+def test_full_runs_the_posts_warmups_then_every_cell_as_written_three_times() -> None:
+    cells = plan_cells(MARLIN, "full", GROUPS)
+    warmups = [c for c in cells if not c.record]
+    kept = [c for c in cells if c.record]
+    assert len(warmups) == 2 * len(MARLIN.matrix.warmup_runs) and all(c.repeats == 1 for c in warmups)
+    assert len(kept) == 2 * 12 and all(c.repeats == 3 for c in kept)
+    by_id = {c.cell_id: c for c in kept if c.group == 0}
+    assert (by_id["20000x10"].input_len, by_id["20000x10"].concurrency, by_id["20000x10"].num_prompts) == (20000, 10, 30)
+    argv = client_argv(by_id["5000x5"], "/out")
+    assert argv[argv.index("--dataset-name") + 1] == "random-ids" and argv[argv.index("--random-range-ratio") + 1] == "1.0"
+    assert argv[argv.index("--random-output-len") + 1] == "512" and "--flush-cache" in argv
+
+
+def test_smoke_is_one_small_cell_per_group_and_a_recipe_without_matrix_gets_one_too() -> None:
+    (cell, _) = plan_cells(MARLIN, "smoke", GROUPS)
+    assert (cell.input_len, cell.concurrency, cell.num_prompts, cell.repeats) == (5000, 1, 3, 1)
+    bare = replace(MARLIN, matrix=None)
+    (default, _) = plan_cells(bare, "smoke", GROUPS)
+    assert (default.input_len, default.concurrency, default.output_len) == (512, 1, 64)
+
+
+def test_rate_cells_seed_and_the_clients_own_range_ratio() -> None:
+    rate = MatrixCell(id="1024@4", input_len=1024, output_len=128, request_rate=4.0, num_prompts=40, seed=7,
+                      range_ratio=1.0, client="sglang.bench_serving")  # fmt: skip
+    recipe = replace(MARLIN, matrix=replace(MARLIN.matrix, entries=(rate,), warmup_runs=()))
+    (cell,) = [c for c in plan_cells(recipe, "full", GROUPS[:1], repeats=1) if c.record]
+    argv = client_argv(cell, "/out")
+    assert "--max-concurrency" not in argv and argv[argv.index("--request-rate") + 1] == "4.0"
+    assert argv[argv.index("--seed") + 1] == "7" and cell.shape == "1024@4.0rps"
+
+
+def test_vllm_recipes_get_vllm_bench_serve_with_a_fixed_length_ratio_translated() -> None:
+    from hgxkit.recipe.server_args import ServerCommand
+
+    server = ServerCommand.from_words(["--model", "/models/qwen", "--served-model-name", "qwen", "-tp", "4"], "vllm")
+    recipe = replace(MARLIN, server=server)
+    (cell,) = [c for c in plan_cells(recipe, "full", GROUPS[:1], repeats=1) if c.record][:1]
+    argv = client_argv(cell, "/out")
+    assert argv[:2] == ["--backend", "vllm"] and argv[argv.index("--base-url") + 1] == "http://127.0.0.1:8000"
+    assert argv[argv.index("--model") + 1] == "qwen" and argv[argv.index("--tokenizer") + 1] == "/models/qwen"
+    assert argv[argv.index("--random-range-ratio") + 1] == "0.0"  # the post's SGLang 1.0: fixed lengths
+    assert argv[argv.index("--dataset-name") + 1] == "random" and "--flush-cache" not in argv
+    assert cell.file == "g0_5000x1.json"
