@@ -104,13 +104,35 @@ def place_model(
         served = hub_id or repo
         server = ServerCommand(server.program, (*server.args, ("--served-model-name", served)), server.kind)
         notes.append(f"{where}: --served-model-name {served} added, so clients still ask for {served}")
-    for mount in docker.mounts():
-        if mount.target.rstrip("/") == HUB_CACHE and mount.source != local_dir:
-            notes.append(
-                f"{where}: the mount {shell_value(mount.source)}:{HUB_CACHE} is no longer used for the model; it "
-                "stays as posted, but `recipe check` reports a mount of root's home as dangerous: drop it"
-            )
+    docker, dropped = _without_hub_cache(docker, local_dir)
+    notes += [
+        f"{where}: the mount {shell_value(value)} is dropped: the model is served from its verified copy, so the "
+        "container needs no Hugging Face cache (and a mount of root's home would hand it the host's token)"
+        for value in dropped
+    ]
     return Placed(model, docker, server, tuple(notes))
+
+
+def _without_hub_cache(docker: DockerSpec, local_dir: str) -> tuple[DockerSpec, list[str]]:
+    """`docker` without the option entries that only mount a Hugging Face cache at HUB_CACHE."""
+    from hgxkit.recipe.docker_options import canonical
+    from hgxkit.recipe.model import parse_mount, parse_volume
+
+    kept, dropped = [], []
+    for entry in docker.entries:
+        parsers = {"--volume": parse_volume, "--mount": parse_mount}
+        mounts = [
+            (use.value or "", parsers[canonical(use.option.name)](use.value or ""))
+            for use in entry.uses
+            if canonical(use.option.name) in parsers
+        ]
+        if len(mounts) == len(entry.uses) == 1 and mounts[0][1].target.rstrip("/") == HUB_CACHE and (
+            mounts[0][1].source != local_dir
+        ):
+            dropped.append(mounts[0][0])
+            continue
+        kept.append(entry)
+    return DockerSpec(docker.invocation, tuple(kept)), dropped
 
 
 def _model_entry(server: ServerCommand) -> tuple[int, int] | None:

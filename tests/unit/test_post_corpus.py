@@ -132,11 +132,16 @@ def posted_command(number: str, span: tuple[int, int]) -> str:
 
 def placed(words: list[str], recipe: Recipe, posted_model: str | None) -> list[str]:
     """The post's argv with the model placement the import notes: the model flag's value becomes the mount
-    point, a read-only mount goes before the image, the served name is the post's model (unless it names one)."""
+    point, a read-only mount goes before the image, the served name is the post's model (unless it names one),
+    and a mount of the Hugging Face cache (`-v ~/.cache/huggingface:/root/.cache/huggingface`) is dropped."""
     model = recipe.model
     if posted_model is None or posixpath.normpath(posted_model) == model.mount_point:
         return words  # a model under a mounted directory is served as it is
-    out = [model.mount_point if word == posted_model else word for word in words]
+    out = list(words)
+    for i in reversed(range(len(out) - 1)):
+        if out[i] in ("-v", "--volume") and out[i + 1].split(":")[1:2] == ["/root/.cache/huggingface"]:
+            del out[i : i + 2]
+    out = [model.mount_point if word == posted_model else word for word in out]
     image = out.index(recipe.image.reference)
     out[image:image] = ["-v", f"{model.local_dir}:{model.mount_point}:ro"]
     if "--served-model-name" not in out:
