@@ -7,6 +7,7 @@ Examples:
     hgxkit sim down                    # remove every container, volume and network it made
     hgxkit sim image build             # the SGLang stand-in lmsysorg/sglang:dev-dspark, into the nodes' mirror
     hgxkit sim client install          # SGLang's real benchmark client, shared read-only by the nodes
+    hgxkit sim host setup              # this machine's packages, dockerd and lxcfs (what `make demo` runs first)
 """
 
 from __future__ import annotations
@@ -96,6 +97,12 @@ def _ssh(args: argparse.Namespace) -> int:
     return 0  # pragma: no cover
 
 
+def _host_setup(args: argparse.Namespace) -> int:
+    from hgxkit.sim import host
+
+    return host.setup(args.purpose, dry_run=args.dry_run)
+
+
 def register(groups: argparse._SubParsersAction) -> None:
     """Add the `sim` command group."""
     parser = groups.add_parser(
@@ -133,3 +140,18 @@ def register(groups: argparse._SubParsersAction) -> None:
     from hgxkit.sim.standin import cli as serving_cli
 
     serving_cli.register(sub)  # `image …` (SGLang stand-in, registry mirror) and `client …` (benchmark client)
+
+    # Host setup needs only the standard library (it runs before the virtualenv exists).
+    host_parser = sub.add_parser("host", help="this machine: the packages, dockerd and lxcfs the nodes need")
+    host_sub = host_parser.add_subparsers(dest="host_command", metavar="SUBCOMMAND")
+    host_sub.required = True
+    from hgxkit.sim import host
+
+    p = host_sub.add_parser(
+        "setup",
+        help="install and start what the simulated nodes need (root, Debian/Ubuntu); a no-op when all is there",
+        description=host.__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    host.add_arguments(p)
+    p.set_defaults(handler=_host_setup)
