@@ -13,9 +13,12 @@ Examples:
 from __future__ import annotations
 
 import argparse
+import functools
+import importlib.util
 import json
 import os
 import shutil
+from collections.abc import Callable
 
 from hgxkit.errors import HgxkitError, InputError
 
@@ -103,6 +106,36 @@ def _host_setup(args: argparse.Namespace) -> int:
     return host.setup(args.purpose, dry_run=args.dry_run)
 
 
+Handler = Callable[[argparse.Namespace], int]
+
+
+def _needs_sim_extra(handler: Handler) -> Handler:
+    """`handler`, failing with one line when the simulation's extra (the Docker SDK) is not installed."""
+
+    @functools.wraps(handler)
+    def checked(args: argparse.Namespace) -> int:
+        missing = [m for m in ("docker", "cryptography") if importlib.util.find_spec(m) is None]
+        if missing:
+            raise HgxkitError(
+                f"`hgxkit sim` needs {' and '.join(missing)} (the 'sim' extra): pip install 'hgxkit[sim]' "
+                "(`make venv` installs it)"
+            )
+        return handler(args)
+
+    return checked
+
+
+def _wrap_handlers(parser: argparse.ArgumentParser) -> None:
+    """Put `_needs_sim_extra` around every handler of `parser` and of its sub-commands, however deep."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for child in action.choices.values():
+                _wrap_handlers(child)
+    handler = parser._defaults.get("handler")
+    if handler is not None:
+        parser.set_defaults(handler=_needs_sim_extra(handler))
+
+
 def register(groups: argparse._SubParsersAction) -> None:
     """Add the `sim` command group."""
     parser = groups.add_parser(
@@ -141,7 +174,9 @@ def register(groups: argparse._SubParsersAction) -> None:
 
     serving_cli.register(sub)  # `image …` (SGLang stand-in, registry mirror) and `client …` (benchmark client)
 
-    # Host setup needs only the standard library (it runs before the virtualenv exists).
+    _wrap_handlers(parser)
+
+    # After the wrapping: host setup needs only the standard library (it runs before the virtualenv exists).
     host_parser = sub.add_parser("host", help="this machine: the packages, dockerd and lxcfs the nodes need")
     host_sub = host_parser.add_subparsers(dest="host_command", metavar="SUBCOMMAND")
     host_sub.required = True

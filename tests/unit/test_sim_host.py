@@ -293,10 +293,19 @@ def test_a_dockerd_that_never_answers_is_reported_with_its_log(tmp_path: Path) -
     assert lines == ["hgxkit host: error: dockerd did not answer within 60 s: see /var/log/hgxkit-dockerd.log"]
 
 
-def test_the_cli_runs_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
-    monkeypatch.setattr(host, "System", lambda: FakeMachine(tmp_path, lxcfs="absent", euid=1000))
+def test_the_cli_runs_it_without_the_sim_extra(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                               capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "docker" else real(name, *a))
+    monkeypatch.setattr(host, "System", lambda: FakeMachine(tmp_path))
     assert main(["sim", "host", "setup", "--for", "test"]) == 0
-    assert capsys.readouterr().out.startswith("hgxkit host: warning: missing lxcfs (not running)")
+    assert main(["sim", "status"]) == 1  # every other `hgxkit sim` command needs the Docker SDK
+    assert capsys.readouterr().err == (
+        "hgxkit: error: `hgxkit sim` needs docker (the 'sim' extra): pip install 'hgxkit[sim]' (`make venv` "
+        "installs it)\n"
+    )
 
 
 def test_the_module_runs_on_the_standard_library_alone() -> None:
