@@ -8,6 +8,7 @@ Examples:
     hgxkit sim image build             # the SGLang stand-in lmsysorg/sglang:dev-dspark, into the nodes' mirror
     hgxkit sim client install          # SGLang's real benchmark client, shared read-only by the nodes
     hgxkit sim host setup              # this machine's packages, dockerd and lxcfs (what `make demo` runs first)
+    hgxkit sim demo                    # `make demo`: one node -> the post's setup served, benchmarked, compared
 """
 
 from __future__ import annotations
@@ -106,6 +107,13 @@ def _host_setup(args: argparse.Namespace) -> int:
     return host.setup(args.purpose, dry_run=args.dry_run)
 
 
+def _demo(args: argparse.Namespace) -> int:
+    from hgxkit.sim import demo
+
+    return demo.run(demo.DemoOptions(cluster=args.cluster, memory_gib=args.memory_gib, results=args.results,
+                                     verbose=args.verbose))  # fmt: skip
+
+
 Handler = Callable[[argparse.Namespace], int]
 
 
@@ -174,6 +182,22 @@ def register(groups: argparse._SubParsersAction) -> None:
 
     serving_cli.register(sub)  # `image …` (SGLang stand-in, registry mirror) and `client …` (benchmark client)
 
+    p = sub.add_parser(
+        "demo",
+        help="`make demo`: one node -> the post's setup served, benchmarked, compared with the post, timed",
+        description="Builds the images, starts one simulated node, runs `pyinfra -y inventories/sim.py "
+        "deploys/dspark.py` (from this checkout), then prints the run next to the post's numbers, the archive, "
+        "the report and how long each phase took. The node keeps running: `hgxkit sim down --cluster NAME`.",
+    )
+    p.add_argument("--memory-gib", type=int, default=3072, help="RAM the node reports (default 3072)")
+    p.add_argument("--results", default="results", help="the archive directory (default: ./results)")
+    p.add_argument("-v", "--verbose", action="store_true", help="also print pyinfra's output as it comes")
+    p.add_argument(
+        "--cluster",
+        default=os.environ.get("HGXKIT_SIM_CLUSTER", "demo"),
+        help="the demo node's cluster (default: $HGXKIT_SIM_CLUSTER or 'demo')",
+    )
+    p.set_defaults(handler=_demo)
     _wrap_handlers(parser)
 
     # After the wrapping: host setup needs only the standard library (it runs before the virtualenv exists).

@@ -1,0 +1,83 @@
+"""`make demo`'s own logic (hgxkit/sim/demo.py) without a node: phase timing from pyinfra's streamed output, the
+run it archived, and the table of the measured cells against the post's numbers."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+from test_results import make_run
+
+from hgxkit.errors import HgxkitError
+from hgxkit.sim import demo
+
+ROOT = Path(__file__).resolve().parents[2]
+# What pyinfra 3 prints for deploys/dspark.py (abridged; colours as it prints them to a terminal).
+TRANSCRIPT = [
+    "--> Loading config...",
+    "--> Connecting to hosts...",
+    "    [node1] Connected",
+    "--> Preparing operation files...",
+    "--> Beginning operation run...",
+    "--> Starting operation: \x1b[1mhgxkit preflight | Check the host before changing it\x1b[0m ",
+    "    [node1] Success",
+    "--> Starting operation: hgxkit NVIDIA driver + fabric manager | Install the driver set ",
+    "    Starting nested operation: Reboot ",
+    "--> Starting serial operation: hgxkit GPU health | DCGM diagnostic ",
+    "--> Starting operation: hgxkit model | Sync deepseek-ai/DeepSeek-V4-Flash-DSpark ",
+    "--> Starting operation: hgxkit SGLang serving | Start deepseek-v4-flash-0 ",
+    "--> Starting operation: hgxkit verify | Verify deepseek-v4-flash-dspark-marlin (smoke benchmark) ",
+    "[node1] run archived in /tmp/r/node1/20260101T000000Z_x (hgxkit results show node1/20260101T000000Z_x)",
+    "--> Results:",
+    "--> Disconnecting from hosts...",
+]
+
+
+def test_phase_clock_times_each_phase_from_the_stream() -> None:
+    clock = demo.PhaseClock(100.0)
+    times = [100, 101, 103, 108, 109, 110, 140, 141, 150, 160, 171, 180, 195, 195, 196, 197]
+    started = [p for t, line in zip(times, TRANSCRIPT, strict=True) if (p := clock.feed(float(t), line))]
+    clock.finish(199.0)
+    assert started == ["bring-up", "model", "serve", "verify"]
+    assert clock.spent == {"pyinfra plan": 10.0, "bring-up": 61.0, "model": 9.0, "serve": 15.0, "verify": 1.0}
+
+
+def test_deploy_streams_the_output_into_the_log_and_times_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    script = "import sys, time\nfor line in sys.argv[1:]:\n    print(line)\n    time.sleep(0.05)\n"
+    monkeypatch.setattr(demo, "_pyinfra_argv", lambda cluster, results: [sys.executable, "-c", script, *TRANSCRIPT])
+    said: list[str] = []
+    clock, output = demo.deploy("demo-x", tmp_path, tmp_path / "deploy.log", said.append, verbose=False)
+    assert list(clock.spent) == ["pyinfra plan", "bring-up", "model", "serve", "verify"]
+    assert all(seconds >= 0.0 for seconds in clock.spent.values())
+    assert [line.split("] ", 1)[1] for line in said[1:]] == ["bring-up", "model", "serve", "verify"]
+    assert (tmp_path / "deploy.log").read_text().splitlines() == TRANSCRIPT
+    assert "\x1b" not in output
+
+
+def test_a_failed_deploy_names_its_last_lines_and_the_log(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    script = "print('--> Starting operation: hgxkit preflight | x'); print('    [node1] Error: no GPUs'); exit(1)"
+    monkeypatch.setattr(demo, "_pyinfra_argv", lambda cluster, results: [sys.executable, "-c", script])
+    with pytest.raises(HgxkitError, match=r"(?s)pyinfra failed \(exit 1\).*\[node1\] Error: no GPUs.*deploy.log"):
+        demo.deploy("demo-x", tmp_path, tmp_path / "deploy.log", lambda _: None, verbose=False)
+
+
+def test_the_answer_shows_the_measured_cells_against_the_post(tmp_path: Path) -> None:
+    make_run(tmp_path, "node1", "20261130T120000Z", "deepseek-v4-flash-dspark-marlin")
+    output = "[node1] run archived in {p} (hgxkit results show node1/20261130T120000Z_deepseek-v4-flash-dspark-marlin)"
+    run = demo.find_run(output.format(p=tmp_path / "node1" / "20261130T120000Z_deepseek-v4-flash-dspark-marlin"),
+                        tmp_path, since=0)  # fmt: skip
+    assert run.run_id == "node1/20261130T120000Z_deepseek-v4-flash-dspark-marlin"
+    table, reference = demo.reference_table(run)
+    assert reference is not None
+    assert "| TTFT mean | 5K | 5 | 330.12 |" in table  # the post's marlin number at 5K x 5, next to the run's
+    assert "not measured |" not in table  # only the cells the smoke run measured
+    assert "not measured" in table.split("|")[0]  # ... and the count of the others, in the sentence above
+    assert "SIMULATED" in table
+
+
+def test_find_run_falls_back_to_the_newest_fresh_run(tmp_path: Path) -> None:
+    make_run(tmp_path, "node1", "20261130T120000Z", "deepseek-v4-flash-dspark-marlin")
+    assert demo.find_run("no archive line", tmp_path, since=0).summary.recipe == "deepseek-v4-flash-dspark-marlin"
+    with pytest.raises(HgxkitError, match="archived no run"):
+        demo.find_run("no archive line", tmp_path, since=4e9)
