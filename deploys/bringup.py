@@ -9,11 +9,16 @@ Every knob is in roles/<role>/defaults.py (shared ones in hgxkit/knobs.py); set 
 `--data key=value`). deploys/reproduce.py and deploys/dspark.py include this file.
 """
 
+from pyinfra import host
+
+from hgxkit.hostlock import hold_host_lock
 from roles.container_toolkit import container_toolkit
 from roles.docker import docker_engine
 from roles.gpu_health import gpu_health
 from roles.nvidia_driver import nvidia_driver
 from roles.preflight import preflight
+
+hold_host_lock(host)  # one hgxkit run per node at a time (hgxkit/hostlock.py)
 
 preflight()
 nvidia_driver()

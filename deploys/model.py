@@ -8,6 +8,11 @@ The recipe comes from the `recipe` knob (default: the seed post's recipe; hgxkit
 is in roles/model/defaults.py.
 """
 
+from pyinfra import host
+
+from hgxkit.hostlock import hold_host_lock
 from roles.model import model
+
+hold_host_lock(host)  # one hgxkit run per node at a time (hgxkit/hostlock.py)
 
 model()

@@ -12,6 +12,7 @@ puts an SGLang router in front of the groups.
 
 from pyinfra import host, local
 
+from hgxkit.hostlock import hold_host_lock
 from hgxkit.knobs import recipe_for
 from roles.model import model
 from roles.sglang_router import sglang_router
@@ -26,6 +27,7 @@ if not host.data.get("recipe"):
         "inventory); `hgxkit recipe import POST.txt -o recipes/FILE.yaml` makes one from a post"
     )
 recipe_for(host)  # load and validate it now: a bad recipe stops the run before bring-up changes anything
+hold_host_lock(host)  # one hgxkit run per node at a time (hgxkit/hostlock.py)
 
 local.include("./bringup.py")
 model()

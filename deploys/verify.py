@@ -7,6 +7,11 @@
 Runs land in results/<host>/<UTC time>_<recipe>/; see `hgxkit results ls`.
 """
 
+from pyinfra import host
+
+from hgxkit.hostlock import hold_host_lock
 from roles.verify import verify
+
+hold_host_lock(host)  # one hgxkit run per node at a time (hgxkit/hostlock.py)
 
 verify()

@@ -104,7 +104,8 @@ class HostRunner:
     def __init__(self, host: Any) -> None:
         self.host = host
 
-    def _arguments(self, extra: dict[str, Any]) -> dict[str, Any]:
+    def connector_arguments(self, **extra: Any) -> dict[str, Any]:
+        """The connector arguments (`_sudo`, `_sudo_user`, …) the host's data gives, plus `extra`."""
         arguments, _ = pop_global_arguments(self.host.state, self.host, dict(extra))
         return {k: v for k, v in arguments.items() if k in CONNECTOR_ARGUMENT_KEYS}
 
@@ -112,7 +113,7 @@ class HostRunner:
         """Run `command`; return (exit status 0, stdout lines)."""
         if not isinstance(command, StringCommand):
             raise TypeError("host commands are built with hgxkit.hostcmd.argv() or script(), never from a str")
-        ok, output = self.host.run_shell_command(command, **self._arguments(connector_arguments))
+        ok, output = self.host.run_shell_command(command, **self.connector_arguments(**connector_arguments))
         return bool(ok), list(output.stdout_lines)
 
     def __call__(self, command: StringCommand, **connector_arguments: Any) -> list[str]:

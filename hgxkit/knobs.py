@@ -10,12 +10,16 @@ recipe              the recipe file (relative to where pyinfra runs, or to the h
                     deploys/reproduce.py refuses to guess and asks for --data recipe=FILE.
 expected_gpu_count  NVIDIA GPUs a node must have (8 for HGX-H200); None skips the count checks.
 models_dir          where models live on the node; recipes' model directories must resolve under it.
+model_dirs_allowed  more directories a recipe's model.local_dir may be under (e.g. ["/mnt/nvme/models"]); every
+                    other place (/etc, /root, a symlink leaving them, ...) is refused before anything is written.
 serve_total_gpus    GPUs to plan serving groups over; None: as many as nvidia-smi lists.
 bind_address        host address the serving groups' published ports bind to (127.0.0.1 keeps the API local).
 api_key             None, or "auto": a key generated once per host, root-only at serve_api_key_file.
 serve_state_dir     where the serving role records what it runs (image digest) on the node.
 serve_api_key_file  where the API key lives on the node (root-only).
 state_dir           hgxkit's own state on the node (records, locks): /var/lib/hgxkit.
+host_lock_wait_s    how long a run waits for another hgxkit run on the same node to finish (0: refuse at once,
+                    naming the other run's PID and start time; hgxkit/hostlock.py).
 
 Example:
     >>> shared_defaults("recipe", "models_dir")
@@ -40,12 +44,14 @@ SHARED_DEFAULTS: dict[str, Any] = {
     "recipe": SEED_RECIPE,
     "expected_gpu_count": 8,
     "models_dir": "/data/models",
+    "model_dirs_allowed": [],
     "serve_total_gpus": None,
     "bind_address": "127.0.0.1",
     "api_key": None,
     "serve_state_dir": "/var/lib/hgxkit/serve",
     "serve_api_key_file": "/etc/hgxkit/serve/api-key",
     "state_dir": "/var/lib/hgxkit",
+    "host_lock_wait_s": 0,
 }
 
 

@@ -514,3 +514,13 @@ class IsFile(FactBase[bool]):
 
     def process(self, output: list[str]) -> bool:
         return output[-1:] == ["yes"]
+
+
+class RealPath(FactBase[str | None]):
+    """`path` with every symlink resolved on the node (`realpath -m`: the path need not exist yet)."""
+
+    def command(self, path: str) -> StringCommand:
+        return script("realpath -m -- {path} 2>/dev/null || true", path=path)
+
+    def process(self, output: list[str]) -> str | None:
+        return output[-1].strip() if output and output[-1].startswith("/") else None

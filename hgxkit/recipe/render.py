@@ -91,17 +91,20 @@ class RenderedGroup:
         detach: bool = False,
         labels: Mapping[str, str] | None = None,
         image: str | None = None,
+        extra_options: Sequence[tuple[str, str]] = (),
         extra_args: Sequence[str] = (),
     ) -> RenderedGroup:
         """This command with hgxkit's overrides: `name` (replaces `--name` or adds it), every published port
-        bound to `publish_address` (`-p 30000` too: `ADDR::30000`), `-d` added unless detached, `--label`s
-        added, the image replaced (e.g. by a digest reference), `extra_args` appended to the server's."""
+        bound to `publish_address` (`-p 30000` too: `ADDR::30000`), `-d` added unless detached, `--label`s and
+        `extra_options` (`("--env-file", path)` pairs) added, the image replaced (e.g. by a digest
+        reference), `extra_args` appended to the server's."""
         options = list(self.options)
         if name is not None:
             options = _set_name(options, name)
         if publish_address is not None:
             options = [_bind_entry(entry, publish_address) for entry in options]
         added = [OptionEntry.long("--label", f"{k}={v}") for k, v in (labels or {}).items()]
+        added += [OptionEntry.long(option, value) for option, value in extra_options]
         if detach and not any(canonical(u.option.name) == "--detach" for e in options for u in e.uses):
             added.insert(0, OptionEntry(("-d",), OptionEntry.long("--detach").uses))
         command = self.command + ((tuple(extra_args),) if extra_args else ())

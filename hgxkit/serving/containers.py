@@ -3,26 +3,29 @@ of the whole spec that labels the container (pyinfra's docker.container never re
 the serving role compares this label instead).
 
 Overrides: the container is always named (the post's name, else `<recipe>-<group>`) and labelled; every
-published port binds `bind_address`; it runs detached and by image digest; with `api_key: auto` the server
-gets `--api-key` read from the host's root-only key file when the command runs.
+published port binds `bind_address`; it runs detached and by image digest. With `api_key: auto` the server
+gets the node's key from a root-only file, the way its kind reads one: SGLang from a `--config` YAML file
+mounted read-only (so the key is on no command line), vLLM from `--env-file` (VLLM_API_KEY). A recipe's
+own `{{env:NAME}}` values come from the controller's environment when the command runs (`command`), never
+into the spec, its hash, or anything printed.
 
 Example:
     >>> from hgxkit.recipe.loader import load_recipe
     >>> specs = container_specs(load_recipe("recipes/deepseek-v4-flash-dspark-marlin.yaml"), total_gpus=8,
-    ...                         bind_address="127.0.0.1", api_key=False, image="lmsysorg/sglang@sha256:" + "0" * 64)
-    >>> [(s.name, s.port) for s in specs]
-    [('deepseek-v4-flash-0', 5000), ('deepseek-v4-flash-1', 5001)]
+    ...                         bind_address="127.0.0.1", api_key=None, image="lmsysorg/sglang@sha256:" + "0" * 64)
+    >>> [(s.name, s.port, s.health_url) for s in specs][0]
+    ('deepseek-v4-flash-0', 5000, 'http://127.0.0.1:5000/health_generate')
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from pyinfra.api import StringCommand
 
-from hgxkit.hostcmd import script
 from hgxkit.recipe.model import Recipe
 from hgxkit.recipe.render import RenderedGroup, render_recipe
 from hgxkit.recipe.shellwords import quote_word
@@ -31,8 +34,19 @@ MANAGED_LABEL = "hgxkit.serve"
 SPEC_LABEL = "hgxkit.spec"
 GROUP_LABEL = "hgxkit.group"
 RECIPE_LABEL = "hgxkit.recipe"
-# Stands for the API key in a spec's argv; `ContainerSpec.command` reads the key from its file there.
-API_KEY_WORD = "${HGXKIT_API_KEY}"
+KEY_CONFIG_IN_CONTAINER = "/run/hgxkit/api-key.yaml"
+
+
+@dataclass(frozen=True)
+class ApiKeyFiles:
+    """The node's API key as each kind reads it (root-only files next to `serve_api_key_file`)."""
+
+    config_yaml: str  # `api-key: KEY`, for SGLang's --config
+    env_file: str  # `VLLM_API_KEY=KEY`, for docker --env-file
+
+    @classmethod
+    def beside(cls, key_file: str) -> ApiKeyFiles:
+        return cls(f"{key_file}.yaml", f"{key_file}.env")
 
 
 @dataclass(frozen=True)
@@ -46,23 +60,20 @@ class ContainerSpec:
     rendered: RenderedGroup
     spec_hash: str
     labels: dict[str, str] = field(default_factory=dict)
+    health_url: str = ""
+    resolved: RenderedGroup | None = None  # the same command with {{env:NAME}} values (never printed)
 
     @property
     def argv(self) -> list[str]:
         return self.rendered.argv
 
-    def command(self, api_key_file: str | None = None) -> StringCommand:
-        """The `docker run` command; the API key is read from the root-only `api_key_file` when it runs."""
-        bits: list[object] = []
-        for word in self.argv:
-            if word == API_KEY_WORD and api_key_file:
-                bits.append(script('"$(cat {file})"', file=api_key_file))
-            else:
-                bits.append(quote_word(word))  # keeps a recipe's $HOME expandable, quotes everything else
-        return StringCommand(*bits)
+    def command(self) -> StringCommand:
+        """The `docker run` command as the node runs it ({{env:NAME}} values in place: keep it off logs and
+        command lines, e.g. in a root-only script file)."""
+        return StringCommand(*(quote_word(word) for word in (self.resolved or self.rendered).argv))
 
     def shell(self) -> str:
-        """The command as a person would read it (the key shown as its placeholder)."""
+        """The command as a person reads it (secrets as `${NAME}` references)."""
         return " ".join(quote_word(word) for word in self.argv)
 
 
@@ -71,18 +82,62 @@ def container_name(recipe: Recipe, group: RenderedGroup) -> str:
     return group.name or f"{recipe.name}-{group.group}"
 
 
+def health_url(recipe: Recipe, group: RenderedGroup) -> str:
+    """Where the node asks the group's server whether it can generate: its published host port on loopback,
+    or (with `--network host`) the server's own port."""
+    kind = recipe.server.server_kind
+    port = group.port
+    if port is None:
+        port = int(recipe.server.flag("--port") or kind.default_port)
+    return f"http://127.0.0.1:{port}{kind.health_path}"
+
+
+def _key_overrides(recipe: Recipe, keys: ApiKeyFiles | None) -> tuple[list[tuple[str, str]], list[str]]:
+    if keys is None:
+        return [], []
+    kind = recipe.server.server_kind
+    if kind.api_key_env:
+        return [("--env-file", keys.env_file)], []
+    return [("--volume", f"{keys.config_yaml}:{KEY_CONFIG_IN_CONTAINER}:ro")], ["--config", KEY_CONFIG_IN_CONTAINER]
+
+
 def container_specs(
-    recipe: Recipe, *, total_gpus: int | None, bind_address: str, api_key: bool, image: str
+    recipe: Recipe,
+    *,
+    total_gpus: int | None,
+    bind_address: str,
+    api_key: ApiKeyFiles | None,
+    image: str,
+    environ: Mapping[str, str] | None = None,
 ) -> list[ContainerSpec]:
-    """Every group's container with hgxkit's overrides (module doc), run by `image` (a digest reference)."""
+    """Every group's container with hgxkit's overrides (module doc), run by `image` (a digest reference).
+
+    `environ` (the controller's environment, at execute time) fills the recipe's `{{env:NAME}}` values into
+    `ContainerSpec.command`; the spec, its hash and `shell()` keep `${NAME}` references.
+    """
+    shown = render_recipe(recipe, total_gpus=total_gpus)
+    ran = render_recipe(recipe, total_gpus=total_gpus, secrets="resolve", environ=environ) if environ else shown
+    options, args = _key_overrides(recipe, api_key)
     specs = []
-    for group in render_recipe(recipe, total_gpus=total_gpus):
+    for group, resolved in zip(shown, ran, strict=True):
         name = container_name(recipe, group)
-        extra = ["--api-key", API_KEY_WORD] if api_key and "--api-key" not in group.server_argv else []
-        body = group.with_overrides(name=name, publish_address=bind_address, detach=True, image=image,
-                                    extra_args=extra)  # fmt: skip
+        overrides = dict(name=name, publish_address=bind_address, detach=True, image=image, extra_options=options,
+                         extra_args=args)  # fmt: skip
+        body = group.with_overrides(**overrides)  # type: ignore[arg-type]
         spec_hash = hashlib.sha256(json.dumps(body.argv).encode()).hexdigest()[:16]
         labels = {MANAGED_LABEL: "1", RECIPE_LABEL: recipe.name, GROUP_LABEL: str(group.group), SPEC_LABEL: spec_hash}
-        rendered = body.with_overrides(labels=labels)
-        specs.append(ContainerSpec(group.group, name, group.gpus or [], group.port, rendered, spec_hash, labels))
+        run = resolved.with_overrides(**overrides).with_overrides(labels=labels) if environ else None  # type: ignore[arg-type]
+        specs.append(
+            ContainerSpec(
+                group=group.group,
+                name=name,
+                gpus=group.gpus or [],
+                port=group.port,
+                rendered=body.with_overrides(labels=labels),
+                spec_hash=spec_hash,
+                labels=labels,
+                health_url=health_url(recipe, group),
+                resolved=run,
+            )
+        )
     return specs

@@ -109,3 +109,44 @@ class ListeningPorts(FactBase[set[int]]):
             if len(fields) >= 4 and fields[3].rsplit(":", 1)[-1].isdigit():
                 ports.add(int(fields[3].rsplit(":", 1)[-1]))
         return ports
+
+
+class ContainerNames(FactBase[dict[str, bool]]):
+    """Every container's name on the node -> whether hgxkit made it (carries the `hgxkit.serve` or
+    `hgxkit.router` label). A name alone never makes a container hgxkit's."""
+
+    def command(self) -> StringCommand:
+        return script(
+            "docker ps -a --format {format} 2>/dev/null || true",
+            format='{{.Names}}\t{{.Label "' + MANAGED_LABEL + '"}}{{.Label "' + ROUTER_LABEL + '"}}',
+        )
+
+    @staticmethod
+    def default() -> dict[str, bool]:
+        return {}
+
+    def process(self, output: list[str]) -> dict[str, bool]:
+        names = {}
+        for line in output:
+            name, _, labels = line.partition("\t")
+            if name.strip():
+                names[name.strip()] = labels.strip().startswith("1")
+        return names
+
+
+class ActiveUnits(FactBase[list[str]]):
+    """systemd units whose name starts with `prefix` that are running now (e.g. hgxkit's replace units)."""
+
+    def command(self, prefix: str) -> StringCommand:
+        return script(
+            "systemctl list-units --type=service --state=active,activating --plain --no-legend {pattern} "
+            "2>/dev/null | awk '{{print $1}}'",
+            pattern=f"{prefix}*",
+        )
+
+    @staticmethod
+    def default() -> list[str]:
+        return []
+
+    def process(self, output: list[str]) -> list[str]:
+        return sorted(line.strip() for line in output if line.strip())

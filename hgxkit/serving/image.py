@@ -2,8 +2,11 @@
 node, and run containers as `repo@sha256:…` so a moved tag never changes a running deployment.
 
 Example:
-    >>> digest_from_inspect(['["lmsysorg/sglang@sha256:' + "ab" * 32 + '"]'], "lmsysorg/sglang:dev-dspark")[:13]
+    >>> inspected = '{"repo": ["lmsysorg/sglang@sha256:' + "ab" * 32 + '"], "id": null}'
+    >>> digest_from_inspect([inspected], "lmsysorg/sglang:x")[:13]
     'sha256:ababab'
+    >>> digest_from_inspect(['{"repo": [], "id": "sha256:' + "cd" * 32 + '"}'], "my-build:1")[:19]
+    'local:sha256:cdcdcd'
 """
 
 from __future__ import annotations
@@ -17,30 +20,43 @@ from hgxkit.hostcmd import argv, script
 from hgxkit.recipe.model import ImageRef
 
 _DIGEST = re.compile(r"@(sha256:[0-9a-f]{64})$")
+_ID = re.compile(r"sha256:[0-9a-f]{64}")
+INSPECT_FORMAT = '{"repo": {{json .RepoDigests}}, "id": {{json .Id}}}'
+LOCAL_PREFIX = "local:"  # a recorded "digest" that is the ID of an image built on the node
 RECORD_NAME = "image.json"
 
 
 def pull_and_inspect(reference: str) -> StringCommand:
-    """Pull `reference` (quietly) and print its repository digests as JSON."""
+    """Pull `reference` (quietly; a locally built image needs no registry) and print its repository digests
+    and its image ID as JSON."""
     return script(
         "{pull} >/dev/null 2>&1; {inspect} 2>/dev/null || true",
         pull=argv("docker", "pull", "-q", reference),
-        inspect=argv("docker", "image", "inspect", "--format", "{{json .RepoDigests}}", reference),
+        inspect=argv("docker", "image", "inspect", "--format", INSPECT_FORMAT, reference),
     )
 
 
 def digest_from_inspect(lines: list[str], reference: str) -> str | None:
-    """The `sha256:…` digest of `reference`'s repository in `docker image inspect`'s RepoDigests output."""
+    """The `sha256:…` digest of `reference`'s repository in `docker image inspect`'s output; for an image
+    built on the node (no registry, no repository digest) its image ID, `local:sha256:…`."""
     try:
-        digests = json.loads(lines[-1]) if lines and lines[-1].startswith("[") else []
+        found = json.loads(lines[-1]) if lines and lines[-1].startswith("{") else {}
     except json.JSONDecodeError:
         return None
     repository = ImageRef(reference).repository
-    for repo_digest in digests if isinstance(digests, list) else []:
+    for repo_digest in found.get("repo") or []:
         match = _DIGEST.search(str(repo_digest))
         if match and str(repo_digest).startswith(repository + "@"):
             return match.group(1)
-    return None
+    image_id = found.get("id")
+    return f"{LOCAL_PREFIX}{image_id}" if isinstance(image_id, str) and _ID.fullmatch(image_id) else None
+
+
+def image_to_run(reference: str, digest: str) -> str:
+    """What `docker run` gets: `repo@sha256:…`, or the image ID of a locally built image."""
+    if digest.startswith(LOCAL_PREFIX):
+        return digest.removeprefix(LOCAL_PREFIX)
+    return ImageRef(reference).at_digest(digest)
 
 
 def image_record(reference: str, digest: str) -> str:
@@ -53,4 +69,4 @@ def recorded_digest(record: dict | None, reference: str) -> str | None:
     if not record or record.get("reference") != reference:
         return None
     digest = record.get("digest")
-    return digest if isinstance(digest, str) and re.fullmatch(r"sha256:[0-9a-f]{64}", digest) else None
+    return digest if isinstance(digest, str) and re.fullmatch(r"(local:)?sha256:[0-9a-f]{64}", digest) else None

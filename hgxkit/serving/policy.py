@@ -94,3 +94,56 @@ def memory_problems(need: HostMemoryNeed, ram_bytes: int | None, reserve_gb: flo
             "lower --hicache-ratio, set --hicache-size GB, or serve fewer groups",
         )
     ]
+
+
+def is_loopback(address: str | None) -> bool:
+    """True for an address only this host can reach (127.0.0.0/8, ::1, localhost), in any spelling."""
+    import ipaddress
+
+    text = (address or "").strip().strip("[]").lower()
+    if text == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(text).is_loopback
+    except ValueError:
+        return False
+
+
+def recipe_exposure_problems(recipe: Recipe, *, api_key: str | None, allow_unauthenticated: bool) -> list[Problem]:
+    """Exposure the recipe itself causes, whatever `bind_address` says: `-P` publishes every exposed port on
+    every interface; with `--network host` no port is published, the server's own `--host` is what binds
+    (the kind's default when absent: SGLang 127.0.0.1, vLLM all interfaces)."""
+    problems = []
+    if any(value is None for value in recipe.docker.values("--publish-all")):
+        problems.append(
+            Problem("exposure", "-P publishes every exposed port on every interface, whatever bind_address says",
+                    "publish the server's port with -p instead")
+        )
+    if recipe.docker.last("--network") == "host" and not (api_key or allow_unauthenticated):
+        kind = recipe.server.server_kind
+        host = recipe.server.flag("--host") or kind.default_host
+        if not is_loopback(host):
+            problems.append(
+                Problem(
+                    "exposure",
+                    f"--network host with the server listening on {host} (--host, or {kind.title}'s default) "
+                    "opens the API on every interface without an API key",
+                    "set api_key: auto, add --host 127.0.0.1 to the server, or set allow_unauthenticated: true",
+                )
+            )
+    return problems
+
+
+def docker_option_problems(recipe: Recipe, allowed: list[str] | tuple[str, ...]) -> list[Problem]:
+    """Dangerous docker options (hgxkit.recipe.danger) the inventory has not allowed by name."""
+    from hgxkit.recipe.danger import dangerous_options
+
+    return [
+        Problem(
+            "docker-option",
+            danger.message(),
+            f'if you trust this recipe with that, set allow_docker_options: ["{danger.name}"] in the inventory',
+        )
+        for danger in dangerous_options(recipe)
+        if danger.name not in allowed
+    ]

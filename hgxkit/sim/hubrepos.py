@@ -9,6 +9,11 @@ and the generator's code), bind-mounted read-only into each node at /srv/hgxkit-
 | deepseek-ai/DeepSeek-V4-Flash-DSpark | 64 MB in 4 shards, branches main and dev | the shipped recipes |
 | hgxkit-sim/tiny | 24 MB in 6 shards | fast end-to-end tests |
 | hgxkit-sim/gated | 1 MB, gated; token `GATED_TOKEN` may read it | credential handling |
+| any other `org/name` | 3 MB in 3 shards, Llama-shaped, generated on first use | imported posts naming any model |
+
+The last row is the Hub stand-in's auto repos (`hgxkit.sim.hub.store.RepoStore`): the service generates them
+under /tmp on the node (the mount is read-only), deterministically per repo id. ``HGXKIT_HUB_FAULT_MISSING_REPOS``
+(an fnmatch pattern) makes matching ids answer RepoNotFound again.
 
 Example:
     >>> [r.repo_id for r in SIM_HUB_REPOS][:2]

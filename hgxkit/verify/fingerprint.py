@@ -125,7 +125,10 @@ def collect_fingerprint(
         serving={
             "image": image,
             "image_digest": image_digest,
-            "sglang_version": server_info.get("version"),
+            "kind": server_info.get("kind"),
+            "server_version": server_info.get("version"),
+            # SGLang's version under its old key too, so fingerprints stay comparable with earlier runs.
+            "sglang_version": server_info.get("version") if server_info.get("kind", "sglang") == "sglang" else None,
             "speculative_algorithm": server_info.get("speculative_algorithm"),
             "moe_runner_backend": server_info.get("moe_runner_backend"),
         },

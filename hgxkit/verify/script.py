@@ -19,24 +19,27 @@ import re
 from typing import Literal
 
 from hgxkit.hostcmd import argv, script, text, variable
-from hgxkit.verify.plan import CLIENT_MODULES, Cell, client_argv
+from hgxkit.recipe.kinds import KINDS
+from hgxkit.verify.plan import CLIENTS, Cell, client_argv
 
 ClientProcess = Literal["per_container", "per_cell"]
 DRIVER_FILE = "hgxkit_cells.py"
 
-# Runs inside a serving container: SGLang's benchmark client, its own command line unchanged, once per cell in
-# ONE process (runpy re-runs the module as __main__ each time), so torch and transformers are imported once per
-# container instead of once per cell (about 14 s each on two cores). Progress and each cell's exit status go to
+# Runs inside a serving container: the kind's benchmark client (SGLang's module, or vLLM's CLI with
+# `bench serve`), its own command line unchanged, once per cell in ONE process (runpy re-runs the module as
+# __main__ each time), so torch and transformers are imported once per container instead of once per cell
+# (about 14 s each on two cores). Progress and each cell's exit status go to
 # stdout for the host script; each cell's output goes to its own log.
 CELL_DRIVER = """\
 import contextlib, importlib.util, json, runpy, sys, traceback, warnings
 warnings.filterwarnings("ignore", category=RuntimeWarning, module="runpy")
 candidates, plan = json.loads(sys.argv[1]), json.loads(sys.argv[2])
-module = None
-for name in candidates:
+module, prefix = None, []
+for entry in candidates:
+    name, before = (entry, []) if isinstance(entry, str) else entry
     try:
         if importlib.util.find_spec(name) is not None:
-            module = name
+            module, prefix = name, before
             break
     except ImportError:
         pass
@@ -47,7 +50,7 @@ for file, log_path, label, args in plan:
     print("hgxkit-progress " + label, flush=True)
     rc = 0
     with open(log_path, "w") as log, contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):
-        sys.argv = [module, *args]
+        sys.argv = [module, *prefix, *args]
         try:
             runpy.run_module(module, run_name="__main__", alter_sys=True)
         except SystemExit as stop:
@@ -58,13 +61,14 @@ for file, log_path, label, args in plan:
     print("hgxkit-done %s %d" % (file, rc), flush=True)
 """
 
-# Which client module a container has (per-cell mode): the first of CLIENT_MODULES that imports.
-FIND_CLIENT = text(
-    script(
-        'for m in {modules}; do python3 -c "import $m" >/dev/null 2>&1 && {{ echo $m; break; }}; done',
-        modules=list(CLIENT_MODULES),
+def find_client(kind: str) -> str:
+    """Shell text printing the first of the kind's client modules that imports (per-cell mode)."""
+    return text(
+        script(
+            'for m in {modules}; do python3 -c "import $m" >/dev/null 2>&1 && {{ echo $m; break; }}; done',
+            modules=[module for module, _ in CLIENTS[kind]],
+        )
     )
-)
 
 
 def _progress(k: int, total: int, cell: Cell) -> str:
@@ -97,7 +101,7 @@ def bench_script(
     key = script('[ -s {file} ] && export OPENAI_API_KEY="$(cat {file})"', file=api_key_file) if api_key_file else None
     lines = [
         "#!/bin/sh",
-        "# hgxkit verify: SGLang's benchmark client inside each serving container, one cell at a time.",
+        "# hgxkit verify: the server kind's own benchmark client inside each serving container, one cell at a time.",
         text(script("cd {dir} || exit 1", dir=workdir)),
         "export HF_HUB_OFFLINE=1",
         text(key) if key else ":",
@@ -122,8 +126,10 @@ def bench_script(
 def _per_container_lines(container: str, cells: list[Cell], labels: dict[int, str], inner: str) -> list[str]:
     plan = [[cell.file, f"{inner}/{cell.file}.log", labels[id(cell)], client_argv(cell, inner)] for cell in cells]
     driver_log = f"client-{_safe(container)}.log"
-    client = argv(*_exec(container, "python3", f"{inner}/{DRIVER_FILE}", json.dumps(list(CLIENT_MODULES)),
+    candidates = [[module, list(prefix)] for module, prefix in CLIENTS[cells[0].kind]]
+    client = argv(*_exec(container, "python3", f"{inner}/{DRIVER_FILE}", json.dumps(candidates),
                          json.dumps(plan)))  # fmt: skip
+    title = KINDS[cells[0].kind].title
     lines = [
         text(script("echo {label} > progress", label=labels[id(cells[0])])),
         text(argv("docker", "cp", DRIVER_FILE, f"{container}:{inner}/{DRIVER_FILE}")),
@@ -134,7 +140,7 @@ def _per_container_lines(container: str, cells: list[Cell], labels: dict[int, st
         text(
             script(
                 '    "hgxkit-noclient") echo {why} >> {log}; echo "$line" >> failed ;;',
-                why=f"no SGLang benchmark client in {container}",
+                why=f"no {title} benchmark client in {container}",
                 log=driver_log,
             )
         ),
@@ -167,13 +173,15 @@ def _per_cell_lines(cells: list[Cell], labels: dict[int, str], inner: str) -> li
     # One shell variable per container, named by its position (never by the recipe's container name).
     var_of = {container: f"module_{i}" for i, container in enumerate(dict.fromkeys(c.container for c in cells))}
     lines = []
+    kind_of = {cell.container: cell.kind for cell in cells}
     for container, var in var_of.items():
-        find = argv("docker", "exec", container, "sh", "-c", FIND_CLIENT)
+        find = argv("docker", "exec", container, "sh", "-c", find_client(kind_of[container]))
         lines.append(text(script("{var}=$({find} 2>/dev/null)", var=variable(var), find=find)))
     for cell in cells:
         var = var_of[cell.container]
         log = f"{cell.file}.log"
         client = argv(*_exec(cell.container, "python3", "-m"))
+        prefix = list(CLIENTS[cell.kind][0][1])
         copy = argv("docker", "cp", f"{cell.container}:{inner}/{cell.file}", cell.file)
         lines += [
             text(script("echo {label} > progress", label=labels[id(cell)])),
@@ -181,7 +189,7 @@ def _per_cell_lines(cells: list[Cell], labels: dict[int, str], inner: str) -> li
                 script(
                     'if [ -z "${var}" ]; then echo {why} > {log}; rc=1; else',
                     var=variable(var),
-                    why=f"no SGLang benchmark client in {cell.container}",
+                    why=f"no {KINDS[cell.kind].title} benchmark client in {cell.container}",
                     log=log,
                 )
             ),
@@ -190,7 +198,7 @@ def _per_cell_lines(cells: list[Cell], labels: dict[int, str], inner: str) -> li
                     '  {client} "${var}" {args} > {log} 2>&1 || rc=1',
                     client=client,
                     var=variable(var),
-                    args=client_argv(cell, inner),
+                    args=[*prefix, *client_argv(cell, inner)],
                     log=log,
                 )
             ),

@@ -29,10 +29,12 @@ from pyinfra.api.exceptions import DeployError
 from pyinfra.operations import apt, files, python, server
 
 from hgxkit.hostcmd import HostRunner, SecretLines, argv, script
-from hgxkit.knobs import recipe_for
+from hgxkit.knobs import knob, recipe_for
 from hgxkit.model import core
 from hgxkit.model.facts import ModelSyncStatus
-from hgxkit.node.facts import FileText
+from hgxkit.model.placement import model_dir_problems
+from hgxkit.node.facts import FileText, RealPath
+from hgxkit.problems import refuse
 from roles.model.defaults import DEFAULTS, TOKEN_DIR
 
 PROGRAM = Path(core.__file__).with_name("fetch.py")
@@ -59,6 +61,16 @@ def build_spec() -> core.Spec:
         raise DeployError(
             f"{host.name}: {recipe.path}: model.repo_id and model.local_dir are needed to sync a model"
         )
+    roots = [str(knob(host, "models_dir")), *(knob(host, "model_dirs_allowed") or [])]
+    refuse(
+        f"{host.name}: {recipe.path}: the model may not go where the recipe says; nothing was changed",
+        model_dir_problems(
+            model.local_dir,
+            roots,
+            host.get_fact(RealPath, path=model.local_dir),
+            [host.get_fact(RealPath, path=root) for root in roots],
+        ),
+    )
     data = host.data
     source = str(data.get("model_source"))
     if source not in ("hub", "dir", "peer"):

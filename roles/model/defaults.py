@@ -36,13 +36,14 @@ model_wait_timeout_s     how long the role waits for the download; after that it
 model_poll_interval_s    how often the role reads the download's progress file.
 model_progress_every_s   how often a progress line (bytes done/total, rate, ETA) is printed while waiting.
 
-Shared knob read here (hgxkit/knobs.py): recipe (its `model:` section is what is synced).
+Shared knobs read here (hgxkit/knobs.py): recipe (its `model:` section is what is synced), models_dir and
+model_dirs_allowed (where model.local_dir may be).
 """
 
 from hgxkit.knobs import shared_defaults
 
 DEFAULTS = {
-    **shared_defaults("recipe"),
+    **shared_defaults("recipe", "models_dir", "model_dirs_allowed"),
     "model_source": "hub",
     "model_peer": None,
     "model_peer_address": None,

@@ -26,11 +26,10 @@ from hgxkit.hostcmd import HostRunner, script
 from hgxkit.knobs import knob, recipe_for
 from hgxkit.node.facts import NvidiaSmi
 from hgxkit.problems import refuse
-from hgxkit.recipe.model import ImageRef
 from hgxkit.recipe.render import render_recipe
 from hgxkit.secrets import redact
 from hgxkit.serving.facts import RouterContainer
-from hgxkit.serving.image import digest_from_inspect, pull_and_inspect
+from hgxkit.serving.image import digest_from_inspect, image_to_run, pull_and_inspect
 from hgxkit.serving.policy import exposure_problems
 from hgxkit.serving.probes import http_request, parse_response
 from hgxkit.serving.router import (
@@ -115,7 +114,7 @@ def _start(spec: RouterSpec, key_file: str | None, model: str) -> None:
     if digest is None:
         raise DeployError(f"{host.name}: `docker pull {spec.image}` gave no repository digest; check the registry")
     run(script("docker rm -f {name} >/dev/null 2>&1 || true", name=spec.name))
-    started = run(script("{run} 2>&1", run=spec.command(ImageRef(spec.image).at_digest(digest))))
+    started = run(script("{run} 2>&1", run=spec.command(image_to_run(spec.image, digest))))
     echo(f"[{host.name}] router {spec.name} started from {spec.image} ({digest})")
     error = _wait_ready(run, spec, key_file, model)
     if error is None:

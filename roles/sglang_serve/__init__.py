@@ -1,10 +1,12 @@
-"""SGLang serving: one container per GPU group from a recipe, by image digest, idempotent and rolling.
+"""Serving: one container per GPU group from a recipe, by image digest, idempotent and rolling.
 
-Host checks (recipe errors, exposure policy, GPUs, HiCache host RAM, model present, ports) run before any
-container starts. An unchanged spec leaves its container untouched (same ID, same start time); a changed
-one is replaced group by group, each waiting for /health_generate, and a group that fails is put back on its
-previous container while the others keep serving. The plan only reads the node (facts); pulls and
-containers happen in the rollout operation, so `--dry` changes nothing.
+Host checks (recipe errors, dangerous docker options, exposure policy, GPUs, HiCache host RAM, secrets the
+recipe needs, model present, container names, ports) run before any container starts. An unchanged spec
+leaves its container untouched (same ID, same start time); a changed one is replaced group by group, each by
+a systemd unit on the node (hgxkit/serving/replace.py) that waits for the kind's health check and keeps the
+new container or puts the old one back — it finishes even when SSH drops or the controller is killed, and the
+next run attaches to it (or, when a node rebooted mid-replace, finishes what it finds). The plan only reads
+the node (facts); pulls and containers happen in operations, so `--dry` changes nothing.
 
 Example (deploys/reproduce.py):
     from roles.sglang_serve import sglang_serve
@@ -13,6 +15,7 @@ Example (deploys/reproduce.py):
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 
@@ -22,27 +25,45 @@ from pyinfra.api.exceptions import DeployError
 from pyinfra.api.output import echo
 from pyinfra.operations import python
 
-from hgxkit.hostcmd import HostRunner, argv, script
+from hgxkit.hostcmd import HostRunner, SecretLines, argv, script, text
 from hgxkit.hostfiles import write_text
 from hgxkit.knobs import knob, recipe_for
 from hgxkit.node.facts import IsFile, JsonFile, MemTotalBytes, NvidiaSmi
-from hgxkit.problems import Problem, refuse
+from hgxkit.problems import Problem, problem_lines, refuse
 from hgxkit.recipe.check import check_recipe
 from hgxkit.recipe.model import Recipe
 from hgxkit.secrets import redact
-from hgxkit.serving.containers import ContainerSpec, container_specs
-from hgxkit.serving.facts import ListeningPorts, ManagedContainers
-from hgxkit.serving.image import RECORD_NAME, digest_from_inspect, image_record, pull_and_inspect, recorded_digest
-from hgxkit.serving.policy import LOOPBACK, exposure_problems, hicache_need, memory_problems
+from hgxkit.serving.containers import ApiKeyFiles, ContainerSpec, container_specs
+from hgxkit.serving.facts import ActiveUnits, ContainerNames, ListeningPorts, ManagedContainers
+from hgxkit.serving.image import (
+    RECORD_NAME,
+    digest_from_inspect,
+    image_record,
+    image_to_run,
+    pull_and_inspect,
+    recorded_digest,
+)
+from hgxkit.serving.policy import (
+    docker_option_problems,
+    exposure_problems,
+    hicache_need,
+    is_loopback,
+    memory_problems,
+    recipe_exposure_problems,
+)
+from hgxkit.serving.replace import PREVIOUS_SUFFIX, UNIT_PREFIX, recovery_script, replace_script, unit_name
 from hgxkit.serving.rollout import RunningContainer, plan_rollout
 from roles.sglang_serve.defaults import DEFAULTS
 
-PREVIOUS_SUFFIX = "-hgxkit-previous"
 H200_MEMORY_GB = 143771 / 1024  # what nvidia-smi reports for an H200 (used before the driver is installed)
 
 
 def record_path() -> str:
     return f"{knob(host, 'serve_state_dir')}/{RECORD_NAME}"
+
+
+def key_files() -> ApiKeyFiles | None:
+    return ApiKeyFiles.beside(str(knob(host, "serve_api_key_file"))) if knob(host, "api_key") == "auto" else None
 
 
 def total_gpus_for_host() -> int | None:
@@ -52,10 +73,22 @@ def total_gpus_for_host() -> int | None:
 
 
 def static_problems(recipe: Recipe, total_gpus: int | None) -> list[Problem]:
-    """Checks that hold whatever earlier roles do in this run: exposure policy and HiCache host RAM."""
+    """Checks that hold whatever earlier roles do in this run: docker options, exposure, secrets, HiCache RAM."""
     data = host.data
     allow = bool(data.get("allow_unauthenticated"))
-    problems = exposure_problems(knob(host, "bind_address"), knob(host, "api_key"), allow)
+    api_key = knob(host, "api_key")
+    problems = exposure_problems(knob(host, "bind_address"), api_key, allow)
+    problems += recipe_exposure_problems(recipe, api_key=api_key, allow_unauthenticated=allow)
+    problems += docker_option_problems(recipe, tuple(data.get("allow_docker_options") or ()))
+    problems += [
+        Problem("secret", f"the recipe takes {{{{env:{name}}}}} from the controller, where ${name} is not set",
+                f"export {name} before running pyinfra")
+        for name in recipe.env_refs()
+        if not os.environ.get(name)
+    ]
+    if api_key == "auto" and recipe.server.server_kind.api_key_env is None and recipe.server.has("--config"):
+        problems.append(Problem("api_key", "api_key: auto passes the key in SGLang's --config, and the recipe has "
+                                "its own --config", "move the recipe's --config settings into flags"))  # fmt: skip
     smi = host.get_fact(NvidiaSmi)
     gpus = total_gpus if total_gpus is not None else (recipe.groups.gpus_per_node if recipe.groups else None) or 8
     groups = 1
@@ -87,6 +120,18 @@ def runtime_problems(recipe: Recipe, *, gpus_only: bool = False) -> list[Problem
     return problems
 
 
+def name_problems(specs: list[ContainerSpec]) -> list[Problem]:
+    """A group's container name (or its set-aside copy's) held by a container hgxkit did not make."""
+    foreign = {name for name, ours in host.get_fact(ContainerNames).items() if not ours}
+    return [
+        Problem("container-name", f"a container named {name} exists and hgxkit did not make it",
+                f"rename or remove it (`docker rm -f {name}`), or give the recipe's group another name")
+        for spec in specs
+        for name in (spec.name, spec.name + PREVIOUS_SUFFIX)
+        if name in foreign
+    ]
+
+
 def port_problems(specs: list[ContainerSpec], current: list[RunningContainer]) -> list[Problem]:
     """Host ports a new container needs that something else already listens on."""
     listening = host.get_fact(ListeningPorts)
@@ -98,22 +143,30 @@ def port_problems(specs: list[ContainerSpec], current: list[RunningContainer]) -
     ]
 
 
-def specs_for(recipe: Recipe, total_gpus: int | None, digest: str) -> list[ContainerSpec]:
+def specs_for(recipe: Recipe, total_gpus: int | None, digest: str, environ: dict | None = None) -> list[ContainerSpec]:
     return container_specs(
         recipe,
         total_gpus=total_gpus,
         bind_address=knob(host, "bind_address"),
-        api_key=knob(host, "api_key") == "auto",
-        image=recipe.image.at_digest(digest),
+        api_key=key_files(),
+        image=image_to_run(recipe.image.reference, digest),
+        environ=environ,
     )
 
 
-@deploy("hgxkit SGLang serving", data_defaults=DEFAULTS)
+def interrupted(current: list[RunningContainer]) -> bool:
+    """A replace is running on the node, or one was cut off (a set-aside copy is still there)."""
+    return bool(host.get_fact(ActiveUnits, prefix=UNIT_PREFIX)) or any(
+        c.name.endswith(PREVIOUS_SUFFIX) for c in current
+    )
+
+
+@deploy("hgxkit serving", data_defaults=DEFAULTS)
 def sglang_serve() -> None:
     """Serve the recipe's groups; change only what changed, one group at a time."""
     recipe = recipe_for(host)
     total_gpus = total_gpus_for_host()
-    errors = [f for f in check_recipe(recipe, total_gpus) if f.level == "error"]
+    errors = [f for f in check_recipe(recipe, total_gpus) if f.level == "error" and f.code != "dangerous-option"]
     refuse(f"recipe {recipe.path} does not fit {host.name}; nothing was changed",
            [f"[{f.code}] {f.message}" for f in errors])  # fmt: skip
     heading = f"serving checks failed on {host.name}; no container was started or stopped"
@@ -121,8 +174,8 @@ def sglang_serve() -> None:
     if host.get_fact(NvidiaSmi).ok:  # a brought-up node: check the GPUs now; on a fresh one, in the rollout
         refuse(heading, runtime_problems(recipe, gpus_only=True))
     bind = knob(host, "bind_address")
-    if host.data.get("allow_unauthenticated") and bind not in LOOPBACK:
-        echo(f"[{host.name}] WARNING: the SGLang API is published on {bind} without an API key")
+    if host.data.get("allow_unauthenticated") and not is_loopback(bind):
+        echo(f"[{host.name}] WARNING: the API is published on {bind} without an API key")
 
     pin = bool(host.data.get("pin_image"))
     if pin and not recipe.image.digest:
@@ -133,11 +186,12 @@ def sglang_serve() -> None:
     recorded = recorded_digest(host.get_fact(JsonFile, path=record_path()), recipe.image.reference)
     # The digest to run: the pinned one; else the recipe's; else what the node already runs (unless image_update).
     digest = recipe.image.digest or (None if host.data.get("image_update") else recorded)
-    if digest and digest == recorded:
-        current = host.get_fact(ManagedContainers)
+    current = host.get_fact(ManagedContainers)
+    if digest:
         specs = specs_for(recipe, total_gpus, digest)
+        refuse(heading, name_problems(specs))
         rollout = plan_rollout(current, specs)
-        if not rollout.changes:
+        if not rollout.changes and not interrupted(current):
             return  # nothing differs: no operation, nothing restarted, nothing pulled
         refuse(heading, port_problems(rollout.replace, current))
     python.call(
@@ -168,38 +222,60 @@ def _check_pin(recipe: Recipe) -> None:
 
 
 def _rollout(recipe: Recipe, total_gpus: int | None, digest: str | None) -> None:
-    """Execute time: pull (when needed), record the digest, and replace changed groups one at a time."""
+    """Execute time: finish interrupted replaces, pull (when needed), record the digest, replace changed groups
+    one at a time."""
     run = HostRunner(host)
-    refuse(f"serving checks failed on {host.name}; no container was started or stopped", runtime_problems(recipe))
+    heading = f"serving checks failed on {host.name}; no container was started or stopped"
+    for unit in host.get_fact(ActiveUnits, prefix=UNIT_PREFIX):
+        echo(f"[{host.name}] attaching to {unit}, a group replace still running from an earlier run")
+        _follow(run, unit, _workdir(unit.removeprefix(UNIT_PREFIX).removesuffix(".service")), unit)
+    refuse(heading, runtime_problems(recipe))
     recorded = recorded_digest(host.get_fact(JsonFile, path=record_path()), recipe.image.reference)
     if digest is None:
         digest = _pull(run, recipe.image.reference)
         echo(f"[{host.name}] {recipe.image.reference} is {digest}; containers run by this digest")
     if digest != recorded and not write_text(run, record_path(), image_record(recipe.image.reference, digest)):
         raise DeployError(f"{host.name}: could not write {record_path()}")
-    key_file = _ensure_api_key(run) if knob(host, "api_key") == "auto" else None
-    specs = specs_for(recipe, total_gpus, digest)
+    if key_files() is not None:
+        _ensure_api_key(run, recipe)
+    specs = specs_for(recipe, total_gpus, digest, environ=dict(os.environ))
+    refuse(heading, name_problems(specs))
+    _recover(run, specs)
     current = host.get_fact(ManagedContainers)
-    rollout = plan_rollout(current, specs)
-    refuse(f"serving checks failed on {host.name}; no container was started or stopped",
-           port_problems(rollout.replace, current))  # fmt: skip
+    rollout = plan_rollout([c for c in current if not c.name.endswith(PREVIOUS_SUFFIX)], specs)
+    refuse(heading, port_problems(rollout.replace, current))
     by_name = {c.name: c for c in current}
     for stale in rollout.remove:
         echo(f"[{host.name}] removing {stale.name}: its group is no longer in {recipe.name}")
         run(argv("docker", "rm", "-f", stale.container_id))
     for spec in rollout.replace:
-        _replace_group(run, spec, by_name.get(spec.name), key_file)
+        _replace_group(run, spec, by_name.get(spec.name))
 
 
-def _ensure_api_key(run: HostRunner) -> str:
-    """Create the host's API key once (root-only) and copy it to the controller once; return its path."""
+def _recover(run: HostRunner, specs: list[ContainerSpec]) -> None:
+    """Finish replaces cut off without their unit (e.g. a node rebooted): new copy if healthy, else the old."""
+    current = {c.name for c in host.get_fact(ManagedContainers)}
+    for spec in specs:
+        if spec.name + PREVIOUS_SUFFIX in current:
+            ok, said = run.status(argv("sh", "-s"), _stdin=recovery_script(name=spec.name, health_url=spec.health_url))
+            echo(f"[{host.name}] group {spec.group} ({spec.name}): {' '.join(said) or 'recovered'}")
+            if not ok:
+                raise DeployError(f"{host.name}: could not finish the interrupted replace of {spec.name}: {said}")
+
+
+def _ensure_api_key(run: HostRunner, recipe: Recipe) -> None:
+    """Create the host's API key once (root-only), its per-kind files, and copy it to the controller once."""
     key_file = str(knob(host, "serve_api_key_file"))
+    files = ApiKeyFiles.beside(key_file)
     created = run(
         script(
-            "if [ -s {file} ]; then echo exists; else mkdir -p {dir} && umask 077 && "
-            "head -c 48 /dev/urandom | base64 | tr -dc A-Za-z0-9 | head -c 40 > {file} && echo created; fi",
+            "umask 077 && mkdir -p {dir} && if [ -s {file} ]; then echo exists; else "
+            "head -c 48 /dev/urandom | base64 | tr -dc A-Za-z0-9 | head -c 40 > {file} && echo created; fi && "
+            'k=$(cat {file}) && printf "api-key: %s\\n" "$k" > {yaml} && printf "VLLM_API_KEY=%s\\n" "$k" > {env}',
             file=key_file,
             dir=str(Path(key_file).parent),
+            yaml=files.config_yaml,
+            env=files.env_file,
         )
     )
     local = Path(".hgxkit/secrets") / f"{host.name}.api-key"
@@ -209,56 +285,63 @@ def _ensure_api_key(run: HostRunner) -> str:
         host.get_file(key_file, str(local))
         local.chmod(0o600)
         echo(f"[{host.name}] API key stored root-only at {key_file}; a copy is in {local} (keep it secret)")
-    return key_file
 
 
-def _replace_group(run: HostRunner, spec: ContainerSpec, old: RunningContainer | None, key_file: str | None) -> None:
+def _workdir(name: str) -> str:
+    return f"{knob(host, 'serve_state_dir')}/replace/{name}"
+
+
+def _replace_group(run: HostRunner, spec: ContainerSpec, old: RunningContainer | None) -> None:
+    """Start the group's replace unit and follow it to its end (it goes on if this run is cut off)."""
     echo(f"[{host.name}] group {spec.group} ({spec.name}, GPUs {spec.gpus}, port {spec.port}): starting new spec")
-    previous = f"{spec.name}{PREVIOUS_SUFFIX}"
-    run(script("docker rm -f {name} >/dev/null 2>&1 || true", name=previous))
-    if old is not None:
-        run(script("docker stop {old} >/dev/null 2>&1; docker rename {old} {prev}", old=old.name, prev=previous))
-    started = run(script("{run} 2>&1", run=spec.command(key_file)))
-    error = _wait_healthy(run, spec)
-    if error is None:
-        if old is not None:
-            run(script("docker rm -f {name} >/dev/null 2>&1 || true", name=previous))
-        echo(f"[{host.name}] group {spec.group} ({spec.name}) is serving")
-        return
-    known = run(argv("cat", key_file)) if key_file else []
-    logs = run(script("docker logs --tail 20 {name} 2>&1 || true", name=spec.name)) or started[-5:]
-    logs = [redact(line, known) for line in logs]
-    run(script("docker rm -f {name} >/dev/null 2>&1 || true", name=spec.name))
-    if old is not None:
-        run(script("docker rename {prev} {name} && docker start {name} >/dev/null", prev=previous, name=spec.name))
-    restored = "; the previous container was restarted" if old is not None else ""
-    tail = "\n".join(f"    {line}" for line in logs[-20:])
-    raise DeployError(f"{host.name}: group {spec.group} ({spec.name}) {error}{restored}. Its last log lines:\n{tail}")
-
-
-def _wait_healthy(run: HostRunner, spec: ContainerSpec) -> str | None:
-    """Poll /health_generate until it answers 200, the container exits, or the timeout passes."""
-    timeout = float(host.data.get("serve_health_timeout"))
-    interval = float(host.data.get("serve_health_interval"))
-    probe = script(
-        "curl -fsS -m 30 -o /dev/null -w '%{{http_code}}' {url} 2>/dev/null; echo; "
-        "docker inspect -f {format} {name} 2>/dev/null || echo missing",
-        url=f"http://127.0.0.1:{spec.port}/health_generate",
-        format="{{.State.Running}} {{.RestartCount}}",
+    workdir, unit = _workdir(spec.name), unit_name(spec.name)
+    program = replace_script(
         name=spec.name,
+        old_id=old.container_id if old else "",
+        health_url=spec.health_url,
+        timeout_s=float(host.data.get("serve_health_timeout")),
+        interval_s=float(host.data.get("serve_health_interval")),
+        workdir=workdir,
     )
-    start = time.monotonic()
+    # The docker run command may hold the recipe's secrets: a root-only file, sent on stdin, deleted once run.
+    ok, _ = run.status(
+        script("umask 077 && mkdir -p {dir} && rm -f {dir}/status && cat > {dir}/docker-run.sh", dir=workdir),
+        _stdin=SecretLines([text(spec.command())]),
+    )
+    if not ok or not write_text(run, f"{workdir}/replace.sh", program, mode="0700"):
+        raise DeployError(f"{host.name}: could not write the replace script under {workdir}")
+    run(script("systemctl reset-failed {unit} >/dev/null 2>&1; systemd-run --unit {unit} --collect --quiet "
+               "/bin/sh {program}", unit=unit, program=f"{workdir}/replace.sh"))  # fmt: skip
+    _follow(run, unit, workdir, f"group {spec.group} ({spec.name})")
+
+
+def _follow(run: HostRunner, unit: str, workdir: str, what: str) -> None:
+    """Print a replace unit's progress until it writes its status; fail the run, with the logs, if it failed."""
+    timeout = float(host.data.get("serve_health_timeout")) + 300
+    interval = float(host.data.get("serve_health_interval"))
+    poll = script("cat {status} 2>/dev/null; echo '#'; cat {progress} 2>/dev/null; echo '#'; "
+                  "systemctl is-active {unit} 2>/dev/null || true", status=f"{workdir}/status",
+                  progress=f"{workdir}/progress", unit=unit)  # fmt: skip
+    start, last = time.monotonic(), ""
     while True:
-        status = run(probe)
-        if status and status[0].strip() == "200":
-            return None
-        state = status[-1].split() if status else ["missing"]
-        if state[0] in ("false", "missing") or (len(state) > 1 and state[1] != "0"):
-            return "exited before it became healthy"
-        elapsed = time.monotonic() - start
-        if elapsed > timeout:
-            return f"did not answer /health_generate within {timeout:.0f} s"
-        last = run(script("docker logs --tail 1 {name} 2>&1 || true", name=spec.name))
-        line = redact(last[-1] if last else "")[:160]
-        echo(f"[{host.name}] group {spec.group}: waiting for /health_generate, {elapsed:.0f} s; last log: {line}")
+        lines = run(poll)
+        parts = "\n".join(lines).split("#\n")
+        status, progress, active = (p.strip() for p in ([*parts, "", "", ""])[:3])
+        if status:
+            break
+        if progress and progress != last:
+            echo(f"[{host.name}] {what}: {redact(progress)}")
+            last = progress
+        if active not in ("active", "activating") and time.monotonic() - start > 10:
+            raise DeployError(f"{host.name}: {what}: the replace unit {unit} stopped without a result; see "
+                              f"`journalctl -u {unit}`; the next run finishes or rolls back what it left")  # fmt: skip
+        if time.monotonic() - start > timeout:
+            raise DeployError(f"{host.name}: {what}: the replace unit {unit} is still running after {timeout:.0f} s; "
+                              "it goes on, and the next run attaches to it")  # fmt: skip
         time.sleep(interval)
+    if status == "ok":
+        echo(f"[{host.name}] {what} is serving")
+        return
+    logs = [redact(line) for line in run(script("cat {f} 2>/dev/null || true", f=f"{workdir}/failed.log"))]
+    raise DeployError(f"{host.name}: {what} {status.removeprefix('failed: ')}. Its last log lines:\n"
+                      + problem_lines(logs[-20:]).replace("  - ", "    "))  # fmt: skip

@@ -23,6 +23,7 @@ from pyinfra.api.output import echo
 from pyinfra.operations import python
 
 from hgxkit.hostcmd import HostRunner, argv, script
+from hgxkit.hostfiles import write_text
 from hgxkit.knobs import knob, recipe_for
 from hgxkit.node.driver import driver_gate
 from hgxkit.node.facts import FileText, InstalledPackages, JsonFile, NvidiaSmi
@@ -32,11 +33,11 @@ from hgxkit.recipe.model import Recipe
 from hgxkit.results.archive import run_id_for, write_run
 from hgxkit.results.report import run_markdown
 from hgxkit.results.summary import RunSummary
-from hgxkit.serving.containers import ContainerSpec, container_specs
-from hgxkit.serving.image import RECORD_NAME, recorded_digest
+from hgxkit.serving.containers import ApiKeyFiles, ContainerSpec, container_specs
+from hgxkit.serving.image import RECORD_NAME, image_to_run, recorded_digest
 from hgxkit.serving.probes import http_request, json_body, parse_response
 from hgxkit.verify.fingerprint import collect_fingerprint
-from hgxkit.verify.plan import Cell, cells_from_jsonl, gates, plan_cells
+from hgxkit.verify.plan import Cell, cells_from_output, gates, plan_cells
 from hgxkit.verify.script import bench_script
 from roles.verify.defaults import DEFAULTS
 
@@ -71,23 +72,39 @@ def _specs(recipe: Recipe, key_file: str | None) -> tuple[list[ContainerSpec], s
         )
     total = knob(host, "serve_total_gpus")
     gpus = int(total) if total is not None else (len(host.get_fact(NvidiaSmi).gpus) or None)
-    specs = container_specs(recipe, total_gpus=gpus, bind_address="127.0.0.1", api_key=bool(key_file),
-                            image=recipe.image.at_digest(digest))  # fmt: skip
+    keys = ApiKeyFiles.beside(key_file) if key_file else None
+    specs = container_specs(recipe, total_gpus=gpus, bind_address="127.0.0.1", api_key=keys,
+                            image=image_to_run(recipe.image.reference, digest))  # fmt: skip
     return specs, digest, gpus
 
 
 def _probe(run: HostRunner, recipe: Recipe, spec: ContainerSpec, key_file: str | None) -> str | None:
-    """Health, then one real chat completion; what is wrong (None when the group serves)."""
-    status, _ = parse_response(run(http_request(f"http://127.0.0.1:{spec.port}/health")))
-    if status != 200:
-        return f"group {spec.group} ({spec.name}): /health answered {status or 'nothing'}"
+    """Wait (up to verify_ready_timeout, printing progress) until the group answers its health check — a server
+    warming up after a restart answers 503 for a while — then send one real chat completion; what is wrong
+    (None when the group serves)."""
+    kind = recipe.server.server_kind
+    url = spec.health_url.rsplit("/", 1)[0] + kind.ready_path
+    timeout = float(host.data.get("verify_ready_timeout"))
+    start = time.monotonic()
+    while True:
+        status, _ = parse_response(run(http_request(url, timeout_s=30)))
+        elapsed = time.monotonic() - start
+        if status == 200:
+            break
+        answer = f"{kind.ready_path} answered {status or 'nothing'}"
+        if elapsed > timeout:
+            return f"group {spec.group} ({spec.name}): {answer} for {elapsed:.0f} s"
+        echo(f"[{host.name}] group {spec.group}: {answer}; waiting ({elapsed:.0f} s)")
+        time.sleep(float(host.data.get("verify_poll")))
+    base = url.rsplit("/", 1)[0]
+    models = json_body(run(http_request(f"{base}/v1/models", key_file=key_file))).get("data") or [{}]
     body = {
-        "model": recipe.server.flag("--served-model-name") or "default",
+        "model": models[0].get("id") or recipe.server.flag("--served-model-name") or "default",
         "max_tokens": 16,
         "messages": [{"role": "user", "content": "Say hello."}],
     }
-    status, text = parse_response(run(http_request(f"http://127.0.0.1:{spec.port}/v1/chat/completions", body=body,
-                                                   key_file=key_file)))  # fmt: skip
+    chat = f"{base}/v1/chat/completions"
+    status, text = parse_response(run(http_request(chat, body=body, key_file=key_file)))
     if status != 200 or '"choices"' not in text:
         return f"group {spec.group} ({spec.name}): a chat completion failed ({status or 'no answer'})"
     return None
@@ -105,9 +122,10 @@ def _verify(recipe: Recipe, mode: str) -> None:
     workdir = f"{host.data.get('verify_workdir')}/{run_tag}_{recipe.name}"
     out_len = host.data.get("bench_output_len")
     cells = plan_cells(recipe, mode, [(s.group, s.name) for s in specs], int(out_len) if out_len else None)  # type: ignore[arg-type]
-    run(argv("mkdir", "-p", workdir))
+    run(script("umask 077 && mkdir -p {dir} && chmod 700 {parent} {dir}", dir=workdir,
+               parent=str(host.data.get("verify_workdir"))))  # fmt: skip
     texts = _run_detached(run, cells, workdir, key_file, run_tag) if cells else {}
-    results, missing = cells_from_jsonl(cells, texts)
+    results, missing = cells_from_output(cells, texts)
     failed_gates = missing + gates(recipe, results, mode)  # type: ignore[arg-type]
     health = gpu_health_report(host.get_fact, expected_gpus=total)
     if host.data.get("verify_gates"):
@@ -122,7 +140,9 @@ def _verify(recipe: Recipe, mode: str) -> None:
                 driver_package=_driver_package(),
             )
         ]
-    server_info = json_body(run(http_request(f"http://127.0.0.1:{specs[0].port}/server_info", key_file=key_file)))
+    kind = recipe.server.server_kind
+    info_url = specs[0].health_url.rsplit("/", 1)[0] + (kind.info_path or "/version")
+    server_info = {"kind": kind.name, **json_body(run(http_request(info_url, key_file=key_file)))}
     fingerprint = collect_fingerprint(
         host.get_fact,
         system_name=host.name,
@@ -140,7 +160,7 @@ def _verify(recipe: Recipe, mode: str) -> None:
         recipe=recipe.name,
         time=run_tag,
         simulated=fingerprint.simulated,
-        tool="sglang.benchmark.serving",
+        tool=kind.client,
         tool_version=server_info.get("version"),
         cells=results,
         gates=failed_gates,
@@ -148,7 +168,7 @@ def _verify(recipe: Recipe, mode: str) -> None:
     )
     report = run_markdown(summary, fingerprint)
     path = write_run(Path(host.data.get("results_dir")), summary, fingerprint, texts, report, _secrets(run, key_file))
-    _keep_copy_on_host(workdir, path)
+    _keep_copy_on_host(run, workdir, path, texts)
     echo(
         f"[{host.name}] run archived in {path} (hgxkit results show {summary.run_id})"
         + ("  SIMULATED" if summary.simulated else "")
@@ -239,6 +259,12 @@ def _run_detached(
     return texts
 
 
-def _keep_copy_on_host(workdir: str, archived: Path) -> None:
+def _keep_copy_on_host(run: HostRunner, workdir: str, archived: Path, raw: dict[str, str]) -> None:
+    """The host keeps what the controller archived: scrubbed summary, fingerprint and report, and the raw
+    client output replaced by its scrubbed copy (the client writes server_info, with its api_key, into it)."""
     for name in ("summary.json", "fingerprint.json", "report.md"):
         host.put_file(str(archived / name), f"{workdir}/{name}")
+    for name in raw:
+        scrubbed = archived / "raw" / name
+        if scrubbed.exists():
+            write_text(run, f"{workdir}/{name}", scrubbed.read_text(), mode="0600")

@@ -7,7 +7,10 @@ bench_output_len   output tokens per request; None: the recipe matrix's output_l
 results_dir        where runs are archived on the controller: <results_dir>/<host>/<UTC time>_<recipe>/.
 verify_workdir     where the host keeps its copy of each run (raw JSONL, summary, fingerprint).
 verify_timeout     seconds the whole benchmark may take (it runs detached on the host and survives SSH drops).
-verify_poll        seconds between progress reports while the benchmark runs.
+verify_poll        seconds between progress reports while the benchmark runs (and between health probes).
+verify_ready_timeout
+                   seconds a group may answer its health check with anything but 200 (a server warming up
+                   after a restart answers 503) before verify judges it failed.
 verify_gates       run the bring-up gates (driver/fabric/NVLink, GPU health) again and fail the run on any.
 verify_client_process
                    "per_container" (default): one benchmark-client process per serving container runs all
@@ -30,6 +33,7 @@ DEFAULTS = {
     "verify_workdir": "/var/lib/hgxkit/verify",
     "verify_timeout": 4 * 3600,
     "verify_poll": 5,
+    "verify_ready_timeout": 600,
     "verify_gates": True,
     "verify_client_process": "per_container",
 }

@@ -144,18 +144,36 @@ def _listed(f) -> list[str]:
     return clusters
 
 
-def run_deploy(cluster: str, deploy: str, *data: str, timeout: int = 1500, env: dict[str, str] | None = None):
-    """Run `pyinfra -y inventories/sim.py <deploy> --data …` as a user would; return the CompletedProcess."""
-    import subprocess
+def deploy_argv(deploy: str, *data: str, flags: tuple[str, ...] = ("-y",)) -> list[str]:
+    """`pyinfra FLAGS inventories/sim.py <deploy> --data …` as a user types it."""
     import sys
     from pathlib import Path
 
-    root = Path(__file__).resolve().parents[2]
-    argv = [str(Path(sys.executable).parent / "pyinfra"), "-y", "inventories/sim.py", deploy]
+    argv = [str(Path(sys.executable).parent / "pyinfra"), *flags, "inventories/sim.py", deploy]
     for item in data:
         argv += ["--data", item]
-    full_env = {**os.environ, "HGXKIT_SIM_CLUSTER": cluster, "PYINFRA_PROGRESS": "off", **(env or {})}
-    return subprocess.run(argv, cwd=root, env=full_env, capture_output=True, text=True, timeout=timeout, check=False)
+    return argv
+
+
+def deploy_env(cluster: str, env: dict[str, str] | None = None) -> dict[str, str]:
+    return {**os.environ, "HGXKIT_SIM_CLUSTER": cluster, "PYINFRA_PROGRESS": "off", **(env or {})}
+
+
+def run_deploy(
+    cluster: str,
+    deploy: str,
+    *data: str,
+    timeout: int = 1500,
+    env: dict[str, str] | None = None,
+    flags: tuple[str, ...] = ("-y",),
+):
+    """Run `pyinfra -y inventories/sim.py <deploy> --data …` as a user would; return the CompletedProcess."""
+    import subprocess
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    return subprocess.run(deploy_argv(deploy, *data, flags=flags), cwd=root, env=deploy_env(cluster, env),
+                          capture_output=True, text=True, timeout=timeout, check=False)  # fmt: skip
 
 
 def node_sh(cluster: str, command: str, node: str = "node1", timeout: int = 300) -> str:

@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
-from sim_steps import cluster_name, node_sh, run_deploy
+from sim_steps import cluster_name, deploy_argv, deploy_env, node_sh, run_deploy
 
 from hgxkit.cli import main as hgxkit_main
 
@@ -136,6 +136,64 @@ def test_dry_run_on_a_converged_node_changes_nothing(served) -> None:
     assert node_sh(CLUSTER, NODE_STATE) == before
 
 
+def test_hostile_recipes_are_refused_before_any_change(served, tmp_path) -> None:
+    before = node_sh(CLUSTER, NODE_STATE)
+    marker = tmp_path / "pwned"
+    injected = recipe_variant(tmp_path, MARLIN, "name_template: deepseek-v4-flash-{{group}}",
+                              f"name_template: 'x-{{{{group}}}};touch {marker};#'", "injected")  # fmt: skip
+    first = run_deploy(CLUSTER, "deploys/reproduce.py", "verify=false", f"recipe={injected}")
+    assert first.returncode != 0 and "groups.name_template" in out(first), out(first)[-3000:]
+    escape = recipe_variant(tmp_path, MARLIN, "  - --ipc=host\n", "  - --ipc=host\n  - --privileged\n  - -v /:/host\n",
+                            "escape")  # fmt: skip
+    second = run_deploy(CLUSTER, "deploys/reproduce.py", "verify=false", f"recipe={escape}")
+    assert second.returncode != 0
+    assert 'allow_docker_options: ["--privileged"]' in out(second) and "host-system-mount" in out(second)
+    assert not marker.exists() and node_sh(CLUSTER, f"ls {marker} 2>&1") .strip().endswith("No such file or directory")
+    assert node_sh(CLUSTER, NODE_STATE) == before
+
+
+def test_a_killed_replace_finishes_and_a_second_run_is_refused(served, tmp_path) -> None:
+    """Kill the controller while group 0 is being replaced; a concurrent run is refused naming the first; the
+    replace finishes on the node while group 1 never stops answering; a re-run leaves one container per group,
+    serving the new spec, and nothing set aside."""
+    variant = recipe_variant(tmp_path, MARLIN, "  - --enable-metrics\n", "  - --enable-metrics\n  - --log-level info\n",
+                             "relogged")  # fmt: skip
+    poller = subprocess.Popen(
+        [sys.executable, "-m", "hgxkit", "sim", "ssh", "node1", "--cluster", CLUSTER, "--",
+         "rm -f /tmp/poll-stop; while [ ! -e /tmp/poll-stop ]; do "
+         "c=$(curl -s -o /dev/null -m 2 -w '%{http_code}' http://127.0.0.1:5001/health); "
+         "echo \"$(date +%s%N) $c\"; sleep 0.2; done"],
+        cwd=ROOT, stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    first = subprocess.Popen(deploy_argv("deploys/dspark.py", "verify=false", f"recipe={variant}"), cwd=ROOT,
+                             env=deploy_env(CLUSTER), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                             start_new_session=True)  # fmt: skip
+    seen = []
+    assert first.stdout is not None
+    for line in first.stdout:
+        seen.append(line)
+        if "group 0 (deepseek-v4-flash-0" in line and "starting new spec" in line:
+            break
+    second = run_deploy(CLUSTER, "deploys/dspark.py", "verify=false", f"recipe={variant}")
+    os.killpg(first.pid, 9)
+    first.wait(timeout=60)
+    assert seen and "starting new spec" in seen[-1], "".join(seen)[-3000:]
+    assert second.returncode != 0
+    assert re.search(r"another hgxkit run holds /var/lib/hgxkit/run.lock \(pid, start, command: \d+ ", out(second))
+    # The replace goes on without the controller: its unit ends with group 0 on the new spec.
+    node_sh(CLUSTER, "for i in $(seq 1 120); do systemctl is-active --quiet hgxkit-serve-deepseek-v4-flash-0 || break; "
+                     "sleep 1; done", timeout=200)  # fmt: skip
+    node_sh(CLUSTER, "touch /tmp/poll-stop")
+    samples = [line.split() for line in poller.communicate(timeout=60)[0].splitlines() if len(line.split()) == 2]
+    assert samples and all(code == "200" for _, code in samples), "group 1 stopped answering"
+    assert node_sh(CLUSTER, "cat /var/lib/hgxkit/serve/replace/deepseek-v4-flash-0/status").strip() == "ok"
+    again = run_deploy(CLUSTER, "deploys/dspark.py", "verify=false", f"recipe={variant}")
+    assert again.returncode == 0, out(again)[-4000:]
+    after = containers()
+    assert sorted(after) == ["deepseek-v4-flash-0", "deepseek-v4-flash-1"]  # nothing set aside is left
+    assert all(c["running"] == "True" and c["recipe"] == "relogged-marlin" for c in after.values())
+
+
 def test_refusals_before_any_container_changes(served, tmp_path) -> None:
     before = containers()
     open_bind = run_deploy(CLUSTER, "deploys/dspark.py", "verify=false", "bind_address=0.0.0.0")
@@ -184,6 +242,7 @@ def test_bad_server_flag_is_rolled_back_with_the_log(served, tmp_path) -> None:
     result = run_deploy(CLUSTER, "deploys/dspark.py", "verify=false", f"recipe={bad}", "serve_health_timeout=120")
     assert result.returncode != 0
     text = out(result)
+    Path("/tmp/bad_flag_run.log").write_text(text)
     assert "group 0 (deepseek-v4-flash-0) exited before it became healthy; the previous container was restarted" in text
     assert "unrecognized arguments: --no-such-flag" in text
     after = containers()
@@ -214,13 +273,20 @@ def test_two_recipes_compare_in_the_posts_layout(served, capsys) -> None:
 def test_api_key_auto_never_reaches_output_or_archive(served, tmp_path) -> None:
     run = run_deploy(
         CLUSTER, "deploys/dspark.py", "bind_address=0.0.0.0", "api_key=auto", f"results_dir={tmp_path}",
-        f"recipe={FLASHINFER}",
+        f"recipe={FLASHINFER}", flags=("-y", "-vvv"), env={"HF_TOKEN": FAKE_HF_TOKEN},
     )  # fmt: skip
     assert run.returncode == 0, out(run)[-4000:]
     key = (ROOT / ".hgxkit" / "secrets" / "node1.api-key").read_text().strip()
     assert len(key) >= 32
     assert node_sh(CLUSTER, "stat -c '%a %U' /etc/hgxkit/serve/api-key").strip() == "600 root"
-    assert key not in out(run)
+    assert key not in out(run) and FAKE_HF_TOKEN not in out(run)  # -vvv prints every command and fact output
+    # On the node: no process shows the key on its command line, and no file others may read holds it.
+    assert key not in node_sh(CLUSTER, "ps -eo args")
+    readable = node_sh(CLUSTER, "find /var/lib/hgxkit /etc/hgxkit /tmp /data/models -type f -perm -o=r "
+                                "-size -50M -exec cat {} + 2>/dev/null | strings")  # fmt: skip
+    assert readable and key not in readable and FAKE_HF_TOKEN not in readable
+    raw = node_sh(CLUSTER, "cat /var/lib/hgxkit/verify/*/*.jsonl 2>/dev/null")  # root-only, and scrubbed too
+    assert raw and key not in raw
     unauthenticated = node_sh(CLUSTER, "curl -s -o /dev/null -w '%{http_code}' http://127.0.0.1:5000/v1/models")
     assert unauthenticated == "401"
     archived = [p for p in tmp_path.rglob("*") if p.is_file()]

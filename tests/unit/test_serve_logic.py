@@ -10,7 +10,7 @@ import pytest
 
 from hgxkit.recipe.loader import load_recipe
 from hgxkit.recipe.model import ImageRef
-from hgxkit.serving.containers import API_KEY_WORD, container_specs
+from hgxkit.serving.containers import KEY_CONFIG_IN_CONTAINER, ApiKeyFiles, container_specs
 from hgxkit.serving.facts import ListeningPorts, parse_inspected
 from hgxkit.serving.policy import exposure_problems, hicache_need, memory_problems
 from hgxkit.serving.rollout import RunningContainer, plan_rollout
@@ -22,7 +22,7 @@ IMAGE = "lmsysorg/sglang@sha256:" + "ab" * 32
 
 
 def specs(recipe=MARLIN, **overrides):
-    args = {"total_gpus": 8, "bind_address": "127.0.0.1", "api_key": False, "image": IMAGE} | overrides
+    args = {"total_gpus": 8, "bind_address": "127.0.0.1", "api_key": None, "image": IMAGE} | overrides
     return container_specs(recipe, **args)
 
 
@@ -46,12 +46,28 @@ def test_spec_hash_changes_with_anything_that_changes_the_container() -> None:
     assert [s.spec_hash for s in specs(bind_address="0.0.0.0")] != base
 
 
-def test_api_key_is_a_reference_read_from_a_root_only_file_at_run_time() -> None:
-    (group0, _) = specs(api_key=True, bind_address="0.0.0.0")
-    assert group0.argv[-2:] == ["--api-key", API_KEY_WORD]
-    shell = str(group0.command("/etc/hgxkit/serve/api-key"))
-    assert shell.endswith('--api-key "$(cat /etc/hgxkit/serve/api-key)"')
-    assert "0.0.0.0:5000:30000" in shell
+def test_api_key_reaches_sglang_in_a_mounted_config_file_never_on_a_command_line() -> None:
+    keys = ApiKeyFiles.beside("/etc/hgxkit/serve/api-key")
+    (group0, _) = specs(api_key=keys, bind_address="0.0.0.0")
+    assert group0.argv[-2:] == ["--config", KEY_CONFIG_IN_CONTAINER]
+    assert f"/etc/hgxkit/serve/api-key.yaml:{KEY_CONFIG_IN_CONTAINER}:ro" in group0.argv
+    assert "--api-key" not in group0.argv and "0.0.0.0:5000:30000" in group0.argv
+
+
+def test_recipe_secrets_are_filled_only_into_the_command_that_runs() -> None:
+    text = (ROOT / "recipes" / "deepseek-v4-flash-dspark-marlin.yaml").read_text().replace(
+        "  - --enable-metrics\n", "  - --enable-metrics\n  - --api-key '{{env:SGLANG_API_KEY}}'\n"
+    )
+    from hgxkit.recipe.loader import parse_recipe_text
+
+    recipe = parse_recipe_text(text)
+    plain = container_specs(recipe, total_gpus=8, bind_address="127.0.0.1", api_key=None, image=IMAGE)
+    filled = container_specs(recipe, total_gpus=8, bind_address="127.0.0.1", api_key=None, image=IMAGE,
+                             environ={"SGLANG_API_KEY": "s3cret-$HOME"})  # fmt: skip
+    assert [s.spec_hash for s in plain] == [s.spec_hash for s in filled]  # the secret is not in the hash
+    assert "${SGLANG_API_KEY}" in filled[0].shell() and "s3cret" not in filled[0].shell()
+    command = str(filled[0].command())
+    assert "--api-key 's3cret-$HOME'" in command  # the value as it is: quoted, never expanded
 
 
 def test_rollout_keeps_unchanged_replaces_changed_removes_stale() -> None:

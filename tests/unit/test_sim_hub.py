@@ -64,9 +64,7 @@ def _post_faults(url: str, doc: dict[str, object]) -> None:
         assert resp.status == 200
 
 
-def test_snapshot_download_fetches_identical_bytes(
-    hub: tuple[HubServer, str], hub_root: Path, tmp_path: Path
-) -> None:
+def test_snapshot_download_fetches_identical_bytes(hub: tuple[HubServer, str], hub_root: Path, tmp_path: Path) -> None:
     _, url = hub
     path = Path(snapshot_download(REPO, endpoint=url, cache_dir=tmp_path))
     names = sorted(p.name for p in path.iterdir())
@@ -141,9 +139,7 @@ def test_commit_hash_is_stable_per_content(tmp_path: Path) -> None:
     assert first.snapshot("main").commit != second.snapshot("main").commit
 
 
-def test_resume_after_dropped_connection_uses_range(
-    hub: tuple[HubServer, str], hub_root: Path, tmp_path: Path
-) -> None:
+def test_resume_after_dropped_connection_uses_range(hub: tuple[HubServer, str], hub_root: Path, tmp_path: Path) -> None:
     server, url = hub
     shard = "model-00001-of-00002.safetensors"
     drop_at = 11 << 20
@@ -186,9 +182,7 @@ def test_failed_snapshot_resumes_without_refetching_completed_files(
     assert again.body_bytes == _source(hub_root, shard).stat().st_size
 
 
-def test_corrupt_byte_and_rate_limit_switches(
-    hub: tuple[HubServer, str], hub_root: Path, tmp_path: Path
-) -> None:
+def test_corrupt_byte_and_rate_limit_switches(hub: tuple[HubServer, str], hub_root: Path, tmp_path: Path) -> None:
     _, url = hub
     _post_faults(url, {"corrupt_offset": 100, "paths": "config.json"})
     path = Path(hf_hub_download(REPO, "config.json", endpoint=url, cache_dir=tmp_path))
@@ -244,6 +238,7 @@ def test_parse_range() -> None:
 
 def test_tokenizer_loads_with_tokenizers(hub_root: Path) -> None:
     import tokenizers  # a test dependency (pyproject's `test` extra): never skipped
+
     tok = tokenizers.Tokenizer.from_file(str(_source(hub_root, "tokenizer.json")))
     words = [tokenizer_gen.pseudo_word(i) for i in (0, 5, 4000)]
     enc = tok.encode(" ".join(words))
@@ -254,3 +249,107 @@ def test_tokenizer_loads_with_tokenizers(hub_root: Path) -> None:
 def test_pseudo_words_are_unique() -> None:
     vocab = tokenizer_gen.build_vocab(20000)
     assert len(vocab) == 20000 and len(set(vocab.values())) == 20000
+
+
+# -- any repo id: generated on first use (auto repos) ---------------------------------------------------------
+
+
+@pytest.fixture()
+def auto_hub(hub_root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[HubServer, str, Path]]:
+    auto = tmp_path / "auto"
+    server = make_server(hub_root, auto_root=auto)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    monkeypatch.setenv("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    monkeypatch.delenv("HF_TOKEN", raising=False)
+    yield server, f"http://127.0.0.1:{server.server_address[1]}", auto
+    server.shutdown()
+    server.server_close()
+
+
+def test_any_repo_id_gets_a_small_working_repo(auto_hub: tuple[HubServer, str, Path], tmp_path: Path) -> None:
+    import tokenizers
+
+    _, url, auto = auto_hub
+    path = Path(snapshot_download("Qwen/Qwen3-8B", endpoint=url, cache_dir=tmp_path / "c"))
+    names = sorted(p.name for p in path.iterdir())
+    assert names == [
+        ".gitattributes",
+        "README.md",
+        "config.json",
+        "generation_config.json",
+        "model-00001-of-00003.safetensors",
+        "model-00002-of-00003.safetensors",
+        "model-00003-of-00003.safetensors",
+        "model.safetensors.index.json",
+        "tokenizer.json",
+        "tokenizer_config.json",
+    ]
+    config = json.loads((path / "config.json").read_text())
+    assert config["model_type"] == "llama" and config["hgxkit_simulated"] is True
+    assert config["num_attention_heads"] % 8 == 0  # -tp 8 fits, as for the real 8B-class models
+    assert sum((path / n).stat().st_size for n in names if n.endswith(".safetensors")) < 4 << 20
+    assert "Qwen/Qwen3-8B (SIMULATED)" in (path / "README.md").read_text()
+    tok = tokenizers.Tokenizer.from_file(str(path / "tokenizer.json"))
+    assert len(tok.encode("ba be").ids) == 3
+    assert (auto / "Qwen/Qwen3-8B/.complete").is_file()  # generated once, under the auto root, not the store
+
+
+def test_auto_repos_are_deterministic_per_id(hub_root: Path, tmp_path: Path) -> None:
+    from hgxkit.sim.hub.store import RepoStore
+
+    one = RepoStore(hub_root, tmp_path / "one").get("meta-llama/Llama-3.1-8B-Instruct")
+    two = RepoStore(hub_root, tmp_path / "two").get("meta-llama/Llama-3.1-8B-Instruct")
+    other = RepoStore(hub_root, tmp_path / "two").get("mistralai/Mistral-7B-v0.3")
+    assert one is not None and two is not None and other is not None
+    a, b = one.snapshot("main"), two.snapshot("main")
+    assert a.commit == b.commit and {p: f.git_oid for p, f in a.files.items()} == {
+        p: f.git_oid for p, f in b.files.items()
+    }
+    assert other.snapshot("main").commit != a.commit
+    assert (
+        a.files["model-00001-of-00003.safetensors"].sha256
+        != other.snapshot("main").files["model-00001-of-00003.safetensors"].sha256
+    )  # the filler is seeded by the id
+
+
+def test_existing_repos_win_over_auto_repos_and_stay_gated(auto_hub: tuple[HubServer, str, Path]) -> None:
+    _, url, auto = auto_hub
+    api = HfApi(endpoint=url)
+    assert api.model_info(REPO).config["model_type"] == "deepseek_v4"  # the store's repo, not a generated one
+    with pytest.raises(GatedRepoError):
+        hf_hub_download(GATED, "config.json", endpoint=url, token=False)
+    assert not (auto / REPO).exists() and not (auto / GATED).exists()
+
+
+@pytest.mark.parametrize("repo_id", ["a/b..c", "-a/b", "a/b.git", "a" * 97 + "/b"])
+def test_invalid_ids_are_not_generated(hub_root: Path, tmp_path: Path, repo_id: str) -> None:
+    from hgxkit.sim.hub.store import RepoStore
+
+    assert RepoStore(hub_root, tmp_path / "auto").get(repo_id) is None
+    assert not (tmp_path / "auto").exists()
+
+
+def test_missing_repos_switch_and_no_auto_root_answer_repo_not_found(
+    hub: tuple[HubServer, str], auto_hub: tuple[HubServer, str, Path]
+) -> None:
+    from huggingface_hub.errors import RepositoryNotFoundError
+
+    _, plain_url = hub
+    with pytest.raises(RepositoryNotFoundError):  # without an auto root: unknown ids are unknown, as before
+        HfApi(endpoint=plain_url).model_info("org/unknown-model")
+    _, url, _ = auto_hub
+    assert HfApi(endpoint=url).model_info("org/unknown-model").sha is not None
+    _post_faults(url, {"missing_repos": "org/*"})
+    with pytest.raises(RepositoryNotFoundError):
+        HfApi(endpoint=url).model_info("org/unknown-model")
+    with pytest.raises(RepositoryNotFoundError):
+        HfApi(endpoint=url).model_info("org/another")
+    assert HfApi(endpoint=url).model_info(REPO).sha  # other repos unaffected
+
+
+def test_serve_command_generates_by_default() -> None:
+    from hgxkit.sim.hub.__main__ import _parser
+
+    args = _parser().parse_args(["serve", "--root", "/srv/hub"])
+    assert args.auto_repos and args.auto_root.name == "hgxkit-sim-hub-auto"
+    assert not _parser().parse_args(["serve", "--root", "/r", "--no-auto-repos"]).auto_repos

@@ -18,6 +18,7 @@ from hgxkit.sim.standin import client_store as serving_client
 from hgxkit.sim.standin import image as serving
 from hgxkit.sim.standin import registry as serving_registry
 from hgxkit.sim.standin.sglang.shim import default_stub_root, install_shim
+from hgxkit.sim.standin.vllm import shim as vllm_shim
 
 DATA = Path(serving.__file__).parents[1] / "data"
 
@@ -27,6 +28,53 @@ def test_image_tag_is_a_stable_hash_that_a_variant_changes() -> None:
     assert tag == serving.image_tag("") and tag.startswith("hgxkit-sim-sglang:") and len(tag.split(":")[1]) == 16
     assert serving.image_tag("rebuilt-1") != tag
     assert serving.base_tag().startswith("hgxkit-sim-sglang-base:")
+    vllm = serving.image_tag(kind="vllm")
+    assert vllm.startswith("hgxkit-sim-vllm:") and vllm == serving.image_tag("", "vllm")
+    assert serving.image_tag("rebuilt-1", "vllm") != vllm
+
+
+def test_stand_in_images_copy_only_their_own_stand_in() -> None:
+    sglang, vllm = serving._stub_files("sglang"), serving._stub_files("vllm")
+    assert "hgxkit/sim/standin/common/engine.py" in sglang and "hgxkit/sim/standin/common/engine.py" in vllm
+    assert not any("/vllm/" in f for f in sglang) and not any("/sglang/" in f for f in vllm)
+    assert "hgxkit/sim/standin/vllm/launcher.py" in vllm
+
+
+@pytest.mark.parametrize(
+    ("ref", "kind"),
+    [
+        ("lmsysorg/sglang:dev-dspark", "sglang"),
+        ("127.0.0.1:5000/lmsysorg/sglang:v0.5.23", "sglang"),
+        ("vllm/vllm-openai:latest", "vllm"),
+        ("vllm/vllm-openai", "vllm"),
+        ("docker.io/vllm/vllm-openai:v0.33.0", "vllm"),
+    ],
+)
+def test_kind_is_inferred_from_the_reference(ref: str, kind: str) -> None:
+    assert serving.kind_for(ref) == kind
+    assert serving.kind_for("myorg/anything:1", kind) == kind  # given: any reference
+
+
+@pytest.mark.parametrize("ref", ["myorg/server:1", "vllm/other:1", "sglang:latest"])
+def test_unknown_reference_needs_a_kind(ref: str) -> None:
+    with pytest.raises(Exception, match=r"cannot tell which stand-in image .* pass --kind sglang or --kind vllm"):
+        serving.kind_for(ref)
+
+
+def test_image_build_refuses_unknown_kind_and_mixed_tags_before_docker(capsys) -> None:
+    assert main(["sim", "image", "build", "--tag", "myorg/server:1"]) == 2
+    assert "pass --kind sglang or --kind vllm" in capsys.readouterr().err
+    assert main(["sim", "image", "build", "--tag", "lmsysorg/sglang:a", "--tag", "vllm/vllm-openai:a"]) == 2
+    assert "need different stand-ins (sglang, vllm)" in capsys.readouterr().err
+
+
+def test_vllm_dockerfile_matches_the_real_image_conventions() -> None:
+    df = serving.VLLM_DOCKERFILE
+    assert 'ENTRYPOINT ["vllm", "serve"]' in df and "\nCMD" not in df  # 0.33 era: args after the image = serve args
+    assert "WORKDIR /vllm-workspace" in df and "SIMULATED" in df
+    assert f"--overlay {serving.VLLM_CLIENT_SITE}" in df
+    assert serving.CLIENT_SITE in df and serving.VLLM_CLIENT_SITE in df  # the .pth adds both store layers
+    assert serving.VLLM_CLIENT_SITE.endswith("/" + serving_client.VLLM_SITE)
 
 
 @pytest.mark.parametrize(
@@ -98,6 +146,82 @@ def test_overlay_shim_without_the_store_still_serves(tmp_path: Path) -> None:
     assert out.stdout.split() == ["0.5.23", "1"]
 
 
+def test_vllm_pth_adds_both_store_layers_when_mounted(tmp_path: Path, monkeypatch) -> None:
+    import site
+
+    store = tmp_path / "store"
+    line = serving.VLLM_PTH.replace(serving.CLIENT_MOUNT, str(store))
+    pth_dir = tmp_path / "dist"
+    pth_dir.mkdir()
+    (pth_dir / "hgxkit-vllm-client.pth").write_text(line + "\n")
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    site.addsitedir(str(pth_dir))  # nothing mounted: no error, nothing added
+    assert not [p for p in sys.path if p.startswith(str(store))]
+    for layer in (serving.CLIENT_SITE, serving.VLLM_CLIENT_SITE):
+        Path(layer.replace(serving.CLIENT_MOUNT, str(store))).mkdir(parents=True)
+    site.addpackage(str(pth_dir), "hgxkit-vllm-client.pth", set())
+    assert [p for p in sys.path if p.startswith(str(store))] == [
+        str(store / "lib/python3.11/site-packages"),
+        str(store / "vllm-site"),
+    ]
+
+
+def _fake_real_vllm(root: Path) -> Path:
+    """A stand-in for the store's vllm-site: a `vllm` whose CLI main prints what it was asked."""
+    site = root / "vllm-site"
+    (site / "vllm" / "entrypoints" / "cli").mkdir(parents=True)
+    (site / "vllm" / "entrypoints" / "openai").mkdir(parents=True)
+    (site / "vllm" / "__init__.py").write_text("REAL_INIT_RAN = True\n__version__ = '0.33.0-real'\n")
+    (site / "vllm" / "entrypoints" / "__init__.py").write_text("")
+    (site / "vllm" / "entrypoints" / "cli" / "__init__.py").write_text("")
+    (site / "vllm" / "entrypoints" / "cli" / "helper.py").write_text("WHO = 'real helper'\n")
+    (site / "vllm" / "entrypoints" / "cli" / "main.py").write_text(
+        "import sys\nimport vllm\nfrom vllm.entrypoints.cli.helper import WHO\n"
+        "if __name__ == '__main__':\n    print('real cli', vllm.REAL_INIT_RAN, WHO, ' '.join(sys.argv[1:]))\n"
+    )
+    (site / "vllm" / "entrypoints" / "openai" / "api_server.py").write_text("raise SystemExit('real api_server')\n")
+    return site
+
+
+def test_vllm_overlay_serves_with_the_stand_in_and_benchmarks_with_the_real_client(tmp_path: Path) -> None:
+    real = _fake_real_vllm(tmp_path)
+    site, bin_dir = tmp_path / "site", tmp_path / "bin"
+    vllm_shim.install_shim(site, default_stub_root(), bin_dir, python=sys.executable, overlay=real.parent / real.name)
+    env = {"PYTHONPATH": f"{site}:{real}", "PATH": "/usr/bin:/bin"}
+
+    def run(*argv: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([*argv], env=env, capture_output=True, text=True, check=False, timeout=60)
+
+    bench = run(str(bin_dir / "vllm"), "bench", "serve", "--num-prompts", "3")
+    assert bench.stdout.strip() == "real cli True real helper bench serve --num-prompts 3", bench.stderr
+    serve = run(str(bin_dir / "vllm"), "serve", "/nonexistent-model", "--bogus-flag")
+    assert serve.returncode == 2 and "vllm: error: unrecognized arguments: --bogus-flag" in serve.stderr
+    api = run(sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", "/nonexistent-model")
+    assert (
+        api.returncode == 1 and "Invalid repository ID or local directory specified: '/nonexistent-model'" in api.stderr
+    )
+    assert "real api_server" not in api.stderr
+    version = run(str(bin_dir / "vllm"), "--version")
+    assert version.stdout.strip() == "0.33.0"
+    probe = "import vllm; print(vllm.REAL_INIT_RAN, vllm.__version__)"
+    assert run(sys.executable, "-c", probe).stdout.split() == ["True", "0.33.0-real"]  # plain imports: real init
+
+
+def test_vllm_overlay_without_the_store_serves_and_names_the_missing_client(tmp_path: Path) -> None:
+    site, bin_dir = tmp_path / "site", tmp_path / "bin"
+    vllm_shim.install_shim(site, default_stub_root(), bin_dir, python=sys.executable, overlay=tmp_path / "absent")
+    env = {"PYTHONPATH": str(site), "PATH": "/usr/bin:/bin"}
+    bench = subprocess.run(
+        [str(bin_dir / "vllm"), "bench", "serve"], env=env, capture_output=True, text=True, check=False, timeout=60
+    )
+    assert (
+        bench.returncode == 2 and "`vllm bench` needs the real vLLM client, which is not mounted here" in bench.stderr
+    )
+    probe = "import vllm; print(vllm.__version__, len(vllm.__path__))"
+    out = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["0.33.0", "1"]
+
+
 def _hook() -> types.ModuleType:
     path = DATA / "aptrepo" / "files" / "nvidia-container-runtime-hook"
     loader = importlib.machinery.SourceFileLoader("sim_hook", str(path))
@@ -137,6 +261,20 @@ def test_hook_fails_with_one_line(tmp_path: Path, monkeypatch) -> None:
         hook.bind(1, "/r/", "/proc/meminfo", "/proc/meminfo")
 
 
+@pytest.mark.parametrize("client", ["lib/python3.11/site-packages/sglang", "vllm-site/vllm", None])
+def test_hook_mounts_the_store_when_either_client_is_there(tmp_path: Path, monkeypatch, client: str | None) -> None:
+    hook = _hook()
+    store = tmp_path / "store"
+    if client:
+        (store / client).mkdir(parents=True)
+    monkeypatch.setattr(hook, "CLIENT", str(store))
+    monkeypatch.setattr(
+        hook, "PROBES", tuple(str(store / p) for p in ("lib/python3.11/site-packages/sglang", "vllm-site/vllm"))
+    )
+    monkeypatch.setattr(hook.os.path, "isfile", lambda p: False)  # not a simulated node: no /proc/meminfo mount
+    assert hook.mounts() == ([(str(store), str(store))] if client else [])
+
+
 def test_hook_ignores_other_stages(monkeypatch) -> None:
     hook = _hook()
     monkeypatch.setattr(sys, "stdin", __import__("io").StringIO("{}"))
@@ -156,20 +294,41 @@ def test_node_docker_uses_the_mirror_and_the_registry_serves_it_read_only() -> N
     assert "docker-registry.service" in enable and "docker-registry.service" not in mask
 
 
+def _probe(store: Path, client: str) -> None:
+    probe = store / serving_client.PROBES[client]
+    probe.parent.mkdir(parents=True, exist_ok=True)
+    probe.write_text("")
+
+
 def test_client_store_stamp(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setenv("HGXKIT_SIM_CLIENT_STORE", str(tmp_path))
     assert serving_client.store_path() == tmp_path and not serving_client.is_installed()
-    probe = tmp_path / serving_client.PROBE
-    probe.parent.mkdir(parents=True)
-    probe.write_text("")
-    assert not serving_client.is_installed()  # files without a stamp: a half-finished install
+    _probe(tmp_path, "sglang")
     serving_client.mark_installed(tmp_path)
-    assert serving_client.is_installed()
+    assert not serving_client.is_installed()  # SGLang's client only (a store from before vLLM's): reinstall
+    assert serving_client.installed_clients() == ["sglang"]
+    _probe(tmp_path, "vllm")
+    assert serving_client.installed_clients() == ["sglang", "vllm"] and serving_client.is_installed()
+    (tmp_path / serving_client.STAMP).unlink()
+    assert not serving_client.is_installed()  # files without a stamp: a half-finished install
     (tmp_path / serving_client.STAMP).write_text("0123456789abcdef\n")
     assert not serving_client.is_installed()  # other requirements: reinstall
+
+
+def test_requirements_hash_covers_both_clients_and_the_script() -> None:
+    names = {p.name for p in serving_client.REQUIREMENTS} | {serving_client.INSTALL_SCRIPT.name}
+    assert names == {"client-requirements.txt", "install_clients.sh"} and len(serving_client.REQUIREMENTS) == 2
+    pins = [line for line in serving_client.REQUIREMENTS[1].read_text().splitlines() if not line.startswith("#")]
+    assert "vllm==0.33.0" in pins and not [p for p in pins if p.startswith("torch")]  # one torch for both clients
 
 
 def test_client_status_names_the_remedy(tmp_path: Path, monkeypatch, capsys) -> None:
     monkeypatch.setenv("HGXKIT_SIM_CLIENT_STORE", str(tmp_path))
     assert main(["sim", "client", "status"]) == 1
-    assert f"no SGLang benchmark client in {tmp_path}: run `hgxkit sim client install`" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert f"the client store {tmp_path} is not up to date (it holds no client): run `hgxkit sim client install`" in err
+    _probe(tmp_path, "sglang")
+    _probe(tmp_path, "vllm")
+    serving_client.mark_installed(tmp_path)
+    assert main(["sim", "client", "status"]) == 0
+    assert capsys.readouterr().out.startswith(f"sglang and vllm benchmark clients in {tmp_path} (requirements ")

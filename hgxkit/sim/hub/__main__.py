@@ -5,6 +5,7 @@ Example:
         --size-mb 256 --shards 4
     python3 -m hgxkit.sim.hub make-repo --root /srv/hub org/gated-model --gated --token hf_sim_ok
     python3 -m hgxkit.sim.hub serve --root /srv/hub --host 0.0.0.0 --port 8088
+        (repos not under --root are generated on first use under --auto-root; --no-auto-repos turns that off)
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import argparse
 import contextlib
 import os
 import sys
+import tempfile
 from pathlib import Path
 
 from hgxkit.sim.hub.faults import FaultConfig
@@ -29,6 +31,13 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--root", required=True, type=Path)
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=8088)
+    serve.add_argument(
+        "--auto-root",
+        type=Path,
+        default=Path(os.environ.get("HGXKIT_HUB_AUTO_ROOT") or Path(tempfile.gettempdir()) / "hgxkit-sim-hub-auto"),
+        help="writable directory for repos generated on demand (default $HGXKIT_HUB_AUTO_ROOT or TMPDIR/…)",
+    )
+    serve.add_argument("--no-auto-repos", dest="auto_repos", action="store_false", help="unknown repos: 401")
     make = sub.add_parser("make-repo", help="generate a synthetic DeepSeek-V4-Flash-DSpark-shaped repo")
     make.add_argument("repo_id", help="org/name")
     make.add_argument("--root", required=True, type=Path)
@@ -40,6 +49,9 @@ def _parser() -> argparse.ArgumentParser:
     make.add_argument("--gated", action="store_true", help="refuse downloads without an allowed --token")
     make.add_argument("--token", action="append", default=[], help="token allowed on a gated repo")
     make.add_argument("--seed", type=int, default=0)
+    make.add_argument(
+        "--shape", choices=["deepseek_v4_dspark", "generic"], default="deepseek_v4_dspark", help="config.json shape"
+    )
     return parser
 
 
@@ -56,12 +68,15 @@ def main(argv: list[str] | None = None) -> int:
             tokens=tuple(args.token),
             extra_branches=tuple(args.extra_branch),
             seed=args.seed,
+            shape=args.shape,
         )
         print(make_repo(args.root, spec))
         return 0
-    server = make_server(args.root, args.host, args.port, FaultConfig.from_env(os.environ))
+    auto_root = args.auto_root if args.auto_repos else None
+    server = make_server(args.root, args.host, args.port, FaultConfig.from_env(os.environ), auto_root)
     host, port = server.server_address[:2]
-    print(f"{BANNER}\nserving {args.root} on http://{host}:{port}", file=sys.stderr, flush=True)
+    auto = f" (any other repo id generated under {auto_root})" if auto_root else ""
+    print(f"{BANNER}\nserving {args.root}{auto} on http://{host}:{port}", file=sys.stderr, flush=True)
     with contextlib.suppress(KeyboardInterrupt):
         server.serve_forever()
     return 0

@@ -1,4 +1,4 @@
-"""Fault switches of the simulated Hub: drop a download mid-way, corrupt a byte, limit the rate.
+"""Fault switches of the simulated Hub: drop a download mid-way, corrupt a byte, limit the rate, hide repos.
 
 Set at start from environment variables, and at run time with ``POST /_hubsim/faults`` (a JSON object
 with the same field names; ``GET`` shows the current state). They apply to file bodies (``/resolve`` and
@@ -11,6 +11,10 @@ the LFS redirect target) whose repo path matches `paths` (an fnmatch pattern).
 | ``HGXKIT_HUB_FAULT_CORRUPT_OFFSET`` | ``corrupt_offset`` | flip every bit of the byte at this file offset |
 | ``HGXKIT_HUB_FAULT_RATE_BPS`` | ``rate_bps`` | send at most N bytes per second per response |
 | ``HGXKIT_HUB_FAULT_PATHS`` | ``paths`` | fnmatch pattern of repo paths affected (default ``*``) |
+| ``HGXKIT_HUB_FAULT_MISSING_REPOS`` | ``missing_repos`` | fnmatch pattern of repo ids answered ``RepoNotFound`` |
+
+``missing_repos`` is how a test gets "no such model" now that the stand-in generates a repository for any id
+it is asked for (`store.RepoStore`); it applies to every endpoint of the matching repos.
 
 Example:
     >>> f = FaultConfig.from_env({"HGXKIT_HUB_FAULT_DROP_AFTER_BYTES": "1000"})
@@ -36,6 +40,7 @@ class FaultConfig:
     corrupt_offset: int | None = None
     rate_bps: int | None = None
     paths: str = "*"
+    missing_repos: str = ""
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> FaultConfig:
@@ -50,6 +55,7 @@ class FaultConfig:
             corrupt_offset=opt_int("HGXKIT_HUB_FAULT_CORRUPT_OFFSET"),
             rate_bps=opt_int("HGXKIT_HUB_FAULT_RATE_BPS"),
             paths=env.get("HGXKIT_HUB_FAULT_PATHS", "*") or "*",
+            missing_repos=env.get("HGXKIT_HUB_FAULT_MISSING_REPOS", ""),
         )
 
     @classmethod
@@ -79,6 +85,11 @@ class FaultState:
     def set(self, config: FaultConfig) -> None:
         with self._lock:
             self._config = config
+
+    def hides(self, repo_id: str) -> bool:
+        """True when `repo_id` must answer RepoNotFound (the ``missing_repos`` switch)."""
+        pattern = self.config.missing_repos
+        return bool(pattern) and fnmatch.fnmatch(repo_id, pattern)
 
     def applies(self, repo_path: str) -> bool:
         return fnmatch.fnmatch(repo_path, self.config.paths)

@@ -1,11 +1,12 @@
 """Generate synthetic model repositories for the simulated Hub (simulated: no real weights).
 
-A generated repository is shaped like `deepseek-ai/DeepSeek-V4-Flash-DSpark`: a `config.json` with the
-DeepSeek-V4 keys and the DSpark keys that mark a bundled draft (`dspark_block_size`, `dspark_markov_rank`,
-`dspark_noise_token_id`, `dspark_target_layer_ids`), a working tokenizer, `N` safetensors shards whose
-headers are valid and whose payload is deterministic filler, `model.safetensors.index.json`,
-`.gitattributes` marking LFS patterns, and a README. Everything is a pure function of the arguments, so
-file hashes and the commit hash are stable.
+A generated repository has a `config.json`, a working tokenizer, `N` safetensors shards whose headers are valid
+and whose payload is deterministic filler, `model.safetensors.index.json`, `.gitattributes` marking LFS
+patterns, and a README. Two shapes: ``deepseek_v4_dspark`` (the default) is shaped like
+`deepseek-ai/DeepSeek-V4-Flash-DSpark` — the DeepSeek-V4 keys and the DSpark keys that mark a bundled draft
+(`dspark_block_size`, `dspark_markov_rank`, `dspark_noise_token_id`, `dspark_target_layer_ids`); ``generic``
+is a Llama-shaped 8B-class decoder (what `auto_spec` gives any other repo id the Hub stand-in is asked for).
+Everything is a pure function of the arguments, so file hashes and the commit hash are stable.
 
 On disk (``--root DIR``): ``DIR/<org>/<name>/hubsim.json`` (repo settings: gated, tokens) and
 ``DIR/<org>/<name>/refs/<branch>/`` (the files of each branch).
@@ -21,6 +22,7 @@ Example:
 
 from __future__ import annotations
 
+import hashlib
 import json
 import random
 import struct
@@ -53,6 +55,25 @@ class RepoSpec:
     tokens: tuple[str, ...] = ()
     extra_branches: tuple[str, ...] = field(default=())
     seed: int = 0
+    shape: str = "deepseek_v4_dspark"  # or "generic"
+
+
+AUTO_TOTAL_BYTES = 3 << 20
+AUTO_SHARDS = 3
+AUTO_VOCAB = 4096
+
+
+def auto_spec(repo_id: str) -> RepoSpec:
+    """The synthetic repository served for a repo id nobody generated (same id → same spec → same commit)."""
+    seed = int(hashlib.sha256(repo_id.encode()).hexdigest()[:8], 16) % 100000
+    return RepoSpec(
+        repo_id=repo_id,
+        total_bytes=AUTO_TOTAL_BYTES,
+        shards=AUTO_SHARDS,
+        vocab_size=AUTO_VOCAB,
+        seed=seed,
+        shape="generic",
+    )
 
 
 def deepseek_v4_dspark_config(vocab_size: int) -> dict[str, Any]:
@@ -90,6 +111,32 @@ def deepseek_v4_dspark_config(vocab_size: int) -> dict[str, Any]:
         "dspark_noise_token_id": 2,
         "dspark_target_layer_ids": [1, 21, 41],
     }
+
+
+def generic_config(vocab_size: int) -> dict[str, Any]:
+    """A Llama-shaped 8B-class decoder config (plausible values, not any real checkpoint's)."""
+    return {
+        "architectures": ["LlamaForCausalLM"],
+        "model_type": "llama",
+        "hgxkit_simulated": True,
+        "torch_dtype": "bfloat16",
+        "vocab_size": vocab_size,
+        "hidden_size": 4096,
+        "intermediate_size": 14336,
+        "num_hidden_layers": 32,
+        "num_attention_heads": 32,
+        "num_key_value_heads": 8,
+        "head_dim": 128,
+        "max_position_embeddings": 131072,
+        "rope_theta": 500000.0,
+        "rms_norm_eps": 1e-05,
+        "bos_token_id": 0,
+        "eos_token_id": 1,
+        "tie_word_embeddings": False,
+    }
+
+
+CONFIGS = {"deepseek_v4_dspark": deepseek_v4_dspark_config, "generic": generic_config}
 
 
 def _tensor_plan(shard: int, nbytes: int) -> list[tuple[str, list[int]]]:
@@ -140,7 +187,9 @@ def write_branch(tree: Path, spec: RepoSpec, variant: str = "") -> None:
     """Write one branch's files into `tree`. `variant` changes README.md only (distinct commits)."""
     tree.mkdir(parents=True, exist_ok=True)
     _write(tree / ".gitattributes", GITATTRIBUTES.encode())
-    config = deepseek_v4_dspark_config(spec.vocab_size)
+    if spec.shape not in CONFIGS:
+        raise ValueError(f"unknown repo shape {spec.shape!r}: use one of {sorted(CONFIGS)}")
+    config = CONFIGS[spec.shape](spec.vocab_size)
     _write(tree / "config.json", (json.dumps(config, indent=2) + "\n").encode())
     gen_config = {"bos_token_id": 0, "eos_token_id": 1, "do_sample": True, "temperature": 1.0, "top_p": 1.0}
     _write(tree / "generation_config.json", (json.dumps(gen_config, indent=2) + "\n").encode())

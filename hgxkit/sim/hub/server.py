@@ -15,6 +15,8 @@ Endpoints (model repos; ``{rev}`` is URL-quoted, e.g. ``refs%2Fpr%2F1``):
 - Errors carry ``X-Error-Code`` (``RepoNotFound``, ``RevisionNotFound``, ``EntryNotFound``, ``GatedRepo``)
   and ``X-Error-Message``, which is how `huggingface_hub` picks its exception classes.
 - Control: ``GET|POST /_hubsim/faults`` (see `faults`), ``GET|DELETE /_hubsim/requests`` (request log).
+- Any repo id: with an auto root (``serve`` has one by default), a repo id found nowhere is answered with a
+  small synthetic repository generated on first use, deterministic per id (`makerepo.auto_spec`).
 
 Example:
     ``python3 -m hgxkit.sim.hub serve --root /srv/hub --port 8088`` then
@@ -68,8 +70,8 @@ class HubError(Exception):
 class HubState:
     """What the handler threads share: the store, fault switches, the request log, a signing secret."""
 
-    def __init__(self, root: Path, faults: FaultConfig | None = None) -> None:
-        self.store = RepoStore(root)
+    def __init__(self, root: Path, faults: FaultConfig | None = None, auto_root: Path | None = None) -> None:
+        self.store = RepoStore(root, auto_root)
         self.faults = FaultState(faults or FaultConfig())
         self.secret = secrets.token_hex(16)
         self._lock = threading.Lock()
@@ -204,7 +206,7 @@ class HubHandler(BaseHTTPRequestHandler):
     # -- lookups ----------------------------------------------------------------------------------------
 
     def _repo(self, repo_id: str, need_read: bool) -> Repo:
-        repo = self.state.store.get(repo_id)
+        repo = None if self.state.faults.hides(repo_id) else self.state.store.get(repo_id)
         if repo is None:
             raise HubError(
                 401,
@@ -468,6 +470,13 @@ class HubServer(ThreadingHTTPServer):
         self.state = state
 
 
-def make_server(root: Path, host: str = "127.0.0.1", port: int = 0, faults: FaultConfig | None = None) -> HubServer:
-    """Create (not start) a server; port 0 picks a free port (see ``server.server_address``)."""
-    return HubServer((host, port), HubState(Path(root), faults))
+def make_server(
+    root: Path,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    faults: FaultConfig | None = None,
+    auto_root: Path | None = None,
+) -> HubServer:
+    """Create (not start) a server; port 0 picks a free port (see ``server.server_address``). With `auto_root`,
+    any valid repo id not under `root` is generated there on first use (`store.RepoStore`)."""
+    return HubServer((host, port), HubState(Path(root), faults, auto_root))

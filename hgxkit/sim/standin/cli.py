@@ -1,12 +1,14 @@
-"""`hgxkit sim image …` and `hgxkit sim client …`: the SGLang stand-in image and the benchmark-client store.
+"""`hgxkit sim image …` and `hgxkit sim client …`: the stand-in images (SGLang, vLLM) and the benchmark-client store.
 
 Examples:
     hgxkit sim image build                                   # lmsysorg/sglang:dev-dspark, published to the mirror
     hgxkit sim image build --tag lmsysorg/sglang:v0.5.23 --variant rebuilt-1   # another content, another digest
+    hgxkit sim image build --tag vllm/vllm-openai:v0.33.0    # the vLLM stand-in (kind inferred from the name)
+    hgxkit sim image build --tag myorg/vllm-custom:1 --kind vllm               # any reference, kind given
     hgxkit sim image build --router                          # lmsysorg/sgl-model-gateway:latest (real sglang-router)
     hgxkit sim image status                                  # tags and digests the nodes' mirror serves
-    hgxkit sim client install                                # SGLang's real benchmark client, once per host
-    hgxkit sim client status
+    hgxkit sim client install                                # SGLang's and vLLM's real benchmark clients, once per host
+    hgxkit sim client status                                 # which clients the store holds
 """
 
 from __future__ import annotations
@@ -28,11 +30,12 @@ def _image_build(args: argparse.Namespace) -> int:
         for tag, digest in router_image.ensure_published(nodes.client()).items():
             print(f"{tag}\t{router_image.image_tag()}\t{digest}")
         return 0
-    tags = args.tag or list(serving.DEFAULT_TAGS)
+    tags = args.tag or list(serving.VLLM_DEFAULT_TAGS if args.kind == "vllm" else serving.DEFAULT_TAGS)
     for t in tags:
         serving.check_tag(t)  # before any Docker call
+    kind = serving.tags_kind(tags, args.kind)
     c = nodes.client()
-    local = serving.ensure_image(c, tags, variant=args.variant)
+    local = serving.ensure_image(c, tags, variant=args.variant, kind=kind)
     digests = serving_registry.publish(c, tags) if args.publish else {}
     for t in tags:
         print(f"{t}\t{local}\t{digests.get(serving.check_tag(t), 'not published')}")
@@ -61,7 +64,7 @@ def _client_install(args: argparse.Namespace) -> int:
     store = Path(args.store) if args.store else serving_client.store_path()
     r = serving_client.ensure_installed(store)
     state = f"installed in {r.seconds:.0f} s" if r.installed else "already installed (same requirements)"
-    print(f"SGLang benchmark client in {r.path}: {state}")
+    print(f"SGLang and vLLM benchmark clients in {r.path}: {state}")
     return 0
 
 
@@ -69,19 +72,34 @@ def _client_status(args: argparse.Namespace) -> int:
     from hgxkit.sim.standin import client_store as serving_client
 
     store = serving_client.store_path()
+    found = serving_client.installed_clients(store)
     if not serving_client.is_installed(store):
-        raise HgxkitError(f"no SGLang benchmark client in {store}: run `hgxkit sim client install`")
-    print(f"SGLang benchmark client in {store} (requirements {serving_client.requirements_hash()})")
+        have = f"it holds {', '.join(found)} for other requirements" if found else "it holds no client"
+        raise HgxkitError(f"the client store {store} is not up to date ({have}): run `hgxkit sim client install`")
+    print(f"{' and '.join(found)} benchmark clients in {store} (requirements {serving_client.requirements_hash()})")
     return 0
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add `image` and `client` to the `hgxkit sim` sub-commands."""
-    img = sub.add_parser("image", help="the SGLang stand-in image and the nodes' registry mirror")
+    from hgxkit.sim.standin import image as serving
+
+    img = sub.add_parser("image", help="the stand-in images (SGLang, vLLM) and the nodes' registry mirror")
     isub = img.add_subparsers(dest="image_command", metavar="SUBCOMMAND")
     isub.required = True
     p = isub.add_parser("build", help="build the stand-in (when changed), tag it, publish it to the mirror")
-    p.add_argument("--tag", action="append", help="image tag (repeatable; default lmsysorg/sglang:dev-dspark)")
+    p.add_argument(
+        "--tag",
+        action="append",
+        help="image reference (repeatable; default lmsysorg/sglang:dev-dspark, or vllm/vllm-openai:latest with "
+        "--kind vllm)",
+    )
+    p.add_argument(
+        "--kind",
+        choices=serving.KINDS,
+        default=None,
+        help="which stand-in (default: inferred from the reference: lmsysorg/sglang:* or vllm/vllm-openai:*)",
+    )
     p.add_argument("--variant", default="", help="extra content, so a rebuild gets another digest")
     p.add_argument("--no-publish", dest="publish", action="store_false", help="build and tag only")
     p.add_argument("--router", action="store_true", help="build and publish the router image instead (PyPI)")
@@ -90,11 +108,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true")
     p.set_defaults(handler=_image_status)
 
-    cli = sub.add_parser("client", help="SGLang's real benchmark client, shared read-only by the nodes")
+    cli = sub.add_parser("client", help="SGLang's and vLLM's real benchmark clients, shared read-only by the nodes")
     csub = cli.add_subparsers(dest="client_command", metavar="SUBCOMMAND")
     csub.required = True
-    p = csub.add_parser("install", help="install it once per host (6.3 GB; skipped when up to date)")
+    p = csub.add_parser("install", help="install both once per host (7.2 GB; skipped when up to date)")
     p.add_argument("--store", default=None, help="default $HGXKIT_SIM_CLIENT_STORE or /var/lib/hgxkit/sglang-client")
     p.set_defaults(handler=_client_install)
-    p = csub.add_parser("status", help="exit 0 when the store holds the client for the current requirements")
+    p = csub.add_parser("status", help="exit 0 when the store holds both clients for the current requirements")
     p.set_defaults(handler=_client_status)

@@ -1,12 +1,14 @@
-"""Pre-load the nodes' registry mirror: push the SGLang stand-in into a registry storage dir on the host.
+"""Pre-load the nodes' registry mirror: push the stand-in images into a registry storage dir on the host.
 
 Debian's ``docker-registry`` (the distribution registry) runs briefly on the host on 127.0.0.1:<free port>
-with its storage in ``<sim state dir>/registry``; the stand-in is pushed there as ``lmsysorg/sglang:dev-dspark``
-(and any other tag asked for). Every simulated node bind-mounts that storage read-only at
-/var/lib/docker-registry and runs its own ``docker-registry`` on http://127.0.0.1:15000 (read-only mode),
-which its Docker engine uses as ``registry-mirrors`` (/etc/docker/daemon.json). So a plain
-``docker pull lmsysorg/sglang:dev-dspark`` on a node works offline and yields the real repository digest;
-publishing a rebuilt stand-in (``hgxkit sim image build --variant X``) changes it, on running nodes too.
+with its storage in ``<sim state dir>/registry``; the SGLang stand-in is pushed there as
+``lmsysorg/sglang:dev-dspark`` by `ensure_published` (what ``hgxkit sim up`` calls), and any other tag asked
+for with ``hgxkit sim image build --tag REF`` (e.g. ``vllm/vllm-openai:v0.33.0`` for the vLLM stand-in).
+Every simulated node bind-mounts that storage read-only at /var/lib/docker-registry and runs its own
+``docker-registry`` on http://127.0.0.1:15000 (read-only mode), which its Docker engine uses as
+``registry-mirrors`` (/etc/docker/daemon.json). So a plain ``docker pull lmsysorg/sglang:dev-dspark`` on a
+node works offline and yields the real repository digest; publishing a rebuilt stand-in
+(``hgxkit sim image build --variant X``) changes it, on running nodes too.
 
 Example:
     >>> from hgxkit.sim.standin import registry as serving_registry

@@ -23,9 +23,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import IO
 
+from hgxkit.sim.standin.common.engine import Engine, LatencyModel
 from hgxkit.sim.standin.sglang import checks
 from hgxkit.sim.standin.sglang.args import ModelFacts, build_parser, resolve
-from hgxkit.sim.standin.sglang.engine import Engine, LatencyModel
 from hgxkit.sim.standin.sglang.server import VERSION_DEFAULT, StubApp, make_server
 
 BANNER = (

@@ -3,7 +3,7 @@
 Labels are SGLang's: ``model_name`` (the served model name), ``engine_type``, ``tp_rank``, ``pp_rank``.
 
 Example:
-    >>> from hgxkit.sim.standin.sglang.engine import Engine, LatencyModel
+    >>> from hgxkit.sim.standin.common.engine import Engine, LatencyModel
     >>> text = render(Engine(LatencyModel(), max_running=8), "m", max_total_num_tokens=1000, hicache_tokens=0)
     >>> "sglang:num_running_reqs{" in text and "sglang:time_to_first_token_seconds_bucket{" in text
     True
@@ -11,7 +11,7 @@ Example:
 
 from __future__ import annotations
 
-from hgxkit.sim.standin.sglang.engine import Engine, Histogram
+from hgxkit.sim.standin.common.engine import Engine, Histogram
 
 
 def _labels(model_name: str, extra: str = "") -> str:

@@ -19,36 +19,26 @@ Example:
 
 from __future__ import annotations
 
-import json
-import random
 import shlex
 import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from dataclasses import asdict
+from http.server import ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+from hgxkit.sim.standin.common.engine import Engine
+from hgxkit.sim.standin.common.generation import Piece, run_request
+from hgxkit.sim.standin.common.httpbase import StandinHandler
 from hgxkit.sim.standin.sglang import metrics
 from hgxkit.sim.standin.sglang.args import ModelFacts
 from hgxkit.sim.standin.sglang.checks import MemoryPlan
-from hgxkit.sim.standin.sglang.engine import Engine, RequestTruth
 
 VERSION_DEFAULT = "0.5.23"
 _EXEMPT_PREFIXES = ("/health", "/ready", "/metrics")
 _ADMIN_PATHS = ("/flush_cache",)
-
-
-@dataclass(frozen=True)
-class Piece:
-    """One emitted chunk of a generation: its new text and the running totals."""
-
-    delta: str
-    produced: int
-    steps: int
-    finished: bool
 
 
 class StubApp:
@@ -141,106 +131,17 @@ class StubApp:
 
     def generate(self, rid: str, endpoint: str, input_tokens: int, max_new: int, received: float) -> Iterator[Piece]:
         """Run one simulated request; yields the first token's piece, then one piece per decode step."""
-        engine = self.engine
-        rng = random.Random(hash(rid) & 0xFFFFFFFF)
-        words = self._vocab
-        queue_s = engine.admit()
-        produced = steps = 0
-        ttft_ms = prefill_wait_s = 0.0
-        step_tokens = 0
-        itls: list[float] = []
-        try:
-            prefill_wait_s = engine.prefill(input_tokens)
-            max_new = max(max_new, 1)
-            produced = 1
-            ttft_ms = (time.monotonic() - received) * 1000.0
-            last = time.monotonic()
-            yield Piece(words[rng.randrange(len(words))], produced, 0, produced >= max_new)
-            while produced < max_new:
-                accepted = min(engine.step(), max_new - produced)
-                steps += 1
-                step_tokens += accepted
-                produced += accepted
-                now = time.monotonic()
-                itls.extend([(now - last) / accepted] * accepted)
-                last = now
-                text = " " + " ".join(words[rng.randrange(len(words))] for _ in range(accepted))
-                yield Piece(text, produced, steps, produced >= max_new)
-        finally:
-            engine.release()
-            e2e_ms = (time.monotonic() - received) * 1000.0
-            engine.record(
-                RequestTruth(
-                    rid=rid,
-                    endpoint=endpoint,
-                    input_tokens=input_tokens,
-                    output_tokens=produced,
-                    queue_ms=round(queue_s * 1000.0, 3),
-                    prefill_wait_ms=round(prefill_wait_s * 1000.0, 3),
-                    ttft_ms=round(ttft_ms, 3),
-                    e2e_ms=round(e2e_ms, 3),
-                    steps=steps,
-                    accept_length=round(step_tokens / steps, 4) if steps else 1.0,
-                    received_at=time.time() - (time.monotonic() - received),
-                ),
-                itls,
-            )
+        return run_request(self.engine, rid, endpoint, input_tokens, max_new, received, self._vocab)
 
 
-class StubHandler(BaseHTTPRequestHandler):
+class StubHandler(StandinHandler):
     """Routes one request; `server.app` is the shared `StubApp`."""
 
-    protocol_version = "HTTP/1.1"
     server_version = "hgxkit-sglang-stub (simulated)"
 
     @property
     def app(self) -> StubApp:
         return self.server.app  # type: ignore[attr-defined]
-
-    def log_message(self, format: str, *args: Any) -> None:
-        return  # SGLang does not log each HTTP request by default
-
-    # -- plumbing -------------------------------------------------------------------------------------
-
-    def _send(self, status: int, body: bytes, ctype: str = "application/json") -> None:
-        self.send_response(status)
-        self.send_header("Content-Type", ctype)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        if self.command != "HEAD":
-            self.wfile.write(body)
-
-    def _json(self, status: int, doc: Any) -> None:
-        self._send(status, json.dumps(doc).encode())
-
-    def _start_stream(self) -> None:
-        self.send_response(200)
-        self.send_header("Content-Type", "text/event-stream")
-        self.send_header("Cache-Control", "no-cache")
-        self.send_header("Transfer-Encoding", "chunked")
-        self.end_headers()
-
-    def _chunk(self, data: bytes) -> None:
-        self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
-        self.wfile.flush()
-
-    def _sse(self, doc: Any) -> None:
-        payload = doc if isinstance(doc, str) else json.dumps(doc)
-        self._chunk(f"data: {payload}\n\n".encode())
-
-    def _end_stream(self) -> None:
-        self.wfile.write(b"0\r\n\r\n")
-        self.wfile.flush()
-
-    def _body(self) -> dict[str, Any]:
-        length = int(self.headers.get("Content-Length") or 0)
-        raw = self.rfile.read(length) if length else b""
-        if not raw:
-            return {}
-        doc = json.loads(raw)
-        if not isinstance(doc, dict):
-            raise ValueError("request body must be a JSON object")
-        return doc
 
     def _authorized(self, path: str) -> bool:
         args = self.app.args

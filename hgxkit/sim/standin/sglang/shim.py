@@ -1,7 +1,7 @@
 """Install ``sglang serve`` / ``python3 -m sglang.launch_server`` shims that run the stand-in (image build).
 
 In a stand-in image the real ``sglang`` package may be installed too (for its benchmark client, see
-``install_client.sh``). Its server cannot run without GPUs, so the shim replaces exactly two modules of it:
+``../install_clients.sh``). Its server cannot run without GPUs, so the shim replaces exactly two modules of it:
 ``sglang/launch_server.py`` and ``sglang/cli/main.py``; everything else (``sglang.benchmark.serving``,
 ``sglang.bench_serving``) stays real. Where no ``sglang`` package exists, a minimal one is created that
 holds only those two entry points. A ``sglang`` console script is written to ``--bin-dir``. The shims put

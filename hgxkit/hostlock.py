@@ -1,0 +1,105 @@
+"""One hgxkit run per node at a time: a `flock` on /var/lib/hgxkit/run.lock, held for the whole run.
+
+The lock is held by a process on the node whose stdin is a channel of this run's SSH connection: when the
+run ends — normally, by an error, or because the controller was killed — the connection closes, the holder
+reads end-of-file and the lock is released. Nothing is written to the lock file (flock does not change
+it), so `--dry` leaves the node as it was. A second run on the same node waits up to `host_lock_wait_s`
+(shared knob) and then refuses, naming the holder's PID and start time.
+
+Example (at the top of a deploy file, before any role):
+    from pyinfra import host
+    from hgxkit.hostlock import hold_host_lock
+    hold_host_lock(host)
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import time
+from typing import Any
+
+from pyinfra import logger
+from pyinfra.api.exceptions import DeployError
+
+from hgxkit.hostcmd import HostRunner, script
+from hgxkit.knobs import knob
+
+LOCK_FILE = "/var/lib/hgxkit/run.lock"
+BUSY = 75  # flock -E: the exit status when another process holds the lock
+_held: dict[int, Any] = {}  # id(host) -> the open SSH channel that holds its lock
+
+
+@atexit.register
+def _release_all() -> None:
+    """Close the holders' stdin before the interpreter tears down gevent (their finalizers would need it)."""
+    for channel in _held.values():
+        with contextlib.suppress(Exception):
+            if channel is not None:
+                channel.close()
+    _held.clear()
+
+
+def holder_command() -> Any:
+    """Take the lock without waiting, say so, then hold it until stdin closes."""
+    return script(
+        "mkdir -p {dir} && exec flock -n -E {busy} {lock} sh -c 'echo hgxkit-locked; exec cat >/dev/null'",
+        dir="/var/lib/hgxkit",
+        busy=BUSY,
+        lock=LOCK_FILE,
+    )
+
+
+def holders_command() -> Any:
+    """PID, start time and command line of every process that has the lock file open (oldest first)."""
+    return script(
+        "for p in /proc/[0-9]*; do for f in $p/fd/*; do [ \"$(readlink $f 2>/dev/null)\" = {lock} ] && "
+        "ps -o pid=,lstart=,args= -p ${{p#/proc/}} && break; done; done 2>/dev/null | sort -n",
+        lock=LOCK_FILE,
+    )
+
+
+def _open_holder(host: Any) -> tuple[Any | None, str]:
+    """Start the holder on an SSH connection; (channel, "") when it holds the lock, else (None, why)."""
+    import inspect
+
+    from pyinfra.connectors.util import make_unix_command, make_unix_command_for_host
+
+    # How the host's commands are wrapped (sudo, su, env): the connector arguments make_unix_command takes.
+    wanted = inspect.signature(make_unix_command).parameters
+    arguments = {k: v for k, v in HostRunner(host).connector_arguments().items() if k in wanted}
+    command = make_unix_command_for_host(host.state, host, holder_command(), **arguments)
+    stdin, stdout, _ = host.connector.client.exec_command(command.get_raw_value())
+    first = stdout.readline().strip()
+    if first == "hgxkit-locked":
+        return stdin, ""
+    status = stdout.channel.recv_exit_status()
+    return None, "busy" if status == BUSY else f"exit status {status} from flock: {first[:200]}"
+
+
+def hold_host_lock(host: Any) -> None:
+    """Hold this node's run lock until the run ends (once per run; no-op for connectors without SSH)."""
+    if id(host) in _held:
+        return
+    if not host.connected:
+        host.connect(raise_exceptions=True)
+    if getattr(host.connector, "client", None) is None:
+        logger.debug("%s: no SSH connection, so no host lock (%s)", host.name, type(host.connector).__name__)
+        _held[id(host)] = None
+        return
+    deadline = time.monotonic() + float(knob(host, "host_lock_wait_s"))
+    while True:
+        channel, why = _open_holder(host)
+        if channel is not None:
+            _held[id(host)] = channel
+            return
+        if why != "busy":
+            raise DeployError(f"{host.name}: could not take the hgxkit run lock {LOCK_FILE}: {why}")
+        if time.monotonic() >= deadline:
+            holders = HostRunner(host)(holders_command())
+            who = holders[0].strip() if holders else "a process that has exited by now"
+            raise DeployError(
+                f"{host.name}: another hgxkit run holds {LOCK_FILE} (pid, start, command: {who}); "
+                "wait for it to finish, or stop it, then run again (host_lock_wait_s sets how long to wait)"
+            )
+        time.sleep(2)

@@ -1,0 +1,105 @@
+"""Replacing one serving group, as a script the serving role runs on the node in a systemd transient unit:
+stop the old container and keep it aside, start the new spec, wait for health, then keep the new one or put
+the old one back. Run by systemd, it finishes (or rolls back) even when SSH drops or the controller is
+killed; the next run attaches to it. `recovery_script` finishes what a unit that died left behind (a node
+rebooted mid-replace): the group ends on the old or the new spec, never neither.
+
+Every container is touched only when it carries hgxkit's `hgxkit.serve` label (`ours`), never by name alone.
+
+Example:
+    >>> text = replace_script(name="m-0", old_id="", health_url="http://127.0.0.1:5000/health", timeout_s=60,
+    ...                       interval_s=5, workdir="/var/lib/hgxkit/serve/replace/m-0")
+    >>> "docker-run.sh" in text and "hgxkit-previous" in text
+    True
+"""
+
+from __future__ import annotations
+
+from hgxkit.hostcmd import script, text
+from hgxkit.serving.containers import MANAGED_LABEL
+
+PREVIOUS_SUFFIX = "-hgxkit-previous"
+UNIT_PREFIX = "hgxkit-serve-"
+# Shell functions every script uses: a container's hgxkit label (empty when absent or not ours), state files.
+_PRELUDE = """\
+#!/bin/sh
+set -u
+ours() { [ "$(docker inspect -f '{{index .Config.Labels "LABEL"}}' "$1" 2>/dev/null)" = 1 ]; }
+say() { printf '%s\\n' "$*" > progress.tmp && mv -f progress.tmp progress; }
+finish() { printf '%s\\n' "$*" > status.tmp && mv -f status.tmp status; exit 0; }
+""".replace("LABEL", MANAGED_LABEL)
+
+
+def unit_name(container: str) -> str:
+    """The systemd unit that replaces the group whose container is `container` (a valid unit name)."""
+    safe = "".join(c if c.isalnum() or c in "_.-" else "_" for c in container)
+    return f"{UNIT_PREFIX}{safe}"
+
+
+def replace_script(
+    *, name: str, old_id: str, health_url: str, timeout_s: float, interval_s: float, workdir: str
+) -> str:
+    """The unit's script. `old_id` is the running container being replaced ("" when the group is new); the new
+    spec's `docker run` is `docker-run.sh` in `workdir` (root-only; it may hold secrets and is deleted once
+    run). It writes `progress` lines and a final `status`: `ok`, or `failed: <why>` (logs in failed.log)."""
+    lines = [
+        _PRELUDE,
+        text(script("cd {dir} || exit 1", dir=workdir)),
+        text(
+            script(
+                "name={name}; prev={prev}; old={old}; url={url}",
+                name=name,
+                prev=name + PREVIOUS_SUFFIX,
+                old=old_id,
+                url=health_url,
+            )
+        ),
+        f"timeout={int(timeout_s)}; interval={max(int(interval_s), 1)}",
+        'rm -f status; say "starting"',
+        # The copy kept aside by an earlier replace of this group is only ever ours.
+        'if docker inspect "$prev" >/dev/null 2>&1; then ours "$prev" && docker rm -f "$prev" >/dev/null; fi',
+        'if [ -n "$old" ]; then docker stop "$old" >/dev/null 2>&1; docker rename "$old" "$prev" || '
+        '{ docker start "$old" >/dev/null; finish "failed: could not set the old container aside; it serves on"; }; fi',
+        'sh ./docker-run.sh > start.log 2>&1; rm -f docker-run.sh',
+        "start=$(date +%s)",
+        "while :; do",
+        '  code=$(curl -s -m 30 -o /dev/null -w "%{http_code}" "$url" 2>/dev/null)',
+        '  [ "$code" = 200 ] && break',
+        "  state=$(docker inspect -f '{{.State.Running}} {{.RestartCount}}' \"$name\" 2>/dev/null || echo missing)",
+        '  case "$state" in "true 0") ;; *) why="exited before it became healthy"; break ;; esac',
+        "  elapsed=$(( $(date +%s) - start ))",
+        '  if [ "$elapsed" -gt "$timeout" ]; then why="did not answer its health check within ${timeout} s"; break; fi',
+        '  say "waiting for health, ${elapsed} s; last log: $(docker logs --tail 1 "$name" 2>&1 | tail -c 160)"',
+        '  sleep "$interval"',
+        "done",
+        'if [ "$code" = 200 ]; then',
+        '  if docker inspect "$prev" >/dev/null 2>&1; then ours "$prev" && docker rm -f "$prev" >/dev/null; fi',
+        '  finish "ok"',
+        "fi",
+        '{ docker logs --tail 20 "$name" 2>&1 || cat start.log; } > failed.log',
+        'ours "$name" && docker rm -f "$name" >/dev/null 2>&1',
+        'if [ -n "$old" ] && ours "$prev"; then docker rename "$prev" "$name" && docker start "$name" >/dev/null; '
+        'finish "failed: $why; the previous container was restarted"; fi',
+        'finish "failed: $why"',
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def recovery_script(*, name: str, health_url: str) -> str:
+    """Finish a replace whose unit died (no unit runs, `<name>-hgxkit-previous` is still there): keep the new
+    container when it answers its health check now, else put the previous one back. Prints what it did."""
+    lines = [
+        _PRELUDE,
+        text(script("name={name}; prev={prev}; url={url}", name=name, prev=name + PREVIOUS_SUFFIX, url=health_url)),
+        'ours "$prev" || exit 0',
+        'code=$(curl -s -m 30 -o /dev/null -w "%{http_code}" "$url" 2>/dev/null)',
+        'if [ "$code" = 200 ] && ours "$name"; then docker rm -f "$prev" >/dev/null; '
+        'echo "kept the new $name (healthy); removed the copy kept aside"; exit 0; fi',
+        'if docker inspect "$name" >/dev/null 2>&1; then',
+        '  ours "$name" || { echo "$name is not a container hgxkit made; leaving both as they are"; exit 1; }',
+        '  docker rm -f "$name" >/dev/null',
+        "fi",
+        'docker rename "$prev" "$name" && docker start "$name" >/dev/null && '
+        'echo "put the previous $name back (the interrupted replace had not become healthy)"',
+    ]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,152 @@
+"""The group-replace script the serving role runs in a systemd unit on the node, run for real by `sh` with a
+`docker` stand-in (containers kept in a JSON file) and a `curl` stand-in (the health answer in a file):
+keep the new container when it becomes healthy, put the old one back when it does not, finish a replace that
+was cut off, and never touch a container hgxkit did not make."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from hgxkit.serving.replace import recovery_script, replace_script, unit_name
+
+FAKE_DOCKER = r'''#!PYTHON
+import json, os, sys
+path = os.environ["FAKE_STATE"]
+state = json.load(open(path))
+cs = state["containers"]
+args = sys.argv[1:]
+def save(): json.dump(state, open(path, "w"))
+def find(ref):
+    for name, c in cs.items():
+        if ref in (name, c["id"]):
+            return name
+    return None
+cmd = args[0]
+if cmd == "inspect":
+    fmt = args[args.index("-f") + 1] if "-f" in args else None
+    name = find(args[-1])
+    if name is None:
+        sys.exit(1)
+    c = cs[name]
+    if fmt is None: print("[{}]")
+    elif "Labels" in fmt: print(c["labels"].get("hgxkit.serve", ""))
+    else: print(("true" if c["running"] else "false") + " " + str(c["restarts"]))
+elif cmd == "rm":
+    name = find(args[-1]); cs.pop(name, None); save()
+elif cmd == "stop":
+    name = find(args[-1]); cs[name]["running"] = False; save()
+elif cmd == "start":
+    name = find(args[-1]); cs[name]["running"] = True; save()
+elif cmd == "rename":
+    old, new = find(args[1]), args[2]
+    if new in cs: sys.exit("Conflict. The container name is already in use")
+    cs[new] = cs.pop(old); save()
+elif cmd == "logs":
+    print(cs[find(args[-1])].get("log", ""))
+elif cmd == "run":
+    name = args[args.index("--name") + 1]
+    labels = dict(a.split("=", 1) for i, a in enumerate(args) if i and args[i - 1] == "--label")
+    behaviour = os.environ.get("FAKE_NEW", "healthy")
+    cs[name] = {"id": "new-" + name, "labels": labels, "running": behaviour != "exits", "restarts": 0,
+                "log": "unrecognized arguments: --no-such-flag" if behaviour == "exits" else "serving"}
+    save()
+'''
+FAKE_CURL = """#!/bin/sh
+cat "$FAKE_HEALTH" 2>/dev/null || echo 000
+"""
+
+
+@pytest.fixture()
+def node(tmp_path: Path):
+    """(workdir, env, state file) of a node with one serving container `m-0` (ours) and `other` (not ours)."""
+    bin_dir, work = tmp_path / "bin", tmp_path / "work"
+    bin_dir.mkdir()
+    work.mkdir()
+    (bin_dir / "docker").write_text(FAKE_DOCKER.replace("PYTHON", sys.executable))
+    (bin_dir / "curl").write_text(FAKE_CURL)
+    for tool in ("docker", "curl"):
+        (bin_dir / tool).chmod(0o755)
+    state = tmp_path / "state.json"
+    state.write_text(json.dumps({"containers": {
+        "m-0": {"id": "old-m-0", "labels": {"hgxkit.serve": "1"}, "running": True, "restarts": 0},
+        "other": {"id": "o", "labels": {}, "running": True, "restarts": 0},
+    }}))  # fmt: skip
+    env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "FAKE_STATE": str(state), "FAKE_HEALTH": str(tmp_path / "health")}
+    (work / "docker-run.sh").write_text("docker run -d --name m-0 --label hgxkit.serve=1 img:new\n")
+    return work, env, state
+
+
+def containers(state: Path) -> dict[str, dict]:
+    return json.loads(state.read_text())["containers"]
+
+
+def replace(work: Path, env: dict[str, str], **env_extra: str) -> str:
+    text = replace_script(name="m-0", old_id="old-m-0", health_url="http://127.0.0.1:5000/health", timeout_s=3,
+                          interval_s=1, workdir=str(work))  # fmt: skip
+    (work / "replace.sh").write_text(text)
+    subprocess.run(["sh", str(work / "replace.sh")], env={**env, **env_extra}, check=True, timeout=60)
+    return (work / "status").read_text().strip()
+
+
+def test_a_healthy_new_container_is_kept_and_the_old_one_removed(node) -> None:
+    work, env, state = node
+    Path(env["FAKE_HEALTH"]).write_text("200")
+    assert replace(work, env) == "ok"
+    after = containers(state)
+    assert after["m-0"]["id"] == "new-m-0" and after["m-0"]["running"]
+    assert "m-0-hgxkit-previous" not in after and "other" in after
+    assert not (work / "docker-run.sh").exists()  # it may hold secrets: deleted once run
+
+
+def test_a_new_container_that_exits_is_replaced_by_the_old_one(node) -> None:
+    work, env, state = node
+    status = replace(work, env, FAKE_NEW="exits")
+    assert status == "failed: exited before it became healthy; the previous container was restarted"
+    after = containers(state)
+    assert after["m-0"]["id"] == "old-m-0" and after["m-0"]["running"]
+    assert "unrecognized arguments: --no-such-flag" in (work / "failed.log").read_text()
+
+
+def test_a_new_container_that_never_becomes_healthy_times_out_and_rolls_back(node) -> None:
+    work, env, state = node
+    Path(env["FAKE_HEALTH"]).write_text("503")
+    status = replace(work, env)
+    assert status.startswith("failed: did not answer its health check within 3 s")
+    assert containers(state)["m-0"]["id"] == "old-m-0"
+
+
+@pytest.mark.parametrize(("health", "kept"), [("200", "new-m-0"), ("503", "old-m-0")])
+def test_recovery_finishes_a_replace_that_was_cut_off(node, health: str, kept: str) -> None:
+    _, env, state = node
+    cut = containers(state)
+    cut["m-0-hgxkit-previous"] = cut.pop("m-0") | {"running": False}
+    cut["m-0"] = {"id": "new-m-0", "labels": {"hgxkit.serve": "1"}, "running": True, "restarts": 0}
+    state.write_text(json.dumps({"containers": cut}))
+    Path(env["FAKE_HEALTH"]).write_text(health)
+    script = recovery_script(name="m-0", health_url="http://127.0.0.1:5000/health")
+    subprocess.run(["sh", "-s"], input=script, text=True, env=env, check=True, timeout=60)
+    after = containers(state)
+    assert after["m-0"]["id"] == kept and after["m-0"]["running"]  # serving on one spec or the other
+    assert "m-0-hgxkit-previous" not in after
+
+
+def test_a_container_hgxkit_did_not_make_is_never_removed_by_name(node) -> None:
+    work, env, state = node
+    cs = containers(state)
+    cs["m-0-hgxkit-previous"] = {"id": "x", "labels": {}, "running": True, "restarts": 0}  # someone else's
+    state.write_text(json.dumps({"containers": cs}))
+    Path(env["FAKE_HEALTH"]).write_text("200")
+    assert replace(work, env) == "failed: could not set the old container aside; it serves on"
+    after = containers(state)
+    assert after["m-0-hgxkit-previous"]["id"] == "x" and after["m-0"]["id"] == "old-m-0" and after["m-0"]["running"]
+
+
+def test_hostile_names_stay_words_in_the_script() -> None:
+    text = replace_script(name="m-0;touch /tmp/p", old_id="", health_url="http://127.0.0.1:1/h", timeout_s=1,
+                          interval_s=1, workdir="/w")  # fmt: skip
+    assert "name='m-0;touch /tmp/p'" in text and unit_name("m-0;touch /tmp/p") == "hgxkit-serve-m-0_touch__tmp_p"
