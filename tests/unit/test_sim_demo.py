@@ -26,7 +26,7 @@ TRANSCRIPT = [
     "    Starting nested operation: Reboot ",
     "--> Starting serial operation: hgxkit GPU health | DCGM diagnostic ",
     "--> Starting operation: hgxkit model | Sync deepseek-ai/DeepSeek-V4-Flash-DSpark ",
-    "--> Starting operation: hgxkit SGLang serving | Start deepseek-v4-flash-0 ",
+    "--> Starting operation: hgxkit serving | Start deepseek-v4-flash-0 ",
     "--> Starting operation: hgxkit verify | Verify deepseek-v4-flash-dspark-marlin (smoke benchmark) ",
     "[node1] run archived in /tmp/r/node1/20260101T000000Z_x (hgxkit results show node1/20260101T000000Z_x)",
     "--> Results:",
