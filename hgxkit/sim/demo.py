@@ -2,7 +2,7 @@
 
 The phases, each timed:
 
-    benchmark client   SGLang's real benchmark client store, once per host (`hgxkit sim client install`)
+    benchmark client   the real benchmark clients' store, once per host (`hgxkit sim client install`)
     image build        the node image, the simulated apt repositories, the Hub store, the SGLang stand-in
     node start         `hgxkit sim up --nodes 1 --memory-gib 3072` until systemd booted and SSH answers
     pyinfra plan       `pyinfra -y inventories/sim.py deploys/dspark.py` connects, reads facts and plans
@@ -206,6 +206,38 @@ def reference_table(run) -> tuple[str, object | None]:  # run: hgxkit.results.ru
     return reference_markdown(run.summary, measured, f"{_shown(path)}: {recipe.reference.tool}"), recipe.reference
 
 
+def store_writer(store: Path, proc: Path = Path("/proc")) -> int | None:
+    """The pid of a process installing the client store `store` right now (install_clients.sh), if any.
+
+    ensure_installed empties the store before installing; doing that under another install breaks both."""
+    for entry in proc.iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            args = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        script = any(a.endswith((b"install_clients.sh", b"install_client.sh")) for a in args)
+        if script and os.fsencode(str(store)) in args:
+            return int(entry.name)
+    return None
+
+
+def client_store_ready(say: Say, poll_s: float = 5.0) -> object:
+    """The client store, installed (minutes, once per host) unless it is there, after waiting for an install by
+    another process (a concurrent `hgxkit sim client install`) to finish instead of wiping it."""
+    from hgxkit.sim.standin import client_store
+
+    store = client_store.store_path()
+    waited = False
+    while not client_store.is_installed(store) and (pid := store_writer(store)):
+        if not waited:
+            say(f"demo: waiting for another install of {store} to finish (pid {pid}) rather than start over")
+            waited = True
+        time.sleep(poll_s)
+    return client_store.ensure_installed(store)
+
+
 def _print_markdown(text: str, say: Say) -> None:
     if sys.stdout.isatty() and say is print:
         from rich.console import Console
@@ -220,7 +252,6 @@ def run(options: DemoOptions, say: Say = print) -> int:
     """The whole demo (see the module doc); 0 when the run was archived and its answer printed."""
     from hgxkit.sim import aptrepo, hubrepos, image, nodes
     from hgxkit.sim.paths import state_dir
-    from hgxkit.sim.standin import client_store
     from hgxkit.sim.standin import node as serving_node
 
     spent: dict[str, float] = {}
@@ -233,7 +264,7 @@ def run(options: DemoOptions, say: Say = print) -> int:
         spent[phase] = round(time.monotonic() - start, 1)
         return result
 
-    timed("benchmark client", client_store.ensure_installed)
+    timed("benchmark client", lambda: client_store_ready(say))
     client = nodes.client()
 
     def build() -> None:
