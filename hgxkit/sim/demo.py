@@ -5,8 +5,8 @@ The phases, each timed:
     benchmark client   the real benchmark clients' store, once per host (`hgxkit sim client install`)
     image build        the node image, the simulated apt repositories, the Hub store, the SGLang stand-in
     node start         `hgxkit sim up --nodes 1 --memory-gib 3072` until systemd booted and SSH answers
-    pyinfra plan       `pyinfra -y inventories/sim.py deploys/dspark.py` connects, reads facts and plans
-    bring-up           preflight, driver + fabric manager (with the reboot), Docker, container toolkit, GPU health
+    pyinfra plan       `pyinfra -y inventories/sim.py deploys/dspark.py` connects, reads facts, plans (and preflight)
+    bring-up           driver + fabric manager (with the reboot), Docker, container toolkit, GPU health
     model              the model download through the Hub stand-in
     serve              the post's two `docker run`s (and the router, when the recipe has one)
     verify             the smoke benchmark with SGLang's client, the fingerprint and the archive
@@ -14,8 +14,8 @@ The phases, each timed:
 The first three are this module's own calls into hgxkit.sim. The last five are ONE pyinfra run, the README's
 command, unchanged: its phases are timed by reading its output as it streams (`--> Starting operation: <role's
 @deploy name> | …`, each line stamped on arrival), not by running the deploy in pieces, which would connect and
-gather facts once per piece and measure something other than what a user runs. The whole output goes to a log
-file; on failure its last lines are printed.
+gather facts once per piece and measure something other than what a user runs. Preflight only reads facts, so
+it falls in "pyinfra plan". The whole output goes to a log file; on failure its last lines are printed.
 
 At the end: the run's cells next to the post's numbers (`hgxkit results compare RUN --reference`, the measured
 cells), the archive, its `report.html`, how long each phase took, and the command that removes the node.
@@ -56,20 +56,28 @@ PHASES = (
     "verify",
 )
 ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
-OPERATION = re.compile(r"^--> Starting (?:[\w ,]+ )?operation: (?P<deploy>[^|]+?) \| ")
+OPERATION = re.compile(r"^--> Starting (?:[\w ,]+ )?operation: (?P<names>.+)$")
 ARCHIVED = re.compile(r"run archived in (?P<path>\S+) \(hgxkit results show (?P<id>\S+)\)")
 Say = Callable[[str], None]
 
 
-def phase_of(deploy: str) -> str:
-    """The demo phase of an operation, from the name of the role (@deploy) it belongs to.
+def phase_of(names: str) -> str | None:
+    """The demo phase of an operation, from the name of the role (@deploy) it belongs to; None outside any role.
 
-    >>> [phase_of(n) for n in ("hgxkit GPU health", "hgxkit model", "hgxkit SGLang router", "hgxkit verify")]
-    ['bring-up', 'model', 'serve', 'verify']
+    pyinfra names an operation `<included file> | … | <role's @deploy name> | <operation>`:
+
+    >>> phase_of("deploys/reproduce.py | deploys/bringup.py | hgxkit GPU health | Gate: GPU health")
+    'bring-up'
+    >>> phase_of("deploys/reproduce.py | hgxkit model | Verified /data/models/x"), phase_of("hgxkit verify | Verify x")
+    ('model', 'verify')
     """
-    name = deploy.lower()
+    parts = [part.strip() for part in names.split(" | ")][:-1]  # the operation's own name could say "model"
+    roles = [part.lower() for part in parts if not part.endswith(".py")]
+    if not roles:
+        return None
+    role = roles[-1]
     for word, phase in (("verify", "verify"), ("serving", "serve"), ("router", "serve"), ("model", "model")):
-        if word in name:
+        if word in role:
             return phase
     return "bring-up"  # preflight, NVIDIA driver + fabric manager, Docker engine, container toolkit, GPU health
 
@@ -89,10 +97,11 @@ class PhaseClock:
             self.finish(when)
             return None
         match = OPERATION.match(text)
-        if not match or not self.current or phase_of(match.group("deploy")) == self.current:
+        phase = phase_of(match.group("names")) if match else None
+        if not phase or not self.current or phase == self.current:
             return None
         self.finish(when)
-        self.current = phase_of(match.group("deploy"))
+        self.current = phase
         return self.current
 
     def finish(self, when: float) -> None:

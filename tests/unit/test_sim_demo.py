@@ -13,21 +13,26 @@ from hgxkit.errors import HgxkitError
 from hgxkit.sim import demo
 
 ROOT = Path(__file__).resolve().parents[2]
-# What pyinfra 3 prints for deploys/dspark.py (abridged; colours as it prints them to a terminal).
+# What pyinfra 3 printed for deploys/dspark.py on a simulated node (abridged; with a terminal's colours). The
+# "model" in the model role's operation name and the included files before each role name must not mislead.
 TRANSCRIPT = [
     "--> Loading config...",
     "--> Connecting to hosts...",
     "    [node1] Connected",
     "--> Preparing operation files...",
     "--> Beginning operation run...",
-    "--> Starting operation: \x1b[1mhgxkit preflight | Check the host before changing it\x1b[0m ",
+    "--> Starting operation: \x1b[1mdeploys/reproduce.py | deploys/bringup.py | hgxkit NVIDIA driver + fabric "
+    "manager | Keep NVIDIA and kernel packages out of unattended-upgrades\x1b[0m ",
     "    [node1] Success",
-    "--> Starting operation: hgxkit NVIDIA driver + fabric manager | Install the driver set ",
+    "--> Starting operation: deploys/reproduce.py | deploys/bringup.py | hgxkit NVIDIA driver + fabric manager | "
+    "Reboot: the driver packages change (to 580.105.08) ",
     "    Starting nested operation: Reboot ",
-    "--> Starting serial operation: hgxkit GPU health | DCGM diagnostic ",
-    "--> Starting operation: hgxkit model | Sync deepseek-ai/DeepSeek-V4-Flash-DSpark ",
-    "--> Starting operation: hgxkit serving | Start deepseek-v4-flash-0 ",
-    "--> Starting operation: hgxkit verify | Verify deepseek-v4-flash-dspark-marlin (smoke benchmark) ",
+    "--> Starting serial operation: deploys/reproduce.py | deploys/bringup.py | hgxkit GPU health | Gate: GPU health ",
+    "--> Starting operation: deploys/reproduce.py | hgxkit model | Verified /data/models/deepseek-v4-flash-dspark ",
+    "--> Starting operation: deploys/reproduce.py | hgxkit serving | Roll out deepseek-v4-flash-dspark-marlin group "
+    "by group ",
+    "--> Starting operation: deploys/reproduce.py | hgxkit verify | Verify deepseek-v4-flash-dspark-marlin (smoke "
+    "benchmark) and archive the run ",
     "[node1] run archived in /tmp/r/node1/20260101T000000Z_x (hgxkit results show node1/20260101T000000Z_x)",
     "--> Results:",
     "--> Disconnecting from hosts...",
