@@ -257,6 +257,23 @@ def _print_markdown(text: str, say: Say) -> None:
         say(text)
 
 
+def closing_lines(spent: dict[str, float], total: float, run, report: Path, cluster: str) -> list[str]:
+    """The demo's last lines: what it was, how long each phase took, where the run and its report are, and how
+    to remove the node. A pyinfra phase without operations (nothing to change: decided while planning) is 0 s."""
+    lines = []
+    if run.summary.simulated:
+        lines.append("SIMULATED: no real GPU was used; the numbers show the machinery works, not what an H200 does.")
+    phases = ", ".join(f"{phase} {spent.get(phase, 0.0):.0f} s" for phase in PHASES)
+    hgxkit = _command("hgxkit")
+    lines += [
+        f"phases:  {phases}; total {total:.0f} s",
+        f"run:     {run.run_id}  (archived in {_shown(run.path)}/; `{hgxkit} results show {run.run_id}`)",
+        f"report:  {_shown(report)}",
+        f"remove the node:  {hgxkit} sim down --cluster {cluster}",
+    ]
+    return lines
+
+
 def run(options: DemoOptions, say: Say = print) -> int:
     """The whole demo (see the module doc); 0 when the run was archived and its answer printed."""
     from hgxkit.sim import aptrepo, hubrepos, image, nodes
@@ -299,10 +316,6 @@ def run(options: DemoOptions, say: Say = print) -> int:
     say("")
     _print_markdown(table, say)
     say("")
-    if run_.summary.simulated:
-        say("SIMULATED: no real GPU was used; the numbers show that the machinery works, not what an H200 does.")
-    say("phases: " + ", ".join(f"{p} {spent[p]:.0f} s" for p in PHASES if p in spent) + f"; total {total:.0f} s")
-    say(f"run:     {run_.run_id}   ({_shown(run_.path)}/; `{_command('hgxkit')} results show {run_.run_id}`)")
-    say(f"report:  {_shown(report)}")
-    say(f"remove the node:  {_command('hgxkit')} sim down --cluster {options.cluster}")
+    for line in closing_lines(spent, total, run_, report, options.cluster):
+        say(line)
     return 0

@@ -96,3 +96,17 @@ def test_an_install_of_the_client_store_in_progress_is_found(tmp_path: Path) -> 
         (proc / pid / "cmdline").write_bytes(b"\0".join(a.encode() for a in argv) + b"\0")
     assert demo.store_writer(Path("/var/lib/hgxkit/sglang-client"), proc) == 101
     assert demo.store_writer(Path("/var/lib/hgxkit/elsewhere"), proc) is None
+
+
+def test_the_closing_lines_give_every_phase_the_run_the_report_and_the_way_out(tmp_path: Path) -> None:
+    path = make_run(tmp_path, "node1", "20261130T120000Z", "deepseek-v4-flash-dspark-marlin")
+    run = demo.find_run("", tmp_path, since=0)
+    spent = {"benchmark client": 0.0, "image build": 1.2, "node start": 0.4, "pyinfra plan": 14.0, "bring-up": 2.0,
+             "verify": 108.3}  # a warm rerun: model and serve had nothing to do  # fmt: skip
+    lines = demo.closing_lines(spent, 127.0, run, path / "report.html", "demo")
+    assert lines[0].startswith("SIMULATED: no real GPU was used")
+    assert lines[1] == ("phases:  benchmark client 0 s, image build 1 s, node start 0 s, pyinfra plan 14 s, bring-up 2 s, "
+                        "model 0 s, serve 0 s, verify 108 s; total 127 s")  # fmt: skip
+    assert lines[2].startswith("run:     node1/20261130T120000Z_deepseek-v4-flash-dspark-marlin  (archived in ")
+    assert lines[3] == f"report:  {path / 'report.html'}"
+    assert lines[4].endswith("hgxkit sim down --cluster demo")
