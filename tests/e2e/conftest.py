@@ -48,13 +48,10 @@ def sim_session(request: pytest.FixtureRequest) -> Iterator[TestSession]:
         simnodes.down(cluster)
     for path, clusters in session.dead_sessions():
         removed = [c for c in clusters if simnodes.down(c).containers]
-        if removed:
-            reporter = request.config.pluginmanager.get_plugin("terminalreporter")
-            line = f"removed the clusters a killed test session left running ({path.name}): {', '.join(removed)}"
-            if reporter:
-                reporter.write_line(line)
-            else:
-                print(line)
+        if removed:  # said on the terminal, past pytest's output capture
+            capture = request.config.pluginmanager.get_plugin("capturemanager")
+            with capture.global_and_fixture_disabled():
+                print(f"\nremoved the clusters a killed test session left running ({path.name}): {', '.join(removed)}")
     yield session
     session.release()
 
