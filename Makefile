@@ -3,32 +3,34 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
+# The demo node's cluster (`hgxkit sim down --cluster $(HGXKIT_SIM_CLUSTER)` removes it).
+HGXKIT_SIM_CLUSTER ?= demo
 
-.PHONY: venv demo test unit e2e lint bench clean
+.PHONY: host host-test venv demo test unit e2e lint bench clean
+
+## host: this machine's packages, dockerd and lxcfs for the simulated nodes (stdlib only: runs before .venv);
+## a no-op when all is there. As root on Debian/Ubuntu it installs and starts what is missing; elsewhere it
+## prints one line with the command to run.
+host:
+	@$(PYTHON) -m hgxkit.sim.host setup --for demo
+
+host-test:
+	@$(PYTHON) -m hgxkit.sim.host setup --for test
 
 venv: $(STAMP)
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[test]'
+	$(BIN)/pip install --quiet -e '.[sim,test]'
 	touch $(STAMP)
 
-## demo: one simulated 8xH200 node -> the forum post's setup served, benchmarked and archived
-demo: venv
-	$(BIN)/hgxkit sim client install  # SGLang's real benchmark client, once per host (~4 min; then skipped)
-	$(BIN)/hgxkit sim up --nodes 1 --memory-gib 3072 --cluster demo
-	HGXKIT_SIM_CLUSTER=demo PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/pyinfra -y inventories/sim.py deploys/dspark.py
-	@echo
-	@$(BIN)/hgxkit results ls
-	@echo
-	@echo "Results are archived under ./results/<host>/<UTC time>_<recipe>/ (SIMULATED: no real GPU was used)."
-	@echo "  $(BIN)/hgxkit results show RUN_ID                  # one run (RUN_ID from the list above)"
-	@echo "  $(BIN)/hgxkit results compare RUN_ID --reference   # against the post's numbers"
-	@echo "  $(BIN)/hgxkit sim down --cluster demo              # remove the simulated node"
+## demo: one simulated 8xH200 node -> the forum post's setup served, benchmarked, compared with the post
+demo: host venv
+	$(BIN)/hgxkit sim demo --cluster $(HGXKIT_SIM_CLUSTER)
 
 ## test: lint, then every test (unit and end-to-end); what .ci/run runs
-test: venv
+test: host-test venv
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest
 

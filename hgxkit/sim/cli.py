@@ -7,14 +7,19 @@ Examples:
     hgxkit sim down                    # remove every container, volume and network it made
     hgxkit sim image build             # the SGLang stand-in lmsysorg/sglang:dev-dspark, into the nodes' mirror
     hgxkit sim client install          # SGLang's real benchmark client, shared read-only by the nodes
+    hgxkit sim host setup              # this machine's packages, dockerd and lxcfs (what `make demo` runs first)
+    hgxkit sim demo                    # `make demo`: one node -> the post's setup served, benchmarked, compared
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
+import importlib.util
 import json
 import os
 import shutil
+from collections.abc import Callable
 
 from hgxkit.errors import HgxkitError, InputError
 
@@ -96,6 +101,49 @@ def _ssh(args: argparse.Namespace) -> int:
     return 0  # pragma: no cover
 
 
+def _host_setup(args: argparse.Namespace) -> int:
+    from hgxkit.sim import host
+
+    return host.setup(args.purpose, dry_run=args.dry_run)
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from hgxkit.sim import demo
+
+    return demo.run(demo.DemoOptions(cluster=args.cluster, memory_gib=args.memory_gib, results=args.results,
+                                     verbose=args.verbose))  # fmt: skip
+
+
+Handler = Callable[[argparse.Namespace], int]
+
+
+def _needs_sim_extra(handler: Handler) -> Handler:
+    """`handler`, failing with one line when the simulation's extra (the Docker SDK) is not installed."""
+
+    @functools.wraps(handler)
+    def checked(args: argparse.Namespace) -> int:
+        missing = [m for m in ("docker", "cryptography") if importlib.util.find_spec(m) is None]
+        if missing:
+            raise HgxkitError(
+                f"`hgxkit sim` needs {' and '.join(missing)} (the 'sim' extra): pip install 'hgxkit[sim]' "
+                "(`make venv` installs it)"
+            )
+        return handler(args)
+
+    return checked
+
+
+def _wrap_handlers(parser: argparse.ArgumentParser) -> None:
+    """Put `_needs_sim_extra` around every handler of `parser` and of its sub-commands, however deep."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for child in action.choices.values():
+                _wrap_handlers(child)
+    handler = parser._defaults.get("handler")
+    if handler is not None:
+        parser.set_defaults(handler=_needs_sim_extra(handler))
+
+
 def register(groups: argparse._SubParsersAction) -> None:
     """Add the `sim` command group."""
     parser = groups.add_parser(
@@ -133,3 +181,36 @@ def register(groups: argparse._SubParsersAction) -> None:
     from hgxkit.sim.standin import cli as serving_cli
 
     serving_cli.register(sub)  # `image …` (SGLang stand-in, registry mirror) and `client …` (benchmark client)
+
+    p = sub.add_parser(
+        "demo",
+        help="`make demo`: one node -> the post's setup served, benchmarked, compared with the post, timed",
+        description="Builds the images, starts one simulated node, runs `pyinfra -y inventories/sim.py "
+        "deploys/dspark.py` (from this checkout), then prints the run next to the post's numbers, the archive, "
+        "the report and how long each phase took. The node keeps running: `hgxkit sim down --cluster NAME`.",
+    )
+    p.add_argument("--memory-gib", type=int, default=3072, help="RAM the node reports (default 3072)")
+    p.add_argument("--results", default="results", help="the archive directory (default: ./results)")
+    p.add_argument("-v", "--verbose", action="store_true", help="also print pyinfra's output as it comes")
+    p.add_argument(
+        "--cluster",
+        default=os.environ.get("HGXKIT_SIM_CLUSTER", "demo"),
+        help="the demo node's cluster (default: $HGXKIT_SIM_CLUSTER or 'demo')",
+    )
+    p.set_defaults(handler=_demo)
+    _wrap_handlers(parser)
+
+    # After the wrapping: host setup needs only the standard library (it runs before the virtualenv exists).
+    host_parser = sub.add_parser("host", help="this machine: the packages, dockerd and lxcfs the nodes need")
+    host_sub = host_parser.add_subparsers(dest="host_command", metavar="SUBCOMMAND")
+    host_sub.required = True
+    from hgxkit.sim import host
+
+    p = host_sub.add_parser(
+        "setup",
+        help="install and start what the simulated nodes need (root, Debian/Ubuntu); a no-op when all is there",
+        description=host.__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    host.add_arguments(p)
+    p.set_defaults(handler=_host_setup)

@@ -1,12 +1,15 @@
 """Fixtures for end-to-end tests on simulated HGX-H200 nodes (`hgxkit sim`), reached with pyinfra over @ssh.
 
     def test_something(sim_nodes, pyinfra_on):
-        nodes = sim_nodes(2)                       # session-wide cluster "e2e" with node1, node2
+        nodes = sim_nodes(2)                       # session-wide cluster "e2e-<suffix>" with node1, node2
         run = pyinfra_on(nodes)                    # a connected pyinfra State for those nodes
         out = run.shell("nvidia-smi -L")           # {"node1": CommandResult, "node2": ...}
 
 Without a Docker engine these tests skip, except under CI=true where they fail.
-Every cluster a test asks for is removed (`hgxkit sim down`) when the session ends.
+Every cluster a test asks for is named `<base>-<session suffix>` (sim_steps.cluster_name: $HGXKIT_SIM_TEST_SUFFIX,
+else one made per session), recorded in the session's lock file before it starts, and removed (`hgxkit sim
+down`) when the session ends. A session killed before that leaves its lock file: the next session removes the
+clusters it lists (sim_steps.TestSession), never those of a live session, the demo's or anyone else's.
 """
 
 from __future__ import annotations
@@ -16,10 +19,14 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import pytest
+from sim_steps import TestSession, cluster_name, session_suffix
 
 from hgxkit.errors import HgxkitError
 from hgxkit.sim import nodes as simnodes
 from hgxkit.sim.nodes import NodeInfo
+from hgxkit.sim.paths import state_dir
+
+session_suffix()  # fixed now, before any test module computes its cluster names
 
 
 def _require_docker() -> None:
@@ -32,17 +39,37 @@ def _require_docker() -> None:
 
 
 @pytest.fixture(scope="session")
-def sim_nodes() -> Iterator[Callable[..., list[NodeInfo]]]:
-    """Factory: `sim_nodes(n, gpus=8, cluster="e2e", memory_gib=2048)` starts (once per session) n nodes."""
+def sim_session(request: pytest.FixtureRequest) -> Iterator[TestSession]:
+    """This session's lock and cluster list; on first use, removes what killed test sessions left running."""
     _require_docker()
+    session = TestSession(state_dir() / "test-sessions", session_suffix())
+    left = session.acquire()
+    for cluster in left:  # a dead session that had our suffix (set by hand)
+        simnodes.down(cluster)
+    for path, clusters in session.dead_sessions():
+        removed = [c for c in clusters if simnodes.down(c).containers]
+        if removed:  # said on the terminal, past pytest's output capture
+            capture = request.config.pluginmanager.get_plugin("capturemanager")
+            with capture.global_and_fixture_disabled():
+                print(f"\nremoved the clusters a killed test session left running ({path.name}): {', '.join(removed)}")
+    yield session
+    session.release()
+
+
+@pytest.fixture(scope="session")
+def sim_nodes(sim_session: TestSession) -> Iterator[Callable[..., list[NodeInfo]]]:
+    """Factory: `sim_nodes(n, gpus=8, cluster=cluster_name("e2e"), memory_gib=2048)` starts (once per session)
+    n nodes."""
     started: dict[tuple[str, int, int, int], list[NodeInfo]] = {}
 
-    def get(n: int = 2, gpus: int = 8, cluster: str = "e2e", memory_gib: int = 2048) -> list[NodeInfo]:
+    def get(n: int = 2, gpus: int = 8, cluster: str | None = None, memory_gib: int = 2048) -> list[NodeInfo]:
+        cluster = cluster or cluster_name("e2e")
         key = (cluster, n, gpus, memory_gib)
         if key not in started:
             if any(k[0] == cluster for k in started):
                 raise AssertionError(f"cluster {cluster!r} already started with other settings; use another name")
-            simnodes.down(cluster)  # leftovers of an interrupted run
+            sim_session.claim(cluster)
+            simnodes.down(cluster)  # leftovers of an interrupted run with the same suffix
             started[key] = simnodes.up(n, gpus=gpus, memory_gib=memory_gib, cluster=cluster)
         return started[key]
 

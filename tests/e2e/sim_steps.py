@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+import fcntl
+import json
 import os
+import secrets
+import time
+from collections.abc import Iterator
+from pathlib import Path
 
 REPO = "http://127.0.0.1:8081"
 
@@ -42,11 +48,100 @@ def driver_pins(version: str) -> list[str]:
     return [f"{p}={version}-1" for p in DRIVER_PACKAGES]
 
 
+SUFFIX_ENV = "HGXKIT_SIM_TEST_SUFFIX"
+
+
+def session_suffix() -> str:
+    """This test session's cluster suffix: $HGXKIT_SIM_TEST_SUFFIX, else one made for the session (`t` and 6 hex
+    digits), put into the environment so every module and subprocess of the session uses the same one."""
+    if not os.environ.get(SUFFIX_ENV):
+        os.environ[SUFFIX_ENV] = "t" + secrets.token_hex(3)
+    return os.environ[SUFFIX_ENV]
+
+
 def cluster_name(base: str) -> str:
-    """The cluster a test uses: `base`, plus `-$HGXKIT_SIM_TEST_SUFFIX` when set, so two test sessions on
-    one machine (a developer's and a CI clone's) never share simulated nodes."""
-    suffix = os.environ.get("HGXKIT_SIM_TEST_SUFFIX", "")
-    return f"{base}-{suffix}" if suffix else base
+    """The cluster a test uses: `base-<session suffix>`, so two test sessions on one machine (a developer's, a CI
+    clone's) and the demo's cluster never share simulated nodes, nor ports (`hgxkit sim up` picks free ones)."""
+    return f"{base}-{session_suffix()}"
+
+
+class TestSession:
+    """This pytest session's claim on the clusters it starts, so a later session can clean up after a killed one.
+
+    A lock file, `<state_dir>/test-sessions/<suffix>.lock`, held (flock) while the session lives, lists every
+    cluster the session starts, written BEFORE the nodes start. A later session that can take another session's
+    lock knows that session is gone (killed, crashed: the kernel drops a dead process's locks) and removes the
+    clusters it listed. A held lock (a live session) and clusters no lock lists (the demo's, anyone's own) are
+    never touched.
+    """
+
+    __test__ = False  # not a test class, despite its name
+
+    def __init__(self, directory: Path, suffix: str) -> None:
+        self.directory = directory
+        self.suffix = suffix
+        self.path = directory / f"{suffix}.lock"
+        self._file = None
+
+    def acquire(self) -> list[str]:
+        """Take this session's lock; return the clusters a dead session with the same suffix left listed in it."""
+        self.directory.mkdir(parents=True, exist_ok=True)
+        f = self.path.open("a+")
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            f.close()
+            raise RuntimeError(
+                f"{SUFFIX_ENV}={self.suffix} is in use by another live test session: unset it (each session then "
+                "gets its own) or choose another"
+            ) from None
+        self._file = f
+        left = _listed(f)
+        f.truncate(0)
+        f.write(json.dumps({"pid": os.getpid(), "started": time.time()}) + "\n")
+        f.flush()
+        return left
+
+    def claim(self, cluster: str) -> None:
+        """Record `cluster` as this session's (call before starting it: a kill during `up` must be cleaned too)."""
+        assert self._file is not None, "acquire() first"
+        self._file.write(json.dumps({"cluster": cluster}) + "\n")
+        self._file.flush()
+        os.fsync(self._file.fileno())
+
+    def release(self) -> None:
+        """Done (every cluster removed): delete the lock file and let go of it."""
+        if self._file is not None:
+            self.path.unlink(missing_ok=True)
+            self._file.close()
+            self._file = None
+
+    def dead_sessions(self) -> Iterator[tuple[Path, list[str]]]:
+        """(lock file, listed clusters) of each other session that is gone, its lock held by us while we yield it;
+        the file is deleted after the caller is done with it."""
+        for path in sorted(self.directory.glob("*.lock")):
+            if path == self.path:
+                continue
+            with path.open("a+") as f:
+                try:
+                    fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    continue  # a live session
+                yield path, _listed(f)
+                path.unlink(missing_ok=True)
+
+
+def _listed(f) -> list[str]:
+    f.seek(0)
+    clusters = []
+    for line in f.read().splitlines():
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(entry, dict) and isinstance(entry.get("cluster"), str):
+            clusters.append(entry["cluster"])
+    return clusters
 
 
 def deploy_argv(deploy: str, *data: str, flags: tuple[str, ...] = ("-y",)) -> list[str]:

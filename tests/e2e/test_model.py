@@ -19,7 +19,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import _require_docker
 from sim_steps import cluster_name
 
 from hgxkit.sim import nodes as simnodes
@@ -35,9 +34,9 @@ CAPTURED: list[str] = []  # every output of this module, grepped for tokens at t
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    _require_docker()
+def cluster(sim_session) -> Iterator[str]:
     name = cluster_name("model-e2e")
+    sim_session.claim(name)  # removed by the next session if this one is killed
     simnodes.down(name)
     simnodes.up(2, cluster=name, model_disk="64m")
     yield name
