@@ -37,6 +37,7 @@ PICKS = {
     "046": 1,  # the same rank-0 command twice, the second with --log-level=debug
     "047": 1,  # attention backend fa3, then flashinfer
     "061": 1,  # TP4, then TP4 x PP2
+    "075": 1,  # Qwen3-VL TP4 on GPUs 0-3, then gpt-oss TP2 on 4,5 and SigLIP2 DP2 on 6,7 (third-party image)
 }
 
 # What each refusal must name: the reason the index gives after "Refuse:".
@@ -94,6 +95,7 @@ COLLAPSED = {"048"}
 VARIABLES = {
     "044": {"MODEL_NAME": "DeepSeek-V3.1-Terminus"},
     "065": {"volume": f"{os.getcwd()}/data", "model": "deepseek-ai/DeepSeek-R1-Distill-Qwen-1.5B"},  # volume=$PWD/data
+    "076": {"NAME": "m27-fp8-inst1", "IMAGE": "nvcr.io/nvidia/vllm:26.01-py3", "MODEL": "MiniMaxAI/MiniMax-M2.7"},
 }
 # Documented exceptions to "renders the post's argv": (post word, recipe word) pairs and why.
 SECRET_WORDS = {
@@ -208,14 +210,32 @@ def test_a_docker_run_renders_the_argv_sh_gives_for_the_post(number: str, posix_
         assert rendered == expected
 
 
+# Posts that run a TP-4 vLLM server on a `--gpus '"device=…"'` list of four: the recipe keeps both.
+FOUR_LISTED_GPUS = {"075": [0, 1, 2, 3], "076": [4, 5, 6, 7]}
+
+
+@pytest.mark.parametrize("number", sorted(FOUR_LISTED_GPUS))
+def test_a_tp4_server_keeps_its_four_listed_gpus(number: str) -> None:
+    recipe = imported(number).recipe
+    (group,) = render_recipe(recipe)
+    gpus = FOUR_LISTED_GPUS[number]
+    assert group.gpus == gpus
+    assert group.option_values("--gpus") == [f'"device={",".join(map(str, gpus))}"']
+    assert recipe.server.flag("--tensor-parallel-size") == "4"
+    assert recipe.server.parallel_size() == 4
+
+
 def _value_after(words: list[str], flag: str, recipe: Recipe) -> str | None:
-    """The model a posted argv names: after the kind's model flag, or after the image (vLLM's positional model)."""
+    """The model a posted argv names: after the kind's model flag, or after the image or its `vllm serve` (vLLM's
+    positional model)."""
     spellings = {flag, *(a for a, c in recipe.server.server_kind.flag_aliases.items() if c == flag)}
     for index, word in enumerate(words[:-1]):
         if word in spellings:
             return words[index + 1]
-    image = words.index(recipe.image.reference)
-    follower = words[image + 1] if image + 1 < len(words) else ""
+    after = words[words.index(recipe.image.reference) + 1 :]
+    if after[:2] == ["vllm", "serve"]:  # the container command written out (076: an image with no serving entrypoint)
+        after = after[2:]
+    follower = after[0] if after else ""
     return follower if follower and not follower.startswith("-") else None
 
 
