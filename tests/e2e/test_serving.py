@@ -185,7 +185,8 @@ def test_a_killed_replace_finishes_and_a_second_run_is_refused(served, tmp_path)
                      "sleep 1; done", timeout=200)  # fmt: skip
     node_sh(CLUSTER, "touch /tmp/poll-stop")
     samples = [line.split() for line in poller.communicate(timeout=60)[0].splitlines() if len(line.split()) == 2]
-    assert samples and all(code == "200" for _, code in samples), "group 1 stopped answering"
+    missed = [(stamp, code) for stamp, code in samples if code != "200"]
+    assert samples and not missed, f"group 1 stopped answering: {missed[:10]} of {len(samples)} samples"
     assert node_sh(CLUSTER, "cat /var/lib/hgxkit/serve/replace/deepseek-v4-flash-0/status").strip() == "ok"
     again = run_deploy(CLUSTER, "deploys/dspark.py", "verify=false", f"recipe={variant}")
     assert again.returncode == 0, out(again)[-4000:]
@@ -260,11 +261,11 @@ def test_two_recipes_compare_in_the_posts_layout(served, capsys) -> None:
     assert hgxkit_main(["results", "--root", str(results), "compare", runs[0].name, runs[1].name, "--md"]) == 0
     table = capsys.readouterr().out
     assert "simulated: both runs ran on simulated nodes" in table
-    assert "| Input | Conc | deepseek-v4-flash-dspark-marlin | deepseek-v4-flash-dspark-flashinfer | Delta |" in table
-    assert (
-        "| Input | Conc | deepseek-v4-flash-dspark-marlin | deepseek-v4-flash-dspark-flashinfer | Under 5s? |" in table
-    )
-    assert re.search(r"\| 5K \| 1 \| \d+ \| \d+ \| (tie|\S+ [+-]\d+%) \|", table)
+    head = "| Input | Conc | deepseek-v4-flash-dspark-marlin [95% CI] | deepseek-v4-flash-dspark-flashinfer [95% CI] |"
+    assert f"{head} Verdict | p (MWU) |\n" in table
+    assert f"{head} Verdict | p (MWU) | Under 5s? |\n" in table
+    # one smoke repeat per run: no interval, and no verdict a test could reach (p can be no smaller than 1)
+    assert re.search(r"\| 5K \| 1 \| \d+ \| \d+ \| too small to judge: 1 vs 1 repeats[^|]* \| - \|", table)
     assert hgxkit_main(["results", "--root", str(results), "compare", runs[1].name, "--reference", "--md"]) == 0
     reference = capsys.readouterr().out
     assert "| TTFT mean | 5K | 1 | 257.42 |" in reference  # the post's flashinfer number
@@ -283,7 +284,7 @@ def test_api_key_auto_never_reaches_output_or_archive(served, tmp_path) -> None:
     # On the node: no process shows the key on its command line, and no file others may read holds it.
     assert key not in node_sh(CLUSTER, "ps -eo args")
     readable = node_sh(CLUSTER, "find /var/lib/hgxkit /etc/hgxkit /tmp /data/models -type f -perm -o=r "
-                                "-size -50M -exec cat {} + 2>/dev/null | strings")  # fmt: skip
+                                "-size -50M -exec cat {} + 2>/dev/null | tr -c '[:print:]' '\\n'")  # fmt: skip
     assert readable and key not in readable and FAKE_HF_TOKEN not in readable
     raw = node_sh(CLUSTER, "cat /var/lib/hgxkit/verify/*/*.jsonl 2>/dev/null")  # root-only, and scrubbed too
     assert raw and key not in raw
