@@ -34,6 +34,7 @@ MANAGED_LABEL = "hgxkit.serve"
 SPEC_LABEL = "hgxkit.spec"
 GROUP_LABEL = "hgxkit.group"
 RECIPE_LABEL = "hgxkit.recipe"
+PORT_LABEL = "hgxkit.port"  # the host port the server answers on (published, or its own with --network host)
 KEY_CONFIG_IN_CONTAINER = "/run/hgxkit/api-key.yaml"
 
 
@@ -125,7 +126,9 @@ def container_specs(
                          extra_args=args)  # fmt: skip
         body = group.with_overrides(**overrides)  # type: ignore[arg-type]
         spec_hash = hashlib.sha256(json.dumps(body.argv).encode()).hexdigest()[:16]
-        labels = {MANAGED_LABEL: "1", RECIPE_LABEL: recipe.name, GROUP_LABEL: str(group.group), SPEC_LABEL: spec_hash}
+        url = health_url(recipe, group)
+        labels = {MANAGED_LABEL: "1", RECIPE_LABEL: recipe.name, GROUP_LABEL: str(group.group), SPEC_LABEL: spec_hash,
+                  PORT_LABEL: url.split("://", 1)[1].split("/", 1)[0].rsplit(":", 1)[1]}  # fmt: skip
         run = resolved.with_overrides(**overrides).with_overrides(labels=labels) if environ else None  # type: ignore[arg-type]
         specs.append(
             ContainerSpec(
@@ -136,7 +139,7 @@ def container_specs(
                 rendered=body.with_overrides(labels=labels),
                 spec_hash=spec_hash,
                 labels=labels,
-                health_url=health_url(recipe, group),
+                health_url=url,
                 resolved=run,
             )
         )

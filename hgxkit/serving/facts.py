@@ -17,7 +17,7 @@ import json
 from pyinfra.api import FactBase, StringCommand
 
 from hgxkit.hostcmd import script
-from hgxkit.serving.containers import GROUP_LABEL, MANAGED_LABEL, SPEC_LABEL
+from hgxkit.serving.containers import GROUP_LABEL, MANAGED_LABEL, PORT_LABEL, SPEC_LABEL
 from hgxkit.serving.rollout import RunningContainer
 from hgxkit.serving.router import ROUTER_LABEL
 
@@ -58,6 +58,7 @@ def parse_inspected(lines: list[str]) -> list[RunningContainer]:
                 group=int(group) if isinstance(group, str) and group.isdigit() else None,
                 running=bool(item.get("running")),
                 started_at=item.get("started"),
+                port=int(labels[PORT_LABEL]) if str(labels.get(PORT_LABEL, "")).isdigit() else None,
             )
         )
     return sorted(out, key=lambda c: c.name)

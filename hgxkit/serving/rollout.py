@@ -23,6 +23,7 @@ class RunningContainer:
     group: int | None
     running: bool
     started_at: str | None = None
+    port: int | None = None  # the host port it serves on (its hgxkit.port label; None for older containers)
 
 
 @dataclass(frozen=True)

@@ -132,14 +132,18 @@ def name_problems(specs: list[ContainerSpec]) -> list[Problem]:
     ]
 
 
-def port_problems(specs: list[ContainerSpec], current: list[RunningContainer]) -> list[Problem]:
-    """Host ports a new container needs that something else already listens on."""
+def port_problems(
+    specs: list[ContainerSpec], current: list[RunningContainer], removed: list[RunningContainer]
+) -> list[Problem]:
+    """Host ports a new container needs that something else already listens on (a container of ours that
+    this rollout removes, or the group's own container it replaces, frees its port first)."""
     listening = host.get_fact(ListeningPorts)
     ours = {c.name for c in current}
+    freed = {c.port for c in removed if c.port is not None}
     return [
         Problem("port", f"port {spec.port} is in use on the host", "stop what listens there or change port_base")
         for spec in specs
-        if spec.port in listening and spec.name not in ours
+        if spec.port in listening and spec.name not in ours and spec.port not in freed
     ]
 
 
@@ -193,7 +197,7 @@ def sglang_serve() -> None:
         rollout = plan_rollout(current, specs)
         if not rollout.changes and not interrupted(current):
             return  # nothing differs: no operation, nothing restarted, nothing pulled
-        refuse(heading, port_problems(rollout.replace, current))
+        refuse(heading, port_problems(rollout.replace, current, rollout.remove))
     python.call(
         name=f"Roll out {recipe.name} group by group",
         function=_rollout,
@@ -271,7 +275,7 @@ def _rollout(recipe: Recipe, total_gpus: int | None, digest: str | None) -> None
     _recover(run, specs)
     current = host.get_fact(ManagedContainers)
     rollout = plan_rollout([c for c in current if not c.name.endswith(PREVIOUS_SUFFIX)], specs)
-    refuse(heading, port_problems(rollout.replace, current))
+    refuse(heading, port_problems(rollout.replace, current, rollout.remove))
     by_name = {c.name: c for c in current}
     for stale in rollout.remove:
         echo(f"[{host.name}] removing {stale.name}: its group is no longer in {recipe.name}")

@@ -22,6 +22,7 @@ import re
 import shutil
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -45,9 +46,8 @@ def _require(ok: bool, why: str) -> None:
 
 
 def hgxkit(*args: str, results: Path | None = None) -> subprocess.CompletedProcess[str]:
-    argv = [sys.executable, "-m", "hgxkit", *args]
-    if results is not None:
-        argv[3:3] = ["--root", str(results)]  # `hgxkit results --root DIR SUBCOMMAND`
+    root = ["--root", str(results)] if results is not None else []  # `hgxkit results --root DIR SUBCOMMAND`
+    argv = [sys.executable, "-m", "hgxkit", args[0], *root, *args[1:]]
     return subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=900, check=False)
 
 
@@ -72,7 +72,7 @@ def serving() -> dict[str, dict[str, str]]:
             "running": str(item["State"]["Running"]),
             "recipe": item["Config"]["Labels"].get("hgxkit.recipe", ""),
             "image": item["Config"]["Image"],
-            "gpus": ",".join(requests[0].get("DeviceIDs") or []) or str(requests[0].get("Count")),
+            "gpus": ",".join(requests[0].get("DeviceIDs") or []) or ("all" if requests[0].get("Count") == -1 else ""),
         }
     return found
 
@@ -89,13 +89,28 @@ def node(sim_nodes, tmp_path_factory):
     return tmp_path_factory.mktemp("kinds-results")
 
 
+@dataclass(frozen=True)
+class Deployed:
+    """One post's deploy: its imported recipe, the serving containers after it, and the run it archived."""
+
+    recipe: Path
+    containers: dict[str, dict[str, str]]
+    run: Path
+
+    @property
+    def only(self) -> tuple[str, dict[str, str]]:
+        """(name, facts) of the one serving container (every post here serves one)."""
+        ((name, facts),) = self.containers.items()
+        return name, facts
+
+
 @pytest.fixture(scope="module")
-def deployed(node, tmp_path_factory):
-    """number -> (recipe path, deploy result, serving containers after it, archived run dir) — filled in order."""
+def deployed(node) -> dict[str, Deployed]:
+    """Post number -> its Deployed, filled by the tests in order."""
     return {}
 
 
-def deploy_post(number: str, node: Path, deployed: dict, tmp: Path, *import_args: str):
+def deploy_post(number: str, node: Path, deployed: dict, tmp: Path, *import_args: str) -> Deployed:
     recipe = tmp / f"{number}.yaml"
     imported = hgxkit("recipe", "import", str(post(number)), "-o", str(recipe), "--force", *import_args)
     assert imported.returncode == 0, out(imported)
@@ -105,7 +120,7 @@ def deploy_post(number: str, node: Path, deployed: dict, tmp: Path, *import_args
     assert result.returncode == 0, out(result)[-6000:]
     assert FAKE_HF_TOKEN not in out(result)
     (run,) = [p for p in node.glob("node1/*") if p.is_dir() and p.name not in before]
-    deployed[number] = (recipe, result, serving(), run)
+    deployed[number] = Deployed(recipe, serving(), run)
     return deployed[number]
 
 
@@ -122,9 +137,9 @@ def archive_has_no_token(run: Path) -> None:
 
 
 def test_official_vllm_docker_command_with_prompt_and_cache_mount(node, deployed, tmp_path_factory) -> None:
-    recipe, result, containers, run = deploy_post("007", node, deployed, tmp_path_factory.mktemp("r"))
-    assert "took `docker run` (the server, vLLM" in out(hgxkit("recipe", "import", str(post("007"))))
-    ((name, c),) = containers.items()
+    done = deploy_post("007", node, deployed, tmp_path_factory.mktemp("r"))
+    _, c = done.only
+    run = done.run
     assert (c["recipe"], c["running"], c["gpus"]) == ("mistral-7b-v0.1", "True", "all")
     models = json.loads(node_sh(CLUSTER, "curl -sf http://127.0.0.1:8000/v1/models"))
     assert [m["id"] for m in models["data"]] == ["mistralai/Mistral-7B-v0.1"]  # the post's name, kept
@@ -139,8 +154,9 @@ def test_official_vllm_docker_command_with_prompt_and_cache_mount(node, deployed
 
 
 def test_vllm_tp4_on_four_listed_gpus(node, deployed, tmp_path_factory) -> None:
-    recipe, result, containers, run = deploy_post("075", node, deployed, tmp_path_factory.mktemp("r"), "--pick", "1")
-    ((name, c),) = containers.items()
+    done = deploy_post("075", node, deployed, tmp_path_factory.mktemp("r"), "--pick", "1")
+    name, c = done.only
+    run = done.run
     assert (c["running"], c["gpus"]) == ("True", "0,1,2,3")
     info = node_sh(CLUSTER, f"docker exec {name} cat /proc/1/environ | tr '\\0' '\\n'")
     assert "NVIDIA_VISIBLE_DEVICES=0,1,2,3" in info.splitlines()
@@ -150,8 +166,9 @@ def test_vllm_tp4_on_four_listed_gpus(node, deployed, tmp_path_factory) -> None:
 
 
 def test_sglang_deepseek_without_a_name(node, deployed, tmp_path_factory) -> None:
-    recipe, result, containers, run = deploy_post("019", node, deployed, tmp_path_factory.mktemp("r"))
-    ((name, c),) = containers.items()
+    done = deploy_post("019", node, deployed, tmp_path_factory.mktemp("r"))
+    name, c = done.only
+    run = done.run
     assert c["running"] == "True" and c["recipe"] == "deepseek-v3" and name.startswith("deepseek-v3")
     info = json.loads(node_sh(CLUSTER, "curl -sf http://127.0.0.1:30000/server_info"))
     assert (info["simulated"], info["tp_size"], info["served_model_name"]) == (True, 8, "deepseek-ai/DeepSeek-V3")
@@ -165,8 +182,9 @@ def test_sglang_deepseek_without_a_name(node, deployed, tmp_path_factory) -> Non
 
 
 def test_bare_vllm_serve_launch(node, deployed, tmp_path_factory) -> None:
-    recipe, result, containers, run = deploy_post("071", node, deployed, tmp_path_factory.mktemp("r"))
-    ((name, c),) = containers.items()
+    done = deploy_post("071", node, deployed, tmp_path_factory.mktemp("r"))
+    _, c = done.only
+    run = done.run
     assert (c["running"], c["image"].split("@")[0].split(":")[0]) == ("True", "vllm/vllm-openai")
     models = json.loads(node_sh(CLUSTER, "curl -sf http://127.0.0.1:8000/v1/models"))
     assert [m["id"] for m in models["data"]] == ["openai/gpt-oss-120b"]
@@ -175,7 +193,7 @@ def test_bare_vllm_serve_launch(node, deployed, tmp_path_factory) -> None:
 
 
 def test_a_rerun_changes_nothing(node, deployed) -> None:
-    recipe, _result, containers, _run = deployed["071"]
+    recipe, containers = deployed["071"].recipe, deployed["071"].containers
     again = run_deploy(CLUSTER, "deploys/reproduce.py", f"recipe={recipe}", "verify=false")
     assert again.returncode == 0, out(again)[-4000:]
     match = re.search(r"Grand total\s+(\S+)\s+(\S+)\s+(\S+)\s+(\S+)", out(again))
@@ -186,7 +204,7 @@ def test_a_rerun_changes_nothing(node, deployed) -> None:
 
 
 def test_compare_vllm_run_with_sglang_run(node, deployed) -> None:
-    vllm_run, sglang_run = deployed["007"][3], deployed["019"][3]
+    vllm_run, sglang_run = deployed["007"].run, deployed["019"].run
     compared = hgxkit("results", "compare", str(vllm_run.relative_to(node)), str(sglang_run.relative_to(node)),
                       results=node)  # fmt: skip
     assert compared.returncode == 0, out(compared)

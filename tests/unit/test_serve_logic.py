@@ -133,5 +133,7 @@ def test_managed_containers_from_docker_inspect() -> None:
     (container,) = parse_inspected([json.dumps(inspected)])
     assert container == RunningContainer("deepseek-v4-flash-1", "abc", "h1", 1, True, "2026-11-30T12:00:00Z")
     assert parse_inspected([]) == [] and parse_inspected(["not json"]) == []
+    labelled = {**inspected, "labels": {**inspected["labels"], "hgxkit.port": "8000"}}
+    assert parse_inspected([json.dumps(labelled)])[0].port == 8000  # what a removed container frees
     ports = ListeningPorts().process(["LISTEN 0 4096 127.0.0.1:5000 0.0.0.0:*", "LISTEN 0 128 [::]:22 [::]:*"])
     assert ports == {5000, 22}
