@@ -14,9 +14,11 @@ Example:
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import Any
 
 MASK = "***"
 
@@ -114,7 +116,7 @@ def _by_flag(match: re.Match[str]) -> str | None:
 # A value may be written bare, in double quotes or in single quotes; group `value` is inside the quotes.
 _QUOTED = (
     r"""(?:"(?P<dq>[^"\n]*)"|'(?P<sq>[^'\n]*)'|"""
-    r"""(?P<bare>\{\{env:[A-Za-z_][A-Za-z0-9_]*\}\}|\$\{[A-Za-z_][A-Za-z0-9_]*\}|[^\s"',;}\])]+))"""
+    r"""(?P<bare>\{\{env:[A-Za-z_][A-Za-z0-9_]*\}\}|\$\{[A-Za-z_][A-Za-z0-9_]*\}|[^\s"',;}\])\\]+))"""
 )
 _NOT_WORD_BEFORE = r"(?<![A-Za-z0-9_])"
 
@@ -256,6 +258,45 @@ def redact(text: str, known: Iterable[str] = ()) -> str:
     This is hgxkit's one scrubber: log lines, archived results, host raw files and error messages use it.
     """
     return replace_secrets(text, find_secrets(text, known), lambda _span: MASK)
+
+
+def redact_json(value: Any, known: Iterable[str] = ()) -> Any:
+    """`value` (parsed JSON) with every string redacted and every string under a secret-named key masked, so
+    the result is still valid JSON (text redaction of a dump can cut through an escaped quote).
+
+    Example:
+        >>> redact_json({"env": {"HF_TOKEN": "x1"}, "cmd": "run --api-key \\"k1\\""})
+        {'env': {'HF_TOKEN': '***'}, 'cmd': 'run --api-key "***"'}
+    """
+    if isinstance(value, dict):
+        return {
+            key: MASK if isinstance(item, str) and is_secret_name(str(key)) and item not in _NOT_A_VALUE
+            and not _REFERENCE_RE.fullmatch(item) else redact_json(item, known)
+            for key, item in value.items()
+        }  # fmt: skip
+    if isinstance(value, list):
+        return [redact_json(item, known) for item in value]
+    if isinstance(value, str):
+        return redact(value, known)
+    return value
+
+
+def redact_json_text(text: str, known: Iterable[str] = ()) -> str:
+    """JSON Lines (every non-empty line JSON, e.g. a client's output) or a JSON document (e.g. a fingerprint)
+    with secrets masked value by value (`redact_json`), so it still parses; other text is redacted as text."""
+    lines = text.splitlines()
+    try:
+        parsed = [json.loads(line) if line.strip() else None for line in lines]
+    except ValueError:
+        parsed = []
+    if lines and parsed:
+        pairs = zip(lines, parsed, strict=True)
+        out = [json.dumps(redact_json(item, known)) if line.strip() else line for line, item in pairs]
+        return "\n".join(out) + ("\n" if text.endswith("\n") else "")
+    try:
+        return json.dumps(redact_json(json.loads(text), known), indent=2) + "\n"
+    except ValueError:
+        return redact(text, known)
 
 
 def has_secret(text: str) -> bool:

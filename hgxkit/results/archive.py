@@ -23,7 +23,7 @@ from hgxkit.results.fingerprint import Fingerprint
 from hgxkit.results.run import Run
 from hgxkit.results.schemas import schema_errors
 from hgxkit.results.summary import RunSummary
-from hgxkit.secrets import redact
+from hgxkit.secrets import redact, redact_json, redact_json_text
 
 RUN_DIR_RE = re.compile(r"^(\d{8}T\d{6}Z)_(.+)$")
 PARTIAL_SUFFIX = ".partial"
@@ -38,6 +38,11 @@ def run_id_for(host: str, time: str, recipe: str) -> str:
 def scrub(text: str, secrets: list[str]) -> str:
     """Remove secrets from archived text: known values, `api_key` fields of /server_info, HF/OpenAI keys."""
     return redact(text, secrets)
+
+
+def scrub_json(data: Any, secrets: list[str]) -> str:
+    """An archived JSON document, secrets masked value by value (it stays valid JSON)."""
+    return json.dumps(redact_json(data, secrets), indent=2) + "\n"
 
 
 def write_run(
@@ -64,13 +69,13 @@ def write_run(
     tmp = target.with_name(target.name + PARTIAL_SUFFIX)
     (tmp / "raw").mkdir(parents=True, exist_ok=True)
     for name, text in raw.items():
-        (tmp / "raw" / name).write_text(scrub(text, secrets))
+        (tmp / "raw" / name).write_text(redact_json_text(text, secrets))  # client JSONL stays parseable
     if telemetry:
         (tmp / "telemetry").mkdir(exist_ok=True)
         for name, text in telemetry.items():
             (tmp / "telemetry" / name).write_text(scrub(text, secrets))
-    (tmp / "summary.json").write_text(scrub(json.dumps(summary.to_json(), indent=2), secrets) + "\n")
-    (tmp / "fingerprint.json").write_text(scrub(json.dumps(fingerprint.to_json(), indent=2), secrets) + "\n")
+    (tmp / "summary.json").write_text(scrub_json(summary.to_json(), secrets))
+    (tmp / "fingerprint.json").write_text(scrub_json(fingerprint.to_json(), secrets))
     (tmp / "report.md").write_text(scrub(report, secrets))
     if html:
         from hgxkit.results.html_report import run_html

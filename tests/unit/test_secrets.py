@@ -153,3 +153,22 @@ def test_scrubbing_is_linear_on_adversarial_text(unit: str) -> None:
     start = time.monotonic()
     redact(text)
     assert time.monotonic() - start < 2.0
+
+
+def test_json_documents_stay_valid_json_with_escaped_quotes_around_secrets() -> None:
+    """A dumped fingerprint holds commands like `--env "HF_TOKEN=…"` as escaped quotes: masking the text of the
+    dump cut through the escape (a real archive came out unreadable); masking value by value cannot."""
+    import json
+
+    from hgxkit.secrets import redact_json_text
+
+    token = "hf_" + "A" * 34
+    doc = {"serving": {"rendered": [f'docker run --env "HF_TOKEN={token}" -e HF_TOKEN=\\"{token}\\" img'],
+                       "env": {"HF_TOKEN": "plain-value-1234", "NCCL_DEBUG": "INFO"}}}  # fmt: skip
+    text = json.dumps(doc, indent=2)
+    assert json.loads(text) == doc
+    for scrubbed in (redact_json_text(text), redact_json_text(json.dumps(doc) + "\n" + json.dumps(doc) + "\n")):
+        assert token not in scrubbed and "plain-value-1234" not in scrubbed
+        parsed = [json.loads(line) for line in scrubbed.splitlines()] if "\n{" in scrubbed else [json.loads(scrubbed)]
+        assert all(p["serving"]["env"] == {"HF_TOKEN": "***", "NCCL_DEBUG": "INFO"} for p in parsed)
+    assert redact_json_text("not json: HF_TOKEN=abcdef123") == "not json: HF_TOKEN=***"
