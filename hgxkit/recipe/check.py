@@ -211,7 +211,7 @@ def _check_exposure(recipe: Recipe) -> list[Finding]:
     if ports and not network_host and host in _LOOPBACK:
         findings.append(
             Finding(
-                "warning",
+                "error",  # the deploy would wait for a health answer that can never come
                 "unreachable",
                 f"the server listens on {written or f'{host} ({kind.title} default)'} inside the container, so the "
                 "published port cannot reach it; add --host 0.0.0.0",

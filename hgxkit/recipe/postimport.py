@@ -47,11 +47,12 @@ from hgxkit.recipe.kinds import (
     python_program,
 )
 from hgxkit.recipe.loader import MAX_RECIPE_BYTES
-from hgxkit.recipe.model import ImageRef, ModelSpec, Recipe, Source
+from hgxkit.recipe.model import DockerSpec, ImageRef, ModelSpec, Recipe, Source
 from hgxkit.recipe.nodes import HGX_GPUS, join_ranks, parallel_size, rank_of, spans_nodes
 from hgxkit.recipe.placement import DEFAULT_MODELS_DIR, place_model
 from hgxkit.recipe.post import PostFile, find_commands, read_post
 from hgxkit.recipe.results_import import Bench, bench_commands, benchmarks
+from hgxkit.recipe.server_args import ServerCommand
 from hgxkit.recipe.shellwords import Word, shell_value, split_words
 from hgxkit.recipe.variables import Scope
 from hgxkit.secrets import is_secret_flag, is_secret_name
@@ -415,6 +416,8 @@ class _Importer:
         placed = place_model(recipe.docker, recipe.server, where=where, model_repo=self.options.model_repo,
                              revision=self.options.revision, models_dir=self.options.models_dir)  # fmt: skip
         self.notes += placed.notes
+        server_command = _reachable(placed.docker, placed.server, where, self.notes)
+        placed = replace(placed, server=server_command)
         groups = recipe.groups
         if groups is not None and groups.gpus_per_node is None and groups.size is not None:
             groups = replace(groups, gpus_per_node=HGX_GPUS)
@@ -688,6 +691,21 @@ def _name(recipe: Recipe) -> str:
         candidate = recipe.image.reference.split("@")[0].rsplit("/", 1)[-1].replace(":", "-")
     slug = re.sub(r"[^a-z0-9._-]+", "-", shell_value(candidate).lower()).strip("-._")
     return slug or "imported"
+
+
+def _reachable(docker: DockerSpec, server: ServerCommand, where: str, notes: list[str]) -> ServerCommand:
+    """The server with `--host 0.0.0.0` where its engine listens on loopback by default (SGLang) inside a
+    container whose port is published: as posted, the published port reaches nothing in the container (the
+    server never answers, and the deploy would wait for it). Where the host side listens is hgxkit's choice
+    (`bind_address`, loopback unless set), not the container's."""
+    kind = server.server_kind
+    if server.has("--host") or kind.default_host not in ("127.0.0.1", "localhost", "::1"):
+        return server
+    if not docker.ports() or docker.last("--network") == "host":
+        return server
+    notes.append(f"{where}: --host 0.0.0.0 added: {kind.title} listens on {kind.default_host} by default, which "
+                 "the container's published port cannot reach (the host side binds per bind_address)")  # fmt: skip
+    return ServerCommand(server.program, (*server.args, ("--host", "0.0.0.0")), server.kind)
 
 
 def _report_order(report: Report) -> tuple[str, int]:

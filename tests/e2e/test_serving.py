@@ -124,6 +124,40 @@ NODE_STATE = (
 )
 
 
+def test_full_bench_archives_repeats_intervals_telemetry_and_report(served, tmp_path) -> None:
+    """`bench=full` on the post's matrix, cut to its first two cells (the run's length, not its kind): every
+    cell of both groups measured 3 times (the full default), with intervals, per-cell telemetry and the HTML
+    report in the archive."""
+    import yaml
+
+    data = yaml.safe_load((ROOT / MARLIN).read_text())
+    data["matrix"]["cells"] = data["matrix"]["cells"][:2]
+    recipe = tmp_path / "marlin-two-cells.yaml"
+    recipe.write_text(yaml.safe_dump(data, sort_keys=False))
+    results = tmp_path / "results"
+    run = run_deploy(CLUSTER, "deploys/verify.py", f"recipe={recipe}", "bench=full", "bench_output_len=16",
+                     f"results_dir={results}")  # fmt: skip
+    assert run.returncode == 0, out(run)[-4000:]
+    (run_dir,) = [p for p in results.glob("node1/*") if p.is_dir()]
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["bench"] == "full" and summary["simulated"] is True and summary["gates"] == []
+    shapes = sorted((c["group"], c["input_len"], c["concurrency"]) for c in summary["cells"])
+    assert shapes == [(0, 5000, 1), (0, 5000, 5), (1, 5000, 1), (1, 5000, 5)]
+    for cell in summary["cells"]:
+        assert len(cell["repeats"]) == 3 and cell["failed"] == 0
+        assert len(cell["ttfts_ms"]) == 3 * cell["num_prompts"]  # pooled per-request samples of the 3 runs
+        ttft = cell["intervals"]["ttft_mean_ms"]
+        assert ttft["low"] is not None and ttft["low"] <= cell["ttft_mean_ms"] <= ttft["high"], ttft
+        telemetry = cell["telemetry"]
+        assert telemetry["simulated"] is True and len(telemetry["gpus"]) == 4  # the group's four GPUs
+        assert telemetry["server"] is not None  # /metrics scraped while the cell ran (--enable-metrics)
+        for name in telemetry["files"]:
+            assert (run_dir / "telemetry" / name).stat().st_size > 0, name
+    html = (run_dir / "report.html").read_text()
+    assert "SIMULATED" in html and "<script src=" not in html and "95%" in html
+    assert "hgxkit results show" in out(run)
+
+
 def test_dry_run_on_a_converged_node_changes_nothing(served) -> None:
     before = node_sh(CLUSTER, NODE_STATE)
     assert "deepseek-v4-flash-0" in before and "/var/lib/hgxkit/serve/image.json" in before

@@ -109,7 +109,8 @@ def test_server_pitfalls_warn_with_reason(cmd: str, code: str | None, reason: st
 def test_server_bound_to_loopback_inside_container_is_unreachable() -> None:
     recipe = import_docker_run("docker run -p 8000:30000 img sglang serve --model-path org/m")
     findings = check_recipe(recipe)
-    assert codes(findings, "warning") == ["unreachable", "moving-tag"]
+    # an error: the deploy would wait for an answer that can never come (the importer adds --host 0.0.0.0)
+    assert codes(findings, "error") == ["unreachable"] and codes(findings, "warning") == ["moving-tag"]
 
 
 def test_loopback_publish_is_not_unauthenticated() -> None:
