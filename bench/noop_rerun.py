@@ -1,14 +1,17 @@
-"""Time no-op re-runs of deploys/bringup.py and deploys/dspark.py (verify off) on 1 and 4 simulated nodes,
-against a minimal pyinfra deploy.
+"""Time no-op re-runs of deploys/bringup.py and deploys/dspark.py (verify off) on 1, 4 and 8 simulated nodes,
+against a minimal pyinfra deploy, and say what a simulated node costs in memory.
 
-    python bench/noop_rerun.py [--repeat 3] [--keep] [--bringup-only]
+    python bench/noop_rerun.py [--nodes 1,4,8] [--repeat 3] [--keep] [--bringup-only] [--recheck]
 
-Starts clusters `bench1` (1 node) and `bench4` (4 nodes, 3 TiB RAM each so the post's HiCache fits),
-converges them once with deploys/dspark.py --data verify=false (not timed: bring-up, model, two serving
+For each node count N it starts cluster `benchN` (3 TiB simulated RAM per node so the post's HiCache fits),
+converges it once with deploys/dspark.py --data verify=false (not timed: bring-up, model, two serving
 containers per node), then times, side by side in the same run, re-runs of deploys/bringup.py and
 deploys/dspark.py (each must report no change) and of bench/minimal_deploy.py (one fact, one no-op
-operation) on the same nodes. Prints the median wall times and their ratios. Nodes are simulated
-(`simulated: true`): absolute times are this machine's, the ratios are the figures to compare.
+operation) on the same nodes. Prints the median wall times, their ratios to the minimal deploy, the ratio of
+N nodes to 1 node, and the memory the node containers use (docker stats: the node's systemd, sshd, dockerd
+and its serving stand-ins). `--recheck` times the re-runs with `--data recheck=true` too (every bring-up
+check, as before hgxkit/node/converged.py). Nodes are simulated (`simulated: true`): absolute times are this
+machine's; the ratios are the figures to compare.
 """
 
 from __future__ import annotations
@@ -50,43 +53,81 @@ def sim(*args: str) -> None:
     subprocess.run([sys.executable, "-m", "hgxkit", "sim", *args], cwd=ROOT, check=True, capture_output=True)
 
 
+def node_memory_mib(cluster: str) -> list[float]:
+    """Memory each node container of `cluster` uses now (MiB, from `docker stats`)."""
+    out = subprocess.run(
+        ["docker", "stats", "--no-stream", "--format", "{{.Name}} {{.MemUsage}}"],
+        capture_output=True, text=True, check=False,
+    ).stdout  # fmt: skip
+    units = {"KiB": 1 / 1024, "MiB": 1.0, "GiB": 1024.0, "B": 1 / 2**20}
+    used = []
+    for line in out.splitlines():
+        name, _, usage = line.partition(" ")
+        if not name.startswith(f"hgxkit-sim-{cluster}-node"):
+            continue
+        value = usage.split("/")[0].strip()
+        for unit, factor in units.items():
+            if value.endswith(unit):
+                used.append(float(value[: -len(unit)]) * factor)
+                break
+    return used
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--nodes", default="1,4,8", help="node counts to time, comma-separated (default 1,4,8)")
     parser.add_argument("--repeat", type=int, default=3, help="timed runs of each deploy (median is printed)")
     parser.add_argument("--keep", action="store_true", help="leave the bench clusters running")
     parser.add_argument("--bringup-only", action="store_true", help="converge and time deploys/bringup.py only")
+    parser.add_argument("--recheck", action="store_true", help="also time re-runs with --data recheck=true")
     args = parser.parse_args()
+    counts = [int(n) for n in args.nodes.split(",") if n.strip()]
     print("simulated: true (hgxkit sim nodes; times are this machine's)")
+    medians: dict[tuple[str, int], float] = {}
+    full = ("deploys/bringup.py",) if args.bringup_only else ("deploys/bringup.py", "deploys/dspark.py")
+    variants = [(d, ()) for d in full] + ([(d, ("recheck=true",)) for d in full] if args.recheck else [])
     try:
-        for nodes in (1, 4):
+        for nodes in counts:
             cluster = f"bench{nodes}"
             sim("up", "--nodes", str(nodes), "--memory-gib", "3072", "--cluster", cluster)
-            full = ("deploys/bringup.py",) if args.bringup_only else ("deploys/bringup.py", "deploys/dspark.py")
             converge, _ = pyinfra(cluster, full[-1], "verify=false")
-            timings: dict[str, list[float]] = {name: [] for name in (*full, "bench/minimal_deploy.py")}
+            timings: dict[str, list[float]] = {}
             for _ in range(args.repeat):
-                for deploy in full:
-                    elapsed, log = pyinfra(cluster, deploy, "verify=false")
+                for deploy, extra in variants:
+                    elapsed, log = pyinfra(cluster, deploy, "verify=false", *extra)
                     if changed_ops(log):
-                        sys.exit(f"{deploy} re-run changed something on {cluster}:\n{log[-3000:]}")
-                    timings[deploy].append(elapsed)
-                timings["bench/minimal_deploy.py"].append(pyinfra(cluster, "bench/minimal_deploy.py")[0])
+                        sys.exit(f"{deploy} {extra} re-run changed something on {cluster}:\n{log[-3000:]}")
+                    timings.setdefault(" ".join((deploy, *extra)), []).append(elapsed)
+                timings.setdefault("bench/minimal_deploy.py", []).append(pyinfra(cluster, "bench/minimal_deploy.py")[0])
             minimal = statistics.median(timings["bench/minimal_deploy.py"])
-            for deploy in full:
-                median = statistics.median(timings[deploy])
-                print(
-                    f"{deploy} no-op re-run, {nodes} node(s): {median:.2f} s (median of {args.repeat}); "
-                    f"minimal deploy {minimal:.2f} s; ratio {median / minimal:.1f}x  (first converge {converge:.0f} s)"
-                )
+            for label, values in timings.items():
+                medians[(label, nodes)] = statistics.median(values)
+                if label == "bench/minimal_deploy.py":
+                    continue
+                median = medians[(label, nodes)]
+                print(f"{label} no-op re-run, {nodes} node(s): {median:.2f} s (median of {args.repeat}); "
+                      f"minimal deploy {minimal:.2f} s; ratio {median / minimal:.2f}x  "
+                      f"(first converge {converge:.0f} s)")  # fmt: skip
+            memory = node_memory_mib(cluster)
+            if memory:
+                print(f"memory per simulated node, {nodes} node(s): {statistics.mean(memory):.0f} MiB mean, "
+                      f"{max(memory):.0f} MiB max (docker stats: systemd, sshd, dockerd, "
+                      "two serving stand-ins)")  # fmt: skip
+            if not args.keep and nodes != counts[0]:
+                sim("down", "--cluster", cluster)
+        base = counts[0]
+        for label, nodes in sorted(medians):
+            if nodes != base and (label, base) in medians:
+                ratio = medians[(label, nodes)] / medians[(label, base)]
+                print(f"{label}: {nodes} nodes vs {base}: {ratio:.2f}x")
+        if not args.bringup_only and (f"{full[-1]}", base) in medians:
+            print(f"ratio: dspark.py no-op re-run vs minimal deploy, {base} node: "
+                  f"{medians[(full[-1], base)] / medians[('bench/minimal_deploy.py', base)]:.2f}x")  # fmt: skip
     finally:
         if not args.keep:
-            for nodes in (1, 4):
-                subprocess.run(
-                    [sys.executable, "-m", "hgxkit", "sim", "down", "--cluster", f"bench{nodes}"],
-                    cwd=ROOT,
-                    capture_output=True,
-                    check=False,
-                )
+            for nodes in counts:
+                subprocess.run([sys.executable, "-m", "hgxkit", "sim", "down", "--cluster", f"bench{nodes}"], cwd=ROOT,
+                               capture_output=True, check=False)  # fmt: skip
     return 0
 
 

@@ -4,14 +4,20 @@ container toolkit, GPU health. Idempotent: a second run reports no change.
     pyinfra -y inventories/h200.py deploys/bringup.py
     pyinfra -y inventories/sim.py deploys/bringup.py          # simulated nodes (`hgxkit sim up`)
     pyinfra inventories/h200.py deploys/bringup.py --dry      # the plan, changing nothing
+    pyinfra -y inventories/h200.py deploys/bringup.py --data recheck=true   # every check, even if unchanged
 
-Every knob is in roles/<role>/defaults.py (shared ones in hgxkit/knobs.py); set them in the inventory (or
-`--data key=value`). deploys/reproduce.py and deploys/dspark.py include this file.
+A node unchanged since its last bring-up passed (same boot, packages, managed files, units, GPUs, XID count,
+knobs and checks: hgxkit/node/converged.py) is not checked again; the run says so. Every knob is in
+roles/<role>/defaults.py (shared ones in hgxkit/knobs.py); set them in the inventory (or `--data key=value`).
+deploys/reproduce.py and deploys/dspark.py include this file.
 """
 
 from pyinfra import host
+from pyinfra.api.output import echo
+from pyinfra.operations import python
 
 from hgxkit.hostlock import hold_host_lock
+from hgxkit.node.bringup import bringup_skip, record_bringup
 from roles.container_toolkit import container_toolkit
 from roles.docker import docker_engine
 from roles.gpu_health import gpu_health
@@ -20,8 +26,14 @@ from roles.preflight import preflight
 
 hold_host_lock(host)  # one hgxkit run per node at a time (hgxkit/hostlock.py)
 
-preflight()
-nvidia_driver()
-docker_engine()
-container_toolkit()
-gpu_health()
+skip = bringup_skip(host)
+if skip.reason:
+    echo(f"[{host.name}] {skip.reason}")
+else:
+    preflight()
+    nvidia_driver()
+    docker_engine()
+    container_toolkit()
+    gpu_health()
+    if skip.record_needed:  # runs only when every role and gate above passed
+        python.call(name="Record the verified bring-up", function=lambda: record_bringup(host, skip.judged))

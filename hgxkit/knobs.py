@@ -18,6 +18,8 @@ api_key             None, or "auto": a key generated once per host, root-only at
 serve_state_dir     where the serving role records what it runs (image digest) on the node.
 serve_api_key_file  where the API key lives on the node (root-only).
 state_dir           hgxkit's own state on the node (records, locks): /var/lib/hgxkit.
+recheck             true: run every bring-up role and gate even when the node is unchanged since they last all
+                    passed (by default such a re-run skips them and says why; hgxkit/node/converged.py).
 host_lock_wait_s    how long a run waits for another hgxkit run on the same node to finish (0: refuse at once,
                     naming the other run's PID and start time; hgxkit/hostlock.py).
 
@@ -52,6 +54,7 @@ SHARED_DEFAULTS: dict[str, Any] = {
     "serve_api_key_file": "/etc/hgxkit/serve/api-key",
     "state_dir": "/var/lib/hgxkit",
     "host_lock_wait_s": 0,
+    "recheck": False,
 }
 
 

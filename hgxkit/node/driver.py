@@ -79,6 +79,7 @@ def default_cuda_repo_url(distro: str) -> str:
 
 def packages_needing_install(plan: DriverPlan, installed: dict[str, str]) -> list[str]:
     """Packages of the plan missing or at another upstream version than the plan's."""
+
     def wanted(have: str) -> bool:
         upstream = upstream_version(have)
         return upstream == plan.version if plan.version else upstream.startswith(f"{plan.branch}.")

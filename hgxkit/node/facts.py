@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pyinfra.api import FactBase, StringCommand
 
 from hgxkit.hostcmd import argv, script
+from hgxkit.node.converged import NodeState, parse_state, state_command
 from hgxkit.nvidia.host import (
     PciInventory,
     SecureBoot,
@@ -524,3 +525,17 @@ class RealPath(FactBase[str | None]):
 
     def process(self, output: list[str]) -> str | None:
         return output[-1].strip() if output and output[-1].startswith("/") else None
+
+
+class BringupState(FactBase[tuple[NodeState, dict | None]]):
+    """What bring-up judges, read in one round trip, and the record its last pass left (see node.converged)."""
+
+    def command(self, state_file: str) -> StringCommand:
+        return state_command(state_file)
+
+    @staticmethod
+    def default() -> tuple[NodeState, dict | None]:
+        return NodeState(()), None
+
+    def process(self, output: list[str]) -> tuple[NodeState, dict | None]:
+        return parse_state(output)

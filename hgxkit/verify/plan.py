@@ -243,5 +243,3 @@ def gates(recipe: Recipe, results: list[CellResult], mode: BenchMode) -> list[st
         if mode == "smoke" and cell.failed:
             problems.append(f"group {cell.group}: {cell.failed} of {cell.num_prompts} smoke requests failed")
     return problems
-
-

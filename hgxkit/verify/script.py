@@ -18,6 +18,8 @@ import json
 import re
 from typing import Literal
 
+from pyinfra.api import StringCommand
+
 from hgxkit.hostcmd import argv, script, text, variable
 from hgxkit.recipe.kinds import KINDS
 from hgxkit.results.nvidia_smi import GPU_QUERY
@@ -65,6 +67,7 @@ for entry in plan:
                 rc = 1
     print("hgxkit-done %s %d" % (file, rc), flush=True)
 """
+
 
 def find_client(kind: str) -> str:
     """Shell text printing the first of the kind's client modules that imports (per-cell mode)."""
@@ -165,7 +168,7 @@ def _per_container_lines(container: str, cells: list[Cell], labels: dict[int, st
         text(argv("docker", "cp", DRIVER_FILE, f"{container}:{inner}/{DRIVER_FILE}")),
         text(script("{client} 2> {log} | while IFS= read -r line; do", client=client, log=driver_log)),
         '  case "$line" in',
-        "    \"hgxkit-progress \"*) printf '%s\\n' \"${line#hgxkit-progress }\" > progress ;;",
+        '    "hgxkit-progress "*) printf \'%s\\n\' "${line#hgxkit-progress }" > progress ;;',
         text(
             script(
                 '    "hgxkit-start "*) f=${{line#hgxkit-start }}; tele_start "${{f%.*}}" {url} {gpus} ;;',
@@ -189,8 +192,12 @@ def _per_container_lines(container: str, cells: list[Cell], labels: dict[int, st
     ]
     for cell in cells:
         lines += [
-            text(script("{cp} >/dev/null 2>&1 || rc=1", cp=argv("docker", "cp", f"{container}:{inner}/{cell.file}",
-                                                                 cell.file))),
+            text(
+                script(
+                    "{cp} >/dev/null 2>&1 || rc=1",
+                    cp=argv("docker", "cp", f"{container}:{inner}/{cell.file}", cell.file),
+                )
+            ),
             text(
                 script(
                     "{cp} >/dev/null 2>&1 || cp {log} {cell_log}",
@@ -249,3 +256,35 @@ def _per_cell_lines(cells: list[Cell], labels: dict[int, str], inner: str) -> li
             "fi",
         ]
     return lines
+
+
+PROGRESS_MARK = "##hgxkit-progress"
+
+
+def wait_for_progress(workdir: str, seen: str, wait_s: float) -> StringCommand:
+    """One node-side wait: returns as soon as the run's status file appears or its progress file differs from
+    `seen` (its checksum, as `parse_progress` returned it last time), else after `wait_s` seconds; prints the
+    progress checksum, the status and the progress (read with `parse_progress`)."""
+    return script(
+        "i=0; while [ $i -lt {ticks} ]; do [ -s {status} ] && break; "
+        '[ "$( (cksum < {progress}) 2>/dev/null || echo none)" != {seen} ] && break; sleep 0.2; i=$((i+1)); '
+        "done; (cksum < {progress}) 2>/dev/null || echo none; echo {mark}; cat {status} 2>/dev/null; echo {mark}; "
+        "cat {progress} 2>/dev/null; true",
+        ticks=max(round(wait_s / 0.2), 1),
+        status=f"{workdir}/status",
+        progress=f"{workdir}/progress",
+        seen=seen or "unseen",
+        mark=PROGRESS_MARK,
+    )
+
+
+def parse_progress(lines: list[str]) -> tuple[str, list[str], str]:
+    """(progress checksum, status lines, progress text) from `wait_for_progress`'s output."""
+    parts: list[list[str]] = [[]]
+    for line in lines:
+        if line == PROGRESS_MARK:
+            parts.append([])
+        else:
+            parts[-1].append(line)
+    seen, status, progress = ([*parts, [], [], []])[:3]
+    return " ".join(seen).strip(), [s for s in status if s.strip()], " ".join(progress).strip()

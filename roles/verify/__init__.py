@@ -11,6 +11,8 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import tarfile
+import tempfile
 import time
 from dataclasses import replace
 from datetime import datetime, timezone
@@ -40,7 +42,7 @@ from hgxkit.serving.image import RECORD_NAME, image_to_run, recorded_digest
 from hgxkit.serving.probes import http_request, json_body, parse_response
 from hgxkit.verify.fingerprint import collect_fingerprint
 from hgxkit.verify.plan import Cell, cells_from_output, gates, plan_cells
-from hgxkit.verify.script import bench_script
+from hgxkit.verify.script import bench_script, parse_progress, wait_for_progress
 from roles.verify.defaults import DEFAULTS
 
 UNIT = "hgxkit-verify"
@@ -261,16 +263,12 @@ def _run_detached(
         )
     start = time.monotonic()
     timeout = float(host.data.get("verify_timeout"))
-    last = ""
-    poll = script(
-        "cat {status} 2>/dev/null || true; echo '#'; cat {progress} 2>/dev/null || true",
-        status=f"{workdir}/status",
-        progress=f"{workdir}/progress",
-    )
+    seen, last = "", ""
     while True:
-        lines = run(poll)
-        split = lines.index("#") if "#" in lines else len(lines)
-        status, progress = lines[:split], " ".join(lines[split + 1 :])
+        # One call waits on the node (up to verify_poll s) until the progress file changes or the status appears,
+        # so each report reaches the controller within a fraction of a second, not at the next fixed poll.
+        lines = run(wait_for_progress(workdir, seen, float(host.data.get("verify_poll"))))
+        seen, status, progress = parse_progress(lines)
         if progress and progress != last:
             echo(f"[{host.name}] benchmark: {progress} ({time.monotonic() - start:.0f} s)")
             last = progress
@@ -281,15 +279,34 @@ def _run_detached(
                 f"{host.name}: the benchmark did not finish within {timeout:.0f} s; it keeps running "
                 f"as unit {UNIT} (journalctl -u {UNIT}); rerun verify to attach"
             )
-        time.sleep(float(host.data.get("verify_poll")))
-    texts = {}
+    names = [name for cell in cells for name in (cell.file, *cell.telemetry_files)]
+    texts = _fetch_results(run, workdir, names)
     for cell in cells:
-        for name in cell.telemetry_files:
-            texts[name] = "\n".join(run(script("cat {f} 2>/dev/null || true", f=f"{workdir}/{name}")))
-        texts[cell.file] = "\n".join(run(script("cat {f} 2>/dev/null || true", f=f"{workdir}/{cell.file}")))
-        if not texts[cell.file].strip():
+        if not texts.get(cell.file, "").strip():
             log = run(script("tail -n 5 {f} 2>/dev/null || true", f=f"{workdir}/{cell.file}.log"))
             echo(f"[{host.name}] {cell.file}: no result; client log: {' | '.join(log)[-400:]}")
+    return texts
+
+
+def _fetch_results(run: HostRunner, workdir: str, names: list[str]) -> dict[str, str]:
+    """Every result file of the run in ONE transfer (a root-only tar beside the workdir, deleted after)."""
+    bundle = f"{workdir}.results.tar"
+    run(script("umask 077 && tar -C {dir} -cf {tar} --ignore-failed-read -- {names} 2>/dev/null; true",
+               dir=workdir, tar=bundle, names=names))  # fmt: skip
+    with tempfile.TemporaryDirectory(prefix="hgxkit-verify-") as tmp:
+        local = Path(tmp) / "results.tar"
+        try:
+            host.get_file(bundle, str(local))
+        finally:
+            run(argv("rm", "-f", bundle))
+        texts = dict.fromkeys(names, "")
+        if local.exists() and local.stat().st_size:
+            with tarfile.open(local) as tar:
+                for member in tar.getmembers():
+                    wanted = member.name.removeprefix("./")
+                    if member.isfile() and wanted in texts:
+                        data = tar.extractfile(member)
+                        texts[wanted] = data.read().decode(errors="replace") if data else ""
     return texts
 
 

@@ -10,7 +10,8 @@ bench_repeats      client runs per cell (each kept, with bootstrap intervals ove
 results_dir        where runs are archived on the controller: <results_dir>/<host>/<UTC time>_<recipe>/.
 verify_workdir     where the host keeps its copy of each run (raw JSONL, summary, fingerprint).
 verify_timeout     seconds the whole benchmark may take (it runs detached on the host and survives SSH drops).
-verify_poll        seconds between progress reports while the benchmark runs (and between health probes).
+verify_poll        longest one progress check waits on the node while the benchmark runs (it returns as soon as
+                   the progress changes, so reports are prompt), and seconds between health probes.
 verify_ready_timeout
                    seconds a group may answer its health check with anything but 200 (a server warming up
                    after a restart answers 503) before verify judges it failed.

@@ -1,0 +1,129 @@
+"""Skip bring-up when nothing it judges can have changed since every one of its roles and gates last passed.
+
+A bring-up (preflight, driver, Docker, container toolkit, GPU health) that finished leaves a record on the node,
+`<state_dir>/node/bringup-verified.json`: a digest of the node state those roles read and of what judged it (the
+knobs they ran with and the source of the roles and hgxkit code that checks). The node state is read in one SSH
+round trip (`BringupState`): the boot id, the versions and hold state of the packages bring-up manages, the files
+it writes (apt sources and keys, modprobe, Docker's config, the GPU smoke record), the units it enables and runs,
+the GPUs nvidia-smi lists, and how many XID events the kernel logged this boot. A re-run whose digests both match
+plans none of the bring-up roles and says why; `--data recheck=true` runs them anyway.
+
+What this can miss, by design: a change outside what the digest reads (say, a GPU's NVLink going down without an
+XID or a reboot). `recheck=true` is the answer, and any reboot (new boot id) re-checks everything.
+
+Example:
+    >>> state = NodeState(lines=("boot-1", "nvidia-open 580.105.08-1 hold ok installed"))
+    >>> record = verified_record(state, "k1")
+    >>> skip_reason(state, "k1", record, recheck=False)[:28]
+    'bring-up unchanged since the'
+    >>> skip_reason(state, "k2", record, recheck=False) is None   # a knob or the code changed
+    True
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+from pyinfra.api import StringCommand
+
+from hgxkit.hostcmd import script
+
+RECORD_NAME = "node/bringup-verified.json"
+PACKAGE_PATTERNS = (
+    "nvidia-*", "libnvidia-*", "cuda-*", "datacenter-gpu-manager*", "firmware-nvidia*", "libcuda*", "docker*",
+    "containerd*", "runc", "dkms", "linux-headers-*", "unattended-upgrades",
+)  # fmt: skip
+STATE_DIRS = (
+    "/etc/apt/sources.list.d", "/etc/apt/preferences.d", "/etc/apt/keyrings", "/usr/share/keyrings",
+    "/etc/modprobe.d", "/etc/docker", "/etc/nvidia-container-runtime", "/etc/cdi",
+)  # fmt: skip
+UNITS = ("docker.service", "nvidia-fabricmanager.service", "nvidia-dcgm.service", "nvidia-persistenced.service")
+
+
+@dataclass(frozen=True)
+class NodeState:
+    """The state bring-up judges, as the node printed it (`state_command`), one item per line."""
+
+    lines: tuple[str, ...]
+
+    @property
+    def boot_id(self) -> str | None:
+        return self.lines[0] if self.lines else None
+
+    def digest(self) -> str:
+        return hashlib.sha256("\n".join(self.lines).encode()).hexdigest()
+
+
+def state_command(state_file: str) -> StringCommand:
+    """One command that prints everything `NodeState` holds (in a stable order), then the last record."""
+    return script(
+        "cat /proc/sys/kernel/random/boot_id; "
+        "dpkg-query -W -f '${{Package}} ${{Version}} ${{Status}}\\n' {patterns} 2>/dev/null | sort; "
+        'for d in {dirs}; do [ -d "$d" ] && find "$d" -type f -exec sha256sum {{}} + 2>/dev/null; done | sort; '
+        "sha256sum {smoke} 2>/dev/null; "
+        'for u in {units}; do echo "$u $(systemctl is-enabled "$u" 2>/dev/null) '
+        '$(systemctl is-active "$u" 2>/dev/null)"; done; '
+        "nvidia-smi --query-gpu=index,uuid,pci.bus_id --format=csv,noheader 2>&1 | head -n 64; "
+        'echo "xid $( (journalctl -k -b --no-pager -o cat 2>/dev/null || dmesg 2>/dev/null) | grep -c {xid})"; '
+        "echo {mark}; cat {record} 2>/dev/null || true",
+        patterns=list(PACKAGE_PATTERNS),
+        dirs=list(STATE_DIRS),
+        smoke=str(Path(state_file).parent / "gpu-smoke.json"),
+        units=list(UNITS),
+        xid="NVRM: Xid",
+        mark=RECORD_MARK,
+        record=state_file,
+    )
+
+
+RECORD_MARK = "##hgxkit-bringup-record"
+
+
+def parse_state(output: Iterable[str]) -> tuple[NodeState, dict | None]:
+    """(the node state, the last record or None) from `state_command`'s output."""
+    lines = [line.rstrip() for line in output]
+    if RECORD_MARK in lines:
+        at = lines.index(RECORD_MARK)
+        state, record_text = lines[:at], "\n".join(lines[at + 1 :])
+    else:
+        state, record_text = lines, ""
+    try:
+        record = json.loads(record_text) if record_text.strip() else None
+    except ValueError:
+        record = None
+    return NodeState(tuple(state)), record if isinstance(record, dict) else None
+
+
+def judged_by(knobs: Mapping[str, object], sources: Iterable[Path]) -> str:
+    """A digest of what judges the node: the bring-up knobs' values and the source files of the code that checks.
+
+    A changed knob (another driver version) or changed checks (an upgraded hgxkit) re-run every role.
+    """
+    h = hashlib.sha256(json.dumps(dict(sorted(knobs.items())), sort_keys=True, default=str).encode())
+    for path in sorted(sources):
+        h.update(str(path).encode() + b"\0" + path.read_bytes())
+    return h.hexdigest()
+
+
+def verified_record(state: NodeState, judged: str, now: datetime | None = None) -> dict:
+    """The record a passed bring-up leaves on the node."""
+    when = (now or datetime.now(timezone.utc)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return {"schema_version": 1, "state": state.digest(), "judged_by": judged, "boot_id": state.boot_id,
+            "verified_at": when}  # fmt: skip
+
+
+def skip_reason(state: NodeState, judged: str, record: dict | None, *, recheck: bool) -> str | None:
+    """Why bring-up can be skipped (a line to print), or None when it must run."""
+    if recheck or not record or not state.lines:
+        return None
+    if record.get("state") != state.digest() or record.get("judged_by") != judged:
+        return None
+    return (
+        f"bring-up unchanged since the checks passed at {record.get('verified_at', '?')} (same boot, packages, "
+        "managed files, units, GPUs and XID count; same knobs and checks): skipped; --data recheck=true re-checks"
+    )

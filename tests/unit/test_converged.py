@@ -1,0 +1,83 @@
+"""Bring-up's skip decision (hgxkit/node/converged.py): skipped only when the node state and what judges it
+both match the record the last passed bring-up left; anything else, or recheck, runs every role."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+
+from hgxkit.hostcmd import text
+from hgxkit.node.converged import (
+    RECORD_MARK,
+    NodeState,
+    judged_by,
+    parse_state,
+    skip_reason,
+    state_command,
+    verified_record,
+)
+
+STATE = ("3f2a-boot", "nvidia-open 580.105.08-1 hold ok installed", "docker.service enabled active", "xid 0")
+NOW = datetime(2026, 12, 1, 6, 0, tzinfo=timezone.utc)
+
+
+def output(state: tuple[str, ...], record: dict | None) -> list[str]:
+    import json
+
+    return [*state, RECORD_MARK, *([json.dumps(record)] if record else [])]
+
+
+def test_an_unchanged_node_is_skipped_with_the_reason() -> None:
+    record = verified_record(NodeState(STATE), "judge-1", now=NOW)
+    state, parsed = parse_state(output(STATE, record))
+    assert parsed == record and state.boot_id == "3f2a-boot"
+    reason = skip_reason(state, "judge-1", parsed, recheck=False)
+    assert reason is not None and "2026-12-01T06:00:00Z" in reason and "recheck=true" in reason
+
+
+@pytest.mark.parametrize(
+    "changed",
+    [
+        ("new-boot", *STATE[1:]),  # rebooted
+        (STATE[0], "nvidia-open 580.95.05-1 hold ok installed", *STATE[2:]),  # another driver
+        (STATE[0], "nvidia-open 580.105.08-1 install ok installed", *STATE[2:]),  # no longer held
+        (*STATE[:2], "docker.service enabled inactive", STATE[3]),  # a unit stopped
+        (*STATE[:3], "xid 1"),  # an XID event since
+    ],
+)
+def test_any_change_of_what_bringup_judges_runs_it(changed: tuple[str, ...]) -> None:
+    record = verified_record(NodeState(STATE), "judge-1", now=NOW)
+    state, parsed = parse_state(output(changed, record))
+    assert skip_reason(state, "judge-1", parsed, recheck=False) is None
+
+
+def test_other_knobs_or_checks_recheck_or_no_record_run_it() -> None:
+    record = verified_record(NodeState(STATE), "judge-1", now=NOW)
+    state = NodeState(STATE)
+    assert skip_reason(state, "judge-2", record, recheck=False) is None
+    assert skip_reason(state, "judge-1", record, recheck=True) is None
+    assert skip_reason(state, "judge-1", None, recheck=False) is None
+    assert skip_reason(NodeState(()), "judge-1", verified_record(NodeState(()), "judge-1"), recheck=False) is None
+
+
+def test_a_damaged_record_counts_as_none() -> None:
+    state, record = parse_state([*STATE, RECORD_MARK, "{not json"])
+    assert record is None and state.lines == STATE
+
+
+def test_judged_by_follows_knob_values_and_source_text(tmp_path: Path) -> None:
+    source = tmp_path / "role.py"
+    source.write_text("CHECK = 1\n")
+    first = judged_by({"nvidia_driver_version": "580.105.08"}, [source])
+    assert judged_by({"nvidia_driver_version": "580.105.08"}, [source]) == first
+    assert judged_by({"nvidia_driver_version": "580.95.05"}, [source]) != first
+    source.write_text("CHECK = 2\n")
+    assert judged_by({"nvidia_driver_version": "580.105.08"}, [source]) != first
+
+
+def test_the_state_command_quotes_the_record_path() -> None:
+    command = text(state_command("/var/lib/hg xkit/node/bringup-verified.json"))
+    assert "cat '/var/lib/hg xkit/node/bringup-verified.json'" in command
+    assert "sha256sum '/var/lib/hg xkit/node/gpu-smoke.json'" in command
