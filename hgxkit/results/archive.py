@@ -28,6 +28,7 @@ from hgxkit.secrets import redact, redact_json, redact_json_text
 RUN_DIR_RE = re.compile(r"^(\d{8}T\d{6}Z)_(.+)$")
 PARTIAL_SUFFIX = ".partial"
 REMEDY = "move it out of the archive or delete it"
+RECIPE_FILE = "recipe.yaml"  # the recipe as it ran (optional: runs archived before it existed have none)
 
 
 def run_id_for(host: str, time: str, recipe: str) -> str:
@@ -56,12 +57,15 @@ def write_run(
     telemetry: dict[str, str] | None = None,
     html: bool = False,
     reference: Any = None,
+    recipe_yaml: str | None = None,
 ) -> Path:
     """Write a run directory atomically-ish (into a temp name, then renamed) and return its path.
 
     `raw`: client output per cell (file name -> text) under `raw/`; `telemetry`: raw telemetry per cell (file
     name -> text, e.g. `g0_5000x5.metrics.prom`, `g0_5000x5.gpu.csv`) under `telemetry/`; `html`: also write the
-    self-contained `report.html` (with `reference`, a recipe's Reference, compared against it).
+    self-contained `report.html` (with `reference`, a recipe's Reference, compared against it); `recipe_yaml`: the
+    recipe that ran, as `recipe.yaml` (so `compare` can say which settings differ, and `--reference` needs no
+    recipe file).
     """
     target = root / summary.run_id
     if target.exists():
@@ -77,6 +81,8 @@ def write_run(
     (tmp / "summary.json").write_text(scrub_json(summary.to_json(), secrets))
     (tmp / "fingerprint.json").write_text(scrub_json(fingerprint.to_json(), secrets))
     (tmp / "report.md").write_text(scrub(report, secrets))
+    if recipe_yaml is not None:
+        (tmp / RECIPE_FILE).write_text(scrub(recipe_yaml, secrets))
     if html:
         from hgxkit.results.html_report import run_html
 

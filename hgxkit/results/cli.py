@@ -15,7 +15,7 @@ from rich.console import Console
 from rich.markdown import Markdown
 
 from hgxkit.errors import InputError
-from hgxkit.results.archive import load_run, scan_runs
+from hgxkit.results.archive import RECIPE_FILE, load_run, scan_runs
 from hgxkit.results.compare import DEFAULT_SLO_P99_MS, compare_reference, compare_runs, run_flags
 from hgxkit.results.fingerprint import fingerprint_differences
 from hgxkit.results.report import comparison_markdown, reference_markdown, run_markdown
@@ -148,9 +148,24 @@ def _cmd_show(args: argparse.Namespace) -> int:
     return 0
 
 
+def recipe_differences(run_a: Run, run_b: Run) -> list[str]:
+    """The settings that differ between the recipes two runs archived (`recipe.yaml`), one line each, as
+    `hgxkit recipe diff` says them (e.g. `server --tp: 8 -> (absent)`); none when either run has no recipe."""
+    from hgxkit.recipe.diff import diff_recipes
+    from hgxkit.recipe.loader import parse_recipe_text
+
+    files = [run.path / RECIPE_FILE for run in (run_a, run_b)]
+    if not all(f.is_file() for f in files):
+        return []
+    a, b = (parse_recipe_text(f.read_text(), source=str(f)) for f in files)
+    return [f"recipe {d.line()}" for d in diff_recipes(a, b)]
+
+
 def _reference_recipe(run: Run, recipe_arg: str | None) -> str:
     if recipe_arg:
         return recipe_arg
+    if (run.path / RECIPE_FILE).is_file():  # the recipe as it ran, archived with the run
+        return str(run.path / RECIPE_FILE)
     recorded = run.fingerprint.recipe.get("path")
     if recorded and Path(recorded).exists():
         return recorded
@@ -188,7 +203,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
         raise InputError("compare needs RUN_B, or --reference to compare RUN_A with its recipe's reference")
     run_b = load_run(args.run_b, args.root)
     comparison = compare_runs(run_a.summary, run_b.summary, slo_p99_ms=args.slo_p99_ms)
-    differences = fingerprint_differences(run_a.fingerprint, run_b.fingerprint)
+    differences = fingerprint_differences(run_a.fingerprint, run_b.fingerprint) + recipe_differences(run_a, run_b)
     if args.json:
         print(json.dumps(comparison.to_json(differences), indent=2))
     else:

@@ -32,6 +32,7 @@ from hgxkit.node.driver import driver_gate
 from hgxkit.node.facts import FileText, InstalledPackages, JsonFile, NvidiaSmi
 from hgxkit.node.health import gpu_health_report
 from hgxkit.problems import problem_lines
+from hgxkit.recipe.loader import dump_recipe
 from hgxkit.recipe.model import Recipe
 from hgxkit.results.archive import run_id_for, write_run
 from hgxkit.results.report import run_markdown
@@ -181,7 +182,8 @@ def _verify(recipe: Recipe, mode: str) -> None:
     raw = {name: text for name, text in texts.items() if name not in telemetry_names}
     telemetry = {name: text for name, text in texts.items() if name in telemetry_names and text.strip()}
     path = write_run(Path(host.data.get("results_dir")), summary, fingerprint, raw, report, _secrets(run, key_file),
-                     telemetry=telemetry, html=True, reference=recipe.reference)  # fmt: skip
+                     telemetry=telemetry, html=True, reference=recipe.reference,
+                     recipe_yaml=dump_recipe(recipe))  # fmt: skip
     _keep_copy_on_host(run, workdir, path, raw)
     echo(
         f"[{host.name}] run archived in {path} (hgxkit results show {summary.run_id}; report: {path}/report.html)"

@@ -209,5 +209,7 @@ def test_compare_vllm_run_with_sglang_run(node, deployed) -> None:
                       results=node)  # fmt: skip
     assert compared.returncode == 0, out(compared)
     text = compared.stdout
-    for needle in ("kind", "vllm", "sglang", "vllm/vllm-openai", "lmsysorg/sglang"):
+    for needle in ("server kind vllm vs sglang", "vllm/vllm-openai", "lmsysorg/sglang", "TTFT Mean"):
         assert needle in text, (needle, text)
+    # the settings that differ, from the recipes archived with both runs
+    assert re.search(r"recipe server --tp(-size)?: \(absent\) -> 8", text) or "recipe server" in text, text

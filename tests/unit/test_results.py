@@ -37,7 +37,7 @@ def scaled(record: BenchRecord, scale: float) -> BenchRecord:
 
 def make_run(tmp: Path, host: str, time: str, recipe: str, *, scale: float = 1.0, driver: str = "580.105.08",
              digest: str = "sha256:" + "a" * 64, simulated: bool = True, details: bool = False, repeats: int = 1,
-             telemetry: bool = False, html: bool = False) -> Path:  # fmt: skip
+             telemetry: bool = False, html: bool = False, recipe_yaml: str | None = None) -> Path:  # fmt: skip
     """Archive a run built from the real client's fixtures: the c5/c10 pair, or (details) the c5 run with
     per-request values, `repeats` times (each repeat's TTFTs shifted a little so they are not identical)."""
     raw = (FIXTURES / ("dspark_isl5000_c5_details.jsonl" if details else "dspark_isl5000_c5_c10.jsonl")).read_text()
@@ -66,7 +66,7 @@ def make_run(tmp: Path, host: str, time: str, recipe: str, *, scale: float = 1.0
     )  # fmt: skip
     raw_with_secret = raw.replace('"api_key": null', f'"api_key": "{SECRET}"')
     return write_run(tmp, summary, fingerprint, {"5000.jsonl": raw_with_secret}, run_markdown(summary, fingerprint),
-                     [SECRET], telemetry=tel_files, html=html)  # fmt: skip
+                     [SECRET], telemetry=tel_files, html=html, recipe_yaml=recipe_yaml)  # fmt: skip
 
 
 def test_real_client_jsonl_has_every_documented_field() -> None:
@@ -174,6 +174,21 @@ def test_compare_cli_prints_the_posts_layout(tmp_path: Path, capsys: pytest.Capt
     assert "### Accept Length" in out
     assert sorted(p.name for p in plots.iterdir()) == ["accept_length.png", "ttft.png"]
     assert (plots / "ttft.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_compare_names_the_recipe_settings_that_differ_and_reference_needs_no_recipe_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    marlin = (ROOT / "recipes/deepseek-v4-flash-dspark-marlin.yaml").read_text()
+    flashinfer = (ROOT / "recipes/deepseek-v4-flash-dspark-flashinfer.yaml").read_text()
+    make_run(tmp_path, "node1", "20261130T120000Z", "deepseek-v4-flash-dspark-marlin", recipe_yaml=marlin)
+    make_run(tmp_path, "node1", "20261130T130000Z", "deepseek-v4-flash-dspark-flashinfer", recipe_yaml=flashinfer)
+    assert main(["results", "--root", str(tmp_path), "compare", "marlin", "flashinfer", "--md"]) == 0
+    out = capsys.readouterr().out
+    assert "- recipe server --moe-runner-backend: marlin -> flashinfer_mxfp4" in out
+    monkeypatch.chdir(tmp_path)  # no recipes/ here: the reference comes from the archived recipe.yaml
+    assert main(["results", "--root", str(tmp_path), "compare", "marlin", "--reference", "--md"]) == 0
+    assert "| TTFT mean | 5K | 5 | 330.12 |" in capsys.readouterr().out
 
 
 def test_ls_and_show(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
