@@ -18,6 +18,13 @@ api_key             None, or "auto": a key generated once per host, root-only at
 serve_state_dir     where the serving role records what it runs (image digest) on the node.
 serve_api_key_file  where the API key lives on the node (root-only).
 state_dir           hgxkit's own state on the node (records, locks): /var/lib/hgxkit.
+group_hosts         a server spanning nodes (recipe `groups.nodes`): the hosts of this host's group, in rank order
+                    (a list of inventory host names, rank 0 first), or the name of an inventory group whose
+                    hosts, in inventory order, are the ranks. None: every inventory host serving the same
+                    recipe, in inventory order, `groups.nodes` at a time (hgxkit/serving/multinode.py).
+fabric_address      the address the other nodes of a multi-node group reach this host at (the head's goes into
+                    --dist-init-addr; an IPv4 address is safest). None: `model_peer_address`, else refused.
+dist_port           the rendezvous port on a multi-node group's head; None: the recipe's `groups.dist_port`.
 host_lock_wait_s    how long a run waits for another hgxkit run on the same node to finish (0: refuse at once,
                     naming the other run's PID and start time; hgxkit/hostlock.py).
 
@@ -52,6 +59,9 @@ SHARED_DEFAULTS: dict[str, Any] = {
     "serve_api_key_file": "/etc/hgxkit/serve/api-key",
     "state_dir": "/var/lib/hgxkit",
     "host_lock_wait_s": 0,
+    "group_hosts": None,
+    "fabric_address": None,
+    "dist_port": None,
 }
 
 
