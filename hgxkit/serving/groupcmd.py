@@ -21,11 +21,12 @@ from hgxkit.serving.replace import PREVIOUS_SUFFIX
 
 _OURS_FORMAT = '{{index .Config.Labels "' + MANAGED_LABEL + '"}}'
 
-# A TCP listener that binds, says so, and goes on in the background for argv[2] seconds, accepting and
-# closing connections (so members can connect while nothing else listens on the port yet).
+# A TCP listener that binds, says so, and goes on in the background, accepting and closing connections (so
+# members can connect while nothing else listens on the port yet), until argv[3] connections came or argv[2]
+# seconds passed: it is gone before the rollout needs the port.
 LISTENER = """\
 import os, socket, sys, time
-port, seconds = int(sys.argv[1]), float(sys.argv[2])
+port, seconds, expected = int(sys.argv[1]), float(sys.argv[2]), int(sys.argv[3])
 if socket.has_dualstack_ipv6():
     s = socket.create_server(("", port), family=socket.AF_INET6, dualstack_ipv6=True)
 else:
@@ -39,18 +40,21 @@ for fd in (0, 1, 2):
     os.dup2(null, fd)
 s.settimeout(1)
 end = time.monotonic() + seconds
-while time.monotonic() < end:
+while expected > 0 and time.monotonic() < end:
     try:
         conn, _ = s.accept()
         conn.close()
+        expected -= 1
     except OSError:
         pass
+s.close()
 """
 
 
-def listener_command(port: int, seconds: float) -> StringCommand:
-    """Listen on TCP `port` for `seconds` in the background; prints `listening` once bound (else fails)."""
-    return argv("python3", "-c", LISTENER, str(port), str(int(seconds)))
+def listener_command(port: int, seconds: float, connections: int) -> StringCommand:
+    """Listen on TCP `port` in the background until `connections` came or `seconds` passed; prints
+    `listening` once bound (fails when the port cannot be bound)."""
+    return argv("python3", "-c", LISTENER, str(port), str(int(seconds)), str(connections))
 
 
 def reach_command(address: str, port: int, timeout_s: int) -> StringCommand:

@@ -29,7 +29,10 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from hgxkit.problems import Problem
+from hgxkit.recipe.model import Recipe
+from hgxkit.recipe.render import render_recipe
 from hgxkit.serving.rollout import RunningContainer
+from hgxkit.serving.router import WorkerHost
 
 # An address to put into `--dist-init-addr`: a host name or an IPv4/IPv6 address, never shell syntax (the
 # same words render.py accepts for `{{head}}`).
@@ -354,3 +357,26 @@ def failed_ranks(health: Sequence[RankHealth]) -> list[str]:
     ['rank 1 on node2: missing']
     """
     return [h.line() for h in health if h.failed]
+
+
+def head_worker(recipe: Recipe, group: NodeGroup, *, bind_address: str, api_key: bool) -> WorkerHost:
+    """The router's view of a multi-node group: one worker, its rank 0, at the head's fabric address (ranks >= 1
+    run SGLang's dummy health server, which answers 200 whatever happens: never a worker). With `--network
+    host` the server's own `--host` and `--port` are what bind; otherwise its published port on `bind_address`.
+
+    >>> from hgxkit.recipe.importer import import_docker_run
+    >>> recipe = import_docker_run("docker run --network host --gpus all img python3 -m sglang.launch_server "
+    ...     "--model-path /m --tp 16 --nnodes 2 --node-rank 0 --dist-init-addr 10.0.0.1:5000 --host 0.0.0.0 "
+    ...     "--port 40000")
+    >>> group = NodeGroup(0, (Member("n1", 0, "10.0.0.1"), Member("n2", 1, "10.0.0.2")), 5000)
+    >>> head_worker(recipe, group, bind_address="127.0.0.1", api_key=False)
+    WorkerHost(name='n1', address='10.0.0.1', bind_address='0.0.0.0', ports=[40000], api_key=False)
+    """
+    kind = recipe.server.server_kind
+    if recipe.docker.last("--network") == "host":
+        port = int(recipe.server.flag("--port") or kind.default_port)
+        listen = recipe.server.flag("--host") or kind.default_host
+    else:
+        port = render_recipe(recipe, rank=0, head=group.head.address)[0].port or kind.default_port
+        listen = bind_address
+    return WorkerHost(group.head.host, group.head.address, listen, [port], api_key)

@@ -142,7 +142,8 @@ def reach_problems(recipe: Recipe, group: NodeGroup) -> list[Problem]:
             return [Problem("dist-port", f"port {port} on {group.head.host} is in use by something hgxkit does not "
                             "run", "stop what listens there, or set dist_port to a free port")]  # fmt: skip
     else:
-        ok, said = HostRunner(head).status(listener_command(port, 10 + timeout * len(group.members)))
+        members = len(group.members)
+        ok, said = HostRunner(head).status(listener_command(port, 10 + timeout * members, members))
         if not ok or "listening" not in said:
             found = f"could not listen on port {port} on {group.head.host} ({' '.join(said)[-200:] or 'no output'})"
             return [Problem("dist-port", found, "free the port, or set dist_port")]
@@ -363,13 +364,19 @@ def _replace(group: NodeGroup, specs: dict[str, ContainerSpec]) -> None:
         return
     logs = []
     for member in group.members:
-        lines = HostRunner(member_host(host, member.host))(logs_command(name))
-        logs += [f"rank {member.rank} on {member.host}:", *("    " + redact(line) for line in lines[-20:])]
+        lines = HostRunner(member_host(host, member.host))(logs_command(name, 10))
+        logs += [f"rank {member.rank} on {member.host}:", *("    " + _clip(redact(line)) for line in lines[-10:])]
     back = _put_back(group, name)
     raise DeployError(
         f"{host.name}: the multi-node group {name} ({group.label()}) failed: {why}. Every rank was put back "
         f"({'; '.join(back)}). The ranks' last log lines:\n" + problem_lines(logs).replace("  - ", "    ")
     )
+
+
+def _clip(line: str, width: int = 240) -> str:
+    """A log line as the error shows it: one line (a TTY's carriage return dropped), at most `width` long."""
+    line = line.replace("\r", "")
+    return line if len(line) <= width else line[: width - 1] + "…"
 
 
 def _wait(group: NodeGroup, head_spec: ContainerSpec) -> str | None:
