@@ -162,7 +162,7 @@ def test_two_nodes_serve_the_post_as_one_group(deployed) -> None:
     assert not list(results.glob("node2/*"))
     summary = json.loads((run / "summary.json").read_text())
     assert summary["simulated"] is True and summary["gates"] == []
-    assert [(c["group"], c["input_len"], c["output_len"], c["failed"]) for c in summary["cells"]] == [(0, 1, 512, 0)]
+    assert [(c["group"], c["input_len"], c["concurrency"], c["failed"]) for c in summary["cells"]] == [(0, 1, 1, 0)]
     fingerprint = json.loads((run / "fingerprint.json").read_text())
     member = json.loads((run / "members" / "node2.json").read_text())
     assert [(r["rank"], r["host"], r["address"]) for r in fingerprint["node_group"]["ranks"]] == [
