@@ -4,7 +4,8 @@ hgxkit serves from containers, so a command posted for a plain shell is translat
 `CUDA_VISIBLE_DEVICES=1,2` becomes `--gpus '"device=1,2"'` (else `--gpus all`); other `VAR=value` prefixes and
 the post's `export`s become `-e VAR=value`; the server's port is published (`-p PORT:PORT`; the serving role
 binds it to its own address), or, for a server spanning nodes (`--nnodes` > 1), the container gets the host's
-network (`--network=host`) as the engines' multi-node examples do, and the server listens as posted; `--ipc=host` is added (SGLang and vLLM document it for tensor parallelism);
+network (`--network=host`) as the engines' multi-node examples do, and the server listens as posted;
+`--ipc=host` is added (SGLang and vLLM document it for tensor parallelism);
 where the engine listens on loopback by default (SGLang) the server gets `--host 0.0.0.0`, reachable inside
 the container; absolute paths among the arguments (the model, a draft model, a template) are bind-mounted
 read-only at the same path. The interpreter becomes the image's `python3`. vLLM's image runs `vllm serve`
