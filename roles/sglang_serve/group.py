@@ -319,10 +319,13 @@ def _recover(group: NodeGroup, head_spec: ContainerSpec, ranks: list[RankNow]) -
     echo(f"[{host.name}] multi-node group {head_spec.name}: an earlier rollout was cut off; {what}")
 
 
-def _put_back(group: NodeGroup, name: str) -> list[str]:
-    """Every rank as before the rollout: its set-aside copy started again, or the new container removed."""
+def _put_back(group: NodeGroup, name: str, touched: list[str]) -> list[str]:
+    """Every rank the rollout touched (`touched`: hosts whose old rank was set aside, or that had none) as
+    before: its set-aside copy started again, or the new container removed. Ranks not reached are left alone."""
     said = []
     for member in group.members:
+        if member.host not in touched:
+            continue
         ok, out = HostRunner(member_host(host, member.host)).status(restore_command(name))
         said.append(f"{member.host}: {' '.join(out) if ok else 'could not put back: ' + ' '.join(out)}")
     return said
@@ -342,11 +345,13 @@ def _replace(group: NodeGroup, specs: dict[str, ContainerSpec]) -> None:
         if not ok:
             raise DeployError(f"{member.host}: could not write {_workdir(h, name)}/docker-run.sh; nothing was changed")
     why = None
+    touched: list[str] = []
     for member in group.members:  # rank 0 first: SGLang's head tells the workers to stop
         ok, said = HostRunner(member_host(host, member.host)).status(set_aside_command(name))
         if not ok:
             why = f"could not set the old rank {member.rank} on {member.host} aside ({' '.join(said)})"
             break
+        touched.append(member.host)
     if why is None:
         for member in group.members:
             h = member_host(host, member.host)
@@ -366,7 +371,10 @@ def _replace(group: NodeGroup, specs: dict[str, ContainerSpec]) -> None:
     for member in group.members:
         lines = HostRunner(member_host(host, member.host))(logs_command(name, 10))
         logs += [f"rank {member.rank} on {member.host}:", *("    " + _clip(redact(line)) for line in lines[-10:])]
-    back = _put_back(group, name)
+    back = _put_back(group, name, touched)
+    for member in group.members:  # a rank never started keeps no command (it may hold secrets)
+        h = member_host(host, member.host)
+        HostRunner(h)(script("rm -f {f}", f=f"{_workdir(h, name)}/docker-run.sh"))
     raise DeployError(
         f"{host.name}: the multi-node group {name} ({group.label()}) failed: {why}. Every rank was put back "
         f"({'; '.join(back)}). The ranks' last log lines:\n" + problem_lines(logs).replace("  - ", "    ")
