@@ -6,8 +6,9 @@ deploys/reproduce.py --data recipe=… --data api_key=auto` on two simulated nod
 Rank 0 runs on node1 and rank 1 on node2, the head's address coming from the inventory (`fabric_address`); the
 run archives one benchmark cell with both nodes' fingerprints; a re-run changes nothing; one more flag replaces
 both ranks; a rank that dies while the group starts puts the whole group back; a killed rank 1 fails verify
-naming node2; a node with another driver version is refused before anything changes. The SGLang stand-in forms
-the group by a simulated rendezvous (rank 0 serves only when rank 1 joined).
+naming node2; a controller killed mid-rollout is recovered by the next run; a node with another driver
+version is refused before anything changes. The SGLang stand-in forms the group by a simulated rendezvous
+(rank 0 serves only when rank 1 joined).
 """
 
 from __future__ import annotations
@@ -229,6 +230,35 @@ def test_a_rank_dying_while_the_group_starts_puts_every_rank_back(deployed) -> N
     text = "".join(seen)
     assert "rank 1 on node2: exited" in text and "Every rank was put back (node1: restored; node2: restored)" in text
     after = ranks()
+    assert {n: (c["id"], c["spec"], c["running"]) for n, c in after.items()} == {
+        n: (c["id"], c["spec"], "True") for n, c in before.items()
+    }
+
+
+def test_a_controller_killed_mid_rollout_is_recovered_by_the_next_run(deployed) -> None:
+    """The controller drives a group's rollout, so killing it leaves the ranks set aside and the new ones
+    starting; the next run puts every rank back (rank 0 of the new spec never became healthy) and keeps them."""
+    before = ranks()
+    slow = deployed["tmp"] / "slow.yaml"
+    proc = subprocess.Popen(deploy_argv("deploys/reproduce.py", f"recipe={slow}", "api_key=auto", "verify=false"),
+                            cwd=ROOT, env=deploy_env(CLUSTER), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True, start_new_session=True)  # fmt: skip
+    assert proc.stdout is not None
+    seen = []
+    for line in proc.stdout:
+        seen.append(line)
+        if re.search(rf"multi-node group {NAME}, \d+ s: rank 0 on node1", line):
+            break  # every rank was set aside and started; the controller waits for rank 0
+    os.killpg(proc.pid, 9)
+    proc.wait(timeout=60)
+    assert "starting the new spec" in "".join(seen), "".join(seen)[-3000:]
+    names = node_sh(CLUSTER, "docker ps -a --filter label=hgxkit.serve --format '{{.Names}}' | sort")
+    assert names.split() == [NAME, f"{NAME}-hgxkit-previous"]  # cut off: the old rank 0 is set aside
+    again = deploy("run after a killed rollout (recovery)", "deploys/reproduce.py", f"recipe={deployed['serving']}",
+                   "api_key=auto", "verify=false")  # fmt: skip
+    assert again.returncode == 0, out(again)[-4000:]
+    assert "an earlier rollout was cut off; put every rank back as it was" in out(again)
+    after = ranks()  # one container per node again: nothing set aside is left
     assert {n: (c["id"], c["spec"], c["running"]) for n, c in after.items()} == {
         n: (c["id"], c["spec"], "True") for n, c in before.items()
     }
