@@ -17,6 +17,7 @@ from hgxkit.knobs import recipe_for
 from roles.model import model
 from roles.sglang_router import sglang_router
 from roles.sglang_serve import prefetch_image, sglang_serve
+from roles.sglang_serve.group import multinode_preflight
 from roles.verify import verify
 
 if not host.data.get("recipe"):
@@ -28,6 +29,7 @@ if not host.data.get("recipe"):
     )
 recipe_for(host)  # load and validate it now: a bad recipe stops the run before bring-up changes anything
 hold_host_lock(host)  # one hgxkit run per node at a time (hgxkit/hostlock.py)
+multinode_preflight()  # a server spanning nodes: placement, equal members, head reachable; before any change
 
 local.include("./bringup.py")
 prefetch_image()  # the image downloads in the background while the model does

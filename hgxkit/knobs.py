@@ -20,6 +20,13 @@ serve_api_key_file  where the API key lives on the node (root-only).
 state_dir           hgxkit's own state on the node (records, locks): /var/lib/hgxkit.
 recheck             true: run every bring-up role and gate even when the node is unchanged since they last all
                     passed (by default such a re-run skips them and says why; hgxkit/node/converged.py).
+group_hosts         a server spanning nodes (recipe `groups.nodes`): the hosts of this host's group, in rank order
+                    (a list of inventory host names, rank 0 first), or the name of an inventory group whose
+                    hosts, in inventory order, are the ranks. None: every inventory host serving the same
+                    recipe, in inventory order, `groups.nodes` at a time (hgxkit/serving/multinode.py).
+fabric_address      the address the other nodes of a multi-node group reach this host at (the head's goes into
+                    --dist-init-addr; an IPv4 address is safest). None: `model_peer_address`, else refused.
+dist_port           the rendezvous port on a multi-node group's head; None: the recipe's `groups.dist_port`.
 host_lock_wait_s    how long a run waits for another hgxkit run on the same node to finish (0: refuse at once,
                     naming the other run's PID and start time; hgxkit/hostlock.py).
 
@@ -55,6 +62,9 @@ SHARED_DEFAULTS: dict[str, Any] = {
     "state_dir": "/var/lib/hgxkit",
     "host_lock_wait_s": 0,
     "recheck": False,
+    "group_hosts": None,
+    "fabric_address": None,
+    "dist_port": None,
 }
 
 

@@ -113,10 +113,12 @@ def _by_flag(match: re.Match[str]) -> str | None:
     return flag_env_name(match.group("flag"))
 
 
-# A value may be written bare, in double quotes or in single quotes; group `value` is inside the quotes.
+# A value may be written bare, in double quotes or in single quotes; group `value` is inside the quotes. A
+# bare value ends before a backslash-escaped quote: in JSON text (`"--env \"HF_TOKEN=$HF_TOKEN\""`) the
+# backslash belongs to the escape, and masking it would break the document.
 _QUOTED = (
     r"""(?:"(?P<dq>[^"\n]*)"|'(?P<sq>[^'\n]*)'|"""
-    r"""(?P<bare>\{\{env:[A-Za-z_][A-Za-z0-9_]*\}\}|\$\{[A-Za-z_][A-Za-z0-9_]*\}|[^\s"',;}\])\\]+))"""
+    r"""(?P<bare>\{\{env:[A-Za-z_][A-Za-z0-9_]*\}\}|\$\{[A-Za-z_][A-Za-z0-9_]*\}|(?:[^\s"',;}\])\\]|\\(?!["']))+))"""
 )
 _NOT_WORD_BEFORE = r"(?<![A-Za-z0-9_])"
 

@@ -19,6 +19,15 @@ gpu_nodes = (
         ),
         # A fleet: one tuple per node, e.g.
         # ("h200-2.example.com", {"ssh_user": "ubuntu", "_sudo": True}),
+        #
+        # Two nodes serving one server together (a recipe with `groups.nodes: 2`, e.g. DeepSeek-V3 TP16 imported
+        # from SGLang's two-node post): the inventory order gives the ranks (the first is rank 0, the head), and
+        # fabric_address is where the other node reaches each one (the cluster network, not the SSH address):
+        # ("h200-1.example.com", {"ssh_user": "ubuntu", "_sudo": True, "fabric_address": "192.168.114.10"}),
+        # ("h200-2.example.com", {"ssh_user": "ubuntu", "_sudo": True, "fabric_address": "192.168.114.11"}),
+        # then: pyinfra -y inventories/h200.py deploys/reproduce.py --data recipe=recipes/dsv3-2node.yaml \
+        #           --data api_key=auto
+        # Other knobs: group_hosts (the ranks by host name, or an inventory group), dist_port (hgxkit/knobs.py).
     ],
     {
         # --- preflight (roles/preflight/defaults.py) ---

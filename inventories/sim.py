@@ -23,6 +23,8 @@ every node serves on http://127.0.0.1:8081/ (built by hgxkit/sim/aptrepo.py). Gr
     models_dir                     "/data/models" (a size-limited tmpfs, `hgxkit sim up --model-disk`)
     hf_endpoint                    the Hub stand-in every node serves on http://127.0.0.1:8088 (hgxkit/sim/hubrepos.py)
     model_peer_address (per host)  the node's container name: other nodes of the cluster reach it by that name
+    fabric_address (per host)      the same name: where a multi-node group's members reach its head (the
+                                   `--dist-init-addr` host); the nodes, in inventory order, are the ranks
 """
 
 import json
@@ -59,6 +61,7 @@ _hosts = (
                 "ssh_known_hosts_file": "/dev/null",
                 "expected_gpu_count": n.get("gpus", 8),
                 "model_peer_address": n["container"],  # Docker's DNS on the cluster network (peer copies)
+                "fabric_address": n["container"],  # where the other nodes reach it (a multi-node group's head)
             },
         )
         for n in _nodes

@@ -3,7 +3,9 @@
 hgxkit serves from containers, so a command posted for a plain shell is translated, each step a note:
 `CUDA_VISIBLE_DEVICES=1,2` becomes `--gpus '"device=1,2"'` (else `--gpus all`); other `VAR=value` prefixes and
 the post's `export`s become `-e VAR=value`; the server's port is published (`-p PORT:PORT`; the serving role
-binds it to its own address); `--ipc=host` is added (SGLang and vLLM document it for tensor parallelism);
+binds it to its own address), or, for a server spanning nodes (`--nnodes` > 1), the container gets the host's
+network (`--network=host`) as the engines' multi-node examples do, and the server listens as posted;
+`--ipc=host` is added (SGLang and vLLM document it for tensor parallelism);
 where the engine listens on loopback by default (SGLang) the server gets `--host 0.0.0.0`, reachable inside
 the container; absolute paths among the arguments (the model, a draft model, a template) are bind-mounted
 read-only at the same path. The interpreter becomes the image's `python3`. vLLM's image runs `vllm serve`
@@ -60,8 +62,16 @@ def docker_run_for(
         options += ["--gpus", "all"]
         notes.append(f"{where}: no CUDA_VISIBLE_DEVICES, so the container gets every GPU (--gpus all)")
     options.append("--ipc=host")
-    args, port = _listen(args, kind, notes, where)
-    options += ["-p", f"{port}:{port}"]
+    nodes = _nodes(args, kind)
+    if nodes > 1:
+        # A server spanning nodes: its ranks reach each other on the host's network (rendezvous, NCCL and Gloo
+        # ports no -p predicts), as the engines' multi-node Docker examples run them; it listens as posted.
+        options.append("--network=host")
+        notes.append(f"{where}: the server spans {nodes} nodes (--nnodes), so the container uses the host's "
+                     "network (--network=host) and listens as the post says; no port is published")  # fmt: skip
+    else:
+        args, port = _listen(args, kind, notes, where)
+        options += ["-p", f"{port}:{port}"]
     for path in _input_paths(args, kind):
         options += ["-v", f"{path}:{path}:ro"]
         notes.append(f"{where}: {shell_value(path)} is mounted read-only at the same path in the container")
@@ -91,6 +101,16 @@ def _program(words: list[str], kind: ServerKind, notes: list[str], where: str) -
         args = [kind.model_flag, args[0], *args[1:]]
     notes.append(f"{where}: `{' '.join(program)}` is the image's entrypoint; the container gets its arguments")
     return [], args
+
+
+def _nodes(args: list[str], kind: ServerKind) -> int:
+    """The server's `--nnodes` (1 when absent or not a number)."""
+    for index, word in enumerate(args):
+        flag, has_equals, inline = word.partition("=")
+        if is_flag(word) and kind.canonical_flag(flag) == "--nnodes":
+            value = inline if has_equals else (args[index + 1] if index + 1 < len(args) else "")
+            return int(value) if value.isdigit() else 1
+    return 1
 
 
 def _listen(args: list[str], kind: ServerKind, notes: list[str], where: str) -> tuple[list[str], str]:

@@ -9,6 +9,10 @@ Allowed on purpose: `--ipc=host`. SGLang and vLLM document it for tensor-paralle
 PyTorch share memory between the ranks through /dev/shm) and the seed post uses it; it shares the host's
 System V IPC and /dev/shm, not its processes, files or devices. `--gpus` and `--runtime nvidia` are how
 the GPUs get in. `--network=host` is named: it also exposes every port the server opens on every interface.
+Except for a server spanning nodes (`recipe.node_count() > 1`): its ranks advertise their own addresses and
+open rendezvous, NCCL and Gloo ports that no `-p` can predict, so SGLang's and vLLM's multi-node setups run
+with the host's network; there the serving role's exposure policy decides instead (the server's own `--host`
+binds, and a non-loopback one needs an API key), and the fabric between the nodes must be trusted.
 
 Example:
     >>> from hgxkit.recipe.importer import import_docker_run
@@ -114,13 +118,14 @@ class Danger:
 def dangerous_options(recipe: Recipe) -> list[Danger]:
     """Every dangerous docker option of `recipe`, in option order (pure: reads nothing but the recipe)."""
     found: list[Danger] = []
+    spans_nodes = recipe.node_count() > 1  # host networking is how a multi-node server works (module doc)
     for index, entry in enumerate(recipe.docker.entries):
         for use in entry.uses:
             name = canonical(use.option.name)
             value = shell_value(use.value) if use.value is not None else None
             written = f"{use.option.name}={value}" if value is not None else use.option.name
             danger = _option_danger(name, value)
-            if danger is not None:
+            if danger is not None and not (spans_nodes and danger[0] == "--network=host"):
                 found.append(Danger(danger[0], written, danger[1], index))
             for mount_source in _mount_sources(name, value):
                 mount = _mount_danger(mount_source)

@@ -94,12 +94,16 @@ class RenderedGroup:
         image: str | None = None,
         extra_options: Sequence[tuple[str, str]] = (),
         extra_args: Sequence[str] = (),
+        keep_stopped: bool = False,
     ) -> RenderedGroup:
         """This command with hgxkit's overrides: `name` (replaces `--name` or adds it), every published port
         bound to `publish_address` (`-p 30000` too: `ADDR::30000`), `-d` added unless detached, `--label`s and
         `extra_options` (`("--env-file", path)` pairs) added, the image replaced (e.g. by a digest
-        reference), `extra_args` appended to the server's."""
+        reference), `extra_args` appended to the server's; `keep_stopped` drops `--rm` (Docker would delete
+        the container when it stops)."""
         options = list(self.options)
+        if keep_stopped:
+            options = [e for e in options if not all(canonical(u.option.name) == "--rm" for u in e.uses)]
         if name is not None:
             options = _set_name(options, name)
         if publish_address is not None:

@@ -1,6 +1,7 @@
 """The results archive on the controller: `results/<host>/<UTC time>_<recipe>/`.
 
-Each run directory holds `fingerprint.json`, the raw client output per cell (`raw/`), raw telemetry per cell
+Each run directory holds `fingerprint.json` (a multi-node run: rank 0's host; every other rank's host in
+`members/<host>.json`, the topology in `node_group`), the raw client output per cell (`raw/`), raw telemetry per cell
 (`telemetry/`, when collected), `summary.json`, `report.md` and, when asked for, `report.html`. Every file is
 scrubbed of secrets before it is written. A damaged run (bad JSON, a missing file, a `.partial` directory left by
 an interrupted write, a schema_version this hgxkit cannot read) is skipped with a one-line warning.
@@ -58,6 +59,7 @@ def write_run(
     html: bool = False,
     reference: Any = None,
     recipe_yaml: str | None = None,
+    members: dict[str, Fingerprint] | None = None,
 ) -> Path:
     """Write a run directory atomically-ish (into a temp name, then renamed) and return its path.
 
@@ -65,7 +67,8 @@ def write_run(
     name -> text, e.g. `g0_5000x5.metrics.prom`, `g0_5000x5.gpu.csv`) under `telemetry/`; `html`: also write the
     self-contained `report.html` (with `reference`, a recipe's Reference, compared against it); `recipe_yaml`: the
     recipe that ran, as `recipe.yaml` (so `compare` can say which settings differ, and `--reference` needs no
-    recipe file).
+    recipe file); `members`: the fingerprints of a multi-node group's other hosts (host name -> fingerprint)
+    under `members/`.
     """
     target = root / summary.run_id
     if target.exists():
@@ -80,6 +83,10 @@ def write_run(
             (tmp / "telemetry" / name).write_text(scrub(text, secrets))
     (tmp / "summary.json").write_text(scrub_json(summary.to_json(), secrets))
     (tmp / "fingerprint.json").write_text(scrub_json(fingerprint.to_json(), secrets))
+    if members:
+        (tmp / "members").mkdir(exist_ok=True)
+        for name, member in members.items():
+            (tmp / "members" / f"{_safe_name(name)}.json").write_text(scrub_json(member.to_json(), secrets))
     (tmp / "report.md").write_text(scrub(report, secrets))
     if recipe_yaml is not None:
         (tmp / RECIPE_FILE).write_text(scrub(recipe_yaml, secrets))
@@ -90,6 +97,27 @@ def write_run(
         (tmp / "report.html").write_text(scrub(run_html([run], reference=reference), secrets))
     tmp.rename(target)
     return target
+
+
+def _safe_name(name: str) -> str:
+    """A host name as a file name (an inventory name may hold `/` or `@`)."""
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", name).lstrip(".") or "host"
+
+
+def _load_members(path: Path) -> dict[str, Fingerprint]:
+    """`members/<host>.json` of a multi-node run, by the host name each records."""
+    members = {}
+    for file in sorted((path / "members").glob("*.json")):
+        try:
+            data = _read_json(file)
+            member = Fingerprint.from_json(data, source=str(file))
+        except (json.JSONDecodeError, UnicodeDecodeError, TypeError, KeyError, ValueError, AttributeError) as err:
+            raise InputError(f"{path}: damaged run (members/{file.name}: {err}); {REMEDY}") from None
+        problems = schema_errors(member.to_json(), "fingerprint")
+        if problems:
+            raise InputError(f"{path}: damaged run (members/{file.name}: {problems[0]}); {REMEDY}")
+        members[member.system_name] = member
+    return members
 
 
 def write_report_html(run_dir: str | Path, *, reference: Any = None, secrets: list[str] | None = None) -> Path:
@@ -134,7 +162,7 @@ def _load(path: Path, root: Path) -> Run:
         run_id = str(path.resolve().relative_to(root.resolve()))
     except ValueError:
         run_id = summary.run_id
-    return Run(run_id, path, summary, fingerprint)
+    return Run(run_id, path, summary, fingerprint, _load_members(path))
 
 
 def scan_runs(root: str | Path) -> tuple[list[Run], list[tuple[str, str]]]:

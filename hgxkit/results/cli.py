@@ -17,7 +17,7 @@ from rich.markdown import Markdown
 from hgxkit.errors import InputError
 from hgxkit.results.archive import RECIPE_FILE, load_run, scan_runs
 from hgxkit.results.compare import DEFAULT_SLO_P99_MS, compare_reference, compare_runs, run_flags
-from hgxkit.results.fingerprint import fingerprint_differences
+from hgxkit.results.fingerprint import fingerprint_differences, member_differences
 from hgxkit.results.report import comparison_markdown, reference_markdown, run_markdown
 from hgxkit.results.run import Run
 from hgxkit.results.schemas import SCHEMA_NAMES, load_schema
@@ -142,9 +142,11 @@ def _cmd_show(args: argparse.Namespace) -> int:
             "mlperf_system_desc": run.fingerprint.mlperf_system_desc(),
             "flags": run_flags(run.summary, run.run_id),
         }
+        if run.members:
+            document["members"] = {name: fp.to_json() for name, fp in run.members.items()}
         print(json.dumps(document, indent=2))
         return 0
-    _print(run_markdown(run.summary, run.fingerprint), False)
+    _print(run_markdown(run.summary, run.fingerprint, members=run.members), False)
     return 0
 
 
@@ -203,7 +205,9 @@ def _cmd_compare(args: argparse.Namespace) -> int:
         raise InputError("compare needs RUN_B, or --reference to compare RUN_A with its recipe's reference")
     run_b = load_run(args.run_b, args.root)
     comparison = compare_runs(run_a.summary, run_b.summary, slo_p99_ms=args.slo_p99_ms)
-    differences = fingerprint_differences(run_a.fingerprint, run_b.fingerprint) + recipe_differences(run_a, run_b)
+    differences = fingerprint_differences(run_a.fingerprint, run_b.fingerprint)
+    differences += member_differences(run_a.members, run_b.members, run_a.fingerprint, run_b.fingerprint)
+    differences += recipe_differences(run_a, run_b)
     if args.json:
         print(json.dumps(comparison.to_json(differences), indent=2))
     else:

@@ -87,6 +87,8 @@ class Fingerprint:
     accelerator_memory_capacity: str | None = None
     gpus: list[GpuFingerprint] = field(default_factory=list)
     topology: dict[str, str] = field(default_factory=dict)
+    # A server spanning nodes: {"nodes", "dist_port", "ranks": [{"rank", "host", "address"}]}; {} on one node.
+    node_group: dict[str, Any] = field(default_factory=dict)
     packages: dict[str, str] = field(default_factory=dict)
     docker: dict[str, str] = field(default_factory=dict)
     serving: dict[str, Any] = field(default_factory=dict)
@@ -211,6 +213,36 @@ def fingerprint_differences(a: Fingerprint, b: Fingerprint) -> list[str]:
             out.append(f"{label} {va if va is not None else '?'} vs {vb if vb is not None else '?'}")
     if a.simulated and b.simulated:
         out.insert(0, "simulated: both runs ran on simulated nodes (no real GPU)")
+    return out
+
+
+def member_differences(
+    a_members: dict[str, Fingerprint], b_members: dict[str, Fingerprint], a: Fingerprint, b: Fingerprint
+) -> list[str]:
+    """What differs between two multi-node runs' members, rank by rank (`rank 1 (node2 vs node4): driver …`);
+    a rank only one run has is said once. Empty for two single-node runs.
+
+    >>> one, two = Fingerprint("n2", True, packages={"driver": "1"}), Fingerprint("n4", True, packages={"driver": "2"})
+    >>> group = lambda h: {"ranks": [{"rank": 0, "host": "n1"}, {"rank": 1, "host": h}]}
+    >>> member_differences({"n2": one}, {"n4": two}, Fingerprint("n1", True, node_group=group("n2")),
+    ...                    Fingerprint("n3", True, node_group=group("n4")))
+    ['rank 1 (n2 vs n4): driver 1 vs 2']
+    """
+
+    def by_rank(members: dict[str, Fingerprint], head: Fingerprint) -> dict[int, Fingerprint]:
+        ranks = {r.get("host"): r.get("rank") for r in head.node_group.get("ranks", [])}
+        return {int(ranks[h]): fp for h, fp in members.items() if isinstance(ranks.get(h), int)}
+
+    ra, rb = by_rank(a_members, a), by_rank(b_members, b)
+    out = []
+    for rank in sorted(set(ra) | set(rb)):
+        if rank not in ra or rank not in rb:
+            have = ra.get(rank) or rb.get(rank)
+            assert have is not None
+            out.append(f"rank {rank} ({have.system_name}) only in {'A' if rank in ra else 'B'}")
+            continue
+        lines = [d for d in fingerprint_differences(ra[rank], rb[rank]) if not d.startswith("simulated: both")]
+        out += [f"rank {rank} ({ra[rank].system_name} vs {rb[rank].system_name}): {d}" for d in lines]
     return out
 
 

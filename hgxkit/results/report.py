@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 
 from hgxkit.results.compare import TABLES, Comparison, ReferenceCheck, Row, run_flags
-from hgxkit.results.fingerprint import Fingerprint
+from hgxkit.results.fingerprint import Fingerprint, fingerprint_differences
 from hgxkit.results.metrics import HEADLINE_METRICS, METRICS
 from hgxkit.results.stats import Interval
 from hgxkit.results.summary import CellResult, RunSummary
@@ -97,8 +97,27 @@ def comparison_markdown(comparison: Comparison, differences: list[str]) -> str:
     return "\n".join(lines)
 
 
-def run_markdown(summary: RunSummary, fingerprint: Fingerprint, slo_p99_ms: float = 5000.0) -> str:
-    """One run: what ran where, the gates, the post's table, every metric, intervals and telemetry."""
+def _group_lines(head: Fingerprint, members: dict[str, Fingerprint]) -> list[str]:
+    """A multi-node run's topology and, per other rank, what differs from rank 0's host."""
+    ranks = head.node_group.get("ranks") or []
+    if not ranks:
+        return []
+    where = ", ".join(f"rank {r.get('rank')} {r.get('host')} ({r.get('address')})" for r in ranks)
+    lines = [f"- multi-node group: {len(ranks)} nodes, rendezvous port {head.node_group.get('dist_port')}: {where}"]
+    for name, member in sorted(members.items()):
+        differ = [d for d in fingerprint_differences(head, member) if not d.startswith("simulated: both")]
+        lines.append(f"- {name}: " + ("; ".join(differ) if differ else f"same setup as {head.system_name}"))
+    return lines
+
+
+def run_markdown(
+    summary: RunSummary,
+    fingerprint: Fingerprint,
+    slo_p99_ms: float = 5000.0,
+    members: dict[str, Fingerprint] | None = None,
+) -> str:
+    """One run: what ran where (every host of a multi-node group, and what differs from rank 0's), the gates,
+    the post's table, every metric, intervals and telemetry."""
     banner = "> SIMULATED: this run used a simulated node; no real GPU was involved." if summary.simulated else ""
     lines = [
         f"# {summary.recipe} on {summary.host} ({summary.time})",
@@ -110,6 +129,7 @@ def run_markdown(summary: RunSummary, fingerprint: Fingerprint, slo_p99_ms: floa
         f"- model: {fingerprint.model.get('repo_id', '?')} @ {fingerprint.model.get('commit', '?')}",
         f"- driver: {fingerprint.packages.get('driver', '?')}; GPUs: {fingerprint.accelerators_per_node} x "
         f"{fingerprint.accelerator_model_name}",
+        *_group_lines(fingerprint, members or {}),
         "",
     ]
     if summary.gates:

@@ -8,7 +8,7 @@ Example:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from hgxkit.results.fingerprint import Fingerprint
@@ -23,6 +23,7 @@ class Run:
     path: Path
     summary: RunSummary
     fingerprint: Fingerprint
+    members: dict[str, Fingerprint] = field(default_factory=dict)  # a multi-node run: ranks >= 1, by host
 
     def ls_json(self) -> dict[str, object]:
         """This run's entry in `results ls --json` (schema: schemas/ls.schema.json)."""

@@ -6,5 +6,9 @@
     policy.py      exposure (who can reach the API) and HiCache host-RAM checks
     image.py       the image by digest: pull, read the repository digest, the record on the node
     router.py      the optional SGLang router: its host, worker URLs and container spec
+    multinode.py   a server spanning nodes: placement (hosts -> ranks, head address), member differences,
+                   the group's spec hash, rollout and recovery decisions
+    nodegroups.py  multi-node groups as a pyinfra run sees them (inventory hosts, members' facts)
+    groupcmd.py    the node commands of a multi-node preflight and rollout
     facts.py       pyinfra facts about the managed containers, the router and host ports
 """

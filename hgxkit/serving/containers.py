@@ -35,6 +35,7 @@ SPEC_LABEL = "hgxkit.spec"
 GROUP_LABEL = "hgxkit.group"
 RECIPE_LABEL = "hgxkit.recipe"
 PORT_LABEL = "hgxkit.port"  # the host port the server answers on (published, or its own with --network host)
+RANK_LABEL = "hgxkit.rank"  # the node rank of a container of a group spanning nodes
 KEY_CONFIG_IN_CONTAINER = "/run/hgxkit/api-key.yaml"
 
 
@@ -110,25 +111,41 @@ def container_specs(
     api_key: ApiKeyFiles | None,
     image: str,
     environ: Mapping[str, str] | None = None,
+    rank: int | None = None,
+    head: str | None = None,
+    group_hash: str | None = None,
 ) -> list[ContainerSpec]:
     """Every group's container with hgxkit's overrides (module doc), run by `image` (a digest reference).
 
     `environ` (the controller's environment, at execute time) fills the recipe's `{{env:NAME}}` values into
     `ContainerSpec.command`; the spec, its hash and `shell()` keep `${NAME}` references.
+
+    A server spanning nodes is rendered for one host: `rank` and `head` (the head's address; see
+    render_recipe). Its container is labelled with its rank and with `group_hash` (the hash over every rank's
+    spec, hgxkit.serving.multinode.group_spec_hash) instead of its own, and the post's `--rm` is dropped: a
+    stopped rank is kept, so a failed replace of the group can start it again.
     """
-    shown = render_recipe(recipe, total_gpus=total_gpus)
-    ran = render_recipe(recipe, total_gpus=total_gpus, secrets="resolve", environ=environ) if environ else shown
+    shown = render_recipe(recipe, total_gpus=total_gpus, rank=rank, head=head)
+    ran = (
+        render_recipe(recipe, total_gpus=total_gpus, secrets="resolve", environ=environ, rank=rank, head=head)
+        if environ
+        else shown
+    )
     options, args = _key_overrides(recipe, api_key)
     specs = []
     for group, resolved in zip(shown, ran, strict=True):
         name = container_name(recipe, group)
         overrides = dict(name=name, publish_address=bind_address, detach=True, image=image, extra_options=options,
-                         extra_args=args)  # fmt: skip
+                         extra_args=args, keep_stopped=rank is not None)  # fmt: skip
         body = group.with_overrides(**overrides)  # type: ignore[arg-type]
         spec_hash = hashlib.sha256(json.dumps(body.argv).encode()).hexdigest()[:16]
         url = health_url(recipe, group)
         labels = {MANAGED_LABEL: "1", RECIPE_LABEL: recipe.name, GROUP_LABEL: str(group.group), SPEC_LABEL: spec_hash,
                   PORT_LABEL: url.split("://", 1)[1].split("/", 1)[0].rsplit(":", 1)[1]}  # fmt: skip
+        if rank is not None:
+            labels[RANK_LABEL] = str(rank)
+            labels[SPEC_LABEL] = group_hash or spec_hash
+            spec_hash = labels[SPEC_LABEL]
         run = resolved.with_overrides(**overrides).with_overrides(labels=labels) if environ else None  # type: ignore[arg-type]
         specs.append(
             ContainerSpec(

@@ -61,6 +61,7 @@ def collect_fingerprint(
     gpu_health: dict,
     server_env_report: str | None = None,
     number_of_nodes: int = 1,
+    node_group: dict | None = None,
 ) -> Fingerprint:
     """Read everything that can change a result from the host (one fact per source); the MLPerf
     system-description fields the host can tell are filled, the others stay "unknown"."""
@@ -136,6 +137,7 @@ def collect_fingerprint(
             for g in gpus
         ],
         topology={f"{r}-{c}": v for (r, c), v in topology.items() if r.startswith("GPU")},
+        node_group=node_group or {},
         packages={
             "driver": driver.split("-")[0] if driver else smi_driver,
             "fabricmanager": fabric.split("-")[0] if fabric else None,
@@ -162,6 +164,7 @@ def collect_fingerprint(
             "sglang_version": server_info.get("version") if server_info.get("kind", "sglang") == "sglang" else None,
             "speculative_algorithm": server_info.get("speculative_algorithm"),
             "moe_runner_backend": server_info.get("moe_runner_backend"),
+            **({"node_rank": server_info["node_rank"]} if "node_rank" in server_info else {}),
         },
         model=model_record,
         recipe={

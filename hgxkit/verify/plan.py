@@ -171,9 +171,14 @@ def client_argv(cell: Cell, output_dir: str) -> list[str]:
             "--save-result", "--save-detailed", "--append-result", "--result-dir", output_dir,
             "--result-filename", cell.file, *cell.extra_args,
         ]  # fmt: skip
+    dataset = cell.dataset or "random-ids"
+    if dataset == "random" and "--dataset-path" not in cell.extra_args:
+        # SGLang's `random` takes its token ids from ShareGPT, downloaded from the Hub; verify runs the client
+        # offline (HF_HUB_OFFLINE), so the same lengths, ratio and load are measured with random token ids.
+        dataset = "random-ids"
     return [
         "--backend", "sglang", "--host", "127.0.0.1", "--port", str(cell.port),
-        "--dataset-name", cell.dataset or "random-ids",
+        "--dataset-name", dataset,
         "--random-input-len", str(cell.input_len), *out_len,
         # SGLang's ratio is the shortest share of the length: 1 = fixed lengths
         "--random-range-ratio", str(cell.range_ratio if cell.range_ratio is not None else 1.0),

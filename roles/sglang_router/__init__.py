@@ -30,6 +30,8 @@ from hgxkit.recipe.render import render_recipe
 from hgxkit.secrets import redact
 from hgxkit.serving.facts import RouterContainer
 from hgxkit.serving.image import digest_from_inspect, image_to_run, pull_and_inspect
+from hgxkit.serving.multinode import head_worker
+from hgxkit.serving.nodegroups import group_for
 from hgxkit.serving.policy import exposure_problems
 from hgxkit.serving.probes import http_request, parse_response
 from hgxkit.serving.router import (
@@ -49,9 +51,16 @@ def _own(h: Host, key: str) -> object:
     return DEFAULTS.get(key) if value is None else value
 
 
-def _worker_host(h: Host) -> WorkerHost:
-    """What the router needs of inventory host `h`: address, bind address and its groups' ports."""
+def _worker_host(h: Host) -> WorkerHost | None:
+    """What the router needs of inventory host `h`: address, bind address and its groups' ports. A multi-node
+    group is one worker, its rank 0 (None for the hosts of its other ranks)."""
     recipe = recipe_for(h)
+    if recipe.node_count() > 1:
+        group, problems = group_for(h)
+        refuse(f"router checks failed on {host.name}; the router was not started", problems)
+        if group is None or group.head.host != h.name:
+            return None
+        return head_worker(recipe, group, bind_address=str(knob(h, "bind_address")), api_key=bool(knob(h, "api_key")))
     total = knob(h, "serve_total_gpus")
     if total is None:
         total = len(h.get_fact(NvidiaSmi).gpus) or None
@@ -79,7 +88,8 @@ def sglang_router() -> None:
         raise DeployError(error)
     if chosen != host.name:
         return
-    urls, problems = worker_urls(host.name, [_worker_host(h) for h in hosts])
+    workers = [w for w in (_worker_host(h) for h in hosts) if w is not None]
+    urls, problems = worker_urls(host.name, workers)
     problems += exposure_problems(
         data.get("router_bind_address"), knob(host, "api_key"), bool(data.get("allow_unauthenticated"))
     )

@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 from pyinfra import host
-from pyinfra.api import deploy
+from pyinfra.api import Host, deploy
 from pyinfra.api.exceptions import DeployError
 from pyinfra.api.output import echo
 from pyinfra.operations import python
@@ -58,12 +58,14 @@ from roles.sglang_serve.defaults import DEFAULTS
 H200_MEMORY_GB = 143771 / 1024  # what nvidia-smi reports for an H200 (used before the driver is installed)
 
 
-def record_path() -> str:
-    return f"{knob(host, 'serve_state_dir')}/{RECORD_NAME}"
+def record_path(h: Host | None = None) -> str:
+    return f"{knob(h or host, 'serve_state_dir')}/{RECORD_NAME}"
 
 
-def key_files() -> ApiKeyFiles | None:
-    return ApiKeyFiles.beside(str(knob(host, "serve_api_key_file"))) if knob(host, "api_key") == "auto" else None
+def key_files(h: Host | None = None) -> ApiKeyFiles | None:
+    """The API key files of `h` (default: this host) with `api_key: auto`, else None."""
+    h = h or host
+    return ApiKeyFiles.beside(str(knob(h, "serve_api_key_file"))) if knob(h, "api_key") == "auto" else None
 
 
 def total_gpus_for_host() -> int | None:
@@ -103,17 +105,19 @@ def static_problems(recipe: Recipe, total_gpus: int | None) -> list[Problem]:
     return problems
 
 
-def runtime_problems(recipe: Recipe, *, gpus_only: bool = False) -> list[Problem]:
-    """Checks on what earlier roles set up (run just before containers start): GPUs in the fabric, model."""
+def runtime_problems(recipe: Recipe, *, gpus_only: bool = False, h: Host | None = None) -> list[Problem]:
+    """Checks on what earlier roles set up (run just before containers start): GPUs in the fabric, model
+    (on `h`, default this host)."""
+    h = h or host
     problems = []
-    smi = host.get_fact(NvidiaSmi)
+    smi = h.get_fact(NvidiaSmi)
     if not smi.ok:
         problems.append(Problem("gpus", f"nvidia-smi fails ({smi.failure})", "run deploys/bringup.py first"))
     stuck = [g.index for g in smi.gpus if g.fabric_state not in (None, "Completed")]
     if stuck:
         problems.append(Problem("gpus", f"GPUs {stuck} are not in the fabric", "run deploys/bringup.py first"))
     local_dir = recipe.model.local_dir
-    if not gpus_only and local_dir and not host.get_fact(IsFile, path=f"{local_dir}/config.json"):
+    if not gpus_only and local_dir and not h.get_fact(IsFile, path=f"{local_dir}/config.json"):
         problems.append(
             Problem("model", f"no config.json in {local_dir}", "download the model first (deploys/model.py)")
         )
@@ -187,6 +191,11 @@ def sglang_serve() -> None:
     if pin:  # the tag is asked at execute time (a pull), so --dry stays read-only
         python.call(name=f"Check that {recipe.image.reference} still is the pinned digest", function=_check_pin,
                     recipe=recipe)  # fmt: skip
+    if recipe.node_count() > 1:  # a server spanning nodes: its head drives every rank as one unit
+        from roles.sglang_serve.group import serve_group
+
+        serve_group()
+        return
     recorded = recorded_digest(host.get_fact(JsonFile, path=record_path()), recipe.image.reference)
     # The digest to run: the pinned one; else the recipe's; else what the node already runs (unless image_update).
     digest = recipe.image.digest or (None if host.data.get("image_update") else recorded)
@@ -295,9 +304,11 @@ def _recover(run: HostRunner, specs: list[ContainerSpec]) -> None:
                 raise DeployError(f"{host.name}: could not finish the interrupted replace of {spec.name}: {said}")
 
 
-def _ensure_api_key(run: HostRunner, recipe: Recipe) -> None:
-    """Create the host's API key once (root-only), its per-kind files, and copy it to the controller once."""
-    key_file = str(knob(host, "serve_api_key_file"))
+def _ensure_api_key(run: HostRunner, recipe: Recipe, h: Host | None = None) -> None:
+    """Create the host's API key once (root-only), its per-kind files, and copy it to the controller once
+    (`h`: another host of a multi-node group; default this host)."""
+    h = h or host
+    key_file = str(knob(h, "serve_api_key_file"))
     files = ApiKeyFiles.beside(key_file)
     created = run(
         script(
@@ -310,13 +321,13 @@ def _ensure_api_key(run: HostRunner, recipe: Recipe) -> None:
             env=files.env_file,
         )
     )
-    local = Path(".hgxkit/secrets") / f"{host.name}.api-key"
+    local = Path(".hgxkit/secrets") / f"{h.name}.api-key"
     if created[-1:] == ["created"] or not local.exists():
         local.parent.mkdir(parents=True, exist_ok=True)
         local.parent.chmod(0o700)
-        host.get_file(key_file, str(local))
+        h.get_file(key_file, str(local))
         local.chmod(0o600)
-        echo(f"[{host.name}] API key stored root-only at {key_file}; a copy is in {local} (keep it secret)")
+        echo(f"[{h.name}] API key stored root-only at {key_file}; a copy is in {local} (keep it secret)")
 
 
 def _workdir(name: str) -> str:

@@ -10,6 +10,10 @@ serve_health_timeout       seconds a group may take to answer /health_generate (
 serve_health_interval      seconds between health probes (progress is printed at each).
 serve_model_weights_gb     weights of the model, for the HiCache host-RAM estimate (DeepSeek-V4-Flash: ~160 GB).
 serve_host_ram_reserve_gb  host RAM kept out of the HiCache budget for the OS and everything else.
+multinode_reach_timeout    seconds each member of a multi-node group may take to open a TCP connection to the
+                           head's fabric address and rendezvous port in the preflight (deploys/reproduce.py runs
+                           it before bring-up; roles/sglang_serve/group.py). Placement knobs (group_hosts,
+                           fabric_address, dist_port) are shared: hgxkit/knobs.py.
 
 Shared knobs read here (defaults and meaning in hgxkit/knobs.py): recipe, serve_total_gpus, bind_address,
 api_key ("auto": a key generated once per host, kept root-only at serve_api_key_file, passed as --api-key
@@ -21,7 +25,8 @@ from hgxkit.knobs import shared_defaults
 
 DEFAULTS = {
     **shared_defaults(
-        "recipe", "serve_total_gpus", "bind_address", "api_key", "serve_state_dir", "serve_api_key_file"
+        "recipe", "serve_total_gpus", "bind_address", "api_key", "serve_state_dir", "serve_api_key_file",
+        "group_hosts", "fabric_address", "dist_port",
     ),
     "allow_unauthenticated": False,
     "pin_image": False,
@@ -30,4 +35,5 @@ DEFAULTS = {
     "serve_health_interval": 5,
     "serve_model_weights_gb": 160,
     "serve_host_ram_reserve_gb": 64,
+    "multinode_reach_timeout": 5,
 }

@@ -20,7 +20,7 @@ from io import StringIO
 from pathlib import Path
 
 from pyinfra import host
-from pyinfra.api import deploy
+from pyinfra.api import Host, deploy
 from pyinfra.api.exceptions import DeployError
 from pyinfra.api.output import echo
 from pyinfra.operations import python
@@ -31,7 +31,7 @@ from hgxkit.knobs import knob, recipe_for
 from hgxkit.node.driver import driver_gate
 from hgxkit.node.facts import FileText, InstalledPackages, JsonFile, NvidiaSmi
 from hgxkit.node.health import gpu_health_report
-from hgxkit.problems import problem_lines
+from hgxkit.problems import problem_lines, refuse
 from hgxkit.recipe.loader import dump_recipe
 from hgxkit.recipe.model import Recipe
 from hgxkit.results.archive import run_id_for, write_run
@@ -39,7 +39,10 @@ from hgxkit.results.report import run_markdown
 from hgxkit.results.summary import RunSummary
 from hgxkit.secrets import redact
 from hgxkit.serving.containers import ApiKeyFiles, ContainerSpec, container_specs
+from hgxkit.serving.groupcmd import rank_status_command
 from hgxkit.serving.image import RECORD_NAME, image_to_run, recorded_digest
+from hgxkit.serving.multinode import NodeGroup, failed_ranks, parse_rank_health
+from hgxkit.serving.nodegroups import group_for, member_host, run_problems, spanning_recipe
 from hgxkit.serving.probes import http_request, json_body, parse_response
 from hgxkit.verify.fingerprint import collect_fingerprint
 from hgxkit.verify.plan import Cell, cells_from_output, gates, plan_cells
@@ -62,25 +65,49 @@ def verify() -> None:
             "(e.g. --data verify_client_process=per_cell)"
         )
     recipe = recipe_for(host)
+    group, problems = group_for(host)  # a server spanning nodes: verified from its head, every rank checked
+    refuse(f"verify cannot place the multi-node group on {host.name}", problems)
+    if group is not None:
+        refuse(f"verify cannot check the multi-node group on {host.name}", run_problems(host, group))
+        if host.name != group.head.host:
+            return  # rank >= 1 serves no API: the head's verify checks this host's rank and fingerprints it
+        recipe = spanning_recipe(host)
     python.call(name=f"Verify {recipe.name} ({mode} benchmark) and archive the run", function=_verify,
-                recipe=recipe, mode=mode)  # fmt: skip
+                recipe=recipe, mode=mode, group=group)  # fmt: skip
 
 
-def _specs(recipe: Recipe, key_file: str | None) -> tuple[list[ContainerSpec], str, int | None]:
-    """The serving containers as the serving role started them, the digest they run, and the node's GPUs."""
-    state_dir = knob(host, "serve_state_dir")
-    digest = recorded_digest(host.get_fact(JsonFile, path=f"{state_dir}/{RECORD_NAME}"), recipe.image.reference)
+def _specs(
+    recipe: Recipe, key_file: str | None, group: NodeGroup | None = None, h: Host | None = None
+) -> tuple[list[ContainerSpec], str, int | None]:
+    """The serving containers as the serving role started them on `h` (default this host), the digest they
+    run, and the node's GPUs; for a multi-node group, `h`'s rank's container."""
+    h = h or host
+    state_dir = knob(h, "serve_state_dir")
+    digest = recorded_digest(h.get_fact(JsonFile, path=f"{state_dir}/{RECORD_NAME}"), recipe.image.reference)
     if not digest:
         raise DeployError(
-            f"{host.name}: {recipe.name} is not served yet (no {state_dir}/{RECORD_NAME} for "
+            f"{h.name}: {recipe.name} is not served yet (no {state_dir}/{RECORD_NAME} for "
             f"{recipe.image.reference}); run deploys/reproduce.py first"
         )
-    total = knob(host, "serve_total_gpus")
-    gpus = int(total) if total is not None else (len(host.get_fact(NvidiaSmi).gpus) or None)
+    total = knob(h, "serve_total_gpus")
+    gpus = int(total) if total is not None else (len(h.get_fact(NvidiaSmi).gpus) or None)
     keys = ApiKeyFiles.beside(key_file) if key_file else None
+    member = group.member(h.name) if group else None
     specs = container_specs(recipe, total_gpus=gpus, bind_address="127.0.0.1", api_key=keys,
-                            image=image_to_run(recipe.image.reference, digest))  # fmt: skip
+                            image=image_to_run(recipe.image.reference, digest),
+                            rank=member.rank if member else None,
+                            head=group.head.address if group else None)  # fmt: skip
     return specs, digest, gpus
+
+
+def _rank_failures(group: NodeGroup, name: str) -> list[str]:
+    """Every rank whose container is not running, naming its host (rank 0 alone may still answer health for
+    a while after another rank died)."""
+    health = [
+        parse_rank_health(m.host, m.rank, HostRunner(member_host(host, m.host))(rank_status_command(name)))
+        for m in group.members
+    ]
+    return failed_ranks(health)
 
 
 def _probe(run: HostRunner, recipe: Recipe, spec: ContainerSpec, key_file: str | None) -> str | None:
@@ -115,10 +142,17 @@ def _probe(run: HostRunner, recipe: Recipe, spec: ContainerSpec, key_file: str |
     return None
 
 
-def _verify(recipe: Recipe, mode: str) -> None:
+def _verify(recipe: Recipe, mode: str, group: NodeGroup | None = None) -> None:
     run = HostRunner(host)
     key_file = str(knob(host, "serve_api_key_file")) if knob(host, "api_key") == "auto" else None
-    specs, digest, total = _specs(recipe, key_file)
+    specs, digest, total = _specs(recipe, key_file, group)
+    if group is not None:
+        broken = _rank_failures(group, specs[0].name)
+        if broken:
+            raise DeployError(
+                f"verify failed on {host.name}: the multi-node group {specs[0].name} ({group.label()}) is not "
+                f"whole; rerun deploys/reproduce.py to start it again:\n{problem_lines(broken)}"
+            )
     problems = [p for p in (_probe(run, recipe, spec, key_file) for spec in specs) if p]
     if problems:
         raise DeployError(f"verify failed on {host.name}:\n{problem_lines(problems)}")
@@ -150,11 +184,19 @@ def _verify(recipe: Recipe, mode: str) -> None:
         model_record=_model_record(recipe),
         gpu_health=health.to_json(),
         server_env_report=_env_report(run, kind.name, specs[0].name),
+        number_of_nodes=len(group.members) if group else 1,
+        node_group=_topology(group),
     )
+    member_runs = _member_fingerprints(recipe, group, server_info) if group else {}
+    members = {name: fp for name, (fp, _) in member_runs.items()}
     results, missing = cells_from_output(cells, texts, simulated=fingerprint.simulated)
     failed_gates = missing + gates(recipe, results, mode)  # type: ignore[arg-type]
+    if group is not None:  # a rank that died while the benchmark ran
+        failed_gates += _rank_failures(group, specs[0].name)
     if host.data.get("verify_gates"):
         failed_gates += [str(p) for p in health.problems()]
+        for name, (_, member_health) in member_runs.items():
+            failed_gates += [f"{name}: {p}" for p in member_health.problems()]
         failed_gates += [
             str(p)
             for p in driver_gate(
@@ -177,12 +219,12 @@ def _verify(recipe: Recipe, mode: str) -> None:
         gates=failed_gates,
         bench=mode,
     )
-    report = run_markdown(summary, fingerprint)
+    report = run_markdown(summary, fingerprint, members=members)
     telemetry_names = {name for cell in cells for name in cell.telemetry_files}
     raw = {name: text for name, text in texts.items() if name not in telemetry_names}
     telemetry = {name: text for name, text in texts.items() if name in telemetry_names and text.strip()}
     path = write_run(Path(host.data.get("results_dir")), summary, fingerprint, raw, report, _secrets(run, key_file),
-                     telemetry=telemetry, html=True, reference=recipe.reference,
+                     telemetry=telemetry, html=True, reference=recipe.reference, members=members,
                      recipe_yaml=dump_recipe(recipe))  # fmt: skip
     _keep_copy_on_host(run, workdir, path, raw)
     echo(
@@ -193,6 +235,41 @@ def _verify(recipe: Recipe, mode: str) -> None:
         raise DeployError(
             f"verify gates failed on {host.name} (the run is archived in {path}):\n{problem_lines(failed_gates)}"
         )
+
+
+def _topology(group: NodeGroup | None) -> dict:
+    """Which host had which rank, at which address, for the fingerprint ({} on one node)."""
+    if group is None:
+        return {}
+    ranks = [{"rank": m.rank, "host": m.host, "address": m.address} for m in group.members]
+    return {"nodes": len(group.members), "dist_port": group.dist_port, "ranks": ranks}
+
+
+def _member_fingerprints(recipe: Recipe, group: NodeGroup, server_info: dict) -> dict:
+    """The fingerprint and GPU health of every rank >= 1's host (rank 0's are the run's own), by host name."""
+    out = {}
+    for member in group.members[1:]:
+        h = member_host(host, member.host)
+        key_file = str(knob(h, "serve_api_key_file")) if knob(h, "api_key") == "auto" else None
+        specs, digest, total = _specs(recipe, key_file, group, h)
+        info = {"kind": server_info.get("kind"), "version": server_info.get("version"), "node_rank": member.rank,
+                "simulated": server_info.get("simulated")}  # fmt: skip
+        health = gpu_health_report(h.get_fact, expected_gpus=total)
+        fingerprint = collect_fingerprint(
+            h.get_fact,
+            system_name=member.host,
+            recipe=recipe,
+            rendered=[s.shell() for s in specs],
+            image=recipe.image.reference,
+            image_digest=digest,
+            server_info=info,
+            model_record=_model_record(recipe, h),
+            gpu_health=health.to_json(),
+            number_of_nodes=len(group.members),
+            node_group=_topology(group),
+        )
+        out[member.host] = (fingerprint, health)
+    return out
 
 
 def _metrics_url(recipe: Recipe, spec: ContainerSpec) -> str | None:
@@ -220,10 +297,10 @@ def _driver_package() -> str:
     return sorted(installed)[0] if installed else "nvidia-open"
 
 
-def _model_record(recipe: Recipe) -> dict:
+def _model_record(recipe: Recipe, h: Host | None = None) -> dict:
     record: dict = {"repo_id": recipe.model.repo_id, "revision": recipe.model.revision}
     if recipe.model.local_dir:
-        manifest = host.get_fact(FileText, path=f"{recipe.model.local_dir}/.hgxkit-manifest.json")
+        manifest = (h or host).get_fact(FileText, path=f"{recipe.model.local_dir}/.hgxkit-manifest.json")
         if manifest and manifest.strip():
             record["manifest_hash"] = "sha256:" + hashlib.sha256(manifest.encode()).hexdigest()
             try:

@@ -283,7 +283,7 @@ def test_a_bare_launch_is_translated_as_its_notes_say(number: str, posix_argv) -
         local = model.local_dir == model.mount_point  # a host path, mounted where the post names it
         if not local:
             args = [model.mount_point if a == model.repo_id else a for a in args]
-        if kind.name == "sglang" and "--host" not in args:
+        if kind.name == "sglang" and "--host" not in args and nodes < 2:  # spanning nodes: listens as posted
             args += ["--host", "0.0.0.0"]
         if "--served-model-name" not in args and not local:
             args += ["--served-model-name", model.repo_id]
@@ -296,7 +296,10 @@ def test_a_bare_launch_is_translated_as_its_notes_say(number: str, posix_argv) -
         assert options[:2] == ["--gpus", f'"device={devices}"' if devices else "all"]
         assert "--ipc=host" in options
         port = args[args.index("--port") + 1] if "--port" in args else str(kind.default_port)
-        assert f"{port}:{port}" in options
+        if nodes > 1:  # the ranks reach each other on the host's network; nothing is published
+            assert "--network=host" in options and "-p" not in options
+        else:
+            assert f"{port}:{port}" in options
         for name, value in prefix.items():
             assert f"{name}={value}" in options
         assert f"{model.local_dir}:{model.mount_point}:ro" in options
