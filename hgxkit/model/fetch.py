@@ -114,6 +114,8 @@ def with_retries(spec: Spec, what: str, fn: Callable[[], T], log: Callable[[str]
             return fn()
         except FetchError as err:
             failure = err
+        except XetFile:
+            raise
         except Exception as err:  # huggingface_hub/httpx raise many kinds; classify them
             failure = _hub_error(err, spec, what)
         if not failure.transient or attempt >= spec.retries:
@@ -283,75 +285,98 @@ def pump(read_into: Callable[[memoryview], int | None], part: Partial, nbytes: i
         left -= n
 
 
+class XetFile(Exception):
+    """The Hub keeps this file in Xet storage (its /resolve/ answer carries X-Xet-Hash): hf_xet fetches it."""
+
+
+class _Redirects(urllib.request.HTTPRedirectHandler):
+    """Follow the Hub's redirects; the token goes along only while the origin stays the Hub's (never to a CDN);
+    an answer that names a Xet hash stops here (XetFile) when Xet files go through hf_xet."""
+
+    def __init__(self, origin: str, token: str | None, xet: bool) -> None:
+        self.origin, self.token, self.xet = origin, token, xet
+
+    def redirect_request(self, req, fp, code, msg, headers, newurl):  # type: ignore[no-untyped-def]
+        if self.xet and headers.get("X-Xet-Hash"):
+            raise XetFile(newurl)
+        new = super().redirect_request(req, fp, code, msg, headers, newurl)
+        if new is not None and self.token and _same_origin(newurl, self.origin):
+            new.add_unredirected_header("Authorization", f"Bearer {self.token}")
+        return new
+
+
 class HubBodies:
     """File bodies from the Hub or a mirror.
 
-    Metadata of each file comes from huggingface_hub (`get_hf_file_metadata`: the HEAD of /resolve/ with the
-    Hub's redirect, auth and Xet rules). Files in Xet storage go through huggingface_hub's own downloader
-    (hf_xet), hashed right after each lands. Every other file is one plain GET of the location the Hub gave,
-    hand-rolled on purpose: huggingface_hub 2.x has no hook to hash the bytes as they arrive, keeps no partial
-    file between runs, and spends its CPU in httpx/h11 per 64 KB (profiled: bench/model_profile.py)."""
+    Each file is one GET of its /resolve/ URL at the commit, following the Hub's redirect to its storage, as
+    `curl -L` would (two requests per LFS file, the token never leaving the Hub's origin); the bytes are hashed
+    as they arrive and a partial file resumes with a Range. This part is hand-rolled on purpose:
+    huggingface_hub 2.x has no hook to hash the bytes as they arrive (its callers read each file again), keeps
+    no partial file between runs, and spends its CPU per 64 KB in httpx/h11 (bench/model_profile.py: 75% of the
+    sync's thread time before this, against 8 curls 5-7x faster). A file the Hub keeps in Xet storage (its
+    answer names an X-Xet-Hash) goes to huggingface_hub's own downloader instead (hf_xet: chunked, parallel,
+    deduplicated), and is hashed right after it lands."""
 
     def __init__(self, spec: Spec, token: str | None, commit: str) -> None:
         self.spec, self.token, self.commit = spec, token, commit
-        self._meta: dict[str, Any] = {}
-        self._lock = threading.Lock()
-        self._opener = urllib.request.build_opener()
+        self._opener = urllib.request.build_opener(_Redirects(spec.where, token, spec.xet))
 
     def url(self, meta: core.FileMeta) -> str:
-        quoted = quote(meta.path)
-        return f"{self.spec.where.rstrip('/')}/{self.spec.repo_id}/resolve/{self.commit}/{quoted}"
+        return f"{self.spec.where.rstrip('/')}/{self.spec.repo_id}/resolve/{self.commit}/{quote(meta.path)}"
 
-    def head(self, meta: core.FileMeta) -> Any:
-        """The Hub's metadata of one file (cached until a transfer fails), checked against the file list."""
-        with self._lock:
-            known = self._meta.get(meta.path)
-        if known is not None:
-            return known
-        from huggingface_hub import get_hf_file_metadata
+    def _request(self, meta: core.FileMeta, method: str, headers: dict[str, str]) -> urllib.request.Request:
+        req = urllib.request.Request(self.url(meta), method=method, headers={"User-Agent": "hgxkit-fetch/2", **headers})
+        if self.token:
+            req.add_unredirected_header("Authorization", f"Bearer {self.token}")
+        return req
 
-        md = get_hf_file_metadata(self.url(meta), token=self.token or False, endpoint=self.spec.endpoint or None)
-        want = meta.sha256 or meta.git_oid
-        if (md.size is not None and md.size != meta.size) or (md.etag and want and md.etag != want):
-            raise FetchError(
-                f"{meta.path}: the Hub's answer (size {md.size}, etag {str(md.etag)[:12]}) differs from its file "
-                f"list (size {meta.size}, id {want[:12] if want else '-'}) at {self.commit[:12]}: re-run"
+    def _error(self, err: urllib.error.HTTPError, meta: core.FileMeta) -> FetchError:
+        code = err.headers.get("X-Error-Code", "") if err.headers else ""
+        if code in ("GatedRepo", "RepoNotFound", "RevisionNotFound"):
+            return _answer_error(HubAnswer(err.code, code, ""), self.spec)
+        if code == "EntryNotFound" or (err.code == 404 and _same_origin(err.url or "", self.spec.where)):
+            return FetchError(
+                f"{meta.path}: not in {self.spec.repo_id}@{self.commit[:12]} at {self.spec.where}: re-run"
             )
-        with self._lock:
-            self._meta[meta.path] = md
-        return md
+        if err.code in (401, 403) and _same_origin(err.url or "", self.spec.where):
+            return FetchError(f"{self.spec.where} refused {meta.path} (HTTP {err.code}): check HF_TOKEN's access")
+        transient = err.code in (403, 404, 408, 416, 429) or err.code >= 500  # off the Hub: a signed URL expired?
+        return FetchError(f"{err.url or self.spec.where} answered HTTP {err.code} for {meta.path}", transient=transient)
 
-    def probe(self, metas: list[core.FileMeta], log: Callable[[str], None]) -> None:
-        """HEAD every file (in parallel): where its bytes are, and whether they are in Xet storage."""
-        with ThreadPoolExecutor(max_workers=max(1, self.spec.workers)) as pool:
-            list(pool.map(lambda m: with_retries(self.spec, f"asking for {m.path}", lambda: self.head(m), log), metas))
-
-    def is_xet(self, meta: core.FileMeta) -> bool:
-        return self.spec.xet and getattr(self.head(meta), "xet_file_data", None) is not None
-
-    def forget(self, meta: core.FileMeta) -> None:
-        with self._lock:
-            self._meta.pop(meta.path, None)
+    def in_xet(self, meta: core.FileMeta) -> bool:
+        """Whether the Hub keeps `meta` in Xet storage: one HEAD of its /resolve/ URL, its redirect not followed."""
+        req = self._request(meta, "HEAD", {})
+        opener = urllib.request.build_opener(_NoRedirects())
+        try:
+            with opener.open(req, timeout=30) as resp:
+                return bool(resp.headers.get("X-Xet-Hash"))
+        except urllib.error.HTTPError as err:
+            if 300 <= err.code < 400:
+                return bool(err.headers.get("X-Xet-Hash"))
+            raise self._error(err, meta) from None
+        except OSError as err:
+            raise FetchError(
+                f"network failure asking {self.spec.where} for {meta.path}: {err}", transient=True
+            ) from None
 
     def stream(self, meta: core.FileMeta, part: Partial) -> None:
         """One GET of the rest of the file into `part` (Range from its offset); a FetchError when it fails."""
-        location = str(self.head(meta).location)
         part.open()
-        headers = {"User-Agent": "hgxkit-fetch/2", "Accept-Encoding": "identity"}
-        if part.offset:
-            headers["Range"] = f"bytes={part.offset}-"
-        req = urllib.request.Request(location, headers=headers)
-        if self.token and _same_origin(location, self.spec.where):  # never to a CDN, never after a redirect
-            req.add_unredirected_header("Authorization", f"Bearer {self.token}")
+        req = self._request(
+            meta, "GET", {"Accept-Encoding": "identity", **({"Range": f"bytes={part.offset}-"} if part.offset else {})}
+        )
         try:
             resp = self._opener.open(req, timeout=60)
         except urllib.error.HTTPError as err:
-            self.forget(meta)  # a signed location may have expired: the next attempt asks the Hub again
             if err.code == 416:
                 part.restart()
-            transient = err.code in (403, 408, 416, 429) or err.code >= 500
-            msg = f"{self.spec.where} answered HTTP {err.code} for {meta.path}"
-            raise FetchError(msg, transient=transient) from None
+            raise self._error(err, meta) from None
+        except XetFile:
+            raise
+        except OSError as err:
+            raise FetchError(
+                f"network failure fetching {meta.path} from {self.spec.where}: {err}", transient=True
+            ) from None
         with resp:
             if part.offset and resp.status != 206:
                 part.restart()  # the server ignored the Range: take the whole file
@@ -361,7 +386,6 @@ class HubBodies:
             try:
                 pump(resp.readinto, part, meta.size - part.offset, f"fetching {meta.path}")
             except (OSError, http.client.HTTPException) as err:
-                self.forget(meta)
                 raise FetchError(f"fetching {meta.path} from {self.spec.where}: {err}", transient=True) from None
 
     def fetch_xet(self, meta: core.FileMeta) -> None:
@@ -376,6 +400,11 @@ class HubBodies:
             endpoint=self.spec.endpoint or None,
             token=self.token or False,
         )
+
+
+class _NoRedirects(urllib.request.HTTPRedirectHandler):
+    def redirect_request(self, req, fp, code, msg, headers, newurl):  # type: ignore[no-untyped-def]
+        return None
 
 
 def _same_origin(url: str, base: str) -> bool:
@@ -741,6 +770,8 @@ class Syncer:
         self.plan: list[core.FileMeta] = []
         self.started = time.time()
         self.hub: HubBodies | None = None
+        self.to_fetch: list[core.FileMeta] = []
+        self._xet_checked = False
         self.fetched: list[str] = []
         self.rehashed: list[str] = []
         self.refetched_corrupt: list[str] = []
@@ -911,10 +942,11 @@ class Syncer:
             assert hub is not None
 
             def one(m: core.FileMeta) -> None:
-                if with_retries(spec, f"asking for {m.path}", lambda: hub.is_xet(m), self.rep.log):
-                    self.fetch_xet(m)
-                else:
+                try:
                     self.fetch_one(m, hub.stream, spec.where)
+                except XetFile:
+                    self.xet_space()
+                    self.fetch_xet(m)
 
         feed = Feed(self, metas)
         errors: list[BaseException] = []
@@ -938,6 +970,15 @@ class Syncer:
                 errors += [e for e in (fut.exception() for fut in done) if e is not None]
         if errors:
             raise errors[0]
+
+    def xet_space(self) -> None:
+        """Before the first file goes through hf_xet: the free-space check again, with hf_xet's caches."""
+        with self._lock:
+            if self._xet_checked:
+                return
+            self._xet_checked = True
+        self.rep.log(f"files in Xet storage: hf_xet, HF_XET_HIGH_PERFORMANCE, caches in {self.spec.xet_dir}")
+        self.disk_check(self.to_fetch, xet=True)
 
     def disk_check(self, to_fetch: list[core.FileMeta], xet: bool) -> None:
         spec = self.spec
@@ -1012,18 +1053,17 @@ class Syncer:
                 "model_source dir only verifies: copy the model there, or use model_source hub"
             )
         if to_fetch:
+            self.to_fetch = to_fetch
             for m in to_fetch:  # wrong or partial copies in place are useless: their space counts as free
                 _forget(spec, m.path)
             remove_orphans(spec.local_dir, {core.content_key(m) for m in to_fetch})
             self.disk_check(to_fetch, xet=False)  # before the first request for a file
             if not spec.from_parent:
                 self.hub = HubBodies(spec, self.token, self.commit)
-                self.rep.phase("asking the Hub", detail=f"{len(to_fetch)} files at {spec.where}")
-                self.hub.probe(to_fetch, self.rep.log)
-                xet = [m for m in to_fetch if self.hub.is_xet(m)]
-                if xet:
-                    self.rep.log(f"{len(xet)} of {len(to_fetch)} in Xet storage: hf_xet, caches in {spec.xet_dir}")
-                    self.disk_check(to_fetch, xet=True)
+                big = max(to_fetch, key=lambda m: m.size)
+                ask = f"asking {spec.where} for {big.path}"
+                if spec.xet and with_retries(spec, ask, lambda: self.hub.in_xet(big), self.rep.log):  # type: ignore[union-attr]
+                    self.xet_space()  # a Xet repo: hf_xet's caches are checked before the first byte
             self.journal()
             self.fetch(to_fetch)
         files = [self.verified[m.path] for m in metas]
@@ -1172,11 +1212,6 @@ def report_result(spec: Spec) -> int:
     return 0
 
 
-def _import_hub() -> None:
-    with contextlib.suppress(Exception):
-        import huggingface_hub.file_download  # noqa: F401
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="hgxkit_fetch.py", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -1199,8 +1234,6 @@ def main(argv: list[str] | None = None) -> int:
         return report_result(spec)
     os.makedirs(spec.state_dir, exist_ok=True)
     os.environ.update(spec.xet_env())  # before huggingface_hub (and hf_xet) read their settings
-    if not spec.from_parent and spec.source != "dir":  # its import (~0.5 s) overlaps resolving and checking
-        threading.Thread(target=_import_hub, daemon=True).start()
     run_id = args.run_id or f"{os.getpid()}-{int(time.time())}"
     rep = Reporter(spec, run_id)
     with rep:

@@ -277,10 +277,11 @@ def test_a_listing_with_an_unsafe_name_is_refused(hub, tmp_path: Path, monkeypat
 
 
 class XetHeaders(HubHandler):
-    """The stand-in, saying on every HEAD that files are in Xet storage (as the Hub does for Xet-backed files)."""
+    """The stand-in, saying that its LFS files are in Xet storage (X-Xet-Hash on their /resolve/ answers, as the
+    Hub does for Xet-backed files)."""
 
     def end_headers(self) -> None:
-        if self.command == "HEAD":
+        if "/resolve/" in self.path and ".safetensors" in self.path:
             self.send_header("X-Xet-Hash", "ab" * 32)
             self.send_header("X-Xet-Refresh-Route", "/api/models/org/tiny/xet-read-token/main")
         super().end_headers()
@@ -323,6 +324,24 @@ def test_xet_caches_on_the_models_disk_add_up_with_the_files(xet_hub, tmp_path: 
         f"free at {models} (8 files, 0.01 GB to fetch + margin; hf_xet's caches at {models}/.cache/huggingface/xet:"
         in result["error"]
     )
+
+
+def test_xet_files_go_to_hf_xet_and_are_hashed_after(
+    xet_hub, hub_root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    server, url = xet_hub
+    landed: list[str] = []
+
+    def hf_xet(self, meta) -> None:  # stands in for hf_hub_download: the file lands, as hf_xet would write it
+        landed.append(meta.path)
+        target = Path(self.spec.local_dir, meta.path)
+        target.write_bytes((hub_root / REPO / "refs" / "main" / meta.path).read_bytes())
+
+    monkeypatch.setattr(fetch.HubBodies, "fetch_xet", hf_xet)
+    code, result = run(spec_file(tmp_path, url, xet_chunk_cache_gb=0.001, xet_shard_cache_gb=0.001))
+    assert code == 0 and len(result["fetched"]) == 8
+    assert sorted(landed) == sorted(f for f in result["fetched"] if f.endswith(".safetensors"))
+    assert [r for r in lfs_gets(server) if "safetensors" in r.path] == []  # none of them over plain HTTP
 
 
 def test_without_xet_xet_files_stream_over_http(xet_hub, tmp_path: Path) -> None:
