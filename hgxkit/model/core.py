@@ -27,6 +27,7 @@ import json
 import os
 import re
 import shutil
+import threading
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -416,7 +417,7 @@ def check_manifest(
 
 def atomic_write(path: str, text: str, mode: int = 0o644) -> None:
     """Write `text` to `path` through a temporary file and a rename, so readers never see half a file."""
-    tmp = f"{path}.tmp.{os.getpid()}"
+    tmp = f"{path}.tmp.{os.getpid()}.{threading.get_ident()}"  # two threads may write the same file
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
     with os.fdopen(fd, "w") as f:
         f.write(text)
@@ -442,6 +443,10 @@ class Spec:
     peer_dir: str = ""
     peer_key: str = ""
     peer_wait_s: float = 3600.0
+    host_name: str = ""  # this host's inventory name (what a fleet parent counts its children by)
+    fleet_port: int = -1  # a fleet host with children serves them on this port (0: any free port; -1: never)
+    fleet_bind: str = ""  # the address it binds ("": all of this host's)
+    fleet_children: list[str] = field(default_factory=list)  # the hosts below it in this deploy
     xet: bool = True  # files the Hub keeps in Xet storage go through hf_xet (else plain HTTP, resumable)
     xet_high_performance: bool = True
     xet_cache_dir: str = ""  # "": local_dir/.cache/huggingface/xet (the models disk)

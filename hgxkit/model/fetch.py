@@ -28,10 +28,12 @@ import argparse
 import contextlib
 import fcntl
 import hashlib
+import hmac
 import http.client
 import json
 import os
 import random
+import secrets
 import shlex
 import shutil
 import subprocess
@@ -45,9 +47,10 @@ from collections import deque
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import asdict, dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, TypeVar
-from urllib.parse import quote, urlsplit
+from urllib.parse import quote, unquote, urlsplit
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 try:
@@ -472,29 +475,18 @@ def _listing(doc: dict[str, Any], key: str, parent: str) -> list[core.FileMeta]:
     return out
 
 
-def parent_state(spec: Spec) -> ParentState | None:
-    """The parent's manifest (complete) or journal (syncing), and its last result; None when it has neither yet."""
-    d, state_dir, name = _parent_dir(spec), spec.state_dir, spec.name
-    remote = (
-        shlex.join(["cat", f"{d}/{core.MANIFEST_NAME}"]) + " 2>/dev/null || "
-        + shlex.join(["cat", f"{d}/{core.JOURNAL_PATH}"]) + " 2>/dev/null; "
-        + shlex.join(["echo", "", _STATE_SPLIT]) + "; "
-        + shlex.join(["cat", f"{state_dir}/{name}.result.json"]) + " 2>/dev/null; true"
-    )  # fmt: skip
-    res = subprocess.run(["ssh", *_ssh_opts(spec, control=True), _target(spec), remote], capture_output=True, text=True)
-    if res.returncode == 255:
-        msg = (res.stderr.strip().splitlines() or ["ssh failed"])[-1]
-        raise FetchError(f"cannot reach {spec.peer_name} at {_target(spec)} over SSH: {msg}", transient=True)
-    head, _, tail = res.stdout.partition(_STATE_SPLIT)
-    who = f"{spec.source} parent {spec.peer_name}" if spec.source == "fleet" else f"peer {spec.peer_name}"
+def _who(spec: Spec) -> str:
+    return f"fleet parent {spec.peer_name}" if spec.source == "fleet" else f"peer {spec.peer_name}"
+
+
+def _parse_state(doc: Any, result: Any, who: str) -> ParentState | None:
+    """A parent's manifest (complete) or journal (syncing) and its last result, as ParentState (None: neither)."""
     state = ParentState()
     try:
-        result = json.loads(tail) if tail.strip() else {}
         if isinstance(result, dict) and result.get("ok") is False:
             state.error, state.error_at = str(result.get("error", "failed"))[:300], float(result.get("finished_at", 0))
-        if not head.strip():
+        if not doc:
             return state if state.error else None
-        doc = json.loads(head)
         state.commit = str(doc["commit"])
         state.repo_id = str(doc.get("repo_id", ""))
         state.allow_patterns = [str(p) for p in doc.get("allow_patterns") or []]
@@ -507,39 +499,252 @@ def parent_state(spec: Spec) -> ParentState | None:
     return state
 
 
-class ParentBodies:
-    """File bodies from the parent host over SSH, `tail -c +N` of its verified copy (N: where a partial ends)."""
+def _ssh_read(spec: Spec, remote: str) -> str:
+    res = subprocess.run(["ssh", *_ssh_opts(spec, control=True), _target(spec), remote], capture_output=True, text=True)
+    if res.returncode == 255:
+        msg = (res.stderr.strip().splitlines() or ["ssh failed"])[-1]
+        raise FetchError(f"cannot reach {spec.peer_name} at {_target(spec)} over SSH: {msg}", transient=True)
+    return res.stdout
+
+
+def parent_state(spec: Spec) -> ParentState | None:
+    """The parent's state read over SSH: its manifest or journal, and its last result."""
+    d, state_dir, name = _parent_dir(spec), spec.state_dir, core.model_name(_parent_dir(spec))
+    remote = (
+        shlex.join(["cat", f"{d}/{core.MANIFEST_NAME}"]) + " 2>/dev/null || "
+        + shlex.join(["cat", f"{d}/{core.JOURNAL_PATH}"]) + " 2>/dev/null; "
+        + shlex.join(["echo", "", _STATE_SPLIT]) + "; "
+        + shlex.join(["cat", f"{state_dir}/{name}.result.json"]) + " 2>/dev/null; true"
+    )  # fmt: skip
+    head, _, tail = _ssh_read(spec, remote).partition(_STATE_SPLIT)
+    try:
+        doc, result = (json.loads(head) if head.strip() else None), (json.loads(tail) if tail.strip() else None)
+    except ValueError as err:
+        raise FetchError(f"{_who(spec)}: its manifest or journal is not valid ({err})") from None
+    return _parse_state(doc, result, _who(spec))
+
+
+class ParentLink:
+    """How this host reads its parent: over HTTP when the parent serves its verified files (a fleet host does,
+    while its sync runs and until the hosts below it are done: no encryption cost per byte, sendfile on its
+    side), with the port and a secret read over SSH from a root-only file; else over SSH (`tail -c +N`)."""
 
     def __init__(self, spec: Spec) -> None:
         self.spec = spec
+        self.base = ""  # http://parent:port when the parent serves
+        self._secret = ""
+        self._next_look = 0.0
+        self._opener = urllib.request.build_opener(_NoRedirects())
+
+    def _look(self, now: bool = False) -> None:
+        """Read the parent's serve file over SSH (at most once a second): its port and secret, or nothing."""
+        if self.base or (time.time() < self._next_look and not now) or self.spec.source != "fleet":
+            return
+        self._next_look = time.time() + 1
+        text = _ssh_read(self.spec, shlex.join(["cat", _serve_file(self.spec)]) + " 2>/dev/null; true")
+        try:
+            doc = json.loads(text) if text.strip() else {}
+            port, secret = int(doc["port"]), str(doc["secret"])
+        except (ValueError, TypeError, KeyError):
+            return
+        self.base, self._secret = f"http://{self.spec.peer_address}:{port}", secret
+
+    def _req(self, path: str, headers: dict[str, str] | None = None, data: bytes | None = None) -> Any:
+        req = urllib.request.Request(self.base + path, data=data, headers=headers or {})
+        req.add_unredirected_header("Authorization", f"Bearer {self._secret}")
+        return self._opener.open(req, timeout=30)
+
+    def _drop(self) -> None:
+        self.base = ""  # the parent stopped serving: SSH from now on, until its serve file names a new server
+
+    def state(self) -> ParentState | None:
+        self._look()
+        if self.base:
+            try:
+                with self._req("/state") as resp:
+                    doc = json.loads(resp.read())
+                return _parse_state(doc.get("state"), doc.get("result"), _who(self.spec))
+            except (OSError, ValueError, http.client.HTTPException, AttributeError):
+                self._drop()
+        return parent_state(self.spec)
 
     def stream(self, meta: core.FileMeta, part: Partial) -> None:
+        if not self.base:
+            return ssh_stream(self.spec, meta, part)
         part.open()
-        remote = shlex.join(["tail", "-c", f"+{part.offset + 1}", "--", f"{_parent_dir(self.spec)}/{meta.path}"])
-        argv = ["ssh", *_ssh_opts(self.spec), _target(self.spec), remote]
-        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        assert proc.stdout is not None and proc.stderr is not None
-        with contextlib.suppress(OSError):
-            fcntl.fcntl(proc.stdout.fileno(), 1031, 1 << 20)  # F_SETPIPE_SZ: 1 MB reads from ssh
-        problem: FetchError | None = None
+        headers = {"Range": f"bytes={part.offset}-"} if part.offset else {}
         try:
-            pump(proc.stdout.readinto, part, meta.size - part.offset, f"copying {meta.path} from {self.spec.peer_name}")
-            if proc.stdout.read(1):
-                problem = FetchError(f"{meta.path} on {self.spec.peer_name} is longer than {meta.size} bytes")
-        except FetchError as err:
-            problem = err
-        finally:
-            proc.stdout.close()
-            if problem is not None:
-                proc.kill()
-            code = proc.wait()
-            err_text = proc.stderr.read().decode(errors="replace").strip()
-            proc.stderr.close()
-        if code not in (0, -9) or (problem is not None and err_text):
-            msg = (err_text.splitlines() or [f"exit {code}"])[-1]
-            raise FetchError(f"copying {meta.path} from {self.spec.peer_name}: {msg}", transient=True)
+            resp = self._req("/files/" + quote(meta.path), headers)
+        except urllib.error.HTTPError as err:
+            raise FetchError(
+                f"{self.spec.peer_name} answered HTTP {err.code} for {meta.path}", transient=True
+            ) from None
+        except OSError as err:
+            self._drop()
+            raise FetchError(f"copying {meta.path} from {self.spec.peer_name}: {err}", transient=True) from None
+        with resp:
+            if part.offset and resp.status != 206:
+                part.restart()
+            try:
+                pump(resp.readinto, part, meta.size - part.offset, f"copying {meta.path} from {self.spec.peer_name}")
+            except (OSError, http.client.HTTPException) as err:
+                raise FetchError(f"copying {meta.path} from {self.spec.peer_name}: {err}", transient=True) from None
+
+    def done(self) -> None:
+        """Tell a serving parent this host has its copy (it stops serving once all its children said so)."""
+        with contextlib.suppress(FetchError):
+            self._look(now=True)
+        if self.base:
+            with contextlib.suppress(OSError, http.client.HTTPException):
+                self._req("/done", data=self.spec.host_name.encode()).close()
+
+
+def ssh_stream(spec: Spec, meta: core.FileMeta, part: Partial) -> None:
+    """The rest of `meta` from the parent over SSH: `tail -c +N` of its copy, into `part`."""
+    part.open()
+    remote = shlex.join(["tail", "-c", f"+{part.offset + 1}", "--", f"{_parent_dir(spec)}/{meta.path}"])
+    argv = ["ssh", *_ssh_opts(spec), _target(spec), remote]
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdout is not None and proc.stderr is not None
+    with contextlib.suppress(OSError):
+        fcntl.fcntl(proc.stdout.fileno(), 1031, 1 << 20)  # F_SETPIPE_SZ: 1 MB reads from ssh
+    problem: FetchError | None = None
+    try:
+        pump(proc.stdout.readinto, part, meta.size - part.offset, f"copying {meta.path} from {spec.peer_name}")
+        if proc.stdout.read(1):
+            problem = FetchError(f"{meta.path} on {spec.peer_name} is longer than {meta.size} bytes")
+    except FetchError as err:
+        problem = err
+    finally:
+        proc.stdout.close()
         if problem is not None:
-            raise problem
+            proc.kill()
+        code = proc.wait()
+        err_text = proc.stderr.read().decode(errors="replace").strip()
+        proc.stderr.close()
+    if code not in (0, -9) or (problem is not None and err_text):
+        msg = (err_text.splitlines() or [f"exit {code}"])[-1]
+        raise FetchError(f"copying {meta.path} from {spec.peer_name}: {msg}", transient=True)
+    if problem is not None:
+        raise problem
+
+
+def _serve_file(spec: Spec, parent: bool = True) -> str:
+    """`<state_dir>/<name>.serve.json`: the port and secret of a fleet host's server (its parent's, or its own)."""
+    name = core.model_name(_parent_dir(spec)) if parent else spec.name
+    return os.path.join(spec.state_dir, f"{name}.serve.json")
+
+
+class FleetServer:
+    """A fleet host serving its verified files to the hosts below it, over HTTP on `fleet_port`: `/state` (its
+    journal or manifest), `/files/<name>` (a verified file, Range for resume, sent with sendfile), `/done`.
+    Every request must carry the secret this server made, which only root reads (`<name>.serve.json`, mode
+    0600): the children read it over SSH with their peer key. The server lives while the sync runs, then until
+    every child said it is done, or none asked anything for `idle_s`."""
+
+    def __init__(self, spec: Spec, syncer: Syncer) -> None:
+        self.spec, self.syncer = spec, syncer
+        self.secret = secrets.token_urlsafe(32)
+        self.done: set[str] = set()
+        self.last = time.time()
+        self.served = 0
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+            def do_GET(self) -> None:
+                outer.handle(self)
+
+            do_POST = do_GET
+
+        try:
+            self.httpd = ThreadingHTTPServer((spec.fleet_bind or "0.0.0.0", spec.fleet_port), Handler)
+        except OSError:  # the address is not this host's (a name for the others only): every address
+            self.httpd = ThreadingHTTPServer(("0.0.0.0", spec.fleet_port), Handler)
+        self.httpd.daemon_threads = True
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+        doc = {"port": self.httpd.server_address[1], "secret": self.secret}
+        core.atomic_write(_serve_file(spec, parent=False), json.dumps(doc), mode=0o600)
+
+    def _state(self) -> dict[str, Any]:
+        s = self.syncer
+        if s.manifest is not None:
+            return json.loads(s.manifest.to_json())
+        with s._lock:
+            return {
+                "commit": s.commit,
+                "repo_id": self.spec.repo_id,
+                "allow_patterns": list(self.spec.allow_patterns),
+                "plan": [asdict(m) for m in s.plan],
+                "files": [asdict(v) for v in s.verified.values()],
+            }
+
+    def _verified(self) -> dict[str, core.VerifiedFile]:
+        if self.syncer.manifest is not None:
+            return {f.path: f for f in self.syncer.manifest.files}
+        with self.syncer._lock:
+            return dict(self.syncer.verified)
+
+    def handle(self, h: BaseHTTPRequestHandler) -> None:
+        self.last = time.time()
+        if not hmac.compare_digest(h.headers.get("Authorization", ""), f"Bearer {self.secret}"):
+            return _answer(h, 401, b"")
+        path = unquote(urlsplit(h.path).path)
+        if h.command == "POST" and path == "/done":
+            length = int(h.headers.get("Content-Length") or 0)
+            self.done.add(h.rfile.read(min(length, 256)).decode(errors="replace"))
+            return _answer(h, 200, b"")
+        if path == "/state":
+            known = self.syncer.manifest is not None or self.syncer.commit
+            doc = {"state": self._state() if known else None, "result": self.syncer.result}
+            return _answer(h, 200, json.dumps(doc).encode())
+        entry = self._verified().get(path.removeprefix("/files/")) if path.startswith("/files/") else None
+        if entry is None:
+            return _answer(h, 404, b"")
+        try:
+            f = open(core.safe_path(self.spec.local_dir, entry.path), "rb")  # noqa: SIM115 - closed below
+        except (OSError, ValueError):
+            return _answer(h, 404, b"")
+        with f:
+            size = os.fstat(f.fileno()).st_size
+            start = 0
+            rng = h.headers.get("Range", "")
+            if rng.startswith("bytes=") and rng.endswith("-") and rng[6:-1].isdigit():
+                start = min(int(rng[6:-1]), size)
+            h.send_response(206 if start else 200)
+            h.send_header("Content-Length", str(size - start))
+            if start:
+                h.send_header("Content-Range", f"bytes {start}-{size - 1}/{size}")
+            h.end_headers()
+            with contextlib.suppress(OSError):
+                h.wfile.flush()
+                h.connection.sendfile(f, start, size - start)
+                self.served += size - start
+
+    def linger(self, children: list[str], rep: Reporter) -> None:
+        """Serve on until every child said it is done, or none asked anything for `idle_s`."""
+        idle_s = max(30.0, min(self.spec.peer_wait_s, 120.0))
+        if children and not set(children) <= self.done:
+            rep.phase("serving", detail=f"{len(self.done)} of {len(children)} hosts below have their copy")
+        while children and not set(children) <= self.done and time.time() - self.last < idle_s:
+            time.sleep(0.2)
+
+    def close(self) -> None:
+        Path(_serve_file(self.spec, parent=False)).unlink(missing_ok=True)
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def _answer(h: BaseHTTPRequestHandler, status: int, body: bytes) -> None:
+    h.send_response(status)
+    h.send_header("Content-Length", str(len(body)))
+    h.send_header("Content-Type", "application/json")
+    h.end_headers()
+    h.wfile.write(body)
 
 
 # -- progress and results -----------------------------------------------------------------------------------
@@ -735,7 +940,7 @@ class Feed:
             return []
         self._next_poll = now + 0.5
         spec = self.s.spec
-        state = with_retries(spec, f"reading {spec.peer_name}'s progress", lambda: parent_state(spec), self.s.rep.log)
+        state = with_retries(spec, f"reading {spec.peer_name}'s progress", self.s.link.state, self.s.rep.log)
         if state is not None and state.error and state.error_at >= self.s.started:
             raise FetchError(f"{spec.peer_name}, which this host copies from, failed: {state.error}")
         out = []
@@ -772,6 +977,9 @@ class Syncer:
         self.hub: HubBodies | None = None
         self.to_fetch: list[core.FileMeta] = []
         self._xet_checked = False
+        self.link = ParentLink(spec)
+        self.manifest: core.Manifest | None = None  # set when this host's copy is complete (what it serves)
+        self.result: dict[str, Any] | None = None  # set when the sync failed (what the hosts below read)
         self.fetched: list[str] = []
         self.rehashed: list[str] = []
         self.refetched_corrupt: list[str] = []
@@ -807,7 +1015,7 @@ class Syncer:
         deadline = time.time() + spec.peer_wait_s
         while True:
             what = f"reading {spec.peer_name}'s file list"
-            state = with_retries(spec, what, lambda: parent_state(spec), self.rep.log)
+            state = with_retries(spec, what, self.link.state, self.rep.log)
             if state is not None and state.plan is not None:
                 return state
             if state is not None and state.error and state.error_at >= self.started:
@@ -932,10 +1140,10 @@ class Syncer:
         self.rep.phase("downloading", total=sum(m.size for m in metas), files_total=len(metas))
         self.rep.track(self._inflight)
         if spec.from_parent:
-            bodies = ParentBodies(spec)
+            link = self.link
 
             def one(m: core.FileMeta) -> None:
-                self.fetch_one(m, bodies.stream, spec.peer_name)
+                self.fetch_one(m, link.stream, spec.peer_name)
 
         else:
             hub = self.hub
@@ -1024,6 +1232,7 @@ class Syncer:
             ok = core.check_manifest(manifest, spec.local_dir, spec.repo_id, spec.allow_patterns, self.commit, metas)
             if ok.ok and not spec.full_rehash:
                 self.write_record(manifest)
+                self.manifest = manifest
                 return {"commit": self.commit, "fetched": [], "rehashed": [], "seconds": 0.0, "already": True}
             # Never leave a manifest that claims files this run may replace.
             Path(spec.local_dir, core.MANIFEST_NAME).unlink(missing_ok=True)
@@ -1078,6 +1287,7 @@ class Syncer:
             verified_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         )
         core.atomic_write(os.path.join(spec.local_dir, core.MANIFEST_NAME), new.to_json())
+        self.manifest = new
         _journal_path(spec).unlink(missing_ok=True)
         shutil.rmtree(os.path.join(spec.local_dir, core.PARTIAL_DIR), ignore_errors=True)
         self.write_record(new)
@@ -1237,24 +1447,48 @@ def main(argv: list[str] | None = None) -> int:
     run_id = args.run_id or f"{os.getpid()}-{int(time.time())}"
     rep = Reporter(spec, run_id)
     with rep:
+        syncer = Syncer(spec, token, rep)
+        server, code = None, 1
+        if spec.source == "fleet" and spec.fleet_port >= 0 and spec.fleet_children:
+            try:
+                server = FleetServer(spec, syncer)
+            except OSError as err:  # the hosts below copy over SSH instead
+                rep.log(f"cannot serve the hosts below on port {spec.fleet_port} ({err.strerror}): they use SSH")
         try:
-            result = Syncer(spec, token, rep).run()
-        except FetchError as err:
-            rep.phase("failed", detail=str(err))
-            rep.result(False, error=str(err))
-            print(f"hgxkit-fetch: error: {err}", file=sys.stderr, flush=True)
-            return 1
-        except Exception as err:
-            traceback.print_exc()
-            msg = (
-                f"unexpected {type(err).__name__}: {str(err)[:200]}; see journalctl -u {core.unit_name(spec.local_dir)}"
-            )
-            rep.phase("failed", detail=msg)
-            rep.result(False, error=msg)
-            return 1
-        rep.phase("done", detail=f"{spec.repo_id}@{result['commit'][:12]}")
-        rep.result(True, **result)
+            code = _sync(spec, syncer, rep)
+        finally:
+            if server is not None:
+                server.linger(spec.fleet_children, rep)
+                server.close()
+                if code == 0:
+                    rep.phase(
+                        "done", detail=f"{spec.repo_id}@{syncer.commit[:12]}, served {server.served / 1e9:.2f} GB"
+                    )
+    return code
+
+
+def _sync(spec: Spec, syncer: Syncer, rep: Reporter) -> int:
+    """Run the sync, write its result; 0 when the copy is complete and verified."""
+    try:
+        result = syncer.run()
+    except FetchError as err:
+        return _failed(syncer, rep, str(err))
+    except Exception as err:
+        traceback.print_exc()
+        unit = core.unit_name(spec.local_dir)
+        return _failed(syncer, rep, f"unexpected {type(err).__name__}: {str(err)[:200]}; see journalctl -u {unit}")
+    rep.phase("done", detail=f"{spec.repo_id}@{result['commit'][:12]}")
+    rep.result(True, **result)
+    syncer.link.done()
     return 0
+
+
+def _failed(syncer: Syncer, rep: Reporter, msg: str) -> int:
+    rep.phase("failed", detail=msg)
+    rep.result(False, error=msg)
+    syncer.result = {"ok": False, "error": msg, "finished_at": time.time()}
+    print(f"hgxkit-fetch: error: {msg}", file=sys.stderr, flush=True)
+    return 1
 
 
 if __name__ == "__main__":

@@ -90,7 +90,16 @@ def build_spec() -> core.Spec:
         xet_shard_cache_gb=float(data.get("model_xet_shard_cache_gb")),
     )
     if source == "fleet":
-        parent = fleet_parent(host.name, fleet_order(), int(data.get("model_fleet_fanout")))
+        order, fanout = fleet_order(), int(data.get("model_fleet_fanout"))
+        children = [h for h in order if h != host.name and fleet_parent(h, order, fanout) == host.name]
+        spec = replace(
+            spec,
+            host_name=host.name,
+            fleet_port=int(data.get("model_fleet_port")),
+            fleet_bind=str(data.get("model_peer_address") or ""),
+            fleet_children=[h for h in children if host.state.is_host_in_limit(host.inventory.get_host(h))],
+        )
+        parent = fleet_parent(host.name, order, fanout)
         if parent is None:
             return spec  # the root: from the Hub
         peer = host.inventory.get_host(parent)

@@ -12,6 +12,11 @@ model_source             hub (default: the Hub, or the mirror in hf_endpoint); d
                          file once and the fleet finishes about when the first host does).
 model_fleet_fanout       fleet: hosts each host serves (2: a binary tree; 1: a chain). More spreads the bytes
                          over more links; fewer keeps each parent's uplink for fewer children.
+model_fleet_port         fleet: the port a host serves its verified files on to the hosts below it (HTTP, on
+                         model_peer_address when set; sendfile, no encryption cost per byte), while its sync
+                         runs and until they have their copies. Each request carries a secret the server makes
+                         per run, readable by root only; the hosts below read it over SSH with their peer key.
+                         A host that cannot reach it (or a parent not running its sync) copies over SSH.
 model_peer               inventory name of the host to copy from (model_source: peer).
 model_peer_address       set on a host: the address other hosts reach it at for peer copies (default: its
                          ssh_hostname, else its inventory name).
@@ -82,6 +87,7 @@ DEFAULTS = {
     "model_full_rehash": False,
     "model_download_workers": 8,
     "model_fleet_fanout": 2,
+    "model_fleet_port": 8097,
     "model_xet": True,
     "model_xet_high_performance": True,
     "model_xet_cache_dir": None,

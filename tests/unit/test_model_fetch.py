@@ -9,6 +9,8 @@ import re
 import subprocess
 import sys
 import threading
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -390,15 +392,20 @@ def fleet_env(tmp_path: Path) -> dict[str, str]:
     }
 
 
-def host_spec(tmp_path: Path, url: str, name: str, parent: str = "", **kw: object) -> str:
+def host_spec(
+    tmp_path: Path, url: str, name: str, parent: str = "", children: tuple[str, ...] = (), **kw: object
+) -> str:
+    """Host `name` of a fleet on this machine: its model in tmp/<name>/<name> (so its state files in the shared
+    state dir are <name>.*), copying from `parent` and serving `children` (fleet_port 0: any free port)."""
     doc = {
-        "repo_id": REPO, "local_dir": str(tmp_path / name / "tiny"), "allow_patterns": ["*.json", "*.safetensors"],
-        "endpoint": url, "state_dir": str(tmp_path / name / "state"), "margin_gb": 0.001, "retries": 2,
-        "backoff_s": 0.01, "workers": 2, "source": "fleet", "peer_wait_s": 30,
+        "repo_id": REPO, "local_dir": str(tmp_path / name / name), "allow_patterns": ["*.json", "*.safetensors"],
+        "endpoint": url, "state_dir": str(tmp_path / "state"), "margin_gb": 0.001, "retries": 2,
+        "backoff_s": 0.01, "workers": 2, "source": "fleet", "peer_wait_s": 30, "host_name": name,
+        "fleet_port": 0, "fleet_children": list(children),
     }  # fmt: skip
     if parent:
         doc.update(
-            peer_name=parent, peer_address="127.0.0.1", peer_key="/dev/null", peer_dir=str(tmp_path / parent / "tiny")
+            peer_name=parent, peer_address="127.0.0.1", peer_key="/dev/null", peer_dir=str(tmp_path / parent / parent)
         )
     doc.update(kw)
     path = tmp_path / f"{name}.spec.json"
@@ -412,23 +419,30 @@ def start(spec: str, env: dict[str, str]) -> subprocess.Popen[str]:
 
 
 def result_of(tmp_path: Path, name: str) -> dict:
-    return json.loads((tmp_path / name / "state" / "tiny.result.json").read_text())
+    return json.loads((tmp_path / "state" / f"{name}.result.json").read_text())
 
 
-def test_a_fleet_streams_down_a_tree_and_asks_the_hub_once_per_file(hub, tmp_path: Path) -> None:
+def manifest_at(tmp_path: Path, name: str) -> dict:
+    return json.loads((tmp_path / name / name / MANIFEST_NAME).read_text())
+
+
+@pytest.mark.parametrize("port", [0, -1], ids=["http", "ssh"])
+def test_a_fleet_streams_down_a_tree_and_asks_the_hub_once_per_file(hub, tmp_path: Path, port: int) -> None:
     server, url = hub
     server.state.faults.set(FaultConfig(rate_bps=4_000_000, paths="*.safetensors"))  # the root takes a while
     env = fleet_env(tmp_path)
     tree = {"n1": "", "n2": "n1", "n3": "n1", "n4": "n2"}
-    procs = {n: start(host_spec(tmp_path, url, n, p), env) for n, p in reversed(tree.items())}  # leaves first
+    kids = {n: tuple(c for c, p in tree.items() if p == n) for n in tree}
+    specs = {n: host_spec(tmp_path, url, n, p, kids[n], fleet_port=port) for n, p in tree.items()}
+    procs = {n: start(specs[n], env) for n in reversed(tree)}  # leaves first: they wait for their parents
     outs = {n: p.communicate(timeout=120)[0] for n, p in procs.items()}
     for n in tree:
         assert procs[n].returncode == 0, outs[n]
-    root = json.loads((tmp_path / "n1" / "tiny" / MANIFEST_NAME).read_text())
+    root = manifest_at(tmp_path, "n1")
     assert root["source"] == "hub"
     for n, p in tree.items():
         if p:
-            copy = json.loads((tmp_path / n / "tiny" / MANIFEST_NAME).read_text())
+            copy = manifest_at(tmp_path, n)
             assert copy["source"] == f"fleet:{p}" and copy["commit"] == root["commit"]
             assert copy["files"] == [
                 {**f, "mtime_ns": g["mtime_ns"]} for f, g in zip(root["files"], copy["files"], strict=True)
@@ -436,23 +450,26 @@ def test_a_fleet_streams_down_a_tree_and_asks_the_hub_once_per_file(hub, tmp_pat
             assert len(result_of(tmp_path, n)["fetched"]) == 8
     served = [(r.method, r.path.split("?")[0]) for r in server.state.requests if r.status in (200, 206)]
     gets = [p for m, p in served if m == "GET" and ("/_lfs/" in p or "/resolve/" in p)]
-    assert sorted(gets) == sorted(set(gets)) and len(gets) == 8  # every file's bytes served once, all by the root
+    assert len(gets) == len(set(gets)) == 8  # every file's bytes served once (all to the root)
+    if port == 0:  # the parents served over HTTP, and are gone
+        assert "served 0.01 GB" in outs["n1"] and "served 0.01 GB" in outs["n2"]
+        assert not list((tmp_path / "state").glob("*.serve.json"))
 
 
 def test_a_fleet_host_checks_the_bytes_against_the_hubs_hashes(hub, tmp_path: Path) -> None:
     _, url = hub
     env = fleet_env(tmp_path)
     assert start(host_spec(tmp_path, url, "n1"), env).wait(timeout=60) == 0
-    shard = tmp_path / "n1" / "tiny" / "model-00002-of-00003.safetensors"
+    shard = tmp_path / "n1" / "n1" / "model-00002-of-00003.safetensors"
     data = bytearray(shard.read_bytes())
     data[10] ^= 0xFF
     shard.write_bytes(bytes(data))  # the parent's copy went bad after it verified it
     child = start(host_spec(tmp_path, url, "n2", "n1", corrupt_refetch=1), env)
     out = child.communicate(timeout=60)[0]
     assert child.returncode == 1, out
-    assert result_of(tmp_path, "n2")["error"].startswith(
-        "model-00002-of-00003.safetensors is corrupted (sha256 "
-    ) and result_of(tmp_path, "n2")["error"].endswith("after 2 fetches from n1: re-sync n1")
+    error = result_of(tmp_path, "n2")["error"]
+    assert error.startswith("model-00002-of-00003.safetensors is corrupted (sha256 ")
+    assert error.endswith("after 2 fetches from n1: re-sync n1")
 
 
 def test_a_peer_copy_touches_no_hub_and_refuses_unsafe_names(hub, tmp_path: Path) -> None:
@@ -463,9 +480,9 @@ def test_a_peer_copy_touches_no_hub_and_refuses_unsafe_names(hub, tmp_path: Path
     peer = host_spec(tmp_path, "http://127.0.0.1:9", "n2", "n1", source="peer")
     out = start(peer, env).communicate(timeout=60)[0]
     assert result_of(tmp_path, "n2")["ok"], out
-    assert json.loads((tmp_path / "n2" / "tiny" / MANIFEST_NAME).read_text())["source"] == "peer:n1"
+    assert manifest_at(tmp_path, "n2")["source"] == "peer:n1"
     assert server.state.requests == []
-    manifest = tmp_path / "n1" / "tiny" / MANIFEST_NAME
+    manifest = tmp_path / "n1" / "n1" / MANIFEST_NAME
     doc = json.loads(manifest.read_text())
     doc["files"][0]["path"] = "../../n3/owned.json"
     manifest.write_text(json.dumps(doc))
@@ -475,3 +492,39 @@ def test_a_peer_copy_touches_no_hub_and_refuses_unsafe_names(hub, tmp_path: Path
         "peer n1 lists '../../n3/owned.json', which has a '..', '.' or empty part: refusing its listing"
     )
     assert not (tmp_path / "n3" / "owned.json").exists()
+
+
+def test_a_fleet_server_answers_only_with_its_secret_and_only_verified_files(hub, tmp_path: Path) -> None:
+    spec_path = spec_file(tmp_path, hub[1], source="fleet", fleet_port=0)
+    assert run(spec_path)[0] == 0
+    spec = fetch.Spec.load(spec_path)
+    syncer = fetch.Syncer(spec, None, fetch.Reporter(spec, "t"))
+    syncer.manifest = fetch.load_manifest(spec.local_dir)
+    server = fetch.FleetServer(spec, syncer)
+    serve_file = tmp_path / "state" / "tiny.serve.json"
+    doc = json.loads(serve_file.read_text())
+    assert serve_file.stat().st_mode & 0o777 == 0o600
+    base = f"http://127.0.0.1:{doc['port']}"
+
+    def get(path: str, secret: str | None = doc["secret"], **headers: str) -> tuple[int, bytes]:
+        req = urllib.request.Request(base + path, headers=headers)
+        if secret:
+            req.add_header("Authorization", f"Bearer {secret}")
+        try:
+            with urllib.request.urlopen(req) as resp:
+                return resp.status, resp.read()
+        except urllib.error.HTTPError as err:
+            return err.code, b""
+
+    try:
+        config = (tmp_path / "models" / "tiny" / "config.json").read_bytes()
+        assert get("/state", None)[0] == 401 and get("/files/config.json", "wrong")[0] == 401
+        assert get("/files/config.json") == (200, config)
+        assert get("/files/config.json", Range="bytes=10-") == (206, config[10:])
+        assert get("/files/../../etc/passwd")[0] == 404 and get("/files/%2E%2E/spec.json")[0] == 404
+        assert get("/files/.hgxkit-manifest.json")[0] == 404  # only files of the model, verified
+        state = json.loads(get("/state")[1])["state"]
+        assert state["commit"] == syncer.manifest.commit and len(state["files"]) == 8
+    finally:
+        server.close()
+    assert not serve_file.exists()
