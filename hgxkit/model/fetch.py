@@ -552,10 +552,12 @@ class ParentLink:
     def _req(self, path: str, headers: dict[str, str] | None = None, data: bytes | None = None) -> Any:
         req = urllib.request.Request(self.base + path, data=data, headers=headers or {})
         req.add_unredirected_header("Authorization", f"Bearer {self._secret}")
-        return self._opener.open(req, timeout=30)
+        return self._opener.open(req, timeout=10)
 
     def _drop(self) -> None:
-        self.base = ""  # the parent stopped serving: SSH from now on, until its serve file names a new server
+        """The parent's server did not answer: SSH for a minute, then its serve file is read again."""
+        self.base = ""
+        self._next_look = time.time() + 60
 
     def state(self) -> ParentState | None:
         self._look()
