@@ -20,11 +20,14 @@ Examples:
 
 from __future__ import annotations
 
+import contextlib
 import fnmatch
 import hashlib
 import json
 import os
 import re
+import shutil
+import threading
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -33,8 +36,10 @@ from pathlib import Path
 GB = 10**9
 MANIFEST_NAME = ".hgxkit-manifest.json"
 JOURNAL_PATH = ".cache/hgxkit/verified.json"  # per-file verify results of an unfinished sync, under local_dir
+PARTIAL_DIR = ".cache/hgxkit/partial"  # resumable partial downloads, named by content id, under local_dir
+XET_DIR = ".cache/huggingface/xet"  # hf_xet's chunk and shard caches, under local_dir unless the spec moves them
 MANIFEST_SCHEMA = 1
-_HASH_CHUNK = 8 << 20
+BUFFER = 1 << 20  # bytes per read while streaming or hashing: large enough that the loop costs nothing
 _COMMIT_RE = re.compile(r"[0-9a-f]{40}")
 
 
@@ -175,6 +180,52 @@ def disk_shortfall(need_bytes: int, free_bytes: int, path: str) -> str | None:
     return f"need {_gb(need_bytes)} GB, {_gb(free_bytes)} GB free at {path}"
 
 
+@dataclass(frozen=True)
+class DiskNeed:
+    """Bytes that must fit under `path` (a directory, existing or not), and what they are for."""
+
+    path: str
+    nbytes: int
+    what: str
+
+
+def existing_ancestor(path: str) -> str:
+    """`path`, or its nearest parent that exists (where a directory about to be made will live)."""
+    path = os.path.abspath(path)
+    while not os.path.exists(path) and os.path.dirname(path) != path:
+        path = os.path.dirname(path)
+    return path
+
+
+def disk_shortfalls(needs: Sequence[DiskNeed], credit: dict[str, int] | None = None) -> list[str]:
+    """One line per file system that cannot hold the needs placed on it; needs on the same file system add up
+    (the models disk holding the xet caches too), and are named by the first need's path.
+
+    `credit` adds bytes to a path's free space (files that will be replaced are freed first)."""
+    groups: dict[int, list[DiskNeed]] = {}
+    for need in needs:
+        groups.setdefault(os.stat(existing_ancestor(need.path)).st_dev, []).append(need)
+    out = []
+    for group in groups.values():
+        first = group[0]
+        free = shutil.disk_usage(existing_ancestor(first.path)).free
+        free += sum((credit or {}).get(n.path, 0) for n in group)
+        short = disk_shortfall(sum(n.nbytes for n in group), free, first.path)
+        if short:
+            out.append(f"{short} ({'; '.join(n.what for n in group)})")
+    return out
+
+
+def dir_bytes(path: str) -> int:
+    """Bytes held by the files under `path` (0 when it does not exist)."""
+    total = 0
+    for dirpath, _dirs, names in os.walk(path):
+        for n in names:
+            with contextlib.suppress(OSError):
+                total += os.lstat(os.path.join(dirpath, n)).st_size
+    return total
+
+
 def _gb(n: int) -> str:
     """GB with one decimal, or three significant digits below 1 GB (so small disks still read apart)."""
     x = n / GB
@@ -207,21 +258,53 @@ def format_progress(p: Progress) -> str:
     return line
 
 
-def git_blob_oid(path: str) -> str:
-    """git's blob id of a file: sha1 of `blob <size>\\0` + content (how the Hub names non-LFS files)."""
-    h = hashlib.sha1(f"blob {os.path.getsize(path)}\0".encode())
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(_HASH_CHUNK), b""):
-            h.update(chunk)
-    return h.hexdigest()
+class ContentHash:
+    """The id the Hub gives a file, computed while its bytes go by: sha256 for LFS files, git's blob sha1
+    (over `blob <size>\\0` + content) for the others. `problem()` compares size and id with the Hub's.
+
+    >>> h = ContentHash(FileMeta("c.json", 3, None, "0967ef424bce6791893e9a57bb952f80fd536e93"))
+    >>> h.update(b"{}\\n"); h.problem() is None
+    True
+    """
+
+    def __init__(self, meta: FileMeta) -> None:
+        self.meta = meta
+        self.size = 0
+        if meta.sha256:
+            self.kind, self.want, self._h = "sha256", meta.sha256, hashlib.sha256()
+        elif meta.git_oid:
+            self.kind, self.want, self._h = "git oid", meta.git_oid, hashlib.sha1(f"blob {meta.size}\0".encode())
+        else:
+            self.kind, self.want, self._h = "", "", None
+
+    def update(self, data: bytes | bytearray | memoryview) -> None:
+        if self._h is not None:
+            self._h.update(data)  # releases the GIL for large buffers: workers hash in parallel
+        self.size += len(data)
+
+    def problem(self) -> str | None:
+        """None when the bytes seen are the file the Hub describes, else what is wrong (one phrase)."""
+        if self.size != self.meta.size:
+            return f"size {self.size} != {self.meta.size}"
+        if self._h is None:
+            return None
+        got = self._h.hexdigest()
+        return None if got == self.want else f"{self.kind} {got[:12]}… != {self.want[:12]}…"
 
 
-def sha256_file(path: str) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(_HASH_CHUNK), b""):
-            h.update(chunk)
-    return h.hexdigest()
+def hash_into(path: str, h: ContentHash, limit: int | None = None) -> int:
+    """Feed the first `limit` bytes of `path` (all when None) to `h`, reading into one reused buffer."""
+    buf = bytearray(BUFFER)
+    view = memoryview(buf)
+    done = 0
+    with open(path, "rb", buffering=0) as f:
+        while limit is None or done < limit:
+            n = f.readinto(view if limit is None else view[: min(BUFFER, limit - done)])
+            if not n:
+                break
+            h.update(view[:n])
+            done += n
+    return done
 
 
 def verify_file(path: str, meta: FileMeta) -> str | None:
@@ -232,13 +315,55 @@ def verify_file(path: str, meta: FileMeta) -> str | None:
         return "missing"
     if size != meta.size:
         return f"size {size} != {meta.size}"
-    if meta.sha256:
-        got = sha256_file(path)
-        return None if got == meta.sha256 else f"sha256 {got[:12]}… != {meta.sha256[:12]}…"
-    if meta.git_oid:
-        got = git_blob_oid(path)
-        return None if got == meta.git_oid else f"git oid {got[:12]}… != {meta.git_oid[:12]}…"
+    h = ContentHash(meta)
+    hash_into(path, h)
+    return h.problem()
+
+
+def content_key(meta: FileMeta) -> str:
+    """A file name for `meta`'s partial download: its content id, so a partial never mixes two versions.
+
+    >>> content_key(FileMeta("a/b.json", 3, None, "ab" * 20))
+    'abababababababababababababababababababab'
+    """
+    key = meta.sha256 or meta.git_oid or ""
+    if re.fullmatch(r"[0-9a-f]{40}|[0-9a-f]{64}", key):
+        return key
+    return "path-" + hashlib.sha256(meta.path.encode()).hexdigest()
+
+
+_RESERVED = (MANIFEST_NAME, ".cache/hgxkit/", ".cache/huggingface/")
+
+
+def name_problem(name: str) -> str | None:
+    """Why a file name from a listing (the Hub's, a mirror's, a peer's) may not be written under local_dir.
+
+    >>> [name_problem(n) for n in ("a/b.safetensors", "../x", "/etc/passwd", "a//b", ".cache/hgxkit/verified.json")]
+    [None, "has a '..', '.' or empty part", 'is absolute', "has a '..', '.' or empty part", 'is hgxkit state']
+    """
+    if not name or "\0" in name:
+        return "is empty or holds a NUL"
+    if name.startswith("/"):
+        return "is absolute"
+    if any(part in ("", ".", "..") for part in name.split("/")):
+        return "has a '..', '.' or empty part"
+    if name == MANIFEST_NAME or name.startswith(_RESERVED[1:]):
+        return "is hgxkit state"
     return None
+
+
+def safe_path(local_dir: str, name: str) -> str:
+    """`local_dir/name`, after checking that the name is harmless and no symlink on the way leads out of
+    `local_dir`; ValueError (one phrase) otherwise. Call it right before writing or removing the file."""
+    why = name_problem(name)
+    if why:
+        raise ValueError(f"{name!r} {why}")
+    target = os.path.join(local_dir, name)
+    root = os.path.realpath(local_dir)
+    parent = os.path.realpath(os.path.dirname(target))
+    if parent != root and not parent.startswith(root + os.sep):
+        raise ValueError(f"{name!r} leads out of {local_dir} through a symlink ({parent})")
+    return target
 
 
 def unchanged_since_verify(local_dir: str, entry: VerifiedFile) -> bool:
@@ -292,7 +417,7 @@ def check_manifest(
 
 def atomic_write(path: str, text: str, mode: int = 0o644) -> None:
     """Write `text` to `path` through a temporary file and a rename, so readers never see half a file."""
-    tmp = f"{path}.tmp.{os.getpid()}"
+    tmp = f"{path}.tmp.{os.getpid()}.{threading.get_ident()}"  # two threads may write the same file
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
     with os.fdopen(fd, "w") as f:
         f.write(text)
@@ -311,13 +436,22 @@ class Spec:
     revision: str = "main"
     allow_patterns: list[str] = field(default_factory=list)
     endpoint: str = ""
-    source: str = "hub"  # hub | dir | peer
+    source: str = "hub"  # hub | dir | peer | fleet (peer_* name the parent; none: this host is the root)
     peer_name: str = ""
     peer_address: str = ""
     peer_user: str = "root"
     peer_dir: str = ""
     peer_key: str = ""
     peer_wait_s: float = 3600.0
+    host_name: str = ""  # this host's inventory name (what a fleet parent counts its children by)
+    fleet_port: int = -1  # a fleet host with children serves them on this port (0: any free port; -1: never)
+    fleet_bind: str = ""  # the address it binds ("": all of this host's)
+    fleet_children: list[str] = field(default_factory=list)  # the hosts below it in this deploy
+    xet: bool = True  # files the Hub keeps in Xet storage go through hf_xet (else plain HTTP, resumable)
+    xet_high_performance: bool = True
+    xet_cache_dir: str = ""  # "": local_dir/.cache/huggingface/xet (the models disk)
+    xet_chunk_cache_gb: float = 10.0
+    xet_shard_cache_gb: float = 16.0
     margin_pct: float = 2.0
     margin_gb: float = 1.0
     full_rehash: bool = False
@@ -341,6 +475,29 @@ class Spec:
     @property
     def where(self) -> str:
         return self.endpoint or os.environ.get("HF_ENDPOINT") or "https://huggingface.co"
+
+    @property
+    def xet_dir(self) -> str:
+        return self.xet_cache_dir or os.path.join(self.local_dir, XET_DIR)
+
+    @property
+    def from_parent(self) -> bool:
+        """True when the bytes come from another host (peer, or a fleet host below the root)."""
+        return self.source == "peer" or (self.source == "fleet" and bool(self.peer_name))
+
+    def xet_env(self) -> dict[str, str]:
+        """hf_xet's settings for this sync: caches where the spec puts them, sized as the disk check counts them."""
+        env = {
+            "HF_XET_CACHE": self.xet_dir,
+            "HF_XET_CHUNK_CACHE_SIZE_BYTES": str(int(self.xet_chunk_cache_gb * GB)),
+            "HF_XET_SHARD_CACHE_SIZE_LIMIT": str(int(self.xet_shard_cache_gb * GB)),
+            "HF_HOME": os.path.join(self.local_dir, ".cache", "huggingface"),  # hf_xet's logs, nothing else
+        }
+        if self.xet_high_performance:
+            env["HF_XET_HIGH_PERFORMANCE"] = "1"
+        if not self.xet:
+            env["HF_HUB_DISABLE_XET"] = "1"
+        return env
 
     def state_file(self, suffix: str) -> str:
         return os.path.join(self.state_dir, f"{self.name}{suffix}")

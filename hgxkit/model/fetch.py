@@ -10,20 +10,31 @@ polls the progress file it writes. `status` is the role's metadata-only check (n
     hgxkit_fetch.py run --spec SPEC.json [--token-file F] [--run-id ID]
 
 A sync: resolve the revision to a commit; list the files matching the allow patterns with their sizes and
-hashes; check free space (files still to fetch plus a margin); fetch what is missing (from the Hub or a
-mirror, or with rsync from a peer host holding a verified copy); verify every file (size; sha256 of LFS
-files, git blob id of the others), re-fetching a corrupted one alone; write `.hgxkit-manifest.json` only when
-all files verified, and the record `<state_dir>/<name>.json`. The token is read from a root-only file that
-is deleted at once; it never reaches the command line, the environment, a log or the manifest.
+hashes (every name must stay inside local_dir); check free space (files still to fetch plus a margin, plus
+hf_xet's caches when the Hub keeps files in Xet storage); fetch what is missing, `workers` files at once, from
+the Hub or a mirror, or over SSH from a parent host (a peer, or the host above this one in a fleet tree) as
+soon as the parent has verified each file. Each file is hashed as its bytes arrive (size; sha256 of LFS
+files, git blob id of the others) into a partial file that a later run resumes mid-file, and moved into
+place only when it matches; a corrupted one is fetched again alone. `.hgxkit-manifest.json` is written only
+when all files verified, and the record `<state_dir>/<name>.json`; while it runs, the journal
+`.cache/hgxkit/verified.json` says which files are verified (what a later run, and a host below, go by).
+The token is read from a root-only file that is deleted at once; it never reaches the command line, the
+environment, a log or the manifest.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import fcntl
+import hashlib
+import hmac
+import http.client
 import json
 import os
 import random
+import secrets
+import shlex
 import shutil
 import subprocess
 import sys
@@ -34,11 +45,12 @@ import urllib.error
 import urllib.request
 from collections import deque
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import asdict, dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, TypeVar
-from urllib.parse import quote
+from urllib.parse import quote, unquote, urlsplit
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 try:
@@ -105,6 +117,8 @@ def with_retries(spec: Spec, what: str, fn: Callable[[], T], log: Callable[[str]
             return fn()
         except FetchError as err:
             failure = err
+        except XetFile:
+            raise
         except Exception as err:  # huggingface_hub/httpx raise many kinds; classify them
             failure = _hub_error(err, spec, what)
         if not failure.transient or attempt >= spec.retries:
@@ -197,72 +211,542 @@ def hub_files(spec: Spec, token: str | None, retry: bool = True) -> tuple[str, l
     return str(info["sha"]), chosen
 
 
-# -- peers --------------------------------------------------------------------------------------------------
+# -- the bytes: partial files and the streams that fill them -------------------------------------------------
 
 
-def _ssh_opts(spec: Spec) -> list[str]:
-    return [
-        "-i",
-        spec.peer_key,
-        "-o",
-        "BatchMode=yes",
-        "-o",
-        "StrictHostKeyChecking=accept-new",
-        "-o",
-        f"UserKnownHostsFile={os.path.join(spec.state_dir, 'peer_known_hosts')}",
-        "-o",
-        "ConnectTimeout=10",
-        "-o",
-        "LogLevel=ERROR",
-    ]
+class Partial:
+    """A file on its way in: `<local_dir>/.cache/hgxkit/partial/<content id>`, hashed as it is written (no
+    second read). It outlives a killed run: the next one hashes the bytes already there once and asks the
+    source for the rest (HTTP Range, or `tail -c +N` on a peer), so a cut transfer resumes mid-file."""
+
+    def __init__(self, local_dir: str, meta: core.FileMeta) -> None:
+        self.meta = meta
+        self.path = os.path.join(local_dir, core.PARTIAL_DIR, core.content_key(meta))
+        self.hash = core.ContentHash(meta)
+        self.resumed_at = 0
+        self._fd = -1
+
+    @property
+    def offset(self) -> int:
+        return self.hash.size
+
+    def open(self) -> None:
+        """Open for writing at the end of what is there (hashing that once, on the first open of this run)."""
+        if self._fd >= 0:
+            return
+        os.makedirs(os.path.dirname(self.path), exist_ok=True)
+        have = _size_or_none(os.path.dirname(self.path), os.path.basename(self.path)) or 0
+        if self.offset == 0 and 0 < have <= self.meta.size:
+            core.hash_into(self.path, self.hash, have)
+            self.resumed_at = self.offset
+        self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT, 0o644)
+        os.ftruncate(self._fd, self.offset)  # bytes past what was hashed (or a too-long file) go
+        os.lseek(self._fd, self.offset, os.SEEK_SET)
+
+    def restart(self) -> None:
+        """From byte 0 again (the source ignored the Range, or sent another file)."""
+        self.open()
+        os.ftruncate(self._fd, 0)
+        os.lseek(self._fd, 0, os.SEEK_SET)
+        self.hash = core.ContentHash(self.meta)
+
+    def write(self, data: memoryview) -> None:
+        self.hash.update(data)
+        try:
+            while data:
+                data = data[os.write(self._fd, data) :]
+        except OSError as err:  # not the network's fault: no retry
+            raise FetchError(f"cannot write {self.path}: {err.strerror}: free space or fix the disk") from None
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+    def discard(self) -> None:
+        self.close()
+        Path(self.path).unlink(missing_ok=True)
+        self.hash = core.ContentHash(self.meta)
+
+    def install(self, target: str) -> None:
+        """Move the verified file to its place (same file system: a rename)."""
+        self.close()
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        os.replace(self.path, target)
 
 
-def peer_manifest(spec: Spec, log: Callable[[str], None]) -> core.Manifest:
-    """The peer's manifest; waits (up to peer_wait_s) while the peer is still syncing."""
-    deadline = time.time() + spec.peer_wait_s
-    target = f"{spec.peer_user}@{spec.peer_address}"
-    path = os.path.join(spec.peer_dir or spec.local_dir, core.MANIFEST_NAME)
-    while True:
-        res = subprocess.run(
-            ["ssh", *_ssh_opts(spec), target, "cat", path], capture_output=True, text=True, check=False
-        )
-        if res.returncode == 0:
-            try:
-                return core.Manifest.from_json(res.stdout)
-            except (ValueError, TypeError, KeyError) as err:
-                raise FetchError(f"peer {spec.peer_name}: {path} is not a valid manifest ({err})") from None
-        if res.returncode == 255:
-            msg = (res.stderr.strip().splitlines() or ["ssh failed"])[-1]
-            raise FetchError(f"cannot reach peer {spec.peer_name} at {target} over SSH: {msg}")
-        if time.time() >= deadline:
-            raise FetchError(
-                f"peer {spec.peer_name} has no verified copy at {path} after {spec.peer_wait_s:.0f}s: "
-                "deploy the model to the peer first"
+def pump(read_into: Callable[[memoryview], int | None], part: Partial, nbytes: int, what: str) -> None:
+    """Move `nbytes` from `read_into` into `part` through one reused buffer (the loop runs once per MB)."""
+    buf = bytearray(core.BUFFER)
+    view = memoryview(buf)
+    left = nbytes
+    while left > 0:
+        n = read_into(view[: min(core.BUFFER, left)])
+        if not n:
+            raise FetchError(f"{what}: the stream ended at byte {part.offset} of {part.meta.size}", transient=True)
+        part.write(view[:n])
+        left -= n
+
+
+class XetFile(Exception):
+    """The Hub keeps this file in Xet storage (its /resolve/ answer carries X-Xet-Hash): hf_xet fetches it."""
+
+
+class _Redirects(urllib.request.HTTPRedirectHandler):
+    """Follow the Hub's redirects; the token goes along only while the origin stays the Hub's (never to a CDN);
+    an answer that names a Xet hash stops here (XetFile) when Xet files go through hf_xet."""
+
+    def __init__(self, origin: str, token: str | None, xet: bool) -> None:
+        self.origin, self.token, self.xet = origin, token, xet
+
+    def redirect_request(self, req, fp, code, msg, headers, newurl):  # type: ignore[no-untyped-def]
+        if self.xet and headers.get("X-Xet-Hash"):
+            raise XetFile(newurl)
+        new = super().redirect_request(req, fp, code, msg, headers, newurl)
+        if new is not None and self.token and _same_origin(newurl, self.origin):
+            new.add_unredirected_header("Authorization", f"Bearer {self.token}")
+        return new
+
+
+class HubBodies:
+    """File bodies from the Hub or a mirror.
+
+    Each file is one GET of its /resolve/ URL at the commit, following the Hub's redirect to its storage, as
+    `curl -L` would (two requests per LFS file, the token never leaving the Hub's origin); the bytes are hashed
+    as they arrive and a partial file resumes with a Range. This part is hand-rolled on purpose:
+    huggingface_hub 2.x has no hook to hash the bytes as they arrive (its callers read each file again), keeps
+    no partial file between runs, and spends its CPU per 64 KB in httpx/h11 (bench/model_profile.py: 75% of the
+    sync's thread time before this, against 8 curls 5-7x faster). A file the Hub keeps in Xet storage (its
+    answer names an X-Xet-Hash) goes to huggingface_hub's own downloader instead (hf_xet: chunked, parallel,
+    deduplicated), and is hashed right after it lands."""
+
+    def __init__(self, spec: Spec, token: str | None, commit: str) -> None:
+        self.spec, self.token, self.commit = spec, token, commit
+        self._opener = urllib.request.build_opener(_Redirects(spec.where, token, spec.xet))
+
+    def url(self, meta: core.FileMeta) -> str:
+        return f"{self.spec.where.rstrip('/')}/{self.spec.repo_id}/resolve/{self.commit}/{quote(meta.path)}"
+
+    def _request(self, meta: core.FileMeta, method: str, headers: dict[str, str]) -> urllib.request.Request:
+        req = urllib.request.Request(self.url(meta), method=method, headers={"User-Agent": "hgxkit-fetch/2", **headers})
+        if self.token:
+            req.add_unredirected_header("Authorization", f"Bearer {self.token}")
+        return req
+
+    def _error(self, err: urllib.error.HTTPError, meta: core.FileMeta) -> FetchError:
+        code = err.headers.get("X-Error-Code", "") if err.headers else ""
+        if code in ("GatedRepo", "RepoNotFound", "RevisionNotFound"):
+            return _answer_error(HubAnswer(err.code, code, ""), self.spec)
+        if code == "EntryNotFound" or (err.code == 404 and _same_origin(err.url or "", self.spec.where)):
+            return FetchError(
+                f"{meta.path}: not in {self.spec.repo_id}@{self.commit[:12]} at {self.spec.where}: re-run"
             )
-        log(f"waiting for peer {spec.peer_name} to finish its sync")
-        time.sleep(5)
+        if err.code in (401, 403) and _same_origin(err.url or "", self.spec.where):
+            return FetchError(f"{self.spec.where} refused {meta.path} (HTTP {err.code}): check HF_TOKEN's access")
+        transient = err.code in (403, 404, 408, 416, 429) or err.code >= 500  # off the Hub: a signed URL expired?
+        return FetchError(f"{err.url or self.spec.where} answered HTTP {err.code} for {meta.path}", transient=transient)
+
+    def in_xet(self, meta: core.FileMeta) -> bool:
+        """Whether the Hub keeps `meta` in Xet storage: one HEAD of its /resolve/ URL, its redirect not followed."""
+        req = self._request(meta, "HEAD", {})
+        opener = urllib.request.build_opener(_NoRedirects())
+        try:
+            with opener.open(req, timeout=30) as resp:
+                return bool(resp.headers.get("X-Xet-Hash"))
+        except urllib.error.HTTPError as err:
+            if 300 <= err.code < 400:
+                return bool(err.headers.get("X-Xet-Hash"))
+            raise self._error(err, meta) from None
+        except OSError as err:
+            raise FetchError(
+                f"network failure asking {self.spec.where} for {meta.path}: {err}", transient=True
+            ) from None
+
+    def stream(self, meta: core.FileMeta, part: Partial) -> None:
+        """One GET of the rest of the file into `part` (Range from its offset); a FetchError when it fails."""
+        part.open()
+        req = self._request(
+            meta, "GET", {"Accept-Encoding": "identity", **({"Range": f"bytes={part.offset}-"} if part.offset else {})}
+        )
+        try:
+            resp = self._opener.open(req, timeout=60)
+        except urllib.error.HTTPError as err:
+            if err.code == 416:
+                part.restart()
+            raise self._error(err, meta) from None
+        except XetFile:
+            raise
+        except OSError as err:
+            raise FetchError(
+                f"network failure fetching {meta.path} from {self.spec.where}: {err}", transient=True
+            ) from None
+        with resp:
+            if part.offset and resp.status != 206:
+                part.restart()  # the server ignored the Range: take the whole file
+            elif part.offset and not str(resp.headers.get("Content-Range", "")).startswith(f"bytes {part.offset}-"):
+                part.restart()
+                raise FetchError(f"{meta.path}: the server answered another range than asked", transient=True)
+            try:
+                pump(resp.readinto, part, meta.size - part.offset, f"fetching {meta.path}")
+            except (OSError, http.client.HTTPException) as err:
+                raise FetchError(f"fetching {meta.path} from {self.spec.where}: {err}", transient=True) from None
+
+    def fetch_xet(self, meta: core.FileMeta) -> None:
+        """huggingface_hub's downloader with hf_xet (its caches and settings from the spec's xet_env)."""
+        from huggingface_hub import hf_hub_download
+
+        hf_hub_download(
+            self.spec.repo_id,
+            meta.path,
+            revision=self.commit,
+            local_dir=self.spec.local_dir,
+            endpoint=self.spec.endpoint or None,
+            token=self.token or False,
+        )
 
 
-def rsync_from_peer(spec: Spec, paths: list[str]) -> None:
-    """Copy `paths` from the peer's directory with rsync over SSH (partial files resume)."""
-    list_file = os.path.join(spec.state_dir, f"{spec.name}.rsync-files")
-    core.atomic_write(list_file, "".join(p + "\n" for p in paths))
-    src = f"{spec.peer_user}@{spec.peer_address}:{(spec.peer_dir or spec.local_dir).rstrip('/')}/"
-    argv = [
-        "rsync",
-        "-a",
-        "--inplace",
-        "--partial",
-        f"--files-from={list_file}",
-        "-e",
-        " ".join(["ssh", *_ssh_opts(spec)]),
-        src,
-        spec.local_dir.rstrip("/") + "/",
-    ]
-    res = subprocess.run(argv, capture_output=True, text=True, check=False)
-    if res.returncode != 0:
-        msg = (res.stderr.strip().splitlines() or [f"rsync exit {res.returncode}"])[-1]
-        raise FetchError(f"rsync from peer {spec.peer_name}: {msg}", transient=True)
+class _NoRedirects(urllib.request.HTTPRedirectHandler):
+    def redirect_request(self, req, fp, code, msg, headers, newurl):  # type: ignore[no-untyped-def]
+        return None
+
+
+def _same_origin(url: str, base: str) -> bool:
+    a, b = urlsplit(url), urlsplit(base)
+    return (a.scheme, a.netloc) == (b.scheme, b.netloc)
+
+
+# -- parents: a peer, or the fleet host above this one --------------------------------------------------------
+
+_STATE_SPLIT = "--hgxkit-result--"
+
+
+def _ssh_opts(spec: Spec, control: bool = False) -> list[str]:
+    """SSH to the parent with the host's peer key; AES-GCM first (AES-NI makes it the cheapest cipher per byte).
+    `control`: share one connection for the small state reads; bulk streams get their own connection each."""
+    opts = [
+        "-i", spec.peer_key, "-T",
+        "-o", "BatchMode=yes",
+        "-o", "StrictHostKeyChecking=accept-new",
+        "-o", f"UserKnownHostsFile={os.path.join(spec.state_dir, 'peer_known_hosts')}",
+        "-o", "ConnectTimeout=10",
+        "-o", "ServerAliveInterval=15",
+        "-o", "LogLevel=ERROR",
+        "-o", "Compression=no",
+        "-o", "Ciphers=aes128-gcm@openssh.com,aes256-gcm@openssh.com,chacha20-poly1305@openssh.com,aes128-ctr",
+    ]  # fmt: skip
+    if control:
+        path = os.path.join(spec.state_dir, "ssh-%C")
+        return [*opts, "-o", "ControlMaster=auto", "-o", f"ControlPath={path}", "-o", "ControlPersist=15"]
+    return [*opts, "-o", "ControlPath=none"]
+
+
+def _target(spec: Spec) -> str:
+    return f"{spec.peer_user}@{spec.peer_address}"
+
+
+def _parent_dir(spec: Spec) -> str:
+    return (spec.peer_dir or spec.local_dir).rstrip("/")
+
+
+@dataclass
+class ParentState:
+    """What the parent holds: its commit, its whole file list (when it has one), the files it has verified,
+    and whether its sync ended (complete, or failed with `error`)."""
+
+    commit: str = ""
+    repo_id: str = ""
+    allow_patterns: list[str] = field(default_factory=list)
+    plan: list[core.FileMeta] | None = None
+    verified: dict[str, tuple[int, str | None, str | None]] = field(default_factory=dict)
+    complete: bool = False
+    error: str = ""
+    error_at: float = 0.0
+
+
+def _listing(doc: dict[str, Any], key: str, parent: str) -> list[core.FileMeta]:
+    """File entries of a parent's manifest or journal; untrusted: every name must be harmless."""
+    out = []
+    for f in doc.get(key) or []:
+        meta = core.FileMeta(str(f["path"]), int(f["size"]), f.get("sha256") or None, f.get("git_oid") or None)
+        why = core.name_problem(meta.path)
+        if why:
+            raise FetchError(f"{parent} lists {meta.path!r}, which {why}: refusing its listing")
+        out.append(meta)
+    return out
+
+
+def _who(spec: Spec) -> str:
+    return f"fleet parent {spec.peer_name}" if spec.source == "fleet" else f"peer {spec.peer_name}"
+
+
+def _parse_state(doc: Any, result: Any, who: str) -> ParentState | None:
+    """A parent's manifest (complete) or journal (syncing) and its last result, as ParentState (None: neither)."""
+    state = ParentState()
+    try:
+        if isinstance(result, dict) and result.get("ok") is False:
+            state.error, state.error_at = str(result.get("error", "failed"))[:300], float(result.get("finished_at", 0))
+        if not doc:
+            return state if state.error else None
+        state.commit = str(doc["commit"])
+        state.repo_id = str(doc.get("repo_id", ""))
+        state.allow_patterns = [str(p) for p in doc.get("allow_patterns") or []]
+        state.complete = doc.get("schema") == core.MANIFEST_SCHEMA and "verified_at" in doc
+        files = _listing(doc, "files", who)
+        state.plan = files if state.complete else (_listing(doc, "plan", who) if "plan" in doc else None)
+        state.verified = {f.path: (f.size, f.sha256, f.git_oid) for f in files}
+    except (ValueError, TypeError, KeyError, AttributeError) as err:
+        raise FetchError(f"{who}: its manifest or journal is not valid ({err})") from None
+    return state
+
+
+def _ssh_read(spec: Spec, remote: str) -> str:
+    res = subprocess.run(["ssh", *_ssh_opts(spec, control=True), _target(spec), remote], capture_output=True, text=True)
+    if res.returncode == 255:
+        msg = (res.stderr.strip().splitlines() or ["ssh failed"])[-1]
+        raise FetchError(f"cannot reach {spec.peer_name} at {_target(spec)} over SSH: {msg}", transient=True)
+    return res.stdout
+
+
+def parent_state(spec: Spec) -> ParentState | None:
+    """The parent's state read over SSH: its manifest or journal, and its last result."""
+    d, state_dir, name = _parent_dir(spec), spec.state_dir, core.model_name(_parent_dir(spec))
+    remote = (
+        shlex.join(["cat", f"{d}/{core.MANIFEST_NAME}"]) + " 2>/dev/null || "
+        + shlex.join(["cat", f"{d}/{core.JOURNAL_PATH}"]) + " 2>/dev/null; "
+        + shlex.join(["echo", "", _STATE_SPLIT]) + "; "
+        + shlex.join(["cat", f"{state_dir}/{name}.result.json"]) + " 2>/dev/null; true"
+    )  # fmt: skip
+    head, _, tail = _ssh_read(spec, remote).partition(_STATE_SPLIT)
+    try:
+        doc, result = (json.loads(head) if head.strip() else None), (json.loads(tail) if tail.strip() else None)
+    except ValueError as err:
+        raise FetchError(f"{_who(spec)}: its manifest or journal is not valid ({err})") from None
+    return _parse_state(doc, result, _who(spec))
+
+
+class ParentLink:
+    """How this host reads its parent: over HTTP when the parent serves its verified files (a fleet host does,
+    while its sync runs and until the hosts below it are done: no encryption cost per byte, sendfile on its
+    side), with the port and a secret read over SSH from a root-only file; else over SSH (`tail -c +N`)."""
+
+    def __init__(self, spec: Spec) -> None:
+        self.spec = spec
+        self.base = ""  # http://parent:port when the parent serves
+        self._secret = ""
+        self._next_look = 0.0
+        self._opener = urllib.request.build_opener(_NoRedirects())
+
+    def _look(self, now: bool = False) -> None:
+        """Read the parent's serve file over SSH (at most once a second): its port and secret, or nothing."""
+        if self.base or (time.time() < self._next_look and not now) or self.spec.source != "fleet":
+            return
+        self._next_look = time.time() + 1
+        text = _ssh_read(self.spec, shlex.join(["cat", _serve_file(self.spec)]) + " 2>/dev/null; true")
+        try:
+            doc = json.loads(text) if text.strip() else {}
+            port, secret = int(doc["port"]), str(doc["secret"])
+        except (ValueError, TypeError, KeyError):
+            return
+        self.base, self._secret = f"http://{self.spec.peer_address}:{port}", secret
+
+    def _req(self, path: str, headers: dict[str, str] | None = None, data: bytes | None = None) -> Any:
+        req = urllib.request.Request(self.base + path, data=data, headers=headers or {})
+        req.add_unredirected_header("Authorization", f"Bearer {self._secret}")
+        return self._opener.open(req, timeout=10)
+
+    def _drop(self) -> None:
+        """The parent's server did not answer: SSH for a minute, then its serve file is read again."""
+        self.base = ""
+        self._next_look = time.time() + 60
+
+    def state(self) -> ParentState | None:
+        self._look()
+        if self.base:
+            try:
+                with self._req("/state") as resp:
+                    doc = json.loads(resp.read())
+                return _parse_state(doc.get("state"), doc.get("result"), _who(self.spec))
+            except (OSError, ValueError, http.client.HTTPException, AttributeError):
+                self._drop()
+        return parent_state(self.spec)
+
+    def stream(self, meta: core.FileMeta, part: Partial) -> None:
+        if not self.base:
+            return ssh_stream(self.spec, meta, part)
+        part.open()
+        headers = {"Range": f"bytes={part.offset}-"} if part.offset else {}
+        try:
+            resp = self._req("/files/" + quote(meta.path), headers)
+        except urllib.error.HTTPError as err:
+            raise FetchError(
+                f"{self.spec.peer_name} answered HTTP {err.code} for {meta.path}", transient=True
+            ) from None
+        except OSError as err:
+            self._drop()
+            raise FetchError(f"copying {meta.path} from {self.spec.peer_name}: {err}", transient=True) from None
+        with resp:
+            if part.offset and resp.status != 206:
+                part.restart()
+            try:
+                pump(resp.readinto, part, meta.size - part.offset, f"copying {meta.path} from {self.spec.peer_name}")
+            except (OSError, http.client.HTTPException) as err:
+                raise FetchError(f"copying {meta.path} from {self.spec.peer_name}: {err}", transient=True) from None
+
+    def done(self) -> None:
+        """Tell a serving parent this host has its copy (it stops serving once all its children said so)."""
+        with contextlib.suppress(FetchError):
+            self._look(now=True)
+        if self.base:
+            with contextlib.suppress(OSError, http.client.HTTPException):
+                self._req("/done", data=self.spec.host_name.encode()).close()
+
+
+def ssh_stream(spec: Spec, meta: core.FileMeta, part: Partial) -> None:
+    """The rest of `meta` from the parent over SSH: `tail -c +N` of its copy, into `part`."""
+    part.open()
+    remote = shlex.join(["tail", "-c", f"+{part.offset + 1}", "--", f"{_parent_dir(spec)}/{meta.path}"])
+    argv = ["ssh", *_ssh_opts(spec), _target(spec), remote]
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdout is not None and proc.stderr is not None
+    with contextlib.suppress(OSError):
+        fcntl.fcntl(proc.stdout.fileno(), 1031, 1 << 20)  # F_SETPIPE_SZ: 1 MB reads from ssh
+    problem: FetchError | None = None
+    try:
+        pump(proc.stdout.readinto, part, meta.size - part.offset, f"copying {meta.path} from {spec.peer_name}")
+        if proc.stdout.read(1):
+            problem = FetchError(f"{meta.path} on {spec.peer_name} is longer than {meta.size} bytes")
+    except FetchError as err:
+        problem = err
+    finally:
+        proc.stdout.close()
+        if problem is not None:
+            proc.kill()
+        code = proc.wait()
+        err_text = proc.stderr.read().decode(errors="replace").strip()
+        proc.stderr.close()
+    if code not in (0, -9) or (problem is not None and err_text):
+        msg = (err_text.splitlines() or [f"exit {code}"])[-1]
+        raise FetchError(f"copying {meta.path} from {spec.peer_name}: {msg}", transient=True)
+    if problem is not None:
+        raise problem
+
+
+def _serve_file(spec: Spec, parent: bool = True) -> str:
+    """`<state_dir>/<name>.serve.json`: the port and secret of a fleet host's server (its parent's, or its own)."""
+    name = core.model_name(_parent_dir(spec)) if parent else spec.name
+    return os.path.join(spec.state_dir, f"{name}.serve.json")
+
+
+class FleetServer:
+    """A fleet host serving its verified files to the hosts below it, over HTTP on `fleet_port`: `/state` (its
+    journal or manifest), `/files/<name>` (a verified file, Range for resume, sent with sendfile), `/done`.
+    Every request must carry the secret this server made, which only root reads (`<name>.serve.json`, mode
+    0600): the children read it over SSH with their peer key. The server lives while the sync runs, then until
+    every child said it is done, or none asked anything for `idle_s`."""
+
+    def __init__(self, spec: Spec, syncer: Syncer) -> None:
+        self.spec, self.syncer = spec, syncer
+        self.secret = secrets.token_urlsafe(32)
+        self.done: set[str] = set()
+        self.last = time.time()
+        self.served = 0
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+            def do_GET(self) -> None:
+                outer.handle(self)
+
+            do_POST = do_GET
+
+        try:
+            self.httpd = ThreadingHTTPServer((spec.fleet_bind or "0.0.0.0", spec.fleet_port), Handler)
+        except OSError:  # the address is not this host's (a name for the others only): every address
+            self.httpd = ThreadingHTTPServer(("0.0.0.0", spec.fleet_port), Handler)
+        self.httpd.daemon_threads = True
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+        doc = {"port": self.httpd.server_address[1], "secret": self.secret}
+        core.atomic_write(_serve_file(spec, parent=False), json.dumps(doc), mode=0o600)
+
+    def _state(self) -> dict[str, Any]:
+        s = self.syncer
+        if s.manifest is not None:
+            return json.loads(s.manifest.to_json())
+        with s._lock:
+            return {
+                "commit": s.commit,
+                "repo_id": self.spec.repo_id,
+                "allow_patterns": list(self.spec.allow_patterns),
+                "plan": [asdict(m) for m in s.plan],
+                "files": [asdict(v) for v in s.verified.values()],
+            }
+
+    def _verified(self) -> dict[str, core.VerifiedFile]:
+        if self.syncer.manifest is not None:
+            return {f.path: f for f in self.syncer.manifest.files}
+        with self.syncer._lock:
+            return dict(self.syncer.verified)
+
+    def handle(self, h: BaseHTTPRequestHandler) -> None:
+        self.last = time.time()
+        if not hmac.compare_digest(h.headers.get("Authorization", ""), f"Bearer {self.secret}"):
+            return _answer(h, 401, b"")
+        path = unquote(urlsplit(h.path).path)
+        if h.command == "POST" and path == "/done":
+            length = int(h.headers.get("Content-Length") or 0)
+            self.done.add(h.rfile.read(min(length, 256)).decode(errors="replace"))
+            return _answer(h, 200, b"")
+        if path == "/state":
+            known = self.syncer.manifest is not None or self.syncer.commit
+            doc = {"state": self._state() if known else None, "result": self.syncer.result}
+            return _answer(h, 200, json.dumps(doc).encode())
+        entry = self._verified().get(path.removeprefix("/files/")) if path.startswith("/files/") else None
+        if entry is None:
+            return _answer(h, 404, b"")
+        try:
+            f = open(core.safe_path(self.spec.local_dir, entry.path), "rb")  # noqa: SIM115 - closed below
+        except (OSError, ValueError):
+            return _answer(h, 404, b"")
+        with f:
+            size = os.fstat(f.fileno()).st_size
+            start = 0
+            rng = h.headers.get("Range", "")
+            if rng.startswith("bytes=") and rng.endswith("-") and rng[6:-1].isdigit():
+                start = min(int(rng[6:-1]), size)
+            h.send_response(206 if start else 200)
+            h.send_header("Content-Length", str(size - start))
+            if start:
+                h.send_header("Content-Range", f"bytes {start}-{size - 1}/{size}")
+            h.end_headers()
+            with contextlib.suppress(OSError):
+                h.wfile.flush()
+                h.connection.sendfile(f, start, size - start)
+                self.served += size - start
+
+    def linger(self, children: list[str], rep: Reporter) -> None:
+        """Serve on until every child said it is done, or none asked anything for `idle_s`."""
+        idle_s = max(30.0, min(self.spec.peer_wait_s, 120.0))
+        if children and not set(children) <= self.done:
+            rep.phase("serving", detail=f"{len(self.done)} of {len(children)} hosts below have their copy")
+        while children and not set(children) <= self.done and time.time() - self.last < idle_s:
+            time.sleep(0.2)
+
+    def close(self) -> None:
+        Path(_serve_file(self.spec, parent=False)).unlink(missing_ok=True)
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def _answer(h: BaseHTTPRequestHandler, status: int, body: bytes) -> None:
+    h.send_response(status)
+    h.send_header("Content-Length", str(len(body)))
+    h.send_header("Content-Type", "application/json")
+    h.end_headers()
+    h.wfile.write(body)
 
 
 # -- progress and results -----------------------------------------------------------------------------------
@@ -354,11 +838,11 @@ def _journal_path(spec: Spec) -> Path:
 def load_journal(spec: Spec, commit: str) -> dict[str, core.VerifiedFile]:
     try:
         doc = json.loads(_journal_path(spec).read_text())
-    except (OSError, ValueError):
+        if doc.get("commit") != commit:
+            return {}
+        return {f["path"]: core.VerifiedFile(**f) for f in doc.get("files", [])}
+    except (OSError, ValueError, TypeError, KeyError, AttributeError):
         return {}
-    if doc.get("commit") != commit:
-        return {}
-    return {f["path"]: core.VerifiedFile(**f) for f in doc.get("files", [])}
 
 
 def _stamp(spec: Spec, meta: core.FileMeta) -> core.VerifiedFile:
@@ -368,6 +852,10 @@ def _stamp(spec: Spec, meta: core.FileMeta) -> core.VerifiedFile:
 
 def _matches(entry: core.VerifiedFile, meta: core.FileMeta) -> bool:
     return (entry.size, entry.sha256, entry.git_oid) == (meta.size, meta.sha256, meta.git_oid)
+
+
+def _ids(meta: core.FileMeta) -> tuple[int, str | None, str | None]:
+    return (meta.size, meta.sha256, meta.git_oid)
 
 
 def prepare_dir(path: str) -> None:
@@ -386,13 +874,24 @@ def prepare_dir(path: str) -> None:
         raise FetchError(f"cannot write to {path}: {err.strerror}: fix the file system or model.local_dir") from None
 
 
-def remove_orphans(local_dir: str) -> None:
-    """Delete partial downloads a killed run left (huggingface_hub names them uniquely, never reuses them)."""
-    root = os.path.join(local_dir, HF_DOWNLOAD_CACHE)
-    for dirpath, _dirs, names in os.walk(root):
+def remove_orphans(local_dir: str, keep: set[str]) -> None:
+    """Delete partial downloads nothing will resume: huggingface_hub's (uniquely named, never reused) and
+    ours whose content id is not among `keep` (an older revision's)."""
+    for dirpath, _dirs, names in os.walk(os.path.join(local_dir, HF_DOWNLOAD_CACHE)):
         for n in names:
             if n.endswith(".incomplete"):
                 Path(dirpath, n).unlink(missing_ok=True)
+    with contextlib.suppress(OSError):
+        for n in os.listdir(os.path.join(local_dir, core.PARTIAL_DIR)):
+            if n not in keep:
+                Path(local_dir, core.PARTIAL_DIR, n).unlink(missing_ok=True)
+
+
+def _size_or_none(local_dir: str, path: str) -> int | None:
+    try:
+        return os.path.getsize(os.path.join(local_dir, path))
+    except OSError:
+        return None
 
 
 def _incomplete_bytes(local_dir: str) -> int:
@@ -407,8 +906,63 @@ def _incomplete_bytes(local_dir: str) -> int:
 
 def _forget(spec: Spec, path: str) -> None:
     """Remove a bad file and huggingface_hub's note that it has it, so it is fetched again."""
-    Path(spec.local_dir, path).unlink(missing_ok=True)
+    Path(_safe(spec, path)).unlink(missing_ok=True)
     Path(spec.local_dir, HF_DOWNLOAD_CACHE, path + ".metadata").unlink(missing_ok=True)
+
+
+def _safe(spec: Spec, path: str) -> str:
+    try:
+        return core.safe_path(spec.local_dir, path)
+    except ValueError as err:
+        raise FetchError(f"refusing to write {err}: check model.local_dir and the source's file list") from None
+
+
+class Feed:
+    """Which files may be fetched now: all at once from the Hub; from a parent, each as soon as the parent has
+    verified it (the same ids as this host's list), so a fleet streams down the tree file by file."""
+
+    def __init__(self, syncer: Syncer, metas: list[core.FileMeta]) -> None:
+        self.s = syncer
+        self.waiting = {m.path: m for m in metas}
+        self.parent = syncer.spec.from_parent
+        self._next_poll = 0.0
+        self._seen = -1
+        self._deadline = time.time() + syncer.spec.peer_wait_s
+        self._last_note = 0.0
+
+    def ready(self) -> list[core.FileMeta]:
+        if not self.waiting:
+            return []
+        if not self.parent:
+            out = sorted(self.waiting.values(), key=lambda m: (-m.size, m.path))  # largest first: short tail
+            self.waiting.clear()
+            return out
+        now = time.time()
+        if now < self._next_poll:
+            return []
+        self._next_poll = now + 0.5
+        spec = self.s.spec
+        state = with_retries(spec, f"reading {spec.peer_name}'s progress", self.s.link.state, self.s.rep.log)
+        if state is not None and state.error and state.error_at >= self.s.started:
+            raise FetchError(f"{spec.peer_name}, which this host copies from, failed: {state.error}")
+        out = []
+        if state is not None and state.commit == self.s.commit:
+            out = [m for m in self.waiting.values() if state.verified.get(m.path) == _ids(m)]
+            for m in out:
+                del self.waiting[m.path]
+        have = len(state.verified) if state is not None else 0
+        if have != self._seen:
+            self._seen, self._deadline = have, now + spec.peer_wait_s
+        elif now > self._deadline:
+            held = f"holds commit {state.commit[:12]}" if state and state.commit else "has not started its sync"
+            raise FetchError(
+                f"{spec.peer_name} {held}; waited {spec.peer_wait_s:.0f}s for {len(self.waiting)} files of "
+                f"{self.s.commit[:12]}: deploy the model to {spec.peer_name} too (same recipe), then re-run"
+            )
+        if self.waiting and not out and now - self._last_note >= 10:
+            self._last_note = now
+            self.s.rep.log(f"waiting for {spec.peer_name}: {len(self.waiting)} files not there yet")
+        return sorted(out, key=lambda m: (-m.size, m.path))
 
 
 class Syncer:
@@ -418,10 +972,20 @@ class Syncer:
         self.spec, self.token, self.rep = spec, token, rep
         self.verified: dict[str, core.VerifiedFile] = {}
         self._lock = threading.Lock()
+        self._active: set[Partial] = set()
         self.commit = ""
+        self.plan: list[core.FileMeta] = []
+        self.started = time.time()
+        self.hub: HubBodies | None = None
+        self.to_fetch: list[core.FileMeta] = []
+        self._xet_checked = False
+        self.link = ParentLink(spec)
+        self.manifest: core.Manifest | None = None  # set when this host's copy is complete (what it serves)
+        self.result: dict[str, Any] | None = None  # set when the sync failed (what the hosts below read)
         self.fetched: list[str] = []
         self.rehashed: list[str] = []
         self.refetched_corrupt: list[str] = []
+        self.resumed: list[str] = []
 
     # metadata
     def metadata(self) -> tuple[str, list[core.FileMeta]]:
@@ -429,31 +993,65 @@ class Syncer:
         if spec.source == "peer":
             if not (spec.peer_address and spec.peer_key):
                 raise FetchError("model_source peer needs model_peer (an inventory host): set it in the inventory")
-            self.rep.phase("reading the peer's manifest", detail=spec.peer_name)
-            m = peer_manifest(spec, self.rep.log)
-            if m.repo_id != spec.repo_id or list(m.allow_patterns) != list(spec.allow_patterns):
+            self.rep.phase("reading the peer's file list", detail=spec.peer_name)
+            state = self._wait_for_plan()
+            if state.repo_id != spec.repo_id or list(state.allow_patterns) != list(spec.allow_patterns):
                 raise FetchError(
-                    f"peer {spec.peer_name} holds {m.repo_id} with allow_patterns {m.allow_patterns}, not "
+                    f"peer {spec.peer_name} holds {state.repo_id} with allow_patterns {state.allow_patterns}, not "
                     f"{spec.repo_id} with {spec.allow_patterns}: sync the peer with the same recipe first"
                 )
-            if core.is_commit(spec.revision) and m.commit != spec.revision:
+            if core.is_commit(spec.revision) and state.commit != spec.revision:
                 raise FetchError(
-                    f"peer {spec.peer_name} holds commit {m.commit[:12]}, the recipe pins {spec.revision[:12]}: "
+                    f"peer {spec.peer_name} holds commit {state.commit[:12]}, the recipe pins {spec.revision[:12]}: "
                     "re-sync the peer first"
                 )
-            return m.commit, [core.FileMeta(f.path, f.size, f.sha256, f.git_oid) for f in m.files]
+            assert state.plan is not None
+            return state.commit, state.plan
+        if spec.source == "fleet" and spec.peer_name and not (spec.peer_address and spec.peer_key):
+            raise FetchError("model_source fleet: the parent host has no address or key: re-run the deploy")
         self.rep.phase("resolving", detail=f"{spec.repo_id}@{spec.revision} at {spec.where}")
         return hub_files(spec, self.token)
 
-    def record(self, verified: list[core.VerifiedFile]) -> None:
-        self.verified.update({v.path: v for v in verified})
+    def _wait_for_plan(self) -> ParentState:
+        spec = self.spec
+        deadline = time.time() + spec.peer_wait_s
+        while True:
+            what = f"reading {spec.peer_name}'s file list"
+            state = with_retries(spec, what, self.link.state, self.rep.log)
+            if state is not None and state.plan is not None:
+                return state
+            if state is not None and state.error and state.error_at >= self.started:
+                raise FetchError(f"peer {spec.peer_name} failed its sync: {state.error}")
+            if time.time() >= deadline:
+                raise FetchError(
+                    f"peer {spec.peer_name} has no verified copy or file list in {_parent_dir(spec)} after "
+                    f"{spec.peer_wait_s:.0f}s: deploy the model to the peer first"
+                )
+            self.rep.log(f"waiting for peer {spec.peer_name} to start its sync")
+            time.sleep(2)
 
     def journal(self) -> None:
+        """`.cache/hgxkit/verified.json`: the commit, the whole file list and the files verified so far. A later
+        run trusts the verified ones (size+mtime); hosts below this one in a fleet copy them from here."""
         with self._lock:
-            doc = {"commit": self.commit, "files": [asdict(v) for v in self.verified.values()]}
+            doc = {
+                "commit": self.commit,
+                "repo_id": self.spec.repo_id,
+                "allow_patterns": list(self.spec.allow_patterns),
+                "plan": [asdict(m) for m in self.plan],
+                "files": [asdict(v) for v in self.verified.values()],
+            }
             path = _journal_path(self.spec)
             path.parent.mkdir(parents=True, exist_ok=True)
             core.atomic_write(str(path), json.dumps(doc))
+
+    def _verified(self, meta: core.FileMeta, fetched: bool) -> None:
+        with self._lock:
+            self.verified[meta.path] = _stamp(self.spec, meta)
+            if fetched:
+                self.fetched.append(meta.path)
+        self.rep.file_done(meta.size)
+        self.journal()
 
     def hash_files(self, metas: list[core.FileMeta]) -> list[core.FileMeta]:
         """Hash `metas` in parallel; record the good ones, return the bad ones."""
@@ -476,89 +1074,167 @@ class Syncer:
         self.journal()
         return bad
 
-    def fetch(self, metas: list[core.FileMeta]) -> None:
-        """Fetch `metas`, verify each, re-fetch a corrupted one alone (up to corrupt_refetch times)."""
+    def _inflight(self) -> int:
+        with self._lock:
+            ours = sum(p.offset for p in self._active)
+        return ours + _incomplete_bytes(self.spec.local_dir)  # hf_xet's files in flight
+
+    def fetch_one(self, meta: core.FileMeta, stream: Callable[[core.FileMeta, Partial], None], where: str) -> None:
+        """Stream one file into its partial (resuming it), check its id, then move it into place; a corrupted
+        copy is fetched again from byte 0, up to corrupt_refetch times."""
         spec = self.spec
-        pending = {m.path for m in metas}
-        self.rep.phase("downloading", total=sum(m.size for m in metas), files_total=len(metas))
-
-        def inflight() -> int:
-            total = _incomplete_bytes(spec.local_dir)
-            for p in list(pending):
-                with contextlib.suppress(OSError):
-                    total += os.path.getsize(os.path.join(spec.local_dir, p))
-            return total
-
-        self.rep.track(inflight)
-        if spec.source == "peer":
-            with_retries(spec, f"copying from peer {spec.peer_name}", lambda: rsync_from_peer(spec, sorted(pending)))
-            pending.clear()
-            self.fetched += [m.path for m in metas]
-            bad = self.hash_files(metas)
-            for attempt in range(spec.corrupt_refetch):
-                if not bad:
-                    break
-                for m in bad:
-                    _forget(spec, m.path)
-                self.refetched_corrupt += [m.path for m in bad]
-                with_retries(spec, "re-copying from the peer", lambda b=bad: rsync_from_peer(spec, [m.path for m in b]))
-                bad = self.hash_files(bad)
-                _ = attempt
-            if bad:
-                raise FetchError(f"{bad[0].path} from peer {spec.peer_name} is corrupted: re-sync the peer")
-            return
-
-        from huggingface_hub import hf_hub_download
-
-        def one(meta: core.FileMeta) -> None:
-            _forget(spec, meta.path)  # missing or wrong: never let huggingface_hub keep a bad copy it noted
-            for n in range(spec.corrupt_refetch + 1):
-                with_retries(
-                    spec,
-                    f"fetching {meta.path}",
-                    lambda: hf_hub_download(
-                        spec.repo_id,
-                        meta.path,
-                        revision=self.commit,
-                        local_dir=spec.local_dir,
-                        endpoint=spec.endpoint or None,
-                        token=self.token or False,
-                    ),
-                    self.rep.log,
-                )
-                problem = core.verify_file(os.path.join(spec.local_dir, meta.path), meta)
+        target = _safe(spec, meta.path)
+        part = Partial(spec.local_dir, meta)
+        problem: str | None = None
+        with self._lock:
+            self._active.add(part)
+        try:
+            for _ in range(spec.corrupt_refetch + 1):
+                part.open()
+                if part.offset < meta.size:  # a partial that is whole only needs its check
+                    with_retries(spec, f"fetching {meta.path}", lambda: stream(meta, part), self.rep.log)
+                problem = part.hash.problem()
                 if problem is None:
-                    with self._lock:
-                        self.verified[meta.path] = _stamp(spec, meta)
-                        self.fetched.append(meta.path)
-                        pending.discard(meta.path)
-                    self.rep.file_done(meta.size)
-                    self.journal()
+                    if part.resumed_at:
+                        self.rep.log(f"{meta.path}: resumed at byte {part.resumed_at}")
+                        with self._lock:
+                            self.resumed.append(meta.path)
+                    part.install(target)
+                    self._verified(meta, fetched=True)
                     return
                 self.rep.log(f"{meta.path} is corrupted ({problem}); fetching it again")
-                _forget(spec, meta.path)
+                part.discard()
                 with self._lock:
                     self.refetched_corrupt.append(meta.path)
-                _ = n
-            raise FetchError(
-                f"{meta.path} is corrupted ({problem}) after {spec.corrupt_refetch + 1} fetches from {spec.where}: "
-                "the server sends a bad copy; try another mirror"
-            )
+        finally:
+            part.close()
+            with self._lock:
+                self._active.discard(part)
+        raise FetchError(
+            f"{meta.path} is corrupted ({problem}) after {spec.corrupt_refetch + 1} fetches from {where}: "
+            + ("the server sends a bad copy; try another mirror" if where == spec.where else f"re-sync {where}")
+        )
 
+    def fetch_xet(self, meta: core.FileMeta) -> None:
+        """A file in Xet storage: hf_xet writes it, then it is hashed (while the page cache still holds it)."""
+        spec = self.spec
+        assert self.hub is not None
+        _forget(spec, meta.path)
+        problem: str | None = None
+        for _ in range(spec.corrupt_refetch + 1):
+            with_retries(spec, f"fetching {meta.path} (xet)", lambda: self.hub.fetch_xet(meta), self.rep.log)  # type: ignore[union-attr]
+            problem = core.verify_file(_safe(spec, meta.path), meta)
+            if problem is None:
+                self._verified(meta, fetched=True)
+                return
+            self.rep.log(f"{meta.path} is corrupted ({problem}); fetching it again")
+            _forget(spec, meta.path)
+            with self._lock:
+                self.refetched_corrupt.append(meta.path)
+        raise FetchError(
+            f"{meta.path} is corrupted ({problem}) after {spec.corrupt_refetch + 1} fetches from {spec.where}: "
+            "the server sends a bad copy; try another mirror"
+        )
+
+    def fetch(self, metas: list[core.FileMeta]) -> None:
+        """Fetch `metas` with `workers` transfers at once, each file as soon as its source has it."""
+        spec = self.spec
+        self.rep.phase("downloading", total=sum(m.size for m in metas), files_total=len(metas))
+        self.rep.track(self._inflight)
+        if spec.from_parent:
+            link = self.link
+
+            def one(m: core.FileMeta) -> None:
+                self.fetch_one(m, link.stream, spec.peer_name)
+
+        else:
+            hub = self.hub
+            assert hub is not None
+
+            def one(m: core.FileMeta) -> None:
+                try:
+                    self.fetch_one(m, hub.stream, spec.where)
+                except XetFile:
+                    self.xet_space()
+                    self.fetch_xet(m)
+
+        feed = Feed(self, metas)
+        errors: list[BaseException] = []
         with ThreadPoolExecutor(max_workers=max(1, spec.workers)) as pool:
-            for fut in [pool.submit(one, m) for m in metas]:
-                fut.result()
+            running: set[Future[None]] = set()
+            queue: deque[core.FileMeta] = deque()
+            while feed.waiting or queue or running:
+                try:
+                    queue.extend(feed.ready())
+                except FetchError as err:  # the parent failed or stalled: start no more, finish what runs
+                    errors.insert(0, err)
+                    queue.clear()
+                    feed.waiting.clear()
+                while queue and len(running) < max(1, spec.workers):
+                    running.add(pool.submit(one, queue.popleft()))
+                if not running:
+                    time.sleep(0.2)  # waiting for the parent to verify more files
+                    continue
+                done, running = wait(running, timeout=0.5, return_when=FIRST_COMPLETED)
+                # A file that fails does not stop the others: each good one is journaled for the next run.
+                errors += [e for e in (fut.exception() for fut in done) if e is not None]
+        if errors:
+            raise errors[0]
+
+    def xet_space(self) -> None:
+        """Before the first file goes through hf_xet: the free-space check again, with hf_xet's caches."""
+        with self._lock:
+            if self._xet_checked:
+                return
+            self._xet_checked = True
+        self.rep.log(f"files in Xet storage: hf_xet, HF_XET_HIGH_PERFORMANCE, caches in {self.spec.xet_dir}")
+        self.disk_check(self.to_fetch, xet=True)
+
+    def disk_check(self, to_fetch: list[core.FileMeta], xet: bool) -> None:
+        spec = self.spec
+        partial = {m.path: _size_or_none(os.path.join(spec.local_dir, core.PARTIAL_DIR), core.content_key(m)) or 0
+                   for m in to_fetch}  # fmt: skip
+        remaining = sum(m.size - partial[m.path] for m in to_fetch)
+        needs = [
+            core.DiskNeed(
+                spec.local_dir,
+                core.disk_need(remaining, spec.margin_pct, spec.margin_gb),
+                f"{len(to_fetch)} files, {core.format_bytes(remaining)} to fetch + margin",
+            )
+        ]
+        if xet:
+            caches = int((spec.xet_chunk_cache_gb + spec.xet_shard_cache_gb) * core.GB)
+            needs.append(
+                core.DiskNeed(
+                    spec.xet_dir,
+                    max(0, caches - core.dir_bytes(spec.xet_dir)),
+                    f"hf_xet's caches at {spec.xet_dir}: chunk {spec.xet_chunk_cache_gb:g} GB + shard "
+                    f"{spec.xet_shard_cache_gb:g} GB (model_xet_chunk_cache_gb, model_xet_shard_cache_gb)",
+                )
+            )
+        shorts = core.disk_shortfalls(needs)
+        if shorts:
+            raise FetchError(
+                "; ".join(shorts)
+                + ": free space there, or choose another model.local_dir"
+                + (" or model_xet_cache_dir" if xet else "")
+            )
 
     def run(self) -> dict[str, Any]:
         spec = self.spec
-        started = time.time()
         prepare_dir(spec.local_dir)
         self.commit, metas = self.metadata()
+        for m in metas:
+            why = core.name_problem(m.path)
+            if why:
+                raise FetchError(f"the file list from {spec.where} names {m.path!r}, which {why}: refusing it")
+        self.plan = metas
         manifest = load_manifest(spec.local_dir)
         if manifest is not None:
             ok = core.check_manifest(manifest, spec.local_dir, spec.repo_id, spec.allow_patterns, self.commit, metas)
             if ok.ok and not spec.full_rehash:
                 self.write_record(manifest)
+                self.manifest = manifest
                 return {"commit": self.commit, "fetched": [], "rehashed": [], "seconds": 0.0, "already": True}
             # Never leave a manifest that claims files this run may replace.
             Path(spec.local_dir, core.MANIFEST_NAME).unlink(missing_ok=True)
@@ -588,17 +1264,18 @@ class Syncer:
                 "model_source dir only verifies: copy the model there, or use model_source hub"
             )
         if to_fetch:
-            remove_orphans(spec.local_dir)
-            on_disk = sum(_size_or_none(spec.local_dir, m.path) or 0 for m in to_fetch)
-            remaining = sum(m.size for m in to_fetch)
-            need = core.disk_need(remaining, spec.margin_pct, spec.margin_gb)
-            free = shutil.disk_usage(spec.local_dir).free + on_disk
-            short = core.disk_shortfall(need, free, spec.local_dir)
-            if short:
-                raise FetchError(
-                    f"{short} ({len(to_fetch)} files, {core.format_bytes(remaining)} to fetch + margin): "
-                    "free space there, or choose another model.local_dir"
-                )
+            self.to_fetch = to_fetch
+            for m in to_fetch:  # wrong or partial copies in place are useless: their space counts as free
+                _forget(spec, m.path)
+            remove_orphans(spec.local_dir, {core.content_key(m) for m in to_fetch})
+            self.disk_check(to_fetch, xet=False)  # before the first request for a file
+            if not spec.from_parent:
+                self.hub = HubBodies(spec, self.token, self.commit)
+                big = max(to_fetch, key=lambda m: m.size)
+                ask = f"asking {spec.where} for {big.path}"
+                if spec.xet and with_retries(spec, ask, lambda: self.hub.in_xet(big), self.rep.log):  # type: ignore[union-attr]
+                    self.xet_space()  # a Xet repo: hf_xet's caches are checked before the first byte
+            self.journal()
             self.fetch(to_fetch)
         files = [self.verified[m.path] for m in metas]
         new = core.Manifest(
@@ -606,29 +1283,30 @@ class Syncer:
             revision=spec.revision,
             commit=self.commit,
             allow_patterns=list(spec.allow_patterns),
-            source=spec.source if spec.source != "peer" else f"peer:{spec.peer_name}",
-            endpoint=spec.where if spec.source != "peer" else "",
+            source=f"{spec.source}:{spec.peer_name}" if spec.from_parent else spec.source.replace("fleet", "hub"),
+            endpoint="" if spec.source == "peer" else spec.where,
             files=files,
             verified_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         )
         core.atomic_write(os.path.join(spec.local_dir, core.MANIFEST_NAME), new.to_json())
+        self.manifest = new
         _journal_path(spec).unlink(missing_ok=True)
+        shutil.rmtree(os.path.join(spec.local_dir, core.PARTIAL_DIR), ignore_errors=True)
         self.write_record(new)
         return {
             "commit": self.commit,
             "fetched": sorted(self.fetched),
             "rehashed": sorted(self.rehashed),
             "refetched_corrupt": sorted(self.refetched_corrupt),
+            "resumed": sorted(self.resumed),
             "bytes": new.total_bytes,
-            "seconds": round(time.time() - started, 3),
+            "seconds": round(time.time() - self.started, 3),
             "already": False,
         }
 
     def write_record(self, manifest: core.Manifest) -> None:
         """`<state_dir>/<name>.json`: what the verify role reads (which commit is on this host, from where)."""
         text = Path(self.spec.local_dir, core.MANIFEST_NAME).read_text()
-        import hashlib
-
         record = {
             "name": self.spec.name,
             "repo_id": manifest.repo_id,
@@ -644,13 +1322,6 @@ class Syncer:
         }
         os.makedirs(self.spec.state_dir, exist_ok=True)
         core.atomic_write(self.spec.state_file(".json"), json.dumps(record, indent=1, sort_keys=True) + "\n")
-
-
-def _size_or_none(local_dir: str, path: str) -> int | None:
-    try:
-        return os.path.getsize(os.path.join(local_dir, path))
-    except OSError:
-        return None
 
 
 # -- commands -----------------------------------------------------------------------------------------------
@@ -673,8 +1344,6 @@ def read_token(args: argparse.Namespace) -> str | None:
 
 def program_sha() -> str:
     """sha256 over this file and model_core.py next to it (what the role compares with the version it ships)."""
-    import hashlib
-
     here = os.path.dirname(os.path.abspath(__file__))
     h = hashlib.sha256()
     for name in ("hgxkit_fetch.py", "model_core.py"):
@@ -776,27 +1445,52 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "result":
         return report_result(spec)
     os.makedirs(spec.state_dir, exist_ok=True)
+    os.environ.update(spec.xet_env())  # before huggingface_hub (and hf_xet) read their settings
     run_id = args.run_id or f"{os.getpid()}-{int(time.time())}"
     rep = Reporter(spec, run_id)
     with rep:
+        syncer = Syncer(spec, token, rep)
+        server, code = None, 1
+        if spec.source == "fleet" and spec.fleet_port >= 0 and spec.fleet_children:
+            try:
+                server = FleetServer(spec, syncer)
+            except OSError as err:  # the hosts below copy over SSH instead
+                rep.log(f"cannot serve the hosts below on port {spec.fleet_port} ({err.strerror}): they use SSH")
         try:
-            result = Syncer(spec, token, rep).run()
-        except FetchError as err:
-            rep.phase("failed", detail=str(err))
-            rep.result(False, error=str(err))
-            print(f"hgxkit-fetch: error: {err}", file=sys.stderr, flush=True)
-            return 1
-        except Exception as err:
-            traceback.print_exc()
-            msg = (
-                f"unexpected {type(err).__name__}: {str(err)[:200]}; see journalctl -u {core.unit_name(spec.local_dir)}"
-            )
-            rep.phase("failed", detail=msg)
-            rep.result(False, error=msg)
-            return 1
-        rep.phase("done", detail=f"{spec.repo_id}@{result['commit'][:12]}")
-        rep.result(True, **result)
+            code = _sync(spec, syncer, rep)
+        finally:
+            if server is not None:
+                server.linger(spec.fleet_children, rep)
+                server.close()
+                if code == 0:
+                    rep.phase(
+                        "done", detail=f"{spec.repo_id}@{syncer.commit[:12]}, served {server.served / 1e9:.2f} GB"
+                    )
+    return code
+
+
+def _sync(spec: Spec, syncer: Syncer, rep: Reporter) -> int:
+    """Run the sync, write its result; 0 when the copy is complete and verified."""
+    try:
+        result = syncer.run()
+    except FetchError as err:
+        return _failed(syncer, rep, str(err))
+    except Exception as err:
+        traceback.print_exc()
+        unit = core.unit_name(spec.local_dir)
+        return _failed(syncer, rep, f"unexpected {type(err).__name__}: {str(err)[:200]}; see journalctl -u {unit}")
+    rep.phase("done", detail=f"{spec.repo_id}@{result['commit'][:12]}")
+    rep.result(True, **result)
+    syncer.link.done()
     return 0
+
+
+def _failed(syncer: Syncer, rep: Reporter, msg: str) -> int:
+    rep.phase("failed", detail=msg)
+    rep.result(False, error=msg)
+    syncer.result = {"ok": False, "error": msg, "finished_at": time.time()}
+    print(f"hgxkit-fetch: error: {msg}", file=sys.stderr, flush=True)
+    return 1
 
 
 if __name__ == "__main__":

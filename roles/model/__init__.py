@@ -7,6 +7,10 @@ fact (≈1 s). Otherwise: huggingface_hub (with hf_xet) in a dedicated virtualen
 (`systemd-run`), which an SSH drop or a pyinfra timeout cannot kill; the role prints its progress while it
 waits, and a re-run attaches to a running one. Every knob: roles/model/defaults.py.
 
+With `model_source: fleet` the hosts form a tree in inventory order (`model_fleet_fanout` children each): the
+first downloads from the Hub, every other host streams each file from its parent as soon as the parent has
+verified it, and checks it against the Hub's hashes itself.
+
 Example (deploys/model.py):
     from roles.model import model
     model()                                   # the recipe named by the `recipe` knob
@@ -73,8 +77,8 @@ def build_spec() -> core.Spec:
     )
     data = host.data
     source = str(data.get("model_source"))
-    if source not in ("hub", "dir", "peer"):
-        raise DeployError(f"{host.name}: model_source {source!r}; use hub, dir or peer")
+    if source not in ("hub", "dir", "peer", "fleet"):
+        raise DeployError(f"{host.name}: model_source {source!r}; use hub, dir, peer or fleet")
     spec = core.Spec(
         repo_id=model.repo_id,
         revision=model.revision or "main",
@@ -91,15 +95,35 @@ def build_spec() -> core.Spec:
         corrupt_refetch=int(data.get("model_corrupt_refetch")),
         state_dir=str(data.get("model_state_dir")),
         program_sha=program_sha(),
+        xet=bool(data.get("model_xet")),
+        xet_high_performance=bool(data.get("model_xet_high_performance")),
+        xet_cache_dir=str(data.get("model_xet_cache_dir") or ""),
+        xet_chunk_cache_gb=float(data.get("model_xet_chunk_cache_gb")),
+        xet_shard_cache_gb=float(data.get("model_xet_shard_cache_gb")),
     )
-    if source != "peer":
-        return spec
-    peer_name = data.get("model_peer")
-    peer = host.inventory.get_host(peer_name) if peer_name else None
-    if peer is None or peer_name == host.name:
-        raise DeployError(
-            f"{host.name}: model_source peer needs model_peer naming another inventory host (got {peer_name!r})"
+    if source == "fleet":
+        order, fanout = fleet_order(), int(data.get("model_fleet_fanout"))
+        children = [h for h in order if h != host.name and fleet_parent(h, order, fanout) == host.name]
+        spec = replace(
+            spec,
+            host_name=host.name,
+            fleet_port=int(data.get("model_fleet_port")),
+            fleet_bind=str(data.get("model_peer_address") or ""),
+            fleet_children=[h for h in children if host.state.is_host_in_limit(host.inventory.get_host(h))],
         )
+        parent = fleet_parent(host.name, order, fanout)
+        if parent is None:
+            return spec  # the root: from the Hub
+        peer = host.inventory.get_host(parent)
+    elif source == "peer":
+        peer_name = data.get("model_peer")
+        peer = host.inventory.get_host(peer_name, None) if peer_name else None
+        if peer is None or peer_name == host.name:
+            raise DeployError(
+                f"{host.name}: model_source peer needs model_peer naming another inventory host (got {peer_name!r})"
+            )
+    else:
+        return spec
     return replace(
         spec,
         peer_name=peer.name,
@@ -109,6 +133,24 @@ def build_spec() -> core.Spec:
         peer_key=str(data.get("model_peer_key")),
         peer_wait_s=float(data.get("model_peer_wait_s")),
     )
+
+
+def fleet_order() -> list[str]:
+    """The hosts of the fleet tree: every inventory host with model_source fleet, in inventory order (the same
+    on every host, whatever `--limit` says)."""
+    return [h.name for h in host.inventory if h.data.get("model_source") == "fleet"]
+
+
+def fleet_parent(name: str, order: list[str], fanout: int) -> str | None:
+    """The host `name` copies from in a tree of `fanout` children per host over `order`; None for the root.
+
+    >>> [fleet_parent(n, ["a", "b", "c", "d", "e"], 2) for n in "abcde"]
+    [None, 'a', 'a', 'b', 'b']
+    """
+    if fanout < 1:
+        raise DeployError(f"model_fleet_fanout {fanout}: use 1 (a chain) or more")
+    i = order.index(name)
+    return None if i == 0 else order[(i - 1) // fanout]
 
 
 def program_sha() -> str:
@@ -211,7 +253,7 @@ def model() -> None:
     spec_json = spec.to_json()
     name = core.model_name(spec.local_dir)
     py, program, state_dir = _paths()
-    token = controller_token() if spec.source != "peer" else None
+    token = controller_token() if spec.source != "peer" else None  # a fleet host reads the Hub's file list
     extra = {"_stdin": SecretLines([token])} if token else {}
     started = time.perf_counter()
     status = host.get_fact(
@@ -227,7 +269,7 @@ def model() -> None:
 
     files.directory(name="Model state directory", path=state_dir, mode="0755")
     files.directory(name="Model downloader directory", path=str(host.data.get("model_lib_dir")), mode="0755")
-    apt.packages(name="python3-venv, rsync and ssh for the model downloader", packages=_host_packages())
+    apt.packages(name="python3-venv and ssh for the model downloader", packages=_host_packages())
     requirement = str(host.data.get("model_hf_hub_requirement"))
     venv = str(host.data.get("model_venv"))
     stamp = f"{venv}/.hgxkit-requirement"
@@ -246,7 +288,7 @@ def model() -> None:
         )
     spec_path = f"{state_dir}/{name}.spec.json"
     files.put(name=f"Sync spec {spec_path}", src=StringIO(spec_json + "\n"), dest=spec_path, mode="0644")
-    if spec.source == "peer":
+    if spec.from_parent:
         server.shell(
             name="SSH key for peer copies",
             commands=[
@@ -259,7 +301,7 @@ def model() -> None:
             ],
         )
         python.call(
-            name=f"Authorize the peer key on {spec.peer_name}",
+            name=f"Authorize the peer key on {spec.peer_name} ({spec.source})",
             function=_authorize_on_peer,
             peer_name=spec.peer_name,
             key=spec.peer_key,
@@ -276,4 +318,4 @@ def model() -> None:
 
 
 def _host_packages() -> list[str]:
-    return ["python3-venv", "rsync", "openssh-client"]
+    return ["python3-venv", "openssh-client"]

@@ -4,15 +4,26 @@ What to fetch comes from the recipe (`model.repo_id`, `revision`, `local_dir`, `
 say where from, how, and how carefully.
 
 model_source             hub (default: the Hub, or the mirror in hf_endpoint); dir (verify what is already in
-                         local_dir, never download); peer (rsync over SSH from model_peer, which must hold a
-                         verified copy: a fleet downloads from outside once).
+                         local_dir, never download); peer (stream over SSH from model_peer, each file once the
+                         peer has verified it; the peer's file list is taken as it is); fleet (every host with
+                         model_source fleet, in inventory order, forms a tree: the first downloads from the Hub
+                         or mirror, each other host streams every file from its parent as soon as the parent
+                         verified it and checks it against the Hub's hashes itself, so the Hub serves each
+                         file once and the fleet finishes about when the first host does).
+model_fleet_fanout       fleet: hosts each host serves (2: a binary tree; 1: a chain). More spreads the bytes
+                         over more links; fewer keeps each parent's uplink for fewer children.
+model_fleet_port         fleet: the port a host serves its verified files on to the hosts below it (HTTP, on
+                         model_peer_address when set; sendfile, no encryption cost per byte), while its sync
+                         runs and until they have their copies. Each request carries a secret the server makes
+                         per run, readable by root only; the hosts below read it over SSH with their peer key.
+                         A host that cannot reach it (or a parent not running its sync) copies over SSH.
 model_peer               inventory name of the host to copy from (model_source: peer).
 model_peer_address       set on a host: the address other hosts reach it at for peer copies (default: its
                          ssh_hostname, else its inventory name).
 model_peer_user          the SSH user on the peer (its authorized_keys gets this host's peer key).
 model_peer_key           private key generated on this host for peer copies (its .pub is authorized on the peer,
                          comment `hgxkit-model-peer@<host>`; remove that line from the peer to revoke it).
-model_peer_wait_s        how long a peer copy waits for the peer's own sync to finish.
+model_peer_wait_s        how long a peer or fleet copy waits while its parent verifies no new file.
 hf_endpoint              a Hub mirror (HF_ENDPOINT), e.g. http://mirror.internal:8080; None: huggingface.co.
 hf_token_env             controller environment variable holding the token (HF_TOKEN). It reaches the host on
                          stdin into a root-only file that the downloader deletes on start: never on a command
@@ -27,7 +38,22 @@ model_state_dir          the record `<name>.json` (commit, files, bytes; the ver
 model_disk_margin_pct    free space needed beyond the bytes still to fetch, in percent of them ...
 model_disk_margin_gb     ... plus this floor (GB); a shortfall fails before anything downloads.
 model_full_rehash        true: re-hash every file (sha256) instead of trusting the manifest's size+mtime check.
-model_download_workers   files fetched in parallel.
+model_download_workers   files fetched at once, one connection each, largest first (8 fills a 10-25 Gb/s link
+                         from the Hub's CDN; each file is hashed as its bytes arrive, so there is no second
+                         read, and a cut transfer resumes at its last byte: HTTP Range, or `tail -c +N`).
+model_xet                true: files the Hub keeps in Xet storage go through hf_xet (chunked, parallel,
+                         deduplicated; each is hashed right after it lands, from the page cache); false: plain
+                         HTTP for them too (hashed as they stream, resumable mid-file).
+model_xet_high_performance  true: HF_XET_HIGH_PERFORMANCE=1 (more concurrent range fetches and larger buffers:
+                         what an HGX node's link and RAM are for).
+model_xet_cache_dir      where hf_xet keeps its chunk and shard caches (HF_XET_CACHE). None: under local_dir
+                         (.cache/huggingface/xet), on the models disk, never on the root file system.
+model_xet_chunk_cache_gb hf_xet's chunk cache limit (HF_XET_CHUNK_CACHE_SIZE_BYTES; 10 as hf_xet's default: it lets
+                         a cut Xet download re-use the chunks it already had).
+model_xet_shard_cache_gb hf_xet's shard cache limit (HF_XET_SHARD_CACHE_SIZE_LIMIT; 16 as hf_xet's default).
+                         When any file to fetch is in Xet storage, both limits (less what the cache already
+                         holds) are added to the free-space check on the cache's file system: a disk too
+                         small for them is refused before the download, with the path and the need.
 model_retries            retries of a network failure (exponential backoff from model_retry_backoff_s).
 model_retry_backoff_s    first backoff delay; doubles per retry (capped at 60 s).
 model_corrupt_refetch    times a file that fails its hash check is fetched again before the sync fails.
@@ -61,6 +87,13 @@ DEFAULTS = {
     "model_disk_margin_gb": 5,
     "model_full_rehash": False,
     "model_download_workers": 8,
+    "model_fleet_fanout": 2,
+    "model_fleet_port": 8097,
+    "model_xet": True,
+    "model_xet_high_performance": True,
+    "model_xet_cache_dir": None,
+    "model_xet_chunk_cache_gb": 10,
+    "model_xet_shard_cache_gb": 16,
     "model_retries": 5,
     "model_retry_backoff_s": 2,
     "model_corrupt_refetch": 2,

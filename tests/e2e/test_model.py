@@ -3,8 +3,10 @@ against each node's Hub stand-in (hgxkit-sim-hub.service on 127.0.0.1:8088).
 
 A too-small disk fails before any download; a fresh download; the re-run is a no-op whose check takes <= 2 s of
 role time; a gated repo without access fails clearly, with the token it syncs; a rate-limited download is
-attached to by a second run, killed mid-file, and resumed without re-fetching completed files; a corrupted
-shard is re-fetched alone; node2 copies from node1 without touching its Hub; the token appears in no output.
+attached to by a second run, killed mid-file, and resumed mid-file without re-fetching completed files; a
+corrupted shard is re-fetched alone; node2 copies from node1 without touching its Hub; as a fleet, node2 streams
+every file from node1, which read each from its Hub once; hf_xet's caches on a root file system too small for
+them are refused before any download; the token appears in no output.
 """
 
 from __future__ import annotations
@@ -12,9 +14,11 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import subprocess
 import sys
 import time
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -95,18 +99,23 @@ def hub(cluster: str, node: str, method: str, path: str, body: dict | None = Non
     return json.loads(node_sh(cluster, node, f"curl -s -X {method} {data} http://127.0.0.1:8088{path}"))
 
 
-def fetched_bodies(cluster: str, node: str, manifest: dict) -> set[str]:
-    """Files whose content the node's Hub served (LFS bodies by sha256, small files by /resolve/ path)."""
+def body_reads(cluster: str, node: str, manifest: dict) -> Counter[str]:
+    """How often the node's Hub served each file's content (LFS bodies by sha256, small files by /resolve/ path)."""
     by_sha = {f["sha256"]: f["path"] for f in manifest["files"] if f["sha256"]}
-    got = set()
+    got: Counter[str] = Counter()
     for r in hub(cluster, node, "GET", "/_hubsim/requests"):
         if r["method"] != "GET" or r["status"] not in (200, 206):
             continue
         if r["path"].startswith("/_lfs/"):
-            got.add(by_sha.get(r["path"].split("/")[2].split("?")[0], r["path"]))
+            got[by_sha.get(r["path"].split("/")[2].split("?")[0], r["path"])] += 1
         elif "/resolve/" in r["path"]:
-            got.add(r["path"].split("/resolve/")[1].split("/", 1)[1].split("?")[0])
+            got[r["path"].split("/resolve/")[1].split("/", 1)[1].split("?")[0]] += 1
     return got
+
+
+def fetched_bodies(cluster: str, node: str, manifest: dict) -> set[str]:
+    """Files whose content the node's Hub served."""
+    return set(body_reads(cluster, node, manifest))
 
 
 def manifest_of(cluster: str, node: str, local_dir: str = TINY_DIR) -> dict:
@@ -204,10 +213,13 @@ def test_killed_download_resumes_without_refetching_completed_files(cluster: str
     assert any(p.endswith(".safetensors") for p in completed) and len(completed) < 11
     hub(cluster, "node1", "POST", "/_hubsim/faults", {})
     hub(cluster, "node1", "DELETE", "/_hubsim/requests")
+    partial = node_sh(cluster, "node1", f"stat -c %s {TINY_DIR}/.cache/hgxkit/partial/* 2>/dev/null").split()
     resumed, _ = deploy(cluster, "node1", recipes["tiny"])
     assert resumed.returncode == 0, out(resumed)[-3000:]
     manifest = manifest_of(cluster, "node1")
     assert fetched_bodies(cluster, "node1", manifest) == {f["path"] for f in manifest["files"]} - completed
+    ranges = [r["range"] for r in hub(cluster, "node1", "GET", "/_hubsim/requests") if r["status"] == 206]
+    assert partial and ranges == [f"bytes={n}-" for n in partial if int(n) > 0]  # the cut file resumed mid-file
 
 
 def test_corrupted_shard_is_refetched_alone(cluster: str, recipes: dict[str, str]) -> None:
@@ -240,6 +252,78 @@ def test_peer_copy_from_node1(cluster: str, recipes: dict[str, str]) -> None:
     assert "hgxkit-model-peer@node2" in node_sh(cluster, "node1", "cat /root/.ssh/authorized_keys")
     again, _ = deploy(cluster, "node2", recipes["tiny"], *peer)
     assert totals(again) == (0, 0, 0, 0)
+
+
+def test_fleet_node2_streams_each_file_from_node1(cluster: str, recipes: dict[str, str]) -> None:
+    for node in ("node1", "node2"):
+        node_sh(cluster, node, f"rm -rf {TINY_DIR} /var/lib/hgxkit/model/tiny.json")
+        hub(cluster, node, "DELETE", "/_hubsim/requests")
+    res, _ = deploy(cluster, "node*", recipes["tiny"], "model_source=fleet")
+    assert res.returncode == 0, out(res)[-3000:]
+    root, copy = manifest_of(cluster, "node1"), manifest_of(cluster, "node2")
+    assert root["source"] == "hub" and copy["source"] == "fleet:node1" and copy["commit"] == root["commit"]
+    assert [(f["path"], f["sha256"]) for f in copy["files"]] == [(f["path"], f["sha256"]) for f in root["files"]]
+    reads = body_reads(cluster, "node1", root)
+    assert set(reads) == {f["path"] for f in root["files"]} and set(reads.values()) == {1}  # each file once
+    node2_hub = [r["path"] for r in hub(cluster, "node2", "GET", "/_hubsim/requests") if r["path"][:9] != "/_hubsim/"]
+    assert node2_hub and all(p.startswith("/api/models/hgxkit-sim/tiny") for p in node2_hub)  # the file list only
+    assert "hgxkit-model-peer@node2" in node_sh(cluster, "node1", "cat /root/.ssh/authorized_keys")
+    again, _ = deploy(cluster, "node*", recipes["tiny"], "model_source=fleet")
+    assert totals(again) == (0, 0, 0, 0)
+
+
+# A stand-in for a Hub that keeps files in Xet storage: the node's Hub behind a proxy that says so on every HEAD.
+XET_PROXY = """
+import http.client, http.server
+class H(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    def _go(self):
+        body = self.rfile.read(int(self.headers.get("Content-Length") or 0)) or None
+        c = http.client.HTTPConnection("127.0.0.1", 8088)
+        c.request(self.command, self.path, body=body, headers={k: v for k, v in self.headers.items() if k.lower() != "host"})
+        r = c.getresponse()
+        data = r.read()
+        self.send_response(r.status)
+        for k, v in r.getheaders():
+            if k.lower() not in ("transfer-encoding", "connection"):
+                self.send_header(k, v)
+        if self.command == "HEAD":
+            self.send_header("X-Xet-Hash", "ab" * 32)
+            self.send_header("X-Xet-Refresh-Route", "/api/models/hgxkit-sim/tiny/xet-read-token/main")
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(data)
+    do_GET = do_HEAD = do_POST = _go
+    def log_message(self, *args):
+        pass
+http.server.ThreadingHTTPServer(("127.0.0.1", 8089), H).serve_forever()
+"""
+
+
+def test_xet_caches_on_a_small_root_file_system_are_refused(cluster: str, recipes: dict[str, str]) -> None:
+    cache = "/root/.cache/huggingface/xet"
+    node_sh(cluster, "node1", f"rm -rf {TINY_DIR} /var/lib/hgxkit/model/tiny.json")
+    node_sh(cluster, "node1", "mkdir -p /root/.cache && mount -t tmpfs -o size=1g hgxkit-e2e /root/.cache")
+    node_sh(
+        cluster,
+        "node1",
+        f"printf %s {shlex.quote(XET_PROXY)} > /run/hgxkit-e2e-xet-proxy.py && "
+        "systemd-run --unit=hgxkit-e2e-xet-proxy python3 /run/hgxkit-e2e-xet-proxy.py && sleep 1",
+    )
+    try:
+        hub(cluster, "node1", "DELETE", "/_hubsim/requests")
+        xet = ("hf_endpoint=http://127.0.0.1:8089", f"model_xet_cache_dir={cache}")
+        res, _ = deploy(cluster, "node1", recipes["tiny"], *xet)
+        assert res.returncode != 0
+        assert re.search(
+            rf"need 26\.0 GB, 1\.\d+ GB free at {cache} \(hf_xet's caches at {cache}: chunk 10 GB \+ shard 16 GB",
+            out(res),
+        ), out(res)[-3000:]
+        served = hub(cluster, "node1", "GET", "/_hubsim/requests")
+        assert [r for r in served if r["method"] == "GET" and ("/resolve/" in r["path"] or "/_lfs/" in r["path"])] == []
+        assert any(r["method"] == "HEAD" for r in served)  # it asked where each file is, and read none
+    finally:
+        node_sh(cluster, "node1", "systemctl stop hgxkit-e2e-xet-proxy; umount /root/.cache; rm -rf /data/models/tiny")
 
 
 def test_token_never_appears(cluster: str) -> None:

@@ -113,3 +113,61 @@ def test_manifest_from_json_refuses_other_documents() -> None:
 
 def test_is_commit() -> None:
     assert core.is_commit("0" * 40) and not core.is_commit("main") and not core.is_commit("A" * 40)
+
+
+@pytest.mark.parametrize(
+    ("name", "why"),
+    [
+        ("model-00001-of-00002.safetensors", None),
+        ("sub/dir/tokenizer.json", None),
+        ("../x", "has a '..', '.' or empty part"),
+        ("a/../../x", "has a '..', '.' or empty part"),
+        ("./x", "has a '..', '.' or empty part"),
+        ("/etc/passwd", "is absolute"),
+        ("", "is empty or holds a NUL"),
+        ("a\0b", "is empty or holds a NUL"),
+        (".hgxkit-manifest.json", "is hgxkit state"),
+        (".cache/huggingface/download/x.metadata", "is hgxkit state"),
+    ],
+)
+def test_names_from_a_listing_stay_inside_local_dir(name: str, why: str | None) -> None:
+    assert core.name_problem(name) == why
+
+
+def test_a_symlink_cannot_lead_a_write_out_of_local_dir(tmp_path: Path) -> None:
+    (tmp_path / "m").mkdir()
+    (tmp_path / "outside").mkdir()
+    (tmp_path / "m" / "sub").symlink_to(tmp_path / "outside")
+    assert core.safe_path(str(tmp_path / "m"), "a/b.json") == str(tmp_path / "m" / "a" / "b.json")
+    with pytest.raises(ValueError, match=r"leads out of .* through a symlink"):
+        core.safe_path(str(tmp_path / "m"), "sub/x.json")
+    with pytest.raises(ValueError, match=r"has a '\.\.'"):
+        core.safe_path(str(tmp_path / "m"), "../outside/x.json")
+
+
+def test_content_hash_streams_sha256_and_git_oids() -> None:
+    data = b"x" * 3_000_000
+    h = core.ContentHash(FileMeta("w", len(data), hashlib.sha256(data).hexdigest(), None))
+    for i in range(0, len(data), 1 << 20):
+        h.update(memoryview(data)[i : i + (1 << 20)])
+    assert h.problem() is None
+    short = core.ContentHash(FileMeta("w", len(data) + 1, hashlib.sha256(data).hexdigest(), None))
+    short.update(data)
+    assert short.problem() == f"size {len(data)} != {len(data) + 1}"
+    oid = hashlib.sha1(b"blob 2\0{}").hexdigest()
+    bad = core.ContentHash(FileMeta("c.json", 2, None, oid))
+    bad.update(b"[]")
+    assert bad.problem().startswith("git oid ")
+
+
+def test_disk_needs_on_one_file_system_add_up(tmp_path: Path) -> None:
+    free = core.shutil.disk_usage(tmp_path).free
+    needs = [
+        core.DiskNeed(str(tmp_path / "m"), free // 2, "files"),
+        core.DiskNeed(str(tmp_path / "m" / "not-yet" / "xet"), free // 2 + GB, "caches"),
+    ]
+    (short,) = core.disk_shortfalls(needs)
+    assert short.startswith(f"need {core._gb(free + GB)} GB, ") and short.endswith(
+        f"free at {tmp_path / 'm'} (files; caches)"
+    )
+    assert core.disk_shortfalls(needs[:1]) == []

@@ -49,7 +49,8 @@ _CREATED = "2026-06-27T00:00:00.000Z"
 
 @dataclass(frozen=True)
 class RequestRecord:
-    """One served request, for tests and debugging (``GET /_hubsim/requests``)."""
+    """One served request, for tests and debugging (``GET /_hubsim/requests``); `client` is the caller's
+    address, so a log can show which host read which file."""
 
     method: str
     path: str
@@ -57,6 +58,7 @@ class RequestRecord:
     status: int
     body_bytes: int
     authorized: bool
+    client: str = ""
 
 
 class HubError(Exception):
@@ -188,6 +190,7 @@ class HubHandler(BaseHTTPRequestHandler):
                 status=status,
                 body_bytes=nbytes,
                 authorized=self._token() is not None,
+                client=str(self.client_address[0]),
             )
         )
 
