@@ -32,7 +32,7 @@ demo: host venv
 ## test: lint, then every test (unit and end-to-end); what .ci/run runs
 test: host-test venv
 	$(BIN)/ruff check .
-	$(BIN)/python -m pytest --durations=40 --junitxml=build/test-report.xml
+	PYTHON=$(BIN)/python tests/run_all.sh
 
 unit: venv
 	$(BIN)/python -m pytest tests/unit

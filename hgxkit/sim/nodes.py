@@ -20,6 +20,7 @@ Example:
 
 from __future__ import annotations
 
+import fcntl
 import os
 import re
 import shutil
@@ -292,9 +293,15 @@ def up(
     if not re.fullmatch(r"\d+[kmgt]?", model_disk.lower()):
         raise InputError(f"--model-disk {model_disk!r} is not a size: use e.g. 500g or 4t")
     c = client()
-    tag = image.ensure_node_image(c)
-    repo = aptrepo.build_repo(state_dir() / "repos")
-    serving_node.prepare(c)  # the SGLang stand-in in the registry mirror storage; the client store dir
+    state_dir().mkdir(parents=True, exist_ok=True)
+    # Concurrent `sim up`s (parallel test sessions on a fresh machine) build one at a time: the second finds
+    # every image and store ready instead of building them again beside the first.
+    with open(state_dir() / ".build.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        tag = image.ensure_node_image(c)
+        repo = aptrepo.build_repo(state_dir() / "repos")
+        hubrepos.build_hub_store(state_dir() / "hub")
+        serving_node.prepare(c)  # the SGLang stand-in in the registry mirror storage; the client store dir
     uptime = ensure_lxcfs()
     existing = {x.labels.get("hgxkit.sim.node"): x for x in _containers(c, cluster)}
     for name, x in existing.items():

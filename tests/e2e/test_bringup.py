@@ -1,7 +1,7 @@
 """End-to-end: `pyinfra -y inventories/sim.py deploys/bringup.py` on simulated HGX-H200 nodes.
 
 Fresh node -> reboot-required stop (allow_reboot false) -> converged (reboot included) -> a second run
-changes nothing -> a mismatched fabric manager is repaired (or refused, per the knob); a node reporting
+skips bring-up (nothing it judges changed) and a recheck=true run changes nothing -> a mismatched fabric manager is repaired (or refused, per the knob); a node reporting
 7 of 8 GPUs fails preflight before any change.
 """
 
@@ -74,9 +74,19 @@ def test_fresh_node_to_gpu_host_and_idempotent(sim_nodes) -> None:
     fabric = node_shell(BRINGUP_CLUSTER, "nvidia-smi --query-gpu=fabric.state,fabric.status --format=csv,noheader")
     assert set(fabric.strip().splitlines()) == {"Completed, Success"}
 
+    # Unchanged since it passed: the re-run says so and plans no bring-up operation at all.
     again = bringup(BRINGUP_CLUSTER)
     assert again.returncode == 0, output(again)[-4000:]
-    ops, changed, errors, unchanged = totals(again)
+    assert "node1] bring-up unchanged since the checks passed at" in output(again)
+    assert "recheck=true re-checks" in output(again)
+    if "Grand total" in output(again):  # pyinfra prints no results table for a run without operations
+        ops, changed, errors, unchanged = totals(again)
+        assert (changed, errors) == (0, 0) and unchanged == ops < 5
+    # recheck=true runs every role and gate again: all of them find nothing to change.
+    rechecked = bringup(BRINGUP_CLUSTER, "recheck=true")
+    assert rechecked.returncode == 0, output(rechecked)[-4000:]
+    assert "bring-up unchanged" not in output(rechecked)
+    ops, changed, errors, unchanged = totals(rechecked)
     assert (changed, errors) == (0, 0) and unchanged == ops > 10
 
     # A fabric manager at another version than the driver (the classic split-source mistake).

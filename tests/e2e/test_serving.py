@@ -132,6 +132,8 @@ def test_full_bench_archives_repeats_intervals_telemetry_and_report(served, tmp_
 
     data = yaml.safe_load((ROOT / MARLIN).read_text())
     data["matrix"]["cells"] = data["matrix"]["cells"][:2]
+    kept = {cell["id"] for cell in data["matrix"]["cells"]}
+    data["reference"]["cells"] = [cell for cell in data["reference"]["cells"] if cell["cell"] in kept]
     recipe = tmp_path / "marlin-two-cells.yaml"
     recipe.write_text(yaml.safe_dump(data, sort_keys=False))
     results = tmp_path / "results"

@@ -194,8 +194,8 @@ def test_sglangs_real_client_runs_two_cells_in_one_process(tmp_path: Path, start
     logs = "\n".join((tmp_path / f"{c.file}.log").read_text() for c in cells if (tmp_path / f"{c.file}.log").exists())
     assert proc.returncode == 0, proc.stderr[-2000:] + logs[-3000:]
     assert proc.stdout.splitlines() == [
-        "hgxkit-progress cell 1", f"hgxkit-done {cells[0].file} 0",
-        "hgxkit-progress cell 2", f"hgxkit-done {cells[1].file} 0",
+        "hgxkit-progress cell 1", f"hgxkit-start {cells[0].file}", f"hgxkit-done {cells[0].file} 0",
+        "hgxkit-progress cell 2", f"hgxkit-start {cells[1].file}", f"hgxkit-done {cells[1].file} 0",
     ]  # fmt: skip
     for cell in cells:
         record = json.loads((tmp_path / cell.file).read_text().splitlines()[-1])

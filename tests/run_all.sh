@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# `make test`: every test, unit and end-to-end, in two pytest sessions side by side.
+#
+#   tests/run_all.sh [PYTEST ARGS…]        # e.g. tests/run_all.sh -x
+#
+# The end-to-end tests spend most of their time waiting on simulated nodes (a CI run used about a quarter of
+# the machine's two cores), so two sessions take about half as long as one. Each session has its own cluster
+# suffix and lock (tests/e2e/sim_steps.py), so their simulated nodes never meet; `hgxkit sim up` builds images
+# one session at a time. Session A runs the serving-side e2e files listed below; session B the unit tests and
+# every other e2e file (a new e2e file lands there). Session B streams to the terminal; session A's output is
+# in build/test-a.log and printed when both are done. Each writes build/test-<a|b>.xml (JUnit, times per test).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+PYTHON=${PYTHON:-.venv/bin/python}
+mkdir -p build
+
+A_FILES=(tests/e2e/test_serving.py tests/e2e/test_router.py tests/e2e/test_serving_stack.py
+         tests/e2e/test_bringup.py tests/e2e/test_sim_nodes.py tests/e2e/test_sim_mismatch.py)
+B_FILES=(tests/unit)
+for file in tests/e2e/test_*.py; do
+    [[ " ${A_FILES[*]} " == *" $file "* ]] || B_FILES+=("$file")
+done
+
+session() {  # session NAME FILES…: one pytest session with its own suffix, cache and JUnit report
+    local name=$1; shift
+    local suffix=${HGXKIT_SIM_TEST_SUFFIX:+${HGXKIT_SIM_TEST_SUFFIX}$name}
+    HGXKIT_SIM_TEST_SUFFIX=$suffix "$PYTHON" -m pytest -o cache_dir="build/.pytest-cache-$name" \
+        --durations=25 --junitxml="build/test-$name.xml" "$@"
+}
+
+start=$(date +%s)
+echo "tests: session A (${A_FILES[*]}) in the background, output in build/test-a.log"
+session a "${A_FILES[@]}" "$@" >build/test-a.log 2>&1 &
+a_pid=$!
+session b "${B_FILES[@]}" "$@"
+b_rc=$?
+wait "$a_pid"
+a_rc=$?
+echo
+echo "==================== session A (build/test-a.log) ===================="
+cat build/test-a.log
+echo "tests: session A exit $a_rc, session B exit $b_rc, $(( $(date +%s) - start )) s for both"
+(( a_rc == 0 && b_rc == 0 ))
