@@ -30,8 +30,14 @@ demo: host venv
 	$(BIN)/hgxkit sim demo --cluster $(HGXKIT_SIM_CLUSTER)
 
 ## test: lint, then every test (unit and end-to-end); what .ci/run runs
+## The real benchmark clients' store (installed once per host, a no-op when up to date; without root it only
+## warns, and the tests that need it skip, or fail under CI=true).
+CLIENT_STORE ?= $(or $(HGXKIT_SIM_CLIENT_STORE),/var/lib/hgxkit/sglang-client)
+export HGXKIT_SGLANG_CLIENT_VENV ?= $(CLIENT_STORE)
+
 test: host-test venv
 	$(BIN)/ruff check .
+	-$(BIN)/hgxkit sim client install
 	PYTHON=$(BIN)/python tests/run_all.sh
 
 unit: venv
