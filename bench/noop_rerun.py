@@ -54,23 +54,27 @@ def sim(*args: str) -> None:
 
 
 def node_memory_mib(cluster: str) -> list[float]:
-    """Memory each node container of `cluster` uses now (MiB, from `docker stats`)."""
+    """Memory each node container of `cluster` uses now (MiB): its cgroup's usage less inactive page cache, as
+    `docker stats` counts it. Read from the cgroup files because some engines' `docker stats` shows 0B (a
+    dockerd whose memory accounting is off under cgroup v1 did here)."""
     out = subprocess.run(
-        ["docker", "stats", "--no-stream", "--format", "{{.Name}} {{.MemUsage}}"],
+        ["docker", "ps", "-q", "--no-trunc", "--filter", f"name=hgxkit-sim-{cluster}-node"],
         capture_output=True, text=True, check=False,
     ).stdout  # fmt: skip
-    units = {"KiB": 1 / 1024, "MiB": 1.0, "GiB": 1024.0, "B": 1 / 2**20}
-    used = []
-    for line in out.splitlines():
-        name, _, usage = line.partition(" ")
-        if not name.startswith(f"hgxkit-sim-{cluster}-node"):
-            continue
-        value = usage.split("/")[0].strip()
-        for unit, factor in units.items():
-            if value.endswith(unit):
-                used.append(float(value[: -len(unit)]) * factor)
-                break
-    return used
+    return [used for cid in out.split() if (used := _cgroup_memory_mib(cid)) is not None]
+
+
+def _cgroup_memory_mib(container_id: str) -> float | None:
+    root = Path("/sys/fs/cgroup")
+    for group, usage_file, inactive_key in (
+        (root / "memory" / "docker" / container_id, "memory.usage_in_bytes", "total_inactive_file"),  # v1
+        (root / "system.slice" / f"docker-{container_id}.scope", "memory.current", "inactive_file"),  # v2, systemd
+        (root / "docker" / container_id, "memory.current", "inactive_file"),  # v2, cgroupfs
+    ):
+        if (group / usage_file).is_file():
+            stat = dict(line.split() for line in (group / "memory.stat").read_text().splitlines())
+            return (int((group / usage_file).read_text()) - int(stat.get(inactive_key, 0))) / 2**20
+    return None
 
 
 def main() -> int:
