@@ -225,6 +225,8 @@ def prefetch_image() -> None:
     (deploys/reproduce.py runs this before the model role); the rollout waits for it. Nothing when the node
     already runs a recorded digest for this image (a re-run pulls nothing)."""
     recipe = recipe_for(host)
+    if not host.data.get("image_prefetch", True):
+        return
     if recipe.image.digest or recorded_digest(host.get_fact(JsonFile, path=record_path()), recipe.image.reference):
         return
     python.call(name=f"Start pulling {recipe.image.reference} (in the background)", function=_start_pull,

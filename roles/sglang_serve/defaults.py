@@ -6,6 +6,10 @@ pin_image                  refuse to deploy when the recipe's tag now resolves t
                            does not run the pinned digest yet; a node that runs it is left alone.
 image_update               pull the tag again and move to its current digest. Off: a deployed node keeps the
                            digest it first pulled (recorded in serve_state_dir), so a moved tag never changes it.
+image_prefetch             start pulling the recipe's image in a node-side unit (hgxkit-image-pull) right after
+                           bring-up, so it downloads while the model does; the rollout waits for it. Off: the
+                           image is pulled when the containers are about to start (after the model; slower on a
+                           fresh node, kept for comparison: bench/fresh_overlap.py).
 serve_health_timeout       seconds a group may take to answer /health_generate (DSpark cold starts take 10-30 min).
 serve_health_interval      seconds between health probes (progress is printed at each).
 serve_model_weights_gb     weights of the model, for the HiCache host-RAM estimate (DeepSeek-V4-Flash: ~160 GB).
@@ -31,6 +35,7 @@ DEFAULTS = {
     "allow_unauthenticated": False,
     "pin_image": False,
     "image_update": False,
+    "image_prefetch": True,
     "serve_health_timeout": 2400,
     "serve_health_interval": 5,
     "serve_model_weights_gb": 160,
