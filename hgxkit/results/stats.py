@@ -23,7 +23,6 @@ from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
-from scipy import stats
 
 from hgxkit.results.metrics import SampleUnit
 
@@ -106,6 +105,8 @@ def bootstrap_interval(values: Sequence[float], statistic: Statistic, *, over: S
         # Every resample is the same: the interval is the value itself (BCa would divide by zero).
         return Interval(statistic, over, n, float(data[0]), float(data[0]), method="degenerate: all values equal")
     method = "BCa" if n <= BCA_MAX_SAMPLES else "percentile"
+    from scipy import stats  # here, not at the top: importing scipy.stats costs ~2 s of CPU on every deploy
+
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # BCa's own degenerate-data warning: handled below
         result = stats.bootstrap(
@@ -154,6 +155,8 @@ def mann_whitney(a: Sequence[float], b: Sequence[float], alpha: float = ALPHA, *
         return MannWhitney(len(xa), len(xb), None, alpha,
                            reason=f"too small to judge: {len(xa)} vs {len(xb)} {unit}, the test's smallest "
                            f"possible p is {floor:.2g} >= alpha {alpha:g}")  # fmt: skip
+    from scipy import stats  # here, not at the top (see bootstrap_interval)
+
     result = stats.mannwhitneyu(xa, xb, alternative="two-sided", method="auto")
     return MannWhitney(len(xa), len(xb), float(result.pvalue), alpha)
 

@@ -148,11 +148,15 @@ def _ratio(cell: MatrixCell, kind: str) -> float | None:
     return fixed[kind] if cell.range_ratio == fixed[posted_kind] else None
 
 
-def client_argv(cell: Cell, output_dir: str) -> list[str]:
+def client_argv(cell: Cell, output_dir: str, *, warm: bool = False) -> list[str]:
     """Arguments of the kind's own benchmark client for one cell: the cell's settings as written, random
     prompts of fixed lengths where the cell says nothing else (no dataset download), warmups at least the
-    concurrency (a cold first batch is not the steady state), per-request details kept for the statistics."""
-    warmups = str(cell.warmups if cell.warmups is not None else max(cell.concurrency or 1, 1))
+    concurrency (a cold first batch is not the steady state), per-request details kept for the statistics.
+
+    `warm=True`: a repeat right after a run of the same cell, so the server is warm at this shape and the
+    warm-up requests would change nothing but the wall time: none are sent (SGLang's --flush-cache stays, so a
+    repeat's identical prompts find no cached prefix and the accept-length counter starts again)."""
+    warmups = "0" if warm else str(cell.warmups if cell.warmups is not None else max(cell.concurrency or 1, 1))
     load = ["--max-concurrency", str(cell.concurrency)] if cell.concurrency is not None else []
     load += ["--request-rate", str(cell.request_rate)] if cell.request_rate is not None else []
     seed = ["--seed", str(cell.seed)] if cell.seed is not None else []

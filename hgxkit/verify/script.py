@@ -52,12 +52,13 @@ if module is None:
 for entry in plan:
     file, log_path, label, args = entry[:4]
     repeats = entry[4] if len(entry) > 4 else 1
+    again = entry[5] if len(entry) > 5 else args  # a repeat's arguments (no warm-up: the server is warm)
     print("hgxkit-progress " + label, flush=True)
     print("hgxkit-start " + file, flush=True)
     rc = 0
     with open(log_path, "w") as log, contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):
-        for _ in range(repeats):  # each run appends its result to the same file
-            sys.argv = [module, *prefix, *args]
+        for k in range(repeats):  # each run appends its result to the same file
+            sys.argv = [module, *prefix, *(again if k else args)]
             try:
                 runpy.run_module(module, run_name="__main__", alter_sys=True)
             except SystemExit as stop:
@@ -156,8 +157,8 @@ def bench_script(
 
 
 def _per_container_lines(container: str, cells: list[Cell], labels: dict[int, str], inner: str) -> list[str]:
-    plan = [[cell.file, f"{inner}/{cell.file}.log", labels[id(cell)], client_argv(cell, inner), cell.repeats]
-            for cell in cells]  # fmt: skip
+    plan = [[cell.file, f"{inner}/{cell.file}.log", labels[id(cell)], client_argv(cell, inner), cell.repeats,
+             client_argv(cell, inner, warm=True)] for cell in cells]  # fmt: skip
     driver_log = f"client-{_safe(container)}.log"
     candidates = [[module, list(prefix)] for module, prefix in CLIENTS[cells[0].kind]]
     client = argv(*_exec(container, "python3", f"{inner}/{DRIVER_FILE}", json.dumps(candidates),
@@ -190,23 +191,23 @@ def _per_container_lines(container: str, cells: list[Cell], labels: dict[int, st
         "  esac",
         "done",
     ]
+    # Every cell's output and log in one copy (`SRC/.` copies the directory's content), not two per cell, into
+    # a directory of its own: only the cells' own files are moved into the workdir (the image is a stranger's,
+    # and a file it planted there, e.g. a `progress` symlink, would be written through by this script).
+    out = f"out-{_safe(container)}"
+    copy = argv("docker", "cp", f"{container}:{inner}/.", out)
+    lines.append(text(script("mkdir {out} && {cp} >/dev/null 2>&1 || rc=1", out=out, cp=copy)))
     for cell in cells:
+        log = f"{cell.file}.log"
         lines += [
+            text(script("mv -f {src} {file} 2>/dev/null || rc=1", src=f"{out}/{cell.file}", file=cell.file)),
             text(
                 script(
-                    "{cp} >/dev/null 2>&1 || rc=1",
-                    cp=argv("docker", "cp", f"{container}:{inner}/{cell.file}", cell.file),
-                )
-            ),
-            text(
-                script(
-                    "{cp} >/dev/null 2>&1 || cp {log} {cell_log}",
-                    cp=argv("docker", "cp", f"{container}:{inner}/{cell.file}.log", f"{cell.file}.log"),
-                    log=driver_log,
-                    cell_log=f"{cell.file}.log",
+                    "mv -f {src} {dst} 2>/dev/null || cp {driver} {dst}", src=f"{out}/{log}", dst=log, driver=driver_log
                 )
             ),
         ]
+    lines.append(text(script("rm -rf {out}", out=out)))
     return lines
 
 
@@ -240,13 +241,22 @@ def _per_cell_lines(cells: list[Cell], labels: dict[int, str], inner: str) -> li
                 )
             ),
             text(script("  tele_start {stem} {url} {gpus}", stem=cell.file.rsplit(".", 1)[0], **_telemetry_args(cell))),
-            text(script("  for _ in $(seq 1 {n}); do", n=int(cell.repeats))),
+            text(
+                script(
+                    '  {client} "${var}" {args} >> {log} 2>&1 || rc=1',
+                    client=client,
+                    var=variable(var),
+                    args=[*prefix, *client_argv(cell, inner)],
+                    log=log,
+                )
+            ),
+            text(script("  for _ in $(seq 2 {n}); do", n=int(cell.repeats))),
             text(
                 script(
                     '    {client} "${var}" {args} >> {log} 2>&1 || rc=1',
                     client=client,
                     var=variable(var),
-                    args=[*prefix, *client_argv(cell, inner)],
+                    args=[*prefix, *client_argv(cell, inner, warm=True)],
                     log=log,
                 )
             ),

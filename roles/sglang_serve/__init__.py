@@ -29,6 +29,7 @@ from hgxkit.hostcmd import HostRunner, SecretLines, argv, script, text
 from hgxkit.hostfiles import write_text
 from hgxkit.knobs import knob, recipe_for
 from hgxkit.node.facts import IsFile, JsonFile, MemTotalBytes, NvidiaSmi
+from hgxkit.planfacts import plan_fact
 from hgxkit.problems import Problem, problem_lines, refuse
 from hgxkit.recipe.check import check_recipe
 from hgxkit.recipe.model import Recipe
@@ -71,7 +72,7 @@ def key_files(h: Host | None = None) -> ApiKeyFiles | None:
 def total_gpus_for_host() -> int | None:
     """GPUs to plan groups over: `serve_total_gpus`, else as many as nvidia-smi lists (None before bring-up)."""
     total = knob(host, "serve_total_gpus")
-    return int(total) if total is not None else (len(host.get_fact(NvidiaSmi).gpus) or None)
+    return int(total) if total is not None else (len(plan_fact(host, NvidiaSmi).gpus) or None)
 
 
 def static_problems(recipe: Recipe, total_gpus: int | None) -> list[Problem]:
@@ -91,7 +92,7 @@ def static_problems(recipe: Recipe, total_gpus: int | None) -> list[Problem]:
     if api_key == "auto" and recipe.server.server_kind.api_key_env is None and recipe.server.has("--config"):
         problems.append(Problem("api_key", "api_key: auto passes the key in SGLang's --config, and the recipe has "
                                 "its own --config", "move the recipe's --config settings into flags"))  # fmt: skip
-    smi = host.get_fact(NvidiaSmi)
+    smi = plan_fact(host, NvidiaSmi)
     gpus = total_gpus if total_gpus is not None else (recipe.groups.gpus_per_node if recipe.groups else None) or 8
     groups = 1
     if recipe.groups and recipe.groups.size:
@@ -101,7 +102,7 @@ def static_problems(recipe: Recipe, total_gpus: int | None) -> list[Problem]:
     memory_gb = (smi.gpus[0].memory_total_mib or 0) / 1024 if smi.gpus else H200_MEMORY_GB
     weights_gb = float(data.get("serve_model_weights_gb"))
     need = hicache_need(recipe, groups=groups, gpu_memory_gb=memory_gb, weights_gb=weights_gb)
-    problems += memory_problems(need, host.get_fact(MemTotalBytes), float(data.get("serve_host_ram_reserve_gb")))
+    problems += memory_problems(need, plan_fact(host, MemTotalBytes), float(data.get("serve_host_ram_reserve_gb")))
     return problems
 
 
@@ -110,7 +111,7 @@ def runtime_problems(recipe: Recipe, *, gpus_only: bool = False, h: Host | None 
     (on `h`, default this host)."""
     h = h or host
     problems = []
-    smi = h.get_fact(NvidiaSmi)
+    smi = plan_fact(h, NvidiaSmi)
     if not smi.ok:
         problems.append(Problem("gpus", f"nvidia-smi fails ({smi.failure})", "run deploys/bringup.py first"))
     stuck = [g.index for g in smi.gpus if g.fabric_state not in (None, "Completed")]
@@ -126,7 +127,7 @@ def runtime_problems(recipe: Recipe, *, gpus_only: bool = False, h: Host | None 
 
 def name_problems(specs: list[ContainerSpec]) -> list[Problem]:
     """A group's container name (or its set-aside copy's) held by a container hgxkit did not make."""
-    foreign = {name for name, ours in host.get_fact(ContainerNames).items() if not ours}
+    foreign = {name for name, ours in plan_fact(host, ContainerNames).items() if not ours}
     return [
         Problem("container-name", f"a container named {name} exists and hgxkit did not make it",
                 f"rename or remove it (`docker rm -f {name}`), or give the recipe's group another name")
@@ -141,7 +142,7 @@ def port_problems(
 ) -> list[Problem]:
     """Host ports a new container needs that something else already listens on (a container of ours that
     this rollout removes, or the group's own container it replaces, frees its port first)."""
-    listening = host.get_fact(ListeningPorts)
+    listening = plan_fact(host, ListeningPorts)
     ours = {c.name for c in current}
     freed = {c.port for c in removed if c.port is not None}
     return [
@@ -179,7 +180,7 @@ def sglang_serve() -> None:
            [f"[{f.code}] {f.message}" for f in errors])  # fmt: skip
     heading = f"serving checks failed on {host.name}; no container was started or stopped"
     refuse(heading, static_problems(recipe, total_gpus))
-    if host.get_fact(NvidiaSmi).ok:  # a brought-up node: check the GPUs now; on a fresh one, in the rollout
+    if plan_fact(host, NvidiaSmi).ok:  # a brought-up node: check the GPUs now; on a fresh one, in the rollout
         refuse(heading, runtime_problems(recipe, gpus_only=True))
     bind = knob(host, "bind_address")
     if host.data.get("allow_unauthenticated") and not is_loopback(bind):
@@ -196,10 +197,10 @@ def sglang_serve() -> None:
 
         serve_group()
         return
-    recorded = recorded_digest(host.get_fact(JsonFile, path=record_path()), recipe.image.reference)
+    recorded = recorded_digest(plan_fact(host, JsonFile, path=record_path()), recipe.image.reference)
     # The digest to run: the pinned one; else the recipe's; else what the node already runs (unless image_update).
     digest = recipe.image.digest or (None if host.data.get("image_update") else recorded)
-    current = host.get_fact(ManagedContainers)
+    current = plan_fact(host, ManagedContainers)
     if digest:
         specs = specs_for(recipe, total_gpus, digest)
         refuse(heading, name_problems(specs))
@@ -227,7 +228,7 @@ def prefetch_image() -> None:
     recipe = recipe_for(host)
     if not host.data.get("image_prefetch", True):
         return
-    if recipe.image.digest or recorded_digest(host.get_fact(JsonFile, path=record_path()), recipe.image.reference):
+    if recipe.image.digest or recorded_digest(plan_fact(host, JsonFile, path=record_path()), recipe.image.reference):
         return
     python.call(name=f"Start pulling {recipe.image.reference} (in the background)", function=_start_pull,
                 reference=recipe.image.reference)  # fmt: skip
@@ -273,7 +274,7 @@ def _rollout(recipe: Recipe, total_gpus: int | None, digest: str | None) -> None
         echo(f"[{host.name}] attaching to {unit}, a group replace still running from an earlier run")
         _follow(run, unit, _workdir(unit.removeprefix(UNIT_PREFIX).removesuffix(".service")), unit)
     refuse(heading, runtime_problems(recipe))
-    recorded = recorded_digest(host.get_fact(JsonFile, path=record_path()), recipe.image.reference)
+    recorded = recorded_digest(plan_fact(host, JsonFile, path=record_path()), recipe.image.reference)
     if digest is None:
         digest = _pull(run, recipe.image.reference)
         echo(f"[{host.name}] {recipe.image.reference} is {digest}; containers run by this digest")
@@ -284,7 +285,7 @@ def _rollout(recipe: Recipe, total_gpus: int | None, digest: str | None) -> None
     specs = specs_for(recipe, total_gpus, digest, environ=dict(os.environ))
     refuse(heading, name_problems(specs))
     _recover(run, specs)
-    current = host.get_fact(ManagedContainers)
+    current = plan_fact(host, ManagedContainers)
     rollout = plan_rollout([c for c in current if not c.name.endswith(PREVIOUS_SUFFIX)], specs)
     refuse(heading, port_problems(rollout.replace, current, rollout.remove))
     by_name = {c.name: c for c in current}
@@ -297,7 +298,7 @@ def _rollout(recipe: Recipe, total_gpus: int | None, digest: str | None) -> None
 
 def _recover(run: HostRunner, specs: list[ContainerSpec]) -> None:
     """Finish replaces cut off without their unit (e.g. a node rebooted): new copy if healthy, else the old."""
-    current = {c.name for c in host.get_fact(ManagedContainers)}
+    current = {c.name for c in plan_fact(host, ManagedContainers)}
     for spec in specs:
         if spec.name + PREVIOUS_SUFFIX in current:
             ok, said = run.status(argv("sh", "-s"), _stdin=recovery_script(name=spec.name, health_url=spec.health_url))

@@ -40,6 +40,7 @@ from hgxkit.hostcmd import HostRunner, SecretLines, argv, script, text
 from hgxkit.hostfiles import write_text
 from hgxkit.knobs import knob
 from hgxkit.node.facts import JsonFile, NvidiaSmi
+from hgxkit.planfacts import plan_fact
 from hgxkit.problems import Problem, problem_lines, refuse
 from hgxkit.recipe.model import Recipe
 from hgxkit.secrets import redact
@@ -91,7 +92,7 @@ def _own(h: Any, key: str) -> Any:
 
 def _total_gpus(h: Any) -> int | None:
     total = knob(h, "serve_total_gpus")
-    return int(total) if total is not None else (len(h.get_fact(NvidiaSmi).gpus) or None)
+    return int(total) if total is not None else (len(plan_fact(h, NvidiaSmi).gpus) or None)
 
 
 # --- preflight ----------------------------------------------------------------------------------------------
@@ -136,8 +137,8 @@ def reach_problems(recipe: Recipe, group: NodeGroup) -> list[Problem]:
         return []
     head = member_host(host, group.head.host)
     timeout = int(_own(host, "multinode_reach_timeout"))
-    if port in head.get_fact(ListeningPorts):
-        ours = [c for c in head.get_fact(ManagedContainers) if c.running]
+    if port in plan_fact(head, ListeningPorts):
+        ours = [c for c in plan_fact(head, ManagedContainers) if c.running]
         if not ours:
             return [Problem("dist-port", f"port {port} on {group.head.host} is in use by something hgxkit does not "
                             "run", "stop what listens there, or set dist_port to a free port")]  # fmt: skip
@@ -187,7 +188,7 @@ def group_specs(
 
 
 def _ranks(group: NodeGroup, name: str) -> list[RankNow]:
-    current = {m.host: member_host(host, m.host).get_fact(ManagedContainers) for m in group.members}
+    current = {m.host: plan_fact(member_host(host, m.host), ManagedContainers) for m in group.members}
     return ranks_now(current, group, name, PREVIOUS_SUFFIX)
 
 
@@ -202,7 +203,7 @@ def serve_group() -> None:
     refuse(heading, run_problems(host, group))
     if host.name != group.head.host:
         return  # rank >= 1: the head's operation starts and watches this host's rank
-    recorded = recorded_digest(host.get_fact(JsonFile, path=record_path()), recipe.image.reference)
+    recorded = recorded_digest(plan_fact(host, JsonFile, path=record_path()), recipe.image.reference)
     digest = recipe.image.digest or (None if host.data.get("image_update") else recorded)
     if digest:
         specs = group_specs(recipe, group, digest)
@@ -219,7 +220,7 @@ def serve_group() -> None:
 def _place_image(h: Any, recipe: Recipe, digest: str) -> None:
     """Make `h` run `digest` of the recipe's image: pull it by digest unless recorded, then record it."""
     reference = recipe.image.reference
-    if recorded_digest(h.get_fact(JsonFile, path=record_path(h)), reference) == digest:
+    if recorded_digest(plan_fact(h, JsonFile, path=record_path(h)), reference) == digest:
         return
     if digest.startswith(LOCAL_PREFIX):
         raise DeployError(f"{h.name}: {reference} is an image built on the head ({digest}); a group spanning "
@@ -290,7 +291,7 @@ def _port_problems(recipe: Recipe, group: NodeGroup, ranks: list[RankNow]) -> li
         wanted = [int(recipe.server.flag("--port") or kind.default_port)]
         if rank.rank == 0 and group.dist_port:
             wanted.append(group.dist_port)
-        busy = sorted(set(wanted) & member_host(host, rank.host).get_fact(ListeningPorts))
+        busy = sorted(set(wanted) & plan_fact(member_host(host, rank.host), ListeningPorts))
         problems += [Problem("port", f"port {p} is in use on {rank.host}", "stop what listens there") for p in busy]
     return problems
 

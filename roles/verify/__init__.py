@@ -26,7 +26,6 @@ from pyinfra.api.output import echo
 from pyinfra.operations import python
 
 from hgxkit.hostcmd import HostRunner, argv, script
-from hgxkit.hostfiles import write_text
 from hgxkit.knobs import knob, recipe_for
 from hgxkit.node.driver import driver_gate
 from hgxkit.node.facts import FileText, InstalledPackages, JsonFile, NvidiaSmi
@@ -144,6 +143,7 @@ def _probe(run: HostRunner, recipe: Recipe, spec: ContainerSpec, key_file: str |
 
 def _verify(recipe: Recipe, mode: str, group: NodeGroup | None = None) -> None:
     run = HostRunner(host)
+    took = _Stopwatch()
     key_file = str(knob(host, "serve_api_key_file")) if knob(host, "api_key") == "auto" else None
     specs, digest, total = _specs(recipe, key_file, group)
     if group is not None:
@@ -156,6 +156,7 @@ def _verify(recipe: Recipe, mode: str, group: NodeGroup | None = None) -> None:
     problems = [p for p in (_probe(run, recipe, spec, key_file) for spec in specs) if p]
     if problems:
         raise DeployError(f"verify failed on {host.name}:\n{problem_lines(problems)}")
+    took.lap("health and a chat completion")
 
     run_tag = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     workdir = f"{host.data.get('verify_workdir')}/{run_tag}_{recipe.name}"
@@ -169,6 +170,7 @@ def _verify(recipe: Recipe, mode: str, group: NodeGroup | None = None) -> None:
     run(script("umask 077 && mkdir -p {dir} && chmod 700 {parent} {dir}", dir=workdir,
                parent=str(host.data.get("verify_workdir"))))  # fmt: skip
     texts = _run_detached(run, cells, workdir, key_file, run_tag) if cells else {}
+    took.lap(f"benchmark ({len(cells)} cells)")
     health = gpu_health_report(host.get_fact, expected_gpus=total)
     kind = recipe.server.server_kind
     info_url = specs[0].health_url.rsplit("/", 1)[0] + (kind.info_path or "/version")
@@ -188,6 +190,7 @@ def _verify(recipe: Recipe, mode: str, group: NodeGroup | None = None) -> None:
         node_group=_topology(group),
     )
     member_runs = _member_fingerprints(recipe, group, server_info) if group else {}
+    took.lap("fingerprint")
     members = {name: fp for name, (fp, _) in member_runs.items()}
     results, missing = cells_from_output(cells, texts, simulated=fingerprint.simulated)
     failed_gates = missing + gates(recipe, results, mode)  # type: ignore[arg-type]
@@ -226,7 +229,10 @@ def _verify(recipe: Recipe, mode: str, group: NodeGroup | None = None) -> None:
     path = write_run(Path(host.data.get("results_dir")), summary, fingerprint, raw, report, _secrets(run, key_file),
                      telemetry=telemetry, html=True, reference=recipe.reference, members=members,
                      recipe_yaml=dump_recipe(recipe))  # fmt: skip
+    took.lap("statistics and archive")
     _keep_copy_on_host(run, workdir, path, raw)
+    took.lap("copy on the host")
+    echo(f"[{host.name}] verify took {took.total():.1f} s: {took.summary()}")
     echo(
         f"[{host.name}] run archived in {path} (hgxkit results show {summary.run_id}; report: {path}/report.html)"
         + ("  SIMULATED" if summary.simulated else "")
@@ -235,6 +241,25 @@ def _verify(recipe: Recipe, mode: str, group: NodeGroup | None = None) -> None:
         raise DeployError(
             f"verify gates failed on {host.name} (the run is archived in {path}):\n{problem_lines(failed_gates)}"
         )
+
+
+class _Stopwatch:
+    """Seconds per step of a verify run, for the line that says where its time went."""
+
+    def __init__(self) -> None:
+        self.start = self.last = time.monotonic()
+        self.steps: list[tuple[str, float]] = []
+
+    def lap(self, step: str) -> None:
+        now = time.monotonic()
+        self.steps.append((step, now - self.last))
+        self.last = now
+
+    def total(self) -> float:
+        return self.last - self.start
+
+    def summary(self) -> str:
+        return ", ".join(f"{step} {seconds:.1f} s" for step, seconds in self.steps)
 
 
 def _topology(group: NodeGroup | None) -> dict:
@@ -391,10 +416,21 @@ def _fetch_results(run: HostRunner, workdir: str, names: list[str]) -> dict[str,
 
 def _keep_copy_on_host(run: HostRunner, workdir: str, archived: Path, raw: dict[str, str]) -> None:
     """The host keeps what the controller archived: scrubbed summary, fingerprint and report, and the raw
-    client output replaced by its scrubbed copy (the client writes server_info, with its api_key, into it)."""
-    for name in ("summary.json", "fingerprint.json", "report.md"):
-        host.put_file(str(archived / name), f"{workdir}/{name}")
-    for name in raw:
-        scrubbed = archived / "raw" / name
-        if scrubbed.exists():
-            write_text(run, f"{workdir}/{name}", scrubbed.read_text(), mode="0600")
+    client output replaced by its scrubbed copy (the client writes server_info, with its api_key, into it).
+    In ONE transfer: a tar of those files (root-only modes), unpacked over the workdir, deleted after."""
+    names = [(archived / name, name) for name in ("summary.json", "fingerprint.json", "report.md")]
+    names += [(archived / "raw" / name, name) for name in raw if (archived / "raw" / name).exists()]
+
+    def root_only(info: tarfile.TarInfo) -> tarfile.TarInfo:
+        info.mode, info.uid, info.gid, info.uname, info.gname = 0o600, 0, 0, "root", "root"
+        return info
+
+    with tempfile.TemporaryDirectory(prefix="hgxkit-verify-") as tmp:
+        bundle = Path(tmp) / "copy.tar"
+        with tarfile.open(bundle, "w") as tar:
+            for path, name in names:
+                tar.add(path, arcname=name, filter=root_only)
+        remote = f"{workdir}.copy.tar"
+        host.put_file(str(bundle), remote)
+        run(script("umask 077 && tar -C {dir} --no-same-owner -xf {tar}; rc=$?; rm -f {tar}; exit $rc",
+                   dir=workdir, tar=remote))  # fmt: skip

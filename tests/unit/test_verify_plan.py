@@ -57,3 +57,12 @@ def test_vllm_recipes_get_vllm_bench_serve_with_a_fixed_length_ratio_translated(
     assert argv[argv.index("--random-range-ratio") + 1] == "0.0"  # the post's SGLang 1.0: fixed lengths
     assert argv[argv.index("--dataset-name") + 1] == "random" and "--flush-cache" not in argv
     assert cell.file == "g0_5000x1.json"
+
+
+def test_a_repeat_sends_no_warm_up_requests_and_still_flushes_the_cache() -> None:
+    cell = next(c for c in plan_cells(MARLIN, "full", GROUPS) if c.cell_id == "5000x5")
+    first, again = client_argv(cell, "/out"), client_argv(cell, "/out", warm=True)
+    assert first[first.index("--warmup-requests") + 1] == "5" and again[again.index("--warmup-requests") + 1] == "0"
+    assert "--flush-cache" in again and [w for w in first if w != "5"] == [w for w in again if w not in ("0", "5")]
+    vllm = replace(cell, kind="vllm", served_name="m", tokenizer="/m")
+    assert client_argv(vllm, "/out", warm=True)[client_argv(vllm, "/out").index("--num-warmups") + 1] == "0"

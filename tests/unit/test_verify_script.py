@@ -31,7 +31,7 @@ case "$1" in
     shift
     exec "$@" ;;
   cp)
-    exec cp "${2#*:}" "${3#*:}" ;;
+    exec cp -r "${2#*:}" "${3#*:}" ;;
 esac
 echo "fake docker: $*" >&2
 exit 1
@@ -44,6 +44,11 @@ import heavy  # torch and transformers stand-in: counts its imports
 
 def main():
     args = sys.argv[1:]
+    if os.environ.get("PLANT"):  # a hostile image: links planted beside its output, named like the host's files
+        out_dir = os.path.dirname(args[args.index("--output-file") + 1])
+        for name in ("progress", "status", "failed", "run.sh"):
+            if not os.path.lexists(os.path.join(out_dir, name)):
+                os.symlink(os.environ["PLANT"], os.path.join(out_dir, name))
     concurrency = int(args[args.index("--max-concurrency") + 1])
     key = "set" if os.environ.get("OPENAI_API_KEY") else "unset"
     print("benchmarking at concurrency", concurrency, "key", key)
@@ -51,7 +56,8 @@ def main():
     if concurrency == 5:
         sys.exit(2)  # a cell whose client fails
     with open(args[args.index("--output-file") + 1], "a") as out:  # the real client appends
-        out.write(json.dumps({"max_concurrency": concurrency, "argv0": sys.argv[0]}) + "\\n")
+        warmups = int(args[args.index("--warmup-requests") + 1])
+        out.write(json.dumps({"max_concurrency": concurrency, "argv0": sys.argv[0], "warmups": warmups}) + "\\n")
 
 
 if __name__ == "__main__":
@@ -120,6 +126,19 @@ def test_one_client_process_per_container_runs_every_cell_and_reports_the_failed
     assert Path(env["HEAVY_LOG"]).read_text().count("imported") == 2
 
 
+def test_files_a_hostile_image_plants_beside_its_output_never_reach_the_host_workdir(host, tmp_path) -> None:
+    workdir, env, run_tag = host
+    target = tmp_path / "host-file"
+    target.write_text("untouched\n")
+    rc = run_script(workdir, {**env, "PLANT": str(target)}, run_tag, "per_container")
+
+    assert rc == 1 and target.read_text() == "untouched\n"  # the script wrote progress and status, not through links
+    assert not any((workdir / name).is_symlink() for name in ("progress", "status", "failed", "run.sh"))
+    assert (workdir / "progress").read_text().strip() == "done"
+    assert json.loads((workdir / CELLS[0].file).read_text())["max_concurrency"] == 1
+    assert not list(workdir.glob("out-*"))  # the copy's own directory is gone
+
+
 FAKE_CURL = """#!/bin/sh
 echo 'sglang:num_running_reqs{model_name="m"} 1'
 """
@@ -143,6 +162,8 @@ def test_repeats_append_to_one_file_and_telemetry_is_recorded_while_a_cell_runs(
     assert subprocess.run(["sh", str(workdir / "run.sh")], env=env, capture_output=True, timeout=120).returncode == 0
     lines = (workdir / cells[0].file).read_text().splitlines()
     assert len(lines) == 2  # both repeats, in one file
+    # warm-up requests before the first run only: the repeat finds the server warm at the same shape
+    assert [json.loads(line)["warmups"] for line in lines] == [1, 0]
     metrics, gpu, window = (workdir / name for name in cells[0].telemetry_files)
     assert metrics.read_text().startswith("# hgxkit-scrape ") and "sglang:num_running_reqs" in metrics.read_text()
     assert "400.00, 1980" in gpu.read_text()
