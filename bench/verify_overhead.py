@@ -9,7 +9,8 @@ two groups; a short output length keeps the stand-in's decode time small), once 
 and prints where the wall time went, per cell:
 
 - inside the client runs: each cell's window (the host script's mark before the cell's first client run and
-  after its last; all repeats, and the post's warm-up runs), from the archived telemetry;
+  after its last; all repeats, and the post's warm-up runs), from the archived telemetry, plus each client
+  process's start (Python and the client's imports, before its first cell; the role's "verify took" line);
 - of which the client's measured time (`duration_s` of the archived summary), the rest being the client's own
   unmeasured work (its start — torch and transformers, about 14 s on two cores, once per cell with per_cell,
   once per container with per_container — tokenizer, prompt generation, warm-up requests, --flush-cache and
@@ -27,6 +28,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -38,7 +40,7 @@ PYINFRA = str(Path(sys.executable).parent / "pyinfra")
 CLUSTER = "benchv"
 
 
-def pyinfra(deploy: str, *data: str) -> float:
+def pyinfra(deploy: str, *data: str) -> tuple[float, str]:
     argv = [PYINFRA, "-y", "inventories/sim.py", deploy]
     for item in data:
         argv += ["--data", item]
@@ -47,15 +49,16 @@ def pyinfra(deploy: str, *data: str) -> float:
     result = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, check=False)
     if result.returncode != 0:
         sys.exit(f"{deploy} failed:\n{(result.stdout + result.stderr)[-3000:]}")
-    return time.perf_counter() - start
+    return time.perf_counter() - start, result.stdout + result.stderr
 
 
 def timed_verify(mode: str, output_len: int) -> dict[str, float]:
     """`deploys/verify.py --data bench=full`: its wall time, the time inside the client runs (each cell's window,
-    from its first run's start to its last run's end, the post's warm-up runs included), the client's own
+    from its first run's start to its last run's end, the post's warm-up runs included, and each client
+    process's start-up), the client's own
     measured time, the recorded cells and the client runs."""
     with tempfile.TemporaryDirectory() as results:
-        wall = pyinfra("deploys/verify.py", "bench=full", f"bench_output_len={output_len}",
+        wall, output = pyinfra("deploys/verify.py", "bench=full", f"bench_output_len={output_len}",
                        f"verify_client_process={mode}", f"results_dir={results}")  # fmt: skip
         (summary_file,) = Path(results).glob("*/*/summary.json")
         cells = json.loads(summary_file.read_text())["cells"]
@@ -63,9 +66,12 @@ def timed_verify(mode: str, output_len: int) -> dict[str, float]:
         for window in summary_file.parent.glob("telemetry/*.window"):
             stamps = [float(t) for t in window.read_text().split()]
             windows += stamps[-1] - stamps[0] if len(stamps) > 1 else 0.0
+    steps = [line.split("] ", 1)[-1] for line in output.splitlines() if "] verify took " in line]
+    print(f"  the role's own account: {steps[-1] if steps else 'none printed'}", flush=True)
+    startup = re.search(r"the clients' start-up ([\d.]+) s", steps[-1] if steps else "")
     return {
         "wall": wall,
-        "in_client": windows,
+        "in_client": windows + (float(startup.group(1)) if startup else 0.0),
         "measured": sum(cell["duration_s"] or 0.0 for cell in cells),
         "cells": len(cells),
         "runs": sum(len(cell.get("repeats") or [None]) for cell in cells),

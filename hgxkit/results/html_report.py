@@ -29,12 +29,12 @@ from hgxkit.results.plots import (
     figure_svg,
     latency_throughput_figure,
     sweeps,
-    telemetry_figure,
     throughput_figure,
     ttft_figure,
 )
 from hgxkit.results.report import TABLE_TITLES, cell_label, format_value, input_label, metric_digits, with_interval
 from hgxkit.results.run import Run
+from hgxkit.results.sparkline import telemetry_charts
 
 DEFAULT_SLO_P99_MS = 5000.0
 CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:; script-src 'unsafe-inline'"
@@ -186,7 +186,8 @@ def _telemetry(run: Run) -> str:
                   format_value(s.kv_usage_max, 2), format_value(s.output_throughput), format_value(c.output_throughput),
                   format_value(s.accept_length, 2), format_value(c.accept_length, 2), s.accept_length_source or "-"]],
             )  # fmt: skip
-        block += _plot(telemetry_figure(c), f"tel-{run.run_id}-{cell_label(c)}")
+        if t.series:
+            block += f'<div class="plot">{telemetry_charts(t.series, title)}</div>'
         out.append(block)
     return "".join(out)
 

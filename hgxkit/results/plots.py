@@ -1,8 +1,8 @@
 """Plots for people who would rather look than read (matplotlib, Agg backend: files and strings, no display).
 
 TTFT (mean with its 95% interval, and P99) vs concurrency per input length, accept length, output throughput,
-latency vs throughput when a run sweeps concurrency, and per-cell telemetry over time. Every title of a plot
-that shows simulated data says SIMULATED.
+latency vs throughput when a run sweeps concurrency (per-cell telemetry charts: hgxkit/results/sparkline.py).
+Every title of a plot that shows simulated data says SIMULATED.
 
 Example:
     paths = plot_comparison(run_a, run_b, Path("plots"), "marlin", "flashinfer")   # PNG files
@@ -149,27 +149,6 @@ def latency_throughput_figure(runs: Labelled) -> Figure:
         if axis.get_legend_handles_labels()[0]:
             axis.legend(fontsize="small")
     fig.suptitle("Latency vs throughput (one point per concurrency)" + _sim(runs))
-    fig.tight_layout()
-    return fig
-
-
-def telemetry_figure(cell: CellResult) -> Figure | None:
-    """Running/queued requests and GPU power over the cell's time (None without telemetry series)."""
-    t = cell.telemetry
-    if t is None or not t.series:
-        return None
-    fig, (left, right) = plt.subplots(1, 2, figsize=(10.5, 3.2))
-    for name, points in t.series.items():
-        axis = right if name.startswith("GPU") else left
-        axis.plot([p[0] for p in points], [p[1] for p in points], label=name)
-    for axis, ylabel in ((left, "requests"), (right, "power (W)")):
-        axis.set_xlabel("seconds")
-        axis.set_ylabel(ylabel)
-        axis.grid(True, alpha=0.3)
-        if axis.get_legend_handles_labels()[0]:
-            axis.legend(fontsize="x-small")
-    sim = " — SIMULATED telemetry" if t.simulated else ""
-    fig.suptitle(f"group {cell.group}, input {cell.input_len} × concurrency {cell.concurrency}{sim}")
     fig.tight_layout()
     return fig
 

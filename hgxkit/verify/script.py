@@ -27,6 +27,7 @@ from hgxkit.verify.plan import CLIENTS, Cell, client_argv
 
 ClientProcess = Literal["per_container", "per_cell"]
 DRIVER_FILE = "hgxkit_cells.py"
+CLIENT_START_FILE = "client-start.txt"  # per container: when its client process started, when it had imported
 
 # Runs inside a serving container: the kind's benchmark client (SGLang's module, or vLLM's CLI with
 # `bench serve`), its own command line unchanged, once per cell in ONE process (runpy re-runs the module as
@@ -34,7 +35,9 @@ DRIVER_FILE = "hgxkit_cells.py"
 # (about 14 s each on two cores). Progress, each cell's start and its exit status go to stdout for the host
 # script (which records telemetry between a cell's start and its end); each cell's output goes to its own log.
 CELL_DRIVER = """\
-import contextlib, importlib.util, json, runpy, sys, traceback, warnings
+import time
+started = time.time()
+import contextlib, importlib, importlib.util, json, runpy, sys, traceback, warnings
 warnings.filterwarnings("ignore", category=RuntimeWarning, module="runpy")
 candidates, plan = json.loads(sys.argv[1]), json.loads(sys.argv[2])
 module, prefix = None, []
@@ -49,6 +52,12 @@ for entry in candidates:
 if module is None:
     print("hgxkit-noclient", flush=True)
     sys.exit(3)
+try:  # the client's heavy imports (torch, transformers) now, not inside the first cell's window
+    with contextlib.redirect_stdout(sys.stderr):
+        importlib.import_module(module)
+except BaseException:
+    pass  # the first cell's run reports it
+print("hgxkit-client-ready %.3f %.3f" % (started, time.time()), flush=True)
 for entry in plan:
     file, log_path, label, args = entry[:4]
     repeats = entry[4] if len(entry) > 4 else 1
@@ -170,6 +179,7 @@ def _per_container_lines(container: str, cells: list[Cell], labels: dict[int, st
         text(script("{client} 2> {log} | while IFS= read -r line; do", client=client, log=driver_log)),
         '  case "$line" in',
         '    "hgxkit-progress "*) printf \'%s\\n\' "${line#hgxkit-progress }" > progress ;;',
+        '    "hgxkit-client-ready "*) echo "${line#hgxkit-client-ready }" >> ' + CLIENT_START_FILE + " ;;",
         text(
             script(
                 '    "hgxkit-start "*) f=${{line#hgxkit-start }}; tele_start "${{f%.*}}" {url} {gpus} ;;',

@@ -45,7 +45,7 @@ from hgxkit.serving.nodegroups import group_for, member_host, run_problems, span
 from hgxkit.serving.probes import http_request, json_body, parse_response
 from hgxkit.verify.fingerprint import collect_fingerprint
 from hgxkit.verify.plan import Cell, cells_from_output, gates, plan_cells
-from hgxkit.verify.script import bench_script, parse_progress, wait_for_progress
+from hgxkit.verify.script import CLIENT_START_FILE, bench_script, parse_progress, wait_for_progress
 from roles.verify.defaults import DEFAULTS
 
 UNIT = "hgxkit-verify"
@@ -170,7 +170,7 @@ def _verify(recipe: Recipe, mode: str, group: NodeGroup | None = None) -> None:
     run(script("umask 077 && mkdir -p {dir} && chmod 700 {parent} {dir}", dir=workdir,
                parent=str(host.data.get("verify_workdir"))))  # fmt: skip
     texts = _run_detached(run, cells, workdir, key_file, run_tag) if cells else {}
-    took.lap(f"benchmark ({len(cells)} cells)")
+    took.lap(f"benchmark ({len(cells)} cells; the clients' start-up {_client_startup_s(texts):.1f} s of it)")
     health = gpu_health_report(host.get_fact, expected_gpus=total)
     kind = recipe.server.server_kind
     info_url = specs[0].health_url.rsplit("/", 1)[0] + (kind.info_path or "/version")
@@ -224,7 +224,7 @@ def _verify(recipe: Recipe, mode: str, group: NodeGroup | None = None) -> None:
     )
     report = run_markdown(summary, fingerprint, members=members)
     telemetry_names = {name for cell in cells for name in cell.telemetry_files}
-    raw = {name: text for name, text in texts.items() if name not in telemetry_names}
+    raw = {name: text for name, text in texts.items() if name not in telemetry_names and name != CLIENT_START_FILE}
     telemetry = {name: text for name, text in texts.items() if name in telemetry_names and text.strip()}
     path = write_run(Path(host.data.get("results_dir")), summary, fingerprint, raw, report, _secrets(run, key_file),
                      telemetry=telemetry, html=True, reference=recipe.reference, members=members,
@@ -241,6 +241,18 @@ def _verify(recipe: Recipe, mode: str, group: NodeGroup | None = None) -> None:
         raise DeployError(
             f"verify gates failed on {host.name} (the run is archived in {path}):\n{problem_lines(failed_gates)}"
         )
+
+
+def _client_startup_s(texts: dict[str, str]) -> float:
+    """Seconds the client processes took to start and import their client (the host script's record)."""
+    total = 0.0
+    for line in texts.get(CLIENT_START_FILE, "").splitlines():
+        try:
+            start, ready = (float(word) for word in line.split())
+        except ValueError:
+            continue
+        total += max(ready - start, 0.0)
+    return total
 
 
 class _Stopwatch:
@@ -383,7 +395,7 @@ def _run_detached(
                 f"{host.name}: the benchmark did not finish within {timeout:.0f} s; it keeps running "
                 f"as unit {UNIT} (journalctl -u {UNIT}); rerun verify to attach"
             )
-    names = [name for cell in cells for name in (cell.file, *cell.telemetry_files)]
+    names = [name for cell in cells for name in (cell.file, *cell.telemetry_files)] + [CLIENT_START_FILE]
     texts = _fetch_results(run, workdir, names)
     for cell in cells:
         if not texts.get(cell.file, "").strip():

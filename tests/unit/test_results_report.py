@@ -104,7 +104,8 @@ def test_run_page_is_self_contained_and_complete(tmp_path: Path, monkeypatch: py
     assert '<meta http-equiv="Content-Security-Policy" content="default-src \'none\';' in page
     assert not re.search(r"""(src|href)=["']?(https?:)?//""", page) and "<link" not in page and "@import" not in page
     assert 'class="sim">SIMULATED' in page
-    assert page.count("<svg") == 4  # TTFT, accept length, throughput, telemetry (one concurrency: no sweep plot)
+    # TTFT, accept length, throughput, and the cell's two telemetry charts (one concurrency: no sweep plot)
+    assert page.count("<svg") == 5 and page.count("<polyline") >= 2
     assert "TTFT mean [95% CI] ms" in page and "P99 under 5 s?" in page
     assert "Against the recipe's reference" in page and "330.12" in page  # the post's marlin 5K x 5 number
     assert "SIMULATED telemetry" in page and "SwPowerCap ×6" in page

@@ -214,7 +214,10 @@ def test_sglangs_real_client_runs_two_cells_in_one_process(tmp_path: Path, start
     )  # fmt: skip
     logs = "\n".join((tmp_path / f"{c.file}.log").read_text() for c in cells if (tmp_path / f"{c.file}.log").exists())
     assert proc.returncode == 0, proc.stderr[-2000:] + logs[-3000:]
-    assert proc.stdout.splitlines() == [
+    ready, *lines = proc.stdout.splitlines()
+    started, imported = (float(t) for t in ready.removeprefix("hgxkit-client-ready ").split())
+    assert 0 < imported - started < 600  # the client's imports, before the first cell's window
+    assert lines == [
         "hgxkit-progress cell 1", f"hgxkit-start {cells[0].file}", f"hgxkit-done {cells[0].file} 0",
         "hgxkit-progress cell 2", f"hgxkit-start {cells[1].file}", f"hgxkit-done {cells[1].file} 0",
     ]  # fmt: skip
