@@ -132,7 +132,10 @@ def main() -> int:
         return statistics.median(row[key] for row in arm)
 
     wall_on, wall_off = med(on, "wall"), med(off, "wall")
-    sync, pull = med(on + off, "sync"), med(on, "pull")
+    pulls = [row for row in on if "pull" in row]
+    if not pulls:
+        sys.exit(f"no start and end of {PULL_UNIT} in the nodes' journals: the image pull cannot be timed")
+    sync, pull = med(on + off, "sync"), med(pulls, "pull")
     rest = wall_off - med(off, "sync") - pull  # the serial run less its two transfers
     bound = max(sync, pull) + rest
     print(f"model: {args.size_gb:g} GB in {args.shards} shards at {args.hub_mbps:g} MB/s per response; image: the "
