@@ -44,13 +44,14 @@ PULL_UNIT = "hgxkit-image-pull"  # roles/sglang_serve: the background pull's uni
 
 
 def shape_registry(node: nodes.NodeInfo, mbps: float) -> None:
-    """Limit what the node's registry mirror (port 15000 on its loopback) sends to `mbps` MB/s."""
+    """Limit what the node's registry mirror (port 15000 on its loopback) sends to `mbps` MB/s: an htb class for
+    that port (the kernels here have htb and u32, not prio), everything else on the loopback unlimited."""
     rate = f"{int(mbps * 8)}mbit"
-    sh(node, "tc qdisc del dev lo root 2>/dev/null; tc qdisc add dev lo root handle 1: prio bands 3 "
-             "priomap 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 && "
-             f"tc qdisc add dev lo parent 1:3 handle 30: tbf rate {rate} burst 256kb latency 400ms && "
+    sh(node, "tc qdisc del dev lo root 2>/dev/null; tc qdisc add dev lo root handle 1: htb default 10 && "
+             "tc class add dev lo parent 1: classid 1:10 htb rate 10gbit quantum 200000 && "
+             f"tc class add dev lo parent 1: classid 1:20 htb rate {rate} ceil {rate} burst 256k quantum 65536 && "
              "tc filter add dev lo parent 1: protocol ip prio 1 u32 match ip sport 15000 0xffff "
-             "flowid 1:3")  # fmt: skip
+             "flowid 1:20")  # fmt: skip
 
 
 def reproduce(cluster: str, recipe: str, endpoint: str, prefetch: bool) -> tuple[float, PhaseClock]:
