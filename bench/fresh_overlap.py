@@ -57,6 +57,7 @@ def shape_registry(node: nodes.NodeInfo, mbps: float) -> None:
 def reproduce(cluster: str, recipe: str, endpoint: str, prefetch: bool) -> tuple[float, PhaseClock]:
     argv = [PYINFRA, "-y", "inventories/sim.py", "deploys/reproduce.py"]
     for item in (f"recipe={recipe}", "verify=false", f"hf_endpoint={endpoint}", "model_disk_margin_gb=0.1",
+                 "min_free_disk_gb=1",  # the preflight asks 400 GB for the real model
                  f"image_prefetch={str(prefetch).lower()}"):  # fmt: skip
         argv += ["--data", item]
     env = {**os.environ, "HGXKIT_SIM_CLUSTER": cluster, "PYINFRA_PROGRESS": "off", "PYTHONUNBUFFERED": "1"}
