@@ -27,6 +27,7 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -34,13 +35,23 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from model_sync import STATE, bench_recipe, bench_repo, serve, sh  # noqa: E402
+from model_sync import LOCAL_DIR, REPO, STATE, bench_repo, serve, sh  # noqa: E402
 
 from hgxkit.sim import nodes  # noqa: E402
 from hgxkit.sim.demo import PhaseClock  # noqa: E402
 
 PYINFRA = str(Path(sys.executable).parent / "pyinfra")
 PULL_UNIT = "hgxkit-image-pull"  # roles/sglang_serve: the background pull's unit
+
+
+def serving_recipe() -> str:
+    """The shipped marlin recipe serving the bench repo: its model section and its containers' mount."""
+    text = (ROOT / "recipes" / "deepseek-v4-flash-dspark-marlin.yaml").read_text()
+    text = text.replace("repo_id: deepseek-ai/DeepSeek-V4-Flash-DSpark", f"repo_id: {REPO}")
+    text = text.replace("/data/models/deepseek-v4-flash-dspark", LOCAL_DIR)
+    recipe = Path(tempfile.mkdtemp()) / "fresh-overlap.yaml"
+    recipe.write_text(text)
+    return str(recipe)
 
 
 def shape_registry(node: nodes.NodeInfo, mbps: float) -> None:
@@ -95,7 +106,7 @@ def one_arm(prefetch: bool, args: argparse.Namespace, store: Path) -> dict[str, 
         shape_registry(node, args.registry_mbps)
         server, endpoint = serve(store, cluster, rate_bps=int(args.hub_mbps * 1e6))
         try:
-            wall, clock = reproduce(cluster, bench_recipe(), endpoint, prefetch)
+            wall, clock = reproduce(cluster, serving_recipe(), endpoint, prefetch)
         finally:
             server.shutdown()
         sync = float(json.loads(sh(node, f"cat {STATE}.result.json"))["seconds"])
