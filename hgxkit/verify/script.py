@@ -27,6 +27,7 @@ from hgxkit.verify.plan import CLIENTS, Cell, client_argv
 
 ClientProcess = Literal["per_container", "per_cell"]
 DRIVER_FILE = "hgxkit_cells.py"
+COPY_LIMIT_BYTES = 4 * 2**30  # the most one container's benchmark outputs may bring back to the host
 CLIENT_START_FILE = "client-start.txt"  # per container: when its client process started, when it had imported
 
 # Runs inside a serving container: the kind's benchmark client (SGLang's module, or vLLM's CLI with
@@ -201,24 +202,36 @@ def _per_container_lines(container: str, cells: list[Cell], labels: dict[int, st
         "  esac",
         "done",
     ]
-    # Every cell's output and log in one copy (`SRC/.` copies the directory's content), not two per cell, into
-    # a directory of its own: only the cells' own files are moved into the workdir (the image is a stranger's,
-    # and a file it planted there, e.g. a `progress` symlink, would be written through by this script).
+    # Every cell's output and log in one copy, not two `docker cp` per cell. The image is a stranger's and its
+    # code runs as root in the container, so the copy is bounded: a tar stream of the directory, cut at
+    # COPY_LIMIT_BYTES (the directory could be a link to the container's whole file system), from which only the
+    # cells' own names are unpacked, without recursion (a name that is a directory brings nothing inside it), into
+    # a directory of its own; each is moved into the workdir only when it is a regular file (a planted link,
+    # e.g. one named `progress`, would otherwise be written through by this script or a later run).
     out = f"out-{_safe(container)}"
-    copy = argv("docker", "cp", f"{container}:{inner}/.", out)
-    lines.append(text(script("mkdir {out} && {cp} >/dev/null 2>&1 || rc=1", out=out, cp=copy)))
+    names = [f"./{name}" for cell in cells for name in (cell.file, f"{cell.file}.log")]
+    stream = argv("docker", "cp", f"{container}:{inner}/.", "-")
+    unpack = argv("tar", "-xf", "-", "-C", out, "--no-same-owner", "--no-same-permissions", "--no-recursion",
+                  "--", *names)  # fmt: skip
+    lines.append(text(script("mkdir {out} && {stream} 2>/dev/null | head -c {limit} | {unpack} 2>/dev/null",
+                             out=out, stream=stream, limit=str(COPY_LIMIT_BYTES), unpack=unpack)))  # fmt: skip
     for cell in cells:
         log = f"{cell.file}.log"
         lines += [
-            text(script("mv -f {src} {file} 2>/dev/null || rc=1", src=f"{out}/{cell.file}", file=cell.file)),
+            text(script("{move} || rc=1", move=_move_regular(f"{out}/{cell.file}", cell.file))),
             text(
                 script(
-                    "mv -f {src} {dst} 2>/dev/null || cp {driver} {dst}", src=f"{out}/{log}", dst=log, driver=driver_log
+                    "{move} || cp {driver} {dst}", move=_move_regular(f"{out}/{log}", log), driver=driver_log, dst=log
                 )
             ),
         ]
     lines.append(text(script("rm -rf {out}", out=out)))
     return lines
+
+
+def _move_regular(src: str, dst: str) -> StringCommand:
+    """Move `src` to `dst` when it is a regular file (not a link, not a directory); fail otherwise."""
+    return script("{{ [ -f {src} ] && [ ! -L {src} ] && mv -f {src} {dst}; }}", src=src, dst=dst)
 
 
 def _safe(name: str) -> str:

@@ -31,6 +31,7 @@ case "$1" in
     shift
     exec "$@" ;;
   cp)
+    [ "$3" = "-" ] && exec tar -C "${2#*:}" -cf - .  # `docker cp C:DIR/. -`: the directory as a tar stream
     exec cp -r "${2#*:}" "${3#*:}" ;;
 esac
 echo "fake docker: $*" >&2
@@ -44,11 +45,15 @@ import heavy  # torch and transformers stand-in: counts its imports
 
 def main():
     args = sys.argv[1:]
+    output = args[args.index("--output-file") + 1]
     if os.environ.get("PLANT"):  # a hostile image: links planted beside its output, named like the host's files
-        out_dir = os.path.dirname(args[args.index("--output-file") + 1])
+        out_dir = os.path.dirname(output)
         for name in ("progress", "status", "failed", "run.sh"):
             if not os.path.lexists(os.path.join(out_dir, name)):
                 os.symlink(os.environ["PLANT"], os.path.join(out_dir, name))
+        if os.environ.get("PLANT_OUTPUT") and not os.path.lexists(output):  # its "result" a link too
+            os.symlink(os.environ["PLANT"], output)
+            return
     concurrency = int(args[args.index("--max-concurrency") + 1])
     key = "set" if os.environ.get("OPENAI_API_KEY") else "unset"
     print("benchmarking at concurrency", concurrency, "key", key)
@@ -124,6 +129,18 @@ def test_one_client_process_per_container_runs_every_cell_and_reports_the_failed
         )
     # The heavy imports happened once per container (2), not once per cell (3).
     assert Path(env["HEAVY_LOG"]).read_text().count("imported") == 2
+
+
+def test_a_result_the_image_made_a_link_is_refused_not_followed(host, tmp_path) -> None:
+    workdir, env, run_tag = host
+    target = tmp_path / "host-file"
+    target.write_text("untouched\n")
+    rc = run_script(workdir, {**env, "PLANT": str(target), "PLANT_OUTPUT": "1"}, run_tag, "per_container")
+
+    assert rc == 1 and (workdir / "status").read_text().strip() == "1"  # the cells have no result
+    assert target.read_text() == "untouched\n"
+    assert not any(p.is_symlink() for p in workdir.iterdir())
+    assert not (workdir / CELLS[0].file).exists() and not (workdir / CELLS[2].file).exists()
 
 
 def test_files_a_hostile_image_plants_beside_its_output_never_reach_the_host_workdir(host, tmp_path) -> None:
