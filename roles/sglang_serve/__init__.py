@@ -274,7 +274,7 @@ def _rollout(recipe: Recipe, total_gpus: int | None, digest: str | None) -> None
         echo(f"[{host.name}] attaching to {unit}, a group replace still running from an earlier run")
         _follow(run, unit, _workdir(unit.removeprefix(UNIT_PREFIX).removesuffix(".service")), unit)
     refuse(heading, runtime_problems(recipe))
-    recorded = recorded_digest(plan_fact(host, JsonFile, path=record_path()), recipe.image.reference)
+    recorded = recorded_digest(host.get_fact(JsonFile, path=record_path()), recipe.image.reference)
     if digest is None:
         digest = _pull(run, recipe.image.reference)
         echo(f"[{host.name}] {recipe.image.reference} is {digest}; containers run by this digest")
@@ -285,7 +285,7 @@ def _rollout(recipe: Recipe, total_gpus: int | None, digest: str | None) -> None
     specs = specs_for(recipe, total_gpus, digest, environ=dict(os.environ))
     refuse(heading, name_problems(specs))
     _recover(run, specs)
-    current = plan_fact(host, ManagedContainers)
+    current = host.get_fact(ManagedContainers)
     rollout = plan_rollout([c for c in current if not c.name.endswith(PREVIOUS_SUFFIX)], specs)
     refuse(heading, port_problems(rollout.replace, current, rollout.remove))
     by_name = {c.name: c for c in current}
@@ -298,7 +298,7 @@ def _rollout(recipe: Recipe, total_gpus: int | None, digest: str | None) -> None
 
 def _recover(run: HostRunner, specs: list[ContainerSpec]) -> None:
     """Finish replaces cut off without their unit (e.g. a node rebooted): new copy if healthy, else the old."""
-    current = {c.name for c in plan_fact(host, ManagedContainers)}
+    current = {c.name for c in host.get_fact(ManagedContainers)}
     for spec in specs:
         if spec.name + PREVIOUS_SUFFIX in current:
             ok, said = run.status(argv("sh", "-s"), _stdin=recovery_script(name=spec.name, health_url=spec.health_url))

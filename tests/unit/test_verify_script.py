@@ -242,3 +242,11 @@ def test_sglangs_real_client_runs_two_cells_in_one_process(tmp_path: Path, start
         record = json.loads((tmp_path / cell.file).read_text().splitlines()[-1])
         assert (record["max_concurrency"], record["completed"]) == (cell.concurrency, cell.num_prompts)
         assert record["random_input_len"] == cell.input_len
+
+
+def test_the_role_sums_each_clients_start_up_and_skips_damaged_lines() -> None:
+    from roles.verify import _client_startup_s
+
+    texts = {"client-start.txt": "100.0 112.5\n200.0 209.0\ngarbage\n300.0 299.0\n"}
+    assert _client_startup_s(texts) == 21.5  # a clock that went backwards counts 0
+    assert _client_startup_s({}) == 0.0
