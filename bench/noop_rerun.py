@@ -8,10 +8,10 @@ converges it once with deploys/dspark.py --data verify=false (not timed: bring-u
 containers per node), then times, side by side in the same run, re-runs of deploys/bringup.py and
 deploys/dspark.py (each must report no change) and of bench/minimal_deploy.py (one fact, one no-op
 operation) on the same nodes. Prints the median wall times, their ratios to the minimal deploy, the ratio of
-N nodes to 1 node, and the memory the node containers use (docker stats: the node's systemd, sshd, dockerd
-and its serving stand-ins). `--recheck` times the re-runs with `--data recheck=true` too (every bring-up
-check, as before hgxkit/node/converged.py). Nodes are simulated (`simulated: true`): absolute times are this
-machine's; the ratios are the figures to compare.
+N nodes to 1 node, and the memory the node containers use (read from each node's memory cgroup as docker stats
+counts it: the node's systemd, sshd, dockerd and its serving stand-ins). `--recheck` times the re-runs with
+`--data recheck=true` too (every bring-up check, as before hgxkit/node/converged.py). Nodes are simulated
+(`simulated: true`): absolute times are this machine's; the ratios are the figures to compare.
 """
 
 from __future__ import annotations
@@ -115,7 +115,7 @@ def main() -> int:
             memory = node_memory_mib(cluster)
             if memory:
                 print(f"memory per simulated node, {nodes} node(s): {statistics.mean(memory):.0f} MiB mean, "
-                      f"{max(memory):.0f} MiB max (docker stats: systemd, sshd, dockerd, "
+                      f"{max(memory):.0f} MiB max (memory cgroup: systemd, sshd, dockerd, "
                       "two serving stand-ins)")  # fmt: skip
             if not args.keep and nodes != counts[0]:
                 sim("down", "--cluster", cluster)
