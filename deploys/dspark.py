@@ -8,11 +8,12 @@ Every knob is in roles/<role>/defaults.py (shared ones in hgxkit/knobs.py); `--d
 verify step, `--data bench=full` runs the recipe's whole benchmark matrix.
 """
 
-from pyinfra import host, local
+from pyinfra import host
 
+from hgxkit.include import include_sibling
 from hgxkit.knobs import SEED_RECIPE
 
 if not host.data.get("recipe"):
     host.data.recipe = SEED_RECIPE  # the post's marlin recipe; the inventory or --data may name another
 
-local.include("./reproduce.py")
+include_sibling(__file__, "reproduce.py")

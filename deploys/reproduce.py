@@ -10,9 +10,10 @@ The recipe is validated before anything on the node changes. Every knob is in ro
 puts an SGLang router in front of the groups.
 """
 
-from pyinfra import host, local
+from pyinfra import host
 
 from hgxkit.hostlock import hold_host_lock
+from hgxkit.include import include_sibling
 from hgxkit.knobs import recipe_for
 from roles.model import model
 from roles.sglang_router import sglang_router
@@ -31,7 +32,7 @@ recipe_for(host)  # load and validate it now: a bad recipe stops the run before 
 hold_host_lock(host)  # one hgxkit run per node at a time (hgxkit/hostlock.py)
 multinode_preflight()  # a server spanning nodes: placement, equal members, head reachable; before any change
 
-local.include("./bringup.py")
+include_sibling(__file__, "bringup.py")
 prefetch_image()  # the image downloads in the background while the model does
 model()
 sglang_serve()
