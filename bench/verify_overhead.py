@@ -19,6 +19,10 @@ and prints where the wall time went, per cell:
   fetching the results, fingerprint, statistics and archive). The issue's target (<= 1.5 s per cell) is for
   this figure; the old figure (wall less the measured time, per cell) is printed too.
 
+Each timed verify is the first of its containers: the engine's environment report a verify keeps on the host
+(hgxkit/verify/envreport.py) is deleted before it, so it is made again (overlapped with the controller's
+statistics), as after a rollout. A re-run of verify on the same containers reads it back and is faster.
+
 SIMULATED node: the stand-in answers quickly, so the client's durations are short and the overhead share is
 larger than on a real node.
 """
@@ -57,6 +61,9 @@ def timed_verify(mode: str, output_len: int) -> dict[str, float]:
     from its first run's start to its last run's end, the post's warm-up runs included, and each client
     process's start-up), the client's own
     measured time, the recorded cells and the client runs."""
+    forget = [sys.executable, "-m", "hgxkit", "sim", "ssh", "node1", "--cluster", CLUSTER, "--",
+              "rm -rf /var/lib/hgxkit/verify/env-reports"]  # fmt: skip
+    subprocess.run(forget, cwd=ROOT, capture_output=True, check=True)
     with tempfile.TemporaryDirectory() as results:
         wall, output = pyinfra("deploys/verify.py", "bench=full", f"bench_output_len={output_len}",
                        f"verify_client_process={mode}", f"results_dir={results}")  # fmt: skip

@@ -62,6 +62,7 @@ class ServerKind:
     head_port_flag: str | None = None  # the rendezvous port, when it is a flag of its own
     default_dist_port: int | None = None  # the rendezvous port when the command gives none
     worker_flags: tuple[str, ...] = ()  # added on hosts of rank >= 1
+    env_report: tuple[str, ...] = ()  # its own environment report (what people attach to bug reports), in a container
 
     def canonical_flag(self, flag: str) -> str:
         """The canonical spelling of `flag` for this engine (aliases, `_` for `-` where the parser allows)."""
@@ -131,6 +132,7 @@ SGLANG = ServerKind(
     speculative_flags=("--speculative-algorithm",),
     multinode_flags=("--nnodes", "--node-rank", "--dist-init-addr"),
     head_flag="--dist-init-addr",
+    env_report=("python3", "-m", "sglang.check_env"),
 )
 
 VLLM = ServerKind(
@@ -178,6 +180,7 @@ VLLM = ServerKind(
     default_image="vllm/vllm-openai:latest",
     image_entrypoint=("vllm", "serve"),  # 0.33-era images; words after the image are `MODEL flags`
     speculative_flags=("--speculative-config",),
+    env_report=("vllm", "collect-env"),
     multinode_flags=("--nnodes", "--node-rank", "--master-addr"),
     head_flag="--master-addr",
     head_port_flag="--master-port",

@@ -43,6 +43,7 @@ from hgxkit.serving.image import RECORD_NAME, image_to_run, recorded_digest
 from hgxkit.serving.multinode import NodeGroup, failed_ranks, parse_rank_health
 from hgxkit.serving.nodegroups import group_for, member_host, run_problems, spanning_recipe
 from hgxkit.serving.probes import http_request, json_body, parse_response
+from hgxkit.verify.envreport import read_env_report, start_env_report
 from hgxkit.verify.fingerprint import collect_fingerprint
 from hgxkit.verify.plan import Cell, cells_from_output, gates, plan_cells
 from hgxkit.verify.script import CLIENT_START_FILE, bench_script, parse_progress, wait_for_progress
@@ -171,8 +172,9 @@ def _verify(recipe: Recipe, mode: str, group: NodeGroup | None = None) -> None:
                parent=str(host.data.get("verify_workdir"))))  # fmt: skip
     texts = _run_detached(run, cells, workdir, key_file, run_tag) if cells else {}
     took.lap(f"benchmark ({len(cells)} cells; the clients' start-up {_client_startup_s(texts):.1f} s of it)")
-    health = gpu_health_report(host.get_fact, expected_gpus=total)
     kind = recipe.server.server_kind
+    env_report = _start_env_report(run, kind.env_report, specs[0].name)
+    health = gpu_health_report(host.get_fact, expected_gpus=total)
     info_url = specs[0].health_url.rsplit("/", 1)[0] + (kind.info_path or "/version")
     server_info = {"kind": kind.name, **json_body(run(http_request(info_url, key_file=key_file)))}
     fingerprint = collect_fingerprint(
@@ -185,7 +187,6 @@ def _verify(recipe: Recipe, mode: str, group: NodeGroup | None = None) -> None:
         server_info=server_info,
         model_record=_model_record(recipe),
         gpu_health=health.to_json(),
-        server_env_report=_env_report(run, kind.name, specs[0].name),
         number_of_nodes=len(group.members) if group else 1,
         node_group=_topology(group),
     )
@@ -222,6 +223,9 @@ def _verify(recipe: Recipe, mode: str, group: NodeGroup | None = None) -> None:
         gates=failed_gates,
         bench=mode,
     )
+    took.lap("statistics and gates")
+    fingerprint = replace(fingerprint, server_env_report=_read_env_report(run, env_report, specs[0].name))
+    took.lap(f"the engine's environment report ({env_report or 'none'}; waited for)")
     report = run_markdown(summary, fingerprint, members=members)
     telemetry_names = {name for cell in cells for name in cell.telemetry_files}
     raw = {name: text for name, text in texts.items() if name not in telemetry_names and name != CLIENT_START_FILE}
@@ -229,7 +233,7 @@ def _verify(recipe: Recipe, mode: str, group: NodeGroup | None = None) -> None:
     path = write_run(Path(host.data.get("results_dir")), summary, fingerprint, raw, report, _secrets(run, key_file),
                      telemetry=telemetry, html=True, reference=recipe.reference, members=members,
                      recipe_yaml=dump_recipe(recipe))  # fmt: skip
-    took.lap("statistics and archive")
+    took.lap("report and archive")
     _keep_copy_on_host(run, workdir, path, raw)
     took.lap("copy on the host")
     echo(f"[{host.name}] verify took {took.total():.1f} s: {took.summary()}")
@@ -317,16 +321,23 @@ def _metrics_url(recipe: Recipe, spec: ContainerSpec) -> str | None:
     return spec.health_url.rsplit("/", 1)[0] + kind.metrics_path
 
 
-# The kind's own environment report, run in a serving container (what people attach to bug reports).
-ENV_REPORTS = {"sglang": ("python3", "-m", "sglang.check_env"), "vllm": ("vllm", "collect-env")}
+def _env_report_folder() -> str:
+    return f"{host.data.get('verify_workdir')}/env-reports"
 
 
-def _env_report(run: HostRunner, kind: str, container: str) -> str | None:
-    words = ENV_REPORTS.get(kind)
+def _start_env_report(run: HostRunner, words: tuple[str, ...], container: str) -> str | None:
+    """`kept` (made for this container by an earlier verify), `making` (a unit on the host makes it while the
+    controller works on the results; hgxkit/verify/envreport.py) or None (the kind has none, or no container)."""
     if not words:
         return None
-    out = run(script("timeout 120 {cmd} 2>&1 | tail -n 200 || true", cmd=argv("docker", "exec", container, *words)))
-    return redact("\n".join(out)) or None
+    said = run(start_env_report(words, container, _env_report_folder()))
+    return said[-1] if said and said[-1] in ("kept", "making") else None
+
+
+def _read_env_report(run: HostRunner, state: str | None, container: str) -> str | None:
+    if state is None:
+        return None
+    return redact("\n".join(run(read_env_report(container, _env_report_folder())))) or None
 
 
 def _driver_package() -> str:

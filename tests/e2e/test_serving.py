@@ -100,6 +100,11 @@ def test_fresh_node_serves_the_post_and_archives_a_run(served) -> None:
     assert fingerprint["serving"]["image_digest"].startswith("sha256:")
     assert fingerprint["serving"]["sglang_version"] == "0.5.23"
     assert re.fullmatch(r"[0-9a-f]{40}", fingerprint["model"]["commit"])
+    # The engine's own report, made in the container by a unit on the host while the controller worked.
+    assert "the engine's environment report (making; waited for)" in out(first)
+    report = fingerprint["server_env_report"]  # check_env ran in group 0's container: its four GPUs, simulated
+    assert "NVIDIA Topology" in report and "\nGPU3\t" in report and "GPU4" not in report, report[-2000:]
+    assert "Traceback" not in report and "CUDA available: False" in report  # no real GPU: torch says so
     for path in run_dir.rglob("*"):
         if path.is_file():
             assert FAKE_HF_TOKEN not in path.read_text(errors="replace")
@@ -157,6 +162,11 @@ def test_full_bench_archives_repeats_intervals_telemetry_and_report(served, tmp_
             assert (run_dir / "telemetry" / name).stat().st_size > 0, name
     html = (run_dir / "report.html").read_text()
     assert "SIMULATED" in html and "<script src=" not in html and "95%" in html
+    # The same containers as the first verify's: their environment report is read back, not made again.
+    assert "the engine's environment report (kept; waited for)" in out(run)
+    (first_dir,) = [p for p in served[1].glob("node1/*") if p.is_dir()]
+    made = json.loads((first_dir / "fingerprint.json").read_text())["server_env_report"]
+    assert json.loads((run_dir / "fingerprint.json").read_text())["server_env_report"] == made
     assert "hgxkit results show" in out(run)
 
 

@@ -31,6 +31,7 @@ def node(tmp_path: Path):
         "HGXKIT_SIM_ETC": str(etc),
         "HGXKIT_SIM_RUN": str(run),
         "HGXKIT_SIM_VERSIONS": str(versions),
+        "HGXKIT_SIM_VISIBLE": str(tmp_path / "visible-gpus"),  # written only inside a GPU container (the hook)
     }
 
     def program(name: str, *args: str, version: str = "580.105.08") -> subprocess.CompletedProcess[str]:
@@ -44,6 +45,7 @@ def node(tmp_path: Path):
         subprocess.run([sys.executable, str(NODE / "hwsim.py"), "boot"], env=env, check=True, capture_output=True)
 
     program.install, program.boot, program.etc, program.run = install, boot, etc, run  # type: ignore[attr-defined]
+    program.visible = tmp_path / "visible-gpus"  # type: ignore[attr-defined]
     return program
 
 
@@ -61,6 +63,26 @@ def test_nvidia_smi_states(node):
     r = node("nvidia-smi", "-L")
     assert r.returncode == 18
     assert r.stdout == "Failed to initialize NVML: Driver/library version mismatch\nNVML library version: 580.105\n"
+
+
+def test_nvidia_smi_in_a_container_sees_its_gpus_numbered_from_0(node):
+    """What the real toolkit shows in a `--gpus '"device=4,5,6,7"'` container: four GPUs, 0-3, with the node's
+    GPUs 4-7's UUIDs, all on the second socket; the node itself still sees eight."""
+    node.install("nvidia-kernel-open-dkms", "580.105.08")
+    node.install("libnvidia-ml1", "580.105.08")
+    node.boot()
+    on_node = node("nvidia-smi", "-L").stdout.splitlines()
+    node.visible.write_text("4,5,6,7\n")
+    inside = node("nvidia-smi", "-L").stdout.splitlines()
+    assert [line.split(" (")[0] for line in inside] == [f"GPU {i}: NVIDIA H200" for i in range(4)]
+    assert [line.split("UUID: ")[1] for line in inside] == [line.split("UUID: ")[1] for line in on_node[4:]]
+    topo = node("nvidia-smi", "topo", "-m").stdout.splitlines()
+    assert topo[0].split("\t")[1:5] == ["GPU0", "GPU1", "GPU2", "GPU3"]
+    assert [row.split("\t")[-3] for row in topo[1:5]] == ["1"] * 4  # NUMA affinity: the node's second socket
+    minor = node("nvidia-smi", "-q", "-i", "0").stdout
+    assert "Minor Number                          : 4" in minor  # /dev/nvidia4: the node's number
+    node.visible.write_text("none\n")
+    assert node("nvidia-smi", "-L").stdout == ""
 
 
 def test_nvidia_smi_query_formats(node):

@@ -240,6 +240,7 @@ def test_hook_bind_mounts_into_the_container_rootfs(tmp_path: Path, monkeypatch)
     calls: list[list[str]] = []
     monkeypatch.setattr(hook, "mounts", lambda: [("/opt/hgxkit-sglang-client", "/opt/hgxkit-sglang-client", True),
                                                  ("/run/hgxkit-sim/gpu-load", "/run/hgxkit-sim/gpu-load", False)])  # fmt: skip
+    monkeypatch.setattr(hook, "userspace", lambda container_id, config: [])  # not a simulated node
     monkeypatch.setattr(
         hook.subprocess, "run", lambda cmd, **kw: calls.append(cmd) or subprocess.CompletedProcess(cmd, 0, "", "")
     )
@@ -250,6 +251,39 @@ def test_hook_bind_mounts_into_the_container_rootfs(tmp_path: Path, monkeypatch)
     assert store[-3:] == ["/opt/hgxkit-sglang-client", f"{bundle}/rootfs/opt/hgxkit-sglang-client", "ro"]
     assert "remount,bind,ro" in store[6]
     assert load[-3:] == ["/run/hgxkit-sim/gpu-load", f"{bundle}/rootfs/run/hgxkit-sim/gpu-load", "rw"]
+
+
+def test_hook_injects_the_simulated_nvidia_smi_and_the_containers_gpus(tmp_path: Path, monkeypatch) -> None:
+    """As the real hook injects the driver's userspace: nvidia-smi and the state it reads, read-only, and the
+    container's NVIDIA_VISIBLE_DEVICES; a mount that cannot be made (a read-only root) does not fail the start."""
+    hook = _hook()
+    smi, lib = tmp_path / "nvidia-smi", tmp_path / "lib"
+    smi.write_text("#!/usr/bin/python3\n")
+    lib.mkdir()
+    monkeypatch.setattr(hook, "USERSPACE", (str(smi), str(lib), str(tmp_path / "absent")))
+    monkeypatch.setattr(hook, "VISIBLE_DIR", str(tmp_path / "visible"))
+    monkeypatch.setattr(hook, "mounts", lambda: [])
+    bundle = tmp_path / "bundle"
+    bundle.mkdir()
+    env = ["PATH=/usr/bin", "NVIDIA_VISIBLE_DEVICES=4,5,6,7"]
+    (bundle / "config.json").write_text(json.dumps({"root": {"path": "rootfs"}, "process": {"env": env}}))
+    calls: list[list[str]] = []
+
+    def run(cmd, **kw):
+        calls.append(cmd)
+        failed = cmd[-2].endswith("/usr/lib")  # the second mount fails
+        return subprocess.CompletedProcess(cmd, 32 if failed else 0, "", "mount: read-only file system" * failed)
+
+    monkeypatch.setattr(hook.subprocess, "run", run)
+    state = {"pid": 7, "bundle": str(bundle), "id": "c0ffee"}
+    monkeypatch.setattr(sys, "stdin", __import__("io").StringIO(json.dumps(state)))
+    assert hook.main(["nvidia-container-runtime-hook", "prestart"]) == 0
+    assert [(c[-3], c[-2].removeprefix(f"{bundle}/rootfs"), c[-1]) for c in calls] == [
+        (str(smi), str(smi), "ro"),
+        (str(lib), str(lib), "ro"),
+        (str(tmp_path / "visible" / "c0ffee"), "/run/hgxkit-sim-visible-gpus", "ro"),
+    ]
+    assert (tmp_path / "visible" / "c0ffee").read_text() == "4,5,6,7\n"
 
 
 def test_hook_fails_with_one_line(tmp_path: Path, monkeypatch) -> None:

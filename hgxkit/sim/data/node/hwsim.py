@@ -14,6 +14,9 @@ State it reads (all paths inside the node):
     /usr/share/hgxkit-sim/versions/<pkg>    upstream version of each installed simulated package
     /run/hgxkit-sim/nvidia/module.version   the "loaded" kernel module version (written at boot)
     /run/hgxkit-sim/nvidia/fabric.state     written by nv-fabricmanager when it registered the GPUs
+    /run/hgxkit-sim-visible-gpus            only inside a GPU container: its NVIDIA_VISIBLE_DEVICES, which the
+                                            simulated container hook mounts there (the container sees those
+                                            GPUs only, numbered from 0, as with the real toolkit)
 
 Example (inside a node):
     python3 -c 'import sys; sys.path.insert(0, "/usr/lib/hgxkit-sim"); import hwsim; print(hwsim.gpus())'
@@ -25,12 +28,13 @@ import json
 import os
 import sys
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 ETC = Path(os.environ.get("HGXKIT_SIM_ETC", "/etc/hgxkit-sim"))
 RUN = Path(os.environ.get("HGXKIT_SIM_RUN", "/run/hgxkit-sim"))
 VERSIONS = Path(os.environ.get("HGXKIT_SIM_VERSIONS", "/usr/share/hgxkit-sim/versions"))
+VISIBLE = Path(os.environ.get("HGXKIT_SIM_VISIBLE", "/run/hgxkit-sim-visible-gpus"))
 
 GPU_NAME = "NVIDIA H200"
 GPU_PCI_DEVICE = "0x233510DE"
@@ -61,6 +65,12 @@ class Gpu:
     serial: str
     bus_id: str  # 00000000:18:00.0
     module_id: int
+    node_index: int = -1  # its index on the node (-1: same as `index`); a container numbers its GPUs from 0
+
+    @property
+    def on_node(self) -> int:
+        """The GPU's index on the node: its minor number, its NVLinks, its load file."""
+        return self.index if self.node_index < 0 else self.node_index
 
     @property
     def short_bus(self) -> str:
@@ -84,7 +94,21 @@ def gpus() -> list[Gpu]:
         u = uuid.uuid5(uuid.NAMESPACE_URL, f"hgxkit-sim/{info.get('name', 'node')}/gpu/{i}")
         serial = str(1655023000000 + int(u.hex[:6], 16) % 999999)
         out.append(Gpu(i, GPU_NAME, f"GPU-{u}", serial, f"00000000:{GPU_BUS[i]}:00.0", i + 1))
-    return out
+    return visible(out)
+
+
+def visible(node_gpus: list[Gpu]) -> list[Gpu]:
+    """The GPUs a program sees: all of the node's, or inside a GPU container those its NVIDIA_VISIBLE_DEVICES
+    names (indices or UUIDs; `all`; `none`/`void`: none), numbered from 0 in the node's order."""
+    try:
+        wanted = VISIBLE.read_text().strip()
+    except OSError:
+        return node_gpus
+    if wanted == "all":
+        return node_gpus
+    names = {w.strip() for w in wanted.split(",") if w.strip()} - {"none", "void"}
+    chosen = [g for g in node_gpus if str(g.index) in names or g.uuid in names]
+    return [replace(g, index=i, node_index=g.index) for i, g in enumerate(chosen)]
 
 
 def fault(name: str) -> bool:
