@@ -30,10 +30,6 @@ from hgxkit.hostcmd import argv, script, text
 REPORT_TIMEOUT_S = 120  # the engine's report; check_env takes 5-15 s
 REPORT_LINES = 200  # the tail kept: the reports end with the GPU topology, which is what matters most
 
-# `{{.Id}}` is docker's template: the braces are doubled for `script`.
-_CONTAINER_ID = "docker inspect -f '{{{{.Id}}}}' {name} 2>/dev/null"
-
-
 def report_unit(container: str) -> str:
     """The transient unit that makes the report of `container` (one at a time per container name)."""
     return f"hgxkit-env-report-{container}.service"
@@ -47,7 +43,7 @@ def _maker(words: Sequence[str], container: str, folder: str) -> StringCommand:
     """The unit's program: run the report in the container, keep its last lines headed by the container's ID
     (`container ID` when it succeeded, `failed ID` when not), written whole or not at all."""
     return script(
-        "umask 077 && mkdir -p {dir} && id=$(" + _CONTAINER_ID + ") || exit 0; "
+        "umask 077 && mkdir -p {dir} && id=$(docker inspect -f '{{{{.Id}}}}' {name} 2>/dev/null) || exit 0; "
         "out=$(timeout {timeout} {cmd} 2>&1); rc=$?; "
         'if [ "$rc" = 0 ]; then head="container $id"; else head="failed $id"; fi; '
         '{{ printf "%s\\n" "$head"; printf "%s\\n" "$out" | tail -n {lines}; }} > {file}.tmp && mv {file}.tmp {file}',
@@ -64,7 +60,7 @@ def start_env_report(words: Sequence[str], container: str, folder: str) -> Strin
     """Print `kept` when the report of the running `container` is on the host, else start the unit that makes
     it and print `making` (nothing is started for a container that is not there: `none`)."""
     return script(
-        "id=$(" + _CONTAINER_ID + ") || {{ echo none; exit 0; }}; "
+        "id=$(docker inspect -f '{{{{.Id}}}}' {name} 2>/dev/null) || {{ echo none; exit 0; }}; "
         'if [ "$(head -n 1 {file} 2>/dev/null)" = "container $id" ]; then echo kept; exit 0; fi; '
         "systemctl reset-failed {unit} >/dev/null 2>&1; "
         "systemd-run --unit {unit} --collect --quiet /bin/sh -c {program} && echo making || echo none",
@@ -80,7 +76,7 @@ def read_env_report(container: str, folder: str, wait_s: int = REPORT_TIMEOUT_S 
     nothing when there is none (its container changed, or it could not be made)."""
     return script(
         "i=0; while systemctl is-active --quiet {unit} && [ $i -lt {ticks} ]; do sleep 0.2; i=$((i+1)); done; "
-        "id=$(" + _CONTAINER_ID + ") || exit 0; "
+        "id=$(docker inspect -f '{{{{.Id}}}}' {name} 2>/dev/null) || exit 0; "
         'case "$(head -n 1 {file} 2>/dev/null)" in "container $id"|"failed $id") tail -n +2 {file};; esac',
         unit=report_unit(container),
         ticks=wait_s * 5,
