@@ -58,10 +58,13 @@ def _maker(words: Sequence[str], container: str, folder: str) -> StringCommand:
 
 def start_env_report(words: Sequence[str], container: str, folder: str) -> StringCommand:
     """Print `kept` when the report of the running `container` is on the host, else start the unit that makes
-    it and print `making` (nothing is started for a container that is not there: `none`)."""
+    it (unless one still runs) and print `making` (nothing is started for a container that is not there:
+    `none`)."""
     return script(
         "id=$(docker inspect -f '{{{{.Id}}}}' {name} 2>/dev/null) || {{ echo none; exit 0; }}; "
         'if [ "$(head -n 1 {file} 2>/dev/null)" = "container $id" ]; then echo kept; exit 0; fi; '
+        # Still running from a verify that was cut off: it writes the same file, so wait for that one.
+        "if systemctl is-active --quiet {unit}; then echo making; exit 0; fi; "
         "systemctl reset-failed {unit} >/dev/null 2>&1; "
         "systemd-run --unit {unit} --collect --quiet /bin/sh -c {program} && echo making || echo none",
         name=container,

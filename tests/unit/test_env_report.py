@@ -92,3 +92,11 @@ def test_a_hostile_container_name_stays_one_word(host: dict, tmp_path: Path) -> 
     sh(host, read_env_report(name, host["folder"]))
     assert not marker.exists()
     assert execs(host) == [f"{name} python3 -m sglang.check_env"]  # one word, as given
+
+
+def test_a_unit_left_running_by_a_cut_off_verify_is_waited_for_not_started_again(host: dict) -> None:
+    systemctl = Path(host["env"]["PATH"].split(":")[0]) / "systemctl"
+    systemctl.write_text("#!/bin/sh\nexit 0\n")  # is-active: the earlier verify's unit still runs
+    assert sh(host, start_env_report(SGLANG.env_report, "dsv4-0", host["folder"])) == ["making"]
+    assert execs(host) == [] and not (host["state"] / "units").exists()
+    assert sh(host, read_env_report("dsv4-0", host["folder"], wait_s=1)) == []  # gave up waiting: no report
