@@ -8,7 +8,9 @@ bench_repeats      client runs per cell (each kept, with bootstrap intervals ove
                    3 for full. While each cell runs, the server's /metrics and the group's GPUs (nvidia-smi)
                    are sampled every second and archived with the run (telemetry/), summarised per cell.
 results_dir        where runs are archived on the controller: <results_dir>/<host>/<UTC time>_<recipe>/.
-verify_workdir     where the host keeps its copy of each run (raw JSONL, summary, fingerprint).
+verify_workdir     where the host keeps its copy of each run (raw JSONL, summary, fingerprint), root-only, and
+                   under env-reports/ the engine's environment report of each serving container, made once
+                   per container ID (hgxkit/verify/envreport.py); delete a file to have it made again.
 verify_timeout     seconds the whole benchmark may take (it runs detached on the host and survives SSH drops).
 verify_poll        longest one progress check waits on the node while the benchmark runs (it returns as soon as
                    the progress changes, so reports are prompt), and seconds between health probes.
