@@ -21,7 +21,8 @@ and prints where the wall time went, per cell:
 
 Each timed verify is the first of its containers: the engine's environment report a verify keeps on the host
 (hgxkit/verify/envreport.py) is deleted before it, so it is made again (overlapped with the controller's
-statistics), as after a rollout. A re-run of verify on the same containers reads it back and is faster.
+statistics), as after a rollout. A re-run of verify on the same containers reads it back and is faster;
+`--again` times one such re-run after each mode's first verify.
 
 SIMULATED node: the stand-in answers quickly, so the client's durations are short and the overhead share is
 larger than on a real node.
@@ -56,14 +57,15 @@ def pyinfra(deploy: str, *data: str) -> tuple[float, str]:
     return time.perf_counter() - start, result.stdout + result.stderr
 
 
-def timed_verify(mode: str, output_len: int) -> dict[str, float]:
+def timed_verify(mode: str, output_len: int, *, first: bool = True) -> dict[str, float]:
     """`deploys/verify.py --data bench=full`: its wall time, the time inside the client runs (each cell's window,
     from its first run's start to its last run's end, the post's warm-up runs included, and each client
     process's start-up), the client's own
     measured time, the recorded cells and the client runs."""
     forget = [sys.executable, "-m", "hgxkit", "sim", "ssh", "node1", "--cluster", CLUSTER, "--",
               "rm -rf /var/lib/hgxkit/verify/env-reports"]  # fmt: skip
-    subprocess.run(forget, cwd=ROOT, capture_output=True, check=True)
+    if first:  # the first verify of these containers: the environment report is made again
+        subprocess.run(forget, cwd=ROOT, capture_output=True, check=True)
     with tempfile.TemporaryDirectory() as results:
         wall, output = pyinfra("deploys/verify.py", "bench=full", f"bench_output_len={output_len}",
                        f"verify_client_process={mode}", f"results_dir={results}")  # fmt: skip
@@ -91,6 +93,8 @@ def main() -> int:
     parser.add_argument("--output-len", type=int, default=16, help="output tokens per request")
     parser.add_argument("--modes", nargs="+", default=["per_cell", "per_container"],
                         choices=["per_cell", "per_container"], help="verify_client_process values to time")  # fmt: skip
+    parser.add_argument("--again", action="store_true",
+                        help="also time a re-verify of the same containers (the kept environment report)")  # fmt: skip
     args = parser.parse_args()
     print("simulated: true (hgxkit sim node; the stand-in's latencies, this machine's overheads)")
     sim = [sys.executable, "-m", "hgxkit", "sim"]
@@ -99,12 +103,14 @@ def main() -> int:
     try:
         pyinfra("deploys/dspark.py", "verify=false")
         overheads = {}
-        for mode in args.modes:
-            t = timed_verify(mode, args.output_len)
+        runs_to_time = [(mode, first) for mode in args.modes for first in ((True, False) if args.again else (True,))]
+        for mode, first in runs_to_time:
+            t = timed_verify(mode, args.output_len, first=first)
             cells, runs = int(t["cells"]), int(t["runs"])
             outside, setup = t["wall"] - t["in_client"], t["in_client"] - t["measured"]
-            overheads[mode] = outside / cells
-            print(f"verify bench=full, verify_client_process={mode}: {cells} cells, {runs} client runs, wall "
+            label = mode if first else f"{mode}, re-verify"
+            overheads[label] = outside / cells
+            print(f"verify bench=full, verify_client_process={label}: {cells} cells, {runs} client runs, wall "
                   f"{t['wall']:.1f} s, inside the client runs {t['in_client']:.1f} s, the client's measured time "
                   f"{t['measured']:.1f} s", flush=True)  # fmt: skip
             print(f"  orchestration (wall less the client runs: pyinfra, SSH, probes, the unit, docker exec, "
