@@ -34,6 +34,7 @@ import argparse
 import json
 import os
 import re
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -41,6 +42,11 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from hgxkit.verify.envreport import report_folder  # noqa: E402  (after the path above)
+from roles.verify.defaults import DEFAULTS as VERIFY_DEFAULTS  # noqa: E402
+
 PYINFRA = str(Path(sys.executable).parent / "pyinfra")
 CLUSTER = "benchv"
 
@@ -63,7 +69,7 @@ def timed_verify(mode: str, output_len: int, *, first: bool = True) -> dict[str,
     process's start-up), the client's own
     measured time, the recorded cells and the client runs."""
     forget = [sys.executable, "-m", "hgxkit", "sim", "ssh", "node1", "--cluster", CLUSTER, "--",
-              "rm -rf /var/lib/hgxkit/verify/env-reports"]  # fmt: skip
+              "rm -rf " + shlex.quote(report_folder(VERIFY_DEFAULTS["verify_workdir"]))]  # fmt: skip
     if first:  # the first verify of these containers: the environment report is made again
         subprocess.run(forget, cwd=ROOT, capture_output=True, check=True)
     with tempfile.TemporaryDirectory() as results:

@@ -30,6 +30,11 @@ from hgxkit.hostcmd import argv, script, text
 REPORT_TIMEOUT_S = 120  # the engine's report; check_env takes 5-15 s
 REPORT_LINES = 200  # the tail kept: the reports end with the GPU topology, which is what matters most
 
+def report_folder(verify_workdir: str) -> str:
+    """Where the reports are kept: under the verify role's root-only work folder (`verify_workdir`)."""
+    return f"{verify_workdir}/env-reports"
+
+
 def report_unit(container: str) -> str:
     """The transient unit that makes the report of `container` (one at a time per container name)."""
     return f"hgxkit-env-report-{container}.service"

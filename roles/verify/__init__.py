@@ -43,7 +43,7 @@ from hgxkit.serving.image import RECORD_NAME, image_to_run, recorded_digest
 from hgxkit.serving.multinode import NodeGroup, failed_ranks, parse_rank_health
 from hgxkit.serving.nodegroups import group_for, member_host, run_problems, spanning_recipe
 from hgxkit.serving.probes import http_request, json_body, parse_response
-from hgxkit.verify.envreport import read_env_report, start_env_report
+from hgxkit.verify.envreport import read_env_report, report_folder, start_env_report
 from hgxkit.verify.fingerprint import collect_fingerprint
 from hgxkit.verify.plan import Cell, cells_from_output, gates, plan_cells
 from hgxkit.verify.script import CLIENT_START_FILE, bench_script, parse_progress, wait_for_progress
@@ -322,7 +322,7 @@ def _metrics_url(recipe: Recipe, spec: ContainerSpec) -> str | None:
 
 
 def _env_report_folder() -> str:
-    return f"{host.data.get('verify_workdir')}/env-reports"
+    return report_folder(str(host.data.get("verify_workdir")))
 
 
 def _start_env_report(run: HostRunner, words: tuple[str, ...], container: str) -> str | None:

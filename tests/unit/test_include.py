@@ -21,7 +21,7 @@ def _state_as_another_host_left_it(cwd: Path) -> State:
     return state
 
 
-def test_a_relative_include_goes_wrong_when_the_loader_lost_the_running_file(tmp_path: Path) -> None:
+def test_a_relative_include_goes_wrong_when_the_loader_lost_the_running_file() -> None:
     state = _state_as_another_host_left_it(ROOT)
     assert get_file_path(state, "./bringup.py") == str(ROOT / "bringup.py")  # the CI failure: not deploys/
     assert not (ROOT / "bringup.py").exists()
