@@ -26,12 +26,12 @@ from __future__ import annotations
 import posixpath
 from collections.abc import Mapping, Sequence
 
+from hgxkit.netaddr import is_loopback
 from hgxkit.recipe.dockerrun import ParsedRun, parse_option_words
 from hgxkit.recipe.kinds import ServerKind, python_program
 from hgxkit.recipe.server_args import group_args, is_flag
 from hgxkit.recipe.shellwords import shell_value
 
-_LOOPBACK = ("127.0.0.1", "localhost", "::1")
 # Paths a server argument may name that are no input to mount (devices, the container's own temp space).
 _NOT_INPUTS = ("/dev/", "/proc/", "/sys/", "/tmp/")
 
@@ -128,12 +128,12 @@ def _listen(args: list[str], kind: ServerKind, notes: list[str], where: str) -> 
             port = value
         elif canonical == "--host":
             host_at = (index, has_equals, value)
-    loopback_default = kind.default_host in _LOOPBACK
+    loopback_default = is_loopback(kind.default_host)
     if host_at is None and loopback_default:
         out += ["--host", "0.0.0.0"]
         notes.append(f"{where}: --host 0.0.0.0 added ({kind.title} listens on {kind.default_host} by default, "
                      "which a published port cannot reach)")  # fmt: skip
-    elif host_at is not None and host_at[2] in _LOOPBACK:
+    elif host_at is not None and is_loopback(host_at[2]):
         index, has_equals, value = host_at
         if has_equals:
             out[index] = out[index].split("=", 1)[0] + "=0.0.0.0"

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from hgxkit.errors import InputError
+from hgxkit.netaddr import is_loopback
 from hgxkit.recipe.danger import dangerous_options
 from hgxkit.recipe.groups import gpu_count_from_spec, group_problems, plan_groups
 from hgxkit.recipe.model import Mount, Recipe
@@ -26,7 +27,6 @@ from hgxkit.recipe.nodes import parallel_size as nodes_parallel_size
 
 Level = Literal["error", "warning"]
 _DEV_TAGS = ("latest", "dev", "nightly")
-_LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 
 @dataclass(frozen=True)
@@ -208,7 +208,7 @@ def _check_exposure(recipe: Recipe) -> list[Finding]:
     written = recipe.server.flag("--host")
     host = written or kind.default_host  # judged by what the engine really binds when --host is absent
     network_host = recipe.docker.last("--network") == "host"
-    if ports and not network_host and host in _LOOPBACK:
+    if ports and not network_host and is_loopback(host):
         findings.append(
             Finding(
                 "error",  # the deploy would wait for a health answer that can never come
@@ -217,7 +217,7 @@ def _check_exposure(recipe: Recipe) -> list[Finding]:
                 "published port cannot reach it; add --host 0.0.0.0",
             )
         )
-    public = [p for p in ports if p.host_port and p.host_ip not in _LOOPBACK]
+    public = [p for p in ports if p.host_port and not is_loopback(p.host_ip)]
     if host in ("0.0.0.0", "::") and (public or network_host) and not recipe.server.has("--api-key"):
         findings.append(
             Finding(

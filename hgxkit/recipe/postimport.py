@@ -29,6 +29,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 from hgxkit.errors import InputError
+from hgxkit.netaddr import is_loopback
 from hgxkit.recipe.bare import docker_run_for
 from hgxkit.recipe.clients import client_of
 from hgxkit.recipe.commands import PLACEHOLDER, Simple, simple_commands, unsupported_program
@@ -699,7 +700,7 @@ def _reachable(docker: DockerSpec, server: ServerCommand, where: str, notes: lis
     server never answers, and the deploy would wait for it). Where the host side listens is hgxkit's choice
     (`bind_address`, loopback unless set), not the container's."""
     kind = server.server_kind
-    if server.has("--host") or kind.default_host not in ("127.0.0.1", "localhost", "::1"):
+    if server.has("--host") or not is_loopback(kind.default_host):
         return server
     if not docker.ports() or docker.last("--network") == "host":
         return server

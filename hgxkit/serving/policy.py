@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from hgxkit.netaddr import is_loopback
 from hgxkit.problems import Problem
 from hgxkit.recipe.model import Recipe
 
-LOOPBACK = ("127.0.0.1", "::1", "localhost")
 GIB = 1024**3
 
 
@@ -32,7 +32,7 @@ def exposure_problems(bind_address: str, api_key: str | None, allow_unauthentica
                 "set api_key: auto (a key is generated on the host, root-only) or remove it",
             )
         ]
-    if bind_address in LOOPBACK or api_key or allow_unauthenticated:
+    if is_loopback(bind_address) or api_key or allow_unauthenticated:
         return []
     return [
         Problem(
@@ -94,19 +94,6 @@ def memory_problems(need: HostMemoryNeed, ram_bytes: int | None, reserve_gb: flo
             "lower --hicache-ratio, set --hicache-size GB, or serve fewer groups",
         )
     ]
-
-
-def is_loopback(address: str | None) -> bool:
-    """True for an address only this host can reach (127.0.0.0/8, ::1, localhost), in any spelling."""
-    import ipaddress
-
-    text = (address or "").strip().strip("[]").lower()
-    if text == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(text).is_loopback
-    except ValueError:
-        return False
 
 
 def recipe_exposure_problems(recipe: Recipe, *, api_key: str | None, allow_unauthenticated: bool) -> list[Problem]:

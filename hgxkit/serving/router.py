@@ -26,7 +26,7 @@ from pyinfra.api import StringCommand
 from hgxkit.problems import Problem
 from hgxkit.recipe.shellwords import quote_word
 from hgxkit.serving.containers import SPEC_LABEL
-from hgxkit.serving.policy import LOOPBACK
+from hgxkit.netaddr import is_loopback
 from hgxkit.serving.rollout import RunningContainer
 
 ROUTER_LABEL = "hgxkit.router"
@@ -109,7 +109,7 @@ def worker_urls(router_host: str, hosts: list[WorkerHost]) -> tuple[list[str], l
     for h in hosts:
         if h.name == router_host:
             address = "127.0.0.1"
-        elif h.bind_address in LOOPBACK:
+        elif is_loopback(h.bind_address):
             problems.append(
                 Problem(
                     "router-reach",

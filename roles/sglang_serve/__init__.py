@@ -44,11 +44,11 @@ from hgxkit.serving.image import (
     pull_and_inspect,
     recorded_digest,
 )
+from hgxkit.netaddr import is_loopback
 from hgxkit.serving.policy import (
     docker_option_problems,
     exposure_problems,
     hicache_need,
-    is_loopback,
     memory_problems,
     recipe_exposure_problems,
 )
