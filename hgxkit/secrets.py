@@ -20,13 +20,28 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from detect_secrets.plugins import (
+    aws,
+    azure_storage_key,
+    discord,
+    gitlab_token,
+    mailchimp,
+    pypi_token,
+    sendgrid,
+    slack,
+    square_oauth,
+    stripe,
+    telegram_token,
+    twilio,
+)
+
 MASK = "***"
 
 # Environment variable names whose values are credentials (matched on the upper-cased name).
 SECRET_NAME_RE = re.compile(
-    r"^(HF_TOKEN|HUGGING_FACE_HUB_TOKEN|HUGGINGFACE_TOKEN|API_KEY|TOKEN|SECRET|PASSWORD|PASSWD|"
+    r"^(HF_TOKEN|HUGGING_FACE_HUB_TOKEN|HUGGINGFACE_TOKEN|API_KEY|TOKEN|SECRET|PASSWORD|PASSWD|PASS|"
     r".*_API_KEY|.*_TOKEN|.*_SECRET|.*_SECRET_KEY|.*_ACCESS_KEY|.*_PRIVATE_KEY|.*_KEY|.*_PASSWORD|.*_PASSWD|"
-    r".*PASSWORD)$"
+    r".*PASSWORD|.*_PASS|.*_PWD|.*CREDENTIALS?)$"
 )
 # `*_KEY` is a credential (NGC_API_KEY, AWS_SECRET_ACCESS_KEY, SSH_PRIVATE_KEY, MY_KEY) except in the
 # configuration namespaces of the serving stack, where `_KEY` names a setting, not a secret (a cache or
@@ -34,6 +49,7 @@ SECRET_NAME_RE = re.compile(
 # recipe. `_API_KEY`, `_SECRET_KEY`, `_ACCESS_KEY` and `_PRIVATE_KEY` are credentials in every namespace.
 _SETTING_PREFIXES = ("SGLANG_", "VLLM_", "NCCL_", "CUDA_", "TORCH_", "PYTORCH_", "TRITON_", "NVSHMEM_")
 _ALWAYS_SECRET_KEY_RE = re.compile(r".*_(API|SECRET|ACCESS|PRIVATE)_KEY$")
+# `PWD` alone is the shell's working directory, never a password (`DB_PWD`, `MYSQL_PWD` are).
 # Names that match a secret family but hold a switch (`HF_HUB_DISABLE_IMPLICIT_TOKEN=1`).
 _NOT_SECRET_NAMES = frozenset({"HF_HUB_DISABLE_IMPLICIT_TOKEN", "HF_HUB_DISABLE_TOKEN"})
 # Server flags whose value is a credential: --api-key, --admin-api-key, --hf-token, --token, --password.
@@ -127,12 +143,35 @@ _NOT_WORD_BEFORE = r"(?<![A-Za-z0-9_])"
 # a value that is recognisably a credential (hf_, nvapi-, sk-) names its own, whatever it was assigned to.
 SECRET_PATTERNS: tuple[SecretPattern, ...] = (
     # `https://user:password@host`: only the password is masked, so the URL stays readable. The scheme is at
-    # most 32 characters and cannot start inside another: an unbounded one made "a.a.a.…" quadratic.
+    # most 32 characters and cannot start inside another: an unbounded one made "a.a.a.…" quadratic. A
+    # password may hold `/` (`pa/ss`); a port followed by a path (`host:8000/x@y`) is not a password.
     SecretPattern(
         "url-password",
-        re.compile(r"(?i)(?<![a-z0-9+.-])[a-z][a-z0-9+.-]{0,31}://[^\s/:@'\"]*:(?P<value>[^\s/@'\"]+)@"),
+        re.compile(r"(?i)(?<![a-z0-9+.-])[a-z][a-z0-9+.-]{0,31}://[^\s/:@'\"]*:(?P<value>(?![0-9]+/)[^\s@'\"]{1,256})@"),
         _fixed("URL_PASSWORD"),
     ),
+    # `curl -u user:password`, `--user=user:password` (curl's only: `docker run -u 1000:1000` is a uid:gid).
+    SecretPattern(
+        "user-password-option",
+        re.compile(
+            r"""\bcurl\s[^\n|;&]{0,512}?(?<![A-Za-z0-9-])(?:-u|--user|-U|--proxy-user)(?:=|\s+)["']?"""
+            r"""[^\s:"'$]{1,256}:["']?(?P<value>[^\s"']+)"""
+        ),
+        _fixed("URL_PASSWORD"),
+    ),
+    # A PEM private key: the whole body between its armour lines (detect-secrets' PrivateKeyDetector finds the
+    # BEGIN line; masking only that line would leave the key itself in the text).
+    SecretPattern(
+        "private-key",
+        re.compile(
+            r"-----BEGIN (?P<label>[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?)-----(?P<value>[\s\S]*?)"
+            r"(?:-----END (?P=label)-----|\Z)"
+        ),
+        _fixed("PRIVATE_KEY"),
+    ),
+    # npm's granular access tokens (detect-secrets' NpmDetector below reads them only in .npmrc form).
+    SecretPattern("npmrc-token", re.compile(r":_authToken=(?P<value>[^\s\"']+)"), _fixed("NPM_TOKEN")),
+    SecretPattern("npm-token", re.compile(_NOT_WORD_BEFORE + r"(?P<value>npm_[A-Za-z0-9]{36})"), _fixed("NPM_TOKEN")),
     # Values that are credentials whatever they are called.
     SecretPattern(
         "hugging-face-token", re.compile(_NOT_WORD_BEFORE + r"(?P<value>hf_[A-Za-z0-9]{20,})"), _fixed("HF_TOKEN")
@@ -193,15 +232,56 @@ SECRET_PATTERNS: tuple[SecretPattern, ...] = (
         "secret-name",
         re.compile(
             _NOT_WORD_BEFORE
-            + r"(?P<q>[\"']?)(?P<name>[A-Za-z0-9_]*(?i:token|key|secret|password|passwd))(?P=q)\s*[:=]\s*"
+            + r"(?P<q>[\"']?)(?P<name>[A-Za-z0-9_]*(?i:token|key|secret|password|passwd|pass|pwd|credentials?))"
+            + r"(?P=q)\s*[:=]\s*"
             + _QUOTED
         ),
         _by_name,
     ),
 )
 
+# Forms found by detect-secrets' own detectors (a maintained list that follows providers' token formats): each
+# plugin's regexes, masked where the token is. Left out on purpose: its BasicAuth, GitHub, JWT and AWS key-id
+# detectors (the patterns above find the same values and keep a URL readable), OpenAI and Npm (their
+# unbounded `[…]*`/`.+` are quadratic on adversarial text; "openai-key" and "npm-token"/"npmrc-token" above
+# find a superset), PrivateKey (its BEGIN line;
+# "private-key" above masks the body), the keyword and high-entropy detectors (heuristics over source files:
+# they flag every image digest, commit id and file hash hgxkit must keep readable; secret names above do
+# the keyword's job), Artifactory (`AP` + 9 characters matches ordinary words) and public IPs (no secret).
+_DETECT_SECRETS = (
+    aws.AWSKeyDetector, azure_storage_key.AzureStorageKeyDetector, discord.DiscordBotTokenDetector,
+    gitlab_token.GitLabTokenDetector, mailchimp.MailchimpDetector,
+    pypi_token.PypiTokenDetector, sendgrid.SendGridDetector, slack.SlackDetector,
+    square_oauth.SquareOAuthDetector, stripe.StripeDetector, telegram_token.TelegramBotTokenDetector,
+    twilio.TwilioKeyDetector,
+)  # fmt: skip
+# A plugin regex's group 1 is the token when it does not start the match and is long enough to be one (AWS's
+# secret key inside `aws_secret = '…'`, npm's token after `:_authToken=`); otherwise (a prefix such as GitLab's
+# `glpat`) the whole match is the token.
+_MIN_GROUP_TOKEN = 8
+
+
+def _detect_secrets_pattern(plugin: type, regex: re.Pattern[str]) -> SecretPattern:
+    value = re.compile(regex.pattern, regex.flags)
+    if value.groups:
+        # Name the first group `value` when it is the token: wrap the regex so `_value_span` finds it.
+        value = re.compile(f"(?P<whole>{regex.pattern})", regex.flags)
+    return SecretPattern("ds-" + plugin.__name__.removesuffix("Detector").lower(), value, _fixed("SECRET"))
+
+
+SECRET_PATTERNS += tuple(
+    _detect_secrets_pattern(plugin, regex) for plugin in _DETECT_SECRETS for regex in plugin().denylist
+)
+
 
 def _value_span(match: re.Match[str]) -> tuple[int, int] | None:
+    if "whole" in match.re.groupindex:  # a detect-secrets regex: its group 1 (here 2) when that is the token
+        inner = match.span(2)
+        if inner[0] > match.start() and inner[1] - inner[0] >= _MIN_GROUP_TOKEN:
+            return inner
+        return match.span()
+    if not match.re.groupindex:
+        return match.span()
     for group in ("value", "dq", "sq", "bare"):
         if group in match.re.groupindex and match.group(group) is not None:
             return match.span(group)
