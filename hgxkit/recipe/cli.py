@@ -23,6 +23,7 @@ from hgxkit.recipe.postimport import ImportOptions, import_post
 from hgxkit.recipe.render import render_recipe
 from hgxkit.recipe.schema import RECIPE_SCHEMA
 from hgxkit.recipe.show import recipe_json, show_recipe
+from hgxkit.textinput import read_text_file, read_text_stream
 
 _RAW = argparse.RawDescriptionHelpFormatter
 SEED_RECIPE = "recipes/deepseek-v4-flash-dspark-marlin.yaml"
@@ -179,14 +180,9 @@ def _cmd_import(args: argparse.Namespace) -> int:
     files = []
     for name in args.files:
         if name == "-":
-            files.append(("<stdin>", sys.stdin.read()))
-            continue
-        try:
-            files.append((name, Path(name).read_text(encoding="utf-8")))
-        except UnicodeDecodeError:
-            raise InputError(f"{name}: not UTF-8 text; save the post as UTF-8") from None
-        except OSError as err:
-            raise InputError(f"{name}: cannot read: {err.strerror}") from None
+            files.append(("<stdin>", read_text_stream("<stdin>", sys.stdin.buffer)))
+        else:
+            files.append((name, read_text_file(name)))
     options = ImportOptions(
         name=args.name, image=args.image, kind=args.kind, model_repo=args.model_repo, revision=args.revision,
         models_dir=args.models_dir, pick=args.pick,

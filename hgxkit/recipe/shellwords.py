@@ -148,6 +148,13 @@ def split_words(text: str, *, source: str = "<input>", first_line: int = 1) -> l
                 scanner.take()
                 scanner.take()
                 continue
+            if nxt == "" and start is not None:
+                # `word\` at the very end: the shell would wait for the rest of a continued line (or keep a
+                # stray backslash); either way the command is cut off, so say where.
+                raise InputError(
+                    f"{source}: line {scanner.line}, column {scanner.column}: the text ends with a backslash "
+                    "(a command cut off after a continuation?); give the whole command or remove the backslash"
+                )
             if start is None and nxt in (" ", "\t", ""):
                 # The collapsed continuation `a \ b`: a lone backslash between words separates them.
                 scanner.take()

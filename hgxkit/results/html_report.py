@@ -37,7 +37,7 @@ from hgxkit.results.run import Run
 from hgxkit.results.sparkline import telemetry_charts
 
 DEFAULT_SLO_P99_MS = 5000.0
-CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:; script-src 'unsafe-inline'"
+CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"  # no script at all: none is needed
 CSS = """
 body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:0;color:#1d232a;background:#f6f7f9}
 main{max-width:1180px;margin:0 auto;padding:18px 28px 60px;background:#fff;min-height:100vh}

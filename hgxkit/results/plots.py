@@ -23,6 +23,10 @@ from matplotlib.figure import Figure
 
 from hgxkit.results.summary import CellResult, RunSummary
 
+# Labels are recipe and run names taken from posts: `$…$` in one is text, not TeX (`a$\b$` made mathtext
+# raise, and `results report` crashed).
+matplotlib.rcParams["text.parse_math"] = False
+
 Labelled = list[tuple[str, RunSummary]]
 STYLES = ("-o", "--s", ":^", "-.D")
 

@@ -119,7 +119,7 @@ def test_import_seed_writes_a_recipe_that_renders_the_post(
 def test_import_from_stdin(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     # A post must say which server runs and which model (`img:1 serve` said neither): whole-post import.
     post = "docker run --rm lmsysorg/sglang:v0.5.23 sglang serve --model-path org/model --tp 2\n"
-    monkeypatch.setattr("sys.stdin", io.StringIO(post))
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(post.encode())))
     code, out, _ = run(capsys, "recipe", "import", "-", "--name", "piped")
     assert code == 0
     assert "name: piped" in out and "- --tp 2" in out

@@ -7,6 +7,8 @@ HGXKIT_REPORT_SCREENSHOT=path.png to keep the screenshot it takes.
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
 import os
 import re
@@ -21,7 +23,7 @@ from test_results import ROOT, SECRET, make_run
 
 from hgxkit.cli import main
 from hgxkit.results.archive import load_run, scan_runs, write_report_html
-from hgxkit.results.html_report import index_html, run_html
+from hgxkit.results.html_report import CSP, index_html, run_html
 
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                   "--disable-component-update", "--no-first-run"]  # fmt: skip
@@ -71,6 +73,12 @@ def render_errors(binary: str, page: Path) -> list[str]:
     """Errors a real browser reports for the page: script errors, failed loads, console errors, CSP violations."""
     hooked = page.with_name("hooked-" + page.name)
     text = page.read_text()
+    # The report's CSP runs no script; the hook alone is let in, by its hash, so nothing else the page holds
+    # can run (an inline script planted in the page is still refused and reported as a violation).
+    body = ERROR_HOOK.removeprefix("<script>").removesuffix("</script>")
+    digest = base64.b64encode(hashlib.sha256(body.encode()).digest()).decode()
+    assert CSP in text
+    text = text.replace(CSP, f"{CSP}; script-src 'sha256-{digest}'", 1)
     hooked.write_text(text.replace("<head>", "<head>" + ERROR_HOOK, 1))
     done = _chromium(binary, "--virtual-time-budget=5000", "--dump-dom", hooked.as_uri())
     assert done.returncode == 0, done.stderr[-2000:]
@@ -156,7 +164,8 @@ def test_report_renders_in_headless_chromium_without_errors(
     control.write_text(run_page.read_text().replace("</main>", '<img src="https://example.invalid/x.png">'
                                                     "<script>undefinedFunction()</script></main>"))  # fmt: skip
     caught = render_errors(chromium, control)
-    assert any("undefinedFunction" in e for e in caught) and any("example.invalid" in e for e in caught), caught
+    assert any("script-src-elem inline" in e for e in caught) and any("example.invalid" in e for e in caught), caught
+    assert not any("undefinedFunction" in e for e in caught), caught  # refused by the CSP, never run
     for page in (run_page, both, index):
         assert render_errors(chromium, page) == [], page.name
     shot = tmp_path / "report.png"
