@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from hgxkit.recipe.importer import ImportResult
+from hgxkit.recipe.importing.docker_run import ImportResult
+from hgxkit.recipe.importing.importer import ImportOptions, import_post
 from hgxkit.recipe.matrix import MatrixCell
-from hgxkit.recipe.postimport import ImportOptions, import_post
 
 POSTS = Path(__file__).resolve().parents[1] / "fixtures" / "posts"
 

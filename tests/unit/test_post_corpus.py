@@ -18,10 +18,10 @@ import pytest
 import yaml
 
 from hgxkit.errors import InputError
-from hgxkit.recipe.importer import ImportResult
+from hgxkit.recipe.importing.docker_run import ImportResult
+from hgxkit.recipe.importing.importer import ImportOptions, import_post
 from hgxkit.recipe.loader import dump_recipe, parse_recipe_text
 from hgxkit.recipe.model import Recipe
-from hgxkit.recipe.postimport import ImportOptions, import_post
 from hgxkit.recipe.render import render_recipe
 
 POSTS = Path(__file__).resolve().parents[1] / "fixtures" / "posts"

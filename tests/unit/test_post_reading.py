@@ -7,10 +7,10 @@ from __future__ import annotations
 import pytest
 
 from hgxkit.errors import InputError
-from hgxkit.recipe.commands import simple_commands
-from hgxkit.recipe.importer import ImportResult
-from hgxkit.recipe.post import find_commands, read_post
-from hgxkit.recipe.postimport import ImportOptions, import_post
+from hgxkit.recipe.importing.commands import simple_commands
+from hgxkit.recipe.importing.docker_run import ImportResult
+from hgxkit.recipe.importing.importer import ImportOptions, import_post
+from hgxkit.recipe.importing.post import find_commands, read_post
 from hgxkit.recipe.render import render_recipe
 
 SGLANG = "lmsysorg/sglang:v0.5.23"

@@ -8,8 +8,8 @@ instances, table columns), the one whose label is a setting of the imported serv
 give the same number, the more precise is kept if they agree, and a disagreement is a note.
 
 Example:
-    >>> from hgxkit.recipe.commands import simple_commands
-    >>> from hgxkit.recipe.post import find_commands, read_post
+    >>> from hgxkit.recipe.importing.commands import simple_commands
+    >>> from hgxkit.recipe.importing.post import find_commands, read_post
     >>> post = read_post("p.txt", "vllm bench serve --model m --num-prompts 5 --max-concurrency 2\\n"
     ...     "============ Serving Benchmark Result ============\\nMean TTFT (ms): 12.5\\n" + "=" * 50)
     >>> found = benchmarks([post], bench_commands(simple_commands(find_commands(post))), served={"m"}, values=set(),
@@ -25,14 +25,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 from hgxkit.errors import InputError
-from hgxkit.recipe.clients import parse_bench
-from hgxkit.recipe.commands import Simple, exec_command
+from hgxkit.recipe.importing.bench_commands import parse_bench
+from hgxkit.recipe.importing.commands import Simple, exec_command
+from hgxkit.recipe.importing.post import PostFile
+from hgxkit.recipe.importing.result_blocks import Run, TableValue, Warmup, printed_results
+from hgxkit.recipe.importing.variables import Scope
 from hgxkit.recipe.kinds import python_program
 from hgxkit.recipe.matrix import BenchmarkMatrix, MatrixCell, Reference, ReferenceCell, WarmupRun
 from hgxkit.recipe.matrix_io import cell_id
-from hgxkit.recipe.post import PostFile
-from hgxkit.recipe.reported import Run, TableValue, Warmup, printed_results
-from hgxkit.recipe.variables import Scope
 
 _CLIENT_NAMES = (
     ("sglang.benchmark.serving", r"sglang[./]bench(?:mark[./])?_?serving"),

@@ -10,7 +10,7 @@ Kinds: `assign` (`NAME=value` alone), `export`, `docker-run`, `docker-exec`, `do
 engine hgxkit does not serve), `control` (shell keywords), `other`.
 
 Example:
-    >>> from hgxkit.recipe.post import find_commands, read_post
+    >>> from hgxkit.recipe.importing.post import find_commands, read_post
     >>> post = read_post("p", "CUDA_VISIBLE_DEVICES=0 vllm serve org/m 2>&1 | tee log")
     >>> simple = simple_commands(find_commands(post))
     >>> [(s.kind, [w.text for w in s.prefix], [w.text for w in s.words]) for s in simple]
@@ -24,9 +24,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from hgxkit.errors import InputError
-from hgxkit.recipe.clients import client_of
+from hgxkit.recipe.importing.bench_commands import client_of
+from hgxkit.recipe.importing.post import ASSIGNMENT_RE, Command
 from hgxkit.recipe.kinds import KINDS, UNSUPPORTED, UnsupportedKind, python_program
-from hgxkit.recipe.post import ASSIGNMENT_RE, Command
 from hgxkit.recipe.shellwords import Word
 
 _SEPARATORS = frozenset({";", "&&", "||", "|", "&", "|&", ";;"})

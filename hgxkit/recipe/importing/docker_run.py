@@ -84,7 +84,7 @@ def import_with_notes(
     revision: str = "main",
 ) -> ImportResult:
     """One `docker run` command, exactly as written (no translation, no model placement: see
-    `hgxkit.recipe.postimport` for whole posts), with notes on secrets removed and inputs left on the host."""
+    `hgxkit.recipe.importing.importer` for whole posts), with notes on secrets removed and inputs left on the host."""
     if len(text) > MAX_RECIPE_BYTES:
         raise InputError(
             f"{source}: longer than {MAX_RECIPE_BYTES >> 10} KiB; paste one `docker run …` command, not a log"

@@ -1,13 +1,13 @@
 """`hgxkit recipe import FILE…`: whole posts become one recipe, with a report of what was taken and skipped.
 
-The serving command is found wherever it is (`hgxkit.recipe.post` reads the text, `commands` classifies each
-command). A `docker run` is kept as written; a bare launch is translated (`hgxkit.recipe.bare`). Several
+The serving command is found wherever it is (`post` reads the text, `commands` classifies each
+command). A `docker run` is kept as written; a bare launch is translated (`bare_launch`). Several
 serving commands become one recipe when they are the ranks of one server over several hosts (`nodes`);
 commands that differ otherwise are refused, saying what differs, until `--pick N` chooses one. Engines
 hgxkit does not serve are refused by name, and so are setups it cannot reproduce on an HGX-H200 node (AMD
 ROCm, Ascend, Windows host paths, an image built from a local checkout, more GPUs than the node has). The
-model is placed (`placement`), benchmark commands and printed numbers become the matrix and the reference
-(`results_import`). Every change is a note; every refusal is one line naming the file, line and column.
+model is placed (`model_placement`), benchmark commands and printed numbers become the matrix and the reference
+(`benchmarks`). Every change is a note; every refusal is one line naming the file, line and column.
 
 Example:
     >>> post = "Serve it:\\n\\n```\\n$ vllm serve org/Tiny-1B --port 8001 -tp 1\\n```\\n"
@@ -30,14 +30,18 @@ from dataclasses import dataclass, field, replace
 
 from hgxkit.errors import InputError
 from hgxkit.netaddr import is_loopback
-from hgxkit.recipe.bare import docker_run_for
-from hgxkit.recipe.clients import client_of
-from hgxkit.recipe.commands import PLACEHOLDER, Simple, simple_commands, unsupported_program
 from hgxkit.recipe.diff import Difference, diff_recipes
 from hgxkit.recipe.docker_options import canonical
 from hgxkit.recipe.dockerrun import ParsedRun, parse_run_words
-from hgxkit.recipe.group_join import join_groups
-from hgxkit.recipe.importer import ImportResult, Report, finish, scrub_run
+from hgxkit.recipe.importing.bare_launch import docker_run_for
+from hgxkit.recipe.importing.bench_commands import client_of
+from hgxkit.recipe.importing.benchmarks import Bench, bench_commands, benchmarks
+from hgxkit.recipe.importing.commands import PLACEHOLDER, Simple, simple_commands, unsupported_program
+from hgxkit.recipe.importing.docker_run import ImportResult, Report, finish, scrub_run
+from hgxkit.recipe.importing.group_join import join_groups
+from hgxkit.recipe.importing.model_placement import DEFAULT_MODELS_DIR, place_model
+from hgxkit.recipe.importing.post import PostFile, find_commands, read_post
+from hgxkit.recipe.importing.variables import Scope
 from hgxkit.recipe.kinds import (
     KINDS,
     UNSUPPORTED,
@@ -50,12 +54,8 @@ from hgxkit.recipe.kinds import (
 from hgxkit.recipe.loader import MAX_RECIPE_BYTES
 from hgxkit.recipe.model import DockerSpec, ImageRef, ModelSpec, Recipe, Source
 from hgxkit.recipe.nodes import HGX_GPUS, join_ranks, parallel_size, rank_of, spans_nodes
-from hgxkit.recipe.placement import DEFAULT_MODELS_DIR, place_model
-from hgxkit.recipe.post import PostFile, find_commands, read_post
-from hgxkit.recipe.results_import import Bench, bench_commands, benchmarks
 from hgxkit.recipe.server_args import ServerCommand
 from hgxkit.recipe.shellwords import Word, shell_value, split_words
-from hgxkit.recipe.variables import Scope
 from hgxkit.secrets import is_secret_flag, is_secret_name
 
 _SHELLS = frozenset({"bash", "sh", "zsh", "/bin/bash", "/bin/sh", "/usr/bin/bash", "/bin/zsh"})
