@@ -58,6 +58,11 @@ class Simple:
         return [word.text for word in self.words]
 
     @property
+    def assignments(self) -> dict[str, str]:
+        """The environment prefix as NAME -> value (as written)."""
+        return {w.text.split("=", 1)[0]: w.text.split("=", 1)[1] for w in self.prefix}
+
+    @property
     def first_line(self) -> int:
         return self.words[0].line if self.words else self.command.first
 
