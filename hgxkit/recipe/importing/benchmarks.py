@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 from hgxkit.errors import InputError
-from hgxkit.recipe.importing.bench_commands import parse_bench
+from hgxkit.recipe.importing.bench_clients import parse_bench
 from hgxkit.recipe.importing.commands import Simple, exec_command
 from hgxkit.recipe.importing.outcome import Report
 from hgxkit.recipe.importing.post import PostFile

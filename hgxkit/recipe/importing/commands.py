@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from hgxkit.errors import InputError
-from hgxkit.recipe.importing.bench_commands import client_of
+from hgxkit.recipe.importing.bench_clients import client_of
 from hgxkit.recipe.importing.post import ASSIGNMENT_RE, Command
 from hgxkit.recipe.kinds import KINDS, UNSUPPORTED, UnsupportedKind, python_program
 from hgxkit.recipe.shellwords import Word

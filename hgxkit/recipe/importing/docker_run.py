@@ -24,7 +24,7 @@ import re
 from hgxkit.errors import InputError
 from hgxkit.recipe.docker_options import canonical
 from hgxkit.recipe.dockerrun import OptionEntry, OptionUse, ParsedRun, parse_docker_run, parse_run_words
-from hgxkit.recipe.importing.bench_commands import client_of
+from hgxkit.recipe.importing.bench_clients import client_of
 from hgxkit.recipe.importing.commands import Simple, unsupported_program
 from hgxkit.recipe.importing.outcome import ImportOutcome, LineAccount, finish
 from hgxkit.recipe.importing.reading import Candidate, Container, Reading
