@@ -10,7 +10,8 @@ where the engine listens on loopback by default (SGLang) the server gets `--host
 the container; absolute paths among the arguments (the model, a draft model, a template) are bind-mounted
 read-only at the same path. The interpreter becomes the image's `python3`. vLLM's image runs `vllm serve`
 itself, so the container gets only its arguments, the model as `--model MODEL` (the form both image eras
-read).
+read). As a source format of a post (`BARE_LAUNCH`, see `formats`) it runs in the container the post opened
+before it, if any (that container's image is used).
 
 Example:
     >>> from hgxkit.recipe.kinds import KINDS

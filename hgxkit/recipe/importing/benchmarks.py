@@ -5,7 +5,9 @@ cell; a printed block belongs to the client command before it in the same file. 
 itself (`--- marlin input=5000 conc=1 prompts=10 ---`). Where a post compares several setups (log
 instances, table columns), the one whose label is a setting of the imported server is taken (`marlin` for
 `--moe-runner-backend marlin`). A table's numbers join the cell their row names; when a table and a block
-give the same number, the more precise is kept if they agree, and a disagreement is a note.
+give the same number, the more precise is kept if they agree, and a disagreement is a note. The client
+commands are a source format of a post (`BENCH_COMMANDS`, see `formats`); the printed numbers are read by
+`result_blocks`.
 
 Example:
     >>> from hgxkit.recipe.importing.commands import simple_commands

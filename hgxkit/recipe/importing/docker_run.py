@@ -10,6 +10,10 @@ in a server flag, `HF_TOKEN=…` inside `sh -c '…'`) becomes an `{{env:NAME}}`
 password in a URL, the variable `hgxkit.secrets` names for each other form. Every form is one of
 `hgxkit.secrets.SECRET_PATTERNS`, the patterns the log and archive scrubber masks.
 
+As a source format of a post (`DOCKER_RUN`, see `formats`), a `docker run` is a server kept as written, a
+benchmark client, an interactive container later bare commands run in, or a job that is set aside;
+`DOCKER_IMAGES` notes the images `docker build` makes (refused: a node cannot pull them) and `docker tag` names.
+
 Example:
     >>> recipe = import_docker_run("docker run -d --name m-X --gpus '\\"device=X,X\\"' -p 500X:80 img serve")
     >>> recipe.groups.size, recipe.groups.port_base, recipe.groups.name_template
