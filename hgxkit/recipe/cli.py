@@ -16,10 +16,10 @@ from hgxkit.errors import InputError
 from hgxkit.recipe.check import check_recipe
 from hgxkit.recipe.diff import diff_recipes
 from hgxkit.recipe.groups import parse_groups_arg
+from hgxkit.recipe.importing.importer import ImportOptions, import_post
+from hgxkit.recipe.importing.model_placement import DEFAULT_MODELS_DIR
 from hgxkit.recipe.kinds import KINDS
 from hgxkit.recipe.loader import dump_recipe, load_recipe, parse_recipe_text, read_recipe_text
-from hgxkit.recipe.placement import DEFAULT_MODELS_DIR
-from hgxkit.recipe.postimport import ImportOptions, import_post
 from hgxkit.recipe.render import render_recipe
 from hgxkit.recipe.schema import RECIPE_SCHEMA
 from hgxkit.recipe.show import recipe_json, show_recipe
@@ -187,15 +187,15 @@ def _cmd_import(args: argparse.Namespace) -> int:
         name=args.name, image=args.image, kind=args.kind, model_repo=args.model_repo, revision=args.revision,
         models_dir=args.models_dir, pick=args.pick,
     )  # fmt: skip
-    result = import_post(files, options)
+    outcome = import_post(files, options)
     source = files[0][0]
-    yaml_text = dump_recipe(result.recipe)
+    yaml_text = dump_recipe(outcome.recipe)
     parse_recipe_text(yaml_text, source=f"recipe imported from {source}")  # what we write must load back
     console = _stderr()
-    for line in result.report:
+    for line in outcome.report:
         style = "green" if line.action == "took" else "dim"
         console.print(f"[{style}]{escape(line.where)}: {line.action}[/] {escape(line.what)}")
-    for note in result.notes:
+    for note in outcome.notes:
         console.print(f"[yellow]note:[/] {escape(note)}")
     if args.output is None:
         sys.stdout.write(yaml_text)
@@ -205,11 +205,11 @@ def _cmd_import(args: argparse.Namespace) -> int:
         raise InputError(f"{out}: already exists; pass --force to overwrite it or choose another -o")
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(yaml_text, encoding="utf-8")
-    groups = result.recipe.groups
+    groups = outcome.recipe.groups
     shape = f"groups of {groups.size} GPUs" if groups and groups.size else "one container"
-    if result.recipe.node_count() > 1:
-        shape += f" spanning {result.recipe.node_count()} nodes"
-    console.print(f"wrote {out} (recipe {result.recipe.name!r}, {shape})")
+    if outcome.recipe.node_count() > 1:
+        shape += f" spanning {outcome.recipe.node_count()} nodes"
+    console.print(f"wrote {out} (recipe {outcome.recipe.name!r}, {shape})")
     return 0
 
 

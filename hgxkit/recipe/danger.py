@@ -15,7 +15,7 @@ with the host's network; there the serving role's exposure policy decides instea
 binds, and a non-loopback one needs an API key), and the fabric between the nodes must be trusted.
 
 Example:
-    >>> from hgxkit.recipe.importer import import_docker_run
+    >>> from hgxkit.recipe.importing.docker_run import import_docker_run
     >>> [d.name for d in dangerous_options(import_docker_run("docker run --privileged -v /:/host img"))]
     ['--privileged', 'host-system-mount']
 """

@@ -13,9 +13,9 @@ import pytest
 from hgxkit.cli import main
 from hgxkit.recipe.check import check_recipe
 from hgxkit.recipe.danger import dangerous_options
-from hgxkit.recipe.importer import import_docker_run
+from hgxkit.recipe.importing.docker_run import import_docker_run
+from hgxkit.recipe.importing.importer import ImportOptions, import_post
 from hgxkit.recipe.loader import dump_recipe
-from hgxkit.recipe.postimport import ImportOptions, import_post
 from hgxkit.results.archive import load_run, write_run
 from hgxkit.results.fingerprint import Fingerprint
 from hgxkit.results.summary import RunSummary

@@ -11,14 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from hgxkit.recipe.importer import ImportResult
+from hgxkit.recipe.importing.importer import ImportOptions, import_post
+from hgxkit.recipe.importing.outcome import ImportOutcome
 from hgxkit.recipe.matrix import MatrixCell
-from hgxkit.recipe.postimport import ImportOptions, import_post
 
 POSTS = Path(__file__).resolve().parents[1] / "fixtures" / "posts"
 
 
-def posts(*numbers: str, **options: object) -> ImportResult:
+def posts(*numbers: str, **options: object) -> ImportOutcome:
     files = [(p.name, p.read_text()) for n in numbers for p in POSTS.glob(f"{n}-*.txt")]
     return import_post(files, ImportOptions(**options))  # type: ignore[arg-type]
 
@@ -29,7 +29,7 @@ def settings(cell: MatrixCell) -> dict[str, object]:
     return {key: getattr(cell, key) for key in keys if getattr(cell, key) is not None}
 
 
-def numbers(result: ImportResult) -> dict[str, dict[str, float | int]]:
+def numbers(result: ImportOutcome) -> dict[str, dict[str, float | int]]:
     assert result.recipe.reference is not None
     return {ref.cell.id: ref.metrics() for ref in result.recipe.reference.cells}
 

@@ -18,10 +18,10 @@ import pytest
 import yaml
 
 from hgxkit.errors import InputError
-from hgxkit.recipe.importer import ImportResult
+from hgxkit.recipe.importing.importer import ImportOptions, import_post
+from hgxkit.recipe.importing.outcome import ImportOutcome
 from hgxkit.recipe.loader import dump_recipe, parse_recipe_text
 from hgxkit.recipe.model import Recipe
-from hgxkit.recipe.postimport import ImportOptions, import_post
 from hgxkit.recipe.render import render_recipe
 
 POSTS = Path(__file__).resolve().parents[1] / "fixtures" / "posts"
@@ -107,12 +107,12 @@ SECRET_WORDS = {
 TRAILING = {"044": r"\s*>log\.txt 2>&1 &\s*$"}  # 044 ends with a redirection and `&`: dropped with a note
 
 
-def imported(number: str) -> ImportResult:
+def imported(number: str) -> ImportOutcome:
     entry = ENTRIES[number]
     return import_post([(entry["file"], (POSTS / entry["file"]).read_text())], ImportOptions(pick=PICKS.get(number)))
 
 
-def server_spans(result: ImportResult) -> list[tuple[int, int]]:
+def server_spans(result: ImportOutcome) -> list[tuple[int, int]]:
     """The post lines of each serving command the import took."""
     spans = []
     for line in result.report:

@@ -7,16 +7,16 @@ from __future__ import annotations
 import pytest
 
 from hgxkit.errors import InputError
-from hgxkit.recipe.commands import simple_commands
-from hgxkit.recipe.importer import ImportResult
-from hgxkit.recipe.post import find_commands, read_post
-from hgxkit.recipe.postimport import ImportOptions, import_post
+from hgxkit.recipe.importing.commands import simple_commands
+from hgxkit.recipe.importing.importer import ImportOptions, import_post
+from hgxkit.recipe.importing.outcome import ImportOutcome
+from hgxkit.recipe.importing.post import find_commands, read_post
 from hgxkit.recipe.render import render_recipe
 
 SGLANG = "lmsysorg/sglang:v0.5.23"
 
 
-def run(text: str, **options: object) -> ImportResult:
+def run(text: str, **options: object) -> ImportOutcome:
     return import_post([("post.md", text)], ImportOptions(**options))  # type: ignore[arg-type]
 
 

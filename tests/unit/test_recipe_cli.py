@@ -175,7 +175,7 @@ def test_no_secret_reaches_any_file_or_output(capsys: pytest.CaptureFixture[str]
 
 
 def test_secrets_become_references_that_resolve_only_when_asked(tmp_path: Path) -> None:
-    from hgxkit.recipe.importer import import_docker_run
+    from hgxkit.recipe.importing.docker_run import import_docker_run
 
     recipe = import_docker_run(SECRET_CMD)
     assert [e.name for e in recipe.docker.env() if e.value is None] == [

@@ -1,4 +1,4 @@
-"""The usage examples in the docstrings of hgxkit/recipe/*.py run and print what they say."""
+"""The usage examples in the docstrings of hgxkit/recipe/**/*.py run and print what they say."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 import hgxkit.recipe
 
 ROOT = Path(__file__).resolve().parents[2]
-MODULES = sorted(m.name for m in pkgutil.iter_modules(hgxkit.recipe.__path__, "hgxkit.recipe."))
+MODULES = sorted(m.name for m in pkgutil.walk_packages(hgxkit.recipe.__path__, "hgxkit.recipe."))
 
 
 @pytest.mark.parametrize("name", MODULES)

@@ -10,7 +10,7 @@ Three shapes are read, each with the line it came from:
   a row's keys from its key columns (`5K`, `1`) or its `key=value` label, instance columns keep their label.
 
 Example:
-    >>> from hgxkit.recipe.post import read_post
+    >>> from hgxkit.recipe.importing.post import read_post
     >>> post = read_post("p", "--- a input=10 conc=2 prompts=4 --- Accept length: 5.5 Mean TTFT (ms): 1.25")
     >>> [(r.cell, r.label, r.metrics) for r in printed_results(post).runs]
     [((10, 2, 4), 'a', {'accept_length': 5.5, 'ttft_mean_ms': 1.25})]
@@ -21,8 +21,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from hgxkit.recipe.importing.post import PostFile
 from hgxkit.recipe.matrix import METRICS
-from hgxkit.recipe.post import PostFile
 
 # Labels clients print that are settings or totals, listed so that a metric label inside them
 # ("concurrency" in "Max request concurrency") is not read on its own.

@@ -10,7 +10,8 @@ where the engine listens on loopback by default (SGLang) the server gets `--host
 the container; absolute paths among the arguments (the model, a draft model, a template) are bind-mounted
 read-only at the same path. The interpreter becomes the image's `python3`. vLLM's image runs `vllm serve`
 itself, so the container gets only its arguments, the model as `--model MODEL` (the form both image eras
-read).
+read). As a source format of a post (`BARE_LAUNCH`, see `formats`) it runs in the container the post opened
+before it, if any (that container's image is used).
 
 Example:
     >>> from hgxkit.recipe.kinds import KINDS
@@ -28,9 +29,52 @@ from collections.abc import Mapping, Sequence
 
 from hgxkit.netaddr import is_loopback
 from hgxkit.recipe.dockerrun import ParsedRun, parse_option_words
-from hgxkit.recipe.kinds import ServerKind, python_program
+from hgxkit.recipe.importing.commands import Simple
+from hgxkit.recipe.importing.reading import Candidate, Reading
+from hgxkit.recipe.importing.variables import Scope
+from hgxkit.recipe.kinds import KINDS, ServerKind, python_program
 from hgxkit.recipe.server_args import group_args, is_flag
 from hgxkit.recipe.shellwords import shell_value
+
+
+class BareLaunch:
+    """A server launched in the host's shell (`sglang serve`, `vllm serve`, `python -m …`): translated to a
+    `docker run`, in the container the post opened before it if there is one."""
+
+    name = "bare launch"
+
+    def claims(self, simple: Simple) -> bool:
+        return simple.kind == "server"
+
+    def take(self, simple: Simple, reading: Reading) -> None:
+        reading.servers.append(Candidate(simple, "server", simple.engine, context=reading.container_before(simple)))
+
+
+BARE_LAUNCH = BareLaunch()
+
+
+def bare_run(
+    server: Candidate, words: list[str], notes: list[str], *, reading: Reading, image: str | None
+) -> tuple[ParsedRun, str]:
+    """The `docker run` (and kind) of a bare launch: the image given, the container's it runs in, or the kind's
+    default image; the post's `export`s and the command's prefix as its environment."""
+    simple = server.simple
+    kind = reading.kind or server.kind or "sglang"
+    if image is None and server.context is not None:
+        image = server.context.run.image
+        notes.append(f"{simple.where()}: runs in the container started at {server.context.simple.where()}, "
+                     f"so its image {image} is used")  # fmt: skip
+    if image is None:
+        image = KINDS[kind].default_image
+        notes.append(f"{simple.where()}: a bare launch; the image is {kind}'s {image} (give --image REF to choose)")
+    scope = Scope.before(reading.simples, simple)
+    environment = {name: d.value for name, d in scope.exported().items()}
+    prefix = [f"{name}={value}" for name, value in simple.assignments.items()]
+    run, more = docker_run_for(prefix, words, kind=KINDS[kind], image=image, environment=environment,
+                               where=simple.where())  # fmt: skip
+    notes += more
+    return run, kind
+
 
 # Paths a server argument may name that are no input to mount (devices, the container's own temp space).
 _NOT_INPUTS = ("/dev/", "/proc/", "/sys/", "/tmp/")

@@ -5,11 +5,13 @@ cell; a printed block belongs to the client command before it in the same file. 
 itself (`--- marlin input=5000 conc=1 prompts=10 ---`). Where a post compares several setups (log
 instances, table columns), the one whose label is a setting of the imported server is taken (`marlin` for
 `--moe-runner-backend marlin`). A table's numbers join the cell their row names; when a table and a block
-give the same number, the more precise is kept if they agree, and a disagreement is a note.
+give the same number, the more precise is kept if they agree, and a disagreement is a note. The client
+commands are a source format of a post (`BENCH_COMMANDS`, see `formats`); the printed numbers are read by
+`result_blocks`.
 
 Example:
-    >>> from hgxkit.recipe.commands import simple_commands
-    >>> from hgxkit.recipe.post import find_commands, read_post
+    >>> from hgxkit.recipe.importing.commands import simple_commands
+    >>> from hgxkit.recipe.importing.post import find_commands, read_post
     >>> post = read_post("p.txt", "vllm bench serve --model m --num-prompts 5 --max-concurrency 2\\n"
     ...     "============ Serving Benchmark Result ============\\nMean TTFT (ms): 12.5\\n" + "=" * 50)
     >>> found = benchmarks([post], bench_commands(simple_commands(find_commands(post))), served={"m"}, values=set(),
@@ -25,14 +27,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 from hgxkit.errors import InputError
-from hgxkit.recipe.clients import parse_bench
-from hgxkit.recipe.commands import Simple, exec_command
+from hgxkit.recipe.importing.bench_clients import parse_bench
+from hgxkit.recipe.importing.commands import Simple, exec_command
+from hgxkit.recipe.importing.outcome import Report
+from hgxkit.recipe.importing.post import PostFile
+from hgxkit.recipe.importing.reading import Bench, Reading
+from hgxkit.recipe.importing.result_blocks import Run, TableValue, Warmup, printed_results
+from hgxkit.recipe.importing.variables import Scope
 from hgxkit.recipe.kinds import python_program
 from hgxkit.recipe.matrix import BenchmarkMatrix, MatrixCell, Reference, ReferenceCell, WarmupRun
 from hgxkit.recipe.matrix_io import cell_id
-from hgxkit.recipe.post import PostFile
-from hgxkit.recipe.reported import Run, TableValue, Warmup, printed_results
-from hgxkit.recipe.variables import Scope
 
 _CLIENT_NAMES = (
     ("sglang.benchmark.serving", r"sglang[./]bench(?:mark[./])?_?serving"),
@@ -48,7 +52,7 @@ class Found:
     matrix: BenchmarkMatrix | None = None
     reference: Reference | None = None
     notes: list[str] = field(default_factory=list)
-    report: list[tuple[str, str, str]] = field(default_factory=list)  # (where, took|skipped, what)
+    report: list[Report] = field(default_factory=list)
     warmups: list[Warmup] = field(default_factory=list)
 
 
@@ -60,26 +64,38 @@ class _Numbers:
     values: dict[str, tuple[float | int, int, str]] = field(default_factory=dict)
 
 
-Bench = tuple[Simple, str, list[str]]  # a client command: where it is, the client, its words from the program on
+class BenchCommands:
+    """A benchmark client command, plain or run with `docker exec` (one run with `docker run` is the docker run
+    format's): a matrix cell once the server is known (`benchmarks`)."""
+
+    name = "benchmark command"
+
+    def claims(self, simple: Simple) -> bool:
+        return bool(simple.client) and simple.kind in ("bench", "docker-exec")
+
+    def take(self, simple: Simple, reading: Reading) -> None:
+        reading.benches.append(bench_of(reading.simples, simple))
+
+
+BENCH_COMMANDS = BenchCommands()
 
 
 def bench_commands(simples: Sequence[Simple]) -> list[Bench]:
-    """The client commands among `simples` (plain, or run with `docker exec`), `$NAME`s the post sets resolved.
+    """The client commands among `simples` (plain, or run with `docker exec`), `$NAME`s the post sets resolved."""
+    return [bench_of(simples, simple) for simple in simples if BENCH_COMMANDS.claims(simple)]
 
-    A command whose words cannot be resolved is kept with its words as written; `benchmarks` reports it.
-    """
-    out = []
-    for simple in simples:
-        if not simple.client or simple.kind not in ("bench", "docker-exec"):
-            continue
-        words = simple.texts if simple.kind == "bench" else exec_command(simple.texts[2:])
-        try:
-            scope = Scope.before(simples, simple)
-            words = [scope.resolve(word, where=simple.where())[0] for word in words]
-        except InputError:
-            pass
-        out.append((simple, simple.client, words))
-    return out
+
+def bench_of(simples: Sequence[Simple], simple: Simple) -> Bench:
+    """One client command with the `$NAME`s the post sets before it resolved; a command whose words cannot be
+    resolved is kept with its words as written (`benchmarks` reports it)."""
+    assert simple.client is not None
+    words = simple.texts if simple.kind == "bench" else exec_command(simple.texts[2:])
+    try:
+        scope = Scope.before(simples, simple)
+        words = [scope.resolve(word, where=simple.where())[0] for word in words]
+    except InputError:
+        pass
+    return simple, simple.client, words
 
 
 def benchmarks(
@@ -109,14 +125,16 @@ def benchmarks(
                 why = (
                     "no benchmark command before it" if bench is None else f"its command ({bench.where()}) was skipped"
                 )
-                found.report.append((run.where(), "skipped", f"result block: {why}"))
+                found.report.append(Report(run.where(), "skipped", f"result block: {why}"))
                 continue
             _check_block(run, cell, found)
             _merge(numbers, cell, run.metrics, run.source(), found, run.decimals)
-            found.report.append((run.where(), "took", f"result block -> reference for cell {cell.id}"))
+            what = f"result block -> reference for cell {cell.id}"
+            found.report.append(Report(run.where(), "took", what, "reference"))
         warmups = [w for w in printed.warmups if label is None or w.label is None or w.label.lower() == label.lower()]
         if warmups and cells:
-            found.report.append((f"{post.name}:{warmups[0].line}", "took", f"{len(warmups)} warmup run(s)"))
+            where = f"{post.name}:{warmups[0].line}"
+            found.report.append(Report(where, "took", f"{len(warmups)} warmup run(s)", "matrix.warmup_runs"))
         tables = [t for t in printed.tables if _label_matches(t.label, label, values)]
         _tables(tables, cells, numbers, values, found)
         found.warmups += warmups
@@ -142,15 +160,17 @@ def _cell_of(
     """The matrix cell a client command runs (added to `cells`), or None with a report line saying why not."""
     where = simple.span()
     if simple.in_block:
-        found.report.append((where, "skipped", f"benchmark inside a `{simple.in_block}` block: its settings vary"))
+        why = f"benchmark inside a `{simple.in_block}` block: its settings vary"
+        found.report.append(Report(where, "skipped", why))
         return None
     bench = parse_bench(python_program(words), where=where, client=client)
     bench = replace(bench, cell=replace(bench.cell, source=simple.source()))
     if bench.unresolved:
-        found.report.append((where, "skipped", f"benchmark: {bench.unresolved} is not set by the post"))
+        found.report.append(Report(where, "skipped", f"benchmark: {bench.unresolved} is not set by the post"))
         return None
     if bench.model is not None and bench.model not in served:
-        found.report.append((where, "skipped", f"benchmark for model {bench.model}, not the imported server's"))
+        why = f"benchmark for model {bench.model}, not the imported server's"
+        found.report.append(Report(where, "skipped", why))
         return None
     found.notes += [*simple.notes, *bench.notes]
     if ports and bench.port is not None and bench.port not in ports:
@@ -158,11 +178,11 @@ def _cell_of(
         found.notes.append(f"{where}: the client asks port {bench.port}; the imported server is on {shown}")
     for cell in cells:
         if replace(cell, id="", source=None) == replace(bench.cell, source=None):
-            found.report.append((where, "took", f"benchmark (the same as cell {cell.id})"))
+            found.report.append(Report(where, "took", f"benchmark (the same as cell {cell.id})", "matrix"))
             return cell
     cell = replace(bench.cell, id=cell_id(bench.cell, {c.id for c in cells}))
     cells.append(cell)
-    found.report.append((where, "took", f"benchmark -> matrix cell {cell.id} ({cell.client})"))
+    found.report.append(Report(where, "took", f"benchmark -> matrix cell {cell.id} ({cell.client})", "matrix"))
     return cell
 
 
@@ -226,7 +246,8 @@ def _logged(run: Run, label: str | None, cells: list[MatrixCell], numbers: dict[
     if not cell.id:
         cell = replace(cell, id=cell_id(cell, {c.id for c in cells}))
         cells.append(cell)
-        found.report.append((run.where(), "took", f"logged run -> matrix cell {cell.id} and its reference numbers"))
+        what = f"logged run -> matrix cell {cell.id} and its reference numbers"
+        found.report.append(Report(run.where(), "took", what, "matrix, reference"))
     _merge(numbers, cell, run.metrics, run.source(), found, run.decimals)
 
 
@@ -255,7 +276,8 @@ def _tables(tables: list[TableValue], cells: list[MatrixCell], numbers: dict[str
         said = {"new": "added", "finer": "more precise than before", "agrees": "agree with more precise ones read",
                 "differs": "differ (noted)", "no cell": "name no matrix cell"}  # fmt: skip
         what = "; ".join(f"{n} {said[k]}" for k, n in counts.items())
-        found.report.append((where, "took" if taken else "checked", f"table of {len(seen)} number(s): {what}"))
+        shown = f"table of {len(seen)} number(s): {what}"
+        found.report.append(Report(where, "took" if taken else "checked", shown, "reference" if taken else ""))
 
 
 def _row_is_cell(keys: dict[str, str], cell: MatrixCell, values: set[str]) -> bool:

@@ -25,8 +25,8 @@ import re
 from dataclasses import dataclass
 
 from hgxkit.errors import InputError
-from hgxkit.recipe.commands import PLACEHOLDER
 from hgxkit.recipe.dockerrun import parse_option_words
+from hgxkit.recipe.importing.commands import PLACEHOLDER
 from hgxkit.recipe.model import DockerSpec, ModelSpec
 from hgxkit.recipe.schema import ABSOLUTE_PATH, REPO_ID
 from hgxkit.recipe.server_args import ServerCommand, is_flag

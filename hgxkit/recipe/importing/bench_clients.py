@@ -65,7 +65,7 @@ _PERF_SETTINGS = {
     "seed": ("--random-seed",),
 }  # fmt: skip
 
-CLIENTS: tuple[Client, ...] = (
+POSTED_CLIENTS: tuple[Client, ...] = (
     Client(
         "sglang.benchmark.serving",
         (("python3", "-m", "sglang.benchmark.serving"), ("python3", "-m", "sglang.bench_serving")),
@@ -124,14 +124,14 @@ CLIENTS: tuple[Client, ...] = (
         ("--profile-export-file", "--artifact-dir"), abbreviations=False,
     ),
 )  # fmt: skip
-_BY_NAME = {client.name: client for client in CLIENTS}
+_BY_NAME = {client.name: client for client in POSTED_CLIENTS}
 _SCRIPT = re.compile(r"^(?:\S*/)?benchmark_serving\.py$")
 _INTEGER_SETTINGS = frozenset({"input_len", "output_len", "num_prompts", "concurrency", "warmups", "seed"})
 
 
 def client_of(words: Sequence[str]) -> str | None:
     """The name of the benchmark client `words` (interpreter already written `python3`) launch, or None."""
-    for client in CLIENTS:
+    for client in POSTED_CLIENTS:
         if any(tuple(words[: len(p)]) == p for p in client.programs):
             return client.name
     if len(words) > 1 and words[0] == "python3" and _SCRIPT.match(words[1]):

@@ -10,7 +10,7 @@ Kinds: `assign` (`NAME=value` alone), `export`, `docker-run`, `docker-exec`, `do
 engine hgxkit does not serve), `control` (shell keywords), `other`.
 
 Example:
-    >>> from hgxkit.recipe.post import find_commands, read_post
+    >>> from hgxkit.recipe.importing.post import find_commands, read_post
     >>> post = read_post("p", "CUDA_VISIBLE_DEVICES=0 vllm serve org/m 2>&1 | tee log")
     >>> simple = simple_commands(find_commands(post))
     >>> [(s.kind, [w.text for w in s.prefix], [w.text for w in s.words]) for s in simple]
@@ -24,9 +24,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from hgxkit.errors import InputError
-from hgxkit.recipe.clients import client_of
+from hgxkit.recipe.importing.bench_clients import client_of
+from hgxkit.recipe.importing.post import ASSIGNMENT_RE, Command
 from hgxkit.recipe.kinds import KINDS, UNSUPPORTED, UnsupportedKind, python_program
-from hgxkit.recipe.post import ASSIGNMENT_RE, Command
 from hgxkit.recipe.shellwords import Word
 
 _SEPARATORS = frozenset({";", "&&", "||", "|", "&", "|&", ";;"})
@@ -56,6 +56,11 @@ class Simple:
     @property
     def texts(self) -> list[str]:
         return [word.text for word in self.words]
+
+    @property
+    def assignments(self) -> dict[str, str]:
+        """The environment prefix as NAME -> value (as written)."""
+        return {w.text.split("=", 1)[0]: w.text.split("=", 1)[1] for w in self.prefix}
 
     @property
     def first_line(self) -> int:

@@ -6,8 +6,8 @@ with its own `export` lines, scopes them to their variant. A definition made ins
 command substitution, has no single value: a server that uses it is refused, naming the line.
 
 Example:
-    >>> from hgxkit.recipe.commands import simple_commands
-    >>> from hgxkit.recipe.post import find_commands, read_post
+    >>> from hgxkit.recipe.importing.commands import simple_commands
+    >>> from hgxkit.recipe.importing.post import find_commands, read_post
     >>> post = read_post("p", "model=org/m\\nexport HF_HOME=/hf\\nvllm serve $model --port $PORT")
     >>> simple = simple_commands(find_commands(post))
     >>> scope = Scope.before(simple, simple[-1])
@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from hgxkit.errors import InputError
-from hgxkit.recipe.commands import Simple
+from hgxkit.recipe.importing.commands import Simple
 from hgxkit.recipe.shellwords import EXPANDING_TILDE, dollar_segments
 
 _NAME = re.compile(r"^\$\{?([A-Za-z_][A-Za-z0-9_]*)\}?$")

@@ -88,7 +88,7 @@ PROGRAMS = frozenset(
 PYTHON_RE = re.compile(r"^(?:\S*/)?python[0-9.]*$")
 ASSIGNMENT_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 _QUOTE_PREFIX = re.compile(r"^[ \t]*(?:>[ \t]?)+")
-_FENCE = re.compile(r"^([ \t]*)(`{3,}|~{3,})(.*)$")
+FENCE_RE = re.compile(r"^([ \t]*)(`{3,}|~{3,})(.*)$")
 _PROMPTS = (
     re.compile(r"\$[ \t]+"),  # `$ docker run …`
     re.compile(r"\$(?=[A-Za-z_./])"),  # `$docker run …`, the prompt glued on by a docs page's copy button
@@ -177,7 +177,7 @@ class _Cleaner:
         root_candidates: list[int] = []
         for index, line in enumerate(self.lines):
             text = _blank(line, 0, _QUOTE_PREFIX.match(line).end() if _QUOTE_PREFIX.match(line) else 0)
-            fence = _FENCE.match(text)
+            fence = FENCE_RE.match(text)
             if fence and "```" not in fence.group(3):
                 in_fence = not in_fence
                 block += 1
@@ -304,7 +304,7 @@ def _gather(post: PostFile, start: int) -> tuple[Command, int]:
             break
         following = clean[index]
         if quote is not None:
-            if not following.strip() or _FENCE.match(post.lines[index].lstrip("> ")):
+            if not following.strip() or FENCE_RE.match(post.lines[index].lstrip("> ")):
                 break  # the quote never closes within the block: the lexer reports where it opened
             continue
         if not continued:

@@ -10,6 +10,10 @@ in a server flag, `HF_TOKEN=…` inside `sh -c '…'`) becomes an `{{env:NAME}}`
 password in a URL, the variable `hgxkit.secrets` names for each other form. Every form is one of
 `hgxkit.secrets.SECRET_PATTERNS`, the patterns the log and archive scrubber masks.
 
+As a source format of a post (`DOCKER_RUN`, see `formats`), a `docker run` is a server kept as written, a
+benchmark client, an interactive container later bare commands run in, or a job that is set aside;
+`DOCKER_IMAGES` notes the images `docker build` makes (refused: a node cannot pull them) and `docker tag` names.
+
 Example:
     >>> recipe = import_docker_run("docker run -d --name m-X --gpus '\\"device=X,X\\"' -p 500X:80 img serve")
     >>> recipe.groups.size, recipe.groups.port_base, recipe.groups.name_template
@@ -18,17 +22,29 @@ Example:
 
 from __future__ import annotations
 
+import posixpath
 import re
-from dataclasses import dataclass
 
 from hgxkit.errors import InputError
-from hgxkit.recipe.danger import dangerous_options
 from hgxkit.recipe.docker_options import canonical
-from hgxkit.recipe.dockerrun import OptionEntry, OptionUse, ParsedRun, parse_docker_run
-from hgxkit.recipe.kinds import KINDS, ServerKind, detect_kind, python_program
-from hgxkit.recipe.loader import MAX_RECIPE_BYTES, format_path, recipe_problems
+from hgxkit.recipe.dockerrun import OptionEntry, OptionUse, ParsedRun, parse_docker_run, parse_run_words
+from hgxkit.recipe.importing.bench_clients import client_of
+from hgxkit.recipe.importing.commands import Simple, unsupported_program
+from hgxkit.recipe.importing.outcome import ImportOutcome, LineAccount, finish
+from hgxkit.recipe.importing.reading import Candidate, Container, Reading
+from hgxkit.recipe.kinds import (
+    KINDS,
+    UNSUPPORTED,
+    ServerKind,
+    UnsupportedKind,
+    detect_kind,
+    image_matches,
+    python_program,
+)
+from hgxkit.recipe.loader import MAX_RECIPE_BYTES
 from hgxkit.recipe.model import DockerSpec, Grouping, ImageRef, ModelSpec, Recipe, Source, parse_publish
 from hgxkit.recipe.server_args import ServerCommand, is_flag
+from hgxkit.recipe.shellwords import shell_value, split_words
 from hgxkit.secrets import (
     SecretSpan,
     find_secrets,
@@ -46,27 +62,6 @@ _ENV_REFERENCE = re.compile(
 )
 
 
-@dataclass(frozen=True)
-class Report:
-    """One line of what `recipe import` did with a part of the post: `took` or `skipped`, and what."""
-
-    where: str  # FILE:LINE or FILE:FIRST-LAST
-    action: str
-    what: str
-
-    def line(self) -> str:
-        return f"{self.where}: {self.action} {self.what}"
-
-
-@dataclass(frozen=True)
-class ImportResult:
-    """The recipe plus what the importer had to change or could not capture, for the user to read."""
-
-    recipe: Recipe
-    notes: tuple[str, ...]
-    report: tuple[Report, ...] = ()
-
-
 def import_docker_run(text: str, **options: str | None) -> Recipe:
     """Parse `text` (one `docker run …`) into a recipe; raise `InputError` on malformed input.
 
@@ -82,9 +77,9 @@ def import_with_notes(
     source: str = "<input>",
     model_repo: str | None = None,
     revision: str = "main",
-) -> ImportResult:
+) -> ImportOutcome:
     """One `docker run` command, exactly as written (no translation, no model placement: see
-    `hgxkit.recipe.postimport` for whole posts), with notes on secrets removed and inputs left on the host."""
+    `hgxkit.recipe.importing.importer` for whole posts), with notes on secrets removed and inputs left on the host."""
     if len(text) > MAX_RECIPE_BYTES:
         raise InputError(
             f"{source}: longer than {MAX_RECIPE_BYTES >> 10} KiB; paste one `docker run …` command, not a log"
@@ -103,7 +98,13 @@ def import_with_notes(
         source=Source(),
         groups=grouping,
     )
-    return finish(recipe, notes, source)
+    lines = tuple(
+        LineAccount(source, number, line, "taken", "image, docker, server")
+        if line.strip()
+        else LineAccount(source, number, line, "set aside", why="a blank line")
+        for number, line in enumerate(text.replace("\r\n", "\n").split("\n"), 1)
+    )
+    return finish(recipe, notes, source, lines=lines)
 
 
 def _detected_kind(run: ParsedRun) -> str:
@@ -125,22 +126,6 @@ def scrub_run(
     docker = DockerSpec(run.invocation, tuple(entries))
     server = ServerCommand.from_words(_scrub_server_words(list(run.command), notes, KINDS[kind]), kind)
     return docker, server, grouping
-
-
-def finish(recipe: Recipe, notes: list[str], source: str, report: tuple[Report, ...] = ()) -> ImportResult:
-    """Check every field of an imported recipe; add notes on host inputs and dangerous options."""
-    problems = recipe_problems(recipe)
-    if problems:
-        # Key paths of the recipe this command would become (its docker.options[i] is the i-th option entry).
-        path, problem = problems[0]
-        raise InputError(f"{source}: {format_path(path)}: {problem}")
-    notes.extend(recipe.host_inputs())
-    for danger in dangerous_options(recipe):
-        notes.append(
-            f"dangerous option {danger.option}: {danger.reason}; `recipe check` reports it as an error and the "
-            f'node refuses it unless allow_docker_options lists "{danger.name}"'
-        )
-    return ImportResult(recipe, tuple(dict.fromkeys(notes)), report)
 
 
 def _replace_value(entry: OptionEntry, use_index: int, new_value: str) -> OptionEntry:
@@ -325,3 +310,147 @@ def _recipe_name(name: str | None, grouping: Grouping | None, docker: DockerSpec
         candidate = image.split("@")[0].rsplit("/", 1)[-1].replace(":", "-")
     slug = re.sub(r"[^a-z0-9._-]+", "-", candidate.lower()).strip("-._")
     return slug or "imported"
+
+
+# --- the format: a post's `docker run` (and the `docker build`/`docker tag` that make its image) ---
+
+_SHELLS = frozenset({"bash", "sh", "zsh", "/bin/bash", "/bin/sh", "/usr/bin/bash", "/bin/zsh"})
+
+
+class DockerRun:
+    """`docker run …`: a server kept as written, a benchmark client, a shell later commands run in, or a job."""
+
+    name = "docker run"
+
+    def claims(self, simple: Simple) -> bool:
+        return simple.kind == "docker-run"
+
+    def take(self, simple: Simple, reading: Reading) -> None:
+        raw = " ".join(simple.command.post.clean[simple.command.first - 1 : simple.command.last])
+        engine = _engine_of(simple.texts, raw)
+        if engine is not None:
+            reading.servers.append(Candidate(simple, "engine", engine.name))
+            return
+        try:
+            run = parse_run_words(reading.resolved(simple), source=simple.command.post.name)
+        except InputError as err:
+            reading.servers.append(Candidate(simple, "broken", error=err))
+            return
+        role, words, notes = _container_role(run, reading.kind, simple.where())
+        if role == "bench":
+            client = client_of(python_program(words))
+            assert client is not None
+            reading.benches.append((simple, client, words))
+        elif role == "shell":
+            reading.containers.append(Container(simple, run))
+            shown = f"{run.image} {' '.join(run.command)}".strip()
+            reading.said(simple, "read", f"`docker run {shown}` (an interactive container; bare commands after it "
+                         "run inside it)")  # fmt: skip
+        elif role == "job":
+            shown = shell_value(" ".join(words))[:40]
+            reading.said(simple, "skipped", f"`docker run {run.image}` (runs `{shown}`, not a server)")
+        elif role == "no-program":
+            error = InputError(
+                f"{simple.where()}: {run.image} has no server entrypoint: the words after it ({' '.join(words[:4])} …) "
+                f"run as its command; add the server program, e.g. `python3 -m sglang.launch_server --model-path …`"
+            )
+            reading.servers.append(Candidate(simple, "broken", error=error))
+        else:
+            kind = _kind_of(run, words, reading.kind)
+            reading.servers.append(Candidate(simple, role, kind, run=run, words=words, notes=notes))
+
+
+class DockerImages:
+    """`docker build` (an image a node cannot pull) and `docker tag` (another name for a pullable image)."""
+
+    name = "docker build/tag"
+
+    def claims(self, simple: Simple) -> bool:
+        return simple.kind == "docker-build" or (simple.kind == "docker-tag" and len(simple.texts) >= 4)
+
+    def take(self, simple: Simple, reading: Reading) -> None:
+        if simple.kind == "docker-build":
+            for flag, tag in zip(simple.texts, simple.texts[1:], strict=False):
+                if flag in ("-t", "--tag"):
+                    reading.built[tag] = simple.where()
+            reading.said(simple, "skipped", "`docker build` (an image built from a local checkout)")
+        else:
+            reading.aliases[simple.texts[-1]] = (simple.texts[-2], simple.where())
+            reading.said(simple, "skipped", f"`docker tag` (noted: {simple.texts[-1]} is {simple.texts[-2]})")
+
+
+DOCKER_RUN = DockerRun()
+DOCKER_IMAGES = DockerImages()
+
+
+def _container_role(run: ParsedRun, kind: str | None, where: str) -> tuple[str, list[str], list[str]]:
+    """What a `docker run` runs: (server | bench | shell | job | unknown, the container command, notes)."""
+    words = list(run.command)
+    entrypoint = next(
+        (u.value for e in run.entries for u in e.uses if canonical(u.option.name) == "--entrypoint"), None
+    )
+    if entrypoint is not None and posixpath.basename(shell_value(entrypoint)) in {
+        posixpath.basename(s) for s in _SHELLS
+    }:
+        words = [entrypoint, *words]
+    if words and words[0] in _SHELLS:
+        if len(words) == 1 or words[1:] in (["-l"], ["-i"], ["-il"]):
+            return "shell", words, []
+        if words[1] == "-c" and len(words) == 3:
+            inner = _inner_command(words[2])
+            if inner is not None:
+                note = f"{where}: `{words[0]} -c '…'` unwrapped: the container runs the server directly"
+                return "server", inner, [note]
+            if re.search(r"serve|launch_server|api_server", words[2]):
+                return "server", words, []  # a compound command around the server: kept as written
+        return "job", words, []
+    program = python_program(words)
+    if client_of(program):
+        return "bench", words, []
+    if any(k.launches(program) for k in KINDS.values()):
+        return "server", words, []
+    image_kind = kind or _image_kind(run.image)
+    if image_kind is not None and (KINDS[image_kind].image_entrypoint or not words):
+        return "server", words, []
+    if image_kind is not None and words and words[0].startswith("-"):
+        return "no-program", words, []
+    return "unknown", words, []
+
+
+def _inner_command(text: str) -> list[str] | None:
+    """The words of `bash -c 'TEXT'` when TEXT is one plain server launch, else None."""
+    try:
+        words = split_words(shell_value(text))
+    except InputError:
+        return None
+    if any(w.is_operator for w in words) or not words:
+        return None
+    texts = [w.text for w in words]
+    return texts if any(k.launches(python_program(texts)) for k in KINDS.values()) else None
+
+
+def _image_kind(image: str) -> str | None:
+    try:
+        return detect_kind(image, ()).name
+    except InputError:
+        return None
+
+
+def _kind_of(run: ParsedRun, words: list[str], kind: str | None) -> str | None:
+    if kind:
+        return kind
+    try:
+        return detect_kind(run.image, python_program(words)).name
+    except InputError:
+        return None
+
+
+def _engine_of(words: list[str], raw: str) -> UnsupportedKind | None:
+    """The unsupported engine a `docker run` starts, by its image, its program or its tell-tale names."""
+    for other in UNSUPPORTED:
+        if any(image_matches(word, other.images) for word in words):
+            return other
+    program = unsupported_program(words)
+    if program is not None:
+        return program
+    return next((other for other in UNSUPPORTED if other.hinted_by(raw)), None)

@@ -1,64 +1,59 @@
-"""`hgxkit recipe import FILE…`: whole posts become one recipe, with a report of what was taken and skipped.
+"""`hgxkit recipe import FILE…`: whole posts become one recipe, with the notes and an account of every line.
 
-The serving command is found wherever it is (`hgxkit.recipe.post` reads the text, `commands` classifies each
-command). A `docker run` is kept as written; a bare launch is translated (`hgxkit.recipe.bare`). Several
-serving commands become one recipe when they are the ranks of one server over several hosts (`nodes`);
-commands that differ otherwise are refused, saying what differs, until `--pick N` chooses one. Engines
-hgxkit does not serve are refused by name, and so are setups it cannot reproduce on an HGX-H200 node (AMD
-ROCm, Ascend, Windows host paths, an image built from a local checkout, more GPUs than the node has). The
-model is placed (`placement`), benchmark commands and printed numbers become the matrix and the reference
-(`results_import`). Every change is a note; every refusal is one line naming the file, line and column.
+The post reader (`post`, `commands`, `variables`) finds the commands wherever they are; each is handed to the
+first source format that claims it (`formats`: `docker run` kept as written, a bare launch translated, a
+benchmark client command). Several serving commands become one recipe when they are the ranks of one server
+over several hosts (`nodes`) or its GPU groups (`group_join`); commands that differ otherwise are refused,
+saying what differs, until `--pick N` chooses one. Engines hgxkit does not serve are refused by name, and so
+are setups it cannot reproduce on an HGX-H200 node (AMD ROCm, Ascend, Windows host paths, an image built from a
+local checkout, more GPUs than the node has). The model is placed (`model_placement`), benchmark commands and
+printed numbers become the matrix and the reference (`benchmarks`). Every change is a note; every refusal is
+one line naming the file, line and column; what comes back is one `ImportOutcome` (`outcome`).
 
 Example:
     >>> post = "Serve it:\\n\\n```\\n$ vllm serve org/Tiny-1B --port 8001 -tp 1\\n```\\n"
-    >>> result = import_post([("post.md", post)], ImportOptions(image="vllm/vllm-openai:v0.33.0"))
-    >>> recipe = result.recipe
+    >>> outcome = import_post([("post.md", post)], ImportOptions(image="vllm/vllm-openai:v0.33.0"))
+    >>> recipe = outcome.recipe
     >>> recipe.server.kind, recipe.model.repo_id, [w for e in recipe.docker.entries for w in e.words][:4]
     ('vllm', 'org/Tiny-1B', ['--gpus', 'all', '--ipc=host', '-p'])
-    >>> for line in result.report:
+    >>> for line in outcome.report:
     ...     print(line.line())
     post.md:1: skipped 1 line(s) of prose, comments and output (printed results are read apart)
     post.md:4: took `vllm serve` (the server, vLLM)
+    >>> print(outcome.lines[3].shown())
+    post.md:4: changed -> image, docker, server, model (`vllm serve` (the server, vLLM))
 """
 
 from __future__ import annotations
 
-import posixpath
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
 from hgxkit.errors import InputError
 from hgxkit.netaddr import is_loopback
-from hgxkit.recipe.bare import docker_run_for
-from hgxkit.recipe.clients import client_of
-from hgxkit.recipe.commands import PLACEHOLDER, Simple, simple_commands, unsupported_program
 from hgxkit.recipe.diff import Difference, diff_recipes
 from hgxkit.recipe.docker_options import canonical
-from hgxkit.recipe.dockerrun import ParsedRun, parse_run_words
-from hgxkit.recipe.group_join import join_groups
-from hgxkit.recipe.importer import ImportResult, Report, finish, scrub_run
-from hgxkit.recipe.kinds import (
-    KINDS,
-    UNSUPPORTED,
-    ServerKind,
-    UnsupportedKind,
-    detect_kind,
-    image_matches,
-    python_program,
-)
+from hgxkit.recipe.dockerrun import ParsedRun
+from hgxkit.recipe.importing.bare_launch import bare_run
+from hgxkit.recipe.importing.benchmarks import benchmarks
+from hgxkit.recipe.importing.commands import PLACEHOLDER, Simple, simple_commands
+from hgxkit.recipe.importing.docker_run import scrub_run
+from hgxkit.recipe.importing.formats import format_of
+from hgxkit.recipe.importing.group_join import join_groups
+from hgxkit.recipe.importing.model_placement import DEFAULT_MODELS_DIR, place_model
+from hgxkit.recipe.importing.outcome import ImportOutcome, Report, account_lines, finish
+from hgxkit.recipe.importing.post import PostFile, find_commands, read_post
+from hgxkit.recipe.importing.reading import Candidate, Reading
+from hgxkit.recipe.importing.variables import Scope
+from hgxkit.recipe.kinds import KINDS, UNSUPPORTED, ServerKind, detect_kind, python_program
 from hgxkit.recipe.loader import MAX_RECIPE_BYTES
 from hgxkit.recipe.model import DockerSpec, ImageRef, ModelSpec, Recipe, Source
 from hgxkit.recipe.nodes import HGX_GPUS, join_ranks, parallel_size, rank_of, spans_nodes
-from hgxkit.recipe.placement import DEFAULT_MODELS_DIR, place_model
-from hgxkit.recipe.post import PostFile, find_commands, read_post
-from hgxkit.recipe.results_import import Bench, bench_commands, benchmarks
 from hgxkit.recipe.server_args import ServerCommand
-from hgxkit.recipe.shellwords import Word, shell_value, split_words
-from hgxkit.recipe.variables import Scope
+from hgxkit.recipe.shellwords import Word, shell_value
 from hgxkit.secrets import is_secret_flag, is_secret_name
 
-_SHELLS = frozenset({"bash", "sh", "zsh", "/bin/bash", "/bin/sh", "/usr/bin/bash", "/bin/zsh"})
 # Signs of hardware hgxkit does not serve on: AMD ROCm and Huawei Ascend.
 _AMD_ENV = re.compile(r"^(?:VLLM_ROCM_|HIP_|ROCR_|HSA_|ROCM_)")
 _ASCEND_ENV = re.compile(r"^(?:HCCL_|ASCEND_)")
@@ -80,35 +75,12 @@ class ImportOptions:
     pick: int | None = None
 
 
-@dataclass
-class _Server:
-    """A command that may be the server: what it is, its parsed run, or why it cannot be."""
-
-    simple: Simple
-    role: str  # server | engine | unknown | broken
-    kind: str | None = None  # a supported kind's name, or an unsupported engine's name
-    run: ParsedRun | None = None  # `docker run` commands
-    error: InputError | None = None
-    context: _Container | None = None  # the interactive container a bare launch runs in
-    words: list[str] | None = None  # the container command to keep (after unwrapping `bash -c`)
-    notes: list[str] = field(default_factory=list)
-    number: int = 0  # its number among the post's serving commands (what --pick takes)
-
-    def where(self) -> str:
-        return self.simple.where()
-
-
-@dataclass(frozen=True)
-class _Container:
-    """A `docker run IMAGE bash` the post opens to run commands in."""
-
-    simple: Simple
-    run: ParsedRun
-
-
-def import_post(files: Sequence[tuple[str, str]], options: ImportOptions | None = None) -> ImportResult:
+def import_post(files: Sequence[tuple[str, str]], options: ImportOptions | None = None) -> ImportOutcome:
     """Import one recipe from the posts `files` ((name, text) pairs, read in order)."""
     return _Importer(files, options or ImportOptions()).run()
+
+
+Built = tuple[Candidate, Recipe, list[str]]  # a serving command, the recipe it would be, its notes
 
 
 class _Importer:
@@ -122,132 +94,56 @@ class _Importer:
         self.simples: list[Simple] = []
         for post in self.posts:
             self.simples += simple_commands(find_commands(post))
-
-        self.report: list[Report] = []
-        self.notes: list[str] = [f"{p.name}:{line}: {what}" for p in self.posts for line, what in p.notes]
-        self.servers: list[_Server] = []
-        self.containers: list[_Container] = []
-        self.client_runs: list[Bench] = []
-        self.built: dict[str, str] = {}  # image tag -> where `docker build` made it
+        notes = [f"{p.name}:{line}: {what}" for p in self.posts for line, what in p.notes]
+        self.reading = Reading(self.simples, options.kind, notes)
+        self.notes = self.reading.notes  # one list: notes keep the order they were made in
+        self.report = self.reading.report
         self.join = "one"  # how the serving commands join: one, ranks (over hosts), groups (of GPUs)
-        self.unset: dict[str, list[tuple[str, int]]] = {}  # $NAME the post uses but does not set -> where
-        self.aliases: dict[str, tuple[str, str]] = {}  # `docker tag SRC DST`: DST -> (SRC, where)
 
-    def run(self) -> ImportResult:
+    def run(self) -> ImportOutcome:
         for simple in self.simples:
             self._consider(simple)
         chosen = self._choose()
         recipe, where = self._build(chosen)
         recipe = self._benchmarks(recipe, chosen)
         recipe = replace(recipe, name=self.options.name or _name(recipe))
-        self._prose()
-        for name, places in self.unset.items():
+        prose = self._prose()
+        for name, places in self.reading.unset.items():
             shown = ", ".join(f"{file}:{line}" if i == 0 or file != places[0][0] else str(line)
                               for i, (file, line) in enumerate(places))  # fmt: skip
             self.notes.append(
                 f"${name} is not set by the post ({shown}); the host's shell gives it when the command runs"
             )
         report = tuple(sorted(dict.fromkeys(self.report), key=_report_order))
-        return finish(recipe, self.notes, where, report)
+        outcome = finish(recipe, self.notes, where, report)
+        lines = account_lines(self.posts, self.simples, [r for r in report if r not in prose], outcome.notes)
+        return replace(outcome, lines=lines)
 
     # --- what each command is ---
 
     def _consider(self, simple: Simple) -> None:
-        text = " ".join(simple.texts[:3])
         if simple.kind == "broken":
             error = simple.error()
             assert error is not None
             if re.search(r"docker run|serve|launch_server|api_server", " ".join(simple.command.post.clean[
                     simple.command.first - 1 : simple.command.last])):  # fmt: skip
-                self.servers.append(_Server(simple, "broken", error=error))
+                self.reading.servers.append(Candidate(simple, "broken", error=error))
             else:
                 self._said(simple, "skipped", f"an unreadable command ({error.message.split(': ', 1)[-1]})")
         elif simple.kind in ("assign", "export"):
             names = [w.text.split("=", 1)[0] for w in simple.words[simple.kind == "export" :]]
             self._said(simple, "read", f"variable(s) {', '.join(names)} (used where the post writes $NAME)")
-        elif simple.kind == "server":
-            self.servers.append(_Server(simple, "server", simple.engine, context=self._container_before(simple)))
         elif simple.kind == "engine":
-            self.servers.append(_Server(simple, "engine", simple.engine))
-        elif simple.kind in ("bench", "docker-exec") and simple.client:
-            pass  # reported by the benchmark step
-        elif simple.kind == "docker-run":
-            self._docker_run(simple)
-        elif simple.kind == "docker-build":
-            for flag, tag in zip(simple.texts, simple.texts[1:], strict=False):
-                if flag in ("-t", "--tag"):
-                    self.built[tag] = simple.where()
-            self._said(simple, "skipped", "`docker build` (an image built from a local checkout)")
-        elif simple.kind == "docker-tag" and len(simple.texts) >= 4:
-            self.aliases[simple.texts[-1]] = (simple.texts[-2], simple.where())
-            self._said(simple, "skipped", f"`docker tag` (noted: {simple.texts[-1]} is {simple.texts[-2]})")
+            self.reading.servers.append(Candidate(simple, "engine", simple.engine))
+        elif (source := format_of(simple)) is not None:
+            source.take(simple, self.reading)
         else:
             why = "shell syntax" if simple.kind == "control" else "not a serving or benchmark command"
-            self._said(simple, "skipped", f"{text} ({why})")
+            self._said(simple, "skipped", f"{' '.join(simple.texts[:3])} ({why})")
 
-    def _docker_run(self, simple: Simple) -> None:
-        raw = " ".join(simple.command.post.clean[simple.command.first - 1 : simple.command.last])
-        engine = _engine_of(simple.texts, raw)
-        if engine is not None:
-            self.servers.append(_Server(simple, "engine", engine.name))
-            return
-        try:
-            run = parse_run_words(self._resolved(simple), source=simple.command.post.name)
-        except InputError as err:
-            self.servers.append(_Server(simple, "broken", error=err))
-            return
-        role, words, notes = _container_role(run, self.options.kind, simple.where())
-        if role == "bench":
-            client = client_of(python_program(words))
-            assert client is not None
-            self.client_runs.append((simple, client, words))
-        elif role == "shell":
-            self.containers.append(_Container(simple, run))
-            shown = f"{run.image} {' '.join(run.command)}".strip()
-            self._said(simple, "read", f"`docker run {shown}` (an interactive container; bare commands after it run "
-                       "inside it)")  # fmt: skip
-        elif role == "job":
-            shown = shell_value(" ".join(words))[:40]
-            self._said(simple, "skipped", f"`docker run {run.image}` (runs `{shown}`, not a server)")
-        elif role == "no-program":
-            error = InputError(
-                f"{simple.where()}: {run.image} has no server entrypoint: the words after it ({' '.join(words[:4])} …) "
-                f"run as its command; add the server program, e.g. `python3 -m sglang.launch_server --model-path …`"
-            )
-            self.servers.append(_Server(simple, "broken", error=error))
-        else:
-            kind = _kind_of(run, words, self.options.kind)
-            self.servers.append(_Server(simple, role, kind, run=run, words=words, notes=notes))
-
-    def _container_before(self, simple: Simple) -> _Container | None:
-        post = simple.command.post
-        before = [
-            c for c in self.containers if c.simple.command.post is post and c.simple.first_line < simple.first_line
-        ]
-        return before[-1] if before else None
-
-    def _resolved(self, simple: Simple) -> list[Word]:
-        """The command's words with the `$NAME`s the post sets written out (a note per name)."""
-        scope = Scope.before(self.simples, simple)
-        out = []
-        for word in simple.words:
-            text, used, left = scope.resolve(word.text, where=f"{simple.command.post.name}:{word.line}")
-            for name in used:
-                definition = scope.definitions[name]
-                value = shell_value(definition.value)
-                self.notes.append(
-                    f"{simple.command.post.name}:{word.line}: ${name} is the post's {name}={value} "
-                    f"(line {definition.line})"
-                )
-            for name in left:
-                lines = self.unset.setdefault(name, [])
-                if (simple.command.post.name, word.line) not in lines:
-                    lines.append((simple.command.post.name, word.line))
-            out.append(Word(text, word.line, word.column, word.quoted, word.is_operator))
-        return out
-
-    def _prose(self) -> None:
+    def _prose(self) -> list[Report]:
         """One line per file for what is neither a command nor a number read: prose, logs, output."""
+        said = []
         for post in self.posts:
             covered = {
                 n for s in self.simples if s.command.post is post for n in range(s.command.first, s.command.last + 1)
@@ -255,15 +151,17 @@ class _Importer:
             prose = [n for n, line in enumerate(post.clean, 1) if line.strip() and n not in covered]
             if prose:
                 what = f"{len(prose)} line(s) of prose, comments and output (printed results are read apart)"
-                self.report.append(Report(f"{post.name}:{prose[0]}", "skipped", what))
+                said.append(Report(f"{post.name}:{prose[0]}", "skipped", what))
+        self.report += said
+        return said
 
-    def _said(self, simple: Simple, action: str, what: str) -> None:
-        self.report.append(Report(simple.span(), action, what))
+    def _said(self, simple: Simple, action: str, what: str, into: str = "") -> None:
+        self.reading.said(simple, action, what, into)
 
     # --- which command is the server ---
 
-    def _choose(self) -> list[tuple[_Server, Recipe, list[str]]]:
-        servers = self.servers
+    def _choose(self) -> list[Built]:
+        servers = self.reading.servers
         for number, server in enumerate(servers, 1):
             server.number = number
         if self.options.pick is not None:
@@ -279,7 +177,7 @@ class _Importer:
         engines = [s for s in servers if s.role == "engine"]
         if engines:
             raise _engine_refusal(engines[0], servers)
-        built: list[tuple[_Server, Recipe, list[str]]] = []
+        built: list[Built] = []
         errors: list[InputError] = []
         for server in servers:
             if server.role == "broken":
@@ -300,14 +198,15 @@ class _Importer:
 
     def _no_server(self) -> InputError:
         names = ", ".join(p.name for p in self.posts)
-        shells = list(self.containers)
+        shells = list(self.reading.containers)
         if shells:
             return InputError(
                 f"{shells[0].simple.where()}: no serving command in {names}: the container runs "
                 f"`{' '.join(shells[0].run.command) or 'its entrypoint'}` and the post does not say what runs in it; "
                 "import the post that has the server command"
             )
-        benches = bench_commands(self.simples) + self.client_runs
+        # plain client commands first, then those run with `docker run`
+        benches = sorted(self.reading.benches, key=lambda b: b[0].kind == "docker-run")
         if benches:
             return InputError(
                 f"{benches[0][0].where()}: no serving command in {names}, only {len(benches)} benchmark command(s); "
@@ -318,7 +217,7 @@ class _Importer:
             "vllm serve); give the post that has it"
         )
 
-    def _provisional(self, server: _Server) -> tuple[Recipe, list[str]]:
+    def _provisional(self, server: Candidate) -> tuple[Recipe, list[str]]:
         """The recipe one serving command would be, before its model is placed; raise InputError if it cannot be."""
         simple = server.simple
         post = simple.command.post
@@ -328,7 +227,7 @@ class _Importer:
         if simple.in_block:
             raise InputError(f"{where}: the command runs inside an `{simple.in_block}` block; its words depend on "
                              "shell logic: give the command as it runs")  # fmt: skip
-        words = self._resolved(simple)
+        words = self.reading.resolved(simple)
         substitution = next((w for w in words if w.is_operator), None)
         if substitution is not None:
             raise InputError(
@@ -337,7 +236,8 @@ class _Importer:
             )
         _windows_paths(simple)
         if server.run is None:
-            run, kind = self._bare(server, [w.text for w in words], notes)
+            texts = [w.text for w in words]
+            run, kind = bare_run(server, texts, notes, reading=self.reading, image=self.options.image)
         else:
             run, kind = server.run, server.kind
             run = replace(run, command=tuple(server.words if server.words is not None else run.command))
@@ -346,34 +246,12 @@ class _Importer:
                              "docker client's environment; dropped")  # fmt: skip
         run = self._image(run, simple, notes)
         kind = self.options.kind or kind or _detect(run, where)
-        _hardware(server, run, Scope.before(self.simples, simple), self._prefix(simple))
+        _hardware(server, run, Scope.before(self.simples, simple), simple.assignments)
         docker, command, grouping = scrub_run(run, kind, post.name, notes)
         recipe = Recipe(name="imported", image=ImageRef(run.image), docker=docker, server=command,
                         model=ModelSpec(repo_id=None), groups=grouping)  # fmt: skip
         _fits(recipe, server)
         return recipe, notes
-
-    def _prefix(self, simple: Simple) -> dict[str, str]:
-        return {w.text.split("=", 1)[0]: w.text.split("=", 1)[1] for w in simple.prefix}
-
-    def _bare(self, server: _Server, words: list[str], notes: list[str]) -> tuple[ParsedRun, str]:
-        simple = server.simple
-        kind = self.options.kind or server.kind or "sglang"
-        image = self.options.image
-        if image is None and server.context is not None:
-            image = server.context.run.image
-            notes.append(f"{simple.where()}: runs in the container started at {server.context.simple.where()}, "
-                         f"so its image {image} is used")  # fmt: skip
-        if image is None:
-            image = KINDS[kind].default_image
-            notes.append(f"{simple.where()}: a bare launch; the image is {kind}'s {image} (give --image REF to choose)")
-        scope = Scope.before(self.simples, simple)
-        environment = {name: d.value for name, d in scope.exported().items()}
-        prefix = [f"{name}={value}" for name, value in self._prefix(simple).items()]
-        run, more = docker_run_for(prefix, words, kind=KINDS[kind], image=image, environment=environment,
-                                   where=simple.where())  # fmt: skip
-        notes += more
-        return run, kind
 
     def _image(self, run: ParsedRun, simple: Simple, notes: list[str]) -> ParsedRun:
         if self.options.image:
@@ -381,13 +259,14 @@ class _Importer:
                 notes.append(f"{simple.where()}: --image {self.options.image} replaces the post's {run.image}")
             return replace(run, image=self.options.image)
         image = run.image
-        if image in self.aliases:
-            source, where = self.aliases[image]
+        if image in self.reading.aliases:
+            source, where = self.reading.aliases[image]
             notes.append(f"{simple.where()}: {image} is `docker tag` of {source} ({where}); {source} is pulled")
             image = source
-        if image in self.built:
+        built = self.reading.built
+        if image in built:
             raise InputError(
-                f"{simple.where()}: the image {image} is built by `docker build` ({self.built[image]}) from a source "
+                f"{simple.where()}: the image {image} is built by `docker build` ({built[image]}) from a source "
                 "checkout; a node cannot pull it: give --image REF of a pullable image"
             )
         if "$" in image:
@@ -397,12 +276,12 @@ class _Importer:
 
     # --- the recipe ---
 
-    def _build(self, chosen: list[tuple[_Server, Recipe, list[str]]]) -> tuple[Recipe, str]:
+    def _build(self, chosen: list[Built]) -> tuple[Recipe, str]:
         server, recipe, notes = chosen[0]
         where = server.where()
         self.notes += notes
         for other, _, _ in chosen:
-            self._said(other.simple, "took", _took(other, recipe))
+            self._said(other.simple, "took", _took(other, recipe), "image, docker, server, model")
         if spans_nodes(recipe.server):
             joined = join_ranks([r.server for _, r, _ in chosen], where=where)
             recipe = replace(recipe, server=joined.server, groups=joined.groups)
@@ -430,7 +309,7 @@ class _Importer:
         )  # fmt: skip
         return recipe, chosen[0][0].simple.command.post.name
 
-    def _benchmarks(self, recipe: Recipe, chosen: list[tuple[_Server, Recipe, list[str]]]) -> Recipe:
+    def _benchmarks(self, recipe: Recipe, chosen: list[Built]) -> Recipe:
         original = chosen[0][1]
         served = {v for v in (recipe.server.flag("--served-model-name"), recipe.model.repo_id,
                               original.server.flag(original.server.server_kind.model_flag)) if v}  # fmt: skip
@@ -438,11 +317,11 @@ class _Importer:
         listening = recipe.server.flag("--port") or str(recipe.server.server_kind.default_port)
         ports = {int(p) for p in [listening, *(m.host_port for m in recipe.docker.ports())] if p.isdigit()}
         benches = sorted(
-            bench_commands(self.simples) + self.client_runs, key=lambda b: _report_order(Report(b[0].span(), "", ""))
+            self.reading.benches, key=lambda b: _report_order(Report(b[0].span(), "", ""))
         )
         found = benchmarks(self.posts, benches, served=served, values=values, ports=ports)
         self.notes += found.notes
-        self.report += [Report(where, action, what) for where, action, what in found.report]
+        self.report += found.report
         return replace(recipe, matrix=found.matrix, reference=found.reference)
 
 
@@ -450,7 +329,7 @@ class _Importer:
 _GROUP_DIFFERENCES = {("docker", "--gpus"), ("docker", "--publish"), ("server", "--port"), ("docker", "--name")}
 
 
-def _one_setup(built: list[tuple[_Server, Recipe, list[str]]]) -> tuple[list[tuple[_Server, Recipe, list[str]]], str]:
+def _one_setup(built: list[Built]) -> tuple[list[Built], str]:
     """The command(s) of one setup and how they join (`one`, `ranks` of a server over hosts, GPU `groups`);
     else a refusal naming what differs."""
     first = built[0]
@@ -487,63 +366,17 @@ def _differ(built: list, first: tuple, other: tuple, differences: list[Differenc
     )
 
 
-def _at(server: _Server, near: _Server) -> str:
+def _at(server: Candidate, near: Candidate) -> str:
     """`line N` for a command of the same file as `near`, else `FILE:N`."""
     same = server.simple.command.post is near.simple.command.post
     return f"line {server.simple.first_line}" if same else server.where()
 
 
-def _took(server: _Server, recipe: Recipe) -> str:
+def _took(server: Candidate, recipe: Recipe) -> str:
     image = f", {recipe.image.reference}" if server.run is not None else ""
     words = python_program(server.simple.texts)
     program = words[:3] if words[:2] == ["python3", "-m"] else words[:2]
     return f"`{' '.join(program)}` (the server, {recipe.server.server_kind.title}{image})"
-
-
-def _container_role(run: ParsedRun, kind: str | None, where: str) -> tuple[str, list[str], list[str]]:
-    """What a `docker run` runs: (server | bench | shell | job | unknown, the container command, notes)."""
-    words = list(run.command)
-    entrypoint = next(
-        (u.value for e in run.entries for u in e.uses if canonical(u.option.name) == "--entrypoint"), None
-    )
-    if entrypoint is not None and posixpath.basename(shell_value(entrypoint)) in {
-        posixpath.basename(s) for s in _SHELLS
-    }:
-        words = [entrypoint, *words]
-    if words and words[0] in _SHELLS:
-        if len(words) == 1 or words[1:] in (["-l"], ["-i"], ["-il"]):
-            return "shell", words, []
-        if words[1] == "-c" and len(words) == 3:
-            inner = _inner_command(words[2])
-            if inner is not None:
-                note = f"{where}: `{words[0]} -c '…'` unwrapped: the container runs the server directly"
-                return "server", inner, [note]
-            if re.search(r"serve|launch_server|api_server", words[2]):
-                return "server", words, []  # a compound command around the server: kept as written
-        return "job", words, []
-    program = python_program(words)
-    if client_of(program):
-        return "bench", words, []
-    if any(k.launches(program) for k in KINDS.values()):
-        return "server", words, []
-    image_kind = kind or _image_kind(run.image)
-    if image_kind is not None and (KINDS[image_kind].image_entrypoint or not words):
-        return "server", words, []
-    if image_kind is not None and words and words[0].startswith("-"):
-        return "no-program", words, []
-    return "unknown", words, []
-
-
-def _inner_command(text: str) -> list[str] | None:
-    """The words of `bash -c 'TEXT'` when TEXT is one plain server launch, else None."""
-    try:
-        words = split_words(shell_value(text))
-    except InputError:
-        return None
-    if any(w.is_operator for w in words) or not words:
-        return None
-    texts = [w.text for w in words]
-    return texts if any(k.launches(python_program(texts)) for k in KINDS.values()) else None
 
 
 def _detect(run: ParsedRun, where: str) -> str:
@@ -557,34 +390,7 @@ def _detect(run: ParsedRun, where: str) -> str:
         ) from None
 
 
-def _image_kind(image: str) -> str | None:
-    try:
-        return detect_kind(image, ()).name
-    except InputError:
-        return None
-
-
-def _kind_of(run: ParsedRun, words: list[str], kind: str | None) -> str | None:
-    if kind:
-        return kind
-    try:
-        return detect_kind(run.image, python_program(words)).name
-    except InputError:
-        return None
-
-
-def _engine_of(words: list[str], raw: str) -> UnsupportedKind | None:
-    """The unsupported engine a `docker run` starts, by its image, its program or its tell-tale names."""
-    for other in UNSUPPORTED:
-        if any(image_matches(word, other.images) for word in words):
-            return other
-    program = unsupported_program(words)
-    if program is not None:
-        return program
-    return next((other for other in UNSUPPORTED if other.hinted_by(raw)), None)
-
-
-def _engine_refusal(engine: _Server, servers: list[_Server]) -> InputError:
+def _engine_refusal(engine: Candidate, servers: list[Candidate]) -> InputError:
     other = next(o for o in UNSUPPORTED if o.name == engine.kind)
     supported = " and ".join(k.title for k in KINDS.values())
     also = [s for s in servers if s is not engine and s.role != "engine"]
@@ -615,7 +421,7 @@ def _placeholders(simple: Simple) -> None:
                          "placeholder; write its value")  # fmt: skip
 
 
-def _hardware(server: _Server, run: ParsedRun, scope: Scope, prefix: dict[str, str]) -> None:
+def _hardware(server: Candidate, run: ParsedRun, scope: Scope, prefix: dict[str, str]) -> None:
     """Refuse setups for accelerators other than NVIDIA's (AMD ROCm, Huawei Ascend), naming what shows it."""
     where = server.where()
     context = server.context.run if server.context else None
@@ -654,7 +460,7 @@ def _windows_paths(simple: Simple) -> None:
             )
 
 
-def _fits(recipe: Recipe, server: _Server) -> None:
+def _fits(recipe: Recipe, server: Candidate) -> None:
     """Refuse a server that needs more GPUs than its hosts have, or vLLM data parallelism spread by hand."""
     kind = recipe.server.server_kind
     where = server.where()
@@ -673,7 +479,7 @@ def _fits(recipe: Recipe, server: _Server) -> None:
         )
 
 
-def _flag_word(server: _Server, kind: ServerKind) -> Word | None:
+def _flag_word(server: Candidate, kind: ServerKind) -> Word | None:
     """The word of the post that sets the parallel size (to point at it)."""
     wanted = {kind.tp_flag, kind.pp_flag, kind.dp_flag}
     return next((w for w in server.simple.words if kind.canonical_flag(w.text.split("=")[0]) in wanted), None)

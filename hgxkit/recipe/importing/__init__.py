@@ -1,0 +1,1 @@
+"""Importing posts: the post reader and one module per source format, joined into one recipe by `importer`."""

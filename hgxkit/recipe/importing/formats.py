@@ -1,0 +1,45 @@
+"""The source formats an import reads, in the order they are asked: the first that claims a command takes it.
+
+A format is one module with an object that has a `name`, `claims(simple)` (is this command mine?) and
+`take(simple, reading)` (record what it is in the `Reading`: a server candidate, a container, a benchmark, a
+report line). A new source (a compose file, a Kubernetes manifest, a Slurm script, a Ray cluster) joins by
+adding its module and one line to `FORMATS`. What is shell rather than a source (variables, `for`/`if`, an
+unreadable line, an engine hgxkit does not serve) is the importer's own; printed result blocks are not
+commands: `benchmarks` reads them (`result_blocks`) for the benchmark commands taken.
+
+Example:
+    >>> [f.name for f in FORMATS]
+    ['docker run', 'docker build/tag', 'bare launch', 'benchmark command']
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from hgxkit.recipe.importing.bare_launch import BARE_LAUNCH
+from hgxkit.recipe.importing.benchmarks import BENCH_COMMANDS
+from hgxkit.recipe.importing.commands import Simple
+from hgxkit.recipe.importing.docker_run import DOCKER_IMAGES, DOCKER_RUN
+from hgxkit.recipe.importing.reading import Reading
+
+
+class SourceFormat(Protocol):
+    """One kind of command a post holds, and what the importer takes from it."""
+
+    name: str
+
+    def claims(self, simple: Simple) -> bool:
+        """True when `simple` is a command of this format."""
+        ...
+
+    def take(self, simple: Simple, reading: Reading) -> None:
+        """Record what `simple` is in `reading` (a candidate, a container, a benchmark, a report line)."""
+        ...
+
+
+FORMATS: tuple[SourceFormat, ...] = (DOCKER_RUN, DOCKER_IMAGES, BARE_LAUNCH, BENCH_COMMANDS)
+
+
+def format_of(simple: Simple) -> SourceFormat | None:
+    """The first format that claims `simple`, or None."""
+    return next((f for f in FORMATS if f.claims(simple)), None)
