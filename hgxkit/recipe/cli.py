@@ -125,13 +125,16 @@ def _add_diff(commands: argparse._SubParsersAction) -> None:
         help="show what differs between two recipes, one line each",
         formatter_class=_RAW,
         description="Compare image, env, docker options, server flags (aliases resolved), model and GPU "
-        "grouping. Exit status 0 either way; the output is empty when the setups are the same.",
-        epilog="example:\n  hgxkit recipe diff recipes/deepseek-v4-flash-dspark-marlin.yaml "
-        "recipes/deepseek-v4-flash-dspark-flashinfer.yaml",
+        "grouping. Exit status 0 either way (with --exit-code: 1 when they differ, as `git diff`); the output "
+        "is empty when the setups are the same.",
+        epilog="examples:\n  hgxkit recipe diff recipes/deepseek-v4-flash-dspark-marlin.yaml "
+        "recipes/deepseek-v4-flash-dspark-flashinfer.yaml\n"
+        "  hgxkit recipe diff --exit-code deployed.yaml recipes/mine.yaml || echo changed",
     )
     parser.add_argument("a", help="first recipe")
     parser.add_argument("b", help="second recipe")
     parser.add_argument("--json", action="store_true", help="print differences as JSON")
+    parser.add_argument("--exit-code", action="store_true", help="exit 1 when the recipes differ, 0 when not")
     parser.set_defaults(handler=_cmd_diff)
 
 
@@ -252,12 +255,16 @@ def _cmd_diff(args: argparse.Namespace) -> int:
     differences = diff_recipes(a, b)
     if args.json:
         print(json.dumps([d.to_json() for d in differences], indent=2))
-        return 0
-    if not differences:
+    elif not differences:
         _stderr().print(f"{args.a} and {args.b} describe the same setup")
-        return 0
+    else:
+        _print_differences(differences, args.a, args.b)
+    return 1 if args.exit_code and differences else 0
+
+
+def _print_differences(differences: list, a: str, b: str) -> None:
     table = Table(show_header=True, header_style="bold", box=None)
-    for column in ("area", "setting", args.a, args.b):
+    for column in ("area", "setting", a, b):
         table.add_column(column, overflow="fold")
     for d in differences:
         table.add_row(d.area, d.key, d.a, d.b)
@@ -266,7 +273,6 @@ def _cmd_diff(args: argparse.Namespace) -> int:
     else:
         for d in differences:
             print(d.line())
-    return 0
 
 
 def _cmd_show(args: argparse.Namespace) -> int:
