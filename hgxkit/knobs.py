@@ -43,8 +43,8 @@ from typing import Any
 from pyinfra.api.exceptions import DeployError
 
 from hgxkit.errors import HgxkitError
-from hgxkit.recipe.loader import load_recipe
 from hgxkit.recipe.model import Recipe
+from hgxkit.recipe.read import load_recipe
 
 SEED_RECIPE = "recipes/deepseek-v4-flash-dspark-marlin.yaml"
 REPO_ROOT = Path(__file__).resolve().parents[1]

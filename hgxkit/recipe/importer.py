@@ -26,9 +26,10 @@ from hgxkit.recipe.danger import dangerous_options
 from hgxkit.recipe.docker_options import canonical
 from hgxkit.recipe.dockerrun import OptionEntry, OptionUse, ParsedRun, parse_docker_run
 from hgxkit.recipe.kinds import KINDS, ServerKind, detect_kind, python_program
-from hgxkit.recipe.loader import MAX_RECIPE_BYTES, format_path, recipe_problems
 from hgxkit.recipe.model import DockerSpec, Grouping, ImageRef, ModelSpec, Recipe, Source, parse_publish
+from hgxkit.recipe.read import MAX_RECIPE_BYTES
 from hgxkit.recipe.server_args import ServerCommand, is_flag
+from hgxkit.recipe.validate import format_path, recipe_problems
 from hgxkit.secrets import (
     SecretSpan,
     find_secrets,
@@ -132,8 +133,8 @@ def finish(recipe: Recipe, notes: list[str], source: str, report: tuple[Report, 
     problems = recipe_problems(recipe)
     if problems:
         # Key paths of the recipe this command would become (its docker.options[i] is the i-th option entry).
-        path, problem = problems[0]
-        raise InputError(f"{source}: {format_path(path)}: {problem}")
+        first = problems[0]
+        raise InputError(f"{source}: {format_path(first.where)}: {first.message}")
     notes.extend(recipe.host_inputs())
     for danger in dangerous_options(recipe):
         notes.append(

@@ -47,11 +47,11 @@ from hgxkit.recipe.kinds import (
     image_matches,
     python_program,
 )
-from hgxkit.recipe.loader import MAX_RECIPE_BYTES
 from hgxkit.recipe.model import DockerSpec, ImageRef, ModelSpec, Recipe, Source
 from hgxkit.recipe.nodes import HGX_GPUS, join_ranks, parallel_size, rank_of, spans_nodes
 from hgxkit.recipe.placement import DEFAULT_MODELS_DIR, place_model
 from hgxkit.recipe.post import PostFile, find_commands, read_post
+from hgxkit.recipe.read import MAX_RECIPE_BYTES
 from hgxkit.recipe.results_import import Bench, bench_commands, benchmarks
 from hgxkit.recipe.server_args import ServerCommand
 from hgxkit.recipe.shellwords import Word, shell_value, split_words

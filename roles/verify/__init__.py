@@ -31,7 +31,7 @@ from hgxkit.node.driver import driver_gate
 from hgxkit.node.facts import FileText, InstalledPackages, JsonFile, NvidiaSmi
 from hgxkit.node.health import gpu_health_report
 from hgxkit.problems import problem_lines, refuse
-from hgxkit.recipe.loader import dump_recipe
+from hgxkit.recipe.dump import dump_recipe
 from hgxkit.recipe.model import Recipe
 from hgxkit.results.archive import run_id_for, write_run
 from hgxkit.results.report import run_markdown

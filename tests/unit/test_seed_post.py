@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import fields
 from pathlib import Path
 
-from hgxkit.recipe.loader import load_recipe
 from hgxkit.recipe.postimport import ImportOptions, import_post
+from hgxkit.recipe.read import load_recipe
 
 ROOT = Path(__file__).resolve().parents[2]
 SEED = ROOT / "tests" / "fixtures" / "forum-dspark-h200.txt"
