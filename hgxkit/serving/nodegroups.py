@@ -14,9 +14,10 @@ from typing import Any
 
 from pyinfra.api.exceptions import DeployError
 
-from hgxkit.knobs import knob, recipe_for, recipe_path
+from hgxkit.knobs import knob
 from hgxkit.node.facts import FileText, InstalledPackages, JsonFile, NvidiaLoadedModule
 from hgxkit.problems import Problem
+from hgxkit.recipe.host_recipe import recipe_for, recipe_path
 from hgxkit.recipe.model import Recipe
 from hgxkit.serving.image import RECORD_NAME, recorded_digest
 from hgxkit.serving.multinode import Candidate, MemberState, NodeGroup, place_groups
