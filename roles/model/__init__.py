@@ -37,7 +37,7 @@ from hgxkit.knobs import knob
 from hgxkit.model import core
 from hgxkit.model.facts import ModelSyncStatus
 from hgxkit.model.placement import model_dir_problems
-from hgxkit.node.facts import FileText, RealPath
+from hgxkit.node.facts_files import FileText, RealPath
 from hgxkit.problems import refuse
 from hgxkit.recipe.host_recipe import recipe_for
 from roles.model.defaults import DEFAULTS, TOKEN_DIR

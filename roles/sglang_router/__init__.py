@@ -24,7 +24,7 @@ from pyinfra.operations import python
 
 from hgxkit.hostcmd import HostRunner, script
 from hgxkit.knobs import knob
-from hgxkit.node.facts import NvidiaSmi
+from hgxkit.node.facts_gpu import NvidiaSmi
 from hgxkit.problems import refuse
 from hgxkit.recipe.host_recipe import recipe_for
 from hgxkit.recipe.render import render_recipe

@@ -28,7 +28,9 @@ from pyinfra.operations import python
 from hgxkit.hostcmd import HostRunner, SecretLines, argv, script, text
 from hgxkit.hostfiles import write_text
 from hgxkit.knobs import knob
-from hgxkit.node.facts import IsFile, JsonFile, MemTotalBytes, NvidiaSmi
+from hgxkit.node.facts_files import IsFile, JsonFile
+from hgxkit.node.facts_gpu import NvidiaSmi
+from hgxkit.node.facts_system import MemTotalBytes
 from hgxkit.planfacts import plan_fact
 from hgxkit.problems import Problem, problem_lines, refuse
 from hgxkit.recipe.check import check_recipe

@@ -28,7 +28,9 @@ from pyinfra.operations import python
 from hgxkit.hostcmd import HostRunner, argv, script
 from hgxkit.knobs import knob
 from hgxkit.node.driver import driver_gate
-from hgxkit.node.facts import FileText, InstalledPackages, JsonFile, NvidiaSmi
+from hgxkit.node.facts_apt import InstalledPackages
+from hgxkit.node.facts_files import FileText, JsonFile
+from hgxkit.node.facts_gpu import NvidiaSmi
 from hgxkit.node.health import gpu_health_report
 from hgxkit.problems import problem_lines, refuse
 from hgxkit.recipe.dump import dump_recipe
