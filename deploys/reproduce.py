@@ -14,7 +14,7 @@ from pyinfra import host
 
 from hgxkit.hostlock import hold_host_lock
 from hgxkit.include import include_sibling
-from hgxkit.knobs import recipe_for
+from hgxkit.recipe.host_recipe import recipe_for
 from roles.model import model
 from roles.sglang_router import sglang_router
 from roles.sglang_serve import prefetch_image, sglang_serve

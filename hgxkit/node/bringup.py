@@ -24,7 +24,7 @@ from hgxkit.hostcmd import HostRunner
 from hgxkit.hostfiles import write_text
 from hgxkit.knobs import knob
 from hgxkit.node.converged import RECORD_NAME, judged_by, parse_state, skip_reason, state_command, verified_record
-from hgxkit.node.facts import BringupState
+from hgxkit.node.facts_system import BringupState
 
 ROOT = Path(__file__).resolve().parents[2]
 BRINGUP_ROLES = ("preflight", "nvidia_driver", "docker", "container_toolkit", "gpu_health")

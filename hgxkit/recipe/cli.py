@@ -15,11 +15,12 @@ from rich.table import Table
 from hgxkit.errors import InputError
 from hgxkit.recipe.check import check_recipe
 from hgxkit.recipe.diff import diff_recipes
+from hgxkit.recipe.dump import dump_recipe
 from hgxkit.recipe.groups import parse_groups_arg
 from hgxkit.recipe.importing.importer import ImportOptions, import_post
 from hgxkit.recipe.importing.model_placement import DEFAULT_MODELS_DIR
 from hgxkit.recipe.kinds import KINDS
-from hgxkit.recipe.loader import dump_recipe, load_recipe, parse_recipe_text, read_recipe_text
+from hgxkit.recipe.read import load_recipe, parse_recipe_text, read_recipe_text
 from hgxkit.recipe.render import render_recipe
 from hgxkit.recipe.schema import RECIPE_SCHEMA
 from hgxkit.recipe.show import recipe_json, show_recipe
@@ -238,7 +239,7 @@ def _cmd_check(args: argparse.Namespace) -> int:
     findings = check_recipe(recipe, args.gpus)
     errors = [f for f in findings if f.level == "error"]
     if args.json:
-        print(json.dumps([f.__dict__ for f in findings], indent=2))
+        print(json.dumps([{"level": f.level, "code": f.code, "message": f.message} for f in findings], indent=2))
         return 1 if errors else 0
     console = Console(highlight=False, soft_wrap=True)
     for finding in findings:

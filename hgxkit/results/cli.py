@@ -161,7 +161,7 @@ def recipe_differences(run_a: Run, run_b: Run) -> list[str]:
     """The settings that differ between the recipes two runs archived (`recipe.yaml`), one line each, as
     `hgxkit recipe diff` says them (e.g. `server --tp: 8 -> (absent)`); none when either run has no recipe."""
     from hgxkit.recipe.diff import diff_recipes
-    from hgxkit.recipe.loader import parse_recipe_text
+    from hgxkit.recipe.read import parse_recipe_text
 
     files = [run.path / RECIPE_FILE for run in (run_a, run_b)]
     if not all(f.is_file() for f in files):
@@ -183,7 +183,7 @@ def _reference_recipe(run: Run, recipe_arg: str | None) -> str:
 
 def _load_reference(run: Run, recipe_arg: str | None) -> tuple[object | None, str]:
     """The recipe's reference numbers for a run, and where they came from (or why there are none)."""
-    from hgxkit.recipe.loader import load_recipe  # the recipe package is only needed for references
+    from hgxkit.recipe.read import load_recipe  # the recipe package is only needed for references
 
     path = _reference_recipe(run, recipe_arg)
     if not recipe_arg and not Path(path).exists():

@@ -28,7 +28,7 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
-from hgxkit.results.nvidia_smi import (
+from hgxkit.nvidia.smi import (
     GPU_QUERY,
     THERMAL_OR_POWER,
     THROTTLE_REASONS,

@@ -10,7 +10,7 @@ own `{{env:NAME}}` values come from the controller's environment when the comman
 into the spec, its hash, or anything printed.
 
 Example:
-    >>> from hgxkit.recipe.loader import load_recipe
+    >>> from hgxkit.recipe.read import load_recipe
     >>> specs = container_specs(load_recipe("recipes/deepseek-v4-flash-dspark-marlin.yaml"), total_gpus=8,
     ...                         bind_address="127.0.0.1", api_key=None, image="lmsysorg/sglang@sha256:" + "0" * 64)
     >>> [(s.name, s.port, s.health_url) for s in specs][0]

@@ -17,18 +17,11 @@ from pathlib import Path
 from typing import Any
 
 from hgxkit import __version__
-from hgxkit.node.facts import (
-    CgroupVersion,
-    DockerInfo,
-    InstalledPackages,
-    KernelRelease,
-    Lscpu,
-    MemTotalBytes,
-    NvidiaSmiXml,
-    NvidiaTopology,
-    OsRelease,
-    SecureBootState,
-)
+from hgxkit.node.facts_apt import InstalledPackages
+from hgxkit.node.facts_docker import DockerInfo
+from hgxkit.node.facts_driver import SecureBootState
+from hgxkit.node.facts_gpu import NvidiaSmiXml, NvidiaTopology
+from hgxkit.node.facts_system import CgroupVersion, KernelRelease, Lscpu, MemTotalBytes, OsRelease
 from hgxkit.recipe.kinds import KINDS
 from hgxkit.recipe.model import Recipe
 from hgxkit.results.fingerprint import UNKNOWN, Fingerprint, GpuFingerprint, hash_uuid

@@ -21,8 +21,8 @@ from typing import Literal
 from pyinfra.api import StringCommand
 
 from hgxkit.hostcmd import argv, script, text, variable
+from hgxkit.nvidia.smi import GPU_QUERY
 from hgxkit.recipe.kinds import KINDS
-from hgxkit.results.nvidia_smi import GPU_QUERY
 from hgxkit.verify.plan import CLIENTS, Cell, client_argv
 
 ClientProcess = Literal["per_container", "per_cell"]

@@ -33,12 +33,13 @@ from pyinfra.api.exceptions import DeployError
 from pyinfra.operations import apt, files, python, server
 
 from hgxkit.hostcmd import HostRunner, SecretLines, argv, script
-from hgxkit.knobs import knob, recipe_for
+from hgxkit.knobs import knob
 from hgxkit.model import core
 from hgxkit.model.facts import ModelSyncStatus
 from hgxkit.model.placement import model_dir_problems
-from hgxkit.node.facts import FileText, RealPath
+from hgxkit.node.facts_files import FileText, RealPath
 from hgxkit.problems import refuse
+from hgxkit.recipe.host_recipe import recipe_for
 from roles.model.defaults import DEFAULTS, TOKEN_DIR
 
 PROGRAM = Path(core.__file__).with_name("fetch.py")

@@ -23,9 +23,10 @@ from pyinfra.api.output import echo
 from pyinfra.operations import python
 
 from hgxkit.hostcmd import HostRunner, script
-from hgxkit.knobs import knob, recipe_for
-from hgxkit.node.facts import NvidiaSmi
+from hgxkit.knobs import knob
+from hgxkit.node.facts_gpu import NvidiaSmi
 from hgxkit.problems import refuse
+from hgxkit.recipe.host_recipe import recipe_for
 from hgxkit.recipe.render import render_recipe
 from hgxkit.secrets import redact
 from hgxkit.serving.facts import RouterContainer

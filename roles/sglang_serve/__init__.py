@@ -19,6 +19,7 @@ import os
 import time
 from pathlib import Path
 
+from hgxkit.node.facts import IsFile, JsonFile, MemTotalBytes, NvidiaSmi
 from pyinfra import host
 from pyinfra.api import Host, deploy
 from pyinfra.api.exceptions import DeployError
@@ -27,12 +28,12 @@ from pyinfra.operations import python
 
 from hgxkit.hostcmd import HostRunner, SecretLines, argv, script, text
 from hgxkit.hostfiles import write_text
-from hgxkit.knobs import knob, recipe_for
+from hgxkit.knobs import knob
 from hgxkit.netaddr import is_loopback
-from hgxkit.node.facts import IsFile, JsonFile, MemTotalBytes, NvidiaSmi
 from hgxkit.planfacts import plan_fact
 from hgxkit.problems import Problem, problem_lines, refuse
 from hgxkit.recipe.check import check_recipe
+from hgxkit.recipe.host_recipe import recipe_for
 from hgxkit.recipe.model import Recipe
 from hgxkit.secrets import redact
 from hgxkit.serving.containers import ApiKeyFiles, ContainerSpec, container_specs

@@ -39,7 +39,8 @@ from pyinfra.operations import python
 from hgxkit.hostcmd import HostRunner, SecretLines, argv, script, text
 from hgxkit.hostfiles import write_text
 from hgxkit.knobs import knob
-from hgxkit.node.facts import JsonFile, NvidiaSmi
+from hgxkit.node.facts_files import JsonFile
+from hgxkit.node.facts_gpu import NvidiaSmi
 from hgxkit.planfacts import plan_fact
 from hgxkit.problems import Problem, problem_lines, refuse
 from hgxkit.recipe.model import Recipe

@@ -41,8 +41,8 @@ from hgxkit.recipe.kinds import (
     image_matches,
     python_program,
 )
-from hgxkit.recipe.loader import MAX_RECIPE_BYTES
 from hgxkit.recipe.model import DockerSpec, Grouping, ImageRef, ModelSpec, Recipe, Source, parse_publish
+from hgxkit.recipe.read import MAX_RECIPE_BYTES
 from hgxkit.recipe.server_args import ServerCommand, is_flag
 from hgxkit.recipe.shellwords import shell_value, split_words
 from hgxkit.secrets import (

@@ -47,9 +47,9 @@ from hgxkit.recipe.importing.post import PostFile, find_commands, read_post
 from hgxkit.recipe.importing.reading import Candidate, Reading
 from hgxkit.recipe.importing.variables import Scope
 from hgxkit.recipe.kinds import KINDS, UNSUPPORTED, ServerKind, detect_kind, python_program
-from hgxkit.recipe.loader import MAX_RECIPE_BYTES
 from hgxkit.recipe.model import DockerSpec, ImageRef, ModelSpec, Recipe, Source
 from hgxkit.recipe.nodes import HGX_GPUS, join_ranks, parallel_size, rank_of, spans_nodes
+from hgxkit.recipe.read import MAX_RECIPE_BYTES
 from hgxkit.recipe.server_args import ServerCommand
 from hgxkit.recipe.shellwords import Word, shell_value
 from hgxkit.secrets import is_secret_flag, is_secret_name
