@@ -128,16 +128,13 @@ def sim_extra_missing() -> list[str]:
     return [name for name in SIM_EXTRA if importlib.util.find_spec(name) is None]
 
 
-def sim_extra_remedy() -> str:
-    """How to install the `sim` extra: its requirements as this install declares them, else the checkout's."""
+def sim_extra_requirements() -> list[str]:
+    """The `sim` extra's requirements as this install declares them (empty when run from a bare checkout)."""
     try:
         declared = importlib.metadata.requires("hgxkit") or []
-    except importlib.metadata.PackageNotFoundError:  # run from a checkout that was never installed
+    except importlib.metadata.PackageNotFoundError:
         declared = []
-    wanted = [r.split(";")[0].strip() for r in declared if re.search(r"""extra\s*==\s*["']sim["']""", r)]
-    if not wanted:
-        return "pip install '.[sim]' in the hgxkit checkout (`make venv` does)"
-    return f"pip install {' '.join(shlex.quote(r) for r in wanted)}"
+    return [r.split(";")[0].strip() for r in declared if re.search(r"""extra\s*==\s*["']sim["']""", r)]
 
 
 def _needs_sim_extra(handler: Handler) -> Handler:
@@ -148,8 +145,9 @@ def _needs_sim_extra(handler: Handler) -> Handler:
     def checked(args: argparse.Namespace) -> int:
         missing = sim_extra_missing()
         if missing:
+            wanted = " ".join(shlex.quote(r) for r in sim_extra_requirements()) or "'.[sim]' in the hgxkit checkout"
             raise InputError(
-                f"`hgxkit sim` needs {' and '.join(missing)} (the 'sim' extra, not installed): {sim_extra_remedy()}"
+                f"`hgxkit sim` needs {' and '.join(missing)} (the 'sim' extra, not installed): pip install {wanted}"
             )
         return handler(args)
 
