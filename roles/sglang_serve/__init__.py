@@ -19,7 +19,6 @@ import os
 import time
 from pathlib import Path
 
-from hgxkit.node.facts import IsFile, JsonFile, MemTotalBytes, NvidiaSmi
 from pyinfra import host
 from pyinfra.api import Host, deploy
 from pyinfra.api.exceptions import DeployError
@@ -30,6 +29,9 @@ from hgxkit.hostcmd import HostRunner, SecretLines, argv, script, text
 from hgxkit.hostfiles import write_text
 from hgxkit.knobs import knob
 from hgxkit.netaddr import is_loopback
+from hgxkit.node.facts_files import IsFile, JsonFile
+from hgxkit.node.facts_gpu import NvidiaSmi
+from hgxkit.node.facts_system import MemTotalBytes
 from hgxkit.planfacts import plan_fact
 from hgxkit.problems import Problem, problem_lines, refuse
 from hgxkit.recipe.check import check_recipe
