@@ -22,8 +22,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from pyinfra.api.exceptions import DeployError
-
 Level = Literal["error", "warning"]
 # Where a problem was found: a host or file name, or a key path inside a recipe (`("docker", "options", 3)`).
 Where = str | tuple[str | int, ...]
@@ -60,4 +58,8 @@ def refuse(heading: str, problems: Sequence[Problem | str]) -> None:
     The heading says what failed and where, e.g. `preflight failed on node1; nothing was changed`.
     """
     if problems:
+        # Here, not at the top: the recipe checks use Problem too, and `hgxkit recipe …` must not load pyinfra
+        # (and its SSH stack) for them.
+        from pyinfra.api.exceptions import DeployError
+
         raise DeployError(f"{heading}:\n{problem_lines(problems)}")
