@@ -13,7 +13,7 @@ itself, so the container gets only its arguments, the model as `--model MODEL` (
 read).
 
 Example:
-    >>> from hgxkit.recipe.kinds import KINDS
+    >>> from hgxkit.kinds import KINDS
     >>> run, notes = docker_run_for(["CUDA_VISIBLE_DEVICES=0,1"], ["python", "-m", "sglang.launch_server",
     ...                             "--model-path", "/m", "--tp", "2"], kind=KINDS["sglang"], image="img:1",
     ...                             environment={}, where="p:1")
@@ -26,9 +26,9 @@ from __future__ import annotations
 import posixpath
 from collections.abc import Mapping, Sequence
 
+from hgxkit.kinds import ServerKind, python_program
 from hgxkit.netaddr import is_loopback
 from hgxkit.recipe.dockerrun import ParsedRun, parse_option_words
-from hgxkit.recipe.kinds import ServerKind, python_program
 from hgxkit.recipe.server_args import group_args, is_flag
 from hgxkit.recipe.shellwords import shell_value
 

@@ -13,10 +13,10 @@ from rich.markup import escape
 from rich.table import Table
 
 from hgxkit.errors import InputError
+from hgxkit.kinds import KINDS
 from hgxkit.recipe.check import check_recipe
 from hgxkit.recipe.diff import diff_recipes
 from hgxkit.recipe.groups import parse_groups_arg
-from hgxkit.recipe.kinds import KINDS
 from hgxkit.recipe.loader import dump_recipe, load_recipe, parse_recipe_text, read_recipe_text
 from hgxkit.recipe.placement import DEFAULT_MODELS_DIR
 from hgxkit.recipe.postimport import ImportOptions, import_post

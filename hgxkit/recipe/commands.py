@@ -24,8 +24,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from hgxkit.errors import InputError
+from hgxkit.kinds import KINDS, UNSUPPORTED, UnsupportedKind, python_program
 from hgxkit.recipe.clients import client_of
-from hgxkit.recipe.kinds import KINDS, UNSUPPORTED, UnsupportedKind, python_program
 from hgxkit.recipe.post import ASSIGNMENT_RE, Command
 from hgxkit.recipe.shellwords import Word
 

@@ -22,10 +22,10 @@ import re
 from dataclasses import dataclass
 
 from hgxkit.errors import InputError
+from hgxkit.kinds import DEFAULT_KIND, KINDS, ServerKind, detect_kind, python_program
 from hgxkit.recipe.danger import dangerous_options
 from hgxkit.recipe.docker_options import canonical
 from hgxkit.recipe.dockerrun import OptionEntry, OptionUse, ParsedRun, parse_docker_run
-from hgxkit.recipe.kinds import KINDS, ServerKind, detect_kind, python_program
 from hgxkit.recipe.loader import MAX_RECIPE_BYTES, format_path, recipe_problems
 from hgxkit.recipe.model import DockerSpec, Grouping, ImageRef, ModelSpec, Recipe, Source, parse_publish
 from hgxkit.recipe.server_args import ServerCommand, is_flag
@@ -113,7 +113,7 @@ def _detected_kind(run: ParsedRun) -> str:
     except InputError as err:
         if "is not supported" in err.message:
             raise
-        return "sglang"
+        return DEFAULT_KIND
 
 
 def scrub_run(

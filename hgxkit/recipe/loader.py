@@ -24,9 +24,9 @@ import jsonschema
 import yaml
 
 from hgxkit.errors import InputError
+from hgxkit.kinds import detect_kind
 from hgxkit.recipe.docker_options import canonical
 from hgxkit.recipe.dockerrun import parse_option_words
-from hgxkit.recipe.kinds import detect_kind
 from hgxkit.recipe.matrix_io import build_matrix, build_reference, matrix_to_dict, reference_to_dict
 from hgxkit.recipe.migrate import migrate
 from hgxkit.recipe.model import (

@@ -29,6 +29,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 from hgxkit.errors import InputError
+from hgxkit.kinds import (
+    DEFAULT_KIND,
+    KINDS,
+    UNSUPPORTED,
+    ServerKind,
+    UnsupportedKind,
+    detect_kind,
+    image_matches,
+    python_program,
+)
 from hgxkit.netaddr import is_loopback
 from hgxkit.recipe.bare import docker_run_for
 from hgxkit.recipe.clients import client_of
@@ -38,15 +48,6 @@ from hgxkit.recipe.docker_options import canonical
 from hgxkit.recipe.dockerrun import ParsedRun, parse_run_words
 from hgxkit.recipe.group_join import join_groups
 from hgxkit.recipe.importer import ImportResult, Report, finish, scrub_run
-from hgxkit.recipe.kinds import (
-    KINDS,
-    UNSUPPORTED,
-    ServerKind,
-    UnsupportedKind,
-    detect_kind,
-    image_matches,
-    python_program,
-)
 from hgxkit.recipe.loader import MAX_RECIPE_BYTES
 from hgxkit.recipe.model import DockerSpec, ImageRef, ModelSpec, Recipe, Source
 from hgxkit.recipe.nodes import HGX_GPUS, join_ranks, parallel_size, rank_of, spans_nodes
@@ -64,7 +65,6 @@ _AMD_ENV = re.compile(r"^(?:VLLM_ROCM_|HIP_|ROCR_|HSA_|ROCM_)")
 _ASCEND_ENV = re.compile(r"^(?:HCCL_|ASCEND_)")
 _WINDOWS_MOUNT = re.compile(r"(?:-v|--volume|--mount)[=\s]+[\"']?(?:[^\s\"']*?(?:source|src)=)?([A-Za-z]:\\[^\s\"':]*)")
 # vLLM data parallelism spread over hosts by hand (not the --nnodes form hgxkit renders per host).
-_VLLM_DP_NODES = ("--data-parallel-size-local", "--data-parallel-address", "--data-parallel-start-rank")
 
 
 @dataclass(frozen=True)
@@ -358,7 +358,7 @@ class _Importer:
 
     def _bare(self, server: _Server, words: list[str], notes: list[str]) -> tuple[ParsedRun, str]:
         simple = server.simple
-        kind = self.options.kind or server.kind or "sglang"
+        kind = self.options.kind or server.kind or DEFAULT_KIND
         image = self.options.image
         if image is None and server.context is not None:
             image = server.context.run.image
@@ -659,10 +659,11 @@ def _fits(recipe: Recipe, server: _Server) -> None:
     kind = recipe.server.server_kind
     where = server.where()
     flags = {use.name for use in recipe.server.uses()}
-    if kind.name == "vllm" and flags & set(_VLLM_DP_NODES):
-        used = ", ".join(f for f in _VLLM_DP_NODES if f in flags)
-        raise InputError(f"{where}: {used}: vLLM data parallelism spread over hosts by hand is not imported; a server "
-                         "over several hosts is imported from its --nnodes/--node-rank/--master-addr form")  # fmt: skip
+    if flags & set(kind.hand_spread_flags):
+        used = ", ".join(f for f in kind.hand_spread_flags if f in flags)
+        raise InputError(f"{where}: {used}: {kind.title} data parallelism spread over hosts by hand is not imported; "
+                         f"a server over several hosts is imported from its {'/'.join(kind.multinode_flags)} "
+                         "form")  # fmt: skip
     total = parallel_size(recipe.server, where)
     if total > HGX_GPUS and not spans_nodes(recipe.server):  # over nodes, `join_ranks` checks each host's share
         flag = _flag_word(server, kind)

@@ -25,20 +25,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 from hgxkit.errors import InputError
-from hgxkit.recipe.clients import parse_bench
+from hgxkit.kinds import python_program
+from hgxkit.recipe.clients import clients, parse_bench
 from hgxkit.recipe.commands import Simple, exec_command
-from hgxkit.recipe.kinds import python_program
 from hgxkit.recipe.matrix import BenchmarkMatrix, MatrixCell, Reference, ReferenceCell, WarmupRun
 from hgxkit.recipe.matrix_io import cell_id
 from hgxkit.recipe.post import PostFile
 from hgxkit.recipe.reported import Run, TableValue, Warmup, printed_results
 from hgxkit.recipe.variables import Scope
-
-_CLIENT_NAMES = (
-    ("sglang.benchmark.serving", r"sglang[./]bench(?:mark[./])?_?serving"),
-    ("vllm bench serve", r"vllm bench serve"),
-    ("benchmark_serving.py", r"benchmarks?/benchmark_serving\.py"),
-)
 
 
 @dataclass
@@ -233,7 +227,7 @@ def _logged(run: Run, label: str | None, cells: list[MatrixCell], numbers: dict[
 def _client_named(post: PostFile) -> str | None:
     """The one benchmark client a post's log names (`…/sglang/bench_serving.py:13: FutureWarning`), if one."""
     text = "\n".join(post.lines)
-    named = {name for name, pattern in _CLIENT_NAMES if re.search(pattern, text)}
+    named = {c.name for c in clients() if c.printed and re.search(c.printed, text)}
     return named.pop() if len(named) == 1 else None
 
 

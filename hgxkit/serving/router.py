@@ -23,10 +23,10 @@ from dataclasses import dataclass
 
 from pyinfra.api import StringCommand
 
+from hgxkit.netaddr import is_loopback
 from hgxkit.problems import Problem
 from hgxkit.recipe.shellwords import quote_word
 from hgxkit.serving.containers import SPEC_LABEL
-from hgxkit.netaddr import is_loopback
 from hgxkit.serving.rollout import RunningContainer
 
 ROUTER_LABEL = "hgxkit.router"

@@ -28,6 +28,7 @@ from pyinfra.operations import python
 from hgxkit.hostcmd import HostRunner, SecretLines, argv, script, text
 from hgxkit.hostfiles import write_text
 from hgxkit.knobs import knob, recipe_for
+from hgxkit.netaddr import is_loopback
 from hgxkit.node.facts import IsFile, JsonFile, MemTotalBytes, NvidiaSmi
 from hgxkit.planfacts import plan_fact
 from hgxkit.problems import Problem, problem_lines, refuse
@@ -44,7 +45,6 @@ from hgxkit.serving.image import (
     pull_and_inspect,
     recorded_digest,
 )
-from hgxkit.netaddr import is_loopback
 from hgxkit.serving.policy import (
     docker_option_problems,
     exposure_problems,
