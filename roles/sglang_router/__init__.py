@@ -1,4 +1,5 @@
-"""SGLang router (optional): one sglang-router container on one host, fronting every group of every host.
+"""SGLang router (optional): one sglang-router container on one host, fronting every SGLang group of every host
+(it is SGLang's own router, `python -m sglang_router.launch_router`; it speaks to SGLang workers).
 
 Runs after the serving role. Off unless `router: true`; only the chosen host (`router_host`, default the
 first host with `router: true`) runs it. The container is labelled with a hash of its spec, so an unchanged
@@ -42,13 +43,8 @@ from hgxkit.serving.router import (
     router_spec,
     worker_urls,
 )
+from hgxkit.serving.steps import own_knob
 from roles.sglang_router.defaults import DEFAULTS
-
-
-def _own(h: Host, key: str) -> object:
-    """This role's knob `key` for host `h` (its defaults apply only inside its own @deploy)."""
-    value = h.data.get(key)
-    return DEFAULTS.get(key) if value is None else value
 
 
 def _worker_host(h: Host) -> WorkerHost | None:
@@ -65,7 +61,8 @@ def _worker_host(h: Host) -> WorkerHost | None:
     if total is None:
         total = len(h.get_fact(NvidiaSmi).gpus) or None
     ports = [g.port for g in render_recipe(recipe, total_gpus=int(str(total)) if total else None) if g.port]
-    candidates = (_own(h, "router_worker_address"), h.data.get("model_peer_address"), h.data.get("ssh_hostname"))
+    candidates = (own_knob(h, "router_worker_address", DEFAULTS), h.data.get("model_peer_address"),
+                  h.data.get("ssh_hostname"))
     address = next((str(v) for v in candidates if v), h.name)
     return WorkerHost(h.name, address, str(knob(h, "bind_address")), ports, bool(knob(h, "api_key")))
 
