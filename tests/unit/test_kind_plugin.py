@@ -1,5 +1,6 @@
 """A third server kind is one module: a made-up engine, defined only in this file and registered, is imported
-from a post, rendered, checked and planned for verify without any other module knowing its name."""
+from a post, rendered, checked, planned for verify (its client's arguments and output) and its /metrics read,
+without any other module knowing its name."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from hgxkit.recipe.check import check_recipe
 from hgxkit.recipe.postimport import ImportOptions, import_post
 from hgxkit.recipe.render import render_recipe
 from hgxkit.results.bench import BenchRecord
+from hgxkit.results.telemetry import summarise_cell_telemetry
 from hgxkit.serving.containers import container_specs
 from hgxkit.verify.plan import cells_from_output, client_argv, plan_cells
 
@@ -114,6 +116,11 @@ def test_a_registered_engine_is_imported_rendered_checked_and_planned(toy: Serve
                                          "4", "--num-prompts", "32", "--warmup", "4", "--out", f"/out/{cell.file}"]
     results, problems = cells_from_output([cell], {cell.file: '{"ok": 32, "concurrency": 4}\n'})
     assert not problems and results[0].completed == 32
+
+    scrapes = "# hgxkit-scrape 1.0\ntoy_running 3\ntoy_generated_total 10\n# hgxkit-scrape 2.0\ntoy_running 5\n" \
+              "toy_generated_total 110\n"  # fmt: skip
+    server = summarise_cell_telemetry("toyserve", metrics_text=scrapes, simulated=True).server
+    assert server is not None and (server.running_max, server.output_throughput) == (5.0, 100.0)
 
 
 def test_the_engine_is_gone_once_unregistered() -> None:
