@@ -200,6 +200,8 @@ def serve() -> None:
     running = {c.name for c in current}
     records = {spec.name: plan_fact(host, JsonFile, path=spec_record_path(spec.name))
                for spec in rollout.replace if spec.name in running}  # fmt: skip
+    # A callback: the GPUs and the model are set up by earlier roles of this run (judged once they have run), and
+    # the API key is made on the node and copied back.
     python.call(name=f"Check the GPUs and the model before {recipe.name}'s containers change", function=_prepare,
                 recipe=recipe, digest=digest, recorded=recorded)  # fmt: skip
     for action in group_actions(current, specs, records, recipe.server.kind):
@@ -232,16 +234,11 @@ def prefetch_image() -> None:
     recorded = recorded_digest(plan_fact(host, JsonFile, path=record_path(host)), recipe.image.reference)
     if recipe.image.digest or recorded:
         return
-    python.call(name=f"Start pulling {recipe.image.reference} (in the background)", function=_start_pull,
-                reference=recipe.image.reference)  # fmt: skip
-
-
-def _start_pull(reference: str) -> None:
-    run = HostRunner(host)
-    run(script("systemctl reset-failed {unit} >/dev/null 2>&1; systemctl is-active --quiet {unit} || "
-               "systemd-run --unit {unit} --collect --quiet {pull}", unit=PULL_UNIT,
-               pull=argv("docker", "pull", "-q", reference)))  # fmt: skip
-    echo(f"[{host.name}] pulling {reference} in the background (unit {PULL_UNIT})")
+    reference = recipe.image.reference
+    server.shell(name=f"Start pulling {reference} in the background (unit {PULL_UNIT})",
+                 commands=[script("systemctl reset-failed {unit} >/dev/null 2>&1; systemctl is-active --quiet {unit} "
+                                  "|| systemd-run --unit {unit} --collect --quiet {pull}", unit=PULL_UNIT,
+                                  pull=argv("docker", "pull", "-q", reference))])  # fmt: skip
 
 
 def _check_pin(recipe: Recipe) -> None:

@@ -105,6 +105,7 @@ def sglang_router() -> None:
         raise DeployError(str(err)) from None
     if not needs_replacing(host.get_fact(RouterContainer), spec):
         return  # nothing differs: no operation, nothing restarted
+    # A callback: the image's digest exists only after the pull, and the router's readiness only once it runs.
     python.call(
         name=f"Start the SGLang router on port {data.get('router_port')} ({len(urls)} workers)",
         function=_start,

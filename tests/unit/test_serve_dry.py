@@ -16,7 +16,7 @@ from hgxkit.recipe.loader import load_recipe
 from hgxkit.serving.containers import container_specs
 from hgxkit.serving.image import image_record, image_to_run
 from hgxkit.serving.rollout import spec_record
-from roles.serve import serve
+from roles.serve import prefetch_image, serve
 
 MARLIN = "recipes/deepseek-v4-flash-dspark-marlin.yaml"
 FLASHINFER = "recipes/deepseek-v4-flash-dspark-flashinfer.yaml"
@@ -43,8 +43,8 @@ def node_serving(recipe_path: str) -> dict[Any, Any]:
     return {**records, **responses}
 
 
-def plan(recipe_path: str, responses: dict[Any, Any]) -> tuple[list[str], list[str]]:
-    """Plan `serve` for `recipe_path` on one @fake host: the operations' names, and the commands run."""
+def plan(recipe_path: str, responses: dict[Any, Any], deploy: Any = serve) -> tuple[list[str], list[str]]:
+    """Plan `deploy` for `recipe_path` on one @fake host: the operations' names, and the commands run."""
     data = {"fake_delay": 0, "fake_delay_jitter": 0, "fake_responses": responses, "recipe": recipe_path,
             "serve_total_gpus": 8, "serve_state_dir": STATE}  # fmt: skip
     inventory = Inventory(([("@fake/h200-1", data)], {}))
@@ -52,8 +52,8 @@ def plan(recipe_path: str, responses: dict[Any, Any]) -> tuple[list[str], list[s
     connect_all(state)
     host = inventory.get_host("@fake/h200-1")
     assert knob(host, "serve_state_dir") == STATE
-    add_deploy(state, serve)
-    names = [name.removeprefix("hgxkit serving | ") for op_hash in host.op_hash_order
+    add_deploy(state, deploy)
+    names = [re.sub(r"^hgxkit serving(: image prefetch)? \| ", "", name) for op_hash in host.op_hash_order
              for name in state.get_op_meta(op_hash).names]  # fmt: skip
     return names, [str(c) for c in host.connector.executed_commands]
 
@@ -81,3 +81,11 @@ def test_a_node_without_containers_starts_each_group_and_a_fresh_one_decides_aft
     fresh = {k: v for k, v in empty.items() if k != f"{STATE}/image.json"}
     names, _ = plan(MARLIN, fresh)
     assert names == ["Roll out deepseek-v4-flash-dspark-marlin group by group (decided after pulling the image)"]
+
+
+def test_the_background_pull_is_an_operation_of_its_own() -> None:
+    fresh = {"docker ps -aq --filter label=hgxkit.serve": []}
+    names, commands = plan(MARLIN, fresh, prefetch_image)
+    assert names == ["Start pulling lmsysorg/sglang:dev-dspark in the background (unit hgxkit-image-pull)"]
+    assert not [c for c in commands if "docker pull" in c]
+    assert plan(MARLIN, node_serving(MARLIN), prefetch_image)[0] == []  # the node runs a recorded digest
