@@ -1,6 +1,7 @@
-"""Server kinds: what hgxkit knows about each serving engine, one module per engine (hgxkit/kinds/sglang.py,
-hgxkit/kinds/vllm.py), registered here; check, import, serving, verify, telemetry and the fingerprint ask the
-kind instead of naming an engine.
+"""Server kinds: the registry of the serving engines hgxkit drives, and which kind a command is.
+
+One module per engine (hgxkit/kinds/sglang.py, hgxkit/kinds/vllm.py), registered here; check, import, serving,
+verify, telemetry and the fingerprint ask the kind instead of naming an engine.
 
 A kind is detected from the image and the server program (`detect_kind`), stored in the recipe
 (`server.kind`) and can be overridden there. Engines hgxkit does not drive yet are recognised and refused

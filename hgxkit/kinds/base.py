@@ -1,5 +1,7 @@
-"""What a server kind is: the `ServerKind` record and the small strategy records it holds (its benchmark
-client as verify runs it, the clients posts use, its /metrics names), which each engine module fills in.
+"""What a server kind is: `ServerKind` and the strategy records an engine module fills in.
+
+Its benchmark client as verify runs it (`BenchClient`), the clients posts use (`PostedClient`), its /metrics
+names (`KindMetrics`).
 
 Nothing here names an engine; hgxkit/kinds/sglang.py and hgxkit/kinds/vllm.py are the engines, and the
 registry that holds them is hgxkit/kinds/__init__.py.

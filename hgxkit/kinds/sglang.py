@@ -1,5 +1,6 @@
-"""SGLang as hgxkit serves it: its command line, endpoints, benchmark client (`python -m
-sglang.benchmark.serving`), the client people post, its /metrics names, multi-node flags and known pitfalls.
+"""SGLang as a server kind: flags, endpoints, benchmark client, /metrics names, multi-node flags, pitfalls.
+
+Its client is `python -m sglang.benchmark.serving`, which posts use too.
 
 Example:
     >>> SGLANG.canonical_flag("--tp"), SGLANG.bench.suffix

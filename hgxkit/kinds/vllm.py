@@ -1,6 +1,7 @@
-"""vLLM as hgxkit serves it: its command line (the image's entrypoint is `vllm serve`), endpoints, API key
-variable, benchmark client (`vllm bench serve`), the clients people post, its /metrics names and multi-node
-flags.
+"""vLLM as a server kind: flags, endpoints, API key variable, benchmark clients, /metrics names, multi-node flags.
+
+The image's entrypoint is `vllm serve`; its client is `vllm bench serve` (posts also use the older
+benchmarks/benchmark_serving.py).
 
 Example:
     >>> VLLM.canonical_flag("-tp"), VLLM.canonical_flag("--enable_expert_parallel"), VLLM.bench.suffix

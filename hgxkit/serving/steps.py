@@ -1,6 +1,7 @@
-"""What the serve role's single-node and multi-node rollouts (roles/serve) and the router role share about one
-host: where its records live, its API key files, the checks just before containers start, the image pull and
-the API key's creation, and a role's own knob read outside that role's @deploy.
+"""Per-host steps the serve and router roles share: records, API key, image pull, checks before containers start.
+
+The serve role's single-node and multi-node rollouts (roles/serve) and the router role (a role's own knob read
+outside that role's @deploy) take them from here.
 
 Every function takes the pyinfra Host it works on (`h`): the multi-node rollout drives other hosts of its group
 from the head's operation.

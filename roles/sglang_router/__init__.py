@@ -1,5 +1,6 @@
-"""SGLang router (optional): one sglang-router container on one host, fronting every SGLang group of every host
-(it is SGLang's own router, `python -m sglang_router.launch_router`; it speaks to SGLang workers).
+"""SGLang router (optional): one container on one host, fronting every SGLang group of every host.
+
+It is SGLang's own router (`python -m sglang_router.launch_router`), so its workers are SGLang servers.
 
 Runs after the serving role. Off unless `router: true`; only the chosen host (`router_host`, default the
 first host with `router: true`) runs it. The container is labelled with a hash of its spec, so an unchanged
