@@ -3,7 +3,7 @@
 Errors are setups that cannot work (overlapping GPU groups, a group size that is not the server's
 parallel size, two groups on one host port, a model path no mount provides) and docker options that give the
 container power over the node (`dangerous-option`, see `hgxkit.recipe.danger`). Warnings are known pitfalls
-from the SGLang notes, each with its reason.
+(each kind names its own: `ServerKind.pitfalls`), each with its reason.
 
 Example:
     >>> from hgxkit.recipe.read import load_recipe
@@ -13,8 +13,6 @@ Example:
 """
 
 from __future__ import annotations
-
-from collections.abc import Callable
 
 from hgxkit.errors import InputError
 from hgxkit.netaddr import is_loopback
@@ -229,8 +227,8 @@ def _check_pitfalls(recipe: Recipe) -> list[Problem]:
 
     if docker.values("--shm-size") and docker.last("--ipc") == "host":
         warn("shm-size-ignored", "--shm-size has no effect with --ipc=host (the host's /dev/shm is used)")
-    if server.kind == "sglang":
-        _sglang_pitfalls(recipe, warn)
+    if server.server_kind.pitfalls is not None:
+        server.server_kind.pitfalls(recipe, warn)
     tag = (
         recipe.image.reference.rsplit(":", 1)[-1]
         if ":" in recipe.image.reference.rsplit("/", 1)[-1]
@@ -243,52 +241,3 @@ def _check_pitfalls(recipe: Recipe) -> list[Problem]:
             "refuse a changed image",
         )
     return findings
-
-
-def _sglang_pitfalls(recipe: Recipe, warn: Callable[[str, str], None]) -> None:
-    """Known SGLang pitfalls: flags of its CLI, DSpark and HiCache settings."""
-    server = recipe.server
-    docker = recipe.docker
-    if any(use.words[0].partition("=")[0] == "--cuda-graph-max-bs" for use in server.uses()):
-        warn(
-            "cuda-graph-max-bs",
-            "--cuda-graph-max-bs is ambiguous in SGLang >= 0.5.23 (it could match --cuda-graph-max-bs-decode "
-            "and --cuda-graph-max-bs-prefill) and the server exits; use --cuda-graph-max-bs-decode",
-        )
-    algorithm = (server.flag("--speculative-algorithm") or "").upper()
-    dspark_model = "dspark" in f"{recipe.model.repo_id or ''} {recipe.model.local_dir or ''}".lower()
-    if algorithm in ("EAGLE", "EAGLE3", "NEXTN") and dspark_model:
-        warn(
-            "wrong-spec-algorithm",
-            f"--speculative-algorithm {algorithm} on a DSpark checkpoint serves with accept length 1.0; "
-            "use --speculative-algorithm DSPARK",
-        )
-    if algorithm == "DSPARK":
-        shape_flags = [
-            f
-            for f in ("--speculative-num-steps", "--speculative-eagle-topk", "--speculative-num-draft-tokens")
-            if server.has(f)
-        ]
-        if shape_flags:
-            warn(
-                "dspark-shape",
-                f"{', '.join(shape_flags)} are ignored with DSPARK (the draft shape comes from the "
-                "checkpoint); use --speculative-dspark-block-size",
-            )
-    env = {setting.name: setting.value for setting in docker.env()}
-    if env.get("SGLANG_RAGGED_VERIFY_MODE") == "compact" and not server.has(
-        "--speculative-dspark-sps-table-path"
-    ):
-        warn(
-            "compact-without-sps",
-            "SGLANG_RAGGED_VERIFY_MODE=compact without --speculative-dspark-sps-table-path verifies the "
-            "whole block anyway; build a table with sglang.benchmark.dspark_sps_profiler or use static",
-        )
-    if server.has("--enable-hierarchical-cache") and server.flag("--hicache-size") in (None, "0"):
-        ratio = server.flag("--hicache-ratio") or "2 (default)"
-        warn(
-            "hicache-host-ram",
-            f"HiCache ratio {ratio} pins ratio x the device KV pool in host RAM per rank, for every "
-            "group; two TP4 groups at ratio 4 can need terabytes; the serve role checks RAM, or set "
-            "--hicache-size GB",
-        )

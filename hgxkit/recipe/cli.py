@@ -13,13 +13,13 @@ from rich.markup import escape
 from rich.table import Table
 
 from hgxkit.errors import InputError
+from hgxkit.kinds import KINDS
 from hgxkit.recipe.check import check_recipe
 from hgxkit.recipe.diff import diff_recipes
 from hgxkit.recipe.dump import dump_recipe
 from hgxkit.recipe.groups import parse_groups_arg
 from hgxkit.recipe.importing.importer import ImportOptions, import_post
 from hgxkit.recipe.importing.model_placement import DEFAULT_MODELS_DIR
-from hgxkit.recipe.kinds import KINDS
 from hgxkit.recipe.read import load_recipe, parse_recipe_text, read_recipe_text
 from hgxkit.recipe.render import render_recipe
 from hgxkit.recipe.schema import RECIPE_SCHEMA

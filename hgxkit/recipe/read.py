@@ -25,9 +25,9 @@ from typing import Any
 import yaml
 
 from hgxkit.errors import InputError
+from hgxkit.kinds import detect_kind
 from hgxkit.problems import Problem
 from hgxkit.recipe.dockerrun import parse_option_words
-from hgxkit.recipe.kinds import detect_kind
 from hgxkit.recipe.matrix_io import build_matrix, build_reference
 from hgxkit.recipe.migrate import migrate
 from hgxkit.recipe.model import (

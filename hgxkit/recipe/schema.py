@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from hgxkit.recipe.kinds import KINDS
+from hgxkit.kinds import KIND_NAMES
 from hgxkit.recipe.matrix import METRICS
 
 # Docker's reference grammar (github.com/distribution/reference), digests restricted to sha256:
@@ -132,8 +132,8 @@ _SERVER = {
     "additionalProperties": False,
     "properties": {
         "kind": {
-            "enum": list(KINDS),
-            "description": "The serving engine (hgxkit/recipe/kinds.py); absent: detected from the program, then "
+            "enum": KIND_NAMES,
+            "description": "The serving engine (hgxkit/kinds/); absent: detected from the program, then "
             "the image.",
         },
         "command": {

@@ -43,8 +43,8 @@ KEY_CONFIG_IN_CONTAINER = "/run/hgxkit/api-key.yaml"
 class ApiKeyFiles:
     """The node's API key as each kind reads it (root-only files next to `serve_api_key_file`)."""
 
-    config_yaml: str  # `api-key: KEY`, for SGLang's --config
-    env_file: str  # `VLLM_API_KEY=KEY`, for docker --env-file
+    config_yaml: str  # `api-key: KEY`, for a --config YAML (SGLang: a kind without `api_key_env`)
+    env_file: str  # `NAME=KEY` for every kind's `api_key_env` (vLLM: VLLM_API_KEY), for docker --env-file
 
     @classmethod
     def beside(cls, key_file: str) -> ApiKeyFiles:

@@ -261,10 +261,9 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     return groups
 
 
-# Circles known today, each being removed in its own branch; a fixed one must leave this list (the test fails
-# until it does), and no new one may join. roles/sglang_serve/__init__.py imports group.py inside a function,
-# group.py imports names back from __init__ (issue 22 item 5: the serve role's shared helpers move to hgxkit).
-KNOWN_CIRCLES = [["roles.sglang_serve", "roles.sglang_serve.group"]]
+# Circles known today: none. The last one (roles/sglang_serve/__init__.py imported group.py inside a function and
+# group.py imported names back) went when the serve role's shared helpers moved to hgxkit/serving/steps.py.
+KNOWN_CIRCLES: list[list[str]] = []
 
 
 def test_no_import_circle_in_hgxkit_or_roles() -> None:

@@ -26,13 +26,8 @@ import posixpath
 import re
 
 from hgxkit.errors import InputError
-from hgxkit.recipe.docker_options import canonical
-from hgxkit.recipe.dockerrun import OptionEntry, OptionUse, ParsedRun, parse_docker_run, parse_run_words
-from hgxkit.recipe.importing.bench_clients import client_of
-from hgxkit.recipe.importing.commands import Simple, unsupported_program
-from hgxkit.recipe.importing.outcome import ImportOutcome, LineAccount, finish
-from hgxkit.recipe.importing.reading import Candidate, Container, Reading
-from hgxkit.recipe.kinds import (
+from hgxkit.kinds import (
+    DEFAULT_KIND,
     KINDS,
     UNSUPPORTED,
     ServerKind,
@@ -41,6 +36,12 @@ from hgxkit.recipe.kinds import (
     image_matches,
     python_program,
 )
+from hgxkit.recipe.docker_options import canonical
+from hgxkit.recipe.dockerrun import OptionEntry, OptionUse, ParsedRun, parse_docker_run, parse_run_words
+from hgxkit.recipe.importing.bench_clients import client_of
+from hgxkit.recipe.importing.commands import Simple, unsupported_program
+from hgxkit.recipe.importing.outcome import ImportOutcome, LineAccount, finish
+from hgxkit.recipe.importing.reading import Candidate, Container, Reading
 from hgxkit.recipe.model import DockerSpec, Grouping, ImageRef, ModelSpec, Recipe, Source, parse_publish
 from hgxkit.recipe.read import MAX_RECIPE_BYTES
 from hgxkit.recipe.server_args import ServerCommand, is_flag
@@ -114,7 +115,7 @@ def _detected_kind(run: ParsedRun) -> str:
     except InputError as err:
         if "is not supported" in err.message:
             raise
-        return "sglang"
+        return DEFAULT_KIND
 
 
 def scrub_run(
