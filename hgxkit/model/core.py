@@ -39,6 +39,7 @@ GB = 10**9
 MANIFEST_NAME = ".hgxkit-manifest.json"
 JOURNAL_PATH = ".cache/hgxkit/verified.json"  # per-file verify results of an unfinished sync, under local_dir
 PARTIAL_DIR = ".cache/hgxkit/partial"  # resumable partial downloads, named by content id, under local_dir
+STAGE_DIR = ".cache/hgxkit/xet-stage"  # a fresh, randomly named directory per hf_xet download, under local_dir
 XET_DIR = ".cache/huggingface/xet"  # hf_xet's chunk and shard caches, under local_dir unless the spec moves them
 MANIFEST_SCHEMA = 1
 BUFFER = 1 << 20  # bytes per read while streaming or hashing: large enough that the loop costs nothing
@@ -563,6 +564,29 @@ def list_under(local_dir: str, rel: str) -> list[str]:
             return [e.name for e in entries]
     finally:
         os.close(fd)
+
+
+def make_dir_under(local_dir: str, rel: str) -> None:
+    """Make directory `local_dir/rel` (and those on the way) as real directories, removing planted links."""
+    root = open_root(local_dir, create=True)
+    try:
+        os.close(open_dir_at(root, rel, create=True))
+    finally:
+        os.close(root)
+
+
+def move_under(local_dir: str, src: str, dst: str) -> os.stat_result | None:
+    """Rename `local_dir/src` to `local_dir/dst` through directory descriptors (whatever was at `dst`, a planted
+    link included, is replaced, never followed); what landed at `dst` (its lstat), None when src was missing."""
+    with parent_of(local_dir, src) as (sfd, sname), parent_of(local_dir, dst, create=True) as (dfd, dname):
+        there = lstat_at(dfd, dname)
+        if there is not None and stat.S_ISDIR(there.st_mode):
+            remove_at(dfd, dname)
+        try:
+            os.replace(sname, dname, src_dir_fd=sfd, dst_dir_fd=dfd)
+        except FileNotFoundError:
+            return None
+        return lstat_at(dfd, dname)
 
 
 def unchanged_since_verify(local_dir: str, entry: VerifiedFile) -> bool:

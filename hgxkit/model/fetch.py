@@ -49,6 +49,7 @@ from collections import deque
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, TypeVar
@@ -285,15 +286,7 @@ class Partial:
         self.open()
         st = os.fstat(self._fd)
         self.close()
-        with (
-            core.parent_of(self.local_dir, self.rel) as (sfd, sname),
-            core.parent_of(self.local_dir, name, create=True) as (dfd, dname),
-        ):
-            there = core.lstat_at(dfd, dname)
-            if there is not None and stat.S_ISDIR(there.st_mode):
-                core.remove_at(dfd, dname)
-            os.replace(sname, dname, src_dir_fd=sfd, dst_dir_fd=dfd)
-            landed = core.lstat_at(dfd, dname)
+        landed = core.move_under(self.local_dir, self.rel, name)
         if landed is None or (landed.st_dev, landed.st_ino) != (st.st_dev, st.st_ino):
             raise FetchError(f"{name}: the partial file was swapped while it downloaded; not installed: re-run")
 
@@ -414,15 +407,16 @@ class HubBodies:
             except (OSError, http.client.HTTPException) as err:
                 raise FetchError(f"fetching {meta.path} from {self.spec.where}: {err}", transient=True) from None
 
-    def fetch_xet(self, meta: core.FileMeta) -> None:
-        """huggingface_hub's downloader with hf_xet (its caches and settings from the spec's xet_env)."""
+    def fetch_xet(self, meta: core.FileMeta, local_dir: str) -> None:
+        """huggingface_hub's downloader with hf_xet (its caches and settings from the spec's xet_env), into
+        `local_dir` (a fresh staging directory: huggingface_hub opens files by path)."""
         from huggingface_hub import hf_hub_download
 
         hf_hub_download(
             self.spec.repo_id,
             meta.path,
             revision=self.commit,
-            local_dir=self.spec.local_dir,
+            local_dir=local_dir,
             endpoint=self.spec.endpoint or None,
             token=self.token or False,
         )
@@ -1105,6 +1099,7 @@ def remove_orphans(local_dir: str, keep: set[str]) -> None:
     for n in core.list_under(local_dir, core.PARTIAL_DIR):
         if n not in keep:
             core.remove_under(local_dir, f"{core.PARTIAL_DIR}/{n}")
+    core.remove_under(local_dir, core.STAGE_DIR)  # hf_xet staging directories of a killed run
 
 
 def _size_or_none(local_dir: str, path: str) -> int | None:
@@ -1115,7 +1110,7 @@ def _size_or_none(local_dir: str, path: str) -> int | None:
 
 def _incomplete_bytes(local_dir: str) -> int:
     total = 0
-    for rel in _walk_under(local_dir, HF_DOWNLOAD_CACHE):
+    for rel in _walk_under(local_dir, HF_DOWNLOAD_CACHE) + _walk_under(local_dir, core.STAGE_DIR):
         if rel.endswith(".incomplete"):
             total += _size_or_none(local_dir, rel) or 0
     return total
@@ -1338,12 +1333,17 @@ class Syncer:
         _forget(spec, meta.path)
         problem: str | None = None
         for _ in range(spec.corrupt_refetch + 1):
-            # huggingface_hub writes by path: the directories on its way are made real ones first (a link planted
-            # there is removed by name). A container racing it mid-download is the residual risk of Xet files.
-            for rel in (meta.path, f"{HF_DOWNLOAD_CACHE}/{meta.path}.metadata"):
-                with core.parent_of(spec.local_dir, rel, create=True):
-                    pass
-            with_retries(spec, f"fetching {meta.path} (xet)", lambda: self.hub.fetch_xet(meta), self.rep.log)  # type: ignore[union-attr]
+            # huggingface_hub writes by path: it gets a fresh directory under a random name (made by this code, no
+            # link on the way), and the file is renamed into place through directory fds, then checked as a
+            # regular file. A container racing huggingface_hub inside that directory is the residual risk.
+            stage = f"{core.STAGE_DIR}/{secrets.token_hex(8)}"
+            try:
+                core.make_dir_under(spec.local_dir, stage)
+                hub, where = self.hub, os.path.join(spec.local_dir, stage)
+                with_retries(spec, f"fetching {meta.path} (xet)", partial(hub.fetch_xet, meta, where), self.rep.log)
+                core.move_under(spec.local_dir, f"{stage}/{meta.path}", meta.path)
+            finally:
+                core.remove_under(spec.local_dir, stage)
             problem = core.verify_file(spec.local_dir, meta.path, meta)
             if problem is None:
                 self._verified(meta, fetched=True)
@@ -1513,6 +1513,7 @@ class Syncer:
         self.manifest = new
         core.remove_under(spec.local_dir, core.JOURNAL_PATH)
         core.remove_under(spec.local_dir, core.PARTIAL_DIR)
+        core.remove_under(spec.local_dir, core.STAGE_DIR)
         self.write_record(new)
         return {
             "commit": self.commit,

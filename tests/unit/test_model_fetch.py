@@ -336,9 +336,10 @@ def test_xet_files_go_to_hf_xet_and_are_hashed_after(
     server, url = xet_hub
     landed: list[str] = []
 
-    def hf_xet(self, meta) -> None:  # stands in for hf_hub_download: the file lands, as hf_xet would write it
-        landed.append(meta.path)
-        target = Path(self.spec.local_dir, meta.path)
+    def hf_xet(self, meta, local_dir: str) -> None:  # stands in for hf_hub_download: the file lands, as hf_xet
+        landed.append(meta.path)  # would write it, in the staging directory it was given
+        assert local_dir.startswith(f"{self.spec.local_dir}/.cache/hgxkit/xet-stage/")
+        target = Path(local_dir, meta.path)
         target.write_bytes((hub_root / REPO / "refs" / "main" / meta.path).read_bytes())
 
     monkeypatch.setattr(fetch.HubBodies, "fetch_xet", hf_xet)

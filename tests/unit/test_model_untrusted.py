@@ -18,7 +18,7 @@ from test_model_fetch import fetch, run, spec_file
 from hgxkit.model import core
 from hgxkit.model.core import JOURNAL_PATH, MANIFEST_NAME, PARTIAL_DIR
 
-hub, hub_root = test_model_fetch.hub, test_model_fetch.hub_root  # the Hub stand-in's fixtures
+hub, hub_root, xet_hub = test_model_fetch.hub, test_model_fetch.hub_root, test_model_fetch.xet_hub  # fixtures
 CONFIG = "config.json"
 SHARD = "model-00001-of-00003.safetensors"
 
@@ -227,3 +227,24 @@ def test_the_status_check_reads_no_planted_link(url: str, tmp_path: Path, outsid
     capsys.readouterr()
     fetch.main(["status", "--spec", spec])
     assert json.loads(capsys.readouterr().out)["state"] == "incomplete"
+
+
+def test_hf_xet_writes_into_a_fresh_staging_directory_not_through_a_link(
+    request: pytest.FixtureRequest, hub_root: Path, tmp_path: Path, outside: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """huggingface_hub opens files by path: it gets a fresh directory this code made, and each file is renamed
+    into place through directory fds."""
+    url = request.getfixturevalue("xet_hub")[1]
+
+    def hf_xet(self, meta, local_dir: str) -> None:  # type: ignore[no-untyped-def]  # lands as hf_xet writes it
+        Path(local_dir, meta.path).write_bytes((hub_root / "org/tiny/refs/main" / meta.path).read_bytes())
+
+    monkeypatch.setattr(fetch.HubBodies, "fetch_xet", hf_xet)
+    plant(model(tmp_path) / core.STAGE_DIR, outside / "etc")
+    plant(model(tmp_path) / SHARD, outside / "cron" / "root")
+    before = snapshot(outside)
+    code, result = sync(spec_file(tmp_path, url, xet_chunk_cache_gb=0.001, xet_shard_cache_gb=0.001))
+    assert code == 0 and SHARD in result["fetched"]
+    assert_synced(tmp_path, result)
+    assert snapshot(outside) == before
+    assert not (model(tmp_path) / core.STAGE_DIR).exists()
