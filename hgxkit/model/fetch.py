@@ -8,6 +8,7 @@ polls the progress file it writes. `status` is the role's metadata-only check (n
 
     hgxkit_fetch.py status --spec SPEC.json [--token-stdin]     # one JSON line: complete|incomplete|running|error
     hgxkit_fetch.py run --spec SPEC.json [--token-file F] [--run-id ID]
+    hgxkit_fetch.py peer-serve --dir D --state-dir S state|serve|tail OFFSET NAME   # a peer key's forced command
 
 A sync: resolve the revision to a commit; list the files matching the allow patterns with their sizes and
 hashes (every name must stay inside local_dir); check free space (files still to fetch plus a margin, plus
@@ -19,7 +20,8 @@ place only when it matches; a corrupted one is fetched again alone. `.hgxkit-man
 when all files verified, and the record `<state_dir>/<name>.json`; while it runs, the journal
 `.cache/hgxkit/verified.json` says which files are verified (what a later run, and a host below, go by).
 The token is read from a root-only file that is deleted at once; it never reaches the command line, the
-environment, a log or the manifest.
+environment, a log or the manifest. A container may have local_dir mounted read-write while this runs as root:
+every file below local_dir is reached from a directory descriptor with no symlink followed (core.parent_of).
 """
 
 from __future__ import annotations
@@ -220,7 +222,8 @@ def hub_files(spec: Spec, token: str | None, retry: bool = True) -> tuple[str, l
 class Partial:
     """A file on its way in: `<local_dir>/.cache/hgxkit/partial/<content id>`, hashed as it is written (no
     second read). It outlives a killed run: the next one hashes the bytes already there once and asks the
-    source for the rest (HTTP Range, or `tail -c +N` on a peer), so a cut transfer resumes mid-file."""
+    source for the rest (HTTP Range, or an offset to the parent's `peer-serve tail`), so a cut transfer
+    resumes mid-file."""
 
     def __init__(self, local_dir: str, meta: core.FileMeta) -> None:
         self.meta = meta

@@ -48,7 +48,7 @@ model_disk_margin_gb     ... plus this floor (GB); a shortfall fails before anyt
 model_full_rehash        true: re-hash every file (sha256) instead of trusting the manifest's size+mtime check.
 model_download_workers   files fetched at once, one connection each, largest first (8 fills a 10-25 Gb/s link
                          from the Hub's CDN; each file is hashed as its bytes arrive, so there is no second
-                         read, and a cut transfer resumes at its last byte: HTTP Range, or `tail -c +N`).
+                         read, and a cut transfer resumes at its last byte: HTTP Range, or an offset over SSH).
 model_xet                true: files the Hub keeps in Xet storage go through hf_xet (chunked, parallel,
                          deduplicated; each is hashed right after it lands, from the page cache); false: plain
                          HTTP for them too (hashed as they stream, resumable mid-file).
