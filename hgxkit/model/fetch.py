@@ -663,7 +663,7 @@ def _serve_file(spec: Spec, parent: bool = True) -> str:
 
 
 FLEET_TIMEOUT_S = 10.0  # every socket operation of the fleet server (and of its clients): idle ones are dropped
-FLEET_MAX_CONNECTIONS = 32  # connections served at once (one thread each); more are closed at accept
+FLEET_MAX_CONNECTIONS = 32  # connections served at once (one thread each; at least workers + 2 per child)
 FLEET_AUTH_WINDOW_S = 300  # how far a signed request's clock may be off; its nonce is not accepted twice within
 _BIND_ANY = ("", "0.0.0.0", "::", "[::]")
 
@@ -746,7 +746,7 @@ class FleetServer:
         spec: Spec,
         syncer: Syncer,
         timeout_s: float = FLEET_TIMEOUT_S,
-        max_connections: int = FLEET_MAX_CONNECTIONS,
+        max_connections: int | None = None,
     ) -> None:
         why = bind_problem(spec.fleet_bind, spec.fleet_bind_any)
         if why:
@@ -773,7 +773,8 @@ class FleetServer:
             do_POST = do_GET
 
         bind = "" if spec.fleet_bind in _BIND_ANY else spec.fleet_bind.strip("[]")
-        self.httpd = _BoundedServer((bind, spec.fleet_port), Handler, max_connections)
+        cap = max_connections or max(FLEET_MAX_CONNECTIONS, len(spec.fleet_children) * (spec.workers + 2))
+        self.httpd = _BoundedServer((bind, spec.fleet_port), Handler, cap)
         threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
         doc = {"port": self.httpd.server_address[1], "secret": self.secret, "address": bind}
         core.atomic_write(_serve_file(spec, parent=False), json.dumps(doc), mode=0o600)

@@ -18,8 +18,9 @@ model_fleet_port         fleet: the port a host serves its verified files on to 
                          over method, path, Range, time and a nonce) with a secret the server makes per run,
                          readable by root only, which the hosts below read over SSH with their peer key;
                          anything unsigned gets 403 and does not keep the server alive. Connections time out
-                         after 10 s idle and at most 32 are served at once. A host that cannot reach it (or a
-                         parent not running its sync) copies over SSH.
+                         after 10 s idle, and at most 32 (or model_download_workers + 2 per host below, when
+                         more) are served at once. A host that cannot reach it (or a parent not running its
+                         sync) copies over SSH.
 model_fleet_bind_any     fleet: true lets a host with neither fabric_address nor model_peer_address (or one set to
                          0.0.0.0) serve on every address; false (default): such a host does not serve over
                          HTTP, and the hosts below copy over SSH.
