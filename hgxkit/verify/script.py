@@ -179,15 +179,22 @@ def _per_container_lines(container: str, cells: list[Cell], labels: dict[int, st
         text(argv("docker", "cp", DRIVER_FILE, f"{container}:{inner}/{DRIVER_FILE}")),
         text(script("{client} 2> {log} | while IFS= read -r line; do", client=client, log=driver_log)),
         '  case "$line" in',
-        '    "hgxkit-progress "*) printf \'%s\\n\' "${line#hgxkit-progress }" > progress ;;',
-        '    "hgxkit-client-ready "*) echo "${line#hgxkit-client-ready }" >> ' + CLIENT_START_FILE + " ;;",
-        text(
-            script(
-                '    "hgxkit-start "*) f=${{line#hgxkit-start }}; tele_start "${{f%.*}}" {url} {gpus} ;;',
-                **_telemetry_args(cells[0]),
+        # The client runs in a stranger's image: what it prints picks one of the cells below by its exact line,
+        # and every file name, progress text and telemetry argument comes from the cell table, never from the
+        # line (a printed `hgxkit-start ../../etc/cron.d/x` once chose where telemetry was written).
+        *(
+            text(
+                script(
+                    "    {line}) f={file}; echo {label} > progress; tele_start {stem} {url} {gpus} ;;",
+                    line=f"hgxkit-start {cell.file}", file=cell.file, label=labels[id(cell)],
+                    stem=cell.file.rsplit(".", 1)[0], **_telemetry_args(cell),
+                )
             )
+            for cell in cells
         ),
-        '    "hgxkit-done "*) tele_stop "${f%.*}" ;;',
+        '    "hgxkit-client-ready "*) printf \'%s\\n\' "${line#hgxkit-client-ready }" | tr -cd \'0-9. \\n\' >> '
+        + CLIENT_START_FILE + " ;;",
+        '    "hgxkit-done "*) [ -n "$f" ] && tele_stop "${f%.*}" ;;',
         "  esac",
         '  case "$line" in',
         '    "hgxkit-done "*" 0") ;;',
@@ -198,8 +205,9 @@ def _per_container_lines(container: str, cells: list[Cell], labels: dict[int, st
                 log=driver_log,
             )
         ),
-        '    "hgxkit-done "*) echo "$line" >> failed ;;',
+        '    "hgxkit-done "*) echo "hgxkit-done ${f:-unknown} $(printf %s "${line##* }" | tr -cd 0-9)" >> failed ;;',
         "  esac",
+        '  case "$line" in "hgxkit-done "*) f= ;; esac',
         "done",
     ]
     # Every cell's output and log in one copy, not two `docker cp` per cell. The image is a stranger's and its

@@ -182,6 +182,26 @@ def test_dry_run_on_a_converged_node_changes_nothing(served) -> None:
     assert node_sh(CLUSTER, NODE_STATE) == before
 
 
+def test_dry_run_of_another_recipe_names_each_replace_and_the_flag_that_differs(served) -> None:
+    """`--dry` shows what a real run would do, per group, decided from facts at plan time (issue 22): on a node
+    serving marlin, the flashinfer recipe replaces both groups because of one flag; nothing changes."""
+    before = node_sh(CLUSTER, NODE_STATE)
+    assert "deepseek-v4-flash-0" in before
+    dry = subprocess.run(
+        [str(Path(sys.executable).parent / "pyinfra"), "--dry", "inventories/sim.py", "deploys/dspark.py",
+         "--data", f"recipe={FLASHINFER}"],
+        cwd=ROOT, env={**os.environ, "HGXKIT_SIM_CLUSTER": CLUSTER, "PYINFRA_PROGRESS": "off"},
+        capture_output=True, text=True, timeout=900, check=False,
+    )  # fmt: skip
+    assert dry.returncode == 0, out(dry)[-4000:]
+    text = out(dry)
+    for group in (0, 1):
+        line = f"group {group}: replace container deepseek-v4-flash-{group} (--moe-runner-backend marlin -> flashinfer_mxfp4)"
+        assert line in text, text[-4000:]
+    assert "decided after pulling" not in text and "start container" not in text
+    assert node_sh(CLUSTER, NODE_STATE) == before
+
+
 def test_hostile_recipes_are_refused_before_any_change(served, tmp_path) -> None:
     before = node_sh(CLUSTER, NODE_STATE)
     marker = tmp_path / "pwned"

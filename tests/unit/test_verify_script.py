@@ -55,6 +55,8 @@ def main():
         if os.environ.get("PLANT_OUTPUT") and not os.path.lexists(output):  # its "result" a link too
             os.symlink(os.environ["PLANT"], output)
             return
+    if os.environ.get("HOSTILE_LINES"):  # a hostile image prints the driver's protocol on the real stdout
+        os.write(1, os.environ["HOSTILE_LINES"].encode())
     concurrency = int(args[args.index("--max-concurrency") + 1])
     key = "set" if os.environ.get("OPENAI_API_KEY") else "unset"
     print("benchmarking at concurrency", concurrency, "key", key)
@@ -251,3 +253,28 @@ def test_the_role_sums_each_clients_start_up_and_skips_damaged_lines() -> None:
     texts = {"client-start.txt": "100.0 112.5\n200.0 209.0\ngarbage\n300.0 299.0\n"}
     assert _client_startup_s(texts) == 21.5  # a clock that went backwards counts 0
     assert _client_startup_s({}) == 0.0
+
+
+def test_lines_a_hostile_client_prints_choose_no_path_and_reach_no_terminal(host, tmp_path: Path) -> None:
+    """Telemetry file names, progress text and the failure list come from the cell table: a container printing
+    `hgxkit-start <path>` or escape sequences chooses nothing (issue 23: a logrotate stanza once landed in a
+    directory the container chose)."""
+    workdir, env, run_tag = host
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    evil = outside / "cron"
+    env = {**env, "HOSTILE_LINES": (
+        f"hgxkit-start {evil}.jsonl\nhgxkit-done {evil}.jsonl 0\nhgxkit-start ../../outside/cron.jsonl\n"
+        "hgxkit-progress \x1b]0;owned\x07\x1b[2J\nhgxkit-client-ready $(touch /tmp/x) \x1b[31m1.5\n"
+        f"hgxkit-done {evil}\x1b[2J 9\n"
+    )}
+    run_script(workdir, env, run_tag, "per_container")
+    assert sorted(p.name for p in outside.iterdir()) == []
+    assert not list(tmp_path.glob("**/cron*"))
+    for path in workdir.iterdir():
+        if path.is_file():
+            assert "\x1b" not in path.read_text(errors="replace"), path.name
+    assert all(line.split()[1] in {c.file for c in CELLS} | {"unknown"} for line in (workdir / "failed").read_text().splitlines())
+    stems = {c.file.rsplit(".", 1)[0] for c in CELLS}
+    windows = {p.name.removesuffix(".window") for p in workdir.glob("*.window")}
+    assert windows <= stems and windows
