@@ -42,7 +42,7 @@ from hgxkit.recipe.importing.docker_run import scrub_run
 from hgxkit.recipe.importing.formats import format_of
 from hgxkit.recipe.importing.group_join import join_groups
 from hgxkit.recipe.importing.model_placement import DEFAULT_MODELS_DIR, place_model
-from hgxkit.recipe.importing.outcome import ImportOutcome, Report, account_lines, finish
+from hgxkit.recipe.importing.outcome import ImportOutcome, ImportRefused, Report, account_lines, finish
 from hgxkit.recipe.importing.post import PostFile, find_commands, read_post
 from hgxkit.recipe.importing.reading import Candidate, Reading
 from hgxkit.recipe.importing.variables import Scope
@@ -76,8 +76,18 @@ class ImportOptions:
 
 
 def import_post(files: Sequence[tuple[str, str]], options: ImportOptions | None = None) -> ImportOutcome:
-    """Import one recipe from the posts `files` ((name, text) pairs, read in order)."""
-    return _Importer(files, options or ImportOptions()).run()
+    """Import one recipe from the posts `files` ((name, text) pairs, read in order); a refusal is an
+    `ImportRefused` (an InputError) that holds its place and the account of the lines read."""
+    importer = _Importer(files, options or ImportOptions())
+    try:
+        return importer.run()
+    except ImportRefused:
+        raise
+    except InputError as err:
+        report = sorted(dict.fromkeys(importer.report), key=_report_order)
+        lines = account_lines(importer.posts, importer.simples, report, importer.notes)
+        texts = {post.name: post.lines for post in importer.posts}
+        raise ImportRefused(err.message, lines, texts) from None
 
 
 Built = tuple[Candidate, Recipe, list[str]]  # a serving command, the recipe it would be, its notes
