@@ -79,6 +79,8 @@ REFUSALS = {
     "073": "no serving command",  # docker ps / docker logs only
     "074": "no serving command",  # benchmark in docker exec only
 }
+# Posts from issue 24 on say it in the index: `refusal:` is the text the one-line refusal must hold.
+REFUSALS.update({number: entry["refusal"] for number, entry in ENTRIES.items() if "refusal" in entry})
 
 # How the post's lines become the command a shell runs, where the post wraps it in something that is not shell.
 PROMPTS = {

@@ -132,6 +132,7 @@ class _Importer:
     # --- what each command is ---
 
     def _consider(self, simple: Simple) -> None:
+        _unended(simple)
         if simple.kind == "broken":
             error = simple.error()
             assert error is not None
@@ -409,6 +410,25 @@ def _engine_refusal(engine: Candidate, servers: list[Candidate]) -> InputError:
     )
     return InputError(
         f"{engine.where()}: {other.title} ({other.name}) is not supported: hgxkit serves {supported}{tail}"
+    )
+
+
+# Commands whose words become recipe fields: a lost line of theirs changes the recipe.
+_TAKEN_KINDS = frozenset({"docker-run", "docker-exec", "server", "bench", "engine"})
+
+
+def _unended(simple: Simple) -> None:
+    """Refuse a serving, docker or benchmark command whose next line reads as its continuation though the
+    command ended without a backslash: a shell would run that line apart (or fail on it), and the import would
+    keep the command without it. Not guessed: the poster rejoins the lines."""
+    command = simple.command
+    if command.unended is None or simple.kind not in _TAKEN_KINDS:
+        return
+    line, column, word = command.unended
+    raise InputError(
+        f"{command.post.name}: line {line}, column {column}: {word!r} follows the command at line {command.first} "
+        f"(ended at line {command.last} without a trailing backslash): a continuation backslash may be missing; "
+        "add it, or put a blank line between them if they are apart"
     )
 
 

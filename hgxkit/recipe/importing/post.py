@@ -18,7 +18,7 @@ Example:
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import PurePath
 
 from hgxkit.errors import InputError
@@ -132,6 +132,8 @@ class Command:
     words: tuple[Word, ...]
     error: InputError | None = None
     notes: tuple[str, ...] = field(default=())
+    # (line, column, text) of the line right after it that reads as its continuation (see `_unended`)
+    unended: tuple[int, int, str] | None = None
 
     def where(self) -> str:
         span = f"{self.first}" if self.first == self.last else f"{self.first}-{self.last}"
@@ -273,6 +275,8 @@ def find_commands(post: PostFile) -> list[Command]:
         text = clean[index].strip()
         if is_command_start(text):
             command, index = _gather(post, index)
+            if command.error is None and index < len(clean):
+                command = replace(command, unended=_unended(post, command, index))
             commands.append(command)
             continue
         line = _TRAILING_SPACE_BACKSLASH.sub("\\\\", clean[index])
@@ -328,6 +332,24 @@ def _gather(post: PostFile, start: int) -> tuple[Command, int]:
     except InputError as err:
         words, error = (), err
     return Command(post, start + 1, start + len(parts), words, error, tuple(notes)), index
+
+
+def _unended(post: PostFile, command: Command, index: int) -> tuple[int, int, str] | None:
+    """The line right after `command` (which ended without a backslash) when it reads as that command's
+    continuation, so a backslash was probably lost: it starts with a `--flag`/`-f`, or is indented deeper than
+    the command's first line, or does not start a command and itself ends in a backslash. Blank lines, fences
+    and comments end a command for certain."""
+    text = post.clean[index]
+    body = text.strip()
+    if not body or body.startswith("#") or post.fences[index] != post.fences[command.first - 1]:
+        return None
+    first = post.clean[command.first - 1]
+    deeper = len(text) - len(text.lstrip()) > len(first) - len(first.lstrip())
+    flag = re.match(r"--?[A-Za-z]", body) is not None
+    continued = not is_command_start(body) and _scan_line(body, None)[1]
+    if not (flag or deeper or continued):
+        return None
+    return index + 1, len(text) - len(text.lstrip()) + 1, body.split()[0]
 
 
 def _broken_start(post: PostFile, index: int) -> Command:

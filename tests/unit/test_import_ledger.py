@@ -1,0 +1,109 @@
+"""Nothing a shell or Docker would read is lost without a word: the line account (`--explain`, `--json`), a
+refusal's place, and the property that deleting any one continuation backslash from any corpus post makes the
+import refuse or give the same recipe, never a different one."""
+
+from __future__ import annotations
+
+import json
+import re
+from functools import cache
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from test_post_corpus import ENTRIES, PICKS, POSTS
+
+from hgxkit.cli import main
+from hgxkit.errors import InputError
+from hgxkit.recipe.importing.importer import ImportOptions, import_post
+from hgxkit.recipe.importing.outcome import LEDGER_SCHEMA_VERSION, ImportRefused
+from hgxkit.recipe.model import Recipe
+
+LOST = """Serve:
+```
+vllm serve org/m --port 8001 \\
+  --max-model-len 4096
+  --gpu-memory-utilization 0.9
+```
+"""
+
+
+def _recipe(name: str, text: str, pick: int | None) -> Recipe | None:
+    try:
+        return import_post([(name, text)], ImportOptions(pick=pick)).recipe
+    except InputError:
+        return None
+
+
+@cache
+def _posted(number: str) -> tuple[str, Recipe | None]:
+    entry = ENTRIES[number]
+    text = (POSTS / entry["file"]).read_text()
+    return text, _recipe(entry["file"], text, PICKS.get(number))
+
+
+# Every continuation backslash of the corpus: (post, offset of the backslash).
+SITES = [
+    (number, m.start())
+    for number in sorted(ENTRIES)
+    for m in re.finditer(r"\\[ \t]*\n", (POSTS / ENTRIES[number]["file"]).read_text())
+]
+
+
+def _without_backslash(number: str, offset: int) -> tuple[Recipe | None, Recipe | None]:
+    text, recipe = _posted(number)
+    return recipe, _recipe(ENTRIES[number]["file"], text[:offset] + text[offset + 1 :], PICKS.get(number))
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.sampled_from(SITES))
+def test_a_lost_backslash_refuses_or_changes_nothing(site: tuple[str, int]) -> None:
+    posted, mutated = _without_backslash(*site)
+    assert mutated is None or mutated == posted, site
+
+
+def test_every_lost_backslash_of_the_corpus_refuses_or_changes_nothing() -> None:
+    assert len(SITES) > 500
+    different = [site for site in SITES if (r := _without_backslash(*site))[1] is not None and r[1] != r[0]]
+    assert different == []
+
+
+def test_a_flag_line_after_an_ended_command_is_refused_with_its_place() -> None:
+    with pytest.raises(ImportRefused) as caught:
+        import_post([("p.md", LOST)], ImportOptions(image="vllm/vllm-openai:v0.33.0"))
+    refused = caught.value
+    assert refused.message.startswith("p.md: line 5, column 3: '--gpu-memory-utilization' follows the command at line 3")
+    assert "a continuation backslash may be missing" in refused.message
+    assert refused.place == ("p.md", 5, 3)
+    assert [(a.line, a.fate) for a in refused.lines][2:5] == [(3, "set aside"), (4, "set aside"), (5, "refused")]
+
+
+def test_explain_prints_every_line_with_its_fate(tmp_path, capsys) -> None:
+    post = tmp_path / "p.md"
+    post.write_text(LOST.replace("4096\n", "4096 \\\n"))
+    assert main(["recipe", "import", str(post), "--explain", "--image", "vllm/vllm-openai:v0.33.0"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == f"{post}:1: set aside (prose, comments or output)"
+    assert out[2].startswith(f"{post}:3: changed -> image, docker, server, model")
+    assert out[4].startswith(f"{post}:5: taken -> image, docker, server, model")
+    assert len(out) == len(post.read_text().split("\n"))
+
+
+def test_json_gives_the_account_and_a_refusal_with_line_and_column(tmp_path, capsys) -> None:
+    post = tmp_path / "p.md"
+    post.write_text(LOST)
+    assert main(["recipe", "import", str(post), "--json"]) == 2
+    ledger = json.loads(capsys.readouterr().out)
+    assert ledger["schema_version"] == LEDGER_SCHEMA_VERSION
+    assert ledger["imported"] is False
+    assert ledger["refusal"]["file"] == str(post)
+    assert (ledger["refusal"]["line"], ledger["refusal"]["column"]) == (5, 3)
+    assert ledger["lines"][4]["fate"] == "refused"
+
+
+def test_a_refusal_naming_only_a_line_gets_the_column_of_its_first_word(tmp_path, capsys) -> None:
+    number = "009"  # `FILE:9: the image … is built by docker build`
+    assert main(["recipe", "import", str(POSTS / ENTRIES[number]["file"]), "--json"]) == 2
+    refusal = json.loads(capsys.readouterr().out)["refusal"]
+    assert (refusal["line"], refusal["column"]) == (9, 1)
+    assert "built by `docker build`" in refusal["message"]
