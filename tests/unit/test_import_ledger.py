@@ -107,3 +107,74 @@ def test_a_refusal_naming_only_a_line_gets_the_column_of_its_first_word(tmp_path
     refusal = json.loads(capsys.readouterr().out)["refusal"]
     assert (refusal["line"], refusal["column"]) == (9, 1)
     assert "built by `docker build`" in refusal["message"]
+
+
+# --- placeholders in any argument ---
+
+
+def test_a_placeholder_in_a_docker_option_or_server_flag_is_refused_naming_its_flag() -> None:
+    post = "docker run --gpus all -v /path/to/models:/models vllm/vllm-openai:v0.9.0 --model /models/m\n"
+    with pytest.raises(InputError) as caught:
+        import_post([("p.md", post)])
+    assert caught.value.message == (
+        "p.md: line 1, column 26: /path/to/models is a placeholder (the value of -v); write its value"
+    )
+    with pytest.raises(InputError) as caught:
+        import_post([("p.md", "vllm serve org/m --served-model-name YOUR_MODEL_NAME\n")])
+    assert "YOUR_MODEL_NAME is a placeholder (the value of --served-model-name)" in caught.value.message
+
+
+def test_a_benchmark_with_a_placeholder_is_set_aside_saying_which() -> None:
+    post = (
+        "vllm serve org/m\n"
+        "vllm bench serve --model org/m --dataset-name sharegpt --dataset-path <your data path>/file.json "
+        "--num-prompts 10\n"
+    )
+    outcome = import_post([("p.md", post)], ImportOptions(image="vllm/vllm-openai:v0.9.0"))
+    assert outcome.recipe.matrix is None or not outcome.recipe.matrix.cells()
+    assert any("<your data path> is a placeholder (the value of --dataset-path)" in n for n in outcome.notes)
+    assert outcome.lines[1].fate == "set aside" and "placeholder" in outcome.lines[1].why
+
+
+# --- images: normalized names, `docker pull` as the post's choice ---
+
+
+def test_a_built_image_is_recognized_however_its_tag_is_spelled() -> None:
+    post = "docker build -t vllm-custom .\ndocker run --gpus all docker.io/library/vllm-custom:latest --model org/m\n"
+    with pytest.raises(InputError) as caught:
+        import_post([("p.md", post)], ImportOptions(kind="vllm"))
+    assert "built by `docker build` (p.md:1 (tagged vllm-custom))" in caught.value.message
+
+
+def test_a_build_shown_after_the_run_is_an_alternative_not_the_image() -> None:
+    post = "docker run --gpus all vllm/vllm-openai:latest --model org/m\ndocker build . --tag vllm/vllm-openai\n"
+    assert import_post([("p.md", post)]).recipe.image.reference == "vllm/vllm-openai:latest"
+
+
+PULLS = """```
+# H200
+docker pull lmsysorg/sglang:dsv32
+
+# MI350
+docker pull lmsysorg/sglang:dsv32-rocm
+
+# NPUs
+docker pull lmsysorg/sglang:dsv32-a2
+```
+python -m sglang.launch_server --model deepseek-ai/DeepSeek-V3.2-Exp --tp 8 --dp 8 --enable-dp-attention
+"""
+
+
+def test_a_bare_launch_runs_in_the_image_the_post_pulls_for_h200() -> None:
+    outcome = import_post([("p.md", PULLS)])
+    assert outcome.recipe.image.reference == "lmsysorg/sglang:dsv32"
+    assert any("lmsysorg/sglang:dsv32 is the one for an H200 (Hopper) node" in n for n in outcome.notes)
+
+
+def test_several_pulls_that_do_not_say_their_hardware_are_refused_naming_them() -> None:
+    post = "docker pull lmsysorg/sglang:v0.5.1\ndocker pull lmsysorg/sglang:v0.5.2\npython -m sglang.launch_server --model-path org/m\n"
+    with pytest.raises(InputError) as caught:
+        import_post([("p.md", post)])
+    message = caught.value.message
+    assert "pulls 2 sglang images (lmsysorg/sglang:v0.5.1 (p.md:1), lmsysorg/sglang:v0.5.2 (p.md:2))" in message
+    assert "give --image REF" in message

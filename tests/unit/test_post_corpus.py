@@ -39,6 +39,7 @@ PICKS = {
     "061": 1,  # TP4, then TP4 x PP2
     "075": 1,  # Qwen3-VL TP4 on GPUs 0-3, then gpt-oss TP2 on 4,5 and SigLIP2 DP2 on 6,7 (third-party image)
 }
+PICKS.update({number: entry["pick"] for number, entry in ENTRIES.items() if "pick" in entry})  # issue 24 on
 
 # What each refusal must name: the reason the index gives after "Refuse:".
 REFUSALS = {
@@ -213,6 +214,27 @@ def test_a_docker_run_renders_the_argv_sh_gives_for_the_post(number: str, posix_
                 w if not w.startswith("sglang_multinode") else group.option_values("--name")[0] for w in expected
             ]
         assert rendered == expected
+
+
+# Posts from issue 24 on name in the index the recipe fields the import must give (`recipe:`).
+NAMED = sorted(n for n, e in ENTRIES.items() if "recipe" in e)
+
+
+@pytest.mark.parametrize("number", NAMED)
+def test_imported_snippets_give_the_fields_the_index_names(number: str) -> None:
+    recipe = imported(number).recipe
+    wanted = ENTRIES[number]["recipe"]
+    if "image" in wanted:
+        assert recipe.image.reference == wanted["image"]
+    for flag, value in wanted.get("server", {}).items():
+        assert recipe.server.flag(flag) == value, flag
+    words = [w for entry in recipe.docker.entries for w in entry.words]
+    for word in wanted.get("docker", []):
+        assert word in words, (word, words)
+    for word in wanted.get("not_docker", []):
+        assert word not in words, (word, words)
+    if "command" in wanted:
+        assert recipe.server.words()[: len(wanted["command"])] == wanted["command"]
 
 
 # Posts that run a TP-4 vLLM server on a `--gpus '"device=…"'` list of four: the recipe keeps both.

@@ -361,18 +361,30 @@ class DockerRun:
 
 
 class DockerImages:
-    """`docker build` (an image a node cannot pull) and `docker tag` (another name for a pullable image)."""
+    """`docker build` (an image a node cannot pull), `docker tag` (another name for a pullable image) and
+    `docker pull` (the image the post chose, which a bare launch runs in)."""
 
     name = "docker build/tag"
 
     def claims(self, simple: Simple) -> bool:
-        return simple.kind == "docker-build" or (simple.kind == "docker-tag" and len(simple.texts) >= 4)
+        texts = simple.texts
+        pull = simple.kind == "docker" and texts[1:2] == ["pull"] and len(texts) > 2
+        return pull or simple.kind == "docker-build" or (simple.kind == "docker-tag" and len(texts) >= 4)
 
     def take(self, simple: Simple, reading: Reading) -> None:
-        if simple.kind == "docker-build":
+        if simple.kind == "docker":  # `docker pull [OPTIONS] IMAGE`: the image a bare launch may run in
+            image = simple.texts[-1]
+            lines = simple.command.post.lines[: simple.command.first - 1]
+            above = lines[-1].strip() if lines and lines[-1].strip().startswith("#") else ""
+            reading.pulled.append((image, simple.where(), above))
+            reading.said(simple, "read", f"`docker pull {image}` (the post's image for a bare launch)")
+        elif simple.kind == "docker-build":
             for flag, tag in zip(simple.texts, simple.texts[1:], strict=False):
                 if flag in ("-t", "--tag"):
                     reading.built[tag] = simple.where()
+            for word in simple.texts:
+                if word.startswith(("-t=", "--tag=")):
+                    reading.built[word.split("=", 1)[1]] = simple.where()
             reading.said(simple, "skipped", "`docker build` (an image built from a local checkout)")
         else:
             reading.aliases[simple.texts[-1]] = (simple.texts[-2], simple.where())

@@ -35,6 +35,7 @@ from hgxkit.netaddr import is_loopback
 from hgxkit.recipe.diff import Difference, diff_recipes
 from hgxkit.recipe.docker_options import canonical
 from hgxkit.recipe.dockerrun import ParsedRun
+from hgxkit.recipe.imageref import normalized
 from hgxkit.recipe.importing.bare_launch import bare_run
 from hgxkit.recipe.importing.benchmarks import benchmarks
 from hgxkit.recipe.importing.commands import PLACEHOLDER, Simple, simple_commands
@@ -42,7 +43,7 @@ from hgxkit.recipe.importing.docker_run import scrub_run
 from hgxkit.recipe.importing.formats import format_of
 from hgxkit.recipe.importing.group_join import join_groups
 from hgxkit.recipe.importing.model_placement import DEFAULT_MODELS_DIR, place_model
-from hgxkit.recipe.importing.outcome import ImportOutcome, ImportRefused, Report, account_lines, finish
+from hgxkit.recipe.importing.outcome import ImportOutcome, ImportRefused, Report, account_lines, finish, place
 from hgxkit.recipe.importing.post import PostFile, find_commands, read_post
 from hgxkit.recipe.importing.reading import Candidate, Reading
 from hgxkit.recipe.importing.variables import Scope
@@ -234,7 +235,7 @@ class _Importer:
         post = simple.command.post
         where = simple.where()
         notes = list(server.notes) + list(simple.notes)
-        _placeholders(simple)
+        _placeholders(simple, angled_only=True)
         if simple.in_block:
             raise InputError(f"{where}: the command runs inside an `{simple.in_block}` block; its words depend on "
                              "shell logic: give the command as it runs")  # fmt: skip
@@ -262,6 +263,7 @@ class _Importer:
         recipe = Recipe(name="imported", image=ImageRef(run.image), docker=docker, server=command,
                         model=ModelSpec(repo_id=None), groups=grouping)  # fmt: skip
         _fits(recipe, server)
+        _placeholders(simple)  # `YOUR_…`, `/path/to/…`: after what the setup cannot be at all (hardware, size)
         return recipe, notes
 
     def _image(self, run: ParsedRun, simple: Simple, notes: list[str]) -> ParsedRun:
@@ -270,20 +272,34 @@ class _Importer:
                 notes.append(f"{simple.where()}: --image {self.options.image} replaces the post's {run.image}")
             return replace(run, image=self.options.image)
         image = run.image
-        if image in self.reading.aliases:
-            source, where = self.reading.aliases[image]
+        aliases = {normalized(name): value for name, value in self.reading.aliases.items()}
+        if normalized(image) in aliases:
+            source, where = aliases[normalized(image)]
             notes.append(f"{simple.where()}: {image} is `docker tag` of {source} ({where}); {source} is pulled")
             image = source
-        built = self.reading.built
-        if image in built:
+        # an image the post builds before it runs it (a build shown after the run is an alternative to pulling)
+        built = {normalized(name): (name, where) for name, where in self.reading.built.items()
+                 if self._before(where, simple)}  # fmt: skip
+        if normalized(image) in built:
+            name, at = built[normalized(image)]
+            spelled = "" if name == image else f" (tagged {name})"
             raise InputError(
-                f"{simple.where()}: the image {image} is built by `docker build` ({built[image]}) from a source "
+                f"{simple.where()}: the image {image} is built by `docker build` ({at}{spelled}) from a source "
                 "checkout; a node cannot pull it: give --image REF of a pullable image"
             )
         if "$" in image:
             raise InputError(f"{simple.where()}: the image {shell_value(image)} is a variable the post does not set; "
                              "give --image REF")  # fmt: skip
         return replace(run, image=image)
+
+    def _before(self, where: str, simple: Simple) -> bool:
+        """True when the command at `where` (FILE:LINE) comes before `simple` in the posts' order."""
+        found = place(where)
+        files = [post.name for post in self.posts]
+        if found is None or found[0] not in files:
+            return True
+        here = (files.index(simple.command.post.name), simple.first_line)
+        return (files.index(found[0]), found[1]) < here
 
     # --- the recipe ---
 
@@ -330,10 +346,24 @@ class _Importer:
         benches = sorted(
             self.reading.benches, key=lambda b: _report_order(Report(b[0].span(), "", ""))
         )
+        benches = [bench for bench in benches if self._filled_in(bench[0])]
         found = benchmarks(self.posts, benches, served=served, values=values, ports=ports)
         self.notes += found.notes
         self.report += found.report
         return replace(recipe, matrix=found.matrix, reference=found.reference)
+
+
+    def _filled_in(self, simple: Simple) -> bool:
+        """False (and the command set aside, saying why) for a benchmark command with a placeholder argument:
+        its cell would run the placeholder. The server is still imported; the note names what to fill in."""
+        try:
+            _placeholders(simple)
+        except InputError as err:
+            what = err.message.split(": ", 1)[1]
+            self.notes.append(f"{simple.where()}: benchmark command set aside: {what}")
+            self._said(simple, "skipped", f"a benchmark command with a placeholder ({what})")
+            return False
+        return True
 
 
 # What may differ between the commands of one setup: the ranks of a server over hosts, or its GPU groups.
@@ -432,23 +462,46 @@ def _unended(simple: Simple) -> None:
     )
 
 
-def _placeholders(simple: Simple) -> None:
-    """Refuse a `<name>` placeholder the command would run with (one standing for a secret is fine: the secret
-    is taken from the environment anyway)."""
+# Values a post leaves for the reader to fill in: `YOUR_MODEL`, `/path/to/model` (a `$YOUR_…` is a variable).
+_FILL_IN = re.compile(r"(?<![\w${])YOUR_\w+|(?<![\w.])/path/to/[^\s:,\"']*")
+
+
+def _placeholders(simple: Simple, *, angled_only: bool = False) -> None:
+    """Refuse a placeholder in any argument the command would run with (a docker option, a server flag, a
+    benchmark argument): `<name>` (also `<several words>`, which a shell reads as redirections), `YOUR_…`,
+    `/path/to/…`; it names the placeholder and its flag. One standing for a secret is fine: the secret is
+    taken from the environment anyway."""
     words = simple.words
     for index, word in enumerate(words):
-        if word.is_operator and word.text == "<" and index + 2 < len(words) and words[index + 2].text.startswith(">"):
-            found = (word.line, word.column, f"<{words[index + 1].text}>")
-        elif not word.is_operator and PLACEHOLDER.search(word.text):
+        if word.is_operator and word.text == "<":
+            close = next((i for i in range(index + 1, len(words)) if words[i].is_operator), None)
+            if close is None or not words[close].text.startswith(">") or close == index + 1:
+                continue
+            text = f"<{' '.join(w.text for w in words[index + 1 : close])}>"
+            owner = words[index - 1].text if index else ""
+            if owner.endswith("=") and is_secret_name(owner[:-1]):
+                continue
+        elif not word.is_operator and (PLACEHOLDER.search(word.text) or (not angled_only and _FILL_IN.search(word.text))):
             name = word.text.split("=", 1)[0] if "=" in word.text else ""
             flag = words[index - 1].text if index else ""
-            if is_secret_name(name) or is_secret_flag(flag):
+            if is_secret_name(name) or is_secret_flag(flag) or is_secret_name(flag.lstrip("-").replace("-", "_")):
                 continue
-            found = (word.line, word.column, PLACEHOLDER.search(word.text).group())  # type: ignore[union-attr]
+            text = (PLACEHOLDER.search(word.text) or _FILL_IN.search(word.text)).group()  # type: ignore[union-attr]
         else:
             continue
-        raise InputError(f"{simple.command.post.name}: line {found[0]}, column {found[1]}: {found[2]} is a "
-                         "placeholder; write its value")  # fmt: skip
+        raise InputError(f"{simple.command.post.name}: line {word.line}, column {word.column}: {text} is a "
+                         f"placeholder{_owner(words, index)}; write its value")  # fmt: skip
+
+
+def _owner(words: Sequence[Word], index: int) -> str:
+    """` (the value of FLAG)` for the flag or option a word belongs to, else ` (an argument of PROGRAM)`."""
+    word = words[index].text
+    if word.startswith("-") and "=" in word:
+        return f" (the value of {word.split('=', 1)[0]})"
+    before = next((w.text for w in reversed(words[:index]) if not w.is_operator), "")
+    if before.startswith("-"):
+        return f" (the value of {before.split('=', 1)[0]})"
+    return f" (an argument of {words[0].text})" if words else ""
 
 
 def _hardware(server: Candidate, run: ParsedRun, scope: Scope, prefix: dict[str, str]) -> None:
