@@ -100,8 +100,10 @@ def pulled_image(pulled: Sequence[tuple[str, str, str]], kind: str, where: str, 
         chosen = hopper if len(hopper) == 1 else nvidia if len(nvidia) == 1 else []
         if not chosen:
             shown = ", ".join(f"{image} ({at})" for image, at, _ in images)
-            raise InputError(f"{where}: a bare launch, and the post pulls {len(images)} {kind} images ({shown}) "
-                             "without saying which is for an H200 node; give --image REF naming the one to run")  # fmt: skip
+            raise InputError(
+                f"{where}: a bare launch, and the post pulls {len(images)} {kind} images ({shown}) without saying "
+                "which is for an H200 node; give --image REF naming the one to run"
+            )
         others = ", ".join(p[0] for p in images if p != chosen[0])
         notes.append(f"{where}: of the images the post pulls, {chosen[0][0]} is the one for an H200 (Hopper) node "
                      f"(not {others})")  # fmt: skip

@@ -481,7 +481,7 @@ def _placeholders(simple: Simple, *, angled_only: bool = False) -> None:
             owner = words[index - 1].text if index else ""
             if owner.endswith("=") and is_secret_name(owner[:-1]):
                 continue
-        elif not word.is_operator and (PLACEHOLDER.search(word.text) or (not angled_only and _FILL_IN.search(word.text))):
+        elif not word.is_operator and _placeholder_in(word.text, angled_only):
             name = word.text.split("=", 1)[0] if "=" in word.text else ""
             flag = words[index - 1].text if index else ""
             if is_secret_name(name) or is_secret_flag(flag) or is_secret_name(flag.lstrip("-").replace("-", "_")):
@@ -491,6 +491,10 @@ def _placeholders(simple: Simple, *, angled_only: bool = False) -> None:
             continue
         raise InputError(f"{simple.command.post.name}: line {word.line}, column {word.column}: {text} is a "
                          f"placeholder{_owner(words, index)}; write its value")  # fmt: skip
+
+
+def _placeholder_in(text: str, angled_only: bool) -> bool:
+    return bool(PLACEHOLDER.search(text) or (not angled_only and _FILL_IN.search(text)))
 
 
 def _owner(words: Sequence[Word], index: int) -> str:
