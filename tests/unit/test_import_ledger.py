@@ -178,3 +178,25 @@ def test_several_pulls_that_do_not_say_their_hardware_are_refused_naming_them() 
     message = caught.value.message
     assert "pulls 2 sglang images (lmsysorg/sglang:v0.5.1 (p.md:1), lmsysorg/sglang:v0.5.2 (p.md:2))" in message
     assert "give --image REF" in message
+
+
+# --- network-dependent environment ---
+
+
+def test_a_bare_launch_naming_a_host_interface_gets_the_hosts_network() -> None:
+    post = (
+        "export NCCL_SOCKET_IFNAME=bond0\n"
+        "GLOO_SOCKET_IFNAME=bond0 python3 -m sglang.launch_server --model-path org/m --tp 8 --port 30000\n"
+    )
+    outcome = import_post([("p.md", post)], ImportOptions(image="lmsysorg/sglang:v0.5.0"))
+    docker = outcome.recipe.docker
+    assert docker.last("--network") == "host" and docker.ports() == []
+    assert {(e.name, e.value) for e in docker.env()} >= {("NCCL_SOCKET_IFNAME", "bond0"), ("GLOO_SOCKET_IFNAME", "bond0")}
+    assert any("names a host network interface, so the container uses the host's network" in n for n in outcome.notes)
+
+
+def test_a_posted_bridge_container_naming_a_host_interface_is_imported_as_written_with_a_note() -> None:
+    post = "docker run --gpus all -p 8000:8000 -e NCCL_IB_HCA=mlx5_0 vllm/vllm-openai:v0.9.0 --model org/m\n"
+    outcome = import_post([("p.md", post)])
+    assert outcome.recipe.docker.last("--network") is None
+    assert any("-e NCCL_IB_HCA=mlx5_0 names a host network interface" in n for n in outcome.notes)

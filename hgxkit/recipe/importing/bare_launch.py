@@ -14,7 +14,8 @@ read). As a source format of a post (`BARE_LAUNCH`, see `formats`) it runs in th
 before it, if any (that container's image is used).
 
 Example:
-    >>> from hgxkit.recipe.kinds import KINDS
+    >>> from hgxkit.recipe.network_env import host_interface_settings
+from hgxkit.recipe.kinds import KINDS
     >>> run, notes = docker_run_for(["CUDA_VISIBLE_DEVICES=0,1"], ["python", "-m", "sglang.launch_server",
     ...                             "--model-path", "/m", "--tp", "2"], kind=KINDS["sglang"], image="img:1",
     ...                             environment={}, where="p:1")
@@ -35,6 +36,7 @@ from hgxkit.recipe.importing.commands import Simple
 from hgxkit.recipe.importing.reading import Candidate, Reading
 from hgxkit.recipe.importing.variables import Scope
 from hgxkit.recipe.kinds import KINDS, ServerKind, detect_kind, python_program
+from hgxkit.recipe.network_env import host_interface_settings
 from hgxkit.recipe.server_args import group_args, is_flag
 from hgxkit.recipe.shellwords import shell_value
 
@@ -151,7 +153,16 @@ def docker_run_for(
         notes.append(f"{where}: no CUDA_VISIBLE_DEVICES, so the container gets every GPU (--gpus all)")
     options.append("--ipc=host")
     nodes = _nodes(args, kind)
-    if nodes > 1:
+    interfaces = host_interface_settings((name, shell_value(value)) for name, value in env.items())
+    if nodes <= 1 and interfaces:
+        # NCCL/Gloo told to use a host interface: that interface exists only on the host's network.
+        options.append("--network=host")
+        shown = ", ".join(f"{name}={value}" for name, value in interfaces)
+        notes.append(
+            f"{where}: {shown} names a host network interface, so the container uses the host's network "
+            "(--network=host), where it exists, and listens as the post says; no port is published"
+        )
+    elif nodes > 1:
         # A server spanning nodes: its ranks reach each other on the host's network (rendezvous, NCCL and Gloo
         # ports no -p predicts), as the engines' multi-node Docker examples run them; it listens as posted.
         options.append("--network=host")

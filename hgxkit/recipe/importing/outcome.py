@@ -29,6 +29,7 @@ from hgxkit.recipe.importing.commands import Simple
 from hgxkit.recipe.importing.post import FENCE_RE, PostFile
 from hgxkit.recipe.loader import format_path, recipe_problems
 from hgxkit.recipe.model import Recipe
+from hgxkit.recipe.network_env import host_interface_settings
 
 # `FILE:LINE: …` or `FILE:FIRST-LAST: …`, the place a note or report names (FILE may hold colons).
 _WHERE = re.compile(r"^(?P<file>.+?):(?P<first>\d+)(?:-(?P<last>\d+))?(?::|$)")
@@ -154,6 +155,12 @@ def finish(
             f"dangerous option {danger.option}: {danger.reason}; `recipe check` reports it as an error and the "
             f'node refuses it unless allow_docker_options lists "{danger.name}"'
         )
+    if recipe.docker.last("--network") != "host":
+        for name, value in host_interface_settings((e.name, e.value) for e in recipe.docker.env()):
+            notes.append(
+                f"{source}: -e {name}={value} names a host network interface the container (bridge network) does "
+                "not have; `recipe check` reports it as an error: add --network host or drop it"
+            )
     return ImportOutcome(recipe, tuple(dict.fromkeys(notes)), report, lines)
 
 
