@@ -200,3 +200,54 @@ def test_a_posted_bridge_container_naming_a_host_interface_is_imported_as_writte
     outcome = import_post([("p.md", post)])
     assert outcome.recipe.docker.last("--network") is None
     assert any("-e NCCL_IB_HCA=mlx5_0 names a host network interface" in n for n in outcome.notes)
+
+
+# --- `docker run -itd` then `docker exec … LAUNCH` ---
+
+ITD = """```
+docker run -itd --gpus all --shm-size 32g --ipc=host -p 30000:30000 -v /data/models:/models --name sg \\
+    lmsysorg/sglang:v0.5.2
+docker exec -it -e SGLANG_X=1 sg python3 -m sglang.launch_server --model-path /models/Qwen3-8B --tp 2 --host 0.0.0.0
+```
+"""
+
+
+def test_a_detached_container_and_an_exec_launch_are_one_container() -> None:
+    outcome = import_post([("p.md", ITD)])
+    recipe = outcome.recipe
+    options = [" ".join(e.words) for e in recipe.docker.entries]
+    assert options[:7] == ["-itd", "--gpus all", "--shm-size 32g", "--ipc=host", "-p 30000:30000",
+                           "-v /data/models:/models", "--name sg"]  # fmt: skip
+    assert "-e SGLANG_X=1" in options
+    assert recipe.server.words()[:3] == ["python3", "-m", "sglang.launch_server"] and recipe.server.flag("--tp") == "2"
+    assert [(a.line, a.fate) for a in outcome.lines[1:4]] == [(2, "taken"), (3, "taken"), (4, "changed")]
+
+
+def test_a_detached_container_with_no_exec_launch_is_refused() -> None:
+    with pytest.raises(InputError) as caught:
+        import_post([("p.md", ITD.split("docker exec")[0])], ImportOptions(model_repo="Qwen/Qwen3-8B"))
+    assert "no serving command" in caught.value.message and "the post does not say what runs in it" in caught.value.message
+
+
+def test_an_exec_launch_into_a_container_the_post_does_not_start_is_refused() -> None:
+    with pytest.raises(InputError) as caught:
+        import_post([("p.md", "docker exec sg python3 -m sglang.launch_server --model-path org/m\n")])
+    assert "`docker exec sg` runs the server in a container the post does not start" in caught.value.message
+
+
+# --- `cd` is the base of later relative paths ---
+
+
+def test_cd_is_the_base_of_relative_host_paths_and_a_bare_env_file_is_a_file() -> None:
+    post = (
+        "cd /srv/sglang\n"
+        "docker run --gpus all --env-file docker.env -v ./cache:/cache -v hf-cache:/root/.cache/huggingface "
+        "-p 30000:30000 lmsysorg/sglang:v0.5.2 python3 -m sglang.launch_server --model-path org/m --host 0.0.0.0\n"
+    )
+    outcome = import_post([("p.md", post)])
+    options = [" ".join(e.words) for e in outcome.recipe.docker.entries]
+    assert "--env-file /srv/sglang/docker.env" in options and "-v /srv/sglang/cache:/cache" in options
+    assert "-v hf-cache:/root/.cache/huggingface" not in options  # a named volume (here the HF cache: dropped)
+    assert outcome.lines[0].fate == "read"
+    unbased = import_post([("p.md", post.split("\n", 1)[1])]).notes  # no `cd`: the file is relative, and said so
+    assert any(note.startswith("dangerous option --env-file=docker.env: reads the host file") for note in unbased)

@@ -47,6 +47,7 @@ from hgxkit.recipe.importing.outcome import ImportOutcome, ImportRefused, Report
 from hgxkit.recipe.importing.post import PostFile, find_commands, read_post
 from hgxkit.recipe.importing.reading import Candidate, Reading
 from hgxkit.recipe.importing.variables import Scope
+from hgxkit.recipe.importing.workdir import based_run, directory_before
 from hgxkit.recipe.kinds import KINDS, UNSUPPORTED, ServerKind, detect_kind, python_program
 from hgxkit.recipe.loader import MAX_RECIPE_BYTES
 from hgxkit.recipe.model import DockerSpec, ImageRef, ModelSpec, Recipe, Source
@@ -256,6 +257,9 @@ class _Importer:
             if simple.prefix:
                 notes.append(f"{where}: {' '.join(w.text for w in simple.prefix)} before `docker run` only sets the "
                              "docker client's environment; dropped")  # fmt: skip
+        run = self._based(run, server, notes)
+        if server.run is not None and server.context is not None:  # `docker exec` into the post's `docker run -itd`
+            _placeholders(server.context.simple)
         run = self._image(run, simple, notes)
         kind = self.options.kind or kind or _detect(run, where)
         _hardware(server, run, Scope.before(self.simples, simple), simple.assignments)
@@ -291,6 +295,21 @@ class _Importer:
             raise InputError(f"{simple.where()}: the image {shell_value(image)} is a variable the post does not set; "
                              "give --image REF")  # fmt: skip
         return replace(run, image=image)
+
+    def _based(self, run: ParsedRun, server: Candidate, notes: list[str]) -> ParsedRun:
+        """A posted `docker run` (or the `docker run -itd` a `docker exec` server runs in) with its relative host
+        paths written out from the directory the post's `cd` lines leave (see `workdir`)."""
+        if server.run is None:
+            return run  # a bare launch's `docker run` is hgxkit's own: every path in it is absolute
+        started = server.context.simple if server.context is not None else server.simple
+        cwd, cd_where = directory_before(self.simples, started)
+        if cwd is None or cd_where is None:
+            return run
+        based = based_run(run, cwd, cd_where, started.where(), notes)
+        if based != run:
+            what = f"`cd {cwd}` (the base of relative paths at {started.where()})"
+            self.report.append(Report(cd_where, "read", what))
+        return based
 
     def _before(self, where: str, simple: Simple) -> bool:
         """True when the command at `where` (FILE:LINE) comes before `simple` in the posts' order."""
