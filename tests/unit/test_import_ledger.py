@@ -251,3 +251,43 @@ def test_cd_is_the_base_of_relative_host_paths_and_a_bare_env_file_is_a_file() -
     assert outcome.lines[0].fate == "read"
     unbased = import_post([("p.md", post.split("\n", 1)[1])]).notes  # no `cd`: the file is relative, and said so
     assert any(note.startswith("dangerous option --env-file=docker.env: reads the host file") for note in unbased)
+
+
+# --- results printed apart from their benchmark command ---
+
+
+def _glm5_apart() -> list[tuple[str, str]]:
+    """027 (the GLM-5 server) and 029 (its benchmarks) with 029's two result blocks moved into a file of their
+    own, in the opposite order (as a reader pastes results separately)."""
+    server = ENTRIES["027"]["file"]
+    lines = (POSTS / ENTRIES["029"]["file"]).read_text().split("\n")
+    commands = lines[:25] + lines[64:80]
+    results = ["Throughput:", "```", *lines[81:119], "```", "", "Latency:", "```", *lines[26:64], "```"]
+    return [(server, (POSTS / server).read_text()), ("bench.md", "\n".join(commands)), ("results.md", "\n".join(results))]
+
+
+def test_results_printed_apart_join_the_benchmark_their_settings_match() -> None:
+    outcome = import_post(_glm5_apart(), ImportOptions(pick=PICKS.get("027")))
+    reference = outcome.recipe.reference
+    assert reference is not None
+    by_cell = {c.cell.id: c for c in reference.cells}
+    assert set(by_cell) == {"1000x1", "1000x100"}
+    assert by_cell["1000x1"].completed == 10 and by_cell["1000x1"].sources == ("results.md:45-82",)
+    took = [r.line() for r in outcome.report if r.where.startswith("results.md") and r.action == "took"]
+    assert took == ["results.md:3-40: took result block -> reference for cell 1000x100",
+                    "results.md:45-82: took result block -> reference for cell 1000x1"]  # fmt: skip
+    assert any(n.startswith("results.md:3-40: a result block printed apart; it belongs to the benchmark command at")
+               for n in outcome.notes)  # fmt: skip
+
+
+def test_results_printed_apart_that_fit_several_commands_are_refused_naming_them() -> None:
+    files = _glm5_apart()
+    latency = files[1][1].split("#### 5.1.2")[0]  # the concurrency-1 command, then the same with another seed
+    again = latency.split("```bash", 1)[1].replace("--request-rate inf", "--request-rate inf \\\n  --seed 7")
+    files[1] = ("bench.md", f"{latency}\n```bash{again}")
+    files[2] = ("results.md", files[2][1].split("Latency:")[1])
+    with pytest.raises(InputError) as caught:
+        import_post(files, ImportOptions(pick=PICKS.get("027")))
+    message = caught.value.message
+    assert message.startswith("results.md:3-40: a result block printed apart from its benchmark command fits 2 of them")
+    assert "(bench.md:15 (cell 1000x1), bench.md:30 (cell 1000x1-out1000))" in message and "put it after the command it belongs to" in message
