@@ -100,6 +100,7 @@ VARIABLES = {
     "065": {"volume": f"{os.getcwd()}/data", "model": "deepseek-ai/DeepSeek-R1-Distill-Qwen-1.5B"},  # volume=$PWD/data
     "076": {"NAME": "m27-fp8-inst1", "IMAGE": "nvcr.io/nvidia/vllm:26.01-py3", "MODEL": "MiniMaxAI/MiniMax-M2.7"},
     "079": {"volume": f"{os.getcwd()}/data", "model": "deepseek-ai/DeepSeek-R1-Distill-Qwen-1.5B"},  # as 065
+    "082": {"MODEL": "Qwen/Qwen2.5-1.5B-Instruct", "NAME": "qwen"},
 }
 # Documented exceptions to "renders the post's argv": (post word, recipe word) pairs and why.
 SECRET_WORDS = {
@@ -227,8 +228,8 @@ def test_imported_snippets_give_the_fields_the_index_names(number: str) -> None:
     wanted = ENTRIES[number]["recipe"]
     if "image" in wanted:
         assert recipe.image.reference == wanted["image"]
-    for flag, value in wanted.get("server", {}).items():
-        assert recipe.server.flag(flag) == value, flag
+    for flag, value in wanted.get("server", {}).items():  # a switch is listed with no value (null)
+        assert recipe.server.has(flag) and recipe.server.flag(flag) == value, flag
     options = [" ".join(entry.words) for entry in recipe.docker.entries]  # each option as written
     for option in wanted.get("docker", []):
         assert option in options, (option, options)
@@ -282,7 +283,7 @@ def test_a_bare_launch_is_translated_as_its_notes_say(number: str, posix_argv) -
     recipe = result.recipe
     kind = recipe.server.server_kind
     for rank, span in enumerate(server_spans(result)):
-        posted = posix_argv(posted_command(number, span), ENV)
+        posted = posix_argv(posted_command(number, span), {**ENV, **VARIABLES.get(number, {})})
         prefix = {}
         while "=" in posted[0] and re.match(r"^[A-Za-z_]\w*=", posted[0]):
             name, _, value = posted.pop(0).partition("=")

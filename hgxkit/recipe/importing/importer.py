@@ -482,6 +482,7 @@ def _unended(simple: Simple) -> None:
 
 
 # Values a post leaves for the reader to fill in: `YOUR_MODEL`, `/path/to/model` (a `$YOUR_…` is a variable).
+_BRACED = re.compile(r"(?<![$\w])\{(?:[Yy]our|YOUR|[Mm]y)\b[^{}\n\"']{0,60}\}")
 _FILL_IN = re.compile(r"(?<![\w${])YOUR_\w+|(?<![\w.])/path/to/[^\s:,\"']*")
 
 
@@ -491,6 +492,12 @@ def _placeholders(simple: Simple, *, angled_only: bool = False) -> None:
     `/path/to/…`; it names the placeholder and its flag. One standing for a secret is fine: the secret is
     taken from the environment anyway."""
     words = simple.words
+    braced = None if angled_only else _braced(simple)
+    if braced is not None:
+        line, column, text = braced
+        index = next((i for i, w in enumerate(words) if (w.line, w.column) >= (line, column)), len(words) - 1)
+        raise InputError(f"{simple.command.post.name}: line {line}, column {column}: {text} is a placeholder"
+                         f"{_owner(words, index)}; write its value")  # fmt: skip
     for index, word in enumerate(words):
         if word.is_operator and word.text == "<":
             close = next((i for i in range(index + 1, len(words)) if words[i].is_operator), None)
@@ -510,6 +517,17 @@ def _placeholders(simple: Simple, *, angled_only: bool = False) -> None:
             continue
         raise InputError(f"{simple.command.post.name}: line {word.line}, column {word.column}: {text} is a "
                          f"placeholder{_owner(words, index)}; write its value")  # fmt: skip
+
+
+def _braced(simple: Simple) -> tuple[int, int, str] | None:
+    """(line, column, text) of a `{your model directory}` placeholder in the command's lines (a shell splits it
+    into words, so it is looked for in the line)."""
+    command = simple.command
+    for offset, line in enumerate(command.post.clean[command.first - 1 : command.last]):
+        match = _BRACED.search(line)
+        if match:
+            return command.first + offset, match.start() + 1, match.group()
+    return None
 
 
 def _placeholder_in(text: str, angled_only: bool) -> bool:

@@ -85,6 +85,10 @@ PROGRAMS = frozenset(
         "accelerate",
     }
 )
+# Shell keywords that open a clause, and what shows a line starting with one is shell, not an English sentence:
+# `;`, a test (`[`, `((`), a variable, `do`/`then`, or `for NAME in`.
+_CLAUSES = frozenset({"for", "while", "until", "if", "elif", "select"})
+_CLAUSE_SYNTAX = re.compile(r";|\[|\(\(|\$|\bdo\b|\bthen\b|^[A-Za-z_]\w* in\b|^(?:true|false|:)\b|\|")
 PYTHON_RE = re.compile(r"^(?:\S*/)?python[0-9.]*$")
 ASSIGNMENT_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 _QUOTE_PREFIX = re.compile(r"^[ \t]*(?:>[ \t]?)+")
@@ -159,6 +163,8 @@ def is_command_start(text: str) -> bool:
     if index == len(words):
         return index > 0 and ASSIGNMENT_RE.match(words[0]) is not None  # `model=org/name` on its own line
     program = words[index]
+    if program in _CLAUSES and not _CLAUSE_SYNTAX.search(" ".join(words[index + 1 :])):
+        return False  # "while I tried …", "if you want …": prose that starts with a shell keyword
     return program in PROGRAMS or bool(PYTHON_RE.match(program)) or program.endswith(".sh")
 
 
