@@ -194,7 +194,11 @@ class _Importer:
         errors: list[InputError] = []
         for server in servers:
             if server.role == "broken":
-                errors.append(server.error)  # type: ignore[arg-type]
+                try:  # a `<placeholder>` a shell reads as a redirection is named as what it is
+                    _placeholders(server.simple, angled_only=True)
+                    errors.append(server.error)  # type: ignore[arg-type]
+                except InputError as err:
+                    errors.append(err)
                 continue
             try:
                 built.append((server, *self._provisional(server)))
