@@ -14,8 +14,7 @@ read). As a source format of a post (`BARE_LAUNCH`, see `formats`) it runs in th
 before it, if any (that container's image is used).
 
 Example:
-    >>> from hgxkit.recipe.network_env import host_interface_settings
-from hgxkit.recipe.kinds import KINDS
+    >>> from hgxkit.recipe.kinds import KINDS
     >>> run, notes = docker_run_for(["CUDA_VISIBLE_DEVICES=0,1"], ["python", "-m", "sglang.launch_server",
     ...                             "--model-path", "/m", "--tp", "2"], kind=KINDS["sglang"], image="img:1",
     ...                             environment={}, where="p:1")
