@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 # The demo node's cluster (`hgxkit sim down --cluster $(HGXKIT_SIM_CLUSTER)` removes it).
 HGXKIT_SIM_CLUSTER ?= demo
 
-.PHONY: host host-test venv demo test unit e2e lint bench clean
+.PHONY: host host-test venv demo test unit e2e lint map bench clean
 
 ## host: this machine's packages, dockerd and lxcfs for the simulated nodes (stdlib only: runs before .venv);
 ## a no-op when all is there. As root on Debian/Ubuntu it installs and starts what is missing; elsewhere it
@@ -46,6 +46,10 @@ unit: venv
 lint: venv
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check . || true
+
+## map: rewrite README.md's map of the code from the modules' docstrings (tests/unit/test_readme_map.py checks it)
+map:
+	$(PYTHON) tools/modmap.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .ruff_cache

@@ -44,7 +44,7 @@ from hgxkit.sim import nodes  # noqa: E402
 from hgxkit.sim.demo import PhaseClock  # noqa: E402
 
 PYINFRA = str(Path(sys.executable).parent / "pyinfra")
-PULL_UNIT = "hgxkit-image-pull"  # roles/sglang_serve: the background pull's unit
+PULL_UNIT = "hgxkit-image-pull"  # roles/serve (hgxkit/serving/steps.py): the background pull's unit
 
 
 def serving_recipe() -> str:

@@ -37,7 +37,7 @@ ROOT = Path(__file__).resolve().parents[1]
 def forum_flags() -> list[str]:
     """The post's server flags from the shipped recipe, without --model-path/--port (set here) and with the
     server on loopback."""
-    from hgxkit.recipe.loader import load_recipe
+    from hgxkit.recipe.read import load_recipe
 
     recipe = load_recipe(ROOT / "recipes" / "deepseek-v4-flash-dspark-marlin.yaml")
     flags: list[str] = []

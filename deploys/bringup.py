@@ -12,10 +12,19 @@ roles/<role>/defaults.py (shared ones in hgxkit/knobs.py); set them in the inven
 deploys/reproduce.py and deploys/dspark.py include this file.
 """
 
+from pathlib import Path
+
 from pyinfra import host
 from pyinfra.api.output import echo
 from pyinfra.operations import python
 
+import hgxkit.node.bringup
+import hgxkit.nvidia.smi
+import roles.container_toolkit.defaults
+import roles.docker.defaults
+import roles.gpu_health.defaults
+import roles.nvidia_driver.defaults
+import roles.preflight.defaults
 from hgxkit.hostlock import hold_host_lock
 from hgxkit.node.bringup import bringup_skip, record_bringup
 from roles.container_toolkit import container_toolkit
@@ -24,9 +33,21 @@ from roles.gpu_health import gpu_health
 from roles.nvidia_driver import nvidia_driver
 from roles.preflight import preflight
 
+# What judges the node (hgxkit/node/converged.py): the knobs these roles read, and the code that checks (the
+# roles, hgxkit's node and nvidia packages, this file). A change in either (an upgraded hgxkit) re-runs every role.
+ROLE_DEFAULTS = (roles.preflight.defaults, roles.nvidia_driver.defaults, roles.docker.defaults,
+                 roles.container_toolkit.defaults, roles.gpu_health.defaults)  # fmt: skip
+BRINGUP_KNOBS = sorted({name for defaults in ROLE_DEFAULTS for name in defaults.DEFAULTS})
+JUDGING_SOURCES = [
+    *(Path(defaults.__file__).resolve().parent for defaults in ROLE_DEFAULTS),
+    Path(hgxkit.node.bringup.__file__).resolve().parent,  # hgxkit/node
+    Path(hgxkit.nvidia.smi.__file__).resolve().parent,  # hgxkit/nvidia
+    Path(__file__).resolve(),
+]
+
 hold_host_lock(host)  # one hgxkit run per node at a time (hgxkit/hostlock.py)
 
-skip = bringup_skip(host)
+skip = bringup_skip(host, knob_names=BRINGUP_KNOBS, sources=JUDGING_SOURCES)
 if skip.reason:
     echo(f"[{host.name}] {skip.reason}")
 else:

@@ -14,11 +14,11 @@ from pyinfra import host
 
 from hgxkit.hostlock import hold_host_lock
 from hgxkit.include import include_sibling
-from hgxkit.knobs import recipe_for
+from hgxkit.recipe.host_recipe import recipe_for
 from roles.model import model
+from roles.serve import prefetch_image, serve
+from roles.serve.group import multinode_preflight
 from roles.sglang_router import sglang_router
-from roles.sglang_serve import prefetch_image, sglang_serve
-from roles.sglang_serve.group import multinode_preflight
 from roles.verify import verify
 
 if not host.data.get("recipe"):
@@ -35,7 +35,7 @@ multinode_preflight()  # a server spanning nodes: placement, equal members, head
 include_sibling(__file__, "bringup.py")
 prefetch_image()  # the image downloads in the background while the model does
 model()
-sglang_serve()
+serve()
 sglang_router()  # only where `router: true`
 if host.data.get("verify", True):
     verify()

@@ -1,3 +1,5 @@
+"""`python -m hgxkit`: the `hgxkit` command line (hgxkit/cli.py), for an environment without its script."""
+
 import sys
 
 from hgxkit.cli import main

@@ -19,7 +19,9 @@ from hgxkit.errors import HgxkitError
 
 def build_parser() -> argparse.ArgumentParser:
     """Build the top-level parser; each subsystem adds its own sub-commands via `register`."""
-    # Imported here so `hgxkit --version` stays fast and a broken subsystem names itself on use.
+    # Imported here so `hgxkit --version` stays fast and a broken subsystem names itself on use. The sim group
+    # registers with the standard library alone (a controller installs hgxkit without the `sim` extra); its
+    # handlers import the simulation when a sim command runs (tests/unit/test_controller_install.py).
     from hgxkit.recipe import cli as recipe_cli
     from hgxkit.results import cli as results_cli
     from hgxkit.sim import cli as sim_cli

@@ -3,7 +3,9 @@
 A role's own knobs live in `roles/<role>/defaults.py` (pyinfra applies them inside that role's `@deploy`).
 The knobs below are read by more than one role, so they are defined once here: each role that reads one
 puts it into its DEFAULTS with `shared_defaults(...)`, and code outside a role's deploy reads it with
-`knob(host, name)`. The rule is the same everywhere: inventory or `--data` value, else the default here.
+`knob(host, name)` (a role's own knob, outside its deploy or for another host: `role_knob`). The rule is the
+same everywhere: inventory or `--data` value, else the default. The recipe a host's `recipe` knob names is
+loaded by hgxkit.recipe.host_recipe.
 
 recipe              the recipe file (relative to where pyinfra runs, or to the hgxkit checkout); per host or
                     group. Default: the seed post's marlin recipe (SEED_RECIPE), which deploys/dspark.py serves;
@@ -37,17 +39,10 @@ Example:
 
 from __future__ import annotations
 
-from pathlib import Path
+from collections.abc import Mapping
 from typing import Any
 
-from pyinfra.api.exceptions import DeployError
-
-from hgxkit.errors import HgxkitError
-from hgxkit.recipe.loader import load_recipe
-from hgxkit.recipe.model import Recipe
-
 SEED_RECIPE = "recipes/deepseek-v4-flash-dspark-marlin.yaml"
-REPO_ROOT = Path(__file__).resolve().parents[1]
 
 SHARED_DEFAULTS: dict[str, Any] = {
     "recipe": SEED_RECIPE,
@@ -82,34 +77,14 @@ def knob(host: Any, name: str) -> Any:
     return SHARED_DEFAULTS[name] if value is None else value
 
 
-def recipe_path(value: str | None) -> Path:
-    """Where the `recipe` knob points: as given (relative to the working directory), else relative to the
-    hgxkit checkout (so `recipes/x.yaml` works from anywhere). Raises HgxkitError when unset."""
-    if not value:
-        raise HgxkitError(
-            "no recipe: name one with --data recipe=recipes/FILE.yaml (or `recipe:` in the inventory); "
-            "`hgxkit recipe import POST.txt -o recipes/FILE.yaml` makes one from a post"
-        )
-    path = Path(str(value))
-    if path.is_absolute() or path.exists():
-        return path
-    in_checkout = REPO_ROOT / path
-    return in_checkout if in_checkout.exists() else path
+def role_knob(host: Any, name: str, defaults: Mapping[str, Any]) -> Any:
+    """A role's own knob `name` for `host` where pyinfra has not applied the role's `defaults` (another
+    inventory host, or code outside the role's `@deploy`): inventory or `--data`, else `defaults[name]`.
 
-
-_LOADED: dict[tuple[str, int], Recipe] = {}
-
-
-def recipe_for(host: Any) -> Recipe:
-    """The recipe the `recipe` knob names for `host`, loaded and validated once per run (by path and mtime).
-
-    Every role and deploy takes the recipe from here; errors become one-line `DeployError`s before any change.
+    Example:
+        >>> from types import SimpleNamespace
+        >>> role_knob(SimpleNamespace(data={"router_port": None}), "router_port", {"router_port": 30000})
+        30000
     """
-    try:
-        path = recipe_path(knob(host, "recipe"))
-        key = (str(path.resolve()), path.stat().st_mtime_ns if path.exists() else 0)
-        if key not in _LOADED:
-            _LOADED[key] = load_recipe(path)
-        return _LOADED[key]
-    except HgxkitError as err:
-        raise DeployError(f"{host.name}: {err.message}") from None
+    value = host.data.get(name)
+    return defaults.get(name) if value is None else value

@@ -7,7 +7,7 @@ and arguments is the same answer; at execute time (inside `python.call` function
 changed the host, so facts are read fresh there.
 
 Example:
-    >>> from hgxkit.node.facts import NvidiaSmi
+    >>> from hgxkit.node.facts_gpu import NvidiaSmi
     >>> smi = plan_fact(host, NvidiaSmi)  # doctest: +SKIP
     >>> plan_fact(host, NvidiaSmi) is smi  # doctest: +SKIP   (planning: the first read, no second command)
     True

@@ -2,8 +2,9 @@
 
 `find_secrets` finds every credential in a text, each as the span of its value and the environment variable
 that should carry it instead; `redact` masks those spans (logs, archived files, error messages), and the
-recipe importer turns them into `{{env:NAME}}` references. Both use `SECRET_PATTERNS`, so what the importer
-removes and what the scrubber masks cannot drift apart.
+recipe importer turns them into `{{env:NAME}}` references. Both use `patterns()` (hgxkit's own forms and
+the token formats of detect-secrets' detectors), so what the importer removes and what the scrubber masks
+cannot drift apart.
 
 Example:
     >>> redact("docker run -e HF_TOKEN=hf_abcdefghijklmnopqrstuvwxyz0123 img")
@@ -14,26 +15,12 @@ Example:
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
-
-from detect_secrets.plugins import (
-    aws,
-    azure_storage_key,
-    discord,
-    gitlab_token,
-    mailchimp,
-    pypi_token,
-    sendgrid,
-    slack,
-    square_oauth,
-    stripe,
-    telegram_token,
-    twilio,
-)
 
 MASK = "***"
 
@@ -248,30 +235,36 @@ SECRET_PATTERNS: tuple[SecretPattern, ...] = (
 # "private-key" above masks the body), the keyword and high-entropy detectors (heuristics over source files:
 # they flag every image digest, commit id and file hash hgxkit must keep readable; secret names above do
 # the keyword's job), Artifactory (`AP` + 9 characters matches ordinary words) and public IPs (no secret).
+# detect-secrets imports `requests` (for its verifiers), 0.2 s that every CLI start would pay: its plugins are
+# loaded the first time a text is scanned.
 _DETECT_SECRETS = (
-    aws.AWSKeyDetector, azure_storage_key.AzureStorageKeyDetector, discord.DiscordBotTokenDetector,
-    gitlab_token.GitLabTokenDetector, mailchimp.MailchimpDetector,
-    pypi_token.PypiTokenDetector, sendgrid.SendGridDetector, slack.SlackDetector,
-    square_oauth.SquareOAuthDetector, stripe.StripeDetector, telegram_token.TelegramBotTokenDetector,
-    twilio.TwilioKeyDetector,
+    ("aws", "AWSKeyDetector"), ("azure_storage_key", "AzureStorageKeyDetector"),
+    ("discord", "DiscordBotTokenDetector"), ("gitlab_token", "GitLabTokenDetector"),
+    ("mailchimp", "MailchimpDetector"), ("pypi_token", "PypiTokenDetector"), ("sendgrid", "SendGridDetector"),
+    ("slack", "SlackDetector"), ("square_oauth", "SquareOAuthDetector"), ("stripe", "StripeDetector"),
+    ("telegram_token", "TelegramBotTokenDetector"), ("twilio", "TwilioKeyDetector"),
 )  # fmt: skip
 # A plugin regex's group 1 is the token when it does not start the match and is long enough to be one (AWS's
-# secret key inside `aws_secret = '…'`, npm's token after `:_authToken=`); otherwise (a prefix such as GitLab's
-# `glpat`) the whole match is the token.
+# secret key inside `aws_secret = '…'`); otherwise (a prefix such as GitLab's `glpat`) the whole match is.
 _MIN_GROUP_TOKEN = 8
 
 
 def _detect_secrets_pattern(plugin: type, regex: re.Pattern[str]) -> SecretPattern:
     value = re.compile(regex.pattern, regex.flags)
     if value.groups:
-        # Name the first group `value` when it is the token: wrap the regex so `_value_span` finds it.
+        # Wrap the regex so `_value_span` can tell a plugin's token group (here group 2) from the whole match.
         value = re.compile(f"(?P<whole>{regex.pattern})", regex.flags)
     return SecretPattern("ds-" + plugin.__name__.removesuffix("Detector").lower(), value, _fixed("SECRET"))
 
 
-SECRET_PATTERNS += tuple(
-    _detect_secrets_pattern(plugin, regex) for plugin in _DETECT_SECRETS for regex in plugin().denylist
-)
+@functools.cache
+def patterns() -> tuple[SecretPattern, ...]:
+    """Every credential form: `SECRET_PATTERNS`, then each regex of the detect-secrets plugins above."""
+    import importlib
+
+    plugins = [getattr(importlib.import_module(f"detect_secrets.plugins.{module}"), name)
+               for module, name in _DETECT_SECRETS]  # fmt: skip
+    return SECRET_PATTERNS + tuple(_detect_secrets_pattern(p, regex) for p in plugins for regex in p().denylist)
 
 
 def _value_span(match: re.Match[str]) -> tuple[int, int] | None:
@@ -303,7 +296,7 @@ def find_secrets(text: str, known: Iterable[str] = ()) -> list[SecretSpan]:
         while start >= 0:
             spans.append(SecretSpan(start, start + len(value), "known", "SECRET"))
             start = text.find(value, start + len(value))
-    for pattern in SECRET_PATTERNS:
+    for pattern in patterns():
         for match in pattern.regex.finditer(text):
             span = _value_span(match)
             env_name = pattern.env_name(match)
@@ -335,7 +328,7 @@ def replace_secrets(text: str, spans: list[SecretSpan], replacement: Callable[[S
 
 
 def redact(text: str, known: Iterable[str] = ()) -> str:
-    """Mask every credential in `text` (see `SECRET_PATTERNS`) and every occurrence of a `known` value.
+    """Mask every credential in `text` (see `patterns()`) and every occurrence of a `known` value.
 
     This is hgxkit's one scrubber: log lines, archived results, host raw files and error messages use it.
     """

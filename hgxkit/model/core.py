@@ -21,15 +21,17 @@ Examples:
 from __future__ import annotations
 
 import contextlib
+import errno
 import fnmatch
 import hashlib
 import json
 import os
 import re
+import secrets
 import shutil
-import threading
+import stat
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -37,6 +39,7 @@ GB = 10**9
 MANIFEST_NAME = ".hgxkit-manifest.json"
 JOURNAL_PATH = ".cache/hgxkit/verified.json"  # per-file verify results of an unfinished sync, under local_dir
 PARTIAL_DIR = ".cache/hgxkit/partial"  # resumable partial downloads, named by content id, under local_dir
+STAGE_DIR = ".cache/hgxkit/xet-stage"  # a fresh, randomly named directory per hf_xet download, under local_dir
 XET_DIR = ".cache/huggingface/xet"  # hf_xet's chunk and shard caches, under local_dir unless the spec moves them
 MANIFEST_SCHEMA = 1
 BUFFER = 1 << 20  # bytes per read while streaming or hashing: large enough that the loop costs nothing
@@ -292,32 +295,40 @@ class ContentHash:
         return None if got == self.want else f"{self.kind} {got[:12]}… != {self.want[:12]}…"
 
 
-def hash_into(path: str, h: ContentHash, limit: int | None = None) -> int:
-    """Feed the first `limit` bytes of `path` (all when None) to `h`, reading into one reused buffer."""
+def hash_into(fd: int, h: ContentHash, limit: int | None = None) -> int:
+    """Feed the first `limit` bytes of the open file `fd` (all when None; from its start) to `h`, reading into
+    one reused buffer."""
     buf = bytearray(BUFFER)
     view = memoryview(buf)
     done = 0
-    with open(path, "rb", buffering=0) as f:
-        while limit is None or done < limit:
-            n = f.readinto(view if limit is None else view[: min(BUFFER, limit - done)])
-            if not n:
-                break
-            h.update(view[:n])
-            done += n
+    while limit is None or done < limit:
+        n = os.preadv(fd, [view if limit is None else view[: min(BUFFER, limit - done)]], done)
+        if not n:
+            break
+        h.update(view[:n])
+        done += n
     return done
 
 
-def verify_file(path: str, meta: FileMeta) -> str | None:
-    """None when the file at `path` matches `meta`, else what is wrong (one phrase)."""
+def verify_file(local_dir: str, name: str, meta: FileMeta) -> str | None:
+    """None when the regular file `name` under `local_dir` matches `meta`, else what is wrong (one phrase).
+    Opened with no symlink followed: a link, FIFO or device planted there is "not a regular file"."""
     try:
-        size = os.path.getsize(path)
+        with parent_of(local_dir, name) as (dfd, base):
+            fd = open_regular(dfd, base)
+    except NotRegular:
+        return "not a regular file"
     except FileNotFoundError:
         return "missing"
-    if size != meta.size:
-        return f"size {size} != {meta.size}"
-    h = ContentHash(meta)
-    hash_into(path, h)
-    return h.problem()
+    try:
+        size = os.fstat(fd).st_size
+        if size != meta.size:
+            return f"size {size} != {meta.size}"
+        h = ContentHash(meta)
+        hash_into(fd, h)
+        return h.problem()
+    finally:
+        os.close(fd)
 
 
 def content_key(meta: FileMeta) -> str:
@@ -352,27 +363,236 @@ def name_problem(name: str) -> str | None:
     return None
 
 
-def safe_path(local_dir: str, name: str) -> str:
-    """`local_dir/name`, after checking that the name is harmless and no symlink on the way leads out of
-    `local_dir`; ValueError (one phrase) otherwise. Call it right before writing or removing the file."""
-    why = name_problem(name)
-    if why:
-        raise ValueError(f"{name!r} {why}")
-    target = os.path.join(local_dir, name)
-    root = os.path.realpath(local_dir)
-    parent = os.path.realpath(os.path.dirname(target))
-    if parent != root and not parent.startswith(root + os.sep):
-        raise ValueError(f"{name!r} leads out of {local_dir} through a symlink ({parent})")
-    return target
+# -- files under local_dir: a container may have mounted it read-write, and this code runs as root -------------
+# Every path below local_dir is walked one component at a time from a directory descriptor, never following a
+# symlink (O_NOFOLLOW), and only regular files are read; what is written is created new (O_EXCL) under a name
+# this code chose, then renamed into place, so a link, FIFO or device planted anywhere on the way is removed by
+# name or refused, never written, truncated or read through. local_dir itself is the operator's path.
+
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_NEW_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+_NOT_A_DIR = (errno.ENOENT, errno.ENOTDIR, errno.ELOOP)
+
+
+class NotRegular(OSError):
+    """A symlink, FIFO, device, socket or directory where a regular file was expected."""
+
+
+def _parts(rel: str) -> list[str]:
+    parts = [p for p in rel.split("/") if p]
+    if any(p in (".", "..") or "\0" in p for p in parts):
+        raise ValueError(f"{rel!r} has a '..' or '.' part")
+    return parts
+
+
+def open_root(local_dir: str, create: bool = False) -> int:
+    """A descriptor of `local_dir` itself (made first when `create`)."""
+    if create:
+        os.makedirs(local_dir, exist_ok=True)
+    return os.open(local_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+
+
+def open_dir_at(dir_fd: int, rel: str, create: bool = False) -> int:
+    """A descriptor of directory `rel` below `dir_fd`, walked with no symlink followed. `create`: a missing part
+    is made, and a part that is not a real directory (a planted symlink, file, FIFO, device) is removed by name
+    and made; else such a part is FileNotFoundError."""
+    fd = os.dup(dir_fd)
+    try:
+        for part in _parts(rel):
+            try:
+                nxt = os.open(part, _DIR_FLAGS, dir_fd=fd)
+            except OSError as err:
+                if err.errno not in _NOT_A_DIR:
+                    raise
+                if not create:
+                    raise FileNotFoundError(errno.ENOENT, f"{part} is missing or not a directory") from None
+                if err.errno != errno.ENOENT:
+                    remove_at(fd, part)
+                with contextlib.suppress(FileExistsError):  # another worker made it; a link raced in fails below
+                    os.mkdir(part, 0o755, dir_fd=fd)
+                nxt = os.open(part, _DIR_FLAGS, dir_fd=fd)
+            os.close(fd)
+            fd = nxt
+        return fd
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+@contextlib.contextmanager
+def parent_of(local_dir: str, rel: str, create: bool = False) -> Iterator[tuple[int, str]]:
+    """(descriptor of the directory holding `rel`, `rel`'s last part), walked below `local_dir` as open_dir_at
+    does; FileNotFoundError when a directory on the way is missing (and not `create`)."""
+    parts = _parts(rel)
+    if not parts:
+        raise ValueError("an empty name")
+    root = open_root(local_dir, create=create)
+    try:
+        fd = open_dir_at(root, "/".join(parts[:-1]), create)
+    finally:
+        os.close(root)
+    try:
+        yield fd, parts[-1]
+    finally:
+        os.close(fd)
+
+
+def lstat_at(dir_fd: int, name: str) -> os.stat_result | None:
+    """The entry `name` itself (a link is a link), or None."""
+    try:
+        return os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+    except FileNotFoundError:
+        return None
+
+
+def remove_at(dir_fd: int, name: str) -> None:
+    """Remove the entry `name` of `dir_fd` whatever it is (a directory with all below it), following no link."""
+    st = lstat_at(dir_fd, name)
+    if st is None:
+        return
+    if not stat.S_ISDIR(st.st_mode):
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(name, dir_fd=dir_fd)
+        return
+    fd = os.open(name, _DIR_FLAGS, dir_fd=dir_fd)
+    try:
+        with os.scandir(fd) as entries:
+            names = [e.name for e in entries]
+        for n in names:
+            remove_at(fd, n)
+    finally:
+        os.close(fd)
+    with contextlib.suppress(FileNotFoundError):
+        os.rmdir(name, dir_fd=dir_fd)
+
+
+def open_regular(dir_fd: int, name: str, flags: int = os.O_RDONLY) -> int:
+    """Open the regular file `name` of `dir_fd`, never through a link; NotRegular for anything else,
+    FileNotFoundError when there is nothing. The entry is first opened as a path only (O_PATH: opening a FIFO
+    or a device that way does nothing), and reopened only once it proved a regular file (the same inode)."""
+    pfd = os.open(name, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dir_fd)
+    try:
+        if not stat.S_ISREG(os.fstat(pfd).st_mode):
+            raise NotRegular(errno.EINVAL, f"{name} is not a regular file")
+        return os.open(f"/proc/self/fd/{pfd}", flags | os.O_CLOEXEC)
+    finally:
+        os.close(pfd)
+
+
+def create_new(dir_fd: int, name: str, mode: int = 0o644) -> int:
+    """A new, empty regular file `name` (whatever was there removed by name first); opened for reading and
+    writing."""
+    remove_at(dir_fd, name)
+    return os.open(name, _NEW_FLAGS & ~os.O_WRONLY | os.O_RDWR, mode, dir_fd=dir_fd)
+
+
+def write_at(dir_fd: int, name: str, text: str, mode: int = 0o644) -> None:
+    """Replace `name` with `text` atomically: a new file under a random name, then a rename (which replaces a
+    link planted at `name`, never writes through it)."""
+    tmp = f".{name[:64]}.tmp-{secrets.token_hex(8)}"
+    fd = os.open(tmp, _NEW_FLAGS, mode, dir_fd=dir_fd)
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        st = lstat_at(dir_fd, name)
+        if st is not None and stat.S_ISDIR(st.st_mode):
+            remove_at(dir_fd, name)
+        os.replace(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp, dir_fd=dir_fd)
+        raise
+
+
+def atomic_write(path: str, text: str, mode: int = 0o644) -> None:
+    """Write `text` to `path` through a new temporary file and a rename, so readers never see half a file and a
+    link planted at `path` (or at a temporary name) is never written through. `path`'s directory is the
+    caller's (a state directory)."""
+    dfd = os.open(os.path.dirname(path) or ".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        write_at(dfd, os.path.basename(path), text, mode)
+    finally:
+        os.close(dfd)
+
+
+def write_under(local_dir: str, rel: str, text: str, mode: int = 0o644) -> None:
+    """atomic_write of `local_dir/rel`, every directory below local_dir walked (and made) with no link followed."""
+    with parent_of(local_dir, rel, create=True) as (dfd, name):
+        write_at(dfd, name, text, mode)
+
+
+def read_under(local_dir: str, rel: str, limit: int = 256 << 20) -> str:
+    """The text of the regular file `local_dir/rel` (never through a link); OSError when there is none."""
+    with parent_of(local_dir, rel) as (dfd, name):
+        fd = open_regular(dfd, name)
+    with os.fdopen(fd, "rb") as f:
+        return f.read(limit).decode()
+
+
+def remove_under(local_dir: str, rel: str) -> None:
+    """Remove `local_dir/rel`, whatever it is, following no link (nothing to do when it is not there)."""
+    with contextlib.suppress(FileNotFoundError), parent_of(local_dir, rel) as (dfd, name):
+        remove_at(dfd, name)
+
+
+def regular_stat(local_dir: str, rel: str) -> os.stat_result | None:
+    """The stat of `local_dir/rel` when it is a regular file reached with no link followed, else None."""
+    try:
+        with parent_of(local_dir, rel) as (dfd, name):
+            st = lstat_at(dfd, name)
+    except (FileNotFoundError, ValueError):
+        return None
+    return st if st is not None and stat.S_ISREG(st.st_mode) else None
+
+
+def list_under(local_dir: str, rel: str) -> list[str]:
+    """The names in directory `local_dir/rel` (walked with no link followed; [] when it is not a directory)."""
+    try:
+        root = open_root(local_dir)
+    except OSError:
+        return []
+    try:
+        fd = open_dir_at(root, rel)
+    except OSError:
+        return []
+    finally:
+        os.close(root)
+    try:
+        with os.scandir(fd) as entries:
+            return [e.name for e in entries]
+    finally:
+        os.close(fd)
+
+
+def make_dir_under(local_dir: str, rel: str) -> None:
+    """Make directory `local_dir/rel` (and those on the way) as real directories, removing planted links."""
+    root = open_root(local_dir, create=True)
+    try:
+        os.close(open_dir_at(root, rel, create=True))
+    finally:
+        os.close(root)
+
+
+def move_under(local_dir: str, src: str, dst: str) -> os.stat_result | None:
+    """Rename `local_dir/src` to `local_dir/dst` through directory descriptors (whatever was at `dst`, a planted
+    link included, is replaced, never followed); what landed at `dst` (its lstat), None when src was missing."""
+    with parent_of(local_dir, src) as (sfd, sname), parent_of(local_dir, dst, create=True) as (dfd, dname):
+        there = lstat_at(dfd, dname)
+        if there is not None and stat.S_ISDIR(there.st_mode):
+            remove_at(dfd, dname)
+        try:
+            os.replace(sname, dname, src_dir_fd=sfd, dst_dir_fd=dfd)
+        except FileNotFoundError:
+            return None
+        return lstat_at(dfd, dname)
 
 
 def unchanged_since_verify(local_dir: str, entry: VerifiedFile) -> bool:
-    """True when the file still has the size and mtime it had when it was verified (metadata only)."""
-    try:
-        st = os.stat(os.path.join(local_dir, entry.path))
-    except OSError:
-        return False
-    return st.st_size == entry.size and st.st_mtime_ns == entry.mtime_ns
+    """True when the file is still a regular file with the size and mtime it had when verified (metadata only)."""
+    st = regular_stat(local_dir, entry.path)
+    return st is not None and st.st_size == entry.size and st.st_mtime_ns == entry.mtime_ns
 
 
 @dataclass(frozen=True)
@@ -415,17 +635,6 @@ def check_manifest(
     return ManifestCheck(True, f"verified {len(manifest.files)} files at {manifest.commit[:12]}")
 
 
-def atomic_write(path: str, text: str, mode: int = 0o644) -> None:
-    """Write `text` to `path` through a temporary file and a rename, so readers never see half a file."""
-    tmp = f"{path}.tmp.{os.getpid()}.{threading.get_ident()}"  # two threads may write the same file
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
-    with os.fdopen(fd, "w") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-
-
 @dataclass
 class Spec:
     """What to sync: built by the model role from the recipe and its knobs, written to
@@ -443,9 +652,11 @@ class Spec:
     peer_dir: str = ""
     peer_key: str = ""
     peer_wait_s: float = 3600.0
+    peer_program: str = "/opt/hgxkit/hf-venv/bin/python /usr/local/lib/hgxkit/model/hgxkit_fetch.py"  # on the parent
     host_name: str = ""  # this host's inventory name (what a fleet parent counts its children by)
     fleet_port: int = -1  # a fleet host with children serves them on this port (0: any free port; -1: never)
-    fleet_bind: str = ""  # the address it binds ("": all of this host's)
+    fleet_bind: str = ""  # the address it binds (its fabric address; "" or 0.0.0.0 only with fleet_bind_any)
+    fleet_bind_any: bool = False  # model_fleet_bind_any: may listen on every address of the host
     fleet_children: list[str] = field(default_factory=list)  # the hosts below it in this deploy
     xet: bool = True  # files the Hub keeps in Xet storage go through hf_xet (else plain HTTP, resumable)
     xet_high_performance: bool = True

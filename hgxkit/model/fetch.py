@@ -8,6 +8,7 @@ polls the progress file it writes. `status` is the role's metadata-only check (n
 
     hgxkit_fetch.py status --spec SPEC.json [--token-stdin]     # one JSON line: complete|incomplete|running|error
     hgxkit_fetch.py run --spec SPEC.json [--token-file F] [--run-id ID]
+    hgxkit_fetch.py peer-serve --dir D --state-dir S state|serve|tail OFFSET NAME   # a peer key's forced command
 
 A sync: resolve the revision to a commit; list the files matching the allow patterns with their sizes and
 hashes (every name must stay inside local_dir); check free space (files still to fetch plus a margin, plus
@@ -19,7 +20,8 @@ place only when it matches; a corrupted one is fetched again alone. `.hgxkit-man
 when all files verified, and the record `<state_dir>/<name>.json`; while it runs, the journal
 `.cache/hgxkit/verified.json` says which files are verified (what a later run, and a host below, go by).
 The token is read from a root-only file that is deleted at once; it never reaches the command line, the
-environment, a log or the manifest.
+environment, a log or the manifest. A container may have local_dir mounted read-write while this runs as root:
+every file below local_dir is reached from a directory descriptor with no symlink followed (core.parent_of).
 """
 
 from __future__ import annotations
@@ -36,6 +38,8 @@ import random
 import secrets
 import shlex
 import shutil
+import socket
+import stat
 import subprocess
 import sys
 import threading
@@ -47,6 +51,7 @@ from collections import deque
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, TypeVar
@@ -217,11 +222,14 @@ def hub_files(spec: Spec, token: str | None, retry: bool = True) -> tuple[str, l
 class Partial:
     """A file on its way in: `<local_dir>/.cache/hgxkit/partial/<content id>`, hashed as it is written (no
     second read). It outlives a killed run: the next one hashes the bytes already there once and asks the
-    source for the rest (HTTP Range, or `tail -c +N` on a peer), so a cut transfer resumes mid-file."""
+    source for the rest (HTTP Range, or an offset to the parent's `peer-serve tail`), so a cut transfer
+    resumes mid-file."""
 
     def __init__(self, local_dir: str, meta: core.FileMeta) -> None:
         self.meta = meta
-        self.path = os.path.join(local_dir, core.PARTIAL_DIR, core.content_key(meta))
+        self.local_dir = local_dir
+        self.rel = f"{core.PARTIAL_DIR}/{core.content_key(meta)}"
+        self.path = os.path.join(local_dir, self.rel)  # for messages: every access goes through a directory fd
         self.hash = core.ContentHash(meta)
         self.resumed_at = 0
         self._fd = -1
@@ -231,15 +239,22 @@ class Partial:
         return self.hash.size
 
     def open(self) -> None:
-        """Open for writing at the end of what is there (hashing that once, on the first open of this run)."""
+        """Open for writing at the end of what is there (hashing that once, on the first open of this run). A
+        link, FIFO or device planted at the partial's name is removed by name, never opened."""
         if self._fd >= 0:
             return
-        os.makedirs(os.path.dirname(self.path), exist_ok=True)
-        have = _size_or_none(os.path.dirname(self.path), os.path.basename(self.path)) or 0
+        with core.parent_of(self.local_dir, self.rel, create=True) as (dfd, name):
+            try:
+                fd = core.open_regular(dfd, name, os.O_RDWR)
+            except core.NotRegular:
+                fd = core.create_new(dfd, name)
+            except FileNotFoundError:
+                fd = core.create_new(dfd, name)
+        have = os.fstat(fd).st_size
         if self.offset == 0 and 0 < have <= self.meta.size:
-            core.hash_into(self.path, self.hash, have)
+            core.hash_into(fd, self.hash, have)
             self.resumed_at = self.offset
-        self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT, 0o644)
+        self._fd = fd
         os.ftruncate(self._fd, self.offset)  # bytes past what was hashed (or a too-long file) go
         os.lseek(self._fd, self.offset, os.SEEK_SET)
 
@@ -265,14 +280,18 @@ class Partial:
 
     def discard(self) -> None:
         self.close()
-        Path(self.path).unlink(missing_ok=True)
+        core.remove_under(self.local_dir, self.rel)
         self.hash = core.ContentHash(self.meta)
 
-    def install(self, target: str) -> None:
-        """Move the verified file to its place (same file system: a rename)."""
+    def install(self, name: str) -> None:
+        """Move the verified file to `name` under local_dir (a rename through directory fds, which replaces
+        whatever was planted there), and prove that what landed is the very file written and hashed."""
+        self.open()
+        st = os.fstat(self._fd)
         self.close()
-        os.makedirs(os.path.dirname(target), exist_ok=True)
-        os.replace(self.path, target)
+        landed = core.move_under(self.local_dir, self.rel, name)
+        if landed is None or (landed.st_dev, landed.st_ino) != (st.st_dev, st.st_ino):
+            raise FetchError(f"{name}: the partial file was swapped while it downloaded; not installed: re-run")
 
 
 def pump(read_into: Callable[[memoryview], int | None], part: Partial, nbytes: int, what: str) -> None:
@@ -391,15 +410,16 @@ class HubBodies:
             except (OSError, http.client.HTTPException) as err:
                 raise FetchError(f"fetching {meta.path} from {self.spec.where}: {err}", transient=True) from None
 
-    def fetch_xet(self, meta: core.FileMeta) -> None:
-        """huggingface_hub's downloader with hf_xet (its caches and settings from the spec's xet_env)."""
+    def fetch_xet(self, meta: core.FileMeta, local_dir: str) -> None:
+        """huggingface_hub's downloader with hf_xet (its caches and settings from the spec's xet_env), into
+        `local_dir` (a fresh staging directory: huggingface_hub opens files by path)."""
         from huggingface_hub import hf_hub_download
 
         hf_hub_download(
             self.spec.repo_id,
             meta.path,
             revision=self.commit,
-            local_dir=self.spec.local_dir,
+            local_dir=local_dir,
             endpoint=self.spec.endpoint or None,
             token=self.token or False,
         )
@@ -507,16 +527,16 @@ def _ssh_read(spec: Spec, remote: str) -> str:
     return res.stdout
 
 
+def peer_command(spec: Spec, verb: str, *args: str) -> str:
+    """The remote command of a read from the parent: its program's `peer-serve` (which the parent's
+    authorized_keys also forces for this host's key, so the key can run nothing else)."""
+    words = [*shlex.split(spec.peer_program), "peer-serve", "--dir", _parent_dir(spec), "--state-dir", spec.state_dir]
+    return shlex.join([*words, verb, *args])
+
+
 def parent_state(spec: Spec) -> ParentState | None:
     """The parent's state read over SSH: its manifest or journal, and its last result."""
-    d, state_dir, name = _parent_dir(spec), spec.state_dir, core.model_name(_parent_dir(spec))
-    remote = (
-        shlex.join(["cat", f"{d}/{core.MANIFEST_NAME}"]) + " 2>/dev/null || "
-        + shlex.join(["cat", f"{d}/{core.JOURNAL_PATH}"]) + " 2>/dev/null; "
-        + shlex.join(["echo", "", _STATE_SPLIT]) + "; "
-        + shlex.join(["cat", f"{state_dir}/{name}.result.json"]) + " 2>/dev/null; true"
-    )  # fmt: skip
-    head, _, tail = _ssh_read(spec, remote).partition(_STATE_SPLIT)
+    head, _, tail = _ssh_read(spec, peer_command(spec, "state")).partition(_STATE_SPLIT)
     try:
         doc, result = (json.loads(head) if head.strip() else None), (json.loads(tail) if tail.strip() else None)
     except ValueError as err:
@@ -527,7 +547,7 @@ def parent_state(spec: Spec) -> ParentState | None:
 class ParentLink:
     """How this host reads its parent: over HTTP when the parent serves its verified files (a fleet host does,
     while its sync runs and until the hosts below it are done: no encryption cost per byte, sendfile on its
-    side), with the port and a secret read over SSH from a root-only file; else over SSH (`tail -c +N`)."""
+    side), with the port and a secret read over SSH from a root-only file; else over SSH (`peer-serve tail`)."""
 
     def __init__(self, spec: Spec) -> None:
         self.spec = spec
@@ -541,18 +561,23 @@ class ParentLink:
         if self.base or (time.time() < self._next_look and not now) or self.spec.source != "fleet":
             return
         self._next_look = time.time() + 1
-        text = _ssh_read(self.spec, shlex.join(["cat", _serve_file(self.spec)]) + " 2>/dev/null; true")
+        text = _ssh_read(self.spec, peer_command(self.spec, "serve"))
         try:
             doc = json.loads(text) if text.strip() else {}
             port, secret = int(doc["port"]), str(doc["secret"])
-        except (ValueError, TypeError, KeyError):
+            address = str(doc.get("address") or self.spec.peer_address)
+        except (ValueError, TypeError, KeyError, AttributeError):
             return
-        self.base, self._secret = f"http://{self.spec.peer_address}:{port}", secret
+        address = f"[{address}]" if ":" in address else address
+        self.base, self._secret = f"http://{address}:{port}", secret
 
     def _req(self, path: str, headers: dict[str, str] | None = None, data: bytes | None = None) -> Any:
-        req = urllib.request.Request(self.base + path, data=data, headers=headers or {})
-        req.add_unredirected_header("Authorization", f"Bearer {self._secret}")
-        return self._opener.open(req, timeout=10)
+        """One request to the parent's server, signed with the secret (the secret itself never goes on the wire)."""
+        headers = dict(headers or {})
+        method = "POST" if data is not None else "GET"
+        headers.update(fleet_auth(self._secret, method, path, headers.get("Range", ""), data or b""))
+        req = urllib.request.Request(self.base + path, data=data, headers=headers, method=method)
+        return self._opener.open(req, timeout=FLEET_TIMEOUT_S)
 
     def _drop(self) -> None:
         """The parent's server did not answer: SSH for a minute, then its serve file is read again."""
@@ -602,9 +627,9 @@ class ParentLink:
 
 
 def ssh_stream(spec: Spec, meta: core.FileMeta, part: Partial) -> None:
-    """The rest of `meta` from the parent over SSH: `tail -c +N` of its copy, into `part`."""
+    """The rest of `meta` from the parent over SSH (its `peer-serve tail`: the file from an offset), into `part`."""
     part.open()
-    remote = shlex.join(["tail", "-c", f"+{part.offset + 1}", "--", f"{_parent_dir(spec)}/{meta.path}"])
+    remote = peer_command(spec, "tail", str(part.offset), meta.path)
     argv = ["ssh", *_ssh_opts(spec), _target(spec), remote]
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     assert proc.stdout is not None and proc.stderr is not None
@@ -637,23 +662,107 @@ def _serve_file(spec: Spec, parent: bool = True) -> str:
     return os.path.join(spec.state_dir, f"{name}.serve.json")
 
 
+FLEET_TIMEOUT_S = 10.0  # every socket operation of the fleet server (and of its clients): idle ones are dropped
+FLEET_MAX_CONNECTIONS = 32  # connections served at once (one thread each; at least workers + 2 per child)
+FLEET_AUTH_WINDOW_S = 300  # how far a signed request's clock may be off; its nonce is not accepted twice within
+_BIND_ANY = ("", "0.0.0.0", "::", "[::]")
+
+
+def fleet_mac(secret: str, method: str, target: str, rng: str, stamp: str, nonce: str, body: bytes = b"") -> str:
+    """HMAC-SHA256 of one fleet request with the run's secret: method, target, Range, time, nonce and body.
+
+    >>> fleet_mac("s", "GET", "/state", "", "1", "n")[:16]
+    '03947af2736850e9'
+    """
+    msg = "\n".join((method, target, rng, stamp, nonce)).encode() + b"\n" + body
+    return hmac.new(secret.encode(), msg, hashlib.sha256).hexdigest()
+
+
+def fleet_auth(secret: str, method: str, target: str, rng: str = "", body: bytes = b"") -> dict[str, str]:
+    """The headers that authenticate one request to a fleet server (the secret itself is never sent)."""
+    stamp, nonce = str(int(time.time())), secrets.token_hex(12)
+    mac = fleet_mac(secret, method, target, rng, stamp, nonce, body)
+    return {"X-Hgxkit-Time": stamp, "X-Hgxkit-Nonce": nonce, "Authorization": f"hgxkit-hmac {mac}"}
+
+
+def bind_problem(bind: str, bind_any: bool) -> str | None:
+    """Why a fleet server may not listen on `bind`: every address of the host needs the knob.
+
+    >>> bind_problem("10.0.0.5", False) is None, bind_problem("0.0.0.0", False)[:40]
+    (True, 'would listen on every address (0.0.0.0):')
+    """
+    if bind in _BIND_ANY and not bind_any:
+        return (
+            f"would listen on every address ({bind or 'none set'}): set fabric_address or model_peer_address "
+            "on the host, or model_fleet_bind_any: true"
+        )
+    return None
+
+
+class _BoundedServer(ThreadingHTTPServer):
+    """ThreadingHTTPServer with a cap on connections: one over `cap` is closed as it is accepted, so idle or
+    slow clients can hold at most `cap` threads (each of which the handler's timeout ends)."""
+
+    daemon_threads = True
+    request_queue_size = 128
+
+    def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler], cap: int) -> None:
+        self._slots = threading.BoundedSemaphore(cap)
+        if ":" in address[0]:
+            self.address_family = socket.AF_INET6
+        super().__init__(address, handler)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        if not self._slots.acquire(blocking=False):
+            self.shutdown_request(request)
+            return
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self._slots.release()
+            raise
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self._slots.release()
+
+
 class FleetServer:
     """A fleet host serving its verified files to the hosts below it, over HTTP on `fleet_port`: `/state` (its
     journal or manifest), `/files/<name>` (a verified file, Range for resume, sent with sendfile), `/done`.
-    Every request must carry the secret this server made, which only root reads (`<name>.serve.json`, mode
-    0600): the children read it over SSH with their peer key. The server lives while the sync runs, then until
-    every child said it is done, or none asked anything for `idle_s`."""
 
-    def __init__(self, spec: Spec, syncer: Syncer) -> None:
+    It listens on `fleet_bind` only (the host's fabric address; every address only with `fleet_bind_any`).
+    Every request is signed with the secret this server made (HMAC over method, target, Range, time and a
+    nonce: the secret never crosses the wire), which only root reads (`<name>.serve.json`, mode 0600): the
+    children read it over SSH with their peer key. Anything unsigned gets 403 and does not keep the server
+    alive. Each connection's socket operations time out (`timeout_s`), at most `max_connections` are served at
+    once, and a file is opened only as a regular file reached with no symlink followed. The server lives while
+    the sync runs, then until every child said it is done, or no signed request came for `idle_s`."""
+
+    def __init__(
+        self,
+        spec: Spec,
+        syncer: Syncer,
+        timeout_s: float = FLEET_TIMEOUT_S,
+        max_connections: int | None = None,
+    ) -> None:
+        why = bind_problem(spec.fleet_bind, spec.fleet_bind_any)
+        if why:
+            raise FleetRefused(why)
         self.spec, self.syncer = spec, syncer
         self.secret = secrets.token_urlsafe(32)
         self.done: set[str] = set()
         self.last = time.time()
         self.served = 0
+        self._nonces: dict[str, float] = {}
+        self._nonce_lock = threading.Lock()
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            timeout = timeout_s  # StreamRequestHandler sets it on the socket: an idle connection is dropped
 
             def log_message(self, format: str, *args: Any) -> None:
                 pass
@@ -663,13 +772,11 @@ class FleetServer:
 
             do_POST = do_GET
 
-        try:
-            self.httpd = ThreadingHTTPServer((spec.fleet_bind or "0.0.0.0", spec.fleet_port), Handler)
-        except OSError:  # the address is not this host's (a name for the others only): every address
-            self.httpd = ThreadingHTTPServer(("0.0.0.0", spec.fleet_port), Handler)
-        self.httpd.daemon_threads = True
+        bind = "" if spec.fleet_bind in _BIND_ANY else spec.fleet_bind.strip("[]")
+        cap = max_connections or max(FLEET_MAX_CONNECTIONS, len(spec.fleet_children) * (spec.workers + 2))
+        self.httpd = _BoundedServer((bind, spec.fleet_port), Handler, cap)
         threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-        doc = {"port": self.httpd.server_address[1], "secret": self.secret}
+        doc = {"port": self.httpd.server_address[1], "secret": self.secret, "address": bind}
         core.atomic_write(_serve_file(spec, parent=False), json.dumps(doc), mode=0o600)
 
     def _state(self) -> dict[str, Any]:
@@ -691,27 +798,54 @@ class FleetServer:
         with self.syncer._lock:
             return dict(self.syncer.verified)
 
+    def authentic(self, h: BaseHTTPRequestHandler, body: bytes) -> bool:
+        """Whether the request carries a fresh, unused nonce and a valid HMAC of itself with the secret."""
+        stamp, nonce = h.headers.get("X-Hgxkit-Time", ""), h.headers.get("X-Hgxkit-Nonce", "")
+        auth = h.headers.get("Authorization", "")
+        if not (stamp.isdigit() and 8 <= len(nonce) <= 64 and auth.startswith("hgxkit-hmac ")):
+            return False
+        now = time.time()
+        if abs(now - int(stamp)) > FLEET_AUTH_WINDOW_S:
+            return False
+        want = fleet_mac(self.secret, h.command, h.path, h.headers.get("Range", ""), stamp, nonce, body)
+        if not hmac.compare_digest(auth.removeprefix("hgxkit-hmac "), want):
+            return False
+        with self._nonce_lock:
+            if nonce in self._nonces:
+                return False  # a replay
+            self._nonces = {n: t for n, t in self._nonces.items() if now - t <= 2 * FLEET_AUTH_WINDOW_S}
+            self._nonces[nonce] = now
+        return True
+
     def handle(self, h: BaseHTTPRequestHandler) -> None:
-        self.last = time.time()
-        if not hmac.compare_digest(h.headers.get("Authorization", ""), f"Bearer {self.secret}"):
-            return _answer(h, 401, b"")
+        body = b""
+        if h.command == "POST":
+            length = h.headers.get("Content-Length") or "0"
+            if not length.isdigit() or int(length) > 256:
+                h.close_connection = True
+                return _answer(h, 413, b"")
+            body = h.rfile.read(int(length))
+        if not self.authentic(h, body):
+            h.close_connection = True
+            return _answer(h, 403, b"")
+        self.last = time.time()  # only a signed request keeps the server alive
         path = unquote(urlsplit(h.path).path)
         if h.command == "POST" and path == "/done":
-            length = int(h.headers.get("Content-Length") or 0)
-            self.done.add(h.rfile.read(min(length, 256)).decode(errors="replace"))
+            self.done.add(body.decode(errors="replace"))
             return _answer(h, 200, b"")
         if path == "/state":
             known = self.syncer.manifest is not None or self.syncer.commit
             doc = {"state": self._state() if known else None, "result": self.syncer.result}
             return _answer(h, 200, json.dumps(doc).encode())
         entry = self._verified().get(path.removeprefix("/files/")) if path.startswith("/files/") else None
-        if entry is None:
+        if entry is None or core.name_problem(entry.path):
             return _answer(h, 404, b"")
         try:
-            f = open(core.safe_path(self.spec.local_dir, entry.path), "rb")  # noqa: SIM115 - closed below
-        except (OSError, ValueError):
+            with core.parent_of(self.spec.local_dir, entry.path) as (dfd, name):
+                fd = core.open_regular(dfd, name)
+        except (OSError, ValueError):  # missing, or a link, FIFO or device planted at its name
             return _answer(h, 404, b"")
-        with f:
+        with os.fdopen(fd, "rb") as f:
             size = os.fstat(f.fileno()).st_size
             start = 0
             rng = h.headers.get("Range", "")
@@ -728,7 +862,7 @@ class FleetServer:
                 self.served += size - start
 
     def linger(self, children: list[str], rep: Reporter) -> None:
-        """Serve on until every child said it is done, or none asked anything for `idle_s`."""
+        """Serve on until every child said it is done, or none asked anything (signed) for `idle_s`."""
         idle_s = max(30.0, min(self.spec.peer_wait_s, 120.0))
         if children and not set(children) <= self.done:
             rep.phase("serving", detail=f"{len(self.done)} of {len(children)} hosts below have their copy")
@@ -741,12 +875,82 @@ class FleetServer:
         self.httpd.server_close()
 
 
+class FleetRefused(Exception):
+    """The fleet server may not start as configured (the message says why and the knob)."""
+
+
 def _answer(h: BaseHTTPRequestHandler, status: int, body: bytes) -> None:
     h.send_response(status)
     h.send_header("Content-Length", str(len(body)))
     h.send_header("Content-Type", "application/json")
+    if h.close_connection:
+        h.send_header("Connection", "close")
     h.end_headers()
     h.wfile.write(body)
+
+
+# -- the one thing a peer key may run on this host -------------------------------------------------------------
+
+
+def peer_serve(local_dir: str, state_dir: str, request: list[str], out: Any = None) -> int:
+    """Answer one read of a host below this one over SSH: the forced command of its key in authorized_keys
+    (`restrict,from=...,command="... peer-serve --dir D --state-dir S"`), so that key can do nothing else.
+
+    `request` is the verb and its words (from SSH_ORIGINAL_COMMAND, whatever the client put before them):
+    `state` (the manifest or journal, then the last result), `serve` (this host's fleet server: port and secret),
+    `tail OFFSET NAME` (a file of the copy from byte OFFSET: only a name the manifest or journal lists, opened as
+    a regular file reached with no symlink followed). Everything is read only; the exit status is 2 on a refusal."""
+    out = out if out is not None else sys.stdout.buffer
+    name = core.model_name(local_dir)
+    words = list(request)
+    while len(words) >= 2 and words[0] in ("--dir", "--state-dir"):
+        words = words[2:]
+    verb = words[0] if words else ""
+
+    def state_text(path: str) -> str:
+        with contextlib.suppress(OSError):
+            dfd = os.open(os.path.dirname(path), os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+            try:
+                fd = core.open_regular(dfd, os.path.basename(path))
+            finally:
+                os.close(dfd)
+            with os.fdopen(fd, "rb") as f:
+                return f.read(1 << 20).decode(errors="replace")
+        return ""
+
+    def listing() -> str:
+        for rel in (core.MANIFEST_NAME, core.JOURNAL_PATH):
+            with contextlib.suppress(OSError, ValueError):
+                return core.read_under(local_dir, rel)
+        return ""
+
+    if verb == "state" and len(words) == 1:
+        result = state_text(os.path.join(state_dir, f"{name}.result.json"))
+        out.write(f"{listing()}\n{_STATE_SPLIT}\n{result}".encode())
+        return 0
+    if verb == "serve" and len(words) == 1:
+        out.write(state_text(os.path.join(state_dir, f"{name}.serve.json")).encode())
+        return 0
+    if verb == "tail" and len(words) == 3 and words[1].isdigit() and core.name_problem(words[2]) is None:
+        try:
+            listed = {str(f.get("path")) for f in json.loads(listing() or "{}").get("files") or []}
+        except (ValueError, AttributeError):
+            listed = set()
+        if words[2] in listed:
+            try:
+                with core.parent_of(local_dir, words[2]) as (dfd, base):
+                    fd = core.open_regular(dfd, base)
+            except (OSError, ValueError):
+                print(f"hgxkit peer-serve: {words[2]} is not a regular file of {local_dir}", file=sys.stderr)
+                return 2
+            with os.fdopen(fd, "rb") as f:
+                f.seek(int(words[1]))
+                shutil.copyfileobj(f, out, core.BUFFER)
+            out.flush()
+            return 0
+    print(f"hgxkit peer-serve: refused {' '.join(words)[:200]!r}: not one of state, serve, tail OFFSET NAME "
+          f"(a verified file of {local_dir})", file=sys.stderr)  # fmt: skip
+    return 2
 
 
 # -- progress and results -----------------------------------------------------------------------------------
@@ -826,18 +1030,14 @@ class Reporter:
 
 def load_manifest(local_dir: str) -> core.Manifest | None:
     try:
-        return core.Manifest.from_json(Path(local_dir, core.MANIFEST_NAME).read_text())
+        return core.Manifest.from_json(core.read_under(local_dir, core.MANIFEST_NAME))
     except (OSError, ValueError, TypeError, KeyError):
         return None
 
 
-def _journal_path(spec: Spec) -> Path:
-    return Path(spec.local_dir, core.JOURNAL_PATH)
-
-
 def load_journal(spec: Spec, commit: str) -> dict[str, core.VerifiedFile]:
     try:
-        doc = json.loads(_journal_path(spec).read_text())
+        doc = json.loads(core.read_under(spec.local_dir, core.JOURNAL_PATH))
         if doc.get("commit") != commit:
             return {}
         return {f["path"]: core.VerifiedFile(**f) for f in doc.get("files", [])}
@@ -846,7 +1046,9 @@ def load_journal(spec: Spec, commit: str) -> dict[str, core.VerifiedFile]:
 
 
 def _stamp(spec: Spec, meta: core.FileMeta) -> core.VerifiedFile:
-    st = os.stat(os.path.join(spec.local_dir, meta.path))
+    st = core.regular_stat(spec.local_dir, meta.path)
+    if st is None:
+        raise FetchError(f"{meta.path} in {spec.local_dir} is no longer a regular file (replaced as it was verified)")
     return core.VerifiedFile(meta.path, meta.size, meta.sha256, meta.git_oid, st.st_mtime_ns)
 
 
@@ -859,13 +1061,16 @@ def _ids(meta: core.FileMeta) -> tuple[int, str | None, str | None]:
 
 
 def prepare_dir(path: str) -> None:
-    """Create `path` and prove it is writable; a one-line error otherwise."""
+    """Create `path` and prove it is writable (a probe file under a random name, created new); a one-line error
+    otherwise."""
     try:
-        os.makedirs(path, exist_ok=True)
-        probe = os.path.join(path, f".hgxkit-write-test.{os.getpid()}")
-        with open(probe, "w"):
-            pass
-        os.unlink(probe)
+        dfd = core.open_root(path, create=True)
+        try:
+            probe = f".hgxkit-write-test.{secrets.token_hex(8)}"
+            os.close(core.create_new(dfd, probe))
+            os.unlink(probe, dir_fd=dfd)
+        finally:
+            os.close(dfd)
     except PermissionError:
         raise FetchError(
             f"permission denied at {path}: make it writable by root (or pick another model.local_dir)"
@@ -874,47 +1079,59 @@ def prepare_dir(path: str) -> None:
         raise FetchError(f"cannot write to {path}: {err.strerror}: fix the file system or model.local_dir") from None
 
 
+def _walk_under(local_dir: str, rel: str) -> list[str]:
+    """Every file name (relative to local_dir) below `rel`, walked with no link followed."""
+    out = []
+    for n in core.list_under(local_dir, rel):
+        sub = f"{rel}/{n}"
+        st = None
+        with contextlib.suppress(OSError, ValueError), core.parent_of(local_dir, sub) as (dfd, name):
+            st = core.lstat_at(dfd, name)
+        if st is not None and stat.S_ISDIR(st.st_mode):
+            out += _walk_under(local_dir, sub)
+        elif st is not None:
+            out.append(sub)
+    return out
+
+
 def remove_orphans(local_dir: str, keep: set[str]) -> None:
     """Delete partial downloads nothing will resume: huggingface_hub's (uniquely named, never reused) and
-    ours whose content id is not among `keep` (an older revision's)."""
-    for dirpath, _dirs, names in os.walk(os.path.join(local_dir, HF_DOWNLOAD_CACHE)):
-        for n in names:
-            if n.endswith(".incomplete"):
-                Path(dirpath, n).unlink(missing_ok=True)
-    with contextlib.suppress(OSError):
-        for n in os.listdir(os.path.join(local_dir, core.PARTIAL_DIR)):
-            if n not in keep:
-                Path(local_dir, core.PARTIAL_DIR, n).unlink(missing_ok=True)
+    ours whose content id is not among `keep` (an older revision's). No link is followed on the way."""
+    for rel in _walk_under(local_dir, HF_DOWNLOAD_CACHE):
+        if rel.endswith(".incomplete"):
+            core.remove_under(local_dir, rel)
+    for n in core.list_under(local_dir, core.PARTIAL_DIR):
+        if n not in keep:
+            core.remove_under(local_dir, f"{core.PARTIAL_DIR}/{n}")
+    core.remove_under(local_dir, core.STAGE_DIR)  # hf_xet staging directories of a killed run
 
 
 def _size_or_none(local_dir: str, path: str) -> int | None:
-    try:
-        return os.path.getsize(os.path.join(local_dir, path))
-    except OSError:
-        return None
+    """The size of the regular file `local_dir/path` (None when it is missing, a link, a FIFO, a device...)."""
+    st = core.regular_stat(local_dir, path)
+    return None if st is None else st.st_size
 
 
 def _incomplete_bytes(local_dir: str) -> int:
     total = 0
-    for dirpath, _dirs, names in os.walk(os.path.join(local_dir, HF_DOWNLOAD_CACHE)):
-        for n in names:
-            if n.endswith(".incomplete"):
-                with contextlib.suppress(OSError):
-                    total += os.path.getsize(os.path.join(dirpath, n))
+    for rel in _walk_under(local_dir, HF_DOWNLOAD_CACHE) + _walk_under(local_dir, core.STAGE_DIR):
+        if rel.endswith(".incomplete"):
+            total += _size_or_none(local_dir, rel) or 0
     return total
 
 
 def _forget(spec: Spec, path: str) -> None:
-    """Remove a bad file and huggingface_hub's note that it has it, so it is fetched again."""
-    Path(_safe(spec, path)).unlink(missing_ok=True)
-    Path(spec.local_dir, HF_DOWNLOAD_CACHE, path + ".metadata").unlink(missing_ok=True)
+    """Remove a bad file and huggingface_hub's note that it has it, so it is fetched again (by name, following no
+    link on the way)."""
+    _check_name(path)
+    core.remove_under(spec.local_dir, path)
+    core.remove_under(spec.local_dir, f"{HF_DOWNLOAD_CACHE}/{path}.metadata")
 
 
-def _safe(spec: Spec, path: str) -> str:
-    try:
-        return core.safe_path(spec.local_dir, path)
-    except ValueError as err:
-        raise FetchError(f"refusing to write {err}: check model.local_dir and the source's file list") from None
+def _check_name(path: str) -> None:
+    why = core.name_problem(path)
+    if why:
+        raise FetchError(f"refusing to write {path!r}, which {why}: check the source's file list")
 
 
 class Feed:
@@ -1041,9 +1258,7 @@ class Syncer:
                 "plan": [asdict(m) for m in self.plan],
                 "files": [asdict(v) for v in self.verified.values()],
             }
-            path = _journal_path(self.spec)
-            path.parent.mkdir(parents=True, exist_ok=True)
-            core.atomic_write(str(path), json.dumps(doc))
+            core.write_under(self.spec.local_dir, core.JOURNAL_PATH, json.dumps(doc))
 
     def _verified(self, meta: core.FileMeta, fetched: bool) -> None:
         with self._lock:
@@ -1059,7 +1274,7 @@ class Syncer:
         self.rep.phase("verifying", total=sum(m.size for m in metas), files_total=len(metas))
 
         def one(meta: core.FileMeta) -> None:
-            problem = core.verify_file(os.path.join(self.spec.local_dir, meta.path), meta)
+            problem = core.verify_file(self.spec.local_dir, meta.path, meta)
             if problem is None:
                 with self._lock:
                     self.verified[meta.path] = _stamp(self.spec, meta)
@@ -1083,7 +1298,7 @@ class Syncer:
         """Stream one file into its partial (resuming it), check its id, then move it into place; a corrupted
         copy is fetched again from byte 0, up to corrupt_refetch times."""
         spec = self.spec
-        target = _safe(spec, meta.path)
+        _check_name(meta.path)
         part = Partial(spec.local_dir, meta)
         problem: str | None = None
         with self._lock:
@@ -1099,7 +1314,7 @@ class Syncer:
                         self.rep.log(f"{meta.path}: resumed at byte {part.resumed_at}")
                         with self._lock:
                             self.resumed.append(meta.path)
-                    part.install(target)
+                    part.install(meta.path)
                     self._verified(meta, fetched=True)
                     return
                 self.rep.log(f"{meta.path} is corrupted ({problem}); fetching it again")
@@ -1122,8 +1337,18 @@ class Syncer:
         _forget(spec, meta.path)
         problem: str | None = None
         for _ in range(spec.corrupt_refetch + 1):
-            with_retries(spec, f"fetching {meta.path} (xet)", lambda: self.hub.fetch_xet(meta), self.rep.log)  # type: ignore[union-attr]
-            problem = core.verify_file(_safe(spec, meta.path), meta)
+            # huggingface_hub writes by path: it gets a fresh directory under a random name (made by this code, no
+            # link on the way), and the file is renamed into place through directory fds, then checked as a
+            # regular file. A container racing huggingface_hub inside that directory is the residual risk.
+            stage = f"{core.STAGE_DIR}/{secrets.token_hex(8)}"
+            try:
+                core.make_dir_under(spec.local_dir, stage)
+                hub, where = self.hub, os.path.join(spec.local_dir, stage)
+                with_retries(spec, f"fetching {meta.path} (xet)", partial(hub.fetch_xet, meta, where), self.rep.log)
+                core.move_under(spec.local_dir, f"{stage}/{meta.path}", meta.path)
+            finally:
+                core.remove_under(spec.local_dir, stage)
+            problem = core.verify_file(spec.local_dir, meta.path, meta)
             if problem is None:
                 self._verified(meta, fetched=True)
                 return
@@ -1192,7 +1417,7 @@ class Syncer:
 
     def disk_check(self, to_fetch: list[core.FileMeta], xet: bool) -> None:
         spec = self.spec
-        partial = {m.path: _size_or_none(os.path.join(spec.local_dir, core.PARTIAL_DIR), core.content_key(m)) or 0
+        partial = {m.path: _size_or_none(spec.local_dir, f"{core.PARTIAL_DIR}/{core.content_key(m)}") or 0
                    for m in to_fetch}  # fmt: skip
         remaining = sum(m.size - partial[m.path] for m in to_fetch)
         needs = [
@@ -1237,7 +1462,7 @@ class Syncer:
                 self.manifest = manifest
                 return {"commit": self.commit, "fetched": [], "rehashed": [], "seconds": 0.0, "already": True}
             # Never leave a manifest that claims files this run may replace.
-            Path(spec.local_dir, core.MANIFEST_NAME).unlink(missing_ok=True)
+            core.remove_under(spec.local_dir, core.MANIFEST_NAME)
         known: dict[str, core.VerifiedFile] = {}
         if not spec.full_rehash:
             if manifest is not None and manifest.commit == self.commit:
@@ -1258,7 +1483,7 @@ class Syncer:
             to_fetch += bad
         if spec.source == "dir" and to_fetch:
             first = to_fetch[0].path
-            why = core.verify_file(os.path.join(spec.local_dir, first), to_fetch[0]) or "changed"
+            why = core.verify_file(spec.local_dir, first, to_fetch[0]) or "changed"
             raise FetchError(
                 f"{len(to_fetch)} of {len(metas)} files missing or wrong in {spec.local_dir} ({first}: {why}); "
                 "model_source dir only verifies: copy the model there, or use model_source hub"
@@ -1288,10 +1513,11 @@ class Syncer:
             files=files,
             verified_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         )
-        core.atomic_write(os.path.join(spec.local_dir, core.MANIFEST_NAME), new.to_json())
+        core.write_under(spec.local_dir, core.MANIFEST_NAME, new.to_json())
         self.manifest = new
-        _journal_path(spec).unlink(missing_ok=True)
-        shutil.rmtree(os.path.join(spec.local_dir, core.PARTIAL_DIR), ignore_errors=True)
+        core.remove_under(spec.local_dir, core.JOURNAL_PATH)
+        core.remove_under(spec.local_dir, core.PARTIAL_DIR)
+        core.remove_under(spec.local_dir, core.STAGE_DIR)
         self.write_record(new)
         return {
             "commit": self.commit,
@@ -1306,7 +1532,7 @@ class Syncer:
 
     def write_record(self, manifest: core.Manifest) -> None:
         """`<state_dir>/<name>.json`: what the verify role reads (which commit is on this host, from where)."""
-        text = Path(self.spec.local_dir, core.MANIFEST_NAME).read_text()
+        text = manifest.to_json()  # the text written to local_dir (never read back through what may be a link)
         record = {
             "name": self.spec.name,
             "repo_id": manifest.repo_id,
@@ -1436,7 +1662,22 @@ def main(argv: list[str] | None = None) -> int:
     p_run.add_argument("--run-id", default="")
     p_result = sub.add_parser("result", help="how the latest sync ended (exit 1 unless it succeeded)")
     p_result.add_argument("--spec", required=True)
+    p_peer = sub.add_parser("peer-serve", help="answer a read of a host below (the forced command of its SSH key)")
+    p_peer.add_argument("--dir", required=True)
+    p_peer.add_argument("--state-dir", required=True)
+    p_peer.add_argument("request", nargs=argparse.REMAINDER)
     args = parser.parse_args(argv)
+    if args.command == "peer-serve":
+        original = os.environ.get("SSH_ORIGINAL_COMMAND")
+        if original is not None:  # under the forced command: only the words after `peer-serve` count
+            try:
+                words = shlex.split(original)
+            except ValueError:
+                words = []
+            request = words[words.index("peer-serve") + 1 :] if "peer-serve" in words else words
+        else:
+            request = args.request
+        return peer_serve(args.dir, args.state_dir, request)
     token = read_token(args)
     spec = Spec.load(args.spec)
     if args.command == "status":
@@ -1456,6 +1697,8 @@ def main(argv: list[str] | None = None) -> int:
                 server = FleetServer(spec, syncer)
             except OSError as err:  # the hosts below copy over SSH instead
                 rep.log(f"cannot serve the hosts below on port {spec.fleet_port} ({err.strerror}): they use SSH")
+            except FleetRefused as err:
+                rep.log(f"not serving the hosts below over HTTP: it {err}; they use SSH")
         try:
             code = _sync(spec, syncer, rep)
         finally:

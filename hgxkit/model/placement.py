@@ -3,7 +3,7 @@ written and after the node resolves its symlinks — the downloader writes there
 names `/etc`, `/root/.ssh` or a symlink out of the models disk is refused before anything is written.
 
 Example:
-    >>> [p.check for p in model_dir_problems("/etc/cron.d", ["/data/models"], "/etc/cron.d", ["/data/models"])]
+    >>> [p.code for p in model_dir_problems("/etc/cron.d", ["/data/models"], "/etc/cron.d", ["/data/models"])]
     ['model-dir']
     >>> model_dir_problems("/data/models/x", ["/data/models"], "/data/models/x", ["/data/models"])
     []

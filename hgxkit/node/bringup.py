@@ -1,8 +1,11 @@
 """Bring-up's skip decision on a pyinfra host (deploys/bringup.py): read the node once, compare with the record
 its last pass left, and write that record at the end of a bring-up that passed (see hgxkit.node.converged).
 
+The deploy names what judges the node (the knobs its roles read, the source of the code that checks); this
+library takes them as given and never looks up the roles itself.
+
 Example (deploys/bringup.py):
-    skip = bringup_skip(host)
+    skip = bringup_skip(host, knob_names=BRINGUP_KNOBS, sources=JUDGING_SOURCES)
     if skip.reason:
         echo(f"[{host.name}] {skip.reason}")
     else:
@@ -13,8 +16,8 @@ Example (deploys/bringup.py):
 
 from __future__ import annotations
 
-import importlib
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,13 +26,16 @@ from pyinfra.api.exceptions import DeployError
 from hgxkit.hostcmd import HostRunner
 from hgxkit.hostfiles import write_text
 from hgxkit.knobs import knob
-from hgxkit.node.converged import RECORD_NAME, judged_by, parse_state, skip_reason, state_command, verified_record
-from hgxkit.node.facts import BringupState
-
-ROOT = Path(__file__).resolve().parents[2]
-BRINGUP_ROLES = ("preflight", "nvidia_driver", "docker", "container_toolkit", "gpu_health")
-# The code that judges the node: a change here (an upgraded hgxkit) re-runs every check.
-JUDGING_SOURCES = (*(f"roles/{role}" for role in BRINGUP_ROLES), "hgxkit/node", "hgxkit/nvidia", "deploys/bringup.py")
+from hgxkit.node.converged import (
+    RECORD_NAME,
+    judged_by,
+    parse_state,
+    skip_reason,
+    source_files,
+    state_command,
+    verified_record,
+)
+from hgxkit.node.facts_system import BringupState
 
 
 @dataclass(frozen=True)
@@ -46,25 +52,18 @@ def record_path(host) -> str:
     return f"{knob(host, 'state_dir')}/{RECORD_NAME}"
 
 
-def bringup_knobs(host) -> dict[str, object]:
-    """The values of every knob a bring-up role reads (their defaults files name them)."""
-    names: set[str] = set()
-    for role in BRINGUP_ROLES:
-        names |= set(importlib.import_module(f"roles.{role}.defaults").DEFAULTS)
-    return {name: host.data.get(name) for name in sorted(names)}
+def knob_values(host, names: Iterable[str]) -> dict[str, object]:
+    """The inventory's (or `--data`'s) value of each knob in `names`, None where unset."""
+    return {name: host.data.get(name) for name in sorted(set(names))}
 
 
-def judging_sources() -> list[Path]:
-    files: list[Path] = []
-    for item in JUDGING_SOURCES:
-        path = ROOT / item
-        files += sorted(path.rglob("*.py")) if path.is_dir() else [path]
-    return files
+def bringup_skip(host, knob_names: Iterable[str], sources: Iterable[Path]) -> BringupSkip:
+    """Read the node's bring-up state (one fact) and decide.
 
-
-def bringup_skip(host) -> BringupSkip:
-    """Read the node's bring-up state (one fact) and decide."""
-    judged = judged_by(bringup_knobs(host), judging_sources())
+    `knob_names`: every knob the bring-up roles read; `sources`: the files and folders (their `*.py`) of the
+    code that judges the node. A change in either re-runs every check.
+    """
+    judged = judged_by(knob_values(host, knob_names), source_files(sources))
     state, record = host.get_fact(BringupState, state_file=record_path(host))
     reason = skip_reason(state, judged, record, recheck=bool(knob(host, "recheck")))
     unchanged = bool(record) and record.get("state") == state.digest() and record.get("judged_by") == judged

@@ -99,6 +99,14 @@ def parse_state(output: Iterable[str]) -> tuple[NodeState, dict | None]:
     return NodeState(tuple(state)), record if isinstance(record, dict) else None
 
 
+def source_files(paths: Iterable[Path]) -> list[Path]:
+    """The files `paths` name: a folder stands for every `*.py` under it, a file for itself."""
+    files: list[Path] = []
+    for path in paths:
+        files += sorted(path.rglob("*.py")) if path.is_dir() else [path]
+    return files
+
+
 def judged_by(knobs: Mapping[str, object], sources: Iterable[Path]) -> str:
     """A digest of what judges the node: the bring-up knobs' values and the source files of the code that checks.
 

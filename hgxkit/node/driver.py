@@ -16,7 +16,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from hgxkit.node.facts import InstalledPackages, NvidiaLoadedModule, NvidiaSmi, Nvlink, ServiceActive, SmiResult
+from hgxkit.node.facts_apt import InstalledPackages
+from hgxkit.node.facts_driver import NvidiaLoadedModule
+from hgxkit.node.facts_gpu import NvidiaSmi, Nvlink, SmiResult
+from hgxkit.node.facts_system import ServiceActive
 from hgxkit.nvidia.smi import SmiFailure, upstream_version
 from hgxkit.problems import Problem
 

@@ -16,7 +16,8 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from hgxkit.node.facts import DcgmDiagText, NvidiaSmiXml, XidLines
+from hgxkit.node.facts_driver import DcgmDiagText, XidLines
+from hgxkit.node.facts_gpu import NvidiaSmiXml
 from hgxkit.nvidia.smi import GpuInfo
 from hgxkit.problems import Problem
 

@@ -13,14 +13,15 @@ from rich.markup import escape
 from rich.table import Table
 
 from hgxkit.errors import InputError
+from hgxkit.kinds import KINDS
 from hgxkit.recipe.check import check_recipe
 from hgxkit.recipe.diff import diff_recipes
+from hgxkit.recipe.dump import dump_recipe
 from hgxkit.recipe.groups import parse_groups_arg
 from hgxkit.recipe.importing.importer import ImportOptions, import_post
 from hgxkit.recipe.importing.model_placement import DEFAULT_MODELS_DIR
 from hgxkit.recipe.importing.outcome import ImportRefused, explained, ledger_json
-from hgxkit.recipe.kinds import KINDS
-from hgxkit.recipe.loader import dump_recipe, load_recipe, parse_recipe_text, read_recipe_text
+from hgxkit.recipe.read import load_recipe, parse_recipe_text, read_recipe_text
 from hgxkit.recipe.render import render_recipe
 from hgxkit.recipe.schema import RECIPE_SCHEMA
 from hgxkit.recipe.show import recipe_json, show_recipe
@@ -132,13 +133,16 @@ def _add_diff(commands: argparse._SubParsersAction) -> None:
         help="show what differs between two recipes, one line each",
         formatter_class=_RAW,
         description="Compare image, env, docker options, server flags (aliases resolved), model and GPU "
-        "grouping. Exit status 0 either way; the output is empty when the setups are the same.",
-        epilog="example:\n  hgxkit recipe diff recipes/deepseek-v4-flash-dspark-marlin.yaml "
-        "recipes/deepseek-v4-flash-dspark-flashinfer.yaml",
+        "grouping. Exit status 0 either way (with --exit-code: 1 when they differ, as `git diff`); the output "
+        "is empty when the setups are the same.",
+        epilog="examples:\n  hgxkit recipe diff recipes/deepseek-v4-flash-dspark-marlin.yaml "
+        "recipes/deepseek-v4-flash-dspark-flashinfer.yaml\n"
+        "  hgxkit recipe diff --exit-code deployed.yaml recipes/mine.yaml || echo changed",
     )
     parser.add_argument("a", help="first recipe")
     parser.add_argument("b", help="second recipe")
     parser.add_argument("--json", action="store_true", help="print differences as JSON")
+    parser.add_argument("--exit-code", action="store_true", help="exit 1 when the recipes differ, 0 when not")
     parser.set_defaults(handler=_cmd_diff)
 
 
@@ -254,7 +258,7 @@ def _cmd_check(args: argparse.Namespace) -> int:
     findings = check_recipe(recipe, args.gpus)
     errors = [f for f in findings if f.level == "error"]
     if args.json:
-        print(json.dumps([f.__dict__ for f in findings], indent=2))
+        print(json.dumps([{"level": f.level, "code": f.code, "message": f.message} for f in findings], indent=2))
         return 1 if errors else 0
     console = Console(highlight=False, soft_wrap=True)
     for finding in findings:
@@ -271,12 +275,16 @@ def _cmd_diff(args: argparse.Namespace) -> int:
     differences = diff_recipes(a, b)
     if args.json:
         print(json.dumps([d.to_json() for d in differences], indent=2))
-        return 0
-    if not differences:
+    elif not differences:
         _stderr().print(f"{args.a} and {args.b} describe the same setup")
-        return 0
+    else:
+        _print_differences(differences, args.a, args.b)
+    return 1 if args.exit_code and differences else 0
+
+
+def _print_differences(differences: list, a: str, b: str) -> None:
     table = Table(show_header=True, header_style="bold", box=None)
-    for column in ("area", "setting", args.a, args.b):
+    for column in ("area", "setting", a, b):
         table.add_column(column, overflow="fold")
     for d in differences:
         table.add_row(d.area, d.key, d.a, d.b)
@@ -285,7 +293,6 @@ def _cmd_diff(args: argparse.Namespace) -> int:
     else:
         for d in differences:
             print(d.line())
-    return 0
 
 
 def _cmd_show(args: argparse.Namespace) -> int:

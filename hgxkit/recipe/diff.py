@@ -4,7 +4,7 @@ Compared by meaning, not spelling: `--tp 4` equals `--tp-size=4`, option order d
 recipe metadata (name, description, reference results) is not part of the setup.
 
 Example:
-    >>> from hgxkit.recipe.loader import load_recipe
+    >>> from hgxkit.recipe.read import load_recipe
     >>> a = load_recipe("recipes/deepseek-v4-flash-dspark-marlin.yaml")
     >>> b = load_recipe("recipes/deepseek-v4-flash-dspark-flashinfer.yaml")
     >>> [d.line() for d in diff_recipes(a, b)]

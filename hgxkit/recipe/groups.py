@@ -110,7 +110,7 @@ def plan_groups(
         total = total_gpus if total_gpus is not None else recipe.groups.gpus_per_node
         if total is None:
             raise InputError(f'{where}: how many GPUs? pass --gpus N (e.g. --gpus 8) or --groups "0,1,2,3;4,5,6,7"')
-        assert recipe.groups.size is not None  # the loader guarantees size or explicit
+        assert recipe.groups.size is not None  # reading the recipe guarantees size or explicit
         try:
             planned = plan_gpu_groups(group_size=recipe.groups.size, total_gpus=total)
         except InputError as err:

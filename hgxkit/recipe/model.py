@@ -7,7 +7,7 @@ secret is `{{env:NAME}}`, taken from the environment when the command runs and n
 benchmark and the poster's numbers are in `hgxkit.recipe.matrix`.
 
 Example:
-    >>> from hgxkit.recipe.loader import load_recipe
+    >>> from hgxkit.recipe.read import load_recipe
     >>> recipe = load_recipe("recipes/deepseek-v4-flash-dspark-marlin.yaml")
     >>> recipe.server.flag("--tp-size"), recipe.groups.size
     ('4', 4)

@@ -6,7 +6,7 @@ overrides (`with_overrides`: bind published ports, name, labels, image by digest
 instead of slicing an argv or parsing options again.
 
 Example:
-    >>> from hgxkit.recipe.loader import load_recipe
+    >>> from hgxkit.recipe.read import load_recipe
     >>> groups = render_recipe(load_recipe("recipes/deepseek-v4-flash-dspark-marlin.yaml"), total_gpus=8)
     >>> [(g.name, g.gpus, g.port) for g in groups]
     [('deepseek-v4-flash-0', [0, 1, 2, 3], 5000), ('deepseek-v4-flash-1', [4, 5, 6, 7], 5001)]

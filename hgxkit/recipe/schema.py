@@ -2,9 +2,9 @@
 checked against `RECIPE_SCHEMA_V1`, then migrated (`hgxkit.recipe.migrate`).
 
 `hgxkit recipe schema` prints it; a test keeps the published copy equal to this one. Every field that
-reaches a command line, a path or a container name has its real grammar here, as a regex the loader also
+reaches a command line, a path or a container name has its real grammar here, as a regex hgxkit.recipe.validate
 applies to whole values (`re.fullmatch`, so a trailing newline cannot slip past `$`); the `description` of
-each pattern is the "what was expected" of the loader's error.
+each pattern is the "what was expected" of its problem.
 
 Example:
     >>> import re
@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from hgxkit.recipe.kinds import KINDS
+from hgxkit.kinds import KIND_NAMES
 from hgxkit.recipe.matrix import METRICS
 
 # Docker's reference grammar (github.com/distribution/reference), digests restricted to sha256:
@@ -57,7 +57,7 @@ _INT_OR_NULL = {"type": ["integer", "null"], "minimum": 0}
 
 
 def _pattern(regex: str, expected: str, *, nullable: bool = True, max_length: int = 512) -> dict[str, Any]:
-    """A string field with a grammar; `expected` is what the loader's error says was expected."""
+    """A string field with a grammar; `expected` is what a grammar problem says was expected."""
     return {
         "type": ["string", "null"] if nullable else "string",
         "pattern": f"^(?:{regex})$",
@@ -132,8 +132,8 @@ _SERVER = {
     "additionalProperties": False,
     "properties": {
         "kind": {
-            "enum": list(KINDS),
-            "description": "The serving engine (hgxkit/recipe/kinds.py); absent: detected from the program, then "
+            "enum": KIND_NAMES,
+            "description": "The serving engine (hgxkit/kinds/); absent: detected from the program, then "
             "the image.",
         },
         "command": {

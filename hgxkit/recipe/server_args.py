@@ -2,7 +2,7 @@
 
 Each engine's parser accepts aliases (SGLang `--tp`/`--tp-size`, vLLM `-tp`/`--tensor-parallel-size` and
 `--x_y` for `--x-y`) and `--flag=value`; `ServerCommand.flag` looks a flag up under any of its spellings, for
-the command's server kind (hgxkit/recipe/kinds.py), so checks and diffs compare meaning.
+the command's server kind (hgxkit/kinds/), so checks and diffs compare meaning.
 
 Example:
     >>> cmd = ServerCommand.from_words(["sglang", "serve", "--tp", "4", "--trust-remote-code"])
@@ -16,14 +16,12 @@ import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
-from hgxkit.recipe.kinds import KINDS, ServerKind
+from hgxkit.kinds import DEFAULT_KIND, KINDS, ServerKind, launcher_prefixes
 
 _NEGATIVE_NUMBER = re.compile(r"^-\d+(\.\d+)?$")
-# Launchers whose first words are the program, not flags; anything else is one program word.
-_LAUNCHER_PREFIXES: tuple[tuple[str, ...], ...] = (("sglang", "serve"), ("vllm", "serve"))
 
 
-def canonical_flag(name: str, kind: str = "sglang") -> str:
+def canonical_flag(name: str, kind: str = DEFAULT_KIND) -> str:
     """The canonical spelling of a server flag for its engine (`--tp` -> `--tp-size`; vLLM `-tp`)."""
     return KINDS[kind].canonical_flag(name)
 
@@ -46,7 +44,8 @@ def group_args(words: Sequence[str]) -> list[tuple[str, ...]]:
 
 def split_program(words: Sequence[str]) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """Split a container command into the program (`sglang serve`, `python3 -m mod`) and its arguments."""
-    for prefix in _LAUNCHER_PREFIXES:
+    # Launchers whose first words are the program, not flags (`sglang serve`); anything else is one program word.
+    for prefix in launcher_prefixes():
         if tuple(words[: len(prefix)]) == prefix:
             return tuple(words[: len(prefix)]), tuple(words[len(prefix) :])
     if len(words) >= 3 and re.match(r"^python[0-9.]*$", words[0]) and words[1] == "-m":
@@ -68,14 +67,14 @@ class FlagUse:
 @dataclass(frozen=True)
 class ServerCommand:
     """The container command: `program` words, then argument entries in original order and spelling, of a
-    server of `kind` (see hgxkit/recipe/kinds.py; `program` may be empty when the image's entrypoint is it)."""
+    server of `kind` (see hgxkit/kinds/; `program` may be empty when the image's entrypoint is it)."""
 
     program: tuple[str, ...]
     args: tuple[tuple[str, ...], ...]
-    kind: str = "sglang"
+    kind: str = DEFAULT_KIND
 
     @classmethod
-    def from_words(cls, words: Sequence[str], kind: str = "sglang") -> ServerCommand:
+    def from_words(cls, words: Sequence[str], kind: str = DEFAULT_KIND) -> ServerCommand:
         """The container command `words` of a `kind` server; when the kind's image has the server as its
         entrypoint (vLLM) and the words start with no launch program, they are all its arguments."""
         server = KINDS[kind]
@@ -138,7 +137,7 @@ class ServerCommand:
             if value is not None and not (value.isascii() and value.isdigit()):
                 raise ValueError(f"server {flag} {value!r} is not a whole number")
             sizes.append(int(value) if value is not None else 1)
-        if kind.name == "sglang" and self.has("--enable-dp-attention"):
+        if kind.dp_in_tp_flag and self.has(kind.dp_in_tp_flag):
             sizes[2] = 1
         return sizes[0] * sizes[1] * sizes[2]
 

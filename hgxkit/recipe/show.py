@@ -4,7 +4,7 @@ The JSON is the recipe file's data (`recipe_to_dict`) with every matrix cell wri
 applied) and the server kind's defaults that decide how it is reached (port, host).
 
 Example:
-    >>> from hgxkit.recipe.loader import load_recipe
+    >>> from hgxkit.recipe.read import load_recipe
     >>> data = recipe_json(load_recipe("recipes/deepseek-v4-flash-dspark-marlin.yaml"))
     >>> data["server"]["kind"], data["matrix"]["cells"][0]["output_len"], data["reference"]["cells"][0]["cell"]
     ('sglang', 512, '5000x1')
@@ -19,7 +19,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from hgxkit.recipe.loader import recipe_to_dict
+from hgxkit.recipe.dump import recipe_to_dict
 from hgxkit.recipe.matrix import CELL_SETTINGS, METRICS
 from hgxkit.recipe.model import Recipe
 from hgxkit.recipe.shellwords import join_words

@@ -16,7 +16,7 @@ from rich.markdown import Markdown
 
 from hgxkit.errors import InputError
 from hgxkit.results.archive import RECIPE_FILE, load_run, scan_runs
-from hgxkit.results.compare import DEFAULT_SLO_P99_MS, compare_reference, compare_runs, run_flags
+from hgxkit.results.compare import DEFAULT_SLO_P99_MS, FAIL_ON, compare_reference, compare_runs, run_flags
 from hgxkit.results.fingerprint import fingerprint_differences, member_differences
 from hgxkit.results.report import comparison_markdown, reference_markdown, run_markdown
 from hgxkit.results.run import Run
@@ -66,7 +66,8 @@ def register(groups: argparse._SubParsersAction) -> None:
         "(two-sided, alpha 0.05) on the per-request values (throughput, accept length: the repeats) is "
         "significant; too few samples for that say 'too small to judge'.",
         epilog="examples:\n  hgxkit results compare RUN_A RUN_B --md\n"
-        "  hgxkit results compare RUN_A RUN_B --plot plots/\n  hgxkit results compare RUN --reference",
+        "  hgxkit results compare RUN_A RUN_B --plot plots/\n  hgxkit results compare RUN --reference\n"
+        "  hgxkit results compare RUN --reference --fail-on outside   # exit 1 when the post is not met (CI)",
     )
     compare.add_argument("run_a")
     compare.add_argument("run_b", nargs="?")
@@ -78,6 +79,12 @@ def register(groups: argparse._SubParsersAction) -> None:
     compare.add_argument("--slo-p99-ms", type=float, default=DEFAULT_SLO_P99_MS, help="P99 TTFT SLO (5000)")
     compare.add_argument("--ttft-tolerance", type=float, default=0.25, help="--reference: relative TTFT tolerance")
     compare.add_argument("--accept-tolerance", type=float, default=0.3, help="--reference: accept-length tolerance")
+    compare.add_argument(
+        "--fail-on", choices=FAIL_ON, metavar="WHEN",
+        help="exit 1 when the answer holds (for CI): outside = a --reference metric outside its tolerance; "
+        "regression = RUN_B really worse than RUN_A (or, with --reference, outside and worse than the post); "
+        "any = any real difference (or, with --reference, outside or not measured)",
+    )  # fmt: skip
     compare.set_defaults(handler=_cmd_compare)
     report = commands.add_parser(
         "report",
@@ -154,7 +161,7 @@ def recipe_differences(run_a: Run, run_b: Run) -> list[str]:
     """The settings that differ between the recipes two runs archived (`recipe.yaml`), one line each, as
     `hgxkit recipe diff` says them (e.g. `server --tp: 8 -> (absent)`); none when either run has no recipe."""
     from hgxkit.recipe.diff import diff_recipes
-    from hgxkit.recipe.loader import parse_recipe_text
+    from hgxkit.recipe.read import parse_recipe_text
 
     files = [run.path / RECIPE_FILE for run in (run_a, run_b)]
     if not all(f.is_file() for f in files):
@@ -176,7 +183,7 @@ def _reference_recipe(run: Run, recipe_arg: str | None) -> str:
 
 def _load_reference(run: Run, recipe_arg: str | None) -> tuple[object | None, str]:
     """The recipe's reference numbers for a run, and where they came from (or why there are none)."""
-    from hgxkit.recipe.loader import load_recipe  # the recipe package is only needed for references
+    from hgxkit.recipe.read import load_recipe  # the recipe package is only needed for references
 
     path = _reference_recipe(run, recipe_arg)
     if not recipe_arg and not Path(path).exists():
@@ -198,9 +205,11 @@ def _cmd_compare(args: argparse.Namespace) -> int:
         )
         if args.json:
             print(json.dumps(check.to_json(run_a.run_id, source), indent=2))
-            return 0
-        _print(reference_markdown(run_a.summary, check, source), args.md)
-        return 0
+        else:
+            _print(reference_markdown(run_a.summary, check, source), args.md)
+        return _verdict(check.fails(args.fail_on) if args.fail_on else [], args.fail_on)
+    if args.fail_on == "outside":
+        raise InputError("--fail-on outside needs --reference (two runs are compared by regression or any)")
     if not args.run_b:
         raise InputError("compare needs RUN_B, or --reference to compare RUN_A with its recipe's reference")
     run_b = load_run(args.run_b, args.root)
@@ -217,7 +226,14 @@ def _cmd_compare(args: argparse.Namespace) -> int:
 
         paths = plot_comparison(run_a.summary, run_b.summary, Path(args.plot), comparison.label_a, comparison.label_b)
         print("plots: " + ", ".join(str(p) for p in paths), file=sys.stderr)
-    return 0
+    return _verdict(comparison.fails(args.fail_on) if args.fail_on else [], args.fail_on)
+
+
+def _verdict(failing: list[str], fail_on: str | None) -> int:
+    """Exit 1 with one line per reason when `--fail-on` holds, else 0."""
+    for reason in failing:
+        print(f"fail-on {fail_on}: {reason}", file=sys.stderr)
+    return 1 if failing else 0
 
 
 def _cmd_report(args: argparse.Namespace) -> int:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field
-from typing import Any, Protocol
+from typing import Any, Literal, NamedTuple, Protocol
 
 from hgxkit.results.metrics import METRIC_BY_NAME
 from hgxkit.results.stats import ALPHA, Interval, judge
@@ -24,7 +24,7 @@ from hgxkit.results.summary import CellResult, RunSummary
 from hgxkit.results.telemetry import telemetry_flags
 
 DEFAULT_SLO_P99_MS = 5000.0
-COMPARISON_SCHEMA_VERSION = 1
+COMPARISON_SCHEMA_VERSION = 2
 
 # Tables in the post's order: (key in Comparison, metric).
 TABLES = (
@@ -35,6 +35,12 @@ TABLES = (
     ("accept_length", "accept_length"),
     ("output_throughput", "output_throughput"),
 )
+
+
+Outcome = Literal["better", "worse", "tie", "too-small", "n/a"]
+ReferenceVerdict = Literal["within", "outside", "not-measured"]
+# `--fail-on`: which answers make `results compare` exit 1 (documented in its --help and README).
+FAIL_ON = ("outside", "regression", "any")
 
 
 @dataclass(frozen=True)
@@ -51,6 +57,10 @@ class Row:
     interval_a: Interval | None = None
     interval_b: Interval | None = None
     slo: str | None = None
+    # B against A, for a CI to branch on: better / worse (a real difference), tie, too-small, n/a.
+    outcome: Outcome = "n/a"
+    delta: float | None = None  # b - a
+    delta_pct: float | None = None  # (b - a) / a * 100
 
 
 @dataclass(frozen=True)
@@ -72,6 +82,13 @@ class Comparison:
 
     def tables(self) -> dict[str, list[Row]]:
         return {key: getattr(self, key) for key, _ in TABLES}
+
+    def fails(self, fail_on: str) -> list[str]:
+        """What makes `--fail-on` hold: `regression` a real difference where B is worse, `any` a real
+        difference either way (`outside` is for `--reference`)."""
+        wanted = {"regression": ("worse",), "any": ("worse", "better")}[fail_on]
+        return [f"{key} {r.input_len}x{r.concurrency}: {r.verdict}" for key, rows in self.tables().items()
+                for r in rows if r.outcome in wanted]  # fmt: skip
 
     def to_json(self, differences: list[str]) -> dict[str, Any]:
         """The `results compare --json` document (schema: hgxkit/results/schemas/compare.schema.json)."""
@@ -108,8 +125,14 @@ def _row(ca: CellResult, cb: CellResult, metric: str, la: str, lb: str) -> Row:
         interval_a=ca.intervals.get(metric), interval_b=cb.intervals.get(metric),
         samples_a=ca.samples(metric), samples_b=cb.samples(metric),
     )  # fmt: skip
-    return Row(ca.input_len, ca.concurrency, ca.value(metric), cb.value(metric), j.text, j.kind, j.p,
-               j.interval_a, j.interval_b)  # fmt: skip
+    a, b = ca.value(metric), cb.value(metric)
+    outcome: Outcome = {"tie": "tie", "too small to judge": "too-small"}.get(j.kind, "n/a")  # type: ignore[assignment]
+    if j.kind == "real" and j.change is not None:
+        outcome = "better" if (j.change < 0) == (better == "lower") else "worse"
+    delta = b - a if a is not None and b is not None else None
+    return Row(ca.input_len, ca.concurrency, a, b, j.text, j.kind, j.p, j.interval_a, j.interval_b,
+               outcome=outcome, delta=delta,
+               delta_pct=j.change * 100 if j.change is not None else None)  # fmt: skip
 
 
 def run_flags(summary: RunSummary, label: str) -> list[str]:
@@ -173,15 +196,41 @@ class ReferenceLike(Protocol):
     cells: tuple[ReferenceCellLike, ...] | list[ReferenceCellLike]
 
 
+class ReferenceRow(NamedTuple):
+    """One metric of one reference cell: the post's value, the run's, and the verdict with its numbers."""
+
+    metric: str
+    input_len: int
+    concurrency: int
+    reference: float | None
+    run: float | None
+    status: str  # for people: `+12% ok`, `-0.40 OUTSIDE`, `not measured`
+    verdict: ReferenceVerdict
+    direction: Literal["better", "worse"] | None = None  # the run against the post (lower TTFT is better)
+    delta: float | None = None  # run - reference
+    delta_pct: float | None = None
+    tolerance: float | None = None  # relative (TTFT) or absolute (accept length), as in `tolerances`
+
+
 @dataclass(frozen=True)
 class ReferenceCheck:
     """A run against the recipe's reference numbers: per metric and cell, within tolerance or not."""
 
-    rows: list[tuple[str, int, int, float | None, float | None, str]]
+    rows: list[ReferenceRow]
     tolerances: dict[str, float]
     within: int
     outside: int
     missing: int
+
+    def fails(self, fail_on: str) -> list[str]:
+        """What makes `--fail-on` hold: `outside` any metric outside its tolerance, `regression` outside and
+        worse than the post, `any` outside or not measured."""
+        def holds(row: ReferenceRow) -> bool:
+            if fail_on == "regression":
+                return row.verdict == "outside" and row.direction == "worse"
+            return row.verdict == "outside" or (fail_on == "any" and row.verdict == "not-measured")
+
+        return [f"{r.metric} {r.input_len}x{r.concurrency}: {r.status}" for r in self.rows if holds(r)]
 
     def to_json(self, run_id: str, source: str) -> dict[str, Any]:
         """The `results compare RUN --reference --json` document."""
@@ -194,10 +243,7 @@ class ReferenceCheck:
             "within": self.within,
             "outside": self.outside,
             "missing": self.missing,
-            "rows": [
-                {"metric": m, "input_len": i, "concurrency": c, "reference": r, "run": g, "status": s}
-                for m, i, c, r, g, s in self.rows
-            ],
+            "rows": [row._asdict() for row in self.rows],
         }
 
 
@@ -222,20 +268,24 @@ def compare_reference(
         for metric, expected, got, kind in checks:
             if expected is None:
                 continue
+            where = (metric, ref.input_len, ref.concurrency, expected)
             if got is None or mine is None or (isinstance(got, float) and math.isnan(got)):
                 missing += 1
-                rows.append((metric, ref.input_len, ref.concurrency, expected, None, "not measured"))
+                rows.append(ReferenceRow(*where, None, "not measured", "not-measured"))
                 continue
+            delta = got - expected
             if kind == "rel":
-                ok = abs(got - expected) <= ttft_tolerance * expected
-                status = f"{(got - expected) / expected * 100:+.0f}%"
+                tolerance, ok = ttft_tolerance, abs(delta) <= ttft_tolerance * expected
+                status = f"{delta / expected * 100:+.0f}%"
             else:
-                ok = abs(got - expected) <= accept_tolerance
-                status = f"{got - expected:+.2f}"
+                tolerance, ok = accept_tolerance, abs(delta) <= accept_tolerance
+                status = f"{delta:+.2f}"
             within += ok
             outside += not ok
-            rows.append(
-                (metric, ref.input_len, ref.concurrency, expected, got, f"{status} {'ok' if ok else 'OUTSIDE'}")
-            )
+            # Lower TTFT is better; a longer accept length is better.
+            direction = None if delta == 0 else ("better" if (delta < 0) == (kind == "rel") else "worse")
+            rows.append(ReferenceRow(*where, got, f"{status} {'ok' if ok else 'OUTSIDE'}",
+                                     "within" if ok else "outside", direction, delta,
+                                     delta / expected * 100 if expected else None, tolerance))  # fmt: skip
     return ReferenceCheck(rows, {"ttft_relative": ttft_tolerance, "accept_length_absolute": accept_tolerance},
                           within, outside, missing)  # fmt: skip

@@ -227,7 +227,8 @@ def _reference(run: Run, reference: Any) -> str:
            f"{tol['ttft_relative'] * 100:.0f}%, accept length within ±{tol['accept_length_absolute']:.2f} "
            f"(the reference has no per-request values: a tolerance check, not a statistical test). "
            f"{check.within} within, {check.outside} outside, {check.missing} not measured.</p>")  # fmt: skip
-    rows = [[m, input_label(i), c, format_value(r, 2), format_value(g, 2), s] for m, i, c, r, g, s in check.rows]
+    rows = [[r.metric, input_label(r.input_len), r.concurrency, format_value(r.reference, 2),
+             format_value(r.run, 2), r.status] for r in check.rows]
     return out + _table(["Metric", "Input", "Conc", "Reference", "Run", "Difference"], rows)
 
 

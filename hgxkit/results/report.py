@@ -211,7 +211,8 @@ def reference_markdown(summary: RunSummary, check: ReferenceCheck, source: str) 
     ]
     if summary.simulated:
         lines += ["> SIMULATED: the run used a simulated node; agreement says only that the stand-in is tuned.", ""]
-    rows = [[m, input_label(i), str(c), format_value(r, 2), format_value(g, 2), s] for m, i, c, r, g, s in check.rows]
+    rows = [[r.metric, input_label(r.input_len), str(r.concurrency), format_value(r.reference, 2),
+             format_value(r.run, 2), r.status] for r in check.rows]
     lines += _table("Run vs reference", ["Metric", "Input", "Conc", "Reference", "Run", "Difference"], rows)
     return "\n".join(lines)
 

@@ -6,7 +6,7 @@
 | `fingerprint` | `fingerprint.json` of a run (schema 2; 1 also valid) | `urn:hgxkit:results:fingerprint:2` |
 | `ls` | `hgxkit results ls --json` | `urn:hgxkit:results:ls:1` |
 | `show` | `hgxkit results show --json` | `urn:hgxkit:results:show:1` |
-| `compare` | `hgxkit results compare --json` (two runs, or a run and its reference) | `urn:hgxkit:results:compare:1` |
+| `compare` | `hgxkit results compare --json` (two runs, or a run and its reference) | `urn:hgxkit:results:compare:2` |
 
 Example:
     >>> schema_errors({"schema_version": 1, "root": "results", "runs": [], "skipped": []}, "ls")

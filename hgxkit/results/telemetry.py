@@ -28,7 +28,8 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
-from hgxkit.results.nvidia_smi import (
+from hgxkit.kinds import KINDS
+from hgxkit.nvidia.smi import (
     GPU_QUERY,
     THERMAL_OR_POWER,
     THROTTLE_REASONS,
@@ -54,8 +55,6 @@ __all__ = [
     "summarise_server", "telemetry_flags",
 ]  # fmt: skip
 
-Kind = Literal["sglang", "vllm"]
-
 # Server-side and client-side numbers of one cell must agree within these, or compare flags the cell.
 # Accept length: both come from the same server counters/gauges, so only averaging differs (10%).
 ACCEPT_LENGTH_TOLERANCE = 0.10
@@ -64,44 +63,6 @@ ACCEPT_LENGTH_TOLERANCE = 0.10
 # from MIN_SCRAPES_FOR_THROUGHPUT scrapes on (bias <= 10%), with 20% tolerance.
 THROUGHPUT_TOLERANCE = 0.20
 MIN_SCRAPES_FOR_THROUGHPUT = 20
-
-
-@dataclass(frozen=True)
-class KindMetrics:
-    """The metric names one server kind exposes (checked against the servers' sources, see module notes)."""
-
-    running: str
-    waiting: str
-    generation_tokens: str
-    prompt_tokens: str
-    kv_usage: tuple[str, ...]
-    accept_length_gauge: str | None = None
-    accepted_tokens: str | None = None
-    drafts: str | None = None
-    gen_throughput_gauge: str | None = None
-    cache_hit_rate_gauge: str | None = None
-    prefix_cache_hits: str | None = None
-    prefix_cache_queries: str | None = None
-
-
-# SGLang: python/sglang/srt/metrics/collector.py (SchedulerMetricsCollector, TokenizerMetricsCollector).
-# vLLM: vllm/v1/metrics/loggers.py (PrometheusStatLogger) and its SpecDecodingProm; counters end in `_total`
-# on the wire. `vllm:gpu_cache_usage_perc` is the pre-0.10 name of `vllm:kv_cache_usage_perc`.
-KIND_METRICS: dict[str, KindMetrics] = {
-    "sglang": KindMetrics(
-        running="sglang:num_running_reqs", waiting="sglang:num_queue_reqs",
-        generation_tokens="sglang:generation_tokens_total", prompt_tokens="sglang:prompt_tokens_total",
-        kv_usage=("sglang:token_usage",), accept_length_gauge="sglang:spec_accept_length",
-        gen_throughput_gauge="sglang:gen_throughput", cache_hit_rate_gauge="sglang:cache_hit_rate",
-    ),
-    "vllm": KindMetrics(
-        running="vllm:num_requests_running", waiting="vllm:num_requests_waiting",
-        generation_tokens="vllm:generation_tokens_total", prompt_tokens="vllm:prompt_tokens_total",
-        kv_usage=("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"),
-        accepted_tokens="vllm:spec_decode_num_accepted_tokens_total", drafts="vllm:spec_decode_num_drafts_total",
-        prefix_cache_hits="vllm:prefix_cache_hits_total", prefix_cache_queries="vllm:prefix_cache_queries_total",
-    ),
-}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -205,11 +166,11 @@ def _window(scrapes: list[Scrape], window: tuple[float, float] | None) -> list[S
 
 def summarise_server(kind: str, scrapes: list[Scrape]) -> ServerTelemetry | None:
     """Server-side summary of one cell's scrapes (None without any)."""
-    if kind not in KIND_METRICS:
-        raise ValueError(f"unknown server kind {kind!r}; expected one of {', '.join(KIND_METRICS)}")
+    if kind not in KINDS:
+        raise ValueError(f"unknown server kind {kind!r}; expected one of {', '.join(KINDS)}")
     if not scrapes:
         return None
-    names = KIND_METRICS[kind]
+    names = KINDS[kind].metrics
     running = [v for s in scrapes if (v := _gauge(s, (names.running,), "sum")) is not None]
     waiting = [v for s in scrapes if (v := _gauge(s, (names.waiting,), "sum")) is not None]
     kv = [v for s in scrapes if (v := _gauge(s, names.kv_usage, "mean")) is not None]
@@ -297,8 +258,8 @@ def summarise_cell_telemetry(
 ) -> CellTelemetry:  # fmt: skip
     """Everything about one cell: pure, from the raw texts (a scrape series and nvidia-smi CSV, either may be
     absent). `window` (unix start, end of the client's run) keeps only the samples of this cell."""
-    if kind not in KIND_METRICS:
-        raise ValueError(f"unknown server kind {kind!r}; expected one of {', '.join(KIND_METRICS)}")
+    if kind not in KINDS:
+        raise ValueError(f"unknown server kind {kind!r}; expected one of {', '.join(KINDS)}")
     scrapes = _window(parse_scrape_series(metrics_text), window) if metrics_text else []
     gpu_samples = parse_gpu_csv(gpu_csv) if gpu_csv else []
     if window is not None:
@@ -306,7 +267,7 @@ def summarise_cell_telemetry(
     origin = min([s.time for s in scrapes] + [s.time for s in gpu_samples], default=0.0)
     series: dict[str, list[list[float]]] = {}
     if scrapes:
-        names = KIND_METRICS[kind]
+        names = KINDS[kind].metrics
         series["running requests"] = _downsample(
             [[s.time - origin, v] for s in scrapes if (v := _gauge(s, (names.running,), "sum")) is not None]
         )

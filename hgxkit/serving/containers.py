@@ -10,7 +10,7 @@ own `{{env:NAME}}` values come from the controller's environment when the comman
 into the spec, its hash, or anything printed.
 
 Example:
-    >>> from hgxkit.recipe.loader import load_recipe
+    >>> from hgxkit.recipe.read import load_recipe
     >>> specs = container_specs(load_recipe("recipes/deepseek-v4-flash-dspark-marlin.yaml"), total_gpus=8,
     ...                         bind_address="127.0.0.1", api_key=None, image="lmsysorg/sglang@sha256:" + "0" * 64)
     >>> [(s.name, s.port, s.health_url) for s in specs][0]
@@ -43,8 +43,8 @@ KEY_CONFIG_IN_CONTAINER = "/run/hgxkit/api-key.yaml"
 class ApiKeyFiles:
     """The node's API key as each kind reads it (root-only files next to `serve_api_key_file`)."""
 
-    config_yaml: str  # `api-key: KEY`, for SGLang's --config
-    env_file: str  # `VLLM_API_KEY=KEY`, for docker --env-file
+    config_yaml: str  # `api-key: KEY`, for a --config YAML (SGLang: a kind without `api_key_env`)
+    env_file: str  # `NAME=KEY` for every kind's `api_key_env` (vLLM: VLLM_API_KEY), for docker --env-file
 
     @classmethod
     def beside(cls, key_file: str) -> ApiKeyFiles:

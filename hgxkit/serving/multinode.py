@@ -104,7 +104,7 @@ def place_groups(candidates: Sequence[Candidate], *, nodes: int, dist_port: int 
 
     >>> bad = place_groups([Candidate("a", address="a"), Candidate("b", address="b"), Candidate("c", address="c")],
     ...                    nodes=2, dist_port=5000)
-    >>> [g.hosts for g in bad.groups], bad.problems[0].check
+    >>> [g.hosts for g in bad.groups], bad.problems[0].code
     ([['a', 'b']], 'placement')
     """
     by_name = {c.name: c for c in candidates}

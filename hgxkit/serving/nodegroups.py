@@ -14,9 +14,12 @@ from typing import Any
 
 from pyinfra.api.exceptions import DeployError
 
-from hgxkit.knobs import knob, recipe_for, recipe_path
-from hgxkit.node.facts import FileText, InstalledPackages, JsonFile, NvidiaLoadedModule
+from hgxkit.knobs import knob
+from hgxkit.node.facts_apt import InstalledPackages
+from hgxkit.node.facts_driver import NvidiaLoadedModule
+from hgxkit.node.facts_files import FileText, JsonFile
 from hgxkit.problems import Problem
+from hgxkit.recipe.host_recipe import recipe_for, recipe_path
 from hgxkit.recipe.model import Recipe
 from hgxkit.serving.image import RECORD_NAME, recorded_digest
 from hgxkit.serving.multinode import Candidate, MemberState, NodeGroup, place_groups

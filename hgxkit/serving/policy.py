@@ -1,7 +1,7 @@
 """Serving policy checks: who can reach the API (exposure) and whether HiCache's host pools fit in RAM.
 
 Example:
-    >>> [p.check for p in exposure_problems("0.0.0.0", None, False)]
+    >>> [p.code for p in exposure_problems("0.0.0.0", None, False)]
     ['exposure']
     >>> exposure_problems("127.0.0.1", None, False)
     []

@@ -101,7 +101,7 @@ def worker_urls(router_host: str, hosts: list[WorkerHost]) -> tuple[list[str], l
 
     A group on another host must be published beyond loopback, or the router cannot reach it.
 
-    >>> worker_urls("node1", [WorkerHost("node2", "node2.lan", "127.0.0.1", [5000])])[1][0].check
+    >>> worker_urls("node1", [WorkerHost("node2", "node2.lan", "127.0.0.1", [5000])])[1][0].code
     'router-reach'
     """
     urls: list[str] = []

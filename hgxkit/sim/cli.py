@@ -15,9 +15,12 @@ from __future__ import annotations
 
 import argparse
 import functools
+import importlib.metadata
 import importlib.util
 import json
 import os
+import re
+import shlex
 import shutil
 from collections.abc import Callable
 
@@ -117,16 +120,34 @@ def _demo(args: argparse.Namespace) -> int:
 Handler = Callable[[argparse.Namespace], int]
 
 
+SIM_EXTRA = ("docker", "cryptography")  # the Docker SDK, and the nodes' SSH key
+
+
+def sim_extra_missing() -> list[str]:
+    """The modules of the `sim` extra this Python cannot import (none in `make venv`'s .venv)."""
+    return [name for name in SIM_EXTRA if importlib.util.find_spec(name) is None]
+
+
+def sim_extra_requirements() -> list[str]:
+    """The `sim` extra's requirements as this install declares them (empty when run from a bare checkout)."""
+    try:
+        declared = importlib.metadata.requires("hgxkit") or []
+    except importlib.metadata.PackageNotFoundError:
+        declared = []
+    return [r.split(";")[0].strip() for r in declared if re.search(r"""extra\s*==\s*["']sim["']""", r)]
+
+
 def _needs_sim_extra(handler: Handler) -> Handler:
-    """`handler`, failing with one line when the simulation's extra (the Docker SDK) is not installed."""
+    """`handler`, refused in one line (exit 2) when the simulation's extra is not installed: a controller for
+    real nodes installs hgxkit without it."""
 
     @functools.wraps(handler)
     def checked(args: argparse.Namespace) -> int:
-        missing = [m for m in ("docker", "cryptography") if importlib.util.find_spec(m) is None]
+        missing = sim_extra_missing()
         if missing:
-            raise HgxkitError(
-                f"`hgxkit sim` needs {' and '.join(missing)} (the 'sim' extra): pip install 'hgxkit[sim]' "
-                "(`make venv` installs it)"
+            wanted = " ".join(shlex.quote(r) for r in sim_extra_requirements()) or "'.[sim]' in the hgxkit checkout"
+            raise InputError(
+                f"`hgxkit sim` needs {' and '.join(missing)} (the 'sim' extra, not installed): pip install {wanted}"
             )
         return handler(args)
 

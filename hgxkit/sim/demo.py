@@ -197,7 +197,7 @@ def find_run(output: str, results: Path, since: float):  # -> hgxkit.results.run
 
 def reference_table(run) -> tuple[str, object | None]:  # run: hgxkit.results.run.Run
     """The run's measured cells next to the recipe's reference numbers (Markdown), and the recipe's reference."""
-    from hgxkit.recipe.loader import load_recipe
+    from hgxkit.recipe.read import load_recipe
     from hgxkit.results.compare import compare_reference
     from hgxkit.results.report import reference_markdown
 

@@ -17,19 +17,12 @@ from pathlib import Path
 from typing import Any
 
 from hgxkit import __version__
-from hgxkit.node.facts import (
-    CgroupVersion,
-    DockerInfo,
-    InstalledPackages,
-    KernelRelease,
-    Lscpu,
-    MemTotalBytes,
-    NvidiaSmiXml,
-    NvidiaTopology,
-    OsRelease,
-    SecureBootState,
-)
-from hgxkit.recipe.kinds import KINDS
+from hgxkit.kinds import DEFAULT_KIND, KINDS, legacy_version_keys
+from hgxkit.node.facts_apt import InstalledPackages
+from hgxkit.node.facts_docker import DockerInfo
+from hgxkit.node.facts_driver import SecureBootState
+from hgxkit.node.facts_gpu import NvidiaSmiXml, NvidiaTopology
+from hgxkit.node.facts_system import CgroupVersion, KernelRelease, Lscpu, MemTotalBytes, OsRelease
 from hgxkit.recipe.model import Recipe
 from hgxkit.results.fingerprint import UNKNOWN, Fingerprint, GpuFingerprint, hash_uuid
 
@@ -78,7 +71,9 @@ def collect_fingerprint(
     recipe_text = Path(recipe.path).read_bytes() if recipe.path else b""
     smi_driver = document.versions.get("driver_version") if document else None
     links = {v for (r, c), v in topology.items() if r.startswith("GPU") and c.startswith("GPU") and r != c}
-    kind = str(server_info.get("kind") or "sglang")
+    kind = str(server_info.get("kind") or DEFAULT_KIND)
+    own = KINDS.get(server_info.get("kind", DEFAULT_KIND))  # type: ignore[arg-type]
+    own_keys = own.version_keys if own else ()
     version = server_info.get("version")
     software = {
         "driver": driver.split("-")[0] if driver else smi_driver,
@@ -160,8 +155,9 @@ def collect_fingerprint(
             "image_digest": image_digest,
             "kind": server_info.get("kind"),
             "server_version": server_info.get("version"),
-            # SGLang's version under its old key too, so fingerprints stay comparable with earlier runs.
-            "sglang_version": server_info.get("version") if server_info.get("kind", "sglang") == "sglang" else None,
+            # A kind's version under its old keys too (SGLang's `sglang_version`), so fingerprints stay comparable
+            # with earlier runs; every kind's old key is written, None for the other kinds.
+            **{key: server_info.get("version") if key in own_keys else None for key in legacy_version_keys()},
             "speculative_algorithm": server_info.get("speculative_algorithm"),
             "moe_runner_backend": server_info.get("moe_runner_backend"),
             **({"node_rank": server_info["node_rank"]} if "node_rank" in server_info else {}),

@@ -13,22 +13,13 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
-from hgxkit.recipe.kinds import KINDS
+from hgxkit.kinds import DEFAULT_KIND, KINDS, ServerKind
 from hgxkit.recipe.matrix import MatrixCell
 from hgxkit.recipe.model import Recipe
-from hgxkit.results.bench import parse_bench_jsonl
 from hgxkit.results.summary import CellResult
 from hgxkit.results.telemetry import CellTelemetry, summarise_cell_telemetry
-from hgxkit.results.vllm_bench import parse_vllm_result
 
 BenchMode = Literal["smoke", "full", "none"]
-# Each kind's benchmark client as (module run as __main__, arguments before the client's own): the first
-# that imports in the serving container runs. SGLang: the newer module name, then the shim older images ship.
-CLIENTS: dict[str, tuple[tuple[str, tuple[str, ...]], ...]] = {
-    "sglang": (("sglang.benchmark.serving", ()), ("sglang.bench_serving", ())),
-    "vllm": (("vllm.entrypoints.cli.main", ("bench", "serve")),),
-}
-CLIENT_MODULES = tuple(module for module, _ in CLIENTS["sglang"])
 # A recipe without a benchmark matrix (most imported posts) gets this one small cell of its kind.
 DEFAULT_SMOKE = (512, 1, 4, 64)  # input tokens, concurrency, prompts, output tokens
 
@@ -45,7 +36,7 @@ class Cell:
     concurrency: int | None
     num_prompts: int
     output_len: int | None
-    kind: str = "sglang"
+    kind: str = DEFAULT_KIND
     served_name: str | None = None  # the name the server answers to (vLLM's client must send it)
     tokenizer: str | None = None  # the model's path in the container (vLLM's client tokenizes prompts)
     repeats: int = 1  # client runs of this cell (each appended to the same output file)
@@ -64,7 +55,7 @@ class Cell:
     def file(self) -> str:
         stem = self.cell_id or f"{self.input_len}_{self.concurrency}"
         stem = re.sub(r"[^A-Za-z0-9_.-]", "_", stem).replace(".", "_")
-        return f"g{self.group}_{stem}.{'json' if self.kind == 'vllm' else 'jsonl'}"
+        return f"g{self.group}_{stem}.{KINDS[self.kind].bench.suffix}"
 
     @property
     def client(self) -> str:
@@ -114,7 +105,7 @@ def plan_cells(
                            num_prompts=smoke.num_prompts if smoke else 3,
                            output_len=first.output_len if first else None, cell_id="smoke",
                            dataset=first.dataset if first else None,
-                           range_ratio=_ratio(first, kind.name) if first else None))  # fmt: skip
+                           range_ratio=_ratio(first, kind) if first else None))  # fmt: skip
     else:
         for w, run in enumerate(matrix.warmup_runs):
             shapes.append(dict(input_len=run.input_len, concurrency=run.concurrency, num_prompts=run.num_prompts,
@@ -124,7 +115,7 @@ def plan_cells(
                 input_len=cell.input_len or DEFAULT_SMOKE[0], concurrency=cell.concurrency,
                 num_prompts=cell.num_prompts or max(cell.concurrency or 1, 1) * 10, output_len=cell.output_len,
                 cell_id=cell.id, request_rate=cell.request_rate, dataset=cell.dataset,
-                range_ratio=_ratio(cell, kind.name), warmups=cell.warmups, seed=cell.seed,
+                range_ratio=_ratio(cell, kind), warmups=cell.warmups, seed=cell.seed,
                 extra_args=cell.extra_args,
             ))  # fmt: skip
     if output_len:
@@ -136,16 +127,16 @@ def plan_cells(
     ]
 
 
-def _ratio(cell: MatrixCell, kind: str) -> float | None:
-    """The cell's range ratio for the client that measures it: as written when the post used that kind's
-    client; the post's "fixed lengths" translated between clients (SGLang 1.0 = vLLM 0.0); None otherwise."""
+def _ratio(cell: MatrixCell, kind: ServerKind) -> float | None:
+    """The cell's range ratio for the client that measures it: as written when the post's client uses the same
+    convention; the post's "fixed lengths" translated between conventions (SGLang 1.0 = vLLM 0.0); None
+    otherwise."""
     if cell.range_ratio is None:
         return None
-    posted_kind = "vllm" if (cell.client or "").startswith("vllm") else "sglang"
-    if posted_kind == kind:
-        return cell.range_ratio
-    fixed = {"sglang": 1.0, "vllm": 0.0}
-    return fixed[kind] if cell.range_ratio == fixed[posted_kind] else None
+    posted = next((k for k in KINDS.values() if (cell.client or "").startswith(k.client)), None)
+    # A client of no kind's own (benchmark_serving.py, genai-perf) is read in the default kind's convention.
+    posted_fixed = (posted or KINDS[DEFAULT_KIND]).bench.fixed_ratio
+    return kind.ratio_for(cell.range_ratio, posted_fixed)
 
 
 def client_argv(cell: Cell, output_dir: str, *, warm: bool = False) -> list[str]:
@@ -157,40 +148,7 @@ def client_argv(cell: Cell, output_dir: str, *, warm: bool = False) -> list[str]
     warm-up requests would change nothing but the wall time: none are sent (SGLang's --flush-cache stays, so a
     repeat's identical prompts find no cached prefix and the accept-length counter starts again)."""
     warmups = "0" if warm else str(cell.warmups if cell.warmups is not None else max(cell.concurrency or 1, 1))
-    load = ["--max-concurrency", str(cell.concurrency)] if cell.concurrency is not None else []
-    load += ["--request-rate", str(cell.request_rate)] if cell.request_rate is not None else []
-    seed = ["--seed", str(cell.seed)] if cell.seed is not None else []
-    out_len = ["--random-output-len", str(cell.output_len)] if cell.output_len is not None else []
-    if cell.kind == "vllm":
-        dataset = cell.dataset if cell.dataset not in (None, "random-ids") else "random"
-        return [
-            "--backend", "vllm", "--base-url", f"http://127.0.0.1:{cell.port}", "--endpoint", "/v1/completions",
-            *(["--model", cell.served_name] if cell.served_name else []),
-            *(["--tokenizer", cell.tokenizer] if cell.tokenizer else []),
-            "--dataset-name", dataset, "--random-input-len", str(cell.input_len), *out_len,
-            # vLLM's ratio is a spread around the length: 0 = fixed lengths
-            "--random-range-ratio", str(cell.range_ratio if cell.range_ratio is not None else 0.0),
-            "--num-prompts", str(cell.num_prompts), *load, *seed,
-            "--num-warmups", warmups, "--percentile-metrics", "ttft,tpot,itl,e2el", "--metric-percentiles", "50,90,99",
-            "--save-result", "--save-detailed", "--append-result", "--result-dir", output_dir,
-            "--result-filename", cell.file, *cell.extra_args,
-        ]  # fmt: skip
-    dataset = cell.dataset or "random-ids"
-    if dataset == "random" and "--dataset-path" not in cell.extra_args:
-        # SGLang's `random` takes its token ids from ShareGPT, downloaded from the Hub; verify runs the client
-        # offline (HF_HUB_OFFLINE), so the same lengths, ratio and load are measured with random token ids.
-        dataset = "random-ids"
-    return [
-        "--backend", "sglang", "--host", "127.0.0.1", "--port", str(cell.port),
-        "--dataset-name", dataset,
-        "--random-input-len", str(cell.input_len), *out_len,
-        # SGLang's ratio is the shortest share of the length: 1 = fixed lengths
-        "--random-range-ratio", str(cell.range_ratio if cell.range_ratio is not None else 1.0),
-        "--num-prompts", str(cell.num_prompts), *load, *seed,
-        # --flush-cache resets the server's accept-length counter, which is otherwise lifetime-cumulative.
-        "--warmup-requests", warmups, "--flush-cache", "--output-details",
-        "--output-file", f"{output_dir}/{cell.file}", *cell.extra_args,
-    ]  # fmt: skip
+    return KINDS[cell.kind].bench.argv(cell, output_dir, warmups)
 
 
 def cells_from_output(
@@ -202,11 +160,7 @@ def cells_from_output(
     for cell in (c for c in cells if c.record):
         text = texts.get(cell.file, "")
         try:
-            if cell.kind == "vllm":
-                records = parse_vllm_result(text, source=cell.file, input_len=cell.input_len,
-                                            output_len=cell.output_len)  # fmt: skip
-            else:
-                records = parse_bench_jsonl(text, source=cell.file) if text.strip() else []
+            records = KINDS[cell.kind].bench.parse(text, cell)
         except ValueError as err:
             problems.append(f"group {cell.group} cell {cell.shape}: {err}")
             continue

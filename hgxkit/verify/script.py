@@ -21,9 +21,9 @@ from typing import Literal
 from pyinfra.api import StringCommand
 
 from hgxkit.hostcmd import argv, script, text, variable
-from hgxkit.recipe.kinds import KINDS
-from hgxkit.results.nvidia_smi import GPU_QUERY
-from hgxkit.verify.plan import CLIENTS, Cell, client_argv
+from hgxkit.kinds import KINDS
+from hgxkit.nvidia.smi import GPU_QUERY
+from hgxkit.verify.plan import Cell, client_argv
 
 ClientProcess = Literal["per_container", "per_cell"]
 DRIVER_FILE = "hgxkit_cells.py"
@@ -85,7 +85,7 @@ def find_client(kind: str) -> str:
     return text(
         script(
             'for m in {modules}; do python3 -c "import $m" >/dev/null 2>&1 && {{ echo $m; break; }}; done',
-            modules=[module for module, _ in CLIENTS[kind]],
+            modules=[module for module, _ in KINDS[kind].bench.modules],
         )
     )
 
@@ -170,7 +170,7 @@ def _per_container_lines(container: str, cells: list[Cell], labels: dict[int, st
     plan = [[cell.file, f"{inner}/{cell.file}.log", labels[id(cell)], client_argv(cell, inner), cell.repeats,
              client_argv(cell, inner, warm=True)] for cell in cells]  # fmt: skip
     driver_log = f"client-{_safe(container)}.log"
-    candidates = [[module, list(prefix)] for module, prefix in CLIENTS[cells[0].kind]]
+    candidates = [[module, list(prefix)] for module, prefix in KINDS[cells[0].kind].bench.modules]
     client = argv(*_exec(container, "python3", f"{inner}/{DRIVER_FILE}", json.dumps(candidates),
                          json.dumps(plan)))  # fmt: skip
     title = KINDS[cells[0].kind].title
@@ -251,7 +251,7 @@ def _per_cell_lines(cells: list[Cell], labels: dict[int, str], inner: str) -> li
         var = var_of[cell.container]
         log = f"{cell.file}.log"
         client = argv(*_exec(cell.container, "python3", "-m"))
-        prefix = list(CLIENTS[cell.kind][0][1])
+        prefix = list(KINDS[cell.kind].bench.modules[0][1])
         copy = argv("docker", "cp", f"{cell.container}:{inner}/{cell.file}", cell.file)
         lines += [
             text(script("echo {label} > progress", label=labels[id(cell)])),

@@ -26,7 +26,9 @@ from hgxkit.hostfiles import write_text
 from hgxkit.knobs import knob
 from hgxkit.node.apt import apt_install_commands, apt_mark_hold, flat_repo_line
 from hgxkit.node.docker import DAEMON_JSON, daemon_json_text, parse_daemon_json, smoke_problem, with_cgroupfs
-from hgxkit.node.facts import BootId, FileText, HeldPackages, InstalledPackages, JsonFile
+from hgxkit.node.facts_apt import HeldPackages, InstalledPackages
+from hgxkit.node.facts_files import FileText, JsonFile
+from hgxkit.node.facts_system import BootId
 from hgxkit.problems import Problem
 from roles.container_toolkit.defaults import (
     DEFAULTS,

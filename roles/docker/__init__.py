@@ -17,7 +17,8 @@ from pyinfra.operations.util import any_changed
 
 from hgxkit.hostcmd import argv
 from hgxkit.node.docker import deb822_sources
-from hgxkit.node.facts import InstalledPackages, OsRelease, SnapInstalled
+from hgxkit.node.facts_apt import InstalledPackages, SnapInstalled
+from hgxkit.node.facts_system import OsRelease
 from roles.docker.defaults import CONFLICTING_PACKAGES, DEFAULTS, DOCKER_CE_PACKAGES, KEYRING, SOURCES_FILE
 
 

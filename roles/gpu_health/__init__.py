@@ -16,7 +16,8 @@ from pyinfra.operations import python, server, systemd
 from hgxkit.knobs import knob
 from hgxkit.node.apt import apt_install_commands
 from hgxkit.node.driver import NVIDIA_CUDA_LIST
-from hgxkit.node.facts import InstalledPackages, ServiceActive
+from hgxkit.node.facts_apt import InstalledPackages
+from hgxkit.node.facts_system import ServiceActive
 from hgxkit.node.health import GpuHealthReport, gpu_health_report
 from hgxkit.problems import refuse
 from roles.gpu_health.defaults import DCGM_UNIT, DEFAULTS

@@ -21,11 +21,14 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
+import shlex
 import time
 import uuid
 from dataclasses import replace
 from io import StringIO
 from pathlib import Path
+from typing import Any
 
 from pyinfra import host, logger
 from pyinfra.api import deploy
@@ -33,12 +36,14 @@ from pyinfra.api.exceptions import DeployError
 from pyinfra.operations import apt, files, python, server
 
 from hgxkit.hostcmd import HostRunner, SecretLines, argv, script
-from hgxkit.knobs import knob, recipe_for
+from hgxkit.knobs import knob
 from hgxkit.model import core
 from hgxkit.model.facts import ModelSyncStatus
 from hgxkit.model.placement import model_dir_problems
-from hgxkit.node.facts import FileText, RealPath
+from hgxkit.node.facts_files import FileText, RealPath
 from hgxkit.problems import refuse
+from hgxkit.recipe.host_recipe import recipe_for
+from hgxkit.serving.nodegroups import fabric_address
 from roles.model.defaults import DEFAULTS, TOKEN_DIR
 
 PROGRAM = Path(core.__file__).with_name("fetch.py")
@@ -108,7 +113,8 @@ def build_spec() -> core.Spec:
             spec,
             host_name=host.name,
             fleet_port=int(data.get("model_fleet_port")),
-            fleet_bind=str(data.get("model_peer_address") or ""),
+            fleet_bind=fabric_address(host) or "",
+            fleet_bind_any=bool(data.get("model_fleet_bind_any")),
             fleet_children=[h for h in children if host.state.is_host_in_limit(host.inventory.get_host(h))],
         )
         parent = fleet_parent(host.name, order, fanout)
@@ -132,6 +138,7 @@ def build_spec() -> core.Spec:
         peer_dir=model.local_dir,
         peer_key=str(data.get("model_peer_key")),
         peer_wait_s=float(data.get("model_peer_wait_s")),
+        peer_program=peer_program(peer),
     )
 
 
@@ -167,8 +174,48 @@ def _paths() -> tuple[str, str, str]:
     return f"{venv}/bin/python", f"{lib}/hgxkit_fetch.py", str(host.data.get("model_state_dir"))
 
 
-def _authorize_on_peer(peer_name: str, key: str, user: str) -> None:
-    """Put this host's peer key into the peer's authorized_keys (once; the line is marked hgxkit-model-peer)."""
+def peer_program(peer: Any) -> str:
+    """The downloader on `peer` as a command prefix: its virtualenv's python and its hgxkit_fetch.py."""
+    venv = str(peer.data.get("model_venv") or DEFAULTS["model_venv"])
+    lib = str(peer.data.get("model_lib_dir") or DEFAULTS["model_lib_dir"])
+    return shlex.join([f"{venv}/bin/python", f"{lib}/hgxkit_fetch.py"])
+
+
+_PUB_KEY = re.compile(r"(ssh-ed25519|ssh-rsa|ecdsa-sha2-nistp\d+) [A-Za-z0-9+/=]+( [\x21-\x7e]+)?")
+_FROM_PATTERN = re.compile(r"[0-9A-Fa-f.:/]+")
+
+
+def peer_key_line(pub: str, child_addresses: list[str], program: str, local_dir: str, state_dir: str) -> str:
+    """The authorized_keys line of a child's peer key on its parent: `restrict` (no pty, forwarding, agent or
+    X11), `from=` the child's addresses, and `command=` the one read-only transfer (the downloader's
+    `peer-serve`, which serves the verified files of `local_dir` and its state, whatever the client asks).
+
+    >>> peer_key_line("ssh-ed25519 AAAA c@n2", ["10.0.0.2"], "/v/python /f.py", "/m/x", "/s")
+    'restrict,from="10.0.0.2",command="/v/python /f.py peer-serve --dir /m/x --state-dir /s" ssh-ed25519 AAAA c@n2'
+    """
+    pub = pub.strip()
+    if not _PUB_KEY.fullmatch(pub):
+        raise ValueError(f"not one public key line: {pub[:60]!r}")
+    addresses = sorted(set(child_addresses))
+    bad = [a for a in addresses if not _FROM_PATTERN.fullmatch(a)]
+    if not addresses or bad:
+        raise ValueError(f"the child's addresses must be IP addresses (got {child_addresses})")
+    command = f"{program} " + shlex.join(["peer-serve", "--dir", local_dir, "--state-dir", state_dir])
+    if '"' in command or "\\" in command or "\n" in command:
+        raise ValueError(f"the forced command may not hold a quote, backslash or newline: {command!r}")
+    return f'restrict,from="{",".join(addresses)}",command="{command}" {pub}'
+
+
+def _addresses(runner: HostRunner, name: str | None = None) -> list[str]:
+    """IP addresses: the host's own (`hostname -I`), or what `name` resolves to on the host."""
+    ok, lines = runner.status(argv("getent", "ahosts", name) if name else argv("hostname", "-I"))
+    words = [w for line in lines for w in (line.split()[:1] if name else line.split())] if ok else []
+    return [w for w in words if _FROM_PATTERN.fullmatch(w)]
+
+
+def _authorize_on_peer(peer_name: str, key: str, user: str, local_dir: str) -> None:
+    """Put this host's peer key into the peer's authorized_keys, restricted (peer_key_line), replacing any
+    line of the same key (the comment marks it hgxkit-model-peer)."""
     ok, lines = HostRunner(host).status(argv("cat", key + ".pub"))
     pub = " ".join(lines).strip()
     if not ok or not pub.startswith("ssh-"):
@@ -176,12 +223,23 @@ def _authorize_on_peer(peer_name: str, key: str, user: str) -> None:
     peer = host.inventory.get_host(peer_name)
     if not peer.connected:
         peer.connect(raise_exceptions=True)
+    seen_as = fabric_address(host) or host.data.get("ssh_hostname") or host.name
+    addresses = _addresses(HostRunner(host)) + _addresses(HostRunner(peer), str(seen_as))
+    state_dir = str(peer.data.get("model_state_dir") or DEFAULTS["model_state_dir"])
+    try:
+        line = peer_key_line(pub, addresses, peer_program(peer), local_dir, state_dir)
+    except ValueError as err:
+        raise DeployError(f"{host.name}: cannot authorize the peer key on {peer_name}: {err}") from None
+    blob = pub.split()[1]
     ok, _ = HostRunner(peer).status(
         script(
             'h=$(getent passwd {user} | cut -d: -f6) && [ -n "$h" ] && a="$h/.ssh/authorized_keys" && '
-            'mkdir -p -m 700 "$h/.ssh" && touch "$a" && chmod 600 "$a" && (grep -qxF {pub} "$a" || echo {pub} >> "$a")',
+            'mkdir -p -m 700 "$h/.ssh" && touch "$a" && chmod 600 "$a" && '
+            '{{ grep -vF {blob} "$a" || true; }} > "$a.hgxkit" && echo {line} >> "$a.hgxkit" && '
+            'chmod 600 "$a.hgxkit" && mv -f "$a.hgxkit" "$a"',
             user=user,
-            pub=pub,
+            blob=blob,
+            line=line,
         )
     )
     if not ok:
@@ -306,6 +364,7 @@ def model() -> None:
             peer_name=spec.peer_name,
             key=spec.peer_key,
             user=spec.peer_user,
+            local_dir=spec.peer_dir,
         )
     python.call(
         name=f"Sync {spec.repo_id}@{spec.revision} to {spec.local_dir} (unit {core.unit_name(spec.local_dir)})",

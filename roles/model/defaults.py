@@ -12,17 +12,26 @@ model_source             hub (default: the Hub, or the mirror in hf_endpoint); d
                          file once and the fleet finishes about when the first host does).
 model_fleet_fanout       fleet: hosts each host serves (2: a binary tree; 1: a chain). More spreads the bytes
                          over more links; fewer keeps each parent's uplink for fewer children.
-model_fleet_port         fleet: the port a host serves its verified files on to the hosts below it (HTTP, on
-                         model_peer_address when set; sendfile, no encryption cost per byte), while its sync
-                         runs and until they have their copies. Each request carries a secret the server makes
-                         per run, readable by root only; the hosts below read it over SSH with their peer key.
-                         A host that cannot reach it (or a parent not running its sync) copies over SSH.
+model_fleet_port         fleet: the port a host serves its verified files on to the hosts below it (HTTP on its
+                         fabric_address, else model_peer_address; sendfile, no encryption cost per byte), while
+                         its sync runs and until they have their copies. Each request is signed (HMAC-SHA256
+                         over method, path, Range, time and a nonce) with a secret the server makes per run,
+                         readable by root only, which the hosts below read over SSH with their peer key;
+                         anything unsigned gets 403 and does not keep the server alive. Connections time out
+                         after 10 s idle, and at most 32 (or model_download_workers + 2 per host below, when
+                         more) are served at once. A host that cannot reach it (or a parent not running its
+                         sync) copies over SSH.
+model_fleet_bind_any     fleet: true lets a host with neither fabric_address nor model_peer_address (or one set to
+                         0.0.0.0) serve on every address; false (default): such a host does not serve over
+                         HTTP, and the hosts below copy over SSH.
 model_peer               inventory name of the host to copy from (model_source: peer).
 model_peer_address       set on a host: the address other hosts reach it at for peer copies (default: its
                          ssh_hostname, else its inventory name).
 model_peer_user          the SSH user on the peer (its authorized_keys gets this host's peer key).
 model_peer_key           private key generated on this host for peer copies (its .pub is authorized on the peer,
-                         comment `hgxkit-model-peer@<host>`; remove that line from the peer to revoke it).
+                         comment `hgxkit-model-peer@<host>`; remove that line from the peer to revoke it). The
+                         line is `restrict,from="<this host's addresses>",command="<downloader> peer-serve ..."`:
+                         the key can only read the peer's verified model files and sync state, nothing else.
 model_peer_wait_s        how long a peer or fleet copy waits while its parent verifies no new file.
 hf_endpoint              a Hub mirror (HF_ENDPOINT), e.g. http://mirror.internal:8080; None: huggingface.co.
 hf_token_env             controller environment variable holding the token (HF_TOKEN). It reaches the host on
@@ -40,7 +49,7 @@ model_disk_margin_gb     ... plus this floor (GB); a shortfall fails before anyt
 model_full_rehash        true: re-hash every file (sha256) instead of trusting the manifest's size+mtime check.
 model_download_workers   files fetched at once, one connection each, largest first (8 fills a 10-25 Gb/s link
                          from the Hub's CDN; each file is hashed as its bytes arrive, so there is no second
-                         read, and a cut transfer resumes at its last byte: HTTP Range, or `tail -c +N`).
+                         read, and a cut transfer resumes at its last byte: HTTP Range, or an offset over SSH).
 model_xet                true: files the Hub keeps in Xet storage go through hf_xet (chunked, parallel,
                          deduplicated; each is hashed right after it lands, from the page cache); false: plain
                          HTTP for them too (hashed as they stream, resumable mid-file).
@@ -89,6 +98,7 @@ DEFAULTS = {
     "model_download_workers": 8,
     "model_fleet_fanout": 2,
     "model_fleet_port": 8097,
+    "model_fleet_bind_any": False,
     "model_xet": True,
     "model_xet_high_performance": True,
     "model_xet_cache_dir": None,

@@ -29,7 +29,8 @@ from hgxkit.node.driver import (
     packages_needing_install,
     reboot_reason,
 )
-from hgxkit.node.facts import HeldPackages, InstalledPackages, OsRelease, ServiceActive
+from hgxkit.node.facts_apt import HeldPackages, InstalledPackages
+from hgxkit.node.facts_system import OsRelease, ServiceActive
 from hgxkit.node.preflight import distro_key
 from hgxkit.nvidia.smi import upstream_version
 from hgxkit.problems import refuse

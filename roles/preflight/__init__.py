@@ -17,16 +17,9 @@ from pyinfra.facts.server import Arch
 
 from hgxkit.knobs import knob
 from hgxkit.node.driver import package_origin
-from hgxkit.node.facts import (
-    CgroupVersion,
-    FreeBytes,
-    InstalledPackages,
-    MemTotalBytes,
-    NvidiaPci,
-    OsRelease,
-    PackagePolicies,
-    SecureBootState,
-)
+from hgxkit.node.facts_apt import InstalledPackages, PackagePolicies
+from hgxkit.node.facts_driver import NvidiaPci, SecureBootState
+from hgxkit.node.facts_system import CgroupVersion, FreeBytes, MemTotalBytes, OsRelease
 from hgxkit.node.preflight import HostFacts, PreflightPolicy, preflight_problems
 from hgxkit.problems import refuse
 from roles.preflight.defaults import DEFAULTS

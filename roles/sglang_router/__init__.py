@@ -1,4 +1,6 @@
-"""SGLang router (optional): one sglang-router container on one host, fronting every group of every host.
+"""SGLang router (optional): one container on one host, fronting every SGLang group of every host.
+
+It is SGLang's own router (`python -m sglang_router.launch_router`), so its workers are SGLang servers.
 
 Runs after the serving role. Off unless `router: true`; only the chosen host (`router_host`, default the
 first host with `router: true`) runs it. The container is labelled with a hash of its spec, so an unchanged
@@ -23,9 +25,10 @@ from pyinfra.api.output import echo
 from pyinfra.operations import python
 
 from hgxkit.hostcmd import HostRunner, script
-from hgxkit.knobs import knob, recipe_for
-from hgxkit.node.facts import NvidiaSmi
+from hgxkit.knobs import knob, role_knob
+from hgxkit.node.facts_gpu import NvidiaSmi
 from hgxkit.problems import refuse
+from hgxkit.recipe.host_recipe import recipe_for
 from hgxkit.recipe.render import render_recipe
 from hgxkit.secrets import redact
 from hgxkit.serving.facts import RouterContainer
@@ -45,12 +48,6 @@ from hgxkit.serving.router import (
 from roles.sglang_router.defaults import DEFAULTS
 
 
-def _own(h: Host, key: str) -> object:
-    """This role's knob `key` for host `h` (its defaults apply only inside its own @deploy)."""
-    value = h.data.get(key)
-    return DEFAULTS.get(key) if value is None else value
-
-
 def _worker_host(h: Host) -> WorkerHost | None:
     """What the router needs of inventory host `h`: address, bind address and its groups' ports. A multi-node
     group is one worker, its rank 0 (None for the hosts of its other ranks)."""
@@ -65,7 +62,8 @@ def _worker_host(h: Host) -> WorkerHost | None:
     if total is None:
         total = len(h.get_fact(NvidiaSmi).gpus) or None
     ports = [g.port for g in render_recipe(recipe, total_gpus=int(str(total)) if total else None) if g.port]
-    candidates = (_own(h, "router_worker_address"), h.data.get("model_peer_address"), h.data.get("ssh_hostname"))
+    candidates = (role_knob(h, "router_worker_address", DEFAULTS), h.data.get("model_peer_address"),
+                  h.data.get("ssh_hostname"))
     address = next((str(v) for v in candidates if v), h.name)
     return WorkerHost(h.name, address, str(knob(h, "bind_address")), ports, bool(knob(h, "api_key")))
 
@@ -108,6 +106,7 @@ def sglang_router() -> None:
         raise DeployError(str(err)) from None
     if not needs_replacing(host.get_fact(RouterContainer), spec):
         return  # nothing differs: no operation, nothing restarted
+    # A callback: the image's digest exists only after the pull, and the router's readiness only once it runs.
     python.call(
         name=f"Start the SGLang router on port {data.get('router_port')} ({len(urls)} workers)",
         function=_start,

@@ -26,12 +26,15 @@ from pyinfra.api.output import echo
 from pyinfra.operations import python
 
 from hgxkit.hostcmd import HostRunner, argv, script
-from hgxkit.knobs import knob, recipe_for
+from hgxkit.knobs import knob
 from hgxkit.node.driver import driver_gate
-from hgxkit.node.facts import FileText, InstalledPackages, JsonFile, NvidiaSmi
+from hgxkit.node.facts_apt import InstalledPackages
+from hgxkit.node.facts_files import FileText, JsonFile
+from hgxkit.node.facts_gpu import NvidiaSmi
 from hgxkit.node.health import gpu_health_report
 from hgxkit.problems import problem_lines, refuse
-from hgxkit.recipe.loader import dump_recipe
+from hgxkit.recipe.dump import dump_recipe
+from hgxkit.recipe.host_recipe import recipe_for
 from hgxkit.recipe.model import Recipe
 from hgxkit.results.archive import run_id_for, write_run
 from hgxkit.results.report import run_markdown

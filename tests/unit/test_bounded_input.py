@@ -16,7 +16,7 @@ import pytest
 from test_results import make_run
 
 from hgxkit.errors import InputError
-from hgxkit.recipe.loader import load_recipe
+from hgxkit.recipe.read import load_recipe
 from hgxkit.recipe.shellwords import split_words
 from hgxkit.results.html_report import CSP
 from hgxkit.results.plots import figure_svg, ttft_figure

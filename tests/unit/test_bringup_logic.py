@@ -28,7 +28,7 @@ GOOD = HostFacts(
 
 
 def checks(facts: HostFacts, policy: PreflightPolicy | None = None) -> list[str]:
-    return [p.check for p in preflight_problems(facts, policy or PreflightPolicy())]
+    return [p.code for p in preflight_problems(facts, policy or PreflightPolicy())]
 
 
 def test_a_proper_node_passes_preflight() -> None:
@@ -57,7 +57,7 @@ def test_a_proper_node_passes_preflight() -> None:
 )
 def test_each_preflight_failure_names_check_finding_and_remedy(change: dict, check: str, text: str) -> None:
     (problem,) = preflight_problems(replace(GOOD, **change), PreflightPolicy())
-    assert problem.check == check
+    assert problem.code == check
     assert text in str(problem)
     assert problem.remedy
 
@@ -171,5 +171,5 @@ def test_health_report_problems() -> None:
     assert clean.problems() == []
     xids = parse_xids("[  12.3] NVRM: Xid (PCI:0000:18:00): 79, pid=1234, name=python3, GPU has fallen off the bus.")
     bad = replace(clean, gpus=[replace(gpu, persistence_mode=False, ecc_errors_uncorrected=2)], xids=xids)
-    assert [p.check for p in bad.problems()] == ["ecc", "persistence", "xid"]
+    assert [p.code for p in bad.problems()] == ["ecc", "persistence", "xid"]
     assert "XID 79 on 0000:18:00: GPU has fallen off the bus." in str(bad.problems()[-1])

@@ -15,6 +15,7 @@ from hgxkit.node.converged import (
     judged_by,
     parse_state,
     skip_reason,
+    source_files,
     state_command,
     verified_record,
 )
@@ -75,6 +76,14 @@ def test_judged_by_follows_knob_values_and_source_text(tmp_path: Path) -> None:
     assert judged_by({"nvidia_driver_version": "580.95.05"}, [source]) != first
     source.write_text("CHECK = 2\n")
     assert judged_by({"nvidia_driver_version": "580.105.08"}, [source]) != first
+
+
+def test_source_files_take_a_folder_as_its_python_files_and_a_file_as_itself(tmp_path: Path) -> None:
+    (tmp_path / "role" / "sub").mkdir(parents=True)
+    for name in ("role/__init__.py", "role/sub/defaults.py", "role/notes.txt", "deploy.py"):
+        (tmp_path / name).write_text("x = 1\n")
+    found = source_files([tmp_path / "role", tmp_path / "deploy.py"])
+    assert [p.relative_to(tmp_path).as_posix() for p in found] == ["role/__init__.py", "role/sub/defaults.py", "deploy.py"]
 
 
 def test_the_state_command_quotes_the_record_path() -> None:

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from hgxkit.hostcmd import text
-from hgxkit.recipe.kinds import SGLANG, VLLM
+from hgxkit.kinds.sglang import SGLANG
+from hgxkit.kinds.vllm import VLLM
 from hgxkit.verify.envreport import read_env_report, report_unit, start_env_report
 
 DOCKER = """#!/bin/sh

@@ -19,8 +19,9 @@ from hypothesis import strategies as st
 from hgxkit.errors import InputError
 from hgxkit.recipe.check import check_recipe
 from hgxkit.recipe.danger import DANGER_NAMES, dangerous_options
+from hgxkit.recipe.dump import dump_recipe
 from hgxkit.recipe.importing.docker_run import import_docker_run, import_with_notes
-from hgxkit.recipe.loader import MAX_RECIPE_BYTES, dump_recipe, load_recipe, parse_recipe_text
+from hgxkit.recipe.read import MAX_RECIPE_BYTES, load_recipe, parse_recipe_text
 from hgxkit.recipe.render import render_recipe
 from hgxkit.recipe.shellwords import LITERAL_DOLLAR, quote_word
 

@@ -1,12 +1,19 @@
-"""The server kind table: detection from program and image, refusals by name, flag spellings per engine."""
+"""The server kinds (hgxkit/kinds): detection from program and image, refusals by name, flag spellings per
+engine, what each kind brings, and the examples in their docstrings."""
 
 from __future__ import annotations
+
+import doctest
+import importlib
+from pathlib import Path
 
 import pytest
 
 from hgxkit.errors import InputError
-from hgxkit.recipe.kinds import KINDS, detect_kind
+from hgxkit.kinds import KINDS, detect_kind, launcher_prefixes, legacy_version_keys, posted_clients, register_kind
 from hgxkit.recipe.server_args import ServerCommand
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.parametrize(
@@ -64,3 +71,25 @@ def test_the_table_says_what_verify_and_serving_need() -> None:
     assert sglang.default_host == "127.0.0.1" and vllm.default_host == "0.0.0.0"
     assert sglang.flush_cache and not vllm.flush_cache
     assert vllm.api_key_env == "VLLM_API_KEY" and sglang.api_key_env is None
+
+
+@pytest.mark.parametrize("name", ["hgxkit.kinds", "hgxkit.kinds.base", "hgxkit.kinds.sglang", "hgxkit.kinds.vllm"])
+def test_docstring_examples(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(ROOT)
+    result = doctest.testmod(importlib.import_module(name), optionflags=doctest.ELLIPSIS)
+    assert result.failed == 0
+
+
+def test_each_kind_brings_its_client_metrics_and_version_field() -> None:
+    sglang, vllm = KINDS["sglang"], KINDS["vllm"]
+    assert (sglang.bench.suffix, sglang.bench.fixed_ratio) == ("jsonl", 1.0)
+    assert (vllm.bench.suffix, vllm.bench.fixed_ratio) == ("json", 0.0)
+    assert sglang.metrics.running == "sglang:num_running_reqs" and vllm.metrics.drafts
+    assert legacy_version_keys() == ("sglang_version",)
+    assert [c.name for c in posted_clients()] == ["sglang.benchmark.serving", "vllm bench serve", "benchmark_serving.py"]
+    assert launcher_prefixes() == (("sglang", "serve"), ("vllm", "serve"))
+
+
+def test_a_kind_name_is_registered_once() -> None:
+    with pytest.raises(ValueError, match="already known"):
+        register_kind(KINDS["vllm"])

@@ -73,14 +73,18 @@ def _file(tmp: Path, name: str, data: bytes) -> tuple[VerifiedFile, FileMeta]:
 
 def test_verify_file_sizes_sha256_and_git_oid(tmp_path: Path) -> None:
     _, meta = _file(tmp_path, "w.safetensors", b"weights" * 100)
-    assert core.verify_file(str(tmp_path / "w.safetensors"), meta) is None
+    assert core.verify_file(str(tmp_path), "w.safetensors", meta) is None
     (tmp_path / "w.safetensors").write_bytes(b"Weights" * 100)
-    assert core.verify_file(str(tmp_path / "w.safetensors"), meta).startswith("sha256 ")
-    assert core.verify_file(str(tmp_path / "gone"), meta) == "missing"
+    assert core.verify_file(str(tmp_path), "w.safetensors", meta).startswith("sha256 ")
+    assert core.verify_file(str(tmp_path), "gone", meta) == "missing"
     (tmp_path / "c.json").write_text("{}\n")
     oid = hashlib.sha1(b"blob 3\0{}\n").hexdigest()
-    assert core.verify_file(str(tmp_path / "c.json"), FileMeta("c.json", 3, None, oid)) is None
-    assert core.verify_file(str(tmp_path / "c.json"), FileMeta("c.json", 4, None, oid)) == "size 3 != 4"
+    assert core.verify_file(str(tmp_path), "c.json", FileMeta("c.json", 3, None, oid)) is None
+    assert core.verify_file(str(tmp_path), "c.json", FileMeta("c.json", 4, None, oid)) == "size 3 != 4"
+    os.mkfifo(tmp_path / "fifo.json")  # would block a plain open: refused without opening it for reading
+    assert core.verify_file(str(tmp_path), "fifo.json", FileMeta("fifo.json", 3, None, oid)) == "not a regular file"
+    (tmp_path / "link.json").symlink_to(tmp_path / "c.json")
+    assert core.verify_file(str(tmp_path), "link.json", FileMeta("link.json", 3, None, oid)) == "not a regular file"
 
 
 def test_manifest_round_trip_and_check(tmp_path: Path) -> None:
@@ -135,14 +139,20 @@ def test_names_from_a_listing_stay_inside_local_dir(name: str, why: str | None) 
 
 
 def test_a_symlink_cannot_lead_a_write_out_of_local_dir(tmp_path: Path) -> None:
+    """Writes below local_dir walk each directory with no link followed: a planted link is replaced by name."""
     (tmp_path / "m").mkdir()
     (tmp_path / "outside").mkdir()
     (tmp_path / "m" / "sub").symlink_to(tmp_path / "outside")
-    assert core.safe_path(str(tmp_path / "m"), "a/b.json") == str(tmp_path / "m" / "a" / "b.json")
-    with pytest.raises(ValueError, match=r"leads out of .* through a symlink"):
-        core.safe_path(str(tmp_path / "m"), "sub/x.json")
+    core.write_under(str(tmp_path / "m"), "a/b.json", "{}")
+    assert (tmp_path / "m" / "a" / "b.json").read_text() == "{}"
+    core.write_under(str(tmp_path / "m"), "sub/x.json", "{}")
+    assert not (tmp_path / "m" / "sub").is_symlink() and (tmp_path / "m" / "sub" / "x.json").is_file()
+    assert list((tmp_path / "outside").iterdir()) == []
+    (tmp_path / "m" / "sub2").symlink_to(tmp_path / "outside")
+    assert core.regular_stat(str(tmp_path / "m"), "sub2/x.json") is None  # reads do not pass a link either
     with pytest.raises(ValueError, match=r"has a '\.\.'"):
-        core.safe_path(str(tmp_path / "m"), "../outside/x.json")
+        core.write_under(str(tmp_path / "m"), "../outside/x.json", "{}")
+    assert list((tmp_path / "outside").iterdir()) == []
 
 
 def test_content_hash_streams_sha256_and_git_oids() -> None:

@@ -229,7 +229,9 @@ def test_a_fresh_sync_hashes_as_the_bytes_arrive(hub, tmp_path: Path, monkeypatc
     """No file is read back after it was written: each is hashed on its way in."""
     reads: list[str] = []
     real = fetch.core.verify_file
-    monkeypatch.setattr(fetch.core, "verify_file", lambda path, meta: reads.append(path) or real(path, meta))
+    monkeypatch.setattr(
+        fetch.core, "verify_file", lambda root, path, meta: reads.append(path) or real(root, path, meta)
+    )
     code, result = run(spec_file(tmp_path, hub[1]))
     assert code == 0 and len(result["fetched"]) == 8 and reads == []
     assert not (tmp_path / "models" / "tiny" / ".cache" / "hgxkit" / "partial").exists()
@@ -334,9 +336,10 @@ def test_xet_files_go_to_hf_xet_and_are_hashed_after(
     server, url = xet_hub
     landed: list[str] = []
 
-    def hf_xet(self, meta) -> None:  # stands in for hf_hub_download: the file lands, as hf_xet would write it
-        landed.append(meta.path)
-        target = Path(self.spec.local_dir, meta.path)
+    def hf_xet(self, meta, local_dir: str) -> None:  # stands in for hf_hub_download: the file lands, as hf_xet
+        landed.append(meta.path)  # would write it, in the staging directory it was given
+        assert local_dir.startswith(f"{self.spec.local_dir}/.cache/hgxkit/xet-stage/")
+        target = Path(local_dir, meta.path)
         target.write_bytes((hub_root / REPO / "refs" / "main" / meta.path).read_bytes())
 
     monkeypatch.setattr(fetch.HubBodies, "fetch_xet", hf_xet)
@@ -401,12 +404,13 @@ def host_spec(
         "repo_id": REPO, "local_dir": str(tmp_path / name / name), "allow_patterns": ["*.json", "*.safetensors"],
         "endpoint": url, "state_dir": str(tmp_path / "state"), "margin_gb": 0.001, "retries": 2,
         "backoff_s": 0.01, "workers": 2, "source": "fleet", "peer_wait_s": 30, "host_name": name,
-        "fleet_port": 0, "fleet_children": list(children),
+        "fleet_port": 0, "fleet_bind": "127.0.0.1", "fleet_children": list(children),
     }  # fmt: skip
     if parent:
         doc.update(
-            peer_name=parent, peer_address="127.0.0.1", peer_key="/dev/null", peer_dir=str(tmp_path / parent / parent)
-        )
+            peer_name=parent, peer_address="127.0.0.1", peer_key="/dev/null", peer_dir=str(tmp_path / parent / parent),
+            peer_program=f"{sys.executable} {FETCH}",
+        )  # fmt: skip
     doc.update(kw)
     path = tmp_path / f"{name}.spec.json"
     path.write_text(json.dumps(doc))
@@ -494,8 +498,20 @@ def test_a_peer_copy_touches_no_hub_and_refuses_unsafe_names(hub, tmp_path: Path
     assert not (tmp_path / "n3" / "owned.json").exists()
 
 
+def fleet_get(base: str, path: str, secret: str | None, **headers: str) -> tuple[int, bytes]:
+    """GET `path` from a fleet server, signed with `secret` (None: unsigned)."""
+    if secret:
+        headers.update(fetch.fleet_auth(secret, "GET", path, headers.get("Range", "")))
+    req = urllib.request.Request(base + path, headers=headers)
+    try:
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            return resp.status, resp.read()
+    except urllib.error.HTTPError as err:
+        return err.code, b""
+
+
 def test_a_fleet_server_answers_only_with_its_secret_and_only_verified_files(hub, tmp_path: Path) -> None:
-    spec_path = spec_file(tmp_path, hub[1], source="fleet", fleet_port=0)
+    spec_path = spec_file(tmp_path, hub[1], source="fleet", fleet_port=0, fleet_bind="127.0.0.1")
     assert run(spec_path)[0] == 0
     spec = fetch.Spec.load(spec_path)
     syncer = fetch.Syncer(spec, None, fetch.Reporter(spec, "t"))
@@ -507,18 +523,11 @@ def test_a_fleet_server_answers_only_with_its_secret_and_only_verified_files(hub
     base = f"http://127.0.0.1:{doc['port']}"
 
     def get(path: str, secret: str | None = doc["secret"], **headers: str) -> tuple[int, bytes]:
-        req = urllib.request.Request(base + path, headers=headers)
-        if secret:
-            req.add_header("Authorization", f"Bearer {secret}")
-        try:
-            with urllib.request.urlopen(req) as resp:
-                return resp.status, resp.read()
-        except urllib.error.HTTPError as err:
-            return err.code, b""
+        return fleet_get(base, path, secret, **headers)
 
     try:
         config = (tmp_path / "models" / "tiny" / "config.json").read_bytes()
-        assert get("/state", None)[0] == 401 and get("/files/config.json", "wrong")[0] == 401
+        assert get("/state", None)[0] == 403 and get("/files/config.json", "wrong")[0] == 403
         assert get("/files/config.json") == (200, config)
         assert get("/files/config.json", Range="bytes=10-") == (206, config[10:])
         assert get("/files/../../etc/passwd")[0] == 404 and get("/files/%2E%2E/spec.json")[0] == 404

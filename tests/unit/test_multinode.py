@@ -13,9 +13,9 @@ import pytest
 from hgxkit.cli import main
 from hgxkit.recipe.check import check_recipe
 from hgxkit.recipe.danger import dangerous_options
+from hgxkit.recipe.dump import dump_recipe
 from hgxkit.recipe.importing.docker_run import import_docker_run
 from hgxkit.recipe.importing.importer import ImportOptions, import_post
-from hgxkit.recipe.loader import dump_recipe
 from hgxkit.results.archive import load_run, write_run
 from hgxkit.results.fingerprint import Fingerprint
 from hgxkit.results.summary import RunSummary
@@ -269,7 +269,7 @@ def test_network_host_of_a_group_spanning_nodes_is_decided_by_the_exposure_polic
     single = import_docker_run("docker run --network=host --gpus all img sglang serve --model-path /m --host 0.0.0.0")
     assert [d.name for d in dangerous_options(single)] == ["--network=host"]
     (problem,) = recipe_exposure_problems(POST_005, api_key=None, allow_unauthenticated=False)
-    assert problem.check == "exposure" and "--network host with the server listening on 0.0.0.0" in problem.found
+    assert problem.code == "exposure" and "--network host with the server listening on 0.0.0.0" in problem.found
     assert recipe_exposure_problems(POST_005, api_key="auto", allow_unauthenticated=False) == []
 
 

@@ -9,17 +9,10 @@ from pyinfra.api import Config, Inventory, State
 from pyinfra.api.connect import connect_all
 from pyinfra.api.facts import get_facts
 
-from hgxkit.node.facts import (
-    CgroupVersion,
-    FreeBytes,
-    HeldPackages,
-    NvidiaLoadedModule,
-    NvidiaPci,
-    NvidiaSmi,
-    NvidiaTopology,
-    Nvlink,
-    SecureBootState,
-)
+from hgxkit.node.facts_apt import HeldPackages
+from hgxkit.node.facts_driver import NvidiaLoadedModule, NvidiaPci, SecureBootState
+from hgxkit.node.facts_gpu import NvidiaSmi, NvidiaTopology, Nvlink
+from hgxkit.node.facts_system import CgroupVersion, FreeBytes
 from hgxkit.nvidia.smi import gpus_from_xml, parse_query_csv, upstream_version
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "nvidia"

@@ -6,7 +6,8 @@ from types import SimpleNamespace
 
 from pyinfra.api.state import StateStage
 
-from hgxkit.node.facts import JsonFile, NvidiaSmi
+from hgxkit.node.facts_files import JsonFile
+from hgxkit.node.facts_gpu import NvidiaSmi
 from hgxkit.planfacts import plan_fact
 
 

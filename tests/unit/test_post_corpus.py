@@ -18,10 +18,11 @@ import pytest
 import yaml
 
 from hgxkit.errors import InputError
+from hgxkit.recipe.dump import dump_recipe
 from hgxkit.recipe.importing.importer import ImportOptions, import_post
 from hgxkit.recipe.importing.outcome import ImportOutcome
-from hgxkit.recipe.loader import dump_recipe, parse_recipe_text
 from hgxkit.recipe.model import Recipe
+from hgxkit.recipe.read import parse_recipe_text
 from hgxkit.recipe.render import render_recipe
 
 POSTS = Path(__file__).resolve().parents[1] / "fixtures" / "posts"

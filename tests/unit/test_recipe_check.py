@@ -9,7 +9,7 @@ import pytest
 from hgxkit.recipe.check import check_recipe, parallel_size
 from hgxkit.recipe.diff import diff_recipes
 from hgxkit.recipe.importing.docker_run import import_docker_run
-from hgxkit.recipe.loader import load_recipe, parse_recipe_text
+from hgxkit.recipe.read import load_recipe, parse_recipe_text
 
 ROOT = Path(__file__).resolve().parents[2]
 MARLIN = ROOT / "recipes" / "deepseek-v4-flash-dspark-marlin.yaml"

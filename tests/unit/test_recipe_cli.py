@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from hgxkit.cli import main
-from hgxkit.recipe.loader import load_recipe
+from hgxkit.recipe.read import load_recipe
 from hgxkit.recipe.render import render_recipe
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -10,7 +10,8 @@ import pytest
 
 from hgxkit.errors import InputError
 from hgxkit.recipe.diff import diff_recipes
-from hgxkit.recipe.loader import dump_recipe, load_recipe, parse_recipe_text
+from hgxkit.recipe.dump import dump_recipe
+from hgxkit.recipe.read import load_recipe, parse_recipe_text
 from hgxkit.recipe.schema import RECIPE_SCHEMA
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -12,8 +12,9 @@ from hypothesis import strategies as st
 
 from hgxkit.errors import InputError
 from hgxkit.recipe.docker_options import DOCKER_RUN_OPTIONS
+from hgxkit.recipe.dump import dump_recipe
 from hgxkit.recipe.importing.docker_run import import_docker_run, import_with_notes
-from hgxkit.recipe.loader import CONTROL_RE, dump_recipe, parse_recipe_text
+from hgxkit.recipe.read import CONTROL_RE, parse_recipe_text
 from hgxkit.recipe.render import render_recipe
 from hgxkit.secrets import has_secret
 

@@ -11,9 +11,10 @@ import pytest
 from hgxkit.cli import main
 from hgxkit.errors import InputError
 from hgxkit.recipe.check import check_recipe
+from hgxkit.recipe.dump import dump_recipe
 from hgxkit.recipe.importing.docker_run import import_docker_run
 from hgxkit.recipe.importing.importer import ImportOptions, import_post
-from hgxkit.recipe.loader import dump_recipe, load_recipe, parse_recipe_text
+from hgxkit.recipe.read import load_recipe, parse_recipe_text
 from hgxkit.recipe.render import render_recipe
 
 ROOT = Path(__file__).resolve().parents[2]

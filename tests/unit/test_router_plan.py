@@ -66,7 +66,7 @@ def test_loopback_groups_on_another_host_are_refused() -> None:
     urls, problems = worker_urls("node1", [WorkerHost("node1", "a", "127.0.0.1", [5000]),
                                            WorkerHost("node2", "b", "127.0.0.1", [5000])])  # fmt: skip
     assert urls == ["http://127.0.0.1:5000"]
-    assert [p.check for p in problems] == ["router-reach"]
+    assert [p.code for p in problems] == ["router-reach"]
     assert "node2 publishes its groups on 127.0.0.1 only" in str(problems[0])
 
 
@@ -75,8 +75,8 @@ def test_a_keyed_router_fronts_one_host_only() -> None:
     assert one[1] == []
     two = worker_urls("n1", [WorkerHost("n1", "a", "0.0.0.0", [5000], api_key=True),
                              WorkerHost("n2", "b", "0.0.0.0", [5000], api_key=True)])  # fmt: skip
-    assert [p.check for p in two[1]] == ["router-key"]
-    assert [p.check for p in worker_urls("n1", [WorkerHost("n1", "a", "127.0.0.1", [])])[1]] == ["router-workers"]
+    assert [p.code for p in two[1]] == ["router-key"]
+    assert [p.code for p in worker_urls("n1", [WorkerHost("n1", "a", "127.0.0.1", [])])[1]] == ["router-workers"]
 
 
 def test_spec_runs_the_real_router_on_the_host_network() -> None:

@@ -9,11 +9,11 @@ import pytest
 from hgxkit.results.archive import scrub
 from hgxkit.secrets import (
     MASK,
-    SECRET_PATTERNS,
     find_secrets,
     flag_env_name,
     is_secret_flag,
     is_secret_name,
+    patterns,
     redact,
 )
 
@@ -110,8 +110,8 @@ def test_every_pattern_has_a_case() -> None:
     # Each regex (detect-secrets' plugins have several each) finds something in some case; where two find the
     # same span, `find_secrets` reports the earlier, so counting reported kinds would hide a pattern.
     texts = [text for _, text, _ in MASKED]
-    assert [p.regex.pattern for p in SECRET_PATTERNS if not any(p.regex.search(t) for t in texts)] == []
-    assert {pattern.kind for pattern in SECRET_PATTERNS} >= {"ds-gitlabtoken", "ds-pypitoken", "private-key"}
+    assert [p.regex.pattern for p in patterns() if not any(p.regex.search(t) for t in texts)] == []
+    assert {pattern.kind for pattern in patterns()} >= {"ds-gitlabtoken", "ds-pypitoken", "private-key"}
 
 
 # Ordinary values that look a little like secrets and must survive the scrubber untouched.

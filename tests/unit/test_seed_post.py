@@ -11,7 +11,7 @@ from dataclasses import fields
 from pathlib import Path
 
 from hgxkit.recipe.importing.importer import ImportOptions, import_post
-from hgxkit.recipe.loader import load_recipe
+from hgxkit.recipe.read import load_recipe
 
 ROOT = Path(__file__).resolve().parents[2]
 SEED = ROOT / "tests" / "fixtures" / "forum-dspark-h200.txt"

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from hgxkit.recipe.loader import load_recipe
 from hgxkit.recipe.model import ImageRef
+from hgxkit.recipe.read import load_recipe
 from hgxkit.serving.containers import KEY_CONFIG_IN_CONTAINER, ApiKeyFiles, container_specs
 from hgxkit.serving.facts import ListeningPorts, parse_inspected
 from hgxkit.serving.policy import exposure_problems, hicache_need, memory_problems
@@ -58,7 +58,7 @@ def test_recipe_secrets_are_filled_only_into_the_command_that_runs() -> None:
     text = (ROOT / "recipes" / "deepseek-v4-flash-dspark-marlin.yaml").read_text().replace(
         "  - --enable-metrics\n", "  - --enable-metrics\n  - --api-key '{{env:SGLANG_API_KEY}}'\n"
     )
-    from hgxkit.recipe.loader import parse_recipe_text
+    from hgxkit.recipe.read import parse_recipe_text
 
     recipe = parse_recipe_text(text)
     plain = container_specs(recipe, total_gpus=8, bind_address="127.0.0.1", api_key=None, image=IMAGE)
@@ -94,7 +94,7 @@ def test_exposure_policy() -> None:
     assert exposure_problems("0.0.0.0", "auto", False) == []
     assert exposure_problems("0.0.0.0", None, True) == []
     (pasted,) = exposure_problems("127.0.0.1", "sk-pasted-key-value", False)
-    assert pasted.check == "api_key" and "sk-pasted-key-value" not in str(pasted)
+    assert pasted.code == "api_key" and "sk-pasted-key-value" not in str(pasted)
     assert "set api_key: auto" in str(pasted)
 
 
@@ -109,7 +109,7 @@ def test_hicache_host_ram_of_the_post_exceeds_a_2_tib_node() -> None:
 
 def test_hicache_size_overrides_the_ratio() -> None:
     text = (ROOT / "recipes" / "deepseek-v4-flash-dspark-marlin.yaml").read_text().replace("--hicache-size 0", "--hicache-size 100")
-    from hgxkit.recipe.loader import parse_recipe_text
+    from hgxkit.recipe.read import parse_recipe_text
 
     need = hicache_need(parse_recipe_text(text), groups=2, gpu_memory_gb=140, weights_gb=160)
     assert need.total_gb == 100 * 4 * 2

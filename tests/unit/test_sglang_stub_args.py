@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from hgxkit.recipe.loader import load_recipe
+from hgxkit.recipe.read import load_recipe
 from hgxkit.sim.standin.sglang.args import ModelFacts, build_parser, resolve
 from hgxkit.sim.standin.sglang.launcher import _normalize_serve_argv
 

@@ -190,7 +190,7 @@ def test_nvidia_smi_telemetry_follows_the_stand_ins_load_and_loops(node):
     stand-in server reports per GPU, and `-lms` samples until stopped, in the format hgxkit's parser reads."""
     import time
 
-    from hgxkit.results.nvidia_smi import GPU_QUERY, parse_gpu_csv
+    from hgxkit.nvidia.smi import GPU_QUERY, parse_gpu_csv
 
     node.install("nvidia-kernel-open-dkms", "580.105.08")
     node.install("libnvidia-ml1", "580.105.08")

@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-from hgxkit.recipe.loader import load_recipe
 from hgxkit.recipe.matrix import MatrixCell
+from hgxkit.recipe.read import load_recipe
 from hgxkit.verify.plan import client_argv, plan_cells
 
 ROOT = Path(__file__).resolve().parents[2]

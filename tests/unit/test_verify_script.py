@@ -19,7 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from hgxkit.verify.plan import CLIENT_MODULES, Cell, client_argv
+from hgxkit.kinds.sglang import SGLANG
+from hgxkit.verify.plan import Cell, client_argv
 from hgxkit.verify.script import CELL_DRIVER, bench_script
 
 FAKE_DOCKER = """#!/bin/sh
@@ -226,7 +227,7 @@ def test_sglangs_real_client_runs_two_cells_in_one_process(tmp_path: Path, start
             for k, c in enumerate(cells, start=1)]  # fmt: skip
     (tmp_path / "driver.py").write_text(CELL_DRIVER)
     proc = subprocess.run(
-        [str(client_venv / "bin" / "python"), str(tmp_path / "driver.py"), json.dumps(list(CLIENT_MODULES)), json.dumps(plan)],
+        [str(client_venv / "bin" / "python"), str(tmp_path / "driver.py"), json.dumps([module for module, _ in SGLANG.bench.modules]), json.dumps(plan)],
         capture_output=True, text=True, timeout=600, env={**os.environ, "HF_HUB_OFFLINE": "1"},
     )  # fmt: skip
     logs = "\n".join((tmp_path / f"{c.file}.log").read_text() for c in cells if (tmp_path / f"{c.file}.log").exists())

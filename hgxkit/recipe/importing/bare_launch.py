@@ -14,7 +14,7 @@ read). As a source format of a post (`BARE_LAUNCH`, see `formats`) it runs in th
 before it, if any (that container's image is used).
 
 Example:
-    >>> from hgxkit.recipe.kinds import KINDS
+    >>> from hgxkit.kinds import KINDS
     >>> run, notes = docker_run_for(["CUDA_VISIBLE_DEVICES=0,1"], ["python", "-m", "sglang.launch_server",
     ...                             "--model-path", "/m", "--tp", "2"], kind=KINDS["sglang"], image="img:1",
     ...                             environment={}, where="p:1")
@@ -29,12 +29,12 @@ import re
 from collections.abc import Mapping, Sequence
 
 from hgxkit.errors import InputError
+from hgxkit.kinds import DEFAULT_KIND, KINDS, ServerKind, detect_kind, python_program
 from hgxkit.netaddr import is_loopback
 from hgxkit.recipe.dockerrun import ParsedRun, parse_option_words
 from hgxkit.recipe.importing.commands import Simple
 from hgxkit.recipe.importing.reading import Candidate, Reading
 from hgxkit.recipe.importing.variables import Scope
-from hgxkit.recipe.kinds import KINDS, ServerKind, detect_kind, python_program
 from hgxkit.recipe.network_env import host_interface_settings
 from hgxkit.recipe.server_args import group_args, is_flag
 from hgxkit.recipe.shellwords import shell_value
@@ -62,7 +62,7 @@ def bare_run(
     """The `docker run` (and kind) of a bare launch: the image given, the container's it runs in, or the kind's
     default image; the post's `export`s and the command's prefix as its environment."""
     simple = server.simple
-    kind = reading.kind or server.kind or "sglang"
+    kind = reading.kind or server.kind or DEFAULT_KIND
     if image is None and server.context is not None:
         image = server.context.run.image
         notes.append(f"{simple.where()}: runs in the container started at {server.context.simple.where()}, "

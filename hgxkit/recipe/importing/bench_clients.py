@@ -5,7 +5,8 @@ to the client's default (input/output length, prompts, dataset, range ratio), th
 a note, so the cell says what actually ran. Flags that say where the server is (`--host`, `--port`,
 `--base-url`, `--model`) or where results go (`--output-file`) are not workload: the model and port are kept
 to match the command to the server, the rest is dropped with a note. argparse accepts unique prefixes
-(`--num-prompt`, `--random-input`): those are read as the full flag, with a note.
+(`--num-prompt`, `--random-input`): those are read as the full flag, with a note. Each server kind brings its
+own clients (`ServerKind.posted_clients`, hgxkit/kinds); genai-perf and aiperf belong to no engine.
 
 Example:
     >>> bench = parse_bench(["vllm", "bench", "serve", "--model", "org/m", "--random-input", "2048",
@@ -19,123 +20,52 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from urllib.parse import urlparse
 
+from hgxkit.kinds import posted_clients
+from hgxkit.kinds.base import PostedClient
 from hgxkit.recipe.matrix import MatrixCell
 
-
-@dataclass(frozen=True)
-class Client:
-    """One benchmark client: how it is launched, its flags per cell setting, its defaults."""
-
-    name: str
-    programs: tuple[tuple[str, ...], ...]
-    settings: dict[str, tuple[str, ...]]  # cell setting -> flag spellings (first is canonical)
-    defaults: dict[str, object]  # written into a cell when the post leaves the setting to the client
-    switches: frozenset[str]  # flags that take no value
-    connection: dict[str, tuple[str, ...]] = field(default_factory=dict)  # model/host/port/url -> flags
-    output: tuple[str, ...] = ()  # flags about where results go: dropped
-    abbreviations: bool = True  # argparse: a unique prefix of a flag is that flag
-    version: str = ""  # the release whose defaults `defaults` are
-    others: tuple[str, ...] = ()  # its other flags, so that an abbreviation is only read where it is unique
-
-
-_SGLANG_SETTINGS = {
-    "backend": ("--backend",), "dataset": ("--dataset-name",), "input_len": ("--random-input-len",),
-    "output_len": ("--random-output-len",), "range_ratio": ("--random-range-ratio",),
-    "num_prompts": ("--num-prompts",), "concurrency": ("--max-concurrency",), "request_rate": ("--request-rate",),
-    "warmups": ("--warmup-requests",), "seed": ("--seed",),
-}  # fmt: skip
-_VLLM_SETTINGS = {
-    "backend": ("--backend", "--endpoint-type"), "dataset": ("--dataset-name",),
-    "input_len": ("--random-input-len", "--input-len"), "output_len": ("--random-output-len", "--output-len"),
-    "range_ratio": ("--random-range-ratio",), "num_prompts": ("--num-prompts",),
-    "concurrency": ("--max-concurrency",), "request_rate": ("--request-rate",), "warmups": ("--num-warmups",),
-    "seed": ("--seed",),
-}  # fmt: skip
-_CONNECTION = {
-    "model": ("--model",), "host": ("--host",), "port": ("--port",), "url": ("--base-url",),
-    "tokenizer": ("--tokenizer",), "served": ("--served-model-name",),
-}  # fmt: skip
+# Benchmark clients of no engine; each kind's own (SGLang's, vLLM's) come from hgxkit/kinds.
 _PERF_SETTINGS = {
     "backend": ("--endpoint-type",), "input_len": ("--synthetic-input-tokens-mean",),
     "output_len": ("--output-tokens-mean",), "num_prompts": ("--request-count", "--num-prompts"),
     "concurrency": ("--concurrency",), "request_rate": ("--request-rate",), "warmups": ("--warmup-request-count",),
     "seed": ("--random-seed",),
 }  # fmt: skip
-
-POSTED_CLIENTS: tuple[Client, ...] = (
-    Client(
-        "sglang.benchmark.serving",
-        (("python3", "-m", "sglang.benchmark.serving"), ("python3", "-m", "sglang.bench_serving")),
-        _SGLANG_SETTINGS,
-        # sglang 0.5.23 `python -m sglang.benchmark.serving --help` (reference notes §4).
-        {"dataset": "sharegpt", "input_len": 1024, "output_len": 1024, "range_ratio": 0.0, "num_prompts": 1000},
-        frozenset({"--flush-cache", "--disable-stream", "--disable-ignore-eos", "--output-details",
-                   "--apply-chat-template", "--tokenize-prompt", "--cache-report", "--disable-tqdm", "--profile"}),
-        _CONNECTION,
-        ("--output-file", "--output-details", "--tag"),
-        version="sglang 0.5.23",
-        others=("--dataset-path", "--sharegpt-output-len", "--sharegpt-context-len", "--random-image-count",
-                "--temperature", "--top-p", "--extra-request-body", "--flush-cache-timeout",
-                "--ready-check-timeout-sec", "--header", "--goodput", "--lora-name", "--profile-activities"),
-    ),
-    Client(
-        "vllm bench serve",
-        (("vllm", "bench", "serve"),),
-        _VLLM_SETTINGS,
-        # vllm 0.33 `vllm bench serve` (reference notes §4).
-        {"dataset": "random", "input_len": 1024, "output_len": 128, "range_ratio": 0.0, "num_prompts": 1000},
-        frozenset({"--ignore-eos", "--save-result", "--save-detailed", "--append-result", "--trust-remote-code",
-                   "--disable-tqdm", "--profile"}),
-        _CONNECTION,
-        ("--save-result", "--save-detailed", "--append-result", "--result-dir", "--result-filename", "--label",
-         "--metadata"),
-        version="vllm 0.33",
-        others=("--endpoint", "--dataset-path", "--burstiness", "--percentile-metrics", "--metric-percentiles",
-                "--goodput", "--temperature", "--top-p", "--top-k", "--random-prefix-len", "--header",
-                "--ready-check-timeout-sec", "--tokenizer-mode", "--request-id-prefix"),
-    ),
-    Client(
-        "benchmark_serving.py",
-        (),  # `python3 [path/]benchmark_serving.py`: matched by file name below
-        _VLLM_SETTINGS,
-        # vllm 0.9.2's benchmarks/benchmark_serving.py (the repository script before `vllm bench serve`).
-        {"dataset": "sharegpt", "input_len": 1024, "output_len": 128, "range_ratio": 0.0, "num_prompts": 1000},
-        frozenset({"--ignore-eos", "--save-result", "--save-detailed", "--append-result", "--trust-remote-code",
-                   "--disable-tqdm", "--profile"}),
-        _CONNECTION,
-        ("--save-result", "--save-detailed", "--append-result", "--result-dir", "--result-filename", "--metadata"),
-        version="vllm 0.9.2",
-        others=("--endpoint", "--dataset-path", "--burstiness", "--percentile-metrics", "--metric-percentiles",
-                "--goodput", "--temperature", "--top-p", "--top-k", "--random-prefix-len", "--tokenizer-mode"),
-    ),
-    Client(
+GENERIC_CLIENTS: tuple[PostedClient, ...] = (
+    PostedClient(
         "genai-perf", (("genai-perf", "profile"),), _PERF_SETTINGS, {},
         frozenset({"--streaming", "--verbose", "-v"}),
         {"model": ("-m", "--model"), "url": ("--url", "-u"), "tokenizer": ("--tokenizer",)},
         ("--profile-export-file", "--artifact-dir"), abbreviations=False,
     ),
-    Client(
+    PostedClient(
         "aiperf", (("aiperf", "profile"),), _PERF_SETTINGS, {},
         frozenset({"--streaming", "--verbose", "-v"}),
         {"model": ("-m", "--model"), "url": ("--url", "-u"), "tokenizer": ("--tokenizer",)},
         ("--profile-export-file", "--artifact-dir"), abbreviations=False,
     ),
 )  # fmt: skip
-_BY_NAME = {client.name: client for client in POSTED_CLIENTS}
-_SCRIPT = re.compile(r"^(?:\S*/)?benchmark_serving\.py$")
+
+
+def clients() -> tuple[PostedClient, ...]:
+    """Every benchmark client a post may use: each registered kind's, then the engine-neutral ones."""
+    return (*posted_clients(), *GENERIC_CLIENTS)
+
+
 _INTEGER_SETTINGS = frozenset({"input_len", "output_len", "num_prompts", "concurrency", "warmups", "seed"})
 
 
 def client_of(words: Sequence[str]) -> str | None:
     """The name of the benchmark client `words` (interpreter already written `python3`) launch, or None."""
-    for client in POSTED_CLIENTS:
+    for client in clients():
         if any(tuple(words[: len(p)]) == p for p in client.programs):
             return client.name
-    if len(words) > 1 and words[0] == "python3" and _SCRIPT.match(words[1]):
-        return "benchmark_serving.py"
+    for client in clients():
+        if client.script and len(words) > 1 and words[0] == "python3" and re.match(client.script, words[1]):
+            return client.name
     return None
 
 
@@ -153,7 +83,7 @@ class BenchCommand:
 def parse_bench(words: Sequence[str], *, where: str, client: str | None = None) -> BenchCommand:
     """One client command (`words` from the program on) as a cell; `where` (`file:line`) names it in notes."""
     name = client or client_of(words) or ""
-    spec = _BY_NAME[name]
+    spec = next(client for client in clients() if client.name == name)
     program = next((p for p in spec.programs if tuple(words[: len(p)]) == p), tuple(words[:2]))
     args = list(words[len(program) :])
     settings: dict[str, str] = {}
@@ -188,7 +118,7 @@ def parse_bench(words: Sequence[str], *, where: str, client: str | None = None) 
     return _bench(spec, settings, connection, tuple(extra), notes, where)
 
 
-def _full_flag(flag: str, spec: Client, known: list[str], notes: list[str], where: str) -> str:
+def _full_flag(flag: str, spec: PostedClient, known: list[str], notes: list[str], where: str) -> str:
     if flag in known or not spec.abbreviations or not flag.startswith("--") or len(flag) < 6:
         return flag
     matches = sorted({k for k in known if k.startswith(flag)})
@@ -199,7 +129,7 @@ def _full_flag(flag: str, spec: Client, known: list[str], notes: list[str], wher
 
 
 def _bench(
-    spec: Client, settings: dict[str, str], connection: dict[str, str], extra: tuple[str, ...], notes: list[str],
+    spec: PostedClient, settings: dict[str, str], connection: dict[str, str], extra: tuple[str, ...], notes: list[str],
     where: str,
 ) -> BenchCommand:  # fmt: skip
     values: dict[str, object] = {}

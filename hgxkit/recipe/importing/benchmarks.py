@@ -27,22 +27,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 from hgxkit.errors import InputError
-from hgxkit.recipe.importing.bench_clients import parse_bench
+from hgxkit.kinds import python_program
+from hgxkit.recipe.importing.bench_clients import clients, parse_bench
 from hgxkit.recipe.importing.commands import Simple, exec_command
 from hgxkit.recipe.importing.outcome import Report
 from hgxkit.recipe.importing.post import PostFile
 from hgxkit.recipe.importing.reading import Bench, Reading
 from hgxkit.recipe.importing.result_blocks import Run, TableValue, Warmup, printed_results
 from hgxkit.recipe.importing.variables import Scope
-from hgxkit.recipe.kinds import python_program
 from hgxkit.recipe.matrix import BenchmarkMatrix, MatrixCell, Reference, ReferenceCell, WarmupRun
 from hgxkit.recipe.matrix_io import cell_id
-
-_CLIENT_NAMES = (
-    ("sglang.benchmark.serving", r"sglang[./]bench(?:mark[./])?_?serving"),
-    ("vllm bench serve", r"vllm bench serve"),
-    ("benchmark_serving.py", r"benchmarks?/benchmark_serving\.py"),
-)
 
 
 @dataclass
@@ -316,7 +310,7 @@ def _logged(run: Run, label: str | None, cells: list[MatrixCell], numbers: dict[
 def _client_named(post: PostFile) -> str | None:
     """The one benchmark client a post's log names (`…/sglang/bench_serving.py:13: FutureWarning`), if one."""
     text = "\n".join(post.lines)
-    named = {name for name, pattern in _CLIENT_NAMES if re.search(pattern, text)}
+    named = {c.name for c in clients() if c.printed and re.search(c.printed, text)}
     return named.pop() if len(named) == 1 else None
 
 

@@ -24,9 +24,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from hgxkit.errors import InputError
+from hgxkit.kinds import KINDS, UNSUPPORTED, UnsupportedKind, python_program
 from hgxkit.recipe.importing.bench_clients import client_of
 from hgxkit.recipe.importing.post import ASSIGNMENT_RE, Command
-from hgxkit.recipe.kinds import KINDS, UNSUPPORTED, UnsupportedKind, python_program
 from hgxkit.recipe.shellwords import Word
 
 _SEPARATORS = frozenset({";", "&&", "||", "|", "&", "|&", ";;"})

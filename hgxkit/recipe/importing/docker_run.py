@@ -27,6 +27,16 @@ import re
 from dataclasses import replace
 
 from hgxkit.errors import InputError
+from hgxkit.kinds import (
+    DEFAULT_KIND,
+    KINDS,
+    UNSUPPORTED,
+    ServerKind,
+    UnsupportedKind,
+    detect_kind,
+    image_matches,
+    python_program,
+)
 from hgxkit.recipe.docker_options import canonical
 from hgxkit.recipe.dockerrun import (
     OptionEntry,
@@ -40,17 +50,8 @@ from hgxkit.recipe.importing.bench_clients import client_of
 from hgxkit.recipe.importing.commands import Simple, exec_command, unsupported_program
 from hgxkit.recipe.importing.outcome import ImportOutcome, LineAccount, finish
 from hgxkit.recipe.importing.reading import Candidate, Container, Reading
-from hgxkit.recipe.kinds import (
-    KINDS,
-    UNSUPPORTED,
-    ServerKind,
-    UnsupportedKind,
-    detect_kind,
-    image_matches,
-    python_program,
-)
-from hgxkit.recipe.loader import MAX_RECIPE_BYTES
 from hgxkit.recipe.model import DockerSpec, Grouping, ImageRef, ModelSpec, Recipe, Source, parse_publish
+from hgxkit.recipe.read import MAX_RECIPE_BYTES
 from hgxkit.recipe.server_args import ServerCommand, is_flag
 from hgxkit.recipe.shellwords import shell_value, split_words
 from hgxkit.secrets import (
@@ -122,7 +123,7 @@ def _detected_kind(run: ParsedRun) -> str:
     except InputError as err:
         if "is not supported" in err.message:
             raise
-        return "sglang"
+        return DEFAULT_KIND
 
 
 def scrub_run(

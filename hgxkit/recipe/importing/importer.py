@@ -31,6 +31,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from hgxkit.errors import InputError
+from hgxkit.kinds import (
+    KINDS,
+    UNSUPPORTED,
+    ServerKind,
+    detect_kind,
+    python_program,
+)
 from hgxkit.netaddr import is_loopback
 from hgxkit.recipe.diff import Difference, diff_recipes
 from hgxkit.recipe.docker_options import canonical
@@ -48,10 +55,9 @@ from hgxkit.recipe.importing.post import PostFile, find_commands, read_post
 from hgxkit.recipe.importing.reading import Candidate, Reading
 from hgxkit.recipe.importing.variables import Scope
 from hgxkit.recipe.importing.workdir import based_run, directory_before
-from hgxkit.recipe.kinds import KINDS, UNSUPPORTED, ServerKind, detect_kind, python_program
-from hgxkit.recipe.loader import MAX_RECIPE_BYTES
 from hgxkit.recipe.model import DockerSpec, ImageRef, ModelSpec, Recipe, Source
 from hgxkit.recipe.nodes import HGX_GPUS, join_ranks, parallel_size, rank_of, spans_nodes
+from hgxkit.recipe.read import MAX_RECIPE_BYTES
 from hgxkit.recipe.server_args import ServerCommand
 from hgxkit.recipe.shellwords import Word, shell_value
 from hgxkit.secrets import is_secret_flag, is_secret_name
@@ -61,7 +67,6 @@ _AMD_ENV = re.compile(r"^(?:VLLM_ROCM_|HIP_|ROCR_|HSA_|ROCM_)")
 _ASCEND_ENV = re.compile(r"^(?:HCCL_|ASCEND_)")
 _WINDOWS_MOUNT = re.compile(r"(?:-v|--volume|--mount)[=\s]+[\"']?(?:[^\s\"']*?(?:source|src)=)?([A-Za-z]:\\[^\s\"':]*)")
 # vLLM data parallelism spread over hosts by hand (not the --nnodes form hgxkit renders per host).
-_VLLM_DP_NODES = ("--data-parallel-size-local", "--data-parallel-address", "--data-parallel-start-rank")
 
 
 @dataclass(frozen=True)
@@ -593,10 +598,11 @@ def _fits(recipe: Recipe, server: Candidate) -> None:
     kind = recipe.server.server_kind
     where = server.where()
     flags = {use.name for use in recipe.server.uses()}
-    if kind.name == "vllm" and flags & set(_VLLM_DP_NODES):
-        used = ", ".join(f for f in _VLLM_DP_NODES if f in flags)
-        raise InputError(f"{where}: {used}: vLLM data parallelism spread over hosts by hand is not imported; a server "
-                         "over several hosts is imported from its --nnodes/--node-rank/--master-addr form")  # fmt: skip
+    if flags & set(kind.hand_spread_flags):
+        used = ", ".join(f for f in kind.hand_spread_flags if f in flags)
+        raise InputError(f"{where}: {used}: {kind.title} data parallelism spread over hosts by hand is not imported; "
+                         f"a server over several hosts is imported from its {'/'.join(kind.multinode_flags)} "
+                         "form")  # fmt: skip
     total = parallel_size(recipe.server, where)
     if total > HGX_GPUS and not spans_nodes(recipe.server):  # over nodes, `join_ranks` checks each host's share
         flag = _flag_word(server, kind)

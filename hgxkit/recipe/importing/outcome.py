@@ -27,9 +27,9 @@ from hgxkit.errors import InputError
 from hgxkit.recipe.danger import dangerous_options
 from hgxkit.recipe.importing.commands import Simple
 from hgxkit.recipe.importing.post import FENCE_RE, PostFile
-from hgxkit.recipe.loader import format_path, recipe_problems
 from hgxkit.recipe.model import Recipe
 from hgxkit.recipe.network_env import host_interface_settings
+from hgxkit.recipe.validate import format_path, recipe_problems
 
 # `FILE:LINE: …` or `FILE:FIRST-LAST: …`, the place a note or report names (FILE may hold colons).
 _WHERE = re.compile(r"^(?P<file>.+?):(?P<first>\d+)(?:-(?P<last>\d+))?(?::|$)")
@@ -147,8 +147,8 @@ def finish(
     problems = recipe_problems(recipe)
     if problems:
         # Key paths of the recipe this command would become (its docker.options[i] is the i-th option entry).
-        path, problem = problems[0]
-        raise InputError(f"{source}: {format_path(path)}: {problem}")
+        first = problems[0]
+        raise InputError(f"{source}: {format_path(first.where)}: {first.message}")
     notes.extend(recipe.host_inputs())
     for danger in dangerous_options(recipe):
         notes.append(

@@ -22,16 +22,16 @@ from dataclasses import dataclass, field, replace
 from pathlib import PurePath
 
 from hgxkit.errors import InputError
+from hgxkit.kinds import kind_programs
 from hgxkit.recipe.shellwords import Word, split_words
 
-# First words of the commands people post around a serving setup; any other line is prose or output.
+# First words of the commands people post around a serving setup (with every server kind's, `kind_programs`);
+# any other line is prose or output.
 PROGRAMS = frozenset(
     {
         "docker",
         "podman",
         "sudo",
-        "vllm",
-        "sglang",
         "genai-perf",
         "aiperf",
         "trtllm-serve",
@@ -165,7 +165,8 @@ def is_command_start(text: str) -> bool:
     program = words[index]
     if program in _CLAUSES and not _CLAUSE_SYNTAX.search(" ".join(words[index + 1 :])):
         return False  # "while I tried …", "if you want …": prose that starts with a shell keyword
-    return program in PROGRAMS or bool(PYTHON_RE.match(program)) or program.endswith(".sh")
+    return (program in PROGRAMS or program in kind_programs() or bool(PYTHON_RE.match(program))
+            or program.endswith(".sh"))  # fmt: skip
 
 
 class _Cleaner:

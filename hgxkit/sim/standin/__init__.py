@@ -9,3 +9,7 @@ benchmark-client store, and the router image — everything a simulated node nee
     node.py          what `hgxkit sim up` prepares for serving and mounts into each node
     cli.py           `hgxkit sim image …` and `hgxkit sim client …`
 """
+
+# The stand-ins there are (image.py builds one per kind); here so `hgxkit sim image build --kind` can list them
+# without importing the Docker SDK before a sim command runs.
+KINDS = ("sglang", "vllm")

@@ -17,6 +17,7 @@ import argparse
 import json
 
 from hgxkit.errors import HgxkitError
+from hgxkit.sim.standin import KINDS
 
 
 def _image_build(args: argparse.Namespace) -> int:
@@ -81,9 +82,8 @@ def _client_status(args: argparse.Namespace) -> int:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    """Add `image` and `client` to the `hgxkit sim` sub-commands."""
-    from hgxkit.sim.standin import image as serving
-
+    """Add `image` and `client` to the `hgxkit sim` sub-commands (importing nothing outside the standard library:
+    the handlers import what they need, after the sim extra is checked)."""
     img = sub.add_parser("image", help="the stand-in images (SGLang, vLLM) and the nodes' registry mirror")
     isub = img.add_subparsers(dest="image_command", metavar="SUBCOMMAND")
     isub.required = True
@@ -96,7 +96,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--kind",
-        choices=serving.KINDS,
+        choices=KINDS,
         default=None,
         help="which stand-in (default: inferred from the reference: lmsysorg/sglang:* or vllm/vllm-openai:*)",
     )

@@ -47,6 +47,7 @@ import docker.errors
 
 from hgxkit.errors import HgxkitError, InputError
 from hgxkit.sim import image
+from hgxkit.sim.standin import KINDS
 
 PACKAGE_ROOT = Path(__file__).resolve().parents[2]  # the hgxkit package
 BASE_REPO = "hgxkit-sim-sglang-base"
@@ -60,7 +61,6 @@ CLIENT_SITE = f"{CLIENT_MOUNT}/lib/python3.11/site-packages"
 VLLM_CLIENT_SITE = f"{CLIENT_MOUNT}/vllm-site"  # vllm's layer of the store (client_store.VLLM_SITE)
 SITE = "/usr/local/lib/python3.11/dist-packages"  # Debian 12's python3 looks here first
 BUILD_FORMAT = "1"  # bump when the Dockerfiles below change in a way the hashed inputs don't show
-KINDS = ("sglang", "vllm")
 # The vLLM image's .pth line: both store layers when mounted. One line, no comprehension (a .pth line runs with
 # exec() in site.addpackage's locals, which a comprehension's own scope cannot see).
 VLLM_PTH = (

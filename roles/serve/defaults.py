@@ -1,4 +1,4 @@
-"""Knobs of the sglang_serve role (inventory data overrides each; `--data key=value` for one run).
+"""Knobs of the serve role (inventory data overrides each; `--data key=value` for one run).
 
 allow_unauthenticated      allow a non-loopback bind_address without a key (warns on every run).
 pin_image                  refuse to deploy when the recipe's tag now resolves to a digest other than the
@@ -16,7 +16,7 @@ serve_model_weights_gb     weights of the model, for the HiCache host-RAM estima
 serve_host_ram_reserve_gb  host RAM kept out of the HiCache budget for the OS and everything else.
 multinode_reach_timeout    seconds each member of a multi-node group may take to open a TCP connection to the
                            head's fabric address and rendezvous port in the preflight (deploys/reproduce.py runs
-                           it before bring-up; roles/sglang_serve/group.py). Placement knobs (group_hosts,
+                           it before bring-up; roles/serve/group.py). Placement knobs (group_hosts,
                            fabric_address, dist_port) are shared: hgxkit/knobs.py.
 
 Shared knobs read here (defaults and meaning in hgxkit/knobs.py): recipe, serve_total_gpus, bind_address,

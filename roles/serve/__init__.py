@@ -8,43 +8,46 @@ new container or puts the old one back — it finishes even when SSH drops or th
 next run attaches to it (or, when a node rebooted mid-replace, finishes what it finds). The plan only reads
 the node (facts); pulls and containers happen in operations, so `--dry` changes nothing.
 
+What changes is decided at plan time and each group is its own operation, named by that decision
+(hgxkit.serving.rollout.group_actions), so `pyinfra --dry` lists them: `group 0: replace container m-0
+(--moe-runner-backend marlin -> flashinfer_mxfp4)`, `group 1: start container m-1`, a removal; unchanged groups
+add nothing. Two cases are decided at execute time, in one operation: the digest to run is not known before a
+pull (a fresh node, `image_update`), or a replace was interrupted (what the node runs is known once it is
+finished). Any server kind (hgxkit/kinds); a server spanning nodes is roles/serve/group.py.
+
 Example (deploys/reproduce.py):
-    from roles.sglang_serve import sglang_serve
-    sglang_serve()
+    from roles.serve import serve
+    serve()
 """
 
 from __future__ import annotations
 
+import json
 import os
 import time
-from pathlib import Path
 
 from pyinfra import host
-from pyinfra.api import Host, deploy
+from pyinfra.api import deploy
 from pyinfra.api.exceptions import DeployError
 from pyinfra.api.output import echo
-from pyinfra.operations import python
+from pyinfra.operations import python, server
 
 from hgxkit.hostcmd import HostRunner, SecretLines, argv, script, text
 from hgxkit.hostfiles import write_text
-from hgxkit.knobs import knob, recipe_for
+from hgxkit.knobs import knob
 from hgxkit.netaddr import is_loopback
-from hgxkit.node.facts import IsFile, JsonFile, MemTotalBytes, NvidiaSmi
+from hgxkit.node.facts_files import JsonFile
+from hgxkit.node.facts_gpu import NvidiaSmi
+from hgxkit.node.facts_system import MemTotalBytes
 from hgxkit.planfacts import plan_fact
 from hgxkit.problems import Problem, problem_lines, refuse
 from hgxkit.recipe.check import check_recipe
+from hgxkit.recipe.host_recipe import recipe_for
 from hgxkit.recipe.model import Recipe
 from hgxkit.secrets import redact
-from hgxkit.serving.containers import ApiKeyFiles, ContainerSpec, container_specs
+from hgxkit.serving.containers import ContainerSpec, container_specs
 from hgxkit.serving.facts import ActiveUnits, ContainerNames, ListeningPorts, ManagedContainers
-from hgxkit.serving.image import (
-    RECORD_NAME,
-    digest_from_inspect,
-    image_record,
-    image_to_run,
-    pull_and_inspect,
-    recorded_digest,
-)
+from hgxkit.serving.image import image_record, image_to_run, recorded_digest
 from hgxkit.serving.policy import (
     docker_option_problems,
     exposure_problems,
@@ -53,20 +56,20 @@ from hgxkit.serving.policy import (
     recipe_exposure_problems,
 )
 from hgxkit.serving.replace import PREVIOUS_SUFFIX, UNIT_PREFIX, recovery_script, replace_script, unit_name
-from hgxkit.serving.rollout import RunningContainer, plan_rollout
-from roles.sglang_serve.defaults import DEFAULTS
+from hgxkit.serving.rollout import GroupAction, RunningContainer, group_actions, plan_rollout, spec_record
+from hgxkit.serving.steps import (
+    PULL_UNIT,
+    ensure_api_key,
+    key_files,
+    pull,
+    record_path,
+    runtime_problems,
+    workdir,
+)
+from roles.serve.defaults import DEFAULTS
+from roles.serve.group import serve_group
 
 H200_MEMORY_GB = 143771 / 1024  # what nvidia-smi reports for an H200 (used before the driver is installed)
-
-
-def record_path(h: Host | None = None) -> str:
-    return f"{knob(h or host, 'serve_state_dir')}/{RECORD_NAME}"
-
-
-def key_files(h: Host | None = None) -> ApiKeyFiles | None:
-    """The API key files of `h` (default: this host) with `api_key: auto`, else None."""
-    h = h or host
-    return ApiKeyFiles.beside(str(knob(h, "serve_api_key_file"))) if knob(h, "api_key") == "auto" else None
 
 
 def total_gpus_for_host() -> int | None:
@@ -89,9 +92,10 @@ def static_problems(recipe: Recipe, total_gpus: int | None) -> list[Problem]:
         for name in recipe.env_refs()
         if not os.environ.get(name)
     ]
-    if api_key == "auto" and recipe.server.server_kind.api_key_env is None and recipe.server.has("--config"):
-        problems.append(Problem("api_key", "api_key: auto passes the key in SGLang's --config, and the recipe has "
-                                "its own --config", "move the recipe's --config settings into flags"))  # fmt: skip
+    kind = recipe.server.server_kind
+    if api_key == "auto" and kind.api_key_env is None and recipe.server.has("--config"):
+        problems.append(Problem("api_key", f"api_key: auto passes the key in {kind.title}'s --config, and the recipe "
+                                "has its own --config", "move the recipe's --config settings into flags"))  # fmt: skip
     smi = plan_fact(host, NvidiaSmi)
     gpus = total_gpus if total_gpus is not None else (recipe.groups.gpus_per_node if recipe.groups else None) or 8
     groups = 1
@@ -103,25 +107,6 @@ def static_problems(recipe: Recipe, total_gpus: int | None) -> list[Problem]:
     weights_gb = float(data.get("serve_model_weights_gb"))
     need = hicache_need(recipe, groups=groups, gpu_memory_gb=memory_gb, weights_gb=weights_gb)
     problems += memory_problems(need, plan_fact(host, MemTotalBytes), float(data.get("serve_host_ram_reserve_gb")))
-    return problems
-
-
-def runtime_problems(recipe: Recipe, *, gpus_only: bool = False, h: Host | None = None) -> list[Problem]:
-    """Checks on what earlier roles set up (run just before containers start): GPUs in the fabric, model
-    (on `h`, default this host)."""
-    h = h or host
-    problems = []
-    smi = plan_fact(h, NvidiaSmi)
-    if not smi.ok:
-        problems.append(Problem("gpus", f"nvidia-smi fails ({smi.failure})", "run deploys/bringup.py first"))
-    stuck = [g.index for g in smi.gpus if g.fabric_state not in (None, "Completed")]
-    if stuck:
-        problems.append(Problem("gpus", f"GPUs {stuck} are not in the fabric", "run deploys/bringup.py first"))
-    local_dir = recipe.model.local_dir
-    if not gpus_only and local_dir and not h.get_fact(IsFile, path=f"{local_dir}/config.json"):
-        problems.append(
-            Problem("model", f"no config.json in {local_dir}", "download the model first (deploys/model.py)")
-        )
     return problems
 
 
@@ -157,7 +142,7 @@ def specs_for(recipe: Recipe, total_gpus: int | None, digest: str, environ: dict
         recipe,
         total_gpus=total_gpus,
         bind_address=knob(host, "bind_address"),
-        api_key=key_files(),
+        api_key=key_files(host),
         image=image_to_run(recipe.image.reference, digest),
         environ=environ,
     )
@@ -170,18 +155,21 @@ def interrupted(current: list[RunningContainer]) -> bool:
     )
 
 
+HEADING = "serving checks failed on {host}; no container was started or stopped"
+
+
 @deploy("hgxkit serving", data_defaults=DEFAULTS)
-def sglang_serve() -> None:
+def serve() -> None:
     """Serve the recipe's groups; change only what changed, one group at a time."""
     recipe = recipe_for(host)
     total_gpus = total_gpus_for_host()
     errors = [f for f in check_recipe(recipe, total_gpus) if f.level == "error" and f.code != "dangerous-option"]
     refuse(f"recipe {recipe.path} does not fit {host.name}; nothing was changed",
            [f"[{f.code}] {f.message}" for f in errors])  # fmt: skip
-    heading = f"serving checks failed on {host.name}; no container was started or stopped"
+    heading = HEADING.format(host=host.name)
     refuse(heading, static_problems(recipe, total_gpus))
     if plan_fact(host, NvidiaSmi).ok:  # a brought-up node: check the GPUs now; on a fresh one, in the rollout
-        refuse(heading, runtime_problems(recipe, gpus_only=True))
+        refuse(heading, runtime_problems(recipe, host, gpus_only=True))
     bind = knob(host, "bind_address")
     if host.data.get("allow_unauthenticated") and not is_loopback(bind):
         echo(f"[{host.name}] WARNING: the API is published on {bind} without an API key")
@@ -193,31 +181,49 @@ def sglang_serve() -> None:
         python.call(name=f"Check that {recipe.image.reference} still is the pinned digest", function=_check_pin,
                     recipe=recipe)  # fmt: skip
     if recipe.node_count() > 1:  # a server spanning nodes: its head drives every rank as one unit
-        from roles.sglang_serve.group import serve_group
-
         serve_group()
         return
-    recorded = recorded_digest(plan_fact(host, JsonFile, path=record_path()), recipe.image.reference)
+    recorded = recorded_digest(plan_fact(host, JsonFile, path=record_path(host)), recipe.image.reference)
     # The digest to run: the pinned one; else the recipe's; else what the node already runs (unless image_update).
     digest = recipe.image.digest or (None if host.data.get("image_update") else recorded)
     current = plan_fact(host, ManagedContainers)
-    if digest:
-        specs = specs_for(recipe, total_gpus, digest)
-        refuse(heading, name_problems(specs))
-        rollout = plan_rollout(current, specs)
-        if not rollout.changes and not interrupted(current):
-            return  # nothing differs: no operation, nothing restarted, nothing pulled
-        refuse(heading, port_problems(rollout.replace, current, rollout.remove))
-    python.call(
-        name=f"Roll out {recipe.name} group by group",
-        function=_rollout,
-        recipe=recipe,
-        total_gpus=total_gpus,
-        digest=digest,
-    )
+    if digest is None or interrupted(current):
+        # Decided at execute time: without a digest the specs exist only after the pull, and while a replace
+        # is unfinished what the node runs is known only once it is finished.
+        why = "after pulling the image" if digest is None else "after finishing the interrupted replace"
+        python.call(name=f"Roll out {recipe.name} group by group (decided {why})", function=_rollout,
+                    recipe=recipe, total_gpus=total_gpus, digest=digest)  # fmt: skip
+        return
+    specs = specs_for(recipe, total_gpus, digest)
+    refuse(heading, name_problems(specs))
+    rollout = plan_rollout(current, specs)
+    if not rollout.changes:
+        return  # nothing differs: no operation, nothing restarted, nothing pulled
+    refuse(heading, port_problems(rollout.replace, current, rollout.remove))
+    running = {c.name for c in current}
+    records = {spec.name: plan_fact(host, JsonFile, path=spec_record_path(spec.name))
+               for spec in rollout.replace if spec.name in running}  # fmt: skip
+    # A callback: the GPUs and the model are set up by earlier roles of this run (judged once they have run), and
+    # the API key is made on the node and copied back.
+    python.call(name=f"Check the GPUs and the model before {recipe.name}'s containers change", function=_prepare,
+                recipe=recipe, digest=digest, recorded=recorded)  # fmt: skip
+    for action in group_actions(current, specs, records, recipe.server.kind):
+        _plan_action(recipe, total_gpus, digest, action)
 
 
-PULL_UNIT = "hgxkit-image-pull"
+def _plan_action(recipe: Recipe, total_gpus: int | None, digest: str, action: GroupAction) -> None:
+    """One group's operation, named by what it does (`group 0: replace container m-0 (--tp-size 4 -> 8)`)."""
+    if action.action == "remove" and action.old is not None:
+        server.shell(name=action.line(), commands=[argv("docker", "rm", "-f", action.old.container_id)])
+    elif action.action in ("start", "replace") and action.spec is not None:
+        # A callback: the new container's health, and whether the unit keeps it, exist only at execute time.
+        python.call(name=action.line(), function=_start_group, recipe=recipe, total_gpus=total_gpus, digest=digest,
+                    group=action.spec.group, old_id=action.old.container_id if action.old else "")  # fmt: skip
+
+
+def spec_record_path(name: str) -> str:
+    """Where the node keeps what container `name` was started with (hgxkit.serving.rollout.spec_record)."""
+    return f"{workdir(host, name)}/spec.json"
 
 
 @deploy("hgxkit serving: image prefetch", data_defaults=DEFAULTS)
@@ -228,36 +234,19 @@ def prefetch_image() -> None:
     recipe = recipe_for(host)
     if not host.data.get("image_prefetch", True):
         return
-    if recipe.image.digest or recorded_digest(plan_fact(host, JsonFile, path=record_path()), recipe.image.reference):
+    recorded = recorded_digest(plan_fact(host, JsonFile, path=record_path(host)), recipe.image.reference)
+    if recipe.image.digest or recorded:
         return
-    python.call(name=f"Start pulling {recipe.image.reference} (in the background)", function=_start_pull,
-                reference=recipe.image.reference)  # fmt: skip
-
-
-def _start_pull(reference: str) -> None:
-    run = HostRunner(host)
-    run(script("systemctl reset-failed {unit} >/dev/null 2>&1; systemctl is-active --quiet {unit} || "
-               "systemd-run --unit {unit} --collect --quiet {pull}", unit=PULL_UNIT,
-               pull=argv("docker", "pull", "-q", reference)))  # fmt: skip
-    echo(f"[{host.name}] pulling {reference} in the background (unit {PULL_UNIT})")
-
-
-def _pull(run: HostRunner, reference: str) -> str:
-    """Pull `reference` (after a background pull of it, if one runs) and return its repository digest."""
-    if run.status(argv("systemctl", "is-active", "--quiet", PULL_UNIT))[0]:
-        echo(f"[{host.name}] waiting for the background pull of {reference} (unit {PULL_UNIT})")
-    waited = run(script("while systemctl is-active --quiet {unit}; do sleep 2; done; echo ok", unit=PULL_UNIT))
-    if waited[-1:] != ["ok"]:
-        echo(f"[{host.name}] the background pull did not report; pulling {reference} now")
-    digest = digest_from_inspect(run(pull_and_inspect(reference)), reference)
-    if digest is None:
-        raise DeployError(f"{host.name}: `docker pull {reference}` gave no repository digest; check the registry")
-    return digest
+    reference = recipe.image.reference
+    server.shell(name=f"Start pulling {reference} in the background (unit {PULL_UNIT})",
+                 commands=[script("systemctl reset-failed {unit} >/dev/null 2>&1; systemctl is-active --quiet {unit} "
+                                  "|| systemd-run --unit {unit} --collect --quiet {pull}", unit=PULL_UNIT,
+                                  pull=argv("docker", "pull", "-q", reference))])  # fmt: skip
 
 
 def _check_pin(recipe: Recipe) -> None:
     """Refuse, before any container changes, when the recipe's tag now resolves to another digest."""
-    pulled = _pull(HostRunner(host), recipe.image.reference)
+    pulled = pull(host, recipe.image.reference)
     if pulled != recipe.image.digest:
         raise DeployError(
             f"{host.name}: {recipe.image.reference} now resolves to {pulled}, not the pinned {recipe.image.digest}; "
@@ -265,23 +254,44 @@ def _check_pin(recipe: Recipe) -> None:
         )
 
 
+def _prepare(recipe: Recipe, digest: str, recorded: str | None) -> None:
+    """Execute time, before any container changes: the GPUs and the model (earlier roles of this run set them
+    up, so they are judged once those have run), the digest record, the API key (made once, on the node)."""
+    refuse(HEADING.format(host=host.name), runtime_problems(recipe, host))
+    _record_and_key(recipe, digest, recorded)
+
+
+def _record_and_key(recipe: Recipe, digest: str, recorded: str | None) -> None:
+    run = HostRunner(host)
+    if digest != recorded and not write_text(run, record_path(host), image_record(recipe.image.reference, digest)):
+        raise DeployError(f"{host.name}: could not write {record_path(host)}")
+    if key_files(host) is not None:
+        ensure_api_key(host)
+
+
+def _start_group(recipe: Recipe, total_gpus: int | None, digest: str, group: int, old_id: str) -> None:
+    """Execute time: start one group's container as planned (replacing `old_id`, when given). The spec is made
+    again here with the recipe's `{{env:NAME}}` values from the controller's environment: they stay out of
+    the plan's operation arguments."""
+    specs = specs_for(recipe, total_gpus, digest, environ=dict(os.environ))
+    spec = next(s for s in specs if s.group == group)
+    _replace_group(HostRunner(host), recipe, spec, old_id)
+
+
 def _rollout(recipe: Recipe, total_gpus: int | None, digest: str | None) -> None:
     """Execute time: finish interrupted replaces, pull (when needed), record the digest, replace changed groups
-    one at a time."""
+    one at a time (the case the plan cannot decide: see `serve`)."""
     run = HostRunner(host)
-    heading = f"serving checks failed on {host.name}; no container was started or stopped"
+    heading = HEADING.format(host=host.name)
     for unit in host.get_fact(ActiveUnits, prefix=UNIT_PREFIX):
         echo(f"[{host.name}] attaching to {unit}, a group replace still running from an earlier run")
-        _follow(run, unit, _workdir(unit.removeprefix(UNIT_PREFIX).removesuffix(".service")), unit)
-    refuse(heading, runtime_problems(recipe))
-    recorded = recorded_digest(host.get_fact(JsonFile, path=record_path()), recipe.image.reference)
+        _follow(run, unit, workdir(host, unit.removeprefix(UNIT_PREFIX).removesuffix(".service")), unit)
+    refuse(heading, runtime_problems(recipe, host))
+    recorded = recorded_digest(host.get_fact(JsonFile, path=record_path(host)), recipe.image.reference)
     if digest is None:
-        digest = _pull(run, recipe.image.reference)
+        digest = pull(host, recipe.image.reference)
         echo(f"[{host.name}] {recipe.image.reference} is {digest}; containers run by this digest")
-    if digest != recorded and not write_text(run, record_path(), image_record(recipe.image.reference, digest)):
-        raise DeployError(f"{host.name}: could not write {record_path()}")
-    if key_files() is not None:
-        _ensure_api_key(run, recipe)
+    _record_and_key(recipe, digest, recorded)
     specs = specs_for(recipe, total_gpus, digest, environ=dict(os.environ))
     refuse(heading, name_problems(specs))
     _recover(run, specs)
@@ -293,7 +303,8 @@ def _rollout(recipe: Recipe, total_gpus: int | None, digest: str | None) -> None
         echo(f"[{host.name}] removing {stale.name}: its group is no longer in {recipe.name}")
         run(argv("docker", "rm", "-f", stale.container_id))
     for spec in rollout.replace:
-        _replace_group(run, spec, by_name.get(spec.name))
+        old = by_name.get(spec.name)
+        _replace_group(run, recipe, spec, old.container_id if old else "")
 
 
 def _recover(run: HostRunner, specs: list[ContainerSpec]) -> None:
@@ -307,67 +318,41 @@ def _recover(run: HostRunner, specs: list[ContainerSpec]) -> None:
                 raise DeployError(f"{host.name}: could not finish the interrupted replace of {spec.name}: {said}")
 
 
-def _ensure_api_key(run: HostRunner, recipe: Recipe, h: Host | None = None) -> None:
-    """Create the host's API key once (root-only), its per-kind files, and copy it to the controller once
-    (`h`: another host of a multi-node group; default this host)."""
-    h = h or host
-    key_file = str(knob(h, "serve_api_key_file"))
-    files = ApiKeyFiles.beside(key_file)
-    created = run(
-        script(
-            "umask 077 && mkdir -p {dir} && if [ -s {file} ]; then echo exists; else "
-            "head -c 48 /dev/urandom | base64 | tr -dc A-Za-z0-9 | head -c 40 > {file} && echo created; fi && "
-            'k=$(cat {file}) && printf "api-key: %s\\n" "$k" > {yaml} && printf "VLLM_API_KEY=%s\\n" "$k" > {env}',
-            file=key_file,
-            dir=str(Path(key_file).parent),
-            yaml=files.config_yaml,
-            env=files.env_file,
-        )
-    )
-    local = Path(".hgxkit/secrets") / f"{h.name}.api-key"
-    if created[-1:] == ["created"] or not local.exists():
-        local.parent.mkdir(parents=True, exist_ok=True)
-        local.parent.chmod(0o700)
-        h.get_file(key_file, str(local))
-        local.chmod(0o600)
-        echo(f"[{h.name}] API key stored root-only at {key_file}; a copy is in {local} (keep it secret)")
-
-
-def _workdir(name: str) -> str:
-    return f"{knob(host, 'serve_state_dir')}/replace/{name}"
-
-
-def _replace_group(run: HostRunner, spec: ContainerSpec, old: RunningContainer | None) -> None:
-    """Start the group's replace unit and follow it to its end (it goes on if this run is cut off)."""
+def _replace_group(run: HostRunner, recipe: Recipe, spec: ContainerSpec, old_id: str) -> None:
+    """Start the group's replace unit and follow it to its end (it goes on if this run is cut off); then keep
+    on the node what the container was started with (its spec record, for the next plan's flag diff)."""
     echo(f"[{host.name}] group {spec.group} ({spec.name}, GPUs {spec.gpus}, port {spec.port}): starting new spec")
-    workdir, unit = _workdir(spec.name), unit_name(spec.name)
+    folder, unit = workdir(host, spec.name), unit_name(spec.name)
     program = replace_script(
         name=spec.name,
-        old_id=old.container_id if old else "",
+        old_id=old_id,
         health_url=spec.health_url,
         timeout_s=float(host.data.get("serve_health_timeout")),
         interval_s=float(host.data.get("serve_health_interval")),
-        workdir=workdir,
+        workdir=folder,
     )
     # The docker run command may hold the recipe's secrets: a root-only file, sent on stdin, deleted once run.
     ok, _ = run.status(
-        script("umask 077 && mkdir -p {dir} && rm -f {dir}/status && cat > {dir}/docker-run.sh", dir=workdir),
+        script("umask 077 && mkdir -p {dir} && rm -f {dir}/status && cat > {dir}/docker-run.sh", dir=folder),
         _stdin=SecretLines([text(spec.command())]),
     )
-    if not ok or not write_text(run, f"{workdir}/replace.sh", program, mode="0700"):
-        raise DeployError(f"{host.name}: could not write the replace script under {workdir}")
+    if not ok or not write_text(run, f"{folder}/replace.sh", program, mode="0700"):
+        raise DeployError(f"{host.name}: could not write the replace script under {folder}")
     run(script("systemctl reset-failed {unit} >/dev/null 2>&1; systemd-run --unit {unit} --collect --quiet "
-               "/bin/sh {program}", unit=unit, program=f"{workdir}/replace.sh"))  # fmt: skip
-    _follow(run, unit, workdir, f"group {spec.group} ({spec.name})")
+               "/bin/sh {program}", unit=unit, program=f"{folder}/replace.sh"))  # fmt: skip
+    _follow(run, unit, folder, f"group {spec.group} ({spec.name})")
+    record = json.dumps(spec_record(spec, recipe.server.kind), indent=2) + "\n"
+    if not write_text(run, spec_record_path(spec.name), record, mode="0600"):
+        echo(f"[{host.name}] could not write {spec_record_path(spec.name)}; the next plan shows no flag diff")
 
 
-def _follow(run: HostRunner, unit: str, workdir: str, what: str) -> None:
+def _follow(run: HostRunner, unit: str, folder: str, what: str) -> None:
     """Print a replace unit's progress until it writes its status; fail the run, with the logs, if it failed."""
     timeout = float(host.data.get("serve_health_timeout")) + 300
     interval = float(host.data.get("serve_health_interval"))
     poll = script("cat {status} 2>/dev/null; echo '#'; cat {progress} 2>/dev/null; echo '#'; "
-                  "systemctl is-active {unit} 2>/dev/null || true", status=f"{workdir}/status",
-                  progress=f"{workdir}/progress", unit=unit)  # fmt: skip
+                  "systemctl is-active {unit} 2>/dev/null || true", status=f"{folder}/status",
+                  progress=f"{folder}/progress", unit=unit)  # fmt: skip
     start, last = time.monotonic(), ""
     while True:
         lines = run(poll)
@@ -388,6 +373,6 @@ def _follow(run: HostRunner, unit: str, workdir: str, what: str) -> None:
     if status == "ok":
         echo(f"[{host.name}] {what} is serving")
         return
-    logs = [redact(line) for line in run(script("cat {f} 2>/dev/null || true", f=f"{workdir}/failed.log"))]
+    logs = [redact(line) for line in run(script("cat {f} 2>/dev/null || true", f=f"{folder}/failed.log"))]
     raise DeployError(f"{host.name}: {what} {status.removeprefix('failed: ')}. Its last log lines:\n"
                       + problem_lines(logs[-20:]).replace("  - ", "    "))  # fmt: skip

@@ -20,7 +20,7 @@ containers when every rank runs the new spec and rank 0 is healthy, otherwise it
 goes on as usual. Failures land on the head host in pyinfra's report; the members' hosts show no error.
 
 Example (deploys/reproduce.py, before bring-up):
-    from roles.sglang_serve.group import multinode_preflight
+    from roles.serve.group import multinode_preflight
     multinode_preflight()
 """
 
@@ -38,8 +38,9 @@ from pyinfra.operations import python
 
 from hgxkit.hostcmd import HostRunner, SecretLines, argv, script, text
 from hgxkit.hostfiles import write_text
-from hgxkit.knobs import knob
-from hgxkit.node.facts import JsonFile, NvidiaSmi
+from hgxkit.knobs import knob, role_knob
+from hgxkit.node.facts_files import JsonFile
+from hgxkit.node.facts_gpu import NvidiaSmi
 from hgxkit.planfacts import plan_fact
 from hgxkit.problems import Problem, problem_lines, refuse
 from hgxkit.recipe.model import Recipe
@@ -80,14 +81,8 @@ from hgxkit.serving.multinode import (
 from hgxkit.serving.nodegroups import group_for, member_host, member_state, run_problems, spanning_recipe
 from hgxkit.serving.probes import http_request, parse_response
 from hgxkit.serving.replace import PREVIOUS_SUFFIX
-from roles.sglang_serve import _ensure_api_key, _pull, key_files, record_path, runtime_problems
-from roles.sglang_serve.defaults import DEFAULTS
-
-
-def _own(h: Any, key: str) -> Any:
-    """This role's knob `key` for host `h` (its defaults apply only inside its own @deploy, on its own host)."""
-    value = h.data.get(key)
-    return DEFAULTS.get(key) if value is None else value
+from hgxkit.serving.steps import ensure_api_key, key_files, pull, record_path, runtime_problems, workdir
+from roles.serve.defaults import DEFAULTS
 
 
 def _total_gpus(h: Any) -> int | None:
@@ -136,7 +131,7 @@ def reach_problems(recipe: Recipe, group: NodeGroup) -> list[Problem]:
     if port is None:
         return []
     head = member_host(host, group.head.host)
-    timeout = int(_own(host, "multinode_reach_timeout"))
+    timeout = int(role_knob(host, "multinode_reach_timeout", DEFAULTS))
     if port in plan_fact(head, ListeningPorts):
         ours = [c for c in plan_fact(head, ManagedContainers) if c.running]
         if not ours:
@@ -203,14 +198,19 @@ def serve_group() -> None:
     refuse(heading, run_problems(host, group))
     if host.name != group.head.host:
         return  # rank >= 1: the head's operation starts and watches this host's rank
-    recorded = recorded_digest(plan_fact(host, JsonFile, path=record_path()), recipe.image.reference)
+    recorded = recorded_digest(plan_fact(host, JsonFile, path=record_path(host)), recipe.image.reference)
     digest = recipe.image.digest or (None if host.data.get("image_update") else recorded)
+    why = "decided after pulling the image"
     if digest:
         specs = group_specs(recipe, group, digest)
         head_spec = specs[group.head.host]
-        if not decide_group(_ranks(group, head_spec.name), head_spec.spec_hash).changes:
+        decision = decide_group(_ranks(group, head_spec.name), head_spec.spec_hash)
+        if not decision.changes:
             return  # nothing differs on any rank: no operation, nothing restarted
-    python.call(name=f"Roll out {recipe.name} on {', '.join(group.hosts)} as one multi-node group",
+        why = "; ".join(decision.reasons) or "remove containers no longer in the recipe"
+    # One callback for the whole group: its ranks stop, start and are judged together, and whether rank 0
+    # becomes healthy exists only at execute time (module doc).
+    python.call(name=f"Roll out {recipe.name} on {', '.join(group.hosts)} as one multi-node group ({why})",
                 function=rollout_group, recipe=recipe, group=group, digest=digest)  # fmt: skip
 
 
@@ -239,7 +239,7 @@ def _member_problems(recipe: Recipe, group: NodeGroup, digest: str) -> list[Prob
     problems: list[Problem | str] = list(run_problems(host, group))
     members = [(m, member_host(host, m.host)) for m in group.members]
     for member, h in members:
-        problems += [f"{member.host}: {p}" for p in runtime_problems(recipe, h=h)]
+        problems += [f"{member.host}: {p}" for p in runtime_problems(recipe, h)]
     states = [member_state(h, recipe, m.rank) for m, h in members]
     differ = member_differences(states)
     if differ:
@@ -253,7 +253,7 @@ def rollout_group(recipe: Recipe, group: NodeGroup, digest: str | None) -> None:
     heading = f"serving checks failed for the multi-node group {', '.join(group.hosts)}; no container was changed"
     refuse(heading, run_problems(host, group))
     if digest is None:
-        digest = _pull(HostRunner(host), recipe.image.reference)
+        digest = pull(host, recipe.image.reference)
         echo(f"[{host.name}] {recipe.image.reference} is {digest}; every rank runs this digest")
     for member in group.members:
         _place_image(member_host(host, member.host), recipe, digest)
@@ -261,7 +261,7 @@ def rollout_group(recipe: Recipe, group: NodeGroup, digest: str | None) -> None:
     for member in group.members:
         h = member_host(host, member.host)
         if key_files(h) is not None:
-            _ensure_api_key(HostRunner(h), recipe, h)
+            ensure_api_key(h)
     specs = group_specs(recipe, group, digest, environ=dict(os.environ))
     head_spec = specs[group.head.host]
     decision = decide_group(_ranks(group, head_spec.name), head_spec.spec_hash)
@@ -294,10 +294,6 @@ def _port_problems(recipe: Recipe, group: NodeGroup, ranks: list[RankNow]) -> li
         busy = sorted(set(wanted) & plan_fact(member_host(host, rank.host), ListeningPorts))
         problems += [Problem("port", f"port {p} is in use on {rank.host}", "stop what listens there") for p in busy]
     return problems
-
-
-def _workdir(h: Any, name: str) -> str:
-    return f"{knob(h, 'serve_state_dir')}/replace/{name}"
 
 
 def _head_health(spec: ContainerSpec) -> int | None:
@@ -340,11 +336,11 @@ def _replace(group: NodeGroup, specs: dict[str, ContainerSpec]) -> None:
     for member in group.members:  # the command may hold secrets: root-only, on stdin, deleted once run
         h = member_host(host, member.host)
         ok, _ = HostRunner(h).status(
-            script("umask 077 && mkdir -p {dir} && cat > {dir}/docker-run.sh", dir=_workdir(h, name)),
+            script("umask 077 && mkdir -p {dir} && cat > {dir}/docker-run.sh", dir=workdir(h, name)),
             _stdin=SecretLines([text(specs[member.host].command())]),
         )
         if not ok:
-            raise DeployError(f"{member.host}: could not write {_workdir(h, name)}/docker-run.sh; nothing was changed")
+            raise DeployError(f"{member.host}: could not write {workdir(h, name)}/docker-run.sh; nothing was changed")
     why = None
     touched: list[str] = []
     for member in group.members:  # rank 0 first: SGLang's head tells the workers to stop
@@ -356,9 +352,9 @@ def _replace(group: NodeGroup, specs: dict[str, ContainerSpec]) -> None:
     if why is None:
         for member in group.members:
             h = member_host(host, member.host)
-            ok, _ = HostRunner(h).status(start_command(_workdir(h, name)))
+            ok, _ = HostRunner(h).status(start_command(workdir(h, name)))
             if not ok:
-                log = HostRunner(h)(script("tail -n 5 {f} 2>/dev/null || true", f=f"{_workdir(h, name)}/start.log"))
+                log = HostRunner(h)(script("tail -n 5 {f} 2>/dev/null || true", f=f"{workdir(h, name)}/start.log"))
                 why = f"rank {member.rank} on {member.host} did not start: {redact(' '.join(log))[-300:]}"
                 break
     if why is None:
@@ -375,7 +371,7 @@ def _replace(group: NodeGroup, specs: dict[str, ContainerSpec]) -> None:
     back = _put_back(group, name, touched)
     for member in group.members:  # a rank never started keeps no command (it may hold secrets)
         h = member_host(host, member.host)
-        HostRunner(h)(script("rm -f {f}", f=f"{_workdir(h, name)}/docker-run.sh"))
+        HostRunner(h)(script("rm -f {f}", f=f"{workdir(h, name)}/docker-run.sh"))
     raise DeployError(
         f"{host.name}: the multi-node group {name} ({group.label()}) failed: {why}. Every rank was put back "
         f"({'; '.join(back)}). The ranks' last log lines:\n" + problem_lines(logs).replace("  - ", "    ")
@@ -390,8 +386,8 @@ def _clip(line: str, width: int = 240) -> str:
 
 def _wait(group: NodeGroup, head_spec: ContainerSpec) -> str | None:
     """Until rank 0 answers its health check (None) while every rank's container runs; else why not."""
-    timeout = float(_own(host, "serve_health_timeout"))
-    interval = float(_own(host, "serve_health_interval"))
+    timeout = float(role_knob(host, "serve_health_timeout", DEFAULTS))
+    interval = float(role_knob(host, "serve_health_interval", DEFAULTS))
     start, last = time.monotonic(), ""
     while True:
         status = _head_health(head_spec)

@@ -1,0 +1,150 @@
+"""Server kinds: the registry of the serving engines hgxkit drives, and which kind a command is.
+
+One module per engine (hgxkit/kinds/sglang.py, hgxkit/kinds/vllm.py), registered here; check, import, serving,
+verify, telemetry and the fingerprint ask the kind instead of naming an engine.
+
+A kind is detected from the image and the server program (`detect_kind`), stored in the recipe
+(`server.kind`) and can be overridden there. Engines hgxkit does not drive yet are recognised and refused
+by name (`UNSUPPORTED`), never imported as something else. A new engine is one module that builds a
+`ServerKind` (hgxkit/kinds/base.py) and is passed to `register_kind`.
+
+Example:
+    >>> detect_kind("vllm/vllm-openai:latest", ()).name
+    'vllm'
+    >>> KINDS["vllm"].canonical_flag("-tp"), KINDS["vllm"].canonical_flag("--enable_expert_parallel")
+    ('--tensor-parallel-size', '--enable-expert-parallel')
+    >>> KINDS["sglang"].canonical_flag("--tp")
+    '--tp-size'
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from hgxkit.errors import InputError
+from hgxkit.kinds.base import PostedClient, ServerKind, program_of, python_program
+from hgxkit.kinds.sglang import SGLANG
+from hgxkit.kinds.vllm import VLLM
+from hgxkit.recipe.imageref import repository
+
+__all__ = [
+    "DEFAULT_KIND", "KINDS", "KIND_NAMES", "UNSUPPORTED", "ServerKind", "UnsupportedKind", "detect_kind",
+    "image_matches", "kind_programs", "launcher_prefixes", "legacy_version_keys", "posted_clients",
+    "python_program", "register_kind", "unregister_kind",
+]  # fmt: skip
+
+KINDS: dict[str, ServerKind] = {}
+# The registered names, one list that lives as long as the process (the recipe schema's `server.kind` enum
+# holds this very list, so a kind registered later validates too).
+KIND_NAMES: list[str] = []
+# The kind of a command nothing else tells (a bare `--flags` line, a recipe written before kinds).
+DEFAULT_KIND = "sglang"
+
+
+def register_kind(kind: ServerKind) -> ServerKind:
+    """Add an engine: from now on it is detected, imported, checked, served and verified like the others."""
+    if kind.name in KINDS or any(kind.name == other.name for other in UNSUPPORTED):
+        raise ValueError(f"server kind {kind.name!r} is already known")
+    KINDS[kind.name] = kind
+    KIND_NAMES.append(kind.name)
+    return kind
+
+
+def unregister_kind(name: str) -> None:
+    """Forget an engine added by `register_kind` (tests)."""
+    del KINDS[name]
+    KIND_NAMES.remove(name)
+
+
+def posted_clients() -> tuple[PostedClient, ...]:
+    """The benchmark clients of every kind that posts use (engine-neutral ones are hgxkit/recipe/clients.py's)."""
+    return tuple(client for kind in KINDS.values() for client in kind.posted_clients)
+
+
+def launcher_prefixes() -> tuple[tuple[str, ...], ...]:
+    """Launch programs that are their own command (`sglang serve`, `vllm serve`), not `python3 -m MODULE`."""
+    return tuple(p for kind in KINDS.values() for p in kind.programs if p[0] != "python3")
+
+
+def kind_programs() -> frozenset[str]:
+    """The first words of every kind's server and client programs (`sglang`, `vllm`, `python3`)."""
+    programs = [p for kind in KINDS.values() for p in (*kind.programs, *kind.deprecated_programs)]
+    programs += [p for client in posted_clients() for p in client.programs]
+    return frozenset(p[0] for p in programs)
+
+
+def legacy_version_keys() -> tuple[str, ...]:
+    """Every kind's old fingerprint version fields, in registration order (each is written, None when unset)."""
+    return tuple(dict.fromkeys(key for kind in KINDS.values() for key in kind.version_keys))
+
+
+@dataclass(frozen=True)
+class UnsupportedKind:
+    """An engine hgxkit recognises but does not drive yet: refused by name."""
+
+    name: str
+    title: str
+    images: tuple[str, ...]
+    programs: tuple[tuple[str, ...], ...]
+    # What gives the engine away when neither image nor program is known (`$NIM_IMAGE`): environment names,
+    # container paths, image name parts.
+    hints: tuple[str, ...] = ()
+
+    def hinted_by(self, text: str) -> str | None:
+        """The first hint of this engine found in `text` (a command as posted), or None."""
+        return next((hint for hint in self.hints if re.search(hint, text)), None)
+
+
+UNSUPPORTED = (
+    UnsupportedKind("tgi", "Hugging Face TGI (text-generation-inference)",
+                    ("ghcr.io/huggingface/text-generation-inference",), (("text-generation-launcher",),),
+                    (r"text-generation-inference",)),
+    UnsupportedKind("nim", "NVIDIA NIM", ("nvcr.io/nim/",), (),
+                    (r"\bNIM_[A-Z_]+=", r"/opt/nim/", r"\bnvcr\.io/nim/", r"\b[a-z0-9-]*-nim\b")),
+    UnsupportedKind("trtllm", "TensorRT-LLM", ("nvcr.io/nvidia/tensorrt-llm",), (("trtllm-serve",),),
+                    (r"tensorrt[-_]llm",)),
+    UnsupportedKind("ollama", "Ollama", ("ollama/ollama",), (("ollama",),), (r"\bollama/ollama\b",)),
+    UnsupportedKind("llama.cpp", "llama.cpp server", ("ghcr.io/ggml-org/llama.cpp", "ghcr.io/ggerganov/llama.cpp"),
+                    (("llama-server",), ("./llama-server",)), (r"\bllama\.cpp[:/]", r"\.gguf\b.*--n-gpu-layers")),
+    UnsupportedKind("lmdeploy", "LMDeploy", ("openmmlab/lmdeploy",),
+                    (("lmdeploy", "serve"), ("python3", "-m", "lmdeploy")), (r"\blmdeploy\b",)),
+    UnsupportedKind("triton", "Triton Inference Server", ("nvcr.io/nvidia/tritonserver",), (("tritonserver",),),
+                    (r"tritonserver",)),
+)  # fmt: skip
+
+register_kind(SGLANG)
+register_kind(VLLM)
+
+
+def image_matches(image: str | None, prefixes: Sequence[str]) -> bool:
+    """True when `image` is in one of these repositories (a prefix ending in `/` names a registry path)."""
+    repo = repository(image or "").lower()
+    return any(repo == p.rstrip("/") or (p.endswith("/") and repo.startswith(p)) for p in prefixes)
+
+
+def detect_kind(image: str | None, program: Sequence[str], explicit: str | None = None) -> ServerKind:
+    """The kind of a server from the recipe's `server.kind`, else its program, else its image.
+
+    Raises InputError naming an engine hgxkit does not support, or asking for `server.kind` when nothing tells.
+    """
+    if explicit:
+        if explicit in KINDS:
+            return KINDS[explicit]
+        raise InputError(f"server.kind {explicit!r}: use one of {', '.join(KINDS)}")
+    for kind in KINDS.values():
+        if kind.launches(program):
+            return kind
+    for other in UNSUPPORTED:
+        if program_of(program, other.programs) or image_matches(image, other.images):
+            raise InputError(
+                f"{other.title} ({other.name}) is not supported yet: hgxkit serves "
+                f"{', '.join(k.title for k in KINDS.values())}"
+            )
+    for kind in KINDS.values():
+        if image_matches(image, kind.images):
+            return kind
+    raise InputError(
+        f"cannot tell which server {image or 'this command'} runs: set server.kind to one of {', '.join(KINDS)}"
+    )

@@ -1,0 +1,193 @@
+"""What a server kind is: `ServerKind` and the strategy records an engine module fills in.
+
+Its benchmark client as verify runs it (`BenchClient`), the clients posts use (`PostedClient`), its /metrics
+names (`KindMetrics`).
+
+Nothing here names an engine; hgxkit/kinds/sglang.py and hgxkit/kinds/vllm.py are the engines, and the
+registry that holds them is hgxkit/kinds/__init__.py.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from hgxkit.results.bench import BenchRecord
+
+
+class BenchCell(Protocol):
+    """What a kind's benchmark client reads of one cell (hgxkit.verify.plan.Cell has these)."""
+
+    port: int
+    input_len: int
+    concurrency: int | None
+    num_prompts: int
+    output_len: int | None
+    served_name: str | None
+    tokenizer: str | None
+    request_rate: float | None
+    dataset: str | None
+    range_ratio: float | None
+    seed: int | None
+    extra_args: tuple[str, ...]
+
+    @property
+    def file(self) -> str: ...
+
+
+@dataclass(frozen=True)
+class BenchClient:
+    """How verify runs a kind's own benchmark client inside its serving container, and reads what it wrote."""
+
+    # (module run as __main__, arguments before the client's own): the first that imports in the container runs.
+    modules: tuple[tuple[str, tuple[str, ...]], ...]
+    suffix: str  # of the output file the client writes (`g0_smoke.jsonl`)
+    fixed_ratio: float  # the --random-range-ratio meaning "fixed lengths" in this client's convention
+    # (cell, output directory, warm-up requests as text) -> the client's arguments after `modules`' prefix
+    argv: Callable[[BenchCell, str, str], list[str]]
+    # (output file text, cell) -> one record per run in it; ValueError for a damaged file
+    parse: Callable[[str, BenchCell], list[BenchRecord]]
+
+
+@dataclass(frozen=True)
+class PostedClient:
+    """One benchmark client people post: how it is launched, its flags per cell setting, its defaults
+    (read by hgxkit/recipe/clients.py into a matrix cell)."""
+
+    name: str
+    programs: tuple[tuple[str, ...], ...]
+    settings: dict[str, tuple[str, ...]]  # cell setting -> flag spellings (first is canonical)
+    defaults: dict[str, object]  # written into a cell when the post leaves the setting to the client
+    switches: frozenset[str]  # flags that take no value
+    connection: dict[str, tuple[str, ...]] = field(default_factory=dict)  # model/host/port/url -> flags
+    output: tuple[str, ...] = ()  # flags about where results go: dropped
+    abbreviations: bool = True  # argparse: a unique prefix of a flag is that flag
+    version: str = ""  # the release whose defaults `defaults` are
+    others: tuple[str, ...] = ()  # its other flags, so that an abbreviation is only read where it is unique
+    script: str | None = None  # a `python3 SCRIPT` launch: the script's path (regex), for repository scripts
+    printed: str | None = None  # how results a post prints name this client (regex), None: they never do
+
+
+# The flags that say where the server is, shared by the clients that follow vLLM's and SGLang's spelling.
+CONNECTION_FLAGS = {
+    "model": ("--model",), "host": ("--host",), "port": ("--port",), "url": ("--base-url",),
+    "tokenizer": ("--tokenizer",), "served": ("--served-model-name",),
+}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class KindMetrics:
+    """The Prometheus metric names one server kind exposes (hgxkit/results/telemetry.py reads them)."""
+
+    running: str
+    waiting: str
+    generation_tokens: str
+    prompt_tokens: str
+    kv_usage: tuple[str, ...]
+    accept_length_gauge: str | None = None
+    accepted_tokens: str | None = None
+    drafts: str | None = None
+    gen_throughput_gauge: str | None = None
+    cache_hit_rate_gauge: str | None = None
+    prefix_cache_hits: str | None = None
+    prefix_cache_queries: str | None = None
+
+
+@dataclass(frozen=True)
+class ServerKind:
+    """One serving engine: its command line, network defaults, endpoints, API key, benchmark client, metrics."""
+
+    name: str
+    title: str
+    images: tuple[str, ...]  # image repositories (without tag) that hold this engine
+    programs: tuple[tuple[str, ...], ...]  # how its server is launched (first words of the container command)
+    flag_aliases: dict[str, str]  # alias -> canonical spelling
+    underscores_are_dashes: bool  # `--max_model_len` == `--max-model-len` (vLLM's FlexibleArgumentParser)
+    positional_model: bool  # `vllm serve MODEL`, `sglang serve MODEL`
+    model_flag: str  # canonical flag naming the model
+    tp_flag: str
+    pp_flag: str
+    dp_flag: str
+    default_host: str  # where the server listens unless --host says otherwise
+    default_port: int
+    health_path: str  # 200 only when the server can generate (the serving role waits on it)
+    ready_path: str  # 200 when it answers at all (verify asks this before judging)
+    info_path: str | None  # version / server info (fingerprint)
+    metrics_path: str
+    metrics_flag: str | None  # flag that turns /metrics on; None: always on
+    api_key_env: str | None  # environment variable the server reads its API key from; None: only --api-key
+    client: str  # the engine's own benchmark client, as results name it
+    client_backend: str  # its --backend for this engine
+    flush_cache: bool  # the server has /flush_cache (the client's --flush-cache)
+    default_image: str  # for a bare launch imported without --image
+    bench: BenchClient  # how verify runs `client`
+    metrics: KindMetrics  # its /metrics names
+    posted_clients: tuple[PostedClient, ...] = ()  # benchmark clients of this engine that posts use
+    image_entrypoint: tuple[str, ...] = ()  # the official image's ENTRYPOINT, when it is the server itself
+    speculative_flags: tuple[str, ...] = ()  # flags that turn speculative decoding on
+    multinode_flags: tuple[str, ...] = ()  # flags of a group spanning nodes
+    deprecated_programs: tuple[tuple[str, ...], ...] = field(default_factory=tuple)
+    # A server spanning nodes: the same command on every host but for these (canonical spellings).
+    nnodes_flag: str = "--nnodes"
+    rank_flag: str = "--node-rank"
+    head_flag: str = ""  # the head node's address (SGLang: HOST:PORT in one value)
+    head_port_flag: str | None = None  # the rendezvous port, when it is a flag of its own
+    default_dist_port: int | None = None  # the rendezvous port when the command gives none
+    worker_flags: tuple[str, ...] = ()  # added on hosts of rank >= 1
+    # Flags that spread one server over hosts by hand (not imported: the --nnodes form is).
+    hand_spread_flags: tuple[str, ...] = ()
+    dp_in_tp_flag: str | None = None  # with it, data parallelism runs inside the TP group (no extra GPUs)
+    env_report: tuple[str, ...] = ()  # its own environment report (what people attach to bug reports), in a container
+    # Fingerprint fields kept from before server kinds that hold this kind's version (comparable with old runs).
+    version_keys: tuple[str, ...] = ()
+    # Known pitfalls of this engine: (recipe, warn(code, message)) -> None, called by `hgxkit recipe check`.
+    pitfalls: Callable[[Any, Callable[[str, str], None]], None] | None = None
+
+    def canonical_flag(self, flag: str) -> str:
+        """The canonical spelling of `flag` for this engine (aliases, `_` for `-` where the parser allows)."""
+        name = flag
+        if self.underscores_are_dashes and name.startswith("--"):
+            head, dot, rest = name[2:].partition(".")
+            name = "--" + head.replace("_", "-") + dot + rest
+        return self.flag_aliases.get(name, name)
+
+    def launches(self, words: Sequence[str]) -> bool:
+        """True when the container command starts with one of this engine's launch programs."""
+        return program_of(words, self.programs + self.deprecated_programs) is not None
+
+    def ratio_for(self, ratio: float, posted_fixed: float) -> float | None:
+        """A posted cell's range ratio for this kind's client, the post's client calling `posted_fixed` "fixed
+        lengths": as written in the same convention; "fixed lengths" translated; None otherwise."""
+        if posted_fixed == self.bench.fixed_ratio:
+            return ratio
+        return self.bench.fixed_ratio if ratio == posted_fixed else None
+
+
+def python_program(words: Sequence[str]) -> list[str]:
+    """`words` with a Python interpreter (`python`, `python3.12`, `/opt/conda/bin/python`) written `python3`.
+
+    Example:
+        >>> python_program(["/data/conda/envs/x/bin/python", "-m", "sglang.launch_server"])
+        ['python3', '-m', 'sglang.launch_server']
+    """
+    return [re.sub(r"^(?:\S*/)?python[0-9.]*$", "python3", w) if i == 0 else w for i, w in enumerate(words)]
+
+
+def program_of(words: Sequence[str], programs: Sequence[tuple[str, ...]]) -> tuple[str, ...] | None:
+    """The first of `programs` that `words` (interpreter written `python3`) start with, or None."""
+    normal = tuple(python_program(words))
+    for program in programs:
+        if normal[: len(program)] == program:
+            return program
+    return None
+
+
+def load_args(cell: BenchCell) -> tuple[list[str], list[str], list[str]]:
+    """The load, seed and output-length arguments of a cell, spelt alike by SGLang's and vLLM's clients."""
+    load = ["--max-concurrency", str(cell.concurrency)] if cell.concurrency is not None else []
+    load += ["--request-rate", str(cell.request_rate)] if cell.request_rate is not None else []
+    seed = ["--seed", str(cell.seed)] if cell.seed is not None else []
+    out_len = ["--random-output-len", str(cell.output_len)] if cell.output_len is not None else []
+    return load, seed, out_len

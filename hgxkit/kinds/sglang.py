@@ -1,0 +1,175 @@
+"""SGLang as a server kind: flags, endpoints, benchmark client, /metrics names, multi-node flags, pitfalls.
+
+Its client is `python -m sglang.benchmark.serving`, which posts use too.
+
+Example:
+    >>> SGLANG.canonical_flag("--tp"), SGLANG.bench.suffix
+    ('--tp-size', 'jsonl')
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from hgxkit.kinds.base import CONNECTION_FLAGS, BenchCell, BenchClient, KindMetrics, PostedClient, ServerKind, load_args
+from hgxkit.results.bench import BenchRecord, parse_bench_jsonl
+
+
+def client_argv(cell: BenchCell, output_dir: str, warmups: str) -> list[str]:
+    """`sglang.benchmark.serving` arguments for one cell (hgxkit.verify.plan.client_argv says what they mean)."""
+    load, seed, out_len = load_args(cell)
+    dataset = cell.dataset or "random-ids"
+    if dataset == "random" and "--dataset-path" not in cell.extra_args:
+        # SGLang's `random` takes its token ids from ShareGPT, downloaded from the Hub; verify runs the client
+        # offline (HF_HUB_OFFLINE), so the same lengths, ratio and load are measured with random token ids.
+        dataset = "random-ids"
+    return [
+        "--backend", "sglang", "--host", "127.0.0.1", "--port", str(cell.port),
+        "--dataset-name", dataset,
+        "--random-input-len", str(cell.input_len), *out_len,
+        # SGLang's ratio is the shortest share of the length: 1 = fixed lengths
+        "--random-range-ratio", str(cell.range_ratio if cell.range_ratio is not None else 1.0),
+        "--num-prompts", str(cell.num_prompts), *load, *seed,
+        # --flush-cache resets the server's accept-length counter, which is otherwise lifetime-cumulative.
+        "--warmup-requests", warmups, "--flush-cache", "--output-details",
+        "--output-file", f"{output_dir}/{cell.file}", *cell.extra_args,
+    ]  # fmt: skip
+
+
+def parse_output(text: str, cell: BenchCell) -> list[BenchRecord]:
+    """The client's JSONL (one line per run; nothing when it wrote nothing)."""
+    return parse_bench_jsonl(text, source=cell.file) if text.strip() else []
+
+
+def pitfalls(recipe: Any, warn: Callable[[str, str], None]) -> None:
+    """Known SGLang pitfalls: flags of its CLI, DSpark and HiCache settings (`recipe`: a hgxkit Recipe)."""
+    server = recipe.server
+    docker = recipe.docker
+    if any(use.words[0].partition("=")[0] == "--cuda-graph-max-bs" for use in server.uses()):
+        warn(
+            "cuda-graph-max-bs",
+            "--cuda-graph-max-bs is ambiguous in SGLang >= 0.5.23 (it could match --cuda-graph-max-bs-decode "
+            "and --cuda-graph-max-bs-prefill) and the server exits; use --cuda-graph-max-bs-decode",
+        )
+    algorithm = (server.flag("--speculative-algorithm") or "").upper()
+    dspark_model = "dspark" in f"{recipe.model.repo_id or ''} {recipe.model.local_dir or ''}".lower()
+    if algorithm in ("EAGLE", "EAGLE3", "NEXTN") and dspark_model:
+        warn(
+            "wrong-spec-algorithm",
+            f"--speculative-algorithm {algorithm} on a DSpark checkpoint serves with accept length 1.0; "
+            "use --speculative-algorithm DSPARK",
+        )
+    if algorithm == "DSPARK":
+        shape_flags = [
+            f
+            for f in ("--speculative-num-steps", "--speculative-eagle-topk", "--speculative-num-draft-tokens")
+            if server.has(f)
+        ]
+        if shape_flags:
+            warn(
+                "dspark-shape",
+                f"{', '.join(shape_flags)} are ignored with DSPARK (the draft shape comes from the "
+                "checkpoint); use --speculative-dspark-block-size",
+            )
+    env = {setting.name: setting.value for setting in docker.env()}
+    if env.get("SGLANG_RAGGED_VERIFY_MODE") == "compact" and not server.has(
+        "--speculative-dspark-sps-table-path"
+    ):
+        warn(
+            "compact-without-sps",
+            "SGLANG_RAGGED_VERIFY_MODE=compact without --speculative-dspark-sps-table-path verifies the "
+            "whole block anyway; build a table with sglang.benchmark.dspark_sps_profiler or use static",
+        )
+    if server.has("--enable-hierarchical-cache") and server.flag("--hicache-size") in (None, "0"):
+        ratio = server.flag("--hicache-ratio") or "2 (default)"
+        warn(
+            "hicache-host-ram",
+            f"HiCache ratio {ratio} pins ratio x the device KV pool in host RAM per rank, for every "
+            "group; two TP4 groups at ratio 4 can need terabytes; the serve role checks RAM, or set "
+            "--hicache-size GB",
+        )
+
+
+_SETTINGS = {
+    "backend": ("--backend",), "dataset": ("--dataset-name",), "input_len": ("--random-input-len",),
+    "output_len": ("--random-output-len",), "range_ratio": ("--random-range-ratio",),
+    "num_prompts": ("--num-prompts",), "concurrency": ("--max-concurrency",), "request_rate": ("--request-rate",),
+    "warmups": ("--warmup-requests",), "seed": ("--seed",),
+}  # fmt: skip
+
+POSTED_CLIENT = PostedClient(
+    "sglang.benchmark.serving",
+    (("python3", "-m", "sglang.benchmark.serving"), ("python3", "-m", "sglang.bench_serving")),
+    _SETTINGS,
+    # sglang 0.5.23 `python -m sglang.benchmark.serving --help` (reference notes §4).
+    {"dataset": "sharegpt", "input_len": 1024, "output_len": 1024, "range_ratio": 0.0, "num_prompts": 1000},
+    frozenset({"--flush-cache", "--disable-stream", "--disable-ignore-eos", "--output-details",
+               "--apply-chat-template", "--tokenize-prompt", "--cache-report", "--disable-tqdm", "--profile"}),
+    CONNECTION_FLAGS,
+    ("--output-file", "--output-details", "--tag"),
+    version="sglang 0.5.23",
+    others=("--dataset-path", "--sharegpt-output-len", "--sharegpt-context-len", "--random-image-count",
+            "--temperature", "--top-p", "--extra-request-body", "--flush-cache-timeout",
+            "--ready-check-timeout-sec", "--header", "--goodput", "--lora-name", "--profile-activities"),
+    printed=r"sglang[./]bench(?:mark[./])?_?serving",
+)  # fmt: skip
+
+SGLANG = ServerKind(
+    name="sglang",
+    title="SGLang",
+    images=("lmsysorg/sglang", "docker.io/lmsysorg/sglang"),
+    programs=(("sglang", "serve"), ("python3", "-m", "sglang.launch_server")),
+    flag_aliases={
+        "--tp": "--tp-size",
+        "--tensor-parallel-size": "--tp-size",
+        "--dp": "--dp-size",
+        "--data-parallel-size": "--dp-size",
+        "--pp": "--pp-size",
+        "--pipeline-parallel-size": "--pp-size",
+        "--model": "--model-path",
+        "--enable-hicache": "--enable-hierarchical-cache",
+        "--nccl-init-addr": "--dist-init-addr",
+    },
+    underscores_are_dashes=False,
+    positional_model=True,  # `sglang serve MODEL` (0.5.23)
+    model_flag="--model-path",
+    tp_flag="--tp-size",
+    pp_flag="--pp-size",
+    dp_flag="--dp-size",
+    default_host="127.0.0.1",
+    default_port=30000,
+    health_path="/health_generate",
+    ready_path="/health",
+    info_path="/server_info",
+    metrics_path="/metrics",
+    metrics_flag="--enable-metrics",
+    api_key_env=None,
+    client="sglang.benchmark.serving",
+    client_backend="sglang",
+    flush_cache=True,
+    default_image="lmsysorg/sglang:latest",
+    bench=BenchClient(
+        # the newer module name, then the shim older images ship
+        modules=(("sglang.benchmark.serving", ()), ("sglang.bench_serving", ())),
+        suffix="jsonl",
+        fixed_ratio=1.0,
+        argv=client_argv,
+        parse=parse_output,
+    ),
+    # python/sglang/srt/metrics/collector.py (SchedulerMetricsCollector, TokenizerMetricsCollector).
+    metrics=KindMetrics(
+        running="sglang:num_running_reqs", waiting="sglang:num_queue_reqs",
+        generation_tokens="sglang:generation_tokens_total", prompt_tokens="sglang:prompt_tokens_total",
+        kv_usage=("sglang:token_usage",), accept_length_gauge="sglang:spec_accept_length",
+        gen_throughput_gauge="sglang:gen_throughput", cache_hit_rate_gauge="sglang:cache_hit_rate",
+    ),
+    posted_clients=(POSTED_CLIENT,),
+    speculative_flags=("--speculative-algorithm",),
+    multinode_flags=("--nnodes", "--node-rank", "--dist-init-addr"),
+    head_flag="--dist-init-addr",
+    dp_in_tp_flag="--enable-dp-attention",
+    env_report=("python3", "-m", "sglang.check_env"),
+    version_keys=("sglang_version",),
+    pitfalls=pitfalls,
+)

@@ -1,0 +1,155 @@
+"""vLLM as a server kind: flags, endpoints, API key variable, benchmark clients, /metrics names, multi-node flags.
+
+The image's entrypoint is `vllm serve`; its client is `vllm bench serve` (posts also use the older
+benchmarks/benchmark_serving.py).
+
+Example:
+    >>> VLLM.canonical_flag("-tp"), VLLM.canonical_flag("--enable_expert_parallel"), VLLM.bench.suffix
+    ('--tensor-parallel-size', '--enable-expert-parallel', 'json')
+"""
+
+from __future__ import annotations
+
+from hgxkit.kinds.base import CONNECTION_FLAGS, BenchCell, BenchClient, KindMetrics, PostedClient, ServerKind, load_args
+from hgxkit.results.bench import BenchRecord
+from hgxkit.results.vllm_bench import parse_vllm_result
+
+
+def client_argv(cell: BenchCell, output_dir: str, warmups: str) -> list[str]:
+    """`vllm bench serve` arguments for one cell (hgxkit.verify.plan.client_argv says what they mean)."""
+    load, seed, out_len = load_args(cell)
+    dataset = cell.dataset if cell.dataset not in (None, "random-ids") else "random"
+    return [
+        "--backend", "vllm", "--base-url", f"http://127.0.0.1:{cell.port}", "--endpoint", "/v1/completions",
+        *(["--model", cell.served_name] if cell.served_name else []),
+        *(["--tokenizer", cell.tokenizer] if cell.tokenizer else []),
+        "--dataset-name", dataset, "--random-input-len", str(cell.input_len), *out_len,
+        # vLLM's ratio is a spread around the length: 0 = fixed lengths
+        "--random-range-ratio", str(cell.range_ratio if cell.range_ratio is not None else 0.0),
+        "--num-prompts", str(cell.num_prompts), *load, *seed,
+        "--num-warmups", warmups, "--percentile-metrics", "ttft,tpot,itl,e2el", "--metric-percentiles", "50,90,99",
+        "--save-result", "--save-detailed", "--append-result", "--result-dir", output_dir,
+        "--result-filename", cell.file, *cell.extra_args,
+    ]  # fmt: skip
+
+
+def parse_output(text: str, cell: BenchCell) -> list[BenchRecord]:
+    """The client's --save-result JSON (one object per run, with --append-result)."""
+    return parse_vllm_result(text, source=cell.file, input_len=cell.input_len, output_len=cell.output_len)
+
+
+_SETTINGS = {
+    "backend": ("--backend", "--endpoint-type"), "dataset": ("--dataset-name",),
+    "input_len": ("--random-input-len", "--input-len"), "output_len": ("--random-output-len", "--output-len"),
+    "range_ratio": ("--random-range-ratio",), "num_prompts": ("--num-prompts",),
+    "concurrency": ("--max-concurrency",), "request_rate": ("--request-rate",), "warmups": ("--num-warmups",),
+    "seed": ("--seed",),
+}  # fmt: skip
+_SWITCHES = frozenset({"--ignore-eos", "--save-result", "--save-detailed", "--append-result", "--trust-remote-code",
+                       "--disable-tqdm", "--profile"})  # fmt: skip
+
+POSTED_CLIENTS = (
+    PostedClient(
+        "vllm bench serve",
+        (("vllm", "bench", "serve"),),
+        _SETTINGS,
+        # vllm 0.33 `vllm bench serve` (reference notes §4).
+        {"dataset": "random", "input_len": 1024, "output_len": 128, "range_ratio": 0.0, "num_prompts": 1000},
+        _SWITCHES,
+        CONNECTION_FLAGS,
+        ("--save-result", "--save-detailed", "--append-result", "--result-dir", "--result-filename", "--label",
+         "--metadata"),
+        version="vllm 0.33",
+        others=("--endpoint", "--dataset-path", "--burstiness", "--percentile-metrics", "--metric-percentiles",
+                "--goodput", "--temperature", "--top-p", "--top-k", "--random-prefix-len", "--header",
+                "--ready-check-timeout-sec", "--tokenizer-mode", "--request-id-prefix"),
+        printed=r"vllm bench serve",
+    ),
+    PostedClient(
+        "benchmark_serving.py",
+        (),  # `python3 [path/]benchmark_serving.py`: matched by `script`
+        _SETTINGS,
+        # vllm 0.9.2's benchmarks/benchmark_serving.py (the repository script before `vllm bench serve`).
+        {"dataset": "sharegpt", "input_len": 1024, "output_len": 128, "range_ratio": 0.0, "num_prompts": 1000},
+        _SWITCHES,
+        CONNECTION_FLAGS,
+        ("--save-result", "--save-detailed", "--append-result", "--result-dir", "--result-filename", "--metadata"),
+        version="vllm 0.9.2",
+        others=("--endpoint", "--dataset-path", "--burstiness", "--percentile-metrics", "--metric-percentiles",
+                "--goodput", "--temperature", "--top-p", "--top-k", "--random-prefix-len", "--tokenizer-mode"),
+        script=r"^(?:\S*/)?benchmark_serving\.py$",
+        printed=r"benchmarks?/benchmark_serving\.py",
+    ),
+)  # fmt: skip
+
+VLLM = ServerKind(
+    name="vllm",
+    title="vLLM",
+    images=("vllm/vllm-openai", "docker.io/vllm/vllm-openai"),
+    programs=(("vllm", "serve"), ("python3", "-m", "vllm.entrypoints.openai.api_server")),
+    flag_aliases={
+        "-tp": "--tensor-parallel-size",
+        "-pp": "--pipeline-parallel-size",
+        "-dp": "--data-parallel-size",
+        "-q": "--quantization",
+        "-ep": "--enable-expert-parallel",
+        "-sc": "--speculative-config",
+        "-cc": "--compilation-config",
+        "-n": "--nnodes",
+        "-r": "--node-rank",
+        "-asc": "--api-server-count",
+        "-dcp": "--decode-context-parallel-size",
+        "-pcp": "--prefill-context-parallel-size",
+        "-dpl": "--data-parallel-size-local",
+        "-dpa": "--data-parallel-address",
+        "-dpp": "--data-parallel-rpc-port",
+        "-dpn": "--data-parallel-rank",
+        "-dpr": "--data-parallel-start-rank",
+        "-dpb": "--data-parallel-backend",
+    },
+    underscores_are_dashes=True,
+    positional_model=True,  # `vllm serve MODEL`; the 0.33 image's ENTRYPOINT is `vllm serve`
+    model_flag="--model",
+    tp_flag="--tensor-parallel-size",
+    pp_flag="--pipeline-parallel-size",
+    dp_flag="--data-parallel-size",
+    default_host="0.0.0.0",  # host None: the socket binds every IPv4 interface
+    default_port=8000,
+    health_path="/health",
+    ready_path="/health",
+    info_path="/version",
+    metrics_path="/metrics",
+    metrics_flag=None,
+    api_key_env="VLLM_API_KEY",
+    client="vllm bench serve",
+    client_backend="vllm",
+    flush_cache=False,
+    default_image="vllm/vllm-openai:latest",
+    bench=BenchClient(
+        modules=(("vllm.entrypoints.cli.main", ("bench", "serve")),),
+        suffix="json",
+        fixed_ratio=0.0,
+        argv=client_argv,
+        parse=parse_output,
+    ),
+    # vllm/v1/metrics/loggers.py (PrometheusStatLogger) and its SpecDecodingProm; counters end in `_total` on the
+    # wire. `vllm:gpu_cache_usage_perc` is the pre-0.10 name of `vllm:kv_cache_usage_perc`.
+    metrics=KindMetrics(
+        running="vllm:num_requests_running", waiting="vllm:num_requests_waiting",
+        generation_tokens="vllm:generation_tokens_total", prompt_tokens="vllm:prompt_tokens_total",
+        kv_usage=("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"),
+        accepted_tokens="vllm:spec_decode_num_accepted_tokens_total", drafts="vllm:spec_decode_num_drafts_total",
+        prefix_cache_hits="vllm:prefix_cache_hits_total", prefix_cache_queries="vllm:prefix_cache_queries_total",
+    ),
+    posted_clients=POSTED_CLIENTS,
+    image_entrypoint=("vllm", "serve"),  # 0.33-era images; words after the image are `MODEL flags`
+    speculative_flags=("--speculative-config",),
+    env_report=("vllm", "collect-env"),
+    multinode_flags=("--nnodes", "--node-rank", "--master-addr"),
+    head_flag="--master-addr",
+    head_port_flag="--master-port",
+    default_dist_port=29501,
+    worker_flags=("--headless",),  # ranks >= 1 start no API server (vLLM multiprocessing across nodes)
+    # vLLM's own data-parallel deployment over hosts (each host a share of the ranks)
+    hand_spread_flags=("--data-parallel-size-local", "--data-parallel-address", "--data-parallel-start-rank"),
+)

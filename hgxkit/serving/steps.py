@@ -1,0 +1,107 @@
+"""Per-host steps the serve and router roles share: records, API key, image pull, checks before containers start.
+
+The serve role's single-node and multi-node rollouts (roles/serve) and the router role (a role's own knob read
+outside that role's @deploy) take them from here.
+
+Every function takes the pyinfra Host it works on (`h`): the multi-node rollout drives other hosts of its group
+from the head's operation.
+
+Example (in a role):
+    from hgxkit.serving.steps import record_path
+    recorded = plan_fact(host, JsonFile, path=record_path(host))
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pyinfra.api import Host
+from pyinfra.api.exceptions import DeployError
+from pyinfra.api.output import echo
+
+from hgxkit.hostcmd import HostRunner, argv, script
+from hgxkit.kinds import KINDS
+from hgxkit.knobs import knob
+from hgxkit.node.facts_files import IsFile
+from hgxkit.node.facts_gpu import NvidiaSmi
+from hgxkit.planfacts import plan_fact
+from hgxkit.problems import Problem
+from hgxkit.recipe.model import Recipe
+from hgxkit.serving.containers import ApiKeyFiles
+from hgxkit.serving.image import RECORD_NAME, digest_from_inspect, pull_and_inspect
+
+PULL_UNIT = "hgxkit-image-pull"  # the node-side unit that pulls the recipe's image in the background
+
+
+def record_path(h: Host) -> str:
+    """The node's record of the image digest it runs."""
+    return f"{knob(h, 'serve_state_dir')}/{RECORD_NAME}"
+
+
+def workdir(h: Host, name: str) -> str:
+    """Where a container's replace keeps its files on the node (status, progress, logs, its spec record)."""
+    return f"{knob(h, 'serve_state_dir')}/replace/{name}"
+
+
+def key_files(h: Host) -> ApiKeyFiles | None:
+    """The API key files of `h` with `api_key: auto`, else None."""
+    return ApiKeyFiles.beside(str(knob(h, "serve_api_key_file"))) if knob(h, "api_key") == "auto" else None
+
+
+def runtime_problems(recipe: Recipe, h: Host, *, gpus_only: bool = False) -> list[Problem]:
+    """Checks on what earlier roles set up (run just before containers start): GPUs in the fabric, model."""
+    problems = []
+    smi = plan_fact(h, NvidiaSmi)
+    if not smi.ok:
+        problems.append(Problem("gpus", f"nvidia-smi fails ({smi.failure})", "run deploys/bringup.py first"))
+    stuck = [g.index for g in smi.gpus if g.fabric_state not in (None, "Completed")]
+    if stuck:
+        problems.append(Problem("gpus", f"GPUs {stuck} are not in the fabric", "run deploys/bringup.py first"))
+    local_dir = recipe.model.local_dir
+    if not gpus_only and local_dir and not h.get_fact(IsFile, path=f"{local_dir}/config.json"):
+        problems.append(
+            Problem("model", f"no config.json in {local_dir}", "download the model first (deploys/model.py)")
+        )
+    return problems
+
+
+def pull(h: Host, reference: str) -> str:
+    """Execute time: pull `reference` on `h` (after a background pull of it, if one runs); its repository digest."""
+    run = HostRunner(h)
+    if run.status(argv("systemctl", "is-active", "--quiet", PULL_UNIT))[0]:
+        echo(f"[{h.name}] waiting for the background pull of {reference} (unit {PULL_UNIT})")
+    waited = run(script("while systemctl is-active --quiet {unit}; do sleep 2; done; echo ok", unit=PULL_UNIT))
+    if waited[-1:] != ["ok"]:
+        echo(f"[{h.name}] the background pull did not report; pulling {reference} now")
+    digest = digest_from_inspect(run(pull_and_inspect(reference)), reference)
+    if digest is None:
+        raise DeployError(f"{h.name}: `docker pull {reference}` gave no repository digest; check the registry")
+    return digest
+
+
+def ensure_api_key(h: Host) -> None:
+    """Execute time: create the host's API key once (root-only), its files as each kind reads it (a `--config`
+    YAML; an env file with every kind's key variable), and copy it to the controller once."""
+    key_file = str(knob(h, "serve_api_key_file"))
+    files = ApiKeyFiles.beside(key_file)
+    names = list(dict.fromkeys(kind.api_key_env for kind in KINDS.values() if kind.api_key_env))
+    created = HostRunner(h)(
+        script(
+            "umask 077 && mkdir -p {dir} && if [ -s {file} ]; then echo exists; else "
+            "head -c 48 /dev/urandom | base64 | tr -dc A-Za-z0-9 | head -c 40 > {file} && echo created; fi && "
+            'k=$(cat {file}) && printf "api-key: %s\\n" "$k" > {yaml} && '
+            'for n in {names}; do printf "%s=%s\\n" "$n" "$k"; done > {env}',
+            file=key_file,
+            dir=str(Path(key_file).parent),
+            yaml=files.config_yaml,
+            env=files.env_file,
+            names=names,
+        )
+    )
+    local = Path(".hgxkit/secrets") / f"{h.name}.api-key"
+    if created[-1:] == ["created"] or not local.exists():
+        local.parent.mkdir(parents=True, exist_ok=True)
+        local.parent.chmod(0o700)
+        h.get_file(key_file, str(local))
+        local.chmod(0o600)
+        echo(f"[{h.name}] API key stored root-only at {key_file}; a copy is in {local} (keep it secret)")

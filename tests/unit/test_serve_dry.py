@@ -1,0 +1,91 @@
+"""The serve role's plan on a node (pyinfra's @fake connector): one operation per group, named by what it would
+change, and nothing run while planning. The node serves the marlin recipe; the plan is for flashinfer."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from pyinfra.api import Config, Inventory, State
+from pyinfra.api.connect import connect_all
+from pyinfra.api.deploy import add_deploy
+
+from hgxkit.knobs import knob
+from hgxkit.recipe.read import load_recipe
+from hgxkit.serving.containers import container_specs
+from hgxkit.serving.image import image_record, image_to_run
+from hgxkit.serving.rollout import spec_record
+from roles.serve import prefetch_image, serve
+
+MARLIN = "recipes/deepseek-v4-flash-dspark-marlin.yaml"
+FLASHINFER = "recipes/deepseek-v4-flash-dspark-flashinfer.yaml"
+DIGEST = "sha256:" + "1" * 64
+STATE = "/var/lib/hgxkit/serve"
+
+
+def node_serving(recipe_path: str) -> dict[Any, Any]:
+    """@fake responses of a brought-up node whose containers run `recipe_path` and left their spec records."""
+    recipe = load_recipe(recipe_path)
+    specs = container_specs(recipe, total_gpus=8, bind_address="127.0.0.1", api_key=None,
+                            image=image_to_run(recipe.image.reference, DIGEST))  # fmt: skip
+    inspected = [json.dumps({"name": "/" + s.name, "id": f"id-{s.name}", "labels": s.labels, "running": True,
+                             "started": "2026-01-01T00:00:00Z", "restarts": 0}) for s in specs]  # fmt: skip
+    responses: dict[Any, Any] = {
+        re.compile(r"replace/[^/ ]+/spec\.json"): "",  # filled per container below
+        "/proc/meminfo": "MemTotal:       4227858432 kB",
+        "docker ps -aq --filter label=hgxkit.serve": inspected,
+        "docker ps -a --format": [f"{s.name}\t1" for s in specs],
+        f"{STATE}/image.json": image_record(recipe.image.reference, DIGEST).strip(),
+    }
+    records = {re.compile(re.escape(f"replace/{s.name}/spec.json")): json.dumps(spec_record(s, "sglang"))
+               for s in specs}  # fmt: skip
+    return {**records, **responses}
+
+
+def plan(recipe_path: str, responses: dict[Any, Any], deploy: Any = serve) -> tuple[list[str], list[str]]:
+    """Plan `deploy` for `recipe_path` on one @fake host: the operations' names, and the commands run."""
+    data = {"fake_delay": 0, "fake_delay_jitter": 0, "fake_responses": responses, "recipe": recipe_path,
+            "serve_total_gpus": 8, "serve_state_dir": STATE}  # fmt: skip
+    inventory = Inventory(([("@fake/h200-1", data)], {}))
+    state = State(inventory=inventory, config=Config())
+    connect_all(state)
+    host = inventory.get_host("@fake/h200-1")
+    assert knob(host, "serve_state_dir") == STATE
+    add_deploy(state, deploy)
+    names = [re.sub(r"^hgxkit serving(: image prefetch)? \| ", "", name) for op_hash in host.op_hash_order
+             for name in state.get_op_meta(op_hash).names]  # fmt: skip
+    return names, [str(c) for c in host.connector.executed_commands]
+
+
+def test_the_plan_names_each_group_and_the_flag_that_differs() -> None:
+    names, commands = plan(FLASHINFER, node_serving(MARLIN))
+    assert names == [
+        "Check the GPUs and the model before deepseek-v4-flash-dspark-flashinfer's containers change",
+        "group 0: replace container deepseek-v4-flash-0 (--moe-runner-backend marlin -> flashinfer_mxfp4)",
+        "group 1: replace container deepseek-v4-flash-1 (--moe-runner-backend marlin -> flashinfer_mxfp4)",
+    ]
+    assert not [c for c in commands if re.search(r"docker (run|rm|pull)|systemd-run", c)]  # planning only reads
+
+
+def test_an_unchanged_node_plans_no_operation() -> None:
+    names, _ = plan(MARLIN, node_serving(MARLIN))
+    assert names == []
+
+
+def test_a_node_without_containers_starts_each_group_and_a_fresh_one_decides_after_the_pull() -> None:
+    serving = node_serving(MARLIN)
+    empty = {**serving, "docker ps -aq --filter label=hgxkit.serve": [], "docker ps -a --format": []}
+    names, _ = plan(MARLIN, empty)
+    assert names[1:] == ["group 0: start container deepseek-v4-flash-0", "group 1: start container deepseek-v4-flash-1"]
+    fresh = {k: v for k, v in empty.items() if k != f"{STATE}/image.json"}
+    names, _ = plan(MARLIN, fresh)
+    assert names == ["Roll out deepseek-v4-flash-dspark-marlin group by group (decided after pulling the image)"]
+
+
+def test_the_background_pull_is_an_operation_of_its_own() -> None:
+    fresh = {"docker ps -aq --filter label=hgxkit.serve": []}
+    names, commands = plan(MARLIN, fresh, prefetch_image)
+    assert names == ["Start pulling lmsysorg/sglang:dev-dspark in the background (unit hgxkit-image-pull)"]
+    assert not [c for c in commands if "docker pull" in c]
+    assert plan(MARLIN, node_serving(MARLIN), prefetch_image)[0] == []  # the node runs a recorded digest

@@ -1,0 +1,62 @@
+"""The serve role's plan-time decision per group (hgxkit.serving.rollout.group_actions): keep, start, replace
+with the settings that differ, remove; pure, from the node's containers and spec records and the recipe."""
+
+from __future__ import annotations
+
+import pytest
+
+from hgxkit.recipe.read import load_recipe
+from hgxkit.serving.containers import ContainerSpec, container_specs
+from hgxkit.serving.rollout import RunningContainer, group_actions, spec_difference, spec_record
+
+IMAGE = "lmsysorg/sglang@sha256:" + "0" * 64
+
+
+def specs(name: str) -> list[ContainerSpec]:
+    return container_specs(load_recipe(f"recipes/{name}.yaml"), total_gpus=8, bind_address="127.0.0.1",
+                           api_key=None, image=IMAGE)  # fmt: skip
+
+
+def running(spec: ContainerSpec, *, up: bool = True) -> RunningContainer:
+    return RunningContainer(spec.name, f"id-{spec.name}", spec.spec_hash, spec.group, up, port=spec.port)
+
+
+@pytest.fixture
+def marlin() -> list[ContainerSpec]:
+    return specs("deepseek-v4-flash-dspark-marlin")
+
+
+def test_a_changed_flag_is_named_per_group(marlin: list[ContainerSpec]) -> None:
+    flashinfer = specs("deepseek-v4-flash-dspark-flashinfer")
+    records = {s.name: spec_record(s, "sglang") for s in marlin}
+    actions = group_actions([running(s) for s in marlin], flashinfer, records, "sglang")
+    assert [a.line() for a in actions] == [
+        f"group {s.group}: replace container {s.name} (--moe-runner-backend marlin -> flashinfer_mxfp4)"
+        for s in marlin
+    ]
+    assert all(a.old is not None and a.old.container_id == f"id-{a.name}" for a in actions)
+
+
+def test_unchanged_missing_stopped_and_unrecorded_groups(marlin: list[ContainerSpec]) -> None:
+    first, second = marlin[0], marlin[1]
+    stale = RunningContainer("old-recipe-0", "id-old", "x", 0, True)
+    current = [running(first), running(second, up=False), stale]
+    actions = {a.name: a for a in group_actions(current, marlin, {}, "sglang")}
+    assert actions["old-recipe-0"].line() == "group 0: remove container old-recipe-0 (its group is no longer in the recipe)"
+    assert actions[first.name].action == "keep"
+    assert actions[second.name].line() == f"group {second.group}: replace container {second.name} (it is not running)"
+    assert all(actions[s.name].action == "start" for s in marlin[2:])
+    changed = RunningContainer(first.name, "id", "other-hash", first.group, True)
+    (action, *_) = group_actions([changed], marlin, {}, "sglang")
+    assert action.why == "its spec changed; no record of what it was started with"
+
+
+def test_the_difference_names_image_flags_and_docker_options(marlin: list[ContainerSpec]) -> None:
+    old = spec_record(marlin[0], "sglang")
+    assert "--label" not in " ".join(old["options"])  # hgxkit's labels only repeat the hash
+    new = {**old, "image": "other@sha256:1", "options": [*old["options"], "-e X=1"],
+           "server": [*old["server"], "--made-up-switch"]}  # fmt: skip
+    assert spec_difference(old, new) == (
+        f"image {IMAGE} -> other@sha256:1; --made-up-switch (absent) -> on; option (absent) -> -e X=1"
+    )
+    assert spec_difference(old, old) == ""
