@@ -291,3 +291,9 @@ def test_results_printed_apart_that_fit_several_commands_are_refused_naming_them
     message = caught.value.message
     assert message.startswith("results.md:3-40: a result block printed apart from its benchmark command fits 2 of them")
     assert "(bench.md:15 (cell 1000x1), bench.md:30 (cell 1000x1-out1000))" in message and "put it after the command it belongs to" in message
+
+
+def test_a_sentence_continuing_after_inline_code_is_not_a_lost_continuation() -> None:
+    post = "- Serve it with `vllm serve org/m --port 8001`\n    --port is the one clients use.\n"
+    outcome = import_post([("p.md", post)], ImportOptions(image="vllm/vllm-openai:v0.9.0"))
+    assert outcome.recipe.server.flag("--port") == "8001"

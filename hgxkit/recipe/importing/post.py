@@ -350,6 +350,8 @@ def _unended(post: PostFile, command: Command, index: int) -> tuple[int, int, st
     body = text.strip()
     if not body or body.startswith("#") or post.fences[index] != post.fences[command.first - 1]:
         return None
+    if not post.fences[command.first - 1] and "`" in post.lines[command.last - 1]:
+        return None  # inline code ends where its backticks close: the next line is the sentence's, not the command's
     first = post.clean[command.first - 1]
     deeper = len(text) - len(text.lstrip()) > len(first) - len(first.lstrip())
     flag = re.match(r"--?[A-Za-z]", body) is not None
