@@ -297,3 +297,19 @@ def test_a_sentence_continuing_after_inline_code_is_not_a_lost_continuation() ->
     post = "- Serve it with `vllm serve org/m --port 8001`\n    --port is the one clients use.\n"
     outcome = import_post([("p.md", post)], ImportOptions(image="vllm/vllm-openai:v0.9.0"))
     assert outcome.recipe.server.flag("--port") == "8001"
+
+
+def test_every_corpus_refusal_names_its_line_and_column_unless_the_post_has_no_server() -> None:
+    unplaced = []
+    for number, entry in sorted(ENTRIES.items()):
+        if entry["expect"] != "refuse":
+            continue
+        with pytest.raises(ImportRefused) as caught:
+            import_post([(entry["file"], (POSTS / entry["file"]).read_text())], ImportOptions(pick=PICKS.get(number)))
+        refused = caught.value
+        if refused.place is None:
+            unplaced.append(number)
+            assert "no serving command found" in refused.message, refused.message
+        else:
+            assert refused.place[0] == entry["file"] and refused.place[1] >= 1 and refused.place[2] >= 1
+    assert len(unplaced) <= 4  # 055, 057, 063, 073: nothing in the file serves

@@ -93,7 +93,7 @@ def import_post(files: Sequence[tuple[str, str]], options: ImportOptions | None 
     except InputError as err:
         report = sorted(dict.fromkeys(importer.report), key=_report_order)
         lines = account_lines(importer.posts, importer.simples, report, importer.notes)
-        texts = {post.name: post.lines for post in importer.posts}
+        texts = {post.name: post.clean for post in importer.posts}  # columns of the command, not of its prompt
         raise ImportRefused(err.message, lines, texts) from None
 
 

@@ -97,7 +97,8 @@ class ImportRefused(InputError):
 
 def refusal_place(message: str, texts: dict[str, tuple[str, ...]]) -> tuple[str, int, int] | None:
     """(file, line, column) a refusal names: as written (`FILE: line N, column C:`), else its `FILE:LINE` with
-    the column of the line's first character that is not blank; None where it names no line."""
+    the column where the line's command starts (`texts`: each file's lines with prose and prompts blanked);
+    None where it names no line."""
     match = _LINE_COLUMN.match(message)
     if match:
         return match.group("file"), int(match.group("line")), int(match.group("column"))
@@ -106,7 +107,7 @@ def refusal_place(message: str, texts: dict[str, tuple[str, ...]]) -> tuple[str,
         return None
     lines = texts[found[0]]
     text = lines[found[1] - 1] if 0 < found[1] <= len(lines) else ""
-    return found[0], found[1], len(text) - len(text.lstrip()) + 1
+    return found[0], found[1], len(text) - len(text.lstrip()) + 1 if text.strip() else 1
 
 
 def ledger_json(outcome: ImportOutcome | None, refused: ImportRefused | None = None) -> dict:
