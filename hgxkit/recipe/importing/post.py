@@ -344,8 +344,8 @@ def _gather(post: PostFile, start: int) -> tuple[Command, int]:
 def _unended(post: PostFile, command: Command, index: int) -> tuple[int, int, str] | None:
     """The line right after `command` (which ended without a backslash) when it reads as that command's
     continuation, so a backslash was probably lost: it starts with a `--flag`/`-f`, or is indented deeper than
-    the command's first line, or does not start a command and itself ends in a backslash. Blank lines, fences
-    and comments end a command for certain."""
+    the command's first line, or is one word that does not start a command, continued by its own backslash
+    (`lmsysorg/sglang:latest \\`). Blank lines, fences and comments end a command for certain."""
     text = post.clean[index]
     body = text.strip()
     if not body or body.startswith("#") or post.fences[index] != post.fences[command.first - 1]:
@@ -355,7 +355,8 @@ def _unended(post: PostFile, command: Command, index: int) -> tuple[int, int, st
     first = post.clean[command.first - 1]
     deeper = len(text) - len(text.lstrip()) > len(first) - len(first.lstrip())
     flag = re.match(r"--?[A-Za-z]", body) is not None
-    continued = not is_command_start(body) and _scan_line(body, None)[1]
+    # one word alone on its line, continued (an image, a value): an argument, not a program of its own
+    continued = not is_command_start(body) and _scan_line(body, None)[1] and len(body[:-1].split()) == 1
     if not (flag or deeper or continued):
         return None
     return index + 1, len(text) - len(text.lstrip()) + 1, body.split()[0]
