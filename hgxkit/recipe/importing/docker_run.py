@@ -468,7 +468,7 @@ def _container_role(run: ParsedRun, kind: str | None, where: str) -> tuple[str, 
                 return "server", words, []  # a compound command around the server: kept as written
         return "job", words, []
     if not words and _detached_terminal(run) and (kind or _image_kind(run.image)) not in _ENTRYPOINT_KINDS:
-        return "shell", words, []  # `docker run -itd IMAGE`: kept alive for `docker exec`; serves nothing itself
+        return "shell", words, []  # `docker run -itd IMAGE`: kept for `docker exec`/a terminal; serves nothing itself
     program = python_program(words)
     if client_of(program):
         return "bench", words, []
@@ -490,9 +490,10 @@ _ENTRYPOINT_KINDS = frozenset(name for name, k in KINDS.items() if k.image_entry
 
 
 def _detached_terminal(run: ParsedRun) -> bool:
-    """True for `docker run -itd`/`-dt`: a detached container kept alive by its terminal."""
+    """True for `docker run -itd`/`-dt` (a detached container kept alive by its terminal) and `-it` (a terminal
+    for the person): a container for commands run in it later, not a server."""
     used = {canonical(u.option.name) for e in run.entries for u in e.uses}
-    return "--detach" in used and "--tty" in used
+    return "--tty" in used and ("--detach" in used or "--interactive" in used)
 
 
 def _inner_command(text: str) -> list[str] | None:
