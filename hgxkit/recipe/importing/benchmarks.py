@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 from hgxkit.errors import InputError
-from hgxkit.kinds import python_program
+from hgxkit.kinds import DEFAULT_KIND, KINDS, python_program
 from hgxkit.recipe.importing.bench_clients import clients, parse_bench
 from hgxkit.recipe.importing.commands import Simple, exec_command
 from hgxkit.recipe.importing.outcome import Report
@@ -240,11 +240,13 @@ def _agrees(run: Run, cell: MatrixCell, totals: dict[str, int]) -> bool:
 
 
 def _length_range(cell: MatrixCell, length: int) -> tuple[float, float]:
-    """The range a random dataset's lengths are drawn from: SGLang's [len x ratio, len] (1.0 = fixed), vLLM's
-    [len x (1 - ratio), len x (1 + ratio)] (0.0 = fixed); the client's default where the cell gives none."""
-    sglang = (cell.client or "").startswith("sglang")
-    ratio = cell.range_ratio or 0.0
-    return (length * ratio, length) if sglang else (length * (1 - ratio), length * (1 + ratio))
+    """The range a random dataset's lengths are drawn from, as wide as the cell's ratio is far from its client's
+    "fixed lengths" ratio (SGLang's 1.0 draws from [len x ratio, len], vLLM's 0.0 from [len x (1 - ratio),
+    len x (1 + ratio)]; the wider of the two is taken); the default kind's convention for other clients."""
+    posted = next((k for k in KINDS.values() if (cell.client or "").startswith(k.client)), None)
+    fixed = (posted or KINDS[DEFAULT_KIND]).bench.fixed_ratio
+    spread = min(abs((cell.range_ratio if cell.range_ratio is not None else fixed) - fixed), 1.0)
+    return length * (1 - spread), length * (1 + spread)
 
 
 def _check_block(run: Run, cell: MatrixCell, found: Found) -> None:
