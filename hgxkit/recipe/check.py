@@ -20,6 +20,7 @@ from hgxkit.problems import Problem
 from hgxkit.recipe.danger import dangerous_options
 from hgxkit.recipe.groups import gpu_count_from_spec, group_problems, plan_groups
 from hgxkit.recipe.model import Mount, Recipe
+from hgxkit.recipe.network_env import host_interface_settings
 from hgxkit.recipe.nodes import parallel_size as nodes_parallel_size
 
 _DEV_TAGS = ("latest", "dev", "nightly")
@@ -33,6 +34,7 @@ def check_recipe(recipe: Recipe, total_gpus: int | None = None) -> list[Problem]
     findings += _check_model_mount(recipe)
     findings += [Problem("dangerous-option", danger.message()) for danger in dangerous_options(recipe)]
     findings += _check_exposure(recipe)
+    findings += _check_host_interfaces(recipe)
     findings += _check_pitfalls(recipe)
     findings += [Problem("host-input", note, level="warning") for note in recipe.host_inputs()]
     return findings
@@ -215,6 +217,19 @@ def _check_exposure(recipe: Recipe) -> list[Problem]:
             Problem("network-host", "-p is ignored with --network host", "drop one of them", "warning")
         )
     return findings
+
+
+def _check_host_interfaces(recipe: Recipe) -> list[Problem]:
+    """A container on its own (bridge) network told to use a host interface (`NCCL_SOCKET_IFNAME=bond0`):
+    the interface does not exist there, and NCCL or Gloo fails at init."""
+    if recipe.docker.last("--network") == "host":
+        return []
+    settings = host_interface_settings((e.name, e.value) for e in recipe.docker.env())
+    return [
+        Problem("host-interface", f"-e {name}={value} names a host network interface, but the container has its own "
+                "network (no --network host), where only lo and eth0 exist", f"add --network host or drop {name}")
+        for name, value in settings
+    ]  # fmt: skip
 
 
 def _check_pitfalls(recipe: Recipe) -> list[Problem]:

@@ -20,6 +20,7 @@ from hgxkit.recipe.dump import dump_recipe
 from hgxkit.recipe.groups import parse_groups_arg
 from hgxkit.recipe.importing.importer import ImportOptions, import_post
 from hgxkit.recipe.importing.model_placement import DEFAULT_MODELS_DIR
+from hgxkit.recipe.importing.outcome import ImportRefused, explained, ledger_json
 from hgxkit.recipe.read import load_recipe, parse_recipe_text, read_recipe_text
 from hgxkit.recipe.render import render_recipe
 from hgxkit.recipe.schema import RECIPE_SCHEMA
@@ -69,7 +70,8 @@ def _add_import(commands: argparse._SubParsersAction) -> None:
         "  hgxkit recipe import post.txt --name my-setup -o recipes/my-setup.yaml\n"
         "  hgxkit recipe import server-post.md bench-post.md --model-repo org/Model\n"
         "  hgxkit recipe import vendor-page.md --pick 2 --image vllm/vllm-openai:v0.33.0\n"
-        "  pbpaste | hgxkit recipe import - --model-repo deepseek-ai/DeepSeek-V4-Flash-DSpark",
+        "  pbpaste | hgxkit recipe import - --model-repo deepseek-ai/DeepSeek-V4-Flash-DSpark\n"
+        "  hgxkit recipe import post.txt --explain    # what became of each line, or where it was refused",
     )
     parser.add_argument("files", nargs="*", default=["-"], metavar="FILE", help="post(s), read in order; - for stdin")
     parser.add_argument("--name", help="recipe name (default: from the container name, model or image)")
@@ -81,6 +83,11 @@ def _add_import(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("--pick", type=_positive_int, help="take serving command N of a post that shows several")
     parser.add_argument("-o", "--output", help="write the recipe here instead of stdout")
     parser.add_argument("--force", action="store_true", help="overwrite --output if it exists")
+    shown = parser.add_mutually_exclusive_group()
+    shown.add_argument("--explain", action="store_true", help="print every line of the post(s) with its fate (taken "
+                       "into which field, changed with its note, set aside with the reason) instead of the recipe; "
+                       "a refusal is printed with its file, line and column")  # fmt: skip
+    shown.add_argument("--json", action="store_true", help="print that account as JSON (with schema_version)")
     parser.set_defaults(handler=_cmd_import)
 
 
@@ -191,7 +198,14 @@ def _cmd_import(args: argparse.Namespace) -> int:
         name=args.name, image=args.image, kind=args.kind, model_repo=args.model_repo, revision=args.revision,
         models_dir=args.models_dir, pick=args.pick,
     )  # fmt: skip
-    outcome = import_post(files, options)
+    try:
+        outcome = import_post(files, options)
+    except ImportRefused as refused:
+        if args.explain:
+            sys.stdout.write("".join(f"{line}\n" for line in explained(None, refused)))
+        elif args.json:
+            print(json.dumps(ledger_json(None, refused), indent=2))
+        raise
     source = files[0][0]
     yaml_text = dump_recipe(outcome.recipe)
     parse_recipe_text(yaml_text, source=f"recipe imported from {source}")  # what we write must load back
@@ -201,8 +215,13 @@ def _cmd_import(args: argparse.Namespace) -> int:
         console.print(f"[{style}]{escape(line.where)}: {line.action}[/] {escape(line.what)}")
     for note in outcome.notes:
         console.print(f"[yellow]note:[/] {escape(note)}")
+    if args.explain:
+        sys.stdout.write("".join(f"{line}\n" for line in explained(outcome)))
+    elif args.json:
+        print(json.dumps(ledger_json(outcome), indent=2))
     if args.output is None:
-        sys.stdout.write(yaml_text)
+        if not (args.explain or args.json):
+            sys.stdout.write(yaml_text)
         return 0
     out = Path(args.output)
     if out.exists() and not args.force:

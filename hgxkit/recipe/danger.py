@@ -131,7 +131,7 @@ def dangerous_options(recipe: Recipe) -> list[Danger]:
                 mount = _mount_danger(mount_source)
                 if mount is not None:
                     found.append(Danger(mount[0], written, mount[1], index))
-            if name in _HOST_FILE_OPTIONS and value and _mount_danger(value) is not None:
+            if name in _HOST_FILE_OPTIONS and value and _mount_danger(value, file=True) is not None:
                 found.append(
                     Danger(
                         "host-file-read",
@@ -195,11 +195,12 @@ def _mount_fields(value: str) -> dict[str, str]:
     return fields
 
 
-def _mount_danger(source: str) -> tuple[str, str] | None:
-    """The (name, reason) of a bind-mount source that exposes the host, or None for an ordinary directory."""
+def _mount_danger(source: str, *, file: bool = False) -> tuple[str, str] | None:
+    """The (name, reason) of a bind-mount source (or, `file`, a host file the client reads) that exposes the
+    host, or None for an ordinary directory."""
     if not source.startswith("/"):
-        if _VOLUME_NAME_RE.fullmatch(source):
-            return None  # a named volume: Docker's storage, not a host path
+        if _VOLUME_NAME_RE.fullmatch(source) and not file:
+            return None  # `-v name:/x`: a named volume, Docker's storage; `--env-file name` is a relative file
         return (
             "host-system-mount",
             f"mounts {source}, a host path decided when the command runs ($HOME is /root when hgxkit deploys "

@@ -40,6 +40,7 @@ PICKS = {
     "061": 1,  # TP4, then TP4 x PP2
     "075": 1,  # Qwen3-VL TP4 on GPUs 0-3, then gpt-oss TP2 on 4,5 and SigLIP2 DP2 on 6,7 (third-party image)
 }
+PICKS.update({number: entry["pick"] for number, entry in ENTRIES.items() if "pick" in entry})  # issue 24 on
 
 # What each refusal must name: the reason the index gives after "Refuse:".
 REFUSALS = {
@@ -80,6 +81,8 @@ REFUSALS = {
     "073": "no serving command",  # docker ps / docker logs only
     "074": "no serving command",  # benchmark in docker exec only
 }
+# Posts from issue 24 on say it in the index: `refusal:` is the text the one-line refusal must hold.
+REFUSALS.update({number: entry["refusal"] for number, entry in ENTRIES.items() if "refusal" in entry})
 
 # How the post's lines become the command a shell runs, where the post wraps it in something that is not shell.
 PROMPTS = {
@@ -97,6 +100,8 @@ VARIABLES = {
     "044": {"MODEL_NAME": "DeepSeek-V3.1-Terminus"},
     "065": {"volume": f"{os.getcwd()}/data", "model": "deepseek-ai/DeepSeek-R1-Distill-Qwen-1.5B"},  # volume=$PWD/data
     "076": {"NAME": "m27-fp8-inst1", "IMAGE": "nvcr.io/nvidia/vllm:26.01-py3", "MODEL": "MiniMaxAI/MiniMax-M2.7"},
+    "079": {"volume": f"{os.getcwd()}/data", "model": "deepseek-ai/DeepSeek-R1-Distill-Qwen-1.5B"},  # as 065
+    "082": {"MODEL": "Qwen/Qwen2.5-1.5B-Instruct", "NAME": "qwen"},
 }
 # Documented exceptions to "renders the post's argv": (post word, recipe word) pairs and why.
 SECRET_WORDS = {
@@ -214,6 +219,27 @@ def test_a_docker_run_renders_the_argv_sh_gives_for_the_post(number: str, posix_
         assert rendered == expected
 
 
+# Posts from issue 24 on name in the index the recipe fields the import must give (`recipe:`).
+NAMED = sorted(n for n, e in ENTRIES.items() if "recipe" in e)
+
+
+@pytest.mark.parametrize("number", NAMED)
+def test_imported_snippets_give_the_fields_the_index_names(number: str) -> None:
+    recipe = imported(number).recipe
+    wanted = ENTRIES[number]["recipe"]
+    if "image" in wanted:
+        assert recipe.image.reference == wanted["image"]
+    for flag, value in wanted.get("server", {}).items():  # a switch is listed with no value (null)
+        assert recipe.server.has(flag) and recipe.server.flag(flag) == value, flag
+    options = [" ".join(entry.words) for entry in recipe.docker.entries]  # each option as written
+    for option in wanted.get("docker", []):
+        assert option in options, (option, options)
+    for option in wanted.get("not_docker", []):
+        assert option not in options, (option, options)
+    if "command" in wanted:
+        assert recipe.server.words()[: len(wanted["command"])] == wanted["command"]
+
+
 # Posts that run a TP-4 vLLM server on a `--gpus '"device=…"'` list of four: the recipe keeps both.
 FOUR_LISTED_GPUS = {"075": [0, 1, 2, 3], "076": [4, 5, 6, 7]}
 
@@ -258,7 +284,7 @@ def test_a_bare_launch_is_translated_as_its_notes_say(number: str, posix_argv) -
     recipe = result.recipe
     kind = recipe.server.server_kind
     for rank, span in enumerate(server_spans(result)):
-        posted = posix_argv(posted_command(number, span), ENV)
+        posted = posix_argv(posted_command(number, span), {**ENV, **VARIABLES.get(number, {})})
         prefix = {}
         while "=" in posted[0] and re.match(r"^[A-Za-z_]\w*=", posted[0]):
             name, _, value = posted.pop(0).partition("=")

@@ -162,7 +162,7 @@ def test_errors_point_at_the_culprit_not_at_the_snippets_first_token() -> None:
     assert caught.value.message.startswith("post.md: token 4 '--gpuz' (line 5, column 5): unknown docker run option")
     with pytest.raises(InputError, match=r"^post.md: line 1, column 26: I:\\m is a Windows path"):
         run(f"docker run --gpus all -v I:\\m:/models {SGLANG} sglang serve --model-path /models/x")
-    with pytest.raises(InputError, match=r"^post.md: line 2, column 12: <model> is a placeholder; write its value"):
+    with pytest.raises(InputError, match=r"^post.md: line 2, column 12: <model> is a placeholder \(an argument of vllm\); write"):
         run("Try:\nvllm serve <model> --port 8000")
 
 

@@ -140,3 +140,16 @@ def test_diff_names_each_area() -> None:
         "server --tp-size: 4 -> 8",
         "server --enable-metrics: (absent) -> (set)",
     ]
+
+
+def test_a_bridge_container_naming_a_host_interface_is_an_error() -> None:
+    base = (
+        "docker run --gpus all --ipc=host -p 30000:30000 -e NCCL_SOCKET_IFNAME=bond0 -e GLOO_SOCKET_IFNAME=eth0 "
+        "lmsysorg/sglang:v0.5.0 python3 -m sglang.launch_server --model-path /m --host 0.0.0.0"
+    )
+    findings = check_recipe(import_docker_run(base))
+    errors = [f for f in findings if f.code == "host-interface"]
+    assert [f.level for f in errors] == ["error"]  # eth0 exists in a bridge container; bond0 does not
+    assert "-e NCCL_SOCKET_IFNAME=bond0 names a host network interface" in errors[0].message
+    on_host = base.replace("-p 30000:30000", "--network host")
+    assert "host-interface" not in codes(check_recipe(import_docker_run(on_host)), "error")

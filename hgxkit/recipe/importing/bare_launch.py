@@ -25,14 +25,17 @@ Example:
 from __future__ import annotations
 
 import posixpath
+import re
 from collections.abc import Mapping, Sequence
 
-from hgxkit.kinds import DEFAULT_KIND, KINDS, ServerKind, python_program
+from hgxkit.errors import InputError
+from hgxkit.kinds import DEFAULT_KIND, KINDS, ServerKind, detect_kind, python_program
 from hgxkit.netaddr import is_loopback
 from hgxkit.recipe.dockerrun import ParsedRun, parse_option_words
 from hgxkit.recipe.importing.commands import Simple
 from hgxkit.recipe.importing.reading import Candidate, Reading
 from hgxkit.recipe.importing.variables import Scope
+from hgxkit.recipe.network_env import host_interface_settings
 from hgxkit.recipe.server_args import group_args, is_flag
 from hgxkit.recipe.shellwords import shell_value
 
@@ -65,6 +68,8 @@ def bare_run(
         notes.append(f"{simple.where()}: runs in the container started at {server.context.simple.where()}, "
                      f"so its image {image} is used")  # fmt: skip
     if image is None:
+        image = pulled_image(reading.pulled, kind, simple.where(), notes)
+    if image is None:
         image = KINDS[kind].default_image
         notes.append(f"{simple.where()}: a bare launch; the image is {kind}'s {image} (give --image REF to choose)")
     scope = Scope.before(reading.simples, simple)
@@ -74,6 +79,46 @@ def bare_run(
                                where=simple.where())  # fmt: skip
     notes += more
     return run, kind
+
+
+# What names an image for an H200 (Hopper) node, or for other hardware, in its tag or the comment above its pull.
+_HOPPER = re.compile(r"h200|h100|\bh20\b|hopper|sm_?90", re.IGNORECASE)
+_OTHER_HARDWARE = re.compile(r"rocm|\bmi\d{3}|npu|ascend|-a[23]\b|\bcpu|xpu|hpu|gaudi|tpu|neuron|b200|gb200|sm_?100",
+                             re.IGNORECASE)  # fmt: skip
+
+
+def pulled_image(pulled: Sequence[tuple[str, str, str]], kind: str, where: str, notes: list[str]) -> str | None:
+    """The image the post's `docker pull` lines chose for a bare launch of `kind` ((image, where, the comment
+    above the pull)): the one pulled, else of several per hardware the H200 (Hopper) one (images for other
+    hardware set aside); None when it pulls none of that kind; a refusal naming them when that does not decide."""
+    images = list(dict.fromkeys(p for p in pulled if _image_kind(p[0]) == kind))
+    if not images:
+        return None
+    if len(images) > 1:
+        label = {p: f"{p[0].rsplit(':', 1)[-1] if ':' in p[0] else ''} {p[2]}" for p in images}
+        hopper = [p for p in images if _HOPPER.search(label[p])]
+        nvidia = [p for p in images if not _OTHER_HARDWARE.search(label[p]) or _HOPPER.search(label[p])]
+        chosen = hopper if len(hopper) == 1 else nvidia if len(nvidia) == 1 else []
+        if not chosen:
+            shown = ", ".join(f"{image} ({at})" for image, at, _ in images)
+            raise InputError(
+                f"{where}: a bare launch, and the post pulls {len(images)} {kind} images ({shown}) without saying "
+                "which is for an H200 node; give --image REF naming the one to run"
+            )
+        others = ", ".join(p[0] for p in images if p != chosen[0])
+        notes.append(f"{where}: of the images the post pulls, {chosen[0][0]} is the one for an H200 (Hopper) node "
+                     f"(not {others})")  # fmt: skip
+        images = chosen
+    image, at, _ = images[0]
+    notes.append(f"{where}: a bare launch; the image is {image}, the one the post pulls ({at})")
+    return image
+
+
+def _image_kind(image: str) -> str | None:
+    try:
+        return detect_kind(image, ()).name
+    except InputError:
+        return None
 
 
 # Paths a server argument may name that are no input to mount (devices, the container's own temp space).
@@ -107,7 +152,16 @@ def docker_run_for(
         notes.append(f"{where}: no CUDA_VISIBLE_DEVICES, so the container gets every GPU (--gpus all)")
     options.append("--ipc=host")
     nodes = _nodes(args, kind)
-    if nodes > 1:
+    interfaces = host_interface_settings((name, shell_value(value)) for name, value in env.items())
+    if nodes <= 1 and interfaces:
+        # NCCL/Gloo told to use a host interface: that interface exists only on the host's network.
+        options.append("--network=host")
+        shown = ", ".join(f"{name}={value}" for name, value in interfaces)
+        notes.append(
+            f"{where}: {shown} names a host network interface, so the container uses the host's network "
+            "(--network=host), where it exists, and listens as the post says; no port is published"
+        )
+    elif nodes > 1:
         # A server spanning nodes: its ranks reach each other on the host's network (rendezvous, NCCL and Gloo
         # ports no -p predicts), as the engines' multi-node Docker examples run them; it listens as posted.
         options.append("--network=host")

@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 from hgxkit.errors import InputError
-from hgxkit.kinds import python_program
+from hgxkit.kinds import DEFAULT_KIND, KINDS, python_program
 from hgxkit.recipe.importing.bench_clients import clients, parse_bench
 from hgxkit.recipe.importing.commands import Simple, exec_command
 from hgxkit.recipe.importing.outcome import Report
@@ -115,6 +115,9 @@ def benchmarks(
                 continue
             bench = _bench_before(all_simples, post, run.first)
             cell = by_bench.get(id(bench)) if bench is not None else None
+            if bench is None:  # printed apart (its own file or fence): the command whose settings it shows
+                bench = _bench_matching(run, [(s, by_bench.get(id(s))) for s in all_simples], found)
+                cell = by_bench.get(id(bench)) if bench is not None else None
             if cell is None:
                 why = (
                     "no benchmark command before it" if bench is None else f"its command ({bench.where()}) was skipped"
@@ -183,6 +186,67 @@ def _cell_of(
 def _bench_before(simples: Sequence[Simple], post: PostFile, line: int) -> Simple | None:
     before = [s for s in simples if s.command.post is post and s.command.last < line]
     return before[-1] if before else None
+
+
+_TOTALS = re.compile(r"(?im)^\s*Total (input|generated) tokens\s*:\s*(\d+)\s*$")
+
+
+def _bench_matching(run: Run, taken: Sequence[tuple[Simple, MatrixCell | None]], found: Found) -> Simple | None:
+    """The benchmark command (of any file of the import) a result block printed apart belongs to: the one
+    whose cell agrees with what the block shows (requests, concurrency, rate, mean input/output length); None
+    when none does (said in a report line); a refusal naming them when several do."""
+    text = "\n".join(run.post.lines[run.first - 1 : run.last])
+    totals = {kind: int(value) for kind, value in _TOTALS.findall(text)}
+    matches = [simple for simple, cell in taken if cell is not None and _agrees(run, cell, totals)]
+    matches = list(dict.fromkeys(matches))
+    if len({id(cell) for simple, cell in taken if simple in matches}) > 1:
+        shown = ", ".join(f"{s.where()} (cell {c.id})" for s, c in taken if s in matches and c is not None)
+        raise InputError(f"{run.where()}: a result block printed apart from its benchmark command fits "
+                         f"{len(matches)} of them ({shown}); put it after the command it belongs to")  # fmt: skip
+    if matches:
+        found.notes.append(f"{run.where()}: a result block printed apart; it belongs to the benchmark command at "
+                           f"{matches[0].where()} (its requests, concurrency, rate and lengths agree)")  # fmt: skip
+        return matches[0]
+    return None
+
+
+def _agrees(run: Run, cell: MatrixCell, totals: dict[str, int]) -> bool:
+    """True when nothing the block shows contradicts `cell` (a block that shows nothing agrees with nothing)."""
+    shown = 0
+    completed = run.metrics.get("completed")
+    if isinstance(completed, int) and cell.num_prompts is not None:
+        shown += 1
+        if completed > cell.num_prompts or completed < cell.num_prompts * 0.9:
+            return False
+    concurrency = run.settings.get("concurrency", "")
+    if concurrency.isdigit():
+        shown += 1
+        if cell.concurrency != int(concurrency):
+            return False
+    rate = run.settings.get("request_rate", "").lower()
+    if rate:
+        shown += 1
+        if (rate == "inf") != (cell.request_rate is None):
+            return False
+        if rate != "inf" and cell.request_rate is not None and abs(float(rate) - cell.request_rate) > 1e-6:
+            return False
+    for kind, length in (("input", cell.input_len), ("generated", cell.output_len)):
+        if cell.dataset == "random" and length and kind in totals and isinstance(completed, int) and completed:
+            shown += 1
+            low, high = _length_range(cell, length)
+            if not low * 0.85 <= totals[kind] / completed <= high * 1.15:
+                return False
+    return shown > 0
+
+
+def _length_range(cell: MatrixCell, length: int) -> tuple[float, float]:
+    """The range a random dataset's lengths are drawn from, as wide as the cell's ratio is far from its client's
+    "fixed lengths" ratio (SGLang's 1.0 draws from [len x ratio, len], vLLM's 0.0 from [len x (1 - ratio),
+    len x (1 + ratio)]; the wider of the two is taken); the default kind's convention for other clients."""
+    posted = next((k for k in KINDS.values() if (cell.client or "").startswith(k.client)), None)
+    fixed = (posted or KINDS[DEFAULT_KIND]).bench.fixed_ratio
+    spread = min(abs((cell.range_ratio if cell.range_ratio is not None else fixed) - fixed), 1.0)
+    return length * (1 - spread), length * (1 + spread)
 
 
 def _check_block(run: Run, cell: MatrixCell, found: Found) -> None:

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import posixpath
 import re
+from dataclasses import replace
 
 from hgxkit.errors import InputError
 from hgxkit.kinds import (
@@ -37,9 +38,16 @@ from hgxkit.kinds import (
     python_program,
 )
 from hgxkit.recipe.docker_options import canonical
-from hgxkit.recipe.dockerrun import OptionEntry, OptionUse, ParsedRun, parse_docker_run, parse_run_words
+from hgxkit.recipe.dockerrun import (
+    OptionEntry,
+    OptionUse,
+    ParsedRun,
+    parse_docker_run,
+    parse_option_words,
+    parse_run_words,
+)
 from hgxkit.recipe.importing.bench_clients import client_of
-from hgxkit.recipe.importing.commands import Simple, unsupported_program
+from hgxkit.recipe.importing.commands import Simple, exec_command, unsupported_program
 from hgxkit.recipe.importing.outcome import ImportOutcome, LineAccount, finish
 from hgxkit.recipe.importing.reading import Candidate, Container, Reading
 from hgxkit.recipe.model import DockerSpec, Grouping, ImageRef, ModelSpec, Recipe, Source, parse_publish
@@ -324,9 +332,12 @@ class DockerRun:
     name = "docker run"
 
     def claims(self, simple: Simple) -> bool:
-        return simple.kind == "docker-run"
+        return simple.kind == "docker-run" or (simple.kind == "docker-exec" and _exec_launch(simple) is not None)
 
     def take(self, simple: Simple, reading: Reading) -> None:
+        if simple.kind == "docker-exec":
+            _take_exec(simple, reading)
+            return
         raw = " ".join(simple.command.post.clean[simple.command.first - 1 : simple.command.last])
         engine = _engine_of(simple.texts, raw)
         if engine is not None:
@@ -361,19 +372,70 @@ class DockerRun:
             reading.servers.append(Candidate(simple, role, kind, run=run, words=words, notes=notes))
 
 
+def _exec_launch(simple: Simple) -> list[str] | None:
+    """The server launch `docker exec [OPTIONS] CONTAINER LAUNCH…` runs, if it runs one."""
+    inner = exec_command(simple.texts[2:] if simple.texts[1] == "exec" else simple.texts[3:])
+    return inner if inner and any(k.launches(python_program(inner)) for k in KINDS.values()) else None
+
+
+def _take_exec(simple: Simple, reading: Reading) -> None:
+    """`docker exec … CONTAINER LAUNCH` into a container the post started with no program (`docker run -itd
+    IMAGE`): one container whose program is the launch, the run's options and mounts kept; its `-e` options
+    join the run's. A container the post does not start is a refusal: its options are unknown."""
+    args = simple.texts[2:] if simple.texts[1] == "exec" else simple.texts[3:]
+    launch = _exec_launch(simple)
+    assert launch is not None
+    target = args[len(args) - len(launch) - 1]
+    named = [c for c in reading.containers if _name_of(c.run) == target] if target else []
+    container = named[-1] if named else None
+    if container is None:
+        error = InputError(
+            f"{simple.where()}: `docker exec {target}` runs the server in a container the post does not start (no "
+            f"`docker run --name {target}` before it); give the post with its `docker run`"
+        )
+        reading.servers.append(Candidate(simple, "broken", error=error))
+        return
+    env = [args[i + 1] for i, a in enumerate(args[: -len(launch) - 1]) if a in ("-e", "--env")]
+    env += [a.split("=", 1)[1] for a in args[: -len(launch) - 1] if a.startswith(("-e=", "--env="))]
+    run = container.run
+    if env:
+        extra = parse_option_words([w for value in env for w in ("-e", value)], source=simple.where())
+        run = replace(run, entries=(*run.entries, *extra))
+    note = (f"{simple.where()}: the server runs by `docker exec` in the container started at "
+            f"{container.simple.where()}: one container whose program is the launch, with that run's options"
+            + (f" and the exec's -e {', '.join(env)}" if env else ""))  # fmt: skip
+    kind = _kind_of(run, launch, reading.kind)
+    reading.containers.remove(container)  # it is the server's container now, not a shell later commands run in
+    reading.said(container.simple, "took", "`docker run` (the container the `docker exec` server runs in)",
+                 "image, docker")  # fmt: skip
+    reading.servers.append(Candidate(simple, "server", kind, run=run, context=container, words=launch, notes=[note]))
+
+
 class DockerImages:
-    """`docker build` (an image a node cannot pull) and `docker tag` (another name for a pullable image)."""
+    """`docker build` (an image a node cannot pull), `docker tag` (another name for a pullable image) and
+    `docker pull` (the image the post chose, which a bare launch runs in)."""
 
     name = "docker build/tag"
 
     def claims(self, simple: Simple) -> bool:
-        return simple.kind == "docker-build" or (simple.kind == "docker-tag" and len(simple.texts) >= 4)
+        texts = simple.texts
+        pull = simple.kind == "docker" and texts[1:2] == ["pull"] and len(texts) > 2
+        return pull or simple.kind == "docker-build" or (simple.kind == "docker-tag" and len(texts) >= 4)
 
     def take(self, simple: Simple, reading: Reading) -> None:
-        if simple.kind == "docker-build":
+        if simple.kind == "docker":  # `docker pull [OPTIONS] IMAGE`: the image a bare launch may run in
+            image = simple.texts[-1]
+            lines = simple.command.post.lines[: simple.command.first - 1]
+            above = lines[-1].strip() if lines and lines[-1].strip().startswith("#") else ""
+            reading.pulled.append((image, simple.where(), above))
+            reading.said(simple, "read", f"`docker pull {image}` (the post's image for a bare launch)")
+        elif simple.kind == "docker-build":
             for flag, tag in zip(simple.texts, simple.texts[1:], strict=False):
                 if flag in ("-t", "--tag"):
                     reading.built[tag] = simple.where()
+            for word in simple.texts:
+                if word.startswith(("-t=", "--tag=")):
+                    reading.built[word.split("=", 1)[1]] = simple.where()
             reading.said(simple, "skipped", "`docker build` (an image built from a local checkout)")
         else:
             reading.aliases[simple.texts[-1]] = (simple.texts[-2], simple.where())
@@ -405,6 +467,8 @@ def _container_role(run: ParsedRun, kind: str | None, where: str) -> tuple[str, 
             if re.search(r"serve|launch_server|api_server", words[2]):
                 return "server", words, []  # a compound command around the server: kept as written
         return "job", words, []
+    if not words and _detached_terminal(run) and (kind or _image_kind(run.image)) not in _ENTRYPOINT_KINDS:
+        return "shell", words, []  # `docker run -itd IMAGE`: kept for `docker exec`/a terminal; serves nothing itself
     program = python_program(words)
     if client_of(program):
         return "bench", words, []
@@ -416,6 +480,20 @@ def _container_role(run: ParsedRun, kind: str | None, where: str) -> tuple[str, 
     if image_kind is not None and words and words[0].startswith("-"):
         return "no-program", words, []
     return "unknown", words, []
+
+
+def _name_of(run: ParsedRun) -> str | None:
+    return next((u.value for e in run.entries for u in e.uses if canonical(u.option.name) == "--name"), None)
+
+
+_ENTRYPOINT_KINDS = frozenset(name for name, k in KINDS.items() if k.image_entrypoint)
+
+
+def _detached_terminal(run: ParsedRun) -> bool:
+    """True for `docker run -itd`/`-dt` (a detached container kept alive by its terminal) and `-it` (a terminal
+    for the person): a container for commands run in it later, not a server."""
+    used = {canonical(u.option.name) for e in run.entries for u in e.uses}
+    return "--tty" in used and ("--detach" in used or "--interactive" in used)
 
 
 def _inner_command(text: str) -> list[str] | None:

@@ -42,6 +42,7 @@ from hgxkit.netaddr import is_loopback
 from hgxkit.recipe.diff import Difference, diff_recipes
 from hgxkit.recipe.docker_options import canonical
 from hgxkit.recipe.dockerrun import ParsedRun
+from hgxkit.recipe.imageref import normalized
 from hgxkit.recipe.importing.bare_launch import bare_run
 from hgxkit.recipe.importing.benchmarks import benchmarks
 from hgxkit.recipe.importing.commands import PLACEHOLDER, Simple, simple_commands
@@ -49,10 +50,11 @@ from hgxkit.recipe.importing.docker_run import scrub_run
 from hgxkit.recipe.importing.formats import format_of
 from hgxkit.recipe.importing.group_join import join_groups
 from hgxkit.recipe.importing.model_placement import DEFAULT_MODELS_DIR, place_model
-from hgxkit.recipe.importing.outcome import ImportOutcome, Report, account_lines, finish
+from hgxkit.recipe.importing.outcome import ImportOutcome, ImportRefused, Report, account_lines, finish, place
 from hgxkit.recipe.importing.post import PostFile, find_commands, read_post
 from hgxkit.recipe.importing.reading import Candidate, Reading
 from hgxkit.recipe.importing.variables import Scope
+from hgxkit.recipe.importing.workdir import based_run, directory_before
 from hgxkit.recipe.model import DockerSpec, ImageRef, ModelSpec, Recipe, Source
 from hgxkit.recipe.nodes import HGX_GPUS, join_ranks, parallel_size, rank_of, spans_nodes
 from hgxkit.recipe.read import MAX_RECIPE_BYTES
@@ -81,8 +83,18 @@ class ImportOptions:
 
 
 def import_post(files: Sequence[tuple[str, str]], options: ImportOptions | None = None) -> ImportOutcome:
-    """Import one recipe from the posts `files` ((name, text) pairs, read in order)."""
-    return _Importer(files, options or ImportOptions()).run()
+    """Import one recipe from the posts `files` ((name, text) pairs, read in order); a refusal is an
+    `ImportRefused` (an InputError) that holds its place and the account of the lines read."""
+    importer = _Importer(files, options or ImportOptions())
+    try:
+        return importer.run()
+    except ImportRefused:
+        raise
+    except InputError as err:
+        report = sorted(dict.fromkeys(importer.report), key=_report_order)
+        lines = account_lines(importer.posts, importer.simples, report, importer.notes)
+        texts = {post.name: post.clean for post in importer.posts}  # columns of the command, not of its prompt
+        raise ImportRefused(err.message, lines, texts) from None
 
 
 Built = tuple[Candidate, Recipe, list[str]]  # a serving command, the recipe it would be, its notes
@@ -127,6 +139,7 @@ class _Importer:
     # --- what each command is ---
 
     def _consider(self, simple: Simple) -> None:
+        _unended(simple)
         if simple.kind == "broken":
             error = simple.error()
             assert error is not None
@@ -186,7 +199,11 @@ class _Importer:
         errors: list[InputError] = []
         for server in servers:
             if server.role == "broken":
-                errors.append(server.error)  # type: ignore[arg-type]
+                try:  # a `<placeholder>` a shell reads as a redirection is named as what it is
+                    _placeholders(server.simple, angled_only=True)
+                    errors.append(server.error)  # type: ignore[arg-type]
+                except InputError as err:
+                    errors.append(err)
                 continue
             try:
                 built.append((server, *self._provisional(server)))
@@ -228,7 +245,7 @@ class _Importer:
         post = simple.command.post
         where = simple.where()
         notes = list(server.notes) + list(simple.notes)
-        _placeholders(simple)
+        _placeholders(simple, angled_only=True)
         if simple.in_block:
             raise InputError(f"{where}: the command runs inside an `{simple.in_block}` block; its words depend on "
                              "shell logic: give the command as it runs")  # fmt: skip
@@ -249,6 +266,9 @@ class _Importer:
             if simple.prefix:
                 notes.append(f"{where}: {' '.join(w.text for w in simple.prefix)} before `docker run` only sets the "
                              "docker client's environment; dropped")  # fmt: skip
+        run = self._based(run, server, notes)
+        if server.run is not None and server.context is not None:  # `docker exec` into the post's `docker run -itd`
+            _placeholders(server.context.simple)
         run = self._image(run, simple, notes)
         kind = self.options.kind or kind or _detect(run, where)
         _hardware(server, run, Scope.before(self.simples, simple), simple.assignments)
@@ -256,6 +276,7 @@ class _Importer:
         recipe = Recipe(name="imported", image=ImageRef(run.image), docker=docker, server=command,
                         model=ModelSpec(repo_id=None), groups=grouping)  # fmt: skip
         _fits(recipe, server)
+        _placeholders(simple)  # `YOUR_…`, `/path/to/…`: after what the setup cannot be at all (hardware, size)
         return recipe, notes
 
     def _image(self, run: ParsedRun, simple: Simple, notes: list[str]) -> ParsedRun:
@@ -264,20 +285,49 @@ class _Importer:
                 notes.append(f"{simple.where()}: --image {self.options.image} replaces the post's {run.image}")
             return replace(run, image=self.options.image)
         image = run.image
-        if image in self.reading.aliases:
-            source, where = self.reading.aliases[image]
+        aliases = {normalized(name): value for name, value in self.reading.aliases.items()}
+        if normalized(image) in aliases:
+            source, where = aliases[normalized(image)]
             notes.append(f"{simple.where()}: {image} is `docker tag` of {source} ({where}); {source} is pulled")
             image = source
-        built = self.reading.built
-        if image in built:
+        # an image the post builds before it runs it (a build shown after the run is an alternative to pulling)
+        built = {normalized(name): (name, where) for name, where in self.reading.built.items()
+                 if self._before(where, simple)}  # fmt: skip
+        if normalized(image) in built:
+            name, at = built[normalized(image)]
+            spelled = "" if name == image else f" (tagged {name})"
             raise InputError(
-                f"{simple.where()}: the image {image} is built by `docker build` ({built[image]}) from a source "
+                f"{simple.where()}: the image {image} is built by `docker build` ({at}{spelled}) from a source "
                 "checkout; a node cannot pull it: give --image REF of a pullable image"
             )
         if "$" in image:
             raise InputError(f"{simple.where()}: the image {shell_value(image)} is a variable the post does not set; "
                              "give --image REF")  # fmt: skip
         return replace(run, image=image)
+
+    def _based(self, run: ParsedRun, server: Candidate, notes: list[str]) -> ParsedRun:
+        """A posted `docker run` (or the `docker run -itd` a `docker exec` server runs in) with its relative host
+        paths written out from the directory the post's `cd` lines leave (see `workdir`)."""
+        if server.run is None:
+            return run  # a bare launch's `docker run` is hgxkit's own: every path in it is absolute
+        started = server.context.simple if server.context is not None else server.simple
+        cwd, cd_where = directory_before(self.simples, started)
+        if cwd is None or cd_where is None:
+            return run
+        based = based_run(run, cwd, cd_where, started.where(), notes)
+        if based != run:
+            what = f"`cd {cwd}` (the base of relative paths at {started.where()})"
+            self.report.append(Report(cd_where, "read", what))
+        return based
+
+    def _before(self, where: str, simple: Simple) -> bool:
+        """True when the command at `where` (FILE:LINE) comes before `simple` in the posts' order."""
+        found = place(where)
+        files = [post.name for post in self.posts]
+        if found is None or found[0] not in files:
+            return True
+        here = (files.index(simple.command.post.name), simple.first_line)
+        return (files.index(found[0]), found[1]) < here
 
     # --- the recipe ---
 
@@ -324,10 +374,24 @@ class _Importer:
         benches = sorted(
             self.reading.benches, key=lambda b: _report_order(Report(b[0].span(), "", ""))
         )
+        benches = [bench for bench in benches if self._filled_in(bench[0])]
         found = benchmarks(self.posts, benches, served=served, values=values, ports=ports)
         self.notes += found.notes
         self.report += found.report
         return replace(recipe, matrix=found.matrix, reference=found.reference)
+
+
+    def _filled_in(self, simple: Simple) -> bool:
+        """False (and the command set aside, saying why) for a benchmark command with a placeholder argument:
+        its cell would run the placeholder. The server is still imported; the note names what to fill in."""
+        try:
+            _placeholders(simple)
+        except InputError as err:
+            what = err.message.split(": ", 1)[1]
+            self.notes.append(f"{simple.where()}: benchmark command set aside: {what}")
+            self._said(simple, "skipped", f"a benchmark command with a placeholder ({what})")
+            return False
+        return True
 
 
 # What may differ between the commands of one setup: the ranks of a server over hosts, or its GPU groups.
@@ -407,23 +471,87 @@ def _engine_refusal(engine: Candidate, servers: list[Candidate]) -> InputError:
     )
 
 
-def _placeholders(simple: Simple) -> None:
-    """Refuse a `<name>` placeholder the command would run with (one standing for a secret is fine: the secret
-    is taken from the environment anyway)."""
+# Commands whose words become recipe fields: a lost line of theirs changes the recipe.
+_TAKEN_KINDS = frozenset({"docker-run", "docker-exec", "server", "bench", "engine"})
+
+
+def _unended(simple: Simple) -> None:
+    """Refuse a serving, docker or benchmark command whose next line reads as its continuation though the
+    command ended without a backslash: a shell would run that line apart (or fail on it), and the import would
+    keep the command without it. Not guessed: the poster rejoins the lines."""
+    command = simple.command
+    if command.unended is None or simple.kind not in _TAKEN_KINDS:
+        return
+    line, column, word = command.unended
+    raise InputError(
+        f"{command.post.name}: line {line}, column {column}: {word!r} follows the command at line {command.first} "
+        f"(ended at line {command.last} without a trailing backslash): a continuation backslash may be missing; "
+        "add it, or put a blank line between them if they are apart"
+    )
+
+
+# Values a post leaves for the reader to fill in: `YOUR_MODEL`, `/path/to/model` (a `$YOUR_…` is a variable).
+_BRACED = re.compile(r"(?<![$\w])\{(?:[Yy]our|YOUR|[Mm]y)\b[^{}\n\"']{0,60}\}")
+_FILL_IN = re.compile(r"(?<![\w${])YOUR_\w+|(?<![\w.])/path/to/[^\s:,\"']*")
+
+
+def _placeholders(simple: Simple, *, angled_only: bool = False) -> None:
+    """Refuse a placeholder in any argument the command would run with (a docker option, a server flag, a
+    benchmark argument): `<name>` (also `<several words>`, which a shell reads as redirections), `YOUR_…`,
+    `/path/to/…`; it names the placeholder and its flag. One standing for a secret is fine: the secret is
+    taken from the environment anyway."""
     words = simple.words
+    braced = None if angled_only else _braced(simple)
+    if braced is not None:
+        line, column, text = braced
+        index = next((i for i, w in enumerate(words) if (w.line, w.column) >= (line, column)), len(words) - 1)
+        raise InputError(f"{simple.command.post.name}: line {line}, column {column}: {text} is a placeholder"
+                         f"{_owner(words, index)}; write its value")  # fmt: skip
     for index, word in enumerate(words):
-        if word.is_operator and word.text == "<" and index + 2 < len(words) and words[index + 2].text.startswith(">"):
-            found = (word.line, word.column, f"<{words[index + 1].text}>")
-        elif not word.is_operator and PLACEHOLDER.search(word.text):
+        if word.is_operator and word.text == "<":
+            close = next((i for i in range(index + 1, len(words)) if words[i].is_operator), None)
+            if close is None or not words[close].text.startswith(">") or close == index + 1:
+                continue
+            text = f"<{' '.join(w.text for w in words[index + 1 : close])}>"
+            owner = words[index - 1].text if index else ""
+            if owner.endswith("=") and is_secret_name(owner[:-1]):
+                continue
+        elif not word.is_operator and _placeholder_in(word.text, angled_only):
             name = word.text.split("=", 1)[0] if "=" in word.text else ""
             flag = words[index - 1].text if index else ""
-            if is_secret_name(name) or is_secret_flag(flag):
+            if is_secret_name(name) or is_secret_flag(flag) or is_secret_name(flag.lstrip("-").replace("-", "_")):
                 continue
-            found = (word.line, word.column, PLACEHOLDER.search(word.text).group())  # type: ignore[union-attr]
+            text = (PLACEHOLDER.search(word.text) or _FILL_IN.search(word.text)).group()  # type: ignore[union-attr]
         else:
             continue
-        raise InputError(f"{simple.command.post.name}: line {found[0]}, column {found[1]}: {found[2]} is a "
-                         "placeholder; write its value")  # fmt: skip
+        raise InputError(f"{simple.command.post.name}: line {word.line}, column {word.column}: {text} is a "
+                         f"placeholder{_owner(words, index)}; write its value")  # fmt: skip
+
+
+def _braced(simple: Simple) -> tuple[int, int, str] | None:
+    """(line, column, text) of a `{your model directory}` placeholder in the command's lines (a shell splits it
+    into words, so it is looked for in the line)."""
+    command = simple.command
+    for offset, line in enumerate(command.post.clean[command.first - 1 : command.last]):
+        match = _BRACED.search(line)
+        if match:
+            return command.first + offset, match.start() + 1, match.group()
+    return None
+
+
+def _placeholder_in(text: str, angled_only: bool) -> bool:
+    return bool(PLACEHOLDER.search(text) or (not angled_only and _FILL_IN.search(text)))
+
+
+def _owner(words: Sequence[Word], index: int) -> str:
+    """` (the value of FLAG)` for the flag or option a word belongs to, else ` (an argument of PROGRAM)`."""
+    word = words[index].text
+    if word.startswith("-") and "=" in word:
+        return f" (the value of {word.split('=', 1)[0]})"
+    before = next((w.text for w in reversed(words[:index]) if not w.is_operator), "")
+    if before.startswith("-"):
+        return f" (the value of {before.split('=', 1)[0]})"
+    return f" (an argument of {words[0].text})" if words else ""
 
 
 def _hardware(server: Candidate, run: ParsedRun, scope: Scope, prefix: dict[str, str]) -> None:

@@ -21,17 +21,22 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from hgxkit.errors import InputError
 from hgxkit.recipe.danger import dangerous_options
 from hgxkit.recipe.importing.commands import Simple
 from hgxkit.recipe.importing.post import FENCE_RE, PostFile
 from hgxkit.recipe.model import Recipe
+from hgxkit.recipe.network_env import host_interface_settings
 from hgxkit.recipe.validate import format_path, recipe_problems
 
 # `FILE:LINE: …` or `FILE:FIRST-LAST: …`, the place a note or report names (FILE may hold colons).
 _WHERE = re.compile(r"^(?P<file>.+?):(?P<first>\d+)(?:-(?P<last>\d+))?(?::|$)")
+# `FILE: line N, column C: …`, the place a refusal names most precisely.
+_LINE_COLUMN = re.compile(r"^(?P<file>.+?): line (?P<line>\d+), column (?P<column>\d+):")
+# The version of `ledger_json`'s shape; raise it when a key changes meaning or goes away.
+LEDGER_SCHEMA_VERSION = 1
 # Which report action gives a line its fate, strongest first: a line taken stays taken.
 _FATES = {"took": "taken", "read": "read", "checked": "read", "skipped": "set aside"}
 _STRENGTH = ("took", "read", "checked", "skipped")
@@ -57,7 +62,7 @@ class LineAccount:
     file: str  # the path as given
     line: int  # 1-based
     text: str  # as written
-    fate: str  # taken | changed | read | set aside
+    fate: str  # taken | changed | read | set aside (| refused: the line a refusal names)
     into: str = ""  # the recipe field(s) it went into (taken, changed)
     why: str = ""  # what was done with it, or why it was set aside
     notes: tuple[str, ...] = ()  # the import's notes that name this line
@@ -77,6 +82,64 @@ class ImportOutcome:
     lines: tuple[LineAccount, ...] = ()
 
 
+class ImportRefused(InputError):
+    """A refusal, with where it is (file, line, column) and the account of the lines read before it."""
+
+    def __init__(self, message: str, lines: tuple[LineAccount, ...], texts: dict[str, tuple[str, ...]]) -> None:
+        super().__init__(message)
+        self.place = refusal_place(message, texts)
+        if self.place is not None:  # the line refused is the one fate that is not the account's usual
+            file, number, _ = self.place
+            lines = tuple(replace(a, fate="refused", into="", why=message) if (a.file, a.line) == (file, number)
+                          else a for a in lines)  # fmt: skip
+        self.lines = lines
+
+
+def refusal_place(message: str, texts: dict[str, tuple[str, ...]]) -> tuple[str, int, int] | None:
+    """(file, line, column) a refusal names: as written (`FILE: line N, column C:`), else its `FILE:LINE` with
+    the column where the line's command starts (`texts`: each file's lines with prose and prompts blanked);
+    None where it names no line."""
+    match = _LINE_COLUMN.match(message)
+    if match:
+        return match.group("file"), int(match.group("line")), int(match.group("column"))
+    found = place(message)
+    if found is None or found[0] not in texts:
+        return None
+    lines = texts[found[0]]
+    text = lines[found[1] - 1] if 0 < found[1] <= len(lines) else ""
+    return found[0], found[1], len(text) - len(text.lstrip()) + 1 if text.strip() else 1
+
+
+def ledger_json(outcome: ImportOutcome | None, refused: ImportRefused | None = None) -> dict:
+    """The account as JSON: every line with its fate, the notes, and the refusal with its place (if refused)."""
+    lines = outcome.lines if outcome is not None else refused.lines if refused is not None else ()
+    out: dict = {
+        "schema_version": LEDGER_SCHEMA_VERSION,
+        "imported": outcome is not None,
+        "lines": [
+            {"file": a.file, "line": a.line, "text": a.text, "fate": a.fate, "into": a.into, "why": a.why,
+             "notes": list(a.notes)}
+            for a in lines
+        ],
+        "notes": list(outcome.notes) if outcome is not None else [],
+    }  # fmt: skip
+    if refused is not None:
+        file, line, column = refused.place or (None, None, None)
+        out["refusal"] = {"message": refused.message, "file": file, "line": line, "column": column}
+    return out
+
+
+def explained(outcome: ImportOutcome | None, refused: ImportRefused | None = None) -> list[str]:
+    """The account as text, a line per post line (`FILE:N: fate -> field (why)`), the refusal last."""
+    lines = outcome.lines if outcome is not None else refused.lines if refused is not None else ()
+    out = [account.shown() for account in lines]
+    if refused is not None:
+        file, line, column = refused.place or ("", 0, 0)
+        at = f"{file}:{line}:{column}: " if file else ""
+        out.append(f"{at}refused: {refused.message}")
+    return out
+
+
 def finish(
     recipe: Recipe, notes: list[str], source: str, report: tuple[Report, ...] = (),
     lines: tuple[LineAccount, ...] = (),
@@ -93,6 +156,12 @@ def finish(
             f"dangerous option {danger.option}: {danger.reason}; `recipe check` reports it as an error and the "
             f'node refuses it unless allow_docker_options lists "{danger.name}"'
         )
+    if recipe.docker.last("--network") != "host":
+        for name, value in host_interface_settings((e.name, e.value) for e in recipe.docker.env()):
+            notes.append(
+                f"{source}: -e {name}={value} names a host network interface the container (bridge network) does "
+                "not have; `recipe check` reports it as an error: add --network host or drop it"
+            )
     return ImportOutcome(recipe, tuple(dict.fromkeys(notes)), report, lines)
 
 

@@ -18,7 +18,7 @@ Example:
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import PurePath
 
 from hgxkit.errors import InputError
@@ -85,6 +85,10 @@ PROGRAMS = frozenset(
         "accelerate",
     }
 )
+# Shell keywords that open a clause, and what shows a line starting with one is shell, not an English sentence:
+# `;`, a test (`[`, `((`), a variable, `do`/`then`, or `for NAME in`.
+_CLAUSES = frozenset({"for", "while", "until", "if", "elif", "select"})
+_CLAUSE_SYNTAX = re.compile(r";|\[|\(\(|\$|\bdo\b|\bthen\b|^[A-Za-z_]\w* in\b|^(?:true|false|:)\b|\|")
 PYTHON_RE = re.compile(r"^(?:\S*/)?python[0-9.]*$")
 ASSIGNMENT_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 _QUOTE_PREFIX = re.compile(r"^[ \t]*(?:>[ \t]?)+")
@@ -132,6 +136,8 @@ class Command:
     words: tuple[Word, ...]
     error: InputError | None = None
     notes: tuple[str, ...] = field(default=())
+    # (line, column, text) of the line right after it that reads as its continuation (see `_unended`)
+    unended: tuple[int, int, str] | None = None
 
     def where(self) -> str:
         span = f"{self.first}" if self.first == self.last else f"{self.first}-{self.last}"
@@ -157,6 +163,8 @@ def is_command_start(text: str) -> bool:
     if index == len(words):
         return index > 0 and ASSIGNMENT_RE.match(words[0]) is not None  # `model=org/name` on its own line
     program = words[index]
+    if program in _CLAUSES and not _CLAUSE_SYNTAX.search(" ".join(words[index + 1 :])):
+        return False  # "while I tried …", "if you want …": prose that starts with a shell keyword
     return (program in PROGRAMS or program in kind_programs() or bool(PYTHON_RE.match(program))
             or program.endswith(".sh"))  # fmt: skip
 
@@ -274,6 +282,8 @@ def find_commands(post: PostFile) -> list[Command]:
         text = clean[index].strip()
         if is_command_start(text):
             command, index = _gather(post, index)
+            if command.error is None and index < len(clean):
+                command = replace(command, unended=_unended(post, command, index))
             commands.append(command)
             continue
         line = _TRAILING_SPACE_BACKSLASH.sub("\\\\", clean[index])
@@ -329,6 +339,27 @@ def _gather(post: PostFile, start: int) -> tuple[Command, int]:
     except InputError as err:
         words, error = (), err
     return Command(post, start + 1, start + len(parts), words, error, tuple(notes)), index
+
+
+def _unended(post: PostFile, command: Command, index: int) -> tuple[int, int, str] | None:
+    """The line right after `command` (which ended without a backslash) when it reads as that command's
+    continuation, so a backslash was probably lost: it starts with a `--flag`/`-f`, or is indented deeper than
+    the command's first line, or is one word that does not start a command, continued by its own backslash
+    (`lmsysorg/sglang:latest \\`). Blank lines, fences and comments end a command for certain."""
+    text = post.clean[index]
+    body = text.strip()
+    if not body or body.startswith("#") or post.fences[index] != post.fences[command.first - 1]:
+        return None
+    if not post.fences[command.first - 1] and "`" in post.lines[command.last - 1]:
+        return None  # inline code ends where its backticks close: the next line is the sentence's, not the command's
+    first = post.clean[command.first - 1]
+    deeper = len(text) - len(text.lstrip()) > len(first) - len(first.lstrip())
+    flag = re.match(r"--?[A-Za-z]", body) is not None
+    # one word alone on its line, continued (an image, a value): an argument, not a program of its own
+    continued = not is_command_start(body) and _scan_line(body, None)[1] and len(body[:-1].split()) == 1
+    if not (flag or deeper or continued):
+        return None
+    return index + 1, len(text) - len(text.lstrip()) + 1, body.split()[0]
 
 
 def _broken_start(post: PostFile, index: int) -> Command:

@@ -59,6 +59,7 @@ class Reading:
     benches: list[Bench] = field(default_factory=list)  # client commands, plain, by `docker exec` or `docker run`
     built: dict[str, str] = field(default_factory=dict)  # image tag -> where `docker build` made it
     aliases: dict[str, tuple[str, str]] = field(default_factory=dict)  # `docker tag SRC DST`: DST -> (SRC, where)
+    pulled: list[tuple[str, str, str]] = field(default_factory=list)  # `docker pull`: (image, where, comment above)
     unset: dict[str, list[tuple[str, int]]] = field(default_factory=dict)  # $NAME used, not set -> where
 
     def said(self, simple: Simple, action: str, what: str, into: str = "") -> None:
