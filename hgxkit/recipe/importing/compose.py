@@ -107,37 +107,34 @@ class Compose:
         out = []
         for document in documents:
             services = document.data["services"]
-            for name, service in services.items():
-                if name in (LINE, LINES):
-                    continue
-                line = services[LINES].get(name, document.first)
-                last = _last_line(service, line)
+            names = [n for n in services if n not in (LINE, LINES)]
+            starts = [services[LINES].get(n, document.first) for n in names]
+            for index, (name, line) in enumerate(zip(names, starts, strict=True)):
+                service = services[name]
+                # each service's lines run to the next one's; the first and last take the file's head and tail
+                first = document.first if index == 0 else line
+                last = starts[index + 1] - 1 if index + 1 < len(starts) else document.last
                 if not isinstance(service, dict):
                     raise InputError(f"{document.where(line)}: services.{name}: a service is a mapping of keys")
                 if not _serving(service):
                     why = f"service {name} ({service.get('image', 'no image')}): no GPUs and no server, not imported"
-                    out.append(document_simple(document, "compose", (), line, last, [why]))
+                    out.append(document_simple(document, "compose", (), first, last, [why]))
+                    continue
+                engine = _engine_image(service.get("image"))
+                if engine is not None:  # an engine refused by name: its image is all the refusal needs
+                    words = [("docker", line), ("run", line), (str(service["image"]), line)]
+                    out.append(document_simple(document, "compose", words, first, last))
                     continue
                 try:
                     words, notes = _Service(document, name, service).run_words()
                 except InputError as err:  # this service cannot be imported; another of the file may be
-                    out.append(refused(document, "compose", err, line))
+                    out.append(refused(document, "compose", err, first, last))
                     continue
-                out.append(document_simple(document, "compose", words, line, last, notes))
+                out.append(document_simple(document, "compose", words, first, last, notes))
         return out
 
 
 COMPOSE = Compose()
-
-
-def _last_line(value: Any, line: int) -> int:
-    """The last line a loaded mapping's keys reach (nested mappings included)."""
-    if not isinstance(value, dict):
-        return line
-    lines = [line, *value.get(LINES, {}).values()]
-    lines += [_last_line(v, line) for k, v in value.items() if k not in (LINE, LINES)]
-    lines += [_last_line(item, line) for v in value.values() if isinstance(v, list) for item in v]
-    return max(lines)
 
 
 def _serving(service: dict) -> bool:
@@ -151,6 +148,11 @@ def _serving(service: dict) -> bool:
         return True
     words = [str(w) for key in ("entrypoint", "command") for w in _as_list(service.get(key))]
     return any(k.launches(python_program(words)) for k in KINDS.values())
+
+
+def _engine_image(image: object) -> object:
+    """The engine hgxkit refuses by name whose image this is (TGI, NIM, …), or None."""
+    return next((o for o in UNSUPPORTED if image_matches(str(image or ""), o.images)), None)
 
 
 def _gpu_devices(service: dict) -> list[dict]:
@@ -264,13 +266,14 @@ class _Service:
             if driver != "nvidia":
                 raise InputError(f"{self.document.where(line)}: services.{self.name}: GPU driver {driver}; hgxkit "
                                  "serves NVIDIA HGX-H200 nodes")  # fmt: skip
+            at = max(device.get(LINES, {}).values(), default=line)  # the device's last key: the GPUs it names
             if "device_ids" in device:
                 ids = ",".join(self.value("deploy", i) for i in device["device_ids"])
-                self.words += [("--gpus", line), (f'"device={ids}"', line)]
+                self.words += [("--gpus", line), (f'"device={ids}"', at)]
             else:
                 count = device.get("count", "all")
                 self.words += [("--gpus", line), ("all" if count in ("all", -1) else self.value("deploy", count),
-                                                  line)]  # fmt: skip
+                                                  at)]  # fmt: skip
             extra = [c for c in device.get("capabilities") or [] if c != "gpu"]
             if extra:
                 self.notes.append(f"{self.document.where(line)}: services.{self.name}: capabilities {extra} not "

@@ -39,6 +39,7 @@ LINES = "__lines__"  # key -> 1-based line of each key of a mapping
 _HEREDOC = re.compile(r"<<-?\s*['\"]?(\w+)['\"]?")
 _SNIFF = re.compile(r"^(?:services|apiVersion|kind|version)\s*:", re.MULTILINE)
 _WHOLE_FILE = (".yaml", ".yml")
+_CONFLICT = re.compile(r"^(?:<{7}|={7}|>{7})(?:\s|$)")
 
 WordAt = tuple[str, int]  # a word's text (shellwords encoding: a literal `$` is `$$`) and its file line
 
@@ -147,6 +148,12 @@ def load_documents(post: PostFile, region: Region) -> list[Document]:
     class Loader(_LineLoader):
         offset = region.first - 1
 
+    marker = next((n for n, line in enumerate(region.text.split("\n")) if _CONFLICT.match(line)), None)
+    if marker is not None:
+        raise InputError(f"{post.name}: line {region.first + marker}: a merge-conflict marker "
+                         f"({region.text.split(chr(10))[marker][:7]}): the file was published unresolved; give one "
+                         "side of the conflict")  # fmt: skip
+
     try:
         loaded = []
         for node in yaml.compose_all(region.text, Loader=Loader):
@@ -161,7 +168,11 @@ def load_documents(post: PostFile, region: Region) -> list[Document]:
         raise InputError(f"{post.name}: line {line}: not valid YAML ({problem}); give the file as published, "
                          "without merge-conflict markers or tabs") from None  # fmt: skip
     environment = _dotenv(post, region)
-    return [Document(post, region, d, first, min(last, region.last), environment) for d, first, last in loaded]
+    # each document's lines run to the next one's (its `---` and comments included); the first takes the head
+    starts = [region.first] + [first for _, first, _ in loaded[1:]]
+    ends = [first - 1 for first in starts[1:]] + [region.last]
+    return [Document(post, region, data, first, last, environment)
+            for (data, _, _), first, last in zip(loaded, starts, ends, strict=True)]  # fmt: skip
 
 
 def _dotenv(post: PostFile, region: Region) -> dict[str, str]:
@@ -211,9 +222,10 @@ def document_simple(document: Document, kind: str, words: Sequence[WordAt], firs
     return Simple(Command(document.post, first, last, lexed), kind, lexed, notes=tuple(notes))
 
 
-def refused(document: Document, kind: str, error: InputError, line: int) -> Simple:
-    """A part of a document that cannot be imported: a serving command that is refused unless another is taken."""
-    return Simple(Command(document.post, line, line, (), error), kind, ())
+def refused(document: Document, kind: str, error: InputError, first: int, last: int) -> Simple:
+    """A part of a document (lines first..last) that cannot be imported: a serving command that is refused unless
+    another is taken."""
+    return Simple(Command(document.post, first, last, (), error), kind, ())
 
 
 def take_document(simple: Simple, reading: Reading) -> None:

@@ -89,7 +89,7 @@ class Kubernetes:
             try:
                 pods = _pods(document, runtimes)
             except InputError as err:
-                out.append(refused(document, "kubernetes", err, document.first))
+                out.append(refused(document, "kubernetes", err, document.first, document.last))
                 continue
             if not pods:
                 out.append(_aside(document, f"a {kind} ({name or 'unnamed'}): runs no container"))
@@ -193,12 +193,13 @@ class _Pod:
             try:
                 words = self._run(container)
             except InputError as err:  # this container cannot be imported; another of the post may be
-                out.append(refused(self.document, "kubernetes", err, line))
+                out.append(refused(self.document, "kubernetes", err, self.document.first, self.document.last))
                 continue
             finally:
                 notes, self.notes = self.notes, []
-            last = max(line for _, line in words)
-            out.append(document_simple(self.document, "kubernetes", words, line, last, notes))
+            # the whole document is the command's (its other lines are the pod around the container)
+            out.append(document_simple(self.document, "kubernetes", words, self.document.first, self.document.last,
+                                       notes))  # fmt: skip
         for container in self.pod.get("initContainers") or []:
             line = container.get(LINE, self.document.first)
             out.append(_aside(self.document, f"init container {container.get('name')}: not run by hgxkit", line, line))
@@ -277,7 +278,9 @@ class _Pod:
         limits = {**(resources.get("requests") or {}), **(resources.get("limits") or {})}
         for key, hardware in _ACCELERATORS.items():
             if key in limits:
-                raise InputError(f"{self.where(line)}: {key}: {limits[key]} asks for {hardware} accelerators; "
+                at = next((m[LINES][key] for m in (resources.get("limits"), resources.get("requests"))
+                           if isinstance(m, dict) and key in m.get(LINES, {})), line)  # fmt: skip
+                raise InputError(f"{self.where(at)}: {key}: {limits[key]} asks for {hardware} accelerators; "
                                  "hgxkit serves NVIDIA HGX-H200 nodes")  # fmt: skip
         count = limits.get("nvidia.com/gpu")
         if count is None:
