@@ -368,3 +368,43 @@ def test_a_script_in_sh_c_is_refused_not_kept() -> None:
 )  # fmt: skip
 def test_other_accelerators_and_runtimes_are_refused_by_name(command: str, message: str) -> None:
     assert refusal("p.txt", command) == message
+
+
+def test_compose_services_that_differ_only_in_gpus_and_ports_are_gpu_groups() -> None:
+    service = """  llm{n}:
+    image: lmsysorg/sglang:v0.5.6
+    container_name: llm{n}
+    command: python3 -m sglang.launch_server --model-path org/m --tp 4 --host 0.0.0.0 --port 30000
+    ports: ["3000{n}:30000"]
+    deploy: {{resources: {{reservations: {{devices: [{{driver: nvidia, device_ids: [{ids}], capabilities: [gpu]}}]}}}}}}
+"""
+    text = "services:\n" + service.format(n=0, ids='"0","1","2","3"') + service.format(n=1, ids='"4","5","6","7"')
+    outcome = imported("compose.yaml", text)
+    groups = outcome.recipe.groups
+    assert docker_words(outcome) == '--name {{name}} --gpus "device={{gpus}}" -p {{port}}:30000 -v /data/models/m:/models/m:ro'
+    assert (groups.explicit, groups.port_base, groups.name_template) == (((0, 1, 2, 3), (4, 5, 6, 7)), 30000, "llm{{group}}")
+
+
+def test_leader_worker_set_is_read_from_the_leader_as_rank_zero() -> None:
+    name = "k04-lws-sglang.yaml"
+    outcome = imported(name, (FORMATS / name).read_text())
+    assert "k04-lws-sglang.yaml:16: $(LWS_LEADER_ADDRESS) is lws-leader (the leader pod, rank 0)" in outcome.notes
+    assert "k04-lws-sglang.yaml:16: the LeaderWorkerSet's workerTemplate runs ranks 1..; hgxkit renders each rank " \
+        "from the leader's command" in outcome.notes  # fmt: skip
+    rank1 = render_recipe(outcome.recipe, rank=1, head="10.0.0.1")[0]  # the first GPU group of rank 1
+    server = rank1.shell_argv[rank1.shell_argv.index("lmsysorg/sglang:latest") + 1 :]
+    assert server[server.index("--dist-init-addr") + 1] == "10.0.0.1:20000"
+    assert server[server.index("--node-rank") + 1] == "1"
+
+
+def test_a_yaml_fence_no_format_claims_stays_with_the_shell_scan() -> None:
+    post = "```yaml\ntype: service\nport: 8000\n```\n\n```bash\nvllm serve org/Tiny-1B --port 8000\n```\n"
+    outcome = imported("post.md", post, image="vllm/vllm-openai:v0.10.0")
+    assert outcome.recipe.model.repo_id == "org/Tiny-1B"
+
+
+def test_an_ascend_device_in_a_compose_service_is_refused_by_name() -> None:
+    text = SERVICE.replace("{body}", "    devices: [/dev/davinci0, /dev/davinci_manager]\n")
+    assert refusal("compose.yaml", text) == (
+        "compose.yaml:3: Huawei Ascend NPU (ascend) is not supported: hgxkit serves NVIDIA HGX-H200 nodes"
+    )

@@ -27,7 +27,7 @@ from typing import Any, Protocol
 import yaml
 
 from hgxkit.errors import InputError
-from hgxkit.kinds import KINDS, detect_kind, python_program
+from hgxkit.kinds import KINDS, UNSUPPORTED, detect_kind, python_program
 from hgxkit.recipe.importing.commands import Simple
 from hgxkit.recipe.importing.docker_run import DOCKER_RUN
 from hgxkit.recipe.importing.post import FENCE_RE, Command, PostFile
@@ -235,6 +235,9 @@ def take_document(simple: Simple, reading: Reading) -> None:
         reading.servers.append(Candidate(simple, "broken", error=simple.command.error))
     elif not simple.words:
         reading.said(simple, "skipped", simple.notes[0])
+    elif (engine := next((o for o in UNSUPPORTED if o.hinted_by(" ".join(simple.texts))), None)) is not None:
+        # the docker run format reads hints in the post's own lines, which a document's are not
+        reading.servers.append(Candidate(simple, "engine", engine.name))
     else:
         DOCKER_RUN.take(simple, reading)
 
