@@ -408,3 +408,17 @@ def test_an_ascend_device_in_a_compose_service_is_refused_by_name() -> None:
     assert refusal("compose.yaml", text) == (
         "compose.yaml:3: Huawei Ascend NPU (ascend) is not supported: hgxkit serves NVIDIA HGX-H200 nodes"
     )
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("apiVersion: v1\nkind: Pod\nspec:\n  containers:\n  - image: vllm/vllm-openai:v1\n    env: [{value: x}]\n"
+         "    resources: {limits: {nvidia.com/gpu: 1}}\n", "m.yaml:5: a value of the wrong shape in this container None "
+         "(KeyError: 'name'); give it as its spec writes it"),
+        ("services:\n  s:\n    image: vllm/vllm-openai:v1\n    gpus: all\n    environment: 5\n", "m.yaml:2: a value of "
+         "the wrong shape in this service s (TypeError: 'int' object is not iterable); give it as its spec writes it"),
+    ],
+)  # fmt: skip
+def test_a_value_of_the_wrong_shape_is_one_line_not_a_traceback(text: str, message: str) -> None:
+    assert refusal("m.yaml", text) == message

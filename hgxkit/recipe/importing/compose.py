@@ -38,8 +38,10 @@ from hgxkit.recipe.importing.commands import Simple
 from hgxkit.recipe.importing.documents import (
     LINE,
     LINES,
+    SHAPE_ERRORS,
     Document,
     WordAt,
+    as_input_error,
     container_command,
     document_simple,
     refused,
@@ -127,8 +129,9 @@ class Compose:
                     continue
                 try:
                     words, notes = _Service(document, name, service).run_words()
-                except InputError as err:  # this service cannot be imported; another of the file may be
-                    out.append(refused(document, "compose", err, first, last))
+                except (InputError, *SHAPE_ERRORS) as err:  # this service cannot be imported; another may be
+                    error = as_input_error(err, document.where(line), f"service {name}")
+                    out.append(refused(document, "compose", error, first, last))
                     continue
                 out.append(document_simple(document, "compose", words, first, last, notes))
         return out

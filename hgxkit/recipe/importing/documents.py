@@ -41,6 +41,9 @@ _SNIFF = re.compile(r"^(?:services|apiVersion|kind|version)\s*:", re.MULTILINE)
 _WHOLE_FILE = (".yaml", ".yml")
 _CONFLICT = re.compile(r"^(?:<{7}|={7}|>{7})(?:\s|$)")
 
+# What a value of the wrong shape raises while a format reads it (a string where the spec has a mapping, …).
+SHAPE_ERRORS = (KeyError, TypeError, AttributeError, ValueError, IndexError)
+
 WordAt = tuple[str, int]  # a word's text (shellwords encoding: a literal `$` is `$$`) and its file line
 
 
@@ -203,7 +206,10 @@ def read_documents(post: PostFile, formats: Sequence[DocumentFormat]) -> tuple[P
             mine = [d for d in documents if source.claims_document(d.data)]
             if not mine:
                 continue
-            simples += source.simples(mine)
+            try:
+                simples += source.simples(mine)
+            except SHAPE_ERRORS as err:
+                raise as_input_error(err, f"{post.name}:{region.first}", source.name) from None
             blanked.update(range(region.span[0], region.span[1] + 1))
             break
     if not blanked:
@@ -220,6 +226,14 @@ def document_simple(document: Document, kind: str, words: Sequence[WordAt], firs
     reason in `notes[0]`)."""
     lexed = tuple(Word(text, line, 1, False) for text, line in words)
     return Simple(Command(document.post, first, last, lexed), kind, lexed, notes=tuple(notes))
+
+
+def as_input_error(err: Exception, where: str, what: str) -> InputError:
+    """`err` as the one-line refusal of a part at `where`: an InputError as it is, a shape error named."""
+    if isinstance(err, InputError):
+        return err
+    detail = f"{type(err).__name__}: {err}"[:80]
+    return InputError(f"{where}: a value of the wrong shape in this {what} ({detail}); give it as its spec writes it")
 
 
 def refused(document: Document, kind: str, error: InputError, first: int, last: int) -> Simple:

@@ -41,8 +41,10 @@ from hgxkit.recipe.importing.commands import Simple
 from hgxkit.recipe.importing.documents import (
     LINE,
     LINES,
+    SHAPE_ERRORS,
     Document,
     WordAt,
+    as_input_error,
     container_command,
     document_simple,
     literal,
@@ -88,14 +90,13 @@ class Kubernetes:
                 continue
             try:
                 pods = _pods(document, runtimes)
-            except InputError as err:
-                out.append(refused(document, "kubernetes", err, document.first, document.last))
-                continue
-            if not pods:
-                out.append(_aside(document, f"a {kind} ({name or 'unnamed'}): runs no container"))
-                continue
-            for pod in pods:
-                out += _Pod(document, pod).simples()
+                if not pods:
+                    out.append(_aside(document, f"a {kind} ({name or 'unnamed'}): runs no container"))
+                for pod in pods:
+                    out += _Pod(document, pod).simples()
+            except (InputError, *SHAPE_ERRORS) as err:
+                error = as_input_error(err, document.where(), f"{kind} {name}".strip())
+                out.append(refused(document, "kubernetes", error, document.first, document.last))
         return out
 
 
@@ -192,8 +193,9 @@ class _Pod:
                 continue
             try:
                 words = self._run(container)
-            except InputError as err:  # this container cannot be imported; another of the post may be
-                out.append(refused(self.document, "kubernetes", err, self.document.first, self.document.last))
+            except (InputError, *SHAPE_ERRORS) as err:  # this container cannot be imported; another may be
+                error = as_input_error(err, self.where(line), f"container {container.get('name')}")
+                out.append(refused(self.document, "kubernetes", error, self.document.first, self.document.last))
                 continue
             finally:
                 notes, self.notes = self.notes, []
