@@ -192,8 +192,9 @@ def _dotenv(post: PostFile, region: Region) -> dict[str, str]:
 
 def read_documents(post: PostFile, formats: Sequence[DocumentFormat]) -> tuple[PostFile, list[Simple]]:
     """The simple commands of the YAML documents a format claims, and the post with their lines blanked from
-    the shell scan (a fence or file no format claims is left as it was)."""
-    simples: list[Simple] = []
+    the shell scan (a fence or file no format claims is left as it was). A format reads all its documents of
+    the post at once: a KServe ServingRuntime in one fence serves the InferenceService of the next."""
+    claimed: dict[int, list[Document]] = {}  # format index -> its documents, in the post's order
     blanked: set[int] = set()
     for region in yaml_regions(post):
         try:
@@ -202,16 +203,18 @@ def read_documents(post: PostFile, formats: Sequence[DocumentFormat]) -> tuple[P
             if region.whole and _SNIFF.search(region.text):
                 raise
             continue
-        for source in formats:
+        for index, source in enumerate(formats):
             mine = [d for d in documents if source.claims_document(d.data)]
-            if not mine:
-                continue
-            try:
-                simples += source.simples(mine)
-            except SHAPE_ERRORS as err:
-                raise as_input_error(err, f"{post.name}:{region.first}", source.name) from None
-            blanked.update(range(region.span[0], region.span[1] + 1))
-            break
+            if mine:
+                claimed.setdefault(index, []).extend(mine)
+                blanked.update(range(region.span[0], region.span[1] + 1))
+                break
+    simples: list[Simple] = []
+    for index, documents in claimed.items():
+        try:
+            simples += formats[index].simples(documents)
+        except SHAPE_ERRORS as err:
+            raise as_input_error(err, f"{post.name}:{documents[0].first}", formats[index].name) from None
     if not blanked:
         return post, simples
     clean = tuple(" " * len(text) if n in blanked else text for n, text in enumerate(post.clean, 1))

@@ -184,6 +184,8 @@ class _Pod:
         serving = [c for c in containers if _gpus(c) or _launches(c)]
         if not serving and len(containers) == 1 and _is_engine_image(containers[0]):
             serving = containers
+        if not serving and containers and self.pod["__kind__"] in ("InferenceService", *_RUNTIMES):
+            serving = containers[:1]  # a predictor's first container is its model server, whatever its image
         out: list[Simple] = []
         for container in containers:
             line = container.get(LINE, self.document.first)
