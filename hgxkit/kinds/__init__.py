@@ -91,6 +91,7 @@ class UnsupportedKind:
     # What gives the engine away when neither image nor program is known (`$NIM_IMAGE`): environment names,
     # container paths, image name parts.
     hints: tuple[str, ...] = ()
+    hardware: bool = False  # an accelerator other than NVIDIA's (the refusal says hgxkit serves HGX-H200 nodes)
 
     def hinted_by(self, text: str) -> str | None:
         """The first hint of this engine found in `text` (a command as posted), or None."""
@@ -112,6 +113,15 @@ UNSUPPORTED = (
                     (("lmdeploy", "serve"), ("python3", "-m", "lmdeploy")), (r"\blmdeploy\b",)),
     UnsupportedKind("triton", "Triton Inference Server", ("nvcr.io/nvidia/tritonserver",), (("tritonserver",),),
                     (r"tritonserver",)),
+    UnsupportedKind("kserve-huggingface", "KServe Hugging Face runtime",
+                    ("kserve/huggingfaceserver",), (("python", "-m", "huggingfaceserver"),),
+                    (r"\bhuggingfaceserver\b",)),
+    # Accelerators: an Ascend NPU (its devices, quay.io/ascend images, SGLang's `-cann…-a2`/`-a3` NPU tags) and
+    # AMD's ROCm (its devices and images); refused before anything else is read of the command.
+    UnsupportedKind("ascend", "Huawei Ascend NPU", ("quay.io/ascend/", "ascendhub.huawei.com/"), (),
+                    (r"/dev/davinci", r"\bascend\b", r":\S*-a[23]\b"), hardware=True),
+    UnsupportedKind("rocm", "AMD ROCm", ("rocm/", "vllm/vllm-openai-rocm"), (),
+                    (r"/dev/kfd", r"[:/-]rocm", r"\bamd\.com/gpu\b"), hardware=True),
 )  # fmt: skip
 
 register_kind(SGLANG)

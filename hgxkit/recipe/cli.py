@@ -62,13 +62,15 @@ def _add_import(commands: argparse._SubParsersAction) -> None:
         help="turn a post (prose, code fences, several commands) into a recipe",
         formatter_class=_RAW,
         description="Read a whole post or any part of one and build one recipe: the serving command (a `docker run`, "
-        "or a bare `sglang serve`/`python -m sglang.launch_server`/`vllm serve` translated to one), its model "
+        "or a bare `sglang serve`/`python -m sglang.launch_server`/`vllm serve`, a docker compose service or a "
+        "Kubernetes manifest's container translated to one), its model "
         "placed for the deploy, benchmark commands as matrix cells and printed results as reference numbers. "
         "Each command is reported as taken or skipped, each change as a note. Secret values (HF_TOKEN=…, "
         "--api-key …) become references and are never written.",
         epilog="examples:\n"
         "  hgxkit recipe import post.txt --name my-setup -o recipes/my-setup.yaml\n"
         "  hgxkit recipe import server-post.md bench-post.md --model-repo org/Model\n"
+        "  hgxkit recipe import compose.yaml --pick 2   # the second serving service\n"
         "  hgxkit recipe import vendor-page.md --pick 2 --image vllm/vllm-openai:v0.33.0\n"
         "  pbpaste | hgxkit recipe import - --model-repo deepseek-ai/DeepSeek-V4-Flash-DSpark\n"
         "  hgxkit recipe import post.txt --explain    # what became of each line, or where it was refused",

@@ -340,7 +340,7 @@ class DockerRun:
             return
         raw = " ".join(simple.command.post.clean[simple.command.first - 1 : simple.command.last])
         engine = _engine_of(simple.texts, raw)
-        if engine is not None:
+        if engine is not None and not engine.hardware:
             reading.servers.append(Candidate(simple, "engine", engine.name))
             return
         try:
@@ -349,6 +349,10 @@ class DockerRun:
             reading.servers.append(Candidate(simple, "broken", error=err))
             return
         role, words, notes = _container_role(run, reading.kind, simple.where())
+        if engine is not None and role not in ("shell", "job", "bench"):
+            # another accelerator's server; its shell container is read (`foreign_hardware` names it if nothing runs)
+            reading.servers.append(Candidate(simple, "engine", engine.name))
+            return
         if role == "bench":
             client = client_of(python_program(words))
             assert client is not None
@@ -522,6 +526,14 @@ def _kind_of(run: ParsedRun, words: list[str], kind: str | None) -> str | None:
         return detect_kind(run.image, python_program(words)).name
     except InputError:
         return None
+
+
+def foreign_hardware(container: Container) -> UnsupportedKind | None:
+    """The accelerator other than NVIDIA's (AMD ROCm, Huawei Ascend) a container is set up for, if any."""
+    simple = container.simple
+    raw = " ".join(simple.command.post.clean[simple.command.first - 1 : simple.command.last])
+    engine = _engine_of(simple.texts, raw)
+    return engine if engine is not None and engine.hardware else None
 
 
 def _engine_of(words: list[str], raw: str) -> UnsupportedKind | None:

@@ -9,7 +9,10 @@ commands: `benchmarks` reads them (`result_blocks`) for the benchmark commands t
 
 Example:
     >>> [f.name for f in FORMATS]
-    ['docker run', 'docker build/tag', 'bare launch', 'benchmark command']
+    ['docker run', 'docker build/tag', 'bare launch', 'benchmark command', 'docker compose', 'Kubernetes manifest']
+
+A YAML document (a whole file, a ```yaml fence) is offered to `DOCUMENT_FORMATS` first (see `documents`): the
+one that claims it gives the `docker run` commands it stands for, which its own entry in `FORMATS` then takes.
 """
 
 from __future__ import annotations
@@ -19,7 +22,10 @@ from typing import Protocol
 from hgxkit.recipe.importing.bare_launch import BARE_LAUNCH
 from hgxkit.recipe.importing.benchmarks import BENCH_COMMANDS
 from hgxkit.recipe.importing.commands import Simple
+from hgxkit.recipe.importing.compose import COMPOSE
 from hgxkit.recipe.importing.docker_run import DOCKER_IMAGES, DOCKER_RUN
+from hgxkit.recipe.importing.documents import DocumentFormat
+from hgxkit.recipe.importing.kubernetes import KUBERNETES
 from hgxkit.recipe.importing.reading import Reading
 
 
@@ -37,7 +43,8 @@ class SourceFormat(Protocol):
         ...
 
 
-FORMATS: tuple[SourceFormat, ...] = (DOCKER_RUN, DOCKER_IMAGES, BARE_LAUNCH, BENCH_COMMANDS)
+FORMATS: tuple[SourceFormat, ...] = (DOCKER_RUN, DOCKER_IMAGES, BARE_LAUNCH, BENCH_COMMANDS, COMPOSE, KUBERNETES)
+DOCUMENT_FORMATS: tuple[DocumentFormat, ...] = (COMPOSE, KUBERNETES)
 
 
 def format_of(simple: Simple) -> SourceFormat | None:

@@ -46,8 +46,9 @@ from hgxkit.recipe.imageref import normalized
 from hgxkit.recipe.importing.bare_launch import bare_run
 from hgxkit.recipe.importing.benchmarks import benchmarks
 from hgxkit.recipe.importing.commands import PLACEHOLDER, Simple, simple_commands
-from hgxkit.recipe.importing.docker_run import scrub_run
-from hgxkit.recipe.importing.formats import format_of
+from hgxkit.recipe.importing.docker_run import foreign_hardware, scrub_run
+from hgxkit.recipe.importing.documents import read_documents
+from hgxkit.recipe.importing.formats import DOCUMENT_FORMATS, format_of
 from hgxkit.recipe.importing.group_join import join_groups
 from hgxkit.recipe.importing.model_placement import DEFAULT_MODELS_DIR, place_model
 from hgxkit.recipe.importing.outcome import ImportOutcome, ImportRefused, Report, account_lines, finish, place
@@ -109,8 +110,12 @@ class _Importer:
                 raise InputError(f"{name}: longer than {MAX_RECIPE_BYTES >> 10} KiB; give the post, not a log")
             self.posts.append(read_post(name, text))
         self.simples: list[Simple] = []
-        for post in self.posts:
-            self.simples += simple_commands(find_commands(post))
+        for index, post in enumerate(self.posts):
+            # a compose file or manifest (a whole file, a ```yaml fence) is its format's; the shell scan skips it
+            post, documents = read_documents(post, DOCUMENT_FORMATS)
+            self.posts[index] = post
+            found = documents + simple_commands(find_commands(post))
+            self.simples += sorted(found, key=lambda s: s.command.first)
         notes = [f"{p.name}:{line}: {what}" for p in self.posts for line, what in p.notes]
         self.reading = Reading(self.simples, options.kind, notes)
         self.notes = self.reading.notes  # one list: notes keep the order they were made in
@@ -221,6 +226,10 @@ class _Importer:
     def _no_server(self) -> InputError:
         names = ", ".join(p.name for p in self.posts)
         shells = list(self.reading.containers)
+        foreign = foreign_hardware(shells[0]) if shells else None
+        if foreign is not None:
+            return InputError(f"{shells[0].simple.where()}: {foreign.title} ({foreign.name}) is not supported: hgxkit "
+                              "serves NVIDIA HGX-H200 nodes")  # fmt: skip
         if shells:
             return InputError(
                 f"{shells[0].simple.where()}: no serving command in {names}: the container runs "
@@ -461,7 +470,7 @@ def _detect(run: ParsedRun, where: str) -> str:
 
 def _engine_refusal(engine: Candidate, servers: list[Candidate]) -> InputError:
     other = next(o for o in UNSUPPORTED if o.name == engine.kind)
-    supported = " and ".join(k.title for k in KINDS.values())
+    supported = "NVIDIA HGX-H200 nodes" if other.hardware else " and ".join(k.title for k in KINDS.values())
     also = [s for s in servers if s is not engine and s.role != "engine"]
     tail = (
         f"; the post also launches {len(also)} other server(s) ({', '.join(s.where() for s in also)})" if also else ""
