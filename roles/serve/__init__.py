@@ -40,10 +40,11 @@ from hgxkit.node.facts_files import JsonFile
 from hgxkit.node.facts_gpu import NvidiaSmi
 from hgxkit.node.facts_system import MemTotalBytes
 from hgxkit.planfacts import plan_fact
-from hgxkit.problems import Problem, problem_lines, refuse
+from hgxkit.problems import Problem, refuse
 from hgxkit.recipe.check import check_recipe
 from hgxkit.recipe.host_recipe import recipe_for
 from hgxkit.recipe.model import Recipe
+from hgxkit.runfailure import RunFailure
 from hgxkit.secrets import redact
 from hgxkit.serving.containers import ContainerSpec, container_specs
 from hgxkit.serving.facts import ActiveUnits, ContainerNames, ListeningPorts, ManagedContainers
@@ -374,5 +375,6 @@ def _follow(run: HostRunner, unit: str, folder: str, what: str) -> None:
         echo(f"[{host.name}] {what} is serving")
         return
     logs = [redact(line) for line in run(script("cat {f} 2>/dev/null || true", f=f"{folder}/failed.log"))]
-    raise DeployError(f"{host.name}: {what} {status.removeprefix('failed: ')}. Its last log lines:\n"
-                      + problem_lines(logs[-20:]).replace("  - ", "    "))  # fmt: skip
+    raise RunFailure(f"{what} {status.removeprefix('failed: ')}", logs[-20:] or ["(the container left no log)"],
+                     "fix what the cause says (the recipe's image, flags or GPUs, or the node), then run the deploy "
+                     "again; the status above says which container serves now")  # fmt: skip
