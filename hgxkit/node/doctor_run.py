@@ -145,7 +145,6 @@ def _gather(host: Any, defaults: Mapping[str, Any]):
     """Read every fact the doctor judges, with sudo only where the user has it."""
     from pyinfra.facts.server import Arch
 
-    from hgxkit.knobs import role_knob
     from hgxkit.node.doctor import DockerNow, DoctorFacts, DoctorPolicy, Reach, docker_source_for
     from hgxkit.node.driver import package_origin
     from hgxkit.node.facts_apt import InstalledPackages, PackagePolicies, SnapInstalled
@@ -155,8 +154,10 @@ def _gather(host: Any, defaults: Mapping[str, Any]):
     from hgxkit.node.facts_system import CgroupVersion, FreeBytes, KernelRelease, MemTotalBytes, OsRelease
     from hgxkit.node.preflight import HostFacts, PreflightPolicy
 
-    def data(name: str) -> Any:
-        return role_knob(host, name, defaults)
+    given = host.data.dict()
+
+    def data(name: str) -> Any:  # as pyinfra's data_defaults: a key set to None (a check turned off) stays None
+        return given[name] if name in given else defaults.get(name)
 
     sudo = host.get_fact(SudoState, _sudo=False)
     as_root = {} if sudo in ("root", "passwordless") else {"_sudo": False}

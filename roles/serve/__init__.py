@@ -25,12 +25,13 @@ from __future__ import annotations
 import json
 import os
 import time
+from io import StringIO
 
 from pyinfra import host
 from pyinfra.api import deploy
 from pyinfra.api.exceptions import DeployError
 from pyinfra.api.output import echo
-from pyinfra.operations import python, server
+from pyinfra.operations import files, python, server
 
 from hgxkit.hostcmd import HostRunner, SecretLines, argv, script, text
 from hgxkit.hostfiles import write_text
@@ -63,8 +64,11 @@ from hgxkit.serving.steps import (
     ensure_api_key,
     key_files,
     pull,
+    pull_files,
+    pull_program,
     record_path,
     runtime_problems,
+    start_pull_command,
     workdir,
 )
 from roles.serve.defaults import DEFAULTS
@@ -239,10 +243,11 @@ def prefetch_image() -> None:
     if recipe.image.digest or recorded:
         return
     reference = recipe.image.reference
+    program, progress = pull_files(host)
+    files.put(name="Upload the pull program (progress: bytes, rate, ETA)", src=StringIO(pull_program()),
+              dest=program, mode="0644")  # fmt: skip
     server.shell(name=f"Start pulling {reference} in the background (unit {PULL_UNIT})",
-                 commands=[script("systemctl reset-failed {unit} >/dev/null 2>&1; systemctl is-active --quiet {unit} "
-                                  "|| systemd-run --unit {unit} --collect --quiet {pull}", unit=PULL_UNIT,
-                                  pull=argv("docker", "pull", "-q", reference))])  # fmt: skip
+                 commands=[start_pull_command(reference, program, progress)])  # fmt: skip
 
 
 def _check_pin(recipe: Recipe) -> None:

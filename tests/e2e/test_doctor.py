@@ -70,8 +70,7 @@ def test_doctor_names_each_broken_host_with_its_remedy_and_changes_nothing(sim_n
         _host("seven-gpus", seven),
     ]
     inventory = tmp_path / "doctor_inventory.py"
-    inventory.write_text(f"gpu_nodes = ({json.dumps(hosts)}, {json.dumps(_group_data(CLUSTER))})\n".replace(
-        "null", "None").replace("true", "True").replace("false", "False"))  # fmt: skip
+    inventory.write_text(f"gpu_nodes = ({hosts!r}, {_group_data(CLUSTER)!r})\n")
     where = [(CLUSTER, "node1"), (CLUSTER, "node2"), (CLUSTER, "node3"), (CLUSTER7, "node1")]
     before = {w: node_sh(w[0], SNAPSHOT, node=w[1]) for w in where}
 
