@@ -209,8 +209,10 @@ def diagnose(name: str, facts: DoctorFacts, policy: DoctorPolicy, controller_epo
                 Problem(
                     "ram-hicache",
                     f"the recipe's HiCache host pools need {policy.hicache_gb:.0f} GiB, "
-                    f"{available:.0f} GiB of RAM is left after the {policy.ram_reserve_gb:.0f} GiB reserve",
+                    f"{available:.0f} GiB of RAM is left after the {policy.ram_reserve_gb:.0f} GiB reserve, "
+                    "so the serve role will refuse this recipe here (bring-up itself is not affected)",
                     "lower --hicache-ratio or set --hicache-size in the recipe, or use a node with more memory",
+                    "warning",
                 )
             )
     problems += [p for p in (clock_problem(facts.node_epoch, controller_epoch, facts.ntp_synchronized),
@@ -226,7 +228,7 @@ def diagnose(name: str, facts: DoctorFacts, policy: DoctorPolicy, controller_epo
          if pci else "lspci missing", not codes & {"pci", "gpu-count", "gpu-model"}),
         ("nvswitch", f"{pci.nvswitches} on PCI" if pci else "?", "nvswitch" not in codes),
         ("models_dir", _disk_text(hf.models_dir_free_bytes, pre, policy.xet_cache_gb), "disk" not in codes),
-        ("ram", _ram_text(hf.ram_bytes, pre.min_ram_gb, policy.hicache_gb), not codes & {"ram", "ram-hicache"}),
+        ("ram", _ram_text(hf.ram_bytes, pre.min_ram_gb, policy.hicache_gb), "ram" not in codes),
         ("time", "synchronized" if facts.ntp_synchronized else "not synchronized" if facts.ntp_synchronized is False
          else "unknown", "time" not in codes),
     ]  # fmt: skip
