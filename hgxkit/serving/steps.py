@@ -108,6 +108,7 @@ def pull(h: Host, reference: str) -> str:
     if run.status(argv("systemctl", "is-active", "--quiet", PULL_UNIT))[0]:
         echo(f"[{h.name}] joining the background pull of {reference} (unit {PULL_UNIT})")
     else:
+        run(script("mkdir -p {d}", d=str(Path(program).parent)))
         h.put_file(StringIO(pull_program()), program)
         run(start_pull_command(reference, program, progress))
     every = float(h.data.get("serve_pull_progress_every_s") or 5)
