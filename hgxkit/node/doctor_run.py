@@ -94,7 +94,6 @@ def _defaults() -> dict[str, Any]:
 
 def run_doctor(inventory: str, override: Mapping[str, Any]) -> list:  # -> list[Diagnosis]
     """Connect to every host in parallel, read its facts and diagnose it (inventory order)."""
-    import gevent
     from pyinfra.api import Config, State
     from pyinfra.context import ctx_state
     from pyinfra_cli.inventory import make_inventory
@@ -112,11 +111,11 @@ def run_doctor(inventory: str, override: Mapping[str, Any]) -> list:  # -> list[
     controller_epoch = time.time()
     hosts = list(inv)
     greenlets = [state.pool.spawn(_diagnose_host, state, h, defaults, controller_epoch) for h in hosts]
-    gevent.joinall(greenlets)
+    results = [g.get() for g in greenlets]  # pyinfra's gevent pool: the hosts run in parallel
     for h in hosts:
         if h.connected:
             h.disconnect()
-    return [g.get() for g in greenlets]
+    return results
 
 
 def _diagnose_host(state: Any, host: Any, defaults: Mapping[str, Any], controller_epoch: float):

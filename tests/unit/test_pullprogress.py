@@ -91,3 +91,16 @@ def test_the_node_program_follows_the_engine_api_stream(tmp_path: Path, monkeypa
     assert _Docker.asked == ["/images/create?fromImage=lmsysorg%2Fsglang%3Alatest"]
     final = json.loads(out.read_text())
     assert (final["status"], final["done"], final["total"], final["layers"]) == (status, 500 * MB, 1000 * MB, 3)
+
+
+def test_the_pull_unit_runs_the_program_or_docker_pull_without_python3() -> None:
+    from hgxkit.hostcmd import text
+    from hgxkit.serving.steps import start_pull_command
+
+    command = text(start_pull_command("lmsysorg/sglang:dev", "/var/lib/hgxkit/serve/pullprogress.py", "/p.json"))
+    assert command == (
+        "systemctl reset-failed hgxkit-image-pull >/dev/null 2>&1; systemctl is-active --quiet hgxkit-image-pull || "
+        "{ rm -f /p.json; systemd-run --unit hgxkit-image-pull --collect --quiet /bin/sh -c 'if command -v python3 "
+        ">/dev/null 2>&1; then exec python3 /var/lib/hgxkit/serve/pullprogress.py lmsysorg/sglang:dev /p.json; "
+        "else exec docker pull -q lmsysorg/sglang:dev; fi'; }"
+    )
