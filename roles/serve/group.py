@@ -376,7 +376,7 @@ def _replace(group: NodeGroup, specs: dict[str, ContainerSpec]) -> None:
     raise RunFailure(
         f"the multi-node group {name} ({group.label()}) failed: {why}",
         logs,
-        f"every rank was put back ({'; '.join(back)}); fix what the ranks' logs say, then run the deploy again",
+        f"Every rank was put back ({'; '.join(back)}); fix what the ranks' logs say, then run the deploy again",
     )
 
 
