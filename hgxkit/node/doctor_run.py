@@ -94,13 +94,15 @@ def _defaults() -> dict[str, Any]:
 
 def run_doctor(inventory: str, override: Mapping[str, Any]) -> list:  # -> list[Diagnosis]
     """Connect to every host in parallel, read its facts and diagnose it (inventory order)."""
+    if not Path(inventory).exists():
+        raise InputError(f"{inventory}: no such inventory file")
+    # pyinfra's CLI package patches the standard library for gevent when imported (as `pyinfra` does first):
+    # the hosts' SSH sessions then run side by side.
     from pyinfra.api import Config, State
     from pyinfra.context import ctx_state
     from pyinfra_cli.inventory import make_inventory
 
     defaults = _defaults()
-    if not Path(inventory).exists():
-        raise InputError(f"{inventory}: no such inventory file")
     state = State()
     try:
         with ctx_state.use(state):  # pyinfra executes the inventory file with a state in context

@@ -147,3 +147,26 @@ def test_fact_parsers() -> None:
     )
     assert DockerMirrors().process(['{"registry-mirrors": ["http://127.0.0.1:5000"]}']) == ["http://127.0.0.1:5000"]
     assert DockerMirrors().process(["not json"]) == []
+
+
+def test_registry_is_the_mirror_for_hub_images_and_the_named_registry_otherwise() -> None:
+    from types import SimpleNamespace
+
+    from hgxkit.node.doctor_run import _registry_urls
+
+    def recipe(ref: str) -> SimpleNamespace:
+        return SimpleNamespace(image=SimpleNamespace(reference=ref))
+
+    assert _registry_urls(recipe("lmsysorg/sglang:dev"), ["http://127.0.0.1:15000"]) == ["http://127.0.0.1:15000/v2/"]
+    assert _registry_urls(recipe("lmsysorg/sglang:dev"), []) == ["https://registry-1.docker.io/v2/"]
+    assert _registry_urls(recipe("nvcr.io/nvidia/x:1"), ["http://m"]) == ["https://nvcr.io/v2/"]
+    assert _registry_urls(None, []) == []
+
+
+def test_bad_input_is_one_line_and_exit_2(capsys) -> None:
+    from hgxkit.cli import main
+
+    assert main(["doctor", "no/such/inventory.py"]) == 2
+    assert capsys.readouterr().err == "hgxkit: error: no/such/inventory.py: no such inventory file\n"
+    assert main(["doctor", "inventories/h200.py", "--data", "nokey"]) == 2
+    assert capsys.readouterr().err == "hgxkit: error: --data 'nokey': use KEY=VALUE\n"
