@@ -1,8 +1,9 @@
 """`hgxkit doctor INVENTORY`: read every host of a pyinfra inventory, in parallel, and say whether bring-up can run.
 
 Read-only: only pyinfra facts run (hgxkit/node/facts_*.py), no operation. The verdict is hgxkit/node/doctor.py's.
-Knobs are read as the roles read them (inventory or `--data`, else roles/<role>/defaults.py), so run it from
-the hgxkit checkout, as the deploys.
+Knobs are read as the roles read them (inventory or `--data`, else roles/<role>/defaults.py): the library never
+imports roles, so deploys/doctor.py (in the checkout) hands `main` the roles' defaults, and `hgxkit doctor` runs
+that file, from the current directory's checkout or the one this package lives in.
 
     hgxkit doctor inventories/h200.py
     HGXKIT_SIM_CLUSTER=demo hgxkit doctor inventories/sim.py --json
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import subprocess
 import sys
 import time
 from collections.abc import Mapping
@@ -29,6 +31,15 @@ NVIDIA_CONTAINER_REPO = "https://nvidia.github.io/libnvidia-container/stable/deb
 H200_GPU_MEMORY_GB = 143771 / 1024  # what nvidia-smi reports for an H200, as roles/serve assumes before a driver
 
 
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The doctor's arguments (shared by `hgxkit doctor` and deploys/doctor.py)."""
+    parser.add_argument("inventory", help="a pyinfra inventory file (e.g. inventories/h200.py)")
+    parser.add_argument("--data", action="append", default=[], metavar="KEY=VALUE",
+                        help="override inventory data for every host, as pyinfra's --data")  # fmt: skip
+    parser.add_argument("--json", action="store_true",
+                        help="print one JSON document (schema: hgxkit/node/schemas/doctor.schema.json)")  # fmt: skip
+
+
 def register(groups: argparse._SubParsersAction) -> None:
     """Add the `doctor` command."""
     parser = groups.add_parser(
@@ -37,18 +48,39 @@ def register(groups: argparse._SubParsersAction) -> None:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("inventory", help="a pyinfra inventory file (e.g. inventories/h200.py)")
-    parser.add_argument("--data", action="append", default=[], metavar="KEY=VALUE",
-                        help="override inventory data for every host, as pyinfra's --data")  # fmt: skip
-    parser.add_argument("--json", action="store_true",
-                        help="print one JSON document (schema: hgxkit/node/schemas/doctor.schema.json)")  # fmt: skip
+    add_arguments(parser)
     parser.set_defaults(handler=_cmd_doctor)
 
 
+def doctor_program() -> Path:
+    """deploys/doctor.py of the checkout in the current directory, else of the checkout this package is in."""
+    for root in (Path.cwd(), REPO_ROOT):
+        if (root / "deploys" / "doctor.py").is_file() and (root / "roles").is_dir():
+            return root / "deploys" / "doctor.py"
+    raise InputError("hgxkit doctor reads the roles' knobs from the hgxkit checkout (deploys/doctor.py, roles/): "
+                     "run it from the checkout, as the deploys")  # fmt: skip
+
+
 def _cmd_doctor(args: argparse.Namespace) -> int:
+    argv = [args.inventory, *(f"--data={item}" for item in args.data), *(["--json"] if args.json else [])]
+    program = doctor_program()
+    return subprocess.run([sys.executable, str(program), *argv], check=False).returncode
+
+
+def main(argv: list[str], defaults: Mapping[str, Any]) -> int:
+    """deploys/doctor.py's entry: parse `argv`, diagnose every host with the roles' knob `defaults`, print."""
+    from hgxkit.errors import HgxkitError
     from hgxkit.node.doctor import render_text, to_json
 
-    diagnoses = run_doctor(args.inventory, _parse_data(args.data))
+    parser = argparse.ArgumentParser(prog="hgxkit doctor", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+    add_arguments(parser)
+    args = parser.parse_args(argv)
+    try:
+        diagnoses = run_doctor(args.inventory, _parse_data(args.data), defaults)
+    except HgxkitError as err:
+        print(f"hgxkit: error: {err.message}", file=sys.stderr)
+        return err.exit_code
     if args.json:
         print(json.dumps(to_json(diagnoses), indent=2))
     else:
@@ -72,27 +104,7 @@ def _parse_data(items: list[str]) -> dict[str, Any]:
     return out
 
 
-def _defaults() -> dict[str, Any]:
-    """Every role's knob defaults (the roles live in the checkout, next to this package)."""
-    if str(REPO_ROOT) not in sys.path and (REPO_ROOT / "roles").is_dir():
-        sys.path.append(str(REPO_ROOT))
-    try:
-        import roles.docker.defaults as docker_d
-        import roles.model.defaults as model_d
-        import roles.nvidia_driver.defaults as driver_d
-        import roles.preflight.defaults as preflight_d
-        import roles.serve.defaults as serve_d
-    except ImportError as err:
-        raise InputError(f"doctor needs the hgxkit checkout's roles/ ({err}): run it from the checkout") from None
-    from hgxkit.knobs import SHARED_DEFAULTS
-
-    merged: dict[str, Any] = dict(SHARED_DEFAULTS)
-    for module in (docker_d, model_d, driver_d, preflight_d, serve_d):
-        merged.update(module.DEFAULTS)
-    return merged
-
-
-def run_doctor(inventory: str, override: Mapping[str, Any]) -> list:  # -> list[Diagnosis]
+def run_doctor(inventory: str, override: Mapping[str, Any], defaults: Mapping[str, Any]) -> list:  # -> [Diagnosis]
     """Connect to every host in parallel, read its facts and diagnose it (inventory order)."""
     if not Path(inventory).exists():
         raise InputError(f"{inventory}: no such inventory file")
@@ -102,7 +114,6 @@ def run_doctor(inventory: str, override: Mapping[str, Any]) -> list:  # -> list[
     from pyinfra.context import ctx_state
     from pyinfra_cli.inventory import make_inventory
 
-    defaults = _defaults()
     state = State()
     try:
         with ctx_state.use(state):  # pyinfra executes the inventory file with a state in context

@@ -164,9 +164,23 @@ def test_registry_is_the_mirror_for_hub_images_and_the_named_registry_otherwise(
 
 
 def test_bad_input_is_one_line_and_exit_2(capsys) -> None:
-    from hgxkit.cli import main
+    from hgxkit.node.doctor_run import main
 
-    assert main(["doctor", "no/such/inventory.py"]) == 2
+    assert main(["no/such/inventory.py"], {}) == 2
     assert capsys.readouterr().err == "hgxkit: error: no/such/inventory.py: no such inventory file\n"
-    assert main(["doctor", "inventories/h200.py", "--data", "nokey"]) == 2
+    assert main(["inventories/h200.py", "--data", "nokey"], {}) == 2
     assert capsys.readouterr().err == "hgxkit: error: --data 'nokey': use KEY=VALUE\n"
+
+
+def test_hgxkit_doctor_runs_the_checkouts_program(tmp_path) -> None:
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[2]
+    result = subprocess.run([sys.executable, "-m", "hgxkit", "doctor", str(tmp_path / "none.py")], cwd=root,
+                            capture_output=True, text=True, timeout=120, check=False)  # fmt: skip
+    assert (result.returncode, result.stderr) == (2, f"hgxkit: error: {tmp_path}/none.py: no such inventory file\n")
+    outside = subprocess.run([sys.executable, "-m", "hgxkit", "doctor", "x.py"], cwd=tmp_path, capture_output=True,
+                             text=True, timeout=120, check=False, env={"PYTHONPATH": str(root)})  # fmt: skip
+    assert outside.returncode == 2  # the package's own checkout is found from elsewhere too
+    assert outside.stderr == "hgxkit: error: x.py: no such inventory file\n"
