@@ -43,6 +43,10 @@ test: host-test venv
 unit: venv
 	$(BIN)/python -m pytest tests/unit
 
+## bench: the end-to-end checks too slow for `make test` (a 1 GB image pulled through a shaped link, ~4 min)
+bench: venv host-test
+	HGXKIT_BENCH=1 $(BIN)/python -m pytest tests/e2e/test_pull_progress.py
+
 lint: venv
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check . || true

@@ -27,6 +27,7 @@ import roles.nvidia_driver.defaults
 import roles.preflight.defaults
 from hgxkit.hostlock import hold_host_lock
 from hgxkit.node.bringup import bringup_skip, record_bringup
+from hgxkit.runfailure import install as answer_failures
 from roles.container_toolkit import container_toolkit
 from roles.docker import docker_engine
 from roles.gpu_health import gpu_health
@@ -45,6 +46,7 @@ JUDGING_SOURCES = [
     Path(__file__).resolve(),
 ]
 
+answer_failures()  # hgxkit's errors end the run as one block per host, not a traceback
 hold_host_lock(host)  # one hgxkit run per node at a time (hgxkit/hostlock.py)
 
 skip = bringup_skip(host, knob_names=BRINGUP_KNOBS, sources=JUDGING_SOURCES)

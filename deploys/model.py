@@ -11,8 +11,10 @@ is in roles/model/defaults.py.
 from pyinfra import host
 
 from hgxkit.hostlock import hold_host_lock
+from hgxkit.runfailure import install as answer_failures
 from roles.model import model
 
+answer_failures()  # hgxkit's errors end the run as one block per host, not a traceback
 hold_host_lock(host)  # one hgxkit run per node at a time (hgxkit/hostlock.py)
 
 model()

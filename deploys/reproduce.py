@@ -15,6 +15,7 @@ from pyinfra import host
 from hgxkit.hostlock import hold_host_lock
 from hgxkit.include import include_sibling
 from hgxkit.recipe.host_recipe import recipe_for
+from hgxkit.runfailure import install as answer_failures
 from roles.model import model
 from roles.serve import prefetch_image, serve
 from roles.serve.group import multinode_preflight
@@ -29,6 +30,7 @@ if not host.data.get("recipe"):
         "inventory); `hgxkit recipe import POST.txt -o recipes/FILE.yaml` makes one from a post"
     )
 recipe_for(host)  # load and validate it now: a bad recipe stops the run before bring-up changes anything
+answer_failures()  # hgxkit's errors end the run as one block per host, not a traceback
 hold_host_lock(host)  # one hgxkit run per node at a time (hgxkit/hostlock.py)
 multinode_preflight()  # a server spanning nodes: placement, equal members, head reachable; before any change
 

@@ -10,8 +10,10 @@ Runs land in results/<host>/<UTC time>_<recipe>/; see `hgxkit results ls`.
 from pyinfra import host
 
 from hgxkit.hostlock import hold_host_lock
+from hgxkit.runfailure import install as answer_failures
 from roles.verify import verify
 
+answer_failures()  # hgxkit's errors end the run as one block per host, not a traceback
 hold_host_lock(host)  # one hgxkit run per node at a time (hgxkit/hostlock.py)
 
 verify()

@@ -22,6 +22,7 @@ def build_parser() -> argparse.ArgumentParser:
     # Imported here so `hgxkit --version` stays fast and a broken subsystem names itself on use. The sim group
     # registers with the standard library alone (a controller installs hgxkit without the `sim` extra); its
     # handlers import the simulation when a sim command runs (tests/unit/test_controller_install.py).
+    from hgxkit.node import doctor_run
     from hgxkit.recipe import cli as recipe_cli
     from hgxkit.results import cli as results_cli
     from hgxkit.sim import cli as sim_cli
@@ -37,6 +38,7 @@ def build_parser() -> argparse.ArgumentParser:
     recipe_cli.register(groups)
     sim_cli.register(groups)
     results_cli.register(groups)
+    doctor_run.register(groups)
     return parser
 
 

@@ -238,3 +238,16 @@ def driver_gate(
         nvlink_problems=nvlink.problems() if nvlink else ["nvidia-smi nvlink failed"],
         expected_gpus=expected_gpus,
     )
+
+
+def reboot_wait_line(host_name: str, reason: str, target: str | None, timeout_s: int) -> str:
+    """What bring-up's reboot waits for, said before the silent wait starts.
+
+    >>> reboot_wait_line("node1", "driver changed", "580.105.08", 900)[:79]
+    '[node1] rebooting (driver changed); waiting up to 900 s for SSH to answer again'
+    """
+    module = f"the loaded nvidia module is {target}" if target else "the nvidia module loaded"
+    return (
+        f"[{host_name}] rebooting ({reason}); waiting up to {timeout_s} s for SSH to answer again, then checking that "
+        f"{module}, the fabric manager runs and NVLink is up"
+    )

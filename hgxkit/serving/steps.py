@@ -13,13 +13,15 @@ Example (in a role):
 
 from __future__ import annotations
 
+import time
+from io import StringIO
 from pathlib import Path
 
-from pyinfra.api import Host
+from pyinfra.api import Host, StringCommand
 from pyinfra.api.exceptions import DeployError
 from pyinfra.api.output import echo
 
-from hgxkit.hostcmd import HostRunner, argv, script
+from hgxkit.hostcmd import HostRunner, argv, script, text
 from hgxkit.kinds import KINDS
 from hgxkit.knobs import knob
 from hgxkit.node.facts_files import IsFile
@@ -27,8 +29,11 @@ from hgxkit.node.facts_gpu import NvidiaSmi
 from hgxkit.planfacts import plan_fact
 from hgxkit.problems import Problem
 from hgxkit.recipe.model import Recipe
+from hgxkit.runfailure import RunFailure
+from hgxkit.serving import pullprogress
 from hgxkit.serving.containers import ApiKeyFiles
 from hgxkit.serving.image import RECORD_NAME, digest_from_inspect, pull_and_inspect
+from hgxkit.serving.pullprogress import progress_line, read_progress
 
 PULL_UNIT = "hgxkit-image-pull"  # the node-side unit that pulls the recipe's image in the background
 
@@ -65,14 +70,67 @@ def runtime_problems(recipe: Recipe, h: Host, *, gpus_only: bool = False) -> lis
     return problems
 
 
+def pull_files(h: Host) -> tuple[str, str]:
+    """Where the pull program (hgxkit/serving/pullprogress.py) and its progress file live on the node."""
+    state = str(knob(h, "serve_state_dir"))
+    return f"{state}/pullprogress.py", f"{state}/pull-progress.json"
+
+
+def pull_program() -> str:
+    """The node-side pull program's text (stdlib only)."""
+    return Path(pullprogress.__file__).read_text()
+
+
+def start_pull_command(reference: str, program: str, progress: str) -> StringCommand:
+    """Start the pull unit (unless it runs): the program with progress when the node has python3, else
+    `docker pull -q`."""
+    body = script(
+        "if command -v python3 >/dev/null 2>&1; then exec python3 {program} {ref} {progress}; "
+        "else exec docker pull -q {ref}; fi",
+        program=program,
+        ref=reference,
+        progress=progress,
+    )
+    return script(
+        "systemctl reset-failed {unit} >/dev/null 2>&1; systemctl is-active --quiet {unit} || "
+        "{{ rm -f {progress}; systemd-run --unit {unit} --collect --quiet /bin/sh -c {body}; }}",
+        unit=PULL_UNIT,
+        progress=progress,
+        body=text(body),
+    )
+
+
 def pull(h: Host, reference: str) -> str:
-    """Execute time: pull `reference` on `h` (after a background pull of it, if one runs); its repository digest."""
+    """Execute time: pull `reference` on `h` in the pull unit (joining a background pull that runs), printing
+    its progress (bytes, rate, ETA) every `serve_pull_progress_every_s`; its repository digest."""
     run = HostRunner(h)
+    program, progress = pull_files(h)
     if run.status(argv("systemctl", "is-active", "--quiet", PULL_UNIT))[0]:
-        echo(f"[{h.name}] waiting for the background pull of {reference} (unit {PULL_UNIT})")
-    waited = run(script("while systemctl is-active --quiet {unit}; do sleep 2; done; echo ok", unit=PULL_UNIT))
-    if waited[-1:] != ["ok"]:
-        echo(f"[{h.name}] the background pull did not report; pulling {reference} now")
+        echo(f"[{h.name}] joining the background pull of {reference} (unit {PULL_UNIT})")
+    else:
+        run(script("mkdir -p {d}", d=str(Path(program).parent)))
+        h.put_file(StringIO(pull_program()), program)
+        run(start_pull_command(reference, program, progress))
+    every = float(h.data.get("serve_pull_progress_every_s") or 5)
+    poll = script("sleep 1; cat {f} 2>/dev/null; echo; systemctl is-active {unit} 2>/dev/null || true",
+                  f=progress, unit=PULL_UNIT)  # fmt: skip
+    last = 0.0
+    state: dict = {}
+    while True:
+        lines = run(poll)
+        state = read_progress(lines[0] if len(lines) > 1 else "") or state
+        active = (lines[-1] if lines else "") in ("active", "activating")
+        if time.monotonic() - last >= every and state.get("status") == "pulling":
+            echo(f"[{h.name}] {progress_line(reference, state)}")
+            last = time.monotonic()
+        if not active:
+            break
+    if str(state.get("status", "")).startswith("failed"):
+        raise RunFailure(f"the pull of {reference}", [state["status"].removeprefix("failed: ")],
+                         "check the image reference and the node's route to its registry or mirror "
+                         "(`hgxkit doctor INVENTORY`), then run again")  # fmt: skip
+    if state.get("status") == "ok":
+        echo(f"[{h.name}] pulled {reference} in {float(state.get('elapsed') or 0):.0f} s")
     digest = digest_from_inspect(run(pull_and_inspect(reference)), reference)
     if digest is None:
         raise DeployError(f"{h.name}: `docker pull {reference}` gave no repository digest; check the registry")

@@ -12,6 +12,7 @@ from io import StringIO
 from pyinfra import host
 from pyinfra.api import deploy
 from pyinfra.api.exceptions import DeployError
+from pyinfra.api.output import echo
 from pyinfra.facts.server import KernelVersion, Which
 from pyinfra.operations import apt, files, python, server, systemd
 
@@ -28,6 +29,7 @@ from hgxkit.node.driver import (
     driver_state,
     packages_needing_install,
     reboot_reason,
+    reboot_wait_line,
 )
 from hgxkit.node.facts_apt import HeldPackages, InstalledPackages
 from hgxkit.node.facts_system import OsRelease, ServiceActive
@@ -158,7 +160,10 @@ def nvidia_driver() -> None:
         python.call(name="Stop: reboot required", function=_reboot_required, reason=reason)
         return
     if reason:
-        server.reboot(name=f"Reboot: {reason}", delay=5, reboot_timeout=int(host.data.get("nvidia_reboot_timeout")))
+        timeout = int(host.data.get("nvidia_reboot_timeout"))
+        python.call(name="Say what the reboot waits for", function=echo, message=reboot_wait_line(host.name, reason,
+                    target, timeout))  # fmt: skip
+        server.reboot(name=f"Reboot: {reason}", delay=5, reboot_timeout=timeout)
         python.call(name="Gate: driver, fabric manager, NVLink", function=_gate_now, **gate)
         return
     services_ok = host.get_fact(ServiceActive, unit=FABRIC_MANAGER_UNIT)

@@ -25,12 +25,13 @@ from __future__ import annotations
 import json
 import os
 import time
+from io import StringIO
 
 from pyinfra import host
 from pyinfra.api import deploy
 from pyinfra.api.exceptions import DeployError
 from pyinfra.api.output import echo
-from pyinfra.operations import python, server
+from pyinfra.operations import files, python, server
 
 from hgxkit.hostcmd import HostRunner, SecretLines, argv, script, text
 from hgxkit.hostfiles import write_text
@@ -40,10 +41,11 @@ from hgxkit.node.facts_files import JsonFile
 from hgxkit.node.facts_gpu import NvidiaSmi
 from hgxkit.node.facts_system import MemTotalBytes
 from hgxkit.planfacts import plan_fact
-from hgxkit.problems import Problem, problem_lines, refuse
+from hgxkit.problems import Problem, refuse
 from hgxkit.recipe.check import check_recipe
 from hgxkit.recipe.host_recipe import recipe_for
 from hgxkit.recipe.model import Recipe
+from hgxkit.runfailure import RunFailure
 from hgxkit.secrets import redact
 from hgxkit.serving.containers import ContainerSpec, container_specs
 from hgxkit.serving.facts import ActiveUnits, ContainerNames, ListeningPorts, ManagedContainers
@@ -62,8 +64,11 @@ from hgxkit.serving.steps import (
     ensure_api_key,
     key_files,
     pull,
+    pull_files,
+    pull_program,
     record_path,
     runtime_problems,
+    start_pull_command,
     workdir,
 )
 from roles.serve.defaults import DEFAULTS
@@ -238,10 +243,11 @@ def prefetch_image() -> None:
     if recipe.image.digest or recorded:
         return
     reference = recipe.image.reference
+    program, progress = pull_files(host)
+    files.put(name="Upload the pull program (progress: bytes, rate, ETA)", src=StringIO(pull_program()),
+              dest=program, mode="0644")  # fmt: skip
     server.shell(name=f"Start pulling {reference} in the background (unit {PULL_UNIT})",
-                 commands=[script("systemctl reset-failed {unit} >/dev/null 2>&1; systemctl is-active --quiet {unit} "
-                                  "|| systemd-run --unit {unit} --collect --quiet {pull}", unit=PULL_UNIT,
-                                  pull=argv("docker", "pull", "-q", reference))])  # fmt: skip
+                 commands=[start_pull_command(reference, program, progress)])  # fmt: skip
 
 
 def _check_pin(recipe: Recipe) -> None:
@@ -374,5 +380,6 @@ def _follow(run: HostRunner, unit: str, folder: str, what: str) -> None:
         echo(f"[{host.name}] {what} is serving")
         return
     logs = [redact(line) for line in run(script("cat {f} 2>/dev/null || true", f=f"{folder}/failed.log"))]
-    raise DeployError(f"{host.name}: {what} {status.removeprefix('failed: ')}. Its last log lines:\n"
-                      + problem_lines(logs[-20:]).replace("  - ", "    "))  # fmt: skip
+    raise RunFailure(f"{what} {status.removeprefix('failed: ')}", logs[-20:] or ["(the container left no log)"],
+                     "fix what the cause says (the recipe's image, flags or GPUs, or the node), then run the deploy "
+                     "again; the status above says which container serves now")  # fmt: skip

@@ -10,6 +10,8 @@ image_prefetch             start pulling the recipe's image in a node-side unit 
                            bring-up, so it downloads while the model does; the rollout waits for it. Off: the
                            image is pulled when the containers are about to start (after the model; slower on a
                            fresh node, kept for comparison: bench/fresh_overlap.py).
+serve_pull_progress_every_s  how often a line of the image pull's progress (bytes done/known, rate, ETA, layers) is
+                           printed while the pull unit runs (hgxkit/serving/pullprogress.py).
 serve_health_timeout       seconds a group may take to answer /health_generate (DSpark cold starts take 10-30 min).
 serve_health_interval      seconds between health probes (progress is printed at each).
 serve_model_weights_gb     weights of the model, for the HiCache host-RAM estimate (DeepSeek-V4-Flash: ~160 GB).
@@ -36,6 +38,7 @@ DEFAULTS = {
     "pin_image": False,
     "image_update": False,
     "image_prefetch": True,
+    "serve_pull_progress_every_s": 5,
     "serve_health_timeout": 2400,
     "serve_health_interval": 5,
     "serve_model_weights_gb": 160,

@@ -42,8 +42,9 @@ from hgxkit.knobs import knob, role_knob
 from hgxkit.node.facts_files import JsonFile
 from hgxkit.node.facts_gpu import NvidiaSmi
 from hgxkit.planfacts import plan_fact
-from hgxkit.problems import Problem, problem_lines, refuse
+from hgxkit.problems import Problem, refuse
 from hgxkit.recipe.model import Recipe
+from hgxkit.runfailure import RunFailure
 from hgxkit.secrets import redact
 from hgxkit.serving.containers import ContainerSpec, container_specs
 from hgxkit.serving.facts import ListeningPorts, ManagedContainers
@@ -372,9 +373,10 @@ def _replace(group: NodeGroup, specs: dict[str, ContainerSpec]) -> None:
     for member in group.members:  # a rank never started keeps no command (it may hold secrets)
         h = member_host(host, member.host)
         HostRunner(h)(script("rm -f {f}", f=f"{workdir(h, name)}/docker-run.sh"))
-    raise DeployError(
-        f"{host.name}: the multi-node group {name} ({group.label()}) failed: {why}. Every rank was put back "
-        f"({'; '.join(back)}). The ranks' last log lines:\n" + problem_lines(logs).replace("  - ", "    ")
+    raise RunFailure(
+        f"the multi-node group {name} ({group.label()}) failed: {why}",
+        logs,
+        f"Every rank was put back ({'; '.join(back)}); fix what the ranks' logs say, then run the deploy again",
     )
 
 

@@ -1,6 +1,6 @@
 """End-to-end: `pyinfra -y inventories/sim.py deploys/bringup.py` on simulated HGX-H200 nodes.
 
-Fresh node -> reboot-required stop (allow_reboot false) -> converged (reboot included) -> a second run
+`hgxkit doctor` first (the node is ready, and it says what bring-up will do) -> fresh node -> reboot-required stop (allow_reboot false) -> converged (reboot included) -> a second run
 skips bring-up (nothing it judges changed) and a recheck=true run changes nothing -> a mismatched fabric manager is repaired (or refused, per the knob); a node reporting
 7 of 8 GPUs fails preflight before any change.
 """
@@ -55,6 +55,13 @@ def node_shell(cluster: str, command: str) -> str:
 
 def test_fresh_node_to_gpu_host_and_idempotent(sim_nodes) -> None:
     sim_nodes(1, cluster=BRINGUP_CLUSTER)
+
+    env = {**os.environ, "HGXKIT_SIM_CLUSTER": BRINGUP_CLUSTER}
+    doctor = subprocess.run([sys.executable, "-m", "hgxkit", "doctor", "inventories/sim.py"], cwd=ROOT, env=env,
+                            capture_output=True, text=True, timeout=300, check=False)  # fmt: skip
+    assert doctor.returncode == 0, doctor.stdout + doctor.stderr  # the doctor first: read-only, says what follows
+    assert "node1: ready for bring-up" in doctor.stdout
+    assert "    - install NVIDIA driver 580.105.08 with fabric manager, then reboot\n" in doctor.stdout
 
     stopped = bringup(BRINGUP_CLUSTER, "allow_reboot=False")
     assert stopped.returncode != 0

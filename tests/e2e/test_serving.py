@@ -312,6 +312,15 @@ def test_bad_server_flag_is_rolled_back_with_the_log(served, tmp_path) -> None:
     Path("/tmp/bad_flag_run.log").write_text(text)
     assert "group 0 (deepseek-v4-flash-0) exited before it became healthy; the previous container was restarted" in text
     assert "unrecognized arguments: --no-such-flag" in text
+    # An answer, not a crash: one block (what, cause, remedy) at the end, no traceback (hgxkit/runfailure.py).
+    assert "Traceback" not in text and "Unexpected error in Python callback" not in text
+    summary = result.stderr[result.stderr.index("hgxkit: the run failed on 1 host(s):"):]
+    assert summary.splitlines()[1] == (
+        "node1: group 0 (deepseek-v4-flash-0) exited before it became healthy; the previous container was restarted"
+    )
+    assert summary.splitlines()[2] == "  cause:"
+    assert "unrecognized arguments: --no-such-flag" in summary
+    assert summary.rstrip().splitlines()[-1].startswith("  remedy: fix what the cause says")
     after = containers()
     assert after["deepseek-v4-flash-0"]["spec"] == before["deepseek-v4-flash-0"]["spec"]
     assert after["deepseek-v4-flash-0"]["running"] == "True"
