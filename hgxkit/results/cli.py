@@ -1,7 +1,7 @@
 """`hgxkit results …`: list, show, compare and report archived runs, or compare a run with the post's numbers.
 
 Every `--json` output carries a `schema_version` and follows a JSON Schema in `hgxkit/results/schemas/`
-(`ls`, `show`, `compare`); `hgxkit results schema NAME` prints one.
+(`ls`, `show`, `compare`); `hgxkit results schema NAME` prints one. `--root` goes before or after the sub-command.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.markdown import Markdown
 
+from hgxkit.cliargs import json_option, share_group_options
 from hgxkit.errors import InputError
 from hgxkit.results.archive import RECIPE_FILE, load_run, scan_runs
 from hgxkit.results.compare import DEFAULT_SLO_P99_MS, FAIL_ON, compare_reference, compare_runs, run_flags
@@ -46,7 +47,7 @@ def register(groups: argparse._SubParsersAction) -> None:
         formatter_class=_RAW,
         epilog="examples:\n  hgxkit results ls\n  hgxkit results ls --json",
     )
-    ls.add_argument("--json", action="store_true")
+    json_option(ls, lambda: load_schema("ls"), "the runs")
     ls.set_defaults(handler=_cmd_ls)
     show = commands.add_parser(
         "show",
@@ -55,7 +56,7 @@ def register(groups: argparse._SubParsersAction) -> None:
         epilog="example:\n  hgxkit results show node1/20261130T120000Z_deepseek-v4-flash-dspark-marlin",
     )
     show.add_argument("run", help="a run directory, or its id from `results ls` (any unique part is enough)")
-    show.add_argument("--json", action="store_true")
+    json_option(show, lambda: load_schema("show"), "the run's summary and fingerprint")
     show.set_defaults(handler=_cmd_show)
     compare = commands.add_parser(
         "compare",
@@ -72,12 +73,12 @@ def register(groups: argparse._SubParsersAction) -> None:
         "  hgxkit results compare RUN --reference --fail-on outside   # exit 1 when the post is not met (CI)\n"
         "  hgxkit results compare RUN_A RUN_B --slo ttft_p99<=2000,tpot_p99<=50   # goodput per cell",
     )
-    compare.add_argument("run_a")
-    compare.add_argument("run_b", nargs="?")
+    compare.add_argument("run_a", help="the first run: a run directory or any unique part of its id")
+    compare.add_argument("run_b", nargs="?", help="the second run (omit with --reference)")
     compare.add_argument("--reference", action="store_true", help="compare RUN_A with its recipe's reference")
     compare.add_argument("--recipe", help="recipe file holding the reference (default: recipes/<run's recipe>.yaml)")
     compare.add_argument("--md", action="store_true", help="print Markdown (for pasting into a post)")
-    compare.add_argument("--json", action="store_true", help="print JSON (schemas/compare.schema.json)")
+    json_option(compare, lambda: load_schema("compare"), "the comparison (`hgxkit results schema compare`)")
     compare.add_argument("--plot", metavar="DIR", help="also write PNG plots into DIR")
     compare.add_argument("--slo-p99-ms", type=float, default=DEFAULT_SLO_P99_MS, help="P99 TTFT SLO (5000)")
     compare.add_argument(
@@ -105,15 +106,16 @@ def register(groups: argparse._SubParsersAction) -> None:
         epilog="examples:\n  hgxkit results report RUN -o report.html\n  hgxkit results report RUN_A RUN_B -o ab.html\n"
         "  hgxkit results report --index -o results/index.html",
     )
-    report.add_argument("runs", nargs="*", metavar="RUN")
+    report.add_argument("runs", nargs="*", metavar="RUN", help="runs to report on (ids or directories)")
     report.add_argument("--index", action="store_true", help="the index page of every archived run")
     report.add_argument("-o", "--output", metavar="FILE.html", help="where to write (default: stdout)")
     report.add_argument("--recipe", help="recipe file holding the reference (default: recipes/<run's recipe>.yaml)")
     report.add_argument("--slo-p99-ms", type=float, default=DEFAULT_SLO_P99_MS, help="P99 TTFT SLO (5000)")
     report.set_defaults(handler=_cmd_report)
     schema = commands.add_parser("schema", help="print the JSON Schema of an output or archive file")
-    schema.add_argument("name", choices=SCHEMA_NAMES)
+    schema.add_argument("name", choices=SCHEMA_NAMES, help="which schema: " + ", ".join(SCHEMA_NAMES))
     schema.set_defaults(handler=lambda args: print(json.dumps(load_schema(args.name), indent=2)) or 0)
+    share_group_options(parser, commands)
 
 
 def _slo_terms(text: str) -> list:

@@ -47,10 +47,10 @@ def input_label(n: int) -> str:
 
 
 def with_interval(value: float | None, interval: Interval | None, digits: int = 0) -> str:
-    """`309 [283, 358]`, or the bare value when there is no interval."""
+    """`309 [283, 358]`, `1450 [1210, no upper bound at n=30]`, or the bare value when there is no interval."""
     text = format_value(value, digits)
-    if interval is not None and interval.known:
-        text += f" [{interval.low:.{digits}f}, {interval.high:.{digits}f}]"
+    if interval is not None and (interval.known or interval.low is not None):
+        text += f" {interval.text(digits)}"  # a quantile over too few requests: [low, no upper bound at n=30]
     return text
 
 
