@@ -22,7 +22,16 @@ from typing import Any, Literal, NamedTuple, Protocol
 
 from hgxkit.results.goodput import Slo, cell_goodput
 from hgxkit.results.metrics import METRIC_BY_NAME
-from hgxkit.results.stats import ALPHA, Interval, Test, bootstrap_difference_test, judge, welch_test
+from hgxkit.results.stats import (
+    ALPHA,
+    QUANTILES,
+    Interval,
+    Test,
+    bootstrap_difference_test,
+    judge,
+    quantile_interval,
+    welch_test,
+)
 from hgxkit.results.summary import CellResult, RunSummary
 from hgxkit.results.telemetry import telemetry_flags
 
@@ -134,7 +143,7 @@ def compare_metric(ca: CellResult, cb: CellResult, metric: str, la: str, lb: str
     better = METRIC_BY_NAME[metric].better
     assert better is not None
     j = judge(ca.value(metric), cb.value(metric), la, lb, better=better, test=_test(ca, cb, metric),
-              interval_a=ca.intervals.get(metric), interval_b=cb.intervals.get(metric))  # fmt: skip
+              interval_a=_interval(ca, metric), interval_b=_interval(cb, metric))  # fmt: skip
     a, b = ca.value(metric), cb.value(metric)
     outcome: Outcome = {"tie": "tie", "too small to judge": "too-small"}.get(j.kind, "n/a")  # type: ignore[assignment]
     if j.kind == "real" and j.change is not None:
@@ -145,6 +154,15 @@ def compare_metric(ca: CellResult, cb: CellResult, metric: str, la: str, lb: str
                test=j.test.name if j.test else None, diff_low=j.test.low if j.test else None,
                diff_high=j.test.high if j.test else None, repeats_a=len(ca.repeats),
                repeats_b=len(cb.repeats))  # fmt: skip
+
+
+def _interval(cell: CellResult, metric: str) -> Interval | None:
+    """The cell's interval of a metric; a quantile's from its order statistics, recomputed (cheap), so an
+    archive written before they were used cannot claim a P99 bounded by its sample maximum."""
+    statistic = cell.statistic_of(metric)
+    if statistic in QUANTILES and METRIC_BY_NAME[metric].sample_unit == "request" and cell.value(metric) is not None:
+        return quantile_interval(cell.samples(metric), statistic, runs=len(cell.repeats))
+    return cell.intervals.get(metric)
 
 
 def _test(ca: CellResult, cb: CellResult, metric: str) -> Test:

@@ -10,10 +10,12 @@ from __future__ import annotations
 import argparse
 import json
 from collections.abc import Callable
+from fnmatch import fnmatch
 from pathlib import Path
 from typing import Any
 
 import pytest
+import tomllib
 from jsonschema import Draft202012Validator
 from referencing import Registry, Resource
 from test_results import ROOT, make_run
@@ -154,3 +156,14 @@ def test_a_json_output_that_breaks_its_schema_is_caught() -> None:
     document["server"]["defaults"] = {"host": "0.0.0.0", "port": 30000}
     assert [e.message for e in validator.iter_errors(document)] == [
         "Additional properties are not allowed ('defaults' was unexpected)"]  # fmt: skip
+
+
+def test_every_schema_file_ships_in_the_wheel() -> None:
+    package_data = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]
+    files = sorted((ROOT / "hgxkit").rglob("schemas/*.schema.json"))
+    assert len(files) >= 8
+    for path in files:
+        package_dir = path.parent.parent
+        package = ".".join(package_dir.relative_to(ROOT).parts)
+        relative = path.relative_to(package_dir).as_posix()
+        assert any(fnmatch(relative, glob) for glob in package_data.get(package, [])), f"{relative} of {package}"

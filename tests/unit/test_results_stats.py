@@ -14,6 +14,7 @@ from hgxkit.results.archive import load_run
 from hgxkit.results.bench import parse_bench_jsonl
 from hgxkit.results.compare import compare_runs
 from hgxkit.results.stats import (
+    Interval,
     bootstrap_difference_test,
     bootstrap_interval,
     hierarchical_interval,
@@ -179,3 +180,15 @@ def test_compare_calls_the_slower_run_and_the_smoke_cell_honestly(tmp_path: Path
     (smoke,) = compare_runs(*runs).ttft_mean
     assert smoke.kind == "too small to judge"
     assert smoke.verdict.startswith("too small to judge: 3 vs 3 requests")
+
+
+def test_compare_recomputes_quantile_bounds_of_older_archives(tmp_path: Path) -> None:
+    fast = load_run(str(make_run(tmp_path, "n1", "20261130T120000Z", "marlin", details=True)), tmp_path)
+    slow = load_run(str(make_run(tmp_path, "n2", "20261130T130000Z", "flashinfer", details=True, scale=1.3)), tmp_path)
+    # An archive from before order statistics: a BCa P99 interval that stops at the sample maximum.
+    (cell,) = fast.summary.cells
+    stale = Interval("p99", "request", 10, 100.0, max(cell.ttfts_ms), method="BCa")
+    old = replace(fast.summary, cells=[replace(cell, intervals={**cell.intervals, "ttft_p99_ms": stale})])
+    (row,) = compare_runs(old, slow.summary).ttft_p99
+    assert row.kind == "too small to judge" and row.interval_a is not None and row.interval_a.high is None
+    assert row.verdict == "too small to judge: P99 of marlin has no upper bound at n=10 (a bound needs 368 requests)"
