@@ -136,7 +136,7 @@ def _term(cell: CellLike, slo: Slo) -> TermCheck:
     pct = _STATISTICS[slo.statistic]
     value = float(np.mean(values)) if pct is None else float(np.percentile(values, pct))
     met = value <= slo.limit_ms
-    quantile = {50.0: "median", 90.0: "p90", 99.0: "p99"}.get(pct) if pct is not None else None
+    quantile = {50.0: "median", 90.0: "p90", 95.0: "p95", 99.0: "p99"}.get(pct) if pct is not None else None
     if quantile is None or quantile not in QUANTILES:
         return TermCheck(slo.text, value, met, reason="no order-statistic bound for this statistic")
     interval = quantile_interval(values, quantile)  # type: ignore[arg-type]

@@ -57,7 +57,7 @@ MIN_DISTINCT_RESAMPLES = 1000
 MIN_RUNS_PER_SIDE = 2
 
 Statistic = Literal["mean", "median", "p90", "p99"]
-QUANTILES: dict[str, float] = {"median": 0.5, "p90": 0.9, "p99": 0.99}
+QUANTILES: dict[str, float] = {"median": 0.5, "p90": 0.9, "p95": 0.95, "p99": 0.99}
 _STATISTICS: dict[str, Callable[..., np.ndarray]] = {
     "mean": lambda x, axis: np.mean(x, axis=axis),
     "median": lambda x, axis: np.median(x, axis=axis),
