@@ -176,7 +176,7 @@ def run_markdown(
              i.text(metric_digits(name)), i.over_text]
             for c in cells for name in HEADLINE_METRICS if (i := c.intervals.get(name))
         ]  # fmt: skip
-        lines += _table("95% bootstrap intervals", ["Cell", "Metric", "Value", "Interval", "Over"], interval_rows)
+        lines += _table("95% intervals", ["Cell", "Metric", "Value", "Interval", "Over"], interval_rows)
     lines += telemetry_markdown(cells)
     flags = run_flags(summary, summary.recipe)
     if flags:
