@@ -77,8 +77,10 @@ def statistics_note() -> dict[str, Any]:
         "order statistics (distribution-free binomial ranks; no upper bound when too few requests); per-run "
         "metrics: Student t over the repeats",
         "interval_min_samples": min_interval_samples(),
-        "per_request_metrics": "TTFT/TPOT intervals over the per-request values; with several repeats the "
-        "bootstrap resamples repeats first, so requests of one run are not taken for independent draws",
+        "per_request_metrics": "TTFT/TPOT intervals over the per-request values; with several repeats the mean's "
+        "bootstrap resamples repeats first, so requests of one run are not taken for independent draws; the "
+        "quantile intervals pool the repeats' requests (order statistics assume independent draws), while the "
+        "run-vs-run test of a quantile resamples repeats first",
         "per_run_metrics": "output throughput and accept length are ratios over a whole client run, so their "
         "intervals are over repeats (one value per repeat)",
         "test": "per-run metrics: Welch t over the repeats; per-request metrics: hierarchical bootstrap of the "
