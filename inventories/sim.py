@@ -40,7 +40,7 @@ if not _vagrant:
     _res = subprocess.run(_cmd, capture_output=True, text=True, check=False)
     if _res.returncode != 0:
         raise SystemExit(f"inventories/sim.py: `hgxkit sim status --json` failed: {_res.stderr.strip()}")
-    _nodes = [n for n in json.loads(_res.stdout) if n.get("state", "running") == "running"]
+    _nodes = [n for n in json.loads(_res.stdout)["nodes"] if n.get("state", "running") == "running"]
 if not _nodes and not _vagrant:
     raise SystemExit(f"inventories/sim.py: no running simulated nodes in cluster {_cluster!r}: run `hgxkit sim up`")
 

@@ -23,6 +23,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from hgxkit.cliargs import json_option
 from hgxkit.errors import InputError
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -36,8 +37,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("inventory", help="a pyinfra inventory file (e.g. inventories/h200.py)")
     parser.add_argument("--data", action="append", default=[], metavar="KEY=VALUE",
                         help="override inventory data for every host, as pyinfra's --data")  # fmt: skip
-    parser.add_argument("--json", action="store_true",
-                        help="print one JSON document (schema: hgxkit/node/schemas/doctor.schema.json)")  # fmt: skip
+    json_option(parser, doctor_schema, "one document for every host (schema: hgxkit/node/schemas/doctor.schema.json)")
+
+
+def doctor_schema() -> dict[str, Any]:
+    """The JSON schema of `hgxkit doctor --json`."""
+    return json.loads((Path(__file__).parent / "schemas" / "doctor.schema.json").read_text())
 
 
 def register(groups: argparse._SubParsersAction) -> None:
@@ -64,7 +69,12 @@ def doctor_program() -> Path:
 def _cmd_doctor(args: argparse.Namespace) -> int:
     argv = [args.inventory, *(f"--data={item}" for item in args.data), *(["--json"] if args.json else [])]
     program = doctor_program()
-    return subprocess.run([sys.executable, str(program), *argv], check=False).returncode
+    if not args.json:  # the table streams as hosts answer
+        return subprocess.run([sys.executable, str(program), *argv], check=False).returncode
+    # One JSON document: passed through this process's stdout, so a caller that captures it gets it whole.
+    done = subprocess.run([sys.executable, str(program), *argv], check=False, stdout=subprocess.PIPE, text=True)
+    sys.stdout.write(done.stdout)
+    return done.returncode
 
 
 def main(argv: list[str], defaults: Mapping[str, Any]) -> int:

@@ -1,4 +1,8 @@
-"""`hgxkit recipe …`: import a post, render a recipe per GPU group (and host), check, show, diff and migrate."""
+"""`hgxkit recipe …`: import a post, render a recipe per GPU group (and host), check, show, diff and migrate.
+
+`--json` outputs follow a JSON Schema that `hgxkit recipe schema NAME` prints: `check` and `diff` (files in
+`hgxkit/recipe/schemas/`), and `recipe` (the recipe file schema, which `recipe show --json` follows).
+"""
 
 from __future__ import annotations
 
@@ -6,12 +10,14 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 import yaml
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from hgxkit.cliargs import json_option, package_schema
 from hgxkit.errors import InputError
 from hgxkit.kinds import KINDS
 from hgxkit.recipe.check import check_recipe
@@ -29,6 +35,17 @@ from hgxkit.textinput import read_text_file, read_text_stream
 
 _RAW = argparse.RawDescriptionHelpFormatter
 SEED_RECIPE = "recipes/deepseek-v4-flash-dspark-marlin.yaml"
+CHECK_SCHEMA_VERSION = 1
+DIFF_SCHEMA_VERSION = 1
+SCHEMA_NAMES = ("recipe", "check", "diff", "import")
+
+
+def load_schema(name: str) -> dict[str, Any]:
+    """The JSON Schema `name`: `recipe` (recipe files, `recipe show --json`), `check`, `diff` or `import` (their
+    --json)."""
+    if name == "recipe":
+        return RECIPE_SCHEMA
+    return package_schema("hgxkit.recipe", name)
 
 
 def register(groups: argparse._SubParsersAction) -> None:
@@ -49,10 +66,12 @@ def register(groups: argparse._SubParsersAction) -> None:
     _add_migrate(commands)
     schema = commands.add_parser(
         "schema",
-        help="print the recipe JSON Schema",
+        help="print the recipe JSON Schema (or the schema of `check --json`, `diff --json`)",
         formatter_class=_RAW,
-        epilog="example:\n  hgxkit recipe schema > recipes/schema.json",
+        epilog="examples:\n  hgxkit recipe schema > recipes/schema.json\n  hgxkit recipe schema check",
     )
+    schema.add_argument("name", nargs="?", default="recipe", choices=SCHEMA_NAMES,
+                        help="recipe (default: recipe files and `recipe show --json`), check or diff")  # fmt: skip
     schema.set_defaults(handler=_cmd_schema)
 
 
@@ -89,8 +108,9 @@ def _add_import(commands: argparse._SubParsersAction) -> None:
     shown.add_argument("--explain", action="store_true", help="print every line of the post(s) with its fate (taken "
                        "into which field, changed with its note, set aside with the reason) instead of the recipe; "
                        "a refusal is printed with its file, line and column")  # fmt: skip
-    shown.add_argument("--json", action="store_true", help="print that account as JSON (with schema_version)")
-    parser.set_defaults(handler=_cmd_import)
+    shown.add_argument("--json", action="store_true", help="print that account as JSON (with schema_version; "
+                       "`hgxkit recipe schema import`)")  # fmt: skip
+    parser.set_defaults(handler=_cmd_import, json_schema=lambda: load_schema("import"))
 
 
 def _add_render(commands: argparse._SubParsersAction) -> None:
@@ -107,7 +127,9 @@ def _add_render(commands: argparse._SubParsersAction) -> None:
     where = parser.add_mutually_exclusive_group()
     where.add_argument("--gpus", type=_positive_int, help="GPUs on the node (default: the recipe's)")
     where.add_argument("--groups", help='explicit GPU groups, e.g. "0,1,2,3;4,5,6,7"')
-    parser.add_argument("--format", choices=("shell", "json"), default="shell")
+    parser.add_argument("--format", choices=("shell", "json"), default="shell",
+                        help="shell: one commented docker run per group (default); json: a list of "
+                        "{group, name, gpus, port, argv}")  # fmt: skip
     parser.add_argument("--rank", type=int, help="the host's rank, for a server spanning nodes (0 is the head)")
     parser.add_argument("--head", help="the head node's address, for a server spanning nodes")
     parser.set_defaults(handler=_cmd_render)
@@ -125,7 +147,7 @@ def _add_check(commands: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("recipe", help="recipe YAML file")
     parser.add_argument("--gpus", type=_positive_int, help="GPUs on the node (default: the recipe's)")
-    parser.add_argument("--json", action="store_true", help="print findings as JSON")
+    json_option(parser, lambda: load_schema("check"), "the findings (`hgxkit recipe schema check`)")
     parser.set_defaults(handler=_cmd_check)
 
 
@@ -143,7 +165,7 @@ def _add_diff(commands: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("a", help="first recipe")
     parser.add_argument("b", help="second recipe")
-    parser.add_argument("--json", action="store_true", help="print differences as JSON")
+    json_option(parser, lambda: load_schema("diff"), "the differences (`hgxkit recipe schema diff`)")
     parser.add_argument("--exit-code", action="store_true", help="exit 1 when the recipes differ, 0 when not")
     parser.set_defaults(handler=_cmd_diff)
 
@@ -158,7 +180,7 @@ def _add_show(commands: argparse._SubParsersAction) -> None:
         epilog=f"examples:\n  hgxkit recipe show {SEED_RECIPE}\n  hgxkit recipe show {SEED_RECIPE} --json | jq .matrix",
     )
     parser.add_argument("recipe", help="recipe YAML file")
-    parser.add_argument("--json", action="store_true", help="print the recipe as JSON")
+    json_option(parser, lambda: load_schema("recipe"), "the recipe, matrix cells in full (`hgxkit recipe schema`)")
     parser.set_defaults(handler=_cmd_show)
 
 
@@ -260,7 +282,12 @@ def _cmd_check(args: argparse.Namespace) -> int:
     findings = check_recipe(recipe, args.gpus)
     errors = [f for f in findings if f.level == "error"]
     if args.json:
-        print(json.dumps([{"level": f.level, "code": f.code, "message": f.message} for f in findings], indent=2))
+        document = {
+            "schema_version": CHECK_SCHEMA_VERSION, "recipe": str(args.recipe), "ok": not errors,
+            "errors": len(errors), "warnings": len(findings) - len(errors),
+            "findings": [{"level": f.level, "code": f.code, "message": f.message} for f in findings],
+        }  # fmt: skip
+        print(json.dumps(document, indent=2))
         return 1 if errors else 0
     console = Console(highlight=False, soft_wrap=True)
     for finding in findings:
@@ -276,7 +303,9 @@ def _cmd_diff(args: argparse.Namespace) -> int:
     a, b = load_recipe(args.a), load_recipe(args.b)
     differences = diff_recipes(a, b)
     if args.json:
-        print(json.dumps([d.to_json() for d in differences], indent=2))
+        document = {"schema_version": DIFF_SCHEMA_VERSION, "a": str(args.a), "b": str(args.b),
+                    "same": not differences, "differences": [d.to_json() for d in differences]}  # fmt: skip
+        print(json.dumps(document, indent=2))
     elif not differences:
         _stderr().print(f"{args.a} and {args.b} describe the same setup")
     else:
@@ -321,6 +350,6 @@ def _cmd_migrate(args: argparse.Namespace) -> int:
     return 0
 
 
-def _cmd_schema(_args: argparse.Namespace) -> int:
-    print(json.dumps(RECIPE_SCHEMA, indent=2))
+def _cmd_schema(args: argparse.Namespace) -> int:
+    print(json.dumps(load_schema(args.name), indent=2))
     return 0

@@ -26,10 +26,9 @@ from hgxkit.recipe.shellwords import join_words
 
 
 def recipe_json(recipe: Recipe) -> dict[str, Any]:
-    """The recipe as JSON-able data, matrix cells in full."""
+    """The recipe as JSON-able data, matrix cells in full: a recipe document itself, valid under the recipe
+    schema (`hgxkit recipe schema`); the kind's defaults are `hgxkit.kinds.KINDS[server.kind]`'s."""
     data = recipe_to_dict(recipe)
-    kind = recipe.server.server_kind
-    data["server"]["defaults"] = {"host": kind.default_host, "port": kind.default_port, "client": kind.client}
     if recipe.groups is not None:
         data["groups"]["nodes"] = recipe.node_count()
     if recipe.matrix is not None:

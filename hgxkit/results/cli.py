@@ -1,7 +1,7 @@
 """`hgxkit results …`: list, show, compare and report archived runs, or compare a run with the post's numbers.
 
 Every `--json` output carries a `schema_version` and follows a JSON Schema in `hgxkit/results/schemas/`
-(`ls`, `show`, `compare`); `hgxkit results schema NAME` prints one.
+(`ls`, `show`, `compare`); `hgxkit results schema NAME` prints one. `--root` goes before or after the sub-command.
 """
 
 from __future__ import annotations
@@ -14,10 +14,12 @@ from pathlib import Path
 from rich.console import Console
 from rich.markdown import Markdown
 
+from hgxkit.cliargs import json_option, share_group_options
 from hgxkit.errors import InputError
 from hgxkit.results.archive import RECIPE_FILE, load_run, scan_runs
 from hgxkit.results.compare import DEFAULT_SLO_P99_MS, FAIL_ON, compare_reference, compare_runs, run_flags
 from hgxkit.results.fingerprint import fingerprint_differences, member_differences
+from hgxkit.results.goodput import parse_slos
 from hgxkit.results.report import comparison_markdown, reference_markdown, run_markdown
 from hgxkit.results.run import Run
 from hgxkit.results.schemas import SCHEMA_NAMES, load_schema
@@ -45,7 +47,7 @@ def register(groups: argparse._SubParsersAction) -> None:
         formatter_class=_RAW,
         epilog="examples:\n  hgxkit results ls\n  hgxkit results ls --json",
     )
-    ls.add_argument("--json", action="store_true")
+    json_option(ls, lambda: load_schema("ls"), "the runs")
     ls.set_defaults(handler=_cmd_ls)
     show = commands.add_parser(
         "show",
@@ -54,29 +56,36 @@ def register(groups: argparse._SubParsersAction) -> None:
         epilog="example:\n  hgxkit results show node1/20261130T120000Z_deepseek-v4-flash-dspark-marlin",
     )
     show.add_argument("run", help="a run directory, or its id from `results ls` (any unique part is enough)")
-    show.add_argument("--json", action="store_true")
+    json_option(show, lambda: load_schema("show"), "the run's summary and fingerprint")
     show.set_defaults(handler=_cmd_show)
     compare = commands.add_parser(
         "compare",
         help="compare two runs (or a run with the recipe's reference numbers)",
         formatter_class=_RAW,
         description="Tables in the post's layout (TTFT mean/P90/P99 with the SLO column, TPOT, accept length, "
-        "output throughput) with 95% bootstrap intervals, preceded by what differs between the two hosts and "
-        "setups. A difference is real only when the intervals do not overlap AND a Mann-Whitney U test "
-        "(two-sided, alpha 0.05) on the per-request values (throughput, accept length: the repeats) is "
-        "significant; too few samples for that say 'too small to judge'.",
+        "output throughput) with 95% intervals, preceded by what differs between the two hosts and setups. "
+        "The repeat is the unit: a difference is real when the 95% interval of B - A excludes 0 (alpha 0.05); "
+        "throughput and accept length by Welch t over the repeats, TTFT/TPOT by a hierarchical bootstrap "
+        "(repeats, then requests) of the row's own statistic; P90/P99 also need both quantiles bounded by "
+        "their order statistics. Too few repeats or requests say 'too small to judge'.",
         epilog="examples:\n  hgxkit results compare RUN_A RUN_B --md\n"
         "  hgxkit results compare RUN_A RUN_B --plot plots/\n  hgxkit results compare RUN --reference\n"
-        "  hgxkit results compare RUN --reference --fail-on outside   # exit 1 when the post is not met (CI)",
+        "  hgxkit results compare RUN --reference --fail-on outside   # exit 1 when the post is not met (CI)\n"
+        "  hgxkit results compare RUN_A RUN_B --slo ttft_p99<=2000,tpot_p99<=50   # goodput per cell",
     )
-    compare.add_argument("run_a")
-    compare.add_argument("run_b", nargs="?")
+    compare.add_argument("run_a", help="the first run: a run directory or any unique part of its id")
+    compare.add_argument("run_b", nargs="?", help="the second run (omit with --reference)")
     compare.add_argument("--reference", action="store_true", help="compare RUN_A with its recipe's reference")
     compare.add_argument("--recipe", help="recipe file holding the reference (default: recipes/<run's recipe>.yaml)")
     compare.add_argument("--md", action="store_true", help="print Markdown (for pasting into a post)")
-    compare.add_argument("--json", action="store_true", help="print JSON (schemas/compare.schema.json)")
+    json_option(compare, lambda: load_schema("compare"), "the comparison (`hgxkit results schema compare`)")
     compare.add_argument("--plot", metavar="DIR", help="also write PNG plots into DIR")
     compare.add_argument("--slo-p99-ms", type=float, default=DEFAULT_SLO_P99_MS, help="P99 TTFT SLO (5000)")
+    compare.add_argument(
+        "--slo", type=_slo_terms, metavar="TERMS",
+        help="goodput per cell under latency SLOs in ms, as SGLang's/vLLM's --goodput: a request is good when it "
+        "meets every term (e.g. ttft_p99<=2000,tpot_p99<=50; a _pNN term is also checked on the cell's quantile)",
+    )  # fmt: skip
     compare.add_argument("--ttft-tolerance", type=float, default=0.25, help="--reference: relative TTFT tolerance")
     compare.add_argument("--accept-tolerance", type=float, default=0.3, help="--reference: accept-length tolerance")
     compare.add_argument(
@@ -97,15 +106,24 @@ def register(groups: argparse._SubParsersAction) -> None:
         epilog="examples:\n  hgxkit results report RUN -o report.html\n  hgxkit results report RUN_A RUN_B -o ab.html\n"
         "  hgxkit results report --index -o results/index.html",
     )
-    report.add_argument("runs", nargs="*", metavar="RUN")
+    report.add_argument("runs", nargs="*", metavar="RUN", help="runs to report on (ids or directories)")
     report.add_argument("--index", action="store_true", help="the index page of every archived run")
     report.add_argument("-o", "--output", metavar="FILE.html", help="where to write (default: stdout)")
     report.add_argument("--recipe", help="recipe file holding the reference (default: recipes/<run's recipe>.yaml)")
     report.add_argument("--slo-p99-ms", type=float, default=DEFAULT_SLO_P99_MS, help="P99 TTFT SLO (5000)")
     report.set_defaults(handler=_cmd_report)
     schema = commands.add_parser("schema", help="print the JSON Schema of an output or archive file")
-    schema.add_argument("name", choices=SCHEMA_NAMES)
+    schema.add_argument("name", choices=SCHEMA_NAMES, help="which schema: " + ", ".join(SCHEMA_NAMES))
     schema.set_defaults(handler=lambda args: print(json.dumps(load_schema(args.name), indent=2)) or 0)
+    share_group_options(parser, commands)
+
+
+def _slo_terms(text: str) -> list:
+    """argparse type of --slo: a bad term is a usage error (exit 2) naming the term."""
+    try:
+        return parse_slos(text)
+    except InputError as err:
+        raise argparse.ArgumentTypeError(err.message.removeprefix("--slo: ")) from None
 
 
 def _print(markdown: str, as_markdown: bool) -> None:
@@ -213,7 +231,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     if not args.run_b:
         raise InputError("compare needs RUN_B, or --reference to compare RUN_A with its recipe's reference")
     run_b = load_run(args.run_b, args.root)
-    comparison = compare_runs(run_a.summary, run_b.summary, slo_p99_ms=args.slo_p99_ms)
+    comparison = compare_runs(run_a.summary, run_b.summary, slo_p99_ms=args.slo_p99_ms, slos=args.slo)
     differences = fingerprint_differences(run_a.fingerprint, run_b.fingerprint)
     differences += member_differences(run_a.members, run_b.members, run_a.fingerprint, run_b.fingerprint)
     differences += recipe_differences(run_a, run_b)

@@ -1,10 +1,12 @@
 """Compare two runs, or a run and the recipe's reference (the post's numbers), cell by cell.
 
-Between two runs a difference is real only when the two cells' 95% bootstrap intervals do not overlap AND
-`scipy.stats.mannwhitneyu` (two-sided) on the per-request values (per-run metrics: on the repeats' values)
-rejects "same distribution" at alpha 0.05 (`hgxkit.results.stats`). Otherwise it is a tie, or, when a cell
-has too few samples for the interval or the test (the 3-prompt smoke cell), "too small to judge". Telemetry
-flags (server vs client disagreement, throttled GPUs) are listed with the comparison.
+Between two runs the repeat is the unit (`hgxkit.results.stats`): throughput and accept length by Welch's t
+test over the repeats, TTFT/TPOT rows by a hierarchical bootstrap (repeats, then requests) of the difference
+of the row's own statistic (mean, P90, P99). A difference is real when the 95% interval of B - A excludes 0
+(alpha 0.05); a quantile row also needs both quantiles bounded by their order statistics. Otherwise it is a
+tie, or "too small to judge" (one repeat, the 3-prompt smoke cell, a P99 over fewer than 368 requests).
+`slos` (`--slo ttft_p99<=2000,tpot_p99<=50`) adds each cell's goodput as the engines' clients define it
+(`hgxkit.results.goodput`). Telemetry flags (server vs client disagreement, throttled GPUs) are listed too.
 
 Example:
     >>> cmp = compare_runs(run_a, run_b)                  # doctest: +SKIP
@@ -18,8 +20,18 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal, NamedTuple, Protocol
 
+from hgxkit.results.goodput import Slo, cell_goodput
 from hgxkit.results.metrics import METRIC_BY_NAME
-from hgxkit.results.stats import ALPHA, Interval, judge
+from hgxkit.results.stats import (
+    ALPHA,
+    QUANTILES,
+    Interval,
+    Test,
+    bootstrap_difference_test,
+    judge,
+    quantile_interval,
+    welch_test,
+)
 from hgxkit.results.summary import CellResult, RunSummary
 from hgxkit.results.telemetry import telemetry_flags
 
@@ -61,6 +73,11 @@ class Row:
     outcome: Outcome = "n/a"
     delta: float | None = None  # b - a
     delta_pct: float | None = None  # (b - a) / a * 100
+    test: str | None = None  # which test gave p: "Welch t over repeats", "hierarchical bootstrap of the p99 …"
+    diff_low: float | None = None  # 95% interval of b - a from that test
+    diff_high: float | None = None
+    repeats_a: int = 0
+    repeats_b: int = 0
 
 
 @dataclass(frozen=True)
@@ -79,6 +96,8 @@ class Comparison:
     notes: list[str]
     flags: list[str] = field(default_factory=list)
     alpha: float = ALPHA
+    slos: list[Slo] = field(default_factory=list)
+    goodput: list[dict[str, Any]] = field(default_factory=list)
 
     def tables(self) -> dict[str, list[Row]]:
         return {key: getattr(self, key) for key, _ in TABLES}
@@ -102,6 +121,8 @@ class Comparison:
             "differences": differences,
             "notes": self.notes,
             "flags": self.flags,
+            "slos": [slo.to_json() for slo in self.slos],
+            "goodput": self.goodput,
             "tables": {
                 key: {"metric": metric, "unit": METRIC_BY_NAME[metric].unit,
                       "rows": [asdict(r) for r in getattr(self, key)]}
@@ -117,22 +138,45 @@ def _shapes(a: RunSummary, b: RunSummary | None) -> list[tuple[int, int]]:
     return sorted(shapes)
 
 
-def _row(ca: CellResult, cb: CellResult, metric: str, la: str, lb: str) -> Row:
+def compare_metric(ca: CellResult, cb: CellResult, metric: str, la: str, lb: str) -> Row:
+    """One metric of one cell pair: both values, their intervals, the row's own test and the verdict."""
     better = METRIC_BY_NAME[metric].better
     assert better is not None
-    j = judge(
-        ca.value(metric), cb.value(metric), la, lb, better=better,
-        interval_a=ca.intervals.get(metric), interval_b=cb.intervals.get(metric),
-        samples_a=ca.samples(metric), samples_b=cb.samples(metric),
-    )  # fmt: skip
+    j = judge(ca.value(metric), cb.value(metric), la, lb, better=better, test=_test(ca, cb, metric),
+              interval_a=_interval(ca, metric), interval_b=_interval(cb, metric))  # fmt: skip
     a, b = ca.value(metric), cb.value(metric)
     outcome: Outcome = {"tie": "tie", "too small to judge": "too-small"}.get(j.kind, "n/a")  # type: ignore[assignment]
     if j.kind == "real" and j.change is not None:
         outcome = "better" if (j.change < 0) == (better == "lower") else "worse"
     delta = b - a if a is not None and b is not None else None
     return Row(ca.input_len, ca.concurrency, a, b, j.text, j.kind, j.p, j.interval_a, j.interval_b,
-               outcome=outcome, delta=delta,
-               delta_pct=j.change * 100 if j.change is not None else None)  # fmt: skip
+               outcome=outcome, delta=delta, delta_pct=j.change * 100 if j.change is not None else None,
+               test=j.test.name if j.test else None, diff_low=j.test.low if j.test else None,
+               diff_high=j.test.high if j.test else None, repeats_a=len(ca.repeats),
+               repeats_b=len(cb.repeats))  # fmt: skip
+
+
+def _interval(cell: CellResult, metric: str) -> Interval | None:
+    """The cell's interval of a metric; a quantile's from its order statistics, recomputed (cheap), so an
+    archive written before they were used cannot claim a P99 bounded by its sample maximum."""
+    statistic = cell.statistic_of(metric)
+    if statistic in QUANTILES and METRIC_BY_NAME[metric].sample_unit == "request" and cell.value(metric) is not None:
+        return quantile_interval(cell.samples(metric), statistic, runs=len(cell.repeats))
+    return cell.intervals.get(metric)
+
+
+def _test(ca: CellResult, cb: CellResult, metric: str) -> Test:
+    """The row's own test: Welch t over the repeats for per-run metrics, else a hierarchical bootstrap of the
+    difference of the row's statistic over the per-request values split by repeat."""
+    if METRIC_BY_NAME[metric].sample_unit != "request":
+        return welch_test(ca.samples(metric), cb.samples(metric))
+    runs_a, runs_b = ca.samples_by_run(metric), cb.samples_by_run(metric)
+    if not runs_a or not runs_b:
+        side = "A" if not runs_a else "B"
+        return Test("hierarchical bootstrap", len(ca.samples(metric)), len(cb.samples(metric)),
+                    reason=f"too small to judge: no per-request values for {side} (run the client with "
+                    "--output-details or --save-detailed)")  # fmt: skip
+    return bootstrap_difference_test(runs_a, runs_b, ca.statistic_of(metric))
 
 
 def run_flags(summary: RunSummary, label: str) -> list[str]:
@@ -147,19 +191,23 @@ def run_flags(summary: RunSummary, label: str) -> list[str]:
 
 def compare_runs(
     a: RunSummary, b: RunSummary, *, label_a: str | None = None, label_b: str | None = None,
-    slo_p99_ms: float = DEFAULT_SLO_P99_MS,
+    slo_p99_ms: float = DEFAULT_SLO_P99_MS, slos: list[Slo] | None = None,
 ) -> Comparison:  # fmt: skip
-    """Cell-by-cell comparison of two runs' group-0 cells (the shapes both ran)."""
+    """Cell-by-cell comparison of two runs' group-0 cells (the shapes both ran); `slos` adds goodput."""
     la = label_a or a.recipe
     lb = label_b or b.recipe
     if la == lb:
         la, lb = f"A:{la}", f"B:{lb}"
     rows: dict[str, list[Row]] = {key: [] for key, _ in TABLES}
+    goodput = []
     for input_len, conc in _shapes(a, b):
         ca, cb = a.cell(input_len, conc, 0), b.cell(input_len, conc, 0)
         assert ca is not None and cb is not None
+        if slos:
+            goodput.append({"input_len": input_len, "concurrency": conc,
+                            "a": cell_goodput(ca, slos).to_json(), "b": cell_goodput(cb, slos).to_json()})  # fmt: skip
         for key, metric in TABLES:
-            row = _row(ca, cb, metric, la, lb)
+            row = compare_metric(ca, cb, metric, la, lb)
             if key == "ttft_p99":
                 row = Row(**{**row.__dict__, "slo": _slo(ca, cb, slo_p99_ms)})
             rows[key].append(row)
@@ -167,12 +215,14 @@ def compare_runs(
     if a.simulated or b.simulated:
         notes.append("SIMULATED: at least one run is from a simulated node; its numbers say nothing about H200s")
     notes.append(
-        f"A difference is real only when the 95% bootstrap intervals do not overlap and Mann-Whitney U "
-        f"(two-sided) gives p < {ALPHA:g}; TTFT/TPOT over per-request values, throughput and accept length "
-        "over repeats."
+        f"The repeat is the unit: a difference is real when the 95% interval of B - A excludes 0 (p < {ALPHA:g}); "
+        "throughput and accept length by Welch t over the repeats, TTFT/TPOT by a hierarchical bootstrap "
+        "(repeats, then requests) of the row's own statistic; P90/P99 also need both quantiles bounded by "
+        "their order statistics."
     )
     flags = run_flags(a, la) + run_flags(b, lb)
-    return Comparison(la, lb, *(rows[key] for key, _ in TABLES), slo_p99_ms, notes, flags)  # type: ignore[arg-type]
+    return Comparison(la, lb, *(rows[key] for key, _ in TABLES), slo_p99_ms, notes, flags,  # type: ignore[arg-type]
+                      slos=list(slos or []), goodput=goodput)  # fmt: skip
 
 
 def _slo(a: CellResult, b: CellResult, limit: float) -> str:

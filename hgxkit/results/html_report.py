@@ -147,7 +147,7 @@ def _every_metric(run: Run) -> str:
     definitions = [[m.name, m.unit, m.description] for m in METRICS]
     return (
         _table(["Metric", *(cell_label(c) for c in cells)], rows)
-        + "<h3>95% bootstrap intervals</h3>"
+        + "<h3>95% intervals (bootstrap; quantiles: order statistics; per-run metrics: t over repeats)</h3>"
         + _table(["Cell", "Metric", "Value", "Interval", "Over", "Method"], intervals, left=2)
         + "<details><summary>Metric definitions (names and units)</summary>"
         + _table(["Name", "Unit", "Meaning"], definitions, left=3)

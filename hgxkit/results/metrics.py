@@ -68,7 +68,7 @@ METRICS: tuple[MetricDef, ...] = (
 )  # fmt: skip
 METRIC_BY_NAME = {m.name: m for m in METRICS}
 
-# The metrics that get a bootstrap interval and a verdict in `compare`.
+# The metrics that get a 95% interval and a verdict in `compare`.
 HEADLINE_METRICS = ("ttft_mean_ms", "ttft_p90_ms", "ttft_p99_ms", "tpot_mean_ms", "output_throughput",
                     "accept_length")  # fmt: skip
 

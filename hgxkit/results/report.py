@@ -47,10 +47,10 @@ def input_label(n: int) -> str:
 
 
 def with_interval(value: float | None, interval: Interval | None, digits: int = 0) -> str:
-    """`309 [283, 358]`, or the bare value when there is no interval."""
+    """`309 [283, 358]`, `1450 [1210, no upper bound at n=30]`, or the bare value when there is no interval."""
     text = format_value(value, digits)
-    if interval is not None and interval.known:
-        text += f" [{interval.low:.{digits}f}, {interval.high:.{digits}f}]"
+    if interval is not None and (interval.known or interval.low is not None):
+        text += f" {interval.text(digits)}"  # a quantile over too few requests: [low, no upper bound at n=30]
     return text
 
 
@@ -86,7 +86,7 @@ def comparison_markdown(comparison: Comparison, differences: list[str]) -> str:
             out.append([*row, r.slo or ""] if slo else row)
         return out
 
-    head = ["Input", "Conc", f"{c.label_a} [95% CI]", f"{c.label_b} [95% CI]", "Verdict", "p (MWU)"]
+    head = ["Input", "Conc", f"{c.label_a} [95% CI]", f"{c.label_b} [95% CI]", "Verdict", "p"]
     for key, metric in TABLES:
         digits = metric_digits(metric)
         if key == "ttft_p99":
@@ -94,7 +94,25 @@ def comparison_markdown(comparison: Comparison, differences: list[str]) -> str:
                             rows(c.ttft_p99, digits, slo=True))  # fmt: skip
         else:
             lines += _table(TABLE_TITLES[key], head, rows(getattr(c, key), digits))
+    if c.goodput:
+        lines += _goodput_table(c)
     return "\n".join(lines)
+
+
+def _goodput_table(c: Comparison) -> list[str]:
+    """Goodput per cell under `--slo`, as the engines' clients define it (good requests/s, share of requests)."""
+
+    def side(g: dict) -> str:
+        if g["good"] is None:
+            return f"n/a ({g['reason']})"
+        checks = " ".join(f"{t['term']} {'✅' if t['met'] else '❌'}" for t in g["terms"] if t["met"] is not None)
+        rate = f"{g['request_goodput']:.2f} req/s, " if g["request_goodput"] is not None else ""
+        return f"{rate}{g['good']}/{g['requests']} good ({g['slo_attainment'] * 100:.0f}%) {checks}".strip()
+
+    slos = ",".join(s.text for s in c.slos)
+    return _table(f"Goodput under {slos}", ["Input", "Conc", c.label_a, c.label_b],
+                  [[input_label(g["input_len"]), str(g["concurrency"]), side(g["a"]), side(g["b"])]
+                   for g in c.goodput])  # fmt: skip
 
 
 def _group_lines(head: Fingerprint, members: dict[str, Fingerprint]) -> list[str]:
@@ -158,7 +176,7 @@ def run_markdown(
              i.text(metric_digits(name)), i.over_text]
             for c in cells for name in HEADLINE_METRICS if (i := c.intervals.get(name))
         ]  # fmt: skip
-        lines += _table("95% bootstrap intervals", ["Cell", "Metric", "Value", "Interval", "Over"], interval_rows)
+        lines += _table("95% intervals", ["Cell", "Metric", "Value", "Interval", "Over"], interval_rows)
     lines += telemetry_markdown(cells)
     flags = run_flags(summary, summary.recipe)
     if flags:

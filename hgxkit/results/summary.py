@@ -1,8 +1,9 @@
 """The normalized summary of a run (`summary.json`): tool, metric definitions and per-cell metrics.
 
 A cell (one input length x concurrency of one serving group) holds every client metric (`ClientMetrics`), each
-repeat's own metrics, the pooled per-request samples, a 95% bootstrap interval of each headline metric, and the
-cell's telemetry summary when there is one. Schema 2; schema-1 summaries load (migrated), newer ones are refused.
+repeat's own metrics, the pooled per-request samples, a 95% interval of each headline metric
+(`hgxkit.results.stats`), and the cell's telemetry summary when there is one. Schema 2; schema-1 summaries load
+(migrated), newer ones are refused.
 
 Example:
     >>> from hgxkit.results.bench import parse_bench_jsonl
@@ -32,11 +33,16 @@ from hgxkit.results.stats import (
     BCA_MAX_SAMPLES,
     BOOTSTRAP_SEED,
     CONFIDENCE_LEVEL,
+    N_HIERARCHICAL_RESAMPLES,
     N_RESAMPLES,
+    QUANTILES,
     Interval,
     Statistic,
     bootstrap_interval,
+    hierarchical_interval,
     min_interval_samples,
+    quantile_interval,
+    t_interval,
 )
 from hgxkit.results.telemetry import CellTelemetry
 from hgxkit.results.versions import check_schema_version
@@ -65,16 +71,23 @@ def statistics_note() -> dict[str, Any]:
     """How intervals and verdicts are computed (stored with every summary)."""
     return {
         "confidence_level": CONFIDENCE_LEVEL,
-        "interval": f"scipy.stats.bootstrap, BCa (percentile above {BCA_MAX_SAMPLES} samples), "
-        f"{N_RESAMPLES} resamples, seed {BOOTSTRAP_SEED}",
+        "interval": f"means of one run: scipy.stats.bootstrap, BCa (percentile above {BCA_MAX_SAMPLES} samples), "
+        f"{N_RESAMPLES} resamples, seed {BOOTSTRAP_SEED}; means over several repeats: hierarchical bootstrap "
+        f"(repeats, then requests within each), {N_HIERARCHICAL_RESAMPLES} resamples; quantiles (P90, P99): "
+        "order statistics (distribution-free binomial ranks; no upper bound when too few requests); per-run "
+        "metrics: Student t over the repeats",
         "interval_min_samples": min_interval_samples(),
-        "per_request_metrics": "intervals over the pooled per-request values of all repeats (each request is "
-        "one draw of the latency distribution; needs the clients' per-request output)",
+        "per_request_metrics": "TTFT/TPOT intervals over the per-request values; with several repeats the mean's "
+        "bootstrap resamples repeats first, so requests of one run are not taken for independent draws; the "
+        "quantile intervals pool the repeats' requests (order statistics assume independent draws), while the "
+        "run-vs-run test of a quantile resamples repeats first",
         "per_run_metrics": "output throughput and accept length are ratios over a whole client run, so their "
         "intervals are over repeats (one value per repeat)",
-        "test": "scipy.stats.mannwhitneyu, two-sided",
+        "test": "per-run metrics: Welch t over the repeats; per-request metrics: hierarchical bootstrap of the "
+        "difference of the row's own statistic (mean, P90, P99)",
         "alpha": ALPHA,
-        "real_difference": "intervals do not overlap AND the Mann-Whitney U test is significant at alpha",
+        "real_difference": "the 95% interval of B - A excludes 0 (p < alpha); a quantile row also needs both "
+        "quantiles bounded by their order statistics",
     }
 
 
@@ -126,6 +139,24 @@ class CellResult(ClientMetrics):
         if source is not None:
             return list(getattr(self, source))
         return [v for r in self.repeats if (v := r.value(metric)) is not None]
+
+    def samples_by_run(self, metric: str) -> list[list[float]]:
+        """The per-request values of a metric split by repeat (the run is the unit of the hierarchical
+        bootstrap); one list when the split is not recorded (TPOTs skip 1-token requests, so their count can
+        differ from the TTFTs' that `requests_with_samples` records)."""
+        values = self.samples(metric)
+        sizes = [r.requests_with_samples for r in self.repeats]
+        if len(sizes) < 2 or sum(sizes) != len(values):
+            return [values] if values else []
+        out, start = [], 0
+        for size in sizes:
+            out.append(values[start : start + size])
+            start += size
+        return [run for run in out if run]
+
+    def statistic_of(self, metric: str) -> Statistic:
+        """Which statistic a headline metric is (`mean`, `p90`, `p99`)."""
+        return _INTERVAL_SOURCES.get(metric, (None, "mean"))[1]
 
     @classmethod
     def from_record(
@@ -233,8 +264,14 @@ def _with_intervals(cell: CellResult) -> CellResult:
     for metric, (source, statistic) in _INTERVAL_SOURCES.items():
         if cell.value(metric) is None:
             continue
-        over = "request" if source is not None else "run"
-        intervals[metric] = bootstrap_interval(cell.samples(metric), statistic, over=over)
+        if source is None:
+            intervals[metric] = t_interval(cell.samples(metric), statistic)
+        elif statistic in QUANTILES:
+            intervals[metric] = quantile_interval(cell.samples(metric), statistic, runs=len(cell.repeats))
+        elif len(runs := cell.samples_by_run(metric)) > 1:
+            intervals[metric] = hierarchical_interval(runs, statistic)
+        else:
+            intervals[metric] = bootstrap_interval(cell.samples(metric), statistic, over="request")
     return CellResult(**{**{f.name: getattr(cell, f.name) for f in fields(cell)}, "intervals": intervals})
 
 

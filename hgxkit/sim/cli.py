@@ -2,7 +2,7 @@
 
 Examples:
     hgxkit sim up --nodes 2            # build the image once (root, debootstrap), start node1 and node2
-    hgxkit sim status --json           # [{"name": "node1", "host": "127.0.0.1", "port": 2222, ...}]
+    hgxkit sim status --json           # {"schema_version": 1, "nodes": [{"name": "node1", "port": 2222, ...}]}
     hgxkit sim ssh node1 -- nvidia-smi -L
     hgxkit sim down                    # remove every container, volume and network it made
     hgxkit sim image build             # the SGLang stand-in lmsysorg/sglang:dev-dspark, into the nodes' mirror
@@ -24,7 +24,10 @@ import shlex
 import shutil
 from collections.abc import Callable
 
+from hgxkit.cliargs import json_option, package_schema
 from hgxkit.errors import HgxkitError, InputError
+
+STATUS_SCHEMA_VERSION = 1
 
 
 def _cluster(p: argparse.ArgumentParser) -> None:
@@ -63,7 +66,9 @@ def _status(args: argparse.Namespace) -> int:
 
     found = nodes.status(args.cluster)
     if args.json:
-        print(json.dumps([n.as_dict() for n in found], indent=2))
+        document = {"schema_version": STATUS_SCHEMA_VERSION, "cluster": args.cluster,
+                    "nodes": [n.as_dict() for n in found]}  # fmt: skip
+        print(json.dumps(document, indent=2))
     elif not found:
         print(f"no simulated nodes in cluster {args.cluster!r}: start some with `hgxkit sim up`")
     else:
@@ -189,7 +194,7 @@ def register(groups: argparse._SubParsersAction) -> None:
     p.set_defaults(handler=_down)
 
     p = sub.add_parser("status", help="list the nodes and how to reach them")
-    p.add_argument("--json", action="store_true", help="print JSON (what inventories/sim.py reads)")
+    json_option(p, lambda: package_schema("hgxkit.sim", "status"), "the nodes (what inventories/sim.py reads)")
     _cluster(p)
     p.set_defaults(handler=_status)
 

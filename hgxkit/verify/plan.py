@@ -73,6 +73,26 @@ class Cell:
         stem = self.file.rsplit(".", 1)[0]
         return f"{stem}.metrics.prom", f"{stem}.gpu.csv", f"{stem}.window"
 
+# Client runs per cell with bench=full. The repeat is the unit of a run-vs-run comparison (throughput and accept
+# length: Welch t over the repeats, hgxkit/results/stats.py), so the number of repeats sets which change a
+# comparison can call real. Power of Welch's two-sided t test (alpha 0.05) to call a 10% throughput change
+# real, by run-to-run coefficient of variation (CV) and repeats per run (bench/stats_power.py prints it):
+#
+#   CV      3 repeats  4     5     6
+#   2.5%    0.93       0.99  1.00  1.00
+#   4%      0.60       0.80  0.91  0.96
+#   5%      0.43       0.62  0.75  0.84
+#
+# Published run-to-run noise of the engines' own benchmark clients: SGLang 0.11-2.54% CV of output throughput
+# over concurrency 1-32, vLLM 0.36-0.64% at concurrency >= 8 but 7.5-19.7% at 1-4 with speculative decoding
+# (identical fixed-seed runs, vllm-project/vllm#53436); AIPerf's multi-run guide calls CV < 5% "excellent" and
+# recommends 5 runs as "standard" (ai-dynamo/aiperf docs/tutorials/multi-run-confidence.md). With 3 repeats a
+# 10% change is decided only up to CV ~3.3%, right at the worst published SGLang figure; 5 repeats decide it
+# (power >= 0.8) up to CV ~4.5% and with power >= 0.99 at the published stable noise, at 5/3 of the bench time.
+# A CV near 10% (vLLM's spec-decode jitter at low concurrency) cannot decide 10% with any affordable count:
+# the comparison then says "tie", not "real", and the repeats' spread in `results show` says why.
+FULL_REPEATS = 5
+
 
 def plan_cells(
     recipe: Recipe,
@@ -83,10 +103,10 @@ def plan_cells(
 ) -> list[Cell]:
     """The cells to run: the recipe's smoke cell, or (full) its warmup runs then every matrix cell as written;
     a default smoke cell without a matrix; for each (group, container name), each `repeats` times (default: 1
-    for smoke, 3 for full). `output_len` overrides every cell's."""
+    for smoke, FULL_REPEATS for full). `output_len` overrides every cell's."""
     if mode == "none":
         return []
-    times = repeats or (3 if mode == "full" else 1)
+    times = repeats or (FULL_REPEATS if mode == "full" else 1)
     kind = recipe.server.server_kind
     matrix = recipe.matrix
     served = recipe.server.flag("--served-model-name")

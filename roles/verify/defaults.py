@@ -4,9 +4,11 @@ bench              "smoke" (default: the recipe's smoke cell, one input length a
                    prompts), "full" (the recipe's whole matrix: the post's 5000/10000/20000 input x
                    concurrency 1/5/10/20), or "none" (health, one generation and the gates; no benchmark).
 bench_output_len   output tokens per request; None: the recipe matrix's output_len.
-bench_repeats      client runs per cell (each kept, with bootstrap intervals over them); None: 1 for smoke,
-                   3 for full. While each cell runs, the server's /metrics and the group's GPUs (nvidia-smi)
-                   are sampled every second and archived with the run (telemetry/), summarised per cell.
+bench_repeats      client runs per cell (each kept; the repeat is the unit of intervals and of run-vs-run
+                   tests); None: 1 for smoke, 5 for full (FULL_REPEATS in hgxkit/verify/plan.py: enough to
+                   decide a 10% throughput change at run-to-run noise up to ~4.5% CV). While each cell runs,
+                   the server's /metrics and the group's GPUs (nvidia-smi) are sampled every second and
+                   archived with the run (telemetry/), summarised per cell.
 results_dir        where runs are archived on the controller: <results_dir>/<host>/<UTC time>_<recipe>/.
 verify_workdir     where the host keeps its copy of each run (raw JSONL, summary, fingerprint), root-only, and
                    under env-reports/ the engine's environment report of each serving container, made once

@@ -30,7 +30,7 @@ def _one(run, command):
 def test_version_mismatches_and_seven_gpus(sim_nodes, pyinfra_on, capsys):
     (node,) = sim_nodes(1, gpus=7, cluster=E2E_NEG_CLUSTER)
     assert hgxkit_main(["sim", "status", "--json", "--cluster", E2E_NEG_CLUSTER]) == 0
-    (listed,) = json.loads(capsys.readouterr().out)
+    (listed,) = json.loads(capsys.readouterr().out)["nodes"]
     assert listed["name"] == "node1" and listed["host"] == "127.0.0.1" and listed["user"] == "root"
     assert listed["port"] == node.port and listed["gpus"] == 7 and Path(listed["key"]).is_file()
     run = pyinfra_on([node])

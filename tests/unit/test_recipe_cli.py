@@ -94,7 +94,9 @@ def test_check_exit_status_follows_errors(capsys: pytest.CaptureFixture[str], tm
     assert "0 error(s), 4 warning(s)" in out
     code, out, _ = run(capsys, "recipe", "check", MARLIN, "--gpus", "6", "--json")
     assert code == 1
-    assert [f["code"] for f in json.loads(out) if f["level"] == "error"] == ["gpu-count"]
+    document = json.loads(out)
+    assert (document["schema_version"], document["ok"], document["errors"], document["warnings"]) == (1, False, 1, 4)
+    assert [f["code"] for f in document["findings"] if f["level"] == "error"] == ["gpu-count"]
 
 
 def test_diff_of_the_shipped_recipes_prints_one_line(capsys: pytest.CaptureFixture[str]) -> None:

@@ -124,7 +124,13 @@ def test_summary_round_trips_every_metric_repeat_and_interval(tmp_path: Path) ->
     assert cell["total_output_tokens"] == 3 * record.total_output_tokens  # totals add up over repeats
     assert cell["intervals"]["ttft_mean_ms"]["n"] == 30
     assert cell["intervals"]["ttft_mean_ms"]["low"] < cell["ttft_mean_ms"] < cell["intervals"]["ttft_mean_ms"]["high"]
-    assert cell["intervals"]["accept_length"]["reason"] == "3 repeats; a bootstrap interval needs at least 7"
+    # 3 repeats of 10 requests: the mean's interval resamples repeats, then requests; P99 of 30 has no upper bound;
+    # accept length (one value per repeat) gets Student's t over the 3 repeats.
+    assert cell["intervals"]["ttft_mean_ms"]["method"].startswith("hierarchical bootstrap")
+    assert cell["intervals"]["ttft_p99_ms"]["high"] is None
+    assert cell["intervals"]["ttft_p99_ms"]["reason"] == "no upper bound at n=30"
+    accept = cell["intervals"]["accept_length"]
+    assert (accept["method"], accept["n"], accept["over"]) == ("Student t over repeats", 3, "run")
     assert cell["telemetry"]["simulated"] is True and cell["telemetry"]["gpus"][1]["throttle_reasons"]["SwPowerCap"] == 6
     assert stored["metric_definitions"]["ttft_p99_ms"]["unit"] == "ms"
     assert stored["statistics"]["alpha"] == 0.05

@@ -14,12 +14,12 @@ MARLIN = load_recipe(ROOT / "recipes" / "deepseek-v4-flash-dspark-marlin.yaml")
 GROUPS = [(0, "dsv4-0"), (1, "dsv4-1")]
 
 
-def test_full_runs_the_posts_warmups_then_every_cell_as_written_three_times() -> None:
+def test_full_runs_the_posts_warmups_then_every_cell_as_written_five_times() -> None:
     cells = plan_cells(MARLIN, "full", GROUPS)
     warmups = [c for c in cells if not c.record]
     kept = [c for c in cells if c.record]
     assert len(warmups) == 2 * len(MARLIN.matrix.warmup_runs) and all(c.repeats == 1 for c in warmups)
-    assert len(kept) == 2 * 12 and all(c.repeats == 3 for c in kept)
+    assert len(kept) == 2 * 12 and all(c.repeats == 5 for c in kept)  # FULL_REPEATS (see plan.py)
     by_id = {c.cell_id: c for c in kept if c.group == 0}
     assert (by_id["20000x10"].input_len, by_id["20000x10"].concurrency, by_id["20000x10"].num_prompts) == (20000, 10, 30)
     argv = client_argv(by_id["5000x5"], "/out")

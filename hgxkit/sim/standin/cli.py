@@ -16,8 +16,11 @@ from __future__ import annotations
 import argparse
 import json
 
+from hgxkit.cliargs import json_option, package_schema
 from hgxkit.errors import HgxkitError
 from hgxkit.sim.standin import KINDS
+
+IMAGE_STATUS_SCHEMA_VERSION = 1
 
 
 def _image_build(args: argparse.Namespace) -> int:
@@ -48,7 +51,7 @@ def _image_status(args: argparse.Namespace) -> int:
 
     found = serving_registry.published()
     if args.json:
-        print(json.dumps(found, indent=2))
+        print(json.dumps({"schema_version": IMAGE_STATUS_SCHEMA_VERSION, "images": found}, indent=2))
         return 0
     if not found:
         print("the nodes' registry mirror holds nothing yet: run `hgxkit sim image build` (or `hgxkit sim up`)")
@@ -105,7 +108,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--router", action="store_true", help="build and publish the router image instead (PyPI)")
     p.set_defaults(handler=_image_build)
     p = isub.add_parser("status", help="tags and digests the nodes' registry mirror serves")
-    p.add_argument("--json", action="store_true")
+    json_option(p, lambda: package_schema("hgxkit.sim", "image-status"), "the mirror's tags and digests")
     p.set_defaults(handler=_image_status)
 
     cli = sub.add_parser("client", help="SGLang's and vLLM's real benchmark clients, shared read-only by the nodes")
