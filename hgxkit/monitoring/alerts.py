@@ -45,11 +45,13 @@ def _bit(mask: int) -> str:
     return f"floor({REASONS} / {mask}) % 2 == 1"
 
 
-def _rule(name: str, expr: str, severity: str, summary: str, for_: str | None = None) -> dict:
+def _rule(
+    name: str, expr: str, severity: str, summary: str, for_: str | None = None, labels: dict | None = None
+) -> dict:
     rule: dict = {"alert": name, "expr": expr}
     if for_:
         rule["for"] = for_
-    rule["labels"] = {"severity": severity}
+    rule["labels"] = {"severity": severity, **(labels or {})}
     rule["annotations"] = {"summary": summary}
     return rule
 
@@ -111,6 +113,7 @@ def serving_rules(settings: AlertSettings, groups: list[ServingTarget]) -> list[
             "ServingTtftP99High", expr, "warning",
             f"{group.group} on {group.node}: TTFT P99 {{{{ $value | humanizeDuration }}}} is above {limit_s:g} s "
             f"(the recipe's {group.ttft_p99_ms:g} ms + {settings.ttft_margin:.0%})", settings.ttft_for,
+            {"node": group.node, "group": group.group},  # one rule per group: promtool refuses identical twins
         ))
     return rules
 

@@ -13,13 +13,20 @@ Example:
 
 from __future__ import annotations
 
+import hashlib
+import json
+
 from hgxkit.kinds import KINDS
 from hgxkit.kinds.base import ServerKind
 from hgxkit.monitoring.alerts import NVLINK_ERRORS
+from hgxkit.monitoring.dcgm import EXPORTER_LABEL
+from hgxkit.serving.containers import SPEC_LABEL
+from hgxkit.serving.router import RouterSpec
 
 DATASOURCE_UID = "hgxkit-prometheus"
 GPU_LEGEND = "{{node}} GPU {{gpu}}"
 GROUP_LEGEND = "{{node}} {{group}}"
+GRAFANA_DASHBOARDS = "/var/lib/grafana/dashboards/hgxkit"  # where the container reads the JSON files
 
 
 def _panel(number: int, title: str, unit: str, targets: list[tuple[str, str]]) -> dict:
@@ -129,3 +136,22 @@ def grafana_dashboard_provider(path: str) -> dict:
         "providers": [{"name": "hgxkit", "folder": "hgxkit", "type": "file", "disableDeletion": True,
                        "options": {"path": path}}],
     }  # fmt: skip
+
+
+GRAFANA_CONTAINER = "hgxkit-grafana"
+
+
+def grafana_spec(image: str, *, bind_address: str, port: int, monitoring_dir: str) -> RouterSpec:
+    """Grafana's container: host network (it reaches Prometheus on 127.0.0.1), provisioning and dashboards from
+    `monitoring_dir` read-only, its database in the volume `hgxkit-grafana`, labelled with its spec hash."""
+    body = [
+        "--network", "host", "--restart", "unless-stopped",
+        "-e", f"GF_SERVER_HTTP_ADDR={bind_address}", "-e", f"GF_SERVER_HTTP_PORT={port}",
+        "-v", f"{monitoring_dir}/grafana/provisioning:/etc/grafana/provisioning:ro",
+        "-v", f"{monitoring_dir}/dashboards:{GRAFANA_DASHBOARDS}:ro",
+        "-v", "hgxkit-grafana:/var/lib/grafana", image,
+    ]  # fmt: skip
+    spec_hash = hashlib.sha256(json.dumps(body).encode()).hexdigest()[:16]
+    labels = ["--label", f"{EXPORTER_LABEL}=grafana", "--label", f"{SPEC_LABEL}={spec_hash}"]
+    argv = ["docker", "run", "-d", "--name", GRAFANA_CONTAINER, *labels, *body]
+    return RouterSpec(GRAFANA_CONTAINER, image, argv, spec_hash)

@@ -21,6 +21,8 @@ from dataclasses import dataclass
 
 from hgxkit.netaddr import is_loopback
 from hgxkit.problems import Problem
+from hgxkit.recipe.model import Recipe
+from hgxkit.recipe.render import render_recipe
 
 RULES_FILE = "/etc/prometheus/hgxkit-rules.yml"
 DCGM_PORT = 9400
@@ -192,3 +194,61 @@ def node_exporter_args(bind_address: str, port: int) -> str:
     'ARGS="--web.listen-address=127.0.0.1:9100"\\n'
     """
     return f'ARGS="--web.listen-address={_host_port(bind_address, port)}"\n'
+
+
+def recipe_ttft_p99_ms(recipe: Recipe) -> float | None:
+    """The TTFT P99 the alert compares with: the highest the recipe's reference cells give (the heaviest cell the
+    post measured, what verify compares the node with), None when the recipe has none."""
+    figures = [cell.ttft_p99_ms for cell in recipe.reference.cells if cell.ttft_p99_ms] if recipe.reference else []
+    return max(figures) if figures else None
+
+
+def recipe_targets(
+    node: str,
+    recipe: Recipe,
+    *,
+    total_gpus: int | None,
+    address: str,
+    bind_address: str,
+    ttft_p99_ms: float | None = None,
+) -> tuple[list[ServingTarget], list[str]]:
+    """The serving groups `recipe` runs on `node` as scrape targets, and notes on the ones left out.
+
+    A group whose server keeps /metrics off (SGLang without --enable-metrics) is left out: its scrape would
+    only fail, and the serving-down alert would fire for a healthy group. `ttft_p99_ms` None: the recipe's.
+    With `--network host` the server's own --host/--port bind; otherwise the published port on `bind_address`.
+    """
+    kind = recipe.server.server_kind
+    if kind.metrics_flag and not recipe.server.has(kind.metrics_flag):
+        return [], [f"{node}: the recipe's {kind.title} server runs without {kind.metrics_flag}: its groups' "
+                    f"{kind.metrics_path} is not scraped (add {kind.metrics_flag} to the recipe's server flags)"]
+    ttft = ttft_p99_ms if ttft_p99_ms is not None else recipe_ttft_p99_ms(recipe)
+    host_network = recipe.docker.last("--network") == "host"
+    targets = []
+    for group in render_recipe(recipe, total_gpus=total_gpus):
+        if host_network:
+            port = int(recipe.server.flag("--port") or kind.default_port)
+            listen = recipe.server.flag("--host") or kind.default_host
+        elif group.port:
+            port, listen = group.port, bind_address
+        else:
+            continue
+        name = group.name or f"group-{group.group}"
+        targets.append(ServingTarget(node, name, port, kind.name, kind.metrics_path, listen, address, ttft))
+    return targets, []
+
+
+def choose_monitoring_host(explicit: str | None, candidates: list[str], inventory: list[str]) -> tuple[str | None, str]:
+    """The host that runs Prometheus: `monitoring_host` when set, else the first host with `monitoring: true`.
+
+    >>> choose_monitoring_host(None, ["node2"], ["node1", "node2"])
+    ('node2', '')
+    >>> choose_monitoring_host("gone", ["node1"], ["node1"])[1]
+    'monitoring_host gone is not in the inventory (hosts: node1): set monitoring_host to one of them'
+    """
+    if explicit:
+        if explicit not in inventory:
+            return None, (f"monitoring_host {explicit} is not in the inventory (hosts: {', '.join(inventory)}): "
+                          "set monitoring_host to one of them")
+        return explicit, ""
+    return (candidates[0], "") if candidates else (None, "")
