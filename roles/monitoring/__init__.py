@@ -130,7 +130,7 @@ def _exporters() -> None:
         str(data.get("dcgm_exporter_image")), bind_address=bind, port=int(data.get("dcgm_exporter_port")),
         counters_file=counters, hostengine=data.get("dcgm_exporter_hostengine"),
     )  # fmt: skip
-    _container(spec, data.get("dcgm_exporter_digest"), f"DCGM exporter on {bind}:{data.get('dcgm_exporter_port')}")
+    _container(spec, data.get("dcgm_exporter_digest"), f"the DCGM exporter on {bind}:{data.get('dcgm_exporter_port')}")
     # The package's default listens on every interface: its ARGS are written before it is installed (apt keeps an
     # existing conffile), so it never listens beyond monitoring_bind_address.
     node_args = files.put(
@@ -219,7 +219,7 @@ def _container(spec: RouterSpec, pinned: str | None, what: str) -> None:
     """Start `spec`'s container by digest unless it already runs with the same spec hash."""
     if not needs_replacing(host.get_fact(MonitoringContainers).get(spec.name), spec):
         return
-    python.call(name=f"Start the {what}", function=_start, spec=spec, pinned=pinned)
+    python.call(name=f"Start {what}", function=_start, spec=spec, pinned=pinned)
 
 
 def _start(spec: RouterSpec, pinned: str | None) -> None:
