@@ -24,7 +24,7 @@ from pyinfra.api.output import echo
 from pyinfra.operations import apt, files, python, server, systemd
 from pyinfra.operations.util import any_changed
 
-from hgxkit.hostcmd import HostRunner, script
+from hgxkit.hostcmd import HostRunner, argv, script
 from hgxkit.knobs import knob, role_knob
 from hgxkit.monitoring.alerts import AlertSettings, alert_rules
 from hgxkit.monitoring.dashboards import (
@@ -185,7 +185,7 @@ def _prometheus(hosts: list[Host]) -> None:
     apt.packages(name="Debian's Prometheus", packages=["prometheus"])
     # A configuration promtool refuses stops the run here, before Prometheus restarts on it.
     server.shell(name="promtool checks the configuration and rules", _if=any_changed(*changed),
-                 commands=[f"promtool check config {PROMETHEUS_YML}"])  # fmt: skip
+                 commands=[argv("promtool", "check", "config", PROMETHEUS_YML)])  # fmt: skip
     systemd.service(name="Prometheus running", service="prometheus.service", running=True, enabled=True)
     systemd.service(name="Prometheus takes the new configuration", service="prometheus.service", running=True,
                     restarted=True, _if=any_changed(*changed))  # fmt: skip
