@@ -10,6 +10,8 @@ import re
 import subprocess
 import time
 import urllib.parse
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 from sim_steps import cluster_name, node_sh, run_deploy
@@ -34,7 +36,7 @@ def api(path: str, **params: str) -> dict:
     return json.loads(text) if text.startswith("{") else {}
 
 
-def until(check, timeout: float = 120.0):  # noqa: ANN001, ANN202 (a test helper)
+def until(check: Callable[[], Any], timeout: float = 120.0) -> Any:
     """Poll `check()` until it returns something truthy, or the timeout; the last value."""
     deadline = time.monotonic() + timeout
     while True:
@@ -66,8 +68,11 @@ def test_prometheus_sees_8_gpus_the_node_exporter_and_both_groups(monitored) -> 
     gpus = until(lambda: [r for r in vector("DCGM_FI_DEV_GPU_UTIL") if r["metric"].get("simulated") == "true"])
     assert sorted(r["metric"]["gpu"] for r in gpus) == [str(i) for i in range(8)]
     assert {r["metric"]["node"] for r in gpus} == {"node1"}
-    up = until(lambda: {(r["metric"]["job"], r["metric"].get("group", "")): r["value"][1] for r in vector("up")
-                        if len(vector("up")) >= 5})  # fmt: skip
+    def up_targets() -> dict[tuple[str, str], str]:
+        found = {(r["metric"]["job"], r["metric"].get("group", "")): r["value"][1] for r in vector("up")}
+        return found if len(found) == 5 and set(found.values()) == {"1"} else {}
+
+    up = until(up_targets) or {(r["metric"]["job"], r["metric"].get("group", "")): r["value"][1] for r in vector("up")}
     assert up == {("prometheus", ""): "1", ("dcgm", ""): "1", ("node", ""): "1",
                   ("serving-sglang", "deepseek-v4-flash-0"): "1", ("serving-sglang", "deepseek-v4-flash-1"): "1"}
     assert vector("node_memory_MemTotal_bytes")  # the node exporter's own metrics
