@@ -313,3 +313,15 @@ def test_promtool_unit_tests_xid79_and_serving_down_fire(tmp_path: Path) -> None
     path.write_text(yaml.safe_dump(tests, sort_keys=False))
     out = _run("test", "rules", str(path), cwd=tmp_path)
     assert "SUCCESS" in out
+
+
+@pytest.mark.parametrize(
+    "name", ["hgxkit.monitoring.alerts", "hgxkit.monitoring.dashboards", "hgxkit.monitoring.dcgm",
+             "hgxkit.monitoring.scrape", "hgxkit.sim.standin.dcgm.exporter"],
+)  # fmt: skip
+def test_docstring_examples(name: str) -> None:
+    import doctest
+    import importlib
+
+    result = doctest.testmod(importlib.import_module(name), optionflags=doctest.ELLIPSIS)
+    assert result.failed == 0 and result.attempted > 0

@@ -6,7 +6,6 @@ benchmark-client store, and the router image — everything a simulated node nee
     registry.py      the registry storage every node's mirror serves (published stand-ins, real digests)
     client_store.py  the host's shared read-only store of SGLang's real benchmark client
     router_image.py  the router image (the REAL sglang-router from PyPI)
-    dcgm/            the DCGM exporter stand-in (SIMULATED; monitoring) and its image
     node.py          what `hgxkit sim up` prepares for serving and mounts into each node
     cli.py           `hgxkit sim image …` and `hgxkit sim client …`
 """
