@@ -48,6 +48,7 @@ from hgxkit.monitoring.scrape import (
     prometheus_config,
     recipe_targets,
 )
+from hgxkit.node.facts_apt import InstalledPackages
 from hgxkit.node.facts_gpu import NvidiaSmi
 from hgxkit.problems import refuse
 from hgxkit.recipe.host_recipe import recipe_for
@@ -139,11 +140,20 @@ def _exporters() -> None:
         dest="/etc/default/prometheus-node-exporter",
         mode="0644",
     )
-    apt.packages(name="Debian's Prometheus node exporter", packages=["prometheus-node-exporter"])
+    _debian_package("prometheus-node-exporter", "Debian's Prometheus node exporter")
     systemd.service(name="Node exporter running", service="prometheus-node-exporter.service", running=True,
                     enabled=True)  # fmt: skip
     systemd.service(name="Node exporter takes its listen address", service="prometheus-node-exporter.service",
                     running=True, restarted=True, _if=any_changed(node_args))  # fmt: skip
+
+
+def _debian_package(package: str, what: str) -> None:
+    """Install `package` from the distribution's archive; the apt lists are refreshed first only when it is
+    missing (a node's lists may be empty or old), so a re-run with it installed runs nothing."""
+    if package in host.get_fact(InstalledPackages, patterns=package):
+        return
+    apt.update(name=f"Refresh apt lists for {package}")
+    apt.packages(name=what, packages=[package])
 
 
 def _prometheus(hosts: list[Host]) -> None:
@@ -182,7 +192,7 @@ def _prometheus(hosts: list[Host]) -> None:
                   mode="0644"),
         files.put(name="Prometheus alert rules", src=StringIO(_yaml(rules)), dest=RULES_FILE, mode="0644"),
     ]  # fmt: skip
-    apt.packages(name="Debian's Prometheus", packages=["prometheus"])
+    _debian_package("prometheus", "Debian's Prometheus")
     # A configuration promtool refuses stops the run here, before Prometheus restarts on it.
     server.shell(name="promtool checks the configuration and rules", _if=any_changed(*changed),
                  commands=[argv("promtool", "check", "config", PROMETHEUS_YML)])  # fmt: skip

@@ -20,9 +20,11 @@ from roles.monitoring.defaults import DEFAULTS
 MARLIN = "recipes/deepseek-v4-flash-dspark-marlin.yaml"
 FRESH = [
     "Monitoring directory", "DCGM exporter counters", "Start the DCGM exporter on 127.0.0.1:9400",
-    "Node exporter listen address", "Debian's Prometheus node exporter", "Node exporter running",
+    "Node exporter listen address", "Refresh apt lists for prometheus-node-exporter",
+    "Debian's Prometheus node exporter", "Node exporter running",
     "Node exporter takes its listen address", "Prometheus listen address and retention",
-    "Prometheus scrape configuration", "Prometheus alert rules", "Debian's Prometheus",
+    "Prometheus scrape configuration", "Prometheus alert rules", "Refresh apt lists for prometheus",
+    "Debian's Prometheus",
     "promtool checks the configuration and rules", "Prometheus running", "Prometheus takes the new configuration",
     "Dashboards directory", "Dashboard hgxkit-gpu.json", "Dashboard hgxkit-serving-sglang.json",
     "Dashboard hgxkit-serving-vllm.json",
@@ -80,3 +82,10 @@ def test_grafana_adds_its_provisioning_and_container() -> None:
         "Grafana provisioning datasources", "Grafana provisioning dashboards", "Grafana datasource",
         "Grafana dashboards", "Start Grafana on 127.0.0.1:3000",
     ]  # fmt: skip
+
+
+def test_installed_packages_skip_the_apt_refresh() -> None:
+    installed = {re.compile(r"dpkg-query .* prometheus-node-exporter"): ["prometheus-node-exporter 1.5.0-1+b6 ii "]}
+    names, _ = plan(installed, monitoring=True)
+    assert "Refresh apt lists for prometheus-node-exporter" not in names
+    assert "Refresh apt lists for prometheus" in names  # prometheus itself is not installed
