@@ -7,7 +7,8 @@
 
 The recipe is validated before anything on the node changes. Every knob is in roles/<role>/defaults.py
 (shared ones in hgxkit/knobs.py); `--data verify=false` serves without benchmarking, `--data router=true`
-puts an SGLang router in front of the groups.
+puts an SGLang router in front of the groups, `--data monitoring=true` leaves exporters, Prometheus and its alert
+rules watching the node (deploys/monitoring.py).
 """
 
 from pyinfra import host
@@ -39,5 +40,7 @@ prefetch_image()  # the image downloads in the background while the model does
 model()
 serve()
 sglang_router()  # only where `router: true`
+if host.data.get("monitoring"):
+    include_sibling(__file__, "monitoring.py")  # before verify: the alerts watch the benchmark too
 if host.data.get("verify", True):
     verify()

@@ -90,5 +90,8 @@ gpu_nodes = (
         "container_smoke_image": "hgxkit-sim/busybox:latest",  # seeded into each node's Docker at boot
         "container_smoke_command": "echo $NVIDIA_VISIBLE_DEVICES",
         "container_smoke_expect": "visible-devices",  # the simulated hook injects no nvidia-smi
+        # The DCGM exporter stand-in (`hgxkit sim image build --dcgm-exporter`): the nodes' mirror serves Docker
+        # Hub names only, not nvcr.io (monitoring: true; hgxkit/sim/standin/dcgm).
+        "dcgm_exporter_image": "hgxkit-sim/dcgm-exporter:4.4.2-4.7.1-ubuntu22.04",
     },
 )

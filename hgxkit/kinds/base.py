@@ -93,6 +93,8 @@ class KindMetrics:
     cache_hit_rate_gauge: str | None = None
     prefix_cache_hits: str | None = None
     prefix_cache_queries: str | None = None
+    ttft_histogram: str | None = None  # the TTFT histogram (seconds; `_bucket` series), monitoring's TTFT alert
+    e2e_histogram: str | None = None  # the end-to-end request latency histogram (seconds)
 
 
 @dataclass(frozen=True)

@@ -163,6 +163,7 @@ SGLANG = ServerKind(
         generation_tokens="sglang:generation_tokens_total", prompt_tokens="sglang:prompt_tokens_total",
         kv_usage=("sglang:token_usage",), accept_length_gauge="sglang:spec_accept_length",
         gen_throughput_gauge="sglang:gen_throughput", cache_hit_rate_gauge="sglang:cache_hit_rate",
+        ttft_histogram="sglang:time_to_first_token_seconds", e2e_histogram="sglang:e2e_request_latency_seconds",
     ),
     posted_clients=(POSTED_CLIENT,),
     speculative_flags=("--speculative-algorithm",),

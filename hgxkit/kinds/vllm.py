@@ -140,6 +140,7 @@ VLLM = ServerKind(
         kv_usage=("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"),
         accepted_tokens="vllm:spec_decode_num_accepted_tokens_total", drafts="vllm:spec_decode_num_drafts_total",
         prefix_cache_hits="vllm:prefix_cache_hits_total", prefix_cache_queries="vllm:prefix_cache_queries_total",
+        ttft_histogram="vllm:time_to_first_token_seconds", e2e_histogram="vllm:e2e_request_latency_seconds",
     ),
     posted_clients=POSTED_CLIENTS,
     image_entrypoint=("vllm", "serve"),  # 0.33-era images; words after the image are `MODEL flags`

@@ -71,6 +71,7 @@ TOOLS = (
     Tool("ssh", "openssh-client", "`hgxkit sim ssh`, how the end-to-end tests log into nodes", ("test",)),
     Tool("vagrant", "vagrant", "validates the Vagrantfile in its test", ("test",)),
     Tool("chromium", "chromium", "renders the HTML report in its tests", ("test",)),
+    Tool("promtool", "prometheus", "checks the generated Prometheus configuration and alert rules", ("test",)),
 )
 
 
@@ -442,8 +443,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         dest="purpose",
         choices=PURPOSES,
         default="demo",
-        help="what the machine is set up for: demo (default), test (also vagrant, chromium, ssh; only warns unless "
-        "CI=true) or all",
+        help="what the machine is set up for: demo (default), test (also vagrant, chromium, ssh, promtool; only warns "
+        "unless CI=true) or all",
     )
     parser.add_argument("--dry-run", action="store_true", help="print what it would do, and do nothing")
 

@@ -6,6 +6,7 @@ Examples:
     hgxkit sim image build --tag vllm/vllm-openai:v0.33.0    # the vLLM stand-in (kind inferred from the name)
     hgxkit sim image build --tag myorg/vllm-custom:1 --kind vllm               # any reference, kind given
     hgxkit sim image build --router                          # lmsysorg/sgl-model-gateway:latest (real sglang-router)
+    hgxkit sim image build --dcgm-exporter                   # the DCGM exporter stand-in (hgxkit-sim/dcgm-exporter)
     hgxkit sim image status                                  # tags and digests the nodes' mirror serves
     hgxkit sim client install                                # SGLang's and vLLM's real benchmark clients, once per host
     hgxkit sim client status                                 # which clients the store holds
@@ -33,6 +34,12 @@ def _image_build(args: argparse.Namespace) -> int:
 
         for tag, digest in router_image.ensure_published(nodes.client()).items():
             print(f"{tag}\t{router_image.image_tag()}\t{digest}")
+        return 0
+    if args.dcgm_exporter:  # the monitoring role's exporter (hgxkit/sim/standin/dcgm)
+        from hgxkit.sim.standin.dcgm import image as dcgm_image
+
+        for tag, digest in dcgm_image.ensure_published(nodes.client()).items():
+            print(f"{tag}\t{dcgm_image.image_tag()}\t{digest}")
         return 0
     tags = args.tag or list(serving.VLLM_DEFAULT_TAGS if args.kind == "vllm" else serving.DEFAULT_TAGS)
     for t in tags:
@@ -106,6 +113,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--variant", default="", help="extra content, so a rebuild gets another digest")
     p.add_argument("--no-publish", dest="publish", action="store_false", help="build and tag only")
     p.add_argument("--router", action="store_true", help="build and publish the router image instead (PyPI)")
+    p.add_argument("--dcgm-exporter", action="store_true",
+                   help="build and publish the DCGM exporter stand-in instead (monitoring)")  # fmt: skip
     p.set_defaults(handler=_image_build)
     p = isub.add_parser("status", help="tags and digests the nodes' registry mirror serves")
     json_option(p, lambda: package_schema("hgxkit.sim", "image-status"), "the mirror's tags and digests")

@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import hashlib
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -224,11 +225,20 @@ def ensure_image(
     The kind is `kind`, else inferred from the tags (`kind_for`)."""
     names = [check_tag(t) for t in tags]
     which = tags_kind(names, kind)
-    base, tag = base_tag(), image_tag(variant, which)
+    tag = image_tag(variant, which)
+    return build_on_base(client, tag, names, lambda base: build_image(client, tag, base, variant, log, which), log)
+
+
+def build_on_base(
+    client: docker.DockerClient, tag: str, names: list[str], build: Callable[[str], None], log: image.Log
+) -> str:
+    """Run `build(base)` when `tag` is missing (the shared base built first when it is missing too), then tag
+    the image as each of `names` (REPO:TAG); return `tag`."""
+    base = base_tag()
     if not image._exists(client, tag):
         if not image._exists(client, base):
             image.build_base(client, base, log, include=BASE_PACKAGES, label="sglang-base")
-        build_image(client, tag, base, variant, log, which)
+        build(base)
     built = client.images.get(tag)
     for name in names:
         repo, _, version = name.rpartition(":")

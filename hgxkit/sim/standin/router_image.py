@@ -98,16 +98,8 @@ def ensure_image(
 ) -> str:
     """Build the router image when its inputs changed, tag it as each of `tags`; return its hash tag."""
     names = [serving.check_tag(t) for t in tags]
-    base, tag = serving.base_tag(), image_tag()
-    if not image._exists(client, tag):
-        if not image._exists(client, base):
-            image.build_base(client, base, log, include=serving.BASE_PACKAGES, label="sglang-base")
-        build_image(client, tag, base, log)
-    built = client.images.get(tag)
-    for name in names:
-        repo, _, version = name.rpartition(":")
-        built.tag(repo, version)
-    return tag
+    tag = image_tag()
+    return serving.build_on_base(client, tag, names, lambda base: build_image(client, tag, base, log), log)
 
 
 def ensure_published(client: docker.DockerClient, log: image.Log = image._stderr) -> dict[str, str]:

@@ -11,6 +11,8 @@ State it reads (all paths inside the node):
         nvlink-degraded   GPU 3 link 10 trained down to 1.562 GB/s, with CRC errors
         fabric-stuck      fabric state stays "In Progress" even after fabric manager ran
         gpu-throttle      busy GPUs report SwPowerCap throttling in nvidia-smi's telemetry
+        xid-<X>-gpu<N>    GPU N raised XID X (its last XID, as DCGM's DCGM_FI_DEV_XID_ERRORS reports it), e.g.
+                          xid-79-gpu3: GPU 3 fell off the bus
     /usr/share/hgxkit-sim/versions/<pkg>    upstream version of each installed simulated package
     /run/hgxkit-sim/nvidia/module.version   the "loaded" kernel module version (written at boot)
     /run/hgxkit-sim/nvidia/fabric.state     written by nv-fabricmanager when it registered the GPUs
@@ -114,6 +116,22 @@ def visible(node_gpus: list[Gpu]) -> list[Gpu]:
 def fault(name: str) -> bool:
     """True when the fault switch /etc/hgxkit-sim/faults/<name> exists."""
     return (ETC / "faults" / name).exists()
+
+
+def xids() -> dict[int, int]:
+    """The last XID each GPU raised, from the fault switches xid-<X>-gpu<N> (the highest X when several)."""
+    out: dict[int, int] = {}
+    try:
+        names = sorted(p.name for p in (ETC / "faults").iterdir())
+    except OSError:
+        return out
+    for name in names:
+        parts = name.split("-")
+        if len(parts) == 3 and parts[0] == "xid" and parts[1].isdigit() and parts[2][3:].isdigit() \
+                and parts[2].startswith("gpu"):
+            gpu = int(parts[2][3:])
+            out[gpu] = max(out.get(gpu, 0), int(parts[1]))
+    return out
 
 
 def installed(pkg: str) -> str | None:
