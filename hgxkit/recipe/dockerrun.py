@@ -209,7 +209,7 @@ def _read_short_cluster(cursor: _Cursor, word: Word) -> OptionEntry:
             uses.append(OptionUse(option, None))
             continue
         rest = text[index:]
-        if rest.startswith("="):
+        if rest.startswith("=") and len(rest) > 1:  # pflag: `-h=x` is x, but `-h=` alone is the value "="
             rest = rest[1:]
         if rest:
             uses.append(OptionUse(option, rest))

@@ -289,3 +289,11 @@ def test_render_of_import_is_the_shell_split_of_the_command(case: tuple[str, lis
     if "\\\n" not in text:  # shlex knows no line continuations; with plain separators it is the oracle
         assert shlex.split(text) == words
     assert roundtrip(text) == words
+
+
+def test_a_short_option_with_an_equals_sign_and_nothing_after_it_has_the_value_equals() -> None:
+    # Docker's flag parser (pflag): `-h=x` is x, `-hx` is x, `-h=` alone is "=" (it took the next word as the
+    # value instead, and the image went missing; found by the shell-split property test above).
+    values = [[u.value for e in import_docker_run(f"docker run {w} img").docker.entries for u in e.uses]
+              for w in ("-h=", "-h=x", "-hx")]  # fmt: skip
+    assert values == [["="], ["x"], ["x"]]
