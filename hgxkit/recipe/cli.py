@@ -13,6 +13,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from hgxkit.errors import InputError
+from hgxkit.export.cli import add_export
 from hgxkit.kinds import KINDS
 from hgxkit.recipe.check import check_recipe
 from hgxkit.recipe.diff import diff_recipes
@@ -46,6 +47,7 @@ def register(groups: argparse._SubParsersAction) -> None:
     _add_diff(commands)
     _add_show(commands)
     _add_migrate(commands)
+    add_export(commands)
     schema = commands.add_parser(
         "schema",
         help="print the recipe JSON Schema",
