@@ -331,6 +331,17 @@ def _entry_with(entry: OptionEntry, old: str, new: str) -> OptionEntry:
     )
 
 
+def model_entry_read_only(recipe: Recipe, entry: OptionEntry) -> OptionEntry:
+    """A `-v`/`--mount` entry of the model directory made read-only (`:ro`, `,readonly`); others unchanged."""
+    for index, use in enumerate(entry.uses):
+        name, value = canonical(use.option.name), use.value or ""
+        if name == "--volume" and _is_model(recipe, mount := parse_volume(value)) and not mount.read_only:
+            entry = entry.with_value(index, value + (",ro" if value.count(":") >= 2 else ":ro"))
+        elif name == "--mount" and _is_model(recipe, mount := parse_mount(value)) and not mount.read_only:
+            entry = entry.with_value(index, value + ",readonly")
+    return entry
+
+
 def _is_model(recipe: Recipe, mount: Mount) -> bool:
     return bool(recipe.model.local_dir) and mount.source.rstrip("/") == (recipe.model.local_dir or "").rstrip("/")
 
@@ -369,15 +380,18 @@ def _with_rank(entry: tuple[str, ...], rank: str, kind: ServerKind) -> tuple[str
 
 
 def _check_rank_template(recipe: Recipe, group: ExportGroup) -> None:
-    """Every worker's render is the rank-1 template with its own rank: else the rank is where no engine sets it."""
+    """Every rank's render is the rank-1 template with its own rank (rank 0: less the kind's worker flags); else
+    the rank is somewhere no engine sets it per node."""
     template = group.containers[1].for_engine(HEAD_STANDIN, RANK_STANDIN, group.kind)
-    for container in group.containers[1:]:
-        expected = [w.replace(RANK_STANDIN, str(container.rank)) for w in template.args]
-        if expected != container.args or container.env != group.containers[1].env:
+    workers_only = {(flag,) for flag in group.kind.worker_flags}
+    for container in group.containers:
+        entries = [e for e in template.command if container.rank or e not in workers_only]
+        expected = [w.replace(RANK_STANDIN, str(container.rank)) for entry in entries for w in entry]
+        if expected != container.args or container.env != template.env:
             raise InputError(
-                f"{recipe.path or recipe.name}: group {group.index}: rank {container.rank}'s command differs from "
-                f"rank 1's other than in {group.kind.rank_flag}; an engine gives workers one template: write the "
-                f"rank only as {group.kind.rank_flag} {{{{rank}}}}"
+                f"{recipe.path or recipe.name}: group {group.index}: the ranks' commands differ other than in "
+                f"{group.kind.rank_flag}; an engine starts every worker from one template: write the rank only as "
+                f"{group.kind.rank_flag} {{{{rank}}}}"
             )
 
 

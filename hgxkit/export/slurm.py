@@ -34,6 +34,7 @@ from hgxkit.export.common import (
     ExportOptions,
     check_exposure,
     export_groups,
+    model_entry_read_only,
     not_carried,
     provenance,
 )
@@ -67,20 +68,22 @@ def export_slurm(recipe: Recipe, options: ExportOptions) -> Exported:
         *(f"# {line}" for line in origin.comment()),
         "# Containers run with Docker on each node. With enroot + pyxis instead: srun --container-image=IMAGE",
         "# --container-mounts=SRC:DST:ro --container-env=NAME and the server's command (below, after the image).",
-        "set -euo pipefail",
-        f'export HGXKIT_SECRETS_FILE="${{HGXKIT_SECRETS_FILE:-${{SLURM_SUBMIT_DIR:-$PWD}}/{SECRETS_FILE}}}"',
+        "# The head is the job's first node (before pipefail: head closing the pipe early is no failure).",
         'HGXKIT_HEAD=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)',
         "export HGXKIT_HEAD",
+        "set -euo pipefail",
+        f'export HGXKIT_SECRETS_FILE="${{HGXKIT_SECRETS_FILE:-${{SLURM_SUBMIT_DIR:-$PWD}}/{SECRETS_FILE}}}"',
+        '[ -n "$HGXKIT_HEAD" ] || { echo "scontrol named no node of the job" >&2; exit 1; }',
         "",
         "serve_node() {",
         "  local env_file=()",
         '  if [ -f "$HGXKIT_SECRETS_FILE" ]; then env_file=(--env-file "$HGXKIT_SECRETS_FILE"); fi',
-        "  local names=()",
+        "  names=()  # global: the EXIT trap runs after the function returns",
+        "  trap 'docker stop \"${names[@]}\" >/dev/null 2>&1' EXIT TERM INT",
     ]
     for group in groups:
         lines += _node_lines(recipe, group, origin.annotations(), options.bind)
     lines += [
-        "  trap 'docker stop \"${names[@]}\" >/dev/null 2>&1' EXIT TERM INT",
         "  wait",
         "}",
         "export -f serve_node",
@@ -98,12 +101,13 @@ def export_slurm(recipe: Recipe, options: ExportOptions) -> Exported:
     return Exported({f"{job}.sbatch": "\n".join(lines)}, dropped)
 
 
-def _docker_words(container: Container, bind: str, labels: dict[str, str]) -> tuple[int, list[str]]:
-    """(words of the invocation, the `docker run` words) with hgxkit's name, labels and bind address."""
+def _docker_words(recipe: Recipe, container: Container, bind: str, labels: dict[str, str]) -> tuple[int, list[str]]:
+    """(words of the invocation, the `docker run` words) with hgxkit's name, labels and bind address, the model
+    mounted read-only."""
     rendered = container.rendered
     assert rendered is not None
     secret = set(container.secret_env)
-    kept = [e for e in rendered.options if not _dropped(e, secret)]
+    kept = [model_entry_read_only(recipe, e) for e in rendered.options if not _dropped(e, secret)]
     body = replace(rendered, options=tuple(kept))
     body = body.with_overrides(name=container.name, labels=labels, publish_address=bind)
     return len(body.invocation), body.argv
@@ -120,13 +124,13 @@ def _dropped(entry: OptionEntry, secret: set[str]) -> bool:
 def _node_lines(recipe: Recipe, group: ExportGroup, annotations: dict[str, str], bind: str) -> list[str]:
     labels = {MANAGED_LABEL: "1", RECIPE_LABEL: recipe.name, GROUP_LABEL: str(group.index), **annotations}
     head = group.head.for_engine("${HGXKIT_HEAD}", None, group.kind)
-    head_words = _docker_words(head, bind, labels | ({RANK_LABEL: "0"} if group.nodes > 1 else {}))
+    head_words = _docker_words(recipe, head, bind, labels | ({RANK_LABEL: "0"} if group.nodes > 1 else {}))
     run = '"${env_file[@]}"'
     lines = [f"  names+=({quote_word(head.name)})"]
     if group.nodes == 1:
         return [*lines, "  " + _insert_env_file(head_words, run) + " &"]
     worker = group.containers[1].for_engine("${HGXKIT_HEAD}", "${SLURM_NODEID}", group.kind)
-    worker_words = _docker_words(worker, bind, labels | {RANK_LABEL: "${SLURM_NODEID}"})
+    worker_words = _docker_words(recipe, worker, bind, labels | {RANK_LABEL: "${SLURM_NODEID}"})
     return [
         *lines,
         '  if [ "$SLURM_NODEID" = 0 ]; then',
