@@ -71,6 +71,8 @@ TOOLS = (
     Tool("ssh", "openssh-client", "`hgxkit sim ssh`, how the end-to-end tests log into nodes", ("test",)),
     Tool("vagrant", "vagrant", "validates the Vagrantfile in its test", ("test",)),
     Tool("chromium", "chromium", "renders the HTML report in its tests", ("test",)),
+    Tool("docker-compose", "docker-compose", "validates the compose export in its tests", ("test",)),
+    Tool("shellcheck", "shellcheck", "checks the Slurm export in its tests", ("test",)),
 )
 
 

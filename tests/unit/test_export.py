@@ -11,6 +11,7 @@ installs them) and skips elsewhere.
 
 from __future__ import annotations
 
+import doctest
 import gzip
 import importlib.util
 import json
@@ -30,7 +31,7 @@ from hgxkit.export import EXPORTERS, export_recipe, write_export
 from hgxkit.export.common import ExportOptions, export_groups
 from hgxkit.export.kubernetes import k8s_word
 from hgxkit.recipe.importing.importer import ImportOptions, import_post
-from hgxkit.recipe.read import load_recipe
+from hgxkit.recipe.read import load_recipe, parse_recipe_text
 from hgxkit.recipe.render import render_recipe
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -363,14 +364,10 @@ def test_every_export_names_the_image_the_model_and_the_run(tmp_path: Path) -> N
 
 
 def test_a_rank_written_outside_the_rank_flag_is_refused() -> None:
-    recipe = RECIPES["vllm-two-node"]()
-    text = (ROOT / "tests" / "fixtures" / "export" / "vllm-two-node.yaml").read_text()
-    text = text.replace("  - --port 8000\n", "  - --port 8000\n  - --log-prefix 'node{{rank}}'\n")
     path = ROOT / "tests" / "fixtures" / "export" / "vllm-two-node.yaml"
-    from hgxkit.recipe.read import parse_recipe_text
-
+    text = path.read_text().replace("  - --port 8000\n", "  - --port 8000\n  - --log-prefix 'node{{rank}}'\n")
     broken = parse_recipe_text(text, source=str(path))
-    assert recipe.name == broken.name
+    export_groups(RECIPES["vllm-two-node"](), ExportOptions())  # as written: the rank only in --node-rank
     with pytest.raises(InputError, match="group 0: the ranks' commands differ other than in --node-rank"):
         export_groups(broken, ExportOptions())
 
@@ -401,3 +398,14 @@ def test_an_export_imports_back_to_the_same_render(key: str, target: str, file: 
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
     assert _renders(load_recipe(str(imported))) == _renders(recipe)
+
+
+# --- docstring examples -------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["__init__", "common", "compose", "kubernetes", "skypilot", "slurm"])
+def test_docstring_examples(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    module = importlib.import_module("hgxkit.export" + ("" if name == "__init__" else f".{name}"))
+    monkeypatch.chdir(ROOT)  # examples read recipes/… relative to the repository
+    result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
+    assert (result.failed, result.attempted > 0) == (0, True)
