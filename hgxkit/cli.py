@@ -25,6 +25,7 @@ def build_parser() -> argparse.ArgumentParser:
     from hgxkit.recipe import cli as recipe_cli
     from hgxkit.results import cli as results_cli
     from hgxkit.sim import cli as sim_cli
+    from hgxkit.verify import cli as verify_cli
 
     parser = argparse.ArgumentParser(
         prog="hgxkit",
@@ -37,6 +38,7 @@ def build_parser() -> argparse.ArgumentParser:
     recipe_cli.register(groups)
     sim_cli.register(groups)
     results_cli.register(groups)
+    verify_cli.register(groups)
     return parser
 
 

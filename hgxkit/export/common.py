@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -107,10 +107,6 @@ class Container:
     def gpu_count(self) -> int | None:
         return len(self.gpus) if self.gpus is not None else None
 
-    def words(self, convert: Callable[[str], str]) -> list[str]:
-        """The command's words in an engine's notation (`convert` turns one lexer-notation word)."""
-        return [convert(word) for word in self.args]
-
     def for_engine(self, head: str, rank: str | None, kind: ServerKind) -> Container:
         """This container with the stand-in head replaced by `head` and (workers) the rank flag's value by `rank`."""
         command = tuple(tuple(word.replace(HEAD_STANDIN, head) for word in entry) for entry in self.command)
@@ -133,16 +129,10 @@ class ExportGroup:
     containers: list[Container]
     nodes: int
     kind: ServerKind
-    dist_port: int | None = None
 
     @property
     def head(self) -> Container:
         return self.containers[0]
-
-    @property
-    def worker(self) -> Container | None:
-        """Rank 1's container with the stand-in rank: the template every worker runs."""
-        return self.containers[1] if self.nodes > 1 else None
 
 
 @dataclass(frozen=True)
@@ -231,30 +221,28 @@ def export_groups(recipe: Recipe, options: ExportOptions) -> list[ExportGroup]:
     nodes = recipe.node_count()
     if nodes < 2:
         rendered = render_recipe(recipe, total_gpus=options.total_gpus)
-        return [_group(recipe, [g], nodes, options) for g in rendered]
+        return [_group(recipe, [g], nodes) for g in rendered]
     ranks = [render_recipe(recipe, total_gpus=options.total_gpus, rank=r, head=HEAD_STANDIN) for r in range(nodes)]
     groups = []
     for index in range(len(ranks[0])):
-        group = _group(recipe, [per_rank[index] for per_rank in ranks], nodes, options)
+        group = _group(recipe, [per_rank[index] for per_rank in ranks], nodes)
         _check_rank_template(recipe, group)
         groups.append(group)
     return groups
 
 
-def _group(recipe: Recipe, ranks: list[RenderedGroup], nodes: int, options: ExportOptions) -> ExportGroup:
-    containers = [_container(recipe, g, options) for g in ranks]
-    dist_port = recipe.groups.dist_port if recipe.groups is not None else None
+def _group(recipe: Recipe, ranks: list[RenderedGroup], nodes: int) -> ExportGroup:
+    containers = [_container(recipe, g) for g in ranks]
     return ExportGroup(
         index=ranks[0].group,
         name=containers[0].name,
         containers=containers,
         nodes=nodes,
         kind=recipe.server.server_kind,
-        dist_port=dist_port or recipe.server.server_kind.default_dist_port,
     )
 
 
-def _container(recipe: Recipe, group: RenderedGroup, options: ExportOptions) -> Container:
+def _container(recipe: Recipe, group: RenderedGroup) -> Container:
     kind = recipe.server.server_kind
     env: list[tuple[str, str]] = []
     secret_env: list[str] = []
@@ -393,11 +381,6 @@ def _check_rank_template(recipe: Recipe, group: ExportGroup) -> None:
                 f"{group.kind.rank_flag}; an engine starts every worker from one template: write the rank only as "
                 f"{group.kind.rank_flag} {{{{rank}}}}"
             )
-
-
-def literal_dollars(word: str) -> str:
-    """A lexer-notation word with its expansions as written (`${NAME}`) and `$$` as one `$`."""
-    return "".join(text for text, _ in dollar_segments(word)) if "$" in word else word
 
 
 def expansion_names(words: list[str]) -> list[str]:

@@ -29,7 +29,7 @@ from hgxkit.export.common import (
     provenance,
 )
 from hgxkit.recipe.model import Recipe
-from hgxkit.recipe.shellwords import quote_word
+from hgxkit.recipe.shellwords import quote_word, shell_value
 
 HEAD = "${HGXKIT_HEAD}"
 RANK = "${SKYPILOT_NODE_RANK}"
@@ -62,7 +62,7 @@ def _task(recipe: Recipe, group: ExportGroup, options: ExportOptions) -> dict:
     task: dict[str, object] = {"name": head.name, "resources": resources}
     if group.nodes > 1:
         task["num_nodes"] = group.nodes
-    envs = dict(head.env)
+    envs = {name: shell_value(value) for name, value in head.env}  # `$$` is one literal `$`
     envs.update(_provenance_envs(recipe, options))
     task["envs"] = envs
     secrets = [n for n in dict.fromkeys([*head.secret_env, *expansion_names(head.args)]) if not _ours(n)]

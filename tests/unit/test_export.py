@@ -27,9 +27,10 @@ import pytest
 import yaml
 
 from hgxkit.errors import InputError
-from hgxkit.export import EXPORTERS, export_recipe, write_export
+from hgxkit.export.cli import TARGETS
 from hgxkit.export.common import ExportOptions, export_groups
 from hgxkit.export.kubernetes import k8s_word
+from hgxkit.export.registry import EXPORTERS, export_recipe, write_export
 from hgxkit.recipe.importing.importer import ImportOptions, import_post
 from hgxkit.recipe.read import load_recipe, parse_recipe_text
 from hgxkit.recipe.render import render_recipe
@@ -355,6 +356,7 @@ def test_the_sbatch_script_starts_both_groups_on_one_node_and_stops_them_with_th
 
 
 def test_every_export_names_the_image_the_model_and_the_run(tmp_path: Path) -> None:
+    assert tuple(sorted(EXPORTERS)) == TARGETS  # the CLI's choices, kept without loading the exporters
     for target in EXPORTERS:
         out = _export("vllm-two-node", target, tmp_path / target)
         text = "".join(p.read_text() for p in sorted(out.iterdir()))
@@ -403,9 +405,9 @@ def test_an_export_imports_back_to_the_same_render(key: str, target: str, file: 
 # --- docstring examples -------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("name", ["__init__", "common", "compose", "kubernetes", "skypilot", "slurm"])
+@pytest.mark.parametrize("name", ["registry", "common", "compose", "kubernetes", "skypilot", "slurm"])
 def test_docstring_examples(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    module = importlib.import_module("hgxkit.export" + ("" if name == "__init__" else f".{name}"))
+    module = importlib.import_module(f"hgxkit.export.{name}")
     monkeypatch.chdir(ROOT)  # examples read recipes/… relative to the repository
     result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
     assert (result.failed, result.attempted > 0) == (0, True)
