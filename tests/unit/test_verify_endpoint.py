@@ -11,6 +11,7 @@ import pytest
 from hgxkit.errors import InputError
 from hgxkit.recipe.read import load_recipe
 from hgxkit.results.archive import load_run
+from hgxkit.results.compare import compare_runs
 from hgxkit.verify.endpoint import client_command, endpoint_cells, parse_endpoint, verify_endpoint
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -66,6 +67,12 @@ def test_a_run_against_an_endpoint_is_archived_with_where_it_ran(tmp_path: Path)
         ("g0_smoke.jsonl", 10, 5)
     ]  # as recorded
     assert (path / "recipe.yaml").is_file()
+    later = datetime(2026, 12, 1, 13, 0, 0, tzinfo=timezone.utc)
+    _, again = verify_endpoint(recipe, parse_endpoint("http://10.0.0.5:5000"), mode="smoke",
+                               results_dir=tmp_path / "results", client=["sglang-client"], workdir=tmp_path / "w2",
+                               run_client=run_client, fetch=fetch, now=later)  # fmt: skip
+    comparison = compare_runs(run.summary, load_run(again.run_id, tmp_path / "results").summary)
+    assert [(r.input_len, r.concurrency) for r in comparison.ttft_mean] == [(5000, 5)]  # set side by side
 
 
 def test_an_endpoint_that_does_not_answer_is_refused_before_any_client_runs(tmp_path: Path) -> None:
