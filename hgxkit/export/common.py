@@ -405,7 +405,7 @@ class Exported:
 def not_carried(groups: list[ExportGroup]) -> list[str]:
     """The recipe's docker options no export carries, once each."""
     seen = dict.fromkeys(d for g in groups for c in g.containers for d in c.dropped)
-    return [f"docker option {d}: not carried" for d in seen]
+    return [f"the docker option {d}" for d in seen]
 
 
 class _Dumper(yaml.SafeDumper):

@@ -28,6 +28,7 @@ from hgxkit.export.common import (
     not_carried,
     provenance,
 )
+from hgxkit.hostcmd import script, text
 from hgxkit.recipe.model import Recipe
 from hgxkit.recipe.shellwords import quote_word, shell_value
 
@@ -126,7 +127,8 @@ def _run(group: ExportGroup) -> str:
     lines = ["set -euo pipefail"]
     if head.gpus is not None:
         # The node has exactly the group's GPUs: they are the container's 0..n-1.
-        lines.append(f"export CUDA_VISIBLE_DEVICES={','.join(str(i) for i in range(len(head.gpus)))}")
+        visible = ",".join(str(i) for i in range(len(head.gpus)))
+        lines.append(text(script("export CUDA_VISIBLE_DEVICES={gpus}", gpus=visible)))
     if group.nodes == 1:
         return "\n".join([*lines, "exec " + _command(head), ""])
     leader = head.for_engine(HEAD, None, group.kind)

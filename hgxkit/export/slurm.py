@@ -27,7 +27,6 @@ from dataclasses import replace
 
 from hgxkit.export.common import (
     HEAD_STANDIN,
-    SECRETS_FILE,
     Container,
     Exported,
     ExportGroup,
@@ -38,6 +37,7 @@ from hgxkit.export.common import (
     not_carried,
     provenance,
 )
+from hgxkit.hostcmd import script, text
 from hgxkit.recipe.docker_options import canonical
 from hgxkit.recipe.dockerrun import OptionEntry
 from hgxkit.recipe.model import Recipe
@@ -72,7 +72,7 @@ def export_slurm(recipe: Recipe, options: ExportOptions) -> Exported:
         'HGXKIT_HEAD=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)',
         "export HGXKIT_HEAD",
         "set -euo pipefail",
-        f'export HGXKIT_SECRETS_FILE="${{HGXKIT_SECRETS_FILE:-${{SLURM_SUBMIT_DIR:-$PWD}}/{SECRETS_FILE}}}"',
+        'export HGXKIT_SECRETS_FILE="${HGXKIT_SECRETS_FILE:-${SLURM_SUBMIT_DIR:-$PWD}/secrets.env}"',  # common.SECRETS_FILE
         '[ -n "$HGXKIT_HEAD" ] || { echo "scontrol named no node of the job" >&2; exit 1; }',
         "",
         "serve_node() {",
@@ -163,7 +163,7 @@ def _wait_and_verify(recipe: Recipe, group: ExportGroup) -> list[str]:
         '  kill -0 "$server" 2>/dev/null || { echo "the servers stopped before they were healthy" >&2; exit 1; }',
         "  sleep 10",
         "done",
-        f"docker exec {quote_word(head.name)} mkdir -p {OUTPUT_DIR}",
+        text(script("docker exec {name} mkdir -p {dir}", name=head.name, dir=OUTPUT_DIR)),
         " ".join(quote_word(word) for word in client),
         "",
     ]

@@ -39,12 +39,14 @@ def register(groups: argparse._SubParsersAction) -> None:
     parser.set_defaults(handler=_cmd_verify)
 
 
-def default_client(kind: str, store: Path) -> list[str]:
-    """The kind's client from the store: SGLang's module in its venv, vLLM's CLI with its layer (`bin/vllm`)."""
+def default_client(kind: str, store: Path) -> tuple[list[str], dict[str, str]]:
+    """The kind's client from the store, and its environment: the module run by the store's python, with the
+    store's extra layer (`<store>/*-site`) that holds the module's package on PYTHONPATH, if one does."""
     module, prefix = KINDS[kind].bench.modules[0]
-    if (store / "bin" / "vllm").is_file() and module.startswith("vllm"):
-        return [str(store / "bin" / "python"), str(store / "bin" / "vllm"), *prefix]
-    return [str(store / "bin" / "python"), "-m", module, *prefix]
+    package = module.split(".")[0]
+    layers = [str(layer) for layer in sorted(store.glob("*-site")) if (layer / package).is_dir()]
+    env = {"PYTHONPATH": os.pathsep.join(layers)} if layers else {}
+    return [str(store / "bin" / "python"), "-m", module, *prefix], env
 
 
 def _cmd_verify(args: argparse.Namespace) -> int:
@@ -53,14 +55,16 @@ def _cmd_verify(args: argparse.Namespace) -> int:
     recipe = load_recipe(args.recipe)
     endpoint = parse_endpoint(args.endpoint)
     store = Path(os.environ.get("HGXKIT_SGLANG_CLIENT_VENV", DEFAULT_STORE))
-    client = shlex.split(args.client) if args.client else default_client(recipe.server.server_kind.name, store)
+    client, env = (
+        (shlex.split(args.client), {}) if args.client else default_client(recipe.server.server_kind.name, store)
+    )
     if not args.client and not (store / "bin" / "python").is_file():
         raise InputError(f"no client store at {store}: pass --client 'COMMAND' (the kind's benchmark client)")
     err = Console(stderr=True, soft_wrap=True)
 
     def run_client(argv: list[str]) -> int:
         err.print(f"running {escape(shlex.join(argv[:6]))} …")
-        return subprocess.run(argv, check=False).returncode
+        return subprocess.run(argv, check=False, env={**os.environ, **env}).returncode
 
     with tempfile.TemporaryDirectory(prefix="hgxkit-verify-") as workdir:
         path, summary = verify_endpoint(recipe, endpoint, mode=args.bench, results_dir=args.results_dir,
