@@ -72,7 +72,7 @@ def export_slurm(recipe: Recipe, options: ExportOptions) -> Exported:
         'HGXKIT_HEAD=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)',
         "export HGXKIT_HEAD",
         "set -euo pipefail",
-        'export HGXKIT_SECRETS_FILE="${HGXKIT_SECRETS_FILE:-${SLURM_SUBMIT_DIR:-$PWD}/secrets.env}"',  # common.SECRETS_FILE
+        'export HGXKIT_SECRETS_FILE="${HGXKIT_SECRETS_FILE:-${SLURM_SUBMIT_DIR:-$PWD}/secrets.env}"',  # SECRETS_FILE
         '[ -n "$HGXKIT_HEAD" ] || { echo "scontrol named no node of the job" >&2; exit 1; }',
         "",
         "serve_node() {",
