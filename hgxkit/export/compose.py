@@ -48,8 +48,9 @@ def export_compose(recipe: Recipe, options: ExportOptions) -> Exported:
         for group in groups:
             container = group.containers[rank].for_engine(HEAD_VARIABLE, None, group.kind)
             services[container.name] = _service(container, group, options, volumes)
-            services[container.name]["labels"] = {**origin.annotations(), "hgxkit.io/group": str(group.index),
-                                                   **({"hgxkit.io/rank": str(rank)} if nodes > 1 else {})}  # fmt: skip
+            # The same labels on every group's service: the services differ only where the groups do (GPUs,
+            # port, name), so an importer reads them back as one recipe.
+            services[container.name]["labels"] = origin.annotations()
             secrets += [*container.secret_env, *expansion_names(container.args)]
         document: dict[str, object] = {"services": services}
         if volumes:
