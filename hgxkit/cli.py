@@ -26,6 +26,7 @@ def build_parser() -> argparse.ArgumentParser:
     from hgxkit.recipe import cli as recipe_cli
     from hgxkit.results import cli as results_cli
     from hgxkit.sim import cli as sim_cli
+    from hgxkit.verify import cli as verify_cli
 
     parser = argparse.ArgumentParser(
         prog="hgxkit",
@@ -39,6 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
     sim_cli.register(groups)
     results_cli.register(groups)
     doctor_run.register(groups)
+    verify_cli.register(groups)
     return parser
 
 

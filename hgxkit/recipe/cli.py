@@ -19,6 +19,7 @@ from rich.table import Table
 
 from hgxkit.cliargs import json_option, package_schema
 from hgxkit.errors import InputError
+from hgxkit.export.cli import add_export
 from hgxkit.kinds import KINDS
 from hgxkit.recipe.check import check_recipe
 from hgxkit.recipe.diff import diff_recipes
@@ -64,6 +65,7 @@ def register(groups: argparse._SubParsersAction) -> None:
     _add_diff(commands)
     _add_show(commands)
     _add_migrate(commands)
+    add_export(commands)
     schema = commands.add_parser(
         "schema",
         help="print the recipe JSON Schema (or the schema of `check --json`, `diff --json`)",

@@ -72,6 +72,8 @@ TOOLS = (
     Tool("vagrant", "vagrant", "validates the Vagrantfile in its test", ("test",)),
     Tool("chromium", "chromium", "renders the HTML report in its tests", ("test",)),
     Tool("promtool", "prometheus", "checks the generated Prometheus configuration and alert rules", ("test",)),
+    Tool("docker-compose", "docker-compose", "validates the compose export in its tests", ("test",)),
+    Tool("shellcheck", "shellcheck", "checks the Slurm export in its tests", ("test",)),
 )
 
 

@@ -1,0 +1,1 @@
+"""Take a recipe elsewhere: compose, Kubernetes, SkyPilot and Slurm exports (registry: hgxkit/export/registry.py)."""

@@ -1,0 +1,69 @@
+"""`hgxkit recipe export RECIPE --to compose|k8s|skypilot|slurm`: the recipe as another engine's files."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from rich.console import Console
+from rich.markup import escape
+
+from hgxkit.recipe.read import load_recipe
+
+# The exporters load the serving modules (and pyinfra's API with them): only when `recipe export` runs, so that
+# every other `hgxkit recipe …` starts without them. The registry's names, repeated here, are checked by a test.
+TARGETS = ("compose", "k8s", "skypilot", "slurm")
+DEFAULT_GPU_PRODUCT = "NVIDIA-H200"
+_EXAMPLE = "recipes/deepseek-v4-flash-dspark-marlin.yaml"
+
+
+def add_export(commands: argparse._SubParsersAction) -> None:
+    """Add `recipe export` to the `recipe` command group."""
+    parser = commands.add_parser(
+        "export",
+        help="write the recipe as a compose file, Kubernetes manifests, a SkyPilot task or an sbatch script",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Export a verified recipe to another engine, from its render: the image by digest, the model "
+        "repository and revision, the recipe hash and the verifying run travel as labels and comments. "
+        "Secrets stay references (env files, Secret refs, SkyPilot secrets). Without -o the files are printed.",
+        epilog="examples:\n"
+        f"  hgxkit recipe export {_EXAMPLE} --to compose -o deploy/compose --run 20261201-120000-abcd\n"
+        f"  hgxkit recipe export {_EXAMPLE} --to k8s --model-pvc models > k8s.yaml\n"
+        f"  hgxkit recipe export {_EXAMPLE} --to skypilot -o sky/\n"
+        f"  hgxkit recipe export {_EXAMPLE} --to slurm -o slurm/ && sbatch slurm/*.sbatch",
+    )
+    parser.add_argument("recipe", help="recipe YAML file")
+    parser.add_argument("--to", required=True, choices=TARGETS, help="the engine")
+    parser.add_argument("-o", "--output", type=Path, help="directory to write the files into (default: print them)")
+    parser.add_argument("--run", help="id of the run that verified the recipe (a label / comment)")
+    parser.add_argument("--bind", default="127.0.0.1",
+                        help="address published ports bind to (compose, slurm; default: loopback)")  # fmt: skip
+    parser.add_argument("--allow-unauthenticated", action="store_true",
+                        help="bind beyond loopback a server whose kind takes its API key only as a flag")  # fmt: skip
+    parser.add_argument("--model-pvc", help="k8s: the PersistentVolumeClaim holding the model (default: a hostPath)")
+    parser.add_argument("--gpus", type=int, default=8, help="GPUs per node (default: 8)")
+    parser.add_argument("--gpu-product", default=DEFAULT_GPU_PRODUCT,
+                        help=f"GPU feature discovery's product name (default: {DEFAULT_GPU_PRODUCT})")  # fmt: skip
+    parser.set_defaults(handler=_cmd_export)
+
+
+def _cmd_export(args: argparse.Namespace) -> int:
+    from hgxkit.export.common import ExportOptions
+    from hgxkit.export.registry import export_recipe, write_export
+
+    recipe = load_recipe(args.recipe)
+    options = ExportOptions(bind=args.bind, run_id=args.run, model_pvc=args.model_pvc, total_gpus=args.gpus,
+                            gpu_product=args.gpu_product, allow_unauthenticated=args.allow_unauthenticated)  # fmt: skip
+    exported = export_recipe(recipe, args.to, options)
+    err = Console(stderr=True, soft_wrap=True)
+    if args.output is None:
+        many = len(exported.files) > 1
+        for name, text in exported.files.items():
+            sys.stdout.write((f"# ---- {name}\n" if many else "") + text + ("" if text.endswith("\n") else "\n"))
+    else:
+        for path in write_export(exported, args.output):
+            err.print(f"wrote {escape(str(path))}")
+    for note in exported.not_carried:
+        err.print(f"not carried: {escape(note)}")
+    return 0

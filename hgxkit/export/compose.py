@@ -1,0 +1,125 @@
+"""Export a recipe as a compose file: one service per GPU group (one file per node rank for a group spanning nodes).
+
+Each service pins its group's GPUs (`deploy.resources.reservations.devices` with `device_ids`), publishes its
+port on the `--bind` address (loopback unless told), mounts the model directory read-only, takes every value
+from the environment through `env_file: secrets.env` (never written into the file; `secrets.env.example`
+lists the names), checks health on the kind's endpoint, and keeps the recipe's ipc, shm_size and ulimits.
+The command is the render's, word for word: the recipe's `$$` and `${NAME}` notation is compose's own.
+
+Example:
+    >>> from hgxkit.recipe.read import load_recipe
+    >>> out = export_compose(load_recipe("recipes/deepseek-v4-flash-dspark-marlin.yaml"), ExportOptions())
+    >>> sorted(out.files)
+    ['compose.yaml', 'secrets.env.example']
+"""
+
+from __future__ import annotations
+
+from hgxkit.export.common import (
+    HEAD_STANDIN,
+    SECRETS_FILE,
+    Container,
+    Exported,
+    ExportGroup,
+    ExportOptions,
+    check_exposure,
+    dump_yaml,
+    expansion_names,
+    export_groups,
+    not_carried,
+    provenance,
+)
+from hgxkit.recipe.model import Recipe
+
+HEAD_VARIABLE = "${HGXKIT_HEAD:?set HGXKIT_HEAD to the head node's address}"
+
+
+def export_compose(recipe: Recipe, options: ExportOptions) -> Exported:
+    """`compose.yaml` (and `compose.rank-N.yaml` for the other nodes of a group spanning nodes)."""
+    check_exposure(recipe, options)
+    groups = export_groups(recipe, options)
+    origin = provenance(recipe, options)
+    nodes = max(g.nodes for g in groups)
+    files: dict[str, str] = {}
+    secrets: list[str] = []
+    for rank in range(nodes):
+        services: dict[str, object] = {}
+        volumes: dict[str, dict] = {}
+        for group in groups:
+            container = group.containers[rank].for_engine(HEAD_VARIABLE, None, group.kind)
+            services[container.name] = _service(container, group, options, volumes)
+            # The same labels on every group's service: the services differ only where the groups do (GPUs,
+            # port, name), so an importer reads them back as one recipe.
+            services[container.name]["labels"] = origin.annotations()
+            secrets += [*container.secret_env, *expansion_names(container.args)]
+        document: dict[str, object] = {"services": services}
+        if volumes:
+            document["volumes"] = volumes
+        header = [*origin.comment()]
+        if nodes > 1:
+            header.append(f"node rank {rank} of {nodes}: run on that node with HGXKIT_HEAD=<rank 0's address>")
+        name = "compose.yaml" if rank == 0 else f"compose.rank-{rank}.yaml"
+        files[name] = dump_yaml([document], header)
+    names = [n for n in dict.fromkeys(secrets) if n != "HGXKIT_HEAD"]
+    files[f"{SECRETS_FILE}.example"] = (
+        f"# Copy to {SECRETS_FILE} beside the compose file and fill in; the export never holds a value.\n"
+        + "".join(f"# {name}=\n" for name in names)
+    )
+    dropped = not_carried(groups)
+    if any(c.host_port is None for g in groups for c in g.containers):
+        dropped.append("network_mode host: the server's port is the host's; --bind does not apply")
+    return Exported(files, dropped)
+
+
+def _service(container: Container, group: ExportGroup, options: ExportOptions, volumes: dict[str, dict]) -> dict:
+    service: dict[str, object] = {"image": container.image}
+    if container.entrypoint is not None:
+        service["entrypoint"] = list(container.entrypoint)
+    service["command"] = container.args
+    if container.env:
+        service["environment"] = dict(container.env)
+    service["env_file"] = [SECRETS_FILE, *container.env_files]
+    if container.network_host:
+        service["network_mode"] = "host"
+    else:
+        host = f"[{options.bind}]" if ":" in options.bind else options.bind
+        service["ports"] = [f"{host}:{container.host_port}:{container.container_port}"]
+    if container.ipc:
+        service["ipc"] = container.ipc
+    if container.shm_size:
+        service["shm_size"] = container.shm_size
+    if container.ulimits:
+        service["ulimits"] = {u.name: {"soft": u.soft, "hard": u.hard} for u in container.ulimits}
+    if container.privileged:
+        service["privileged"] = True
+    if container.cap_add:
+        service["cap_add"] = list(container.cap_add)
+    if container.restart:
+        service["restart"] = container.restart
+    mounts = []
+    for mount in container.mounts:
+        if mount.source.startswith(("/", ".", "~")):
+            mounts.append({"type": "bind", "source": mount.source, "target": mount.target,
+                           "read_only": mount.read_only})  # fmt: skip
+        else:
+            entry: dict[str, object] = {"type": "volume", "target": mount.target, "read_only": mount.read_only}
+            if mount.source:
+                entry["source"] = mount.source
+                volumes[mount.source] = {}
+            mounts.append(entry)
+    if mounts:
+        service["volumes"] = mounts
+    device: dict[str, object] = {"driver": "nvidia", "capabilities": ["gpu"]}
+    if container.gpus is None:
+        device["count"] = "all"
+    else:
+        device["device_ids"] = [str(gpu) for gpu in container.gpus]
+    service["deploy"] = {"resources": {"reservations": {"devices": [device]}}}
+    if container.rank in (None, 0):
+        url = f"http://127.0.0.1:{container.container_port}{group.kind.health_path}"
+        probe = f"import urllib.request; urllib.request.urlopen('{url}', timeout=10)"
+        # Python is in every engine's image; curl is not.
+        service["healthcheck"] = {"test": ["CMD", "python3", "-c", probe], "interval": "30s", "timeout": "15s",
+                                  "retries": 3, "start_period": "3600s"}  # fmt: skip
+    assert HEAD_STANDIN not in str(service)
+    return service

@@ -1,0 +1,242 @@
+"""Export a recipe as Kubernetes manifests: a Deployment and a Service per single-node GPU group, a
+LeaderWorkerSet (and a Service on its leader) per group spanning nodes.
+
+Pods ask for the group's GPUs (`nvidia.com/gpu` limits; the device plugin picks which) on nodes GPU feature
+discovery labels `nvidia.com/gpu.product: NVIDIA-H200`, mount the model read-only from a hostPath of the
+recipe's model directory or from a PersistentVolumeClaim (`--model-pvc`), get `/dev/shm` as a memory emptyDir,
+probes on the kind's endpoints, and every value from the environment as a reference into one Secret
+(`<recipe>-secrets`). The server's flags are the render's; a variable the command expands becomes `$(NAME)`,
+which the kubelet fills from the container's environment. In a LeaderWorkerSet the leader (rank 0) reaches
+the head through `$(LWS_LEADER_ADDRESS)` and each worker takes its rank from `$(LWS_WORKER_INDEX)`.
+
+Example:
+    >>> from hgxkit.recipe.read import load_recipe
+    >>> out = export_kubernetes(load_recipe("recipes/deepseek-v4-flash-dspark-marlin.yaml"), ExportOptions())
+    >>> [line for line in out.files["kubernetes.yaml"].splitlines() if line.startswith("kind:")]
+    ['kind: Deployment', 'kind: Service', 'kind: Deployment', 'kind: Service']
+"""
+
+from __future__ import annotations
+
+import re
+
+from hgxkit.export.common import (
+    Container,
+    Exported,
+    ExportGroup,
+    ExportOptions,
+    Provenance,
+    dump_yaml,
+    expansion_names,
+    export_groups,
+    not_carried,
+    provenance,
+)
+from hgxkit.recipe.model import Recipe
+from hgxkit.recipe.shellwords import dollar_segments
+
+GPU_RESOURCE = "nvidia.com/gpu"
+PRODUCT_LABEL = "nvidia.com/gpu.product"
+NAME_LABEL = "app.kubernetes.io/name"
+LWS_NAME_LABEL = "leaderworkerset.sigs.k8s.io/name"
+MODEL_VOLUME = "model"
+SHM_VOLUME = "dshm"
+STARTUP_SECONDS = 3600  # a large model loads for many minutes: liveness waits until the server first answers
+
+
+def k8s_word(word: str) -> str:
+    """A lexer-notation word in Kubernetes' notation: expansions `$(NAME)`, a literal `$(` escaped as `$$(`.
+
+    Example:
+        >>> k8s_word("--api-key=${KEY}"), k8s_word("a$$(b)")
+        ('--api-key=$(KEY)', 'a$$(b)')
+    """
+    if "$" not in word:
+        return word
+    out = []
+    for text, expands in dollar_segments(word):
+        out.append("$(" + text.strip("${}") + ")" if expands else text.replace("$(", "$$("))
+    return "".join(out)
+
+
+def export_kubernetes(recipe: Recipe, options: ExportOptions) -> Exported:
+    """`kubernetes.yaml`: every group's workload and Service, one YAML stream."""
+    groups = export_groups(recipe, options)
+    origin = provenance(recipe, options)
+    secret = _dns(f"{recipe.name}-secrets")
+    documents: list[dict] = []
+    for group in groups:
+        workload = _single if group.nodes == 1 else _lws
+        documents += workload(group, origin, secret, options)
+    header = origin.comment()
+    names = _secret_names(groups)
+    if names:
+        literals = " ".join(f"--from-literal={n}=..." for n in names)
+        header.append(f"secrets: kubectl create secret generic {secret} {literals}")
+    text = dump_yaml(documents, header)
+    dropped = not_carried(groups)
+    if any(c.gpus is not None for g in groups for c in g.containers):
+        dropped.append("GPU ids: a pod asks for a number of GPUs; the device plugin chooses which")
+    if any(c.ulimits for g in groups for c in g.containers):
+        dropped.append("ulimits: set on the node's container runtime (Kubernetes has no per-pod ulimits)")
+    dropped.append(f"--bind {options.bind}: each Service is a ClusterIP; expose it with your ingress")
+    return Exported({"kubernetes.yaml": text}, dropped)
+
+
+def _dns(name: str) -> str:
+    cleaned = re.sub(r"[^a-z0-9-]+", "-", name.lower()).strip("-")
+    return cleaned[:63].rstrip("-")
+
+
+def _secret_names(groups: list[ExportGroup]) -> list[str]:
+    names = [n for g in groups for c in g.containers for n in (*c.secret_env, *expansion_names(c.args))]
+    return [n for n in dict.fromkeys(names) if not n.startswith("LWS_")]
+
+
+def _metadata(name: str, origin: Provenance, group: ExportGroup, **extra: str) -> dict:
+    labels = {NAME_LABEL: name, **origin.labels(), "hgxkit.io/group": str(group.index), **extra}
+    return {"name": name, "labels": labels, "annotations": origin.annotations()}
+
+
+def _single(group: ExportGroup, origin: Provenance, secret: str, options: ExportOptions) -> list[dict]:
+    container = group.head
+    meta = _metadata(container.name, origin, group)
+    deployment = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": meta,
+        "spec": {
+            "replicas": 1,
+            # A rolling update would need the GPUs twice: the old pod goes before the new one starts.
+            "strategy": {"type": "Recreate"},
+            "selector": {"matchLabels": {NAME_LABEL: container.name}},
+            "template": {
+                "metadata": {"labels": meta["labels"], "annotations": meta["annotations"]},
+                "spec": _pod(container, group, secret, options, probes=True),
+            },
+        },
+    }
+    return [deployment, _service(container, meta, {NAME_LABEL: container.name})]
+
+
+def _lws(group: ExportGroup, origin: Provenance, secret: str, options: ExportOptions) -> list[dict]:
+    # In the lexer's notation (an expansion), which `k8s_word` writes as `$(NAME)`.
+    leader = group.head.for_engine("${LWS_LEADER_ADDRESS}", None, group.kind)
+    worker = group.containers[1].for_engine("${LWS_LEADER_ADDRESS}", "${LWS_WORKER_INDEX}", group.kind)
+    meta = _metadata(leader.name, origin, group)
+    leader_labels = {**meta["labels"], "role": "leader"}
+    worker_labels = {**meta["labels"], "role": "worker"}
+    lws = {
+        "apiVersion": "leaderworkerset.x-k8s.io/v1",
+        "kind": "LeaderWorkerSet",
+        "metadata": meta,
+        "spec": {
+            "replicas": 1,
+            "leaderWorkerTemplate": {
+                "size": group.nodes,
+                # One rank lost stops the server on every rank: the group restarts together.
+                "restartPolicy": "RecreateGroupOnPodRestart",
+                "leaderTemplate": {"metadata": {"labels": leader_labels, "annotations": meta["annotations"]},
+                                   "spec": _pod(leader, group, secret, options, probes=True)},
+                "workerTemplate": {"metadata": {"labels": worker_labels, "annotations": meta["annotations"]},
+                                   "spec": _pod(worker, group, secret, options, probes=False)},
+            },
+        },
+    }  # fmt: skip
+    return [lws, _service(leader, meta, {LWS_NAME_LABEL: leader.name, "role": "leader"})]
+
+
+def _service(container: Container, meta: dict, selector: dict[str, str]) -> dict:
+    port = container.host_port or container.container_port
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": meta,
+        "spec": {
+            "type": "ClusterIP",
+            "selector": selector,
+            "ports": [{"name": "http", "port": port, "targetPort": container.container_port, "protocol": "TCP"}],
+        },
+    }
+
+
+def _pod(container: Container, group: ExportGroup, secret: str, options: ExportOptions, probes: bool) -> dict:
+    kind = group.kind
+    env: list[dict] = [{"name": name, "value": k8s_word(value)} for name, value in container.env]
+    for name in dict.fromkeys([*container.secret_env, *expansion_names(container.args)]):
+        if name.startswith("LWS_"):
+            continue  # set by the LeaderWorkerSet controller
+        ref = {"name": secret, "key": name}
+        if name == kind.api_key_env:
+            ref["optional"] = True  # without a key the server answers without one, as on a loopback bind
+        env.append({"name": name, "valueFrom": {"secretKeyRef": ref}})
+    gpus = container.gpu_count or options.total_gpus
+    spec: dict[str, object] = {
+        "name": "server",
+        "image": container.image,
+        **({"command": list(container.entrypoint)} if container.entrypoint is not None else {}),
+        "args": [k8s_word(word) for word in container.args],
+        "env": env,
+        "ports": [{"name": "http", "containerPort": container.container_port, "protocol": "TCP"}],
+        "resources": {"limits": {GPU_RESOURCE: gpus}},
+    }
+    mounts, volumes = _volumes(container, options)
+    spec["volumeMounts"] = mounts
+    if container.env_files:
+        spec["envFrom"] = [{"secretRef": {"name": secret}}]
+    security: dict[str, object] = {}
+    if container.privileged:
+        security["privileged"] = True
+    if container.cap_add:
+        security["capabilities"] = {"add": list(container.cap_add)}
+    if security:
+        spec["securityContext"] = security
+    if probes:
+        port = container.container_port
+        spec["startupProbe"] = _probe(kind.ready_path, port, failures=STARTUP_SECONDS // 10)
+        spec["readinessProbe"] = _probe(kind.health_path, port, failures=3)
+        spec["livenessProbe"] = _probe(kind.ready_path, port, failures=3)
+    pod: dict[str, object] = {"nodeSelector": {PRODUCT_LABEL: options.gpu_product}}
+    if container.ipc == "host":
+        pod["hostIPC"] = True
+    if container.network_host:
+        pod["hostNetwork"] = True
+        pod["dnsPolicy"] = "ClusterFirstWithHostNet"
+    pod["containers"] = [spec]
+    pod["volumes"] = volumes
+    return pod
+
+
+def _probe(path: str, port: int, failures: int) -> dict:
+    return {"httpGet": {"path": path, "port": port}, "periodSeconds": 10, "timeoutSeconds": 10,
+            "failureThreshold": failures}  # fmt: skip
+
+
+def _volumes(container: Container, options: ExportOptions) -> tuple[list[dict], list[dict]]:
+    mounts: list[dict] = []
+    volumes: list[dict] = []
+    shm: dict[str, object] = {"medium": "Memory"}
+    if container.shm_size:
+        shm["sizeLimit"] = _quantity(container.shm_size)
+    volumes.append({"name": SHM_VOLUME, "emptyDir": shm})
+    mounts.append({"name": SHM_VOLUME, "mountPath": "/dev/shm"})
+    for index, mount in enumerate(container.mounts):
+        name = MODEL_VOLUME if index == container.model_mount else f"vol-{index}"
+        if name == MODEL_VOLUME and options.model_pvc:
+            volumes.append({"name": name, "persistentVolumeClaim": {"claimName": options.model_pvc, "readOnly": True}})
+        elif mount.source.startswith("/"):
+            kind = "Directory" if name == MODEL_VOLUME else "DirectoryOrCreate"
+            volumes.append({"name": name, "hostPath": {"path": mount.source, "type": kind}})
+        else:
+            volumes.append({"name": name, "emptyDir": {}})  # a named docker volume: a cache, empty on a new pod
+        mounts.append({"name": name, "mountPath": mount.target, "readOnly": mount.read_only})
+    return mounts, volumes
+
+
+def _quantity(size: str) -> str:
+    """Docker's `32g` as a Kubernetes quantity (`32Gi`): docker's units are binary."""
+    match = re.fullmatch(r"(\d+)([bkmgt]?)b?", size.strip().lower())
+    if not match:
+        return size
+    number, unit = match.groups()
+    return number + {"": "", "b": "", "k": "Ki", "m": "Mi", "g": "Gi", "t": "Ti"}[unit]

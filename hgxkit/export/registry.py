@@ -1,0 +1,50 @@
+"""The export registry: target name -> exporter (`hgxkit recipe export RECIPE --to TARGET`).
+
+One module per engine (compose, kubernetes, skypilot, slurm), each a function (recipe, options) -> `Exported`
+(file name -> text, and what the engine's format does not carry), built from the recipe's structured render
+(hgxkit/export/common.py). A new engine is one module and one line in `EXPORTERS`.
+
+Example:
+    >>> sorted(EXPORTERS)
+    ['compose', 'k8s', 'skypilot', 'slurm']
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from hgxkit.errors import InputError
+from hgxkit.export.common import Exported, ExportOptions
+from hgxkit.export.compose import export_compose
+from hgxkit.export.kubernetes import export_kubernetes
+from hgxkit.export.skypilot import export_skypilot
+from hgxkit.export.slurm import export_slurm
+from hgxkit.recipe.model import Recipe
+
+EXPORTERS: dict[str, Callable[[Recipe, ExportOptions], Exported]] = {
+    "compose": export_compose,
+    "k8s": export_kubernetes,
+    "skypilot": export_skypilot,
+    "slurm": export_slurm,
+}
+
+
+def export_recipe(recipe: Recipe, target: str, options: ExportOptions) -> Exported:
+    """The recipe as `target`'s files; InputError for an unknown target."""
+    if target not in EXPORTERS:
+        raise InputError(f"--to {target}: export to one of {', '.join(EXPORTERS)}")
+    return EXPORTERS[target](recipe, options)
+
+
+def write_export(exported: Exported, directory: Path) -> list[Path]:
+    """Write every file into `directory` (created); an sbatch script is made executable."""
+    directory.mkdir(parents=True, exist_ok=True)
+    written = []
+    for name, text in exported.files.items():
+        path = directory / name
+        path.write_text(text if text.endswith("\n") else text + "\n")
+        if name.endswith(".sbatch"):
+            path.chmod(0o755)
+        written.append(path)
+    return written

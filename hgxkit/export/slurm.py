@@ -1,0 +1,169 @@
+"""Export a recipe as an sbatch script: one job, one `srun` task per node running each group's container.
+
+The default runs Docker on every node: the render's own `docker run` (GPUs by id, ports bound as `--bind`
+says, shm, ipc and ulimits as written) in the foreground under `srun`, stopped by `docker stop` when the task
+ends (`scancel` signals the task; the Docker client alone would leave the container running). Values from
+the environment reach the container through `--env-file "$HGXKIT_SECRETS_FILE"` (default `secrets.env` in
+the submit directory), never on the command line. A group spanning nodes takes its rank from `SLURM_NODEID`
+and its head from `scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1`. The batch step (on the first
+node: the head) waits for the kind's health endpoint, runs the recipe's smoke cell with the kind's own
+benchmark client inside the head's container, and keeps serving until the job is cancelled.
+
+The alternative, enroot + pyxis: `srun --container-image=IMAGE --container-mounts=SRC:DST:ro
+--container-env=NAME <the server's command>` (the script's comment names the image and the command).
+
+Example:
+    >>> from hgxkit.recipe.read import load_recipe
+    >>> out = export_slurm(load_recipe("recipes/deepseek-v4-flash-dspark-marlin.yaml"), ExportOptions())
+    >>> [line for line in out.files["deepseek-v4-flash-dspark-marlin.sbatch"].splitlines() if "#SBATCH" in line]
+    ['#SBATCH --job-name=deepseek-v4-flash-dspark-marlin', '#SBATCH --nodes=1', '#SBATCH --ntasks-per-node=1', \
+'#SBATCH --gpus-per-node=8', '#SBATCH --exclusive']
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+
+from hgxkit.export.common import (
+    HEAD_STANDIN,
+    Container,
+    Exported,
+    ExportGroup,
+    ExportOptions,
+    check_exposure,
+    export_groups,
+    model_entry_read_only,
+    not_carried,
+    provenance,
+)
+from hgxkit.hostcmd import script, text
+from hgxkit.recipe.docker_options import canonical
+from hgxkit.recipe.dockerrun import OptionEntry
+from hgxkit.recipe.model import Recipe
+from hgxkit.recipe.shellwords import quote_word
+from hgxkit.serving.containers import GROUP_LABEL, MANAGED_LABEL, RANK_LABEL, RECIPE_LABEL
+from hgxkit.verify.plan import client_argv, plan_cells
+
+# The container runs in the foreground under srun: the options that detach or attach it are dropped.
+_FOREGROUND_DROPS = {"--detach", "--interactive", "--tty", "--restart"}
+OUTPUT_DIR = "/tmp/hgxkit-verify"
+
+
+def export_slurm(recipe: Recipe, options: ExportOptions) -> Exported:
+    """`<recipe>.sbatch`: every group of the recipe in one job (all groups span the same number of nodes)."""
+    check_exposure(recipe, options)
+    groups = export_groups(recipe, options)
+    origin = provenance(recipe, options)
+    nodes = groups[0].nodes
+    gpus = sum(len(c.gpus) if c.gpus is not None else options.total_gpus for c in (g.head for g in groups))
+    job = re.sub(r"[^A-Za-z0-9_.-]", "-", recipe.name)
+    lines = [
+        "#!/bin/bash",
+        f"#SBATCH --job-name={job}",
+        f"#SBATCH --nodes={nodes}",
+        "#SBATCH --ntasks-per-node=1",
+        f"#SBATCH --gpus-per-node={min(gpus, options.total_gpus)}",
+        "#SBATCH --exclusive",
+        *(f"# {line}" for line in origin.comment()),
+        "# Containers run with Docker on each node. With enroot + pyxis instead: srun --container-image=IMAGE",
+        "# --container-mounts=SRC:DST:ro --container-env=NAME and the server's command (below, after the image).",
+        "# The head is the job's first node (before pipefail: head closing the pipe early is no failure).",
+        'HGXKIT_HEAD=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)',
+        "export HGXKIT_HEAD",
+        "set -euo pipefail",
+        'export HGXKIT_SECRETS_FILE="${HGXKIT_SECRETS_FILE:-${SLURM_SUBMIT_DIR:-$PWD}/secrets.env}"',  # SECRETS_FILE
+        '[ -n "$HGXKIT_HEAD" ] || { echo "scontrol named no node of the job" >&2; exit 1; }',
+        "",
+        "serve_node() {",
+        "  local env_file=()",
+        '  if [ -f "$HGXKIT_SECRETS_FILE" ]; then env_file=(--env-file "$HGXKIT_SECRETS_FILE"); fi',
+        "  names=()  # global: the EXIT trap runs after the function returns",
+        "  trap 'docker stop \"${names[@]}\" >/dev/null 2>&1' EXIT TERM INT",
+    ]
+    for group in groups:
+        lines += _node_lines(recipe, group, origin.annotations(), options.bind)
+    lines += [
+        "  wait",
+        "}",
+        "export -f serve_node",
+        "",
+        'srun --nodes="$SLURM_JOB_NUM_NODES" --ntasks-per-node=1 --kill-on-bad-exit=1 bash -c serve_node &',
+        "server=$!",
+        "",
+    ]
+    for group in groups:
+        lines += _wait_and_verify(recipe, group)
+    lines += ['wait "$server"', ""]
+    dropped = not_carried(groups)
+    if any(g.head.restart for g in groups):
+        dropped.append("--restart: Slurm requeues a job, not a container (sbatch --requeue)")
+    return Exported({f"{job}.sbatch": "\n".join(lines)}, dropped)
+
+
+def _docker_words(recipe: Recipe, container: Container, bind: str, labels: dict[str, str]) -> tuple[int, list[str]]:
+    """(words of the invocation, the `docker run` words) with hgxkit's name, labels and bind address, the model
+    mounted read-only."""
+    rendered = container.rendered
+    assert rendered is not None
+    secret = set(container.secret_env)
+    kept = [model_entry_read_only(recipe, e) for e in rendered.options if not _dropped(e, secret)]
+    body = replace(rendered, options=tuple(kept))
+    body = body.with_overrides(name=container.name, labels=labels, publish_address=bind)
+    return len(body.invocation), body.argv
+
+
+def _dropped(entry: OptionEntry, secret: set[str]) -> bool:
+    names = {canonical(u.option.name) for u in entry.uses}
+    if names <= _FOREGROUND_DROPS:
+        return True
+    # A value from the environment goes through the env file, never onto a command line.
+    return names == {"--env"} and all((u.value or "").partition("=")[0] in secret for u in entry.uses)
+
+
+def _node_lines(recipe: Recipe, group: ExportGroup, annotations: dict[str, str], bind: str) -> list[str]:
+    labels = {MANAGED_LABEL: "1", RECIPE_LABEL: recipe.name, GROUP_LABEL: str(group.index), **annotations}
+    head = group.head.for_engine("${HGXKIT_HEAD}", None, group.kind)
+    head_words = _docker_words(recipe, head, bind, labels | ({RANK_LABEL: "0"} if group.nodes > 1 else {}))
+    run = '"${env_file[@]}"'
+    lines = [f"  names+=({quote_word(head.name)})"]
+    if group.nodes == 1:
+        return [*lines, "  " + _insert_env_file(head_words, run) + " &"]
+    worker = group.containers[1].for_engine("${HGXKIT_HEAD}", "${SLURM_NODEID}", group.kind)
+    worker_words = _docker_words(recipe, worker, bind, labels | {RANK_LABEL: "${SLURM_NODEID}"})
+    return [
+        *lines,
+        '  if [ "$SLURM_NODEID" = 0 ]; then',
+        "    " + _insert_env_file(head_words, run) + " &",
+        "  else",
+        "    " + _insert_env_file(worker_words, run) + " &",
+        "  fi",
+    ]
+
+
+def _insert_env_file(docker: tuple[int, list[str]], env_file: str) -> str:
+    """`docker run` + the env file array + the rest, quoted for the shell (the array expands to 0 or 2 words)."""
+    count, words = docker
+    quoted = [quote_word(word) for word in words]
+    return " ".join([*quoted[:count], env_file, *quoted[count:]])
+
+
+def _wait_and_verify(recipe: Recipe, group: ExportGroup) -> list[str]:
+    head = group.head
+    port = head.host_port or head.container_port
+    url = f"http://127.0.0.1:{port}{group.kind.health_path}"
+    cell = plan_cells(recipe, "smoke", [(group.index, head.name)])[0]
+    module, prefix = group.kind.bench.modules[0]
+    client = ["docker", "exec", head.name, "python3", "-m", module, *prefix, *client_argv(cell, OUTPUT_DIR)]
+    assert HEAD_STANDIN not in " ".join(client)
+    return [
+        f"# group {group.index}: wait until {head.name} can generate, then the recipe's smoke cell with "
+        f"{group.kind.client}",
+        f"until curl -fsS -o /dev/null --max-time 10 {quote_word(url)}; do",
+        '  kill -0 "$server" 2>/dev/null || { echo "the servers stopped before they were healthy" >&2; exit 1; }',
+        "  sleep 10",
+        "done",
+        text(script("docker exec {name} mkdir -p {dir}", name=head.name, dir=OUTPUT_DIR)),
+        " ".join(quote_word(word) for word in client),
+        "",
+    ]

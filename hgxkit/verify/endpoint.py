@@ -1,0 +1,154 @@
+"""Verify a server hgxkit did not deploy (`hgxkit verify --endpoint URL --recipe R`): an exported deployment.
+
+The recipe's benchmark cells run with the kind's own client on this machine against the endpoint, the
+results are read and gated as verify does, and the run is archived under `results/endpoint-<host>/…` with a
+fingerprint of what the endpoint shows (the kind's info endpoint: version, flags) and where it ran
+(`serving.endpoint`); the host itself (GPUs, driver, packages) cannot be reached from here and stays unknown.
+
+Example:
+    >>> parse_endpoint("http://10.0.0.5:5000/")
+    Endpoint(url='http://10.0.0.5:5000', host='10.0.0.5', port=5000)
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from datetime import datetime, timezone
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from hgxkit.errors import InputError
+from hgxkit.export.common import recipe_hash
+from hgxkit.recipe.dump import dump_recipe
+from hgxkit.recipe.model import Recipe
+from hgxkit.results.archive import run_id_for, write_run
+from hgxkit.results.fingerprint import Fingerprint
+from hgxkit.results.report import run_markdown
+from hgxkit.results.summary import RunSummary
+from hgxkit.verify.plan import BenchMode, Cell, cells_from_output, client_argv, gates, plan_cells
+
+Fetch = Callable[[str], tuple[int, str]]  # url -> (status, body)
+RunClient = Callable[[list[str]], int]  # argv -> exit status
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """Where the server answers: its base URL, host and port."""
+
+    url: str
+    host: str
+    port: int
+
+
+def parse_endpoint(url: str) -> Endpoint:
+    """`http[s]://HOST[:PORT][/]`; InputError naming the URL otherwise."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname or parts.path not in ("", "/") or parts.query:
+        raise InputError(f"--endpoint {url}: give the server's base URL, e.g. http://10.0.0.5:5000")
+    try:
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+    except ValueError:
+        raise InputError(f"--endpoint {url}: the port is not a number from 1 to 65535") from None
+    return Endpoint(f"{parts.scheme}://{parts.netloc}", parts.hostname, port)
+
+
+def endpoint_cells(recipe: Recipe, endpoint: Endpoint, mode: BenchMode) -> list[Cell]:
+    """The recipe's cells (smoke or full) aimed at the endpoint's port."""
+    return [replace(cell, port=endpoint.port) for cell in plan_cells(recipe, mode, [(0, "endpoint")])]
+
+
+def client_command(
+    cell: Cell, endpoint: Endpoint, output_dir: str, client: list[str], *, warm: bool = False
+) -> list[str]:
+    """`client` (the kind's client as this machine runs it) with the cell's arguments, aimed at the endpoint
+    (`warm`: a repeat right after the same cell, sent without warm-up requests)."""
+    argv = client_argv(cell, output_dir, warm=warm)
+    argv[argv.index("--host") + 1] = endpoint.host  # the kinds' clients ask 127.0.0.1 inside a container
+    return [*client, *argv]
+
+
+def http_fetch(url: str) -> tuple[int, str]:
+    """GET `url`: (status, body); status 0 when nothing answers."""
+    try:
+        with urllib.request.urlopen(url, timeout=10) as response:  # http(s) only: parse_endpoint
+            return response.status, response.read(1 << 20).decode("utf-8", "replace")
+    except urllib.error.HTTPError as err:
+        return err.code, ""
+    except (OSError, ValueError):
+        return 0, ""
+
+
+def verify_endpoint(
+    recipe: Recipe,
+    endpoint: Endpoint,
+    *,
+    mode: BenchMode,
+    results_dir: Path,
+    client: list[str],
+    workdir: Path,
+    run_client: RunClient,
+    fetch: Fetch = http_fetch,
+    now: datetime | None = None,
+) -> tuple[Path, RunSummary]:
+    """Run the cells against the endpoint and archive the run (module doc); InputError when it does not answer."""
+    kind = recipe.server.server_kind
+    status, _ = fetch(endpoint.url + kind.ready_path)
+    if status != 200:
+        raise InputError(
+            f"--endpoint {endpoint.url}: {kind.ready_path} answered {status or 'nothing'}; start the server (or "
+            f"check the address) first"
+        )
+    info_status, body = fetch(endpoint.url + (kind.info_path or "/version"))
+    info = _json_object(body) if info_status == 200 else {}
+    cells = endpoint_cells(recipe, endpoint, mode)
+    workdir.mkdir(parents=True, exist_ok=True)
+    for cell in cells:
+        for repeat in range(cell.repeats):
+            run_client(client_command(cell, endpoint, str(workdir), client, warm=repeat > 0))
+    texts = {cell.file: (workdir / cell.file).read_text() for cell in cells if (workdir / cell.file).is_file()}
+    simulated = bool(info.get("simulated"))
+    results, missing = cells_from_output(cells, texts, simulated=simulated)
+    failed = missing + gates(recipe, results, mode)
+    tag = (now or datetime.now(timezone.utc)).strftime("%Y%m%dT%H%M%SZ")
+    where = "endpoint-" + re.sub(r"[^A-Za-z0-9_.-]", "-", endpoint.host)
+    fingerprint = Fingerprint(
+        system_name=where,
+        simulated=simulated,
+        serving={
+            "endpoint": endpoint.url,
+            "image": recipe.image.reference,
+            "image_digest": recipe.image.digest,
+            "kind": kind.name,
+            "server_version": info.get("version"),
+        },
+        model={"repo_id": recipe.model.repo_id, "revision": recipe.model.revision},
+        recipe={"name": recipe.name, "path": recipe.path, "hash": recipe_hash(recipe), "rendered": []},
+    )
+    summary = RunSummary(
+        run_id=run_id_for(where, tag, recipe.name),
+        host=where,
+        recipe=recipe.name,
+        time=tag,
+        simulated=simulated,
+        tool=kind.client,
+        tool_version=info.get("version"),
+        cells=results,
+        gates=failed,
+        bench=mode,
+    )
+    path = write_run(results_dir, summary, fingerprint, texts, run_markdown(summary, fingerprint), [],
+                     recipe_yaml=dump_recipe(recipe))  # fmt: skip
+    return path, summary
+
+
+def _json_object(body: str) -> dict:
+    try:
+        data = json.loads(body)
+    except ValueError:
+        return {}
+    return data if isinstance(data, dict) else {}
