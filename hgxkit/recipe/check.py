@@ -17,10 +17,11 @@ from __future__ import annotations
 from hgxkit.errors import InputError
 from hgxkit.netaddr import is_loopback
 from hgxkit.problems import Problem
-from hgxkit.recipe.danger import dangerous_options
+from hgxkit.recipe.danger import dangerous_options, expansion_problems
 from hgxkit.recipe.groups import gpu_count_from_spec, group_problems, plan_groups
 from hgxkit.recipe.model import Mount, Recipe
 from hgxkit.recipe.nodes import parallel_size as nodes_parallel_size
+from hgxkit.recipe.validate import format_path
 
 _DEV_TAGS = ("latest", "dev", "nightly")
 
@@ -31,6 +32,9 @@ def check_recipe(recipe: Recipe, total_gpus: int | None = None) -> list[Problem]
     findings += _check_groups(recipe, total_gpus)
     findings += _check_ports(recipe, total_gpus)
     findings += _check_model_mount(recipe)
+    findings += [
+        Problem("expansion", f"{format_path(p.where)}: {p.message}") for p in expansion_problems(recipe)
+    ]
     findings += [Problem("dangerous-option", danger.message()) for danger in dangerous_options(recipe)]
     findings += _check_exposure(recipe)
     findings += _check_pitfalls(recipe)

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from hgxkit.errors import InputError
 from hgxkit.recipe.importing.commands import Simple
 from hgxkit.recipe.shellwords import EXPANDING_TILDE, dollar_segments
+from hgxkit.secrets import is_secret_name
 
 _NAME = re.compile(r"^\$\{?([A-Za-z_][A-Za-z0-9_]*)\}?$")
 # Variables every host has: never the post's to define.
@@ -83,6 +84,10 @@ class Scope:
     def resolve(self, word: str, *, where: str) -> tuple[str, list[str], list[str]]:
         """`word` with the `$NAME`s the post defines written out: (word, names used, names left to the host).
 
+        A credential's name the post does not define (`$HF_TOKEN`) becomes the secret `{{env:NAME}}`. A name left
+        to the host stays `$NAME` here, for the caller's note; a recipe refuses it wherever it would reach the
+        node (hgxkit.recipe.danger.expansion_problems: `recipe import`, loading, `recipe check`).
+
         Raises InputError for a name the post sets in a block or by a command substitution.
         """
         if "$" not in word:
@@ -99,6 +104,10 @@ class Scope:
             definition = self.definitions.get(name) if name not in HOST_VARIABLES else None
             if not expands:
                 out.append(text.replace("$", "$$"))
+            elif definition is None and match and is_secret_name(match.group(1)):
+                # A credential the post takes from its shell (`-e HF_TOKEN=$HF_TOKEN`): a declared secret, which
+                # reaches the container through a root-only env file (hgxkit.recipe.secretenv), never a shell.
+                out.append("{{env:" + match.group(1) + "}}")
             elif definition is None:
                 out.append(text)
                 if match and match.group(1) not in left:
