@@ -16,7 +16,7 @@ serve_model_weights_gb     weights of the model, for the HiCache host-RAM estima
 serve_host_ram_reserve_gb  host RAM kept out of the HiCache budget for the OS and everything else.
 recipe_env_allowlist       the names a recipe's {{env:NAME}} may take from the operator's environment (None: HF_TOKEN
                            and the kind's API-key variable, VLLM_API_KEY or SGLANG_API_KEY); any other is refused.
-                           The values reach the container only through a root-only env file (hgxkit/recipe/secretenv.py).
+                           Values reach the container only through root-only files (hgxkit/recipe/secretenv.py).
 multinode_reach_timeout    seconds each member of a multi-node group may take to open a TCP connection to the
                            head's fabric address and rendezvous port in the preflight (deploys/reproduce.py runs
                            it before bring-up; roles/serve/group.py). Placement knobs (group_hosts,
