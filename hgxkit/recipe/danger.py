@@ -42,7 +42,7 @@ import csv
 import posixpath
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from hgxkit.errors import InputError
@@ -169,7 +169,7 @@ class PolicyContext:
     mount_roots: tuple[str, ...] = (DEFAULT_MODELS_DIR,)
     host_memory_bytes: int = DEFAULT_HOST_MEMORY
     spans_nodes: bool = False
-    extra: dict[str, str] = field(default_factory=dict)
+    own_files: tuple[str, ...] = ()  # files hgxkit itself wrote for this container (its env file, key files)
 
 
 def context_for(
@@ -215,6 +215,8 @@ def judge_argv(argv: Sequence[str], context: PolicyContext | None = None) -> lis
 
 def _use_dangers(option_name: str, value: str | None, index: int, ctx: PolicyContext) -> list[Danger]:
     name = canonical(option_name)
+    if value is not None and ctx.own_files and _own_file(name, value, ctx.own_files):
+        return []
     option = DOCKER_RUN_OPTIONS.get(name)
     klass = option.klass if option is not None else "unknown"
     written = f"{option_name}={value}" if value is not None else option_name
@@ -240,6 +242,21 @@ def _use_dangers(option_name: str, value: str | None, index: int, ctx: PolicyCon
             )
         )
     return found
+
+
+def _own_file(name: str, value: str, own: Sequence[str]) -> bool:
+    """`--env-file F` or a read-only `-v F:…:ro` of a file hgxkit wrote itself for this container."""
+    if name == "--env-file":
+        return value in own
+    if name == "--volume":
+        parts = value.split(":")
+        return len(parts) == 3 and parts[0] in own and parts[2] == "ro"
+    return False
+
+
+def with_own_files(context: PolicyContext, files: Sequence[str]) -> PolicyContext:
+    """`context` that knows the files hgxkit wrote for the container (its argv names them; they are fine)."""
+    return replace(context, own_files=tuple(files))
 
 
 def _is_shm(source: str) -> bool:

@@ -75,6 +75,7 @@ class ContainerSpec:
     labels: dict[str, str] = field(default_factory=dict)
     health_url: str = ""
     secrets: SecretStart | None = field(default=None, repr=False)  # the start command and its secret files
+    own_files: tuple[str, ...] = ()  # host files hgxkit wrote for this container (key and secret files)
 
     @property
     def argv(self) -> list[str]:
@@ -130,6 +131,10 @@ def _key_overrides(recipe: Recipe, keys: ApiKeyFiles | None) -> tuple[list[tuple
     if kind.api_key_env:
         return [("--env-file", keys.env_file)], []
     return [("--volume", f"{keys.config_yaml}:{KEY_CONFIG_IN_CONTAINER}:ro")], ["--config", KEY_CONFIG_IN_CONTAINER]
+
+
+def _key_files(keys: ApiKeyFiles | None) -> tuple[str, ...]:
+    return (keys.env_file, keys.config_yaml) if keys is not None else ()
 
 
 def container_specs(
@@ -192,6 +197,7 @@ def container_specs(
                 labels=labels,
                 health_url=url,
                 secrets=secrets,
+                own_files=(*_key_files(api_key), f"{folder}/{SECRETS_ENV}", f"{folder}/{RECIPE_KEY_YAML}"),
             )
         )
     return specs

@@ -27,7 +27,7 @@ from hgxkit.node.facts_gpu import NvidiaSmi
 from hgxkit.node.facts_system import MemTotalBytes
 from hgxkit.planfacts import plan_fact
 from hgxkit.problems import Problem
-from hgxkit.recipe.danger import PolicyContext, context_for
+from hgxkit.recipe.danger import PolicyContext, context_for, with_own_files
 from hgxkit.recipe.model import Recipe
 from hgxkit.recipe.secretenv import default_env_allowlist
 from hgxkit.serving.containers import ApiKeyFiles, ContainerSpec
@@ -127,7 +127,7 @@ def env_allowlist(h: Host, recipe: Recipe) -> tuple[str, ...]:
 def start_problems(h: Host, recipe: Recipe, spec: ContainerSpec) -> list[Problem]:
     """The last check before a container starts: the policy on the literal argv the node hands Docker."""
     allowed = tuple(h.data.get("allow_docker_options") or ())
-    return argv_problems(spec.final_argv(), allowed, policy_context(h, recipe))
+    return argv_problems(spec.final_argv(), allowed, with_own_files(policy_context(h, recipe), spec.own_files))
 
 
 def write_start_files(h: Host, folder: str, spec: ContainerSpec) -> bool:

@@ -21,9 +21,16 @@ from hypothesis import strategies as st
 
 from hgxkit.errors import InputError
 from hgxkit.recipe.check import check_recipe
-from hgxkit.recipe.danger import DANGER_NAMES, PolicyContext, context_for, dangerous_options, judge_argv
+from hgxkit.recipe.danger import (
+    DANGER_NAMES,
+    PolicyContext,
+    context_for,
+    dangerous_options,
+    judge_argv,
+    with_own_files,
+)
 from hgxkit.recipe.read import parse_recipe_text
-from hgxkit.serving.containers import container_specs
+from hgxkit.serving.containers import ApiKeyFiles, container_specs
 from hgxkit.serving.policy import argv_problems, docker_option_problems, recipe_exposure_problems
 
 BASE = """\
@@ -385,3 +392,39 @@ def test_quotes_and_escapes_never_turn_a_safe_value_into_a_refusal_or_back(data,
     option, value = data.draw(st.sampled_from(SAFE))
     policy, received = _verdicts(option, data.draw(disguised(value, variables=False)), stub_docker)
     assert policy == received == []
+
+
+def test_the_files_hgxkit_writes_for_a_container_pass_the_node_check_and_hold_the_secrets() -> None:
+    recipe = parse_recipe_text(recipe_text(["-e HF_TOKEN={{env:HF_TOKEN}}"], ["--api-key {{env:SGLANG_API_KEY}}"]))
+    environ = {"HF_TOKEN": "hf-$(id)", "SGLANG_API_KEY": "k;`id`"}
+    (spec,) = container_specs(recipe, total_gpus=None, bind_address="127.0.0.1", api_key=None,
+                              image="img@sha256:" + "0" * 64, environ=environ)  # fmt: skip
+    argv = spec.final_argv()
+    folder = "/var/lib/hgxkit/serve/replace/tiny-0"
+    assert argv[argv.index("--env-file") + 1] == f"{folder}/secrets.env"
+    assert f"{folder}/recipe-api-key.yaml:/run/hgxkit/recipe-api-key.yaml:ro" in argv
+    assert not any("hf-$(id)" in word or "k;`id`" in word for word in argv)  # no secret on the command line
+    assert spec.secret_files() == {"secrets.env": "HF_TOKEN=hf-$(id)\n", "recipe-api-key.yaml": 'api-key: "k;`id`"\n'}
+    assert argv_problems(argv, [], with_own_files(context_for(recipe), spec.own_files)) == []
+    # The same argv judged without knowing they are hgxkit's own: its state directory is off limits.
+    assert [p.remedy.split('["')[1][:-len('"] in the inventory')] for p in argv_problems(argv, [], context_for(recipe))] == [
+        "hgxkit-secret-mount", "host-file-read"]  # fmt: skip
+
+
+def test_the_api_key_files_of_api_key_auto_pass_the_node_check() -> None:
+    recipe = parse_recipe_text(recipe_text())
+    keys = ApiKeyFiles.beside("/etc/hgxkit/serve/api-key")
+    (spec,) = container_specs(recipe, total_gpus=None, bind_address="127.0.0.1", api_key=keys,
+                              image="img@sha256:" + "0" * 64, environ={})  # fmt: skip
+    assert "/etc/hgxkit/serve/api-key.yaml:/run/hgxkit/api-key.yaml:ro" in spec.final_argv()
+    assert argv_problems(spec.final_argv(), [], with_own_files(context_for(recipe), spec.own_files)) == []
+
+
+def test_a_secret_name_off_the_allowlist_is_refused_when_the_start_command_is_made() -> None:
+    recipe = parse_recipe_text(recipe_text(["-e AWS={{env:AWS_SECRET_ACCESS_KEY}}"]))
+    with pytest.raises(InputError) as caught:
+        container_specs(recipe, total_gpus=None, bind_address="127.0.0.1", api_key=None,
+                        image="img@sha256:" + "0" * 64, environ={"AWS_SECRET_ACCESS_KEY": "x"})  # fmt: skip
+    assert caught.value.message == (
+        "{{env:AWS_SECRET_ACCESS_KEY}}: AWS_SECRET_ACCESS_KEY is not on recipe_env_allowlist (HF_TOKEN, SGLANG_API_KEY)"
+    )
