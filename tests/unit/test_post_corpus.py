@@ -104,6 +104,9 @@ SECRET_WORDS = {
     "HUGGING_FACE_HUB_TOKEN=<secret>": "HUGGING_FACE_HUB_TOKEN",  # 007
     "HF_TOKEN=<your-hf-token>": "HF_TOKEN",  # 042
     "HF_TOKEN=hf_" + "X" * 34: "HF_TOKEN",  # 068
+    # 005, 075: `-e HF_TOKEN=$HF_TOKEN` passes the operator's token on: the declared secret `-e HF_TOKEN`, whose
+    # value reaches the container in a root-only env file, never on a command line (issue 23).
+    "HF_TOKEN=host-token": "HF_TOKEN",
 }
 TRAILING = {"044": r"\s*>log\.txt 2>&1 &\s*$"}  # 044 ends with a redirection and `&`: dropped with a note
 
