@@ -376,7 +376,7 @@ def _verdicts(option: str, text: str | None, stub: Path) -> tuple[object, list[s
     return [d.name for d in dangerous_options(recipe)], [d.name for d in judge_argv(received, context_for(recipe))]
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=80, deadline=None)
 @given(data=st.data())
 def test_the_verdict_on_a_disguised_dangerous_value_is_the_verdict_on_what_docker_receives(data, stub_docker) -> None:
     option, value = data.draw(st.sampled_from(DANGEROUS))
@@ -386,7 +386,7 @@ def test_the_verdict_on_a_disguised_dangerous_value_is_the_verdict_on_what_docke
     assert policy == "refused" or policy == received
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=40, deadline=None)
 @given(data=st.data())
 def test_quotes_and_escapes_never_turn_a_safe_value_into_a_refusal_or_back(data, stub_docker) -> None:
     option, value = data.draw(st.sampled_from(SAFE))
