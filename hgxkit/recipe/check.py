@@ -17,11 +17,14 @@ from __future__ import annotations
 from hgxkit.errors import InputError
 from hgxkit.netaddr import is_loopback
 from hgxkit.problems import Problem
-from hgxkit.recipe.danger import dangerous_options
+from hgxkit.recipe.danger import dangerous_options, expansion_problems
+from hgxkit.recipe.effective import effective_host
 from hgxkit.recipe.groups import gpu_count_from_spec, group_problems, plan_groups
 from hgxkit.recipe.model import Mount, Recipe
 from hgxkit.recipe.network_env import host_interface_settings
 from hgxkit.recipe.nodes import parallel_size as nodes_parallel_size
+from hgxkit.recipe.secretenv import env_problems
+from hgxkit.recipe.validate import format_path
 
 _DEV_TAGS = ("latest", "dev", "nightly")
 
@@ -32,7 +35,11 @@ def check_recipe(recipe: Recipe, total_gpus: int | None = None) -> list[Problem]
     findings += _check_groups(recipe, total_gpus)
     findings += _check_ports(recipe, total_gpus)
     findings += _check_model_mount(recipe)
+    findings += [
+        Problem("expansion", f"{format_path(p.where)}: {p.message}") for p in expansion_problems(recipe)
+    ]
     findings += [Problem("dangerous-option", danger.message()) for danger in dangerous_options(recipe)]
+    findings += env_problems(recipe)
     findings += _check_exposure(recipe)
     findings += _check_host_interfaces(recipe)
     findings += _check_pitfalls(recipe)
@@ -189,8 +196,12 @@ def _check_exposure(recipe: Recipe) -> list[Problem]:
     findings = []
     ports = recipe.docker.ports()
     kind = recipe.server.server_kind
-    written = recipe.server.flag("--host")
-    host = written or kind.default_host  # judged by what the engine really binds when --host is absent
+    try:
+        host = effective_host(recipe)  # what the engine really binds: through a sh -c wrapper, or its default
+    except InputError as err:
+        return [Problem("wrapper", f"{err.message}, so who can reach the API is not known",
+                        "write the server's flags without a sh -c wrapper")]  # fmt: skip
+    written = host if host != kind.default_host or recipe.server.flag("--host") else None
     network_host = recipe.docker.last("--network") == "host"
     if ports and not network_host and is_loopback(host):
         findings.append(

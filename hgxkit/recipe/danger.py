@@ -14,10 +14,26 @@ open rendezvous, NCCL and Gloo ports that no `-p` can predict, so SGLang's and v
 with the host's network; there the serving role's exposure policy decides instead (the server's own `--host`
 binds, and a non-loopback one needs an API key), and the fabric between the nodes must be trusted.
 
+The judgement is typed, and an allowlist: every option of the table (`hgxkit.recipe.docker_options`) has a
+class, and each class is safe by default only for the values named safe here; anything else is named, and
+`allow_docker_options` takes the danger's name, its option's name or its class (`"mounts"`, `"resources"`…).
+Mounts: sources under `models_dir` (and the other model directories the inventory allows), the model's
+`local_dir`, named volumes and `/dev/shm` (the engine's shared memory) are fine; any other host path is
+`host-mount`. Resource levers are named: `--oom-score-adj` below 0, `--shm-size` or a tmpfs `size=` of the host's
+memory or more, `--pids-limit` 0 or -1 (no limit), `--oom-kill-disable`, `--cgroup-parent`. `--ulimit
+memlock=-1` is allowed on purpose: NVIDIA's and the engines' container docs run with it (NCCL and GPUDirect pin
+host memory for RDMA), and it only lets the container lock its own memory, which its cgroup still bounds.
+
+`judge_argv` judges a literal argv, the words Docker receives (no shell in between): an option it does not know is
+refused by name (`unknown-option`). The values a recipe holds are the same words once loading has refused every
+shell expansion (`expansion_problems`): a `$NAME` would make what Docker receives differ from what was judged.
+
 Example:
     >>> from hgxkit.recipe.importing.docker_run import import_docker_run
     >>> [d.name for d in dangerous_options(import_docker_run("docker run --privileged -v /:/host img"))]
     ['--privileged', 'host-system-mount']
+    >>> [d.name for d in judge_argv(["docker", "run", "--pids-limit=-1", "-v", "/opt/hgxkit:/x", "img"])]
+    ['--pids-limit', 'host-system-mount']
 """
 
 from __future__ import annotations
@@ -25,11 +41,14 @@ from __future__ import annotations
 import csv
 import posixpath
 import re
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from hgxkit.recipe.docker_options import canonical
-from hgxkit.recipe.shellwords import shell_value
+from hgxkit.errors import InputError
+from hgxkit.problems import Problem
+from hgxkit.recipe.docker_options import DOCKER_RUN_OPTIONS, canonical
+from hgxkit.recipe.shellwords import EXPANDING_TILDE, LITERAL_DOLLAR, Word, dollar_segments, shell_value
 
 if TYPE_CHECKING:
     from hgxkit.recipe.model import Recipe
@@ -38,7 +57,8 @@ if TYPE_CHECKING:
 # its configuration, root's home, the kernel's interfaces, devices, programs, Docker's own state.
 SYSTEM_DIRS = (
     "/etc", "/root", "/var/run", "/run", "/proc", "/sys", "/boot", "/dev", "/usr", "/bin", "/sbin", "/lib",
-    "/lib64", "/var/lib/docker", "/var/lib/containerd", "/var/lib/kubelet",
+    "/lib64", "/var/lib/docker", "/var/lib/containerd", "/var/lib/kubelet", "/opt/hgxkit", "/var/spool",
+    "/home", "/tmp", "/var/tmp",
 )  # fmt: skip
 # hgxkit's own secrets on a node: API keys, tokens, the SSH keys it deploys with.
 HGXKIT_SECRET_DIRS = ("/etc/hgxkit", "/run/hgxkit", "/root/.ssh", "/var/lib/hgxkit")
@@ -66,7 +86,27 @@ DANGER_NAMES: tuple[str, ...] = (
     "docker-socket-mount",
     "hgxkit-secret-mount",
     "host-system-mount",
+    # The typed allowlist's names (module doc): each is allowed by its name, its option's name or its class.
+    "host-mount",
+    "--publish-all",
+    "--network=container",
+    "--pid=container",
+    "--ipc=container",
+    "--security-opt",
+    "--runtime",
+    "--isolation",
+    "--volume-driver",
+    "--log-driver",
+    "--oom-score-adj",
+    "--oom-kill-disable",
+    "--shm-size",
+    "--tmpfs",
+    "--pids-limit",
+    "--cgroup-parent",
+    "unknown-option",
 )
+DEFAULT_MODELS_DIR = "/data/models"
+DEFAULT_HOST_MEMORY = 2 * 1024**4  # an HGX-H200 node's usual RAM (2 TiB); the node gives its own MemTotal
 
 _VOLUME_NAME_RE = re.compile(r"[a-zA-Z0-9][a-zA-Z0-9_.-]*")
 _TRUE = frozenset({"", "true", "1", "t", "True", "TRUE"})
@@ -106,6 +146,12 @@ class Danger:
     option: str
     reason: str
     entry: int
+    klass: str = ""  # the option's class (docker_options.OPTION_CLASSES)
+
+    def allowed_by(self, allowed: Sequence[str]) -> bool:
+        """True when `allowed` (the inventory's `allow_docker_options`) names this danger, its option or class."""
+        option = canonical(self.option.partition("=")[0])
+        return self.name in allowed or option in allowed or bool(self.klass and self.klass in allowed)
 
     def message(self) -> str:
         """One line for `recipe check`: the option, the reason, the knob that allows it."""
@@ -115,52 +161,222 @@ class Danger:
         )
 
 
-def dangerous_options(recipe: Recipe) -> list[Danger]:
+@dataclass(frozen=True)
+class PolicyContext:
+    """What the judgement needs besides the words: the directories mounts may come from, the host's memory, and
+    whether the server spans nodes (its ranks run with the host's network; see the module doc)."""
+
+    mount_roots: tuple[str, ...] = (DEFAULT_MODELS_DIR,)
+    host_memory_bytes: int = DEFAULT_HOST_MEMORY
+    spans_nodes: bool = False
+    own_files: tuple[str, ...] = ()  # files hgxkit itself wrote for this container (its env file, key files)
+
+
+def context_for(
+    recipe: Recipe, *, models_dirs: Sequence[str] = (DEFAULT_MODELS_DIR,), host_memory_bytes: int | None = None
+) -> PolicyContext:
+    """The context of `recipe` on a node: `models_dirs` (the `models_dir` knob and `model_dirs_allowed`) and the
+    model's own `local_dir` are mount roots."""
+    roots = tuple(dict.fromkeys([*models_dirs, *([recipe.model.local_dir] if recipe.model.local_dir else [])]))
+    memory = host_memory_bytes or DEFAULT_HOST_MEMORY
+    return PolicyContext(roots, memory, recipe.node_count() > 1)
+
+
+def dangerous_options(recipe: Recipe, context: PolicyContext | None = None) -> list[Danger]:
     """Every dangerous docker option of `recipe`, in option order (pure: reads nothing but the recipe)."""
+    ctx = context or context_for(recipe)
     found: list[Danger] = []
-    spans_nodes = recipe.node_count() > 1  # host networking is how a multi-node server works (module doc)
     for index, entry in enumerate(recipe.docker.entries):
         for use in entry.uses:
-            name = canonical(use.option.name)
             value = shell_value(use.value) if use.value is not None else None
-            written = f"{use.option.name}={value}" if value is not None else use.option.name
-            danger = _option_danger(name, value)
-            if danger is not None and not (spans_nodes and danger[0] == "--network=host"):
-                found.append(Danger(danger[0], written, danger[1], index))
-            for mount_source in _mount_sources(name, value):
-                mount = _mount_danger(mount_source)
-                if mount is not None:
-                    found.append(Danger(mount[0], written, mount[1], index))
-            if name in _HOST_FILE_OPTIONS and value and _mount_danger(value, file=True) is not None:
-                found.append(
-                    Danger(
-                        "host-file-read",
-                        written,
-                        f"reads the host file {value} into the container; keep such files outside system "
-                        "directories and give an absolute path",
-                        index,
-                    )
-                )
+            found += _use_dangers(use.option.name, value, index, ctx)
     return found
 
 
-def _option_danger(name: str, value: str | None) -> tuple[str, str] | None:
+def judge_argv(argv: Sequence[str], context: PolicyContext | None = None) -> list[Danger]:
+    """The dangers of a literal `docker run` argv, the words Docker receives (`docker`, `run`, options, image…).
+
+    An option Docker has but hgxkit's table does not, or a word that is no option, is `unknown-option`."""
+    from hgxkit.recipe.dockerrun import parse_run_words
+
+    ctx = context or PolicyContext()
+    words = [Word(word.replace("$", LITERAL_DOLLAR), 1, i + 1, True) for i, word in enumerate(argv)]
+    try:
+        run = parse_run_words(words, source="argv")
+    except InputError as err:
+        return [Danger("unknown-option", err.message, "an option hgxkit does not know is refused by name", -1)]
+    found: list[Danger] = []
+    for index, entry in enumerate(run.entries):
+        for use in entry.uses:
+            value = shell_value(use.value) if use.value is not None else None
+            found += _use_dangers(use.option.name, value, index, ctx)
+    return found
+
+
+def _use_dangers(option_name: str, value: str | None, index: int, ctx: PolicyContext) -> list[Danger]:
+    name = canonical(option_name)
+    if value is not None and ctx.own_files and _own_file(name, value, ctx.own_files):
+        return []
+    option = DOCKER_RUN_OPTIONS.get(name)
+    klass = option.klass if option is not None else "unknown"
+    written = f"{option_name}={value}" if value is not None else option_name
+    found: list[Danger] = []
+    danger = _option_danger(name, value, ctx)
+    if danger is not None and not (ctx.spans_nodes and danger[0] == "--network=host"):
+        found.append(Danger(danger[0], written, danger[1], index, klass))
+    for mount_source in _mount_sources(name, value):
+        mount = _mount_danger(mount_source) if not _is_shm(mount_source) else None
+        if mount is None and not _is_shm(mount_source):
+            mount = _outside_roots(mount_source, ctx.mount_roots)
+        if mount is not None:
+            found.append(Danger(mount[0], written, mount[1], index, klass))
+    if name in _HOST_FILE_OPTIONS and value and (_mount_danger(value) is not None or not value.startswith("/")):
+        found.append(
+            Danger(
+                "host-file-read",
+                written,
+                f"reads the host file {value} into the container; keep such files outside system "
+                "directories and give an absolute path",
+                index,
+                klass,
+            )
+        )
+    return found
+
+
+def _own_file(name: str, value: str, own: Sequence[str]) -> bool:
+    """`--env-file F` or a read-only `-v F:…:ro` of a file hgxkit wrote itself for this container."""
+    if name == "--env-file":
+        return value in own
+    if name == "--volume":
+        parts = value.split(":")
+        return len(parts) == 3 and parts[0] in own and parts[2] == "ro"
+    return False
+
+
+def with_own_files(context: PolicyContext, files: Sequence[str]) -> PolicyContext:
+    """`context` that knows the files hgxkit wrote for the container (its argv names them; they are fine)."""
+    return replace(context, own_files=tuple(files))
+
+
+def _is_shm(source: str) -> bool:
+    return posixpath.normpath(source) == "/dev/shm"
+
+
+def _outside_roots(source: str, roots: Sequence[str]) -> tuple[str, str] | None:
+    """`host-mount` for an absolute host path outside every allowed root (a named volume is not a path)."""
+    if not source.startswith("/"):
+        return None  # a named volume (a relative path is named by _mount_danger)
+    path = posixpath.normpath("/" + source.lstrip("/"))
+    if any(_at_or_under(path, posixpath.normpath(root)) for root in roots if root):
+        return None
+    return (
+        "host-mount",
+        f"mounts the host directory {source}, outside the model directories ({', '.join(roots)}); move the "
+        "files there, or allow it",
+    )
+
+
+def _option_danger(name: str, value: str | None, ctx: PolicyContext | None = None) -> tuple[str, str] | None:
     """The (name, reason) of an option that is dangerous by itself, whatever it mounts."""
     switched_on = value is None or value in _TRUE
+    memory = (ctx or PolicyContext()).host_memory_bytes
     if name == "--privileged" and switched_on:
         return "--privileged", "gives the container every device and capability of the host"
     if name == "--use-api-socket" and switched_on:
         return "--use-api-socket", "gives the container the Docker API and its credentials: root on the host"
     if name in _HOST_NAMESPACES and value == "host":
         return f"{name}=host", _HOST_NAMESPACES[name]
+    if name in ("--network", "--pid", "--ipc") and value is not None and value.startswith("container:"):
+        return f"{name}=container", f"joins the namespace of another container ({value}), whatever it runs"
     if name == "--security-opt" and value is not None:
         setting = value.replace(":", "=", 1) if "=" not in value else value  # the old `seccomp:unconfined`
         if setting in _SECURITY_OPTS:
             return f"--security-opt={setting}", _SECURITY_OPTS[setting]
-        return None
+        if setting in ("no-new-privileges", "no-new-privileges=true"):
+            return None
+        return "--security-opt", f"changes the container's confinement ({value}), which hgxkit cannot judge"
     if name in _PLAIN_OPTIONS:
         return name, _PLAIN_OPTIONS[name]
+    if name == "--publish-all" and switched_on:
+        return "--publish-all", "publishes every exposed port on every interface, whatever bind_address says"
+    return _lever_danger(name, value, switched_on, memory)
+
+
+_SAFE_VALUES = {
+    "--runtime": ("nvidia", "runc", ""),
+    "--isolation": ("default", ""),
+    "--log-driver": ("json-file", "local", "none", "journald"),
+}
+
+
+def _lever_danger(name: str, value: str | None, switched_on: bool, memory: int) -> tuple[str, str] | None:
+    """Runtime, plugins and resource levers (module doc)."""
+    if name in _SAFE_VALUES and value not in _SAFE_VALUES[name]:
+        return name, f"{value!r} is not one of {', '.join(v for v in _SAFE_VALUES[name] if v)}"
+    if name == "--volume-driver":
+        return name, "mounts through a volume plugin, which decides what the container gets"
+    if name == "--oom-score-adj" and _number(value) < 0:
+        return name, "makes the host's OOM killer spare the container and kill host processes first"
+    if name == "--oom-kill-disable" and switched_on:
+        return name, "keeps the OOM killer off the container: the host runs out of memory instead"
+    if name == "--pids-limit" and value is not None and _number(value) <= 0:
+        return name, "removes the limit on processes: a fork bomb takes the host"
+    if name == "--cgroup-parent":
+        return name, "places the container in a cgroup of the recipe's choosing, outside Docker's limits"
+    if name == "--shm-size" and value is not None and _bytes(value) >= memory:
+        return name, f"a /dev/shm of {value}: the host's memory ({memory >> 30} GiB) or more"
+    if name in ("--tmpfs", "--mount") and value is not None:
+        size = _tmpfs_size(name, value)
+        if size is not None and size >= memory:
+            return "--tmpfs", f"a tmpfs of {size >> 30} GiB: the host's memory ({memory >> 30} GiB) or more"
     return None
+
+
+def _number(value: str | None) -> float:
+    try:
+        return float(value or 0)
+    except ValueError:
+        return 0.0
+
+
+_UNITS = {"": 1, "b": 1, "k": 1024, "m": 1024**2, "g": 1024**3, "t": 1024**4, "p": 1024**5}
+
+
+def _bytes(text: str) -> int:
+    """Docker's RAM size (`32g`, `2T`, `512mb`, `1048576`); 0 when it is no size (Docker refuses it then)."""
+    match = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]+)?)\s*([kmgtpKMGTP]?)[iI]?[bB]?\s*", text)
+    if match is None:
+        return 0
+    return int(float(match.group(1)) * _UNITS[match.group(2).lower()])
+
+
+def _tmpfs_size(name: str, value: str) -> int | None:
+    if name == "--tmpfs":
+        options = value.partition(":")[2].split(",")
+    else:
+        fields = _mount_fields(value)
+        if fields.get("type") != "tmpfs":
+            return None
+        options = [f"size={fields['tmpfs-size']}"] if fields.get("tmpfs-size") else []
+    for item in options:
+        key, _, size = item.partition("=")
+        if key.strip() == "size" and size:
+            return _bytes(size)
+    return None
+
+
+def expansions(word: str) -> list[str]:
+    """Every shell expansion left in `word` (lexer notation): `$NAME`, `${NAME}`, `$1`, a leading `~`.
+
+    >>> expansions("/${NOPE}var/run/docker.so${NOPE}ck"), expansions("$~/x"), expansions("a$$b")
+    (['${NOPE}', '${NOPE}'], ['~'], [])
+    """
+    found = ["~"] if word.startswith(EXPANDING_TILDE) else []
+    text = word[len(EXPANDING_TILDE) :] if found else word
+    if "$" in text:
+        found += [value for value, expands in dollar_segments(text) if expands]
+    return found
 
 
 def _mount_sources(name: str, value: str | None) -> list[str]:
@@ -225,3 +441,28 @@ def _mount_danger(source: str, *, file: bool = False) -> tuple[str, str] | None:
 def _at_or_under(path: str, directory: str) -> bool:
     """True when `path` is `directory` or inside it (both normalised)."""
     return path == directory or path.startswith(directory.rstrip("/") + "/")
+
+
+def expansion_problems(recipe: Recipe) -> list[Problem]:
+    """A shell expansion left in the image, a docker option, the server program or a server flag (module doc):
+    one `expansion` error each, `where` its key path. Secrets are `{{env:NAME}}`, which is no shell syntax."""
+    places: list[tuple[tuple[str | int, ...], list[str]]] = [(("image", "reference"), [recipe.image.reference])]
+    places += [(("docker", "options", i), list(entry.words)) for i, entry in enumerate(recipe.docker.entries)]
+    places.append((("server", "command"), list(recipe.server.program)))
+    places += [(("server", "args", i), list(entry)) for i, entry in enumerate(recipe.server.args)]
+    problems = []
+    for where, words in places:
+        for word in words:
+            found = expansions(word)
+            if found:
+                problems.append(
+                    Problem(
+                        "expansion",
+                        f"{found[0]} in {shell_value(word)!r} is left for the node's shell to expand, so Docker "
+                        "would receive other words than hgxkit checked",
+                        "resolve it in the post, or declare it a secret ({{env:NAME}}, passed as -e NAME)",
+                        where=where,
+                    )
+                )
+                break
+    return problems

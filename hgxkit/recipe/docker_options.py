@@ -8,6 +8,8 @@ Example:
     True
     >>> lookup_short("d").name
     '--detach'
+    >>> DOCKER_RUN_OPTIONS["--shm-size"].klass
+    'resources'
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ class DockerOption:
     short: str | None
     takes_value: bool
     repeatable: bool
+    klass: str = "lifecycle"  # its class in OPTION_CLASSES: what it gives the container (hgxkit.recipe.danger)
 
 
 # (long name, short alias, value type as `docker run --help` prints it; "" for booleans).
@@ -139,8 +142,46 @@ _TABLE: tuple[tuple[str, str | None, str], ...] = (
 
 _REPEATABLE_TYPES = frozenset({"list", "map", "ulimit", "mount"})
 
+# Each option's class: what it gives the container. hgxkit.recipe.danger judges each class's values (safe by
+# default, or named and allowed only by `allow_docker_options: [<class or name>]`).
+OPTION_CLASSES: dict[str, tuple[str, ...]] = {
+    "lifecycle": (
+        "--attach", "--detach", "--detach-keys", "--disable-content-trust", "--help", "--init", "--interactive",
+        "--tty", "--pull", "--quiet", "--restart", "--rm", "--sig-proxy", "--stop-signal", "--stop-timeout",
+        "--platform", "--entrypoint", "--health-cmd", "--health-interval", "--health-retries",
+        "--health-start-interval", "--health-start-period", "--health-timeout", "--no-healthcheck",
+    ),
+    "identity": ("--name", "--hostname", "--domainname", "--user", "--workdir"),
+    "env": ("--env", "--env-file"),
+    "labels": ("--label", "--label-file", "--annotation"),
+    "gpus": ("--gpus",),
+    "ports": ("--publish", "--publish-all", "--expose"),
+    "network": (
+        "--network", "--net", "--network-alias", "--net-alias", "--ip", "--ip6", "--link", "--link-local-ip",
+        "--mac-address", "--add-host", "--dns", "--dns-option", "--dns-opt", "--dns-search",
+    ),
+    "namespaces": ("--pid", "--uts", "--cgroupns", "--ipc", "--userns"),
+    "security": ("--security-opt", "--cap-drop"),
+    "privileges": ("--privileged", "--cap-add", "--group-add", "--use-api-socket"),
+    "resources": (
+        "--blkio-weight", "--blkio-weight-device", "--cpu-count", "--cpu-percent", "--cpu-period", "--cpu-quota",
+        "--cpu-rt-period", "--cpu-rt-runtime", "--cpu-shares", "--cpus", "--cpuset-cpus", "--cpuset-mems",
+        "--device-read-bps", "--device-read-iops", "--device-write-bps", "--device-write-iops", "--io-maxbandwidth",
+        "--io-maxiops", "--kernel-memory", "--memory", "--memory-reservation", "--memory-swap",
+        "--memory-swappiness", "--oom-kill-disable", "--oom-score-adj", "--pids-limit", "--shm-size", "--ulimit",
+        "--cgroup-parent", "--storage-opt", "--sysctl",
+    ),
+    "devices": ("--device", "--device-cgroup-rule"),
+    "mounts": ("--volume", "--mount", "--tmpfs", "--volumes-from", "--volume-driver", "--read-only"),
+    "runtime": ("--runtime", "--isolation"),
+    "logging": ("--log-driver", "--log-opt"),
+    "host-files": ("--cidfile",),
+}  # fmt: skip
+_CLASS_OF = {name: klass for klass, names in OPTION_CLASSES.items() for name in names}
+
 DOCKER_RUN_OPTIONS: dict[str, DockerOption] = {
-    name: DockerOption(name, short, bool(kind), kind in _REPEATABLE_TYPES) for name, short, kind in _TABLE
+    name: DockerOption(name, short, bool(kind), kind in _REPEATABLE_TYPES, _CLASS_OF[name])
+    for name, short, kind in _TABLE
 }
 _BY_SHORT: dict[str, DockerOption] = {opt.short: opt for opt in DOCKER_RUN_OPTIONS.values() if opt.short}
 

@@ -27,6 +27,7 @@ import yaml
 from hgxkit.errors import InputError
 from hgxkit.kinds import detect_kind
 from hgxkit.problems import Problem
+from hgxkit.recipe.danger import expansion_problems
 from hgxkit.recipe.dockerrun import parse_option_words
 from hgxkit.recipe.matrix_io import build_matrix, build_reference
 from hgxkit.recipe.migrate import migrate
@@ -143,7 +144,7 @@ def parse_recipe_text(text: str, *, source: str = "<recipe>") -> Recipe:
         data = migrate(data, fail=locate.error)  # in memory; `hgxkit recipe migrate` rewrites the file
         locate.refuse(schema_problem(data))
     recipe, items = _build(data, locate)
-    problems = recipe_problems(recipe)
+    problems = recipe_problems(recipe) + expansion_problems(recipe)
     if problems:
         first = problems[0]
         raise locate.error(_item_path(tuple(first.where), items), first.message)

@@ -280,7 +280,8 @@ def _recipe_schema(
         "description": (
             "One serving setup captured exactly. Per-group placeholders in words: {{name}}, {{gpus}}, {{port}}, "
             "{{group}}; per host of a group spanning nodes: {{rank}}, {{head}}, {{dist_port}}; secrets as "
-            "{{env:NAME}}, read from the environment when the command runs."
+            "{{env:NAME}} (names on the node's recipe_env_allowlist), passed to the container in root-only files; "
+            "no word may hold a $VAR or ~ for a shell to expand."
         ),
         "type": "object",
         "additionalProperties": False,

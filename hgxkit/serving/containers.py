@@ -6,8 +6,12 @@ Overrides: the container is always named (the post's name, else `<recipe>-<group
 published port binds `bind_address`; it runs detached and by image digest. With `api_key: auto` the server
 gets the node's key from a root-only file, the way its kind reads one: SGLang from a `--config` YAML file
 mounted read-only (so the key is on no command line), vLLM from `--env-file` (VLLM_API_KEY). A recipe's
-own `{{env:NAME}}` values come from the controller's environment when the command runs (`command`), never
-into the spec, its hash, or anything printed.
+own `{{env:NAME}}` values come from the controller's environment when the command runs, never into the spec,
+its hash, or anything printed, and never onto a command line: they go to root-only files next to the start
+script (`secrets.env`, Docker's `--env-file`; SGLang's key in `recipe-api-key.yaml`, mounted read-only as
+`--config`; see hgxkit.recipe.secretenv). The start command (`command`) is the literal argv, each word quoted
+so that the node's shell passes it as it is: `final_argv` is exactly what Docker receives, and what the
+serving role judges (hgxkit.recipe.danger.judge_argv) before it starts anything.
 
 Example:
     >>> from hgxkit.recipe.read import load_recipe
@@ -26,9 +30,13 @@ from dataclasses import dataclass, field
 
 from pyinfra.api import StringCommand
 
+from hgxkit.errors import InputError
+from hgxkit.hostcmd import argv as host_argv
+from hgxkit.recipe.danger import expansions
 from hgxkit.recipe.model import Recipe
 from hgxkit.recipe.render import RenderedGroup, render_recipe
-from hgxkit.recipe.shellwords import quote_word
+from hgxkit.recipe.secretenv import SecretStart, default_env_allowlist, take_secrets
+from hgxkit.recipe.shellwords import quote_word, shell_value
 
 MANAGED_LABEL = "hgxkit.serve"
 SPEC_LABEL = "hgxkit.spec"
@@ -37,6 +45,9 @@ RECIPE_LABEL = "hgxkit.recipe"
 PORT_LABEL = "hgxkit.port"  # the host port the server answers on (published, or its own with --network host)
 RANK_LABEL = "hgxkit.rank"  # the node rank of a container of a group spanning nodes
 KEY_CONFIG_IN_CONTAINER = "/run/hgxkit/api-key.yaml"
+SECRETS_ENV = "secrets.env"  # in the group's state folder: the recipe's secrets for Docker's --env-file
+RECIPE_KEY_YAML = "recipe-api-key.yaml"  # ... and SGLang's key from the recipe, for its --config
+DEFAULT_STATE_DIR = "/var/lib/hgxkit/serve"
 
 
 @dataclass(frozen=True)
@@ -63,16 +74,35 @@ class ContainerSpec:
     spec_hash: str
     labels: dict[str, str] = field(default_factory=dict)
     health_url: str = ""
-    resolved: RenderedGroup | None = None  # the same command with {{env:NAME}} values (never printed)
+    secrets: SecretStart | None = field(default=None, repr=False)  # the start command and its secret files
+    own_files: tuple[str, ...] = ()  # host files hgxkit wrote for this container (key and secret files)
 
     @property
     def argv(self) -> list[str]:
         return self.rendered.argv
 
+    def final_argv(self) -> list[str]:
+        """The words Docker receives, literal: the start command with secrets moved to files (module doc).
+        Raises InputError for a word a shell would still expand (loading refuses those; this is the last net)."""
+        group = self.secrets.group if self.secrets is not None else self.rendered
+        for word in group.argv:
+            left = expansions(word)
+            if left:
+                raise InputError(f"{self.name}: {left[0]} in {shell_value(word)!r} is left for a shell to expand")
+        return [shell_value(word) for word in group.argv]
+
     def command(self) -> StringCommand:
-        """The `docker run` command as the node runs it ({{env:NAME}} values in place: keep it off logs and
-        command lines, e.g. in a root-only script file)."""
-        return StringCommand(*(quote_word(word) for word in (self.resolved or self.rendered).argv))
+        """The `docker run` command as the node runs it: `final_argv`, every word quoted literally."""
+        return host_argv(*self.final_argv())
+
+    def secret_files(self) -> dict[str, str]:
+        """Root-only files (name in the group's state folder -> content) the command reads; never printed."""
+        if self.secrets is None:
+            return {}
+        files = {SECRETS_ENV: self.secrets.env_file_text()} if self.secrets.env else {}
+        if self.secrets.config_key is not None:
+            files[RECIPE_KEY_YAML] = self.secrets.config_text()
+        return files
 
     def shell(self) -> str:
         """The command as a person reads it (secrets as `${NAME}` references)."""
@@ -103,6 +133,10 @@ def _key_overrides(recipe: Recipe, keys: ApiKeyFiles | None) -> tuple[list[tuple
     return [("--volume", f"{keys.config_yaml}:{KEY_CONFIG_IN_CONTAINER}:ro")], ["--config", KEY_CONFIG_IN_CONTAINER]
 
 
+def _key_files(keys: ApiKeyFiles | None) -> tuple[str, ...]:
+    return (keys.env_file, keys.config_yaml) if keys is not None else ()
+
+
 def container_specs(
     recipe: Recipe,
     *,
@@ -114,11 +148,15 @@ def container_specs(
     rank: int | None = None,
     head: str | None = None,
     group_hash: str | None = None,
+    state_dir: str = DEFAULT_STATE_DIR,
+    env_allowlist: tuple[str, ...] | None = None,
 ) -> list[ContainerSpec]:
     """Every group's container with hgxkit's overrides (module doc), run by `image` (a digest reference).
 
-    `environ` (the controller's environment, at execute time) fills the recipe's `{{env:NAME}}` values into
-    `ContainerSpec.command`; the spec, its hash and `shell()` keep `${NAME}` references.
+    `environ` (the controller's environment, at execute time) gives the recipe's `{{env:NAME}}` values (names
+    on `env_allowlist` only; default: hgxkit.recipe.secretenv), written to files under
+    `<state_dir>/replace/<name>/` (`ContainerSpec.secret_files`); the spec, its hash and `shell()` keep `${NAME}`
+    references.
 
     A server spanning nodes is rendered for one host: `rank` and `head` (the head's address; see
     render_recipe). Its container is labelled with its rank and with `group_hash` (the hash over every rank's
@@ -126,14 +164,10 @@ def container_specs(
     stopped rank is kept, so a failed replace of the group can start it again.
     """
     shown = render_recipe(recipe, total_gpus=total_gpus, rank=rank, head=head)
-    ran = (
-        render_recipe(recipe, total_gpus=total_gpus, secrets="resolve", environ=environ, rank=rank, head=head)
-        if environ
-        else shown
-    )
+    allowlist = env_allowlist if env_allowlist is not None else default_env_allowlist(recipe)
     options, args = _key_overrides(recipe, api_key)
     specs = []
-    for group, resolved in zip(shown, ran, strict=True):
+    for group in shown:
         name = container_name(recipe, group)
         overrides = dict(name=name, publish_address=bind_address, detach=True, image=image, extra_options=options,
                          extra_args=args, keep_stopped=rank is not None)  # fmt: skip
@@ -146,7 +180,12 @@ def container_specs(
             labels[RANK_LABEL] = str(rank)
             labels[SPEC_LABEL] = group_hash or spec_hash
             spec_hash = labels[SPEC_LABEL]
-        run = resolved.with_overrides(**overrides).with_overrides(labels=labels) if environ else None  # type: ignore[arg-type]
+        folder = f"{state_dir}/replace/{name}"
+        secrets = (
+            take_secrets(body.with_overrides(labels=labels), recipe.server.server_kind, environ, allowlist,
+                         env_file=f"{folder}/{SECRETS_ENV}", key_file=f"{folder}/{RECIPE_KEY_YAML}")
+            if environ is not None else None
+        )  # fmt: skip
         specs.append(
             ContainerSpec(
                 group=group.group,
@@ -157,7 +196,8 @@ def container_specs(
                 spec_hash=spec_hash,
                 labels=labels,
                 health_url=url,
-                resolved=run,
+                secrets=secrets,
+                own_files=(*_key_files(api_key), f"{folder}/{SECRETS_ENV}", f"{folder}/{RECIPE_KEY_YAML}"),
             )
         )
     return specs

@@ -80,7 +80,9 @@ def set_aside_command(name: str) -> StringCommand:
 def start_command(workdir: str) -> StringCommand:
     """Run the rank's `docker run` (root-only `docker-run.sh` in `workdir`, deleted once run); its output goes
     to `start.log` there."""
-    return script("cd {dir} && sh ./docker-run.sh > start.log 2>&1; s=$?; rm -f docker-run.sh; exit $s", dir=workdir)
+    return script(
+        "cd {dir} && sh ./docker-run.sh > start.log 2>&1; s=$?; rm -f docker-run.sh secrets.env; exit $s", dir=workdir
+    )
 
 
 def finish_command(name: str) -> StringCommand:

@@ -9,13 +9,18 @@ Example:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
+from hgxkit.errors import InputError
 from hgxkit.netaddr import is_loopback
 from hgxkit.problems import Problem
+from hgxkit.recipe.danger import Danger, PolicyContext, dangerous_options, judge_argv
+from hgxkit.recipe.effective import effective_host
 from hgxkit.recipe.model import Recipe
 
 GIB = 1024**3
+_TRUE = frozenset({"true", "1", "t", "True", "TRUE"})
 
 
 def exposure_problems(bind_address: str, api_key: str | None, allow_unauthenticated: bool) -> list[Problem]:
@@ -97,18 +102,23 @@ def memory_problems(need: HostMemoryNeed, ram_bytes: int | None, reserve_gb: flo
 
 
 def recipe_exposure_problems(recipe: Recipe, *, api_key: str | None, allow_unauthenticated: bool) -> list[Problem]:
-    """Exposure the recipe itself causes, whatever `bind_address` says: `-P` publishes every exposed port on
-    every interface; with `--network host` no port is published, the server's own `--host` is what binds
-    (the kind's default when absent: SGLang 127.0.0.1, vLLM all interfaces)."""
+    """Exposure the recipe itself causes, whatever `bind_address` says: `-P` (`--publish-all`, `=true` too)
+    publishes every exposed port on every interface; with `--network host` no port is published, the server's
+    effective `--host` is what binds (hgxkit.recipe.effective: through `sh -c` wrappers too; the kind's default
+    when absent: SGLang 127.0.0.1, vLLM all interfaces)."""
     problems = []
-    if any(value is None for value in recipe.docker.values("--publish-all")):
+    if any(value is None or value in _TRUE for value in recipe.docker.values("--publish-all")):
         problems.append(
             Problem("exposure", "-P publishes every exposed port on every interface, whatever bind_address says",
                     "publish the server's port with -p instead")
         )
     if recipe.docker.last("--network") == "host" and not (api_key or allow_unauthenticated):
         kind = recipe.server.server_kind
-        host = recipe.server.flag("--host") or kind.default_host
+        try:
+            host = effective_host(recipe)
+        except InputError as err:
+            return [*problems, Problem("exposure", f"{err.message}, so who can reach the API is not known",
+                                       "write the server's flags without a sh -c wrapper")]  # fmt: skip
         if not is_loopback(host):
             problems.append(
                 Problem(
@@ -121,16 +131,21 @@ def recipe_exposure_problems(recipe: Recipe, *, api_key: str | None, allow_unaut
     return problems
 
 
-def docker_option_problems(recipe: Recipe, allowed: list[str] | tuple[str, ...]) -> list[Problem]:
-    """Dangerous docker options (hgxkit.recipe.danger) the inventory has not allowed by name."""
-    from hgxkit.recipe.danger import dangerous_options
+def docker_option_problems(
+    recipe: Recipe, allowed: Sequence[str], context: PolicyContext | None = None
+) -> list[Problem]:
+    """Dangerous docker options (hgxkit.recipe.danger) the inventory has not allowed by name or class."""
+    return [_option_problem(danger) for danger in dangerous_options(recipe, context) if not danger.allowed_by(allowed)]
 
-    return [
-        Problem(
-            "docker-option",
-            danger.message(),
-            f'if you trust this recipe with that, set allow_docker_options: ["{danger.name}"] in the inventory',
-        )
-        for danger in dangerous_options(recipe)
-        if danger.name not in allowed
-    ]
+
+def argv_problems(argv: Sequence[str], allowed: Sequence[str], context: PolicyContext | None = None) -> list[Problem]:
+    """The same judgement on the literal argv the node is about to hand Docker (the last check before a start)."""
+    return [_option_problem(danger) for danger in judge_argv(argv, context) if not danger.allowed_by(allowed)]
+
+
+def _option_problem(danger: Danger) -> Problem:
+    return Problem(
+        "docker-option",
+        danger.message(),
+        f'if you trust this recipe with that, set allow_docker_options: ["{danger.name}"] in the inventory',
+    )

@@ -21,18 +21,22 @@ from pyinfra.api import Host, StringCommand
 from pyinfra.api.exceptions import DeployError
 from pyinfra.api.output import echo
 
-from hgxkit.hostcmd import HostRunner, argv, script, text
+from hgxkit.hostcmd import HostRunner, SecretLines, argv, script, text
 from hgxkit.kinds import KINDS
 from hgxkit.knobs import knob
 from hgxkit.node.facts_files import IsFile
 from hgxkit.node.facts_gpu import NvidiaSmi
+from hgxkit.node.facts_system import MemTotalBytes
 from hgxkit.planfacts import plan_fact
 from hgxkit.problems import Problem
+from hgxkit.recipe.danger import PolicyContext, context_for, with_own_files
 from hgxkit.recipe.model import Recipe
+from hgxkit.recipe.secretenv import default_env_allowlist
 from hgxkit.runfailure import RunFailure
 from hgxkit.serving import pullprogress
-from hgxkit.serving.containers import ApiKeyFiles
+from hgxkit.serving.containers import ApiKeyFiles, ContainerSpec
 from hgxkit.serving.image import RECORD_NAME, digest_from_inspect, pull_and_inspect
+from hgxkit.serving.policy import argv_problems
 from hgxkit.serving.pullprogress import progress_line, read_progress
 
 PULL_UNIT = "hgxkit-image-pull"  # the node-side unit that pulls the recipe's image in the background
@@ -163,3 +167,36 @@ def ensure_api_key(h: Host) -> None:
         h.get_file(key_file, str(local))
         local.chmod(0o600)
         echo(f"[{h.name}] API key stored root-only at {key_file}; a copy is in {local} (keep it secret)")
+
+
+def policy_context(h: Host, recipe: Recipe) -> PolicyContext:
+    """What the docker-option policy judges against on `h`: its model directories and its memory."""
+    dirs = [str(knob(h, "models_dir")), *(str(d) for d in (knob(h, "model_dirs_allowed") or []))]
+    memory = plan_fact(h, MemTotalBytes)
+    return context_for(recipe, models_dirs=dirs, host_memory_bytes=int(memory) if memory else None)
+
+
+def env_allowlist(h: Host, recipe: Recipe) -> tuple[str, ...]:
+    """The `{{env:NAME}}` names `h` lets the recipe take: `recipe_env_allowlist`, else the kind's default."""
+    names = h.data.get("recipe_env_allowlist")
+    return tuple(str(n) for n in names) if names is not None else default_env_allowlist(recipe)
+
+
+def start_problems(h: Host, recipe: Recipe, spec: ContainerSpec) -> list[Problem]:
+    """The last check before a container starts: the policy on the literal argv the node hands Docker."""
+    allowed = tuple(h.data.get("allow_docker_options") or ())
+    return argv_problems(spec.final_argv(), allowed, with_own_files(policy_context(h, recipe), spec.own_files))
+
+
+def write_start_files(h: Host, folder: str, spec: ContainerSpec) -> bool:
+    """Write the start command and its secret files root-only (0600, in a 0700 folder) on `h`, from stdin."""
+    run = HostRunner(h)
+    files = {"docker-run.sh": text(spec.command()), **spec.secret_files()}
+    for name, content in files.items():
+        ok, _ = run.status(
+            script("umask 077 && mkdir -p {dir} && cat > {path}", dir=folder, path=f"{folder}/{name}"),
+            _stdin=SecretLines([content.rstrip("\n")]),
+        )
+        if not ok:
+            return False
+    return True

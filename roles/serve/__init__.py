@@ -33,7 +33,7 @@ from pyinfra.api.exceptions import DeployError
 from pyinfra.api.output import echo
 from pyinfra.operations import files, python, server
 
-from hgxkit.hostcmd import HostRunner, SecretLines, argv, script, text
+from hgxkit.hostcmd import HostRunner, argv, script
 from hgxkit.hostfiles import write_text
 from hgxkit.knobs import knob
 from hgxkit.netaddr import is_loopback
@@ -45,6 +45,7 @@ from hgxkit.problems import Problem, refuse
 from hgxkit.recipe.check import check_recipe
 from hgxkit.recipe.host_recipe import recipe_for
 from hgxkit.recipe.model import Recipe
+from hgxkit.recipe.secretenv import api_key_variable, env_problems
 from hgxkit.runfailure import RunFailure
 from hgxkit.secrets import redact
 from hgxkit.serving.containers import ContainerSpec, container_specs
@@ -62,14 +63,18 @@ from hgxkit.serving.rollout import GroupAction, RunningContainer, group_actions,
 from hgxkit.serving.steps import (
     PULL_UNIT,
     ensure_api_key,
+    env_allowlist,
     key_files,
+    policy_context,
     pull,
     pull_files,
     pull_program,
     record_path,
     runtime_problems,
+    start_problems,
     start_pull_command,
     workdir,
+    write_start_files,
 )
 from roles.serve.defaults import DEFAULTS
 from roles.serve.group import serve_group
@@ -90,7 +95,9 @@ def static_problems(recipe: Recipe, total_gpus: int | None) -> list[Problem]:
     api_key = knob(host, "api_key")
     problems = exposure_problems(knob(host, "bind_address"), api_key, allow)
     problems += recipe_exposure_problems(recipe, api_key=api_key, allow_unauthenticated=allow)
-    problems += docker_option_problems(recipe, tuple(data.get("allow_docker_options") or ()))
+    problems += docker_option_problems(recipe, tuple(data.get("allow_docker_options") or ()),
+                                       policy_context(host, recipe))  # fmt: skip
+    problems += env_problems(recipe, env_allowlist(host, recipe))
     problems += [
         Problem("secret", f"the recipe takes {{{{env:{name}}}}} from the controller, where ${name} is not set",
                 f"export {name} before running pyinfra")
@@ -98,6 +105,9 @@ def static_problems(recipe: Recipe, total_gpus: int | None) -> list[Problem]:
         if not os.environ.get(name)
     ]
     kind = recipe.server.server_kind
+    if api_key == "auto" and kind.api_key_env is None and api_key_variable(kind) in recipe.env_refs():
+        problems.append(Problem("api_key", f"api_key: auto passes the key in {kind.title}'s --config, and the recipe "
+                                "brings its own --api-key", "drop one of them"))  # fmt: skip
     if api_key == "auto" and kind.api_key_env is None and recipe.server.has("--config"):
         problems.append(Problem("api_key", f"api_key: auto passes the key in {kind.title}'s --config, and the recipe "
                                 "has its own --config", "move the recipe's --config settings into flags"))  # fmt: skip
@@ -150,6 +160,8 @@ def specs_for(recipe: Recipe, total_gpus: int | None, digest: str, environ: dict
         api_key=key_files(host),
         image=image_to_run(recipe.image.reference, digest),
         environ=environ,
+        state_dir=str(knob(host, "serve_state_dir")),
+        env_allowlist=env_allowlist(host, recipe),
     )
 
 
@@ -337,11 +349,12 @@ def _replace_group(run: HostRunner, recipe: Recipe, spec: ContainerSpec, old_id:
         interval_s=float(host.data.get("serve_health_interval")),
         workdir=folder,
     )
-    # The docker run command may hold the recipe's secrets: a root-only file, sent on stdin, deleted once run.
-    ok, _ = run.status(
-        script("umask 077 && mkdir -p {dir} && rm -f {dir}/status && cat > {dir}/docker-run.sh", dir=folder),
-        _stdin=SecretLines([text(spec.command())]),
-    )
+    # The last check: the policy on the very argv the node hands Docker (secrets already moved to files).
+    refuse(HEADING.format(host=host.name), start_problems(host, recipe, spec))
+    # The command and the recipe's secret files: root-only, sent on stdin; the command and env file are
+    # deleted once run.
+    run(script("rm -f {f}", f=f"{folder}/status"))
+    ok = write_start_files(host, folder, spec)
     if not ok or not write_text(run, f"{folder}/replace.sh", program, mode="0700"):
         raise DeployError(f"{host.name}: could not write the replace script under {folder}")
     run(script("systemctl reset-failed {unit} >/dev/null 2>&1; systemd-run --unit {unit} --collect --quiet "

@@ -16,6 +16,9 @@ serve_health_timeout       seconds a group may take to answer /health_generate (
 serve_health_interval      seconds between health probes (progress is printed at each).
 serve_model_weights_gb     weights of the model, for the HiCache host-RAM estimate (DeepSeek-V4-Flash: ~160 GB).
 serve_host_ram_reserve_gb  host RAM kept out of the HiCache budget for the OS and everything else.
+recipe_env_allowlist       the names a recipe's {{env:NAME}} may take from the operator's environment (None: HF_TOKEN
+                           and the kind's API-key variable, VLLM_API_KEY or SGLANG_API_KEY); any other is refused.
+                           Values reach the container only through root-only files (hgxkit/recipe/secretenv.py).
 multinode_reach_timeout    seconds each member of a multi-node group may take to open a TCP connection to the
                            head's fabric address and rendezvous port in the preflight (deploys/reproduce.py runs
                            it before bring-up; roles/serve/group.py). Placement knobs (group_hosts,
@@ -44,4 +47,5 @@ DEFAULTS = {
     "serve_model_weights_gb": 160,
     "serve_host_ram_reserve_gb": 64,
     "multinode_reach_timeout": 5,
+    "recipe_env_allowlist": None,
 }

@@ -36,7 +36,7 @@ from pyinfra.api.exceptions import DeployError
 from pyinfra.api.output import echo
 from pyinfra.operations import python
 
-from hgxkit.hostcmd import HostRunner, SecretLines, argv, script, text
+from hgxkit.hostcmd import HostRunner, argv, script
 from hgxkit.hostfiles import write_text
 from hgxkit.knobs import knob, role_knob
 from hgxkit.node.facts_files import JsonFile
@@ -82,7 +82,17 @@ from hgxkit.serving.multinode import (
 from hgxkit.serving.nodegroups import group_for, member_host, member_state, run_problems, spanning_recipe
 from hgxkit.serving.probes import http_request, parse_response
 from hgxkit.serving.replace import PREVIOUS_SUFFIX
-from hgxkit.serving.steps import ensure_api_key, key_files, pull, record_path, runtime_problems, workdir
+from hgxkit.serving.steps import (
+    ensure_api_key,
+    env_allowlist,
+    key_files,
+    pull,
+    record_path,
+    runtime_problems,
+    start_problems,
+    workdir,
+    write_start_files,
+)
 from roles.serve.defaults import DEFAULTS
 
 
@@ -170,7 +180,8 @@ def group_specs(
             found = container_specs(recipe, total_gpus=_total_gpus(h), bind_address=str(knob(h, "bind_address")),
                                     api_key=key_files(h), image=image_to_run(recipe.image.reference, digest),
                                     environ=environ, rank=member.rank, head=group.head.address,
-                                    group_hash=group_hash)  # fmt: skip
+                                    group_hash=group_hash, state_dir=str(knob(h, "serve_state_dir")),
+                                    env_allowlist=env_allowlist(h, recipe))  # fmt: skip
             if len(found) != 1:
                 raise DeployError(
                     f"{recipe.path}: a server spanning nodes runs one container per host, but the recipe makes "
@@ -334,13 +345,13 @@ def _replace(group: NodeGroup, specs: dict[str, ContainerSpec]) -> None:
     head_spec = specs[group.head.host]
     name = head_spec.name
     echo(f"[{host.name}] multi-node group {name} ({group.label()}): starting the new spec on every rank")
-    for member in group.members:  # the command may hold secrets: root-only, on stdin, deleted once run
+    for member in group.members:  # the policy on each rank's literal argv, before any rank changes
         h = member_host(host, member.host)
-        ok, _ = HostRunner(h).status(
-            script("umask 077 && mkdir -p {dir} && cat > {dir}/docker-run.sh", dir=workdir(h, name)),
-            _stdin=SecretLines([text(specs[member.host].command())]),
-        )
-        if not ok:
+        refuse(f"serving checks failed on {member.host}; no container was changed",
+               start_problems(h, spanning_recipe(host), specs[member.host]))  # fmt: skip
+    for member in group.members:  # the command and secret files: root-only, on stdin, deleted once run
+        h = member_host(host, member.host)
+        if not write_start_files(h, workdir(h, name), specs[member.host]):
             raise DeployError(f"{member.host}: could not write {workdir(h, name)}/docker-run.sh; nothing was changed")
     why = None
     touched: list[str] = []
@@ -372,7 +383,8 @@ def _replace(group: NodeGroup, specs: dict[str, ContainerSpec]) -> None:
     back = _put_back(group, name, touched)
     for member in group.members:  # a rank never started keeps no command (it may hold secrets)
         h = member_host(host, member.host)
-        HostRunner(h)(script("rm -f {f}", f=f"{workdir(h, name)}/docker-run.sh"))
+        folder = workdir(h, name)
+        HostRunner(h)(script("rm -f {f} {e}", f=f"{folder}/docker-run.sh", e=f"{folder}/secrets.env"))
     raise RunFailure(
         f"the multi-node group {name} ({group.label()}) failed: {why}",
         logs,

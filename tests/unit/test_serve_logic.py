@@ -54,7 +54,7 @@ def test_api_key_reaches_sglang_in_a_mounted_config_file_never_on_a_command_line
     assert "--api-key" not in group0.argv and "0.0.0.0:5000:30000" in group0.argv
 
 
-def test_recipe_secrets_are_filled_only_into_the_command_that_runs() -> None:
+def test_recipe_secrets_reach_the_container_only_through_root_only_files() -> None:
     text = (ROOT / "recipes" / "deepseek-v4-flash-dspark-marlin.yaml").read_text().replace(
         "  - --enable-metrics\n", "  - --enable-metrics\n  - --api-key '{{env:SGLANG_API_KEY}}'\n"
     )
@@ -67,7 +67,12 @@ def test_recipe_secrets_are_filled_only_into_the_command_that_runs() -> None:
     assert [s.spec_hash for s in plain] == [s.spec_hash for s in filled]  # the secret is not in the hash
     assert "${SGLANG_API_KEY}" in filled[0].shell() and "s3cret" not in filled[0].shell()
     command = str(filled[0].command())
-    assert "--api-key 's3cret-$HOME'" in command  # the value as it is: quoted, never expanded
+    # SGLang reads no API-key variable: the key is in a YAML file mounted read-only, never on a command line.
+    assert "s3cret" not in command and "--api-key" not in command
+    folder = "/var/lib/hgxkit/serve/replace/deepseek-v4-flash-0"
+    assert f"{folder}/recipe-api-key.yaml:/run/hgxkit/recipe-api-key.yaml:ro" in filled[0].final_argv()
+    assert filled[0].final_argv()[-2:] == ["--config", "/run/hgxkit/recipe-api-key.yaml"]
+    assert filled[0].secret_files() == {"recipe-api-key.yaml": 'api-key: "s3cret-$HOME"\n'}
 
 
 def test_rollout_keeps_unchanged_replaces_changed_removes_stale() -> None:

@@ -24,8 +24,10 @@ from dataclasses import dataclass
 from hgxkit.errors import InputError
 from hgxkit.recipe.importing.commands import Simple
 from hgxkit.recipe.shellwords import EXPANDING_TILDE, dollar_segments
+from hgxkit.secrets import is_secret_name
 
 _NAME = re.compile(r"^\$\{?([A-Za-z_][A-Za-z0-9_]*)\}?$")
+_PASS_ON = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)=\$\{?([A-Za-z_][A-Za-z0-9_]*)\}?")
 # Variables every host has: never the post's to define.
 HOST_VARIABLES = frozenset({"HOME", "PWD", "USER", "PATH", "HOSTNAME", "SHELL", "UID"})
 
@@ -83,10 +85,19 @@ class Scope:
     def resolve(self, word: str, *, where: str) -> tuple[str, list[str], list[str]]:
         """`word` with the `$NAME`s the post defines written out: (word, names used, names left to the host).
 
+        A credential's name the post does not define (`$HF_TOKEN`) becomes the secret `{{env:NAME}}` (and
+        `HF_TOKEN=$HF_TOKEN`, passing it on under its own name, becomes `HF_TOKEN`: `-e HF_TOKEN`). A name left
+        to the host stays `$NAME` here, for the caller's note; a recipe refuses it wherever it would reach the
+        node (hgxkit.recipe.danger.expansion_problems: `recipe import`, loading, `recipe check`).
+
         Raises InputError for a name the post sets in a block or by a command substitution.
         """
         if "$" not in word:
             return word, [], []
+        passed = _PASS_ON.fullmatch(word)
+        name = passed.group(1) if passed and passed.group(1) == passed.group(2) else ""
+        if name and name not in self.definitions and is_secret_name(name):
+            return name, [], []  # `-e HF_TOKEN=$HF_TOKEN`: Docker's `-e HF_TOKEN`, a declared secret
         out: list[str] = []
         used: list[str] = []
         left: list[str] = []
@@ -99,6 +110,10 @@ class Scope:
             definition = self.definitions.get(name) if name not in HOST_VARIABLES else None
             if not expands:
                 out.append(text.replace("$", "$$"))
+            elif definition is None and match and is_secret_name(match.group(1)):
+                # A credential the post takes from its shell (`-e HF_TOKEN=$HF_TOKEN`): a declared secret, which
+                # reaches the container through a root-only env file (hgxkit.recipe.secretenv), never a shell.
+                out.append("{{env:" + match.group(1) + "}}")
             elif definition is None:
                 out.append(text)
                 if match and match.group(1) not in left:
