@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from hgxkit.errors import InputError
 from hgxkit.kinds import KINDS, UNSUPPORTED, UnsupportedKind, python_program
 from hgxkit.recipe.importing.bench_clients import client_of
-from hgxkit.recipe.importing.post import ASSIGNMENT_RE, Command
+from hgxkit.recipe.importing.post import ASSIGNMENT_RE, MAX_COMMANDS, Command
 from hgxkit.recipe.shellwords import Word
 
 _SEPARATORS = frozenset({";", "&&", "||", "|", "&", "|&", ";;"})
@@ -87,7 +87,8 @@ class Simple:
 
 
 def simple_commands(commands: Sequence[Command]) -> list[Simple]:
-    """Every simple command of the given command lines, in order, classified."""
+    """Every simple command of the given command lines, in order, classified; more than `MAX_COMMANDS` of them
+    (each stage of a pipeline and each command of a list `a; b && c` counts) is refused in one line."""
     out: list[Simple] = []
     blocks: list[str] = []
     for command in commands:
@@ -96,6 +97,11 @@ def simple_commands(commands: Sequence[Command]) -> list[Simple]:
             continue
         placeholder = _placeholder(command)
         for words, piped, notes in _split(command, keep_angles=placeholder is not None):
+            if len(out) >= MAX_COMMANDS:
+                raise InputError(
+                    f"{command.where()}: more than {MAX_COMMANDS} commands (each stage of a pipeline `a | b` counts); "
+                    "give the part of the post with a setup"
+                )
             words, prefix, more = _prefix(words, command.post.name)
             head = words[0].text if words else ""
             if head in _OPEN_BLOCK:
