@@ -29,7 +29,7 @@ from hgxkit.node.facts_gpu import NvidiaSmi
 from hgxkit.planfacts import plan_fact
 from hgxkit.problems import Problem
 from hgxkit.recipe.model import Recipe
-from hgxkit.runfailure import RunFailure
+from hgxkit.runfailure import RunFailure, escape_control
 from hgxkit.serving import pullprogress
 from hgxkit.serving.containers import ApiKeyFiles
 from hgxkit.serving.image import RECORD_NAME, digest_from_inspect, pull_and_inspect
@@ -121,7 +121,7 @@ def pull(h: Host, reference: str) -> str:
         state = read_progress(lines[0] if len(lines) > 1 else "") or state
         active = (lines[-1] if lines else "") in ("active", "activating")
         if time.monotonic() - last >= every and state.get("status") == "pulling":
-            echo(f"[{h.name}] {progress_line(reference, state)}")
+            echo(f"[{h.name}] {escape_control(progress_line(reference, state))}")  # the registry's words
             last = time.monotonic()
         if not active:
             break

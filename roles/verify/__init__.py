@@ -40,6 +40,7 @@ from hgxkit.recipe.model import Recipe
 from hgxkit.results.archive import run_id_for, write_run
 from hgxkit.results.report import run_markdown
 from hgxkit.results.summary import RunSummary
+from hgxkit.runfailure import escape_control
 from hgxkit.secrets import redact
 from hgxkit.serving.containers import ApiKeyFiles, ContainerSpec, container_specs
 from hgxkit.serving.groupcmd import rank_status_command
@@ -403,7 +404,7 @@ def _run_detached(
         lines = run(wait_for_progress(workdir, seen, float(host.data.get("verify_poll"))))
         seen, status, progress = parse_progress(lines)
         if progress and progress != last:
-            echo(f"[{host.name}] benchmark: {progress} ({time.monotonic() - start:.0f} s)")
+            echo(f"[{host.name}] benchmark: {escape_control(redact(progress))} ({time.monotonic() - start:.0f} s)")
             last = progress
         if status:
             break
@@ -417,7 +418,8 @@ def _run_detached(
     for cell in cells:
         if not texts.get(cell.file, "").strip():
             log = run(script("tail -n 5 {f} 2>/dev/null || true", f=f"{workdir}/{cell.file}.log"))
-            echo(f"[{host.name}] {cell.file}: no result; client log: {' | '.join(log)[-400:]}")
+            shown = escape_control(redact(" | ".join(log)[-400:]))  # the client prints what the server answered
+            echo(f"[{host.name}] {cell.file}: no result; client log: {shown}")
     return texts
 
 
