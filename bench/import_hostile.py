@@ -67,12 +67,14 @@ def fences(size: int) -> str:
     return _fill(lambda n: f"```\necho {n}\n```\ntext\n", size, SERVE)
 
 
+def docker_runs_line(n: int) -> str:
+    """The `n`th of a post's `docker run` lines, each a different server."""
+    return f"docker run --gpus all -p {8000 + n % 1000}:8000 vllm/vllm-openai:v0.33.0 --model org/M{n}\n"
+
+
 def docker_runs(size: int) -> str:
     """`docker run` lines, each a different server."""
-    return _fill(
-        lambda n: f"docker run --gpus all -p {8000 + n % 1000}:8000 vllm/vllm-openai:v0.33.0 --model org/M{n}\n",
-        size, "```\n", "```\n",
-    )  # fmt: skip
+    return _fill(docker_runs_line, size, "```\n", "```\n")
 
 
 def mixed(size: int) -> str:
@@ -123,7 +125,14 @@ def main() -> int:
         ratio = times[1] / max(times[0], 1e-6)
         print(f"{name:<10} ratio {MAX_RECIPE_BYTES // KIB} KiB / 33 KiB: {ratio:.1f}")
         worst_mib, worst_ratio = max(worst_mib, times[2]), max(worst_ratio, ratio)
-    print(f"1 MiB hostile post, slowest class: {worst_mib:.3f} s (target <= {TARGET_S:.0f} s)")
+    most = "```\n" + "".join(docker_runs_line(n) for n in range(990)) + "```\n"  # under the 1000-command limit
+    seconds, outcome = timed_import(most)
+    print(f"docker-run 990 commands ({len(most) // KIB} KiB, the most a post may hold)  {seconds:7.3f} s  {outcome}")
+    worst_mib = max(worst_mib, seconds)
+    print(
+        f"slowest hostile post (1 MiB, or the most commands a post may hold): {worst_mib:.3f} s "
+        f"(target <= {TARGET_S:.0f} s)"
+    )
     print(
         f"largest read post ({MAX_RECIPE_BYTES // KIB} KiB) slowest class: see lines above; worst time ratio "
         f"{MAX_RECIPE_BYTES // KIB} KiB / 33 KiB: {worst_ratio:.1f} (size ratio {MAX_RECIPE_BYTES / (33 * KIB):.1f})"

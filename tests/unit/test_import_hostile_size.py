@@ -49,3 +49,11 @@ def test_a_post_with_a_few_pipelines_still_imports() -> None:
     text = SERVE + "```\n" + "cat a | grep b | sort | uniq -c\n" * 200 + "```\n"
     outcome = import_post([("post.md", text)], ImportOptions(image="vllm/vllm-openai:v0.33.0"))
     assert outcome.recipe.model.repo_id == "org/Tiny-1B"
+
+
+def test_990_different_docker_run_servers_are_refused_within_5_s() -> None:
+    # each serving command used to look at every command before it (scope, directory, skipped list): 5 s
+    lines = "".join(f"docker run -p {8000 + n}:8000 vllm/vllm-openai:v0.33.0 --model org/M{n}\n" for n in range(990))
+    message, seconds = _refusal("```\n" + lines + "```\n")
+    assert message.startswith("post.md:2: 990 serving commands that are not one setup: they differ in server --model")
+    assert seconds < 5
