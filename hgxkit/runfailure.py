@@ -38,7 +38,8 @@ class RunFailure(DeployError):
         self.what = what
         self.cause = [cause] if isinstance(cause, str) else list(cause)
         self.remedy = remedy
-        super().__init__(f"{what}: {'; '.join(self.cause)}; {remedy}")
+        # escaped here too: at -vv pyinfra prints this message in its traceback, past failure_block
+        super().__init__(escape_control(f"{what}: {'; '.join(self.cause)}; {remedy}"))
 
 
 def escape_control(text: str) -> str:

@@ -170,20 +170,33 @@ def _groups(properties: dict[str, Any]) -> dict[str, Any]:
     return {"type": ["object", "null"], "additionalProperties": False, "properties": properties}
 
 
-_COUNT = {"type": ["integer", "null"], "minimum": 1}
+# Sane maxima of a benchmark's size: a run that asks for more is a typo or a hostile recipe (1e15 prompts would
+# keep a node busy for ever). Tokens: the longest context a served model has (1 Mi); prompts and concurrency:
+# far beyond any published benchmark of one node or group.
+MAX_BENCH_TOKENS = 1 << 20
+MAX_BENCH_PROMPTS = 100_000
+MAX_BENCH_CONCURRENCY = 10_000
+MAX_BENCH_RATE = 100_000
+
+
+def _at_most(maximum: int, *, nullable: bool = True, minimum: int = 1) -> dict[str, Any]:
+    return {"type": ["integer", "null"] if nullable else "integer", "minimum": minimum, "maximum": maximum}
+
+
 _CELL_SETTINGS: dict[str, Any] = {
-    "num_prompts": _COUNT,
-    "input_len": _COUNT,
-    "output_len": _COUNT,
-    "concurrency": _COUNT,
+    "num_prompts": _at_most(MAX_BENCH_PROMPTS),
+    "input_len": _at_most(MAX_BENCH_TOKENS),
+    "output_len": _at_most(MAX_BENCH_TOKENS),
+    "concurrency": _at_most(MAX_BENCH_CONCURRENCY),
     "request_rate": {
         "type": ["number", "null"],
         "exclusiveMinimum": 0,
+        "maximum": MAX_BENCH_RATE,
         "description": "Requests per second; absent: all at once",
     },
     "dataset": _pattern(CLIENT_NAME, "a dataset name of the client (e.g. random, random-ids, sharegpt)", max_length=64),
     "range_ratio": {"type": ["number", "null"], "minimum": 0, "maximum": 1},
-    "warmups": {"type": ["integer", "null"], "minimum": 0},
+    "warmups": _at_most(MAX_BENCH_PROMPTS, minimum=0),
     "seed": {"type": ["integer", "null"], "minimum": 0},
     "client": {"type": ["string", "null"], "maxLength": 64},
     "backend": _pattern(CLIENT_NAME, "a client backend name (e.g. sglang, vllm, openai-chat)", max_length=64),
@@ -203,9 +216,9 @@ _CELL = {
 }
 # A run's shape: the smoke cell, a warmup run.
 _RUN_SHAPE = {
-    "input_len": {"type": "integer", "minimum": 1},
-    "concurrency": {"type": "integer", "minimum": 1},
-    "num_prompts": {"type": "integer", "minimum": 1},
+    "input_len": _at_most(MAX_BENCH_TOKENS, nullable=False),
+    "concurrency": _at_most(MAX_BENCH_CONCURRENCY, nullable=False),
+    "num_prompts": _at_most(MAX_BENCH_PROMPTS, nullable=False),
 }
 _SMOKE = {
     "type": ["object", "null"],
@@ -217,7 +230,7 @@ _WARMUP = {
     "type": "object",
     "additionalProperties": False,
     "required": list(_RUN_SHAPE),
-    "properties": {**_RUN_SHAPE, "output_len": _COUNT},
+    "properties": {**_RUN_SHAPE, "output_len": _at_most(MAX_BENCH_TOKENS)},
 }
 _MATRIX = {
     "type": ["object", "null"],

@@ -32,7 +32,7 @@ from hgxkit.problems import Problem
 from hgxkit.recipe.danger import PolicyContext, context_for, with_own_files
 from hgxkit.recipe.model import Recipe
 from hgxkit.recipe.secretenv import default_env_allowlist
-from hgxkit.runfailure import RunFailure
+from hgxkit.runfailure import RunFailure, escape_control
 from hgxkit.serving import pullprogress
 from hgxkit.serving.containers import ApiKeyFiles, ContainerSpec
 from hgxkit.serving.image import RECORD_NAME, digest_from_inspect, pull_and_inspect
@@ -125,7 +125,7 @@ def pull(h: Host, reference: str) -> str:
         state = read_progress(lines[0] if len(lines) > 1 else "") or state
         active = (lines[-1] if lines else "") in ("active", "activating")
         if time.monotonic() - last >= every and state.get("status") == "pulling":
-            echo(f"[{h.name}] {progress_line(reference, state)}")
+            echo(f"[{h.name}] {escape_control(progress_line(reference, state))}")  # the registry's words
             last = time.monotonic()
         if not active:
             break

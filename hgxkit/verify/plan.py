@@ -13,9 +13,11 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
+from hgxkit.errors import InputError
 from hgxkit.kinds import DEFAULT_KIND, KINDS, ServerKind
 from hgxkit.recipe.matrix import MatrixCell
 from hgxkit.recipe.model import Recipe
+from hgxkit.recipe.schema import MAX_BENCH_TOKENS
 from hgxkit.results.summary import CellResult
 from hgxkit.results.telemetry import CellTelemetry, summarise_cell_telemetry
 
@@ -73,6 +75,7 @@ class Cell:
         stem = self.file.rsplit(".", 1)[0]
         return f"{stem}.metrics.prom", f"{stem}.gpu.csv", f"{stem}.window"
 
+
 # Client runs per cell with bench=full. The repeat is the unit of a run-vs-run comparison (throughput and accept
 # length: Welch t over the repeats, hgxkit/results/stats.py), so the number of repeats sets which change a
 # comparison can call real. Power of Welch's two-sided t test (alpha 0.05) to call a 10% throughput change
@@ -92,6 +95,30 @@ class Cell:
 # A CV near 10% (vLLM's spec-decode jitter at low concurrency) cannot decide 10% with any affordable count:
 # the comparison then says "tie", not "real", and the repeats' spread in `results show` says why.
 FULL_REPEATS = 5
+MAX_REPEATS = 100  # client runs per cell: 100 decide a 1% change at CV 5%; more is a typo or a hostile inventory
+# The verify knobs that size a run, and their maxima (the recipe's own sizes are bounded by its schema).
+BENCH_KNOB_MAXIMA = {"bench_repeats": MAX_REPEATS, "bench_output_len": MAX_BENCH_TOKENS}
+
+
+def bench_knob(name: str, value: object) -> int | None:
+    """The integer value of the verify knob `name` (None: unset), or one line naming it when it is not an
+    integer from 1 to its maximum.
+
+    >>> bench_knob("bench_repeats", "5"), bench_knob("bench_output_len", None)
+    (5, None)
+    >>> bench_knob("bench_repeats", 10**15)
+    Traceback (most recent call last):
+    ...
+    hgxkit.errors.InputError: bench_repeats: 1000000000000000 is out of range; give an integer from 1 to 100
+    """
+    if value is None or value == "":
+        return None
+    maximum = BENCH_KNOB_MAXIMA[name]
+    text = str(value).strip()
+    number = int(text) if text.isdigit() and len(text) <= 20 else 0
+    if not 1 <= number <= maximum:
+        raise InputError(f"{name}: {text[:40]} is out of range; give an integer from 1 to {maximum}")
+    return number
 
 
 def plan_cells(

@@ -46,7 +46,7 @@ from hgxkit.recipe.check import check_recipe
 from hgxkit.recipe.host_recipe import recipe_for
 from hgxkit.recipe.model import Recipe
 from hgxkit.recipe.secretenv import api_key_variable, env_problems
-from hgxkit.runfailure import RunFailure
+from hgxkit.runfailure import RunFailure, escape_control
 from hgxkit.secrets import redact
 from hgxkit.serving.containers import ContainerSpec, container_specs
 from hgxkit.serving.facts import ActiveUnits, ContainerNames, ListeningPorts, ManagedContainers
@@ -380,7 +380,7 @@ def _follow(run: HostRunner, unit: str, folder: str, what: str) -> None:
         if status:
             break
         if progress and progress != last:
-            echo(f"[{host.name}] {what}: {redact(progress)}")
+            echo(f"[{host.name}] {what}: {escape_control(redact(progress))}")  # a container's last log line
             last = progress
         if active not in ("active", "activating") and time.monotonic() - start > 10:
             raise DeployError(f"{host.name}: {what}: the replace unit {unit} stopped without a result; see "

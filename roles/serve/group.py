@@ -44,7 +44,7 @@ from hgxkit.node.facts_gpu import NvidiaSmi
 from hgxkit.planfacts import plan_fact
 from hgxkit.problems import Problem, refuse
 from hgxkit.recipe.model import Recipe
-from hgxkit.runfailure import RunFailure
+from hgxkit.runfailure import RunFailure, escape_control
 from hgxkit.secrets import redact
 from hgxkit.serving.containers import ContainerSpec, container_specs
 from hgxkit.serving.facts import ListeningPorts, ManagedContainers
@@ -414,7 +414,7 @@ def _wait(group: NodeGroup, head_spec: ContainerSpec) -> str | None:
             return "; ".join(failed) + " (a rank stopped before the group became healthy)"
         if elapsed > timeout:
             return f"rank 0 on {group.head.host} did not answer its health check within {timeout:.0f} s"
-        shown = " | ".join(redact(h.line()) for h in health)
+        shown = " | ".join(escape_control(redact(h.line())) for h in health)
         if shown != last:
             echo(f"[{host.name}] multi-node group {head_spec.name}, {elapsed:.0f} s: {shown}")
             last = shown

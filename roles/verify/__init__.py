@@ -25,6 +25,7 @@ from pyinfra.api.exceptions import DeployError
 from pyinfra.api.output import echo
 from pyinfra.operations import python
 
+from hgxkit.errors import InputError
 from hgxkit.hostcmd import HostRunner, argv, script
 from hgxkit.knobs import knob
 from hgxkit.node.driver import driver_gate
@@ -39,6 +40,7 @@ from hgxkit.recipe.model import Recipe
 from hgxkit.results.archive import run_id_for, write_run
 from hgxkit.results.report import run_markdown
 from hgxkit.results.summary import RunSummary
+from hgxkit.runfailure import escape_control
 from hgxkit.secrets import redact
 from hgxkit.serving.containers import ApiKeyFiles, ContainerSpec, container_specs
 from hgxkit.serving.groupcmd import rank_status_command
@@ -48,7 +50,7 @@ from hgxkit.serving.nodegroups import group_for, member_host, run_problems, span
 from hgxkit.serving.probes import http_request, json_body, parse_response
 from hgxkit.verify.envreport import read_env_report, report_folder, start_env_report
 from hgxkit.verify.fingerprint import collect_fingerprint
-from hgxkit.verify.plan import Cell, cells_from_output, gates, plan_cells
+from hgxkit.verify.plan import Cell, bench_knob, cells_from_output, gates, plan_cells
 from hgxkit.verify.script import CLIENT_START_FILE, bench_script, parse_progress, wait_for_progress
 from roles.verify.defaults import DEFAULTS
 
@@ -164,10 +166,12 @@ def _verify(recipe: Recipe, mode: str, group: NodeGroup | None = None) -> None:
 
     run_tag = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     workdir = f"{host.data.get('verify_workdir')}/{run_tag}_{recipe.name}"
-    out_len = host.data.get("bench_output_len")
-    repeats = host.data.get("bench_repeats")
-    cells = plan_cells(recipe, mode, [(s.group, s.name) for s in specs], int(out_len) if out_len else None,  # type: ignore[arg-type]
-                       int(repeats) if repeats else None)  # fmt: skip
+    try:
+        out_len = bench_knob("bench_output_len", host.data.get("bench_output_len"))
+        repeats = bench_knob("bench_repeats", host.data.get("bench_repeats"))
+    except InputError as err:
+        raise DeployError(f"verify refused on {host.name}: {err.message}") from None
+    cells = plan_cells(recipe, mode, [(s.group, s.name) for s in specs], out_len, repeats)  # type: ignore[arg-type]
     by_group = {s.group: s for s in specs}
     cells = [replace(c, metrics_url=_metrics_url(recipe, by_group[c.group]), gpus=tuple(by_group[c.group].gpus))
              for c in cells]  # fmt: skip
@@ -400,7 +404,7 @@ def _run_detached(
         lines = run(wait_for_progress(workdir, seen, float(host.data.get("verify_poll"))))
         seen, status, progress = parse_progress(lines)
         if progress and progress != last:
-            echo(f"[{host.name}] benchmark: {progress} ({time.monotonic() - start:.0f} s)")
+            echo(f"[{host.name}] benchmark: {escape_control(redact(progress))} ({time.monotonic() - start:.0f} s)")
             last = progress
         if status:
             break
@@ -414,7 +418,8 @@ def _run_detached(
     for cell in cells:
         if not texts.get(cell.file, "").strip():
             log = run(script("tail -n 5 {f} 2>/dev/null || true", f=f"{workdir}/{cell.file}.log"))
-            echo(f"[{host.name}] {cell.file}: no result; client log: {' | '.join(log)[-400:]}")
+            shown = escape_control(redact(" | ".join(log)[-400:]))  # the client prints what the server answered
+            echo(f"[{host.name}] {cell.file}: no result; client log: {shown}")
     return texts
 
 

@@ -338,3 +338,153 @@ def test_token_never_appears(cluster: str) -> None:
     assert "hgxkit-fetch: done" in text or "model tiny: done" in text  # the journal and run logs are in there
     assert len(CAPTURED) > 20
     assert FAKE_TOKEN not in text and GATED_TOKEN not in text
+
+
+# Run on the fleet server's own node as root: read its serve file, then (signed with its secret, as a child signs)
+# ask /state until a file is verified, fetch that file, plant a symlink at its name and fetch it again.
+FLEET_PROBE = r"""
+import hashlib, hmac, http.client, json, os, secrets, sys, time
+serve = json.load(open(sys.argv[1]))
+local_dir = sys.argv[2]
+def ask(path, signed=True):
+    headers = {}
+    if signed:
+        stamp, nonce = str(int(time.time())), secrets.token_hex(12)
+        msg = "\n".join(("GET", path, "", stamp, nonce)).encode() + b"\n"
+        mac = hmac.new(serve["secret"].encode(), msg, hashlib.sha256).hexdigest()
+        headers = {"X-Hgxkit-Time": stamp, "X-Hgxkit-Nonce": nonce, "Authorization": "hgxkit-hmac " + mac}
+    c = http.client.HTTPConnection(serve["address"], serve["port"], timeout=10)
+    c.request("GET", path, headers=headers)
+    r = c.getresponse()
+    return r.status, r.read()
+out = {"unsigned": ask("/state", signed=False)[0]}
+for _ in range(120):
+    status, body = ask("/state")
+    files = [f["path"] for f in ((json.loads(body).get("state") or {}).get("files") or [])] if status == 200 else []
+    if files:
+        break
+    time.sleep(0.5)
+name = sorted(files, key=len)[0]
+out["file"], out["real"] = name, ask("/files/" + name)[0]
+path = os.path.join(local_dir, name)
+os.rename(path, path + ".hgxkit-e2e-aside")
+try:
+    os.symlink("/etc/hostname", path)
+    out["symlink"] = ask("/files/" + name)[0]
+finally:
+    os.unlink(path)
+    os.rename(path + ".hgxkit-e2e-aside", path)
+print(json.dumps(out))
+"""
+
+# Run on a child node: open `count` TCP connections to the server, send nothing, and time when each is closed.
+IDLE_FLOOD = r"""
+import json, select, socket, sys, time
+host, port, count = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+socks, failed = [], 0
+start = time.monotonic()
+for _ in range(count):
+    s = socket.socket()
+    s.settimeout(5)
+    try:
+        s.connect((host, port))
+        s.setblocking(False)
+        socks.append(s)
+    except OSError:
+        failed += 1
+        s.close()
+opened = len(socks)
+closed_at = []
+open_now = list(socks)
+while open_now and time.monotonic() - start < 40:
+    ready, _, _ = select.select(open_now, [], [], 0.5)
+    for s in ready:
+        try:
+            data = s.recv(4096)
+        except OSError:
+            data = b""
+        if not data:
+            closed_at.append(time.monotonic() - start)
+            open_now.remove(s)
+            s.close()
+print(json.dumps({"opened": opened, "failed": failed, "closed": len(closed_at),
+                  "last_close_s": max(closed_at, default=0.0), "still_open": len(open_now)}))
+"""
+
+
+def test_fleet_server_binds_its_fabric_address_drops_idle_connections_and_refuses_a_symlink(
+    cluster: str, recipes: dict[str, str]
+) -> None:
+    """The parent's server, while the fleet copy runs (the parent's Hub slowed so the server stays up): it
+    listens on the fabric address only (`ss -ltn`); 500 idle, unauthenticated connections from the child are
+    all closed within its socket timeout (10 s, hgxkit/model/fetch.py FLEET_TIMEOUT_S) while its process holds
+    no more than its cap (32, FLEET_MAX_CONNECTIONS) threads above what it ran before; unsigned requests get
+    403; a signed request for a verified file whose name now is a symlink (to /etc/hostname) gets 404."""
+    timeout_s, cap = 10.0, 32
+    serve_file = "/var/lib/hgxkit/model/tiny.serve.json"
+    for node in ("node1", "node2"):
+        node_sh(
+            cluster, node, f"rm -rf {TINY_DIR} /var/lib/hgxkit/model/tiny.json /var/lib/hgxkit/model/tiny.serve.json"
+        )
+        hub(cluster, node, "DELETE", "/_hubsim/requests")
+    hub(cluster, "node1", "POST", "/_hubsim/faults", {"rate_bps": 300_000})  # 24 MB: about 80 s of sync
+    argv = [PYINFRA, "-y", "inventories/sim.py", "deploys/model.py", "--limit", "node*", "--data",
+            f"recipe={recipes['tiny']}"]  # fmt: skip
+    for item in ("model_disk_margin_gb=0.005", "model_poll_interval_s=0.5", "model_source=fleet",
+                 "model_download_workers=1"):  # fmt: skip
+        argv += ["--data", item]
+    env = {k: v for k, v in os.environ.items() if k != "HF_TOKEN"}
+    env.update(HGXKIT_SIM_CLUSTER=cluster, PYINFRA_PROGRESS="off", HF_TOKEN=FAKE_TOKEN)
+    run = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.monotonic() + 180
+        while not node_sh(cluster, "node1", f"cat {serve_file} 2>/dev/null").strip():
+            assert time.monotonic() < deadline and run.poll() is None, "node1's fleet server never started"
+            time.sleep(1)
+        serve = json.loads(node_sh(cluster, "node1", f"cat {serve_file}"))
+        port = serve["port"]
+        fabric_ip = node_sh(cluster, "node2", f"getent hosts {serve['address']} | cut -d' ' -f1").split()[0]
+        listening = [line.split()[3] for line in node_sh(cluster, "node1", "ss -ltnH").splitlines() if line.split()]
+        on_port = [local for local in listening if local.rsplit(":", 1)[1] == str(port)]
+        assert on_port == [f"{fabric_ip}:{port}"], listening
+
+        pids = "pgrep -f 'hgxkit_fetch.py run'"
+        threads = f"for p in $({pids}); do awk '/^Threads/ {{print $2}}' /proc/$p/status; done | sort -n | tail -1"
+        before = int(node_sh(cluster, "node1", threads).strip())
+        flood_argv = [sys.executable, "-m", "hgxkit", "sim", "ssh", "node2", "--cluster", cluster, "--",
+                      f"python3 -c {shlex.quote(IDLE_FLOOD)} {serve['address']} {port} 500"]  # fmt: skip
+        flood = subprocess.Popen(flood_argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        most = before
+        while flood.poll() is None:
+            sample = node_sh(cluster, "node1", threads).strip()
+            most = max(most, int(sample or 0))
+            time.sleep(0.3)
+        stdout, stderr = flood.communicate()
+        CAPTURED.append(stdout + stderr)
+        result = json.loads(stdout.strip().splitlines()[-1])
+        assert result["opened"] + result["failed"] == 500 and result["opened"] >= 450, result
+        assert result["closed"] == result["opened"] and result["still_open"] == 0, result
+        assert result["last_close_s"] <= timeout_s + 5, result  # the flood's own open time plus the timeout
+        assert most - before <= cap, (before, most)
+
+        probe = (
+            node_sh(cluster, "node1", f"python3 -c {shlex.quote(FLEET_PROBE)} {serve_file} {TINY_DIR}")
+            .strip()
+            .splitlines()
+        )
+        found = json.loads(probe[-1])
+        assert (found["unsigned"], found["real"], found["symlink"]) == (403, 200, 404), found
+    finally:
+        hub(cluster, "node1", "POST", "/_hubsim/faults", {})
+        try:
+            output, _ = run.communicate(timeout=600)
+        except subprocess.TimeoutExpired:
+            run.kill()
+            output, _ = run.communicate()
+        CAPTURED.append(output)
+    assert run.returncode == 0, output[-3000:]
+    assert manifest_of(cluster, "node2")["commit"] == manifest_of(cluster, "node1")["commit"]
+    print(
+        f"fleet server: listens on {on_port[0]}; threads {before} -> at most {most} (cap {cap}) under "
+        f"{result['opened']} idle connections, all closed by {result['last_close_s']:.1f} s; {found}"
+    )

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from hgxkit.errors import InputError
 from hgxkit.recipe.check import check_recipe, parallel_size
 from hgxkit.recipe.diff import diff_recipes
 from hgxkit.recipe.importing.docker_run import import_docker_run
@@ -153,3 +154,39 @@ def test_a_bridge_container_naming_a_host_interface_is_an_error() -> None:
     assert "-e NCCL_SOCKET_IFNAME=bond0 names a host network interface" in errors[0].message
     on_host = base.replace("-p 30000:30000", "--network host")
     assert "host-interface" not in codes(check_recipe(import_docker_run(on_host)), "error")
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "message"),
+    [
+        (
+            "    num_prompts: 10\n",
+            "    num_prompts: 1000000000000000\n",
+            "matrix.cells[0].num_prompts (line 79): 1000000000000000 is more than the maximum of 100000",
+        ),
+        (
+            "  - id: 5000x1\n    input_len: 5000\n",
+            "  - id: 5000x1\n    input_len: 2000000\n",
+            "matrix.cells[0].input_len (line 77): 2000000 is more than the maximum of 1048576",
+        ),
+        (
+            "  - id: 5000x1\n    input_len: 5000\n    concurrency: 1\n",
+            "  - id: 5000x1\n    input_len: 5000\n    concurrency: 100000\n",
+            "matrix.cells[0].concurrency (line 78): 100000 is more than the maximum of 10000",
+        ),
+        (
+            "  smoke:\n    input_len: 5000\n    concurrency: 1\n    num_prompts: 3\n",
+            "  smoke:\n    input_len: 5000\n    concurrency: 1\n    num_prompts: 300000\n",
+            "matrix.smoke.num_prompts (line 155): 300000 is more than the maximum of 100000",
+        ),
+    ],
+    ids=["prompts", "input-len", "concurrency", "smoke-prompts"],
+)
+def test_benchmark_sizes_beyond_their_maxima_are_one_line_errors_naming_the_key(
+    old: str, new: str, message: str
+) -> None:
+    text = MARLIN.read_text()
+    assert old in text
+    with pytest.raises(InputError) as refused:
+        parse_recipe_text(text.replace(old, new, 1), source="r.yaml")
+    assert refused.value.message == f"r.yaml: {message}"

@@ -72,3 +72,38 @@ def test_block_of_a_plain_deploy_error_keeps_its_lines_and_names_the_host_once()
 def test_escape_control_writes_terminal_codes_visibly() -> None:
     assert escape_control("a\x1b[31mb\rc\td\x07") == "a\\x1b[31mb\\x0dc\td\\x07"
     assert RunFailure("w", "one cause", "r").cause == ["one cause"]
+
+
+def test_a_run_failures_own_message_is_escaped_too_for_pyinfras_traceback_at_vv() -> None:
+    failure = RunFailure("group 0 did not start", ["\x1b]0;pwned\x07log\rline"], "fix it")
+    assert str(failure) == "group 0 did not start: \\x1b]0;pwned\\x07log\\x0dline; fix it"
+    assert escape_control("ok\tcsi\x9b2J bidi\u202e") == "ok\tcsi\\x9b2J bidi\\x202e"
+
+
+def _node_text_echoes() -> list[str]:
+    """Every `echo(...)` of a role or of hgxkit/serving that prints text read on the node (what passes through
+    `redact`, or a progress line) without `escape_control` around it, as `path:line`."""
+    import ast
+
+    root = Path(__file__).resolve().parents[2]
+    bare = []
+    for path in sorted([*root.glob("roles/**/*.py"), *root.glob("hgxkit/serving/*.py")]):
+        tree = ast.parse(path.read_text())
+        parents = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
+        for node in ast.walk(tree):
+            name = node.func.id if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) else ""
+            if name not in ("redact", "progress_line"):
+                continue
+            up, escaped, echoed = parents.get(node), False, False
+            while up is not None:
+                if isinstance(up, ast.Call) and isinstance(up.func, ast.Name):
+                    escaped |= up.func.id == "escape_control"
+                    echoed |= up.func.id == "echo"
+                up = parents.get(up)
+            if echoed and not escaped:
+                bare.append(f"{path.relative_to(root)}:{node.lineno}")
+    return bare
+
+
+def test_every_echo_of_text_read_on_the_node_goes_through_escape_control() -> None:
+    assert _node_text_echoes() == []

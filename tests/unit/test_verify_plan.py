@@ -5,9 +5,12 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
+import pytest
+
+from hgxkit.errors import InputError
 from hgxkit.recipe.matrix import MatrixCell
 from hgxkit.recipe.read import load_recipe
-from hgxkit.verify.plan import client_argv, plan_cells
+from hgxkit.verify.plan import bench_knob, client_argv, plan_cells
 
 ROOT = Path(__file__).resolve().parents[2]
 MARLIN = load_recipe(ROOT / "recipes" / "deepseek-v4-flash-dspark-marlin.yaml")
@@ -66,3 +69,21 @@ def test_a_repeat_sends_no_warm_up_requests_and_still_flushes_the_cache() -> Non
     assert "--flush-cache" in again and [w for w in first if w != "5"] == [w for w in again if w not in ("0", "5")]
     vllm = replace(cell, kind="vllm", served_name="m", tokenizer="/m")
     assert client_argv(vllm, "/out", warm=True)[client_argv(vllm, "/out").index("--num-warmups") + 1] == "0"
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "message"),
+    [
+        ("bench_repeats", 10**15, "bench_repeats: 1000000000000000 is out of range; give an integer from 1 to 100"),
+        ("bench_repeats", "0", "bench_repeats: 0 is out of range; give an integer from 1 to 100"),
+        ("bench_output_len", "-5", "bench_output_len: -5 is out of range; give an integer from 1 to 1048576"),
+        ("bench_output_len", "1e15", "bench_output_len: 1e15 is out of range; give an integer from 1 to 1048576"),
+    ],
+)
+def test_verify_knobs_that_size_a_run_are_bounded_with_one_line_naming_the_knob(
+    name: str, value: object, message: str
+) -> None:
+    with pytest.raises(InputError) as refused:
+        bench_knob(name, value)
+    assert refused.value.message == message
+    assert bench_knob(name, "7") == 7 and bench_knob(name, None) is None

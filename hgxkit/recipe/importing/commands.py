@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from hgxkit.errors import InputError
 from hgxkit.kinds import KINDS, UNSUPPORTED, UnsupportedKind, python_program
 from hgxkit.recipe.importing.bench_clients import client_of
-from hgxkit.recipe.importing.post import ASSIGNMENT_RE, Command
+from hgxkit.recipe.importing.post import ASSIGNMENT_RE, MAX_COMMANDS, Command
 from hgxkit.recipe.shellwords import Word
 
 _SEPARATORS = frozenset({";", "&&", "||", "|", "&", "|&", ";;"})
@@ -86,8 +86,42 @@ class Simple:
         return self.command.error
 
 
+@dataclass(frozen=True)
+class SimpleIndex:
+    """Where things are in one list of simple commands, for questions asked once per command (the variables
+    and the directory that reach it): answered from here they cost the command's own share, not the list's."""
+
+    position: dict[int, int]  # id(simple) -> its index
+    definitions: tuple[int, ...]  # indexes of assignments and exports
+    cds: tuple[int, ...]  # indexes of `cd` commands
+    server_fences: dict[int, frozenset[int]]  # id(post) -> the fences that start a server of their own
+
+
+_LAST_INDEX: list[tuple[Sequence[Simple], int, SimpleIndex]] = []
+
+
+def simple_index(simples: Sequence[Simple]) -> SimpleIndex:
+    """The index of `simples`, made once per list (the last list's is kept while it keeps its length)."""
+    if _LAST_INDEX and _LAST_INDEX[0][0] is simples and _LAST_INDEX[0][1] == len(simples):
+        return _LAST_INDEX[0][2]
+    fences: dict[int, set[int]] = {}
+    for simple in simples:
+        post = simple.command.post
+        if simple.kind in ("server", "docker-run", "engine") and post.fences:
+            fences.setdefault(id(post), set()).add(post.fences[simple.first_line - 1])
+    index = SimpleIndex(
+        position={id(simple): n for n, simple in enumerate(simples)},
+        definitions=tuple(n for n, simple in enumerate(simples) if simple.kind in ("assign", "export")),
+        cds=tuple(n for n, simple in enumerate(simples) if simple.words and simple.words[0].text == "cd"),
+        server_fences={post: frozenset(found) for post, found in fences.items()},
+    )
+    _LAST_INDEX[:] = [(simples, len(simples), index)]
+    return index
+
+
 def simple_commands(commands: Sequence[Command]) -> list[Simple]:
-    """Every simple command of the given command lines, in order, classified."""
+    """Every simple command of the given command lines, in order, classified; more than `MAX_COMMANDS` of them
+    (each stage of a pipeline and each command of a list `a; b && c` counts) is refused in one line."""
     out: list[Simple] = []
     blocks: list[str] = []
     for command in commands:
@@ -96,6 +130,11 @@ def simple_commands(commands: Sequence[Command]) -> list[Simple]:
             continue
         placeholder = _placeholder(command)
         for words, piped, notes in _split(command, keep_angles=placeholder is not None):
+            if len(out) >= MAX_COMMANDS:
+                raise InputError(
+                    f"{command.where()}: more than {MAX_COMMANDS} commands (each stage of a pipeline `a | b` counts); "
+                    "give the part of the post with a setup"
+                )
             words, prefix, more = _prefix(words, command.post.name)
             head = words[0].text if words else ""
             if head in _OPEN_BLOCK:

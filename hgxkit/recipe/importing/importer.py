@@ -218,7 +218,8 @@ class _Importer:
             if errors:
                 raise errors[0]
             raise self._no_server()
-        for server, error in zip([s for s in servers if s not in [b[0] for b in built]], errors, strict=False):
+        taken = {id(b[0]) for b in built}  # by identity: comparing candidates by value made this quadratic
+        for server, error in zip([s for s in servers if id(s) not in taken], errors, strict=False):
             self._said(server.simple, "skipped", f"a serving command that cannot be imported: {error.message}")
         chosen, self.join = _one_setup(built)
         return chosen

@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from hgxkit.errors import InputError
-from hgxkit.recipe.importing.commands import Simple
+from hgxkit.recipe.importing.commands import Simple, simple_index
 from hgxkit.recipe.shellwords import EXPANDING_TILDE, dollar_segments
 from hgxkit.secrets import is_secret_name
 
@@ -56,16 +56,15 @@ class Scope:
         """Definitions of `target`'s file that reach it (see the module docstring)."""
         post = target.command.post
         fence = post.fences[target.first_line - 1] if post.fences else 0
-        own_servers = {
-            post.fences[s.first_line - 1]
-            for s in simples
-            if s.command.post is post and s.kind in ("server", "docker-run", "engine") and post.fences
-        }
+        index = simple_index(simples)  # linear over a post, not quadratic (issue 23: 33 KiB took 20 s)
+        own_servers = index.server_fences.get(id(post), frozenset())
+        end = index.position.get(id(target), len(simples))
         found: dict[str, Definition] = {}
-        for simple in simples:
-            if simple is target:
+        for position in index.definitions:
+            if position >= end:
                 break
-            if simple.command.post is not post or simple.kind not in ("assign", "export"):
+            simple = simples[position]
+            if simple.command.post is not post:
                 continue
             def_fence = post.fences[simple.first_line - 1] if post.fences else 0
             if def_fence != fence and def_fence in own_servers and def_fence != 0:

@@ -21,7 +21,7 @@ from dataclasses import replace
 
 from hgxkit.recipe.docker_options import canonical
 from hgxkit.recipe.dockerrun import ParsedRun
-from hgxkit.recipe.importing.commands import Simple
+from hgxkit.recipe.importing.commands import Simple, simple_index
 from hgxkit.recipe.shellwords import shell_value
 
 # Options whose value is a host file the docker client reads, relative to where it runs.
@@ -33,10 +33,13 @@ def directory_before(simples: Sequence[Simple], simple: Simple) -> tuple[str | N
     unknown; where the last `cd` is, or None when there is none)."""
     cwd: str | None = None
     where: str | None = None
-    for other in simples:
-        if other is simple:
+    index = simple_index(simples)
+    end = index.position.get(id(simple), len(simples))
+    for position in index.cds:
+        if position >= end:
             break
-        if other.command.post is not simple.command.post or other.in_block or other.texts[:1] != ["cd"]:
+        other = simples[position]
+        if other.command.post is not simple.command.post or other.in_block:
             continue
         where = other.where()
         target = shell_value(other.texts[1]) if len(other.texts) == 2 else ""
