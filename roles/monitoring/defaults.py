@@ -28,7 +28,9 @@ prometheus_port               Prometheus' port (9090).
 prometheus_bind_address       where Prometheus listens (its UI and API): 127.0.0.1 unless told.
 prometheus_retention          how long Prometheus keeps samples (--storage.tsdb.retention.time).
 prometheus_retention_size     None, or a size cap (--storage.tsdb.retention.size, e.g. "50GB").
-prometheus_scrape_interval    scrape and rule evaluation interval.
+prometheus_scrape_interval    scrape and rule evaluation interval; also the resolution of the per-cell telemetry verify
+                              reads from Prometheus when monitoring is on (its own samplers take one a second: 1s
+                              matches them).
 monitoring_throttle_for       how long thermal or power throttling must last before it alerts.
 monitoring_nvlink_window      NVLink (and PCIe replay) error counters rising within this window alert.
 monitoring_serving_down_for   how long a serving group's /metrics may fail before serving-down fires.

@@ -8,7 +8,11 @@ bench_repeats      client runs per cell (each kept; the repeat is the unit of in
                    tests); None: 1 for smoke, 5 for full (FULL_REPEATS in hgxkit/verify/plan.py: enough to
                    decide a 10% throughput change at run-to-run noise up to ~4.5% CV). While each cell runs,
                    the server's /metrics and the group's GPUs (nvidia-smi) are sampled every second and
-                   archived with the run (telemetry/), summarised per cell.
+                   archived with the run (telemetry/), summarised per cell. With `monitoring: true` nothing is
+                   sampled: after the cells, each one's window is read from Prometheus on the monitoring host
+                   (its serving group's series and the DCGM exporter's fields of its GPUs) into the same files;
+                   the summary says which (telemetry.source: sampled|prometheus). Prometheus' scrape interval
+                   (prometheus_scrape_interval, roles/monitoring) is then the telemetry's resolution.
 results_dir        where runs are archived on the controller: <results_dir>/<host>/<UTC time>_<recipe>/.
 verify_workdir     where the host keeps its copy of each run (raw JSONL, summary, fingerprint), root-only, and
                    under env-reports/ the engine's environment report of each serving container, made once

@@ -122,3 +122,11 @@ def test_durations_and_query_window() -> None:
     with pytest.raises(ValueError, match="prometheus_scrape_interval='15' is not a Prometheus duration"):
         duration_s("15")
     assert query_window(1000.2, 1010.7, 5.0) == (995.0, 1016.0)
+
+
+def test_module_examples() -> None:
+    import doctest
+
+    import hgxkit.monitoring.telemetry as module
+
+    assert doctest.testmod(module).failed == 0
