@@ -113,9 +113,21 @@ def samples_command(base_url: str, selector: str, start: float, end: float) -> S
                 "--data-urlencode", f"time={end:.3f}", "--", f"{base_url.rstrip('/')}/api/v1/query")  # fmt: skip
 
 
+def local_url(bind_address: str, port: int) -> str:
+    """Prometheus' API as its own host reaches it (verify asks it there, over SSH).
+
+    >>> local_url("127.0.0.1", 9090), local_url("0.0.0.0", 9090), local_url("fd00::5", 9091)
+    ('http://127.0.0.1:9090', 'http://127.0.0.1:9090', 'http://[fd00::5]:9091')
+    """
+    address = "127.0.0.1" if bind_address in ("0.0.0.0", "::", "") else bind_address
+    return f"http://[{address}]:{port}" if ":" in address else f"http://{address}:{port}"
+
+
 def parse_matrix(text: str, *, source: str = "Prometheus") -> list[Series]:
     """The series of a matrix answer (`samples_command`'s, or `/api/v1/query_range`'s); ValueError in one line
     naming what is wrong."""
+    if not text.strip():
+        raise ValueError(f"{source}: Prometheus answered nothing (is it running on the monitoring host?)")
     try:
         data = json.loads(text)
     except json.JSONDecodeError:

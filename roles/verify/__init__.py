@@ -33,6 +33,7 @@ from hgxkit.monitoring.telemetry import (
     duration_s,
     gpu_csv,
     gpu_query,
+    local_url,
     metrics_text,
     parse_matrix,
     query_window,
@@ -336,7 +337,7 @@ def _member_fingerprints(recipe: Recipe, group: NodeGroup, server_info: dict) ->
 
 
 def _prometheus_telemetry(cells: list[Cell], texts: dict[str, str], by_group: dict[int, ContainerSpec]) -> dict:
-    """Each recorded cell's /metrics series and GPU rows from Prometheus' range queries over its window, as the
+    """Each recorded cell's /metrics series and GPU rows, read from Prometheus' raw samples of its window, as the
     files the samplers would have written (hgxkit/monitoring/telemetry.py); a cell Prometheus cannot answer for
     keeps none (its results still count)."""
     monitors = [h.name for h in host.inventory if h.data.get("monitoring")]
@@ -356,8 +357,7 @@ def _prometheus_telemetry(cells: list[Cell], texts: dict[str, str], by_group: di
              "than verify's 1 s sampling (prometheus_scrape_interval: 1s gives the same resolution)")
     bind = str(monitor.data.get("prometheus_bind_address") or MONITORING_DEFAULTS["prometheus_bind_address"])
     port = int(monitor.data.get("prometheus_port") or MONITORING_DEFAULTS["prometheus_port"])
-    address = "127.0.0.1" if bind in ("0.0.0.0", "::", "") else bind
-    base = f"http://[{address}]:{port}" if ":" in address else f"http://{address}:{port}"
+    base = local_url(bind, port)
     windows = {}
     for cell in (c for c in cells if c.record):
         stamps = [float(t) for t in texts.get(cell.telemetry_files[2], "").split() if t.replace(".", "", 1).isdigit()]

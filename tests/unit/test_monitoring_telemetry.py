@@ -93,6 +93,7 @@ def test_a_missing_field_is_not_available_as_nvidia_smi_prints_it() -> None:
         (recorded("bad_query"), "Prometheus: Prometheus answered invalid parameter \"query\": 1:2: parse error: "
                                 "unexpected character inside braces: '['"),
         ("curl: (7) Failed to connect", "Prometheus: Prometheus answered no JSON ('curl: (7) Failed to connect')"),
+        ("", "Prometheus: Prometheus answered nothing (is it running on the monitoring host?)"),
         ('{"status":"success","data":{"resultType":"vector","result":[]}}',
          "Prometheus: expected a matrix result (a range selector)"),
     ],
