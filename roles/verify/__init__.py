@@ -63,7 +63,6 @@ from hgxkit.verify.envreport import read_env_report, report_folder, start_env_re
 from hgxkit.verify.fingerprint import collect_fingerprint
 from hgxkit.verify.plan import Cell, cells_from_output, gates, plan_cells
 from hgxkit.verify.script import CLIENT_START_FILE, bench_script, parse_progress, wait_for_progress
-from roles.monitoring.defaults import DEFAULTS as MONITORING_DEFAULTS
 from roles.verify.defaults import DEFAULTS
 
 UNIT = "hgxkit-verify"
@@ -183,7 +182,7 @@ def _verify(recipe: Recipe, mode: str, group: NodeGroup | None = None) -> None:
     cells = plan_cells(recipe, mode, [(s.group, s.name) for s in specs], int(out_len) if out_len else None,  # type: ignore[arg-type]
                        int(repeats) if repeats else None)  # fmt: skip
     by_group = {s.group: s for s in specs}
-    monitored = bool(host.data.get("monitoring"))
+    monitored = bool(knob(host, "monitoring"))
     if not monitored:  # samplers while each cell runs; with monitoring, Prometheus is read afterwards instead
         cells = [replace(c, metrics_url=_metrics_url(recipe, by_group[c.group]),
                          gpus=tuple(by_group[c.group].gpus)) for c in cells]  # fmt: skip
@@ -340,13 +339,13 @@ def _prometheus_telemetry(cells: list[Cell], texts: dict[str, str], by_group: di
     """Each recorded cell's /metrics series and GPU rows, read from Prometheus' raw samples of its window, as the
     files the samplers would have written (hgxkit/monitoring/telemetry.py); a cell Prometheus cannot answer for
     keeps none (its results still count)."""
-    monitors = [h.name for h in host.inventory if h.data.get("monitoring")]
-    chosen, error = choose_monitoring_host(host.data.get("monitoring_host"), monitors, [h.name for h in host.inventory])
+    monitors = [h.name for h in host.inventory if knob(h, "monitoring")]
+    chosen, error = choose_monitoring_host(knob(host, "monitoring_host"), monitors, [h.name for h in host.inventory])
     if chosen is None:
         echo(f"[{host.name}] no telemetry: {error or 'no monitoring host in the inventory'}")
         return {}
     monitor = host.inventory.get_host(chosen)
-    setting = monitor.data.get("prometheus_scrape_interval") or MONITORING_DEFAULTS["prometheus_scrape_interval"]
+    setting = knob(monitor, "prometheus_scrape_interval")
     try:
         interval = duration_s(str(setting))
     except ValueError as err:
@@ -355,9 +354,7 @@ def _prometheus_telemetry(cells: list[Cell], texts: dict[str, str], by_group: di
     if interval > STEP_S:
         echo(f"[{host.name}] Prometheus scrapes every {setting}: the per-cell telemetry read from it is coarser "
              "than verify's 1 s sampling (prometheus_scrape_interval: 1s gives the same resolution)")
-    bind = str(monitor.data.get("prometheus_bind_address") or MONITORING_DEFAULTS["prometheus_bind_address"])
-    port = int(monitor.data.get("prometheus_port") or MONITORING_DEFAULTS["prometheus_port"])
-    base = local_url(bind, port)
+    base = local_url(str(knob(monitor, "prometheus_bind_address")), int(knob(monitor, "prometheus_port")))
     windows = {}
     for cell in (c for c in cells if c.record):
         stamps = [float(t) for t in texts.get(cell.telemetry_files[2], "").split() if t.replace(".", "", 1).isdigit()]

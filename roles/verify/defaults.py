@@ -32,13 +32,15 @@ verify_client_process
                    keep state from one in-process run to the next.
 
 Shared knobs read here (hgxkit/knobs.py): recipe, serve_total_gpus, api_key, serve_state_dir (the digest the
-serving role runs), serve_api_key_file.
+serving role runs), serve_api_key_file; monitoring, monitoring_host, and the monitoring host's prometheus_port,
+prometheus_bind_address and prometheus_scrape_interval (telemetry from Prometheus).
 """
 
 from hgxkit.knobs import shared_defaults
 
 DEFAULTS = {
-    **shared_defaults("recipe", "serve_total_gpus", "api_key", "serve_state_dir", "serve_api_key_file"),
+    **shared_defaults("recipe", "serve_total_gpus", "api_key", "serve_state_dir", "serve_api_key_file",
+                      "monitoring", "monitoring_host"),
     "bench": "smoke",
     "bench_output_len": None,
     "bench_repeats": None,
