@@ -29,6 +29,9 @@ group_hosts         a server spanning nodes (recipe `groups.nodes`): the hosts o
 fabric_address      the address the other nodes of a multi-node group reach this host at (the head's goes into
                     --dist-init-addr; an IPv4 address is safest). None: `model_peer_address`, else refused.
 dist_port           the rendezvous port on a multi-node group's head; None: the recipe's `groups.dist_port`.
+monitoring, monitoring_host, prometheus_port, prometheus_bind_address, prometheus_scrape_interval
+                    the monitoring role's (documented in roles/monitoring/defaults.py); verify reads them too, to
+                    find Prometheus and read each cell's telemetry from it.
 host_lock_wait_s    how long a run waits for another hgxkit run on the same node to finish (0: refuse at once,
                     naming the other run's PID and start time; hgxkit/hostlock.py).
 
@@ -60,6 +63,11 @@ SHARED_DEFAULTS: dict[str, Any] = {
     "group_hosts": None,
     "fabric_address": None,
     "dist_port": None,
+    "monitoring": False,
+    "monitoring_host": None,
+    "prometheus_port": 9090,
+    "prometheus_bind_address": "127.0.0.1",
+    "prometheus_scrape_interval": "15s",
 }
 
 

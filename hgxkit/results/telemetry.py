@@ -50,10 +50,12 @@ from hgxkit.results.prometheus import (
 # Re-exported: callers need only this module for the whole telemetry pipeline.
 __all__ = [
     "GPU_QUERY", "SCRAPE_MARK", "THERMAL_OR_POWER", "THROTTLE_REASONS", "CellTelemetry", "GpuSample", "GpuTelemetry",
-    "PromSample", "Scrape", "ServerTelemetry", "counter_increase", "decode_throttle_reasons", "format_scrape_series",
-    "parse_exposition", "parse_gpu_csv", "parse_scrape_series", "summarise_cell_telemetry", "summarise_gpus",
-    "summarise_server", "telemetry_flags",
+    "PromSample", "Scrape", "ServerTelemetry", "TelemetrySource", "counter_increase", "decode_throttle_reasons",
+    "format_scrape_series", "parse_exposition", "parse_gpu_csv", "parse_scrape_series", "summarise_cell_telemetry",
+    "summarise_gpus", "summarise_server", "telemetry_flags",
 ]  # fmt: skip
+
+TelemetrySource = Literal["sampled", "prometheus"]
 
 # Server-side and client-side numbers of one cell must agree within these, or compare flags the cell.
 # Accept length: both come from the same server counters/gauges, so only averaging differs (10%).
@@ -110,7 +112,9 @@ class ServerTelemetry:
 
 @dataclass(frozen=True)
 class CellTelemetry:
-    """Telemetry of one cell: the server, each GPU, the raw files, and whether it was simulated."""
+    """Telemetry of one cell: the server, each GPU, the raw files, whether it was simulated, and where it came
+    from (`sampled`: verify's own samplers while the cell ran; `prometheus`: range queries over the cell's
+    window, hgxkit/monitoring/telemetry.py)."""
 
     simulated: bool
     server: ServerTelemetry | None = None
@@ -118,6 +122,7 @@ class CellTelemetry:
     files: list[str] = field(default_factory=list)
     # Small time series for the report's plots: name -> [[seconds from the window start, value], …].
     series: dict[str, list[list[float]]] = field(default_factory=dict)
+    source: TelemetrySource = "sampled"
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -131,6 +136,7 @@ class CellTelemetry:
             gpus=[GpuTelemetry(**g) for g in data.get("gpus") or []],
             files=list(data.get("files") or []),
             series={k: [list(p) for p in v] for k, v in (data.get("series") or {}).items()},
+            source="prometheus" if data.get("source") == "prometheus" else "sampled",  # older archives: sampled
         )
 
     @property
@@ -254,7 +260,7 @@ def _downsample(points: list[list[float]], limit: int = 240) -> list[list[float]
 
 def summarise_cell_telemetry(
     kind: str, *, metrics_text: str | None = None, gpu_csv: str | None = None, simulated: bool,
-    window: tuple[float, float] | None = None, files: list[str] | None = None,
+    window: tuple[float, float] | None = None, files: list[str] | None = None, source: TelemetrySource = "sampled",
 ) -> CellTelemetry:  # fmt: skip
     """Everything about one cell: pure, from the raw texts (a scrape series and nvidia-smi CSV, either may be
     absent). `window` (unix start, end of the client's run) keeps only the samples of this cell."""
@@ -284,6 +290,7 @@ def summarise_cell_telemetry(
         gpus=summarise_gpus(gpu_samples),
         files=list(files or []),
         series={k: v for k, v in series.items() if v},
+        source=source,
     )
 
 

@@ -19,7 +19,7 @@ from hgxkit.recipe.matrix import MatrixCell
 from hgxkit.recipe.model import Recipe
 from hgxkit.recipe.schema import MAX_BENCH_TOKENS
 from hgxkit.results.summary import CellResult
-from hgxkit.results.telemetry import CellTelemetry, summarise_cell_telemetry
+from hgxkit.results.telemetry import CellTelemetry, TelemetrySource, summarise_cell_telemetry
 
 BenchMode = Literal["smoke", "full", "none"]
 # A recipe without a benchmark matrix (most imported posts) gets this one small cell of its kind.
@@ -199,10 +199,10 @@ def client_argv(cell: Cell, output_dir: str, *, warm: bool = False) -> list[str]
 
 
 def cells_from_output(
-    cells: list[Cell], texts: dict[str, str], *, simulated: bool = False
+    cells: list[Cell], texts: dict[str, str], *, simulated: bool = False, telemetry_source: TelemetrySource = "sampled"
 ) -> tuple[list[CellResult], list[str]]:
     """Results per cell (every repeat, with intervals) from each client's output file and the telemetry
-    recorded while it ran; problems for cells that produced none."""
+    recorded while it ran (sampled, or read from Prometheus afterwards); problems for cells that produced none."""
     results, problems = [], []
     for cell in (c for c in cells if c.record):
         text = texts.get(cell.file, "")
@@ -216,11 +216,14 @@ def cells_from_output(
             continue
         results.append(CellResult.from_repeats(records, num_prompts=cell.num_prompts, group=cell.group,
                                                raw_files=[cell.file] * len(records),
-                                               telemetry=cell_telemetry(cell, texts, simulated)))  # fmt: skip
+                                               telemetry=cell_telemetry(cell, texts, simulated,
+                                                                        telemetry_source)))  # fmt: skip
     return results, problems
 
 
-def cell_telemetry(cell: Cell, texts: dict[str, str], simulated: bool) -> CellTelemetry | None:
+def cell_telemetry(
+    cell: Cell, texts: dict[str, str], simulated: bool, source: TelemetrySource = "sampled"
+) -> CellTelemetry | None:
     """The server's /metrics and the GPUs' samples while the cell ran (None when nothing was recorded)."""
     metrics, gpu, window = (texts.get(name, "") for name in cell.telemetry_files)
     if not (metrics.strip() or gpu.strip()):
@@ -235,6 +238,7 @@ def cell_telemetry(cell: Cell, texts: dict[str, str], simulated: bool) -> CellTe
             simulated=simulated,
             window=(stamps[0], stamps[-1]) if len(stamps) > 1 else None,
             files=recorded,
+            source=source,
         )
     except ValueError:
         return None  # damaged samples: the cell's own results still count

@@ -28,7 +28,9 @@ prometheus_port               Prometheus' port (9090).
 prometheus_bind_address       where Prometheus listens (its UI and API): 127.0.0.1 unless told.
 prometheus_retention          how long Prometheus keeps samples (--storage.tsdb.retention.time).
 prometheus_retention_size     None, or a size cap (--storage.tsdb.retention.size, e.g. "50GB").
-prometheus_scrape_interval    scrape and rule evaluation interval.
+prometheus_scrape_interval    scrape and rule evaluation interval; also the resolution of the per-cell telemetry verify
+                              reads from Prometheus when monitoring is on (its own samplers take one a second: 1s
+                              matches them).
 monitoring_throttle_for       how long thermal or power throttling must last before it alerts.
 monitoring_nvlink_window      NVLink (and PCIe replay) error counters rising within this window alert.
 monitoring_serving_down_for   how long a serving group's /metrics may fail before serving-down fires.
@@ -46,14 +48,13 @@ grafana_port                  Grafana's port (3000).
 grafana_bind_address          where Grafana listens: 127.0.0.1 unless told.
 
 Shared knobs read here (hgxkit/knobs.py): expected_gpu_count (the fewer-GPUs alert), serve_total_gpus and
-bind_address (which serving groups to scrape, and where), recipe.
+bind_address (which serving groups to scrape, and where), recipe; and monitoring, monitoring_host, prometheus_port,
+prometheus_bind_address and prometheus_scrape_interval, documented above and shared because verify reads them.
 """
 
 from hgxkit.knobs import shared_defaults
 
 DEFAULTS = {
-    "monitoring": False,
-    "monitoring_host": None,
     "monitoring_bind_address": "127.0.0.1",
     "monitoring_allow_exposed": False,
     "monitoring_dir": "/etc/hgxkit/monitoring",
@@ -62,11 +63,8 @@ DEFAULTS = {
     "dcgm_exporter_port": 9400,
     "dcgm_exporter_hostengine": None,
     "node_exporter_port": 9100,
-    "prometheus_port": 9090,
-    "prometheus_bind_address": "127.0.0.1",
     "prometheus_retention": "30d",
     "prometheus_retention_size": None,
-    "prometheus_scrape_interval": "15s",
     "monitoring_throttle_for": "10m",
     "monitoring_nvlink_window": "10m",
     "monitoring_serving_down_for": "1m",
@@ -78,5 +76,6 @@ DEFAULTS = {
     "grafana_image": "grafana/grafana-oss:11.2.0",
     "grafana_port": 3000,
     "grafana_bind_address": "127.0.0.1",
-    **shared_defaults("expected_gpu_count", "serve_total_gpus", "bind_address", "recipe"),
+    **shared_defaults("expected_gpu_count", "serve_total_gpus", "bind_address", "recipe", "monitoring",
+                      "monitoring_host", "prometheus_port", "prometheus_bind_address", "prometheus_scrape_interval"),
 }

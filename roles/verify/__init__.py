@@ -28,6 +28,19 @@ from pyinfra.operations import python
 from hgxkit.errors import InputError
 from hgxkit.hostcmd import HostRunner, argv, script
 from hgxkit.knobs import knob
+from hgxkit.monitoring.scrape import choose_monitoring_host
+from hgxkit.monitoring.telemetry import (
+    STEP_S,
+    duration_s,
+    gpu_csv,
+    gpu_query,
+    local_url,
+    metrics_text,
+    parse_matrix,
+    query_window,
+    samples_command,
+    server_query,
+)
 from hgxkit.node.driver import driver_gate
 from hgxkit.node.facts_apt import InstalledPackages
 from hgxkit.node.facts_files import FileText, JsonFile
@@ -173,12 +186,17 @@ def _verify(recipe: Recipe, mode: str, group: NodeGroup | None = None) -> None:
         raise DeployError(f"verify refused on {host.name}: {err.message}") from None
     cells = plan_cells(recipe, mode, [(s.group, s.name) for s in specs], out_len, repeats)  # type: ignore[arg-type]
     by_group = {s.group: s for s in specs}
-    cells = [replace(c, metrics_url=_metrics_url(recipe, by_group[c.group]), gpus=tuple(by_group[c.group].gpus))
-             for c in cells]  # fmt: skip
+    monitored = bool(knob(host, "monitoring"))
+    if not monitored:  # samplers while each cell runs; with monitoring, Prometheus is read afterwards instead
+        cells = [replace(c, metrics_url=_metrics_url(recipe, by_group[c.group]),
+                         gpus=tuple(by_group[c.group].gpus)) for c in cells]  # fmt: skip
     run(script("umask 077 && mkdir -p {dir} && chmod 700 {parent} {dir}", dir=workdir,
                parent=str(host.data.get("verify_workdir"))))  # fmt: skip
     texts = _run_detached(run, cells, workdir, key_file, run_tag) if cells else {}
     took.lap(f"benchmark ({len(cells)} cells; the clients' start-up {_client_startup_s(texts):.1f} s of it)")
+    if monitored and cells:
+        texts.update(_prometheus_telemetry(cells, texts, by_group))
+        took.lap("telemetry from Prometheus")
     kind = recipe.server.server_kind
     env_report = _start_env_report(run, kind.env_report, specs[0].name)
     health = gpu_health_report(host.get_fact, expected_gpus=total)
@@ -200,7 +218,8 @@ def _verify(recipe: Recipe, mode: str, group: NodeGroup | None = None) -> None:
     member_runs = _member_fingerprints(recipe, group, server_info) if group else {}
     took.lap("fingerprint")
     members = {name: fp for name, (fp, _) in member_runs.items()}
-    results, missing = cells_from_output(cells, texts, simulated=fingerprint.simulated)
+    results, missing = cells_from_output(cells, texts, simulated=fingerprint.simulated,
+                                         telemetry_source="prometheus" if monitored else "sampled")
     failed_gates = missing + gates(recipe, results, mode)  # type: ignore[arg-type]
     if group is not None:  # a rank that died while the benchmark ran
         failed_gates += _rank_failures(group, specs[0].name)
@@ -317,6 +336,52 @@ def _member_fingerprints(recipe: Recipe, group: NodeGroup, server_info: dict) ->
             node_group=_topology(group),
         )
         out[member.host] = (fingerprint, health)
+    return out
+
+
+def _prometheus_telemetry(cells: list[Cell], texts: dict[str, str], by_group: dict[int, ContainerSpec]) -> dict:
+    """Each recorded cell's /metrics series and GPU rows, read from Prometheus' raw samples of its window, as the
+    files the samplers would have written (hgxkit/monitoring/telemetry.py); a cell Prometheus cannot answer for
+    keeps none (its results still count)."""
+    monitors = [h.name for h in host.inventory if knob(h, "monitoring")]
+    chosen, error = choose_monitoring_host(knob(host, "monitoring_host"), monitors, [h.name for h in host.inventory])
+    if chosen is None:
+        echo(f"[{host.name}] no telemetry: {error or 'no monitoring host in the inventory'}")
+        return {}
+    monitor = host.inventory.get_host(chosen)
+    setting = knob(monitor, "prometheus_scrape_interval")
+    try:
+        interval = duration_s(str(setting))
+    except ValueError as err:
+        echo(f"[{host.name}] no telemetry: {err}")
+        return {}
+    if interval > STEP_S:
+        echo(f"[{host.name}] Prometheus scrapes every {setting}: the per-cell telemetry read from it is coarser "
+             "than verify's 1 s sampling (prometheus_scrape_interval: 1s gives the same resolution)")
+    base = local_url(str(knob(monitor, "prometheus_bind_address")), int(knob(monitor, "prometheus_port")))
+    windows = {}
+    for cell in (c for c in cells if c.record):
+        stamps = [float(t) for t in texts.get(cell.telemetry_files[2], "").split() if t.replace(".", "", 1).isdigit()]
+        if len(stamps) > 1:
+            windows[id(cell)] = query_window(stamps[0], stamps[-1], interval)
+    if not windows:
+        return {}
+    # Prometheus must have scraped past the last window's end before it is asked about it.
+    time.sleep(min(max(0.0, max(end for _, end in windows.values()) + interval - time.time()), 2 * interval + 5))
+    run = HostRunner(monitor)
+    out: dict[str, str] = {}
+    for cell in (c for c in cells if c.record and id(c) in windows):
+        start, end = windows[id(cell)]
+        metrics_file, gpu_file, _ = cell.telemetry_files
+        spec = by_group[cell.group]
+        group = spec.rendered.name or f"group-{spec.group}"  # the `group` label of its scrape target
+        for name, query, convert in ((metrics_file, server_query(host.name, group), metrics_text),
+                                     (gpu_file, gpu_query(host.name, tuple(spec.gpus)), gpu_csv)):  # fmt: skip
+            answer = "\n".join(run(samples_command(base, query, start, end)))
+            try:
+                out[name] = convert(parse_matrix(answer, source=f"Prometheus on {chosen}, {name}"))
+            except ValueError as err:
+                echo(f"[{host.name}] {err}")
     return out
 
 

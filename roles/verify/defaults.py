@@ -8,7 +8,11 @@ bench_repeats      client runs per cell (each kept; the repeat is the unit of in
                    tests); None: 1 for smoke, 5 for full (FULL_REPEATS in hgxkit/verify/plan.py: enough to
                    decide a 10% throughput change at run-to-run noise up to ~4.5% CV). While each cell runs,
                    the server's /metrics and the group's GPUs (nvidia-smi) are sampled every second and
-                   archived with the run (telemetry/), summarised per cell.
+                   archived with the run (telemetry/), summarised per cell. With `monitoring: true` nothing is
+                   sampled: after the cells, each one's window is read from Prometheus on the monitoring host
+                   (its serving group's series and the DCGM exporter's fields of its GPUs) into the same files;
+                   the summary says which (telemetry.source: sampled|prometheus). Prometheus' scrape interval
+                   (prometheus_scrape_interval, roles/monitoring) is then the telemetry's resolution.
 results_dir        where runs are archived on the controller: <results_dir>/<host>/<UTC time>_<recipe>/.
 verify_workdir     where the host keeps its copy of each run (raw JSONL, summary, fingerprint), root-only, and
                    under env-reports/ the engine's environment report of each serving container, made once
@@ -28,13 +32,15 @@ verify_client_process
                    keep state from one in-process run to the next.
 
 Shared knobs read here (hgxkit/knobs.py): recipe, serve_total_gpus, api_key, serve_state_dir (the digest the
-serving role runs), serve_api_key_file.
+serving role runs), serve_api_key_file; monitoring, monitoring_host, and the monitoring host's prometheus_port,
+prometheus_bind_address and prometheus_scrape_interval (telemetry from Prometheus).
 """
 
 from hgxkit.knobs import shared_defaults
 
 DEFAULTS = {
-    **shared_defaults("recipe", "serve_total_gpus", "api_key", "serve_state_dir", "serve_api_key_file"),
+    **shared_defaults("recipe", "serve_total_gpus", "api_key", "serve_state_dir", "serve_api_key_file",
+                      "monitoring", "monitoring_host"),
     "bench": "smoke",
     "bench_output_len": None,
     "bench_repeats": None,

@@ -1,7 +1,8 @@
 """End-to-end: `--data monitoring=true` on a simulated node serving the marlin recipe leaves the DCGM exporter
 (stand-in), Debian's node exporter and Debian's Prometheus with hgxkit's rules; Prometheus' API shows
-DCGM_FI_DEV_GPU_UTIL for 8 GPUs, the node exporter and both serving groups; a re-run changes nothing; XID 79
-injected on GPU 3 fires GpuFellOffBus; stopping one group fires ServingGroupDown (issue 28)."""
+DCGM_FI_DEV_GPU_UTIL for 8 GPUs, the node exporter and both serving groups; a re-run changes nothing; a smoke
+verify archives each cell's telemetry read from Prometheus, agreeing with a sampled run's; XID 79 injected on GPU 3
+fires GpuFellOffBus; stopping one group fires ServingGroupDown (issue 28)."""
 
 from __future__ import annotations
 
@@ -21,8 +22,16 @@ from hgxkit.sim.standin.dcgm import image as dcgm_image
 
 pytestmark = pytest.mark.e2e
 CLUSTER = cluster_name("monitoring")
-# Short windows so the alerts fire within the test (the defaults are minutes).
-DATA = ("verify=false", "monitoring=true", "monitoring_serving_down_for=10s", "prometheus_scrape_interval=5s")
+# Short windows so the alerts fire within the test (the defaults are minutes); scrapes every second, as verify's
+# own samplers, so telemetry read from Prometheus has the same resolution as sampled telemetry.
+DATA = ("verify=false", "monitoring=true", "monitoring_serving_down_for=10s", "prometheus_scrape_interval=1s")
+# The simulated GPUs' noise (hgxkit/sim/data/aptrepo/files/nvidia-smi, which the DCGM stand-in reads too): a GPU
+# with one running request draws 141.83 W + 8 W x U(-1, 1) and shows 35 % + int(3 x U(-1, 1)) utilisation, a new
+# draw every second; an idle one 71.83 W and 0 %. Two runs' per-GPU means over N samples then differ by the jitter
+# (sd 8/sqrt(3) W and 1.29 %, per sample) and by the window's edges, where one sample on each side may catch the
+# GPU idle in one run and busy in the other (70 W, 35 % each). Tolerance: both edges plus 3 sd of the difference.
+BUSY_STEP = {"power_mean_w": 70.0, "utilization_mean_pct": 35.0}
+JITTER_SD = {"power_mean_w": 8 / 3**0.5, "utilization_mean_pct": 1.29}
 
 
 def out(result: subprocess.CompletedProcess[str]) -> str:
@@ -92,6 +101,60 @@ def test_second_run_changes_nothing(monitored) -> None:
     assert match, out(again)[-3000:]
     _ops, changed, errors, _unchanged = (0 if v == "-" else int(v) for v in match.groups())
     assert (changed, errors) == (0, 0), out(again)[-4000:]
+
+
+def tolerance(field: str, samples: int) -> float:
+    """How far two runs' per-GPU means over `samples` samples may differ from the simulated GPUs' noise alone."""
+    return 2 * BUSY_STEP[field] / samples + 3 * JITTER_SD[field] * (2 / samples) ** 0.5
+
+
+def archived_cells(results) -> dict[int, dict]:
+    (run_dir,) = [p for p in results.glob("node1/*") if p.is_dir()]
+    summary = json.loads((run_dir / "summary.json").read_text())
+    for cell in summary["cells"]:
+        for name in cell["telemetry"]["files"]:
+            assert (run_dir / "telemetry" / name).stat().st_size > 0, name
+    return {cell["group"]: cell for cell in summary["cells"]}
+
+
+def test_verify_reads_telemetry_from_prometheus_and_it_agrees_with_sampling(monitored, tmp_path) -> None:
+    """A smoke verify with monitoring on archives each cell's telemetry from Prometheus (no samplers); a smoke
+    verify with it off samples as before; per GPU, mean utilisation and power agree within the simulated GPUs'
+    noise (`tolerance`), and the server's token counters within one request's tokens (the samplers start with
+    the cell, so they may miss the first request's prompt; Prometheus holds a scrape from before the window)."""
+    read = run_deploy(CLUSTER, "deploys/verify.py", *DATA, f"results_dir={tmp_path / 'prometheus'}", timeout=900)
+    assert read.returncode == 0, out(read)[-4000:]
+    sampled = run_deploy(CLUSTER, "deploys/verify.py", "monitoring=false", f"results_dir={tmp_path / 'sampled'}",
+                         timeout=900)  # fmt: skip
+    assert sampled.returncode == 0, out(sampled)[-4000:]
+    assert "telemetry from Prometheus" in out(read) and "telemetry from Prometheus" not in out(sampled)
+    from_prometheus, from_samplers = archived_cells(tmp_path / "prometheus"), archived_cells(tmp_path / "sampled")
+    assert sorted(from_prometheus) == sorted(from_samplers) == [0, 1]
+    lines, far = [], []
+    for group, cell in sorted(from_prometheus.items()):
+        a, b = cell["telemetry"], from_samplers[group]["telemetry"]
+        assert (a["source"], b["source"], a["simulated"]) == ("prometheus", "sampled", True)
+        assert [g["index"] for g in a["gpus"]] == [g["index"] for g in b["gpus"]] == [4 * group + k for k in range(4)]
+        for ga, gb in zip(a["gpus"], b["gpus"], strict=True):
+            n = min(ga["samples"], gb["samples"])
+            for field in ("utilization_mean_pct", "power_mean_w"):
+                gap, allowed = abs(ga[field] - gb[field]), tolerance(field, n)
+                lines.append(f"group {group} GPU {ga['index']} {field}: prometheus {ga[field]:.2f} "
+                             f"({ga['samples']} samples) vs sampled {gb[field]:.2f} ({gb['samples']}); "
+                             f"|diff| {gap:.2f}, tolerance {allowed:.2f}")  # fmt: skip
+                if gap > allowed:
+                    far.append(lines[-1])
+        # One request's tokens: its output (the cell's mean) and at most input_len prompt tokens (random ids).
+        per_request = {"generation_tokens": cell["total_output_tokens"] / cell["completed"],
+                       "prompt_tokens": cell["input_len"]}  # fmt: skip
+        for field, allowed in per_request.items():
+            x, y = a["server"][field], b["server"][field]
+            lines.append(f"group {group} server {field}: prometheus {x:.0f} ({a['server']['scrapes']} scrapes) vs "
+                         f"sampled {y:.0f} ({b['server']['scrapes']}); tolerance {allowed:.0f}")  # fmt: skip
+            if abs(x - y) > allowed:
+                far.append(lines[-1])
+    print("telemetry agreement:\n" + "\n".join(lines))
+    assert not far, "\n".join(far)
 
 
 def test_xid_79_on_gpu_3_fires_gpu_fell_off_bus(monitored) -> None:
