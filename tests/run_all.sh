@@ -15,7 +15,8 @@ PYTHON=${PYTHON:-.venv/bin/python}
 mkdir -p build
 
 A_FILES=(tests/e2e/test_serving.py tests/e2e/test_router.py tests/e2e/test_serving_stack.py
-         tests/e2e/test_bringup.py tests/e2e/test_sim_nodes.py tests/e2e/test_sim_mismatch.py)
+         tests/e2e/test_bringup.py tests/e2e/test_sim_nodes.py tests/e2e/test_sim_mismatch.py
+         tests/e2e/test_monitoring.py tests/e2e/test_hostile_node.py)
 B_FILES=(tests/unit)
 for file in tests/e2e/test_*.py; do
     [[ " ${A_FILES[*]} " == *" $file "* ]] || B_FILES+=("$file")

@@ -6,8 +6,9 @@ from the seeded busybox; the local copy is removed, the registry's port is shape
 node's loopback (as bench/fresh_overlap.py shapes the mirror), and the serve role's pull step
 (hgxkit/serving/steps.py `pull`, the pull unit running hgxkit/serving/pullprogress.py) pulls it in a pyinfra run.
 
-Slow (about 3-4 min here: building and pushing the layer, then the shaped pull), so it runs only with
-HGXKIT_BENCH=1 (`make bench`); tests/unit/test_pullprogress.py checks the node program and the line format fast.
+Slow (about 3-4 min here: building and pushing the layer, then the shaped pull), so a developer's `make test`
+skips it; CI (CI=true) and `make bench` (HGXKIT_BENCH=1) run it. tests/unit/test_pullprogress.py checks the node
+program and the line format fast.
 """
 
 from __future__ import annotations
@@ -24,7 +25,8 @@ from sim_steps import cluster_name, node_sh
 
 pytestmark = [
     pytest.mark.e2e,
-    pytest.mark.skipif(os.environ.get("HGXKIT_BENCH") != "1", reason="slow: runs with HGXKIT_BENCH=1 (make bench)"),
+    pytest.mark.skipif(os.environ.get("HGXKIT_BENCH") != "1" and os.environ.get("CI") != "true",
+                       reason="slow: runs in CI and with HGXKIT_BENCH=1 (make bench)"),
 ]
 
 ROOT = Path(__file__).resolve().parents[2]
