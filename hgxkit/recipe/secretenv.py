@@ -16,7 +16,7 @@ used only where its value can reach the server without a command line (`secret-p
 
 Example:
     >>> from hgxkit.recipe.importing.docker_run import import_docker_run
-    >>> recipe = import_docker_run("docker run -l gh=ghp_AbCdEfGhIjKlMnOpQrStUvWxYz0123456789 img "
+    >>> recipe = import_docker_run("docker run -l gh=ghp_FAKEFAKEFAKEFAKEFAKEFAKEFAKEFAKE0000 img "
     ...                            "sglang serve --api-key k --served-model-name x")
     >>> default_env_allowlist(recipe), [p.found.split(" takes")[0] for p in env_problems(recipe)]
     (('HF_TOKEN', 'SGLANG_API_KEY'), ['docker.options[0]: {{env:GITHUB_TOKEN}}'])

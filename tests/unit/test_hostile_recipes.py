@@ -363,7 +363,7 @@ SECRET_POST_CASES = [
     # A JWT in a label.
     ("label-jwt", "-l auth=eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.c2lnbmF0dXJl img", "eyJhbGciOiJIUzI1NiJ9", "auth={{env:JWT_TOKEN}}"),
     # A GitHub token in a label.
-    ("label-github", "-l gh=ghp_AbCdEfGhIjKlMnOpQrStUvWxYz0123456789 img", "ghp_AbCdEfGhIjKlMnOpQrStUvWxYz0123456789", "gh={{env:GITHUB_TOKEN}}"),
+    ("label-github", "-l gh=ghp_FAKEFAKEFAKEFAKEFAKEFAKEFAKEFAKE0000 img", "ghp_FAKEFAKEFAKEFAKEFAKEFAKEFAKEFAKE0000", "gh={{env:GITHUB_TOKEN}}"),
     # A bearer token in a health check.
     ("health-cmd-bearer", "--health-cmd 'curl -H \"Authorization: Bearer B3arerValue\" x' img", "B3arerValue", "Bearer {{env:BEARER_TOKEN}}"),
     # --api-key as two words.

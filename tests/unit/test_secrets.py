@@ -56,7 +56,7 @@ MASKED = [
     ("openai-key", "key sk-AbCdEfGhIjKlMnOpQrStUvWx here", "key *** here"),
     ("openai-project-key", "sk-proj-AbCdEfGhIjKlMnOpQrStUvWx_12-34", "***"),
     ("nvidia-key", f"({NVAPI})", "(***)"),
-    ("github-pat-classic", "ghp_AbCdEfGhIjKlMnOpQrStUvWxYz0123456789", "***"),
+    ("github-pat-classic", "ghp_FAKEFAKEFAKEFAKEFAKEFAKEFAKEFAKE0000", "***"),
     ("github-oauth", "gho_AbCdEfGhIjKlMnOpQrStUvWxYz0123456789", "***"),
     ("github-server", "ghs_AbCdEfGhIjKlMnOpQrStUvWxYz0123456789", "***"),
     ("github-fine-grained", "github_pat_11ABCDEFG0123456789_abcdefghijklmnop", "***"),
