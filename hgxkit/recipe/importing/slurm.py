@@ -28,8 +28,8 @@ Example:
     ...           "srun python3 -m sglang.launch_server --model-path org/m --tp 16 --nnodes 2 "
     ...           '--node-rank "$SLURM_NODEID" --dist-init-addr "$HEAD:5000"\\n')
     >>> recipe = import_post([("job.sbatch", script)]).recipe
-    >>> " ".join(recipe.server.words()[3:]), recipe.groups.nodes, recipe.groups.size
-    ('--model-path /model --tp 16 --nnodes 2 --node-rank {{rank}} --dist-init-addr {{head}}:{{dist_port}}', 2, 8)
+    >>> " ".join(recipe.server.words()[7:13]), recipe.groups.nodes, recipe.groups.size
+    ('--nnodes 2 --node-rank {{rank}} --dist-init-addr {{head}}:{{dist_port}}', 2, 8)
 """
 
 from __future__ import annotations
@@ -57,7 +57,7 @@ _HEAD_IP = re.compile(
     r"(?:-w|--nodelist)[=\s]+[\"']?\$\{?(?P<head>[A-Za-z_]\w*)\}?[\"']?\s+(?:-{1,2}[\w-]+(?:=\S+)?\s+)*"
     r"hostname\s+(?:--ip-address|-i|-I)\s*\)\"?\s*(?:#.*)?$"
 )
-_ASKS_SCONTROL = re.compile(r"^\s*(?:export\s+)?([A-Za-z_]\w*)=.*\bscontrol\b")
+_SUBSTITUTED = re.compile(r"^\s*(?:export\s+)?([A-Za-z_]\w*)=[\"']?(?:\$\(|`)")
 # srun options that take a value as the next word (the rest are flags, or `--opt=value` in one word).
 _SRUN_VALUES = frozenset({
     "-N", "--nodes", "-n", "--ntasks", "--ntasks-per-node", "-w", "--nodelist", "-x", "--exclude", "-o",
@@ -112,6 +112,12 @@ class _Slurm:
             word = Word(f"{name}={HEAD}", line, 1, False)
             note = f"{post.name}:{line}: ${name} is {why}: the job's first node, the group's head"
             kept.append(Simple(Command(post, line, line, (word,)), "assign", (word,), notes=(note,)))
+        taken = {s.command.first for s in kept} | head_lines
+        for line, name in _substituted(post):
+            if line not in taken:  # no single value: a server that uses it is refused, naming this line
+                word = Word(f"{name}=", line, 1, False)
+                opening = Word("$(", line, len(name) + 2, False, True)
+                kept.append(Simple(Command(post, line, line, (word,)), "assign", (word,), substitution=opening))
         kept.sort(key=lambda s: s.command.first)
         kept = [_head_in_value(s, {name for _, name, _ in heads}) for s in kept]
         wrapped = {id(s) for s in sruns}
@@ -187,6 +193,12 @@ def _head_in_value(simple: Simple, names: set[str]) -> Simple:
     return simple if words == simple.words else replace(simple, words=words)
 
 
+def _substituted(post: PostFile) -> list[tuple[int, str]]:
+    """(line, NAME) of each `NAME=$(…)` line (the shell scan does not take them as commands): a value the import
+    cannot know (another node's address, `scontrol … | tail -n 1`)."""
+    return [(n, m.group(1)) for n, line in enumerate(post.clean, 1) if (m := _SUBSTITUTED.match(line))]
+
+
 def _srun_split(words: Sequence[Word], where: str) -> tuple[dict[str, str], list[Word]]:
     """(srun's options, the command it runs)."""
     options: dict[str, str] = {}
@@ -229,7 +241,10 @@ def _unwrap(simple: Simple, simples: list[Simple], directives: Directives) -> li
             f"get 0 (`srun bash -c '… ${early}'` reads each task's own); the recipe gives each host its rank"
         )
     if shell:
-        rest = _inner(simple, rest, simples)
+        try:
+            rest = _inner(simple, rest, simples)
+        except InputError as err:  # a string the import cannot read: a server in it is refused, else set aside
+            return [replace(simple, kind="broken", command=replace(simple.command, error=err))]
     command = Command(post, simple.command.first, simple.command.last, tuple(rest), notes=simple.command.notes)
     inner = simple_commands([command])
     return [replace(s, prefix=simple.prefix + s.prefix, notes=(*s.notes, note), piped=simple.piped)
