@@ -15,10 +15,10 @@ The Slurm cluster: one `slurm.conf` on both nodes (select/cons_tres, proctrack/l
 accounting), `GresTypes=gpu` with 8 GPUs per node in gres.conf as character devices the test creates (Slurm
 accepts no count-only GPUs, and the simulated node has no /dev/nvidia*), node names node1/node2 in /etc/hosts.
 
-About 6 minutes (5 min 40 s measured with the machine loaded), so it runs with HGXKIT_BENCH=1 (`make bench`), not in CI; CI keeps
-its faithful subset in tests/unit: the export read back to the same render (test_export.py round trip), the
-sbatch script run with stand-ins for srun, scontrol and docker, and every Slurm import rule (test_import_slurm.py,
-the corpus in test_post_formats.py).
+About 6 minutes (5 min 40 s measured with the machine loaded), so it runs with HGXKIT_BENCH=1 (`make bench`),
+not in CI; CI keeps its faithful subset in tests/unit: the export read back to the same render (test_export.py
+round trip), the sbatch script run with stand-ins for srun, scontrol and docker, and every Slurm import rule
+(test_import_slurm.py, the corpus in test_post_formats.py).
 """
 
 from __future__ import annotations
