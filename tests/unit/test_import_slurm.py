@@ -73,12 +73,21 @@ def test_srun_bash_c_reads_the_string_with_the_batch_shells_variables_and_the_es
 def test_sbatch_lines_are_read_or_set_aside_each_with_its_reason() -> None:
     outcome = imported(script("srun --ntasks=2 --output=log-%n.txt "))
     fates = {a.line: (a.fate, a.why) for a in outcome.lines}
+    assert fates[1] == ("set aside", "#!/bin/bash (the script's interpreter line)")
     assert fates[2] == ("set aside", "#SBATCH --job-name=serve (a scheduler setting; hgxkit deploys on the inventory's "
                                      "hosts)")  # fmt: skip
     assert fates[3] == ("read", "#SBATCH --nodes=2 (the job's nodes: the group spans 2 hosts)")
     assert fates[4] == ("read", "#SBATCH --gpus-per-node=8 (GPUs per node: the server's parallel sizes give the group's)")
     assert fates[6][0] == "read"
     assert fates[7][0] == "changed"
+
+
+def test_the_batch_scripts_own_setup_is_set_aside_with_its_reason() -> None:
+    header = HEADER.replace("#SBATCH --time=01:00:00", "#SBATCH --time=01:00:00\nset -euo pipefail\nmodule load cuda/12.4")
+    fates = {a.line: (a.fate, a.why) for a in imported(script("srun ", header=header)).lines}
+    assert fates[6] == ("set aside", "set -euo pipefail (shell options of the batch script)")
+    assert fates[7] == ("set aside", "module load cuda/12.4 (an environment module of the cluster; the container "
+                                     "brings its own)")  # fmt: skip
 
 
 def test_the_head_and_its_address_from_srun_hostname() -> None:

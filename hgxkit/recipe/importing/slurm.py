@@ -118,6 +118,9 @@ class _Slurm:
                 word = Word(f"{name}=", line, 1, False)
                 opening = Word("$(", line, len(name) + 2, False, True)
                 kept.append(Simple(Command(post, line, line, (word,)), "assign", (word,), substitution=opening))
+        for line, why in _script_lines(post):
+            if line not in taken:
+                kept.append(Simple(Command(post, line, line, ()), "slurm", (), notes=(f"skipped {why}",)))
         kept.sort(key=lambda s: s.command.first)
         kept = [_head_in_value(s, {name for _, name, _ in heads}) for s in kept]
         wrapped = {id(s) for s in sruns}
@@ -191,6 +194,25 @@ def _head_in_value(simple: Simple, names: set[str]) -> Simple:
     )
     words = tuple(replace(w, text=pattern.sub(HEAD, w.text)) if "=" in w.text else w for w in simple.words)
     return simple if words == simple.words else replace(simple, words=words)
+
+
+# Lines of a batch script that set up the cluster's shell, not the server: each set aside with its reason.
+_SCRIPT_LINES = (
+    (re.compile(r"^#!\S+"), "the script's interpreter line"),
+    (re.compile(r"^(?:module|ml)\s+\S"), "an environment module of the cluster; the container brings its own"),
+    (re.compile(r"^set\s+[-+]\w+"), "shell options of the batch script"),
+)
+
+
+def _script_lines(post: PostFile) -> list[tuple[int, str]]:
+    """(line, why) of the batch script's own setup lines (`#!`, `module load`, `set -e`)."""
+    found = []
+    for number, line in enumerate(post.clean, 1):
+        text = line.strip()
+        why = next((what for pattern, what in _SCRIPT_LINES if pattern.match(text)), None)
+        if why is not None:
+            found.append((number, f"{text} ({why})"))
+    return found
 
 
 def _substituted(post: PostFile) -> list[tuple[int, str]]:
