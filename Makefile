@@ -43,9 +43,10 @@ test: host-test venv
 unit: venv
 	$(BIN)/python -m pytest tests/unit
 
-## bench: the end-to-end checks too slow for `make test` (a 1 GB image pulled through a shaped link, ~4 min)
+## bench: the end-to-end checks too slow for `make test` (a 1 GB image pulled through a shaped link, ~4 min; a
+## published two-node Slurm script served by hgxkit, then its export run by a real Slurm on two nodes, ~6 min)
 bench: venv host-test
-	HGXKIT_BENCH=1 $(BIN)/python -m pytest tests/e2e/test_pull_progress.py
+	HGXKIT_BENCH=1 $(BIN)/python -m pytest tests/e2e/test_pull_progress.py tests/e2e/test_slurm.py
 
 lint: venv
 	$(BIN)/ruff check .

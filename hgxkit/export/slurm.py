@@ -1,10 +1,12 @@
 """Export a recipe as an sbatch script: one job, one `srun` task per node running each group's container.
 
 The default runs Docker on every node: the render's own `docker run` (GPUs by id, ports bound as `--bind`
-says, shm, ipc and ulimits as written) in the foreground under `srun`, stopped by `docker stop` when the task
-ends (`scancel` signals the task; the Docker client alone would leave the container running). Values from
-the environment reach the container through `--env-file "$HGXKIT_SECRETS_FILE"` (default `secrets.env` in
-the submit directory), never on the command line. A group spanning nodes takes its rank from `SLURM_NODEID`
+says, shm, ipc and ulimits as written) in the foreground under `srun`, stopped by `docker stop` and removed
+when the task ends (`scancel` signals the task; the Docker client alone would leave the container running,
+and a next job could not reuse its name). Values from the environment reach the container as `docker run -e
+NAME` from the task's environment, which the node's task fills literally from `$HGXKIT_SECRETS_FILE` (docker's
+env-file format; default `secrets.env` in the submit directory): no value is ever on a command line. A group
+spanning nodes takes its rank from `SLURM_NODEID` (head and workers in `if [ "$SLURM_NODEID" = 0 ]` branches)
 and its head from `scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1`. The batch step (on the first
 node: the head) waits for the kind's health endpoint, runs the recipe's smoke cell with the kind's own
 benchmark client inside the head's container, and keeps serving until the job is cancelled.
@@ -76,10 +78,17 @@ def export_slurm(recipe: Recipe, options: ExportOptions) -> Exported:
         '[ -n "$HGXKIT_HEAD" ] || { echo "scontrol named no node of the job" >&2; exit 1; }',
         "",
         "serve_node() {",
-        "  local env_file=()",
-        '  if [ -f "$HGXKIT_SECRETS_FILE" ]; then env_file=(--env-file "$HGXKIT_SECRETS_FILE"); fi',
+        "  # NAME=value lines (docker's env-file format) into the task's environment, literally; `docker run -e NAME`",
+        "  # passes each on, so no value is ever on a command line.",
+        '  if [ -f "$HGXKIT_SECRETS_FILE" ]; then',
+        '    while IFS= read -r line || [ -n "$line" ]; do',
+        "      case \"$line\" in ''|'#'*) continue ;; esac",
+        '      export "${line?}"',
+        '    done < "$HGXKIT_SECRETS_FILE"',
+        "  fi",
         "  names=()  # global: the EXIT trap runs after the function returns",
-        "  trap 'docker stop \"${names[@]}\" >/dev/null 2>&1' EXIT TERM INT",
+        "  # stopped and removed when the task ends (scancel), so the next job can start containers of these names",
+        "  trap 'docker stop \"${names[@]}\" >/dev/null 2>&1; docker rm \"${names[@]}\" >/dev/null 2>&1' EXIT TERM INT",
     ]
     for group in groups:
         lines += _node_lines(recipe, group, origin.annotations(), options.bind)
@@ -125,27 +134,26 @@ def _node_lines(recipe: Recipe, group: ExportGroup, annotations: dict[str, str],
     labels = {MANAGED_LABEL: "1", RECIPE_LABEL: recipe.name, GROUP_LABEL: str(group.index), **annotations}
     head = group.head.for_engine("${HGXKIT_HEAD}", None, group.kind)
     head_words = _docker_words(recipe, head, bind, labels | ({RANK_LABEL: "0"} if group.nodes > 1 else {}))
-    run = '"${env_file[@]}"'
     lines = [f"  names+=({quote_word(head.name)})"]
     if group.nodes == 1:
-        return [*lines, "  " + _insert_env_file(head_words, run) + " &"]
+        return [*lines, "  " + _with_secrets(head_words, head.secret_env) + " &"]
     worker = group.containers[1].for_engine("${HGXKIT_HEAD}", "${SLURM_NODEID}", group.kind)
     worker_words = _docker_words(recipe, worker, bind, labels | {RANK_LABEL: "${SLURM_NODEID}"})
     return [
         *lines,
         '  if [ "$SLURM_NODEID" = 0 ]; then',
-        "    " + _insert_env_file(head_words, run) + " &",
+        "    " + _with_secrets(head_words, head.secret_env) + " &",
         "  else",
-        "    " + _insert_env_file(worker_words, run) + " &",
+        "    " + _with_secrets(worker_words, worker.secret_env) + " &",
         "  fi",
     ]
 
 
-def _insert_env_file(docker: tuple[int, list[str]], env_file: str) -> str:
-    """`docker run` + the env file array + the rest, quoted for the shell (the array expands to 0 or 2 words)."""
+def _with_secrets(docker: tuple[int, list[str]], secrets: tuple[str, ...]) -> str:
+    """`docker run` + `-e NAME` for each value from the environment + the rest, quoted for the shell."""
     count, words = docker
     quoted = [quote_word(word) for word in words]
-    return " ".join([*quoted[:count], env_file, *quoted[count:]])
+    return " ".join([*quoted[:count], *(f"-e {quote_word(name)}" for name in secrets), *quoted[count:]])
 
 
 def _wait_and_verify(recipe: Recipe, group: ExportGroup) -> list[str]:
@@ -154,7 +162,9 @@ def _wait_and_verify(recipe: Recipe, group: ExportGroup) -> list[str]:
     url = f"http://127.0.0.1:{port}{group.kind.health_path}"
     cell = plan_cells(recipe, "smoke", [(group.index, head.name)])[0]
     module, prefix = group.kind.bench.modules[0]
-    client = ["docker", "exec", head.name, "python3", "-m", module, *prefix, *client_argv(cell, OUTPUT_DIR)]
+    # Offline, as verify runs it: the client reads the tokenizer from the model the container serves.
+    client = ["docker", "exec", "-e", "HF_HUB_OFFLINE=1", head.name, "python3", "-m", module, *prefix,
+              *client_argv(cell, OUTPUT_DIR)]  # fmt: skip
     assert HEAD_STANDIN not in " ".join(client)
     return [
         f"# group {group.index}: wait until {head.name} can generate, then the recipe's smoke cell with "

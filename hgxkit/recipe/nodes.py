@@ -67,6 +67,11 @@ def join_ranks(servers: Sequence[ServerCommand], *, where: str) -> Joined:
     nnodes = int(first.flag(kind.nnodes_flag) or 1)
     ranks = [rank_of(s) for s in by_rank]
     if None in ranks:
+        held = next((v for s in by_rank if (v := s.flag(kind.rank_flag)) is not None and not v.isdigit()), None)
+        if held is not None:  # a rank held in a variable the post does not set (Slurm's are read by `slurm`)
+            raise InputError(f"{where}: {kind.rank_flag} {held}: the rank is a variable the post does not set, "
+                             "so its value is unknown; write each host's rank (in a Slurm script: "
+                             "$SLURM_NODEID)")  # fmt: skip
         raise InputError(f"{where}: --nnodes {nnodes} but no {kind.rank_flag}; give each host's rank")
     if any(r >= nnodes for r in ranks if r is not None):
         raise InputError(

@@ -63,13 +63,28 @@ def endpoint_cells(recipe: Recipe, endpoint: Endpoint, mode: BenchMode) -> list[
 
 
 def client_command(
-    cell: Cell, endpoint: Endpoint, output_dir: str, client: list[str], *, warm: bool = False
+    cell: Cell,
+    endpoint: Endpoint,
+    output_dir: str,
+    client: list[str],
+    *,
+    warm: bool = False,
+    tokenizer: str | None = None,
 ) -> list[str]:
     """`client` (the kind's client as this machine runs it) with the cell's arguments, aimed at the endpoint
-    (`warm`: a repeat right after the same cell, sent without warm-up requests)."""
+    (`warm`: a repeat right after the same cell, sent without warm-up requests). The tokenizer is `tokenizer`
+    (a directory here, or a Hub id): the model path the server reports, or the one in the recipe, is a path in
+    the server's container, which this machine does not have."""
     argv = client_argv(cell, output_dir, warm=warm)
-    argv[argv.index("--host") + 1] = endpoint.host  # the kinds' clients ask 127.0.0.1 inside a container
-    return [*client, *argv]
+    # the kinds' clients ask 127.0.0.1 inside a container: SGLang's by --host (and --port), vLLM's by --base-url
+    if "--host" in argv:
+        argv[argv.index("--host") + 1] = endpoint.host
+    else:
+        argv[argv.index("--base-url") + 1] = endpoint.url
+    if "--tokenizer" in argv:
+        at = argv.index("--tokenizer")
+        del argv[at : at + 2]
+    return [*client, *argv, *(["--tokenizer", tokenizer] if tokenizer else [])]
 
 
 def http_fetch(url: str) -> tuple[int, str]:
@@ -94,8 +109,10 @@ def verify_endpoint(
     run_client: RunClient,
     fetch: Fetch = http_fetch,
     now: datetime | None = None,
+    tokenizer: str | None = None,
 ) -> tuple[Path, RunSummary]:
-    """Run the cells against the endpoint and archive the run (module doc); InputError when it does not answer."""
+    """Run the cells against the endpoint and archive the run (module doc); InputError when it does not answer.
+    The client's tokenizer is `tokenizer`, else the recipe's model repository (from the Hub)."""
     kind = recipe.server.server_kind
     status, _ = fetch(endpoint.url + kind.ready_path)
     if status != 200:
@@ -109,7 +126,8 @@ def verify_endpoint(
     workdir.mkdir(parents=True, exist_ok=True)
     for cell in cells:
         for repeat in range(cell.repeats):
-            run_client(client_command(cell, endpoint, str(workdir), client, warm=repeat > 0))
+            run_client(client_command(cell, endpoint, str(workdir), client, warm=repeat > 0,
+                                      tokenizer=tokenizer or recipe.model.repo_id))  # fmt: skip
     texts = {cell.file: (workdir / cell.file).read_text() for cell in cells if (workdir / cell.file).is_file()}
     simulated = bool(info.get("simulated"))
     results, missing = cells_from_output(cells, texts, simulated=simulated)

@@ -3,6 +3,7 @@ with where they ran (the client and the server are stand-ins here: a recorded SG
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -36,6 +37,18 @@ def test_the_kinds_client_is_aimed_at_the_endpoint() -> None:
     assert argv[:9] == ["python3", "-m", "sglang.benchmark.serving", "--backend", "sglang", "--host", "10.0.0.5",
                         "--port", "5001"]  # fmt: skip
     assert argv[argv.index("--output-file") + 1] == "/tmp/out/g0_smoke.jsonl"
+    assert "--tokenizer" not in argv  # none given: the client asks the server (a path in its container)
+    given = client_command(cell, endpoint, "/tmp/out", ["c"], tokenizer="/srv/tok")
+    assert given[-2:] == ["--tokenizer", "/srv/tok"] and given.count("--tokenizer") == 1
+
+
+def test_the_clients_tokenizer_is_this_machines_never_a_path_in_the_servers_container() -> None:
+    """vLLM's cells name the model's path in the container as the tokenizer; against an endpoint it is replaced."""
+    cell = replace(endpoint_cells(load_recipe(str(RECIPE)), parse_endpoint("http://h:1"), "smoke")[0],
+                   kind="vllm", tokenizer="/models/m")  # fmt: skip
+    argv = client_command(cell, parse_endpoint("http://h:1"), "/o", ["vllm", "bench", "serve"], tokenizer="org/m")
+    assert [argv[i + 1] for i, w in enumerate(argv) if w == "--tokenizer"] == ["org/m"]
+    assert argv[argv.index("--base-url") + 1] == "http://h:1"  # vLLM's client is aimed by URL
 
 
 def test_a_run_against_an_endpoint_is_archived_with_where_it_ran(tmp_path: Path) -> None:

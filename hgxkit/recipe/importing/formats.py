@@ -9,10 +9,14 @@ commands: `benchmarks` reads them (`result_blocks`) for the benchmark commands t
 
 Example:
     >>> [f.name for f in FORMATS]
-    ['docker run', 'docker build/tag', 'bare launch', 'benchmark command', 'docker compose', 'Kubernetes manifest']
+    ['docker run', 'docker build/tag', 'bare launch', 'benchmark command', 'docker compose', 'Kubernetes manifest', \
+'Slurm script']
 
 A YAML document (a whole file, a ```yaml fence) is offered to `DOCUMENT_FORMATS` first (see `documents`): the
 one that claims it gives the `docker run` commands it stands for, which its own entry in `FORMATS` then takes.
+A script format (`SCRIPT_FORMATS`: a Slurm batch script) first rewrites a post's simple commands into the ones
+each node runs (`srun … CMD` is CMD, the rank and head read from the scheduler's variables); its entry in
+`FORMATS` then reports its own lines (`#SBATCH`).
 """
 
 from __future__ import annotations
@@ -26,7 +30,9 @@ from hgxkit.recipe.importing.compose import COMPOSE
 from hgxkit.recipe.importing.docker_run import DOCKER_IMAGES, DOCKER_RUN
 from hgxkit.recipe.importing.documents import DocumentFormat
 from hgxkit.recipe.importing.kubernetes import KUBERNETES
+from hgxkit.recipe.importing.post import PostFile
 from hgxkit.recipe.importing.reading import Reading
+from hgxkit.recipe.importing.slurm import SLURM
 
 
 class SourceFormat(Protocol):
@@ -43,8 +49,20 @@ class SourceFormat(Protocol):
         ...
 
 
-FORMATS: tuple[SourceFormat, ...] = (DOCKER_RUN, DOCKER_IMAGES, BARE_LAUNCH, BENCH_COMMANDS, COMPOSE, KUBERNETES)
+class ScriptFormat(Protocol):
+    """A script whose commands run elsewhere than where they are written (a Slurm batch script's `srun`)."""
+
+    name: str
+
+    def rewrite(self, post: PostFile, simples: list[Simple]) -> list[Simple]:
+        """The post's simple commands as they run (a post not of this format as it is)."""
+        ...
+
+
+FORMATS: tuple[SourceFormat, ...] = (DOCKER_RUN, DOCKER_IMAGES, BARE_LAUNCH, BENCH_COMMANDS, COMPOSE, KUBERNETES,
+                                     SLURM)  # fmt: skip
 DOCUMENT_FORMATS: tuple[DocumentFormat, ...] = (COMPOSE, KUBERNETES)
+SCRIPT_FORMATS: tuple[ScriptFormat, ...] = (SLURM,)
 
 
 def format_of(simple: Simple) -> SourceFormat | None:

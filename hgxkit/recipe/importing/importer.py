@@ -48,7 +48,7 @@ from hgxkit.recipe.importing.benchmarks import benchmarks
 from hgxkit.recipe.importing.commands import PLACEHOLDER, Simple, simple_commands
 from hgxkit.recipe.importing.docker_run import foreign_hardware, scrub_run
 from hgxkit.recipe.importing.documents import read_documents
-from hgxkit.recipe.importing.formats import DOCUMENT_FORMATS, format_of
+from hgxkit.recipe.importing.formats import DOCUMENT_FORMATS, SCRIPT_FORMATS, format_of
 from hgxkit.recipe.importing.group_join import join_groups
 from hgxkit.recipe.importing.model_placement import DEFAULT_MODELS_DIR, place_model
 from hgxkit.recipe.importing.outcome import ImportOutcome, ImportRefused, Report, account_lines, finish, place
@@ -114,8 +114,10 @@ class _Importer:
             # a compose file or manifest (a whole file, a ```yaml fence) is its format's; the shell scan skips it
             post, documents = read_documents(post, DOCUMENT_FORMATS)
             self.posts[index] = post
-            found = documents + simple_commands(find_commands(post))
-            self.simples += sorted(found, key=lambda s: s.command.first)
+            found = sorted(documents + simple_commands(find_commands(post)), key=lambda s: s.command.first)
+            for script in SCRIPT_FORMATS:  # a Slurm script's `srun CMD` is CMD on each node
+                found = script.rewrite(post, found)
+            self.simples += found
         notes = [f"{p.name}:{line}: {what}" for p in self.posts for line, what in p.notes]
         self.reading = Reading(self.simples, options.kind, notes)
         self.notes = self.reading.notes  # one list: notes keep the order they were made in
@@ -287,6 +289,8 @@ class _Importer:
                         model=ModelSpec(repo_id=None), groups=grouping)  # fmt: skip
         _fits(recipe, server)
         _placeholders(simple)  # `YOUR_…`, `/path/to/…`: after what the setup cannot be at all (hardware, size)
+        if not self.options.model_repo:  # `--model-repo` names the model the placeholder stands for
+            _model_placeholder(recipe.server, where)
         return recipe, notes
 
     def _image(self, run: ParsedRun, simple: Simple, notes: list[str]) -> ParsedRun:
@@ -536,6 +540,19 @@ def _placeholders(simple: Simple, *, angled_only: bool = False) -> None:
             continue
         raise InputError(f"{simple.command.post.name}: line {word.line}, column {word.column}: {text} is a "
                          f"placeholder{_owner(words, index)}; write its value")  # fmt: skip
+
+
+# A model written as an upper-case name (`model=MODEL_PATH`): a value left for the reader, not a repository or path.
+_NAMED_BLANK = re.compile(r"[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+|MODEL")
+
+
+def _model_placeholder(server: ServerCommand, where: str) -> None:
+    """Refuse a model flag whose value is an upper-case placeholder name (a script's `model=MODEL_PATH`)."""
+    flag = server.server_kind.model_flag
+    value = server.flag(flag)
+    if value is not None and _NAMED_BLANK.fullmatch(value):
+        raise InputError(f"{where}: {flag} {value} is a placeholder (a name to fill in, not a model); write the "
+                         "model's repository or path")  # fmt: skip
 
 
 def _braced(simple: Simple) -> tuple[int, int, str] | None:

@@ -83,6 +83,7 @@ PROGRAMS = frozenset(
         "modelscope",
         "torchrun",
         "accelerate",
+        "srun",
     }
 )
 # Shell keywords that open a clause, and what shows a line starting with one is shell, not an English sentence:
