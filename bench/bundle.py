@@ -38,12 +38,30 @@ def main(argv: list[str] | None = None) -> int:
     try:
         nodes.up(1, cluster=CLUSTER)
         started = time.monotonic()
-        subprocess.run([*hgxkit, "bundle", "create", "--recipe", args.recipe, "--inventory", "inventories/sim.py",
-                        "-o", str(out), "--key-home", str(work / "gnupg")], cwd=ROOT, env=env, check=True,
-                       stdout=subprocess.DEVNULL)  # fmt: skip
+        subprocess.run(
+            [
+                *hgxkit,
+                "bundle",
+                "create",
+                "--recipe",
+                args.recipe,
+                "--inventory",
+                "inventories/sim.py",
+                "-o",
+                str(out),
+                "--key-home",
+                str(work / "gnupg"),
+            ],
+            cwd=ROOT,
+            env=env,
+            check=True,
+            stdout=subprocess.DEVNULL,
+        )
         create_s = time.monotonic() - started
         started = time.monotonic()
-        subprocess.run([*hgxkit, "bundle", "verify", str(out)], cwd=ROOT, env=env, check=True, stdout=subprocess.DEVNULL)
+        subprocess.run(
+            [*hgxkit, "bundle", "verify", str(out)], cwd=ROOT, env=env, check=True, stdout=subprocess.DEVNULL
+        )
         verify_s = time.monotonic() - started
         doc, problems = manifest.verify(out)
         assert doc is not None and not problems, problems
@@ -53,8 +71,11 @@ def main(argv: list[str] | None = None) -> int:
             parts[top] = parts.get(top, 0) + int(a["size"])
         total = sum(parts.values())
         print(f"# hgxkit bundle, seed recipe ({Path(args.recipe).name}), simulated nodes, {os.cpu_count()} CPUs")
-        print(f"bundle size   {total / 1e6:8.1f} MB in {len(doc['artifacts'])} files ("
-              + ", ".join(f"{k} {v / 1e6:.1f} MB" for k, v in sorted(parts.items())) + ")")
+        print(
+            f"bundle size   {total / 1e6:8.1f} MB in {len(doc['artifacts'])} files ("
+            + ", ".join(f"{k} {v / 1e6:.1f} MB" for k, v in sorted(parts.items()))
+            + ")"
+        )
         print(f"create        {create_s:8.1f} s")
         print(f"verify        {verify_s:8.1f} s")
     finally:

@@ -28,6 +28,7 @@ from hgxkit.errors import HgxkitError
 
 TOOLS = {"apt-ftparchive": "apt-utils", "gpg": "gpg", "gpgv": "gpgv"}
 KEY_FILE = "bundle-key.asc"
+GPG_UNATTENDED = ("--batch", "--yes", "--pinentry-mode", "loopback", "--passphrase", "")  # no agent prompt
 
 
 @dataclass(frozen=True)
@@ -53,8 +54,16 @@ def parse_packages(text: str) -> list[Deb]:
         for key in ("Pre-Depends", "Depends"):
             for alt in filter(None, (d.strip() for d in fields.get(key, "").split(","))):
                 deps.append(re.split(r"[\s(:]", alt.split("|")[0].strip())[0])
-        out.append(Deb(fields["Package"], fields.get("Version", ""), fields.get("Filename", ""),
-                       fields.get("SHA256", ""), int(fields.get("Size", "0") or 0), tuple(deps)))  # fmt: skip
+        out.append(
+            Deb(
+                fields["Package"],
+                fields.get("Version", ""),
+                fields.get("Filename", ""),
+                fields.get("SHA256", ""),
+                int(fields.get("Size", "0") or 0),
+                tuple(deps),
+            )
+        )
     return out
 
 
@@ -112,7 +121,7 @@ class BundleKey:
 
     def __init__(self, home: Path) -> None:
         self.home = home
-        self.base = ["gpg", "--homedir", str(home), "--batch", "--yes", "--pinentry-mode", "loopback", "--passphrase", ""]
+        self.base = ["gpg", "--homedir", str(home), *GPG_UNATTENDED]
         if not home.is_dir():
             home.mkdir(parents=True, mode=0o700)
         if not self._fingerprint():
@@ -127,13 +136,42 @@ class BundleKey:
         return _run([*self.base, "--armor", "--export", self.fingerprint])
 
     def sign_release(self, repo_dir: Path) -> None:
-        release = _run(["apt-ftparchive", "-o", "APT::FTPArchive::Release::Origin=hgxkit-bundle",
-                        "-o", "APT::FTPArchive::Release::Label=hgxkit bundle", "release", "."], cwd=repo_dir)  # fmt: skip
+        release = _run(
+            [
+                "apt-ftparchive",
+                "-o",
+                "APT::FTPArchive::Release::Origin=hgxkit-bundle",
+                "-o",
+                "APT::FTPArchive::Release::Label=hgxkit bundle",
+                "release",
+                ".",
+            ],
+            cwd=repo_dir,
+        )
         (repo_dir / "Release").write_text(release)
-        _run([*self.base, "-u", self.fingerprint, "--clearsign", "-o", str(repo_dir / "InRelease"),
-              str(repo_dir / "Release")])  # fmt: skip
-        _run([*self.base, "-u", self.fingerprint, "--armor", "--detach-sign", "-o", str(repo_dir / "Release.gpg"),
-              str(repo_dir / "Release")])  # fmt: skip
+        _run(
+            [
+                *self.base,
+                "-u",
+                self.fingerprint,
+                "--clearsign",
+                "-o",
+                str(repo_dir / "InRelease"),
+                str(repo_dir / "Release"),
+            ]
+        )
+        _run(
+            [
+                *self.base,
+                "-u",
+                self.fingerprint,
+                "--armor",
+                "--detach-sign",
+                "-o",
+                str(repo_dir / "Release.gpg"),
+                str(repo_dir / "Release"),
+            ]
+        )
 
 
 def check_upstream(inrelease: bytes, key: bytes, packages: bytes, where: str) -> None:

@@ -1,10 +1,10 @@
 """`hgxkit bundle create|verify`: carry a recipe's packages, image, model and wheels to a site with no route out.
 
 Examples:
-    hgxkit bundle create --recipe recipes/deepseek-v4-flash-dspark-marlin.yaml --inventory inventories/h200.py -o /media/usb/dspark
-    HGXKIT_SIM_CLUSTER=demo hgxkit bundle create --recipe recipes/deepseek-v4-flash-dspark-marlin.yaml --inventory inventories/sim.py -o build/bundle
-    hgxkit bundle verify /media/usb/dspark            # every artifact against bundle.json; a changed file is named
-    pyinfra -y inventories/h200.py deploys/dspark.py --data bundle=/media/usb/dspark
+    hgxkit bundle create --recipe recipes/my-post.yaml --inventory inventories/h200.py -o /media/usb/my-post
+    HGXKIT_SIM_CLUSTER=demo hgxkit bundle create --recipe recipes/my-post.yaml --inventory inventories/sim.py -o b
+    hgxkit bundle verify /media/usb/my-post           # every artifact against bundle.json; a changed file is named
+    pyinfra -y inventories/h200.py deploys/dspark.py --data bundle=/media/usb/my-post
 """
 
 from __future__ import annotations
@@ -37,24 +37,42 @@ def verify_schema() -> dict[str, Any]:
 
 def register(groups: argparse._SubParsersAction) -> None:
     """Add the `bundle` group."""
-    parser = groups.add_parser("bundle", help="carry everything a node needs to an air-gapped site",
-                               description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+    parser = groups.add_parser(
+        "bundle",
+        help="carry everything a node needs to an air-gapped site",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     subs = parser.add_subparsers(dest="command", metavar="COMMAND")
     subs.required = True
-    create = subs.add_parser("create", help="make a bundle for a recipe at the versions bring-up pins",
-                             description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+    create = subs.add_parser(
+        "create",
+        help="make a bundle for a recipe at the versions bring-up pins",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     create.add_argument("--recipe", required=True, help="the recipe file the bundle serves")
     create.add_argument("--inventory", help="a pyinfra inventory whose knobs (versions, repositories) apply")
     create.add_argument("-o", "--output", required=True, help="the bundle directory to make (must not exist)")
-    create.add_argument("--distro", default=None,
-                        help="the nodes' distribution: ubuntu2204, ubuntu2404 or debian12 (default ubuntu2404; "
-                             "debian12 on simulated nodes)")  # fmt: skip
-    create.add_argument("--key-home", default=str(DEFAULT_KEY_HOME),
-                        help=f"GnuPG home of the bundle signing key, made once (default {DEFAULT_KEY_HOME})")  # fmt: skip
+    create.add_argument(
+        "--distro",
+        default=None,
+        help="the nodes' distribution: ubuntu2204, ubuntu2404 or debian12 (default ubuntu2404; "
+        "debian12 on simulated nodes)",
+    )
+    create.add_argument(
+        "--key-home",
+        default=str(DEFAULT_KEY_HOME),
+        help=f"GnuPG home of the bundle signing key, made once (default {DEFAULT_KEY_HOME})",
+    )
     json_option(create, create_schema, "the bundle's summary (schema: hgxkit/bundle/schemas/create.schema.json)")
     create.set_defaults(handler=_cmd_create)
-    verify = subs.add_parser("verify", help="check every artifact of a bundle against its bundle.json",
-                             description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+    verify = subs.add_parser(
+        "verify",
+        help="check every artifact of a bundle against its bundle.json",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     verify.add_argument("dir", help="the bundle directory")
     json_option(verify, verify_schema, "the verdict (schema: hgxkit/bundle/schemas/verify.schema.json)")
     verify.set_defaults(handler=_cmd_verify)
@@ -66,8 +84,10 @@ def knob_defaults() -> dict[str, Any]:
         program = root / "deploys" / "bundle.py"
         if program.is_file() and (root / "roles").is_dir():
             return dict(runpy.run_path(str(program))["KNOB_DEFAULTS"])
-    raise InputError("hgxkit bundle create reads the roles' knobs from the hgxkit checkout (deploys/bundle.py, "
-                     "roles/): run it from the checkout, as the deploys")  # fmt: skip
+    raise InputError(
+        "hgxkit bundle create reads the roles' knobs from the hgxkit checkout (deploys/bundle.py, "
+        "roles/): run it from the checkout, as the deploys"
+    )
 
 
 def inventory_knobs(inventory: str | None, defaults: dict[str, Any]) -> dict[str, Any]:
@@ -90,8 +110,10 @@ def inventory_knobs(inventory: str | None, defaults: dict[str, Any]) -> dict[str
     if not hosts:
         raise InputError(f"{inventory}: no hosts")
     data = hosts[0].data
-    return {**defaults, **{k: data.get(k) for k in set(defaults) | {"hgxkit_simulated", "hf_endpoint"}
-                           if data.get(k) is not None}}  # fmt: skip
+    return {
+        **defaults,
+        **{k: data.get(k) for k in set(defaults) | {"hgxkit_simulated", "hf_endpoint"} if data.get(k) is not None},
+    }
 
 
 def _cmd_create(args: argparse.Namespace) -> int:
@@ -111,10 +133,20 @@ def _cmd_create(args: argparse.Namespace) -> int:
     else:
         doc = create(recipe, out, real_sources(knobs, args.distro or "ubuntu2404"), key_home, log)
     if args.json:
-        print(json.dumps({"schema_version": 1, "dir": str(out), "bundle_sha256": doc["bundle_sha256"],
-                          "key_fingerprint": doc["key"]["fingerprint"], "recipe": doc["recipe"],
-                          "files": len(doc["artifacts"]), "bytes": bundle_bytes(doc),
-                          "seconds": round(time.monotonic() - started, 3)}))  # fmt: skip
+        print(
+            json.dumps(
+                {
+                    "schema_version": 1,
+                    "dir": str(out),
+                    "bundle_sha256": doc["bundle_sha256"],
+                    "key_fingerprint": doc["key"]["fingerprint"],
+                    "recipe": doc["recipe"],
+                    "files": len(doc["artifacts"]),
+                    "bytes": bundle_bytes(doc),
+                    "seconds": round(time.monotonic() - started, 3),
+                }
+            )
+        )
     return 0
 
 
@@ -124,17 +156,28 @@ def _cmd_verify(args: argparse.Namespace) -> int:
     doc, problems = manifest.verify(root)
     took = time.monotonic() - started
     if args.json:
-        print(json.dumps({"schema_version": 1, "dir": str(root), "ok": not problems,
-                          "bundle_sha256": doc["bundle_sha256"] if doc else None,
-                          "key_fingerprint": doc["key"]["fingerprint"] if doc else None,
-                          "files": len(doc["artifacts"]) if doc else 0,
-                          "bytes": sum(a["size"] for a in doc["artifacts"]) if doc else 0,
-                          "problems": problems, "seconds": round(took, 3)}))  # fmt: skip
+        print(
+            json.dumps(
+                {
+                    "schema_version": 1,
+                    "dir": str(root),
+                    "ok": not problems,
+                    "bundle_sha256": doc["bundle_sha256"] if doc else None,
+                    "key_fingerprint": doc["key"]["fingerprint"] if doc else None,
+                    "files": len(doc["artifacts"]) if doc else 0,
+                    "bytes": sum(a["size"] for a in doc["artifacts"]) if doc else 0,
+                    "problems": problems,
+                    "seconds": round(took, 3),
+                }
+            )
+        )
     else:
         for line in problems:
             print(f"{root}/{line}" if not line.startswith(str(root)) else line, file=sys.stderr)
         if doc and not problems:
-            print(f"{root}: bundle {doc['bundle_sha256']} verified: {len(doc['artifacts'])} files, "
-                  f"{sum(a['size'] for a in doc['artifacts']) / 1e6:.1f} MB in {took:.1f} s; "
-                  f"key {doc['key']['fingerprint']}")  # fmt: skip
+            print(
+                f"{root}: bundle {doc['bundle_sha256']} verified: {len(doc['artifacts'])} files, "
+                f"{sum(a['size'] for a in doc['artifacts']) / 1e6:.1f} MB in {took:.1f} s; "
+                f"key {doc['key']['fingerprint']}"
+            )
     return 1 if problems else 0

@@ -34,8 +34,12 @@ from hgxkit.errors import HgxkitError, InputError
 
 NVIDIA_CONTAINER_REPO = "https://nvidia.github.io/libnvidia-container/stable/deb/amd64/"
 NVIDIA_CONTAINER_KEY = "https://nvidia.github.io/libnvidia-container/gpgkey"
-TOOLKIT_PACKAGES = ("nvidia-container-toolkit", "nvidia-container-toolkit-base", "libnvidia-container-tools",
-                    "libnvidia-container1")  # fmt: skip
+TOOLKIT_PACKAGES = (
+    "nvidia-container-toolkit",
+    "nvidia-container-toolkit-base",
+    "libnvidia-container-tools",
+    "libnvidia-container1",
+)
 Log = Callable[[str], None]
 
 
@@ -57,13 +61,18 @@ def apt_wanted(knobs: Mapping[str, Any], distro: str) -> tuple[dict[str, str], d
         >>> cuda, tk = apt_wanted({"nvidia_driver_branch": "580", "nvidia_driver_version": "580.105.08",
         ...     "nvidia_driver_flavor": "open", "dcgm_package": "dcgm", "nvidia_container_toolkit_version": "1.18.0-1"},
         ...     "debian12")
-        >>> cuda, tk["nvidia-container-toolkit"]
-        ({'nvidia-open': '580.105.08-*', 'nvidia-fabricmanager': '580.105.08-*', 'libnvidia-nscq': '580.105.08-*', 'dcgm': '*'}, '1.18.0-1')
+        >>> cuda, tk["nvidia-container-toolkit"]  # doctest: +NORMALIZE_WHITESPACE
+        ({'nvidia-open': '580.105.08-*', 'nvidia-fabricmanager': '580.105.08-*',
+          'libnvidia-nscq': '580.105.08-*', 'dcgm': '*'}, '1.18.0-1')
     """
     from hgxkit.node.driver import driver_package_plan
 
-    plan = driver_package_plan(distro=distro, branch=str(knobs.get("nvidia_driver_branch")),
-                               version=knobs.get("nvidia_driver_version"), flavor=knobs.get("nvidia_driver_flavor"))  # fmt: skip
+    plan = driver_package_plan(
+        distro=distro,
+        branch=str(knobs.get("nvidia_driver_branch")),
+        version=knobs.get("nvidia_driver_version"),
+        flavor=knobs.get("nvidia_driver_flavor"),
+    )
     cuda = {name: plan.version_glob() for name in plan.packages}
     cuda.update({name: "*" for name in plan.pre_packages})
     cuda[str(knobs.get("dcgm_package"))] = str(knobs.get("dcgm_version") or "*")
@@ -80,9 +89,12 @@ def real_sources(knobs: Mapping[str, Any], distro: str) -> Sources:
     key = knobs.get("nvidia_repo_key_url") or f"{repo.rstrip('/')}/3bf863cc.pub"
     ctk = knobs.get("nvidia_container_repo_url") or NVIDIA_CONTAINER_REPO
     ctk_key = knobs.get("nvidia_container_repo_key_url") or NVIDIA_CONTAINER_KEY
-    return Sources(apt={"nvidia": (repo, key, cuda), "nvidia-container": (ctk, ctk_key, toolkit)},
-                   hub=knobs.get("hf_endpoint") or "https://huggingface.co", registry=None,
-                   wheel_requirements=[str(knobs.get("model_hf_hub_requirement"))])  # fmt: skip
+    return Sources(
+        apt={"nvidia": (repo, key, cuda), "nvidia-container": (ctk, ctk_key, toolkit)},
+        hub=knobs.get("hf_endpoint") or "https://huggingface.co",
+        registry=None,
+        wheel_requirements=[str(knobs.get("model_hf_hub_requirement"))],
+    )
 
 
 def _wheels(requirements: list[str], out: Path, log: Log) -> list[str]:
@@ -90,9 +102,26 @@ def _wheels(requirements: list[str], out: Path, log: Log) -> list[str]:
     their dependencies into out/wheels, and write requirements.txt pinning each file by sha256."""
     wheels = out / "wheels"
     wheels.mkdir(parents=True, exist_ok=True)
-    cmd = [sys.executable, "-m", "pip", "download", "--quiet", "--disable-pip-version-check", "--only-binary=:all:",
-           "--python-version", "3.11", "--platform", "manylinux2014_x86_64", "--platform", "manylinux_2_28_x86_64",
-           "--platform", "any", "-d", str(wheels), *requirements]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "--quiet",
+        "--disable-pip-version-check",
+        "--only-binary=:all:",
+        "--python-version",
+        "3.11",
+        "--platform",
+        "manylinux2014_x86_64",
+        "--platform",
+        "manylinux_2_28_x86_64",
+        "--platform",
+        "any",
+        "-d",
+        str(wheels),
+        *requirements,
+    ]
     log(f"wheels: pip download {' '.join(requirements)}")
     res = subprocess.run(cmd, capture_output=True, text=True, check=False)
     if res.returncode != 0:
@@ -109,16 +138,23 @@ def _model(recipe: Any, hub: str, out: Path, log: Log) -> dict[str, Any]:
     """The recipe's model at its commit, synced by the node-side downloader itself (so its manifest is the one
     the model role verifies) into out/model/<name>/."""
     from hgxkit.model import core
-    from hgxkit.model import fetch as fetch_program
 
     model = recipe.model
     name = core.model_name(model.local_dir)
     local = out / "model" / name
     local.mkdir(parents=True, exist_ok=True)
     state = out.parent / f".{out.name}.model-state"
-    spec = core.Spec(repo_id=model.repo_id, revision=model.revision or "main", local_dir=str(local),
-                     allow_patterns=list(model.allow_patterns), endpoint=hub, source="hub", xet=False,
-                     state_dir=str(state), margin_gb=0.0)  # fmt: skip
+    spec = core.Spec(
+        repo_id=model.repo_id,
+        revision=model.revision or "main",
+        local_dir=str(local),
+        allow_patterns=list(model.allow_patterns),
+        endpoint=hub,
+        source="hub",
+        xet=False,
+        state_dir=str(state),
+        margin_gb=0.0,
+    )
     log(f"model: {model.repo_id}@{spec.revision} from {hub}")
     state.mkdir(parents=True, exist_ok=True)
     spec_file = state / "spec.json"
@@ -128,15 +164,22 @@ def _model(recipe: Any, hub: str, out: Path, log: Log) -> dict[str, Any]:
     try:
         res = subprocess.run(cmd, capture_output=True, text=True, check=False, env=env)
         if res.returncode != 0:
-            result = subprocess.run([*cmd[:3], "result", "--spec", str(spec_file)], capture_output=True, text=True,
-                                    check=False)  # fmt: skip
+            result = subprocess.run(
+                [*cmd[:3], "result", "--spec", str(spec_file)], capture_output=True, text=True, check=False
+            )
             raise HgxkitError(f"model {model.repo_id}: {(result.stderr or res.stderr).strip()[-300:]}")
     finally:
         shutil.rmtree(state, ignore_errors=True)
     shutil.rmtree(local / ".cache", ignore_errors=True)
     doc = json.loads((local / core.MANIFEST_NAME).read_text())
-    return {"repo_id": model.repo_id, "revision": spec.revision, "commit": doc["commit"], "dir": f"model/{name}",
-            "local_dir": model.local_dir, "bytes": doc.get("total_bytes")}  # fmt: skip
+    return {
+        "repo_id": model.repo_id,
+        "revision": spec.revision,
+        "commit": doc["commit"],
+        "dir": f"model/{name}",
+        "local_dir": model.local_dir,
+        "bytes": doc.get("total_bytes"),
+    }
 
 
 def create(recipe_path: Path, out: Path, sources: Sources, key_home: Path, log: Log) -> dict[str, Any]:
@@ -157,9 +200,16 @@ def create(recipe_path: Path, out: Path, sources: Sources, key_home: Path, log: 
         for name, (url, key_url, wanted) in sources.apt.items():
             log(f"apt {name}: {len(wanted)} pinned packages from {url}")
             debs = aptbundle.build_repo(name, url, key_url, wanted, tmp, key)
-            apt[name] = {"source": url, "dir": f"apt/{name}",
-                         "packages": [{"name": d.name, "version": d.version} for d in debs]}  # fmt: skip
-        reference = recipe.image.reference if not recipe.image.digest else f"{recipe.image.reference.split(':')[0]}@{recipe.image.digest}"
+            apt[name] = {
+                "source": url,
+                "dir": f"apt/{name}",
+                "packages": [{"name": d.name, "version": d.version} for d in debs],
+            }
+        reference = (
+            recipe.image.reference
+            if not recipe.image.digest
+            else f"{recipe.image.reference.split(':')[0]}@{recipe.image.digest}"
+        )
         log(f"image: {reference}")
         saved = ociimage.save_layout(reference, tmp / "image", sources.registry)
         if recipe.image.digest and saved.digest != recipe.image.digest:
@@ -171,12 +221,19 @@ def create(recipe_path: Path, out: Path, sources: Sources, key_home: Path, log: 
             "kind": "hgxkit-bundle",
             "hgxkit_version": __version__,
             "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            "recipe": {"name": recipe.name, "file": "recipe.yaml",
-                       "sha256": manifest.file_sha256(tmp / "recipe.yaml")},  # fmt: skip
+            "recipe": {
+                "name": recipe.name,
+                "file": "recipe.yaml",
+                "sha256": manifest.file_sha256(tmp / "recipe.yaml"),
+            },
             "key": {"fingerprint": key.fingerprint, "file": f"apt/{aptbundle.KEY_FILE}"},
             "apt": apt,
-            "image": {"reference": recipe.image.reference, "digest": saved.digest, "id": saved.config,
-                      "dir": "image"},  # fmt: skip
+            "image": {
+                "reference": recipe.image.reference,
+                "digest": saved.digest,
+                "id": saved.config,
+                "dir": "image",
+            },
             "model": model,
             "wheels": {"requirements": "wheels/requirements.txt", "for": sources.wheel_requirements, "files": wheels},
             "notes": sources.notes,
@@ -188,8 +245,10 @@ def create(recipe_path: Path, out: Path, sources: Sources, key_home: Path, log: 
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    log(f"bundle {doc['bundle_sha256'][:16]}… in {out}: {len(doc['artifacts'])} files, "
-        f"{bundle_bytes(doc) / 1e6:.1f} MB in {time.monotonic() - started:.1f} s; key {key.fingerprint}")  # fmt: skip
+    log(
+        f"bundle {doc['bundle_sha256'][:16]}… in {out}: {len(doc['artifacts'])} files, "
+        f"{bundle_bytes(doc) / 1e6:.1f} MB in {time.monotonic() - started:.1f} s; key {key.fingerprint}"
+    )
     return doc
 
 

@@ -68,13 +68,17 @@ def list_files(root: Path) -> list[str]:
 
 def hash_problem(doc: Any) -> str | None:
     """Why bundle.json itself cannot be trusted (not a bundle manifest, or its hash does not match), or None."""
-    if not isinstance(doc, dict) or doc.get("schema_version") != SCHEMA_VERSION or not isinstance(
-        doc.get("artifacts"), list
+    if (
+        not isinstance(doc, dict)
+        or doc.get("schema_version") != SCHEMA_VERSION
+        or not isinstance(doc.get("artifacts"), list)
     ):
         return f"{MANIFEST}: not an hgxkit bundle manifest of schema_version {SCHEMA_VERSION}; re-create the bundle"
     if doc.get("bundle_sha256") != manifest_hash(doc):
-        return (f"{MANIFEST}: its bundle_sha256 does not match its content (edited after create?); refused: "
-                "re-create the bundle")  # fmt: skip
+        return (
+            f"{MANIFEST}: its bundle_sha256 does not match its content (edited after create?); refused: "
+            "re-create the bundle"
+        )
     return None
 
 
@@ -108,9 +112,13 @@ def artifact_problems(root: Path, artifacts: list[dict[str, Any]], present: list
         else:
             digest = file_sha256(path)
             if digest != entry.get("sha256"):
-                problems.append(f"{rel}: sha256 {digest[:16]}…, the manifest says {str(entry.get('sha256'))[:16]}…; "
-                                "the file changed after create: re-copy it")  # fmt: skip
-    problems += [f"{rel}: not in the manifest; remove it or re-create the bundle" for rel in present if rel not in listed]
+                problems.append(
+                    f"{rel}: sha256 {digest[:16]}…, the manifest says {str(entry.get('sha256'))[:16]}…; "
+                    "the file changed after create: re-copy it"
+                )
+    problems += [
+        f"{rel}: not in the manifest; remove it or re-create the bundle" for rel in present if rel not in listed
+    ]
     return problems
 
 

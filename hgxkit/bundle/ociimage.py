@@ -26,10 +26,14 @@ from pathlib import Path
 
 from hgxkit.errors import HgxkitError
 
-MANIFEST_TYPES = ", ".join([
-    "application/vnd.oci.image.index.v1+json", "application/vnd.docker.distribution.manifest.list.v2+json",
-    "application/vnd.oci.image.manifest.v1+json", "application/vnd.docker.distribution.manifest.v2+json",
-])  # fmt: skip
+MANIFEST_TYPES = ", ".join(
+    [
+        "application/vnd.oci.image.index.v1+json",
+        "application/vnd.docker.distribution.manifest.list.v2+json",
+        "application/vnd.oci.image.manifest.v1+json",
+        "application/vnd.docker.distribution.manifest.v2+json",
+    ]
+)
 _INDEXES = ("application/vnd.oci.image.index.v1+json", "application/vnd.docker.distribution.manifest.list.v2+json")
 
 
@@ -101,7 +105,9 @@ def _put_blob(out: Path, data: bytes, digest: str) -> None:
     path.write_bytes(data)
 
 
-def save_layout(reference: str, out: Path, registry_url: str | None = None, platform: str = "linux/amd64") -> SavedImage:
+def save_layout(
+    reference: str, out: Path, registry_url: str | None = None, platform: str = "linux/amd64"
+) -> SavedImage:
     """Write `reference` (tag or digest) as an OCI layout in `out`, from `registry_url` (default: its registry)."""
     host, repo, ref = ref_parts(reference)
     reg = _Registry(registry_url or f"https://{host}", repo)
@@ -112,8 +118,11 @@ def save_layout(reference: str, out: Path, registry_url: str | None = None, plat
     doc = json.loads(body)
     if (doc.get("mediaType") or kind) in _INDEXES:
         os_, arch = platform.split("/")
-        pick = [m for m in doc.get("manifests", [])
-                if m.get("platform", {}).get("os") == os_ and m.get("platform", {}).get("architecture") == arch]  # fmt: skip
+        pick = [
+            m
+            for m in doc.get("manifests", [])
+            if m.get("platform", {}).get("os") == os_ and m.get("platform", {}).get("architecture") == arch
+        ]
         if not pick:
             raise HgxkitError(f"{reference}: no {platform} image in its index")
         digest = pick[0]["digest"]
@@ -126,13 +135,26 @@ def save_layout(reference: str, out: Path, registry_url: str | None = None, plat
         _put_blob(out, reg.get(f"blobs/{layer['digest']}")[0], layer["digest"])
     media = doc.get("mediaType") or kind.split(";")[0]
     (out / "oci-layout").write_text('{"imageLayoutVersion":"1.0.0"}\n')
-    index = {"schemaVersion": 2, "manifests": [{
-        "mediaType": media, "digest": digest, "size": len(body),
-        "annotations": {"org.opencontainers.image.ref.name": reference, "io.containerd.image.name": reference}}]}  # fmt: skip
+    index = {
+        "schemaVersion": 2,
+        "manifests": [
+            {
+                "mediaType": media,
+                "digest": digest,
+                "size": len(body),
+                "annotations": {"org.opencontainers.image.ref.name": reference, "io.containerd.image.name": reference},
+            }
+        ],
+    }
     (out / "index.json").write_text(json.dumps(index, indent=1) + "\n")
     blob = "blobs/sha256/"
-    legacy = [{"Config": blob + config.removeprefix("sha256:"), "RepoTags": [reference] if "@" not in reference else [],
-               "Layers": [blob + layer["digest"].removeprefix("sha256:") for layer in doc["layers"]]}]  # fmt: skip
+    legacy = [
+        {
+            "Config": blob + config.removeprefix("sha256:"),
+            "RepoTags": [reference] if "@" not in reference else [],
+            "Layers": [blob + layer["digest"].removeprefix("sha256:") for layer in doc["layers"]],
+        }
+    ]
     (out / "manifest.json").write_text(json.dumps(legacy) + "\n")
     size = len(body) + int(doc["config"].get("size", 0)) + sum(int(x.get("size", 0)) for x in doc["layers"])
     return SavedImage(reference=reference, digest=digest, config=config, size=size)

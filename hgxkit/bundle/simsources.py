@@ -30,11 +30,17 @@ def sim_sources(knobs: Mapping[str, Any]) -> Iterator[Sources]:
     repos = aptrepo.build_repo(state_dir() / "repos").root
     cuda, toolkit = apt_wanted(knobs, "debian12")
     apt = {
-        "nvidia": (f"file://{repos}/cuda/debian12/x86_64/", f"file://{repos}/cuda/debian12/x86_64/{aptrepo.KEY_NAME}",
-                   cuda),
-        "nvidia-container": (f"file://{repos}/libnvidia-container/stable/deb/amd64/",
-                             f"file://{repos}/libnvidia-container/gpgkey", toolkit),
-    }  # fmt: skip
+        "nvidia": (
+            f"file://{repos}/cuda/debian12/x86_64/",
+            f"file://{repos}/cuda/debian12/x86_64/{aptrepo.KEY_NAME}",
+            cuda,
+        ),
+        "nvidia-container": (
+            f"file://{repos}/libnvidia-container/stable/deb/amd64/",
+            f"file://{repos}/libnvidia-container/gpgkey",
+            toolkit,
+        ),
+    }
     binary = shutil.which("docker-registry")
     if binary is None:
         raise HgxkitError("docker-registry not found: apt-get install docker-registry (`hgxkit sim host setup`)")
@@ -48,10 +54,13 @@ def sim_sources(knobs: Mapping[str, Any]) -> Iterator[Sources]:
         proc = subprocess.Popen([binary, "serve", str(cfg)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
             registry._wait_v2(port, proc)
-            yield Sources(apt=apt, hub=f"http://127.0.0.1:{hub.server_address[1]}",
-                          registry=f"http://127.0.0.1:{port}",
-                          wheel_requirements=[str(knobs.get("model_hf_hub_requirement"))],
-                          notes=["simulated: packages, image and model are the sim's stand-ins"])  # fmt: skip
+            yield Sources(
+                apt=apt,
+                hub=f"http://127.0.0.1:{hub.server_address[1]}",
+                registry=f"http://127.0.0.1:{port}",
+                wheel_requirements=[str(knobs.get("model_hf_hub_requirement"))],
+                notes=["simulated: packages, image and model are the sim's stand-ins"],
+            )
         finally:
             proc.terminate()
             proc.wait(timeout=10)
