@@ -160,7 +160,7 @@ def registry() -> Iterator[tuple[str, dict[str, bytes], str]]:
     blobs = {_blob(layer): layer, _blob(config): config, _blob(manifest_body): manifest_body}
 
     class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802
+        def do_GET(self) -> None:
             ref = self.path.rsplit("/", 1)[-1]
             body = manifest_body if "/manifests/" in self.path else blobs.get(ref)  # any tag or digest: this one
             self.send_response(200 if body is not None else 404)
