@@ -138,7 +138,7 @@ def delivered(host: Any) -> NodeBundle | None:
     _planned.add(host.name)
     if (host.get_fact(FileText, path=b.stamp) or "").strip() == b.sha256:
         return b
-    files.directory(name=f"Bundle directory {NODE_ROOT}", path=NODE_ROOT, mode="0700")
+    files.directory(name=f"Bundle directory {NODE_ROOT}", path=NODE_ROOT, mode="0755")  # apt reads it as _apt
     files.rsync(
         name=f"Copy the bundle {b.sha256[:16]} to {b.node_dir}",
         src=f"{b.local}/",
