@@ -135,6 +135,13 @@ class BundleKey:
     def public(self) -> str:
         return _run([*self.base, "--armor", "--export", self.fingerprint])
 
+    def write_keyring(self, path: Path) -> None:
+        """The public key as a binary keyring (what gpgv and apt's signed-by read)."""
+        _run([*self.base, "--export", "-o", str(path), self.fingerprint])
+
+    def sign_detached(self, path: Path, out: Path) -> None:
+        _run([*self.base, "-u", self.fingerprint, "--detach-sign", "-o", str(out), str(path)])
+
     def sign_release(self, repo_dir: Path) -> None:
         release = _run(
             [
@@ -216,6 +223,7 @@ def build_repo(name: str, url: str, key_url: str, wanted: dict[str, str], out: P
     (repo_dir / "Packages.gz").write_bytes(gzip.compress(text.encode(), mtime=0))
     key.sign_release(repo_dir)
     (out / "apt" / KEY_FILE).write_text(key.public())
+    key.write_keyring(out / "apt" / "bundle-key.gpg")
     return debs
 
 

@@ -4,6 +4,7 @@ Examples:
     hgxkit bundle create --recipe recipes/my-post.yaml --inventory inventories/h200.py -o /media/usb/my-post
     HGXKIT_SIM_CLUSTER=demo hgxkit bundle create --recipe recipes/my-post.yaml --inventory inventories/sim.py -o b
     hgxkit bundle verify /media/usb/my-post           # every artifact against bundle.json; a changed file is named
+    hgxkit bundle verify /media/usb/my-post --fingerprint F716…456D   # and signed by the key you were told
     pyinfra -y inventories/h200.py deploys/dspark.py --data bundle=/media/usb/my-post
 """
 
@@ -74,6 +75,11 @@ def register(groups: argparse._SubParsersAction) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     verify.add_argument("dir", help="the bundle directory")
+    verify.add_argument(
+        "--fingerprint",
+        help="the bundle key's fingerprint, as its maker gave it to you another way: "
+        "bundle.json must carry a valid signature by that key",
+    )
     json_option(verify, verify_schema, "the verdict (schema: hgxkit/bundle/schemas/verify.schema.json)")
     verify.set_defaults(handler=_cmd_verify)
 
@@ -154,6 +160,8 @@ def _cmd_verify(args: argparse.Namespace) -> int:
     root = Path(args.dir)
     started = time.monotonic()
     doc, problems = manifest.verify(root)
+    if doc is not None and args.fingerprint:
+        problems = [p for p in [manifest.signature_problem(root, args.fingerprint)] if p] + problems
     took = time.monotonic() - started
     if args.json:
         print(
@@ -166,6 +174,7 @@ def _cmd_verify(args: argparse.Namespace) -> int:
                     "key_fingerprint": doc["key"]["fingerprint"] if doc else None,
                     "files": len(doc["artifacts"]) if doc else 0,
                     "bytes": sum(a["size"] for a in doc["artifacts"]) if doc else 0,
+                    "fingerprint_checked": bool(args.fingerprint) and doc is not None,
                     "problems": problems,
                     "seconds": round(took, 3),
                 }

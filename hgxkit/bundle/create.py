@@ -241,6 +241,7 @@ def create(recipe_path: Path, out: Path, sources: Sources, key_home: Path, log: 
         }
         doc = manifest.seal(doc)
         (tmp / manifest.MANIFEST).write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
+        key.sign_detached(tmp / manifest.MANIFEST, tmp / manifest.SIGNATURE)
         tmp.rename(out)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -20,11 +20,14 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 MANIFEST = "bundle.json"
+SIGNATURE = "bundle.json.sig"  # detached signature of bundle.json by the bundle key (binary, for gpgv)
+KEYRING = "apt/bundle-key.gpg"  # the bundle key's public part as a keyring gpgv and apt read
 SCHEMA_VERSION = 1
 BUFFER = 1 << 20
 
@@ -61,7 +64,7 @@ def list_files(root: Path) -> list[str]:
     for dirpath, _dirs, names in os.walk(root):
         for name in names:
             rel = Path(dirpath, name).relative_to(root).as_posix()
-            if rel != MANIFEST:
+            if rel not in (MANIFEST, SIGNATURE):
                 out.append(rel)
     return sorted(out)
 
@@ -128,6 +131,36 @@ def verify(root: Path) -> tuple[dict[str, Any] | None, list[str]]:
     if doc is None:
         return None, [str(problem)]
     return doc, artifact_problems(root, doc["artifacts"], list_files(root))
+
+
+def signature_problem(root: Path, fingerprint: str) -> str | None:
+    """Why bundle.json is not signed by the key with `fingerprint` (one the site got another way), or None.
+    The signature is checked with gpgv (every Debian and Ubuntu system has it: apt needs it) against the key the
+    bundle carries; the fingerprint the site holds is what makes that key the one it trusts."""
+    want = fingerprint.replace(" ", "").upper()
+    try:
+        res = subprocess.run(
+            [
+                "gpgv",
+                "--status-fd",
+                "1",
+                "--keyring",
+                str((root / KEYRING).resolve()),
+                str(root / SIGNATURE),
+                str(root / MANIFEST),
+            ],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+    except FileNotFoundError:
+        return "gpgv not found: apt-get install gpgv"
+    valid = [line.split()[2] for line in res.stdout.splitlines() if line.startswith("[GNUPG:] VALIDSIG ")]
+    if res.returncode != 0 or not valid:
+        return f"{SIGNATURE}: no valid signature of {MANIFEST} by the bundle's key; refused: re-copy or re-create it"
+    if valid[0].upper() != want:
+        return f"{MANIFEST}: signed by key {valid[0]}, not the expected {want}; refused: is this the bundle you made?"
+    return None
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -103,17 +103,20 @@ class NodeBundle:
         ]
 
 
-_loaded: dict[str, NodeBundle] = {}
+_loaded: dict[tuple[str, str | None], NodeBundle] = {}
 
 
-def bundle_of(path: str) -> NodeBundle:
-    """The bundle at `path` on the controller, its bundle.json checked (hash, schema); DeployError otherwise."""
-    if path not in _loaded:
+def bundle_of(path: str, fingerprint: str | None = None) -> NodeBundle:
+    """The bundle at `path` on the controller, its bundle.json checked (hash, schema; and its signature by the key
+    with `fingerprint` when given); DeployError otherwise."""
+    if (path, fingerprint) not in _loaded:
         doc, problem = manifest.read_manifest(Path(path))
-        if doc is None:
+        if doc is not None and fingerprint:
+            problem = manifest.signature_problem(Path(path), fingerprint)
+        if doc is None or problem:
             raise DeployError(f"bundle knob: {problem}; nothing was changed")
-        _loaded[path] = NodeBundle(Path(path), doc)
-    return _loaded[path]
+        _loaded[(path, fingerprint)] = NodeBundle(Path(path), doc)
+    return _loaded[(path, fingerprint)]
 
 
 class DockerImageIds(FactBase[list[str]]):
@@ -132,7 +135,7 @@ def delivered(host: Any) -> NodeBundle | None:
     path = knob(host, "bundle")
     if not path:
         return None
-    b = bundle_of(str(path))
+    b = bundle_of(str(path), knob(host, "bundle_fingerprint"))
     if host.name in _planned:
         return b
     _planned.add(host.name)

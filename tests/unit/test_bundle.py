@@ -223,3 +223,30 @@ def test_bundle_create_and_verify_json_follow_their_schemas(tmp_path: Path) -> N
 
     for schema in (create_schema(), verify_schema()):
         Draft202012Validator.check_schema(schema)
+
+
+def test_a_signed_manifest_is_checked_against_the_fingerprint_the_site_holds(tmp_path: Path, capsys) -> None:
+    key = aptbundle.BundleKey(tmp_path / "gnupg")
+    root = tmp_path / "b"
+    root.mkdir()
+    (root / "apt").mkdir()
+    key.write_keyring(root / manifest.KEYRING)
+    doc = make_bundle(root, FILES)
+    key.sign_detached(root / "bundle.json", root / manifest.SIGNATURE)
+    assert manifest.verify(root) == (doc, [])  # the signature and the keyring are the bundle's own files
+    assert main(["bundle", "verify", str(root), "--fingerprint", key.fingerprint]) == 0
+    assert main(["bundle", "verify", str(root), "--fingerprint", "A" * 40, "--json"]) == 1
+    verdict = json.loads(capsys.readouterr().out.splitlines()[-1])
+    assert verdict["fingerprint_checked"] is True and verdict["problems"] == [
+        f"bundle.json: signed by key {key.fingerprint}, not the expected {'A' * 40}; refused: is this the bundle "
+        "you made?"]  # fmt: skip
+    # What the hash alone cannot catch: a file swapped and bundle.json re-sealed to match it.
+    (root / "model/m/config.json").write_bytes(b"[]")
+    doc["artifacts"] = [manifest.artifact_entry(root, a["path"]) for a in doc["artifacts"]]
+    (root / "bundle.json").write_text(json.dumps(manifest.seal(doc)))
+    assert manifest.verify(root)[1] == []
+    refused = "bundle.json.sig: no valid signature of bundle.json by the bundle's key; refused: re-copy or re-create it"
+    assert manifest.signature_problem(root, key.fingerprint) == refused
+    host = SimpleNamespace(name="node1", data={"bundle": str(root), "bundle_fingerprint": key.fingerprint})
+    with pytest.raises(DeployError, match=r"^bundle knob: bundle\.json\.sig: no valid signature"):
+        source.delivered(host)
