@@ -62,7 +62,7 @@ def _doctor(tmp: Path, monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
 
 
 def _bundle_verify(tmp: Path, monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
-    from test_bundle import FILES, make_bundle
+    from test_bundle_manifest import FILES, make_bundle
 
     make_bundle(tmp / "bundle", FILES)
     return [["bundle", "verify", str(tmp / "bundle"), "--json"], ["bundle", "verify", str(tmp / "none"), "--json"]]
@@ -71,7 +71,7 @@ def _bundle_verify(tmp: Path, monkeypatch: pytest.MonkeyPatch) -> list[list[str]
 def _bundle_create(tmp: Path, monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
     # The assembly itself needs the repositories, a registry and the Hub (bench/bundle.py runs it on the sim);
     # here it is a hand-made bundle, so the summary's shape is what is checked.
-    from test_bundle import FILES, make_bundle
+    from test_bundle_manifest import FILES, make_bundle
 
     from hgxkit.bundle import create
 
