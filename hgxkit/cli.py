@@ -5,6 +5,7 @@ Examples:
     hgxkit recipe render recipes/deepseek-v4-flash-dspark-marlin.yaml --gpus 8
     hgxkit sim up --nodes 2
     hgxkit results compare RUN_A RUN_B --md
+    hgxkit bundle create --recipe recipes/deepseek-v4-flash-dspark-marlin.yaml -o /media/usb/dspark
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ def build_parser() -> argparse.ArgumentParser:
     # Imported here so `hgxkit --version` stays fast and a broken subsystem names itself on use. The sim group
     # registers with the standard library alone (a controller installs hgxkit without the `sim` extra); its
     # handlers import the simulation when a sim command runs (tests/unit/test_controller_install.py).
+    from hgxkit.bundle import cli as bundle_cli
     from hgxkit.node import doctor_run
     from hgxkit.recipe import cli as recipe_cli
     from hgxkit.results import cli as results_cli
@@ -41,6 +43,7 @@ def build_parser() -> argparse.ArgumentParser:
     results_cli.register(groups)
     doctor_run.register(groups)
     verify_cli.register(groups)
+    bundle_cli.register(groups)
     return parser
 
 

@@ -32,6 +32,12 @@ dist_port           the rendezvous port on a multi-node group's head; None: the 
 monitoring, monitoring_host, prometheus_port, prometheus_bind_address, prometheus_scrape_interval
                     the monitoring role's (documented in roles/monitoring/defaults.py); verify reads them too, to
                     find Prometheus and read each cell's telemetry from it.
+bundle              None, or a bundle directory on the controller (`hgxkit bundle create`): every role reads only
+                    from it (apt repositories, the image, the model, pip's wheels). It is copied to each node
+                    over the deploy's SSH connection and verified there before anything is installed from it
+                    (hgxkit/bundle/source.py); a bundle.json whose hash was edited stops the run first.
+bundle_fingerprint  None, or the bundle key's fingerprint as the bundle's maker gave it to the site another way:
+                    bundle.json must then carry a valid signature by that key, or the run stops before any change.
 host_lock_wait_s    how long a run waits for another hgxkit run on the same node to finish (0: refuse at once,
                     naming the other run's PID and start time; hgxkit/hostlock.py).
 
@@ -59,6 +65,8 @@ SHARED_DEFAULTS: dict[str, Any] = {
     "serve_api_key_file": "/etc/hgxkit/serve/api-key",
     "state_dir": "/var/lib/hgxkit",
     "host_lock_wait_s": 0,
+    "bundle": None,
+    "bundle_fingerprint": None,
     "recheck": False,
     "group_hosts": None,
     "fabric_address": None,

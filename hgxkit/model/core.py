@@ -645,7 +645,8 @@ class Spec:
     revision: str = "main"
     allow_patterns: list[str] = field(default_factory=list)
     endpoint: str = ""
-    source: str = "hub"  # hub | dir | peer | fleet (peer_* name the parent; none: this host is the root)
+    source: str = "hub"  # hub | dir | peer | fleet | bundle (peer_* name the parent; none: this host is the root)
+    bundle_dir: str = ""  # source bundle: the model's directory in a verified bundle on this host (hgxkit.bundle)
     peer_name: str = ""
     peer_address: str = ""
     peer_user: str = "root"

@@ -180,8 +180,44 @@ def _answer_error(err: HubAnswer, spec: Spec) -> FetchError:
     return FetchError(f"network failure reading the file list from {spec.where}: HTTP {err.status}", transient=True)
 
 
+def bundle_files(spec: Spec) -> tuple[str, list[core.FileMeta]]:
+    """Source bundle: the commit and files of the model a bundle carries, from the downloader's own manifest in
+    it (whose bytes the bundle's verified bundle.json vouches for); no network at all."""
+    try:
+        made = core.Manifest.from_json(Path(spec.bundle_dir, core.MANIFEST_NAME).read_text())
+    except OSError as err:  # not copied yet (a plan-time status check before the run delivers it): not final
+        raise FetchError(f"no bundle model manifest in {spec.bundle_dir} ({err.strerror})", transient=True) from None
+    except (ValueError, TypeError, KeyError) as err:
+        raise FetchError(
+            f"the bundle's model manifest in {spec.bundle_dir} is unreadable ({err}): re-copy the bundle"
+        ) from None
+    if made.repo_id != spec.repo_id or (core.is_commit(spec.revision) and made.commit != spec.revision):
+        raise FetchError(f"the bundle holds {made.repo_id}@{made.commit[:12]}, the recipe wants "
+                         f"{spec.repo_id}@{spec.revision}: make a bundle for this recipe")  # fmt: skip
+    files = [core.FileMeta(f.path, f.size, f.sha256, f.git_oid) for f in made.files]
+    return made.commit, core.select_files(files, spec.allow_patterns)
+
+
+def copy_from_bundle(spec: Spec, metas: list[core.FileMeta]) -> None:
+    """Copy `metas` from the bundle into local_dir: each to a new file beside its place, then renamed over it
+    (no link in local_dir followed); the caller hashes them against the manifest afterwards."""
+    for m in metas:
+        _check_name(m.path)
+        tmp = f"{m.path}.hgxkit-bundle-copy"
+        with (
+            open(os.path.join(spec.bundle_dir, m.path), "rb") as src,
+            core.parent_of(spec.local_dir, tmp, create=True) as (dfd, name),
+        ):
+            fd = core.create_new(dfd, name)
+            with os.fdopen(fd, "wb") as dst:
+                shutil.copyfileobj(src, dst, core.BUFFER)
+        core.move_under(spec.local_dir, tmp, m.path)
+
+
 def hub_files(spec: Spec, token: str | None, retry: bool = True) -> tuple[str, list[core.FileMeta]]:
     """Resolve the revision to a commit and list the files matching the allow patterns, with their hashes."""
+    if spec.source == "bundle":
+        return bundle_files(spec)
 
     def ask() -> dict[str, Any]:
         try:
@@ -1481,12 +1517,20 @@ class Syncer:
             bad = self.hash_files(to_hash)
             self.rehashed = [m.path for m in to_hash]
             to_fetch += bad
-        if spec.source == "dir" and to_fetch:
+        if spec.source == "bundle" and to_fetch:  # copied, then hashed like any file found in place
+            copy_from_bundle(spec, to_fetch)
+            self.fetched = [m.path for m in to_fetch]
+            to_fetch = self.hash_files(to_fetch)
+        if spec.source in ("dir", "bundle") and to_fetch:
             first = to_fetch[0].path
             why = core.verify_file(spec.local_dir, first, to_fetch[0]) or "changed"
             raise FetchError(
                 f"{len(to_fetch)} of {len(metas)} files missing or wrong in {spec.local_dir} ({first}: {why}); "
-                "model_source dir only verifies: copy the model there, or use model_source hub"
+                + (
+                    "the bundle's copy differs from its manifest: re-copy the bundle (`hgxkit bundle verify`)"
+                    if spec.source == "bundle"
+                    else "model_source dir only verifies: copy the model there, or use model_source hub"
+                )
             )
         if to_fetch:
             self.to_fetch = to_fetch

@@ -21,6 +21,7 @@ from pyinfra.api import deploy
 from pyinfra.api.exceptions import DeployError
 from pyinfra.operations import apt, files, python, server, systemd
 
+from hgxkit.bundle.source import delivered
 from hgxkit.hostcmd import HostRunner, argv, script, text
 from hgxkit.hostfiles import write_text
 from hgxkit.knobs import knob
@@ -64,13 +65,15 @@ def container_toolkit() -> None:
     """Install the pinned toolkit, configure Docker's nvidia runtime, and prove a GPU container runs."""
     for name in STALE_LISTS:
         files.file(name=f"Remove stale {name}", path=f"/etc/apt/sources.list.d/{name}", present=False)
+    bundle = delivered(host)  # the `bundle` knob: the toolkit from the bundle's signed repository
     files.download(
         name="Container toolkit repository key",
-        src=host.data.get("nvidia_container_repo_key_url") or KEY_URL,
+        src=bundle.key_url if bundle else host.data.get("nvidia_container_repo_key_url") or KEY_URL,
         dest=KEYRING,
         mode="0644",
+        sha256sum=bundle.key_sha256 if bundle else None,
     )
-    repo = host.data.get("nvidia_container_repo_url") or REPO_URL
+    repo = bundle.apt_url("nvidia-container") if bundle else host.data.get("nvidia_container_repo_url") or REPO_URL
     apt.repo(name="Container toolkit repository", src=flat_repo_line(repo, KEYRING), filename=SOURCES_FILE)
 
     version = host.data.get("nvidia_container_toolkit_version")

@@ -16,6 +16,8 @@ container_smoke_expect             ... ("gpu-list"), or print NVIDIA_VISIBLE_DEV
 
 Shared knobs read here (hgxkit/knobs.py): expected_gpu_count (GPUs the smoke test must see), state_dir (the
 record of the last passed smoke test: <state_dir>/node/gpu-smoke.json).
+bundle                             (shared, hgxkit/knobs.py; and bundle_fingerprint) a bundle directory: the toolkit
+                                   packages come from it only.
 """
 
 from hgxkit.knobs import shared_defaults
@@ -28,7 +30,7 @@ DEFAULTS = {
     "container_smoke_image": "ubuntu:24.04",
     "container_smoke_command": "nvidia-smi -L",
     "container_smoke_expect": "gpu-list",
-    **shared_defaults("expected_gpu_count", "state_dir"),
+    **shared_defaults("expected_gpu_count", "state_dir", "bundle", "bundle_fingerprint"),
 }
 
 REPO_URL = "https://nvidia.github.io/libnvidia-container/stable/deb/amd64/"

@@ -35,6 +35,7 @@ from pyinfra.api import deploy
 from pyinfra.api.exceptions import DeployError
 from pyinfra.operations import apt, files, python, server
 
+from hgxkit.bundle.source import delivered
 from hgxkit.hostcmd import HostRunner, SecretLines, argv, script
 from hgxkit.knobs import knob
 from hgxkit.model import core
@@ -81,8 +82,9 @@ def build_spec() -> core.Spec:
         ),
     )
     data = host.data
-    source = str(data.get("model_source"))
-    if source not in ("hub", "dir", "peer", "fleet"):
+    bundle = delivered(host)  # the `bundle` knob: the model and its manifest from the bundle, no Hub at all
+    source = "bundle" if bundle else str(data.get("model_source"))
+    if source not in ("hub", "dir", "peer", "fleet", "bundle"):
         raise DeployError(f"{host.name}: model_source {source!r}; use hub, dir, peer or fleet")
     spec = core.Spec(
         repo_id=model.repo_id,
@@ -105,6 +107,7 @@ def build_spec() -> core.Spec:
         xet_cache_dir=str(data.get("model_xet_cache_dir") or ""),
         xet_chunk_cache_gb=float(data.get("model_xet_chunk_cache_gb")),
         xet_shard_cache_gb=float(data.get("model_xet_shard_cache_gb")),
+        bundle_dir=bundle.model_dir if bundle else "",
     )
     if source == "fleet":
         order, fanout = fleet_order(), int(data.get("model_fleet_fanout"))
@@ -311,7 +314,8 @@ def model() -> None:
     spec_json = spec.to_json()
     name = core.model_name(spec.local_dir)
     py, program, state_dir = _paths()
-    token = controller_token() if spec.source != "peer" else None  # a fleet host reads the Hub's file list
+    # A fleet host reads the Hub's file list; a bundle needs no Hub.
+    token = controller_token() if spec.source not in ("peer", "bundle") else None
     extra = {"_stdin": SecretLines([token])} if token else {}
     started = time.perf_counter()
     status = host.get_fact(
@@ -336,7 +340,8 @@ def model() -> None:
             name=f"Virtualenv {venv} with {requirement}",
             commands=[
                 argv("python3", "-m", "venv", venv),
-                argv(f"{venv}/bin/pip", "install", "--quiet", "--disable-pip-version-check", requirement),
+                *(bundle.pip_install(f"{venv}/bin/pip") if (bundle := delivered(host)) else
+                  [argv(f"{venv}/bin/pip", "install", "--quiet", "--disable-pip-version-check", requirement)]),
                 script("echo {requirement} > {stamp}", requirement=requirement, stamp=stamp),
             ],
         )

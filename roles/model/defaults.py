@@ -73,12 +73,14 @@ model_progress_every_s   how often a progress line (bytes done/total, rate, ETA)
 
 Shared knobs read here (hgxkit/knobs.py): recipe (its `model:` section is what is synced), models_dir and
 model_dirs_allowed (where model.local_dir may be).
+bundle                             (shared, hgxkit/knobs.py; and bundle_fingerprint) a bundle directory: the model
+                                   files and the downloader's wheels come from it only.
 """
 
 from hgxkit.knobs import shared_defaults
 
 DEFAULTS = {
-    **shared_defaults("recipe", "models_dir", "model_dirs_allowed"),
+    **shared_defaults("recipe", "models_dir", "model_dirs_allowed", "bundle", "bundle_fingerprint"),
     "model_source": "hub",
     "model_peer": None,
     "model_peer_address": None,

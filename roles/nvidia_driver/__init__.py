@@ -16,6 +16,7 @@ from pyinfra.api.output import echo
 from pyinfra.facts.server import KernelVersion, Which
 from pyinfra.operations import apt, files, python, server, systemd
 
+from hgxkit.bundle.source import delivered
 from hgxkit.hostcmd import argv
 from hgxkit.knobs import knob
 from hgxkit.node.apt import apt_install_commands, apt_mark_hold, flat_repo_line
@@ -124,8 +125,10 @@ def nvidia_driver() -> None:
     _guard_unattended_upgrades()
     _kernel_prerequisites()
 
-    repo_url, key_url = repo_urls()
-    files.download(name="NVIDIA CUDA repository key", src=key_url, dest=KEYRING, mode="0644")
+    bundle = delivered(host)  # the `bundle` knob: the pinned set from the bundle's signed repository
+    repo_url, key_url = (bundle.apt_url("nvidia"), bundle.key_url) if bundle else repo_urls()
+    files.download(name="NVIDIA CUDA repository key", src=key_url, dest=KEYRING, mode="0644",
+                   sha256sum=bundle.key_sha256 if bundle else None)  # fmt: skip
     apt.repo(name="NVIDIA CUDA repository", src=flat_repo_line(repo_url, KEYRING), filename=NVIDIA_CUDA_LIST)
 
     missing = packages_needing_install(plan, installed)

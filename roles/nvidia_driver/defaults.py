@@ -20,6 +20,8 @@ allow_reboot                   reboot when the driver changed or the loaded modu
 nvidia_reboot_timeout          seconds to wait for the node to come back.
 
 Shared knob read here (hgxkit/knobs.py): expected_gpu_count (GPUs nvidia-smi must list after bring-up).
+bundle                             (shared, hgxkit/knobs.py; and bundle_fingerprint) a bundle directory: the driver,
+                                   fabric manager, NSCQ and DCGM packages come from it only.
 """
 
 from hgxkit.knobs import shared_defaults
@@ -37,7 +39,7 @@ DEFAULTS = {
     "nvidia_persistence": True,
     "allow_reboot": False,
     "nvidia_reboot_timeout": 900,
-    **shared_defaults("expected_gpu_count"),
+    **shared_defaults("expected_gpu_count", "bundle", "bundle_fingerprint"),
 }
 
 KEYRING = "/etc/apt/keyrings/hgxkit-nvidia-cuda.asc"

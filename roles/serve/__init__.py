@@ -33,6 +33,7 @@ from pyinfra.api.exceptions import DeployError
 from pyinfra.api.output import echo
 from pyinfra.operations import files, python, server
 
+from hgxkit.bundle.source import delivered, load_image
 from hgxkit.hostcmd import HostRunner, argv, script
 from hgxkit.hostfiles import write_text
 from hgxkit.knobs import knob
@@ -191,7 +192,8 @@ def serve() -> None:
     if host.data.get("allow_unauthenticated") and not is_loopback(bind):
         echo(f"[{host.name}] WARNING: the API is published on {bind} without an API key")
 
-    pin = bool(host.data.get("pin_image"))
+    bundle = delivered(host)  # the `bundle` knob: the image is loaded from the bundle and run by its ID
+    pin = bool(host.data.get("pin_image")) and not bundle  # a bundle's image was checked against the pin at create
     if pin and not recipe.image.digest:
         raise DeployError(f"{recipe.path}: pin_image is set but image.digest is empty; pin a digest first")
     if pin:  # the tag is asked at execute time (a pull), so --dry stays read-only
@@ -201,8 +203,12 @@ def serve() -> None:
         serve_group()
         return
     recorded = recorded_digest(plan_fact(host, JsonFile, path=record_path(host)), recipe.image.reference)
-    # The digest to run: the pinned one; else the recipe's; else what the node already runs (unless image_update).
+    # The digest to run: the bundle's image; the pinned one; else the recipe's; else what the node already runs
+    # (unless image_update).
     digest = recipe.image.digest or (None if host.data.get("image_update") else recorded)
+    if bundle:
+        load_image(host, bundle)
+        digest = bundle.image_digest()
     current = plan_fact(host, ManagedContainers)
     if digest is None or interrupted(current):
         # Decided at execute time: without a digest the specs exist only after the pull, and while a replace
@@ -249,7 +255,7 @@ def prefetch_image() -> None:
     (deploys/reproduce.py runs this before the model role); the rollout waits for it. Nothing when the node
     already runs a recorded digest for this image (a re-run pulls nothing)."""
     recipe = recipe_for(host)
-    if not host.data.get("image_prefetch", True):
+    if not host.data.get("image_prefetch", True) or knob(host, "bundle"):  # a bundle's image is loaded by serve
         return
     recorded = recorded_digest(plan_fact(host, JsonFile, path=record_path(host)), recipe.image.reference)
     if recipe.image.digest or recorded:

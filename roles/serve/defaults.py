@@ -28,6 +28,8 @@ Shared knobs read here (defaults and meaning in hgxkit/knobs.py): recipe, serve_
 api_key ("auto": a key generated once per host, kept root-only at serve_api_key_file, passed as --api-key
 (SGLang takes it only as a flag, so `docker inspect` on the node shows it to root), and copied once to the
 controller, .hgxkit/secrets/<host>.api-key), serve_state_dir, serve_api_key_file.
+bundle                 (shared, hgxkit/knobs.py; and bundle_fingerprint) a bundle directory: the image is loaded from
+                       it, never pulled.
 """
 
 from hgxkit.knobs import shared_defaults
@@ -35,7 +37,7 @@ from hgxkit.knobs import shared_defaults
 DEFAULTS = {
     **shared_defaults(
         "recipe", "serve_total_gpus", "bind_address", "api_key", "serve_state_dir", "serve_api_key_file",
-        "group_hosts", "fabric_address", "dist_port",
+        "group_hosts", "fabric_address", "dist_port", "bundle", "bundle_fingerprint",
     ),
     "allow_unauthenticated": False,
     "pin_image": False,

@@ -61,6 +61,28 @@ def _doctor(tmp: Path, monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
     return [["doctor", str(inventory), "--json"]]
 
 
+def _bundle_verify(tmp: Path, monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
+    from test_bundle_manifest import FILES, make_bundle
+
+    make_bundle(tmp / "bundle", FILES)
+    return [["bundle", "verify", str(tmp / "bundle"), "--json"], ["bundle", "verify", str(tmp / "none"), "--json"]]
+
+
+def _bundle_create(tmp: Path, monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
+    # The assembly itself needs the repositories, a registry and the Hub (bench/bundle.py runs it on the sim);
+    # here it is a hand-made bundle, so the summary's shape is what is checked.
+    from test_bundle_manifest import FILES, make_bundle
+
+    from hgxkit.bundle import create
+
+    def fake_create(recipe: Path, out: Path, sources: object, key_home: Path, log: object) -> dict:
+        doc = make_bundle(out, FILES)
+        return {**doc, "recipe": {"name": "marlin", "file": "recipe.yaml", "sha256": "0" * 64}}
+
+    monkeypatch.setattr(create, "create", fake_create)
+    return [["bundle", "create", "--recipe", MARLIN, "-o", str(tmp / "made"), "--json"]]
+
+
 # Command path -> the argv lists that exercise its --json output (each is run and validated).
 INVOCATIONS: dict[tuple[str, ...], Invocation] = {
     ("recipe", "check"): lambda tmp, mp: [["recipe", "check", MARLIN, "--json"],
@@ -79,6 +101,8 @@ INVOCATIONS: dict[tuple[str, ...], Invocation] = {
     ("sim", "status"): _sim_nodes,
     ("doctor",): _doctor,
     ("sim", "image", "status"): _sim_images,
+    ("bundle", "verify"): _bundle_verify,
+    ("bundle", "create"): _bundle_create,
 }
 
 
