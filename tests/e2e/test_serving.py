@@ -23,6 +23,7 @@ CLUSTER = cluster_name("serve")
 MARLIN = "recipes/deepseek-v4-flash-dspark-marlin.yaml"
 FLASHINFER = "recipes/deepseek-v4-flash-dspark-flashinfer.yaml"
 FAKE_HF_TOKEN = "hf_e2eTokenThatMustNeverBeWrittenAnywhere01"
+ROUNDS_ENV = "HGXKIT_KILLED_REPLACE_ROUNDS"  # make soak-killed: the killed-replace test, N rounds in a row
 
 
 def out(result: subprocess.CompletedProcess[str]) -> str:
@@ -42,6 +43,7 @@ def containers() -> dict[str, dict[str, str]]:
             "spec": item["Config"]["Labels"].get("hgxkit.spec", ""),
             "recipe": item["Config"]["Labels"].get("hgxkit.recipe", ""),
             "gpus": ",".join(requests[0].get("DeviceIDs") or []),
+            "args": " ".join(item.get("Args") or []),
         }
     return result
 
@@ -230,8 +232,17 @@ def test_a_killed_replace_finishes_and_a_second_run_is_refused(served, tmp_path)
     running the second controller: under load that second run took longer than group 0's replace, the
     first controller went on to replace group 1 (a correct rollout step), and its restart was read as
     group 1 failing (issue 26)."""
-    variant = recipe_variant(tmp_path, MARLIN, "  - --enable-metrics\n", "  - --enable-metrics\n  - --log-level info\n",
-                             "relogged")  # fmt: skip
+    rounds = int(os.environ.get(ROUNDS_ENV, "1"))
+    for done in range(rounds):
+        killed_replace_round(tmp_path, ("info", "debug")[done % 2])
+        if rounds > 1:  # the soak's count (make soak-killed), past pytest's capture on the terminal's stderr
+            os.write(2, f"\nkilled replace: {done + 1} of {rounds} rounds passed in a row\n".encode())
+
+
+def killed_replace_round(tmp_path: Path, level: str) -> None:
+    """One round: the recipe with `--log-level LEVEL` added (another level than the node serves)."""
+    variant = recipe_variant(tmp_path, MARLIN, "  - --enable-metrics\n",
+                             f"  - --enable-metrics\n  - --log-level {level}\n", "relogged")  # fmt: skip
     untouched = containers()["deepseek-v4-flash-1"]
     with ServiceProbe(CLUSTER, [5001]) as probe:
         opened = time.time_ns()
@@ -247,8 +258,8 @@ def test_a_killed_replace_finishes_and_a_second_run_is_refused(served, tmp_path)
         node_sh(CLUSTER, "for i in $(seq 1 180); do systemctl is-active --quiet hgxkit-serve-deepseek-v4-flash-0 "
                          "|| exit 0; sleep 1; done; exit 1", timeout=240, check=True)  # fmt: skip
         closed = time.time_ns()
-    assert not service_problems(probe.samples, 5001, (opened, closed)), service_problems(probe.samples, 5001,
-                                                                                           (opened, closed))  # fmt: skip
+    problems = service_problems(probe.samples, 5001, (opened, closed))
+    assert not problems, problems
     assert containers()["deepseek-v4-flash-1"] == untouched  # never restarted, nor replaced
     status = node_sh(CLUSTER, "cat /var/lib/hgxkit/serve/replace/deepseek-v4-flash-0/status", check=True)
     assert status.strip() == "ok"
@@ -257,6 +268,7 @@ def test_a_killed_replace_finishes_and_a_second_run_is_refused(served, tmp_path)
     after = containers()
     assert sorted(after) == ["deepseek-v4-flash-0", "deepseek-v4-flash-1"]  # nothing set aside is left
     assert all(c["running"] == "True" and c["recipe"] == "relogged-marlin" for c in after.values())
+    assert all(f"--log-level {level}" in c["args"] for c in after.values())
 
 
 def test_refusals_before_any_container_changes(served, tmp_path) -> None:
