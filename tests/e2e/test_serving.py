@@ -251,7 +251,7 @@ def killed_replace_round(tmp_path: Path, level: str) -> None:
         seen = first.wait_paused()
         second = run_deploy(CLUSTER, "deploys/dspark.py", "verify=false", f"recipe={variant}")
         first.kill()
-        assert "group 0 (deepseek-v4-flash-0, GPUs 0,1,2,3, port 5000): starting new spec" in seen, seen[-3000:]
+        assert "group 0 (deepseek-v4-flash-0, GPUs [0, 1, 2, 3], port 5000): starting new spec" in seen, seen[-3000:]
         assert second.returncode != 0
         assert re.search(r"another hgxkit run holds /var/lib/hgxkit/run.lock \(pid, start, command: \d+ ", out(second))
         # The replace goes on without the controller: its unit ends with group 0 on the new spec.
