@@ -21,11 +21,20 @@ import time
 from pathlib import Path
 
 import pytest
-from sim_steps import ServiceProbe, cluster_name, deploy_argv, deploy_env, node_sh, run_deploy, service_problems
+from sim_steps import (
+    ServiceProbe,
+    cluster_name,
+    deploy_argv,
+    deploy_env,
+    node_sh,
+    paused_deploy,
+    run_deploy,
+    service_problems,
+)
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "faults"))
 import fault_inject
-from fault_matrix import RESTART, Case, selected
+from fault_matrix import CONTROLLER_AT, RESTART, Case, selected
 
 pytestmark = pytest.mark.e2e
 ROOT = Path(__file__).resolve().parents[2]
@@ -135,6 +144,14 @@ def unit_done(timeout: int = 300) -> None:
 
 @pytest.mark.parametrize("case", selected(os.environ.get("HGXKIT_FAULTS", "ci")), ids=lambda c: c.id)
 def test_fault(node: Node, case: Case, tmp_path: Path) -> None:
+    if case.phase in CONTROLLER_AT:
+        controller_case(node, case, tmp_path)
+    else:
+        replace_case(node, case, tmp_path)
+
+
+def replace_case(node: Node, case: Case, tmp_path: Path) -> None:
+    """A fault while the node's replace unit holds at `case.phase` (the docker shim)."""
     level = node.next_level()
     bad = case.phase == "replace-put-back"  # only a failed new spec is put back
     before = containers()
@@ -175,11 +192,7 @@ def test_fault(node: Node, case: Case, tmp_path: Path) -> None:
     now = containers()
     assert G0 in now or f"{G0}-hgxkit-previous" in now, now
     if probe:
-        problems = service_problems(probe.samples, 5001, (opened, closed))
-        mine = [s for s in probe.samples if s.port == 5001]
-        COUNTS["requests"] += len(mine)
-        COUNTS["failed"] += sum(s.code != "200" for s in mine)
-        assert not problems, problems
+        count_requests(probe, (opened, closed))
         assert now[G1] == before[G1]  # never restarted
     # The next run converges with no manual step: both groups on a good spec, nothing set aside, no unit left.
     final = node.next_level() if bad else level
@@ -189,4 +202,76 @@ def test_fault(node: Node, case: Case, tmp_path: Path) -> None:
     assert sorted(after) == [G0, G1], after
     assert all(c["running"] == "True" and f"--log-level {final}" in c["args"] for c in after.values()), after
     node.level = final
+    COUNTS["cases"] += 1
+
+
+def count_requests(probe: ServiceProbe, window: tuple[int, int]) -> None:
+    problems = service_problems(probe.samples, 5001, window)
+    mine = [s for s in probe.samples if s.port == 5001]
+    COUNTS["requests"] += len(mine)
+    COUNTS["failed"] += sum(s.code != "200" for s in mine)
+    assert not problems, problems
+
+
+def controller_case(node: Node, case: Case, tmp_path: Path) -> None:
+    """A fault while the controller holds at `case.phase` (stopped by the test-tree hook at a function)."""
+    serving = case.phase == "serve-plan"
+    level = node.next_level() if serving else node.level
+    results = tmp_path / "results"
+    deploy = "deploys/dspark.py" if serving else "deploys/verify.py"
+    data = (
+        (*FAST, f"recipe={recipe(tmp_path, level)}")
+        if serving
+        else (f"recipe={recipe(tmp_path, level)}", f"results_dir={results}", "bench_output_len=16")
+    )
+    before = containers()
+    with ServiceProbe(CLUSTER, [5001]) as probe:
+        opened = time.time_ns()
+        first = paused_deploy(CLUSTER, deploy, *data, at=CONTROLLER_AT[case.phase])
+        first.wait_paused()
+        second = None
+        if case.fault == "controller-kill":
+            first.kill()
+        elif case.fault == "ssh-cut":
+            fault_inject.cut_ssh(first.proc.pid)
+            first.resume()
+            assert first.finish(timeout=600) != 0, first.text[-4000:]
+        elif case.fault == "second-controller":
+            second = run_deploy(CLUSTER, deploy, *data)
+        else:
+            raise AssertionError(f"no {case.fault} at {case.phase}")
+        COUNTS["faults"] += 1
+        if second is not None and not serving:
+            first.resume()  # verify restarts nothing: the window runs to its end
+            assert first.finish(timeout=900) == 0, first.text[-4000:]
+        closed = time.time_ns()
+    count_requests(probe, (opened, closed))
+    if second is not None:
+        assert second.returncode != 0 and "another hgxkit run holds /var/lib/hgxkit/run.lock" in out(second)
+        if serving:  # the first goes on and replaces both groups (group 1 too: after the window)
+            first.resume()
+            assert first.finish(timeout=900) == 0, first.text[-4000:]
+    elif serving:
+        assert containers() == before  # killed or cut before any change: nothing changed
+    from hgxkit.results.archive import PARTIAL_SUFFIX, scan_runs
+
+    if case.fault == "controller-kill" and case.phase == "verify-archive":
+        partial = [p.name for p in results.glob("node1/*") if p.name.endswith(PARTIAL_SUFFIX)]
+        assert len(partial) == 1, list(results.rglob("*"))
+        runs, damaged = scan_runs(results)
+        assert runs == [] and len(damaged) == 1, (runs, damaged)  # half an archive is never taken as a run
+    # The next run converges with no manual step.
+    if serving:
+        again = run_deploy(CLUSTER, "deploys/dspark.py", *FAST, f"recipe={recipe(tmp_path, level)}")
+        assert again.returncode == 0, out(again)[-4000:]
+        after = containers()
+        assert sorted(after) == [G0, G1] and all(f"--log-level {level}" in c["args"] for c in after.values()), after
+        node.level = level
+    else:
+        if second is None:
+            again = run_deploy(CLUSTER, deploy, *data)
+            assert again.returncode == 0, out(again)[-4000:]
+        runs, _ = scan_runs(results)
+        assert len(runs) == 1 and runs[0].summary.cells, runs  # one whole run, its cells measured
+        assert containers() == before  # verify restarts nothing
     COUNTS["cases"] += 1

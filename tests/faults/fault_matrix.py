@@ -18,10 +18,20 @@ FAULTS = {
     "node-reboot": "node rebooted",
 }
 PHASES = {
+    "serve-plan": "serving run: facts gathered, nothing changed yet",
     "replace-set-aside": "group replace: old container stopped and set aside",
     "replace-start": "group replace: new container starting",
     "replace-health-wait": "group replace: waiting for the new container's health",
     "replace-put-back": "group replace: a failed new spec removed, the old container being put back",
+    "verify-mid-cell": "verify: the benchmark unit running a cell",
+    "verify-archive": "verify: the run's archive half written (.partial)",
+}
+# Where each phase is held: on the node (the docker shim holds the replace unit) or in the controller (the
+# test-tree hook stops it at a function of hgxkit: tests/faults/hook).
+CONTROLLER_AT = {
+    "serve-plan": "roles.serve:_rollout",
+    "verify-mid-cell": "roles.verify:wait_for_progress",
+    "verify-archive": "hgxkit.results.archive:run_html",
 }
 # What the other groups see: "serve" = every health check and inference request answered throughout (sampled);
 # "restart" = they restart with the node or the engine (the fault takes them down too), and are back after.
@@ -47,7 +57,7 @@ class Case:
 
 def _cases() -> list[Case]:
     cases = []
-    for phase in PHASES:
+    for phase in [p for p in PHASES if p.startswith("replace-")]:
         ends = OLD if phase == "replace-put-back" else NEW
         cases += [
             Case(
@@ -77,6 +87,42 @@ def _cases() -> list[Case]:
                 others=RESTART,
             ),
         ]
+    untouched = f"nothing changed; {CONVERGES}"
+    cases += [
+        Case("controller-kill", "serve-plan", untouched),
+        Case("ssh-cut", "serve-plan", f"the run stops on the lost connection; {untouched}"),
+        Case(
+            "second-controller",
+            "serve-plan",
+            f"the second run is refused, naming the first; the first goes on; {CONVERGES}",
+        ),
+        Case(
+            "controller-kill",
+            "verify-mid-cell",
+            "the benchmark unit goes on; the next verify archives one whole run; no .partial",
+        ),
+        Case(
+            "ssh-cut",
+            "verify-mid-cell",
+            "the run stops on the lost connection; the benchmark unit goes on; the next "
+            "verify archives one whole run; no .partial",
+        ),
+        Case(
+            "second-controller",
+            "verify-mid-cell",
+            "the second run is refused, naming the first; the first archives one whole run",
+        ),
+        Case(
+            "controller-kill",
+            "verify-archive",
+            "the half-written run stays `.partial` (never listed as a run); the next verify archives one whole run",
+        ),
+        Case(
+            "second-controller",
+            "verify-archive",
+            "the second run is refused, naming the first; the first archives one whole run",
+        ),
+    ]
     cases.append(Case("container-killed", "replace-health-wait", f"the unit sees it exit and puts the old one back; "
                       f"the run fails saying so; {CONVERGES}"))  # fmt: skip
     return cases
