@@ -50,14 +50,14 @@ bench: venv host-test
 ## faults: the whole fault matrix (README "What survives what"; HGXKIT_FAULTS=id,id picks cases; ~1-2 min a case)
 HGXKIT_FAULTS ?= all
 faults: venv host-test
-	HGXKIT_FAULTS=$(HGXKIT_FAULTS) $(BIN)/python -m pytest tests/e2e/test_fault_matrix.py -v
+	HGXKIT_FAULTS=$(HGXKIT_FAULTS) $(BIN)/python -m pytest tests/e2e/test_fault_matrix.py tests/e2e/test_fault_matrix_model.py -v
 
 ## soak: the fault matrix with the host under CPU and I/O stress (stress-ng from Debian; STRESS sets its load)
 STRESS ?= --cpu 2 --cpu-load 60 --io 1
 soak: venv host-test
 	@command -v stress-ng >/dev/null || { echo "soak: stress-ng missing: apt-get install stress-ng"; exit 1; }
 	stress-ng $(STRESS) --timeout 4h >/dev/null 2>&1 & s=$$!; \
-	HGXKIT_FAULTS=$(HGXKIT_FAULTS) $(BIN)/python -m pytest tests/e2e/test_fault_matrix.py -v; rc=$$?; \
+	HGXKIT_FAULTS=$(HGXKIT_FAULTS) $(BIN)/python -m pytest tests/e2e/test_fault_matrix.py tests/e2e/test_fault_matrix_model.py -v; rc=$$?; \
 	kill $$s; exit $$rc
 
 ## soak-killed: issue 26's killed-replace test ROUNDS times in a row under the same stress; prints the count

@@ -12,6 +12,7 @@ converges with no manual step. One cluster for the module; cases run in sequence
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -39,6 +40,7 @@ from fault_matrix import CONTROLLER_AT, RESTART, Case, selected
 pytestmark = pytest.mark.e2e
 ROOT = Path(__file__).resolve().parents[2]
 CLUSTER = cluster_name("faults")
+MODULE = "tests/e2e/test_fault_matrix.py"
 MARLIN = "recipes/deepseek-v4-flash-dspark-marlin.yaml"
 G0, G1 = "deepseek-v4-flash-0", "deepseek-v4-flash-1"
 FAST = ("verify=false", "serve_health_interval=1")
@@ -112,24 +114,30 @@ def inject(case: Case, controller: subprocess.Popen, tmp_path: Path, level: str)
         return run_deploy(CLUSTER, "deploys/dspark.py", *FAST, f"recipe={recipe(tmp_path, level)}")
     elif case.fault == "container-killed":
         node_sh(CLUSTER, f"docker kill {G0}", check=True)
-    elif case.fault == "dockerd-restart":
-        node_sh(CLUSTER, "systemctl restart docker", check=True, timeout=180)
-    elif case.fault == "node-reboot":
-        subprocess.run([sys.executable, "-m", "hgxkit", "sim", "ssh", "node1", "--cluster", CLUSTER, "--",
-                        "systemctl reboot"], cwd=ROOT, capture_output=True, timeout=60, check=False)  # fmt: skip
-        wait_for_node()
+    elif case.fault in ("dockerd-restart", "node-reboot"):
+        node_fault(case.fault)
     else:
         raise AssertionError(f"unknown fault {case.fault}")
     return None
 
 
-def wait_for_node(timeout: float = 300) -> None:
+def node_fault(fault: str, cluster: str = CLUSTER) -> None:
+    """Restart the node's Docker engine, or reboot the node and wait until it is back."""
+    if fault == "dockerd-restart":
+        node_sh(cluster, "systemctl restart docker", check=True, timeout=180)
+        return
+    subprocess.run([sys.executable, "-m", "hgxkit", "sim", "ssh", "node1", "--cluster", cluster, "--",
+                    "systemctl reboot"], cwd=ROOT, capture_output=True, timeout=60, check=False)  # fmt: skip
+    wait_for_node(cluster)
+
+
+def wait_for_node(cluster: str = CLUSTER, timeout: float = 300) -> None:
     """Until the rebooted node answers over SSH with its engine up."""
     deadline = time.monotonic() + timeout
     time.sleep(5)
     while True:
         try:
-            if node_sh(CLUSTER, "systemctl is-active docker", timeout=30).strip() == "active":
+            if node_sh(cluster, "systemctl is-active docker", timeout=30).strip() == "active":
                 return
         except (AssertionError, subprocess.TimeoutExpired):
             pass
@@ -142,7 +150,7 @@ def unit_done(timeout: int = 300) -> None:
                      "sleep 1; done; exit 1", timeout=timeout + 60, check=True)  # fmt: skip
 
 
-@pytest.mark.parametrize("case", selected(os.environ.get("HGXKIT_FAULTS", "ci")), ids=lambda c: c.id)
+@pytest.mark.parametrize("case", selected(os.environ.get("HGXKIT_FAULTS", "ci"), MODULE), ids=lambda c: c.id)
 def test_fault(node: Node, case: Case, tmp_path: Path) -> None:
     if case.phase in CONTROLLER_AT:
         controller_case(node, case, tmp_path)
@@ -219,13 +227,11 @@ def controller_case(node: Node, case: Case, tmp_path: Path) -> None:
     level = node.next_level() if serving else node.level
     results = tmp_path / "results"
     deploy = "deploys/dspark.py" if serving else "deploys/verify.py"
-    data = (
-        (*FAST, f"recipe={recipe(tmp_path, level)}")
-        if serving
-        else (f"recipe={recipe(tmp_path, level)}", f"results_dir={results}", "bench_output_len=16")
-    )
+    data = (*FAST, f"recipe={recipe(tmp_path, level)}") if serving else (
+        f"recipe={recipe(tmp_path, level)}", f"results_dir={results}", "bench_output_len=16")  # fmt: skip
     before = containers()
-    with ServiceProbe(CLUSTER, [5001]) as probe:
+    probe = ServiceProbe(CLUSTER, [5001]) if case.others != RESTART else None
+    with probe or contextlib.nullcontext():
         opened = time.time_ns()
         first = paused_deploy(CLUSTER, deploy, *data, at=CONTROLLER_AT[case.phase])
         first.wait_paused()
@@ -238,6 +244,10 @@ def controller_case(node: Node, case: Case, tmp_path: Path) -> None:
             assert first.finish(timeout=600) != 0, first.text[-4000:]
         elif case.fault == "second-controller":
             second = run_deploy(CLUSTER, deploy, *data)
+        elif case.fault in ("dockerd-restart", "node-reboot"):
+            node_fault(case.fault)
+            first.resume()
+            first.finish(timeout=900)  # goes on (engine restarted) or stops (node gone): the next run decides
         else:
             raise AssertionError(f"no {case.fault} at {case.phase}")
         COUNTS["faults"] += 1
@@ -245,13 +255,14 @@ def controller_case(node: Node, case: Case, tmp_path: Path) -> None:
             first.resume()  # verify restarts nothing: the window runs to its end
             assert first.finish(timeout=900) == 0, first.text[-4000:]
         closed = time.time_ns()
-    count_requests(probe, (opened, closed))
+    if probe:
+        count_requests(probe, (opened, closed))
     if second is not None:
         assert second.returncode != 0 and "another hgxkit run holds /var/lib/hgxkit/run.lock" in out(second)
         if serving:  # the first goes on and replaces both groups (group 1 too: after the window)
             first.resume()
             assert first.finish(timeout=900) == 0, first.text[-4000:]
-    elif serving:
+    elif serving and case.fault in ("controller-kill", "ssh-cut"):
         assert containers() == before  # killed or cut before any change: nothing changed
     from hgxkit.results.archive import PARTIAL_SUFFIX, scan_runs
 
@@ -268,10 +279,14 @@ def controller_case(node: Node, case: Case, tmp_path: Path) -> None:
         assert sorted(after) == [G0, G1] and all(f"--log-level {level}" in c["args"] for c in after.values()), after
         node.level = level
     else:
+        kept, _ = scan_runs(results)
         if second is None:
             again = run_deploy(CLUSTER, deploy, *data)
             assert again.returncode == 0, out(again)[-4000:]
-        runs, _ = scan_runs(results)
-        assert len(runs) == 1 and runs[0].summary.cells, runs  # one whole run, its cells measured
-        assert containers() == before  # verify restarts nothing
+        runs, damaged = scan_runs(results)
+        assert len(runs) == len(kept) + (second is None) and all(r.summary.cells for r in runs), runs  # whole runs
+        assert len(runs) == 1 + (case.id == "ssh-cut@verify-archive"), runs  # that one archived before the cut
+        assert len(damaged) == (case.id == "controller-kill@verify-archive"), damaged
+        if case.others != RESTART:
+            assert containers() == before  # verify restarts nothing
     COUNTS["cases"] += 1

@@ -12,6 +12,9 @@ from dataclasses import dataclass
 FAULTS = {
     "controller-kill": "controller killed (SIGKILL of its process group)",
     "ssh-cut": "controller's SSH connection dropped (its sockets closed, the process lives)",
+    "hub-drop": "the Hub stand-in drops the connection mid-file",
+    "hub-corrupt": "the Hub stand-in serves a file with one byte flipped",
+    "disk-full": "models_dir filled to the last byte",
     "second-controller": "a second controller started on the same node",
     "container-killed": "the serving container being started is killed",
     "dockerd-restart": "dockerd restarted",
@@ -23,6 +26,8 @@ PHASES = {
     "replace-start": "group replace: new container starting",
     "replace-health-wait": "group replace: waiting for the new container's health",
     "replace-put-back": "group replace: a failed new spec removed, the old container being put back",
+    "model-mid-file": "model sync: a file half downloaded",
+    "model-verification": "model sync: files hashed against the Hub's checksums",
     "verify-mid-cell": "verify: the benchmark unit running a cell",
     "verify-archive": "verify: the run's archive half written (.partial)",
 }
@@ -30,12 +35,15 @@ PHASES = {
 # test-tree hook stops it at a function of hgxkit: tests/faults/hook).
 CONTROLLER_AT = {
     "serve-plan": "roles.serve:_rollout",
+    "model-mid-file": "model sync: a file half downloaded",
+    "model-verification": "model sync: files hashed against the Hub's checksums",
     "verify-mid-cell": "roles.verify:wait_for_progress",
     "verify-archive": "hgxkit.results.archive:run_html",
 }
 # What the other groups see: "serve" = every health check and inference request answered throughout (sampled);
 # "restart" = they restart with the node or the engine (the fault takes them down too), and are back after.
 SERVE, RESTART = "serve", "restart"
+MAIN_MODULE = "tests/e2e/test_fault_matrix.py"
 
 NEW = "group 0 ends on the new spec"
 OLD = "group 0 ends on the old spec (the previous container put back)"
@@ -53,6 +61,11 @@ class Case:
     @property
     def id(self) -> str:
         return f"{self.fault}@{self.phase}"
+
+    @property
+    def module(self) -> str:
+        """The test module that runs the case (model sync has its own cluster: a small model disk, a Hub)."""
+        return "tests/e2e/test_fault_matrix_model.py" if self.phase.startswith("model-") else MAIN_MODULE
 
 
 def _cases() -> list[Case]:
@@ -113,6 +126,19 @@ def _cases() -> list[Case]:
             "the second run is refused, naming the first; the first archives one whole run",
         ),
         Case(
+            "node-reboot",
+            "verify-mid-cell",
+            "the benchmark dies with the node; the groups come back; the next verify archives one whole run; "
+            "no .partial",
+            others=RESTART,
+        ),
+        Case(
+            "ssh-cut",
+            "verify-archive",
+            "the archive is finished on the controller (whole, never .partial); the run stops on the lost "
+            "connection; the next verify archives another whole run",
+        ),
+        Case(
             "controller-kill",
             "verify-archive",
             "the half-written run stays `.partial` (never listed as a run); the next verify archives one whole run",
@@ -123,6 +149,43 @@ def _cases() -> list[Case]:
             "the second run is refused, naming the first; the first archives one whole run",
         ),
     ]
+    cases += [
+        Case(
+            "dockerd-restart",
+            "serve-plan",
+            f"every container restarts with the engine; the run goes on; {CONVERGES}",
+            others=RESTART,
+        ),
+        Case(
+            "node-reboot",
+            "serve-plan",
+            f"the run stops on the lost node; nothing half changed; {CONVERGES}",
+            others=RESTART,
+        ),
+    ]
+    whole = "every file on disk matches the Hub's sha256 (no half file taken as whole)"
+    cases += [
+        Case("controller-kill", "model-mid-file", f"the sync unit goes on; the next run attaches or finishes; {whole}"),
+        Case("ssh-cut", "model-mid-file", f"the run stops on the lost connection; the sync unit goes on; {whole}"),
+        Case("second-controller", "model-mid-file", f"the second run is refused, naming the first; {whole}"),
+        Case("node-reboot", "model-mid-file", f"the sync dies with the node; the next run resumes it; {whole}"),
+        Case(
+            "hub-drop",
+            "model-mid-file",
+            f"the file is fetched again (retried, resumed); the run succeeds; {whole}",
+            ci=True,
+        ),
+        Case(
+            "disk-full",
+            "model-mid-file",
+            f"the sync fails saying the disk is full; once freed, the next run finishes; {whole}",
+        ),
+        Case(
+            "hub-corrupt",
+            "model-verification",
+            f"the corrupt file is never kept as whole; once the Hub serves it right, the next run finishes; {whole}",
+        ),
+    ]
     cases.append(Case("container-killed", "replace-health-wait", f"the unit sees it exit and puts the old one back; "
                       f"the run fails saying so; {CONVERGES}"))  # fmt: skip
     return cases
@@ -131,14 +194,16 @@ def _cases() -> list[Case]:
 CASES: list[Case] = _cases()
 
 
-def selected(which: str) -> list[Case]:
-    """The cases a run takes: `all`, `ci` (the representative subset), or a comma list of ids."""
+def selected(which: str, module: str | None = None) -> list[Case]:
+    """The cases a run takes (of `module`'s, when given): `all`, `ci` (the representative subset), or a comma
+    list of ids."""
+    mine = [c for c in CASES if module is None or c.module == module]
     if which == "all":
-        return list(CASES)
+        return mine
     if which == "ci":
-        return [c for c in CASES if c.ci]
+        return [c for c in mine if c.ci]
     ids = {w.strip() for w in which.split(",") if w.strip()}
     unknown = sorted(ids - {c.id for c in CASES})
     if unknown:
         raise ValueError(f"HGXKIT_FAULTS: unknown case(s) {', '.join(unknown)}; see tests/faults/fault_matrix.py")
-    return [c for c in CASES if c.id in ids]
+    return [c for c in mine if c.id in ids]

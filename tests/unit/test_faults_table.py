@@ -27,7 +27,7 @@ def test_readme_rows_are_the_matrix_test_ids_in_order() -> None:
     body = readme[readme.index(faults_table.BEGIN) : readme.index(faults_table.END)]
     ids = re.findall(r"\| `([a-z-]+@[a-z-]+)` \|", body)
     assert ids == [c.id for c in matrix.CASES]
-    assert len(ids) == len(set(ids)) == 29
+    assert len(ids) == len(set(ids)) == 40
 
 
 def test_a_changed_case_makes_the_check_fail(monkeypatch, capsys) -> None:
@@ -40,20 +40,25 @@ def test_a_changed_case_makes_the_check_fail(monkeypatch, capsys) -> None:
 
 def test_every_case_names_a_known_fault_and_phase_and_the_ci_subset_is_small() -> None:
     assert all(c.fault in matrix.FAULTS and c.phase in matrix.PHASES for c in matrix.CASES)
-    assert [c.id for c in matrix.selected("ci")] == [
+    assert [c.id for c in matrix.selected("ci", matrix.MAIN_MODULE)] == [
         "second-controller@replace-start",
         "controller-kill@replace-health-wait",
     ]
+    assert [c.id for c in matrix.selected("ci", "tests/e2e/test_fault_matrix_model.py")] == ["hub-drop@model-mid-file"]
     assert matrix.selected("all") == matrix.CASES
     assert [c.id for c in matrix.selected("ssh-cut@replace-start")] == ["ssh-cut@replace-start"]
     with pytest.raises(ValueError, match=r"unknown case\(s\) nope@x; see tests/faults/fault_matrix.py"):
         matrix.selected("nope@x")
 
 
-def test_the_matrix_test_is_parametrized_by_these_cases() -> None:
-    source = (ROOT / "tests" / "e2e" / "test_fault_matrix.py").read_text()
-    assert (
-        '@pytest.mark.parametrize("case", selected(os.environ.get("HGXKIT_FAULTS", "ci")), ids=lambda c: c.id)'
-        in source
-    )
+def test_the_matrix_modules_are_parametrized_by_these_cases() -> None:
+    modules = sorted({c.module for c in matrix.CASES})
+    assert modules == ["tests/e2e/test_fault_matrix.py", "tests/e2e/test_fault_matrix_model.py"]
+    for module in modules:
+        source = (ROOT / module).read_text()
+        assert f'MODULE = "{module}"' in source
+        assert (
+            '@pytest.mark.parametrize("case", selected(os.environ.get("HGXKIT_FAULTS", "ci"), MODULE), '
+            "ids=lambda c: c.id)" in source
+        )
     assert str(ROOT / "tests" / "faults") not in sys.path  # the tool leaves the path as it found it
