@@ -4,7 +4,9 @@
   at a phase while `/run/hgxkit-fault/at-<phase>` exists: it touches `reached-<phase>` and waits. The phases are
   the unit's own docker calls (hgxkit/serving/replace.py): `set aside` after `docker rename OLD NAME-hgxkit-
   previous`, `start` before `docker run`, `health wait` before its first `docker inspect -f '{{.State.Running}}
-  {{.RestartCount}}'`, `put back` before `docker rename NAME-hgxkit-previous NAME`.
+  {{.RestartCount}}'`, `put back` before `docker rename NAME-hgxkit-previous NAME`. `gate-group-1` holds group
+  1's replace at its first call, so a run that goes on after the fault cannot start it inside the window in
+  which group 1 is judged.
 - The controller's SSH connection is cut by closing its own TCP sockets on this host (`ss -K`, selected by the
   controller's PID and local ports): the connection drops, the process lives, other SSH sessions stay.
 """
@@ -23,6 +25,7 @@ case "$*" in
   "rename "*"-hgxkit-previous "*) hold replace-put-back ;;
   "run "*) hold replace-start ;;
   "inspect -f {{.State.Running}} {{.RestartCount}} "*) hold replace-health-wait ;;
+  "inspect "*"-1-hgxkit-previous") hold gate-group-1 ;;
 esac
 /usr/bin/docker "$@"; rc=$?
 case "$*" in
@@ -39,9 +42,11 @@ def install_shim(node_sh, cluster: str, node: str = "node1") -> None:
             check=True)  # fmt: skip
 
 
-def arm(node_sh, cluster: str, phase: str, node: str = "node1") -> None:
-    node_sh(cluster, f"mkdir -p /run/hgxkit-fault && rm -f /run/hgxkit-fault/* && touch /run/hgxkit-fault/at-{phase}",
-            node=node, check=True)  # fmt: skip
+def arm(node_sh, cluster: str, *phases: str, node: str = "node1") -> None:
+    """Hold the unit at each of `phases` (and nothing else) from now on."""
+    marks = " ".join(f"/run/hgxkit-fault/at-{p}" for p in phases)
+    node_sh(cluster, f"mkdir -p /run/hgxkit-fault && rm -f /run/hgxkit-fault/* && touch {marks}", node=node,
+            check=True)  # fmt: skip
 
 
 def wait_reached(node_sh, cluster: str, phase: str, controller: subprocess.Popen, node: str = "node1",
@@ -54,8 +59,9 @@ def wait_reached(node_sh, cluster: str, phase: str, controller: subprocess.Popen
         time.sleep(0.5)
 
 
-def release(node_sh, cluster: str, node: str = "node1") -> None:
-    node_sh(cluster, "rm -f /run/hgxkit-fault/at-*", node=node, check=True)
+def release(node_sh, cluster: str, phase: str = "*", node: str = "node1") -> None:
+    """Let the unit go on past `phase` (every phase by default)."""
+    node_sh(cluster, f"rm -f /run/hgxkit-fault/at-{phase}", node=node, check=True)
 
 
 def cut_ssh(pid: int) -> list[str]:
