@@ -243,12 +243,12 @@ def parse_samples(text: str) -> list[Sample]:
 
 
 def service_problems(samples: list[Sample], port: int, window: tuple[int, int], max_gap_s: float = 5.0) -> list[str]:
-    """Why `port` was not shown serving without a break over `window` (ns): a failed health check or inference
-    request at any time, or, for each kind, samples that start after the window opens, end before it
+    """Why `port` was not shown serving without a break over `window` (ns): a health check or inference request
+    in the window that failed, or, for each kind, samples that start after the window opens, end before it
     closes, or leave a gap longer than `max_gap_s` in it (a probe that died or stalled proves nothing)."""
     problems = []
     mine = [s for s in samples if s.port == port]
-    failed = [s for s in mine if s.code != "200"]
+    failed = [s for s in mine if s.code != "200" and s.end >= window[0] and s.start <= window[1]]
     if failed:
         shown = ", ".join(f"{s.kind} {s.code} at {s.start / 1e9:.1f}" for s in failed[:8])
         problems.append(f"port {port}: {len(failed)} of {len(mine)} requests failed ({shown})")

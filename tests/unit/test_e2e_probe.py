@@ -88,6 +88,16 @@ def test_one_dropped_request_is_a_problem() -> None:
     ]
 
 
+def test_failures_outside_the_window_are_not_this_windows_problem() -> None:
+    samples = steady(5001, 0, 20)
+    samples[1] = sim_steps.Sample(samples[1].start, samples[1].end, 5001, "chat", "000")  # 0.0-0.5 s
+    samples[-1] = sim_steps.Sample(samples[-1].start, samples[-1].end, 5001, "chat", "503")  # 19.5-20 s
+    assert sim_steps.service_problems(samples, 5001, (2 * S, 18 * S)) == []
+    assert sim_steps.service_problems(samples, 5001, (0, int(19.6 * S))) == [
+        "port 5001: 2 of 80 requests failed (chat 000 at 0.0, chat 503 at 19.5)"
+    ]
+
+
 def test_samples_that_miss_part_of_the_window_are_problems() -> None:
     late = steady(5001, 5, 20)
     assert sim_steps.service_problems(late, 5001, (2 * S, 18 * S)) == [
