@@ -23,7 +23,11 @@ CLUSTER = cluster_name("serve")
 MARLIN = "recipes/deepseek-v4-flash-dspark-marlin.yaml"
 FLASHINFER = "recipes/deepseek-v4-flash-dspark-flashinfer.yaml"
 FAKE_HF_TOKEN = "hf_e2eTokenThatMustNeverBeWrittenAnywhere01"
-ROUNDS_ENV = "HGXKIT_KILLED_REPLACE_ROUNDS"  # make soak-killed: the killed-replace test, N rounds in a row
+ROUNDS_ENV = "HGXKIT_KILLED_REPLACE_ROUNDS"
+QUICK = (
+    "verify=false",
+    "serve_health_interval=1",
+)  # no benchmark; the unit and its follower poll every second  # make soak-killed: the killed-replace test, N rounds in a row
 
 
 def out(result: subprocess.CompletedProcess[str]) -> str:
@@ -246,10 +250,10 @@ def killed_replace_round(tmp_path: Path, level: str) -> None:
     untouched = containers()["deepseek-v4-flash-1"]
     with ServiceProbe(CLUSTER, [5001]) as probe:
         opened = time.time_ns()
-        first = paused_deploy(CLUSTER, "deploys/dspark.py", "verify=false", f"recipe={variant}",
+        first = paused_deploy(CLUSTER, "deploys/dspark.py", *QUICK, f"recipe={variant}",
                               at="roles.serve:_follow:group 0 (")  # fmt: skip
         seen = first.wait_paused()
-        second = run_deploy(CLUSTER, "deploys/dspark.py", "verify=false", f"recipe={variant}")
+        second = run_deploy(CLUSTER, "deploys/dspark.py", *QUICK, f"recipe={variant}")
         first.kill()
         assert "group 0 (deepseek-v4-flash-0, GPUs [0, 1, 2, 3], port 5000): starting new spec" in seen, seen[-3000:]
         assert second.returncode != 0
@@ -263,7 +267,7 @@ def killed_replace_round(tmp_path: Path, level: str) -> None:
     assert containers()["deepseek-v4-flash-1"] == untouched  # never restarted, nor replaced
     status = node_sh(CLUSTER, "cat /var/lib/hgxkit/serve/replace/deepseek-v4-flash-0/status", check=True)
     assert status.strip() == "ok"
-    again = run_deploy(CLUSTER, "deploys/dspark.py", "verify=false", f"recipe={variant}")
+    again = run_deploy(CLUSTER, "deploys/dspark.py", *QUICK, f"recipe={variant}")
     assert again.returncode == 0, out(again)[-4000:]
     after = containers()
     assert sorted(after) == ["deepseek-v4-flash-0", "deepseek-v4-flash-1"]  # nothing set aside is left
