@@ -51,10 +51,19 @@ def dry_run() -> bool:
 def holder_command(*, dry: bool = False, lock: str = LOCK_FILE) -> Any:
     """Take the lock without waiting, say so, then hold it until stdin closes. With `dry`, a node without the
     lock file (no hgxkit run yet) gets none made: the dry run holds nothing there (it changes nothing)."""
-    hold = "exec flock -n -E {busy} {lock} sh -c 'echo hgxkit-locked; exec cat >/dev/null'"
     if dry:
-        return script("[ -e {lock} ] || {{ echo hgxkit-locked; exec cat >/dev/null; }}; " + hold, busy=BUSY, lock=lock)
-    return script("mkdir -p {dir} && " + hold, dir=lock.rsplit("/", 1)[0], busy=BUSY, lock=lock)
+        return script(
+            "[ -e {lock} ] || {{ echo hgxkit-locked; exec cat >/dev/null; }}; "
+            "exec flock -n -E {busy} {lock} sh -c 'echo hgxkit-locked; exec cat >/dev/null'",
+            busy=BUSY,
+            lock=lock,
+        )
+    return script(
+        "mkdir -p {dir} && exec flock -n -E {busy} {lock} sh -c 'echo hgxkit-locked; exec cat >/dev/null'",
+        dir=lock.rsplit("/", 1)[0],
+        busy=BUSY,
+        lock=lock,
+    )
 
 
 def holders_command() -> Any:
