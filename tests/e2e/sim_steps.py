@@ -390,7 +390,9 @@ class PausedDeploy:
         deadline = time.monotonic() + timeout
         while not self.paused.wait(0.2):
             if self.proc.poll() is not None or time.monotonic() > deadline:
-                self.kill()
+                if self.proc.poll() is None:
+                    self.kill()
+                self._reader.join(timeout=30)
                 raise AssertionError(f"the controller never reached its pause point:\n{self.text[-4000:]}")
         while Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "T":
             time.sleep(0.05)

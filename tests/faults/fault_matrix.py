@@ -21,7 +21,7 @@ FAULTS = {
     "node-reboot": "node rebooted",
 }
 PHASES = {
-    "serve-plan": "serving run: facts gathered, nothing changed yet",
+    "serve-plan": "serving run: planned, the first group's replace about to start, nothing changed yet",
     "replace-set-aside": "group replace: old container stopped and set aside",
     "replace-start": "group replace: new container starting",
     "replace-health-wait": "group replace: waiting for the new container's health",
@@ -34,11 +34,11 @@ PHASES = {
 # Where each phase is held: on the node (the docker shim holds the replace unit) or in the controller (the
 # test-tree hook stops it at a function of hgxkit: tests/faults/hook).
 CONTROLLER_AT = {
-    "serve-plan": "roles.serve:_rollout",
+    "serve-plan": "roles.serve:_start_group",  # group 0's replace operation, before it changes anything
     "model-mid-file": "model sync: a file half downloaded",
     "model-verification": "model sync: files hashed against the Hub's checksums",
     "verify-mid-cell": "roles.verify:wait_for_progress",
-    "verify-archive": "hgxkit.results.archive:run_html",
+    "verify-archive": "hgxkit.results.html_report:run_html",  # write_run's last file, in the .partial folder
 }
 # What the other groups see: "serve" = every health check and inference request answered throughout (sampled);
 # "restart" = they restart with the node or the engine (the fault takes them down too), and are back after.
