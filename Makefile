@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 # The demo node's cluster (`hgxkit sim down --cluster $(HGXKIT_SIM_CLUSTER)` removes it).
 HGXKIT_SIM_CLUSTER ?= demo
 
-.PHONY: host host-test venv demo test unit e2e lint map bench clean
+.PHONY: host host-test venv demo test unit e2e lint map bench faults soak soak-killed clean
 
 ## host: this machine's packages, dockerd and lxcfs for the simulated nodes (stdlib only: runs before .venv);
 ## a no-op when all is there. As root on Debian/Ubuntu it installs and starts what is missing; elsewhere it
@@ -47,6 +47,28 @@ unit: venv
 ## published two-node Slurm script served by hgxkit, then its export run by a real Slurm on two nodes, ~6 min)
 bench: venv host-test
 	HGXKIT_BENCH=1 $(BIN)/python -m pytest tests/e2e/test_pull_progress.py tests/e2e/test_slurm.py
+
+## faults: the whole fault matrix (README "What survives what"; HGXKIT_FAULTS=id,id picks cases; ~1-2 min a case)
+HGXKIT_FAULTS ?= all
+faults: venv host-test
+	HGXKIT_FAULTS=$(HGXKIT_FAULTS) $(BIN)/python -m pytest tests/e2e/test_fault_matrix.py tests/e2e/test_fault_matrix_model.py -v
+
+## soak: the fault matrix with the host under CPU and I/O stress (stress-ng from Debian; STRESS sets its load)
+STRESS ?= --cpu 2 --cpu-load 60 --io 1
+soak: venv host-test
+	@command -v stress-ng >/dev/null || { echo "soak: stress-ng missing: apt-get install stress-ng"; exit 1; }
+	stress-ng $(STRESS) --timeout 4h >/dev/null 2>&1 & s=$$!; \
+	HGXKIT_FAULTS=$(HGXKIT_FAULTS) $(BIN)/python -m pytest tests/e2e/test_fault_matrix.py tests/e2e/test_fault_matrix_model.py -v; rc=$$?; \
+	kill $$s; exit $$rc
+
+## soak-killed: issue 26's killed-replace test ROUNDS times in a row under the same stress; prints the count
+ROUNDS ?= 20
+soak-killed: venv host-test
+	@command -v stress-ng >/dev/null || { echo "soak-killed: stress-ng missing: apt-get install stress-ng"; exit 1; }
+	stress-ng $(STRESS) --timeout 4h >/dev/null 2>&1 & s=$$!; \
+	HGXKIT_KILLED_REPLACE_ROUNDS=$(ROUNDS) $(BIN)/python -m pytest \
+	  "tests/e2e/test_serving.py::test_a_killed_replace_finishes_and_a_second_run_is_refused"; rc=$$?; \
+	kill $$s; exit $$rc
 
 lint: venv
 	$(BIN)/ruff check .

@@ -3,7 +3,8 @@
 The lock is held by a process on the node whose stdin is a channel of this run's SSH connection: when the
 run ends — normally, by an error, or because the controller was killed — the connection closes, the holder
 reads end-of-file and the lock is released. Nothing is written to the lock file (flock does not change
-it), so `--dry` leaves the node as it was. A second run on the same node waits up to `host_lock_wait_s`
+it), and `--dry` on a node without one (fresh: no hgxkit run yet) holds nothing rather than create it, so
+`--dry` leaves the node as it was. A second run on the same node waits up to `host_lock_wait_s`
 (shared knob) and then refuses, naming the holder's PID and start time.
 
 Example (at the top of a deploy file, before any role):
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import sys
 import time
 from typing import Any
 
@@ -40,20 +42,34 @@ def _release_all() -> None:
     _held.clear()
 
 
-def holder_command() -> Any:
-    """Take the lock without waiting, say so, then hold it until stdin closes."""
+def dry_run() -> bool:
+    """Whether this is `pyinfra --dry`: pyinfra decides that after the plan and tells the deploy nothing, so its
+    command line is the only sign."""
+    return "--dry" in sys.argv[1:]
+
+
+def holder_command(*, dry: bool = False, lock: str = LOCK_FILE) -> Any:
+    """Take the lock without waiting, say so, then hold it until stdin closes. With `dry`, a node without the
+    lock file (no hgxkit run yet) gets none made: the dry run holds nothing there (it changes nothing)."""
+    if dry:
+        return script(
+            "[ -e {lock} ] || {{ echo hgxkit-locked; exec cat >/dev/null; }}; "
+            "exec flock -n -E {busy} {lock} sh -c 'echo hgxkit-locked; exec cat >/dev/null'",
+            busy=BUSY,
+            lock=lock,
+        )
     return script(
         "mkdir -p {dir} && exec flock -n -E {busy} {lock} sh -c 'echo hgxkit-locked; exec cat >/dev/null'",
-        dir="/var/lib/hgxkit",
+        dir=lock.rsplit("/", 1)[0],
         busy=BUSY,
-        lock=LOCK_FILE,
+        lock=lock,
     )
 
 
 def holders_command() -> Any:
     """PID, start time and command line of every process that has the lock file open (oldest first)."""
     return script(
-        "for p in /proc/[0-9]*; do for f in $p/fd/*; do [ \"$(readlink $f 2>/dev/null)\" = {lock} ] && "
+        'for p in /proc/[0-9]*; do for f in $p/fd/*; do [ "$(readlink $f 2>/dev/null)" = {lock} ] && '
         "ps -o pid=,lstart=,args= -p ${{p#/proc/}} && break; done; done 2>/dev/null | sort -n",
         lock=LOCK_FILE,
     )
@@ -68,7 +84,7 @@ def _open_holder(host: Any) -> tuple[Any | None, str]:
     # How the host's commands are wrapped (sudo, su, env): the connector arguments make_unix_command takes.
     wanted = inspect.signature(make_unix_command).parameters
     arguments = {k: v for k, v in HostRunner(host).connector_arguments().items() if k in wanted}
-    command = make_unix_command_for_host(host.state, host, holder_command(), **arguments)
+    command = make_unix_command_for_host(host.state, host, holder_command(dry=dry_run()), **arguments)
     stdin, stdout, _ = host.connector.client.exec_command(command.get_raw_value())
     first = stdout.readline().strip()
     if first == "hgxkit-locked":

@@ -15,6 +15,8 @@ Example:
 
 from __future__ import annotations
 
+from pyinfra.api import StringCommand
+
 from hgxkit.hostcmd import script, text
 from hgxkit.serving.containers import MANAGED_LABEL
 
@@ -34,6 +36,20 @@ def unit_name(container: str) -> str:
     """The systemd unit that replaces the group whose container is `container` (a valid unit name)."""
     safe = "".join(c if c.isalnum() or c in "_.-" else "_" for c in container)
     return f"{UNIT_PREFIX}{safe}"
+
+
+def poll_command(unit: str, workdir: str) -> StringCommand:
+    """What the controller runs to follow a replace unit: `<status>#<progress>#<unit state>` (status and progress
+    files of `workdir`). The unit's state is read BEFORE its status: the unit writes its status before it
+    exits, so a unit seen stopped has its status there already (read the other way round, a unit that ended
+    between the two reads looked like one that had stopped without a result)."""
+    return script(
+        "active=$(systemctl is-active {unit} 2>/dev/null || true); cat {status} 2>/dev/null; echo '#'; "
+        "cat {progress} 2>/dev/null; echo '#'; echo \"$active\"",
+        unit=unit,
+        status=f"{workdir}/status",
+        progress=f"{workdir}/progress",
+    )
 
 
 def replace_script(

@@ -59,7 +59,14 @@ from hgxkit.serving.policy import (
     memory_problems,
     recipe_exposure_problems,
 )
-from hgxkit.serving.replace import PREVIOUS_SUFFIX, UNIT_PREFIX, recovery_script, replace_script, unit_name
+from hgxkit.serving.replace import (
+    PREVIOUS_SUFFIX,
+    UNIT_PREFIX,
+    poll_command,
+    recovery_script,
+    replace_script,
+    unit_name,
+)
 from hgxkit.serving.rollout import GroupAction, RunningContainer, group_actions, plan_rollout, spec_record
 from hgxkit.serving.steps import (
     PULL_UNIT,
@@ -375,9 +382,7 @@ def _follow(run: HostRunner, unit: str, folder: str, what: str) -> None:
     """Print a replace unit's progress until it writes its status; fail the run, with the logs, if it failed."""
     timeout = float(host.data.get("serve_health_timeout")) + 300
     interval = float(host.data.get("serve_health_interval"))
-    poll = script("cat {status} 2>/dev/null; echo '#'; cat {progress} 2>/dev/null; echo '#'; "
-                  "systemctl is-active {unit} 2>/dev/null || true", status=f"{folder}/status",
-                  progress=f"{folder}/progress", unit=unit)  # fmt: skip
+    poll = poll_command(unit, folder)
     start, last = time.monotonic(), ""
     while True:
         lines = run(poll)

@@ -9,6 +9,7 @@ import secrets
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import NamedTuple
 
 REPO = "http://127.0.0.1:8081"
 
@@ -176,12 +177,251 @@ def run_deploy(
                           capture_output=True, text=True, timeout=timeout, check=False)  # fmt: skip
 
 
-def node_sh(cluster: str, command: str, node: str = "node1", timeout: int = 300) -> str:
-    """stdout of `command` on a node, over a new SSH session (nodes may reboot between calls)."""
+class NodeCommandError(AssertionError):
+    """A node command that did not run to its end over SSH, or did not answer as its caller requires."""
+
+
+_RC_MARK = "__hgxkit_node_rc="
+
+
+def node_sh(
+    cluster: str,
+    command: str,
+    node: str = "node1",
+    timeout: int = 300,
+    *,
+    answer: bool = False,
+    check: bool = False,
+) -> str:
+    """stdout of `command` on a node, over a new SSH session (nodes may reboot between calls): the one way every
+    e2e test runs a node command.
+
+    It fails the test (NodeCommandError) when the command did not run to its end on the node (SSH could not
+    connect, was refused, or dropped: the exit-status line the wrapper prints last never came back), with
+    `check` when the command exited non-zero, and with `answer` when its stdout is empty, so a "nothing
+    changed" comparison can never pass on two empty answers.
+    """
+    import re
     import subprocess
     import sys
     from pathlib import Path
 
     root = Path(__file__).resolve().parents[2]
-    argv = [sys.executable, "-m", "hgxkit", "sim", "ssh", node, "--cluster", cluster, "--", command]
-    return subprocess.run(argv, cwd=root, capture_output=True, text=True, timeout=timeout, check=False).stdout
+    wrapped = f"( {command}\n); echo {_RC_MARK}$? >&2"
+    argv = [sys.executable, "-m", "hgxkit", "sim", "ssh", node, "--cluster", cluster, "--", wrapped]
+    done = subprocess.run(argv, cwd=root, capture_output=True, text=True, timeout=timeout, check=False)
+    marks = re.findall(rf"^{_RC_MARK}(\d+)$", done.stderr, re.M)
+    where = f"{node} of {cluster}: {command[:160]!r}"
+    if not marks:
+        raise NodeCommandError(f"{where} did not complete over SSH (exit {done.returncode}): {done.stderr[-600:]}")
+    if check and marks[-1] != "0":
+        raise NodeCommandError(f"{where} exited {marks[-1]}: {done.stderr[-600:]}")
+    if answer and not done.stdout.strip():
+        raise NodeCommandError(f"{where} answered nothing (exit {marks[-1]}): {done.stderr[-600:]}")
+    return done.stdout
+
+
+class Sample(NamedTuple):
+    """One probe request on a node: when it started and ended (ns, the host's clock: simulated nodes share the
+    kernel's), the port, `health` or `chat` (a real inference request), and the HTTP status (`000`: no answer)."""
+
+    start: int
+    end: int
+    port: int
+    kind: str
+    code: str
+
+
+def parse_samples(text: str) -> list[Sample]:
+    """The probe's lines (`start end port kind code`) as samples; a torn or foreign line is skipped."""
+    samples = []
+    for line in text.splitlines():
+        parts = line.split()
+        if len(parts) == 5 and parts[0].isdigit() and parts[1].isdigit() and parts[2].isdigit():
+            samples.append(Sample(int(parts[0]), int(parts[1]), int(parts[2]), parts[3], parts[4]))
+    return samples
+
+
+def service_problems(samples: list[Sample], port: int, window: tuple[int, int], max_gap_s: float = 5.0) -> list[str]:
+    """Why `port` was not shown serving without a break over `window` (ns): a health check or inference request
+    in the window that failed, or, for each kind, samples that start after the window opens, end before it
+    closes, or leave a gap longer than `max_gap_s` in it (a probe that died or stalled proves nothing)."""
+    problems = []
+    mine = [s for s in samples if s.port == port]
+    failed = [s for s in mine if s.code != "200" and s.end >= window[0] and s.start <= window[1]]
+    if failed:
+        shown = ", ".join(f"{s.kind} {s.code} at {s.start / 1e9:.1f}" for s in failed[:8])
+        problems.append(f"port {port}: {len(failed)} of {len(mine)} requests failed ({shown})")
+    for kind in ("health", "chat"):
+        spans = sorted((s.start, s.end) for s in mine if s.kind == kind)
+        if not spans:
+            problems.append(f"port {port}: no {kind} samples at all")
+            continue
+        if spans[0][0] > window[0]:
+            problems.append(
+                f"port {port}: {kind} samples start {(spans[0][0] - window[0]) / 1e9:.1f} s into the window"
+            )
+        reach = max(end for _, end in spans)
+        if reach < window[1]:
+            problems.append(
+                f"port {port}: {kind} samples end {(window[1] - reach) / 1e9:.1f} s before the window closes"
+            )
+        covered = spans[0][1]
+        for start, end in spans[1:]:
+            if window[0] <= start <= window[1] and start - covered > max_gap_s * 1e9:
+                problems.append(f"port {port}: no {kind} sample for {(start - covered) / 1e9:.1f} s in the window")
+            covered = max(covered, end)
+    return problems
+
+
+_PROBE = r"""stop=/tmp/hgxkit-probe-{tag}.stop; rm -f "$stop"
+ns() {{ date +%s%N; }}
+for p in {ports}; do
+  ( while [ ! -e "$stop" ]; do t=$(ns)
+      c=$(curl -s -o /dev/null -m {health_timeout} -w '%{{http_code}}' http://127.0.0.1:$p/health)
+      echo "$t $(ns) $p health $c"; sleep 0.2; done ) &
+  ( while [ ! -e "$stop" ]; do t=$(ns)
+      c=$(curl -s -o /dev/null -m 120 -w '%{{http_code}}' -H 'Content-Type: application/json' \
+          -d '{{"model": "{model}", "max_tokens": {tokens}, "messages": [{{"role": "user", "content": "go on"}}]}}' \
+          http://127.0.0.1:$p/v1/chat/completions)
+      echo "$t $(ns) $p chat $c"; done ) &
+done
+wait
+"""
+
+
+class ServiceProbe:
+    """Health checks and real inference requests (chat completions, one in flight per port at all times) sent
+    to some ports of a node from the node itself, for as long as the `with` block runs.
+
+        with ServiceProbe(cluster, [5001]) as probe:
+            start = time.time_ns(); ...; end = time.time_ns()
+        assert not service_problems(probe.samples, 5001, (start, end))
+    """
+
+    def __init__(
+        self,
+        cluster: str,
+        ports: list[int],
+        node: str = "node1",
+        model: str = "deepseek-v4-flash",
+        tokens: int = 24,
+        health_timeout_s: int = 5,
+    ) -> None:
+        self.cluster, self.ports, self.node = cluster, ports, node
+        self.tag = secrets.token_hex(4)
+        self.script = _PROBE.format(tag=self.tag, ports=" ".join(map(str, ports)), model=model, tokens=tokens,
+                                    health_timeout=health_timeout_s)  # fmt: skip
+        self.lines: list[str] = []
+        self._proc = None
+        self._reader = None
+
+    @property
+    def samples(self) -> list[Sample]:
+        return parse_samples("\n".join(self.lines))
+
+    def __enter__(self) -> ServiceProbe:
+        import subprocess
+        import sys
+        import threading
+
+        root = Path(__file__).resolve().parents[2]
+        argv = [sys.executable, "-m", "hgxkit", "sim", "ssh", self.node, "--cluster", self.cluster, "--", self.script]
+        self._proc = subprocess.Popen(argv, cwd=root, stdout=subprocess.PIPE, text=True)
+        assert self._proc.stdout is not None
+        self._reader = threading.Thread(target=lambda: self.lines.extend(self._proc.stdout), daemon=True)
+        self._reader.start()
+        deadline = time.monotonic() + 120
+        while {(s.port, s.kind) for s in self.samples} != {(p, k) for p in self.ports for k in ("health", "chat")}:
+            if time.monotonic() > deadline or self._proc.poll() is not None:
+                self._stop()
+                raise AssertionError(f"the probe on {self.node} did not start answering: {self.lines[-5:]}")
+            time.sleep(0.2)
+        return self
+
+    def _stop(self) -> None:
+        node_sh(self.cluster, f"touch /tmp/hgxkit-probe-{self.tag}.stop", node=self.node)
+        assert self._proc is not None and self._reader is not None
+        try:
+            self._proc.wait(timeout=150)
+        except Exception:
+            self._proc.kill()
+            raise
+        self._reader.join(timeout=30)
+        node_sh(self.cluster, f"rm -f /tmp/hgxkit-probe-{self.tag}.stop", node=self.node)
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop()
+
+
+FAULT_HOOK = Path(__file__).resolve().parents[1] / "faults" / "hook"
+PAUSED_MARK = "HGXKIT-FAULT-PAUSED"
+
+
+class PausedDeploy:
+    """A controller run (the pyinfra CLI, in its own process group) that stops itself (SIGSTOP) at a point of
+    hgxkit's code chosen by tests/faults/hook; the test injects its fault there, then resumes or kills it."""
+
+    def __init__(self, argv: list[str], env: dict[str, str]) -> None:
+        import subprocess
+        import threading
+
+        root = Path(__file__).resolve().parents[2]
+        self.proc = subprocess.Popen(argv, cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                     text=True, start_new_session=True)  # fmt: skip
+        self.lines: list[str] = []
+        self.paused = threading.Event()
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.lines.append(line)
+            if line.startswith(PAUSED_MARK):
+                self.paused.set()
+
+    @property
+    def text(self) -> str:
+        return "".join(self.lines)
+
+    def wait_paused(self, timeout: float = 900) -> str:
+        """Wait until the controller has stopped itself at the point; return what it printed until then."""
+        deadline = time.monotonic() + timeout
+        while not self.paused.wait(0.2):
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                if self.proc.poll() is None:
+                    self.kill()
+                self._reader.join(timeout=30)
+                raise AssertionError(f"the controller never reached its pause point:\n{self.text[-4000:]}")
+        while Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "T":
+            time.sleep(0.05)
+        return self.text
+
+    def resume(self) -> None:
+        import signal
+
+        os.killpg(self.proc.pid, signal.SIGCONT)
+
+    def kill(self) -> None:
+        """SIGKILL the controller's whole process group (pyinfra and anything it started)."""
+        import signal
+
+        os.killpg(self.proc.pid, signal.SIGKILL)
+        self.proc.wait(timeout=60)
+        self._reader.join(timeout=30)
+
+    def finish(self, timeout: float = 1500) -> int:
+        """Wait for the resumed controller to end; its exit status."""
+        rc = self.proc.wait(timeout=timeout)
+        self._reader.join(timeout=30)
+        return rc
+
+
+def paused_deploy(
+    cluster: str, deploy: str, *data: str, at: str, env: dict[str, str] | None = None, flags: tuple[str, ...] = ("-y",)
+) -> PausedDeploy:
+    """Start `pyinfra -y inventories/sim.py <deploy>` that pauses at `at` (`module:function[:text in args]`)."""
+    path = os.pathsep.join(p for p in (str(FAULT_HOOK), os.environ.get("PYTHONPATH", "")) if p)
+    environ = deploy_env(cluster, {**(env or {}), "HGXKIT_FAULT_AT": at, "PYTHONPATH": path})
+    return PausedDeploy(deploy_argv(deploy, *data, flags=flags), environ)

@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from sim_steps import cluster_name
+from sim_steps import cluster_name, node_sh
 
 ROOT = Path(__file__).resolve().parents[2]
 PYINFRA = str(Path(sys.executable).parent / "pyinfra")
@@ -24,6 +24,7 @@ pytestmark = pytest.mark.e2e
 
 BRINGUP7_CLUSTER = cluster_name("bringup7")
 BRINGUP_CLUSTER = cluster_name("bringup")
+DRY_CLUSTER = cluster_name("bringupdry")
 
 
 def bringup(cluster: str, *data: str, timeout: int = 900) -> subprocess.CompletedProcess[str]:
@@ -47,10 +48,16 @@ def output(result: subprocess.CompletedProcess[str]) -> str:
     return result.stdout + result.stderr
 
 
-def node_shell(cluster: str, command: str) -> str:
-    """stdout of `command` on node1, over a new SSH session (nodes reboot between calls)."""
-    argv = [sys.executable, "-m", "hgxkit", "sim", "ssh", "node1", "--cluster", cluster, "--", command]
-    return subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=120, check=False).stdout
+# What bring-up --dry must leave as it is on a fresh node: packages and holds, apt sources and keys, systemd
+# units (files and enablement), hgxkit's and Docker's configuration and state, models_dir, loaded modules.
+FRESH_STATE = (
+    "dpkg-query -W -f='${Package} ${Version} ${Status}\\n' | sort; apt-mark showhold; "
+    "systemctl list-unit-files --no-legend --no-pager | sort; lsmod | sort; "
+    "for d in /etc/systemd /etc/hgxkit /etc/apt /etc/docker /etc/modprobe.d /var/lib/hgxkit /data/models; do "
+    "[ -e $d ] && find $d -printf '%p %y %s %m %T@ %l\\n' || echo \"$d absent\"; done | sort; "
+    "find /etc/systemd /etc/hgxkit /etc/apt /etc/docker /etc/modprobe.d /var/lib/hgxkit /data/models -type f "
+    "-exec sha256sum {} + 2>/dev/null | sort"
+)
 
 
 def test_fresh_node_to_gpu_host_and_idempotent(sim_nodes) -> None:
@@ -66,8 +73,10 @@ def test_fresh_node_to_gpu_host_and_idempotent(sim_nodes) -> None:
     stopped = bringup(BRINGUP_CLUSTER, "allow_reboot=False")
     assert stopped.returncode != 0
     assert "reboot required on node1: the driver packages change (to 580.105.08)" in output(stopped)
-    state = node_shell(
-        BRINGUP_CLUSTER, "test -e /var/run/reboot-required && echo marked; apt-mark showhold; nvidia-smi -L"
+    state = node_sh(
+        BRINGUP_CLUSTER,
+        "test -e /var/run/reboot-required && echo marked; apt-mark showhold; nvidia-smi -L",
+        answer=True,
     )
     assert "marked" in state
     assert {"nvidia-open", "nvidia-fabricmanager", "libnvidia-nscq"} <= set(state.split())
@@ -76,9 +85,11 @@ def test_fresh_node_to_gpu_host_and_idempotent(sim_nodes) -> None:
     converged = bringup(BRINGUP_CLUSTER)
     assert converged.returncode == 0, output(converged)[-4000:]
     assert "Reboot: driver 580.105.08 is installed but no nvidia module is loaded" in output(converged)
-    gpus = node_shell(BRINGUP_CLUSTER, "nvidia-smi -L")
+    gpus = node_sh(BRINGUP_CLUSTER, "nvidia-smi -L", answer=True)
     assert len(re.findall(r"^GPU \d+: NVIDIA H200", gpus, re.M)) == 8
-    fabric = node_shell(BRINGUP_CLUSTER, "nvidia-smi --query-gpu=fabric.state,fabric.status --format=csv,noheader")
+    fabric = node_sh(
+        BRINGUP_CLUSTER, "nvidia-smi --query-gpu=fabric.state,fabric.status --format=csv,noheader", answer=True
+    )
     assert set(fabric.strip().splitlines()) == {"Completed, Success"}
 
     # Unchanged since it passed: the re-run says so and plans no bring-up operation at all.
@@ -97,7 +108,7 @@ def test_fresh_node_to_gpu_host_and_idempotent(sim_nodes) -> None:
     assert (changed, errors) == (0, 0) and unchanged == ops > 10
 
     # A fabric manager at another version than the driver (the classic split-source mistake).
-    node_shell(
+    node_sh(
         BRINGUP_CLUSTER,
         "DEBIAN_FRONTEND=noninteractive apt-get install -y -q --allow-downgrades --allow-change-held-packages "
         "nvidia-fabricmanager=580.95.05-1 libnvidia-nscq=580.95.05-1 >/dev/null 2>&1; "
@@ -106,14 +117,15 @@ def test_fresh_node_to_gpu_host_and_idempotent(sim_nodes) -> None:
     refused = bringup(BRINGUP_CLUSTER, "nvidia_fabricmanager_mismatch=refuse")
     assert refused.returncode != 0
     assert "fabric manager 580.95.05 does not match driver 580.105.08" in output(refused)
-    assert "580.95.05" in node_shell(BRINGUP_CLUSTER, "dpkg-query -W -f='${Version}' nvidia-fabricmanager")
+    assert "580.95.05" in node_sh(BRINGUP_CLUSTER, "dpkg-query -W -f='${Version}' nvidia-fabricmanager", answer=True)
 
     repaired = bringup(BRINGUP_CLUSTER)
     assert repaired.returncode == 0, output(repaired)[-4000:]
     assert "Reboot:" not in output(repaired)  # only the fabric manager changed: restarted, no reboot
-    after = node_shell(
+    after = node_sh(
         BRINGUP_CLUSTER,
         "dpkg-query -W -f='${Version}\\n' nvidia-fabricmanager; systemctl is-active nvidia-fabricmanager",
+        answer=True,
     )
     assert after.split() == ["580.105.08-1", "active"]
 
@@ -124,5 +136,19 @@ def test_seven_of_eight_gpus_fails_preflight_before_any_change(sim_nodes) -> Non
     assert result.returncode != 0
     assert "preflight failed on node1; nothing was changed" in output(result)
     assert "[gpu-count] 7 NVIDIA GPUs on PCI, the inventory expects 8" in output(result)
-    untouched = node_shell(BRINGUP7_CLUSTER, "ls /etc/apt/sources.list.d/ /etc/apt/keyrings/ 2>/dev/null")
+    untouched = node_sh(BRINGUP7_CLUSTER, "ls /etc/apt/sources.list.d/ /etc/apt/keyrings/ 2>/dev/null", answer=True)
     assert "hgxkit" not in untouched
+
+
+def test_dry_bringup_on_a_fresh_node_changes_nothing(sim_nodes) -> None:
+    """The README's `deploys/bringup.py --dry` on a node never brought up: it shows the plan (the driver install
+    among it) and leaves packages, apt sources, systemd units, /etc/hgxkit, Docker and models_dir as they were."""
+    sim_nodes(1, cluster=DRY_CLUSTER)
+    before = node_sh(DRY_CLUSTER, FRESH_STATE, answer=True)
+    assert "/etc/systemd/system" in before and "/data/models" in before and "/etc/hgxkit" in before
+    env = {**os.environ, "HGXKIT_SIM_CLUSTER": DRY_CLUSTER, "PYINFRA_PROGRESS": "off"}
+    dry = subprocess.run([PYINFRA, "--dry", "inventories/sim.py", "deploys/bringup.py"], cwd=ROOT, env=env,
+                         capture_output=True, text=True, timeout=900, check=False)  # fmt: skip
+    assert dry.returncode == 0, output(dry)[-4000:]
+    assert re.search(r"nvidia-open|580\.105\.08", output(dry)), output(dry)[-4000:]  # it plans the driver install
+    assert node_sh(DRY_CLUSTER, FRESH_STATE, answer=True) == before
