@@ -19,6 +19,7 @@ from hgxkit.node.bringup import plan_reads as bringup_reads
 from hgxkit.planfacts import prefetch
 from hgxkit.recipe.host_recipe import recipe_for
 from hgxkit.runfailure import install as answer_failures
+from roles.docker import warm_image_cache
 from roles.model import model
 from roles.model import plan_reads as model_reads
 from roles.serve import plan_reads as serve_reads
@@ -41,6 +42,7 @@ multinode_preflight()  # a server spanning nodes: placement, equal members, head
 prefetch(host, [*bringup_reads(host), *model_reads(), *(serve_reads() if recipe_for(host).node_count() == 1 else [])])
 
 include_sibling(__file__, "bringup.py")
+warm_image_cache()  # with image_cache on: the cache host pulls first, so each layer crosses the uplink once
 prefetch_image()  # the image downloads in the background while the model does
 model()
 serve()
