@@ -4,8 +4,11 @@ The serving image (20-40 GB) is fetched from its registry once per fleet, not on
 Distribution registry (Debian's and Ubuntu's `docker-registry` package) runs on the cache host as a
 pull-through cache (`proxy.remoteurl`) and every node lists it first in daemon.json's `registry-mirrors`.
 Docker verifies every layer by its digest as it always does; the cache only stores what it fetched. The roles
-(roles/docker) first pull the recipe's image on the cache host (`warm`), so the other nodes' pulls find every
-layer there: Distribution fetches a layer that several clients ask for at once once per client.
+(roles/docker) first fill the cache with the recipe's image (`FILL_PROGRAM`, on the cache host) and only then let
+the nodes pull, so every node's pull finds every layer there. The filling asks the cache for each blob with HEAD:
+Distribution 2.8 (Debian's) fetches a missing blob twice when a client GETs it (once to stream it to the client,
+once to store it) and once more for every client that asks while it is in flight; a HEAD stops the streaming copy
+at once, and the stored copy is the one transfer that crosses the uplink.
 
 Knobs (roles/docker/defaults.py): `image_cache` (off by default; "first": the first inventory host; or a host's
 inventory name), `image_cache_port`, `image_cache_upstream`, `image_cache_bind`.
@@ -26,6 +29,7 @@ import json
 from hgxkit.errors import HgxkitError
 from hgxkit.netaddr import is_loopback
 from hgxkit.problems import Problem
+from hgxkit.recipe.imageref import normalized, repository
 
 UNIT = "hgxkit-image-cache.service"
 CONFIG_PATH = "/etc/hgxkit/image-cache.yml"
@@ -87,6 +91,61 @@ def with_mirror(config: dict, url: str | None, previous: list[str] = ()) -> dict
         mirrors = [url, *mirrors]
     out = {k: v for k, v in config.items() if k != "registry-mirrors"}
     return {**out, "registry-mirrors": mirrors} if mirrors else out
+
+
+def hub_repository(reference: str) -> tuple[str, str] | None:
+    """(repository path on Docker Hub, tag or digest) of a Docker Hub image: what a mirror serves. None for an
+    image of another registry (`nvcr.io/…`, `host:5000/…`): Docker asks its mirrors only for Docker Hub's.
+
+    >>> hub_repository("lmsysorg/sglang:dev-dspark"), hub_repository("ubuntu"), hub_repository("nvcr.io/nim/x:1")
+    (('lmsysorg/sglang', 'dev-dspark'), ('library/ubuntu', 'latest'), None)
+    """
+    name = normalized(reference)
+    repo = repository(name)
+    first = repo.split("/", 1)[0]
+    if "/" in repo and ("." in first or ":" in first or first == "localhost"):
+        return None
+    rest = name[len(repo) :]
+    ref = rest.split("@", 1)[1] if "@" in rest else rest.lstrip(":")
+    return (repo if "/" in repo else f"library/{repo}"), ref
+
+
+# Run on the cache host with python3 (stdlib only): BASE REPO REF STORAGE TIMEOUT_S. Reads the image's manifest
+# through the cache (this host's platform from an index), asks the cache for every blob it lacks with HEAD (the
+# cache fetches it from upstream once, in the background), and waits until every blob is stored.
+FILL_PROGRAM = """
+import json, os, sys, time, urllib.request
+base, repo, ref, storage, timeout = sys.argv[1:6]
+ACCEPT = ", ".join(["application/vnd.oci.image.index.v1+json",
+                    "application/vnd.docker.distribution.manifest.list.v2+json",
+                    "application/vnd.oci.image.manifest.v1+json",
+                    "application/vnd.docker.distribution.manifest.v2+json"])
+def ask(path, method="GET"):
+    req = urllib.request.Request(base + path, method=method, headers={"Accept": ACCEPT})
+    return urllib.request.urlopen(req, timeout=600)
+manifest = json.load(ask("/v2/%s/manifests/%s" % (repo, ref)))
+if "manifests" in manifest:
+    arch = {"x86_64": "amd64", "aarch64": "arm64"}.get(os.uname().machine, os.uname().machine)
+    mine = [m for m in manifest["manifests"] if m.get("platform", {}).get("architecture") == arch]
+    manifest = json.load(ask("/v2/%s/manifests/%s" % (repo, mine[0]["digest"])))
+blobs = [manifest["config"]["digest"]] + [layer["digest"] for layer in manifest["layers"]]
+def stored(blob):
+    algo, hexdigest = blob.split(":", 1)
+    return os.path.exists("%s/docker/registry/v2/blobs/%s/%s/%s/data" % (storage, algo, hexdigest[:2], hexdigest))
+for blob in blobs:
+    if not stored(blob):
+        try:
+            ask("/v2/%s/blobs/%s" % (repo, blob), method="HEAD").close()
+        except OSError:
+            pass
+deadline = time.time() + float(timeout)
+while not all(stored(blob) for blob in blobs):
+    if time.time() > deadline:
+        sys.exit("the cache did not store %d of %d blobs in %s s" % (
+            len([b for b in blobs if not stored(b)]), len(blobs), timeout))
+    time.sleep(1)
+print("cached %d blobs of %s:%s" % (len(blobs), repo, ref))
+"""
 
 
 def cache_exposure_problems(bind: str, allow_unauthenticated: bool) -> list[Problem]:

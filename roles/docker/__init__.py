@@ -14,6 +14,7 @@ from io import StringIO
 from pyinfra import host
 from pyinfra.api import deploy
 from pyinfra.api.exceptions import DeployError
+from pyinfra.api.output import echo
 from pyinfra.operations import apt, files, python, server, systemd
 from pyinfra.operations.util import any_changed
 
@@ -157,16 +158,33 @@ def _docker_ce() -> None:
     apt.packages(name="Install Docker CE", packages=pinned)
 
 
-@deploy("hgxkit image cache: first pull", data_defaults=DEFAULTS)
+@deploy("hgxkit image cache: fill", data_defaults=DEFAULTS)
 def warm_image_cache() -> None:
-    """On the cache host, pull the recipe's image before any other node does (deploys/reproduce.py runs this
-    before the image prefetch): the cache then holds every layer when the other nodes ask, so each layer crosses
-    the uplink once. Nothing when the cache is off, on the other hosts, or when this host already runs a recorded
+    """On the cache host, fill the cache with the recipe's image before any node pulls it (deploys/reproduce.py
+    runs this before the image prefetch): each layer then crosses the uplink once, and every node's pull finds it
+    in the cache. Nothing when the cache is off, on the other hosts, or when this host already runs a recorded
     digest of the image (a re-run pulls nothing)."""
-    cache = cache_host()
-    if cache is None or cache.name != host.name:  # type: ignore[attr-defined]
-        return
     reference = recipe_for(host).image.reference
     if recorded_digest(plan_fact(host, JsonFile, path=record_path(host)), reference):
         return
-    server.shell(name=f"Fill the image cache with {reference}", commands=[argv("docker", "pull", "-q", reference)])
+    fill_image_cache(reference)
+
+
+def fill_image_cache(reference: str) -> None:
+    """Add the operation that fills the cache with `reference`, on the cache host only (Docker Hub images only:
+    Docker asks its mirrors for no other registry's)."""
+    cache = cache_host()
+    where = imagecache.hub_repository(reference)
+    if cache is None or cache.name != host.name or where is None:  # type: ignore[attr-defined]
+        return
+    python.call(name=f"Fill the image cache with {reference}", function=_fill, url=cache_url(cache), where=where)
+
+
+def _fill(url: str, where: tuple[str, str]) -> None:
+    ok, said = HostRunner(host).status(
+        argv("python3", "-", url, where[0], where[1], imagecache.STORAGE, str(host.data.get("image_cache_fill_s"))),
+        _stdin=imagecache.FILL_PROGRAM,
+    )
+    if not ok:
+        raise DeployError(f"{host.name}: could not fill the image cache: {' '.join(said)[-300:]}")
+    echo(f"[{host.name}] image cache: {' '.join(said)}")

@@ -19,6 +19,7 @@ image_cache_bind      the address it listens on; None: the cache host's `fabric_
                       nodes reach it). Exposure policy: a wildcard (0.0.0.0, ::) is refused unless
                       `allow_unauthenticated: true` (the cache answers anyone, without credentials); loopback is
                       refused (the other nodes could not reach it).
+image_cache_fill_s    how long the cache host waits for the cache to store the image (default 7200 s).
 image_cache_upstream  the registry it proxies (default Docker Hub, https://registry-1.docker.io; an air-gapped
                       site's registry holding the bundle's image works the same way).
 """
@@ -32,6 +33,7 @@ DEFAULTS = {
     "image_cache_port": 5050,
     "image_cache_bind": None,
     "image_cache_upstream": "https://registry-1.docker.io",
+    "image_cache_fill_s": 7200,
 }
 
 DOCKER_CE_PACKAGES = ["docker-ce", "docker-ce-cli", "containerd.io", "docker-buildx-plugin", "docker-compose-plugin"]
