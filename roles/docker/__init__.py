@@ -21,7 +21,7 @@ from pyinfra.operations.util import any_changed
 from hgxkit.errors import HgxkitError
 from hgxkit.hostcmd import HostRunner, argv
 from hgxkit.hostfiles import write_text
-from hgxkit.knobs import knob
+from hgxkit.knobs import knob, role_knob
 from hgxkit.node import imagecache
 from hgxkit.node.docker import DAEMON_JSON, daemon_json_text, deb822_sources, parse_daemon_json
 from hgxkit.node.facts_apt import InstalledPackages, SnapInstalled
@@ -78,7 +78,7 @@ WantedBy=multi-user.target
 def cache_host() -> object | None:
     """The inventory host that runs the image cache (None: `image_cache` is off)."""
     try:
-        name = imagecache.cache_host_name(host.data.get("image_cache"), [h.name for h in host.inventory])
+        name = imagecache.cache_host_name(role_knob(host, "image_cache", DEFAULTS), [h.name for h in host.inventory])
     except HgxkitError as err:
         raise DeployError(f"{host.name}: {err.message}") from None
     return host.inventory.get_host(name) if name else None
@@ -87,7 +87,7 @@ def cache_host() -> object | None:
 def cache_url(cache: object) -> str:
     """How the nodes reach the cache on `cache` (its fabric address, else its SSH address)."""
     address = fabric_address(cache) or cache.data.get("ssh_hostname") or cache.name  # type: ignore[attr-defined]
-    return imagecache.mirror_url(str(address), int(host.data.get("image_cache_port")))
+    return imagecache.mirror_url(str(address), int(role_knob(host, "image_cache_port", DEFAULTS)))
 
 
 def _image_cache() -> None:
@@ -170,6 +170,7 @@ def warm_image_cache() -> None:
     fill_image_cache(reference)
 
 
+@deploy("hgxkit image cache: fill", data_defaults=DEFAULTS)
 def fill_image_cache(reference: str) -> None:
     """Add the operation that fills the cache with `reference`, on the cache host only (Docker Hub images only:
     Docker asks its mirrors for no other registry's)."""
@@ -181,9 +182,9 @@ def fill_image_cache(reference: str) -> None:
 
 
 def _fill(url: str, where: tuple[str, str]) -> None:
+    wait_s = str(role_knob(host, "image_cache_fill_s", DEFAULTS))
     ok, said = HostRunner(host).status(
-        argv("python3", "-", url, where[0], where[1], imagecache.STORAGE, str(host.data.get("image_cache_fill_s"))),
-        _stdin=imagecache.FILL_PROGRAM,
+        argv("python3", "-", url, where[0], where[1], imagecache.STORAGE, wait_s), _stdin=imagecache.FILL_PROGRAM
     )
     if not ok:
         raise DeployError(f"{host.name}: could not fill the image cache: {' '.join(said)[-300:]}")
