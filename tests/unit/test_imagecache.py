@@ -42,3 +42,13 @@ def test_exposure_policy_applies_to_the_cache_port() -> None:
     assert cache_exposure_problems("0.0.0.0", True) == []
     assert [p.code for p in cache_exposure_problems("127.0.0.1", True)] == ["image-cache"]
     assert cache_exposure_problems("10.0.0.5", False) == []
+
+
+def test_only_docker_hub_images_are_filled_through_the_mirror() -> None:
+    from hgxkit.node.imagecache import hub_repository
+
+    assert hub_repository("lmsysorg/sglang:dev-dspark") == ("lmsysorg/sglang", "dev-dspark")
+    assert hub_repository("docker.io/vllm/vllm-openai:v0.11.0") == ("vllm/vllm-openai", "v0.11.0")
+    assert hub_repository("ubuntu") == ("library/ubuntu", "latest")
+    assert hub_repository("lmsysorg/sglang@sha256:" + "a" * 64) == ("lmsysorg/sglang", "sha256:" + "a" * 64)
+    assert hub_repository("nvcr.io/nim/llama:1") is None and hub_repository("localhost:5000/x:1") is None
