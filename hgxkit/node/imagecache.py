@@ -5,10 +5,10 @@ Distribution registry (Debian's and Ubuntu's `docker-registry` package) runs on 
 pull-through cache (`proxy.remoteurl`) and every node lists it first in daemon.json's `registry-mirrors`.
 Docker verifies every layer by its digest as it always does; the cache only stores what it fetched. The roles
 (roles/docker) first fill the cache with the recipe's image (`FILL_PROGRAM`, on the cache host) and only then let
-the nodes pull, so every node's pull finds every layer there. The filling asks the cache for each blob with HEAD:
-Distribution 2.8 (Debian's) fetches a missing blob twice when a client GETs it (once to stream it to the client,
-once to store it) and once more for every client that asks while it is in flight; a HEAD stops the streaming copy
-at once, and the stored copy is the one transfer that crosses the uplink.
+the nodes pull, so every node's pull finds every layer in the cache and none reaches the upstream. Measured
+(tests/e2e/test_image_cache.py): Debian's Distribution 2.8 fetches a missing blob twice while filling (one copy
+streamed to the asking client, one stored; a HEAD does not avoid it), so the uplink carries two copies of the
+image per fleet, whatever the node count; Distribution 3 streams and stores one copy.
 
 Knobs (roles/docker/defaults.py): `image_cache` (off by default; "first": the first inventory host; or a host's
 inventory name), `image_cache_port`, `image_cache_upstream`, `image_cache_bind`.
@@ -111,8 +111,8 @@ def hub_repository(reference: str) -> tuple[str, str] | None:
 
 
 # Run on the cache host with python3 (stdlib only): BASE REPO REF STORAGE TIMEOUT_S. Reads the image's manifest
-# through the cache (this host's platform from an index), asks the cache for every blob it lacks with HEAD (the
-# cache fetches it from upstream once, in the background), and waits until every blob is stored.
+# through the cache (this host's platform from an index), asks the cache for every blob it lacks (HEAD: nothing
+# comes back to this program; the cache fetches and stores the blob), and waits until every blob is stored.
 FILL_PROGRAM = """
 import json, os, sys, time, urllib.request
 base, repo, ref, storage, timeout = sys.argv[1:6]
