@@ -26,7 +26,8 @@ import roles.gpu_health.defaults
 import roles.nvidia_driver.defaults
 import roles.preflight.defaults
 from hgxkit.hostlock import hold_host_lock
-from hgxkit.node.bringup import bringup_skip, record_bringup
+from hgxkit.node.bringup import bringup_skip, plan_reads, record_bringup
+from hgxkit.planfacts import prefetch
 from hgxkit.runfailure import install as answer_failures
 from roles.container_toolkit import container_toolkit
 from roles.docker import docker_engine
@@ -49,6 +50,7 @@ JUDGING_SOURCES = [
 answer_failures()  # hgxkit's errors end the run as one block per host, not a traceback
 hold_host_lock(host)  # one hgxkit run per node at a time (hgxkit/hostlock.py)
 
+prefetch(host, plan_reads(host))  # one round trip (nothing when deploys/reproduce.py has read them already)
 skip = bringup_skip(host, knob_names=BRINGUP_KNOBS, sources=JUDGING_SOURCES)
 if skip.reason:
     echo(f"[{host.name}] {skip.reason}")

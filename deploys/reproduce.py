@@ -15,13 +15,17 @@ from pyinfra import host
 
 from hgxkit.hostlock import hold_host_lock
 from hgxkit.include import include_sibling
+from hgxkit.node.bringup import plan_reads as bringup_reads
+from hgxkit.planfacts import prefetch
 from hgxkit.recipe.host_recipe import recipe_for
 from hgxkit.runfailure import install as answer_failures
+from roles.docker import warm_image_cache
 from roles.model import model
+from roles.model import plan_reads as model_reads
+from roles.serve import plan_reads as serve_reads
 from roles.serve import prefetch_image, serve
 from roles.serve.group import multinode_preflight
 from roles.sglang_router import sglang_router
-from roles.verify import verify
 
 if not host.data.get("recipe"):
     from pyinfra.api.exceptions import DeployError
@@ -34,8 +38,11 @@ recipe_for(host)  # load and validate it now: a bad recipe stops the run before 
 answer_failures()  # hgxkit's errors end the run as one block per host, not a traceback
 hold_host_lock(host)  # one hgxkit run per node at a time (hgxkit/hostlock.py)
 multinode_preflight()  # a server spanning nodes: placement, equal members, head reachable; before any change
+# What bring-up, the model and serving read while planning, in one SSH round trip instead of one per fact.
+prefetch(host, [*bringup_reads(host), *model_reads(), *(serve_reads() if recipe_for(host).node_count() == 1 else [])])
 
 include_sibling(__file__, "bringup.py")
+warm_image_cache()  # with image_cache on: the cache host pulls first, so each layer crosses the uplink once
 prefetch_image()  # the image downloads in the background while the model does
 model()
 serve()
@@ -43,4 +50,6 @@ sglang_router()  # only where `router: true`
 if host.data.get("monitoring"):
     include_sibling(__file__, "monitoring.py")  # before verify: the alerts watch the benchmark too
 if host.data.get("verify", True):
+    from roles.verify import verify  # here: its results/numpy imports cost every run that does not verify
+
     verify()

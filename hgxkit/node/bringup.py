@@ -34,8 +34,11 @@ from hgxkit.node.converged import (
     source_files,
     state_command,
     verified_record,
+    with_gpus,
 )
+from hgxkit.node.facts_gpu import NvidiaSmi
 from hgxkit.node.facts_system import BringupState
+from hgxkit.planfacts import plan_fact
 
 
 @dataclass(frozen=True)
@@ -57,23 +60,43 @@ def knob_values(host, names: Iterable[str]) -> dict[str, object]:
     return {name: host.data.get(name) for name in sorted(set(names))}
 
 
+_JUDGED: dict[tuple[str, tuple[Path, ...]], str] = {}
+
+
+def _judged(knobs: dict[str, object], sources: tuple[Path, ...]) -> str:
+    """`judged_by` once per run for each set of knob values: the sources are the controller's, the same for every
+    host, and hashing them is most of the controller's work for an unchanged node."""
+    key = (json.dumps(knobs, sort_keys=True, default=str), sources)
+    if key not in _JUDGED:
+        _JUDGED[key] = judged_by(knobs, source_files(sources))
+    return _JUDGED[key]
+
+
 def bringup_skip(host, knob_names: Iterable[str], sources: Iterable[Path]) -> BringupSkip:
     """Read the node's bring-up state (one fact) and decide.
 
     `knob_names`: every knob the bring-up roles read; `sources`: the files and folders (their `*.py`) of the
     code that judges the node. A change in either re-runs every check.
     """
-    judged = judged_by(knob_values(host, knob_names), source_files(sources))
-    state, record = host.get_fact(BringupState, state_file=record_path(host))
+    judged = _judged(knob_values(host, knob_names), tuple(sources))
+    state, record = plan_fact(host, BringupState, state_file=record_path(host))
+    state = with_gpus(state, plan_fact(host, NvidiaSmi))
     reason = skip_reason(state, judged, record, recheck=bool(knob(host, "recheck")))
     unchanged = bool(record) and record.get("state") == state.digest() and record.get("judged_by") == judged
     return BringupSkip(reason, record_needed=not unchanged, judged=judged)
+
+
+def plan_reads(host) -> list[tuple[type, dict[str, object]]]:
+    """The facts `bringup_skip` reads, for `hgxkit.planfacts.prefetch` to read in one round trip with the other
+    roles' (the serving role reads the same nvidia-smi)."""
+    return [(BringupState, {"state_file": record_path(host)}), (NvidiaSmi, {})]
 
 
 def record_bringup(host, judged: str) -> None:
     """Execute time, after every bring-up role and gate passed: record the state they left."""
     run = HostRunner(host)
     state, _ = parse_state(run(state_command(record_path(host))))
+    state = with_gpus(state, host.get_fact(NvidiaSmi))  # execute time: read fresh
     text = json.dumps(verified_record(state, judged), indent=1) + "\n"
     if not state.lines or not write_text(run, record_path(host), text):
         raise DeployError(f"{host.name}: could not record the verified bring-up at {record_path(host)}")

@@ -60,15 +60,16 @@ class NodeState:
 
 
 def state_command(state_file: str) -> StringCommand:
-    """One command that prints everything `NodeState` holds (in a stable order), then the last record."""
+    """One command that prints everything `NodeState` holds but the GPUs (in a stable order), then the last record.
+
+    The GPUs come from the run's one nvidia-smi read (`with_gpus`), which the serving role reads too."""
     return script(
         "cat /proc/sys/kernel/random/boot_id; "
         "dpkg-query -W -f '${{Package}} ${{Version}} ${{Status}}\\n' {patterns} 2>/dev/null | sort; "
         'for d in {dirs}; do [ -d "$d" ] && find "$d" -type f -exec sha256sum {{}} + 2>/dev/null; done | sort; '
         "sha256sum {smoke} 2>/dev/null; "
-        'for u in {units}; do echo "$u $(systemctl is-enabled "$u" 2>/dev/null) '
-        '$(systemctl is-active "$u" 2>/dev/null)"; done; '
-        "nvidia-smi --query-gpu=index,uuid,pci.bus_id --format=csv,noheader 2>&1 | head -n 64; "
+        # One systemctl for every unit (not two per unit): each unit's id, enablement and state, in a fixed order.
+        "systemctl show --property=Id,UnitFileState,ActiveState {units} 2>/dev/null | grep .; "
         'echo "xid $( (journalctl -k -b --no-pager -o cat 2>/dev/null || dmesg 2>/dev/null) | grep -c {xid})"; '
         "echo {mark}; cat {record} 2>/dev/null || true",
         patterns=list(PACKAGE_PATTERNS),
@@ -82,6 +83,18 @@ def state_command(state_file: str) -> StringCommand:
 
 
 RECORD_MARK = "##hgxkit-bringup-record"
+
+
+def with_gpus(state: NodeState, smi: object) -> NodeState:
+    """`state` with the GPUs nvidia-smi listed (index, UUID, PCI bus id), or why it failed, as its last lines.
+
+    `smi` is an `hgxkit.node.facts_gpu.SmiResult` (the `NvidiaSmi` fact).
+    """
+    failure = getattr(smi, "failure", None)
+    if failure is not None:
+        return NodeState((*state.lines, f"gpus unknown ({failure}): {getattr(smi, 'message', '')}"))
+    gpus = [f"gpu {g.index} {g.uuid} {g.bus_id}" for g in getattr(smi, "gpus", [])]
+    return NodeState((*state.lines, *gpus))
 
 
 def parse_state(output: Iterable[str]) -> tuple[NodeState, dict | None]:

@@ -18,8 +18,6 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
-
 from hgxkit.results.metrics import ClientMetrics
 
 SGLANG_TOOL = "sglang.benchmark.serving"
@@ -141,6 +139,8 @@ def request_samples(doc: dict[str, Any], latencies_s: list[float] | None = None)
 
 def stats_from_samples(samples: RequestSamples) -> dict[str, float]:
     """Mean/median/percentiles of per-request samples, computed as the clients do (numpy, linear)."""
+    import numpy as np  # here, not at the top: every deploy imports this module, few compute these
+
     out: dict[str, float] = {}
     groups = {
         "ttft": samples.ttfts_ms,

@@ -31,17 +31,36 @@ _FORMAT = (
 def inspect_labelled(label: str) -> StringCommand:
     """Print one JSON line per container carrying `label` (running or not)."""
     return script(
-        'ids=$(docker ps -aq --filter label={label} 2>/dev/null); '
+        "ids=$(docker ps -aq --filter label={label} 2>/dev/null); "
         '[ -z "$ids" ] || docker inspect --format {format} $ids',
         label=label,
         format=_FORMAT,
     )
 
 
-def parse_inspected(lines: list[str]) -> list[RunningContainer]:
-    """The JSON lines of `inspect_labelled` -> `RunningContainer`s, sorted by name (bad lines skipped)."""
+_PS = "ps\t"  # the prefix of `all_containers`' name lines (JSON lines start with "{")
+
+
+def all_containers() -> StringCommand:
+    """Every container's name and hgxkit labels (`ps\tID\tNAME\tSERVE\tROUTER` lines), then one JSON line per
+    container hgxkit made (serving or router): what `ManagedContainers`, `RouterContainer` and `ContainerNames`
+    each read, from two docker calls in all (one when hgxkit made none)."""
+    return script(
+        "ps=$(docker ps -a --format {format} 2>/dev/null); printf '%s\\n' \"$ps\"; "
+        "ids=$(printf '%s\\n' \"$ps\" | awk -F '\\t' '$4 != \"\" || $5 != \"\" {{print $2}}'); "
+        '[ -z "$ids" ] || docker inspect --format {inspect} $ids',
+        format='ps\t{{.ID}}\t{{.Names}}\t{{.Label "' + MANAGED_LABEL + '"}}\t{{.Label "' + ROUTER_LABEL + '"}}',
+        inspect=_FORMAT,
+    )
+
+
+def parse_inspected(lines: list[str], label: str | None = None) -> list[RunningContainer]:
+    """The JSON lines of `inspect_labelled` (or `all_containers`: other lines are skipped) -> `RunningContainer`s
+    sorted by name; with `label`, only the containers carrying it (bad lines skipped)."""
     out = []
     for line in lines:
+        if not line.startswith("{"):
+            continue
         try:
             item = json.loads(line)
         except json.JSONDecodeError:
@@ -49,6 +68,8 @@ def parse_inspected(lines: list[str]) -> list[RunningContainer]:
         if not isinstance(item, dict):
             continue
         labels = item.get("labels") or {}
+        if label is not None and label not in labels:
+            continue
         group = labels.get(GROUP_LABEL)
         out.append(
             RunningContainer(
@@ -68,28 +89,28 @@ class ManagedContainers(FactBase[list[RunningContainer]]):
     """Serving containers hgxkit manages on the host (running or not)."""
 
     def command(self) -> StringCommand:
-        return inspect_labelled(MANAGED_LABEL)
+        return all_containers()  # the same command as ContainerNames': a batched plan reads it once
 
     @staticmethod
     def default() -> list[RunningContainer]:
         return []
 
     def process(self, output: list[str]) -> list[RunningContainer]:
-        return parse_inspected(output)
+        return parse_inspected(output, MANAGED_LABEL)
 
 
 class RouterContainer(FactBase[RunningContainer | None]):
     """The router container hgxkit manages (label `hgxkit.router`), or None when there is none."""
 
     def command(self) -> StringCommand:
-        return inspect_labelled(ROUTER_LABEL)
+        return all_containers()
 
     @staticmethod
     def default() -> None:
         return None
 
     def process(self, output: list[str]) -> RunningContainer | None:
-        found = parse_inspected(output)
+        found = parse_inspected(output, ROUTER_LABEL)
         return found[0] if found else None
 
 
@@ -117,10 +138,7 @@ class ContainerNames(FactBase[dict[str, bool]]):
     `hgxkit.router` label). A name alone never makes a container hgxkit's."""
 
     def command(self) -> StringCommand:
-        return script(
-            "docker ps -a --format {format} 2>/dev/null || true",
-            format='{{.Names}}\t{{.Label "' + MANAGED_LABEL + '"}}{{.Label "' + ROUTER_LABEL + '"}}',
-        )
+        return all_containers()
 
     @staticmethod
     def default() -> dict[str, bool]:
@@ -129,9 +147,11 @@ class ContainerNames(FactBase[dict[str, bool]]):
     def process(self, output: list[str]) -> dict[str, bool]:
         names = {}
         for line in output:
-            name, _, labels = line.partition("\t")
-            if name.strip():
-                names[name.strip()] = labels.strip().startswith("1")
+            if not line.startswith(_PS):
+                continue
+            fields = [*line.split("\t"), "", "", "", "", ""][:5]
+            if fields[2].strip():
+                names[fields[2].strip()] = (fields[3] + fields[4]).strip().startswith("1")
         return names
 
 

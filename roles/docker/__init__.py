@@ -1,4 +1,6 @@
 """Docker Engine: Docker CE from Docker's repository on Ubuntu, Debian's docker.io otherwise; never the snap.
+With `image_cache` set, the fleet's pull-through image cache on one host and every node's Docker mirroring it
+(hgxkit/node/imagecache.py).
 
 Example (deploys/bringup.py):
     from roles.docker import docker_engine
@@ -12,13 +14,25 @@ from io import StringIO
 from pyinfra import host
 from pyinfra.api import deploy
 from pyinfra.api.exceptions import DeployError
-from pyinfra.operations import apt, files, server, systemd
+from pyinfra.api.output import echo
+from pyinfra.operations import apt, files, python, server, systemd
 from pyinfra.operations.util import any_changed
 
-from hgxkit.hostcmd import argv
-from hgxkit.node.docker import deb822_sources
+from hgxkit.errors import HgxkitError
+from hgxkit.hostcmd import HostRunner, argv
+from hgxkit.hostfiles import write_text
+from hgxkit.knobs import knob, role_knob
+from hgxkit.node import imagecache
+from hgxkit.node.docker import DAEMON_JSON, daemon_json_text, deb822_sources, parse_daemon_json
 from hgxkit.node.facts_apt import InstalledPackages, SnapInstalled
+from hgxkit.node.facts_files import FileText, JsonFile
 from hgxkit.node.facts_system import OsRelease
+from hgxkit.planfacts import plan_fact
+from hgxkit.problems import Problem, refuse
+from hgxkit.recipe.host_recipe import recipe_for
+from hgxkit.serving.image import recorded_digest
+from hgxkit.serving.nodegroups import fabric_address
+from hgxkit.serving.steps import record_path
 from roles.docker.defaults import CONFLICTING_PACKAGES, DEFAULTS, DOCKER_CE_PACKAGES, KEYRING, SOURCES_FILE
 
 
@@ -45,6 +59,79 @@ def docker_engine() -> None:
     else:
         apt.packages(name="Install Debian's docker.io", packages=["docker.io"])
     systemd.service(name="Docker running and enabled", service="docker.service", running=True, enabled=True)
+    _image_cache()
+
+
+UNIT_TEXT = """[Unit]
+Description=hgxkit image cache: pull-through registry for the fleet (roles/docker)
+After=network-online.target
+
+[Service]
+ExecStart=/usr/bin/docker-registry serve {config}
+Restart=on-failure
+
+[Install]
+WantedBy=multi-user.target
+"""
+
+
+def cache_host() -> object | None:
+    """The inventory host that runs the image cache (None: `image_cache` is off)."""
+    try:
+        name = imagecache.cache_host_name(role_knob(host, "image_cache", DEFAULTS), [h.name for h in host.inventory])
+    except HgxkitError as err:
+        raise DeployError(f"{host.name}: {err.message}") from None
+    return host.inventory.get_host(name) if name else None
+
+
+def cache_url(cache: object) -> str:
+    """How the nodes reach the cache on `cache` (its fabric address, else its SSH address)."""
+    address = fabric_address(cache) or cache.data.get("ssh_hostname") or cache.name  # type: ignore[attr-defined]
+    return imagecache.mirror_url(str(address), int(role_knob(host, "image_cache_port", DEFAULTS)))
+
+
+def _image_cache() -> None:
+    """Run the cache on its host; list it first in every node's registry-mirrors (or take it out, when off)."""
+    cache = cache_host()
+    if cache is not None and cache.name == host.name:  # type: ignore[attr-defined]
+        bind = str(host.data.get("image_cache_bind") or fabric_address(host) or "")
+        refuse(f"image cache on {host.name}: nothing was changed",
+               imagecache.cache_exposure_problems(bind, bool(host.data.get("allow_unauthenticated"))))  # fmt: skip
+        apt.packages(name="The registry (CNCF Distribution) for the image cache", packages=["docker-registry"])
+        files.directory(name="Image cache storage", path=imagecache.STORAGE, mode="0700")
+        text = imagecache.cache_config(bind, int(host.data.get("image_cache_port")),
+                                       str(host.data.get("image_cache_upstream")))  # fmt: skip
+        config = files.put(name="Image cache configuration", dest=imagecache.CONFIG_PATH, mode="0644",
+                           src=StringIO(text))  # fmt: skip
+        unit = files.put(name=f"Unit {imagecache.UNIT}", dest=f"/etc/systemd/system/{imagecache.UNIT}", mode="0644",
+                         src=StringIO(UNIT_TEXT.format(config=imagecache.CONFIG_PATH)))  # fmt: skip
+        systemd.service(name="Image cache running", service=imagecache.UNIT, running=True, enabled=True,
+                        daemon_reload=unit.did_change, restarted=any_changed(config, unit))  # fmt: skip
+    url = cache_url(cache) if cache is not None else None
+    record = f"{knob(host, 'state_dir')}/node/image-cache-mirror"
+    previous = [line.strip() for line in (host.get_fact(FileText, path=record) or "").splitlines() if line.strip()]
+    config = parse_daemon_json(host.get_fact(FileText, path=DAEMON_JSON))
+    if isinstance(config, Problem):
+        refuse(f"Docker on {host.name}: its registry mirrors were not changed", [config])
+        return
+    if imagecache.with_mirror(config, url, previous) == config:
+        return
+    python.call(name=f"Docker's registry mirror: {url or 'no image cache'}", function=_set_mirror, url=url,
+                previous=previous, record=record)  # fmt: skip
+    systemd.service(name="Restart Docker for its registry mirror", service="docker.service", running=True,
+                    restarted=True)  # fmt: skip
+
+
+def _set_mirror(url: str | None, previous: list[str], record: str) -> None:
+    """Execute time: rewrite daemon.json's registry-mirrors from the file as it is now (others may have written
+    it since the plan read it), and record the URL so that turning the cache off takes it out again."""
+    run = HostRunner(host)
+    config = parse_daemon_json(host.get_fact(FileText, path=DAEMON_JSON))
+    if isinstance(config, Problem):
+        raise DeployError(f"{host.name}: {config.found}; {config.remedy}")
+    text = daemon_json_text(imagecache.with_mirror(config, url, previous))
+    if not write_text(run, DAEMON_JSON, text) or not write_text(run, record, (url or "") + "\n"):
+        raise DeployError(f"{host.name}: could not write {DAEMON_JSON}")
 
 
 def _docker_ce() -> None:
@@ -69,3 +156,36 @@ def _docker_ce() -> None:
     version = host.data.get("docker_version")
     pinned = [f"{p}={version}" if version and p in ("docker-ce", "docker-ce-cli") else p for p in DOCKER_CE_PACKAGES]
     apt.packages(name="Install Docker CE", packages=pinned)
+
+
+@deploy("hgxkit image cache: fill", data_defaults=DEFAULTS)
+def warm_image_cache() -> None:
+    """On the cache host, fill the cache with the recipe's image before any node pulls it (deploys/reproduce.py
+    runs this before the image prefetch): each layer then crosses the uplink once, and every node's pull finds it
+    in the cache. Nothing when the cache is off, on the other hosts, or when this host already runs a recorded
+    digest of the image (a re-run pulls nothing)."""
+    reference = recipe_for(host).image.reference
+    if recorded_digest(plan_fact(host, JsonFile, path=record_path(host)), reference):
+        return
+    fill_image_cache(reference)
+
+
+@deploy("hgxkit image cache: fill", data_defaults=DEFAULTS)
+def fill_image_cache(reference: str) -> None:
+    """Add the operation that fills the cache with `reference`, on the cache host only (Docker Hub images only:
+    Docker asks its mirrors for no other registry's)."""
+    cache = cache_host()
+    where = imagecache.hub_repository(reference)
+    if cache is None or cache.name != host.name or where is None:  # type: ignore[attr-defined]
+        return
+    python.call(name=f"Fill the image cache with {reference}", function=_fill, url=cache_url(cache), where=where)
+
+
+def _fill(url: str, where: tuple[str, str]) -> None:
+    wait_s = str(role_knob(host, "image_cache_fill_s", DEFAULTS))
+    ok, said = HostRunner(host).status(
+        argv("python3", "-", url, where[0], where[1], imagecache.STORAGE, wait_s), _stdin=imagecache.FILL_PROGRAM
+    )
+    if not ok:
+        raise DeployError(f"{host.name}: could not fill the image cache: {' '.join(said)[-300:]}")
+    echo(f"[{host.name}] image cache: {' '.join(said)}")

@@ -6,6 +6,22 @@ docker_source        "docker-ce" (Docker's repository), "docker.io" (the distrib
 docker_repo_url      Docker's repository or a mirror; None: https://download.docker.com/linux/ubuntu
 docker_repo_key_url  its key; None: <docker_repo_url>/gpg
 docker_version       pin docker-ce and docker-ce-cli (e.g. "5:28.5.1-1~ubuntu.24.04~noble"); None: newest.
+
+The fleet's image cache (hgxkit/node/imagecache.py): one host runs a pull-through registry (the CNCF Distribution
+registry, Debian/Ubuntu's `docker-registry` package, unit hgxkit-image-cache) and every node's Docker lists it
+first in daemon.json's `registry-mirrors`, so the serving image crosses the site's uplink once per fleet, not once
+per node (layers are verified by digest by each Docker, as always). Docker asks mirrors only for Docker Hub
+images (`lmsysorg/sglang`, `vllm/vllm-openai`); images of other registries are pulled directly.
+image_cache           None / "off": no cache (the default; turning it off takes the mirror out of daemon.json
+                      again); "first": the first inventory host runs it; or an inventory host's name.
+image_cache_port      its port (default 5050).
+image_cache_bind      the address it listens on; None: the cache host's `fabric_address` (where the other
+                      nodes reach it). Exposure policy: a wildcard (0.0.0.0, ::) is refused unless
+                      `allow_unauthenticated: true` (the cache answers anyone, without credentials); loopback is
+                      refused (the other nodes could not reach it).
+image_cache_fill_s    how long the cache host waits for the cache to store the image (default 7200 s).
+image_cache_upstream  the registry it proxies (default Docker Hub, https://registry-1.docker.io; an air-gapped
+                      site's registry holding the bundle's image works the same way).
 """
 
 DEFAULTS = {
@@ -13,6 +29,11 @@ DEFAULTS = {
     "docker_repo_url": None,
     "docker_repo_key_url": None,
     "docker_version": None,
+    "image_cache": None,
+    "image_cache_port": 5050,
+    "image_cache_bind": None,
+    "image_cache_upstream": "https://registry-1.docker.io",
+    "image_cache_fill_s": 7200,
 }
 
 DOCKER_CE_PACKAGES = ["docker-ce", "docker-ce-cli", "containerd.io", "docker-buildx-plugin", "docker-compose-plugin"]

@@ -18,6 +18,7 @@ Example (deploys/model.py):
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -36,12 +37,14 @@ from pyinfra.api.exceptions import DeployError
 from pyinfra.operations import apt, files, python, server
 
 from hgxkit.bundle.source import delivered
+from hgxkit.errors import HgxkitError
 from hgxkit.hostcmd import HostRunner, SecretLines, argv, script
 from hgxkit.knobs import knob
 from hgxkit.model import core
 from hgxkit.model.facts import ModelSyncStatus
 from hgxkit.model.placement import model_dir_problems
 from hgxkit.node.facts_files import FileText, RealPath
+from hgxkit.planfacts import plan_fact
 from hgxkit.problems import refuse
 from hgxkit.recipe.host_recipe import recipe_for
 from hgxkit.serving.nodegroups import fabric_address
@@ -63,24 +66,30 @@ def controller_token() -> str | None:
     return os.environ.get(str(host.data.get("hf_token_env") or "HF_TOKEN")) or None
 
 
-def build_spec() -> core.Spec:
-    """The downloader's spec for this host from the recipe and the role's knobs (no credentials in it)."""
+def _model_roots() -> list[str]:
+    return [str(knob(host, "models_dir")), *(knob(host, "model_dirs_allowed") or [])]
+
+
+def build_spec(check: bool = True) -> core.Spec:
+    """The downloader's spec for this host from the recipe and the role's knobs (no credentials in it); with
+    `check`, first refuse a local_dir outside the allowed roots (read on the node)."""
     recipe = recipe_for(host)
     model = recipe.model
     if not model.repo_id or not model.local_dir:
         raise DeployError(
             f"{host.name}: {recipe.path}: model.repo_id and model.local_dir are needed to sync a model"
         )
-    roots = [str(knob(host, "models_dir")), *(knob(host, "model_dirs_allowed") or [])]
-    refuse(
-        f"{host.name}: {recipe.path}: the model may not go where the recipe says; nothing was changed",
-        model_dir_problems(
-            model.local_dir,
-            roots,
-            host.get_fact(RealPath, path=model.local_dir),
-            [host.get_fact(RealPath, path=root) for root in roots],
-        ),
-    )
+    roots = _model_roots()
+    if check:
+        refuse(
+            f"{host.name}: {recipe.path}: the model may not go where the recipe says; nothing was changed",
+            model_dir_problems(
+                model.local_dir,
+                roots,
+                plan_fact(host, RealPath, path=model.local_dir),
+                [plan_fact(host, RealPath, path=root) for root in roots],
+            ),
+        )
     data = host.data
     bundle = delivered(host)  # the `bundle` knob: the model and its manifest from the bundle, no Hub at all
     source = "bundle" if bundle else str(data.get("model_source"))
@@ -163,6 +172,7 @@ def fleet_parent(name: str, order: list[str], fanout: int) -> str | None:
     return None if i == 0 else order[(i - 1) // fanout]
 
 
+@functools.cache
 def program_sha() -> str:
     """The downloader's version as the host program computes it (fetch.program_sha)."""
     h = hashlib.sha256()
@@ -318,9 +328,10 @@ def model() -> None:
     token = controller_token() if spec.source not in ("peer", "bundle") else None
     extra = {"_stdin": SecretLines([token])} if token else {}
     started = time.perf_counter()
-    status = host.get_fact(
-        ModelSyncStatus, python=py, script_path=program, spec=spec_json, token=bool(token), **extra
-    )
+    if token:  # the token goes on stdin: a read of its own
+        status = host.get_fact(ModelSyncStatus, python=py, script_path=program, spec=spec_json, token=True, **extra)
+    else:  # usually read already, with the other plan-time facts (plan_reads)
+        status = plan_fact(host, ModelSyncStatus, python=py, script_path=program, spec=spec_json, token=False)
     took = time.perf_counter() - started
     state = status.get("state")
     if state == "complete":
@@ -379,6 +390,27 @@ def model() -> None:
         with_token=bool(token),
     )
     server.shell(name=f"Verified {spec.local_dir}", commands=[argv(py, program, "result", "--spec", spec_path)])
+
+
+def plan_reads() -> list[tuple[type, dict[str, Any]]]:
+    """The facts `model()` reads while pyinfra plans, for `hgxkit.planfacts.prefetch` to read in one round trip
+    with the other roles' (none when the spec cannot be made: `model()` then says why)."""
+    reads: list[tuple[type, dict[str, Any]]] = []
+    _collect_reads(reads)
+    return reads
+
+
+@deploy("hgxkit model: plan-time reads", data_defaults=DEFAULTS)
+def _collect_reads(reads: list[tuple[type, dict[str, Any]]]) -> None:
+    """Inside the role's knob defaults (as `model()` sees them); adds no operation."""
+    try:
+        spec = build_spec(check=False)
+    except (DeployError, HgxkitError):
+        return
+    reads += [(RealPath, {"path": path}) for path in (spec.local_dir, *_model_roots())]
+    py, program, _ = _paths()
+    if spec.source == "peer" or not controller_token():
+        reads.append((ModelSyncStatus, {"python": py, "script_path": program, "spec": spec.to_json(), "token": False}))
 
 
 def _host_packages() -> list[str]:

@@ -26,6 +26,7 @@ import json
 import os
 import time
 from io import StringIO
+from typing import Any
 
 from pyinfra import host
 from pyinfra.api import deploy
@@ -175,12 +176,19 @@ def specs_for(recipe: Recipe, total_gpus: int | None, digest: str, environ: dict
 
 def interrupted(current: list[RunningContainer]) -> bool:
     """A replace is running on the node, or one was cut off (a set-aside copy is still there)."""
-    return bool(host.get_fact(ActiveUnits, prefix=UNIT_PREFIX)) or any(
+    return bool(plan_fact(host, ActiveUnits, prefix=UNIT_PREFIX)) or any(
         c.name.endswith(PREVIOUS_SUFFIX) for c in current
     )
 
 
 HEADING = "serving checks failed on {host}; no container was started or stopped"
+
+
+def plan_reads() -> list[tuple[type, dict[str, Any]]]:
+    """The facts `serve()` and `prefetch_image()` read while pyinfra plans a single-node recipe, for
+    `hgxkit.planfacts.prefetch` to read in one round trip with the other roles'."""
+    return [(JsonFile, {"path": record_path(host)}), (NvidiaSmi, {}), (MemTotalBytes, {}), (ManagedContainers, {}),
+            (ContainerNames, {}), (ActiveUnits, {"prefix": UNIT_PREFIX})]  # fmt: skip
 
 
 @deploy("hgxkit serving", data_defaults=DEFAULTS)

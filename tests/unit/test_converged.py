@@ -90,3 +90,18 @@ def test_the_state_command_quotes_the_record_path() -> None:
     command = text(state_command("/var/lib/hg xkit/node/bringup-verified.json"))
     assert "cat '/var/lib/hg xkit/node/bringup-verified.json'" in command
     assert "sha256sum '/var/lib/hg xkit/node/gpu-smoke.json'" in command
+
+
+def test_the_gpus_come_from_the_runs_nvidia_smi_read_and_a_lost_gpu_changes_the_digest() -> None:
+    from hgxkit.node.converged import with_gpus
+    from hgxkit.node.facts_gpu import SmiResult
+    from hgxkit.nvidia.smi import GpuInfo
+
+    base = NodeState(lines=("boot-1",))
+    gpus = [GpuInfo(index=i, name="H200", uuid=f"GPU-{i}", bus_id=f"0000:{i}:00.0", driver_version="580") for i in (0, 1)]
+    both = with_gpus(base, SmiResult(gpus=gpus))
+    assert both.lines == ("boot-1", "gpu 0 GPU-0 0000:0:00.0", "gpu 1 GPU-1 0000:1:00.0")
+    assert with_gpus(base, SmiResult(gpus=gpus[:1])).digest() != both.digest()
+    failed = with_gpus(base, SmiResult(failure="no-driver", message="NVIDIA-SMI has failed"))
+    assert failed.lines == ("boot-1", "gpus unknown (no-driver): NVIDIA-SMI has failed")
+    assert "nvidia-smi" not in str(state_command("/var/lib/hgxkit/node/bringup-verified.json"))

@@ -1,14 +1,18 @@
-"""Plan-time fact reads: once per host and arguments while pyinfra plans, fresh at execute time."""
+"""Plan-time fact reads: once per host and arguments while pyinfra plans (several in one command), fresh at
+execute time."""
 
 from __future__ import annotations
 
+import subprocess
 from types import SimpleNamespace
 
+from pyinfra.api import FactBase, StringCommand
 from pyinfra.api.state import StateStage
 
+from hgxkit.hostcmd import script
 from hgxkit.node.facts_files import JsonFile
 from hgxkit.node.facts_gpu import NvidiaSmi
-from hgxkit.planfacts import plan_fact
+from hgxkit.planfacts import FactBatch, plan_fact, prefetch, split_batch
 
 
 class CountingHost:
@@ -40,3 +44,61 @@ def test_execute_time_reads_are_fresh_and_unhashable_arguments_are_not_kept() ->
     plan_fact(planning, JsonFile, path=["/a"])
     plan_fact(planning, JsonFile, path=["/a"])
     assert len(planning.calls) == 2
+
+
+class Echo(FactBase[list[str]]):
+    """A fact whose command prints its argument (or fails when told to)."""
+
+    def command(self, text: str, fail: bool = False) -> StringCommand:
+        return script("echo {text}; [ {fail} = no ]", text=text, fail="yes" if fail else "no")
+
+    @staticmethod
+    def default() -> list[str]:
+        return ["default"]
+
+    def process(self, output: list[str]) -> list[str]:
+        return [f"processed {line}" for line in output]
+
+
+class NeedsTool(Echo):
+    def requires_command(self, **kwargs: object) -> str:
+        return "some-tool"
+
+
+class ShellHost(CountingHost):
+    """Runs FactBatch's command in a local shell, as the node would; other facts are counted."""
+
+    def get_fact(self, fact: type, **kwargs: object) -> object:
+        if fact is not FactBatch:
+            return super().get_fact(fact, **kwargs)
+        self.calls.append((fact, kwargs))
+        raw = fact().command(**kwargs).get_raw_value()
+        out = subprocess.run(["sh", "-c", raw], capture_output=True, text=True, check=True).stdout
+        return fact().process(out.splitlines())
+
+
+def test_prefetch_reads_every_fact_in_one_command_and_plan_fact_then_asks_nothing() -> None:
+    h = ShellHost(StateStage.Prepare)
+    kept = prefetch(
+        h, [(Echo, {"text": "a b"}), (Echo, {"text": "c"}), (Echo, {"text": "c"}), (NeedsTool, {"text": "x"})]
+    )
+    assert kept == 3 and [c[0] for c in h.calls] == [FactBatch]  # one round trip; NeedsTool is not batched
+    assert len(h.calls[0][1]["commands"]) == 2  # the same command is run once for both reads
+    assert plan_fact(h, Echo, text="a b") == ["processed a b"] and plan_fact(h, Echo, text="c") == ["processed c"]
+    assert len(h.calls) == 1
+    assert prefetch(h, [(Echo, {"text": "c"})]) == 0 and len(h.calls) == 1  # all read already: no command
+
+
+def test_a_failed_part_is_read_again_on_its_own_and_execute_time_prefetches_nothing() -> None:
+    h = ShellHost(StateStage.Prepare)
+    assert prefetch(h, [(Echo, {"text": "ok"}), (Echo, {"text": "bad", "fail": True})]) == 1
+    plan_fact(h, Echo, text="bad", fail=True)
+    assert [c[0] for c in h.calls] == [FactBatch, Echo]  # pyinfra's own read, with its error handling
+    later = ShellHost(StateStage.Execute)
+    assert prefetch(later, [(Echo, {"text": "ok"})]) == 0 and later.calls == []
+
+
+def test_split_batch_keeps_empty_parts_and_marks_a_cut_off_one() -> None:
+    lines = ["##hgxkit-batch-0:", "##hgxkit-batch-0:0", "##hgxkit-batch-1:", "x", "##hgxkit-batch-1:3",
+             "##hgxkit-batch-2:", "half"]  # fmt: skip
+    assert split_batch(lines) == [(0, []), (3, ["x"]), (-1, ["half"])]

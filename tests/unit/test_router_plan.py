@@ -148,5 +148,7 @@ def test_router_fact_parses_docker_inspect() -> None:
         "sglang-router", "c1", "abc123", None, True, "2026-12-01T00:00:00Z"
     )
     assert fact.process([]) is None
+    served = {**line, "name": "/m-0", "labels": {"hgxkit.serve": "1"}}  # a serving container is not the router
+    assert fact.process(["ps\tc2\tm-0\t1\t", json.dumps(served)]) is None
     command = str(fact.command())
-    assert f"label={ROUTER_LABEL}" in command and "Config.Cmd" not in command and "Args" not in command
+    assert f'.Label "{ROUTER_LABEL}"' in command and "Config.Cmd" not in command and "Args" not in command

@@ -34,8 +34,8 @@ def node_serving(recipe_path: str) -> dict[Any, Any]:
     responses: dict[Any, Any] = {
         re.compile(r"replace/[^/ ]+/spec\.json"): "",  # filled per container below
         "/proc/meminfo": "MemTotal:       4227858432 kB",
-        "docker ps -aq --filter label=hgxkit.serve": inspected,
-        "docker ps -a --format": [f"{s.name}\t1" for s in specs],
+        # hgxkit.serving.facts.all_containers: name lines, then the inspected containers hgxkit made
+        "docker ps -a --format": [f"ps\tid-{s.name}\t{s.name}\t1\t" for s in specs] + inspected,
         f"{STATE}/image.json": image_record(recipe.image.reference, DIGEST).strip(),
     }
     records = {re.compile(re.escape(f"replace/{s.name}/spec.json")): json.dumps(spec_record(s, "sglang"))
@@ -75,7 +75,7 @@ def test_an_unchanged_node_plans_no_operation() -> None:
 
 def test_a_node_without_containers_starts_each_group_and_a_fresh_one_decides_after_the_pull() -> None:
     serving = node_serving(MARLIN)
-    empty = {**serving, "docker ps -aq --filter label=hgxkit.serve": [], "docker ps -a --format": []}
+    empty = {**serving, "docker ps -a --format": []}
     names, _ = plan(MARLIN, empty)
     assert names[1:] == ["group 0: start container deepseek-v4-flash-0", "group 1: start container deepseek-v4-flash-1"]
     fresh = {k: v for k, v in empty.items() if k != f"{STATE}/image.json"}
@@ -84,7 +84,7 @@ def test_a_node_without_containers_starts_each_group_and_a_fresh_one_decides_aft
 
 
 def test_the_background_pull_is_an_operation_of_its_own() -> None:
-    fresh = {"docker ps -aq --filter label=hgxkit.serve": []}
+    fresh = {"docker ps -a --format": []}
     names, commands = plan(MARLIN, fresh, prefetch_image)
     assert names == [
         "Upload the pull program (progress: bytes, rate, ETA)",

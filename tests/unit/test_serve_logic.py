@@ -142,3 +142,19 @@ def test_managed_containers_from_docker_inspect() -> None:
     assert parse_inspected([json.dumps(labelled)])[0].port == 8000  # what a removed container frees
     ports = ListeningPorts().process(["LISTEN 0 4096 127.0.0.1:5000 0.0.0.0:*", "LISTEN 0 128 [::]:22 [::]:*"])
     assert ports == {5000, 22}
+
+
+def test_one_docker_listing_answers_managed_containers_and_container_names() -> None:
+    from hgxkit.serving.facts import ContainerNames, ManagedContainers, all_containers
+
+    served = {"name": "/m-0", "id": "c1", "labels": {"hgxkit.serve": "1", "hgxkit.group": "0"}, "running": True,
+              "started": "2026-12-01T00:00:00Z", "restarts": 0}  # fmt: skip
+    router = {**served, "name": "/sglang-router", "id": "c2", "labels": {"hgxkit.router": "1"}}
+    output = ["ps\tc1\tm-0\t1\t", "ps\tc2\tsglang-router\t\t1", "ps\tc3\tsomeone-else\t\t", json.dumps(served),
+              json.dumps(router)]  # fmt: skip
+    assert ManagedContainers().command().get_raw_value() == ContainerNames().command().get_raw_value()
+    assert [c.name for c in ManagedContainers().process(output)] == ["m-0"]
+    assert ManagedContainers().process(output)[0].group == 0
+    assert ContainerNames().process(output) == {"m-0": True, "sglang-router": True, "someone-else": False}
+    assert ContainerNames().process([""]) == {} and ManagedContainers().process([""]) == []
+    assert "docker inspect" in all_containers().get_raw_value()

@@ -1,0 +1,192 @@
+"""What each host costs a no-op re-run of deploys/dspark.py: the controller's CPU, the node's CPU and SSH round
+trips per host, side by side with pyinfra's minimal one-operation deploy, on 1, 4 and 8 simulated nodes.
+
+    python bench/per_host_cost.py [--nodes 1,4,8] [--repeat 3] [--cores 16] [--keep] [--profile DIR]
+
+For each node count N it starts cluster `costN-<suffix>` ($HGXKIT_SIM_TEST_SUFFIX, default "bench"), converges
+it once with deploys/dspark.py --data verify=false (not measured), then runs, alternating, the no-op re-run of
+deploys/dspark.py (it must change nothing) and bench/minimal_deploy.py (one fact, one no-op operation), each
+through bench/counted_pyinfra.py, and prints medians of:
+  controller CPU s/host  user+sys of the pyinfra process / hosts (not its children: the inventory's
+                         `hgxkit sim status` is the simulation's, a real inventory has none)
+  node CPU s/no-op       each node container's CPU cgroup (cpuacct.usage, or cpu.stat on cgroup v2) over the
+                         run, less that node's idle rate (measured just before, same length) -- what the run
+                         made the node do: sshd, the commands, dockerd answering them
+  round trips/host       SSH exec channels + SFTP transfers pyinfra opened to each host
+  wall s                 the whole run
+and their ratios to the minimal deploy. Then a projection (on paper, labelled) for 100 and 1,000 hosts.
+Nodes are simulated (`simulated: true`): absolute numbers are this machine's; the ratios are the figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+COUNTED = str(ROOT / "bench" / "counted_pyinfra.py")
+DSPARK, MINIMAL = "deploys/dspark.py", "bench/minimal_deploy.py"
+
+
+def sim(*args: str) -> str:
+    return subprocess.run([sys.executable, "-m", "hgxkit", "sim", *args], cwd=ROOT, check=True,
+                          capture_output=True, text=True).stdout  # fmt: skip
+
+
+def node_containers(cluster: str) -> list[str]:
+    out = subprocess.run(["docker", "ps", "-q", "--no-trunc", "--filter", f"name=hgxkit-sim-{cluster}-node"],
+                         capture_output=True, text=True, check=False).stdout  # fmt: skip
+    return out.split()
+
+
+def cgroup_cpu_s(container_id: str) -> float:
+    """CPU seconds the container's cgroup has used (cgroup v1 cpuacct, or v2 cpu.stat)."""
+    root = Path("/sys/fs/cgroup")
+    for path in (root / "cpuacct" / "docker" / container_id / "cpuacct.usage",
+                 root / "cpu,cpuacct" / "docker" / container_id / "cpuacct.usage"):  # fmt: skip
+        if path.is_file():
+            return int(path.read_text()) / 1e9
+    for group in (root / "system.slice" / f"docker-{container_id}.scope", root / "docker" / container_id):
+        if (group / "cpu.stat").is_file():
+            stat = dict(line.split() for line in (group / "cpu.stat").read_text().splitlines())
+            return int(stat["usage_usec"]) / 1e6
+    sys.exit(f"no CPU cgroup found for container {container_id[:12]}")
+
+
+def run(cluster: str, deploy: str, *data: str, profile: str | None = None) -> dict:
+    """One pyinfra run through counted_pyinfra.py; its counts, CPU, wall time and the nodes' CPU."""
+    ids = node_containers(cluster)
+    env = {**os.environ, "HGXKIT_SIM_CLUSTER": cluster, "PYINFRA_PROGRESS": "off"}
+    with tempfile.NamedTemporaryFile(suffix=".json") as out:
+        argv = [sys.executable, COUNTED, out.name, *(["--profile", profile] if profile else []),
+                "-y", "inventories/sim.py", deploy]  # fmt: skip
+        for item in data:
+            argv += ["--data", item]
+        idle = _idle_rates(ids, 2.0)
+        before = {cid: cgroup_cpu_s(cid) for cid in ids}
+        start = time.perf_counter()
+        result = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, check=False)
+        wall = time.perf_counter() - start
+        node_cpu = [cgroup_cpu_s(cid) - before[cid] - idle[cid] * wall for cid in ids]
+        log = result.stdout + result.stderr
+        if result.returncode != 0:
+            sys.exit(f"{deploy} failed on cluster {cluster}:\n{log[-3000:]}")
+        counts = json.loads(Path(out.name).read_text())
+    trips = list(counts["round_trips"].values())
+    return {"wall": wall, "cpu_host": counts["cpu_s"] / len(ids), "node_cpu": statistics.mean(node_cpu),
+            "trips": statistics.mean(trips) if trips else 0.0, "changed": changed_ops(log),
+            "commands": counts.get("commands", [])}  # fmt: skip
+
+
+def _idle_rates(ids: list[str], seconds: float) -> dict[str, float]:
+    first = {cid: cgroup_cpu_s(cid) for cid in ids}
+    time.sleep(seconds)
+    return {cid: max(0.0, (cgroup_cpu_s(cid) - first[cid]) / seconds) for cid in ids}
+
+
+def changed_ops(log: str) -> int:
+    match = re.search(r"Grand total\s+\S+\s+(\S+)\s+(\S+)", log)
+    if not match:
+        sys.exit("no Grand total line in pyinfra's output")
+    return sum(0 if v == "-" else int(v) for v in match.groups())
+
+
+METRICS = (("cpu_host", "controller CPU s/host", 3), ("node_cpu", "node CPU s/no-op", 3),
+           ("trips", "round trips/host", 1), ("wall", "wall s", 2))  # fmt: skip
+
+
+def report(nodes: int, samples: dict[str, list[dict]]) -> dict[str, dict[str, float]]:
+    med = {d: {k: statistics.median(s[k] for s in samples[d]) for k, _, _ in METRICS} for d in samples}
+    for key, label, digits in METRICS:
+        a, b = med[DSPARK][key], med[MINIMAL][key]
+        ratio = f"{a / b:.2f}x" if b > 0 else "n/a"
+        print(f"{nodes} node(s)  {label:<22} dspark {a:8.{digits}f}  minimal {b:8.{digits}f}  ratio {ratio}")
+    return med
+
+
+def fit(points: dict[int, float]) -> tuple[float, float]:
+    """(fixed, per host) of total = fixed + per_host * hosts, least squares over the measured node counts (one
+    count: all of it per host, nothing fixed)."""
+    if len(points) < 2:
+        ((n, total),) = points.items()
+        return 0.0, total / n
+    xs, ys = list(points), list(points.values())
+    mx, my = statistics.mean(xs), statistics.mean(ys)
+    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / sum((x - mx) ** 2 for x in xs)
+    return my - slope * mx, slope
+
+
+def projection(meds: dict[int, dict[str, dict[str, float]]], cores: int) -> None:
+    """Print, labelled as a projection, the controller's CPU for 100 and 1,000 hosts from the measured costs."""
+    counts = sorted(meds)
+    fits = {d: fit({n: meds[n][d]["cpu_host"] * n for n in counts}) for d in (DSPARK, MINIMAL)}
+    trips = meds[counts[-1]][DSPARK]["trips"]
+    for deploy, (_, per_host) in fits.items():
+        if per_host <= 0:  # noise (a loaded machine) beat the fit: the largest count's cost, all of it per host
+            fits[deploy] = (0.0, meds[counts[-1]][deploy]["cpu_host"])
+    (a, b), (ma, mb) = fits[DSPARK], fits[MINIMAL]
+    print(f"PROJECTION (on paper, not measured; model fitted to the {'/'.join(map(str, counts))}-node medians): "
+          f"controller CPU = fixed + per-host x hosts; dspark {a:.2f} s + {b:.3f} s/host, minimal {ma:.2f} s + "
+          f"{mb:.3f} s/host. pyinfra runs every host in one process (gevent greenlets on one core): its CPU work is "
+          "serial whatever --parallel says (--parallel only caps the hosts in flight); SSH round trips of different "
+          "hosts overlap, so on a big fleet the controller's CPU is the floor of the plan time. With "
+          f"{cores} cores the inventory is split into {cores} pyinfra processes (--limit slices), each paying the "
+          "fixed part.")  # fmt: skip
+    for hosts in (100, 1000):
+        one, split = a + b * hosts, a + b * hosts / cores
+        print(f"PROJECTION {hosts} hosts: dspark no-op controller CPU {one:.0f} s in one process, {split:.0f} s "
+              f"wall on {cores} cores ({cores} processes); {hosts * trips:.0f} SSH round trips ({trips:.1f}/host); "
+              f"minimal deploy {ma + mb * hosts:.0f} s in one process")  # fmt: skip
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--nodes", default="1,4,8", help="node counts, comma-separated (default 1,4,8)")
+    parser.add_argument("--repeat", type=int, default=3, help="measured runs of each deploy (median printed)")
+    parser.add_argument("--cores", type=int, default=16, help="controller cores for the projection (default 16)")
+    parser.add_argument("--keep", action="store_true", help="leave the bench clusters running (and reuse them)")
+    parser.add_argument("--profile", metavar="DIR", help="write a cProfile of one dspark no-op per node count")
+    args = parser.parse_args()
+    counts = [int(n) for n in args.nodes.split(",") if n.strip()]
+    suffix = os.environ.get("HGXKIT_SIM_TEST_SUFFIX", "bench")
+    print("simulated: true (hgxkit sim nodes; absolute numbers are this machine's, the ratios are the figures)")
+    meds: dict[int, dict[str, dict[str, float]]] = {}
+    try:
+        for nodes in counts:
+            cluster = f"cost{nodes}-{suffix}"
+            if len(node_containers(cluster)) != nodes:
+                sim("up", "--nodes", str(nodes), "--memory-gib", "3072", "--cluster", cluster)
+            run(cluster, DSPARK, "verify=false")  # converge (or confirm converged); not measured
+            if args.profile:
+                Path(args.profile).mkdir(parents=True, exist_ok=True)
+                profiled = run(cluster, DSPARK, "verify=false", profile=f"{args.profile}/dspark-{nodes}.prof")
+                print(f"{nodes} node(s)  round trips of one host (dspark no-op):", *profiled["commands"], sep="\n  ")
+            samples: dict[str, list[dict]] = {DSPARK: [], MINIMAL: []}
+            for _ in range(args.repeat):
+                sample = run(cluster, DSPARK, "verify=false")
+                if sample["changed"]:
+                    sys.exit(f"{DSPARK} re-run changed something on {cluster}")
+                samples[DSPARK].append(sample)
+                samples[MINIMAL].append(run(cluster, MINIMAL))
+            meds[nodes] = report(nodes, samples)
+            if not args.keep:
+                sim("down", "--cluster", cluster)
+        projection(meds, args.cores)
+    finally:
+        if not args.keep:
+            for nodes in counts:
+                subprocess.run([sys.executable, "-m", "hgxkit", "sim", "down", "--cluster", f"cost{nodes}-{suffix}"],
+                               cwd=ROOT, capture_output=True, check=False)  # fmt: skip
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
