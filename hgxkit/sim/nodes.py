@@ -6,13 +6,13 @@ Everything it creates carries the label `hgxkit.sim.cluster=<cluster>` and a `hg
 `down` removes exactly what `up` made and never touches other containers.
 
 Container settings that work on machines where `--privileged` is refused (checked on the CI machine):
-cap_add ALL, seccomp/apparmor unconfined, device cgroup rule `a *:* rwm`, a writable
+cap_add ALL minus SYS_RESOURCE, seccomp/apparmor unconfined, device cgroup rule `a *:* rwm`, a writable
 /sys/fs/cgroup bind mount with the host cgroup namespace, tmpfs on /run and /run/lock, restart policy
 `always` (so `reboot` inside the node restarts it) and lxcfs's /proc/uptime (so pyinfra sees the uptime fall).
-A node allows what a real HGX node's root allows its containers (`NODE_ULIMITS`): `--ulimit memlock=-1`, a
-large `nofile` and `stack`, `--privileged` (every capability is in the node's bounding set, CAP_SYS_RESOURCE
-too): its own hard limits are the ceiling its dockerd's containers may ask for, and a host dockerd's defaults
-(memlock 8 MiB here) would refuse SGLang's `--ulimit memlock=-1` ("error setting rlimit type 8").
+Without CAP_SYS_RESOURCE no container on such a machine gets more than the host's own hard limits (8 MiB of
+locked memory here), so the node's runc is a wrapper (data/rootfs/usr/local/sbin/runc) that starts what a real
+HGX node's Docker starts, `--ulimit memlock=-1` and `--privileged` included, within what the node has (and says so
+in the container's HGXKIT_SIM_CLAMPED).
 
 Example:
     >>> from hgxkit.sim.nodes import up, status, down
@@ -40,7 +40,6 @@ from pathlib import Path
 
 import docker
 import docker.errors
-import docker.types
 from docker.models.containers import Container
 
 from hgxkit.errors import HgxkitError, InputError
@@ -56,14 +55,6 @@ NODE_LIB = Path(__file__).parent / "data" / "node"
 LXCFS_DIR = Path("/var/lib/lxcfs")
 FIRST_PORT = 2222
 BOOT_TIMEOUT_S = 180
-# The node's own hard limits: what a real node's root may give a container (unlimited locked memory and stack,
-# nofile up to the kernel's usual nr_open). Its dockerd and containers start from these.
-NODE_ULIMITS = (("memlock", -1, -1), ("stack", 8 * 1024 * 1024, -1), ("nofile", 1048576, 1048576))
-
-
-def node_ulimits() -> list[docker.types.Ulimit]:
-    """The node container's `--ulimit`s (`NODE_ULIMITS`) for the Docker SDK."""
-    return [docker.types.Ulimit(name=name, soft=soft, hard=hard) for name, soft, hard in NODE_ULIMITS]
 
 
 @dataclass(frozen=True)
@@ -242,7 +233,7 @@ def _create(
         detach=True,
         network=f"{PREFIX}-{cluster}",
         cap_add=["ALL"],
-        ulimits=node_ulimits(),
+        cap_drop=["SYS_RESOURCE"],
         security_opt=["seccomp=unconfined", "apparmor=unconfined"],
         device_cgroup_rules=["a *:* rwm"],
         cgroupns="host",

@@ -107,3 +107,14 @@ def test_a_later_definition_replaces_an_earlier_one_for_the_commands_after_it() 
             f"```bash\nMODEL=org/b\ndocker run --gpus all {VLLM} --model $MODEL\n```\n")  # fmt: skip
     assert import_post([("p.md", post)], ImportOptions(pick=1)).recipe.model.repo_id == "org/a"
     assert import_post([("p.md", post)], ImportOptions(pick=2)).recipe.model.repo_id == "org/b"
+
+
+def test_an_empty_entrypoint_runs_the_command_as_the_program() -> None:
+    post = ('docker run --gpus all -p 30000:30000 --entrypoint "" lmsysorg/sglang:latest '
+            "python3 -m sglang.launch_server --model-path Qwen/Qwen2.5-7B-Instruct --host 0.0.0.0 --port 30000\n")  # fmt: skip
+    outcome = import_post([("p.md", post)])
+    argv = render_recipe(outcome.recipe)[0].shell_argv
+    assert "--entrypoint" not in argv
+    assert argv[argv.index("lmsysorg/sglang:latest") + 1 :][:3] == ["python3", "-m", "sglang.launch_server"]
+    assert "p.md:1: `--entrypoint \"\"` dropped: the container runs the launch `python3 -m sglang.launch_server " \
+        "--model-path Qwen/Qwen2.5-7B` as its program, as Docker would" in outcome.notes  # fmt: skip

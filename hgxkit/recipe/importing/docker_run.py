@@ -469,13 +469,14 @@ def _launch_as_program(run: ParsedRun, kind: str | None, where: str) -> tuple[Pa
     the launch as its command. Anything else (a script around the server, a launch the image's entrypoint would
     not run) is refused naming `--entrypoint`: kept, the recipe would run something other than what it shows."""
     entrypoint = shell_value(_entrypoint(run) or "")
-    full = [entrypoint, *run.command]
+    full = [entrypoint, *run.command] if entrypoint else list(run.command)  # `--entrypoint ""`: none, the command runs
+    written = entrypoint or '""'
     notes: list[str] = []
     if posixpath.basename(entrypoint) in {posixpath.basename(s) for s in _SHELLS}:
         inner = _inner_command(full[2]) if len(full) == 3 and full[1] == "-c" else None
         if inner is None:
             raise InputError(
-                f"{where}: `--entrypoint {entrypoint}` runs a script around the server ({' '.join(full)[:60]!r}), not "
+                f"{where}: `--entrypoint {written}` runs a script around the server ({' '.join(full)[:60]!r}), not "
                 "one server launch: give the launch as the container's command, without --entrypoint"
             )
         full = inner
@@ -485,15 +486,15 @@ def _launch_as_program(run: ParsedRun, kind: str | None, where: str) -> tuple[Pa
     shown = " ".join(full)[:60]
     if launched is None:
         raise InputError(
-            f"{where}: `--entrypoint {entrypoint}` makes the container run `{shown}`, not a server launch hgxkit "
+            f"{where}: `--entrypoint {written}` makes the container run `{shown}`, not a server launch hgxkit "
             "reads: give the launch as the container's command, without --entrypoint"
         )
     if prefix and full[: len(prefix)] != prefix:
-        raise InputError(f"{where}: `--entrypoint {entrypoint}` replaces the image's entrypoint `{' '.join(prefix)}` "
+        raise InputError(f"{where}: `--entrypoint {written}` replaces the image's entrypoint `{' '.join(prefix)}` "
                          f"to run `{shown}`; a recipe keeps the image's: give the launch as `{' '.join(prefix)}`'s "
                          "arguments, without --entrypoint")  # fmt: skip
     entries = tuple(e for e in run.entries if not any(canonical(u.option.name) == "--entrypoint" for u in e.uses))
-    notes.append(f"{where}: `--entrypoint {entrypoint}` dropped: the container runs the launch `{shown}` as its "
+    notes.append(f"{where}: `--entrypoint {written}` dropped: the container runs the launch `{shown}` as its "
                  "program, as Docker would")  # fmt: skip
     if prefix:
         notes.append(f"{where}: `{' '.join(prefix)}` is the image's entrypoint; the container gets its arguments")
