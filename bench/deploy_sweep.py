@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import argparse
 import fnmatch
-import os
-import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -47,25 +45,12 @@ def corpus_cases() -> list[Case]:
     return cases
 
 
-def bring_up(cluster: str, nodes: SweepNodes) -> None:
-    """Driver and container toolkit on every node, the way a real node gets them (deploys/bringup.py)."""
-    if nodes.ready():
-        return
-    env = {**os.environ, "HGXKIT_SIM_CLUSTER": cluster, "PYINFRA_PROGRESS": "off"}
-    pyinfra = str(Path(sys.executable).parent / "pyinfra")
-    done = subprocess.run([pyinfra, "-y", "inventories/sim.py", "deploys/bringup.py"], cwd=ROOT, env=env,
-                          capture_output=True, text=True, check=False)  # fmt: skip
-    if done.returncode != 0 or not nodes.ready():
-        tail = (done.stdout + done.stderr).strip().splitlines()[-5:]
-        raise SystemExit(f"deploy_sweep: bring-up of cluster {cluster} failed: {' | '.join(tail)}")
-
-
 def run(cases: list[Case], cluster: str, keep: bool, out: Callable[[str], None] = print) -> int:
     """Sweep `cases` on `cluster`; print a line per post and the count; return the number of failures."""
     began = time.monotonic()
     nodes = SweepNodes.up(cluster, count=2)
     try:
-        bring_up(cluster, nodes)
+        nodes.bring_up()
         nodes.pull_standins()
         setup = time.monotonic() - began
         out(f"deploy sweep: {len(cases)} imported posts on cluster {cluster} (2 nodes), set-up {setup:.0f} s")

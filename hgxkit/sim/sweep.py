@@ -24,16 +24,19 @@ from __future__ import annotations
 
 import io
 import itertools
+import os
 import posixpath
 import re
 import shlex
+import subprocess
+import sys
 import tarfile
 import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from hgxkit.errors import InputError
+from hgxkit.errors import HgxkitError, InputError
 from hgxkit.recipe.dump import dump_recipe
 from hgxkit.recipe.importing.importer import ImportOptions, import_post
 from hgxkit.recipe.model import Recipe
@@ -176,6 +179,20 @@ class SweepNodes:
         """True when every node has its GPUs, the container toolkit and the stand-ins."""
         check = "nvidia-smi -L >/dev/null && docker info 2>/dev/null | grep -q nvidia"
         return all(self.sh(i, check)[0] == 0 for i in range(len(self.containers)))
+
+    def bring_up(self) -> None:
+        """Driver and container toolkit on every node, the way a real node gets them (`pyinfra -y
+        inventories/sim.py deploys/bringup.py`); nothing when they are there."""
+        if self.ready():
+            return
+        root = Path(__file__).resolve().parents[2]
+        env = {**os.environ, "HGXKIT_SIM_CLUSTER": self.cluster, "PYINFRA_PROGRESS": "off"}
+        pyinfra = str(Path(sys.executable).parent / "pyinfra")
+        done = subprocess.run([pyinfra, "-y", "inventories/sim.py", "deploys/bringup.py"], cwd=root, env=env,
+                              capture_output=True, text=True, check=False)  # fmt: skip
+        if done.returncode != 0 or not self.ready():
+            tail = (done.stdout + done.stderr).strip().splitlines()[-5:]
+            raise HgxkitError(f"bring-up of cluster {self.cluster} failed: {' | '.join(tail)}")
 
     def pull_standins(self) -> None:
         for index in range(len(self.containers)):

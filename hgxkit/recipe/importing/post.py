@@ -169,6 +169,14 @@ def is_command_start(text: str) -> bool:
             or program.endswith(".sh"))  # fmt: skip
 
 
+def _redirection_continues(previous: str) -> bool:
+    """True when a line starting with `>` after `previous` is the rest of a shell command: `previous` continues
+    with a backslash and is itself neither quoted (`> ` reply) nor prompted (`$ `, whose continuation lines get
+    PS2's `> `)."""
+    stripped = previous.strip()
+    return stripped.endswith("\\") and not _QUOTE_PREFIX.match(previous) and not stripped.startswith("$")
+
+
 class _Cleaner:
     """One pass over a post's lines: fences, quotes, inline code and prompts blanked, columns kept."""
 
@@ -185,7 +193,10 @@ class _Cleaner:
         block = 0
         root_candidates: list[int] = []
         for index, line in enumerate(self.lines):
-            text = _blank(line, 0, _QUOTE_PREFIX.match(line).end() if _QUOTE_PREFIX.match(line) else 0)
+            quoted = _QUOTE_PREFIX.match(line)
+            if quoted and _redirection_continues(self.lines[index - 1] if index else ""):
+                quoted = None  # `cmd \` then `  > out.log 2>&1 &`: the command's redirection, not a quote or PS2
+            text = _blank(line, 0, quoted.end() if quoted else 0)
             fence = FENCE_RE.match(text)
             if fence and "```" not in fence.group(3):
                 in_fence = not in_fence

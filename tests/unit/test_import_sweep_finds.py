@@ -1,7 +1,8 @@
-"""Two import bugs of issue 24 (the deployability sweep found them): a `docker run --entrypoint` in front of a
-server launch becomes what Docker runs (the launch as the container's program) or is refused naming
+"""Import bugs of issue 24 found while making imported posts deployable: a `docker run --entrypoint` in front of
+a server launch becomes what Docker runs (the launch as the container's program) or is refused naming
 `--entrypoint`; a variable a post sets in one fence reaches every later fence, in document order, as a reader
-pasting the fences into one shell would."""
+pasting the fences into one shell would; a continuation line `> out.log 2>&1 &` is the command's redirection,
+not a quoted reply or a PS2 prompt (it became a server argument)."""
 
 from __future__ import annotations
 
@@ -118,3 +119,28 @@ def test_an_empty_entrypoint_runs_the_command_as_the_program() -> None:
     assert argv[argv.index("lmsysorg/sglang:latest") + 1 :][:3] == ["python3", "-m", "sglang.launch_server"]
     assert "p.md:1: `--entrypoint \"\"` dropped: the container runs the launch `python3 -m sglang.launch_server " \
         "--model-path Qwen/Qwen2.5-7B` as its program, as Docker would" in outcome.notes  # fmt: skip
+
+
+# --- `cmd \` then `    > out.log 2>&1 &` ---
+
+REDIRECTED = """export NCCL_SOCKET_IFNAME=lo
+
+CUDA_VISIBLE_DEVICES=0 \\
+vllm serve /srv/models/Qwen3-1.7B \\
+    --port 8888 \\
+    > ./logs/model_output.log 2>&1 &
+"""
+
+
+def test_a_redirection_on_a_continuation_line_is_dropped_not_an_argument() -> None:
+    outcome = import_post([("p.sh", REDIRECTED)], ImportOptions(image=VLLM))
+    assert outcome.recipe.server.words() == ["--model", "/srv/models/Qwen3-1.7B", "--port", "8888"]
+    assert "p.sh:6: redirection `>./logs/model_output.log` dropped (the server's output goes to docker logs)" \
+        in outcome.notes  # fmt: skip
+
+
+def test_ps2_and_quoted_continuation_lines_still_lose_their_marker() -> None:
+    ps2 = f"$ docker run --gpus all \\\n> -p 8000:8000 {VLLM} \\\n> --model /m\n"
+    quoted = f"> docker run --gpus all \\\n> -p 8000:8000 {VLLM} --model org/m\n"
+    assert "-p 8000:8000" in " ".join(_argv(ps2, model_repo="org/m"))
+    assert "-p 8000:8000" in " ".join(_argv(quoted))
