@@ -239,8 +239,10 @@ def _start(nodes: SweepNodes, index: int, recipe: Recipe, spec: ContainerSpec) -
     if model.local_dir and not model.local_dir.endswith(MODEL_FILES):
         # A model the post keeps in its own host directory (no Hub id) gets the files of one named after it.
         repo = model.repo_id or f"local/{posixpath.basename(model.local_dir.rstrip('/'))}"
-        nodes.sh(index, f"mkdir -p {shlex.quote(model.local_dir)}")
-        nodes.containers[index].put_archive(model.local_dir, model_files(repo))
+        folder = shlex.quote(model.local_dir)  # under the node's tmpfs, which Docker's archive API does not see
+        code, out = nodes.sh(index, f"mkdir -p {folder} && tar -xf - -C {folder}", stdin=model_files(repo))
+        if code != 0:
+            return f"placing the model in {model.local_dir} on node{index + 1} failed: {out.strip()[-200:]}"
     for path in mount_sources(argv):
         nodes.sh(index, f"mkdir -p {shlex.quote(path)}")
     folder = f"{STATE_DIR}/replace/{spec.name}"

@@ -144,3 +144,26 @@ def test_ps2_and_quoted_continuation_lines_still_lose_their_marker() -> None:
     quoted = f"> docker run --gpus all \\\n> -p 8000:8000 {VLLM} --model org/m\n"
     assert "-p 8000:8000" in " ".join(_argv(ps2, model_repo="org/m"))
     assert "-p 8000:8000" in " ".join(_argv(quoted))
+
+
+def test_a_launch_variable_set_without_export_right_above_a_launch_is_refused() -> None:
+    lost = REDIRECTED.replace("CUDA_VISIBLE_DEVICES=0 \\\n", "CUDA_VISIBLE_DEVICES=0\n")
+    with pytest.raises(InputError) as caught:
+        import_post([("p.sh", lost)], ImportOptions(image=VLLM))
+    assert caught.value.message == (
+        "p.sh: line 3, column 1: CUDA_VISIBLE_DEVICES=0 is set without export right above the launch at line 4, so "
+        "the server would not see it; a continuation backslash may be missing (end the line with `\\`, or write "
+        "`export CUDA_VISIBLE_DEVICES=…`)"
+    )
+    exported = lost.replace("CUDA_VISIBLE_DEVICES=0\n", "export CUDA_VISIBLE_DEVICES=0\n")
+    assert "--gpus" in _argv(exported, image=VLLM)
+
+
+def test_a_command_commented_out_line_by_line_is_a_comment_not_a_root_prompt() -> None:
+    post = ("# python -m sglang.launch_server \\\n#     --model-path org/old \\\n#     --port 30003\n\n"
+            "python -m sglang.launch_server --model org/new --port 30004\n")  # fmt: skip
+    outcome = import_post([("p.sh", post)], ImportOptions(image="lmsysorg/sglang:v0.5.2"))
+    assert outcome.recipe.model.repo_id == "org/new"
+    assert not [n for n in outcome.notes if "prompt '#' removed" in n]
+    root = "# python -m sglang.launch_server --model org/m --port 30004\n"  # a root shell's prompt, as before
+    assert import_post([("p.txt", root)], ImportOptions(image="lmsysorg/sglang:v0.5.2")).recipe.model.repo_id == "org/m"

@@ -251,15 +251,22 @@ class _Cleaner:
             root_candidates.append(index)
         return text
 
+    def _commented_out(self, index: int) -> bool:
+        """`# cmd \\` followed by `#   --flag …`: a command commented out line by line (a root shell's
+        continuation lines would have no `#`; PS2 gives `> `)."""
+        following = self.lines[index + 1].strip() if index + 1 < len(self.lines) else ""
+        return self.lines[index].rstrip().endswith("\\") and following.startswith("#")
+
     def _root_prompts(self, clean: list[str], candidates: list[int]) -> None:
-        """`# cmd` is a root prompt only where its block has no other command (else it is a comment)."""
+        """`# cmd` is a root prompt only where its block has no other command and it is not a command commented
+        out line by line (else it is a comment)."""
         chosen = set(candidates)
         commands: dict[int, int] = {}  # block -> command lines that are not `# cmd` lines
         for index, text in enumerate(clean):
             if index not in chosen and is_command_start(text.strip()):
                 commands[self.block[index]] = commands.get(self.block[index], 0) + 1
         for index in candidates:
-            if commands.get(self.block[index]):
+            if commands.get(self.block[index]) or self._commented_out(index):
                 continue
             text = clean[index]
             offset = len(text) - len(text.lstrip())
