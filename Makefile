@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 # The demo node's cluster (`hgxkit sim down --cluster $(HGXKIT_SIM_CLUSTER)` removes it).
 HGXKIT_SIM_CLUSTER ?= demo
 
-.PHONY: host host-test venv demo test unit e2e lint map bench clean
+.PHONY: host host-test venv demo test unit e2e lint map bench sweep clean
 
 ## host: this machine's packages, dockerd and lxcfs for the simulated nodes (stdlib only: runs before .venv);
 ## a no-op when all is there. As root on Debian/Ubuntu it installs and starts what is missing; elsewhere it
@@ -46,6 +46,10 @@ unit: venv
 ## bench: the end-to-end checks too slow for `make test` (a 1 GB image pulled through a shaped link, ~4 min)
 bench: venv host-test
 	HGXKIT_BENCH=1 $(BIN)/python -m pytest tests/e2e/test_pull_progress.py
+
+## sweep: every corpus post that imports, started on two simulated nodes with the stand-in image (~10 min)
+sweep: venv host-test
+	$(BIN)/python bench/deploy_sweep.py
 
 lint: venv
 	$(BIN)/ruff check .
