@@ -27,7 +27,6 @@ import itertools
 import os
 import posixpath
 import re
-import shlex
 import subprocess
 import sys
 import tarfile
@@ -36,7 +35,10 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from pyinfra.api import StringCommand
+
 from hgxkit.errors import HgxkitError, InputError
+from hgxkit.hostcmd import argv, script
 from hgxkit.recipe.dump import dump_recipe
 from hgxkit.recipe.importing.importer import ImportOptions, import_post
 from hgxkit.recipe.model import Recipe
@@ -111,11 +113,11 @@ def secret_names(recipe: Recipe) -> set[str]:
     return {m.group(1) for w in words for m in re.finditer(r"\{\{env:([A-Za-z_][A-Za-z0-9_]*)\}\}", w)}
 
 
-def mount_sources(argv: list[str]) -> list[str]:
-    """The host paths a literal `docker run` argv binds with `--mount type=bind` (Docker refuses a missing one;
+def mount_sources(words: list[str]) -> list[str]:
+    """The host paths a literal `docker run` words binds with `--mount type=bind` (Docker refuses a missing one;
     `-v` creates its own)."""
     sources = []
-    for word, value in itertools.pairwise(argv):
+    for word, value in itertools.pairwise(words):
         if word == "--mount":
             fields = dict(f.partition("=")[::2] for f in value.split(","))
             if fields.get("type", "volume") == "bind":
@@ -161,13 +163,13 @@ class SweepNodes:
         containers = [client.containers.get(simnodes._container_name(cluster, f"node{i}")) for i in range(1, count + 1)]
         return cls(cluster, containers)
 
-    def sh(self, index: int, command: str, stdin: bytes | None = None) -> tuple[int, str]:
-        """(exit code, output) of `command` in node `index` (0-based)."""
+    def sh(self, index: int, command: StringCommand, stdin: bytes | None = None) -> tuple[int, str]:
+        """(exit code, output) of `command` (hgxkit.hostcmd's argv/script) in node `index` (0-based)."""
         node = self.containers[index]
         if stdin is not None:
             node.put_archive("/tmp", _tar({"hgxkit-sweep-stdin": stdin}))
-            command = f"{command} < /tmp/hgxkit-sweep-stdin"
-        code, out = node.exec_run(["sh", "-c", command])
+            command = script("{cmd} < /tmp/hgxkit-sweep-stdin", cmd=command)
+        code, out = node.exec_run(["sh", "-c", str(command)])
         return int(code), out.decode(errors="replace")
 
     def address(self, index: int) -> str:
@@ -177,7 +179,7 @@ class SweepNodes:
 
     def ready(self) -> bool:
         """True when every node has its GPUs, the container toolkit and the stand-ins."""
-        check = "nvidia-smi -L >/dev/null && docker info 2>/dev/null | grep -q nvidia"
+        check = script("nvidia-smi -L >/dev/null && docker info 2>/dev/null | grep -q nvidia")
         return all(self.sh(i, check)[0] == 0 for i in range(len(self.containers)))
 
     def bring_up(self) -> None:
@@ -197,13 +199,16 @@ class SweepNodes:
     def pull_standins(self) -> None:
         for index in range(len(self.containers)):
             for ref in STANDINS.values():
-                code, out = self.sh(index, f"docker pull -q {shlex.quote(ref)}")
+                code, out = self.sh(index, argv("docker", "pull", "-q", ref))
                 if code != 0:
                     raise InputError(f"node{index + 1}: docker pull {ref} failed: {out.strip()[-200:]}")
 
     def clean(self) -> None:
         for index in range(len(self.containers)):
-            self.sh(index, f"docker rm -f $(docker ps -aq --filter label={MANAGED_LABEL}) >/dev/null 2>&1; true")
+            gone = script(
+                "docker rm -f $(docker ps -aq --filter {label}) >/dev/null 2>&1; true", label=f"label={MANAGED_LABEL}"
+            )
+            self.sh(index, gone)
 
 
 def deploy(nodes: SweepNodes, case: Case, timeout_s: float = HEALTH_TIMEOUT_S) -> Result:
@@ -221,36 +226,37 @@ def deploy(nodes: SweepNodes, case: Case, timeout_s: float = HEALTH_TIMEOUT_S) -
             for spec in specs:
                 cause = _start(nodes, index, recipe, spec)
                 if cause:
-                    return Result(case.name, False, cause)
+                    return Result(case.name, False, _cause(cause))
                 count += 1
         for index, specs in placed:
             for spec in specs:
                 cause = _wait_health(nodes, index, spec, started + timeout_s)
                 if cause:
-                    return Result(case.name, False, cause)
+                    return Result(case.name, False, _cause(cause))
         return Result(case.name, True, "", count, time.monotonic() - started)
     finally:
         nodes.clean()
 
 
 def _start(nodes: SweepNodes, index: int, recipe: Recipe, spec: ContainerSpec) -> str:
-    argv = spec.final_argv()
+    words = spec.final_argv()
     model = recipe.model
     if model.local_dir and not model.local_dir.endswith(MODEL_FILES):
         # A model the post keeps in its own host directory (no Hub id) gets the files of one named after it.
         repo = model.repo_id or f"local/{posixpath.basename(model.local_dir.rstrip('/'))}"
-        folder = shlex.quote(model.local_dir)  # under the node's tmpfs, which Docker's archive API does not see
-        code, out = nodes.sh(index, f"mkdir -p {folder} && tar -xf - -C {folder}", stdin=model_files(repo))
+        unpack = script("mkdir -p {dir} && tar -xf - -C {dir}", dir=model.local_dir)  # the archive API misses tmpfs
+        code, out = nodes.sh(index, unpack, stdin=model_files(repo))
         if code != 0:
             return f"placing the model in {model.local_dir} on node{index + 1} failed: {out.strip()[-200:]}"
-    for path in mount_sources(argv):
-        nodes.sh(index, f"mkdir -p {shlex.quote(path)}")
+    for path in mount_sources(words):
+        nodes.sh(index, argv("mkdir", "-p", path))
     folder = f"{STATE_DIR}/replace/{spec.name}"
     for name, text in spec.secret_files().items():
-        code, out = nodes.sh(index, f"mkdir -p {folder} && umask 077 && cat > {folder}/{name}", stdin=text.encode())
+        write = script("mkdir -p {folder} && umask 077 && cat > {file}", folder=folder, file=f"{folder}/{name}")
+        code, out = nodes.sh(index, write, stdin=text.encode())
         if code != 0:
             return f"writing {folder}/{name} on node{index + 1} failed: {out.strip()[-200:]}"
-    code, out = nodes.sh(index, shlex.join(argv) + " 2>&1")
+    code, out = nodes.sh(index, script("{cmd} 2>&1", cmd=argv(*words)))
     if code != 0:
         last = [line for line in out.strip().splitlines() if line.strip()]
         return f"node{index + 1}: docker run {spec.name}: {(last[-1] if last else f'exit {code}')[-300:]}"
@@ -258,25 +264,33 @@ def _start(nodes: SweepNodes, index: int, recipe: Recipe, spec: ContainerSpec) -
 
 
 def _wait_health(nodes: SweepNodes, index: int, spec: ContainerSpec, deadline: float) -> str:
-    name = shlex.quote(spec.name)
+    name = spec.name
     url = spec.health_url
     if spec.labels.get("hgxkit.rank", "0") != "0":
         url = ""  # a rank >= 1 answers through the head
     while True:
-        state = nodes.sh(index, f"docker inspect -f '{{{{.State.Status}}}} {{{{.State.ExitCode}}}}' {name}")[1].split()
+        state = nodes.sh(index, argv("docker", "inspect", "-f", "{{.State.Status}} {{.State.ExitCode}}", name))[
+            1
+        ].split()
         if state[:1] != ["running"]:
             return f"node{index + 1}: {spec.name} {' '.join(state) or 'is gone'}: {_last_log(nodes, index, name)}"
-        if not url or nodes.sh(index, f"curl -fsS -m 5 -o /dev/null {shlex.quote(url)}")[0] == 0:
+        if not url or nodes.sh(index, argv("curl", "-fsS", "-m", "5", "-o", "/dev/null", url))[0] == 0:
             return ""
         if time.monotonic() > deadline:
             return f"node{index + 1}: {url} did not answer in time: {_last_log(nodes, index, name)}"
         time.sleep(1.0)
 
 
+def _cause(text: str) -> str:
+    """A failure's cause, marked when it is the stand-in's own simulated check rather than what the real engine
+    would say (a gap of the simulation, not of the post)."""
+    return f"stand-in's simulated check, not the engine's: {text}" if "simulated check" in text else text
+
+
 def _last_log(nodes: SweepNodes, index: int, name: str) -> str:
     from hgxkit.runfailure import escape_control
 
-    out = nodes.sh(index, f"docker logs --tail 5 {name} 2>&1")[1]
+    out = nodes.sh(index, script("{cmd} 2>&1", cmd=argv("docker", "logs", "--tail", "5", name)))[1]
     lines = [line.strip() for line in out.splitlines() if line.strip()]
     return escape_control(lines[-1][-300:]) if lines else "(no log)"
 

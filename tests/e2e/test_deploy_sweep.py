@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 from sim_steps import cluster_name
 
+from hgxkit.hostcmd import argv
 from hgxkit.sim.sweep import Case, SweepNodes, deploy
 
 pytestmark = pytest.mark.e2e
@@ -65,8 +66,9 @@ def test_the_sample_of_the_corpus_starts_and_answers_health(nodes: SweepNodes) -
 def test_a_memlock_unlimited_container_starts_and_says_what_the_node_fitted(nodes: SweepNodes) -> None:
     result = deploy(nodes, Case("mount.md", MOUNT))
     assert result.ok, result.line()
-    code, out = nodes.sh(0, "docker run --rm --ulimit memlock=-1 --ulimit stack=67108864 --privileged --ipc=host "
-                            "--network=host --shm-size 64g lmsysorg/sglang:hgxkit-sweep sh -c 'echo $HGXKIT_SIM_CLAMPED'")  # fmt: skip
+    code, out = nodes.sh(0, argv("docker", "run", "--rm", "--ulimit", "memlock=-1", "--ulimit", "stack=67108864",
+                                 "--privileged", "--ipc=host", "--network=host", "--shm-size", "64g",
+                                 "lmsysorg/sglang:hgxkit-sweep", "sh", "-c", "echo $HGXKIT_SIM_CLAMPED"))  # fmt: skip
     assert code == 0, out
     clamped = out.strip()
     assert clamped == "" or clamped.startswith("memlock=-1:-1>"), clamped  # the CI machine: memlock=-1:-1>8388608:…
