@@ -47,7 +47,7 @@ from hgxkit.serving.containers import MANAGED_LABEL, ContainerSpec, container_sp
 
 STANDINS = {"sglang": "lmsysorg/sglang:hgxkit-sweep", "vllm": "vllm/vllm-openai:hgxkit-sweep"}
 FAKE_SECRET = "hgxkit-sweep-not-a-secret"
-HEALTH_TIMEOUT_S = 90.0
+HEALTH_TIMEOUT_S = 60.0
 STATE_DIR = "/var/lib/hgxkit/serve"
 MODEL_FILES = (".gguf", ".safetensors", ".bin")  # a model given as one file: left as the post has it
 
