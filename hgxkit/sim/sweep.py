@@ -258,8 +258,9 @@ def _start(nodes: SweepNodes, index: int, recipe: Recipe, spec: ContainerSpec) -
             return f"writing {folder}/{name} on node{index + 1} failed: {out.strip()[-200:]}"
     code, out = nodes.sh(index, script("{cmd} 2>&1", cmd=argv(*words)))
     if code != 0:
-        last = [line for line in out.strip().splitlines() if line.strip()]
-        return f"node{index + 1}: docker run {spec.name}: {(last[-1] if last else f'exit {code}')[-300:]}"
+        lines = [line for line in out.strip().splitlines() if line.strip() and not line.startswith("See 'docker")]
+        said = next((line for line in lines if line.startswith("docker: ")), lines[-1] if lines else f"exit {code}")
+        return f"node{index + 1}: docker run {spec.name}: {said[-300:]}"
     return ""
 
 

@@ -137,3 +137,13 @@ def test_a_recipe_the_loader_refuses_is_a_failure_naming_it() -> None:
 def test_result_lines() -> None:
     assert Result("a.txt", True, "", 2, 4.06).line() == "ok     a.txt: 2 container(s) answered health in 4.1 s"
     assert Result("b.txt", False, "node1: docker run x: boom").line() == "FAIL   b.txt: node1: docker run x: boom"
+
+
+def test_the_sglang_standin_accepts_the_flags_the_sweep_found_it_lacking() -> None:
+    """006 (`--torch-compile-max-bs 8`) and 027 (`--tool-call-parser glm47`) failed on the stand-in only."""
+    from hgxkit.sim.standin.sglang.args import build_parser
+
+    ns = build_parser("sglang").parse_args(
+        ["--model-path", "/m", "--enable-torch-compile", "--torch-compile-max-bs", "8", "--tool-call-parser", "glm47"]
+    )
+    assert (ns.torch_compile_max_bs, ns.tool_call_parser) == (8, "glm47")
