@@ -29,7 +29,7 @@ sys.path.insert(0, str(ROOT / "tests" / "unit"))
 SAMPLE = (
     "002-sglang-dsv3-readme-docker-pull-run.txt",
     "007-vllm-docs-v042-docker-dollar-prompt.txt",
-    "085-sglang-issue-h200-dsv32-docker-prose-chatter.txt",
+    "085-sglang-issue-h200-dsv32-docker-prose-starts-with-while.txt",
     "c01-sglang-docker-compose.yaml",
 )
 MOUNT = """```
