@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 # The demo node's cluster (`hgxkit sim down --cluster $(HGXKIT_SIM_CLUSTER)` removes it).
 HGXKIT_SIM_CLUSTER ?= demo
 
-.PHONY: host host-test venv demo test unit e2e lint map bench faults soak soak-killed clean
+.PHONY: host host-test venv demo test unit e2e lint map bench faults soak soak-killed sweep clean
 
 ## host: this machine's packages, dockerd and lxcfs for the simulated nodes (stdlib only: runs before .venv);
 ## a no-op when all is there. As root on Debian/Ubuntu it installs and starts what is missing; elsewhere it
@@ -69,6 +69,10 @@ soak-killed: venv host-test
 	HGXKIT_KILLED_REPLACE_ROUNDS=$(ROUNDS) $(BIN)/python -m pytest \
 	  "tests/e2e/test_serving.py::test_a_killed_replace_finishes_and_a_second_run_is_refused"; rc=$$?; \
 	kill $$s; exit $$rc
+
+## sweep: every corpus post that imports, started on two simulated nodes with the stand-in image (~10 min)
+sweep: venv host-test
+	$(BIN)/python bench/deploy_sweep.py
 
 lint: venv
 	$(BIN)/ruff check .

@@ -9,6 +9,10 @@ Container settings that work on machines where `--privileged` is refused (checke
 cap_add ALL minus SYS_RESOURCE, seccomp/apparmor unconfined, device cgroup rule `a *:* rwm`, a writable
 /sys/fs/cgroup bind mount with the host cgroup namespace, tmpfs on /run and /run/lock, restart policy
 `always` (so `reboot` inside the node restarts it) and lxcfs's /proc/uptime (so pyinfra sees the uptime fall).
+Without CAP_SYS_RESOURCE no container on such a machine gets more than the host's own hard limits (8 MiB of
+locked memory here), so the node's runc is a wrapper (data/rootfs/usr/local/sbin/runc) that starts what a real
+HGX node's Docker starts, `--ulimit memlock=-1` and `--privileged` included, within what the node has (and says so
+in the container's HGXKIT_SIM_CLAMPED).
 
 Example:
     >>> from hgxkit.sim.nodes import up, status, down

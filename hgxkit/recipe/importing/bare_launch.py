@@ -35,7 +35,7 @@ from hgxkit.recipe.dockerrun import ParsedRun, parse_option_words
 from hgxkit.recipe.importing.commands import Simple
 from hgxkit.recipe.importing.reading import Candidate, Reading
 from hgxkit.recipe.importing.variables import Scope
-from hgxkit.recipe.network_env import host_interface_settings
+from hgxkit.recipe.network_env import NETWORK_ENV, host_interface_settings
 from hgxkit.recipe.server_args import group_args, is_flag
 from hgxkit.recipe.shellwords import shell_value
 
@@ -73,12 +73,34 @@ def bare_run(
         image = KINDS[kind].default_image
         notes.append(f"{simple.where()}: a bare launch; the image is {kind}'s {image} (give --image REF to choose)")
     scope = Scope.before(reading.simples, simple)
+    _refuse_unexported(scope, simple)
     environment = {name: d.value for name, d in scope.exported().items()}
     prefix = [f"{name}={value}" for name, value in simple.assignments.items()]
     run, more = docker_run_for(prefix, words, kind=KINDS[kind], image=image, environment=environment,
                                where=simple.where())  # fmt: skip
     notes += more
     return run, kind
+
+
+# Variables only the server process reads: set without `export` right above a launch, they reach no one.
+_LAUNCH_ENV = frozenset({"CUDA_VISIBLE_DEVICES", *NETWORK_ENV})
+
+
+def _refuse_unexported(scope: Scope, simple: Simple) -> None:
+    """Refuse `CUDA_VISIBLE_DEVICES=0` (or a network variable) set on the line right above a launch without
+    `export`: the shell keeps it to itself, so the server never sees it; the post most likely lost the
+    continuation backslash that made it the launch's prefix (or the `export`). Not guessed either way."""
+    for name in sorted(_LAUNCH_ENV - set(simple.assignments)):
+        found = scope.definitions.get(name)
+        if found is None or found.exported or found.line != simple.first_line - 1:
+            continue
+        if any(f"${name}" in word or "${" + name in word for word in simple.texts):
+            continue  # read by the command itself: an ordinary shell variable
+        raise InputError(
+            f"{simple.command.post.name}: line {found.line}, column 1: {name}={found.value} is set without export "
+            f"right above the launch at line {simple.first_line}, so the server would not see it; a continuation "
+            f"backslash may be missing (end the line with `\\`, or write `export {name}=…`)"
+        )
 
 
 # What names an image for an H200 (Hopper) node, or for other hardware, in its tag or the comment above its pull.

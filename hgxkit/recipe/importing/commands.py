@@ -94,7 +94,6 @@ class SimpleIndex:
     position: dict[int, int]  # id(simple) -> its index
     definitions: tuple[int, ...]  # indexes of assignments and exports
     cds: tuple[int, ...]  # indexes of `cd` commands
-    server_fences: dict[int, frozenset[int]]  # id(post) -> the fences that start a server of their own
 
 
 _LAST_INDEX: list[tuple[Sequence[Simple], int, SimpleIndex]] = []
@@ -104,16 +103,10 @@ def simple_index(simples: Sequence[Simple]) -> SimpleIndex:
     """The index of `simples`, made once per list (the last list's is kept while it keeps its length)."""
     if _LAST_INDEX and _LAST_INDEX[0][0] is simples and _LAST_INDEX[0][1] == len(simples):
         return _LAST_INDEX[0][2]
-    fences: dict[int, set[int]] = {}
-    for simple in simples:
-        post = simple.command.post
-        if simple.kind in ("server", "docker-run", "engine") and post.fences:
-            fences.setdefault(id(post), set()).add(post.fences[simple.first_line - 1])
     index = SimpleIndex(
         position={id(simple): n for n, simple in enumerate(simples)},
         definitions=tuple(n for n, simple in enumerate(simples) if simple.kind in ("assign", "export")),
         cds=tuple(n for n, simple in enumerate(simples) if simple.words and simple.words[0].text == "cd"),
-        server_fences={post: frozenset(found) for post, found in fences.items()},
     )
     _LAST_INDEX[:] = [(simples, len(simples), index)]
     return index

@@ -372,6 +372,12 @@ class DockerRun:
             )
             reading.servers.append(Candidate(simple, "broken", error=error))
         else:
+            if _entrypoint(run) is not None:
+                try:
+                    run, words, notes = _launch_as_program(run, reading.kind, simple.where())
+                except InputError as err:
+                    reading.servers.append(Candidate(simple, "broken", error=err))
+                    return
             kind = _kind_of(run, words, reading.kind)
             reading.servers.append(Candidate(simple, role, kind, run=run, words=words, notes=notes))
 
@@ -450,12 +456,56 @@ DOCKER_RUN = DockerRun()
 DOCKER_IMAGES = DockerImages()
 
 
+def _entrypoint(run: ParsedRun) -> str | None:
+    """The value of the run's `--entrypoint`, if it has one."""
+    return next((u.value for e in run.entries for u in e.uses if canonical(u.option.name) == "--entrypoint"), None)
+
+
+def _launch_as_program(run: ParsedRun, kind: str | None, where: str) -> tuple[ParsedRun, list[str], list[str]]:
+    """A server `docker run --entrypoint EP IMAGE ARGS…` as what Docker runs: EP with ARGS. When that is one
+    plain server launch (`--entrypoint /bin/sh IMAGE -c "vllm serve M"`, `--entrypoint vllm IMAGE serve M`), the
+    launch is the container's program and `--entrypoint` goes: the image's own entrypoint when the launch starts
+    with it (vLLM's `vllm serve`: the container gets its arguments), else an image without one (SGLang's) runs
+    the launch as its command. Anything else (a script around the server, a launch the image's entrypoint would
+    not run) is refused naming `--entrypoint`: kept, the recipe would run something other than what it shows."""
+    entrypoint = shell_value(_entrypoint(run) or "")
+    full = [entrypoint, *run.command] if entrypoint else list(run.command)  # `--entrypoint ""`: none, the command runs
+    written = entrypoint or '""'
+    notes: list[str] = []
+    if posixpath.basename(entrypoint) in {posixpath.basename(s) for s in _SHELLS}:
+        inner = _inner_command(full[2]) if len(full) == 3 and full[1] == "-c" else None
+        if inner is None:
+            raise InputError(
+                f"{where}: `--entrypoint {written}` runs a script around the server ({' '.join(full)[:60]!r}), not "
+                "one server launch: give the launch as the container's command, without --entrypoint"
+            )
+        full = inner
+    launched = next((k for k in KINDS.values() if k.launches(python_program(full))), None)
+    image_kind = kind or _image_kind(run.image)
+    prefix = list(KINDS[image_kind].image_entrypoint) if image_kind in KINDS else []
+    shown = " ".join(full)[:60]
+    if launched is None:
+        raise InputError(
+            f"{where}: `--entrypoint {written}` makes the container run `{shown}`, not a server launch hgxkit "
+            "reads: give the launch as the container's command, without --entrypoint"
+        )
+    if prefix and full[: len(prefix)] != prefix:
+        raise InputError(f"{where}: `--entrypoint {written}` replaces the image's entrypoint `{' '.join(prefix)}` "
+                         f"to run `{shown}`; a recipe keeps the image's: give the launch as `{' '.join(prefix)}`'s "
+                         "arguments, without --entrypoint")  # fmt: skip
+    entries = tuple(e for e in run.entries if not any(canonical(u.option.name) == "--entrypoint" for u in e.uses))
+    notes.append(f"{where}: `--entrypoint {written}` dropped: the container runs the launch `{shown}` as its "
+                 "program, as Docker would")  # fmt: skip
+    if prefix:
+        notes.append(f"{where}: `{' '.join(prefix)}` is the image's entrypoint; the container gets its arguments")
+        full = full[len(prefix) :]
+    return replace(run, entries=entries), full, notes
+
+
 def _container_role(run: ParsedRun, kind: str | None, where: str) -> tuple[str, list[str], list[str]]:
     """What a `docker run` runs: (server | bench | shell | job | unknown, the container command, notes)."""
     words = list(run.command)
-    entrypoint = next(
-        (u.value for e in run.entries for u in e.uses if canonical(u.option.name) == "--entrypoint"), None
-    )
+    entrypoint = _entrypoint(run)
     if entrypoint is not None and posixpath.basename(shell_value(entrypoint)) in {
         posixpath.basename(s) for s in _SHELLS
     }:

@@ -51,7 +51,15 @@ from hgxkit.recipe.importing.documents import read_documents
 from hgxkit.recipe.importing.formats import DOCUMENT_FORMATS, SCRIPT_FORMATS, format_of
 from hgxkit.recipe.importing.group_join import join_groups
 from hgxkit.recipe.importing.model_placement import DEFAULT_MODELS_DIR, place_model
-from hgxkit.recipe.importing.outcome import ImportOutcome, ImportRefused, Report, account_lines, finish, place
+from hgxkit.recipe.importing.outcome import (
+    ImportOutcome,
+    ImportRefused,
+    LineAccount,
+    Report,
+    account_lines,
+    finish,
+    place,
+)
 from hgxkit.recipe.importing.post import PostFile, find_commands, read_post
 from hgxkit.recipe.importing.reading import Candidate, Reading
 from hgxkit.recipe.importing.variables import Scope
@@ -86,7 +94,10 @@ class ImportOptions:
 def import_post(files: Sequence[tuple[str, str]], options: ImportOptions | None = None) -> ImportOutcome:
     """Import one recipe from the posts `files` ((name, text) pairs, read in order); a refusal is an
     `ImportRefused` (an InputError) that holds its place and the account of the lines read."""
-    importer = _Importer(files, options or ImportOptions())
+    try:
+        importer = _Importer(files, options or ImportOptions())
+    except InputError as err:  # refused while reading (a file too long, a document that cannot be read)
+        raise _refused_unread(err.message, files) from None
     try:
         return importer.run()
     except ImportRefused:
@@ -99,6 +110,15 @@ def import_post(files: Sequence[tuple[str, str]], options: ImportOptions | None 
 
 
 Built = tuple[Candidate, Recipe, list[str]]  # a serving command, the recipe it would be, its notes
+
+
+def _refused_unread(message: str, files: Sequence[tuple[str, str]]) -> ImportRefused:
+    """A refusal made before the posts' commands were read: every line is set aside, saying so (the one the
+    refusal names is `refused`), so `--explain` and `--json` still account for each."""
+    why = f"not read: the import was refused first ({message})"
+    lines = tuple(LineAccount(name, number, line, "set aside", why=why)
+                  for name, text in files for number, line in enumerate(text.split("\n"), 1))  # fmt: skip
+    return ImportRefused(message, lines, {name: tuple(text.split("\n")) for name, text in files})
 
 
 class _Importer:

@@ -170,6 +170,14 @@ def is_command_start(text: str) -> bool:
             or program.endswith(".sh"))  # fmt: skip
 
 
+def _redirection_continues(previous: str) -> bool:
+    """True when a line starting with `>` after `previous` is the rest of a shell command: `previous` continues
+    with a backslash and is itself neither quoted (`> ` reply) nor prompted (`$ `, whose continuation lines get
+    PS2's `> `)."""
+    stripped = previous.strip()
+    return stripped.endswith("\\") and not _QUOTE_PREFIX.match(previous) and not stripped.startswith("$")
+
+
 class _Cleaner:
     """One pass over a post's lines: fences, quotes, inline code and prompts blanked, columns kept."""
 
@@ -186,7 +194,10 @@ class _Cleaner:
         block = 0
         root_candidates: list[int] = []
         for index, line in enumerate(self.lines):
-            text = _blank(line, 0, _QUOTE_PREFIX.match(line).end() if _QUOTE_PREFIX.match(line) else 0)
+            quoted = _QUOTE_PREFIX.match(line)
+            if quoted and _redirection_continues(self.lines[index - 1] if index else ""):
+                quoted = None  # `cmd \` then `  > out.log 2>&1 &`: the command's redirection, not a quote or PS2
+            text = _blank(line, 0, quoted.end() if quoted else 0)
             fence = FENCE_RE.match(text)
             if fence and "```" not in fence.group(3):
                 in_fence = not in_fence
@@ -241,15 +252,22 @@ class _Cleaner:
             root_candidates.append(index)
         return text
 
+    def _commented_out(self, index: int) -> bool:
+        """`# cmd \\` followed by `#   --flag …`: a command commented out line by line (a root shell's
+        continuation lines would have no `#`; PS2 gives `> `)."""
+        following = self.lines[index + 1].strip() if index + 1 < len(self.lines) else ""
+        return self.lines[index].rstrip().endswith("\\") and following.startswith("#")
+
     def _root_prompts(self, clean: list[str], candidates: list[int]) -> None:
-        """`# cmd` is a root prompt only where its block has no other command (else it is a comment)."""
+        """`# cmd` is a root prompt only where its block has no other command and it is not a command commented
+        out line by line (else it is a comment)."""
         chosen = set(candidates)
         commands: dict[int, int] = {}  # block -> command lines that are not `# cmd` lines
         for index, text in enumerate(clean):
             if index not in chosen and is_command_start(text.strip()):
                 commands[self.block[index]] = commands.get(self.block[index], 0) + 1
         for index in candidates:
-            if commands.get(self.block[index]):
+            if commands.get(self.block[index]) or self._commented_out(index):
                 continue
             text = clean[index]
             offset = len(text) - len(text.lstrip())

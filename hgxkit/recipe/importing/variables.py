@@ -1,9 +1,10 @@
 """Shell variables a post sets (`model=org/name`, `export HF_HOME=/data/hf`) and the `$NAME`s they resolve.
 
-A definition reaches a later command of the same file when it is in the same code fence as the command, or
-in a fence (or unfenced text) that starts no server of its own: a vendor page that lists three variants, each
-with its own `export` lines, scopes them to their variant. A definition made inside `if`/`for`, or by a
-command substitution, has no single value: a server that uses it is refused, naming the line.
+A definition reaches every later command of the same file, in document order, whichever fence either is in:
+a reader pastes a post's fences into one shell (a later definition of the same name replaces it, so a page
+listing variants, each with its own `export` lines, gives each variant its own). A definition made inside
+`if`/`for`, or by a command substitution, has no single value: a server that uses it is refused, naming the
+line.
 
 Example:
     >>> from hgxkit.recipe.importing.commands import simple_commands
@@ -55,9 +56,7 @@ class Scope:
     def before(cls, simples: Sequence[Simple], target: Simple) -> Scope:
         """Definitions of `target`'s file that reach it (see the module docstring)."""
         post = target.command.post
-        fence = post.fences[target.first_line - 1] if post.fences else 0
         index = simple_index(simples)  # linear over a post, not quadratic (issue 23: 33 KiB took 20 s)
-        own_servers = index.server_fences.get(id(post), frozenset())
         end = index.position.get(id(target), len(simples))
         found: dict[str, Definition] = {}
         for position in index.definitions:
@@ -65,9 +64,6 @@ class Scope:
                 break
             simple = simples[position]
             if simple.command.post is not post:
-                continue
-            def_fence = post.fences[simple.first_line - 1] if post.fences else 0
-            if def_fence != fence and def_fence in own_servers and def_fence != 0:
                 continue
             for definition, has_value in _definitions(simple):
                 if has_value:

@@ -75,6 +75,7 @@ TOOL_CALL_PARSERS = [
     "deepseekv41",
     "glm",
     "glm45",
+    "glm47",
     "gpt-oss",
     "kimi_k2",
     "llama3",
@@ -160,6 +161,7 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
     add("--flashinfer-mxfp4-moe-precision", type=str, default="default", choices=["default", "bf16", "fp8"])
     add("--disable-flashinfer-autotune", action="store_true")
     add("--enable-torch-compile", action="store_true")
+    add("--torch-compile-max-bs", type=int, default=32)
     # CUDA graphs (0.5.23 names; the legacy --cuda-graph-max-bs is gone and now ambiguous)
     add("--cuda-graph-max-bs-decode", type=int, default=None)
     add("--cuda-graph-max-bs-prefill", type=int, default=None)
