@@ -287,6 +287,17 @@ def _inner(simple: Simple, rest: list[Word], simples: list[Simple]) -> list[Word
     where = f"{simple.command.post.name}:{string.line}"
     scope = Scope.before(simples, simple)
     text, _, _ = scope.resolve(string.text, where=where)
+    # The task's shell runs each line of the string as its own command (a `\\<newline>` inside double quotes
+    # is gone by now): a line break left in it is a lost continuation backslash or a second command.
+    body = [line.strip() for line in text.split("\n")]
+    broken = next((n for n, line in enumerate(body[1:], 1) if line and body[n - 1]), None)
+    if broken is not None:
+        why = ("a continuation backslash may be missing" if body[broken].startswith("-")
+               else "the string holds several commands; hgxkit imports one")  # fmt: skip
+        raise InputError(
+            f"{simple.command.post.name}:{string.line + broken}: srun's `bash -c` string breaks its line before "
+            f"{body[broken].split()[0]!r}: {why}; join the lines with `\\` or give the server command alone"
+        )
     try:
         words = split_words(text.replace("$$", "$"), source=where, first_line=string.line)
     except InputError as err:
