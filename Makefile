@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 # The demo node's cluster (`hgxkit sim down --cluster $(HGXKIT_SIM_CLUSTER)` removes it).
 HGXKIT_SIM_CLUSTER ?= demo
 
-.PHONY: host host-test venv demo test unit e2e lint map bench clean
+.PHONY: host host-test venv demo test unit e2e lint map bench mutation clean
 
 ## host: this machine's packages, dockerd and lxcfs for the simulated nodes (stdlib only: runs before .venv);
 ## a no-op when all is there. As root on Debian/Ubuntu it installs and starts what is missing; elsewhere it
@@ -46,6 +46,13 @@ unit: venv
 ## bench: the end-to-end checks too slow for `make test` (a 1 GB image pulled through a shaped link, ~4 min)
 bench: venv host-test
 	HGXKIT_BENCH=1 $(BIN)/python -m pytest tests/e2e/test_pull_progress.py
+
+## mutation: mutation testing (mutmut) of the modules that carry promises, each against its own unit test files;
+## prints a score per module; survivors explained in tests/mutation/equivalent.txt. Not in CI (tens of minutes).
+## `make mutation MODULES="secrets hostcmd"` runs some; `$(BIN)/python tools/mutation.py --list` names them all.
+MODULES ?=
+mutation: venv
+	nice -n 10 $(BIN)/python tools/mutation.py $(MODULES)
 
 lint: venv
 	$(BIN)/ruff check .
