@@ -76,41 +76,50 @@ def equivalents(path: Path = EQUIVALENT) -> dict[str, str]:
 
 @dataclass(frozen=True)
 class Score:
-    """One module's mutants by outcome; `explained` are survivors listed as equivalent."""
+    """One module's mutants by outcome. A mutant that made its tests time out was detected, so it counts as
+    killed; `explained` are survivors listed as equivalent; `untested` are mutants no selected test reaches."""
 
     name: str
     killed: int
+    timeouts: int
     survived: tuple[str, ...]
     explained: tuple[str, ...]
+    untested: tuple[str, ...]
     other: dict[str, int]
 
     @property
     def total(self) -> int:
-        return self.killed + len(self.survived) + len(self.explained) + sum(self.other.values())
+        return self.killed + len(self.survived) + len(self.explained) + len(self.untested) + sum(self.other.values())
 
     def line(self) -> str:
         """The printed score: killed plus explained over all mutants."""
         pct = 100.0 * (self.killed + len(self.explained)) / self.total if self.total else 100.0
         rest = "".join(f", {n} {status}" for status, n in sorted(self.other.items()))
-        return (f"mutation score {self.name}: {pct:.1f}% ({self.killed} killed, {len(self.explained)} equivalent, "
-                f"{len(self.survived)} survived{rest} of {self.total})")  # fmt: skip
+        timeouts = f" ({self.timeouts} by timeout)" if self.timeouts else ""
+        counts = f"{len(self.explained)} equivalent, {len(self.survived)} survived, {len(self.untested)} untested"
+        return f"mutation score {self.name}: {pct:.1f}% ({self.killed} killed{timeouts}, {counts}{rest} of {self.total})"
+
+
+TIMEOUT_CODES = {36, 24, -24, 152, 255}
 
 
 def score(name: str, meta_files: list[Path], explained: dict[str, str]) -> Score:
     """Tally mutmut's per-file results (mutants/<file>.meta: exit code by mutant)."""
-    killed, survived, equivalent, other = 0, [], [], {}
+    killed, timeouts, survived, equivalent, untested, other = 0, 0, [], [], [], {}
     for meta in meta_files:
         codes = json.loads(meta.read_text())["exit_code_by_key"]
         for mutant, code in sorted(codes.items()):
-            if code in (1, 3):
+            if code in (1, 3) or code in TIMEOUT_CODES:
                 killed += 1
+                timeouts += code in TIMEOUT_CODES
             elif code == 0:
                 (equivalent if mutant in explained else survived).append(mutant)
+            elif code in (5, 33):
+                (equivalent if mutant in explained else untested).append(mutant)
             else:
-                status = {33: "no tests", 5: "no tests", 36: "timeout", 24: "timeout", -24: "timeout",
-                          152: "timeout", None: "not checked"}.get(code, f"exit {code}")  # fmt: skip
+                status = "not checked" if code is None else f"exit {code}"
                 other[status] = other.get(status, 0) + 1
-    return Score(name, killed, tuple(survived), tuple(equivalent), other)
+    return Score(name, killed, timeouts, tuple(survived), tuple(equivalent), tuple(untested), other)
 
 
 def prepare(module: Module, work: Path) -> None:
@@ -184,9 +193,9 @@ def main(argv: list[str] | None = None) -> int:
             continue
         result = score(module.name, metas, explained)
         print(result.line(), flush=True)
-        for mutant in result.survived:
-            print(f"    survived: {mutant}")
-        if module.name in STRICT and result.survived:
+        for mutant in result.survived + result.untested:
+            print(f"    {'survived' if mutant in result.survived else 'untested'}: {mutant}")
+        if module.name in STRICT and (result.survived or result.untested):
             failed = True
     return 1 if failed else 0
 

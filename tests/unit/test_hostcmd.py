@@ -76,6 +76,7 @@ def test_script_refuses_what_is_not_a_word(value: object, message: str) -> None:
 
 def test_variable_names_only() -> None:
     assert text(script('{v}=1; echo "${v}"', v=variable("_A9"))) == '_A9=1; echo "$_A9"'
+    assert text(variable("gpu_count")) == "gpu_count"
     for bad in ["9a", "a-b", "a b", "", "a;id", "A\n"]:
         with pytest.raises(ValueError) as info:
             variable(bad)
@@ -114,7 +115,8 @@ def test_host_runner_returns_status_and_lines_and_passes_connector_arguments() -
     assert "_serial" not in kwargs and "_ignore_errors" not in kwargs  # operation-only arguments stay out
     assert set(kwargs) <= set(CONNECTOR_ARGUMENT_KEYS) and kwargs == run.connector_arguments(_sudo=True)
     host.ok = 0
-    assert run(cmd) == ["a", "b"]
+    assert run(cmd, _sudo=True) == ["a", "b"]
+    assert host.calls[-1][1]["_sudo"] is True  # the call's connector arguments reach the host
     assert run.status(cmd) == (False, ["a", "b"])
 
 

@@ -168,7 +168,7 @@ def test_a_secret_planted_in_the_input_of_each_archived_file_is_masked_there(tmp
     fingerprint = Fingerprint(system_name="node1", simulated=True, packages={"driver": "580.105.08"},
                               server_env_report=plant("fingerprint.json", plant("report.html", "Python: 3.12")))  # fmt: skip
     member = replace(fingerprint, system_name="node2", server_env_report=plant("members/node2.json", "Python: 3.12"))
-    raw = '{"completed": 10, "api_key": "%s"}\n' % SECRET if kind == "raw/5000.jsonl" else '{"completed": 10}\n'
+    raw = json.dumps({"completed": 10, "api_key": SECRET if kind == "raw/5000.jsonl" else None}) + "\n"
     metrics = (TELEMETRY / "sglang_metrics.prom").read_text()
     path = write_run(tmp_path, summary, fingerprint, {"5000.jsonl": raw}, plant("report.md", "# report"), [SECRET],
                      telemetry={"g0_5000x5.metrics.prom": plant("telemetry/g0_5000x5.metrics.prom", metrics)},
