@@ -97,7 +97,9 @@ class Score:
         rest = "".join(f", {n} {status}" for status, n in sorted(self.other.items()))
         timeouts = f" ({self.timeouts} by timeout)" if self.timeouts else ""
         counts = f"{len(self.explained)} equivalent, {len(self.survived)} survived, {len(self.untested)} untested"
-        return f"mutation score {self.name}: {pct:.1f}% ({self.killed} killed{timeouts}, {counts}{rest} of {self.total})"
+        return (
+            f"mutation score {self.name}: {pct:.1f}% ({self.killed} killed{timeouts}, {counts}{rest} of {self.total})"
+        )
 
 
 TIMEOUT_CODES = {36, 24, -24, 152, 255}
