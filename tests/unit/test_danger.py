@@ -225,3 +225,33 @@ def test_expansions_left_for_the_shell_are_named_where_they_are() -> None:
         "receive other words than hgxkit checked; resolve it in the post, or declare it a secret ({{env:NAME}}, "
         "passed as -e NAME)"
     )
+
+
+def test_a_recipe_without_a_model_directory_and_one_spanning_nodes() -> None:
+    no_model = parse_recipe_text(RECIPE.split("model:")[0])
+    assert context_for(no_model).mount_roots == ("/data/models",)
+    two = parse_recipe_text(RECIPE.replace("  - --tp 2\n", "  - --tp 2 --nnodes 2\n"))
+    assert context_for(two).spans_nodes is True and context_for(parse_recipe_text(RECIPE)).spans_nodes is False
+    assert [d.name for d in dangerous_options(parse_recipe_text(RECIPE.replace("--gpus all", "--network host")))] == [
+        "--network=host", "host-mount",
+    ]  # fmt: skip
+    assert [d.name for d in dangerous_options(two)] == ["host-mount"]
+    two_host = parse_recipe_text(RECIPE.replace("  - --tp 2\n", "  - --tp 2 --nnodes 2\n").replace("--gpus all", "--network host"))
+    assert [d.name for d in dangerous_options(two_host)] == ["host-mount"]  # its ranks need the host's network
+
+
+def test_edge_values_of_sizes_limits_and_paths() -> None:
+    def names(*words: str, ctx: PolicyContext | None = None) -> list[str]:
+        return [d.name for d in judge_argv(["docker", "run", *words, "img"], ctx)]
+
+    assert names("--pids-limit=") == ["--pids-limit"]  # an empty limit is no limit
+    assert names("--shm-size", "lots", ctx=PolicyContext(host_memory_bytes=1)) == []  # no size at all is not judged
+    assert names("--tmpfs", "/x:size=3t,opt=a:b") == ["--tmpfs"]  # options after the first colon, colons and all
+    assert names("--mount", "type=volume,volume-opt=device=/etc/x=y,volume-opt=o=bind,target=/x") == [
+        "host-system-mount"
+    ]  # a device path may hold `=`
+    huge = "type=bind,source=/etc,target=/x,label=" + "a" * 200_000  # over csv's field limit: split on commas
+    assert names("--mount", huge) == ["host-system-mount"]
+    assert names("-v", "/srv/x:/s", ctx=PolicyContext(mount_roots=("/",))) == []  # everything is under /
+    assert names("-v", "/data/a:/a", ctx=PolicyContext(mount_roots=("/dataX",))) == ["host-mount"]
+    assert names("-v", "/Xtra:/x", ctx=PolicyContext(mount_roots=("/tra",))) == ["host-mount"]
