@@ -15,6 +15,7 @@ from hgxkit.recipe.danger import (
     PolicyContext,
     context_for,
     dangerous_options,
+    expansion_problems,
     expansions,
     judge_argv,
     with_own_files,
@@ -255,3 +256,28 @@ def test_edge_values_of_sizes_limits_and_paths() -> None:
     assert names("-v", "/srv/x:/s", ctx=PolicyContext(mount_roots=("/",))) == []  # everything is under /
     assert names("-v", "/data/a:/a", ctx=PolicyContext(mount_roots=("/dataX",))) == ["host-mount"]
     assert names("-v", "/Xtra:/x", ctx=PolicyContext(mount_roots=("/tra",))) == ["host-mount"]
+
+
+def test_mount_sources_by_every_key_and_only_mounts_hold_tmpfs_sizes() -> None:
+    def names(*words: str, ctx: PolicyContext | None = None) -> list[str]:
+        return [d.name for d in judge_argv(["docker", "run", *words, "img"], ctx)]
+
+    assert names("--mount", "type=bind,src=/etc,target=/e") == ["host-system-mount"]
+    assert names("--label", "type=tmpfs,tmpfs-size=3t") == []  # a label is no mount, whatever it says
+    assert names("-v", "//Xetc:/x", ctx=PolicyContext(mount_roots=("/Xetc",))) == []  # `//` is `/`, not more
+
+
+def test_expansion_problems_name_the_image_and_each_place() -> None:
+    from dataclasses import replace
+
+    recipe = parse_recipe_text(RECIPE)
+    assert expansion_problems(recipe) == []
+    shelled = replace(recipe, image=replace(recipe.image, reference="img:$TAG"))
+    [problem] = expansion_problems(shelled)
+    assert (problem.code, problem.where, problem.level) == ("expansion", ("image", "reference"), "error")
+    assert problem.found == (
+        "$TAG in 'img:$TAG' is left for the node's shell to expand, so Docker would receive other words than "
+        "hgxkit checked"
+    )
+    assert problem.remedy == "resolve it in the post, or declare it a secret ({{env:NAME}}, passed as -e NAME)"
+    assert expansions("$~/x") == ["~"] and expansions("$~/$X") == ["~", "$X"]
