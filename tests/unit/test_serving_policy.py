@@ -169,3 +169,12 @@ def test_dangerous_options_become_problems_unless_allowed() -> None:
     assert argv_problems(argv, [], PolicyContext(mount_roots=("/srv",))) == [problem]
     assert [p.code for p in argv_problems(argv, [])] == ["docker-option", "docker-option"]
     assert argv_problems(argv, ["--privileged", "host-mount"]) == []
+
+
+def test_hicache_without_tp_is_one_rank_and_an_empty_size_is_none() -> None:
+    text = RECIPE.format(options="", args="  - --enable-hierarchical-cache\n").replace("  - --tp 2\n", "")
+    one = parse_recipe_text(text)
+    # 2 x (140 x 0.88 - 100 / 1 - 4) = 2 x 19.2: all the weights on the one rank
+    assert hicache_need(one, groups=1, gpu_memory_gb=140, weights_gb=100).per_rank_gb == pytest.approx(38.4)
+    empty = recipe(args="--enable-hierarchical-cache|--hicache-size=")
+    assert hicache_need(empty, groups=1, gpu_memory_gb=140, weights_gb=160).per_rank_gb == 0.0
