@@ -16,6 +16,7 @@ fails (exit 1) when a module in STRICT has a survivor that is neither killed nor
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -147,18 +148,78 @@ def prepare(module: Module, work: Path) -> None:
     (work / "pyproject.toml").write_text(config)
 
 
+def _start_time(pid: int) -> str | None:
+    """The kernel's start time of process `pid` (field 22 of /proc/PID/stat): with the pid, it names one process."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return None
+
+
+def guard_mutmut_timeouts() -> None:
+    """Make mutmut's wall-clock timeouts signal only the worker they were set for.
+
+    mutmut 3.8 sends SIGXCPU to a worker's pid when its deadline passes, also long after the worker exited, and
+    pids are reused: on a busy machine (pid_max 32768, thousands of forks) that killed an unrelated pytest run.
+    Here each deadline remembers the worker's start time and signals the pid only while it is that process.
+    """
+    import heapq
+    import signal
+    import threading
+    import time
+
+    from mutmut.workers import isolation, timeout
+
+    heap: list[tuple[float, int, str]] = []
+    ready = threading.Condition()
+
+    def checker() -> None:
+        with ready:
+            while True:
+                while not heap:
+                    ready.wait()
+                now = time.time()
+                while heap and heap[0][0] <= now:
+                    _, pid, started = heapq.heappop(heap)
+                    if _start_time(pid) == started:
+                        with contextlib.suppress(ProcessLookupError):
+                            os.kill(pid, signal.SIGXCPU)
+                if heap:
+                    ready.wait(timeout=max(0.0, heap[0][0] - now))
+
+    threading.Thread(target=checker, name="mutation-timeouts", daemon=True).start()
+
+    def register_timeout(pid: int, timeout_s: float) -> None:
+        started = _start_time(pid)
+        if started is None:  # gone already: nothing to time out
+            return
+        with ready:
+            heapq.heappush(heap, (time.time() + timeout_s, pid, started))
+            ready.notify()
+
+    timeout.register_timeout = register_timeout
+    isolation.register_timeout = register_timeout  # imported by name there
+
+
 def run(module: Module, work: Path, children: int) -> int:
-    """mutmut run in the scratch tree (without the caller's PYTHONPATH: mutmut puts its mutants/ first)."""
+    """mutmut run in the scratch tree (without the caller's PYTHONPATH: mutmut puts its mutants/ first), through
+    this script's `--mutmut` entry so that its timeouts are guarded (`guard_mutmut_timeouts`)."""
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    mutmut = Path(sys.executable).with_name("mutmut")
     log = work / "mutmut.log"
+    argv = [sys.executable, str(Path(__file__).resolve()), "--mutmut", "run", "--max-children", str(children)]
     with log.open("w") as out:
-        proc = subprocess.run([str(mutmut), "run", "--max-children", str(children)], cwd=work, env=env,
-                              stdout=out, stderr=subprocess.STDOUT, check=False)  # fmt: skip
+        proc = subprocess.run(argv, cwd=work, env=env, stdout=out, stderr=subprocess.STDOUT, check=False)
     return proc.returncode
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["--mutmut"]:  # run() starts mutmut this way, in the module's scratch tree
+        guard_mutmut_timeouts()
+        from mutmut.__main__ import cli
+
+        sys.argv = ["mutmut", *argv[1:]]
+        return cli()  # type: ignore[no-any-return]
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("modules", nargs="*", help="module names (default: all); --list shows them")
     parser.add_argument("--list", action="store_true", help="print the modules, their sources and tests")

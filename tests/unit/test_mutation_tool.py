@@ -38,3 +38,22 @@ def test_every_explained_mutant_has_a_reason_and_names_a_mutated_module(tmp_path
     bad.write_text("# comment\n\nhgxkit.x.y__mutmut_1\n")
     with pytest.raises(SystemExit, match=r"equivalent.txt:3: hgxkit.x.y__mutmut_1 has no reason"):
         tool.equivalents(bad)
+
+
+def test_a_guarded_timeout_signals_its_own_worker_and_nothing_once_it_is_gone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import subprocess
+
+    (tmp_path / "src").mkdir()  # mutmut reads its configuration (where the code is) on import
+    monkeypatch.chdir(tmp_path)
+    tool.guard_mutmut_timeouts()
+    from mutmut.workers import isolation, timeout
+
+    assert isolation.register_timeout is timeout.register_timeout
+    gone = subprocess.Popen(["true"])
+    gone.wait()  # reaped: its pid may be anyone's now, so it is not signalled
+    timeout.register_timeout(gone.pid, 0.0)
+    worker = subprocess.Popen(["sleep", "30"])
+    timeout.register_timeout(worker.pid, 0.2)
+    assert worker.wait(timeout=10) == -24  # SIGXCPU
