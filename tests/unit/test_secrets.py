@@ -41,11 +41,7 @@ MASKED = [
         "ServerArgs(model_path='/model', api_key='k-123456', admin_api_key='adm-98765', tp_size=4)",
         "ServerArgs(model_path='/model', api_key='***', admin_api_key='***', tp_size=4)",
     ),
-    (
-        "json-argv",
-        '{"argv": ["sglang", "serve", "--api-key", "K1234567"]}',
-        '{"argv": ["sglang", "serve", "--api-key", "***"]}',
-    ),
+    ("json-argv", '{"argv": ["sglang", "serve", "--api-key", "K1234567"]}', '{"argv": ["sglang", "serve", "--api-key", "***"]}'),
     ("python-argv", "['serve', '--admin-api-key', 'K1234567']", "['serve', '--admin-api-key', '***']"),
     ("json-api-key", '{"api_key": "K1234567", "admin_api_key": null}', '{"api_key": "***", "admin_api_key": null}'),
     ("authorization-bearer", "Authorization: Bearer abc.def-123", "Authorization: Bearer ***"),
@@ -73,11 +69,7 @@ MASKED = [
     ("url-password-with-slash", "https://user:pa/ss@mirror.example.com/x", "https://user:***@mirror.example.com/x"),
     ("curl-u", "curl -u admin:s3cr3tP4ss https://x", "curl -u admin:*** https://x"),
     ("curl-user-equals", "curl --user=admin:'s3cr3t' x", "curl --user=admin:'***' x"),
-    (
-        "pem-private-key",
-        f"{PEM_BEGIN}\nMIIEpAIBAAKCAQEA0Z3VS5JJcds3xfn\n{PEM_END}\nnext",
-        f"{PEM_BEGIN}***{PEM_END}\nnext",
-    ),
+    ("pem-private-key", f"{PEM_BEGIN}\nMIIEpAIBAAKCAQEA0Z3VS5JJcds3xfn\n{PEM_END}\nnext", f"{PEM_BEGIN}***{PEM_END}\nnext"),
     ("pem-cut-off", f"key: {PEM_BEGIN}\nMIIEpAIBAAKCAQEA0Z3VS5JJcds3xfn", f"key: {PEM_BEGIN}***"),
     ("npm-token", f"token {NPM}", "token ***"),
     ("env-pass", "PASS=hunter2xyz MYSQL_PASS=x12", "PASS=*** MYSQL_PASS=***"),
@@ -85,11 +77,7 @@ MASKED = [
     ("env-credentials", "CREDENTIALS=foo123bar AWS_CREDENTIALS: 'x y'", "CREDENTIALS=*** AWS_CREDENTIALS: '***'"),
     # detect-secrets' own detectors (hgxkit.secrets._DETECT_SECRETS): one case per plugin regex.
     ("ds-aws-secret", 'aws key is "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"', 'aws key is "***"'),
-    (
-        "ds-azure-storage",
-        "DefaultEndpointsProtocol=https;AccountKey=" + "A" * 86 + "==",
-        "DefaultEndpointsProtocol=https;***",
-    ),
+    ("ds-azure-storage", "DefaultEndpointsProtocol=https;AccountKey=" + "A" * 86 + "==", "DefaultEndpointsProtocol=https;***"),
     ("ds-discord", "bot MTk4NjIyNDgzNDcxOTI1MjQ4.Cl2FMQ.ZnCjm1XVW7vRze4b7Cq4se7kKWs", "bot ***"),
     ("ds-gitlab-pat", "token glpat-abcdefghij0123456789", "token ***"),
     ("ds-gitlab-runner", "GR1348941abcdefghij0123456789x", "***"),
@@ -99,11 +87,7 @@ MASKED = [
     ("ds-gitlab-agent", "glagent-" + "a" * 50, "***"),
     ("ds-gitlab-oauth", "gloas-" + "a" * 64, "***"),
     ("ds-mailchimp", "abcdef0123456789abcdef0123456789-us12", "***"),
-    (
-        "npmrc",
-        "//registry.npmjs.org/:_authToken=01234567-89ab-cdef-0123-456789abcdef",
-        "//registry.npmjs.org/:_authToken=***",
-    ),
+    ("npmrc", "//registry.npmjs.org/:_authToken=01234567-89ab-cdef-0123-456789abcdef", "//registry.npmjs.org/:_authToken=***"),
     ("openai-legacy", "sk-abc" + "A" * 20 + "T3BlbkFJ" + "B" * 20, "***"),
     ("ds-pypi", "pypi-AgEIcHlwaS5vcmc" + "A" * 70, "***"),
     ("ds-pypi-test", "pypi-AgENdGVzdC5weXBpLm9yZw" + "A" * 70, "***"),
@@ -205,22 +189,7 @@ def test_a_recognisable_credential_names_its_own_variable() -> None:
 
 
 @pytest.mark.parametrize(
-    "unit",
-    [
-        "a.",
-        "a-",
-        "sk-",
-        "--a",
-        "a://b:",
-        "eyJa.",
-        "token=",
-        "Bearer ",
-        "x_token",
-        "//",
-        "curl -u a:",
-        "glpat-",
-        "aws key ",
-    ],
+    "unit", ["a.", "a-", "sk-", "--a", "a://b:", "eyJa.", "token=", "Bearer ", "x_token", "//", "curl -u a:", "glpat-", "aws key "]
 )
 def test_scrubbing_is_linear_on_adversarial_text(unit: str) -> None:
     # An unbounded URL scheme once made "a.a.a.…" quadratic: 200 KB of it took minutes.
