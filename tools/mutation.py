@@ -51,7 +51,8 @@ MODULES = (
     Module("hostcmd", ("hgxkit/hostcmd.py",), ("tests/unit/test_hostcmd.py", "tests/unit/test_source_rules.py")),
     Module("model-hash", ("hgxkit/model/core.py",), ("tests/unit/test_model_core.py",)),
     Module("rollout", ("hgxkit/serving/rollout.py", "hgxkit/serving/replace.py"),
-           ("tests/unit/test_serving_replace.py", "tests/unit/test_serve_logic.py")),
+           ("tests/unit/test_serving_replace.py", "tests/unit/test_serve_plan.py", "tests/unit/test_serve_dry.py",
+            "tests/unit/test_serve_logic.py")),
     Module("results-stats", ("hgxkit/results/stats.py",), ("tests/unit/test_results_stats.py",)),
 )  # fmt: skip
 # Modules whose survivors must each be killed or explained as equivalent (issue 31).
