@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 # The demo node's cluster (`hgxkit sim down --cluster $(HGXKIT_SIM_CLUSTER)` removes it).
 HGXKIT_SIM_CLUSTER ?= demo
 
-.PHONY: host host-test venv demo test unit e2e lint map bench faults soak soak-killed sweep clean
+.PHONY: host host-test venv demo test unit e2e lint map bench faults soak soak-killed sweep mutation clean
 
 ## host: this machine's packages, dockerd and lxcfs for the simulated nodes (stdlib only: runs before .venv);
 ## a no-op when all is there. As root on Debian/Ubuntu it installs and starts what is missing; elsewhere it
@@ -73,6 +73,13 @@ soak-killed: venv host-test
 ## sweep: every corpus post that imports, started on two simulated nodes with the stand-in image (~10 min)
 sweep: venv host-test
 	$(BIN)/python bench/deploy_sweep.py
+
+## mutation: mutation testing (mutmut) of the modules that carry promises, each against its own unit test files;
+## prints a score per module; survivors explained in tests/mutation/equivalent.txt. Not in CI (tens of minutes).
+## `make mutation MODULES="secrets hostcmd"` runs some; `$(BIN)/python tools/mutation.py --list` names them all.
+MODULES ?=
+mutation: venv
+	nice -n 10 $(BIN)/python tools/mutation.py $(MODULES)
 
 lint: venv
 	$(BIN)/ruff check .

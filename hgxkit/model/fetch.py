@@ -792,6 +792,7 @@ class FleetServer:
         self.done: set[str] = set()
         self.last = time.time()
         self.served = 0
+        self._served_lock = threading.Lock()
         self._nonces: dict[str, float] = {}
         self._nonce_lock = threading.Lock()
         outer = self
@@ -892,10 +893,16 @@ class FleetServer:
             if start:
                 h.send_header("Content-Range", f"bytes {start}-{size - 1}/{size}")
             h.end_headers()
-            with contextlib.suppress(OSError):
+            # Counted before the bytes go: a child can get the last of them, say it is done and end the server
+            # before this thread runs again (a count made after sendfile read 0.00 GB on a busy machine).
+            with self._served_lock:
+                self.served += size - start
+            try:
                 h.wfile.flush()
                 h.connection.sendfile(f, start, size - start)
-                self.served += size - start
+            except OSError:
+                with self._served_lock:
+                    self.served -= size - start
 
     def linger(self, children: list[str], rep: Reporter) -> None:
         """Serve on until every child said it is done, or none asked anything (signed) for `idle_s`."""

@@ -306,6 +306,8 @@ def test_xet_caches_on_a_small_file_system_are_refused_before_the_download(xet_h
     server, url = xet_hub
     other_fs = Path("/dev/shm")
     if not other_fs.is_dir() or other_fs.stat().st_dev == tmp_path.stat().st_dev:
+        if os.environ.get("CI") == "true":  # CI's hosts (Debian, Docker) have /dev/shm as its own tmpfs
+            pytest.fail("CI=true but /dev/shm is missing or on the tmp dir's file system (the test needs another)")
         pytest.skip("needs /dev/shm on another file system than the test's tmp dir")
     cache = other_fs / f"hgxkit-test-xet-{os.getpid()}"
     spec = spec_file(tmp_path, url, xet_cache_dir=str(cache), xet_chunk_cache_gb=100000, xet_shard_cache_gb=16)
@@ -347,6 +349,39 @@ def test_xet_files_go_to_hf_xet_and_are_hashed_after(
     assert code == 0 and len(result["fetched"]) == 8
     assert sorted(landed) == sorted(f for f in result["fetched"] if f.endswith(".safetensors"))
     assert [r for r in lfs_gets(server) if "safetensors" in r.path] == []  # none of them over plain HTTP
+
+
+@pytest.mark.parametrize("bad_copies", [1, 2])
+def test_a_corrupt_xet_file_is_caught_by_its_hash_and_fetched_again(
+    xet_hub, hub_root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, bad_copies: int
+) -> None:
+    """hf_xet writes a file with one byte flipped: the hash check after it catches the copy, fetches it again,
+    and after `corrupt_refetch + 1` bad copies fails naming the file, with nothing marked complete."""
+    _, url = xet_hub
+    shard = "model-00002-of-00003.safetensors"
+    landed: list[str] = []
+
+    def hf_xet(self, meta, local_dir: str) -> None:  # a bad copy of `shard` the first `bad_copies` times
+        data = bytearray((hub_root / REPO / "refs" / "main" / meta.path).read_bytes())
+        if meta.path == shard and landed.count(shard) < bad_copies:
+            data[5000] ^= 0xFF
+        landed.append(meta.path)
+        Path(local_dir, meta.path).write_bytes(bytes(data))
+
+    monkeypatch.setattr(fetch.HubBodies, "fetch_xet", hf_xet)
+    code, result = run(spec_file(tmp_path, url, corrupt_refetch=1))
+    models = tmp_path / "models" / "tiny"
+    assert landed.count(shard) == 2
+    if bad_copies == 1:
+        assert code == 0 and len(result["fetched"]) == 8
+        good = (hub_root / REPO / "refs" / "main" / shard).read_bytes()
+        assert (models / shard).read_bytes() == good
+        assert (models / MANIFEST_NAME).exists()
+    else:
+        assert code == 1
+        assert result["error"].startswith(f"{shard} is corrupted (sha256 ")
+        assert result["error"].endswith(f"after 2 fetches from {url}: the server sends a bad copy; try another mirror")
+        assert not (models / MANIFEST_NAME).exists()
 
 
 def test_without_xet_xet_files_stream_over_http(xet_hub, tmp_path: Path) -> None:

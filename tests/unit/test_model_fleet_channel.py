@@ -164,3 +164,28 @@ def test_the_forced_command_serves_state_and_verified_files_only(served, monkeyp
     (local_dir / "config.json").unlink()
     (local_dir / "config.json").symlink_to(tmp_path / "secret")
     assert peer(served, monkeypatch, "x peer-serve tail 0 config.json") == (2, b"")
+
+
+def test_bytes_are_counted_served_by_the_time_the_child_has_them(served, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """A child can get a file's last byte, say it is done and end the server before the sending thread runs
+    again (on a busy machine: "served 0.00 GB" in test_a_fleet_streams_down_a_tree…): that thread is held
+    here for a second after its bytes went, and the count must already hold them, then and after."""
+    server, base, doc, local_dir = served
+    sent = threading.Event()
+    real = socket.socket.sendfile
+
+    def sendfile_then_stall(self, file, offset=0, count=None):  # type: ignore[no-untyped-def]
+        try:
+            return real(self, file, offset, count)
+        finally:
+            sent.set()
+            time.sleep(1.0)
+
+    monkeypatch.setattr(socket.socket, "sendfile", sendfile_then_stall)
+    status, body = fleet_get(base, "/files/config.json", doc["secret"])
+    assert status == 200 and body == (local_dir / "config.json").read_bytes()
+    assert sent.is_set() and server.served == len(body)  # while the sender stalls
+    time.sleep(1.2)
+    assert server.served == len(body)  # counted once
+    tail = fleet_get(base, "/files/config.json", doc["secret"], Range="bytes=10-")
+    assert tail[0] == 206 and server.served == 2 * len(body) - 10

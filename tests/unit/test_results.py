@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from hgxkit.cli import main
-from hgxkit.results.archive import list_runs, load_run, write_run
+from hgxkit.results.archive import list_runs, load_run, write_report_html, write_run
 from hgxkit.results.bench import EXPECTED_FIELDS, BenchRecord, parse_bench_jsonl
 from hgxkit.results.fingerprint import Fingerprint, GpuFingerprint, fingerprint_differences, hash_uuid
 from hgxkit.results.report import run_markdown
@@ -145,6 +145,40 @@ def test_no_secret_in_any_archived_byte(tmp_path: Path) -> None:
         assert SECRET not in path.read_text()
     raw = next(tmp_path.rglob("5000.jsonl")).read_text()
     assert '"api_key": "***"' in raw
+
+
+# Each archived file kind, and the input that reaches it with a secret planted (nowhere else): scrubbing each
+# file is a separate call in write_run, so each needs its own case (one planted input caught only report.html).
+PLANTED = ["raw/5000.jsonl", "telemetry/g0_5000x5.metrics.prom", "report.md", "summary.json", "fingerprint.json",
+           "recipe.yaml", "members/node2.json", "report.html"]  # fmt: skip
+
+
+@pytest.mark.parametrize("kind", PLANTED)
+def test_a_secret_planted_in_the_input_of_each_archived_file_is_masked_there(tmp_path: Path, kind: str) -> None:
+    from hgxkit.secrets import MASK
+
+    def plant(name: str, text: str) -> str:
+        return text + f"\nOPENAI_API_KEY={SECRET}\n" if kind == name else text
+
+    (record, _) = parse_bench_jsonl((FIXTURES / "dspark_isl5000_c5_c10.jsonl").read_text())
+    cell = CellResult.from_repeats([record], num_prompts=record.completed, group=0, raw_files=["5000.jsonl"])
+    version = f"0.5.23 OPENAI_API_KEY={SECRET}" if kind == "summary.json" else "0.5.23"
+    summary = RunSummary("node1/20261130T120000Z_dspark", "node1", "dspark", "20261130T120000Z", True,
+                         "sglang.benchmark.serving", version, [cell])  # fmt: skip
+    fingerprint = Fingerprint(system_name="node1", simulated=True, packages={"driver": "580.105.08"},
+                              server_env_report=plant("fingerprint.json", plant("report.html", "Python: 3.12")))  # fmt: skip
+    member = replace(fingerprint, system_name="node2", server_env_report=plant("members/node2.json", "Python: 3.12"))
+    raw = json.dumps({"completed": 10, "api_key": SECRET if kind == "raw/5000.jsonl" else None}) + "\n"
+    metrics = (TELEMETRY / "sglang_metrics.prom").read_text()
+    path = write_run(tmp_path, summary, fingerprint, {"5000.jsonl": raw}, plant("report.md", "# report"), [SECRET],
+                     telemetry={"g0_5000x5.metrics.prom": plant("telemetry/g0_5000x5.metrics.prom", metrics)},
+                     html=True, recipe_yaml=plant("recipe.yaml", "name: dspark"), members={"node2": member})  # fmt: skip
+    files = sorted(str(p.relative_to(path)) for p in path.rglob("*") if p.is_file())
+    assert files == sorted(PLANTED)
+    assert [f for f in files if SECRET in (path / f).read_text()] == []
+    assert MASK in (path / kind).read_text()  # the planted input did reach this file, masked
+    if kind == "report.html":  # rewritten later from the archive (`results report --html`): masked again
+        assert SECRET not in write_report_html(path, secrets=[SECRET]).read_text()
 
 
 def test_fingerprint_differences_name_what_differs() -> None:

@@ -216,3 +216,108 @@ def test_json_documents_stay_valid_json_with_escaped_quotes_around_secrets() -> 
         parsed = [json.loads(line) for line in scrubbed.splitlines()] if "\n{" in scrubbed else [json.loads(scrubbed)]
         assert all(p["serving"]["env"] == {"HF_TOKEN": "***", "NCCL_DEBUG": "INFO"} for p in parsed)
     assert redact_json_text("not json: HF_TOKEN=abcdef123") == "not json: HF_TOKEN=***"
+
+
+# -- each of these was a surviving mutant of hgxkit/secrets.py (`make mutation MODULES=secrets`) ---------------
+
+
+def test_the_detect_secrets_patterns_keep_each_plugins_regex_flags_name_and_variable() -> None:
+    """Built fresh (`patterns()` is cached once per process): every plugin regex, its flags (AWS's secret-key
+    regex is case-insensitive), its `ds-` name and the SECRET variable; a token group is wrapped in `whole`."""
+    import importlib
+    import re
+
+    from hgxkit import secrets
+
+    fresh = secrets.patterns.__wrapped__()
+    assert fresh[: len(secrets.SECRET_PATTERNS)] == secrets.SECRET_PATTERNS
+    built = fresh[len(secrets.SECRET_PATTERNS) :]
+    assert [p.kind for p in built] == [
+        "ds-awskey", "ds-awskey", "ds-azurestoragekey", "ds-discordbottoken", *["ds-gitlabtoken"] * 7,
+        "ds-mailchimp", "ds-pypitoken", "ds-pypitoken", "ds-sendgrid", "ds-slack", "ds-slack", "ds-squareoauth",
+        "ds-stripe", "ds-telegrambottoken", "ds-twiliokey", "ds-twiliokey",
+    ]  # fmt: skip
+    plugins = [getattr(importlib.import_module(f"detect_secrets.plugins.{m}"), n) for m, n in secrets._DETECT_SECRETS]
+    originals = [regex for plugin in plugins for regex in plugin().denylist]
+    assert [(p.regex.pattern, p.regex.flags) for p in built] == [
+        (f"(?P<whole>{r.pattern})" if r.groups else r.pattern, r.flags) for r in originals
+    ]
+    assert {p.env_name(None) for p in built} == {"SECRET"}  # type: ignore[arg-type]
+    aws_secret = next(p for p in built if "whole" in p.regex.groupindex and p.kind == "ds-awskey")
+    assert aws_secret.regex.flags & re.IGNORECASE
+    key = "A" * 40
+    match = aws_secret.regex.search(f"AWS_KEY = '{key}'")
+    assert match and secrets._value_span(match) == (11, 51)
+
+
+def test_a_fixed_variable_name_is_returned_for_any_match() -> None:
+    from hgxkit.secrets import _fixed
+
+    assert _fixed("HF_TOKEN")(None) == "HF_TOKEN"  # type: ignore[arg-type]
+
+
+def test_a_plugin_token_group_counts_only_inside_the_match_and_from_eight_characters() -> None:
+    import re
+
+    from hgxkit.secrets import _value_span
+
+    def span(regex: str, text: str) -> tuple[int, int] | None:
+        match = re.compile(regex).search(text)
+        assert match
+        return _value_span(match)
+
+    assert span(r"(?P<whole>(abcdefgh)-x+)", "abcdefgh-xx") == (0, 11)  # the group starts the match: the whole
+    assert span(r"(?P<whole>k=(abcdefgh))", "k=abcdefgh") == (2, 10)  # 8 characters after a prefix: the token
+    assert span(r"(?P<whole>k=(abcdefg))", "k=abcdefg") == (0, 9)  # 7: too short to be one
+
+
+def test_secret_names_name_their_variable_upper_cased() -> None:
+    assert [(s.kind, s.env_name) for s in find_secrets("db_password=hunter22")] == [("secret-name", "DB_PASSWORD")]
+
+
+def test_a_flag_env_name_keeps_every_letter_after_the_dashes() -> None:
+    assert flag_env_name("--X-api-key") == "SGLANG_X_API_KEY"
+
+
+def test_known_values_at_the_start_three_times_and_side_by_side() -> None:
+    assert [(s.start, s.end, s.kind, s.env_name) for s in find_secrets("k-7d2f91 x", ["k-7d2f91"])] == [
+        (0, 8, "known", "SECRET")
+    ]
+    assert redact("kv-1 a kv-1 b kv-1", ["kv-1"]) == "*** a *** b ***"
+    assert redact("aaaabbbb", ["aaaa", "bbbb"]) == "******"  # adjacent spans are both masked
+
+
+def test_at_the_same_start_the_longer_secret_wins() -> None:
+    assert redact(f"HF_TOKEN={HF}", [HF[:7]]) == "HF_TOKEN=***"
+
+
+def test_a_match_that_is_not_a_secret_does_not_end_the_scan() -> None:
+    assert redact("SGLANG_CACHE_KEY=abc1 MY_PASSWORD=pw12") == "SGLANG_CACHE_KEY=abc1 MY_PASSWORD=***"
+    assert redact("--api-key none then --api-key k2secret") == "--api-key none then --api-key ***"
+
+
+def test_spans_are_replaced_by_what_the_caller_makes_of_each() -> None:
+    from hgxkit.secrets import replace_secrets
+
+    text = "serve --api-key k1 -e HF_TOKEN=x2"
+    out = replace_secrets(text, find_secrets(text), lambda s: "{{env:" + s.env_name + "}}")
+    assert out == "serve --api-key {{env:SGLANG_API_KEY}} -e HF_TOKEN={{env:HF_TOKEN}}"
+
+
+def test_json_is_redacted_value_by_value_with_the_known_values_everywhere() -> None:
+    from hgxkit.secrets import redact_json, redact_json_text
+
+    assert redact_json({"a": ["x kv-12"], "b": {"c": "kv-12"}}, ["kv-12"]) == {"a": ["x ***"], "b": {"c": "***"}}
+    # JSON Lines: each line re-dumped, blank lines and the final newline (or its absence) kept
+    assert redact_json_text('{"a":1}\n\n{"b":"kv-12"}\n', ["kv-12"]) == '{"a": 1}\n\n{"b": "***"}\n'
+    assert redact_json_text('{"a":1}', ["kv-12"]) == '{"a": 1}'
+    # one JSON document over several lines: re-dumped with indent 2
+    assert redact_json_text('{\n "a": ["kv-12"]\n}', ["kv-12"]) == '{\n  "a": [\n    "***"\n  ]\n}\n'
+    # not JSON: redacted as text
+    assert redact_json_text("not json kv-12\n", ["kv-12"]) == "not json ***\n"
+
+
+def test_has_secret_is_whether_redact_would_mask_something() -> None:
+    from hgxkit.secrets import has_secret
+
+    assert (has_secret(f"x {HF}"), has_secret("x --tp 8")) == (True, False)

@@ -208,11 +208,39 @@ def test_no_speculative_algorithm_means_one_token_per_step(start_stub: StartStub
     assert 'sglang:spec_accept_length{engine_type="unified",model_name="dsv4",pp_rank="0",tp_rank="0"} 1.0' in metrics
 
 
-def test_ttft_follows_the_latency_model(start_stub: StartStub) -> None:
+class VirtualClock:
+    """`time` for the stand-in's modules: sleeping advances the monotonic clock instead of waiting, so a
+    simulated latency is exactly the model's, however busy the machine (under load a real sleep overshot by
+    24 ms and the wall-clock version of the test below failed)."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+        self.lock = threading.Lock()
+
+    def monotonic(self) -> float:
+        with self.lock:
+            return self.now
+
+    def sleep(self, seconds: float) -> None:
+        with self.lock:
+            self.now += max(seconds, 0.0)
+
+    @staticmethod
+    def time() -> float:
+        return time.time()
+
+
+def test_ttft_follows_the_latency_model(start_stub: StartStub, monkeypatch: pytest.MonkeyPatch) -> None:
+    from hgxkit.sim.standin.common import engine, generation
+    from hgxkit.sim.standin.sglang import server
+
+    clock = VirtualClock()
+    for module in (engine, generation, server):
+        monkeypatch.setattr(module, "time", clock)
     url, app = start_stub()
     _req(url + "/generate", {"input_ids": [7] * 5000, "sampling_params": {"max_new_tokens": 2}})
     [truth] = app.engine.truths
-    assert truth.ttft_ms == pytest.approx(20 + 5000 * 0.004, abs=15)  # base + per-token prefill
+    assert truth.ttft_ms == 20 + 5000 * 0.004  # base + per-token prefill (HGXKIT_SIM_* of the fixture), exactly
 
 
 def test_queueing_beyond_max_running_requests(start_stub: StartStub) -> None:

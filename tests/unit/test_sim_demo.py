@@ -51,11 +51,20 @@ def test_phase_clock_times_each_phase_from_the_stream() -> None:
 def test_deploy_streams_the_output_into_the_log_and_times_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     script = "import sys, time\nfor line in sys.argv[1:]:\n    print(line)\n    time.sleep(0.05)\n"
     monkeypatch.setattr(demo, "_pyinfra_argv", lambda cluster, results: [sys.executable, "-c", script, *TRANSCRIPT])
+    ticks = iter(range(0, 1000, 7))  # a clock read once at the start, once per line, once at the end: +7 s each
+
+    class Clock:
+        @staticmethod
+        def monotonic() -> float:
+            return float(next(ticks))
+
+    monkeypatch.setattr(demo, "time", Clock)
     said: list[str] = []
     clock, output = demo.deploy("demo-x", tmp_path, tmp_path / "deploy.log", said.append, verbose=False)
-    assert list(clock.spent) == ["pyinfra plan", "bring-up", "model", "serve", "verify"]
-    assert all(seconds >= 0.0 for seconds in clock.spent.values())
-    assert [line.split("] ", 1)[1] for line in said[1:]] == ["bring-up", "model", "serve", "verify"]
+    # Line i (0-based) arrives at 7 * (i + 1): bring-up starts with line 5 (42 s), model 10 (77), serve 11 (84),
+    # verify 12 (91), and "--> Results:" (line 14, 105 s) ends it.
+    assert clock.spent == {"pyinfra plan": 42.0, "bring-up": 35.0, "model": 7.0, "serve": 7.0, "verify": 14.0}
+    assert said[1:] == ["demo: [0:42] bring-up", "demo: [1:17] model", "demo: [1:24] serve", "demo: [1:31] verify"]
     assert (tmp_path / "deploy.log").read_text().splitlines() == TRANSCRIPT
     assert "\x1b" not in output
 

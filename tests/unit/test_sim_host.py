@@ -7,6 +7,7 @@ Docker, a dead lxcfs...) and checks what host setup would run there, what it pri
 from __future__ import annotations
 
 import errno
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -307,6 +308,38 @@ def test_host_setup_is_the_one_sim_command_without_the_extra_check(
     err = capsys.readouterr().err
     assert err.startswith("hgxkit: error: `hgxkit sim` needs docker (the 'sim' extra, not installed): pip install ")
     assert err.count("\n") == 1
+
+
+def test_the_cli_runs_host_setup_without_docker_installed_and_refuses_the_rest(tmp_path: Path) -> None:
+    """The Docker SDK really absent (not a patched lookup): this environment's site-packages rebuilt without
+    `docker`, Python started with -S so nothing else is on the path; `host setup` runs, `sim status` refuses."""
+    import site
+
+    bare = tmp_path / "site-packages"
+    bare.mkdir()
+    (packages,) = [p for p in map(Path, site.getsitepackages()) if p.is_dir() and (p / "pyinfra").exists()]
+    for entry in packages.iterdir():
+        if entry.name != "docker" and not entry.name.startswith("docker-"):
+            (bare / entry.name).symlink_to(entry)
+    root = Path(__file__).resolve().parents[2]
+
+    def python(*args: str, where: Path = bare) -> subprocess.CompletedProcess[str]:
+        env = {**os.environ, "PYTHONPATH": f"{root}{os.pathsep}{where}", "CI": ""}
+        return subprocess.run([sys.executable, "-S", *args], cwd=tmp_path, env=env, capture_output=True, text=True)
+
+    gone = python("-c", "import docker")
+    assert gone.returncode == 1 and gone.stderr.endswith("ModuleNotFoundError: No module named 'docker'\n")
+    found = python("-c", "import hgxkit, pyinfra; print(hgxkit.__file__)")
+    assert found.stdout == f"{root}/hgxkit/__init__.py\n", found.stderr
+    setup = python("-m", "hgxkit", "sim", "host", "setup", "--for", "test", "--dry-run")
+    with_docker = python("-m", "hgxkit", "sim", "host", "setup", "--for", "test", "--dry-run", where=packages)
+    assert (setup.returncode, setup.stdout, setup.stderr) == (with_docker.returncode, with_docker.stdout,
+                                                              with_docker.stderr)  # fmt: skip
+    assert "Traceback" not in setup.stderr
+    status = python("-m", "hgxkit", "sim", "status")
+    assert status.returncode == 2, status.stderr
+    assert status.stderr.startswith("hgxkit: error: `hgxkit sim` needs docker (the 'sim' extra, not installed): ")
+    assert status.stderr.count("\n") == 1
 
 
 def test_the_module_runs_on_the_standard_library_alone() -> None:

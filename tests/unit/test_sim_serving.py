@@ -311,10 +311,26 @@ def test_hook_mounts_the_store_when_either_client_is_there(tmp_path: Path, monke
     assert hook.mounts() == ([(str(store), str(store), True)] if client else [])
 
 
-def test_hook_ignores_other_stages(monkeypatch) -> None:
+@pytest.mark.parametrize("stage", ["poststart", "poststop", "createRuntime", None])
+def test_hook_ignores_other_stages(tmp_path: Path, monkeypatch, stage: str | None) -> None:
+    """The state a prestart would mount from, at any other stage (or none): nothing is mounted, nothing run."""
     hook = _hook()
-    monkeypatch.setattr(sys, "stdin", __import__("io").StringIO("{}"))
-    assert hook.main(["nvidia-container-runtime-hook", "poststop"]) == 0
+    bundle = tmp_path / "bundle"
+    bundle.mkdir()
+    (bundle / "config.json").write_text(json.dumps({"root": {"path": "rootfs"}, "process": {"env": []}}))
+    state = json.dumps({"pid": 4242, "bundle": str(bundle), "id": "c0ffee"})
+    monkeypatch.setattr(hook, "mounts", lambda: [("/opt/hgxkit-sglang-client", "/opt/hgxkit-sglang-client", True)])
+    monkeypatch.setattr(hook, "userspace", lambda container_id, config: [("/usr/bin/nvidia-smi", "/usr/bin/nvidia-smi", True)])
+    calls: list[list[str]] = []
+    monkeypatch.setattr(
+        hook.subprocess, "run", lambda cmd, **kw: calls.append(cmd) or subprocess.CompletedProcess(cmd, 0, "", "")
+    )
+    monkeypatch.setattr(sys, "stdin", __import__("io").StringIO(state))
+    assert hook.main(["nvidia-container-runtime-hook", *([stage] if stage else [])]) == 0
+    assert calls == []
+    monkeypatch.setattr(sys, "stdin", __import__("io").StringIO(state))  # the same state at prestart mounts both
+    assert hook.main(["nvidia-container-runtime-hook", "prestart"]) == 0
+    assert [c[-2].removeprefix(f"{bundle}/rootfs") for c in calls] == ["/opt/hgxkit-sglang-client", "/usr/bin/nvidia-smi"]
 
 
 def test_node_docker_uses_the_mirror_and_the_registry_serves_it_read_only() -> None:

@@ -1,0 +1,267 @@
+"""Mutation testing of the promise-carrying modules with mutmut, one module at a time, with a score per module.
+
+Each module runs in its own scratch tree under build/mutation/<name>/ (a copy of hgxkit/, the tests and the
+data they read, and a pyproject.toml whose [tool.mutmut] names that module and only its unit test files), so a
+mutant runs only the tests that reach it and the run stays tractable on a two-core machine:
+
+    make mutation                      # every module
+    make mutation MODULES="secrets hostcmd"
+    python tools/mutation.py --list    # the modules and their test files
+
+A surviving mutant that no test can kill (an equivalent mutant) is explained in one line in
+tests/mutation/equivalent.txt as `<mutant name>  <why>`; the score counts it as accounted for, and the run
+fails (exit 1) when a module in STRICT has a survivor that is neither killed nor explained.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+EQUIVALENT = ROOT / "tests/mutation/equivalent.txt"
+# What the tests read besides hgxkit/ and tests/ (recipes, roles, the README's map…): linked into the scratch
+# tree, and copied by mutmut into its mutants/ tree.
+DATA = ["recipes", "roles", "deploys", "inventories", "README.md", "bench", "tools"]
+
+
+@dataclass(frozen=True)
+class Module:
+    """One mutation target: the source files mutated and the unit test files that judge them."""
+
+    name: str
+    sources: tuple[str, ...]
+    tests: tuple[str, ...]
+
+
+MODULES = (
+    Module("secrets", ("hgxkit/secrets.py",), ("tests/unit/test_secrets.py", "tests/unit/test_results.py")),
+    Module("scrub-sites", ("hgxkit/results/archive.py",), ("tests/unit/test_results.py", "tests/unit/test_secrets.py")),
+    # test_hostile_recipes.py also reaches danger.py, through hypothesis and subprocesses: a minute per mutant.
+    Module("danger", ("hgxkit/recipe/danger.py",), ("tests/unit/test_danger.py", "tests/unit/test_hostile_argv.py")),
+    Module("exposure", ("hgxkit/serving/policy.py",),
+           ("tests/unit/test_serving_policy.py", "tests/unit/test_serve_logic.py", "tests/unit/test_hostile_argv.py")),
+    Module("hostcmd", ("hgxkit/hostcmd.py",), ("tests/unit/test_hostcmd.py", "tests/unit/test_source_rules.py")),
+    Module("model-hash", ("hgxkit/model/core.py",), ("tests/unit/test_model_core.py",)),
+    Module("rollout", ("hgxkit/serving/rollout.py", "hgxkit/serving/replace.py"),
+           ("tests/unit/test_serving_replace.py", "tests/unit/test_serve_plan.py", "tests/unit/test_serve_dry.py",
+            "tests/unit/test_serve_logic.py")),
+    Module("results-stats", ("hgxkit/results/stats.py",), ("tests/unit/test_results_stats.py",)),
+)  # fmt: skip
+# Modules whose survivors must each be killed or explained as equivalent (issue 31).
+STRICT = {"secrets", "danger", "exposure", "hostcmd"}
+
+
+def equivalents(path: Path = EQUIVALENT) -> dict[str, str]:
+    """The explained equivalent mutants: mutant name -> one-line reason (blank lines and `#` comments skipped)."""
+    out: dict[str, str] = {}
+    if not path.exists():
+        return out
+    for number, line in enumerate(path.read_text().splitlines(), 1):
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        name, _, why = line.partition(" ")
+        if not why.strip():
+            raise SystemExit(f"{path}:{number}: {name} has no reason; write `<mutant>  <why it is equivalent>`")
+        out[name] = why.strip()
+    return out
+
+
+@dataclass(frozen=True)
+class Score:
+    """One module's mutants by outcome. A mutant that made its tests time out was detected, so it counts as
+    killed; `explained` are survivors listed as equivalent; `untested` are mutants no selected test reaches."""
+
+    name: str
+    killed: int
+    timeouts: int
+    survived: tuple[str, ...]
+    explained: tuple[str, ...]
+    untested: tuple[str, ...]
+    other: dict[str, int]
+
+    @property
+    def total(self) -> int:
+        return self.killed + len(self.survived) + len(self.explained) + len(self.untested) + sum(self.other.values())
+
+    def line(self) -> str:
+        """The printed score: killed plus explained over all mutants."""
+        pct = 100.0 * (self.killed + len(self.explained)) / self.total if self.total else 100.0
+        rest = "".join(f", {n} {status}" for status, n in sorted(self.other.items()))
+        timeouts = f" ({self.timeouts} by timeout)" if self.timeouts else ""
+        counts = f"{len(self.explained)} equivalent, {len(self.survived)} survived, {len(self.untested)} untested"
+        return (
+            f"mutation score {self.name}: {pct:.1f}% ({self.killed} killed{timeouts}, {counts}{rest} of {self.total})"
+        )
+
+
+TIMEOUT_CODES = {36, 24, -24, 152, 255}
+
+
+def score(name: str, meta_files: list[Path], explained: dict[str, str]) -> Score:
+    """Tally mutmut's per-file results (mutants/<file>.meta: exit code by mutant)."""
+    killed, timeouts, survived, equivalent, untested, other = 0, 0, [], [], [], {}
+    for meta in meta_files:
+        codes = json.loads(meta.read_text())["exit_code_by_key"]
+        for mutant, code in sorted(codes.items()):
+            if code in (1, 3) or code in TIMEOUT_CODES:
+                killed += 1
+                timeouts += code in TIMEOUT_CODES
+            elif code == 0:
+                (equivalent if mutant in explained else survived).append(mutant)
+            elif code in (5, 33):
+                (equivalent if mutant in explained else untested).append(mutant)
+            else:
+                status = "not checked" if code is None else f"exit {code}"
+                other[status] = other.get(status, 0) + 1
+    return Score(name, killed, timeouts, tuple(survived), tuple(equivalent), tuple(untested), other)
+
+
+def prepare(module: Module, work: Path) -> None:
+    """A fresh scratch tree for `module`: hgxkit/ and tests/ copied, the data linked, its [tool.mutmut] written."""
+    if work.exists():
+        shutil.rmtree(work)
+    work.mkdir(parents=True)
+    shutil.copytree(ROOT / "hgxkit", work / "hgxkit", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(ROOT / "tests", work / "tests", ignore=shutil.ignore_patterns("__pycache__", "e2e"))
+    for name in DATA:
+        if (ROOT / name).exists():
+            (work / name).symlink_to(ROOT / name)
+    tests = [t for t in module.tests if (ROOT / t).exists()]
+    config = (ROOT / "pyproject.toml").read_text()
+    config += (
+        "\n[tool.mutmut]\n"
+        'source_paths = ["hgxkit"]\n'
+        f"only_mutate = {json.dumps(list(module.sources))}\n"
+        f"also_copy = {json.dumps([d for d in DATA if (ROOT / d).exists()])}\n"
+        f"pytest_add_cli_args_test_selection = {json.dumps(tests)}\n"
+        'pytest_add_cli_args = ["-p", "no:cacheprovider", "-p", "no:randomly", "-m", "not install"]\n'
+        "use_git_change_detection = false\n"
+    )
+    (work / "pyproject.toml").write_text(config)
+
+
+def _start_time(pid: int) -> str | None:
+    """The kernel's start time of process `pid` (field 22 of /proc/PID/stat): with the pid, it names one process."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return None
+
+
+def guard_mutmut_timeouts() -> None:
+    """Make mutmut's wall-clock timeouts signal only the worker they were set for.
+
+    mutmut 3.8 sends SIGXCPU to a worker's pid when its deadline passes, also long after the worker exited, and
+    pids are reused: on a busy machine (pid_max 32768, thousands of forks) that killed an unrelated pytest run.
+    Here each deadline remembers the worker's start time and signals the pid only while it is that process.
+    """
+    import heapq
+    import signal
+    import threading
+    import time
+
+    from mutmut.workers import isolation, timeout
+
+    heap: list[tuple[float, int, str]] = []
+    ready = threading.Condition()
+
+    def checker() -> None:
+        with ready:
+            while True:
+                while not heap:
+                    ready.wait()
+                now = time.time()
+                while heap and heap[0][0] <= now:
+                    _, pid, started = heapq.heappop(heap)
+                    if _start_time(pid) == started:
+                        with contextlib.suppress(ProcessLookupError):
+                            os.kill(pid, signal.SIGXCPU)
+                if heap:
+                    ready.wait(timeout=max(0.0, heap[0][0] - now))
+
+    threading.Thread(target=checker, name="mutation-timeouts", daemon=True).start()
+
+    def register_timeout(pid: int, timeout_s: float) -> None:
+        started = _start_time(pid)
+        if started is None:  # gone already: nothing to time out
+            return
+        with ready:
+            heapq.heappush(heap, (time.time() + timeout_s, pid, started))
+            ready.notify()
+
+    timeout.register_timeout = register_timeout
+    isolation.register_timeout = register_timeout  # imported by name there
+
+
+def run(module: Module, work: Path, children: int) -> int:
+    """mutmut run in the scratch tree (without the caller's PYTHONPATH: mutmut puts its mutants/ first), through
+    this script's `--mutmut` entry so that its timeouts are guarded (`guard_mutmut_timeouts`)."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    log = work / "mutmut.log"
+    argv = [sys.executable, str(Path(__file__).resolve()), "--mutmut", "run", "--max-children", str(children)]
+    with log.open("w") as out:
+        proc = subprocess.run(argv, cwd=work, env=env, stdout=out, stderr=subprocess.STDOUT, check=False)
+    return proc.returncode
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["--mutmut"]:  # run() starts mutmut this way, in the module's scratch tree
+        guard_mutmut_timeouts()
+        from mutmut.__main__ import cli
+
+        sys.argv = ["mutmut", *argv[1:]]
+        return cli()  # type: ignore[no-any-return]
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("modules", nargs="*", help="module names (default: all); --list shows them")
+    parser.add_argument("--list", action="store_true", help="print the modules, their sources and tests")
+    parser.add_argument("--children", type=int, default=2, help="mutants tested at once (default 2)")
+    parser.add_argument("--score-only", action="store_true", help="reprint the scores of the last run")
+    parser.add_argument("--work", type=Path, default=ROOT / "build/mutation")
+    args = parser.parse_args(argv)
+    if args.list:
+        for m in MODULES:
+            print(f"{m.name}: {' '.join(m.sources)} <- {' '.join(m.tests)}")
+        return 0
+    by_name = {m.name: m for m in MODULES}
+    unknown = [n for n in args.modules if n not in by_name]
+    if unknown:
+        print(f"unknown module(s) {', '.join(unknown)}; known: {', '.join(by_name)}", file=sys.stderr)
+        return 2
+    explained = equivalents()
+    failed = False
+    for module in [by_name[n] for n in args.modules] or list(MODULES):
+        work = args.work / module.name
+        if not args.score_only:
+            prepare(module, work)
+            code = run(module, work, args.children)
+            if code != 0:
+                print(f"{module.name}: mutmut run failed (exit {code}); see {work / 'mutmut.log'}")
+                failed = True
+                continue
+        metas = [work / "mutants" / (s + ".meta") for s in module.sources]
+        missing = [m for m in metas if not m.exists()]
+        if missing:
+            print(f"{module.name}: no results at {missing[0]}; run without --score-only")
+            failed = True
+            continue
+        result = score(module.name, metas, explained)
+        print(result.line(), flush=True)
+        for mutant in result.survived + result.untested:
+            print(f"    {'survived' if mutant in result.survived else 'untested'}: {mutant}")
+        if module.name in STRICT and (result.survived or result.untested):
+            failed = True
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
