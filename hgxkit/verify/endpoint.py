@@ -68,7 +68,10 @@ def client_command(
     """`client` (the kind's client as this machine runs it) with the cell's arguments, aimed at the endpoint
     (`warm`: a repeat right after the same cell, sent without warm-up requests)."""
     argv = client_argv(cell, output_dir, warm=warm)
-    argv[argv.index("--host") + 1] = endpoint.host  # the kinds' clients ask 127.0.0.1 inside a container
+    # The kinds' clients ask 127.0.0.1 inside a container: SGLang's by --host (and --port), vLLM's by --base-url.
+    for flag, value in (("--host", endpoint.host), ("--base-url", endpoint.url)):
+        if flag in argv:
+            argv[argv.index(flag) + 1] = value
     return [*client, *argv]
 
 

@@ -38,6 +38,15 @@ def test_the_kinds_client_is_aimed_at_the_endpoint() -> None:
     assert argv[argv.index("--output-file") + 1] == "/tmp/out/g0_smoke.jsonl"
 
 
+def test_the_vllm_client_is_aimed_at_the_endpoint_by_its_base_url() -> None:
+    recipe = load_recipe(str(ROOT / "tests" / "fixtures" / "export" / "vllm-two-node.yaml"))
+    endpoint = parse_endpoint("http://10.0.0.5:8000")
+    (cell,) = endpoint_cells(recipe, endpoint, "smoke")
+    argv = client_command(cell, endpoint, "/tmp/out", ["vllm", "bench", "serve"])
+    assert argv[3:7] == ["--backend", "vllm", "--base-url", "http://10.0.0.5:8000"]
+    assert "--host" not in argv
+
+
 def test_a_run_against_an_endpoint_is_archived_with_where_it_ran(tmp_path: Path) -> None:
     recipe = load_recipe(str(RECIPE))
     asked: list[str] = []
