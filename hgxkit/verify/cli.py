@@ -38,6 +38,8 @@ def register(groups: argparse._SubParsersAction) -> None:
     parser.add_argument("--results-dir", type=Path, default=Path("results"),
                         help="where the run is archived (default: ./results)")  # fmt: skip
     parser.add_argument("--client", help="the kind's benchmark client command (default: from the client store)")
+    parser.add_argument("--tokenizer", help="a local directory with the model's tokenizer, for a client that "
+                        "tokenizes prompts itself (vLLM's; default: the model's path in the container)")  # fmt: skip
     parser.set_defaults(handler=_cmd_verify)
 
 
@@ -70,7 +72,8 @@ def _cmd_verify(args: argparse.Namespace) -> int:
 
     with tempfile.TemporaryDirectory(prefix="hgxkit-verify-") as workdir:
         path, summary = verify_endpoint(recipe, endpoint, mode=args.bench, results_dir=args.results_dir,
-                                        client=client, workdir=Path(workdir), run_client=run_client)  # fmt: skip
+                                        client=client, workdir=Path(workdir), run_client=run_client,
+                                        tokenizer=args.tokenizer)  # fmt: skip
     err.print(f"run archived in {escape(str(path))} (hgxkit results show {escape(summary.run_id)})")
     for gate in summary.gates:
         err.print(f"gate failed: {escape(gate)}")

@@ -45,6 +45,9 @@ def test_the_vllm_client_is_aimed_at_the_endpoint_by_its_base_url() -> None:
     argv = client_command(cell, endpoint, "/tmp/out", ["vllm", "bench", "serve"])
     assert argv[3:7] == ["--backend", "vllm", "--base-url", "http://10.0.0.5:8000"]
     assert "--host" not in argv
+    assert argv[argv.index("--tokenizer") + 1] == "/model"  # the model's path in the container
+    (local,) = endpoint_cells(recipe, endpoint, "smoke", tokenizer="/tmp/tok")
+    assert local.tokenizer == "/tmp/tok"
 
 
 def test_a_run_against_an_endpoint_is_archived_with_where_it_ran(tmp_path: Path) -> None:
