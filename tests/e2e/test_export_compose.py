@@ -205,9 +205,12 @@ def test_a_compose_export_runs_on_the_node_and_compares_with_the_pyinfra_run(nod
                           str(endpoint_run.relative_to(results)), results=results)  # fmt: skip
         assert compared.returncode == 0, out(compared)
         text = compared.stdout
-        assert summary["run_id"] in text and endpoint_summary["run_id"] in text, text
-        assert re.search(r"\| (better|worse|tie|too-small|n/a) \|", text), text
-        assert f"endpoint-{ip}" in text, text
+        name = summary["recipe"]
+        assert f"## A:{name} vs B:{name}" in text, text
+        assert f"- ran at node1 (deployed by hgxkit) vs http://{ip}:8000" in text, text
+        # one cell (the smoke cell), one row per metric, each with a verdict (4 requests: too small to judge)
+        verdicts = re.findall(r"^\| 512 \| 1 \| [^|]+ \| [^|]+ \| ([^|]+) \|", text, re.MULTILINE)
+        assert len(verdicts) == 6 and all(v.strip() for v in verdicts), text
 
         down = docker.compose(exported, "down")
         assert down.returncode == 0, out(down)

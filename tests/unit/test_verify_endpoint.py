@@ -12,6 +12,7 @@ from hgxkit.errors import InputError
 from hgxkit.recipe.read import load_recipe
 from hgxkit.results.archive import load_run
 from hgxkit.results.compare import compare_runs
+from hgxkit.results.fingerprint import Fingerprint, fingerprint_differences
 from hgxkit.verify.endpoint import client_command, endpoint_cells, parse_endpoint, verify_endpoint
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -94,3 +95,13 @@ def test_an_endpoint_that_does_not_answer_is_refused_before_any_client_runs(tmp_
                         client=["c"], workdir=tmp_path / "w", run_client=lambda argv: pytest.fail("ran"),
                         fetch=lambda url: (0, ""))  # fmt: skip
     assert not list(tmp_path.iterdir())
+
+
+def test_a_comparison_says_where_each_run_ran() -> None:
+    node = Fingerprint("node1", True, serving={"kind": "vllm"})
+    endpoint = Fingerprint("endpoint-10.0.0.5", True, serving={"kind": "vllm", "endpoint": "http://10.0.0.5:8000"})
+    assert fingerprint_differences(node, endpoint)[:2] == [
+        "simulated: both runs ran on simulated nodes (no real GPU)",
+        "ran at node1 (deployed by hgxkit) vs http://10.0.0.5:8000",
+    ]
+    assert fingerprint_differences(node, node) == ["simulated: both runs ran on simulated nodes (no real GPU)"]
