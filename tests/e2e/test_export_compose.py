@@ -15,7 +15,7 @@ engine's own published compose file and Kubernetes Deployment imported unedited 
    imported unedited, deployed with `deploys/reproduce.py`, served, verified with their kind's client, archived;
    a re-run changes nothing.
 
-CI runs 1-3 (about 3 min); 4 is two more deploys, run by `make bench` (HGXKIT_BENCH=1). Needs docker-compose, docker-registry and the client store: without them these tests skip, except under CI=true
+CI runs 1-3 (about 2.5 min); 4 is two more deploys (HGXKIT_BENCH=1; unfinished, see the test). Needs docker-compose, docker-registry and the client store: without them these tests skip, except under CI=true
 where they fail.
 """
 
@@ -222,7 +222,10 @@ def test_a_compose_export_runs_on_the_node_and_compares_with_the_pyinfra_run(nod
         docker.close()
 
 
-@pytest.mark.skipif(os.environ.get("HGXKIT_BENCH") != "1", reason="two more deploys (~6 min): make bench runs them")
+# Unfinished: c01 (`network_mode: host`) stops at the node's docker-option policy until the deploy passes
+# allow_docker_options ["--network=host"]; m01 not run yet. Opt in with HGXKIT_BENCH=1.
+@pytest.mark.skipif(os.environ.get("HGXKIT_BENCH") != "1", reason="two more deploys (~6 min), unfinished: opt in "
+                    "with HGXKIT_BENCH=1")  # fmt: skip
 @pytest.mark.parametrize("file", ["c01-sglang-docker-compose.yaml", "m01-vllm-docs-k8s-gpu.md"])
 def test_a_published_engine_file_imported_unedited_serves_and_reruns_unchanged(node, tmp_path, file) -> None:
     _, results = node
