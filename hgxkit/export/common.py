@@ -142,6 +142,7 @@ class Provenance:
     recipe: str
     recipe_hash: str
     image: str
+    image_reference: str  # the tag the digest was taken from (the image runs by digest)
     image_digest: str | None
     model_repo: str | None
     model_revision: str | None
@@ -164,6 +165,7 @@ class Provenance:
             "recipe": self.recipe,
             "recipe-hash": self.recipe_hash,
             "image": self.image,
+            "image-reference": self.image_reference,
             "image-digest": self.image_digest,
             "model-repo": self.model_repo,
             "model-revision": self.model_revision,
@@ -197,6 +199,7 @@ def provenance(recipe: Recipe, options: ExportOptions) -> Provenance:
         recipe=recipe.name,
         recipe_hash=recipe_hash(recipe),
         image=recipe.image.pinned(),
+        image_reference=recipe.image.reference,
         image_digest=recipe.image.digest,
         model_repo=recipe.model.repo_id,
         model_revision=recipe.model.revision if recipe.model.repo_id else None,

@@ -211,6 +211,9 @@ def fingerprint_differences(a: Fingerprint, b: Fingerprint) -> list[str]:
             out.append(f"simulated: {va} vs {vb}")
         else:
             out.append(f"{label} {va if va is not None else '?'} vs {vb if vb is not None else '?'}")
+    where_a, where_b = (f.serving.get("endpoint") or f"{f.system_name} (deployed by hgxkit)" for f in (a, b))
+    if where_a != where_b and (a.serving.get("endpoint") or b.serving.get("endpoint")):
+        out.insert(0, f"ran at {where_a} vs {where_b}")  # a server hgxkit did not deploy (verify --endpoint)
     if a.simulated and b.simulated:
         out.insert(0, "simulated: both runs ran on simulated nodes (no real GPU)")
     return out

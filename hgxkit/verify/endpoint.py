@@ -57,9 +57,12 @@ def parse_endpoint(url: str) -> Endpoint:
     return Endpoint(f"{parts.scheme}://{parts.netloc}", parts.hostname, port)
 
 
-def endpoint_cells(recipe: Recipe, endpoint: Endpoint, mode: BenchMode) -> list[Cell]:
-    """The recipe's cells (smoke or full) aimed at the endpoint's port."""
-    return [replace(cell, port=endpoint.port) for cell in plan_cells(recipe, mode, [(0, "endpoint")])]
+def endpoint_cells(recipe: Recipe, endpoint: Endpoint, mode: BenchMode, tokenizer: str | None = None) -> list[Cell]:
+    """The recipe's cells (smoke or full) aimed at the endpoint's port; `tokenizer`: a local copy of the model's
+    tokenizer for a client that tokenizes prompts itself (vLLM's), else the model's path in the container."""
+    cells = plan_cells(recipe, mode, [(0, "endpoint")])
+    return [replace(cell, port=endpoint.port, tokenizer=tokenizer if tokenizer and cell.tokenizer else cell.tokenizer)
+            for cell in cells]  # fmt: skip
 
 
 def client_command(
@@ -122,7 +125,7 @@ def verify_endpoint(
         )
     info_status, body = fetch(endpoint.url + (kind.info_path or "/version"))
     info = _json_object(body) if info_status == 200 else {}
-    cells = endpoint_cells(recipe, endpoint, mode)
+    cells = endpoint_cells(recipe, endpoint, mode, tokenizer)
     workdir.mkdir(parents=True, exist_ok=True)
     for cell in cells:
         for repeat in range(cell.repeats):

@@ -13,6 +13,7 @@ from hgxkit.errors import InputError
 from hgxkit.recipe.read import load_recipe
 from hgxkit.results.archive import load_run
 from hgxkit.results.compare import compare_runs
+from hgxkit.results.fingerprint import Fingerprint, fingerprint_differences
 from hgxkit.verify.endpoint import client_command, endpoint_cells, parse_endpoint, verify_endpoint
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -49,6 +50,20 @@ def test_the_clients_tokenizer_is_this_machines_never_a_path_in_the_servers_cont
     argv = client_command(cell, parse_endpoint("http://h:1"), "/o", ["vllm", "bench", "serve"], tokenizer="org/m")
     assert [argv[i + 1] for i, w in enumerate(argv) if w == "--tokenizer"] == ["org/m"]
     assert argv[argv.index("--base-url") + 1] == "http://h:1"  # vLLM's client is aimed by URL
+
+
+def test_the_vllm_client_is_aimed_at_the_endpoint_by_its_base_url() -> None:
+    recipe = load_recipe(str(ROOT / "tests" / "fixtures" / "export" / "vllm-two-node.yaml"))
+    endpoint = parse_endpoint("http://10.0.0.5:8000")
+    (cell,) = endpoint_cells(recipe, endpoint, "smoke")
+    argv = client_command(cell, endpoint, "/tmp/out", ["vllm", "bench", "serve"])
+    assert argv[3:7] == ["--backend", "vllm", "--base-url", "http://10.0.0.5:8000"]
+    assert "--host" not in argv
+    assert "--tokenizer" not in argv  # the model's path in the container is not on this machine
+    aimed = client_command(cell, endpoint, "/tmp/out", ["vllm", "bench", "serve"], tokenizer="/tmp/tok")
+    assert aimed[aimed.index("--tokenizer") + 1] == "/tmp/tok" and aimed.count("--tokenizer") == 1
+    (local,) = endpoint_cells(recipe, endpoint, "smoke", tokenizer="/tmp/tok")
+    assert local.tokenizer == "/tmp/tok"
 
 
 def test_a_run_against_an_endpoint_is_archived_with_where_it_ran(tmp_path: Path) -> None:
@@ -95,3 +110,13 @@ def test_an_endpoint_that_does_not_answer_is_refused_before_any_client_runs(tmp_
                         client=["c"], workdir=tmp_path / "w", run_client=lambda argv: pytest.fail("ran"),
                         fetch=lambda url: (0, ""))  # fmt: skip
     assert not list(tmp_path.iterdir())
+
+
+def test_a_comparison_says_where_each_run_ran() -> None:
+    node = Fingerprint("node1", True, serving={"kind": "vllm"})
+    endpoint = Fingerprint("endpoint-10.0.0.5", True, serving={"kind": "vllm", "endpoint": "http://10.0.0.5:8000"})
+    assert fingerprint_differences(node, endpoint)[:2] == [
+        "simulated: both runs ran on simulated nodes (no real GPU)",
+        "ran at node1 (deployed by hgxkit) vs http://10.0.0.5:8000",
+    ]
+    assert fingerprint_differences(node, node) == ["simulated: both runs ran on simulated nodes (no real GPU)"]

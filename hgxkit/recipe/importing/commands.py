@@ -27,6 +27,7 @@ from hgxkit.errors import InputError
 from hgxkit.kinds import KINDS, UNSUPPORTED, UnsupportedKind, python_program
 from hgxkit.recipe.importing.bench_clients import client_of
 from hgxkit.recipe.importing.post import ASSIGNMENT_RE, MAX_COMMANDS, Command
+from hgxkit.recipe.importing.provenance import Exported
 from hgxkit.recipe.shellwords import Word
 
 _SEPARATORS = frozenset({";", "&&", "||", "|", "&", "|&", ";;"})
@@ -52,6 +53,7 @@ class Simple:
     piped: bool = False  # it reads the output of the command before it
     engine: str | None = None  # the server kind, or the unsupported engine's name
     client: str | None = None  # the benchmark client's name
+    exported: Exported | None = None  # what an hgxkit export's labels say of its recipe (a document's command)
 
     @property
     def texts(self) -> list[str]:

@@ -48,10 +48,14 @@ from hgxkit.recipe.importing.documents import (
     shell_words,
     take_document,
 )
+from hgxkit.recipe.importing.provenance import PREFIX as PROVENANCE
+from hgxkit.recipe.importing.provenance import exported_by_hgxkit
 from hgxkit.recipe.importing.reading import Reading
 from hgxkit.secrets import is_secret_name
 
 _VARIABLE = re.compile(r"\$(?:(\$)|\{([A-Za-z_][A-Za-z0-9_]*)(?:(:?[-?+])([^}]*))?\}|([A-Za-z_][A-Za-z0-9_]*))")
+HEAD_VARIABLE = "HGXKIT_HEAD"  # the head node's address in a compose file hgxkit exported for a node rank
+HEAD_STANDIN = "hgxkit-head"  # what it reads as until the ranks' head flag becomes `{{head}}`
 _HOST_VARIABLES = frozenset({"HOME", "USER", "PWD"})  # the host's shell has them: kept as `$NAME`
 # Keys a recipe cannot hold: refused, naming the key and what to do instead.
 _REFUSED = {
@@ -133,7 +137,8 @@ class Compose:
                     error = as_input_error(err, document.where(line), f"service {name}")
                     out.append(refused(document, "compose", error, first, last))
                     continue
-                out.append(document_simple(document, "compose", words, first, last, notes))
+                exported = exported_by_hgxkit(dict(_pairs(service.get("labels"))))
+                out.append(document_simple(document, "compose", words, first, last, notes, exported))
         return out
 
 
@@ -229,6 +234,8 @@ class _Service:
         for name, value in _pairs(service.get("sysctls")):
             self.add("sysctls", "--sysctl", f"{name}={self.value('sysctls', value)}")
         for name, value in _pairs(service.get("labels")):
+            if str(name).startswith(PROVENANCE):
+                continue  # an hgxkit export's record of its recipe: read into the recipe's fields (provenance)
             self.add("labels", "--label", f"{name}={self.value('labels', value)}")
         return self._program(), self.notes
 
@@ -384,6 +391,10 @@ def interpolate(text: str, environment: dict[str, str], where: str, notes: list[
         is_set = value is not None and (value != "" or not (operator or "").startswith(":"))
         if operator in ("-", ":-"):
             return value.replace("$", "$$") if is_set else interpolate(word, environment, where, notes)  # type: ignore[union-attr]
+        if name == HEAD_VARIABLE and not is_set and operator not in ("-", ":-", "+", ":+"):
+            # hgxkit's export writes the head node's address so; hgxkit gives each rank the head's itself
+            notes.append(f"{where}: ${{{name}}} is the head node's address (hgxkit's export); each deploy gives it")
+            return HEAD_STANDIN
         if operator in ("?", ":?") and not is_set:
             raise InputError(f"{where}: ${{{name}}} is required ({word or 'no message'}) and the post does not "
                              "set it; add NAME=value to the .env lines")  # fmt: skip

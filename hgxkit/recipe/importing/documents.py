@@ -31,6 +31,7 @@ from hgxkit.kinds import KINDS, UNSUPPORTED, detect_kind, python_program
 from hgxkit.recipe.importing.commands import Simple
 from hgxkit.recipe.importing.docker_run import DOCKER_RUN
 from hgxkit.recipe.importing.post import FENCE_RE, Command, PostFile
+from hgxkit.recipe.importing.provenance import Exported
 from hgxkit.recipe.importing.reading import Candidate, Reading
 from hgxkit.recipe.shellwords import Word, split_words
 
@@ -224,11 +225,11 @@ def read_documents(post: PostFile, formats: Sequence[DocumentFormat]) -> tuple[P
 
 
 def document_simple(document: Document, kind: str, words: Sequence[WordAt], first: int, last: int,
-                    notes: Sequence[str] = ()) -> Simple:  # fmt: skip
+                    notes: Sequence[str] = (), exported: Exported | None = None) -> Simple:  # fmt: skip
     """A simple command for a part of a document: a `docker run` (words) or a part set aside (no words, the
-    reason in `notes[0]`)."""
+    reason in `notes[0]`); `exported`: the hgxkit export labels it carries."""
     lexed = tuple(Word(text, line, 1, False) for text, line in words)
-    return Simple(Command(document.post, first, last, lexed), kind, lexed, notes=tuple(notes))
+    return Simple(Command(document.post, first, last, lexed), kind, lexed, notes=tuple(notes), exported=exported)
 
 
 def as_input_error(err: Exception, where: str, what: str) -> InputError:

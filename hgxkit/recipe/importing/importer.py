@@ -143,6 +143,7 @@ class _Importer:
         self.notes = self.reading.notes  # one list: notes keep the order they were made in
         self.report = self.reading.report
         self.join = "one"  # how the serving commands join: one, ranks (over hosts), groups (of GPUs)
+        self.exported_name: str | None = None  # the recipe's name an hgxkit export's labels give
 
     def run(self) -> ImportOutcome:
         for simple in self.simples:
@@ -150,7 +151,7 @@ class _Importer:
         chosen = self._choose()
         recipe, where = self._build(chosen)
         recipe = self._benchmarks(recipe, chosen)
-        recipe = replace(recipe, name=self.options.name or _name(recipe))
+        recipe = replace(recipe, name=self.options.name or self.exported_name or _name(recipe))
         prose = self._prose()
         for name, places in self.reading.unset.items():
             shown = ", ".join(f"{file}:{line}" if i == 0 or file != places[0][0] else str(line)
@@ -382,8 +383,14 @@ class _Importer:
             if len({r.server.flag("--port") for _, r, _ in chosen}) > 1:
                 self.notes.append(f"{where}: every group's server listens on {recipe.server.flag('--port')} in its own "
                                   "container; the groups' host ports differ")  # fmt: skip
-        placed = place_model(recipe.docker, recipe.server, where=where, model_repo=self.options.model_repo,
-                             revision=self.options.revision, models_dir=self.options.models_dir)  # fmt: skip
+        exported = server.simple.exported
+        model_repo, revision = self.options.model_repo, self.options.revision
+        if exported is not None:
+            recipe = replace(recipe, image=exported.image_for(recipe.image.reference, where, self.notes))
+            if model_repo is None and exported.model_repo:  # the mounted model's repo and commit, as exported
+                model_repo, revision = exported.model_repo, exported.model_revision or revision
+        placed = place_model(recipe.docker, recipe.server, where=where, model_repo=model_repo,
+                             revision=revision, models_dir=self.options.models_dir)  # fmt: skip
         self.notes += placed.notes
         server_command = _reachable(placed.docker, placed.server, where, self.notes)
         placed = replace(placed, server=server_command)
@@ -394,8 +401,10 @@ class _Importer:
         recipe = replace(
             recipe, docker=placed.docker, server=placed.server, model=placed.model, groups=groups,
             description=f"Imported by `hgxkit recipe import` from {', '.join(p.label for p in self.posts)}.",
-            source=Source(notes=f"Serving command: {', '.join(s.simple.source() for s, _, _ in chosen)}."),
+            source=Source(notes=f"Serving command: {', '.join(s.simple.source() for s, _, _ in chosen)}."
+                          + (f" {exported.source_note()}" if exported is not None else "")),
         )  # fmt: skip
+        self.exported_name = exported.recipe if exported is not None else None
         return recipe, chosen[0][0].simple.command.post.name
 
     def _benchmarks(self, recipe: Recipe, chosen: list[Built]) -> Recipe:

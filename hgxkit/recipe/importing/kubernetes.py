@@ -52,7 +52,9 @@ from hgxkit.recipe.importing.documents import (
     take_document,
 )
 from hgxkit.recipe.importing.model_placement import DEFAULT_MODELS_DIR
+from hgxkit.recipe.importing.provenance import Exported, exported_by_hgxkit
 from hgxkit.recipe.importing.reading import Reading
+from hgxkit.recipe.nodes import HGX_GPUS
 
 _KUBE_VARIABLE = re.compile(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_.-]*)\)")
 _POD_TEMPLATE = ("Deployment", "StatefulSet", "Job", "DaemonSet", "ReplicaSet", "ReplicationController")
@@ -80,8 +82,21 @@ class Kubernetes:
         runtimes = {_meta(d.data).get("name"): d for d in documents if d.data.get("kind") in _RUNTIMES}
         used = {(d.data.get("spec") or {}).get("predictor", {}).get("model", {}).get("runtime")
                 for d in documents if d.data.get("kind") == "InferenceService"}  # fmt: skip
-        out: list[Simple] = []
+        read: list[tuple[Document, list[_PodSpec] | Exception]] = []
         for document in documents:
+            data = document.data
+            kind = data.get("kind")
+            name = _meta(data).get("name", "")
+            if kind in _RUNTIMES and name in used:
+                read.append((document, []))
+                continue
+            try:
+                read.append((document, _pods(document, runtimes)))
+            except (InputError, *SHAPE_ERRORS) as err:
+                read.append((document, err))
+        _place_groups([(d, p) for d, p in read if not isinstance(p, Exception)], documents)
+        out: list[Simple] = []
+        for document, pods in read:
             data = document.data
             kind = data.get("kind")
             name = _meta(data).get("name", "")
@@ -89,11 +104,13 @@ class Kubernetes:
                 out.append(_aside(document, f"{kind} {name}: read with the InferenceService that names it"))
                 continue
             try:
-                pods = _pods(document, runtimes)
+                if isinstance(pods, Exception):
+                    raise pods
                 if not pods:
                     out.append(_aside(document, f"a {kind} ({name or 'unnamed'}): runs no container"))
+                exported = exported_by_hgxkit(_meta(data).get("annotations") or {})
                 for pod in pods:
-                    out += _Pod(document, pod).simples()
+                    out += _Pod(document, pod, exported).simples()
             except (InputError, *SHAPE_ERRORS) as err:
                 error = as_input_error(err, document.where(), f"{kind} {name}".strip())
                 out.append(refused(document, "kubernetes", error, document.first, document.last))
@@ -109,6 +126,41 @@ def _meta(data: dict) -> dict:
 
 def _aside(document: Document, why: str, first: int | None = None, last: int | None = None) -> Simple:
     return document_simple(document, "kubernetes", (), first or document.first, last or document.last, [why])
+
+
+def _place_groups(read: list[tuple[Document, list[_PodSpec]]], documents: Sequence[Document]) -> None:
+    """Several single-pod workloads of one manifest, each asking for a number of GPUs that together fit one node:
+    the GPU groups of one setup, placed in order on consecutive GPUs (`__devices__`), each published on the port
+    of the Service that selects it (`__service_ports__`), so that the importer joins them as groups."""
+    workloads = []
+    for document, pods in read:
+        if document.data.get("kind") not in ("Deployment", "Pod", "StatefulSet") or len(pods) != 1:
+            continue
+        pod = pods[0]
+        counts = [_gpu_count(c) for c in pod.get("containers") or [] if isinstance(c, dict)]
+        counts = [c for c in counts if c]
+        if pod.get("__group__") is None and len(counts) == 1 and pod.get("__replicas__", 1) == 1:
+            workloads.append((document, pod, counts[0]))
+    if len(workloads) < 2 or sum(count for _, _, count in workloads) > HGX_GPUS:
+        return
+    services = [d.data for d in documents if d.data.get("kind") == "Service"]
+    first = 0
+    for document, pod, count in workloads:
+        pod["__devices__"] = list(range(first, first + count))
+        first += count
+        labels = _meta((document.data.get("spec") or {}).get("template") or document.data).get("labels") or {}
+        for service in services:
+            selector = (service.get("spec") or {}).get("selector") or {}
+            selector = {k: v for k, v in selector.items() if k not in (LINE, LINES)}
+            if selector and all(labels.get(k) == v for k, v in selector.items()):
+                pod["__service_ports__"] = {p.get("targetPort", p.get("port")): p.get("port")
+                                            for p in (service.get("spec") or {}).get("ports") or []}  # fmt: skip
+
+
+def _gpu_count(container: dict) -> int | None:
+    resources = container.get("resources") or {}
+    count = {**(resources.get("requests") or {}), **(resources.get("limits") or {})}.get("nvidia.com/gpu")
+    return count if isinstance(count, int) and count > 0 else None
 
 
 class _PodSpec(dict):
@@ -169,9 +221,10 @@ def _predictor(document: Document, predictor: dict, runtimes: dict[str, Document
 class _Pod:
     """The serving container of one pod spec as `docker run` words; the other containers set aside."""
 
-    def __init__(self, document: Document, pod: _PodSpec) -> None:
+    def __init__(self, document: Document, pod: _PodSpec, exported: Exported | None = None) -> None:
         self.document = document
         self.pod = pod
+        self.exported = exported
         self.name = pod["__name__"]
         self.notes: list[str] = []
         self.indexes: set[str] = set()  # env names that hold the pod index (rank 0 here)
@@ -203,7 +256,7 @@ class _Pod:
                 notes, self.notes = self.notes, []
             # the whole document is the command's (its other lines are the pod around the container)
             out.append(document_simple(self.document, "kubernetes", words, self.document.first, self.document.last,
-                                       notes))  # fmt: skip
+                                       notes, self.exported))  # fmt: skip
         for container in self.pod.get("initContainers") or []:
             line = container.get(LINE, self.document.first)
             out.append(_aside(self.document, f"init container {container.get('name')}: not run by hgxkit", line, line))
@@ -294,6 +347,13 @@ class _Pod:
         if noted:
             self.notes.append(f"{self.where(line)}: resources {', '.join(map(str, noted))} not carried (the node's "
                               "are the container's)")  # fmt: skip
+        devices = self.pod.get("__devices__")
+        if devices:
+            listed = ",".join(map(str, devices))
+            self.notes.append(f"{self.where(line)}: {self.pod['__kind__']} {self.name} asks for {count} GPU(s), one of "
+                              f"the manifest's GPU groups on one node: GPUs {listed} (on Kubernetes the device "
+                              "plugin chooses)")  # fmt: skip
+            return [("--gpus", line), (f'"device={listed}"', line)]
         return [("--gpus", line), (str(count), line)]
 
     def _pod_options(self, line: int) -> list[WordAt]:
@@ -375,7 +435,7 @@ class _Pod:
         for port in container.get("ports") or []:
             at = port.get(LINE, line)
             target = port.get("containerPort")
-            host = port.get("hostPort", target)
+            host = port.get("hostPort", (self.pod.get("__service_ports__") or {}).get(target, target))
             protocol = f"/{port['protocol'].lower()}" if port.get("protocol") not in (None, "TCP") else ""
             words += [("-p", at), (f"{host}:{target}{protocol}", at)]
         return words
