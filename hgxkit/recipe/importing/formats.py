@@ -9,7 +9,8 @@ commands: `benchmarks` reads them (`result_blocks`) for the benchmark commands t
 
 Example:
     >>> [f.name for f in FORMATS]
-    ['docker run', 'docker build/tag', 'bare launch', 'benchmark command', 'docker compose', 'Kubernetes manifest']
+    ['docker run', 'docker build/tag', 'bare launch', 'benchmark command', 'docker compose', 'Kubernetes manifest',
+     'Ray cluster']
 
 A YAML document (a whole file, a ```yaml fence) is offered to `DOCUMENT_FORMATS` first (see `documents`): the
 one that claims it gives the `docker run` commands it stands for, which its own entry in `FORMATS` then takes.
@@ -27,6 +28,7 @@ from hgxkit.recipe.importing.docker_run import DOCKER_IMAGES, DOCKER_RUN
 from hgxkit.recipe.importing.documents import DocumentFormat
 from hgxkit.recipe.importing.kubernetes import KUBERNETES
 from hgxkit.recipe.importing.reading import Reading
+from hgxkit.recipe.importing.vllm_multinode import RAY_START
 
 
 class SourceFormat(Protocol):
@@ -43,7 +45,9 @@ class SourceFormat(Protocol):
         ...
 
 
-FORMATS: tuple[SourceFormat, ...] = (DOCKER_RUN, DOCKER_IMAGES, BARE_LAUNCH, BENCH_COMMANDS, COMPOSE, KUBERNETES)
+FORMATS: tuple[SourceFormat, ...] = (
+    DOCKER_RUN, DOCKER_IMAGES, BARE_LAUNCH, BENCH_COMMANDS, COMPOSE, KUBERNETES, RAY_START,
+)  # fmt: skip
 DOCUMENT_FORMATS: tuple[DocumentFormat, ...] = (COMPOSE, KUBERNETES)
 
 
