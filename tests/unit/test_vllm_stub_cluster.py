@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from hgxkit.sim.hub.makerepo import RepoSpec, make_repo
+from hgxkit.sim.standin.vllm.cluster import ray_status
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -114,6 +115,9 @@ def test_vllm_on_ray_serves_once_the_cluster_has_its_gpus(model: Path, procs) ->
     ray, http = _port(), _port()
     one = {"HGXKIT_SIM_NODE_GPUS": "1"}  # hosts of one GPU: tp 2 needs both
     _spawn(procs, "ray", "start", "--block", "--head", "--node-ip-address=127.0.0.1", f"--port={ray}", **one)
+    deadline = time.monotonic() + 20
+    while ray_status("127.0.0.1", ray) is None and time.monotonic() < deadline:
+        time.sleep(0.2)  # the head is up before the server looks for it (as after `ray start` returned)
     server = _spawn(procs, "serve", str(model), "--port", str(http), "--tensor-parallel-size", "2",
                     "--distributed-executor-backend", "ray", RAY_ADDRESS=f"127.0.0.1:{ray}", **one)  # fmt: skip
     time.sleep(2)

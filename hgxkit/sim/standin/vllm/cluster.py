@@ -307,6 +307,16 @@ def _mismatch(head: Mapping[str, Any], other: Mapping[str, Any], have: set[int])
     return None
 
 
+def _next_hello(server: socket.socket) -> tuple[socket.socket, tuple[str, int], dict[str, Any]] | None:
+    """The next host that connects and what it says; None when none came within the accept timeout."""
+    try:
+        conn, peer = server.accept()
+        conn.settimeout(10)
+        return conn, peer, _receive(conn)
+    except (OSError, ValueError):  # TimeoutError is an OSError
+        return None
+
+
 def dp_head_wait(ns: argparse.Namespace, hello: Mapping[str, Any], env: Mapping[str, str], log: Log
                  ) -> list[socket.socket]:  # fmt: skip
     """The head: accept headless hosts on the RPC port until every DP rank is there (or raise ClusterError)."""
@@ -323,16 +333,10 @@ def dp_head_wait(ns: argparse.Namespace, hello: Mapping[str, Any], env: Mapping[
             server.close()
             raise ClusterError(f"TimeoutError: Timed out waiting for engines to send initial message on input "
                                f"socket: {len(have)}/{size} data parallel ranks joined (simulated)")  # fmt: skip
-        try:
-            conn, peer = server.accept()
-        except TimeoutError:
+        arrived = _next_hello(server)
+        if arrived is None:
             continue
-        conn.settimeout(10)
-        try:
-            other = _receive(conn)
-        except (OSError, ValueError):
-            conn.close()
-            continue
+        conn, peer, other = arrived
         why = _mismatch(hello, other, have) if other else "no hello"
         if why:
             _send(conn, {"ok": False, "error": why})
