@@ -70,7 +70,9 @@ def rank_of(server: ServerCommand) -> int | None:
 def rank_flags(server: ServerCommand) -> set[str]:
     """The flags that may differ between the hosts' commands of one server spanning nodes."""
     kind = server.server_kind
-    return {kind.rank_flag, *kind.worker_flags, *([kind.dp_hosts.start_flag] if kind.dp_hosts else [])}
+    # over DP hosts the head's address may be spelt differently per host: it is given again per deploy
+    spread = [kind.dp_hosts.start_flag, kind.dp_hosts.head_flag] if kind.dp_hosts and dp_hosts(server) else []
+    return {kind.rank_flag, *kind.worker_flags, *spread}
 
 
 def ray_cluster(recipe: Recipe) -> RayCluster | None:
@@ -239,7 +241,7 @@ def _join_dp_ranks(servers: Sequence[ServerCommand], spread: tuple[int, int], wh
 
 # A head address the import can read: a host name, an IPv4/IPv6 address, or one variable standing for it
 # (`$MASTER_IP`: hgxkit gives the address per deploy anyway); not an expression (`$(hostname -I)`, `$A:$B`).
-_ADDRESS = re.compile(r"[A-Za-z0-9_.-]{1,253}|\[?[0-9A-Fa-f:.]{2,45}\]?")
+_ADDRESS = re.compile(r"[A-Za-z0-9_.-]{1,253}|\[[0-9A-Fa-f:.]{2,45}\]|[0-9A-Fa-f.]*:[0-9A-Fa-f.]*:[0-9A-Fa-f:.]{0,41}")
 VARIABLE = re.compile(r"\$(?:[A-Za-z_]\w*|\{[A-Za-z_]\w*\})")
 
 

@@ -152,9 +152,12 @@ class _Importer:
         if simple.kind == "broken":
             error = simple.error()
             assert error is not None
-            if re.search(r"docker run|serve|launch_server|api_server", " ".join(simple.command.post.clean[
-                    simple.command.first - 1 : simple.command.last])):  # fmt: skip
+            text = " ".join(simple.command.post.clean[simple.command.first - 1 : simple.command.last])
+            if re.search(r"docker run|serve|launch_server|api_server", text):
                 self.reading.servers.append(Candidate(simple, "broken", error=error))
+            elif re.search(r"\bray start\b|\brun_cluster\.sh\b", text):  # a host of a Ray cluster: it counts
+                self.reading.cluster.append(error)
+                self._said(simple, "skipped", f"a Ray start that cannot be read ({error.message.split(': ', 1)[-1]})")
             else:
                 self._said(simple, "skipped", f"an unreadable command ({error.message.split(': ', 1)[-1]})")
         elif simple.kind in ("assign", "export"):

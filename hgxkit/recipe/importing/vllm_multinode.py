@@ -39,7 +39,7 @@ from hgxkit.recipe.importing.reading import Reading
 from hgxkit.recipe.model import Grouping, Recipe
 from hgxkit.recipe.nodes import HGX_GPUS, parallel_size, readable_address
 from hgxkit.recipe.server_args import ServerCommand
-from hgxkit.recipe.shellwords import shell_value
+from hgxkit.recipe.shellwords import shell_value, split_words
 
 _SCRIPT = re.compile(r"^(?:\S*/)?run_cluster\.sh$")
 # Set per host by the poster (this host's own address): not one value for every host of a group.
@@ -149,6 +149,26 @@ def _port(text: str, flag: str, where: str) -> int:
     return int(text)
 
 
+def ray_container(simple: Simple, run: ParsedRun, words: Sequence[str]) -> RayNode | None:
+    """The Ray start a `docker run … --entrypoint /bin/bash IMAGE -c "ray start …"` runs (`words`: its container
+    command), or None when it runs something else."""
+    if len(words) != 3 or words[1] != "-c":
+        return None
+    try:
+        inner = split_words(shell_value(words[2]))
+    except InputError:
+        return None
+    texts = [w.text for w in inner]
+    if texts[:2] != ["ray", "start"] or any(w.is_operator for w in inner):
+        return None
+    node = _bare_start(simple, texts[2:], simple.where())
+    envs = [u.value or "" for e in run.entries for u in e.uses if canonical(u.option.name) == "--env"]
+    per_host = [value for value in envs if value.split("=", 1)[0] in _PER_HOST_ENV]
+    entries = tuple(e for e in run.entries if not any(
+        canonical(u.option.name) == "--env" and (u.value or "") in per_host for u in e.uses))  # fmt: skip
+    return replace(node, run=replace(run, entries=entries, command=()), dropped=tuple(per_host))
+
+
 class RayStart:
     """A Ray cluster's start on one host (run_cluster.sh or `ray start`): read, for the server that runs on it."""
 
@@ -159,6 +179,11 @@ class RayStart:
 
     def take(self, simple: Simple, reading: Reading) -> None:
         try:
+            if simple.substitution is not None:
+                word = simple.substitution
+                at = f"{simple.command.post.name}: line {word.line}, column {word.column}"
+                raise InputError(f"{at}: {word.text!r} (a command substitution) in a Ray start is not imported; write "
+                                 "the head's address: hgxkit gives it again per deploy")  # fmt: skip
             if simple.placeholder is not None:
                 line, column, text = simple.placeholder
                 raise InputError(f"{simple.command.post.name}: line {line}, column {column}: {text} is a placeholder "
@@ -198,9 +223,9 @@ def ray_run(run: ParsedRun, head: RayNode, where: str, notes: list[str]) -> Pars
     command, or the bare launch's own with the host's network and a shell entrypoint (Ray's ports are not
     published: every host reaches the others on its own network)."""
     if head.run is not None:
-        notes.append(f"{where}: runs on the Ray cluster started at {head.where()} (run_cluster.sh): its container "
-                     f"({head.run.image}, --entrypoint /bin/bash --network host --shm-size 10.24g --gpus all, the "
-                     "Hugging Face cache) on every host; the head starts Ray, then the server")  # fmt: skip
+        shown = " ".join(w for e in head.run.entries for w in e.words)
+        notes.append(f"{where}: runs on the Ray cluster started at {head.where()}: its container ({head.run.image} "
+                     f"{shown}) on every host; the head starts Ray, then the server")  # fmt: skip
         for value in head.dropped:
             notes.append(f"{head.where()}: -e {value} is this host's own address; dropped (Ray uses each host's "
                          "address on the host network)")  # fmt: skip
@@ -225,6 +250,10 @@ def ray_group(recipe: Recipe, ray: RayCluster, head: RayNode, workers: Sequence[
                          "expression the import cannot read); write it: hgxkit gives it again per deploy")  # fmt: skip
     total = parallel_size(recipe.server, where)
     per_host = head.gpus or HGX_GPUS
+    if per_host != HGX_GPUS:
+        raise InputError(f"{head.where()}: the Ray head gives {per_host} GPU(s) (--num-gpus); a Ray cluster here takes "
+                         f"whole HGX-H200 nodes ({HGX_GPUS} GPUs each, one Ray node per host): drop --num-gpus, or "
+                         "serve a smaller group without Ray")  # fmt: skip
     posted = 1 + len(workers)
     nodes = posted
     if len(workers) == 1 and total > 2 * per_host and total % per_host == 0:
@@ -235,10 +264,12 @@ def ray_group(recipe: Recipe, ray: RayCluster, head: RayNode, workers: Sequence[
         raise InputError(f"{head.where()}: a Ray head but no worker (`--worker`, `ray start --address=…`); a group "
                          "over one host needs no Ray cluster: import the server alone")  # fmt: skip
     if total != nodes * per_host:
+        remedy = (f"tp x pp = {total} fits one host: serve it there without a Ray cluster" if total <= per_host
+                  else f"start {-(-total // per_host)} hosts")  # fmt: skip
         raise InputError(
             f"{where}: tp x pp x dp = {total} GPUs, but the post's Ray cluster is {posted} host(s) (1 head, "
             f"{len(workers)} worker(s)) of {per_host} GPUs = {nodes * per_host}; Ray would place the workers where it "
-            f"likes: make tp x pp = {nodes * per_host}, or start {max(total // per_host, 1)} hosts"
+            f"likes: make tp x pp = {nodes * per_host}, or {remedy}"
         )
     server = recipe.server
     flag, value = ray.backend
