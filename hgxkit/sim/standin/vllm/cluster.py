@@ -30,6 +30,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 from hgxkit.sim.standin.vllm import checks
@@ -190,7 +191,9 @@ def _start_head(args: argparse.Namespace, gpus: int, env: Mapping[str, str], arg
         head.serve_forever()
         return 0
     # without --block Ray starts its processes in the background and returns (as `ray start --head` does)
-    subprocess.Popen([sys.executable, "-m", "hgxkit.sim.standin.vllm", "ray", *argv, "--daemon"],
+    root = str(Path(__file__).resolve().parents[4])  # the directory holding the `hgxkit` package
+    environ = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (root, os.environ.get("PYTHONPATH"))))}
+    subprocess.Popen([sys.executable, "-m", "hgxkit.sim.standin.vllm", "ray", *argv, "--daemon"], env=environ,
                      start_new_session=True, stdout=sys.stderr, stderr=sys.stderr)  # fmt: skip
     deadline = time.monotonic() + 30
     while ray_status("127.0.0.1", args.port) is None:
