@@ -8,9 +8,8 @@ unreadable line, an engine hgxkit does not serve) is the importer's own; printed
 commands: `benchmarks` reads them (`result_blocks`) for the benchmark commands taken.
 
 Example:
-    >>> [f.name for f in FORMATS]
-    ['docker run', 'docker build/tag', 'bare launch', 'benchmark command', 'docker compose', 'Kubernetes manifest',
-     'Ray cluster']
+    >>> print(", ".join(f.name for f in FORMATS))
+    docker run, docker build/tag, bare launch, benchmark command, docker compose, Kubernetes manifest, Ray cluster
 
 A YAML document (a whole file, a ```yaml fence) is offered to `DOCUMENT_FORMATS` first (see `documents`): the
 one that claims it gives the `docker run` commands it stands for, which its own entry in `FORMATS` then takes.
