@@ -98,6 +98,36 @@ class KindMetrics:
 
 
 @dataclass(frozen=True)
+class DataParallelHosts:
+    """The flags of a server's own data parallelism over hosts (one server, its DP ranks spread over hosts)."""
+
+    local_flag: str  # the DP ranks this host runs
+    start_flag: str  # the first DP rank this host runs (ranks >= 1 only)
+    head_flag: str  # the head's address
+    port_flag: str  # the head's RPC port
+    default_port: int  # the RPC port when the command gives none
+
+
+@dataclass(frozen=True)
+class RayCluster:
+    """A server whose workers a Ray cluster places over hosts: the head runs `ray start --head` and then the
+    server, every other host `ray start --block --address=HEAD:PORT` (Ray's own CLI, in the engine's image)."""
+
+    backend: tuple[str, str]  # the server flag and value that select Ray
+    port: int = 6379  # `ray start --head --port` (Ray's default GCS port)
+    shell: str = "/bin/bash"  # the containers' entrypoint: both commands run in it
+
+    def head_command(self, head: str, port: int, server: Sequence[str]) -> tuple[str, ...]:
+        """The head's container command: start the Ray head, then `exec` the server (argv kept word for word)."""
+        script = f'ray start --head --node-ip-address={head} --port={port} && exec "$@"'
+        return ("-c", script, "ray-head", *server)
+
+    def worker_command(self, head: str, port: int) -> tuple[str, ...]:
+        """A worker host's container command: join the head's cluster and stay in it."""
+        return ("-c", f"exec ray start --block --address={head}:{port}")
+
+
+@dataclass(frozen=True)
 class ServerKind:
     """One serving engine: its command line, network defaults, endpoints, API key, benchmark client, metrics."""
 
@@ -138,8 +168,11 @@ class ServerKind:
     head_port_flag: str | None = None  # the rendezvous port, when it is a flag of its own
     default_dist_port: int | None = None  # the rendezvous port when the command gives none
     worker_flags: tuple[str, ...] = ()  # added on hosts of rank >= 1
-    # Flags that spread one server over hosts by hand (not imported: the --nnodes form is).
-    hand_spread_flags: tuple[str, ...] = ()
+    # Data parallelism over hosts: each host runs `dp_local_flag` of the `dp_flag` ranks, starting at
+    # `dp_start_flag` (rank x local on ranks >= 1), and reaches the head at `dp_head_flag`:`dp_port_flag`.
+    dp_hosts: DataParallelHosts | None = None
+    # A Ray cluster spanning hosts that places the server's workers (`ray start` on each host).
+    ray: RayCluster | None = None
     dp_in_tp_flag: str | None = None  # with it, data parallelism runs inside the TP group (no extra GPUs)
     env_report: tuple[str, ...] = ()  # its own environment report (what people attach to bug reports), in a container
     # Fingerprint fields kept from before server kinds that hold this kind's version (comparable with old runs).

@@ -10,7 +10,17 @@ Example:
 
 from __future__ import annotations
 
-from hgxkit.kinds.base import CONNECTION_FLAGS, BenchCell, BenchClient, KindMetrics, PostedClient, ServerKind, load_args
+from hgxkit.kinds.base import (
+    CONNECTION_FLAGS,
+    BenchCell,
+    BenchClient,
+    DataParallelHosts,
+    KindMetrics,
+    PostedClient,
+    RayCluster,
+    ServerKind,
+    load_args,
+)
 from hgxkit.results.bench import BenchRecord
 from hgxkit.results.vllm_bench import parse_vllm_result
 
@@ -151,6 +161,10 @@ VLLM = ServerKind(
     head_port_flag="--master-port",
     default_dist_port=29501,
     worker_flags=("--headless",),  # ranks >= 1 start no API server (vLLM multiprocessing across nodes)
-    # vLLM's own data-parallel deployment over hosts (each host a share of the ranks)
-    hand_spread_flags=("--data-parallel-size-local", "--data-parallel-address", "--data-parallel-start-rank"),
+    # vLLM's own data-parallel deployment over hosts (docs/serving/data_parallel_deployment.md); 29550 is its
+    # default data_parallel_rpc_port
+    dp_hosts=DataParallelHosts("--data-parallel-size-local", "--data-parallel-start-rank", "--data-parallel-address",
+                               "--data-parallel-rpc-port", 29550),
+    # vLLM on a Ray cluster (examples/online_serving/run_cluster.sh: `ray start --block --head --port=6379`)
+    ray=RayCluster(("--distributed-executor-backend", "ray")),
 )

@@ -20,11 +20,13 @@ Example:
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from hgxkit.errors import InputError
-from hgxkit.recipe.model import Grouping
+from hgxkit.kinds.base import RayCluster
+from hgxkit.recipe.model import Grouping, Recipe
 from hgxkit.recipe.server_args import ServerCommand, is_flag
 
 HGX_GPUS = 8  # GPUs of one HGX-H200 node
@@ -39,16 +41,53 @@ class Joined:
     notes: tuple[str, ...]
 
 
+def dp_hosts(server: ServerCommand) -> tuple[int, int] | None:
+    """(DP size, DP ranks per host) of a command that spreads its data-parallel ranks over hosts (vLLM's
+    `--data-parallel-size 4 --data-parallel-size-local 2`), or None.
+
+    >>> dp_hosts(ServerCommand.from_words(["vllm", "serve", "m", "-dp", "4", "-dpl", "2"], "vllm"))
+    (4, 2)
+    """
+    form = server.server_kind.dp_hosts
+    local = server.flag(form.local_flag) if form else None
+    size = server.flag(server.server_kind.dp_flag) or "1"
+    if local is None or not local.isdigit() or not size.isdigit() or int(local) >= int(size):
+        return None
+    return int(size), int(local)
+
+
 def rank_of(server: ServerCommand) -> int | None:
-    """The node rank a command gives (`--node-rank R`), or None."""
-    value = server.flag(server.server_kind.rank_flag)
+    """The node rank a command gives (`--node-rank R`; over DP hosts its start rank / ranks per host), or None."""
+    kind = server.server_kind
+    spread = dp_hosts(server)
+    if spread is not None and kind.dp_hosts is not None:
+        start = server.flag(kind.dp_hosts.start_flag) or "0"
+        return int(start) // spread[1] if start.isdigit() and spread[1] and int(start) % spread[1] == 0 else None
+    value = server.flag(kind.rank_flag)
     return int(value) if value is not None and value.isdigit() else None
 
 
+def rank_flags(server: ServerCommand) -> set[str]:
+    """The flags that may differ between the hosts' commands of one server spanning nodes."""
+    kind = server.server_kind
+    # over DP hosts the head's address may be spelt differently per host: it is given again per deploy
+    spread = [kind.dp_hosts.start_flag, kind.dp_hosts.head_flag] if kind.dp_hosts and dp_hosts(server) else []
+    return {kind.rank_flag, *kind.worker_flags, *spread}
+
+
+def ray_cluster(recipe: Recipe) -> RayCluster | None:
+    """The kind's Ray cluster when the recipe's server spans its nodes on one (`groups.nodes` > 1 and the kind's
+    Ray backend flag, e.g. `--distributed-executor-backend ray`), else None."""
+    ray = recipe.server.server_kind.ray
+    if ray is None or recipe.node_count() < 2 or recipe.server.flag(ray.backend[0]) != ray.backend[1]:
+        return None
+    return ray
+
+
 def spans_nodes(server: ServerCommand) -> bool:
-    """True when the command runs one server over several hosts (`--nnodes N`, N > 1)."""
+    """True when the command runs one server over several hosts (`--nnodes N`, N > 1, or DP ranks over hosts)."""
     value = server.flag(server.server_kind.nnodes_flag)
-    return value is not None and value.isdigit() and int(value) > 1
+    return (value is not None and value.isdigit() and int(value) > 1) or dp_hosts(server) is not None
 
 
 def parallel_size(server: ServerCommand, where: str) -> int:
@@ -64,6 +103,9 @@ def join_ranks(servers: Sequence[ServerCommand], *, where: str) -> Joined:
     by_rank = sorted(servers, key=lambda s: rank_of(s) or 0)
     first = by_rank[0]
     kind = first.server_kind
+    spread = dp_hosts(first)
+    if spread is not None:
+        return _join_dp_ranks(by_rank, spread, where)
     nnodes = int(first.flag(kind.nnodes_flag) or 1)
     ranks = [rank_of(s) for s in by_rank]
     if None in ranks:
@@ -135,3 +177,87 @@ def _template(server: ServerCommand, where: str) -> tuple[list[tuple[str, ...]],
 def _with_value(entry: tuple[str, ...], value: str) -> tuple[str, ...]:
     flag, has_equals, _ = entry[0].partition("=")
     return (f"{flag}={value}",) if has_equals else (entry[0], value, *entry[2:])
+
+
+def _join_dp_ranks(servers: Sequence[ServerCommand], spread: tuple[int, int], where: str) -> Joined:
+    """One template for the hosts of a server whose data-parallel ranks are spread over them: `--headless` and
+    the start rank are left to render (ranks >= 1 get them), the head's address and RPC port become `{{head}}`
+    and `{{dist_port}}`."""
+    first = servers[0]
+    kind = first.server_kind
+    form = kind.dp_hosts
+    assert form is not None
+    size, local = spread
+    if local < 1:
+        raise InputError(f"{where}: {form.local_flag} {local} (a host that runs only the API server) is not imported: "
+                         f"every host of a group runs the same share of the {size} ranks")  # fmt: skip
+    if size % local:
+        raise InputError(f"{where}: {kind.dp_flag} {size} is not a multiple of {form.local_flag} {local}: every host "
+                         "of a group runs the same share of the ranks")  # fmt: skip
+    nnodes = size // local
+    for server in servers:
+        start = server.flag(form.start_flag) or "0"
+        if not start.isdigit() or int(start) % local or int(start) >= size:
+            raise InputError(f"{where}: {form.start_flag} {start} is not a multiple of {form.local_flag} {local} "
+                             f"below {kind.dp_flag} {size}; host k starts at rank k x {local}")  # fmt: skip
+    ranks = sorted({rank_of(s) or 0 for s in servers})
+    notes = []
+    missing = [r for r in range(nnodes) if r not in ranks]
+    if missing:
+        notes.append(f"{where}: the post gives host(s) {', '.join(map(str, ranks))} of {nnodes}; host(s) "
+                     f"{', '.join(map(str, missing))} run the same command from rank k x {local} "
+                     f"({form.start_flag})")  # fmt: skip
+    args: list[tuple[str, ...]] = []
+    port, head = form.default_port, None
+    for entry in first.args:
+        flag, has_equals, inline = entry[0].partition("=")
+        name = kind.canonical_flag(flag) if is_flag(entry[0]) else ""
+        value = inline if has_equals else (entry[1] if len(entry) > 1 else "")
+        if name in kind.worker_flags or name == form.start_flag:
+            continue
+        if name == form.head_flag:
+            head = _address(value, flag, where)
+            entry = _with_value(entry, "{{head}}")
+        elif name == form.port_flag:
+            if VARIABLE.fullmatch(value):
+                notes.append(f"{where}: {flag} {value} is a variable the post leaves to the reader; the port is "
+                             f"{kind.title}'s default {port} (groups.dist_port)")  # fmt: skip
+            elif not value.isdigit() or not 0 < int(value) < 65536:
+                raise InputError(f"{where}: {flag} {value!r} is not a port number; write the head's RPC port")
+            else:
+                port = int(value)
+            entry = _with_value(entry, "{{dist_port}}")
+        args.append(entry)
+    if head is None:
+        raise InputError(f"{where}: data parallelism over {nnodes} hosts needs {form.head_flag} (the head's address "
+                         "every host reaches)")  # fmt: skip
+    if not any(kind.canonical_flag(e[0].partition("=")[0]) == form.port_flag for e in args):
+        args.append((form.port_flag, "{{dist_port}}"))
+        notes.append(f"{where}: {form.port_flag} {port} ({kind.title}'s default) written out, as every host needs it")
+    per_host = parallel_size(first, where) // nnodes
+    if per_host > HGX_GPUS:
+        raise InputError(f"{where}: {local} local rank(s) x tp x pp = {per_host} GPUs per host; an HGX-H200 node has "
+                         f"{HGX_GPUS}")  # fmt: skip
+    notes.append(f"{where}: {kind.dp_flag} {size} over {nnodes} hosts, {local} rank(s) each; the head address {head} "
+                 "is the poster's network; it is given per deploy ({{head}})")  # fmt: skip
+    groups = Grouping(size=per_host, gpus_per_node=HGX_GPUS, nodes=nnodes, dist_port=port)
+    return Joined(ServerCommand(first.program, tuple(args), first.kind), groups, tuple(notes))
+
+
+# A head address the import can read: a host name, an IPv4/IPv6 address, or one variable standing for it
+# (`$MASTER_IP`: hgxkit gives the address per deploy anyway); not an expression (`$(hostname -I)`, `$A:$B`).
+_ADDRESS = re.compile(r"[A-Za-z0-9_.-]{1,253}|\[[0-9A-Fa-f:.]{2,45}\]|[0-9A-Fa-f.]*:[0-9A-Fa-f.]*:[0-9A-Fa-f:.]{0,41}")
+VARIABLE = re.compile(r"\$(?:[A-Za-z_]\w*|\{[A-Za-z_]\w*\})")
+
+
+def readable_address(value: str) -> bool:
+    """True for a head address the import can read (see `_ADDRESS`, `VARIABLE`)."""
+    return bool(_ADDRESS.fullmatch(value) or VARIABLE.fullmatch(value))
+
+
+def _address(value: str, flag: str, where: str) -> str:
+    """The head address a command gives, refused when it is an expression the import cannot read."""
+    if not readable_address(value):
+        raise InputError(f"{where}: {flag} {value!r} is not a host name or address (a shell expression the import "
+                         "cannot read); write the head's address: hgxkit gives it again per deploy")  # fmt: skip
+    return value

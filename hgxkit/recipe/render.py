@@ -24,10 +24,12 @@ from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from hgxkit.errors import InputError
+from hgxkit.kinds.base import RayCluster
 from hgxkit.recipe.docker_options import canonical
-from hgxkit.recipe.dockerrun import OptionEntry, OptionUse
+from hgxkit.recipe.dockerrun import OptionEntry, OptionUse, parse_option_words
 from hgxkit.recipe.groups import gpu_ids_from_spec, plan_groups
 from hgxkit.recipe.model import ENV_REF_RE, Recipe, parse_publish
+from hgxkit.recipe.nodes import dp_hosts, ray_cluster
 from hgxkit.recipe.shellwords import LITERAL_DOLLAR, quote_word, shell_value
 
 SecretMode = Literal["reference", "resolve"]
@@ -165,7 +167,8 @@ def render_recipe(
     `secrets="resolve"` substitutes the value from `environ` (for running the command, never for output).
     A server spanning nodes (`groups.nodes`) is rendered for one host: `rank` (0 is the head) and `head`
     (the head node's address) fill `{{rank}}`, `{{head}}` and `{{dist_port}}`; ranks >= 1 get the kind's
-    worker flags (vLLM's `--headless`).
+    worker flags (vLLM's `--headless`, and over data-parallel hosts the host's start rank); on a Ray cluster
+    the head runs `ray start --head` and then the server, the other hosts only join the cluster.
     """
     planned = plan_groups(recipe, total_gpus=total_gpus, groups=groups)
     env = os.environ if environ is None else environ
@@ -197,11 +200,14 @@ def _group(
     port: int | None,
 ) -> RenderedGroup:
     options = tuple(fill.entry(entry, values) for entry in recipe.docker.entries)
-    command = (
+    command: tuple[tuple[str, ...], ...] = (
         tuple(fill.word(w, values) for w in recipe.server.program),
         *(tuple(fill.word(w, values) for w in entry) for entry in recipe.server.args),
         *fill.worker_entries(),
     )
+    ray = ray_cluster(recipe)
+    if ray is not None:
+        options, command = _on_ray(ray, recipe, fill, options, command)
     group = RenderedGroup(
         group=index,
         name=name,
@@ -226,6 +232,26 @@ def _group(
         gpus=gpu_ids_from_spec(gpu_values[-1]) if gpu_values else None,
         port=next((int(p) for p in published if p.isdigit()), None),
     )
+
+
+def _on_ray(
+    ray: RayCluster,
+    recipe: Recipe,
+    fill: _Filler,
+    options: tuple[OptionEntry, ...],
+    command: tuple[tuple[str, ...], ...],
+) -> tuple[tuple[OptionEntry, ...], tuple[tuple[str, ...], ...]]:
+    """A host of a server on a Ray cluster: the head starts Ray and then the server, the others join its cluster
+    (the kind's `RayCluster` commands, run by its shell as the entrypoint)."""
+    head = fill.nodes["{{head}}"]
+    port = int(fill.nodes.get("{{dist_port}}") or ray.port)
+    if not any(canonical(u.option.name) == "--entrypoint" for entry in options for u in entry.uses):
+        options = (*options, *parse_option_words(["--entrypoint", ray.shell], source=recipe.path or recipe.name))
+    if fill.rank:
+        return options, (ray.worker_command(head, port),)
+    program = command[0] or recipe.server.server_kind.image_entrypoint
+    started = tuple(w.replace("$", LITERAL_DOLLAR) for w in ray.head_command(head, port, program))
+    return options, (started, *command[1:])
 
 
 # A host address to fill `{{head}}` with: a name or an IPv4/IPv6 address, never shell syntax.
@@ -264,11 +290,17 @@ class _Filler:
         self.rank = int(nodes["{{rank}}"]) if nodes else None
 
     def worker_entries(self) -> list[tuple[str, ...]]:
-        """The kind's worker flags on hosts of rank >= 1, unless the recipe writes them itself."""
+        """The kind's worker flags on hosts of rank >= 1, unless the recipe writes them itself; over DP hosts
+        also the host's first DP rank (rank x DP ranks per host)."""
         if not self.rank:
             return []
         server = self.recipe.server
-        return [(flag,) for flag in server.server_kind.worker_flags if not server.has(flag)]
+        entries = [(flag,) for flag in server.server_kind.worker_flags if not server.has(flag)]
+        spread = dp_hosts(server)
+        form = server.server_kind.dp_hosts
+        if spread is not None and form is not None and not server.has(form.start_flag):
+            entries.append((form.start_flag, str(self.rank * spread[1])))
+        return entries
 
     def entry(self, entry: OptionEntry, values: dict[str, str]) -> OptionEntry:
         return OptionEntry(

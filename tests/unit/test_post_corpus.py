@@ -51,7 +51,6 @@ REFUSALS = {
     "017": "no server entrypoint",  # the image is followed by flags only
     "018": "pass --kind",  # a third-party image: which server it runs is unknown
     "020": "Huawei Ascend",  # HCCL_* exports
-    "022": "vLLM data parallelism spread over hosts",  # DP16 over two H800 nodes by hand
     "023": "no serving command",  # benchmark only
     "025": "no serving command",  # benchmark only
     "026": "$DTYPE is set inside an `if` block",  # the model name depends on shell logic
@@ -75,7 +74,7 @@ REFUSALS = {
     "057": "no serving command",  # results only
     "058": "Ollama",
     "059": "llama.cpp",
-    "060": "16 GPUs",  # TP8 x PP2 / TP16 over a Ray cluster of two nodes
+    "060": "line 10, column 17: <HEAD_NODE_IP> is a placeholder",  # run_cluster.sh <HEAD_NODE_IP> --head
     "063": "no serving command",  # a results table only
     "069": "16 GPUs",  # TP16 over a Ray cluster (and the model is the placeholder `xxx`)
     "073": "no serving command",  # docker ps / docker logs only
@@ -103,6 +102,9 @@ VARIABLES = {
     "079": {"volume": f"{os.getcwd()}/data", "model": "deepseek-ai/DeepSeek-R1-Distill-Qwen-1.5B"},  # as 065
     "082": {"MODEL": "Qwen/Qwen2.5-1.5B-Instruct", "NAME": "qwen"},
 }
+# Variables a multi-node post leaves to the reader for the head's address and port: the values hgxkit gives per
+# deploy (the head given to render, the kind's default port).
+GIVEN = {"022": {"MASTER_IP": "10.0.0.1", "PORT": "29550"}}
 # Documented exceptions to "renders the post's argv": (post word, recipe word) pairs and why.
 SECRET_WORDS = {
     "HF_TOKEN=<secret>": "HF_TOKEN",  # 001: a secret's value (here the docs' placeholder) comes from the environment
@@ -301,7 +303,7 @@ def test_a_bare_launch_is_translated_as_its_notes_say(number: str, posix_argv) -
     recipe = result.recipe
     kind = recipe.server.server_kind
     for rank, span in enumerate(server_spans(result)):
-        posted = posix_argv(posted_command(number, span), {**ENV, **VARIABLES.get(number, {})})
+        posted = posix_argv(posted_command(number, span), {**ENV, **VARIABLES.get(number, {}), **GIVEN.get(number, {})})
         prefix = {}
         while "=" in posted[0] and re.match(r"^[A-Za-z_]\w*=", posted[0]):
             name, _, value = posted.pop(0).partition("=")
@@ -334,6 +336,11 @@ def test_a_bare_launch_is_translated_as_its_notes_say(number: str, posix_argv) -
         if "--dist-init-addr" in args:  # the head's address is given per deploy (here the post's, if it has one)
             at = args.index("--dist-init-addr") + 1
             args[at] = f"{head}:{args[at].rsplit(':', 1)[1]}"
+        if "--data-parallel-address" in args:  # DP over hosts: a rank's own flags are rendered last
+            for flag, width in (("--headless", 1), ("--data-parallel-start-rank", 2)):
+                if flag in args:
+                    at = args.index(flag)
+                    args = args[:at] + args[at + width :] + args[at : at + width]
         assert server == words + args
         options = [w for entry in group.options for w in entry.words]
         devices = prefix.pop("CUDA_VISIBLE_DEVICES", None)

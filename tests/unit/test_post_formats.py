@@ -7,6 +7,7 @@ the recipe fields or the refusal the index records; the small cases below pin ea
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from pathlib import Path
 
@@ -43,19 +44,23 @@ def docker_words(outcome: ImportOutcome) -> str:
 def test_index_lists_every_file_and_counts_by_format() -> None:
     assert sorted(p.name for p in FORMATS.iterdir() if p.name != "index.yaml") == sorted(ENTRIES)
     counts = Counter(entry["format"] for entry in INDEX)
-    assert counts == {"compose": 6, "kubernetes": 13, "docker run": 6, "bare launch": 4, "slurm": 7}
-    assert Counter(entry["expect"] for entry in INDEX) == {"import": 16, "refuse": 20}
-    assert all(entry["source"].startswith("https://github.com/") and "/blob/" in entry["source"] for entry in INDEX)
+    assert counts == {"compose": 6, "kubernetes": 13, "docker run": 6, "bare launch": 4, "slurm": 7, "vllm ray": 8,
+                      "vllm data parallel": 2}  # fmt: skip
+    assert Counter(entry["expect"] for entry in INDEX) == {"import": 18, "refuse": 28}
+    # a file at a commit, or an issue or pull request thread (the post is its text)
+    assert all(re.match(r"https://github\.com/[^/]+/[^/]+/(?:blob/[0-9a-f]{40}/|issues/\d+$|pull/\d+$)", entry["source"])
+               for entry in INDEX)  # fmt: skip
 
 
 @pytest.mark.parametrize("name", sorted(ENTRIES))
 def test_published_file_imports_or_refuses_exactly(name: str) -> None:
     entry = ENTRIES[name]
     text = (FORMATS / name).read_text()
+    options = entry.get("options", {})
     if entry["expect"] == "refuse":
-        assert refusal(name, text) == entry["message"]
+        assert refusal(name, text, **options) == entry["message"]
         return
-    outcome = imported(name, text)
+    outcome = imported(name, text, **options)
     recipe = outcome.recipe
     assert recipe.server.kind == entry["server_kind"]
     assert recipe.image.reference == entry["image"]
@@ -76,7 +81,7 @@ def test_published_file_imports_or_refuses_exactly(name: str) -> None:
 def test_every_line_of_an_imported_document_is_accounted(name: str) -> None:
     """A YAML line is taken, changed or set aside with its reason; none is lost as prose but the post's prose."""
     text = (FORMATS / name).read_text()
-    outcome = imported(name, text)
+    outcome = imported(name, text, **ENTRIES[name].get("options", {}))
     assert len(outcome.lines) == len(text.split("\n"))
     assert {line.fate for line in outcome.lines} <= {"taken", "changed", "set aside", "read"}
     if name.endswith((".yaml", ".yml")):

@@ -36,7 +36,8 @@ from hgxkit.recipe.importing.commands import Simple
 from hgxkit.recipe.importing.reading import Candidate, Reading
 from hgxkit.recipe.importing.variables import Scope
 from hgxkit.recipe.network_env import NETWORK_ENV, host_interface_settings
-from hgxkit.recipe.server_args import group_args, is_flag
+from hgxkit.recipe.nodes import dp_hosts
+from hgxkit.recipe.server_args import ServerCommand, group_args, is_flag
 from hgxkit.recipe.shellwords import shell_value
 
 
@@ -187,7 +188,7 @@ def docker_run_for(
         # A server spanning nodes: its ranks reach each other on the host's network (rendezvous, NCCL and Gloo
         # ports no -p predicts), as the engines' multi-node Docker examples run them; it listens as posted.
         options.append("--network=host")
-        notes.append(f"{where}: the server spans {nodes} nodes (--nnodes), so the container uses the host's "
+        notes.append(f"{where}: the server spans {nodes} nodes, so the container uses the host's "
                      "network (--network=host) and listens as the post says; no port is published")  # fmt: skip
     else:
         args, port = _listen(args, kind, notes, where)
@@ -224,13 +225,13 @@ def _program(words: list[str], kind: ServerKind, notes: list[str], where: str) -
 
 
 def _nodes(args: list[str], kind: ServerKind) -> int:
-    """The server's `--nnodes` (1 when absent or not a number)."""
-    for index, word in enumerate(args):
-        flag, has_equals, inline = word.partition("=")
-        if is_flag(word) and kind.canonical_flag(flag) == "--nnodes":
-            value = inline if has_equals else (args[index + 1] if index + 1 < len(args) else "")
-            return int(value) if value.isdigit() else 1
-    return 1
+    """The hosts the server spans: its `--nnodes`, or its data-parallel ranks over hosts (1 when neither)."""
+    server = ServerCommand((), tuple(group_args(args)), kind.name)
+    spread = dp_hosts(server)
+    if spread is not None:
+        return -(-spread[0] // max(spread[1], 1))
+    value = server.flag(kind.nnodes_flag)
+    return int(value) if value is not None and value.isdigit() else 1
 
 
 def _listen(args: list[str], kind: ServerKind, notes: list[str], where: str) -> tuple[list[str], str]:

@@ -50,6 +50,7 @@ from hgxkit.recipe.importing.bench_clients import client_of
 from hgxkit.recipe.importing.commands import Simple, exec_command, unsupported_program
 from hgxkit.recipe.importing.outcome import ImportOutcome, LineAccount, finish
 from hgxkit.recipe.importing.reading import Candidate, Container, Reading
+from hgxkit.recipe.importing.vllm_multinode import ray_container
 from hgxkit.recipe.model import DockerSpec, Grouping, ImageRef, ModelSpec, Recipe, Source, parse_publish
 from hgxkit.recipe.read import MAX_RECIPE_BYTES
 from hgxkit.recipe.server_args import ServerCommand, is_flag
@@ -362,6 +363,9 @@ class DockerRun:
             shown = f"{run.image} {' '.join(run.command)}".strip()
             reading.said(simple, "read", f"`docker run {shown}` (an interactive container; bare commands after it "
                          "run inside it)")  # fmt: skip
+        elif role == "job" and (node := ray_container(simple, run, words)) is not None:
+            reading.cluster.append(node)  # a Ray cluster's container (see vllm_multinode)
+            reading.said(simple, "read", f"`docker run {run.image}` (a Ray {node.role} container)", "groups, docker")
         elif role == "job":
             shown = shell_value(" ".join(words))[:40]
             reading.said(simple, "skipped", f"`docker run {run.image}` (runs `{shown}`, not a server)")

@@ -10,7 +10,7 @@ commands: `benchmarks` reads them (`result_blocks`) for the benchmark commands t
 Example:
     >>> [f.name for f in FORMATS]
     ['docker run', 'docker build/tag', 'bare launch', 'benchmark command', 'docker compose', 'Kubernetes manifest', \
-'Slurm script']
+'Slurm script', 'Ray cluster']
 
 A YAML document (a whole file, a ```yaml fence) is offered to `DOCUMENT_FORMATS` first (see `documents`): the
 one that claims it gives the `docker run` commands it stands for, which its own entry in `FORMATS` then takes.
@@ -33,6 +33,7 @@ from hgxkit.recipe.importing.kubernetes import KUBERNETES
 from hgxkit.recipe.importing.post import PostFile
 from hgxkit.recipe.importing.reading import Reading
 from hgxkit.recipe.importing.slurm import SLURM
+from hgxkit.recipe.importing.vllm_multinode import RAY_START
 
 
 class SourceFormat(Protocol):
@@ -60,7 +61,7 @@ class ScriptFormat(Protocol):
 
 
 FORMATS: tuple[SourceFormat, ...] = (DOCKER_RUN, DOCKER_IMAGES, BARE_LAUNCH, BENCH_COMMANDS, COMPOSE, KUBERNETES,
-                                     SLURM)  # fmt: skip
+                                     SLURM, RAY_START)  # fmt: skip
 DOCUMENT_FORMATS: tuple[DocumentFormat, ...] = (COMPOSE, KUBERNETES)
 SCRIPT_FORMATS: tuple[ScriptFormat, ...] = (SLURM,)
 

@@ -32,6 +32,7 @@ from dataclasses import dataclass, replace
 
 from hgxkit.errors import InputError
 from hgxkit.kinds import (
+    DEFAULT_KIND,
     KINDS,
     UNSUPPORTED,
     ServerKind,
@@ -63,9 +64,10 @@ from hgxkit.recipe.importing.outcome import (
 from hgxkit.recipe.importing.post import PostFile, find_commands, read_post
 from hgxkit.recipe.importing.reading import Candidate, Reading
 from hgxkit.recipe.importing.variables import Scope
+from hgxkit.recipe.importing.vllm_multinode import RayNode, cluster_nodes, ray_group, ray_run
 from hgxkit.recipe.importing.workdir import based_run, directory_before
 from hgxkit.recipe.model import DockerSpec, ImageRef, ModelSpec, Recipe, Source
-from hgxkit.recipe.nodes import HGX_GPUS, join_ranks, parallel_size, rank_of, spans_nodes
+from hgxkit.recipe.nodes import HGX_GPUS, join_ranks, parallel_size, rank_flags, rank_of, spans_nodes
 from hgxkit.recipe.read import MAX_RECIPE_BYTES
 from hgxkit.recipe.server_args import ServerCommand
 from hgxkit.recipe.shellwords import Word, shell_value
@@ -75,7 +77,6 @@ from hgxkit.secrets import is_secret_flag, is_secret_name
 _AMD_ENV = re.compile(r"^(?:VLLM_ROCM_|HIP_|ROCR_|HSA_|ROCM_)")
 _ASCEND_ENV = re.compile(r"^(?:HCCL_|ASCEND_)")
 _WINDOWS_MOUNT = re.compile(r"(?:-v|--volume|--mount)[=\s]+[\"']?(?:[^\s\"']*?(?:source|src)=)?([A-Za-z]:\\[^\s\"':]*)")
-# vLLM data parallelism spread over hosts by hand (not the --nnodes form hgxkit renders per host).
 
 
 @dataclass(frozen=True)
@@ -153,7 +154,10 @@ class _Importer:
         recipe = self._benchmarks(recipe, chosen)
         recipe = replace(recipe, name=self.options.name or self.exported_name or _name(recipe))
         prose = self._prose()
+        kept = " ".join(recipe.server.words() + recipe.docker.words())
         for name, places in self.reading.unset.items():
+            if f"${name}" not in kept and f"${{{name}}}" not in kept:
+                continue  # its word was replaced (a head address or port, given per deploy)
             shown = ", ".join(f"{file}:{line}" if i == 0 or file != places[0][0] else str(line)
                               for i, (file, line) in enumerate(places))  # fmt: skip
             self.notes.append(
@@ -171,9 +175,12 @@ class _Importer:
         if simple.kind == "broken":
             error = simple.error()
             assert error is not None
-            if re.search(r"docker run|serve|launch_server|api_server", " ".join(simple.command.post.clean[
-                    simple.command.first - 1 : simple.command.last])):  # fmt: skip
+            text = " ".join(simple.command.post.clean[simple.command.first - 1 : simple.command.last])
+            if re.search(r"docker run|serve|launch_server|api_server", text):
                 self.reading.servers.append(Candidate(simple, "broken", error=error))
+            elif re.search(r"\bray start\b|\brun_cluster\.sh\b", text):  # a host of a Ray cluster: it counts
+                self.reading.cluster.append(error)
+                self._said(simple, "skipped", f"a Ray start that cannot be read ({error.message.split(': ', 1)[-1]})")
             else:
                 self._said(simple, "skipped", f"an unreadable command ({error.message.split(': ', 1)[-1]})")
         elif simple.kind in ("assign", "export"):
@@ -300,6 +307,9 @@ class _Importer:
                 notes.append(f"{where}: {' '.join(w.text for w in simple.prefix)} before `docker run` only sets the "
                              "docker client's environment; dropped")  # fmt: skip
         run = self._based(run, server, notes)
+        cluster = self._cluster(server, kind or self.options.kind)
+        if cluster is not None:
+            run = ray_run(run, cluster[0], where, notes)
         if server.run is not None and server.context is not None:  # `docker exec` into the post's `docker run -itd`
             _placeholders(server.context.simple)
         run = self._image(run, simple, notes)
@@ -308,11 +318,25 @@ class _Importer:
         docker, command, grouping = scrub_run(run, kind, post.name, notes)
         recipe = Recipe(name="imported", image=ImageRef(run.image), docker=docker, server=command,
                         model=ModelSpec(repo_id=None), groups=grouping)  # fmt: skip
+        ray = recipe.server.server_kind.ray
+        if cluster is not None and ray is not None:
+            for node in (cluster[0], *cluster[1]):
+                _placeholders(node.simple)
+            recipe = ray_group(recipe, ray, *cluster, where, notes)
         _fits(recipe, server)
         _placeholders(simple)  # `YOUR_…`, `/path/to/…`: after what the setup cannot be at all (hardware, size)
         if not self.options.model_repo:  # `--model-repo` names the model the placeholder stands for
             _model_placeholder(recipe.server, where)
         return recipe, notes
+
+    def _cluster(self, server: Candidate, kind: str | None) -> tuple[RayNode, list[RayNode]] | None:
+        """The Ray cluster a bare launch runs on: the post starts one (see vllm_multinode) and the launch's kind
+        runs on Ray; None otherwise."""
+        if not self.reading.cluster or server.run is not None:
+            return None
+        if KINDS[kind or server.kind or DEFAULT_KIND].ray is None:
+            return None
+        return cluster_nodes(self.reading.cluster)
 
     def _image(self, run: ParsedRun, simple: Simple, notes: list[str]) -> ParsedRun:
         if self.options.image:
@@ -448,12 +472,8 @@ def _one_setup(built: list[Built]) -> tuple[list[Built], str]:
     if len(built) == 1:
         return built, "one"
     multinode = all(spans_nodes(r.server) for _, r, _ in built)
-    kind = first[1].server.server_kind
-    allowed = (
-        {("server", kind.rank_flag), ("docker", "--name"), *(("server", f) for f in kind.worker_flags)}
-        if multinode
-        else _GROUP_DIFFERENCES
-    )
+    ranks = {("docker", "--name"), *(("server", f) for f in rank_flags(first[1].server))}
+    allowed = ranks if multinode else _GROUP_DIFFERENCES
     kept = [first]
     for other in built[1:]:
         found = diff_recipes(first[1], other[1])
@@ -653,19 +673,15 @@ def _fits(recipe: Recipe, server: Candidate) -> None:
     """Refuse a server that needs more GPUs than its hosts have, or vLLM data parallelism spread by hand."""
     kind = recipe.server.server_kind
     where = server.where()
-    flags = {use.name for use in recipe.server.uses()}
-    if flags & set(kind.hand_spread_flags):
-        used = ", ".join(f for f in kind.hand_spread_flags if f in flags)
-        raise InputError(f"{where}: {used}: {kind.title} data parallelism spread over hosts by hand is not imported; "
-                         f"a server over several hosts is imported from its {'/'.join(kind.multinode_flags)} "
-                         "form")  # fmt: skip
     total = parallel_size(recipe.server, where)
-    if total > HGX_GPUS and not spans_nodes(recipe.server):  # over nodes, `join_ranks` checks each host's share
+    # over nodes, `join_ranks` (or `ray_group`) checks each host's share
+    if total > HGX_GPUS and not spans_nodes(recipe.server) and recipe.node_count() < 2:
         flag = _flag_word(server, kind)
         at = f"{server.simple.command.post.name}: line {flag.line}, column {flag.column}" if flag else where
         raise InputError(
             f"{at}: tp x pp x dp = {total} GPUs, but an HGX-H200 node has {HGX_GPUS} and the command runs on one "
-            f"node: spread it with --nnodes {-(-total // HGX_GPUS)} and --node-rank (a Ray cluster is not imported)"
+            f"node: spread it with --nnodes {-(-total // HGX_GPUS)} and --node-rank, or start a Ray cluster over the "
+            "hosts"
         )
 
 

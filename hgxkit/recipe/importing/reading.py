@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from hgxkit.errors import InputError
 from hgxkit.recipe.dockerrun import ParsedRun
@@ -61,6 +62,7 @@ class Reading:
     aliases: dict[str, tuple[str, str]] = field(default_factory=dict)  # `docker tag SRC DST`: DST -> (SRC, where)
     pulled: list[tuple[str, str, str]] = field(default_factory=list)  # `docker pull`: (image, where, comment above)
     unset: dict[str, list[tuple[str, int]]] = field(default_factory=dict)  # $NAME used, not set -> where
+    cluster: list[Any] = field(default_factory=list)  # a Ray cluster's starts (vllm_multinode.RayNode) or errors
 
     def said(self, simple: Simple, action: str, what: str, into: str = "") -> None:
         """Report what was done with `simple`."""

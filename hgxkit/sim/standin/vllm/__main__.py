@@ -3,6 +3,7 @@
 Example:
     python3 -m hgxkit.sim.standin.vllm serve /model -tp 4 --port 8000       # as `vllm serve`
     python3 -m hgxkit.sim.standin.vllm api-server --model /model   # as python3 -m vllm.entrypoints.openai.api_server
+    python3 -m hgxkit.sim.standin.vllm ray start --head --port=6379   # as `ray start` (the image's `ray`)
     python3 -m hgxkit.sim.standin.vllm install-shim --site-packages DIR --bin-dir DIR --stub-root DIR
 """
 
@@ -14,7 +15,7 @@ from pathlib import Path
 
 from hgxkit.sim.standin.vllm.launcher import api_server_main, serve_main
 
-USAGE = "usage: python3 -m hgxkit.sim.standin.vllm {serve,api-server,install-shim} ..."
+USAGE = "usage: python3 -m hgxkit.sim.standin.vllm {serve,api-server,ray,install-shim} ..."
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -27,6 +28,10 @@ def main(argv: list[str] | None = None) -> int:
         return serve_main(rest)
     if command == "api-server":
         return api_server_main(rest)
+    if command == "ray":
+        from hgxkit.sim.standin.vllm.cluster import ray_main
+
+        return ray_main(rest)
     if command == "install-shim":
         from hgxkit.sim.standin.vllm.shim import default_stub_root, install_shim
 

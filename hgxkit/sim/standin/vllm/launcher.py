@@ -28,7 +28,7 @@ from typing import IO
 
 from hgxkit.sim.standin.common.engine import LatencyModel, report_gpu_load
 from hgxkit.sim.standin.vllm import args as vargs
-from hgxkit.sim.standin.vllm import checks
+from hgxkit.sim.standin.vllm import checks, cluster
 from hgxkit.sim.standin.vllm.server import VERSION_DEFAULT, VllmApp, VllmServer, make_server
 from hgxkit.sim.standin.vllm.stats import VllmEngine
 
@@ -125,9 +125,35 @@ def run(ns: argparse.Namespace, env: Mapping[str, str] | None, log: Log) -> int:
     if isinstance(prepared, int):
         return prepared
     server, delay = prepared
+    try:
+        _form_group(ns, env, log)
+    except cluster.ClusterError as err:
+        if server is not None:
+            server.server_close()
+        kind, _, message = str(err).partition(": ")
+        return _fail(log, checks.StartupError(kind, message), "vllm/v1/engine/core_client.py")
     if server is None:
         return _headless(ns, log)
     return _serve(server, delay, log, env)
+
+
+def _form_group(ns: argparse.Namespace, env: Mapping[str, str], log: Log) -> None:
+    """Wait for the rest of a multi-node group (see cluster): the Ray cluster's GPUs, or the other hosts' data
+    parallel ranks; a host that leaves later ends this one. Nothing for a server on one host."""
+
+    def lost(why: str) -> None:
+        log(f"EngineCore encountered a fatal error: {why}", "core.py:1043", "ERROR")
+        os._exit(1)
+
+    if ns.distributed_executor_backend == "ray" and not ns.headless:
+        need = checks.world_size(ns) * int(ns.data_parallel_size or 1)
+        if cluster.wait_for_ray(need, env, lambda line: log(line, "ray_utils.py:212")):
+            cluster.watch_ray(need, env, lost)
+    elif cluster.spans_hosts(ns):
+        hello = cluster.dp_hello(ns, str(ns.model), env.get("HGXKIT_SIM_VERSION", VERSION_DEFAULT))
+        say = lambda line: log(line, "core_client.py:1003")  # noqa: E731
+        links = [cluster.dp_join(ns, hello, env, say)] if ns.headless else cluster.dp_head_wait(ns, hello, env, say)
+        cluster.watch(links, lost)
 
 
 def prepare(

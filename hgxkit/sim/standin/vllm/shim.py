@@ -140,6 +140,18 @@ if __name__ == "__main__":
 """
 
 
+RAY_SCRIPT = """#!{python}
+# SIMULATED by hgxkit: a Ray stand-in (`ray start --head|--address`, `ray status`) for vLLM on a Ray cluster.
+import sys
+
+sys.path.insert(0, {root!r})
+from hgxkit.sim.standin.vllm.cluster import ray_main
+
+if __name__ == "__main__":
+    sys.exit(ray_main(sys.argv[1:]))
+"""
+
+
 def install_shim(
     site_packages: Path,
     stub_root: Path,
@@ -162,11 +174,13 @@ def install_shim(
     }
     if bin_dir is not None:
         files[bin_dir / "vllm"] = CONSOLE_SCRIPT.format(python=python)
+        files[bin_dir / "ray"] = RAY_SCRIPT.format(python=python, root=str(stub_root))
     for path, text in files.items():
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text)
     if bin_dir is not None:
         (bin_dir / "vllm").chmod(0o755)
+        (bin_dir / "ray").chmod(0o755)
     return list(files)
 
 

@@ -1,0 +1,161 @@
+"""End-to-end: vLLM over two simulated nodes from real published posts, imported unedited with `hgxkit recipe
+import` and deployed with `pyinfra -y inventories/sim.py deploys/reproduce.py --data recipe=… --data api_key=auto`
+(issue 24, "vLLM multi-node").
+
+- Data parallelism over hosts: corpus 022 (vllm-project/recipes, Kimi-K2: `--data-parallel-size 16
+  --data-parallel-size-local 8 --data-parallel-address $MASTER_IP`, node 1 `--headless --data-parallel-start-rank
+  8`). Rank 0 on node1 runs the API server and waits (the stand-in's simulated DP rendezvous) until node2 brought
+  ranks 8-15; the run is verified with `vllm bench serve` and archived with both nodes' fingerprints; a re-run
+  changes nothing.
+- vLLM on a Ray cluster: formats/r03 (vLLM issue 16692: `ray start --head --port=6379 && vllm serve $MODELPATH …
+  --tensor-parallel-size 16 --distributed-executor-backend=ray` on the head, `ray start --block
+  --address=$HEADPODIP:6379` on the worker), imported with --model-repo. Every host runs the post's image with
+  `--entrypoint /bin/bash`: the head `ray start --head … && exec vllm serve …`, the worker `ray start --block
+  --address=HEAD:6379`; the simulated Ray cluster forms over both nodes. The post was written for vLLM 0.7.2:
+  its `--enable-reasoning` is gone from the 0.33 CLI the stand-in parses, so the head's server exits 2 naming it
+  and the rollout fails saying so. (No real two-node Ray post with concrete
+  values and flags vLLM 0.33 reads was found; the Ray rendezvous itself is tested in
+  tests/unit/test_vllm_stub_cluster.py.)
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from sim_steps import cluster_name, node_sh, run_deploy
+
+from hgxkit.sim.standin import client_store
+
+pytestmark = pytest.mark.e2e
+ROOT = Path(__file__).resolve().parents[2]
+CLUSTER = cluster_name("vllmmn")
+POSTS = ROOT / "tests" / "fixtures" / "posts"
+DP_POST = next(POSTS.glob("022-*.txt"))
+RAY_POST = POSTS / "formats" / "r03-vllm-issue-16692-ray-tp16-two-h800.md"
+
+
+def _require(ok: bool, why: str) -> None:
+    if not ok:
+        import os
+
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"CI=true but {why}")
+        pytest.skip(why)
+
+
+def out(result: subprocess.CompletedProcess[str]) -> str:
+    return result.stdout + result.stderr
+
+
+def hgxkit(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "hgxkit", *args], cwd=ROOT, capture_output=True, text=True,
+                          timeout=900, check=False)  # fmt: skip
+
+
+def deploy(name: str, *data: str) -> subprocess.CompletedProcess[str]:
+    start = time.monotonic()
+    result = run_deploy(CLUSTER, "deploys/reproduce.py", *data)
+    print(f"{name}: {time.monotonic() - start:.0f} s")
+    return result
+
+
+def grand_total(result: subprocess.CompletedProcess[str]) -> tuple[int, int, int, int]:
+    match = re.search(r"Grand total\s+(\S+)\s+(\S+)\s+(\S+)\s+(\S+)", out(result))
+    assert match, out(result)[-3000:]
+    return tuple(0 if v == "-" else int(v) for v in match.groups())  # type: ignore[return-value]
+
+
+def containers() -> dict[str, dict[str, str]]:
+    """node -> its serving container: name, id, start time, running, rank label, command words."""
+    found = {}
+    for node in ("node1", "node2"):
+        raw = node_sh(CLUSTER, "docker inspect $(docker ps -aq --filter label=hgxkit.serve) 2>/dev/null || echo []",
+                      node=node)  # fmt: skip
+        items = json.loads(raw or "[]")
+        assert len(items) <= 1, [i["Name"] for i in items]
+        for item in items:
+            found[node] = {
+                "name": item["Name"].lstrip("/"),
+                "id": item["Id"],
+                "started": item["State"]["StartedAt"],
+                "running": str(item["State"]["Running"]),
+                "rank": item["Config"]["Labels"].get("hgxkit.rank", ""),
+                "args": item["Args"],
+            }
+    return found
+
+
+@pytest.fixture(scope="module")
+def cluster(sim_nodes, tmp_path_factory) -> Path:
+    """Two nodes, the vLLM stand-in published as vllm/vllm-openai:latest; the results directory."""
+    _require(shutil.which("docker-registry") is not None, "docker-registry is not installed")
+    _require(client_store.is_installed(), f"no benchmark clients in {client_store.store_path()}")
+    sim_nodes(2, cluster=CLUSTER)
+    built = hgxkit("sim", "image", "build", "--tag", "vllm/vllm-openai:latest")
+    assert built.returncode == 0, out(built)[-3000:]
+    return tmp_path_factory.mktemp("vllmmn")
+
+
+@pytest.fixture(scope="module")
+def dp(cluster: Path) -> dict[str, object]:
+    recipe, results = cluster / "022.yaml", cluster / "results"
+    imported = hgxkit("recipe", "import", str(DP_POST), "-o", str(recipe))
+    assert imported.returncode == 0, out(imported)
+    first = deploy("DP over two hosts: bring-up, model, serve, verify", f"recipe={recipe}", "api_key=auto",
+                   f"results_dir={results}")  # fmt: skip
+    return {"recipe": recipe, "results": results, "first": first}
+
+
+def test_dp_ranks_over_two_nodes_serve_the_post_as_one_group(dp) -> None:
+    first = dp["first"]
+    assert first.returncode == 0, out(first)[-6000:]
+    head = f"hgxkit-sim-{CLUSTER}-node1"
+    now = containers()
+    assert {n: (c["rank"], c["running"]) for n, c in now.items()} == {"node1": ("0", "True"), "node2": ("1", "True")}
+    one, two = now["node1"]["args"], now["node2"]["args"]
+    assert one[one.index("--data-parallel-address") + 1] == two[two.index("--data-parallel-address") + 1] == head
+    assert one[one.index("--data-parallel-rpc-port") + 1] == "29550"  # $PORT is not set by the post
+    assert "--headless" not in one and two[-3:] == ["--headless", "--data-parallel-start-rank", "8"]
+    logs = node_sh(CLUSTER, f"docker logs {now['node1']['name']} 2>&1")
+    assert "[simulated] data parallel ranks 8..15 joined from" in logs and "(16/16)" in logs, logs[-3000:]
+    assert node_sh(CLUSTER, "curl -s -o /dev/null -w '%{http_code}' -m 30 http://127.0.0.1:8000/health") == "200"
+    (run,) = [p for p in Path(dp["results"]).glob("node1/*") if p.is_dir()]
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["simulated"] is True and summary["tool"] == "vllm bench serve"
+    assert summary["cells"] and all(c["failed"] == 0 for c in summary["cells"])
+    fingerprint = json.loads((run / "fingerprint.json").read_text())
+    assert [(r["rank"], r["host"]) for r in fingerprint["node_group"]["ranks"]] == [(0, "node1"), (1, "node2")]
+    member = json.loads((run / "members" / "node2.json").read_text())
+    assert "--data-parallel-start-rank 8" in member["recipe"]["rendered"][0]
+
+
+def test_dp_a_second_run_changes_nothing(dp) -> None:
+    before = containers()
+    again = deploy("DP second run (no change)", f"recipe={dp['recipe']}", "api_key=auto", "verify=false")
+    assert again.returncode == 0, out(again)[-4000:]
+    ops, changed, errors, unchanged = grand_total(again)
+    assert (changed, errors) == (0, 0) and unchanged == ops
+    assert containers() == before
+
+
+def test_vllm_on_ray_deploys_both_hosts_and_the_033_image_refuses_the_posts_v072_flag(dp, cluster: Path) -> None:
+    """After the DP group: the Ray post replaces it on both nodes; the head's vLLM 0.33 (the stand-in's CLI)
+    refuses the post's `--enable-reasoning` (vLLM 0.7.2), so the rollout fails naming it."""
+    before = containers()
+    recipe = cluster / "r03.yaml"
+    imported = hgxkit("recipe", "import", str(RAY_POST), "--model-repo", "deepseek-ai/DeepSeek-R1", "-o", str(recipe))
+    assert imported.returncode == 0, out(imported)
+    rendered = hgxkit("recipe", "render", str(recipe), "--rank", "1", "--head", "node1")
+    assert "exec ray start --block --address=node1:6379" in rendered.stdout, out(rendered)
+    result = deploy("Ray over two hosts", f"recipe={recipe}", "api_key=auto", "verify=false")
+    text = out(result)
+    assert result.returncode != 0, text[-4000:]
+    assert "unrecognized arguments: --enable-reasoning" in text, text[-6000:]
+    assert before  # the DP group served before; what a failed rollout of another recipe leaves: see the report
