@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
-# `make test`: every test, unit and end-to-end, in two pytest sessions side by side.
+# `make test`: every test, unit and end-to-end, in three pytest sessions side by side.
 #
 #   tests/run_all.sh [PYTEST ARGS…]        # e.g. tests/run_all.sh -x
 #
 # The end-to-end tests spend most of their time waiting on simulated nodes (a CI run used about a quarter of
-# the machine's two cores), so two sessions take about half as long as one. Each session has its own cluster
-# suffix and lock (tests/e2e/sim_steps.py), so their simulated nodes never meet; `hgxkit sim up` builds images
-# one session at a time. Session A runs the serving-side e2e files listed below; session B the unit tests and
-# every other e2e file (a new e2e file lands there). Session B streams to the terminal; session A's output is
-# in build/test-a.log and printed when both are done. Each writes build/test-<a|b>.xml (JUnit, times per test).
+# the machine's two cores), so sessions side by side take a fraction as long as one. Each session has its own
+# cluster suffix and lock (tests/e2e/sim_steps.py), so their simulated nodes never meet; `hgxkit sim up` builds
+# images one session at a time. Session A runs the serving-side e2e files listed below, session C the import,
+# export, bundle, fault-matrix and fleet e2e files listed below; session B the unit tests and every other e2e
+# file (a new e2e file lands there). Session B streams to the terminal; sessions A's and C's output is in
+# build/test-<a|c>.log, printed when all are done. Each writes build/test-<a|b|c>.xml (JUnit, times per test).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-.venv/bin/python}
@@ -17,9 +18,12 @@ mkdir -p build
 A_FILES=(tests/e2e/test_serving.py tests/e2e/test_router.py tests/e2e/test_serving_stack.py
          tests/e2e/test_bringup.py tests/e2e/test_sim_nodes.py tests/e2e/test_sim_mismatch.py
          tests/e2e/test_monitoring.py tests/e2e/test_hostile_node.py)
+C_FILES=(tests/e2e/test_bundle.py tests/e2e/test_fault_matrix.py tests/e2e/test_fault_matrix_model.py
+         tests/e2e/test_export_compose.py tests/e2e/test_vllm_multinode.py tests/e2e/test_image_cache.py
+         tests/e2e/test_deploy_sweep.py)
 B_FILES=(tests/unit)
 for file in tests/e2e/test_*.py; do
-    [[ " ${A_FILES[*]} " == *" $file "* ]] || B_FILES+=("$file")
+    [[ " ${A_FILES[*]} ${C_FILES[*]} " == *" $file "* ]] || B_FILES+=("$file")
 done
 
 session() {  # session NAME FILES…: one pytest session with its own suffix, cache and JUnit report
@@ -33,12 +37,19 @@ start=$(date +%s)
 echo "tests: session A (${A_FILES[*]}) in the background, output in build/test-a.log"
 session a "${A_FILES[@]}" "$@" >build/test-a.log 2>&1 &
 a_pid=$!
+echo "tests: session C (${C_FILES[*]}) in the background, output in build/test-c.log"
+session c "${C_FILES[@]}" "$@" >build/test-c.log 2>&1 &
+c_pid=$!
 session b "${B_FILES[@]}" "$@"
 b_rc=$?
 wait "$a_pid"
 a_rc=$?
-echo
-echo "==================== session A (build/test-a.log) ===================="
-cat build/test-a.log
-echo "tests: session A exit $a_rc, session B exit $b_rc, $(( $(date +%s) - start )) s for both"
-(( a_rc == 0 && b_rc == 0 ))
+wait "$c_pid"
+c_rc=$?
+for name in a c; do
+    echo
+    echo "==================== session ${name^^} (build/test-$name.log) ===================="
+    cat "build/test-$name.log"
+done
+echo "tests: session A exit $a_rc, session B exit $b_rc, session C exit $c_rc, $(( $(date +%s) - start )) s for all"
+(( a_rc == 0 && b_rc == 0 && c_rc == 0 ))
