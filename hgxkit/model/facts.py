@@ -10,10 +10,12 @@ Example (in a deploy; the token goes on stdin, never on the command line):
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 from pyinfra.api import FactBase, StringCommand
 
 from hgxkit.hostcmd import argv, script
+from hgxkit.model import core, quickcheck
 
 _FAILED = '{"state": "incomplete", "reason": "the status check failed"}'
 # The program loaded as a module, not run as a script: Python keeps the compiled bytecode of an imported module
@@ -24,6 +26,8 @@ _AS_MODULE = (
     "sys.exit(m.main(sys.argv[2:]))"
 )
 _ABSENT = '{"state": "absent"}'
+# Sent inline, so a host never runs an older copy than the role's (nothing to upload, nothing to get stale).
+_QUICK = Path(quickcheck.__file__).read_text()
 
 
 class ModelSyncStatus(FactBase[dict]):
@@ -33,6 +37,20 @@ class ModelSyncStatus(FactBase[dict]):
     def command(self, python: str, script_path: str, spec: str, token: bool = False) -> StringCommand:
         status = argv(python, "-c", _AS_MODULE, script_path, "status", "--spec", spec,
                       *(["--token-stdin"] if token else []))  # fmt: skip
+        try:
+            pinned = json.loads(spec)
+            pinned = pinned if core.is_commit(str(pinned.get("revision", ""))) else None
+        except (ValueError, AttributeError):
+            pinned = None
+        if pinned is not None:
+            # A pinned commit needs no Hub: the stdlib-only fast path answers for a verified, unchanged copy
+            # (not while a sync unit runs); anything else falls through to the full check, as before.
+            status = script(
+                "{{ ! systemctl is-active --quiet {unit} 2>/dev/null && {quick} 2>/dev/null; }} || {{ {status}; }}",
+                unit=core.unit_name(str(pinned.get("local_dir", ""))),
+                quick=argv(python, "-I", "-S", "-c", _QUICK, spec, script_path),
+                status=status,
+            )
         return script(
             "if [ -x {python} ] && [ -f {program} ]; then {status} 2>/dev/null || echo {failed}; "
             "else echo {absent}; fi",

@@ -328,7 +328,8 @@ def model() -> None:
     token = controller_token() if spec.source not in ("peer", "bundle") else None
     extra = {"_stdin": SecretLines([token])} if token else {}
     started = time.perf_counter()
-    if token:  # the token goes on stdin: a read of its own
+    # A pinned commit's check never asks the Hub, so it needs no token and is read with the other plan-time facts.
+    if token and not core.is_commit(spec.revision):  # the token goes on stdin: a read of its own
         status = host.get_fact(ModelSyncStatus, python=py, script_path=program, spec=spec_json, token=True, **extra)
     else:  # usually read already, with the other plan-time facts (plan_reads)
         status = plan_fact(host, ModelSyncStatus, python=py, script_path=program, spec=spec_json, token=False)
@@ -409,7 +410,7 @@ def _collect_reads(reads: list[tuple[type, dict[str, Any]]]) -> None:
         return
     reads += [(RealPath, {"path": path}) for path in (spec.local_dir, *_model_roots())]
     py, program, _ = _paths()
-    if spec.source == "peer" or not controller_token():
+    if spec.source == "peer" or core.is_commit(spec.revision) or not controller_token():
         reads.append((ModelSyncStatus, {"python": py, "script_path": program, "spec": spec.to_json(), "token": False}))
 
 

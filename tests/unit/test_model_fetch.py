@@ -572,3 +572,95 @@ def test_a_fleet_server_answers_only_with_its_secret_and_only_verified_files(hub
     finally:
         server.close()
     assert not serve_file.exists()
+
+
+# -- the status check's fast path (hgxkit/model/quickcheck.py, inside ModelSyncStatus's command) ----------------
+
+
+def status_by_fact(spec: str, env: dict[str, str]) -> dict:
+    """ModelSyncStatus's command, run by a shell as on a node (the full check is fetch.py, loaded as a module)."""
+    from hgxkit.model.facts import ModelSyncStatus
+
+    fact = ModelSyncStatus()
+    command = fact.command(python=sys.executable, script_path=str(FETCH), spec=Path(spec).read_text(), token=False)
+    out = subprocess.run(["bash", "-c", command.get_raw_value()], env=env, capture_output=True, text=True, check=True)
+    return fact.process(out.stdout.splitlines())
+
+
+def hub_requests(server: HubServer) -> int:
+    return len(server.state.requests)
+
+
+@pytest.fixture()
+def pinned(hub, tmp_path: Path) -> tuple[HubServer, str, dict[str, str]]:
+    """A verified copy of the repo, and a spec that pins the commit it was synced at."""
+    server, url = hub
+    code, result = run(spec_file(tmp_path, url))
+    assert code == 0
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    return server, spec_file(tmp_path, url, revision=result["commit"]), env
+
+
+def test_a_pinned_unchanged_copy_is_answered_by_the_fast_path_without_the_hub(pinned) -> None:
+    from hgxkit.model import quickcheck
+
+    server, spec, env = pinned
+    commit = json.loads(Path(spec).read_text())["revision"]
+    quick = quickcheck.quick_status(json.loads(Path(spec).read_text()), str(FETCH))
+    assert quick is not None
+    assert (quick["state"], quick["commit"], quick["name"], quick["unit"]) == (
+        "complete", commit, "tiny", "hgxkit-model-tiny")  # fmt: skip
+    assert quick["reason"] == f"verified 8 files at {commit[:12]} (unchanged since verify)"
+    before = hub_requests(server)
+    st = status_by_fact(spec, env)
+    assert st["reason"] == quick["reason"] and st["state"] == "complete"
+    assert hub_requests(server) == before
+
+
+@pytest.mark.parametrize("change", ["one byte, same size", "size"])
+def test_a_changed_file_is_never_answered_by_the_fast_path(pinned, tmp_path: Path, change: str) -> None:
+    from hgxkit.model import quickcheck
+
+    _, spec, env = pinned
+    target = sorted((tmp_path / "models" / "tiny").glob("*.safetensors"))[0]
+    data = bytearray(target.read_bytes())
+    if change == "size":
+        data += b"x"
+    else:
+        data[100] ^= 0xFF
+    before = target.stat()
+    target.write_bytes(bytes(data))
+    os.utime(target, ns=(before.st_atime_ns, before.st_mtime_ns + 1_000_000_000))
+    assert (target.stat().st_size == before.st_size) == (change != "size")
+    assert quickcheck.quick_status(json.loads(Path(spec).read_text()), str(FETCH)) is None
+    st = status_by_fact(spec, env)  # the full check ran: its reason, not the fast path's
+    assert st["state"] == "incomplete"
+    assert st["reason"] == f"1 file(s) changed since verify: {target.name}"
+
+
+def test_a_changed_record_or_program_falls_back_to_the_full_check(pinned, tmp_path: Path) -> None:
+    from hgxkit.model import quickcheck
+
+    _, spec, _ = pinned
+    doc = json.loads(Path(spec).read_text())
+    assert quickcheck.quick_status({**doc, "program_sha": "0" * 64}, str(FETCH)) is None
+    assert quickcheck.quick_status({**doc, "full_rehash": True}, str(FETCH)) is None
+    assert quickcheck.quick_status({**doc, "allow_patterns": ["*.json"]}, str(FETCH)) is None
+    (tmp_path / "state" / "tiny.json").unlink()
+    assert quickcheck.quick_status(doc, str(FETCH)) is None
+
+
+def test_a_branch_revision_still_asks_the_hub(pinned, hub, tmp_path: Path) -> None:
+    from hgxkit.model import quickcheck
+    from hgxkit.model.facts import ModelSyncStatus
+
+    server, url = hub
+    _, _, env = pinned
+    spec = spec_file(tmp_path, url, revision="main")
+    assert quickcheck.quick_status(json.loads(Path(spec).read_text()), str(FETCH)) is None
+    raw = ModelSyncStatus().command(python="py", script_path="p.py", spec=Path(spec).read_text()).get_raw_value()
+    assert "quick_status" not in raw  # no fast path for a branch: the command is the full check alone
+    before = hub_requests(server)
+    st = status_by_fact(spec, env)
+    assert st["state"] == "complete" and st["reason"] == "verified 8 files at " + st["commit"][:12]
+    assert hub_requests(server) > before
