@@ -44,7 +44,7 @@ def test_index_lists_every_file_and_counts_by_format() -> None:
     assert sorted(p.name for p in FORMATS.iterdir() if p.name != "index.yaml") == sorted(ENTRIES)
     counts = Counter(entry["format"] for entry in INDEX)
     assert counts == {"compose": 6, "kubernetes": 13, "docker run": 6, "bare launch": 4, "slurm": 7}
-    assert Counter(entry["expect"] for entry in INDEX) == {"import": 16, "refuse": 20}
+    assert Counter(entry["expect"] for entry in INDEX) == {"import": 15, "refuse": 21}
     assert all(entry["source"].startswith("https://github.com/") and "/blob/" in entry["source"] for entry in INDEX)
 
 
