@@ -10,7 +10,10 @@ Example:
 
 from __future__ import annotations
 
+import re
+
 from hgxkit.kinds.base import CONNECTION_FLAGS, BenchCell, BenchClient, KindMetrics, PostedClient, ServerKind, load_args
+from hgxkit.recipe.imageref import at_least
 from hgxkit.results.bench import BenchRecord
 from hgxkit.results.vllm_bench import parse_vllm_result
 
@@ -81,6 +84,22 @@ POSTED_CLIENTS = (
         printed=r"benchmarks?/benchmark_serving\.py",
     ),
 )  # fmt: skip
+
+_BOOL_VALUE = re.compile(r"(?i)true|false|yes|no|on|off|0|1")
+
+
+def refuses_flag(word: str, image: str) -> str | None:
+    """What vLLM's parser refuses: from 0.10 (`latest` included) boolean flags are `BooleanOptionalAction`s, so
+    `--enable-chunked-prefill=False` is `ignored explicit argument 'False'`."""
+    name, has_value, value = word.partition("=")
+    if not (has_value and name.startswith("--enable-") and _BOOL_VALUE.fullmatch(value) and at_least(image, (0, 10))):
+        return None
+    switch = name if value.lower() in ("true", "yes", "on", "1") else f"--no-{name[2:]}"
+    return (
+        f"{word}: vLLM >= 0.10 ({image}) parses {name} as a switch and exits with `ignored explicit argument "
+        f"'{value}'`; write {switch}"
+    )
+
 
 VLLM = ServerKind(
     name="vllm",
@@ -153,4 +172,5 @@ VLLM = ServerKind(
     worker_flags=("--headless",),  # ranks >= 1 start no API server (vLLM multiprocessing across nodes)
     # vLLM's own data-parallel deployment over hosts (each host a share of the ranks)
     hand_spread_flags=("--data-parallel-size-local", "--data-parallel-address", "--data-parallel-start-rank"),
+    refuses_flag=refuses_flag,
 )

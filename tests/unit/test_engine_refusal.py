@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from hgxkit.errors import InputError
-from hgxkit.recipe.importing.engine_refusal import engine_refusal, image_version
+from hgxkit.recipe.imageref import image_version
+from hgxkit.recipe.importing.engine_refusal import engine_refusal
 from hgxkit.recipe.importing.importer import import_post
 
 SGLANG = "docker run --gpus all -p 30000:30000 {image} python3 -m sglang.launch_server --model-path org/m {flags}"
@@ -68,7 +69,7 @@ def test_cuda_visible_devices_must_name_devices(value: str, refused: bool) -> No
     if refused:
         assert _refusal(text).startswith(
             f"p.md: line 1, column 39: the engine would refuse: CUDA_VISIBLE_DEVICES={value}: CUDA takes GPU "
-            "ordinals or UUIDs and stops at the first invalid entry, so vllm would see no GPU"
+            "ordinals or UUIDs and stops at the first invalid entry, so vLLM would see no GPU"
         )
     else:
         recipe = import_post([("p.md", text)]).recipe
