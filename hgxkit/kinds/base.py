@@ -179,6 +179,9 @@ class ServerKind:
     version_keys: tuple[str, ...] = ()
     # Known pitfalls of this engine: (recipe, warn(code, message)) -> None, called by `hgxkit recipe check`.
     pitfalls: Callable[[Any, Callable[[str, str], None]], None] | None = None
+    # What this engine's argument parser refuses at start-up: (flag word as written, image) -> the reason with its
+    # remedy, or None; the import refuses such a recipe (hgxkit.recipe.importing.engine_refusal).
+    refuses_flag: Callable[[str, str], str | None] | None = None
 
     def canonical_flag(self, flag: str) -> str:
         """The canonical spelling of `flag` for this engine (aliases, `_` for `-` where the parser allows)."""

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from hgxkit.kinds.base import CONNECTION_FLAGS, BenchCell, BenchClient, KindMetrics, PostedClient, ServerKind, load_args
+from hgxkit.recipe.imageref import at_least
 from hgxkit.results.bench import BenchRecord, parse_bench_jsonl
 
 
@@ -89,6 +90,27 @@ def pitfalls(recipe: Any, warn: Callable[[str, str], None]) -> None:
             "group; two TP4 groups at ratio 4 can need terabytes; the serve role checks RAM, or set "
             "--hicache-size GB",
         )
+
+
+def refuses_flag(word: str, image: str) -> str | None:
+    """What SGLang's plain argparse refuses: an underscore spelling (not turned into dashes, as vLLM's parser does)
+    and, from 0.5.23 (`latest` included), `--cuda-graph-max-bs`, ambiguous between its -decode and -prefill forms."""
+    name = word.partition("=")[0]
+    if not name.startswith("--"):
+        return None
+    if "_" in name:
+        return (
+            f"{name}: SGLang's argument parser does not turn underscores into dashes (vLLM's does) and has no "
+            f"{name}, so it exits with `unrecognized arguments`; write the SGLang flag "
+            f"({name.replace('_', '-')} if it has one) or drop it"
+        )
+    if name == "--cuda-graph-max-bs" and at_least(image, (0, 5, 23)):
+        return (
+            f"--cuda-graph-max-bs is ambiguous in SGLang >= 0.5.23 ({image}): it could match "
+            "--cuda-graph-max-bs-decode and --cuda-graph-max-bs-prefill and argparse exits; use "
+            "--cuda-graph-max-bs-decode, or pin an image of the version the post used"
+        )
+    return None
 
 
 _SETTINGS = {
@@ -173,4 +195,5 @@ SGLANG = ServerKind(
     env_report=("python3", "-m", "sglang.check_env"),
     version_keys=("sglang_version",),
     pitfalls=pitfalls,
+    refuses_flag=refuses_flag,
 )

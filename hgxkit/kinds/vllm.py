@@ -10,6 +10,8 @@ Example:
 
 from __future__ import annotations
 
+import re
+
 from hgxkit.kinds.base import (
     CONNECTION_FLAGS,
     BenchCell,
@@ -21,6 +23,7 @@ from hgxkit.kinds.base import (
     ServerKind,
     load_args,
 )
+from hgxkit.recipe.imageref import at_least
 from hgxkit.results.bench import BenchRecord
 from hgxkit.results.vllm_bench import parse_vllm_result
 
@@ -91,6 +94,22 @@ POSTED_CLIENTS = (
         printed=r"benchmarks?/benchmark_serving\.py",
     ),
 )  # fmt: skip
+
+_BOOL_VALUE = re.compile(r"(?i)true|false|yes|no|on|off|0|1")
+
+
+def refuses_flag(word: str, image: str) -> str | None:
+    """What vLLM's parser refuses: from 0.10 (`latest` included) boolean flags are `BooleanOptionalAction`s, so
+    `--enable-chunked-prefill=False` is `ignored explicit argument 'False'`."""
+    name, has_value, value = word.partition("=")
+    if not (has_value and name.startswith("--enable-") and _BOOL_VALUE.fullmatch(value) and at_least(image, (0, 10))):
+        return None
+    switch = name if value.lower() in ("true", "yes", "on", "1") else f"--no-{name[2:]}"
+    return (
+        f"{word}: vLLM >= 0.10 ({image}) parses {name} as a switch and exits with `ignored explicit argument "
+        f"'{value}'`; write {switch}"
+    )
+
 
 VLLM = ServerKind(
     name="vllm",
@@ -167,4 +186,5 @@ VLLM = ServerKind(
                                "--data-parallel-rpc-port", 29550),
     # vLLM on a Ray cluster (examples/online_serving/run_cluster.sh: `ray start --block --head --port=6379`)
     ray=RayCluster(("--distributed-executor-backend", "ray")),
+    refuses_flag=refuses_flag,
 )

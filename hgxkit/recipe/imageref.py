@@ -9,6 +9,10 @@ Example:
 
 from __future__ import annotations
 
+import re
+
+_VERSION = re.compile(r"v?(\d+)\.(\d+)(?:\.(\d+))?")
+
 
 def repository(reference: str) -> str:
     """The reference without tag or digest (a registry port, `host:5000/x`, is kept)."""
@@ -30,3 +34,17 @@ def normalized(reference: str) -> str:
     if name.startswith("library/") and name.count("/") == 1:
         name = name[len("library/") :]
     return name + (f":{tag}" if tag else "") + (f"@{digest}" if at else "")
+
+
+def image_version(reference: str) -> tuple[int, ...] | None:
+    """The engine version an image tag names (`v0.5.23-cu129` -> (0, 5, 23)); None for `latest`, no tag or a
+    tag without a version (`dev`, `nightly`): today's engine."""
+    tag = reference.split("@", 1)[0][len(repository(reference)) + 1 :]
+    match = _VERSION.match(tag)
+    return tuple(int(part) for part in match.groups() if part is not None) if match else None
+
+
+def at_least(reference: str, version: tuple[int, ...]) -> bool:
+    """True when the image runs `version` or later (an image without a version is today's engine)."""
+    found = image_version(reference)
+    return found is None or found >= version

@@ -7,7 +7,8 @@ nothing else changed starts and answers its health endpoint (hgxkit.sim.sweep.de
 what a real HGX node allows and a simulated one used to refuse: SGLang with `--ulimit memlock=-1 --ulimit
 stack=…` and a large `--shm-size` (085, and SGLang's own compose file c01 with the host network), `--privileged`
 with `--network=host` (002), vLLM with `--runtime nvidia` and a secret in its env file (007), a `--mount
-type=bind` of a host path the node lacks (the unit example of test_sweep_sim). About 2 minutes.
+type=bind` of a host path the node lacks (the unit example of test_sweep_sim), and SGLang with tp 1 given `--gpus
+all` (013: it starts on the first GPU, as SGLang does). About 2 minutes.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ sys.path.insert(0, str(ROOT / "tests" / "unit"))
 SAMPLE = (
     "002-sglang-dsv3-readme-docker-pull-run.txt",
     "007-vllm-docs-v042-docker-dollar-prompt.txt",
+    "013-sglang-ghio-backend-quickstart-python-m-then-curl.txt",
     "085-sglang-issue-h200-dsv32-docker-prose-starts-with-while.txt",
     "c01-sglang-docker-compose.yaml",
 )
@@ -60,7 +62,7 @@ def _sample() -> list[Case]:
 def test_the_sample_of_the_corpus_starts_and_answers_health(nodes: SweepNodes) -> None:
     results = [deploy(nodes, case) for case in _sample()]
     assert [r.line() for r in results if not r.ok] == []
-    assert [r.containers for r in results] == [1, 1, 1, 1]
+    assert [r.containers for r in results] == [1, 1, 1, 1, 1]
 
 
 def test_a_memlock_unlimited_container_starts_and_says_what_the_node_fitted(nodes: SweepNodes) -> None:

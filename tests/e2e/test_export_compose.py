@@ -15,7 +15,7 @@ engine's own published compose file and Kubernetes Deployment imported unedited 
    imported unedited, deployed with `deploys/reproduce.py`, served, verified with their kind's client, archived;
    a re-run changes nothing.
 
-CI runs 1-3 (about 2.5 min); 4 is two more deploys (HGXKIT_BENCH=1; unfinished, see the test). Needs docker-compose, docker-registry and the client store: without them these tests skip, except under CI=true
+CI runs 1-3 (about 2.5 min); 4 is two more deploys (HGXKIT_BENCH=1, `make bench`). Needs docker-compose, docker-registry and the client store: without them these tests skip, except under CI=true
 where they fail.
 """
 
@@ -86,10 +86,10 @@ def node(sim_nodes, tmp_path_factory) -> tuple[NodeInfo, Path]:
     return info, tmp_path_factory.mktemp("export-results")
 
 
-def deploy(recipe: Path, results: Path) -> Path:
-    """`deploys/reproduce.py` of `recipe` on the node; the run it archived."""
+def deploy(recipe: Path, results: Path, *data: str) -> Path:
+    """`deploys/reproduce.py` of `recipe` on the node (more `--data` in `data`); the run it archived."""
     before = {p.name for p in results.glob("node1/*")}
-    result = run_deploy(CLUSTER, "deploys/reproduce.py", f"recipe={recipe}", f"results_dir={results}",
+    result = run_deploy(CLUSTER, "deploys/reproduce.py", f"recipe={recipe}", f"results_dir={results}", *data,
                         env={"HF_TOKEN": FAKE_HF_TOKEN, "HUGGING_FACE_HUB_TOKEN": FAKE_HF_TOKEN})  # fmt: skip
     assert result.returncode == 0, out(result)[-6000:]
     assert FAKE_HF_TOKEN not in out(result)
@@ -222,22 +222,26 @@ def test_a_compose_export_runs_on_the_node_and_compares_with_the_pyinfra_run(nod
         docker.close()
 
 
-# Unfinished: c01 (`network_mode: host`) stops at the node's docker-option policy until the deploy passes
-# allow_docker_options ["--network=host"]; m01 not run yet. Opt in with HGXKIT_BENCH=1.
-@pytest.mark.skipif(os.environ.get("HGXKIT_BENCH") != "1", reason="two more deploys (~6 min), unfinished: opt in "
-                    "with HGXKIT_BENCH=1")  # fmt: skip
-@pytest.mark.parametrize("file", ["c01-sglang-docker-compose.yaml", "m01-vllm-docs-k8s-gpu.md"])
+# c01 asks for the host's network (`network_mode: host`): the node's docker-option policy refuses it unless the
+# deploy allows it by name, as a user would (`--data allow_docker_options='["--network=host"]'`).
+ALLOWED = {"c01-sglang-docker-compose.yaml": '["--network=host"]', "m01-vllm-docs-k8s-gpu.md": "[]"}
+
+
+@pytest.mark.skipif(os.environ.get("HGXKIT_BENCH") != "1", reason="two more deploys (~6 min): opt in "
+                    "with HGXKIT_BENCH=1 (make bench)")  # fmt: skip
+@pytest.mark.parametrize("file", sorted(ALLOWED))
 def test_a_published_engine_file_imported_unedited_serves_and_reruns_unchanged(node, tmp_path, file) -> None:
     _, results = node
     source = POSTS / "formats" / file
     recipe = imported(source, tmp_path, file.split("-")[0])
-    run = deploy(recipe, results)
+    allow = f"allow_docker_options={ALLOWED[file]}"
+    run = deploy(recipe, results, allow)
     summary = json.loads((run / "summary.json").read_text())
     kind = "sglang" if file.startswith("c01") else "vllm"
     assert summary["tool"].startswith(kind) and summary["cells"]
     assert all(c["failed"] == 0 for c in summary["cells"]) and summary["gates"] == []
     assert json.loads((run / "fingerprint.json").read_text())["serving"]["kind"] == kind
-    again = run_deploy(CLUSTER, "deploys/reproduce.py", f"recipe={recipe}", "verify=false")
+    again = run_deploy(CLUSTER, "deploys/reproduce.py", f"recipe={recipe}", "verify=false", allow)
     assert again.returncode == 0, out(again)[-4000:]
     ops, changed, errors, unchanged = grand_total(again)
     assert (changed, errors) == (0, 0) and unchanged == ops

@@ -249,8 +249,12 @@ def test_cd_is_the_base_of_relative_host_paths_and_a_bare_env_file_is_a_file() -
     assert "--env-file /srv/sglang/docker.env" in options and "-v /srv/sglang/cache:/cache" in options
     assert "-v hf-cache:/root/.cache/huggingface" not in options  # a named volume (here the HF cache: dropped)
     assert outcome.lines[0].fate == "read"
-    unbased = import_post([("p.md", post.split("\n", 1)[1])]).notes  # no `cd`: the file is relative, and said so
-    assert any(note.startswith("dangerous option --env-file=docker.env: reads the host file") for note in unbased)
+    unbased = post.split("\n", 1)[1]  # no `cd`: the mount's host side is the node's working directory: refused
+    with pytest.raises(InputError, match=r"^p\.md: line 1, column 48: --volume \./cache:/cache: the host side \./cache "
+                       r"is not a fixed directory \(a relative path .*\); write the absolute host directory$"):
+        import_post([("p.md", unbased)])
+    notes = import_post([("p.md", unbased.replace("-v ./cache:/cache ", ""))]).notes  # the file: relative, said so
+    assert any(note.startswith("dangerous option --env-file=docker.env: reads the host file") for note in notes)
 
 
 # --- results printed apart from their benchmark command ---

@@ -35,9 +35,11 @@ def test_gpu_count_must_match_world_size() -> None:
     )
     with pytest.raises(checks.StartupError, match=r"invalid device ordinal.*needs 8 GPUs but 4 are visible"):
         checks.check_gpus(_args("--tp", "4", "--dp-size", "2"), {"NVIDIA_VISIBLE_DEVICES": "0,1,2,3"})
-    with pytest.raises(checks.StartupError, match=r"= 4 does not match the 8 GPUs visible"):
-        checks.check_gpus(_args("--tp", "4"), {"NVIDIA_VISIBLE_DEVICES": "all"})
-    checks.check_gpus(_args("--tp", "4"), {"NVIDIA_VISIBLE_DEVICES": "all", "HGXKIT_SIM_ALLOW_EXTRA_GPUS": "1"})
+    # more GPUs than needed: SGLang starts on the first ones (tp 4 on 8 visible), or from --base-gpu-id
+    checks.check_gpus(_args("--tp", "4"), {"NVIDIA_VISIBLE_DEVICES": "all"})
+    checks.check_gpus(_args("--tp", "4", "--base-gpu-id", "4"), {"NVIDIA_VISIBLE_DEVICES": "all"})
+    with pytest.raises(checks.StartupError, match=r"needs 4 GPUs from --base-gpu-id 5 but 8 are visible"):
+        checks.check_gpus(_args("--tp", "4", "--base-gpu-id", "5"), {"NVIDIA_VISIBLE_DEVICES": "all"})
 
 
 def test_model_path_needs_config_json(tmp_path: Path) -> None:

@@ -125,13 +125,12 @@ python3 -m sglang.launch_server --model-path org/m --tp 16 --dist-init-addr 10.1
     assert rank1[rank1.index("--node-rank") + 1] == "1"
 
 
-def test_a_recipe_the_loader_refuses_is_a_failure_naming_it() -> None:
+def test_a_recipe_the_import_refuses_is_a_failure_naming_it() -> None:
     post = ("docker run --gpus all -v ~/data:/data vllm/vllm-openai:v0.9.0 "
             "--model Qwen/Qwen3-8B\n")  # fmt: skip
     with pytest.raises(InputError) as caught:
         load_case(Case("p.md", post))
-    assert caught.value.message.startswith("imported, but the recipe does not load: <recipe>: docker.options[1] ")
-    assert "~ in '~/data:/data' is left for the node's shell" in caught.value.message
+    assert caught.value.message.startswith("p.md: line 1, column 26: --volume ~/data:/data: the host side ~/data ")
 
 
 def test_result_lines() -> None:

@@ -49,6 +49,7 @@ from hgxkit.recipe.importing.benchmarks import benchmarks
 from hgxkit.recipe.importing.commands import PLACEHOLDER, Simple, simple_commands
 from hgxkit.recipe.importing.docker_run import foreign_hardware, scrub_run
 from hgxkit.recipe.importing.documents import read_documents
+from hgxkit.recipe.importing.engine_refusal import engine_refusal
 from hgxkit.recipe.importing.formats import DOCUMENT_FORMATS, SCRIPT_FORMATS, format_of
 from hgxkit.recipe.importing.group_join import join_groups
 from hgxkit.recipe.importing.model_placement import DEFAULT_MODELS_DIR, place_model
@@ -77,6 +78,8 @@ from hgxkit.secrets import is_secret_flag, is_secret_name
 _AMD_ENV = re.compile(r"^(?:VLLM_ROCM_|HIP_|ROCR_|HSA_|ROCM_)")
 _ASCEND_ENV = re.compile(r"^(?:HCCL_|ASCEND_)")
 _WINDOWS_MOUNT = re.compile(r"(?:-v|--volume|--mount)[=\s]+[\"']?(?:[^\s\"']*?(?:source|src)=)?([A-Za-z]:\\[^\s\"':]*)")
+# A mount's host side the node's shell or working directory decides: `~`, `~/x`, `.`, `./x`, `../x`.
+_RELATIVE_SOURCE = re.compile(r"(?:~|\.\.?)(?:/|$)")
 
 
 @dataclass(frozen=True)
@@ -151,6 +154,8 @@ class _Importer:
             self._consider(simple)
         chosen = self._choose()
         recipe, where = self._build(chosen)
+        _host_relative_mounts(recipe, chosen[0][0])
+        _engine_refuses(recipe, chosen[0][0])
         recipe = self._benchmarks(recipe, chosen)
         recipe = replace(recipe, name=self.options.name or self.exported_name or _name(recipe))
         prose = self._prose()
@@ -652,6 +657,41 @@ def _hardware(server: Candidate, run: ParsedRun, scope: Scope, prefix: dict[str,
             raise InputError(f"{where}: {name} is an AMD ROCm setting; hgxkit serves NVIDIA HGX-H200 nodes")
         if _ASCEND_ENV.match(name):
             raise InputError(f"{where}: {name} is a Huawei Ascend (HCCL) setting; hgxkit serves NVIDIA HGX-H200 nodes")
+
+
+def _engine_refuses(recipe: Recipe, server: Candidate) -> None:
+    """Refuse, at the word of the post that causes it, what the engine itself would refuse at start-up."""
+    refusal = engine_refusal(recipe)
+    if refusal is None:
+        return
+    word = next((w for w in server.simple.words if refusal.word in w.text), None)
+    at = f"{server.simple.command.post.name}: line {word.line}, column {word.column}" if word else server.where()
+    raise InputError(f"{at}: the engine would refuse: {refusal.reason}")
+
+
+def _host_relative_mounts(recipe: Recipe, server: Candidate) -> None:
+    """Refuse a bind mount whose host side is left to the node's shell or working directory (`~/…`, `./…`):
+    the recipe does not load (`~`) or Docker 20.10 refuses it as a volume name (`./`), so it would not deploy."""
+    for use in recipe.docker.uses():
+        name = canonical(use.option.name)
+        value = shell_value(use.value or "")  # an expanding `~` is kept as `$~`
+        if name == "--volume":
+            source = value.split(":", 1)[0]
+        elif name == "--mount":
+            fields = dict(f.partition("=")[::2] for f in value.split(","))
+            source = fields.get("source") or fields.get("src") or ""
+        else:
+            continue
+        if not _RELATIVE_SOURCE.match(source):
+            continue
+        word = next((w for w in server.simple.words if source in w.text), None)
+        post = server.simple.command.post.name
+        at = f"{post}: line {word.line}, column {word.column}" if word else server.where()
+        why = ("~ is the home of whoever runs the command, root when hgxkit deploys" if source.startswith("~")
+               else "a relative path depends on the directory the command runs in, and Docker 20.10 takes it "
+               "for a volume name")  # fmt: skip
+        raise InputError(f"{at}: {name} {value}: the host side {source} is not a fixed directory ({why}); "
+                         "write the absolute host directory")  # fmt: skip
 
 
 def _env_values(run: ParsedRun) -> list[str]:

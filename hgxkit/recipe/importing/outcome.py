@@ -26,6 +26,7 @@ from dataclasses import dataclass, replace
 from hgxkit.errors import InputError
 from hgxkit.recipe.danger import dangerous_options
 from hgxkit.recipe.importing.commands import Simple
+from hgxkit.recipe.importing.engine_refusal import engine_refusal
 from hgxkit.recipe.importing.post import FENCE_RE, PostFile
 from hgxkit.recipe.model import Recipe
 from hgxkit.recipe.network_env import host_interface_settings
@@ -150,6 +151,9 @@ def finish(
         # Key paths of the recipe this command would become (its docker.options[i] is the i-th option entry).
         first = problems[0]
         raise InputError(f"{source}: {format_path(first.where)}: {first.message}")
+    refusal = engine_refusal(recipe)
+    if refusal:  # imported means deployable: a recipe its engine would not start is refused, by name
+        raise InputError(f"{source}: the engine would refuse: {refusal.reason}")
     notes.extend(recipe.host_inputs())
     for danger in dangerous_options(recipe):
         notes.append(

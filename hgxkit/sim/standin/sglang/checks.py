@@ -1,10 +1,9 @@
 """Start-up refusals of the SGLang stand-in, with SGLang-like messages (simulated checks).
 
-1. GPUs: the parallel world size (tp × pp, × dp unless DP-attention shares the TP GPUs) must equal the
-   GPUs visible in ``NVIDIA_VISIBLE_DEVICES`` (or ``CUDA_VISIBLE_DEVICES``). ``all`` or unset means the
-   node's GPUs, ``HGXKIT_SIM_NODE_GPUS`` (default 8). More GPUs than needed is refused too, because on
-   the HGX node it means a container was given another group's GPUs; ``HGXKIT_SIM_ALLOW_EXTRA_GPUS=1``
-   accepts it, as real SGLang would.
+1. GPUs: the parallel world size (tp × pp, × dp unless DP-attention shares the TP GPUs), from
+   ``--base-gpu-id`` on, must fit the GPUs visible in ``NVIDIA_VISIBLE_DEVICES`` (or ``CUDA_VISIBLE_DEVICES``).
+   ``all`` or unset means the node's GPUs, ``HGXKIT_SIM_NODE_GPUS`` (default 8). More GPUs than needed is
+   fine, as in SGLang: tp 4 with 8 visible starts on the first 4.
 2. ``--model-path`` must be a directory with ``config.json`` (the stand-in never downloads).
 3. HiCache: each rank pins ``hicache_ratio × device KV pool`` (or ``--hicache-size`` GB) of host memory;
    free host memory (``HGXKIT_SIM_HOST_MEM_GB`` if set, else min(cgroup ``memory.max`` − usage,
@@ -57,22 +56,19 @@ def world_size(args: Mapping[str, Any]) -> int:
 
 
 def check_gpus(args: Mapping[str, Any], env: Mapping[str, str]) -> None:
-    """Each node of a group holds world_size / nnodes of its GPUs (tp 16 over 2 nodes: 8 each)."""
+    """Each node of a group holds world_size / nnodes of its GPUs (tp 16 over 2 nodes: 8 each), taken from
+    `--base-gpu-id` on; unused visible GPUs are fine (SGLang takes GPU ids base_gpu_id + rank)."""
     n = visible_gpus(env)
     nnodes = max(int(args.get("nnodes") or 1), 1)
     need = world_size(args) // nnodes
+    base = int(args.get("base_gpu_id") or 0)
     where = f"NVIDIA_VISIBLE_DEVICES={env.get('NVIDIA_VISIBLE_DEVICES', '<unset>')}"
-    if need > n:
+    if base + need > n:
+        at = f" from --base-gpu-id {base}" if base else ""
         raise StartupError(
             f"RuntimeError: CUDA error: invalid device ordinal (simulated): tp_size={args['tp_size']} × "
-            f"dp_size={args['dp_size']} × pp_size={args['pp_size']} needs {need} GPUs but {n} are visible"
+            f"dp_size={args['dp_size']} × pp_size={args['pp_size']} needs {need} GPUs{at} but {n} are visible"
             f" ({where})"
-        )
-    if need < n and env.get("HGXKIT_SIM_ALLOW_EXTRA_GPUS") != "1":
-        raise StartupError(
-            f"ValueError: tp_size={args['tp_size']} × dp_size={args['dp_size']} × pp_size={args['pp_size']} "
-            f"= {need} does not match the {n} GPUs visible ({where}) (simulated check; set "
-            "HGXKIT_SIM_ALLOW_EXTRA_GPUS=1 to allow unused GPUs)"
         )
 
 
