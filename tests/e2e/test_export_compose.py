@@ -222,9 +222,13 @@ def test_a_compose_export_runs_on_the_node_and_compares_with_the_pyinfra_run(nod
         docker.close()
 
 
-# c01 asks for the host's network (`network_mode: host`): the node's docker-option policy refuses it unless the
-# deploy allows it by name, as a user would (`--data allow_docker_options='["--network=host"]'`).
-ALLOWED = {"c01-sglang-docker-compose.yaml": '["--network=host"]', "m01-vllm-docs-k8s-gpu.md": "[]"}
+# What the deploy must allow, by name, as a user would (`--data allow_docker_options='["--network=host"]'`): c01
+# asks for the host's network (`network_mode: host`); both posts serve on every interface without an API key,
+# which the exposure policy refuses unless told (`allow_unauthenticated=true`: the posts' own choice).
+ALLOWED = {
+    "c01-sglang-docker-compose.yaml": ('allow_docker_options=["--network=host"]', "allow_unauthenticated=true"),
+    "m01-vllm-docs-k8s-gpu.md": ("allow_unauthenticated=true",),
+}
 
 
 @pytest.mark.skipif(os.environ.get("HGXKIT_BENCH") != "1", reason="two more deploys (~6 min): opt in "
@@ -234,14 +238,13 @@ def test_a_published_engine_file_imported_unedited_serves_and_reruns_unchanged(n
     _, results = node
     source = POSTS / "formats" / file
     recipe = imported(source, tmp_path, file.split("-")[0])
-    allow = f"allow_docker_options={ALLOWED[file]}"
-    run = deploy(recipe, results, allow)
+    run = deploy(recipe, results, *ALLOWED[file])
     summary = json.loads((run / "summary.json").read_text())
     kind = "sglang" if file.startswith("c01") else "vllm"
     assert summary["tool"].startswith(kind) and summary["cells"]
     assert all(c["failed"] == 0 for c in summary["cells"]) and summary["gates"] == []
     assert json.loads((run / "fingerprint.json").read_text())["serving"]["kind"] == kind
-    again = run_deploy(CLUSTER, "deploys/reproduce.py", f"recipe={recipe}", "verify=false", allow)
+    again = run_deploy(CLUSTER, "deploys/reproduce.py", f"recipe={recipe}", "verify=false", *ALLOWED[file])
     assert again.returncode == 0, out(again)[-4000:]
     ops, changed, errors, unchanged = grand_total(again)
     assert (changed, errors) == (0, 0) and unchanged == ops
