@@ -467,7 +467,17 @@ def _run_detached(
         # One call waits on the node (up to verify_poll s) until the progress file changes or the status appears,
         # so each report reaches the controller within a fraction of a second, not at the next fixed poll.
         lines = run(wait_for_progress(workdir, seen, float(host.data.get("verify_poll"))))
+        before = seen
         seen, status, progress = parse_progress(lines)
+        if not status and seen == before and not run.status(argv("systemctl", "is-active", "--quiet", UNIT))[0]:
+            # A quiet poll and no unit: it died without a status (the node rebooted, it was stopped), so waiting
+            # would last verify_timeout. Read once more: the unit may have written its status and exited between.
+            seen, status, progress = parse_progress(run(wait_for_progress(workdir, seen, 0)))
+            if not status:
+                raise DeployError(
+                    f"{host.name}: the benchmark unit {UNIT} ended without finishing (was the node rebooted?); "
+                    f"its partial output stays in {workdir}; rerun verify to start it again"
+                )
         if progress and progress != last:
             echo(f"[{host.name}] benchmark: {escape_control(redact(progress))} ({time.monotonic() - start:.0f} s)")
             last = progress

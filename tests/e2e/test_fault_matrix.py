@@ -254,7 +254,11 @@ def controller_case(node: Node, case: Case, tmp_path: Path) -> None:
         elif case.fault in ("dockerd-restart", "node-reboot"):
             node_fault(case.fault)
             first.resume()
-            first.finish(timeout=900)  # goes on (engine restarted) or stops (node gone): the next run decides
+            rc = first.finish(timeout=900)  # goes on (engine restarted) or stops (node gone): the next run decides
+            if case.fault == "node-reboot" and not serving:
+                # The benchmark died with the node: the run stops on the dropped connection or, when its SSH
+                # outlived the reboot, on the unit gone without a status; it never waits out verify_timeout.
+                assert rc != 0, first.text[-4000:]
         else:
             raise AssertionError(f"no {case.fault} at {case.phase}")
         COUNTS["faults"] += 1
@@ -287,6 +291,11 @@ def controller_case(node: Node, case: Case, tmp_path: Path) -> None:
         node.level = level
     else:
         kept, _ = scan_runs(results)
+        if case.fault == "node-reboot":
+            # The simulated node's models_dir is a tmpfs that its reboot empties (a real disk keeps it), so its
+            # groups cannot come back by themselves here: the serving run syncs the model again first.
+            served = run_deploy(CLUSTER, "deploys/dspark.py", *FAST, f"recipe={recipe(tmp_path, level)}")
+            assert served.returncode == 0, out(served)[-4000:]
         if second is None:
             again = run_deploy(CLUSTER, deploy, *data)
             assert again.returncode == 0, out(again)[-4000:]

@@ -84,7 +84,6 @@ def _cases() -> list[Case]:
                 "second-controller",
                 phase,
                 f"the second run is refused, naming the first; the first goes on; {ends}; {CONVERGES}",
-                ci=phase == "replace-start",
             ),
             Case(
                 "dockerd-restart",
