@@ -147,7 +147,8 @@ class _Task:
         image = image.removeprefix("docker:")
         line = self.at("resources")
         command, gpus = self._run()
-        words: list[WordAt] = [("docker", line), ("run", line)]
+        top = self.document.first  # the task's head (its name, the export's comments) is the command's
+        words: list[WordAt] = [("docker", top), ("run", top)]
         words += [("--gpus", line), (gpus or self._gpus(resources), line)]
         options = ((data.get("config") or {}).get("docker") or {}).get("run_options") or []
         words += [(literal(o), self.at("config")) for o in ([options] if isinstance(options, str) else options)]
@@ -173,8 +174,10 @@ class _Task:
         if option is not None:
             words += [("--entrypoint", self.at("run")), (option, self.at("run"))]
         words.append((literal(image), line))
-        run_line = command[0][1] if command else self.at("run")
-        return words + [(w, run_line) for w in after]
+        tail = command[len(command) - len(after) :]
+        if [t for t, _ in tail] != after:  # a `sh -c 'LAUNCH'` read as its launch: the words are new
+            tail = [(w, self.at("run")) for w in after]
+        return words + tail
 
     def _exported_group(self, gpus: str) -> tuple[int, list[int]] | None:
         """(group index, its GPUs on the node) of a task hgxkit exported for one GPU group of several: the export
@@ -230,6 +233,7 @@ class _Task:
         branch: int | None = None  # None: outside a rank test; else the rank whose branch this is
         commands: list[tuple[int, str]] = []
         logical: list[tuple[int, str]] = []
+        ends: dict[int, int] = {}  # a logical line's first file line -> its last (continuation backslashes)
         pending = ""
         start = first
         for number, raw in enumerate(script.split("\n"), first):
@@ -240,6 +244,7 @@ class _Task:
                 pending += text[:-1] + " "
                 continue
             logical.append((start, pending + text))
+            ends[start] = number
             pending = ""
         for number, text in logical:
             if not text or text.startswith("#"):
@@ -292,4 +297,5 @@ class _Task:
         if any(w.is_operator for w in words):
             raise InputError(f"{where}:{number}: run: the command is a pipeline or a list; give the server "
                              "command alone")  # fmt: skip
-        return [(w.text, number) for w in words], gpus
+        lines = [number] * (len(words) - 1) + [ends[number]]
+        return [(w.text, line) for w, line in zip(words, lines, strict=True)], gpus
