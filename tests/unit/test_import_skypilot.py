@@ -113,3 +113,17 @@ def test_a_gpu_count_below_the_node_is_the_first_gpus() -> None:
 )
 def test_what_a_recipe_cannot_hold_is_refused_by_name(edit, message: str) -> None:
     assert refusal(edit(SINGLE)) == message
+
+
+def test_envs_are_the_run_scripts_variables_and_an_accelerator_choice_keeps_its_count() -> None:
+    task = SINGLE.replace("H200:8", "{L4:1, A100:1}").replace("--model-path /models/m", "--model-path $MODEL") \
+        .replace("  set -e\n", "  echo 'Starting server...'\n").replace("--tp 8", "--tp 1")  # fmt: skip
+    outcome = imported(task)
+    assert " ".join(outcome.recipe.server.words()) == (
+        "python3 -m sglang.launch_server --model-path /models/m --tp 1 --host 0.0.0.0 --port 30000 "
+        "--served-model-name org/m"
+    )  # $MODEL is the Hub id org/m, placed under the models directory
+    assert outcome.recipe.docker.entries[0].words == ("--gpus", '"device=0"')
+    assert "task.yaml:12: $MODEL is the task's envs value org/m" in outcome.notes
+    assert "task.yaml:2: resources.accelerators: any of several; the GPU count is kept, the node is an HGX-H200" \
+        in outcome.notes  # fmt: skip

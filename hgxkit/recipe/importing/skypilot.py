@@ -211,7 +211,17 @@ class _Task:
         return [("-v", line), (literal(f"{DEFAULT_MODELS_DIR}/{repo.split('/')[-1]}:{target}:ro"), line)]
 
     def _gpus(self, resources: dict) -> str:
-        accelerators = str(resources.get("accelerators") or "")
+        choices = resources.get("accelerators")
+        if isinstance(choices, dict):  # any one of several accelerators: the count is what a recipe keeps
+            # `{L4:1, A100:1}` in flow style is keys `L4:1` with no value: the count is in the key
+            names = [str(k) for k in choices if k not in (LINE, LINES)]
+            counts = {str(choices[k]) if choices[k] is not None else k.partition(":")[2] or "1" for k in names}
+            choices = ", ".join(names)
+            if len(counts) == 1 and next(iter(counts)).isdigit():
+                choices = f"any:{counts.pop()}"
+                self.notes.append(f"{self.where('resources')}: resources.accelerators: any of several; the GPU "
+                                  "count is kept, the node is an HGX-H200")  # fmt: skip
+        accelerators = str(choices or "")
         _, _, count = accelerators.partition(":")
         if not count:
             return "all"
@@ -249,8 +259,8 @@ class _Task:
         for number, text in logical:
             if not text or text.startswith("#"):
                 continue
-            if re.match(r"^set(?:\s+[-+]?\w+)+$", text):
-                continue
+            if re.match(r"^set(?:\s+[-+]?\w+)+$", text) or re.match(r"^echo\s[^|;&>]*$", text):
+                continue  # shell options and messages: nothing the server runs with
             if (match := _HEAD_LINE.match(text)) is not None:
                 heads.add(match.group(1))
                 self.notes.append(f"{where}:{number}: ${match.group(1)} is the first of $SKYPILOT_NODE_IPS: the "
@@ -285,6 +295,10 @@ class _Task:
         nodes = self.data.get("num_nodes", 1)
         for name in heads:
             text = re.sub(rf"\$\{{{name}\}}|\${name}\b", HEAD, text)
+        for name, value in _pairs(self.data.get("envs")):  # the task's envs are the run script's variables
+            if value is not None and not isinstance(value, (dict, list)) and re.search(rf"\$\{{?{name}\b", text):
+                text = re.sub(rf"\$\{{{name}\}}|\${name}\b", str(value), text)
+                self.notes.append(f"{where}:{number}: ${name} is the task's envs value {value}")
         text = re.sub(r"\$\{SKYPILOT_NODE_RANK\}|\$SKYPILOT_NODE_RANK\b", "0", text)
         text = re.sub(r"\$\{SKYPILOT_NUM_NODES\}|\$SKYPILOT_NUM_NODES\b", str(nodes), text)
         if "SKYPILOT_NODE_RANK" in self.data["run"]:
