@@ -398,11 +398,15 @@ def _provenance(recipe) -> tuple:
 
 
 # Round trips that do not close yet (issue 27 item 2), each failing for the reason named; strict, so a fix shows.
-ROUND_TRIP_GAPS: dict[tuple[str, str], str] = {}
+ROUND_TRIP_GAPS: dict[tuple[str, str], str] = {
+    ("vllm-two-node", "skypilot"): "the run script writes `vllm serve` whether the recipe names it as the server's "
+    "command or leaves it to the image's entrypoint; the importer reads the image's entrypoint (as SkyPilot runs it)",
+}
 
 
 @pytest.mark.parametrize(
-    "target,file", [("compose", "compose.yaml"), ("k8s", "kubernetes.yaml"), ("slurm", "*.sbatch")]
+    "target,file",
+    [("compose", "compose.yaml"), ("k8s", "kubernetes.yaml"), ("skypilot", "skypilot-*.yaml"), ("slurm", "*.sbatch")],
 )
 @pytest.mark.parametrize("key", sorted(RECIPES))
 def test_an_export_imports_back_to_the_same_render(
@@ -413,9 +417,10 @@ def test_an_export_imports_back_to_the_same_render(
     recipe = RECIPES[key]()
     out = _export(key, target, tmp_path)
     imported = tmp_path / "imported.yaml"
-    (exported,) = out.glob(file)
+    exported = sorted(out.glob(file))  # SkyPilot: one task per GPU group, imported together as the groups
+    assert exported
     result = subprocess.run(
-        [sys.executable, "-m", "hgxkit", "recipe", "import", str(exported), "-o", str(imported)],
+        [sys.executable, "-m", "hgxkit", "recipe", "import", *map(str, exported), "-o", str(imported)],
         capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)},
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
@@ -423,11 +428,15 @@ def test_an_export_imports_back_to_the_same_render(
     assert _renders(back) == _renders(recipe)
     if target == "slurm":  # the Slurm importer takes the render; it does not read the hgxkit.io labels back yet
         return
-    assert _provenance(back) == _provenance(recipe)
+    if target == "skypilot":  # the task downloads the model into the container: the host's directory is not carried
+        assert _provenance(back)[:5] == _provenance(recipe)[:5]
+    else:
+        assert _provenance(back) == _provenance(recipe)
     assert back.source.notes.endswith(
         f"Exported by hgxkit from recipe {recipe.name} ({recipe_hash(recipe)}); verified by run {RUN}."
     )
-    if recipe.groups is not None and recipe.groups.port_base is not None:
+    # SkyPilot opens each task's own server port: the host port base is not carried (the export says so)
+    if recipe.groups is not None and recipe.groups.port_base is not None and target != "skypilot":
         assert back.groups.port_base == recipe.groups.port_base  # compose: the ports; Kubernetes: each Service's
 
 

@@ -83,7 +83,7 @@ class _Kubectl:
 
 def test_a_new_format_joins_by_one_registry_line(monkeypatch: pytest.MonkeyPatch) -> None:
     assert [f.name for f in formats.FORMATS] == ["docker run", "docker build/tag", "bare launch", "benchmark command",
-                                                "docker compose", "Kubernetes manifest", "Slurm script", "Ray cluster"]
+                                                "docker compose", "Kubernetes manifest", "SkyPilot task", "Slurm script", "Ray cluster"]
     post = "kubectl apply -f server.yaml\nvllm serve org/Tiny-1B\n"
     before = import_post([("p.md", post)], ImportOptions(image="vllm/vllm-openai:v0.33.0"))
     assert before.lines[0].fate == "set aside" and "not a serving or benchmark command" in before.lines[0].why

@@ -45,8 +45,8 @@ def test_index_lists_every_file_and_counts_by_format() -> None:
     assert sorted(p.name for p in FORMATS.iterdir() if p.name != "index.yaml") == sorted(ENTRIES)
     counts = Counter(entry["format"] for entry in INDEX)
     assert counts == {"compose": 6, "kubernetes": 13, "docker run": 6, "bare launch": 4, "slurm": 7, "vllm ray": 8,
-                      "vllm data parallel": 2}  # fmt: skip
-    assert Counter(entry["expect"] for entry in INDEX) == {"import": 17, "refuse": 29}
+                      "vllm data parallel": 2, "skypilot": 2}  # fmt: skip
+    assert Counter(entry["expect"] for entry in INDEX) == {"import": 17, "refuse": 31}
     # a file at a commit, or an issue or pull request thread (the post is its text)
     assert all(re.match(r"https://github\.com/[^/]+/[^/]+/(?:blob/[0-9a-f]{40}/|issues/\d+$|pull/\d+$)", entry["source"])
                for entry in INDEX)  # fmt: skip

@@ -2,15 +2,15 @@
 
 A format is one module with an object that has a `name`, `claims(simple)` (is this command mine?) and
 `take(simple, reading)` (record what it is in the `Reading`: a server candidate, a container, a benchmark, a
-report line). A new source (a compose file, a Kubernetes manifest, a Slurm script, a Ray cluster) joins by
-adding its module and one line to `FORMATS`. What is shell rather than a source (variables, `for`/`if`, an
-unreadable line, an engine hgxkit does not serve) is the importer's own; printed result blocks are not
+report line). A new source (a compose file, a Kubernetes manifest, a SkyPilot task, a Slurm script, a Ray
+cluster) joins by adding its module and one line to `FORMATS`. What is shell rather than a source (variables,
+`for`/`if`, an unreadable line, an engine hgxkit does not serve) is the importer's own; printed result blocks are not
 commands: `benchmarks` reads them (`result_blocks`) for the benchmark commands taken.
 
 Example:
     >>> [f.name for f in FORMATS]
     ['docker run', 'docker build/tag', 'bare launch', 'benchmark command', 'docker compose', 'Kubernetes manifest', \
-'Slurm script', 'Ray cluster']
+'SkyPilot task', 'Slurm script', 'Ray cluster']
 
 A YAML document (a whole file, a ```yaml fence) is offered to `DOCUMENT_FORMATS` first (see `documents`): the
 one that claims it gives the `docker run` commands it stands for, which its own entry in `FORMATS` then takes.
@@ -32,6 +32,7 @@ from hgxkit.recipe.importing.documents import DocumentFormat
 from hgxkit.recipe.importing.kubernetes import KUBERNETES
 from hgxkit.recipe.importing.post import PostFile
 from hgxkit.recipe.importing.reading import Reading
+from hgxkit.recipe.importing.skypilot import SKYPILOT
 from hgxkit.recipe.importing.slurm import SLURM
 from hgxkit.recipe.importing.vllm_multinode import RAY_START
 
@@ -61,8 +62,8 @@ class ScriptFormat(Protocol):
 
 
 FORMATS: tuple[SourceFormat, ...] = (DOCKER_RUN, DOCKER_IMAGES, BARE_LAUNCH, BENCH_COMMANDS, COMPOSE, KUBERNETES,
-                                     SLURM, RAY_START)  # fmt: skip
-DOCUMENT_FORMATS: tuple[DocumentFormat, ...] = (COMPOSE, KUBERNETES)
+                                     SKYPILOT, SLURM, RAY_START)  # fmt: skip
+DOCUMENT_FORMATS: tuple[DocumentFormat, ...] = (COMPOSE, KUBERNETES, SKYPILOT)
 SCRIPT_FORMATS: tuple[ScriptFormat, ...] = (SLURM,)
 
 
