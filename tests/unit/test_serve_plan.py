@@ -60,3 +60,19 @@ def test_the_difference_names_image_flags_and_docker_options(marlin: list[Contai
         f"image {IMAGE} -> other@sha256:1; --made-up-switch (absent) -> on; option (absent) -> -e X=1"
     )
     assert spec_difference(old, old) == ""
+
+
+def test_the_difference_reads_each_kinds_command_and_keeps_unknown_kinds_whole() -> None:
+    # vLLM's image has the server as its entrypoint: a bare first word is the model, not a program.
+    assert spec_difference({"kind": "vllm", "server": ["org/m"]}, {"kind": "vllm", "server": ["org/n"]}) == (
+        "--model org/m -> org/n"
+    )
+    launch = ["python3", "-m", "sglang.launch_server", "--tp", "8"]
+    serve = ["sglang", "--tp", "8"]
+    assert spec_difference({"kind": "sglang", "server": launch}, {"kind": "sglang", "server": serve}) == (
+        "(program) python3 -m sglang.launch_server -> sglang"
+    )
+    # A kind hgxkit does not know: the command is compared as one setting.
+    assert spec_difference({"kind": "other", "server": ["a", "b"]}, {"kind": "other", "server": []}) == (
+        "a b on -> (absent)"
+    )
