@@ -11,7 +11,8 @@ import pytest
 from test_results import make_run
 
 from hgxkit.cli import main
-from hgxkit.results.archive import list_runs, load_run, scan_runs
+from hgxkit.recipe.read import load_recipe
+from hgxkit.results.archive import _safe_name, list_runs, load_run, scan_runs, write_report_html
 
 
 def _bad_json(run: Path) -> None:
@@ -81,3 +82,18 @@ def test_loading_a_damaged_run_by_name_says_why(tmp_path: Path, capsys: pytest.C
     with pytest.raises(Exception, match="newer than this hgxkit reads"):
         load_run(str(bad), tmp_path)
     assert list_runs(tmp_path, warn=False) == []
+
+
+def test_report_html_is_written_into_the_run_with_the_reference(tmp_path: Path) -> None:
+    path = make_run(tmp_path, "node1", "20261130T120000Z", "deepseek-v4-flash-dspark-marlin")
+    plain = write_report_html(path)  # no secrets given: nothing to mask, and no error
+    assert plain == path / "report.html"
+    without = plain.read_text()
+    reference = load_recipe("recipes/deepseek-v4-flash-dspark-marlin.yaml").reference
+    with_reference = write_report_html(path, reference=reference).read_text()
+    assert "330.12" in with_reference and "330.12" not in without  # the post's marlin TTFT at 5K x 5
+
+
+@pytest.mark.parametrize(("name", "safe"), [("../a/b.", "_a_b."), ("u@h:22", "u_h_22"), ("...", "host")])
+def test_a_host_name_becomes_one_file_name(name: str, safe: str) -> None:
+    assert _safe_name(name) == safe
