@@ -11,6 +11,7 @@ import pytest
 from test_results import make_run
 
 from hgxkit.cli import main
+from hgxkit.errors import InputError
 from hgxkit.recipe.read import load_recipe
 from hgxkit.results.archive import _safe_name, list_runs, load_run, scan_runs, write_report_html
 
@@ -97,3 +98,31 @@ def test_report_html_is_written_into_the_run_with_the_reference(tmp_path: Path) 
 @pytest.mark.parametrize(("name", "safe"), [("../a/b.", "_a_b."), ("u@h:22", "u_h_22"), ("...", "host")])
 def test_a_host_name_becomes_one_file_name(name: str, safe: str) -> None:
     assert _safe_name(name) == safe
+
+
+def test_a_run_is_found_by_its_path_its_id_or_a_unique_part(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+    monkeypatch.chdir(tmp_path)
+    root = tmp_path / "results"
+    make_run(root, "node1", "20261130T120000Z", "alpha")
+    make_run(root, "node2", "20261130T130000Z", "beta")
+    make_run(root, "node2", "20261130T130000Z", "beta2")
+    _too_new(make_run(root, "node3", "20261130T140000Z", "bad"))
+    # A path relative to the working directory, not to the root.
+    assert load_run("results/node1/20261130T120000Z_alpha", root).run_id == "node1/20261130T120000Z_alpha"
+    # A whole id is that run, even where it is also a part of another's id.
+    assert load_run("node2/20261130T130000Z_beta", root).run_id == "node2/20261130T130000Z_beta"
+    assert load_run("alpha", root).run_id == "node1/20261130T120000Z_alpha"
+    with pytest.raises(InputError) as missing:
+        load_run("gamma", root)
+    assert str(missing.value) == f"gamma: no such run under {root}; list runs with `hgxkit results ls`"
+    with pytest.raises(InputError) as many:
+        load_run("2026", root)
+    assert str(many.value) == (
+        "2026: matches 3 runs (node1/20261130T120000Z_alpha, node2/20261130T130000Z_beta, "
+        "node2/20261130T130000Z_beta2); give more of the id"
+    )
+    capsys.readouterr()
+    assert len(list_runs(root)) == 3
+    ((_, reason),) = scan_runs(root)[1]
+    assert capsys.readouterr().err == f"warning: skipped {reason}\n"
