@@ -61,6 +61,10 @@ FAKE_CURL = """#!/bin/sh
 echo poll >> "$FAKE_HEALTH.polls"
 cat "$FAKE_HEALTH" 2>/dev/null || echo 000
 """
+FAKE_SLEEP = """#!/bin/sh
+echo "$1" >> "$FAKE_HEALTH.sleeps"
+exec /bin/sleep "$1"
+"""
 
 
 @pytest.fixture()
@@ -71,7 +75,8 @@ def node(tmp_path: Path):
     work.mkdir()
     (bin_dir / "docker").write_text(FAKE_DOCKER.replace("PYTHON", sys.executable))
     (bin_dir / "curl").write_text(FAKE_CURL)
-    for tool in ("docker", "curl"):
+    (bin_dir / "sleep").write_text(FAKE_SLEEP)
+    for tool in ("docker", "curl", "sleep"):
         (bin_dir / tool).chmod(0o755)
     state = tmp_path / "state.json"
     state.write_text(json.dumps({"containers": {
@@ -175,7 +180,8 @@ def test_waiting_for_health_reports_the_last_log_and_sleeps_between_polls(node) 
     assert status == "failed: did not answer its health check within 3 s; the previous container was restarted"
     progress = (work / "progress").read_text()
     assert progress.startswith("waiting for health, ") and progress.endswith(" s; last log: serving\n")
-    assert 3 <= polls(env) <= 6  # one poll a second for 3 s, not a busy loop
+    sleeps = Path(env["FAKE_HEALTH"] + ".sleeps").read_text().split()
+    assert polls(env) >= 2 and sleeps == ["1"] * (polls(env) - 1)  # a 1 s sleep after each poll but the last
 
 
 def test_a_new_group_that_fails_has_no_previous_container_to_restart(node) -> None:
