@@ -13,7 +13,7 @@ from test_results import make_run
 from hgxkit.cli import main
 from hgxkit.errors import InputError
 from hgxkit.recipe.read import load_recipe
-from hgxkit.results.archive import _safe_name, list_runs, load_run, scan_runs, write_report_html
+from hgxkit.results.archive import _safe_name, list_runs, load_run, scan_runs, scrub, scrub_json, write_report_html
 
 
 def _bad_json(run: Path) -> None:
@@ -126,3 +126,8 @@ def test_a_run_is_found_by_its_path_its_id_or_a_unique_part(tmp_path: Path, monk
     assert len(list_runs(root)) == 3
     ((_, reason),) = scan_runs(root)[1]
     assert capsys.readouterr().err == f"warning: skipped {reason}\n"
+
+
+def test_archived_text_and_json_mask_a_known_value_no_pattern_would_find() -> None:
+    assert scrub("run by plainword42 ok", ["plainword42"]) == "run by *** ok"
+    assert scrub_json({"a": ["plainword42", 1]}, ["plainword42"]) == '{\n  "a": [\n    "***",\n    1\n  ]\n}\n'
