@@ -101,13 +101,64 @@ def test_manifest_round_trip_and_check(tmp_path: Path) -> None:
         return core.check_manifest(**args)  # type: ignore[arg-type]
 
     assert check() == core.ManifestCheck(True, "verified 1 files at aaaaaaaaaaaa")
-    assert check(commit="b" * 40).reason == "revision moved: synced aaaaaaaaaaaa, wanted bbbbbbbbbbbb"
-    assert check(allow_patterns=["*"]).reason == "allow_patterns changed since the last sync"
-    assert check(repo_id="org/other").reason == "manifest is for org/m, not org/other"
-    assert check(hub_files=[FileMeta("w.safetensors", 1000, "f" * 64, None)]).reason.startswith("the Hub's file list")
-    assert check(manifest=None).ok is False
+    no = core.ManifestCheck
+    assert check(commit="b" * 40) == no(False, "revision moved: synced aaaaaaaaaaaa, wanted bbbbbbbbbbbb")
+    assert check(allow_patterns=["*"]) == no(False, "allow_patterns changed since the last sync")
+    assert check(repo_id="org/other") == no(False, "manifest is for org/m, not org/other")
+    other = [FileMeta("w.safetensors", 1000, "f" * 64, None)]
+    assert check(hub_files=other) == no(False, "the Hub's file list differs from the manifest")
+    assert check(manifest=None) == no(False, "no manifest: never synced, or a sync did not finish")
     os.utime(tmp_path / "w.safetensors", ns=(1, 1))  # touched: the check re-hashes it, and only it
-    assert check().changed == ("w.safetensors",)
+    assert check() == no(False, "1 file(s) changed since verify: w.safetensors", ("w.safetensors",))
+
+
+def test_the_manifest_check_names_the_first_three_changed_files(tmp_path: Path) -> None:
+    entries = [_file(tmp_path, f"w{i}.safetensors", b"x")[0] for i in range(4)]
+    m = Manifest("org/m", "main", "a" * 40, ["*"], "hub", "http://hub", entries)
+    for i in range(4):
+        os.utime(tmp_path / f"w{i}.safetensors", ns=(1, 1))
+    names = tuple(f"w{i}.safetensors" for i in range(4))
+    assert core.check_manifest(m, str(tmp_path), "org/m", ["*"], None, None) == core.ManifestCheck(
+        False, "4 file(s) changed since verify: w0.safetensors, w1.safetensors, w2.safetensors", names
+    )
+
+
+def test_hash_into_reads_exactly_the_first_limit_bytes(tmp_path: Path) -> None:
+    data = bytes(range(256)) * (core.BUFFER // 256) + b"tail-bytes"  # one whole buffer and 10 bytes more
+    (tmp_path / "f").write_bytes(data)
+    fd = os.open(tmp_path / "f", os.O_RDONLY)
+    try:
+        for limit, want in [(None, data), (core.BUFFER + 4, data[: core.BUFFER + 4]), (5, data[:5]), (0, b"")]:
+            h = core.ContentHash(FileMeta("f", len(want), hashlib.sha256(want).hexdigest(), None))
+            assert core.hash_into(fd, h, limit) == len(want)
+            assert (h.size, h.problem()) == (len(want), None)
+        h = core.ContentHash(FileMeta("f", len(data), None, None))
+        assert core.hash_into(fd, h, len(data) + 100) == len(data)  # a limit past the end stops at the end
+    finally:
+        os.close(fd)
+
+
+def test_a_content_hash_names_the_kind_and_both_ids_when_they_differ() -> None:
+    bad = core.ContentHash(FileMeta("w", 2, "b" * 64, None))
+    bad.update(b"hi")
+    got = hashlib.sha256(b"hi").hexdigest()
+    assert bad.problem() == f"sha256 {got[:12]}… != bbbbbbbbbbbb…"
+    unhashed = core.ContentHash(FileMeta("w", 2, None, None))  # the Hub gave no id: only the size is checked
+    unhashed.update(b"hi")
+    assert (unhashed.kind, unhashed.want, unhashed.problem()) == ("", "", None)
+
+
+@pytest.mark.parametrize(
+    ("sha256", "git_oid", "key"),
+    [
+        ("ab" * 32, "cd" * 20, "ab" * 32),
+        (None, "cd" * 20, "cd" * 20),
+        ("AB" * 32, None, "path-" + hashlib.sha256(b"a/b.json").hexdigest()),  # not a lower-case hex id
+        (None, None, "path-" + hashlib.sha256(b"a/b.json").hexdigest()),
+    ],
+)
+def test_content_key_is_the_id_or_a_hash_of_the_path(sha256: str | None, git_oid: str | None, key: str) -> None:
+    assert core.content_key(FileMeta("a/b.json", 3, sha256, git_oid)) == key
 
 
 def test_manifest_from_json_refuses_other_documents() -> None:

@@ -7,7 +7,7 @@ import pytest
 
 from hgxkit.recipe.read import load_recipe
 from hgxkit.serving.containers import ContainerSpec, container_specs
-from hgxkit.serving.rollout import RunningContainer, group_actions, spec_difference, spec_record
+from hgxkit.serving.rollout import GroupAction, RunningContainer, group_actions, spec_difference, spec_record
 
 IMAGE = "lmsysorg/sglang@sha256:" + "0" * 64
 
@@ -60,3 +60,36 @@ def test_the_difference_names_image_flags_and_docker_options(marlin: list[Contai
         f"image {IMAGE} -> other@sha256:1; --made-up-switch (absent) -> on; option (absent) -> -e X=1"
     )
     assert spec_difference(old, old) == ""
+
+
+def test_the_difference_reads_each_kinds_command_and_keeps_unknown_kinds_whole() -> None:
+    # vLLM's image has the server as its entrypoint: a bare first word is the model, not a program.
+    assert spec_difference({"kind": "vllm", "server": ["org/m"]}, {"kind": "vllm", "server": ["org/n"]}) == (
+        "--model org/m -> org/n"
+    )
+    launch = ["python3", "-m", "sglang.launch_server", "--tp", "8"]
+    serve = ["sglang", "--tp", "8"]
+    assert spec_difference({"kind": "sglang", "server": launch}, {"kind": "sglang", "server": serve}) == (
+        "(program) python3 -m sglang.launch_server -> sglang"
+    )
+    # A kind hgxkit does not know: the command is compared as one setting.
+    assert spec_difference({"kind": "other", "server": ["a", "b"]}, {"kind": "other", "server": []}) == (
+        "a b on -> (absent)"
+    )
+
+
+def test_each_action_carries_its_container_spec_and_group(marlin: list[ContainerSpec]) -> None:
+    first = marlin[0]
+    stale = RunningContainer("old-recipe-0", "id-old", "x", 0, True)
+    actions = {a.name: a for a in group_actions([running(first), stale], marlin, {}, "sglang")}
+    assert actions[first.name] == GroupAction("keep", first.name, first.group, spec=first, old=running(first))
+    assert actions["old-recipe-0"].old == stale
+    assert spec_record(first, "sglang")["options"][:2] == ["-d", f"--name {first.name}"]
+    assert GroupAction("remove", "x", None, "why").line() == "no group: remove container x (why)"
+
+
+def test_a_changed_hash_with_an_identical_record_says_only_that_the_spec_changed(marlin: list[ContainerSpec]) -> None:
+    first = marlin[0]
+    changed = RunningContainer(first.name, "id", "other-hash", first.group, True)
+    (action,) = group_actions([changed], marlin[:1], {first.name: spec_record(first, "sglang")}, "sglang")
+    assert action.why == "its spec changed"

@@ -35,7 +35,8 @@ if cmd == "inspect":
     c = cs[name]
     if fmt is None: print("[{}]")
     elif "Labels" in fmt: print(c["labels"].get("hgxkit.serve", ""))
-    else: print(("true" if c["running"] else "false") + " " + str(c["restarts"]))
+    elif fmt == "{{.State.Running}} {{.RestartCount}}": print(("true" if c["running"] else "false") + " " + str(c["restarts"]))
+    else: sys.exit("template: can't evaluate field in " + fmt)  # docker's field names are case-sensitive
 elif cmd == "rm":
     name = find(args[-1]); cs.pop(name, None); save()
 elif cmd == "stop":
@@ -57,7 +58,12 @@ elif cmd == "run":
     save()
 '''
 FAKE_CURL = """#!/bin/sh
+echo poll >> "$FAKE_HEALTH.polls"
 cat "$FAKE_HEALTH" 2>/dev/null || echo 000
+"""
+FAKE_SLEEP = """#!/bin/sh
+echo "$1" >> "$FAKE_HEALTH.sleeps"
+exec /bin/sleep "$1"
 """
 
 
@@ -69,7 +75,8 @@ def node(tmp_path: Path):
     work.mkdir()
     (bin_dir / "docker").write_text(FAKE_DOCKER.replace("PYTHON", sys.executable))
     (bin_dir / "curl").write_text(FAKE_CURL)
-    for tool in ("docker", "curl"):
+    (bin_dir / "sleep").write_text(FAKE_SLEEP)
+    for tool in ("docker", "curl", "sleep"):
         (bin_dir / tool).chmod(0o755)
     state = tmp_path / "state.json"
     state.write_text(json.dumps({"containers": {
@@ -85,8 +92,8 @@ def containers(state: Path) -> dict[str, dict]:
     return json.loads(state.read_text())["containers"]
 
 
-def replace(work: Path, env: dict[str, str], **env_extra: str) -> str:
-    text = replace_script(name="m-0", old_id="old-m-0", health_url="http://127.0.0.1:5000/health", timeout_s=3,
+def replace(work: Path, env: dict[str, str], old_id: str = "old-m-0", **env_extra: str) -> str:
+    text = replace_script(name="m-0", old_id=old_id, health_url="http://127.0.0.1:5000/health", timeout_s=3,
                           interval_s=1, workdir=str(work))  # fmt: skip
     (work / "replace.sh").write_text(text)
     subprocess.run(["sh", str(work / "replace.sh")], env={**env, **env_extra}, check=True, timeout=60)
@@ -150,3 +157,43 @@ def test_hostile_names_stay_words_in_the_script() -> None:
     text = replace_script(name="m-0;touch /tmp/p", old_id="", health_url="http://127.0.0.1:1/h", timeout_s=1,
                           interval_s=1, workdir="/w")  # fmt: skip
     assert "name='m-0;touch /tmp/p'" in text and unit_name("m-0;touch /tmp/p") == "hgxkit-serve-m-0_touch__tmp_p"
+
+
+def polls(env: dict[str, str]) -> int:
+    """How many times the script asked for the health answer."""
+    path = Path(env["FAKE_HEALTH"] + ".polls")
+    return len(path.read_text().splitlines()) if path.exists() else 0
+
+
+def test_a_healthy_start_reports_starting_and_polls_once(node) -> None:
+    work, env, _ = node
+    Path(env["FAKE_HEALTH"]).write_text("200")
+    assert replace(work, env) == "ok"
+    assert (work / "progress").read_text() == "starting\n"  # healthy at the first poll: no waiting line
+    assert polls(env) == 1
+
+
+def test_waiting_for_health_reports_the_last_log_and_sleeps_between_polls(node) -> None:
+    work, env, _ = node
+    Path(env["FAKE_HEALTH"]).write_text("503")
+    status = replace(work, env)
+    assert status == "failed: did not answer its health check within 3 s; the previous container was restarted"
+    progress = (work / "progress").read_text()
+    assert progress.startswith("waiting for health, ") and progress.endswith(" s; last log: serving\n")
+    sleeps = Path(env["FAKE_HEALTH"] + ".sleeps").read_text().split()
+    assert polls(env) >= 2 and sleeps == ["1"] * (polls(env) - 1)  # a 1 s sleep after each poll but the last
+
+
+def test_a_new_group_that_fails_has_no_previous_container_to_restart(node) -> None:
+    work, env, state = node
+    del_m0 = containers(state)
+    del del_m0["m-0"]
+    state.write_text(json.dumps({"containers": del_m0}))
+    assert replace(work, env, old_id="", FAKE_NEW="exits") == "failed: exited before it became healthy"
+    assert "m-0" not in containers(state)
+
+
+def test_the_poll_interval_is_whole_seconds_and_at_least_one() -> None:
+    text = replace_script(name="m-0", old_id="", health_url="http://h/", timeout_s=7.9, interval_s=0.5, workdir="/w")
+    assert "\ntimeout=7; interval=1\n" in text
+    assert text.endswith('\nfinish "failed: $why"\n')
