@@ -60,6 +60,21 @@ def session_suffix() -> str:
     return os.environ[SUFFIX_ENV]
 
 
+def require(ok: bool, why: str) -> None:
+    """Skip the test when `ok` is false, naming `why`; under CI=true fail instead (no silent skips in CI)."""
+    if not ok:
+        import pytest
+
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"CI=true but {why}")
+        pytest.skip(why)
+
+
+def out(result) -> str:
+    """A finished command's stdout and stderr, for assertions and failure messages."""
+    return result.stdout + result.stderr
+
+
 def cluster_name(base: str) -> str:
     """The cluster a test uses: `base-<session suffix>`, so two test sessions on one machine (a developer's, a CI
     clone's) and the demo's cluster never share simulated nodes, nor ports (`hgxkit sim up` picks free ones)."""

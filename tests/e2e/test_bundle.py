@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from sim_steps import cluster_name, deploy_env, node_sh, run_deploy
+from sim_steps import cluster_name, deploy_env, node_sh, out, run_deploy
 
 pytestmark = pytest.mark.e2e
 ROOT = Path(__file__).resolve().parents[2]
@@ -55,10 +55,6 @@ AIRGAP = (
 MIRRORS = ("http://127.0.0.1:8081/cuda/debian12/x86_64/Release", "http://127.0.0.1:8088/api/models",
            "http://127.0.0.1:15000/v2/", "https://pypi.org/simple/", "https://deb.debian.org/debian/")  # fmt: skip
 REACH = "; ".join(f"curl -sS -o /dev/null --max-time 5 {url} 2>/dev/null; echo {url} $?" for url in MIRRORS)
-
-
-def out(result: subprocess.CompletedProcess[str]) -> str:
-    return result.stdout + result.stderr
 
 
 def grand_total(result: subprocess.CompletedProcess[str]) -> tuple[int, int, int, int]:

@@ -34,7 +34,7 @@ import time
 from pathlib import Path
 
 import pytest
-from sim_steps import cluster_name, node_sh, run_deploy
+from sim_steps import cluster_name, node_sh, out, require, run_deploy
 
 from hgxkit.recipe.read import load_recipe
 from hgxkit.sim.nodes import NodeInfo, ssh_argv
@@ -45,25 +45,14 @@ ROOT = Path(__file__).resolve().parents[2]
 POSTS = ROOT / "tests" / "fixtures" / "posts"
 CLUSTER = cluster_name("export")
 PROJECT = "hgxkit-export-e2e"
-FAKE_HF_TOKEN = "hf_exportE2eTokenThatMustNeverBeWritten"
+FAKE_HF_TOKEN = "hf_FAKE_exportE2e_NeverWritten"
 IMAGES = ("vllm/vllm-openai:latest", "lmsysorg/sglang:latest")
-
-
-def _require(ok: bool, why: str) -> None:
-    if not ok:
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"CI=true but {why}")
-        pytest.skip(why)
 
 
 def hgxkit(*args: str, results: Path | None = None) -> subprocess.CompletedProcess[str]:
     root = ["--root", str(results)] if results is not None else []
     argv = [sys.executable, "-m", "hgxkit", args[0], *root, *args[1:]]
     return subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=900, check=False)
-
-
-def out(result: subprocess.CompletedProcess[str]) -> str:
-    return result.stdout + result.stderr
 
 
 def grand_total(result: subprocess.CompletedProcess[str]) -> tuple[int, ...]:
@@ -75,10 +64,10 @@ def grand_total(result: subprocess.CompletedProcess[str]) -> tuple[int, ...]:
 @pytest.fixture(scope="module")
 def node(sim_nodes, tmp_path_factory) -> tuple[NodeInfo, Path]:
     """One simulated node with the stand-ins published under the engines' image names; the results directory."""
-    _require(shutil.which("docker-compose") is not None, "docker-compose is not installed (apt-get install "
+    require(shutil.which("docker-compose") is not None, "docker-compose is not installed (apt-get install "
              "docker-compose)")  # fmt: skip
-    _require(shutil.which("docker-registry") is not None, "docker-registry is not installed")
-    _require(client_store.is_installed(), f"no benchmark clients in {client_store.store_path()}")
+    require(shutil.which("docker-registry") is not None, "docker-registry is not installed")
+    require(client_store.is_installed(), f"no benchmark clients in {client_store.store_path()}")
     (info,) = sim_nodes(1, cluster=CLUSTER)
     for ref in IMAGES:
         built = hgxkit("sim", "image", "build", "--tag", ref)

@@ -28,6 +28,7 @@ from sim_steps import (
     deploy_argv,
     deploy_env,
     node_sh,
+    out,
     paused_deploy,
     run_deploy,
     service_problems,
@@ -46,10 +47,6 @@ G0, G1 = "deepseek-v4-flash-0", "deepseek-v4-flash-1"
 FAST = ("verify=false", "serve_health_interval=1")
 LEVELS = ("info", "debug", "warning", "error")
 COUNTS = {"cases": 0, "faults": 0, "requests": 0, "failed": 0}
-
-
-def out(result: subprocess.CompletedProcess[str]) -> str:
-    return result.stdout + result.stderr
 
 
 def containers() -> dict[str, dict[str, str]]:

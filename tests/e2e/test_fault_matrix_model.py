@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from sim_steps import cluster_name, deploy_argv, deploy_env, node_sh, run_deploy
+from sim_steps import cluster_name, deploy_argv, deploy_env, node_sh, out, run_deploy
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "faults"))
 import fault_inject
@@ -33,10 +33,6 @@ TINY = "/data/models/tiny"
 FAST = ("model_disk_margin_gb=0.005", "model_poll_interval_s=0.5", "model_progress_every_s=1",
         "model_download_workers=1")  # fmt: skip
 SLOW_HUB = {"rate_bps": 1_000_000}  # ~1 MB/s: a file is half downloaded for seconds
-
-
-def out(result: subprocess.CompletedProcess[str]) -> str:
-    return result.stdout + result.stderr
 
 
 @pytest.fixture(scope="module")

@@ -8,14 +8,13 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
 import time
 import urllib.parse
 from collections.abc import Callable
 from typing import Any
 
 import pytest
-from sim_steps import cluster_name, node_sh, run_deploy
+from sim_steps import cluster_name, node_sh, out, run_deploy
 
 from hgxkit.sim import nodes as simnodes
 from hgxkit.sim.standin.dcgm import image as dcgm_image
@@ -32,10 +31,6 @@ DATA = ("verify=false", "monitoring=true", "monitoring_serving_down_for=10s", "p
 # GPU idle in one run and busy in the other (70 W, 35 % each). Tolerance: both edges plus 3 sd of the difference.
 BUSY_STEP = {"power_mean_w": 70.0, "utilization_mean_pct": 35.0}
 JITTER_SD = {"power_mean_w": 8 / 3**0.5, "utilization_mean_pct": 1.29}
-
-
-def out(result: subprocess.CompletedProcess[str]) -> str:
-    return result.stdout + result.stderr
 
 
 def api(path: str, **params: str) -> dict:

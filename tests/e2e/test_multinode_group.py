@@ -31,6 +31,8 @@ from sim_steps import (
     deploy_env,
     driver_pins,
     node_sh,
+    out,
+    require,
     run_deploy,
 )
 
@@ -42,17 +44,6 @@ CLUSTER = cluster_name("multi")
 POST = next((ROOT / "tests" / "fixtures" / "posts").glob("005-*.txt"))
 NAME = "sglang_multinode1-0"  # the post's `--name sglang_multinode1`, as the name of group 0
 OLD, NEW = "580.95.05", "580.105.08"
-
-
-def _require(ok: bool, why: str) -> None:
-    if not ok:
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"CI=true but {why}")
-        pytest.skip(why)
-
-
-def out(result: subprocess.CompletedProcess[str]) -> str:
-    return result.stdout + result.stderr
 
 
 def hgxkit(*args: str) -> subprocess.CompletedProcess[str]:
@@ -123,8 +114,8 @@ NODE_STATE = (
 @pytest.fixture(scope="module")
 def deployed(sim_nodes, tmp_path_factory):
     """Two nodes, the stand-in published as the post's image, the post imported as pasted and deployed."""
-    _require(shutil.which("docker-registry") is not None, "docker-registry is not installed")
-    _require(client_store.is_installed(), f"no benchmark clients in {client_store.store_path()}")
+    require(shutil.which("docker-registry") is not None, "docker-registry is not installed")
+    require(client_store.is_installed(), f"no benchmark clients in {client_store.store_path()}")
     sim_nodes(2, cluster=CLUSTER)
     built = hgxkit("sim", "image", "build", "--tag", "lmsysorg/sglang:latest")
     assert built.returncode == 0, out(built)[-3000:]

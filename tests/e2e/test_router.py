@@ -6,11 +6,10 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
 from pathlib import Path
 
 import pytest
-from sim_steps import ServiceProbe, cluster_name, node_sh, run_deploy, service_problems
+from sim_steps import ServiceProbe, cluster_name, node_sh, out, run_deploy, service_problems
 
 from hgxkit.sim import nodes as simnodes
 from hgxkit.sim.standin import router_image
@@ -19,10 +18,6 @@ pytestmark = pytest.mark.e2e
 CLUSTER = cluster_name("router")
 ROOT = Path(__file__).resolve().parents[2]
 MARLIN = "recipes/deepseek-v4-flash-dspark-marlin.yaml"
-
-
-def out(result: subprocess.CompletedProcess[str]) -> str:
-    return result.stdout + result.stderr
 
 
 def router() -> str:

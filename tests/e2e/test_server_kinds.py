@@ -17,7 +17,6 @@ CI=true where they fail.
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 import subprocess
@@ -26,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from sim_steps import cluster_name, node_sh, run_deploy
+from sim_steps import cluster_name, node_sh, out, require, run_deploy
 
 from hgxkit.sim.standin import client_store
 
@@ -38,21 +37,10 @@ FAKE_HF_TOKEN = "hf_kindsE2eTokenThatMustNeverBeWritten0"
 IMAGES = ("vllm/vllm-openai:latest", "lmsysorg/sglang:latest")
 
 
-def _require(ok: bool, why: str) -> None:
-    if not ok:
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"CI=true but {why}")
-        pytest.skip(why)
-
-
 def hgxkit(*args: str, results: Path | None = None) -> subprocess.CompletedProcess[str]:
     root = ["--root", str(results)] if results is not None else []  # `hgxkit results --root DIR SUBCOMMAND`
     argv = [sys.executable, "-m", "hgxkit", args[0], *root, *args[1:]]
     return subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=900, check=False)
-
-
-def out(result: subprocess.CompletedProcess[str]) -> str:
-    return result.stdout + result.stderr
 
 
 def post(number: str) -> Path:
@@ -80,8 +68,8 @@ def serving() -> dict[str, dict[str, str]]:
 @pytest.fixture(scope="module")
 def node(sim_nodes, tmp_path_factory):
     """One simulated node, the stand-ins published under the posts' image names; the archive directory."""
-    _require(shutil.which("docker-registry") is not None, "docker-registry is not installed")
-    _require(client_store.is_installed(), f"no benchmark clients in {client_store.store_path()}")
+    require(shutil.which("docker-registry") is not None, "docker-registry is not installed")
+    require(client_store.is_installed(), f"no benchmark clients in {client_store.store_path()}")
     sim_nodes(1, cluster=CLUSTER)
     for ref in IMAGES:
         built = hgxkit("sim", "image", "build", "--tag", ref)

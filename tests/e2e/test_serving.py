@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
-from sim_steps import ServiceProbe, cluster_name, node_sh, paused_deploy, run_deploy, service_problems
+from sim_steps import ServiceProbe, cluster_name, node_sh, out, paused_deploy, run_deploy, service_problems
 
 from hgxkit.cli import main as hgxkit_main
 
@@ -28,10 +28,6 @@ QUICK = (
     "verify=false",
     "serve_health_interval=1",
 )  # no benchmark; the unit and its follower poll every second  # make soak-killed: the killed-replace test, N rounds in a row
-
-
-def out(result: subprocess.CompletedProcess[str]) -> str:
-    return result.stdout + result.stderr
 
 
 def containers() -> dict[str, dict[str, str]]:

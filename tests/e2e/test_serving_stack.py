@@ -32,7 +32,7 @@ import time
 from pathlib import Path
 
 import pytest
-from sim_steps import cluster_name
+from sim_steps import cluster_name, require
 
 from hgxkit.results.bench import EXPECTED_FIELDS
 from hgxkit.sim.standin import client_store as serving_client
@@ -51,13 +51,6 @@ CLIENT_FLAGS = (
 )
 
 pytestmark = pytest.mark.e2e
-
-
-def _require(ok: bool, why: str) -> None:
-    if not ok:
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"CI=true but {why}")
-        pytest.skip(why)
 
 
 def node_sh(command: str, timeout: int = 300) -> subprocess.CompletedProcess[str]:
@@ -99,11 +92,11 @@ def _copy_model(container_name: str) -> None:
 @pytest.fixture(scope="module")
 def serving_node(sim_nodes):
     """node1 of cluster "serve": brought up, model dir in place, the seed's two containers serving."""
-    _require(
+    require(
         shutil.which("docker-registry") is not None,
         "docker-registry is not installed (apt-get install docker-registry)",
     )
-    _require(
+    require(
         serving_client.is_installed(),
         f"no SGLang benchmark client in {serving_client.store_path()}: run `hgxkit sim client install`",
     )

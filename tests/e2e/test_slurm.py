@@ -38,7 +38,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-from sim_steps import cluster_name, node_sh, run_deploy
+from sim_steps import cluster_name, node_sh, out, require, run_deploy
 
 from hgxkit.sim.standin import client_store
 
@@ -49,17 +49,6 @@ CLUSTER = cluster_name("slurm")
 POST = ROOT / "tests" / "fixtures" / "posts" / "formats" / "b02-open-r1-serve-r1-sglang-two-node.slurm"
 PORT = 39877  # the script's SERVER_PORT
 NODES = ("node1", "node2")
-
-
-def _require(ok: bool, why: str) -> None:
-    if not ok:
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"CI=true but {why}")
-        pytest.skip(why)
-
-
-def out(result: subprocess.CompletedProcess[str]) -> str:
-    return result.stdout + result.stderr
 
 
 def hgxkit(*args: str, timeout: int = 900) -> subprocess.CompletedProcess[str]:
@@ -99,8 +88,8 @@ def until(what: str, check: Callable[[], object], seconds: float, step: float = 
 def deployed(sim_nodes, tmp_path_factory):
     """Two nodes, the SGLang stand-in as the script's image, the published script imported unedited and
     deployed by hgxkit."""
-    _require(shutil.which("docker-registry") is not None, "docker-registry is not installed")
-    _require(client_store.is_installed(), f"no benchmark clients in {client_store.store_path()}")
+    require(shutil.which("docker-registry") is not None, "docker-registry is not installed")
+    require(client_store.is_installed(), f"no benchmark clients in {client_store.store_path()}")
     sim_nodes(2, cluster=CLUSTER)
     built = hgxkit("sim", "image", "build", "--tag", "lmsysorg/sglang:latest")
     assert built.returncode == 0, out(built)[-3000:]

@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 
 import pytest
-from sim_steps import cluster_name, node_sh, run_deploy
+from sim_steps import cluster_name, node_sh, out, require, run_deploy
 
 from hgxkit.sim.standin import client_store
 
@@ -39,19 +39,6 @@ CLUSTER = cluster_name("vllmmn")
 POSTS = ROOT / "tests" / "fixtures" / "posts"
 DP_POST = next(POSTS.glob("022-*.txt"))
 RAY_POST = POSTS / "formats" / "r03-vllm-issue-16692-ray-tp16-two-h800.md"
-
-
-def _require(ok: bool, why: str) -> None:
-    if not ok:
-        import os
-
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"CI=true but {why}")
-        pytest.skip(why)
-
-
-def out(result: subprocess.CompletedProcess[str]) -> str:
-    return result.stdout + result.stderr
 
 
 def hgxkit(*args: str) -> subprocess.CompletedProcess[str]:
@@ -95,8 +82,8 @@ def containers() -> dict[str, dict[str, str]]:
 @pytest.fixture(scope="module")
 def cluster(sim_nodes, tmp_path_factory) -> Path:
     """Two nodes, the vLLM stand-in published as vllm/vllm-openai:latest; the results directory."""
-    _require(shutil.which("docker-registry") is not None, "docker-registry is not installed")
-    _require(client_store.is_installed(), f"no benchmark clients in {client_store.store_path()}")
+    require(shutil.which("docker-registry") is not None, "docker-registry is not installed")
+    require(client_store.is_installed(), f"no benchmark clients in {client_store.store_path()}")
     sim_nodes(2, cluster=CLUSTER)
     built = hgxkit("sim", "image", "build", "--tag", "vllm/vllm-openai:latest")
     assert built.returncode == 0, out(built)[-3000:]
