@@ -184,7 +184,9 @@ def test_bytes_are_counted_served_by_the_time_the_child_has_them(served, monkeyp
     monkeypatch.setattr(socket.socket, "sendfile", sendfile_then_stall)
     status, body = fleet_get(base, "/files/config.json", doc["secret"])
     assert status == 200 and body == (local_dir / "config.json").read_bytes()
-    assert sent.is_set() and server.served == len(body)  # while the sender stalls
+    # The child can hold every byte before the sending thread runs its `finally`: wait for it, then read the
+    # count during the second that thread stalls.
+    assert sent.wait(5) and server.served == len(body)  # while the sender stalls
     time.sleep(1.2)
     assert server.served == len(body)  # counted once
     tail = fleet_get(base, "/files/config.json", doc["secret"], Range="bytes=10-")
