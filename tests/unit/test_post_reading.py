@@ -221,7 +221,7 @@ def test_one_ranks_command_derives_the_others() -> None:
 def test_large_hostile_posts_are_refused_fast(text: str, message: str) -> None:
     import time
 
-    start = time.monotonic()
+    start = time.process_time()  # CPU, not wall: a blow-up shows in it, a loaded machine does not
     with pytest.raises(InputError, match=message):
         run(text[: 256 * 1024])
-    assert time.monotonic() - start < 5.0
+    assert time.process_time() - start < 5.0
