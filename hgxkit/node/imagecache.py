@@ -125,6 +125,24 @@ def upstream_url(setting: object) -> str | None:
     return None if text.lower() in ("", "off", "none", "false") else text.rstrip("/")
 
 
+def fill_source(layout: str | None, upstream_setting: object) -> str:
+    """Where the fill reads the image: the bundle's image layout on the cache host (`layout`, with the `bundle` knob)
+    before the upstream. Raises HgxkitError when there is neither (upstream off, no bundle).
+
+    >>> fill_source("/var/lib/hgxkit/bundle/ab/image", "https://registry-1.docker.io")
+    'oci:/var/lib/hgxkit/bundle/ab/image'
+    >>> fill_source(None, "http://mirror.site:5000/")
+    'http://mirror.site:5000'
+    """
+    if layout:
+        return f"oci:{layout}"
+    upstream = upstream_url(upstream_setting)
+    if upstream is None:
+        raise HgxkitError("image_cache_upstream is off and no bundle is set: nothing can fill the image cache; set "
+                          "bundle (an air-gapped site) or image_cache_upstream")  # fmt: skip
+    return upstream
+
+
 def cache_exposure_problems(bind: str, allow_unauthenticated: bool) -> list[Problem]:
     """The cache answers anyone who reaches it, without credentials: it listens on one address the nodes reach
     (the cache host's fabric address), never on every interface unless `allow_unauthenticated: true`."""

@@ -184,10 +184,10 @@ def fill_image_cache(reference: str) -> None:
     if cache is None or cache.name != host.name or where is None:  # type: ignore[attr-defined]
         return
     bundle = delivered(host)
-    source = f"oci:{bundle.image_layout}" if bundle else imagecache.upstream_url(host.data.get("image_cache_upstream"))
-    if source is None:
-        raise DeployError(f"{host.name}: image_cache_upstream is off and no bundle is set: nothing can fill the "
-                          "image cache; set bundle (an air-gapped site) or image_cache_upstream")  # fmt: skip
+    try:
+        source = imagecache.fill_source(bundle.image_layout if bundle else None, host.data.get("image_cache_upstream"))
+    except HgxkitError as err:
+        raise DeployError(f"{host.name}: {err.message}") from None
     python.call(name=f"Fill the image cache with {reference}", function=_fill, source=source, where=where)
 
 

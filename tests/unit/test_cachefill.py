@@ -68,15 +68,15 @@ def put(base: str, path: str, data: bytes, kind: str = "application/octet-stream
     urllib.request.urlopen(req, timeout=30).close()
 
 
-def push_image(base: str, layers: list[bytes]) -> tuple[str, list[str], int]:
-    """Push a schema2 image (a config and `layers`) as REPO:1; (manifest digest, blob digests, their bytes)."""
+def push_image(base: str, layers: list[bytes], repo: str = REPO) -> tuple[str, list[str], int]:
+    """Push a schema2 image (a config and `layers`) as `repo`:1; (manifest digest, blob digests, their bytes)."""
     config = json.dumps({"architecture": "amd64", "os": "linux", "rootfs": {"type": "layers", "diff_ids": []}})
     descriptors = []
     for data, kind in [(config.encode(), "application/vnd.docker.container.image.v1+json")] + [
         (layer, "application/vnd.docker.image.rootfs.diff.tar.gzip") for layer in layers
     ]:
         digest = "sha256:" + hashlib.sha256(data).hexdigest()
-        req = urllib.request.Request(f"{base}/v2/{REPO}/blobs/uploads/", method="POST")
+        req = urllib.request.Request(f"{base}/v2/{repo}/blobs/uploads/", method="POST")
         with urllib.request.urlopen(req, timeout=30) as resp:
             location = resp.headers["Location"]
         sep = "&" if "?" in location else "?"
@@ -84,7 +84,7 @@ def push_image(base: str, layers: list[bytes]) -> tuple[str, list[str], int]:
         descriptors.append({"mediaType": kind, "size": len(data), "digest": digest})
     manifest = json.dumps({"schemaVersion": 2, "mediaType": MEDIA, "config": descriptors[0],
                            "layers": descriptors[1:]}).encode()  # fmt: skip
-    put(base, f"/v2/{REPO}/manifests/1", manifest, MEDIA)
+    put(base, f"/v2/{repo}/manifests/1", manifest, MEDIA)
     digest = "sha256:" + hashlib.sha256(manifest).hexdigest()
     return digest, [d["digest"] for d in descriptors], sum(d["size"] for d in descriptors)
 
@@ -106,12 +106,13 @@ def fleet(tmp_path: Path) -> Iterator[dict]:
     procs = []
     upstream, up_log, proc = serve(tmp_path, "upstream", plain(tmp_path / "up"))
     procs.append(proc)
-    digest, blobs, size = push_image(upstream, [os.urandom(3 << 20), os.urandom(1 << 20)])
+    layers = [os.urandom(3 << 20), os.urandom(1 << 20)]
+    digest, blobs, size = push_image(upstream, layers)
     storage = tmp_path / "cache"
     config = cache_config("127.0.0.1", 0, upstream, str(storage)).replace(':0"', ':{port}"')
     cache, _, proc = serve(tmp_path, "cache", config)
     procs.append(proc)
-    yield {"upstream": upstream, "up_log": up_log, "digest": digest, "blobs": blobs, "size": size, "storage": storage,
+    yield {"upstream": upstream, "up_log": up_log, "digest": digest, "blobs": blobs, "size": size, "layers": layers, "storage": storage,
            "cache": cache, "tmp": tmp_path}  # fmt: skip
     for proc in procs:
         proc.terminate()
@@ -133,6 +134,19 @@ def test_the_fill_reads_each_blob_from_upstream_once_and_four_pulls_add_none(fle
     again = fill(fleet["upstream"], REPO, "1", str(fleet["storage"]), 60, REGISTRY)
     assert again == f"cached {REPO}@{fleet['digest']}: all 3 blobs already there, none read"
     assert upstream_blob_gets(fleet["up_log"]) == dict.fromkeys(fleet["blobs"], 1)
+
+
+def test_a_blob_another_repository_holds_is_linked_from_the_cache_s_own_copy(fleet: dict) -> None:
+    fill(fleet["upstream"], REPO, "1", str(fleet["storage"]), 60, REGISTRY)
+    other = "hgxkit-test/other"
+    digest, blobs, _ = push_image(fleet["upstream"], [fleet["layers"][0], os.urandom(1 << 19)], other)
+    said = fill(fleet["upstream"], other, "1", str(fleet["storage"]), 60, REGISTRY)
+    shared = (3 << 20) + len(json.dumps({"architecture": "amd64", "os": "linux",
+                                         "rootfs": {"type": "layers", "diff_ids": []}}))  # fmt: skip
+    assert said == (f"cached {other}@{digest}: 3 of 3 blobs stored, {1 << 19} bytes read from the upstream, "
+                    f"{shared} from the cache's own copies")  # fmt: skip
+    gets = Counter(re.findall(r'"GET /v2/hgxkit-test/other/blobs/(sha256:[0-9a-f]{64}) HTTP', fleet["up_log"].read_text()))
+    assert gets == {blobs[2]: 1}
 
 
 def test_the_proxy_alone_reads_a_missing_blob_twice(fleet: dict) -> None:
