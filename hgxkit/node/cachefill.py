@@ -93,14 +93,14 @@ class Upstream:
 
     def open(self, path: str, accept: str = ""):
         url = f"{self.base}/v2/{self.repo}/{path}"
-        for _ in range(2):
+        for attempt in range(2):
             req = urllib.request.Request(url, headers={"Accept": accept} if accept else {})
             if self.token:
                 req.add_unredirected_header("Authorization", f"Bearer {self.token}")
             try:
                 return self.opener.open(req, timeout=self.timeout)
             except urllib.error.HTTPError as err:
-                if err.code == 401 and not self.token:
+                if err.code == 401 and attempt == 0:  # no token yet, or it expired (Docker Hub's last 5 min)
                     self.token = self._token(err.headers.get("WWW-Authenticate", ""))
                     continue
                 raise FillError(f"{url}: HTTP {err.code} from the upstream registry") from None

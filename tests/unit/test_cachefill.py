@@ -145,7 +145,9 @@ def test_a_blob_another_repository_holds_is_linked_from_the_cache_s_own_copy(fle
                                          "rootfs": {"type": "layers", "diff_ids": []}}))  # fmt: skip
     assert said == (f"cached {other}@{digest}: 3 of 3 blobs stored, {1 << 19} bytes read from the upstream, "
                     f"{shared} from the cache's own copies")  # fmt: skip
-    gets = Counter(re.findall(r'"GET /v2/hgxkit-test/other/blobs/(sha256:[0-9a-f]{64}) HTTP', fleet["up_log"].read_text()))
+    gets = Counter(
+        re.findall(r'"GET /v2/hgxkit-test/other/blobs/(sha256:[0-9a-f]{64}) HTTP', fleet["up_log"].read_text())
+    )
     assert gets == {blobs[2]: 1}
 
 
@@ -184,3 +186,61 @@ def test_a_blob_with_other_bytes_is_refused_naming_it(fleet: dict) -> None:
     path.write_bytes(os.urandom(path.stat().st_size))
     with pytest.raises(FillError, match=f"blob {bad} arrived as sha256:[0-9a-f]{{64}}: other bytes; refused"):
         fill(f"oci:{layout}", REPO, "1", str(fleet["tmp"] / "other"), 60, REGISTRY)
+
+
+def test_a_hub_like_upstream_gets_a_token_and_its_cdn_redirect_gets_none(tmp_path: Path) -> None:
+    # Docker Hub's way: 401 with a Bearer challenge, a token from the realm, each blob a redirect to a CDN that
+    # refuses a request carrying the registry's token. Here a stdlib server plays both.
+    import http.server
+    import threading
+
+    layer = os.urandom(1 << 20)
+    config = b'{"architecture":"amd64","os":"linux"}'
+    blobs = {"sha256:" + hashlib.sha256(b).hexdigest(): b for b in (config, layer)}
+    digests = list(blobs)
+    manifest = json.dumps({"schemaVersion": 2, "mediaType": MEDIA,
+                           "config": {"mediaType": "application/vnd.docker.container.image.v1+json",
+                                      "size": len(config), "digest": digests[0]},
+                           "layers": [{"mediaType": "application/vnd.docker.image.rootfs.diff.tar.gzip",
+                                       "size": len(layer), "digest": digests[1]}]}).encode()  # fmt: skip
+    seen: list[str] = []
+
+    class Hub(http.server.BaseHTTPRequestHandler):
+        def log_message(self, *args: object) -> None:
+            pass
+
+        def send(self, code: int, body: bytes = b"", headers: dict | None = None) -> None:
+            self.send_response(code)
+            for key, value in {"Content-Length": str(len(body)), **(headers or {})}.items():
+                self.send_header(key, value)
+            self.end_headers()
+            self.wfile.write(body)
+
+        def do_GET(self) -> None:
+            auth = self.headers.get("Authorization", "")
+            seen.append(f"{self.path.split('?')[0]} {auth or '-'}")
+            port = self.server.server_address[1]
+            if self.path.startswith("/token?"):
+                assert "scope=repository%3Ahgxkit-test%2Fimg%3Apull" in self.path
+                return self.send(200, b'{"token": "t1"}')
+            if self.path.startswith("/cdn/"):
+                return self.send(400 if auth else 200, b"" if auth else blobs[self.path[5:]])
+            if auth != "Bearer t1":
+                realm = f'Bearer realm="http://127.0.0.1:{port}/token",service="hub"'
+                return self.send(401, b"{}", {"WWW-Authenticate": realm})
+            if self.path == f"/v2/{REPO}/manifests/1":
+                return self.send(200, manifest, {"Content-Type": MEDIA})
+            digest = self.path.rsplit("/", 1)[1]
+            return self.send(307, b"", {"Location": f"http://127.0.0.1:{port}/cdn/{digest}"})
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Hub)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        said = fill(f"http://127.0.0.1:{server.server_address[1]}", REPO, "1", str(tmp_path / "s"), 60, REGISTRY)
+    finally:
+        server.shutdown()
+    assert said.endswith(f"2 of 2 blobs stored, {len(config) + len(layer)} bytes read from the upstream, 0 from "
+                         "the cache's own copies")  # fmt: skip
+    assert seen == [f"/v2/{REPO}/manifests/1 -", "/token -", f"/v2/{REPO}/manifests/1 Bearer t1",
+                    f"/v2/{REPO}/blobs/{digests[0]} Bearer t1", f"/cdn/{digests[0]} -",
+                    f"/v2/{REPO}/blobs/{digests[1]} Bearer t1", f"/cdn/{digests[1]} -"]  # fmt: skip
