@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from hgxkit.bundle.ociimage import save_layout
-from hgxkit.node.cachefill import FillError, fill, free_port
+from hgxkit.node.cachefill import FillError, fill, free_port, platform_of
 from hgxkit.node.imagecache import cache_config
 
 REGISTRY = shutil.which("docker-registry") or "/usr/bin/docker-registry"
@@ -244,3 +244,35 @@ def test_a_hub_like_upstream_gets_a_token_and_its_cdn_redirect_gets_none(tmp_pat
     assert seen == [f"/v2/{REPO}/manifests/1 -", "/token -", f"/v2/{REPO}/manifests/1 Bearer t1",
                     f"/v2/{REPO}/blobs/{digests[0]} Bearer t1", f"/cdn/{digests[0]} -",
                     f"/v2/{REPO}/blobs/{digests[1]} Bearer t1", f"/cdn/{digests[1]} -"]  # fmt: skip
+
+
+def manifest_bytes(base: str, repo: str, ref: str) -> bytes:
+    req = urllib.request.Request(f"{base}/v2/{repo}/manifests/{ref}", headers={"Accept": MEDIA})
+    with urllib.request.urlopen(req, timeout=30) as resp:
+        return resp.read()
+
+
+def test_a_multi_arch_tag_fills_this_platform_only_and_the_index_digest_still_resolves(fleet: dict) -> None:
+    up, mine = fleet["upstream"], fleet["digest"]
+    arch = platform_of(os.uname().machine)
+    other, other_blobs, _ = push_image(up, [os.urandom(1 << 20)], "hgxkit-test/other")  # another platform's image
+    for blob in other_blobs:  # cross-repository mount: REPO holds the other platform's blobs too
+        url = f"{up}/v2/{REPO}/blobs/uploads/?mount={blob}&from=hgxkit-test/other"
+        urllib.request.urlopen(urllib.request.Request(url, method="POST"), timeout=30).close()
+    put(up, f"/v2/{REPO}/manifests/{other}", manifest_bytes(up, "hgxkit-test/other", "1"), MEDIA)
+    kind = "application/vnd.docker.distribution.manifest.list.v2+json"
+    index = json.dumps({"schemaVersion": 2, "mediaType": kind, "manifests": [
+        {"mediaType": MEDIA, "size": len(manifest_bytes(up, REPO, d)), "digest": d,
+         "platform": {"architecture": a, "os": "linux"}}
+        for d, a in ((other, "riscv64" if arch != "riscv64" else "arm64"), (mine, arch))
+    ]}).encode()  # fmt: skip
+    put(up, f"/v2/{REPO}/manifests/multi", index, kind)
+    pinned = "sha256:" + hashlib.sha256(index).hexdigest()
+    said = fill(up, REPO, "multi", str(fleet["storage"]), 60, REGISTRY)
+    assert said.startswith(f"cached {REPO}@{mine}: 3 of 3 blobs stored")
+    for ref in ("multi", pinned):  # what a node's Docker does: the index (by tag or pinned), then its platform's
+        req = urllib.request.Request(f"{fleet['cache']}/v2/{REPO}/manifests/{ref}", headers={"Accept": kind})
+        with urllib.request.urlopen(req, timeout=30) as resp:
+            assert "sha256:" + hashlib.sha256(resp.read()).hexdigest() == pinned
+        assert pull(fleet["cache"], mine, fleet["blobs"]) == [True, True, True]
+    assert upstream_blob_gets(fleet["up_log"]) == dict.fromkeys(fleet["blobs"], 1)  # no other platform's blob
