@@ -3,12 +3,13 @@
 The serving image (20-40 GB) is fetched from its registry once per fleet, not once per node: the CNCF
 Distribution registry (Debian's and Ubuntu's `docker-registry` package) runs on the cache host as a
 pull-through cache (`proxy.remoteurl`) and every node lists it first in daemon.json's `registry-mirrors`.
-Docker verifies every layer by its digest as it always does; the cache only stores what it fetched. The roles
-(roles/docker) first fill the cache with the recipe's image (hgxkit/node/cachefill.py, on the cache host) and
-only then let the nodes pull, so every node's pull finds every layer in the cache and none reaches the upstream.
-The fill does not ask the proxy: Distribution 2.8's proxy reads a missing blob from the upstream twice (one copy
-streamed to the client, one stored) and once more per client asking while it is in flight; the fill pushes each
-blob, read once, into the same storage through a second, non-proxy Distribution on loopback. Air-gapped
+Docker verifies every layer by its digest as it always does; the cache stores only blobs checked against their
+digests. The roles (roles/docker) first fill the cache with the recipe's image (hgxkit/node/cachefill.py, on the
+cache host) and only then let the nodes pull, so every node's pull finds every layer in the cache and none
+reaches the upstream. The fill does not ask the proxy: Distribution 2.8's proxy reads a missing blob from the
+upstream twice (one copy streamed to the client, one stored) and once more per client asking while it is in
+flight; the fill pushes each blob, read once, into the same storage through a second, non-proxy Distribution on
+loopback. Air-gapped
 (`image_cache_upstream: off`): the cache is a plain registry, filled from the bundle's image layout.
 
 Knobs (roles/docker/defaults.py): `image_cache` (off by default; "first": the first inventory host; or a host's
