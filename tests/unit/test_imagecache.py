@@ -50,6 +50,10 @@ def test_exposure_policy_applies_to_the_cache_port() -> None:
     assert cache_exposure_problems("0.0.0.0", True) == []
     assert [p.code for p in cache_exposure_problems("127.0.0.1", True)] == ["image-cache"]
     assert cache_exposure_problems("10.0.0.5", False) == []
+    # The fill's own, non-proxy registry on the cache's storage answers on loopback only, while the fill runs.
+    from hgxkit.node.cachefill import FILL_CONFIG
+
+    assert yaml.safe_load(FILL_CONFIG.format(storage='"/s"', port=40000))["http"] == {"addr": "127.0.0.1:40000"}
 
 
 def test_only_docker_hub_images_are_filled_through_the_mirror() -> None:
