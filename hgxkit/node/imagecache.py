@@ -3,12 +3,14 @@
 The serving image (20-40 GB) is fetched from its registry once per fleet, not once per node: the CNCF
 Distribution registry (Debian's and Ubuntu's `docker-registry` package) runs on the cache host as a
 pull-through cache (`proxy.remoteurl`) and every node lists it first in daemon.json's `registry-mirrors`.
-Docker verifies every layer by its digest as it always does; the cache only stores what it fetched. The roles
-(roles/docker) first fill the cache with the recipe's image (`FILL_PROGRAM`, on the cache host) and only then let
-the nodes pull, so every node's pull finds every layer in the cache and none reaches the upstream. Measured
-(tests/e2e/test_image_cache.py): Debian's Distribution 2.8 fetches a missing blob twice while filling (one copy
-streamed to the asking client, one stored; a HEAD does not avoid it), so the uplink carries two copies of the
-image per fleet, whatever the node count; Distribution 3 streams and stores one copy.
+Docker verifies every layer by its digest as it always does; the cache stores only blobs checked against their
+digests. The roles (roles/docker) first fill the cache with the recipe's image (hgxkit/node/cachefill.py, on the
+cache host) and only then let the nodes pull, so every node's pull finds every layer in the cache and none
+reaches the upstream. The fill does not ask the proxy: Distribution 2.8's proxy reads a missing blob from the
+upstream twice (one copy streamed to the client, one stored) and once more per client asking while it is in
+flight; the fill pushes each blob, read once, into the same storage through a second, non-proxy Distribution on
+loopback. Air-gapped
+(`image_cache_upstream: off`): the cache is a plain registry, filled from the bundle's image layout.
 
 Knobs (roles/docker/defaults.py): `image_cache` (off by default; "first": the first inventory host; or a host's
 inventory name), `image_cache_port`, `image_cache_upstream`, `image_cache_bind`.
@@ -47,7 +49,8 @@ storage:
     rootdirectory: {storage}
 http:
   addr: {addr}
-proxy:
+"""
+PROXY = """proxy:
   remoteurl: {upstream}
 """
 
@@ -69,12 +72,14 @@ def cache_host_name(setting: str | None, hosts: list[str]) -> str | None:
     return str(setting)
 
 
-def cache_config(bind: str, port: int, upstream: str, storage: str = STORAGE) -> str:
-    """The registry's configuration: listen on `bind`:`port`, proxy `upstream`, keep layers in `storage`."""
+def cache_config(bind: str, port: int, upstream: str | None, storage: str = STORAGE) -> str:
+    """The registry's configuration: listen on `bind`:`port`, proxy `upstream`, keep layers in `storage`. With
+    `upstream` None (an air-gapped site) a plain registry: it serves what the fill put in, from the bundle
+    (Distribution 2.8's proxy does not even start when its upstream does not answer)."""
     host = f"[{bind}]" if ":" in bind and not bind.startswith("[") else bind
     # Values as JSON strings (valid YAML): an address such as [fd00::5]:5050 is not a plain YAML scalar.
-    return CONFIG.format(addr=json.dumps(f"{host}:{int(port)}"), upstream=json.dumps(upstream),
-                         storage=json.dumps(storage))  # fmt: skip
+    text = CONFIG.format(addr=json.dumps(f"{host}:{int(port)}"), storage=json.dumps(storage))
+    return text + PROXY.format(upstream=json.dumps(upstream)) if upstream else text
 
 
 def mirror_url(address: str, port: int) -> str:
@@ -110,42 +115,33 @@ def hub_repository(reference: str) -> tuple[str, str] | None:
     return (repo if "/" in repo else f"library/{repo}"), ref
 
 
-# Run on the cache host with python3 (stdlib only): BASE REPO REF STORAGE TIMEOUT_S. Reads the image's manifest
-# through the cache (this host's platform from an index), asks the cache for every blob it lacks (HEAD: nothing
-# comes back to this program; the cache fetches and stores the blob), and waits until every blob is stored.
-FILL_PROGRAM = """
-import json, os, sys, time, urllib.request
-base, repo, ref, storage, timeout = sys.argv[1:6]
-ACCEPT = ", ".join(["application/vnd.oci.image.index.v1+json",
-                    "application/vnd.docker.distribution.manifest.list.v2+json",
-                    "application/vnd.oci.image.manifest.v1+json",
-                    "application/vnd.docker.distribution.manifest.v2+json"])
-def ask(path, method="GET"):
-    req = urllib.request.Request(base + path, method=method, headers={"Accept": ACCEPT})
-    return urllib.request.urlopen(req, timeout=600)
-manifest = json.load(ask("/v2/%s/manifests/%s" % (repo, ref)))
-if "manifests" in manifest:
-    arch = {"x86_64": "amd64", "aarch64": "arm64"}.get(os.uname().machine, os.uname().machine)
-    mine = [m for m in manifest["manifests"] if m.get("platform", {}).get("architecture") == arch]
-    manifest = json.load(ask("/v2/%s/manifests/%s" % (repo, mine[0]["digest"])))
-blobs = [manifest["config"]["digest"]] + [layer["digest"] for layer in manifest["layers"]]
-def stored(blob):
-    algo, hexdigest = blob.split(":", 1)
-    return os.path.exists("%s/docker/registry/v2/blobs/%s/%s/%s/data" % (storage, algo, hexdigest[:2], hexdigest))
-for blob in blobs:
-    if not stored(blob):
-        try:
-            ask("/v2/%s/blobs/%s" % (repo, blob), method="HEAD").close()
-        except OSError:
-            pass
-deadline = time.time() + float(timeout)
-while not all(stored(blob) for blob in blobs):
-    if time.time() > deadline:
-        sys.exit("the cache did not store %d of %d blobs in %s s" % (
-            len([b for b in blobs if not stored(b)]), len(blobs), timeout))
-    time.sleep(1)
-print("cached %d blobs of %s:%s" % (len(blobs), repo, ref))
-"""
+def upstream_url(setting: object) -> str | None:
+    """The registry the cache proxies, from `image_cache_upstream`; None ("off", "none", empty): no upstream, a plain
+    registry filled from the bundle (an air-gapped site).
+
+    >>> upstream_url("https://registry-1.docker.io"), upstream_url("off"), upstream_url(None)
+    ('https://registry-1.docker.io', None, None)
+    """
+    text = str(setting or "").strip()
+    return None if text.lower() in ("", "off", "none", "false") else text.rstrip("/")
+
+
+def fill_source(layout: str | None, upstream_setting: object) -> str:
+    """Where the fill reads the image: the bundle's image layout on the cache host (`layout`, with the `bundle` knob)
+    before the upstream. Raises HgxkitError when there is neither (upstream off, no bundle).
+
+    >>> fill_source("/var/lib/hgxkit/bundle/ab/image", "https://registry-1.docker.io")
+    'oci:/var/lib/hgxkit/bundle/ab/image'
+    >>> fill_source(None, "http://mirror.site:5000/")
+    'http://mirror.site:5000'
+    """
+    if layout:
+        return f"oci:{layout}"
+    upstream = upstream_url(upstream_setting)
+    if upstream is None:
+        raise HgxkitError("image_cache_upstream is off and no bundle is set: nothing can fill the image cache; set "
+                          "bundle (an air-gapped site) or image_cache_upstream")  # fmt: skip
+    return upstream
 
 
 def cache_exposure_problems(bind: str, allow_unauthenticated: bool) -> list[Problem]:

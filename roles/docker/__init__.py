@@ -10,6 +10,7 @@ Example (deploys/bringup.py):
 from __future__ import annotations
 
 from io import StringIO
+from pathlib import Path
 
 from pyinfra import host
 from pyinfra.api import deploy
@@ -18,11 +19,12 @@ from pyinfra.api.output import echo
 from pyinfra.operations import apt, files, python, server, systemd
 from pyinfra.operations.util import any_changed
 
+from hgxkit.bundle.source import delivered
 from hgxkit.errors import HgxkitError
 from hgxkit.hostcmd import HostRunner, argv
 from hgxkit.hostfiles import write_text
 from hgxkit.knobs import knob, role_knob
-from hgxkit.node import imagecache
+from hgxkit.node import cachefill, imagecache
 from hgxkit.node.docker import DAEMON_JSON, daemon_json_text, deb822_sources, parse_daemon_json
 from hgxkit.node.facts_apt import InstalledPackages, SnapInstalled
 from hgxkit.node.facts_files import FileText, JsonFile
@@ -62,12 +64,13 @@ def docker_engine() -> None:
     _image_cache()
 
 
+REGISTRY_BINARY = "/usr/bin/docker-registry"  # Debian's and Ubuntu's docker-registry package
 UNIT_TEXT = """[Unit]
 Description=hgxkit image cache: pull-through registry for the fleet (roles/docker)
 After=network-online.target
 
 [Service]
-ExecStart=/usr/bin/docker-registry serve {config}
+ExecStart={binary} serve {config}
 Restart=on-failure
 
 [Install]
@@ -100,11 +103,12 @@ def _image_cache() -> None:
         apt.packages(name="The registry (CNCF Distribution) for the image cache", packages=["docker-registry"])
         files.directory(name="Image cache storage", path=imagecache.STORAGE, mode="0700")
         text = imagecache.cache_config(bind, int(host.data.get("image_cache_port")),
-                                       str(host.data.get("image_cache_upstream")))  # fmt: skip
+                                       imagecache.upstream_url(host.data.get("image_cache_upstream")))  # fmt: skip
         config = files.put(name="Image cache configuration", dest=imagecache.CONFIG_PATH, mode="0644",
                            src=StringIO(text))  # fmt: skip
+        unit_text = UNIT_TEXT.format(binary=REGISTRY_BINARY, config=imagecache.CONFIG_PATH)
         unit = files.put(name=f"Unit {imagecache.UNIT}", dest=f"/etc/systemd/system/{imagecache.UNIT}", mode="0644",
-                         src=StringIO(UNIT_TEXT.format(config=imagecache.CONFIG_PATH)))  # fmt: skip
+                         src=StringIO(unit_text))  # fmt: skip
         systemd.service(name="Image cache running", service=imagecache.UNIT, running=True, enabled=True,
                         daemon_reload=unit.did_change, restarted=any_changed(config, unit))  # fmt: skip
     url = cache_url(cache) if cache is not None else None
@@ -173,18 +177,25 @@ def warm_image_cache() -> None:
 @deploy("hgxkit image cache: fill", data_defaults=DEFAULTS)
 def fill_image_cache(reference: str) -> None:
     """Add the operation that fills the cache with `reference`, on the cache host only (Docker Hub images only:
-    Docker asks its mirrors for no other registry's)."""
+    Docker asks its mirrors for no other registry's): from the upstream, or with the `bundle` knob from the
+    bundle's image layout on this host."""
     cache = cache_host()
     where = imagecache.hub_repository(reference)
     if cache is None or cache.name != host.name or where is None:  # type: ignore[attr-defined]
         return
-    python.call(name=f"Fill the image cache with {reference}", function=_fill, url=cache_url(cache), where=where)
+    bundle = delivered(host)
+    try:
+        source = imagecache.fill_source(bundle.image_layout if bundle else None, host.data.get("image_cache_upstream"))
+    except HgxkitError as err:
+        raise DeployError(f"{host.name}: {err.message}") from None
+    python.call(name=f"Fill the image cache with {reference}", function=_fill, source=source, where=where)
 
 
-def _fill(url: str, where: tuple[str, str]) -> None:
+def _fill(source: str, where: tuple[str, str]) -> None:
     wait_s = str(role_knob(host, "image_cache_fill_s", DEFAULTS))
     ok, said = HostRunner(host).status(
-        argv("python3", "-", url, where[0], where[1], imagecache.STORAGE, wait_s), _stdin=imagecache.FILL_PROGRAM
+        argv("python3", "-", source, where[0], where[1], imagecache.STORAGE, wait_s, REGISTRY_BINARY),
+        _stdin=Path(cachefill.__file__).read_text(),
     )
     if not ok:
         raise DeployError(f"{host.name}: could not fill the image cache: {' '.join(said)[-300:]}")

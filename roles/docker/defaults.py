@@ -19,9 +19,11 @@ image_cache_bind      the address it listens on; None: the cache host's `fabric_
                       nodes reach it). Exposure policy: a wildcard (0.0.0.0, ::) is refused unless
                       `allow_unauthenticated: true` (the cache answers anyone, without credentials); loopback is
                       refused (the other nodes could not reach it).
-image_cache_fill_s    how long the cache host waits for the cache to store the image (default 7200 s).
-image_cache_upstream  the registry it proxies (default Docker Hub, https://registry-1.docker.io; an air-gapped
-                      site's registry holding the bundle's image works the same way).
+image_cache_fill_s    how long the cache host's fill may take (default 7200 s). The fill reads each blob of this
+                      host's platform from the upstream once and stores it (hgxkit/node/cachefill.py).
+image_cache_upstream  the registry it proxies (default Docker Hub, https://registry-1.docker.io; a site's own
+                      registry works the same way). "off": an air-gapped site; the cache is a plain registry,
+                      filled from the bundle's image layout (the `bundle` knob) on the cache host.
 """
 
 DEFAULTS = {

@@ -6,7 +6,15 @@ import pytest
 import yaml
 
 from hgxkit.errors import HgxkitError
-from hgxkit.node.imagecache import cache_config, cache_exposure_problems, cache_host_name, mirror_url, with_mirror
+from hgxkit.node.imagecache import (
+    cache_config,
+    cache_exposure_problems,
+    cache_host_name,
+    fill_source,
+    mirror_url,
+    upstream_url,
+    with_mirror,
+)
 
 
 def test_the_cache_host_is_off_by_default_the_first_host_or_a_named_one() -> None:
@@ -42,6 +50,10 @@ def test_exposure_policy_applies_to_the_cache_port() -> None:
     assert cache_exposure_problems("0.0.0.0", True) == []
     assert [p.code for p in cache_exposure_problems("127.0.0.1", True)] == ["image-cache"]
     assert cache_exposure_problems("10.0.0.5", False) == []
+    # The fill's own, non-proxy registry on the cache's storage answers on loopback only, while the fill runs.
+    from hgxkit.node.cachefill import FILL_CONFIG
+
+    assert yaml.safe_load(FILL_CONFIG.format(storage='"/s"', port=40000))["http"] == {"addr": "127.0.0.1:40000"}
 
 
 def test_only_docker_hub_images_are_filled_through_the_mirror() -> None:
@@ -52,3 +64,13 @@ def test_only_docker_hub_images_are_filled_through_the_mirror() -> None:
     assert hub_repository("ubuntu") == ("library/ubuntu", "latest")
     assert hub_repository("lmsysorg/sglang@sha256:" + "a" * 64) == ("lmsysorg/sglang", "sha256:" + "a" * 64)
     assert hub_repository("nvcr.io/nim/llama:1") is None and hub_repository("localhost:5000/x:1") is None
+
+
+def test_the_fill_reads_the_bundle_before_the_upstream_and_an_air_gapped_cache_is_a_plain_registry() -> None:
+    assert fill_source("/b/image", "https://registry-1.docker.io") == "oci:/b/image"
+    assert fill_source("/b/image", "off") == "oci:/b/image"
+    assert fill_source(None, "https://registry-1.docker.io/") == "https://registry-1.docker.io"
+    with pytest.raises(HgxkitError, match="image_cache_upstream is off and no bundle is set: nothing can fill"):
+        fill_source(None, "off")
+    assert [upstream_url(s) for s in ("off", "None", "", None, " http://up:5000 ")] == [None] * 4 + ["http://up:5000"]
+    assert "proxy" not in yaml.safe_load(cache_config("10.0.0.5", 5050, None, "/srv/cache"))
