@@ -97,3 +97,21 @@ def test_the_background_pull_is_an_operation_of_its_own() -> None:
     ]
     assert not [c for c in commands if re.search(r"docker pull|systemd-run", c)]  # planning only reads
     assert plan(MARLIN, node_serving(MARLIN), prefetch_image)[0] == []  # the node runs a recorded digest
+
+
+def test_drift_the_docker_listing_shows_is_planned_back() -> None:
+    """A container gone, one stopped and one whose spec label changed: each is found in the one `docker ps`."""
+    serving = node_serving(MARLIN)
+    listed_lines = serving["docker ps -a --no-trunc --format"]
+    gone = {**serving, "docker ps -a --no-trunc --format": listed_lines[1:]}
+    stopped = {**serving, "docker ps -a --no-trunc --format": [listed_lines[0].replace("\trunning\t", "\texited\t"),
+                                                                listed_lines[1]]}  # fmt: skip
+    changed = {**serving, "docker ps -a --no-trunc --format": [listed_lines[0], re.sub(
+        r"\t[0-9a-f]{16}\t1\t", "\t0123456789abcdef\t1\t", listed_lines[1])]}  # fmt: skip
+    check = "Check the GPUs and the model before deepseek-v4-flash-dspark-marlin's containers change"
+    assert plan(MARLIN, gone)[0] == [check, "group 0: start container deepseek-v4-flash-0"]
+    assert plan(MARLIN, stopped)[0] == [check, "group 0: replace container deepseek-v4-flash-0 (it is not running)"]
+    assert plan(MARLIN, changed)[0] == [check, "group 1: replace container deepseek-v4-flash-1 (its spec changed)"]
+    paused = {**serving, "docker ps -a --no-trunc --format": [line.replace("\trunning\t", "\tpaused\t")
+                                                               for line in listed_lines]}  # fmt: skip
+    assert plan(MARLIN, paused)[0] == []  # as `docker inspect` said: a paused container is running
