@@ -7,7 +7,9 @@ leaves such a cluster, `cost1-<suffix>`), recording every command pyinfra sends 
 each part of the batched plan-time read (hgxkit/planfacts.py) on its own `--repeat` times in one `docker exec`,
 and prints its CPU per run: the container's cgroup (cpuacct.usage, or cpu.stat on cgroup v2) over the loop, less
 the node's idle rate measured just before and less the same loop around `true`. Also the host lock's holder
-(hgxkit/hostlock.py) and one SSH connection (what the node's sshd spends per connection, from the host's ssh).
+(hgxkit/hostlock.py) and one SSH connection (what the node's sshd spends per connection, from the host's ssh;
+the least precise figure: its wall time is long, so the idle rate taken off weighs most, and on a busy node
+it can come out near zero or below).
 Nodes are simulated (`simulated: true`): the stand-ins (nvidia-smi, the Hub on the node) cost what they cost here.
 """
 
@@ -80,7 +82,8 @@ def ssh_cpu(cluster: str, container: str, repeat: int) -> float:
     idle = max(0.0, cgroup_cpu_s(container) - first) / 2.0
     before, start = cgroup_cpu_s(container), time.perf_counter()
     for _ in range(repeat):
-        subprocess.run(argv, capture_output=True, check=False)
+        if subprocess.run(argv, capture_output=True, check=False).returncode != 0:
+            sys.exit(f"ssh to {node['host']}:{node['port']} failed")
     return (cgroup_cpu_s(container) - before - idle * (time.perf_counter() - start)) / repeat
 
 
