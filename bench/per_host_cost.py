@@ -1,7 +1,7 @@
 """What each host costs a no-op re-run of deploys/dspark.py: the controller's CPU, the node's CPU and SSH round
 trips per host, side by side with pyinfra's minimal one-operation deploy, on 1, 4 and 8 simulated nodes.
 
-    python bench/per_host_cost.py [--nodes 1,4,8] [--repeat 3] [--cores 16] [--keep] [--profile DIR]
+    python bench/per_host_cost.py [--nodes 1,4,8] [--repeat 3] [--cores 16] [--keep] [--profile DIR] [--pin-model]
 
 For each node count N it starts cluster `costN-<suffix>` ($HGXKIT_SIM_TEST_SUFFIX, default "bench"), converges
 it once with deploys/dspark.py --data verify=false (not measured), then runs, alternating, the no-op re-run of
@@ -15,6 +15,9 @@ through bench/counted_pyinfra.py, and prints medians of:
   round trips/host       SSH exec channels + SFTP transfers pyinfra opened to each host
   wall s                 the whole run
 and their ratios to the minimal deploy. Then a projection (on paper, labelled) for 100 and 1,000 hosts.
+The seed recipe names the model's branch (`revision: main`): each run asks the Hub (the stand-in, on the node)
+which commit that is, by design. `--pin-model` measures the recipe pinned to the commit the first converge
+fetched (a copy of it in a temporary folder), where the model check is the stdlib-only fast path.
 Nodes are simulated (`simulated: true`): absolute numbers are this machine's; the ratios are the figures.
 """
 
@@ -32,6 +35,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # the checkout this bench belongs to, for the seed recipe's name and model path
 COUNTED = str(ROOT / "bench" / "counted_pyinfra.py")
 DSPARK, MINIMAL = "deploys/dspark.py", "bench/minimal_deploy.py"
 
@@ -84,6 +88,26 @@ def run(cluster: str, deploy: str, *data: str, profile: str | None = None) -> di
     return {"wall": wall, "cpu_host": counts["cpu_s"] / len(ids), "node_cpu": statistics.mean(node_cpu),
             "trips": statistics.mean(trips) if trips else 0.0, "changed": changed_ops(log),
             "commands": counts.get("commands", [])}  # fmt: skip
+
+
+def pinned_recipe(cluster: str, folder: str) -> str:
+    """A copy of the seed recipe with `revision:` set to the commit the cluster's first node verified."""
+    from hgxkit.knobs import SEED_RECIPE
+    from hgxkit.model.core import model_name
+    from hgxkit.recipe.read import load_recipe
+
+    recipe = load_recipe(str(ROOT / SEED_RECIPE))
+    record = f"/var/lib/hgxkit/model/{model_name(recipe.model.local_dir)}.json"
+    shown = subprocess.run(["docker", "exec", node_containers(cluster)[0], "cat", record],
+                           capture_output=True, text=True, check=True).stdout  # fmt: skip
+    commit = json.loads(shown)["commit"]
+    text = (ROOT / SEED_RECIPE).read_text()
+    pinned, count = re.subn(r"(?m)^(  revision: ).*$", lambda m: m.group(1) + commit, text)
+    if count != 1 or not re.fullmatch(r"[0-9a-f]{40}", commit):
+        sys.exit(f"{SEED_RECIPE}: cannot pin the model (revision lines: {count}, commit {commit!r})")
+    path = Path(folder) / Path(SEED_RECIPE).name
+    path.write_text(pinned)
+    return str(path)
 
 
 def _idle_rates(ids: list[str], seconds: float) -> dict[str, float]:
@@ -154,24 +178,32 @@ def main() -> int:
     parser.add_argument("--cores", type=int, default=16, help="controller cores for the projection (default 16)")
     parser.add_argument("--keep", action="store_true", help="leave the bench clusters running (and reuse them)")
     parser.add_argument("--profile", metavar="DIR", help="write a cProfile of one dspark no-op per node count")
+    parser.add_argument("--pin-model", action="store_true", help="the seed recipe pinned to the commit it fetched")
     args = parser.parse_args()
     counts = [int(n) for n in args.nodes.split(",") if n.strip()]
     suffix = os.environ.get("HGXKIT_SIM_TEST_SUFFIX", "bench")
     print("simulated: true (hgxkit sim nodes; absolute numbers are this machine's, the ratios are the figures)")
+    pinned = "pinned to the commit the first run fetched (fast path)" if args.pin_model else "revision: main"
+    print(f"model: {pinned}")
     meds: dict[int, dict[str, dict[str, float]]] = {}
+    folder = tempfile.TemporaryDirectory()
     try:
         for nodes in counts:
             cluster = f"cost{nodes}-{suffix}"
             if len(node_containers(cluster)) != nodes:
                 sim("up", "--nodes", str(nodes), "--memory-gib", "3072", "--cluster", cluster)
-            run(cluster, DSPARK, "verify=false")  # converge (or confirm converged); not measured
+            data = ["verify=false"]
+            run(cluster, DSPARK, *data)  # converge (or confirm converged); not measured
+            if args.pin_model:
+                data.append(f"recipe={pinned_recipe(cluster, folder.name)}")
+                run(cluster, DSPARK, *data)  # the same node state, the pinned recipe; not measured
             if args.profile:
                 Path(args.profile).mkdir(parents=True, exist_ok=True)
-                profiled = run(cluster, DSPARK, "verify=false", profile=f"{args.profile}/dspark-{nodes}.prof")
+                profiled = run(cluster, DSPARK, *data, profile=f"{args.profile}/dspark-{nodes}.prof")
                 print(f"{nodes} node(s)  round trips of one host (dspark no-op):", *profiled["commands"], sep="\n  ")
             samples: dict[str, list[dict]] = {DSPARK: [], MINIMAL: []}
             for _ in range(args.repeat):
-                sample = run(cluster, DSPARK, "verify=false")
+                sample = run(cluster, DSPARK, *data)
                 if sample["changed"]:
                     sys.exit(f"{DSPARK} re-run changed something on {cluster}")
                 samples[DSPARK].append(sample)
@@ -181,6 +213,7 @@ def main() -> int:
                 sim("down", "--cluster", cluster)
         projection(meds, args.cores)
     finally:
+        folder.cleanup()
         if not args.keep:
             for nodes in counts:
                 subprocess.run([sys.executable, "-m", "hgxkit", "sim", "down", "--cluster", f"cost{nodes}-{suffix}"],

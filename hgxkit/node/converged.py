@@ -66,14 +66,14 @@ def state_command(state_file: str) -> StringCommand:
     return script(
         "cat /proc/sys/kernel/random/boot_id; "
         "dpkg-query -W -f '${{Package}} ${{Version}} ${{Status}}\\n' {patterns} 2>/dev/null | sort; "
-        'for d in {dirs}; do [ -d "$d" ] && find "$d" -type f -exec sha256sum {{}} + 2>/dev/null; done | sort; '
+        "{files}; "
         "sha256sum {smoke} 2>/dev/null; "
         # One systemctl for every unit (not two per unit): each unit's id, enablement and state, in a fixed order.
         "systemctl show --property=Id,UnitFileState,ActiveState {units} 2>/dev/null | grep .; "
         'echo "xid $( (journalctl -k -b --no-pager -o cat 2>/dev/null || dmesg 2>/dev/null) | grep -c {xid})"; '
         "echo {mark}; cat {record} 2>/dev/null || true",
         patterns=list(PACKAGE_PATTERNS),
-        dirs=list(STATE_DIRS),
+        files=managed_files_command(STATE_DIRS),
         smoke=str(Path(state_file).parent / "gpu-smoke.json"),
         units=list(UNITS),
         xid="NVRM: Xid",
@@ -83,6 +83,17 @@ def state_command(state_file: str) -> StringCommand:
 
 
 RECORD_MARK = "##hgxkit-bringup-record"
+
+
+def managed_files_command(dirs: Iterable[str]) -> StringCommand:
+    """`sha256sum` of every file under those of `dirs` that are folders, sorted: one find and one sha256sum for
+    them all (not one of each per folder, a few processes less on every no-op); a missing folder, or a file
+    where a folder belongs, adds nothing."""
+    return script(
+        'set --; for d in {dirs}; do [ -d "$d" ] && set -- "$@" "$d"; done; '
+        '[ $# -eq 0 ] || find "$@" -type f -exec sha256sum {{}} + 2>/dev/null | sort',
+        dirs=list(dirs),
+    )
 
 
 def with_gpus(state: NodeState, smi: object) -> NodeState:

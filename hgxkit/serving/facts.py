@@ -1,9 +1,10 @@
 """pyinfra facts about what serves on a node: the containers hgxkit manages (label `hgxkit.serve`), the
 router container, and the TCP ports something listens on.
 
-The container facts read only names, ids, hgxkit's labels and state through `docker inspect --format`, never
-the whole `docker inspect` document: that holds the server's command line (an `--api-key` among it), and
-pyinfra prints fact output with -vvv.
+The container facts read only names, ids, hgxkit's labels and state through `docker ps --format` (one docker
+call for all of them; the monitoring exporters' fact through `docker inspect --format`), never the whole
+`docker inspect` document: that holds the server's command line (an `--api-key` among it), and pyinfra prints
+fact output with -vvv.
 
 Example (in a deploy):
     from hgxkit.serving.facts import ManagedContainers
@@ -38,20 +39,49 @@ def inspect_labelled(label: str) -> StringCommand:
     )
 
 
-_PS = "ps\t"  # the prefix of `all_containers`' name lines (JSON lines start with "{")
+_PS = "ps\t"  # the prefix of `all_containers`' lines
+_PS_LABELS = (MANAGED_LABEL, ROUTER_LABEL, SPEC_LABEL, GROUP_LABEL, PORT_LABEL)
+# `docker ps` names a container's state; `docker inspect`'s State.Running is true in each of these.
+_RUNNING_STATES = frozenset({"running", "paused", "restarting"})
 
 
 def all_containers() -> StringCommand:
-    """Every container's name and hgxkit labels (`ps\tID\tNAME\tSERVE\tROUTER` lines), then one JSON line per
-    container hgxkit made (serving or router): what `ManagedContainers`, `RouterContainer` and `ContainerNames`
-    each read, from two docker calls in all (one when hgxkit made none)."""
-    return script(
-        "ps=$(docker ps -a --format {format} 2>/dev/null); printf '%s\\n' \"$ps\"; "
-        "ids=$(printf '%s\\n' \"$ps\" | awk -F '\\t' '$4 != \"\" || $5 != \"\" {{print $2}}'); "
-        '[ -z "$ids" ] || docker inspect --format {inspect} $ids',
-        format='ps\t{{.ID}}\t{{.Names}}\t{{.Label "' + MANAGED_LABEL + '"}}\t{{.Label "' + ROUTER_LABEL + '"}}',
-        inspect=_FORMAT,
-    )
+    """One `docker ps -a` line per container: `ps\tID\tNAME\tSTATE` and the labels hgxkit reads (serve, router,
+    spec, group, port), what `ManagedContainers`, `RouterContainer` and `ContainerNames` each read, from one docker
+    call (no `docker inspect`: a no-op re-run needs nothing it adds, and each docker call costs the node ~30 ms)."""
+    labels = "".join('\t{{.Label "' + label + '"}}' for label in _PS_LABELS)
+    return script("docker ps -a --no-trunc --format {format} 2>/dev/null",
+                  format="ps\t{{.ID}}\t{{.Names}}\t{{.State}}" + labels)  # fmt: skip
+
+
+def parse_listed(lines: list[str], label: str) -> list[RunningContainer]:
+    r"""The `all_containers` lines of containers carrying `label` (serve or router) -> `RunningContainer`s sorted
+    by name (the same fields `parse_inspected` gives, but the start time, which no plan reads).
+
+    >>> (c,) = parse_listed(["ps\tc1\tm-0\tpaused\t1\t\th1\t0\t30000", "ps\tc2\tx\trunning\t\t\t\t\t"], "hgxkit.serve")
+    >>> (c.name, c.container_id, c.spec_hash, c.group, c.running, c.port)
+    ('m-0', 'c1', 'h1', 0, True, 30000)
+    """
+    out = []
+    for line in lines:
+        if not line.startswith(_PS):
+            continue
+        _, cid, name, state, *values = [*line.split("\t"), *[""] * (4 + len(_PS_LABELS))][: 4 + len(_PS_LABELS)]
+        found = dict(zip(_PS_LABELS, values, strict=True))
+        if label not in _PS_LABELS or not found[label]:
+            continue
+        group, port = found[GROUP_LABEL], found[PORT_LABEL]
+        out.append(
+            RunningContainer(
+                name=name.strip(),
+                container_id=cid.strip(),
+                spec_hash=found[SPEC_LABEL] or None,
+                group=int(group) if group.isdigit() else None,
+                running=state.strip() in _RUNNING_STATES,
+                port=int(port) if port.isdigit() else None,
+            )
+        )
+    return sorted(out, key=lambda c: c.name)
 
 
 def parse_inspected(lines: list[str], label: str | None = None) -> list[RunningContainer]:
@@ -96,7 +126,7 @@ class ManagedContainers(FactBase[list[RunningContainer]]):
         return []
 
     def process(self, output: list[str]) -> list[RunningContainer]:
-        return parse_inspected(output, MANAGED_LABEL)
+        return parse_listed(output, MANAGED_LABEL)
 
 
 class RouterContainer(FactBase[RunningContainer | None]):
@@ -110,7 +140,7 @@ class RouterContainer(FactBase[RunningContainer | None]):
         return None
 
     def process(self, output: list[str]) -> RunningContainer | None:
-        found = parse_inspected(output, ROUTER_LABEL)
+        found = parse_listed(output, ROUTER_LABEL)
         return found[0] if found else None
 
 
@@ -149,9 +179,9 @@ class ContainerNames(FactBase[dict[str, bool]]):
         for line in output:
             if not line.startswith(_PS):
                 continue
-            fields = [*line.split("\t"), "", "", "", "", ""][:5]
+            fields = [*line.split("\t"), "", "", "", "", "", ""][:6]  # ps, id, name, state, serve, router
             if fields[2].strip():
-                names[fields[2].strip()] = (fields[3] + fields[4]).strip().startswith("1")
+                names[fields[2].strip()] = (fields[4] + fields[5]).strip().startswith("1")
         return names
 
 

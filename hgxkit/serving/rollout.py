@@ -30,7 +30,8 @@ ABSENT = "(absent)"
 
 @dataclass(frozen=True)
 class RunningContainer:
-    """A serving container hgxkit manages on the host, from `docker inspect` (see serving.facts)."""
+    """A serving container hgxkit manages on the host, from `docker ps` (see serving.facts; `started_at` only where
+    it came from `docker inspect`: the monitoring exporters)."""
 
     name: str
     container_id: str

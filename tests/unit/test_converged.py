@@ -105,3 +105,29 @@ def test_the_gpus_come_from_the_runs_nvidia_smi_read_and_a_lost_gpu_changes_the_
     failed = with_gpus(base, SmiResult(failure="no-driver", message="NVIDIA-SMI has failed"))
     assert failed.lines == ("boot-1", "gpus unknown (no-driver): NVIDIA-SMI has failed")
     assert "nvidia-smi" not in str(state_command("/var/lib/hgxkit/node/bringup-verified.json"))
+
+
+def test_one_find_lists_the_managed_files_as_one_find_per_folder_did(tmp_path: Path) -> None:
+    """The state digest must not move when the command that reads it gets cheaper: same lines, same order."""
+    import hashlib
+    import subprocess
+
+    from hgxkit.node.converged import managed_files_command
+
+    (tmp_path / "a" / "sub").mkdir(parents=True)
+    (tmp_path / "a" / "sub" / "z.list").write_text("deb x\n")
+    (tmp_path / "a" / "b.conf").write_text("b\n")
+    (tmp_path / "c").mkdir()
+    (tmp_path / "c" / "k.gpg").write_text("key\n")
+    (tmp_path / "file-not-folder").write_text("f\n")  # where a folder belongs: not listed
+    dirs = [str(tmp_path / n) for n in ("c", "missing", "file-not-folder", "a")]
+    new = subprocess.run(["sh", "-c", text(managed_files_command(dirs))], capture_output=True, text=True, check=True)
+    old_loop = ('for d in "$@"; do [ -d "$d" ] && find "$d" -type f -exec sha256sum {} + 2>/dev/null; done | sort')
+    old = subprocess.run(["sh", "-c", old_loop, "sh", *dirs], capture_output=True, text=True, check=True)
+    expected = sorted(f"{hashlib.sha256(body).hexdigest()}  {tmp_path / rel}" for rel, body in
+                      (("a/sub/z.list", b"deb x\n"), ("a/b.conf", b"b\n"), ("c/k.gpg", b"key\n")))  # fmt: skip
+    assert new.stdout.splitlines() == old.stdout.splitlines()  # both through the node's `sort`, in its locale
+    assert sorted(new.stdout.splitlines()) == expected
+    none = subprocess.run(["sh", "-c", text(managed_files_command([str(tmp_path / "missing")]))],
+                          capture_output=True, text=True, check=True)  # fmt: skip
+    assert none.stdout == ""

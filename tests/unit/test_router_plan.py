@@ -136,19 +136,16 @@ def test_router_image_builds_on_the_stand_in_base_with_the_pinned_router() -> No
     assert stand_in.check_tag(router_image.DEFAULT_TAGS[0]) == IMAGE
 
 
-def test_router_fact_parses_docker_inspect() -> None:
-    import json
-
+def test_router_fact_parses_the_docker_listing() -> None:
     from hgxkit.serving.facts import RouterContainer
 
     fact = RouterContainer()
-    line = {"name": "/sglang-router", "id": "c1", "labels": {ROUTER_LABEL: "1", "hgxkit.spec": "abc123"},
-            "running": True, "started": "2026-12-01T00:00:00Z", "restarts": 0}  # fmt: skip
-    assert fact.process([json.dumps(line)]) == RunningContainer(
-        "sglang-router", "c1", "abc123", None, True, "2026-12-01T00:00:00Z"
-    )
+    # ps, id, name, state, then the labels serve, router, spec, group, port (hgxkit.serving.facts.all_containers)
+    line = "ps\tc1\tsglang-router\trunning\t\t1\tabc123\t\t"
+    assert fact.process([line]) == RunningContainer("sglang-router", "c1", "abc123", None, True)
+    assert fact.process([line.replace("running", "exited")]) == RunningContainer("sglang-router", "c1", "abc123",
+                                                                                  None, False)  # fmt: skip
     assert fact.process([]) is None
-    served = {**line, "name": "/m-0", "labels": {"hgxkit.serve": "1"}}  # a serving container is not the router
-    assert fact.process(["ps\tc2\tm-0\t1\t", json.dumps(served)]) is None
+    assert fact.process(["ps\tc2\tm-0\trunning\t1\t\th\t0\t"]) is None  # a serving container is not the router
     command = str(fact.command())
     assert f'.Label "{ROUTER_LABEL}"' in command and "Config.Cmd" not in command and "Args" not in command

@@ -24,18 +24,23 @@ DIGEST = "sha256:" + "1" * 64
 STATE = "/var/lib/hgxkit/serve"
 
 
+def listed(s: Any) -> str:
+    """The `docker ps` line of a running container made from spec `s`."""
+    labels = [s.labels.get(k, "") for k in ("hgxkit.serve", "hgxkit.router", "hgxkit.spec", "hgxkit.group",
+                                            "hgxkit.port")]  # fmt: skip
+    return "\t".join(["ps", f"id-{s.name}", s.name, "running", *labels])
+
+
 def node_serving(recipe_path: str) -> dict[Any, Any]:
     """@fake responses of a brought-up node whose containers run `recipe_path` and left their spec records."""
     recipe = load_recipe(recipe_path)
     specs = container_specs(recipe, total_gpus=8, bind_address="127.0.0.1", api_key=None,
                             image=image_to_run(recipe.image.reference, DIGEST))  # fmt: skip
-    inspected = [json.dumps({"name": "/" + s.name, "id": f"id-{s.name}", "labels": s.labels, "running": True,
-                             "started": "2026-01-01T00:00:00Z", "restarts": 0}) for s in specs]  # fmt: skip
     responses: dict[Any, Any] = {
         re.compile(r"replace/[^/ ]+/spec\.json"): "",  # filled per container below
         "/proc/meminfo": "MemTotal:       4227858432 kB",
-        # hgxkit.serving.facts.all_containers: name lines, then the inspected containers hgxkit made
-        "docker ps -a --format": [f"ps\tid-{s.name}\t{s.name}\t1\t" for s in specs] + inspected,
+        # hgxkit.serving.facts.all_containers: ps, id, name, state, labels serve, router, spec, group, port
+        "docker ps -a --no-trunc --format": [listed(s) for s in specs],
         f"{STATE}/image.json": image_record(recipe.image.reference, DIGEST).strip(),
     }
     records = {re.compile(re.escape(f"replace/{s.name}/spec.json")): json.dumps(spec_record(s, "sglang"))
@@ -75,7 +80,7 @@ def test_an_unchanged_node_plans_no_operation() -> None:
 
 def test_a_node_without_containers_starts_each_group_and_a_fresh_one_decides_after_the_pull() -> None:
     serving = node_serving(MARLIN)
-    empty = {**serving, "docker ps -a --format": []}
+    empty = {**serving, "docker ps -a --no-trunc --format": []}
     names, _ = plan(MARLIN, empty)
     assert names[1:] == ["group 0: start container deepseek-v4-flash-0", "group 1: start container deepseek-v4-flash-1"]
     fresh = {k: v for k, v in empty.items() if k != f"{STATE}/image.json"}
@@ -84,7 +89,7 @@ def test_a_node_without_containers_starts_each_group_and_a_fresh_one_decides_aft
 
 
 def test_the_background_pull_is_an_operation_of_its_own() -> None:
-    fresh = {"docker ps -a --format": []}
+    fresh = {"docker ps -a --no-trunc --format": []}
     names, commands = plan(MARLIN, fresh, prefetch_image)
     assert names == [
         "Upload the pull program (progress: bytes, rate, ETA)",
@@ -92,3 +97,21 @@ def test_the_background_pull_is_an_operation_of_its_own() -> None:
     ]
     assert not [c for c in commands if re.search(r"docker pull|systemd-run", c)]  # planning only reads
     assert plan(MARLIN, node_serving(MARLIN), prefetch_image)[0] == []  # the node runs a recorded digest
+
+
+def test_drift_the_docker_listing_shows_is_planned_back() -> None:
+    """A container gone, one stopped and one whose spec label changed: each is found in the one `docker ps`."""
+    serving = node_serving(MARLIN)
+    listed_lines = serving["docker ps -a --no-trunc --format"]
+    gone = {**serving, "docker ps -a --no-trunc --format": listed_lines[1:]}
+    stopped = {**serving, "docker ps -a --no-trunc --format": [listed_lines[0].replace("\trunning\t", "\texited\t"),
+                                                                listed_lines[1]]}  # fmt: skip
+    changed = {**serving, "docker ps -a --no-trunc --format": [listed_lines[0], re.sub(
+        r"\t[0-9a-f]{16}\t1\t", "\t0123456789abcdef\t1\t", listed_lines[1])]}  # fmt: skip
+    check = "Check the GPUs and the model before deepseek-v4-flash-dspark-marlin's containers change"
+    assert plan(MARLIN, gone)[0] == [check, "group 0: start container deepseek-v4-flash-0"]
+    assert plan(MARLIN, stopped)[0] == [check, "group 0: replace container deepseek-v4-flash-0 (it is not running)"]
+    assert plan(MARLIN, changed)[0] == [check, "group 1: replace container deepseek-v4-flash-1 (its spec changed)"]
+    paused = {**serving, "docker ps -a --no-trunc --format": [line.replace("\trunning\t", "\tpaused\t")
+                                                               for line in listed_lines]}  # fmt: skip
+    assert plan(MARLIN, paused)[0] == []  # as `docker inspect` said: a paused container is running

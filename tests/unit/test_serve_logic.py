@@ -145,16 +145,27 @@ def test_managed_containers_from_docker_inspect() -> None:
 
 
 def test_one_docker_listing_answers_managed_containers_and_container_names() -> None:
-    from hgxkit.serving.facts import ContainerNames, ManagedContainers, all_containers
+    from hgxkit.serving.facts import ContainerNames, ManagedContainers, RouterContainer, all_containers
 
-    served = {"name": "/m-0", "id": "c1", "labels": {"hgxkit.serve": "1", "hgxkit.group": "0"}, "running": True,
-              "started": "2026-12-01T00:00:00Z", "restarts": 0}  # fmt: skip
-    router = {**served, "name": "/sglang-router", "id": "c2", "labels": {"hgxkit.router": "1"}}
-    output = ["ps\tc1\tm-0\t1\t", "ps\tc2\tsglang-router\t\t1", "ps\tc3\tsomeone-else\t\t", json.dumps(served),
-              json.dumps(router)]  # fmt: skip
+    # ps, id, name, state, then the labels serve, router, spec, group, port (hgxkit.serving.facts._PS_LABELS)
+    output = ["ps\tc1\tm-0\trunning\t1\t\th0\t0\t30000", "ps\tc4\tm-1\texited\t1\t\th1\t1\t30001",
+              "ps\tc2\tsglang-router\trunning\t\t1\thr\t\t", "ps\tc3\tsomeone-else\trunning\t\t\t\t\t"]  # fmt: skip
     assert ManagedContainers().command().get_raw_value() == ContainerNames().command().get_raw_value()
-    assert [c.name for c in ManagedContainers().process(output)] == ["m-0"]
-    assert ManagedContainers().process(output)[0].group == 0
-    assert ContainerNames().process(output) == {"m-0": True, "sglang-router": True, "someone-else": False}
+    assert ManagedContainers().process(output) == [RunningContainer("m-0", "c1", "h0", 0, True, None, 30000),
+                                                   RunningContainer("m-1", "c4", "h1", 1, False, None, 30001)]  # fmt: skip
+    assert RouterContainer().process(output) == RunningContainer("sglang-router", "c2", "hr", None, True)
+    assert ContainerNames().process(output) == {"m-0": True, "m-1": True, "sglang-router": True,
+                                                "someone-else": False}  # fmt: skip
     assert ContainerNames().process([""]) == {} and ManagedContainers().process([""]) == []
-    assert "docker inspect" in all_containers().get_raw_value()
+    assert RouterContainer().process(output[:1]) is None
+    command = all_containers().get_raw_value()
+    assert command.count("docker ") == 1 and "docker ps -a --no-trunc" in command  # one docker call, no inspect
+
+
+@pytest.mark.parametrize(("state", "running"), [("running", True), ("paused", True), ("restarting", True),
+                                                ("exited", False), ("created", False), ("dead", False)])  # fmt: skip
+def test_listed_state_is_running_exactly_when_docker_inspect_says_state_running(state: str, running: bool) -> None:
+    from hgxkit.serving.facts import parse_listed
+
+    (container,) = parse_listed([f"ps\tc1\tm-0\t{state}\t1\t\th0\t0\t"], "hgxkit.serve")
+    assert container.running is running
