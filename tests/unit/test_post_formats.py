@@ -72,8 +72,10 @@ def test_published_file_imports_or_refuses_exactly(name: str) -> None:
     if expected is None:
         assert groups is None
     else:
-        assert {"size": groups.size, "nodes": groups.nodes, "dist_port": groups.dist_port} == {
-            "size": expected.get("size"), "nodes": expected.get("nodes"), "dist_port": expected.get("dist_port")
+        explicit = [list(g) for g in groups.explicit] if groups.explicit is not None else None
+        assert {"size": groups.size, "explicit": explicit, "nodes": groups.nodes, "dist_port": groups.dist_port} == {
+            "size": expected.get("size"), "explicit": expected.get("explicit"), "nodes": expected.get("nodes"),
+            "dist_port": expected.get("dist_port"),
         }  # fmt: skip
 
 
