@@ -292,7 +292,10 @@ class _Pod:
             words += [("--entrypoint", lines.get("command", line)), (literal(option), lines.get("command", line))]
         words.append((literal(image), lines.get("image", line)))
         where_args = lines.get("args", lines.get("command", line))
-        words += [(literal(w), where_args) for w in after]
+        # each word at its own item's line where it is an item as written (a `sh -c` string's words are not)
+        items = dict(reversed([*zip(command, getattr(container.get("command"), "lines", []), strict=False),
+                               *zip(args, getattr(container.get("args"), "lines", []), strict=False)]))  # fmt: skip
+        words += [(literal(w), items.get(w, where_args)) for w in after]
         self._multinode(line)
         return words
 
