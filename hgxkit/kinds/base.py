@@ -182,6 +182,13 @@ class ServerKind:
     # What this engine's argument parser refuses at start-up: (flag word as written, image) -> the reason with its
     # remedy, or None; the import refuses such a recipe (hgxkit.recipe.importing.engine_refusal).
     refuses_flag: Callable[[str, str], str | None] | None = None
+    # The flags the engine's option table for this image lacks: (flag words as written, image) -> (the first, the
+    # reason naming them all with its remedy), or None; checked after `refuses_flag`, as argparse reports
+    # `unrecognized arguments` only once it has read every other argument.
+    unknown_flags: Callable[[Sequence[str], str], tuple[str, str] | None] | None = None
+    # A flag the engine's option table could not judge for this image (another version than the table's):
+    # (flag word as written, image) -> what was not checked, for a note; None when it was checked.
+    unchecked_flag: Callable[[str, str], str | None] | None = None
 
     def canonical_flag(self, flag: str) -> str:
         """The canonical spelling of `flag` for this engine (aliases, `_` for `-` where the parser allows)."""

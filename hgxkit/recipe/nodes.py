@@ -98,6 +98,24 @@ def parallel_size(server: ServerCommand, where: str) -> int:
         raise InputError(f"{where}: {err}") from None
 
 
+def span_grouping(per_host: int, nnodes: int, port: int | None, notes: list[str], where: str) -> Grouping:
+    """The GPU groups of one server over `nnodes` hosts taking `per_host` GPUs on each: groups of that size
+    when it fills a node, else one group on GPUs 0..per_host-1 of each host (noted in `notes`). Every group over
+    the same hosts meets at the recipe's one rendezvous port (`groups.dist_port`) and, on the host network a
+    server over nodes runs on, binds the same server port: a second group on the node would collide.
+
+    >>> span_grouping(1, 2, 20000, [], "p:1").explicit, span_grouping(8, 2, 20000, [], "p:1").size
+    (((0,),), 8)
+    """
+    if nnodes < 2 or per_host >= HGX_GPUS:
+        return Grouping(size=per_host, gpus_per_node=HGX_GPUS, nodes=nnodes, dist_port=port)
+    gpus = tuple(range(per_host))
+    notes.append(f"{where}: the server takes {per_host} GPU(s) on each of its {nnodes} hosts: one group, on GPU(s) "
+                 f"{','.join(map(str, gpus))} (a second group over the same hosts would need a rendezvous port of "
+                 "its own; groups.dist_port is one)")  # fmt: skip
+    return Grouping(explicit=(gpus,), gpus_per_node=HGX_GPUS, nodes=nnodes, dist_port=port)
+
+
 def join_ranks(servers: Sequence[ServerCommand], *, where: str) -> Joined:
     """One template for the given ranks' commands (already known to differ only by rank and worker flags)."""
     by_rank = sorted(servers, key=lambda s: rank_of(s) or 0)
@@ -138,7 +156,7 @@ def join_ranks(servers: Sequence[ServerCommand], *, where: str) -> Joined:
         )
     if head:
         notes.append(f"{where}: the head address {head} is the poster's network; it is given per deploy ({{{{head}}}})")
-    groups = Grouping(size=per_host, gpus_per_node=HGX_GPUS, nodes=nnodes, dist_port=port)
+    groups = span_grouping(per_host, nnodes, port, notes, where)
     return Joined(ServerCommand(first.program, tuple(args), first.kind), groups, tuple(notes))
 
 
@@ -240,7 +258,7 @@ def _join_dp_ranks(servers: Sequence[ServerCommand], spread: tuple[int, int], wh
                          f"{HGX_GPUS}")  # fmt: skip
     notes.append(f"{where}: {kind.dp_flag} {size} over {nnodes} hosts, {local} rank(s) each; the head address {head} "
                  "is the poster's network; it is given per deploy ({{head}})")  # fmt: skip
-    groups = Grouping(size=per_host, gpus_per_node=HGX_GPUS, nodes=nnodes, dist_port=port)
+    groups = span_grouping(per_host, nnodes, port, notes, where)
     return Joined(ServerCommand(first.program, tuple(args), first.kind), groups, tuple(notes))
 
 

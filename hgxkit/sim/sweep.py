@@ -1,7 +1,7 @@
 """Imported means deployable: start each imported post's containers on simulated nodes and check their health.
 
-For one post (`Case`): import it unedited (its `--pick` as the corpus index says), load the recipe back as
-`deploys/reproduce.py` would, and for every rank and GPU group take the serving role's container
+For one post (`Case`): import it unedited (its `--pick` and `--model-repo` as the corpus index says), load the
+recipe back as `deploys/reproduce.py` would, and for every rank and GPU group take the serving role's container
 (`hgxkit.serving.containers.container_specs`: named, labelled, detached) with one change, the image: the
 simulated stand-in of the recipe's kind (`STANDINS`) in place of the post's. Everything else is as deployed:
 ulimits, shm size, ipc, network, environment (a secret gets a fake value through the role's root-only env
@@ -54,11 +54,12 @@ MODEL_FILES = (".gguf", ".safetensors", ".bin")  # a model given as one file: le
 
 @dataclass(frozen=True)
 class Case:
-    """One corpus post: its file name, its text, and the `--pick` its index gives."""
+    """One corpus post: its file name, its text, and the `--pick` and `--model-repo` its index gives."""
 
     name: str
     text: str
     pick: int | None = None
+    model_repo: str | None = None
 
 
 @dataclass(frozen=True)
@@ -80,7 +81,7 @@ class Result:
 def load_case(case: Case) -> Recipe:
     """The recipe a node would get: imported unedited, then loaded back as `deploys/reproduce.py` loads it.
     Raises InputError with the import's or the loader's one-line refusal."""
-    outcome = import_post([(case.name, case.text)], ImportOptions(pick=case.pick))
+    outcome = import_post([(case.name, case.text)], ImportOptions(pick=case.pick, model_repo=case.model_repo))
     try:
         return parse_recipe_text(dump_recipe(outcome.recipe))
     except InputError as err:

@@ -12,8 +12,10 @@ import` and deployed with `pyinfra -y inventories/sim.py deploys/reproduce.py --
   --address=$HEADPODIP:6379` on the worker), imported with --model-repo. Every host runs the post's image with
   `--entrypoint /bin/bash`: the head `ray start --head … && exec vllm serve …`, the worker `ray start --block
   --address=HEAD:6379`; the simulated Ray cluster forms over both nodes. The post was written for vLLM 0.7.2:
-  its `--enable-reasoning` is gone from the 0.33 CLI the stand-in parses, so the head's server exits 2 naming it
-  and the rollout fails saying so. (No real two-node Ray post with concrete
+  its `--enable-reasoning` is gone from vLLM 0.33's options, so the import onto the default image (`latest`, 0.33)
+  refuses it by name; imported with the image the post names (`--image vllm/vllm-openai:v0.7.2`, whose options
+  hgxkit does not have: the flag is noted as not checked), the head's server (the stand-in parses 0.33's CLI
+  whatever the tag) exits 2 naming it and the rollout fails saying so. (No real two-node Ray post with concrete
   values and flags vLLM 0.33 reads was found; the Ray rendezvous itself is tested in
   tests/unit/test_vllm_stub_cluster.py.)
 """
@@ -133,12 +135,20 @@ def test_dp_a_second_run_changes_nothing(dp) -> None:
 
 
 def test_vllm_on_ray_deploys_both_hosts_and_the_033_image_refuses_the_posts_v072_flag(dp, cluster: Path) -> None:
-    """After the DP group: the Ray post replaces it on both nodes; the head's vLLM 0.33 (the stand-in's CLI)
-    refuses the post's `--enable-reasoning` (vLLM 0.7.2), so the rollout fails naming it."""
+    """After the DP group: the import onto `latest` (0.33) refuses the post's `--enable-reasoning` (vLLM 0.7.2);
+    imported with the post's v0.7.2, the Ray post replaces the DP group on both nodes, and the head's vLLM 0.33
+    (the stand-in's CLI) refuses the flag, so the rollout fails naming it."""
     before = containers()
     recipe = cluster / "r03.yaml"
-    imported = hgxkit("recipe", "import", str(RAY_POST), "--model-repo", "deepseek-ai/DeepSeek-R1", "-o", str(recipe))
+    refused = hgxkit("recipe", "import", str(RAY_POST), "--model-repo", "deepseek-ai/DeepSeek-R1", "-o", str(recipe))
+    assert refused.returncode != 0 and "line 19, column 5: the engine would refuse: `--enable-reasoning` is not an " \
+        "option of vLLM 0.33 (the image vllm/vllm-openai:latest;" in out(refused), out(refused)  # fmt: skip
+    built = hgxkit("sim", "image", "build", "--tag", "vllm/vllm-openai:v0.7.2")
+    assert built.returncode == 0, out(built)[-3000:]
+    imported = hgxkit("recipe", "import", str(RAY_POST), "--model-repo", "deepseek-ai/DeepSeek-R1", "--image",
+                      "vllm/vllm-openai:v0.7.2", "-o", str(recipe))  # fmt: skip
     assert imported.returncode == 0, out(imported)
+    assert "`--enable-reasoning` was not checked: vLLM 0.33 has no such option" in out(imported), out(imported)
     rendered = hgxkit("recipe", "render", str(recipe), "--rank", "1", "--head", "node1")
     assert "exec ray start --block --address=node1:6379" in rendered.stdout, out(rendered)
     result = deploy("Ray over two hosts", f"recipe={recipe}", "api_key=auto", "verify=false")

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
+
 import pytest
 
 from hgxkit.errors import InputError
+from hgxkit.kinds.vllm_options import table_applies, unknown_option
 from hgxkit.recipe.imageref import image_version
 from hgxkit.recipe.importing.engine_refusal import engine_refusal
 from hgxkit.recipe.importing.importer import import_post
+from hgxkit.sim.standin.vllm import args as vargs
 
 SGLANG = "docker run --gpus all -p 30000:30000 {image} python3 -m sglang.launch_server --model-path org/m {flags}"
 VLLM = "docker run --gpus all -p 8000:8000 {env}{image} --model org/m {flags}"
@@ -89,3 +94,63 @@ def test_a_mount_left_to_the_nodes_shell_or_directory_is_refused_at_its_word(mou
                        f"directory ({why}); write the absolute host directory")
     fixed = text.replace("~/", "/srv/").replace("../", "/srv/").replace("./", "/srv/")
     assert import_post([("p.md", fixed)]).recipe.server.kind == "vllm"
+
+
+# --- vLLM 0.33's option table (hgxkit.kinds.vllm_options) ---
+
+
+def _standin_refuses(flag: str) -> bool:
+    """Whether the vLLM stand-in's parser (vLLM 0.33's table, checked against the real parser in
+    test_vllm_stub_args) refuses `flag` by its name: unrecognized or ambiguous, not for a missing value."""
+    err = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(err):
+            vargs.parse_serve(["m", flag, *(["x"] if "." in flag else [])])
+    except SystemExit:
+        return "unrecognized arguments" in err.getvalue() or "ambiguous option" in err.getvalue()
+    return False
+
+
+@pytest.mark.parametrize(("flag", "refused"), [
+    ("--log-requests", True), ("--num-scheduler-steps", True), ("--enable-reasoning", True), ("--enable", True),
+    ("--enable-log-requests", False), ("--disable-log-requests", False), ("--max-model", False),
+    ("--max_model_len", False), ("--tensor-parallel-size=2", False), ("--no-enable-prefix-caching", False),
+    ("--speculative_config.method", False), ("--headless", False), ("-tp", False),
+])  # fmt: skip
+def test_the_flag_check_agrees_with_the_standins_033_parser(flag: str, refused: bool) -> None:
+    assert (unknown_option(flag) is not None, _standin_refuses(flag)) == (refused, refused)
+
+
+@pytest.mark.parametrize(("image", "applies"), [
+    ("vllm/vllm-openai:latest", True), ("vllm/vllm-openai", True), ("docker.io/vllm/vllm-openai:v0.33.1", True),
+    ("vllm/vllm-openai:v0.9.2", False), ("vllm/vllm-openai:nightly", False),
+    ("vllm/vllm-openai@sha256:" + "1" * 64, False), ("myorg/vllm:latest", False),
+])  # fmt: skip
+def test_the_033_table_judges_only_images_that_run_033(image: str, applies: bool) -> None:
+    assert table_applies(image) is applies
+
+
+def test_flags_vllm_033_lacks_are_refused_together_at_the_first_one() -> None:
+    text = VLLM.format(env="", image="vllm/vllm-openai:latest", flags="--log-requests --num-scheduler-steps 8")
+    assert _refusal(text) == (
+        "p.md: line 1, column 74: the engine would refuse: `--log-requests`, `--num-scheduler-steps` are not options "
+        "of vLLM 0.33 (the image vllm/vllm-openai:latest; `vllm serve` exits with `unrecognized arguments`): remove "
+        "them, or pin an image that has them (import with --image REF)"
+    )
+    pinned = VLLM.format(env="", image="vllm/vllm-openai:v0.33.0", flags="--enable")
+    assert _refusal(pinned).startswith(
+        "p.md: line 1, column 75: the engine would refuse: `--enable` is not an option of vLLM 0.33 (the image "
+        "vllm/vllm-openai:v0.33.0; --enable is ambiguous: it could match --enable-auto-tool-choice, "
+    )
+
+
+def test_a_flag_033_lacks_on_another_version_is_imported_and_said_to_be_unchecked() -> None:
+    text = VLLM.format(env="", image="vllm/vllm-openai:v0.7.2", flags="--enable-reasoning --reasoning-parser r1")
+    outcome = import_post([("p.md", text)])
+    assert outcome.recipe.server.has("--enable-reasoning")
+    assert [n for n in outcome.notes if "checked" in n] == [
+        "p.md: line 1, column 74: `--enable-reasoning` was not checked: vLLM 0.33 has no such option, and the image "
+        "vllm/vllm-openai:v0.7.2 runs another vLLM, whose options hgxkit does not have"
+    ]
+    known = VLLM.format(env="", image="vllm/vllm-openai:v0.7.2", flags="--max-model-len 4096")
+    assert [n for n in import_post([("p.md", known)]).notes if "checked" in n] == []

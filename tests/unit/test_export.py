@@ -1,5 +1,5 @@
-"""`hgxkit recipe export`: the shipped recipes, a multi-node SGLang post, a vLLM post and a two-node vLLM recipe,
-exported to every engine and checked by that engine's own tools.
+"""`hgxkit recipe export`: the shipped recipes, a multi-node SGLang post, a vLLM post, a two-node vLLM recipe and a
+LeaderWorkerSet of one-GPU pods (formats k04), exported to every engine and checked by that engine's own tools.
 
 Kubernetes: every built-in kind against the real OpenAPI schemas (`kubernetes-validate`, strict), the
 LeaderWorkerSet against its published CRD schema (tests/fixtures/lws, from kubernetes-sigs/lws) and its pod
@@ -47,12 +47,19 @@ def _post(number: str):
     return import_post([(path.name, path.read_text())], ImportOptions()).recipe
 
 
+def _manifest(name: str):
+    path = POSTS / "formats" / name
+    return import_post([(path.name, path.read_text())], ImportOptions()).recipe
+
+
 RECIPES = {
     "marlin": lambda: load_recipe(str(ROOT / "recipes" / "deepseek-v4-flash-dspark-marlin.yaml")),
     "flashinfer": lambda: load_recipe(str(ROOT / "recipes" / "deepseek-v4-flash-dspark-flashinfer.yaml")),
     "sglang-two-node": lambda: _post("005"),  # docker, --network=host, TP16 over two nodes
     "vllm": lambda: _post("008"),  # vllm/vllm-openai, the model as the image entrypoint's argument
     "vllm-two-node": lambda: load_recipe(str(ROOT / "tests" / "fixtures" / "export" / "vllm-two-node.yaml")),
+    # a LeaderWorkerSet of one-GPU pods: one group on GPU 0 of each of two hosts, on the host network
+    "lws-two-node": lambda: _manifest("k04-lws-sglang.yaml"),
 }
 
 
@@ -284,7 +291,7 @@ def test_skypilot_tasks_load_with_skypilots_own_parser(tmp_path: Path) -> None:
     broken = tmp_path / "broken.yaml"
     broken.write_text(paths[0].read_text().replace("num_nodes", "nodes") + "not_a_field: 1\n")
     loaded = _sky_load(paths)
-    assert len(loaded) == len(paths) == 7
+    assert len(loaded) == len(paths) == 8
     two = loaded[str(tmp_path / "vllm-two-node" / "skypilot-qwen3-0.yaml")]
     assert (two["nodes"], two["accelerators"], two["ports"]) == (2, {"H200": 8}, ["8000"])
     assert two["image"] == {"null": "docker:vllm/vllm-openai@sha256:" + "1" * 64}  # SkyPilot's {region: image}

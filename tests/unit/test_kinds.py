@@ -73,7 +73,8 @@ def test_the_table_says_what_verify_and_serving_need() -> None:
     assert vllm.api_key_env == "VLLM_API_KEY" and sglang.api_key_env is None
 
 
-@pytest.mark.parametrize("name", ["hgxkit.kinds", "hgxkit.kinds.base", "hgxkit.kinds.sglang", "hgxkit.kinds.vllm"])
+@pytest.mark.parametrize("name", ["hgxkit.kinds", "hgxkit.kinds.base", "hgxkit.kinds.sglang", "hgxkit.kinds.vllm",
+                                  "hgxkit.kinds.vllm_options"])
 def test_docstring_examples(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(ROOT)
     result = doctest.testmod(importlib.import_module(name), optionflags=doctest.ELLIPSIS)

@@ -46,7 +46,7 @@ def test_index_lists_every_file_and_counts_by_format() -> None:
     counts = Counter(entry["format"] for entry in INDEX)
     assert counts == {"compose": 6, "kubernetes": 13, "docker run": 6, "bare launch": 4, "slurm": 7, "vllm ray": 8,
                       "vllm data parallel": 2, "skypilot": 2}  # fmt: skip
-    assert Counter(entry["expect"] for entry in INDEX) == {"import": 17, "refuse": 31}
+    assert Counter(entry["expect"] for entry in INDEX) == {"import": 15, "refuse": 33}
     # a file at a commit, or an issue or pull request thread (the post is its text)
     assert all(re.match(r"https://github\.com/[^/]+/[^/]+/(?:blob/[0-9a-f]{40}/|issues/\d+$|pull/\d+$)", entry["source"])
                for entry in INDEX)  # fmt: skip
@@ -72,8 +72,10 @@ def test_published_file_imports_or_refuses_exactly(name: str) -> None:
     if expected is None:
         assert groups is None
     else:
-        assert {"size": groups.size, "nodes": groups.nodes, "dist_port": groups.dist_port} == {
-            "size": expected.get("size"), "nodes": expected.get("nodes"), "dist_port": expected.get("dist_port")
+        explicit = [list(g) for g in groups.explicit] if groups.explicit is not None else None
+        assert {"size": groups.size, "explicit": explicit, "nodes": groups.nodes, "dist_port": groups.dist_port} == {
+            "size": expected.get("size"), "explicit": expected.get("explicit"), "nodes": expected.get("nodes"),
+            "dist_port": expected.get("dist_port"),
         }  # fmt: skip
 
 
@@ -396,10 +398,31 @@ def test_leader_worker_set_is_read_from_the_leader_as_rank_zero() -> None:
     assert "k04-lws-sglang.yaml:16: $(LWS_LEADER_ADDRESS) is lws-leader (the leader pod, rank 0)" in outcome.notes
     assert "k04-lws-sglang.yaml:16: the LeaderWorkerSet's workerTemplate runs ranks 1..; hgxkit renders each rank " \
         "from the leader's command" in outcome.notes  # fmt: skip
-    rank1 = render_recipe(outcome.recipe, rank=1, head="10.0.0.1")[0]  # the first GPU group of rank 1
+    (rank1,) = render_recipe(outcome.recipe, rank=1, head="10.0.0.1", total_gpus=8)  # one group, not eight
     server = rank1.shell_argv[rank1.shell_argv.index("lmsysorg/sglang:latest") + 1 :]
     assert server[server.index("--dist-init-addr") + 1] == "10.0.0.1:20000"
     assert server[server.index("--node-rank") + 1] == "1"
+
+
+def test_a_leader_worker_set_of_one_gpu_pods_is_one_group_on_the_host_network() -> None:
+    """Its pods reach the leader on ports no `ports:` lists; a second group on the node would reuse the server's
+    port and the one rendezvous port (the sweep found eight groups publishing 40000:40000)."""
+    name = "k04-lws-sglang.yaml"
+    outcome = imported(name, (FORMATS / name).read_text())
+    assert docker_words(outcome).startswith("--gpus 1 --network host -e HF_TOKEN --ipc host -v ")
+    assert (outcome.recipe.groups.explicit, outcome.recipe.groups.nodes) == (((0,),), 2)
+    assert [g.gpus for g in render_recipe(outcome.recipe, rank=0, head="10.0.0.1", total_gpus=8)] == [[0]]
+    assert "k04-lws-sglang.yaml:16: the server takes 1 GPU(s) on each of its 2 hosts: one group, on GPU(s) 0 (a " \
+        "second group over the same hosts would need a rendezvous port of its own; groups.dist_port is one)" \
+        in outcome.notes  # fmt: skip
+    assert "k04-lws-sglang.yaml:16: the 2 pods of LeaderWorkerSet sglang reach the leader on ports the manifest does " \
+        "not publish (the rendezvous's, NCCL's), as pods reach each other on Kubernetes: across docker hosts that is " \
+        "the host network (--network host), where the server's ports are its own" in outcome.notes  # fmt: skip
+
+
+def test_a_kubernetes_argument_is_placed_at_its_own_line() -> None:
+    name = "k10-vllm-k8s-monitoring-deployment.yaml"
+    assert refusal(name, (FORMATS / name).read_text()).startswith(f"{name}: line 62, column 1: ")  # `- "--log-requests"`
 
 
 def test_a_yaml_fence_no_format_claims_stays_with_the_shell_scan() -> None:

@@ -168,8 +168,9 @@ def test_check_understands_a_group_spanning_nodes() -> None:
 
 def test_check_per_kind_has_no_false_findings() -> None:
     # vLLM: listens on 0.0.0.0 by default (no `unreachable`), -tp/-dp and `_` spellings count, no SGLang pitfalls.
+    # (v0.9.2: the import refuses SGLang's --cuda-graph-max-bs on an image whose option table it has, 0.33's)
     vllm = import_docker_run(
-        "docker run -p 8000:8000 -v /data:/data -e SGLANG_RAGGED_VERIFY_MODE=compact vllm/vllm-openai:v0.33.0 "
+        "docker run -p 8000:8000 -v /data:/data -e SGLANG_RAGGED_VERIFY_MODE=compact vllm/vllm-openai:v0.9.2 "
         "--model /data/models/x -tp 2 --data_parallel_size 2 --cuda-graph-max-bs 8"
     )
     codes = [f.code for f in check_recipe(vllm)]

@@ -133,10 +133,23 @@ def _fence_region(lines: Sequence[str], body: list[int], language: str, span: tu
     return Region(first + 1, last + 1, text, False, span)
 
 
+class LinedList(list):  # type: ignore[type-arg]
+    """A loaded YAML sequence that keeps the 1-based file line of each item (`lines`)."""
+
+    lines: list[int]
+
+
 class _LineLoader(yaml.SafeLoader):
-    """The safe loader, with each mapping's line and its keys' lines kept (for messages and the line account)."""
+    """The safe loader, with each mapping's line and its keys' lines kept, and each sequence item's line (for
+    messages and the line account)."""
 
     offset = 0
+
+    def construct_lined_seq(self, node: yaml.SequenceNode):  # type: ignore[no-untyped-def]
+        data = LinedList()
+        data.lines = [item.start_mark.line + 1 + self.offset for item in node.value]
+        yield data
+        data.extend(self.construct_sequence(node))
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:  # type: ignore[override]
         mapping = super().construct_mapping(node, deep=True)
@@ -144,6 +157,9 @@ class _LineLoader(yaml.SafeLoader):
                           if isinstance(k, yaml.ScalarNode)}  # fmt: skip
         mapping[LINE] = node.start_mark.line + 1 + self.offset
         return mapping
+
+
+_LineLoader.add_constructor("tag:yaml.org,2002:seq", _LineLoader.construct_lined_seq)
 
 
 def load_documents(post: PostFile, region: Region) -> list[Document]:

@@ -49,7 +49,7 @@ from hgxkit.recipe.importing.benchmarks import benchmarks
 from hgxkit.recipe.importing.commands import PLACEHOLDER, Simple, simple_commands
 from hgxkit.recipe.importing.docker_run import foreign_hardware, scrub_run
 from hgxkit.recipe.importing.documents import read_documents
-from hgxkit.recipe.importing.engine_refusal import engine_refusal
+from hgxkit.recipe.importing.engine_refusal import engine_refusal, unchecked_flags
 from hgxkit.recipe.importing.formats import DOCUMENT_FORMATS, SCRIPT_FORMATS, format_of
 from hgxkit.recipe.importing.group_join import join_groups
 from hgxkit.recipe.importing.model_placement import DEFAULT_MODELS_DIR, place_model
@@ -155,7 +155,7 @@ class _Importer:
         chosen = self._choose()
         recipe, where = self._build(chosen)
         _host_relative_mounts(recipe, chosen[0][0])
-        _engine_refuses(recipe, chosen[0][0])
+        _engine_refuses(recipe, chosen[0][0], self.notes)
         recipe = self._benchmarks(recipe, chosen)
         recipe = replace(recipe, name=self.options.name or self.exported_name or _name(recipe))
         prose = self._prose()
@@ -659,14 +659,20 @@ def _hardware(server: Candidate, run: ParsedRun, scope: Scope, prefix: dict[str,
             raise InputError(f"{where}: {name} is a Huawei Ascend (HCCL) setting; hgxkit serves NVIDIA HGX-H200 nodes")
 
 
-def _engine_refuses(recipe: Recipe, server: Candidate) -> None:
-    """Refuse, at the word of the post that causes it, what the engine itself would refuse at start-up."""
+def _engine_refuses(recipe: Recipe, server: Candidate, notes: list[str]) -> None:
+    """Refuse, at the word of the post that causes it, what the engine itself would refuse at start-up; note the
+    flags no option table of the image's version could judge."""
     refusal = engine_refusal(recipe)
-    if refusal is None:
-        return
-    word = next((w for w in server.simple.words if refusal.word in w.text), None)
-    at = f"{server.simple.command.post.name}: line {word.line}, column {word.column}" if word else server.where()
-    raise InputError(f"{at}: the engine would refuse: {refusal.reason}")
+    if refusal is not None:
+        raise InputError(f"{_word_at(refusal.word, server)}: the engine would refuse: {refusal.reason}")
+    for unchecked in unchecked_flags(recipe):
+        notes.append(f"{_word_at(unchecked.word, server)}: {unchecked.reason}")
+
+
+def _word_at(text: str, server: Candidate) -> str:
+    """`post: line L, column C` of the first word of the server's command that holds `text`."""
+    word = next((w for w in server.simple.words if text in w.text), None)
+    return f"{server.simple.command.post.name}: line {word.line}, column {word.column}" if word else server.where()
 
 
 def _host_relative_mounts(recipe: Recipe, server: Candidate) -> None:

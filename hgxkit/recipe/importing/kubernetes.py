@@ -13,7 +13,8 @@ a PersistentVolumeClaim that holds the model the server reads is a directory und
 other claim a named volume; an `emptyDir` of medium Memory at /dev/shm is `--shm-size` (its `sizeLimit`, else
 `--ipc host`). A server over several pods (a StatefulSet's ordinals, a LeaderWorkerSet's leader and workers)
 is read from its first pod: rank 0, the leader's address a name hgxkit replaces by the head node's
-(`LWS_LEADER_ADDRESS`, `LWS_GROUP_SIZE`, `LWS_WORKER_INDEX`, the pod-index label). What a manifest sets that a
+(`LWS_LEADER_ADDRESS`, `LWS_GROUP_SIZE`, `LWS_WORKER_INDEX`, the pod-index label); a LeaderWorkerSet's pods,
+which reach each other on any port, run on the host network (`--network host`). What a manifest sets that a
 `docker run` cannot give (a ConfigMap or Secret volume, an env value from the pod's status, AMD or Ascend
 devices) is refused by name; what changes nothing the container runs with (probes, Services, scheduling) is a
 note or set aside.
@@ -291,7 +292,10 @@ class _Pod:
             words += [("--entrypoint", lines.get("command", line)), (literal(option), lines.get("command", line))]
         words.append((literal(image), lines.get("image", line)))
         where_args = lines.get("args", lines.get("command", line))
-        words += [(literal(w), where_args) for w in after]
+        # each word at its own item's line where it is an item as written (a `sh -c` string's words are not)
+        items = dict(reversed([*zip(command, getattr(container.get("command"), "lines", []), strict=False),
+                               *zip(args, getattr(container.get("args"), "lines", []), strict=False)]))  # fmt: skip
+        words += [(literal(w), items.get(w, where_args)) for w in after]
         self._multinode(line)
         return words
 
@@ -364,6 +368,13 @@ class _Pod:
                             ("hostPID", ("--pid", "host"))):  # fmt: skip
             if pod.get(key) is True:
                 words += [(option[0], lines.get(key, line)), (option[1], lines.get(key, line))]
+        if self._spans_pods() and pod.get("hostNetwork") is not True:
+            at = lines.get("hostNetwork", line)
+            words += [("--network", at), ("host", at)]
+            self.notes.append(f"{self.where(line)}: the {pod['__group__']} pods of {pod['__kind__']} {self.name} reach "
+                              "the leader on ports the manifest does not publish (the rendezvous's, NCCL's), as pods "
+                              "reach each other on Kubernetes: across docker hosts that is the host network "
+                              "(--network host), where the server's ports are its own")  # fmt: skip
         runtime = pod.get("runtimeClassName")
         if runtime == "nvidia":
             at = lines.get("runtimeClassName", line)
@@ -428,8 +439,13 @@ class _Pod:
                              "manifest; list each as env (a secretKeyRef is taken from the environment)")  # fmt: skip
         return words
 
+    def _spans_pods(self) -> bool:
+        """True for a pod of a group of several pods (a LeaderWorkerSet's leader and workers)."""
+        size = self.pod.get("__group__")
+        return isinstance(size, int) and size > 1
+
     def _ports(self, container: dict, line: int) -> list[WordAt]:
-        if self.pod.get("hostNetwork") is True:
+        if self.pod.get("hostNetwork") is True or self._spans_pods():
             return []
         words: list[WordAt] = []
         for port in container.get("ports") or []:

@@ -36,8 +36,8 @@ from hgxkit.recipe.docker_options import canonical
 from hgxkit.recipe.dockerrun import OptionEntry, ParsedRun, parse_option_words
 from hgxkit.recipe.importing.commands import Simple
 from hgxkit.recipe.importing.reading import Reading
-from hgxkit.recipe.model import Grouping, Recipe
-from hgxkit.recipe.nodes import HGX_GPUS, parallel_size, readable_address
+from hgxkit.recipe.model import Recipe
+from hgxkit.recipe.nodes import HGX_GPUS, parallel_size, readable_address, span_grouping
 from hgxkit.recipe.server_args import ServerCommand
 from hgxkit.recipe.shellwords import shell_value, split_words
 
@@ -281,5 +281,5 @@ def ray_group(recipe: Recipe, ray: RayCluster, head: RayNode, workers: Sequence[
         raise InputError(f"{where}: {flag} {server.flag(flag)} on a Ray cluster; a group over hosts runs on Ray here")
     notes.append(f"{where}: a Ray cluster of {nodes} hosts ({per_host} GPUs each, port {head.port}); the head address "
                  f"{head.head or 'of the head'} is the poster's network; it is given per deploy")  # fmt: skip
-    groups = Grouping(size=per_host, gpus_per_node=HGX_GPUS, nodes=nodes, dist_port=head.port)
+    groups = span_grouping(per_host, nodes, head.port, notes, where)
     return replace(recipe, server=server, groups=groups)
