@@ -218,8 +218,8 @@ def _per_container_lines(container: str, cells: list[Cell], labels: dict[int, st
         text(
             script(
                 '    "hgxkit-exit "*) x=$(printf %s "${{line#hgxkit-exit }}" | tr -cd 0-9); '
-                'echo {why}" $x" >> {log}; echo "hgxkit-exit $x" >> failed ;;',
-                why=f"docker exec {container} exited",
+                'echo docker exec {container} exited "$x" >> {log}; echo "hgxkit-exit $x" >> failed ;;',
+                container=container,
                 log=driver_log,
             )
         ),
