@@ -199,10 +199,16 @@ def client_argv(cell: Cell, output_dir: str, *, warm: bool = False) -> list[str]
 
 
 def cells_from_output(
-    cells: list[Cell], texts: dict[str, str], *, simulated: bool = False, telemetry_source: TelemetrySource = "sampled"
+    cells: list[Cell],
+    texts: dict[str, str],
+    *,
+    simulated: bool = False,
+    telemetry_source: TelemetrySource = "sampled",
+    client_logs: dict[str, str] | None = None,
 ) -> tuple[list[CellResult], list[str]]:
     """Results per cell (every repeat, with intervals) from each client's output file and the telemetry
-    recorded while it ran (sampled, or read from Prometheus afterwards); problems for cells that produced none."""
+    recorded while it ran (sampled, or read from Prometheus afterwards); problems for cells that produced none,
+    each with the last line of the cell's client log where `client_logs` (cell file -> log tail) has it."""
     results, problems = [], []
     for cell in (c for c in cells if c.record):
         text = texts.get(cell.file, "")
@@ -212,13 +218,32 @@ def cells_from_output(
             problems.append(f"group {cell.group} cell {cell.shape}: {err}")
             continue
         if not records:
-            problems.append(f"group {cell.group} cell {cell.shape}: the client wrote no result")
+            log = None if client_logs is None or cell.file not in client_logs else client_logs[cell.file]
+            problems.append(f"group {cell.group} cell {cell.shape}: the client wrote no result{last_words(log)}")
             continue
         results.append(CellResult.from_repeats(records, num_prompts=cell.num_prompts, group=cell.group,
                                                raw_files=[cell.file] * len(records),
                                                telemetry=cell_telemetry(cell, texts, simulated,
                                                                         telemetry_source)))  # fmt: skip
     return results, problems
+
+
+LAST_WORDS_CHARS = 300
+
+
+def last_words(log: str | None) -> str:
+    """What a client's log says of a cell with no result, to end its gate line: its last two non-blank lines
+    joined by " | " (the exception and where it came from, Docker's own error and the exit status, what the
+    server answered), cut to their last LAST_WORDS_CHARS characters; that it printed nothing; or nothing when
+    the log was not read."""
+    if log is None:
+        return ""
+    lines = [line.strip() for line in log.splitlines() if line.strip()][-2:]
+    if not lines:
+        return "; its log is empty"
+    said = " | ".join(lines)
+    said = said if len(said) <= LAST_WORDS_CHARS else "…" + said[-LAST_WORDS_CHARS:]
+    return f"; its last line{'s' if len(lines) > 1 else ''}: {said}"
 
 
 def cell_telemetry(

@@ -177,7 +177,15 @@ def _per_container_lines(container: str, cells: list[Cell], labels: dict[int, st
     lines = [
         text(script("echo {label} > progress", label=labels[id(cells[0])])),
         text(argv("docker", "cp", DRIVER_FILE, f"{container}:{inner}/{DRIVER_FILE}")),
-        text(script("{client} 2> {log} | while IFS= read -r line; do", client=client, log=driver_log)),
+        # The exec's exit status follows as the last line: a `docker exec` that never started the driver (Docker
+        # 20.10 prints its own "OCI runtime exec failed …" on stdout) prints no cell line at all.
+        text(
+            script(
+                '{{ {client} 2> {log}; echo "hgxkit-exit $?"; }} | while IFS= read -r line; do',
+                client=client,
+                log=driver_log,
+            )
+        ),
         '  case "$line" in',
         # The client runs in a stranger's image: what it prints picks one of the cells below by its exact line,
         # and every file name, progress text and telemetry argument comes from the cell table, never from the
@@ -206,6 +214,19 @@ def _per_container_lines(container: str, cells: list[Cell], labels: dict[int, st
             )
         ),
         '    "hgxkit-done "*) echo "hgxkit-done ${f:-unknown} $(printf %s "${line##* }" | tr -cd 0-9)" >> failed ;;',
+        '    "hgxkit-exit 0") ;;',
+        text(
+            script(
+                '    "hgxkit-exit "*) x=$(printf %s "${{line#hgxkit-exit }}" | tr -cd 0-9); '
+                'echo docker exec {container} exited "$x" >> {log}; echo "hgxkit-exit $x" >> failed ;;',
+                container=container,
+                log=driver_log,
+            )
+        ),
+        '    "hgxkit-"*) ;;',
+        # Anything else on stdout is Docker's or the image's own word (the driver sends the client's output to
+        # the cells' logs): kept in the client log, where "no result" is explained.
+        text(script("""    *) printf '%s\\n' "$line" >> {log} ;;""", log=driver_log)),
         "  esac",
         '  case "$line" in "hgxkit-done "*) f= ;; esac',
         "done",

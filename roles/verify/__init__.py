@@ -192,7 +192,7 @@ def _verify(recipe: Recipe, mode: str, group: NodeGroup | None = None) -> None:
                          gpus=tuple(by_group[c.group].gpus)) for c in cells]  # fmt: skip
     run(script("umask 077 && mkdir -p {dir} && chmod 700 {parent} {dir}", dir=workdir,
                parent=str(host.data.get("verify_workdir"))))  # fmt: skip
-    texts = _run_detached(run, cells, workdir, key_file, run_tag) if cells else {}
+    texts, client_logs = _run_detached(run, cells, workdir, key_file, run_tag) if cells else ({}, {})
     took.lap(f"benchmark ({len(cells)} cells; the clients' start-up {_client_startup_s(texts):.1f} s of it)")
     if monitored and cells:
         texts.update(_prometheus_telemetry(cells, texts, by_group))
@@ -219,7 +219,8 @@ def _verify(recipe: Recipe, mode: str, group: NodeGroup | None = None) -> None:
     took.lap("fingerprint")
     members = {name: fp for name, (fp, _) in member_runs.items()}
     results, missing = cells_from_output(cells, texts, simulated=fingerprint.simulated,
-                                         telemetry_source="prometheus" if monitored else "sampled")
+                                         telemetry_source="prometheus" if monitored else "sampled",
+                                         client_logs=client_logs)  # fmt: skip
     failed_gates = missing + gates(recipe, results, mode)  # type: ignore[arg-type]
     if group is not None:  # a rank that died while the benchmark ran
         failed_gates += _rank_failures(group, specs[0].name)
@@ -440,8 +441,9 @@ def _secrets(run: HostRunner, key_file: str | None) -> list[str]:
 
 def _run_detached(
     run: HostRunner, cells: list[Cell], workdir: str, key_file: str | None, run_tag: str
-) -> dict[str, str]:
-    """Start (or attach to) the detached benchmark unit and wait for it, printing progress."""
+) -> tuple[dict[str, str], dict[str, str]]:
+    """Start (or attach to) the detached benchmark unit and wait for it, printing progress; the result files'
+    texts, and the client log's last lines (redacted, control characters escaped) of each cell with none."""
     current = f"{host.data.get('verify_workdir')}/current"
     active, _ = run.status(argv("systemctl", "is-active", "--quiet", UNIT))
     if active:
@@ -490,12 +492,14 @@ def _run_detached(
             )
     names = [name for cell in cells for name in (cell.file, *cell.telemetry_files)] + [CLIENT_START_FILE]
     texts = _fetch_results(run, workdir, names)
+    logs = {}
     for cell in cells:
         if not texts.get(cell.file, "").strip():
             log = run(script("tail -n 5 {f} 2>/dev/null || true", f=f"{workdir}/{cell.file}.log"))
             shown = escape_control(redact(" | ".join(log)[-400:]))  # the client prints what the server answered
             echo(f"[{host.name}] {cell.file}: no result; client log: {shown}")
-    return texts
+            logs[cell.file] = "\n".join(escape_control(redact(line.rstrip())) for line in log)  # Docker's \r too
+    return texts, logs
 
 
 def _fetch_results(run: HostRunner, workdir: str, names: list[str]) -> dict[str, str]:

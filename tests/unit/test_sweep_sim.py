@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib.machinery
 import importlib.util
+import json
 import resource
 from pathlib import Path
 
@@ -65,6 +66,42 @@ def test_runc_wrapper_drops_capabilities_outside_the_nodes_bounding_set(monkeypa
     assert runc.fit(config) == ["caps=SYS_RESOURCE"]
     assert config["process"]["capabilities"] == {"bounding": ["CAP_CHOWN", "CAP_SYS_ADMIN"], "effective": ["CAP_CHOWN"]}
     assert config["process"]["env"] == ["HGXKIT_SIM_CLAMPED=caps=SYS_RESOURCE"]
+
+
+def test_runc_wrapper_finds_the_process_file_of_exec_only() -> None:
+    runc = _runc()
+    # containerd-shim's `docker exec`: runc --root R --log L --log-format json exec --process FILE --detach …
+    shim = ["--root", "/r", "--log", "l", "--log-format", "json", "exec", "--process", "/tmp/runc-process1",
+            "--detach", "--pid-file", "p", "id"]  # fmt: skip
+    assert runc.process_of(shim) == "/tmp/runc-process1"
+    assert runc.process_of(["exec", "-p", "/tmp/p2", "id"]) == "/tmp/p2"
+    assert runc.process_of(["exec", "--process=/tmp/p3", "id"]) == "/tmp/p3"
+    assert runc.process_of(["exec", "id", "sh"]) is None  # the container's own (already fitted) process
+    assert runc.process_of(["create", "--bundle", "/b", "id"]) is None
+    assert runc.bundle_of(shim) is None
+
+
+def test_runc_wrapper_fits_an_exec_process_like_the_container(tmp_path, monkeypatch) -> None:
+    """`docker exec` into a `--ulimit memlock=-1` container: Docker copies the container's rlimits into the exec'd
+    process, which the node's kernel refused ("error setting rlimit type 8") while the container itself ran."""
+    runc = _runc()
+    monkeypatch.setattr(runc.resource, "getrlimit", lambda number: (8388608, 8388608))
+    monkeypatch.setattr(runc, "bounding", lambda: {"CAP_CHOWN"})
+    path = tmp_path / "runc-process1"
+    path.write_text(json.dumps({"args": ["python3"], "env": ["PATH=/bin"], "rlimits": [
+        {"type": "RLIMIT_MEMLOCK", "hard": runc.UNLIMITED, "soft": runc.UNLIMITED}],
+        "capabilities": {"effective": ["CAP_CHOWN", "CAP_IPC_LOCK"]}}))  # fmt: skip
+    runc.rewrite(str(path), runc.fit_process)
+    assert json.loads(path.read_text()) == {
+        "args": ["python3"],
+        "env": ["PATH=/bin", "HGXKIT_SIM_CLAMPED=memlock=-1:-1>8388608:8388608,caps=IPC_LOCK"],
+        "rlimits": [{"type": "RLIMIT_MEMLOCK", "hard": 8388608, "soft": 8388608}],
+        "capabilities": {"effective": ["CAP_CHOWN"]},
+    }
+    within = tmp_path / "runc-process2"
+    within.write_text('{"args": ["true"], "rlimits": [{"type": "RLIMIT_NOFILE", "hard": 1024, "soft": 1024}]}')
+    runc.rewrite(str(within), runc.fit_process)
+    assert within.read_text() == '{"args": ["true"], "rlimits": [{"type": "RLIMIT_NOFILE", "hard": 1024, "soft": 1024}]}'
 
 
 def test_runc_wrapper_reads_the_cap_numbers_of_the_kernel_table() -> None:

@@ -10,7 +10,7 @@ import pytest
 from hgxkit.errors import InputError
 from hgxkit.recipe.matrix import MatrixCell
 from hgxkit.recipe.read import load_recipe
-from hgxkit.verify.plan import bench_knob, client_argv, plan_cells
+from hgxkit.verify.plan import Cell, bench_knob, cells_from_output, client_argv, last_words, plan_cells
 
 ROOT = Path(__file__).resolve().parents[2]
 MARLIN = load_recipe(ROOT / "recipes" / "deepseek-v4-flash-dspark-marlin.yaml")
@@ -87,3 +87,27 @@ def test_verify_knobs_that_size_a_run_are_bounded_with_one_line_naming_the_knob(
         bench_knob(name, value)
     assert refused.value.message == message
     assert bench_knob(name, "7") == 7 and bench_knob(name, None) is None
+
+
+def test_a_cell_without_result_says_the_clients_last_line() -> None:
+    """The gate once said only "the client wrote no result" (issue 24's c01: Docker refused the exec, and the
+    reason was on the node alone)."""
+    cells = [Cell(0, "sglang", 30000, 512, 1, 4, 64), Cell(1, "sglang-1", 30001, 512, 1, 4, 64)]
+    oci = "OCI runtime exec failed: exec failed: … error setting rlimit type 8: operation not permitted: unknown"
+    logs = {cells[0].file: f"{oci}\ndocker exec sglang exited 126\n\n", cells[1].file: ""}
+    _, problems = cells_from_output(cells, {}, client_logs=logs)
+    assert problems == [
+        f"group 0 cell 512x1: the client wrote no result; its last lines: {oci} | docker exec sglang exited 126",
+        "group 1 cell 512x1: the client wrote no result; its log is empty",
+    ]
+    _, unread = cells_from_output(cells[:1], {})
+    assert unread == ["group 0 cell 512x1: the client wrote no result"]
+
+
+def test_the_clients_last_line_is_cut_to_its_end() -> None:
+    long = "x" * 400 + "ValueError: the tokenizer is missing"
+    assert last_words(long) == "; its last line: …" + long[-300:]
+    assert last_words("Traceback (most recent call last):\n  File \"serving.py\", line 9\nKeyError: 'model'\n") == (
+        "; its last lines: File \"serving.py\", line 9 | KeyError: 'model'"
+    )
+    assert last_words(None) == "" and last_words(" \n\t\n") == "; its log is empty"

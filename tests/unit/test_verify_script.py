@@ -27,6 +27,8 @@ FAKE_DOCKER = """#!/bin/sh
 # docker stand-in: `exec [-e NAME]... CONTAINER CMD...` runs CMD here; `cp [C:]SRC [C:]DST` copies.
 case "$1" in
   exec)
+    # Docker 20.10 prints a failed exec's own error on stdout, not stderr
+    [ -n "$EXEC_FAILS" ] && { echo "$EXEC_FAILS"; exit 126; }
     shift
     while [ "$1" = "-e" ]; do shift 2; done
     shift
@@ -211,11 +213,40 @@ def test_a_container_without_the_client_fails_every_cell_with_a_clear_log(host) 
     assert not any((workdir / cell.file).exists() for cell in CELLS)
 
 
+OCI_ERROR = (
+    "OCI runtime exec failed: exec failed: unable to start container process: error setting rlimits for process: "
+    "error setting rlimit type 8: operation not permitted: unknown"
+)
+
+
+def test_an_exec_that_never_started_the_client_fails_with_dockers_own_words_in_the_log(host) -> None:
+    """`docker exec` refused before the driver ran (a `--ulimit memlock=-1` container on a node that cannot give
+    it): no cell line ever came, and Docker's error came on stdout, so the run once ended with status 0 and an
+    empty log, and verify could only say "the client wrote no result"."""
+    workdir, env, run_tag = host
+    rc = run_script(workdir, {**env, "EXEC_FAILS": OCI_ERROR}, run_tag, "per_container")
+
+    assert rc == 1 and (workdir / "status").read_text().strip() == "1"
+    assert (workdir / "failed").read_text().splitlines() == ["hgxkit-exit 126", "hgxkit-exit 126"]
+    for cell, container in ((CELLS[0], "g0"), (CELLS[1], "g0"), (CELLS[2], "g1")):
+        assert (workdir / f"{cell.file}.log").read_text() == f"{OCI_ERROR}\ndocker exec {container} exited 126\n"
+    assert not any((workdir / cell.file).exists() for cell in CELLS)
+
+
+def test_a_client_that_ran_exits_zero_and_adds_nothing_to_its_log(host) -> None:
+    workdir, env, run_tag = host
+    cells = [CELLS[0]]
+    script = bench_script(cells, workdir=str(workdir), api_key_file=None, run_tag=run_tag)
+    (workdir / "run.sh").write_text(script)
+    assert subprocess.run(["sh", str(workdir / "run.sh")], env=env, capture_output=True, timeout=120).returncode == 0
+    assert not (workdir / "failed").exists() and (workdir / "client-g0.log").read_text() == ""
+
+
 def test_the_api_key_reaches_the_client_by_name_from_the_root_only_file(host) -> None:
     workdir, _, run_tag = host
     script = bench_script(CELLS, workdir=str(workdir), api_key_file="/etc/hgxkit/serve/api-key", run_tag=run_tag)
     assert 'export OPENAI_API_KEY="$(cat /etc/hgxkit/serve/api-key)"' in script
-    execs = [line for line in script.splitlines() if " python3 " in line and line.startswith("docker exec")]
+    execs = [line.removeprefix("{ ") for line in script.splitlines() if " python3 " in line]
     assert len(execs) == 2 and all(line.startswith("docker exec -e OPENAI_API_KEY -e HF_HUB_OFFLINE ") for line in execs)
     assert "OPENAI_API_KEY=" not in script.replace('export OPENAI_API_KEY="$(cat', "")  # never a value
     assert "--api-key" not in script
