@@ -42,6 +42,7 @@ def check_recipe(recipe: Recipe, total_gpus: int | None = None) -> list[Problem]
     findings += env_problems(recipe)
     findings += _check_exposure(recipe)
     findings += _check_host_interfaces(recipe)
+    findings += _check_spanning_network(recipe)
     findings += _check_pitfalls(recipe)
     findings += [Problem("host-input", note, level="warning") for note in recipe.host_inputs()]
     return findings
@@ -240,6 +241,20 @@ def _check_host_interfaces(recipe: Recipe) -> list[Problem]:
         Problem("host-interface", f"-e {name}={value} names a host network interface, but the container has its own "
                 "network (no --network host), where only lo and eth0 exist", f"add --network host or drop {name}")
         for name, value in settings
+    ]  # fmt: skip
+
+
+def _check_spanning_network(recipe: Recipe) -> list[Problem]:
+    """A server spread over hosts from containers on Docker's bridge network: its ranks reach each other on the
+    rendezvous port and on NCCL's/Gloo's own ports, which no `-p` publishes, so the group never forms (seen on
+    simulated nodes: rank 0 waits for the other node until its health deadline)."""
+    nodes = recipe.node_count()
+    if nodes <= 1 or recipe.docker.last("--network") == "host":
+        return []
+    return [
+        Problem("spanning-network", f"the server spans {nodes} nodes, but its containers have Docker's own (bridge) "
+                "network: the ranks reach each other on ports no -p publishes (the rendezvous, NCCL's), so the group "
+                "never forms", "add --network host, as multi-node posts of both engines do")
     ]  # fmt: skip
 
 

@@ -156,6 +156,20 @@ def test_a_bridge_container_naming_a_host_interface_is_an_error() -> None:
     assert "host-interface" not in codes(check_recipe(import_docker_run(on_host)), "error")
 
 
+def test_a_server_over_two_nodes_on_the_bridge_network_is_an_error() -> None:
+    base = (
+        "docker run --gpus all --ipc=host -p 30000:30000 lmsysorg/sglang:v0.5.0 python3 -m sglang.launch_server "
+        "--model-path /m --tp 16 --nnodes 2 --node-rank 0 --dist-init-addr 10.0.0.1:20000 --host 0.0.0.0"
+    )
+    errors = [f for f in check_recipe(import_docker_run(base)) if f.code == "spanning-network"]
+    assert [(f.level, f.remedy) for f in errors] == [("error", "add --network host, as multi-node posts of both engines do")]
+    assert errors[0].message.startswith("the server spans 2 nodes, but its containers have Docker's own (bridge)")
+    on_host = base.replace("-p 30000:30000", "--network host")
+    assert "spanning-network" not in codes(check_recipe(import_docker_run(on_host)), "error")
+    one_node = base.replace("--tp 16 --nnodes 2 --node-rank 0 --dist-init-addr 10.0.0.1:20000", "--tp 8")
+    assert "spanning-network" not in codes(check_recipe(import_docker_run(one_node)), "error")
+
+
 @pytest.mark.parametrize(
     ("old", "new", "message"),
     [
