@@ -229,7 +229,13 @@ def ray_run(run: ParsedRun, head: RayNode, where: str, notes: list[str]) -> Pars
         for value in head.dropped:
             notes.append(f"{head.where()}: -e {value} is this host's own address; dropped (Ray uses each host's "
                          "address on the host network)")  # fmt: skip
-        return replace(head.run, command=run.command)
+        # The launch's own `NAME=value` prefix (made -e by bare_run) is the server's environment: kept, or the
+        # container would run the server without it. vLLM hands its VLLM_* variables to the Ray workers.
+        launch_env = [e for e in run.entries if any(canonical(u.option.name) == "--env" for u in e.uses)]
+        if launch_env:
+            shown = ", ".join(" ".join(e.words) for e in launch_env)
+            notes.append(f"{where}: {shown} (the launch's environment) added to the container on every host")
+        return replace(head.run, entries=(*head.run.entries, *launch_env), command=run.command)
     kept: list[OptionEntry] = [e for e in run.entries if not any(canonical(u.option.name) in ("--publish", "--network")
                                                                   for u in e.uses)]  # fmt: skip
     notes.append(f"{where}: runs on the Ray cluster started at {head.where()}: --network host and --entrypoint "
