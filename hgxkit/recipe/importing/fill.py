@@ -34,6 +34,11 @@ FILL_IN = re.compile(r"(?<![\w${])YOUR_\w+|(?<![\w.])/path/to/[^\s:,\"']*")
 _PLAIN_VALUE = re.compile(r"[A-Za-z0-9_./:@%+,=-]+")
 
 
+def fill_hint(placeholder: str) -> str:
+    """The remedy a refusal of `placeholder` names: write it, or give it with --fill."""
+    return f"write its value, or give it: --fill '{placeholder}=VALUE'"
+
+
 def parse_fill(text: str) -> tuple[str, str]:
     """(placeholder, value) of one `--fill PLACEHOLDER=VALUE`; refused: a left side that is not a placeholder's
     shape, a value that is empty or not one plain shell word."""
@@ -70,7 +75,7 @@ def fill_posts(files: Sequence[tuple[str, str]], fills: Sequence[tuple[str, str]
             lines = [n for n, line in enumerate(text.split("\n"), 1) if pattern.search(line)]
             if lines:
                 places.append((name, lines))
-                out[index] = (name, pattern.sub(lambda _: value, text))
+                out[index] = (name, pattern.sub(lambda _, v=value: v, text))
         if not places:
             names = ", ".join(name for name, _ in files)
             raise InputError(f"--fill {placeholder}=…: {names} has no {placeholder}; give the placeholder as the "

@@ -50,7 +50,7 @@ from hgxkit.recipe.importing.commands import PLACEHOLDER, Simple, simple_command
 from hgxkit.recipe.importing.docker_run import foreign_hardware, scrub_run
 from hgxkit.recipe.importing.documents import read_documents
 from hgxkit.recipe.importing.engine_refusal import engine_refusal
-from hgxkit.recipe.importing.fill import BRACED, FILL_IN, fill_posts
+from hgxkit.recipe.importing.fill import BRACED, FILL_IN, fill_hint, fill_posts
 from hgxkit.recipe.importing.formats import DOCUMENT_FORMATS, SCRIPT_FORMATS, format_of
 from hgxkit.recipe.importing.group_join import join_groups
 from hgxkit.recipe.importing.model_placement import DEFAULT_MODELS_DIR, place_model
@@ -576,7 +576,7 @@ def _placeholders(simple: Simple, *, angled_only: bool = False) -> None:
         line, column, text = braced
         index = next((i for i, w in enumerate(words) if (w.line, w.column) >= (line, column)), len(words) - 1)
         raise InputError(f"{simple.command.post.name}: line {line}, column {column}: {text} is a placeholder"
-                         f"{_owner(words, index)}; write its value")  # fmt: skip
+                         f"{_owner(words, index)}; {fill_hint(text)}")  # fmt: skip
     for index, word in enumerate(words):
         if word.is_operator and word.text == "<":
             close = next((i for i in range(index + 1, len(words)) if words[i].is_operator), None)
@@ -595,7 +595,7 @@ def _placeholders(simple: Simple, *, angled_only: bool = False) -> None:
         else:
             continue
         raise InputError(f"{simple.command.post.name}: line {word.line}, column {word.column}: {text} is a "
-                         f"placeholder{_owner(words, index)}; write its value")  # fmt: skip
+                         f"placeholder{_owner(words, index)}; {fill_hint(text)}")  # fmt: skip
 
 
 # A model written as an upper-case name (`model=MODEL_PATH`): a value left for the reader, not a repository or path.

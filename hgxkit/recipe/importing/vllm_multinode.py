@@ -35,6 +35,7 @@ from hgxkit.kinds.base import RayCluster
 from hgxkit.recipe.docker_options import canonical
 from hgxkit.recipe.dockerrun import OptionEntry, ParsedRun, parse_option_words
 from hgxkit.recipe.importing.commands import Simple
+from hgxkit.recipe.importing.fill import fill_hint
 from hgxkit.recipe.importing.reading import Reading
 from hgxkit.recipe.model import Grouping, Recipe
 from hgxkit.recipe.nodes import HGX_GPUS, parallel_size, readable_address
@@ -187,7 +188,7 @@ class RayStart:
             if simple.placeholder is not None:
                 line, column, text = simple.placeholder
                 raise InputError(f"{simple.command.post.name}: line {line}, column {column}: {text} is a placeholder "
-                                 f"(an argument of {' '.join(_words(simple)[:1])}); write its value")  # fmt: skip
+                                 f"(an argument of {' '.join(_words(simple)[:1])}); {fill_hint(text)}")  # fmt: skip
             node = ray_node(simple, [w.text for w in reading.resolved(simple)])
         except InputError as err:
             reading.cluster.append(err)
