@@ -47,6 +47,8 @@ def test_vllms_ray_example_imports_with_its_placeholders_given() -> None:
     assert f"{R01.name}:73: -e VLLM_USE_V1=1 (the launch's environment) added to the container on every host" in (
         outcome.notes
     )
+    assert f"{R01.name}:34: `ray start` --include-dashboard=True not kept: every host runs hgxkit's own Ray start " \
+        "(`ray start --head --port=6379`, `ray start --block --address=HEAD:6379`)" in outcome.notes
     assert len(outcome.lines) == len(R01.read_text().split("\n"))  # every line accounted for, filled or not
 
 
