@@ -34,6 +34,7 @@ from hgxkit.errors import InputError
 from hgxkit.kinds.base import RayCluster
 from hgxkit.recipe.docker_options import canonical
 from hgxkit.recipe.dockerrun import OptionEntry, ParsedRun, parse_option_words
+from hgxkit.recipe.imageref import normalized
 from hgxkit.recipe.importing.commands import Simple
 from hgxkit.recipe.importing.fill import fill_hint
 from hgxkit.recipe.importing.reading import Reading
@@ -242,6 +243,9 @@ def ray_run(run: ParsedRun, head: RayNode, where: str, notes: list[str]) -> Pars
                          "address on the host network)")  # fmt: skip
         # The launch's own `NAME=value` prefix (made -e by bare_run) is the server's environment: kept, or the
         # container would run the server without it. vLLM hands its VLLM_* variables to the Ray workers.
+        if normalized(run.image) != normalized(head.run.image):
+            notes.append(f"{where}: the server runs in the head's container, so its image is {head.run.image} (as "
+                         f"{head.where()} runs it), not {run.image}")  # fmt: skip
         launch_env = [e for e in run.entries if any(canonical(u.option.name) == "--env" for u in e.uses)]
         if launch_env:
             shown = ", ".join(" ".join(e.words) for e in launch_env)
