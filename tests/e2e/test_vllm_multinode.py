@@ -172,12 +172,19 @@ def ray_example(cluster: Path) -> dict[str, object]:
     assert imported.returncode == 0, out(imported)
     first = deploy("Ray example over two hosts: serve, verify", f"recipe={recipe}", "api_key=auto",
                    f"results_dir={results}", RAY_EXAMPLE_ALLOW)  # fmt: skip
-    return {"recipe": recipe, "results": results, "first": first}
+    why = ""
+    if first.returncode != 0:  # what the node saw: the client's log, the containers, the head's last lines
+        why = node_sh(CLUSTER, "for f in $(find /var/lib/hgxkit/verify -name '*.log' 2>/dev/null); do echo \"== $f\"; "
+                      "tail -n 30 \"$f\"; done; ls -la /var/lib/hgxkit/verify/*/; c=$(docker ps -aq --filter "
+                      "label=hgxkit.serve); docker exec $c sh -c 'ls -laR /tmp/hgxkit-verify; tail -n 40 "
+                      "/tmp/hgxkit-verify/*/*.log'; journalctl --no-pager -n 60 -u 'hgxkit-verify*' 2>&1; "
+                      "docker ps -a; docker logs --tail 30 $c 2>&1 || true")  # fmt: skip
+    return {"recipe": recipe, "results": results, "first": first, "why": why}
 
 
 def test_vllm_examples_ray_script_serves_tp8_pp2_over_two_nodes_verified_and_archived(ray_example) -> None:
     first = ray_example["first"]
-    assert first.returncode == 0, out(first)[-6000:]
+    assert first.returncode == 0, out(first)[-3000:] + ray_example["why"]
     now = containers()
     assert {n: (c["rank"], c["running"]) for n, c in now.items()} == {"node1": ("0", "True"), "node2": ("1", "True")}
     head, worker = now["node1"]["args"], now["node2"]["args"]

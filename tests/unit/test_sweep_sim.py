@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib.machinery
 import importlib.util
+import json
 import resource
 from pathlib import Path
 
@@ -65,6 +66,23 @@ def test_runc_wrapper_drops_capabilities_outside_the_nodes_bounding_set(monkeypa
     assert runc.fit(config) == ["caps=SYS_RESOURCE"]
     assert config["process"]["capabilities"] == {"bounding": ["CAP_CHOWN", "CAP_SYS_ADMIN"], "effective": ["CAP_CHOWN"]}
     assert config["process"]["env"] == ["HGXKIT_SIM_CLAMPED=caps=SYS_RESOURCE"]
+
+
+def test_runc_wrapper_fits_the_process_file_of_an_exec_too(monkeypatch, tmp_path) -> None:
+    """`docker exec` into a `--privileged` container: its process file asks every capability; the node's runc
+    failed it ("unable to apply caps") until the exec was fitted like the container."""
+    runc = _runc()
+    assert runc.process_of(["--root", "/r", "exec", "--process", "/s/p.json", "--detach", "id"]) == "/s/p.json"
+    assert runc.process_of(["exec", "-p", "/s/q.json", "id"]) == "/s/q.json"
+    assert runc.process_of(["exec", "--process=/s/r.json", "id"]) == "/s/r.json"
+    assert runc.process_of(["create", "--bundle", "/b", "id"]) is None
+    monkeypatch.setattr(runc, "bounding", lambda: {"CAP_CHOWN"})
+    process = tmp_path / "process.json"
+    process.write_text(json.dumps({"args": ["python3"], "env": ["A=1"],
+                                   "capabilities": {"bounding": ["CAP_CHOWN", "CAP_SYS_RESOURCE"]}}))  # fmt: skip
+    runc._rewrite(str(process), runc.fit_process)
+    assert json.loads(process.read_text()) == {"args": ["python3"], "env": ["A=1", "HGXKIT_SIM_CLAMPED=caps=SYS_RESOURCE"],
+                                               "capabilities": {"bounding": ["CAP_CHOWN"]}}  # fmt: skip
 
 
 def test_runc_wrapper_reads_the_cap_numbers_of_the_kernel_table() -> None:
