@@ -25,6 +25,7 @@ from hgxkit.recipe.check import check_recipe
 from hgxkit.recipe.diff import diff_recipes
 from hgxkit.recipe.dump import dump_recipe
 from hgxkit.recipe.groups import parse_groups_arg
+from hgxkit.recipe.importing.fill import parse_fill
 from hgxkit.recipe.importing.importer import ImportOptions, import_post
 from hgxkit.recipe.importing.model_placement import DEFAULT_MODELS_DIR
 from hgxkit.recipe.importing.outcome import ImportRefused, explained, ledger_json
@@ -93,6 +94,7 @@ def _add_import(commands: argparse._SubParsersAction) -> None:
         "  hgxkit recipe import server-post.md bench-post.md --model-repo org/Model\n"
         "  hgxkit recipe import compose.yaml --pick 2   # the second serving service\n"
         "  hgxkit recipe import vendor-page.md --pick 2 --image vllm/vllm-openai:v0.33.0\n"
+        "  hgxkit recipe import run.sh --fill /path/to/weights=/data/models/M   # a value the post leaves to you\n"
         "  pbpaste | hgxkit recipe import - --model-repo deepseek-ai/DeepSeek-V4-Flash-DSpark\n"
         "  hgxkit recipe import post.txt --explain    # what became of each line, or where it was refused",
     )
@@ -104,6 +106,9 @@ def _add_import(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("--revision", default="main", help="model revision (branch, tag or commit)")
     parser.add_argument("--models-dir", default=DEFAULT_MODELS_DIR, help="host directory models are placed under")
     parser.add_argument("--pick", type=_positive_int, help="take serving command N of a post that shows several")
+    parser.add_argument("--fill", action="append", default=[], metavar="PLACEHOLDER=VALUE",
+                        help="the value of a placeholder the post leaves to fill in (/path/to/…, <NAME>, YOUR_…), "
+                        "written out wherever the post has it; once per placeholder")  # fmt: skip
     parser.add_argument("-o", "--output", help="write the recipe here instead of stdout")
     parser.add_argument("--force", action="store_true", help="overwrite --output if it exists")
     shown = parser.add_mutually_exclusive_group()
@@ -222,7 +227,7 @@ def _cmd_import(args: argparse.Namespace) -> int:
             files.append((name, read_text_file(name)))
     options = ImportOptions(
         name=args.name, image=args.image, kind=args.kind, model_repo=args.model_repo, revision=args.revision,
-        models_dir=args.models_dir, pick=args.pick,
+        models_dir=args.models_dir, pick=args.pick, fill=tuple(parse_fill(f) for f in args.fill),
     )  # fmt: skip
     try:
         outcome = import_post(files, options)

@@ -16,8 +16,17 @@ import` and deployed with `pyinfra -y inventories/sim.py deploys/reproduce.py --
   refuses it by name; imported with the image the post names (`--image vllm/vllm-openai:v0.7.2`, whose options
   hgxkit does not have: the flag is noted as not checked), the head's server (the stand-in parses 0.33's CLI
   whatever the tag) exits 2 naming it and the rollout fails saying so. (No real two-node Ray post with concrete
-  values and flags vLLM 0.33 reads was found; the Ray rendezvous itself is tested in
-  tests/unit/test_vllm_stub_cluster.py.)
+  values and flags vLLM 0.33 reads was found: r01 below is served instead.)
+- vLLM on a Ray cluster, served: formats/r01 (vLLM's own examples/online_serving/run_deepseek.sh: `docker run -d
+  … --entrypoint /bin/bash … -c "ray start --block --head --port=6379"` on the head, `… -c "ray start --block
+  --address=192.168.0.1:6379"` on the worker, then in the head's container `VLLM_USE_V1=1 python3 -m
+  vllm.entrypoints.openai.api_server … --tensor-parallel-size 8 --pipeline-parallel-size 2
+  --distributed-executor-backend ray`), imported unedited with what the script leaves to its reader given as a user
+  would: the two `/path/to/…` it tells you to replace (`--fill`), which Hub repo the weights are (`--model-repo`;
+  it says "DeepSeek V3 or R1") and a current image (`--image`: its own pins 0.8.4); the deploy allows the two
+  options the script runs with (`--privileged`, the /var/run/nvidia-topologyd mount) by name. The worker joins the
+  head's Ray cluster, the head's server opens its port only when the placement group of 16 GPUs over both nodes is
+  ready; verified with `vllm bench serve`, archived with both nodes, a re-run changes nothing.
 """
 
 from __future__ import annotations
@@ -41,6 +50,14 @@ CLUSTER = cluster_name("vllmmn")
 POSTS = ROOT / "tests" / "fixtures" / "posts"
 DP_POST = next(POSTS.glob("022-*.txt"))
 RAY_POST = POSTS / "formats" / "r03-vllm-issue-16692-ray-tp16-two-h800.md"
+RAY_EXAMPLE = POSTS / "formats" / "r01-vllm-run-deepseek-ray-docker.sh"
+# What run_deepseek.sh leaves to its reader ("say /path/to/the/huggingface/home/on/this/node"), given as a user would.
+RAY_EXAMPLE_OPTIONS = (
+    "--fill", "/path/to/the/huggingface/home/on/this/node=/data/models/DeepSeek-V3",
+    "--fill", "/path/to/the/model/in/the/container=/models/DeepSeek-V3",
+    "--model-repo", "deepseek-ai/DeepSeek-V3", "--image", "vllm/vllm-openai:latest",
+)  # fmt: skip
+RAY_EXAMPLE_ALLOW = 'allow_docker_options=["--privileged", "host-system-mount"]'
 
 
 def hgxkit(*args: str) -> subprocess.CompletedProcess[str]:
@@ -156,3 +173,56 @@ def test_vllm_on_ray_deploys_both_hosts_and_the_033_image_refuses_the_posts_v072
     assert result.returncode != 0, text[-4000:]
     assert "unrecognized arguments: --enable-reasoning" in text, text[-6000:]
     assert before  # the DP group served before; what a failed rollout of another recipe leaves: see the report
+
+
+@pytest.fixture(scope="module")
+def ray_example(cluster: Path) -> dict[str, object]:
+    """vLLM's run_deepseek.sh imported unedited and deployed over both nodes (after the tests above)."""
+    recipe, results = cluster / "r01.yaml", cluster / "ray-results"
+    imported = hgxkit("recipe", "import", str(RAY_EXAMPLE), *RAY_EXAMPLE_OPTIONS, "-o", str(recipe))
+    assert imported.returncode == 0, out(imported)
+    first = deploy("Ray example over two hosts: serve, verify", f"recipe={recipe}", "api_key=auto",
+                   f"results_dir={results}", RAY_EXAMPLE_ALLOW)  # fmt: skip
+    why = ""
+    if first.returncode != 0:  # what the node saw: the client's log, the containers, the head's last lines
+        why = node_sh(CLUSTER, "for f in $(find /var/lib/hgxkit/verify -name '*.log' 2>/dev/null); do echo \"== $f\"; "
+                      "tail -n 30 \"$f\"; done; ls -la /var/lib/hgxkit/verify/*/; c=$(docker ps -aq --filter "
+                      "label=hgxkit.serve); docker exec $c sh -c 'ls -laR /tmp/hgxkit-verify; tail -n 40 "
+                      "/tmp/hgxkit-verify/*/*.log'; journalctl --no-pager -n 60 -u 'hgxkit-verify*' 2>&1; "
+                      "docker ps -a; docker logs --tail 30 $c 2>&1 || true")  # fmt: skip
+    return {"recipe": recipe, "results": results, "first": first, "why": why}
+
+
+def test_vllm_examples_ray_script_serves_tp8_pp2_over_two_nodes_verified_and_archived(ray_example) -> None:
+    first = ray_example["first"]
+    assert first.returncode == 0, out(first)[-3000:] + ray_example["why"]
+    now = containers()
+    assert {n: (c["rank"], c["running"]) for n, c in now.items()} == {"node1": ("0", "True"), "node2": ("1", "True")}
+    head, worker = now["node1"]["args"], now["node2"]["args"]
+    assert head[0] == "-c" and head[1].startswith("ray start --head ") and "--port=6379" in head[1], head
+    assert head[3:6] == ["vllm", "serve", "--model"] and "--pipeline-parallel-size" in head, head
+    assert worker == ["-c", f"exec ray start --block --address=hgxkit-sim-{CLUSTER}-node1:6379"], worker
+    logs = node_sh(CLUSTER, f"docker logs {now['node1']['name']} 2>&1")
+    assert "[simulated Ray] placement group of 16 GPU(s) ready over 2 node(s)" in logs, logs[-3000:]
+    joined = node_sh(CLUSTER, f"docker logs {now['node2']['name']} 2>&1", node="node2")
+    assert "this node joined the cluster at" in joined and "with 8 GPU(s)" in joined, joined[-2000:]
+    env = node_sh(CLUSTER, f"docker inspect -f '{{{{json .Config.Env}}}}' {now['node1']['name']}")
+    assert "VLLM_USE_V1=1" in json.loads(env), env  # the launch's own prefix, kept
+    assert node_sh(CLUSTER, "curl -s -o /dev/null -w '%{http_code}' -m 30 http://127.0.0.1:8000/health") == "200"
+    (run,) = [p for p in Path(ray_example["results"]).glob("node1/*") if p.is_dir()]
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["simulated"] is True and summary["tool"] == "vllm bench serve", summary
+    assert summary["cells"] and all(c["failed"] == 0 for c in summary["cells"])
+    fingerprint = json.loads((run / "fingerprint.json").read_text())
+    assert [(r["rank"], r["host"]) for r in fingerprint["node_group"]["ranks"]] == [(0, "node1"), (1, "node2")]
+    assert (run / "members" / "node2.json").is_file()
+
+
+def test_vllm_examples_ray_script_a_second_run_changes_nothing(ray_example) -> None:
+    before = containers()
+    again = deploy("Ray example second run (no change)", f"recipe={ray_example['recipe']}", "api_key=auto",
+                   "verify=false", RAY_EXAMPLE_ALLOW)  # fmt: skip
+    assert again.returncode == 0, out(again)[-4000:]
+    ops, changed, errors, unchanged = grand_total(again)
+    assert (changed, errors) == (0, 0) and unchanged == ops
+    assert containers() == before

@@ -117,7 +117,8 @@ def test_a_placeholder_in_a_docker_option_or_server_flag_is_refused_naming_its_f
     with pytest.raises(InputError) as caught:
         import_post([("p.md", post)])
     assert caught.value.message == (
-        "p.md: line 1, column 26: /path/to/models is a placeholder (the value of -v); write its value"
+        "p.md: line 1, column 26: /path/to/models is a placeholder (the value of -v); write its value, or give it: "
+        "--fill '/path/to/models=VALUE'"
     )
     with pytest.raises(InputError) as caught:
         import_post([("p.md", "vllm serve org/m --served-model-name YOUR_MODEL_NAME\n")])

@@ -104,6 +104,23 @@ def test_runc_wrapper_fits_an_exec_process_like_the_container(tmp_path, monkeypa
     assert within.read_text() == '{"args": ["true"], "rlimits": [{"type": "RLIMIT_NOFILE", "hard": 1024, "soft": 1024}]}'
 
 
+def test_runc_wrapper_fits_the_process_file_of_an_exec_too(monkeypatch, tmp_path) -> None:
+    """`docker exec` into a `--privileged` container: its process file asks every capability; the node's runc
+    failed it ("unable to apply caps") until the exec was fitted like the container."""
+    runc = _runc()
+    assert runc.process_of(["--root", "/r", "exec", "--process", "/s/p.json", "--detach", "id"]) == "/s/p.json"
+    assert runc.process_of(["exec", "-p", "/s/q.json", "id"]) == "/s/q.json"
+    assert runc.process_of(["exec", "--process=/s/r.json", "id"]) == "/s/r.json"
+    assert runc.process_of(["create", "--bundle", "/b", "id"]) is None
+    monkeypatch.setattr(runc, "bounding", lambda: {"CAP_CHOWN"})
+    process = tmp_path / "process.json"
+    process.write_text(json.dumps({"args": ["python3"], "env": ["A=1"],
+                                   "capabilities": {"bounding": ["CAP_CHOWN", "CAP_SYS_RESOURCE"]}}))  # fmt: skip
+    runc.rewrite(str(process), runc.fit_process)
+    assert json.loads(process.read_text()) == {"args": ["python3"], "env": ["A=1", "HGXKIT_SIM_CLAMPED=caps=SYS_RESOURCE"],
+                                               "capabilities": {"bounding": ["CAP_CHOWN"]}}  # fmt: skip
+
+
 def test_runc_wrapper_reads_the_cap_numbers_of_the_kernel_table() -> None:
     runc = _runc()
     assert runc.CAPS.index("SYS_RESOURCE") == 24 and runc.CAPS.index("IPC_LOCK") == 14

@@ -9,6 +9,7 @@ import os
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -18,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from hgxkit.sim.hub.makerepo import RepoSpec, make_repo
+from hgxkit.sim.standin.vllm import cluster
 from hgxkit.sim.standin.vllm.cluster import ray_status
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -143,3 +145,18 @@ def test_vllm_on_ray_without_a_cluster_lacks_gpus(model: Path, procs) -> None:
     out = server.stdout.read() if server.stdout else ""
     assert ("ValueError: The number of required GPUs exceeds the total number of available GPUs in the placement "
             "group. (simulated: no Ray cluster is running here, 1 local GPU(s), 2 needed)") in out  # fmt: skip
+
+
+def test_a_blocked_ray_worker_stays_joined_while_the_cluster_is_idle(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`ray start --block --address=…` stays in the cluster as long as the head does, however quiet the link (it
+    once left after the connect timeout, and a two-node group fell apart right after it served)."""
+    monkeypatch.setattr(cluster, "CONNECT_TIMEOUT_S", 0.2)
+    port = _port()
+    head = cluster.RayHead(port, 1, lambda line: None)
+    threading.Thread(target=head.serve_forever, daemon=True).start()
+    threading.Thread(target=cluster._start_worker, args=(f"127.0.0.1:{port}", 1, True, {}), daemon=True).start()
+    deadline = time.monotonic() + 10
+    while head.status()["nodes"] < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(1.0)  # five connect timeouts of quiet
+    assert head.status() == {"nodes": 2, "gpus": 2}

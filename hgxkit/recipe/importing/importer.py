@@ -50,6 +50,7 @@ from hgxkit.recipe.importing.commands import PLACEHOLDER, Simple, simple_command
 from hgxkit.recipe.importing.docker_run import foreign_hardware, scrub_run
 from hgxkit.recipe.importing.documents import read_documents
 from hgxkit.recipe.importing.engine_refusal import engine_refusal, unchecked_flags
+from hgxkit.recipe.importing.fill import BRACED, FILL_IN, fill_hint, fill_posts
 from hgxkit.recipe.importing.formats import DOCUMENT_FORMATS, SCRIPT_FORMATS, format_of
 from hgxkit.recipe.importing.group_join import join_groups
 from hgxkit.recipe.importing.model_placement import DEFAULT_MODELS_DIR, place_model
@@ -93,15 +94,19 @@ class ImportOptions:
     revision: str = "main"
     models_dir: str = DEFAULT_MODELS_DIR
     pick: int | None = None
+    fill: tuple[tuple[str, str], ...] = ()  # (placeholder, value) pairs of `--fill` (see fill)
 
 
 def import_post(files: Sequence[tuple[str, str]], options: ImportOptions | None = None) -> ImportOutcome:
     """Import one recipe from the posts `files` ((name, text) pairs, read in order); a refusal is an
     `ImportRefused` (an InputError) that holds its place and the account of the lines read."""
+    options = options or ImportOptions()
     try:
-        importer = _Importer(files, options or ImportOptions())
+        files, filled = fill_posts(files, options.fill)
+        importer = _Importer(files, options)
     except InputError as err:  # refused while reading (a file too long, a document that cannot be read)
         raise _refused_unread(err.message, files) from None
+    importer.notes[:0] = filled
     try:
         return importer.run()
     except ImportRefused:
@@ -558,9 +563,6 @@ def _unended(simple: Simple) -> None:
     )
 
 
-# Values a post leaves for the reader to fill in: `YOUR_MODEL`, `/path/to/model` (a `$YOUR_…` is a variable).
-_BRACED = re.compile(r"(?<![$\w])\{(?:[Yy]our|YOUR|[Mm]y)\b[^{}\n\"']{0,60}\}")
-_FILL_IN = re.compile(r"(?<![\w${])YOUR_\w+|(?<![\w.])/path/to/[^\s:,\"']*")
 
 
 def _placeholders(simple: Simple, *, angled_only: bool = False) -> None:
@@ -574,7 +576,7 @@ def _placeholders(simple: Simple, *, angled_only: bool = False) -> None:
         line, column, text = braced
         index = next((i for i, w in enumerate(words) if (w.line, w.column) >= (line, column)), len(words) - 1)
         raise InputError(f"{simple.command.post.name}: line {line}, column {column}: {text} is a placeholder"
-                         f"{_owner(words, index)}; write its value")  # fmt: skip
+                         f"{_owner(words, index)}; {fill_hint(text)}")  # fmt: skip
     for index, word in enumerate(words):
         if word.is_operator and word.text == "<":
             close = next((i for i in range(index + 1, len(words)) if words[i].is_operator), None)
@@ -589,11 +591,11 @@ def _placeholders(simple: Simple, *, angled_only: bool = False) -> None:
             flag = words[index - 1].text if index else ""
             if is_secret_name(name) or is_secret_flag(flag) or is_secret_name(flag.lstrip("-").replace("-", "_")):
                 continue
-            text = (PLACEHOLDER.search(word.text) or _FILL_IN.search(word.text)).group()  # type: ignore[union-attr]
+            text = (PLACEHOLDER.search(word.text) or FILL_IN.search(word.text)).group()  # type: ignore[union-attr]
         else:
             continue
         raise InputError(f"{simple.command.post.name}: line {word.line}, column {word.column}: {text} is a "
-                         f"placeholder{_owner(words, index)}; write its value")  # fmt: skip
+                         f"placeholder{_owner(words, index)}; {fill_hint(text)}")  # fmt: skip
 
 
 # A model written as an upper-case name (`model=MODEL_PATH`): a value left for the reader, not a repository or path.
@@ -614,14 +616,14 @@ def _braced(simple: Simple) -> tuple[int, int, str] | None:
     into words, so it is looked for in the line)."""
     command = simple.command
     for offset, line in enumerate(command.post.clean[command.first - 1 : command.last]):
-        match = _BRACED.search(line)
+        match = BRACED.search(line)
         if match:
             return command.first + offset, match.start() + 1, match.group()
     return None
 
 
 def _placeholder_in(text: str, angled_only: bool) -> bool:
-    return bool(PLACEHOLDER.search(text) or (not angled_only and _FILL_IN.search(text)))
+    return bool(PLACEHOLDER.search(text) or (not angled_only and FILL_IN.search(text)))
 
 
 def _owner(words: Sequence[Word], index: int) -> str:

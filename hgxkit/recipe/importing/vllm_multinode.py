@@ -34,7 +34,9 @@ from hgxkit.errors import InputError
 from hgxkit.kinds.base import RayCluster
 from hgxkit.recipe.docker_options import canonical
 from hgxkit.recipe.dockerrun import OptionEntry, ParsedRun, parse_option_words
+from hgxkit.recipe.imageref import normalized
 from hgxkit.recipe.importing.commands import Simple
+from hgxkit.recipe.importing.fill import fill_hint
 from hgxkit.recipe.importing.reading import Reading
 from hgxkit.recipe.model import Recipe
 from hgxkit.recipe.nodes import HGX_GPUS, parallel_size, readable_address, span_grouping
@@ -42,6 +44,9 @@ from hgxkit.recipe.server_args import ServerCommand
 from hgxkit.recipe.shellwords import shell_value, split_words
 
 _SCRIPT = re.compile(r"^(?:\S*/)?run_cluster\.sh$")
+# `ray start` options the group's own Ray start carries (role, port, head address, per-deploy node address, whole
+# nodes, staying up); any other is noted as not kept (render writes `ray start --head --port=P` itself).
+_RAY_READ = frozenset({"--head", "--port", "--address", "--node-ip-address", "--num-gpus", "--block"})
 # Set per host by the poster (this host's own address): not one value for every host of a group.
 _PER_HOST_ENV = ("VLLM_HOST_IP", "RAY_NODE_IP_ADDRESS", "RAY_OVERRIDE_NODE_IP_ADDRESS")
 
@@ -58,6 +63,7 @@ class RayNode:
     run: ParsedRun | None = None
     gpus: int | None = None
     dropped: tuple[str, ...] = ()  # per-host `-e NAME=…` of run_cluster.sh, not kept
+    unkept: tuple[str, ...] = ()  # `ray start` options hgxkit's own Ray start does not carry (`_RAY_READ`)
 
     def where(self) -> str:
         return self.simple.where()
@@ -118,29 +124,35 @@ def _bare_start(simple: Simple, args: list[str], where: str) -> RayNode:
     """`ray start --head [--port=P] [--num-gpus=N]` or `ray start --address=HEAD:PORT [--num-gpus=N]`."""
     values: dict[str, str] = {}
     head_role = False
+    unkept: list[str] = []
     index = 0
     while index < len(args):
         word = args[index]
         name, equals, value = word.partition("=")
+        shown = word
         if name == "--head":
             head_role = True
         elif name.startswith("--") and not equals and index + 1 < len(args) and not args[index + 1].startswith("-"):
             value = args[index + 1]
+            shown = f"{word} {value}"
             index += 1
             values[name] = value
         elif name.startswith("--"):
             values[name] = value
+        if name not in _RAY_READ:
+            unkept.append(shown)
         index += 1
     gpus = values.get("--num-gpus")
     count = int(gpus) if gpus and gpus.isdigit() else None
     if head_role:
         port = values.get("--port", "6379")
-        return RayNode(simple, "head", values.get("--node-ip-address"), _port(port, "--port", where), None, count)
+        return RayNode(simple, "head", values.get("--node-ip-address"), _port(port, "--port", where), None, count,
+                       unkept=tuple(unkept))  # fmt: skip
     address = shell_value(values.get("--address", "")).strip("'\"")
     host, _, port = address.rpartition(":")
     if not host:
         raise InputError(f"{where}: `ray start` without --head or --address=HEAD:PORT; write which it is")
-    return RayNode(simple, "worker", host, _port(port, "--address", where), None, count)
+    return RayNode(simple, "worker", host, _port(port, "--address", where), None, count, unkept=tuple(unkept))
 
 
 def _port(text: str, flag: str, where: str) -> int:
@@ -187,7 +199,7 @@ class RayStart:
             if simple.placeholder is not None:
                 line, column, text = simple.placeholder
                 raise InputError(f"{simple.command.post.name}: line {line}, column {column}: {text} is a placeholder "
-                                 f"(an argument of {' '.join(_words(simple)[:1])}); write its value")  # fmt: skip
+                                 f"(an argument of {' '.join(_words(simple)[:1])}); {fill_hint(text)}")  # fmt: skip
             node = ray_node(simple, [w.text for w in reading.resolved(simple)])
         except InputError as err:
             reading.cluster.append(err)
@@ -229,7 +241,16 @@ def ray_run(run: ParsedRun, head: RayNode, where: str, notes: list[str]) -> Pars
         for value in head.dropped:
             notes.append(f"{head.where()}: -e {value} is this host's own address; dropped (Ray uses each host's "
                          "address on the host network)")  # fmt: skip
-        return replace(head.run, command=run.command)
+        # The launch's own `NAME=value` prefix (made -e by bare_run) is the server's environment: kept, or the
+        # container would run the server without it. vLLM hands its VLLM_* variables to the Ray workers.
+        if normalized(run.image) != normalized(head.run.image):
+            notes.append(f"{where}: the server runs in the head's container, so its image is {head.run.image} (as "
+                         f"{head.where()} runs it), not {run.image}")  # fmt: skip
+        launch_env = [e for e in run.entries if any(canonical(u.option.name) == "--env" for u in e.uses)]
+        if launch_env:
+            shown = ", ".join(" ".join(e.words) for e in launch_env)
+            notes.append(f"{where}: {shown} (the launch's environment) added to the container on every host")
+        return replace(head.run, entries=(*head.run.entries, *launch_env), command=run.command)
     kept: list[OptionEntry] = [e for e in run.entries if not any(canonical(u.option.name) in ("--publish", "--network")
                                                                   for u in e.uses)]  # fmt: skip
     notes.append(f"{where}: runs on the Ray cluster started at {head.where()}: --network host and --entrypoint "
@@ -279,6 +300,11 @@ def ray_group(recipe: Recipe, ray: RayCluster, head: RayNode, workers: Sequence[
                      "Ray there anyway; said so that every host's part is known)")  # fmt: skip
     elif server.flag(flag) != value:
         raise InputError(f"{where}: {flag} {server.flag(flag)} on a Ray cluster; a group over hosts runs on Ray here")
+    for node in (head, *workers):
+        if node.unkept:
+            notes.append(f"{node.where()}: `ray start` {' '.join(node.unkept)} not kept: every host runs hgxkit's own "
+                         f"Ray start (`ray start --head --port={head.port}`, `ray start --block --address=HEAD:"
+                         f"{head.port}`)")  # fmt: skip
     notes.append(f"{where}: a Ray cluster of {nodes} hosts ({per_host} GPUs each, port {head.port}); the head address "
                  f"{head.head or 'of the head'} is the poster's network; it is given per deploy")  # fmt: skip
     groups = span_grouping(per_host, nodes, head.port, notes, where)

@@ -38,6 +38,7 @@ from hgxkit.sim.standin.vllm import checks
 Log = Callable[[str], None]
 RAY_PORT = 6379
 DP_RPC_PORT = 29550  # vLLM's default data_parallel_rpc_port
+CONNECT_TIMEOUT_S = 5.0  # one connection attempt (and a status query); not how long a joined node stays
 
 
 class ClusterError(Exception):
@@ -61,7 +62,7 @@ def _connect(host: str, port: int, deadline: float) -> socket.socket | None:
     """A connection to host:port, retried until `deadline` (None when it never answered)."""
     while True:
         try:
-            return socket.create_connection((host, port), timeout=5)
+            return socket.create_connection((host, port), timeout=CONNECT_TIMEOUT_S)
         except OSError:
             if time.monotonic() > deadline:
                 return None
@@ -131,7 +132,7 @@ class RayHead:
 def ray_status(host: str, port: int) -> dict[str, int] | None:
     """The cluster's nodes and GPUs from its head, or None when no head answers."""
     try:
-        with socket.create_connection((host, port), timeout=5) as conn:
+        with socket.create_connection((host, port), timeout=CONNECT_TIMEOUT_S) as conn:
             _send(conn, {"status": True})
             return _receive(conn) or None
     except (OSError, ValueError):
@@ -225,6 +226,9 @@ def _start_worker(address: str, gpus: int, block: bool, env: Mapping[str, str]) 
     _log(f"Ray runtime started; this node joined the cluster at {host}:{port} with {gpus} GPU(s). (simulated)")
     if not block:
         return 0
+    # A joined node stays as long as its head (real Ray's `--block`): an idle connection is not a lost one. With
+    # the connect timeout left on, the node "lost" its head after 5 quiet seconds and the group fell apart.
+    conn.settimeout(None)
     ended = threading.Event()
     _on_close(conn, ended.set)
     ended.wait()
