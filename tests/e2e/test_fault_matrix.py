@@ -36,6 +36,7 @@ from sim_steps import (
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "faults"))
 import fault_inject
+import soak_figures
 from fault_matrix import CONTROLLER_AT, RESTART, Case, selected
 
 pytestmark = pytest.mark.e2e
@@ -46,7 +47,8 @@ MARLIN = "recipes/deepseek-v4-flash-dspark-marlin.yaml"
 G0, G1 = "deepseek-v4-flash-0", "deepseek-v4-flash-1"
 FAST = ("verify=false", "serve_health_interval=1")
 LEVELS = ("info", "debug", "warning", "error")
-COUNTS = {"cases": 0, "faults": 0, "requests": 0, "failed": 0}
+COUNTS = soak_figures.new_counts()
+CASES = selected(os.environ.get("HGXKIT_FAULTS", "ci"), MODULE)
 
 
 def containers() -> dict[str, dict[str, str]]:
@@ -97,8 +99,8 @@ def node(sim_nodes, tmp_path_factory, request: pytest.FixtureRequest) -> Node:
     yield state
     capture = request.config.pluginmanager.get_plugin("capturemanager")
     with capture.global_and_fixture_disabled():  # the soak's figures, on the terminal past pytest's capture
-        print(f"\nfault matrix: cases {COUNTS['cases']}, faults injected {COUNTS['faults']}, requests to the "
-              f"untouched groups {COUNTS['requests']}, requests failed: {COUNTS['failed']}")  # fmt: skip
+        print("\n" + soak_figures.line(COUNTS))
+    soak_figures.record(COUNTS, MODULE, len(CASES))
 
 
 def inject(case: Case, controller: subprocess.Popen, tmp_path: Path, level: str) -> subprocess.CompletedProcess | None:
@@ -149,10 +151,13 @@ def unit_done(timeout: int = 300) -> None:
 
 @pytest.mark.parametrize("case", selected(os.environ.get("HGXKIT_FAULTS", "ci"), MODULE), ids=lambda c: c.id)
 def test_fault(node: Node, case: Case, tmp_path: Path) -> None:
-    if case.phase in CONTROLLER_AT:
-        controller_case(node, case, tmp_path)
-    else:
-        replace_case(node, case, tmp_path)
+    try:
+        if case.phase in CONTROLLER_AT:
+            controller_case(node, case, tmp_path)
+        else:
+            replace_case(node, case, tmp_path)
+    finally:
+        soak_figures.sample_load(COUNTS)
 
 
 def converged(node: Node, tmp_path: Path) -> dict[str, dict[str, str]]:

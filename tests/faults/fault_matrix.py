@@ -193,14 +193,35 @@ def _cases() -> list[Case]:
 CASES: list[Case] = _cases()
 
 
+# Cases per part of the soak (`make soak-part PART=k`): one part's cluster, its first deploy and this many cases
+# under the stress knob's defaults fit in 10 minutes (the slot script's limit per command).
+PART_SIZE = 4
+
+
+def parts(size: int = PART_SIZE) -> list[list[Case]]:
+    """The matrix in parts of at most `size` cases, each part from one test module (one cluster per part)."""
+    chunks: list[list[Case]] = []
+    for module in dict.fromkeys(c.module for c in CASES):
+        mine = [c for c in CASES if c.module == module]
+        n = -(-len(mine) // size)  # as few parts as fit, their sizes within one of each other
+        chunks += [mine[len(mine) * i // n : len(mine) * (i + 1) // n] for i in range(n)]
+    return chunks
+
+
 def selected(which: str, module: str | None = None) -> list[Case]:
-    """The cases a run takes (of `module`'s, when given): `all`, `ci` (the representative subset), or a comma
-    list of ids."""
+    """The cases a run takes (of `module`'s, when given): `all`, `ci` (the representative subset), `part:K` (the
+    K-th of `parts()`, from 1), or a comma list of ids."""
     mine = [c for c in CASES if module is None or c.module == module]
     if which == "all":
         return mine
     if which == "ci":
         return [c for c in mine if c.ci]
+    if which.startswith("part:"):
+        chunks = parts()
+        k = which.removeprefix("part:")
+        if not k.isdigit() or not 1 <= int(k) <= len(chunks):
+            raise ValueError(f"HGXKIT_FAULTS: {which}: the parts are part:1 to part:{len(chunks)}; see {__file__}")
+        return [c for c in chunks[int(k) - 1] if c in mine]
     ids = {w.strip() for w in which.split(",") if w.strip()}
     unknown = sorted(ids - {c.id for c in CASES})
     if unknown:
