@@ -154,6 +154,8 @@ def test_fault(node: Node, case: Case, tmp_path: Path) -> None:
     try:
         if case.phase in CONTROLLER_AT:
             controller_case(node, case, tmp_path)
+        elif case.phase == "image-pull":
+            pull_case(node, case, tmp_path)
         else:
             replace_case(node, case, tmp_path)
     finally:
@@ -307,4 +309,98 @@ def controller_case(node: Node, case: Case, tmp_path: Path) -> None:
         assert len(damaged) == (case.id == "controller-kill@verify-archive"), damaged
         if case.others != RESTART:
             assert containers() == before  # verify restarts nothing
+    COUNTS["cases"] += 1
+
+
+REGISTRY, FRONT = 15001, 15002  # the node's own writable registry, and its faulty front (registry_proxy.py)
+PULL_SETUP = """set -e
+mkdir -p /var/tmp/faults-registry /var/tmp/faults-image /run/hgxkit-fault
+cat > /var/tmp/faults-registry.yml <<'HGXKIT_EOF'
+version: 0.1
+storage:
+  filesystem:
+    rootdirectory: /var/tmp/faults-registry
+http:
+  addr: 127.0.0.1:{registry}
+HGXKIT_EOF
+systemctl is-active --quiet hgxkit-faults-registry || \\
+  systemd-run --unit hgxkit-faults-registry --collect docker-registry serve /var/tmp/faults-registry.yml
+cat > /var/tmp/registry_proxy.py <<'HGXKIT_EOF'
+{proxy}HGXKIT_EOF
+systemctl is-active --quiet hgxkit-faults-front || systemd-run --unit hgxkit-faults-front --collect \\
+  python3 /var/tmp/registry_proxy.py {front} {registry} /run/hgxkit-fault/registry.json
+for i in $(seq 1 30); do curl -fsS http://127.0.0.1:{front}/v2/ >/dev/null 2>&1 && break; sleep 1; done
+head -c 8M /dev/urandom > /var/tmp/faults-image/blob
+printf 'FROM lmsysorg/sglang:dev-dspark\\nCOPY blob /blob\\n' > /var/tmp/faults-image/Dockerfile
+docker build -q -t 127.0.0.1:{registry}/{repo} /var/tmp/faults-image >/dev/null
+docker push -q 127.0.0.1:{registry}/{repo} >/dev/null
+docker rmi -f 127.0.0.1:{registry}/{repo} >/dev/null
+echo '{fault}' > /run/hgxkit-fault/registry.json
+"""
+
+
+def fresh_image(tag: str, mode: str) -> str:
+    """A new image in the node's registry (the stand-in plus a layer of 8 MB of random bytes, so the pull must
+    download it), its front armed to spoil that layer once (`mode`); the reference through the front."""
+    repo = f"lmsysorg/sglang:{tag}"
+    fault = json.dumps({"mode": mode, "count": 1, "min_size": 4_000_000})
+    proxy = (ROOT / "tests" / "faults" / "registry_proxy.py").read_text()
+    node_sh(CLUSTER, PULL_SETUP.format(registry=REGISTRY, front=FRONT, proxy=proxy, repo=repo, fault=fault),
+            check=True, timeout=300)  # fmt: skip
+    return f"127.0.0.1:{FRONT}/{repo}"
+
+
+def spoiled() -> list[str]:
+    """The answers the registry's front spoiled so far (its fault file's `done`)."""
+    return json.loads(node_sh(CLUSTER, "cat /run/hgxkit-fault/registry.json", answer=True, check=True)).get("done", [])
+
+
+def pull_case(node: Node, case: Case, tmp_path: Path) -> None:
+    """The recipe's image changes to a new one whose layer the registry's front spoils while it is pulled."""
+    before = converged(node, tmp_path)
+    level = node.next_level()
+    fault_inject.arm(node_sh, CLUSTER, "gate-group-1")  # group 1 is replaced only after its window closes
+    reference = fresh_image(f"faults-{level}-{time.time_ns()}", case.fault.removeprefix("registry-"))
+    text = Path(recipe(tmp_path, level)).read_text()
+    assert "  reference: lmsysorg/sglang:dev-dspark\n" in text
+    path = tmp_path / "pulled.yaml"
+    path.write_text(text.replace("  reference: lmsysorg/sglang:dev-dspark\n", f"  reference: {reference}\n"))
+    refused = case.fault == "registry-corrupt"
+    run = None
+    try:
+        with ServiceProbe(CLUSTER, [5001]) as probe:  # closed before group 1's replace goes on
+            opened = time.time_ns()
+            run = subprocess.Popen(deploy_argv("deploys/dspark.py", *FAST, f"recipe={path}"), cwd=ROOT,
+                                   env=deploy_env(CLUSTER), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                   text=True, start_new_session=True)  # fmt: skip
+            if refused:
+                output, _ = run.communicate(timeout=600)
+            else:  # until group 0 is replaced and group 1's replace waits at its gate
+                fault_inject.wait_reached(node_sh, CLUSTER, "gate-group-1", run)
+            COUNTS["faults"] += 1
+            now = containers()
+            closed = time.time_ns()
+    finally:
+        fault_inject.release(node_sh, CLUSTER)
+        if run is not None and run.poll() is None:
+            output, _ = run.communicate(timeout=600)
+    assert len(spoiled()) == 1, spoiled()  # the fault was done, once
+    count_requests(probe, (opened, closed))
+    assert now[G1] == before[G1]  # never restarted in the window
+    if refused:
+        assert run.returncode != 0 and "the pull of" in output and "verification failed" in output, output[-4000:]
+        assert now == before  # nothing changed
+        assert node_sh(CLUSTER, f"docker image inspect {reference} >/dev/null 2>&1 || echo absent").strip() == "absent"
+    else:
+        assert run.returncode == 0, output[-4000:]
+        assert f"--log-level {level}" in now[G0]["args"], now  # group 0 replaced on the pulled image
+    # The next run converges with no manual step (the front serves the image right now: its one fault is spent).
+    again = run_deploy(CLUSTER, "deploys/dspark.py", *FAST, f"recipe={path}")
+    assert again.returncode == 0, out(again)[-4000:]
+    after = containers()
+    assert sorted(after) == [G0, G1], after
+    assert all(c["running"] == "True" and f"--log-level {level}" in c["args"] for c in after.values()), after
+    images = node_sh(CLUSTER, f"docker inspect -f '{{{{.Config.Image}}}}' {G0} {G1}", answer=True, check=True).split()
+    assert images == [reference, reference], images
+    node.level = level
     COUNTS["cases"] += 1

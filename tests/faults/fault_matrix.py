@@ -19,9 +19,12 @@ FAULTS = {
     "container-killed": "the serving container being started is killed",
     "dockerd-restart": "dockerd restarted",
     "node-reboot": "node rebooted",
+    "registry-drop": "the registry stand-in drops the connection mid-layer",
+    "registry-corrupt": "the registry stand-in serves a layer with one byte flipped",
 }
 PHASES = {
     "serve-plan": "serving run: planned, the first group's replace about to start, nothing changed yet",
+    "image-pull": "serving run: a layer of the recipe's new image being pulled, before any group is touched",
     "replace-set-aside": "group replace: old container stopped and set aside",
     "replace-start": "group replace: new container starting",
     "replace-health-wait": "group replace: waiting for the new container's health",
@@ -183,6 +186,20 @@ def _cases() -> list[Case]:
             "hub-corrupt",
             "model-verification",
             f"the corrupt file is never kept as whole; once the Hub serves it right, the next run finishes; {whole}",
+        ),
+    ]
+    cases += [
+        Case(
+            "registry-drop",
+            "image-pull",
+            f"Docker fetches the layer again; the run pulls the image by its digest and replaces the groups; {NEW}; "
+            f"{CONVERGES}",
+        ),
+        Case(
+            "registry-corrupt",
+            "image-pull",
+            "Docker refuses the layer by its digest; the run fails naming the pull; nothing changed, the image not "
+            f"kept; once the registry serves it right, {CONVERGES}",
         ),
     ]
     cases.append(Case("container-killed", "replace-health-wait", f"the unit sees it exit and puts the old one back; "
