@@ -50,8 +50,11 @@ class Front(http.server.BaseHTTPRequestHandler):
 
     def forward(self) -> None:
         upstream = http.client.HTTPConnection("127.0.0.1", UPSTREAM, timeout=120)
-        headers = {k: v for k, v in self.headers.items() if k.lower() not in HOP | {"host"}}
-        upstream.request(self.command, self.path, headers=headers)
+        upstream.putrequest(self.command, self.path, skip_accept_encoding=True)
+        for key, value in self.headers.items():  # every line: Docker sends one Accept per manifest type
+            if key.lower() not in HOP | {"host"}:
+                upstream.putheader(key, value)
+        upstream.endheaders()
         answer = upstream.getresponse()
         body = answer.read()
         fault = ""
