@@ -401,6 +401,7 @@ def pull_case(node: Node, case: Case, tmp_path: Path) -> None:
     assert sorted(after) == [G0, G1], after
     assert all(c["running"] == "True" and f"--log-level {level}" in c["args"] for c in after.values()), after
     images = node_sh(CLUSTER, f"docker inspect -f '{{{{.Config.Image}}}}' {G0} {G1}", answer=True, check=True).split()
-    assert images == [reference, reference], images
+    repo = reference.rsplit(":", 1)[0]
+    assert images[0] == images[1] and images[0].startswith(f"{repo}@sha256:"), images  # by digest, from the front
     node.level = level
     COUNTS["cases"] += 1
