@@ -312,6 +312,7 @@ def controller_case(node: Node, case: Case, tmp_path: Path) -> None:
     COUNTS["cases"] += 1
 
 
+DOCKER_TMP = "/var/lib/docker/tmp"
 REGISTRY, FRONT = 15001, 15002  # the node's own writable registry, and its faulty front (registry_proxy.py)
 PULL_SETUP = """set -e
 mkdir -p /var/tmp/faults-registry /var/tmp/faults-image /run/hgxkit-fault
@@ -360,13 +361,17 @@ def pull_case(node: Node, case: Case, tmp_path: Path) -> None:
     before = converged(node, tmp_path)
     level = node.next_level()
     fault_inject.arm(node_sh, CLUSTER, "gate-group-1")  # group 1 is replaced only after its window closes
-    reference = fresh_image(f"faults-{level}-{time.time_ns()}", case.fault.removeprefix("registry-"))
+    mode = case.fault.removeprefix("registry-") if case.fault.startswith("registry-") else "none"
+    reference = fresh_image(f"faults-{level}-{time.time_ns()}", mode)
     text = Path(recipe(tmp_path, level)).read_text()
     assert "  reference: lmsysorg/sglang:dev-dspark\n" in text
     path = tmp_path / "pulled.yaml"
     path.write_text(text.replace("  reference: lmsysorg/sglang:dev-dspark\n", f"  reference: {reference}\n"))
-    refused = case.fault == "registry-corrupt"
+    refused = case.fault != "registry-drop"
     run = None
+    if case.fault == "docker-disk-full":  # Docker downloads layers into its TMPDIR, /var/lib/docker/tmp
+        node_sh(CLUSTER, f"mount -t tmpfs -o size=1m hgxkit-faults-full {DOCKER_TMP} && "
+                         f"head -c 2M /dev/zero > {DOCKER_TMP}/filler; df -h {DOCKER_TMP}", check=True)  # fmt: skip
     try:
         with ServiceProbe(CLUSTER, [5001]) as probe:  # closed before group 1's replace goes on
             opened = time.time_ns()
@@ -382,13 +387,16 @@ def pull_case(node: Node, case: Case, tmp_path: Path) -> None:
             closed = time.time_ns()
     finally:
         fault_inject.release(node_sh, CLUSTER)
+        if case.fault == "docker-disk-full":  # freed: Docker's own tmp/ again
+            node_sh(CLUSTER, f"umount -l {DOCKER_TMP}", check=True)  # lazily: a failed pull may hold a file
         if run is not None and run.poll() is None:
             output, _ = run.communicate(timeout=600)
-    assert len(spoiled()) == 1, spoiled()  # the fault was done, once
+    assert len(spoiled()) == (mode != "none"), spoiled()  # the registry's fault was done, once
     count_requests(probe, (opened, closed))
     assert now[G1] == before[G1]  # never restarted in the window
     if refused:
-        assert run.returncode != 0 and "the pull of" in output and "verification failed" in output, output[-4000:]
+        why = "no space left on device" if case.fault == "docker-disk-full" else "verification failed"
+        assert run.returncode != 0 and "the pull of" in output and why in output, output[-4000:]
         assert now == before  # nothing changed
         assert node_sh(CLUSTER, f"docker image inspect {reference} >/dev/null 2>&1 || echo absent").strip() == "absent"
     else:

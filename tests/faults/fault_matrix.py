@@ -21,6 +21,8 @@ FAULTS = {
     "node-reboot": "node rebooted",
     "registry-drop": "the registry stand-in drops the connection mid-layer",
     "registry-corrupt": "the registry stand-in serves a layer with one byte flipped",
+    "docker-disk-full": "/var/lib/docker full where Docker downloads layers (its tmp/: a full 1 MB tmpfs on the "
+    "simulated node, whose /var/lib/docker is a volume on the host's shared disk)",
 }
 PHASES = {
     "serve-plan": "serving run: planned, the first group's replace about to start, nothing changed yet",
@@ -200,6 +202,12 @@ def _cases() -> list[Case]:
             "image-pull",
             "Docker refuses the layer by its digest; the run fails naming the pull; nothing changed, the image not "
             f"kept; once the registry serves it right, {CONVERGES}",
+        ),
+        Case(
+            "docker-disk-full",
+            "image-pull",
+            "the pull fails saying no space is left on the device; nothing changed, the image not kept; once "
+            f"freed, {CONVERGES}",
         ),
     ]
     cases.append(Case("container-killed", "replace-health-wait", f"the unit sees it exit and puts the old one back; "
