@@ -340,11 +340,11 @@ echo '{fault}' > /run/hgxkit-fault/registry.json
 """
 
 
-def fresh_image(tag: str, mode: str) -> str:
+def fresh_image(tag: str, mode: str, count: int) -> str:
     """A new image in the node's registry (the stand-in plus a layer of 8 MB of random bytes, so the pull must
-    download it), its front armed to spoil that layer once (`mode`); the reference through the front."""
+    download it), its front armed to spoil that layer `count` times (`mode`); the reference through the front."""
     repo = f"lmsysorg/sglang:{tag}"
-    fault = json.dumps({"mode": mode, "count": 1, "min_size": 4_000_000})
+    fault = json.dumps({"mode": mode, "count": count, "min_size": 4_000_000})
     proxy = (ROOT / "tests" / "faults" / "registry_proxy.py").read_text()
     node_sh(CLUSTER, PULL_SETUP.format(registry=REGISTRY, front=FRONT, proxy=proxy, repo=repo, fault=fault),
             check=True, timeout=300)  # fmt: skip
@@ -352,8 +352,9 @@ def fresh_image(tag: str, mode: str) -> str:
 
 
 def spoiled() -> list[str]:
-    """The answers the registry's front spoiled so far (its fault file's `done`)."""
-    return json.loads(node_sh(CLUSTER, "cat /run/hgxkit-fault/registry.json", answer=True, check=True)).get("done", [])
+    """The answers the registry's front spoiled in the run (its fault file's `done`, kept when it was disarmed)."""
+    text = node_sh(CLUSTER, "cat /run/hgxkit-fault/registry.json.off", answer=True, check=True)
+    return json.loads(text).get("done", [])
 
 
 def pull_case(node: Node, case: Case, tmp_path: Path) -> None:
@@ -362,7 +363,9 @@ def pull_case(node: Node, case: Case, tmp_path: Path) -> None:
     level = node.next_level()
     fault_inject.arm(node_sh, CLUSTER, "gate-group-1")  # group 1 is replaced only after its window closes
     mode = case.fault.removeprefix("registry-") if case.fault.startswith("registry-") else "none"
-    reference = fresh_image(f"faults-{level}-{time.time_ns()}", mode)
+    # A drop is spoiled once (Docker fetches the layer again within the pull); a corrupt layer every time it is
+    # asked for during the run: the background pull (prefetch) fails, and so does the run's own pull after it.
+    reference = fresh_image(f"faults-{level}-{time.time_ns()}", mode, 1 if mode == "drop" else 99)
     text = Path(recipe(tmp_path, level)).read_text()
     assert "  reference: lmsysorg/sglang:dev-dspark\n" in text
     path = tmp_path / "pulled.yaml"
@@ -387,11 +390,15 @@ def pull_case(node: Node, case: Case, tmp_path: Path) -> None:
             closed = time.time_ns()
     finally:
         fault_inject.release(node_sh, CLUSTER)
+        node_sh(CLUSTER, "rm -f /run/hgxkit-fault/registry.json.off; cp /run/hgxkit-fault/registry.json "
+                         "/run/hgxkit-fault/registry.json.off; echo '{}' > /run/hgxkit-fault/registry.json")  # fmt: skip
         if case.fault == "docker-disk-full":  # freed: Docker's own tmp/ again
             node_sh(CLUSTER, f"umount -l {DOCKER_TMP}", check=True)  # lazily: a failed pull may hold a file
         if run is not None and run.poll() is None:
             output, _ = run.communicate(timeout=600)
-    assert len(spoiled()) == (mode != "none"), spoiled()  # the registry's fault was done, once
+    done = spoiled()
+    expected = {"drop": [1], "corrupt": [1, 2], "none": [0]}[mode]  # corrupt: the prefetch's pull and the run's
+    assert len(done) in expected, done
     count_requests(probe, (opened, closed))
     assert now[G1] == before[G1]  # never restarted in the window
     if refused:

@@ -200,8 +200,9 @@ def _cases() -> list[Case]:
         Case(
             "registry-corrupt",
             "image-pull",
-            "Docker refuses the layer by its digest; the run fails naming the pull; nothing changed, the image not "
-            f"kept; once the registry serves it right, {CONVERGES}",
+            "Docker refuses the layer by its digest, in the background pull and in the run's own pull after it; the "
+            "run fails naming the pull; nothing changed, the image not kept; once the registry serves it right, "
+            f"{CONVERGES}",
         ),
         Case(
             "docker-disk-full",
