@@ -365,7 +365,7 @@ def pull_case(node: Node, case: Case, tmp_path: Path) -> None:
     mode = case.fault.removeprefix("registry-") if case.fault.startswith("registry-") else "none"
     # A drop is spoiled once (Docker fetches the layer again within the pull); a corrupt layer every time it is
     # asked for during the run: the background pull (prefetch) fails, and so does the run's own pull after it.
-    reference = fresh_image(f"faults-{level}-{time.time_ns()}", mode, 1 if mode == "drop" else 99)
+    reference = fresh_image(f"faults-{level}-{time.time_ns()}", mode, {"drop": 1, "corrupt": 99}.get(mode, 0))
     text = Path(recipe(tmp_path, level)).read_text()
     assert "  reference: lmsysorg/sglang:dev-dspark\n" in text
     path = tmp_path / "pulled.yaml"
