@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 # The demo node's cluster (`hgxkit sim down --cluster $(HGXKIT_SIM_CLUSTER)` removes it).
 HGXKIT_SIM_CLUSTER ?= demo
 
-.PHONY: host host-test venv demo test unit e2e lint map bench faults soak soak-killed sweep mutation clean
+.PHONY: host host-test venv demo test unit e2e lint map bench faults soak soak-parts soak-part soak-figures soak-killed sweep mutation clean
 
 ## host: this machine's packages, dockerd and lxcfs for the simulated nodes (stdlib only: runs before .venv);
 ## a no-op when all is there. As root on Debian/Ubuntu it installs and starts what is missing; elsewhere it
@@ -53,13 +53,33 @@ HGXKIT_FAULTS ?= all
 faults: venv host-test
 	HGXKIT_FAULTS=$(HGXKIT_FAULTS) $(BIN)/python -m pytest tests/e2e/test_fault_matrix.py tests/e2e/test_fault_matrix_model.py -v
 
-## soak: the fault matrix with the host under CPU and I/O stress (stress-ng from Debian; STRESS sets its load)
+## soak: the whole fault matrix with the host under CPU and I/O stress (stress-ng from Debian; STRESS sets its
+## load), in parts: each part one pytest session with its own cluster, under 10 minutes with the defaults
+## (`make soak-part PART=k`, k from 1 to `make soak-parts`; without PART, the cases HGXKIT_FAULTS names); the figures of every part are added up in
+## SOAK_FIGURES and printed in one line by `make soak-figures` (cases, faults injected, requests to the untouched
+## groups, requests failed, the stress and the load average seen). `make soak` runs every part, then the line.
 STRESS ?= --cpu 2 --cpu-load 60 --io 1
+SOAK_FIGURES ?= build/soak-figures.jsonl
+SOAK_PARTS = $$($(BIN)/python -c "import sys; sys.path.insert(0, 'tests/faults'); import fault_matrix as m; \
+	print(*range(1, len(m.parts()) + 1))")
 soak: venv host-test
+	@rm -f $(SOAK_FIGURES); rc=0; for k in $(SOAK_PARTS); do \
+	  $(MAKE) --no-print-directory soak-part PART=$$k || rc=1; done; \
+	$(MAKE) --no-print-directory soak-figures || rc=1; exit $$rc
+
+soak-parts:
+	@echo $(SOAK_PARTS)
+
+soak-part: venv host-test
 	@command -v stress-ng >/dev/null || { echo "soak: stress-ng missing: apt-get install stress-ng"; exit 1; }
+	@mkdir -p $(dir $(SOAK_FIGURES))
 	stress-ng $(STRESS) --timeout 4h >/dev/null 2>&1 & s=$$!; \
-	HGXKIT_FAULTS=$(HGXKIT_FAULTS) $(BIN)/python -m pytest tests/e2e/test_fault_matrix.py tests/e2e/test_fault_matrix_model.py -v; rc=$$?; \
+	HGXKIT_FAULTS=$(if $(PART),part:$(PART),$(HGXKIT_FAULTS)) HGXKIT_FAULT_FIGURES=$(abspath $(SOAK_FIGURES)) $(BIN)/python -m pytest \
+	  tests/e2e/test_fault_matrix.py tests/e2e/test_fault_matrix_model.py -v; rc=$$?; \
 	kill $$s; exit $$rc
+
+soak-figures:
+	@$(BIN)/python tests/faults/soak_figures.py $(SOAK_FIGURES) --stress "$(STRESS)"
 
 ## soak-killed: issue 26's killed-replace test ROUNDS times in a row under the same stress; prints the count
 ROUNDS ?= 20

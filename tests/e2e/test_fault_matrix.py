@@ -36,6 +36,7 @@ from sim_steps import (
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "faults"))
 import fault_inject
+import soak_figures
 from fault_matrix import CONTROLLER_AT, RESTART, Case, selected
 
 pytestmark = pytest.mark.e2e
@@ -46,7 +47,8 @@ MARLIN = "recipes/deepseek-v4-flash-dspark-marlin.yaml"
 G0, G1 = "deepseek-v4-flash-0", "deepseek-v4-flash-1"
 FAST = ("verify=false", "serve_health_interval=1")
 LEVELS = ("info", "debug", "warning", "error")
-COUNTS = {"cases": 0, "faults": 0, "requests": 0, "failed": 0}
+COUNTS = soak_figures.new_counts()
+CASES = selected(os.environ.get("HGXKIT_FAULTS", "ci"), MODULE)
 
 
 def containers() -> dict[str, dict[str, str]]:
@@ -97,8 +99,8 @@ def node(sim_nodes, tmp_path_factory, request: pytest.FixtureRequest) -> Node:
     yield state
     capture = request.config.pluginmanager.get_plugin("capturemanager")
     with capture.global_and_fixture_disabled():  # the soak's figures, on the terminal past pytest's capture
-        print(f"\nfault matrix: cases {COUNTS['cases']}, faults injected {COUNTS['faults']}, requests to the "
-              f"untouched groups {COUNTS['requests']}, requests failed: {COUNTS['failed']}")  # fmt: skip
+        print("\n" + soak_figures.line(COUNTS))
+    soak_figures.record(COUNTS, MODULE, len(CASES))
 
 
 def inject(case: Case, controller: subprocess.Popen, tmp_path: Path, level: str) -> subprocess.CompletedProcess | None:
@@ -149,10 +151,15 @@ def unit_done(timeout: int = 300) -> None:
 
 @pytest.mark.parametrize("case", selected(os.environ.get("HGXKIT_FAULTS", "ci"), MODULE), ids=lambda c: c.id)
 def test_fault(node: Node, case: Case, tmp_path: Path) -> None:
-    if case.phase in CONTROLLER_AT:
-        controller_case(node, case, tmp_path)
-    else:
-        replace_case(node, case, tmp_path)
+    try:
+        if case.phase in CONTROLLER_AT:
+            controller_case(node, case, tmp_path)
+        elif case.phase == "image-pull":
+            pull_case(node, case, tmp_path)
+        else:
+            replace_case(node, case, tmp_path)
+    finally:
+        soak_figures.sample_load(COUNTS)
 
 
 def converged(node: Node, tmp_path: Path) -> dict[str, dict[str, str]]:
@@ -302,4 +309,114 @@ def controller_case(node: Node, case: Case, tmp_path: Path) -> None:
         assert len(damaged) == (case.id == "controller-kill@verify-archive"), damaged
         if case.others != RESTART:
             assert containers() == before  # verify restarts nothing
+    COUNTS["cases"] += 1
+
+
+DOCKER_TMP = "/var/lib/docker/tmp"
+REGISTRY, FRONT = 15001, 15002  # the node's own writable registry, and its faulty front (registry_proxy.py)
+PULL_SETUP = """set -e
+mkdir -p /var/tmp/faults-registry /var/tmp/faults-image /run/hgxkit-fault
+cat > /var/tmp/faults-registry.yml <<'HGXKIT_EOF'
+version: 0.1
+storage:
+  filesystem:
+    rootdirectory: /var/tmp/faults-registry
+http:
+  addr: 127.0.0.1:{registry}
+HGXKIT_EOF
+systemctl is-active --quiet hgxkit-faults-registry || \\
+  systemd-run --unit hgxkit-faults-registry --collect docker-registry serve /var/tmp/faults-registry.yml
+cat > /var/tmp/registry_proxy.py <<'HGXKIT_EOF'
+{proxy}HGXKIT_EOF
+systemctl is-active --quiet hgxkit-faults-front || systemd-run --unit hgxkit-faults-front --collect \\
+  python3 /var/tmp/registry_proxy.py {front} {registry} /run/hgxkit-fault/registry.json
+for i in $(seq 1 30); do curl -fsS http://127.0.0.1:{front}/v2/ >/dev/null 2>&1 && break; sleep 1; done
+head -c 8M /dev/urandom > /var/tmp/faults-image/blob
+printf 'FROM lmsysorg/sglang:dev-dspark\\nCOPY blob /blob\\n' > /var/tmp/faults-image/Dockerfile
+docker build -q -t 127.0.0.1:{registry}/{repo} /var/tmp/faults-image >/dev/null
+docker push -q 127.0.0.1:{registry}/{repo} >/dev/null
+docker rmi -f 127.0.0.1:{registry}/{repo} >/dev/null
+echo '{fault}' > /run/hgxkit-fault/registry.json
+"""
+
+
+def fresh_image(tag: str, mode: str, count: int) -> str:
+    """A new image in the node's registry (the stand-in plus a layer of 8 MB of random bytes, so the pull must
+    download it), its front armed to spoil that layer `count` times (`mode`); the reference through the front."""
+    repo = f"lmsysorg/sglang:{tag}"
+    fault = json.dumps({"mode": mode, "count": count, "min_size": 4_000_000})
+    proxy = (ROOT / "tests" / "faults" / "registry_proxy.py").read_text()
+    node_sh(CLUSTER, PULL_SETUP.format(registry=REGISTRY, front=FRONT, proxy=proxy, repo=repo, fault=fault),
+            check=True, timeout=300)  # fmt: skip
+    return f"127.0.0.1:{FRONT}/{repo}"
+
+
+def spoiled() -> list[str]:
+    """The answers the registry's front spoiled in the run (its fault file's `done`, kept when it was disarmed)."""
+    text = node_sh(CLUSTER, "cat /run/hgxkit-fault/registry.json.off", answer=True, check=True)
+    return json.loads(text).get("done", [])
+
+
+def pull_case(node: Node, case: Case, tmp_path: Path) -> None:
+    """The recipe's image changes to a new one whose layer the registry's front spoils while it is pulled."""
+    before = converged(node, tmp_path)
+    level = node.next_level()
+    fault_inject.arm(node_sh, CLUSTER, "gate-group-1")  # group 1 is replaced only after its window closes
+    mode = case.fault.removeprefix("registry-") if case.fault.startswith("registry-") else "none"
+    # A drop is spoiled once (Docker fetches the layer again within the pull); a corrupt layer every time it is
+    # asked for during the run: the background pull (prefetch) fails, and so does the run's own pull after it.
+    reference = fresh_image(f"faults-{level}-{time.time_ns()}", mode, {"drop": 1, "corrupt": 99}.get(mode, 0))
+    text = Path(recipe(tmp_path, level)).read_text()
+    assert "  reference: lmsysorg/sglang:dev-dspark\n" in text
+    path = tmp_path / "pulled.yaml"
+    path.write_text(text.replace("  reference: lmsysorg/sglang:dev-dspark\n", f"  reference: {reference}\n"))
+    refused = case.fault != "registry-drop"
+    run = None
+    if case.fault == "docker-disk-full":  # Docker downloads layers into its TMPDIR, /var/lib/docker/tmp
+        node_sh(CLUSTER, f"mount -t tmpfs -o size=1m hgxkit-faults-full {DOCKER_TMP} && "
+                         f"head -c 2M /dev/zero > {DOCKER_TMP}/filler; df -h {DOCKER_TMP}", check=True)  # fmt: skip
+    try:
+        with ServiceProbe(CLUSTER, [5001]) as probe:  # closed before group 1's replace goes on
+            opened = time.time_ns()
+            run = subprocess.Popen(deploy_argv("deploys/dspark.py", *FAST, f"recipe={path}"), cwd=ROOT,
+                                   env=deploy_env(CLUSTER), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                   text=True, start_new_session=True)  # fmt: skip
+            if refused:
+                output, _ = run.communicate(timeout=600)
+            else:  # until group 0 is replaced and group 1's replace waits at its gate
+                fault_inject.wait_reached(node_sh, CLUSTER, "gate-group-1", run)
+            COUNTS["faults"] += 1
+            now = containers()
+            closed = time.time_ns()
+    finally:
+        fault_inject.release(node_sh, CLUSTER)
+        node_sh(CLUSTER, "rm -f /run/hgxkit-fault/registry.json.off; cp /run/hgxkit-fault/registry.json "
+                         "/run/hgxkit-fault/registry.json.off; echo '{}' > /run/hgxkit-fault/registry.json")  # fmt: skip
+        if case.fault == "docker-disk-full":  # freed: Docker's own tmp/ again
+            node_sh(CLUSTER, f"umount -l {DOCKER_TMP}", check=True)  # lazily: a failed pull may hold a file
+        if run is not None and run.poll() is None:
+            output, _ = run.communicate(timeout=600)
+    done = spoiled()
+    expected = {"drop": [1], "corrupt": [1, 2], "none": [0]}[mode]  # corrupt: the prefetch's pull and the run's
+    assert len(done) in expected, done
+    count_requests(probe, (opened, closed))
+    assert now[G1] == before[G1]  # never restarted in the window
+    if refused:
+        why = "no space left on device" if case.fault == "docker-disk-full" else "verification failed"
+        assert run.returncode != 0 and "the pull of" in output and why in output, output[-4000:]
+        assert now == before  # nothing changed
+        assert node_sh(CLUSTER, f"docker image inspect {reference} >/dev/null 2>&1 || echo absent").strip() == "absent"
+    else:
+        assert run.returncode == 0, output[-4000:]
+        assert f"--log-level {level}" in now[G0]["args"], now  # group 0 replaced on the pulled image
+    # The next run converges with no manual step (the front serves the image right now: its one fault is spent).
+    again = run_deploy(CLUSTER, "deploys/dspark.py", *FAST, f"recipe={path}")
+    assert again.returncode == 0, out(again)[-4000:]
+    after = containers()
+    assert sorted(after) == [G0, G1], after
+    assert all(c["running"] == "True" and f"--log-level {level}" in c["args"] for c in after.values()), after
+    images = node_sh(CLUSTER, f"docker inspect -f '{{{{.Config.Image}}}}' {G0} {G1}", answer=True, check=True).split()
+    repo = reference.rsplit(":", 1)[0]
+    assert images[0] == images[1] and images[0].startswith(f"{repo}@sha256:"), images  # by digest, from the front
+    node.level = level
     COUNTS["cases"] += 1

@@ -22,6 +22,7 @@ from sim_steps import cluster_name, deploy_argv, deploy_env, node_sh, out, run_d
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "faults"))
 import fault_inject
+import soak_figures
 from fault_matrix import Case, selected
 
 from hgxkit.sim import nodes as simnodes
@@ -33,15 +34,21 @@ TINY = "/data/models/tiny"
 FAST = ("model_disk_margin_gb=0.005", "model_poll_interval_s=0.5", "model_progress_every_s=1",
         "model_download_workers=1")  # fmt: skip
 SLOW_HUB = {"rate_bps": 1_000_000}  # ~1 MB/s: a file is half downloaded for seconds
+COUNTS = soak_figures.new_counts()  # no group serves here: no requests to count
+CASES = selected(os.environ.get("HGXKIT_FAULTS", "ci"), MODULE)
 
 
 @pytest.fixture(scope="module")
-def cluster(sim_session) -> Iterator[str]:
+def cluster(sim_session, request: pytest.FixtureRequest) -> Iterator[str]:
     name = cluster_name("faults-model")
     sim_session.claim(name)
     simnodes.down(name)
     simnodes.up(1, cluster=name, model_disk="64m")
     yield name
+    capture = request.config.pluginmanager.get_plugin("capturemanager")
+    with capture.global_and_fixture_disabled():  # the soak's figures, on the terminal past pytest's capture
+        print("\n" + soak_figures.line(COUNTS, "fault matrix, model sync"))
+    soak_figures.record(COUNTS, MODULE, len(CASES))
     simnodes.down(name)
 
 
@@ -94,6 +101,14 @@ def wait_mid_file(cluster: str, controller: subprocess.Popen, timeout: float = 3
 
 @pytest.mark.parametrize("case", selected(os.environ.get("HGXKIT_FAULTS", "ci"), MODULE), ids=lambda c: c.id)
 def test_fault(cluster: str, tiny: str, case: Case) -> None:
+    try:
+        model_case(cluster, tiny, case)
+    finally:
+        soak_figures.sample_load(COUNTS)
+
+
+def model_case(cluster: str, tiny: str, case: Case) -> None:
+    """Inject the case's fault into a model sync, then assert the files on disk and the next run."""
     node_sh(cluster, f"systemctl stop hgxkit-model-tiny 2>/dev/null; rm -rf {TINY} /var/lib/hgxkit/model/tiny.json "
                      "/data/models/filler", check=True)  # fmt: skip
     # The Hub's own faults pick their byte; the others need a slow Hub to find a file half downloaded.
@@ -123,6 +138,7 @@ def test_fault(cluster: str, tiny: str, case: Case) -> None:
         elif case.fault == "disk-full":
             node_sh(cluster, "fallocate -l $(( $(df --output=avail -B1 /data/models | tail -1) )) /data/models/filler "
                              "|| dd if=/dev/zero of=/data/models/filler bs=1M 2>/dev/null; df -h /data/models")  # fmt: skip
+        COUNTS["faults"] += 1  # the Hub's faults were set before the run
         text, _ = controller.communicate(timeout=300)
     finally:
         if controller.poll() is None:
@@ -144,3 +160,4 @@ def test_fault(cluster: str, tiny: str, case: Case) -> None:
     again = run_deploy(cluster, "deploys/model.py", f"recipe={tiny}", *FAST)
     assert again.returncode == 0, out(again)[-4000:]
     assert not whole_files(cluster), whole_files(cluster)
+    COUNTS["cases"] += 1
