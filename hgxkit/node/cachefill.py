@@ -63,15 +63,27 @@ class FillError(Exception):
     """A fill that cannot go on: one line saying what and where."""
 
 
+# A digest names a path under the cache's storage and the bundle's layout, and it comes from a manifest the
+# upstream (or a mirror) wrote: only this shape becomes a path, so `sha256:../..` never leads root elsewhere.
+_DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
+
+
+def checked(digest: object) -> str:
+    """`digest` if it is a sha256 digest, else a FillError naming it."""
+    if not isinstance(digest, str) or not _DIGEST.fullmatch(digest):
+        raise FillError(f"a manifest names the digest {str(digest)[:80]!r}, not sha256:<64 hex>; refused")
+    return digest
+
+
 def blob_path(storage: str, digest: str) -> str:
     """Where Distribution's filesystem storage keeps a blob's bytes (registry/storage/paths.go)."""
-    algo, hexdigest = digest.split(":", 1)
+    algo, hexdigest = checked(digest).split(":", 1)
     return f"{storage}/docker/registry/v2/blobs/{algo}/{hexdigest[:2]}/{hexdigest}/data"
 
 
 def linked(storage: str, repo: str, kind: str, digest: str) -> bool:
     """Whether `repo` links `digest` as a layer (`_layers`) or a manifest revision (`_manifests/revisions`)."""
-    algo, hexdigest = digest.split(":", 1)
+    algo, hexdigest = checked(digest).split(":", 1)
     return os.path.exists(f"{storage}/docker/registry/v2/repositories/{repo}/{kind}/{algo}/{hexdigest}/link")
 
 
@@ -145,7 +157,7 @@ class Layout:
         return body, str(json.loads(body).get("mediaType", ""))
 
     def blob_file(self, digest: str) -> str:
-        return f"{self.path}/blobs/{digest.replace(':', '/', 1)}"
+        return f"{self.path}/blobs/{checked(digest).replace(':', '/', 1)}"
 
     def blob(self, digest: str):
         try:

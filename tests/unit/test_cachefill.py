@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from hgxkit.bundle.ociimage import save_layout
-from hgxkit.node.cachefill import FillError, fill, free_port, platform_of
+from hgxkit.node.cachefill import FillError, Layout, blob_path, fill, free_port, linked, platform_of
 from hgxkit.node.imagecache import cache_config
 
 REGISTRY = shutil.which("docker-registry") or "/usr/bin/docker-registry"
@@ -276,3 +276,16 @@ def test_a_multi_arch_tag_fills_this_platform_only_and_the_index_digest_still_re
             assert "sha256:" + hashlib.sha256(resp.read()).hexdigest() == pinned
         assert pull(fleet["cache"], mine, fleet["blobs"]) == [True, True, True]
     assert upstream_blob_gets(fleet["up_log"]) == dict.fromkeys(fleet["blobs"], 1)  # no other platform's blob
+
+
+@pytest.mark.parametrize("digest", ["sha256:../../../../etc/shadow", "sha256:" + "A" * 64, "sha512:" + "ab" * 64, 7])
+def test_a_digest_that_is_not_sha256_hex_never_becomes_a_path(tmp_path: Path, digest: object) -> None:
+    """The upstream (or a mirror) writes the manifests whose digests name files under the cache's storage and the
+    bundle's layout, read by root: only `sha256:<64 hex>` becomes a path."""
+    (tmp_path / "etc").mkdir()
+    for reach in (lambda: blob_path(str(tmp_path), digest), lambda: linked(str(tmp_path), "r", "_layers", digest),
+                  lambda: Layout(str(tmp_path)).blob(digest)):  # fmt: skip
+        with pytest.raises(FillError, match=r"not sha256:<64 hex>; refused"):
+            reach()
+    good = "sha256:" + "ab" * 32
+    assert blob_path("/s", good) == f"/s/docker/registry/v2/blobs/sha256/ab/{'ab' * 32}/data"
