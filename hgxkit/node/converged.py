@@ -4,9 +4,9 @@ A bring-up (preflight, driver, Docker, container toolkit, GPU health) that finis
 `<state_dir>/node/bringup-verified.json`: a digest of the node state those roles read and of what judged it (the
 knobs they ran with and the source of the roles and hgxkit code that checks). The node state is read in one SSH
 round trip (`BringupState`): the boot id, the versions and hold state of the packages bring-up manages, the files
-it writes (apt sources and keys, modprobe, Docker's config, the GPU smoke record), the units it enables and runs,
-the GPUs nvidia-smi lists, and how many XID events the kernel logged this boot. A re-run whose digests both match
-plans none of the bring-up roles and says why; `--data recheck=true` runs them anyway.
+it writes (apt sources and keys, modprobe, Docker's config, the GPU smoke record; by size, mtime and ctime), the
+units it enables and runs, the GPUs nvidia-smi lists, and how many XID events the kernel logged this boot. A re-run
+whose digests both match plans none of the bring-up roles and says why; `--data recheck=true` runs them anyway.
 
 What this can miss, by design: a change outside what the digest reads (say, a GPU's NVLink going down without an
 XID or a reboot). `recheck=true` is the answer, and any reboot (new boot id) re-checks everything.
@@ -62,19 +62,21 @@ class NodeState:
 def state_command(state_file: str) -> StringCommand:
     """One command that prints everything `NodeState` holds but the GPUs (in a stable order), then the last record.
 
-    The GPUs come from the run's one nvidia-smi read (`with_gpus`), which the serving role reads too."""
+    The GPUs come from the run's one nvidia-smi read (`with_gpus`), which the serving role reads too. Managed
+    files are read by their metadata, not their bytes: size, mtime and ctime change with any write (ctime cannot be
+    set back), so one `find -printf` stands for a sha256sum of each (~5 ms of the node's CPU against ~10); a file
+    rewritten as it was only re-runs the checks. Packages stay a dpkg-query of bring-up's own: dpkg's status file
+    changes with any package, and the model role installs python3-venv after bring-up's record is written."""
     return script(
         "cat /proc/sys/kernel/random/boot_id; "
         "dpkg-query -W -f '${{Package}} ${{Version}} ${{Status}}\\n' {patterns} 2>/dev/null | sort; "
         "{files}; "
-        "sha256sum {smoke} 2>/dev/null; "
         # One systemctl for every unit (not two per unit): each unit's id, enablement and state, in a fixed order.
         "systemctl show --property=Id,UnitFileState,ActiveState {units} 2>/dev/null | grep .; "
         'echo "xid $( (journalctl -k -b --no-pager -o cat 2>/dev/null || dmesg 2>/dev/null) | grep -c {xid})"; '
         "echo {mark}; cat {record} 2>/dev/null || true",
         patterns=list(PACKAGE_PATTERNS),
-        files=managed_files_command(STATE_DIRS),
-        smoke=str(Path(state_file).parent / "gpu-smoke.json"),
+        files=managed_files_command(STATE_DIRS, [str(Path(state_file).parent / "gpu-smoke.json")]),
         units=list(UNITS),
         xid="NVRM: Xid",
         mark=RECORD_MARK,
@@ -85,14 +87,16 @@ def state_command(state_file: str) -> StringCommand:
 RECORD_MARK = "##hgxkit-bringup-record"
 
 
-def managed_files_command(dirs: Iterable[str]) -> StringCommand:
-    """`sha256sum` of every file under those of `dirs` that are folders, sorted: one find and one sha256sum for
-    them all (not one of each per folder, a few processes less on every no-op); a missing folder, or a file
-    where a folder belongs, adds nothing."""
+def managed_files_command(dirs: Iterable[str], files: Iterable[str] = ()) -> StringCommand:
+    """Every file under those of `dirs` that are folders, and each of `files` that is a file, as `path size mtime
+    ctime`, sorted: one find for them all (no process per file or folder); a missing folder, or a file where a
+    folder belongs, adds nothing."""
     return script(
         'set --; for d in {dirs}; do [ -d "$d" ] && set -- "$@" "$d"; done; '
-        '[ $# -eq 0 ] || find "$@" -type f -exec sha256sum {{}} + 2>/dev/null | sort',
+        'for f in {files}; do [ -f "$f" ] && set -- "$@" "$f"; done; '
+        "[ $# -eq 0 ] || find \"$@\" -type f -printf '%p %s %T@ %C@\\n' 2>/dev/null | sort",
         dirs=list(dirs),
+        files=list(files) or [""],
     )
 
 

@@ -89,7 +89,7 @@ def test_source_files_take_a_folder_as_its_python_files_and_a_file_as_itself(tmp
 def test_the_state_command_quotes_the_record_path() -> None:
     command = text(state_command("/var/lib/hg xkit/node/bringup-verified.json"))
     assert "cat '/var/lib/hg xkit/node/bringup-verified.json'" in command
-    assert "sha256sum '/var/lib/hg xkit/node/gpu-smoke.json'" in command
+    assert "for f in '/var/lib/hg xkit/node/gpu-smoke.json'; do" in command
 
 
 def test_the_gpus_come_from_the_runs_nvidia_smi_read_and_a_lost_gpu_changes_the_digest() -> None:
@@ -107,10 +107,12 @@ def test_the_gpus_come_from_the_runs_nvidia_smi_read_and_a_lost_gpu_changes_the_
     assert "nvidia-smi" not in str(state_command("/var/lib/hgxkit/node/bringup-verified.json"))
 
 
-def test_one_find_lists_the_managed_files_as_one_find_per_folder_did(tmp_path: Path) -> None:
-    """The state digest must not move when the command that reads it gets cheaper: same lines, same order."""
-    import hashlib
+def test_one_find_lists_the_managed_files_and_any_write_moves_their_lines(tmp_path: Path) -> None:
+    """Metadata stands for the bytes only if every write shows: size, mtime, and ctime (a write that puts the
+    same bytes back and restores the mtime still moves the ctime)."""
+    import os
     import subprocess
+    import time
 
     from hgxkit.node.converged import managed_files_command
 
@@ -120,14 +122,31 @@ def test_one_find_lists_the_managed_files_as_one_find_per_folder_did(tmp_path: P
     (tmp_path / "c").mkdir()
     (tmp_path / "c" / "k.gpg").write_text("key\n")
     (tmp_path / "file-not-folder").write_text("f\n")  # where a folder belongs: not listed
+    (tmp_path / "smoke.json").write_text("{}\n")
     dirs = [str(tmp_path / n) for n in ("c", "missing", "file-not-folder", "a")]
-    new = subprocess.run(["sh", "-c", text(managed_files_command(dirs))], capture_output=True, text=True, check=True)
-    old_loop = ('for d in "$@"; do [ -d "$d" ] && find "$d" -type f -exec sha256sum {} + 2>/dev/null; done | sort')
-    old = subprocess.run(["sh", "-c", old_loop, "sh", *dirs], capture_output=True, text=True, check=True)
-    expected = sorted(f"{hashlib.sha256(body).hexdigest()}  {tmp_path / rel}" for rel, body in
-                      (("a/sub/z.list", b"deb x\n"), ("a/b.conf", b"b\n"), ("c/k.gpg", b"key\n")))  # fmt: skip
-    assert new.stdout.splitlines() == old.stdout.splitlines()  # both through the node's `sort`, in its locale
-    assert sorted(new.stdout.splitlines()) == expected
+    files = [str(tmp_path / "smoke.json"), str(tmp_path / "absent.json"), str(tmp_path / "c")]
+
+    def lines() -> list[str]:
+        out = subprocess.run(["sh", "-c", text(managed_files_command(dirs, files))], capture_output=True, text=True,
+                             check=True).stdout.splitlines()  # fmt: skip
+        return out
+
+    first = lines()
+    assert [line.split(" ")[0] for line in first] == sorted(
+        str(tmp_path / rel) for rel in ("a/sub/z.list", "a/b.conf", "c/k.gpg", "smoke.json"))
+    for line in first:
+        path, size, mtime, ctime = line.split(" ")
+        st = os.lstat(path)
+        assert int(size) == st.st_size and abs(float(mtime) - st.st_mtime) < 1e-6
+        assert abs(float(ctime) - st.st_ctime) < 1e-6
+    assert lines() == first
+    conf = tmp_path / "a" / "b.conf"
+    before = os.stat(conf)
+    time.sleep(0.02)
+    conf.write_text("b\n")  # the same bytes again, the mtime put back: only the ctime tells
+    os.utime(conf, ns=(before.st_atime_ns, before.st_mtime_ns))
+    moved = lines()
+    assert moved != first and [m for m, f in zip(moved, first, strict=True) if m != f] == [m for m in moved if m.startswith(str(conf))]
     none = subprocess.run(["sh", "-c", text(managed_files_command([str(tmp_path / "missing")]))],
                           capture_output=True, text=True, check=True)  # fmt: skip
     assert none.stdout == ""

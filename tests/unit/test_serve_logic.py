@@ -169,3 +169,51 @@ def test_listed_state_is_running_exactly_when_docker_inspect_says_state_running(
 
     (container,) = parse_listed([f"ps\tc1\tm-0\t{state}\t1\t\th0\t0\t"], "hgxkit.serve")
     assert container.running is running
+
+
+def test_the_engine_api_listing_reads_as_the_cli_one_and_its_command_lines_never_leave_the_node(tmp_path) -> None:
+    import subprocess
+
+    from hgxkit.serving.facts import _NO_COMMAND, ContainerNames, ManagedContainers, RouterContainer, listed_rows
+
+    secret = json.dumps('sglang serve --api-key s3cr"et\\ --x "y\\"" <\n')[1:-1]  # as dockerd escapes it
+    api = [{"Id": "c1", "Names": ["/m-0"], "State": "running", "Command": "", "Labels": {
+                "hgxkit.serve": "1", "hgxkit.spec": "h0", "hgxkit.group": "0", "hgxkit.port": "30000", "x": "y"}},
+           {"Id": "c4", "Names": ["/m-1", "/other/alias"], "State": "exited", "Command": "",
+            "Labels": {"hgxkit.serve": "1", "hgxkit.spec": "h1", "hgxkit.group": "1", "hgxkit.port": "30001"}},
+           {"Id": "c2", "Names": ["/other/alias2", "/sglang-router"], "State": "running", "Command": "",
+            "Labels": {"hgxkit.router": "1", "hgxkit.spec": "hr"}},
+           {"Id": "c3", "Names": ["/someone-else"], "State": "running", "Command": "", "Labels": None}]  # fmt: skip
+    # What dockerd sends: compact JSON, each command line a JSON string with escapes; sed blanks them all.
+    raw = json.dumps(api, separators=(",", ":")).replace('"Command":""', '"Command":"' + secret + '"')
+    assert raw.count("s3cr") == 4
+    blanked = subprocess.run(["sed", "-E", _NO_COMMAND], input="api\t" + raw + "\n", capture_output=True,
+                             text=True, check=True).stdout.splitlines()  # fmt: skip
+    assert "s3cr" not in blanked[0] and "api-key" not in blanked[0] and json.loads(blanked[0][4:]) == api
+    cli = ["ps\tc1\tm-0\trunning\t1\t\th0\t0\t30000", "ps\tc4\tm-1\texited\t1\t\th1\t1\t30001",
+           "ps\tc2\tsglang-router\trunning\t\t1\thr\t\t", "ps\tc3\tsomeone-else\trunning\t\t\t\t\t"]  # fmt: skip
+    assert listed_rows(blanked) == listed_rows(cli)
+    for fact in (ManagedContainers(), RouterContainer(), ContainerNames()):
+        assert fact.process(blanked) == fact.process(cli)
+    assert listed_rows(["api\tnot json", "api\t{}", "api\t[1, null]"]) == []
+
+
+def test_the_listing_falls_back_to_the_docker_cli_without_curl_or_with_another_daemon(tmp_path) -> None:
+    import os
+    import subprocess
+
+    from hgxkit.serving.facts import all_containers
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "docker").write_text("#!/bin/sh\nprintf 'ps\\tc9\\tfrom-cli\\trunning\\t1\\t\\t\\t\\t\\n'\n")
+    (bin_dir / "docker").chmod(0o755)
+    for tool in ("sed", "sh"):  # the shell and sed from this machine, no curl on the PATH
+        (bin_dir / tool).symlink_to(subprocess.run(["sh", "-c", f"command -v {tool}"], capture_output=True,
+                                                   text=True, check=True).stdout.strip())  # fmt: skip
+    command = all_containers().get_raw_value()
+    for env in ({"PATH": str(bin_dir)}, {"PATH": os.environ["PATH"] + ":" + str(bin_dir), "DOCKER_HOST": "tcp://x"}):
+        if "DOCKER_HOST" in env:  # curl may be here: another daemon is named, so the CLI (which honours it) asks
+            env["PATH"] = str(bin_dir) + ":" + os.environ["PATH"]
+        out = subprocess.run(["sh", "-c", command], capture_output=True, text=True, env=env, check=True).stdout
+        assert out == "ps\tc9\tfrom-cli\trunning\t1\t\t\t\t\n"
