@@ -33,11 +33,14 @@ from hgxkit.node.converged import (
     skip_reason,
     source_files,
     state_command,
+    unit_blocks,
+    units_command,
     verified_record,
     with_gpus,
+    with_units,
 )
 from hgxkit.node.facts_gpu import NvidiaSmi
-from hgxkit.node.facts_system import BringupState
+from hgxkit.node.facts_system import BringupState, NodeUnits
 from hgxkit.planfacts import plan_fact
 
 
@@ -80,7 +83,7 @@ def bringup_skip(host, knob_names: Iterable[str], sources: Iterable[Path]) -> Br
     """
     judged = _judged(knob_values(host, knob_names), tuple(sources))
     state, record = plan_fact(host, BringupState, state_file=record_path(host))
-    state = with_gpus(state, plan_fact(host, NvidiaSmi))
+    state = with_gpus(with_units(state, plan_fact(host, NodeUnits)), plan_fact(host, NvidiaSmi))
     reason = skip_reason(state, judged, record, recheck=bool(knob(host, "recheck")))
     unchanged = bool(record) and record.get("state") == state.digest() and record.get("judged_by") == judged
     return BringupSkip(reason, record_needed=not unchanged, judged=judged)
@@ -88,15 +91,15 @@ def bringup_skip(host, knob_names: Iterable[str], sources: Iterable[Path]) -> Br
 
 def plan_reads(host) -> list[tuple[type, dict[str, object]]]:
     """The facts `bringup_skip` reads, for `hgxkit.planfacts.prefetch` to read in one round trip with the other
-    roles' (the serving role reads the same nvidia-smi)."""
-    return [(BringupState, {"state_file": record_path(host)}), (NvidiaSmi, {})]
+    roles' (the serving role reads the same nvidia-smi and systemctl call)."""
+    return [(BringupState, {"state_file": record_path(host)}), (NodeUnits, {}), (NvidiaSmi, {})]
 
 
 def record_bringup(host, judged: str) -> None:
     """Execute time, after every bring-up role and gate passed: record the state they left."""
     run = HostRunner(host)
     state, _ = parse_state(run(state_command(record_path(host))))
-    state = with_gpus(state, host.get_fact(NvidiaSmi))  # execute time: read fresh
+    state = with_gpus(with_units(state, unit_blocks(run(units_command()))), host.get_fact(NvidiaSmi))  # fresh
     text = json.dumps(verified_record(state, judged), indent=1) + "\n"
     if not state.lines or not write_text(run, record_path(host), text):
         raise DeployError(f"{host.name}: could not record the verified bring-up at {record_path(host)}")

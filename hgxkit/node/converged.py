@@ -60,9 +60,11 @@ class NodeState:
 
 
 def state_command(state_file: str) -> StringCommand:
-    """One command that prints everything `NodeState` holds but the GPUs (in a stable order), then the last record.
+    """One command that prints everything `NodeState` holds but the units and GPUs (in a stable order), then the
+    last record.
 
-    The GPUs come from the run's one nvidia-smi read (`with_gpus`), which the serving role reads too. Managed
+    The units come from the run's one systemctl call (`units_command`, `with_units`) and the GPUs from its one
+    nvidia-smi read (`with_gpus`): the serving role reads both too. Managed
     files are read by their metadata, not their bytes: size, mtime and ctime change with any write (ctime cannot be
     set back), so one `find -printf` stands for a sha256sum of each (~5 ms of the node's CPU against ~10); a file
     rewritten as it was only re-runs the checks. Packages stay a dpkg-query of bring-up's own: dpkg's status file
@@ -71,13 +73,10 @@ def state_command(state_file: str) -> StringCommand:
         "cat /proc/sys/kernel/random/boot_id; "
         "dpkg-query -W -f '${{Package}} ${{Version}} ${{Status}}\\n' {patterns} 2>/dev/null | sort; "
         "{files}; "
-        # One systemctl for every unit (not two per unit): each unit's id, enablement and state, in a fixed order.
-        "systemctl show --property=Id,UnitFileState,ActiveState {units} 2>/dev/null | grep .; "
         'echo "xid $( (journalctl -k -b --no-pager -o cat 2>/dev/null || dmesg 2>/dev/null) | grep -c {xid})"; '
         "echo {mark}; cat {record} 2>/dev/null || true",
         patterns=list(PACKAGE_PATTERNS),
         files=managed_files_command(STATE_DIRS, [str(Path(state_file).parent / "gpu-smoke.json")]),
-        units=list(UNITS),
         xid="NVRM: Xid",
         mark=RECORD_MARK,
         record=state_file,
@@ -98,6 +97,43 @@ def managed_files_command(dirs: Iterable[str], files: Iterable[str] = ()) -> Str
         dirs=list(dirs),
         files=list(files) or [""],
     )
+
+
+# Loaded units a no-op reads in the same systemctl call as bring-up's: the serving role's replace units
+# (hgxkit.serving.replace.UNIT_PREFIX), which hgxkit.serving.facts.ActiveUnits picks out of it.
+UNIT_PATTERNS = ("hgxkit-serve-*",)
+
+
+def units_command() -> StringCommand:
+    """One systemctl for every unit a no-op reads (~10 ms of the node's CPU each): bring-up's units, named (each
+    one's id, enablement and state, in a fixed order, loaded or not), then the loaded units `UNIT_PATTERNS` match;
+    one block of `Property=value` lines per unit, blocks parted by an empty line."""
+    return script("systemctl show --property=Id,UnitFileState,ActiveState {units} 2>/dev/null || true",
+                  units=[*UNITS, *UNIT_PATTERNS])  # fmt: skip
+
+
+def unit_blocks(output: Iterable[str]) -> dict[str, list[str]]:
+    """`units_command`'s output -> {unit id: its lines as printed}, in the order systemctl printed them.
+
+    >>> unit_blocks(["Id=docker.service", "ActiveState=active", "", "Id=x.service", "ActiveState=failed"])
+    {'docker.service': ['Id=docker.service', 'ActiveState=active'], 'x.service': ['Id=x.service', 'ActiveState=failed']}
+    """
+    blocks: dict[str, list[str]] = {}
+    current: list[str] = []
+    for line in [*(line.rstrip() for line in output), ""]:
+        if line:
+            current.append(line)
+            continue
+        unit = next((item[3:] for item in current if item.startswith("Id=")), None)
+        if unit:
+            blocks[unit] = current
+        current = []
+    return blocks
+
+
+def with_units(state: NodeState, blocks: dict[str, list[str]]) -> NodeState:
+    """`state` with bring-up's units (`UNITS`, in that order) as `unit_blocks` read them, as its next lines."""
+    return NodeState((*state.lines, *(line for unit in UNITS for line in blocks.get(unit, []))))
 
 
 def with_gpus(state: NodeState, smi: object) -> NodeState:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from pyinfra.api import FactBase, StringCommand
 
 from hgxkit.hostcmd import argv, script
-from hgxkit.node.converged import NodeState, parse_state, state_command
+from hgxkit.node.converged import NodeState, parse_state, state_command, unit_blocks, units_command
 from hgxkit.nvidia.host import parse_meminfo_bytes, parse_os_release
 
 
@@ -125,3 +125,18 @@ class BringupState(FactBase[tuple[NodeState, dict | None]]):
 
     def process(self, output: list[str]) -> tuple[NodeState, dict | None]:
         return parse_state(output)
+
+
+class NodeUnits(FactBase[dict[str, list[str]]]):
+    """systemd's view of every unit a no-op reads, in one call (`converged.units_command`): {unit id: its
+    `Property=value` lines}. Bring-up's digest takes its own units from it, the serving role its replace units."""
+
+    def command(self) -> StringCommand:
+        return units_command()
+
+    @staticmethod
+    def default() -> dict[str, list[str]]:
+        return {}
+
+    def process(self, output: list[str]) -> dict[str, list[str]]:
+        return unit_blocks(output)

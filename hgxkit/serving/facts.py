@@ -14,10 +14,12 @@ Example (in a deploy):
 from __future__ import annotations
 
 import json
+from fnmatch import fnmatchcase
 
 from pyinfra.api import FactBase, StringCommand
 
 from hgxkit.hostcmd import script
+from hgxkit.node.converged import UNIT_PATTERNS, unit_blocks, units_command
 from hgxkit.serving.containers import GROUP_LABEL, MANAGED_LABEL, PORT_LABEL, SPEC_LABEL
 from hgxkit.serving.rollout import RunningContainer
 from hgxkit.serving.router import ROUTER_LABEL
@@ -227,9 +229,14 @@ class ContainerNames(FactBase[dict[str, bool]]):
 
 
 class ActiveUnits(FactBase[list[str]]):
-    """systemd units whose name starts with `prefix` that are running now (e.g. hgxkit's replace units)."""
+    """systemd services whose name starts with `prefix` that are running now (e.g. hgxkit's replace units).
+
+    For a prefix the no-op's one systemctl call covers (`converged.UNIT_PATTERNS`) it is that very command, so a
+    batched plan runs it once for bring-up and for this; any other prefix asks `systemctl list-units` itself."""
 
     def command(self, prefix: str) -> StringCommand:
+        if f"{prefix}*" in UNIT_PATTERNS:
+            return units_command()
         return script(
             "systemctl list-units --type=service --state=active,activating --plain --no-legend {pattern} "
             "2>/dev/null | awk '{{print $1}}'",
@@ -241,4 +248,12 @@ class ActiveUnits(FactBase[list[str]]):
         return []
 
     def process(self, output: list[str]) -> list[str]:
-        return sorted(line.strip() for line in output if line.strip())
+        if not any(line.startswith("Id=") for line in output):  # list-units: the running units' names
+            return sorted(line.strip() for line in output if line.strip())
+        return sorted(
+            unit
+            for unit, lines in unit_blocks(output).items()
+            if unit.endswith(".service")
+            and any(fnmatchcase(unit, pattern) for pattern in UNIT_PATTERNS)
+            and any(line in ("ActiveState=active", "ActiveState=activating") for line in lines)
+        )

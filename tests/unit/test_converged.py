@@ -150,3 +150,32 @@ def test_one_find_lists_the_managed_files_and_any_write_moves_their_lines(tmp_pa
     none = subprocess.run(["sh", "-c", text(managed_files_command([str(tmp_path / "missing")]))],
                           capture_output=True, text=True, check=True)  # fmt: skip
     assert none.stdout == ""
+
+
+def test_one_systemctl_call_serves_bring_up_and_the_serving_roles_replace_units() -> None:
+    """Bring-up's digest takes its four units (in their fixed order, nothing else); the serving role's
+    ActiveUnits reads the same command's output, so a batched plan runs systemctl once."""
+    from hgxkit.node.converged import UNIT_PATTERNS, UNITS, unit_blocks, units_command, with_units
+    from hgxkit.node.facts_system import NodeUnits
+    from hgxkit.serving.facts import ActiveUnits
+    from hgxkit.serving.replace import UNIT_PREFIX
+
+    assert UNIT_PREFIX + "*" in UNIT_PATTERNS
+    command = text(units_command())
+    assert text(ActiveUnits().command(prefix=UNIT_PREFIX)) == text(NodeUnits().command()) == command
+    assert command.count("systemctl ") == 1 and "'hgxkit-serve-*'" in command
+    assert "systemctl" not in text(state_command("/var/lib/hgxkit/node/bringup-verified.json"))
+    printed = ["Id=nvidia-dcgm.service", "ActiveState=inactive", "UnitFileState=", "",
+               "Id=docker.service", "ActiveState=active", "UnitFileState=enabled", "",
+               "Id=hgxkit-serve-m-0.service", "ActiveState=activating", "UnitFileState=transient", "",
+               "Id=hgxkit-serve-m-1.service", "ActiveState=failed", "UnitFileState=transient", "",
+               "Id=hgxkit-serve-x.scope", "ActiveState=active", ""]  # fmt: skip
+    state = with_units(NodeState(("boot-1",)), unit_blocks(printed))
+    assert state.lines == ("boot-1", "Id=docker.service", "ActiveState=active", "UnitFileState=enabled",
+                           "Id=nvidia-dcgm.service", "ActiveState=inactive", "UnitFileState=")  # fmt: skip
+    assert UNITS[0] == "docker.service" and UNITS[2] == "nvidia-dcgm.service"
+    assert ActiveUnits().process(printed) == ["hgxkit-serve-m-0.service"]
+    assert ActiveUnits().process(["hgxkit-serve-a.service", ""]) == ["hgxkit-serve-a.service"]  # list-units
+    assert "list-units" in text(ActiveUnits().command(prefix="other-"))
+    lost = with_units(NodeState(("boot-1",)), unit_blocks(printed[4:]))  # dcgm no longer known at all
+    assert lost.digest() != state.digest()
