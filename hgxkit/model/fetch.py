@@ -1502,6 +1502,7 @@ class Syncer:
             ok = core.check_manifest(manifest, spec.local_dir, spec.repo_id, spec.allow_patterns, self.commit, metas)
             if ok.ok and not spec.full_rehash:
                 self.write_record(manifest)
+                core.write_stamp(spec, manifest)
                 self.manifest = manifest
                 return {"commit": self.commit, "fetched": [], "rehashed": [], "seconds": 0.0, "already": True}
             # Never leave a manifest that claims files this run may replace.
@@ -1570,6 +1571,7 @@ class Syncer:
         core.remove_under(spec.local_dir, core.PARTIAL_DIR)
         core.remove_under(spec.local_dir, core.STAGE_DIR)
         self.write_record(new)
+        core.write_stamp(spec, new)  # last: the record and the manifest are in what it covers
         return {
             "commit": self.commit,
             "fetched": sorted(self.fetched),
@@ -1669,6 +1671,11 @@ def status(spec: Spec, token: str | None) -> dict[str, Any]:
             record = {}
         if manifest is not None and record.get("commit") != manifest.commit:
             state, reason = "incomplete", "the host's record of the sync is missing"
+    # The verdict, cached for the node's shell check (hgxkit.model.facts): written for exactly what was read here.
+    if state == "complete" and manifest is not None:
+        core.write_stamp(spec, manifest)
+    else:
+        core.remove_stamp(spec)
     commit_out = manifest.commit if manifest else commit
     return {**out, "state": state, "reason": reason, "commit": commit_out, "elapsed_s": round(time.time() - started, 3)}
 
@@ -1737,6 +1744,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "result":
         return report_result(spec)
     os.makedirs(spec.state_dir, exist_ok=True)
+    core.remove_stamp(spec)  # first: from now on only this run says whether the copy is complete
     os.environ.update(spec.xet_env())  # before huggingface_hub (and hf_xet) read their settings
     run_id = args.run_id or f"{os.getpid()}-{int(time.time())}"
     rep = Reporter(spec, run_id)
