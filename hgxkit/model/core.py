@@ -822,7 +822,10 @@ def write_stamp(spec: Spec, manifest: Manifest) -> bool:
             return False
         # A small file that is no LFS object: its HEAD on the Hub answers with the commit the revision names.
         probe = min(manifest.files, key=lambda f: (f.sha256 is not None, f.size, f.path)).path
-        head = f"{STAMP_SCHEMA} {stamp_key(spec)} {manifest.commit}"
+        if not is_commit(manifest.commit):
+            remove_stamp(spec)
+            return False
+        head = f"{STAMP_SCHEMA} {stamp_key(spec)} {manifest.commit} {len(manifest.files)}"
         body = [head, hashlib.sha256(done.stdout).hexdigest(), root, quote(probe, safe="/"), *paths]
         atomic_write(spec.state_file(".stamp"), "".join(line + "\n" for line in body), 0o644)
         return True

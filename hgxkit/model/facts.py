@@ -64,32 +64,34 @@ def stamp_check(spec: core.Spec) -> StringCommand | None:
             path=path,
         )
     name = core.model_name(spec.local_dir)
-    reason = "verified copy unchanged since verify (the stamp on the node, one stat)"
     before = json.dumps({"name": name, "unit": core.unit_name(spec.local_dir), "state": "complete"})[:-1]
     # In a subshell that prints the answer or nothing (any failed step exits it non-zero). The stamp
-    # (core.write_stamp) is: "<schema> <key> <commit>", the sha256 of the `stat` output, local_dir's realpath, the
-    # URL-quoted file to ask the Hub about, then one path a line; dash reads the four header lines byte by byte,
-    # so xargs goes on reading the paths from the same descriptor. No `systemctl is-active` (9 ms): a sync
-    # removes the stamp before its unit starts (the role) and as its first act (fetch.py run), and everything a
-    # sync changes (the manifest first of all) is in the `stat`, so a stamp that still matches describes the
-    # verified copy. The state directory is root's: a forged stamp needs root (see core.write_stamp).
+    # (core.write_stamp) is: "<schema> <key> <commit> <number of files>", the sha256 of the `stat` output,
+    # local_dir's realpath, the URL-quoted file to ask the Hub about, then one path a line; dash reads the four
+    # header lines byte by byte, so xargs goes on reading the paths from the same descriptor.
+    # No `systemctl is-active` (9 ms): a sync removes the stamp before its unit starts (the role) and as its
+    # first act (fetch.py run), and everything a sync changes (the manifest first of all) is in the `stat`, so a
+    # stamp that still matches describes the verified copy. The state directory is root's: a forged stamp needs
+    # root (see core.write_stamp).
     return script(
         "( exec 2>/dev/null; cd -P -- {local_dir} && exec 3< {stamp} || exit 1; "
         "IFS= read -r head <&3 && IFS= read -r sum <&3 && IFS= read -r root <&3 && IFS= read -r probe <&3 || exit 1; "
         '[ "$root" = "$PWD" ] || exit 1; '
-        "case $head in {prefix}*) ;; *) exit 1;; esac; commit=${{head#{prefix}}}; "
-        "case $commit in *[!0-9a-f]*) exit 1;; esac; [ ${{#commit}} -eq 40 ] || exit 1; "
+        "case $head in {prefix}*) ;; *) exit 1;; esac; commit=${{head#{prefix}}}; files=${{commit#* }}; "
+        "commit=${{commit%% *}}; case $commit in *[!0-9a-f]*) exit 1;; esac; [ ${{#commit}} -eq 40 ] || exit 1; "
+        "case $files in *[!0-9]*|'') exit 1;; esac; "
         '[ "$(LC_ALL=C xargs -r -d "\\n" stat --printf {format} -- <&3 | sha256sum)" = "$sum  -" ] || exit 1; '
         "{revision_check}"
-        'printf "%s%s%s%.12s%s\\n" {before} "$commit" {middle} "$commit" {after} )',
+        'printf "%s%s%s%s%s%.12s%s\\n" {before} "$commit" {verified} "$files" {files_at} "$commit" {after} )',
         local_dir=spec.local_dir,
         stamp=spec.state_file(".stamp"),
         prefix=f"{core.STAMP_SCHEMA} {core.stamp_key(spec)} ",
         format=core.STAT_FORMAT,
         revision_check=revision_check,
         before=before + ', "commit": "',
-        middle=f'", "reason": "{reason} at ',
-        after='", "elapsed_s": 0.0}',
+        verified='", "reason": "verified ',
+        files_at=" files at ",
+        after=' (unchanged since verify, the stamp on the node)", "elapsed_s": 0.0}',
     )
 
 

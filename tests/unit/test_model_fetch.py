@@ -663,7 +663,7 @@ def test_a_branch_revision_still_asks_the_hub(pinned, hub, tmp_path: Path) -> No
     before = hub_requests(server)
     st = status_by_fact(spec, env)  # the stamp the sync left, and one HEAD for the commit main names now
     assert (st["state"], st["reason"]) == (
-        "complete", "verified copy unchanged since verify (the stamp on the node, one stat) at " + st["commit"][:12])  # fmt: skip
+        "complete", f"verified 8 files at {st['commit'][:12]} (unchanged since verify, the stamp on the node)")  # fmt: skip
     assert hub_requests(server) == before + 1
     (tmp_path / "state" / "tiny.stamp").unlink()
     st = status_by_fact(spec, env)  # the full check

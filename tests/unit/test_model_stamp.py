@@ -79,13 +79,13 @@ def test_an_unchanged_copy_is_answered_by_the_stamp(tmp_path: Path) -> None:
     assert code == 0
     assert json.loads(out) == {
         "name": "m1", "unit": "hgxkit-model-m1", "state": "complete", "commit": COMMIT, "elapsed_s": 0.0,
-        "reason": f"verified copy unchanged since verify (the stamp on the node, one stat) at {COMMIT[:12]}",
+        "reason": f"verified 2 files at {COMMIT[:12]} (unchanged since verify, the stamp on the node)",
     }  # fmt: skip
     lines = Path(spec.state_file(".stamp")).read_text().splitlines()
     root = str(tmp_path / "models" / "m1")
     assert lines[2:] == [root, "config.json", root, f"{root}/sub", f"{root}/sub/dir", f"{root}/config.json",
                          f"{root}/sub/dir/w.safetensors", f"{root}/{core.MANIFEST_NAME}", spec.state_file(".json")]  # fmt: skip
-    assert lines[0] == f"{core.STAMP_SCHEMA} {core.stamp_key(spec)} {COMMIT}"
+    assert lines[0] == f"{core.STAMP_SCHEMA} {core.stamp_key(spec)} {COMMIT} 2"
     assert Path(spec.state_file(".stamp")).stat().st_mode & 0o777 == 0o644
 
 
@@ -316,7 +316,8 @@ def test_the_fact_answers_from_the_stamp_and_each_python_tier_writes_it(hub, tmp
         f"verified 7 files at {commit[:12]} (unchanged since verify)",
     )
     second = read(pinned)
-    assert second["state"] == "complete" and "the stamp on the node" in second["reason"]
+    assert (second["state"], second["reason"]) == (
+        "complete", f"verified 7 files at {commit[:12]} (unchanged since verify, the stamp on the node)")  # fmt: skip
     Path(spec.state_file(".stamp")).unlink()
     full = read(spec)  # a branch: the full status, which writes the stamp as well
     assert (full["state"], full["reason"]) == ("complete", f"verified 7 files at {commit[:12]}")
