@@ -4,7 +4,9 @@
 What a synced model is: the files of one commit of a Hub repo that match the recipe's allow patterns,
 each checked against the Hub's metadata (size; sha256 for LFS files, the git blob id for the others),
 and a manifest (`.hgxkit-manifest.json` in `local_dir`) written only after every file checked out. The
-manifest records each file's size and mtime as verified, so a later check compares metadata only.
+manifest records each file's size and mtime as verified, so a later check compares metadata only; and each time
+the host program finds the copy complete it leaves a stamp (`write_stamp`) that the node's shell checks with
+one `stat` before any Python starts (hgxkit.model.facts).
 
 Examples:
     >>> files = [FileMeta("config.json", 10, None, "ab" * 20), FileMeta("a.safetensors", 5 << 30, "cd" * 32, None)]
@@ -731,8 +733,9 @@ class Spec:
 
 STAMP_SCHEMA = "hgxkit-model-stamp-1"
 # One GNU `stat` line per path, no link followed at the last component (lstat): ctime (%Z) is in it, so any write,
-# even one that restores the mtime afterwards, changes the line; the inode (%i) catches a file swapped for a copy.
-STAT_FORMAT = "%n|%F|%s|%.9Y|%.9Z|%i\\n"  # `stat --printf` reads the \\n itself
+# even one that restores the mtime afterwards, changes the line; device and inode (%d:%i) catch a file swapped for
+# a copy. `stat --printf` turns the backslash-n into the newline itself.
+STAT_FORMAT = "%n|%F|%s|%.9Y|%.9Z|%d:%i\\n"
 _STAMP_BAD = ("\n", "\r", "|", "\0")
 
 

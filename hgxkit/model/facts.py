@@ -1,4 +1,4 @@
-"""The model role's check: is the recipe's model a verified copy on the node? (a stamp and one `stat`, ≈5 ms)
+"""The model role's check: is the recipe's model a verified copy on the node? (a stamp, one `stat`, a few ms)
 
 Three tiers, each falling through to the next on any doubt: the node's shell checks the verdict stamp the host
 program left (`core.write_stamp`: local_dir's realpath, the spec's key, one `stat` over every file, directory,

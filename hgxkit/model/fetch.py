@@ -4,7 +4,9 @@
 Runs in the role's virtualenv (stdlib + huggingface_hub, which brings hf_xet); `hgxkit/model/core.py` is
 uploaded next to it as `model_core.py`.
 The role starts `run` in a systemd transient unit, so an SSH drop or a pyinfra timeout cannot kill it, and
-polls the progress file it writes. `status` is the role's metadata-only check (no hashing, no download).
+polls the progress file it writes. `status` is the role's metadata-only check (no hashing, no download). Both
+leave `<state_dir>/<name>.stamp` when they find the copy complete (core.write_stamp: what the node's shell checks
+first, hgxkit.model.facts); `run` removes it before anything else.
 
     hgxkit_fetch.py status --spec SPEC.json [--token-stdin]     # one JSON line: complete|incomplete|running|error
     hgxkit_fetch.py run --spec SPEC.json [--token-file F] [--run-id ID]
