@@ -4,7 +4,9 @@
 What a synced model is: the files of one commit of a Hub repo that match the recipe's allow patterns,
 each checked against the Hub's metadata (size; sha256 for LFS files, the git blob id for the others),
 and a manifest (`.hgxkit-manifest.json` in `local_dir`) written only after every file checked out. The
-manifest records each file's size and mtime as verified, so a later check compares metadata only.
+manifest records each file's size and mtime as verified, so a later check compares metadata only; and each time
+the host program finds the copy complete it leaves a stamp (`write_stamp`) that the node's shell checks with
+one `stat` before any Python starts (hgxkit.model.facts).
 
 Examples:
     >>> files = [FileMeta("config.json", 10, None, "ab" * 20), FileMeta("a.safetensors", 5 << 30, "cd" * 32, None)]
@@ -30,10 +32,12 @@ import re
 import secrets
 import shutil
 import stat
+import subprocess
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from urllib.parse import quote
 
 GB = 10**9
 MANIFEST_NAME = ".hgxkit-manifest.json"
@@ -716,3 +720,118 @@ class Spec:
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), sort_keys=True)
+
+
+# -- the verdict stamp: a cache of "complete" that the node's shell can check with one `stat` -----------------
+# `<state_dir>/<name>.stamp`, written by the host program each time it has just established that local_dir holds
+# the verified copy the spec wants (the end of a sync, a `status` or quickcheck answer "complete"), and removed
+# when a sync starts or a check finds the copy incomplete. The model fact's shell fast path (hgxkit.model.facts)
+# answers "complete" from it with `stat … | sha256sum` (and, for a branch or tag, one HEAD to the Hub) instead
+# of starting Python. The state directory is root's (0755): whoever could write a stamp there could write the
+# record and the spec as well, so a forged stamp is outside what this guards against. Everything a container or
+# a post controls (local_dir and all below it) is only ever stat'ed, and any change to it fails the comparison.
+
+STAMP_SCHEMA = "hgxkit-model-stamp-1"
+# One GNU `stat` line per path, no link followed at the last component (lstat): ctime (%Z) is in it, so any write,
+# even one that restores the mtime afterwards, changes the line; device and inode (%d:%i) catch a file swapped for
+# a copy. `stat --printf` turns the backslash-n into the newline itself.
+STAT_FORMAT = "%n|%F|%s|%.9Y|%.9Z|%d:%i\\n"
+_STAMP_BAD = ("\n", "\r", "|", "\0")
+
+
+def stamp_key(spec: Spec) -> str:
+    """What a stamp is valid for: every spec field the `status` verdict depends on (the controller computes the
+    same from the spec it sends)."""
+    fields = [STAMP_SCHEMA, spec.repo_id, spec.revision, list(spec.allow_patterns), spec.local_dir, spec.endpoint,
+              spec.source, spec.bundle_dir, spec.state_dir, spec.program_sha, bool(spec.full_rehash)]  # fmt: skip
+    return hashlib.sha256(json.dumps(fields, separators=(",", ":")).encode()).hexdigest()
+
+
+def stamp_paths(root: str, manifest: Manifest, record: str) -> list[str] | None:
+    """The paths a stamp covers, in the order `stat` prints them: every directory from `root` (local_dir's
+    realpath) down to each file, each manifest file, the manifest and the host's record. None when a name could
+    not go on a line of the stamp or a `stat` line unambiguously (a newline, a '|').
+
+    >>> m = Manifest("o/r", "main", "c" * 40, [], "hub", "", [VerifiedFile("a/b.json", 2, None, "0" * 40, 5)])
+    >>> stamp_paths("/m", m, "/s/r.json")
+    ['/m', '/m/a', '/m/a/b.json', '/m/.hgxkit-manifest.json', '/s/r.json']
+    >>> m.files[0] = VerifiedFile("a|b", 2, None, "0" * 40, 5)
+    >>> stamp_paths("/m", m, "/s/r.json") is None
+    True
+    """
+    if not root.startswith("/") or not record.startswith("/") or not manifest.files:
+        return None
+    dirs: dict[str, None] = {root: None}
+    files = []
+    for f in manifest.files:
+        if name_problem(f.path) is not None:
+            return None
+        parts = f.path.split("/")
+        for i in range(1, len(parts)):
+            dirs[os.path.join(root, *parts[:i])] = None
+        files.append(os.path.join(root, f.path))
+    paths = [*dirs, *files, os.path.join(root, MANIFEST_NAME), record]
+    return None if any(c in p for p in paths for c in _STAMP_BAD) else paths
+
+
+def _stat_matches(out: str, paths: list[str], ndirs: int, manifest: Manifest) -> bool:
+    """`stat`'s output shows each directory a directory, and each manifest file a regular file with the size and
+    mtime it was verified with (what closes the race between the check and this stamp)."""
+    lines = out.split("\n")
+    if len(lines) != len(paths) + 1 or lines[-1] != "":
+        return False
+    sizes = [(f.size, f.mtime_ns) for f in manifest.files]
+    for i, (line, path) in enumerate(zip(lines, paths, strict=False)):
+        parts = line.split("|")
+        if len(parts) != 6 or parts[0] != path:
+            return False
+        kind, size, mtime = parts[1], parts[2], parts[3]
+        if kind != ("directory" if i < ndirs else "regular file"):
+            return False
+        j = i - ndirs
+        if 0 <= j < len(sizes):
+            sec, _, frac = mtime.partition(".")
+            if not (sec.isdigit() and frac.isdigit() and len(frac) == 9 and size.isdigit()):
+                return False
+            if (int(size), int(sec) * 10**9 + int(frac)) != sizes[j]:
+                return False
+    return True
+
+
+def remove_stamp(spec: Spec) -> None:
+    """Forget the verdict (a sync starts, or a check found the copy incomplete)."""
+    with contextlib.suppress(OSError):
+        os.unlink(spec.state_file(".stamp"))
+
+
+def write_stamp(spec: Spec, manifest: Manifest) -> bool:
+    """Write `<state_dir>/<name>.stamp` for a copy just found complete: the key, the commit, the sha256 of what
+    one `stat` prints for the paths it covers, local_dir's realpath, one file to ask the Hub about, the paths.
+    Anything odd (a name that cannot be listed, `stat` missing or failing, a file that differs from the manifest
+    already): no stamp, and a stale one is removed. Never raises; True when written."""
+    try:
+        root = os.path.realpath(spec.local_dir)
+        paths = stamp_paths(root, manifest, os.path.abspath(spec.state_file(".json")))
+        if paths is None or spec.full_rehash or any(c in spec.state_dir for c in _STAMP_BAD):
+            remove_stamp(spec)
+            return False
+        ndirs = len(paths) - len(manifest.files) - 2
+        # The very `stat` the shell check runs (the same PATH lookup, the C locale for its "%F" words).
+        done = subprocess.run(["stat", "--printf", STAT_FORMAT, "--", *paths], capture_output=True, check=False,
+                              env={**os.environ, "LC_ALL": "C"})  # fmt: skip
+        out = done.stdout.decode("utf-8", "surrogateescape")
+        if done.returncode != 0 or not _stat_matches(out, paths, ndirs, manifest):
+            remove_stamp(spec)
+            return False
+        # A small file that is no LFS object: its HEAD on the Hub answers with the commit the revision names.
+        probe = min(manifest.files, key=lambda f: (f.sha256 is not None, f.size, f.path)).path
+        if not is_commit(manifest.commit):
+            remove_stamp(spec)
+            return False
+        head = f"{STAMP_SCHEMA} {stamp_key(spec)} {manifest.commit} {len(manifest.files)}"
+        body = [head, hashlib.sha256(done.stdout).hexdigest(), root, quote(probe, safe="/"), *paths]
+        atomic_write(spec.state_file(".stamp"), "".join(line + "\n" for line in body), 0o644)
+        return True
+    except (OSError, ValueError):
+        remove_stamp(spec)
+        return False

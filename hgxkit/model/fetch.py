@@ -4,7 +4,9 @@
 Runs in the role's virtualenv (stdlib + huggingface_hub, which brings hf_xet); `hgxkit/model/core.py` is
 uploaded next to it as `model_core.py`.
 The role starts `run` in a systemd transient unit, so an SSH drop or a pyinfra timeout cannot kill it, and
-polls the progress file it writes. `status` is the role's metadata-only check (no hashing, no download).
+polls the progress file it writes. `status` is the role's metadata-only check (no hashing, no download). Both
+leave `<state_dir>/<name>.stamp` when they find the copy complete (core.write_stamp: what the node's shell checks
+first, hgxkit.model.facts); `run` removes it before anything else.
 
     hgxkit_fetch.py status --spec SPEC.json [--token-stdin]     # one JSON line: complete|incomplete|running|error
     hgxkit_fetch.py run --spec SPEC.json [--token-file F] [--run-id ID]
@@ -1502,6 +1504,7 @@ class Syncer:
             ok = core.check_manifest(manifest, spec.local_dir, spec.repo_id, spec.allow_patterns, self.commit, metas)
             if ok.ok and not spec.full_rehash:
                 self.write_record(manifest)
+                core.write_stamp(spec, manifest)
                 self.manifest = manifest
                 return {"commit": self.commit, "fetched": [], "rehashed": [], "seconds": 0.0, "already": True}
             # Never leave a manifest that claims files this run may replace.
@@ -1570,6 +1573,7 @@ class Syncer:
         core.remove_under(spec.local_dir, core.PARTIAL_DIR)
         core.remove_under(spec.local_dir, core.STAGE_DIR)
         self.write_record(new)
+        core.write_stamp(spec, new)  # last: the record and the manifest are in what it covers
         return {
             "commit": self.commit,
             "fetched": sorted(self.fetched),
@@ -1669,6 +1673,11 @@ def status(spec: Spec, token: str | None) -> dict[str, Any]:
             record = {}
         if manifest is not None and record.get("commit") != manifest.commit:
             state, reason = "incomplete", "the host's record of the sync is missing"
+    # The verdict, cached for the node's shell check (hgxkit.model.facts): written for exactly what was read here.
+    if state == "complete" and manifest is not None:
+        core.write_stamp(spec, manifest)
+    else:
+        core.remove_stamp(spec)
     commit_out = manifest.commit if manifest else commit
     return {**out, "state": state, "reason": reason, "commit": commit_out, "elapsed_s": round(time.time() - started, 3)}
 
@@ -1737,6 +1746,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "result":
         return report_result(spec)
     os.makedirs(spec.state_dir, exist_ok=True)
+    core.remove_stamp(spec)  # first: from now on only this run says whether the copy is complete
     os.environ.update(spec.xet_env())  # before huggingface_hub (and hf_xet) read their settings
     run_id = args.run_id or f"{os.getpid()}-{int(time.time())}"
     rep = Reporter(spec, run_id)

@@ -6,7 +6,9 @@ needs no Hub: this program compares the spec with the manifest of the last verif
 it and each file's size and mtime (the same metadata `core.check_manifest` compares, no link followed) and
 prints the same JSON line `status` would. It prints nothing and exits 1 on anything else (a branch or tag, a
 moved file, a missing record, a newer downloader, a full re-hash asked for): the caller then runs the full
-check. Its source is sent inline (`python -I -S -c`), so it needs no upload and never lags the role.
+check. Its source is sent inline (`python -I -S -c`), so it needs no upload and never lags the role. It is the
+second tier: the node's shell first checks the stamp (`core.write_stamp`, see hgxkit.model.facts), which this
+program writes whenever it answers complete, so it runs only once after something changed.
 """
 
 from __future__ import annotations
@@ -68,7 +70,8 @@ def quick_status(spec: dict, program: str) -> dict | None:
         return None
     try:
         with open(mpath, "rb") as f:
-            manifest = json.loads(f.read())
+            raw = f.read()
+        manifest = json.loads(raw)
         with open(os.path.join(str(spec["state_dir"]), _name(local_dir) + ".json"), "rb") as f:
             record = json.loads(f.read())
         if (
@@ -91,6 +94,7 @@ def quick_status(spec: dict, program: str) -> dict | None:
                 return None
     except (OSError, ValueError, TypeError, KeyError, AttributeError):
         return None
+    _write_stamp(spec, program, raw)
     name = _name(local_dir)
     return {
         "name": name,
@@ -100,6 +104,18 @@ def quick_status(spec: dict, program: str) -> dict | None:
         "commit": revision,
         "elapsed_s": round(time.time() - started, 3),
     }
+
+
+def _write_stamp(spec: dict, program: str, manifest: bytes) -> None:
+    """Leave the verdict for the shell check (`model_core.write_stamp`, uploaded beside the program: the same code
+    the role ships when `program_sha` matched above); an older or missing model_core only means no stamp."""
+    try:
+        sys.path.insert(0, os.path.dirname(os.path.abspath(program)))
+        import model_core  # type: ignore[import-not-found]
+
+        model_core.write_stamp(model_core.Spec(**spec), model_core.Manifest.from_json(manifest.decode()))
+    except Exception:  # a cache: whatever goes wrong, the answer above stands
+        pass
 
 
 def main(argv: list[str]) -> int:

@@ -272,7 +272,8 @@ def _start_or_attach(spec_path: str, local_dir: str, with_token: bool) -> None:
         host.log(f"attached to the running download ({unit})", log_func=logger.info)
     else:
         token_file = f"{TOKEN_DIR}/{name}.token"
-        run(argv("rm", "-f", result_path, progress_path))
+        # The stamp first: from here on only the sync says whether the copy is complete (hgxkit.model.facts).
+        run(argv("rm", "-f", result_path, progress_path, f"{state_dir}/{name}.stamp"))
         if token:
             ok, _ = run.status(
                 script("umask 077 && mkdir -p {dir} && cat > {file}", dir=TOKEN_DIR, file=token_file),

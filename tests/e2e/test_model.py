@@ -177,6 +177,11 @@ def test_fresh_download_then_noop_rerun(cluster: str, recipes: dict[str, str]) -
     check = float(re.search(r"model tiny: verified 11 files at \w+; check took ([\d.]+)s", out(again)).group(1))
     assert check <= 2.0
     assert elapsed - baseline <= 2.0, f"no-op re-run {elapsed:.2f}s vs minimal deploy {baseline:.2f}s"
+    # No token: the node's shell answers from the stamp the checks left (one stat, one HEAD for what `main` names).
+    quiet, _ = deploy(cluster, "node1", recipes["tiny"], token=None, verbose=False)
+    assert quiet.returncode == 0 and totals(quiet) == (0, 0, 0, 0), out(quiet)[-3000:]
+    stamped = r"model tiny: verified 11 files at (\w+) \(unchanged since verify, the stamp on the node\); check took"
+    assert re.search(stamped, out(quiet)).group(1) == manifest["commit"][:12]  # type: ignore[union-attr]
 
 
 def test_gated_repo(cluster: str, recipes: dict[str, str]) -> None:

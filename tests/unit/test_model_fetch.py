@@ -661,6 +661,11 @@ def test_a_branch_revision_still_asks_the_hub(pinned, hub, tmp_path: Path) -> No
     raw = ModelSyncStatus().command(python="py", script_path="p.py", spec=Path(spec).read_text()).get_raw_value()
     assert "quick_status" not in raw  # no fast path for a branch: the command is the full check alone
     before = hub_requests(server)
-    st = status_by_fact(spec, env)
+    st = status_by_fact(spec, env)  # the stamp the sync left, and one HEAD for the commit main names now
+    assert (st["state"], st["reason"]) == (
+        "complete", f"verified 8 files at {st['commit'][:12]} (unchanged since verify, the stamp on the node)")  # fmt: skip
+    assert hub_requests(server) == before + 1
+    (tmp_path / "state" / "tiny.stamp").unlink()
+    st = status_by_fact(spec, env)  # the full check
     assert st["state"] == "complete" and st["reason"] == "verified 8 files at " + st["commit"][:12]
-    assert hub_requests(server) > before
+    assert hub_requests(server) == before + 2
