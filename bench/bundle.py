@@ -150,8 +150,8 @@ def cache_figures_lines(r: dict, nodes: int) -> list[str]:
     total_w = sum(r["with"][n] for n in names)
     total_wo = sum(r.get("without", {}).get(n, 0) for n in names)
     served = sum(s for *_, s in r["served"])
-    lines.append(f"fleet: the controller sent {total_w / 1e6:.1f} MB with the cache, {total_wo / 1e6:.1f} MB without"
-                 + (f", ratio {total_w / total_wo:.2f}x" if total_wo else "")
+    lines.append(f"fleet: the controller sent {total_w / 1e6:.1f} MB with the cache"
+                 + (f", {total_wo / 1e6:.1f} MB without, ratio {total_w / total_wo:.2f}x" if total_wo else "")
                  + f"; the cache served {served / 1e6:.1f} MB of blobs to the other nodes")  # fmt: skip
     return lines
 

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pyinfra import host as current_host  # the host a callback runs for
 from pyinfra.api import FactBase, StringCommand
 from pyinfra.api.exceptions import DeployError
 from pyinfra.operations import files, python, server
@@ -278,8 +279,7 @@ def load_image(host: Any, b: NodeBundle) -> None:
 def _pull_through_cache(reference: str, image_id: str) -> None:
     """Execute time: pull `reference` (by digest: Docker asks its mirror, the cache, first and checks each layer),
     then refuse unless the image is the bundle's `image_id`."""
-    from pyinfra import host
-
+    host = current_host
     run = HostRunner(host)
     ok, said = run.status(argv("docker", "pull", "-q", reference))
     if not ok:

@@ -315,3 +315,27 @@ def test_a_copy_without_image_verifies_what_it_got_and_says_image_comes_from_the
         "model/m/config.json: sha256 " + hashlib.sha256(b"[]").hexdigest()[:16] + "…, the manifest says "
         + hashlib.sha256(b"{}").hexdigest()[:16] + "…; the file changed after create: re-copy it",
     ]  # fmt: skip
+
+
+def test_the_pull_through_the_cache_refuses_an_image_that_is_not_the_bundles(monkeypatch: pytest.MonkeyPatch) -> None:
+    want, other = "sha256:" + "c" * 64, "sha256:" + "e" * 64
+    ran: list[str] = []
+
+    class Runner:
+        def __init__(self, host: object) -> None:
+            pass
+
+        def status(self, command: object) -> tuple[bool, list[str]]:
+            ran.append(str(command))
+            return True, [found]
+
+    monkeypatch.setattr(source, "HostRunner", Runner)
+    monkeypatch.setattr(source, "current_host", SimpleNamespace(name="node2"))
+    pull = "lmsysorg/sglang@sha256:" + "d" * 64
+    found = want
+    source._pull_through_cache(pull, want)
+    assert ran == [f"docker pull -q {pull}", f"docker image inspect --format '{{{{.Id}}}}' {pull}"]
+    found = other
+    with pytest.raises(DeployError) as err:
+        source._pull_through_cache(pull, want)
+    assert str(err.value) == source.image_id_problem("node2", want, other)
