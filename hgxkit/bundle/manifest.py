@@ -5,7 +5,9 @@ The bundle's hash is the sha256 of bundle.json's canonical JSON (sorted keys, no
 changed to match a swapped file) is refused before any artifact is read, then every artifact: a missing
 file, another size, another sha256 or a file the manifest does not list is one problem line naming the file.
 This file also runs on a node (`python3 hgxkit_bundle_verify.py DIR`, uploaded by hgxkit.bundle.source) before
-anything is installed from the bundle.
+anything is installed from the bundle. A node behind the fleet's image cache gets the bundle without image/
+(`--from-cache image`): what it did receive is verified as always, and the one line it prints says image/ is taken
+from the cache (its Docker checks every layer by digest; the role checks the image ID).
 
 Example:
     >>> doc = {"schema_version": 1, "artifacts": []}
@@ -98,8 +100,21 @@ def read_manifest(root: Path) -> tuple[dict[str, Any] | None, str | None]:
     return (None, problem) if problem else (doc, None)
 
 
-def artifact_problems(root: Path, artifacts: list[dict[str, Any]], present: list[str]) -> list[str]:
-    """Every artifact that is missing, has another size or sha256, and every file the manifest does not list."""
+def from_elsewhere(rel: str, elsewhere: tuple[str, ...]) -> bool:
+    """Whether artifact `rel` lies under one of the top-level directories `elsewhere` (taken from the image cache).
+
+    >>> from_elsewhere("image/blobs/sha256/ab", ("image",)), from_elsewhere("images.txt", ("image",))
+    (True, False)
+    """
+    return rel.split("/", 1)[0] in elsewhere and "/" in rel
+
+
+def artifact_problems(
+    root: Path, artifacts: list[dict[str, Any]], present: list[str], elsewhere: tuple[str, ...] = ()
+) -> list[str]:
+    """Every artifact that is missing, has another size or sha256, and every file the manifest does not list. An
+    artifact under a directory of `elsewhere` may be absent (the node takes it from the image cache); one that is
+    there is checked like every other."""
     problems = []
     listed = set()
     for entry in artifacts:
@@ -108,6 +123,8 @@ def artifact_problems(root: Path, artifacts: list[dict[str, Any]], present: list
         path = root / rel
         if rel.startswith("/") or ".." in Path(rel).parts:
             problems.append(f"{rel}: not a path inside the bundle; refused")
+        elif from_elsewhere(rel, elsewhere) and not path.exists() and not path.is_symlink():
+            continue
         elif not path.is_file() or path.is_symlink():
             problems.append(f"{rel}: missing (or not a regular file); re-copy the bundle")
         elif path.stat().st_size != entry.get("size"):
@@ -125,12 +142,23 @@ def artifact_problems(root: Path, artifacts: list[dict[str, Any]], present: list
     return problems
 
 
-def verify(root: Path) -> tuple[dict[str, Any] | None, list[str]]:
-    """The bundle at `root` checked: (manifest or None, problems); no problems means every byte is as created."""
+def verify(root: Path, elsewhere: tuple[str, ...] = ()) -> tuple[dict[str, Any] | None, list[str]]:
+    """The bundle at `root` checked: (manifest or None, problems); no problems means every byte is as created (but
+    the absent files under the directories of `elsewhere`, which the node takes from the image cache)."""
     doc, problem = read_manifest(root)
     if doc is None:
         return None, [str(problem)]
-    return doc, artifact_problems(root, doc["artifacts"], list_files(root))
+    return doc, artifact_problems(root, doc["artifacts"], list_files(root), elsewhere)
+
+
+def elsewhere_note(root: Path, artifacts: list[dict[str, Any]], elsewhere: tuple[str, ...]) -> str | None:
+    """The line a verify with `elsewhere` prints: how many artifacts were not here, taken from the image cache."""
+    absent = [a for a in artifacts if from_elsewhere(str(a.get("path")), elsewhere) and not (root / a["path"]).exists()]
+    if not absent:
+        return None
+    size = sum(int(a.get("size", 0)) for a in absent)
+    return (f"{', '.join(d + '/' for d in elsewhere)}: {len(absent)} files ({size} bytes) not on this node, taken "
+            "from the image cache (Docker checks each layer by digest, the role the image ID)")  # fmt: skip
 
 
 def signature_problem(root: Path, fingerprint: str) -> str | None:
@@ -164,15 +192,24 @@ def signature_problem(root: Path, fingerprint: str) -> str | None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Node side: `python3 hgxkit_bundle_verify.py DIR [EXPECTED_HASH]`; exit 1 with one line per problem."""
-    args = sys.argv[1:] if argv is None else argv
+    """Node side: `python3 hgxkit_bundle_verify.py DIR [EXPECTED_HASH] [--from-cache DIRNAME]`; exit 1 with one line
+    per problem."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    elsewhere: tuple[str, ...] = ()
+    if "--from-cache" in args:
+        at = args.index("--from-cache")
+        elsewhere = tuple(args[at + 1 : at + 2])
+        del args[at : at + 2]
     root = Path(args[0])
-    doc, problems = verify(root)
+    doc, problems = verify(root, elsewhere)
     if doc is not None and len(args) > 1 and doc["bundle_sha256"] != args[1]:
         problems.insert(0, f"{root}: bundle {doc['bundle_sha256'][:16]}…, the controller's is {args[1][:16]}…")
     for line in problems:
         print(line, file=sys.stderr)
     if not problems and doc is not None:
+        note = elsewhere_note(root, doc["artifacts"], elsewhere)
+        if note:
+            print(note)
         print(doc["bundle_sha256"])
     return 1 if problems else 0
 

@@ -24,6 +24,10 @@ image_cache_fill_s    how long the cache host's fill may take (default 7200 s). 
 image_cache_upstream  the registry it proxies (default Docker Hub, https://registry-1.docker.io; a site's own
                       registry works the same way). "off": an air-gapped site; the cache is a plain registry,
                       filled from the bundle's image layout (the `bundle` knob) on the cache host.
+With the `bundle` knob and the cache on, only the cache host gets the bundle's image/ (it fills the cache from it);
+every other node gets the bundle without image/ and pulls the image through the cache by the manifest digest the
+bundle records, refused unless its image ID is the bundle's (hgxkit/bundle/source.py). The cache off: every node
+gets the whole bundle and loads the image from its own copy, as before.
 """
 
 DEFAULTS = {

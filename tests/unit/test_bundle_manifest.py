@@ -250,3 +250,92 @@ def test_a_signed_manifest_is_checked_against_the_fingerprint_the_site_holds(tmp
     host = SimpleNamespace(name="node1", data={"bundle": str(root), "bundle_fingerprint": key.fingerprint})
     with pytest.raises(DeployError, match=r"^bundle knob: bundle\.json\.sig: no valid signature"):
         source.delivered(host)
+
+
+IMAGE_FILES = {"image/index.json": b'{"manifests": []}', "image/blobs/sha256/aa": b"layer" * 50}
+IMAGE = {"reference": "lmsysorg/sglang:dev-dspark", "digest": "sha256:" + "d" * 64, "id": "sha256:" + "c" * 64}
+
+
+def test_behind_the_image_cache_only_the_cache_host_gets_image_and_the_others_pull_by_the_manifest_digest() -> None:
+    pull = source.cache_pull_reference(IMAGE)
+    assert pull == "lmsysorg/sglang@sha256:" + "d" * 64
+    assert source.cache_pull_reference({**IMAGE, "reference": "ubuntu"}) == "library/ubuntu@sha256:" + "d" * 64
+    assert source.cache_pull_reference({**IMAGE, "reference": "nvcr.io/nim/x:1"}) is None  # no mirror asked
+    assert source.cache_pull_reference({**IMAGE, "digest": None}) is None
+    hosts = ["node1", "node2", "node3"]
+    assert [source.gets_image(h, "node1", pull) for h in hosts] == [True, False, False]
+    assert [source.gets_image(h, None, pull) for h in hosts] == [True, True, True]  # the cache off: as before
+    assert [source.gets_image(h, "node1", None) for h in hosts] == [True, True, True]  # an image no mirror serves
+    assert source.rsync_flags(True) == ["-a", "--delete", "--chmod=D755,F644"]
+    assert source.rsync_flags(False) == ["-a", "--delete", "--chmod=D755,F644", "--exclude=/image/",
+                                         "--delete-excluded"]  # fmt: skip
+    assert (source.stamp_text("ab" * 32, True), source.stamp_text("ab" * 32, False)) == ("ab" * 32,
+                                                                                         "ab" * 32 + " without-image")  # fmt: skip
+    assert source.verify_args("/d", "ab", False) == ["/d", "ab", "--from-cache", "image"]
+    assert source.verify_args("/d", "ab", True) == ["/d", "ab"]
+
+
+def test_a_pulled_image_whose_id_differs_from_the_bundles_is_refused_with_one_line() -> None:
+    want, other = "sha256:" + "c" * 64, "sha256:" + "e" * 64
+    assert source.image_id_problem("node2", want, want) is None
+    assert source.image_id_problem("node2", want, other) == (
+        f"node2: the image pulled through the image cache is {other}, the bundle says {want}; refused: no container "
+        "was changed (check the cache host's fill, or set image_cache off)")  # fmt: skip
+    assert source.image_id_problem("node2", want, None).startswith(
+        "node2: the image pulled through the image cache is (none), the bundle says sha256:"
+    )
+
+
+def test_a_copy_without_image_verifies_what_it_got_and_says_image_comes_from_the_cache(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    src, dst = tmp_path / "b", tmp_path / "node"
+    doc = make_bundle(src, {**FILES, **IMAGE_FILES})
+    (dst / "image").mkdir(parents=True)
+    (dst / "image/stale").write_bytes(b"from a copy made before the cache was on")
+    import subprocess
+
+    subprocess.run(["rsync", *source.rsync_flags(False), f"{src}/", str(dst)], check=True)
+    assert not (dst / "image").exists()  # excluded, and the stale copy deleted
+    assert sorted(manifest.list_files(dst)) == sorted(FILES)
+    assert manifest.verify(dst)[1] == [f"{rel}: missing (or not a regular file); re-copy the bundle"
+                                       for rel in sorted(IMAGE_FILES)]  # fmt: skip
+    assert manifest.verify(dst, ("image",)) == (doc, [])
+    assert manifest.main(source.verify_args(str(dst), doc["bundle_sha256"], False)) == 0
+    size = sum(len(v) for v in IMAGE_FILES.values())
+    assert capsys.readouterr().out == (f"image/: 2 files ({size} bytes) not on this node, taken from the image cache "
+                                       f"(Docker checks each layer by digest, the role the image ID)\n"
+                                       f"{doc['bundle_sha256']}\n")  # fmt: skip
+    # Never a silent skip: a file of image/ that did arrive is checked like any other; the rest still verified.
+    (dst / "image/blobs/sha256").mkdir(parents=True)
+    (dst / "image/blobs/sha256/aa").write_bytes(b"x")
+    (dst / "model/m/config.json").write_bytes(b"[]")
+    assert manifest.verify(dst, ("image",))[1] == [
+        f"image/blobs/sha256/aa: 1 bytes, the manifest says {len(IMAGE_FILES['image/blobs/sha256/aa'])}; re-copy it",
+        "model/m/config.json: sha256 " + hashlib.sha256(b"[]").hexdigest()[:16] + "…, the manifest says "
+        + hashlib.sha256(b"{}").hexdigest()[:16] + "…; the file changed after create: re-copy it",
+    ]  # fmt: skip
+
+
+def test_the_pull_through_the_cache_refuses_an_image_that_is_not_the_bundles(monkeypatch: pytest.MonkeyPatch) -> None:
+    want, other = "sha256:" + "c" * 64, "sha256:" + "e" * 64
+    ran: list[str] = []
+
+    class Runner:
+        def __init__(self, host: object) -> None:
+            pass
+
+        def status(self, command: object) -> tuple[bool, list[str]]:
+            ran.append(str(command))
+            return True, [found]
+
+    monkeypatch.setattr(source, "HostRunner", Runner)
+    monkeypatch.setattr(source, "current_host", SimpleNamespace(name="node2"))
+    pull = "lmsysorg/sglang@sha256:" + "d" * 64
+    found = want
+    source._pull_through_cache(pull, want)
+    assert ran == [f"docker pull -q {pull}", f"docker image inspect --format '{{{{.Id}}}}' {pull}"]
+    found = other
+    with pytest.raises(DeployError) as err:
+        source._pull_through_cache(pull, want)
+    assert str(err.value) == source.image_id_problem("node2", want, other)
