@@ -153,9 +153,11 @@ def projection(meds: dict[int, dict[str, dict[str, float]]], cores: int) -> None
     counts = sorted(meds)
     fits = {d: fit({n: meds[n][d]["cpu_host"] * n for n in counts}) for d in (DSPARK, MINIMAL)}
     trips = meds[counts[-1]][DSPARK]["trips"]
+    unresolved = []
     for deploy, (_, per_host) in fits.items():
-        if per_host <= 0:  # noise (a loaded machine) beat the fit: the largest count's cost, all of it per host
-            fits[deploy] = (0.0, meds[counts[-1]][deploy]["cpu_host"])
+        if per_host <= 0:  # the per-host part is below this machine's noise at these counts: say so, count none
+            fits[deploy] = (statistics.mean(meds[n][deploy]["cpu_host"] * n for n in counts), 0.0)
+            unresolved.append(deploy)
     (a, b), (ma, mb) = fits[DSPARK], fits[MINIMAL]
     print(f"PROJECTION (on paper, not measured; model fitted to the {'/'.join(map(str, counts))}-node medians): "
           f"controller CPU = fixed + per-host x hosts; dspark {a:.2f} s + {b:.3f} s/host, minimal {ma:.2f} s + "
@@ -163,12 +165,13 @@ def projection(meds: dict[int, dict[str, dict[str, float]]], cores: int) -> None
           "serial whatever --parallel says (--parallel only caps the hosts in flight); SSH round trips of different "
           "hosts overlap, so on a big fleet the controller's CPU is the floor of the plan time. With "
           f"{cores} cores the inventory is split into {cores} pyinfra processes (--limit slices), each paying the "
-          "fixed part.")  # fmt: skip
+          "fixed part." + "".join(f" {d}: the fit's per-host part came out <= 0 (below the noise at these "
+                                  "counts): its measured mean taken as fixed, nothing per host." for d in unresolved))
     for hosts in (100, 1000):
         one, split = a + b * hosts, a + b * hosts / cores
-        print(f"PROJECTION {hosts} hosts: dspark no-op controller CPU {one:.0f} s in one process, {split:.0f} s "
+        print(f"PROJECTION {hosts} hosts: dspark no-op controller CPU {one:.1f} s in one process, {split:.1f} s "
               f"wall on {cores} cores ({cores} processes); {hosts * trips:.0f} SSH round trips ({trips:.1f}/host); "
-              f"minimal deploy {ma + mb * hosts:.0f} s in one process")  # fmt: skip
+              f"minimal deploy {ma + mb * hosts:.1f} s in one process")  # fmt: skip
 
 
 def main() -> int:
