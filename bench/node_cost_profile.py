@@ -27,6 +27,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
+sys.path.insert(0, str(ROOT))
 from per_host_cost import cgroup_cpu_s, node_containers  # noqa: E402
 
 BATCH_PART = re.compile(r"echo '##hgxkit-batch-(\d+):'; \( (.*?) \) 2>/dev/null; echo '##hgxkit-batch-\1:'\$\?", re.S)
@@ -108,8 +109,9 @@ def main() -> int:
     print(f"simulated: true; {len(commands)} command(s) sent to the first node; CPU per run on the node, "
           f"mean of {args.repeat} runs (load {os.getloadavg()[0]:.1f})")
     base = loop_cpu(container, "true", args.repeat)
-    rows = [("host lock holder", "mkdir -p /var/lib/hgxkit && exec flock -n -E 75 /var/lib/hgxkit/run.lock "
-                                 "sh -c 'echo hgxkit-locked; exec cat >/dev/null'")]  # fmt: skip
+    from hgxkit.hostlock import holder_command  # the checkout's own (ROOT is first on the path)
+
+    rows = [("host lock holder", holder_command().get_raw_value())]
     for text in commands:
         parts = BATCH_PART.findall(text)
         rows += [(f"batch part {i}", part) for i, part in parts] if parts else [("command", text)]

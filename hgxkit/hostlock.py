@@ -59,7 +59,9 @@ def holder_command(*, dry: bool = False, lock: str = LOCK_FILE) -> Any:
             lock=lock,
         )
     return script(
-        "mkdir -p {dir} && exec flock -n -E {busy} {lock} sh -c 'echo hgxkit-locked; exec cat >/dev/null'",
+        # `[ -d ]` is the shell's own: a mkdir process (~3 ms of the node's CPU) only on the node's first run.
+        "{{ [ -d {dir} ] || mkdir -p {dir}; }} && exec flock -n -E {busy} {lock} sh -c 'echo hgxkit-locked; "
+        "exec cat >/dev/null'",
         dir=lock.rsplit("/", 1)[0],
         busy=BUSY,
         lock=lock,
