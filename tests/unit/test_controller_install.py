@@ -33,8 +33,9 @@ ROOT = Path(__file__).resolve().parents[2]
 RECIPE = "recipes/deepseek-v4-flash-dspark-marlin.yaml"
 POST = ROOT / "tests" / "fixtures" / "forum-dspark-h200.txt"
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
-# Code that runs on a node, never on the controller: its imports are the node's business.
-NODE_SIDE = {"hgxkit/model/fetch.py"}
+# Code that runs on a node, never on the controller: its imports are the node's business (the downloader, and the
+# model check's fast path, sent inline, which imports model_core uploaded beside the downloader).
+NODE_SIDE = {"hgxkit/model/fetch.py", "hgxkit/model/quickcheck.py"}
 pytestmark = pytest.mark.install
 SIM_ONLY = {"docker", "cryptography"}  # the `sim` extra
 
