@@ -10,7 +10,11 @@ On Debian or Ubuntu as root it
 - starts `dockerd` when the system engine (/var/run/docker.sock) does not answer (`systemctl start docker`
   under systemd, else `dockerd` in the background, logging to /var/log/hgxkit-dockerd.log);
 - starts `lxcfs /var/lib/lxcfs` when lxcfs's /proc/uptime cannot be read, first unmounting the FUSE mount a dead
-  lxcfs leaves behind ("Transport endpoint is not connected").
+  lxcfs leaves behind ("Transport endpoint is not connected");
+- raises the kernel's inotify limits (`sysctl -w fs.inotify.max_user_instances=1024 …`) when they are lower: each
+  simulated node's systemd, journald, dockerd and containerd hold about 8 inotify instances of root's, and the
+  default 128 runs out near 15 nodes (a test run's three sessions start more), after which new and running
+  nodes die at start in a loop ("is restarting"). The limit is the kernel's, not a node's: it is only raised.
 It prints one line per thing it did, and nothing when everything is there (a few milliseconds).
 
 It never restarts or reconfigures a running engine, and never touches an engine it does not own: rootless
@@ -46,6 +50,9 @@ DOCKERD_LOG = "/var/log/hgxkit-dockerd.log"
 LXCFS_LOG = "/var/log/hgxkit-lxcfs.log"
 APT_ENV = {"DEBIAN_FRONTEND": "noninteractive", "NEEDRESTART_MODE": "l", "NEEDRESTART_SUSPEND": "1"}
 PURPOSES = ("demo", "test", "all")
+# sysctl -> the least the simulated nodes need (kind's own advice for many systemd-in-Docker nodes, which hit the
+# same limits); only ever raised, never lowered.
+INOTIFY_MIN = {"fs.inotify.max_user_instances": 1024, "fs.inotify.max_user_watches": 524288}
 
 
 @dataclass(frozen=True)
@@ -187,6 +194,17 @@ class Facts:
     engine: Engine
     dockerd_installed: bool
     lxcfs: str  # ok | stale | absent
+    sysctls: dict[str, int] = field(default_factory=dict)  # INOTIFY_MIN's keys that could be read -> now
+
+
+def _sysctls(system: System) -> dict[str, int]:
+    out = {}
+    for key in INOTIFY_MIN:
+        try:
+            out[key] = int(system.read("/proc/sys/" + key.replace(".", "/")).strip())
+        except (OSError, ValueError):
+            continue
+    return out
 
 
 def _os_release(system: System) -> dict[str, str]:
@@ -239,6 +257,7 @@ def gather(system: System, purpose: str, env: dict[str, str] | None = None) -> F
         engine=Engine(address, kind, state),
         dockerd_installed=system.which("dockerd") is not None,
         lxcfs=_lxcfs_state(system),
+        sysctls=_sysctls(system),
     )
 
 
@@ -250,6 +269,7 @@ class Plan:
     start_dockerd: bool = False
     unmount_lxcfs: bool = False
     start_lxcfs: bool = False
+    sysctls: list[str] = field(default_factory=list)  # `key=value` to raise
     problems: list[str] = field(default_factory=list)
 
 
@@ -292,6 +312,7 @@ def plan(facts: Facts, purpose: str = "demo") -> Plan:
         p.start_dockerd = system_down
         p.unmount_lxcfs = facts.lxcfs == "stale"
         p.start_lxcfs = facts.lxcfs != "ok"
+        p.sysctls = [f"{k}={v}" for k, v in INOTIFY_MIN.items() if k in facts.sysctls and facts.sysctls[k] < v]
         return p
     missing = [f"packages {' '.join(packages)}"] if packages else []
     if system_down:
@@ -393,6 +414,13 @@ def apply(p: Plan, facts: Facts, system: System, say=print) -> list[str]:
             say(f"{PREFIX} started lxcfs on {LXCFS_DIR}")
         else:
             problems.append(f"lxcfs did not start: see {LXCFS_LOG if not facts.systemd else 'journalctl -u lxcfs'}")
+    if p.sysctls:
+        code, out = system.run(["sysctl", "-w", *p.sysctls])
+        if code == 0:
+            say(f"{PREFIX} raised {', '.join(p.sysctls)} (many simulated nodes run out of the defaults)")
+        else:  # a read-only /proc/sys (a container): few nodes still run; say so and go on
+            say(f"{PREFIX} could not raise {', '.join(p.sysctls)} ({_tail(out)}): more than ~15 simulated nodes "
+                "at once may fail to start")  # fmt: skip
     return problems
 
 
@@ -436,6 +464,8 @@ def describe(p: Plan) -> list[str]:
         lines.append(f"unmount the stale lxcfs mount at {LXCFS_DIR}")
     if p.start_lxcfs:
         lines.append(f"start lxcfs on {LXCFS_DIR}")
+    if p.sysctls:
+        lines.append(f"raise {', '.join(p.sysctls)} (sysctl -w)")
     return lines
 
 

@@ -358,3 +358,48 @@ def test_classify_engine() -> None:
     assert host.classify_engine("tcp://127.0.0.1:2375")[1] == "local-tcp"
     assert host.classify_engine("ssh://me@builder")[1] == "remote"
     assert host.classify_engine("unix:///srv/engine.sock")[1] == "other"
+
+
+def _inotify(machine: FakeMachine, instances: str, watches: str) -> None:
+    folder = machine.root / "proc" / "sys" / "fs" / "inotify"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "max_user_instances").write_text(instances)
+    (folder / "max_user_watches").write_text(watches)
+
+
+def test_inotify_limits_below_what_many_nodes_need_are_raised_never_lowered(tmp_path: Path) -> None:
+    low = FakeMachine(tmp_path / "low")
+    _inotify(low, "128\n", "192530\n")
+    assert setup(low, "all") == (0, ["hgxkit host: raised fs.inotify.max_user_instances=1024, "
+                                     "fs.inotify.max_user_watches=524288 (many simulated nodes run out of the "
+                                     "defaults)"])  # fmt: skip
+    assert low.argvs() == [["sysctl", "-w", "fs.inotify.max_user_instances=1024",
+                            "fs.inotify.max_user_watches=524288"]]  # fmt: skip
+    high = FakeMachine(tmp_path / "high")
+    _inotify(high, "8192\n", "192530\n")  # one already higher: only the other is raised
+    assert setup(high, "all")[0] == 0 and high.argvs() == [["sysctl", "-w", "fs.inotify.max_user_watches=524288"]]
+    unreadable = FakeMachine(tmp_path / "unreadable")  # no /proc/sys there: nothing to judge, nothing done
+    assert setup(unreadable, "all") == (0, []) and unreadable.argvs() == []
+    user = FakeMachine(tmp_path / "user", euid=1000)
+    _inotify(user, "128\n", "8192\n")
+    assert setup(user, "all") == (0, []) and user.argvs() == []
+    dry = FakeMachine(tmp_path / "dry")
+    _inotify(dry, "128\n", "524288\n")
+    assert setup(dry, "all", dry_run=True) == (0, ["hgxkit host: would raise fs.inotify.max_user_instances=1024 "
+                                                   "(sysctl -w)"]) and dry.argvs() == []  # fmt: skip
+
+
+def test_a_read_only_proc_sys_is_said_and_setup_goes_on(tmp_path: Path) -> None:
+    class ReadOnly(FakeMachine):
+        def run(self, argv, env=None):
+            if list(argv)[:1] == ["sysctl"]:
+                self.ran.append((list(argv), env))
+                return 255, "sysctl: permission denied on key fs.inotify.max_user_instances\n"
+            return super().run(argv, env)
+
+    machine = ReadOnly(tmp_path)
+    _inotify(machine, "128\n", "524288\n")
+    code, lines = setup(machine, "all")
+    assert code == 0 and lines == ["hgxkit host: could not raise fs.inotify.max_user_instances=1024 (sysctl: "
+                                   "permission denied on key fs.inotify.max_user_instances): more than ~15 "
+                                   "simulated nodes at once may fail to start"]  # fmt: skip
