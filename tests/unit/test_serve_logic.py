@@ -212,8 +212,9 @@ def test_the_listing_falls_back_to_the_docker_cli_without_curl_or_with_another_d
         (bin_dir / tool).symlink_to(subprocess.run(["sh", "-c", f"command -v {tool}"], capture_output=True,
                                                    text=True, check=True).stdout.strip())  # fmt: skip
     command = all_containers().get_raw_value()
-    for env in ({"PATH": str(bin_dir)}, {"PATH": os.environ["PATH"] + ":" + str(bin_dir), "DOCKER_HOST": "tcp://x"}):
-        if "DOCKER_HOST" in env:  # curl may be here: another daemon is named, so the CLI (which honours it) asks
-            env["PATH"] = str(bin_dir) + ":" + os.environ["PATH"]
+    no_curl = {"PATH": str(bin_dir)}
+    # This machine's curl and socket are on the PATH, but another daemon is named: the CLI (which honours it) asks.
+    another_daemon = {"PATH": str(bin_dir) + ":" + os.environ["PATH"], "DOCKER_HOST": "tcp://x"}
+    for env in (no_curl, another_daemon):
         out = subprocess.run(["sh", "-c", command], capture_output=True, text=True, env=env, check=True).stdout
         assert out == "ps\tc9\tfrom-cli\trunning\t1\t\t\t\t\n"
