@@ -215,3 +215,61 @@ def test_nvidia_smi_telemetry_follows_the_stand_ins_load_and_loops(node):
     looping.terminate()
     samples = parse_gpu_csv(looping.communicate(timeout=10)[0], source="loop")
     assert len(samples) >= 6 and {s.index for s in samples} == {0, 1}
+
+
+def test_hwsim_uuids_are_rfc_4122_version_5_as_uuid_makes_them(monkeypatch):
+    """hwsim computes the GPUs' UUIDs without importing uuid (the stand-in's start-up cost); they must stay the
+    UUIDs `uuid.uuid5(NAMESPACE_URL, ...)` gives, or every simulated node's GPU identities would change."""
+    import uuid
+
+    monkeypatch.syspath_prepend(str(NODE))
+    import hwsim  # type: ignore[import-not-found]
+
+    for name in ("hgxkit-sim/node1/gpu/0", "hgxkit-sim/n-2/gpu/7", "", "x" * 300, "ünïcode"):
+        assert hwsim.uuid5(name) == str(uuid.uuid5(uuid.NAMESPACE_URL, name))
+    g = hwsim.Gpu(3, "NVIDIA H200", "GPU-x", "1", "00000000:5D:00.0", 4)
+    moved = g.replace(index=0, node_index=3)
+    assert (moved.index, moved.on_node, g.index, g.on_node) == (0, 3, 3, 3)
+    assert moved != g and moved == hwsim.Gpu(0, "NVIDIA H200", "GPU-x", "1", "00000000:5D:00.0", 4, 3)
+
+
+def test_nvidia_smi_query_loads_no_module_python_does_not_load_at_start(node):
+    """The facts' `--query-gpu` runs on every deploy; a real nvidia-smi is a native binary, so the stand-in must
+    not charge the node for imports (uuid, dataclasses, pathlib, json, hashlib, datetime, random, ElementTree
+    cost it ~40 ms). A booted node's GPUs come from the table its boot wrote."""
+    node.install("nvidia-kernel-open-dkms", "580.105.08")
+    node.install("libnvidia-ml1", "580.105.08")
+    node.boot()
+    src = (FILES / "nvidia-smi").read_text().replace("@VERSION@", "580.105.08")
+    probe = src.replace("sys.exit(smi.main(sys.argv[1:]))", "smi.main(sys.argv[1:]); print(sorted(sys.modules))")
+    assert probe != src
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HGXKIT_SIM_")}
+    env.update(PYTHONPATH=str(NODE), HGXKIT_SIM_ETC=str(node.etc), HGXKIT_SIM_RUN=str(node.run),
+               HGXKIT_SIM_VERSIONS=str(node.etc.parent / "versions"), HGXKIT_SIM_VISIBLE=str(node.visible))  # fmt: skip
+    done = subprocess.run([sys.executable, "-S", "-c", probe, "--query-gpu=index,uuid,fabric.state,memory.total",
+                           "--format=csv,noheader,nounits"], env=env, capture_output=True, text=True, check=True)  # fmt: skip
+    rows, modules = done.stdout.splitlines()[:8], done.stdout.splitlines()[-1]
+    assert [r.split(", ")[0] for r in rows] == [str(i) for i in range(8)] and rows[0].endswith(", 143771")
+    assert rows[3].split(", ")[1] == node("nvidia-smi", "-L").stdout.splitlines()[3].split("UUID: ")[1][:-1]
+    for heavy in ("uuid", "dataclasses", "pathlib", "json", "hashlib", "re", "datetime", "random",
+                  "xml.etree.ElementTree", "inspect"):  # fmt: skip
+        assert f"'{heavy}'" not in modules, heavy
+
+
+def test_boot_enumerates_the_gpus_node_json_gives_and_programs_read_that_table(node):
+    """The table a boot writes is what node.json gives (same UUIDs, serials, buses); a later change to node.json
+    shows at the next boot, as new hardware does."""
+    node.boot()
+    table = (node.run / "gpus").read_text().splitlines()
+    assert len(table) == 8 and table[0].split(" ")[0] == "0" and table[7].split(" ")[3] == "00000000:DB:00.0"
+    node.install("nvidia-kernel-open-dkms", "580.105.08")
+    node.install("libnvidia-ml1", "580.105.08")
+    node.boot()
+    listed = node("nvidia-smi", "-L").stdout.splitlines()
+    assert [line.split("UUID: ")[1][:-1] for line in listed] == [row.split(" ")[1] for row in table]
+    (node.etc / "node.json").write_text(NodeHardware("node1", gpus=4).to_json())
+    assert len(node("nvidia-smi", "-L").stdout.splitlines()) == 8  # until the next boot
+    node.boot()
+    assert len(node("nvidia-smi", "-L").stdout.splitlines()) == 4
+    (node.run / "gpus").unlink()  # before any boot (or where /run is not mounted): node.json itself
+    assert node("nvidia-smi", "-L").stdout.splitlines() == listed[:4]

@@ -26,17 +26,19 @@ Example (inside a node):
 
 from __future__ import annotations
 
-import json
+# Only modules Python has loaded at start: the simulated nvidia-smi runs on every deploy, and a real one is a
+# native binary, so the stand-in should not charge the node for imports a real node never pays (uuid, dataclasses,
+# pathlib, json and hashlib took ~40 ms; bench/per_host_cost.py counts the node's CPU). json and hashlib are taken
+# where needed: at boot, which enumerates the GPUs into RUN/gpus, as a kernel does once per boot.
 import os
 import sys
-import uuid
-from dataclasses import dataclass, replace
-from pathlib import Path
 
-ETC = Path(os.environ.get("HGXKIT_SIM_ETC", "/etc/hgxkit-sim"))
-RUN = Path(os.environ.get("HGXKIT_SIM_RUN", "/run/hgxkit-sim"))
-VERSIONS = Path(os.environ.get("HGXKIT_SIM_VERSIONS", "/usr/share/hgxkit-sim/versions"))
-VISIBLE = Path(os.environ.get("HGXKIT_SIM_VISIBLE", "/run/hgxkit-sim-visible-gpus"))
+ETC = os.environ.get("HGXKIT_SIM_ETC", "/etc/hgxkit-sim")
+RUN = os.environ.get("HGXKIT_SIM_RUN", "/run/hgxkit-sim")
+VERSIONS = os.environ.get("HGXKIT_SIM_VERSIONS", "/usr/share/hgxkit-sim/versions")
+VISIBLE = os.environ.get("HGXKIT_SIM_VISIBLE", "/run/hgxkit-sim-visible-gpus")
+GPU_TABLE = "gpus"  # under RUN: the GPUs as this boot enumerated them ("index uuid serial bus_id module_id" lines)
+NAMESPACE_URL = bytes.fromhex("6ba7b8119dad11d180b400c04fd430c8")  # uuid.NAMESPACE_URL (RFC 4122)
 
 GPU_NAME = "NVIDIA H200"
 GPU_PCI_DEVICE = "0x233510DE"
@@ -57,17 +59,33 @@ def banner(prog: str) -> None:
         print(BANNER.format(prog=prog), file=sys.stderr)
 
 
-@dataclass(frozen=True)
 class Gpu:
-    """One simulated H200 SXM GPU."""
+    """One simulated H200 SXM GPU (immutable by convention: `replace` makes a changed copy)."""
 
-    index: int
-    name: str
-    uuid: str
-    serial: str
-    bus_id: str  # 00000000:18:00.0
-    module_id: int
-    node_index: int = -1  # its index on the node (-1: same as `index`); a container numbers its GPUs from 0
+    FIELDS = ("index", "name", "uuid", "serial", "bus_id", "module_id", "node_index")  # in the constructor's order
+    __slots__ = ("bus_id", "index", "module_id", "name", "node_index", "serial", "uuid")
+
+    def __init__(self, index: int, name: str, uuid: str, serial: str, bus_id: str, module_id: int,
+                 node_index: int = -1) -> None:  # fmt: skip
+        self.index, self.name, self.uuid, self.serial = index, name, uuid, serial
+        self.bus_id = bus_id  # 00000000:18:00.0
+        self.module_id = module_id
+        self.node_index = node_index  # its index on the node (-1: same as `index`); a container numbers from 0
+
+    def _fields(self) -> tuple:
+        return tuple(getattr(self, name) for name in self.FIELDS)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Gpu) and self._fields() == other._fields()
+
+    def __hash__(self) -> int:
+        return hash(self._fields())
+
+    def __repr__(self) -> str:
+        return "Gpu(" + ", ".join(f"{name}={getattr(self, name)!r}" for name in self.FIELDS) + ")"
+
+    def replace(self, **changes: object) -> Gpu:
+        return Gpu(**{**{name: getattr(self, name) for name in self.FIELDS}, **changes})
 
     @property
     def on_node(self) -> int:
@@ -79,50 +97,79 @@ class Gpu:
         return self.bus_id[4:]
 
 
+def uuid5(name: str) -> str:
+    """`str(uuid.uuid5(uuid.NAMESPACE_URL, name))`, without importing uuid (RFC 4122 section 4.3)."""
+    import hashlib
+
+    b = bytearray(hashlib.sha1(NAMESPACE_URL + name.encode()).digest()[:16])
+    b[6] = (b[6] & 0x0F) | 0x50
+    b[8] = (b[8] & 0x3F) | 0x80
+    h = b.hex()
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+
+
+def read(path: str) -> str:
+    with open(path) as f:
+        return f.read()
+
+
 def node() -> dict:
     """The node description written by `hgxkit sim up`."""
+    import json
+
     try:
-        return json.loads((ETC / "node.json").read_text())
+        return json.loads(read(os.path.join(ETC, "node.json")))
     except (OSError, ValueError):
         return {"name": os.uname().nodename, "gpus": 8, "nvswitches": 4}
 
 
-def gpus() -> list[Gpu]:
-    """The GPUs this node has (its configured count, at most 8)."""
+def enumerate_gpus() -> list[Gpu]:
+    """The GPUs node.json gives this node (its configured count, at most 8)."""
     info = node()
     count = max(0, min(int(info.get("gpus", 8)), len(GPU_BUS)))
     out = []
     for i in range(count):
-        u = uuid.uuid5(uuid.NAMESPACE_URL, f"hgxkit-sim/{info.get('name', 'node')}/gpu/{i}")
-        serial = str(1655023000000 + int(u.hex[:6], 16) % 999999)
+        u = uuid5(f"hgxkit-sim/{info.get('name', 'node')}/gpu/{i}")
+        serial = str(1655023000000 + int(u[:6], 16) % 999999)
         out.append(Gpu(i, GPU_NAME, f"GPU-{u}", serial, f"00000000:{GPU_BUS[i]}:00.0", i + 1))
-    return visible(out)
+    return out
+
+
+def gpus() -> list[Gpu]:
+    """The GPUs a program sees: the node's as its boot enumerated them (`enumerate_gpus` before a boot, or where
+    RUN is not mounted), through `visible`."""
+    try:
+        rows = [line.split(" ") for line in read(os.path.join(RUN, GPU_TABLE)).splitlines() if line]
+        node_gpus = [Gpu(int(i), GPU_NAME, u, serial, bus, int(module)) for i, u, serial, bus, module in rows]
+    except (OSError, ValueError):
+        node_gpus = enumerate_gpus()
+    return visible(node_gpus)
 
 
 def visible(node_gpus: list[Gpu]) -> list[Gpu]:
     """The GPUs a program sees: all of the node's, or inside a GPU container those its NVIDIA_VISIBLE_DEVICES
     names (indices or UUIDs; `all`; `none`/`void`: none), numbered from 0 in the node's order."""
     try:
-        wanted = VISIBLE.read_text().strip()
+        wanted = read(VISIBLE).strip()
     except OSError:
         return node_gpus
     if wanted == "all":
         return node_gpus
     names = {w.strip() for w in wanted.split(",") if w.strip()} - {"none", "void"}
     chosen = [g for g in node_gpus if str(g.index) in names or g.uuid in names]
-    return [replace(g, index=i, node_index=g.index) for i, g in enumerate(chosen)]
+    return [g.replace(index=i, node_index=g.index) for i, g in enumerate(chosen)]
 
 
 def fault(name: str) -> bool:
     """True when the fault switch /etc/hgxkit-sim/faults/<name> exists."""
-    return (ETC / "faults" / name).exists()
+    return os.path.exists(os.path.join(ETC, "faults", name))
 
 
 def xids() -> dict[int, int]:
     """The last XID each GPU raised, from the fault switches xid-<X>-gpu<N> (the highest X when several)."""
     out: dict[int, int] = {}
     try:
-        names = sorted(p.name for p in (ETC / "faults").iterdir())
+        names = sorted(os.listdir(os.path.join(ETC, "faults")))
     except OSError:
         return out
     for name in names:
@@ -137,7 +184,7 @@ def xids() -> dict[int, int]:
 def installed(pkg: str) -> str | None:
     """The upstream version of an installed simulated package, or None."""
     try:
-        return (VERSIONS / pkg).read_text().strip() or None
+        return read(os.path.join(VERSIONS, pkg)).strip() or None
     except OSError:
         return None
 
@@ -154,7 +201,7 @@ def installed_module() -> str | None:
 def loaded_module() -> str | None:
     """The kernel module version "loaded" at the last boot, or None when no module is loaded."""
     try:
-        return (RUN / "nvidia" / "module.version").read_text().strip() or None
+        return read(os.path.join(RUN, "nvidia", "module.version")).strip() or None
     except OSError:
         return None
 
@@ -166,11 +213,11 @@ def userspace() -> str | None:
 
 def fabric_done() -> bool:
     """True when nv-fabricmanager registered the GPUs since the last boot."""
-    return (RUN / "nvidia" / "fabric.state").exists() and not fault("fabric-stuck")
+    return os.path.exists(os.path.join(RUN, "nvidia", "fabric.state")) and not fault("fabric-stuck")
 
 
 def persistence() -> bool:
-    return (RUN / "nvidia" / "persistence").exists()
+    return os.path.exists(os.path.join(RUN, "nvidia", "persistence"))
 
 
 def link_speed(gpu: int, link: int) -> str:
@@ -184,9 +231,10 @@ def link_errors(gpu: int, link: int) -> int:
 
 
 def write_run(rel: str, text: str) -> None:
-    path = RUN / rel
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text)
+    path = os.path.join(RUN, rel)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w") as f:
+        f.write(text)
 
 
 def module_proc_version(version: str) -> str:
@@ -198,7 +246,9 @@ def module_proc_version(version: str) -> str:
 
 
 def boot() -> int:
-    """Boot-time "module load": make the installed module the loaded one (run by hgxkit-sim-boot)."""
+    """Boot: enumerate the GPUs, and "load" the installed module (make it the loaded one); run by hgxkit-sim-boot."""
+    table = "".join(f"{g.index} {g.uuid} {g.serial} {g.bus_id} {g.module_id}\n" for g in enumerate_gpus())
+    write_run(GPU_TABLE, table)
     version = installed_module()
     if version:
         write_run("nvidia/module.version", version + "\n")
