@@ -798,8 +798,19 @@ def _stat_matches(out: str, paths: list[str], ndirs: int, manifest: Manifest) ->
     return True
 
 
+# Set by a `pyinfra --dry` run's status check (hgxkit.model.facts): the checks read the stamp but leave it as it
+# is, neither written nor removed, so a dry run changes nothing on the node.
+STAMP_READONLY_ENV = "HGXKIT_MODEL_STAMP_READONLY"
+
+
+def stamp_readonly() -> bool:
+    return os.environ.get(STAMP_READONLY_ENV) == "1"
+
+
 def remove_stamp(spec: Spec) -> None:
-    """Forget the verdict (a sync starts, or a check found the copy incomplete)."""
+    """Forget the verdict (a sync starts, or a check found the copy incomplete); not in a dry run's check."""
+    if stamp_readonly():
+        return
     with contextlib.suppress(OSError):
         os.unlink(spec.state_file(".stamp"))
 
@@ -808,7 +819,10 @@ def write_stamp(spec: Spec, manifest: Manifest) -> bool:
     """Write `<state_dir>/<name>.stamp` for a copy just found complete: the key, the commit, the sha256 of what
     one `stat` prints for the paths it covers, local_dir's realpath, one file to ask the Hub about, the paths.
     Anything odd (a name that cannot be listed, `stat` missing or failing, a file that differs from the manifest
-    already): no stamp, and a stale one is removed. Never raises; True when written."""
+    already): no stamp, and a stale one is removed. Never raises; True when written. A dry run's check writes
+    nothing (`STAMP_READONLY_ENV`)."""
+    if stamp_readonly():
+        return False
     try:
         root = os.path.realpath(spec.local_dir)
         paths = stamp_paths(root, manifest, os.path.abspath(spec.state_file(".json")))

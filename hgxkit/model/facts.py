@@ -22,6 +22,7 @@ from urllib.parse import quote
 from pyinfra.api import FactBase, StringCommand
 
 from hgxkit.hostcmd import argv, script
+from hgxkit.hostlock import dry_run
 from hgxkit.model import core, quickcheck
 
 _FAILED = '{"state": "incomplete", "reason": "the status check failed"}'
@@ -119,8 +120,12 @@ class ModelSyncStatus(FactBase[dict]):
         fast = stamp_check(parsed) if parsed is not None and not token else None
         if fast is not None:
             status = script("{fast} || {{ {status}; }}", fast=fast, status=status)
+        # `--dry`: the Python checks leave the stamp as it is (core.STAMP_READONLY_ENV); the shell check never
+        # writes. An older program on the node ignores the variable (it is replaced before any real run).
+        if dry_run():
+            status = script("export HGXKIT_MODEL_STAMP_READONLY=1; {status}", status=status)
         return script(
-            "if [ -x {python} ] && [ -f {program} ]; then {status} 2>/dev/null || echo {failed}; "
+            "if [ -x {python} ] && [ -f {program} ]; then {{ {status}; }} 2>/dev/null || echo {failed}; "
             "else echo {absent}; fi",
             python=python,
             program=script_path,

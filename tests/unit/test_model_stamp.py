@@ -325,3 +325,39 @@ def test_the_fact_answers_from_the_stamp_and_each_python_tier_writes_it(hub, tmp
     (tmp_path / "models" / "m1" / "config.json").write_text("{}")
     changed = read(spec)
     assert changed["state"] == "incomplete" and not Path(spec.state_file(".stamp")).exists()
+
+
+def test_a_dry_runs_check_leaves_the_stamp_as_it_is(hub, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`pyinfra --dry` reads the model's state with the same fact: its Python tiers (quickcheck, `status`) answer as
+    always but neither write a missing stamp nor remove a stale one; without --dry they do both."""
+    _, url = hub
+    lib = tmp_path / "lib"
+    lib.mkdir()
+    shutil.copy(FETCH, lib / "hgxkit_fetch.py")
+    shutil.copy(Path(core.__file__), lib / "model_core.py")
+    sha = hashlib.sha256()
+    for name in ("hgxkit_fetch.py", "model_core.py"):
+        sha.update(hashlib.sha256((lib / name).read_bytes()).digest())
+    spec = synced(tmp_path, url, program_sha=sha.hexdigest())
+    commit = core.Manifest.from_json((tmp_path / "models" / "m1" / core.MANIFEST_NAME).read_text()).commit
+    pinned = replace(spec, revision=commit)
+    stamp = Path(spec.state_file(".stamp"))
+    env = {**os.environ, "PYTHONPATH": str(FETCH.parents[2])}
+
+    def read(s: core.Spec, *, dry: bool) -> dict:
+        monkeypatch.setattr(sys, "argv", ["pyinfra", "inv.py", "deploy.py", *(["--dry"] if dry else [])])
+        command = ModelSyncStatus().command(python=sys.executable, script_path=str(lib / "hgxkit_fetch.py"),
+                                            spec=s.to_json())  # fmt: skip
+        assert ("HGXKIT_MODEL_STAMP_READONLY=1" in command.get_raw_value()) is dry
+        out = subprocess.run(["sh", "-c", command.get_raw_value()], env=env, capture_output=True, text=True, check=True)
+        return ModelSyncStatus().process(out.stdout.splitlines())
+
+    assert core.STAMP_READONLY_ENV == "HGXKIT_MODEL_STAMP_READONLY"
+    stamp.unlink(missing_ok=True)
+    for s in (pinned, spec):  # quickcheck's tier, then the full `status`
+        assert read(s, dry=True)["state"] == "complete" and not stamp.exists()
+    assert read(pinned, dry=False)["state"] == "complete" and stamp.exists()
+    before = stamp.read_bytes()
+    (tmp_path / "models" / "m1" / "config.json").write_text("{}")
+    assert read(spec, dry=True)["state"] == "incomplete" and stamp.read_bytes() == before  # stale, but left
+    assert read(spec, dry=False)["state"] == "incomplete" and not stamp.exists()

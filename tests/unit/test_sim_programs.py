@@ -273,3 +273,11 @@ def test_boot_enumerates_the_gpus_node_json_gives_and_programs_read_that_table(n
     assert len(node("nvidia-smi", "-L").stdout.splitlines()) == 4
     (node.run / "gpus").unlink()  # before any boot (or where /run is not mounted): node.json itself
     assert node("nvidia-smi", "-L").stdout.splitlines() == listed[:4]
+
+
+def test_every_packaged_program_is_executable():
+    """The simulated packages install these files with the checkout's modes: a program without its x bits is
+    "command not found" on the node (nvidia-smi's gate fails as `not-installed`)."""
+    programs = [p for p in FILES.iterdir() if p.read_bytes().startswith(b"#!")]
+    assert "nvidia-smi" in {p.name for p in programs}
+    assert [p.name for p in programs if p.stat().st_mode & 0o111 != 0o111] == []
