@@ -38,9 +38,12 @@ _ABSENT = '{"state": "absent"}'
 _QUICK = Path(quickcheck.__file__).read_text()
 
 
-def stamp_check(spec: core.Spec) -> StringCommand | None:
+def stamp_check(spec: core.Spec, *, token: bool = False) -> StringCommand | None:
     """The shell fast path for `spec` (prints the `status` JSON line and exits 0, or prints nothing and exits
-    non-zero); None where only Python can answer (a full re-hash, a bundle's branch)."""
+    non-zero); None where only Python can answer (a full re-hash, a bundle's branch). With `token`, the caller's
+    shell holds the controller's token in `$hgxkit_token` (read from stdin, never exported): the Hub is asked
+    with it in an Authorization header that curl reads from a pipe (`-H @-`), written by the shell's builtin
+    printf, so the token is in no process's argv or environment."""
     pinned = core.is_commit(spec.revision)
     if spec.full_rehash or (not pinned and spec.source == "bundle"):
         return None
@@ -57,13 +60,15 @@ def stamp_check(spec: core.Spec) -> StringCommand | None:
         )
         # The commit the branch or tag names now, from the header the Hub sends with every file (X-Repo-Commit),
         # on a HEAD of the stamp's small file, as huggingface_hub reads it; curl honours the proxy variables.
-        revision_check = script(
-            "case $(curl -q -s -I -o /dev/null --connect-timeout 5 --max-time 10 -A hgxkit-fetch/1 "
-            "-w '%{{http_code}} %header{{x-repo-commit}}' {where}{path}\"$probe\") in "
-            '[23][0-9][0-9]" $commit") ;; *) exit 1;; esac; ',
+        head = script(
+            "curl -q -s -I -o /dev/null --connect-timeout 5 --max-time 10 -A hgxkit-fetch/1 "
+            "-w '%{{http_code}} %header{{x-repo-commit}}' {where}{path}\"$probe\"",
             where=where,
             path=path,
         )
+        if token:
+            head = script("printf 'Authorization: Bearer %s\\n' \"$hgxkit_token\" | {head} -H @-", head=head)
+        revision_check = script('case $({head}) in [23][0-9][0-9]" $commit") ;; *) exit 1;; esac; ', head=head)
     name = core.model_name(spec.local_dir)
     before = json.dumps({"name": name, "unit": core.unit_name(spec.local_dir), "state": "complete"})[:-1]
     # In a subshell that prints the answer or nothing (any failed step exits it non-zero). The stamp
@@ -116,10 +121,15 @@ class ModelSyncStatus(FactBase[dict]):
                 quick=argv(python, "-I", "-S", "-c", _QUICK, spec, script_path),
                 status=status,
             )
-        # With a token (a branch of a gated or private repo) the Hub is asked only by Python, the token on stdin.
-        fast = stamp_check(parsed) if parsed is not None and not token else None
+        fast = stamp_check(parsed, token=token) if parsed is not None else None
+        if token:  # stdin holds the token (one line): read once into an unexported variable, piped on to each tier
+            status = script("printf '%s\\n' \"$hgxkit_token\" | {status}", status=status)
         if fast is not None:
             status = script("{fast} || {{ {status}; }}", fast=fast, status=status)
+        if token:
+            # unset first: a variable of that name in the environment would stay exported after `read`.
+            status = script("unset hgxkit_token; IFS= read -r hgxkit_token || [ -n \"$hgxkit_token\" ]; {status}",
+                            status=status)  # fmt: skip
         # `--dry`: the Python checks leave the stamp as it is (core.STAMP_READONLY_ENV); the shell check never
         # writes. An older program on the node ignores the variable (it is replaced before any real run).
         if dry_run():

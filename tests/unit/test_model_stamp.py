@@ -201,10 +201,8 @@ def test_a_file_that_differs_from_the_manifest_gets_no_stamp(tmp_path: Path) -> 
     assert not Path(spec.state_file(".stamp")).exists()
 
 
-def test_no_fast_path_with_a_token_a_full_rehash_or_a_bundle_branch(tmp_path: Path) -> None:
+def test_no_fast_path_with_a_full_rehash_or_a_bundle_branch(tmp_path: Path) -> None:
     spec = make_copy(tmp_path)
-    raw = ModelSyncStatus().command(python="py", script_path="p.py", spec=spec.to_json(), token=True)
-    assert ".stamp" not in raw.get_raw_value()
     assert ".stamp" in ModelSyncStatus().command(python="py", script_path="p.py", spec=spec.to_json()).get_raw_value()
     assert stamp_check(replace(spec, full_rehash=True)) is None
     assert stamp_check(replace(spec, source="bundle", revision="main")) is None
@@ -361,3 +359,53 @@ def test_a_dry_runs_check_leaves_the_stamp_as_it_is(hub, tmp_path: Path, monkeyp
     (tmp_path / "models" / "m1" / "config.json").write_text("{}")
     assert read(spec, dry=True)["state"] == "incomplete" and stamp.read_bytes() == before  # stale, but left
     assert read(spec, dry=False)["state"] == "incomplete" and not stamp.exists()
+
+
+def test_with_a_token_the_shell_asks_the_gated_hub_with_it_and_no_process_sees_it(tmp_path: Path) -> None:
+    """A branch of a gated repo, with the controller's token on stdin: the shell check answers from the stamp,
+    asking the Hub with the token in a header curl reads from a pipe; no process gets the token in its argv or its
+    environment (a curl on PATH records both, then runs the real one). A wrong token: the Hub refuses the HEAD,
+    the shell check falls through to `status` (the token piped on to it)."""
+    token = "hf_" + "t0ken" * 6
+    root = tmp_path / "hub"
+    make_repo(root, RepoSpec(repo_id="org/gated", total_bytes=32 << 10, shards=1, vocab_size=512, gated=True,
+                             tokens=(token,)))  # fmt: skip
+    lib = tmp_path / "lib"
+    lib.mkdir()
+    shutil.copy(FETCH, lib / "hgxkit_fetch.py")
+    shutil.copy(Path(core.__file__), lib / "model_core.py")
+    real = shutil.which("curl")
+    assert real
+    spy = tmp_path / "bin"
+    spy.mkdir()
+    seen = tmp_path / "seen"
+    (spy / "curl").write_text(f'#!/bin/sh\nprintf "%s\\n" "$*" >> {seen}; env >> {seen}; exec {real} "$@"\n')
+    (spy / "curl").chmod(0o755)
+    env = {**os.environ, "PYTHONPATH": str(FETCH.parents[2]), "PATH": f"{spy}:{os.environ['PATH']}",
+           "hgxkit_token": "from-the-environment"}  # fmt: skip
+    with serving(root) as (_, url):
+        spec = core.Spec(repo_id="org/gated", local_dir=str(tmp_path / "models" / "g"), endpoint=url,
+                         allow_patterns=["*.json", "*.safetensors"], state_dir=str(tmp_path / "state"), margin_gb=0.001,
+                         retries=0, workers=2)  # fmt: skip
+        token_file = tmp_path / "token"
+        token_file.write_text(token)
+        assert fetch.main(["run", "--spec", spec.to_json(), "--token-file", str(token_file)]) == 0
+        assert Path(spec.state_file(".stamp")).exists()
+        command = ModelSyncStatus().command(python=sys.executable, script_path=str(lib / "hgxkit_fetch.py"),
+                                            spec=spec.to_json(), token=True).get_raw_value()  # fmt: skip
+        assert token not in command
+
+        def read(given: str) -> dict:
+            out = subprocess.run(["sh", "-c", command], input=given + "\n", env=env, capture_output=True, text=True,
+                                 check=True)  # fmt: skip
+            return ModelSyncStatus().process(out.stdout.splitlines())
+
+        good = read(token)
+        assert good["state"] == "complete" and good["reason"].endswith("(unchanged since verify, the stamp on the node)")
+        assert seen.read_text().count("-H @-") == 1
+        bad = read("hf_wrong")
+        # The Hub lists a gated repo's files to anyone (as huggingface.co does), so `status` still finds the copy
+        # complete; the shell check did not answer, its HEAD of a file was refused.
+        assert bad["state"] == "complete" and "the stamp on the node" not in bad["reason"]
+        assert seen.read_text().count("-H @-") == 2
+    assert token not in seen.read_text() and "hf_wrong" not in seen.read_text()
