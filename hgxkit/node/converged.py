@@ -70,7 +70,7 @@ def state_command(state_file: str) -> StringCommand:
     rewritten as it was only re-runs the checks. Packages stay a dpkg-query of bring-up's own: dpkg's status file
     changes with any package, and the model role installs python3-venv after bring-up's record is written."""
     return script(
-        "cat /proc/sys/kernel/random/boot_id; "
+        "read -r boot < /proc/sys/kernel/random/boot_id && echo \"$boot\"; "
         "dpkg-query -W -f '${{Package}} ${{Version}} ${{Status}}\\n' {patterns} 2>/dev/null | sort; "
         "{files}; "
         'echo "xid $( (journalctl -k -b --no-pager -o cat 2>/dev/null || dmesg 2>/dev/null) | grep -c {xid})"; '

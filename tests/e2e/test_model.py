@@ -195,6 +195,7 @@ def test_gated_repo(cluster: str, recipes: dict[str, str]) -> None:
     assert ok.returncode == 0, out(ok)[-3000:]
     again, _ = deploy(cluster, "node1", recipes["gated"], token=GATED_TOKEN)
     assert totals(again) == (0, 0, 0, 0)
+    assert "(unchanged since verify, the stamp on the node)" in out(again)  # the shell asked the Hub with the token
     assert node_sh(cluster, "node1", "ls -A /run/hgxkit/model 2>/dev/null | wc -l").strip() == "0"  # token file gone
 
 

@@ -179,3 +179,17 @@ def test_one_systemctl_call_serves_bring_up_and_the_serving_roles_replace_units(
     assert "list-units" in text(ActiveUnits().command(prefix="other-"))
     lost = with_units(NodeState(("boot-1",)), unit_blocks(printed[4:]))  # dcgm no longer known at all
     assert lost.digest() != state.digest()
+
+
+def test_the_state_command_runs_and_starts_with_this_boots_id(tmp_path) -> None:
+    """Run for real with sh: the boot id first (read by the shell, no `cat`), the record after the mark."""
+    import subprocess
+
+    record = tmp_path / "node" / "bringup-verified.json"
+    record.parent.mkdir()
+    record.write_text('{"state": "s"}')
+    out = subprocess.run(["sh", "-c", state_command(str(record)).get_raw_value()], capture_output=True, text=True,
+                         check=True).stdout.splitlines()  # fmt: skip
+    state, found = parse_state(out)
+    assert state.boot_id == Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    assert found == {"state": "s"} and any(line.startswith("xid ") for line in state.lines)
