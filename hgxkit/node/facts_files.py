@@ -59,12 +59,13 @@ class IsFile(FactBase[bool]):
 class RealPath(FactBase[str | None]):
     """`path` with every symlink resolved on the node (`realpath -m`: the path need not exist yet).
 
-    A folder that exists is resolved by the shell's own `cd -P` and `pwd -P` (what realpath prints for it, without
-    starting a program: a no-op re-run reads two of these); anything else by `realpath -m`."""
+    An absolute path to a folder that exists is resolved by the shell's own `cd -P` and `pwd -P` (what realpath
+    prints for it, without starting a program: a no-op re-run reads two of these); anything else by `realpath -m`
+    (dash's `cd ''` stays where it is, so an empty or relative path never takes the shell's way)."""
 
     def command(self, path: str) -> StringCommand:
-        return script("( CDPATH= cd -P -- {path} 2>/dev/null && pwd -P ) || realpath -m -- {path} 2>/dev/null || true",
-                      path=path)  # fmt: skip
+        return script("{{ case {path} in /*) ( CDPATH= cd -P -- {path} 2>/dev/null && pwd -P ) ;; *) false ;; esac; }} "
+                      "|| realpath -m -- {path} 2>/dev/null || true", path=path)  # fmt: skip
 
     def process(self, output: list[str]) -> str | None:
         return output[-1].strip() if output and output[-1].startswith("/") else None

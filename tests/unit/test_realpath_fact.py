@@ -30,5 +30,13 @@ def test_every_kind_of_path_resolves_as_realpath_m_resolves_it(tmp_path: Path) -
         path = str(tmp_path / case)
         want = subprocess.run(["realpath", "-m", "--", path], capture_output=True, text=True, check=False).stdout
         assert resolved(path) == (want.strip() or None), case
+    # Not absolute: realpath's answer, run from tmp_path (an empty path is none; dash's `cd ''` would be the cwd).
+    for case in ("", "data/models", "-dash"):
+        want = subprocess.run(["realpath", "-m", "--", case], cwd=tmp_path, capture_output=True, text=True,
+                              check=False).stdout  # fmt: skip
+        command = RealPath().command(path=case).get_raw_value()
+        out = subprocess.run(["sh", "-c", command], cwd=tmp_path, capture_output=True, text=True, check=True).stdout
+        assert RealPath().process(out.splitlines()) == (want.strip() or None), repr(case)
+    assert resolved("") is None
     # CDPATH never makes cd print a second line or pick another folder
     assert resolved(str(tmp_path / "data" / "models"), CDPATH=str(tmp_path)) == str(tmp_path / "real" / "models")
