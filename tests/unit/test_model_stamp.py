@@ -286,10 +286,9 @@ def test_a_moved_branch_or_a_hub_that_is_down_falls_through(hub_root: Path, tmp_
             readme.write_text(old)
 
 
-def test_the_fact_answers_from_the_stamp_and_each_python_tier_writes_it(hub, tmp_path: Path) -> None:
-    """The whole command as a node runs it, with the program laid out as the role uploads it: the first pinned
-    read is quickcheck's (it leaves a stamp), the second the shell's; the full `status` leaves one too."""
-    _, url = hub
+def shipped(tmp_path: Path) -> tuple[Path, str]:
+    """The host program laid out as the role uploads it (hgxkit_fetch.py with model_core.py beside it) in
+    `tmp_path/lib`, and its `program_sha` as the role computes it."""
     lib = tmp_path / "lib"
     lib.mkdir()
     shutil.copy(FETCH, lib / "hgxkit_fetch.py")
@@ -297,7 +296,15 @@ def test_the_fact_answers_from_the_stamp_and_each_python_tier_writes_it(hub, tmp
     sha = hashlib.sha256()
     for name in ("hgxkit_fetch.py", "model_core.py"):
         sha.update(hashlib.sha256((lib / name).read_bytes()).digest())
-    spec = synced(tmp_path, url, program_sha=sha.hexdigest())
+    return lib, sha.hexdigest()
+
+
+def test_the_fact_answers_from_the_stamp_and_each_python_tier_writes_it(hub, tmp_path: Path) -> None:
+    """The whole command as a node runs it, with the program laid out as the role uploads it: the first pinned
+    read is quickcheck's (it leaves a stamp), the second the shell's; the full `status` leaves one too."""
+    _, url = hub
+    lib, program_sha = shipped(tmp_path)
+    spec = synced(tmp_path, url, program_sha=program_sha)
     commit = core.Manifest.from_json((tmp_path / "models" / "m1" / core.MANIFEST_NAME).read_text()).commit
     pinned = replace(spec, revision=commit)
     env = {**os.environ, "PYTHONPATH": str(FETCH.parents[2])}
@@ -329,14 +336,8 @@ def test_a_dry_runs_check_leaves_the_stamp_as_it_is(hub, tmp_path: Path, monkeyp
     """`pyinfra --dry` reads the model's state with the same fact: its Python tiers (quickcheck, `status`) answer as
     always but neither write a missing stamp nor remove a stale one; without --dry they do both."""
     _, url = hub
-    lib = tmp_path / "lib"
-    lib.mkdir()
-    shutil.copy(FETCH, lib / "hgxkit_fetch.py")
-    shutil.copy(Path(core.__file__), lib / "model_core.py")
-    sha = hashlib.sha256()
-    for name in ("hgxkit_fetch.py", "model_core.py"):
-        sha.update(hashlib.sha256((lib / name).read_bytes()).digest())
-    spec = synced(tmp_path, url, program_sha=sha.hexdigest())
+    lib, program_sha = shipped(tmp_path)
+    spec = synced(tmp_path, url, program_sha=program_sha)
     commit = core.Manifest.from_json((tmp_path / "models" / "m1" / core.MANIFEST_NAME).read_text()).commit
     pinned = replace(spec, revision=commit)
     stamp = Path(spec.state_file(".stamp"))
@@ -370,10 +371,7 @@ def test_with_a_token_the_shell_asks_the_gated_hub_with_it_and_no_process_sees_i
     root = tmp_path / "hub"
     make_repo(root, RepoSpec(repo_id="org/gated", total_bytes=32 << 10, shards=1, vocab_size=512, gated=True,
                              tokens=(token,)))  # fmt: skip
-    lib = tmp_path / "lib"
-    lib.mkdir()
-    shutil.copy(FETCH, lib / "hgxkit_fetch.py")
-    shutil.copy(Path(core.__file__), lib / "model_core.py")
+    lib, _ = shipped(tmp_path)
     real = shutil.which("curl")
     assert real
     spy = tmp_path / "bin"
