@@ -45,6 +45,7 @@ from hgxkit.recipe.server_args import ServerCommand, group_args
 from hgxkit.recipe.shellwords import split_words
 from hgxkit.recipe.validate import KeyPath, format_path, recipe_problems, schema_problem, shown
 from hgxkit.secrets import SecretSpan, find_secrets
+from hgxkit.verdicts import remember, remembered, verdict_key
 
 # A recipe is a few KiB (the shipped ones are about 4 KiB); 256 KiB holds a reference table of a thousand
 # cells. PyYAML reads about 200 KiB a second, so the limit is also the slowest a refusal can be (~2 s).
@@ -138,8 +139,12 @@ def parse_recipe_text(text: str, *, source: str = "<recipe>") -> Recipe:
     data = _construct(node, source)
     if not isinstance(data, dict):
         raise InputError(f"{source}: a recipe is a YAML mapping with schema_version, name, image, …")
-    _check_strings(data, locate)
-    locate.refuse(schema_problem(data))
+    key = _checks_key(text) if data.get("schema_version") == SCHEMA_VERSION else None
+    if key is None or not remembered(key):
+        _check_strings(data, locate)
+        locate.refuse(schema_problem(data))
+        if key is not None:
+            remember(key)
     if data["schema_version"] != SCHEMA_VERSION:
         data = migrate(data, fail=locate.error)  # in memory; `hgxkit recipe migrate` rewrites the file
         locate.refuse(schema_problem(data))
@@ -149,6 +154,26 @@ def parse_recipe_text(text: str, *, source: str = "<recipe>") -> Recipe:
         first = problems[0]
         raise locate.error(_item_path(tuple(first.where), items), first.message)
     return recipe
+
+
+# The credential scan and the schema check of a current-schema recipe are remembered by hgxkit.verdicts: their
+# answer is decided by the text, this package's code, hgxkit.kinds (the schema's kind names), the secret
+# patterns and the versions of the libraries below; a pass skips importing detect-secrets and jsonschema.
+_JUDGES_LIBRARIES = ("PyYAML", "detect-secrets", "jsonschema", "jsonschema-specifications", "referencing")
+
+
+def _judges() -> list[Path]:
+    here = Path(__file__).parent
+    return [*here.glob("*.py"), *(here.parent / "kinds").glob("*.py"), here.parent / "secrets.py",
+            here.parent / "verdicts.py"]  # fmt: skip
+
+
+def _checks_key(text: str) -> str | None:
+    try:
+        return verdict_key("recipe-checks", text.encode("utf-8", "surrogatepass"), judges=_judges(),
+                           libraries=_JUDGES_LIBRARIES)  # fmt: skip
+    except OSError:  # a judge's source unreadable (a zipped install): judge every time
+        return None
 
 
 class _RecipeYamlLoader(yaml.SafeLoader):

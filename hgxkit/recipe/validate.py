@@ -14,11 +14,10 @@ Example:
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterator, Sequence
-from typing import Any
-
-import jsonschema
+from typing import TYPE_CHECKING, Any
 
 from hgxkit.problems import Problem
 from hgxkit.recipe.docker_options import canonical
@@ -39,6 +38,9 @@ from hgxkit.recipe.schema import (
 )
 from hgxkit.recipe.shellwords import shell_value
 from hgxkit.secrets import redact
+
+if TYPE_CHECKING:  # imported when a recipe is validated: a remembered pass (hgxkit.verdicts) needs none
+    import jsonschema
 
 KeyPath = tuple[str | int, ...]
 
@@ -80,14 +82,20 @@ def _fullmatch_pattern(
         return  # maxLength reports it (a field without one is bounded by the file's own size limit)
     if not re.fullmatch(pattern, instance):
         expected = schema.get("description", f"the pattern {pattern}")
-        yield jsonschema.ValidationError(f"{shown(instance)} does not match: expected {expected}")
+        from jsonschema import ValidationError
+
+        yield ValidationError(f"{shown(instance)} does not match: expected {expected}")
 
 
-_Validator = jsonschema.validators.extend(
-    jsonschema.Draft202012Validator,
-    validators={"pattern": _fullmatch_pattern},
-    type_checker=jsonschema.Draft202012Validator.TYPE_CHECKER.redefine("integer", _is_integer),
-)
+@functools.cache
+def _validator_class() -> type[jsonschema.protocols.Validator]:
+    import jsonschema
+
+    return jsonschema.validators.extend(  # type: ignore[no-any-return]
+        jsonschema.Draft202012Validator,
+        validators={"pattern": _fullmatch_pattern},
+        type_checker=jsonschema.Draft202012Validator.TYPE_CHECKER.redefine("integer", _is_integer),
+    )
 
 
 def schema_problem(data: dict[str, Any]) -> Problem | None:
@@ -103,7 +111,7 @@ def schema_problem(data: dict[str, Any]) -> Problem | None:
                            f"write schema_version: {SCHEMA_VERSION}"),
             code="recipe-schema",
         )  # fmt: skip
-    validator = _Validator(SCHEMAS.get(version, RECIPE_SCHEMA))
+    validator = _validator_class()(SCHEMAS.get(version, RECIPE_SCHEMA))
     errors = sorted(validator.iter_errors(data), key=lambda e: (len(e.absolute_path), list(map(str, e.path))))
     if not errors:
         return None
