@@ -2,6 +2,7 @@
 trips per host, side by side with pyinfra's minimal one-operation deploy, on 1, 4 and 8 simulated nodes.
 
     python bench/per_host_cost.py [--nodes 1,4,8] [--repeat 3] [--cores 16] [--keep] [--profile DIR] [--pin-model]
+                                  [--no-slope]
 
 For each node count N it starts cluster `costN-<suffix>` ($HGXKIT_SIM_TEST_SUFFIX, default "bench"), converges
 it once with deploys/dspark.py --data verify=false (not measured), then runs, alternating, the no-op re-run of
@@ -14,10 +15,16 @@ through bench/counted_pyinfra.py, and prints medians of:
                          made the node do: sshd, the commands, dockerd answering them
   round trips/host       SSH exec channels + SFTP transfers pyinfra opened to each host
   wall s                 the whole run
-and their ratios to the minimal deploy. Then a projection (on paper, labelled) for 100 and 1,000 hosts.
+and their ratios to the minimal deploy. Then, on the largest cluster, each deploy's controller CPU for all its
+hosts against `--limit node1` (same inventory, recipe and imports: the difference is what a further host costs;
+`--no-slope` skips it), and from that a projection (on paper, labelled) for 100 and 1,000 hosts.
 The seed recipe names the model's branch (`revision: main`): each run asks the Hub (the stand-in, on the node)
 which commit that is, by design. `--pin-model` measures the recipe pinned to the commit the first converge
 fetched (a copy of it in a temporary folder), where the model check is the stdlib-only fast path.
+The pyinfra runs keep Python's bytecode cache as a user's controller does (an installed wheel is compiled at
+install; a checkout writes __pycache__ on first import): PYTHONDONTWRITEBYTECODE, which some sandboxes set, is
+removed from their environment, else every run would compile hgxkit's ~100 modules from source (~0.15 s of the
+controller's CPU that no user pays). The first, unmeasured converge writes the cache.
 Nodes are simulated (`simulated: true`): absolute numbers are this machine's; the ratios are the figures.
 """
 
@@ -65,15 +72,19 @@ def cgroup_cpu_s(container_id: str) -> float:
     sys.exit(f"no CPU cgroup found for container {container_id[:12]}")
 
 
-def run(cluster: str, deploy: str, *data: str, profile: str | None = None) -> dict:
-    """One pyinfra run through counted_pyinfra.py; its counts, CPU, wall time and the nodes' CPU."""
+def run(cluster: str, deploy: str, *data: str, profile: str | None = None, limit: str | None = None) -> dict:
+    """One pyinfra run through counted_pyinfra.py; its counts, CPU, wall time and the nodes' CPU. `limit`: only
+    that inventory host (pyinfra's --limit; the inventory, recipe and imports are the same as for all)."""
     ids = node_containers(cluster)
     env = {**os.environ, "HGXKIT_SIM_CLUSTER": cluster, "PYINFRA_PROGRESS": "off"}
+    env.pop("PYTHONDONTWRITEBYTECODE", None)  # a user's Python keeps bytecode (see the docstring)
     with tempfile.NamedTemporaryFile(suffix=".json") as out:
         argv = [sys.executable, COUNTED, out.name, *(["--profile", profile] if profile else []),
                 "-y", "inventories/sim.py", deploy]  # fmt: skip
         for item in data:
             argv += ["--data", item]
+        if limit:
+            argv += ["--limit", limit]
         idle = _idle_rates(ids, 2.0)
         before = {cid: cgroup_cpu_s(cid) for cid in ids}
         start = time.perf_counter()
@@ -85,9 +96,9 @@ def run(cluster: str, deploy: str, *data: str, profile: str | None = None) -> di
             sys.exit(f"{deploy} failed on cluster {cluster}:\n{log[-3000:]}")
         counts = json.loads(Path(out.name).read_text())
     trips = list(counts["round_trips"].values())
-    return {"wall": wall, "cpu_host": counts["cpu_s"] / len(ids), "node_cpu": statistics.mean(node_cpu),
-            "trips": statistics.mean(trips) if trips else 0.0, "changed": changed_ops(log),
-            "commands": counts.get("commands", [])}  # fmt: skip
+    return {"wall": wall, "cpu_host": counts["cpu_s"] / len(ids), "cpu": counts["cpu_s"],
+            "node_cpu": statistics.mean(node_cpu), "trips": statistics.mean(trips) if trips else 0.0,
+            "changed": changed_ops(log), "commands": counts.get("commands", [])}  # fmt: skip
 
 
 def pinned_recipe(cluster: str, folder: str) -> str:
@@ -148,10 +159,32 @@ def fit(points: dict[int, float]) -> tuple[float, float]:
     return my - slope * mx, slope
 
 
-def projection(meds: dict[int, dict[str, dict[str, float]]], cores: int) -> None:
+def limit_slope(cluster: str, nodes: int, repeat: int, data: list[str]) -> dict[str, tuple[float, float]]:
+    """(fixed, per host) of each deploy's controller CPU on one cluster: runs of all `nodes` hosts against runs
+    limited to the first (`--limit node1`), alternating. Both load the same inventory, recipe and modules, so
+    their difference is what the other hosts add; a fit across clusters also carries each cluster's own state."""
+    runs: dict[str, dict[str, list[float]]] = {d: {"all": [], "one": []} for d in (DSPARK, MINIMAL)}
+    for _ in range(repeat):
+        for deploy, extra in ((DSPARK, data), (MINIMAL, [])):
+            runs[deploy]["one"].append(run(cluster, deploy, *extra, limit="node1")["cpu"])
+            runs[deploy]["all"].append(run(cluster, deploy, *extra)["cpu"])
+    out = {}
+    for deploy, got in runs.items():
+        one, every = statistics.median(got["one"]), statistics.median(got["all"])
+        per_host = (every - one) / (nodes - 1)
+        out[deploy] = (one - per_host, per_host)
+        print(f"{nodes} node(s)  controller CPU s, {deploy}: all {nodes} hosts {every:.3f}, --limit node1 {one:.3f} "
+              f"(medians of {repeat}): {per_host:.3f} s per further host")  # fmt: skip
+    return out
+
+
+def projection(meds: dict[int, dict[str, dict[str, float]]], cores: int,
+               slopes: dict[str, tuple[float, float]] | None = None) -> None:  # fmt: skip
     """Print, labelled as a projection, the controller's CPU for 100 and 1,000 hosts from the measured costs."""
     counts = sorted(meds)
     fits = {d: fit({n: meds[n][d]["cpu_host"] * n for n in counts}) for d in (DSPARK, MINIMAL)}
+    if slopes:
+        fits = dict(slopes)
     trips = meds[counts[-1]][DSPARK]["trips"]
     unresolved = []
     for deploy, (_, per_host) in fits.items():
@@ -159,7 +192,9 @@ def projection(meds: dict[int, dict[str, dict[str, float]]], cores: int) -> None
             fits[deploy] = (statistics.mean(meds[n][deploy]["cpu_host"] * n for n in counts), 0.0)
             unresolved.append(deploy)
     (a, b), (ma, mb) = fits[DSPARK], fits[MINIMAL]
-    print(f"PROJECTION (on paper, not measured; model fitted to the {'/'.join(map(str, counts))}-node medians): "
+    source = (f"from the {max(counts)}-node cluster's runs of all hosts against --limit node1" if slopes
+              else f"fitted to the {'/'.join(map(str, counts))}-node medians")  # fmt: skip
+    print(f"PROJECTION (on paper, not measured; model {source}): "
           f"controller CPU = fixed + per-host x hosts; dspark {a:.2f} s + {b:.3f} s/host, minimal {ma:.2f} s + "
           f"{mb:.3f} s/host. pyinfra runs every host in one process (gevent greenlets on one core): its CPU work is "
           "serial whatever --parallel says (--parallel only caps the hosts in flight); SSH round trips of different "
@@ -182,13 +217,17 @@ def main() -> int:
     parser.add_argument("--keep", action="store_true", help="leave the bench clusters running (and reuse them)")
     parser.add_argument("--profile", metavar="DIR", help="write a cProfile of one dspark no-op per node count")
     parser.add_argument("--pin-model", action="store_true", help="the seed recipe pinned to the commit it fetched")
+    parser.add_argument("--no-slope", action="store_true",
+                        help="skip the per-host slope runs (all hosts against --limit node1) on the largest cluster")
     args = parser.parse_args()
     counts = [int(n) for n in args.nodes.split(",") if n.strip()]
     suffix = os.environ.get("HGXKIT_SIM_TEST_SUFFIX", "bench")
     print("simulated: true (hgxkit sim nodes; absolute numbers are this machine's, the ratios are the figures)")
     pinned = "pinned to the commit the first run fetched (fast path)" if args.pin_model else "revision: main"
     print(f"model: {pinned}")
+    print("controller: Python's bytecode cache kept (PYTHONDONTWRITEBYTECODE removed from the pyinfra runs)")
     meds: dict[int, dict[str, dict[str, float]]] = {}
+    slopes: dict[str, tuple[float, float]] | None = None
     folder = tempfile.TemporaryDirectory()
     try:
         for nodes in counts:
@@ -212,9 +251,11 @@ def main() -> int:
                 samples[DSPARK].append(sample)
                 samples[MINIMAL].append(run(cluster, MINIMAL))
             meds[nodes] = report(nodes, samples)
+            if nodes == max(counts) and nodes > 1 and not args.no_slope:
+                slopes = limit_slope(cluster, nodes, args.repeat, data)
             if not args.keep:
                 sim("down", "--cluster", cluster)
-        projection(meds, args.cores)
+        projection(meds, args.cores, slopes)
     finally:
         folder.cleanup()
         if not args.keep:
