@@ -31,7 +31,7 @@ PYINFRA = str(Path(sys.executable).parent / "pyinfra")
 
 def pyinfra(cluster: str, deploy: str, *data: str) -> tuple[float, str]:
     env = {**os.environ, "HGXKIT_SIM_CLUSTER": cluster, "PYINFRA_PROGRESS": "off"}
-    env.pop("PYTHONDONTWRITEBYTECODE", None)  # a user's Python keeps bytecode, as in bench/per_host_cost.py
+    env.pop("PYTHONDONTWRITEBYTECODE", None)  # a user's environment, as in bench/per_host_cost.py
     argv = [PYINFRA, "-y", "inventories/sim.py", deploy]
     for item in data:
         argv += ["--data", item]

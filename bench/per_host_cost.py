@@ -21,10 +21,10 @@ hosts against `--limit node1` (same inventory, recipe and imports: the differenc
 The seed recipe names the model's branch (`revision: main`): each run asks the Hub (the stand-in, on the node)
 which commit that is, by design. `--pin-model` measures the recipe pinned to the commit the first converge
 fetched (a copy of it in a temporary folder), where the model check is the stdlib-only fast path.
-The pyinfra runs keep Python's bytecode cache as a user's controller does (an installed wheel is compiled at
-install; a checkout writes __pycache__ on first import): PYTHONDONTWRITEBYTECODE, which some sandboxes set, is
-removed from their environment, else every run would compile hgxkit's ~100 modules from source (~0.15 s of the
-controller's CPU that no user pays). The first, unmeasured converge writes the cache.
+The pyinfra runs get a user's environment as to bytecode: PYTHONDONTWRITEBYTECODE, which this machine's
+sessions set, is removed from it. With it, hgxkit leaves pyinfra's own "write no bytecode" switch on (see
+hgxkit/__init__.py) and every run would compile roles/ and the editable hgxkit's modules from source again
+(~0.14 s of the controller's CPU). The first, unmeasured converge writes the cache.
 Nodes are simulated (`simulated: true`): absolute numbers are this machine's; the ratios are the figures.
 """
 
@@ -77,7 +77,7 @@ def run(cluster: str, deploy: str, *data: str, profile: str | None = None, limit
     that inventory host (pyinfra's --limit; the inventory, recipe and imports are the same as for all)."""
     ids = node_containers(cluster)
     env = {**os.environ, "HGXKIT_SIM_CLUSTER": cluster, "PYINFRA_PROGRESS": "off"}
-    env.pop("PYTHONDONTWRITEBYTECODE", None)  # a user's Python keeps bytecode (see the docstring)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)  # a user's environment (see the docstring)
     with tempfile.NamedTemporaryFile(suffix=".json") as out:
         argv = [sys.executable, COUNTED, out.name, *(["--profile", profile] if profile else []),
                 "-y", "inventories/sim.py", deploy]  # fmt: skip
@@ -225,7 +225,7 @@ def main() -> int:
     print("simulated: true (hgxkit sim nodes; absolute numbers are this machine's, the ratios are the figures)")
     pinned = "pinned to the commit the first run fetched (fast path)" if args.pin_model else "revision: main"
     print(f"model: {pinned}")
-    print("controller: Python's bytecode cache kept (PYTHONDONTWRITEBYTECODE removed from the pyinfra runs)")
+    print("controller: bytecode as a user's environment has it (PYTHONDONTWRITEBYTECODE removed from the runs)")
     meds: dict[int, dict[str, dict[str, float]]] = {}
     slopes: dict[str, tuple[float, float]] | None = None
     folder = tempfile.TemporaryDirectory()

@@ -1,0 +1,35 @@
+"""pyinfra's CLI switches bytecode writing off for its process; hgxkit, once a deploy imports it, puts back the
+interpreter's own setting (hgxkit/__init__.py), so roles/ and an editable hgxkit are not compiled on every run."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+PYINFRA = str(Path(sys.executable).parent / "pyinfra")
+
+
+def _kept_bytecode(folder: Path, first_line: str, **env: str) -> bool:
+    """Run `pyinfra @local` on a deploy in `folder` (a fresh one per call) whose second line imports a package
+    of that folder; whether the package kept its bytecode."""
+    folder.mkdir()
+    (folder / "probe").mkdir()
+    (folder / "probe" / "__init__.py").write_text("VALUE = 1\n")
+    (folder / "deploy.py").write_text(f"{first_line}\nimport probe\n")
+    base = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    done = subprocess.run([PYINFRA, "-y", "@local", "deploy.py"], cwd=folder, env={**base, **env},
+                          capture_output=True, text=True, timeout=120, check=False)  # fmt: skip
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    return (folder / "probe" / "__pycache__").is_dir()
+
+
+def test_a_deploy_that_imports_hgxkit_keeps_its_modules_bytecode(tmp_path: Path) -> None:
+    assert _kept_bytecode(tmp_path / "with", "import hgxkit")
+    # pyinfra's own switch, without hgxkit: nothing kept (what every run paid for roles/ before)
+    assert not _kept_bytecode(tmp_path / "without", "import os")
+
+
+def test_pythondontwritebytecode_still_holds(tmp_path: Path) -> None:
+    assert not _kept_bytecode(tmp_path / "env", "import hgxkit", PYTHONDONTWRITEBYTECODE="1")
