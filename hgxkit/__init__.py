@@ -10,5 +10,13 @@ __version__ = "0.1.0"
 # never installed) and hgxkit itself in an editable install were compiled from source on every run, ~0.03 s and
 # ~0.11 s of the controller's CPU (measured: the modules a no-op deploys/dspark.py imports). Imported under
 # pyinfra's CLI, hgxkit puts back the interpreter's own setting, so `-B` and PYTHONDONTWRITEBYTECODE still hold.
+# Only in a deploy folder (pyinfra's working directory, where roles/ is) that the running user owns: root running
+# pyinfra in someone else's checkout would leave root's __pycache__ folders in their way.
 if "pyinfra_cli.main" in sys.modules and sys.dont_write_bytecode and not sys.flags.dont_write_bytecode:
-    sys.dont_write_bytecode = False
+    import os
+
+    try:
+        if os.stat(".").st_uid == os.geteuid():
+            sys.dont_write_bytecode = False
+    except OSError:
+        pass
