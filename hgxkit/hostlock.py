@@ -48,23 +48,29 @@ def dry_run() -> bool:
     return "--dry" in sys.argv[1:]
 
 
+# Says so, then waits for stdin to close: the shell's own `read`, no process of its own. The lock is the open file
+# description on fd 9 (`exec 9>>`), which flock(1) locked and the shell keeps; the holder is 2 processes fewer than
+# `flock FILE sh -c '...; exec cat'` (~2 ms of the node's CPU each run).
+_HOLD = script("echo hgxkit-locked; while read -r line; do :; done")
+
+
 def holder_command(*, dry: bool = False, lock: str = LOCK_FILE) -> Any:
     """Take the lock without waiting, say so, then hold it until stdin closes. With `dry`, a node without the
     lock file (no hgxkit run yet) gets none made: the dry run holds nothing there (it changes nothing)."""
     if dry:
         return script(
-            "[ -e {lock} ] || {{ echo hgxkit-locked; exec cat >/dev/null; }}; "
-            "exec flock -n -E {busy} {lock} sh -c 'echo hgxkit-locked; exec cat >/dev/null'",
+            "[ -e {lock} ] || {{ {hold}; exit 0; }}; exec 9>>{lock} && flock -n -E {busy} 9 && {{ {hold}; }}",
             busy=BUSY,
             lock=lock,
+            hold=_HOLD,
         )
     return script(
         # `[ -d ]` is the shell's own: a mkdir process (~3 ms of the node's CPU) only on the node's first run.
-        "{{ [ -d {dir} ] || mkdir -p {dir}; }} && exec flock -n -E {busy} {lock} sh -c 'echo hgxkit-locked; "
-        "exec cat >/dev/null'",
+        "{{ [ -d {dir} ] || mkdir -p {dir}; }} && exec 9>>{lock} && flock -n -E {busy} 9 && {{ {hold}; }}",
         dir=lock.rsplit("/", 1)[0],
         busy=BUSY,
         lock=lock,
+        hold=_HOLD,
     )
 
 

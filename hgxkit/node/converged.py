@@ -31,7 +31,7 @@ from pathlib import Path
 
 from pyinfra.api import StringCommand
 
-from hgxkit.hostcmd import script
+from hgxkit.hostcmd import script, small_file
 
 RECORD_NAME = "node/bringup-verified.json"
 PACKAGE_PATTERNS = (
@@ -68,18 +68,19 @@ def state_command(state_file: str) -> StringCommand:
     files are read by their metadata, not their bytes: size, mtime and ctime change with any write (ctime cannot be
     set back), so one `find -printf` stands for a sha256sum of each (~5 ms of the node's CPU against ~10); a file
     rewritten as it was only re-runs the checks. Packages stay a dpkg-query of bring-up's own: dpkg's status file
-    changes with any package, and the model role installs python3-venv after bring-up's record is written."""
+    changes with any package, and the model role installs python3-venv after bring-up's record is written. dpkg-query
+    prints the packages in its own sorted order, whatever the patterns' order or the locale: no `sort` process."""
     return script(
         "read -r boot < /proc/sys/kernel/random/boot_id && echo \"$boot\"; "
-        "dpkg-query -W -f '${{Package}} ${{Version}} ${{Status}}\\n' {patterns} 2>/dev/null | sort; "
+        "dpkg-query -W -f '${{Package}} ${{Version}} ${{Status}}\\n' {patterns} 2>/dev/null; "
         "{files}; "
         'echo "xid $( (journalctl -k -b --no-pager -o cat 2>/dev/null || dmesg 2>/dev/null) | grep -c {xid})"; '
-        "echo {mark}; cat {record} 2>/dev/null || true",
+        "echo {mark}; {{ {record}; }} 2>/dev/null || true",
         patterns=list(PACKAGE_PATTERNS),
         files=managed_files_command(STATE_DIRS, [str(Path(state_file).parent / "gpu-smoke.json")]),
         xid="NVRM: Xid",
         mark=RECORD_MARK,
-        record=state_file,
+        record=small_file(state_file),
     )
 
 

@@ -12,7 +12,7 @@ import json
 
 from pyinfra.api import FactBase, StringCommand
 
-from hgxkit.hostcmd import script
+from hgxkit.hostcmd import script, small_file
 
 _ABSENT = "##hgxkit-absent"
 
@@ -44,6 +44,15 @@ class JsonFile(FactBase[dict | None]):
         except json.JSONDecodeError:
             return None
         return data if isinstance(data, dict) else None
+
+
+class RecordFile(JsonFile):
+    """`JsonFile` for a record of hgxkit's own (a few hundred bytes, e.g. the image record), read by the shell
+    without a `cat` process (`hostcmd.small_file`): it is read on every run."""
+
+    def command(self, path: str) -> StringCommand:
+        return script("if [ -f {path} ]; then {read}; else echo {absent}; fi", path=path, read=small_file(path),
+                      absent=_ABSENT)  # fmt: skip
 
 
 class IsFile(FactBase[bool]):

@@ -69,7 +69,8 @@ class MemTotalBytes(FactBase[int | None]):
     """Host RAM in bytes (`MemTotal` of /proc/meminfo)."""
 
     def command(self) -> StringCommand:
-        return argv("cat", "/proc/meminfo")
+        # MemTotal is the kernel's first line of /proc/meminfo: the shell's `read`, no `cat` process.
+        return script('IFS= read -r line < /proc/meminfo && printf \'%s\\n\' "$line"')
 
     def process(self, output: list[str]) -> int | None:
         return parse_meminfo_bytes("\n".join(output))

@@ -8,7 +8,7 @@ from the head's operation.
 
 Example (in a role):
     from hgxkit.serving.steps import record_path
-    recorded = plan_fact(host, JsonFile, path=record_path(host))
+    recorded = plan_fact(host, RecordFile, path=record_path(host))
 """
 
 from __future__ import annotations

@@ -27,7 +27,7 @@ from hgxkit.knobs import knob, role_knob
 from hgxkit.node import cachefill, imagecache
 from hgxkit.node.docker import DAEMON_JSON, daemon_json_text, deb822_sources, parse_daemon_json
 from hgxkit.node.facts_apt import InstalledPackages, SnapInstalled
-from hgxkit.node.facts_files import FileText, JsonFile
+from hgxkit.node.facts_files import FileText, RecordFile
 from hgxkit.node.facts_system import OsRelease
 from hgxkit.planfacts import plan_fact
 from hgxkit.problems import Problem, refuse
@@ -169,7 +169,7 @@ def warm_image_cache() -> None:
     in the cache. Nothing when the cache is off, on the other hosts, or when this host already runs a recorded
     digest of the image (a re-run pulls nothing)."""
     reference = recipe_for(host).image.reference
-    if recorded_digest(plan_fact(host, JsonFile, path=record_path(host)), reference):
+    if recorded_digest(plan_fact(host, RecordFile, path=record_path(host)), reference):
         return
     fill_image_cache(reference)
 

@@ -39,7 +39,7 @@ from hgxkit.hostcmd import HostRunner, argv, script
 from hgxkit.hostfiles import write_text
 from hgxkit.knobs import knob
 from hgxkit.netaddr import is_loopback
-from hgxkit.node.facts_files import JsonFile
+from hgxkit.node.facts_files import JsonFile, RecordFile
 from hgxkit.node.facts_gpu import NvidiaSmi
 from hgxkit.node.facts_system import MemTotalBytes
 from hgxkit.planfacts import plan_fact
@@ -187,7 +187,7 @@ HEADING = "serving checks failed on {host}; no container was started or stopped"
 def plan_reads() -> list[tuple[type, dict[str, Any]]]:
     """The facts `serve()` and `prefetch_image()` read while pyinfra plans a single-node recipe, for
     `hgxkit.planfacts.prefetch` to read in one round trip with the other roles'."""
-    return [(JsonFile, {"path": record_path(host)}), (NvidiaSmi, {}), (MemTotalBytes, {}), (ManagedContainers, {}),
+    return [(RecordFile, {"path": record_path(host)}), (NvidiaSmi, {}), (MemTotalBytes, {}), (ManagedContainers, {}),
             (ContainerNames, {}), (ActiveUnits, {"prefix": UNIT_PREFIX})]  # fmt: skip
 
 
@@ -217,7 +217,7 @@ def serve() -> None:
     if recipe.node_count() > 1:  # a server spanning nodes: its head drives every rank as one unit
         serve_group()
         return
-    recorded = recorded_digest(plan_fact(host, JsonFile, path=record_path(host)), recipe.image.reference)
+    recorded = recorded_digest(plan_fact(host, RecordFile, path=record_path(host)), recipe.image.reference)
     # The digest to run: the bundle's image; the pinned one; else the recipe's; else what the node already runs
     # (unless image_update).
     digest = recipe.image.digest or (None if host.data.get("image_update") else recorded)
@@ -272,7 +272,7 @@ def prefetch_image() -> None:
     recipe = recipe_for(host)
     if not host.data.get("image_prefetch", True) or knob(host, "bundle"):  # a bundle's image is loaded by serve
         return
-    recorded = recorded_digest(plan_fact(host, JsonFile, path=record_path(host)), recipe.image.reference)
+    recorded = recorded_digest(plan_fact(host, RecordFile, path=record_path(host)), recipe.image.reference)
     if recipe.image.digest or recorded:
         return
     reference = recipe.image.reference
@@ -326,7 +326,7 @@ def _rollout(recipe: Recipe, total_gpus: int | None, digest: str | None) -> None
         echo(f"[{host.name}] attaching to {unit}, a group replace still running from an earlier run")
         _follow(run, unit, workdir(host, unit.removeprefix(UNIT_PREFIX).removesuffix(".service")), unit)
     refuse(heading, runtime_problems(recipe, host))
-    recorded = recorded_digest(host.get_fact(JsonFile, path=record_path(host)), recipe.image.reference)
+    recorded = recorded_digest(host.get_fact(RecordFile, path=record_path(host)), recipe.image.reference)
     if digest is None:
         digest = pull(host, recipe.image.reference)
         echo(f"[{host.name}] {recipe.image.reference} is {digest}; containers run by this digest")

@@ -39,7 +39,7 @@ from pyinfra.operations import python
 from hgxkit.hostcmd import HostRunner, argv, script
 from hgxkit.hostfiles import write_text
 from hgxkit.knobs import knob, role_knob
-from hgxkit.node.facts_files import JsonFile
+from hgxkit.node.facts_files import RecordFile
 from hgxkit.node.facts_gpu import NvidiaSmi
 from hgxkit.planfacts import plan_fact
 from hgxkit.problems import Problem, refuse
@@ -210,7 +210,7 @@ def serve_group() -> None:
     refuse(heading, run_problems(host, group))
     if host.name != group.head.host:
         return  # rank >= 1: the head's operation starts and watches this host's rank
-    recorded = recorded_digest(plan_fact(host, JsonFile, path=record_path(host)), recipe.image.reference)
+    recorded = recorded_digest(plan_fact(host, RecordFile, path=record_path(host)), recipe.image.reference)
     digest = recipe.image.digest or (None if host.data.get("image_update") else recorded)
     why = "decided after pulling the image"
     if digest:
@@ -232,7 +232,7 @@ def serve_group() -> None:
 def _place_image(h: Any, recipe: Recipe, digest: str) -> None:
     """Make `h` run `digest` of the recipe's image: pull it by digest unless recorded, then record it."""
     reference = recipe.image.reference
-    if recorded_digest(plan_fact(h, JsonFile, path=record_path(h)), reference) == digest:
+    if recorded_digest(plan_fact(h, RecordFile, path=record_path(h)), reference) == digest:
         return
     if digest.startswith(LOCAL_PREFIX):
         raise DeployError(f"{h.name}: {reference} is an image built on the head ({digest}); a group spanning "

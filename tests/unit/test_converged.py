@@ -3,6 +3,8 @@ both match the record the last passed bring-up left; anything else, or recheck, 
 
 from __future__ import annotations
 
+import json
+import subprocess
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -88,7 +90,7 @@ def test_source_files_take_a_folder_as_its_python_files_and_a_file_as_itself(tmp
 
 def test_the_state_command_quotes_the_record_path() -> None:
     command = text(state_command("/var/lib/hg xkit/node/bringup-verified.json"))
-    assert "cat '/var/lib/hg xkit/node/bringup-verified.json'" in command
+    assert "done < '/var/lib/hg xkit/node/bringup-verified.json'" in command
     assert "for f in '/var/lib/hg xkit/node/gpu-smoke.json'; do" in command
 
 
@@ -193,3 +195,17 @@ def test_the_state_command_runs_and_starts_with_this_boots_id(tmp_path) -> None:
     state, found = parse_state(out)
     assert state.boot_id == Path("/proc/sys/kernel/random/boot_id").read_text().strip()
     assert found == {"state": "s"} and any(line.startswith("xid ") for line in state.lines)
+
+
+def test_the_state_command_run_by_a_shell_gives_back_the_record_it_reads(tmp_path: Path) -> None:
+    """The record is read by the shell's own `read` (no cat): the same object comes back, its last line too."""
+    record = {"schema_version": 1, "state": "s" * 64, "judged_by": "j", "boot_id": "b", "verified_at": "t"}
+    path = tmp_path / "node dir" / "bringup-verified.json"
+    path.parent.mkdir()
+    path.write_text(json.dumps(record, indent=1))  # several lines, the last one without a newline
+    ran = subprocess.run(["sh", "-c", text(state_command(str(path)))], capture_output=True, text=True, check=True)
+    state, read = parse_state(ran.stdout.splitlines())
+    assert read == record and state.lines and state.lines[0] == Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    path.unlink()
+    ran = subprocess.run(["sh", "-c", text(state_command(str(path)))], capture_output=True, text=True, check=True)
+    assert parse_state(ran.stdout.splitlines())[1] is None and ran.stderr == ""
