@@ -248,11 +248,12 @@ class ActiveUnits(FactBase[list[str]]):
         return []
 
     def process(self, output: list[str]) -> list[str]:
-        if not any(line.startswith("Id=") for line in output):  # list-units: the running units' names
+        blocks = unit_blocks(output)
+        if not blocks:  # list-units through awk: the running units' names
             return sorted(line.strip() for line in output if line.strip())
         return sorted(
             unit
-            for unit, lines in unit_blocks(output).items()
+            for unit, lines in blocks.items()
             if unit.endswith(".service")
             and any(fnmatchcase(unit, pattern) for pattern in UNIT_PATTERNS)
             and any(line in ("ActiveState=active", "ActiveState=activating") for line in lines)

@@ -167,20 +167,22 @@ def test_one_systemctl_call_serves_bring_up_and_the_serving_roles_replace_units(
     assert text(ActiveUnits().command(prefix=UNIT_PREFIX)) == text(NodeUnits().command()) == command
     assert command.count("systemctl ") == 1 and "'hgxkit-serve-*'" in command
     assert "systemctl" not in text(state_command("/var/lib/hgxkit/node/bringup-verified.json"))
-    printed = ["Id=nvidia-dcgm.service", "ActiveState=inactive", "UnitFileState=", "",
-               "Id=docker.service", "ActiveState=active", "UnitFileState=enabled", "",
-               "Id=hgxkit-serve-m-0.service", "ActiveState=activating", "UnitFileState=transient", "",
-               "Id=hgxkit-serve-m-1.service", "ActiveState=failed", "UnitFileState=transient", "",
-               "Id=hgxkit-serve-x.scope", "ActiveState=active", ""]  # fmt: skip
+    printed = ["nvidia-dcgm.service          loaded inactive dead    NVIDIA DCGM service",
+               "docker.service               loaded active   running Docker Application Container Engine",
+               "hgxkit-serve-m-0.service     loaded activating start /usr/bin/docker start -a m-0",
+               "hgxkit-serve-m-1.service     loaded failed   failed  /usr/bin/docker start -a m-1",
+               "hgxkit-serve-x.scope         loaded active   running x"]  # fmt: skip
     state = with_units(NodeState(("boot-1",)), unit_blocks(printed))
-    assert state.lines == ("boot-1", "Id=docker.service", "ActiveState=active", "UnitFileState=enabled",
-                           "Id=nvidia-dcgm.service", "ActiveState=inactive", "UnitFileState=")  # fmt: skip
+    assert state.lines == ("boot-1", "Id=docker.service", "LoadState=loaded", "ActiveState=active",
+                           "Id=nvidia-dcgm.service", "LoadState=loaded", "ActiveState=inactive")  # fmt: skip
     assert UNITS[0] == "docker.service" and UNITS[2] == "nvidia-dcgm.service"
     assert ActiveUnits().process(printed) == ["hgxkit-serve-m-0.service"]
     assert ActiveUnits().process(["hgxkit-serve-a.service", ""]) == ["hgxkit-serve-a.service"]  # list-units
     assert "list-units" in text(ActiveUnits().command(prefix="other-"))
-    lost = with_units(NodeState(("boot-1",)), unit_blocks(printed[4:]))  # dcgm no longer known at all
+    lost = with_units(NodeState(("boot-1",)), unit_blocks(printed[1:]))  # dcgm no longer known at all
     assert lost.digest() != state.digest()
+    masked = with_units(NodeState(("boot-1",)), unit_blocks([printed[0].replace("loaded", "masked"), *printed[1:]]))
+    assert masked.digest() != state.digest()
 
 
 def test_the_state_command_runs_and_starts_with_this_boots_id(tmp_path) -> None:
@@ -209,3 +211,40 @@ def test_the_state_command_run_by_a_shell_gives_back_the_record_it_reads(tmp_pat
     path.unlink()
     ran = subprocess.run(["sh", "-c", text(state_command(str(path)))], capture_output=True, text=True, check=True)
     assert parse_state(ran.stdout.splitlines())[1] is None and ran.stderr == ""
+
+
+def test_enablement_masks_and_drop_ins_of_bring_ups_units_are_read_from_their_files(tmp_path: Path) -> None:
+    """`systemctl enable/disable/mask` and a drop-in change what the find prints (no UnitFileState asked of
+    systemd); other units' files, and the unit folders' other entries, print nothing."""
+    from hgxkit.node.converged import managed_files_command
+
+    etc, managed = tmp_path / "etc-systemd", tmp_path / "etc-docker"
+    (etc / "multi-user.target.wants").mkdir(parents=True)
+    (etc / "multi-user.target.wants" / "docker.service").symlink_to("/lib/systemd/system/docker.service")
+    (etc / "multi-user.target.wants" / "ssh.service").symlink_to("/lib/systemd/system/ssh.service")
+    (etc / "other.service").write_text("[Unit]\n")
+    managed.mkdir()
+    (managed / "daemon.json").write_text("{}")
+
+    def printed() -> list[str]:
+        command = managed_files_command([str(managed)], [], ["docker.service"], unit_dirs=[str(etc)])
+        ran = subprocess.run(["sh", "-c", text(command)], capture_output=True, text=True, check=True)
+        return ran.stdout.splitlines()
+
+    wants = str(etc / "multi-user.target.wants" / "docker.service")
+    enabled = printed()
+    assert [line.split()[:3] for line in enabled] == [
+        [str(managed / "daemon.json"), "2", line.split()[2]] for line in enabled[:1]
+    ] + [[wants, "l", "/lib/systemd/system/docker.service"]]
+    (etc / "multi-user.target.wants" / "docker.service").unlink()  # systemctl disable
+    disabled = printed()
+    assert disabled == enabled[:1]
+    (etc / "docker.service").symlink_to("/dev/null")  # systemctl mask
+    (etc / "docker.service.d").mkdir()
+    (etc / "docker.service.d" / "override.conf").write_text("[Service]\nExecStart=\n")
+    masked = printed()
+    assert [line.split()[:3] for line in masked[1:]] == [
+        [str(etc / "docker.service"), "l", "/dev/null"],
+        [str(etc / "docker.service.d" / "override.conf"), "f", str(len("[Service]\nExecStart=\n"))],
+    ]
+    assert not any("ssh.service" in line or "other.service" in line for line in enabled + masked)
