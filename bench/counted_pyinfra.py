@@ -2,10 +2,11 @@
 
     python bench/counted_pyinfra.py OUT.json [--profile OUT.prof] -y INVENTORY DEPLOY [pyinfra args…]
 
-Used by bench/per_host_cost.py. A round trip is one SSH exec channel (`run_shell_command`) or one SFTP
-transfer (`_put_file`/`_get_file`), counted per host by patching pyinfra's @ssh connector before pyinfra
-runs. OUT.json gets {"round_trips": {host: n}, "cpu_s": user+sys of this process (not its children),
-"children_cpu_s": that of its children (the inventory's `hgxkit sim status`), "exit": pyinfra's status,
+Used by bench/per_host_cost.py. A round trip is one SSH exec channel (pyinfra's commands and facts, and
+hgxkit's run-lock holder, counted where paramiko opens them) or one SFTP transfer (`_put_file`/`_get_file`),
+counted per host by patching paramiko's client and pyinfra's @ssh connector before pyinfra runs. OUT.json
+gets {"round_trips": {host: n}, "cpu_s": user+sys of this process (not its children), "children_cpu_s": that
+of its children (the inventory's `hgxkit sim status`), "exit": pyinfra's status,
 "commands": the first host's round trips, shortened}.
 """
 
@@ -38,12 +39,44 @@ def _counting(method_name: str) -> None:
     setattr(SSHConnector, method_name, wrapper)
 
 
+CLIENTS: dict[int, str] = {}  # id of a host's paramiko client -> the host's name
+
+
+def _counting_channels() -> None:
+    """Every SSH exec channel a host's client opens is a round trip: pyinfra's commands and facts, and hgxkit's
+    run-lock holder (hgxkit/hostlock.py), which opens its own on the same connection (and, since it carries the
+    run's batched reads, is most of a no-op's traffic). Counted where paramiko opens them."""
+    import paramiko
+
+    connect = SSHConnector.connect
+
+    def connect_wrapper(self, *args, **kwargs):
+        result = connect(self, *args, **kwargs)
+        if getattr(self, "client", None) is not None:
+            CLIENTS[id(self.client)] = self.host.name
+        return result
+
+    exec_command = paramiko.SSHClient.exec_command
+
+    def exec_wrapper(self, command, *args, **kwargs):
+        name = CLIENTS.get(id(self))
+        if name is not None:
+            COUNTS[name] += 1
+            if not COMMANDS or COMMANDS[0].split(" ", 1)[0] == name:
+                COMMANDS.append(f"{name} exec: {str(command)[:160]}")
+        return exec_command(self, command, *args, **kwargs)
+
+    SSHConnector.connect = connect_wrapper
+    paramiko.SSHClient.exec_command = exec_wrapper
+
+
 def main() -> int:
     out, argv = sys.argv[1], sys.argv[2:]
     profile_out = None
     if argv[:1] == ["--profile"]:
         profile_out, argv = argv[1], argv[2:]
-    for name in ("run_shell_command", "_put_file", "_get_file"):
+    _counting_channels()
+    for name in ("_put_file", "_get_file"):
         _counting(name)
     from pyinfra_cli.main import main as pyinfra_main
 

@@ -13,7 +13,7 @@ through bench/counted_pyinfra.py, and prints medians of:
   node CPU s/no-op       each node container's CPU cgroup (cpuacct.usage, or cpu.stat on cgroup v2) over the
                          run, less that node's idle rate (measured just before, same length) -- what the run
                          made the node do: sshd, the commands, dockerd answering them
-  round trips/host       SSH exec channels + SFTP transfers pyinfra opened to each host
+  round trips/host       SSH exec channels (pyinfra's and hgxkit's run-lock holder's) + SFTP transfers to each host
   wall s                 the whole run
 and their ratios to the minimal deploy. Then, on the largest cluster, each deploy's controller CPU for all its
 hosts against `--limit node1` (same inventory, recipe and imports: the difference is what a further host costs;

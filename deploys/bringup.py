@@ -48,9 +48,9 @@ JUDGING_SOURCES = [
 ]
 
 answer_failures()  # hgxkit's errors end the run as one block per host, not a traceback
-hold_host_lock(host)  # one hgxkit run per node at a time (hgxkit/hostlock.py)
+hold_host_lock(host, plan_reads(host))  # one hgxkit run per node at a time; the reads on the lock's channel
 
-prefetch(host, plan_reads(host))  # one round trip (nothing when deploys/reproduce.py has read them already)
+prefetch(host, plan_reads(host))  # what the lock's channel did not read (nothing, normally)
 skip = bringup_skip(host, knob_names=BRINGUP_KNOBS, sources=JUDGING_SOURCES)
 if skip.reason:
     echo(f"[{host.name}] {skip.reason}")

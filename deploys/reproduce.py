@@ -36,10 +36,12 @@ if not host.data.get("recipe"):
     )
 recipe_for(host)  # load and validate it now: a bad recipe stops the run before bring-up changes anything
 answer_failures()  # hgxkit's errors end the run as one block per host, not a traceback
-hold_host_lock(host)  # one hgxkit run per node at a time (hgxkit/hostlock.py)
+# What bring-up, the model and serving read while planning, in one batch instead of a round trip per fact: run on
+# the run lock's own SSH channel as soon as the lock is held, so the no-op's reads cost no round trip of their own.
+reads = [*bringup_reads(host), *model_reads(), *(serve_reads() if recipe_for(host).node_count() == 1 else [])]
+hold_host_lock(host, reads)  # one hgxkit run per node at a time (hgxkit/hostlock.py)
+prefetch(host, reads)  # whatever the lock's channel could not read (nothing, normally)
 multinode_preflight()  # a server spanning nodes: placement, equal members, head reachable; before any change
-# What bring-up, the model and serving read while planning, in one SSH round trip instead of one per fact.
-prefetch(host, [*bringup_reads(host), *model_reads(), *(serve_reads() if recipe_for(host).node_count() == 1 else [])])
 
 include_sibling(__file__, "bringup.py")
 warm_image_cache()  # with image_cache on: the cache host pulls first, so each layer crosses the uplink once

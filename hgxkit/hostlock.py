@@ -48,21 +48,34 @@ def dry_run() -> bool:
     return "--dry" in sys.argv[1:]
 
 
-# Says so, then waits for stdin to close: the shell's own `read`, no process of its own. The lock is the open file
-# description on fd 9 (`exec 9>>`), which flock(1) locked and the shell keeps; the holder is 2 processes fewer than
-# `flock FILE sh -c '...; exec cat'` (~2 ms of the node's CPU each run).
-_HOLD = script("echo hgxkit-locked; while read -r line; do :; done")
+PREFETCH_END = "##hgxkit-prefetch-end"
 
 
-def holder_command(*, dry: bool = False, lock: str = LOCK_FILE) -> Any:
-    """Take the lock without waiting, say so, then hold it until stdin closes. With `dry`, a node without the
-    lock file (no hgxkit run yet) gets none made: the dry run holds nothing there (it changes nothing)."""
+def _hold(then: Any = None) -> Any:
+    """Say so, then wait for stdin to close: the shell's own `read`, no process of its own. The lock is the open
+    file description on fd 9 (`exec 9>>`), which flock(1) locked and the shell keeps: 2 processes fewer than
+    `flock FILE sh -c '...; exec cat'` (~2 ms of the node's CPU each run). `then` (the run's batched plan-time
+    reads, `planfacts.prefetch_command`) runs in between, with no stdin and without fd 9, its output ended by
+    `PREFETCH_END`: the reads ride on this channel instead of a round trip of their own."""
+    if then is None:
+        return script("echo hgxkit-locked; while read -r line; do :; done")
+    return script(
+        "echo hgxkit-locked; {{ {then}; }} </dev/null 9>&- 2>/dev/null; echo {end}; while read -r line; do :; done",
+        then=then,
+        end=PREFETCH_END,
+    )
+
+
+def holder_command(*, dry: bool = False, lock: str = LOCK_FILE, then: Any = None) -> Any:
+    """Take the lock without waiting, say so, then hold it until stdin closes (running `then` once it holds it).
+    With `dry`, a node without the lock file (no hgxkit run yet) gets none made: the dry run holds nothing there
+    (it changes nothing)."""
     if dry:
         return script(
             "[ -e {lock} ] || {{ {hold}; exit 0; }}; exec 9>>{lock} && flock -n -E {busy} 9 && {{ {hold}; }}",
             busy=BUSY,
             lock=lock,
-            hold=_HOLD,
+            hold=_hold(then),
         )
     return script(
         # `[ -d ]` is the shell's own: a mkdir process (~3 ms of the node's CPU) only on the node's first run.
@@ -70,7 +83,7 @@ def holder_command(*, dry: bool = False, lock: str = LOCK_FILE) -> Any:
         dir=lock.rsplit("/", 1)[0],
         busy=BUSY,
         lock=lock,
-        hold=_HOLD,
+        hold=_hold(then),
     )
 
 
@@ -83,8 +96,10 @@ def holders_command() -> Any:
     )
 
 
-def _open_holder(host: Any) -> tuple[Any | None, str]:
-    """Start the holder on an SSH connection; (channel, "") when it holds the lock, else (None, why)."""
+def _open_holder(host: Any, batch: tuple[Any, Any] | None = None) -> tuple[Any | None, str]:
+    """Start the holder on an SSH connection; (channel, "") when it holds the lock, else (None, why). With `batch`
+    (`planfacts.prefetch_command`'s command and keeper), the holder runs the reads once it holds the lock, and
+    their answers are kept."""
     import inspect
 
     from pyinfra.connectors.util import make_unix_command, make_unix_command_for_host
@@ -92,17 +107,37 @@ def _open_holder(host: Any) -> tuple[Any | None, str]:
     # How the host's commands are wrapped (sudo, su, env): the connector arguments make_unix_command takes.
     wanted = inspect.signature(make_unix_command).parameters
     arguments = {k: v for k, v in HostRunner(host).connector_arguments().items() if k in wanted}
-    command = make_unix_command_for_host(host.state, host, holder_command(dry=dry_run()), **arguments)
+    holder = holder_command(dry=dry_run(), then=batch[0] if batch else None)
+    command = make_unix_command_for_host(host.state, host, holder, **arguments)
     stdin, stdout, _ = host.connector.client.exec_command(command.get_raw_value())
     first = stdout.readline().strip()
     if first == "hgxkit-locked":
+        if batch:
+            _keep_reads(host, stdout, batch[1])
         return stdin, ""
     status = stdout.channel.recv_exit_status()
     return None, "busy" if status == BUSY else f"exit status {status} from flock: {first[:200]}"
 
 
-def hold_host_lock(host: Any) -> None:
-    """Hold this node's run lock until the run ends (once per run; no-op for connectors without SSH)."""
+def _keep_reads(host: Any, stdout: Any, keep: Any) -> None:
+    """Read the batched reads' output up to `PREFETCH_END` and keep their answers. Anything amiss (the channel
+    closed first, output that is not UTF-8) keeps nothing: `planfacts.prefetch` then reads them as before."""
+    lines: list[str] = []
+    try:
+        for raw in iter(stdout.readline, ""):
+            line = raw.rstrip("\n")
+            if line == PREFETCH_END:
+                keep(lines)
+                return
+            lines.append(line)
+    except (UnicodeDecodeError, OSError, EOFError) as err:
+        logger.debug("%s: the reads on the lock's channel gave no answer (%s); reading them on their own",
+                     host.name, err)  # fmt: skip
+
+
+def hold_host_lock(host: Any, reads: list[tuple[type, dict[str, Any]]] | None = None) -> None:
+    """Hold this node's run lock until the run ends (once per run; no-op for connectors without SSH). `reads`: the
+    plan-time facts to read on the lock's channel once it is held (`planfacts.prefetch` takes the same list)."""
     if id(host) in _held:
         return
     if not host.connected:
@@ -112,8 +147,11 @@ def hold_host_lock(host: Any) -> None:
         _held[id(host)] = None
         return
     deadline = time.monotonic() + float(knob(host, "host_lock_wait_s"))
+    from hgxkit.planfacts import prefetch_command
+
+    batch = prefetch_command(host, reads) if reads else None
     while True:
-        channel, why = _open_holder(host)
+        channel, why = _open_holder(host, batch)
         if channel is not None:
             _held[id(host)] = channel
             return

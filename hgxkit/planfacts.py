@@ -6,6 +6,8 @@ the serving containers, the image record. While pyinfra plans, nothing on the ho
 and arguments is the same answer; at execute time (inside `python.call` functions) an operation may have
 changed the host, so facts are read fresh there. `prefetch` reads a list of such facts in one SSH command
 (`FactBatch`) and keeps their answers for `plan_fact`: a no-op re-run asks the node once, not once per fact.
+`prefetch_command` gives the same batch to `hgxkit.hostlock`, which runs it on the run lock's own channel as soon as
+it holds the lock: a no-op's reads then cost no SSH round trip of their own.
 
 Example:
     >>> from hgxkit.node.facts_gpu import NvidiaSmi
@@ -16,6 +18,7 @@ Example:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, TypeVar
 
 from pyinfra.api import Host, StringCommand
@@ -101,17 +104,11 @@ def _batchable_command(fact: FactBase, kwargs: dict[str, Any]) -> StringCommand 
     return command if isinstance(command, StringCommand) else StringCommand(command)
 
 
-def prefetch(h: Host, reads: list[tuple[type[FactBase], dict[str, Any]]]) -> int:
-    """Read several plan-time facts in one round trip and keep them for `plan_fact`; returns how many it kept.
-
-    Only while pyinfra plans (at execute time facts are read fresh, so this does nothing). A fact whose part
-    fails, whose output its `process` refuses, or that cannot run in a batch is not kept: `plan_fact` then reads
-    it on its own, exactly as before. A read whose arguments differ from what a role later asks is only a
-    wasted part, never a wrong answer.
-    """
+def _planned(h: Host, reads: list[tuple[type[FactBase], dict[str, Any]]]) -> tuple[list, dict] | None:
+    """(the reads still to make: key, fact, part; the batch's parts by command text), or None when not planning."""
     state = getattr(h, "state", None)
     if state is None or getattr(state, "current_stage", None) != StateStage.Prepare:
-        return 0
+        return None
     memo: dict = h.__dict__.setdefault(_MEMO, {})
     todo: list[tuple[tuple, FactBase, int]] = []
     commands: dict[str, tuple[int, StringCommand]] = {}  # raw text -> (part, command): facts sharing one run it once
@@ -124,9 +121,11 @@ def prefetch(h: Host, reads: list[tuple[type[FactBase], dict[str, Any]]]) -> int
         if command is not None:
             part, _ = commands.setdefault(command.get_raw_value(), (len(commands), command))
             todo.append((key, fact, part))
-    if not todo:
-        return 0
-    results = h.get_fact(FactBatch, commands=tuple(cmd for _, cmd in commands.values()))
+    return todo, commands
+
+
+def _keep(h: Host, todo: list, results: list[tuple[int, list[str]]]) -> int:
+    memo: dict = h.__dict__.setdefault(_MEMO, {})
     kept = 0
     for key, fact, part in todo:
         status, lines = results[part] if part < len(results) else (-1, [])
@@ -138,3 +137,34 @@ def prefetch(h: Host, reads: list[tuple[type[FactBase], dict[str, Any]]]) -> int
             continue
         kept += 1
     return kept
+
+
+def prefetch(h: Host, reads: list[tuple[type[FactBase], dict[str, Any]]]) -> int:
+    """Read several plan-time facts in one round trip and keep them for `plan_fact`; returns how many it kept.
+
+    Only while pyinfra plans (at execute time facts are read fresh, so this does nothing). A fact whose part
+    fails, whose output its `process` refuses, or that cannot run in a batch is not kept: `plan_fact` then reads
+    it on its own, exactly as before. A read whose arguments differ from what a role later asks is only a
+    wasted part, never a wrong answer. Facts already kept (`prefetch_command`'s caller read them) are not read.
+    """
+    planned = _planned(h, reads)
+    if not planned or not planned[0]:
+        return 0
+    todo, commands = planned
+    results = h.get_fact(FactBatch, commands=tuple(cmd for _, cmd in commands.values()))
+    return _keep(h, todo, results)
+
+
+def prefetch_command(
+    h: Host, reads: list[tuple[type[FactBase], dict[str, Any]]]
+) -> tuple[StringCommand, Callable[[list[str]], int]] | None:
+    """`prefetch`'s batch for a caller that runs it on an SSH channel of its own (`hgxkit.hostlock`, as soon as it
+    holds the run lock, so the reads cost no round trip of their own): the command, and a function that keeps the
+    answers from its stdout lines (returns how many). None when there is nothing to read or pyinfra is not
+    planning. What the caller could not read is left to `prefetch`, which reads it as before."""
+    planned = _planned(h, reads)
+    if not planned or not planned[0]:
+        return None
+    todo, commands = planned
+    command = FactBatch().command(tuple(cmd for _, cmd in commands.values()))
+    return command, lambda lines: _keep(h, todo, split_batch(lines))

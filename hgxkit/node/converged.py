@@ -5,7 +5,9 @@ A bring-up (preflight, driver, Docker, container toolkit, GPU health) that finis
 knobs they ran with and the source of the roles and hgxkit code that checks). The node state is read in one SSH
 round trip (`BringupState`): the boot id, the versions and hold state of the packages bring-up manages, the files
 it writes (apt sources and keys, modprobe, Docker's config, the GPU smoke record; by size, mtime and ctime), the
-units it enables and runs, the GPUs nvidia-smi lists, and how many XID events the kernel logged this boot. A re-run
+units it runs (load and active state, `systemctl list-units`) and their enablement, masks and drop-ins (their entries
+under /etc/systemd/system and /run/systemd/system), the GPUs nvidia-smi lists, and how many XID events the kernel
+logged this boot. A re-run
 whose digests both match plans none of the bring-up roles and says why; `--data recheck=true` runs them anyway.
 
 What this can miss, by design: a change outside what the digest reads (say, a GPU's NVLink going down without an

@@ -100,6 +100,15 @@ def test_fresh_node_to_gpu_host_and_idempotent(sim_nodes) -> None:
     if "Grand total" in output(again):  # pyinfra prints no results table for a run without operations
         ops, changed, errors, unchanged = totals(again)
         assert (changed, errors) == (0, 0) and unchanged == ops < 5
+    # A unit disabled behind hgxkit's back (its .wants symlink gone; no package or state file changed, the unit
+    # still runs): the digest sees it, bring-up runs again and enables it; the run after that skips again.
+    node_sh(BRINGUP_CLUSTER, "systemctl disable nvidia-dcgm.service >/dev/null 2>&1")
+    assert node_sh(BRINGUP_CLUSTER, "systemctl is-enabled nvidia-dcgm.service || true", answer=True).strip() == "disabled"
+    reenabled = bringup(BRINGUP_CLUSTER)
+    assert reenabled.returncode == 0, output(reenabled)[-4000:]
+    assert "bring-up unchanged" not in output(reenabled)
+    assert node_sh(BRINGUP_CLUSTER, "systemctl is-enabled nvidia-dcgm.service", answer=True).strip() == "enabled"
+    assert "node1] bring-up unchanged since the checks passed at" in output(bringup(BRINGUP_CLUSTER))
     # recheck=true runs every role and gate again: all of them find nothing to change.
     rechecked = bringup(BRINGUP_CLUSTER, "recheck=true")
     assert rechecked.returncode == 0, output(rechecked)[-4000:]

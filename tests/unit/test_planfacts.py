@@ -102,3 +102,40 @@ def test_split_batch_keeps_empty_parts_and_marks_a_cut_off_one() -> None:
     lines = ["##hgxkit-batch-0:", "##hgxkit-batch-0:0", "##hgxkit-batch-1:", "x", "##hgxkit-batch-1:3",
              "##hgxkit-batch-2:", "half"]  # fmt: skip
     assert split_batch(lines) == [(0, []), (3, ["x"]), (-1, ["half"])]
+
+
+def test_the_run_locks_holder_carries_the_batch_and_its_answers_are_kept(tmp_path) -> None:
+    """`prefetch_command` + hgxkit.hostlock: the holder takes the lock, runs the batch (no stdin, no lock fd),
+    ends it with the marker and keeps the lock; the kept answers are what `prefetch` would have kept, and a
+    following `prefetch` asks nothing."""
+    from hgxkit.hostcmd import text
+    from hgxkit.hostlock import BUSY, PREFETCH_END, holder_command
+    from hgxkit.planfacts import prefetch_command
+
+    h = ShellHost(StateStage.Prepare)
+    reads = [(Echo, {"text": "a b"}), (Echo, {"text": "bad", "fail": True}), (Echo, {"text": "stdin"}),
+             (Echo, {"text": "fd9"})]  # fmt: skip
+    command, keep = prefetch_command(h, reads)
+    probe = script("read -r line && echo got-stdin; [ -e /dev/fd/9 ] && echo has-fd9; {command}", command=command)
+    lock = tmp_path / "run.lock"
+    holder = subprocess.Popen(["sh", "-c", text(holder_command(lock=str(lock), then=probe))], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True)  # fmt: skip
+    assert holder.stdin is not None and holder.stdout is not None
+    holder.stdin.write("controller data\n")
+    holder.stdin.flush()
+    assert holder.stdout.readline().strip() == "hgxkit-locked"
+    lines = []
+    for line in iter(holder.stdout.readline, ""):
+        if line.rstrip("\n") == PREFETCH_END:
+            break
+        lines.append(line.rstrip("\n"))
+    assert "got-stdin" not in lines and "has-fd9" not in lines  # the batch reads no stdin, holds no lock fd
+    busy = subprocess.run(["sh", "-c", text(holder_command(lock=str(lock)))], input="", capture_output=True,
+                          text=True, timeout=30, check=False)  # fmt: skip
+    assert busy.returncode == BUSY  # still held after the batch
+    assert keep(lines) == 3  # the failed part is not kept
+    assert prefetch(h, reads) == 0 and [c[0] for c in h.calls] == [FactBatch]  # the failed one, read again
+    assert len(h.calls[0][1]["commands"]) == 1
+    assert plan_fact(h, Echo, text="a b") == ["processed a b"] and plan_fact(h, Echo, text="fd9") == ["processed fd9"]
+    holder.communicate("", timeout=30)
+    assert holder.returncode == 0
