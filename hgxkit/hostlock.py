@@ -160,6 +160,8 @@ def hold_host_lock(host: Any, reads: list[tuple[type, dict[str, Any]]] | None = 
         if time.monotonic() >= deadline:
             holders = HostRunner(host)(holders_command())
             who = holders[0].strip() if holders else "a process that has exited by now"
+            # The holder's command line carries the run's batched reads (kilobytes): its start names it well enough.
+            who = who if len(who) <= 200 else who[:200] + "…"
             raise DeployError(
                 f"{host.name}: another hgxkit run holds {LOCK_FILE} (pid, start, command: {who}); "
                 "wait for it to finish, or stop it, then run again (host_lock_wait_s sets how long to wait)"

@@ -17,7 +17,7 @@ from pyinfra.api.exceptions import DeployError
 from hgxkit.knobs import knob
 from hgxkit.node.facts_apt import InstalledPackages
 from hgxkit.node.facts_driver import NvidiaLoadedModule
-from hgxkit.node.facts_files import FileText, JsonFile
+from hgxkit.node.facts_files import FileText, JsonFile, RecordFile
 from hgxkit.problems import Problem
 from hgxkit.recipe.host_recipe import recipe_for, recipe_path
 from hgxkit.recipe.model import Recipe
@@ -110,7 +110,7 @@ def member_state(h: Any, recipe: Recipe, rank: int) -> MemberState:
     placed model commit)."""
     installed = h.get_fact(InstalledPackages, patterns=DRIVER_PATTERNS)
     driver = next((v.split("-")[0] for _, v in sorted(installed.items())), None)
-    record = h.get_fact(JsonFile, path=f"{knob(h, 'serve_state_dir')}/{RECORD_NAME}")
+    record = h.get_fact(RecordFile, path=f"{knob(h, 'serve_state_dir')}/{RECORD_NAME}")
     commit = None
     if recipe.model.local_dir:
         manifest = h.get_fact(JsonFile, path=f"{recipe.model.local_dir}/.hgxkit-manifest.json") or {}

@@ -4,6 +4,7 @@ execute time."""
 from __future__ import annotations
 
 import subprocess
+import threading
 from types import SimpleNamespace
 
 from pyinfra.api import FactBase, StringCommand
@@ -121,6 +122,8 @@ def test_the_run_locks_holder_carries_the_batch_and_its_answers_are_kept(tmp_pat
     holder = subprocess.Popen(["sh", "-c", text(holder_command(lock=str(lock), then=probe))], stdin=subprocess.PIPE,
                               stdout=subprocess.PIPE, text=True)  # fmt: skip
     assert holder.stdin is not None and holder.stdout is not None
+    watchdog = threading.Timer(60, holder.kill)  # a holder that never ends its reads fails the test, not hangs it
+    watchdog.start()
     holder.stdin.write("controller data\n")
     holder.stdin.flush()
     assert holder.stdout.readline().strip() == "hgxkit-locked"
@@ -138,4 +141,5 @@ def test_the_run_locks_holder_carries_the_batch_and_its_answers_are_kept(tmp_pat
     assert len(h.calls[0][1]["commands"]) == 1
     assert plan_fact(h, Echo, text="a b") == ["processed a b"] and plan_fact(h, Echo, text="fd9") == ["processed fd9"]
     holder.communicate("", timeout=30)
+    watchdog.cancel()
     assert holder.returncode == 0
