@@ -105,7 +105,7 @@ lint: venv
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check . || true
 
-## map: rewrite README.md's map of the code from the modules' docstrings (tests/unit/test_readme_map.py checks it)
+## map: rewrite README.md's map of the code from the modules' docstrings (tests/unit/project/test_readme_map.py checks it)
 map:
 	$(PYTHON) tools/modmap.py
 

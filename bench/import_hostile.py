@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from hgxkit.errors import InputError  # noqa: E402
-from hgxkit.recipe.importing.importer import ImportOptions, import_post  # noqa: E402
+from hgxkit.importing.importer import ImportOptions, import_post  # noqa: E402
 from hgxkit.recipe.read import MAX_RECIPE_BYTES  # noqa: E402
 
 KIB = 1024

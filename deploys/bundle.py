@@ -1,4 +1,4 @@
-"""The roles' knob defaults for `hgxkit bundle create` (hgxkit/bundle/cli.py reads KNOB_DEFAULTS from here,
+"""The roles' knob defaults for `hgxkit bundle create` (hgxkit/cli/bundle.py reads KNOB_DEFAULTS from here,
 because the library never imports roles): the versions and repositories bring-up pins, the model's wheels.
 
 Not a pyinfra deploy; the `bundle` knob that makes the roles read a bundle is documented in hgxkit/knobs.py.

@@ -1,6 +1,6 @@
 """Before bring-up: read every host of an inventory, change nothing, and say whether bring-up can run there.
 
-Not a pyinfra deploy: a program `hgxkit doctor` runs (hgxkit/node/doctor_run.py), here because it hands the
+Not a pyinfra deploy: a program `hgxkit doctor` runs (hgxkit/cli/doctor.py), here because it hands the
 library the roles' knob defaults (the library never imports roles).
 
     hgxkit doctor inventories/h200.py [--data key=value] [--json]
@@ -17,8 +17,8 @@ import roles.model.defaults
 import roles.nvidia_driver.defaults
 import roles.preflight.defaults
 import roles.serve.defaults
+from hgxkit.cli.doctor import main
 from hgxkit.knobs import SHARED_DEFAULTS
-from hgxkit.node.doctor_run import main
 
 # The knobs the doctor reads, as the roles default them (the last role wins a name two define: they agree).
 KNOB_DEFAULTS = {

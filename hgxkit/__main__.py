@@ -1,4 +1,4 @@
-"""`python -m hgxkit`: the `hgxkit` command line (hgxkit/cli.py), for an environment without its script."""
+"""`python -m hgxkit`: the `hgxkit` command line (hgxkit/cli/__init__.py), for an environment without its script."""
 
 import sys
 

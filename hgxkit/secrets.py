@@ -125,7 +125,7 @@ _QUOTED = (
 )
 _NOT_WORD_BEFORE = r"(?<![A-Za-z0-9_])"
 
-# Every credential form hgxkit knows; tests/unit/test_secrets.py has one case per entry and per form.
+# Every credential form hgxkit knows; tests/unit/core/test_secrets.py has one case per entry and per form.
 # Where two forms find the same value (`token=hf_…`, `--api-key sk-…`), the earlier entry names the variable:
 # a value that is recognisably a credential (hf_, nvapi-, sk-) names its own, whatever it was assigned to.
 SECRET_PATTERNS: tuple[SecretPattern, ...] = (

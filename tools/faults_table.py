@@ -5,7 +5,7 @@
     python tools/faults_table.py --print    # print the table
 
 One row per case of tests/e2e/test_fault_matrix.py, named by its test id (`fault@phase`), so the README says
-exactly what the matrix asserts (tests/unit/test_faults_table.py). Standard library only.
+exactly what the matrix asserts (tests/unit/project/test_faults_table.py). Standard library only.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@
     python tools/modmap.py --print    # print the section
 
 The map is made from the tree, so a moved module or a changed docstring changes it: edit docstrings, not the
-README (tests/unit/test_readme_map.py fails until the section is regenerated). A developer tool, not shipped in
+README (tests/unit/project/test_readme_map.py fails until the section is regenerated). A developer tool, not shipped in
 the hgxkit package; standard library only.
 """
 

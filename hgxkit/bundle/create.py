@@ -11,7 +11,7 @@
 
 Knobs are read as the roles read them (inventory, else roles/<role>/defaults.py, handed in by deploys/bundle.py
 since the library never imports roles). On simulated nodes (`hgxkit_simulated`) the node-local URLs of the
-sim's repositories, Hub and registry mirror are read from this machine's copies of them (hgxkit.bundle.simsources).
+sim's repositories, Hub and registry mirror are read from this machine's copies of them (hgxkit.sim.bundlesources).
 """
 
 from __future__ import annotations

@@ -15,22 +15,20 @@ Example:
 
 from __future__ import annotations
 
-import hashlib
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 
 import yaml
 
 from hgxkit.errors import InputError
 from hgxkit.kinds.base import ServerKind
 from hgxkit.recipe.docker_options import canonical
-from hgxkit.recipe.dockerrun import OptionEntry, OptionUse
-from hgxkit.recipe.dump import dump_recipe
-from hgxkit.recipe.model import Mount, Recipe, parse_mount, parse_publish, parse_volume
+from hgxkit.recipe.docker_parse import OptionEntry, OptionUse
+from hgxkit.recipe.dump import recipe_hash
 from hgxkit.recipe.render import RenderedGroup, render_recipe
 from hgxkit.recipe.shellwords import dollar_segments
+from hgxkit.recipe.spec import Mount, Recipe, parse_mount, parse_publish, parse_volume
 from hgxkit.secrets import is_secret_name
 from hgxkit.serving.containers import container_name
 from hgxkit.serving.policy import exposure_problems
@@ -186,12 +184,6 @@ class Provenance:
 def _label_value(value: str) -> str:
     cleaned = re.sub(r"[^A-Za-z0-9._-]", "-", value)[:63]
     return re.sub(r"^[^A-Za-z0-9]+|[^A-Za-z0-9]+$", "", cleaned)
-
-
-def recipe_hash(recipe: Recipe) -> str:
-    """`sha256:` of the recipe file as verify fingerprints it (of its dump when it was never a file)."""
-    data = Path(recipe.path).read_bytes() if recipe.path else dump_recipe(recipe).encode()
-    return "sha256:" + hashlib.sha256(data).hexdigest()
 
 
 def provenance(recipe: Recipe, options: ExportOptions) -> Provenance:

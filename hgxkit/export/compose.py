@@ -29,7 +29,7 @@ from hgxkit.export.common import (
     not_carried,
     provenance,
 )
-from hgxkit.recipe.model import Recipe
+from hgxkit.recipe.spec import Recipe
 
 HEAD_VARIABLE = "${HGXKIT_HEAD:?set HGXKIT_HEAD to the head node's address}"
 

@@ -32,8 +32,8 @@ from hgxkit.export.common import (
     not_carried,
     provenance,
 )
-from hgxkit.recipe.model import Recipe
 from hgxkit.recipe.shellwords import dollar_segments
+from hgxkit.recipe.spec import Recipe
 
 GPU_RESOURCE = "nvidia.com/gpu"
 PRODUCT_LABEL = "nvidia.com/gpu.product"

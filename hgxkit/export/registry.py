@@ -20,7 +20,7 @@ from hgxkit.export.compose import export_compose
 from hgxkit.export.kubernetes import export_kubernetes
 from hgxkit.export.skypilot import export_skypilot
 from hgxkit.export.slurm import export_slurm
-from hgxkit.recipe.model import Recipe
+from hgxkit.recipe.spec import Recipe
 
 EXPORTERS: dict[str, Callable[[Recipe, ExportOptions], Exported]] = {
     "compose": export_compose,

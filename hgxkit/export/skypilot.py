@@ -29,8 +29,8 @@ from hgxkit.export.common import (
     provenance,
 )
 from hgxkit.hostcmd import script, text
-from hgxkit.recipe.model import Recipe
 from hgxkit.recipe.shellwords import quote_word, shell_value
+from hgxkit.recipe.spec import Recipe
 
 HEAD = "${HGXKIT_HEAD}"
 RANK = "${SKYPILOT_NODE_RANK}"

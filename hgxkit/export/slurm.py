@@ -41,9 +41,9 @@ from hgxkit.export.common import (
 )
 from hgxkit.hostcmd import script, text
 from hgxkit.recipe.docker_options import canonical
-from hgxkit.recipe.dockerrun import OptionEntry
-from hgxkit.recipe.model import Recipe
+from hgxkit.recipe.docker_parse import OptionEntry
 from hgxkit.recipe.shellwords import quote_word
+from hgxkit.recipe.spec import Recipe
 from hgxkit.serving.containers import GROUP_LABEL, MANAGED_LABEL, RANK_LABEL, RECIPE_LABEL
 from hgxkit.verify.plan import client_argv, plan_cells
 

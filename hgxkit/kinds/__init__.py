@@ -24,10 +24,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from hgxkit.errors import InputError
+from hgxkit.imageref import repository
 from hgxkit.kinds.base import PostedClient, ServerKind, program_of, python_program
 from hgxkit.kinds.sglang import SGLANG
 from hgxkit.kinds.vllm import VLLM
-from hgxkit.recipe.imageref import repository
 
 __all__ = [
     "DEFAULT_KIND", "KINDS", "KIND_NAMES", "UNSUPPORTED", "ServerKind", "UnsupportedKind", "detect_kind",

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from hgxkit.results.bench import BenchRecord
+from hgxkit.results.telemetry import KindMetrics
 
 
 class BenchCell(Protocol):
@@ -75,26 +76,6 @@ CONNECTION_FLAGS = {
     "model": ("--model",), "host": ("--host",), "port": ("--port",), "url": ("--base-url",),
     "tokenizer": ("--tokenizer",), "served": ("--served-model-name",),
 }  # fmt: skip
-
-
-@dataclass(frozen=True)
-class KindMetrics:
-    """The Prometheus metric names one server kind exposes (hgxkit/results/telemetry.py reads them)."""
-
-    running: str
-    waiting: str
-    generation_tokens: str
-    prompt_tokens: str
-    kv_usage: tuple[str, ...]
-    accept_length_gauge: str | None = None
-    accepted_tokens: str | None = None
-    drafts: str | None = None
-    gen_throughput_gauge: str | None = None
-    cache_hit_rate_gauge: str | None = None
-    prefix_cache_hits: str | None = None
-    prefix_cache_queries: str | None = None
-    ttft_histogram: str | None = None  # the TTFT histogram (seconds; `_bucket` series), monitoring's TTFT alert
-    e2e_histogram: str | None = None  # the end-to-end request latency histogram (seconds)
 
 
 @dataclass(frozen=True)
@@ -180,7 +161,7 @@ class ServerKind:
     # Known pitfalls of this engine: (recipe, warn(code, message)) -> None, called by `hgxkit recipe check`.
     pitfalls: Callable[[Any, Callable[[str, str], None]], None] | None = None
     # What this engine's argument parser refuses at start-up: (flag word as written, image) -> the reason with its
-    # remedy, or None; the import refuses such a recipe (hgxkit.recipe.importing.engine_refusal).
+    # remedy, or None; the import refuses such a recipe (hgxkit.importing.engine_refusal).
     refuses_flag: Callable[[str, str], str | None] | None = None
     # The flags the engine's option table for this image lacks: (flag words as written, image) -> (the first, the
     # reason naming them all with its remedy), or None; checked after `refuses_flag`, as argparse reports

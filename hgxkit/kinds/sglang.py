@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from hgxkit.imageref import at_least
 from hgxkit.kinds.base import CONNECTION_FLAGS, BenchCell, BenchClient, KindMetrics, PostedClient, ServerKind, load_args
-from hgxkit.recipe.imageref import at_least
 from hgxkit.results.bench import BenchRecord, parse_bench_jsonl
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+from hgxkit.imageref import at_least
 from hgxkit.kinds.base import (
     CONNECTION_FLAGS,
     BenchCell,
@@ -25,7 +26,6 @@ from hgxkit.kinds.base import (
     load_args,
 )
 from hgxkit.kinds.vllm_options import TABLE_TITLE, table_applies, unknown_option
-from hgxkit.recipe.imageref import at_least
 from hgxkit.results.bench import BenchRecord
 from hgxkit.results.vllm_bench import parse_vllm_result
 

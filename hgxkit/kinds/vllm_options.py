@@ -1,7 +1,7 @@
 """Whether vLLM's `vllm serve` parser knows a flag, from the one option table hgxkit has: vLLM 0.33's.
 
-The table (`hgxkit.sim.standin.vllm.cli_table`) is read from vLLM 0.33.0's real parser; the vLLM stand-in parses
-with it and tests/unit/test_vllm_stub_args.py checks it against the real one. A flag is looked up the way that
+The table (`hgxkit.engines.vllm_serve`) is read from vLLM 0.33.0's real parser; the vLLM stand-in parses
+with it and tests/unit/sim/test_vllm_stub_args.py checks it against the real one. A flag is looked up the way that
 parser reads it: underscores before the first `.` are dashes, `--key.sub value` sets a key of `--key`, `=value`
 is split off, and argparse's prefix abbreviations hold (`--max-model` is `--max-model-len`; a prefix of two
 options is ambiguous and refused). Single-dash words (`-tp`, `-O3`) are not looked up. The table is only
@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from functools import cache
 
-from hgxkit.recipe.imageref import image_version, repository
+from hgxkit.imageref import image_version, repository
 
 TABLE_VERSION = (0, 33)
 TABLE_TITLE = "vLLM 0.33"
@@ -29,7 +29,7 @@ _IMAGES = ("vllm/vllm-openai", "docker.io/vllm/vllm-openai")
 
 @cache
 def _names() -> frozenset[str]:
-    from hgxkit.sim.standin.vllm.cli_table import SERVE_OPTIONS  # facts about 0.33's CLI, no engine code
+    from hgxkit.engines.vllm_serve import SERVE_OPTIONS  # facts about 0.33's CLI, no engine code
 
     return frozenset(name for row in SERVE_OPTIONS for group in (row[0], row[1], row[9]) for name in group)
 

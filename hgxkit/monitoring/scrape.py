@@ -21,8 +21,8 @@ from dataclasses import dataclass
 
 from hgxkit.netaddr import is_loopback
 from hgxkit.problems import Problem
-from hgxkit.recipe.model import Recipe
 from hgxkit.recipe.render import render_recipe
+from hgxkit.recipe.spec import Recipe
 
 RULES_FILE = "/etc/prometheus/hgxkit-rules.yml"
 DCGM_PORT = 9400

@@ -1,6 +1,6 @@
 """The doctor's verdict as a pure function: what a host is, what bring-up will do to it, and what stops it.
 
-`hgxkit doctor INVENTORY` (hgxkit/node/doctor_run.py) reads `DoctorFacts` from every host, read-only, and
+`hgxkit doctor INVENTORY` (hgxkit/cli/doctor.py) reads `DoctorFacts` from every host, read-only, and
 calls `diagnose`; nothing here touches a host. The OS, GPU, NVSwitch, RAM and disk checks are preflight's
 (`preflight_problems`), so the doctor and bring-up refuse the same hosts for the same reasons.
 

@@ -3,7 +3,7 @@
 Each changes nothing on the host (the lock check opens the lock file only when it exists, and never takes it
 beyond the instant of `flock -n`).
 
-Example (hgxkit/node/doctor_run.py):
+Example (hgxkit/cli/doctor.py):
     host.get_fact(SudoState, _sudo=False)   # "root", "passwordless" or "denied: sudo: a password is required"
 """
 

@@ -29,9 +29,9 @@ from __future__ import annotations
 import json
 
 from hgxkit.errors import HgxkitError
+from hgxkit.imageref import normalized, repository
 from hgxkit.netaddr import is_loopback
 from hgxkit.problems import Problem
-from hgxkit.recipe.imageref import normalized, repository
 
 UNIT = "hgxkit-image-cache.service"
 CONFIG_PATH = "/etc/hgxkit/image-cache.yml"

@@ -20,10 +20,10 @@ from hgxkit.problems import Problem
 from hgxkit.recipe.danger import dangerous_options, expansion_problems
 from hgxkit.recipe.effective import effective_host
 from hgxkit.recipe.groups import gpu_count_from_spec, group_problems, plan_groups
-from hgxkit.recipe.model import Mount, Recipe
 from hgxkit.recipe.network_env import host_interface_settings
 from hgxkit.recipe.nodes import parallel_size as nodes_parallel_size
 from hgxkit.recipe.secretenv import env_problems
+from hgxkit.recipe.spec import Mount, Recipe
 from hgxkit.recipe.validate import format_path
 
 _DEV_TAGS = ("latest", "dev", "nightly")

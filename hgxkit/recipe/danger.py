@@ -29,7 +29,7 @@ refused by name (`unknown-option`). The values a recipe holds are the same words
 shell expansion (`expansion_problems`): a `$NAME` would make what Docker receives differ from what was judged.
 
 Example:
-    >>> from hgxkit.recipe.importing.docker_run import import_docker_run
+    >>> from hgxkit.importing.docker_run import import_docker_run
     >>> [d.name for d in dangerous_options(import_docker_run("docker run --privileged -v /:/host img"))]
     ['--privileged', 'host-system-mount']
     >>> [d.name for d in judge_argv(["docker", "run", "--pids-limit=-1", "-v", "/opt/hgxkit:/x", "img"])]
@@ -51,7 +51,7 @@ from hgxkit.recipe.docker_options import DOCKER_RUN_OPTIONS, canonical
 from hgxkit.recipe.shellwords import EXPANDING_TILDE, LITERAL_DOLLAR, Word, dollar_segments, shell_value
 
 if TYPE_CHECKING:
-    from hgxkit.recipe.model import Recipe
+    from hgxkit.recipe.spec import Recipe
 
 # Host directories whose bind mount (or a mount of a directory above them) gives the container the host:
 # its configuration, root's home, the kernel's interfaces, devices, programs, Docker's own state.
@@ -197,7 +197,7 @@ def judge_argv(argv: Sequence[str], context: PolicyContext | None = None) -> lis
     """The dangers of a literal `docker run` argv, the words Docker receives (`docker`, `run`, options, image…).
 
     An option Docker has but hgxkit's table does not, or a word that is no option, is `unknown-option`."""
-    from hgxkit.recipe.dockerrun import parse_run_words
+    from hgxkit.recipe.docker_parse import parse_run_words
 
     ctx = context or PolicyContext()
     words = [Word(word.replace("$", LITERAL_DOLLAR), 1, i + 1, True) for i, word in enumerate(argv)]

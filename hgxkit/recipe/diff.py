@@ -16,8 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from hgxkit.recipe.docker_options import canonical
-from hgxkit.recipe.model import Recipe
 from hgxkit.recipe.shellwords import join_words, quote_word
+from hgxkit.recipe.spec import Recipe
 
 ABSENT = "(absent)"
 

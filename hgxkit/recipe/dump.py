@@ -8,13 +8,15 @@ Example:
 
 from __future__ import annotations
 
+import hashlib
+from pathlib import Path
 from typing import Any
 
 import yaml
 
 from hgxkit.recipe.matrix_io import matrix_to_dict, reference_to_dict
-from hgxkit.recipe.model import Recipe
 from hgxkit.recipe.shellwords import join_words
+from hgxkit.recipe.spec import Recipe
 
 
 def recipe_to_dict(recipe: Recipe) -> dict[str, Any]:
@@ -77,3 +79,9 @@ def dump_recipe(recipe: Recipe) -> str:
     header = "# hgxkit recipe; schema: recipes/schema.json. Placeholders are filled per GPU group.\n"
     body = yaml.dump(recipe_to_dict(recipe), Dumper=_Dumper, sort_keys=False, width=100, allow_unicode=True)
     return header + body
+
+
+def recipe_hash(recipe: Recipe) -> str:
+    """`sha256:` of the recipe file as verify fingerprints it (of its dump when it was never a file)."""
+    data = Path(recipe.path).read_bytes() if recipe.path else dump_recipe(recipe).encode()
+    return "sha256:" + hashlib.sha256(data).hexdigest()

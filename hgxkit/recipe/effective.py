@@ -7,7 +7,7 @@ arguments), and every `--host` counts: the exposure policy takes a non-loopback 
 whose program cannot be read (unbalanced quotes, a `--host` whose value is itself an expansion) is refused.
 
 Example:
-    >>> from hgxkit.recipe.importing.docker_run import import_docker_run
+    >>> from hgxkit.importing.docker_run import import_docker_run
     >>> r = import_docker_run("docker run img sh -c 'exec sglang serve \\"$@\\" --host 0.0.0.0' sh --host 127.0.0.1")
     >>> effective_host(r)
     '0.0.0.0'
@@ -21,8 +21,8 @@ import posixpath
 
 from hgxkit.errors import InputError
 from hgxkit.netaddr import is_loopback
-from hgxkit.recipe.model import Recipe
 from hgxkit.recipe.shellwords import shell_value, split_words
+from hgxkit.recipe.spec import Recipe
 
 SHELLS = frozenset({"sh", "bash", "dash", "ash", "zsh", "ksh"})
 

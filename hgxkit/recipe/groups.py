@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 from hgxkit.errors import InputError
 
 if TYPE_CHECKING:
-    from hgxkit.recipe.model import Recipe
+    from hgxkit.recipe.spec import Recipe
 
 
 def plan_gpu_groups(*, group_size: int, total_gpus: int) -> list[tuple[int, ...]]:

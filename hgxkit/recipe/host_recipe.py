@@ -17,8 +17,8 @@ from pyinfra.api.exceptions import DeployError
 
 from hgxkit.errors import HgxkitError
 from hgxkit.knobs import knob
-from hgxkit.recipe.model import Recipe
 from hgxkit.recipe.read import load_recipe
+from hgxkit.recipe.spec import Recipe
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 

@@ -26,8 +26,8 @@ from dataclasses import dataclass
 
 from hgxkit.errors import InputError
 from hgxkit.kinds.base import RayCluster
-from hgxkit.recipe.model import Grouping, Recipe
 from hgxkit.recipe.server_args import ServerCommand, is_flag
+from hgxkit.recipe.spec import Grouping, Recipe
 
 HGX_GPUS = 8  # GPUs of one HGX-H200 node
 

@@ -28,10 +28,12 @@ from hgxkit.errors import InputError
 from hgxkit.kinds import detect_kind
 from hgxkit.problems import Problem
 from hgxkit.recipe.danger import expansion_problems
-from hgxkit.recipe.dockerrun import parse_option_words
+from hgxkit.recipe.docker_parse import parse_option_words
 from hgxkit.recipe.matrix_io import build_matrix, build_reference
 from hgxkit.recipe.migrate import migrate
-from hgxkit.recipe.model import (
+from hgxkit.recipe.server_args import ServerCommand, group_args
+from hgxkit.recipe.shellwords import split_words
+from hgxkit.recipe.spec import (
     PLACEHOLDER_RE,
     SCHEMA_VERSION,
     DockerSpec,
@@ -41,8 +43,6 @@ from hgxkit.recipe.model import (
     Recipe,
     Source,
 )
-from hgxkit.recipe.server_args import ServerCommand, group_args
-from hgxkit.recipe.shellwords import split_words
 from hgxkit.recipe.validate import KeyPath, format_path, recipe_problems, schema_problem, shown
 from hgxkit.secrets import SecretSpan, find_secrets
 from hgxkit.verdicts import remember, remembered, verdict_key

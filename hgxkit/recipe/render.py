@@ -26,11 +26,11 @@ from typing import Literal
 from hgxkit.errors import InputError
 from hgxkit.kinds.base import RayCluster
 from hgxkit.recipe.docker_options import canonical
-from hgxkit.recipe.dockerrun import OptionEntry, OptionUse, parse_option_words
+from hgxkit.recipe.docker_parse import OptionEntry, OptionUse, parse_option_words
 from hgxkit.recipe.groups import gpu_ids_from_spec, plan_groups
-from hgxkit.recipe.model import ENV_REF_RE, Recipe, parse_publish
 from hgxkit.recipe.nodes import dp_hosts, ray_cluster
 from hgxkit.recipe.shellwords import LITERAL_DOLLAR, quote_word, shell_value
+from hgxkit.recipe.spec import ENV_REF_RE, Recipe, parse_publish
 
 SecretMode = Literal["reference", "resolve"]
 

@@ -15,7 +15,7 @@ used only where its value can reach the server without a command line (`secret-p
 - `--hf-token {{env:NAME}}`: both engines read `HF_TOKEN` (huggingface_hub), so it goes to the env file.
 
 Example:
-    >>> from hgxkit.recipe.importing.docker_run import import_docker_run
+    >>> from hgxkit.importing.docker_run import import_docker_run
     >>> recipe = import_docker_run("docker run -l gh=ghp_FAKEFAKEFAKEFAKEFAKEFAKEFAKEFAKE0000 img "
     ...                            "sglang serve --api-key k --served-model-name x")
     >>> default_env_allowlist(recipe), [p.found.split(" takes")[0] for p in env_problems(recipe)]
@@ -33,10 +33,10 @@ from hgxkit.kinds.base import ServerKind
 from hgxkit.problems import Problem
 from hgxkit.recipe.danger import expansions
 from hgxkit.recipe.docker_options import canonical
-from hgxkit.recipe.dockerrun import OptionEntry
-from hgxkit.recipe.model import ENV_REF_RE, Recipe
+from hgxkit.recipe.docker_parse import OptionEntry
 from hgxkit.recipe.render import RenderedGroup
 from hgxkit.recipe.shellwords import shell_value
+from hgxkit.recipe.spec import ENV_REF_RE, Recipe
 from hgxkit.recipe.validate import format_path
 from hgxkit.secrets import flag_env_name
 

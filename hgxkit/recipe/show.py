@@ -21,8 +21,8 @@ from rich.table import Table
 
 from hgxkit.recipe.dump import recipe_to_dict
 from hgxkit.recipe.matrix import CELL_SETTINGS, METRICS
-from hgxkit.recipe.model import Recipe
 from hgxkit.recipe.shellwords import join_words
+from hgxkit.recipe.spec import Recipe
 
 
 def recipe_json(recipe: Recipe) -> dict[str, Any]:

@@ -21,7 +21,6 @@ from typing import TYPE_CHECKING, Any
 
 from hgxkit.problems import Problem
 from hgxkit.recipe.docker_options import canonical
-from hgxkit.recipe.model import NODE_PLACEHOLDERS, PLACEHOLDER_RE, SCHEMA_VERSION, Grouping, Recipe, parse_publish
 from hgxkit.recipe.schema import (
     ABSOLUTE_PATH,
     CONTAINER_NAME,
@@ -37,6 +36,7 @@ from hgxkit.recipe.schema import (
     SERVED_MODEL_NAME,
 )
 from hgxkit.recipe.shellwords import shell_value
+from hgxkit.recipe.spec import NODE_PLACEHOLDERS, PLACEHOLDER_RE, SCHEMA_VERSION, Grouping, Recipe, parse_publish
 from hgxkit.secrets import redact
 
 if TYPE_CHECKING:  # imported when a recipe is validated: a remembered pass (hgxkit.verdicts) needs none

@@ -240,7 +240,7 @@ class ReferenceCellLike(Protocol):
 
 
 class ReferenceLike(Protocol):
-    """What compare_reference reads of a recipe's `Reference` (hgxkit.recipe.model), by duck typing."""
+    """What compare_reference reads of a recipe's `Reference` (hgxkit.recipe.spec), by duck typing."""
 
     tool: str
     cells: tuple[ReferenceCellLike, ...] | list[ReferenceCellLike]

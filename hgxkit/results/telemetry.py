@@ -16,7 +16,9 @@ queued requests, KV-cache use, output throughput and accept length from counter 
 simulated node is `simulated`, and every table and plot that shows it says so.
 
 Example:
-    >>> t = summarise_cell_telemetry("vllm", metrics_text=open("tests/fixtures/telemetry/vllm_metrics.prom").read(),
+    >>> from hgxkit.kinds import KINDS
+    >>> metrics_text = open("tests/fixtures/telemetry/vllm_metrics.prom").read()
+    >>> t = summarise_cell_telemetry("vllm", KINDS["vllm"].metrics, metrics_text=metrics_text,
     ...                              gpu_csv=open("tests/fixtures/telemetry/gpu.csv").read(), simulated=True)
     >>> t.server.accept_length is not None, t.gpus[0].index
     (True, 0)
@@ -28,7 +30,6 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
-from hgxkit.kinds import KINDS
 from hgxkit.nvidia.smi import (
     GPU_QUERY,
     THERMAL_OR_POWER,
@@ -65,6 +66,26 @@ ACCEPT_LENGTH_TOLERANCE = 0.10
 # from MIN_SCRAPES_FOR_THROUGHPUT scrapes on (bias <= 10%), with 20% tolerance.
 THROUGHPUT_TOLERANCE = 0.20
 MIN_SCRAPES_FOR_THROUGHPUT = 20
+
+
+@dataclass(frozen=True)
+class KindMetrics:
+    """The Prometheus metric names one server kind exposes (each kind in hgxkit/kinds/ names its own)."""
+
+    running: str
+    waiting: str
+    generation_tokens: str
+    prompt_tokens: str
+    kv_usage: tuple[str, ...]
+    accept_length_gauge: str | None = None
+    accepted_tokens: str | None = None
+    drafts: str | None = None
+    gen_throughput_gauge: str | None = None
+    cache_hit_rate_gauge: str | None = None
+    prefix_cache_hits: str | None = None
+    prefix_cache_queries: str | None = None
+    ttft_histogram: str | None = None  # the TTFT histogram (seconds; `_bucket` series), monitoring's TTFT alert
+    e2e_histogram: str | None = None  # the end-to-end request latency histogram (seconds)
 
 
 @dataclass(frozen=True)
@@ -114,7 +135,7 @@ class ServerTelemetry:
 class CellTelemetry:
     """Telemetry of one cell: the server, each GPU, the raw files, whether it was simulated, and where it came
     from (`sampled`: verify's own samplers while the cell ran; `prometheus`: range queries over the cell's
-    window, hgxkit/monitoring/telemetry.py)."""
+    window, hgxkit/monitoring/readback.py)."""
 
     simulated: bool
     server: ServerTelemetry | None = None
@@ -170,13 +191,10 @@ def _window(scrapes: list[Scrape], window: tuple[float, float] | None) -> list[S
     return [scrapes[i] for i in keep]
 
 
-def summarise_server(kind: str, scrapes: list[Scrape]) -> ServerTelemetry | None:
-    """Server-side summary of one cell's scrapes (None without any)."""
-    if kind not in KINDS:
-        raise ValueError(f"unknown server kind {kind!r}; expected one of {', '.join(KINDS)}")
+def summarise_server(kind: str, names: KindMetrics, scrapes: list[Scrape]) -> ServerTelemetry | None:
+    """Server-side summary of one cell's scrapes (None without any), read by the server kind's metric `names`."""
     if not scrapes:
         return None
-    names = KINDS[kind].metrics
     running = [v for s in scrapes if (v := _gauge(s, (names.running,), "sum")) is not None]
     waiting = [v for s in scrapes if (v := _gauge(s, (names.waiting,), "sum")) is not None]
     kv = [v for s in scrapes if (v := _gauge(s, names.kv_usage, "mean")) is not None]
@@ -259,13 +277,11 @@ def _downsample(points: list[list[float]], limit: int = 240) -> list[list[float]
 
 
 def summarise_cell_telemetry(
-    kind: str, *, metrics_text: str | None = None, gpu_csv: str | None = None, simulated: bool,
+    kind: str, names: KindMetrics, *, metrics_text: str | None = None, gpu_csv: str | None = None, simulated: bool,
     window: tuple[float, float] | None = None, files: list[str] | None = None, source: TelemetrySource = "sampled",
 ) -> CellTelemetry:  # fmt: skip
     """Everything about one cell: pure, from the raw texts (a scrape series and nvidia-smi CSV, either may be
     absent). `window` (unix start, end of the client's run) keeps only the samples of this cell."""
-    if kind not in KINDS:
-        raise ValueError(f"unknown server kind {kind!r}; expected one of {', '.join(KINDS)}")
     scrapes = _window(parse_scrape_series(metrics_text), window) if metrics_text else []
     gpu_samples = parse_gpu_csv(gpu_csv) if gpu_csv else []
     if window is not None:
@@ -273,7 +289,6 @@ def summarise_cell_telemetry(
     origin = min([s.time for s in scrapes] + [s.time for s in gpu_samples], default=0.0)
     series: dict[str, list[list[float]]] = {}
     if scrapes:
-        names = KINDS[kind].metrics
         series["running requests"] = _downsample(
             [[s.time - origin, v] for s in scrapes if (v := _gauge(s, (names.running,), "sum")) is not None]
         )
@@ -286,7 +301,7 @@ def summarise_cell_telemetry(
         )
     return CellTelemetry(
         simulated=simulated,
-        server=summarise_server(kind, scrapes),
+        server=summarise_server(kind, names, scrapes),
         gpus=summarise_gpus(gpu_samples),
         files=list(files or []),
         series={k: v for k, v in series.items() if v},

@@ -33,10 +33,10 @@ from pyinfra.api import StringCommand
 from hgxkit.errors import InputError
 from hgxkit.hostcmd import argv as host_argv
 from hgxkit.recipe.danger import expansions
-from hgxkit.recipe.model import Recipe
 from hgxkit.recipe.render import RenderedGroup, render_recipe
 from hgxkit.recipe.secretenv import SecretStart, default_env_allowlist, take_secrets
 from hgxkit.recipe.shellwords import quote_word, shell_value
+from hgxkit.recipe.spec import Recipe
 
 MANAGED_LABEL = "hgxkit.serve"
 SPEC_LABEL = "hgxkit.spec"

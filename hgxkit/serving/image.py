@@ -17,7 +17,7 @@ import re
 from pyinfra.api import StringCommand
 
 from hgxkit.hostcmd import argv, script
-from hgxkit.recipe.model import ImageRef
+from hgxkit.recipe.spec import ImageRef
 
 _DIGEST = re.compile(r"@(sha256:[0-9a-f]{64})$")
 _ID = re.compile(r"sha256:[0-9a-f]{64}")

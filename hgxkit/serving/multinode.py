@@ -29,8 +29,8 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from hgxkit.problems import Problem
-from hgxkit.recipe.model import Recipe
 from hgxkit.recipe.render import render_recipe
+from hgxkit.recipe.spec import Recipe
 from hgxkit.serving.rollout import RunningContainer
 from hgxkit.serving.router import WorkerHost
 
@@ -364,7 +364,7 @@ def head_worker(recipe: Recipe, group: NodeGroup, *, bind_address: str, api_key:
     run SGLang's dummy health server, which answers 200 whatever happens: never a worker). With `--network
     host` the server's own `--host` and `--port` are what bind; otherwise its published port on `bind_address`.
 
-    >>> from hgxkit.recipe.importing.docker_run import import_docker_run
+    >>> from hgxkit.importing.docker_run import import_docker_run
     >>> recipe = import_docker_run("docker run --network host --gpus all img python3 -m sglang.launch_server "
     ...     "--model-path /m --tp 16 --nnodes 2 --node-rank 0 --dist-init-addr 10.0.0.1:5000 --host 0.0.0.0 "
     ...     "--port 40000")

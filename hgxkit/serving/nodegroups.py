@@ -20,7 +20,7 @@ from hgxkit.node.facts_driver import NvidiaLoadedModule
 from hgxkit.node.facts_files import FileText, JsonFile, RecordFile
 from hgxkit.problems import Problem
 from hgxkit.recipe.host_recipe import recipe_for, recipe_path
-from hgxkit.recipe.model import Recipe
+from hgxkit.recipe.spec import Recipe
 from hgxkit.serving.image import RECORD_NAME, recorded_digest
 from hgxkit.serving.multinode import Candidate, MemberState, NodeGroup, place_groups
 

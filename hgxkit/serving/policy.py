@@ -17,7 +17,7 @@ from hgxkit.netaddr import is_loopback
 from hgxkit.problems import Problem
 from hgxkit.recipe.danger import Danger, PolicyContext, dangerous_options, judge_argv
 from hgxkit.recipe.effective import effective_host
-from hgxkit.recipe.model import Recipe
+from hgxkit.recipe.spec import Recipe
 
 GIB = 1024**3
 _TRUE = frozenset({"true", "1", "t", "True", "TRUE"})

@@ -30,8 +30,8 @@ from hgxkit.node.facts_system import MemTotalBytes
 from hgxkit.planfacts import plan_fact
 from hgxkit.problems import Problem
 from hgxkit.recipe.danger import PolicyContext, context_for, with_own_files
-from hgxkit.recipe.model import Recipe
 from hgxkit.recipe.secretenv import default_env_allowlist
+from hgxkit.recipe.spec import Recipe
 from hgxkit.runfailure import RunFailure, escape_control
 from hgxkit.serving import pullprogress
 from hgxkit.serving.containers import ApiKeyFiles, ContainerSpec

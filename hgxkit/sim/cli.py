@@ -22,9 +22,11 @@ import os
 import re
 import shlex
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager
+from typing import Any
 
-from hgxkit.cliargs import json_option, package_schema
+from hgxkit.cli.args import json_option, package_schema
 from hgxkit.errors import HgxkitError, InputError
 
 STATUS_SCHEMA_VERSION = 1
@@ -168,6 +170,13 @@ def _wrap_handlers(parser: argparse.ArgumentParser) -> None:
     handler = parser._defaults.get("handler")
     if handler is not None:
         parser.set_defaults(handler=_needs_sim_extra(handler))
+
+
+def bundle_sources(knobs: Mapping[str, Any]) -> AbstractContextManager[Any]:
+    """A simulated inventory's bundle sources: this machine's copies of what the nodes are served."""
+    from hgxkit.sim.bundlesources import sim_sources
+
+    return sim_sources(knobs)
 
 
 def register(groups: argparse._SubParsersAction) -> None:

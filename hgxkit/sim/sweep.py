@@ -39,10 +39,10 @@ from pyinfra.api import StringCommand
 
 from hgxkit.errors import HgxkitError, InputError
 from hgxkit.hostcmd import argv, script
+from hgxkit.importing.importer import ImportOptions, import_post
 from hgxkit.recipe.dump import dump_recipe
-from hgxkit.recipe.importing.importer import ImportOptions, import_post
-from hgxkit.recipe.model import Recipe
 from hgxkit.recipe.read import parse_recipe_text
+from hgxkit.recipe.spec import Recipe
 from hgxkit.serving.containers import MANAGED_LABEL, ContainerSpec, container_specs
 
 STANDINS = {"sglang": "lmsysorg/sglang:hgxkit-sweep", "vllm": "vllm/vllm-openai:hgxkit-sweep"}

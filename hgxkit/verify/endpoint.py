@@ -23,9 +23,8 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from hgxkit.errors import InputError
-from hgxkit.export.common import recipe_hash
-from hgxkit.recipe.dump import dump_recipe
-from hgxkit.recipe.model import Recipe
+from hgxkit.recipe.dump import dump_recipe, recipe_hash
+from hgxkit.recipe.spec import Recipe
 from hgxkit.results.archive import run_id_for, write_run
 from hgxkit.results.fingerprint import Fingerprint
 from hgxkit.results.report import run_markdown

@@ -16,8 +16,8 @@ from typing import Literal
 from hgxkit.errors import InputError
 from hgxkit.kinds import DEFAULT_KIND, KINDS, ServerKind
 from hgxkit.recipe.matrix import MatrixCell
-from hgxkit.recipe.model import Recipe
 from hgxkit.recipe.schema import MAX_BENCH_TOKENS
+from hgxkit.recipe.spec import Recipe
 from hgxkit.results.summary import CellResult
 from hgxkit.results.telemetry import CellTelemetry, TelemetrySource, summarise_cell_telemetry
 
@@ -258,6 +258,7 @@ def cell_telemetry(
     try:
         return summarise_cell_telemetry(
             cell.kind,
+            KINDS[cell.kind].metrics,
             metrics_text=metrics or None,
             gpu_csv=gpu or None,
             simulated=simulated,

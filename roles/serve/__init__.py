@@ -46,8 +46,8 @@ from hgxkit.planfacts import plan_fact
 from hgxkit.problems import Problem, refuse
 from hgxkit.recipe.check import check_recipe
 from hgxkit.recipe.host_recipe import recipe_for
-from hgxkit.recipe.model import Recipe
 from hgxkit.recipe.secretenv import api_key_variable, env_problems
+from hgxkit.recipe.spec import Recipe
 from hgxkit.runfailure import RunFailure, escape_control
 from hgxkit.secrets import redact
 from hgxkit.serving.containers import ContainerSpec, container_specs

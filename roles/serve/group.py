@@ -43,7 +43,7 @@ from hgxkit.node.facts_files import RecordFile
 from hgxkit.node.facts_gpu import NvidiaSmi
 from hgxkit.planfacts import plan_fact
 from hgxkit.problems import Problem, refuse
-from hgxkit.recipe.model import Recipe
+from hgxkit.recipe.spec import Recipe
 from hgxkit.runfailure import RunFailure, escape_control
 from hgxkit.secrets import redact
 from hgxkit.serving.containers import ContainerSpec, container_specs

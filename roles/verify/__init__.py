@@ -28,8 +28,7 @@ from pyinfra.operations import python
 from hgxkit.errors import InputError
 from hgxkit.hostcmd import HostRunner, argv, script
 from hgxkit.knobs import knob
-from hgxkit.monitoring.scrape import choose_monitoring_host
-from hgxkit.monitoring.telemetry import (
+from hgxkit.monitoring.readback import (
     STEP_S,
     duration_s,
     gpu_csv,
@@ -41,6 +40,7 @@ from hgxkit.monitoring.telemetry import (
     samples_command,
     server_query,
 )
+from hgxkit.monitoring.scrape import choose_monitoring_host
 from hgxkit.node.driver import driver_gate
 from hgxkit.node.facts_apt import InstalledPackages
 from hgxkit.node.facts_files import FileText, JsonFile
@@ -49,7 +49,7 @@ from hgxkit.node.health import gpu_health_report
 from hgxkit.problems import problem_lines, refuse
 from hgxkit.recipe.dump import dump_recipe
 from hgxkit.recipe.host_recipe import recipe_for
-from hgxkit.recipe.model import Recipe
+from hgxkit.recipe.spec import Recipe
 from hgxkit.results.archive import run_id_for, write_run
 from hgxkit.results.report import run_markdown
 from hgxkit.results.summary import RunSummary
@@ -61,8 +61,8 @@ from hgxkit.serving.image import RECORD_NAME, image_to_run, recorded_digest
 from hgxkit.serving.multinode import NodeGroup, failed_ranks, parse_rank_health
 from hgxkit.serving.nodegroups import group_for, member_host, run_problems, spanning_recipe
 from hgxkit.serving.probes import http_request, json_body, parse_response
+from hgxkit.verify.collect import collect_fingerprint
 from hgxkit.verify.envreport import read_env_report, report_folder, start_env_report
-from hgxkit.verify.fingerprint import collect_fingerprint
 from hgxkit.verify.plan import Cell, bench_knob, cells_from_output, gates, plan_cells
 from hgxkit.verify.script import CLIENT_START_FILE, bench_script, parse_progress, wait_for_progress
 from roles.verify.defaults import DEFAULTS
@@ -342,7 +342,7 @@ def _member_fingerprints(recipe: Recipe, group: NodeGroup, server_info: dict) ->
 
 def _prometheus_telemetry(cells: list[Cell], texts: dict[str, str], by_group: dict[int, ContainerSpec]) -> dict:
     """Each recorded cell's /metrics series and GPU rows, read from Prometheus' raw samples of its window, as the
-    files the samplers would have written (hgxkit/monitoring/telemetry.py); a cell Prometheus cannot answer for
+    files the samplers would have written (hgxkit/monitoring/readback.py); a cell Prometheus cannot answer for
     keeps none (its results still count)."""
     monitors = [h.name for h in host.inventory if knob(h, "monitoring")]
     chosen, error = choose_monitoring_host(knob(host, "monitoring_host"), monitors, [h.name for h in host.inventory])

@@ -7,7 +7,7 @@ node's loopback (as bench/fresh_overlap.py shapes the mirror), and the serve rol
 (hgxkit/serving/steps.py `pull`, the pull unit running hgxkit/serving/pullprogress.py) pulls it in a pyinfra run.
 
 Slow (about 3-4 min here: building and pushing the layer, then the shaped pull), so a developer's `make test`
-skips it; CI (CI=true) and `make bench` (HGXKIT_BENCH=1) run it. tests/unit/test_pullprogress.py checks the node
+skips it; CI (CI=true) and `make bench` (HGXKIT_BENCH=1) run it. tests/unit/serving/test_pullprogress.py checks the node
 program and the line format fast.
 """
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import os
 import subprocess
+import sys
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -16,6 +17,11 @@ from hgxkit.sim.standin.sglang import checks
 from hgxkit.sim.standin.sglang.args import ModelFacts, build_parser, resolve
 from hgxkit.sim.standin.sglang.engine import Engine, LatencyModel
 from hgxkit.sim.standin.sglang.server import StubApp, StubServer, make_server
+
+# Each package's tests live in their own folder; a few import fixtures from another folder's module by its
+# basename (unique in the tree, tests/unit/project/test_test_layout.py), which pytest's default import mode
+# finds only in folders on sys.path.
+sys.path[:0] = sorted(str(d) for d in Path(__file__).parent.iterdir() if d.is_dir() and not d.name.startswith("_"))
 
 FAST = {
     "HGXKIT_SIM_TTFT_BASE_MS": "20",

@@ -17,7 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from hgxkit.cliargs import json_option, package_schema
+from hgxkit.cli.args import json_option, package_schema
 from hgxkit.errors import HgxkitError
 from hgxkit.sim.standin import KINDS
 

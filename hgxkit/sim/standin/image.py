@@ -152,6 +152,8 @@ def _stub_files(kind: str = "sglang") -> dict[str, bytes]:
     for sub in ("common", _kind(kind).name):
         for f in sorted((PACKAGE_ROOT / "sim" / "standin" / sub).glob("*.py")):
             files[f"hgxkit/sim/standin/{sub}/{f.name}"] = f.read_bytes()
+    for f in sorted((PACKAGE_ROOT / "engines").glob("*.py")):
+        files[f"hgxkit/engines/{f.name}"] = f.read_bytes()
     return files
 
 

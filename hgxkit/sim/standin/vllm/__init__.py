@@ -1,6 +1,6 @@
 """vLLM stand-in: speaks vLLM 0.33's command line and HTTP API with a documented latency model (simulated).
 
-Modules: `cli_table` (vLLM 0.33's options as data, from `gen_cli_table`), `args` (parsing with vLLM's
+Modules: `args` (parsing with vLLM's
 spelling rules), `miniyaml` (``--config`` files without PyYAML), `hfcache` (model resolution through the
 Hugging Face cache), `checks` (start-up refusals), `stats` (vLLM's statistics over the shared engine),
 `metrics` (Prometheus text), `server` (endpoints), `launcher` (start-up), `shim` (``vllm`` in an image),

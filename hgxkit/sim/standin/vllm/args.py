@@ -1,7 +1,8 @@
 """vLLM 0.33's server command line, as the stand-in parses it (simulated; stdlib only).
 
-The options come from `cli_table` (names, aliases, kinds, types, choices and defaults read from vLLM 0.33.0's
-real `vllm serve` parser by `gen_cli_table`); this module builds stdlib argparse parsers from that table and
+The options come from `hgxkit.engines.vllm_serve`
+(names, aliases, kinds, types, choices and defaults read from vLLM 0.33.0's
+real `vllm serve` parser by tools/gen_vllm_serve.py); this module builds stdlib argparse parsers from that table and
 reproduces the spelling rules of vLLM's ``FlexibleArgumentParser`` (written here from its documented and
 observed behaviour, no vLLM code):
 
@@ -34,8 +35,8 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+from hgxkit.engines.vllm_serve import SERVE_OPTIONS, VLLM_VERSION
 from hgxkit.sim.standin.vllm import miniyaml
-from hgxkit.sim.standin.vllm.cli_table import SERVE_OPTIONS, VLLM_VERSION
 
 DEFAULT_MODEL = "Qwen/Qwen3-0.6B"  # vLLM 0.33's default when no model is given
 SUBCOMMANDS = (
@@ -148,7 +149,7 @@ def _lower_underscore() -> Callable[[str], Any]:
 
 
 def value_type(code: str) -> Callable[[str], Any] | None:
-    """The argparse `type` for a `cli_table` type code (``opt:int``, ``dataclass:CompilationConfig``, …)."""
+    """The argparse `type` for an option table type code (``opt:int``, ``dataclass:CompilationConfig``, …)."""
     if code.startswith("opt:"):
         inner = value_type(code[4:])
         return _optional(inner or str)
@@ -174,7 +175,7 @@ def value_type(code: str) -> Callable[[str], Any] | None:
         return _device_ids()
     if code == "lower_underscore":
         return _lower_underscore()
-    raise KeyError(f"unknown cli_table type code {code!r}")
+    raise KeyError(f"unknown option table type code {code!r}")
 
 
 # -- actions -----------------------------------------------------------------------------------------------
@@ -210,7 +211,7 @@ class _LoRA(argparse.Action):
 
 
 def add_serve_options(parser: argparse.ArgumentParser, positional: bool = True) -> argparse.ArgumentParser:
-    """Add every `cli_table` option to `parser` (the positional ``model_tag`` too unless `positional` is False)."""
+    """Add every option of the table to `parser` (the positional ``model_tag`` too unless `positional` is False)."""
     for shown, hidden, dest, kind, code, nargs, choices, default, const, negative in SERVE_OPTIONS:
         if kind == "help":
             continue

@@ -28,7 +28,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from hgxkit.sim.standin.vllm.cli_table import VLLM_VERSION
+from hgxkit.engines.vllm_serve import VLLM_VERSION
 
 _HEADER = '"""SIMULATED by hgxkit: part of the vLLM stand-in (see hgxkit/sim/standin/vllm/shim.py)."""\n'
 

@@ -1,0 +1,281 @@
+"""A bare launch (`python -m sglang.launch_server …`, `VAR=1 vllm serve MODEL …`) as the `docker run` of a recipe.
+
+hgxkit serves from containers, so a command posted for a plain shell is translated, each step a note:
+`CUDA_VISIBLE_DEVICES=1,2` becomes `--gpus '"device=1,2"'` (else `--gpus all`); other `VAR=value` prefixes and
+the post's `export`s become `-e VAR=value`; the server's port is published (`-p PORT:PORT`; the serving role
+binds it to its own address), or, for a server spanning nodes (`--nnodes` > 1), the container gets the host's
+network (`--network=host`) as the engines' multi-node examples do, and the server listens as posted;
+`--ipc=host` is added (SGLang and vLLM document it for tensor parallelism);
+where the engine listens on loopback by default (SGLang) the server gets `--host 0.0.0.0`, reachable inside
+the container; absolute paths among the arguments (the model, a draft model, a template) are bind-mounted
+read-only at the same path. The interpreter becomes the image's `python3`. vLLM's image runs `vllm serve`
+itself, so the container gets only its arguments, the model as `--model MODEL` (the form both image eras
+read). As a source format of a post (`BARE_LAUNCH`, see `formats`) it runs in the container the post opened
+before it, if any (that container's image is used).
+
+Example:
+    >>> from hgxkit.kinds import KINDS
+    >>> run, notes = docker_run_for(["CUDA_VISIBLE_DEVICES=0,1"], ["python", "-m", "sglang.launch_server",
+    ...                             "--model-path", "/m", "--tp", "2"], kind=KINDS["sglang"], image="img:1",
+    ...                             environment={}, where="p:1")
+    >>> print(" ".join(run.argv()))  # doctest: +ELLIPSIS
+    docker run --gpus "device=0,1" --ipc=host -p 30000:30000 -v /m:/m:ro img:1 python3 -m sglang.launch_server ...
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+from collections.abc import Mapping, Sequence
+
+from hgxkit.errors import InputError
+from hgxkit.importing.commands import Simple
+from hgxkit.importing.reading import Candidate, Reading
+from hgxkit.importing.variables import Scope
+from hgxkit.kinds import DEFAULT_KIND, KINDS, ServerKind, detect_kind, python_program
+from hgxkit.netaddr import is_loopback
+from hgxkit.recipe.docker_parse import ParsedRun, parse_option_words
+from hgxkit.recipe.network_env import NETWORK_ENV, host_interface_settings
+from hgxkit.recipe.nodes import dp_hosts
+from hgxkit.recipe.server_args import ServerCommand, group_args, is_flag
+from hgxkit.recipe.shellwords import shell_value
+
+
+class BareLaunch:
+    """A server launched in the host's shell (`sglang serve`, `vllm serve`, `python -m …`): translated to a
+    `docker run`, in the container the post opened before it if there is one."""
+
+    name = "bare launch"
+
+    def claims(self, simple: Simple) -> bool:
+        return simple.kind == "server"
+
+    def take(self, simple: Simple, reading: Reading) -> None:
+        reading.servers.append(Candidate(simple, "server", simple.engine, context=reading.container_before(simple)))
+
+
+BARE_LAUNCH = BareLaunch()
+
+
+def bare_run(
+    server: Candidate, words: list[str], notes: list[str], *, reading: Reading, image: str | None
+) -> tuple[ParsedRun, str]:
+    """The `docker run` (and kind) of a bare launch: the image given, the container's it runs in, or the kind's
+    default image; the post's `export`s and the command's prefix as its environment."""
+    simple = server.simple
+    kind = reading.kind or server.kind or DEFAULT_KIND
+    if image is None and server.context is not None:
+        image = server.context.run.image
+        notes.append(f"{simple.where()}: runs in the container started at {server.context.simple.where()}, "
+                     f"so its image {image} is used")  # fmt: skip
+    if image is None:
+        image = pulled_image(reading.pulled, kind, simple.where(), notes)
+    if image is None:
+        image = KINDS[kind].default_image
+        notes.append(f"{simple.where()}: a bare launch; the image is {kind}'s {image} (give --image REF to choose)")
+    scope = Scope.before(reading.simples, simple)
+    _refuse_unexported(scope, simple)
+    environment = {name: d.value for name, d in scope.exported().items()}
+    prefix = [f"{name}={value}" for name, value in simple.assignments.items()]
+    run, more = docker_run_for(prefix, words, kind=KINDS[kind], image=image, environment=environment,
+                               where=simple.where())  # fmt: skip
+    notes += more
+    return run, kind
+
+
+# Variables only the server process reads: set without `export` right above a launch, they reach no one.
+_LAUNCH_ENV = frozenset({"CUDA_VISIBLE_DEVICES", *NETWORK_ENV})
+
+
+def _refuse_unexported(scope: Scope, simple: Simple) -> None:
+    """Refuse `CUDA_VISIBLE_DEVICES=0` (or a network variable) set on the line right above a launch without
+    `export`: the shell keeps it to itself, so the server never sees it; the post most likely lost the
+    continuation backslash that made it the launch's prefix (or the `export`). Not guessed either way."""
+    for name in sorted(_LAUNCH_ENV - set(simple.assignments)):
+        found = scope.definitions.get(name)
+        if found is None or found.exported or found.line != simple.first_line - 1:
+            continue
+        if any(f"${name}" in word or "${" + name in word for word in simple.texts):
+            continue  # read by the command itself: an ordinary shell variable
+        raise InputError(
+            f"{simple.command.post.name}: line {found.line}, column 1: {name}={found.value} is set without export "
+            f"right above the launch at line {simple.first_line}, so the server would not see it; a continuation "
+            f"backslash may be missing (end the line with `\\`, or write `export {name}=…`)"
+        )
+
+
+# What names an image for an H200 (Hopper) node, or for other hardware, in its tag or the comment above its pull.
+_HOPPER = re.compile(r"h200|h100|\bh20\b|hopper|sm_?90", re.IGNORECASE)
+_OTHER_HARDWARE = re.compile(r"rocm|\bmi\d{3}|npu|ascend|-a[23]\b|\bcpu|xpu|hpu|gaudi|tpu|neuron|b200|gb200|sm_?100",
+                             re.IGNORECASE)  # fmt: skip
+
+
+def pulled_image(pulled: Sequence[tuple[str, str, str]], kind: str, where: str, notes: list[str]) -> str | None:
+    """The image the post's `docker pull` lines chose for a bare launch of `kind` ((image, where, the comment
+    above the pull)): the one pulled, else of several per hardware the H200 (Hopper) one (images for other
+    hardware set aside); None when it pulls none of that kind; a refusal naming them when that does not decide."""
+    images = list(dict.fromkeys(p for p in pulled if _image_kind(p[0]) == kind))
+    if not images:
+        return None
+    if len(images) > 1:
+        label = {p: f"{p[0].rsplit(':', 1)[-1] if ':' in p[0] else ''} {p[2]}" for p in images}
+        hopper = [p for p in images if _HOPPER.search(label[p])]
+        nvidia = [p for p in images if not _OTHER_HARDWARE.search(label[p]) or _HOPPER.search(label[p])]
+        chosen = hopper if len(hopper) == 1 else nvidia if len(nvidia) == 1 else []
+        if not chosen:
+            shown = ", ".join(f"{image} ({at})" for image, at, _ in images)
+            raise InputError(
+                f"{where}: a bare launch, and the post pulls {len(images)} {kind} images ({shown}) without saying "
+                "which is for an H200 node; give --image REF naming the one to run"
+            )
+        others = ", ".join(p[0] for p in images if p != chosen[0])
+        notes.append(f"{where}: of the images the post pulls, {chosen[0][0]} is the one for an H200 (Hopper) node "
+                     f"(not {others})")  # fmt: skip
+        images = chosen
+    image, at, _ = images[0]
+    notes.append(f"{where}: a bare launch; the image is {image}, the one the post pulls ({at})")
+    return image
+
+
+def _image_kind(image: str) -> str | None:
+    try:
+        return detect_kind(image, ()).name
+    except InputError:
+        return None
+
+
+# Paths a server argument may name that are no input to mount (devices, the container's own temp space).
+_NOT_INPUTS = ("/dev/", "/proc/", "/sys/", "/tmp/")
+
+
+def docker_run_for(
+    prefix: Sequence[str],
+    words: Sequence[str],
+    *,
+    kind: ServerKind,
+    image: str,
+    environment: Mapping[str, str],
+    where: str,
+) -> tuple[ParsedRun, list[str]]:
+    """The `docker run` that runs bare launch `words` (`prefix`: its `VAR=value` words; `environment`: the
+    post's exported variables in scope, by name) in `image`; and a note per translation."""
+    notes: list[str] = []
+    program, args = _program(list(words), kind, notes, where)
+    options: list[str] = []
+    env = {**environment}
+    for assignment in prefix:
+        name, _, value = assignment.partition("=")
+        env[name] = value
+    devices = env.pop("CUDA_VISIBLE_DEVICES", None)
+    if devices:
+        options += ["--gpus", f'"device={shell_value(devices)}"']
+        notes.append(f"{where}: CUDA_VISIBLE_DEVICES={devices} became --gpus '\"device={devices}\"'")
+    else:
+        options += ["--gpus", "all"]
+        notes.append(f"{where}: no CUDA_VISIBLE_DEVICES, so the container gets every GPU (--gpus all)")
+    options.append("--ipc=host")
+    nodes = _nodes(args, kind)
+    interfaces = host_interface_settings((name, shell_value(value)) for name, value in env.items())
+    if nodes <= 1 and interfaces:
+        # NCCL/Gloo told to use a host interface: that interface exists only on the host's network.
+        options.append("--network=host")
+        shown = ", ".join(f"{name}={value}" for name, value in interfaces)
+        notes.append(
+            f"{where}: {shown} names a host network interface, so the container uses the host's network "
+            "(--network=host), where it exists, and listens as the post says; no port is published"
+        )
+    elif nodes > 1:
+        # A server spanning nodes: its ranks reach each other on the host's network (rendezvous, NCCL and Gloo
+        # ports no -p predicts), as the engines' multi-node Docker examples run them; it listens as posted.
+        options.append("--network=host")
+        notes.append(f"{where}: the server spans {nodes} nodes, so the container uses the host's "
+                     "network (--network=host) and listens as the post says; no port is published")  # fmt: skip
+    else:
+        args, port = _listen(args, kind, notes, where)
+        options += ["-p", f"{port}:{port}"]
+    for path in _input_paths(args, kind):
+        options += ["-v", f"{path}:{path}:ro"]
+        notes.append(f"{where}: {shell_value(path)} is mounted read-only at the same path in the container")
+    for name, value in env.items():
+        options += ["-e", f"{name}={value}"]
+        notes.append(f"{where}: {name}={shell_value(value)} from the shell became -e {name}=…")
+    notes.append(f"{where}: --ipc=host added (shared memory between tensor-parallel ranks, as the engines document)")
+    entries = parse_option_words(options, source=where)
+    return ParsedRun(("docker", "run"), entries, image, (*program, *args)), notes
+
+
+def _program(words: list[str], kind: ServerKind, notes: list[str], where: str) -> tuple[list[str], list[str]]:
+    """The container's program words and the server's arguments."""
+    normal = python_program(words)
+    if normal[0] != words[0]:
+        notes.append(f"{where}: {words[0]} became the image's python3")
+    program = next(p for p in (*kind.programs, *kind.deprecated_programs) if tuple(normal[: len(p)]) == p)
+    args = normal[len(program) :]
+    if program[-1] == "serve" and args[:1] == ["serve"]:
+        notes.append(f"{where}: `serve` is written twice ({' '.join(program)} serve …); the second one is dropped")
+        args = args[1:]
+    if not kind.image_entrypoint:
+        return list(program), args
+    # The image's entrypoint is the server: the container command is its arguments, the model as a flag.
+    if args and not is_flag(args[0]) and kind.positional_model:
+        notes.append(f"{where}: the model {args[0]} is passed as {kind.model_flag} (read by old and new images)")
+        args = [kind.model_flag, args[0], *args[1:]]
+    notes.append(f"{where}: `{' '.join(program)}` is the image's entrypoint; the container gets its arguments")
+    return [], args
+
+
+def _nodes(args: list[str], kind: ServerKind) -> int:
+    """The hosts the server spans: its `--nnodes`, or its data-parallel ranks over hosts (1 when neither)."""
+    server = ServerCommand((), tuple(group_args(args)), kind.name)
+    spread = dp_hosts(server)
+    if spread is not None:
+        return -(-spread[0] // max(spread[1], 1))
+    value = server.flag(kind.nnodes_flag)
+    return int(value) if value is not None and value.isdigit() else 1
+
+
+def _listen(args: list[str], kind: ServerKind, notes: list[str], where: str) -> tuple[list[str], str]:
+    """Arguments with a reachable `--host` where the engine defaults to loopback, and the port listened on."""
+    port = None
+    host_at = None
+    out = list(args)
+    for index, word in enumerate(out):
+        flag, has_equals, inline = word.partition("=")
+        if not is_flag(word):
+            continue
+        canonical = kind.canonical_flag(flag)
+        value = inline if has_equals else (out[index + 1] if index + 1 < len(out) else "")
+        if canonical == "--port":
+            port = value
+        elif canonical == "--host":
+            host_at = (index, has_equals, value)
+    loopback_default = is_loopback(kind.default_host)
+    if host_at is None and loopback_default:
+        out += ["--host", "0.0.0.0"]
+        notes.append(f"{where}: --host 0.0.0.0 added ({kind.title} listens on {kind.default_host} by default, "
+                     "which a published port cannot reach)")  # fmt: skip
+    elif host_at is not None and is_loopback(host_at[2]):
+        index, has_equals, value = host_at
+        if has_equals:
+            out[index] = out[index].split("=", 1)[0] + "=0.0.0.0"
+        else:
+            out[index + 1] = "0.0.0.0"
+        notes.append(f"{where}: --host {value} became 0.0.0.0 (loopback inside a container is unreachable)")
+    if port is None:
+        port = str(kind.default_port)
+        notes.append(f"{where}: no --port, so {kind.title}'s default {port} is published")
+    return out, port
+
+
+def _input_paths(args: list[str], kind: ServerKind) -> list[str]:
+    """Absolute paths the server reads (flag values and a positional model), each once, in order."""
+    paths: list[str] = []
+    for entry in group_args(args):
+        values = [entry[0].partition("=")[2]] if "=" in entry[0] and is_flag(entry[0]) else list(entry[1:])
+        if not is_flag(entry[0]):
+            values = list(entry)
+        for value in values:
+            path = posixpath.normpath(value) if value.startswith("/") and "$" not in value else None
+            if path and not path.startswith(_NOT_INPUTS) and path not in paths and path != "/":
+                paths.append(path)
+    return paths

@@ -1,0 +1,273 @@
+"""A post's command lines taken apart the way a shell runs them, and each simple command classified.
+
+`a && b | tee log > out 2>&1 &` is three simple commands for a shell; the one that matters keeps its words,
+and what a recipe cannot hold (the pipe into `tee`, redirections, `&`) becomes a note. An environment
+prefix (`VAR=1 cmd`) and `sudo` are set apart from the program. Commands inside `for`/`while`/`if` blocks are
+marked: their words depend on shell logic.
+
+Kinds: `assign` (`NAME=value` alone), `export`, `docker-run`, `docker-exec`, `docker-build`, `docker-tag`,
+`docker`, `server` (a bare launch of a supported engine), `bench` (a benchmark client), `engine` (a launch of an
+engine hgxkit does not serve), `control` (shell keywords), `other`.
+
+Example:
+    >>> from hgxkit.importing.post import find_commands, read_post
+    >>> post = read_post("p", "CUDA_VISIBLE_DEVICES=0 vllm serve org/m 2>&1 | tee log")
+    >>> simple = simple_commands(find_commands(post))
+    >>> [(s.kind, [w.text for w in s.prefix], [w.text for w in s.words]) for s in simple]
+    [('server', ['CUDA_VISIBLE_DEVICES=0'], ['vllm', 'serve', 'org/m']), ('other', [], ['tee', 'log'])]
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from hgxkit.errors import InputError
+from hgxkit.importing.bench_clients import client_of
+from hgxkit.importing.post import ASSIGNMENT_RE, MAX_COMMANDS, Command
+from hgxkit.importing.provenance import Exported
+from hgxkit.kinds import KINDS, UNSUPPORTED, UnsupportedKind, python_program
+from hgxkit.recipe.shellwords import Word
+
+_SEPARATORS = frozenset({";", "&&", "||", "|", "&", "|&", ";;"})
+_OPEN_BLOCK = frozenset({"for", "while", "until", "if", "case", "select"})
+_CLOSE_BLOCK = frozenset({"done", "fi", "esac"})
+_KEYWORDS = _OPEN_BLOCK | _CLOSE_BLOCK | {"do", "then", "else", "elif", "in", "{", "}"}
+# A `<name>` placeholder in a posted command: `vllm serve <model>`, `-e VLLM_HOST_IP=<HEAD_NODE_IP>`.
+PLACEHOLDER = re.compile(r"(?<![<\w])<([A-Za-z][\w .:/-]{0,60})>(?!>)")
+
+
+@dataclass(frozen=True)
+class Simple:
+    """One simple command: environment prefix, program and arguments, what it is, what was set aside."""
+
+    command: Command
+    kind: str
+    words: tuple[Word, ...]
+    prefix: tuple[Word, ...] = ()
+    notes: tuple[str, ...] = field(default=())
+    in_block: str | None = None  # the shell block (`for`, `if`) it runs in
+    placeholder: tuple[int, int, str] | None = None  # (line, column, text) of a `<…>` placeholder
+    substitution: Word | None = None  # the first `$(`, backtick or subshell parenthesis
+    piped: bool = False  # it reads the output of the command before it
+    engine: str | None = None  # the server kind, or the unsupported engine's name
+    client: str | None = None  # the benchmark client's name
+    exported: Exported | None = None  # what an hgxkit export's labels say of its recipe (a document's command)
+
+    @property
+    def texts(self) -> list[str]:
+        return [word.text for word in self.words]
+
+    @property
+    def assignments(self) -> dict[str, str]:
+        """The environment prefix as NAME -> value (as written)."""
+        return {w.text.split("=", 1)[0]: w.text.split("=", 1)[1] for w in self.prefix}
+
+    @property
+    def first_line(self) -> int:
+        return self.words[0].line if self.words else self.command.first
+
+    def where(self) -> str:
+        return f"{self.command.post.name}:{self.first_line}"
+
+    def span(self) -> str:
+        """`PATH:FIRST-LAST`, the lines the command is written on (the path as given, for messages)."""
+        return f"{self.command.post.name}:{self._lines()}"
+
+    def source(self) -> str:
+        """`FILE:FIRST-LAST` with the file's name only (what a recipe records)."""
+        return f"{self.command.post.label}:{self._lines()}"
+
+    def _lines(self) -> str:
+        last = max((w.line for w in self.words), default=self.command.last)
+        first = self.first_line
+        return f"{first}" + (f"-{last}" if last != first else "")
+
+    def error(self) -> InputError | None:
+        return self.command.error
+
+
+@dataclass(frozen=True)
+class SimpleIndex:
+    """Where things are in one list of simple commands, for questions asked once per command (the variables
+    and the directory that reach it): answered from here they cost the command's own share, not the list's."""
+
+    position: dict[int, int]  # id(simple) -> its index
+    definitions: tuple[int, ...]  # indexes of assignments and exports
+    cds: tuple[int, ...]  # indexes of `cd` commands
+
+
+_LAST_INDEX: list[tuple[Sequence[Simple], int, SimpleIndex]] = []
+
+
+def simple_index(simples: Sequence[Simple]) -> SimpleIndex:
+    """The index of `simples`, made once per list (the last list's is kept while it keeps its length)."""
+    if _LAST_INDEX and _LAST_INDEX[0][0] is simples and _LAST_INDEX[0][1] == len(simples):
+        return _LAST_INDEX[0][2]
+    index = SimpleIndex(
+        position={id(simple): n for n, simple in enumerate(simples)},
+        definitions=tuple(n for n, simple in enumerate(simples) if simple.kind in ("assign", "export")),
+        cds=tuple(n for n, simple in enumerate(simples) if simple.words and simple.words[0].text == "cd"),
+    )
+    _LAST_INDEX[:] = [(simples, len(simples), index)]
+    return index
+
+
+def simple_commands(commands: Sequence[Command]) -> list[Simple]:
+    """Every simple command of the given command lines, in order, classified; more than `MAX_COMMANDS` of them
+    (each stage of a pipeline and each command of a list `a; b && c` counts) is refused in one line."""
+    out: list[Simple] = []
+    blocks: list[str] = []
+    for command in commands:
+        if command.error is not None:
+            out.append(Simple(command, "broken", ()))
+            continue
+        placeholder = _placeholder(command)
+        for words, piped, notes in _split(command, keep_angles=placeholder is not None):
+            if len(out) >= MAX_COMMANDS:
+                raise InputError(
+                    f"{command.where()}: more than {MAX_COMMANDS} commands (each stage of a pipeline `a | b` counts); "
+                    "give the part of the post with a setup"
+                )
+            words, prefix, more = _prefix(words, command.post.name)
+            head = words[0].text if words else ""
+            if head in _OPEN_BLOCK:
+                blocks.append(head)
+            in_block = blocks[-1] if blocks and head not in _OPEN_BLOCK else None
+            if head in _CLOSE_BLOCK and blocks:
+                blocks.pop()
+            substitution = next((w for w in words if w.is_operator and w.text in ("$(", "`", "(", ")")), None)
+            kind, engine, client = _classify(words, prefix)
+            out.append(
+                Simple(
+                    command, kind, tuple(words), tuple(prefix), (*command.notes, *notes, *more), in_block,
+                    placeholder, substitution, piped, engine, client,
+                )
+            )  # fmt: skip
+    return out
+
+
+def _placeholder(command: Command) -> tuple[int, int, str] | None:
+    for offset, line in enumerate(command.post.clean[command.first - 1 : command.last]):
+        match = PLACEHOLDER.search(line)
+        if match:
+            return command.first + offset, match.start() + 1, match.group()
+    return None
+
+
+def _split(command: Command, *, keep_angles: bool) -> list[tuple[list[Word], bool, list[str]]]:
+    """The simple commands of one command line, redirections and `&` set aside with a note each."""
+    parts: list[tuple[list[Word], bool, list[str]]] = []
+    current: list[Word] = []
+    notes: list[str] = []
+    piped = False
+    words = list(command.words)
+    index = 0
+    while index < len(words):
+        word = words[index]
+        if word.is_operator and word.text in _SEPARATORS:
+            if word.text == "&":
+                notes.append(f"{command.post.name}:{word.line}: `&` (run in the background) dropped")
+            parts.append((current, piped, notes))
+            current, notes, piped = [], [], word.text in ("|", "|&")
+        elif word.is_operator and word.text[0] in "<>" and not keep_angles:
+            target = words[index + 1] if index + 1 < len(words) and not words[index + 1].is_operator else None
+            if current and current[-1].text.isdigit() and _adjacent(current[-1], word):
+                current.pop()  # the descriptor of `2>&1`
+            shown = word.text + (target.text if target else "")
+            notes.append(
+                f"{command.post.name}:{word.line}: redirection `{shown}` dropped (the server's output goes to "
+                "docker logs)"
+            )
+            index += 1 if target else 0
+        else:
+            current.append(word)
+        index += 1
+    parts.append((current, piped, notes))
+    return [part for part in parts if part[0]]
+
+
+def _adjacent(left: Word, right: Word) -> bool:
+    return left.line == right.line and left.column + len(left.text) == right.column
+
+
+def _prefix(words: list[Word], name: str) -> tuple[list[Word], list[Word], list[str]]:
+    """Split off `sudo` and `NAME=value` words before the program (a bare `NAME=value` keeps them all)."""
+    prefix: list[Word] = []
+    notes: list[str] = []
+    index = 0
+    while index < len(words):
+        text = words[index].text
+        if text == "sudo" or (text in ("-E", "-H") and index and words[index - 1].text == "sudo"):
+            if text == "sudo":
+                notes.append(f"{name}:{words[index].line}: `sudo` dropped (hgxkit runs the command as root)")
+            index += 1
+        elif ASSIGNMENT_RE.match(text) and not words[index].is_operator:
+            prefix.append(words[index])
+            index += 1
+        else:
+            break
+    if index == len(words) or (prefix and words[index].is_operator and words[index].text in ("$(", "`")):
+        return prefix + words[index:], [], notes  # `NAME=value …` alone (or `NAME=$(cmd)`): assignments
+    return words[index:], prefix, notes
+
+
+def _classify(words: list[Word], prefix: list[Word]) -> tuple[str, str | None, str | None]:
+    """(kind, engine, client) of a simple command's words (prefix already removed)."""
+    texts = [w.text for w in words]
+    if not texts:
+        return "other", None, None
+    substituted = any(w.is_operator and w.text in ("$(", "`") for w in words)  # `NAME=$(cmd)`
+    if not prefix and ASSIGNMENT_RE.match(texts[0]) and (substituted or all(ASSIGNMENT_RE.match(t) for t in texts)):
+        return "assign", None, None
+    head = texts[0]
+    if head == "export":
+        return "export", None, None
+    if head in _KEYWORDS:
+        return "control", None, None
+    if head == "docker":
+        sub = texts[1] if len(texts) > 1 else ""
+        if sub == "container" and len(texts) > 2:
+            sub = texts[2]
+        if sub == "exec":
+            inner = exec_command(texts[2:])
+            return "docker-exec", None, client_of(python_program(inner)) if inner else None
+        return (
+            {"run": "docker-run", "exec": "docker-exec", "build": "docker-build", "tag": "docker-tag"}.get(
+                sub, "docker"
+            ),
+            None,
+            None,
+        )
+    program = python_program(texts)
+    client = client_of(program)
+    if client is not None:
+        return "bench", None, client
+    for kind in KINDS.values():
+        if kind.launches(program):
+            return "server", kind.name, None
+    engine = unsupported_program(program)
+    if engine is not None:
+        return "engine", engine.name, None
+    return "other", None, None
+
+
+_EXEC_VALUE_OPTIONS = frozenset({"-e", "--env", "-u", "--user", "-w", "--workdir", "--env-file", "--detach-keys"})
+
+
+def exec_command(args: Sequence[str]) -> list[str]:
+    """The command of `docker exec [OPTIONS] CONTAINER COMMAND…` (`args` after `exec`)."""
+    index = 0
+    while index < len(args) and args[index].startswith("-"):
+        flag = args[index].split("=", 1)[0]
+        index += 2 if flag in _EXEC_VALUE_OPTIONS and "=" not in args[index] else 1
+    return list(args[index + 1 :])
+
+
+def unsupported_program(words: Sequence[str]) -> UnsupportedKind | None:
+    """The unsupported engine whose launch program `words` start with, if any."""
+    for other in UNSUPPORTED:
+        if any(tuple(words[: len(p)]) == p for p in other.programs):
+            return other
+    return None

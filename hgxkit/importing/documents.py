@@ -1,0 +1,362 @@
+"""YAML documents in a post (a whole compose or manifest file, a ```yaml fence): found, loaded with line numbers,
+and handed to the document formats (`compose`, `kubernetes`) that turn them into `docker run` commands.
+
+A document format has a `name`, `claims_document(data)` (is this YAML mine?) and `simples(document)` (the
+simple commands it stands for: one `docker run` per serving container, each word with the YAML line it came
+from, and one set-aside entry per part that runs nothing). The lines of a claimed document are blanked from the
+shell scan, so a `vllm serve` inside a manifest's `args` is read once, as the manifest says, not again as a bare
+launch. A fence whose YAML does not parse, or that no format claims, stays with the shell scan; a whole `.yaml`
+file that does not parse is refused naming the line.
+
+Example:
+    >>> from hgxkit.importing.post import read_post
+    >>> post = read_post("p.md", "Run:\\n```yaml\\nservices:\\n  s:\\n    image: x\\n```\\n")
+    >>> [(r.first, r.last, r.text) for r in yaml_regions(post)]
+    [(3, 5, 'services:\\n  s:\\n    image: x')]
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+import textwrap
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Any, Protocol
+
+import yaml
+
+from hgxkit.errors import InputError
+from hgxkit.importing.commands import Simple
+from hgxkit.importing.docker_run import DOCKER_RUN
+from hgxkit.importing.post import FENCE_RE, Command, PostFile
+from hgxkit.importing.provenance import Exported
+from hgxkit.importing.reading import Candidate, Reading
+from hgxkit.kinds import KINDS, UNSUPPORTED, detect_kind, python_program
+from hgxkit.recipe.shellwords import Word, split_words
+
+LINE = "__line__"  # the key under which a loaded mapping keeps its 1-based line (within the region)
+LINES = "__lines__"  # key -> 1-based line of each key of a mapping
+_HEREDOC = re.compile(r"<<-?\s*['\"]?(\w+)['\"]?")
+_SNIFF = re.compile(r"^(?:services|apiVersion|kind|version)\s*:", re.MULTILINE)
+_WHOLE_FILE = (".yaml", ".yml")
+_CONFLICT = re.compile(r"^(?:<{7}|={7}|>{7})(?:\s|$)")
+
+# What a value of the wrong shape raises while a format reads it (a string where the spec has a mapping, …).
+SHAPE_ERRORS = (KeyError, TypeError, AttributeError, ValueError, IndexError)
+
+WordAt = tuple[str, int]  # a word's text (shellwords encoding: a literal `$` is `$$`) and its file line
+
+
+@dataclass(frozen=True)
+class Region:
+    """A YAML text of a post: file lines first..last (the region's own lines, dedented)."""
+
+    first: int
+    last: int
+    text: str
+    whole: bool  # the whole file (a parse error refuses) rather than a fence (a parse error sets it aside)
+    span: tuple[int, int]  # the lines to blank from the shell scan (a fence with its heredoc lines)
+
+
+@dataclass(frozen=True)
+class Document:
+    """One YAML document of a region, loaded: mappings carry `LINE`/`LINES` (file lines)."""
+
+    post: PostFile
+    region: Region
+    data: Any
+    first: int
+    last: int
+    environment: dict[str, str]  # NAME=value lines of the post outside its YAML (a compose `.env`)
+
+    def where(self, line: int | None = None) -> str:
+        return f"{self.post.name}:{line or self.first}"
+
+
+class DocumentFormat(Protocol):
+    """A YAML source format: compose files, Kubernetes manifests."""
+
+    name: str
+
+    def claims_document(self, data: Any) -> bool:
+        """True when the loaded YAML `data` is a document of this format."""
+        ...
+
+    def simples(self, documents: Sequence[Document]) -> list[Simple]:
+        """The simple commands the claimed documents of one region stand for."""
+        ...
+
+
+def yaml_regions(post: PostFile) -> list[Region]:
+    """The YAML texts of a post: the whole file (a `.yaml` name, or a post that is nothing but YAML), else
+    each fenced block that reads as YAML (a `kubectl apply -f - <<EOF` heredoc around it is left out)."""
+    lines = post.lines
+    fenced = any(post.fences)
+    if post.label.endswith(_WHOLE_FILE) or (not fenced and _SNIFF.search("\n".join(lines))):
+        last = len(lines)
+        while last > 1 and not lines[last - 1].strip():
+            last -= 1
+        return [Region(1, last, "\n".join(lines[:last]), True, (1, last))]
+    regions = []
+    index = 0
+    while index < len(lines):
+        fence = post.fences[index]
+        if not fence:
+            index += 1
+            continue
+        start = index
+        while index < len(lines) and post.fences[index] == fence:
+            index += 1
+        body = list(range(start + 1, index))  # 0-based lines inside the fence, after its opening line
+        opening = FENCE_RE.match(lines[start].lstrip("> "))
+        language = opening.group(3).strip().lower() if opening else ""
+        region = _fence_region(lines, body, language, (start + 1, min(index + 1, len(lines))))
+        if region is not None:
+            regions.append(region)
+    return regions
+
+
+def _fence_region(lines: Sequence[str], body: list[int], language: str, span: tuple[int, int]) -> Region | None:
+    if not body:
+        return None
+    first, last = body[0], body[-1]
+    heredoc = _HEREDOC.search(lines[first])
+    if heredoc and not lines[first].lstrip().startswith(("apiVersion", "services", "kind")):
+        end = next((n for n in body if lines[n].strip() == heredoc.group(1)), last + 1)
+        first, last = first + 1, end - 1
+    if last < first:
+        return None
+    text = textwrap.dedent("\n".join(lines[first : last + 1]))
+    if not (language in ("yaml", "yml") or _SNIFF.search(text)):
+        return None
+    return Region(first + 1, last + 1, text, False, span)
+
+
+class LinedList(list):  # type: ignore[type-arg]
+    """A loaded YAML sequence that keeps the 1-based file line of each item (`lines`)."""
+
+    lines: list[int]
+
+
+class _LineLoader(yaml.SafeLoader):
+    """The safe loader, with each mapping's line and its keys' lines kept, and each sequence item's line (for
+    messages and the line account)."""
+
+    offset = 0
+
+    def construct_lined_seq(self, node: yaml.SequenceNode):  # type: ignore[no-untyped-def]
+        data = LinedList()
+        data.lines = [item.start_mark.line + 1 + self.offset for item in node.value]
+        yield data
+        data.extend(self.construct_sequence(node))
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:  # type: ignore[override]
+        mapping = super().construct_mapping(node, deep=True)
+        mapping[LINES] = {k.value: k.start_mark.line + 1 + self.offset for k, _ in node.value
+                          if isinstance(k, yaml.ScalarNode)}  # fmt: skip
+        mapping[LINE] = node.start_mark.line + 1 + self.offset
+        return mapping
+
+
+_LineLoader.add_constructor("tag:yaml.org,2002:seq", _LineLoader.construct_lined_seq)
+
+
+def load_documents(post: PostFile, region: Region) -> list[Document]:
+    """The documents of `region` (multi-document YAML), or InputError naming the line that does not parse."""
+
+    class Loader(_LineLoader):
+        offset = region.first - 1
+
+    marker = next((n for n, line in enumerate(region.text.split("\n")) if _CONFLICT.match(line)), None)
+    if marker is not None:
+        raise InputError(f"{post.name}: line {region.first + marker}: a merge-conflict marker "
+                         f"({region.text.split(chr(10))[marker][:7]}): the file was published unresolved; give one "
+                         "side of the conflict")  # fmt: skip
+
+    try:
+        loaded = []
+        for node in yaml.compose_all(region.text, Loader=Loader):
+            if node is None:
+                continue
+            data = Loader("").construct_document(node)
+            loaded.append((data, node.start_mark.line + region.first, node.end_mark.line + region.first))
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        line = region.first + mark.line if mark is not None else region.first
+        problem = getattr(err, "problem", None) or str(err).split("\n")[0]
+        raise InputError(f"{post.name}: line {line}: not valid YAML ({problem}); give the file as published, "
+                         "without merge-conflict markers or tabs") from None  # fmt: skip
+    environment = _dotenv(post, region)
+    # each document's lines run to the next one's (its `---` and comments included); the first takes the head
+    starts = [region.first] + [first for _, first, _ in loaded[1:]]
+    ends = [first - 1 for first in starts[1:]] + [region.last]
+    return [Document(post, region, data, first, last, environment)
+            for (data, _, _), first, last in zip(loaded, starts, ends, strict=True)]  # fmt: skip
+
+
+def _dotenv(post: PostFile, region: Region) -> dict[str, str]:
+    """`NAME=value` lines of the post outside the region (a compose file's `.env`, shown next to it)."""
+    found = {}
+    for number, line in enumerate(post.lines, 1):
+        if region.first <= number <= region.last:
+            continue
+        match = re.match(r"^\s*([A-Za-z_][A-Za-z0-9_]*)=(\S*)\s*$", line)
+        if match:
+            found[match.group(1)] = match.group(2).strip("\"'")
+    return found
+
+
+def read_documents(post: PostFile, formats: Sequence[DocumentFormat]) -> tuple[PostFile, list[Simple]]:
+    """The simple commands of the YAML documents a format claims, and the post with their lines blanked from
+    the shell scan (a fence or file no format claims is left as it was). A format reads all its documents of
+    the post at once: a KServe ServingRuntime in one fence serves the InferenceService of the next."""
+    claimed: dict[int, list[Document]] = {}  # format index -> its documents, in the post's order
+    blanked: set[int] = set()
+    for region in yaml_regions(post):
+        try:
+            documents = load_documents(post, region)
+        except InputError:
+            if region.whole and _SNIFF.search(region.text):
+                raise
+            continue
+        for index, source in enumerate(formats):
+            mine = [d for d in documents if source.claims_document(d.data)]
+            if mine:
+                claimed.setdefault(index, []).extend(mine)
+                blanked.update(range(region.span[0], region.span[1] + 1))
+                break
+    simples: list[Simple] = []
+    for index, documents in claimed.items():
+        try:
+            simples += formats[index].simples(documents)
+        except SHAPE_ERRORS as err:
+            raise as_input_error(err, f"{post.name}:{documents[0].first}", formats[index].name) from None
+    if not blanked:
+        return post, simples
+    clean = tuple(" " * len(text) if n in blanked else text for n, text in enumerate(post.clean, 1))
+    post = replace(post, clean=clean)
+    simples = [replace(s, command=replace(s.command, post=post)) for s in simples]
+    return post, simples
+
+
+def document_simple(document: Document, kind: str, words: Sequence[WordAt], first: int, last: int,
+                    notes: Sequence[str] = (), exported: Exported | None = None) -> Simple:  # fmt: skip
+    """A simple command for a part of a document: a `docker run` (words) or a part set aside (no words, the
+    reason in `notes[0]`); `exported`: the hgxkit export labels it carries."""
+    lexed = tuple(Word(text, line, 1, False) for text, line in words)
+    return Simple(Command(document.post, first, last, lexed), kind, lexed, notes=tuple(notes), exported=exported)
+
+
+def as_input_error(err: Exception, where: str, what: str) -> InputError:
+    """`err` as the one-line refusal of a part at `where`: an InputError as it is, a shape error named."""
+    if isinstance(err, InputError):
+        return err
+    detail = f"{type(err).__name__}: {err}"[:80]
+    return InputError(f"{where}: a value of the wrong shape in this {what} ({detail}); give it as its spec writes it")
+
+
+def refused(document: Document, kind: str, error: InputError, first: int, last: int) -> Simple:
+    """A part of a document (lines first..last) that cannot be imported: a serving command that is refused unless
+    another is taken."""
+    return Simple(Command(document.post, first, last, (), error), kind, ())
+
+
+def take_document(simple: Simple, reading: Reading) -> None:
+    """A document format's `take`: a `docker run` is the docker run format's, a part set aside is reported,
+    a part that cannot be imported is a serving command that is refused unless another is taken."""
+    if simple.command.error is not None:
+        reading.servers.append(Candidate(simple, "broken", error=simple.command.error))
+    elif not simple.words:
+        reading.said(simple, "skipped", simple.notes[0])
+    elif (engine := next((o for o in UNSUPPORTED if o.hinted_by(" ".join(simple.texts))), None)) is not None:
+        # the docker run format reads hints in the post's own lines, which a document's are not
+        reading.servers.append(Candidate(simple, "engine", engine.name))
+    else:
+        DOCKER_RUN.take(simple, reading)
+
+
+def literal(value: Any) -> str:
+    """A YAML scalar as a word's text: a literal dollar sign written `$$` (see hgxkit.recipe.shellwords)."""
+    text = value if isinstance(value, str) else _scalar(value)
+    return text.replace("$", "$$")
+
+
+def _scalar(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return "" if value is None else str(value)
+
+
+def shell_words(text: str, where: str) -> list[str]:
+    """A command given as one string (compose's `command: serve --x`): split as compose does (shlex rules)."""
+    try:
+        return shlex.split(text)
+    except ValueError as err:
+        raise InputError(f"{where}: {text[:40]!r}: {err}; write the command as a list") from None
+
+
+def container_command(
+    image: str, entrypoint: list[str] | None, command: list[str], where: str
+) -> tuple[str | None, list[str], list[str]]:
+    """(`--entrypoint` value or None, the words after the image, notes) for a container that runs `entrypoint`
+    (replacing the image's, None: the image's own) with `command`, as `docker run` writes it. A shell running one
+    plain server launch (`sh -c "vllm serve M"`) runs the launch itself; a launch the image starts anyway (vLLM's
+    `vllm serve` entrypoint) or one an image without an entrypoint runs (SGLang's) is the container's command."""
+    if entrypoint is None:
+        image_kind = _image_kind(image)
+        prefix = list(image_kind.image_entrypoint) if image_kind is not None else []
+        if prefix and command[:1] == prefix[-1:]:
+            return None, command[1:], [f"{where}: `{prefix[-1]}` is written twice (the image's entrypoint is "
+                                       f"`{' '.join(prefix)}`); the second one is dropped"]  # fmt: skip
+        if _is_shell(command) and _plain_shell_launch(command) is None:
+            return container_command(image, command[:1], command[1:], where)  # refused: a script
+        return None, command, []
+    notes: list[str] = []
+    full = [*entrypoint, *command]
+    inner = _plain_shell_launch(full)
+    if inner is not None:
+        notes.append(f"{where}: `{full[0]} -c '…'` runs one server launch: the container runs it directly")
+        full = inner
+    elif _is_shell(full):
+        script = " ".join(full[2:]).replace("$$", "$")
+        ray = " (a Ray cluster is not imported)" if re.search(r"\bray\b|multi-node-serving", script) else ""
+        raise InputError(f"{where}: `{full[0]} -c` runs a script, not one server command: {script[:80]!r}{ray}; "
+                         "give the server command as the container's command")  # fmt: skip
+    launched = next((k for k in KINDS.values() if k.launches(python_program(full))), None)
+    image_kind = _image_kind(image)
+    if launched is not None and image_kind is launched:
+        prefix = list(launched.image_entrypoint)
+        if prefix and full[: len(prefix)] == prefix:
+            notes.append(f"{where}: `{' '.join(prefix)}` is the image's entrypoint; the container gets its arguments")
+            return None, full[len(prefix) :], notes
+        if not prefix:
+            return None, full, notes
+    return full[0], full[1:], notes
+
+
+def _is_shell(words: list[str]) -> bool:
+    return len(words) >= 3 and words[0].rsplit("/", 1)[-1] in ("sh", "bash") and words[1] == "-c"
+
+
+def _plain_shell_launch(words: list[str]) -> list[str] | None:
+    """The launch words of `sh -c 'LAUNCH'` when LAUNCH is one plain server launch, else None."""
+    if len(words) != 3 or words[0].rsplit("/", 1)[-1] not in ("sh", "bash") or words[1] != "-c":
+        return None
+    if "$" in words[2]:
+        return None  # the container's shell expands it; as a command of its own it would be the host's
+    try:
+        lexed = split_words(words[2].replace("$$", "$"))
+    except InputError:
+        return None
+    if not lexed or any(w.is_operator for w in lexed):
+        return None
+    texts = [w.text for w in lexed]
+    return texts if any(k.launches(python_program(texts)) for k in KINDS.values()) else None
+
+
+def _image_kind(image: str) -> Any:
+    try:
+        return detect_kind(image, ())
+    except InputError:
+        return None

@@ -1,0 +1,65 @@
+"""What the engine itself would refuse at start-up, found at import: a recipe that imports must be able to start.
+
+The engine's argument parser: each server kind says what its parser refuses (`ServerKind.refuses_flag`, e.g.
+SGLang's `--max_num_batched_tokens` or, from 0.5.23, `--cuda-graph-max-bs`; vLLM's `--enable-chunked-prefill=False`
+from 0.10, and any flag vLLM 0.33's option table lacks), judged against the image the recipe runs (`latest` or
+untagged is today's engine); a flag a table of another version would have to judge is named as not checked
+(`unchecked_flags`, `ServerKind.unchecked_flag`). And CUDA, for every
+kind: `CUDA_VISIBLE_DEVICES` takes GPU ordinals or UUIDs and CUDA stops at the first invalid entry, so
+`CUDA_VISIBLE_DEVICES=all` leaves the engine no GPU (`all` is `NVIDIA_VISIBLE_DEVICES`'s word).
+
+Example:
+    >>> from hgxkit.importing.docker_run import import_docker_run
+    >>> recipe = import_docker_run("docker run --gpus all vllm/vllm-openai:v0.11.0 --model org/m")
+    >>> engine_refusal(recipe) is None
+    True
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from hgxkit.recipe.spec import Recipe
+
+_CUDA_DEVICE = re.compile(r"\d+|(?:GPU|MIG)-[0-9A-Za-z-]+")
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """Why the engine would not start: the post's text that causes it (`word`, to point at) and the reason with
+    its remedy, in one line."""
+
+    word: str
+    reason: str
+
+
+def engine_refusal(recipe: Recipe) -> Refusal | None:
+    """Why the recipe's engine would refuse to start; None when it would start."""
+    kind = recipe.server.server_kind
+    for setting in recipe.docker.env():
+        value = setting.value if setting.name == "CUDA_VISIBLE_DEVICES" else None
+        if value is not None and not _CUDA_DEVICE.fullmatch(value.split(",")[0].strip()):
+            return Refusal(
+                "CUDA_VISIBLE_DEVICES",
+                f"CUDA_VISIBLE_DEVICES={value}: CUDA takes GPU ordinals or UUIDs and stops at the first invalid "
+                f"entry, so {kind.title} would see no GPU; drop it (the container's GPUs come from --gpus / "
+                "NVIDIA_VISIBLE_DEVICES, where `all` is a word)",
+            )
+    flags = [use.words[0] for use in recipe.server.uses()]
+    for word in flags if kind.refuses_flag else ():
+        reason = kind.refuses_flag(word, recipe.image.reference)  # type: ignore[misc]
+        if reason:
+            return Refusal(word, reason)
+    unknown = kind.unknown_flags(flags, recipe.image.reference) if kind.unknown_flags else None
+    return Refusal(*unknown) if unknown else None
+
+
+def unchecked_flags(recipe: Recipe) -> list[Refusal]:
+    """The flags the engine's option table could not judge for the recipe's image (another version), each with
+    what was not checked: said in a note, not refused."""
+    kind = recipe.server.server_kind
+    if kind.unchecked_flag is None:
+        return []
+    found = ((use.words[0], kind.unchecked_flag(use.words[0], recipe.image.reference)) for use in recipe.server.uses())
+    return [Refusal(word, why) for word, why in found if why]

@@ -1,0 +1,92 @@
+"""Serving commands that differ only in their GPUs, port and name: the GPU groups of one recipe.
+
+A post that starts one server per GPU group writes the command once per group (`CUDA_VISIBLE_DEVICES=0,1,2,3 …
+--port 30000`, then `4,5,6,7 … --port 30001`). They become one command with `{{gpus}}`, `{{port}}` and
+`{{name}}`, the groups listed explicitly (`groups.explicit`), the host ports `port_base + group`. Every group's
+server listens on the first command's port inside its own container; only the published host port differs.
+
+Example:
+    >>> from hgxkit.recipe.docker_parse import parse_option_words
+    >>> from hgxkit.recipe.spec import DockerSpec
+    >>> docker = [DockerSpec(("docker", "run"), parse_option_words(["--gpus", f'"device={g}"', "-p", f"{p}:{p}"],
+    ...           source="p")) for g, p in (("0,1", 30000), ("2,3", 30001))]
+    >>> joined = join_groups(docker, where="p:1")
+    >>> [e.words for e in joined.docker.entries], joined.groups.explicit, joined.groups.port_base
+    ([('--gpus', '"device={{gpus}}"'), ('-p', '{{port}}:30000')], ((0, 1), (2, 3)), 30000)
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from hgxkit.errors import InputError
+from hgxkit.recipe.docker_options import canonical
+from hgxkit.recipe.docker_parse import OptionEntry
+from hgxkit.recipe.groups import gpu_ids_from_spec
+from hgxkit.recipe.nodes import HGX_GPUS
+from hgxkit.recipe.spec import DockerSpec, Grouping, parse_publish
+
+
+@dataclass(frozen=True)
+class GroupJoin:
+    """The docker options of the template command, the grouping, and what was noted."""
+
+    docker: DockerSpec
+    groups: Grouping
+    notes: tuple[str, ...]
+
+
+def join_groups(dockers: Sequence[DockerSpec], *, where: str) -> GroupJoin:
+    """One template for commands whose docker options differ in `--gpus`, published ports and `--name` only."""
+    lists = [gpu_ids_from_spec(d.last("--gpus")) for d in dockers]
+    if any(ids is None for ids in lists):
+        raise InputError(f"{where}: the commands differ but not every one names its GPUs (--gpus '\"device=…\"')")
+    groups = tuple(tuple(ids) for ids in lists if ids is not None)
+    flat = [gpu for group in groups for gpu in group]
+    if len(set(flat)) != len(flat):
+        raise InputError(f"{where}: the commands share GPUs ({', '.join(map(str, groups))}); give each its own")
+    ports = [_host_port(d) for d in dockers]
+    base = ports[0]
+    if base is not None and ports != [base + i for i in range(len(ports))]:
+        raise InputError(
+            f"{where}: the commands publish ports {', '.join(map(str, ports))}; groups publish port_base + group "
+            "index, so give them consecutive ports"
+        )
+    names = [d.last("--name") for d in dockers]
+    template = _name_template(names, where) if any(names) else None
+    entries = [_template_entry(entry, template is not None) for entry in dockers[0].entries]
+    listed = "; ".join(",".join(map(str, group)) for group in groups)
+    notes = [f"{where}: {len(groups)} commands, one per GPU group ({listed}), are the groups of one recipe"]
+    grouping = Grouping(explicit=groups, gpus_per_node=HGX_GPUS, port_base=base, name_template=template)
+    return GroupJoin(DockerSpec(dockers[0].invocation, tuple(entries)), grouping, tuple(notes))
+
+
+def _host_port(docker: DockerSpec) -> int | None:
+    ports = [p.host_port for p in docker.ports() if p.host_port]
+    return int(ports[0]) if ports and ports[0].isdigit() else None
+
+
+def _name_template(names: list[str | None], where: str) -> str:
+    if None in names:
+        raise InputError(f"{where}: some of the commands name their container and some do not; name them all")
+    prefix = os.path.commonprefix([n for n in names if n])  # noqa: RUF071  (names, not paths)
+    tails = [n[len(prefix) :] for n in names if n]
+    if not all(tail.isdigit() for tail in tails):
+        raise InputError(f"{where}: container names {', '.join(n or '' for n in names)} differ in more than a number")
+    return prefix + "{{group}}"
+
+
+def _template_entry(entry: OptionEntry, named: bool) -> OptionEntry:
+    for index, use in enumerate(entry.uses):
+        option = canonical(use.option.name)
+        if option == "--gpus":
+            entry = entry.with_value(index, '"device={{gpus}}"')
+        elif option == "--publish" and use.value and parse_publish(use.value).host_port:
+            mapping = parse_publish(use.value)
+            host = f"{mapping.host_ip}:" if mapping.host_ip else ""
+            entry = entry.with_value(index, f"{host}{{{{port}}}}:{mapping.container_port}")
+        elif option == "--name" and named:
+            entry = entry.with_value(index, "{{name}}")
+    return entry

@@ -1,0 +1,774 @@
+"""`hgxkit recipe import FILE…`: whole posts become one recipe, with the notes and an account of every line.
+
+The post reader (`post`, `commands`, `variables`) finds the commands wherever they are; each is handed to the
+first source format that claims it (`formats`: `docker run` kept as written, a bare launch translated, a
+benchmark client command). Several serving commands become one recipe when they are the ranks of one server
+over several hosts (`nodes`) or its GPU groups (`group_join`); commands that differ otherwise are refused,
+saying what differs, until `--pick N` chooses one. Engines hgxkit does not serve are refused by name, and so
+are setups it cannot reproduce on an HGX-H200 node (AMD ROCm, Ascend, Windows host paths, an image built from a
+local checkout, more GPUs than the node has). The model is placed (`model_placement`), benchmark commands and
+printed numbers become the matrix and the reference (`benchmarks`). Every change is a note; every refusal is
+one line naming the file, line and column; what comes back is one `ImportOutcome` (`outcome`).
+
+Example:
+    >>> post = "Serve it:\\n\\n```\\n$ vllm serve org/Tiny-1B --port 8001 -tp 1\\n```\\n"
+    >>> outcome = import_post([("post.md", post)], ImportOptions(image="vllm/vllm-openai:v0.33.0"))
+    >>> recipe = outcome.recipe
+    >>> recipe.server.kind, recipe.model.repo_id, [w for e in recipe.docker.entries for w in e.words][:4]
+    ('vllm', 'org/Tiny-1B', ['--gpus', 'all', '--ipc=host', '-p'])
+    >>> for line in outcome.report:
+    ...     print(line.line())
+    post.md:1: skipped 1 line(s) of prose, comments and output (printed results are read apart)
+    post.md:4: took `vllm serve` (the server, vLLM)
+    >>> print(outcome.lines[3].shown())
+    post.md:4: changed -> image, docker, server, model (`vllm serve` (the server, vLLM))
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+from hgxkit.errors import InputError
+from hgxkit.imageref import normalized
+from hgxkit.importing.bare_launch import bare_run
+from hgxkit.importing.benchmarks import benchmarks
+from hgxkit.importing.commands import PLACEHOLDER, Simple, simple_commands
+from hgxkit.importing.docker_run import foreign_hardware, scrub_run
+from hgxkit.importing.documents import read_documents
+from hgxkit.importing.engine_refusal import engine_refusal, unchecked_flags
+from hgxkit.importing.fill import BRACED, FILL_IN, fill_hint, fill_posts
+from hgxkit.importing.formats import DOCUMENT_FORMATS, SCRIPT_FORMATS, format_of
+from hgxkit.importing.group_join import join_groups
+from hgxkit.importing.model_placement import DEFAULT_MODELS_DIR, place_model
+from hgxkit.importing.outcome import (
+    ImportOutcome,
+    ImportRefused,
+    LineAccount,
+    Report,
+    account_lines,
+    finish,
+    place,
+)
+from hgxkit.importing.post import PostFile, find_commands, read_post
+from hgxkit.importing.reading import Candidate, Reading
+from hgxkit.importing.variables import Scope
+from hgxkit.importing.vllm_multinode import RayNode, cluster_nodes, ray_group, ray_run
+from hgxkit.importing.workdir import based_run, directory_before
+from hgxkit.kinds import (
+    DEFAULT_KIND,
+    KINDS,
+    UNSUPPORTED,
+    ServerKind,
+    detect_kind,
+    python_program,
+)
+from hgxkit.netaddr import is_loopback
+from hgxkit.recipe.diff import Difference, diff_recipes
+from hgxkit.recipe.docker_options import canonical
+from hgxkit.recipe.docker_parse import ParsedRun
+from hgxkit.recipe.nodes import HGX_GPUS, join_ranks, parallel_size, rank_flags, rank_of, spans_nodes
+from hgxkit.recipe.read import MAX_RECIPE_BYTES
+from hgxkit.recipe.server_args import ServerCommand
+from hgxkit.recipe.shellwords import Word, shell_value
+from hgxkit.recipe.spec import DockerSpec, ImageRef, ModelSpec, Recipe, Source
+from hgxkit.secrets import is_secret_flag, is_secret_name
+
+# Signs of hardware hgxkit does not serve on: AMD ROCm and Huawei Ascend.
+_AMD_ENV = re.compile(r"^(?:VLLM_ROCM_|HIP_|ROCR_|HSA_|ROCM_)")
+_ASCEND_ENV = re.compile(r"^(?:HCCL_|ASCEND_)")
+_WINDOWS_MOUNT = re.compile(r"(?:-v|--volume|--mount)[=\s]+[\"']?(?:[^\s\"']*?(?:source|src)=)?([A-Za-z]:\\[^\s\"':]*)")
+# A mount's host side the node's shell or working directory decides: `~`, `~/x`, `.`, `./x`, `../x`.
+_RELATIVE_SOURCE = re.compile(r"(?:~|\.\.?)(?:/|$)")
+
+
+@dataclass(frozen=True)
+class ImportOptions:
+    """What the person importing says that the post does not: recipe name, image, kind, model, which command."""
+
+    name: str | None = None
+    image: str | None = None
+    kind: str | None = None
+    model_repo: str | None = None
+    revision: str = "main"
+    models_dir: str = DEFAULT_MODELS_DIR
+    pick: int | None = None
+    fill: tuple[tuple[str, str], ...] = ()  # (placeholder, value) pairs of `--fill` (see fill)
+
+
+def import_post(files: Sequence[tuple[str, str]], options: ImportOptions | None = None) -> ImportOutcome:
+    """Import one recipe from the posts `files` ((name, text) pairs, read in order); a refusal is an
+    `ImportRefused` (an InputError) that holds its place and the account of the lines read."""
+    options = options or ImportOptions()
+    try:
+        files, filled = fill_posts(files, options.fill)
+        importer = _Importer(files, options)
+    except InputError as err:  # refused while reading (a file too long, a document that cannot be read)
+        raise _refused_unread(err.message, files) from None
+    importer.notes[:0] = filled
+    try:
+        return importer.run()
+    except ImportRefused:
+        raise
+    except InputError as err:
+        report = sorted(dict.fromkeys(importer.report), key=_report_order)
+        lines = account_lines(importer.posts, importer.simples, report, importer.notes)
+        texts = {post.name: post.clean for post in importer.posts}  # columns of the command, not of its prompt
+        raise ImportRefused(err.message, lines, texts) from None
+
+
+Built = tuple[Candidate, Recipe, list[str]]  # a serving command, the recipe it would be, its notes
+
+
+def _refused_unread(message: str, files: Sequence[tuple[str, str]]) -> ImportRefused:
+    """A refusal made before the posts' commands were read: every line is set aside, saying so (the one the
+    refusal names is `refused`), so `--explain` and `--json` still account for each."""
+    why = f"not read: the import was refused first ({message})"
+    lines = tuple(LineAccount(name, number, line, "set aside", why=why)
+                  for name, text in files for number, line in enumerate(text.split("\n"), 1))  # fmt: skip
+    return ImportRefused(message, lines, {name: tuple(text.split("\n")) for name, text in files})
+
+
+class _Importer:
+    def __init__(self, files: Sequence[tuple[str, str]], options: ImportOptions) -> None:
+        self.options = options
+        self.posts: list[PostFile] = []
+        for name, text in files:
+            if len(text) > MAX_RECIPE_BYTES:
+                raise InputError(f"{name}: longer than {MAX_RECIPE_BYTES >> 10} KiB; give the post, not a log")
+            self.posts.append(read_post(name, text))
+        self.simples: list[Simple] = []
+        for index, post in enumerate(self.posts):
+            # a compose file or manifest (a whole file, a ```yaml fence) is its format's; the shell scan skips it
+            post, documents = read_documents(post, DOCUMENT_FORMATS)
+            self.posts[index] = post
+            found = sorted(documents + simple_commands(find_commands(post)), key=lambda s: s.command.first)
+            for script in SCRIPT_FORMATS:  # a Slurm script's `srun CMD` is CMD on each node
+                found = script.rewrite(post, found)
+            self.simples += found
+        notes = [f"{p.name}:{line}: {what}" for p in self.posts for line, what in p.notes]
+        self.reading = Reading(self.simples, options.kind, notes)
+        self.notes = self.reading.notes  # one list: notes keep the order they were made in
+        self.report = self.reading.report
+        self.join = "one"  # how the serving commands join: one, ranks (over hosts), groups (of GPUs)
+        self.exported_name: str | None = None  # the recipe's name an hgxkit export's labels give
+
+    def run(self) -> ImportOutcome:
+        for simple in self.simples:
+            self._consider(simple)
+        chosen = self._choose()
+        recipe, where = self._build(chosen)
+        _host_relative_mounts(recipe, chosen[0][0])
+        _engine_refuses(recipe, chosen[0][0], self.notes)
+        recipe = self._benchmarks(recipe, chosen)
+        recipe = replace(recipe, name=self.options.name or self.exported_name or _name(recipe))
+        prose = self._prose()
+        kept = " ".join(recipe.server.words() + recipe.docker.words())
+        for name, places in self.reading.unset.items():
+            if f"${name}" not in kept and f"${{{name}}}" not in kept:
+                continue  # its word was replaced (a head address or port, given per deploy)
+            shown = ", ".join(f"{file}:{line}" if i == 0 or file != places[0][0] else str(line)
+                              for i, (file, line) in enumerate(places))  # fmt: skip
+            self.notes.append(
+                f"${name} is not set by the post ({shown}); the host's shell gives it when the command runs"
+            )
+        report = tuple(sorted(dict.fromkeys(self.report), key=_report_order))
+        outcome = finish(recipe, self.notes, where, report)
+        lines = account_lines(self.posts, self.simples, [r for r in report if r not in prose], outcome.notes)
+        return replace(outcome, lines=lines)
+
+    # --- what each command is ---
+
+    def _consider(self, simple: Simple) -> None:
+        _unended(simple)
+        if simple.kind == "broken":
+            error = simple.error()
+            assert error is not None
+            text = " ".join(simple.command.post.clean[simple.command.first - 1 : simple.command.last])
+            if re.search(r"docker run|serve|launch_server|api_server", text):
+                self.reading.servers.append(Candidate(simple, "broken", error=error))
+            elif re.search(r"\bray start\b|\brun_cluster\.sh\b", text):  # a host of a Ray cluster: it counts
+                self.reading.cluster.append(error)
+                self._said(simple, "skipped", f"a Ray start that cannot be read ({error.message.split(': ', 1)[-1]})")
+            else:
+                self._said(simple, "skipped", f"an unreadable command ({error.message.split(': ', 1)[-1]})")
+        elif simple.kind in ("assign", "export"):
+            names = [w.text.split("=", 1)[0] for w in simple.words[simple.kind == "export" :]]
+            self._said(simple, "read", f"variable(s) {', '.join(names)} (used where the post writes $NAME)")
+        elif simple.kind == "engine":
+            self.reading.servers.append(Candidate(simple, "engine", simple.engine))
+        elif (source := format_of(simple)) is not None:
+            source.take(simple, self.reading)
+        else:
+            why = "shell syntax" if simple.kind == "control" else "not a serving or benchmark command"
+            self._said(simple, "skipped", f"{' '.join(simple.texts[:3])} ({why})")
+
+    def _prose(self) -> list[Report]:
+        """One line per file for what is neither a command nor a number read: prose, logs, output."""
+        said = []
+        for post in self.posts:
+            covered = {
+                n for s in self.simples if s.command.post is post for n in range(s.command.first, s.command.last + 1)
+            }
+            prose = [n for n, line in enumerate(post.clean, 1) if line.strip() and n not in covered]
+            if prose:
+                what = f"{len(prose)} line(s) of prose, comments and output (printed results are read apart)"
+                said.append(Report(f"{post.name}:{prose[0]}", "skipped", what))
+        self.report += said
+        return said
+
+    def _said(self, simple: Simple, action: str, what: str, into: str = "") -> None:
+        self.reading.said(simple, action, what, into)
+
+    # --- which command is the server ---
+
+    def _choose(self) -> list[Built]:
+        servers = self.reading.servers
+        for number, server in enumerate(servers, 1):
+            server.number = number
+        if self.options.pick is not None:
+            if not 1 <= self.options.pick <= len(servers):
+                listed = "; ".join(f"{n}: {s.where()}" for n, s in enumerate(servers, 1)) or "none"
+                raise InputError(
+                    f"--pick {self.options.pick}: the post has {len(servers)} serving command(s) ({listed})"
+                )
+            for number, server in enumerate(servers, 1):
+                if number != self.options.pick:
+                    self._said(server.simple, "skipped", f"serving command {number} (--pick {self.options.pick})")
+            servers = [servers[self.options.pick - 1]]
+        engines = [s for s in servers if s.role == "engine"]
+        if engines:
+            raise _engine_refusal(engines[0], servers)
+        built: list[Built] = []
+        errors: list[InputError] = []
+        for server in servers:
+            if server.role == "broken":
+                try:  # a `<placeholder>` a shell reads as a redirection is named as what it is
+                    _placeholders(server.simple, angled_only=True)
+                    errors.append(server.error)  # type: ignore[arg-type]
+                except InputError as err:
+                    errors.append(err)
+                continue
+            try:
+                built.append((server, *self._provisional(server)))
+            except InputError as err:
+                errors.append(err)
+        if not built:
+            if errors:
+                raise errors[0]
+            raise self._no_server()
+        taken = {id(b[0]) for b in built}  # by identity: comparing candidates by value made this quadratic
+        for server, error in zip([s for s in servers if id(s) not in taken], errors, strict=False):
+            self._said(server.simple, "skipped", f"a serving command that cannot be imported: {error.message}")
+        chosen, self.join = _one_setup(built)
+        return chosen
+
+    def _no_server(self) -> InputError:
+        names = ", ".join(p.name for p in self.posts)
+        shells = list(self.reading.containers)
+        foreign = foreign_hardware(shells[0]) if shells else None
+        if foreign is not None:
+            return InputError(f"{shells[0].simple.where()}: {foreign.title} ({foreign.name}) is not supported: hgxkit "
+                              "serves NVIDIA HGX-H200 nodes")  # fmt: skip
+        if shells:
+            return InputError(
+                f"{shells[0].simple.where()}: no serving command in {names}: the container runs "
+                f"`{' '.join(shells[0].run.command) or 'its entrypoint'}` and the post does not say what runs in it; "
+                "import the post that has the server command"
+            )
+        # plain client commands first, then those run with `docker run`
+        benches = sorted(self.reading.benches, key=lambda b: b[0].kind == "docker-run")
+        if benches:
+            return InputError(
+                f"{benches[0][0].where()}: no serving command in {names}, only {len(benches)} benchmark command(s); "
+                "import it together with the post that has the server (hgxkit recipe import SERVER.txt THIS.txt)"
+            )
+        return InputError(
+            f"{names}: no serving command found (docker run, sglang serve, python -m sglang.launch_server, "
+            "vllm serve); give the post that has it"
+        )
+
+    def _provisional(self, server: Candidate) -> tuple[Recipe, list[str]]:
+        """The recipe one serving command would be, before its model is placed; raise InputError if it cannot be."""
+        simple = server.simple
+        post = simple.command.post
+        where = simple.where()
+        notes = list(server.notes) + list(simple.notes)
+        _placeholders(simple, angled_only=True)
+        if simple.in_block:
+            raise InputError(f"{where}: the command runs inside an `{simple.in_block}` block; its words depend on "
+                             "shell logic: give the command as it runs")  # fmt: skip
+        words = self.reading.resolved(simple)
+        substitution = next((w for w in words if w.is_operator), None)
+        if substitution is not None:
+            raise InputError(
+                f"{post.name}: line {substitution.line}, column {substitution.column}: {substitution.text!r} "
+                "(a command substitution or subshell) is not imported; replace it by its value"
+            )
+        _windows_paths(simple)
+        if server.run is None:
+            texts = [w.text for w in words]
+            run, kind = bare_run(server, texts, notes, reading=self.reading, image=self.options.image)
+        else:
+            run, kind = server.run, server.kind
+            run = replace(run, command=tuple(server.words if server.words is not None else run.command))
+            if simple.prefix:
+                notes.append(f"{where}: {' '.join(w.text for w in simple.prefix)} before `docker run` only sets the "
+                             "docker client's environment; dropped")  # fmt: skip
+        run = self._based(run, server, notes)
+        cluster = self._cluster(server, kind or self.options.kind)
+        if cluster is not None:
+            run = ray_run(run, cluster[0], where, notes)
+        if server.run is not None and server.context is not None:  # `docker exec` into the post's `docker run -itd`
+            _placeholders(server.context.simple)
+        run = self._image(run, simple, notes)
+        kind = self.options.kind or kind or _detect(run, where)
+        _hardware(server, run, Scope.before(self.simples, simple), simple.assignments)
+        docker, command, grouping = scrub_run(run, kind, post.name, notes)
+        recipe = Recipe(name="imported", image=ImageRef(run.image), docker=docker, server=command,
+                        model=ModelSpec(repo_id=None), groups=grouping)  # fmt: skip
+        ray = recipe.server.server_kind.ray
+        if cluster is not None and ray is not None:
+            for node in (cluster[0], *cluster[1]):
+                _placeholders(node.simple)
+            recipe = ray_group(recipe, ray, *cluster, where, notes)
+        _fits(recipe, server)
+        _placeholders(simple)  # `YOUR_…`, `/path/to/…`: after what the setup cannot be at all (hardware, size)
+        if not self.options.model_repo:  # `--model-repo` names the model the placeholder stands for
+            _model_placeholder(recipe.server, where)
+        return recipe, notes
+
+    def _cluster(self, server: Candidate, kind: str | None) -> tuple[RayNode, list[RayNode]] | None:
+        """The Ray cluster a bare launch runs on: the post starts one (see vllm_multinode) and the launch's kind
+        runs on Ray; None otherwise."""
+        if not self.reading.cluster or server.run is not None:
+            return None
+        if KINDS[kind or server.kind or DEFAULT_KIND].ray is None:
+            return None
+        return cluster_nodes(self.reading.cluster)
+
+    def _image(self, run: ParsedRun, simple: Simple, notes: list[str]) -> ParsedRun:
+        if self.options.image:
+            if self.options.image != run.image:
+                notes.append(f"{simple.where()}: --image {self.options.image} replaces the post's {run.image}")
+            return replace(run, image=self.options.image)
+        image = run.image
+        aliases = {normalized(name): value for name, value in self.reading.aliases.items()}
+        if normalized(image) in aliases:
+            source, where = aliases[normalized(image)]
+            notes.append(f"{simple.where()}: {image} is `docker tag` of {source} ({where}); {source} is pulled")
+            image = source
+        # an image the post builds before it runs it (a build shown after the run is an alternative to pulling)
+        built = {normalized(name): (name, where) for name, where in self.reading.built.items()
+                 if self._before(where, simple)}  # fmt: skip
+        if normalized(image) in built:
+            name, at = built[normalized(image)]
+            spelled = "" if name == image else f" (tagged {name})"
+            raise InputError(
+                f"{simple.where()}: the image {image} is built by `docker build` ({at}{spelled}) from a source "
+                "checkout; a node cannot pull it: give --image REF of a pullable image"
+            )
+        if "$" in image:
+            raise InputError(f"{simple.where()}: the image {shell_value(image)} is a variable the post does not set; "
+                             "give --image REF")  # fmt: skip
+        return replace(run, image=image)
+
+    def _based(self, run: ParsedRun, server: Candidate, notes: list[str]) -> ParsedRun:
+        """A posted `docker run` (or the `docker run -itd` a `docker exec` server runs in) with its relative host
+        paths written out from the directory the post's `cd` lines leave (see `workdir`)."""
+        if server.run is None:
+            return run  # a bare launch's `docker run` is hgxkit's own: every path in it is absolute
+        started = server.context.simple if server.context is not None else server.simple
+        cwd, cd_where = directory_before(self.simples, started)
+        if cwd is None or cd_where is None:
+            return run
+        based = based_run(run, cwd, cd_where, started.where(), notes)
+        if based != run:
+            what = f"`cd {cwd}` (the base of relative paths at {started.where()})"
+            self.report.append(Report(cd_where, "read", what))
+        return based
+
+    def _before(self, where: str, simple: Simple) -> bool:
+        """True when the command at `where` (FILE:LINE) comes before `simple` in the posts' order."""
+        found = place(where)
+        files = [post.name for post in self.posts]
+        if found is None or found[0] not in files:
+            return True
+        here = (files.index(simple.command.post.name), simple.first_line)
+        return (files.index(found[0]), found[1]) < here
+
+    # --- the recipe ---
+
+    def _build(self, chosen: list[Built]) -> tuple[Recipe, str]:
+        server, recipe, notes = chosen[0]
+        where = server.where()
+        self.notes += notes
+        for other, _, _ in chosen:
+            self._said(other.simple, "took", _took(other, recipe), "image, docker, server, model")
+        if spans_nodes(recipe.server):
+            joined = join_ranks([r.server for _, r, _ in chosen], where=where)
+            recipe = replace(recipe, server=joined.server, groups=joined.groups)
+            self.notes += joined.notes
+        elif self.join == "groups":
+            grouped = join_groups([r.docker for _, r, _ in chosen], where=where)
+            recipe = replace(recipe, docker=grouped.docker, groups=grouped.groups)
+            self.notes += grouped.notes
+            if len({r.server.flag("--port") for _, r, _ in chosen}) > 1:
+                self.notes.append(f"{where}: every group's server listens on {recipe.server.flag('--port')} in its own "
+                                  "container; the groups' host ports differ")  # fmt: skip
+        exported = server.simple.exported
+        model_repo, revision = self.options.model_repo, self.options.revision
+        if exported is not None:
+            recipe = replace(recipe, image=exported.image_for(recipe.image.reference, where, self.notes))
+            if model_repo is None and exported.model_repo:  # the mounted model's repo and commit, as exported
+                model_repo, revision = exported.model_repo, exported.model_revision or revision
+        placed = place_model(recipe.docker, recipe.server, where=where, model_repo=model_repo,
+                             revision=revision, models_dir=self.options.models_dir)  # fmt: skip
+        self.notes += placed.notes
+        server_command = _reachable(placed.docker, placed.server, where, self.notes)
+        placed = replace(placed, server=server_command)
+        groups = recipe.groups
+        if groups is not None and groups.gpus_per_node is None and groups.size is not None:
+            groups = replace(groups, gpus_per_node=HGX_GPUS)
+            self.notes.append(f"{where}: groups.gpus_per_node is {HGX_GPUS} (an HGX-H200 node)")
+        recipe = replace(
+            recipe, docker=placed.docker, server=placed.server, model=placed.model, groups=groups,
+            description=f"Imported by `hgxkit recipe import` from {', '.join(p.label for p in self.posts)}.",
+            source=Source(notes=f"Serving command: {', '.join(s.simple.source() for s, _, _ in chosen)}."
+                          + (f" {exported.source_note()}" if exported is not None else "")),
+        )  # fmt: skip
+        self.exported_name = exported.recipe if exported is not None else None
+        return recipe, chosen[0][0].simple.command.post.name
+
+    def _benchmarks(self, recipe: Recipe, chosen: list[Built]) -> Recipe:
+        original = chosen[0][1]
+        served = {v for v in (recipe.server.flag("--served-model-name"), recipe.model.repo_id,
+                              original.server.flag(original.server.server_kind.model_flag)) if v}  # fmt: skip
+        values = {shell_value(u.value).lower() for u in recipe.server.uses() if u.value}
+        listening = recipe.server.flag("--port") or str(recipe.server.server_kind.default_port)
+        ports = {int(p) for p in [listening, *(m.host_port for m in recipe.docker.ports())] if p.isdigit()}
+        benches = sorted(
+            self.reading.benches, key=lambda b: _report_order(Report(b[0].span(), "", ""))
+        )
+        benches = [bench for bench in benches if self._filled_in(bench[0])]
+        found = benchmarks(self.posts, benches, served=served, values=values, ports=ports)
+        self.notes += found.notes
+        self.report += found.report
+        return replace(recipe, matrix=found.matrix, reference=found.reference)
+
+
+    def _filled_in(self, simple: Simple) -> bool:
+        """False (and the command set aside, saying why) for a benchmark command with a placeholder argument:
+        its cell would run the placeholder. The server is still imported; the note names what to fill in."""
+        try:
+            _placeholders(simple)
+        except InputError as err:
+            what = err.message.split(": ", 1)[1]
+            self.notes.append(f"{simple.where()}: benchmark command set aside: {what}")
+            self._said(simple, "skipped", f"a benchmark command with a placeholder ({what})")
+            return False
+        return True
+
+
+# What may differ between the commands of one setup: the ranks of a server over hosts, or its GPU groups.
+_GROUP_DIFFERENCES = {("docker", "--gpus"), ("docker", "--publish"), ("server", "--port"), ("docker", "--name")}
+
+
+def _one_setup(built: list[Built]) -> tuple[list[Built], str]:
+    """The command(s) of one setup and how they join (`one`, `ranks` of a server over hosts, GPU `groups`);
+    else a refusal naming what differs."""
+    first = built[0]
+    if len(built) == 1:
+        return built, "one"
+    multinode = all(spans_nodes(r.server) for _, r, _ in built)
+    ranks = {("docker", "--name"), *(("server", f) for f in rank_flags(first[1].server))}
+    allowed = ranks if multinode else _GROUP_DIFFERENCES
+    kept = [first]
+    for other in built[1:]:
+        found = diff_recipes(first[1], other[1])
+        differences = [d for d in found if (d.area, d.key) not in allowed]
+        if differences or (not multinode and found and ("docker", "--gpus") not in {(d.area, d.key) for d in found}):
+            raise _differ(built, first, other, differences or found)
+        if not found or (multinode and rank_of(first[1].server) == rank_of(other[1].server)):
+            other[2].append(f"{other[0].where()}: the same command as {first[0].where()}; taken once")
+            continue
+        kept.append(other)
+    return kept, ("ranks" if multinode else "groups") if len(kept) > 1 else "one"
+
+
+def _differ(built: list, first: tuple, other: tuple, differences: list[Difference]) -> InputError:
+    a, b = _at(first[0], first[0]), _at(other[0], first[0])
+    shown = "; ".join(f"{d.area} {d.key}: {d.a} ({a}) vs {d.b} ({b})" for d in differences[:2])
+    more = f" and {len(differences) - 2} more" if len(differences) > 2 else ""
+    listed = ", ".join(f"{s.number}: {_at(s, first[0])}" for s, _, _ in built)
+    return InputError(
+        f"{first[0].where()}: {len(built)} serving commands that are not one setup: they differ in {shown}{more}; "
+        f"import one with --pick N ({listed})"
+    )
+
+
+def _at(server: Candidate, near: Candidate) -> str:
+    """`line N` for a command of the same file as `near`, else `FILE:N`."""
+    same = server.simple.command.post is near.simple.command.post
+    return f"line {server.simple.first_line}" if same else server.where()
+
+
+def _took(server: Candidate, recipe: Recipe) -> str:
+    image = f", {recipe.image.reference}" if server.run is not None else ""
+    words = python_program(server.simple.texts)
+    program = words[:3] if words[:2] == ["python3", "-m"] else words[:2]
+    return f"`{' '.join(program)}` (the server, {recipe.server.server_kind.title}{image})"
+
+
+def _detect(run: ParsedRun, where: str) -> str:
+    try:
+        return detect_kind(run.image, python_program(list(run.command))).name
+    except InputError as err:
+        if "is not supported" in err.message:
+            raise InputError(f"{where}: {err.message}") from None
+        raise InputError(
+            f"{where}: cannot tell which server {run.image} runs; pass --kind sglang or --kind vllm"
+        ) from None
+
+
+def _engine_refusal(engine: Candidate, servers: list[Candidate]) -> InputError:
+    other = next(o for o in UNSUPPORTED if o.name == engine.kind)
+    supported = "NVIDIA HGX-H200 nodes" if other.hardware else " and ".join(k.title for k in KINDS.values())
+    also = [s for s in servers if s is not engine and s.role != "engine"]
+    tail = (
+        f"; the post also launches {len(also)} other server(s) ({', '.join(s.where() for s in also)})" if also else ""
+    )
+    return InputError(
+        f"{engine.where()}: {other.title} ({other.name}) is not supported: hgxkit serves {supported}{tail}"
+    )
+
+
+# Commands whose words become recipe fields: a lost line of theirs changes the recipe.
+_TAKEN_KINDS = frozenset({"docker-run", "docker-exec", "server", "bench", "engine"})
+
+
+def _unended(simple: Simple) -> None:
+    """Refuse a serving, docker or benchmark command whose next line reads as its continuation though the
+    command ended without a backslash: a shell would run that line apart (or fail on it), and the import would
+    keep the command without it. Not guessed: the poster rejoins the lines."""
+    command = simple.command
+    if command.unended is None or simple.kind not in _TAKEN_KINDS:
+        return
+    line, column, word = command.unended
+    raise InputError(
+        f"{command.post.name}: line {line}, column {column}: {word!r} follows the command at line {command.first} "
+        f"(ended at line {command.last} without a trailing backslash): a continuation backslash may be missing; "
+        "add it, or put a blank line between them if they are apart"
+    )
+
+
+
+
+def _placeholders(simple: Simple, *, angled_only: bool = False) -> None:
+    """Refuse a placeholder in any argument the command would run with (a docker option, a server flag, a
+    benchmark argument): `<name>` (also `<several words>`, which a shell reads as redirections), `YOUR_…`,
+    `/path/to/…`; it names the placeholder and its flag. One standing for a secret is fine: the secret is
+    taken from the environment anyway."""
+    words = simple.words
+    braced = None if angled_only else _braced(simple)
+    if braced is not None:
+        line, column, text = braced
+        index = next((i for i, w in enumerate(words) if (w.line, w.column) >= (line, column)), len(words) - 1)
+        raise InputError(f"{simple.command.post.name}: line {line}, column {column}: {text} is a placeholder"
+                         f"{_owner(words, index)}; {fill_hint(text)}")  # fmt: skip
+    for index, word in enumerate(words):
+        if word.is_operator and word.text == "<":
+            close = next((i for i in range(index + 1, len(words)) if words[i].is_operator), None)
+            if close is None or not words[close].text.startswith(">") or close == index + 1:
+                continue
+            text = f"<{' '.join(w.text for w in words[index + 1 : close])}>"
+            owner = words[index - 1].text if index else ""
+            if owner.endswith("=") and is_secret_name(owner[:-1]):
+                continue
+        elif not word.is_operator and _placeholder_in(word.text, angled_only):
+            name = word.text.split("=", 1)[0] if "=" in word.text else ""
+            flag = words[index - 1].text if index else ""
+            if is_secret_name(name) or is_secret_flag(flag) or is_secret_name(flag.lstrip("-").replace("-", "_")):
+                continue
+            text = (PLACEHOLDER.search(word.text) or FILL_IN.search(word.text)).group()  # type: ignore[union-attr]
+        else:
+            continue
+        raise InputError(f"{simple.command.post.name}: line {word.line}, column {word.column}: {text} is a "
+                         f"placeholder{_owner(words, index)}; {fill_hint(text)}")  # fmt: skip
+
+
+# A model written as an upper-case name (`model=MODEL_PATH`): a value left for the reader, not a repository or path.
+_NAMED_BLANK = re.compile(r"[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+|MODEL")
+
+
+def _model_placeholder(server: ServerCommand, where: str) -> None:
+    """Refuse a model flag whose value is an upper-case placeholder name (a script's `model=MODEL_PATH`)."""
+    flag = server.server_kind.model_flag
+    value = server.flag(flag)
+    if value is not None and _NAMED_BLANK.fullmatch(value):
+        raise InputError(f"{where}: {flag} {value} is a placeholder (a name to fill in, not a model); write the "
+                         "model's repository or path")  # fmt: skip
+
+
+def _braced(simple: Simple) -> tuple[int, int, str] | None:
+    """(line, column, text) of a `{your model directory}` placeholder in the command's lines (a shell splits it
+    into words, so it is looked for in the line)."""
+    command = simple.command
+    for offset, line in enumerate(command.post.clean[command.first - 1 : command.last]):
+        match = BRACED.search(line)
+        if match:
+            return command.first + offset, match.start() + 1, match.group()
+    return None
+
+
+def _placeholder_in(text: str, angled_only: bool) -> bool:
+    return bool(PLACEHOLDER.search(text) or (not angled_only and FILL_IN.search(text)))
+
+
+def _owner(words: Sequence[Word], index: int) -> str:
+    """` (the value of FLAG)` for the flag or option a word belongs to, else ` (an argument of PROGRAM)`."""
+    word = words[index].text
+    if word.startswith("-") and "=" in word:
+        return f" (the value of {word.split('=', 1)[0]})"
+    before = next((w.text for w in reversed(words[:index]) if not w.is_operator), "")
+    if before.startswith("-"):
+        return f" (the value of {before.split('=', 1)[0]})"
+    return f" (an argument of {words[0].text})" if words else ""
+
+
+def _hardware(server: Candidate, run: ParsedRun, scope: Scope, prefix: dict[str, str]) -> None:
+    """Refuse setups for accelerators other than NVIDIA's (AMD ROCm, Huawei Ascend), naming what shows it."""
+    where = server.where()
+    context = server.context.run if server.context else None
+    images = [run.image] + ([context.image] if context else [])
+    for image in images:
+        if "rocm" in image.lower():
+            raise InputError(f"{where}: {image} is an AMD ROCm image; hgxkit serves NVIDIA HGX-H200 nodes")
+        if "ascend" in image.lower():
+            raise InputError(f"{where}: {image} is a Huawei Ascend image; hgxkit serves NVIDIA HGX-H200 nodes")
+    for parsed in [run] + ([context] if context else []):
+        for entry in parsed.entries:
+            for use in entry.uses:
+                if canonical(use.option.name) == "--device" and (use.value or "").startswith(("/dev/kfd", "/dev/dri")):
+                    raise InputError(f"{where}: --device {use.value} is an AMD GPU device; hgxkit serves NVIDIA "
+                                     "HGX-H200 nodes")  # fmt: skip
+    names = [*scope.exported(), *prefix, *(v.split("=", 1)[0] for v in _env_values(run))]
+    for name in names:
+        if _AMD_ENV.match(name):
+            raise InputError(f"{where}: {name} is an AMD ROCm setting; hgxkit serves NVIDIA HGX-H200 nodes")
+        if _ASCEND_ENV.match(name):
+            raise InputError(f"{where}: {name} is a Huawei Ascend (HCCL) setting; hgxkit serves NVIDIA HGX-H200 nodes")
+
+
+def _engine_refuses(recipe: Recipe, server: Candidate, notes: list[str]) -> None:
+    """Refuse, at the word of the post that causes it, what the engine itself would refuse at start-up; note the
+    flags no option table of the image's version could judge."""
+    refusal = engine_refusal(recipe)
+    if refusal is not None:
+        raise InputError(f"{_word_at(refusal.word, server)}: the engine would refuse: {refusal.reason}")
+    for unchecked in unchecked_flags(recipe):
+        notes.append(f"{_word_at(unchecked.word, server)}: {unchecked.reason}")
+
+
+def _word_at(text: str, server: Candidate) -> str:
+    """`post: line L, column C` of the first word of the server's command that holds `text`."""
+    word = next((w for w in server.simple.words if text in w.text), None)
+    return f"{server.simple.command.post.name}: line {word.line}, column {word.column}" if word else server.where()
+
+
+def _host_relative_mounts(recipe: Recipe, server: Candidate) -> None:
+    """Refuse a bind mount whose host side is left to the node's shell or working directory (`~/…`, `./…`):
+    the recipe does not load (`~`) or Docker 20.10 refuses it as a volume name (`./`), so it would not deploy."""
+    for use in recipe.docker.uses():
+        name = canonical(use.option.name)
+        value = shell_value(use.value or "")  # an expanding `~` is kept as `$~`
+        if name == "--volume":
+            source = value.split(":", 1)[0]
+        elif name == "--mount":
+            fields = dict(f.partition("=")[::2] for f in value.split(","))
+            source = fields.get("source") or fields.get("src") or ""
+        else:
+            continue
+        if not _RELATIVE_SOURCE.match(source):
+            continue
+        word = next((w for w in server.simple.words if source in w.text), None)
+        post = server.simple.command.post.name
+        at = f"{post}: line {word.line}, column {word.column}" if word else server.where()
+        why = ("~ is the home of whoever runs the command, root when hgxkit deploys" if source.startswith("~")
+               else "a relative path depends on the directory the command runs in, and Docker 20.10 takes it "
+               "for a volume name")  # fmt: skip
+        raise InputError(f"{at}: {name} {value}: the host side {source} is not a fixed directory ({why}); "
+                         "write the absolute host directory")  # fmt: skip
+
+
+def _env_values(run: ParsedRun) -> list[str]:
+    return [u.value or "" for e in run.entries for u in e.uses if canonical(u.option.name) == "--env"]
+
+
+def _windows_paths(simple: Simple) -> None:
+    post = simple.command.post
+    for offset, line in enumerate(post.clean[simple.command.first - 1 : simple.command.last]):
+        match = _WINDOWS_MOUNT.search(line)
+        if match:
+            raise InputError(
+                f"{post.name}: line {simple.command.first + offset}, column {match.start(1) + 1}: {match.group(1)} "
+                "is a Windows path; hgxkit runs Linux nodes: mount the Linux directory that holds the model"
+            )
+
+
+def _fits(recipe: Recipe, server: Candidate) -> None:
+    """Refuse a server that needs more GPUs than its hosts have, or vLLM data parallelism spread by hand."""
+    kind = recipe.server.server_kind
+    where = server.where()
+    total = parallel_size(recipe.server, where)
+    # over nodes, `join_ranks` (or `ray_group`) checks each host's share
+    if total > HGX_GPUS and not spans_nodes(recipe.server) and recipe.node_count() < 2:
+        flag = _flag_word(server, kind)
+        at = f"{server.simple.command.post.name}: line {flag.line}, column {flag.column}" if flag else where
+        raise InputError(
+            f"{at}: tp x pp x dp = {total} GPUs, but an HGX-H200 node has {HGX_GPUS} and the command runs on one "
+            f"node: spread it with --nnodes {-(-total // HGX_GPUS)} and --node-rank, or start a Ray cluster over the "
+            "hosts"
+        )
+
+
+def _flag_word(server: Candidate, kind: ServerKind) -> Word | None:
+    """The word of the post that sets the parallel size (to point at it)."""
+    wanted = {kind.tp_flag, kind.pp_flag, kind.dp_flag}
+    return next((w for w in server.simple.words if kind.canonical_flag(w.text.split("=")[0]) in wanted), None)
+
+
+def _name(recipe: Recipe) -> str:
+    groups = recipe.groups
+    candidate = (groups.name_template or "").replace("{{group}}", "") if groups else ""
+    candidate = candidate or (recipe.docker.last("--name") or "")
+    model = recipe.model.repo_id or recipe.model.local_dir
+    if not candidate and model:
+        parts = model.rstrip("/").split("/")
+        # a snapshot directory is named by its commit: the model's name is the directory above it
+        candidate = parts[-2] if len(parts) > 1 and re.fullmatch(r"[0-9a-f]{12,}", parts[-1]) else parts[-1]
+    if not candidate:
+        candidate = recipe.image.reference.split("@")[0].rsplit("/", 1)[-1].replace(":", "-")
+    slug = re.sub(r"[^a-z0-9._-]+", "-", shell_value(candidate).lower()).strip("-._")
+    return slug or "imported"
+
+
+def _reachable(docker: DockerSpec, server: ServerCommand, where: str, notes: list[str]) -> ServerCommand:
+    """The server with `--host 0.0.0.0` where its engine listens on loopback by default (SGLang) inside a
+    container whose port is published: as posted, the published port reaches nothing in the container (the
+    server never answers, and the deploy would wait for it). Where the host side listens is hgxkit's choice
+    (`bind_address`, loopback unless set), not the container's."""
+    kind = server.server_kind
+    if server.has("--host") or not is_loopback(kind.default_host):
+        return server
+    if not docker.ports() or docker.last("--network") == "host":
+        return server
+    notes.append(f"{where}: --host 0.0.0.0 added: {kind.title} listens on {kind.default_host} by default, which "
+                 "the container's published port cannot reach (the host side binds per bind_address)")  # fmt: skip
+    return ServerCommand(server.program, (*server.args, ("--host", "0.0.0.0")), server.kind)
+
+
+def _report_order(report: Report) -> tuple[str, int]:
+    name, _, lines = report.where.rpartition(":")
+    return name, int(lines.split("-")[0]) if lines.split("-")[0].isdigit() else 0

@@ -1,0 +1,547 @@
+"""A Kubernetes manifest (Pod, Deployment, StatefulSet, Job, LeaderWorkerSet, KServe InferenceService or
+ServingRuntime) as the `docker run` of its serving container, so that check, render and the node's policy judge
+it like any posted `docker run`.
+
+The serving container is the one that asks for `nvidia.com/gpu` (its count is the GPU group: `--gpus N`) or
+launches a server; the pod around it gives the options a container feels: `hostNetwork` `--network host`,
+`hostIPC` `--ipc host`, `hostPID` `--pid host`, `securityContext` `--privileged`/`--cap-add`/`--user`/
+`--security-opt`, `runtimeClassName: nvidia` `--runtime nvidia`. `command` replaces the image's entrypoint and
+`args` its command, as in Kubernetes; `$(VAR)` is expanded from the container's `env` as the kubelet does, and a
+`sh -c "…"` that runs one plain launch runs it directly. `env` values become `-e NAME=value`, a `secretKeyRef`
+the declared secret `-e NAME` (its value from the environment at run time). Volumes: a `hostPath` is a bind mount;
+a PersistentVolumeClaim that holds the model the server reads is a directory under the models directory, any
+other claim a named volume; an `emptyDir` of medium Memory at /dev/shm is `--shm-size` (its `sizeLimit`, else
+`--ipc host`). A server over several pods (a StatefulSet's ordinals, a LeaderWorkerSet's leader and workers)
+is read from its first pod: rank 0, the leader's address a name hgxkit replaces by the head node's
+(`LWS_LEADER_ADDRESS`, `LWS_GROUP_SIZE`, `LWS_WORKER_INDEX`, the pod-index label); a LeaderWorkerSet's pods,
+which reach each other on any port, run on the host network (`--network host`). What a manifest sets that a
+`docker run` cannot give (a ConfigMap or Secret volume, an env value from the pod's status, AMD or Ascend
+devices) is refused by name; what changes nothing the container runs with (probes, Services, scheduling) is a
+note or set aside.
+
+Example:
+    >>> from hgxkit.importing.documents import load_documents, yaml_regions
+    >>> from hgxkit.importing.post import read_post
+    >>> post = read_post("pod.yaml", "apiVersion: v1\\nkind: Pod\\nmetadata: {name: llm}\\nspec:\\n  containers:\\n"
+    ...     "  - name: s\\n    image: vllm/vllm-openai:v0.9.0\\n    args: [--model, org/m]\\n"
+    ...     "    resources: {limits: {nvidia.com/gpu: 2}}\\n")
+    >>> [simple] = KUBERNETES.simples(load_documents(post, yaml_regions(post)[0]))
+    >>> " ".join(simple.texts)
+    'docker run --gpus 2 vllm/vllm-openai:v0.9.0 --model org/m'
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from hgxkit.errors import InputError
+from hgxkit.importing.commands import Simple
+from hgxkit.importing.documents import (
+    LINE,
+    LINES,
+    SHAPE_ERRORS,
+    Document,
+    WordAt,
+    as_input_error,
+    container_command,
+    document_simple,
+    literal,
+    refused,
+    take_document,
+)
+from hgxkit.importing.model_placement import DEFAULT_MODELS_DIR
+from hgxkit.importing.provenance import Exported, exported_by_hgxkit
+from hgxkit.importing.reading import Reading
+from hgxkit.kinds import KINDS, UNSUPPORTED, image_matches, python_program
+from hgxkit.recipe.nodes import HGX_GPUS
+
+_KUBE_VARIABLE = re.compile(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_.-]*)\)")
+_POD_TEMPLATE = ("Deployment", "StatefulSet", "Job", "DaemonSet", "ReplicaSet", "ReplicationController")
+_RUNTIMES = ("ServingRuntime", "ClusterServingRuntime")
+_LWS_HEAD = "lws-leader"  # the leader's address in the imported command; replaced by the head node's
+_ACCELERATORS = {"amd.com/gpu": "AMD ROCm", "huawei.com/Ascend910": "Huawei Ascend", "huawei.com/npu": "Huawei Ascend"}
+_VOLUME_FILES = ("configMap", "secret", "projected", "downwardAPI", "csi", "nfs", "ephemeral")
+
+
+class Kubernetes:
+    """A Kubernetes manifest: its serving container a `docker run` (see the module docstring)."""
+
+    name = "Kubernetes manifest"
+
+    def claims(self, simple: Simple) -> bool:
+        return simple.kind == "kubernetes"
+
+    def take(self, simple: Simple, reading: Reading) -> None:
+        take_document(simple, reading)
+
+    def claims_document(self, data: Any) -> bool:
+        return isinstance(data, dict) and "apiVersion" in data and "kind" in data
+
+    def simples(self, documents: Sequence[Document]) -> list[Simple]:
+        runtimes = {_meta(d.data).get("name"): d for d in documents if d.data.get("kind") in _RUNTIMES}
+        used = {(d.data.get("spec") or {}).get("predictor", {}).get("model", {}).get("runtime")
+                for d in documents if d.data.get("kind") == "InferenceService"}  # fmt: skip
+        read: list[tuple[Document, list[_PodSpec] | Exception]] = []
+        for document in documents:
+            data = document.data
+            kind = data.get("kind")
+            name = _meta(data).get("name", "")
+            if kind in _RUNTIMES and name in used:
+                read.append((document, []))
+                continue
+            try:
+                read.append((document, _pods(document, runtimes)))
+            except (InputError, *SHAPE_ERRORS) as err:
+                read.append((document, err))
+        _place_groups([(d, p) for d, p in read if not isinstance(p, Exception)], documents)
+        out: list[Simple] = []
+        for document, pods in read:
+            data = document.data
+            kind = data.get("kind")
+            name = _meta(data).get("name", "")
+            if kind in _RUNTIMES and name in used:
+                out.append(_aside(document, f"{kind} {name}: read with the InferenceService that names it"))
+                continue
+            try:
+                if isinstance(pods, Exception):
+                    raise pods
+                if not pods:
+                    out.append(_aside(document, f"a {kind} ({name or 'unnamed'}): runs no container"))
+                exported = exported_by_hgxkit(_meta(data).get("annotations") or {})
+                for pod in pods:
+                    out += _Pod(document, pod, exported).simples()
+            except (InputError, *SHAPE_ERRORS) as err:
+                error = as_input_error(err, document.where(), f"{kind} {name}".strip())
+                out.append(refused(document, "kubernetes", error, document.first, document.last))
+        return out
+
+
+KUBERNETES = Kubernetes()
+
+
+def _meta(data: dict) -> dict:
+    return data.get("metadata") or {}
+
+
+def _aside(document: Document, why: str, first: int | None = None, last: int | None = None) -> Simple:
+    return document_simple(document, "kubernetes", (), first or document.first, last or document.last, [why])
+
+
+def _place_groups(read: list[tuple[Document, list[_PodSpec]]], documents: Sequence[Document]) -> None:
+    """Several single-pod workloads of one manifest, each asking for a number of GPUs that together fit one node:
+    the GPU groups of one setup, placed in order on consecutive GPUs (`__devices__`), each published on the port
+    of the Service that selects it (`__service_ports__`), so that the importer joins them as groups."""
+    workloads = []
+    for document, pods in read:
+        if document.data.get("kind") not in ("Deployment", "Pod", "StatefulSet") or len(pods) != 1:
+            continue
+        pod = pods[0]
+        counts = [_gpu_count(c) for c in pod.get("containers") or [] if isinstance(c, dict)]
+        counts = [c for c in counts if c]
+        if pod.get("__group__") is None and len(counts) == 1 and pod.get("__replicas__", 1) == 1:
+            workloads.append((document, pod, counts[0]))
+    if len(workloads) < 2 or sum(count for _, _, count in workloads) > HGX_GPUS:
+        return
+    services = [d.data for d in documents if d.data.get("kind") == "Service"]
+    first = 0
+    for document, pod, count in workloads:
+        pod["__devices__"] = list(range(first, first + count))
+        first += count
+        labels = _meta((document.data.get("spec") or {}).get("template") or document.data).get("labels") or {}
+        for service in services:
+            selector = (service.get("spec") or {}).get("selector") or {}
+            selector = {k: v for k, v in selector.items() if k not in (LINE, LINES)}
+            if selector and all(labels.get(k) == v for k, v in selector.items()):
+                pod["__service_ports__"] = {p.get("targetPort", p.get("port")): p.get("port")
+                                            for p in (service.get("spec") or {}).get("ports") or []}  # fmt: skip
+
+
+def _gpu_count(container: dict) -> int | None:
+    resources = container.get("resources") or {}
+    count = {**(resources.get("requests") or {}), **(resources.get("limits") or {})}.get("nvidia.com/gpu")
+    return count if isinstance(count, int) and count > 0 else None
+
+
+class _PodSpec(dict):
+    """A pod spec and what the workload around it says (name, role, group size, extra args, replicas)."""
+
+
+def _pods(document: Document, runtimes: dict[str, Document]) -> list[_PodSpec]:
+    data = document.data
+    kind = data.get("kind")
+    spec = data.get("spec") or {}
+    name = _meta(data).get("name", "")
+    found: list[tuple[dict, dict]] = []  # (pod spec, context)
+    if kind == "Pod" or kind in _RUNTIMES:
+        found.append((spec, {}))
+    elif kind in _POD_TEMPLATE:
+        found.append(((spec.get("template") or {}).get("spec") or {}, {"replicas": spec.get("replicas", 1)}))
+    elif kind == "CronJob":
+        job = (spec.get("jobTemplate") or {}).get("spec") or {}
+        found.append(((job.get("template") or {}).get("spec") or {}, {}))
+    elif kind == "LeaderWorkerSet":
+        template = spec.get("leaderWorkerTemplate") or {}
+        pod = template.get("leaderTemplate") or template.get("workerTemplate") or {}
+        context = {"group": template.get("size", 1), "replicas": spec.get("replicas", 1),
+                   "workers": template.get("workerTemplate")}  # fmt: skip
+        found.append((pod.get("spec") or {}, context))
+    elif kind == "InferenceService":
+        found.append(_predictor(document, spec.get("predictor") or {}, runtimes))
+    out = []
+    for pod, context in found:
+        item = _PodSpec(pod)
+        item.update({"__name__": name, "__kind__": kind, **{f"__{k}__": v for k, v in context.items()}})
+        out.append(item)
+    return out
+
+
+def _predictor(document: Document, predictor: dict, runtimes: dict[str, Document]) -> tuple[dict, dict]:
+    """The pod a KServe predictor runs: its own containers, or its model's ServingRuntime with the model's args."""
+    model = predictor.get("model")
+    if model is None:
+        return predictor, {}
+    line = model.get(LINE, document.first)
+    runtime = model.get("runtime")
+    if runtime not in runtimes:
+        model_format = (model.get("modelFormat") or {}).get("name", "?")
+        raise InputError(f"{document.where(line)}: predictor.model: modelFormat {model_format} runs KServe's own "
+                         f"runtime ({runtime or 'chosen by KServe'}), whose container the manifest does not show; "
+                         "give the ServingRuntime with it, or a predictor with `containers`")  # fmt: skip
+    pod = dict(runtimes[runtime].data.get("spec") or {})
+    containers = [dict(c) for c in pod.get("containers") or []]
+    if containers:
+        containers[0]["args"] = [*(containers[0].get("args") or []), *(model.get("args") or [])]
+        if model.get("resources"):
+            containers[0]["resources"] = model["resources"]
+    pod["containers"] = containers
+    return pod, {}
+
+
+class _Pod:
+    """The serving container of one pod spec as `docker run` words; the other containers set aside."""
+
+    def __init__(self, document: Document, pod: _PodSpec, exported: Exported | None = None) -> None:
+        self.document = document
+        self.pod = pod
+        self.exported = exported
+        self.name = pod["__name__"]
+        self.notes: list[str] = []
+        self.indexes: set[str] = set()  # env names that hold the pod index (rank 0 here)
+
+    def where(self, line: int | None) -> str:
+        return self.document.where(line)
+
+    def simples(self) -> list[Simple]:
+        containers = [c for c in self.pod.get("containers") or [] if isinstance(c, dict)]
+        serving = [c for c in containers if _gpus(c) or _launches(c)]
+        if not serving and len(containers) == 1 and _is_engine_image(containers[0]):
+            serving = containers
+        if not serving and containers and self.pod["__kind__"] in ("InferenceService", *_RUNTIMES):
+            serving = containers[:1]  # a predictor's first container is its model server, whatever its image
+        out: list[Simple] = []
+        for container in containers:
+            line = container.get(LINE, self.document.first)
+            if container not in serving:
+                out.append(_aside(self.document, f"container {container.get('name')} ({container.get('image')}): "
+                                  "no GPUs and no server, not imported", line, line))  # fmt: skip
+                continue
+            try:
+                words = self._run(container)
+            except (InputError, *SHAPE_ERRORS) as err:  # this container cannot be imported; another may be
+                error = as_input_error(err, self.where(line), f"container {container.get('name')}")
+                out.append(refused(self.document, "kubernetes", error, self.document.first, self.document.last))
+                continue
+            finally:
+                notes, self.notes = self.notes, []
+            # the whole document is the command's (its other lines are the pod around the container)
+            out.append(document_simple(self.document, "kubernetes", words, self.document.first, self.document.last,
+                                       notes, self.exported))  # fmt: skip
+        for container in self.pod.get("initContainers") or []:
+            line = container.get(LINE, self.document.first)
+            out.append(_aside(self.document, f"init container {container.get('name')}: not run by hgxkit", line, line))
+        if not containers:
+            out.append(_aside(self.document, f"{self.pod['__kind__']} {self.name}: no containers"))
+        return out
+
+    def _run(self, container: dict) -> list[WordAt]:
+        lines = container.get(LINES, {})
+        line = container.get(LINE, self.document.first)
+        at = self.where(line)
+        words: list[WordAt] = [("docker", line), ("run", line)]  # no --name: a workload's name is no container's
+        environment = self._variables(container)
+        words += self._gpus(container, lines.get("resources", line))
+        words += self._pod_options(line)
+        words += self._security(container, line)
+        if container.get("workingDir"):
+            words += [("--workdir", lines["workingDir"]), (literal(container["workingDir"]), lines["workingDir"])]
+        words += self._env(container, lines.get("env", line))
+        command = [self._expand(w, environment, at) for w in container.get("command") or []]
+        args = [self._expand(w, environment, at) for w in container.get("args") or []]
+        program = [*command, *args]
+        words += self._ports(container, lines.get("ports", line))
+        words += self._volumes(container, program, lines.get("volumeMounts", line))
+        image = container.get("image")
+        if not image:
+            raise InputError(f"{at}: container {container.get('name')}: no image")
+        option, after, notes = container_command(image, command if "command" in container else None,
+                                                 args, at)  # fmt: skip
+        self.notes += notes
+        if option is not None:
+            words += [("--entrypoint", lines.get("command", line)), (literal(option), lines.get("command", line))]
+        words.append((literal(image), lines.get("image", line)))
+        where_args = lines.get("args", lines.get("command", line))
+        # each word at its own item's line where it is an item as written (a `sh -c` string's words are not)
+        items = dict(reversed([*zip(command, getattr(container.get("command"), "lines", []), strict=False),
+                               *zip(args, getattr(container.get("args"), "lines", []), strict=False)]))  # fmt: skip
+        words += [(literal(w), items.get(w, where_args)) for w in after]
+        self._multinode(line)
+        return words
+
+    def _variables(self, container: dict) -> dict[str, str]:
+        """The values `$(NAME)` expands to: the container's plain env, LeaderWorkerSet's and the pod index."""
+        values: dict[str, str] = {}
+        if self.pod.get("__group__") is not None:
+            values.update(LWS_LEADER_ADDRESS=_LWS_HEAD, LWS_GROUP_SIZE=str(self.pod["__group__"]),
+                          LWS_WORKER_INDEX="0", LWS_NAME=self.name)  # fmt: skip
+        for item in container.get("env") or []:
+            if "value" in item:
+                values[item["name"]] = "" if item["value"] is None else str(item["value"])
+            elif _pod_index(item):
+                values[item["name"]] = "0"
+                self.indexes.add(item["name"])
+        return values
+
+    def _expand(self, text: Any, values: dict[str, str], where: str) -> str:
+        """`$(NAME)` as the kubelet expands it (`$$` is a literal `$`); one nothing defines is refused."""
+        text = str(text)
+
+        def one(match: re.Match[str]) -> str:
+            if match.group(0) == "$$":
+                return "$"
+            name = match.group(1)
+            if name not in values:
+                raise InputError(f"{where}: $({name}) is not defined by the container's env; write its value")
+            if name.startswith("LWS_"):
+                self.notes.append(f"{where}: $({name}) is {values[name]} (the leader pod, rank 0)")
+            return values[name]
+
+        expanded = _KUBE_VARIABLE.sub(one, text)
+        for name in self.indexes:  # a shell in the container would expand these from the pod's env
+            if re.search(rf"\${{?{name}\b", expanded):
+                self.notes.append(f"{where}: ${name} is the pod index, 0 for the first pod (rank 0)")
+                expanded = re.sub(rf"\${{{name}}}|\${name}\b", "0", expanded)
+        return expanded
+
+    def _gpus(self, container: dict, line: int) -> list[WordAt]:
+        resources = container.get("resources") or {}
+        limits = {**(resources.get("requests") or {}), **(resources.get("limits") or {})}
+        for key, hardware in _ACCELERATORS.items():
+            if key in limits:
+                at = next((m[LINES][key] for m in (resources.get("limits"), resources.get("requests"))
+                           if isinstance(m, dict) and key in m.get(LINES, {})), line)  # fmt: skip
+                raise InputError(f"{self.where(at)}: {key}: {limits[key]} asks for {hardware} accelerators; "
+                                 "hgxkit serves NVIDIA HGX-H200 nodes")  # fmt: skip
+        count = limits.get("nvidia.com/gpu")
+        if count is None:
+            raise InputError(f"{self.where(line)}: container {container.get('name')} asks for no nvidia.com/gpu "
+                             "(a CPU deployment?); hgxkit serves GPUs: set its nvidia.com/gpu limit")  # fmt: skip
+        noted = [k for k in limits if k not in ("nvidia.com/gpu", LINE, LINES)]
+        if noted:
+            self.notes.append(f"{self.where(line)}: resources {', '.join(map(str, noted))} not carried (the node's "
+                              "are the container's)")  # fmt: skip
+        devices = self.pod.get("__devices__")
+        if devices:
+            listed = ",".join(map(str, devices))
+            self.notes.append(f"{self.where(line)}: {self.pod['__kind__']} {self.name} asks for {count} GPU(s), one of "
+                              f"the manifest's GPU groups on one node: GPUs {listed} (on Kubernetes the device "
+                              "plugin chooses)")  # fmt: skip
+            return [("--gpus", line), (f'"device={listed}"', line)]
+        return [("--gpus", line), (str(count), line)]
+
+    def _pod_options(self, line: int) -> list[WordAt]:
+        pod = self.pod
+        lines = pod.get(LINES, {})
+        words: list[WordAt] = []
+        for key, option in (("hostNetwork", ("--network", "host")), ("hostIPC", ("--ipc", "host")),
+                            ("hostPID", ("--pid", "host"))):  # fmt: skip
+            if pod.get(key) is True:
+                words += [(option[0], lines.get(key, line)), (option[1], lines.get(key, line))]
+        if self._spans_pods() and pod.get("hostNetwork") is not True:
+            at = lines.get("hostNetwork", line)
+            words += [("--network", at), ("host", at)]
+            self.notes.append(f"{self.where(line)}: the {pod['__group__']} pods of {pod['__kind__']} {self.name} reach "
+                              "the leader on ports the manifest does not publish (the rendezvous's, NCCL's), as pods "
+                              "reach each other on Kubernetes: across docker hosts that is the host network "
+                              "(--network host), where the server's ports are its own")  # fmt: skip
+        runtime = pod.get("runtimeClassName")
+        if runtime == "nvidia":
+            at = lines.get("runtimeClassName", line)
+            words += [("--runtime", at), ("nvidia", at)]
+        elif runtime:
+            self.notes.append(f"{self.where(lines.get('runtimeClassName'))}: runtimeClassName {runtime} not carried")
+        replicas = pod.get("__replicas__", 1)
+        if isinstance(replicas, int) and replicas > 1 and pod.get("__group__") is None:
+            self.notes.append(f"{self.where(line)}: {pod['__kind__']} {self.name} runs {replicas} pods; this is the "
+                              "first (the recipe's groups place the others)")  # fmt: skip
+        return words
+
+    def _security(self, container: dict, line: int) -> list[WordAt]:
+        words: list[WordAt] = []
+        for context in (self.pod.get("securityContext") or {}, container.get("securityContext") or {}):
+            at = context.get(LINE, line)
+            if context.get("privileged"):
+                words += [("--privileged", at)]
+            for cap in (context.get("capabilities") or {}).get("add") or []:
+                words += [("--cap-add", at), (literal(cap), at)]
+            for cap in (context.get("capabilities") or {}).get("drop") or []:
+                words += [("--cap-drop", at), (literal(cap), at)]
+            if "runAsUser" in context:
+                group = f":{context['runAsGroup']}" if "runAsGroup" in context else ""
+                words += [("--user", at), (f"{context['runAsUser']}{group}", at)]
+            elif "runAsGroup" in context:
+                words += [("--group-add", at), (str(context["runAsGroup"]), at)]
+            if (context.get("seccompProfile") or {}).get("type") == "Unconfined":
+                words += [("--security-opt", at), ("seccomp=unconfined", at)]
+            if context.get("allowPrivilegeEscalation") is False:
+                words += [("--security-opt", at), ("no-new-privileges", at)]
+            if context.get("readOnlyRootFilesystem"):
+                words += [("--read-only", at)]
+        return words
+
+    def _env(self, container: dict, line: int) -> list[WordAt]:
+        words: list[WordAt] = []
+        for item in container.get("env") or []:
+            at = item.get(LINE, line)
+            name = item.get("name")
+            if "value" in item:
+                words += [("-e", at), (literal(f"{name}={'' if item['value'] is None else item['value']}"), at)]
+                continue
+            source = item.get("valueFrom") or {}
+            if "secretKeyRef" in source:
+                ref = source["secretKeyRef"]
+                self.notes.append(f"{self.where(at)}: {name} is the Secret {ref.get('name')} key {ref.get('key')}: "
+                                  f"declared as a secret, taken from the environment ({name}) at run time")  # fmt: skip
+                words += [("-e", at), (name, at)]
+            elif _pod_index(item):
+                self.notes.append(f"{self.where(at)}: {name} is the pod index, which the command reads as its rank: "
+                                  "hgxkit gives each host its rank")  # fmt: skip
+            else:
+                what = ", ".join(k for k in source if k not in (LINE, LINES)) or "valueFrom"
+                raise InputError(f"{self.where(at)}: env {name} comes from {what}, which a docker host does not "
+                                 "give; write its value")  # fmt: skip
+        for item in container.get("envFrom") or []:
+            at = item.get(LINE, line)
+            ref = item.get("secretRef") or item.get("configMapRef") or {}
+            what = "Secret" if "secretRef" in item else "ConfigMap"
+            raise InputError(f"{self.where(at)}: envFrom {what} {ref.get('name')}: its keys are not in the "
+                             "manifest; list each as env (a secretKeyRef is taken from the environment)")  # fmt: skip
+        return words
+
+    def _spans_pods(self) -> bool:
+        """True for a pod of a group of several pods (a LeaderWorkerSet's leader and workers)."""
+        size = self.pod.get("__group__")
+        return isinstance(size, int) and size > 1
+
+    def _ports(self, container: dict, line: int) -> list[WordAt]:
+        if self.pod.get("hostNetwork") is True or self._spans_pods():
+            return []
+        words: list[WordAt] = []
+        for port in container.get("ports") or []:
+            at = port.get(LINE, line)
+            target = port.get("containerPort")
+            host = port.get("hostPort", (self.pod.get("__service_ports__") or {}).get(target, target))
+            protocol = f"/{port['protocol'].lower()}" if port.get("protocol") not in (None, "TCP") else ""
+            words += [("-p", at), (f"{host}:{target}{protocol}", at)]
+        return words
+
+    def _volumes(self, container: dict, program: list[str], line: int) -> list[WordAt]:
+        volumes = {v.get("name"): v for v in self.pod.get("volumes") or [] if isinstance(v, dict)}
+        words: list[WordAt] = []
+        for mount in container.get("volumeMounts") or []:
+            at = mount.get(LINE, line)
+            target = mount.get("mountPath", "")
+            volume = volumes.get(mount.get("name"))
+            if volume is None:
+                raise InputError(f"{self.where(at)}: volumeMount {mount.get('name')}: no volume of that name in the "
+                                 "pod (a volumeClaimTemplate?); mount a hostPath")  # fmt: skip
+            mode = ":ro" if mount.get("readOnly") else ""
+            sub = f"/{mount['subPath']}" if mount.get("subPath") else ""
+            if "hostPath" in volume:
+                source = volume["hostPath"].get("path", "")
+                words += [("-v", at), (literal(f"{source}{sub}:{target}{mode}"), at)]
+            elif "persistentVolumeClaim" in volume:
+                claim = volume["persistentVolumeClaim"].get("claimName", mount.get("name"))
+                words += self._claim(claim, target, mode, program, at)
+            elif "emptyDir" in volume:
+                words += self._empty_dir(volume["emptyDir"] or {}, target, at)
+            else:
+                kind = next((k for k in volume if k in _VOLUME_FILES), next(iter(k for k in volume if k != "name")))
+                raise InputError(f"{self.where(at)}: volume {mount.get('name')} is a {kind}: its files are not in the "
+                                 f"manifest; mount the host directory that holds them at {target}")  # fmt: skip
+        return words
+
+    def _claim(self, claim: str, target: str, mode: str, program: list[str], at: int) -> list[WordAt]:
+        holds_model = any(w == target or w.startswith(target.rstrip("/") + "/") for w in program)
+        if holds_model:
+            source = f"{DEFAULT_MODELS_DIR}/{claim}"
+            self.notes.append(f"{self.where(at)}: the PersistentVolumeClaim {claim} holds the model at {target}: "
+                              f"it is the host directory {source}")  # fmt: skip
+            return [("-v", at), (literal(f"{source}:{target}{mode}"), at)]
+        self.notes.append(f"{self.where(at)}: the PersistentVolumeClaim {claim} at {target} is the named volume "
+                          f"{claim}")  # fmt: skip
+        return [("-v", at), (literal(f"{claim}:{target}{mode}"), at)]
+
+    def _empty_dir(self, empty: dict, target: str, at: int) -> list[WordAt]:
+        memory = empty.get("medium") == "Memory"
+        size = empty.get("sizeLimit")
+        if target.rstrip("/") == "/dev/shm" and memory:
+            if size:
+                return [("--shm-size", at), (_docker_size(str(size)), at)]
+            self.notes.append(f"{self.where(at)}: /dev/shm without a sizeLimit: the host's (--ipc host)")
+            return [("--ipc", at), ("host", at)]
+        if memory:
+            return [("--tmpfs", at), (literal(f"{target}:size={_docker_size(str(size))}" if size else target), at)]
+        return [("-v", at), (literal(target), at)]
+
+    def _multinode(self, line: int) -> None:
+        workers = self.pod.get("__workers__")
+        if workers:
+            self.notes.append(f"{self.where(line)}: the LeaderWorkerSet's workerTemplate runs ranks 1..; hgxkit "
+                              "renders each rank from the leader's command")  # fmt: skip
+        replicas = self.pod.get("__replicas__", 1)
+        if self.pod.get("__group__") is not None and isinstance(replicas, int) and replicas > 1:
+            self.notes.append(f"{self.where(line)}: replicas: {replicas} groups of the LeaderWorkerSet; the recipe "
+                              "is one")  # fmt: skip
+
+
+def _gpus(container: dict) -> bool:
+    resources = container.get("resources") or {}
+    limits = {**(resources.get("requests") or {}), **(resources.get("limits") or {})}
+    return any(key in limits for key in ("nvidia.com/gpu", *_ACCELERATORS))
+
+
+def _launches(container: dict) -> bool:
+    words = [str(w) for w in [*(container.get("command") or []), *(container.get("args") or [])]]
+    text = " ".join(words)
+    return any(k.launches(python_program(words)) or any(" ".join(p) in text for p in k.programs)
+               for k in KINDS.values())  # fmt: skip
+
+
+def _is_engine_image(container: dict) -> bool:
+    image = str(container.get("image") or "")
+    return any(image_matches(image, k.images) for k in (*KINDS.values(), *UNSUPPORTED))
+
+
+def _pod_index(item: dict) -> bool:
+    path = ((item.get("valueFrom") or {}).get("fieldRef") or {}).get("fieldPath", "")
+    return "pod-index" in path
+
+
+def _docker_size(size: str) -> str:
+    """A Kubernetes quantity (10Gi, 2G, 512Mi) as docker writes sizes (10g, 2g, 512m)."""
+    match = re.fullmatch(r"(\d+)([KMGT]i?)?", size.strip())
+    if not match:
+        return size
+    return match.group(1) + (match.group(2) or "b")[0].lower()

@@ -1,0 +1,191 @@
+"""Where an imported recipe's model lives, so that the deploy can place it before the server starts.
+
+A Hub id (`--model-path org/name`, vLLM's positional model) becomes `model.repo_id`, stored at
+`<models_dir>/<name>` on the host and mounted read-only at `/models/<name>`; the server is pointed at that
+verified local copy (its model flag rewritten, a bind mount added) and told to answer to the name clients
+used (`--served-model-name org/name`, unless the post names one), so posted benchmarks still match. A path
+under a mounted directory (`-v /data:/data --model-path /data/models/x`) is kept as it is: `local_dir` is the
+host side; `--model-repo` says which Hub repo it holds. Anything else is one error naming `--model-repo`.
+
+Example:
+    >>> from hgxkit.recipe.spec import DockerSpec
+    >>> from hgxkit.recipe.server_args import ServerCommand
+    >>> server = ServerCommand.from_words(["sglang", "serve", "--model-path", "org/Name-7B"], "sglang")
+    >>> placed = place_model(DockerSpec(("docker", "run"), ()), server, where="p:1")
+    >>> placed.model.local_dir, " ".join(placed.server.words()[2:])
+    ('/data/models/Name-7B', '--model-path /models/Name-7B --served-model-name org/Name-7B')
+    >>> [e.words for e in placed.docker.entries]
+    [('-v', '/data/models/Name-7B:/models/Name-7B:ro')]
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+from dataclasses import dataclass
+
+from hgxkit.errors import InputError
+from hgxkit.importing.commands import PLACEHOLDER
+from hgxkit.recipe.docker_parse import parse_option_words
+from hgxkit.recipe.schema import ABSOLUTE_PATH, REPO_ID
+from hgxkit.recipe.server_args import ServerCommand, is_flag
+from hgxkit.recipe.shellwords import shell_value
+from hgxkit.recipe.spec import DockerSpec, ModelSpec
+
+DEFAULT_MODELS_DIR = "/data/models"
+MOUNT_ROOT = "/models"
+HUB_CACHE = "/root/.cache/huggingface"
+# Values that stand for a model without being one: `<model>`, `xxx`, `/path/to/…`, `your-model`.
+_PLACEHOLDER_MODEL = re.compile(r"(?i)^(?:x{2,}|model|your[-_].*|.*/path/to/.*|\.\.\.)$")
+
+
+@dataclass(frozen=True)
+class Placed:
+    """The model spec, and the docker options and server command that serve it."""
+
+    model: ModelSpec
+    docker: DockerSpec
+    server: ServerCommand
+    notes: tuple[str, ...]
+
+
+def place_model(
+    docker: DockerSpec,
+    server: ServerCommand,
+    *,
+    where: str,
+    model_repo: str | None = None,
+    revision: str = "main",
+    models_dir: str = DEFAULT_MODELS_DIR,
+) -> Placed:
+    """Place the model `server` serves (see the module docstring); raise InputError when it cannot be placed."""
+    kind = server.server_kind
+    found = _model_entry(server)
+    value = shell_value(server.args[found[0]][found[1]]) if found else None
+    if value is not None and (PLACEHOLDER.fullmatch(value) or _PLACEHOLDER_MODEL.match(value)):
+        raise InputError(
+            f"{where}: the model {value!r} is a placeholder, not a model; write the model's Hub id or path"
+        )
+    if value is not None and value.startswith("/") and "$" not in value:
+        local = _mounted(docker, value)
+        if local is not None:
+            model = ModelSpec(
+                repo_id=model_repo, revision=revision, local_dir=local, mount_point=posixpath.normpath(value)
+            )
+            note = f"{where}: the model {value} is the host's {local} (mounted); the deploy uses it as it is"
+            if model_repo is None:
+                note += "; pass --model-repo ID to say which Hub repo it holds"
+            return Placed(model, docker, server, (note,))
+    hub_id = value if value is not None and _is_hub_id(value) else None
+    repo = model_repo or hub_id
+    if repo is None:
+        raise InputError(f"{where}: {_why_not(value, kind.model_flag)}; pass --model-repo ID (the Hub repo it serves)")
+    notes = []
+    if model_repo and hub_id and model_repo != hub_id:
+        notes.append(f"{where}: --model-repo {model_repo} is placed instead of the post's {hub_id}")
+    name = repo.rsplit("/", 1)[-1]
+    local_dir = posixpath.join(models_dir, name)
+    mount_point = posixpath.join(MOUNT_ROOT, name)
+    mount = parse_option_words(["-v", f"{local_dir}:{mount_point}:ro"], source=where)
+    docker = DockerSpec(docker.invocation, (*docker.entries, *mount))
+    model = ModelSpec(repo_id=repo, revision=revision, local_dir=local_dir, mount_point=mount_point)
+    if found is None:
+        notes.append(
+            f"{where}: the server command has no {kind.model_flag} hgxkit can rewrite; {repo} is placed at "
+            f"{local_dir} and mounted at {mount_point}, but the server loads whatever its command names"
+        )
+        return Placed(model, docker, server, tuple(notes))
+    server = _rewrite(server, found, mount_point)
+    notes.append(
+        f"{where}: the model {value} is placed at {local_dir} on the host and served from {mount_point} "
+        f"(mounted read-only; {kind.model_flag} rewritten), so the server runs the verified copy"
+    )
+    if not server.has("--served-model-name"):
+        served = hub_id or repo
+        server = ServerCommand(server.program, (*server.args, ("--served-model-name", served)), server.kind)
+        notes.append(f"{where}: --served-model-name {served} added, so clients still ask for {served}")
+    docker, dropped = _without_hub_cache(docker, local_dir)
+    notes += [
+        f"{where}: the mount {shell_value(value)} is dropped: the model is served from its verified copy, so the "
+        "container needs no Hugging Face cache (and a mount of root's home would hand it the host's token)"
+        for value in dropped
+    ]
+    return Placed(model, docker, server, tuple(notes))
+
+
+def _without_hub_cache(docker: DockerSpec, local_dir: str) -> tuple[DockerSpec, list[str]]:
+    """`docker` without the option entries that only mount a Hugging Face cache at HUB_CACHE."""
+    from hgxkit.recipe.docker_options import canonical
+    from hgxkit.recipe.spec import parse_mount, parse_volume
+
+    kept, dropped = [], []
+    for entry in docker.entries:
+        parsers = {"--volume": parse_volume, "--mount": parse_mount}
+        mounts = [
+            (use.value or "", parsers[canonical(use.option.name)](use.value or ""))
+            for use in entry.uses
+            if canonical(use.option.name) in parsers
+        ]
+        if len(mounts) == len(entry.uses) == 1 and mounts[0][1].target.rstrip("/") == HUB_CACHE and (
+            mounts[0][1].source != local_dir
+        ):
+            dropped.append(mounts[0][0])
+            continue
+        kept.append(entry)
+    return DockerSpec(docker.invocation, tuple(kept)), dropped
+
+
+def _model_entry(server: ServerCommand) -> tuple[int, int] | None:
+    """(argument entry, word) of the model value: the kind's model flag, or its positional model."""
+    kind = server.server_kind
+    found = None
+    for index, entry in enumerate(server.args):
+        head = entry[0]
+        if not is_flag(head):
+            launched = not server.program or kind.launches(server.program)
+            if index == 0 and kind.positional_model and launched:
+                found = (index, 0)
+            continue
+        flag, has_equals, _ = head.partition("=")
+        if kind.canonical_flag(flag) == kind.model_flag and (has_equals or len(entry) > 1):
+            found = (index, 0 if has_equals else 1)
+    return found
+
+
+def _rewrite(server: ServerCommand, found: tuple[int, int], value: str) -> ServerCommand:
+    index, position = found
+    entry = list(server.args[index])
+    word = entry[position]
+    entry[position] = word.split("=", 1)[0] + "=" + value if position == 0 and is_flag(word) else value
+    args = list(server.args)
+    args[index] = tuple(entry)
+    return ServerCommand(server.program, tuple(args), server.kind)
+
+
+def _mounted(docker: DockerSpec, path: str) -> str | None:
+    """The host path behind container path `path`, when a bind mount of an absolute host directory holds it."""
+    path = posixpath.normpath(path)
+    for mount in reversed(docker.mounts()):
+        target = posixpath.normpath(mount.target) if mount.target else ""
+        source = mount.source
+        if not target or not (path == target or path.startswith(target.rstrip("/") + "/")):
+            continue
+        if not source.startswith("/") or "$" in source:
+            return None
+        local = posixpath.normpath(source + path[len(target) :])
+        return local if re.fullmatch(ABSOLUTE_PATH, local) else None
+    return None
+
+
+def _is_hub_id(value: str) -> bool:
+    return bool(re.fullmatch(REPO_ID, value)) and not value.startswith((".", "/")) and "$" not in value
+
+
+def _why_not(value: str | None, flag: str) -> str:
+    if value is None:
+        return f"the server command names no model ({flag}) hgxkit can place"
+    if "$" in value:
+        return f"the model {value!r} is a variable the post does not set"
+    if value.startswith("/"):
+        return f"the model path {value} is not inside a bind mount of a host directory"
+    return f"the model {value!r} is neither a Hub id (org/name) nor an absolute path"

@@ -1,0 +1,97 @@
+"""What the importer has read of the posts so far: the state every source format's `take` writes into.
+
+A format (see `formats`) claims a simple command and takes it: a possible server becomes a `Candidate`, a
+`docker run IMAGE bash` a `Container` later bare commands run in, a benchmark client command a `Bench`, and
+everything it leaves is a `Report` line saying why.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from hgxkit.errors import InputError
+from hgxkit.importing.commands import Simple
+from hgxkit.importing.outcome import Report
+from hgxkit.importing.variables import Scope
+from hgxkit.recipe.docker_parse import ParsedRun
+from hgxkit.recipe.shellwords import Word, shell_value
+
+Bench = tuple[Simple, str, list[str]]  # a client command: where it is, the client, its words from the program on
+
+
+@dataclass(frozen=True)
+class Container:
+    """A `docker run IMAGE bash` the post opens to run commands in."""
+
+    simple: Simple
+    run: ParsedRun
+
+
+@dataclass
+class Candidate:
+    """A command that may be the server: what it is, its parsed run, or why it cannot be."""
+
+    simple: Simple
+    role: str  # server | engine | unknown | broken
+    kind: str | None = None  # a supported kind's name, or an unsupported engine's name
+    run: ParsedRun | None = None  # `docker run` commands
+    error: InputError | None = None
+    context: Container | None = None  # the interactive container a bare launch runs in
+    words: list[str] | None = None  # the container command to keep (after unwrapping `bash -c`)
+    notes: list[str] = field(default_factory=list)
+    number: int = 0  # its number among the post's serving commands (what --pick takes)
+
+    def where(self) -> str:
+        return self.simple.where()
+
+
+@dataclass
+class Reading:
+    """The simple commands of every post and what the formats took from them."""
+
+    simples: Sequence[Simple]
+    kind: str | None = None  # `--kind`: the server kind the person importing names
+    notes: list[str] = field(default_factory=list)
+    report: list[Report] = field(default_factory=list)
+    servers: list[Candidate] = field(default_factory=list)
+    containers: list[Container] = field(default_factory=list)
+    benches: list[Bench] = field(default_factory=list)  # client commands, plain, by `docker exec` or `docker run`
+    built: dict[str, str] = field(default_factory=dict)  # image tag -> where `docker build` made it
+    aliases: dict[str, tuple[str, str]] = field(default_factory=dict)  # `docker tag SRC DST`: DST -> (SRC, where)
+    pulled: list[tuple[str, str, str]] = field(default_factory=list)  # `docker pull`: (image, where, comment above)
+    unset: dict[str, list[tuple[str, int]]] = field(default_factory=dict)  # $NAME used, not set -> where
+    cluster: list[Any] = field(default_factory=list)  # a Ray cluster's starts (vllm_multinode.RayNode) or errors
+
+    def said(self, simple: Simple, action: str, what: str, into: str = "") -> None:
+        """Report what was done with `simple`."""
+        self.report.append(Report(simple.span(), action, what, into))
+
+    def container_before(self, simple: Simple) -> Container | None:
+        """The interactive container the post opened last before `simple` in the same file."""
+        post = simple.command.post
+        before = [
+            c for c in self.containers if c.simple.command.post is post and c.simple.first_line < simple.first_line
+        ]
+        return before[-1] if before else None
+
+    def resolved(self, simple: Simple) -> list[Word]:
+        """The command's words with the `$NAME`s the post sets written out (a note per name)."""
+        scope = Scope.before(self.simples, simple)
+        out = []
+        for word in simple.words:
+            text, used, left = scope.resolve(word.text, where=f"{simple.command.post.name}:{word.line}")
+            for name in used:
+                definition = scope.definitions[name]
+                value = shell_value(definition.value)
+                self.notes.append(
+                    f"{simple.command.post.name}:{word.line}: ${name} is the post's {name}={value} "
+                    f"(line {definition.line})"
+                )
+            for name in left:
+                lines = self.unset.setdefault(name, [])
+                if (simple.command.post.name, word.line) not in lines:
+                    lines.append((simple.command.post.name, word.line))
+            out.append(Word(text, word.line, word.column, word.quoted, word.is_operator))
+        return out

@@ -1,0 +1,500 @@
+"""`hgxkit recipe export`: the shipped recipes, a multi-node SGLang post, a vLLM post, a two-node vLLM recipe and a
+LeaderWorkerSet of one-GPU pods (formats k04), exported to every engine and checked by that engine's own tools.
+
+Kubernetes: every built-in kind against the real OpenAPI schemas (`kubernetes-validate`, strict), the
+LeaderWorkerSet against its published CRD schema (tests/fixtures/lws, from kubernetes-sigs/lws) and its pod
+templates as PodTemplates. Compose: `docker-compose config` (Debian's docker-compose). SkyPilot:
+`sky.Task.from_yaml` in SkyPilot's own venv ($HGXKIT_SKYPILOT_VENV, default /var/lib/hgxkit/skypilot: 460 MB,
+kept out of the project's venv). Slurm: `bash -n` and shellcheck. A missing tool fails under CI=true (.ci/run
+installs them) and skips elsewhere.
+"""
+
+from __future__ import annotations
+
+import doctest
+import gzip
+import importlib.util
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import jsonschema
+import kubernetes_validate
+import pytest
+import yaml
+
+from hgxkit.cli.export import TARGETS
+from hgxkit.errors import InputError
+from hgxkit.export.common import ExportOptions, export_groups
+from hgxkit.export.kubernetes import k8s_word
+from hgxkit.export.registry import EXPORTERS, export_recipe, write_export
+from hgxkit.importing.importer import ImportOptions, import_post
+from hgxkit.recipe.dump import recipe_hash
+from hgxkit.recipe.read import load_recipe, parse_recipe_text
+from hgxkit.recipe.render import render_recipe
+
+ROOT = Path(__file__).resolve().parents[3]
+POSTS = ROOT / "tests" / "fixtures" / "posts"
+LWS_CRD = ROOT / "tests" / "fixtures" / "lws" / "leaderworkerset.x-k8s.io_leaderworkersets.yaml.gz"
+K8S_VERSION = "1.33.0"
+RUN = "20261201-120000-ab12"
+
+
+def _post(number: str):
+    path = next(POSTS.glob(f"{number}-*.txt"))
+    return import_post([(path.name, path.read_text())], ImportOptions()).recipe
+
+
+def _manifest(name: str):
+    path = POSTS / "formats" / name
+    return import_post([(path.name, path.read_text())], ImportOptions()).recipe
+
+
+RECIPES = {
+    "marlin": lambda: load_recipe(str(ROOT / "recipes" / "deepseek-v4-flash-dspark-marlin.yaml")),
+    "flashinfer": lambda: load_recipe(str(ROOT / "recipes" / "deepseek-v4-flash-dspark-flashinfer.yaml")),
+    "sglang-two-node": lambda: _post("005"),  # docker, --network=host, TP16 over two nodes
+    "vllm": lambda: _post("008"),  # vllm/vllm-openai, the model as the image entrypoint's argument
+    "vllm-two-node": lambda: load_recipe(str(ROOT / "tests" / "fixtures" / "export" / "vllm-two-node.yaml")),
+    # a LeaderWorkerSet of one-GPU pods: one group on GPU 0 of each of two hosts, on the host network
+    "lws-two-node": lambda: _manifest("k04-lws-sglang.yaml"),
+}
+
+
+def _tool(name: str) -> str:
+    path = shutil.which(name)
+    if not path:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"CI=true but {name} is not installed (hgxkit/sim/host.py installs Debian's package)")
+        pytest.skip(f"needs Debian's {name} (apt-get install -y {name})")
+    return path
+
+
+def _export(key: str, target: str, tmp_path: Path, **options) -> Path:
+    exported = export_recipe(RECIPES[key](), target, ExportOptions(run_id=RUN, **options))
+    write_export(exported, tmp_path)
+    return tmp_path
+
+
+# --- Kubernetes -------------------------------------------------------------------------------------------
+
+
+def _lws_schema() -> dict:
+    crd = yaml.safe_load(gzip.decompress(LWS_CRD.read_bytes()))
+    version = next(v for v in crd["spec"]["versions"] if v["name"] == "v1")
+    return version["schema"]["openAPIV3Schema"]
+
+
+def _validate_k8s(document: dict) -> None:
+    if document["kind"] != "LeaderWorkerSet":
+        kubernetes_validate.validate(document, K8S_VERSION, strict=True)
+        return
+    jsonschema.validate(document, _lws_schema())
+    # The CRD's schema prunes unknown fields instead of refusing them: the pod templates are checked strictly too.
+    for role in ("leaderTemplate", "workerTemplate"):
+        template = document["spec"]["leaderWorkerTemplate"][role]
+        pod_template = {
+            "apiVersion": "v1",
+            "kind": "PodTemplate",
+            "metadata": {"name": role.lower()},
+            "template": template,
+        }
+        kubernetes_validate.validate(pod_template, K8S_VERSION, strict=True)
+
+
+@pytest.mark.parametrize("key", sorted(RECIPES))
+def test_kubernetes_manifests_validate_against_the_real_schemas(key: str, tmp_path: Path) -> None:
+    out = _export(key, "k8s", tmp_path)
+    documents = list(yaml.safe_load_all((out / "kubernetes.yaml").read_text()))
+    for document in documents:
+        _validate_k8s(document)
+    kinds = [d["kind"] for d in documents]
+    multi = key.endswith("two-node")
+    assert kinds == (["LeaderWorkerSet", "Service"] if multi else ["Deployment", "Service"] * (len(kinds) // 2))
+
+
+def test_the_validators_refuse_a_broken_manifest(tmp_path: Path) -> None:
+    documents = list(yaml.safe_load_all((_export("marlin", "k8s", tmp_path) / "kubernetes.yaml").read_text()))
+    deployment = documents[0]
+    deployment["spec"]["template"]["spec"]["containers"][0]["gpus"] = 4  # no such field
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate(deployment, K8S_VERSION, strict=True)
+    lws = next(
+        d for d in yaml.safe_load_all((_export("vllm-two-node", "k8s", tmp_path) / "kubernetes.yaml").read_text())
+    )
+    lws["spec"]["leaderWorkerTemplate"]["size"] = "two"
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(lws, _lws_schema())
+
+
+def test_a_deployment_carries_gpus_model_shm_probes_and_provenance(tmp_path: Path) -> None:
+    documents = list(yaml.safe_load_all((_export("marlin", "k8s", tmp_path) / "kubernetes.yaml").read_text()))
+    deployment, service = documents[0], documents[1]
+    pod = deployment["spec"]["template"]["spec"]
+    server = pod["containers"][0]
+    assert pod["nodeSelector"] == {"nvidia.com/gpu.product": "NVIDIA-H200"}
+    assert pod["hostIPC"] is True
+    assert server["resources"] == {"limits": {"nvidia.com/gpu": 4}}
+    assert server["args"][:4] == ["sglang", "serve", "--trust-remote-code", "--model-path"]
+    assert server["readinessProbe"]["httpGet"] == {"path": "/health_generate", "port": 30000}
+    assert server["livenessProbe"]["httpGet"] == {"path": "/health", "port": 30000}
+    assert {"name": "model", "mountPath": "/model", "readOnly": True} in server["volumeMounts"]
+    assert {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "32Gi"}} in pod["volumes"]
+    assert {"name": "model", "hostPath": {"path": "/data/models/deepseek-v4-flash-dspark", "type": "Directory"}} in pod[
+        "volumes"
+    ]
+    annotations = deployment["metadata"]["annotations"]
+    assert annotations["hgxkit.io/verified-by-run"] == RUN
+    assert annotations["hgxkit.io/model-repo"] == "deepseek-ai/DeepSeek-V4-Flash-DSpark"
+    assert annotations["hgxkit.io/recipe-hash"].startswith("sha256:")
+    assert service["spec"]["ports"] == [{"name": "http", "port": 5000, "targetPort": 30000, "protocol": "TCP"}]
+
+
+def test_a_model_pvc_replaces_the_host_path(tmp_path: Path) -> None:
+    documents = list(
+        yaml.safe_load_all((_export("marlin", "k8s", tmp_path, model_pvc="models") / "kubernetes.yaml").read_text())
+    )
+    volumes = documents[0]["spec"]["template"]["spec"]["volumes"]
+    assert {"name": "model", "persistentVolumeClaim": {"claimName": "models", "readOnly": True}} in volumes
+
+
+def test_a_leaderworkerset_gives_the_leader_address_and_the_worker_index(tmp_path: Path) -> None:
+    lws = next(yaml.safe_load_all((_export("vllm-two-node", "k8s", tmp_path) / "kubernetes.yaml").read_text()))
+    template = lws["spec"]["leaderWorkerTemplate"]
+    leader = template["leaderTemplate"]["spec"]["containers"][0]
+    worker = template["workerTemplate"]["spec"]["containers"][0]
+    assert template["size"] == 2
+    assert leader["image"] == "vllm/vllm-openai@sha256:" + "1" * 64
+    common = ["vllm", "serve", "/model", "--served-model-name", "qwen3", "--tensor-parallel-size", "8",
+              "--pipeline-parallel-size", "2", "--nnodes", "2", "--node-rank"]  # fmt: skip
+    tail = ["--master-addr", "$(LWS_LEADER_ADDRESS)", "--master-port", "29501", "--port", "8000"]
+    assert leader["args"] == [*common, "0", *tail]
+    assert worker["args"] == [*common, "$(LWS_WORKER_INDEX)", *tail, "--headless"]  # vLLM's worker flag
+    assert "readinessProbe" in leader and "readinessProbe" not in worker
+    hf = {"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": "qwen3-two-node-secrets", "key": "HF_TOKEN"}}}
+    assert hf in leader["env"] and {"name": "NCCL_SOCKET_IFNAME", "value": "eth0"} in leader["env"]
+    key = {"name": "VLLM_API_KEY", "valueFrom": {"secretKeyRef": {"name": "qwen3-two-node-secrets",
+                                                                  "key": "VLLM_API_KEY", "optional": True}}}  # fmt: skip
+    assert key in leader["env"]
+    assert leader["resources"] == {"limits": {"nvidia.com/gpu": 8}}
+
+
+def test_kubernetes_notation_expands_references_and_escapes_literal_dollars() -> None:
+    assert k8s_word("--api-key=${KEY}") == "--api-key=$(KEY)"
+    assert k8s_word("$HOME/x") == "$(HOME)/x"
+    assert k8s_word("price$$(5)") == "price$$(5)"
+    assert k8s_word("a$$b") == "a$b"
+
+
+# --- compose ----------------------------------------------------------------------------------------------
+
+
+def _compose_config(directory: Path, name: str, env: dict[str, str] | None = None) -> dict:
+    (directory / "secrets.env").write_text("")
+    result = subprocess.run(
+        [_tool("docker-compose"), "-f", name, "config"],
+        cwd=directory,
+        capture_output=True,
+        text=True,
+        env={**os.environ, **(env or {})},
+    )
+    assert result.returncode == 0, result.stderr
+    return yaml.safe_load(result.stdout)
+
+
+@pytest.mark.parametrize("key", sorted(RECIPES))
+def test_compose_files_pass_docker_compose_config(key: str, tmp_path: Path) -> None:
+    out = _export(key, "compose", tmp_path)
+    names = sorted(p.name for p in out.glob("compose*.yaml"))
+    assert names == (["compose.rank-1.yaml", "compose.yaml"] if key.endswith("two-node") else ["compose.yaml"])
+    for name in names:
+        config = _compose_config(out, name, {"HGXKIT_HEAD": "10.0.0.1"})
+        assert config["services"]
+
+
+def test_a_compose_service_pins_its_gpus_binds_loopback_and_mounts_the_model_read_only(tmp_path: Path) -> None:
+    config = _compose_config(_export("marlin", "compose", tmp_path), "compose.yaml")
+    service = config["services"]["deepseek-v4-flash-1"]
+    devices = service["deploy"]["resources"]["reservations"]["devices"]
+    assert devices == [{"driver": "nvidia", "capabilities": ["gpu"], "device_ids": ["4", "5", "6", "7"]}]
+    assert service["ports"] == ["127.0.0.1:5001:30000/tcp"]  # docker-compose 1.29's normal form
+    assert service["volumes"][0]["read_only"] is True
+    assert service["ipc"] == "host" and service["shm_size"] == "32g"
+    assert service["healthcheck"]["test"][-1].endswith("'http://127.0.0.1:30000/health_generate', timeout=10)")
+    assert service["labels"]["hgxkit.io/verified-by-run"] == RUN
+
+
+def test_compose_takes_secrets_from_the_env_file_and_the_head_from_the_environment(tmp_path: Path) -> None:
+    out = _export("vllm-two-node", "compose", tmp_path)
+    text = (out / "compose.yaml").read_text()
+    assert "HF_TOKEN" not in yaml.safe_load(text)["services"]["qwen3-0"].get("environment", {})
+    assert (out / "secrets.env.example").read_text().splitlines()[1:] == ["# HF_TOKEN=", "# VLLM_API_KEY="]
+    worker = _compose_config(out, "compose.rank-1.yaml", {"HGXKIT_HEAD": "10.9.8.7"})["services"]["qwen3-0"]
+    assert worker["command"][-9:] == ["--node-rank", "1", "--master-addr", "10.9.8.7", "--master-port", "29501",
+                                      "--port", "8000", "--headless"]  # fmt: skip
+    assert worker["ulimits"] == {"memlock": {"soft": -1, "hard": -1}}
+    assert worker["network_mode"] == "host" and "ports" not in worker
+    (out / "secrets.env").write_text("")
+    unset = subprocess.run([_tool("docker-compose"), "-f", "compose.rank-1.yaml", "config"], cwd=out,
+                           capture_output=True, text=True, env={k: v for k, v in os.environ.items() if k != "HGXKIT_HEAD"})  # fmt: skip
+    assert unset.returncode != 0 and "set HGXKIT_HEAD" in unset.stderr
+
+
+def test_binding_beyond_loopback_needs_a_key_the_kind_can_take(tmp_path: Path) -> None:
+    with pytest.raises(InputError, match=r"--bind 0\.0\.0\.0: SGLang takes its API key only as a flag"):
+        _export("marlin", "compose", tmp_path, bind="0.0.0.0")
+    out = _export("marlin", "compose", tmp_path, bind="0.0.0.0", allow_unauthenticated=True)
+    assert "0.0.0.0:5000:30000" in (out / "compose.yaml").read_text()
+    assert "10.1.2.3:8000:8000" in (_export("vllm", "compose", tmp_path, bind="10.1.2.3") / "compose.yaml").read_text()
+
+
+# --- SkyPilot ---------------------------------------------------------------------------------------------
+
+_SKY_LOAD = """
+import json, sys
+import sky
+out = {}
+for path in sys.argv[1:]:
+    task = sky.Task.from_yaml(path)
+    (resources,) = list(task.resources)
+    out[path] = {"nodes": task.num_nodes, "accelerators": resources.accelerators, "image": resources.image_id,
+                 "ports": resources.ports, "envs": task.envs, "secrets": task.to_yaml_config().get("secrets"), "run": task.run,
+                 "setup": task.setup}
+print(json.dumps(out))
+"""
+
+
+def _sky_python() -> str:
+    venv = Path(os.environ.get("HGXKIT_SKYPILOT_VENV", "/var/lib/hgxkit/skypilot"))
+    python = venv / "bin" / "python"
+    if not python.exists():
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"CI=true but {python} is missing (.ci/run installs SkyPilot into its own venv)")
+        pytest.skip(f"needs SkyPilot in {venv} (python3 -m venv {venv} && {venv}/bin/pip install skypilot)")
+    return str(python)
+
+
+def _sky_load(paths: list[Path]) -> dict:
+    env = {**os.environ, "HOME": str(paths[0].parent)}  # SkyPilot writes its state under ~/.sky
+    result = subprocess.run([_sky_python(), "-c", _SKY_LOAD, *map(str, paths)], capture_output=True, text=True,
+                            env=env)  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def test_skypilot_tasks_load_with_skypilots_own_parser(tmp_path: Path) -> None:
+    paths = []
+    for key in sorted(RECIPES):
+        paths += sorted(_export(key, "skypilot", tmp_path / key).glob("skypilot-*.yaml"))
+    broken = tmp_path / "broken.yaml"
+    broken.write_text(paths[0].read_text().replace("num_nodes", "nodes") + "not_a_field: 1\n")
+    loaded = _sky_load(paths)
+    assert len(loaded) == len(paths) == 8
+    two = loaded[str(tmp_path / "vllm-two-node" / "skypilot-qwen3-0.yaml")]
+    assert (two["nodes"], two["accelerators"], two["ports"]) == (2, {"H200": 8}, ["8000"])
+    assert two["image"] == {"null": "docker:vllm/vllm-openai@sha256:" + "1" * 64}  # SkyPilot's {region: image}
+    assert two["secrets"] == ["secrets:HF_TOKEN", "secrets:VLLM_API_KEY"]  # null: no value here, given at launch
+    assert two["envs"]["HGXKIT_VERIFIED_BY_RUN"] == RUN and two["envs"]["NCCL_SOCKET_IFNAME"] == "eth0"
+    assert "--revision 0123456789abcdef0123456789abcdef01234567 --local-dir /model" in two["setup"]
+    assert "exec vllm serve /model" in two["run"] and '--node-rank "${SKYPILOT_NODE_RANK}"' in two["run"]
+    marlin = loaded[str(tmp_path / "marlin" / "skypilot-deepseek-v4-flash-1.yaml")]
+    assert (marlin["nodes"], marlin["accelerators"], marlin["ports"]) == (1, {"H200": 4}, ["30000"])
+    refused = subprocess.run([_sky_python(), "-c", _SKY_LOAD, str(broken)], capture_output=True, text=True,
+                             env={**os.environ, "HOME": str(tmp_path)})  # fmt: skip
+    assert refused.returncode != 0 and "not_a_field" in refused.stderr
+
+
+# --- Slurm ------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("key", sorted(RECIPES))
+def test_sbatch_scripts_pass_bash_n_and_shellcheck(key: str, tmp_path: Path) -> None:
+    (script,) = _export(key, "slurm", tmp_path).glob("*.sbatch")
+    assert subprocess.run(["bash", "-n", str(script)], capture_output=True, text=True).returncode == 0
+    checked = subprocess.run([_tool("shellcheck"), "-S", "warning", str(script)], capture_output=True, text=True)
+    assert checked.returncode == 0, checked.stdout
+
+
+def test_an_sbatch_script_runs_one_task_per_node_with_rank_and_head_from_slurm(tmp_path: Path) -> None:
+    (script,) = _export("sglang-two-node", "slurm", tmp_path).glob("*.sbatch")
+    text = script.read_text()
+    assert [line for line in text.splitlines() if line.startswith("#SBATCH")] == [
+        "#SBATCH --job-name=sglang_multinode1", "#SBATCH --nodes=2", "#SBATCH --ntasks-per-node=1",
+        "#SBATCH --gpus-per-node=8", "#SBATCH --exclusive",
+    ]  # fmt: skip
+    assert 'HGXKIT_HEAD=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)' in text
+    assert '--dist-init-addr "${HGXKIT_HEAD}:20000" --nnodes 2 --node-rank "${SLURM_NODEID}"' in text
+    assert "HF_TOKEN" not in text.replace(" -e HF_TOKEN ", " ")  # the name only: its value from the task's env
+    assert "until curl -fsS -o /dev/null --max-time 10 http://127.0.0.1:40000/health_generate; do" in text
+    assert "docker exec -e HF_HUB_OFFLINE=1 sglang-multinode1-0 python3 -m sglang.benchmark.serving --backend sglang" \
+        in text  # fmt: skip
+    assert ":/models/DeepSeek-V3:ro " in text and " -it " not in text
+
+
+def test_the_sbatch_script_starts_both_groups_on_one_node_and_stops_them_with_the_job(tmp_path: Path) -> None:
+    """Run the script's node function with stand-ins for docker, srun and scontrol: what each node would run."""
+    (script,) = _export("marlin", "slurm", tmp_path).glob("*.sbatch")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    log = tmp_path / "calls.log"
+    (bin_dir / "docker").write_text(f'#!/bin/sh\necho "docker $*" >> {log}\n')
+    (bin_dir / "scontrol").write_text("#!/bin/sh\necho node1; echo node2\n")
+    # bash, like srun, passes the exported function on (dash drops `BASH_FUNC_…` variables).
+    (bin_dir / "srun").write_text('#!/bin/bash\nfor a; do last="$a"; done\nSLURM_NODEID=0 bash -c "$last"\n')
+    (bin_dir / "curl").write_text("#!/bin/sh\nexit 0\n")
+    for tool in bin_dir.iterdir():
+        tool.chmod(0o755)
+    env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "SLURM_JOB_NODELIST": "node[1-2]", "SLURM_JOB_NUM_NODES": "1",
+           "SLURM_SUBMIT_DIR": str(tmp_path)}  # fmt: skip
+    result = subprocess.run(["bash", str(script)], env=env, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    calls = log.read_text().splitlines()
+    runs = [c for c in calls if c.startswith("docker run")]
+    runs.sort(key=lambda r: r.split("--name ")[1])  # both start at once
+    assert [r.split("--name ")[1].split()[0] for r in runs] == ["deepseek-v4-flash-0", "deepseek-v4-flash-1"]
+    assert all(" -d " not in r and "--restart" not in r for r in runs)
+    assert "-p 127.0.0.1:5001:30000" in runs[1] and '--gpus "device=4,5,6,7"' in runs[1]
+    assert "docker stop deepseek-v4-flash-0 deepseek-v4-flash-1" in calls  # the node's trap, when its task ends
+    assert "docker rm deepseek-v4-flash-0 deepseek-v4-flash-1" in calls  # a next job reuses the names
+    assert sum(c.startswith("docker exec -e HF_HUB_OFFLINE=1 deepseek-v4-flash-") and "benchmark.serving" in c
+               for c in calls) == 2  # fmt: skip
+
+
+# --- every target, every recipe -----------------------------------------------------------------------------
+
+
+def test_every_export_names_the_image_the_model_and_the_run(tmp_path: Path) -> None:
+    assert tuple(sorted(EXPORTERS)) == TARGETS  # the CLI's choices, kept without loading the exporters
+    for target in EXPORTERS:
+        out = _export("vllm-two-node", target, tmp_path / target)
+        text = "".join(p.read_text() for p in sorted(out.iterdir()))
+        assert "vllm/vllm-openai@sha256:" + "1" * 64 in text, target
+        assert "Qwen/Qwen3-235B-A22B at 0123456789abcdef0123456789abcdef01234567" in text, target
+        assert RUN in text, target
+
+
+def test_a_rank_written_outside_the_rank_flag_is_refused() -> None:
+    path = ROOT / "tests" / "fixtures" / "export" / "vllm-two-node.yaml"
+    text = path.read_text().replace("  - --port 8000\n", "  - --port 8000\n  - --log-prefix 'node{{rank}}'\n")
+    broken = parse_recipe_text(text, source=str(path))
+    export_groups(RECIPES["vllm-two-node"](), ExportOptions())  # as written: the rank only in --node-rank
+    with pytest.raises(InputError, match="group 0: the ranks' commands differ other than in --node-rank"):
+        export_groups(broken, ExportOptions())
+
+
+# --- round trip (item 2) ------------------------------------------------------------------------------------
+
+
+def _renders(recipe) -> list[list[tuple]]:
+    """What an export carries of every group's render at every rank: the image, the number of GPUs and the
+    container's command word for word (the docker wrapper is the engine's own: bind address, `:ro`, env file)."""
+    nodes = recipe.node_count()
+    ranks = [dict(rank=r, head="10.0.0.1") for r in range(nodes)] if nodes > 1 else [{}]
+    return [
+        [(g.image, len(g.gpus or range(8)), g.server_argv) for g in render_recipe(recipe, total_gpus=8, **rank)]
+        for rank in ranks
+    ]
+
+
+def _provenance(recipe) -> tuple:
+    """What the export's `hgxkit.io/*` labels carry back: the name, the image by tag and digest, the model's commit."""
+    image, model = recipe.image, recipe.model
+    return recipe.name, image.reference, image.digest, model.repo_id, model.revision, model.local_dir
+
+
+# Round trips that do not close yet (issue 27 item 2), each failing for the reason named; strict, so a fix shows.
+ROUND_TRIP_GAPS: dict[tuple[str, str], str] = {
+    ("vllm-two-node", "skypilot"): "the run script writes `vllm serve` whether the recipe names it as the server's "
+    "command or leaves it to the image's entrypoint; the importer reads the image's entrypoint (as SkyPilot runs it)",
+}
+
+
+@pytest.mark.parametrize(
+    "target,file",
+    [("compose", "compose.yaml"), ("k8s", "kubernetes.yaml"), ("skypilot", "skypilot-*.yaml"), ("slurm", "*.sbatch")],
+)
+@pytest.mark.parametrize("key", sorted(RECIPES))
+def test_an_export_imports_back_to_the_same_render(
+    key: str, target: str, file: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    if (key, target) in ROUND_TRIP_GAPS:
+        request.applymarker(pytest.mark.xfail(strict=True, reason=ROUND_TRIP_GAPS[key, target]))
+    recipe = RECIPES[key]()
+    out = _export(key, target, tmp_path)
+    imported = tmp_path / "imported.yaml"
+    exported = sorted(out.glob(file))  # SkyPilot: one task per GPU group, imported together as the groups
+    assert exported
+    result = subprocess.run(
+        [sys.executable, "-m", "hgxkit", "recipe", "import", *map(str, exported), "-o", str(imported)],
+        capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    back = load_recipe(str(imported))
+    assert _renders(back) == _renders(recipe)
+    if target == "slurm":  # the Slurm importer takes the render; it does not read the hgxkit.io labels back yet
+        return
+    if target == "skypilot":  # the task downloads the model into the container: the host's directory is not carried
+        assert _provenance(back)[:5] == _provenance(recipe)[:5]
+    else:
+        assert _provenance(back) == _provenance(recipe)
+    assert back.source.notes.endswith(
+        f"Exported by hgxkit from recipe {recipe.name} ({recipe_hash(recipe)}); verified by run {RUN}."
+    )
+    # SkyPilot opens each task's own server port: the host port base is not carried (the export says so)
+    if recipe.groups is not None and recipe.groups.port_base is not None and target != "skypilot":
+        assert back.groups.port_base == recipe.groups.port_base  # compose: the ports; Kubernetes: each Service's
+
+
+def test_an_edited_export_keeps_the_files_own_image_and_says_so(tmp_path: Path) -> None:
+    out = _export("vllm-two-node", "k8s", tmp_path)
+    text = (out / "kubernetes.yaml").read_text()
+    edited = text.replace("image: vllm/vllm-openai@sha256:" + "1" * 64, "image: vllm/vllm-openai:v0.40.0")
+    outcome = import_post([("kubernetes.yaml", edited)], ImportOptions())
+    assert (outcome.recipe.image.reference, outcome.recipe.image.digest) == ("vllm/vllm-openai:v0.40.0", None)
+    assert any("the file runs vllm/vllm-openai:v0.40.0, not the exported vllm/vllm-openai@sha256:1111…" in n
+               for n in outcome.notes)  # fmt: skip
+
+
+def test_two_deployments_of_a_manifest_are_gpu_groups_on_the_ports_of_their_services() -> None:
+    """Any manifest, not only hgxkit's: two one-pod Deployments asking 4 GPUs each, each with a Service."""
+    def deployment(name: str, port: int) -> str:
+        return f"""apiVersion: apps/v1
+kind: Deployment
+metadata: {{name: {name}}}
+spec:
+  selector: {{matchLabels: {{app: {name}}}}}
+  template:
+    metadata: {{labels: {{app: {name}}}}}
+    spec:
+      containers:
+      - name: server
+        image: vllm/vllm-openai:v0.9.0
+        args: [--model, org/m, --tensor-parallel-size, "4"]
+        ports: [{{containerPort: 8000}}]
+        resources: {{limits: {{nvidia.com/gpu: 4}}}}
+---
+apiVersion: v1
+kind: Service
+metadata: {{name: {name}}}
+spec:
+  selector: {{app: {name}}}
+  ports: [{{port: {port}, targetPort: 8000}}]
+"""
+
+    text = deployment("a", 9000) + "---\n" + deployment("b", 9001)
+    recipe = import_post([("two.yaml", text)], ImportOptions()).recipe
+    assert (recipe.groups.explicit, recipe.groups.port_base) == (((0, 1, 2, 3), (4, 5, 6, 7)), 9000)
+
+
+# --- docstring examples -------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["registry", "common", "compose", "kubernetes", "skypilot", "slurm"])
+def test_docstring_examples(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    module = importlib.import_module(f"hgxkit.export.{name}")
+    monkeypatch.chdir(ROOT)  # examples read recipes/… relative to the repository
+    result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
+    assert (result.failed, result.attempted > 0) == (0, True)

@@ -1,0 +1,156 @@
+"""What the engine itself would refuse is refused at import, by name, at the post's word (issue 24 item 4)."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+
+import pytest
+
+from hgxkit.errors import InputError
+from hgxkit.imageref import image_version
+from hgxkit.importing.engine_refusal import engine_refusal
+from hgxkit.importing.importer import import_post
+from hgxkit.kinds.vllm_options import table_applies, unknown_option
+from hgxkit.sim.standin.vllm import args as vargs
+
+SGLANG = "docker run --gpus all -p 30000:30000 {image} python3 -m sglang.launch_server --model-path org/m {flags}"
+VLLM = "docker run --gpus all -p 8000:8000 {env}{image} --model org/m {flags}"
+
+
+def _refusal(text: str) -> str:
+    with pytest.raises(InputError) as caught:
+        import_post([("p.md", text)])
+    return caught.value.message
+
+
+def test_image_version_reads_the_tag() -> None:
+    assert image_version("lmsysorg/sglang:v0.5.23-cu129") == (0, 5, 23)
+    assert image_version("vllm/vllm-openai:v0.9.2") == (0, 9, 2)
+    assert image_version("localhost:5000/sglang:0.4") == (0, 4)
+    assert image_version("lmsysorg/sglang:latest") is None
+    assert image_version("lmsysorg/sglang") is None
+    assert image_version("lmsysorg/sglang:dev-dspark") is None
+
+
+def test_an_underscore_flag_is_refused_for_sglang_and_taken_by_vllm() -> None:
+    text = SGLANG.format(image="lmsysorg/sglang:v0.5.2", flags="--max_num_batched_tokens 4096")
+    assert _refusal(text) == (
+        "p.md: line 1, column 112: the engine would refuse: --max_num_batched_tokens: SGLang's argument parser "
+        "does not turn underscores into dashes (vLLM's does) and has no --max_num_batched_tokens, so it exits "
+        "with `unrecognized arguments`; write the SGLang flag (--max-num-batched-tokens if it has one) or drop it"
+    )
+    vllm = import_post([("p.md", VLLM.format(env="", image="vllm/vllm-openai:latest", flags="--max_num_seqs 8"))])
+    assert vllm.recipe.server.kind == "vllm"
+
+
+@pytest.mark.parametrize(("image", "refused"), [("lmsysorg/sglang:latest", True), ("lmsysorg/sglang:v0.5.23", True),
+                                                ("lmsysorg/sglang:v0.4.6.post1", False)])  # fmt: skip
+def test_cuda_graph_max_bs_is_refused_where_it_is_ambiguous(image: str, refused: bool) -> None:
+    text = SGLANG.format(image=image, flags="--cuda-graph-max-bs 8")
+    if refused:
+        assert "the engine would refuse: --cuda-graph-max-bs is ambiguous in SGLang >= 0.5.23" in _refusal(text)
+    else:
+        assert import_post([("p.md", text)]).recipe.server.flag("--cuda-graph-max-bs") == "8"
+    decode = SGLANG.format(image=image, flags="--cuda-graph-max-bs-decode 8")
+    assert import_post([("p.md", decode)]).recipe.server.flag("--cuda-graph-max-bs-decode") == "8"
+
+
+def test_an_explicit_value_on_a_vllm_switch_is_refused_from_0_10() -> None:
+    text = VLLM.format(env="", image="vllm/vllm-openai:v0.11.0", flags="--enable-chunked-prefill=False")
+    assert _refusal(text).endswith(
+        "the engine would refuse: --enable-chunked-prefill=False: vLLM >= 0.10 (vllm/vllm-openai:v0.11.0) parses "
+        "--enable-chunked-prefill as a switch and exits with `ignored explicit argument 'False'`; write "
+        "--no-enable-chunked-prefill"
+    )
+    old = VLLM.format(env="", image="vllm/vllm-openai:v0.6.3", flags="--enable-chunked-prefill=False")
+    assert import_post([("p.md", old)]).recipe.server.has("--enable-chunked-prefill")
+
+
+@pytest.mark.parametrize(("value", "refused"), [("all", True), ("none", True), ("0,1", False),
+                                                ("GPU-8f6e1a2b-0000-1111-2222-333344445555", False)])  # fmt: skip
+def test_cuda_visible_devices_must_name_devices(value: str, refused: bool) -> None:
+    text = VLLM.format(env=f"-e CUDA_VISIBLE_DEVICES={value} ", image="vllm/vllm-openai:latest", flags="")
+    if refused:
+        assert _refusal(text).startswith(
+            f"p.md: line 1, column 39: the engine would refuse: CUDA_VISIBLE_DEVICES={value}: CUDA takes GPU "
+            "ordinals or UUIDs and stops at the first invalid entry, so vLLM would see no GPU"
+        )
+    else:
+        recipe = import_post([("p.md", text)]).recipe
+        assert engine_refusal(recipe) is None
+
+
+@pytest.mark.parametrize(("mount", "column"), [("-v ~/cache:/cache", 39), ("-v ./:/code", 39),
+                                               ("-v ../x:/x", 39), ("--mount type=bind,source=./m,target=/m", 44)])  # fmt: skip
+def test_a_mount_left_to_the_nodes_shell_or_directory_is_refused_at_its_word(mount: str, column: int) -> None:
+    text = f"docker run --gpus all -p 8000:8000 {mount} vllm/vllm-openai:latest --model org/m"
+    message = _refusal(text)
+    source = mount.split("source=")[-1].split(",")[0].removeprefix("-v ").split(":")[0]
+    why = "~ is the home of whoever runs the command, root when hgxkit deploys" if source.startswith("~") else (
+        "a relative path depends on the directory the command runs in, and Docker 20.10 takes it for a volume name")
+    option, value = mount.replace("-v ", "--volume ").split(" ", 1)
+    assert message == (f"p.md: line 1, column {column}: {option} {value}: the host side {source} is not a fixed "
+                       f"directory ({why}); write the absolute host directory")
+    fixed = text.replace("~/", "/srv/").replace("../", "/srv/").replace("./", "/srv/")
+    assert import_post([("p.md", fixed)]).recipe.server.kind == "vllm"
+
+
+# --- vLLM 0.33's option table (hgxkit.kinds.vllm_options) ---
+
+
+def _standin_refuses(flag: str) -> bool:
+    """Whether the vLLM stand-in's parser (vLLM 0.33's table, checked against the real parser in
+    test_vllm_stub_args) refuses `flag` by its name: unrecognized or ambiguous, not for a missing value."""
+    err = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(err):
+            vargs.parse_serve(["m", flag, *(["x"] if "." in flag else [])])
+    except SystemExit:
+        return "unrecognized arguments" in err.getvalue() or "ambiguous option" in err.getvalue()
+    return False
+
+
+@pytest.mark.parametrize(("flag", "refused"), [
+    ("--log-requests", True), ("--num-scheduler-steps", True), ("--enable-reasoning", True), ("--enable", True),
+    ("--enable-log-requests", False), ("--disable-log-requests", False), ("--max-model", False),
+    ("--max_model_len", False), ("--tensor-parallel-size=2", False), ("--no-enable-prefix-caching", False),
+    ("--speculative_config.method", False), ("--headless", False), ("-tp", False),
+])  # fmt: skip
+def test_the_flag_check_agrees_with_the_standins_033_parser(flag: str, refused: bool) -> None:
+    assert (unknown_option(flag) is not None, _standin_refuses(flag)) == (refused, refused)
+
+
+@pytest.mark.parametrize(("image", "applies"), [
+    ("vllm/vllm-openai:latest", True), ("vllm/vllm-openai", True), ("docker.io/vllm/vllm-openai:v0.33.1", True),
+    ("vllm/vllm-openai:v0.9.2", False), ("vllm/vllm-openai:nightly", False),
+    ("vllm/vllm-openai@sha256:" + "1" * 64, False), ("myorg/vllm:latest", False),
+])  # fmt: skip
+def test_the_033_table_judges_only_images_that_run_033(image: str, applies: bool) -> None:
+    assert table_applies(image) is applies
+
+
+def test_flags_vllm_033_lacks_are_refused_together_at_the_first_one() -> None:
+    text = VLLM.format(env="", image="vllm/vllm-openai:latest", flags="--log-requests --num-scheduler-steps 8")
+    assert _refusal(text) == (
+        "p.md: line 1, column 74: the engine would refuse: `--log-requests`, `--num-scheduler-steps` are not options "
+        "of vLLM 0.33 (the image vllm/vllm-openai:latest; `vllm serve` exits with `unrecognized arguments`): remove "
+        "them, or pin an image that has them (import with --image REF)"
+    )
+    pinned = VLLM.format(env="", image="vllm/vllm-openai:v0.33.0", flags="--enable")
+    assert _refusal(pinned).startswith(
+        "p.md: line 1, column 75: the engine would refuse: `--enable` is not an option of vLLM 0.33 (the image "
+        "vllm/vllm-openai:v0.33.0; --enable is ambiguous: it could match --enable-auto-tool-choice, "
+    )
+
+
+def test_a_flag_033_lacks_on_another_version_is_imported_and_said_to_be_unchecked() -> None:
+    text = VLLM.format(env="", image="vllm/vllm-openai:v0.7.2", flags="--enable-reasoning --reasoning-parser r1")
+    outcome = import_post([("p.md", text)])
+    assert outcome.recipe.server.has("--enable-reasoning")
+    assert [n for n in outcome.notes if "checked" in n] == [
+        "p.md: line 1, column 74: `--enable-reasoning` was not checked: vLLM 0.33 has no such option, and the image "
+        "vllm/vllm-openai:v0.7.2 runs another vLLM, whose options hgxkit does not have"
+    ]
+    known = VLLM.format(env="", image="vllm/vllm-openai:v0.7.2", flags="--max-model-len 4096")
+    assert [n for n in import_post([("p.md", known)]).notes if "checked" in n] == []

@@ -1,0 +1,342 @@
+"""The real-post corpus (tests/fixtures/posts, index.yaml): every snippet is imported or refused as the index says.
+
+An imported `docker run` renders to the argv a real `sh` gives for the post's own command, `~` and `$VAR`
+included, but for the changes the importer documents in a note: a secret's value becomes a reference, the
+model is placed (flag rewritten, mount and served name added), the ranks of a multi-node server are rendered
+per host. A bare launch is a translation, so for those the translation itself is asserted. A refusal is one
+line that names the file and what the index says the reason is.
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+from hgxkit.errors import InputError
+from hgxkit.importing.importer import ImportOptions, import_post
+from hgxkit.importing.outcome import ImportOutcome
+from hgxkit.recipe.dump import dump_recipe
+from hgxkit.recipe.read import parse_recipe_text
+from hgxkit.recipe.render import render_recipe
+from hgxkit.recipe.spec import Recipe
+
+POSTS = Path(__file__).resolve().parents[2] / "fixtures" / "posts"
+INDEX = yaml.safe_load((POSTS / "index.yaml").read_text())
+ENTRIES = {entry["file"][:3]: entry for entry in INDEX}
+ENV = {"PATH": "/usr/bin:/bin", "HOME": "/home/poster", "HF_TOKEN": "host-token"}
+
+# Posts that show alternative setups: the index says "take the first or ask"; import refuses until --pick says.
+PICKS = {
+    "011": 1,  # Llama-4 Scout, then Maverick
+    "021": 1,  # five variants; the first is TP8+EP on CUDA, the H200 one
+    "024": 1,  # BF16, then FP8 on DP8
+    "046": 1,  # the same rank-0 command twice, the second with --log-level=debug
+    "047": 1,  # attention backend fa3, then flashinfer
+    "061": 1,  # TP4, then TP4 x PP2
+    "075": 1,  # Qwen3-VL TP4 on GPUs 0-3, then gpt-oss TP2 on 4,5 and SigLIP2 DP2 on 6,7 (third-party image)
+}
+PICKS.update({number: entry["pick"] for number, entry in ENTRIES.items() if "pick" in entry})  # issue 24 on
+
+# What each refusal must name: the reason the index gives after "Refuse:".
+REFUSALS = {
+    "009": "built by `docker build`",  # a locally built image
+    "010": "<model> is a placeholder",  # the model is `<model>` (and the post is AMD MI100)
+    "014": "Windows path",  # -v I:\AI-Chat\models\Deepseek:/models
+    "016": "line 2, column 1: '12f0'",  # the wrapped NCCL_SOCKET_IFNAME value breaks the command
+    "017": "no server entrypoint",  # the image is followed by flags only
+    "018": "pass --kind",  # a third-party image: which server it runs is unknown
+    "020": "Huawei Ascend",  # HCCL_* exports
+    "023": "no serving command",  # benchmark only
+    "025": "no serving command",  # benchmark only
+    "026": "$DTYPE is set inside an `if` block",  # the model name depends on shell logic
+    "029": "no serving command",  # benchmark only (its server is 027)
+    "030": "the container runs `bash`",  # container setup only
+    "031": "AMD ROCm",  # the container the commands run in is a ROCm image
+    "032": "TGI",
+    "033": "TGI",
+    "034": "TGI",
+    "035": "TGI",
+    "036": "TGI",
+    "037": "TGI",
+    "038": "NVIDIA NIM",
+    "039": "NVIDIA NIM",
+    "040": "NVIDIA NIM",
+    "041": "NVIDIA NIM",
+    "049": "no serving command",  # benchmark only
+    "050": "LMDeploy",  # three engines compared
+    "055": "no serving command",  # genai-perf only
+    "056": "TensorRT-LLM",
+    "057": "no serving command",  # results only
+    "058": "Ollama",
+    "059": "llama.cpp",
+    "060": "line 10, column 17: <HEAD_NODE_IP> is a placeholder",  # run_cluster.sh <HEAD_NODE_IP> --head
+    "063": "no serving command",  # a results table only
+    "069": "16 GPUs",  # TP16 over a Ray cluster (and the model is the placeholder `xxx`)
+    "073": "no serving command",  # docker ps / docker logs only
+    "074": "no serving command",  # benchmark in docker exec only
+}
+# Posts from issue 24 on say it in the index: `refusal:` is the text the one-line refusal must hold.
+REFUSALS.update({number: entry["refusal"] for number, entry in ENTRIES.items() if "refusal" in entry})
+
+# How the post's lines become the command a shell runs, where the post wraps it in something that is not shell.
+PROMPTS = {
+    "007": r"^\$ ",  # `$ ` prompt
+    "015": r"^\[root@node1 ~\]# ",
+    "046": r"```,?",  # the command is written inline between ``` fences
+    "051": r"^> ",  # a quoted reply: every line starts with `> `
+    "054": r"^\$|^> ",  # `$docker …` and PS2 `> ` continuation lines
+}
+# 048 lost its line breaks: `a \ b` is one argument " b" for a shell; the import reads each `\ ` as a line
+# continuation (a note says so), and so does this test.
+COLLAPSED = {"048"}
+# The post's shell variables, given to `sh` as the importer resolved them (each is a note of the import).
+VARIABLES = {
+    "044": {"MODEL_NAME": "DeepSeek-V3.1-Terminus"},
+    "065": {"volume": f"{os.getcwd()}/data", "model": "deepseek-ai/DeepSeek-R1-Distill-Qwen-1.5B"},  # volume=$PWD/data
+    "076": {"NAME": "m27-fp8-inst1", "IMAGE": "nvcr.io/nvidia/vllm:26.01-py3", "MODEL": "MiniMaxAI/MiniMax-M2.7"},
+    "079": {"volume": f"{os.getcwd()}/data", "model": "deepseek-ai/DeepSeek-R1-Distill-Qwen-1.5B"},  # as 065
+    "082": {"MODEL": "Qwen/Qwen2.5-1.5B-Instruct", "NAME": "qwen"},
+}
+# Variables a multi-node post leaves to the reader for the head's address and port: the values hgxkit gives per
+# deploy (the head given to render, the kind's default port).
+GIVEN = {"022": {"MASTER_IP": "10.0.0.1", "PORT": "29550"}}
+# Documented exceptions to "renders the post's argv": (post word, recipe word) pairs and why.
+SECRET_WORDS = {
+    "HF_TOKEN=<secret>": "HF_TOKEN",  # 001: a secret's value (here the docs' placeholder) comes from the environment
+    "HUGGING_FACE_HUB_TOKEN=<secret>": "HUGGING_FACE_HUB_TOKEN",  # 007
+    "HF_TOKEN=<your-hf-token>": "HF_TOKEN",  # 042
+    "HF_TOKEN=hf_" + "X" * 34: "HF_TOKEN",  # 068
+    # 005, 075: `-e HF_TOKEN=$HF_TOKEN` passes the operator's token on: the declared secret `-e HF_TOKEN`, whose
+    # value reaches the container in a root-only env file, never on a command line (issue 23).
+    "HF_TOKEN=host-token": "HF_TOKEN",
+}
+TRAILING = {"044": r"\s*>log\.txt 2>&1 &\s*$"}  # 044 ends with a redirection and `&`: dropped with a note
+
+
+def imported(number: str) -> ImportOutcome:
+    entry = ENTRIES[number]
+    return import_post([(entry["file"], (POSTS / entry["file"]).read_text())], ImportOptions(pick=PICKS.get(number)))
+
+
+def server_spans(result: ImportOutcome) -> list[tuple[int, int]]:
+    """The post lines of each serving command the import took."""
+    spans = []
+    for line in result.report:
+        if line.action == "took" and "(the server" in line.what:
+            first, _, last = line.where.rsplit(":", 1)[1].partition("-")
+            spans.append((int(first), int(last or first)))
+    return spans
+
+
+def posted_command(number: str, span: tuple[int, int]) -> str:
+    lines = (POSTS / ENTRIES[number]["file"]).read_text().split("\n")[span[0] - 1 : span[1]]
+    if number in PROMPTS:
+        lines = [re.sub(PROMPTS[number], "", line) for line in lines]
+    text = "\n".join(lines)
+    if number in COLLAPSED:
+        text = text.replace(" \\ ", " ")
+    return re.sub(TRAILING[number], "", text) if number in TRAILING else text
+
+
+def placed(words: list[str], recipe: Recipe, posted_model: str | None) -> list[str]:
+    """The post's argv with the model placement the import notes: the model flag's value becomes the mount
+    point, a read-only mount goes before the image, the served name is the post's model (unless it names one),
+    and a mount of the Hugging Face cache (`-v ~/.cache/huggingface:/root/.cache/huggingface`) is dropped."""
+    model = recipe.model
+    if posted_model is None or posixpath.normpath(posted_model) == model.mount_point:
+        return words  # a model under a mounted directory is served as it is
+    out = list(words)
+    for i in reversed(range(len(out) - 1)):
+        if out[i] in ("-v", "--volume") and out[i + 1].split(":")[1:2] == ["/root/.cache/huggingface"]:
+            del out[i : i + 2]
+    out = [model.mount_point if word == posted_model else word for word in out]
+    image = out.index(recipe.image.reference)
+    out[image:image] = ["-v", f"{model.local_dir}:{model.mount_point}:ro"]
+    if "--served-model-name" not in out:
+        out += ["--served-model-name", posted_model]
+    return out
+
+
+def test_every_snippet_is_in_the_index() -> None:
+    assert sorted(p.name for p in POSTS.glob("*.txt")) == sorted(ENTRIES[n]["file"] for n in ENTRIES)
+    assert set(REFUSALS) == {n for n, e in ENTRIES.items() if e["expect"] == "refuse"}
+
+
+@pytest.mark.parametrize("number", sorted(n for n, e in ENTRIES.items() if e["expect"] == "refuse"))
+def test_refused_snippets_say_why_in_one_line(number: str) -> None:
+    with pytest.raises(InputError) as caught:
+        imported(number)
+    message = caught.value.message
+    assert message.startswith(ENTRIES[number]["file"]), message
+    assert "\n" not in message
+    assert REFUSALS[number] in message, message
+
+
+IMPORTED = sorted(n for n, e in ENTRIES.items() if e["expect"] == "import")
+
+
+@pytest.mark.parametrize("number", IMPORTED)
+def test_imported_snippets_load_back_and_render(number: str) -> None:
+    result = imported(number)
+    recipe = result.recipe
+    assert recipe.server.kind == ENTRIES[number]["server_kind"]
+    assert parse_recipe_text(dump_recipe(result.recipe)) == result.recipe
+    assert len(result.notes) == len(set(result.notes)), "each note once"
+    nodes = recipe.node_count()
+    for rank in range(nodes):
+        (group,) = render_recipe(recipe, rank=rank if nodes > 1 else None, head="10.0.0.1" if nodes > 1 else None)
+        assert group.server_argv
+
+
+DOCKER_RUNS = [n for n in IMPORTED if ENTRIES[n]["kinds"][0] == "docker"]
+
+
+@pytest.mark.parametrize("number", DOCKER_RUNS)
+def test_a_docker_run_renders_the_argv_sh_gives_for_the_post(number: str, posix_argv) -> None:
+    result = imported(number)
+    recipe = result.recipe
+    env = {**ENV, **VARIABLES.get(number, {})}
+    spans = server_spans(result)
+    for rank, span in enumerate(spans):
+        posted = posix_argv(posted_command(number, span), env)
+        posted = [SECRET_WORDS.get(word, word) for word in posted]
+        if number == "068":  # `bash -c "python3 -m sglang.launch_server …"`: unwrapped, with a note
+            assert posted[-2:-1] == ["-c"]
+            posted = posted[:-3] + posted[-1].split()
+        model_flag = recipe.server.server_kind.model_flag
+        posted_model = _value_after(posted, model_flag, recipe) if model_flag else None
+        expected = placed(posted, recipe, posted_model)
+        if any("--host 0.0.0.0 added" in note for note in result.notes):  # a loopback server made reachable
+            assert "--host" not in posted
+            expected += ["--host", "0.0.0.0"]
+        nodes = recipe.node_count()
+        (group,) = render_recipe(recipe, rank=rank if nodes > 1 else None, head=_head(posted) if nodes > 1 else None)
+        rendered = posix_argv(group.shell().replace("\\\n", ""), env)
+        if nodes > 1:  # one rank's container name is kept (each host runs its own Docker)
+            expected = [
+                w if not w.startswith("sglang_multinode") else group.option_values("--name")[0] for w in expected
+            ]
+        assert rendered == expected
+
+
+# Posts from issue 24 on name in the index the recipe fields the import must give (`recipe:`).
+NAMED = sorted(n for n, e in ENTRIES.items() if "recipe" in e)
+
+
+@pytest.mark.parametrize("number", NAMED)
+def test_imported_snippets_give_the_fields_the_index_names(number: str) -> None:
+    recipe = imported(number).recipe
+    wanted = ENTRIES[number]["recipe"]
+    if "image" in wanted:
+        assert recipe.image.reference == wanted["image"]
+    for flag, value in wanted.get("server", {}).items():  # a switch is listed with no value (null)
+        assert recipe.server.has(flag) and recipe.server.flag(flag) == value, flag
+    options = [" ".join(entry.words) for entry in recipe.docker.entries]  # each option as written
+    for option in wanted.get("docker", []):
+        assert option in options, (option, options)
+    for option in wanted.get("not_docker", []):
+        assert option not in options, (option, options)
+    if "command" in wanted:
+        assert recipe.server.words()[: len(wanted["command"])] == wanted["command"]
+
+
+# Posts that run a TP-4 vLLM server on a `--gpus '"device=…"'` list of four: the recipe keeps both.
+FOUR_LISTED_GPUS = {"075": [0, 1, 2, 3]}
+
+
+@pytest.mark.parametrize("number", sorted(FOUR_LISTED_GPUS))
+def test_a_tp4_server_keeps_its_four_listed_gpus(number: str) -> None:
+    recipe = imported(number).recipe
+    (group,) = render_recipe(recipe)
+    gpus = FOUR_LISTED_GPUS[number]
+    assert group.gpus == gpus
+    assert group.option_values("--gpus") == [f'"device={",".join(map(str, gpus))}"']
+    assert recipe.server.flag("--tensor-parallel-size") == "4"
+    assert recipe.server.parallel_size() == 4
+
+
+def _value_after(words: list[str], flag: str, recipe: Recipe) -> str | None:
+    """The model a posted argv names: after the kind's model flag, or after the image or its `vllm serve` (vLLM's
+    positional model)."""
+    spellings = {flag, *(a for a, c in recipe.server.server_kind.flag_aliases.items() if c == flag)}
+    for index, word in enumerate(words[:-1]):
+        if word in spellings:
+            return words[index + 1]
+    after = words[words.index(recipe.image.reference) + 1 :]
+    if after[:2] == ["vllm", "serve"]:  # the container command written out (076: an image with no serving entrypoint)
+        after = after[2:]
+    follower = after[0] if after else ""
+    return follower if follower and not follower.startswith("-") else None
+
+
+def _head(posted: list[str]) -> str:
+    """The head address the post gives (`$IP_OF_HEAD_NODE`, unset here, gives none: any address then)."""
+    value = posted[posted.index("--dist-init-addr") + 1]
+    return value.rsplit(":", 1)[0] or "10.0.0.1"
+
+
+BARE = [n for n in IMPORTED if n not in DOCKER_RUNS]
+
+
+@pytest.mark.parametrize("number", BARE)
+def test_a_bare_launch_is_translated_as_its_notes_say(number: str, posix_argv) -> None:
+    result = imported(number)
+    recipe = result.recipe
+    kind = recipe.server.server_kind
+    for rank, span in enumerate(server_spans(result)):
+        posted = posix_argv(posted_command(number, span), {**ENV, **VARIABLES.get(number, {}), **GIVEN.get(number, {})})
+        prefix = {}
+        while "=" in posted[0] and re.match(r"^[A-Za-z_]\w*=", posted[0]):
+            name, _, value = posted.pop(0).partition("=")
+            prefix[name] = value
+        nodes = recipe.node_count()
+        head = None
+        if nodes > 1:
+            head = _head(posted) if "--dist-init-addr" in posted else "10.0.0.1"
+        (group,) = render_recipe(recipe, rank=rank if nodes > 1 else None, head=head)
+        server = group.server_argv
+        # The program: the image's python3 (SGLang), or the image's own `vllm serve` entrypoint (vLLM).
+        program = 3 if posted[0].endswith(("python", "python3")) else 2
+        if posted[:3] == ["vllm", "serve", "serve"]:
+            program = 3  # `vllm serve serve MODEL` (012): the doubled word is dropped, with a note
+        args = posted[program:]
+        if kind.name == "sglang":  # the interpreter is the image's python3
+            words = ["python3", "-m", "sglang.launch_server"] if program == 3 else posted[:2]
+        else:  # the image's entrypoint is `vllm serve`; the model is given as --model (old and new images)
+            words = []
+            if args and not args[0].startswith("-"):
+                args = ["--model", *args]
+        model = recipe.model
+        local = model.local_dir == model.mount_point  # a host path, mounted where the post names it
+        if not local:
+            args = [model.mount_point if a == model.repo_id else a for a in args]
+        if kind.name == "sglang" and "--host" not in args and nodes < 2:  # spanning nodes: listens as posted
+            args += ["--host", "0.0.0.0"]
+        if "--served-model-name" not in args and not local:
+            args += ["--served-model-name", model.repo_id]
+        if "--dist-init-addr" in args:  # the head's address is given per deploy (here the post's, if it has one)
+            at = args.index("--dist-init-addr") + 1
+            args[at] = f"{head}:{args[at].rsplit(':', 1)[1]}"
+        if "--data-parallel-address" in args:  # DP over hosts: a rank's own flags are rendered last
+            for flag, width in (("--headless", 1), ("--data-parallel-start-rank", 2)):
+                if flag in args:
+                    at = args.index(flag)
+                    args = args[:at] + args[at + width :] + args[at : at + width]
+        assert server == words + args
+        options = [w for entry in group.options for w in entry.words]
+        devices = prefix.pop("CUDA_VISIBLE_DEVICES", None)
+        assert options[:2] == ["--gpus", f'"device={devices}"' if devices else "all"]
+        assert "--ipc=host" in options
+        port = args[args.index("--port") + 1] if "--port" in args else str(kind.default_port)
+        if nodes > 1:  # the ranks reach each other on the host's network; nothing is published
+            assert "--network=host" in options and "-p" not in options
+        else:
+            assert f"{port}:{port}" in options
+        for name, value in prefix.items():
+            assert f"{name}={value}" in options
+        assert f"{model.local_dir}:{model.mount_point}:ro" in options
