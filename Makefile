@@ -29,7 +29,7 @@ $(STAMP): pyproject.toml
 demo: host venv
 	$(BIN)/hgxkit sim demo --cluster $(HGXKIT_SIM_CLUSTER)
 
-## test: lint, then every test (unit and end-to-end); what .ci/run runs
+## test: lint and format check, then every test (unit and end-to-end); what .ci/run runs
 ## The real benchmark clients' store (installed once per host, a no-op when up to date; without root it only
 ## warns, and the tests that need it skip, or fail under CI=true).
 CLIENT_STORE ?= $(or $(HGXKIT_SIM_CLIENT_STORE),/var/lib/hgxkit/sglang-client)
@@ -37,6 +37,7 @@ export HGXKIT_SGLANG_CLIENT_VENV ?= $(CLIENT_STORE)
 
 test: host-test venv
 	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 	-$(BIN)/hgxkit sim client install
 	PYTHON=$(BIN)/python tests/run_all.sh
 
@@ -103,7 +104,7 @@ mutation: venv
 
 lint: venv
 	$(BIN)/ruff check .
-	$(BIN)/ruff format --check . || true
+	$(BIN)/ruff format --check .
 
 ## map: rewrite README.md's map of the code from the modules' docstrings (tests/unit/project/test_readme_map.py checks it)
 map:

@@ -56,8 +56,10 @@ server.shell(name="Run the bundle's image", commands=[script(
     i=b.image_id)])
 """
 # A node's sim mirror refused (as tests/e2e/test_bundle.py does): the image can come through the cache only.
-NO_SIM_MIRROR = "iptables -C OUTPUT -o lo -p tcp --dport 15000 -j REJECT 2>/dev/null || " \
-    "iptables -A OUTPUT -o lo -p tcp --dport 15000 -j REJECT"  # fmt: skip
+NO_SIM_MIRROR = (
+    "iptables -C OUTPUT -o lo -p tcp --dport 15000 -j REJECT 2>/dev/null || "
+    "iptables -A OUTPUT -o lo -p tcp --dport 15000 -j REJECT"
+)
 CACHE_BLOB = re.compile(r'"GET /v2/([^ ]+)/blobs/(sha256:[0-9a-f]{64}) HTTP/[\d.]+" 200 (\d+)')
 
 
@@ -71,8 +73,11 @@ def make_image_bundle(out: Path, filler_mb: int = 8) -> dict:
     with tempfile.TemporaryDirectory(prefix="hgxkit-bundle-cache-registry-") as tmp:
         cfg = Path(tmp) / "config.yml"
         cfg.write_text(registry.CONFIG.format(root=registry.storage_dir(), port=port, readonly="true"))
-        proc = subprocess.Popen([shutil.which("docker-registry") or "docker-registry", "serve", str(cfg)],
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+        proc = subprocess.Popen(
+            [shutil.which("docker-registry") or "docker-registry", "serve", str(cfg)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         try:
             registry._wait_v2(port, proc)
             saved = ociimage.save_layout(IMAGE, out / "image", f"http://127.0.0.1:{port}")
@@ -81,12 +86,15 @@ def make_image_bundle(out: Path, filler_mb: int = 8) -> dict:
             proc.wait(timeout=10)
     (out / "model/m").mkdir(parents=True)
     (out / "model/m/weights.bin").write_bytes(os.urandom(filler_mb << 20))
-    doc = manifest.seal({
-        "schema_version": manifest.SCHEMA_VERSION, "kind": "hgxkit-bundle",
-        "image": {"reference": IMAGE, "digest": saved.digest, "id": saved.config, "dir": "image"},
-        "model": {"dir": "model/m"},
-        "artifacts": [manifest.artifact_entry(out, rel) for rel in manifest.list_files(out)],
-    })  # fmt: skip
+    doc = manifest.seal(
+        {
+            "schema_version": manifest.SCHEMA_VERSION,
+            "kind": "hgxkit-bundle",
+            "image": {"reference": IMAGE, "digest": saved.digest, "id": saved.config, "dir": "image"},
+            "model": {"dir": "model/m"},
+            "artifacts": [manifest.artifact_entry(out, rel) for rel in manifest.list_files(out)],
+        }
+    )
     (out / manifest.MANIFEST).write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
     return doc
 
@@ -120,16 +128,32 @@ def run_bundle_cache(cluster: str, nodes: int, node_sh: NodeSh, workdir: Path, w
     cached = _deploy(cluster, deploy, f"bundle={bundle}", "image_cache=first", "image_cache_upstream=off")
     manifest_blob = bundle / "image/blobs/sha256" / doc["image"]["digest"].removeprefix("sha256:")
     layers = [layer["digest"] for layer in json.loads(manifest_blob.read_text())["layers"]]
-    r: dict = {"doc": doc, "node_dir": node_dir, "layers": layers, "rc": cached.returncode,
-               "out": cached.stdout + cached.stderr, "cached_s": time.monotonic() - started,
-               "with": sizes()}  # fmt: skip
-    r["ids"] = {n: node_sh(cluster, f"docker inspect --format '{{{{.Image}}}}' {CONTAINER}", node=n).strip()
-                for n in names}  # fmt: skip
-    r["verify"] = {n: node_sh(cluster, f"python3 /var/lib/hgxkit/bundle/hgxkit_bundle_verify.py {node_dir} "
-                              f"{doc['bundle_sha256']} --from-cache image 2>&1", node=n) for n in names}  # fmt: skip
+    r: dict = {
+        "doc": doc,
+        "node_dir": node_dir,
+        "layers": layers,
+        "rc": cached.returncode,
+        "out": cached.stdout + cached.stderr,
+        "cached_s": time.monotonic() - started,
+        "with": sizes(),
+    }
+    r["ids"] = {
+        n: node_sh(cluster, f"docker inspect --format '{{{{.Image}}}}' {CONTAINER}", node=n).strip() for n in names
+    }
+    r["verify"] = {
+        n: node_sh(
+            cluster,
+            f"python3 /var/lib/hgxkit/bundle/hgxkit_bundle_verify.py {node_dir} "
+            f"{doc['bundle_sha256']} --from-cache image 2>&1",
+            node=n,
+        )
+        for n in names
+    }
     log = node_sh(cluster, "journalctl -u hgxkit-image-cache --no-pager -o cat")
-    r["served"] = [(addr, repo, blob, int(size)) for addr, repo, blob, size in
-                   re.findall(r"^(\S+) - .*?" + CACHE_BLOB.pattern, log, re.M)]  # fmt: skip
+    r["served"] = [
+        (addr, repo, blob, int(size))
+        for addr, repo, blob, size in re.findall(r"^(\S+) - .*?" + CACHE_BLOB.pattern, log, re.M)
+    ]
     if without and r["rc"] == 0:
         off = _deploy(cluster, deploy, f"bundle={bundle}", "image_cache=off")
         r["off_rc"], r["off_out"], r["without"] = off.returncode, off.stdout + off.stderr, sizes()
@@ -141,18 +165,25 @@ def cache_figures_lines(r: dict, nodes: int) -> list[str]:
     names = [f"node{i}" for i in range(1, nodes + 1)]
     image = sum(a["size"] for a in r["doc"]["artifacts"] if a["path"].startswith("image/"))
     whole = sum(a["size"] for a in r["doc"]["artifacts"])
-    lines = [f"# bundle + image cache, {nodes} simulated nodes, image {image / 1e6:.1f} MB of a {whole / 1e6:.1f} MB "
-             "bundle (bytes in each node's bundle dir: what rsync sent it)"]  # fmt: skip
+    lines = [
+        f"# bundle + image cache, {nodes} simulated nodes, image {image / 1e6:.1f} MB of a {whole / 1e6:.1f} MB "
+        "bundle (bytes in each node's bundle dir: what rsync sent it)"
+    ]
     for n in names:
         w, wo = r["with"][n], r.get("without", {}).get(n)
-        lines.append(f"{n}: with the cache {w / 1e6:8.1f} MB, without {wo / 1e6:8.1f} MB, ratio {w / wo:.2f}x"
-                     if wo else f"{n}: with the cache {w / 1e6:8.1f} MB")  # fmt: skip
+        lines.append(
+            f"{n}: with the cache {w / 1e6:8.1f} MB, without {wo / 1e6:8.1f} MB, ratio {w / wo:.2f}x"
+            if wo
+            else f"{n}: with the cache {w / 1e6:8.1f} MB"
+        )
     total_w = sum(r["with"][n] for n in names)
     total_wo = sum(r.get("without", {}).get(n, 0) for n in names)
     served = sum(s for *_, s in r["served"])
-    lines.append(f"fleet: the controller sent {total_w / 1e6:.1f} MB with the cache"
-                 + (f", {total_wo / 1e6:.1f} MB without, ratio {total_w / total_wo:.2f}x" if total_wo else "")
-                 + f"; the cache served {served / 1e6:.1f} MB of blobs to the other nodes")  # fmt: skip
+    lines.append(
+        f"fleet: the controller sent {total_w / 1e6:.1f} MB with the cache"
+        + (f", {total_wo / 1e6:.1f} MB without, ratio {total_w / total_wo:.2f}x" if total_wo else "")
+        + f"; the cache served {served / 1e6:.1f} MB of blobs to the other nodes"
+    )
     return lines
 
 

@@ -96,9 +96,16 @@ def main() -> int:
         own = resource.getrusage(resource.RUSAGE_SELF)
         kids = resource.getrusage(resource.RUSAGE_CHILDREN)
         with open(out, "w") as fh:
-            json.dump({"round_trips": dict(COUNTS), "cpu_s": own.ru_utime + own.ru_stime,
-                       "children_cpu_s": kids.ru_utime + kids.ru_stime, "exit": status,
-                       "commands": COMMANDS}, fh)  # fmt: skip
+            json.dump(
+                {
+                    "round_trips": dict(COUNTS),
+                    "cpu_s": own.ru_utime + own.ru_stime,
+                    "children_cpu_s": kids.ru_utime + kids.ru_stime,
+                    "exit": status,
+                    "commands": COMMANDS,
+                },
+                fh,
+            )
     return status
 
 

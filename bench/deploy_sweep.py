@@ -63,8 +63,10 @@ def run(cases: list[Case], cluster: str, keep: bool, out: Callable[[str], None] 
             results.append(result)
             out(result.line())
         failed = [r for r in results if not r.ok]
-        out(f"deploy sweep: {len(results) - len(failed)} of {len(results)} posts started and answered health; "
-            f"{len(failed)} failed; {time.monotonic() - began:.0f} s")  # fmt: skip
+        out(
+            f"deploy sweep: {len(results) - len(failed)} of {len(results)} posts started and answered health; "
+            f"{len(failed)} failed; {time.monotonic() - began:.0f} s"
+        )
         return len(failed)
     finally:
         if not keep:

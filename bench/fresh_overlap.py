@@ -74,9 +74,12 @@ def shape_registry(node: nodes.NodeInfo, mbps: float) -> None:
         f"[Service]\nType=oneshot\nRemainAfterExit=yes\nExecStart=/bin/sh -c {shlex.quote(shape)}\n"
         "[Install]\nWantedBy=multi-user.target\n"
     )
-    sh(node, f"printf %s {shlex.quote(unit)} > /etc/systemd/system/hgxkit-bench-shape.service && "
-             "systemctl daemon-reload && systemctl enable --now hgxkit-bench-shape.service >/dev/null 2>&1 && "
-             "tc class show dev lo | grep -q 1:20")  # fmt: skip
+    sh(
+        node,
+        f"printf %s {shlex.quote(unit)} > /etc/systemd/system/hgxkit-bench-shape.service && "
+        "systemctl daemon-reload && systemctl enable --now hgxkit-bench-shape.service >/dev/null 2>&1 && "
+        "tc class show dev lo | grep -q 1:20",
+    )
 
 
 def registry_bytes(node: nodes.NodeInfo) -> int:
@@ -89,9 +92,14 @@ def reproduce(cluster: str, recipe: str, endpoint: str, prefetch: bool) -> tuple
     """Run deploys/reproduce.py; its wall time, phase clock and (without prefetch) the pull's own time: from the
     rollout's start to its line naming the pulled digest (the few fact reads before the pull count with it)."""
     argv = [PYINFRA, "-y", "inventories/sim.py", "deploys/reproduce.py"]
-    for item in (f"recipe={recipe}", "verify=false", f"hf_endpoint={endpoint}", "model_disk_margin_gb=0.1",
-                 "min_free_disk_gb=1",  # the preflight asks 400 GB for the real model
-                 f"image_prefetch={str(prefetch).lower()}"):  # fmt: skip
+    for item in (
+        f"recipe={recipe}",
+        "verify=false",
+        f"hf_endpoint={endpoint}",
+        "model_disk_margin_gb=0.1",
+        "min_free_disk_gb=1",  # the preflight asks 400 GB for the real model
+        f"image_prefetch={str(prefetch).lower()}",
+    ):
         argv += ["--data", item]
     env = {**os.environ, "HGXKIT_SIM_CLUSTER": cluster, "PYINFRA_PROGRESS": "off", "PYTHONUNBUFFERED": "1"}
     env.pop("HF_TOKEN", None)
@@ -99,8 +107,9 @@ def reproduce(cluster: str, recipe: str, endpoint: str, prefetch: bool) -> tuple
     clock = PhaseClock(start)
     lines = []
     rollout_at = digest_at = None
-    with subprocess.Popen(argv, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                          bufsize=1) as proc:  # fmt: skip
+    with subprocess.Popen(
+        argv, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1
+    ) as proc:
         assert proc.stdout is not None
         for raw in proc.stdout:
             now = time.monotonic()
@@ -122,8 +131,12 @@ def reproduce(cluster: str, recipe: str, endpoint: str, prefetch: bool) -> tuple
 def pull_seconds(node: nodes.NodeInfo) -> float | None:
     """The background pull unit's run time, from its start and end in the node's journal (None: no unit ran)."""
     out = sh(node, f"journalctl -u {PULL_UNIT} -o short-unix --no-pager 2>/dev/null || true")
-    stamps = [float(line.split()[0]) for line in out.splitlines() if line[:1].isdigit()
-              and any(w in line for w in ("Started", "Deactivated", "Succeeded", "Finished", "Consumed"))]  # fmt: skip
+    stamps = [
+        float(line.split()[0])
+        for line in out.splitlines()
+        if line[:1].isdigit()
+        and any(w in line for w in ("Started", "Deactivated", "Succeeded", "Finished", "Consumed"))
+    ]
     return max(stamps) - min(stamps) if len(stamps) > 1 else None
 
 
@@ -147,11 +160,14 @@ def one_arm(prefetch: bool, args: argparse.Namespace, store: Path) -> dict[str, 
             row["pull"] = pull  # in its unit, while the model downloads
         if pulled is not None:
             row["pull"] = pulled  # alone, in the rollout
-        print(f"  image_prefetch={str(prefetch).lower():5s}: fresh node -> serving {wall:6.1f} s; "
-              f"model sync {sync:.1f} s"
-              + (f", image pull {row['pull']:.1f} s" if "pull" in row else "")
-              + f" ({shaped / 1e6:.0f} MB through the shaped registry link); phases "
-              + ", ".join(f"{k} {v:.1f} s" for k, v in clock.spent.items()), flush=True)  # fmt: skip
+        print(
+            f"  image_prefetch={str(prefetch).lower():5s}: fresh node -> serving {wall:6.1f} s; "
+            f"model sync {sync:.1f} s"
+            + (f", image pull {row['pull']:.1f} s" if "pull" in row else "")
+            + f" ({shaped / 1e6:.0f} MB through the shaped registry link); phases "
+            + ", ".join(f"{k} {v:.1f} s" for k, v in clock.spent.items()),
+            flush=True,
+        )
         return row
     finally:
         if not args.keep:
@@ -186,15 +202,21 @@ def main() -> int:
     sync, pull = med(off, "sync"), med(off, "pull")
     rest = wall_off - sync - pull  # the serial run less its two transfers
     bound = max(sync, pull) + rest
-    print(f"model: {args.size_gb:g} GB in {args.shards} shards at {args.hub_mbps:g} MB/s per response; image: the "
-          f"SGLang stand-in over a {args.registry_mbps:g} MB/s registry link")  # fmt: skip
-    print(f"median of {args.rounds}: with overlap {wall_on:.1f} s, without {wall_off:.1f} s; alone (serial run): model "
-          f"sync {sync:.1f} s, image pull {pull:.1f} s, everything else {rest:.1f} s -> longer transfer + everything "
-          f"else {bound:.1f} s, +15% {bound * 1.15:.1f} s; overlapped: sync {med(on, 'sync'):.1f} s, pull "
-          f"{med(on, 'pull'):.1f} s")  # fmt: skip
+    print(
+        f"model: {args.size_gb:g} GB in {args.shards} shards at {args.hub_mbps:g} MB/s per response; image: the "
+        f"SGLang stand-in over a {args.registry_mbps:g} MB/s registry link"
+    )
+    print(
+        f"median of {args.rounds}: with overlap {wall_on:.1f} s, without {wall_off:.1f} s; alone (serial run): model "
+        f"sync {sync:.1f} s, image pull {pull:.1f} s, everything else {rest:.1f} s -> longer transfer + everything "
+        f"else {bound:.1f} s, +15% {bound * 1.15:.1f} s; overlapped: sync {med(on, 'sync'):.1f} s, pull "
+        f"{med(on, 'pull'):.1f} s"
+    )
     print(f"fresh node -> serving, with overlap vs without: {wall_on / wall_off:.2f}")
-    print(f"fresh node -> serving with overlap vs (longer of sync, pull) + everything else (target <= 1.15): "
-          f"{wall_on / bound:.2f}")  # fmt: skip
+    print(
+        f"fresh node -> serving with overlap vs (longer of sync, pull) + everything else (target <= 1.15): "
+        f"{wall_on / bound:.2f}"
+    )
     return 0
 
 

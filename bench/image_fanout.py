@@ -102,8 +102,16 @@ def run_fanout(cluster: str, nodes: int, layer_mb: int, mbps: float, node_sh: No
     deploy = workdir / "cache_pull.py"
     deploy.write_text(DEPLOY)
     env = {**os.environ, "HGXKIT_SIM_CLUSTER": cluster, "PYINFRA_PROGRESS": "off", "PYTHONPATH": str(ROOT)}
-    argv = [str(Path(sys.executable).parent / "pyinfra"), "-y", "inventories/sim.py", str(deploy),
-            "--data", "image_cache=first", "--data", f"image_cache_upstream=http://{UPSTREAM}"]  # fmt: skip
+    argv = [
+        str(Path(sys.executable).parent / "pyinfra"),
+        "-y",
+        "inventories/sim.py",
+        str(deploy),
+        "--data",
+        "image_cache=first",
+        "--data",
+        f"image_cache_upstream=http://{UPSTREAM}",
+    ]
     result = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900, check=False)
     out = result.stdout + result.stderr
     times = {(m.group(1), m.group(2)): (float(m.group(3)), m.group(4)) for m in TIMES.finditer(out)}
@@ -116,19 +124,31 @@ def run_fanout(cluster: str, nodes: int, layer_mb: int, mbps: float, node_sh: No
     direct = float(node_sh(cluster, DIRECT, timeout=600).strip().splitlines()[-1])
     fill = times.get(("node1", "fill"), (float("nan"), ""))[0]
     fanout = max((t for (_, label), (t, _) in times.items() if label == "fan-out"), default=float("nan"))
-    return {"rc": result.returncode, "out": out, "times": times, "sent": sent, "direct": direct, "fill": fill,
-            "fanout": fanout, "phase": fill + fanout, "built": built, "filled": filled[0] if filled else "",
-            "mirrors": node_sh(cluster, "cat /etc/docker/daemon.json", node=f"node{nodes}")}  # fmt: skip
+    return {
+        "rc": result.returncode,
+        "out": out,
+        "times": times,
+        "sent": sent,
+        "direct": direct,
+        "fill": fill,
+        "fanout": fanout,
+        "phase": fill + fanout,
+        "built": built,
+        "filled": filled[0] if filled else "",
+        "mirrors": node_sh(cluster, "cat /etc/docker/daemon.json", node=f"node{nodes}"),
+    }
 
 
 def figures_line(r: dict, nodes: int, layer_mb: int, mbps: float) -> str:
     """The run's figures, side by side, as one line."""
     per_blob = sorted(len(sizes) for sizes in r["sent"].values())
-    return (f"image fan-out, {layer_mb} MB layer, upstream shaped to {mbps:g} MB/s: one node's pull straight from "
-            f"the upstream {r['direct']:.1f} s; {nodes}-node pull phase behind the cache {r['phase']:.1f} s (fill "
-            f"{r['fill']:.1f} s, then all {nodes} at once {r['fanout']:.1f} s); ratio {r['phase'] / r['direct']:.2f}x; "
-            f"upstream GETs per blob {per_blob} ({len(r['sent'])} blobs, "
-            f"{sum(sum(s) for s in r['sent'].values()) / 1e6:.1f} MB sent)")  # fmt: skip
+    return (
+        f"image fan-out, {layer_mb} MB layer, upstream shaped to {mbps:g} MB/s: one node's pull straight from "
+        f"the upstream {r['direct']:.1f} s; {nodes}-node pull phase behind the cache {r['phase']:.1f} s (fill "
+        f"{r['fill']:.1f} s, then all {nodes} at once {r['fanout']:.1f} s); ratio {r['phase'] / r['direct']:.2f}x; "
+        f"upstream GETs per blob {per_blob} ({len(r['sent'])} blobs, "
+        f"{sum(sum(s) for s in r['sent'].values()) / 1e6:.1f} MB sent)"
+    )
 
 
 def main() -> int:

@@ -89,8 +89,12 @@ def mixed(size: int) -> str:
 
 
 CLASSES: dict[str, Callable[[int], str]] = {
-    "piped": piped, "variables": variables, "fences": fences, "docker-run": docker_runs, "mixed": mixed,
-}  # fmt: skip
+    "piped": piped,
+    "variables": variables,
+    "fences": fences,
+    "docker-run": docker_runs,
+    "mixed": mixed,
+}
 SIZES = (33 * KIB, MAX_RECIPE_BYTES, 1024 * KIB)
 
 

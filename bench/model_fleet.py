@@ -47,8 +47,10 @@ def unit_span(members: list[nodes.NodeInfo], names: int) -> tuple[float, float]:
         spans.append((result["finished_at"] - result["seconds"], result["finished_at"]))
     first = min(s for s, _ in spans)
     if len(members) > 1:
-        print("  units (start-end, s): " + ", ".join(f"{n.name} {s - first:.1f}-{e - first:.1f}"
-                                                      for n, (s, e) in zip(members, spans, strict=True)))  # fmt: skip
+        print(
+            "  units (start-end, s): "
+            + ", ".join(f"{n.name} {s - first:.1f}-{e - first:.1f}" for n, (s, e) in zip(members, spans, strict=True))
+        )
     return first, max(e for _, e in spans)
 
 
@@ -138,10 +140,14 @@ def main() -> int:
             f"min {min(last_reads.values(), default=0)} max {max(last_reads.values(), default=0)}, "
             f"all by {sorted(last_clients)}; the file list asked by {len(last_listers)} hosts (one request each)"
         )
-        print(f"fleet sync time vs 1-node sync time (median of {args.rounds} rounds): "
-              f"{statistics.median(m / s for m, s in pairs):.2f}")  # fmt: skip
-        print(f"Hub reads per file in every fleet run (access log; 1 = each file once, whole, to node1 only): "
-              f"{1 if ok else 'NOT 1'}")  # fmt: skip
+        print(
+            f"fleet sync time vs 1-node sync time (median of {args.rounds} rounds): "
+            f"{statistics.median(m / s for m, s in pairs):.2f}"
+        )
+        print(
+            f"Hub reads per file in every fleet run (access log; 1 = each file once, whole, to node1 only): "
+            f"{1 if ok else 'NOT 1'}"
+        )
         server.shutdown()
     finally:
         if not args.keep:

@@ -112,14 +112,23 @@ def main() -> int:
         shutil.rmtree(work / "curl")
         program = ship(args.rev, Path(tempfile.mkdtemp(dir=work)))
         spec = {
-            "repo_id": REPO, "local_dir": str(work / "model"), "allow_patterns": ["*.json", "*.safetensors"],
-            "endpoint": url, "state_dir": str(work / "state"), "margin_gb": 0.1, "workers": args.workers,
-        }  # fmt: skip
+            "repo_id": REPO,
+            "local_dir": str(work / "model"),
+            "allow_patterns": ["*.json", "*.safetensors"],
+            "endpoint": url,
+            "state_dir": str(work / "state"),
+            "margin_gb": 0.1,
+            "workers": args.workers,
+        }
         (work / "spec.json").write_text(json.dumps(spec))
         raw = work / "profile.txt"
         record = [spy, "record", "--threads", "-r", str(RATE), "-f", "raw", "-o", str(raw), "--"]
-        subprocess.run([*record, sys.executable, str(program), "run", "--spec", str(work / "spec.json")],
-                       env={**env, "PYTHONPATH": ""}, check=True, capture_output=True)  # fmt: skip
+        subprocess.run(
+            [*record, sys.executable, str(program), "run", "--spec", str(work / "spec.json")],
+            env={**env, "PYTHONPATH": ""},
+            check=True,
+            capture_output=True,
+        )
         result = json.loads((work / "state" / "model.result.json").read_text())
         gb = sum(s["size"] for s in info["siblings"] if s["rfilename"] in names) / 1e9
         print(f"program: fetch.py of {args.rev or 'the working tree'}; {len(names)} files, {gb:.2f} GB from {url}")

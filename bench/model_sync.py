@@ -201,8 +201,10 @@ def main() -> int:
         print(f"{'full re-hash (model_full_rehash)':38s} {rehash_s:14.2f} s {gb / rehash_s * 1000:8.1f} MB/s")
         print(f"{'verify-only: no-op re-run check':38s} {check_s:14.2f} s")
         print("per-round sync vs best(curl, hf download): " + " ".join(f"{b / s:.2f}" for b, s in best))
-        print(f"sync throughput vs best of curl x{w} and hf download (median of {args.rounds} rounds): "
-              f"{median_ratio(best):.2f}")  # fmt: skip
+        print(
+            f"sync throughput vs best of curl x{w} and hf download (median of {args.rounds} rounds): "
+            f"{median_ratio(best):.2f}"
+        )
         print(f"verify-only (metadata check) time vs full re-hash time: {check_s / rehash_s:.3f}")
         server.shutdown()
     finally:

@@ -72,12 +72,30 @@ def loop_cpu(container: str, command: str, repeat: int) -> float:
 
 def ssh_cpu(cluster: str, container: str, repeat: int) -> float:
     """CPU seconds the node spends per SSH connection that runs `true`."""
-    shown = subprocess.run([sys.executable, "-m", "hgxkit", "sim", "status", "--json", "--cluster", cluster],
-                           cwd=ROOT, capture_output=True, text=True, check=True)  # fmt: skip
+    shown = subprocess.run(
+        [sys.executable, "-m", "hgxkit", "sim", "status", "--json", "--cluster", cluster],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     status = json.loads(shown.stdout)
     node = status["nodes"][0]
-    argv = ["ssh", "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR",
-            "-i", node["key"], "-p", str(node["port"]), f"{node['user']}@{node['host']}", "true"]  # fmt: skip
+    argv = [
+        "ssh",
+        "-o",
+        "StrictHostKeyChecking=no",
+        "-o",
+        "UserKnownHostsFile=/dev/null",
+        "-o",
+        "LogLevel=ERROR",
+        "-i",
+        node["key"],
+        "-p",
+        str(node["port"]),
+        f"{node['user']}@{node['host']}",
+        "true",
+    ]
     first = cgroup_cpu_s(container)
     time.sleep(2.0)
     idle = max(0.0, cgroup_cpu_s(container) - first) / 2.0
@@ -100,14 +118,26 @@ def main() -> int:
     (container, *_) = node_containers(args.cluster) or sys.exit(f"no running nodes in cluster {args.cluster}")
     env = {**os.environ, "HGXKIT_SIM_CLUSTER": args.cluster, "PYINFRA_PROGRESS": "off"}
     with tempfile.NamedTemporaryFile(suffix=".json") as out:
-        argv = [sys.executable, __file__, "--record", out.name, "-y", "inventories/sim.py", "deploys/dspark.py",
-                "--data", "verify=false", *[w for item in args.data for w in ("--data", item)]]  # fmt: skip
+        argv = [
+            sys.executable,
+            __file__,
+            "--record",
+            out.name,
+            "-y",
+            "inventories/sim.py",
+            "deploys/dspark.py",
+            "--data",
+            "verify=false",
+            *[w for item in args.data for w in ("--data", item)],
+        ]
         ran = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, check=False)
         if "Grand total" not in ran.stdout + ran.stderr:
             sys.exit(f"the no-op did not finish:\n{(ran.stdout + ran.stderr)[-3000:]}")
         commands = json.loads(Path(out.name).read_text())
-    print(f"simulated: true; {len(commands)} command(s) sent to the first node; CPU per run on the node, "
-          f"mean of {args.repeat} runs (load {os.getloadavg()[0]:.1f})")
+    print(
+        f"simulated: true; {len(commands)} command(s) sent to the first node; CPU per run on the node, "
+        f"mean of {args.repeat} runs (load {os.getloadavg()[0]:.1f})"
+    )
     base = loop_cpu(container, "true", args.repeat)
     from hgxkit.hostlock import holder_command  # the checkout's own (ROOT is first on the path)
 

@@ -60,8 +60,10 @@ def node_memory_mib(cluster: str) -> list[float]:
     dockerd whose memory accounting is off under cgroup v1 did here)."""
     out = subprocess.run(
         ["docker", "ps", "-q", "--no-trunc", "--filter", f"name=hgxkit-sim-{cluster}-node"],
-        capture_output=True, text=True, check=False,
-    ).stdout  # fmt: skip
+        capture_output=True,
+        text=True,
+        check=False,
+    ).stdout
     return [used for cid in out.split() if (used := _cgroup_memory_mib(cid)) is not None]
 
 
@@ -110,14 +112,18 @@ def main() -> int:
                 if label == "bench/minimal_deploy.py":
                     continue
                 median = medians[(label, nodes)]
-                print(f"{label} no-op re-run, {nodes} node(s): {median:.2f} s (median of {args.repeat}); "
-                      f"minimal deploy {minimal:.2f} s; ratio {median / minimal:.2f}x  "
-                      f"(first converge {converge:.0f} s)")  # fmt: skip
+                print(
+                    f"{label} no-op re-run, {nodes} node(s): {median:.2f} s (median of {args.repeat}); "
+                    f"minimal deploy {minimal:.2f} s; ratio {median / minimal:.2f}x  "
+                    f"(first converge {converge:.0f} s)"
+                )
             memory = node_memory_mib(cluster)
             if memory:
-                print(f"memory per simulated node, {nodes} node(s): {statistics.mean(memory):.0f} MiB mean, "
-                      f"{max(memory):.0f} MiB max (memory cgroup: systemd, sshd, dockerd, "
-                      "two serving stand-ins)")  # fmt: skip
+                print(
+                    f"memory per simulated node, {nodes} node(s): {statistics.mean(memory):.0f} MiB mean, "
+                    f"{max(memory):.0f} MiB max (memory cgroup: systemd, sshd, dockerd, "
+                    "two serving stand-ins)"
+                )
             if not args.keep and nodes != counts[0]:
                 sim("down", "--cluster", cluster)
         base = counts[0]
@@ -126,13 +132,19 @@ def main() -> int:
                 ratio = medians[(label, nodes)] / medians[(label, base)]
                 print(f"{label}: {nodes} nodes vs {base}: {ratio:.2f}x")
         if not args.bringup_only and (f"{full[-1]}", base) in medians:
-            print(f"ratio: dspark.py no-op re-run vs minimal deploy, {base} node: "
-                  f"{medians[(full[-1], base)] / medians[('bench/minimal_deploy.py', base)]:.2f}x")  # fmt: skip
+            print(
+                f"ratio: dspark.py no-op re-run vs minimal deploy, {base} node: "
+                f"{medians[(full[-1], base)] / medians[('bench/minimal_deploy.py', base)]:.2f}x"
+            )
     finally:
         if not args.keep:
             for nodes in counts:
-                subprocess.run([sys.executable, "-m", "hgxkit", "sim", "down", "--cluster", f"bench{nodes}"], cwd=ROOT,
-                               capture_output=True, check=False)  # fmt: skip
+                subprocess.run(
+                    [sys.executable, "-m", "hgxkit", "sim", "down", "--cluster", f"bench{nodes}"],
+                    cwd=ROOT,
+                    capture_output=True,
+                    check=False,
+                )
     return 0
 
 

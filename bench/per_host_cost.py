@@ -48,21 +48,28 @@ DSPARK, MINIMAL = "deploys/dspark.py", "bench/minimal_deploy.py"
 
 
 def sim(*args: str) -> str:
-    return subprocess.run([sys.executable, "-m", "hgxkit", "sim", *args], cwd=ROOT, check=True,
-                          capture_output=True, text=True).stdout  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "hgxkit", "sim", *args], cwd=ROOT, check=True, capture_output=True, text=True
+    ).stdout
 
 
 def node_containers(cluster: str) -> list[str]:
-    out = subprocess.run(["docker", "ps", "-q", "--no-trunc", "--filter", f"name=hgxkit-sim-{cluster}-node"],
-                         capture_output=True, text=True, check=False).stdout  # fmt: skip
+    out = subprocess.run(
+        ["docker", "ps", "-q", "--no-trunc", "--filter", f"name=hgxkit-sim-{cluster}-node"],
+        capture_output=True,
+        text=True,
+        check=False,
+    ).stdout
     return out.split()
 
 
 def cgroup_cpu_s(container_id: str) -> float:
     """CPU seconds the container's cgroup has used (cgroup v1 cpuacct, or v2 cpu.stat)."""
     root = Path("/sys/fs/cgroup")
-    for path in (root / "cpuacct" / "docker" / container_id / "cpuacct.usage",
-                 root / "cpu,cpuacct" / "docker" / container_id / "cpuacct.usage"):  # fmt: skip
+    for path in (
+        root / "cpuacct" / "docker" / container_id / "cpuacct.usage",
+        root / "cpu,cpuacct" / "docker" / container_id / "cpuacct.usage",
+    ):
         if path.is_file():
             return int(path.read_text()) / 1e9
     for group in (root / "system.slice" / f"docker-{container_id}.scope", root / "docker" / container_id):
@@ -79,8 +86,15 @@ def run(cluster: str, deploy: str, *data: str, profile: str | None = None, limit
     env = {**os.environ, "HGXKIT_SIM_CLUSTER": cluster, "PYINFRA_PROGRESS": "off"}
     env.pop("PYTHONDONTWRITEBYTECODE", None)  # a user's environment (see the docstring)
     with tempfile.NamedTemporaryFile(suffix=".json") as out:
-        argv = [sys.executable, COUNTED, out.name, *(["--profile", profile] if profile else []),
-                "-y", "inventories/sim.py", deploy]  # fmt: skip
+        argv = [
+            sys.executable,
+            COUNTED,
+            out.name,
+            *(["--profile", profile] if profile else []),
+            "-y",
+            "inventories/sim.py",
+            deploy,
+        ]
         for item in data:
             argv += ["--data", item]
         if limit:
@@ -96,9 +110,15 @@ def run(cluster: str, deploy: str, *data: str, profile: str | None = None, limit
             sys.exit(f"{deploy} failed on cluster {cluster}:\n{log[-3000:]}")
         counts = json.loads(Path(out.name).read_text())
     trips = list(counts["round_trips"].values())
-    return {"wall": wall, "cpu_host": counts["cpu_s"] / len(ids), "cpu": counts["cpu_s"],
-            "node_cpu": statistics.mean(node_cpu), "trips": statistics.mean(trips) if trips else 0.0,
-            "changed": changed_ops(log), "commands": counts.get("commands", [])}  # fmt: skip
+    return {
+        "wall": wall,
+        "cpu_host": counts["cpu_s"] / len(ids),
+        "cpu": counts["cpu_s"],
+        "node_cpu": statistics.mean(node_cpu),
+        "trips": statistics.mean(trips) if trips else 0.0,
+        "changed": changed_ops(log),
+        "commands": counts.get("commands", []),
+    }
 
 
 def pinned_recipe(cluster: str, folder: str) -> str:
@@ -109,8 +129,9 @@ def pinned_recipe(cluster: str, folder: str) -> str:
 
     recipe = load_recipe(str(ROOT / SEED_RECIPE))
     record = f"/var/lib/hgxkit/model/{model_name(recipe.model.local_dir)}.json"
-    shown = subprocess.run(["docker", "exec", node_containers(cluster)[0], "cat", record],
-                           capture_output=True, text=True, check=True).stdout  # fmt: skip
+    shown = subprocess.run(
+        ["docker", "exec", node_containers(cluster)[0], "cat", record], capture_output=True, text=True, check=True
+    ).stdout
     commit = json.loads(shown)["commit"]
     text = (ROOT / SEED_RECIPE).read_text()
     pinned, count = re.subn(r"(?m)^(  revision: ).*$", lambda m: m.group(1) + commit, text)
@@ -134,8 +155,12 @@ def changed_ops(log: str) -> int:
     return sum(0 if v == "-" else int(v) for v in match.groups())
 
 
-METRICS = (("cpu_host", "controller CPU s/host", 3), ("node_cpu", "node CPU s/no-op", 3),
-           ("trips", "round trips/host", 1), ("wall", "wall s", 2))  # fmt: skip
+METRICS = (
+    ("cpu_host", "controller CPU s/host", 3),
+    ("node_cpu", "node CPU s/no-op", 3),
+    ("trips", "round trips/host", 1),
+    ("wall", "wall s", 2),
+)
 
 
 def report(nodes: int, samples: dict[str, list[dict]]) -> dict[str, dict[str, float]]:
@@ -173,13 +198,16 @@ def limit_slope(cluster: str, nodes: int, repeat: int, data: list[str]) -> dict[
         one, every = statistics.median(got["one"]), statistics.median(got["all"])
         per_host = (every - one) / (nodes - 1)
         out[deploy] = (one - per_host, per_host)
-        print(f"{nodes} node(s)  controller CPU s, {deploy}: all {nodes} hosts {every:.3f}, --limit node1 {one:.3f} "
-              f"(medians of {repeat}): {per_host:.3f} s per further host")  # fmt: skip
+        print(
+            f"{nodes} node(s)  controller CPU s, {deploy}: all {nodes} hosts {every:.3f}, --limit node1 {one:.3f} "
+            f"(medians of {repeat}): {per_host:.3f} s per further host"
+        )
     return out
 
 
-def projection(meds: dict[int, dict[str, dict[str, float]]], cores: int,
-               slopes: dict[str, tuple[float, float]] | None = None) -> None:  # fmt: skip
+def projection(
+    meds: dict[int, dict[str, dict[str, float]]], cores: int, slopes: dict[str, tuple[float, float]] | None = None
+) -> None:
     """Print, labelled as a projection, the controller's CPU for 100 and 1,000 hosts from the measured costs."""
     counts = sorted(meds)
     fits = {d: fit({n: meds[n][d]["cpu_host"] * n for n in counts}) for d in (DSPARK, MINIMAL)}
@@ -192,21 +220,32 @@ def projection(meds: dict[int, dict[str, dict[str, float]]], cores: int,
             fits[deploy] = (statistics.mean(meds[n][deploy]["cpu_host"] * n for n in counts), 0.0)
             unresolved.append(deploy)
     (a, b), (ma, mb) = fits[DSPARK], fits[MINIMAL]
-    source = (f"from the {max(counts)}-node cluster's runs of all hosts against --limit node1" if slopes
-              else f"fitted to the {'/'.join(map(str, counts))}-node medians")  # fmt: skip
-    print(f"PROJECTION (on paper, not measured; model {source}): "
-          f"controller CPU = fixed + per-host x hosts; dspark {a:.2f} s + {b:.3f} s/host, minimal {ma:.2f} s + "
-          f"{mb:.3f} s/host. pyinfra runs every host in one process (gevent greenlets on one core): its CPU work is "
-          "serial whatever --parallel says (--parallel only caps the hosts in flight); SSH round trips of different "
-          "hosts overlap, so on a big fleet the controller's CPU is the floor of the plan time. With "
-          f"{cores} cores the inventory is split into {cores} pyinfra processes (--limit slices), each paying the "
-          "fixed part." + "".join(f" {d}: the fit's per-host part came out <= 0 (below the noise at these "
-                                  "counts): its measured mean taken as fixed, nothing per host." for d in unresolved))
+    source = (
+        f"from the {max(counts)}-node cluster's runs of all hosts against --limit node1"
+        if slopes
+        else f"fitted to the {'/'.join(map(str, counts))}-node medians"
+    )
+    print(
+        f"PROJECTION (on paper, not measured; model {source}): "
+        f"controller CPU = fixed + per-host x hosts; dspark {a:.2f} s + {b:.3f} s/host, minimal {ma:.2f} s + "
+        f"{mb:.3f} s/host. pyinfra runs every host in one process (gevent greenlets on one core): its CPU work is "
+        "serial whatever --parallel says (--parallel only caps the hosts in flight); SSH round trips of different "
+        "hosts overlap, so on a big fleet the controller's CPU is the floor of the plan time. With "
+        f"{cores} cores the inventory is split into {cores} pyinfra processes (--limit slices), each paying the "
+        "fixed part."
+        + "".join(
+            f" {d}: the fit's per-host part came out <= 0 (below the noise at these "
+            "counts): its measured mean taken as fixed, nothing per host."
+            for d in unresolved
+        )
+    )
     for hosts in (100, 1000):
         one, split = a + b * hosts, a + b * hosts / cores
-        print(f"PROJECTION {hosts} hosts: dspark no-op controller CPU {one:.1f} s in one process, {split:.1f} s "
-              f"wall on {cores} cores ({cores} processes); {hosts * trips:.0f} SSH round trips ({trips:.1f}/host); "
-              f"minimal deploy {ma + mb * hosts:.1f} s in one process")  # fmt: skip
+        print(
+            f"PROJECTION {hosts} hosts: dspark no-op controller CPU {one:.1f} s in one process, {split:.1f} s "
+            f"wall on {cores} cores ({cores} processes); {hosts * trips:.0f} SSH round trips ({trips:.1f}/host); "
+            f"minimal deploy {ma + mb * hosts:.1f} s in one process"
+        )
 
 
 def main() -> int:
@@ -217,8 +256,11 @@ def main() -> int:
     parser.add_argument("--keep", action="store_true", help="leave the bench clusters running (and reuse them)")
     parser.add_argument("--profile", metavar="DIR", help="write a cProfile of one dspark no-op per node count")
     parser.add_argument("--pin-model", action="store_true", help="the seed recipe pinned to the commit it fetched")
-    parser.add_argument("--no-slope", action="store_true",
-                        help="skip the per-host slope runs (all hosts against --limit node1) on the largest cluster")
+    parser.add_argument(
+        "--no-slope",
+        action="store_true",
+        help="skip the per-host slope runs (all hosts against --limit node1) on the largest cluster",
+    )
     args = parser.parse_args()
     counts = [int(n) for n in args.nodes.split(",") if n.strip()]
     suffix = os.environ.get("HGXKIT_SIM_TEST_SUFFIX", "bench")
@@ -260,8 +302,12 @@ def main() -> int:
         folder.cleanup()
         if not args.keep:
             for nodes in counts:
-                subprocess.run([sys.executable, "-m", "hgxkit", "sim", "down", "--cluster", f"cost{nodes}-{suffix}"],
-                               cwd=ROOT, capture_output=True, check=False)  # fmt: skip
+                subprocess.run(
+                    [sys.executable, "-m", "hgxkit", "sim", "down", "--cluster", f"cost{nodes}-{suffix}"],
+                    cwd=ROOT,
+                    capture_output=True,
+                    check=False,
+                )
     return 0
 
 

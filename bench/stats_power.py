@@ -65,14 +65,28 @@ def simulate_run(rng: np.random.Generator, cv: float, speedup: float) -> tuple[f
 
 
 def cell(runs: list[tuple[float, list[float]]]) -> CellResult:
-    repeats = [RepeatResult(output_throughput=tput, ttft_mean_ms=float(np.mean(t)), index=i, completed=PROMPTS,
-                            requests_with_samples=len(t)) for i, (tput, t) in enumerate(runs)]  # fmt: skip
+    repeats = [
+        RepeatResult(
+            output_throughput=tput,
+            ttft_mean_ms=float(np.mean(t)),
+            index=i,
+            completed=PROMPTS,
+            requests_with_samples=len(t),
+        )
+        for i, (tput, t) in enumerate(runs)
+    ]
     ttfts = [v for _, t in runs for v in t]
     return CellResult(
-        output_throughput=float(np.mean([r.output_throughput for r in repeats])), ttft_mean_ms=float(np.mean(ttfts)),
-        input_len=INPUT_LEN, concurrency=CONCURRENCY, num_prompts=PROMPTS, completed=PROMPTS * len(runs),
-        failed=0, ttfts_ms=ttfts, repeats=repeats,
-    )  # fmt: skip
+        output_throughput=float(np.mean([r.output_throughput for r in repeats])),
+        ttft_mean_ms=float(np.mean(ttfts)),
+        input_len=INPUT_LEN,
+        concurrency=CONCURRENCY,
+        num_prompts=PROMPTS,
+        completed=PROMPTS * len(runs),
+        failed=0,
+        ttfts_ms=ttfts,
+        repeats=repeats,
+    )
 
 
 def real_rate(metric: str, trials: int, repeats: int, cv: float, speedup: float, seed: int) -> float:
@@ -102,15 +116,19 @@ def main() -> int:
     parser.add_argument("--latency-trials", type=int, default=200, help="trials for the TTFT row's rate (200)")
     args = parser.parse_args()
     t0 = time.monotonic()
-    print(f"cell {INPUT_LEN}x{CONCURRENCY}, {PROMPTS} prompts, {OUTPUT_LEN} output tokens; repeats per run: "
-          f"{args.repeats} (bench=full default {FULL_REPEATS}); {args.trials} trials per rate")
+    print(
+        f"cell {INPUT_LEN}x{CONCURRENCY}, {PROMPTS} prompts, {OUTPUT_LEN} output tokens; repeats per run: "
+        f"{args.repeats} (bench=full default {FULL_REPEATS}); {args.trials} trials per rate"
+    )
     for cv in CVS:
         hit = real_rate("output_throughput", args.trials, args.repeats, cv, 1.10, seed=1)
         false = real_rate("output_throughput", args.trials, args.repeats, cv, 1.00, seed=2)
         label = "stand-in noise only" if cv == 0 else f"run-to-run CV {cv * 100:g}%"
         head = "  <- headline (published SGLang noise)" if cv == HEADLINE_CV else ""
-        print(f"output throughput, {label}: real for +10% in {hit * 100:.1f}% of trials, "
-              f"real for 0% in {false * 100:.1f}% (repeats {args.repeats}){head}")  # fmt: skip
+        print(
+            f"output throughput, {label}: real for +10% in {hit * 100:.1f}% of trials, "
+            f"real for 0% in {false * 100:.1f}% (repeats {args.repeats}){head}"
+        )
     print("Welch t power for +10% (analytic), by repeats:", end="")
     for cv in (0.025, 0.04, 0.05, 0.10):
         powers = "  ".join(f"n={n} {analytic_power(n, cv):.2f}" for n in (3, 4, 5, 6, 8))
@@ -118,8 +136,10 @@ def main() -> int:
     print()
     fp = real_rate("ttft_mean_ms", args.latency_trials, args.repeats, HEADLINE_CV, 1.00, seed=3)
     hit = real_rate("ttft_mean_ms", args.latency_trials, args.repeats, HEADLINE_CV, 1.10, seed=4)
-    print(f"TTFT mean (hierarchical bootstrap), run-to-run CV {HEADLINE_CV * 100:g}%: real for a 10% change in "
-          f"{hit * 100:.1f}%, for 0% in {fp * 100:.1f}% of {args.latency_trials} trials (repeats {args.repeats})")
+    print(
+        f"TTFT mean (hierarchical bootstrap), run-to-run CV {HEADLINE_CV * 100:g}%: real for a 10% change in "
+        f"{hit * 100:.1f}%, for 0% in {fp * 100:.1f}% of {args.latency_trials} trials (repeats {args.repeats})"
+    )
     print(f"took {time.monotonic() - t0:.0f} s")
     return 0
 

@@ -68,13 +68,28 @@ def timed_verify(mode: str, output_len: int, *, first: bool = True) -> dict[str,
     from its first run's start to its last run's end, the post's warm-up runs included, and each client
     process's start-up), the client's own
     measured time, the recorded cells and the client runs."""
-    forget = [sys.executable, "-m", "hgxkit", "sim", "ssh", "node1", "--cluster", CLUSTER, "--",
-              "rm -rf " + shlex.quote(report_folder(VERIFY_DEFAULTS["verify_workdir"]))]  # fmt: skip
+    forget = [
+        sys.executable,
+        "-m",
+        "hgxkit",
+        "sim",
+        "ssh",
+        "node1",
+        "--cluster",
+        CLUSTER,
+        "--",
+        "rm -rf " + shlex.quote(report_folder(VERIFY_DEFAULTS["verify_workdir"])),
+    ]
     if first:  # the first verify of these containers: the environment report is made again
         subprocess.run(forget, cwd=ROOT, capture_output=True, check=True)
     with tempfile.TemporaryDirectory() as results:
-        wall, output = pyinfra("deploys/verify.py", "bench=full", f"bench_output_len={output_len}",
-                       f"verify_client_process={mode}", f"results_dir={results}")  # fmt: skip
+        wall, output = pyinfra(
+            "deploys/verify.py",
+            "bench=full",
+            f"bench_output_len={output_len}",
+            f"verify_client_process={mode}",
+            f"results_dir={results}",
+        )
         (summary_file,) = Path(results).glob("*/*/summary.json")
         cells = json.loads(summary_file.read_text())["cells"]
         windows = 0.0
@@ -97,15 +112,24 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--keep", action="store_true", help="leave the simulated node running")
     parser.add_argument("--output-len", type=int, default=16, help="output tokens per request")
-    parser.add_argument("--modes", nargs="+", default=["per_cell", "per_container"],
-                        choices=["per_cell", "per_container"], help="verify_client_process values to time")  # fmt: skip
-    parser.add_argument("--again", action="store_true",
-                        help="also time a re-verify of the same containers (the kept environment report)")  # fmt: skip
+    parser.add_argument(
+        "--modes",
+        nargs="+",
+        default=["per_cell", "per_container"],
+        choices=["per_cell", "per_container"],
+        help="verify_client_process values to time",
+    )
+    parser.add_argument(
+        "--again",
+        action="store_true",
+        help="also time a re-verify of the same containers (the kept environment report)",
+    )
     args = parser.parse_args()
     print("simulated: true (hgxkit sim node; the stand-in's latencies, this machine's overheads)")
     sim = [sys.executable, "-m", "hgxkit", "sim"]
-    subprocess.run([*sim, "up", "--nodes", "1", "--memory-gib", "3072", "--cluster", CLUSTER], check=True,
-                   capture_output=True)  # fmt: skip
+    subprocess.run(
+        [*sim, "up", "--nodes", "1", "--memory-gib", "3072", "--cluster", CLUSTER], check=True, capture_output=True
+    )
     try:
         pyinfra("deploys/dspark.py", "verify=false")
         overheads = {}
@@ -116,20 +140,32 @@ def main() -> int:
             outside, setup = t["wall"] - t["in_client"], t["in_client"] - t["measured"]
             label = mode if first else f"{mode}, re-verify"
             overheads[label] = outside / cells
-            print(f"verify bench=full, verify_client_process={label}: {cells} cells, {runs} client runs, wall "
-                  f"{t['wall']:.1f} s, inside the client runs {t['in_client']:.1f} s, the client's measured time "
-                  f"{t['measured']:.1f} s", flush=True)  # fmt: skip
-            print(f"  orchestration (wall less the client runs: pyinfra, SSH, probes, the unit, docker exec, "
-                  f"results, fingerprint, archive): {outside:.1f} s in all, {outside / cells:.2f} s per cell",
-                  flush=True)  # fmt: skip
-            print(f"  the client's own unmeasured time (its start, tokenizer, prompts, warm-ups, cache flush, its "
-                  f"1 s pause; the post's warm-up runs): {setup:.1f} s, {setup / runs:.2f} s per client run",
-                  flush=True)  # fmt: skip
-            print(f"  wall less the client's measured time, per cell (the old figure): "
-                  f"{(t['wall'] - t['measured']) / cells:.1f} s", flush=True)  # fmt: skip
+            print(
+                f"verify bench=full, verify_client_process={label}: {cells} cells, {runs} client runs, wall "
+                f"{t['wall']:.1f} s, inside the client runs {t['in_client']:.1f} s, the client's measured time "
+                f"{t['measured']:.1f} s",
+                flush=True,
+            )
+            print(
+                f"  orchestration (wall less the client runs: pyinfra, SSH, probes, the unit, docker exec, "
+                f"results, fingerprint, archive): {outside:.1f} s in all, {outside / cells:.2f} s per cell",
+                flush=True,
+            )
+            print(
+                f"  the client's own unmeasured time (its start, tokenizer, prompts, warm-ups, cache flush, its "
+                f"1 s pause; the post's warm-up runs): {setup:.1f} s, {setup / runs:.2f} s per client run",
+                flush=True,
+            )
+            print(
+                f"  wall less the client's measured time, per cell (the old figure): "
+                f"{(t['wall'] - t['measured']) / cells:.1f} s",
+                flush=True,
+            )
         if {"per_cell", "per_container"} <= overheads.keys():
-            print(f"orchestration per cell, per_container / per_cell: "
-                  f"{overheads['per_container'] / overheads['per_cell']:.2f}")  # fmt: skip
+            print(
+                f"orchestration per cell, per_container / per_cell: "
+                f"{overheads['per_container'] / overheads['per_cell']:.2f}"
+            )
         for mode, seconds in overheads.items():
             print(f"orchestration seconds per cell, {mode} (target <= 1.5): {seconds:.2f}")
     finally:

@@ -37,8 +37,13 @@ from roles.preflight import preflight
 
 # What judges the node (hgxkit/node/converged.py): the knobs these roles read, and the code that checks (the
 # roles, hgxkit's node and nvidia packages, this file). A change in either (an upgraded hgxkit) re-runs every role.
-ROLE_DEFAULTS = (roles.preflight.defaults, roles.nvidia_driver.defaults, roles.docker.defaults,
-                 roles.container_toolkit.defaults, roles.gpu_health.defaults)  # fmt: skip
+ROLE_DEFAULTS = (
+    roles.preflight.defaults,
+    roles.nvidia_driver.defaults,
+    roles.docker.defaults,
+    roles.container_toolkit.defaults,
+    roles.gpu_health.defaults,
+)
 BRINGUP_KNOBS = sorted({name for defaults in ROLE_DEFAULTS for name in defaults.DEFAULTS})
 JUDGING_SOURCES = [
     *(Path(defaults.__file__).resolve().parent for defaults in ROLE_DEFAULTS),

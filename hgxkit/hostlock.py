@@ -131,8 +131,9 @@ def _keep_reads(host: Any, stdout: Any, keep: Any) -> None:
                 return
             lines.append(line)
     except (UnicodeDecodeError, OSError, EOFError) as err:
-        logger.debug("%s: the reads on the lock's channel gave no answer (%s); reading them on their own",
-                     host.name, err)  # fmt: skip
+        logger.debug(
+            "%s: the reads on the lock's channel gave no answer (%s); reading them on their own", host.name, err
+        )
 
 
 def hold_host_lock(host: Any, reads: list[tuple[type, dict[str, Any]]] | None = None) -> None:

@@ -134,7 +134,9 @@ SECRET_PATTERNS: tuple[SecretPattern, ...] = (
     # password may hold `/` (`pa/ss`); a port followed by a path (`host:8000/x@y`) is not a password.
     SecretPattern(
         "url-password",
-        re.compile(r"(?i)(?<![a-z0-9+.-])[a-z][a-z0-9+.-]{0,31}://[^\s/:@'\"]*:(?P<value>(?![0-9]+/)[^\s@'\"]{1,256})@"),
+        re.compile(
+            r"(?i)(?<![a-z0-9+.-])[a-z][a-z0-9+.-]{0,31}://[^\s/:@'\"]*:(?P<value>(?![0-9]+/)[^\s@'\"]{1,256})@"
+        ),
         _fixed("URL_PASSWORD"),
     ),
     # `curl -u user:password`, `--user=user:password` (curl's only: `docker run -u 1000:1000` is a uid:gid).
@@ -238,12 +240,19 @@ SECRET_PATTERNS: tuple[SecretPattern, ...] = (
 # detect-secrets imports `requests` (for its verifiers), 0.2 s that every CLI start would pay: its plugins are
 # loaded the first time a text is scanned.
 _DETECT_SECRETS = (
-    ("aws", "AWSKeyDetector"), ("azure_storage_key", "AzureStorageKeyDetector"),
-    ("discord", "DiscordBotTokenDetector"), ("gitlab_token", "GitLabTokenDetector"),
-    ("mailchimp", "MailchimpDetector"), ("pypi_token", "PypiTokenDetector"), ("sendgrid", "SendGridDetector"),
-    ("slack", "SlackDetector"), ("square_oauth", "SquareOAuthDetector"), ("stripe", "StripeDetector"),
-    ("telegram_token", "TelegramBotTokenDetector"), ("twilio", "TwilioKeyDetector"),
-)  # fmt: skip
+    ("aws", "AWSKeyDetector"),
+    ("azure_storage_key", "AzureStorageKeyDetector"),
+    ("discord", "DiscordBotTokenDetector"),
+    ("gitlab_token", "GitLabTokenDetector"),
+    ("mailchimp", "MailchimpDetector"),
+    ("pypi_token", "PypiTokenDetector"),
+    ("sendgrid", "SendGridDetector"),
+    ("slack", "SlackDetector"),
+    ("square_oauth", "SquareOAuthDetector"),
+    ("stripe", "StripeDetector"),
+    ("telegram_token", "TelegramBotTokenDetector"),
+    ("twilio", "TwilioKeyDetector"),
+)
 # A plugin regex's group 1 is the token when it does not start the match and is long enough to be one (AWS's
 # secret key inside `aws_secret = '…'`); otherwise (a prefix such as GitLab's `glpat`) the whole match is.
 _MIN_GROUP_TOKEN = 8
@@ -262,8 +271,9 @@ def patterns() -> tuple[SecretPattern, ...]:
     """Every credential form: `SECRET_PATTERNS`, then each regex of the detect-secrets plugins above."""
     import importlib
 
-    plugins = [getattr(importlib.import_module(f"detect_secrets.plugins.{module}"), name)
-               for module, name in _DETECT_SECRETS]  # fmt: skip
+    plugins = [
+        getattr(importlib.import_module(f"detect_secrets.plugins.{module}"), name) for module, name in _DETECT_SECRETS
+    ]
     return SECRET_PATTERNS + tuple(_detect_secrets_pattern(p, regex) for p in plugins for regex in p().denylist)
 
 
@@ -345,10 +355,14 @@ def redact_json(value: Any, known: Iterable[str] = ()) -> Any:
     """
     if isinstance(value, dict):
         return {
-            key: MASK if isinstance(item, str) and is_secret_name(str(key)) and item not in _NOT_A_VALUE
-            and not _REFERENCE_RE.fullmatch(item) else redact_json(item, known)
+            key: MASK
+            if isinstance(item, str)
+            and is_secret_name(str(key))
+            and item not in _NOT_A_VALUE
+            and not _REFERENCE_RE.fullmatch(item)
+            else redact_json(item, known)
             for key, item in value.items()
-        }  # fmt: skip
+        }
     if isinstance(value, list):
         return [redact_json(item, known) for item in value]
     if isinstance(value, str):

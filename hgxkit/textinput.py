@@ -22,9 +22,12 @@ from hgxkit.errors import InputError
 MAX_TEXT_BYTES = 4 * 1024 * 1024
 
 _KINDS = {
-    stat.S_IFIFO: "a FIFO", stat.S_IFCHR: "a character device", stat.S_IFBLK: "a block device",
-    stat.S_IFSOCK: "a socket", stat.S_IFDIR: "a directory",
-}  # fmt: skip
+    stat.S_IFIFO: "a FIFO",
+    stat.S_IFCHR: "a character device",
+    stat.S_IFBLK: "a block device",
+    stat.S_IFSOCK: "a socket",
+    stat.S_IFDIR: "a directory",
+}
 
 
 def _decode(name: str, data: bytes, limit: int) -> str:

@@ -42,8 +42,10 @@ def table() -> str:
         "|---|---|---|---|---|---|---|",
     ]
     for case in m.CASES:
-        lines.append(f"| {m.FAULTS[case.fault]} | {m.PHASES[case.phase]} | {others[case.others]} | {case.outcome} "
-                     f"| `{Path(case.module).name}` | `{case.id}` | {'yes' if case.ci else ''} |")  # fmt: skip
+        lines.append(
+            f"| {m.FAULTS[case.fault]} | {m.PHASES[case.phase]} | {others[case.others]} | {case.outcome} "
+            f"| `{Path(case.module).name}` | `{case.id}` | {'yes' if case.ci else ''} |"
+        )
     return "\n".join(lines)
 
 
@@ -67,8 +69,11 @@ def main(argv: list[str] | None = None) -> int:
     new = pattern.sub(lambda _: section(), text)
     if args.check:
         if new != text:
-            print("README.md: the 'What survives what' table differs from tests/faults/fault_matrix.py; run "
-                  "`python tools/faults_table.py`", file=sys.stderr)  # fmt: skip
+            print(
+                "README.md: the 'What survives what' table differs from tests/faults/fault_matrix.py; run "
+                "`python tools/faults_table.py`",
+                file=sys.stderr,
+            )
             return 1
         return 0
     README.write_text(new)

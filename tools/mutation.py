@@ -42,21 +42,48 @@ class Module:
 
 
 MODULES = (
-    Module("secrets", ("hgxkit/secrets.py",), ("tests/unit/core/test_secrets.py", "tests/unit/results/test_results.py")),
+    Module(
+        "secrets", ("hgxkit/secrets.py",), ("tests/unit/core/test_secrets.py", "tests/unit/results/test_results.py")
+    ),
     # Not test_secrets.py: its timing test (scrubbing under 2 s) fails under mutmut's tracing on a busy machine.
-    Module("scrub-sites", ("hgxkit/results/archive.py",),
-           ("tests/unit/results/test_results.py", "tests/unit/results/test_results_archive.py")),
+    Module(
+        "scrub-sites",
+        ("hgxkit/results/archive.py",),
+        ("tests/unit/results/test_results.py", "tests/unit/results/test_results_archive.py"),
+    ),
     # test_hostile_recipes.py also reaches danger.py, through hypothesis and subprocesses: a minute per mutant.
-    Module("danger", ("hgxkit/recipe/danger.py",), ("tests/unit/recipe/test_danger.py", "tests/unit/recipe/test_hostile_argv.py")),
-    Module("exposure", ("hgxkit/serving/policy.py",),
-           ("tests/unit/serving/test_serving_policy.py", "tests/unit/serving/test_serve_logic.py", "tests/unit/recipe/test_hostile_argv.py")),
-    Module("hostcmd", ("hgxkit/hostcmd.py",), ("tests/unit/core/test_hostcmd.py", "tests/unit/project/test_source_rules.py")),
+    Module(
+        "danger",
+        ("hgxkit/recipe/danger.py",),
+        ("tests/unit/recipe/test_danger.py", "tests/unit/recipe/test_hostile_argv.py"),
+    ),
+    Module(
+        "exposure",
+        ("hgxkit/serving/policy.py",),
+        (
+            "tests/unit/serving/test_serving_policy.py",
+            "tests/unit/serving/test_serve_logic.py",
+            "tests/unit/recipe/test_hostile_argv.py",
+        ),
+    ),
+    Module(
+        "hostcmd",
+        ("hgxkit/hostcmd.py",),
+        ("tests/unit/core/test_hostcmd.py", "tests/unit/project/test_source_rules.py"),
+    ),
     Module("model-hash", ("hgxkit/model/core.py",), ("tests/unit/model/test_model_core.py",)),
-    Module("rollout", ("hgxkit/serving/rollout.py", "hgxkit/serving/replace.py"),
-           ("tests/unit/serving/test_serving_replace.py", "tests/unit/serving/test_serve_plan.py", "tests/unit/serving/test_serve_dry.py",
-            "tests/unit/serving/test_serve_logic.py")),
+    Module(
+        "rollout",
+        ("hgxkit/serving/rollout.py", "hgxkit/serving/replace.py"),
+        (
+            "tests/unit/serving/test_serving_replace.py",
+            "tests/unit/serving/test_serve_plan.py",
+            "tests/unit/serving/test_serve_dry.py",
+            "tests/unit/serving/test_serve_logic.py",
+        ),
+    ),
     Module("results-stats", ("hgxkit/results/stats.py",), ("tests/unit/results/test_results_stats.py",)),
-)  # fmt: skip
+)
 # Modules whose survivors must each be killed or explained as equivalent (issue 31).
 STRICT = {"secrets", "danger", "exposure", "hostcmd"}
 

@@ -157,8 +157,10 @@ def elsewhere_note(root: Path, artifacts: list[dict[str, Any]], elsewhere: tuple
     if not absent:
         return None
     size = sum(int(a.get("size", 0)) for a in absent)
-    return (f"{', '.join(d + '/' for d in elsewhere)}: {len(absent)} files ({size} bytes) not on this node, taken "
-            "from the image cache (Docker checks each layer by digest, the role the image ID)")  # fmt: skip
+    return (
+        f"{', '.join(d + '/' for d in elsewhere)}: {len(absent)} files ({size} bytes) not on this node, taken "
+        "from the image cache (Docker checks each layer by digest, the role the image ID)"
+    )
 
 
 def signature_problem(root: Path, fingerprint: str) -> str | None:

@@ -110,8 +110,10 @@ def image_id_problem(node: str, expected: str, found: str | None) -> str | None:
     """
     if found == expected:
         return None
-    return (f"{node}: the image pulled through the image cache is {found or '(none)'}, the bundle says {expected}; "
-            "refused: no container was changed (check the cache host's fill, or set image_cache off)")  # fmt: skip
+    return (
+        f"{node}: the image pulled through the image cache is {found or '(none)'}, the bundle says {expected}; "
+        "refused: no container was changed (check the cache host's fill, or set image_cache off)"
+    )
 
 
 @dataclass(frozen=True)
@@ -264,8 +266,12 @@ def load_image(host: Any, b: NodeBundle) -> None:
     if image_id in host.get_fact(DockerImageIds):
         return
     if not with_image(host, b):
-        python.call(name=f"Pull {b.doc['image']['reference']} through the image cache ({image_id[:19]})",
-                    function=_pull_through_cache, reference=str(b.cache_pull), image_id=image_id)  # fmt: skip
+        python.call(
+            name=f"Pull {b.doc['image']['reference']} through the image cache ({image_id[:19]})",
+            function=_pull_through_cache,
+            reference=str(b.cache_pull),
+            image_id=image_id,
+        )
         return
     server.shell(
         name=f"Load {b.doc['image']['reference']} from the bundle ({image_id[:19]})",
@@ -283,8 +289,10 @@ def _pull_through_cache(reference: str, image_id: str) -> None:
     run = HostRunner(host)
     ok, said = run.status(argv("docker", "pull", "-q", reference))
     if not ok:
-        raise DeployError(f"{host.name}: `docker pull {reference}` through the image cache failed: "
-                          f"{' '.join(said)[-300:]}; no container was changed")  # fmt: skip
+        raise DeployError(
+            f"{host.name}: `docker pull {reference}` through the image cache failed: "
+            f"{' '.join(said)[-300:]}; no container was changed"
+        )
     ok, said = run.status(argv("docker", "image", "inspect", "--format", "{{.Id}}", reference))
     problem = image_id_problem(host.name, image_id, said[-1].strip() if ok and said else None)
     if problem:

@@ -37,8 +37,13 @@ def share_group_options(group: argparse.ArgumentParser, commands: argparse._SubP
 
     The copies default to SUPPRESS: a sub-command that was not given the option leaves the value the group
     parsed (or the group's default) in place, since argparse copies only what the sub-parser set."""
-    shared = [a for a in group._actions if a.option_strings and not isinstance(a, argparse._HelpAction)
-              and not isinstance(a, argparse._SubParsersAction)]  # fmt: skip
+    shared = [
+        a
+        for a in group._actions
+        if a.option_strings
+        and not isinstance(a, argparse._HelpAction)
+        and not isinstance(a, argparse._SubParsersAction)
+    ]
     for sub in {id(p): p for p in commands.choices.values()}.values():
         for action in shared:
             if any(s in sub._option_string_actions for s in action.option_strings):

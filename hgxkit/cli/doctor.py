@@ -35,8 +35,13 @@ H200_GPU_MEMORY_GB = 143771 / 1024  # what nvidia-smi reports for an H200, as ro
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The doctor's arguments (shared by `hgxkit doctor` and deploys/doctor.py)."""
     parser.add_argument("inventory", help="a pyinfra inventory file (e.g. inventories/h200.py)")
-    parser.add_argument("--data", action="append", default=[], metavar="KEY=VALUE",
-                        help="override inventory data for every host, as pyinfra's --data")  # fmt: skip
+    parser.add_argument(
+        "--data",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override inventory data for every host, as pyinfra's --data",
+    )
     json_option(parser, doctor_schema, "one document for every host (schema: hgxkit/node/schemas/doctor.schema.json)")
 
 
@@ -62,8 +67,10 @@ def doctor_program() -> Path:
     for root in (Path.cwd(), REPO_ROOT):
         if (root / "deploys" / "doctor.py").is_file() and (root / "roles").is_dir():
             return root / "deploys" / "doctor.py"
-    raise InputError("hgxkit doctor reads the roles' knobs from the hgxkit checkout (deploys/doctor.py, roles/): "
-                     "run it from the checkout, as the deploys")  # fmt: skip
+    raise InputError(
+        "hgxkit doctor reads the roles' knobs from the hgxkit checkout (deploys/doctor.py, roles/): "
+        "run it from the checkout, as the deploys"
+    )
 
 
 def _cmd_doctor(args: argparse.Namespace) -> int:
@@ -82,8 +89,9 @@ def main(argv: list[str], defaults: Mapping[str, Any]) -> int:
     from hgxkit.errors import HgxkitError
     from hgxkit.node.doctor import render_text, to_json
 
-    parser = argparse.ArgumentParser(prog="hgxkit doctor", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+    parser = argparse.ArgumentParser(
+        prog="hgxkit doctor", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     add_arguments(parser)
     args = parser.parse_args(argv)
     try:
@@ -96,8 +104,10 @@ def main(argv: list[str], defaults: Mapping[str, Any]) -> int:
     else:
         print("\n\n".join(render_text(d) for d in diagnoses))
         bad = [d.host for d in diagnoses if not d.ok]
-        print(f"\ndoctor: {len(diagnoses) - len(bad)} of {len(diagnoses)} hosts ready for bring-up"
-              + (f"; cannot be brought up: {', '.join(bad)}" if bad else ""))  # fmt: skip
+        print(
+            f"\ndoctor: {len(diagnoses) - len(bad)} of {len(diagnoses)} hosts ready for bring-up"
+            + (f"; cannot be brought up: {', '.join(bad)}" if bad else "")
+        )
     return 0 if all(d.ok for d in diagnoses) else 1
 
 
@@ -226,9 +236,11 @@ def _gather(host: Any, defaults: Mapping[str, Any]):
 
     distro = distro_key(host_facts.os_id, host_facts.os_version) or "ubuntu2404"
     docker_source = docker_source_for(host_facts.os_id, str(data("docker_source")))
-    urls = [("NVIDIA repository", repo_url or default_cuda_repo_url(distro), True),
-            ("container toolkit repository", data("nvidia_container_repo_url") or NVIDIA_CONTAINER_REPO, True),
-            ("Hugging Face Hub", data("hf_endpoint") or HUB_URL, True)]  # fmt: skip
+    urls = [
+        ("NVIDIA repository", repo_url or default_cuda_repo_url(distro), True),
+        ("container toolkit repository", data("nvidia_container_repo_url") or NVIDIA_CONTAINER_REPO, True),
+        ("Hugging Face Hub", data("hf_endpoint") or HUB_URL, True),
+    ]
     if docker_source == "docker-ce":
         urls.append(("Docker repository", data("docker_repo_url") or "https://download.docker.com/linux/ubuntu", True))
     recipe = _recipe(data("recipe"))
@@ -306,6 +318,10 @@ def _hicache_gb(recipe: Any, data: Any) -> float:
 
     gpus = int(data("expected_gpu_count") or 8)
     size = recipe.groups.size if recipe.groups and recipe.groups.size else gpus
-    need = hicache_need(recipe, groups=max(gpus // size, 1), gpu_memory_gb=H200_GPU_MEMORY_GB,
-                        weights_gb=float(data("serve_model_weights_gb")))  # fmt: skip
+    need = hicache_need(
+        recipe,
+        groups=max(gpus // size, 1),
+        gpu_memory_gb=H200_GPU_MEMORY_GB,
+        weights_gb=float(data("serve_model_weights_gb")),
+    )
     return need.total_gb

@@ -37,14 +37,21 @@ def add_export(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("--to", required=True, choices=TARGETS, help="the engine")
     parser.add_argument("-o", "--output", type=Path, help="directory to write the files into (default: print them)")
     parser.add_argument("--run", help="id of the run that verified the recipe (a label / comment)")
-    parser.add_argument("--bind", default="127.0.0.1",
-                        help="address published ports bind to (compose, slurm; default: loopback)")  # fmt: skip
-    parser.add_argument("--allow-unauthenticated", action="store_true",
-                        help="bind beyond loopback a server whose kind takes its API key only as a flag")  # fmt: skip
+    parser.add_argument(
+        "--bind", default="127.0.0.1", help="address published ports bind to (compose, slurm; default: loopback)"
+    )
+    parser.add_argument(
+        "--allow-unauthenticated",
+        action="store_true",
+        help="bind beyond loopback a server whose kind takes its API key only as a flag",
+    )
     parser.add_argument("--model-pvc", help="k8s: the PersistentVolumeClaim holding the model (default: a hostPath)")
     parser.add_argument("--gpus", type=int, default=8, help="GPUs per node (default: 8)")
-    parser.add_argument("--gpu-product", default=DEFAULT_GPU_PRODUCT,
-                        help=f"GPU feature discovery's product name (default: {DEFAULT_GPU_PRODUCT})")  # fmt: skip
+    parser.add_argument(
+        "--gpu-product",
+        default=DEFAULT_GPU_PRODUCT,
+        help=f"GPU feature discovery's product name (default: {DEFAULT_GPU_PRODUCT})",
+    )
     parser.set_defaults(handler=_cmd_export)
 
 
@@ -53,8 +60,14 @@ def _cmd_export(args: argparse.Namespace) -> int:
     from hgxkit.export.registry import export_recipe, write_export
 
     recipe = load_recipe(args.recipe)
-    options = ExportOptions(bind=args.bind, run_id=args.run, model_pvc=args.model_pvc, total_gpus=args.gpus,
-                            gpu_product=args.gpu_product, allow_unauthenticated=args.allow_unauthenticated)  # fmt: skip
+    options = ExportOptions(
+        bind=args.bind,
+        run_id=args.run,
+        model_pvc=args.model_pvc,
+        total_gpus=args.gpus,
+        gpu_product=args.gpu_product,
+        allow_unauthenticated=args.allow_unauthenticated,
+    )
     exported = export_recipe(recipe, args.to, options)
     err = Console(stderr=True, soft_wrap=True)
     if args.output is None:

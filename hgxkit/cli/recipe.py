@@ -73,8 +73,13 @@ def register(groups: argparse._SubParsersAction) -> None:
         formatter_class=_RAW,
         epilog="examples:\n  hgxkit recipe schema > recipes/schema.json\n  hgxkit recipe schema check",
     )
-    schema.add_argument("name", nargs="?", default="recipe", choices=SCHEMA_NAMES,
-                        help="recipe (default: recipe files and `recipe show --json`), check or diff")  # fmt: skip
+    schema.add_argument(
+        "name",
+        nargs="?",
+        default="recipe",
+        choices=SCHEMA_NAMES,
+        help="recipe (default: recipe files and `recipe show --json`), check or diff",
+    )
     schema.set_defaults(handler=_cmd_schema)
 
 
@@ -106,17 +111,29 @@ def _add_import(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("--revision", default="main", help="model revision (branch, tag or commit)")
     parser.add_argument("--models-dir", default=DEFAULT_MODELS_DIR, help="host directory models are placed under")
     parser.add_argument("--pick", type=_positive_int, help="take serving command N of a post that shows several")
-    parser.add_argument("--fill", action="append", default=[], metavar="PLACEHOLDER=VALUE",
-                        help="the value of a placeholder the post leaves to fill in (/path/to/…, <NAME>, YOUR_…), "
-                        "written out wherever the post has it; once per placeholder")  # fmt: skip
+    parser.add_argument(
+        "--fill",
+        action="append",
+        default=[],
+        metavar="PLACEHOLDER=VALUE",
+        help="the value of a placeholder the post leaves to fill in (/path/to/…, <NAME>, YOUR_…), "
+        "written out wherever the post has it; once per placeholder",
+    )
     parser.add_argument("-o", "--output", help="write the recipe here instead of stdout")
     parser.add_argument("--force", action="store_true", help="overwrite --output if it exists")
     shown = parser.add_mutually_exclusive_group()
-    shown.add_argument("--explain", action="store_true", help="print every line of the post(s) with its fate (taken "
-                       "into which field, changed with its note, set aside with the reason) instead of the recipe; "
-                       "a refusal is printed with its file, line and column")  # fmt: skip
-    shown.add_argument("--json", action="store_true", help="print that account as JSON (with schema_version; "
-                       "`hgxkit recipe schema import`)")  # fmt: skip
+    shown.add_argument(
+        "--explain",
+        action="store_true",
+        help="print every line of the post(s) with its fate (taken "
+        "into which field, changed with its note, set aside with the reason) instead of the recipe; "
+        "a refusal is printed with its file, line and column",
+    )
+    shown.add_argument(
+        "--json",
+        action="store_true",
+        help="print that account as JSON (with schema_version; `hgxkit recipe schema import`)",
+    )
     parser.set_defaults(handler=_cmd_import, json_schema=lambda: load_schema("import"))
 
 
@@ -134,9 +151,12 @@ def _add_render(commands: argparse._SubParsersAction) -> None:
     where = parser.add_mutually_exclusive_group()
     where.add_argument("--gpus", type=_positive_int, help="GPUs on the node (default: the recipe's)")
     where.add_argument("--groups", help='explicit GPU groups, e.g. "0,1,2,3;4,5,6,7"')
-    parser.add_argument("--format", choices=("shell", "json"), default="shell",
-                        help="shell: one commented docker run per group (default); json: a list of "
-                        "{group, name, gpus, port, argv}")  # fmt: skip
+    parser.add_argument(
+        "--format",
+        choices=("shell", "json"),
+        default="shell",
+        help="shell: one commented docker run per group (default); json: a list of {group, name, gpus, port, argv}",
+    )
     parser.add_argument("--rank", type=int, help="the host's rank, for a server spanning nodes (0 is the head)")
     parser.add_argument("--head", help="the head node's address, for a server spanning nodes")
     parser.set_defaults(handler=_cmd_render)
@@ -226,9 +246,15 @@ def _cmd_import(args: argparse.Namespace) -> int:
         else:
             files.append((name, read_text_file(name)))
     options = ImportOptions(
-        name=args.name, image=args.image, kind=args.kind, model_repo=args.model_repo, revision=args.revision,
-        models_dir=args.models_dir, pick=args.pick, fill=tuple(parse_fill(f) for f in args.fill),
-    )  # fmt: skip
+        name=args.name,
+        image=args.image,
+        kind=args.kind,
+        model_repo=args.model_repo,
+        revision=args.revision,
+        models_dir=args.models_dir,
+        pick=args.pick,
+        fill=tuple(parse_fill(f) for f in args.fill),
+    )
     try:
         outcome = import_post(files, options)
     except ImportRefused as refused:
@@ -290,10 +316,13 @@ def _cmd_check(args: argparse.Namespace) -> int:
     errors = [f for f in findings if f.level == "error"]
     if args.json:
         document = {
-            "schema_version": CHECK_SCHEMA_VERSION, "recipe": str(args.recipe), "ok": not errors,
-            "errors": len(errors), "warnings": len(findings) - len(errors),
+            "schema_version": CHECK_SCHEMA_VERSION,
+            "recipe": str(args.recipe),
+            "ok": not errors,
+            "errors": len(errors),
+            "warnings": len(findings) - len(errors),
             "findings": [{"level": f.level, "code": f.code, "message": f.message} for f in findings],
-        }  # fmt: skip
+        }
         print(json.dumps(document, indent=2))
         return 1 if errors else 0
     console = Console(highlight=False, soft_wrap=True)
@@ -310,8 +339,13 @@ def _cmd_diff(args: argparse.Namespace) -> int:
     a, b = load_recipe(args.a), load_recipe(args.b)
     differences = diff_recipes(a, b)
     if args.json:
-        document = {"schema_version": DIFF_SCHEMA_VERSION, "a": str(args.a), "b": str(args.b),
-                    "same": not differences, "differences": [d.to_json() for d in differences]}  # fmt: skip
+        document = {
+            "schema_version": DIFF_SCHEMA_VERSION,
+            "a": str(args.a),
+            "b": str(args.b),
+            "same": not differences,
+            "differences": [d.to_json() for d in differences],
+        }
         print(json.dumps(document, indent=2))
     elif not differences:
         _stderr().print(f"{args.a} and {args.b} describe the same setup")

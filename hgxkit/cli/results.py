@@ -82,18 +82,22 @@ def register(groups: argparse._SubParsersAction) -> None:
     compare.add_argument("--plot", metavar="DIR", help="also write PNG plots into DIR")
     compare.add_argument("--slo-p99-ms", type=float, default=DEFAULT_SLO_P99_MS, help="P99 TTFT SLO (5000)")
     compare.add_argument(
-        "--slo", type=_slo_terms, metavar="TERMS",
+        "--slo",
+        type=_slo_terms,
+        metavar="TERMS",
         help="goodput per cell under latency SLOs in ms, as SGLang's/vLLM's --goodput: a request is good when it "
         "meets every term (e.g. ttft_p99<=2000,tpot_p99<=50; a _pNN term is also checked on the cell's quantile)",
-    )  # fmt: skip
+    )
     compare.add_argument("--ttft-tolerance", type=float, default=0.25, help="--reference: relative TTFT tolerance")
     compare.add_argument("--accept-tolerance", type=float, default=0.3, help="--reference: accept-length tolerance")
     compare.add_argument(
-        "--fail-on", choices=FAIL_ON, metavar="WHEN",
+        "--fail-on",
+        choices=FAIL_ON,
+        metavar="WHEN",
         help="exit 1 when the answer holds (for CI): outside = a --reference metric outside its tolerance; "
         "regression = RUN_B really worse than RUN_A (or, with --reference, outside and worse than the post); "
         "any = any real difference (or, with --reference, outside or not measured)",
-    )  # fmt: skip
+    )
     compare.set_defaults(handler=_cmd_compare)
     report = commands.add_parser(
         "report",

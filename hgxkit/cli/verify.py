@@ -33,13 +33,21 @@ def register(groups: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("--endpoint", required=True, help="the server's base URL")
     parser.add_argument("--recipe", required=True, help="the recipe the server runs")
-    parser.add_argument("--bench", choices=("smoke", "full"), default="smoke",
-                        help="smoke: one cell per group, once; full: the recipe's matrix with repeats")  # fmt: skip
-    parser.add_argument("--results-dir", type=Path, default=Path("results"),
-                        help="where the run is archived (default: ./results)")  # fmt: skip
+    parser.add_argument(
+        "--bench",
+        choices=("smoke", "full"),
+        default="smoke",
+        help="smoke: one cell per group, once; full: the recipe's matrix with repeats",
+    )
+    parser.add_argument(
+        "--results-dir", type=Path, default=Path("results"), help="where the run is archived (default: ./results)"
+    )
     parser.add_argument("--client", help="the kind's benchmark client command (default: from the client store)")
-    parser.add_argument("--tokenizer", help="the model's tokenizer as this machine reads it: a directory or a Hub "
-                        "id (default: the recipe's model repository)")  # fmt: skip
+    parser.add_argument(
+        "--tokenizer",
+        help="the model's tokenizer as this machine reads it: a directory or a Hub "
+        "id (default: the recipe's model repository)",
+    )
     parser.set_defaults(handler=_cmd_verify)
 
 
@@ -71,9 +79,16 @@ def _cmd_verify(args: argparse.Namespace) -> int:
         return subprocess.run(argv, check=False, env={**os.environ, **env}).returncode
 
     with tempfile.TemporaryDirectory(prefix="hgxkit-verify-") as workdir:
-        path, summary = verify_endpoint(recipe, endpoint, mode=args.bench, results_dir=args.results_dir,
-                                        client=client, workdir=Path(workdir), run_client=run_client,
-                                        tokenizer=args.tokenizer)  # fmt: skip
+        path, summary = verify_endpoint(
+            recipe,
+            endpoint,
+            mode=args.bench,
+            results_dir=args.results_dir,
+            client=client,
+            workdir=Path(workdir),
+            run_client=run_client,
+            tokenizer=args.tokenizer,
+        )
     err.print(f"run archived in {escape(str(path))} (hgxkit results show {escape(summary.run_id)})")
     for gate in summary.gates:
         err.print(f"gate failed: {escape(gate)}")

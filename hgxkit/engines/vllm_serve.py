@@ -12,6 +12,7 @@ from typing import Any
 
 VLLM_VERSION = "0.33.0"
 Row = tuple[tuple[str, ...], tuple[str, ...], str, str, str, Any, Any, Any, Any, tuple[str, ...]]
+# The formatter leaves the table as generated: one row per parser action.
 # fmt: off
 SERVE_OPTIONS: tuple[Row, ...] = (
     (('-h', '--help'), (), 'help', 'help', '', 0, None, '==SUPPRESS==', None, ()),

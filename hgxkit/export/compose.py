@@ -99,8 +99,9 @@ def _service(container: Container, group: ExportGroup, options: ExportOptions, v
     mounts = []
     for mount in container.mounts:
         if mount.source.startswith(("/", ".", "~")):
-            mounts.append({"type": "bind", "source": mount.source, "target": mount.target,
-                           "read_only": mount.read_only})  # fmt: skip
+            mounts.append(
+                {"type": "bind", "source": mount.source, "target": mount.target, "read_only": mount.read_only}
+            )
         else:
             entry: dict[str, object] = {"type": "volume", "target": mount.target, "read_only": mount.read_only}
             if mount.source:
@@ -119,7 +120,12 @@ def _service(container: Container, group: ExportGroup, options: ExportOptions, v
         url = f"http://127.0.0.1:{container.container_port}{group.kind.health_path}"
         probe = f"import urllib.request; urllib.request.urlopen('{url}', timeout=10)"
         # Python is in every engine's image; curl is not.
-        service["healthcheck"] = {"test": ["CMD", "python3", "-c", probe], "interval": "30s", "timeout": "15s",
-                                  "retries": 3, "start_period": "3600s"}  # fmt: skip
+        service["healthcheck"] = {
+            "test": ["CMD", "python3", "-c", probe],
+            "interval": "30s",
+            "timeout": "15s",
+            "retries": 3,
+            "start_period": "3600s",
+        }
     assert HEAD_STANDIN not in str(service)
     return service

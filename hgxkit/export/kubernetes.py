@@ -136,13 +136,17 @@ def _lws(group: ExportGroup, origin: Provenance, secret: str, options: ExportOpt
                 "size": group.nodes,
                 # One rank lost stops the server on every rank: the group restarts together.
                 "restartPolicy": "RecreateGroupOnPodRestart",
-                "leaderTemplate": {"metadata": {"labels": leader_labels, "annotations": meta["annotations"]},
-                                   "spec": _pod(leader, group, secret, options, probes=True)},
-                "workerTemplate": {"metadata": {"labels": worker_labels, "annotations": meta["annotations"]},
-                                   "spec": _pod(worker, group, secret, options, probes=False)},
+                "leaderTemplate": {
+                    "metadata": {"labels": leader_labels, "annotations": meta["annotations"]},
+                    "spec": _pod(leader, group, secret, options, probes=True),
+                },
+                "workerTemplate": {
+                    "metadata": {"labels": worker_labels, "annotations": meta["annotations"]},
+                    "spec": _pod(worker, group, secret, options, probes=False),
+                },
             },
         },
-    }  # fmt: skip
+    }
     return [lws, _service(leader, meta, {LWS_NAME_LABEL: leader.name, "role": "leader"})]
 
 
@@ -208,8 +212,12 @@ def _pod(container: Container, group: ExportGroup, secret: str, options: ExportO
 
 
 def _probe(path: str, port: int, failures: int) -> dict:
-    return {"httpGet": {"path": path, "port": port}, "periodSeconds": 10, "timeoutSeconds": 10,
-            "failureThreshold": failures}  # fmt: skip
+    return {
+        "httpGet": {"path": path, "port": port},
+        "periodSeconds": 10,
+        "timeoutSeconds": 10,
+        "failureThreshold": failures,
+    }
 
 
 def _volumes(container: Container, options: ExportOptions) -> tuple[list[dict], list[dict]]:

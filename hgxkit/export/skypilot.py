@@ -83,8 +83,9 @@ def _ours(name: str) -> bool:
 
 def _provenance_envs(recipe: Recipe, options: ExportOptions) -> dict[str, str]:
     origin = provenance(recipe, options)
-    return {"HGXKIT_" + k.removeprefix("hgxkit.io/").upper().replace("-", "_"): v
-            for k, v in origin.annotations().items()}  # fmt: skip
+    return {
+        "HGXKIT_" + k.removeprefix("hgxkit.io/").upper().replace("-", "_"): v for k, v in origin.annotations().items()
+    }
 
 
 def _run_options(container: Container) -> list[str]:

@@ -88,7 +88,7 @@ def export_slurm(recipe: Recipe, options: ExportOptions) -> Exported:
         "  fi",
         "  names=()  # global: the EXIT trap runs after the function returns",
         "  # stopped and removed when the task ends (scancel), so the next job can start containers of these names",
-        "  trap 'docker stop \"${names[@]}\" >/dev/null 2>&1; docker rm \"${names[@]}\" >/dev/null 2>&1' EXIT TERM INT",
+        '  trap \'docker stop "${names[@]}" >/dev/null 2>&1; docker rm "${names[@]}" >/dev/null 2>&1\' EXIT TERM INT',
     ]
     for group in groups:
         lines += _node_lines(recipe, group, origin.annotations(), options.bind)
@@ -163,8 +163,18 @@ def _wait_and_verify(recipe: Recipe, group: ExportGroup) -> list[str]:
     cell = plan_cells(recipe, "smoke", [(group.index, head.name)])[0]
     module, prefix = group.kind.bench.modules[0]
     # Offline, as verify runs it: the client reads the tokenizer from the model the container serves.
-    client = ["docker", "exec", "-e", "HF_HUB_OFFLINE=1", head.name, "python3", "-m", module, *prefix,
-              *client_argv(cell, OUTPUT_DIR)]  # fmt: skip
+    client = [
+        "docker",
+        "exec",
+        "-e",
+        "HF_HUB_OFFLINE=1",
+        head.name,
+        "python3",
+        "-m",
+        module,
+        *prefix,
+        *client_argv(cell, OUTPUT_DIR),
+    ]
     assert HEAD_STANDIN not in " ".join(client)
     return [
         f"# group {group.index}: wait until {head.name} can generate, then the recipe's smoke cell with "

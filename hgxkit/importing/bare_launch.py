@@ -66,8 +66,10 @@ def bare_run(
     kind = reading.kind or server.kind or DEFAULT_KIND
     if image is None and server.context is not None:
         image = server.context.run.image
-        notes.append(f"{simple.where()}: runs in the container started at {server.context.simple.where()}, "
-                     f"so its image {image} is used")  # fmt: skip
+        notes.append(
+            f"{simple.where()}: runs in the container started at {server.context.simple.where()}, "
+            f"so its image {image} is used"
+        )
     if image is None:
         image = pulled_image(reading.pulled, kind, simple.where(), notes)
     if image is None:
@@ -77,8 +79,9 @@ def bare_run(
     _refuse_unexported(scope, simple)
     environment = {name: d.value for name, d in scope.exported().items()}
     prefix = [f"{name}={value}" for name, value in simple.assignments.items()]
-    run, more = docker_run_for(prefix, words, kind=KINDS[kind], image=image, environment=environment,
-                               where=simple.where())  # fmt: skip
+    run, more = docker_run_for(
+        prefix, words, kind=KINDS[kind], image=image, environment=environment, where=simple.where()
+    )
     notes += more
     return run, kind
 
@@ -106,8 +109,9 @@ def _refuse_unexported(scope: Scope, simple: Simple) -> None:
 
 # What names an image for an H200 (Hopper) node, or for other hardware, in its tag or the comment above its pull.
 _HOPPER = re.compile(r"h200|h100|\bh20\b|hopper|sm_?90", re.IGNORECASE)
-_OTHER_HARDWARE = re.compile(r"rocm|\bmi\d{3}|npu|ascend|-a[23]\b|\bcpu|xpu|hpu|gaudi|tpu|neuron|b200|gb200|sm_?100",
-                             re.IGNORECASE)  # fmt: skip
+_OTHER_HARDWARE = re.compile(
+    r"rocm|\bmi\d{3}|npu|ascend|-a[23]\b|\bcpu|xpu|hpu|gaudi|tpu|neuron|b200|gb200|sm_?100", re.IGNORECASE
+)
 
 
 def pulled_image(pulled: Sequence[tuple[str, str, str]], kind: str, where: str, notes: list[str]) -> str | None:
@@ -129,8 +133,9 @@ def pulled_image(pulled: Sequence[tuple[str, str, str]], kind: str, where: str, 
                 "which is for an H200 node; give --image REF naming the one to run"
             )
         others = ", ".join(p[0] for p in images if p != chosen[0])
-        notes.append(f"{where}: of the images the post pulls, {chosen[0][0]} is the one for an H200 (Hopper) node "
-                     f"(not {others})")  # fmt: skip
+        notes.append(
+            f"{where}: of the images the post pulls, {chosen[0][0]} is the one for an H200 (Hopper) node (not {others})"
+        )
         images = chosen
     image, at, _ = images[0]
     notes.append(f"{where}: a bare launch; the image is {image}, the one the post pulls ({at})")
@@ -188,8 +193,10 @@ def docker_run_for(
         # A server spanning nodes: its ranks reach each other on the host's network (rendezvous, NCCL and Gloo
         # ports no -p predicts), as the engines' multi-node Docker examples run them; it listens as posted.
         options.append("--network=host")
-        notes.append(f"{where}: the server spans {nodes} nodes, so the container uses the host's "
-                     "network (--network=host) and listens as the post says; no port is published")  # fmt: skip
+        notes.append(
+            f"{where}: the server spans {nodes} nodes, so the container uses the host's "
+            "network (--network=host) and listens as the post says; no port is published"
+        )
     else:
         args, port = _listen(args, kind, notes, where)
         options += ["-p", f"{port}:{port}"]
@@ -252,8 +259,10 @@ def _listen(args: list[str], kind: ServerKind, notes: list[str], where: str) -> 
     loopback_default = is_loopback(kind.default_host)
     if host_at is None and loopback_default:
         out += ["--host", "0.0.0.0"]
-        notes.append(f"{where}: --host 0.0.0.0 added ({kind.title} listens on {kind.default_host} by default, "
-                     "which a published port cannot reach)")  # fmt: skip
+        notes.append(
+            f"{where}: --host 0.0.0.0 added ({kind.title} listens on {kind.default_host} by default, "
+            "which a published port cannot reach)"
+        )
     elif host_at is not None and is_loopback(host_at[2]):
         index, has_equals, value = host_at
         if has_equals:

@@ -29,25 +29,37 @@ from hgxkit.recipe.matrix import MatrixCell
 
 # Benchmark clients of no engine; each kind's own (SGLang's, vLLM's) come from hgxkit/kinds.
 _PERF_SETTINGS = {
-    "backend": ("--endpoint-type",), "input_len": ("--synthetic-input-tokens-mean",),
-    "output_len": ("--output-tokens-mean",), "num_prompts": ("--request-count", "--num-prompts"),
-    "concurrency": ("--concurrency",), "request_rate": ("--request-rate",), "warmups": ("--warmup-request-count",),
+    "backend": ("--endpoint-type",),
+    "input_len": ("--synthetic-input-tokens-mean",),
+    "output_len": ("--output-tokens-mean",),
+    "num_prompts": ("--request-count", "--num-prompts"),
+    "concurrency": ("--concurrency",),
+    "request_rate": ("--request-rate",),
+    "warmups": ("--warmup-request-count",),
     "seed": ("--random-seed",),
-}  # fmt: skip
+}
 GENERIC_CLIENTS: tuple[PostedClient, ...] = (
     PostedClient(
-        "genai-perf", (("genai-perf", "profile"),), _PERF_SETTINGS, {},
+        "genai-perf",
+        (("genai-perf", "profile"),),
+        _PERF_SETTINGS,
+        {},
         frozenset({"--streaming", "--verbose", "-v"}),
         {"model": ("-m", "--model"), "url": ("--url", "-u"), "tokenizer": ("--tokenizer",)},
-        ("--profile-export-file", "--artifact-dir"), abbreviations=False,
+        ("--profile-export-file", "--artifact-dir"),
+        abbreviations=False,
     ),
     PostedClient(
-        "aiperf", (("aiperf", "profile"),), _PERF_SETTINGS, {},
+        "aiperf",
+        (("aiperf", "profile"),),
+        _PERF_SETTINGS,
+        {},
         frozenset({"--streaming", "--verbose", "-v"}),
         {"model": ("-m", "--model"), "url": ("--url", "-u"), "tokenizer": ("--tokenizer",)},
-        ("--profile-export-file", "--artifact-dir"), abbreviations=False,
+        ("--profile-export-file", "--artifact-dir"),
+        abbreviations=False,
     ),
-)  # fmt: skip
+)
 
 
 def clients() -> tuple[PostedClient, ...]:
@@ -129,9 +141,13 @@ def _full_flag(flag: str, spec: PostedClient, known: list[str], notes: list[str]
 
 
 def _bench(
-    spec: PostedClient, settings: dict[str, str], connection: dict[str, str], extra: tuple[str, ...], notes: list[str],
+    spec: PostedClient,
+    settings: dict[str, str],
+    connection: dict[str, str],
+    extra: tuple[str, ...],
+    notes: list[str],
     where: str,
-) -> BenchCommand:  # fmt: skip
+) -> BenchCommand:
     values: dict[str, object] = {}
     unresolved = None
     for key, text in settings.items():
@@ -156,8 +172,9 @@ def _bench(
     cell = MatrixCell(id="", client=spec.name, extra_args=extra, source=where, **values)  # type: ignore[arg-type]
     if cell.request_rate is not None and cell.request_rate == float("inf"):
         cell = replace(cell, request_rate=None)
-    return BenchCommand(cell, connection.get("model") or connection.get("served"), _port(connection), tuple(notes),
-                        unresolved)  # fmt: skip
+    return BenchCommand(
+        cell, connection.get("model") or connection.get("served"), _port(connection), tuple(notes), unresolved
+    )
 
 
 def _setting(key: str, text: str) -> object:

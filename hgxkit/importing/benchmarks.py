@@ -151,9 +151,14 @@ def benchmarks(
 
 
 def _cell_of(
-    simple: Simple, client: str, words: list[str], served: set[str], ports: set[int], cells: list[MatrixCell],
+    simple: Simple,
+    client: str,
+    words: list[str],
+    served: set[str],
+    ports: set[int],
+    cells: list[MatrixCell],
     found: Found,
-) -> MatrixCell | None:  # fmt: skip
+) -> MatrixCell | None:
     """The matrix cell a client command runs (added to `cells`), or None with a report line saying why not."""
     where = simple.span()
     if simple.in_block:
@@ -201,11 +206,15 @@ def _bench_matching(run: Run, taken: Sequence[tuple[Simple, MatrixCell | None]],
     matches = list(dict.fromkeys(matches))
     if len({id(cell) for simple, cell in taken if simple in matches}) > 1:
         shown = ", ".join(f"{s.where()} (cell {c.id})" for s, c in taken if s in matches and c is not None)
-        raise InputError(f"{run.where()}: a result block printed apart from its benchmark command fits "
-                         f"{len(matches)} of them ({shown}); put it after the command it belongs to")  # fmt: skip
+        raise InputError(
+            f"{run.where()}: a result block printed apart from its benchmark command fits "
+            f"{len(matches)} of them ({shown}); put it after the command it belongs to"
+        )
     if matches:
-        found.notes.append(f"{run.where()}: a result block printed apart; it belongs to the benchmark command at "
-                           f"{matches[0].where()} (its requests, concurrency, rate and lengths agree)")  # fmt: skip
+        found.notes.append(
+            f"{run.where()}: a result block printed apart; it belongs to the benchmark command at "
+            f"{matches[0].where()} (its requests, concurrency, rate and lengths agree)"
+        )
         return matches[0]
     return None
 
@@ -294,8 +303,9 @@ def _logged(run: Run, label: str | None, cells: list[MatrixCell], numbers: dict[
     cell = next((c for c in cells if (c.input_len, c.concurrency, c.num_prompts) == run.cell), None)
     if cell is None:
         client = _client_named(run.post)
-        cell = MatrixCell(id="", input_len=input_len, concurrency=concurrency, num_prompts=prompts, client=client,
-                          source=run.source())  # fmt: skip
+        cell = MatrixCell(
+            id="", input_len=input_len, concurrency=concurrency, num_prompts=prompts, client=client, source=run.source()
+        )
         found.notes.append(
             f"{run.where()}: a logged run gives input length, concurrency and prompts; its output length, dataset "
             f"and range ratio are not stated, so the cell leaves them unset"
@@ -316,8 +326,9 @@ def _client_named(post: PostFile) -> str | None:
     return named.pop() if len(named) == 1 else None
 
 
-def _tables(tables: list[TableValue], cells: list[MatrixCell], numbers: dict[str, _Numbers], values: set[str],
-            found: Found) -> None:  # fmt: skip
+def _tables(
+    tables: list[TableValue], cells: list[MatrixCell], numbers: dict[str, _Numbers], values: set[str], found: Found
+) -> None:
     outcomes: dict[str, list[str]] = {}
     for value in tables:
         cell = next((c for c in cells if _row_is_cell(value.keys, c, values)), None)
@@ -331,8 +342,13 @@ def _tables(tables: list[TableValue], cells: list[MatrixCell], numbers: dict[str
     for where, seen in outcomes.items():
         counts = {k: seen.count(k) for k in ("new", "finer", "agrees", "differs", "no cell") if k in seen}
         taken = counts.get("new", 0) + counts.get("finer", 0)
-        said = {"new": "added", "finer": "more precise than before", "agrees": "agree with more precise ones read",
-                "differs": "differ (noted)", "no cell": "name no matrix cell"}  # fmt: skip
+        said = {
+            "new": "added",
+            "finer": "more precise than before",
+            "agrees": "agree with more precise ones read",
+            "differs": "differ (noted)",
+            "no cell": "name no matrix cell",
+        }
         what = "; ".join(f"{n} {said[k]}" for k, n in counts.items())
         shown = f"table of {len(seen)} number(s): {what}"
         found.report.append(Report(where, "took" if taken else "checked", shown, "reference" if taken else ""))

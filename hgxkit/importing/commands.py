@@ -141,10 +141,19 @@ def simple_commands(commands: Sequence[Command]) -> list[Simple]:
             kind, engine, client = _classify(words, prefix)
             out.append(
                 Simple(
-                    command, kind, tuple(words), tuple(prefix), (*command.notes, *notes, *more), in_block,
-                    placeholder, substitution, piped, engine, client,
+                    command,
+                    kind,
+                    tuple(words),
+                    tuple(prefix),
+                    (*command.notes, *notes, *more),
+                    in_block,
+                    placeholder,
+                    substitution,
+                    piped,
+                    engine,
+                    client,
                 )
-            )  # fmt: skip
+            )
     return out
 
 

@@ -81,18 +81,52 @@ _NOTED = {
 }
 # Keys with a `docker run` option of the same meaning: (option, how the value is written).
 _OPTIONS = {
-    "ipc": "--ipc", "pid": "--pid", "shm_size": "--shm-size", "user": "--user", "working_dir": "--workdir",
-    "hostname": "--hostname", "runtime": "--runtime", "platform": "--platform", "cpus": "--cpus",
-    "mem_limit": "--memory", "userns_mode": "--userns", "stop_signal": "--stop-signal",
-}  # fmt: skip
+    "ipc": "--ipc",
+    "pid": "--pid",
+    "shm_size": "--shm-size",
+    "user": "--user",
+    "working_dir": "--workdir",
+    "hostname": "--hostname",
+    "runtime": "--runtime",
+    "platform": "--platform",
+    "cpus": "--cpus",
+    "mem_limit": "--memory",
+    "userns_mode": "--userns",
+    "stop_signal": "--stop-signal",
+}
 _LISTS = {
-    "cap_add": "--cap-add", "cap_drop": "--cap-drop", "security_opt": "--security-opt", "devices": "--device",
-    "group_add": "--group-add", "dns": "--dns", "extra_hosts": "--add-host", "tmpfs": "--tmpfs",
-}  # fmt: skip
-_SWITCHES = {"privileged": "--privileged", "init": "--init", "stdin_open": "--interactive", "tty": "--tty",
-             "read_only": "--read-only"}  # fmt: skip
-_KNOWN = {"image", "command", "entrypoint", "deploy", "gpus", "network_mode", "ports", "volumes", "environment",
-          "env_file", "ulimits", "sysctls", LINE, LINES}  # fmt: skip
+    "cap_add": "--cap-add",
+    "cap_drop": "--cap-drop",
+    "security_opt": "--security-opt",
+    "devices": "--device",
+    "group_add": "--group-add",
+    "dns": "--dns",
+    "extra_hosts": "--add-host",
+    "tmpfs": "--tmpfs",
+}
+_SWITCHES = {
+    "privileged": "--privileged",
+    "init": "--init",
+    "stdin_open": "--interactive",
+    "tty": "--tty",
+    "read_only": "--read-only",
+}
+_KNOWN = {
+    "image",
+    "command",
+    "entrypoint",
+    "deploy",
+    "gpus",
+    "network_mode",
+    "ports",
+    "volumes",
+    "environment",
+    "env_file",
+    "ulimits",
+    "sysctls",
+    LINE,
+    LINES,
+}
 
 
 class Compose:
@@ -166,8 +200,11 @@ def _engine_image(image: object) -> object:
 def _gpu_devices(service: dict) -> list[dict]:
     deploy = service.get("deploy") or {}
     devices = ((deploy.get("resources") or {}).get("reservations") or {}).get("devices") or []
-    return [d for d in devices if isinstance(d, dict) and ("gpu" in (d.get("capabilities") or [])
-                                                           or d.get("driver") == "nvidia")]  # fmt: skip
+    return [
+        d
+        for d in devices
+        if isinstance(d, dict) and ("gpu" in (d.get("capabilities") or []) or d.get("driver") == "nvidia")
+    ]
 
 
 def _as_list(value: Any) -> list:
@@ -197,8 +234,11 @@ class _Service:
 
     def value(self, key: str, value: Any) -> str:
         """A scalar with compose's interpolation done (the word encoding: a literal `$` is `$$`)."""
-        text = value if isinstance(value, str) else ("true" if value is True else "false" if value is False
-                                                       else "" if value is None else str(value))  # fmt: skip
+        text = (
+            value
+            if isinstance(value, str)
+            else ("true" if value is True else "false" if value is False else "" if value is None else str(value))
+        )
         return interpolate(text, self.document.environment, f"{self.where(key)}: {self.name}.{key}", self.notes)
 
     def run_words(self) -> tuple[list[WordAt], list[str]]:
@@ -208,10 +248,18 @@ class _Service:
                 raise InputError(f"{self.where(key)}: services.{self.name}.{key}: {_REFUSED[key]}")
             if _NOTED.get(key):
                 self.notes.append(f"{self.where(key)}: services.{self.name}.{key} not carried: {_NOTED[key]}")
-            elif key not in _NOTED and key not in _KNOWN and key not in _OPTIONS and key not in _LISTS \
-                    and key not in _SWITCHES and not str(key).startswith("x-"):  # fmt: skip
-                raise InputError(f"{self.where(key)}: services.{self.name}.{key}: a compose key hgxkit does not "
-                                 "carry into a `docker run`; remove it or run the container by hand")  # fmt: skip
+            elif (
+                key not in _NOTED
+                and key not in _KNOWN
+                and key not in _OPTIONS
+                and key not in _LISTS
+                and key not in _SWITCHES
+                and not str(key).startswith("x-")
+            ):
+                raise InputError(
+                    f"{self.where(key)}: services.{self.name}.{key}: a compose key hgxkit does not "
+                    "carry into a `docker run`; remove it or run the container by hand"
+                )
         self.words.append(("docker", self.line))
         self.words.append(("run", self.line))
         if "container_name" in service:
@@ -274,25 +322,30 @@ class _Service:
             line = device.get(LINE, self.line)
             driver = device.get("driver", "nvidia")
             if driver != "nvidia":
-                raise InputError(f"{self.document.where(line)}: services.{self.name}: GPU driver {driver}; hgxkit "
-                                 "serves NVIDIA HGX-H200 nodes")  # fmt: skip
+                raise InputError(
+                    f"{self.document.where(line)}: services.{self.name}: GPU driver {driver}; hgxkit "
+                    "serves NVIDIA HGX-H200 nodes"
+                )
             at = max(device.get(LINES, {}).values(), default=line)  # the device's last key: the GPUs it names
             if "device_ids" in device:
                 ids = ",".join(self.value("deploy", i) for i in device["device_ids"])
                 self.words += [("--gpus", line), (f'"device={ids}"', at)]
             else:
                 count = device.get("count", "all")
-                self.words += [("--gpus", line), ("all" if count in ("all", -1) else self.value("deploy", count),
-                                                  at)]  # fmt: skip
+                self.words += [("--gpus", line), ("all" if count in ("all", -1) else self.value("deploy", count), at)]
             extra = [c for c in device.get("capabilities") or [] if c != "gpu"]
             if extra:
-                self.notes.append(f"{self.document.where(line)}: services.{self.name}: capabilities {extra} not "
-                                  "carried (the NVIDIA runtime gives compute and utility)")  # fmt: skip
+                self.notes.append(
+                    f"{self.document.where(line)}: services.{self.name}: capabilities {extra} not "
+                    "carried (the NVIDIA runtime gives compute and utility)"
+                )
         limits = ((self.service.get("deploy") or {}).get("resources") or {}).get("limits") or {}
         for key, option in (("cpus", "--cpus"), ("memory", "--memory")):
             if key in limits:
-                self.words += [(option, limits.get(LINE, self.line)), (self.value("deploy", limits[key]),
-                                                                       limits.get(LINE, self.line))]  # fmt: skip
+                self.words += [
+                    (option, limits.get(LINE, self.line)),
+                    (self.value("deploy", limits[key]), limits.get(LINE, self.line)),
+                ]
 
     def _network(self) -> None:
         mode = self.service.get("network_mode")
@@ -300,8 +353,10 @@ class _Service:
             return
         mode = self.value("network_mode", mode)
         if mode.startswith(("service:", "container:")):
-            raise InputError(f"{self.where('network_mode')}: services.{self.name}.network_mode: {mode} shares "
-                             "another container's network, which the recipe does not start")  # fmt: skip
+            raise InputError(
+                f"{self.where('network_mode')}: services.{self.name}.network_mode: {mode} shares "
+                "another container's network, which the recipe does not start"
+            )
         self.add("network_mode", "--network", mode)
 
     def _ports(self) -> None:
@@ -321,9 +376,11 @@ class _Service:
             if not isinstance(volume, dict):
                 text = self.value("volumes", volume)
                 if text.startswith("."):
-                    self.notes.append(f"{self.where('volumes')}: -v {text}: compose resolves a relative path "
-                                      "against the compose file's directory; docker against its working "
-                                      "directory")  # fmt: skip
+                    self.notes.append(
+                        f"{self.where('volumes')}: -v {text}: compose resolves a relative path "
+                        "against the compose file's directory; docker against its working "
+                        "directory"
+                    )
                 self.add("volumes", "-v", text)
                 continue
             line = volume.get(LINE, self.line)
@@ -334,8 +391,10 @@ class _Service:
                 self.words += [("--tmpfs", line), (f"{target}:size={size}" if size else target, line)]
                 continue
             if kind not in ("bind", "volume"):
-                raise InputError(f"{self.document.where(line)}: services.{self.name}.volumes: type {kind} is not "
-                                 "carried; use a bind mount")  # fmt: skip
+                raise InputError(
+                    f"{self.document.where(line)}: services.{self.name}.volumes: type {kind} is not "
+                    "carried; use a bind mount"
+                )
             source = self.value("volumes", volume.get("source", ""))
             mode = ":ro" if volume.get("read_only") else ""
             self.words += [("-v", line), (f"{source}:{target}{mode}" if source else target, line)]
@@ -396,8 +455,10 @@ def interpolate(text: str, environment: dict[str, str], where: str, notes: list[
             notes.append(f"{where}: ${{{name}}} is the head node's address (hgxkit's export); each deploy gives it")
             return HEAD_STANDIN
         if operator in ("?", ":?") and not is_set:
-            raise InputError(f"{where}: ${{{name}}} is required ({word or 'no message'}) and the post does not "
-                             "set it; add NAME=value to the .env lines")  # fmt: skip
+            raise InputError(
+                f"{where}: ${{{name}}} is required ({word or 'no message'}) and the post does not "
+                "set it; add NAME=value to the .env lines"
+            )
         if operator in ("+", ":+"):
             return interpolate(word, environment, where, notes) if is_set else ""
         if value is not None:
@@ -406,8 +467,9 @@ def interpolate(text: str, environment: dict[str, str], where: str, notes: list[
         if name in _HOST_VARIABLES or is_secret_name(name):
             notes.append(f"{where}: ${{{name}}} is not set by the post; the host's environment gives it")
             return "${" + name + "}"
-        raise InputError(f"{where}: ${{{name}}} is not set by the post and has no default; give its value in "
-                         f"the post's .env lines ({name}=…) or write ${{{name}:-default}}")  # fmt: skip
+        raise InputError(
+            f"{where}: ${{{name}}} is not set by the post and has no default; give its value in "
+            f"the post's .env lines ({name}=…) or write ${{{name}:-default}}"
+        )
 
     return _VARIABLE.sub(one, text)
-

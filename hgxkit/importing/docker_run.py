@@ -253,17 +253,13 @@ def _apply_placeholders(entries: list[OptionEntry], source: str) -> tuple[list[O
         entries[entry_index] = _replace_value(entries[entry_index], use_index, "{{name}}")
     port_base = None
     if found_port is None:
-        _refuse_fixed(
-            entries, "--publish", source, "every group would publish the same host port; write 500X"
-        )
+        _refuse_fixed(entries, "--publish", source, "every group would publish the same host port; write 500X")
     else:
         entry_index, use_index, value = found_port
         mapping = parse_publish(value)
         match = _PORT_X.match(mapping.host_port)
         if not match:
-            raise InputError(
-                f"{source}: -p {value}: the X placeholder must be the last digit of the host port (500X)"
-            )
+            raise InputError(f"{source}: -p {value}: the X placeholder must be the last digit of the host port (500X)")
         port_base = int((match.group(1) or "") + "0")
         new_value = value.replace(mapping.host_port + ":", "{{port}}:", 1)
         entries[entry_index] = _replace_value(entries[entry_index], use_index, new_value)
@@ -292,9 +288,7 @@ def _refuse_fixed(entries: list[OptionEntry], option: str, source: str, why: str
             raise InputError(f"{source}: {option} {use.value}: placeholder counts disagree: {why}")
 
 
-def _model_from(
-    docker: DockerSpec, server: ServerCommand, model_repo: str | None, revision: str
-) -> ModelSpec:
+def _model_from(docker: DockerSpec, server: ServerCommand, model_repo: str | None, revision: str) -> ModelSpec:
     model_path = server.flag("--model-path")
     if model_path and not model_path.startswith("/"):
         return ModelSpec(repo_id=model_repo or model_path, revision=revision)
@@ -361,8 +355,9 @@ class DockerRun:
         elif role == "shell":
             reading.containers.append(Container(simple, run))
             shown = f"{run.image} {' '.join(run.command)}".strip()
-            reading.said(simple, "read", f"`docker run {shown}` (an interactive container; bare commands after it "
-                         "run inside it)")  # fmt: skip
+            reading.said(
+                simple, "read", f"`docker run {shown}` (an interactive container; bare commands after it run inside it)"
+            )
         elif role == "job" and (node := ray_container(simple, run, words)) is not None:
             reading.cluster.append(node)  # a Ray cluster's container (see vllm_multinode)
             reading.said(simple, "read", f"`docker run {run.image}` (a Ray {node.role} container)", "groups, docker")
@@ -415,13 +410,16 @@ def _take_exec(simple: Simple, reading: Reading) -> None:
     if env:
         extra = parse_option_words([w for value in env for w in ("-e", value)], source=simple.where())
         run = replace(run, entries=(*run.entries, *extra))
-    note = (f"{simple.where()}: the server runs by `docker exec` in the container started at "
-            f"{container.simple.where()}: one container whose program is the launch, with that run's options"
-            + (f" and the exec's -e {', '.join(env)}" if env else ""))  # fmt: skip
+    note = (
+        f"{simple.where()}: the server runs by `docker exec` in the container started at "
+        f"{container.simple.where()}: one container whose program is the launch, with that run's options"
+        + (f" and the exec's -e {', '.join(env)}" if env else "")
+    )
     kind = _kind_of(run, launch, reading.kind)
     reading.containers.remove(container)  # it is the server's container now, not a shell later commands run in
-    reading.said(container.simple, "took", "`docker run` (the container the `docker exec` server runs in)",
-                 "image, docker")  # fmt: skip
+    reading.said(
+        container.simple, "took", "`docker run` (the container the `docker exec` server runs in)", "image, docker"
+    )
     reading.servers.append(Candidate(simple, "server", kind, run=run, context=container, words=launch, notes=[note]))
 
 
@@ -494,12 +492,16 @@ def _launch_as_program(run: ParsedRun, kind: str | None, where: str) -> tuple[Pa
             "reads: give the launch as the container's command, without --entrypoint"
         )
     if prefix and full[: len(prefix)] != prefix:
-        raise InputError(f"{where}: `--entrypoint {written}` replaces the image's entrypoint `{' '.join(prefix)}` "
-                         f"to run `{shown}`; a recipe keeps the image's: give the launch as `{' '.join(prefix)}`'s "
-                         "arguments, without --entrypoint")  # fmt: skip
+        raise InputError(
+            f"{where}: `--entrypoint {written}` replaces the image's entrypoint `{' '.join(prefix)}` "
+            f"to run `{shown}`; a recipe keeps the image's: give the launch as `{' '.join(prefix)}`'s "
+            "arguments, without --entrypoint"
+        )
     entries = tuple(e for e in run.entries if not any(canonical(u.option.name) == "--entrypoint" for u in e.uses))
-    notes.append(f"{where}: `--entrypoint {written}` dropped: the container runs the launch `{shown}` as its "
-                 "program, as Docker would")  # fmt: skip
+    notes.append(
+        f"{where}: `--entrypoint {written}` dropped: the container runs the launch `{shown}` as its "
+        "program, as Docker would"
+    )
     if prefix:
         notes.append(f"{where}: `{' '.join(prefix)}` is the image's entrypoint; the container gets its arguments")
         full = full[len(prefix) :]

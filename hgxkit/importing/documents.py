@@ -153,8 +153,9 @@ class _LineLoader(yaml.SafeLoader):
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:  # type: ignore[override]
         mapping = super().construct_mapping(node, deep=True)
-        mapping[LINES] = {k.value: k.start_mark.line + 1 + self.offset for k, _ in node.value
-                          if isinstance(k, yaml.ScalarNode)}  # fmt: skip
+        mapping[LINES] = {
+            k.value: k.start_mark.line + 1 + self.offset for k, _ in node.value if isinstance(k, yaml.ScalarNode)
+        }
         mapping[LINE] = node.start_mark.line + 1 + self.offset
         return mapping
 
@@ -170,9 +171,11 @@ def load_documents(post: PostFile, region: Region) -> list[Document]:
 
     marker = next((n for n, line in enumerate(region.text.split("\n")) if _CONFLICT.match(line)), None)
     if marker is not None:
-        raise InputError(f"{post.name}: line {region.first + marker}: a merge-conflict marker "
-                         f"({region.text.split(chr(10))[marker][:7]}): the file was published unresolved; give one "
-                         "side of the conflict")  # fmt: skip
+        raise InputError(
+            f"{post.name}: line {region.first + marker}: a merge-conflict marker "
+            f"({region.text.split(chr(10))[marker][:7]}): the file was published unresolved; give one "
+            "side of the conflict"
+        )
 
     try:
         loaded = []
@@ -185,14 +188,18 @@ def load_documents(post: PostFile, region: Region) -> list[Document]:
         mark = getattr(err, "problem_mark", None)
         line = region.first + mark.line if mark is not None else region.first
         problem = getattr(err, "problem", None) or str(err).split("\n")[0]
-        raise InputError(f"{post.name}: line {line}: not valid YAML ({problem}); give the file as published, "
-                         "without merge-conflict markers or tabs") from None  # fmt: skip
+        raise InputError(
+            f"{post.name}: line {line}: not valid YAML ({problem}); give the file as published, "
+            "without merge-conflict markers or tabs"
+        ) from None
     environment = _dotenv(post, region)
     # each document's lines run to the next one's (its `---` and comments included); the first takes the head
     starts = [region.first] + [first for _, first, _ in loaded[1:]]
     ends = [first - 1 for first in starts[1:]] + [region.last]
-    return [Document(post, region, data, first, last, environment)
-            for (data, _, _), first, last in zip(loaded, starts, ends, strict=True)]  # fmt: skip
+    return [
+        Document(post, region, data, first, last, environment)
+        for (data, _, _), first, last in zip(loaded, starts, ends, strict=True)
+    ]
 
 
 def _dotenv(post: PostFile, region: Region) -> dict[str, str]:
@@ -240,8 +247,15 @@ def read_documents(post: PostFile, formats: Sequence[DocumentFormat]) -> tuple[P
     return post, simples
 
 
-def document_simple(document: Document, kind: str, words: Sequence[WordAt], first: int, last: int,
-                    notes: Sequence[str] = (), exported: Exported | None = None) -> Simple:  # fmt: skip
+def document_simple(
+    document: Document,
+    kind: str,
+    words: Sequence[WordAt],
+    first: int,
+    last: int,
+    notes: Sequence[str] = (),
+    exported: Exported | None = None,
+) -> Simple:
     """A simple command for a part of a document: a `docker run` (words) or a part set aside (no words, the
     reason in `notes[0]`); `exported`: the hgxkit export labels it carries."""
     lexed = tuple(Word(text, line, 1, False) for text, line in words)
@@ -307,8 +321,14 @@ def container_command(
         image_kind = _image_kind(image)
         prefix = list(image_kind.image_entrypoint) if image_kind is not None else []
         if prefix and command[:1] == prefix[-1:]:
-            return None, command[1:], [f"{where}: `{prefix[-1]}` is written twice (the image's entrypoint is "
-                                       f"`{' '.join(prefix)}`); the second one is dropped"]  # fmt: skip
+            return (
+                None,
+                command[1:],
+                [
+                    f"{where}: `{prefix[-1]}` is written twice (the image's entrypoint is "
+                    f"`{' '.join(prefix)}`); the second one is dropped"
+                ],
+            )
         if _is_shell(command) and _plain_shell_launch(command) is None:
             return container_command(image, command[:1], command[1:], where)  # refused: a script
         return None, command, []
@@ -321,8 +341,10 @@ def container_command(
     elif _is_shell(full):
         script = " ".join(full[2:]).replace("$$", "$")
         ray = " (a Ray cluster is not imported)" if re.search(r"\bray\b|multi-node-serving", script) else ""
-        raise InputError(f"{where}: `{full[0]} -c` runs a script, not one server command: {script[:80]!r}{ray}; "
-                         "give the server command as the container's command")  # fmt: skip
+        raise InputError(
+            f"{where}: `{full[0]} -c` runs a script, not one server command: {script[:80]!r}{ray}; "
+            "give the server command as the container's command"
+        )
     launched = next((k for k in KINDS.values() if k.launches(python_program(full))), None)
     image_kind = _image_kind(image)
     if launched is not None and image_kind is launched:

@@ -45,11 +45,15 @@ def parse_fill(text: str) -> tuple[str, str]:
     placeholder, equals, value = text.partition("=")
     shapes = (PLACEHOLDER, FILL_IN, BRACED)
     if not equals or not any(shape.fullmatch(placeholder) for shape in shapes):
-        raise InputError(f"--fill {text}: give PLACEHOLDER=VALUE, the placeholder as the post writes it "
-                         "(/path/to/…, <NAME>, YOUR_…, {your …}) and its value")  # fmt: skip
+        raise InputError(
+            f"--fill {text}: give PLACEHOLDER=VALUE, the placeholder as the post writes it "
+            "(/path/to/…, <NAME>, YOUR_…, {your …}) and its value"
+        )
     if not _PLAIN_VALUE.fullmatch(value) or value.startswith("-"):
-        raise InputError(f"--fill {text}: the value {value!r} must be one word of letters, digits and ./:@%+,=-_ "
-                         "(no spaces, quotes, $ or shell operators), not starting with -")  # fmt: skip
+        raise InputError(
+            f"--fill {text}: the value {value!r} must be one word of letters, digits and ./:@%+,=-_ "
+            "(no spaces, quotes, $ or shell operators), not starting with -"
+        )
     return placeholder, value
 
 
@@ -58,8 +62,9 @@ def _occurrences(placeholder: str) -> re.Pattern[str]:
     return re.compile(r"(?<![\w.$/])" + re.escape(placeholder) + ends)
 
 
-def fill_posts(files: Sequence[tuple[str, str]], fills: Sequence[tuple[str, str]]) -> tuple[
-        list[tuple[str, str]], list[str]]:  # fmt: skip
+def fill_posts(
+    files: Sequence[tuple[str, str]], fills: Sequence[tuple[str, str]]
+) -> tuple[list[tuple[str, str]], list[str]]:
     """The posts with every placeholder of `fills` written out, and one note per placeholder; refused: a
     placeholder given twice, or one no post has."""
     seen: set[str] = set()
@@ -78,8 +83,10 @@ def fill_posts(files: Sequence[tuple[str, str]], fills: Sequence[tuple[str, str]
                 out[index] = (name, pattern.sub(lambda _, v=value: v, text))
         if not places:
             names = ", ".join(name for name, _ in files)
-            raise InputError(f"--fill {placeholder}=…: {names} has no {placeholder}; give the placeholder as the "
-                             "post writes it (the import's refusal names it)")  # fmt: skip
+            raise InputError(
+                f"--fill {placeholder}=…: {names} has no {placeholder}; give the placeholder as the "
+                "post writes it (the import's refusal names it)"
+            )
         for name, lines in places:
             shown = ", ".join(map(str, lines))
             notes.append(f"{name}:{lines[0]}: {placeholder} is {value} (--fill), at line(s) {shown}")

@@ -61,8 +61,17 @@ class ScriptFormat(Protocol):
         ...
 
 
-FORMATS: tuple[SourceFormat, ...] = (DOCKER_RUN, DOCKER_IMAGES, BARE_LAUNCH, BENCH_COMMANDS, COMPOSE, KUBERNETES,
-                                     SKYPILOT, SLURM, RAY_START)  # fmt: skip
+FORMATS: tuple[SourceFormat, ...] = (
+    DOCKER_RUN,
+    DOCKER_IMAGES,
+    BARE_LAUNCH,
+    BENCH_COMMANDS,
+    COMPOSE,
+    KUBERNETES,
+    SKYPILOT,
+    SLURM,
+    RAY_START,
+)
 DOCUMENT_FORMATS: tuple[DocumentFormat, ...] = (COMPOSE, KUBERNETES, SKYPILOT)
 SCRIPT_FORMATS: tuple[ScriptFormat, ...] = (SLURM,)
 

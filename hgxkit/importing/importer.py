@@ -125,8 +125,11 @@ def _refused_unread(message: str, files: Sequence[tuple[str, str]]) -> ImportRef
     """A refusal made before the posts' commands were read: every line is set aside, saying so (the one the
     refusal names is `refused`), so `--explain` and `--json` still account for each."""
     why = f"not read: the import was refused first ({message})"
-    lines = tuple(LineAccount(name, number, line, "set aside", why=why)
-                  for name, text in files for number, line in enumerate(text.split("\n"), 1))  # fmt: skip
+    lines = tuple(
+        LineAccount(name, number, line, "set aside", why=why)
+        for name, text in files
+        for number, line in enumerate(text.split("\n"), 1)
+    )
     return ImportRefused(message, lines, {name: tuple(text.split("\n")) for name, text in files})
 
 
@@ -168,8 +171,10 @@ class _Importer:
         for name, places in self.reading.unset.items():
             if f"${name}" not in kept and f"${{{name}}}" not in kept:
                 continue  # its word was replaced (a head address or port, given per deploy)
-            shown = ", ".join(f"{file}:{line}" if i == 0 or file != places[0][0] else str(line)
-                              for i, (file, line) in enumerate(places))  # fmt: skip
+            shown = ", ".join(
+                f"{file}:{line}" if i == 0 or file != places[0][0] else str(line)
+                for i, (file, line) in enumerate(places)
+            )
             self.notes.append(
                 f"${name} is not set by the post ({shown}); the host's shell gives it when the command runs"
             )
@@ -269,8 +274,10 @@ class _Importer:
         shells = list(self.reading.containers)
         foreign = foreign_hardware(shells[0]) if shells else None
         if foreign is not None:
-            return InputError(f"{shells[0].simple.where()}: {foreign.title} ({foreign.name}) is not supported: hgxkit "
-                              "serves NVIDIA HGX-H200 nodes")  # fmt: skip
+            return InputError(
+                f"{shells[0].simple.where()}: {foreign.title} ({foreign.name}) is not supported: hgxkit "
+                "serves NVIDIA HGX-H200 nodes"
+            )
         if shells:
             return InputError(
                 f"{shells[0].simple.where()}: no serving command in {names}: the container runs "
@@ -297,8 +304,10 @@ class _Importer:
         notes = list(server.notes) + list(simple.notes)
         _placeholders(simple, angled_only=True)
         if simple.in_block:
-            raise InputError(f"{where}: the command runs inside an `{simple.in_block}` block; its words depend on "
-                             "shell logic: give the command as it runs")  # fmt: skip
+            raise InputError(
+                f"{where}: the command runs inside an `{simple.in_block}` block; its words depend on "
+                "shell logic: give the command as it runs"
+            )
         words = self.reading.resolved(simple)
         substitution = next((w for w in words if w.is_operator), None)
         if substitution is not None:
@@ -314,8 +323,10 @@ class _Importer:
             run, kind = server.run, server.kind
             run = replace(run, command=tuple(server.words if server.words is not None else run.command))
             if simple.prefix:
-                notes.append(f"{where}: {' '.join(w.text for w in simple.prefix)} before `docker run` only sets the "
-                             "docker client's environment; dropped")  # fmt: skip
+                notes.append(
+                    f"{where}: {' '.join(w.text for w in simple.prefix)} before `docker run` only sets the "
+                    "docker client's environment; dropped"
+                )
         run = self._based(run, server, notes)
         cluster = self._cluster(server, kind or self.options.kind)
         if cluster is not None:
@@ -326,8 +337,14 @@ class _Importer:
         kind = self.options.kind or kind or _detect(run, where)
         _hardware(server, run, Scope.before(self.simples, simple), simple.assignments)
         docker, command, grouping = scrub_run(run, kind, post.name, notes)
-        recipe = Recipe(name="imported", image=ImageRef(run.image), docker=docker, server=command,
-                        model=ModelSpec(repo_id=None), groups=grouping)  # fmt: skip
+        recipe = Recipe(
+            name="imported",
+            image=ImageRef(run.image),
+            docker=docker,
+            server=command,
+            model=ModelSpec(repo_id=None),
+            groups=grouping,
+        )
         ray = recipe.server.server_kind.ray
         if cluster is not None and ray is not None:
             for node in (cluster[0], *cluster[1]):
@@ -360,8 +377,9 @@ class _Importer:
             notes.append(f"{simple.where()}: {image} is `docker tag` of {source} ({where}); {source} is pulled")
             image = source
         # an image the post builds before it runs it (a build shown after the run is an alternative to pulling)
-        built = {normalized(name): (name, where) for name, where in self.reading.built.items()
-                 if self._before(where, simple)}  # fmt: skip
+        built = {
+            normalized(name): (name, where) for name, where in self.reading.built.items() if self._before(where, simple)
+        }
         if normalized(image) in built:
             name, at = built[normalized(image)]
             spelled = "" if name == image else f" (tagged {name})"
@@ -370,8 +388,10 @@ class _Importer:
                 "checkout; a node cannot pull it: give --image REF of a pullable image"
             )
         if "$" in image:
-            raise InputError(f"{simple.where()}: the image {shell_value(image)} is a variable the post does not set; "
-                             "give --image REF")  # fmt: skip
+            raise InputError(
+                f"{simple.where()}: the image {shell_value(image)} is a variable the post does not set; "
+                "give --image REF"
+            )
         return replace(run, image=image)
 
     def _based(self, run: ParsedRun, server: Candidate, notes: list[str]) -> ParsedRun:
@@ -415,16 +435,24 @@ class _Importer:
             recipe = replace(recipe, docker=grouped.docker, groups=grouped.groups)
             self.notes += grouped.notes
             if len({r.server.flag("--port") for _, r, _ in chosen}) > 1:
-                self.notes.append(f"{where}: every group's server listens on {recipe.server.flag('--port')} in its own "
-                                  "container; the groups' host ports differ")  # fmt: skip
+                self.notes.append(
+                    f"{where}: every group's server listens on {recipe.server.flag('--port')} in its own "
+                    "container; the groups' host ports differ"
+                )
         exported = server.simple.exported
         model_repo, revision = self.options.model_repo, self.options.revision
         if exported is not None:
             recipe = replace(recipe, image=exported.image_for(recipe.image.reference, where, self.notes))
             if model_repo is None and exported.model_repo:  # the mounted model's repo and commit, as exported
                 model_repo, revision = exported.model_repo, exported.model_revision or revision
-        placed = place_model(recipe.docker, recipe.server, where=where, model_repo=model_repo,
-                             revision=revision, models_dir=self.options.models_dir)  # fmt: skip
+        placed = place_model(
+            recipe.docker,
+            recipe.server,
+            where=where,
+            model_repo=model_repo,
+            revision=revision,
+            models_dir=self.options.models_dir,
+        )
         self.notes += placed.notes
         server_command = _reachable(placed.docker, placed.server, where, self.notes)
         placed = replace(placed, server=server_command)
@@ -433,30 +461,40 @@ class _Importer:
             groups = replace(groups, gpus_per_node=HGX_GPUS)
             self.notes.append(f"{where}: groups.gpus_per_node is {HGX_GPUS} (an HGX-H200 node)")
         recipe = replace(
-            recipe, docker=placed.docker, server=placed.server, model=placed.model, groups=groups,
+            recipe,
+            docker=placed.docker,
+            server=placed.server,
+            model=placed.model,
+            groups=groups,
             description=f"Imported by `hgxkit recipe import` from {', '.join(p.label for p in self.posts)}.",
-            source=Source(notes=f"Serving command: {', '.join(s.simple.source() for s, _, _ in chosen)}."
-                          + (f" {exported.source_note()}" if exported is not None else "")),
-        )  # fmt: skip
+            source=Source(
+                notes=f"Serving command: {', '.join(s.simple.source() for s, _, _ in chosen)}."
+                + (f" {exported.source_note()}" if exported is not None else "")
+            ),
+        )
         self.exported_name = exported.recipe if exported is not None else None
         return recipe, chosen[0][0].simple.command.post.name
 
     def _benchmarks(self, recipe: Recipe, chosen: list[Built]) -> Recipe:
         original = chosen[0][1]
-        served = {v for v in (recipe.server.flag("--served-model-name"), recipe.model.repo_id,
-                              original.server.flag(original.server.server_kind.model_flag)) if v}  # fmt: skip
+        served = {
+            v
+            for v in (
+                recipe.server.flag("--served-model-name"),
+                recipe.model.repo_id,
+                original.server.flag(original.server.server_kind.model_flag),
+            )
+            if v
+        }
         values = {shell_value(u.value).lower() for u in recipe.server.uses() if u.value}
         listening = recipe.server.flag("--port") or str(recipe.server.server_kind.default_port)
         ports = {int(p) for p in [listening, *(m.host_port for m in recipe.docker.ports())] if p.isdigit()}
-        benches = sorted(
-            self.reading.benches, key=lambda b: _report_order(Report(b[0].span(), "", ""))
-        )
+        benches = sorted(self.reading.benches, key=lambda b: _report_order(Report(b[0].span(), "", "")))
         benches = [bench for bench in benches if self._filled_in(bench[0])]
         found = benchmarks(self.posts, benches, served=served, values=values, ports=ports)
         self.notes += found.notes
         self.report += found.report
         return replace(recipe, matrix=found.matrix, reference=found.reference)
-
 
     def _filled_in(self, simple: Simple) -> bool:
         """False (and the command set aside, saying why) for a benchmark command with a placeholder argument:
@@ -563,8 +601,6 @@ def _unended(simple: Simple) -> None:
     )
 
 
-
-
 def _placeholders(simple: Simple, *, angled_only: bool = False) -> None:
     """Refuse a placeholder in any argument the command would run with (a docker option, a server flag, a
     benchmark argument): `<name>` (also `<several words>`, which a shell reads as redirections), `YOUR_…`,
@@ -575,8 +611,10 @@ def _placeholders(simple: Simple, *, angled_only: bool = False) -> None:
     if braced is not None:
         line, column, text = braced
         index = next((i for i, w in enumerate(words) if (w.line, w.column) >= (line, column)), len(words) - 1)
-        raise InputError(f"{simple.command.post.name}: line {line}, column {column}: {text} is a placeholder"
-                         f"{_owner(words, index)}; {fill_hint(text)}")  # fmt: skip
+        raise InputError(
+            f"{simple.command.post.name}: line {line}, column {column}: {text} is a placeholder"
+            f"{_owner(words, index)}; {fill_hint(text)}"
+        )
     for index, word in enumerate(words):
         if word.is_operator and word.text == "<":
             close = next((i for i in range(index + 1, len(words)) if words[i].is_operator), None)
@@ -594,8 +632,10 @@ def _placeholders(simple: Simple, *, angled_only: bool = False) -> None:
             text = (PLACEHOLDER.search(word.text) or FILL_IN.search(word.text)).group()  # type: ignore[union-attr]
         else:
             continue
-        raise InputError(f"{simple.command.post.name}: line {word.line}, column {word.column}: {text} is a "
-                         f"placeholder{_owner(words, index)}; {fill_hint(text)}")  # fmt: skip
+        raise InputError(
+            f"{simple.command.post.name}: line {word.line}, column {word.column}: {text} is a "
+            f"placeholder{_owner(words, index)}; {fill_hint(text)}"
+        )
 
 
 # A model written as an upper-case name (`model=MODEL_PATH`): a value left for the reader, not a repository or path.
@@ -607,8 +647,10 @@ def _model_placeholder(server: ServerCommand, where: str) -> None:
     flag = server.server_kind.model_flag
     value = server.flag(flag)
     if value is not None and _NAMED_BLANK.fullmatch(value):
-        raise InputError(f"{where}: {flag} {value} is a placeholder (a name to fill in, not a model); write the "
-                         "model's repository or path")  # fmt: skip
+        raise InputError(
+            f"{where}: {flag} {value} is a placeholder (a name to fill in, not a model); write the "
+            "model's repository or path"
+        )
 
 
 def _braced(simple: Simple) -> tuple[int, int, str] | None:
@@ -651,8 +693,9 @@ def _hardware(server: Candidate, run: ParsedRun, scope: Scope, prefix: dict[str,
         for entry in parsed.entries:
             for use in entry.uses:
                 if canonical(use.option.name) == "--device" and (use.value or "").startswith(("/dev/kfd", "/dev/dri")):
-                    raise InputError(f"{where}: --device {use.value} is an AMD GPU device; hgxkit serves NVIDIA "
-                                     "HGX-H200 nodes")  # fmt: skip
+                    raise InputError(
+                        f"{where}: --device {use.value} is an AMD GPU device; hgxkit serves NVIDIA HGX-H200 nodes"
+                    )
     names = [*scope.exported(), *prefix, *(v.split("=", 1)[0] for v in _env_values(run))]
     for name in names:
         if _AMD_ENV.match(name):
@@ -695,11 +738,16 @@ def _host_relative_mounts(recipe: Recipe, server: Candidate) -> None:
         word = next((w for w in server.simple.words if source in w.text), None)
         post = server.simple.command.post.name
         at = f"{post}: line {word.line}, column {word.column}" if word else server.where()
-        why = ("~ is the home of whoever runs the command, root when hgxkit deploys" if source.startswith("~")
-               else "a relative path depends on the directory the command runs in, and Docker 20.10 takes it "
-               "for a volume name")  # fmt: skip
-        raise InputError(f"{at}: {name} {value}: the host side {source} is not a fixed directory ({why}); "
-                         "write the absolute host directory")  # fmt: skip
+        why = (
+            "~ is the home of whoever runs the command, root when hgxkit deploys"
+            if source.startswith("~")
+            else "a relative path depends on the directory the command runs in, and Docker 20.10 takes it "
+            "for a volume name"
+        )
+        raise InputError(
+            f"{at}: {name} {value}: the host side {source} is not a fixed directory ({why}); "
+            "write the absolute host directory"
+        )
 
 
 def _env_values(run: ParsedRun) -> list[str]:
@@ -764,8 +812,10 @@ def _reachable(docker: DockerSpec, server: ServerCommand, where: str, notes: lis
         return server
     if not docker.ports() or docker.last("--network") == "host":
         return server
-    notes.append(f"{where}: --host 0.0.0.0 added: {kind.title} listens on {kind.default_host} by default, which "
-                 "the container's published port cannot reach (the host side binds per bind_address)")  # fmt: skip
+    notes.append(
+        f"{where}: --host 0.0.0.0 added: {kind.title} listens on {kind.default_host} by default, which "
+        "the container's published port cannot reach (the host side binds per bind_address)"
+    )
     return ServerCommand(server.program, (*server.args, ("--host", "0.0.0.0")), server.kind)
 
 

@@ -81,8 +81,11 @@ class Kubernetes:
 
     def simples(self, documents: Sequence[Document]) -> list[Simple]:
         runtimes = {_meta(d.data).get("name"): d for d in documents if d.data.get("kind") in _RUNTIMES}
-        used = {(d.data.get("spec") or {}).get("predictor", {}).get("model", {}).get("runtime")
-                for d in documents if d.data.get("kind") == "InferenceService"}  # fmt: skip
+        used = {
+            (d.data.get("spec") or {}).get("predictor", {}).get("model", {}).get("runtime")
+            for d in documents
+            if d.data.get("kind") == "InferenceService"
+        }
         read: list[tuple[Document, list[_PodSpec] | Exception]] = []
         for document in documents:
             data = document.data
@@ -154,8 +157,10 @@ def _place_groups(read: list[tuple[Document, list[_PodSpec]]], documents: Sequen
             selector = (service.get("spec") or {}).get("selector") or {}
             selector = {k: v for k, v in selector.items() if k not in (LINE, LINES)}
             if selector and all(labels.get(k) == v for k, v in selector.items()):
-                pod["__service_ports__"] = {p.get("targetPort", p.get("port")): p.get("port")
-                                            for p in (service.get("spec") or {}).get("ports") or []}  # fmt: skip
+                pod["__service_ports__"] = {
+                    p.get("targetPort", p.get("port")): p.get("port")
+                    for p in (service.get("spec") or {}).get("ports") or []
+                }
 
 
 def _gpu_count(container: dict) -> int | None:
@@ -184,8 +189,11 @@ def _pods(document: Document, runtimes: dict[str, Document]) -> list[_PodSpec]:
     elif kind == "LeaderWorkerSet":
         template = spec.get("leaderWorkerTemplate") or {}
         pod = template.get("leaderTemplate") or template.get("workerTemplate") or {}
-        context = {"group": template.get("size", 1), "replicas": spec.get("replicas", 1),
-                   "workers": template.get("workerTemplate")}  # fmt: skip
+        context = {
+            "group": template.get("size", 1),
+            "replicas": spec.get("replicas", 1),
+            "workers": template.get("workerTemplate"),
+        }
         found.append((pod.get("spec") or {}, context))
     elif kind == "InferenceService":
         found.append(_predictor(document, spec.get("predictor") or {}, runtimes))
@@ -206,9 +214,11 @@ def _predictor(document: Document, predictor: dict, runtimes: dict[str, Document
     runtime = model.get("runtime")
     if runtime not in runtimes:
         model_format = (model.get("modelFormat") or {}).get("name", "?")
-        raise InputError(f"{document.where(line)}: predictor.model: modelFormat {model_format} runs KServe's own "
-                         f"runtime ({runtime or 'chosen by KServe'}), whose container the manifest does not show; "
-                         "give the ServingRuntime with it, or a predictor with `containers`")  # fmt: skip
+        raise InputError(
+            f"{document.where(line)}: predictor.model: modelFormat {model_format} runs KServe's own "
+            f"runtime ({runtime or 'chosen by KServe'}), whose container the manifest does not show; "
+            "give the ServingRuntime with it, or a predictor with `containers`"
+        )
     pod = dict(runtimes[runtime].data.get("spec") or {})
     containers = [dict(c) for c in pod.get("containers") or []]
     if containers:
@@ -244,8 +254,15 @@ class _Pod:
         for container in containers:
             line = container.get(LINE, self.document.first)
             if container not in serving:
-                out.append(_aside(self.document, f"container {container.get('name')} ({container.get('image')}): "
-                                  "no GPUs and no server, not imported", line, line))  # fmt: skip
+                out.append(
+                    _aside(
+                        self.document,
+                        f"container {container.get('name')} ({container.get('image')}): "
+                        "no GPUs and no server, not imported",
+                        line,
+                        line,
+                    )
+                )
                 continue
             try:
                 words = self._run(container)
@@ -256,8 +273,11 @@ class _Pod:
             finally:
                 notes, self.notes = self.notes, []
             # the whole document is the command's (its other lines are the pod around the container)
-            out.append(document_simple(self.document, "kubernetes", words, self.document.first, self.document.last,
-                                       notes, self.exported))  # fmt: skip
+            out.append(
+                document_simple(
+                    self.document, "kubernetes", words, self.document.first, self.document.last, notes, self.exported
+                )
+            )
         for container in self.pod.get("initContainers") or []:
             line = container.get(LINE, self.document.first)
             out.append(_aside(self.document, f"init container {container.get('name')}: not run by hgxkit", line, line))
@@ -285,16 +305,21 @@ class _Pod:
         image = container.get("image")
         if not image:
             raise InputError(f"{at}: container {container.get('name')}: no image")
-        option, after, notes = container_command(image, command if "command" in container else None,
-                                                 args, at)  # fmt: skip
+        option, after, notes = container_command(image, command if "command" in container else None, args, at)
         self.notes += notes
         if option is not None:
             words += [("--entrypoint", lines.get("command", line)), (literal(option), lines.get("command", line))]
         words.append((literal(image), lines.get("image", line)))
         where_args = lines.get("args", lines.get("command", line))
         # each word at its own item's line where it is an item as written (a `sh -c` string's words are not)
-        items = dict(reversed([*zip(command, getattr(container.get("command"), "lines", []), strict=False),
-                               *zip(args, getattr(container.get("args"), "lines", []), strict=False)]))  # fmt: skip
+        items = dict(
+            reversed(
+                [
+                    *zip(command, getattr(container.get("command"), "lines", []), strict=False),
+                    *zip(args, getattr(container.get("args"), "lines", []), strict=False),
+                ]
+            )
+        )
         words += [(literal(w), items.get(w, where_args)) for w in after]
         self._multinode(line)
         return words
@@ -303,8 +328,12 @@ class _Pod:
         """The values `$(NAME)` expands to: the container's plain env, LeaderWorkerSet's and the pod index."""
         values: dict[str, str] = {}
         if self.pod.get("__group__") is not None:
-            values.update(LWS_LEADER_ADDRESS=_LWS_HEAD, LWS_GROUP_SIZE=str(self.pod["__group__"]),
-                          LWS_WORKER_INDEX="0", LWS_NAME=self.name)  # fmt: skip
+            values.update(
+                LWS_LEADER_ADDRESS=_LWS_HEAD,
+                LWS_GROUP_SIZE=str(self.pod["__group__"]),
+                LWS_WORKER_INDEX="0",
+                LWS_NAME=self.name,
+            )
         for item in container.get("env") or []:
             if "value" in item:
                 values[item["name"]] = "" if item["value"] is None else str(item["value"])
@@ -339,24 +368,38 @@ class _Pod:
         limits = {**(resources.get("requests") or {}), **(resources.get("limits") or {})}
         for key, hardware in _ACCELERATORS.items():
             if key in limits:
-                at = next((m[LINES][key] for m in (resources.get("limits"), resources.get("requests"))
-                           if isinstance(m, dict) and key in m.get(LINES, {})), line)  # fmt: skip
-                raise InputError(f"{self.where(at)}: {key}: {limits[key]} asks for {hardware} accelerators; "
-                                 "hgxkit serves NVIDIA HGX-H200 nodes")  # fmt: skip
+                at = next(
+                    (
+                        m[LINES][key]
+                        for m in (resources.get("limits"), resources.get("requests"))
+                        if isinstance(m, dict) and key in m.get(LINES, {})
+                    ),
+                    line,
+                )
+                raise InputError(
+                    f"{self.where(at)}: {key}: {limits[key]} asks for {hardware} accelerators; "
+                    "hgxkit serves NVIDIA HGX-H200 nodes"
+                )
         count = limits.get("nvidia.com/gpu")
         if count is None:
-            raise InputError(f"{self.where(line)}: container {container.get('name')} asks for no nvidia.com/gpu "
-                             "(a CPU deployment?); hgxkit serves GPUs: set its nvidia.com/gpu limit")  # fmt: skip
+            raise InputError(
+                f"{self.where(line)}: container {container.get('name')} asks for no nvidia.com/gpu "
+                "(a CPU deployment?); hgxkit serves GPUs: set its nvidia.com/gpu limit"
+            )
         noted = [k for k in limits if k not in ("nvidia.com/gpu", LINE, LINES)]
         if noted:
-            self.notes.append(f"{self.where(line)}: resources {', '.join(map(str, noted))} not carried (the node's "
-                              "are the container's)")  # fmt: skip
+            self.notes.append(
+                f"{self.where(line)}: resources {', '.join(map(str, noted))} not carried (the node's "
+                "are the container's)"
+            )
         devices = self.pod.get("__devices__")
         if devices:
             listed = ",".join(map(str, devices))
-            self.notes.append(f"{self.where(line)}: {self.pod['__kind__']} {self.name} asks for {count} GPU(s), one of "
-                              f"the manifest's GPU groups on one node: GPUs {listed} (on Kubernetes the device "
-                              "plugin chooses)")  # fmt: skip
+            self.notes.append(
+                f"{self.where(line)}: {self.pod['__kind__']} {self.name} asks for {count} GPU(s), one of "
+                f"the manifest's GPU groups on one node: GPUs {listed} (on Kubernetes the device "
+                "plugin chooses)"
+            )
             return [("--gpus", line), (f'"device={listed}"', line)]
         return [("--gpus", line), (str(count), line)]
 
@@ -364,17 +407,22 @@ class _Pod:
         pod = self.pod
         lines = pod.get(LINES, {})
         words: list[WordAt] = []
-        for key, option in (("hostNetwork", ("--network", "host")), ("hostIPC", ("--ipc", "host")),
-                            ("hostPID", ("--pid", "host"))):  # fmt: skip
+        for key, option in (
+            ("hostNetwork", ("--network", "host")),
+            ("hostIPC", ("--ipc", "host")),
+            ("hostPID", ("--pid", "host")),
+        ):
             if pod.get(key) is True:
                 words += [(option[0], lines.get(key, line)), (option[1], lines.get(key, line))]
         if self._spans_pods() and pod.get("hostNetwork") is not True:
             at = lines.get("hostNetwork", line)
             words += [("--network", at), ("host", at)]
-            self.notes.append(f"{self.where(line)}: the {pod['__group__']} pods of {pod['__kind__']} {self.name} reach "
-                              "the leader on ports the manifest does not publish (the rendezvous's, NCCL's), as pods "
-                              "reach each other on Kubernetes: across docker hosts that is the host network "
-                              "(--network host), where the server's ports are its own")  # fmt: skip
+            self.notes.append(
+                f"{self.where(line)}: the {pod['__group__']} pods of {pod['__kind__']} {self.name} reach "
+                "the leader on ports the manifest does not publish (the rendezvous's, NCCL's), as pods "
+                "reach each other on Kubernetes: across docker hosts that is the host network "
+                "(--network host), where the server's ports are its own"
+            )
         runtime = pod.get("runtimeClassName")
         if runtime == "nvidia":
             at = lines.get("runtimeClassName", line)
@@ -383,8 +431,10 @@ class _Pod:
             self.notes.append(f"{self.where(lines.get('runtimeClassName'))}: runtimeClassName {runtime} not carried")
         replicas = pod.get("__replicas__", 1)
         if isinstance(replicas, int) and replicas > 1 and pod.get("__group__") is None:
-            self.notes.append(f"{self.where(line)}: {pod['__kind__']} {self.name} runs {replicas} pods; this is the "
-                              "first (the recipe's groups place the others)")  # fmt: skip
+            self.notes.append(
+                f"{self.where(line)}: {pod['__kind__']} {self.name} runs {replicas} pods; this is the "
+                "first (the recipe's groups place the others)"
+            )
         return words
 
     def _security(self, container: dict, line: int) -> list[WordAt]:
@@ -421,22 +471,30 @@ class _Pod:
             source = item.get("valueFrom") or {}
             if "secretKeyRef" in source:
                 ref = source["secretKeyRef"]
-                self.notes.append(f"{self.where(at)}: {name} is the Secret {ref.get('name')} key {ref.get('key')}: "
-                                  f"declared as a secret, taken from the environment ({name}) at run time")  # fmt: skip
+                self.notes.append(
+                    f"{self.where(at)}: {name} is the Secret {ref.get('name')} key {ref.get('key')}: "
+                    f"declared as a secret, taken from the environment ({name}) at run time"
+                )
                 words += [("-e", at), (name, at)]
             elif _pod_index(item):
-                self.notes.append(f"{self.where(at)}: {name} is the pod index, which the command reads as its rank: "
-                                  "hgxkit gives each host its rank")  # fmt: skip
+                self.notes.append(
+                    f"{self.where(at)}: {name} is the pod index, which the command reads as its rank: "
+                    "hgxkit gives each host its rank"
+                )
             else:
                 what = ", ".join(k for k in source if k not in (LINE, LINES)) or "valueFrom"
-                raise InputError(f"{self.where(at)}: env {name} comes from {what}, which a docker host does not "
-                                 "give; write its value")  # fmt: skip
+                raise InputError(
+                    f"{self.where(at)}: env {name} comes from {what}, which a docker host does not "
+                    "give; write its value"
+                )
         for item in container.get("envFrom") or []:
             at = item.get(LINE, line)
             ref = item.get("secretRef") or item.get("configMapRef") or {}
             what = "Secret" if "secretRef" in item else "ConfigMap"
-            raise InputError(f"{self.where(at)}: envFrom {what} {ref.get('name')}: its keys are not in the "
-                             "manifest; list each as env (a secretKeyRef is taken from the environment)")  # fmt: skip
+            raise InputError(
+                f"{self.where(at)}: envFrom {what} {ref.get('name')}: its keys are not in the "
+                "manifest; list each as env (a secretKeyRef is taken from the environment)"
+            )
         return words
 
     def _spans_pods(self) -> bool:
@@ -464,8 +522,10 @@ class _Pod:
             target = mount.get("mountPath", "")
             volume = volumes.get(mount.get("name"))
             if volume is None:
-                raise InputError(f"{self.where(at)}: volumeMount {mount.get('name')}: no volume of that name in the "
-                                 "pod (a volumeClaimTemplate?); mount a hostPath")  # fmt: skip
+                raise InputError(
+                    f"{self.where(at)}: volumeMount {mount.get('name')}: no volume of that name in the "
+                    "pod (a volumeClaimTemplate?); mount a hostPath"
+                )
             mode = ":ro" if mount.get("readOnly") else ""
             sub = f"/{mount['subPath']}" if mount.get("subPath") else ""
             if "hostPath" in volume:
@@ -478,19 +538,24 @@ class _Pod:
                 words += self._empty_dir(volume["emptyDir"] or {}, target, at)
             else:
                 kind = next((k for k in volume if k in _VOLUME_FILES), next(iter(k for k in volume if k != "name")))
-                raise InputError(f"{self.where(at)}: volume {mount.get('name')} is a {kind}: its files are not in the "
-                                 f"manifest; mount the host directory that holds them at {target}")  # fmt: skip
+                raise InputError(
+                    f"{self.where(at)}: volume {mount.get('name')} is a {kind}: its files are not in the "
+                    f"manifest; mount the host directory that holds them at {target}"
+                )
         return words
 
     def _claim(self, claim: str, target: str, mode: str, program: list[str], at: int) -> list[WordAt]:
         holds_model = any(w == target or w.startswith(target.rstrip("/") + "/") for w in program)
         if holds_model:
             source = f"{DEFAULT_MODELS_DIR}/{claim}"
-            self.notes.append(f"{self.where(at)}: the PersistentVolumeClaim {claim} holds the model at {target}: "
-                              f"it is the host directory {source}")  # fmt: skip
+            self.notes.append(
+                f"{self.where(at)}: the PersistentVolumeClaim {claim} holds the model at {target}: "
+                f"it is the host directory {source}"
+            )
             return [("-v", at), (literal(f"{source}:{target}{mode}"), at)]
-        self.notes.append(f"{self.where(at)}: the PersistentVolumeClaim {claim} at {target} is the named volume "
-                          f"{claim}")  # fmt: skip
+        self.notes.append(
+            f"{self.where(at)}: the PersistentVolumeClaim {claim} at {target} is the named volume {claim}"
+        )
         return [("-v", at), (literal(f"{claim}:{target}{mode}"), at)]
 
     def _empty_dir(self, empty: dict, target: str, at: int) -> list[WordAt]:
@@ -508,12 +573,15 @@ class _Pod:
     def _multinode(self, line: int) -> None:
         workers = self.pod.get("__workers__")
         if workers:
-            self.notes.append(f"{self.where(line)}: the LeaderWorkerSet's workerTemplate runs ranks 1..; hgxkit "
-                              "renders each rank from the leader's command")  # fmt: skip
+            self.notes.append(
+                f"{self.where(line)}: the LeaderWorkerSet's workerTemplate runs ranks 1..; hgxkit "
+                "renders each rank from the leader's command"
+            )
         replicas = self.pod.get("__replicas__", 1)
         if self.pod.get("__group__") is not None and isinstance(replicas, int) and replicas > 1:
-            self.notes.append(f"{self.where(line)}: replicas: {replicas} groups of the LeaderWorkerSet; the recipe "
-                              "is one")  # fmt: skip
+            self.notes.append(
+                f"{self.where(line)}: replicas: {replicas} groups of the LeaderWorkerSet; the recipe is one"
+            )
 
 
 def _gpus(container: dict) -> bool:
@@ -525,8 +593,9 @@ def _gpus(container: dict) -> bool:
 def _launches(container: dict) -> bool:
     words = [str(w) for w in [*(container.get("command") or []), *(container.get("args") or [])]]
     text = " ".join(words)
-    return any(k.launches(python_program(words)) or any(" ".join(p) in text for p in k.programs)
-               for k in KINDS.values())  # fmt: skip
+    return any(
+        k.launches(python_program(words)) or any(" ".join(p) in text for p in k.programs) for k in KINDS.values()
+    )
 
 
 def _is_engine_image(container: dict) -> bool:

@@ -126,8 +126,10 @@ def _without_hub_cache(docker: DockerSpec, local_dir: str) -> tuple[DockerSpec, 
             for use in entry.uses
             if canonical(use.option.name) in parsers
         ]
-        if len(mounts) == len(entry.uses) == 1 and mounts[0][1].target.rstrip("/") == HUB_CACHE and (
-            mounts[0][1].source != local_dir
+        if (
+            len(mounts) == len(entry.uses) == 1
+            and mounts[0][1].target.rstrip("/") == HUB_CACHE
+            and (mounts[0][1].source != local_dir)
         ):
             dropped.append(mounts[0][0])
             continue

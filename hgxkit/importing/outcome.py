@@ -91,8 +91,10 @@ class ImportRefused(InputError):
         self.place = refusal_place(message, texts)
         if self.place is not None:  # the line refused is the one fate that is not the account's usual
             file, number, _ = self.place
-            lines = tuple(replace(a, fate="refused", into="", why=message) if (a.file, a.line) == (file, number)
-                          else a for a in lines)  # fmt: skip
+            lines = tuple(
+                replace(a, fate="refused", into="", why=message) if (a.file, a.line) == (file, number) else a
+                for a in lines
+            )
         self.lines = lines
 
 
@@ -118,12 +120,19 @@ def ledger_json(outcome: ImportOutcome | None, refused: ImportRefused | None = N
         "schema_version": LEDGER_SCHEMA_VERSION,
         "imported": outcome is not None,
         "lines": [
-            {"file": a.file, "line": a.line, "text": a.text, "fate": a.fate, "into": a.into, "why": a.why,
-             "notes": list(a.notes)}
+            {
+                "file": a.file,
+                "line": a.line,
+                "text": a.text,
+                "fate": a.fate,
+                "into": a.into,
+                "why": a.why,
+                "notes": list(a.notes),
+            }
             for a in lines
         ],
         "notes": list(outcome.notes) if outcome is not None else [],
-    }  # fmt: skip
+    }
     if refused is not None:
         file, line, column = refused.place or (None, None, None)
         out["refusal"] = {"message": refused.message, "file": file, "line": line, "column": column}
@@ -142,9 +151,12 @@ def explained(outcome: ImportOutcome | None, refused: ImportRefused | None = Non
 
 
 def finish(
-    recipe: Recipe, notes: list[str], source: str, report: tuple[Report, ...] = (),
+    recipe: Recipe,
+    notes: list[str],
+    source: str,
+    report: tuple[Report, ...] = (),
     lines: tuple[LineAccount, ...] = (),
-) -> ImportOutcome:  # fmt: skip
+) -> ImportOutcome:
     """Check every field of an imported recipe; add notes on host inputs and dangerous options."""
     problems = recipe_problems(recipe)
     if problems:
@@ -210,13 +222,14 @@ def account_lines(
 
 def _account(
     post: PostFile, number: int, text: str, entry: Report | None, simple: Simple | None, notes: tuple[str, ...]
-) -> LineAccount:  # fmt: skip
+) -> LineAccount:
     if entry is not None and entry.action in _FATES:
         fate = _FATES[entry.action]
         if fate == "taken" and notes:
             fate = "changed"
-        return LineAccount(post.name, number, text, fate, entry.into if fate in ("taken", "changed") else "",
-                           entry.what, notes)  # fmt: skip
+        return LineAccount(
+            post.name, number, text, fate, entry.into if fate in ("taken", "changed") else "", entry.what, notes
+        )
     if simple is not None and text.strip():
         why = f"part of the command at {simple.where()}, not taken"
         return LineAccount(post.name, number, text, "set aside", why=why, notes=notes)

@@ -166,8 +166,9 @@ def is_command_start(text: str) -> bool:
     program = words[index]
     if program in _CLAUSES and not _CLAUSE_SYNTAX.search(" ".join(words[index + 1 :])):
         return False  # "while I tried …", "if you want …": prose that starts with a shell keyword
-    return (program in PROGRAMS or program in kind_programs() or bool(PYTHON_RE.match(program))
-            or program.endswith(".sh"))  # fmt: skip
+    return (
+        program in PROGRAMS or program in kind_programs() or bool(PYTHON_RE.match(program)) or program.endswith(".sh")
+    )
 
 
 def _redirection_continues(previous: str) -> bool:

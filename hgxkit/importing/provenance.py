@@ -50,8 +50,9 @@ class Exported:
             pinned = ImageRef(self.image_reference, self.image_digest)
             if normalized(image) == normalized(pinned.pinned()):
                 return pinned
-            notes.append(f"{where}: the file runs {image}, not the exported {pinned.pinned()[:-60]}…; its own image "
-                         "is taken")  # fmt: skip
+            notes.append(
+                f"{where}: the file runs {image}, not the exported {pinned.pinned()[:-60]}…; its own image is taken"
+            )
         return ImageRef(image)
 
     def source_note(self) -> str:

@@ -27,15 +27,29 @@ from hgxkit.recipe.matrix import METRICS
 # Labels clients print that are settings or totals, listed so that a metric label inside them
 # ("concurrency" in "Max request concurrency") is not read on its own.
 _OTHER_LABELS = (
-    "Backend", "Traffic request rate", "Max request concurrency", "Max reqeuest concurrency",
-    "Maximum request concurrency", "Request rate configured (RPS)", "Total input tokens", "Total input text tokens",
-    "Total generated tokens (retokenized)", "Total generated tokens", "Peak output token throughput (tok/s)",
-    "Request goodput (req/s)", "User throughput (tok/s)",
-)  # fmt: skip
+    "Backend",
+    "Traffic request rate",
+    "Max request concurrency",
+    "Max reqeuest concurrency",
+    "Maximum request concurrency",
+    "Request rate configured (RPS)",
+    "Total input tokens",
+    "Total input text tokens",
+    "Total generated tokens (retokenized)",
+    "Total generated tokens",
+    "Peak output token throughput (tok/s)",
+    "Request goodput (req/s)",
+    "User throughput (tok/s)",
+)
 _LABEL_TO_KEY = {label.lower(): m.key for m in METRICS for label in m.labels}
-_SETTING_LABELS = {"max request concurrency": "concurrency", "max reqeuest concurrency": "concurrency",
-                   "maximum request concurrency": "concurrency", "request rate configured (rps)": "request_rate",
-                   "traffic request rate": "request_rate", "backend": "backend"}  # fmt: skip
+_SETTING_LABELS = {
+    "max request concurrency": "concurrency",
+    "max reqeuest concurrency": "concurrency",
+    "maximum request concurrency": "concurrency",
+    "request rate configured (rps)": "request_rate",
+    "traffic request rate": "request_rate",
+    "backend": "backend",
+}
 _ALL_LABELS = sorted({*_LABEL_TO_KEY, *(label.lower() for label in _OTHER_LABELS)}, key=len, reverse=True)
 _VALUE = r"[-+]?\d[\d,]*(?:\.\d+)?|inf|not set|\[result\]|n/?a"
 LABELS_RE = re.compile(
@@ -198,8 +212,9 @@ def _logs(post: PostFile, printed: Printed) -> None:
         if kind == "instance":
             instance = match.group("label")
         elif kind == "warmup":
-            printed.warmups.append(Warmup(int(match["input"]), int(match["conc"]), int(match["prompts"]), instance,
-                                          index + 1))  # fmt: skip
+            printed.warmups.append(
+                Warmup(int(match["input"]), int(match["conc"]), int(match["prompts"]), instance, index + 1)
+            )
         else:
             end = events[position + 1] if position + 1 < len(events) else None
             text = _between(post, index, match.end(), end[0] if end else len(post.lines) - 1, end[1] if end else None)
@@ -232,9 +247,21 @@ def metric_of_header(text: str) -> tuple[str, float] | None:
         return None  # per-GPU numbers are not the run's
     for quantity, names in (("ttft", ("ttft",)), ("tpot", ("tpot",)), ("itl", ("itl",)), ("e2e", ("e2e", "latency"))):
         if any(re.search(rf"\b{n}", t) for n in names):
-            stat = next((s for s, words in (("median", ("median", "p50")), ("p90", ("p90",)), ("p95", ("p95",)),
-                                            ("p99", ("p99",)), ("max", ("max",)), ("mean", ("mean", "avg", "average")))
-                         if any(re.search(rf"\b{w}\b", t) for w in words)), None)  # fmt: skip
+            stat = next(
+                (
+                    s
+                    for s, words in (
+                        ("median", ("median", "p50")),
+                        ("p90", ("p90",)),
+                        ("p95", ("p95",)),
+                        ("p99", ("p99",)),
+                        ("max", ("max",)),
+                        ("mean", ("mean", "avg", "average")),
+                    )
+                    if any(re.search(rf"\b{w}\b", t) for w in words)
+                ),
+                None,
+            )
             if stat is None or (stat == "max" and quantity != "itl"):
                 return None
             scale = 1000.0 if re.search(r"\(s\)|\bseconds?\b", t) else 1.0
@@ -306,9 +333,11 @@ def _markdown_table(post: PostFile, header: list[str], rows: list[tuple[int, lis
         i for i, h in enumerate(header) if _key_name(h.split("(")[0].strip()) in ("input_len", "concurrency")
     ]
     for index, cells in rows:
-        keys = _row_keys(cells[0]) if not key_columns else {
-            _key_name(header[i].split("(")[0].strip()): _size(cells[i]) or cells[i] for i in key_columns
-        }  # fmt: skip
+        keys = (
+            _row_keys(cells[0])
+            if not key_columns
+            else {_key_name(header[i].split("(")[0].strip()): _size(cells[i]) or cells[i] for i in key_columns}
+        )
         for column, (metric, cell) in enumerate(zip(columns, cells, strict=False)):
             if column in key_columns or (column == 0 and not key_columns):
                 continue
@@ -349,9 +378,14 @@ def _following_rows(post: PostFile, index: int) -> list[str]:
 
 
 def _table_value(
-    post: PostFile, printed: Printed, metric: tuple[str, float], text: str, keys: dict[str, str], label: str | None,
+    post: PostFile,
+    printed: Printed,
+    metric: tuple[str, float],
+    text: str,
+    keys: dict[str, str],
+    label: str | None,
     index: int,
-) -> None:  # fmt: skip
+) -> None:
     number = _number(text.strip("* "))
     if number is None:
         return

@@ -53,12 +53,16 @@ from hgxkit.recipe.nodes import HGX_GPUS
 from hgxkit.recipe.shellwords import split_words
 
 HEAD = "skypilot-head"  # the first node in the imported command; `join_ranks` replaces it by each deploy's head
-_HEAD_LINE = re.compile(r"^(?:export\s+)?([A-Za-z_]\w*)=\"?\$\(\s*echo\s+\"?\$\{?SKYPILOT_NODE_IPS\}?\"?\s*\|\s*"
-                        r"head\s+(?:-n\s*1|-1)\s*\)\"?$")  # fmt: skip
+_HEAD_LINE = re.compile(
+    r"^(?:export\s+)?([A-Za-z_]\w*)=\"?\$\(\s*echo\s+\"?\$\{?SKYPILOT_NODE_IPS\}?\"?\s*\|\s*"
+    r"head\s+(?:-n\s*1|-1)\s*\)\"?$"
+)
 _RANK_TEST = re.compile(r"^if \[\[? \"?\$\{?SKYPILOT_NODE_RANK\}?\"? (?:=|==|-eq) \"?0\"? \]\]?; then$")
 _ASSIGN = re.compile(r"^(?:export\s+)?([A-Za-z_]\w*)=(\S*)$")
-_DOWNLOAD = re.compile(r"\b(?:hf|huggingface-cli)\s+download\s+([\w.-]+/[\w.-]+)\b[^\n;]*?"
-                       r"--local-dir[=\s]+([^\s;]+)")
+_DOWNLOAD = re.compile(
+    r"\b(?:hf|huggingface-cli)\s+download\s+([\w.-]+/[\w.-]+)\b[^\n;]*?"
+    r"--local-dir[=\s]+([^\s;]+)"
+)
 _TASK_KEYS = ("resources", "num_nodes", "setup")
 _REFUSED = {
     "service": "a SkyPilot Serve section (replicas behind a load balancer); give the task without `service:`",
@@ -78,8 +82,12 @@ class SkyPilot:
         take_document(simple, reading)
 
     def claims_document(self, data: Any) -> bool:
-        return (isinstance(data, dict) and "run" in data and any(k in data for k in _TASK_KEYS)
-                and not any(k in data for k in ("services", "apiVersion", "kind")))  # fmt: skip
+        return (
+            isinstance(data, dict)
+            and "run" in data
+            and any(k in data for k in _TASK_KEYS)
+            and not any(k in data for k in ("services", "apiVersion", "kind"))
+        )
 
     def simples(self, documents: Sequence[Document]) -> list[Simple]:
         out: list[Simple] = []
@@ -93,12 +101,17 @@ class SkyPilot:
                 continue
             envs = {k: v for k, v in _pairs(document.data.get("envs")) if str(k).startswith("HGXKIT_")}
             labels = {PREFIX + k.removeprefix("HGXKIT_").lower().replace("_", "-"): v for k, v in envs.items()}
-            out.append(document_simple(document, "skypilot", words, document.first, document.last, task.notes,
-                                       exported_by_hgxkit(labels)))  # fmt: skip
+            out.append(
+                document_simple(
+                    document, "skypilot", words, document.first, document.last, task.notes, exported_by_hgxkit(labels)
+                )
+            )
             if document.data.get("setup"):
                 line = document.data[LINES].get("setup", document.first)
-                why = ("setup (the model download): a deploy places the model itself (the recipe's model repo and "
-                       "revision)")  # fmt: skip
+                why = (
+                    "setup (the model download): a deploy places the model itself (the recipe's model repo and "
+                    "revision)"
+                )
                 out.append(document_simple(document, "skypilot", (), line, line, [why]))
         return out
 
@@ -135,15 +148,19 @@ class _Task:
         for target, source in _pairs(data.get("file_mounts")):
             text = source.get("source", "") if isinstance(source, dict) else str(source)
             if "://" in str(text):
-                raise InputError(f"{self.where('file_mounts')}: file_mounts {target}: {text} is a cloud bucket, "
-                                 "which a docker host does not mount; put its files on the node and mount them")
+                raise InputError(
+                    f"{self.where('file_mounts')}: file_mounts {target}: {text} is a cloud bucket, "
+                    "which a docker host does not mount; put its files on the node and mount them"
+                )
         resources = data.get("resources") or {}
         if not isinstance(resources, dict):
             raise InputError(f"{self.where('resources')}: resources: one mapping is read (not a list of choices)")
         image = str(resources.get("image_id") or "")
         if not image.startswith("docker:"):
-            raise InputError(f"{self.where('resources')}: resources.image_id: {image or 'not given'}; hgxkit runs "
-                             "the server in a container: give `image_id: docker:IMAGE` (or --image)")  # fmt: skip
+            raise InputError(
+                f"{self.where('resources')}: resources.image_id: {image or 'not given'}; hgxkit runs "
+                "the server in a container: give `image_id: docker:IMAGE` (or --image)"
+            )
         image = image.removeprefix("docker:")
         line = self.at("resources")
         command, gpus = self._run()
@@ -163,8 +180,10 @@ class _Task:
         words += self._model_mount()
         for name, value in _pairs(data.get("envs")):
             if not name.startswith("HGXKIT_"):  # hgxkit's own: the export's provenance, read as labels
-                words += [("-e", self.at("envs")), (literal(f"{name}={'' if value is None else value}"),
-                                                    self.at("envs"))]  # fmt: skip
+                words += [
+                    ("-e", self.at("envs")),
+                    (literal(f"{name}={'' if value is None else value}"), self.at("envs")),
+                ]
         for name, _ in _pairs(data.get("secrets")):
             words += [("-e", self.at("secrets")), (name, self.at("secrets"))]
         # SkyPilot runs the script in the container in place of the image's entrypoint: its first word is that
@@ -192,8 +211,10 @@ class _Task:
         index = int(match.group(1))
         if size >= HGX_GPUS or (index + 1) * size > HGX_GPUS:
             return None
-        self.notes.append(f"{self.where('name')}: task {self.data['name']} is group {index} of the exported recipe: "
-                          f"GPUs {index * size}..{(index + 1) * size - 1} of the node")  # fmt: skip
+        self.notes.append(
+            f"{self.where('name')}: task {self.data['name']} is group {index} of the exported recipe: "
+            f"GPUs {index * size}..{(index + 1) * size - 1} of the node"
+        )
         return index, list(range(index * size, (index + 1) * size))
 
     def _model_mount(self) -> list[WordAt]:
@@ -219,15 +240,19 @@ class _Task:
             choices = ", ".join(names)
             if len(counts) == 1 and next(iter(counts)).isdigit():
                 choices = f"any:{counts.pop()}"
-                self.notes.append(f"{self.where('resources')}: resources.accelerators: any of several; the GPU "
-                                  "count is kept, the node is an HGX-H200")  # fmt: skip
+                self.notes.append(
+                    f"{self.where('resources')}: resources.accelerators: any of several; the GPU "
+                    "count is kept, the node is an HGX-H200"
+                )
         accelerators = str(choices or "")
         _, _, count = accelerators.partition(":")
         if not count:
             return "all"
         if not count.isdigit():
-            raise InputError(f"{self.where('resources')}: resources.accelerators: {accelerators}; give one "
-                             "accelerator and its count (H200:8)")  # fmt: skip
+            raise InputError(
+                f"{self.where('resources')}: resources.accelerators: {accelerators}; give one "
+                "accelerator and its count (H200:8)"
+            )
         return "all" if int(count) >= HGX_GPUS else f'"device={",".join(str(i) for i in range(int(count)))}"'
 
     def _run(self) -> tuple[list[tuple[str, int]], str | None]:
@@ -263,8 +288,9 @@ class _Task:
                 continue  # shell options and messages: nothing the server runs with
             if (match := _HEAD_LINE.match(text)) is not None:
                 heads.add(match.group(1))
-                self.notes.append(f"{where}:{number}: ${match.group(1)} is the first of $SKYPILOT_NODE_IPS: the "
-                                  "group's head")  # fmt: skip
+                self.notes.append(
+                    f"{where}:{number}: ${match.group(1)} is the first of $SKYPILOT_NODE_IPS: the group's head"
+                )
                 continue
             if _RANK_TEST.match(text):
                 branch = 0
@@ -282,13 +308,15 @@ class _Task:
                     continue
                 raise InputError(f"{where}:{number}: {text}: a variable of the run script; give it in `envs`")
             if branch == 1:
-                self.notes.append(f"{where}:{number}: the other ranks' command; hgxkit renders each rank from rank "
-                                  "0's")  # fmt: skip
+                self.notes.append(f"{where}:{number}: the other ranks' command; hgxkit renders each rank from rank 0's")
                 continue
             commands.append((number, text))
         if len(commands) != 1:
-            found = "no command" if not commands else f"{len(commands)} commands (lines " \
-                f"{', '.join(str(n) for n, _ in commands)})"  # fmt: skip
+            found = (
+                "no command"
+                if not commands
+                else f"{len(commands)} commands (lines {', '.join(str(n) for n, _ in commands)})"
+            )
             raise InputError(f"{where}:{first}: run: {found}; hgxkit imports one server command")
         number, text = commands[0]
         text = re.sub(r"^exec\s+", "", text)
@@ -302,14 +330,18 @@ class _Task:
         text = re.sub(r"\$\{SKYPILOT_NODE_RANK\}|\$SKYPILOT_NODE_RANK\b", "0", text)
         text = re.sub(r"\$\{SKYPILOT_NUM_NODES\}|\$SKYPILOT_NUM_NODES\b", str(nodes), text)
         if "SKYPILOT_NODE_RANK" in self.data["run"]:
-            self.notes.append(f"{where}:{number}: $SKYPILOT_NODE_RANK is the rank (rank 0 is the command taken; "
-                              "hgxkit gives each host its own rank)")  # fmt: skip
+            self.notes.append(
+                f"{where}:{number}: $SKYPILOT_NODE_RANK is the rank (rank 0 is the command taken; "
+                "hgxkit gives each host its own rank)"
+            )
         if (left := re.search(r"\$\{?(SKYPILOT_\w+)", text)) is not None:
-            raise InputError(f"{where}:{number}: ${left.group(1)}: a SkyPilot variable hgxkit does not read; write "
-                             "its value")  # fmt: skip
+            raise InputError(
+                f"{where}:{number}: ${left.group(1)}: a SkyPilot variable hgxkit does not read; write its value"
+            )
         words = split_words(text, source=where, first_line=number)
         if any(w.is_operator for w in words):
-            raise InputError(f"{where}:{number}: run: the command is a pipeline or a list; give the server "
-                             "command alone")  # fmt: skip
+            raise InputError(
+                f"{where}:{number}: run: the command is a pipeline or a list; give the server command alone"
+            )
         lines = [number] * (len(words) - 1) + [ends[number]]
         return [(w.text, line) for w, line in zip(words, lines, strict=True)], gpus

@@ -59,14 +59,60 @@ _HEAD_IP = re.compile(
 )
 _SUBSTITUTED = re.compile(r"^\s*(?:export\s+)?([A-Za-z_]\w*)=[\"']?(?:\$\(|`)")
 # srun options that take a value as the next word (the rest are flags, or `--opt=value` in one word).
-_SRUN_VALUES = frozenset({
-    "-N", "--nodes", "-n", "--ntasks", "--ntasks-per-node", "-w", "--nodelist", "-x", "--exclude", "-o",
-    "--output", "-e", "--error", "-p", "--partition", "-c", "--cpus-per-task", "--mem", "--gpus", "-G",
-    "--gres", "--gpus-per-node", "-J", "--job-name", "-t", "--time", "--export", "--mpi", "-A", "--account",
-    "-q", "--qos", "--container-image", "--container-mounts", "--container-workdir", "--container-name",
-    "--container-env", "--het-group", "-D", "--chdir", "--cpu-bind", "--gpu-bind", "--mem-per-gpu", "-i",
-    "--input", "--distribution", "-m", "--reservation", "--constraint", "-C",
-})  # fmt: skip
+_SRUN_VALUES = frozenset(
+    {
+        "-N",
+        "--nodes",
+        "-n",
+        "--ntasks",
+        "--ntasks-per-node",
+        "-w",
+        "--nodelist",
+        "-x",
+        "--exclude",
+        "-o",
+        "--output",
+        "-e",
+        "--error",
+        "-p",
+        "--partition",
+        "-c",
+        "--cpus-per-task",
+        "--mem",
+        "--gpus",
+        "-G",
+        "--gres",
+        "--gpus-per-node",
+        "-J",
+        "--job-name",
+        "-t",
+        "--time",
+        "--export",
+        "--mpi",
+        "-A",
+        "--account",
+        "-q",
+        "--qos",
+        "--container-image",
+        "--container-mounts",
+        "--container-workdir",
+        "--container-name",
+        "--container-env",
+        "--het-group",
+        "-D",
+        "--chdir",
+        "--cpu-bind",
+        "--gpu-bind",
+        "--mem-per-gpu",
+        "-i",
+        "--input",
+        "--distribution",
+        "-m",
+        "--reservation",
+        "--constraint",
+        "-C",
+    }
+)
 _RANKS = ("SLURM_NODEID", "SLURM_PROCID")
 _NODE_COUNTS = ("SLURM_NNODES", "SLURM_JOB_NUM_NODES")
 _SLURM_VAR = re.compile(r"\$\{?(SLURM_[A-Z_]+)\}?")
@@ -141,8 +187,10 @@ def _directive(post: PostFile, number: int, text: str, directives: Directives) -
     """One `#SBATCH` line as a report-only simple command: `read …` or `skipped …` (its notes[0])."""
     words = text.split()
     if words and words[0] in ("hetjob", "packjob"):
-        raise InputError(f"{post.name}: line {number}: #SBATCH {words[0]}: a heterogeneous job (components with "
-                         "their own nodes) is not imported; give the job of the serving group alone")  # fmt: skip
+        raise InputError(
+            f"{post.name}: line {number}: #SBATCH {words[0]}: a heterogeneous job (components with "
+            "their own nodes) is not imported; give the job of the serving group alone"
+        )
     option, _, value = (words[0] if words else "").partition("=")
     if not value and len(words) > 1:
         value = words[1]
@@ -234,8 +282,10 @@ def _srun_split(words: Sequence[Word], where: str) -> tuple[dict[str, str], list
         index += 1
     rest = list(words[index:])
     if any(w.text == ":" and not w.quoted for w in rest):
-        raise InputError(f"{where}: `srun … : …` runs a heterogeneous step (components with their own options); "
-                         "give the serving group's srun alone")  # fmt: skip
+        raise InputError(
+            f"{where}: `srun … : …` runs a heterogeneous step (components with their own options); "
+            "give the serving group's srun alone"
+        )
     return options, rest
 
 
@@ -246,9 +296,11 @@ def _unwrap(simple: Simple, simples: list[Simple], directives: Directives) -> li
     options, rest = _srun_split(simple.words, where)
     image = options.get("--container-image")
     if image is not None:
-        raise InputError(f"{where}: srun --container-image {image} runs the container with enroot + pyxis, which "
-                         "hgxkit does not import; it runs containers with Docker: write `docker run …` under srun "
-                         "(or import the server command with --image)")  # fmt: skip
+        raise InputError(
+            f"{where}: srun --container-image {image} runs the container with enroot + pyxis, which "
+            "hgxkit does not import; it runs containers with Docker: write `docker run …` under srun "
+            "(or import the server command with --image)"
+        )
     tasks = options.get("--ntasks-per-node")
     if tasks and tasks.isdigit():
         directives.tasks_per_node = int(tasks)
@@ -269,8 +321,7 @@ def _unwrap(simple: Simple, simples: list[Simple], directives: Directives) -> li
             return [replace(simple, kind="broken", command=replace(simple.command, error=err))]
     command = Command(post, simple.command.first, simple.command.last, tuple(rest), notes=simple.command.notes)
     inner = simple_commands([command])
-    return [replace(s, prefix=simple.prefix + s.prefix, notes=(*s.notes, note), piped=simple.piped)
-            for s in inner]  # fmt: skip
+    return [replace(s, prefix=simple.prefix + s.prefix, notes=(*s.notes, note), piped=simple.piped) for s in inner]
 
 
 def _batch_expanded(text: str) -> str | None:
@@ -292,8 +343,11 @@ def _inner(simple: Simple, rest: list[Word], simples: list[Simple]) -> list[Word
     body = [line.strip() for line in text.split("\n")]
     broken = next((n for n, line in enumerate(body[1:], 1) if line and body[n - 1]), None)
     if broken is not None:
-        why = ("a continuation backslash may be missing" if body[broken].startswith("-")
-               else "the string holds several commands; hgxkit imports one")  # fmt: skip
+        why = (
+            "a continuation backslash may be missing"
+            if body[broken].startswith("-")
+            else "the string holds several commands; hgxkit imports one"
+        )
         raise InputError(
             f"{simple.command.post.name}:{string.line + broken}: srun's `bash -c` string breaks its line before "
             f"{body[broken].split()[0]!r}: {why}; join the lines with `\\` or give the server command alone"
@@ -302,8 +356,10 @@ def _inner(simple: Simple, rest: list[Word], simples: list[Simple]) -> list[Word
         words = split_words(text.replace("$$", "$"), source=where, first_line=string.line)
     except InputError as err:
         raise InputError(f"{where}: srun's `bash -c` string: {err.message}") from None
-    return [Word(w.text, w.line, w.column if w.line != string.line else string.column + w.column, w.quoted,
-                 w.is_operator) for w in words]  # fmt: skip
+    return [
+        Word(w.text, w.line, w.column if w.line != string.line else string.column + w.column, w.quoted, w.is_operator)
+        for w in words
+    ]
 
 
 _RANK_TEST = re.compile(r"^if \[\[? \$\{?SLURM_NODEID\}? (?:=|==|-eq) 0 \]\]?$")
@@ -386,25 +442,31 @@ def _ranked(simple: Simple, directives: Directives, branch: int | None = None) -
         if is_rank:
             per_node = directives.tasks_per_node or 1
             if name == "SLURM_PROCID" and per_node > 1:
-                raise InputError(f"{at}: {flag} $SLURM_PROCID with {per_node} tasks per node counts tasks, not "
-                                 "nodes; the node rank is $SLURM_NODEID")  # fmt: skip
+                raise InputError(
+                    f"{at}: {flag} $SLURM_PROCID with {per_node} tasks per node counts tasks, not "
+                    "nodes; the node rank is $SLURM_NODEID"
+                )
             if name not in _RANKS:
-                raise InputError(f"{at}: {flag} ${name} is not the node's rank (that is $SLURM_NODEID); write "
-                                 "the rank as $SLURM_NODEID")  # fmt: skip
+                raise InputError(
+                    f"{at}: {flag} ${name} is not the node's rank (that is $SLURM_NODEID); write "
+                    "the rank as $SLURM_NODEID"
+                )
             words[index + 1] = replace(value, text=str(rank))
             whose = "rank 0 is the command taken" if rank == 0 else "the workers' branch: rank 1 stands for them"
-            notes.append(f"{where}:{value.line}: {flag} ${name} is the rank ({whose}; hgxkit gives each host its "
-                         "own rank)")  # fmt: skip
+            notes.append(
+                f"{where}:{value.line}: {flag} ${name} is the rank ({whose}; hgxkit gives each host its own rank)"
+            )
         elif name in _NODE_COUNTS:
             if directives.nodes is None:
-                raise InputError(f"{at}: {flag} ${name}: the script writes no #SBATCH --nodes; write the node "
-                                 "count")  # fmt: skip
+                raise InputError(f"{at}: {flag} ${name}: the script writes no #SBATCH --nodes; write the node count")
             nodes = str(directives.nodes)
             words[index + 1] = replace(value, text=nodes)
             notes.append(f"{where}:{value.line}: {flag} ${name} is #SBATCH --nodes={directives.nodes}")
     if directives.nodes is not None and nodes is not None and nodes.isdigit() and int(nodes) != directives.nodes:
-        raise InputError(f"{simple.where()}: --nnodes {nodes} but #SBATCH --nodes={directives.nodes}: the job's "
-                         "nodes and the server's differ; make them one count")  # fmt: skip
+        raise InputError(
+            f"{simple.where()}: --nnodes {nodes} but #SBATCH --nodes={directives.nodes}: the job's "
+            "nodes and the server's differ; make them one count"
+        )
     if words == list(simple.words):
         return simple
     return replace(simple, words=tuple(words), notes=tuple(notes))

@@ -124,9 +124,12 @@ class Scope:
 
     def _usable(self, definition: Definition, where: str) -> None:
         how = (
-            f"inside an `{definition.in_block}` block" if definition.in_block
-            else "by a command substitution" if definition.computed else None
-        )  # fmt: skip
+            f"inside an `{definition.in_block}` block"
+            if definition.in_block
+            else "by a command substitution"
+            if definition.computed
+            else None
+        )
         if how:
             raise InputError(
                 f"{where}: ${definition.name} is set {how} ({self.source}:{definition.line}), so the command has "

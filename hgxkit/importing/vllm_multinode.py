@@ -97,8 +97,10 @@ def ray_node(simple: Simple, words: Sequence[str] | None = None) -> RayNode:
 def _cluster_script(simple: Simple, args: list[str], where: str) -> RayNode:
     """run_cluster.sh IMAGE HEAD_IP --head|--worker HF_HOME [docker options…] (its usage line)."""
     if len(args) < 4 or args[2] not in ("--head", "--worker"):
-        raise InputError(f"{where}: run_cluster.sh takes IMAGE HEAD_IP --head|--worker PATH_TO_HF_HOME [docker "
-                         f"options]; the post gives {' '.join(args[:4]) or 'nothing'}")  # fmt: skip
+        raise InputError(
+            f"{where}: run_cluster.sh takes IMAGE HEAD_IP --head|--worker PATH_TO_HF_HOME [docker "
+            f"options]; the post gives {' '.join(args[:4]) or 'nothing'}"
+        )
     image, head, role, hf_home, extra = args[0], args[1], args[2][2:], args[3], args[4:]
     kept: list[str] = []
     dropped: list[str] = []
@@ -113,8 +115,19 @@ def _cluster_script(simple: Simple, args: list[str], where: str) -> RayNode:
         kept += [word] if value is None else [word, value]
         index += 1 if value is None else 2
     # examples/online_serving/run_cluster.sh (vLLM, 0c37e23): the container it starts on every host
-    options = ["--entrypoint", "/bin/bash", "--network", "host", "--shm-size", "10.24g", "--gpus", "all",
-               "-v", f"{hf_home}:/root/.cache/huggingface", *kept]  # fmt: skip
+    options = [
+        "--entrypoint",
+        "/bin/bash",
+        "--network",
+        "host",
+        "--shm-size",
+        "10.24g",
+        "--gpus",
+        "all",
+        "-v",
+        f"{hf_home}:/root/.cache/huggingface",
+        *kept,
+    ]
     entries = parse_option_words(options, source=where)
     run = ParsedRun(("docker", "run"), entries, image, ())
     return RayNode(simple, role, head, 6379, run, None, tuple(dropped))
@@ -146,8 +159,15 @@ def _bare_start(simple: Simple, args: list[str], where: str) -> RayNode:
     count = int(gpus) if gpus and gpus.isdigit() else None
     if head_role:
         port = values.get("--port", "6379")
-        return RayNode(simple, "head", values.get("--node-ip-address"), _port(port, "--port", where), None, count,
-                       unkept=tuple(unkept))  # fmt: skip
+        return RayNode(
+            simple,
+            "head",
+            values.get("--node-ip-address"),
+            _port(port, "--port", where),
+            None,
+            count,
+            unkept=tuple(unkept),
+        )
     address = shell_value(values.get("--address", "")).strip("'\"")
     host, _, port = address.rpartition(":")
     if not host:
@@ -176,8 +196,11 @@ def ray_container(simple: Simple, run: ParsedRun, words: Sequence[str]) -> RayNo
     node = _bare_start(simple, texts[2:], simple.where())
     envs = [u.value or "" for e in run.entries for u in e.uses if canonical(u.option.name) == "--env"]
     per_host = [value for value in envs if value.split("=", 1)[0] in _PER_HOST_ENV]
-    entries = tuple(e for e in run.entries if not any(
-        canonical(u.option.name) == "--env" and (u.value or "") in per_host for u in e.uses))  # fmt: skip
+    entries = tuple(
+        e
+        for e in run.entries
+        if not any(canonical(u.option.name) == "--env" and (u.value or "") in per_host for u in e.uses)
+    )
     return replace(node, run=replace(run, entries=entries, command=()), dropped=tuple(per_host))
 
 
@@ -194,12 +217,16 @@ class RayStart:
             if simple.substitution is not None:
                 word = simple.substitution
                 at = f"{simple.command.post.name}: line {word.line}, column {word.column}"
-                raise InputError(f"{at}: {word.text!r} (a command substitution) in a Ray start is not imported; write "
-                                 "the head's address: hgxkit gives it again per deploy")  # fmt: skip
+                raise InputError(
+                    f"{at}: {word.text!r} (a command substitution) in a Ray start is not imported; write "
+                    "the head's address: hgxkit gives it again per deploy"
+                )
             if simple.placeholder is not None:
                 line, column, text = simple.placeholder
-                raise InputError(f"{simple.command.post.name}: line {line}, column {column}: {text} is a placeholder "
-                                 f"(an argument of {' '.join(_words(simple)[:1])}); {fill_hint(text)}")  # fmt: skip
+                raise InputError(
+                    f"{simple.command.post.name}: line {line}, column {column}: {text} is a placeholder "
+                    f"(an argument of {' '.join(_words(simple)[:1])}); {fill_hint(text)}"
+                )
             node = ray_node(simple, [w.text for w in reading.resolved(simple)])
         except InputError as err:
             reading.cluster.append(err)
@@ -236,57 +263,80 @@ def ray_run(run: ParsedRun, head: RayNode, where: str, notes: list[str]) -> Pars
     published: every host reaches the others on its own network)."""
     if head.run is not None:
         shown = " ".join(w for e in head.run.entries for w in e.words)
-        notes.append(f"{where}: runs on the Ray cluster started at {head.where()}: its container ({head.run.image} "
-                     f"{shown}) on every host; the head starts Ray, then the server")  # fmt: skip
+        notes.append(
+            f"{where}: runs on the Ray cluster started at {head.where()}: its container ({head.run.image} "
+            f"{shown}) on every host; the head starts Ray, then the server"
+        )
         for value in head.dropped:
-            notes.append(f"{head.where()}: -e {value} is this host's own address; dropped (Ray uses each host's "
-                         "address on the host network)")  # fmt: skip
+            notes.append(
+                f"{head.where()}: -e {value} is this host's own address; dropped (Ray uses each host's "
+                "address on the host network)"
+            )
         # The launch's own `NAME=value` prefix (made -e by bare_run) is the server's environment: kept, or the
         # container would run the server without it. vLLM hands its VLLM_* variables to the Ray workers.
         if normalized(run.image) != normalized(head.run.image):
-            notes.append(f"{where}: the server runs in the head's container, so its image is {head.run.image} (as "
-                         f"{head.where()} runs it), not {run.image}")  # fmt: skip
+            notes.append(
+                f"{where}: the server runs in the head's container, so its image is {head.run.image} (as "
+                f"{head.where()} runs it), not {run.image}"
+            )
         launch_env = [e for e in run.entries if any(canonical(u.option.name) == "--env" for u in e.uses)]
         if launch_env:
             shown = ", ".join(" ".join(e.words) for e in launch_env)
             notes.append(f"{where}: {shown} (the launch's environment) added to the container on every host")
         return replace(head.run, entries=(*head.run.entries, *launch_env), command=run.command)
-    kept: list[OptionEntry] = [e for e in run.entries if not any(canonical(u.option.name) in ("--publish", "--network")
-                                                                  for u in e.uses)]  # fmt: skip
-    notes.append(f"{where}: runs on the Ray cluster started at {head.where()}: --network host and --entrypoint "
-                 "/bin/bash on every host (the head starts Ray, then the server; no port is published)")  # fmt: skip
+    kept: list[OptionEntry] = [
+        e for e in run.entries if not any(canonical(u.option.name) in ("--publish", "--network") for u in e.uses)
+    ]
+    notes.append(
+        f"{where}: runs on the Ray cluster started at {head.where()}: --network host and --entrypoint "
+        "/bin/bash on every host (the head starts Ray, then the server; no port is published)"
+    )
     extra = parse_option_words(["--entrypoint", "/bin/bash", "--network", "host"], source=where)
     return replace(run, entries=(*extra, *kept))
 
 
-def ray_group(recipe: Recipe, ray: RayCluster, head: RayNode, workers: Sequence[RayNode], where: str,
-              notes: list[str]) -> Recipe:  # fmt: skip
+def ray_group(
+    recipe: Recipe, ray: RayCluster, head: RayNode, workers: Sequence[RayNode], where: str, notes: list[str]
+) -> Recipe:
     """The recipe as a group over the Ray cluster's hosts (module doc), or a refusal naming what does not fit."""
     if head.head is not None and not readable_address(head.head):
-        raise InputError(f"{head.where()}: the Ray head address {head.head!r} is not a host name or address (a shell "
-                         "expression the import cannot read); write it: hgxkit gives it again per deploy")  # fmt: skip
+        raise InputError(
+            f"{head.where()}: the Ray head address {head.head!r} is not a host name or address (a shell "
+            "expression the import cannot read); write it: hgxkit gives it again per deploy"
+        )
     bad = next((w for w in workers if w.head is not None and not readable_address(w.head)), None)
     if bad is not None:
-        raise InputError(f"{bad.where()}: the Ray head address {bad.head!r} is not a host name or address (a shell "
-                         "expression the import cannot read); write it: hgxkit gives it again per deploy")  # fmt: skip
+        raise InputError(
+            f"{bad.where()}: the Ray head address {bad.head!r} is not a host name or address (a shell "
+            "expression the import cannot read); write it: hgxkit gives it again per deploy"
+        )
     total = parallel_size(recipe.server, where)
     per_host = head.gpus or HGX_GPUS
     if per_host != HGX_GPUS:
-        raise InputError(f"{head.where()}: the Ray head gives {per_host} GPU(s) (--num-gpus); a Ray cluster here takes "
-                         f"whole HGX-H200 nodes ({HGX_GPUS} GPUs each, one Ray node per host): drop --num-gpus, or "
-                         "serve a smaller group without Ray")  # fmt: skip
+        raise InputError(
+            f"{head.where()}: the Ray head gives {per_host} GPU(s) (--num-gpus); a Ray cluster here takes "
+            f"whole HGX-H200 nodes ({HGX_GPUS} GPUs each, one Ray node per host): drop --num-gpus, or "
+            "serve a smaller group without Ray"
+        )
     posted = 1 + len(workers)
     nodes = posted
     if len(workers) == 1 and total > 2 * per_host and total % per_host == 0:
         nodes = total // per_host
-        notes.append(f"{workers[0].where()}: the worker command stands for every worker: {nodes - 1} workers, as tp x "
-                     f"pp = {total} GPUs over hosts of {per_host}")  # fmt: skip
+        notes.append(
+            f"{workers[0].where()}: the worker command stands for every worker: {nodes - 1} workers, as tp x "
+            f"pp = {total} GPUs over hosts of {per_host}"
+        )
     if not workers:
-        raise InputError(f"{head.where()}: a Ray head but no worker (`--worker`, `ray start --address=…`); a group "
-                         "over one host needs no Ray cluster: import the server alone")  # fmt: skip
+        raise InputError(
+            f"{head.where()}: a Ray head but no worker (`--worker`, `ray start --address=…`); a group "
+            "over one host needs no Ray cluster: import the server alone"
+        )
     if total != nodes * per_host:
-        remedy = (f"tp x pp = {total} fits one host: serve it there without a Ray cluster" if total <= per_host
-                  else f"start {-(-total // per_host)} hosts")  # fmt: skip
+        remedy = (
+            f"tp x pp = {total} fits one host: serve it there without a Ray cluster"
+            if total <= per_host
+            else f"start {-(-total // per_host)} hosts"
+        )
         raise InputError(
             f"{where}: tp x pp x dp = {total} GPUs, but the post's Ray cluster is {posted} host(s) (1 head, "
             f"{len(workers)} worker(s)) of {per_host} GPUs = {nodes * per_host}; Ray would place the workers where it "
@@ -296,16 +346,22 @@ def ray_group(recipe: Recipe, ray: RayCluster, head: RayNode, workers: Sequence[
     flag, value = ray.backend
     if server.flag(flag) is None:
         server = ServerCommand(server.program, (*server.args, (flag, value)), server.kind)
-        notes.append(f"{where}: {flag} {value} added: the server spans the Ray cluster's {nodes} hosts (vLLM picks "
-                     "Ray there anyway; said so that every host's part is known)")  # fmt: skip
+        notes.append(
+            f"{where}: {flag} {value} added: the server spans the Ray cluster's {nodes} hosts (vLLM picks "
+            "Ray there anyway; said so that every host's part is known)"
+        )
     elif server.flag(flag) != value:
         raise InputError(f"{where}: {flag} {server.flag(flag)} on a Ray cluster; a group over hosts runs on Ray here")
     for node in (head, *workers):
         if node.unkept:
-            notes.append(f"{node.where()}: `ray start` {' '.join(node.unkept)} not kept: every host runs hgxkit's own "
-                         f"Ray start (`ray start --head --port={head.port}`, `ray start --block --address=HEAD:"
-                         f"{head.port}`)")  # fmt: skip
-    notes.append(f"{where}: a Ray cluster of {nodes} hosts ({per_host} GPUs each, port {head.port}); the head address "
-                 f"{head.head or 'of the head'} is the poster's network; it is given per deploy")  # fmt: skip
+            notes.append(
+                f"{node.where()}: `ray start` {' '.join(node.unkept)} not kept: every host runs hgxkit's own "
+                f"Ray start (`ray start --head --port={head.port}`, `ray start --block --address=HEAD:"
+                f"{head.port}`)"
+            )
+    notes.append(
+        f"{where}: a Ray cluster of {nodes} hosts ({per_host} GPUs each, port {head.port}); the head address "
+        f"{head.head or 'of the head'} is the poster's network; it is given per deploy"
+    )
     groups = span_grouping(per_host, nodes, head.port, notes, where)
     return replace(recipe, server=server, groups=groups)

@@ -68,8 +68,10 @@ def based_run(run: ParsedRun, cwd: str, cd_where: str, where: str, notes: list[s
             elif name in _HOST_FILES and _relative(value):
                 new = _join(cwd, value)
             if new is not None:
-                notes.append(f"{where}: {use.option.name} {value} is relative to the directory the post's `cd` "
-                             f"({cd_where}) leaves: {new}")  # fmt: skip
+                notes.append(
+                    f"{where}: {use.option.name} {value} is relative to the directory the post's `cd` "
+                    f"({cd_where}) leaves: {new}"
+                )
                 entry = entry.with_value(index, new)
         entries.append(entry)
     return replace(run, entries=tuple(entries))

@@ -30,10 +30,22 @@ from hgxkit.kinds.sglang import SGLANG
 from hgxkit.kinds.vllm import VLLM
 
 __all__ = [
-    "DEFAULT_KIND", "KINDS", "KIND_NAMES", "UNSUPPORTED", "ServerKind", "UnsupportedKind", "detect_kind",
-    "image_matches", "kind_programs", "launcher_prefixes", "legacy_version_keys", "posted_clients",
-    "python_program", "register_kind", "unregister_kind",
-]  # fmt: skip
+    "DEFAULT_KIND",
+    "KINDS",
+    "KIND_NAMES",
+    "UNSUPPORTED",
+    "ServerKind",
+    "UnsupportedKind",
+    "detect_kind",
+    "image_matches",
+    "kind_programs",
+    "launcher_prefixes",
+    "legacy_version_keys",
+    "posted_clients",
+    "python_program",
+    "register_kind",
+    "unregister_kind",
+]
 
 KINDS: dict[str, ServerKind] = {}
 # The registered names, one list that lives as long as the process (the recipe schema's `server.kind` enum
@@ -99,30 +111,67 @@ class UnsupportedKind:
 
 
 UNSUPPORTED = (
-    UnsupportedKind("tgi", "Hugging Face TGI (text-generation-inference)",
-                    ("ghcr.io/huggingface/text-generation-inference",), (("text-generation-launcher",),),
-                    (r"text-generation-inference",)),
-    UnsupportedKind("nim", "NVIDIA NIM", ("nvcr.io/nim/",), (),
-                    (r"\bNIM_[A-Z_]+=", r"/opt/nim/", r"\bnvcr\.io/nim/", r"\b[a-z0-9-]*-nim\b")),
-    UnsupportedKind("trtllm", "TensorRT-LLM", ("nvcr.io/nvidia/tensorrt-llm",), (("trtllm-serve",),),
-                    (r"tensorrt[-_]llm",)),
+    UnsupportedKind(
+        "tgi",
+        "Hugging Face TGI (text-generation-inference)",
+        ("ghcr.io/huggingface/text-generation-inference",),
+        (("text-generation-launcher",),),
+        (r"text-generation-inference",),
+    ),
+    UnsupportedKind(
+        "nim",
+        "NVIDIA NIM",
+        ("nvcr.io/nim/",),
+        (),
+        (r"\bNIM_[A-Z_]+=", r"/opt/nim/", r"\bnvcr\.io/nim/", r"\b[a-z0-9-]*-nim\b"),
+    ),
+    UnsupportedKind(
+        "trtllm", "TensorRT-LLM", ("nvcr.io/nvidia/tensorrt-llm",), (("trtllm-serve",),), (r"tensorrt[-_]llm",)
+    ),
     UnsupportedKind("ollama", "Ollama", ("ollama/ollama",), (("ollama",),), (r"\bollama/ollama\b",)),
-    UnsupportedKind("llama.cpp", "llama.cpp server", ("ghcr.io/ggml-org/llama.cpp", "ghcr.io/ggerganov/llama.cpp"),
-                    (("llama-server",), ("./llama-server",)), (r"\bllama\.cpp[:/]", r"\.gguf\b.*--n-gpu-layers")),
-    UnsupportedKind("lmdeploy", "LMDeploy", ("openmmlab/lmdeploy",),
-                    (("lmdeploy", "serve"), ("python3", "-m", "lmdeploy")), (r"\blmdeploy\b",)),
-    UnsupportedKind("triton", "Triton Inference Server", ("nvcr.io/nvidia/tritonserver",), (("tritonserver",),),
-                    (r"tritonserver",)),
-    UnsupportedKind("kserve-huggingface", "KServe Hugging Face runtime",
-                    ("kserve/huggingfaceserver",), (("python", "-m", "huggingfaceserver"),),
-                    (r"\bhuggingfaceserver\b",)),
+    UnsupportedKind(
+        "llama.cpp",
+        "llama.cpp server",
+        ("ghcr.io/ggml-org/llama.cpp", "ghcr.io/ggerganov/llama.cpp"),
+        (("llama-server",), ("./llama-server",)),
+        (r"\bllama\.cpp[:/]", r"\.gguf\b.*--n-gpu-layers"),
+    ),
+    UnsupportedKind(
+        "lmdeploy",
+        "LMDeploy",
+        ("openmmlab/lmdeploy",),
+        (("lmdeploy", "serve"), ("python3", "-m", "lmdeploy")),
+        (r"\blmdeploy\b",),
+    ),
+    UnsupportedKind(
+        "triton", "Triton Inference Server", ("nvcr.io/nvidia/tritonserver",), (("tritonserver",),), (r"tritonserver",)
+    ),
+    UnsupportedKind(
+        "kserve-huggingface",
+        "KServe Hugging Face runtime",
+        ("kserve/huggingfaceserver",),
+        (("python", "-m", "huggingfaceserver"),),
+        (r"\bhuggingfaceserver\b",),
+    ),
     # Accelerators: an Ascend NPU (its devices, quay.io/ascend images, SGLang's `-cann…-a2`/`-a3` NPU tags) and
     # AMD's ROCm (its devices and images); refused before anything else is read of the command.
-    UnsupportedKind("ascend", "Huawei Ascend NPU", ("quay.io/ascend/", "ascendhub.huawei.com/"), (),
-                    (r"/dev/davinci", r"\bascend\b", r":\S*-a[23]\b"), hardware=True),
-    UnsupportedKind("rocm", "AMD ROCm", ("rocm/", "vllm/vllm-openai-rocm"), (),
-                    (r"/dev/kfd", r"[:/-]rocm", r"\bamd\.com/gpu\b"), hardware=True),
-)  # fmt: skip
+    UnsupportedKind(
+        "ascend",
+        "Huawei Ascend NPU",
+        ("quay.io/ascend/", "ascendhub.huawei.com/"),
+        (),
+        (r"/dev/davinci", r"\bascend\b", r":\S*-a[23]\b"),
+        hardware=True,
+    ),
+    UnsupportedKind(
+        "rocm",
+        "AMD ROCm",
+        ("rocm/", "vllm/vllm-openai-rocm"),
+        (),
+        (r"/dev/kfd", r"[:/-]rocm", r"\bamd\.com/gpu\b"),
+        hardware=True,
+    ),
+)
 
 register_kind(SGLANG)
 register_kind(VLLM)

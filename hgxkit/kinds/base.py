@@ -73,9 +73,13 @@ class PostedClient:
 
 # The flags that say where the server is, shared by the clients that follow vLLM's and SGLang's spelling.
 CONNECTION_FLAGS = {
-    "model": ("--model",), "host": ("--host",), "port": ("--port",), "url": ("--base-url",),
-    "tokenizer": ("--tokenizer",), "served": ("--served-model-name",),
-}  # fmt: skip
+    "model": ("--model",),
+    "host": ("--host",),
+    "port": ("--port",),
+    "url": ("--base-url",),
+    "tokenizer": ("--tokenizer",),
+    "served": ("--served-model-name",),
+}
 
 
 @dataclass(frozen=True)

@@ -26,16 +26,33 @@ def client_argv(cell: BenchCell, output_dir: str, warmups: str) -> list[str]:
         # offline (HF_HUB_OFFLINE), so the same lengths, ratio and load are measured with random token ids.
         dataset = "random-ids"
     return [
-        "--backend", "sglang", "--host", "127.0.0.1", "--port", str(cell.port),
-        "--dataset-name", dataset,
-        "--random-input-len", str(cell.input_len), *out_len,
+        "--backend",
+        "sglang",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(cell.port),
+        "--dataset-name",
+        dataset,
+        "--random-input-len",
+        str(cell.input_len),
+        *out_len,
         # SGLang's ratio is the shortest share of the length: 1 = fixed lengths
-        "--random-range-ratio", str(cell.range_ratio if cell.range_ratio is not None else 1.0),
-        "--num-prompts", str(cell.num_prompts), *load, *seed,
+        "--random-range-ratio",
+        str(cell.range_ratio if cell.range_ratio is not None else 1.0),
+        "--num-prompts",
+        str(cell.num_prompts),
+        *load,
+        *seed,
         # --flush-cache resets the server's accept-length counter, which is otherwise lifetime-cumulative.
-        "--warmup-requests", warmups, "--flush-cache", "--output-details",
-        "--output-file", f"{output_dir}/{cell.file}", *cell.extra_args,
-    ]  # fmt: skip
+        "--warmup-requests",
+        warmups,
+        "--flush-cache",
+        "--output-details",
+        "--output-file",
+        f"{output_dir}/{cell.file}",
+        *cell.extra_args,
+    ]
 
 
 def parse_output(text: str, cell: BenchCell) -> list[BenchRecord]:
@@ -74,9 +91,7 @@ def pitfalls(recipe: Any, warn: Callable[[str, str], None]) -> None:
                 "checkpoint); use --speculative-dspark-block-size",
             )
     env = {setting.name: setting.value for setting in docker.env()}
-    if env.get("SGLANG_RAGGED_VERIFY_MODE") == "compact" and not server.has(
-        "--speculative-dspark-sps-table-path"
-    ):
+    if env.get("SGLANG_RAGGED_VERIFY_MODE") == "compact" and not server.has("--speculative-dspark-sps-table-path"):
         warn(
             "compact-without-sps",
             "SGLANG_RAGGED_VERIFY_MODE=compact without --speculative-dspark-sps-table-path verifies the "
@@ -114,11 +129,17 @@ def refuses_flag(word: str, image: str) -> str | None:
 
 
 _SETTINGS = {
-    "backend": ("--backend",), "dataset": ("--dataset-name",), "input_len": ("--random-input-len",),
-    "output_len": ("--random-output-len",), "range_ratio": ("--random-range-ratio",),
-    "num_prompts": ("--num-prompts",), "concurrency": ("--max-concurrency",), "request_rate": ("--request-rate",),
-    "warmups": ("--warmup-requests",), "seed": ("--seed",),
-}  # fmt: skip
+    "backend": ("--backend",),
+    "dataset": ("--dataset-name",),
+    "input_len": ("--random-input-len",),
+    "output_len": ("--random-output-len",),
+    "range_ratio": ("--random-range-ratio",),
+    "num_prompts": ("--num-prompts",),
+    "concurrency": ("--max-concurrency",),
+    "request_rate": ("--request-rate",),
+    "warmups": ("--warmup-requests",),
+    "seed": ("--seed",),
+}
 
 POSTED_CLIENT = PostedClient(
     "sglang.benchmark.serving",
@@ -126,16 +147,39 @@ POSTED_CLIENT = PostedClient(
     _SETTINGS,
     # sglang 0.5.23 `python -m sglang.benchmark.serving --help` (reference notes §4).
     {"dataset": "sharegpt", "input_len": 1024, "output_len": 1024, "range_ratio": 0.0, "num_prompts": 1000},
-    frozenset({"--flush-cache", "--disable-stream", "--disable-ignore-eos", "--output-details",
-               "--apply-chat-template", "--tokenize-prompt", "--cache-report", "--disable-tqdm", "--profile"}),
+    frozenset(
+        {
+            "--flush-cache",
+            "--disable-stream",
+            "--disable-ignore-eos",
+            "--output-details",
+            "--apply-chat-template",
+            "--tokenize-prompt",
+            "--cache-report",
+            "--disable-tqdm",
+            "--profile",
+        }
+    ),
     CONNECTION_FLAGS,
     ("--output-file", "--output-details", "--tag"),
     version="sglang 0.5.23",
-    others=("--dataset-path", "--sharegpt-output-len", "--sharegpt-context-len", "--random-image-count",
-            "--temperature", "--top-p", "--extra-request-body", "--flush-cache-timeout",
-            "--ready-check-timeout-sec", "--header", "--goodput", "--lora-name", "--profile-activities"),
+    others=(
+        "--dataset-path",
+        "--sharegpt-output-len",
+        "--sharegpt-context-len",
+        "--random-image-count",
+        "--temperature",
+        "--top-p",
+        "--extra-request-body",
+        "--flush-cache-timeout",
+        "--ready-check-timeout-sec",
+        "--header",
+        "--goodput",
+        "--lora-name",
+        "--profile-activities",
+    ),
     printed=r"sglang[./]bench(?:mark[./])?_?serving",
-)  # fmt: skip
+)
 
 SGLANG = ServerKind(
     name="sglang",
@@ -181,11 +225,16 @@ SGLANG = ServerKind(
     ),
     # python/sglang/srt/metrics/collector.py (SchedulerMetricsCollector, TokenizerMetricsCollector).
     metrics=KindMetrics(
-        running="sglang:num_running_reqs", waiting="sglang:num_queue_reqs",
-        generation_tokens="sglang:generation_tokens_total", prompt_tokens="sglang:prompt_tokens_total",
-        kv_usage=("sglang:token_usage",), accept_length_gauge="sglang:spec_accept_length",
-        gen_throughput_gauge="sglang:gen_throughput", cache_hit_rate_gauge="sglang:cache_hit_rate",
-        ttft_histogram="sglang:time_to_first_token_seconds", e2e_histogram="sglang:e2e_request_latency_seconds",
+        running="sglang:num_running_reqs",
+        waiting="sglang:num_queue_reqs",
+        generation_tokens="sglang:generation_tokens_total",
+        prompt_tokens="sglang:prompt_tokens_total",
+        kv_usage=("sglang:token_usage",),
+        accept_length_gauge="sglang:spec_accept_length",
+        gen_throughput_gauge="sglang:gen_throughput",
+        cache_hit_rate_gauge="sglang:cache_hit_rate",
+        ttft_histogram="sglang:time_to_first_token_seconds",
+        e2e_histogram="sglang:e2e_request_latency_seconds",
     ),
     posted_clients=(POSTED_CLIENT,),
     speculative_flags=("--speculative-algorithm",),

@@ -35,17 +35,41 @@ def client_argv(cell: BenchCell, output_dir: str, warmups: str) -> list[str]:
     load, seed, out_len = load_args(cell)
     dataset = cell.dataset if cell.dataset not in (None, "random-ids") else "random"
     return [
-        "--backend", "vllm", "--base-url", f"http://127.0.0.1:{cell.port}", "--endpoint", "/v1/completions",
+        "--backend",
+        "vllm",
+        "--base-url",
+        f"http://127.0.0.1:{cell.port}",
+        "--endpoint",
+        "/v1/completions",
         *(["--model", cell.served_name] if cell.served_name else []),
         *(["--tokenizer", cell.tokenizer] if cell.tokenizer else []),
-        "--dataset-name", dataset, "--random-input-len", str(cell.input_len), *out_len,
+        "--dataset-name",
+        dataset,
+        "--random-input-len",
+        str(cell.input_len),
+        *out_len,
         # vLLM's ratio is a spread around the length: 0 = fixed lengths
-        "--random-range-ratio", str(cell.range_ratio if cell.range_ratio is not None else 0.0),
-        "--num-prompts", str(cell.num_prompts), *load, *seed,
-        "--num-warmups", warmups, "--percentile-metrics", "ttft,tpot,itl,e2el", "--metric-percentiles", "50,90,99",
-        "--save-result", "--save-detailed", "--append-result", "--result-dir", output_dir,
-        "--result-filename", cell.file, *cell.extra_args,
-    ]  # fmt: skip
+        "--random-range-ratio",
+        str(cell.range_ratio if cell.range_ratio is not None else 0.0),
+        "--num-prompts",
+        str(cell.num_prompts),
+        *load,
+        *seed,
+        "--num-warmups",
+        warmups,
+        "--percentile-metrics",
+        "ttft,tpot,itl,e2el",
+        "--metric-percentiles",
+        "50,90,99",
+        "--save-result",
+        "--save-detailed",
+        "--append-result",
+        "--result-dir",
+        output_dir,
+        "--result-filename",
+        cell.file,
+        *cell.extra_args,
+    ]
 
 
 def parse_output(text: str, cell: BenchCell) -> list[BenchRecord]:
@@ -54,14 +78,28 @@ def parse_output(text: str, cell: BenchCell) -> list[BenchRecord]:
 
 
 _SETTINGS = {
-    "backend": ("--backend", "--endpoint-type"), "dataset": ("--dataset-name",),
-    "input_len": ("--random-input-len", "--input-len"), "output_len": ("--random-output-len", "--output-len"),
-    "range_ratio": ("--random-range-ratio",), "num_prompts": ("--num-prompts",),
-    "concurrency": ("--max-concurrency",), "request_rate": ("--request-rate",), "warmups": ("--num-warmups",),
+    "backend": ("--backend", "--endpoint-type"),
+    "dataset": ("--dataset-name",),
+    "input_len": ("--random-input-len", "--input-len"),
+    "output_len": ("--random-output-len", "--output-len"),
+    "range_ratio": ("--random-range-ratio",),
+    "num_prompts": ("--num-prompts",),
+    "concurrency": ("--max-concurrency",),
+    "request_rate": ("--request-rate",),
+    "warmups": ("--num-warmups",),
     "seed": ("--seed",),
-}  # fmt: skip
-_SWITCHES = frozenset({"--ignore-eos", "--save-result", "--save-detailed", "--append-result", "--trust-remote-code",
-                       "--disable-tqdm", "--profile"})  # fmt: skip
+}
+_SWITCHES = frozenset(
+    {
+        "--ignore-eos",
+        "--save-result",
+        "--save-detailed",
+        "--append-result",
+        "--trust-remote-code",
+        "--disable-tqdm",
+        "--profile",
+    }
+)
 
 POSTED_CLIENTS = (
     PostedClient(
@@ -72,12 +110,32 @@ POSTED_CLIENTS = (
         {"dataset": "random", "input_len": 1024, "output_len": 128, "range_ratio": 0.0, "num_prompts": 1000},
         _SWITCHES,
         CONNECTION_FLAGS,
-        ("--save-result", "--save-detailed", "--append-result", "--result-dir", "--result-filename", "--label",
-         "--metadata"),
+        (
+            "--save-result",
+            "--save-detailed",
+            "--append-result",
+            "--result-dir",
+            "--result-filename",
+            "--label",
+            "--metadata",
+        ),
         version="vllm 0.33",
-        others=("--endpoint", "--dataset-path", "--burstiness", "--percentile-metrics", "--metric-percentiles",
-                "--goodput", "--temperature", "--top-p", "--top-k", "--random-prefix-len", "--header",
-                "--ready-check-timeout-sec", "--tokenizer-mode", "--request-id-prefix"),
+        others=(
+            "--endpoint",
+            "--dataset-path",
+            "--burstiness",
+            "--percentile-metrics",
+            "--metric-percentiles",
+            "--goodput",
+            "--temperature",
+            "--top-p",
+            "--top-k",
+            "--random-prefix-len",
+            "--header",
+            "--ready-check-timeout-sec",
+            "--tokenizer-mode",
+            "--request-id-prefix",
+        ),
         printed=r"vllm bench serve",
     ),
     PostedClient(
@@ -90,12 +148,23 @@ POSTED_CLIENTS = (
         CONNECTION_FLAGS,
         ("--save-result", "--save-detailed", "--append-result", "--result-dir", "--result-filename", "--metadata"),
         version="vllm 0.9.2",
-        others=("--endpoint", "--dataset-path", "--burstiness", "--percentile-metrics", "--metric-percentiles",
-                "--goodput", "--temperature", "--top-p", "--top-k", "--random-prefix-len", "--tokenizer-mode"),
+        others=(
+            "--endpoint",
+            "--dataset-path",
+            "--burstiness",
+            "--percentile-metrics",
+            "--metric-percentiles",
+            "--goodput",
+            "--temperature",
+            "--top-p",
+            "--top-k",
+            "--random-prefix-len",
+            "--tokenizer-mode",
+        ),
         script=r"^(?:\S*/)?benchmark_serving\.py$",
         printed=r"benchmarks?/benchmark_serving\.py",
     ),
-)  # fmt: skip
+)
 
 _BOOL_VALUE = re.compile(r"(?i)true|false|yes|no|on|off|0|1")
 
@@ -125,8 +194,10 @@ def unknown_flags(words: Sequence[str], image: str) -> tuple[str, str] | None:
     odd = [f"{name} is {why}" for name, why in found if why != "no such option"]
     said = "; ".join(odd) if odd else "`vllm serve` exits with `unrecognized arguments`"
     verb, them = ("is not an option", "it") if len(found) == 1 else ("are not options", "them")
-    return found[0][0], (f"{names} {verb} of {TABLE_TITLE} (the image {image}; {said}): remove {them}, or pin an "
-                         f"image that has {them} (import with --image REF)")  # fmt: skip
+    return found[0][0], (
+        f"{names} {verb} of {TABLE_TITLE} (the image {image}; {said}): remove {them}, or pin an "
+        f"image that has {them} (import with --image REF)"
+    )
 
 
 def unchecked_flag(word: str, image: str) -> str | None:
@@ -134,8 +205,10 @@ def unchecked_flag(word: str, image: str) -> str | None:
     if table_applies(image) or not unknown_option(word):
         return None
     name = word.partition("=")[0]
-    return (f"`{name}` was not checked: {TABLE_TITLE} has no such option, and the image {image} runs another vLLM, "
-            "whose options hgxkit does not have")  # fmt: skip
+    return (
+        f"`{name}` was not checked: {TABLE_TITLE} has no such option, and the image {image} runs another vLLM, "
+        "whose options hgxkit does not have"
+    )
 
 
 VLLM = ServerKind(
@@ -191,12 +264,17 @@ VLLM = ServerKind(
     # vllm/v1/metrics/loggers.py (PrometheusStatLogger) and its SpecDecodingProm; counters end in `_total` on the
     # wire. `vllm:gpu_cache_usage_perc` is the pre-0.10 name of `vllm:kv_cache_usage_perc`.
     metrics=KindMetrics(
-        running="vllm:num_requests_running", waiting="vllm:num_requests_waiting",
-        generation_tokens="vllm:generation_tokens_total", prompt_tokens="vllm:prompt_tokens_total",
+        running="vllm:num_requests_running",
+        waiting="vllm:num_requests_waiting",
+        generation_tokens="vllm:generation_tokens_total",
+        prompt_tokens="vllm:prompt_tokens_total",
         kv_usage=("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"),
-        accepted_tokens="vllm:spec_decode_num_accepted_tokens_total", drafts="vllm:spec_decode_num_drafts_total",
-        prefix_cache_hits="vllm:prefix_cache_hits_total", prefix_cache_queries="vllm:prefix_cache_queries_total",
-        ttft_histogram="vllm:time_to_first_token_seconds", e2e_histogram="vllm:e2e_request_latency_seconds",
+        accepted_tokens="vllm:spec_decode_num_accepted_tokens_total",
+        drafts="vllm:spec_decode_num_drafts_total",
+        prefix_cache_hits="vllm:prefix_cache_hits_total",
+        prefix_cache_queries="vllm:prefix_cache_queries_total",
+        ttft_histogram="vllm:time_to_first_token_seconds",
+        e2e_histogram="vllm:e2e_request_latency_seconds",
     ),
     posted_clients=POSTED_CLIENTS,
     image_entrypoint=("vllm", "serve"),  # 0.33-era images; words after the image are `MODEL flags`
@@ -209,8 +287,13 @@ VLLM = ServerKind(
     worker_flags=("--headless",),  # ranks >= 1 start no API server (vLLM multiprocessing across nodes)
     # vLLM's own data-parallel deployment over hosts (docs/serving/data_parallel_deployment.md); 29550 is its
     # default data_parallel_rpc_port
-    dp_hosts=DataParallelHosts("--data-parallel-size-local", "--data-parallel-start-rank", "--data-parallel-address",
-                               "--data-parallel-rpc-port", 29550),
+    dp_hosts=DataParallelHosts(
+        "--data-parallel-size-local",
+        "--data-parallel-start-rank",
+        "--data-parallel-address",
+        "--data-parallel-rpc-port",
+        29550,
+    ),
     # vLLM on a Ray cluster (examples/online_serving/run_cluster.sh: `ray start --block --head --port=6379`)
     ray=RayCluster(("--distributed-executor-backend", "ray")),
     refuses_flag=refuses_flag,

@@ -742,8 +742,19 @@ _STAMP_BAD = ("\n", "\r", "|", "\0")
 def stamp_key(spec: Spec) -> str:
     """What a stamp is valid for: every spec field the `status` verdict depends on (the controller computes the
     same from the spec it sends)."""
-    fields = [STAMP_SCHEMA, spec.repo_id, spec.revision, list(spec.allow_patterns), spec.local_dir, spec.endpoint,
-              spec.source, spec.bundle_dir, spec.state_dir, spec.program_sha, bool(spec.full_rehash)]  # fmt: skip
+    fields = [
+        STAMP_SCHEMA,
+        spec.repo_id,
+        spec.revision,
+        list(spec.allow_patterns),
+        spec.local_dir,
+        spec.endpoint,
+        spec.source,
+        spec.bundle_dir,
+        spec.state_dir,
+        spec.program_sha,
+        bool(spec.full_rehash),
+    ]
     return hashlib.sha256(json.dumps(fields, separators=(",", ":")).encode()).hexdigest()
 
 
@@ -831,8 +842,12 @@ def write_stamp(spec: Spec, manifest: Manifest) -> bool:
             return False
         ndirs = len(paths) - len(manifest.files) - 2
         # The very `stat` the shell check runs (the same PATH lookup, the C locale for its "%F" words).
-        done = subprocess.run(["stat", "--printf", STAT_FORMAT, "--", *paths], capture_output=True, check=False,
-                              env={**os.environ, "LC_ALL": "C"})  # fmt: skip
+        done = subprocess.run(
+            ["stat", "--printf", STAT_FORMAT, "--", *paths],
+            capture_output=True,
+            check=False,
+            env={**os.environ, "LC_ALL": "C"},
+        )
         out = done.stdout.decode("utf-8", "surrogateescape")
         if done.returncode != 0 or not _stat_matches(out, paths, ndirs, manifest):
             remove_stamp(spec)

@@ -106,8 +106,9 @@ class ModelSyncStatus(FactBase[dict]):
     role's program is not installed yet) and a `reason`."""
 
     def command(self, python: str, script_path: str, spec: str, token: bool = False) -> StringCommand:
-        status = argv(python, "-c", _AS_MODULE, script_path, "status", "--spec", spec,
-                      *(["--token-stdin"] if token else []))  # fmt: skip
+        status = argv(
+            python, "-c", _AS_MODULE, script_path, "status", "--spec", spec, *(["--token-stdin"] if token else [])
+        )
         try:
             parsed: core.Spec | None = core.Spec(**json.loads(spec))
         except (ValueError, TypeError):
@@ -128,8 +129,9 @@ class ModelSyncStatus(FactBase[dict]):
             status = script("{fast} || {{ {status}; }}", fast=fast, status=status)
         if token:
             # unset first: a variable of that name in the environment would stay exported after `read`.
-            status = script("unset hgxkit_token; IFS= read -r hgxkit_token || [ -n \"$hgxkit_token\" ]; {status}",
-                            status=status)  # fmt: skip
+            status = script(
+                'unset hgxkit_token; IFS= read -r hgxkit_token || [ -n "$hgxkit_token" ]; {status}', status=status
+            )
         # `--dry`: the Python checks leave the stamp as it is (core.STAMP_READONLY_ENV); the shell check never
         # writes. An older program on the node ignores the variable (it is replaced before any real run).
         if dry_run():

@@ -194,8 +194,10 @@ def bundle_files(spec: Spec) -> tuple[str, list[core.FileMeta]]:
             f"the bundle's model manifest in {spec.bundle_dir} is unreadable ({err}): re-copy the bundle"
         ) from None
     if made.repo_id != spec.repo_id or (core.is_commit(spec.revision) and made.commit != spec.revision):
-        raise FetchError(f"the bundle holds {made.repo_id}@{made.commit[:12]}, the recipe wants "
-                         f"{spec.repo_id}@{spec.revision}: make a bundle for this recipe")  # fmt: skip
+        raise FetchError(
+            f"the bundle holds {made.repo_id}@{made.commit[:12]}, the recipe wants "
+            f"{spec.repo_id}@{spec.revision}: make a bundle for this recipe"
+        )
     files = [core.FileMeta(f.path, f.size, f.sha256, f.git_oid) for f in made.files]
     return made.commit, core.select_files(files, spec.allow_patterns)
 
@@ -482,16 +484,26 @@ def _ssh_opts(spec: Spec, control: bool = False) -> list[str]:
     """SSH to the parent with the host's peer key; AES-GCM first (AES-NI makes it the cheapest cipher per byte).
     `control`: share one connection for the small state reads; bulk streams get their own connection each."""
     opts = [
-        "-i", spec.peer_key, "-T",
-        "-o", "BatchMode=yes",
-        "-o", "StrictHostKeyChecking=accept-new",
-        "-o", f"UserKnownHostsFile={os.path.join(spec.state_dir, 'peer_known_hosts')}",
-        "-o", "ConnectTimeout=10",
-        "-o", "ServerAliveInterval=15",
-        "-o", "LogLevel=ERROR",
-        "-o", "Compression=no",
-        "-o", "Ciphers=aes128-gcm@openssh.com,aes256-gcm@openssh.com,chacha20-poly1305@openssh.com,aes128-ctr",
-    ]  # fmt: skip
+        "-i",
+        spec.peer_key,
+        "-T",
+        "-o",
+        "BatchMode=yes",
+        "-o",
+        "StrictHostKeyChecking=accept-new",
+        "-o",
+        f"UserKnownHostsFile={os.path.join(spec.state_dir, 'peer_known_hosts')}",
+        "-o",
+        "ConnectTimeout=10",
+        "-o",
+        "ServerAliveInterval=15",
+        "-o",
+        "LogLevel=ERROR",
+        "-o",
+        "Compression=no",
+        "-o",
+        "Ciphers=aes128-gcm@openssh.com,aes256-gcm@openssh.com,chacha20-poly1305@openssh.com,aes128-ctr",
+    ]
     if control:
         path = os.path.join(spec.state_dir, "ssh-%C")
         return [*opts, "-o", "ControlMaster=auto", "-o", f"ControlPath={path}", "-o", "ControlPersist=15"]
@@ -993,8 +1005,11 @@ def peer_serve(local_dir: str, state_dir: str, request: list[str], out: Any = No
                 shutil.copyfileobj(f, out, core.BUFFER)
             out.flush()
             return 0
-    print(f"hgxkit peer-serve: refused {' '.join(words)[:200]!r}: not one of state, serve, tail OFFSET NAME "
-          f"(a verified file of {local_dir})", file=sys.stderr)  # fmt: skip
+    print(
+        f"hgxkit peer-serve: refused {' '.join(words)[:200]!r}: not one of state, serve, tail OFFSET NAME "
+        f"(a verified file of {local_dir})",
+        file=sys.stderr,
+    )
     return 2
 
 
@@ -1462,8 +1477,9 @@ class Syncer:
 
     def disk_check(self, to_fetch: list[core.FileMeta], xet: bool) -> None:
         spec = self.spec
-        partial = {m.path: _size_or_none(spec.local_dir, f"{core.PARTIAL_DIR}/{core.content_key(m)}") or 0
-                   for m in to_fetch}  # fmt: skip
+        partial = {
+            m.path: _size_or_none(spec.local_dir, f"{core.PARTIAL_DIR}/{core.content_key(m)}") or 0 for m in to_fetch
+        }
         remaining = sum(m.size - partial[m.path] for m in to_fetch)
         needs = [
             core.DiskNeed(

@@ -38,7 +38,10 @@ def model_dir_problems(
     real_roots = [r for r in resolved_roots if r]
     if resolved and real_roots and not any(_inside(resolved, root) for root in real_roots):
         return [
-            Problem("model-dir", f"model.local_dir {local_dir} resolves to {resolved} on the node (a symlink "
-                    f"leaves {allowed})", "remove the symlink, or point model.local_dir at the real directory")
-        ]  # fmt: skip
+            Problem(
+                "model-dir",
+                f"model.local_dir {local_dir} resolves to {resolved} on the node (a symlink leaves {allowed})",
+                "remove the symlink, or point model.local_dir at the real directory",
+            )
+        ]
     return []

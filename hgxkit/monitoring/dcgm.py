@@ -62,8 +62,10 @@ FIELD_NAMES = tuple(name for name, kind, _ in FIELDS if kind != "label")
 def counters_csv() -> str:
     """The exporter's counters file (`-f`): a comment header, then one `FIELD, type, help` line per field."""
     header = "# hgxkit's DCGM exporter counters (hgxkit/monitoring/dcgm.py); format: DCGM FIELD, type, help\n"
-    return header + "# written by roles/monitoring; edits are overwritten\n\n" + "".join(
-        f"{name}, {kind}, {text}\n" for name, kind, text in FIELDS
+    return (
+        header
+        + "# written by roles/monitoring; edits are overwritten\n\n"
+        + "".join(f"{name}, {kind}, {text}\n" for name, kind, text in FIELDS)
     )
 
 
@@ -78,11 +80,23 @@ def exporter_spec(
     """
     address = f"[{bind_address}]" if ":" in bind_address else bind_address
     body = [
-        "--network", "host", "--restart", "unless-stopped", "--gpus", "all", "--cap-add", "SYS_ADMIN",
-        "-v", f"{counters_file}:{COUNTERS_IN_CONTAINER}:ro", image,
+        "--network",
+        "host",
+        "--restart",
+        "unless-stopped",
+        "--gpus",
+        "all",
+        "--cap-add",
+        "SYS_ADMIN",
+        "-v",
+        f"{counters_file}:{COUNTERS_IN_CONTAINER}:ro",
+        image,
         *(["-r", hostengine] if hostengine else []),
-        "-f", COUNTERS_IN_CONTAINER, "-a", f"{address}:{port}",
-    ]  # fmt: skip
+        "-f",
+        COUNTERS_IN_CONTAINER,
+        "-a",
+        f"{address}:{port}",
+    ]
     spec_hash = hashlib.sha256(json.dumps([body, counters_csv()]).encode()).hexdigest()[:16]
     labels = ["--label", f"{EXPORTER_LABEL}=dcgm-exporter", "--label", f"{SPEC_LABEL}={spec_hash}"]
     return RouterSpec(CONTAINER, image, ["docker", "run", "-d", "--name", CONTAINER, *labels, *body], spec_hash)

@@ -109,8 +109,19 @@ def samples_command(base_url: str, selector: str, start: float, end: float) -> S
     ["'query=up[10s]'", '--data-urlencode', 'time=20.000', '--', 'http://127.0.0.1:9090/api/v1/query']
     """
     seconds = max(math.ceil(end - start), 1)
-    return argv("curl", "-sS", "-m", "60", "-G", "--data-urlencode", f"query={selector}[{seconds}s]",
-                "--data-urlencode", f"time={end:.3f}", "--", f"{base_url.rstrip('/')}/api/v1/query")  # fmt: skip
+    return argv(
+        "curl",
+        "-sS",
+        "-m",
+        "60",
+        "-G",
+        "--data-urlencode",
+        f"query={selector}[{seconds}s]",
+        "--data-urlencode",
+        f"time={end:.3f}",
+        "--",
+        f"{base_url.rstrip('/')}/api/v1/query",
+    )
 
 
 def local_url(bind_address: str, port: int) -> str:

@@ -135,8 +135,9 @@ def prometheus_config(
     ]
     by_kind: dict[tuple[str, str], list[dict]] = {}
     for group in groups:
-        address, found = reach(monitoring_host, group.node, group.address or group.node, group.bind_address,
-                               f"serving group {group.group}")
+        address, found = reach(
+            monitoring_host, group.node, group.address or group.node, group.bind_address, f"serving group {group.group}"
+        )
         problems += found
         if address is None:
             continue
@@ -220,8 +221,10 @@ def recipe_targets(
     """
     kind = recipe.server.server_kind
     if kind.metrics_flag and not recipe.server.has(kind.metrics_flag):
-        return [], [f"{node}: the recipe's {kind.title} server runs without {kind.metrics_flag}: its groups' "
-                    f"{kind.metrics_path} is not scraped (add {kind.metrics_flag} to the recipe's server flags)"]
+        return [], [
+            f"{node}: the recipe's {kind.title} server runs without {kind.metrics_flag}: its groups' "
+            f"{kind.metrics_path} is not scraped (add {kind.metrics_flag} to the recipe's server flags)"
+        ]
     ttft = ttft_p99_ms if ttft_p99_ms is not None else recipe_ttft_p99_ms(recipe)
     host_network = recipe.docker.last("--network") == "host"
     targets = []
@@ -248,7 +251,9 @@ def choose_monitoring_host(explicit: str | None, candidates: list[str], inventor
     """
     if explicit:
         if explicit not in inventory:
-            return None, (f"monitoring_host {explicit} is not in the inventory (hosts: {', '.join(inventory)}): "
-                          "set monitoring_host to one of them")
+            return None, (
+                f"monitoring_host {explicit} is not in the inventory (hosts: {', '.join(inventory)}): "
+                "set monitoring_host to one of them"
+            )
         return explicit, ""
     return (candidates[0], "") if candidates else (None, "")

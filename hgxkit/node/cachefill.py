@@ -193,8 +193,11 @@ def resolve(source, ref: str, arch: str) -> tuple[bytes, str, str, bool]:
     kind = doc.get("mediaType") or kind
     index = kind in INDEXES or "manifests" in doc
     if index:
-        mine = [m for m in doc.get("manifests", []) if m.get("platform", {}).get("architecture") == arch
-                and m.get("platform", {}).get("os", "linux") == "linux"]  # fmt: skip
+        mine = [
+            m
+            for m in doc.get("manifests", [])
+            if m.get("platform", {}).get("architecture") == arch and m.get("platform", {}).get("os", "linux") == "linux"
+        ]
         if not mine:
             raise FillError(f"{ref}: its index has no linux/{arch} image")
         digest = mine[0]["digest"]
@@ -219,8 +222,9 @@ class Pusher:
         self.config = tempfile.NamedTemporaryFile("w", suffix=".yml", delete=False)  # noqa: SIM115
         self.config.write(FILL_CONFIG.format(storage=json.dumps(storage), port=self.port))
         self.config.close()
-        self.proc = subprocess.Popen([registry, "serve", self.config.name], stdout=subprocess.DEVNULL,
-                                     stderr=subprocess.PIPE)  # fmt: skip
+        self.proc = subprocess.Popen(
+            [registry, "serve", self.config.name], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+        )
         self.base = f"http://127.0.0.1:{self.port}"
         for _ in range(100):
             try:
@@ -266,8 +270,9 @@ class Pusher:
         return hashing.count
 
     def manifest(self, ref: str, body: bytes, kind: str) -> None:
-        self.request("PUT", f"{self.base}/v2/{self.repo}/manifests/{ref}", body=body,
-                     headers={"Content-Type": kind}).close()  # fmt: skip
+        self.request(
+            "PUT", f"{self.base}/v2/{self.repo}/manifests/{ref}", body=body, headers={"Content-Type": kind}
+        ).close()
 
 
 def fill(source_spec: str, repo: str, ref: str, storage: str, timeout_s: float, registry: str) -> str:

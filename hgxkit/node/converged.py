@@ -37,13 +37,29 @@ from hgxkit.hostcmd import script, small_file
 
 RECORD_NAME = "node/bringup-verified.json"
 PACKAGE_PATTERNS = (
-    "nvidia-*", "libnvidia-*", "cuda-*", "datacenter-gpu-manager*", "firmware-nvidia*", "libcuda*", "docker*",
-    "containerd*", "runc", "dkms", "linux-headers-*", "unattended-upgrades",
-)  # fmt: skip
+    "nvidia-*",
+    "libnvidia-*",
+    "cuda-*",
+    "datacenter-gpu-manager*",
+    "firmware-nvidia*",
+    "libcuda*",
+    "docker*",
+    "containerd*",
+    "runc",
+    "dkms",
+    "linux-headers-*",
+    "unattended-upgrades",
+)
 STATE_DIRS = (
-    "/etc/apt/sources.list.d", "/etc/apt/preferences.d", "/etc/apt/keyrings", "/usr/share/keyrings",
-    "/etc/modprobe.d", "/etc/docker", "/etc/nvidia-container-runtime", "/etc/cdi",
-)  # fmt: skip
+    "/etc/apt/sources.list.d",
+    "/etc/apt/preferences.d",
+    "/etc/apt/keyrings",
+    "/usr/share/keyrings",
+    "/etc/modprobe.d",
+    "/etc/docker",
+    "/etc/nvidia-container-runtime",
+    "/etc/cdi",
+)
 UNITS = ("docker.service", "nvidia-fabricmanager.service", "nvidia-dcgm.service", "nvidia-persistenced.service")
 
 
@@ -73,7 +89,7 @@ def state_command(state_file: str) -> StringCommand:
     changes with any package, and the model role installs python3-venv after bring-up's record is written. dpkg-query
     prints the packages in its own sorted order, whatever the patterns' order or the locale: no `sort` process."""
     return script(
-        "read -r boot < /proc/sys/kernel/random/boot_id && echo \"$boot\"; "
+        'read -r boot < /proc/sys/kernel/random/boot_id && echo "$boot"; '
         "dpkg-query -W -f '${{Package}} ${{Version}} ${{Status}}\\n' {patterns} 2>/dev/null; "
         "{files}; "
         'echo "xid $( (journalctl -k -b --no-pager -o cat 2>/dev/null || dmesg 2>/dev/null) | grep -c {xid})"; '
@@ -116,11 +132,14 @@ def managed_files_command(
         under += [*(["-o"] if under else []), "-path", f"{folder}/*"]
     # A path under UNIT_CONFIG_DIRS is printed when it names a unit (else skipped); any other, when it is a file.
     select = (
-        script("\\( {under} \\) \\( \\( {tests} \\) -printf '%p %y %l %s %T@ %C@\\n' -o -true \\) -o ",
-               under=under, tests=unit_tests)
+        script(
+            "\\( {under} \\) \\( \\( {tests} \\) -printf '%p %y %l %s %T@ %C@\\n' -o -true \\) -o ",
+            under=under,
+            tests=unit_tests,
+        )
         if units
         else script("")
-    )  # fmt: skip
+    )
     return script(
         'set --; for d in {dirs}; do [ -d "$d" ] && set -- "$@" "$d"; done; '
         'for f in {files}; do [ -f "$f" ] && set -- "$@" "$f"; done; '
@@ -141,8 +160,10 @@ def units_command() -> StringCommand:
     match; a row per loaded unit (name, load state, active state, sub state, description). `list-units` costs the
     node ~4 ms of CPU against ~9 for `systemctl show`, for which systemd serializes each unit's hundreds of
     properties; enablement comes from the unit files instead (`managed_files_command`)."""
-    return script("systemctl list-units --all --full --plain --no-legend {units} 2>/dev/null || true",
-                  units=[*UNITS, *UNIT_PATTERNS])  # fmt: skip
+    return script(
+        "systemctl list-units --all --full --plain --no-legend {units} 2>/dev/null || true",
+        units=[*UNITS, *UNIT_PATTERNS],
+    )
 
 
 def unit_blocks(output: Iterable[str]) -> dict[str, list[str]]:
@@ -215,8 +236,13 @@ def judged_by(knobs: Mapping[str, object], sources: Iterable[Path]) -> str:
 def verified_record(state: NodeState, judged: str, now: datetime | None = None) -> dict:
     """The record a passed bring-up leaves on the node."""
     when = (now or datetime.now(timezone.utc)).strftime("%Y-%m-%dT%H:%M:%SZ")
-    return {"schema_version": 1, "state": state.digest(), "judged_by": judged, "boot_id": state.boot_id,
-            "verified_at": when}  # fmt: skip
+    return {
+        "schema_version": 1,
+        "state": state.digest(),
+        "judged_by": judged,
+        "boot_id": state.boot_id,
+        "verified_at": when,
+    }
 
 
 def skip_reason(state: NodeState, judged: str, record: dict | None, *, recheck: bool) -> str | None:

@@ -215,30 +215,57 @@ def diagnose(name: str, facts: DoctorFacts, policy: DoctorPolicy, controller_epo
                     "warning",
                 )
             )
-    problems += [p for p in (clock_problem(facts.node_epoch, controller_epoch, facts.ntp_synchronized),
-                             fabric_problem(facts.fabric), lock_problem(facts.lock_holder)) if p]  # fmt: skip
+    problems += [
+        p
+        for p in (
+            clock_problem(facts.node_epoch, controller_epoch, facts.ntp_synchronized),
+            fabric_problem(facts.fabric),
+            lock_problem(facts.lock_holder),
+        )
+        if p
+    ]
     problems += reach_problems(facts.reach)
     codes = {p.code for p in problems if p.level == "error"}
     pci = hf.pci
     rows = [
         ("ssh", f"{facts.user}, sudo: {facts.sudo}", "sudo" not in codes),
-        ("os", f"{hf.os_id or '?'} {hf.os_version or '?'} {hf.arch or '?'}, kernel {facts.kernel or '?'}",
-         not codes & {"os", "arch"}),
-        ("gpus", f"{pci.gpus} x {', '.join(sorted({'10de:' + d for d in pci.gpu_device_ids})) or 'none'} on PCI"
-         if pci else "lspci missing", not codes & {"pci", "gpu-count", "gpu-model"}),
+        (
+            "os",
+            f"{hf.os_id or '?'} {hf.os_version or '?'} {hf.arch or '?'}, kernel {facts.kernel or '?'}",
+            not codes & {"os", "arch"},
+        ),
+        (
+            "gpus",
+            f"{pci.gpus} x {', '.join(sorted({'10de:' + d for d in pci.gpu_device_ids})) or 'none'} on PCI"
+            if pci
+            else "lspci missing",
+            not codes & {"pci", "gpu-count", "gpu-model"},
+        ),
         ("nvswitch", f"{pci.nvswitches} on PCI" if pci else "?", "nvswitch" not in codes),
         ("models_dir", _disk_text(hf.models_dir_free_bytes, pre, policy.xet_cache_gb), "disk" not in codes),
         ("ram", _ram_text(hf.ram_bytes, pre.min_ram_gb, policy.hicache_gb), "ram" not in codes),
-        ("time", "synchronized" if facts.ntp_synchronized else "not synchronized" if facts.ntp_synchronized is False
-         else "unknown", "time" not in codes),
-    ]  # fmt: skip
+        (
+            "time",
+            "synchronized"
+            if facts.ntp_synchronized
+            else "not synchronized"
+            if facts.ntp_synchronized is False
+            else "unknown",
+            "time" not in codes,
+        ),
+    ]
     if facts.fabric:
         rows.append(("fabric", f"{facts.fabric[0]} -> {', '.join(facts.fabric[1]) or '?'}", "fabric" not in codes))
-    rows += [(f"reach {r.purpose}", f"{r.url}: {r.status or r.error or 'no answer'}", r.status is not None)
-             for r in facts.reach]  # fmt: skip
+    rows += [
+        (f"reach {r.purpose}", f"{r.url}: {r.status or r.error or 'no answer'}", r.status is not None)
+        for r in facts.reach
+    ]
     rows.append(("lock", facts.lock_holder or "free", "lock" not in codes))
-    actions = [plan_driver(facts.loaded_driver, hf.nvidia_packages, policy), plan_docker(facts.docker,
-               policy.docker_source), "install the NVIDIA container toolkit, then check GPU health"]  # fmt: skip
+    actions = [
+        plan_driver(facts.loaded_driver, hf.nvidia_packages, policy),
+        plan_docker(facts.docker, policy.docker_source),
+        "install the NVIDIA container toolkit, then check GPU health",
+    ]
     return Diagnosis(name, rows, actions, problems)
 
 

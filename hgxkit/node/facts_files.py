@@ -51,8 +51,9 @@ class RecordFile(JsonFile):
     without a `cat` process (`hostcmd.small_file`): it is read on every run."""
 
     def command(self, path: str) -> StringCommand:
-        return script("if [ -f {path} ]; then {read}; else echo {absent}; fi", path=path, read=small_file(path),
-                      absent=_ABSENT)  # fmt: skip
+        return script(
+            "if [ -f {path} ]; then {read}; else echo {absent}; fi", path=path, read=small_file(path), absent=_ABSENT
+        )
 
 
 class IsFile(FactBase[bool]):
@@ -73,8 +74,11 @@ class RealPath(FactBase[str | None]):
     (dash's `cd ''` stays where it is, so an empty or relative path never takes the shell's way)."""
 
     def command(self, path: str) -> StringCommand:
-        return script("{{ case {path} in /*) ( CDPATH= cd -P -- {path} 2>/dev/null && pwd -P ) ;; *) false ;; esac; }} "
-                      "|| realpath -m -- {path} 2>/dev/null || true", path=path)  # fmt: skip
+        return script(
+            "{{ case {path} in /*) ( CDPATH= cd -P -- {path} 2>/dev/null && pwd -P ) ;; *) false ;; esac; }} "
+            "|| realpath -m -- {path} 2>/dev/null || true",
+            path=path,
+        )
 
     def process(self, output: list[str]) -> str | None:
         return output[-1].strip() if output and output[-1].startswith("/") else None

@@ -70,7 +70,7 @@ class MemTotalBytes(FactBase[int | None]):
 
     def command(self) -> StringCommand:
         # MemTotal is the kernel's first line of /proc/meminfo: the shell's `read`, no `cat` process.
-        return script('IFS= read -r line < /proc/meminfo && printf \'%s\\n\' "$line"')
+        return script("IFS= read -r line < /proc/meminfo && printf '%s\\n' \"$line\"")
 
     def process(self, output: list[str]) -> int | None:
         return parse_meminfo_bytes("\n".join(output))

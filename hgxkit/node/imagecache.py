@@ -139,8 +139,10 @@ def fill_source(layout: str | None, upstream_setting: object) -> str:
         return f"oci:{layout}"
     upstream = upstream_url(upstream_setting)
     if upstream is None:
-        raise HgxkitError("image_cache_upstream is off and no bundle is set: nothing can fill the image cache; set "
-                          "bundle (an air-gapped site) or image_cache_upstream")  # fmt: skip
+        raise HgxkitError(
+            "image_cache_upstream is off and no bundle is set: nothing can fill the image cache; set "
+            "bundle (an air-gapped site) or image_cache_upstream"
+        )
     return upstream
 
 

@@ -190,8 +190,7 @@ def gpus_from_xml(text: str) -> tuple[list[GpuInfo], dict[str, str]]:
                 persistence_mode=_flag(gpu.findtext("persistence_mode")),
                 ecc_enabled=_flag(gpu.findtext("ecc_mode/current_ecc")),
                 power_limit_w=_optional_float(
-                    gpu.findtext("gpu_power_readings/current_power_limit")
-                    or gpu.findtext("power_readings/power_limit")
+                    gpu.findtext("gpu_power_readings/current_power_limit") or gpu.findtext("power_readings/power_limit")
                 ),
                 fabric_state=_na(fabric.findtext("state")) if fabric is not None else None,
                 fabric_status=_na(fabric.findtext("status")) if fabric is not None else None,
@@ -271,8 +270,10 @@ def upstream_version(debian_version: str) -> str:
 
 # The telemetry sampler's query (verify runs it with `-lms 1000` and TZ=UTC beside the benchmark; nvidia-smi prints
 # its timestamp in local time without a zone); GPU_QUERY_FIELDS above is the facts' one-shot query.
-GPU_QUERY = ("timestamp,index,power.draw,clocks.sm,clocks.mem,memory.used,temperature.gpu,utilization.gpu,"
-             "clocks_throttle_reasons.active")  # fmt: skip
+GPU_QUERY = (
+    "timestamp,index,power.draw,clocks.sm,clocks.mem,memory.used,temperature.gpu,utilization.gpu,"
+    "clocks_throttle_reasons.active"
+)
 
 # NVML's clocks-throttle (clocks-event) reason bits, as nvidia-smi prints `clocks_throttle_reasons.active`.
 THROTTLE_REASONS = {
@@ -287,8 +288,9 @@ THROTTLE_REASONS = {
     0x100: "DisplayClockSetting",
 }
 # The reasons that mean the GPU ran slower than it could because of heat or power (compare flags them).
-THERMAL_OR_POWER = frozenset({"SwPowerCap", "HwSlowdown", "SwThermalSlowdown", "HwThermalSlowdown",
-                              "HwPowerBrakeSlowdown"})  # fmt: skip
+THERMAL_OR_POWER = frozenset(
+    {"SwPowerCap", "HwSlowdown", "SwThermalSlowdown", "HwThermalSlowdown", "HwPowerBrakeSlowdown"}
+)
 
 
 @dataclass(frozen=True)

@@ -35,9 +35,7 @@ def check_recipe(recipe: Recipe, total_gpus: int | None = None) -> list[Problem]
     findings += _check_groups(recipe, total_gpus)
     findings += _check_ports(recipe, total_gpus)
     findings += _check_model_mount(recipe)
-    findings += [
-        Problem("expansion", f"{format_path(p.where)}: {p.message}") for p in expansion_problems(recipe)
-    ]
+    findings += [Problem("expansion", f"{format_path(p.where)}: {p.message}") for p in expansion_problems(recipe)]
     findings += [Problem("dangerous-option", danger.message()) for danger in dangerous_options(recipe)]
     findings += env_problems(recipe)
     findings += _check_exposure(recipe)
@@ -200,8 +198,13 @@ def _check_exposure(recipe: Recipe) -> list[Problem]:
     try:
         host = effective_host(recipe)  # what the engine really binds: through a sh -c wrapper, or its default
     except InputError as err:
-        return [Problem("wrapper", f"{err.message}, so who can reach the API is not known",
-                        "write the server's flags without a sh -c wrapper")]  # fmt: skip
+        return [
+            Problem(
+                "wrapper",
+                f"{err.message}, so who can reach the API is not known",
+                "write the server's flags without a sh -c wrapper",
+            )
+        ]
     written = host if host != kind.default_host or recipe.server.flag("--host") else None
     network_host = recipe.docker.last("--network") == "host"
     if ports and not network_host and is_loopback(host):
@@ -225,9 +228,7 @@ def _check_exposure(recipe: Recipe) -> list[Problem]:
             )
         )
     if network_host and ports:
-        findings.append(
-            Problem("network-host", "-p is ignored with --network host", "drop one of them", "warning")
-        )
+        findings.append(Problem("network-host", "-p is ignored with --network host", "drop one of them", "warning"))
     return findings
 
 
@@ -238,10 +239,14 @@ def _check_host_interfaces(recipe: Recipe) -> list[Problem]:
         return []
     settings = host_interface_settings((e.name, e.value) for e in recipe.docker.env())
     return [
-        Problem("host-interface", f"-e {name}={value} names a host network interface, but the container has its own "
-                "network (no --network host), where only lo and eth0 exist", f"add --network host or drop {name}")
+        Problem(
+            "host-interface",
+            f"-e {name}={value} names a host network interface, but the container has its own "
+            "network (no --network host), where only lo and eth0 exist",
+            f"add --network host or drop {name}",
+        )
         for name, value in settings
-    ]  # fmt: skip
+    ]
 
 
 def _check_spanning_network(recipe: Recipe) -> list[Problem]:
@@ -252,10 +257,14 @@ def _check_spanning_network(recipe: Recipe) -> list[Problem]:
     if nodes <= 1 or recipe.docker.last("--network") == "host":
         return []
     return [
-        Problem("spanning-network", f"the server spans {nodes} nodes, but its containers have Docker's own (bridge) "
-                "network: the ranks reach each other on ports no -p publishes (the rendezvous, NCCL's), so the group "
-                "never forms", "add --network host, as multi-node posts of both engines do")
-    ]  # fmt: skip
+        Problem(
+            "spanning-network",
+            f"the server spans {nodes} nodes, but its containers have Docker's own (bridge) "
+            "network: the ranks reach each other on ports no -p publishes (the rendezvous, NCCL's), so the group "
+            "never forms",
+            "add --network host, as multi-node posts of both engines do",
+        )
+    ]
 
 
 def _check_pitfalls(recipe: Recipe) -> list[Problem]:
@@ -270,11 +279,7 @@ def _check_pitfalls(recipe: Recipe) -> list[Problem]:
         warn("shm-size-ignored", "--shm-size has no effect with --ipc=host (the host's /dev/shm is used)")
     if server.server_kind.pitfalls is not None:
         server.server_kind.pitfalls(recipe, warn)
-    tag = (
-        recipe.image.reference.rsplit(":", 1)[-1]
-        if ":" in recipe.image.reference.rsplit("/", 1)[-1]
-        else "latest"
-    )
+    tag = recipe.image.reference.rsplit(":", 1)[-1] if ":" in recipe.image.reference.rsplit("/", 1)[-1] else "latest"
     if not recipe.image.digest and tag.startswith(_DEV_TAGS):
         warn(
             "moving-tag",

@@ -56,10 +56,28 @@ if TYPE_CHECKING:
 # Host directories whose bind mount (or a mount of a directory above them) gives the container the host:
 # its configuration, root's home, the kernel's interfaces, devices, programs, Docker's own state.
 SYSTEM_DIRS = (
-    "/etc", "/root", "/var/run", "/run", "/proc", "/sys", "/boot", "/dev", "/usr", "/bin", "/sbin", "/lib",
-    "/lib64", "/var/lib/docker", "/var/lib/containerd", "/var/lib/kubelet", "/opt/hgxkit", "/var/spool",
-    "/home", "/tmp", "/var/tmp",
-)  # fmt: skip
+    "/etc",
+    "/root",
+    "/var/run",
+    "/run",
+    "/proc",
+    "/sys",
+    "/boot",
+    "/dev",
+    "/usr",
+    "/bin",
+    "/sbin",
+    "/lib",
+    "/lib64",
+    "/var/lib/docker",
+    "/var/lib/containerd",
+    "/var/lib/kubelet",
+    "/opt/hgxkit",
+    "/var/spool",
+    "/home",
+    "/tmp",
+    "/var/tmp",
+)
 # hgxkit's own secrets on a node: API keys, tokens, the SSH keys it deploys with.
 HGXKIT_SECRET_DIRS = ("/etc/hgxkit", "/run/hgxkit", "/root/.ssh", "/var/lib/hgxkit")
 

@@ -66,9 +66,7 @@ def _image(recipe: Recipe) -> dict[str, str]:
 
 
 def _env(recipe: Recipe) -> dict[str, str]:
-    return {
-        s.name: _shown(s.value) if s.value is not None else "(from host environment)" for s in recipe.docker.env()
-    }
+    return {s.name: _shown(s.value) if s.value is not None else "(from host environment)" for s in recipe.docker.env()}
 
 
 def _docker(recipe: Recipe) -> dict[str, str]:

@@ -110,8 +110,7 @@ def parse_run_words(words: Sequence[Word], *, source: str = "<input>") -> Parsed
             cursor = _Cursor(words, source)
             raise cursor.error(
                 word,
-                "shell operator; import one plain `docker run` command "
-                "(drop pipes, `&&`, redirections, `$(…)`)",
+                "shell operator; import one plain `docker run` command (drop pipes, `&&`, redirections, `$(…)`)",
             )
     if not words:
         raise InputError(f"{source}: empty input; paste a `docker run …` command")

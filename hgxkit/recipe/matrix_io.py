@@ -134,8 +134,14 @@ def _cell_dict(cell: MatrixCell, defaults: dict[str, Any]) -> dict[str, Any]:
 
 def reference_to_dict(reference: Reference) -> dict[str, Any]:
     """The reference as file data, each cell naming its matrix cell by id."""
-    out = _drop_none({"tool": reference.tool, "label": reference.label, "notes": reference.notes,
-                      "slo_ttft_p99_ms": reference.slo_ttft_p99_ms})  # fmt: skip
+    out = _drop_none(
+        {
+            "tool": reference.tool,
+            "label": reference.label,
+            "notes": reference.notes,
+            "slo_ttft_p99_ms": reference.slo_ttft_p99_ms,
+        }
+    )
     out["cells"] = []
     for cell in reference.cells:
         item: dict[str, Any] = {"cell": cell.cell.id}

@@ -110,9 +110,11 @@ def span_grouping(per_host: int, nnodes: int, port: int | None, notes: list[str]
     if nnodes < 2 or per_host >= HGX_GPUS:
         return Grouping(size=per_host, gpus_per_node=HGX_GPUS, nodes=nnodes, dist_port=port)
     gpus = tuple(range(per_host))
-    notes.append(f"{where}: the server takes {per_host} GPU(s) on each of its {nnodes} hosts: one group, on GPU(s) "
-                 f"{','.join(map(str, gpus))} (a second group over the same hosts would need a rendezvous port of "
-                 "its own; groups.dist_port is one)")  # fmt: skip
+    notes.append(
+        f"{where}: the server takes {per_host} GPU(s) on each of its {nnodes} hosts: one group, on GPU(s) "
+        f"{','.join(map(str, gpus))} (a second group over the same hosts would need a rendezvous port of "
+        "its own; groups.dist_port is one)"
+    )
     return Grouping(explicit=(gpus,), gpus_per_node=HGX_GPUS, nodes=nnodes, dist_port=port)
 
 
@@ -129,9 +131,11 @@ def join_ranks(servers: Sequence[ServerCommand], *, where: str) -> Joined:
     if None in ranks:
         held = next((v for s in by_rank if (v := s.flag(kind.rank_flag)) is not None and not v.isdigit()), None)
         if held is not None:  # a rank held in a variable the post does not set (Slurm's are read by `slurm`)
-            raise InputError(f"{where}: {kind.rank_flag} {held}: the rank is a variable the post does not set, "
-                             "so its value is unknown; write each host's rank (in a Slurm script: "
-                             "$SLURM_NODEID)")  # fmt: skip
+            raise InputError(
+                f"{where}: {kind.rank_flag} {held}: the rank is a variable the post does not set, "
+                "so its value is unknown; write each host's rank (in a Slurm script: "
+                "$SLURM_NODEID)"
+            )
         raise InputError(f"{where}: --nnodes {nnodes} but no {kind.rank_flag}; give each host's rank")
     if any(r >= nnodes for r in ranks if r is not None):
         raise InputError(
@@ -207,24 +211,32 @@ def _join_dp_ranks(servers: Sequence[ServerCommand], spread: tuple[int, int], wh
     assert form is not None
     size, local = spread
     if local < 1:
-        raise InputError(f"{where}: {form.local_flag} {local} (a host that runs only the API server) is not imported: "
-                         f"every host of a group runs the same share of the {size} ranks")  # fmt: skip
+        raise InputError(
+            f"{where}: {form.local_flag} {local} (a host that runs only the API server) is not imported: "
+            f"every host of a group runs the same share of the {size} ranks"
+        )
     if size % local:
-        raise InputError(f"{where}: {kind.dp_flag} {size} is not a multiple of {form.local_flag} {local}: every host "
-                         "of a group runs the same share of the ranks")  # fmt: skip
+        raise InputError(
+            f"{where}: {kind.dp_flag} {size} is not a multiple of {form.local_flag} {local}: every host "
+            "of a group runs the same share of the ranks"
+        )
     nnodes = size // local
     for server in servers:
         start = server.flag(form.start_flag) or "0"
         if not start.isdigit() or int(start) % local or int(start) >= size:
-            raise InputError(f"{where}: {form.start_flag} {start} is not a multiple of {form.local_flag} {local} "
-                             f"below {kind.dp_flag} {size}; host k starts at rank k x {local}")  # fmt: skip
+            raise InputError(
+                f"{where}: {form.start_flag} {start} is not a multiple of {form.local_flag} {local} "
+                f"below {kind.dp_flag} {size}; host k starts at rank k x {local}"
+            )
     ranks = sorted({rank_of(s) or 0 for s in servers})
     notes = []
     missing = [r for r in range(nnodes) if r not in ranks]
     if missing:
-        notes.append(f"{where}: the post gives host(s) {', '.join(map(str, ranks))} of {nnodes}; host(s) "
-                     f"{', '.join(map(str, missing))} run the same command from rank k x {local} "
-                     f"({form.start_flag})")  # fmt: skip
+        notes.append(
+            f"{where}: the post gives host(s) {', '.join(map(str, ranks))} of {nnodes}; host(s) "
+            f"{', '.join(map(str, missing))} run the same command from rank k x {local} "
+            f"({form.start_flag})"
+        )
     args: list[tuple[str, ...]] = []
     port, head = form.default_port, None
     for entry in first.args:
@@ -238,8 +250,10 @@ def _join_dp_ranks(servers: Sequence[ServerCommand], spread: tuple[int, int], wh
             entry = _with_value(entry, "{{head}}")
         elif name == form.port_flag:
             if VARIABLE.fullmatch(value):
-                notes.append(f"{where}: {flag} {value} is a variable the post leaves to the reader; the port is "
-                             f"{kind.title}'s default {port} (groups.dist_port)")  # fmt: skip
+                notes.append(
+                    f"{where}: {flag} {value} is a variable the post leaves to the reader; the port is "
+                    f"{kind.title}'s default {port} (groups.dist_port)"
+                )
             elif not value.isdigit() or not 0 < int(value) < 65536:
                 raise InputError(f"{where}: {flag} {value!r} is not a port number; write the head's RPC port")
             else:
@@ -247,17 +261,22 @@ def _join_dp_ranks(servers: Sequence[ServerCommand], spread: tuple[int, int], wh
             entry = _with_value(entry, "{{dist_port}}")
         args.append(entry)
     if head is None:
-        raise InputError(f"{where}: data parallelism over {nnodes} hosts needs {form.head_flag} (the head's address "
-                         "every host reaches)")  # fmt: skip
+        raise InputError(
+            f"{where}: data parallelism over {nnodes} hosts needs {form.head_flag} (the head's address "
+            "every host reaches)"
+        )
     if not any(kind.canonical_flag(e[0].partition("=")[0]) == form.port_flag for e in args):
         args.append((form.port_flag, "{{dist_port}}"))
         notes.append(f"{where}: {form.port_flag} {port} ({kind.title}'s default) written out, as every host needs it")
     per_host = parallel_size(first, where) // nnodes
     if per_host > HGX_GPUS:
-        raise InputError(f"{where}: {local} local rank(s) x tp x pp = {per_host} GPUs per host; an HGX-H200 node has "
-                         f"{HGX_GPUS}")  # fmt: skip
-    notes.append(f"{where}: {kind.dp_flag} {size} over {nnodes} hosts, {local} rank(s) each; the head address {head} "
-                 "is the poster's network; it is given per deploy ({{head}})")  # fmt: skip
+        raise InputError(
+            f"{where}: {local} local rank(s) x tp x pp = {per_host} GPUs per host; an HGX-H200 node has {HGX_GPUS}"
+        )
+    notes.append(
+        f"{where}: {kind.dp_flag} {size} over {nnodes} hosts, {local} rank(s) each; the head address {head} "
+        "is the poster's network; it is given per deploy ({{head}})"
+    )
     groups = span_grouping(per_host, nnodes, port, notes, where)
     return Joined(ServerCommand(first.program, tuple(args), first.kind), groups, tuple(notes))
 
@@ -276,6 +295,8 @@ def readable_address(value: str) -> bool:
 def _address(value: str, flag: str, where: str) -> str:
     """The head address a command gives, refused when it is an expression the import cannot read."""
     if not readable_address(value):
-        raise InputError(f"{where}: {flag} {value!r} is not a host name or address (a shell expression the import "
-                         "cannot read); write the head's address: hgxkit gives it again per deploy")  # fmt: skip
+        raise InputError(
+            f"{where}: {flag} {value!r} is not a host name or address (a shell expression the import "
+            "cannot read); write the head's address: hgxkit gives it again per deploy"
+        )
     return value

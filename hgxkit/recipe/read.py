@@ -164,14 +164,19 @@ _JUDGES_LIBRARIES = ("PyYAML", "detect-secrets", "jsonschema", "jsonschema-speci
 
 def _judges() -> list[Path]:
     here = Path(__file__).parent
-    return [*here.glob("*.py"), *(here.parent / "kinds").glob("*.py"), here.parent / "secrets.py",
-            here.parent / "verdicts.py"]  # fmt: skip
+    return [
+        *here.glob("*.py"),
+        *(here.parent / "kinds").glob("*.py"),
+        here.parent / "secrets.py",
+        here.parent / "verdicts.py",
+    ]
 
 
 def _checks_key(text: str) -> str | None:
     try:
-        return verdict_key("recipe-checks", text.encode("utf-8", "surrogatepass"), judges=_judges(),
-                           libraries=_JUDGES_LIBRARIES)  # fmt: skip
+        return verdict_key(
+            "recipe-checks", text.encode("utf-8", "surrogatepass"), judges=_judges(), libraries=_JUDGES_LIBRARIES
+        )
     except OSError:  # a judge's source unreadable (a zipped install): judge every time
         return None
 

@@ -133,8 +133,7 @@ _SERVER = {
     "properties": {
         "kind": {
             "enum": KIND_NAMES,
-            "description": "The serving engine (hgxkit/kinds/); absent: detected from the program, then "
-            "the image.",
+            "description": "The serving engine (hgxkit/kinds/); absent: detected from the program, then the image.",
         },
         "command": {
             "type": "string",
@@ -252,6 +251,8 @@ _MATRIX = {
 _METRIC_PROPERTIES = {
     m.key: ({"type": ["integer", "null"], "minimum": 0} if m.integer else _NUM_OR_NULL) for m in METRICS
 }
+
+
 def _reference(cell: dict[str, Any]) -> dict[str, Any]:
     """The reference section: the poster's tool and SLO, and one `cell` object per measured cell."""
     return {
@@ -325,15 +326,23 @@ RECIPE_SCHEMA: dict[str, Any] = _recipe_schema(
     _groups(
         {
             **_GROUP_PROPERTIES,
-            "nodes": {"type": ["integer", "null"], "minimum": 1, "maximum": MAX_NODES,
-                      "description": "Hosts one group spans: tp x pp x dp = size x nodes."},
-            "dist_port": {"type": ["integer", "null"], "minimum": 1, "maximum": 65535,
-                          "description": "Rendezvous port on the head node ({{dist_port}})."},
+            "nodes": {
+                "type": ["integer", "null"],
+                "minimum": 1,
+                "maximum": MAX_NODES,
+                "description": "Hosts one group spans: tp x pp x dp = size x nodes.",
+            },
+            "dist_port": {
+                "type": ["integer", "null"],
+                "minimum": 1,
+                "maximum": 65535,
+                "description": "Rendezvous port on the head node ({{dist_port}}).",
+            },
         }
     ),
     _REFERENCE,
     _MATRIX,
-)  # fmt: skip
+)
 
 # Version 1, read only to migrate: a grid matrix (input lengths x concurrencies) and reference cells that name
 # their own input length and concurrency.

@@ -85,18 +85,22 @@ def env_problems(recipe: Recipe, allowlist: Sequence[str] | None = None) -> list
     for where, words, placed_ok in places:
         for name in dict.fromkeys(n for word in words for n in ENV_REF_RE.findall(word)):
             if name not in allowed:
-                problems.append(Problem(
-                    "env-allowlist",
-                    f"{format_path(where)}: {{{{env:{name}}}}} takes ${name} from the operator's environment, and "
-                    f"{name} is not on recipe_env_allowlist ({', '.join(allowed)})",
-                    f"remove it, or add {name} to recipe_env_allowlist in the inventory if this recipe may have it",
-                ))  # fmt: skip
+                problems.append(
+                    Problem(
+                        "env-allowlist",
+                        f"{format_path(where)}: {{{{env:{name}}}}} takes ${name} from the operator's environment, and "
+                        f"{name} is not on recipe_env_allowlist ({', '.join(allowed)})",
+                        f"remove it, or add {name} to recipe_env_allowlist in the inventory if this recipe may have it",
+                    )
+                )
             elif not placed_ok:
-                problems.append(Problem(
-                    "secret-placement",
-                    f"{format_path(where)}: {{{{env:{name}}}}} would be text on the container's command line",
-                    f"pass it as -e {name}={{{{env:{name}}}}} (a root-only env file) or as the kind's --api-key",
-                ))  # fmt: skip
+                problems.append(
+                    Problem(
+                        "secret-placement",
+                        f"{format_path(where)}: {{{{env:{name}}}}} would be text on the container's command line",
+                        f"pass it as -e {name}={{{{env:{name}}}}} (a root-only env file) or as the kind's --api-key",
+                    )
+                )
     return problems
 
 

@@ -261,8 +261,7 @@ def _refuse_substitution(scanner: _Scanner, source: str, offset: int = 0) -> Non
     line = scanner.line
     column = scanner.column + offset  # the characters skipped are on this line (a backslash, nothing else)
     raise InputError(
-        f"{source}: {what} at line {line}, column {column} is not imported, quoted or not; "
-        "replace it by its value"
+        f"{source}: {what} at line {line}, column {column} is not imported, quoted or not; replace it by its value"
     )
 
 
@@ -273,9 +272,7 @@ def _read_dollar(scanner: _Scanner, source: str, *, in_double_quotes: bool) -> s
     nxt = scanner.peek()
     if nxt == "$" or (nxt == "(" and in_double_quotes):
         what = "the shell's process ID ($$)" if nxt == "$" else "command substitution ($(…))"
-        raise InputError(
-            f"{source}: {what} at line {line}, column {column} is not imported; replace it by its value"
-        )
+        raise InputError(f"{source}: {what} at line {line}, column {column} is not imported; replace it by its value")
     if nxt == "{":
         return _read_braced(scanner, source, line, column)
     if nxt and nxt in EXPANSION_START:

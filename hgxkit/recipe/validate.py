@@ -107,10 +107,14 @@ def schema_problem(data: dict[str, Any]) -> Problem | None:
         return _at(
             ("schema_version",),
             f"{shown(version)} is not a recipe schema this hgxkit reads ({known}; version 1 is migrated when "
-            "loaded): " + ("the recipe is newer than this hgxkit: upgrade hgxkit" if newer else
-                           f"write schema_version: {SCHEMA_VERSION}"),
+            "loaded): "
+            + (
+                "the recipe is newer than this hgxkit: upgrade hgxkit"
+                if newer
+                else f"write schema_version: {SCHEMA_VERSION}"
+            ),
             code="recipe-schema",
-        )  # fmt: skip
+        )
     validator = _validator_class()(SCHEMAS.get(version, RECIPE_SCHEMA))
     errors = sorted(validator.iter_errors(data), key=lambda e: (len(e.absolute_path), list(map(str, e.path))))
     if not errors:

@@ -106,8 +106,12 @@ class Comparison:
         """What makes `--fail-on` hold: `regression` a real difference where B is worse, `any` a real
         difference either way (`outside` is for `--reference`)."""
         wanted = {"regression": ("worse",), "any": ("worse", "better")}[fail_on]
-        return [f"{key} {r.input_len}x{r.concurrency}: {r.verdict}" for key, rows in self.tables().items()
-                for r in rows if r.outcome in wanted]  # fmt: skip
+        return [
+            f"{key} {r.input_len}x{r.concurrency}: {r.verdict}"
+            for key, rows in self.tables().items()
+            for r in rows
+            if r.outcome in wanted
+        ]
 
     def to_json(self, differences: list[str]) -> dict[str, Any]:
         """The `results compare --json` document (schema: hgxkit/results/schemas/compare.schema.json)."""
@@ -124,11 +128,14 @@ class Comparison:
             "slos": [slo.to_json() for slo in self.slos],
             "goodput": self.goodput,
             "tables": {
-                key: {"metric": metric, "unit": METRIC_BY_NAME[metric].unit,
-                      "rows": [asdict(r) for r in getattr(self, key)]}
+                key: {
+                    "metric": metric,
+                    "unit": METRIC_BY_NAME[metric].unit,
+                    "rows": [asdict(r) for r in getattr(self, key)],
+                }
                 for key, metric in TABLES
             },
-        }  # fmt: skip
+        }
 
 
 def _shapes(a: RunSummary, b: RunSummary | None) -> list[tuple[int, int]]:
@@ -142,18 +149,40 @@ def compare_metric(ca: CellResult, cb: CellResult, metric: str, la: str, lb: str
     """One metric of one cell pair: both values, their intervals, the row's own test and the verdict."""
     better = METRIC_BY_NAME[metric].better
     assert better is not None
-    j = judge(ca.value(metric), cb.value(metric), la, lb, better=better, test=_test(ca, cb, metric),
-              interval_a=_interval(ca, metric), interval_b=_interval(cb, metric))  # fmt: skip
+    j = judge(
+        ca.value(metric),
+        cb.value(metric),
+        la,
+        lb,
+        better=better,
+        test=_test(ca, cb, metric),
+        interval_a=_interval(ca, metric),
+        interval_b=_interval(cb, metric),
+    )
     a, b = ca.value(metric), cb.value(metric)
     outcome: Outcome = {"tie": "tie", "too small to judge": "too-small"}.get(j.kind, "n/a")  # type: ignore[assignment]
     if j.kind == "real" and j.change is not None:
         outcome = "better" if (j.change < 0) == (better == "lower") else "worse"
     delta = b - a if a is not None and b is not None else None
-    return Row(ca.input_len, ca.concurrency, a, b, j.text, j.kind, j.p, j.interval_a, j.interval_b,
-               outcome=outcome, delta=delta, delta_pct=j.change * 100 if j.change is not None else None,
-               test=j.test.name if j.test else None, diff_low=j.test.low if j.test else None,
-               diff_high=j.test.high if j.test else None, repeats_a=len(ca.repeats),
-               repeats_b=len(cb.repeats))  # fmt: skip
+    return Row(
+        ca.input_len,
+        ca.concurrency,
+        a,
+        b,
+        j.text,
+        j.kind,
+        j.p,
+        j.interval_a,
+        j.interval_b,
+        outcome=outcome,
+        delta=delta,
+        delta_pct=j.change * 100 if j.change is not None else None,
+        test=j.test.name if j.test else None,
+        diff_low=j.test.low if j.test else None,
+        diff_high=j.test.high if j.test else None,
+        repeats_a=len(ca.repeats),
+        repeats_b=len(cb.repeats),
+    )
 
 
 def _interval(cell: CellResult, metric: str) -> Interval | None:
@@ -173,9 +202,13 @@ def _test(ca: CellResult, cb: CellResult, metric: str) -> Test:
     runs_a, runs_b = ca.samples_by_run(metric), cb.samples_by_run(metric)
     if not runs_a or not runs_b:
         side = "A" if not runs_a else "B"
-        return Test("hierarchical bootstrap", len(ca.samples(metric)), len(cb.samples(metric)),
-                    reason=f"too small to judge: no per-request values for {side} (run the client with "
-                    "--output-details or --save-detailed)")  # fmt: skip
+        return Test(
+            "hierarchical bootstrap",
+            len(ca.samples(metric)),
+            len(cb.samples(metric)),
+            reason=f"too small to judge: no per-request values for {side} (run the client with "
+            "--output-details or --save-detailed)",
+        )
     return bootstrap_difference_test(runs_a, runs_b, ca.statistic_of(metric))
 
 
@@ -183,16 +216,22 @@ def run_flags(summary: RunSummary, label: str) -> list[str]:
     """Telemetry flags of every cell of a run, each naming the run and the cell."""
     out = []
     for cell in summary.cells:
-        for flag in telemetry_flags(cell.telemetry, client_accept_length=cell.accept_length,
-                                    client_output_throughput=cell.output_throughput):  # fmt: skip
+        for flag in telemetry_flags(
+            cell.telemetry, client_accept_length=cell.accept_length, client_output_throughput=cell.output_throughput
+        ):
             out.append(f"{label} group {cell.group} {cell.input_len}x{cell.concurrency}: {flag}")
     return out
 
 
 def compare_runs(
-    a: RunSummary, b: RunSummary, *, label_a: str | None = None, label_b: str | None = None,
-    slo_p99_ms: float = DEFAULT_SLO_P99_MS, slos: list[Slo] | None = None,
-) -> Comparison:  # fmt: skip
+    a: RunSummary,
+    b: RunSummary,
+    *,
+    label_a: str | None = None,
+    label_b: str | None = None,
+    slo_p99_ms: float = DEFAULT_SLO_P99_MS,
+    slos: list[Slo] | None = None,
+) -> Comparison:
     """Cell-by-cell comparison of two runs' group-0 cells (the shapes both ran); `slos` adds goodput."""
     la = label_a or a.recipe
     lb = label_b or b.recipe
@@ -204,8 +243,14 @@ def compare_runs(
         ca, cb = a.cell(input_len, conc, 0), b.cell(input_len, conc, 0)
         assert ca is not None and cb is not None
         if slos:
-            goodput.append({"input_len": input_len, "concurrency": conc,
-                            "a": cell_goodput(ca, slos).to_json(), "b": cell_goodput(cb, slos).to_json()})  # fmt: skip
+            goodput.append(
+                {
+                    "input_len": input_len,
+                    "concurrency": conc,
+                    "a": cell_goodput(ca, slos).to_json(),
+                    "b": cell_goodput(cb, slos).to_json(),
+                }
+            )
         for key, metric in TABLES:
             row = compare_metric(ca, cb, metric, la, lb)
             if key == "ttft_p99":
@@ -221,8 +266,16 @@ def compare_runs(
         "their order statistics."
     )
     flags = run_flags(a, la) + run_flags(b, lb)
-    return Comparison(la, lb, *(rows[key] for key, _ in TABLES), slo_p99_ms, notes, flags,  # type: ignore[arg-type]
-                      slos=list(slos or []), goodput=goodput)  # fmt: skip
+    return Comparison(
+        la,
+        lb,
+        *(rows[key] for key, _ in TABLES),
+        slo_p99_ms,
+        notes,
+        flags,  # type: ignore[arg-type]
+        slos=list(slos or []),
+        goodput=goodput,
+    )
 
 
 def _slo(a: CellResult, b: CellResult, limit: float) -> str:
@@ -275,6 +328,7 @@ class ReferenceCheck:
     def fails(self, fail_on: str) -> list[str]:
         """What makes `--fail-on` hold: `outside` any metric outside its tolerance, `regression` outside and
         worse than the post, `any` outside or not measured."""
+
         def holds(row: ReferenceRow) -> bool:
             if fail_on == "regression":
                 return row.verdict == "outside" and row.direction == "worse"
@@ -334,8 +388,18 @@ def compare_reference(
             outside += not ok
             # Lower TTFT is better; a longer accept length is better.
             direction = None if delta == 0 else ("better" if (delta < 0) == (kind == "rel") else "worse")
-            rows.append(ReferenceRow(*where, got, f"{status} {'ok' if ok else 'OUTSIDE'}",
-                                     "within" if ok else "outside", direction, delta,
-                                     delta / expected * 100 if expected else None, tolerance))  # fmt: skip
-    return ReferenceCheck(rows, {"ttft_relative": ttft_tolerance, "accept_length_absolute": accept_tolerance},
-                          within, outside, missing)  # fmt: skip
+            rows.append(
+                ReferenceRow(
+                    *where,
+                    got,
+                    f"{status} {'ok' if ok else 'OUTSIDE'}",
+                    "within" if ok else "outside",
+                    direction,
+                    delta,
+                    delta / expected * 100 if expected else None,
+                    tolerance,
+                )
+            )
+    return ReferenceCheck(
+        rows, {"ttft_relative": ttft_tolerance, "accept_length_absolute": accept_tolerance}, within, outside, missing
+    )

@@ -117,8 +117,11 @@ def cell_goodput(cell: CellLike, slos: list[Slo]) -> Goodput:
     columns = {m: _per_request(cell, m) for m in limits}
     missing = [m for m, v in columns.items() if v is None]
     if not cell.ttfts_ms or missing:
-        why = ("no per-request values (run the client with --output-details or --save-detailed)" if not cell.ttfts_ms
-               else f"the per-request {missing[0]} values do not line up with the requests")  # fmt: skip
+        why = (
+            "no per-request values (run the client with --output-details or --save-detailed)"
+            if not cell.ttfts_ms
+            else f"the per-request {missing[0]} values do not line up with the requests"
+        )
         return Goodput(limits, sent, None, None, None, dict.fromkeys(limits), terms, reason=why)
     met = {m: np.asarray(v) <= limits[m] for m, v in columns.items() if v is not None}
     good = int(np.sum(np.logical_and.reduce(list(met.values()))))

@@ -80,7 +80,7 @@ def _table(
 
 def _page(title: str, body: str) -> str:
     return (
-        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         f'<meta http-equiv="Content-Security-Policy" content="{CSP}">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
         f"<title>{esc(title)}</title><style>{CSS}</style></head>"
@@ -108,8 +108,10 @@ def _setup(runs: list[Run]) -> str:
         out += f"<details><summary>MLPerf system description of {esc(run.run_id)}</summary>"
         out += _table(["field", "value"], desc.items(), left=2) + "</details>"
         if run.fingerprint.server_env_report:
-            out += (f"<details><summary>Server environment report of {esc(run.run_id)}</summary>"
-                    f"<pre>{esc(run.fingerprint.server_env_report)}</pre></details>")  # fmt: skip
+            out += (
+                f"<details><summary>Server environment report of {esc(run.run_id)}</summary>"
+                f"<pre>{esc(run.fingerprint.server_env_report)}</pre></details>"
+            )
     return out
 
 
@@ -122,28 +124,55 @@ def _post_tables(run: Run, slo_p99_ms: float) -> str:
         for c in cells:
             slo = '<span class="ok">yes</span>' if c.meets_slo(slo_p99_ms) else '<span class="bad">NO</span>'
             failed = f'<span class="bad">{c.failed}</span>' if c.failed else "0"
-            rows.append([
-                esc(input_label(c.input_len)), esc(c.concurrency), esc(f"{c.num_prompts} × {len(c.repeats) or 1}"),
-                failed, esc(with_interval(c.ttft_mean_ms, c.intervals.get("ttft_mean_ms"))),
-                esc(format_value(c.ttft_p90_ms)), esc(with_interval(c.ttft_p99_ms, c.intervals.get("ttft_p99_ms"))),
-                slo, esc(format_value(c.accept_length, 2)), esc(format_value(c.output_throughput)),
-            ])  # fmt: skip
-        header = ["Input", "Conc", "Prompts × repeats", "Failed", "TTFT mean [95% CI] ms", "TTFT P90 ms",
-                  "TTFT P99 [95% CI] ms", f"P99 under {slo_p99_ms / 1000:g} s?", "Accept length",
-                  "Output tok/s"]  # fmt: skip
+            rows.append(
+                [
+                    esc(input_label(c.input_len)),
+                    esc(c.concurrency),
+                    esc(f"{c.num_prompts} × {len(c.repeats) or 1}"),
+                    failed,
+                    esc(with_interval(c.ttft_mean_ms, c.intervals.get("ttft_mean_ms"))),
+                    esc(format_value(c.ttft_p90_ms)),
+                    esc(with_interval(c.ttft_p99_ms, c.intervals.get("ttft_p99_ms"))),
+                    slo,
+                    esc(format_value(c.accept_length, 2)),
+                    esc(format_value(c.output_throughput)),
+                ]
+            )
+        header = [
+            "Input",
+            "Conc",
+            "Prompts × repeats",
+            "Failed",
+            "TTFT mean [95% CI] ms",
+            "TTFT P90 ms",
+            "TTFT P99 [95% CI] ms",
+            f"P99 under {slo_p99_ms / 1000:g} s?",
+            "Accept length",
+            "Output tok/s",
+        ]
         out.append(f"<h3>Serving group {group}</h3>" + _table(header, rows, left=2, raw=True))
     return "".join(out)
 
 
 def _every_metric(run: Run) -> str:
     cells = sorted(run.summary.cells, key=lambda c: (c.group, c.input_len, c.concurrency))
-    rows = [[f"{m.name} ({m.unit})", *(format_value(c.value(m.name), metric_digits(m.name)) for c in cells)]
-            for m in METRICS]  # fmt: skip
+    rows = [
+        [f"{m.name} ({m.unit})", *(format_value(c.value(m.name), metric_digits(m.name)) for c in cells)]
+        for m in METRICS
+    ]
     intervals = [
-        [cell_label(c), name, format_value(c.value(name), metric_digits(name)), i.text(metric_digits(name)),
-         i.over_text, i.method if i.known else ""]
-        for c in cells for name in HEADLINE_METRICS if (i := c.intervals.get(name))
-    ]  # fmt: skip
+        [
+            cell_label(c),
+            name,
+            format_value(c.value(name), metric_digits(name)),
+            i.text(metric_digits(name)),
+            i.over_text,
+            i.method if i.known else "",
+        ]
+        for c in cells
+        for name in HEADLINE_METRICS
+        if (i := c.intervals.get(name))
+    ]
     definitions = [[m.name, m.unit, m.description] for m in METRICS]
     return (
         _table(["Metric", *(cell_label(c) for c in cells)], rows)
@@ -165,27 +194,70 @@ def _telemetry(run: Run) -> str:
         assert t is not None
         title = f"{cell_label(c)}" + (" — SIMULATED telemetry" if t.simulated else "")
         gpu_rows = [
-            [g.index, format_value(g.power_mean_w), format_value(g.power_max_w), format_value(g.sm_clock_mean_mhz),
-             format_value(g.sm_clock_min_mhz), format_value(g.mem_clock_mean_mhz), format_value(g.memory_used_max_mib),
-             format_value(g.temperature_max_c), format_value(g.utilization_mean_pct),
-             ", ".join(f"{k} ×{v}" for k, v in g.throttle_reasons.items()) or "none"]
+            [
+                g.index,
+                format_value(g.power_mean_w),
+                format_value(g.power_max_w),
+                format_value(g.sm_clock_mean_mhz),
+                format_value(g.sm_clock_min_mhz),
+                format_value(g.mem_clock_mean_mhz),
+                format_value(g.memory_used_max_mib),
+                format_value(g.temperature_max_c),
+                format_value(g.utilization_mean_pct),
+                ", ".join(f"{k} ×{v}" for k, v in g.throttle_reasons.items()) or "none",
+            ]
             for g in t.gpus
-        ]  # fmt: skip
+        ]
         block = f"<h3>{esc(title)}</h3>"
         if gpu_rows:
-            block += _table(["GPU", "Power mean W", "Power max W", "SM MHz mean", "SM MHz min", "Mem MHz mean",
-                             "Memory max MiB", "Temp max °C", "Util mean %", "Throttle reasons (samples)"],
-                            [[esc(v) for v in r] for r in gpu_rows], left=1)  # fmt: skip
+            block += _table(
+                [
+                    "GPU",
+                    "Power mean W",
+                    "Power max W",
+                    "SM MHz mean",
+                    "SM MHz min",
+                    "Mem MHz mean",
+                    "Memory max MiB",
+                    "Temp max °C",
+                    "Util mean %",
+                    "Throttle reasons (samples)",
+                ],
+                [[esc(v) for v in r] for r in gpu_rows],
+                left=1,
+            )
         if t.server:
             s = t.server
             block += _table(
-                ["Server", "Scrapes", "Window s", "Running mean/max", "Queued max", "KV use max", "Server tok/s",
-                 "Client tok/s", "Server accept", "Client accept", "Accept source"],
-                [[s.kind, s.scrapes, format_value(s.window_s, 1),
-                  f"{format_value(s.running_mean, 1)} / {format_value(s.running_max)}", format_value(s.waiting_max),
-                  format_value(s.kv_usage_max, 2), format_value(s.output_throughput), format_value(c.output_throughput),
-                  format_value(s.accept_length, 2), format_value(c.accept_length, 2), s.accept_length_source or "-"]],
-            )  # fmt: skip
+                [
+                    "Server",
+                    "Scrapes",
+                    "Window s",
+                    "Running mean/max",
+                    "Queued max",
+                    "KV use max",
+                    "Server tok/s",
+                    "Client tok/s",
+                    "Server accept",
+                    "Client accept",
+                    "Accept source",
+                ],
+                [
+                    [
+                        s.kind,
+                        s.scrapes,
+                        format_value(s.window_s, 1),
+                        f"{format_value(s.running_mean, 1)} / {format_value(s.running_max)}",
+                        format_value(s.waiting_max),
+                        format_value(s.kv_usage_max, 2),
+                        format_value(s.output_throughput),
+                        format_value(c.output_throughput),
+                        format_value(s.accept_length, 2),
+                        format_value(c.accept_length, 2),
+                        s.accept_length_source or "-",
+                    ]
+                ],
+            )
         if t.series:
             block += f'<div class="plot">{telemetry_charts(t.series, title)}</div>'
         out.append(block)
@@ -209,10 +281,17 @@ def _comparison(a: Run, b: Run) -> str:
         for r in getattr(cmp, key):
             css = {"real": "bad", "tie": "ok"}.get(r.kind, "muted")
             slo = (r.slo or "").replace("✅", "yes").replace("❌", "NO")  # no emoji font on headless hosts
-            rows.append([esc(input_label(r.input_len)), esc(r.concurrency),
-                         esc(with_interval(r.a, r.interval_a, digits)), esc(with_interval(r.b, r.interval_b, digits)),
-                         esc(f"{r.p:.3g}" if r.p is not None else "-"), esc(slo),
-                         f'<span class="{css}">{esc(r.verdict)}</span>'])  # fmt: skip
+            rows.append(
+                [
+                    esc(input_label(r.input_len)),
+                    esc(r.concurrency),
+                    esc(with_interval(r.a, r.interval_a, digits)),
+                    esc(with_interval(r.b, r.interval_b, digits)),
+                    esc(f"{r.p:.3g}" if r.p is not None else "-"),
+                    esc(slo),
+                    f'<span class="{css}">{esc(r.verdict)}</span>',
+                ]
+            )
         header = ["Input", "Conc", "A [95% CI]", "B [95% CI]", "p (Mann-Whitney)", "SLO A B", "Verdict"]
         out += f"<h3>{esc(TABLE_TITLES[key])}</h3>" + _table(header, rows, left=2, raw=True, css="wrap-last")
     return out
@@ -223,12 +302,23 @@ def _reference(run: Run, reference: Any) -> str:
         return '<p class="muted">No reference numbers were given for this recipe.</p>'
     check = compare_reference(run.summary, reference)
     tol = check.tolerances
-    out = (f"<p>Reference: {esc(getattr(reference, 'tool', '?'))}. Tolerances: TTFT within ±"
-           f"{tol['ttft_relative'] * 100:.0f}%, accept length within ±{tol['accept_length_absolute']:.2f} "
-           f"(the reference has no per-request values: a tolerance check, not a statistical test). "
-           f"{check.within} within, {check.outside} outside, {check.missing} not measured.</p>")  # fmt: skip
-    rows = [[r.metric, input_label(r.input_len), r.concurrency, format_value(r.reference, 2),
-             format_value(r.run, 2), r.status] for r in check.rows]
+    out = (
+        f"<p>Reference: {esc(getattr(reference, 'tool', '?'))}. Tolerances: TTFT within ±"
+        f"{tol['ttft_relative'] * 100:.0f}%, accept length within ±{tol['accept_length_absolute']:.2f} "
+        f"(the reference has no per-request values: a tolerance check, not a statistical test). "
+        f"{check.within} within, {check.outside} outside, {check.missing} not measured.</p>"
+    )
+    rows = [
+        [
+            r.metric,
+            input_label(r.input_len),
+            r.concurrency,
+            format_value(r.reference, 2),
+            format_value(r.run, 2),
+            r.status,
+        ]
+        for r in check.rows
+    ]
     return out + _table(["Metric", "Input", "Conc", "Reference", "Run", "Difference"], rows)
 
 
@@ -240,28 +330,39 @@ def run_html(runs: list[Run], *, reference: Any = None, slo_p99_ms: float = DEFA
     first = runs[0]
     # Plot legends stay short: the recipe for one run, letters for several (the key is printed above the plots).
     letters = [chr(ord("A") + i) for i in range(len(runs))]
-    labelled = [(first.summary.recipe, first.summary)] if len(runs) == 1 else [
-        (letter, r.summary) for letter, r in zip(letters, runs, strict=True)
-    ]
+    labelled = (
+        [(first.summary.recipe, first.summary)]
+        if len(runs) == 1
+        else [(letter, r.summary) for letter, r in zip(letters, runs, strict=True)]
+    )
     simulated = any(r.summary.simulated for r in runs)
-    title = (f"{first.summary.recipe} on {first.summary.host} ({first.summary.time})" if len(runs) == 1
-             else f"{len(runs)} runs: " + " vs ".join(r.run_id for r in runs))  # fmt: skip
+    title = (
+        f"{first.summary.recipe} on {first.summary.host} ({first.summary.time})"
+        if len(runs) == 1
+        else f"{len(runs)} runs: " + " vs ".join(r.run_id for r in runs)
+    )
     body = [f"<h1>{esc(title)}</h1>"]
     if simulated:
-        body.append('<div class="sim">SIMULATED: at least one run here used a simulated node; its numbers say '
-                    "nothing about real H200s.</div>")  # fmt: skip
+        body.append(
+            '<div class="sim">SIMULATED: at least one run here used a simulated node; its numbers say '
+            "nothing about real H200s.</div>"
+        )
     for run in runs:
         if run.summary.gates:
-            body.append(f"<h3>Gates failed in {esc(run.run_id)}</h3><ul>"
-                        + "".join(f"<li class=\"bad\">{esc(g)}</li>" for g in run.summary.gates) + "</ul>")  # fmt: skip
+            body.append(
+                f"<h3>Gates failed in {esc(run.run_id)}</h3><ul>"
+                + "".join(f'<li class="bad">{esc(g)}</li>' for g in run.summary.gates)
+                + "</ul>"
+            )
         body.append(_flags(run_flags(run.summary, run.run_id)))
     body.append("<h2>Hosts and setup</h2>" + _setup(runs))
     for run in runs:
         body.append(f"<h2>Results of {esc(run.run_id)}</h2>" + _post_tables(run, slo_p99_ms))
     body.append("<h2>Plots</h2>")
     if len(runs) > 1:
-        body.append("<p>" + "; ".join(f"<b>{x}</b> = {esc(r.run_id)}" for x, r in zip(letters, runs, strict=True))
-                    + "</p>")  # fmt: skip
+        body.append(
+            "<p>" + "; ".join(f"<b>{x}</b> = {esc(r.run_id)}" for x, r in zip(letters, runs, strict=True)) + "</p>"
+        )
     body.append(_plot(ttft_figure(labelled), "ttft") + _plot(accept_figure(labelled), "accept"))
     body.append(_plot(throughput_figure(labelled), "tput"))
     if sweeps(labelled):
@@ -274,8 +375,10 @@ def run_html(runs: list[Run], *, reference: Any = None, slo_p99_ms: float = DEFA
     for run in runs:
         body.append(f"<h2>Every client metric of {esc(run.run_id)}</h2>" + _every_metric(run))
         body.append(f"<h2>Telemetry of {esc(run.run_id)}</h2>" + _telemetry(run))
-    body.append(f'<p class="muted">hgxkit results report; statistics: '
-                f'{esc(first.summary.statistics.get("real_difference", ""))}.</p>')  # fmt: skip
+    body.append(
+        f'<p class="muted">hgxkit results report; statistics: '
+        f"{esc(first.summary.statistics.get('real_difference', ''))}.</p>"
+    )
     return _page(title, "".join(body))
 
 
@@ -288,16 +391,46 @@ def index_html(runs: list[Run], skipped: list[tuple[str, str]], *, out_dir: Path
         name = f'<a href="{esc(link)}">{esc(run.run_id)}</a>' if link else f"{esc(run.run_id)} (no report.html)"
         s = run.summary
         worst_p99 = max((c.ttft_p99_ms for c in s.cells if c.ttft_p99_ms is not None), default=None)
-        rows.append([name, esc(s.host), esc(s.recipe), esc(s.time), esc(s.bench), esc(len(s.cells)),
-                     '<span class="bad">SIMULATED</span>' if s.simulated else "no", esc(format_value(worst_p99)),
-                     esc(f"{s.tool} {s.tool_version or ''}"),
-                     f'<span class="bad">{len(s.gates)}</span>' if s.gates else "0"])  # fmt: skip
+        rows.append(
+            [
+                name,
+                esc(s.host),
+                esc(s.recipe),
+                esc(s.time),
+                esc(s.bench),
+                esc(len(s.cells)),
+                '<span class="bad">SIMULATED</span>' if s.simulated else "no",
+                esc(format_value(worst_p99)),
+                esc(f"{s.tool} {s.tool_version or ''}"),
+                f'<span class="bad">{len(s.gates)}</span>' if s.gates else "0",
+            ]
+        )
     body = [f"<h1>hgxkit results: {len(runs)} runs</h1>"]
-    body.append(_table(["Run", "Host", "Recipe", "Time (UTC)", "Bench", "Cells", "Simulated", "Worst TTFT P99 ms",
-                        "Tool", "Gates failed"], rows, left=3, raw=True))  # fmt: skip
+    body.append(
+        _table(
+            [
+                "Run",
+                "Host",
+                "Recipe",
+                "Time (UTC)",
+                "Bench",
+                "Cells",
+                "Simulated",
+                "Worst TTFT P99 ms",
+                "Tool",
+                "Gates failed",
+            ],
+            rows,
+            left=3,
+            raw=True,
+        )
+    )
     if skipped:
-        body.append("<h2>Skipped (damaged)</h2><ul>" + "".join(f"<li>{esc(reason)}</li>" for _, reason in skipped)
-                    + "</ul>")  # fmt: skip
-    body.append('<p class="muted">Write a run\'s report.html with <code>hgxkit results report RUN -o '
-                "RUN_DIR/report.html</code>.</p>")  # fmt: skip
+        body.append(
+            "<h2>Skipped (damaged)</h2><ul>" + "".join(f"<li>{esc(reason)}</li>" for _, reason in skipped) + "</ul>"
+        )
+    body.append(
+        '<p class="muted">Write a run\'s report.html with <code>hgxkit results report RUN -o '
+        "RUN_DIR/report.html</code>.</p>"
+    )
     return _page("hgxkit results", "".join(body))

@@ -35,17 +35,33 @@ class MetricDef:
 
 METRICS: tuple[MetricDef, ...] = (
     MetricDef("duration_s", "s", "wall time of the client's benchmark phase (warmup excluded)", None, "run"),
-    MetricDef("ttft_mean_ms", "ms", "time to first token (request sent -> first streamed token), mean over "
-              "successful requests, client side", "lower", "request"),
+    MetricDef(
+        "ttft_mean_ms",
+        "ms",
+        "time to first token (request sent -> first streamed token), mean over successful requests, client side",
+        "lower",
+        "request",
+    ),
     MetricDef("ttft_median_ms", "ms", "TTFT, median over successful requests", "lower", "request"),
     MetricDef("ttft_p90_ms", "ms", "TTFT, 90th percentile (numpy linear interpolation)", "lower", "request"),
     MetricDef("ttft_p99_ms", "ms", "TTFT, 99th percentile (numpy linear interpolation)", "lower", "request"),
-    MetricDef("tpot_mean_ms", "ms", "time per output token after the first: (latency - TTFT) / (output tokens - 1) "
-              "per request, mean", "lower", "request"),
+    MetricDef(
+        "tpot_mean_ms",
+        "ms",
+        "time per output token after the first: (latency - TTFT) / (output tokens - 1) per request, mean",
+        "lower",
+        "request",
+    ),
     MetricDef("tpot_median_ms", "ms", "TPOT, median over requests", "lower", "request"),
     MetricDef("tpot_p99_ms", "ms", "TPOT, 99th percentile over requests", "lower", "request"),
-    MetricDef("itl_mean_ms", "ms", "inter-token latency: gap between streamed chunks, mean over all gaps of all "
-              "requests (with speculative decoding one chunk can carry several tokens)", "lower", "request"),
+    MetricDef(
+        "itl_mean_ms",
+        "ms",
+        "inter-token latency: gap between streamed chunks, mean over all gaps of all "
+        "requests (with speculative decoding one chunk can carry several tokens)",
+        "lower",
+        "request",
+    ),
     MetricDef("itl_median_ms", "ms", "ITL, median over all gaps", "lower", "request"),
     MetricDef("itl_p99_ms", "ms", "ITL, 99th percentile over all gaps", "lower", "request"),
     MetricDef("e2e_mean_ms", "ms", "end-to-end latency (request sent -> last token), mean", "lower", "request"),
@@ -55,22 +71,38 @@ METRICS: tuple[MetricDef, ...] = (
     MetricDef("input_throughput", "tok/s", "prompt tokens of completed requests / duration", "higher", "run"),
     MetricDef("output_throughput", "tok/s", "generated tokens / duration", "higher", "run"),
     MetricDef("total_throughput", "tok/s", "(prompt + generated tokens) / duration", "higher", "run"),
-    MetricDef("accept_length", "tok/step", "speculative decoding: tokens produced per target-model forward "
-              "(accepted drafts + 1); SGLang: the server's avg_spec_accept_length after --flush-cache reset it; "
-              "vLLM: 1 + accepted / drafts from the server's spec_decode counters over the run; "
-              "absent without speculative decoding", "higher", "run"),
-    MetricDef("mean_concurrency", "requests", "requests in flight, time-averaged over the run (SGLang's "
-              "`concurrency`: sum of latencies / duration; vLLM: the same, computed from `latencies`)", None, "run"),
-    MetricDef("max_concurrent_requests", "requests", "most requests in flight at once (the clients' "
-              "`max_concurrent_requests`)", None, "run"),
+    MetricDef(
+        "accept_length",
+        "tok/step",
+        "speculative decoding: tokens produced per target-model forward "
+        "(accepted drafts + 1); SGLang: the server's avg_spec_accept_length after --flush-cache reset it; "
+        "vLLM: 1 + accepted / drafts from the server's spec_decode counters over the run; "
+        "absent without speculative decoding",
+        "higher",
+        "run",
+    ),
+    MetricDef(
+        "mean_concurrency",
+        "requests",
+        "requests in flight, time-averaged over the run (SGLang's "
+        "`concurrency`: sum of latencies / duration; vLLM: the same, computed from `latencies`)",
+        None,
+        "run",
+    ),
+    MetricDef(
+        "max_concurrent_requests",
+        "requests",
+        "most requests in flight at once (the clients' `max_concurrent_requests`)",
+        None,
+        "run",
+    ),
     MetricDef("total_input_tokens", "tokens", "prompt tokens sent by completed requests", None, "run"),
     MetricDef("total_output_tokens", "tokens", "tokens generated for completed requests", None, "run"),
-)  # fmt: skip
+)
 METRIC_BY_NAME = {m.name: m for m in METRICS}
 
 # The metrics that get a 95% interval and a verdict in `compare`.
-HEADLINE_METRICS = ("ttft_mean_ms", "ttft_p90_ms", "ttft_p99_ms", "tpot_mean_ms", "output_throughput",
-                    "accept_length")  # fmt: skip
+HEADLINE_METRICS = ("ttft_mean_ms", "ttft_p90_ms", "ttft_p99_ms", "tpot_mean_ms", "output_throughput", "accept_length")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -123,9 +155,14 @@ def metric_values(source: dict[str, Any]) -> dict[str, float | None]:
 # Counts every cell has besides the metrics (defined here so the summary's definitions cover every number).
 COUNT_DEFINITIONS = (
     MetricDef("completed", "requests", "requests that completed, over all repeats of the cell", "higher", "run"),
-    MetricDef("failed", "requests", "requests that failed (the client's errors, or prompts sent - completed), "
-              "over all repeats", "lower", "run"),
-)  # fmt: skip
+    MetricDef(
+        "failed",
+        "requests",
+        "requests that failed (the client's errors, or prompts sent - completed), over all repeats",
+        "lower",
+        "run",
+    ),
+)
 
 
 def metric_definitions() -> dict[str, dict[str, Any]]:

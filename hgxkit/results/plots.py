@@ -59,8 +59,14 @@ def _error_bars(cells: list[CellResult], metric: str) -> tuple[list[float], list
 
 def _concurrency_axis(axis: plt.Axes, runs: Labelled, input_len: int | None = None) -> None:
     """Ticks at the concurrencies that ran (not 4.8, 4.9, … around a single cell)."""
-    values = sorted({c.concurrency for _, run in runs for c in run.cells
-                     if c.group == 0 and (input_len is None or c.input_len == input_len)})  # fmt: skip
+    values = sorted(
+        {
+            c.concurrency
+            for _, run in runs
+            for c in run.cells
+            if c.group == 0 and (input_len is None or c.input_len == input_len)
+        }
+    )
     if values:
         axis.set_xticks(values)
     axis.set_xlabel("concurrency")
@@ -80,8 +86,15 @@ def ttft_figure(runs: Labelled) -> Figure:
         for i, ((label, run), style) in enumerate(zip(runs, STYLES, strict=False)):
             cells = _cells(run, input_len)
             conc = [c.concurrency for c in cells]
-            axis.errorbar(conc, [c.ttft_mean_ms for c in cells], yerr=_error_bars(cells, "ttft_mean_ms"),
-                          fmt=style, capsize=3, color=f"C{i}", label=f"{label} mean (95% CI)")  # fmt: skip
+            axis.errorbar(
+                conc,
+                [c.ttft_mean_ms for c in cells],
+                yerr=_error_bars(cells, "ttft_mean_ms"),
+                fmt=style,
+                capsize=3,
+                color=f"C{i}",
+                label=f"{label} mean (95% CI)",
+            )
             axis.plot(conc, [c.ttft_p99_ms for c in cells], style, color=f"C{i}", alpha=0.4, label=f"{label} P99")
         axis.set_title(f"input {input_len} tokens")
         _concurrency_axis(axis, runs, input_len)
@@ -102,9 +115,14 @@ def _per_concurrency(runs: Labelled, metric: str, ylabel: str, title: str, floor
             cells = _cells(run, input_len)
             values = [c.value(metric) for c in cells]
             if any(v is not None for v in values):
-                axis.errorbar([c.concurrency for c in cells], [v if v is not None else float("nan") for v in values],
-                              yerr=_error_bars(cells, metric), fmt=style, capsize=3,
-                              label=f"{label} {input_len}")  # fmt: skip
+                axis.errorbar(
+                    [c.concurrency for c in cells],
+                    [v if v is not None else float("nan") for v in values],
+                    yerr=_error_bars(cells, metric),
+                    fmt=style,
+                    capsize=3,
+                    label=f"{label} {input_len}",
+                )
     _concurrency_axis(axis, runs)
     axis.set_ylabel(ylabel)
     axis.set_ylim(bottom=floor)
@@ -135,8 +153,10 @@ def sweeps(runs: Labelled) -> bool:
 def latency_throughput_figure(runs: Labelled) -> Figure:
     """TTFT mean and TPOT mean against output throughput, one point per concurrency (labelled)."""
     fig, axes = plt.subplots(1, 2, figsize=(10.5, 3.8), squeeze=False)
-    for axis, metric, ylabel in ((axes[0][0], "ttft_mean_ms", "TTFT mean (ms)"),
-                                 (axes[0][1], "tpot_mean_ms", "TPOT mean (ms)")):  # fmt: skip
+    for axis, metric, ylabel in (
+        (axes[0][0], "ttft_mean_ms", "TTFT mean (ms)"),
+        (axes[0][1], "tpot_mean_ms", "TPOT mean (ms)"),
+    ):
         for (label, run), style in zip(runs, STYLES, strict=False):
             for input_len in _inputs(runs):
                 cells = [c for c in _cells(run, input_len) if c.output_throughput and c.value(metric) is not None]
@@ -145,8 +165,9 @@ def latency_throughput_figure(runs: Labelled) -> Figure:
                 xs, ys = [c.output_throughput for c in cells], [c.value(metric) for c in cells]
                 axis.plot(xs, ys, style, label=f"{label} {input_len}")
                 for c, x, y in zip(cells, xs, ys, strict=True):
-                    axis.annotate(f"c{c.concurrency}", (x, y), textcoords="offset points", xytext=(4, 4),
-                                  fontsize="x-small")  # fmt: skip
+                    axis.annotate(
+                        f"c{c.concurrency}", (x, y), textcoords="offset points", xytext=(4, 4), fontsize="x-small"
+                    )
         axis.set_xlabel("output throughput (tok/s)")
         axis.set_ylabel(ylabel)
         axis.grid(True, alpha=0.3)
@@ -164,7 +185,7 @@ def figure_svg(fig: Figure, salt: str = "") -> str:
         fig.savefig(buffer, format="svg")
     plt.close(fig)
     text = buffer.getvalue()
-    text = text[text.index("<svg"):]  # drop the XML declaration and DOCTYPE: not allowed inside HTML
+    text = text[text.index("<svg") :]  # drop the XML declaration and DOCTYPE: not allowed inside HTML
     return re.sub(r"<metadata>.*?</metadata>", "", text, flags=re.S)  # creation date etc.: keep pages stable
 
 

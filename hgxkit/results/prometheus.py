@@ -81,7 +81,7 @@ def parse_scrape_series(text: str, *, source: str = "<metrics>") -> list[Scrape]
         if line.startswith(SCRAPE_MARK):
             flush()
             try:
-                time = float(line[len(SCRAPE_MARK):].split()[0])
+                time = float(line[len(SCRAPE_MARK) :].split()[0])
             except (ValueError, IndexError):
                 raise ValueError(f"{source}: bad scrape marker {line!r}; expected '{SCRAPE_MARK}<unix time>'") from None
             body = []

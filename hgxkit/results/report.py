@@ -45,7 +45,6 @@ def input_label(n: int) -> str:
     return f"{n // 1000}K" if n and n % 1000 == 0 else str(n)
 
 
-
 def with_interval(value: float | None, interval: Interval | None, digits: int = 0) -> str:
     """`309 [283, 358]`, `1450 [1210, no upper bound at n=30]`, or the bare value when there is no interval."""
     text = format_value(value, digits)
@@ -81,8 +80,14 @@ def comparison_markdown(comparison: Comparison, differences: list[str]) -> str:
         out = []
         for r in data:
             p = f"{r.p:.3g}" if r.p is not None else "-"
-            row = [input_label(r.input_len), str(r.concurrency), with_interval(r.a, r.interval_a, digits),
-                   with_interval(r.b, r.interval_b, digits), r.verdict, p]  # fmt: skip
+            row = [
+                input_label(r.input_len),
+                str(r.concurrency),
+                with_interval(r.a, r.interval_a, digits),
+                with_interval(r.b, r.interval_b, digits),
+                r.verdict,
+                p,
+            ]
             out.append([*row, r.slo or ""] if slo else row)
         return out
 
@@ -90,8 +95,9 @@ def comparison_markdown(comparison: Comparison, differences: list[str]) -> str:
     for key, metric in TABLES:
         digits = metric_digits(metric)
         if key == "ttft_p99":
-            lines += _table(TABLE_TITLES[key], [*head, f"Under {c.slo_p99_ms / 1000:g}s?"],
-                            rows(c.ttft_p99, digits, slo=True))  # fmt: skip
+            lines += _table(
+                TABLE_TITLES[key], [*head, f"Under {c.slo_p99_ms / 1000:g}s?"], rows(c.ttft_p99, digits, slo=True)
+            )
         else:
             lines += _table(TABLE_TITLES[key], head, rows(getattr(c, key), digits))
     if c.goodput:
@@ -110,9 +116,11 @@ def _goodput_table(c: Comparison) -> list[str]:
         return f"{rate}{g['good']}/{g['requests']} good ({g['slo_attainment'] * 100:.0f}%) {checks}".strip()
 
     slos = ",".join(s.text for s in c.slos)
-    return _table(f"Goodput under {slos}", ["Input", "Conc", c.label_a, c.label_b],
-                  [[input_label(g["input_len"]), str(g["concurrency"]), side(g["a"]), side(g["b"])]
-                   for g in c.goodput])  # fmt: skip
+    return _table(
+        f"Goodput under {slos}",
+        ["Input", "Conc", c.label_a, c.label_b],
+        [[input_label(g["input_len"]), str(g["concurrency"]), side(g["a"]), side(g["b"])] for g in c.goodput],
+    )
 
 
 def _group_lines(head: Fingerprint, members: dict[str, Fingerprint]) -> list[str]:
@@ -153,17 +161,37 @@ def run_markdown(
     if summary.gates:
         lines += ["**Gates failed:**", ""] + [f"- {g}" for g in summary.gates] + [""]
     cells = sorted(summary.cells, key=lambda c: (c.group, c.input_len, c.concurrency))
-    header = ["Group", "Input", "Conc", "Prompts", "Failed", "Repeats", "TTFT mean", "P90", "P99",
-              f"P99 < {slo_p99_ms / 1000:g}s", "Accept", "Out tok/s"]  # fmt: skip
+    header = [
+        "Group",
+        "Input",
+        "Conc",
+        "Prompts",
+        "Failed",
+        "Repeats",
+        "TTFT mean",
+        "P90",
+        "P99",
+        f"P99 < {slo_p99_ms / 1000:g}s",
+        "Accept",
+        "Out tok/s",
+    ]
     rows = [
         [
-            str(c.group), input_label(c.input_len), str(c.concurrency), str(c.num_prompts), str(c.failed),
-            str(len(c.repeats) or 1), format_value(c.ttft_mean_ms), format_value(c.ttft_p90_ms),
-            format_value(c.ttft_p99_ms), "✅" if c.meets_slo(slo_p99_ms) else "❌", format_value(c.accept_length, 2),
+            str(c.group),
+            input_label(c.input_len),
+            str(c.concurrency),
+            str(c.num_prompts),
+            str(c.failed),
+            str(len(c.repeats) or 1),
+            format_value(c.ttft_mean_ms),
+            format_value(c.ttft_p90_ms),
+            format_value(c.ttft_p99_ms),
+            "✅" if c.meets_slo(slo_p99_ms) else "❌",
+            format_value(c.accept_length, 2),
             format_value(c.output_throughput),
         ]
         for c in cells
-    ]  # fmt: skip
+    ]
     lines += _table("Cells", header, rows)
     if cells:
         metric_rows = [
@@ -172,10 +200,17 @@ def run_markdown(
         ]
         lines += _table("Every client metric", ["Metric", *(cell_label(c) for c in cells)], metric_rows)
         interval_rows = [
-            [cell_label(c), name, format_value(c.value(name), metric_digits(name)),
-             i.text(metric_digits(name)), i.over_text]
-            for c in cells for name in HEADLINE_METRICS if (i := c.intervals.get(name))
-        ]  # fmt: skip
+            [
+                cell_label(c),
+                name,
+                format_value(c.value(name), metric_digits(name)),
+                i.text(metric_digits(name)),
+                i.over_text,
+            ]
+            for c in cells
+            for name in HEADLINE_METRICS
+            if (i := c.intervals.get(name))
+        ]
         lines += _table("95% intervals", ["Cell", "Metric", "Value", "Interval", "Over"], interval_rows)
     lines += telemetry_markdown(cells)
     flags = run_flags(summary, summary.recipe)
@@ -197,21 +232,65 @@ def telemetry_markdown(cells: list[CellResult]) -> list[str]:
         sim = " (SIMULATED)" if t.simulated else ""
         for g in t.gpus:
             reasons = ", ".join(f"{k}×{v}" for k, v in g.throttle_reasons.items()) or "none"
-            values = (g.power_mean_w, g.power_max_w, g.sm_clock_mean_mhz, g.sm_clock_min_mhz,
-                      g.memory_used_max_mib, g.temperature_max_c, g.utilization_mean_pct)  # fmt: skip
+            values = (
+                g.power_mean_w,
+                g.power_max_w,
+                g.sm_clock_mean_mhz,
+                g.sm_clock_min_mhz,
+                g.memory_used_max_mib,
+                g.temperature_max_c,
+                g.utilization_mean_pct,
+            )
             gpu_rows.append([cell_label(c) + sim, str(g.index), *(format_value(v) for v in values), reasons])
         if t.server:
             s = t.server
-            server_rows.append([cell_label(c) + sim, s.kind, str(s.scrapes), format_value(s.running_mean, 1),
-                                format_value(s.waiting_max), format_value(s.kv_usage_max, 2),
-                                format_value(s.output_throughput), format_value(c.output_throughput),
-                                format_value(s.accept_length, 2), format_value(c.accept_length, 2)])  # fmt: skip
-    lines = _table("GPU telemetry", ["Cell", "GPU", "Power mean W", "max W", "SM MHz mean", "min", "Mem MiB max",
-                                     "Temp max C", "Util %", "Throttle reasons (samples)"], gpu_rows)  # fmt: skip
+            server_rows.append(
+                [
+                    cell_label(c) + sim,
+                    s.kind,
+                    str(s.scrapes),
+                    format_value(s.running_mean, 1),
+                    format_value(s.waiting_max),
+                    format_value(s.kv_usage_max, 2),
+                    format_value(s.output_throughput),
+                    format_value(c.output_throughput),
+                    format_value(s.accept_length, 2),
+                    format_value(c.accept_length, 2),
+                ]
+            )
+    lines = _table(
+        "GPU telemetry",
+        [
+            "Cell",
+            "GPU",
+            "Power mean W",
+            "max W",
+            "SM MHz mean",
+            "min",
+            "Mem MiB max",
+            "Temp max C",
+            "Util %",
+            "Throttle reasons (samples)",
+        ],
+        gpu_rows,
+    )
     if server_rows:
-        lines += _table("Server telemetry (from /metrics)",
-                        ["Cell", "Kind", "Scrapes", "Running mean", "Queued max", "KV use max", "Server tok/s",
-                         "Client tok/s", "Server accept", "Client accept"], server_rows)  # fmt: skip
+        lines += _table(
+            "Server telemetry (from /metrics)",
+            [
+                "Cell",
+                "Kind",
+                "Scrapes",
+                "Running mean",
+                "Queued max",
+                "KV use max",
+                "Server tok/s",
+                "Client tok/s",
+                "Server accept",
+                "Client accept",
+            ],
+            server_rows,
+        )
     return lines
 
 
@@ -229,8 +308,16 @@ def reference_markdown(summary: RunSummary, check: ReferenceCheck, source: str) 
     ]
     if summary.simulated:
         lines += ["> SIMULATED: the run used a simulated node; agreement says only that the stand-in is tuned.", ""]
-    rows = [[r.metric, input_label(r.input_len), str(r.concurrency), format_value(r.reference, 2),
-             format_value(r.run, 2), r.status] for r in check.rows]
+    rows = [
+        [
+            r.metric,
+            input_label(r.input_len),
+            str(r.concurrency),
+            format_value(r.reference, 2),
+            format_value(r.run, 2),
+            r.status,
+        ]
+        for r in check.rows
+    ]
     lines += _table("Run vs reference", ["Metric", "Input", "Conc", "Reference", "Run", "Difference"], rows)
     return "\n".join(lines)
-

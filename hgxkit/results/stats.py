@@ -124,8 +124,9 @@ def _finite(values: Sequence[float | None]) -> np.ndarray:
 def _too_few(statistic: str, over: SampleUnit, n: int) -> Interval | None:
     need = min_interval_samples()
     if n == 0 and over == "request":
-        return Interval(statistic, over, 0, reason="no per-request values (run the client with --output-details "
-                        "or --save-detailed)")  # fmt: skip
+        return Interval(
+            statistic, over, 0, reason="no per-request values (run the client with --output-details or --save-detailed)"
+        )
     if n < need:
         unit = ("request" if over == "request" else "repeat") + ("" if n == 1 else "s")
         return Interval(statistic, over, n, reason=f"{n} {unit}; a bootstrap interval needs at least {need}")
@@ -147,10 +148,15 @@ def bootstrap_interval(values: Sequence[float], statistic: Statistic, *, over: S
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # BCa's own degenerate-data warning: handled below
         result = stats.bootstrap(
-            (data,), _STATISTICS[statistic], n_resamples=N_RESAMPLES, confidence_level=CONFIDENCE_LEVEL,
-            method=method, vectorized=True, rng=np.random.default_rng(BOOTSTRAP_SEED),
+            (data,),
+            _STATISTICS[statistic],
+            n_resamples=N_RESAMPLES,
+            confidence_level=CONFIDENCE_LEVEL,
+            method=method,
+            vectorized=True,
+            rng=np.random.default_rng(BOOTSTRAP_SEED),
             batch=max(1, MAX_VALUES_PER_BATCH // n),
-        )  # fmt: skip
+        )
     low, high = float(result.confidence_interval.low), float(result.confidence_interval.high)
     if not (math.isfinite(low) and math.isfinite(high)):
         return Interval(statistic, over, n, reason=f"the {method} bootstrap gave no finite interval")
@@ -230,9 +236,15 @@ def t_interval(values: Sequence[float], statistic: str = "mean") -> Interval:
     n = len(data)
     method = "Student t over repeats"
     if n < MIN_RUNS_PER_SIDE:
-        return Interval(statistic, "run", n, method=method, seed=0,
-                        reason=f"{n} repeat{'' if n == 1 else 's'}; an interval over repeats needs at least "
-                        f"{MIN_RUNS_PER_SIDE} (bench_repeats)")  # fmt: skip
+        return Interval(
+            statistic,
+            "run",
+            n,
+            method=method,
+            seed=0,
+            reason=f"{n} repeat{'' if n == 1 else 's'}; an interval over repeats needs at least "
+            f"{MIN_RUNS_PER_SIDE} (bench_repeats)",
+        )
     from scipy import stats
 
     mean, sd = float(np.mean(data)), float(np.std(data, ddof=1))
@@ -271,8 +283,15 @@ def hierarchical_interval(runs: Sequence[Sequence[float]], statistic: Statistic)
         return few
     draws = _hierarchical(data, statistic, np.random.default_rng(BOOTSTRAP_SEED), N_HIERARCHICAL_RESAMPLES)
     low, high = np.percentile(draws, [50 * (1 - CONFIDENCE_LEVEL), 50 * (1 + CONFIDENCE_LEVEL)])
-    return Interval(statistic, "request", n, float(low), float(high), runs=len(data),
-                    method="hierarchical bootstrap (repeats, then requests), percentile")  # fmt: skip
+    return Interval(
+        statistic,
+        "request",
+        n,
+        float(low),
+        float(high),
+        runs=len(data),
+        method="hierarchical bootstrap (repeats, then requests), percentile",
+    )
 
 
 @dataclass(frozen=True)
@@ -306,8 +325,13 @@ def welch_test(a: Sequence[float], b: Sequence[float]) -> Test:
     xa, xb = _finite(a), _finite(b)
     name = "Welch t over repeats"
     if min(len(xa), len(xb)) < MIN_RUNS_PER_SIDE:
-        return Test(name, len(xa), len(xb), reason=f"too small to judge: {len(xa)} vs {len(xb)} repeats; a "
-                    f"run-vs-run test needs at least {MIN_RUNS_PER_SIDE} per run (bench_repeats)")  # fmt: skip
+        return Test(
+            name,
+            len(xa),
+            len(xb),
+            reason=f"too small to judge: {len(xa)} vs {len(xb)} repeats; a "
+            f"run-vs-run test needs at least {MIN_RUNS_PER_SIDE} per run (bench_repeats)",
+        )
     from scipy import stats
 
     diff = float(np.mean(xb) - np.mean(xa))
@@ -332,8 +356,9 @@ def bootstrap_difference_test(
     name = f"hierarchical bootstrap of the {statistic} difference"
     need = min_interval_samples()
     if min(na, nb) < need:
-        return Test(name, na, nb, reason=f"too small to judge: {na} vs {nb} requests; a bootstrap needs at "
-                    f"least {need} per run")  # fmt: skip
+        return Test(
+            name, na, nb, reason=f"too small to judge: {na} vs {nb} requests; a bootstrap needs at least {need} per run"
+        )
     rng = np.random.default_rng(BOOTSTRAP_SEED)
     diffs = _hierarchical(db, statistic, rng, N_HIERARCHICAL_RESAMPLES) - _hierarchical(
         da, statistic, rng, N_HIERARCHICAL_RESAMPLES
@@ -361,9 +386,16 @@ class Judgement:
 
 
 def judge(
-    a: float | None, b: float | None, label_a: str, label_b: str, *, better: Literal["lower", "higher"],
-    test: Test, interval_a: Interval | None = None, interval_b: Interval | None = None,
-) -> Judgement:  # fmt: skip
+    a: float | None,
+    b: float | None,
+    label_a: str,
+    label_b: str,
+    *,
+    better: Literal["lower", "higher"],
+    test: Test,
+    interval_a: Interval | None = None,
+    interval_b: Interval | None = None,
+) -> Judgement:
     """Real when the test's 95% interval of B - A excludes 0; a quantile row also needs both quantiles bounded.
 
     `text` is the post's wording: `marlin -19%` (the better side and its change), `tie`, or why it cannot tell.
@@ -371,17 +403,23 @@ def judge(
     if a is None or b is None or not math.isfinite(a) or not math.isfinite(b) or a == 0:
         return Judgement("n/a", "n/a", interval_a=interval_a, interval_b=interval_b, test=test)
     change = (b - a) / a
-    unbounded = [(label, i) for label, i in ((label_a, interval_a), (label_b, interval_b))
-                 if i is not None and i.statistic in QUANTILES and not i.known]  # fmt: skip
+    unbounded = [
+        (label, i)
+        for label, i in ((label_a, interval_a), (label_b, interval_b))
+        if i is not None and i.statistic in QUANTILES and not i.known
+    ]
     if unbounded:
         label, i = unbounded[0]
         q = QUANTILES[i.statistic]
-        text = (f"too small to judge: {i.statistic.upper()} of {label} has {i.reason or 'no interval'} "
-                f"(a bound needs {min_bounded_samples(q)} requests)")  # fmt: skip
+        text = (
+            f"too small to judge: {i.statistic.upper()} of {label} has {i.reason or 'no interval'} "
+            f"(a bound needs {min_bounded_samples(q)} requests)"
+        )
         return Judgement("too small to judge", text, change, test.p, interval_a, interval_b, test)
     if not test.judgeable:
-        return Judgement("too small to judge", test.reason or "too small to judge", change, None, interval_a,
-                         interval_b, test)  # fmt: skip
+        return Judgement(
+            "too small to judge", test.reason or "too small to judge", change, None, interval_a, interval_b, test
+        )
     if not test.significant:
         return Judgement("tie", "tie", change, test.p, interval_a, interval_b, test)
     b_better = (change < 0) if better == "lower" else (change > 0)

@@ -160,18 +160,29 @@ class CellResult(ClientMetrics):
 
     @classmethod
     def from_record(
-        cls, record: BenchRecord, *, num_prompts: int, group: int, raw_file: str | None,
+        cls,
+        record: BenchRecord,
+        *,
+        num_prompts: int,
+        group: int,
+        raw_file: str | None,
         telemetry: CellTelemetry | None = None,
-    ) -> CellResult:  # fmt: skip
+    ) -> CellResult:
         """A cell from one client run (see `from_repeats` for several)."""
-        return cls.from_repeats([record], num_prompts=num_prompts, group=group, raw_files=[raw_file],
-                                telemetry=telemetry)  # fmt: skip
+        return cls.from_repeats(
+            [record], num_prompts=num_prompts, group=group, raw_files=[raw_file], telemetry=telemetry
+        )
 
     @classmethod
     def from_repeats(
-        cls, records: list[BenchRecord], *, num_prompts: int, group: int, raw_files: list[str | None] | None = None,
+        cls,
+        records: list[BenchRecord],
+        *,
+        num_prompts: int,
+        group: int,
+        raw_files: list[str | None] | None = None,
         telemetry: CellTelemetry | None = None,
-    ) -> CellResult:  # fmt: skip
+    ) -> CellResult:
         """A cell from N client runs of the same shape (N >= 1), with intervals of the headline metrics.
 
         Example: `CellResult.from_repeats(parse_bench_jsonl(text), num_prompts=80, group=0, raw_files=[...])`.
@@ -182,17 +193,23 @@ class CellResult(ClientMetrics):
         files += [None] * (len(records) - len(files))
         repeats = [
             RepeatResult(
-                **r.metrics_json(), index=i, raw_file=files[i], completed=r.completed,
-                failed=max(num_prompts - r.completed, r.failed), requests_with_samples=len(r.ttfts_ms),
+                **r.metrics_json(),
+                index=i,
+                raw_file=files[i],
+                completed=r.completed,
+                failed=max(num_prompts - r.completed, r.failed),
+                requests_with_samples=len(r.ttfts_ms),
                 derived_fields=list(r.derived_fields),
             )
             for i, r in enumerate(records)
-        ]  # fmt: skip
+        ]
         pooled = all(r.has_request_samples for r in records)
         samples = RequestSamples(
-            [v for r in records for v in r.ttfts_ms], [v for r in records for v in r.tpots_ms],
-            [v for r in records for v in r.e2es_ms], [gaps for r in records for gaps in r.itls_ms],
-        )  # fmt: skip
+            [v for r in records for v in r.ttfts_ms],
+            [v for r in records for v in r.tpots_ms],
+            [v for r in records for v in r.e2es_ms],
+            [gaps for r in records for gaps in r.itls_ms],
+        )
         values = _combine(repeats, samples if pooled and len(records) > 1 else None)
         if len(records) == 1:
             aggregation = "single run: the client's own numbers"
@@ -320,14 +337,24 @@ class RunSummary:
 def _migrate_v1(data: dict[str, Any]) -> dict[str, Any]:
     """Schema 1 -> 2: the same cell fields (a subset of today's metrics); the one client run becomes the cell's
     only repeat, and intervals are computed from the per-request TTFTs it kept. Definitions are today's."""
-    out = dict(data, schema_version=SUMMARY_SCHEMA_VERSION, metric_definitions=metric_definitions(),
-               statistics=statistics_note())  # fmt: skip
+    out = dict(
+        data,
+        schema_version=SUMMARY_SCHEMA_VERSION,
+        metric_definitions=metric_definitions(),
+        statistics=statistics_note(),
+    )
     cells = []
     for cell in data.get("cells", []):
-        repeat = {**metric_values(cell), "index": 0, "raw_file": cell.get("raw_file"),
-                  "completed": cell.get("completed", 0), "failed": cell.get("failed", 0),
-                  "requests_with_samples": len(cell.get("ttfts_ms") or [])}  # fmt: skip
-        cells.append({**cell, "repeats": [repeat],
-                      "aggregation": "single run: the client's own numbers (schema 1 archive)"})  # fmt: skip
+        repeat = {
+            **metric_values(cell),
+            "index": 0,
+            "raw_file": cell.get("raw_file"),
+            "completed": cell.get("completed", 0),
+            "failed": cell.get("failed", 0),
+            "requests_with_samples": len(cell.get("ttfts_ms") or []),
+        }
+        cells.append(
+            {**cell, "repeats": [repeat], "aggregation": "single run: the client's own numbers (schema 1 archive)"}
+        )
     out["cells"] = cells
     return out

@@ -50,11 +50,28 @@ from hgxkit.results.prometheus import (
 
 # Re-exported: callers need only this module for the whole telemetry pipeline.
 __all__ = [
-    "GPU_QUERY", "SCRAPE_MARK", "THERMAL_OR_POWER", "THROTTLE_REASONS", "CellTelemetry", "GpuSample", "GpuTelemetry",
-    "PromSample", "Scrape", "ServerTelemetry", "TelemetrySource", "counter_increase", "decode_throttle_reasons",
-    "format_scrape_series", "parse_exposition", "parse_gpu_csv", "parse_scrape_series", "summarise_cell_telemetry",
-    "summarise_gpus", "summarise_server", "telemetry_flags",
-]  # fmt: skip
+    "GPU_QUERY",
+    "SCRAPE_MARK",
+    "THERMAL_OR_POWER",
+    "THROTTLE_REASONS",
+    "CellTelemetry",
+    "GpuSample",
+    "GpuTelemetry",
+    "PromSample",
+    "Scrape",
+    "ServerTelemetry",
+    "TelemetrySource",
+    "counter_increase",
+    "decode_throttle_reasons",
+    "format_scrape_series",
+    "parse_exposition",
+    "parse_gpu_csv",
+    "parse_scrape_series",
+    "summarise_cell_telemetry",
+    "summarise_gpus",
+    "summarise_server",
+    "telemetry_flags",
+]
 
 TelemetrySource = Literal["sampled", "prometheus"]
 
@@ -214,8 +231,9 @@ def summarise_server(kind: str, names: KindMetrics, scrapes: list[Scrape]) -> Se
             accept, source = _mean(values), f"mean of {names.accept_length_gauge} over {len(values)} busy scrapes"
     hit_rate = None
     if names.prefix_cache_hits and names.prefix_cache_queries:
-        hits, queries = counter_increase(scrapes, names.prefix_cache_hits), counter_increase(
-            scrapes, names.prefix_cache_queries
+        hits, queries = (
+            counter_increase(scrapes, names.prefix_cache_hits),
+            counter_increase(scrapes, names.prefix_cache_queries),
         )
         hit_rate = hits / queries if hits is not None and queries else None
     elif names.cache_hit_rate_gauge:
@@ -277,9 +295,16 @@ def _downsample(points: list[list[float]], limit: int = 240) -> list[list[float]
 
 
 def summarise_cell_telemetry(
-    kind: str, names: KindMetrics, *, metrics_text: str | None = None, gpu_csv: str | None = None, simulated: bool,
-    window: tuple[float, float] | None = None, files: list[str] | None = None, source: TelemetrySource = "sampled",
-) -> CellTelemetry:  # fmt: skip
+    kind: str,
+    names: KindMetrics,
+    *,
+    metrics_text: str | None = None,
+    gpu_csv: str | None = None,
+    simulated: bool,
+    window: tuple[float, float] | None = None,
+    files: list[str] | None = None,
+    source: TelemetrySource = "sampled",
+) -> CellTelemetry:
     """Everything about one cell: pure, from the raw texts (a scrape series and nvidia-smi CSV, either may be
     absent). `window` (unix start, end of the client's run) keeps only the samples of this cell."""
     scrapes = _window(parse_scrape_series(metrics_text), window) if metrics_text else []

@@ -30,22 +30,47 @@ VLLM_TOOL = "vllm bench serve"
 # hgxkit metric name -> vLLM's key.
 VLLM_KEYS = {
     "duration_s": "duration",
-    "ttft_mean_ms": "mean_ttft_ms", "ttft_median_ms": "median_ttft_ms", "ttft_p90_ms": "p90_ttft_ms",
+    "ttft_mean_ms": "mean_ttft_ms",
+    "ttft_median_ms": "median_ttft_ms",
+    "ttft_p90_ms": "p90_ttft_ms",
     "ttft_p99_ms": "p99_ttft_ms",
-    "tpot_mean_ms": "mean_tpot_ms", "tpot_median_ms": "median_tpot_ms", "tpot_p99_ms": "p99_tpot_ms",
-    "itl_mean_ms": "mean_itl_ms", "itl_median_ms": "median_itl_ms", "itl_p99_ms": "p99_itl_ms",
-    "e2e_mean_ms": "mean_e2el_ms", "e2e_median_ms": "median_e2el_ms", "e2e_p99_ms": "p99_e2el_ms",
-    "request_throughput": "request_throughput", "output_throughput": "output_throughput",
-    "total_throughput": "total_token_throughput", "accept_length": "spec_decode_acceptance_length",
+    "tpot_mean_ms": "mean_tpot_ms",
+    "tpot_median_ms": "median_tpot_ms",
+    "tpot_p99_ms": "p99_tpot_ms",
+    "itl_mean_ms": "mean_itl_ms",
+    "itl_median_ms": "median_itl_ms",
+    "itl_p99_ms": "p99_itl_ms",
+    "e2e_mean_ms": "mean_e2el_ms",
+    "e2e_median_ms": "median_e2el_ms",
+    "e2e_p99_ms": "p99_e2el_ms",
+    "request_throughput": "request_throughput",
+    "output_throughput": "output_throughput",
+    "total_throughput": "total_token_throughput",
+    "accept_length": "spec_decode_acceptance_length",
     "max_concurrent_requests": "max_concurrent_requests",
-    "total_input_tokens": "total_input_tokens", "total_output_tokens": "total_output_tokens",
-}  # fmt: skip
+    "total_input_tokens": "total_input_tokens",
+    "total_output_tokens": "total_output_tokens",
+}
 # Keys every `--save-result` file has (generation task); a missing one is listed in `missing_fields`.
 VLLM_EXPECTED_FIELDS = (
-    "date", "backend", "model_id", "num_prompts", "request_rate", "burstiness", "max_concurrency", "duration",
-    "completed", "failed", "total_input_tokens", "total_output_tokens", "request_throughput", "output_throughput",
-    "total_token_throughput", "max_output_tokens_per_s", "max_concurrent_requests",
-)  # fmt: skip
+    "date",
+    "backend",
+    "model_id",
+    "num_prompts",
+    "request_rate",
+    "burstiness",
+    "max_concurrency",
+    "duration",
+    "completed",
+    "failed",
+    "total_input_tokens",
+    "total_output_tokens",
+    "request_throughput",
+    "output_throughput",
+    "total_token_throughput",
+    "max_output_tokens_per_s",
+    "max_concurrent_requests",
+)
 
 
 def _int(value: Any) -> int | None:
@@ -64,9 +89,12 @@ def _typical_length(doc: dict[str, Any], per_request: str, total: str, completed
 
 
 def vllm_record_from_json(
-    doc: dict[str, Any], *, tool_version: str | None = None, input_len: int | None = None,
+    doc: dict[str, Any],
+    *,
+    tool_version: str | None = None,
+    input_len: int | None = None,
     output_len: int | None = None,
-) -> BenchRecord:  # fmt: skip
+) -> BenchRecord:
     """A `BenchRecord` from one parsed `--save-result` object.
 
     vLLM records neither its own version nor the requested lengths unless `--metadata` adds them
@@ -103,8 +131,11 @@ def vllm_record_from_json(
         tool=VLLM_TOOL,
         tool_version=tool_version or doc.get("vllm_version"),
         input_len=input_len or _int(doc.get("input_len")) or _int(doc.get("random_input_len")) or guessed_input or 0,
-        output_len=output_len or _int(doc.get("output_len")) or _int(doc.get("random_output_len"))
-        or guessed_output or 0,
+        output_len=output_len
+        or _int(doc.get("output_len"))
+        or _int(doc.get("random_output_len"))
+        or guessed_output
+        or 0,
         max_concurrency=_int(doc.get("max_concurrency")),
         request_rate=_number(doc.get("request_rate")) if doc.get("request_rate") != "inf" else None,
         num_prompts=_int(doc.get("num_prompts")),
@@ -123,9 +154,13 @@ def vllm_record_from_json(
 
 
 def parse_vllm_result(
-    text: str, *, source: str = "<vllm json>", tool_version: str | None = None, input_len: int | None = None,
+    text: str,
+    *,
+    source: str = "<vllm json>",
+    tool_version: str | None = None,
+    input_len: int | None = None,
     output_len: int | None = None,
-) -> list[BenchRecord]:  # fmt: skip
+) -> list[BenchRecord]:
     """Every run in a `vllm bench serve --save-result` file (one object, or one per line with --append-result).
 
     Bad input raises ValueError naming the file and line.
@@ -148,6 +183,7 @@ def parse_vllm_result(
     for index, doc in enumerate(docs, start=1):
         if not isinstance(doc, dict) or "duration" not in doc:
             raise ValueError(f"{source}: object {index} is not a `vllm bench serve --save-result` result")
-        records.append(vllm_record_from_json(doc, tool_version=tool_version, input_len=input_len,
-                                             output_len=output_len))  # fmt: skip
+        records.append(
+            vllm_record_from_json(doc, tool_version=tool_version, input_len=input_len, output_len=output_len)
+        )
     return records

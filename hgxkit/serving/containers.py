@@ -169,23 +169,42 @@ def container_specs(
     specs = []
     for group in shown:
         name = container_name(recipe, group)
-        overrides = dict(name=name, publish_address=bind_address, detach=True, image=image, extra_options=options,
-                         extra_args=args, keep_stopped=rank is not None)  # fmt: skip
+        overrides = dict(
+            name=name,
+            publish_address=bind_address,
+            detach=True,
+            image=image,
+            extra_options=options,
+            extra_args=args,
+            keep_stopped=rank is not None,
+        )
         body = group.with_overrides(**overrides)  # type: ignore[arg-type]
         spec_hash = hashlib.sha256(json.dumps(body.argv).encode()).hexdigest()[:16]
         url = health_url(recipe, group)
-        labels = {MANAGED_LABEL: "1", RECIPE_LABEL: recipe.name, GROUP_LABEL: str(group.group), SPEC_LABEL: spec_hash,
-                  PORT_LABEL: url.split("://", 1)[1].split("/", 1)[0].rsplit(":", 1)[1]}  # fmt: skip
+        labels = {
+            MANAGED_LABEL: "1",
+            RECIPE_LABEL: recipe.name,
+            GROUP_LABEL: str(group.group),
+            SPEC_LABEL: spec_hash,
+            PORT_LABEL: url.split("://", 1)[1].split("/", 1)[0].rsplit(":", 1)[1],
+        }
         if rank is not None:
             labels[RANK_LABEL] = str(rank)
             labels[SPEC_LABEL] = group_hash or spec_hash
             spec_hash = labels[SPEC_LABEL]
         folder = f"{state_dir}/replace/{name}"
         secrets = (
-            take_secrets(body.with_overrides(labels=labels), recipe.server.server_kind, environ, allowlist,
-                         env_file=f"{folder}/{SECRETS_ENV}", key_file=f"{folder}/{RECIPE_KEY_YAML}")
-            if environ is not None else None
-        )  # fmt: skip
+            take_secrets(
+                body.with_overrides(labels=labels),
+                recipe.server.server_kind,
+                environ,
+                allowlist,
+                env_file=f"{folder}/{SECRETS_ENV}",
+                key_file=f"{folder}/{RECIPE_KEY_YAML}",
+            )
+            if environ is not None
+            else None
+        )
         specs.append(
             ContainerSpec(
                 group=group.group,

@@ -98,8 +98,14 @@ def listed_rows(lines: list[str]) -> list[list[str]]:
                 # A container's own name is its one name without a further '/' (legacy links add "/a/b").
                 names = [str(n).lstrip("/") for n in item.get("Names") or [] if str(n).count("/") <= 1]
                 found = item.get("Labels") if isinstance(item.get("Labels"), dict) else {}
-                rows.append([str(item.get("Id", "")), names[0] if names else "", str(item.get("State", "")),
-                             *(str(found.get(label, "")) for label in _PS_LABELS)])  # fmt: skip
+                rows.append(
+                    [
+                        str(item.get("Id", "")),
+                        names[0] if names else "",
+                        str(item.get("State", "")),
+                        *(str(found.get(label, "")) for label in _PS_LABELS),
+                    ]
+                )
     return rows
 
 

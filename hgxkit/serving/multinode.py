@@ -118,36 +118,61 @@ def place_groups(candidates: Sequence[Candidate], *, nodes: int, dist_port: int 
         clash = [h for h in wanted if h in owner]
         unknown = [h for h in wanted if h not in by_name]
         if len(wanted) != nodes or len(set(wanted)) != len(wanted):
-            problems.append(Problem("placement", f"group_hosts of {candidate.name} lists {len(wanted)} host(s) "
-                                    f"({', '.join(wanted) or 'none'}) but the server spans {nodes} distinct nodes",
-                                    f"list exactly {nodes} host names, the head (rank 0) first"))  # fmt: skip
+            problems.append(
+                Problem(
+                    "placement",
+                    f"group_hosts of {candidate.name} lists {len(wanted)} host(s) "
+                    f"({', '.join(wanted) or 'none'}) but the server spans {nodes} distinct nodes",
+                    f"list exactly {nodes} host names, the head (rank 0) first",
+                )
+            )
         elif candidate.name not in wanted:
             found = f"group_hosts of {candidate.name} ({', '.join(wanted)}) does not list {candidate.name} itself"
             problems.append(Problem("placement", found, "set group_hosts only on the group's hosts"))
         elif unknown:
-            problems.append(Problem("placement", f"group_hosts of {candidate.name} lists {', '.join(unknown)}, "
-                                    "which is not an inventory host serving this recipe",
-                                    "fix the host names, or give those hosts the same recipe"))  # fmt: skip
+            problems.append(
+                Problem(
+                    "placement",
+                    f"group_hosts of {candidate.name} lists {', '.join(unknown)}, "
+                    "which is not an inventory host serving this recipe",
+                    "fix the host names, or give those hosts the same recipe",
+                )
+            )
         elif clash:
-            problems.append(Problem("placement", f"{', '.join(clash)} is listed in two groups "
-                                    f"({', '.join(owner[clash[0]])} and {', '.join(wanted)})",
-                                    "give every host one group_hosts list"))  # fmt: skip
+            problems.append(
+                Problem(
+                    "placement",
+                    f"{', '.join(clash)} is listed in two groups "
+                    f"({', '.join(owner[clash[0]])} and {', '.join(wanted)})",
+                    "give every host one group_hosts list",
+                )
+            )
         else:
             lists.append(wanted)
             owner.update({h: wanted for h in wanted})
     for candidate in candidates:  # a listed host that says otherwise
         mine = candidate.group_hosts
         if candidate.name in owner and mine is not None and mine != owner[candidate.name]:
-            problems.append(Problem("placement", f"{candidate.name} is in group {', '.join(owner[candidate.name])} "
-                                    f"but its own group_hosts is {', '.join(mine)}",
-                                    "set the same group_hosts on every host of a group"))  # fmt: skip
+            problems.append(
+                Problem(
+                    "placement",
+                    f"{candidate.name} is in group {', '.join(owner[candidate.name])} "
+                    f"but its own group_hosts is {', '.join(mine)}",
+                    "set the same group_hosts on every host of a group",
+                )
+            )
     rest = [c.name for c in candidates if c.name not in owner and c.group_hosts is None]
     chunks = [tuple(rest[i : i + nodes]) for i in range(0, len(rest) - len(rest) % nodes, nodes)]
     left = rest[len(rest) - len(rest) % nodes :]
     if left:
-        problems.append(Problem("placement", f"{', '.join(left)} serve(s) a recipe spanning {nodes} nodes but "
-                                f"{len(left)} host(s) are left without a full group", f"add hosts to make groups "
-                                f"of {nodes}, or set group_hosts (the group's hosts in rank order)"))  # fmt: skip
+        problems.append(
+            Problem(
+                "placement",
+                f"{', '.join(left)} serve(s) a recipe spanning {nodes} nodes but "
+                f"{len(left)} host(s) are left without a full group",
+                f"add hosts to make groups of {nodes}, or set group_hosts (the group's hosts in rank order)",
+            )
+        )
     groups = []
     for index, hosts in enumerate([*lists, *chunks]):
         members = []

@@ -46,8 +46,10 @@ def _group_hosts(h: Any) -> tuple[str, ...] | None:
     if isinstance(value, str):
         members = h.inventory.get_group(value, default=None)
         if members is None:
-            raise DeployError(f"{h.name}: group_hosts {value!r} is neither a list of hosts nor an inventory group; "
-                              "set it to the group's host names in rank order (rank 0 first)")  # fmt: skip
+            raise DeployError(
+                f"{h.name}: group_hosts {value!r} is neither a list of hosts nor an inventory group; "
+                "set it to the group's host names in rank order (rank 0 first)"
+            )
         return tuple(m.name for m in members)
     return tuple(str(v) for v in value)
 
@@ -96,12 +98,22 @@ def run_problems(h: Any, group: NodeGroup) -> list[Problem]:
     for member in group.members:
         other = member_host(h, member.host)
         if other not in state.activated_hosts:
-            problems.append(Problem("group-member", f"{member.host} (rank {member.rank}) of the group "
-                                    f"{', '.join(group.hosts)} is not in this run (--limit, or not connected)",
-                                    "run all hosts of the group together"))  # fmt: skip
+            problems.append(
+                Problem(
+                    "group-member",
+                    f"{member.host} (rank {member.rank}) of the group "
+                    f"{', '.join(group.hosts)} is not in this run (--limit, or not connected)",
+                    "run all hosts of the group together",
+                )
+            )
         elif other in state.failed_hosts:
-            problems.append(Problem("group-member", f"{member.host} (rank {member.rank}) failed earlier in this run",
-                                    "fix it and run again; the group was not changed"))  # fmt: skip
+            problems.append(
+                Problem(
+                    "group-member",
+                    f"{member.host} (rank {member.rank}) failed earlier in this run",
+                    "fix it and run again; the group was not changed",
+                )
+            )
     return problems
 
 

@@ -109,16 +109,25 @@ def recipe_exposure_problems(recipe: Recipe, *, api_key: str | None, allow_unaut
     problems = []
     if any(value is None or value in _TRUE for value in recipe.docker.values("--publish-all")):
         problems.append(
-            Problem("exposure", "-P publishes every exposed port on every interface, whatever bind_address says",
-                    "publish the server's port with -p instead")
+            Problem(
+                "exposure",
+                "-P publishes every exposed port on every interface, whatever bind_address says",
+                "publish the server's port with -p instead",
+            )
         )
     if recipe.docker.last("--network") == "host" and not (api_key or allow_unauthenticated):
         kind = recipe.server.server_kind
         try:
             host = effective_host(recipe)
         except InputError as err:
-            return [*problems, Problem("exposure", f"{err.message}, so who can reach the API is not known",
-                                       "write the server's flags without a sh -c wrapper")]  # fmt: skip
+            return [
+                *problems,
+                Problem(
+                    "exposure",
+                    f"{err.message}, so who can reach the API is not known",
+                    "write the server's flags without a sh -c wrapper",
+                ),
+            ]
         if not is_loopback(host):
             problems.append(
                 Problem(

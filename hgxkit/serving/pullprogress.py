@@ -73,8 +73,13 @@ class Layers:
         self.samples = [(t, b) for t, b in self.samples if now - t <= RATE_WINDOW_S] + [(now, done)]
         (t0, b0), (t1, b1) = self.samples[0], self.samples[-1]
         rate = (b1 - b0) / (t1 - t0) if t1 > t0 else 0.0
-        return {"done": done, "total": sum(self.total.values()), "layers_done": len(self.finished),
-                "layers": len(self.seen), "rate_bps": rate}  # fmt: skip
+        return {
+            "done": done,
+            "total": sum(self.total.values()),
+            "layers_done": len(self.finished),
+            "layers": len(self.seen),
+            "rate_bps": rate,
+        }
 
 
 def _write(path: str, state: dict) -> None:
@@ -96,8 +101,14 @@ class _UnixConnection(HTTPConnection):
 
 
 def _cli_pull(reference: str, path: str, started: float) -> int:
-    _write(path, {"status": "pulling", "detail": "with the docker CLI (registry credentials): no byte counts",
-                  "started": started})  # fmt: skip
+    _write(
+        path,
+        {
+            "status": "pulling",
+            "detail": "with the docker CLI (registry credentials): no byte counts",
+            "started": started,
+        },
+    )
     res = subprocess.run(["docker", "pull", "-q", reference], capture_output=True, text=True, check=False)
     status = "ok" if res.returncode == 0 else "failed: " + (res.stderr.strip().splitlines() or ["docker pull"])[-1]
     _write(path, {"status": status, "elapsed": time.time() - started})

@@ -76,7 +76,7 @@ def replace_script(
         'if docker inspect "$prev" >/dev/null 2>&1; then ours "$prev" && docker rm -f "$prev" >/dev/null; fi',
         'if [ -n "$old" ]; then docker stop "$old" >/dev/null 2>&1; docker rename "$old" "$prev" || '
         '{ docker start "$old" >/dev/null; finish "failed: could not set the old container aside; it serves on"; }; fi',
-        'sh ./docker-run.sh > start.log 2>&1; rm -f docker-run.sh secrets.env',
+        "sh ./docker-run.sh > start.log 2>&1; rm -f docker-run.sh secrets.env",
         "start=$(date +%s)",
         "while :; do",
         '  code=$(curl -s -m 30 -o /dev/null -w "%{http_code}" "$url" 2>/dev/null)',

@@ -75,8 +75,9 @@ def spec_record(spec: ContainerSpec, kind: str) -> dict[str, Any]:
     node beside it so a later plan can say which settings differ: image, docker options (hgxkit's labels left
     out: they only repeat the spec's hash), the server's words, its kind."""
     rendered = spec.rendered
-    options = [" ".join(e.words) for e in rendered.options if not all(canonical(u.option.name) == "--label"
-                                                                        for u in e.uses)]  # fmt: skip
+    options = [
+        " ".join(e.words) for e in rendered.options if not all(canonical(u.option.name) == "--label" for u in e.uses)
+    ]
     return {"kind": kind, "image": rendered.image, "options": options, "server": rendered.server_argv}
 
 
@@ -126,9 +127,11 @@ class GroupAction:
 
 
 def group_actions(
-    current: list[RunningContainer], desired: list[ContainerSpec], records: Mapping[str, Mapping[str, Any] | None],
+    current: list[RunningContainer],
+    desired: list[ContainerSpec],
+    records: Mapping[str, Mapping[str, Any] | None],
     kind: str,
-) -> list[GroupAction]:  # fmt: skip
+) -> list[GroupAction]:
     """Per container, removes first, then each group in order: keep, start (no container of that name), or
     replace (with the settings that differ from `records[name]`, the running container's spec record, or why
     else). Pure: the serve role gives it the node's facts and the recipe's specs (`kind`: the recipe's kind)."""
@@ -145,8 +148,11 @@ def group_actions(
         elif spec.name in replaced and old is None:
             actions.append(GroupAction("start", spec.name, spec.group, spec=spec))
         elif spec.name in replaced:
-            actions.append(GroupAction("replace", spec.name, spec.group, _why(old, spec, records.get(spec.name), kind),
-                                       spec=spec, old=old))  # fmt: skip
+            actions.append(
+                GroupAction(
+                    "replace", spec.name, spec.group, _why(old, spec, records.get(spec.name), kind), spec=spec, old=old
+                )
+            )
     return actions
 
 

@@ -148,9 +148,17 @@ def router_spec(
     if policy not in POLICIES:
         raise ValueError(f"router_policy {policy!r} is not one of {', '.join(POLICIES)}: set router_policy")
     server = [
-        "--worker-urls", *urls, "--policy", policy, "--host", bind_address, "--port", str(port),
-        "--prometheus-host", "127.0.0.1",
-    ]  # fmt: skip
+        "--worker-urls",
+        *urls,
+        "--policy",
+        policy,
+        "--host",
+        bind_address,
+        "--port",
+        str(port),
+        "--prometheus-host",
+        "127.0.0.1",
+    ]
     if api_key_file:
         options = ["-v", f"{api_key_file}:{KEY_IN_CONTAINER}:ro", "--entrypoint", "python3"]
         command = ["-c", KEY_LAUNCHER]

@@ -116,8 +116,9 @@ def pull(h: Host, reference: str) -> str:
         h.put_file(StringIO(pull_program()), program)
         run(start_pull_command(reference, program, progress))
     every = float(h.data.get("serve_pull_progress_every_s") or 5)
-    poll = script("sleep 1; cat {f} 2>/dev/null; echo; systemctl is-active {unit} 2>/dev/null || true",
-                  f=progress, unit=PULL_UNIT)  # fmt: skip
+    poll = script(
+        "sleep 1; cat {f} 2>/dev/null; echo; systemctl is-active {unit} 2>/dev/null || true", f=progress, unit=PULL_UNIT
+    )
     last = 0.0
     state: dict = {}
     while True:
@@ -130,9 +131,12 @@ def pull(h: Host, reference: str) -> str:
         if not active:
             break
     if str(state.get("status", "")).startswith("failed"):
-        raise RunFailure(f"the pull of {reference}", [state["status"].removeprefix("failed: ")],
-                         "check the image reference and the node's route to its registry or mirror "
-                         "(`hgxkit doctor INVENTORY`), then run again")  # fmt: skip
+        raise RunFailure(
+            f"the pull of {reference}",
+            [state["status"].removeprefix("failed: ")],
+            "check the image reference and the node's route to its registry or mirror "
+            "(`hgxkit doctor INVENTORY`), then run again",
+        )
     if state.get("status") == "ok":
         echo(f"[{h.name}] pulled {reference} in {float(state.get('elapsed') or 0):.0f} s")
     digest = digest_from_inspect(run(pull_and_inspect(reference)), reference)

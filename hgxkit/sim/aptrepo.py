@@ -105,9 +105,7 @@ def load_manifest(path: Path = DATA / "packages.yaml") -> Manifest:
                 "fix them (quote values that contain commas)"
             )
         if p["repo"] not in repos or p["versions"] not in sets:
-            raise HgxkitError(
-                f"{path}: package {p['name']!r} names an unknown repo or version set; fix the entry"
-            )
+            raise HgxkitError(f"{path}: package {p['name']!r} names an unknown repo or version set; fix the entry")
         for src in p.get("files", {}).values():
             if not (DATA / "files" / src).is_file():
                 raise HgxkitError(f"{path}: package {p['name']!r} ships missing file files/{src}; add it")
@@ -134,10 +132,7 @@ def sources_digest() -> str:
     for f in sorted(DATA.rglob("*")):
         if f.is_file():
             h.update(
-                str(f.relative_to(DATA)).encode()
-                + b"\0"
-                + f.read_bytes()
-                + bytes([f.stat().st_mode & 0o111 != 0])
+                str(f.relative_to(DATA)).encode() + b"\0" + f.read_bytes() + bytes([f.stat().st_mode & 0o111 != 0])
             )
     return h.hexdigest()[:16]
 
@@ -148,9 +143,7 @@ def _run(cmd: list[str], cwd: Path | None = None, env: dict[str, str] | None = N
     except FileNotFoundError as err:
         raise HgxkitError(f"{cmd[0]} not found: install Debian package {TOOLS.get(cmd[0], cmd[0])}") from err
     if res.returncode != 0:
-        raise HgxkitError(
-            f"{' '.join(cmd[:3])} failed: {(res.stderr or res.stdout).strip().splitlines()[-1:]}"
-        )
+        raise HgxkitError(f"{' '.join(cmd[:3])} failed: {(res.stderr or res.stdout).strip().splitlines()[-1:]}")
     return res.stdout
 
 
@@ -246,9 +239,7 @@ def build_repo(cache_dir: Path) -> RepoBuild:
         return RepoBuild(root, digest, meta["key_fingerprint"], meta["packages"])
     for tool in TOOLS:
         if shutil.which(tool) is None:
-            raise HgxkitError(
-                f"{tool} not found: install Debian package {TOOLS[tool]} to build the simulated repo"
-            )
+            raise HgxkitError(f"{tool} not found: install Debian package {TOOLS[tool]} to build the simulated repo")
     cache_dir.mkdir(parents=True, exist_ok=True)
     tmp_root = Path(tempfile.mkdtemp(prefix=f".{digest}-", dir=cache_dir))
     gnupg = Path(tempfile.mkdtemp(prefix="hgxg"))  # short path: gpg-agent's socket name is length-limited
@@ -280,9 +271,7 @@ def build_repo(cache_dir: Path) -> RepoBuild:
             "simulated": True,
             "digest": digest,
             "key_fingerprint": fpr,
-            "repositories": {
-                n: {"path": r.path, "url": f"{NODE_URL}/{r.path}/"} for n, r in manifest.repos.items()
-            },
+            "repositories": {n: {"path": r.path, "url": f"{NODE_URL}/{r.path}/"} for n, r in manifest.repos.items()},
             "packages": built,
         }
         (tmp_root / "repo.json").write_text(json.dumps(meta, indent=2) + "\n")
@@ -293,9 +282,7 @@ def build_repo(cache_dir: Path) -> RepoBuild:
             shutil.rmtree(root)
         tmp_root.rename(root)
     finally:
-        subprocess.run(
-            ["gpgconf", "--homedir", str(gnupg), "--kill", "all"], capture_output=True, check=False
-        )
+        subprocess.run(["gpgconf", "--homedir", str(gnupg), "--kill", "all"], capture_output=True, check=False)
         shutil.rmtree(gnupg, ignore_errors=True)
         shutil.rmtree(tmp_root, ignore_errors=True)
     return RepoBuild(root, digest, fpr, built)

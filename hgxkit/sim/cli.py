@@ -68,8 +68,11 @@ def _status(args: argparse.Namespace) -> int:
 
     found = nodes.status(args.cluster)
     if args.json:
-        document = {"schema_version": STATUS_SCHEMA_VERSION, "cluster": args.cluster,
-                    "nodes": [n.as_dict() for n in found]}  # fmt: skip
+        document = {
+            "schema_version": STATUS_SCHEMA_VERSION,
+            "cluster": args.cluster,
+            "nodes": [n.as_dict() for n in found],
+        }
         print(json.dumps(document, indent=2))
     elif not found:
         print(f"no simulated nodes in cluster {args.cluster!r}: start some with `hgxkit sim up`")
@@ -99,13 +102,9 @@ def _ssh(args: argparse.Namespace) -> int:
     command = _split_ssh_rest(args)
     match = [n for n in nodes.status(args.cluster) if n.name == args.node]
     if not match:
-        raise InputError(
-            f"no simulated node {args.node!r} in cluster {args.cluster!r}: see `hgxkit sim status`"
-        )
+        raise InputError(f"no simulated node {args.node!r} in cluster {args.cluster!r}: see `hgxkit sim status`")
     if shutil.which("ssh") is None:
-        raise HgxkitError(
-            f"ssh not found: install openssh-client, or use `docker exec -it {match[0].container} bash`"
-        )
+        raise HgxkitError(f"ssh not found: install openssh-client, or use `docker exec -it {match[0].container} bash`")
     argv = nodes.ssh_argv(match[0], command)
     os.execvp(argv[0], argv)
     return 0  # pragma: no cover
@@ -120,8 +119,9 @@ def _host_setup(args: argparse.Namespace) -> int:
 def _demo(args: argparse.Namespace) -> int:
     from hgxkit.sim import demo
 
-    return demo.run(demo.DemoOptions(cluster=args.cluster, memory_gib=args.memory_gib, results=args.results,
-                                     verbose=args.verbose))  # fmt: skip
+    return demo.run(
+        demo.DemoOptions(cluster=args.cluster, memory_gib=args.memory_gib, results=args.results, verbose=args.verbose)
+    )
 
 
 Handler = Callable[[argparse.Namespace], int]

@@ -396,8 +396,11 @@ def apply(p: Plan, facts: Facts, system: System, say=print) -> list[str]:
         else:
             say(f"{PREFIX} started dockerd ({engine.address} answers)")
     if p.unmount_lxcfs:
-        for argv in (["fusermount3", "-u", "-z", LXCFS_DIR], ["fusermount", "-u", "-z", LXCFS_DIR],
-                     ["umount", "-l", LXCFS_DIR]):  # fmt: skip
+        for argv in (
+            ["fusermount3", "-u", "-z", LXCFS_DIR],
+            ["fusermount", "-u", "-z", LXCFS_DIR],
+            ["umount", "-l", LXCFS_DIR],
+        ):
             if system.which(argv[0]) and system.run(argv)[0] == 0:
                 say(f"{PREFIX} unmounted the stale lxcfs mount at {LXCFS_DIR} (its lxcfs had died)")
                 break
@@ -419,8 +422,10 @@ def apply(p: Plan, facts: Facts, system: System, say=print) -> list[str]:
         if code == 0:
             say(f"{PREFIX} raised {', '.join(p.sysctls)} (many simulated nodes run out of the defaults)")
         else:  # a read-only /proc/sys (a container): few nodes still run; say so and go on
-            say(f"{PREFIX} could not raise {', '.join(p.sysctls)} ({_tail(out)}): more than ~15 simulated nodes "
-                "at once may fail to start")  # fmt: skip
+            say(
+                f"{PREFIX} could not raise {', '.join(p.sysctls)} ({_tail(out)}): more than ~15 simulated nodes "
+                "at once may fail to start"
+            )
     return problems
 
 
@@ -429,8 +434,14 @@ def _tail(out: str) -> str:
     return " | ".join(lines[-2:])[-200:] or "no output"
 
 
-def setup(purpose: str = "demo", *, dry_run: bool = False, system: System | None = None, say=print,
-          env: dict[str, str] | None = None) -> int:  # fmt: skip
+def setup(
+    purpose: str = "demo",
+    *,
+    dry_run: bool = False,
+    system: System | None = None,
+    say=print,
+    env: dict[str, str] | None = None,
+) -> int:
     """Host setup for `purpose` (demo, test or all); the exit status: 1 while something `purpose` needs is missing
     (for `test`, only under CI=true: elsewhere the end-to-end tests skip instead)."""
     if purpose not in PURPOSES:
@@ -483,8 +494,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """`python3 -m hgxkit.sim.host setup …`: the same as `hgxkit sim host setup …`, with the standard library only."""
-    parser = argparse.ArgumentParser(prog="python3 -m hgxkit.sim.host", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+    parser = argparse.ArgumentParser(
+        prog="python3 -m hgxkit.sim.host", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     sub = parser.add_subparsers(dest="command", metavar="setup", required=True)
     add_arguments(sub.add_parser("setup", help="install and start what the simulated nodes need"))
     args = parser.parse_args(argv)

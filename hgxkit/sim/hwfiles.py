@@ -55,9 +55,7 @@ def _config_space(device: int, cls: int, subclass: int, subsys: int, bar0: int) 
 
 
 def _device(slot: str, title: str, cfg: bytes) -> str:
-    rows = [
-        f"{off:02x}: " + " ".join(f"{b:02x}" for b in cfg[off : off + 16]) for off in range(0, len(cfg), 16)
-    ]
+    rows = [f"{off:02x}: " + " ".join(f"{b:02x}" for b in cfg[off : off + 16]) for off in range(0, len(cfg), 16)]
     return f"{slot} {title}\n" + "\n".join(rows) + "\n\n"
 
 
@@ -67,9 +65,7 @@ def lspci_dump(gpus: int = 8, nvswitches: int = 4) -> str:
     for i in range(nvswitches):
         cfg = _config_space(NVSWITCH, 0x06, 0x80, NVSWITCH_SUBSYS, 0xA0000000 + i * 0x2000000)
         out.append(
-            _device(
-                f"{NVSWITCH_BUSES[i]}:00.0", "Bridge: NVIDIA Corporation GH100 [H100 NVSwitch] (rev a1)", cfg
-            )
+            _device(f"{NVSWITCH_BUSES[i]}:00.0", "Bridge: NVIDIA Corporation GH100 [H100 NVSwitch] (rev a1)", cfg)
         )
     for i in range(gpus):
         cfg = _config_space(H200_SXM, 0x03, 0x02, H200_SUBSYS, 0x9C000000 + i * 0x1000000)

@@ -118,12 +118,8 @@ def build_base(
     if os.geteuid() != 0:
         raise HgxkitError(f"building {tag} needs root (debootstrap): run `sudo hgxkit sim up` once")
     if shutil.which("debootstrap") is None:
-        raise HgxkitError(
-            "debootstrap not found: install it (apt-get install debootstrap) to build the node image"
-        )
-    work = Path(
-        tempfile.mkdtemp(prefix="hgxkit-sim-rootfs-", dir=os.environ.get("HGXKIT_SIM_BUILD_DIR", "/var/tmp"))
-    )
+        raise HgxkitError("debootstrap not found: install it (apt-get install debootstrap) to build the node image")
+    work = Path(tempfile.mkdtemp(prefix="hgxkit-sim-rootfs-", dir=os.environ.get("HGXKIT_SIM_BUILD_DIR", "/var/tmp")))
     rootfs = work / "rootfs"
     try:
         log(f"building {tag}: debootstrap {SUITE} from {mirror()} (a few minutes, once)")
@@ -138,23 +134,17 @@ def build_base(
         res = subprocess.run(cmd, capture_output=True, text=True, check=False)
         if res.returncode != 0:
             tail = (res.stdout + res.stderr).strip().splitlines()[-3:]
-            raise HgxkitError(
-                f"debootstrap failed ({' | '.join(tail)}): check the mirror or set HGXKIT_SIM_MIRROR"
-            )
+            raise HgxkitError(f"debootstrap failed ({' | '.join(tail)}): check the mirror or set HGXKIT_SIM_MIRROR")
         subprocess.run(["chroot", str(rootfs), "apt-get", "clean"], capture_output=True, check=False)
         for junk in ("var/lib/apt/lists", "var/cache/apt/archives", "var/log"):
             for child in (rootfs / junk).glob("*"):
                 if child.is_file():
                     child.unlink()
         tar = work / "rootfs.tar"
-        subprocess.run(
-            ["tar", "--numeric-owner", "--xattrs", "-C", str(rootfs), "-cf", str(tar), "."], check=True
-        )
+        subprocess.run(["tar", "--numeric-owner", "--xattrs", "-C", str(rootfs), "-cf", str(tar), "."], check=True)
         log(f"importing {tag}")
         repo, _, version = tag.partition(":")
-        client.api.import_image_from_file(
-            str(tar), repository=repo, tag=version, changes=[f"LABEL {LABEL}={label}"]
-        )
+        client.api.import_image_from_file(str(tar), repository=repo, tag=version, changes=[f"LABEL {LABEL}={label}"])
         if not _exists(client, tag):
             raise HgxkitError(f"docker import of {tag} produced no image: see the Docker daemon's log")
     finally:
@@ -166,9 +156,7 @@ def _host_ca_dir(dest: Path) -> None:
     dest.mkdir(parents=True)
     if not HOST_CA_BUNDLE.is_file():
         return
-    pems = re.findall(
-        r"-----BEGIN CERTIFICATE-----.+?-----END CERTIFICATE-----", HOST_CA_BUNDLE.read_text(), re.S
-    )
+    pems = re.findall(r"-----BEGIN CERTIFICATE-----.+?-----END CERTIFICATE-----", HOST_CA_BUNDLE.read_text(), re.S)
     for i, pem in enumerate(pems):
         (dest / f"host-{i:03d}.crt").write_text(pem + "\n")
 
@@ -193,9 +181,7 @@ def build_node(client: docker.DockerClient, tag: str, base: str, log: Log = _std
             )
         except docker.errors.BuildError as err:
             lines = [str(x.get("stream", x.get("error", ""))).strip() for x in err.build_log]
-            raise HgxkitError(
-                f"building {tag} failed: {' | '.join(line for line in lines if line)[-300:]}"
-            ) from err
+            raise HgxkitError(f"building {tag} failed: {' | '.join(line for line in lines if line)[-300:]}") from err
 
 
 def prune_old(client: docker.DockerClient, keep: set[str]) -> list[str]:

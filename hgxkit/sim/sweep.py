@@ -100,10 +100,17 @@ def placements(recipe: Recipe, nodes: int, head: str) -> list[tuple[int, list[Co
     out = []
     for rank in range(count):
         specs = container_specs(
-            recipe, total_gpus=8, bind_address="127.0.0.1", api_key=None, image=image, environ=environ,
-            rank=rank if count > 1 else None, head=head if count > 1 else None, state_dir=STATE_DIR,
+            recipe,
+            total_gpus=8,
+            bind_address="127.0.0.1",
+            api_key=None,
+            image=image,
+            environ=environ,
+            rank=rank if count > 1 else None,
+            head=head if count > 1 else None,
+            state_dir=STATE_DIR,
             env_allowlist=tuple(sorted(names)),
-        )  # fmt: skip
+        )
         out.append((rank, specs))
     return out
 
@@ -191,8 +198,14 @@ class SweepNodes:
         root = Path(__file__).resolve().parents[2]
         env = {**os.environ, "HGXKIT_SIM_CLUSTER": self.cluster, "PYINFRA_PROGRESS": "off"}
         pyinfra = str(Path(sys.executable).parent / "pyinfra")
-        done = subprocess.run([pyinfra, "-y", "inventories/sim.py", "deploys/bringup.py"], cwd=root, env=env,
-                              capture_output=True, text=True, check=False)  # fmt: skip
+        done = subprocess.run(
+            [pyinfra, "-y", "inventories/sim.py", "deploys/bringup.py"],
+            cwd=root,
+            env=env,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
         if done.returncode != 0 or not self.ready():
             tail = (done.stdout + done.stderr).strip().splitlines()[-5:]
             raise HgxkitError(f"bring-up of cluster {self.cluster} failed: {' | '.join(tail)}")

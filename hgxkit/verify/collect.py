@@ -177,8 +177,13 @@ def collect_fingerprint(
 def controller_git_commit() -> str | None:
     """The hgxkit checkout's commit on the controller (None outside a git checkout)."""
     try:
-        out = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=False,
-                             cwd=Path(__file__).resolve().parent)  # fmt: skip
+        out = subprocess.run(
+            ["git", "rev-parse", "HEAD"],
+            capture_output=True,
+            text=True,
+            check=False,
+            cwd=Path(__file__).resolve().parent,
+        )
     except OSError:
         return None
     commit = out.stdout.strip()

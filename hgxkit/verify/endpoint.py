@@ -60,8 +60,10 @@ def endpoint_cells(recipe: Recipe, endpoint: Endpoint, mode: BenchMode, tokenize
     """The recipe's cells (smoke or full) aimed at the endpoint's port; `tokenizer`: a local copy of the model's
     tokenizer for a client that tokenizes prompts itself (vLLM's), else the model's path in the container."""
     cells = plan_cells(recipe, mode, [(0, "endpoint")])
-    return [replace(cell, port=endpoint.port, tokenizer=tokenizer if tokenizer and cell.tokenizer else cell.tokenizer)
-            for cell in cells]  # fmt: skip
+    return [
+        replace(cell, port=endpoint.port, tokenizer=tokenizer if tokenizer and cell.tokenizer else cell.tokenizer)
+        for cell in cells
+    ]
 
 
 def client_command(
@@ -128,8 +130,11 @@ def verify_endpoint(
     workdir.mkdir(parents=True, exist_ok=True)
     for cell in cells:
         for repeat in range(cell.repeats):
-            run_client(client_command(cell, endpoint, str(workdir), client, warm=repeat > 0,
-                                      tokenizer=tokenizer or recipe.model.repo_id))  # fmt: skip
+            run_client(
+                client_command(
+                    cell, endpoint, str(workdir), client, warm=repeat > 0, tokenizer=tokenizer or recipe.model.repo_id
+                )
+            )
     texts = {cell.file: (workdir / cell.file).read_text() for cell in cells if (workdir / cell.file).is_file()}
     simulated = bool(info.get("simulated"))
     results, missing = cells_from_output(cells, texts, simulated=simulated)
@@ -161,8 +166,15 @@ def verify_endpoint(
         gates=failed,
         bench=mode,
     )
-    path = write_run(results_dir, summary, fingerprint, texts, run_markdown(summary, fingerprint), [],
-                     recipe_yaml=dump_recipe(recipe))  # fmt: skip
+    path = write_run(
+        results_dir,
+        summary,
+        fingerprint,
+        texts,
+        run_markdown(summary, fingerprint),
+        [],
+        recipe_yaml=dump_recipe(recipe),
+    )
     return path, summary
 
 

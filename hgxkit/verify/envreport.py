@@ -30,6 +30,7 @@ from hgxkit.hostcmd import argv, script, text
 REPORT_TIMEOUT_S = 120  # the engine's report; check_env takes 5-15 s
 REPORT_LINES = 200  # the tail kept: the reports end with the GPU topology, which is what matters most
 
+
 def report_folder(verify_workdir: str) -> str:
     """Where the reports are kept: under the verify role's root-only work folder (`verify_workdir`)."""
     return f"{verify_workdir}/env-reports"

@@ -138,8 +138,12 @@ def plan_cells(
     matrix = recipe.matrix
     served = recipe.server.flag("--served-model-name")
     model = recipe.server.flag(kind.model_flag)
-    base = dict(port=int(recipe.server.flag("--port") or kind.default_port), kind=kind.name,
-                served_name=served.split()[0] if served else model, tokenizer=model)  # fmt: skip
+    base = dict(
+        port=int(recipe.server.flag("--port") or kind.default_port),
+        kind=kind.name,
+        served_name=served.split()[0] if served else model,
+        tokenizer=model,
+    )
     shapes: list[dict] = []
     if matrix is None:
         i, c, n, o = DEFAULT_SMOKE
@@ -148,23 +152,45 @@ def plan_cells(
         first = matrix.cells()[0] if matrix.cells() else None
         smoke = matrix.smoke
         i = smoke.input_len if smoke else (first.input_len if first else DEFAULT_SMOKE[0])
-        shapes.append(dict(input_len=i, concurrency=smoke.concurrency if smoke else 1,
-                           num_prompts=smoke.num_prompts if smoke else 3,
-                           output_len=first.output_len if first else None, cell_id="smoke",
-                           dataset=first.dataset if first else None,
-                           range_ratio=_ratio(first, kind) if first else None))  # fmt: skip
+        shapes.append(
+            dict(
+                input_len=i,
+                concurrency=smoke.concurrency if smoke else 1,
+                num_prompts=smoke.num_prompts if smoke else 3,
+                output_len=first.output_len if first else None,
+                cell_id="smoke",
+                dataset=first.dataset if first else None,
+                range_ratio=_ratio(first, kind) if first else None,
+            )
+        )
     else:
         for w, run in enumerate(matrix.warmup_runs):
-            shapes.append(dict(input_len=run.input_len, concurrency=run.concurrency, num_prompts=run.num_prompts,
-                               output_len=run.output_len, cell_id=f"warmup{w}", record=False))  # fmt: skip
+            shapes.append(
+                dict(
+                    input_len=run.input_len,
+                    concurrency=run.concurrency,
+                    num_prompts=run.num_prompts,
+                    output_len=run.output_len,
+                    cell_id=f"warmup{w}",
+                    record=False,
+                )
+            )
         for cell in matrix.cells():
-            shapes.append(dict(
-                input_len=cell.input_len or DEFAULT_SMOKE[0], concurrency=cell.concurrency,
-                num_prompts=cell.num_prompts or max(cell.concurrency or 1, 1) * 10, output_len=cell.output_len,
-                cell_id=cell.id, request_rate=cell.request_rate, dataset=cell.dataset,
-                range_ratio=_ratio(cell, kind), warmups=cell.warmups, seed=cell.seed,
-                extra_args=cell.extra_args,
-            ))  # fmt: skip
+            shapes.append(
+                dict(
+                    input_len=cell.input_len or DEFAULT_SMOKE[0],
+                    concurrency=cell.concurrency,
+                    num_prompts=cell.num_prompts or max(cell.concurrency or 1, 1) * 10,
+                    output_len=cell.output_len,
+                    cell_id=cell.id,
+                    request_rate=cell.request_rate,
+                    dataset=cell.dataset,
+                    range_ratio=_ratio(cell, kind),
+                    warmups=cell.warmups,
+                    seed=cell.seed,
+                    extra_args=cell.extra_args,
+                )
+            )
     if output_len:
         shapes = [{**shape, "output_len": output_len} for shape in shapes]
     return [
@@ -221,10 +247,15 @@ def cells_from_output(
             log = None if client_logs is None or cell.file not in client_logs else client_logs[cell.file]
             problems.append(f"group {cell.group} cell {cell.shape}: the client wrote no result{last_words(log)}")
             continue
-        results.append(CellResult.from_repeats(records, num_prompts=cell.num_prompts, group=cell.group,
-                                               raw_files=[cell.file] * len(records),
-                                               telemetry=cell_telemetry(cell, texts, simulated,
-                                                                        telemetry_source)))  # fmt: skip
+        results.append(
+            CellResult.from_repeats(
+                records,
+                num_prompts=cell.num_prompts,
+                group=cell.group,
+                raw_files=[cell.file] * len(records),
+                telemetry=cell_telemetry(cell, texts, simulated, telemetry_source),
+            )
+        )
     return results, problems
 
 

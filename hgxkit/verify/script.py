@@ -167,12 +167,20 @@ def bench_script(
 
 
 def _per_container_lines(container: str, cells: list[Cell], labels: dict[int, str], inner: str) -> list[str]:
-    plan = [[cell.file, f"{inner}/{cell.file}.log", labels[id(cell)], client_argv(cell, inner), cell.repeats,
-             client_argv(cell, inner, warm=True)] for cell in cells]  # fmt: skip
+    plan = [
+        [
+            cell.file,
+            f"{inner}/{cell.file}.log",
+            labels[id(cell)],
+            client_argv(cell, inner),
+            cell.repeats,
+            client_argv(cell, inner, warm=True),
+        ]
+        for cell in cells
+    ]
     driver_log = f"client-{_safe(container)}.log"
     candidates = [[module, list(prefix)] for module, prefix in KINDS[cells[0].kind].bench.modules]
-    client = argv(*_exec(container, "python3", f"{inner}/{DRIVER_FILE}", json.dumps(candidates),
-                         json.dumps(plan)))  # fmt: skip
+    client = argv(*_exec(container, "python3", f"{inner}/{DRIVER_FILE}", json.dumps(candidates), json.dumps(plan)))
     title = KINDS[cells[0].kind].title
     lines = [
         text(script("echo {label} > progress", label=labels[id(cells[0])])),
@@ -194,14 +202,18 @@ def _per_container_lines(container: str, cells: list[Cell], labels: dict[int, st
             text(
                 script(
                     "    {line}) f={file}; echo {label} > progress; tele_start {stem} {url} {gpus} ;;",
-                    line=f"hgxkit-start {cell.file}", file=cell.file, label=labels[id(cell)],
-                    stem=cell.file.rsplit(".", 1)[0], **_telemetry_args(cell),
+                    line=f"hgxkit-start {cell.file}",
+                    file=cell.file,
+                    label=labels[id(cell)],
+                    stem=cell.file.rsplit(".", 1)[0],
+                    **_telemetry_args(cell),
                 )
             )
             for cell in cells
         ),
-        '    "hgxkit-client-ready "*) printf \'%s\\n\' "${line#hgxkit-client-ready }" | tr -cd \'0-9. \\n\' >> '
-        + CLIENT_START_FILE + " ;;",
+        "    \"hgxkit-client-ready \"*) printf '%s\\n' \"${line#hgxkit-client-ready }\" | tr -cd '0-9. \\n' >> "
+        + CLIENT_START_FILE
+        + " ;;",
         '    "hgxkit-done "*) [ -n "$f" ] && tele_stop "${f%.*}" ;;',
         "  esac",
         '  case "$line" in',
@@ -240,10 +252,20 @@ def _per_container_lines(container: str, cells: list[Cell], labels: dict[int, st
     out = f"out-{_safe(container)}"
     names = [f"./{name}" for cell in cells for name in (cell.file, f"{cell.file}.log")]
     stream = argv("docker", "cp", f"{container}:{inner}/.", "-")
-    unpack = argv("tar", "-xf", "-", "-C", out, "--no-same-owner", "--no-same-permissions", "--no-recursion",
-                  "--", *names)  # fmt: skip
-    lines.append(text(script("mkdir {out} && {stream} 2>/dev/null | head -c {limit} | {unpack} 2>/dev/null",
-                             out=out, stream=stream, limit=str(COPY_LIMIT_BYTES), unpack=unpack)))  # fmt: skip
+    unpack = argv(
+        "tar", "-xf", "-", "-C", out, "--no-same-owner", "--no-same-permissions", "--no-recursion", "--", *names
+    )
+    lines.append(
+        text(
+            script(
+                "mkdir {out} && {stream} 2>/dev/null | head -c {limit} | {unpack} 2>/dev/null",
+                out=out,
+                stream=stream,
+                limit=str(COPY_LIMIT_BYTES),
+                unpack=unpack,
+            )
+        )
+    )
     for cell in cells:
         log = f"{cell.file}.log"
         lines += [

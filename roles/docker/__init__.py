@@ -98,19 +98,33 @@ def _image_cache() -> None:
     cache = cache_host()
     if cache is not None and cache.name == host.name:  # type: ignore[attr-defined]
         bind = str(host.data.get("image_cache_bind") or fabric_address(host) or "")
-        refuse(f"image cache on {host.name}: nothing was changed",
-               imagecache.cache_exposure_problems(bind, bool(host.data.get("allow_unauthenticated"))))  # fmt: skip
+        refuse(
+            f"image cache on {host.name}: nothing was changed",
+            imagecache.cache_exposure_problems(bind, bool(host.data.get("allow_unauthenticated"))),
+        )
         apt.packages(name="The registry (CNCF Distribution) for the image cache", packages=["docker-registry"])
         files.directory(name="Image cache storage", path=imagecache.STORAGE, mode="0700")
-        text = imagecache.cache_config(bind, int(host.data.get("image_cache_port")),
-                                       imagecache.upstream_url(host.data.get("image_cache_upstream")))  # fmt: skip
-        config = files.put(name="Image cache configuration", dest=imagecache.CONFIG_PATH, mode="0644",
-                           src=StringIO(text))  # fmt: skip
+        text = imagecache.cache_config(
+            bind, int(host.data.get("image_cache_port")), imagecache.upstream_url(host.data.get("image_cache_upstream"))
+        )
+        config = files.put(
+            name="Image cache configuration", dest=imagecache.CONFIG_PATH, mode="0644", src=StringIO(text)
+        )
         unit_text = UNIT_TEXT.format(binary=REGISTRY_BINARY, config=imagecache.CONFIG_PATH)
-        unit = files.put(name=f"Unit {imagecache.UNIT}", dest=f"/etc/systemd/system/{imagecache.UNIT}", mode="0644",
-                         src=StringIO(unit_text))  # fmt: skip
-        systemd.service(name="Image cache running", service=imagecache.UNIT, running=True, enabled=True,
-                        daemon_reload=unit.did_change, restarted=any_changed(config, unit))  # fmt: skip
+        unit = files.put(
+            name=f"Unit {imagecache.UNIT}",
+            dest=f"/etc/systemd/system/{imagecache.UNIT}",
+            mode="0644",
+            src=StringIO(unit_text),
+        )
+        systemd.service(
+            name="Image cache running",
+            service=imagecache.UNIT,
+            running=True,
+            enabled=True,
+            daemon_reload=unit.did_change,
+            restarted=any_changed(config, unit),
+        )
     url = cache_url(cache) if cache is not None else None
     record = f"{knob(host, 'state_dir')}/node/image-cache-mirror"
     previous = [line.strip() for line in (host.get_fact(FileText, path=record) or "").splitlines() if line.strip()]
@@ -120,10 +134,16 @@ def _image_cache() -> None:
         return
     if imagecache.with_mirror(config, url, previous) == config:
         return
-    python.call(name=f"Docker's registry mirror: {url or 'no image cache'}", function=_set_mirror, url=url,
-                previous=previous, record=record)  # fmt: skip
-    systemd.service(name="Restart Docker for its registry mirror", service="docker.service", running=True,
-                    restarted=True)  # fmt: skip
+    python.call(
+        name=f"Docker's registry mirror: {url or 'no image cache'}",
+        function=_set_mirror,
+        url=url,
+        previous=previous,
+        record=record,
+    )
+    systemd.service(
+        name="Restart Docker for its registry mirror", service="docker.service", running=True, restarted=True
+    )
 
 
 def _set_mirror(url: str | None, previous: list[str], record: str) -> None:

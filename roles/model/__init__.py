@@ -76,9 +76,7 @@ def build_spec(check: bool = True) -> core.Spec:
     recipe = recipe_for(host)
     model = recipe.model
     if not model.repo_id or not model.local_dir:
-        raise DeployError(
-            f"{host.name}: {recipe.path}: model.repo_id and model.local_dir are needed to sync a model"
-        )
+        raise DeployError(f"{host.name}: {recipe.path}: model.repo_id and model.local_dir are needed to sync a model")
     roots = _model_roots()
     if check:
         refuse(
@@ -282,10 +280,21 @@ def _start_or_attach(spec_path: str, local_dir: str, with_token: bool) -> None:
             if not ok:
                 raise DeployError(f"{host.name}: could not write the token file under {TOKEN_DIR}")
         words = [
-            "systemd-run", f"--unit={unit}", "--collect", "--quiet", f"--description=hgxkit model sync of {local_dir}",
-            "--setenv=HF_HUB_DISABLE_PROGRESS_BARS=1", "--setenv=HF_HUB_DISABLE_TELEMETRY=1",
-            py, program, "run", "--spec", spec_path, "--run-id", uuid.uuid4().hex[:12],
-        ]  # fmt: skip
+            "systemd-run",
+            f"--unit={unit}",
+            "--collect",
+            "--quiet",
+            f"--description=hgxkit model sync of {local_dir}",
+            "--setenv=HF_HUB_DISABLE_PROGRESS_BARS=1",
+            "--setenv=HF_HUB_DISABLE_TELEMETRY=1",
+            py,
+            program,
+            "run",
+            "--spec",
+            spec_path,
+            "--run-id",
+            uuid.uuid4().hex[:12],
+        ]
         if token:
             words += ["--token-file", token_file]
         ok, _ = run.status(argv(*words))
@@ -353,8 +362,11 @@ def model() -> None:
             name=f"Virtualenv {venv} with {requirement}",
             commands=[
                 argv("python3", "-m", "venv", venv),
-                *(bundle.pip_install(f"{venv}/bin/pip") if (bundle := delivered(host)) else
-                  [argv(f"{venv}/bin/pip", "install", "--quiet", "--disable-pip-version-check", requirement)]),
+                *(
+                    bundle.pip_install(f"{venv}/bin/pip")
+                    if (bundle := delivered(host))
+                    else [argv(f"{venv}/bin/pip", "install", "--quiet", "--disable-pip-version-check", requirement)]
+                ),
                 script("echo {requirement} > {stamp}", requirement=requirement, stamp=stamp),
             ],
         )

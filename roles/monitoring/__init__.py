@@ -76,9 +76,13 @@ def _serving_targets(h: Host) -> tuple[list[ServingTarget], list[str]]:
         total = len(h.get_fact(NvidiaSmi).gpus) or None
     override = role_knob(h, "monitoring_ttft_p99_ms", DEFAULTS)
     return recipe_targets(
-        h.name, recipe_for(h), total_gpus=int(total) if total else None, address=_address(h),
-        bind_address=str(knob(h, "bind_address")), ttft_p99_ms=float(override) if override else None,
-    )  # fmt: skip
+        h.name,
+        recipe_for(h),
+        total_gpus=int(total) if total else None,
+        address=_address(h),
+        bind_address=str(knob(h, "bind_address")),
+        ttft_p99_ms=float(override) if override else None,
+    )
 
 
 def _settings() -> AlertSettings:
@@ -128,9 +132,12 @@ def _exporters() -> None:
     counters = f"{directory}/dcgm-counters.csv"
     files.put(name="DCGM exporter counters", src=StringIO(counters_csv()), dest=counters, mode="0644")
     spec = exporter_spec(
-        str(data.get("dcgm_exporter_image")), bind_address=bind, port=int(data.get("dcgm_exporter_port")),
-        counters_file=counters, hostengine=data.get("dcgm_exporter_hostengine"),
-    )  # fmt: skip
+        str(data.get("dcgm_exporter_image")),
+        bind_address=bind,
+        port=int(data.get("dcgm_exporter_port")),
+        counters_file=counters,
+        hostengine=data.get("dcgm_exporter_hostengine"),
+    )
     _container(spec, data.get("dcgm_exporter_digest"), f"the DCGM exporter on {bind}:{data.get('dcgm_exporter_port')}")
     # The package's default listens on every interface: its ARGS are written before it is installed (apt keeps an
     # existing conffile), so it never listens beyond monitoring_bind_address.
@@ -141,10 +148,16 @@ def _exporters() -> None:
         mode="0644",
     )
     _debian_package("prometheus-node-exporter", "Debian's Prometheus node exporter")
-    systemd.service(name="Node exporter running", service="prometheus-node-exporter.service", running=True,
-                    enabled=True)  # fmt: skip
-    systemd.service(name="Node exporter takes its listen address", service="prometheus-node-exporter.service",
-                    running=True, restarted=True, _if=any_changed(node_args))  # fmt: skip
+    systemd.service(
+        name="Node exporter running", service="prometheus-node-exporter.service", running=True, enabled=True
+    )
+    systemd.service(
+        name="Node exporter takes its listen address",
+        service="prometheus-node-exporter.service",
+        running=True,
+        restarted=True,
+        _if=any_changed(node_args),
+    )
 
 
 def _debian_package(package: str, what: str) -> None:
@@ -170,40 +183,63 @@ def _prometheus(hosts: list[Host]) -> None:
     router_hosts = [h.name for h in host.inventory if h.data.get("router")]
     router_host, _ = choose_router_host(data.get("router_host"), router_hosts, [h.name for h in host.inventory])
     config, problems = prometheus_config(
-        nodes, groups, monitoring_host=host.name,
+        nodes,
+        groups,
+        monitoring_host=host.name,
         router_port=ROUTER_METRICS_PORT if router_host else None,
-        router_host=router_host, scrape_interval=str(data.get("prometheus_scrape_interval")),
-        dcgm_port=int(data.get("dcgm_exporter_port")), node_port=int(data.get("node_exporter_port")),
+        router_host=router_host,
+        scrape_interval=str(data.get("prometheus_scrape_interval")),
+        dcgm_port=int(data.get("dcgm_exporter_port")),
+        node_port=int(data.get("node_exporter_port")),
         prometheus_port=int(data.get("prometheus_port")),
-    )  # fmt: skip
+    )
     refuse(f"monitoring checks failed on {host.name}; Prometheus was not configured", problems)
     for note in notes:
         echo(f"[{host.name}] monitoring: {note}")
     expected = [(n.name, n.expected_gpus) for n in nodes if n.expected_gpus]
     rules = alert_rules(_settings(), expected, groups)
     args = prometheus_args(
-        str(data.get("prometheus_bind_address")), int(data.get("prometheus_port")),
-        str(data.get("prometheus_retention")), data.get("prometheus_retention_size"),
-    )  # fmt: skip
+        str(data.get("prometheus_bind_address")),
+        int(data.get("prometheus_port")),
+        str(data.get("prometheus_retention")),
+        data.get("prometheus_retention_size"),
+    )
     changed = [
-        files.put(name="Prometheus listen address and retention", dest="/etc/default/prometheus", mode="0644",
-                  src=StringIO(args)),
-        files.put(name="Prometheus scrape configuration", src=StringIO(_yaml(config)), dest=PROMETHEUS_YML,
-                  mode="0644"),
+        files.put(
+            name="Prometheus listen address and retention",
+            dest="/etc/default/prometheus",
+            mode="0644",
+            src=StringIO(args),
+        ),
+        files.put(
+            name="Prometheus scrape configuration", src=StringIO(_yaml(config)), dest=PROMETHEUS_YML, mode="0644"
+        ),
         files.put(name="Prometheus alert rules", src=StringIO(_yaml(rules)), dest=RULES_FILE, mode="0644"),
-    ]  # fmt: skip
+    ]
     _debian_package("prometheus", "Debian's Prometheus")
     # A configuration promtool refuses stops the run here, before Prometheus restarts on it.
-    server.shell(name="promtool checks the configuration and rules", _if=any_changed(*changed),
-                 commands=[argv("promtool", "check", "config", PROMETHEUS_YML)])  # fmt: skip
+    server.shell(
+        name="promtool checks the configuration and rules",
+        _if=any_changed(*changed),
+        commands=[argv("promtool", "check", "config", PROMETHEUS_YML)],
+    )
     systemd.service(name="Prometheus running", service="prometheus.service", running=True, enabled=True)
-    systemd.service(name="Prometheus takes the new configuration", service="prometheus.service", running=True,
-                    restarted=True, _if=any_changed(*changed))  # fmt: skip
+    systemd.service(
+        name="Prometheus takes the new configuration",
+        service="prometheus.service",
+        running=True,
+        restarted=True,
+        _if=any_changed(*changed),
+    )
     directory = str(data.get("monitoring_dir"))
     files.directory(name="Dashboards directory", path=f"{directory}/dashboards", mode="0755")
     for name, board in all_dashboards().items():
-        files.put(name=f"Dashboard {name}", src=StringIO(json.dumps(board, indent=1) + "\n"),
-                  dest=f"{directory}/dashboards/{name}", mode="0644")  # fmt: skip
+        files.put(
+            name=f"Dashboard {name}",
+            src=StringIO(json.dumps(board, indent=1) + "\n"),
+            dest=f"{directory}/dashboards/{name}",
+            mode="0644",
+        )
 
 
 def _grafana() -> None:
@@ -214,14 +250,24 @@ def _grafana() -> None:
     for sub in ("datasources", "dashboards"):
         files.directory(name=f"Grafana provisioning {sub}", path=f"{provisioning}/{sub}", mode="0755")
     url = f"http://127.0.0.1:{int(data.get('prometheus_port'))}"
-    files.put(name="Grafana datasource", src=StringIO(_yaml(grafana_datasource(url))),
-              dest=f"{provisioning}/datasources/hgxkit.yml", mode="0644")  # fmt: skip
-    files.put(name="Grafana dashboards", src=StringIO(_yaml(grafana_dashboard_provider(GRAFANA_DASHBOARDS))),
-              dest=f"{provisioning}/dashboards/hgxkit.yml", mode="0644")  # fmt: skip
+    files.put(
+        name="Grafana datasource",
+        src=StringIO(_yaml(grafana_datasource(url))),
+        dest=f"{provisioning}/datasources/hgxkit.yml",
+        mode="0644",
+    )
+    files.put(
+        name="Grafana dashboards",
+        src=StringIO(_yaml(grafana_dashboard_provider(GRAFANA_DASHBOARDS))),
+        dest=f"{provisioning}/dashboards/hgxkit.yml",
+        mode="0644",
+    )
     spec = grafana_spec(
-        str(data.get("grafana_image")), bind_address=str(data.get("grafana_bind_address")),
-        port=int(data.get("grafana_port")), monitoring_dir=directory,
-    )  # fmt: skip
+        str(data.get("grafana_image")),
+        bind_address=str(data.get("grafana_bind_address")),
+        port=int(data.get("grafana_port")),
+        monitoring_dir=directory,
+    )
     _container(spec, None, f"Grafana on {data.get('grafana_bind_address')}:{data.get('grafana_port')}")
 
 
@@ -245,8 +291,11 @@ def _start(spec: RouterSpec, pinned: str | None) -> None:
         )
     run(script("docker rm -f {name} >/dev/null 2>&1 || true", name=spec.name))
     started = run(script("{run} 2>&1", run=spec.command(image_to_run(spec.image, digest))))
-    state = run(script("docker inspect -f {format} {name} 2>/dev/null || echo missing",
-                       format="{{.State.Running}}", name=spec.name))  # fmt: skip
+    state = run(
+        script(
+            "docker inspect -f {format} {name} 2>/dev/null || echo missing", format="{{.State.Running}}", name=spec.name
+        )
+    )
     if not state or state[-1].strip() != "true":
         logs = run(script("docker logs --tail 20 {name} 2>&1 || true", name=spec.name)) or started[-5:]
         tail = "\n".join(f"    {line}" for line in logs[-20:])

@@ -76,6 +76,15 @@ DEFAULTS = {
     "grafana_image": "grafana/grafana-oss:11.2.0",
     "grafana_port": 3000,
     "grafana_bind_address": "127.0.0.1",
-    **shared_defaults("expected_gpu_count", "serve_total_gpus", "bind_address", "recipe", "monitoring",
-                      "monitoring_host", "prometheus_port", "prometheus_bind_address", "prometheus_scrape_interval"),
+    **shared_defaults(
+        "expected_gpu_count",
+        "serve_total_gpus",
+        "bind_address",
+        "recipe",
+        "monitoring",
+        "monitoring_host",
+        "prometheus_port",
+        "prometheus_bind_address",
+        "prometheus_scrape_interval",
+    ),
 }

@@ -127,8 +127,13 @@ def nvidia_driver() -> None:
 
     bundle = delivered(host)  # the `bundle` knob: the pinned set from the bundle's signed repository
     repo_url, key_url = (bundle.apt_url("nvidia"), bundle.key_url) if bundle else repo_urls()
-    files.download(name="NVIDIA CUDA repository key", src=key_url, dest=KEYRING, mode="0644",
-                   sha256sum=bundle.key_sha256 if bundle else None)  # fmt: skip
+    files.download(
+        name="NVIDIA CUDA repository key",
+        src=key_url,
+        dest=KEYRING,
+        mode="0644",
+        sha256sum=bundle.key_sha256 if bundle else None,
+    )
     apt.repo(name="NVIDIA CUDA repository", src=flat_repo_line(repo_url, KEYRING), filename=NVIDIA_CUDA_LIST)
 
     missing = packages_needing_install(plan, installed)
@@ -164,8 +169,11 @@ def nvidia_driver() -> None:
         return
     if reason:
         timeout = int(host.data.get("nvidia_reboot_timeout"))
-        python.call(name="Say what the reboot waits for", function=echo, message=reboot_wait_line(host.name, reason,
-                    target, timeout))  # fmt: skip
+        python.call(
+            name="Say what the reboot waits for",
+            function=echo,
+            message=reboot_wait_line(host.name, reason, target, timeout),
+        )
         server.reboot(name=f"Reboot: {reason}", delay=5, reboot_timeout=timeout)
         python.call(name="Gate: driver, fabric manager, NVLink", function=_gate_now, **gate)
         return

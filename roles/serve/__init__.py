@@ -104,22 +104,36 @@ def static_problems(recipe: Recipe, total_gpus: int | None) -> list[Problem]:
     api_key = knob(host, "api_key")
     problems = exposure_problems(knob(host, "bind_address"), api_key, allow)
     problems += recipe_exposure_problems(recipe, api_key=api_key, allow_unauthenticated=allow)
-    problems += docker_option_problems(recipe, tuple(data.get("allow_docker_options") or ()),
-                                       policy_context(host, recipe))  # fmt: skip
+    problems += docker_option_problems(
+        recipe, tuple(data.get("allow_docker_options") or ()), policy_context(host, recipe)
+    )
     problems += env_problems(recipe, env_allowlist(host, recipe))
     problems += [
-        Problem("secret", f"the recipe takes {{{{env:{name}}}}} from the controller, where ${name} is not set",
-                f"export {name} before running pyinfra")
+        Problem(
+            "secret",
+            f"the recipe takes {{{{env:{name}}}}} from the controller, where ${name} is not set",
+            f"export {name} before running pyinfra",
+        )
         for name in recipe.env_refs()
         if not os.environ.get(name)
     ]
     kind = recipe.server.server_kind
     if api_key == "auto" and kind.api_key_env is None and api_key_variable(kind) in recipe.env_refs():
-        problems.append(Problem("api_key", f"api_key: auto passes the key in {kind.title}'s --config, and the recipe "
-                                "brings its own --api-key", "drop one of them"))  # fmt: skip
+        problems.append(
+            Problem(
+                "api_key",
+                f"api_key: auto passes the key in {kind.title}'s --config, and the recipe brings its own --api-key",
+                "drop one of them",
+            )
+        )
     if api_key == "auto" and kind.api_key_env is None and recipe.server.has("--config"):
-        problems.append(Problem("api_key", f"api_key: auto passes the key in {kind.title}'s --config, and the recipe "
-                                "has its own --config", "move the recipe's --config settings into flags"))  # fmt: skip
+        problems.append(
+            Problem(
+                "api_key",
+                f"api_key: auto passes the key in {kind.title}'s --config, and the recipe has its own --config",
+                "move the recipe's --config settings into flags",
+            )
+        )
     smi = plan_fact(host, NvidiaSmi)
     gpus = total_gpus if total_gpus is not None else (recipe.groups.gpus_per_node if recipe.groups else None) or 8
     groups = 1
@@ -138,8 +152,11 @@ def name_problems(specs: list[ContainerSpec]) -> list[Problem]:
     """A group's container name (or its set-aside copy's) held by a container hgxkit did not make."""
     foreign = {name for name, ours in plan_fact(host, ContainerNames).items() if not ours}
     return [
-        Problem("container-name", f"a container named {name} exists and hgxkit did not make it",
-                f"rename or remove it (`docker rm -f {name}`), or give the recipe's group another name")
+        Problem(
+            "container-name",
+            f"a container named {name} exists and hgxkit did not make it",
+            f"rename or remove it (`docker rm -f {name}`), or give the recipe's group another name",
+        )
         for spec in specs
         for name in (spec.name, spec.name + PREVIOUS_SUFFIX)
         if name in foreign
@@ -187,8 +204,14 @@ HEADING = "serving checks failed on {host}; no container was started or stopped"
 def plan_reads() -> list[tuple[type, dict[str, Any]]]:
     """The facts `serve()` and `prefetch_image()` read while pyinfra plans a single-node recipe, for
     `hgxkit.planfacts.prefetch` to read in one round trip with the other roles'."""
-    return [(RecordFile, {"path": record_path(host)}), (NvidiaSmi, {}), (MemTotalBytes, {}), (ManagedContainers, {}),
-            (ContainerNames, {}), (ActiveUnits, {"prefix": UNIT_PREFIX})]  # fmt: skip
+    return [
+        (RecordFile, {"path": record_path(host)}),
+        (NvidiaSmi, {}),
+        (MemTotalBytes, {}),
+        (ManagedContainers, {}),
+        (ContainerNames, {}),
+        (ActiveUnits, {"prefix": UNIT_PREFIX}),
+    ]
 
 
 @deploy("hgxkit serving", data_defaults=DEFAULTS)
@@ -197,8 +220,10 @@ def serve() -> None:
     recipe = recipe_for(host)
     total_gpus = total_gpus_for_host()
     errors = [f for f in check_recipe(recipe, total_gpus) if f.level == "error" and f.code != "dangerous-option"]
-    refuse(f"recipe {recipe.path} does not fit {host.name}; nothing was changed",
-           [f"[{f.code}] {f.message}" for f in errors])  # fmt: skip
+    refuse(
+        f"recipe {recipe.path} does not fit {host.name}; nothing was changed",
+        [f"[{f.code}] {f.message}" for f in errors],
+    )
     heading = HEADING.format(host=host.name)
     refuse(heading, static_problems(recipe, total_gpus))
     if plan_fact(host, NvidiaSmi).ok:  # a brought-up node: check the GPUs now; on a fresh one, in the rollout
@@ -212,8 +237,9 @@ def serve() -> None:
     if pin and not recipe.image.digest:
         raise DeployError(f"{recipe.path}: pin_image is set but image.digest is empty; pin a digest first")
     if pin:  # the tag is asked at execute time (a pull), so --dry stays read-only
-        python.call(name=f"Check that {recipe.image.reference} still is the pinned digest", function=_check_pin,
-                    recipe=recipe)  # fmt: skip
+        python.call(
+            name=f"Check that {recipe.image.reference} still is the pinned digest", function=_check_pin, recipe=recipe
+        )
     if recipe.node_count() > 1:  # a server spanning nodes: its head drives every rank as one unit
         serve_group()
         return
@@ -229,8 +255,13 @@ def serve() -> None:
         # Decided at execute time: without a digest the specs exist only after the pull, and while a replace
         # is unfinished what the node runs is known only once it is finished.
         why = "after pulling the image" if digest is None else "after finishing the interrupted replace"
-        python.call(name=f"Roll out {recipe.name} group by group (decided {why})", function=_rollout,
-                    recipe=recipe, total_gpus=total_gpus, digest=digest)  # fmt: skip
+        python.call(
+            name=f"Roll out {recipe.name} group by group (decided {why})",
+            function=_rollout,
+            recipe=recipe,
+            total_gpus=total_gpus,
+            digest=digest,
+        )
         return
     specs = specs_for(recipe, total_gpus, digest)
     refuse(heading, name_problems(specs))
@@ -239,12 +270,20 @@ def serve() -> None:
         return  # nothing differs: no operation, nothing restarted, nothing pulled
     refuse(heading, port_problems(rollout.replace, current, rollout.remove))
     running = {c.name for c in current}
-    records = {spec.name: plan_fact(host, JsonFile, path=spec_record_path(spec.name))
-               for spec in rollout.replace if spec.name in running}  # fmt: skip
+    records = {
+        spec.name: plan_fact(host, JsonFile, path=spec_record_path(spec.name))
+        for spec in rollout.replace
+        if spec.name in running
+    }
     # A callback: the GPUs and the model are set up by earlier roles of this run (judged once they have run), and
     # the API key is made on the node and copied back.
-    python.call(name=f"Check the GPUs and the model before {recipe.name}'s containers change", function=_prepare,
-                recipe=recipe, digest=digest, recorded=recorded)  # fmt: skip
+    python.call(
+        name=f"Check the GPUs and the model before {recipe.name}'s containers change",
+        function=_prepare,
+        recipe=recipe,
+        digest=digest,
+        recorded=recorded,
+    )
     for action in group_actions(current, specs, records, recipe.server.kind):
         _plan_action(recipe, total_gpus, digest, action)
 
@@ -255,8 +294,15 @@ def _plan_action(recipe: Recipe, total_gpus: int | None, digest: str, action: Gr
         server.shell(name=action.line(), commands=[argv("docker", "rm", "-f", action.old.container_id)])
     elif action.action in ("start", "replace") and action.spec is not None:
         # A callback: the new container's health, and whether the unit keeps it, exist only at execute time.
-        python.call(name=action.line(), function=_start_group, recipe=recipe, total_gpus=total_gpus, digest=digest,
-                    group=action.spec.group, old_id=action.old.container_id if action.old else "")  # fmt: skip
+        python.call(
+            name=action.line(),
+            function=_start_group,
+            recipe=recipe,
+            total_gpus=total_gpus,
+            digest=digest,
+            group=action.spec.group,
+            old_id=action.old.container_id if action.old else "",
+        )
 
 
 def spec_record_path(name: str) -> str:
@@ -277,10 +323,16 @@ def prefetch_image() -> None:
         return
     reference = recipe.image.reference
     program, progress = pull_files(host)
-    files.put(name="Upload the pull program (progress: bytes, rate, ETA)", src=StringIO(pull_program()),
-              dest=program, mode="0644")  # fmt: skip
-    server.shell(name=f"Start pulling {reference} in the background (unit {PULL_UNIT})",
-                 commands=[start_pull_command(reference, program, progress)])  # fmt: skip
+    files.put(
+        name="Upload the pull program (progress: bytes, rate, ETA)",
+        src=StringIO(pull_program()),
+        dest=program,
+        mode="0644",
+    )
+    server.shell(
+        name=f"Start pulling {reference} in the background (unit {PULL_UNIT})",
+        commands=[start_pull_command(reference, program, progress)],
+    )
 
 
 def _check_pin(recipe: Recipe) -> None:
@@ -378,8 +430,14 @@ def _replace_group(run: HostRunner, recipe: Recipe, spec: ContainerSpec, old_id:
     ok = write_start_files(host, folder, spec)
     if not ok or not write_text(run, f"{folder}/replace.sh", program, mode="0700"):
         raise DeployError(f"{host.name}: could not write the replace script under {folder}")
-    run(script("systemctl reset-failed {unit} >/dev/null 2>&1; systemd-run --unit {unit} --collect --quiet "
-               "/bin/sh {program}", unit=unit, program=f"{folder}/replace.sh"))  # fmt: skip
+    run(
+        script(
+            "systemctl reset-failed {unit} >/dev/null 2>&1; systemd-run --unit {unit} --collect --quiet "
+            "/bin/sh {program}",
+            unit=unit,
+            program=f"{folder}/replace.sh",
+        )
+    )
     _follow(run, unit, folder, f"group {spec.group} ({spec.name})")
     record = json.dumps(spec_record(spec, recipe.server.kind), indent=2) + "\n"
     if not write_text(run, spec_record_path(spec.name), record, mode="0600"):
@@ -402,16 +460,23 @@ def _follow(run: HostRunner, unit: str, folder: str, what: str) -> None:
             echo(f"[{host.name}] {what}: {escape_control(redact(progress))}")  # a container's last log line
             last = progress
         if active not in ("active", "activating") and time.monotonic() - start > 10:
-            raise DeployError(f"{host.name}: {what}: the replace unit {unit} stopped without a result; see "
-                              f"`journalctl -u {unit}`; the next run finishes or rolls back what it left")  # fmt: skip
+            raise DeployError(
+                f"{host.name}: {what}: the replace unit {unit} stopped without a result; see "
+                f"`journalctl -u {unit}`; the next run finishes or rolls back what it left"
+            )
         if time.monotonic() - start > timeout:
-            raise DeployError(f"{host.name}: {what}: the replace unit {unit} is still running after {timeout:.0f} s; "
-                              "it goes on, and the next run attaches to it")  # fmt: skip
+            raise DeployError(
+                f"{host.name}: {what}: the replace unit {unit} is still running after {timeout:.0f} s; "
+                "it goes on, and the next run attaches to it"
+            )
         time.sleep(interval)
     if status == "ok":
         echo(f"[{host.name}] {what} is serving")
         return
     logs = [redact(line) for line in run(script("cat {f} 2>/dev/null || true", f=f"{folder}/failed.log"))]
-    raise RunFailure(f"{what} {status.removeprefix('failed: ')}", logs[-20:] or ["(the container left no log)"],
-                     "fix what the cause says (the recipe's image, flags or GPUs, or the node), then run the deploy "
-                     "again; the status above says which container serves now")  # fmt: skip
+    raise RunFailure(
+        f"{what} {status.removeprefix('failed: ')}",
+        logs[-20:] or ["(the container left no log)"],
+        "fix what the cause says (the recipe's image, flags or GPUs, or the node), then run the deploy "
+        "again; the status above says which container serves now",
+    )

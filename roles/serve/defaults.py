@@ -36,8 +36,17 @@ from hgxkit.knobs import shared_defaults
 
 DEFAULTS = {
     **shared_defaults(
-        "recipe", "serve_total_gpus", "bind_address", "api_key", "serve_state_dir", "serve_api_key_file",
-        "group_hosts", "fabric_address", "dist_port", "bundle", "bundle_fingerprint",
+        "recipe",
+        "serve_total_gpus",
+        "bind_address",
+        "api_key",
+        "serve_state_dir",
+        "serve_api_key_file",
+        "group_hosts",
+        "fabric_address",
+        "dist_port",
+        "bundle",
+        "bundle_fingerprint",
     ),
     "allow_unauthenticated": False,
     "pin_image": False,

@@ -131,8 +131,10 @@ def multinode_preflight() -> None:
             "member; deploys/model.py for the model; image_update for the image), then run this again"
         )
     refuse(heading, reach_problems(recipe, group))
-    echo(f"[{host.name}] multi-node group {group.label()}: every member reaches the head at "
-         f"{group.head.address}:{group.dist_port}")  # fmt: skip
+    echo(
+        f"[{host.name}] multi-node group {group.label()}: every member reaches the head at "
+        f"{group.head.address}:{group.dist_port}"
+    )
 
 
 def reach_problems(recipe: Recipe, group: NodeGroup) -> list[Problem]:
@@ -146,8 +148,13 @@ def reach_problems(recipe: Recipe, group: NodeGroup) -> list[Problem]:
     if port in plan_fact(head, ListeningPorts):
         ours = [c for c in plan_fact(head, ManagedContainers) if c.running]
         if not ours:
-            return [Problem("dist-port", f"port {port} on {group.head.host} is in use by something hgxkit does not "
-                            "run", "stop what listens there, or set dist_port to a free port")]  # fmt: skip
+            return [
+                Problem(
+                    "dist-port",
+                    f"port {port} on {group.head.host} is in use by something hgxkit does not run",
+                    "stop what listens there, or set dist_port to a free port",
+                )
+            ]
     else:
         members = len(group.members)
         ok, said = HostRunner(head).status(listener_command(port, 10 + timeout * members, members))
@@ -158,10 +165,15 @@ def reach_problems(recipe: Recipe, group: NodeGroup) -> list[Problem]:
     for member in group.members:
         ok, _ = HostRunner(member_host(host, member.host)).status(reach_command(group.head.address, port, timeout))
         if not ok:
-            problems.append(Problem("reach", f"{member.host} (rank {member.rank}) cannot reach the head "
-                                    f"{group.head.host} at {group.head.address}:{port} within {timeout} s",
-                                    f"open TCP {port} between the nodes, or set fabric_address of "
-                                    f"{group.head.host} to an address its members reach"))  # fmt: skip
+            problems.append(
+                Problem(
+                    "reach",
+                    f"{member.host} (rank {member.rank}) cannot reach the head "
+                    f"{group.head.host} at {group.head.address}:{port} within {timeout} s",
+                    f"open TCP {port} between the nodes, or set fabric_address of "
+                    f"{group.head.host} to an address its members reach",
+                )
+            )
     return problems
 
 
@@ -177,11 +189,19 @@ def group_specs(
         out = {}
         for member in group.members:
             h = member_host(host, member.host)
-            found = container_specs(recipe, total_gpus=_total_gpus(h), bind_address=str(knob(h, "bind_address")),
-                                    api_key=key_files(h), image=image_to_run(recipe.image.reference, digest),
-                                    environ=environ, rank=member.rank, head=group.head.address,
-                                    group_hash=group_hash, state_dir=str(knob(h, "serve_state_dir")),
-                                    env_allowlist=env_allowlist(h, recipe))  # fmt: skip
+            found = container_specs(
+                recipe,
+                total_gpus=_total_gpus(h),
+                bind_address=str(knob(h, "bind_address")),
+                api_key=key_files(h),
+                image=image_to_run(recipe.image.reference, digest),
+                environ=environ,
+                rank=member.rank,
+                head=group.head.address,
+                group_hash=group_hash,
+                state_dir=str(knob(h, "serve_state_dir")),
+                env_allowlist=env_allowlist(h, recipe),
+            )
             if len(found) != 1:
                 raise DeployError(
                     f"{recipe.path}: a server spanning nodes runs one container per host, but the recipe makes "
@@ -222,8 +242,13 @@ def serve_group() -> None:
         why = "; ".join(decision.reasons) or "remove containers no longer in the recipe"
     # One callback for the whole group: its ranks stop, start and are judged together, and whether rank 0
     # becomes healthy exists only at execute time (module doc).
-    python.call(name=f"Roll out {recipe.name} on {', '.join(group.hosts)} as one multi-node group ({why})",
-                function=rollout_group, recipe=recipe, group=group, digest=digest)  # fmt: skip
+    python.call(
+        name=f"Roll out {recipe.name} on {', '.join(group.hosts)} as one multi-node group ({why})",
+        function=rollout_group,
+        recipe=recipe,
+        group=group,
+        digest=digest,
+    )
 
 
 # --- execute ------------------------------------------------------------------------------------------------
@@ -235,8 +260,10 @@ def _place_image(h: Any, recipe: Recipe, digest: str) -> None:
     if recorded_digest(plan_fact(h, RecordFile, path=record_path(h)), reference) == digest:
         return
     if digest.startswith(LOCAL_PREFIX):
-        raise DeployError(f"{h.name}: {reference} is an image built on the head ({digest}); a group spanning "
-                          "nodes needs it from a registry every member can pull from")  # fmt: skip
+        raise DeployError(
+            f"{h.name}: {reference} is an image built on the head ({digest}); a group spanning "
+            "nodes needs it from a registry every member can pull from"
+        )
     run = HostRunner(h)
     by_digest = image_to_run(reference, digest)
     if digest_from_inspect(run(pull_and_inspect(by_digest)), by_digest) != digest:
@@ -347,8 +374,10 @@ def _replace(group: NodeGroup, specs: dict[str, ContainerSpec]) -> None:
     echo(f"[{host.name}] multi-node group {name} ({group.label()}): starting the new spec on every rank")
     for member in group.members:  # the policy on each rank's literal argv, before any rank changes
         h = member_host(host, member.host)
-        refuse(f"serving checks failed on {member.host}; no container was changed",
-               start_problems(h, spanning_recipe(host), specs[member.host]))  # fmt: skip
+        refuse(
+            f"serving checks failed on {member.host}; no container was changed",
+            start_problems(h, spanning_recipe(host), specs[member.host]),
+        )
     for member in group.members:  # the command and secret files: root-only, on stdin, deleted once run
         h = member_host(host, member.host)
         if not write_start_files(h, workdir(h, name), specs[member.host]):

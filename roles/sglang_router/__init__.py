@@ -62,8 +62,11 @@ def _worker_host(h: Host) -> WorkerHost | None:
     if total is None:
         total = len(h.get_fact(NvidiaSmi).gpus) or None
     ports = [g.port for g in render_recipe(recipe, total_gpus=int(str(total)) if total else None) if g.port]
-    candidates = (role_knob(h, "router_worker_address", DEFAULTS), h.data.get("model_peer_address"),
-                  h.data.get("ssh_hostname"))
+    candidates = (
+        role_knob(h, "router_worker_address", DEFAULTS),
+        h.data.get("model_peer_address"),
+        h.data.get("ssh_hostname"),
+    )
     address = next((str(v) for v in candidates if v), h.name)
     return WorkerHost(h.name, address, str(knob(h, "bind_address")), ports, bool(knob(h, "api_key")))
 

@@ -90,8 +90,13 @@ def verify() -> None:
         if host.name != group.head.host:
             return  # rank >= 1 serves no API: the head's verify checks this host's rank and fingerprints it
         recipe = spanning_recipe(host)
-    python.call(name=f"Verify {recipe.name} ({mode} benchmark) and archive the run", function=_verify,
-                recipe=recipe, mode=mode, group=group)  # fmt: skip
+    python.call(
+        name=f"Verify {recipe.name} ({mode} benchmark) and archive the run",
+        function=_verify,
+        recipe=recipe,
+        mode=mode,
+        group=group,
+    )
 
 
 def _specs(
@@ -111,10 +116,15 @@ def _specs(
     gpus = int(total) if total is not None else (len(h.get_fact(NvidiaSmi).gpus) or None)
     keys = ApiKeyFiles.beside(key_file) if key_file else None
     member = group.member(h.name) if group else None
-    specs = container_specs(recipe, total_gpus=gpus, bind_address="127.0.0.1", api_key=keys,
-                            image=image_to_run(recipe.image.reference, digest),
-                            rank=member.rank if member else None,
-                            head=group.head.address if group else None)  # fmt: skip
+    specs = container_specs(
+        recipe,
+        total_gpus=gpus,
+        bind_address="127.0.0.1",
+        api_key=keys,
+        image=image_to_run(recipe.image.reference, digest),
+        rank=member.rank if member else None,
+        head=group.head.address if group else None,
+    )
     return specs, digest, gpus
 
 
@@ -188,10 +198,17 @@ def _verify(recipe: Recipe, mode: str, group: NodeGroup | None = None) -> None:
     by_group = {s.group: s for s in specs}
     monitored = bool(knob(host, "monitoring"))
     if not monitored:  # samplers while each cell runs; with monitoring, Prometheus is read afterwards instead
-        cells = [replace(c, metrics_url=_metrics_url(recipe, by_group[c.group]),
-                         gpus=tuple(by_group[c.group].gpus)) for c in cells]  # fmt: skip
-    run(script("umask 077 && mkdir -p {dir} && chmod 700 {parent} {dir}", dir=workdir,
-               parent=str(host.data.get("verify_workdir"))))  # fmt: skip
+        cells = [
+            replace(c, metrics_url=_metrics_url(recipe, by_group[c.group]), gpus=tuple(by_group[c.group].gpus))
+            for c in cells
+        ]
+    run(
+        script(
+            "umask 077 && mkdir -p {dir} && chmod 700 {parent} {dir}",
+            dir=workdir,
+            parent=str(host.data.get("verify_workdir")),
+        )
+    )
     texts, client_logs = _run_detached(run, cells, workdir, key_file, run_tag) if cells else ({}, {})
     took.lap(f"benchmark ({len(cells)} cells; the clients' start-up {_client_startup_s(texts):.1f} s of it)")
     if monitored and cells:
@@ -218,9 +235,13 @@ def _verify(recipe: Recipe, mode: str, group: NodeGroup | None = None) -> None:
     member_runs = _member_fingerprints(recipe, group, server_info) if group else {}
     took.lap("fingerprint")
     members = {name: fp for name, (fp, _) in member_runs.items()}
-    results, missing = cells_from_output(cells, texts, simulated=fingerprint.simulated,
-                                         telemetry_source="prometheus" if monitored else "sampled",
-                                         client_logs=client_logs)  # fmt: skip
+    results, missing = cells_from_output(
+        cells,
+        texts,
+        simulated=fingerprint.simulated,
+        telemetry_source="prometheus" if monitored else "sampled",
+        client_logs=client_logs,
+    )
     failed_gates = missing + gates(recipe, results, mode)  # type: ignore[arg-type]
     if group is not None:  # a rank that died while the benchmark ran
         failed_gates += _rank_failures(group, specs[0].name)
@@ -257,9 +278,19 @@ def _verify(recipe: Recipe, mode: str, group: NodeGroup | None = None) -> None:
     telemetry_names = {name for cell in cells for name in cell.telemetry_files}
     raw = {name: text for name, text in texts.items() if name not in telemetry_names and name != CLIENT_START_FILE}
     telemetry = {name: text for name, text in texts.items() if name in telemetry_names and text.strip()}
-    path = write_run(Path(host.data.get("results_dir")), summary, fingerprint, raw, report, _secrets(run, key_file),
-                     telemetry=telemetry, html=True, reference=recipe.reference, members=members,
-                     recipe_yaml=dump_recipe(recipe))  # fmt: skip
+    path = write_run(
+        Path(host.data.get("results_dir")),
+        summary,
+        fingerprint,
+        raw,
+        report,
+        _secrets(run, key_file),
+        telemetry=telemetry,
+        html=True,
+        reference=recipe.reference,
+        members=members,
+        recipe_yaml=dump_recipe(recipe),
+    )
     took.lap("report and archive")
     _keep_copy_on_host(run, workdir, path, raw)
     took.lap("copy on the host")
@@ -320,8 +351,12 @@ def _member_fingerprints(recipe: Recipe, group: NodeGroup, server_info: dict) ->
         h = member_host(host, member.host)
         key_file = str(knob(h, "serve_api_key_file")) if knob(h, "api_key") == "auto" else None
         specs, digest, total = _specs(recipe, key_file, group, h)
-        info = {"kind": server_info.get("kind"), "version": server_info.get("version"), "node_rank": member.rank,
-                "simulated": server_info.get("simulated")}  # fmt: skip
+        info = {
+            "kind": server_info.get("kind"),
+            "version": server_info.get("version"),
+            "node_rank": member.rank,
+            "simulated": server_info.get("simulated"),
+        }
         health = gpu_health_report(h.get_fact, expected_gpus=total)
         fingerprint = collect_fingerprint(
             h.get_fact,
@@ -357,8 +392,10 @@ def _prometheus_telemetry(cells: list[Cell], texts: dict[str, str], by_group: di
         echo(f"[{host.name}] no telemetry: {err}")
         return {}
     if interval > STEP_S:
-        echo(f"[{host.name}] Prometheus scrapes every {setting}: the per-cell telemetry read from it is coarser "
-             "than verify's 1 s sampling (prometheus_scrape_interval: 1s gives the same resolution)")
+        echo(
+            f"[{host.name}] Prometheus scrapes every {setting}: the per-cell telemetry read from it is coarser "
+            "than verify's 1 s sampling (prometheus_scrape_interval: 1s gives the same resolution)"
+        )
     base = local_url(str(knob(monitor, "prometheus_bind_address")), int(knob(monitor, "prometheus_port")))
     windows = {}
     for cell in (c for c in cells if c.record):
@@ -376,8 +413,10 @@ def _prometheus_telemetry(cells: list[Cell], texts: dict[str, str], by_group: di
         metrics_file, gpu_file, _ = cell.telemetry_files
         spec = by_group[cell.group]
         group = spec.rendered.name or f"group-{spec.group}"  # the `group` label of its scrape target
-        for name, query, convert in ((metrics_file, server_query(host.name, group), metrics_text),
-                                     (gpu_file, gpu_query(host.name, tuple(spec.gpus)), gpu_csv)):  # fmt: skip
+        for name, query, convert in (
+            (metrics_file, server_query(host.name, group), metrics_text),
+            (gpu_file, gpu_query(host.name, tuple(spec.gpus)), gpu_csv),
+        ):
             answer = "\n".join(run(samples_command(base, query, start, end)))
             try:
                 out[name] = convert(parse_matrix(answer, source=f"Prometheus on {chosen}, {name}"))
@@ -451,8 +490,13 @@ def _run_detached(
         echo(f"[{host.name}] attaching to the benchmark already running in {workdir}")
     else:
         run(script("mkdir -p {dir} && echo {dir} > {current}", dir=workdir, current=current))
-        text = bench_script(cells, workdir=workdir, api_key_file=key_file, run_tag=run_tag,
-                            client_process=host.data.get("verify_client_process"))  # fmt: skip
+        text = bench_script(
+            cells,
+            workdir=workdir,
+            api_key_file=key_file,
+            run_tag=run_tag,
+            client_process=host.data.get("verify_client_process"),
+        )
         host.put_file(StringIO(text), f"{workdir}/run.sh")
         run(
             script(
@@ -505,8 +549,14 @@ def _run_detached(
 def _fetch_results(run: HostRunner, workdir: str, names: list[str]) -> dict[str, str]:
     """Every result file of the run in ONE transfer (a root-only tar beside the workdir, deleted after)."""
     bundle = f"{workdir}.results.tar"
-    run(script("umask 077 && tar -C {dir} -cf {tar} --ignore-failed-read -- {names} 2>/dev/null; true",
-               dir=workdir, tar=bundle, names=names))  # fmt: skip
+    run(
+        script(
+            "umask 077 && tar -C {dir} -cf {tar} --ignore-failed-read -- {names} 2>/dev/null; true",
+            dir=workdir,
+            tar=bundle,
+            names=names,
+        )
+    )
     with tempfile.TemporaryDirectory(prefix="hgxkit-verify-") as tmp:
         local = Path(tmp) / "results.tar"
         try:
@@ -542,5 +592,10 @@ def _keep_copy_on_host(run: HostRunner, workdir: str, archived: Path, raw: dict[
                 tar.add(path, arcname=name, filter=root_only)
         remote = f"{workdir}.copy.tar"
         host.put_file(str(bundle), remote)
-        run(script("umask 077 && tar -C {dir} --no-same-owner -xf {tar}; rc=$?; rm -f {tar}; exit $rc",
-                   dir=workdir, tar=remote))  # fmt: skip
+        run(
+            script(
+                "umask 077 && tar -C {dir} --no-same-owner -xf {tar}; rc=$?; rm -f {tar}; exit $rc",
+                dir=workdir,
+                tar=remote,
+            )
+        )

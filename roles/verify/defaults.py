@@ -39,8 +39,15 @@ prometheus_bind_address and prometheus_scrape_interval (telemetry from Prometheu
 from hgxkit.knobs import shared_defaults
 
 DEFAULTS = {
-    **shared_defaults("recipe", "serve_total_gpus", "api_key", "serve_state_dir", "serve_api_key_file",
-                      "monitoring", "monitoring_host"),
+    **shared_defaults(
+        "recipe",
+        "serve_total_gpus",
+        "api_key",
+        "serve_state_dir",
+        "serve_api_key_file",
+        "monitoring",
+        "monitoring_host",
+    ),
     "bench": "smoke",
     "bench_output_len": None,
     "bench_repeats": None,

@@ -188,8 +188,15 @@ def run_deploy(
     from pathlib import Path
 
     root = Path(__file__).resolve().parents[2]
-    return subprocess.run(deploy_argv(deploy, *data, flags=flags), cwd=root, env=deploy_env(cluster, env),
-                          capture_output=True, text=True, timeout=timeout, check=False)  # fmt: skip
+    return subprocess.run(
+        deploy_argv(deploy, *data, flags=flags),
+        cwd=root,
+        env=deploy_env(cluster, env),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
 
 
 class NodeCommandError(AssertionError):
@@ -325,8 +332,9 @@ class ServiceProbe:
     ) -> None:
         self.cluster, self.ports, self.node = cluster, ports, node
         self.tag = secrets.token_hex(4)
-        self.script = _PROBE.format(tag=self.tag, ports=" ".join(map(str, ports)), model=model, tokens=tokens,
-                                    health_timeout=health_timeout_s)  # fmt: skip
+        self.script = _PROBE.format(
+            tag=self.tag, ports=" ".join(map(str, ports)), model=model, tokens=tokens, health_timeout=health_timeout_s
+        )
         self.lines: list[str] = []
         self._proc = None
         self._reader = None
@@ -382,8 +390,9 @@ class PausedDeploy:
         import threading
 
         root = Path(__file__).resolve().parents[2]
-        self.proc = subprocess.Popen(argv, cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                     text=True, start_new_session=True)  # fmt: skip
+        self.proc = subprocess.Popen(
+            argv, cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True
+        )
         self.lines: list[str] = []
         self.paused = threading.Event()
         self._reader = threading.Thread(target=self._read, daemon=True)

@@ -64,8 +64,15 @@ def test_fresh_node_to_gpu_host_and_idempotent(sim_nodes) -> None:
     sim_nodes(1, cluster=BRINGUP_CLUSTER)
 
     env = {**os.environ, "HGXKIT_SIM_CLUSTER": BRINGUP_CLUSTER}
-    doctor = subprocess.run([sys.executable, "-m", "hgxkit", "doctor", "inventories/sim.py"], cwd=ROOT, env=env,
-                            capture_output=True, text=True, timeout=300, check=False)  # fmt: skip
+    doctor = subprocess.run(
+        [sys.executable, "-m", "hgxkit", "doctor", "inventories/sim.py"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert doctor.returncode == 0, doctor.stdout + doctor.stderr  # the doctor first: read-only, says what follows
     assert "node1: ready for bring-up" in doctor.stdout
     assert "    - install NVIDIA driver 580.105.08 with fabric manager, then reboot\n" in doctor.stdout
@@ -103,7 +110,9 @@ def test_fresh_node_to_gpu_host_and_idempotent(sim_nodes) -> None:
     # A unit disabled behind hgxkit's back (its .wants symlink gone; no package or state file changed, the unit
     # still runs): the digest sees it, bring-up runs again and enables it; the run after that skips again.
     node_sh(BRINGUP_CLUSTER, "systemctl disable nvidia-dcgm.service >/dev/null 2>&1")
-    assert node_sh(BRINGUP_CLUSTER, "systemctl is-enabled nvidia-dcgm.service || true", answer=True).strip() == "disabled"
+    assert (
+        node_sh(BRINGUP_CLUSTER, "systemctl is-enabled nvidia-dcgm.service || true", answer=True).strip() == "disabled"
+    )
     reenabled = bringup(BRINGUP_CLUSTER)
     assert reenabled.returncode == 0, output(reenabled)[-4000:]
     assert "bring-up unchanged" not in output(reenabled)
@@ -156,8 +165,15 @@ def test_dry_bringup_on_a_fresh_node_changes_nothing(sim_nodes) -> None:
     before = node_sh(DRY_CLUSTER, FRESH_STATE, answer=True)
     assert "/etc/systemd/system" in before and "/data/models" in before and "/etc/hgxkit" in before
     env = {**os.environ, "HGXKIT_SIM_CLUSTER": DRY_CLUSTER, "PYINFRA_PROGRESS": "off"}
-    dry = subprocess.run([PYINFRA, "--dry", "inventories/sim.py", "deploys/bringup.py"], cwd=ROOT, env=env,
-                         capture_output=True, text=True, timeout=900, check=False)  # fmt: skip
+    dry = subprocess.run(
+        [PYINFRA, "--dry", "inventories/sim.py", "deploys/bringup.py"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+    )
     assert dry.returncode == 0, output(dry)[-4000:]
     assert re.search(r"nvidia-open|580\.105\.08", output(dry)), output(dry)[-4000:]  # it plans the driver install
     assert node_sh(DRY_CLUSTER, FRESH_STATE, answer=True) == before

@@ -24,36 +24,45 @@ MARLIN = "recipes/deepseek-v4-flash-dspark-marlin.yaml"
 # The node's firewall: answers to the controller's SSH (inbound, so established), its own loopback and Docker's
 # bridges; the sim's loopback mirrors (apt stand-in 8081, Hub 8088, registry mirror 15000) refused, every other
 # destination dropped. A unit applies it at every boot (bring-up reboots the node).
-FIREWALL = "\n".join([
-    "#!/bin/sh",
-    "iptables -F OUTPUT",
-    "iptables -A OUTPUT -m conntrack --ctstate ESTABLISHED,RELATED -j ACCEPT",
-    "iptables -A OUTPUT -o lo -p tcp -m multiport --dports 8081,8088,15000 -j REJECT",
-    "iptables -A OUTPUT -o lo -j ACCEPT",
-    "iptables -A OUTPUT -o docker0 -j ACCEPT",
-    "iptables -A OUTPUT -o br-+ -j ACCEPT",
-    "iptables -A OUTPUT -j DROP",
-    "",
-])  # fmt: skip
-UNIT = "\n".join([
-    "[Unit]",
-    "Description=hgxkit e2e: this node has no route out (tests/e2e/test_bundle.py)",
-    "After=network.target",
-    "[Service]",
-    "Type=oneshot",
-    "RemainAfterExit=yes",
-    "ExecStart=/usr/local/sbin/hgxkit-e2e-airgap",
-    "[Install]",
-    "WantedBy=multi-user.target",
-    "",
-])  # fmt: skip
+FIREWALL = "\n".join(
+    [
+        "#!/bin/sh",
+        "iptables -F OUTPUT",
+        "iptables -A OUTPUT -m conntrack --ctstate ESTABLISHED,RELATED -j ACCEPT",
+        "iptables -A OUTPUT -o lo -p tcp -m multiport --dports 8081,8088,15000 -j REJECT",
+        "iptables -A OUTPUT -o lo -j ACCEPT",
+        "iptables -A OUTPUT -o docker0 -j ACCEPT",
+        "iptables -A OUTPUT -o br-+ -j ACCEPT",
+        "iptables -A OUTPUT -j DROP",
+        "",
+    ]
+)
+UNIT = "\n".join(
+    [
+        "[Unit]",
+        "Description=hgxkit e2e: this node has no route out (tests/e2e/test_bundle.py)",
+        "After=network.target",
+        "[Service]",
+        "Type=oneshot",
+        "RemainAfterExit=yes",
+        "ExecStart=/usr/local/sbin/hgxkit-e2e-airgap",
+        "[Install]",
+        "WantedBy=multi-user.target",
+        "",
+    ]
+)
 AIRGAP = (
     f"set -e; printf %s '{FIREWALL}' > /usr/local/sbin/hgxkit-e2e-airgap; chmod 755 /usr/local/sbin/hgxkit-e2e-airgap; "
     f"printf %s '{UNIT}' > /etc/systemd/system/hgxkit-e2e-airgap.service; systemctl daemon-reload; "
     "systemctl enable --now hgxkit-e2e-airgap.service; echo airgapped"
 )
-MIRRORS = ("http://127.0.0.1:8081/cuda/debian12/x86_64/Release", "http://127.0.0.1:8088/api/models",
-           "http://127.0.0.1:15000/v2/", "https://pypi.org/simple/", "https://deb.debian.org/debian/")  # fmt: skip
+MIRRORS = (
+    "http://127.0.0.1:8081/cuda/debian12/x86_64/Release",
+    "http://127.0.0.1:8088/api/models",
+    "http://127.0.0.1:15000/v2/",
+    "https://pypi.org/simple/",
+    "https://deb.debian.org/debian/",
+)
 REACH = "; ".join(f"curl -sS -o /dev/null --max-time 5 {url} 2>/dev/null; echo {url} $?" for url in MIRRORS)
 
 
@@ -70,10 +79,27 @@ def airgapped(sim_nodes, tmp_path_factory):
     work = tmp_path_factory.mktemp("bundle")
     bundle = work / "b"
     created = subprocess.run(
-        [sys.executable, "-m", "hgxkit", "bundle", "create", "--recipe", MARLIN, "--inventory", "inventories/sim.py",
-         "-o", str(bundle), "--key-home", str(work / "gnupg")],
-        cwd=ROOT, env={**deploy_env(CLUSTER), "PYTHONPATH": str(ROOT)}, capture_output=True, text=True, check=False,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "hgxkit",
+            "bundle",
+            "create",
+            "--recipe",
+            MARLIN,
+            "--inventory",
+            "inventories/sim.py",
+            "-o",
+            str(bundle),
+            "--key-home",
+            str(work / "gnupg"),
+        ],
+        cwd=ROOT,
+        env={**deploy_env(CLUSTER), "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert created.returncode == 0, out(created)[-3000:]
     assert node_sh(CLUSTER, AIRGAP).strip().endswith("airgapped")
     results = work / "results"
@@ -97,7 +123,9 @@ def test_a_cut_off_node_converges_from_the_bundle(airgapped) -> None:
     policy = node_sh(CLUSTER, "apt-cache policy nvidia-open nvidia-container-toolkit")
     assert policy.count(f"file:{node_dir}/apt/") >= 2 and "127.0.0.1:8081" not in policy, policy
     # The image was loaded from the bundle and runs by its ID; the model is the bundle's commit.
-    images = node_sh(CLUSTER, "docker inspect --format '{{.Image}}' $(docker ps -q --filter label=hgxkit.serve)").split()
+    images = node_sh(
+        CLUSTER, "docker inspect --format '{{.Image}}' $(docker ps -q --filter label=hgxkit.serve)"
+    ).split()
     assert images == [doc["image"]["id"]] * 2, images
     manifest = json.loads(node_sh(CLUSTER, "cat /data/models/deepseek-v4-flash-dspark/.hgxkit-manifest.json"))
     assert (manifest["source"], manifest["commit"]) == ("bundle", doc["model"]["commit"])

@@ -41,7 +41,7 @@ def test_behind_the_cache_the_second_node_gets_no_image_and_pulls_the_bundles_im
         f"image/: {image_files} files ({image} bytes) not on this node, taken from the image cache (Docker checks "
         "each layer by digest, the role the image ID)",
         doc["bundle_sha256"],
-    ]  # fmt: skip
+    ]
     assert r["verify"]["node1"].splitlines() == [doc["bundle_sha256"]]  # node1 got image/: checked in full
     # node2 pulled by the bundle's manifest digest through the cache: every layer it served went to node2.
     assert f"Pull lmsysorg/sglang:dev-dspark through the image cache ({image_id[:19]})" in out

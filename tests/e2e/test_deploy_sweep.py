@@ -68,9 +68,27 @@ def test_the_sample_of_the_corpus_starts_and_answers_health(nodes: SweepNodes) -
 def test_a_memlock_unlimited_container_starts_and_says_what_the_node_fitted(nodes: SweepNodes) -> None:
     result = deploy(nodes, Case("mount.md", MOUNT))
     assert result.ok, result.line()
-    code, out = nodes.sh(0, argv("docker", "run", "--rm", "--ulimit", "memlock=-1", "--ulimit", "stack=67108864",
-                                 "--privileged", "--ipc=host", "--network=host", "--shm-size", "64g",
-                                 "lmsysorg/sglang:hgxkit-sweep", "sh", "-c", "echo $HGXKIT_SIM_CLAMPED"))  # fmt: skip
+    code, out = nodes.sh(
+        0,
+        argv(
+            "docker",
+            "run",
+            "--rm",
+            "--ulimit",
+            "memlock=-1",
+            "--ulimit",
+            "stack=67108864",
+            "--privileged",
+            "--ipc=host",
+            "--network=host",
+            "--shm-size",
+            "64g",
+            "lmsysorg/sglang:hgxkit-sweep",
+            "sh",
+            "-c",
+            "echo $HGXKIT_SIM_CLAMPED",
+        ),
+    )
     assert code == 0, out
     clamped = out.strip()
     assert clamped == "" or clamped.startswith("memlock=-1:-1>"), clamped  # the CI machine: memlock=-1:-1>8388608:…

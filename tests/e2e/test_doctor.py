@@ -47,8 +47,14 @@ def _group_data(cluster: str) -> dict:
 
 
 def _host(name: str, node, **data: object) -> tuple[str, dict]:
-    ssh = {"ssh_hostname": node.host, "ssh_port": node.port, "ssh_user": node.user, "ssh_key": node.key,
-           "ssh_strict_host_key_checking": "off", "ssh_known_hosts_file": "/dev/null"}  # fmt: skip
+    ssh = {
+        "ssh_hostname": node.host,
+        "ssh_port": node.port,
+        "ssh_user": node.user,
+        "ssh_key": node.key,
+        "ssh_strict_host_key_checking": "off",
+        "ssh_known_hosts_file": "/dev/null",
+    }
     return name, {**ssh, "expected_gpu_count": 8, **data}
 
 
@@ -61,8 +67,12 @@ def test_doctor_names_each_broken_host_with_its_remedy_and_changes_nothing(sim_n
     nodes = sim_nodes(3, cluster=CLUSTER, memory_gib=3072)
     seven = sim_nodes(1, gpus=7, cluster=CLUSTER7, memory_gib=3072)[0]
     node_sh(CLUSTER, "mount -o remount,size=1g /data/models", node="node2")
-    node_sh(CLUSTER, "useradd -m -s /bin/bash nosudo && install -d -o nosudo -m 700 ~nosudo/.ssh && "
-            "install -o nosudo -m 600 /root/.ssh/authorized_keys ~nosudo/.ssh/", node="node3")  # fmt: skip
+    node_sh(
+        CLUSTER,
+        "useradd -m -s /bin/bash nosudo && install -d -o nosudo -m 700 ~nosudo/.ssh && "
+        "install -o nosudo -m 600 /root/.ssh/authorized_keys ~nosudo/.ssh/",
+        node="node3",
+    )
     hosts = [
         _host("healthy", nodes[0]),
         _host("small-disk", nodes[1]),
@@ -84,8 +94,10 @@ def test_doctor_names_each_broken_host_with_its_remedy_and_changes_nothing(sim_n
     assert "healthy: ready for bring-up" in out
     assert "small-disk: CANNOT be brought up" in out
     assert "error: small-disk: [disk] 1.1 GB free at /data/models, need 426 GB; free space, mount a larger disk" in out
-    assert ("error: no-sudo: [sudo] user nosudo has no passwordless sudo (sudo: a password is required); add "
-            "`nosudo ALL=(ALL) NOPASSWD: ALL` to /etc/sudoers.d/hgxkit on the node, or connect as root") in out
+    assert (
+        "error: no-sudo: [sudo] user nosudo has no passwordless sudo (sudo: a password is required); add "
+        "`nosudo ALL=(ALL) NOPASSWD: ALL` to /etc/sudoers.d/hgxkit on the node, or connect as root"
+    ) in out
     assert "error: seven-gpus: [gpu-count] 7 NVIDIA GPUs on PCI, the inventory expects 8; reseat or RMA" in out
     assert "doctor: 1 of 4 hosts ready for bring-up; cannot be brought up: small-disk, no-sudo, seven-gpus" in out
 
@@ -94,8 +106,10 @@ def test_doctor_names_each_broken_host_with_its_remedy_and_changes_nothing(sim_n
     document = json.loads(as_json.stdout)
     schema = json.loads((ROOT / "hgxkit" / "node" / "schemas" / "doctor.schema.json").read_text())
     jsonschema.validate(document, schema)
-    verdicts = {h["host"]: (h["ok"], sorted({p["code"] for p in h["problems"] if p["level"] == "error"}))
-                for h in document["hosts"]}  # fmt: skip
+    verdicts = {
+        h["host"]: (h["ok"], sorted({p["code"] for p in h["problems"] if p["level"] == "error"}))
+        for h in document["hosts"]
+    }
     assert verdicts == {
         "healthy": (True, []),
         "small-disk": (False, ["disk"]),

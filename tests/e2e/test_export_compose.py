@@ -64,8 +64,9 @@ def grand_total(result: subprocess.CompletedProcess[str]) -> tuple[int, ...]:
 @pytest.fixture(scope="module")
 def node(sim_nodes, tmp_path_factory) -> tuple[NodeInfo, Path]:
     """One simulated node with the stand-ins published under the engines' image names; the results directory."""
-    require(shutil.which("docker-compose") is not None, "docker-compose is not installed (apt-get install "
-             "docker-compose)")  # fmt: skip
+    require(
+        shutil.which("docker-compose") is not None, "docker-compose is not installed (apt-get install docker-compose)"
+    )
     require(shutil.which("docker-registry") is not None, "docker-registry is not installed")
     require(client_store.is_installed(), f"no benchmark clients in {client_store.store_path()}")
     (info,) = sim_nodes(1, cluster=CLUSTER)
@@ -78,8 +79,14 @@ def node(sim_nodes, tmp_path_factory) -> tuple[NodeInfo, Path]:
 def deploy(recipe: Path, results: Path, *data: str) -> Path:
     """`deploys/reproduce.py` of `recipe` on the node (more `--data` in `data`); the run it archived."""
     before = {p.name for p in results.glob("node1/*")}
-    result = run_deploy(CLUSTER, "deploys/reproduce.py", f"recipe={recipe}", f"results_dir={results}", *data,
-                        env={"HF_TOKEN": FAKE_HF_TOKEN, "HUGGING_FACE_HUB_TOKEN": FAKE_HF_TOKEN})  # fmt: skip
+    result = run_deploy(
+        CLUSTER,
+        "deploys/reproduce.py",
+        f"recipe={recipe}",
+        f"results_dir={results}",
+        *data,
+        env={"HF_TOKEN": FAKE_HF_TOKEN, "HUGGING_FACE_HUB_TOKEN": FAKE_HF_TOKEN},
+    )
     assert result.returncode == 0, out(result)[-6000:]
     assert FAKE_HF_TOKEN not in out(result)
     (run,) = [p for p in results.glob("node1/*") if p.is_dir() and p.name not in before]
@@ -94,9 +101,12 @@ def imported(source: Path, tmp: Path, name: str) -> Path:
 
 
 def node_ip(info: NodeInfo) -> str:
-    raw = subprocess.run(["docker", "inspect", info.container, "--format",
-                          "{{range .NetworkSettings.Networks}}{{.IPAddress}} {{end}}"],
-                         capture_output=True, text=True, check=True).stdout  # fmt: skip
+    raw = subprocess.run(
+        ["docker", "inspect", info.container, "--format", "{{range .NetworkSettings.Networks}}{{.IPAddress}} {{end}}"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     return raw.split()[0]
 
 
@@ -106,8 +116,15 @@ class NodeDocker:
     def __init__(self, info: NodeInfo, directory: Path) -> None:
         self.socket = directory / "docker.sock"
         argv = ssh_argv(info, [])
-        forward = ["-N", "-o", "ExitOnForwardFailure=yes", "-o", "StreamLocalBindUnlink=yes",
-                   "-L", f"{self.socket}:/var/run/docker.sock"]  # fmt: skip
+        forward = [
+            "-N",
+            "-o",
+            "ExitOnForwardFailure=yes",
+            "-o",
+            "StreamLocalBindUnlink=yes",
+            "-L",
+            f"{self.socket}:/var/run/docker.sock",
+        ]
         self.process = subprocess.Popen([argv[0], *forward, *argv[1:]], stderr=subprocess.PIPE, text=True)
         for _ in range(100):
             if self.socket.exists() or self.process.poll() is not None:
@@ -117,8 +134,15 @@ class NodeDocker:
 
     def compose(self, directory: Path, *args: str) -> subprocess.CompletedProcess[str]:
         env = {**os.environ, "DOCKER_HOST": f"unix://{self.socket}"}
-        return subprocess.run(["docker-compose", "-p", PROJECT, "-f", "compose.yaml", *args], cwd=directory,
-                              env=env, capture_output=True, text=True, timeout=300, check=False)  # fmt: skip
+        return subprocess.run(
+            ["docker-compose", "-p", PROJECT, "-f", "compose.yaml", *args],
+            cwd=directory,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
 
     def close(self) -> None:
         self.process.terminate()
@@ -127,8 +151,11 @@ class NodeDocker:
 
 def tokenizer_copy(model_dir: str, into: Path) -> Path:
     """The model directory's small files (config, tokenizer; no weights) from the node, in `into`."""
-    packed = node_sh(CLUSTER, f"cd {model_dir} && tar cz --exclude='*.safetensors' --exclude='*.bin' "
-                              "--exclude='*.pt' --exclude='.cache' . | base64 -w0")  # fmt: skip
+    packed = node_sh(
+        CLUSTER,
+        f"cd {model_dir} && tar cz --exclude='*.safetensors' --exclude='*.bin' "
+        "--exclude='*.pt' --exclude='.cache' . | base64 -w0",
+    )
     into.mkdir()
     with tarfile.open(fileobj=io.BytesIO(base64.b64decode(packed))) as archive:
         archive.extractall(into, filter="data")
@@ -162,8 +189,19 @@ def test_a_compose_export_runs_on_the_node_and_compares_with_the_pyinfra_run(nod
     node_sh(CLUSTER, "docker stop $(docker ps -q --filter label=hgxkit.serve)")
 
     exported = tmp_path / "compose"
-    made = hgxkit("recipe", "export", str(recipe), "--to", "compose", "--bind", "0.0.0.0", "--run",
-                  summary["run_id"], "-o", str(exported))  # fmt: skip
+    made = hgxkit(
+        "recipe",
+        "export",
+        str(recipe),
+        "--to",
+        "compose",
+        "--bind",
+        "0.0.0.0",
+        "--run",
+        summary["run_id"],
+        "-o",
+        str(exported),
+    )
     assert made.returncode == 0, out(made)
     (exported / "secrets.env").write_text("")  # no key: the server answers on the simulated network only
     docker = NodeDocker(info, tmp_path)
@@ -174,15 +212,26 @@ def test_a_compose_export_runs_on_the_node_and_compares_with_the_pyinfra_run(nod
         assert up.returncode == 0, out(up)
         ip = node_ip(info)
         wait_healthy(f"http://{ip}:8000/health")
-        running = node_sh(CLUSTER, f"docker ps --filter label=com.docker.compose.project={PROJECT} "
-                                   "--format '{{.Names}} {{.Image}} {{.Label \"hgxkit.io/verified-by-run\"}}'")  # fmt: skip
-        assert running.split() == [f"{PROJECT}_llama-3-1-8b-instruct-0_1", "vllm/vllm-openai:latest",
-                                   summary["run_id"]]  # fmt: skip
+        running = node_sh(
+            CLUSTER,
+            f"docker ps --filter label=com.docker.compose.project={PROJECT} "
+            "--format '{{.Names}} {{.Image}} {{.Label \"hgxkit.io/verified-by-run\"}}'",
+        )
+        assert running.split() == [f"{PROJECT}_llama-3-1-8b-instruct-0_1", "vllm/vllm-openai:latest", summary["run_id"]]
 
         # vLLM's client tokenizes its prompts: the model's tokenizer files, copied from the node
         tokenizer = tokenizer_copy(load_recipe(str(recipe)).model.local_dir or "", tmp_path / "tokenizer")
-        verified = hgxkit("verify", "--endpoint", f"http://{ip}:8000", "--recipe", str(recipe), "--results-dir",
-                          str(results), "--tokenizer", str(tokenizer))  # fmt: skip
+        verified = hgxkit(
+            "verify",
+            "--endpoint",
+            f"http://{ip}:8000",
+            "--recipe",
+            str(recipe),
+            "--results-dir",
+            str(results),
+            "--tokenizer",
+            str(tokenizer),
+        )
         assert verified.returncode == 0, out(verified)
         (endpoint_run,) = [p for p in results.glob(f"endpoint-{ip}/*") if p.is_dir()]
         fingerprint = json.loads((endpoint_run / "fingerprint.json").read_text())
@@ -190,8 +239,13 @@ def test_a_compose_export_runs_on_the_node_and_compares_with_the_pyinfra_run(nod
         endpoint_summary = json.loads((endpoint_run / "summary.json").read_text())
         assert all(c["failed"] == 0 for c in endpoint_summary["cells"]) and endpoint_summary["cells"]
 
-        compared = hgxkit("results", "compare", str(deployed.relative_to(results)),
-                          str(endpoint_run.relative_to(results)), results=results)  # fmt: skip
+        compared = hgxkit(
+            "results",
+            "compare",
+            str(deployed.relative_to(results)),
+            str(endpoint_run.relative_to(results)),
+            results=results,
+        )
         assert compared.returncode == 0, out(compared)
         text = compared.stdout
         name = summary["recipe"]
@@ -203,8 +257,11 @@ def test_a_compose_export_runs_on_the_node_and_compares_with_the_pyinfra_run(nod
 
         down = docker.compose(exported, "down")
         assert down.returncode == 0, out(down)
-        left = node_sh(CLUSTER, f"docker ps -aq --filter label=com.docker.compose.project={PROJECT}; "
-                                f"docker network ls -q --filter label=com.docker.compose.project={PROJECT}")  # fmt: skip
+        left = node_sh(
+            CLUSTER,
+            f"docker ps -aq --filter label=com.docker.compose.project={PROJECT}; "
+            f"docker network ls -q --filter label=com.docker.compose.project={PROJECT}",
+        )
         assert left.strip() == ""
     finally:
         docker.compose(exported, "down")
@@ -223,8 +280,9 @@ ALLOWED = {
 }
 
 
-@pytest.mark.skipif(os.environ.get("HGXKIT_BENCH") != "1", reason="two more deploys (~6 min): opt in with "
-                    "HGXKIT_BENCH=1")  # fmt: skip
+@pytest.mark.skipif(
+    os.environ.get("HGXKIT_BENCH") != "1", reason="two more deploys (~6 min): opt in with HGXKIT_BENCH=1"
+)
 @pytest.mark.parametrize("file", sorted(ALLOWED))
 def test_a_published_engine_file_imported_unedited_serves_and_reruns_unchanged(node, tmp_path, file) -> None:
     _, results = node

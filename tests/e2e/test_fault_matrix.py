@@ -71,8 +71,11 @@ def recipe(tmp_path: Path, level: str, bad: bool = False) -> str:
     text = (ROOT / MARLIN).read_text()
     assert "  - --enable-metrics\n" in text
     path = tmp_path / f"faults-{level}{'-bad' if bad else ''}.yaml"
-    path.write_text(text.replace("  - --enable-metrics\n", "  - --enable-metrics\n" + extra)
-                    .replace("name: deepseek-v4-flash-dspark-", "name: faults-", 1))  # fmt: skip
+    path.write_text(
+        text.replace("  - --enable-metrics\n", "  - --enable-metrics\n" + extra).replace(
+            "name: deepseek-v4-flash-dspark-", "name: faults-", 1
+        )
+    )
     return str(path)
 
 
@@ -125,8 +128,13 @@ def node_fault(fault: str, cluster: str = CLUSTER) -> None:
     if fault == "dockerd-restart":
         node_sh(cluster, "systemctl restart docker", check=True, timeout=180)
         return
-    subprocess.run([sys.executable, "-m", "hgxkit", "sim", "ssh", "node1", "--cluster", cluster, "--",
-                    "systemctl reboot"], cwd=ROOT, capture_output=True, timeout=60, check=False)  # fmt: skip
+    subprocess.run(
+        [sys.executable, "-m", "hgxkit", "sim", "ssh", "node1", "--cluster", cluster, "--", "systemctl reboot"],
+        cwd=ROOT,
+        capture_output=True,
+        timeout=60,
+        check=False,
+    )
     wait_for_node(cluster)
 
 
@@ -145,8 +153,13 @@ def wait_for_node(cluster: str = CLUSTER, timeout: float = 300) -> None:
 
 
 def unit_done(timeout: int = 300) -> None:
-    node_sh(CLUSTER, f"for i in $(seq 1 {timeout}); do systemctl is-active --quiet hgxkit-serve-{G0} || exit 0; "
-                     "sleep 1; done; exit 1", timeout=timeout + 60, check=True)  # fmt: skip
+    node_sh(
+        CLUSTER,
+        f"for i in $(seq 1 {timeout}); do systemctl is-active --quiet hgxkit-serve-{G0} || exit 0; "
+        "sleep 1; done; exit 1",
+        timeout=timeout + 60,
+        check=True,
+    )
 
 
 @pytest.mark.parametrize("case", selected(os.environ.get("HGXKIT_FAULTS", "ci"), MODULE), ids=lambda c: c.id)
@@ -184,9 +197,15 @@ def replace_case(node: Node, case: Case, tmp_path: Path) -> None:
     probe = ServiceProbe(CLUSTER, [5001]) if serve else None
     with probe or contextlib.nullcontext():
         opened = time.time_ns()
-        controller = subprocess.Popen(deploy_argv("deploys/dspark.py", *FAST, f"recipe={recipe(tmp_path, level, bad)}"),
-                                      cwd=ROOT, env=deploy_env(CLUSTER), stdout=subprocess.PIPE,
-                                      stderr=subprocess.STDOUT, text=True, start_new_session=True)  # fmt: skip
+        controller = subprocess.Popen(
+            deploy_argv("deploys/dspark.py", *FAST, f"recipe={recipe(tmp_path, level, bad)}"),
+            cwd=ROOT,
+            env=deploy_env(CLUSTER),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            start_new_session=True,
+        )
         fault_inject.wait_reached(node_sh, CLUSTER, case.phase, controller)
         second = inject(case, controller, tmp_path, level)
         COUNTS["faults"] += 1
@@ -239,8 +258,11 @@ def controller_case(node: Node, case: Case, tmp_path: Path) -> None:
     level = node.next_level() if serving else node.level
     results = tmp_path / "results"
     deploy = "deploys/dspark.py" if serving else "deploys/verify.py"
-    data = (*FAST, f"recipe={recipe(tmp_path, level)}") if serving else (
-        f"recipe={recipe(tmp_path, level)}", f"results_dir={results}", "bench_output_len=16")  # fmt: skip
+    data = (
+        (*FAST, f"recipe={recipe(tmp_path, level)}")
+        if serving
+        else (f"recipe={recipe(tmp_path, level)}", f"results_dir={results}", "bench_output_len=16")
+    )
     probe = ServiceProbe(CLUSTER, [5001]) if case.others != RESTART else None
     with probe or contextlib.nullcontext():
         opened = time.time_ns()
@@ -346,8 +368,12 @@ def fresh_image(tag: str, mode: str, count: int) -> str:
     repo = f"lmsysorg/sglang:{tag}"
     fault = json.dumps({"mode": mode, "count": count, "min_size": 4_000_000})
     proxy = (ROOT / "tests" / "faults" / "registry_proxy.py").read_text()
-    node_sh(CLUSTER, PULL_SETUP.format(registry=REGISTRY, front=FRONT, proxy=proxy, repo=repo, fault=fault),
-            check=True, timeout=300)  # fmt: skip
+    node_sh(
+        CLUSTER,
+        PULL_SETUP.format(registry=REGISTRY, front=FRONT, proxy=proxy, repo=repo, fault=fault),
+        check=True,
+        timeout=300,
+    )
     return f"127.0.0.1:{FRONT}/{repo}"
 
 
@@ -373,14 +399,24 @@ def pull_case(node: Node, case: Case, tmp_path: Path) -> None:
     refused = case.fault != "registry-drop"
     run = None
     if case.fault == "docker-disk-full":  # Docker downloads layers into its TMPDIR, /var/lib/docker/tmp
-        node_sh(CLUSTER, f"mount -t tmpfs -o size=1m hgxkit-faults-full {DOCKER_TMP} && "
-                         f"head -c 2M /dev/zero > {DOCKER_TMP}/filler; df -h {DOCKER_TMP}", check=True)  # fmt: skip
+        node_sh(
+            CLUSTER,
+            f"mount -t tmpfs -o size=1m hgxkit-faults-full {DOCKER_TMP} && "
+            f"head -c 2M /dev/zero > {DOCKER_TMP}/filler; df -h {DOCKER_TMP}",
+            check=True,
+        )
     try:
         with ServiceProbe(CLUSTER, [5001]) as probe:  # closed before group 1's replace goes on
             opened = time.time_ns()
-            run = subprocess.Popen(deploy_argv("deploys/dspark.py", *FAST, f"recipe={path}"), cwd=ROOT,
-                                   env=deploy_env(CLUSTER), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                   text=True, start_new_session=True)  # fmt: skip
+            run = subprocess.Popen(
+                deploy_argv("deploys/dspark.py", *FAST, f"recipe={path}"),
+                cwd=ROOT,
+                env=deploy_env(CLUSTER),
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+                start_new_session=True,
+            )
             if refused:
                 output, _ = run.communicate(timeout=600)
             else:  # until group 0 is replaced and group 1's replace waits at its gate
@@ -390,8 +426,11 @@ def pull_case(node: Node, case: Case, tmp_path: Path) -> None:
             closed = time.time_ns()
     finally:
         fault_inject.release(node_sh, CLUSTER)
-        node_sh(CLUSTER, "rm -f /run/hgxkit-fault/registry.json.off; cp /run/hgxkit-fault/registry.json "
-                         "/run/hgxkit-fault/registry.json.off; echo '{}' > /run/hgxkit-fault/registry.json")  # fmt: skip
+        node_sh(
+            CLUSTER,
+            "rm -f /run/hgxkit-fault/registry.json.off; cp /run/hgxkit-fault/registry.json "
+            "/run/hgxkit-fault/registry.json.off; echo '{}' > /run/hgxkit-fault/registry.json",
+        )
         if case.fault == "docker-disk-full":  # freed: Docker's own tmp/ again
             node_sh(CLUSTER, f"umount -l {DOCKER_TMP}", check=True)  # lazily: a failed pull may hold a file
         if run is not None and run.poll() is None:

@@ -31,8 +31,12 @@ pytestmark = pytest.mark.e2e
 ROOT = Path(__file__).resolve().parents[2]
 MODULE = "tests/e2e/test_fault_matrix_model.py"
 TINY = "/data/models/tiny"
-FAST = ("model_disk_margin_gb=0.005", "model_poll_interval_s=0.5", "model_progress_every_s=1",
-        "model_download_workers=1")  # fmt: skip
+FAST = (
+    "model_disk_margin_gb=0.005",
+    "model_poll_interval_s=0.5",
+    "model_progress_every_s=1",
+    "model_download_workers=1",
+)
 SLOW_HUB = {"rate_bps": 1_000_000}  # ~1 MB/s: a file is half downloaded for seconds
 COUNTS = soak_figures.new_counts()  # no group serves here: no requests to count
 CASES = selected(os.environ.get("HGXKIT_FAULTS", "ci"), MODULE)
@@ -109,8 +113,12 @@ def test_fault(cluster: str, tiny: str, case: Case) -> None:
 
 def model_case(cluster: str, tiny: str, case: Case) -> None:
     """Inject the case's fault into a model sync, then assert the files on disk and the next run."""
-    node_sh(cluster, f"systemctl stop hgxkit-model-tiny 2>/dev/null; rm -rf {TINY} /var/lib/hgxkit/model/tiny.json "
-                     "/data/models/filler", check=True)  # fmt: skip
+    node_sh(
+        cluster,
+        f"systemctl stop hgxkit-model-tiny 2>/dev/null; rm -rf {TINY} /var/lib/hgxkit/model/tiny.json "
+        "/data/models/filler",
+        check=True,
+    )
     # The Hub's own faults pick their byte; the others need a slow Hub to find a file half downloaded.
     faults: dict = {} if case.fault.startswith("hub-") else dict(SLOW_HUB)
     if case.fault == "hub-drop":
@@ -118,9 +126,15 @@ def model_case(cluster: str, tiny: str, case: Case) -> None:
     if case.fault == "hub-corrupt":
         faults.update(corrupt_offset=4096, paths="*.safetensors")
     hub(cluster, "POST", "/_hubsim/faults", faults)
-    controller = subprocess.Popen(deploy_argv("deploys/model.py", f"recipe={tiny}", *FAST), cwd=ROOT,
-                                  env=deploy_env(cluster), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                  text=True, start_new_session=True)  # fmt: skip
+    controller = subprocess.Popen(
+        deploy_argv("deploys/model.py", f"recipe={tiny}", *FAST),
+        cwd=ROOT,
+        env=deploy_env(cluster),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
     second = None
     try:
         if not case.fault.startswith("hub-"):
@@ -132,12 +146,20 @@ def model_case(cluster: str, tiny: str, case: Case) -> None:
         elif case.fault == "second-controller":
             second = run_deploy(cluster, "deploys/model.py", f"recipe={tiny}", *FAST)
         elif case.fault == "node-reboot":
-            subprocess.run([sys.executable, "-m", "hgxkit", "sim", "ssh", "node1", "--cluster", cluster, "--",
-                            "systemctl reboot"], cwd=ROOT, capture_output=True, timeout=60, check=False)  # fmt: skip
+            subprocess.run(
+                [sys.executable, "-m", "hgxkit", "sim", "ssh", "node1", "--cluster", cluster, "--", "systemctl reboot"],
+                cwd=ROOT,
+                capture_output=True,
+                timeout=60,
+                check=False,
+            )
             time.sleep(10)
         elif case.fault == "disk-full":
-            node_sh(cluster, "fallocate -l $(( $(df --output=avail -B1 /data/models | tail -1) )) /data/models/filler "
-                             "|| dd if=/dev/zero of=/data/models/filler bs=1M 2>/dev/null; df -h /data/models")  # fmt: skip
+            node_sh(
+                cluster,
+                "fallocate -l $(( $(df --output=avail -B1 /data/models | tail -1) )) /data/models/filler "
+                "|| dd if=/dev/zero of=/data/models/filler bs=1M 2>/dev/null; df -h /data/models",
+            )
         COUNTS["faults"] += 1  # the Hub's faults were set before the run
         text, _ = controller.communicate(timeout=300)
     finally:

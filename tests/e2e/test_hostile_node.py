@@ -146,8 +146,11 @@ def hostile_served(sim_nodes, tmp_path_factory) -> str:
     first = run_deploy(CLUSTER, "deploys/dspark.py", "verify=false", f"recipe={recipe}")
     assert first.returncode == 0, (first.stdout + first.stderr)[-4000:]
     deadline = time.monotonic() + 120
-    while "planted" not in node_sh(CLUSTER, "docker exec $(docker ps -q --filter label=hgxkit.serve | head -1) "
-                                   "sh -c 'ls /tmp/hgxkit-e2e-planted && echo planted'"):  # fmt: skip
+    while "planted" not in node_sh(
+        CLUSTER,
+        "docker exec $(docker ps -q --filter label=hgxkit.serve | head -1) "
+        "sh -c 'ls /tmp/hgxkit-e2e-planted && echo planted'",
+    ):
         assert time.monotonic() < deadline, "the hostile image never planted its links"
         time.sleep(3)
     return str(recipe)
@@ -167,7 +170,9 @@ def test_resync_and_verify_follow_no_link_a_container_planted(hostile_served: st
     present = [m for m in MARKERS if node_sh(CLUSTER, f"ls -d {m} 2>/dev/null").strip()]
     after = snapshot()
     changed = sorted(p for p in set(before) | set(after) if before.get(p) != after.get(p) and not expected(p))
-    print(f"\nre-sync rc {sync.returncode}, verify rc {verify.returncode}; {len(before)} files and links under "
-          f"{', '.join(WATCHED)} compared; changed outside EXPECTED: {changed}; markers present: {present}")  # fmt: skip
+    print(
+        f"\nre-sync rc {sync.returncode}, verify rc {verify.returncode}; {len(before)} files and links under "
+        f"{', '.join(WATCHED)} compared; changed outside EXPECTED: {changed}; markers present: {present}"
+    )
     assert present == []
     assert changed == []

@@ -175,7 +175,9 @@ def test_fresh_download_then_noop_rerun(cluster: str, recipes: dict[str, str]) -
     assert again.returncode == 0, out(again)[-3000:]
     assert totals(again) == (0, 0, 0, 0)  # not one operation: the check is one fact
     # With the token (stdin), the node's shell answers from the stamp the sync left, asking the Hub with the token.
-    checked = r"model tiny: verified 11 files at \w+ \(unchanged since verify, the stamp on the node\); check took ([\d.]+)s"
+    checked = (
+        r"model tiny: verified 11 files at \w+ \(unchanged since verify, the stamp on the node\); check took ([\d.]+)s"
+    )
     check = float(re.search(checked, out(again)).group(1))  # type: ignore[union-attr]
     assert check <= 2.0
     assert elapsed - baseline <= 2.0, f"no-op re-run {elapsed:.2f}s vs minimal deploy {baseline:.2f}s"
@@ -436,10 +438,22 @@ def test_fleet_server_binds_its_fabric_address_drops_idle_connections_and_refuse
         )
         hub(cluster, node, "DELETE", "/_hubsim/requests")
     hub(cluster, "node1", "POST", "/_hubsim/faults", {"rate_bps": 300_000})  # 24 MB: about 80 s of sync
-    argv = [PYINFRA, "-y", "inventories/sim.py", "deploys/model.py", "--limit", "node*", "--data",
-            f"recipe={recipes['tiny']}"]  # fmt: skip
-    for item in ("model_disk_margin_gb=0.005", "model_poll_interval_s=0.5", "model_source=fleet",
-                 "model_download_workers=1"):  # fmt: skip
+    argv = [
+        PYINFRA,
+        "-y",
+        "inventories/sim.py",
+        "deploys/model.py",
+        "--limit",
+        "node*",
+        "--data",
+        f"recipe={recipes['tiny']}",
+    ]
+    for item in (
+        "model_disk_margin_gb=0.005",
+        "model_poll_interval_s=0.5",
+        "model_source=fleet",
+        "model_download_workers=1",
+    ):
         argv += ["--data", item]
     env = {k: v for k, v in os.environ.items() if k != "HF_TOKEN"}
     env.update(HGXKIT_SIM_CLUSTER=cluster, PYINFRA_PROGRESS="off", HF_TOKEN=FAKE_TOKEN)
@@ -459,8 +473,18 @@ def test_fleet_server_binds_its_fabric_address_drops_idle_connections_and_refuse
         pids = "pgrep -f 'hgxkit_fetch.py run'"
         threads = f"for p in $({pids}); do awk '/^Threads/ {{print $2}}' /proc/$p/status; done | sort -n | tail -1"
         before = int(node_sh(cluster, "node1", threads).strip())
-        flood_argv = [sys.executable, "-m", "hgxkit", "sim", "ssh", "node2", "--cluster", cluster, "--",
-                      f"python3 -c {shlex.quote(IDLE_FLOOD)} {serve['address']} {port} 500"]  # fmt: skip
+        flood_argv = [
+            sys.executable,
+            "-m",
+            "hgxkit",
+            "sim",
+            "ssh",
+            "node2",
+            "--cluster",
+            cluster,
+            "--",
+            f"python3 -c {shlex.quote(IDLE_FLOOD)} {serve['address']} {port} 500",
+        ]
         flood = subprocess.Popen(flood_argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         most = before
         while flood.poll() is None:

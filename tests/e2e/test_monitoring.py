@@ -72,13 +72,19 @@ def test_prometheus_sees_8_gpus_the_node_exporter_and_both_groups(monitored) -> 
     gpus = until(lambda: [r for r in vector("DCGM_FI_DEV_GPU_UTIL") if r["metric"].get("simulated") == "true"])
     assert sorted(r["metric"]["gpu"] for r in gpus) == [str(i) for i in range(8)]
     assert {r["metric"]["node"] for r in gpus} == {"node1"}
+
     def up_targets() -> dict[tuple[str, str], str]:
         found = {(r["metric"]["job"], r["metric"].get("group", "")): r["value"][1] for r in vector("up")}
         return found if len(found) == 5 and set(found.values()) == {"1"} else {}
 
     up = until(up_targets) or {(r["metric"]["job"], r["metric"].get("group", "")): r["value"][1] for r in vector("up")}
-    assert up == {("prometheus", ""): "1", ("dcgm", ""): "1", ("node", ""): "1",
-                  ("serving-sglang", "deepseek-v4-flash-0"): "1", ("serving-sglang", "deepseek-v4-flash-1"): "1"}
+    assert up == {
+        ("prometheus", ""): "1",
+        ("dcgm", ""): "1",
+        ("node", ""): "1",
+        ("serving-sglang", "deepseek-v4-flash-0"): "1",
+        ("serving-sglang", "deepseek-v4-flash-1"): "1",
+    }
     assert vector("node_memory_MemTotal_bytes")  # the node exporter's own metrics
     assert until(lambda: vector("sglang:num_running_reqs"))  # the groups' /metrics
     rules = api("/api/v1/rules")["data"]["groups"]
@@ -119,8 +125,9 @@ def test_verify_reads_telemetry_from_prometheus_and_it_agrees_with_sampling(moni
     the cell, so they may miss the first request's prompt; Prometheus holds a scrape from before the window)."""
     read = run_deploy(CLUSTER, "deploys/verify.py", *DATA, f"results_dir={tmp_path / 'prometheus'}", timeout=900)
     assert read.returncode == 0, out(read)[-4000:]
-    sampled = run_deploy(CLUSTER, "deploys/verify.py", "monitoring=false", f"results_dir={tmp_path / 'sampled'}",
-                         timeout=900)  # fmt: skip
+    sampled = run_deploy(
+        CLUSTER, "deploys/verify.py", "monitoring=false", f"results_dir={tmp_path / 'sampled'}", timeout=900
+    )
     assert sampled.returncode == 0, out(sampled)[-4000:]
     assert "telemetry from Prometheus" in out(read) and "telemetry from Prometheus" not in out(sampled)
     from_prometheus, from_samplers = archived_cells(tmp_path / "prometheus"), archived_cells(tmp_path / "sampled")
@@ -134,18 +141,24 @@ def test_verify_reads_telemetry_from_prometheus_and_it_agrees_with_sampling(moni
             n = min(ga["samples"], gb["samples"])
             for field in ("utilization_mean_pct", "power_mean_w"):
                 gap, allowed = abs(ga[field] - gb[field]), tolerance(field, n)
-                lines.append(f"group {group} GPU {ga['index']} {field}: prometheus {ga[field]:.2f} "
-                             f"({ga['samples']} samples) vs sampled {gb[field]:.2f} ({gb['samples']}); "
-                             f"|diff| {gap:.2f}, tolerance {allowed:.2f}")  # fmt: skip
+                lines.append(
+                    f"group {group} GPU {ga['index']} {field}: prometheus {ga[field]:.2f} "
+                    f"({ga['samples']} samples) vs sampled {gb[field]:.2f} ({gb['samples']}); "
+                    f"|diff| {gap:.2f}, tolerance {allowed:.2f}"
+                )
                 if gap > allowed:
                     far.append(lines[-1])
         # One request's tokens: its output (the cell's mean) and at most input_len prompt tokens (random ids).
-        per_request = {"generation_tokens": cell["total_output_tokens"] / cell["completed"],
-                       "prompt_tokens": cell["input_len"]}  # fmt: skip
+        per_request = {
+            "generation_tokens": cell["total_output_tokens"] / cell["completed"],
+            "prompt_tokens": cell["input_len"],
+        }
         for field, allowed in per_request.items():
             x, y = a["server"][field], b["server"][field]
-            lines.append(f"group {group} server {field}: prometheus {x:.0f} ({a['server']['scrapes']} scrapes) vs "
-                         f"sampled {y:.0f} ({b['server']['scrapes']}); tolerance {allowed:.0f}")  # fmt: skip
+            lines.append(
+                f"group {group} server {field}: prometheus {x:.0f} ({a['server']['scrapes']} scrapes) vs "
+                f"sampled {y:.0f} ({b['server']['scrapes']}); tolerance {allowed:.0f}"
+            )
             if abs(x - y) > allowed:
                 far.append(lines[-1])
     print("telemetry agreement:\n" + "\n".join(lines))
@@ -157,7 +170,8 @@ def test_xid_79_on_gpu_3_fires_gpu_fell_off_bus(monitored) -> None:
     try:
         alerts = until(lambda: firing("GpuFellOffBus"))
         assert [(a["labels"]["node"], a["labels"]["gpu"], a["labels"]["severity"]) for a in alerts] == [
-            ("node1", "3", "critical")]
+            ("node1", "3", "critical")
+        ]
     finally:
         node_sh(CLUSTER, "rm -f /etc/hgxkit-sim/faults/xid-79-gpu3")
 
@@ -166,7 +180,10 @@ def test_stopping_a_group_fires_serving_down(monitored) -> None:
     node_sh(CLUSTER, "docker stop -t 5 deepseek-v4-flash-1")
     alerts = until(lambda: firing("ServingGroupDown"))
     assert [(a["labels"]["group"], a["labels"]["job"]) for a in alerts] == [("deepseek-v4-flash-1", "serving-sglang")]
-    resources = node_sh(CLUSTER, "systemctl show -p MemoryCurrent -p CPUUsageNSec prometheus.service "
-                                 "prometheus-node-exporter.service; docker stats --no-stream --format "
-                                 "'{{.Name}} {{.MemUsage}} {{.CPUPerc}}' hgxkit-dcgm-exporter")  # fmt: skip
+    resources = node_sh(
+        CLUSTER,
+        "systemctl show -p MemoryCurrent -p CPUUsageNSec prometheus.service "
+        "prometheus-node-exporter.service; docker stats --no-stream --format "
+        "'{{.Name}} {{.MemUsage}} {{.CPUPerc}}' hgxkit-dcgm-exporter",
+    )
     print(f"monitoring stack on the node:\n{resources}")

@@ -47,8 +47,9 @@ OLD, NEW = "580.95.05", "580.105.08"
 
 
 def hgxkit(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "hgxkit", *args], cwd=ROOT, capture_output=True, text=True,
-                          timeout=900, check=False)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "hgxkit", *args], cwd=ROOT, capture_output=True, text=True, timeout=900, check=False
+    )
 
 
 def deploy(name: str, deploy_file: str, *data: str) -> subprocess.CompletedProcess[str]:
@@ -70,8 +71,9 @@ def ranks() -> dict[str, dict[str, str]]:
     """node -> the serving container there: id, start time, running, spec and rank labels, server arguments."""
     found = {}
     for node in ("node1", "node2"):
-        raw = node_sh(CLUSTER, "docker inspect $(docker ps -aq --filter label=hgxkit.serve) 2>/dev/null || echo []",
-                      node=node)  # fmt: skip
+        raw = node_sh(
+            CLUSTER, "docker inspect $(docker ps -aq --filter label=hgxkit.serve) 2>/dev/null || echo []", node=node
+        )
         items = json.loads(raw or "[]")
         assert len(items) <= 1, [i["Name"] for i in items]
         for item in items:
@@ -123,8 +125,13 @@ def deployed(sim_nodes, tmp_path_factory):
     recipe, results = tmp / "005.yaml", tmp / "results"
     imported = hgxkit("recipe", "import", str(POST), "-o", str(recipe))
     assert imported.returncode == 0, out(imported)
-    first = deploy("first deploy (bring-up, model, serve, verify)", "deploys/reproduce.py", f"recipe={recipe}",
-                   "api_key=auto", f"results_dir={results}")  # fmt: skip
+    first = deploy(
+        "first deploy (bring-up, model, serve, verify)",
+        "deploys/reproduce.py",
+        f"recipe={recipe}",
+        "api_key=auto",
+        f"results_dir={results}",
+    )
     return {"recipe": recipe, "results": results, "first": first, "tmp": tmp}
 
 
@@ -158,8 +165,9 @@ def test_two_nodes_serve_the_post_as_one_group(deployed) -> None:
     fingerprint = json.loads((run / "fingerprint.json").read_text())
     member = json.loads((run / "members" / "node2.json").read_text())
     assert [(r["rank"], r["host"], r["address"]) for r in fingerprint["node_group"]["ranks"]] == [
-        (0, "node1", head), (1, "node2", f"hgxkit-sim-{CLUSTER}-node2"),
-    ]  # fmt: skip
+        (0, "node1", head),
+        (1, "node2", f"hgxkit-sim-{CLUSTER}-node2"),
+    ]
     assert fingerprint["number_of_nodes"] == member["number_of_nodes"] == 2
     assert (fingerprint["system_name"], member["system_name"], member["serving"]["node_rank"]) == ("node1", "node2", 1)
     assert member["simulated"] is True and member["packages"]["driver"] == fingerprint["packages"]["driver"] == NEW
@@ -178,8 +186,9 @@ def test_two_nodes_serve_the_post_as_one_group(deployed) -> None:
 
 def test_a_second_run_changes_nothing(deployed) -> None:
     before = ranks()
-    again = deploy("second run (no change)", "deploys/reproduce.py", f"recipe={deployed['recipe']}", "api_key=auto",
-                   "verify=false")  # fmt: skip
+    again = deploy(
+        "second run (no change)", "deploys/reproduce.py", f"recipe={deployed['recipe']}", "api_key=auto", "verify=false"
+    )
     assert again.returncode == 0, out(again)[-4000:]
     ops, changed, errors, unchanged = grand_total(again)
     assert (changed, errors) == (0, 0) and unchanged == ops
@@ -189,8 +198,13 @@ def test_a_second_run_changes_nothing(deployed) -> None:
 def test_one_more_flag_replaces_both_ranks(deployed) -> None:
     before = ranks()
     changed = variant(deployed["tmp"], deployed["recipe"], "  - --trust-remote-code", "  - --log-level info", "flag")
-    result = deploy("changed flag (both ranks replaced)", "deploys/reproduce.py", f"recipe={changed}", "api_key=auto",
-                    "verify=false")  # fmt: skip
+    result = deploy(
+        "changed flag (both ranks replaced)",
+        "deploys/reproduce.py",
+        f"recipe={changed}",
+        "api_key=auto",
+        "verify=false",
+    )
     assert result.returncode == 0, out(result)[-4000:]
     after = ranks()
     assert all(after[n]["id"] != before[n]["id"] and after[n]["running"] == "True" for n in ("node1", "node2"))
@@ -203,11 +217,17 @@ def test_a_rank_dying_while_the_group_starts_puts_every_rank_back(deployed) -> N
     """Rank 0 waits 120 s before it is ready (a stand-in setting); rank 1 is killed meanwhile: the rollout fails
     and both nodes run their previous containers again."""
     before = ranks()
-    slow = variant(deployed["tmp"], deployed["serving"], "  - --ipc=host", "  - -e HGXKIT_SIM_READY_DELAY_S=120",
-                   "slow")  # fmt: skip
-    proc = subprocess.Popen(deploy_argv("deploys/reproduce.py", f"recipe={slow}", "api_key=auto", "verify=false"),
-                            cwd=ROOT, env=deploy_env(CLUSTER), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True)  # fmt: skip
+    slow = variant(
+        deployed["tmp"], deployed["serving"], "  - --ipc=host", "  - -e HGXKIT_SIM_READY_DELAY_S=120", "slow"
+    )
+    proc = subprocess.Popen(
+        deploy_argv("deploys/reproduce.py", f"recipe={slow}", "api_key=auto", "verify=false"),
+        cwd=ROOT,
+        env=deploy_env(CLUSTER),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     seen = []
     assert proc.stdout is not None
     for line in proc.stdout:
@@ -231,9 +251,15 @@ def test_a_controller_killed_mid_rollout_is_recovered_by_the_next_run(deployed) 
     starting; the next run puts every rank back (rank 0 of the new spec never became healthy) and keeps them."""
     before = ranks()
     slow = deployed["tmp"] / "slow.yaml"
-    proc = subprocess.Popen(deploy_argv("deploys/reproduce.py", f"recipe={slow}", "api_key=auto", "verify=false"),
-                            cwd=ROOT, env=deploy_env(CLUSTER), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True, start_new_session=True)  # fmt: skip
+    proc = subprocess.Popen(
+        deploy_argv("deploys/reproduce.py", f"recipe={slow}", "api_key=auto", "verify=false"),
+        cwd=ROOT,
+        env=deploy_env(CLUSTER),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
     assert proc.stdout is not None
     seen = []
     for line in proc.stdout:
@@ -245,8 +271,13 @@ def test_a_controller_killed_mid_rollout_is_recovered_by_the_next_run(deployed) 
     assert "starting the new spec" in "".join(seen), "".join(seen)[-3000:]
     names = node_sh(CLUSTER, "docker ps -a --filter label=hgxkit.serve --format '{{.Names}}' | sort")
     assert names.split() == [NAME, f"{NAME}-hgxkit-previous"]  # cut off: the old rank 0 is set aside
-    again = deploy("run after a killed rollout (recovery)", "deploys/reproduce.py", f"recipe={deployed['serving']}",
-                   "api_key=auto", "verify=false")  # fmt: skip
+    again = deploy(
+        "run after a killed rollout (recovery)",
+        "deploys/reproduce.py",
+        f"recipe={deployed['serving']}",
+        "api_key=auto",
+        "verify=false",
+    )
     assert again.returncode == 0, out(again)[-4000:]
     assert "an earlier rollout was cut off; put every rank back as it was" in out(again)
     after = ranks()  # one container per node again: nothing set aside is left
@@ -257,8 +288,13 @@ def test_a_controller_killed_mid_rollout_is_recovered_by_the_next_run(deployed) 
 
 def test_killing_rank_1_fails_verify_naming_node2(deployed) -> None:
     node_sh(CLUSTER, f"docker kill {NAME}", node="node2")
-    result = deploy("verify with rank 1 killed", "deploys/verify.py", f"recipe={deployed['serving']}", "api_key=auto",
-                    f"results_dir={deployed['results']}")  # fmt: skip
+    result = deploy(
+        "verify with rank 1 killed",
+        "deploys/verify.py",
+        f"recipe={deployed['serving']}",
+        "api_key=auto",
+        f"results_dir={deployed['results']}",
+    )
     assert result.returncode != 0
     assert re.search(rf"the multi-node group {NAME} \(node1 \(rank 0\), node2 \(rank 1\)\) is not whole", out(result))
     assert "  - rank 1 on node2: exited" in out(result), out(result)[-3000:]
@@ -269,8 +305,13 @@ def test_a_node_with_another_driver_is_refused_before_any_change(deployed) -> No
     node_sh(CLUSTER, downgrade, node="node2", timeout=600)
     assert node_sh(CLUSTER, "dpkg-query -W -f '${Version}' nvidia-open", node="node2") == f"{OLD}-1"
     before = {n: node_sh(CLUSTER, NODE_STATE, node=n) for n in ("node1", "node2")}
-    result = deploy("refused (driver differs)", "deploys/reproduce.py", f"recipe={deployed['serving']}",
-                    "api_key=auto", "verify=false")  # fmt: skip
+    result = deploy(
+        "refused (driver differs)",
+        "deploys/reproduce.py",
+        f"recipe={deployed['serving']}",
+        "api_key=auto",
+        "verify=false",
+    )
     assert result.returncode != 0
     text = out(result)
     assert "multi-node preflight failed on node1; nothing was changed on any node" in text, text[-3000:]

@@ -25,8 +25,10 @@ from sim_steps import cluster_name, node_sh
 
 pytestmark = [
     pytest.mark.e2e,
-    pytest.mark.skipif(os.environ.get("HGXKIT_BENCH") != "1" and os.environ.get("CI") != "true",
-                       reason="slow: runs in CI and with HGXKIT_BENCH=1 (make bench)"),
+    pytest.mark.skipif(
+        os.environ.get("HGXKIT_BENCH") != "1" and os.environ.get("CI") != "true",
+        reason="slow: runs in CI and with HGXKIT_BENCH=1 (make bench)",
+    ),
 ]
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -76,8 +78,14 @@ def test_a_1gb_pull_through_a_shaped_link_prints_rate_and_eta(sim_nodes, tmp_pat
     deploy = tmp_path / "pull_big.py"
     deploy.write_text(DEPLOY)
     env = {**os.environ, "HGXKIT_SIM_CLUSTER": CLUSTER, "PYINFRA_PROGRESS": "off", "PYTHONPATH": str(ROOT)}
-    argv = [str(Path(sys.executable).parent / "pyinfra"), "-y", "inventories/sim.py", str(deploy),
-            "--data", "serve_pull_progress_every_s=5"]  # fmt: skip
+    argv = [
+        str(Path(sys.executable).parent / "pyinfra"),
+        "-y",
+        "inventories/sim.py",
+        str(deploy),
+        "--data",
+        "serve_pull_progress_every_s=5",
+    ]
     started = time.monotonic()
     result = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600, check=False)
     took = time.monotonic() - started

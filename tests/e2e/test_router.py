@@ -78,12 +78,16 @@ def test_a_replace_behind_the_router_keeps_the_other_group_serving(routed, tmp_p
     text = (ROOT / MARLIN).read_text()
     assert "  - --enable-metrics\n" in text
     variant = tmp_path / "relogged.yaml"
-    variant.write_text(text.replace("  - --enable-metrics\n", "  - --enable-metrics\n  - --log-level info\n")
-                       .replace("name: deepseek-v4-flash-dspark-", "name: relogged-", 1))  # fmt: skip
+    variant.write_text(
+        text.replace("  - --enable-metrics\n", "  - --enable-metrics\n  - --log-level info\n").replace(
+            "name: deepseek-v4-flash-dspark-", "name: relogged-", 1
+        )
+    )
     before = router()
     with ServiceProbe(CLUSTER, [30000, 5000, 5001]) as probe:
-        rolled = run_deploy(CLUSTER, "deploys/dspark.py", "verify=false", "router=true", f"recipe={variant}",
-                            timeout=600)  # fmt: skip
+        rolled = run_deploy(
+            CLUSTER, "deploys/dspark.py", "verify=false", "router=true", f"recipe={variant}", timeout=600
+        )
     assert rolled.returncode == 0, out(rolled)[-4000:]
     samples = probe.samples
     down = {port: [s for s in samples if s.port == port and s.code != "200"] for port in (5000, 5001)}
@@ -110,8 +114,9 @@ def test_the_router_answers_every_request_during_a_replace(routed) -> None:
 
 def test_api_key_reaches_the_router_from_the_root_only_file(routed) -> None:
     before = router()
-    keyed = run_deploy(CLUSTER, "deploys/dspark.py", "verify=false", "router=true", "bind_address=0.0.0.0",
-                       "api_key=auto", timeout=600)  # fmt: skip
+    keyed = run_deploy(
+        CLUSTER, "deploys/dspark.py", "verify=false", "router=true", "bind_address=0.0.0.0", "api_key=auto", timeout=600
+    )
     assert keyed.returncode == 0, out(keyed)[-5000:]
     assert router() != before  # the key file is mounted now: another spec
     key = node_sh(CLUSTER, "cat /etc/hgxkit/serve/api-key", answer=True).strip()

@@ -103,8 +103,13 @@ def deploy_post(number: str, node: Path, deployed: dict, tmp: Path, *import_args
     imported = hgxkit("recipe", "import", str(post(number)), "-o", str(recipe), "--force", *import_args)
     assert imported.returncode == 0, out(imported)
     before = {p.name for p in node.glob("node1/*")}
-    result = run_deploy(CLUSTER, "deploys/reproduce.py", f"recipe={recipe}", f"results_dir={node}",
-                        env={"HF_TOKEN": FAKE_HF_TOKEN, "HUGGING_FACE_HUB_TOKEN": FAKE_HF_TOKEN})  # fmt: skip
+    result = run_deploy(
+        CLUSTER,
+        "deploys/reproduce.py",
+        f"recipe={recipe}",
+        f"results_dir={node}",
+        env={"HF_TOKEN": FAKE_HF_TOKEN, "HUGGING_FACE_HUB_TOKEN": FAKE_HF_TOKEN},
+    )
     assert result.returncode == 0, out(result)[-6000:]
     assert FAKE_HF_TOKEN not in out(result)
     (run,) = [p for p in node.glob("node1/*") if p.is_dir() and p.name not in before]
@@ -193,8 +198,9 @@ def test_a_rerun_changes_nothing(node, deployed) -> None:
 
 def test_compare_vllm_run_with_sglang_run(node, deployed) -> None:
     vllm_run, sglang_run = deployed["007"].run, deployed["019"].run
-    compared = hgxkit("results", "compare", str(vllm_run.relative_to(node)), str(sglang_run.relative_to(node)),
-                      results=node)  # fmt: skip
+    compared = hgxkit(
+        "results", "compare", str(vllm_run.relative_to(node)), str(sglang_run.relative_to(node)), results=node
+    )
     assert compared.returncode == 0, out(compared)
     text = compared.stdout
     for needle in ("server kind vllm vs sglang", "vllm/vllm-openai", "lmsysorg/sglang", "TTFT Mean"):

@@ -95,8 +95,9 @@ def test_fresh_node_serves_the_post_and_archives_a_run(served) -> None:
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["simulated"] is True and summary["bench"] == "smoke" and summary["gates"] == []
     assert [(c["group"], c["input_len"], c["concurrency"], c["failed"]) for c in summary["cells"]] == [
-        (0, 5000, 1, 0), (1, 5000, 1, 0),
-    ]  # fmt: skip
+        (0, 5000, 1, 0),
+        (1, 5000, 1, 0),
+    ]
     assert all(4.5 < c["accept_length"] < 6.0 for c in summary["cells"])
     fingerprint = json.loads((run_dir / "fingerprint.json").read_text())
     assert fingerprint["simulated"] is True and fingerprint["accelerators_per_node"] == 8
@@ -145,8 +146,9 @@ def test_full_bench_archives_repeats_intervals_telemetry_and_report(served, tmp_
     recipe = tmp_path / "marlin-two-cells.yaml"
     recipe.write_text(yaml.safe_dump(data, sort_keys=False))
     results = tmp_path / "results"
-    run = run_deploy(CLUSTER, "deploys/verify.py", f"recipe={recipe}", "bench=full", "bench_output_len=16",
-                     f"results_dir={results}")  # fmt: skip
+    run = run_deploy(
+        CLUSTER, "deploys/verify.py", f"recipe={recipe}", "bench=full", "bench_output_len=16", f"results_dir={results}"
+    )
     assert run.returncode == 0, out(run)[-4000:]
     (run_dir,) = [p for p in results.glob("node1/*") if p.is_dir()]
     summary = json.loads((run_dir / "summary.json").read_text())
@@ -178,9 +180,13 @@ def test_dry_run_on_a_converged_node_changes_nothing(served) -> None:
     assert "deepseek-v4-flash-0" in before and "/var/lib/hgxkit/serve/image.json" in before
     dry = subprocess.run(
         [str(Path(sys.executable).parent / "pyinfra"), "--dry", "inventories/sim.py", "deploys/dspark.py"],
-        cwd=ROOT, env={**os.environ, "HGXKIT_SIM_CLUSTER": CLUSTER, "PYINFRA_PROGRESS": "off"},
-        capture_output=True, text=True, timeout=900, check=False,
-    )  # fmt: skip
+        cwd=ROOT,
+        env={**os.environ, "HGXKIT_SIM_CLUSTER": CLUSTER, "PYINFRA_PROGRESS": "off"},
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+    )
     assert dry.returncode == 0, out(dry)[-4000:]
     assert node_sh(CLUSTER, NODE_STATE, answer=True, check=True) == before
 
@@ -191,11 +197,21 @@ def test_dry_run_of_another_recipe_names_each_replace_and_the_flag_that_differs(
     before = node_sh(CLUSTER, NODE_STATE, answer=True, check=True)
     assert "deepseek-v4-flash-0" in before
     dry = subprocess.run(
-        [str(Path(sys.executable).parent / "pyinfra"), "--dry", "inventories/sim.py", "deploys/dspark.py",
-         "--data", f"recipe={FLASHINFER}"],
-        cwd=ROOT, env={**os.environ, "HGXKIT_SIM_CLUSTER": CLUSTER, "PYINFRA_PROGRESS": "off"},
-        capture_output=True, text=True, timeout=900, check=False,
-    )  # fmt: skip
+        [
+            str(Path(sys.executable).parent / "pyinfra"),
+            "--dry",
+            "inventories/sim.py",
+            "deploys/dspark.py",
+            "--data",
+            f"recipe={FLASHINFER}",
+        ],
+        cwd=ROOT,
+        env={**os.environ, "HGXKIT_SIM_CLUSTER": CLUSTER, "PYINFRA_PROGRESS": "off"},
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+    )
     assert dry.returncode == 0, out(dry)[-4000:]
     text = out(dry)
     for group in (0, 1):
@@ -208,12 +224,18 @@ def test_dry_run_of_another_recipe_names_each_replace_and_the_flag_that_differs(
 def test_hostile_recipes_are_refused_before_any_change(served, tmp_path) -> None:
     before = node_sh(CLUSTER, NODE_STATE, answer=True, check=True)
     marker = tmp_path / "pwned"
-    injected = recipe_variant(tmp_path, MARLIN, "name_template: deepseek-v4-flash-{{group}}",
-                              f"name_template: 'x-{{{{group}}}};touch {marker};#'", "injected")  # fmt: skip
+    injected = recipe_variant(
+        tmp_path,
+        MARLIN,
+        "name_template: deepseek-v4-flash-{{group}}",
+        f"name_template: 'x-{{{{group}}}};touch {marker};#'",
+        "injected",
+    )
     first = run_deploy(CLUSTER, "deploys/reproduce.py", "verify=false", f"recipe={injected}")
     assert first.returncode != 0 and "groups.name_template" in out(first), out(first)[-3000:]
-    escape = recipe_variant(tmp_path, MARLIN, "  - --ipc=host\n", "  - --ipc=host\n  - --privileged\n  - -v /:/host\n",
-                            "escape")  # fmt: skip
+    escape = recipe_variant(
+        tmp_path, MARLIN, "  - --ipc=host\n", "  - --ipc=host\n  - --privileged\n  - -v /:/host\n", "escape"
+    )
     second = run_deploy(CLUSTER, "deploys/reproduce.py", "verify=false", f"recipe={escape}")
     assert second.returncode != 0
     assert 'allow_docker_options: ["--privileged"]' in out(second) and "host-system-mount" in out(second)
@@ -241,13 +263,15 @@ def test_a_killed_replace_finishes_and_a_second_run_is_refused(served, tmp_path)
 
 def killed_replace_round(tmp_path: Path, level: str) -> None:
     """One round: the recipe with `--log-level LEVEL` added (another level than the node serves)."""
-    variant = recipe_variant(tmp_path, MARLIN, "  - --enable-metrics\n",
-                             f"  - --enable-metrics\n  - --log-level {level}\n", "relogged")  # fmt: skip
+    variant = recipe_variant(
+        tmp_path, MARLIN, "  - --enable-metrics\n", f"  - --enable-metrics\n  - --log-level {level}\n", "relogged"
+    )
     untouched = containers()["deepseek-v4-flash-1"]
     with ServiceProbe(CLUSTER, [5001]) as probe:
         opened = time.time_ns()
-        first = paused_deploy(CLUSTER, "deploys/dspark.py", *QUICK, f"recipe={variant}",
-                              at="roles.serve:_follow:group 0 (")  # fmt: skip
+        first = paused_deploy(
+            CLUSTER, "deploys/dspark.py", *QUICK, f"recipe={variant}", at="roles.serve:_follow:group 0 ("
+        )
         seen = first.wait_paused()
         second = run_deploy(CLUSTER, "deploys/dspark.py", *QUICK, f"recipe={variant}")
         first.kill()
@@ -255,8 +279,13 @@ def killed_replace_round(tmp_path: Path, level: str) -> None:
         assert second.returncode != 0
         assert re.search(r"another hgxkit run holds /var/lib/hgxkit/run.lock \(pid, start, command: \d+ ", out(second))
         # The replace goes on without the controller: its unit ends with group 0 on the new spec.
-        node_sh(CLUSTER, "for i in $(seq 1 180); do systemctl is-active --quiet hgxkit-serve-deepseek-v4-flash-0 "
-                         "|| exit 0; sleep 1; done; exit 1", timeout=240, check=True)  # fmt: skip
+        node_sh(
+            CLUSTER,
+            "for i in $(seq 1 180); do systemctl is-active --quiet hgxkit-serve-deepseek-v4-flash-0 "
+            "|| exit 0; sleep 1; done; exit 1",
+            timeout=240,
+            check=True,
+        )
         closed = time.time_ns()
     problems = service_problems(probe.samples, 5001, (opened, closed))
     assert not problems, problems
@@ -352,9 +381,15 @@ def test_two_recipes_compare_in_the_posts_layout(served, capsys) -> None:
 
 def test_api_key_auto_never_reaches_output_or_archive(served, tmp_path) -> None:
     run = run_deploy(
-        CLUSTER, "deploys/dspark.py", "bind_address=0.0.0.0", "api_key=auto", f"results_dir={tmp_path}",
-        f"recipe={FLASHINFER}", flags=("-y", "-vvv"), env={"HF_TOKEN": FAKE_HF_TOKEN},
-    )  # fmt: skip
+        CLUSTER,
+        "deploys/dspark.py",
+        "bind_address=0.0.0.0",
+        "api_key=auto",
+        f"results_dir={tmp_path}",
+        f"recipe={FLASHINFER}",
+        flags=("-y", "-vvv"),
+        env={"HF_TOKEN": FAKE_HF_TOKEN},
+    )
     assert run.returncode == 0, out(run)[-4000:]
     key = (ROOT / ".hgxkit" / "secrets" / "node1.api-key").read_text().strip()
     assert len(key) >= 32
@@ -362,8 +397,11 @@ def test_api_key_auto_never_reaches_output_or_archive(served, tmp_path) -> None:
     assert key not in out(run) and FAKE_HF_TOKEN not in out(run)  # -vvv prints every command and fact output
     # On the node: no process shows the key on its command line, and no file others may read holds it.
     assert key not in node_sh(CLUSTER, "ps -eo args", answer=True, check=True)
-    readable = node_sh(CLUSTER, "find /var/lib/hgxkit /etc/hgxkit /tmp /data/models -type f -perm -o=r "
-                                "-size -50M -exec cat {} + 2>/dev/null | tr -c '[:print:]' '\\n'")  # fmt: skip
+    readable = node_sh(
+        CLUSTER,
+        "find /var/lib/hgxkit /etc/hgxkit /tmp /data/models -type f -perm -o=r "
+        "-size -50M -exec cat {} + 2>/dev/null | tr -c '[:print:]' '\\n'",
+    )
     assert readable and key not in readable and FAKE_HF_TOKEN not in readable
     raw = node_sh(CLUSTER, "cat /var/lib/hgxkit/verify/*/*.jsonl 2>/dev/null")  # root-only, and scrubbed too
     assert raw and key not in raw
@@ -379,13 +417,17 @@ def test_api_key_auto_never_reaches_output_or_archive(served, tmp_path) -> None:
 
 
 def test_moved_tag_is_refused_with_pin_image(served, tmp_path) -> None:
-    status = subprocess.run([sys.executable, "-m", "hgxkit", "sim", "image", "status"], cwd=ROOT,
-                            capture_output=True, text=True, check=True).stdout  # fmt: skip
+    status = subprocess.run(
+        [sys.executable, "-m", "hgxkit", "sim", "image", "status"], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout
     digest = next(line.split()[1] for line in status.splitlines() if line.startswith("lmsysorg/sglang:dev-dspark"))
     pinned = recipe_variant(
-        tmp_path, FLASHINFER, "  reference: lmsysorg/sglang:dev-dspark\n",
-        f"  reference: lmsysorg/sglang:dev-dspark\n  digest: {digest}\n", "pinned",
-    )  # fmt: skip
+        tmp_path,
+        FLASHINFER,
+        "  reference: lmsysorg/sglang:dev-dspark\n",
+        f"  reference: lmsysorg/sglang:dev-dspark\n  digest: {digest}\n",
+        "pinned",
+    )
     same = run_deploy(CLUSTER, "deploys/dspark.py", "verify=false", f"recipe={pinned}", "pin_image=true")
     assert same.returncode == 0, out(same)[-4000:]
     build = [sys.executable, "-m", "hgxkit", "sim", "image", "build"]
@@ -393,8 +435,11 @@ def test_moved_tag_is_refused_with_pin_image(served, tmp_path) -> None:
     try:
         moved = run_deploy(CLUSTER, "deploys/dspark.py", "verify=false", f"recipe={pinned}", "pin_image=true")
         assert moved.returncode != 0
-        match = re.search(r"lmsysorg/sglang:dev-dspark now resolves to (sha256:[0-9a-f]{64}), not the pinned "
-                          r"(sha256:[0-9a-f]{64})", out(moved))  # fmt: skip
+        match = re.search(
+            r"lmsysorg/sglang:dev-dspark now resolves to (sha256:[0-9a-f]{64}), not the pinned "
+            r"(sha256:[0-9a-f]{64})",
+            out(moved),
+        )
         assert match and match.group(2) == digest and match.group(1) != digest
     finally:
         subprocess.run(build, cwd=ROOT, capture_output=True, check=True)

@@ -104,8 +104,13 @@ def serving_node(sim_nodes):
     env = {**os.environ, "HGXKIT_SIM_CLUSTER": CLUSTER, "PYINFRA_PROGRESS": "off"}
     res = subprocess.run(
         [PYINFRA, "-y", "inventories/sim.py", "deploys/bringup.py"],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=900, check=False,
-    )  # fmt: skip
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+    )
     assert res.returncode == 0, (res.stdout + res.stderr)[-4000:]
     _copy_model(node.container)
     commands = seed_commands()
@@ -153,8 +158,11 @@ def test_real_client_in_container_writes_jsonl_ttft_matches_truth(serving_node) 
     row = json.loads(ok(f"docker exec {name} cat /tmp/e2e.jsonl").splitlines()[-1])
     assert list(row)[: len(JSONL_KEYS)] == JSONL_KEYS
     assert (row["backend"], row["dataset_name"], row["completed"], row["random_input_len"]) == (
-        "sglang", "random-ids", 10, 5000,
-    )  # fmt: skip
+        "sglang",
+        "random-ids",
+        10,
+        5000,
+    )
     assert row["server_info"]["simulated"] is True
     assert 4.5 <= row["accept_length"] <= 6.0  # DSPARK: drawn around 5.3
     truth = [t["ttft_ms"] for t in _truth(name)[before:]][-10:]  # warmups came first

@@ -52,8 +52,9 @@ NODES = ("node1", "node2")
 
 
 def hgxkit(*args: str, timeout: int = 900) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "hgxkit", *args], cwd=ROOT, capture_output=True, text=True,
-                          timeout=timeout, check=False)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "hgxkit", *args], cwd=ROOT, capture_output=True, text=True, timeout=timeout, check=False
+    )
 
 
 def sh(command: str, node: str = "node1", timeout: int = 300) -> str:
@@ -63,8 +64,10 @@ def sh(command: str, node: str = "node1", timeout: int = 300) -> str:
 def serving(node: str) -> list[tuple[str, str, bool]]:
     """(name, rank label, running) of every hgxkit-labelled container on `node`, stopped ones too."""
     raw = sh("docker inspect $(docker ps -aq --filter label=hgxkit.serve) 2>/dev/null || echo []", node)
-    return [(i["Name"].lstrip("/"), i["Config"]["Labels"].get("hgxkit.rank", ""), i["State"]["Running"])
-            for i in json.loads(raw or "[]")]  # fmt: skip
+    return [
+        (i["Name"].lstrip("/"), i["Config"]["Labels"].get("hgxkit.rank", ""), i["State"]["Running"])
+        for i in json.loads(raw or "[]")
+    ]
 
 
 def grand_total(result: subprocess.CompletedProcess[str]) -> tuple[int, int, int, int]:
@@ -98,8 +101,7 @@ def deployed(sim_nodes, tmp_path_factory):
     imported = hgxkit("recipe", "import", str(POST), "-o", str(recipe))
     assert imported.returncode == 0, out(imported)
     start = time.monotonic()
-    first = run_deploy(CLUSTER, "deploys/reproduce.py", f"recipe={recipe}", "api_key=auto",
-                       f"results_dir={results}")  # fmt: skip
+    first = run_deploy(CLUSTER, "deploys/reproduce.py", f"recipe={recipe}", "api_key=auto", f"results_dir={results}")
     print(f"first deploy: {time.monotonic() - start:.0f} s")
     return {"recipe": recipe, "results": results, "first": first, "tmp": tmp}
 
@@ -120,8 +122,7 @@ def test_the_published_two_node_slurm_script_is_served_verified_and_archived(dep
 
 def test_a_second_run_changes_nothing(deployed) -> None:
     before = serving("node1") + serving("node2")
-    again = run_deploy(CLUSTER, "deploys/reproduce.py", f"recipe={deployed['recipe']}", "api_key=auto",
-                       "verify=false")  # fmt: skip
+    again = run_deploy(CLUSTER, "deploys/reproduce.py", f"recipe={deployed['recipe']}", "api_key=auto", "verify=false")
     assert again.returncode == 0, out(again)[-4000:]
     ops, changed, errors, unchanged = grand_total(again)
     assert (changed, errors) == (0, 0) and unchanged == ops
@@ -155,8 +156,10 @@ def slurm(deployed):
     """slurm-wlm and munge on both nodes (Debian 12's, 22.05), slurmctld on node1, slurmd on each; hgxkit's own
     serving containers removed first (the job starts the group again)."""
     assert deployed["first"].returncode == 0, "the deploy failed: see the first test"
-    install = ("export DEBIAN_FRONTEND=noninteractive; apt-get update -q >/dev/null && apt-get install -y -q "
-               "--no-install-recommends slurm-wlm munge >/tmp/slurm-apt.log 2>&1; echo $?")  # fmt: skip
+    install = (
+        "export DEBIAN_FRONTEND=noninteractive; apt-get update -q >/dev/null && apt-get install -y -q "
+        "--no-install-recommends slurm-wlm munge >/tmp/slurm-apt.log 2>&1; echo $?"
+    )
     with ThreadPoolExecutor(max_workers=2) as pool:
         done = list(pool.map(lambda n: sh(install, n, timeout=600), NODES))
     assert done == ["0", "0"], [sh("tail -5 /tmp/slurm-apt.log", n) for n in NODES]
@@ -165,14 +168,17 @@ def slurm(deployed):
     conf = base64.b64encode(_slurm_conf(addresses).encode()).decode()
     hosts = "".join(f"{a} {n}\\n" for n, a in addresses.items())
     for node in NODES:
-        sh("docker rm -f $(docker ps -aq --filter label=hgxkit.serve) >/dev/null 2>&1; "
-           f"echo {key} | base64 -d > /etc/munge/munge.key && chown munge:munge /etc/munge/munge.key && "
-           f"chmod 400 /etc/munge/munge.key && echo {conf} | base64 -d > /etc/slurm/slurm.conf && "
-           "for i in 0 1 2 3 4 5 6 7; do [ -e /run/simgpu$i ] || mknod /run/simgpu$i c 1 3; done && "
-           "echo 'Name=gpu File=/run/simgpu[0-7]' > /etc/slurm/gres.conf && "
-           f"printf '{hosts}' >> /etc/hosts && "
-           "mkdir -p /var/lib/slurm/slurmctld /var/lib/slurm/slurmd /var/log/slurm && "
-           "chown -R slurm:slurm /var/lib/slurm /var/log/slurm && systemctl restart munge", node)  # fmt: skip
+        sh(
+            "docker rm -f $(docker ps -aq --filter label=hgxkit.serve) >/dev/null 2>&1; "
+            f"echo {key} | base64 -d > /etc/munge/munge.key && chown munge:munge /etc/munge/munge.key && "
+            f"chmod 400 /etc/munge/munge.key && echo {conf} | base64 -d > /etc/slurm/slurm.conf && "
+            "for i in 0 1 2 3 4 5 6 7; do [ -e /run/simgpu$i ] || mknod /run/simgpu$i c 1 3; done && "
+            "echo 'Name=gpu File=/run/simgpu[0-7]' > /etc/slurm/gres.conf && "
+            f"printf '{hosts}' >> /etc/hosts && "
+            "mkdir -p /var/lib/slurm/slurmctld /var/lib/slurm/slurmd /var/log/slurm && "
+            "chown -R slurm:slurm /var/lib/slurm /var/log/slurm && systemctl restart munge",
+            node,
+        )
     sh("systemctl restart slurmctld")
     for node in NODES:
         sh("systemctl restart slurmd", node)
@@ -206,8 +212,17 @@ def test_the_exported_sbatch_serves_the_group_on_slurm_and_scancel_stops_it(depl
     with tarfile.open(fileobj=io.BytesIO(base64.b64decode(raw))) as archive:
         archive.extractall(tokenizer, filter="data")
     results = tmp_path / "results"
-    verified = hgxkit("verify", "--endpoint", f"http://{slurm['node1']}:{PORT}", "--recipe", str(deployed["recipe"]),
-                      "--tokenizer", str(tokenizer), "--results-dir", str(results))  # fmt: skip
+    verified = hgxkit(
+        "verify",
+        "--endpoint",
+        f"http://{slurm['node1']}:{PORT}",
+        "--recipe",
+        str(deployed["recipe"]),
+        "--tokenizer",
+        str(tokenizer),
+        "--results-dir",
+        str(results),
+    )
     assert verified.returncode == 0, out(verified)[-3000:]
     (run,) = [p for p in results.glob(f"endpoint-{slurm['node1']}/*") if p.is_dir()]
     summary = json.loads((run / "summary.json").read_text())

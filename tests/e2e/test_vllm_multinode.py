@@ -53,16 +53,22 @@ RAY_POST = POSTS / "formats" / "r03-vllm-issue-16692-ray-tp16-two-h800.md"
 RAY_EXAMPLE = POSTS / "formats" / "r01-vllm-run-deepseek-ray-docker.sh"
 # What run_deepseek.sh leaves to its reader ("say /path/to/the/huggingface/home/on/this/node"), given as a user would.
 RAY_EXAMPLE_OPTIONS = (
-    "--fill", "/path/to/the/huggingface/home/on/this/node=/data/models/DeepSeek-V3",
-    "--fill", "/path/to/the/model/in/the/container=/models/DeepSeek-V3",
-    "--model-repo", "deepseek-ai/DeepSeek-V3", "--image", "vllm/vllm-openai:latest",
-)  # fmt: skip
+    "--fill",
+    "/path/to/the/huggingface/home/on/this/node=/data/models/DeepSeek-V3",
+    "--fill",
+    "/path/to/the/model/in/the/container=/models/DeepSeek-V3",
+    "--model-repo",
+    "deepseek-ai/DeepSeek-V3",
+    "--image",
+    "vllm/vllm-openai:latest",
+)
 RAY_EXAMPLE_ALLOW = 'allow_docker_options=["--privileged", "host-system-mount"]'
 
 
 def hgxkit(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "hgxkit", *args], cwd=ROOT, capture_output=True, text=True,
-                          timeout=900, check=False)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "hgxkit", *args], cwd=ROOT, capture_output=True, text=True, timeout=900, check=False
+    )
 
 
 def deploy(name: str, *data: str) -> subprocess.CompletedProcess[str]:
@@ -82,8 +88,9 @@ def containers() -> dict[str, dict[str, str]]:
     """node -> its serving container: name, id, start time, running, rank label, command words."""
     found = {}
     for node in ("node1", "node2"):
-        raw = node_sh(CLUSTER, "docker inspect $(docker ps -aq --filter label=hgxkit.serve) 2>/dev/null || echo []",
-                      node=node)  # fmt: skip
+        raw = node_sh(
+            CLUSTER, "docker inspect $(docker ps -aq --filter label=hgxkit.serve) 2>/dev/null || echo []", node=node
+        )
         items = json.loads(raw or "[]")
         assert len(items) <= 1, [i["Name"] for i in items]
         for item in items:
@@ -114,8 +121,12 @@ def dp(cluster: Path) -> dict[str, object]:
     recipe, results = cluster / "022.yaml", cluster / "results"
     imported = hgxkit("recipe", "import", str(DP_POST), "-o", str(recipe))
     assert imported.returncode == 0, out(imported)
-    first = deploy("DP over two hosts: bring-up, model, serve, verify", f"recipe={recipe}", "api_key=auto",
-                   f"results_dir={results}")  # fmt: skip
+    first = deploy(
+        "DP over two hosts: bring-up, model, serve, verify",
+        f"recipe={recipe}",
+        "api_key=auto",
+        f"results_dir={results}",
+    )
     return {"recipe": recipe, "results": results, "first": first}
 
 
@@ -158,12 +169,25 @@ def test_vllm_on_ray_deploys_both_hosts_and_the_033_image_refuses_the_posts_v072
     before = containers()
     recipe = cluster / "r03.yaml"
     refused = hgxkit("recipe", "import", str(RAY_POST), "--model-repo", "deepseek-ai/DeepSeek-R1", "-o", str(recipe))
-    assert refused.returncode != 0 and "line 19, column 5: the engine would refuse: `--enable-reasoning` is not an " \
-        "option of vLLM 0.33 (the image vllm/vllm-openai:latest;" in out(refused), out(refused)  # fmt: skip
+    assert (
+        refused.returncode != 0
+        and "line 19, column 5: the engine would refuse: `--enable-reasoning` is not an "
+        "option of vLLM 0.33 (the image vllm/vllm-openai:latest;"
+        in out(refused)
+    ), out(refused)
     built = hgxkit("sim", "image", "build", "--tag", "vllm/vllm-openai:v0.7.2")
     assert built.returncode == 0, out(built)[-3000:]
-    imported = hgxkit("recipe", "import", str(RAY_POST), "--model-repo", "deepseek-ai/DeepSeek-R1", "--image",
-                      "vllm/vllm-openai:v0.7.2", "-o", str(recipe))  # fmt: skip
+    imported = hgxkit(
+        "recipe",
+        "import",
+        str(RAY_POST),
+        "--model-repo",
+        "deepseek-ai/DeepSeek-R1",
+        "--image",
+        "vllm/vllm-openai:v0.7.2",
+        "-o",
+        str(recipe),
+    )
     assert imported.returncode == 0, out(imported)
     assert "`--enable-reasoning` was not checked: vLLM 0.33 has no such option" in out(imported), out(imported)
     rendered = hgxkit("recipe", "render", str(recipe), "--rank", "1", "--head", "node1")
@@ -181,15 +205,23 @@ def ray_example(cluster: Path) -> dict[str, object]:
     recipe, results = cluster / "r01.yaml", cluster / "ray-results"
     imported = hgxkit("recipe", "import", str(RAY_EXAMPLE), *RAY_EXAMPLE_OPTIONS, "-o", str(recipe))
     assert imported.returncode == 0, out(imported)
-    first = deploy("Ray example over two hosts: serve, verify", f"recipe={recipe}", "api_key=auto",
-                   f"results_dir={results}", RAY_EXAMPLE_ALLOW)  # fmt: skip
+    first = deploy(
+        "Ray example over two hosts: serve, verify",
+        f"recipe={recipe}",
+        "api_key=auto",
+        f"results_dir={results}",
+        RAY_EXAMPLE_ALLOW,
+    )
     why = ""
     if first.returncode != 0:  # what the node saw: the client's log, the containers, the head's last lines
-        why = node_sh(CLUSTER, "for f in $(find /var/lib/hgxkit/verify -name '*.log' 2>/dev/null); do echo \"== $f\"; "
-                      "tail -n 30 \"$f\"; done; ls -la /var/lib/hgxkit/verify/*/; c=$(docker ps -aq --filter "
-                      "label=hgxkit.serve); docker exec $c sh -c 'ls -laR /tmp/hgxkit-verify; tail -n 40 "
-                      "/tmp/hgxkit-verify/*/*.log'; journalctl --no-pager -n 60 -u 'hgxkit-verify*' 2>&1; "
-                      "docker ps -a; docker logs --tail 30 $c 2>&1 || true")  # fmt: skip
+        why = node_sh(
+            CLUSTER,
+            "for f in $(find /var/lib/hgxkit/verify -name '*.log' 2>/dev/null); do echo \"== $f\"; "
+            'tail -n 30 "$f"; done; ls -la /var/lib/hgxkit/verify/*/; c=$(docker ps -aq --filter '
+            "label=hgxkit.serve); docker exec $c sh -c 'ls -laR /tmp/hgxkit-verify; tail -n 40 "
+            "/tmp/hgxkit-verify/*/*.log'; journalctl --no-pager -n 60 -u 'hgxkit-verify*' 2>&1; "
+            "docker ps -a; docker logs --tail 30 $c 2>&1 || true",
+        )
     return {"recipe": recipe, "results": results, "first": first, "why": why}
 
 
@@ -220,8 +252,13 @@ def test_vllm_examples_ray_script_serves_tp8_pp2_over_two_nodes_verified_and_arc
 
 def test_vllm_examples_ray_script_a_second_run_changes_nothing(ray_example) -> None:
     before = containers()
-    again = deploy("Ray example second run (no change)", f"recipe={ray_example['recipe']}", "api_key=auto",
-                   "verify=false", RAY_EXAMPLE_ALLOW)  # fmt: skip
+    again = deploy(
+        "Ray example second run (no change)",
+        f"recipe={ray_example['recipe']}",
+        "api_key=auto",
+        "verify=false",
+        RAY_EXAMPLE_ALLOW,
+    )
     assert again.returncode == 0, out(again)[-4000:]
     ops, changed, errors, unchanged = grand_total(again)
     assert (changed, errors) == (0, 0) and unchanged == ops

@@ -37,20 +37,26 @@ exit $rc
 
 def install_shim(node_sh, cluster: str, node: str = "node1") -> None:
     """Put the docker shim on the node (idempotent; it passes every call through unless a phase is armed)."""
-    node_sh(cluster, "mkdir -p /run/hgxkit-fault && cat > /usr/local/bin/docker <<'HGXKIT_EOF'\n" + SHIM
-            + "HGXKIT_EOF\nchmod 755 /usr/local/bin/docker && command -v docker", node=node, answer=True,
-            check=True)  # fmt: skip
+    node_sh(
+        cluster,
+        "mkdir -p /run/hgxkit-fault && cat > /usr/local/bin/docker <<'HGXKIT_EOF'\n"
+        + SHIM
+        + "HGXKIT_EOF\nchmod 755 /usr/local/bin/docker && command -v docker",
+        node=node,
+        answer=True,
+        check=True,
+    )
 
 
 def arm(node_sh, cluster: str, *phases: str, node: str = "node1") -> None:
     """Hold the unit at each of `phases` (and nothing else) from now on."""
     marks = " ".join(f"/run/hgxkit-fault/at-{p}" for p in phases)
-    node_sh(cluster, f"mkdir -p /run/hgxkit-fault && rm -f /run/hgxkit-fault/* && touch {marks}", node=node,
-            check=True)  # fmt: skip
+    node_sh(cluster, f"mkdir -p /run/hgxkit-fault && rm -f /run/hgxkit-fault/* && touch {marks}", node=node, check=True)
 
 
-def wait_reached(node_sh, cluster: str, phase: str, controller: subprocess.Popen, node: str = "node1",
-                 timeout: float = 600) -> None:  # fmt: skip
+def wait_reached(
+    node_sh, cluster: str, phase: str, controller: subprocess.Popen, node: str = "node1", timeout: float = 600
+) -> None:
     """Wait until the unit holds at `phase`; fail (with the controller's output) if the run ends first."""
     deadline = time.monotonic() + timeout
     while node_sh(cluster, f"test -e /run/hgxkit-fault/reached-{phase} && echo yes", node=node).strip() != "yes":
@@ -66,12 +72,19 @@ def release(node_sh, cluster: str, phase: str = "*", node: str = "node1") -> Non
 
 def cut_ssh(pid: int) -> list[str]:
     """Close every TCP socket the process `pid` holds (its SSH connections) on this host; the closed ones."""
-    listing = subprocess.run(["ss", "-tnpH", "state", "established"], capture_output=True, text=True,
-                             check=True).stdout  # fmt: skip
-    ports = sorted({m.group(1) for line in listing.splitlines() if f"pid={pid}," in line
-                    for m in [re.match(r"\S+\s+\S+\s+\S+:(\d+)\s", line)] if m})  # fmt: skip
+    listing = subprocess.run(["ss", "-tnpH", "state", "established"], capture_output=True, text=True, check=True).stdout
+    ports = sorted(
+        {
+            m.group(1)
+            for line in listing.splitlines()
+            if f"pid={pid}," in line
+            for m in [re.match(r"\S+\s+\S+\s+\S+:(\d+)\s", line)]
+            if m
+        }
+    )
     assert ports, f"the controller (pid {pid}) holds no TCP connection:\n{listing}"
     for port in ports:
-        subprocess.run(["ss", "-K", "-tn", "state", "established", f"( sport = :{port} )"], capture_output=True,
-                       check=True)  # fmt: skip
+        subprocess.run(
+            ["ss", "-K", "-tn", "state", "established", f"( sport = :{port} )"], capture_output=True, check=True
+        )
     return ports

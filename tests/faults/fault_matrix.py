@@ -211,8 +211,13 @@ def _cases() -> list[Case]:
             f"freed, {CONVERGES}",
         ),
     ]
-    cases.append(Case("container-killed", "replace-health-wait", f"the unit sees it exit and puts the old one back; "
-                      f"the run fails saying so; {CONVERGES}"))  # fmt: skip
+    cases.append(
+        Case(
+            "container-killed",
+            "replace-health-wait",
+            f"the unit sees it exit and puts the old one back; the run fails saying so; {CONVERGES}",
+        )
+    )
     return cases
 
 

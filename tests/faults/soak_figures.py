@@ -38,8 +38,10 @@ def record(counts: dict, module: str, selected: int) -> None:
 
 def line(counts: dict, prefix: str = "fault matrix") -> str:
     """The figures as the issue asks for them (`requests failed` last of the four)."""
-    return (f"{prefix}: cases {counts['cases']}, faults injected {counts['faults']}, requests to the untouched "
-            f"groups {counts['requests']}, requests failed: {counts['failed']}")  # fmt: skip
+    return (
+        f"{prefix}: cases {counts['cases']}, faults injected {counts['faults']}, requests to the untouched "
+        f"groups {counts['requests']}, requests failed: {counts['failed']}"
+    )
 
 
 def summary(rows: list[dict], stress: str = "") -> str:
@@ -50,11 +52,16 @@ def summary(rows: list[dict], stress: str = "") -> str:
             total[key] += row[key]
         total["load"] += row["load"]
     loads = total["load"]
-    seen = f"load average (1 min, after each case) min {min(loads)} mean {sum(loads) / len(loads):.2f} max " \
-           f"{max(loads)}" if loads else "no load sampled"  # fmt: skip
+    seen = (
+        f"load average (1 min, after each case) min {min(loads)} mean {sum(loads) / len(loads):.2f} max {max(loads)}"
+        if loads
+        else "no load sampled"
+    )
     selected = sum(r["selected"] for r in rows)
-    return (f"{line(total, 'fault matrix soak')}; {total['cases']} of {selected} selected cases passed, in "
-            f"{len(rows)} sessions; stress-ng {stress or '(none)'}; {seen}")  # fmt: skip
+    return (
+        f"{line(total, 'fault matrix soak')}; {total['cases']} of {selected} selected cases passed, in "
+        f"{len(rows)} sessions; stress-ng {stress or '(none)'}; {seen}"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

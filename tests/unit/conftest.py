@@ -71,8 +71,6 @@ def start_stub(model_dir: Path) -> Iterator[StartStub]:
         server.server_close()
 
 
-
-
 @pytest.fixture()
 def fast_latency_env() -> dict[str, str]:
     """The stand-in's latency knobs for quick tests (milliseconds, not seconds, per request)."""

@@ -113,8 +113,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--variant", default="", help="extra content, so a rebuild gets another digest")
     p.add_argument("--no-publish", dest="publish", action="store_false", help="build and tag only")
     p.add_argument("--router", action="store_true", help="build and publish the router image instead (PyPI)")
-    p.add_argument("--dcgm-exporter", action="store_true",
-                   help="build and publish the DCGM exporter stand-in instead (monitoring)")  # fmt: skip
+    p.add_argument(
+        "--dcgm-exporter", action="store_true", help="build and publish the DCGM exporter stand-in instead (monitoring)"
+    )
     p.set_defaults(handler=_image_build)
     p = isub.add_parser("status", help="tags and digests the nodes' registry mirror serves")
     json_option(p, lambda: package_schema("hgxkit.sim", "image-status"), "the mirror's tags and digests")

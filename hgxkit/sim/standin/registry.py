@@ -125,9 +125,7 @@ def _publish_locked(
         with tempfile.TemporaryDirectory(prefix="hgxkit-sim-registry-") as tmp:
             cfg = Path(tmp) / "config.yml"
             cfg.write_text(CONFIG.format(root=root, port=port, readonly="false"))
-            proc = subprocess.Popen(
-                [binary, "serve", str(cfg)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-            )
+            proc = subprocess.Popen([binary, "serve", str(cfg)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             try:
                 _wait_v2(port, proc)
                 for name in todo:

@@ -64,8 +64,10 @@ def _pip_wheel(dest: Path) -> Path:
     """Download pip's wheel (the build runs pip from it: the base has no pip) into `dest`."""
     res = subprocess.run(
         [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "-d", str(dest), "pip"],
-        capture_output=True, text=True, check=False,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     wheels = sorted(dest.glob("pip-*.whl"))
     if res.returncode != 0 or not wheels:
         tail = " | ".join((res.stdout + res.stderr).strip().splitlines()[-2:])

@@ -25,11 +25,16 @@ def make_bundle(root: Path, files: dict[str, bytes]) -> dict:
     for rel, body in files.items():
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
         (root / rel).write_bytes(body)
-    doc = manifest.seal({
-        "schema_version": 1, "kind": "hgxkit-bundle", "key": {"fingerprint": "F" * 40, "file": "apt/bundle-key.asc"},
-        "image": {"id": "sha256:" + "c" * 64}, "model": {"dir": "model/m"},
-        "artifacts": [manifest.artifact_entry(root, rel) for rel in manifest.list_files(root)],
-    })  # fmt: skip
+    doc = manifest.seal(
+        {
+            "schema_version": 1,
+            "kind": "hgxkit-bundle",
+            "key": {"fingerprint": "F" * 40, "file": "apt/bundle-key.asc"},
+            "image": {"id": "sha256:" + "c" * 64},
+            "model": {"dir": "model/m"},
+            "artifacts": [manifest.artifact_entry(root, rel) for rel in manifest.list_files(root)],
+        }
+    )
     (root / "bundle.json").write_text(json.dumps(doc, indent=1, sort_keys=True))
     return doc
 
@@ -48,9 +53,11 @@ def test_a_fresh_bundle_verifies_and_a_flipped_byte_is_named(tmp_path: Path, cap
     deb.write_bytes(bytes(body))
     digest = hashlib.sha256(body).hexdigest()
     _, problems = manifest.verify(tmp_path)
-    assert problems == [f"apt/nvidia/a_1_amd64.deb: sha256 {digest[:16]}…, the manifest says "
-                        f"{hashlib.sha256(FILES['apt/nvidia/a_1_amd64.deb']).hexdigest()[:16]}…; "
-                        "the file changed after create: re-copy it"]  # fmt: skip
+    assert problems == [
+        f"apt/nvidia/a_1_amd64.deb: sha256 {digest[:16]}…, the manifest says "
+        f"{hashlib.sha256(FILES['apt/nvidia/a_1_amd64.deb']).hexdigest()[:16]}…; "
+        "the file changed after create: re-copy it"
+    ]
     assert main(["bundle", "verify", str(tmp_path)]) == 1
     assert capsys.readouterr().err == f"{tmp_path}/{problems[0]}\n"
 
@@ -73,8 +80,10 @@ def test_a_manifest_whose_hash_was_edited_is_refused_before_any_artifact_is_read
     (tmp_path / "model/m/config.json").write_bytes(b"[]")
     doc["artifacts"][1]["sha256"] = hashlib.sha256(b"[]").hexdigest()
     (tmp_path / "bundle.json").write_text(json.dumps(doc))
-    refused = ("bundle.json: its bundle_sha256 does not match its content (edited after create?); refused: "
-               "re-create the bundle")  # fmt: skip
+    refused = (
+        "bundle.json: its bundle_sha256 does not match its content (edited after create?); refused: "
+        "re-create the bundle"
+    )
     assert manifest.verify(tmp_path) == (None, [refused])
     # ... and the deploy stops at plan time, before any operation (the `bundle` knob).
     host = SimpleNamespace(name="node1", data={"bundle": str(tmp_path)})
@@ -92,14 +101,17 @@ def test_the_node_side_paths_the_roles_read(tmp_path: Path) -> None:
     b = source.bundle_of(str(tmp_path))
     node = f"/var/lib/hgxkit/bundle/{doc['bundle_sha256'][:16]}"
     assert (b.node_dir, b.stamp) == (node, f"{node}.verified")
-    assert (b.apt_url("nvidia-container"), b.key_url) == (f"file://{node}/apt/nvidia-container/",
-                                                         f"file://{node}/apt/bundle-key.asc")  # fmt: skip
+    assert (b.apt_url("nvidia-container"), b.key_url) == (
+        f"file://{node}/apt/nvidia-container/",
+        f"file://{node}/apt/bundle-key.asc",
+    )
     assert b.key_sha256 == hashlib.sha256(b"KEY").hexdigest()
     assert (b.model_dir, b.image_layout) == (f"{node}/model/m", f"{node}/image")
     assert b.image_digest() == "local:sha256:" + "c" * 64
     assert [str(c) for c in b.pip_install("/opt/v/bin/pip")] == [
         f"/opt/v/bin/pip install --quiet --disable-pip-version-check --no-index --find-links {node}/wheels "
-        f"--require-hashes -r {node}/wheels/requirements.txt"]  # fmt: skip
+        f"--require-hashes -r {node}/wheels/requirements.txt"
+    ]
     assert source.delivered(SimpleNamespace(name="n", data={})) is None  # no knob: every role as before
 
 
@@ -140,8 +152,10 @@ Size: 1
 def test_pinned_packages_and_their_dependencies_at_the_pinned_version() -> None:
     chosen = aptbundle.select(aptbundle.parse_packages(PACKAGES), {"nvidia-open": "580.105.08-*"})
     assert [(d.name, d.version) for d in chosen] == [
-        ("nvidia-driver-cuda", "580.105.08-1"), ("nvidia-kernel-open-dkms", "580.105.08-1"),
-        ("nvidia-open", "580.105.08-1")]  # fmt: skip
+        ("nvidia-driver-cuda", "580.105.08-1"),
+        ("nvidia-kernel-open-dkms", "580.105.08-1"),
+        ("nvidia-open", "580.105.08-1"),
+    ]
     with pytest.raises(HgxkitError, match=r"^package nvidia-open=590\.\* is not in the repository"):
         aptbundle.select(aptbundle.parse_packages(PACKAGES), {"nvidia-open": "590.*"})
 
@@ -153,10 +167,14 @@ def _blob(data: bytes) -> str:
 @pytest.fixture()
 def registry() -> Iterator[tuple[str, dict[str, bytes], str]]:
     layer, config = b"layer-bytes", b'{"rootfs": {"diff_ids": []}}'
-    manifest_body = json.dumps({
-        "schemaVersion": 2, "mediaType": "application/vnd.docker.distribution.manifest.v2+json",
-        "config": {"digest": _blob(config), "size": len(config)},
-        "layers": [{"digest": _blob(layer), "size": len(layer)}]}).encode()  # fmt: skip
+    manifest_body = json.dumps(
+        {
+            "schemaVersion": 2,
+            "mediaType": "application/vnd.docker.distribution.manifest.v2+json",
+            "config": {"digest": _blob(config), "size": len(config)},
+            "layers": [{"digest": _blob(layer), "size": len(layer)}],
+        }
+    ).encode()
     blobs = {_blob(layer): layer, _blob(config): config, _blob(manifest_body): manifest_body}
 
     class Handler(BaseHTTPRequestHandler):
@@ -186,8 +204,13 @@ def test_an_image_becomes_an_oci_layout_docker_load_reads(tmp_path: Path, regist
     assert index["manifests"][0]["digest"] == digest
     assert index["manifests"][0]["annotations"]["org.opencontainers.image.ref.name"] == "org/img:v1"
     legacy = json.loads((tmp_path / "manifest.json").read_text())
-    assert legacy == [{"Config": "blobs/sha256/" + saved.config[7:], "RepoTags": ["org/img:v1"],
-                       "Layers": ["blobs/sha256/" + _blob(b"layer-bytes")[7:]]}]  # fmt: skip
+    assert legacy == [
+        {
+            "Config": "blobs/sha256/" + saved.config[7:],
+            "RepoTags": ["org/img:v1"],
+            "Layers": ["blobs/sha256/" + _blob(b"layer-bytes")[7:]],
+        }
+    ]
     with pytest.raises(HgxkitError, match=r"^org/img@sha256:0+: the registry's manifest is sha256:"):
         ociimage.save_layout("org/img@sha256:" + "0" * 64, tmp_path / "x", url)
 
@@ -239,7 +262,8 @@ def test_a_signed_manifest_is_checked_against_the_fingerprint_the_site_holds(tmp
     verdict = json.loads(capsys.readouterr().out.splitlines()[-1])
     assert verdict["fingerprint_checked"] is True and verdict["problems"] == [
         f"bundle.json: signed by key {key.fingerprint}, not the expected {'A' * 40}; refused: is this the bundle "
-        "you made?"]  # fmt: skip
+        "you made?"
+    ]
     # What the hash alone cannot catch: a file swapped and bundle.json re-sealed to match it.
     (root / "model/m/config.json").write_bytes(b"[]")
     doc["artifacts"] = [manifest.artifact_entry(root, a["path"]) for a in doc["artifacts"]]
@@ -267,10 +291,17 @@ def test_behind_the_image_cache_only_the_cache_host_gets_image_and_the_others_pu
     assert [source.gets_image(h, None, pull) for h in hosts] == [True, True, True]  # the cache off: as before
     assert [source.gets_image(h, "node1", None) for h in hosts] == [True, True, True]  # an image no mirror serves
     assert source.rsync_flags(True) == ["-a", "--delete", "--chmod=D755,F644"]
-    assert source.rsync_flags(False) == ["-a", "--delete", "--chmod=D755,F644", "--exclude=/image/",
-                                         "--delete-excluded"]  # fmt: skip
-    assert (source.stamp_text("ab" * 32, True), source.stamp_text("ab" * 32, False)) == ("ab" * 32,
-                                                                                         "ab" * 32 + " without-image")  # fmt: skip
+    assert source.rsync_flags(False) == [
+        "-a",
+        "--delete",
+        "--chmod=D755,F644",
+        "--exclude=/image/",
+        "--delete-excluded",
+    ]
+    assert (source.stamp_text("ab" * 32, True), source.stamp_text("ab" * 32, False)) == (
+        "ab" * 32,
+        "ab" * 32 + " without-image",
+    )
     assert source.verify_args("/d", "ab", False) == ["/d", "ab", "--from-cache", "image"]
     assert source.verify_args("/d", "ab", True) == ["/d", "ab"]
 
@@ -280,7 +311,8 @@ def test_a_pulled_image_whose_id_differs_from_the_bundles_is_refused_with_one_li
     assert source.image_id_problem("node2", want, want) is None
     assert source.image_id_problem("node2", want, other) == (
         f"node2: the image pulled through the image cache is {other}, the bundle says {want}; refused: no container "
-        "was changed (check the cache host's fill, or set image_cache off)")  # fmt: skip
+        "was changed (check the cache host's fill, or set image_cache off)"
+    )
     assert source.image_id_problem("node2", want, None).startswith(
         "node2: the image pulled through the image cache is (none), the bundle says sha256:"
     )
@@ -298,23 +330,29 @@ def test_a_copy_without_image_verifies_what_it_got_and_says_image_comes_from_the
     subprocess.run(["rsync", *source.rsync_flags(False), f"{src}/", str(dst)], check=True)
     assert not (dst / "image").exists()  # excluded, and the stale copy deleted
     assert sorted(manifest.list_files(dst)) == sorted(FILES)
-    assert manifest.verify(dst)[1] == [f"{rel}: missing (or not a regular file); re-copy the bundle"
-                                       for rel in sorted(IMAGE_FILES)]  # fmt: skip
+    assert manifest.verify(dst)[1] == [
+        f"{rel}: missing (or not a regular file); re-copy the bundle" for rel in sorted(IMAGE_FILES)
+    ]
     assert manifest.verify(dst, ("image",)) == (doc, [])
     assert manifest.main(source.verify_args(str(dst), doc["bundle_sha256"], False)) == 0
     size = sum(len(v) for v in IMAGE_FILES.values())
-    assert capsys.readouterr().out == (f"image/: 2 files ({size} bytes) not on this node, taken from the image cache "
-                                       f"(Docker checks each layer by digest, the role the image ID)\n"
-                                       f"{doc['bundle_sha256']}\n")  # fmt: skip
+    assert capsys.readouterr().out == (
+        f"image/: 2 files ({size} bytes) not on this node, taken from the image cache "
+        f"(Docker checks each layer by digest, the role the image ID)\n"
+        f"{doc['bundle_sha256']}\n"
+    )
     # Never a silent skip: a file of image/ that did arrive is checked like any other; the rest still verified.
     (dst / "image/blobs/sha256").mkdir(parents=True)
     (dst / "image/blobs/sha256/aa").write_bytes(b"x")
     (dst / "model/m/config.json").write_bytes(b"[]")
     assert manifest.verify(dst, ("image",))[1] == [
         f"image/blobs/sha256/aa: 1 bytes, the manifest says {len(IMAGE_FILES['image/blobs/sha256/aa'])}; re-copy it",
-        "model/m/config.json: sha256 " + hashlib.sha256(b"[]").hexdigest()[:16] + "…, the manifest says "
-        + hashlib.sha256(b"{}").hexdigest()[:16] + "…; the file changed after create: re-copy it",
-    ]  # fmt: skip
+        "model/m/config.json: sha256 "
+        + hashlib.sha256(b"[]").hexdigest()[:16]
+        + "…, the manifest says "
+        + hashlib.sha256(b"{}").hexdigest()[:16]
+        + "…; the file changed after create: re-copy it",
+    ]
 
 
 def test_the_pull_through_the_cache_refuses_an_image_that_is_not_the_bundles(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -27,9 +27,14 @@ ROOT = Path(__file__).resolve().parents[3]
 
 
 def _import(path: str, stdin: bytes | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "hgxkit", "recipe", "import", path, "-o", os.devnull],
-                          input=stdin.decode() if stdin is not None else None, capture_output=True, text=True,
-                          timeout=60, cwd=ROOT)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "hgxkit", "recipe", "import", path, "-o", os.devnull],
+        input=stdin.decode() if stdin is not None else None,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=ROOT,
+    )
 
 
 @pytest.mark.parametrize(("path", "kind"), [("/dev/zero", "a character device"), ("/tmp", "a directory")])
@@ -46,7 +51,9 @@ def test_a_fifo_is_refused_at_once_not_waited_on(tmp_path: Path) -> None:
     result = _import(str(fifo))
     assert time.monotonic() - start < 30
     assert result.returncode == 2
-    assert result.stderr.strip().splitlines() == [f"hgxkit: error: {fifo}: not a regular file (a FIFO); save the text to a file"]
+    assert result.stderr.strip().splitlines() == [
+        f"hgxkit: error: {fifo}: not a regular file (a FIFO); save the text to a file"
+    ]
     assert "Traceback" not in result.stderr
 
 

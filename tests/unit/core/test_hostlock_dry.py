@@ -27,8 +27,14 @@ def test_a_real_run_makes_the_lock_and_a_dry_run_then_takes_it_too(tmp_path: Pat
     lock = tmp_path / "var-lib-hgxkit" / "run.lock"
     real = take(holder_command(lock=str(lock)))
     assert lock.is_file() and lock.stat().st_size == 0
-    busy = subprocess.run(["sh", "-c", text(holder_command(dry=True, lock=str(lock)))], input="", text=True,
-                          capture_output=True, timeout=30, check=False)  # fmt: skip
+    busy = subprocess.run(
+        ["sh", "-c", text(holder_command(dry=True, lock=str(lock)))],
+        input="",
+        text=True,
+        capture_output=True,
+        timeout=30,
+        check=False,
+    )
     assert busy.returncode == BUSY and busy.stdout == ""  # the file is there: the dry run waits its turn
     real.communicate("", timeout=30)
     dry = take(holder_command(dry=True, lock=str(lock)))

@@ -100,8 +100,15 @@ def test_a_failed_part_is_read_again_on_its_own_and_execute_time_prefetches_noth
 
 
 def test_split_batch_keeps_empty_parts_and_marks_a_cut_off_one() -> None:
-    lines = ["##hgxkit-batch-0:", "##hgxkit-batch-0:0", "##hgxkit-batch-1:", "x", "##hgxkit-batch-1:3",
-             "##hgxkit-batch-2:", "half"]  # fmt: skip
+    lines = [
+        "##hgxkit-batch-0:",
+        "##hgxkit-batch-0:0",
+        "##hgxkit-batch-1:",
+        "x",
+        "##hgxkit-batch-1:3",
+        "##hgxkit-batch-2:",
+        "half",
+    ]
     assert split_batch(lines) == [(0, []), (3, ["x"]), (-1, ["half"])]
 
 
@@ -114,13 +121,21 @@ def test_the_run_locks_holder_carries_the_batch_and_its_answers_are_kept(tmp_pat
     from hgxkit.planfacts import prefetch_command
 
     h = ShellHost(StateStage.Prepare)
-    reads = [(Echo, {"text": "a b"}), (Echo, {"text": "bad", "fail": True}), (Echo, {"text": "stdin"}),
-             (Echo, {"text": "fd9"})]  # fmt: skip
+    reads = [
+        (Echo, {"text": "a b"}),
+        (Echo, {"text": "bad", "fail": True}),
+        (Echo, {"text": "stdin"}),
+        (Echo, {"text": "fd9"}),
+    ]
     command, keep = prefetch_command(h, reads)
     probe = script("read -r line && echo got-stdin; [ -e /dev/fd/9 ] && echo has-fd9; {command}", command=command)
     lock = tmp_path / "run.lock"
-    holder = subprocess.Popen(["sh", "-c", text(holder_command(lock=str(lock), then=probe))], stdin=subprocess.PIPE,
-                              stdout=subprocess.PIPE, text=True)  # fmt: skip
+    holder = subprocess.Popen(
+        ["sh", "-c", text(holder_command(lock=str(lock), then=probe))],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     assert holder.stdin is not None and holder.stdout is not None
     watchdog = threading.Timer(60, holder.kill)  # a holder that never ends its reads fails the test, not hangs it
     watchdog.start()
@@ -133,8 +148,14 @@ def test_the_run_locks_holder_carries_the_batch_and_its_answers_are_kept(tmp_pat
             break
         lines.append(line.rstrip("\n"))
     assert "got-stdin" not in lines and "has-fd9" not in lines  # the batch reads no stdin, holds no lock fd
-    busy = subprocess.run(["sh", "-c", text(holder_command(lock=str(lock)))], input="", capture_output=True,
-                          text=True, timeout=30, check=False)  # fmt: skip
+    busy = subprocess.run(
+        ["sh", "-c", text(holder_command(lock=str(lock)))],
+        input="",
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
     assert busy.returncode == BUSY  # still held after the batch
     assert keep(lines) == 3  # the failed part is not kept
     assert prefetch(h, reads) == 0 and [c[0] for c in h.calls] == [FactBatch]  # the failed one, read again

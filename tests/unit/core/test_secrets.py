@@ -41,7 +41,11 @@ MASKED = [
         "ServerArgs(model_path='/model', api_key='k-123456', admin_api_key='adm-98765', tp_size=4)",
         "ServerArgs(model_path='/model', api_key='***', admin_api_key='***', tp_size=4)",
     ),
-    ("json-argv", '{"argv": ["sglang", "serve", "--api-key", "K1234567"]}', '{"argv": ["sglang", "serve", "--api-key", "***"]}'),
+    (
+        "json-argv",
+        '{"argv": ["sglang", "serve", "--api-key", "K1234567"]}',
+        '{"argv": ["sglang", "serve", "--api-key", "***"]}',
+    ),
     ("python-argv", "['serve', '--admin-api-key', 'K1234567']", "['serve', '--admin-api-key', '***']"),
     ("json-api-key", '{"api_key": "K1234567", "admin_api_key": null}', '{"api_key": "***", "admin_api_key": null}'),
     ("authorization-bearer", "Authorization: Bearer abc.def-123", "Authorization: Bearer ***"),
@@ -69,7 +73,11 @@ MASKED = [
     ("url-password-with-slash", "https://user:pa/ss@mirror.example.com/x", "https://user:***@mirror.example.com/x"),
     ("curl-u", "curl -u admin:s3cr3tP4ss https://x", "curl -u admin:*** https://x"),
     ("curl-user-equals", "curl --user=admin:'s3cr3t' x", "curl --user=admin:'***' x"),
-    ("pem-private-key", f"{PEM_BEGIN}\nMIIEpAIBAAKCAQEA0Z3VS5JJcds3xfn\n{PEM_END}\nnext", f"{PEM_BEGIN}***{PEM_END}\nnext"),
+    (
+        "pem-private-key",
+        f"{PEM_BEGIN}\nMIIEpAIBAAKCAQEA0Z3VS5JJcds3xfn\n{PEM_END}\nnext",
+        f"{PEM_BEGIN}***{PEM_END}\nnext",
+    ),
     ("pem-cut-off", f"key: {PEM_BEGIN}\nMIIEpAIBAAKCAQEA0Z3VS5JJcds3xfn", f"key: {PEM_BEGIN}***"),
     ("npm-token", f"token {NPM}", "token ***"),
     ("env-pass", "PASS=hunter2xyz MYSQL_PASS=x12", "PASS=*** MYSQL_PASS=***"),
@@ -77,7 +85,11 @@ MASKED = [
     ("env-credentials", "CREDENTIALS=foo123bar AWS_CREDENTIALS: 'x y'", "CREDENTIALS=*** AWS_CREDENTIALS: '***'"),
     # detect-secrets' own detectors (hgxkit.secrets._DETECT_SECRETS): one case per plugin regex.
     ("ds-aws-secret", 'aws key is "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"', 'aws key is "***"'),
-    ("ds-azure-storage", "DefaultEndpointsProtocol=https;AccountKey=" + "A" * 86 + "==", "DefaultEndpointsProtocol=https;***"),
+    (
+        "ds-azure-storage",
+        "DefaultEndpointsProtocol=https;AccountKey=" + "A" * 86 + "==",
+        "DefaultEndpointsProtocol=https;***",
+    ),
     ("ds-discord", "bot MTk4NjIyNDgzNDcxOTI1MjQ4.Cl2FMQ.ZnCjm1XVW7vRze4b7Cq4se7kKWs", "bot ***"),
     ("ds-gitlab-pat", "token glpat-abcdefghij0123456789", "token ***"),
     ("ds-gitlab-runner", "GR1348941abcdefghij0123456789x", "***"),
@@ -87,7 +99,11 @@ MASKED = [
     ("ds-gitlab-agent", "glagent-" + "a" * 50, "***"),
     ("ds-gitlab-oauth", "gloas-" + "a" * 64, "***"),
     ("ds-mailchimp", "abcdef0123456789abcdef0123456789-us12", "***"),
-    ("npmrc", "//registry.npmjs.org/:_authToken=01234567-89ab-cdef-0123-456789abcdef", "//registry.npmjs.org/:_authToken=***"),
+    (
+        "npmrc",
+        "//registry.npmjs.org/:_authToken=01234567-89ab-cdef-0123-456789abcdef",
+        "//registry.npmjs.org/:_authToken=***",
+    ),
     ("openai-legacy", "sk-abc" + "A" * 20 + "T3BlbkFJ" + "B" * 20, "***"),
     ("ds-pypi", "pypi-AgEIcHlwaS5vcmc" + "A" * 70, "***"),
     ("ds-pypi-test", "pypi-AgENdGVzdC5weXBpLm9yZw" + "A" * 70, "***"),
@@ -162,34 +178,68 @@ def test_the_archive_scrubs_with_the_same_scrubber() -> None:
 @pytest.mark.parametrize(
     ("name", "secret"),
     [
-        ("HF_TOKEN", True), ("hf_token", True), ("NGC_API_KEY", True), ("OPENAI_API_KEY", True),
-        ("AWS_SECRET_ACCESS_KEY", True), ("MY_KEY", True), ("DB_PASSWORD", True), ("FTP_PASSWD", True),
-        ("APP_SECRET", True), ("SGLANG_API_KEY", True), ("SGLANG_CACHE_KEY", False), ("VLLM_ROUTING_KEY", False),
-        ("HF_HOME", False), ("HF_HUB_DISABLE_IMPLICIT_TOKEN", False), ("MAX_TOKENS", False), ("KEY", False),
+        ("HF_TOKEN", True),
+        ("hf_token", True),
+        ("NGC_API_KEY", True),
+        ("OPENAI_API_KEY", True),
+        ("AWS_SECRET_ACCESS_KEY", True),
+        ("MY_KEY", True),
+        ("DB_PASSWORD", True),
+        ("FTP_PASSWD", True),
+        ("APP_SECRET", True),
+        ("SGLANG_API_KEY", True),
+        ("SGLANG_CACHE_KEY", False),
+        ("VLLM_ROUTING_KEY", False),
+        ("HF_HOME", False),
+        ("HF_HUB_DISABLE_IMPLICIT_TOKEN", False),
+        ("MAX_TOKENS", False),
+        ("KEY", False),
     ],
-)  # fmt: skip
+)
 def test_secret_names(name: str, secret: bool) -> None:
     assert is_secret_name(name) is secret
 
 
 def test_secret_flags_and_the_variables_that_carry_them() -> None:
     assert [is_secret_flag(f) for f in ("--api-key", "--hf-token", "--token", "--max-total-tokens")] == [
-        True, True, True, False,
-    ]  # fmt: skip
+        True,
+        True,
+        True,
+        False,
+    ]
     assert [flag_env_name(f) for f in ("--api-key", "--hf-token", "--token")] == [
-        "SGLANG_API_KEY", "HF_TOKEN", "SGLANG_TOKEN",
-    ]  # fmt: skip
+        "SGLANG_API_KEY",
+        "HF_TOKEN",
+        "SGLANG_TOKEN",
+    ]
 
 
 def test_a_recognisable_credential_names_its_own_variable() -> None:
     spans = find_secrets(f"-l token={HF} -e X={NVAPI} https://u:pw@h")
     assert [(s.kind, s.env_name) for s in spans] == [
-        ("hugging-face-token", "HF_TOKEN"), ("nvidia-key", "NGC_API_KEY"), ("url-password", "URL_PASSWORD"),
-    ]  # fmt: skip
+        ("hugging-face-token", "HF_TOKEN"),
+        ("nvidia-key", "NGC_API_KEY"),
+        ("url-password", "URL_PASSWORD"),
+    ]
 
 
 @pytest.mark.parametrize(
-    "unit", ["a.", "a-", "sk-", "--a", "a://b:", "eyJa.", "token=", "Bearer ", "x_token", "//", "curl -u a:", "glpat-", "aws key "]
+    "unit",
+    [
+        "a.",
+        "a-",
+        "sk-",
+        "--a",
+        "a://b:",
+        "eyJa.",
+        "token=",
+        "Bearer ",
+        "x_token",
+        "//",
+        "curl -u a:",
+        "glpat-",
+        "aws key ",
+    ],
 )
 def test_scrubbing_is_linear_on_adversarial_text(unit: str) -> None:
     # An unbounded URL scheme once made "a.a.a.…" quadratic: 200 KB of it took minutes.
@@ -207,8 +257,12 @@ def test_json_documents_stay_valid_json_with_escaped_quotes_around_secrets() -> 
     from hgxkit.secrets import redact_json_text
 
     token = "hf_" + "A" * 34
-    doc = {"serving": {"rendered": [f'docker run --env "HF_TOKEN={token}" -e HF_TOKEN=\\"{token}\\" img'],
-                       "env": {"HF_TOKEN": "plain-value-1234", "NCCL_DEBUG": "INFO"}}}  # fmt: skip
+    doc = {
+        "serving": {
+            "rendered": [f'docker run --env "HF_TOKEN={token}" -e HF_TOKEN=\\"{token}\\" img'],
+            "env": {"HF_TOKEN": "plain-value-1234", "NCCL_DEBUG": "INFO"},
+        }
+    }
     text = json.dumps(doc, indent=2)
     assert json.loads(text) == doc
     for scrubbed in (redact_json_text(text), redact_json_text(json.dumps(doc) + "\n" + json.dumps(doc) + "\n")):
@@ -233,10 +287,23 @@ def test_the_detect_secrets_patterns_keep_each_plugins_regex_flags_name_and_vari
     assert fresh[: len(secrets.SECRET_PATTERNS)] == secrets.SECRET_PATTERNS
     built = fresh[len(secrets.SECRET_PATTERNS) :]
     assert [p.kind for p in built] == [
-        "ds-awskey", "ds-awskey", "ds-azurestoragekey", "ds-discordbottoken", *["ds-gitlabtoken"] * 7,
-        "ds-mailchimp", "ds-pypitoken", "ds-pypitoken", "ds-sendgrid", "ds-slack", "ds-slack", "ds-squareoauth",
-        "ds-stripe", "ds-telegrambottoken", "ds-twiliokey", "ds-twiliokey",
-    ]  # fmt: skip
+        "ds-awskey",
+        "ds-awskey",
+        "ds-azurestoragekey",
+        "ds-discordbottoken",
+        *["ds-gitlabtoken"] * 7,
+        "ds-mailchimp",
+        "ds-pypitoken",
+        "ds-pypitoken",
+        "ds-sendgrid",
+        "ds-slack",
+        "ds-slack",
+        "ds-squareoauth",
+        "ds-stripe",
+        "ds-telegrambottoken",
+        "ds-twiliokey",
+        "ds-twiliokey",
+    ]
     plugins = [getattr(importlib.import_module(f"detect_secrets.plugins.{m}"), n) for m, n in secrets._DETECT_SECRETS]
     originals = [regex for plugin in plugins for regex in plugin().denylist]
     assert [(p.regex.pattern, p.regex.flags) for p in built] == [

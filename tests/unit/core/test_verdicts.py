@@ -29,8 +29,14 @@ print(json.dumps({"imported": sorted(m for m in ("detect_secrets", "jsonschema",
 
 
 def _load_fresh(path: Path | str, cache: Path, **env: str) -> dict:
-    done = subprocess.run([sys.executable, "-c", _LOAD, str(path)], cwd=ROOT, capture_output=True, text=True,
-                          env={**os.environ, verdicts.CACHE_DIR_ENV: str(cache), **env}, check=False)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-c", _LOAD, str(path)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env={**os.environ, verdicts.CACHE_DIR_ENV: str(cache), **env},
+        check=False,
+    )
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)
 

@@ -168,16 +168,30 @@ def test_a_leaderworkerset_gives_the_leader_address_and_the_worker_index(tmp_pat
     worker = template["workerTemplate"]["spec"]["containers"][0]
     assert template["size"] == 2
     assert leader["image"] == "vllm/vllm-openai@sha256:" + "1" * 64
-    common = ["vllm", "serve", "/model", "--served-model-name", "qwen3", "--tensor-parallel-size", "8",
-              "--pipeline-parallel-size", "2", "--nnodes", "2", "--node-rank"]  # fmt: skip
+    common = [
+        "vllm",
+        "serve",
+        "/model",
+        "--served-model-name",
+        "qwen3",
+        "--tensor-parallel-size",
+        "8",
+        "--pipeline-parallel-size",
+        "2",
+        "--nnodes",
+        "2",
+        "--node-rank",
+    ]
     tail = ["--master-addr", "$(LWS_LEADER_ADDRESS)", "--master-port", "29501", "--port", "8000"]
     assert leader["args"] == [*common, "0", *tail]
     assert worker["args"] == [*common, "$(LWS_WORKER_INDEX)", *tail, "--headless"]  # vLLM's worker flag
     assert "readinessProbe" in leader and "readinessProbe" not in worker
     hf = {"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": "qwen3-two-node-secrets", "key": "HF_TOKEN"}}}
     assert hf in leader["env"] and {"name": "NCCL_SOCKET_IFNAME", "value": "eth0"} in leader["env"]
-    key = {"name": "VLLM_API_KEY", "valueFrom": {"secretKeyRef": {"name": "qwen3-two-node-secrets",
-                                                                  "key": "VLLM_API_KEY", "optional": True}}}  # fmt: skip
+    key = {
+        "name": "VLLM_API_KEY",
+        "valueFrom": {"secretKeyRef": {"name": "qwen3-two-node-secrets", "key": "VLLM_API_KEY", "optional": True}},
+    }
     assert key in leader["env"]
     assert leader["resources"] == {"limits": {"nvidia.com/gpu": 8}}
 
@@ -233,13 +247,27 @@ def test_compose_takes_secrets_from_the_env_file_and_the_head_from_the_environme
     assert "HF_TOKEN" not in yaml.safe_load(text)["services"]["qwen3-0"].get("environment", {})
     assert (out / "secrets.env.example").read_text().splitlines()[1:] == ["# HF_TOKEN=", "# VLLM_API_KEY="]
     worker = _compose_config(out, "compose.rank-1.yaml", {"HGXKIT_HEAD": "10.9.8.7"})["services"]["qwen3-0"]
-    assert worker["command"][-9:] == ["--node-rank", "1", "--master-addr", "10.9.8.7", "--master-port", "29501",
-                                      "--port", "8000", "--headless"]  # fmt: skip
+    assert worker["command"][-9:] == [
+        "--node-rank",
+        "1",
+        "--master-addr",
+        "10.9.8.7",
+        "--master-port",
+        "29501",
+        "--port",
+        "8000",
+        "--headless",
+    ]
     assert worker["ulimits"] == {"memlock": {"soft": -1, "hard": -1}}
     assert worker["network_mode"] == "host" and "ports" not in worker
     (out / "secrets.env").write_text("")
-    unset = subprocess.run([_tool("docker-compose"), "-f", "compose.rank-1.yaml", "config"], cwd=out,
-                           capture_output=True, text=True, env={k: v for k, v in os.environ.items() if k != "HGXKIT_HEAD"})  # fmt: skip
+    unset = subprocess.run(
+        [_tool("docker-compose"), "-f", "compose.rank-1.yaml", "config"],
+        cwd=out,
+        capture_output=True,
+        text=True,
+        env={k: v for k, v in os.environ.items() if k != "HGXKIT_HEAD"},
+    )
     assert unset.returncode != 0 and "set HGXKIT_HEAD" in unset.stderr
 
 
@@ -279,8 +307,7 @@ def _sky_python() -> str:
 
 def _sky_load(paths: list[Path]) -> dict:
     env = {**os.environ, "HOME": str(paths[0].parent)}  # SkyPilot writes its state under ~/.sky
-    result = subprocess.run([_sky_python(), "-c", _SKY_LOAD, *map(str, paths)], capture_output=True, text=True,
-                            env=env)  # fmt: skip
+    result = subprocess.run([_sky_python(), "-c", _SKY_LOAD, *map(str, paths)], capture_output=True, text=True, env=env)
     assert result.returncode == 0, result.stderr[-3000:]
     return json.loads(result.stdout.strip().splitlines()[-1])
 
@@ -302,8 +329,12 @@ def test_skypilot_tasks_load_with_skypilots_own_parser(tmp_path: Path) -> None:
     assert "exec vllm serve /model" in two["run"] and '--node-rank "${SKYPILOT_NODE_RANK}"' in two["run"]
     marlin = loaded[str(tmp_path / "marlin" / "skypilot-deepseek-v4-flash-1.yaml")]
     assert (marlin["nodes"], marlin["accelerators"], marlin["ports"]) == (1, {"H200": 4}, ["30000"])
-    refused = subprocess.run([_sky_python(), "-c", _SKY_LOAD, str(broken)], capture_output=True, text=True,
-                             env={**os.environ, "HOME": str(tmp_path)})  # fmt: skip
+    refused = subprocess.run(
+        [_sky_python(), "-c", _SKY_LOAD, str(broken)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "HOME": str(tmp_path)},
+    )
     assert refused.returncode != 0 and "not_a_field" in refused.stderr
 
 
@@ -322,15 +353,20 @@ def test_an_sbatch_script_runs_one_task_per_node_with_rank_and_head_from_slurm(t
     (script,) = _export("sglang-two-node", "slurm", tmp_path).glob("*.sbatch")
     text = script.read_text()
     assert [line for line in text.splitlines() if line.startswith("#SBATCH")] == [
-        "#SBATCH --job-name=sglang_multinode1", "#SBATCH --nodes=2", "#SBATCH --ntasks-per-node=1",
-        "#SBATCH --gpus-per-node=8", "#SBATCH --exclusive",
-    ]  # fmt: skip
+        "#SBATCH --job-name=sglang_multinode1",
+        "#SBATCH --nodes=2",
+        "#SBATCH --ntasks-per-node=1",
+        "#SBATCH --gpus-per-node=8",
+        "#SBATCH --exclusive",
+    ]
     assert 'HGXKIT_HEAD=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)' in text
     assert '--dist-init-addr "${HGXKIT_HEAD}:20000" --nnodes 2 --node-rank "${SLURM_NODEID}"' in text
     assert "HF_TOKEN" not in text.replace(" -e HF_TOKEN ", " ")  # the name only: its value from the task's env
     assert "until curl -fsS -o /dev/null --max-time 10 http://127.0.0.1:40000/health_generate; do" in text
-    assert "docker exec -e HF_HUB_OFFLINE=1 sglang-multinode1-0 python3 -m sglang.benchmark.serving --backend sglang" \
-        in text  # fmt: skip
+    assert (
+        "docker exec -e HF_HUB_OFFLINE=1 sglang-multinode1-0 python3 -m sglang.benchmark.serving --backend sglang"
+        in text
+    )
     assert ":/models/DeepSeek-V3:ro " in text and " -it " not in text
 
 
@@ -347,8 +383,12 @@ def test_the_sbatch_script_starts_both_groups_on_one_node_and_stops_them_with_th
     (bin_dir / "curl").write_text("#!/bin/sh\nexit 0\n")
     for tool in bin_dir.iterdir():
         tool.chmod(0o755)
-    env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "SLURM_JOB_NODELIST": "node[1-2]", "SLURM_JOB_NUM_NODES": "1",
-           "SLURM_SUBMIT_DIR": str(tmp_path)}  # fmt: skip
+    env = {
+        "PATH": f"{bin_dir}:/usr/bin:/bin",
+        "SLURM_JOB_NODELIST": "node[1-2]",
+        "SLURM_JOB_NUM_NODES": "1",
+        "SLURM_SUBMIT_DIR": str(tmp_path),
+    }
     result = subprocess.run(["bash", str(script)], env=env, capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
     calls = log.read_text().splitlines()
@@ -359,8 +399,13 @@ def test_the_sbatch_script_starts_both_groups_on_one_node_and_stops_them_with_th
     assert "-p 127.0.0.1:5001:30000" in runs[1] and '--gpus "device=4,5,6,7"' in runs[1]
     assert "docker stop deepseek-v4-flash-0 deepseek-v4-flash-1" in calls  # the node's trap, when its task ends
     assert "docker rm deepseek-v4-flash-0 deepseek-v4-flash-1" in calls  # a next job reuses the names
-    assert sum(c.startswith("docker exec -e HF_HUB_OFFLINE=1 deepseek-v4-flash-") and "benchmark.serving" in c
-               for c in calls) == 2  # fmt: skip
+    assert (
+        sum(
+            c.startswith("docker exec -e HF_HUB_OFFLINE=1 deepseek-v4-flash-") and "benchmark.serving" in c
+            for c in calls
+        )
+        == 2
+    )
 
 
 # --- every target, every recipe -----------------------------------------------------------------------------
@@ -429,8 +474,10 @@ def test_an_export_imports_back_to_the_same_render(
     assert exported
     result = subprocess.run(
         [sys.executable, "-m", "hgxkit", "recipe", "import", *map(str, exported), "-o", str(imported)],
-        capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)},
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
     assert result.returncode == 0, result.stderr
     back = load_recipe(str(imported))
     assert _renders(back) == _renders(recipe)
@@ -454,12 +501,15 @@ def test_an_edited_export_keeps_the_files_own_image_and_says_so(tmp_path: Path) 
     edited = text.replace("image: vllm/vllm-openai@sha256:" + "1" * 64, "image: vllm/vllm-openai:v0.40.0")
     outcome = import_post([("kubernetes.yaml", edited)], ImportOptions())
     assert (outcome.recipe.image.reference, outcome.recipe.image.digest) == ("vllm/vllm-openai:v0.40.0", None)
-    assert any("the file runs vllm/vllm-openai:v0.40.0, not the exported vllm/vllm-openai@sha256:1111…" in n
-               for n in outcome.notes)  # fmt: skip
+    assert any(
+        "the file runs vllm/vllm-openai:v0.40.0, not the exported vllm/vllm-openai@sha256:1111…" in n
+        for n in outcome.notes
+    )
 
 
 def test_two_deployments_of_a_manifest_are_gpu_groups_on_the_ports_of_their_services() -> None:
     """Any manifest, not only hgxkit's: two one-pod Deployments asking 4 GPUs each, each with a Service."""
+
     def deployment(name: str, port: int) -> str:
         return f"""apiVersion: apps/v1
 kind: Deployment

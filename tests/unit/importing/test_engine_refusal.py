@@ -44,8 +44,10 @@ def test_an_underscore_flag_is_refused_for_sglang_and_taken_by_vllm() -> None:
     assert vllm.recipe.server.kind == "vllm"
 
 
-@pytest.mark.parametrize(("image", "refused"), [("lmsysorg/sglang:latest", True), ("lmsysorg/sglang:v0.5.23", True),
-                                                ("lmsysorg/sglang:v0.4.6.post1", False)])  # fmt: skip
+@pytest.mark.parametrize(
+    ("image", "refused"),
+    [("lmsysorg/sglang:latest", True), ("lmsysorg/sglang:v0.5.23", True), ("lmsysorg/sglang:v0.4.6.post1", False)],
+)
 def test_cuda_graph_max_bs_is_refused_where_it_is_ambiguous(image: str, refused: bool) -> None:
     text = SGLANG.format(image=image, flags="--cuda-graph-max-bs 8")
     if refused:
@@ -67,8 +69,10 @@ def test_an_explicit_value_on_a_vllm_switch_is_refused_from_0_10() -> None:
     assert import_post([("p.md", old)]).recipe.server.has("--enable-chunked-prefill")
 
 
-@pytest.mark.parametrize(("value", "refused"), [("all", True), ("none", True), ("0,1", False),
-                                                ("GPU-8f6e1a2b-0000-1111-2222-333344445555", False)])  # fmt: skip
+@pytest.mark.parametrize(
+    ("value", "refused"),
+    [("all", True), ("none", True), ("0,1", False), ("GPU-8f6e1a2b-0000-1111-2222-333344445555", False)],
+)
 def test_cuda_visible_devices_must_name_devices(value: str, refused: bool) -> None:
     text = VLLM.format(env=f"-e CUDA_VISIBLE_DEVICES={value} ", image="vllm/vllm-openai:latest", flags="")
     if refused:
@@ -81,17 +85,31 @@ def test_cuda_visible_devices_must_name_devices(value: str, refused: bool) -> No
         assert engine_refusal(recipe) is None
 
 
-@pytest.mark.parametrize(("mount", "column"), [("-v ~/cache:/cache", 39), ("-v ./:/code", 39),
-                                               ("-v ../x:/x", 39), ("--mount type=bind,source=./m,target=/m", 44)])  # fmt: skip
+@pytest.mark.parametrize(
+    ("mount", "column"),
+    [
+        ("-v ~/cache:/cache", 39),
+        ("-v ./:/code", 39),
+        ("-v ../x:/x", 39),
+        ("--mount type=bind,source=./m,target=/m", 44),
+    ],
+)
 def test_a_mount_left_to_the_nodes_shell_or_directory_is_refused_at_its_word(mount: str, column: int) -> None:
     text = f"docker run --gpus all -p 8000:8000 {mount} vllm/vllm-openai:latest --model org/m"
     message = _refusal(text)
     source = mount.split("source=")[-1].split(",")[0].removeprefix("-v ").split(":")[0]
-    why = "~ is the home of whoever runs the command, root when hgxkit deploys" if source.startswith("~") else (
-        "a relative path depends on the directory the command runs in, and Docker 20.10 takes it for a volume name")
+    why = (
+        "~ is the home of whoever runs the command, root when hgxkit deploys"
+        if source.startswith("~")
+        else (
+            "a relative path depends on the directory the command runs in, and Docker 20.10 takes it for a volume name"
+        )
+    )
     option, value = mount.replace("-v ", "--volume ").split(" ", 1)
-    assert message == (f"p.md: line 1, column {column}: {option} {value}: the host side {source} is not a fixed "
-                       f"directory ({why}); write the absolute host directory")
+    assert message == (
+        f"p.md: line 1, column {column}: {option} {value}: the host side {source} is not a fixed "
+        f"directory ({why}); write the absolute host directory"
+    )
     fixed = text.replace("~/", "/srv/").replace("../", "/srv/").replace("./", "/srv/")
     assert import_post([("p.md", fixed)]).recipe.server.kind == "vllm"
 
@@ -111,21 +129,40 @@ def _standin_refuses(flag: str) -> bool:
     return False
 
 
-@pytest.mark.parametrize(("flag", "refused"), [
-    ("--log-requests", True), ("--num-scheduler-steps", True), ("--enable-reasoning", True), ("--enable", True),
-    ("--enable-log-requests", False), ("--disable-log-requests", False), ("--max-model", False),
-    ("--max_model_len", False), ("--tensor-parallel-size=2", False), ("--no-enable-prefix-caching", False),
-    ("--speculative_config.method", False), ("--headless", False), ("-tp", False),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("flag", "refused"),
+    [
+        ("--log-requests", True),
+        ("--num-scheduler-steps", True),
+        ("--enable-reasoning", True),
+        ("--enable", True),
+        ("--enable-log-requests", False),
+        ("--disable-log-requests", False),
+        ("--max-model", False),
+        ("--max_model_len", False),
+        ("--tensor-parallel-size=2", False),
+        ("--no-enable-prefix-caching", False),
+        ("--speculative_config.method", False),
+        ("--headless", False),
+        ("-tp", False),
+    ],
+)
 def test_the_flag_check_agrees_with_the_standins_033_parser(flag: str, refused: bool) -> None:
     assert (unknown_option(flag) is not None, _standin_refuses(flag)) == (refused, refused)
 
 
-@pytest.mark.parametrize(("image", "applies"), [
-    ("vllm/vllm-openai:latest", True), ("vllm/vllm-openai", True), ("docker.io/vllm/vllm-openai:v0.33.1", True),
-    ("vllm/vllm-openai:v0.9.2", False), ("vllm/vllm-openai:nightly", False),
-    ("vllm/vllm-openai@sha256:" + "1" * 64, False), ("myorg/vllm:latest", False),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("image", "applies"),
+    [
+        ("vllm/vllm-openai:latest", True),
+        ("vllm/vllm-openai", True),
+        ("docker.io/vllm/vllm-openai:v0.33.1", True),
+        ("vllm/vllm-openai:v0.9.2", False),
+        ("vllm/vllm-openai:nightly", False),
+        ("vllm/vllm-openai@sha256:" + "1" * 64, False),
+        ("myorg/vllm:latest", False),
+    ],
+)
 def test_the_033_table_judges_only_images_that_run_033(image: str, applies: bool) -> None:
     assert table_applies(image) is applies
 

@@ -21,8 +21,10 @@ FILLS = ((HF_HOME, "/data/models/DeepSeek-V3"), (IN_CONTAINER, "/models/DeepSeek
 
 
 def test_vllms_ray_example_imports_with_its_placeholders_given() -> None:
-    outcome = import_post([(R01.name, R01.read_text())], ImportOptions(
-        fill=FILLS, model_repo="deepseek-ai/DeepSeek-V3", image="vllm/vllm-openai:latest"))  # fmt: skip
+    outcome = import_post(
+        [(R01.name, R01.read_text())],
+        ImportOptions(fill=FILLS, model_repo="deepseek-ai/DeepSeek-V3", image="vllm/vllm-openai:latest"),
+    )
     recipe = outcome.recipe
     assert recipe.model.repo_id == "deepseek-ai/DeepSeek-V3"
     assert (recipe.model.local_dir, recipe.model.mount_point) == ("/data/models/DeepSeek-V3", "/models/DeepSeek-V3")
@@ -47,8 +49,10 @@ def test_vllms_ray_example_imports_with_its_placeholders_given() -> None:
     assert f"{R01.name}:73: -e VLLM_USE_V1=1 (the launch's environment) added to the container on every host" in (
         outcome.notes
     )
-    assert f"{R01.name}:34: `ray start` --include-dashboard=True not kept: every host runs hgxkit's own Ray start " \
+    assert (
+        f"{R01.name}:34: `ray start` --include-dashboard=True not kept: every host runs hgxkit's own Ray start "
         "(`ray start --head --port=6379`, `ray start --block --address=HEAD:6379`)" in outcome.notes
+    )
     assert len(outcome.lines) == len(R01.read_text().split("\n"))  # every line accounted for, filled or not
 
 
@@ -61,18 +65,36 @@ def test_one_placeholder_given_the_other_is_still_refused_by_name() -> None:
     )
 
 
-@pytest.mark.parametrize(("text", "message"), [
-    ("/data/models/M=/x", "--fill /data/models/M=/x: give PLACEHOLDER=VALUE, the placeholder as the post writes it "
-                          "(/path/to/…, <NAME>, YOUR_…, {your …}) and its value"),
-    ("/path/to/m", "--fill /path/to/m: give PLACEHOLDER=VALUE, the placeholder as the post writes it (/path/to/…, "
-                   "<NAME>, YOUR_…, {your …}) and its value"),
-    ("<HEAD_IP>=$(hostname)", "--fill <HEAD_IP>=$(hostname): the value '$(hostname)' must be one word of letters, "
-                              "digits and ./:@%+,=-_ (no spaces, quotes, $ or shell operators), not starting with -"),
-    ("YOUR_MODEL=a b", "--fill YOUR_MODEL=a b: the value 'a b' must be one word of letters, digits and ./:@%+,=-_ "
-                       "(no spaces, quotes, $ or shell operators), not starting with -"),
-    ("YOUR_MODEL=", "--fill YOUR_MODEL=: the value '' must be one word of letters, digits and ./:@%+,=-_ (no spaces, "
-                    "quotes, $ or shell operators), not starting with -"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (
+            "/data/models/M=/x",
+            "--fill /data/models/M=/x: give PLACEHOLDER=VALUE, the placeholder as the post writes it "
+            "(/path/to/…, <NAME>, YOUR_…, {your …}) and its value",
+        ),
+        (
+            "/path/to/m",
+            "--fill /path/to/m: give PLACEHOLDER=VALUE, the placeholder as the post writes it (/path/to/…, "
+            "<NAME>, YOUR_…, {your …}) and its value",
+        ),
+        (
+            "<HEAD_IP>=$(hostname)",
+            "--fill <HEAD_IP>=$(hostname): the value '$(hostname)' must be one word of letters, "
+            "digits and ./:@%+,=-_ (no spaces, quotes, $ or shell operators), not starting with -",
+        ),
+        (
+            "YOUR_MODEL=a b",
+            "--fill YOUR_MODEL=a b: the value 'a b' must be one word of letters, digits and ./:@%+,=-_ "
+            "(no spaces, quotes, $ or shell operators), not starting with -",
+        ),
+        (
+            "YOUR_MODEL=",
+            "--fill YOUR_MODEL=: the value '' must be one word of letters, digits and ./:@%+,=-_ (no spaces, "
+            "quotes, $ or shell operators), not starting with -",
+        ),
+    ],
+)
 def test_parse_fill_refuses_what_is_not_a_placeholder_or_not_one_plain_word(text: str, message: str) -> None:
     with pytest.raises(InputError) as caught:
         parse_fill(text)
@@ -86,8 +108,10 @@ def test_fill_ends_where_the_path_or_name_ends_and_a_missing_placeholder_is_refu
     assert text == "vllm serve /w --x /path/to/mm -v /w/sub:/c -e A=10.0.0.1 YOUR_MODEL_DIR org/M\n"
     with pytest.raises(InputError) as caught:
         fill_posts([("p.md", post)], (parse_fill("/path/to/other=/w"),))
-    assert caught.value.message == ("--fill /path/to/other=…: p.md has no /path/to/other; give the placeholder as the "
-                                    "post writes it (the import's refusal names it)")  # fmt: skip
+    assert caught.value.message == (
+        "--fill /path/to/other=…: p.md has no /path/to/other; give the placeholder as the "
+        "post writes it (the import's refusal names it)"
+    )
     with pytest.raises(InputError) as caught:
         fill_posts([("p.md", post)], (parse_fill("/path/to/m=/a"), parse_fill("/path/to/m=/b")))
     assert caught.value.message == "--fill /path/to/m=…: given twice; give each placeholder once"

@@ -72,7 +72,9 @@ def test_a_flag_line_after_an_ended_command_is_refused_with_its_place() -> None:
     with pytest.raises(ImportRefused) as caught:
         import_post([("p.md", LOST)], ImportOptions(image="vllm/vllm-openai:v0.33.0"))
     refused = caught.value
-    assert refused.message.startswith("p.md: line 5, column 3: '--gpu-memory-utilization' follows the command at line 3")
+    assert refused.message.startswith(
+        "p.md: line 5, column 3: '--gpu-memory-utilization' follows the command at line 3"
+    )
     assert "a continuation backslash may be missing" in refused.message
     assert refused.place == ("p.md", 5, 3)
     assert [(a.line, a.fate) for a in refused.lines][2:5] == [(3, "set aside"), (4, "set aside"), (5, "refused")]
@@ -192,7 +194,10 @@ def test_a_bare_launch_naming_a_host_interface_gets_the_hosts_network() -> None:
     outcome = import_post([("p.md", post)], ImportOptions(image="lmsysorg/sglang:v0.5.0"))
     docker = outcome.recipe.docker
     assert docker.last("--network") == "host" and docker.ports() == []
-    assert {(e.name, e.value) for e in docker.env()} >= {("NCCL_SOCKET_IFNAME", "bond0"), ("GLOO_SOCKET_IFNAME", "bond0")}
+    assert {(e.name, e.value) for e in docker.env()} >= {
+        ("NCCL_SOCKET_IFNAME", "bond0"),
+        ("GLOO_SOCKET_IFNAME", "bond0"),
+    }
     assert any("names a host network interface, so the container uses the host's network" in n for n in outcome.notes)
 
 
@@ -217,8 +222,15 @@ def test_a_detached_container_and_an_exec_launch_are_one_container() -> None:
     outcome = import_post([("p.md", ITD)])
     recipe = outcome.recipe
     options = [" ".join(e.words) for e in recipe.docker.entries]
-    assert options[:7] == ["-itd", "--gpus all", "--shm-size 32g", "--ipc=host", "-p 30000:30000",
-                           "-v /data/models:/models", "--name sg"]  # fmt: skip
+    assert options[:7] == [
+        "-itd",
+        "--gpus all",
+        "--shm-size 32g",
+        "--ipc=host",
+        "-p 30000:30000",
+        "-v /data/models:/models",
+        "--name sg",
+    ]
     assert "-e SGLANG_X=1" in options
     assert recipe.server.words()[:3] == ["python3", "-m", "sglang.launch_server"] and recipe.server.flag("--tp") == "2"
     assert [(a.line, a.fate) for a in outcome.lines[1:4]] == [(2, "taken"), (3, "taken"), (4, "changed")]
@@ -227,7 +239,9 @@ def test_a_detached_container_and_an_exec_launch_are_one_container() -> None:
 def test_a_detached_container_with_no_exec_launch_is_refused() -> None:
     with pytest.raises(InputError) as caught:
         import_post([("p.md", ITD.split("docker exec")[0])], ImportOptions(model_repo="Qwen/Qwen3-8B"))
-    assert "no serving command" in caught.value.message and "the post does not say what runs in it" in caught.value.message
+    assert (
+        "no serving command" in caught.value.message and "the post does not say what runs in it" in caught.value.message
+    )
 
 
 def test_an_exec_launch_into_a_container_the_post_does_not_start_is_refused() -> None:
@@ -251,8 +265,11 @@ def test_cd_is_the_base_of_relative_host_paths_and_a_bare_env_file_is_a_file() -
     assert "-v hf-cache:/root/.cache/huggingface" not in options  # a named volume (here the HF cache: dropped)
     assert outcome.lines[0].fate == "read"
     unbased = post.split("\n", 1)[1]  # no `cd`: the mount's host side is the node's working directory: refused
-    with pytest.raises(InputError, match=r"^p\.md: line 1, column 48: --volume \./cache:/cache: the host side \./cache "
-                       r"is not a fixed directory \(a relative path .*\); write the absolute host directory$"):
+    with pytest.raises(
+        InputError,
+        match=r"^p\.md: line 1, column 48: --volume \./cache:/cache: the host side \./cache "
+        r"is not a fixed directory \(a relative path .*\); write the absolute host directory$",
+    ):
         import_post([("p.md", unbased)])
     notes = import_post([("p.md", unbased.replace("-v ./cache:/cache ", ""))]).notes  # the file: relative, said so
     assert any(note.startswith("dangerous option --env-file=docker.env: reads the host file") for note in notes)
@@ -268,7 +285,11 @@ def _glm5_apart() -> list[tuple[str, str]]:
     lines = (POSTS / ENTRIES["029"]["file"]).read_text().split("\n")
     commands = lines[:25] + lines[64:80]
     results = ["Throughput:", "```", *lines[81:119], "```", "", "Latency:", "```", *lines[26:64], "```"]
-    return [(server, (POSTS / server).read_text()), ("bench.md", "\n".join(commands)), ("results.md", "\n".join(results))]
+    return [
+        (server, (POSTS / server).read_text()),
+        ("bench.md", "\n".join(commands)),
+        ("results.md", "\n".join(results)),
+    ]
 
 
 def test_results_printed_apart_join_the_benchmark_their_settings_match() -> None:
@@ -279,10 +300,14 @@ def test_results_printed_apart_join_the_benchmark_their_settings_match() -> None
     assert set(by_cell) == {"1000x1", "1000x100"}
     assert by_cell["1000x1"].completed == 10 and by_cell["1000x1"].sources == ("results.md:45-82",)
     took = [r.line() for r in outcome.report if r.where.startswith("results.md") and r.action == "took"]
-    assert took == ["results.md:3-40: took result block -> reference for cell 1000x100",
-                    "results.md:45-82: took result block -> reference for cell 1000x1"]  # fmt: skip
-    assert any(n.startswith("results.md:3-40: a result block printed apart; it belongs to the benchmark command at")
-               for n in outcome.notes)  # fmt: skip
+    assert took == [
+        "results.md:3-40: took result block -> reference for cell 1000x100",
+        "results.md:45-82: took result block -> reference for cell 1000x1",
+    ]
+    assert any(
+        n.startswith("results.md:3-40: a result block printed apart; it belongs to the benchmark command at")
+        for n in outcome.notes
+    )
 
 
 def test_results_printed_apart_that_fit_several_commands_are_refused_naming_them() -> None:
@@ -295,7 +320,10 @@ def test_results_printed_apart_that_fit_several_commands_are_refused_naming_them
         import_post(files, ImportOptions(pick=PICKS.get("027")))
     message = caught.value.message
     assert message.startswith("results.md:3-40: a result block printed apart from its benchmark command fits 2 of them")
-    assert "(bench.md:15 (cell 1000x1), bench.md:30 (cell 1000x1-out1000))" in message and "put it after the command it belongs to" in message
+    assert (
+        "(bench.md:15 (cell 1000x1), bench.md:30 (cell 1000x1-out1000))" in message
+        and "put it after the command it belongs to" in message
+    )
 
 
 def test_a_sentence_continuing_after_inline_code_is_not_a_lost_continuation() -> None:

@@ -38,8 +38,12 @@ def test_every_line_has_one_fate() -> None:
         (7, "set aside", ""),
     ]
     assert [a.why for a in outcome.lines if a.fate == "set aside"] == [
-        "prose, comments or output", "a blank line", "a Markdown code fence", "a Markdown code fence", "a blank line",
-    ]  # fmt: skip
+        "prose, comments or output",
+        "a blank line",
+        "a Markdown code fence",
+        "a Markdown code fence",
+        "a blank line",
+    ]
     assert "post.md:4: prompt '$' removed" in outcome.lines[3].notes
     assert [a.text for a in outcome.lines] == POST.split("\n")
 
@@ -82,8 +86,17 @@ class _Kubectl:
 
 
 def test_a_new_format_joins_by_one_registry_line(monkeypatch: pytest.MonkeyPatch) -> None:
-    assert [f.name for f in formats.FORMATS] == ["docker run", "docker build/tag", "bare launch", "benchmark command",
-                                                "docker compose", "Kubernetes manifest", "SkyPilot task", "Slurm script", "Ray cluster"]
+    assert [f.name for f in formats.FORMATS] == [
+        "docker run",
+        "docker build/tag",
+        "bare launch",
+        "benchmark command",
+        "docker compose",
+        "Kubernetes manifest",
+        "SkyPilot task",
+        "Slurm script",
+        "Ray cluster",
+    ]
     post = "kubectl apply -f server.yaml\nvllm serve org/Tiny-1B\n"
     before = import_post([("p.md", post)], ImportOptions(image="vllm/vllm-openai:v0.33.0"))
     assert before.lines[0].fate == "set aside" and "not a serving or benchmark command" in before.lines[0].why

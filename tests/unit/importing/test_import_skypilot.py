@@ -57,11 +57,15 @@ def test_a_single_node_task_is_its_run_command_in_its_image() -> None:
     outcome = imported(SINGLE)
     recipe = outcome.recipe
     assert recipe.image.reference == "lmsysorg/sglang:v0.5.6"
-    assert " ".join(recipe.server.words()) == ("python3 -m sglang.launch_server --model-path /models/m --tp 8 --host "
-                                               "0.0.0.0 --port 30000")  # fmt: skip
+    assert " ".join(recipe.server.words()) == (
+        "python3 -m sglang.launch_server --model-path /models/m --tp 8 --host 0.0.0.0 --port 30000"
+    )
     assert [e.words for e in recipe.docker.entries] == [
-        ("--gpus", "all"), ("-p", "30000:30000"), ("-v", "/data/models/m:/models/m:ro"), ("-e", "MODEL=org/m")
-    ]  # fmt: skip
+        ("--gpus", "all"),
+        ("-p", "30000:30000"),
+        ("-v", "/data/models/m:/models/m:ro"),
+        ("-e", "MODEL=org/m"),
+    ]
     assert "task.yaml:8: setup downloads org/m into /models/m: the model the server reads" in outcome.notes
     fates = {a.line: a.fate for a in outcome.lines}
     # line 1 and the setup (line 8) are named by notes: the model's mount comes from the setup's download target
@@ -93,21 +97,33 @@ def test_a_gpu_count_below_the_node_is_the_first_gpus() -> None:
 @pytest.mark.parametrize(
     "edit,message",
     [
-        (lambda t: t + "service:\n  readiness_probe: /health\n",
-         "task.yaml:14: service: a SkyPilot Serve section (replicas behind a load balancer); give the task without "
-         "`service:`"),
-        (lambda t: t + "file_mounts:\n  /models: s3://bucket/models\n",
-         "task.yaml:14: file_mounts /models: s3://bucket/models is a cloud bucket, which a docker host does not "
-         "mount; put its files on the node and mount them"),
-        (lambda t: t.replace("  set -e\n", "  nvidia-smi\n"),
-         "task.yaml:11: run: 2 commands (lines 11, 12); hgxkit imports one server command"),
-        (lambda t: t.replace("docker:lmsysorg/sglang:v0.5.6", "ami-0123"),
-         "task.yaml:2: resources.image_id: ami-0123; hgxkit runs the server in a container: give `image_id: "
-         "docker:IMAGE` (or --image)"),
-        (lambda t: t.replace("  set -e\n", "  PORT=30000\n"),
-         "task.yaml:11: PORT=30000: a variable of the run script; give it in `envs`"),
-        (lambda t: t.replace("--tp 8", "--tp 8 --nnodes $SKYPILOT_NUM_GPUS_PER_NODE"),
-         "task.yaml:12: $SKYPILOT_NUM_GPUS_PER_NODE: a SkyPilot variable hgxkit does not read; write its value"),
+        (
+            lambda t: t + "service:\n  readiness_probe: /health\n",
+            "task.yaml:14: service: a SkyPilot Serve section (replicas behind a load balancer); give the task without "
+            "`service:`",
+        ),
+        (
+            lambda t: t + "file_mounts:\n  /models: s3://bucket/models\n",
+            "task.yaml:14: file_mounts /models: s3://bucket/models is a cloud bucket, which a docker host does not "
+            "mount; put its files on the node and mount them",
+        ),
+        (
+            lambda t: t.replace("  set -e\n", "  nvidia-smi\n"),
+            "task.yaml:11: run: 2 commands (lines 11, 12); hgxkit imports one server command",
+        ),
+        (
+            lambda t: t.replace("docker:lmsysorg/sglang:v0.5.6", "ami-0123"),
+            "task.yaml:2: resources.image_id: ami-0123; hgxkit runs the server in a container: give `image_id: "
+            "docker:IMAGE` (or --image)",
+        ),
+        (
+            lambda t: t.replace("  set -e\n", "  PORT=30000\n"),
+            "task.yaml:11: PORT=30000: a variable of the run script; give it in `envs`",
+        ),
+        (
+            lambda t: t.replace("--tp 8", "--tp 8 --nnodes $SKYPILOT_NUM_GPUS_PER_NODE"),
+            "task.yaml:12: $SKYPILOT_NUM_GPUS_PER_NODE: a SkyPilot variable hgxkit does not read; write its value",
+        ),
     ],
     ids=["service", "bucket", "several-commands", "no-docker-image", "script-variable", "other-variable"],
 )
@@ -116,8 +132,12 @@ def test_what_a_recipe_cannot_hold_is_refused_by_name(edit, message: str) -> Non
 
 
 def test_envs_are_the_run_scripts_variables_and_an_accelerator_choice_keeps_its_count() -> None:
-    task = SINGLE.replace("H200:8", "{L4:1, A100:1}").replace("--model-path /models/m", "--model-path $MODEL") \
-        .replace("  set -e\n", "  echo 'Starting server...'\n").replace("--tp 8", "--tp 1")  # fmt: skip
+    task = (
+        SINGLE.replace("H200:8", "{L4:1, A100:1}")
+        .replace("--model-path /models/m", "--model-path $MODEL")
+        .replace("  set -e\n", "  echo 'Starting server...'\n")
+        .replace("--tp 8", "--tp 1")
+    )
     outcome = imported(task)
     assert " ".join(outcome.recipe.server.words()) == (
         "python3 -m sglang.launch_server --model-path /models/m --tp 1 --host 0.0.0.0 --port 30000 "
@@ -125,5 +145,7 @@ def test_envs_are_the_run_scripts_variables_and_an_accelerator_choice_keeps_its_
     )  # $MODEL is the Hub id org/m, placed under the models directory
     assert outcome.recipe.docker.entries[0].words == ("--gpus", '"device=0"')
     assert "task.yaml:12: $MODEL is the task's envs value org/m" in outcome.notes
-    assert "task.yaml:2: resources.accelerators: any of several; the GPU count is kept, the node is an HGX-H200" \
-        in outcome.notes  # fmt: skip
+    assert (
+        "task.yaml:2: resources.accelerators: any of several; the GPU count is kept, the node is an HGX-H200"
+        in outcome.notes
+    )

@@ -24,8 +24,10 @@ HEADER = """#!/bin/bash
 HEAD=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)
 """
 LAUNCH = "python3 -m sglang.launch_server --model-path org/m --tp 16 --nnodes 2 --dist-init-addr {head} --node-rank "
-TEMPLATE = ("python3 -m sglang.launch_server --model-path /models/m --tp 16 --nnodes 2 --dist-init-addr "
-            "{{head}}:{{dist_port}} --node-rank {{rank}} --served-model-name org/m")  # fmt: skip
+TEMPLATE = (
+    "python3 -m sglang.launch_server --model-path /models/m --tp 16 --nnodes 2 --dist-init-addr "
+    "{{head}}:{{dist_port}} --node-rank {{rank}} --served-model-name org/m"
+)
 
 
 def script(srun: str, rank: str = '"$SLURM_NODEID"', head: str = '"$HEAD:5000"', header: str = HEADER) -> str:
@@ -56,15 +58,23 @@ def test_a_rank_held_in_a_slurm_variable_is_the_rank(rank: str) -> None:
     outcome = imported(script("srun ", rank))
     assert shape(outcome) == (TEMPLATE, 8, 2, 5000)
     name = rank.strip('"${}')
-    assert f"job.sbatch:7: --node-rank ${name} is the rank (rank 0 is the command taken; hgxkit gives each host its " \
-        "own rank)" in outcome.notes  # fmt: skip
+    assert (
+        f"job.sbatch:7: --node-rank ${name} is the rank (rank 0 is the command taken; hgxkit gives each host its "
+        "own rank)" in outcome.notes
+    )
     # written on srun's own command line, the batch shell expands it once, for every task: said, not hidden
-    assert any(f"as published, the batch shell expands ${name} before srun starts the tasks" in n for n in outcome.notes)
+    assert any(
+        f"as published, the batch shell expands ${name} before srun starts the tasks" in n for n in outcome.notes
+    )
 
 
 def test_srun_bash_c_reads_the_string_with_the_batch_shells_variables_and_the_escaped_rank() -> None:
-    text = HEADER + 'PORT=39877\nsrun --nodes=2 --ntasks-per-node=1 bash -c "' + LAUNCH.format(head="'$HEAD:5000'") + \
-        '\\$SLURM_PROCID --port $PORT"\n'  # fmt: skip
+    text = (
+        HEADER
+        + 'PORT=39877\nsrun --nodes=2 --ntasks-per-node=1 bash -c "'
+        + LAUNCH.format(head="'$HEAD:5000'")
+        + '\\$SLURM_PROCID --port $PORT"\n'
+    )
     outcome = imported(text)
     assert shape(outcome) == (TEMPLATE.replace(" --served", " --port 39877 --served"), 8, 2, 5000)
     assert not any("as published" in n for n in outcome.notes)  # escaped: each task reads its own
@@ -74,20 +84,29 @@ def test_sbatch_lines_are_read_or_set_aside_each_with_its_reason() -> None:
     outcome = imported(script("srun --ntasks=2 --output=log-%n.txt "))
     fates = {a.line: (a.fate, a.why) for a in outcome.lines}
     assert fates[1] == ("set aside", "#!/bin/bash (the script's interpreter line)")
-    assert fates[2] == ("set aside", "#SBATCH --job-name=serve (a scheduler setting; hgxkit deploys on the inventory's "
-                                     "hosts)")  # fmt: skip
+    assert fates[2] == (
+        "set aside",
+        "#SBATCH --job-name=serve (a scheduler setting; hgxkit deploys on the inventory's hosts)",
+    )
     assert fates[3] == ("read", "#SBATCH --nodes=2 (the job's nodes: the group spans 2 hosts)")
-    assert fates[4] == ("read", "#SBATCH --gpus-per-node=8 (GPUs per node: the server's parallel sizes give the group's)")
+    assert fates[4] == (
+        "read",
+        "#SBATCH --gpus-per-node=8 (GPUs per node: the server's parallel sizes give the group's)",
+    )
     assert fates[6][0] == "read"
     assert fates[7][0] == "changed"
 
 
 def test_the_batch_scripts_own_setup_is_set_aside_with_its_reason() -> None:
-    header = HEADER.replace("#SBATCH --time=01:00:00", "#SBATCH --time=01:00:00\nset -euo pipefail\nmodule load cuda/12.4")
+    header = HEADER.replace(
+        "#SBATCH --time=01:00:00", "#SBATCH --time=01:00:00\nset -euo pipefail\nmodule load cuda/12.4"
+    )
     fates = {a.line: (a.fate, a.why) for a in imported(script("srun ", header=header)).lines}
     assert fates[6] == ("set aside", "set -euo pipefail (shell options of the batch script)")
-    assert fates[7] == ("set aside", "module load cuda/12.4 (an environment module of the cluster; the container "
-                                     "brings its own)")  # fmt: skip
+    assert fates[7] == (
+        "set aside",
+        "module load cuda/12.4 (an environment module of the cluster; the container brings its own)",
+    )
 
 
 def test_the_head_and_its_address_from_srun_hostname() -> None:
@@ -110,13 +129,17 @@ def test_a_docker_launch_under_srun_is_a_docker_run() -> None:
 
 def test_head_and_worker_branches_of_a_rank_test_are_the_ranks() -> None:
     """`if [ "$SLURM_NODEID" = 0 ]; then HEAD; else WORKER; fi`: how hgxkit's own export gives each its command."""
-    run = "docker run --gpus all --network host vllm/vllm-openai:v0.9.0 org/m -tp 8 -pp 2 --nnodes 2 " \
-        '--master-addr "$HEAD" --node-rank "$SLURM_NODEID"'  # fmt: skip
+    run = (
+        "docker run --gpus all --network host vllm/vllm-openai:v0.9.0 org/m -tp 8 -pp 2 --nnodes 2 "
+        '--master-addr "$HEAD" --node-rank "$SLURM_NODEID"'
+    )
     text = HEADER + f'if [ "$SLURM_NODEID" = 0 ]; then\n  {run} &\nelse\n  {run} --headless &\nfi\n'
     outcome = imported(text)
     assert outcome.recipe.groups is not None and outcome.recipe.groups.nodes == 2
-    assert "job.sbatch:8: --node-rank $SLURM_NODEID is the rank (rank 0 is the command taken; hgxkit gives each " \
-        "host its own rank)" in outcome.notes  # fmt: skip
+    assert (
+        "job.sbatch:8: --node-rank $SLURM_NODEID is the rank (rank 0 is the command taken; hgxkit gives each "
+        "host its own rank)" in outcome.notes
+    )
     words = " ".join(outcome.recipe.server.words())
     assert "--node-rank {{rank}}" in words and "--headless" not in words  # the worker flag is rendered per rank
 
@@ -140,8 +163,10 @@ def test_slurm_localid_is_no_node_rank() -> None:
 
 def test_procid_with_several_tasks_per_node_counts_tasks() -> None:
     text = script("srun --ntasks-per-node=8 ", "$SLURM_PROCID")
-    assert refusal(text) == ("job.sbatch: line 7, column 138: --node-rank $SLURM_PROCID with 8 tasks per node counts "
-                             "tasks, not nodes; the node rank is $SLURM_NODEID")  # fmt: skip
+    assert refusal(text) == (
+        "job.sbatch: line 7, column 138: --node-rank $SLURM_PROCID with 8 tasks per node counts "
+        "tasks, not nodes; the node rank is $SLURM_NODEID"
+    )
 
 
 @pytest.mark.parametrize(
@@ -170,8 +195,10 @@ def test_a_heterogeneous_job_is_refused() -> None:
 
 def test_a_heterogeneous_step_is_refused() -> None:
     text = script("srun --het-group=0 ").rstrip("\n") + " : --het-group=1 hostname\n"
-    assert refusal(text) == ("job.sbatch:7: `srun … : …` runs a heterogeneous step (components with their own "
-                             "options); give the serving group's srun alone")  # fmt: skip
+    assert refusal(text) == (
+        "job.sbatch:7: `srun … : …` runs a heterogeneous step (components with their own "
+        "options); give the serving group's srun alone"
+    )
 
 
 def test_pyxis_container_image_is_refused_by_name() -> None:
@@ -184,8 +211,9 @@ def test_pyxis_container_image_is_refused_by_name() -> None:
 
 def test_the_jobs_nodes_and_the_servers_must_agree() -> None:
     text = script("srun ", header=HEADER.replace("--nodes=2", "--nodes=4"))
-    assert refusal(text) == ("job.sbatch:7: --nnodes 2 but #SBATCH --nodes=4: the job's nodes and the server's "
-                             "differ; make them one count")  # fmt: skip
+    assert refusal(text) == (
+        "job.sbatch:7: --nnodes 2 but #SBATCH --nodes=4: the job's nodes and the server's differ; make them one count"
+    )
 
 
 def test_the_engines_own_slurm_example_names_its_model_placeholder() -> None:
@@ -194,8 +222,10 @@ def test_the_engines_own_slurm_example_names_its_model_placeholder() -> None:
     text = (FORMATS / name).read_text()
     with pytest.raises(InputError) as caught:
         import_post([(name, text)], ImportOptions(pick=4))
-    assert caught.value.message == (f"{name}:78: --model-path MODEL_PATH is a placeholder (a name to fill in, not a "
-                                    "model); write the model's repository or path")  # fmt: skip
+    assert caught.value.message == (
+        f"{name}:78: --model-path MODEL_PATH is a placeholder (a name to fill in, not a "
+        "model); write the model's repository or path"
+    )
     recipe = import_post([(name, text)], ImportOptions(pick=4, model_repo="meta-llama/Llama-3.1-405B")).recipe
     assert recipe.groups is not None and (recipe.groups.nodes, recipe.groups.size) == (2, 8)
 

@@ -34,11 +34,25 @@ def test_a_shell_entrypoint_running_vllm_serve_becomes_the_images_own_entrypoint
     outcome = import_post([("p.md", post)])
     (group,) = render_recipe(outcome.recipe)
     assert group.shell_argv == [
-        "docker", "run", "--gpus", "all", "-p", "8000:8000", "-v", "/data/models/Qwen3-8B:/models/Qwen3-8B:ro", VLLM,
-        "/models/Qwen3-8B", "--port", "8000", "--served-model-name", "Qwen/Qwen3-8B",
-    ]  # fmt: skip
-    assert "p.md:1: `--entrypoint /bin/sh` dropped: the container runs the launch `vllm serve Qwen/Qwen3-8B --port " \
-        "8000` as its program, as Docker would" in outcome.notes  # fmt: skip
+        "docker",
+        "run",
+        "--gpus",
+        "all",
+        "-p",
+        "8000:8000",
+        "-v",
+        "/data/models/Qwen3-8B:/models/Qwen3-8B:ro",
+        VLLM,
+        "/models/Qwen3-8B",
+        "--port",
+        "8000",
+        "--served-model-name",
+        "Qwen/Qwen3-8B",
+    ]
+    assert (
+        "p.md:1: `--entrypoint /bin/sh` dropped: the container runs the launch `vllm serve Qwen/Qwen3-8B --port "
+        "8000` as its program, as Docker would" in outcome.notes
+    )
 
 
 def test_an_entrypoint_naming_the_launch_program_is_the_same_container() -> None:
@@ -48,13 +62,19 @@ def test_an_entrypoint_naming_the_launch_program_is_the_same_container() -> None
 
 
 def test_a_bash_entrypoint_in_an_image_without_one_runs_the_launch_as_the_command() -> None:
-    post = ('docker run --gpus all -p 30000:30000 --entrypoint /bin/bash lmsysorg/sglang:v0.5.2 '
-            '-c "python3 -m sglang.launch_server --model-path Qwen/Qwen3-8B --host 0.0.0.0"\n')  # fmt: skip
+    post = (
+        "docker run --gpus all -p 30000:30000 --entrypoint /bin/bash lmsysorg/sglang:v0.5.2 "
+        '-c "python3 -m sglang.launch_server --model-path Qwen/Qwen3-8B --host 0.0.0.0"\n'
+    )
     argv = _argv(post)
     assert "--entrypoint" not in argv
     assert argv[argv.index("lmsysorg/sglang:v0.5.2") + 1 :][:5] == [
-        "python3", "-m", "sglang.launch_server", "--model-path", "/models/Qwen3-8B",
-    ]  # fmt: skip
+        "python3",
+        "-m",
+        "sglang.launch_server",
+        "--model-path",
+        "/models/Qwen3-8B",
+    ]
 
 
 def test_a_script_behind_a_shell_entrypoint_is_refused_naming_it() -> None:
@@ -66,8 +86,10 @@ def test_a_script_behind_a_shell_entrypoint_is_refused_naming_it() -> None:
 
 
 def test_an_entrypoint_the_images_own_would_not_run_is_refused_naming_both() -> None:
-    post = (f'docker run --gpus all -p 8000:8000 --entrypoint /bin/sh {VLLM} '
-            '-c "python3 -m vllm.entrypoints.openai.api_server --model org/m"\n')  # fmt: skip
+    post = (
+        f"docker run --gpus all -p 8000:8000 --entrypoint /bin/sh {VLLM} "
+        '-c "python3 -m vllm.entrypoints.openai.api_server --model org/m"\n'
+    )
     assert _refusal(post) == (
         "p.md:1: `--entrypoint /bin/sh` replaces the image's entrypoint `vllm serve` to run `python3 -m "
         "vllm.entrypoints.openai.api_server --model org/m`; a recipe keeps the image's: give the launch as "
@@ -104,21 +126,27 @@ def test_a_variable_set_in_a_fence_with_a_server_reaches_a_server_in_a_later_fen
 
 
 def test_a_later_definition_replaces_an_earlier_one_for_the_commands_after_it() -> None:
-    post = (f"```bash\nMODEL=org/a\ndocker run --gpus all {VLLM} --model $MODEL\n```\n"
-            f"```bash\nMODEL=org/b\ndocker run --gpus all {VLLM} --model $MODEL\n```\n")  # fmt: skip
+    post = (
+        f"```bash\nMODEL=org/a\ndocker run --gpus all {VLLM} --model $MODEL\n```\n"
+        f"```bash\nMODEL=org/b\ndocker run --gpus all {VLLM} --model $MODEL\n```\n"
+    )
     assert import_post([("p.md", post)], ImportOptions(pick=1)).recipe.model.repo_id == "org/a"
     assert import_post([("p.md", post)], ImportOptions(pick=2)).recipe.model.repo_id == "org/b"
 
 
 def test_an_empty_entrypoint_runs_the_command_as_the_program() -> None:
-    post = ('docker run --gpus all -p 30000:30000 --entrypoint "" lmsysorg/sglang:latest '
-            "python3 -m sglang.launch_server --model-path Qwen/Qwen2.5-7B-Instruct --host 0.0.0.0 --port 30000\n")  # fmt: skip
+    post = (
+        'docker run --gpus all -p 30000:30000 --entrypoint "" lmsysorg/sglang:latest '
+        "python3 -m sglang.launch_server --model-path Qwen/Qwen2.5-7B-Instruct --host 0.0.0.0 --port 30000\n"
+    )
     outcome = import_post([("p.md", post)])
     argv = render_recipe(outcome.recipe)[0].shell_argv
     assert "--entrypoint" not in argv
     assert argv[argv.index("lmsysorg/sglang:latest") + 1 :][:3] == ["python3", "-m", "sglang.launch_server"]
-    assert "p.md:1: `--entrypoint \"\"` dropped: the container runs the launch `python3 -m sglang.launch_server " \
-        "--model-path Qwen/Qwen2.5-7B` as its program, as Docker would" in outcome.notes  # fmt: skip
+    assert (
+        'p.md:1: `--entrypoint ""` dropped: the container runs the launch `python3 -m sglang.launch_server '
+        "--model-path Qwen/Qwen2.5-7B` as its program, as Docker would" in outcome.notes
+    )
 
 
 # --- `cmd \` then `    > out.log 2>&1 &` ---
@@ -135,8 +163,10 @@ vllm serve /srv/models/Qwen3-1.7B \\
 def test_a_redirection_on_a_continuation_line_is_dropped_not_an_argument() -> None:
     outcome = import_post([("p.sh", REDIRECTED)], ImportOptions(image=VLLM))
     assert outcome.recipe.server.words() == ["--model", "/srv/models/Qwen3-1.7B", "--port", "8888"]
-    assert "p.sh:6: redirection `>./logs/model_output.log` dropped (the server's output goes to docker logs)" \
-        in outcome.notes  # fmt: skip
+    assert (
+        "p.sh:6: redirection `>./logs/model_output.log` dropped (the server's output goes to docker logs)"
+        in outcome.notes
+    )
 
 
 def test_ps2_and_quoted_continuation_lines_still_lose_their_marker() -> None:
@@ -160,8 +190,10 @@ def test_a_launch_variable_set_without_export_right_above_a_launch_is_refused() 
 
 
 def test_a_command_commented_out_line_by_line_is_a_comment_not_a_root_prompt() -> None:
-    post = ("# python -m sglang.launch_server \\\n#     --model-path org/old \\\n#     --port 30003\n\n"
-            "python -m sglang.launch_server --model org/new --port 30004\n")  # fmt: skip
+    post = (
+        "# python -m sglang.launch_server \\\n#     --model-path org/old \\\n#     --port 30003\n\n"
+        "python -m sglang.launch_server --model org/new --port 30004\n"
+    )
     outcome = import_post([("p.sh", post)], ImportOptions(image="lmsysorg/sglang:v0.5.2"))
     assert outcome.recipe.model.repo_id == "org/new"
     assert not [n for n in outcome.notes if "prompt '#' removed" in n]

@@ -44,12 +44,22 @@ def docker_words(outcome: ImportOutcome) -> str:
 def test_index_lists_every_file_and_counts_by_format() -> None:
     assert sorted(p.name for p in FORMATS.iterdir() if p.name != "index.yaml") == sorted(ENTRIES)
     counts = Counter(entry["format"] for entry in INDEX)
-    assert counts == {"compose": 6, "kubernetes": 13, "docker run": 6, "bare launch": 4, "slurm": 7, "vllm ray": 8,
-                      "vllm data parallel": 2, "skypilot": 2}  # fmt: skip
+    assert counts == {
+        "compose": 6,
+        "kubernetes": 13,
+        "docker run": 6,
+        "bare launch": 4,
+        "slurm": 7,
+        "vllm ray": 8,
+        "vllm data parallel": 2,
+        "skypilot": 2,
+    }
     assert Counter(entry["expect"] for entry in INDEX) == {"import": 15, "refuse": 33}
     # a file at a commit, or an issue or pull request thread (the post is its text)
-    assert all(re.match(r"https://github\.com/[^/]+/[^/]+/(?:blob/[0-9a-f]{40}/|issues/\d+$|pull/\d+$)", entry["source"])
-               for entry in INDEX)  # fmt: skip
+    assert all(
+        re.match(r"https://github\.com/[^/]+/[^/]+/(?:blob/[0-9a-f]{40}/|issues/\d+$|pull/\d+$)", entry["source"])
+        for entry in INDEX
+    )
 
 
 @pytest.mark.parametrize("name", sorted(ENTRIES))
@@ -74,9 +84,11 @@ def test_published_file_imports_or_refuses_exactly(name: str) -> None:
     else:
         explicit = [list(g) for g in groups.explicit] if groups.explicit is not None else None
         assert {"size": groups.size, "explicit": explicit, "nodes": groups.nodes, "dist_port": groups.dist_port} == {
-            "size": expected.get("size"), "explicit": expected.get("explicit"), "nodes": expected.get("nodes"),
+            "size": expected.get("size"),
+            "explicit": expected.get("explicit"),
+            "nodes": expected.get("nodes"),
             "dist_port": expected.get("dist_port"),
-        }  # fmt: skip
+        }
 
 
 @pytest.mark.parametrize("name", sorted(n for n, e in ENTRIES.items() if e["expect"] == "import"))
@@ -96,11 +108,23 @@ def test_the_engines_own_compose_file_renders_its_docker_run() -> None:
     outcome = imported(name, (FORMATS / name).read_text())
     [group] = render_recipe(outcome.recipe)
     assert group.shell_argv[:12] == [
-        "docker", "run", "--name", "sglang", "--gpus", '"device=0"', "--ipc", "host", "--network", "host", "-e",
+        "docker",
+        "run",
+        "--name",
+        "sglang",
+        "--gpus",
+        '"device=0"',
+        "--ipc",
+        "host",
+        "--network",
+        "host",
+        "-e",
         "HF_TOKEN",
-    ]  # fmt: skip
-    assert "c01-sglang-docker-compose.yaml:23: services.sglang.healthcheck not carried: hgxkit checks the server's " \
-        "health itself" in outcome.notes  # fmt: skip
+    ]
+    assert (
+        "c01-sglang-docker-compose.yaml:23: services.sglang.healthcheck not carried: hgxkit checks the server's "
+        "health itself" in outcome.notes
+    )
 
 
 # --- compose: each key's `docker run` option ---
@@ -181,16 +205,28 @@ def test_compose_refuses_an_unset_variable_naming_it() -> None:
 @pytest.mark.parametrize(
     ("body", "message"),
     [
-        ("    extends: {file: base.yaml, service: llm}\n", "compose.yaml:4: services.llm.extends: the service extends "
-         "another file's service: give the merged file (`docker compose config`)"),
-        ("    secrets: [hf_token]\n", "compose.yaml:4: services.llm.secrets: compose secrets are files mounted at "
-         "/run/secrets: pass the value as an environment variable"),
-        ("    network_mode: service:vpn\n", "compose.yaml:4: services.llm.network_mode: service:vpn shares another "
-         "container's network, which the recipe does not start"),
-        ("    blkio_config: {weight: 300}\n", "compose.yaml:4: services.llm.blkio_config: a compose key hgxkit does not "
-         "carry into a `docker run`; remove it or run the container by hand"),
+        (
+            "    extends: {file: base.yaml, service: llm}\n",
+            "compose.yaml:4: services.llm.extends: the service extends "
+            "another file's service: give the merged file (`docker compose config`)",
+        ),
+        (
+            "    secrets: [hf_token]\n",
+            "compose.yaml:4: services.llm.secrets: compose secrets are files mounted at "
+            "/run/secrets: pass the value as an environment variable",
+        ),
+        (
+            "    network_mode: service:vpn\n",
+            "compose.yaml:4: services.llm.network_mode: service:vpn shares another "
+            "container's network, which the recipe does not start",
+        ),
+        (
+            "    blkio_config: {weight: 300}\n",
+            "compose.yaml:4: services.llm.blkio_config: a compose key hgxkit does not "
+            "carry into a `docker run`; remove it or run the container by hand",
+        ),
     ],
-)  # fmt: skip
+)
 def test_compose_refuses_what_a_recipe_cannot_hold_by_key(body: str, message: str) -> None:
     assert refusal("compose.yaml", SERVICE.format(body=body)) == message
 
@@ -277,21 +313,30 @@ def test_kubernetes_pod_options_the_container_feels() -> None:
         "--gpus 4 --pid host --user 1000 --cap-add IPC_LOCK -e HF_TOKEN -p 8000:8000 "
         "-v /data/models/llm-weights:/models --ipc host"
     )
-    assert "pod.yaml:14: HF_TOKEN is the Secret hf key token: declared as a secret, taken from the environment " \
-        "(HF_TOKEN) at run time" in outcome.notes  # fmt: skip
-    assert "pod.yaml:26: the PersistentVolumeClaim llm-weights holds the model at /models: it is the host directory " \
-        "/data/models/llm-weights" in outcome.notes  # fmt: skip
+    assert (
+        "pod.yaml:14: HF_TOKEN is the Secret hf key token: declared as a secret, taken from the environment "
+        "(HF_TOKEN) at run time" in outcome.notes
+    )
+    assert (
+        "pod.yaml:26: the PersistentVolumeClaim llm-weights holds the model at /models: it is the host directory "
+        "/data/models/llm-weights" in outcome.notes
+    )
 
 
 @pytest.mark.parametrize(
     ("extra", "message"),
     [
-        ("    envFrom:\n    - secretRef: {name: keys}\n", "pod.yaml:18: envFrom Secret keys: its keys are not in the "
-         "manifest; list each as env (a secretKeyRef is taken from the environment)"),
-        ("    - name: NODE_IP\n      valueFrom: {fieldRef: {fieldPath: status.hostIP}}\n", "pod.yaml:17: env NODE_IP "
-         "comes from fieldRef, which a docker host does not give; write its value"),
+        (
+            "    envFrom:\n    - secretRef: {name: keys}\n",
+            "pod.yaml:18: envFrom Secret keys: its keys are not in the "
+            "manifest; list each as env (a secretKeyRef is taken from the environment)",
+        ),
+        (
+            "    - name: NODE_IP\n      valueFrom: {fieldRef: {fieldPath: status.hostIP}}\n",
+            "pod.yaml:17: env NODE_IP comes from fieldRef, which a docker host does not give; write its value",
+        ),
     ],
-)  # fmt: skip
+)
 def test_kubernetes_refuses_values_a_docker_host_does_not_give(extra: str, message: str) -> None:
     assert refusal("pod.yaml", POD.replace("{extra}", extra)) == message
 
@@ -337,14 +382,16 @@ spec:
     assert outcome.recipe.server.words()[:3] == ["--port", "8080", "--model"]
     assert docker_words(outcome).startswith("--gpus 1")
     skipped = [r.line() for r in outcome.report if r.action == "skipped"]
-    assert skipped == ["isvc.yaml:1-10: skipped ServingRuntime vllm-runtime: read with the InferenceService that names it"]
+    assert skipped == [
+        "isvc.yaml:1-10: skipped ServingRuntime vllm-runtime: read with the InferenceService that names it"
+    ]
 
 
 def test_a_manifest_in_an_indented_markdown_fence_and_its_job_kind() -> None:
     post = (
         "Run it as a Job:\n\n1. Apply\n\n   ```yaml\n   apiVersion: batch/v1\n   kind: Job\n   metadata: {name: bench}\n"
         "   spec:\n     template:\n       spec:\n         containers:\n         - name: s\n"
-        "           image: lmsysorg/sglang:v0.5.6\n           command: [sh, -c, \"sglang serve --model-path org/m\"]\n"
+        '           image: lmsysorg/sglang:v0.5.6\n           command: [sh, -c, "sglang serve --model-path org/m"]\n'
         "           resources: {limits: {nvidia.com/gpu: 8}}\n   ```\n"
     )
     outcome = imported("post.md", post)
@@ -364,15 +411,21 @@ def test_a_script_in_sh_c_is_refused_not_kept() -> None:
 @pytest.mark.parametrize(
     ("command", "message"),
     [
-        ("docker run --device /dev/davinci0 -p 30000:30000 lmsysorg/sglang:v0.5.5-cann8.3.rc1-a3 python3 -m "
-         "sglang.launch_server --model-path org/m", "p.txt:1: Huawei Ascend NPU (ascend) is not supported: hgxkit "
-         "serves NVIDIA HGX-H200 nodes"),
-        ("docker run --device=/dev/kfd --device=/dev/dri -p 8000:8000 vllm/vllm-openai-rocm:v0.14.1 --model org/m",
-         "p.txt:1: AMD ROCm (rocm) is not supported: hgxkit serves NVIDIA HGX-H200 nodes"),
-        ("docker run --gpus all -p 8080:8080 kserve/huggingfaceserver:latest --model_id=org/m",
-         "p.txt:1: KServe Hugging Face runtime (kserve-huggingface) is not supported: hgxkit serves SGLang and vLLM"),
+        (
+            "docker run --device /dev/davinci0 -p 30000:30000 lmsysorg/sglang:v0.5.5-cann8.3.rc1-a3 python3 -m "
+            "sglang.launch_server --model-path org/m",
+            "p.txt:1: Huawei Ascend NPU (ascend) is not supported: hgxkit serves NVIDIA HGX-H200 nodes",
+        ),
+        (
+            "docker run --device=/dev/kfd --device=/dev/dri -p 8000:8000 vllm/vllm-openai-rocm:v0.14.1 --model org/m",
+            "p.txt:1: AMD ROCm (rocm) is not supported: hgxkit serves NVIDIA HGX-H200 nodes",
+        ),
+        (
+            "docker run --gpus all -p 8080:8080 kserve/huggingfaceserver:latest --model_id=org/m",
+            "p.txt:1: KServe Hugging Face runtime (kserve-huggingface) is not supported: hgxkit serves SGLang and vLLM",
+        ),
     ],
-)  # fmt: skip
+)
 def test_other_accelerators_and_runtimes_are_refused_by_name(command: str, message: str) -> None:
     assert refusal("p.txt", command) == message
 
@@ -388,16 +441,25 @@ def test_compose_services_that_differ_only_in_gpus_and_ports_are_gpu_groups() ->
     text = "services:\n" + service.format(n=0, ids='"0","1","2","3"') + service.format(n=1, ids='"4","5","6","7"')
     outcome = imported("compose.yaml", text)
     groups = outcome.recipe.groups
-    assert docker_words(outcome) == '--name {{name}} --gpus "device={{gpus}}" -p {{port}}:30000 -v /data/models/m:/models/m:ro'
-    assert (groups.explicit, groups.port_base, groups.name_template) == (((0, 1, 2, 3), (4, 5, 6, 7)), 30000, "llm{{group}}")
+    assert (
+        docker_words(outcome)
+        == '--name {{name}} --gpus "device={{gpus}}" -p {{port}}:30000 -v /data/models/m:/models/m:ro'
+    )
+    assert (groups.explicit, groups.port_base, groups.name_template) == (
+        ((0, 1, 2, 3), (4, 5, 6, 7)),
+        30000,
+        "llm{{group}}",
+    )
 
 
 def test_leader_worker_set_is_read_from_the_leader_as_rank_zero() -> None:
     name = "k04-lws-sglang.yaml"
     outcome = imported(name, (FORMATS / name).read_text())
     assert "k04-lws-sglang.yaml:16: $(LWS_LEADER_ADDRESS) is lws-leader (the leader pod, rank 0)" in outcome.notes
-    assert "k04-lws-sglang.yaml:16: the LeaderWorkerSet's workerTemplate runs ranks 1..; hgxkit renders each rank " \
-        "from the leader's command" in outcome.notes  # fmt: skip
+    assert (
+        "k04-lws-sglang.yaml:16: the LeaderWorkerSet's workerTemplate runs ranks 1..; hgxkit renders each rank "
+        "from the leader's command" in outcome.notes
+    )
     (rank1,) = render_recipe(outcome.recipe, rank=1, head="10.0.0.1", total_gpus=8)  # one group, not eight
     server = rank1.shell_argv[rank1.shell_argv.index("lmsysorg/sglang:latest") + 1 :]
     assert server[server.index("--dist-init-addr") + 1] == "10.0.0.1:20000"
@@ -412,17 +474,23 @@ def test_a_leader_worker_set_of_one_gpu_pods_is_one_group_on_the_host_network() 
     assert docker_words(outcome).startswith("--gpus 1 --network host -e HF_TOKEN --ipc host -v ")
     assert (outcome.recipe.groups.explicit, outcome.recipe.groups.nodes) == (((0,),), 2)
     assert [g.gpus for g in render_recipe(outcome.recipe, rank=0, head="10.0.0.1", total_gpus=8)] == [[0]]
-    assert "k04-lws-sglang.yaml:16: the server takes 1 GPU(s) on each of its 2 hosts: one group, on GPU(s) 0 (a " \
-        "second group over the same hosts would need a rendezvous port of its own; groups.dist_port is one)" \
-        in outcome.notes  # fmt: skip
-    assert "k04-lws-sglang.yaml:16: the 2 pods of LeaderWorkerSet sglang reach the leader on ports the manifest does " \
-        "not publish (the rendezvous's, NCCL's), as pods reach each other on Kubernetes: across docker hosts that is " \
-        "the host network (--network host), where the server's ports are its own" in outcome.notes  # fmt: skip
+    assert (
+        "k04-lws-sglang.yaml:16: the server takes 1 GPU(s) on each of its 2 hosts: one group, on GPU(s) 0 (a "
+        "second group over the same hosts would need a rendezvous port of its own; groups.dist_port is one)"
+        in outcome.notes
+    )
+    assert (
+        "k04-lws-sglang.yaml:16: the 2 pods of LeaderWorkerSet sglang reach the leader on ports the manifest does "
+        "not publish (the rendezvous's, NCCL's), as pods reach each other on Kubernetes: across docker hosts that is "
+        "the host network (--network host), where the server's ports are its own" in outcome.notes
+    )
 
 
 def test_a_kubernetes_argument_is_placed_at_its_own_line() -> None:
     name = "k10-vllm-k8s-monitoring-deployment.yaml"
-    assert refusal(name, (FORMATS / name).read_text()).startswith(f"{name}: line 62, column 1: ")  # `- "--log-requests"`
+    assert refusal(name, (FORMATS / name).read_text()).startswith(
+        f"{name}: line 62, column 1: "
+    )  # `- "--log-requests"`
 
 
 def test_a_yaml_fence_no_format_claims_stays_with_the_shell_scan() -> None:
@@ -441,12 +509,18 @@ def test_an_ascend_device_in_a_compose_service_is_refused_by_name() -> None:
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        ("apiVersion: v1\nkind: Pod\nspec:\n  containers:\n  - image: vllm/vllm-openai:v1\n    env: [{value: x}]\n"
-         "    resources: {limits: {nvidia.com/gpu: 1}}\n", "m.yaml:5: a value of the wrong shape in this container None "
-         "(KeyError: 'name'); give it as its spec writes it"),
-        ("services:\n  s:\n    image: vllm/vllm-openai:v1\n    gpus: all\n    environment: 5\n", "m.yaml:2: a value of "
-         "the wrong shape in this service s (TypeError: 'int' object is not iterable); give it as its spec writes it"),
+        (
+            "apiVersion: v1\nkind: Pod\nspec:\n  containers:\n  - image: vllm/vllm-openai:v1\n    env: [{value: x}]\n"
+            "    resources: {limits: {nvidia.com/gpu: 1}}\n",
+            "m.yaml:5: a value of the wrong shape in this container None "
+            "(KeyError: 'name'); give it as its spec writes it",
+        ),
+        (
+            "services:\n  s:\n    image: vllm/vllm-openai:v1\n    gpus: all\n    environment: 5\n",
+            "m.yaml:2: a value of "
+            "the wrong shape in this service s (TypeError: 'int' object is not iterable); give it as its spec writes it",
+        ),
     ],
-)  # fmt: skip
+)
 def test_a_value_of_the_wrong_shape_is_one_line_not_a_traceback(text: str, message: str) -> None:
     assert refusal("m.yaml", text) == message

@@ -79,8 +79,10 @@ def test_a_tilde_mount_is_refused_at_its_word() -> None:
 
 
 def test_variables_the_post_sets_are_resolved_and_the_others_left_to_the_host() -> None:
-    result = run(f"model=org/Name-7B\nexport HF_HOME=/data/hf\ndocker run -e HF_HOME -v $HOME/x:/x {SGLANG} "
-                 "sglang serve --model-path $model --port $PORT")  # fmt: skip
+    result = run(
+        f"model=org/Name-7B\nexport HF_HOME=/data/hf\ndocker run -e HF_HOME -v $HOME/x:/x {SGLANG} "
+        "sglang serve --model-path $model --port $PORT"
+    )
     server = result.recipe.server
     assert server.flag("--model-path") == "/models/Name-7B" and server.flag("--port") == "$PORT"
     notes = " ".join(result.notes)
@@ -89,14 +91,37 @@ def test_variables_the_post_sets_are_resolved_and_the_others_left_to_the_host() 
 
 
 def test_a_bare_launch_becomes_a_docker_run() -> None:
-    result = run("CUDA_VISIBLE_DEVICES=1,2 SGLANG_X=1 python -m sglang.launch_server --model /data/m --tp 2 "
-                 "--port 8001 --host 127.0.0.1", image=SGLANG)  # fmt: skip
+    result = run(
+        "CUDA_VISIBLE_DEVICES=1,2 SGLANG_X=1 python -m sglang.launch_server --model /data/m --tp 2 "
+        "--port 8001 --host 127.0.0.1",
+        image=SGLANG,
+    )
     (group,) = render_recipe(result.recipe)
     assert group.argv == [
-        "docker", "run", "--gpus", '"device=1,2"', "--ipc=host", "-p", "8001:8001", "-v", "/data/m:/data/m:ro",
-        "-e", "SGLANG_X=1", SGLANG, "python3", "-m", "sglang.launch_server", "--model", "/data/m", "--tp", "2",
-        "--port", "8001", "--host", "0.0.0.0",
-    ]  # fmt: skip
+        "docker",
+        "run",
+        "--gpus",
+        '"device=1,2"',
+        "--ipc=host",
+        "-p",
+        "8001:8001",
+        "-v",
+        "/data/m:/data/m:ro",
+        "-e",
+        "SGLANG_X=1",
+        SGLANG,
+        "python3",
+        "-m",
+        "sglang.launch_server",
+        "--model",
+        "/data/m",
+        "--tp",
+        "2",
+        "--port",
+        "8001",
+        "--host",
+        "0.0.0.0",
+    ]
     assert (result.recipe.model.local_dir, result.recipe.model.mount_point) == ("/data/m", "/data/m")
     notes = " ".join(result.notes)
     assert "--host 127.0.0.1 became 0.0.0.0" in notes and "python became the image's python3" in notes
@@ -109,12 +134,17 @@ def test_a_bare_launch_without_image_names_the_default() -> None:
 
 
 def test_a_hub_model_is_placed_under_the_models_dir() -> None:
-    result = run(f"docker run -p 30000:30000 -v ~/.cache/huggingface:/root/.cache/huggingface {SGLANG} "
-                 "sglang serve --model-path org/Name-7B --host 0.0.0.0", models_dir="/srv/models")  # fmt: skip
+    result = run(
+        f"docker run -p 30000:30000 -v ~/.cache/huggingface:/root/.cache/huggingface {SGLANG} "
+        "sglang serve --model-path org/Name-7B --host 0.0.0.0",
+        models_dir="/srv/models",
+    )
     recipe = result.recipe
     assert (recipe.model.repo_id, recipe.model.local_dir, recipe.model.mount_point) == (
-        "org/Name-7B", "/srv/models/Name-7B", "/models/Name-7B",
-    )  # fmt: skip
+        "org/Name-7B",
+        "/srv/models/Name-7B",
+        "/models/Name-7B",
+    )
     assert recipe.server.flag("--model-path") == "/models/Name-7B"
     assert recipe.server.flag("--served-model-name") == "org/Name-7B"
     assert recipe.docker.values("--volume") == ["/srv/models/Name-7B:/models/Name-7B:ro"]  # the HF cache is dropped
@@ -125,16 +155,24 @@ def test_a_local_model_under_a_mounted_directory_stays_and_model_repo_names_it()
     post = f"docker run -v /data:/data {SGLANG} sglang serve --model-path /data/models/x"
     recipe = run(post, model_repo="org/X").recipe
     assert (recipe.model.repo_id, recipe.model.local_dir, recipe.model.mount_point) == (
-        "org/X", "/data/models/x", "/data/models/x",
-    )  # fmt: skip
+        "org/X",
+        "/data/models/x",
+        "/data/models/x",
+    )
     assert recipe.server.flag("--model-path") == "/data/models/x"
 
 
 @pytest.mark.parametrize(
     ("post", "message"),
     [
-        (f"docker run {SGLANG} sglang serve --tp 2", "names no model (--model-path) hgxkit can place; pass --model-repo"),
-        (f"docker run {SGLANG} sglang serve --model-path /m", "not inside a bind mount of a host directory; pass --model-repo"),
+        (
+            f"docker run {SGLANG} sglang serve --tp 2",
+            "names no model (--model-path) hgxkit can place; pass --model-repo",
+        ),
+        (
+            f"docker run {SGLANG} sglang serve --model-path /m",
+            "not inside a bind mount of a host directory; pass --model-repo",
+        ),
         (f"docker run {SGLANG} sglang serve --model-path $M", "a variable the post does not set; pass --model-repo"),
     ],
 )
@@ -163,7 +201,9 @@ def test_errors_point_at_the_culprit_not_at_the_snippets_first_token() -> None:
     assert caught.value.message.startswith("post.md: token 4 '--gpuz' (line 5, column 5): unknown docker run option")
     with pytest.raises(InputError, match=r"^post.md: line 1, column 26: I:\\m is a Windows path"):
         run(f"docker run --gpus all -v I:\\m:/models {SGLANG} sglang serve --model-path /models/x")
-    with pytest.raises(InputError, match=r"^post.md: line 2, column 12: <model> is a placeholder \(an argument of vllm\); write"):
+    with pytest.raises(
+        InputError, match=r"^post.md: line 2, column 12: <model> is a placeholder \(an argument of vllm\); write"
+    ):
         run("Try:\nvllm serve <model> --port 8000")
 
 
@@ -200,8 +240,10 @@ def test_commands_that_differ_beyond_rank_gpus_port_or_name_are_refused_with_wha
 
 
 def test_one_ranks_command_derives_the_others() -> None:
-    result = run("python3 -m sglang.launch_server --model-path org/m --tp 16 --nnodes 2 --node-rank 0 "
-                 "--dist-init-addr $HEAD:5000")  # fmt: skip
+    result = run(
+        "python3 -m sglang.launch_server --model-path org/m --tp 16 --nnodes 2 --node-rank 0 "
+        "--dist-init-addr $HEAD:5000"
+    )
     assert result.recipe.groups.nodes == 2
     assert any("rank(s) 1 run the same command with their own --node-rank" in n for n in result.notes)
 

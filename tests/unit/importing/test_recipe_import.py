@@ -26,18 +26,66 @@ def seed_group(index: int) -> list[str]:
     """The seed's words as the poster meant them for one group, derived by hand from the post."""
     gpus = "0,1,2,3" if index == 0 else "4,5,6,7"
     return [
-        "docker", "run", "-d", "--name", f"deepseek-v4-flash-{index}", "--restart", "unless-stopped",
-        "--gpus", f'"device={gpus}"', "--shm-size", "32g", "--ipc=host",
-        "-e", "SGLANG_RAGGED_VERIFY_MODE=static", "-e", "SGLANG_PREP_IN_CUDA_GRAPH=0",
-        "-v", "/data/models/deepseek-v4-flash-dspark:/model", "-p", f"500{index}:30000",
-        "lmsysorg/sglang:dev-dspark", "sglang", "serve", "--trust-remote-code", "--model-path", "/model",
-        "--served-model-name", "deepseek-v4-flash", "--host", "0.0.0.0", "--port", "30000", "--tp", "4",
-        "--moe-runner-backend", "marlin", "--mem-fraction-static", "0.88", "--cuda-graph-max-bs-decode", "24",
-        "--max-running-requests", "24", "--kv-cache-dtype", "fp8_e4m3", "--enable-metrics",
-        "--enable-cache-report", "--reasoning-parser", "deepseek-v4", "--tool-call-parser", "deepseekv4",
-        "--speculative-algorithm", "DSPARK", "--enable-hierarchical-cache", "--hicache-ratio", "4",
-        "--hicache-size", "0", "--hicache-write-policy", "write_through",
-    ]  # fmt: skip
+        "docker",
+        "run",
+        "-d",
+        "--name",
+        f"deepseek-v4-flash-{index}",
+        "--restart",
+        "unless-stopped",
+        "--gpus",
+        f'"device={gpus}"',
+        "--shm-size",
+        "32g",
+        "--ipc=host",
+        "-e",
+        "SGLANG_RAGGED_VERIFY_MODE=static",
+        "-e",
+        "SGLANG_PREP_IN_CUDA_GRAPH=0",
+        "-v",
+        "/data/models/deepseek-v4-flash-dspark:/model",
+        "-p",
+        f"500{index}:30000",
+        "lmsysorg/sglang:dev-dspark",
+        "sglang",
+        "serve",
+        "--trust-remote-code",
+        "--model-path",
+        "/model",
+        "--served-model-name",
+        "deepseek-v4-flash",
+        "--host",
+        "0.0.0.0",
+        "--port",
+        "30000",
+        "--tp",
+        "4",
+        "--moe-runner-backend",
+        "marlin",
+        "--mem-fraction-static",
+        "0.88",
+        "--cuda-graph-max-bs-decode",
+        "24",
+        "--max-running-requests",
+        "24",
+        "--kv-cache-dtype",
+        "fp8_e4m3",
+        "--enable-metrics",
+        "--enable-cache-report",
+        "--reasoning-parser",
+        "deepseek-v4",
+        "--tool-call-parser",
+        "deepseekv4",
+        "--speculative-algorithm",
+        "DSPARK",
+        "--enable-hierarchical-cache",
+        "--hicache-ratio",
+        "4",
+        "--hicache-size",
+        "0",
+        "--hicache-write-policy",
+        "write_through",
+    ]
 
 
 LEFT_TO_THE_HOST = {
@@ -68,8 +116,10 @@ def test_seed_placeholders_become_a_grouping() -> None:
     recipe = import_docker_run(SEED)
     assert recipe.groups is not None
     assert (recipe.groups.size, recipe.groups.port_base, recipe.groups.name_template) == (
-        4, 5000, "deepseek-v4-flash-{{group}}",
-    )  # fmt: skip
+        4,
+        5000,
+        "deepseek-v4-flash-{{group}}",
+    )
     assert recipe.model.local_dir == "/data/models/deepseek-v4-flash-dspark"
     assert recipe.model.mount_point == "/model"
     assert recipe.server.program == ("sglang", "serve")
@@ -168,9 +218,14 @@ def test_real_world_forms_are_parsed_into_the_right_parts() -> None:
 
     short = import_docker_run(REAL_WORLD["combined-short-with-value"])
     assert [(u.option.name, u.value) for u in short.docker.uses()] == [
-        ("--detach", None), ("--interactive", None), ("--tty", None), ("--publish", "8080:80"),
-        ("--env", "A=1"), ("--volume", "/a:/b"), ("--label", "k=v"),
-    ]  # fmt: skip
+        ("--detach", None),
+        ("--interactive", None),
+        ("--tty", None),
+        ("--publish", "8080:80"),
+        ("--env", "A=1"),
+        ("--volume", "/a:/b"),
+        ("--label", "k=v"),
+    ]
 
     health = import_docker_run(REAL_WORLD["health-cmd"])
     assert health.docker.last("--health-cmd") == "curl -f http://localhost:30000/health || exit 1"
@@ -260,11 +315,7 @@ _SAFE_TEXT = st.text(
     max_size=12,
 ).filter(lambda s: not s.startswith("-") and "X" not in s and _recipe_word(s))
 _OPTIONS = sorted(
-    (
-        opt
-        for opt in DOCKER_RUN_OPTIONS.values()
-        if opt.name not in {"--name", "--gpus", "--publish", "--env"}
-    ),
+    (opt for opt in DOCKER_RUN_OPTIONS.values() if opt.name not in {"--name", "--gpus", "--publish", "--env"}),
     key=lambda opt: opt.name,
 )
 
@@ -307,6 +358,8 @@ def test_render_of_import_is_the_shell_split_of_the_command(case: tuple[str, lis
 def test_a_short_option_with_an_equals_sign_and_nothing_after_it_has_the_value_equals() -> None:
     # Docker's flag parser (pflag): `-h=x` is x, `-hx` is x, `-h=` alone is "=" (it took the next word as the
     # value instead, and the image went missing; found by the shell-split property test above).
-    values = [[u.value for e in import_docker_run(f"docker run {w} img").docker.entries for u in e.uses]
-              for w in ("-h=", "-h=x", "-hx")]  # fmt: skip
+    values = [
+        [u.value for e in import_docker_run(f"docker run {w} img").docker.entries for u in e.uses]
+        for w in ("-h=", "-h=x", "-hx")
+    ]
     assert values == [["="], ["x"], ["x"]]

@@ -36,7 +36,13 @@ EXCEPTIONS = {
 def differences(a: object, b: object, path: str = "") -> set[str]:
     """Dotted paths of the dataclass fields that differ (a tuple of cells compares field by field)."""
     if type(a) is not type(b) or not hasattr(a, "__dataclass_fields__"):
-        if isinstance(a, tuple) and isinstance(b, tuple) and len(a) == len(b) and a and hasattr(a[0], "__dataclass_fields__"):
+        if (
+            isinstance(a, tuple)
+            and isinstance(b, tuple)
+            and len(a) == len(b)
+            and a
+            and hasattr(a[0], "__dataclass_fields__")
+        ):
             return set().union(*(differences(x, y, path) for x, y in zip(a, b, strict=True)))
         return set() if a == b else {path}
     out: set[str] = set()
@@ -58,19 +64,25 @@ def test_the_seed_post_imports_the_shipped_marlin_recipe_but_for_the_documented_
     shipped = load_recipe(MARLIN)
     found = differences(imported, shipped)
     # A matrix cell's and a reference cell's fields are named by their place in the recipe.
-    normal = {p.replace("matrix.entries.", "matrix.cells.").replace("reference.cells.cell.", "matrix.cells.")
-              for p in found}  # fmt: skip
+    normal = {
+        p.replace("matrix.entries.", "matrix.cells.").replace("reference.cells.cell.", "matrix.cells.") for p in found
+    }
     assert normal == set(EXCEPTIONS)
 
 
 def test_the_setup_is_the_posts_exactly() -> None:
     imported, shipped = seed_import().recipe, load_recipe(MARLIN)
     assert (imported.image, imported.docker, imported.server, imported.groups) == (
-        shipped.image, shipped.docker, shipped.server, shipped.groups,
-    )  # fmt: skip
+        shipped.image,
+        shipped.docker,
+        shipped.server,
+        shipped.groups,
+    )
     assert (imported.model.repo_id, imported.model.local_dir, imported.model.mount_point) == (
-        "deepseek-ai/DeepSeek-V4-Flash-DSpark", "/data/models/deepseek-v4-flash-dspark", "/model",
-    )  # fmt: skip
+        "deepseek-ai/DeepSeek-V4-Flash-DSpark",
+        "/data/models/deepseek-v4-flash-dspark",
+        "/model",
+    )
 
 
 def test_the_matrix_and_reference_are_the_posts_marlin_log() -> None:
@@ -80,13 +92,21 @@ def test_the_matrix_and_reference_are_the_posts_marlin_log() -> None:
         (i, c, n) for i in (5000, 10000, 20000) for c, n in ((1, 10), (5, 15), (10, 30), (20, 60))
     ]
     assert [(w.input_len, w.concurrency, w.num_prompts) for w in recipe.matrix.warmup_runs] == [
-        (5000, 1, 2), (10000, 1, 2), (20000, 1, 2), (5000, 20, 24), (20000, 20, 24),
-    ]  # fmt: skip
+        (5000, 1, 2),
+        (10000, 1, 2),
+        (20000, 1, 2),
+        (5000, 20, 24),
+        (20000, 20, 24),
+    ]
     assert recipe.reference.label == "marlin"
     first = recipe.reference.cells[0]
     assert (first.peak_concurrency, first.accept_length, first.ttft_mean_ms, first.ttft_p90_ms, first.ttft_p99_ms) == (
-        2, 5.52, 260.38, 271.65, 274.51,
-    )  # fmt: skip
+        2,
+        5.52,
+        260.38,
+        271.65,
+        274.51,
+    )
     assert first.sources == ("forum-dspark-h200.txt:31",)
     notes = " ".join(result.notes)
     assert "output length, dataset and range ratio are not stated" in notes

@@ -14,8 +14,10 @@ from hgxkit.recipe.render import render_recipe
 HEAD = "bash run_cluster.sh vllm/vllm-openai 10.0.0.1 --head /data/hf -e VLLM_HOST_IP=10.0.0.1\n"
 WORKER = "bash run_cluster.sh vllm/vllm-openai 10.0.0.1 --worker /data/hf -e VLLM_HOST_IP={ip}\n"
 SERVE = "vllm serve org/m --tensor-parallel-size {tp} --pipeline-parallel-size {pp}\n"
-DP = ("vllm serve org/m --data-parallel-size 16 --data-parallel-size-local 8 --data-parallel-address {head} "
-      "--data-parallel-rpc-port 13345{more}\n")  # fmt: skip
+DP = (
+    "vllm serve org/m --data-parallel-size 16 --data-parallel-size-local 8 --data-parallel-address {head} "
+    "--data-parallel-rpc-port 13345{more}\n"
+)
 RANK1 = " --headless --data-parallel-start-rank 8"
 
 
@@ -43,26 +45,57 @@ def test_run_cluster_head_and_worker_then_serve_is_one_group_over_two_hosts() ->
     assert recipe.image.reference == "vllm/vllm-openai"
     assert (recipe.groups.size, recipe.groups.nodes, recipe.groups.dist_port) == (8, 2, 6379)
     assert argv(outcome, 0) == [
-        "docker", "run", "--entrypoint", "/bin/bash", "--network", "host", "--shm-size", "10.24g", "--gpus", "all",
-        "-v", "/data/models/m:/models/m:ro", "vllm/vllm-openai",
-        "-c", 'ray start --head --node-ip-address=node1 --port=6379 && exec "$@"', "ray-head",
-        "vllm", "serve", "--model", "/models/m", "--tensor-parallel-size", "8", "--pipeline-parallel-size", "2",
-        "--distributed-executor-backend", "ray", "--served-model-name", "org/m",
-    ]  # fmt: skip
+        "docker",
+        "run",
+        "--entrypoint",
+        "/bin/bash",
+        "--network",
+        "host",
+        "--shm-size",
+        "10.24g",
+        "--gpus",
+        "all",
+        "-v",
+        "/data/models/m:/models/m:ro",
+        "vllm/vllm-openai",
+        "-c",
+        'ray start --head --node-ip-address=node1 --port=6379 && exec "$@"',
+        "ray-head",
+        "vllm",
+        "serve",
+        "--model",
+        "/models/m",
+        "--tensor-parallel-size",
+        "8",
+        "--pipeline-parallel-size",
+        "2",
+        "--distributed-executor-backend",
+        "ray",
+        "--served-model-name",
+        "org/m",
+    ]
     assert argv(outcome, 1)[-3:] == ["vllm/vllm-openai", "-c", "exec ray start --block --address=node1:6379"]
-    assert "p.md:1: -e VLLM_HOST_IP=10.0.0.1 is this host's own address; dropped (Ray uses each host's address on " \
-        "the host network)" in outcome.notes  # fmt: skip
-    assert ("p.md:3: --distributed-executor-backend ray added: the server spans the Ray cluster's 2 hosts (vLLM picks "
-            "Ray there anyway; said so that every host's part is known)") in outcome.notes  # fmt: skip
+    assert (
+        "p.md:1: -e VLLM_HOST_IP=10.0.0.1 is this host's own address; dropped (Ray uses each host's address on "
+        "the host network)" in outcome.notes
+    )
+    assert (
+        "p.md:3: --distributed-executor-backend ray added: the server spans the Ray cluster's 2 hosts (vLLM picks "
+        "Ray there anyway; said so that every host's part is known)"
+    ) in outcome.notes
     took = [(r.where, r.action, r.what) for r in outcome.report if r.action in ("read", "took")]
-    assert took == [("p.md:1", "read", "Ray head (port 6379)"),
-                    ("p.md:2", "read", "Ray worker (the head at 10.0.0.1:6379)"),
-                    ("p.md:3", "took", "`vllm serve` (the server, vLLM)")]  # fmt: skip
+    assert took == [
+        ("p.md:1", "read", "Ray head (port 6379)"),
+        ("p.md:2", "read", "Ray worker (the head at 10.0.0.1:6379)"),
+        ("p.md:3", "took", "`vllm serve` (the server, vLLM)"),
+    ]
 
 
 def test_bare_ray_start_on_a_port_of_its_own() -> None:
-    post = ("ray start --head --port=6380 --num-gpus=8\nray start --block --address=10.0.0.1:6380 --num-gpus=8\n"
-            "vllm serve org/m -tp 8 -pp 2\n")  # fmt: skip
+    post = (
+        "ray start --head --port=6380 --num-gpus=8\nray start --block --address=10.0.0.1:6380 --num-gpus=8\n"
+        "vllm serve org/m -tp 8 -pp 2\n"
+    )
     outcome = imported(post)
     recipe = outcome.recipe
     assert (recipe.groups.size, recipe.groups.nodes, recipe.groups.dist_port) == (8, 2, 6380)
@@ -72,13 +105,17 @@ def test_bare_ray_start_on_a_port_of_its_own() -> None:
 
 
 def test_a_docker_run_of_ray_start_is_the_clusters_container() -> None:
-    run = ("docker run -d --gpus all --ipc=host --network=host --shm-size 10.24g -v /srv/hf:/srv/hf "
-           "--entrypoint /bin/bash -e VLLM_HOST_IP={ip} --name ray_{role} vllm/vllm-openai:v0.9.0 -c \"{cmd}\"\n")
-    post = (run.format(ip="192.168.0.1", role="head", cmd="ray start --block --head --port=6379")
-            + run.format(ip="192.168.0.2", role="worker", cmd="ray start --block --address=192.168.0.1:6379")
-            + "docker exec -it ray_head bash\n"
-            + "python3 -m vllm.entrypoints.openai.api_server --model /srv/hf/m -tp 8 -pp 2 "
-              "--distributed-executor-backend ray\n")  # fmt: skip
+    run = (
+        "docker run -d --gpus all --ipc=host --network=host --shm-size 10.24g -v /srv/hf:/srv/hf "
+        '--entrypoint /bin/bash -e VLLM_HOST_IP={ip} --name ray_{role} vllm/vllm-openai:v0.9.0 -c "{cmd}"\n'
+    )
+    post = (
+        run.format(ip="192.168.0.1", role="head", cmd="ray start --block --head --port=6379")
+        + run.format(ip="192.168.0.2", role="worker", cmd="ray start --block --address=192.168.0.1:6379")
+        + "docker exec -it ray_head bash\n"
+        + "python3 -m vllm.entrypoints.openai.api_server --model /srv/hf/m -tp 8 -pp 2 "
+        "--distributed-executor-backend ray\n"
+    )
     outcome = imported(post)
     recipe = outcome.recipe
     assert recipe.image.reference == "vllm/vllm-openai:v0.9.0"
@@ -93,7 +130,9 @@ def test_a_docker_run_of_ray_start_is_the_clusters_container() -> None:
     ("post", "message"),
     [
         pytest.param(
-            HEAD.replace("10.0.0.1 --head", "$(hostname -I) --head") + WORKER.format(ip="10.0.0.2") + SERVE.format(tp=8, pp=2),
+            HEAD.replace("10.0.0.1 --head", "$(hostname -I) --head")
+            + WORKER.format(ip="10.0.0.2")
+            + SERVE.format(tp=8, pp=2),
             "p.md: line 1, column 38: '$(' (a command substitution) in a Ray start is not imported; write the head's "
             "address: hgxkit gives it again per deploy",
             id="head-address-from-a-substitution",
@@ -128,7 +167,8 @@ def test_a_docker_run_of_ray_start_is_the_clusters_container() -> None:
             id="a-head-without-workers",
         ),
         pytest.param(
-            "ray start --head --num-gpus=4\nray start --address=10.0.0.1:6379 --num-gpus=4\n" + SERVE.format(tp=4, pp=2),
+            "ray start --head --num-gpus=4\nray start --address=10.0.0.1:6379 --num-gpus=4\n"
+            + SERVE.format(tp=4, pp=2),
             "p.md:1: the Ray head gives 4 GPU(s) (--num-gpus); a Ray cluster here takes whole HGX-H200 nodes (8 GPUs "
             "each, one Ray node per host): drop --num-gpus, or serve a smaller group without Ray",
             id="hosts-of-part-of-a-node",
@@ -145,12 +185,14 @@ def test_a_docker_run_of_ray_start_is_the_clusters_container() -> None:
             id="run-cluster-without-its-role",
         ),
         pytest.param(
-            HEAD + WORKER.format(ip="10.0.0.2") + SERVE.format(tp=8, pp=2).replace("\n", " --distributed-executor-backend mp\n"),
+            HEAD
+            + WORKER.format(ip="10.0.0.2")
+            + SERVE.format(tp=8, pp=2).replace("\n", " --distributed-executor-backend mp\n"),
             "p.md:3: --distributed-executor-backend mp on a Ray cluster; a group over hosts runs on Ray here",
             id="another-backend-on-a-ray-cluster",
         ),
     ],
-)  # fmt: skip
+)
 def test_awkward_ray_posts_are_refused_by_name(post: str, message: str) -> None:
     assert refusal(post) == message
 
@@ -162,15 +204,33 @@ def test_dp_ranks_over_two_hosts_are_one_group_and_each_host_gets_its_start_rank
     outcome = imported(DP.format(head="10.0.0.1", more="") + DP.format(head="10.0.0.1", more=RANK1))
     recipe = outcome.recipe
     assert (recipe.groups.size, recipe.groups.nodes, recipe.groups.dist_port) == (8, 2, 13345)
-    server = ["--model", "/models/m", "--data-parallel-size", "16", "--data-parallel-size-local", "8",
-              "--data-parallel-address", "node1", "--data-parallel-rpc-port", "13345", "--served-model-name", "org/m"]
+    server = [
+        "--model",
+        "/models/m",
+        "--data-parallel-size",
+        "16",
+        "--data-parallel-size-local",
+        "8",
+        "--data-parallel-address",
+        "node1",
+        "--data-parallel-rpc-port",
+        "13345",
+        "--served-model-name",
+        "org/m",
+    ]
     head, other = argv(outcome, 0), argv(outcome, 1)
     assert head[head.index("vllm/vllm-openai:latest") + 1 :] == server
-    assert other[other.index("vllm/vllm-openai:latest") + 1 :] == [*server, "--headless",
-                                                                   "--data-parallel-start-rank", "8"]  # fmt: skip
+    assert other[other.index("vllm/vllm-openai:latest") + 1 :] == [
+        *server,
+        "--headless",
+        "--data-parallel-start-rank",
+        "8",
+    ]
     assert "--network=host" in head and "-p" not in head
-    assert ("p.md:1: --data-parallel-size 16 over 2 hosts, 8 rank(s) each; the head address 10.0.0.1 is the poster's "
-            "network; it is given per deploy ({{head}})") in outcome.notes  # fmt: skip
+    assert (
+        "p.md:1: --data-parallel-size 16 over 2 hosts, 8 rank(s) each; the head address 10.0.0.1 is the poster's "
+        "network; it is given per deploy ({{head}})"
+    ) in outcome.notes
 
 
 def test_a_head_address_spelt_differently_per_host_is_one_group() -> None:
@@ -201,7 +261,8 @@ def test_an_unset_rpc_port_variable_takes_vllms_default() -> None:
             id="head-address-with-a-port",
         ),
         pytest.param(
-            DP.format(head="10.0.0.1", more="") + DP.format(head="10.0.0.1", more=" --headless --data-parallel-start-rank 4"),
+            DP.format(head="10.0.0.1", more="")
+            + DP.format(head="10.0.0.1", more=" --headless --data-parallel-start-rank 4"),
             "p.md:1: --data-parallel-start-rank 4 is not a multiple of --data-parallel-size-local 8 below "
             "--data-parallel-size 16; host k starts at rank k x 8",
             id="start-rank-between-hosts",
@@ -230,6 +291,6 @@ def test_an_unset_rpc_port_variable_takes_vllms_default() -> None:
             id="more-gpus-per-host-than-a-node",
         ),
     ],
-)  # fmt: skip
+)
 def test_awkward_dp_posts_are_refused_by_name(post: str, message: str) -> None:
     assert refusal(post) == message

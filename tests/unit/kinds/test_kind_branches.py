@@ -76,7 +76,7 @@ def test_the_rule_catches_an_engine_branch_put_back(code: str) -> None:
         "if kind.api_key_env: pass",
         'words = ["vllm", "serve", "m"]',  # a command line, not a branch
         "suffix = KINDS[cell.kind].bench.suffix",
-        'kind = options.kind or DEFAULT_KIND',
+        "kind = options.kind or DEFAULT_KIND",
     ],
 )
 def test_the_rule_lets_kind_questions_pass(code: str) -> None:

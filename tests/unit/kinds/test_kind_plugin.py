@@ -21,9 +21,20 @@ from hgxkit.verify.plan import cells_from_output, client_argv, plan_cells
 
 
 def _toy_argv(cell: BenchCell, output_dir: str, warmups: str) -> list[str]:
-    return ["--url", f"http://127.0.0.1:{cell.port}", "--input-len", str(cell.input_len),
-            "--concurrency", str(cell.concurrency), "--num-prompts", str(cell.num_prompts),
-            "--warmup", warmups, "--out", f"{output_dir}/{cell.file}"]  # fmt: skip
+    return [
+        "--url",
+        f"http://127.0.0.1:{cell.port}",
+        "--input-len",
+        str(cell.input_len),
+        "--concurrency",
+        str(cell.concurrency),
+        "--num-prompts",
+        str(cell.num_prompts),
+        "--warmup",
+        warmups,
+        "--out",
+        f"{output_dir}/{cell.file}",
+    ]
 
 
 def _toy_parse(text: str, cell: BenchCell) -> list[BenchRecord]:
@@ -57,18 +68,33 @@ TOY = ServerKind(
     client_backend="toy",
     flush_cache=False,
     default_image="example/toyserve:1",
-    bench=BenchClient(modules=(("toyserve.bench", ()),), suffix="ndjson", fixed_ratio=0.0, argv=_toy_argv,
-                      parse=_toy_parse),
-    metrics=KindMetrics(running="toy_running", waiting="toy_waiting", generation_tokens="toy_generated_total",
-                        prompt_tokens="toy_prompt_total", kv_usage=("toy_kv",)),
-    posted_clients=(
-        PostedClient("toybench", (("toybench",),),
-                     {"input_len": ("--input-len",), "concurrency": ("--concurrency",),
-                      "num_prompts": ("--num-prompts",), "output_len": ("--output-len",)},
-                     {"output_len": 64}, frozenset(), {"model": ("--model",), "url": ("--url",)},
-                     version="toyserve 1"),
+    bench=BenchClient(
+        modules=(("toyserve.bench", ()),), suffix="ndjson", fixed_ratio=0.0, argv=_toy_argv, parse=_toy_parse
     ),
-)  # fmt: skip
+    metrics=KindMetrics(
+        running="toy_running",
+        waiting="toy_waiting",
+        generation_tokens="toy_generated_total",
+        prompt_tokens="toy_prompt_total",
+        kv_usage=("toy_kv",),
+    ),
+    posted_clients=(
+        PostedClient(
+            "toybench",
+            (("toybench",),),
+            {
+                "input_len": ("--input-len",),
+                "concurrency": ("--concurrency",),
+                "num_prompts": ("--num-prompts",),
+                "output_len": ("--output-len",),
+            },
+            {"output_len": 64},
+            frozenset(),
+            {"model": ("--model",), "url": ("--url",)},
+            version="toyserve 1",
+        ),
+    ),
+)
 
 POST = """\
 ToyServe on two GPUs:
@@ -103,23 +129,45 @@ def test_a_registered_engine_is_imported_rendered_checked_and_planned(toy: Serve
     (group,) = render_recipe(recipe, total_gpus=8)
     assert group.port == 7000 and group.argv[-1] != "run"  # the server's own arguments follow its program
     assert not [f for f in check_recipe(recipe, 8) if f.level == "error"]
-    (spec,) = container_specs(recipe, total_gpus=8, bind_address="127.0.0.1", api_key=None,
-                              image="example/toyserve@sha256:" + "0" * 64)  # fmt: skip
+    (spec,) = container_specs(
+        recipe, total_gpus=8, bind_address="127.0.0.1", api_key=None, image="example/toyserve@sha256:" + "0" * 64
+    )
     assert spec.health_url == "http://127.0.0.1:7000/healthz"
 
     assert recipe.matrix is not None
     (cell,) = plan_cells(recipe, "full", [(0, spec.name)], repeats=1)
-    assert (cell.kind, cell.client, cell.input_len, cell.concurrency, cell.output_len) == ("toyserve", "toybench",
-                                                                                           256, 4, 64)
+    assert (cell.kind, cell.client, cell.input_len, cell.concurrency, cell.output_len) == (
+        "toyserve",
+        "toybench",
+        256,
+        4,
+        64,
+    )
     assert cell.file.endswith(".ndjson")
-    assert client_argv(cell, "/out") == ["--url", "http://127.0.0.1:7000", "--input-len", "256", "--concurrency",
-                                         "4", "--num-prompts", "32", "--warmup", "4", "--out", f"/out/{cell.file}"]
+    assert client_argv(cell, "/out") == [
+        "--url",
+        "http://127.0.0.1:7000",
+        "--input-len",
+        "256",
+        "--concurrency",
+        "4",
+        "--num-prompts",
+        "32",
+        "--warmup",
+        "4",
+        "--out",
+        f"/out/{cell.file}",
+    ]
     results, problems = cells_from_output([cell], {cell.file: '{"ok": 32, "concurrency": 4}\n'})
     assert not problems and results[0].completed == 32
 
-    scrapes = "# hgxkit-scrape 1.0\ntoy_running 3\ntoy_generated_total 10\n# hgxkit-scrape 2.0\ntoy_running 5\n" \
-              "toy_generated_total 110\n"  # fmt: skip
-    server = summarise_cell_telemetry("toyserve", KINDS["toyserve"].metrics, metrics_text=scrapes, simulated=True).server
+    scrapes = (
+        "# hgxkit-scrape 1.0\ntoy_running 3\ntoy_generated_total 10\n# hgxkit-scrape 2.0\ntoy_running 5\n"
+        "toy_generated_total 110\n"
+    )
+    server = summarise_cell_telemetry(
+        "toyserve", KINDS["toyserve"].metrics, metrics_text=scrapes, simulated=True
+    ).server
     assert server is not None and (server.running_max, server.output_throughput) == (5.0, 100.0)
 
 

@@ -35,7 +35,11 @@ def test_kind_is_detected_from_program_then_image(image: str, program: tuple[str
 @pytest.mark.parametrize(
     ("image", "program", "message"),
     [
-        ("ghcr.io/huggingface/text-generation-inference:3.0", (), "Hugging Face TGI (text-generation-inference) (tgi) is not supported yet"),
+        (
+            "ghcr.io/huggingface/text-generation-inference:3.0",
+            (),
+            "Hugging Face TGI (text-generation-inference) (tgi) is not supported yet",
+        ),
         ("nvcr.io/nim/meta/llama-3.1-8b-instruct:latest", (), "NVIDIA NIM (nim) is not supported yet"),
         ("ubuntu:24.04", ("trtllm-serve",), "TensorRT-LLM (trtllm) is not supported yet"),
         ("ollama/ollama", (), "Ollama (ollama) is not supported yet"),
@@ -54,8 +58,9 @@ def test_explicit_kind_wins_and_unknown_kinds_are_refused() -> None:
 
 
 def test_flags_are_read_as_each_engine_spells_them() -> None:
-    vllm = ServerCommand.from_words(["meta-llama/Llama-3.1-8B", "-tp", "4", "--enable_expert_parallel",
-                                     "--max_model_len=8192"], kind="vllm")  # fmt: skip
+    vllm = ServerCommand.from_words(
+        ["meta-llama/Llama-3.1-8B", "-tp", "4", "--enable_expert_parallel", "--max_model_len=8192"], kind="vllm"
+    )
     assert vllm.flag("--tensor-parallel-size") == "4" and vllm.flag("-tp") == "4"
     assert vllm.has("--enable-expert-parallel") and vllm.flag("--max-model-len") == "8192"
     assert vllm.flag("--model") == "meta-llama/Llama-3.1-8B"  # the image's entrypoint is `vllm serve`
@@ -66,15 +71,21 @@ def test_flags_are_read_as_each_engine_spells_them() -> None:
 
 def test_the_table_says_what_verify_and_serving_need() -> None:
     sglang, vllm = KINDS["sglang"], KINDS["vllm"]
-    assert (sglang.default_port, sglang.health_path, sglang.client) == (30000, "/health_generate", "sglang.benchmark.serving")
+    assert (sglang.default_port, sglang.health_path, sglang.client) == (
+        30000,
+        "/health_generate",
+        "sglang.benchmark.serving",
+    )
     assert (vllm.default_port, vllm.health_path, vllm.client) == (8000, "/health", "vllm bench serve")
     assert sglang.default_host == "127.0.0.1" and vllm.default_host == "0.0.0.0"
     assert sglang.flush_cache and not vllm.flush_cache
     assert vllm.api_key_env == "VLLM_API_KEY" and sglang.api_key_env is None
 
 
-@pytest.mark.parametrize("name", ["hgxkit.kinds", "hgxkit.kinds.base", "hgxkit.kinds.sglang", "hgxkit.kinds.vllm",
-                                  "hgxkit.kinds.vllm_options"])
+@pytest.mark.parametrize(
+    "name",
+    ["hgxkit.kinds", "hgxkit.kinds.base", "hgxkit.kinds.sglang", "hgxkit.kinds.vllm", "hgxkit.kinds.vllm_options"],
+)
 def test_docstring_examples(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(ROOT)
     result = doctest.testmod(importlib.import_module(name), optionflags=doctest.ELLIPSIS)
@@ -87,7 +98,11 @@ def test_each_kind_brings_its_client_metrics_and_version_field() -> None:
     assert (vllm.bench.suffix, vllm.bench.fixed_ratio) == ("json", 0.0)
     assert sglang.metrics.running == "sglang:num_running_reqs" and vllm.metrics.drafts
     assert legacy_version_keys() == ("sglang_version",)
-    assert [c.name for c in posted_clients()] == ["sglang.benchmark.serving", "vllm bench serve", "benchmark_serving.py"]
+    assert [c.name for c in posted_clients()] == [
+        "sglang.benchmark.serving",
+        "vllm bench serve",
+        "benchmark_serving.py",
+    ]
     assert launcher_prefixes() == (("sglang", "serve"), ("vllm", "serve"))
 
 

@@ -436,16 +436,30 @@ def host_spec(
     """Host `name` of a fleet on this machine: its model in tmp/<name>/<name> (so its state files in the shared
     state dir are <name>.*), copying from `parent` and serving `children` (fleet_port 0: any free port)."""
     doc = {
-        "repo_id": REPO, "local_dir": str(tmp_path / name / name), "allow_patterns": ["*.json", "*.safetensors"],
-        "endpoint": url, "state_dir": str(tmp_path / "state"), "margin_gb": 0.001, "retries": 2,
-        "backoff_s": 0.01, "workers": 2, "source": "fleet", "peer_wait_s": 30, "host_name": name,
-        "fleet_port": 0, "fleet_bind": "127.0.0.1", "fleet_children": list(children),
-    }  # fmt: skip
+        "repo_id": REPO,
+        "local_dir": str(tmp_path / name / name),
+        "allow_patterns": ["*.json", "*.safetensors"],
+        "endpoint": url,
+        "state_dir": str(tmp_path / "state"),
+        "margin_gb": 0.001,
+        "retries": 2,
+        "backoff_s": 0.01,
+        "workers": 2,
+        "source": "fleet",
+        "peer_wait_s": 30,
+        "host_name": name,
+        "fleet_port": 0,
+        "fleet_bind": "127.0.0.1",
+        "fleet_children": list(children),
+    }
     if parent:
         doc.update(
-            peer_name=parent, peer_address="127.0.0.1", peer_key="/dev/null", peer_dir=str(tmp_path / parent / parent),
+            peer_name=parent,
+            peer_address="127.0.0.1",
+            peer_key="/dev/null",
+            peer_dir=str(tmp_path / parent / parent),
             peer_program=f"{sys.executable} {FETCH}",
-        )  # fmt: skip
+        )
     doc.update(kw)
     path = tmp_path / f"{name}.spec.json"
     path.write_text(json.dumps(doc))
@@ -609,7 +623,11 @@ def test_a_pinned_unchanged_copy_is_answered_by_the_fast_path_without_the_hub(pi
     quick = quickcheck.quick_status(json.loads(Path(spec).read_text()), str(FETCH))
     assert quick is not None
     assert (quick["state"], quick["commit"], quick["name"], quick["unit"]) == (
-        "complete", commit, "tiny", "hgxkit-model-tiny")  # fmt: skip
+        "complete",
+        commit,
+        "tiny",
+        "hgxkit-model-tiny",
+    )
     assert quick["reason"] == f"verified 8 files at {commit[:12]} (unchanged since verify)"
     before = hub_requests(server)
     st = status_by_fact(spec, env)
@@ -663,7 +681,9 @@ def test_a_branch_revision_still_asks_the_hub(pinned, hub, tmp_path: Path) -> No
     before = hub_requests(server)
     st = status_by_fact(spec, env)  # the stamp the sync left, and one HEAD for the commit main names now
     assert (st["state"], st["reason"]) == (
-        "complete", f"verified 8 files at {st['commit'][:12]} (unchanged since verify, the stamp on the node)")  # fmt: skip
+        "complete",
+        f"verified 8 files at {st['commit'][:12]} (unchanged since verify, the stamp on the node)",
+    )
     assert hub_requests(server) == before + 1
     (tmp_path / "state" / "tiny.stamp").unlink()
     st = status_by_fact(spec, env)  # the full check

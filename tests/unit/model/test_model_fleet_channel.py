@@ -39,8 +39,9 @@ def served(request: pytest.FixtureRequest, tmp_path: Path):  # type: ignore[no-u
 
 @pytest.mark.parametrize("bind", ["", "0.0.0.0", "::"])
 def test_the_server_refuses_every_address_without_the_knob(tmp_path: Path, bind: str) -> None:
-    spec = fetch.Spec(repo_id="o/m", local_dir=str(tmp_path / "m"), state_dir=str(tmp_path), fleet_port=0,
-                      fleet_bind=bind)  # fmt: skip
+    spec = fetch.Spec(
+        repo_id="o/m", local_dir=str(tmp_path / "m"), state_dir=str(tmp_path), fleet_port=0, fleet_bind=bind
+    )
     with pytest.raises(fetch.FleetRefused, match=r"would listen on every address.*model_fleet_bind_any: true"):
         fetch.FleetServer(spec, None)  # type: ignore[arg-type]
     assert not (tmp_path / "m.serve.json").exists()

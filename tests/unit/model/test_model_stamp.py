@@ -60,10 +60,22 @@ def make_copy(tmp: Path, names: tuple[str, ...] = ("config.json", "sub/dir/w.saf
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(b"w" * (100 + i))
         lfs = name.endswith(".safetensors")
-        files.append(core.VerifiedFile(name, 100 + i, "a" * 64 if lfs else None, None if lfs else "b" * 40,
-                                       path.stat().st_mtime_ns))  # fmt: skip
-    spec = core.Spec(**{"repo_id": REPO, "local_dir": str(local), "revision": COMMIT, "state_dir": str(tmp / "state"),
-                        "allow_patterns": ["*.json", "*.safetensors"], "program_sha": "1" * 64, **kw})  # type: ignore[arg-type]  # fmt: skip
+        files.append(
+            core.VerifiedFile(
+                name, 100 + i, "a" * 64 if lfs else None, None if lfs else "b" * 40, path.stat().st_mtime_ns
+            )
+        )
+    spec = core.Spec(
+        **{
+            "repo_id": REPO,
+            "local_dir": str(local),
+            "revision": COMMIT,
+            "state_dir": str(tmp / "state"),
+            "allow_patterns": ["*.json", "*.safetensors"],
+            "program_sha": "1" * 64,
+            **kw,
+        }
+    )  # type: ignore[arg-type]
     manifest = core.Manifest(REPO, spec.revision, COMMIT, list(spec.allow_patterns), "hub", "", files)
     core.write_under(str(local), core.MANIFEST_NAME, manifest.to_json())
     (tmp / "state").mkdir(exist_ok=True)
@@ -78,13 +90,26 @@ def test_an_unchanged_copy_is_answered_by_the_stamp(tmp_path: Path) -> None:
     code, out = fast(spec)
     assert code == 0
     assert json.loads(out) == {
-        "name": "m1", "unit": "hgxkit-model-m1", "state": "complete", "commit": COMMIT, "elapsed_s": 0.0,
+        "name": "m1",
+        "unit": "hgxkit-model-m1",
+        "state": "complete",
+        "commit": COMMIT,
+        "elapsed_s": 0.0,
         "reason": f"verified 2 files at {COMMIT[:12]} (unchanged since verify, the stamp on the node)",
-    }  # fmt: skip
+    }
     lines = Path(spec.state_file(".stamp")).read_text().splitlines()
     root = str(tmp_path / "models" / "m1")
-    assert lines[2:] == [root, "config.json", root, f"{root}/sub", f"{root}/sub/dir", f"{root}/config.json",
-                         f"{root}/sub/dir/w.safetensors", f"{root}/{core.MANIFEST_NAME}", spec.state_file(".json")]  # fmt: skip
+    assert lines[2:] == [
+        root,
+        "config.json",
+        root,
+        f"{root}/sub",
+        f"{root}/sub/dir",
+        f"{root}/config.json",
+        f"{root}/sub/dir/w.safetensors",
+        f"{root}/{core.MANIFEST_NAME}",
+        spec.state_file(".json"),
+    ]
     assert lines[0] == f"{core.STAMP_SCHEMA} {core.stamp_key(spec)} {COMMIT} 2"
     assert Path(spec.state_file(".stamp")).stat().st_mode & 0o777 == 0o644
 
@@ -101,8 +126,11 @@ def _same_size_mtime_restored(f: Path) -> None:  # only the ctime (and what the 
     before = f.stat()
     f.write_bytes(b"X" * before.st_size)
     os.utime(f, ns=(before.st_atime_ns, before.st_mtime_ns))
-    assert (f.stat().st_size, f.stat().st_mtime_ns, f.stat().st_ino) == (before.st_size, before.st_mtime_ns,
-                                                                        before.st_ino)  # fmt: skip
+    assert (f.stat().st_size, f.stat().st_mtime_ns, f.stat().st_ino) == (
+        before.st_size,
+        before.st_mtime_ns,
+        before.st_ino,
+    )
 
 
 def _parent_becomes_a_link(f: Path) -> None:  # a container points sub/ at a tree of its choosing, same bytes
@@ -240,9 +268,19 @@ def hub(hub_root: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[HubSe
 
 def synced(tmp_path: Path, url: str, **kw: object) -> core.Spec:
     """The repo synced by the host program (which leaves a stamp), and its spec."""
-    spec = core.Spec(**{"repo_id": REPO, "local_dir": str(tmp_path / "models" / "m1"), "endpoint": url,
-                        "allow_patterns": ["*.json", "*.safetensors"], "state_dir": str(tmp_path / "state"),
-                        "margin_gb": 0.001, "retries": 0, "workers": 2, **kw})  # type: ignore[arg-type]  # fmt: skip
+    spec = core.Spec(
+        **{
+            "repo_id": REPO,
+            "local_dir": str(tmp_path / "models" / "m1"),
+            "endpoint": url,
+            "allow_patterns": ["*.json", "*.safetensors"],
+            "state_dir": str(tmp_path / "state"),
+            "margin_gb": 0.001,
+            "retries": 0,
+            "workers": 2,
+            **kw,
+        }
+    )  # type: ignore[arg-type]
     assert fetch.main(["run", "--spec", spec.to_json()]) == 0
     assert Path(spec.state_file(".stamp")).exists()
     time.sleep(0.02)
@@ -310,8 +348,9 @@ def test_the_fact_answers_from_the_stamp_and_each_python_tier_writes_it(hub, tmp
     env = {**os.environ, "PYTHONPATH": str(FETCH.parents[2])}
 
     def read(s: core.Spec) -> dict:
-        command = ModelSyncStatus().command(python=sys.executable, script_path=str(lib / "hgxkit_fetch.py"),
-                                            spec=s.to_json())  # fmt: skip
+        command = ModelSyncStatus().command(
+            python=sys.executable, script_path=str(lib / "hgxkit_fetch.py"), spec=s.to_json()
+        )
         out = subprocess.run(["sh", "-c", command.get_raw_value()], env=env, capture_output=True, text=True, check=True)
         return ModelSyncStatus().process(out.stdout.splitlines())
 
@@ -322,7 +361,9 @@ def test_the_fact_answers_from_the_stamp_and_each_python_tier_writes_it(hub, tmp
     )
     second = read(pinned)
     assert (second["state"], second["reason"]) == (
-        "complete", f"verified 7 files at {commit[:12]} (unchanged since verify, the stamp on the node)")  # fmt: skip
+        "complete",
+        f"verified 7 files at {commit[:12]} (unchanged since verify, the stamp on the node)",
+    )
     Path(spec.state_file(".stamp")).unlink()
     full = read(spec)  # a branch: the full status, which writes the stamp as well
     assert (full["state"], full["reason"]) == ("complete", f"verified 7 files at {commit[:12]}")
@@ -345,8 +386,9 @@ def test_a_dry_runs_check_leaves_the_stamp_as_it_is(hub, tmp_path: Path, monkeyp
 
     def read(s: core.Spec, *, dry: bool) -> dict:
         monkeypatch.setattr(sys, "argv", ["pyinfra", "inv.py", "deploy.py", *(["--dry"] if dry else [])])
-        command = ModelSyncStatus().command(python=sys.executable, script_path=str(lib / "hgxkit_fetch.py"),
-                                            spec=s.to_json())  # fmt: skip
+        command = ModelSyncStatus().command(
+            python=sys.executable, script_path=str(lib / "hgxkit_fetch.py"), spec=s.to_json()
+        )
         assert ("HGXKIT_MODEL_STAMP_READONLY=1" in command.get_raw_value()) is dry
         out = subprocess.run(["sh", "-c", command.get_raw_value()], env=env, capture_output=True, text=True, check=True)
         return ModelSyncStatus().process(out.stdout.splitlines())
@@ -369,8 +411,9 @@ def test_with_a_token_the_shell_asks_the_gated_hub_with_it_and_no_process_sees_i
     the shell check falls through to `status` (the token piped on to it)."""
     token = "hf_" + "t0ken" * 6
     root = tmp_path / "hub"
-    make_repo(root, RepoSpec(repo_id="org/gated", total_bytes=32 << 10, shards=1, vocab_size=512, gated=True,
-                             tokens=(token,)))  # fmt: skip
+    make_repo(
+        root, RepoSpec(repo_id="org/gated", total_bytes=32 << 10, shards=1, vocab_size=512, gated=True, tokens=(token,))
+    )
     lib, _ = shipped(tmp_path)
     real = shutil.which("curl")
     assert real
@@ -379,27 +422,44 @@ def test_with_a_token_the_shell_asks_the_gated_hub_with_it_and_no_process_sees_i
     seen = tmp_path / "seen"
     (spy / "curl").write_text(f'#!/bin/sh\nprintf "%s\\n" "$*" >> {seen}; env >> {seen}; exec {real} "$@"\n')
     (spy / "curl").chmod(0o755)
-    env = {**os.environ, "PYTHONPATH": str(FETCH.parents[2]), "PATH": f"{spy}:{os.environ['PATH']}",
-           "hgxkit_token": "from-the-environment"}  # fmt: skip
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(FETCH.parents[2]),
+        "PATH": f"{spy}:{os.environ['PATH']}",
+        "hgxkit_token": "from-the-environment",
+    }
     with serving(root) as (_, url):
-        spec = core.Spec(repo_id="org/gated", local_dir=str(tmp_path / "models" / "g"), endpoint=url,
-                         allow_patterns=["*.json", "*.safetensors"], state_dir=str(tmp_path / "state"), margin_gb=0.001,
-                         retries=0, workers=2)  # fmt: skip
+        spec = core.Spec(
+            repo_id="org/gated",
+            local_dir=str(tmp_path / "models" / "g"),
+            endpoint=url,
+            allow_patterns=["*.json", "*.safetensors"],
+            state_dir=str(tmp_path / "state"),
+            margin_gb=0.001,
+            retries=0,
+            workers=2,
+        )
         token_file = tmp_path / "token"
         token_file.write_text(token)
         assert fetch.main(["run", "--spec", spec.to_json(), "--token-file", str(token_file)]) == 0
         assert Path(spec.state_file(".stamp")).exists()
-        command = ModelSyncStatus().command(python=sys.executable, script_path=str(lib / "hgxkit_fetch.py"),
-                                            spec=spec.to_json(), token=True).get_raw_value()  # fmt: skip
+        command = (
+            ModelSyncStatus()
+            .command(python=sys.executable, script_path=str(lib / "hgxkit_fetch.py"), spec=spec.to_json(), token=True)
+            .get_raw_value()
+        )
         assert token not in command
 
         def read(given: str) -> dict:
-            out = subprocess.run(["sh", "-c", command], input=given + "\n", env=env, capture_output=True, text=True,
-                                 check=True)  # fmt: skip
+            out = subprocess.run(
+                ["sh", "-c", command], input=given + "\n", env=env, capture_output=True, text=True, check=True
+            )
             return ModelSyncStatus().process(out.stdout.splitlines())
 
         good = read(token)
-        assert good["state"] == "complete" and good["reason"].endswith("(unchanged since verify, the stamp on the node)")
+        assert good["state"] == "complete" and good["reason"].endswith(
+            "(unchanged since verify, the stamp on the node)"
+        )
         assert seen.read_text().count("-H @-") == 1
         bad = read("hf_wrong")
         # The Hub lists a gated repo's files to anyone (as huggingface.co does), so `status` still finds the copy

@@ -220,7 +220,9 @@ def test_links_at_the_state_and_record_files_are_replaced(url: str, tmp_path: Pa
     assert snapshot(outside) == before
 
 
-def test_the_status_check_reads_no_planted_link(url: str, tmp_path: Path, outside: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_status_check_reads_no_planted_link(
+    url: str, tmp_path: Path, outside: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     spec = spec_file(tmp_path, url)
     assert sync(spec)[0] == 0
     good = (model(tmp_path) / MANIFEST_NAME).read_text()

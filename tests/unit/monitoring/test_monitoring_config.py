@@ -59,13 +59,26 @@ def test_counters_file_has_every_field_the_alerts_and_dashboards_read() -> None:
     lines = [line for line in counters_csv().splitlines() if line and not line.startswith("#")]
     fields = [line.split(",")[0] for line in lines]
     assert len(fields) == len(set(fields)) == 27
-    for needed in ("DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_FB_FREE", "DCGM_FI_DEV_POWER_USAGE",
-                   "DCGM_FI_DEV_GPU_TEMP", "DCGM_FI_DEV_SM_CLOCK", "DCGM_FI_DEV_MEM_CLOCK",
-                   "DCGM_FI_DEV_CLOCKS_EVENT_REASONS", "DCGM_FI_DEV_XID_ERRORS", "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL",
-                   "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", "DCGM_FI_DEV_ROW_REMAP_PENDING", "DCGM_FI_DEV_ROW_REMAP_FAILURE",
-                   "DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL", "DCGM_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL",
-                   "DCGM_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL", "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL",
-                   "DCGM_FI_DEV_PCIE_REPLAY_COUNTER"):  # fmt: skip
+    for needed in (
+        "DCGM_FI_DEV_GPU_UTIL",
+        "DCGM_FI_DEV_FB_USED",
+        "DCGM_FI_DEV_FB_FREE",
+        "DCGM_FI_DEV_POWER_USAGE",
+        "DCGM_FI_DEV_GPU_TEMP",
+        "DCGM_FI_DEV_SM_CLOCK",
+        "DCGM_FI_DEV_MEM_CLOCK",
+        "DCGM_FI_DEV_CLOCKS_EVENT_REASONS",
+        "DCGM_FI_DEV_XID_ERRORS",
+        "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL",
+        "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL",
+        "DCGM_FI_DEV_ROW_REMAP_PENDING",
+        "DCGM_FI_DEV_ROW_REMAP_FAILURE",
+        "DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL",
+        "DCGM_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL",
+        "DCGM_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL",
+        "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL",
+        "DCGM_FI_DEV_PCIE_REPLAY_COUNTER",
+    ):
         assert needed in fields, needed
     assert all(line.split(", ")[1] in ("gauge", "counter", "label") for line in lines)
     rules = yaml.safe_dump(alert_rules(AlertSettings(), [("node1", 8)], []))
@@ -77,13 +90,32 @@ def test_counters_file_has_every_field_the_alerts_and_dashboards_read() -> None:
 def test_exporter_runs_by_spec_with_the_counters_file_on_the_bind_address() -> None:
     spec = exporter_spec(IMAGE, bind_address="127.0.0.1", port=9400, counters_file="/etc/m/c.csv", hostengine=None)
     assert spec.name == "hgxkit-dcgm-exporter" and len(spec.spec_hash) == 16
-    assert spec.argv[:7] == ["docker", "run", "-d", "--name", "hgxkit-dcgm-exporter", "--label",
-                             "hgxkit.monitoring=dcgm-exporter"]  # fmt: skip
+    assert spec.argv[:7] == [
+        "docker",
+        "run",
+        "-d",
+        "--name",
+        "hgxkit-dcgm-exporter",
+        "--label",
+        "hgxkit.monitoring=dcgm-exporter",
+    ]
     assert spec.argv[9:] == [
-        "--network", "host", "--restart", "unless-stopped", "--gpus", "all", "--cap-add", "SYS_ADMIN",
-        "-v", "/etc/m/c.csv:/etc/dcgm-exporter/hgxkit.csv:ro", IMAGE,
-        "-f", "/etc/dcgm-exporter/hgxkit.csv", "-a", "127.0.0.1:9400",
-    ]  # fmt: skip
+        "--network",
+        "host",
+        "--restart",
+        "unless-stopped",
+        "--gpus",
+        "all",
+        "--cap-add",
+        "SYS_ADMIN",
+        "-v",
+        "/etc/m/c.csv:/etc/dcgm-exporter/hgxkit.csv:ro",
+        IMAGE,
+        "-f",
+        "/etc/dcgm-exporter/hgxkit.csv",
+        "-a",
+        "127.0.0.1:9400",
+    ]
     digest = "nvcr.io/nvidia/k8s/dcgm-exporter@sha256:" + "a" * 64
     assert spec.words(digest)[19] == digest and IMAGE not in spec.words(digest)
     remote = exporter_spec(IMAGE, bind_address="::", port=9401, counters_file="/c", hostengine="localhost:5555")
@@ -97,26 +129,27 @@ def test_scrape_config_covers_exporters_groups_and_router_of_every_node() -> Non
         ServingTarget("node1", "g-0", 5000, "sglang", "/metrics", "127.0.0.1", "10.0.0.1"),
         ServingTarget("node2", "v-0", 8000, "vllm", "/metrics", "0.0.0.0", "10.0.0.2"),
     ]
-    config, problems = prometheus_config(nodes, groups, monitoring_host="node1", router_port=29000,
-                                         router_host="node1")  # fmt: skip
+    config, problems = prometheus_config(nodes, groups, monitoring_host="node1", router_port=29000, router_host="node1")
     assert problems == []
     assert config["global"] == {"scrape_interval": "15s", "evaluation_interval": "15s"}
     assert config["rule_files"] == ["/etc/prometheus/hgxkit-rules.yml"]
     jobs = {job["job_name"]: job["static_configs"] for job in config["scrape_configs"]}
     assert list(jobs) == ["prometheus", "dcgm", "node", "serving-sglang", "serving-vllm", "sglang-router"]
-    assert jobs["dcgm"] == [{"targets": ["127.0.0.1:9400"], "labels": {"node": "node1"}},
-                            {"targets": ["10.0.0.2:9400"], "labels": {"node": "node2"}}]  # fmt: skip
+    assert jobs["dcgm"] == [
+        {"targets": ["127.0.0.1:9400"], "labels": {"node": "node1"}},
+        {"targets": ["10.0.0.2:9400"], "labels": {"node": "node2"}},
+    ]
     assert jobs["node"][1] == {"targets": ["10.0.0.2:9100"], "labels": {"node": "node2"}}
-    assert jobs["serving-vllm"] == [{"targets": ["10.0.0.2:8000"],
-                                     "labels": {"node": "node2", "group": "v-0", "kind": "vllm"}}]  # fmt: skip
+    assert jobs["serving-vllm"] == [
+        {"targets": ["10.0.0.2:8000"], "labels": {"node": "node2", "group": "v-0", "kind": "vllm"}}
+    ]
     assert jobs["sglang-router"] == [{"targets": ["127.0.0.1:29000"], "labels": {"node": "node1"}}]
 
 
 def test_targets_out_of_reach_are_refused_naming_host_and_remedy() -> None:
     nodes = [MonitoredNode("node1", "a", "127.0.0.1", 8), MonitoredNode("node2", "b", "127.0.0.1", 8)]
     groups = [ServingTarget("node2", "g-0", 5000, "sglang", "/metrics", "127.0.0.1", "b")]
-    config, problems = prometheus_config(nodes, groups, monitoring_host="node1", router_port=29000,
-                                         router_host="node2")  # fmt: skip
+    config, problems = prometheus_config(nodes, groups, monitoring_host="node1", router_port=29000, router_host="node2")
     assert [p.code for p in problems] == ["monitoring-reach"] * 3
     assert problems[0].found == "node2 binds its exporters to 127.0.0.1; Prometheus on node1 cannot reach it"
     assert "serving group g-0" in problems[1].message and "monitoring_host: node2" in problems[2].remedy
@@ -132,7 +165,9 @@ def test_recipe_targets_are_the_groups_with_the_posts_ttft() -> None:
     targets, notes = recipe_targets("node1", recipe, total_gpus=8, address="10.0.0.1", bind_address="127.0.0.1")
     assert notes == []
     assert [(t.group, t.port, t.kind, t.ttft_p99_ms) for t in targets] == [
-        ("deepseek-v4-flash-0", 5000, "sglang", 4438.23), ("deepseek-v4-flash-1", 5001, "sglang", 4438.23)]
+        ("deepseek-v4-flash-0", 5000, "sglang", 4438.23),
+        ("deepseek-v4-flash-1", 5001, "sglang", 4438.23),
+    ]
     own, _ = recipe_targets("node1", recipe, total_gpus=8, address="a", bind_address="127.0.0.1", ttft_p99_ms=900.0)
     assert {t.ttft_p99_ms for t in own} == {900.0}
 
@@ -145,33 +180,48 @@ def test_a_server_without_metrics_is_not_scraped_and_says_why() -> None:
     bare = replace(recipe, server=replace(recipe.server, args=args))
     targets, notes = recipe_targets("node1", bare, total_gpus=8, address="a", bind_address="127.0.0.1")
     assert targets == []
-    assert notes == ["node1: the recipe's SGLang server runs without --enable-metrics: its groups' /metrics is not "
-                     "scraped (add --enable-metrics to the recipe's server flags)"]  # fmt: skip
+    assert notes == [
+        "node1: the recipe's SGLang server runs without --enable-metrics: its groups' /metrics is not "
+        "scraped (add --enable-metrics to the recipe's server flags)"
+    ]
 
 
 def test_alert_rules_cover_the_faults_and_the_ttft_drift() -> None:
-    groups = [ServingTarget("node1", "g-0", 5000, "sglang", "/metrics", ttft_p99_ms=4438.23),
-              ServingTarget("node1", "g-1", 5001, "vllm", "/metrics")]  # fmt: skip
+    groups = [
+        ServingTarget("node1", "g-0", 5000, "sglang", "/metrics", ttft_p99_ms=4438.23),
+        ServingTarget("node1", "g-1", 5001, "vllm", "/metrics"),
+    ]
     rules = alert_rules(AlertSettings(), [("node1", 8), ("node2", 4)], groups)
     gpu, serving = (group["rules"] for group in rules["groups"])
     assert [r["alert"] for r in gpu] == [
-        "GpuFellOffBus", "GpuCriticalXid", "GpuEccDoubleBit", "GpuRowRemapPending", "GpuRowRemapFailed",
-        "GpuThermalThrottling", "GpuPowerThrottling", "GpuNvlinkErrorsRising", "GpuPcieReplaysRising",
-        "GpuFewerThanExpected", "MonitoringExporterDown",
-    ]  # fmt: skip
+        "GpuFellOffBus",
+        "GpuCriticalXid",
+        "GpuEccDoubleBit",
+        "GpuRowRemapPending",
+        "GpuRowRemapFailed",
+        "GpuThermalThrottling",
+        "GpuPowerThrottling",
+        "GpuNvlinkErrorsRising",
+        "GpuPcieReplaysRising",
+        "GpuFewerThanExpected",
+        "MonitoringExporterDown",
+    ]
     by_name = {r["alert"]: r for r in gpu + serving}
     assert CRITICAL_XIDS == (48, 63, 64, 74, 79, 92, 94, 95)
     assert by_name["GpuCriticalXid"]["expr"].count("DCGM_FI_DEV_XID_ERRORS == ") == 8
     assert by_name["GpuThermalThrottling"]["for"] == "10m"
     assert by_name["GpuThermalThrottling"]["expr"] == (
-        "floor(DCGM_FI_DEV_CLOCKS_EVENT_REASONS / 32) % 2 == 1 or floor(DCGM_FI_DEV_CLOCKS_EVENT_REASONS / 64) % 2 == 1")
+        "floor(DCGM_FI_DEV_CLOCKS_EVENT_REASONS / 32) % 2 == 1 or floor(DCGM_FI_DEV_CLOCKS_EVENT_REASONS / 64) % 2 == 1"
+    )
     assert by_name["GpuFewerThanExpected"]["expr"] == (
         'count by (node) (DCGM_FI_DEV_GPU_UTIL{node="node1"}) < 8 or '
-        'count by (node) (DCGM_FI_DEV_GPU_UTIL{node="node2"}) < 4')
+        'count by (node) (DCGM_FI_DEV_GPU_UTIL{node="node2"}) < 4'
+    )
     assert [r["alert"] for r in serving] == ["ServingGroupDown", "RouterDown", "ServingTtftP99High"]  # vLLM: no figure
     assert by_name["ServingTtftP99High"]["expr"] == (
-        'histogram_quantile(0.99, sum by (le, node, group) (rate(sglang:time_to_first_token_seconds_bucket'
-        '{node="node1", group="g-0"}[5m]))) > 6.65735')
+        "histogram_quantile(0.99, sum by (le, node, group) (rate(sglang:time_to_first_token_seconds_bucket"
+        '{node="node1", group="g-0"}[5m]))) > 6.65735'
+    )
     assert by_name["ServingGroupDown"]["labels"] == {"severity": "critical"}
     assert by_name["ServingTtftP99High"]["labels"] == {"severity": "warning", "node": "node1", "group": "g-0"}
 
@@ -186,26 +236,34 @@ def test_dashboards_are_grafana_json_with_promql_targets() -> None:
         ids = [panel["id"] for panel in board["panels"]]
         assert ids == list(range(1, len(ids) + 1)), name
         for panel in board["panels"]:
-            assert panel["type"] == "timeseries" and panel["datasource"] == {"type": "prometheus", "uid": DATASOURCE_UID}
+            assert panel["type"] == "timeseries" and panel["datasource"] == {
+                "type": "prometheus",
+                "uid": DATASOURCE_UID,
+            }
             assert set(panel["gridPos"]) == {"h", "w", "x", "y"} and panel["targets"], (name, panel["title"])
             assert all(t["refId"] and t["expr"] for t in panel["targets"])
     assert len(boards["hgxkit-gpu.json"]["panels"]) == 13
     sglang = panel_expressions(boards["hgxkit-serving-sglang.json"])
     assert "sglang:num_running_reqs" in sglang and "sglang:spec_accept_length" in sglang
     vllm = panel_expressions(boards["hgxkit-serving-vllm.json"])
-    assert ('histogram_quantile(0.99, sum by (le, node, group) (rate(vllm:time_to_first_token_seconds_bucket[5m])))'
-            in vllm)
+    assert (
+        "histogram_quantile(0.99, sum by (le, node, group) (rate(vllm:time_to_first_token_seconds_bucket[5m])))" in vllm
+    )
     assert all(kind.metrics.ttft_histogram for kind in KINDS.values())
     assert grafana_datasource("http://127.0.0.1:9090")["datasources"][0]["url"] == "http://127.0.0.1:9090"
     assert grafana_dashboard_provider("/d")["providers"][0]["options"] == {"path": "/d"}
     spec = grafana_spec("grafana/grafana-oss:11.2.0", bind_address="127.0.0.1", port=3000, monitoring_dir="/m")
-    assert "GF_SERVER_HTTP_ADDR=127.0.0.1" in spec.argv and "/m/dashboards:/var/lib/grafana/dashboards/hgxkit:ro" in spec.argv
+    assert (
+        "GF_SERVER_HTTP_ADDR=127.0.0.1" in spec.argv
+        and "/m/dashboards:/var/lib/grafana/dashboards/hgxkit:ro" in spec.argv
+    )
 
 
 def test_listen_arguments_for_debians_default_files() -> None:
     assert prometheus_args("127.0.0.1", 9090, "30d", "50GB") == (
         'ARGS="--web.listen-address=127.0.0.1:9090 --storage.tsdb.retention.time=30d '
-        '--storage.tsdb.retention.size=50GB"\n')
+        '--storage.tsdb.retention.size=50GB"\n'
+    )
     assert node_exporter_args("::1", 9100) == 'ARGS="--web.listen-address=[::1]:9100"\n'
 
 
@@ -231,8 +289,7 @@ def _generated(tmp_path: Path) -> tuple[Path, Path]:
     recipe = load_recipe(MARLIN)
     groups, _ = recipe_targets("node1", recipe, total_gpus=8, address="10.0.0.1", bind_address="127.0.0.1")
     nodes = [MonitoredNode("node1", "10.0.0.1", "127.0.0.1", 8)]
-    config, problems = prometheus_config(nodes, groups, monitoring_host="node1", router_port=29000,
-                                         router_host="node1")  # fmt: skip
+    config, problems = prometheus_config(nodes, groups, monitoring_host="node1", router_port=29000, router_host="node1")
     assert problems == []
     rules_file = tmp_path / "hgxkit-rules.yml"
     rules_file.write_text(yaml.safe_dump(alert_rules(AlertSettings(), [("node1", 8)], groups), sort_keys=False))
@@ -261,8 +318,13 @@ def test_promtool_parses_every_dashboard_expression(tmp_path: Path) -> None:
 def test_promtool_unit_tests_xid79_and_serving_down_fire(tmp_path: Path) -> None:
     _, rules_file = _generated(tmp_path)
     gpu = {"node": "node1", "gpu": "3", "job": "dcgm", "instance": "127.0.0.1:9400"}
-    group = {"node": "node1", "group": "deepseek-v4-flash-1", "kind": "sglang", "job": "serving-sglang",
-             "instance": "127.0.0.1:5001"}  # fmt: skip
+    group = {
+        "node": "node1",
+        "group": "deepseek-v4-flash-1",
+        "kind": "sglang",
+        "job": "serving-sglang",
+        "instance": "127.0.0.1:5001",
+    }
 
     def series(name: str, labels: dict[str, str]) -> str:
         return name + "{" + ",".join(f'{k}="{v}"' for k, v in labels.items()) + "}"
@@ -279,36 +341,60 @@ def test_promtool_unit_tests_xid79_and_serving_down_fire(tmp_path: Path) -> None
                 ],
                 "alert_rule_test": [
                     {"eval_time": "1m", "alertname": "GpuFellOffBus", "exp_alerts": []},
-                    {"eval_time": "3m", "alertname": "GpuFellOffBus", "exp_alerts": [{
-                        "exp_labels": {**gpu, "severity": "critical"},
-                        "exp_annotations": {"summary": "node1 GPU 3 fell off the bus (XID 79): drain the node, "
-                                                       "reset or replace the GPU"},
-                    }]},
-                    {"eval_time": "3m", "alertname": "GpuCriticalXid", "exp_alerts": [{
-                        "exp_labels": {**gpu, "severity": "critical"},
-                        "exp_annotations": {"summary": "node1 GPU 3 raised XID 79 (critical set 48, 63, 64, 74, 79, "
-                                                       "92, 94, 95)"},
-                    }]},
+                    {
+                        "eval_time": "3m",
+                        "alertname": "GpuFellOffBus",
+                        "exp_alerts": [
+                            {
+                                "exp_labels": {**gpu, "severity": "critical"},
+                                "exp_annotations": {
+                                    "summary": "node1 GPU 3 fell off the bus (XID 79): drain the node, "
+                                    "reset or replace the GPU"
+                                },
+                            }
+                        ],
+                    },
+                    {
+                        "eval_time": "3m",
+                        "alertname": "GpuCriticalXid",
+                        "exp_alerts": [
+                            {
+                                "exp_labels": {**gpu, "severity": "critical"},
+                                "exp_annotations": {
+                                    "summary": "node1 GPU 3 raised XID 79 (critical set 48, 63, 64, 74, 79, 92, 94, 95)"
+                                },
+                            }
+                        ],
+                    },
                 ],
             },
             {
                 "interval": "30s",
                 "input_series": [
                     {"series": series("up", group), "values": "1 1 0 0 0 0 0 0"},
-                    {"series": series("up", {**group, "group": "deepseek-v4-flash-0", "instance": "127.0.0.1:5000"}),
-                     "values": "1 1 1 1 1 1 1 1"},
+                    {
+                        "series": series("up", {**group, "group": "deepseek-v4-flash-0", "instance": "127.0.0.1:5000"}),
+                        "values": "1 1 1 1 1 1 1 1",
+                    },
                 ],
                 "alert_rule_test": [
                     {"eval_time": "1m30s", "alertname": "ServingGroupDown", "exp_alerts": []},  # pending (for: 1m)
-                    {"eval_time": "3m", "alertname": "ServingGroupDown", "exp_alerts": [{
-                        "exp_labels": {**group, "severity": "critical"},
-                        "exp_annotations": {"summary": "serving group deepseek-v4-flash-1 on node1 does not answer "
-                                                       "/metrics"},
-                    }]},
+                    {
+                        "eval_time": "3m",
+                        "alertname": "ServingGroupDown",
+                        "exp_alerts": [
+                            {
+                                "exp_labels": {**group, "severity": "critical"},
+                                "exp_annotations": {
+                                    "summary": "serving group deepseek-v4-flash-1 on node1 does not answer /metrics"
+                                },
+                            }
+                        ],
+                    },
                 ],
             },
         ],
-    }  # fmt: skip
+    }
     path = tmp_path / "tests.yml"
     path.write_text(yaml.safe_dump(tests, sort_keys=False))
     out = _run("test", "rules", str(path), cwd=tmp_path)
@@ -316,9 +402,15 @@ def test_promtool_unit_tests_xid79_and_serving_down_fire(tmp_path: Path) -> None
 
 
 @pytest.mark.parametrize(
-    "name", ["hgxkit.monitoring.alerts", "hgxkit.monitoring.dashboards", "hgxkit.monitoring.dcgm",
-             "hgxkit.monitoring.scrape", "hgxkit.sim.standin.dcgm.exporter"],
-)  # fmt: skip
+    "name",
+    [
+        "hgxkit.monitoring.alerts",
+        "hgxkit.monitoring.dashboards",
+        "hgxkit.monitoring.dcgm",
+        "hgxkit.monitoring.scrape",
+        "hgxkit.sim.standin.dcgm.exporter",
+    ],
+)
 def test_docstring_examples(name: str) -> None:
     import doctest
     import importlib

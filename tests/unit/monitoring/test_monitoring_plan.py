@@ -19,29 +19,49 @@ from roles.monitoring.defaults import DEFAULTS
 
 MARLIN = "recipes/deepseek-v4-flash-dspark-marlin.yaml"
 FRESH = [
-    "Monitoring directory", "DCGM exporter counters", "Start the DCGM exporter on 127.0.0.1:9400",
-    "Node exporter listen address", "Refresh apt lists for prometheus-node-exporter",
-    "Debian's Prometheus node exporter", "Node exporter running",
-    "Node exporter takes its listen address", "Prometheus listen address and retention",
-    "Prometheus scrape configuration", "Prometheus alert rules", "Refresh apt lists for prometheus",
+    "Monitoring directory",
+    "DCGM exporter counters",
+    "Start the DCGM exporter on 127.0.0.1:9400",
+    "Node exporter listen address",
+    "Refresh apt lists for prometheus-node-exporter",
+    "Debian's Prometheus node exporter",
+    "Node exporter running",
+    "Node exporter takes its listen address",
+    "Prometheus listen address and retention",
+    "Prometheus scrape configuration",
+    "Prometheus alert rules",
+    "Refresh apt lists for prometheus",
     "Debian's Prometheus",
-    "promtool checks the configuration and rules", "Prometheus running", "Prometheus takes the new configuration",
-    "Dashboards directory", "Dashboard hgxkit-gpu.json", "Dashboard hgxkit-serving-sglang.json",
+    "promtool checks the configuration and rules",
+    "Prometheus running",
+    "Prometheus takes the new configuration",
+    "Dashboards directory",
+    "Dashboard hgxkit-gpu.json",
+    "Dashboard hgxkit-serving-sglang.json",
     "Dashboard hgxkit-serving-vllm.json",
-]  # fmt: skip
+]
 
 
 def plan(responses: dict[Any, Any] | None = None, **knobs: Any) -> tuple[list[str], list[str]]:
     """Plan the monitoring role on one @fake host: the operations' names, and the commands run while planning."""
-    data = {"fake_delay": 0, "fake_delay_jitter": 0, "fake_responses": responses or {}, "recipe": MARLIN,
-            "serve_total_gpus": 8, **knobs}  # fmt: skip
+    data = {
+        "fake_delay": 0,
+        "fake_delay_jitter": 0,
+        "fake_responses": responses or {},
+        "recipe": MARLIN,
+        "serve_total_gpus": 8,
+        **knobs,
+    }
     inventory = Inventory(([("@fake/h200-1", data)], {}))
     state = State(inventory=inventory, config=Config())
     connect_all(state)
     host = inventory.get_host("@fake/h200-1")
     add_deploy(state, monitoring)
-    names = [re.sub(r"^hgxkit monitoring \| ", "", name) for op_hash in host.op_hash_order
-             for name in state.get_op_meta(op_hash).names]  # fmt: skip
+    names = [
+        re.sub(r"^hgxkit monitoring \| ", "", name)
+        for op_hash in host.op_hash_order
+        for name in state.get_op_meta(op_hash).names
+    ]
     return names, [str(c) for c in host.connector.executed_commands]
 
 
@@ -56,11 +76,24 @@ def test_off_plans_nothing() -> None:
 
 
 def test_a_running_exporter_with_the_same_spec_is_left_alone() -> None:
-    spec = exporter_spec(DEFAULTS["dcgm_exporter_image"], bind_address="127.0.0.1", port=9400,
-                         counters_file="/etc/hgxkit/monitoring/dcgm-counters.csv", hostengine=None)  # fmt: skip
-    labels = dict(w.split("=", 1) for w in spec.argv[spec.argv.index("--label"):][:4] if "=" in w)
-    inspected = json.dumps({"name": "/hgxkit-dcgm-exporter", "id": "id-x", "labels": labels, "running": True,
-                            "started": "2026-01-01T00:00:00Z", "restarts": 0})  # fmt: skip
+    spec = exporter_spec(
+        DEFAULTS["dcgm_exporter_image"],
+        bind_address="127.0.0.1",
+        port=9400,
+        counters_file="/etc/hgxkit/monitoring/dcgm-counters.csv",
+        hostengine=None,
+    )
+    labels = dict(w.split("=", 1) for w in spec.argv[spec.argv.index("--label") :][:4] if "=" in w)
+    inspected = json.dumps(
+        {
+            "name": "/hgxkit-dcgm-exporter",
+            "id": "id-x",
+            "labels": labels,
+            "running": True,
+            "started": "2026-01-01T00:00:00Z",
+            "restarts": 0,
+        }
+    )
     names, _ = plan({"docker ps -aq --filter label=hgxkit.monitoring": [inspected]}, monitoring=True)
     assert "Start the DCGM exporter on 127.0.0.1:9400" not in names and len(names) == len(FRESH) - 1
     stopped = inspected.replace('"running": true', '"running": false')
@@ -78,10 +111,13 @@ def test_exposure_beyond_loopback_is_refused_before_any_change() -> None:
 
 def test_grafana_adds_its_provisioning_and_container() -> None:
     names, _ = plan(monitoring=True, grafana=True)
-    assert names[len(FRESH):] == [
-        "Grafana provisioning datasources", "Grafana provisioning dashboards", "Grafana datasource",
-        "Grafana dashboards", "Start Grafana on 127.0.0.1:3000",
-    ]  # fmt: skip
+    assert names[len(FRESH) :] == [
+        "Grafana provisioning datasources",
+        "Grafana provisioning dashboards",
+        "Grafana datasource",
+        "Grafana dashboards",
+        "Start Grafana on 127.0.0.1:3000",
+    ]
 
 
 def test_installed_packages_skip_the_apt_refresh() -> None:

@@ -42,15 +42,16 @@ def test_gpu_rows_from_recorded_dcgm_series() -> None:
     assert lines[4] == "2026/12/01 22:27:43.917, 0, 171, 1980, 2619, 120006, 36, 72, 0x0000000000000004"
     samples = parse_gpu_csv(text)
     assert [(s.index, s.power_w, s.utilization_pct, s.throttle_mask) for s in samples[:2]] == [
-        (0, 164.0, 58.0, 0), (1, 165.0, 59.0, 0)]  # fmt: skip
+        (0, 164.0, 58.0, 0),
+        (1, 165.0, 59.0, 0),
+    ]
     assert samples[0].time == 1796164061.917
 
 
 def test_metrics_text_has_one_scrape_block_per_scrape_at_its_own_time() -> None:
     text = metrics_text(parse_matrix(recorded("server")))
     scrapes = parse_scrape_series(text)
-    assert [s.time for s in scrapes] == [1796164061.888, 1796164062.888, 1796164063.888, 1796164064.888,
-                                         1796164065.888]  # fmt: skip
+    assert [s.time for s in scrapes] == [1796164061.888, 1796164062.888, 1796164063.888, 1796164064.888, 1796164065.888]
     tokens = [[x.value for x in s.samples if x.name == "sglang:generation_tokens_total"] for s in scrapes]
     assert tokens == [[473.0], [574.0], [673.0], [773.0], [873.0]]
     labels = next(s.labels for s in scrapes[0].samples if s.name == "sglang:num_running_reqs")
@@ -58,7 +59,9 @@ def test_metrics_text_has_one_scrape_block_per_scrape_at_its_own_time() -> None:
 
 
 def test_summary_of_prometheus_texts() -> None:
-    telemetry = summarise_cell_telemetry("sglang", KINDS["sglang"].metrics,
+    telemetry = summarise_cell_telemetry(
+        "sglang",
+        KINDS["sglang"].metrics,
         metrics_text=metrics_text(parse_matrix(recorded("server"))),
         gpu_csv=gpu_csv(parse_matrix(recorded("gpu"))),
         simulated=True,
@@ -69,18 +72,28 @@ def test_summary_of_prometheus_texts() -> None:
     assert server is not None
     # 3 scrapes inside the window and one on each side; the fake counter grows 100 tokens/s.
     assert (server.scrapes, server.window_s, server.generation_tokens, server.output_throughput) == (
-        5, 4.0, 400.0, 100.0)  # fmt: skip
+        5,
+        4.0,
+        400.0,
+        100.0,
+    )
     gpu0 = telemetry.gpus[0]
     assert (gpu0.samples, gpu0.power_mean_w, gpu0.utilization_mean_pct, gpu0.throttle_reasons) == (
-        3, 171.0, 72.0, {"SwPowerCap": 1})  # fmt: skip
+        3,
+        171.0,
+        72.0,
+        {"SwPowerCap": 1},
+    )
     again = CellTelemetry.from_json(telemetry.to_json())
     assert (again.source, telemetry.to_json()["source"]) == ("prometheus", "prometheus")
     assert CellTelemetry.from_json({"simulated": True, "gpus": []}).source == "sampled"  # older archives
 
 
 def test_a_missing_field_is_not_available_as_nvidia_smi_prints_it() -> None:
-    answer = ('{"status":"success","data":{"resultType":"matrix","result":[{"metric":{"__name__":'
-              '"DCGM_FI_DEV_GPU_UTIL","gpu":"3"},"values":[[1700000000.5,"35"]]}]}}')  # fmt: skip
+    answer = (
+        '{"status":"success","data":{"resultType":"matrix","result":[{"metric":{"__name__":'
+        '"DCGM_FI_DEV_GPU_UTIL","gpu":"3"},"values":[[1700000000.5,"35"]]}]}}'
+    )
     row = gpu_csv(parse_matrix(answer))
     assert row == "2023/11/14 22:13:20.500, 3, [N/A], [N/A], [N/A], [N/A], [N/A], 35, [N/A]\n"
     (sample,) = parse_gpu_csv(row)
@@ -90,14 +103,19 @@ def test_a_missing_field_is_not_available_as_nvidia_smi_prints_it() -> None:
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        (recorded("bad_query"), "Prometheus: Prometheus answered invalid parameter \"query\": 1:2: parse error: "
-                                "unexpected character inside braces: '['"),
+        (
+            recorded("bad_query"),
+            'Prometheus: Prometheus answered invalid parameter "query": 1:2: parse error: '
+            "unexpected character inside braces: '['",
+        ),
         ("curl: (7) Failed to connect", "Prometheus: Prometheus answered no JSON ('curl: (7) Failed to connect')"),
         ("", "Prometheus: Prometheus answered nothing (is it running on the monitoring host?)"),
-        ('{"status":"success","data":{"resultType":"vector","result":[]}}',
-         "Prometheus: expected a matrix result (a range selector)"),
+        (
+            '{"status":"success","data":{"resultType":"vector","result":[]}}',
+            "Prometheus: expected a matrix result (a range selector)",
+        ),
     ],
-)  # fmt: skip
+)
 def test_bad_answers_are_one_line(text: str, message: str) -> None:
     with pytest.raises(ValueError) as err:
         parse_matrix(text)
@@ -108,14 +126,20 @@ def test_queries_select_the_group_and_its_gpus() -> None:
     assert server_query("node1", 'a"b') == '{job=~"serving-.+",node="node1",group="a\\"b"}'
     assert gpu_query("node2", (4, 5, 6, 7)) == (
         '{__name__=~"DCGM_FI_DEV_(CLOCKS_EVENT_REASONS|CLOCK_THROTTLE_REASONS|FB_USED|GPU_TEMP|GPU_UTIL|MEM_CLOCK|'
-        'POWER_USAGE|SM_CLOCK)",job="dcgm",node="node2",gpu=~"4|5|6|7"}')  # fmt: skip
+        'POWER_USAGE|SM_CLOCK)",job="dcgm",node="node2",gpu=~"4|5|6|7"}'
+    )
 
 
 def test_samples_command_reads_the_window_at_its_end() -> None:
     words = str(samples_command("http://127.0.0.1:9090", server_query("node1", "g"), 995.0, 1016.0)).split(" ")
     assert words[:6] == ["curl", "-sS", "-m", "60", "-G", "--data-urlencode"]
-    assert words[6:] == ["'query={job=~\"serving-.+\",node=\"node1\",group=\"g\"}[21s]'", "--data-urlencode",
-                         "time=1016.000", "--", "http://127.0.0.1:9090/api/v1/query"]  # fmt: skip
+    assert words[6:] == [
+        '\'query={job=~"serving-.+",node="node1",group="g"}[21s]\'',
+        "--data-urlencode",
+        "time=1016.000",
+        "--",
+        "http://127.0.0.1:9090/api/v1/query",
+    ]
 
 
 def test_durations_and_query_window() -> None:

@@ -21,10 +21,15 @@ from hgxkit.nvidia.host import PciInventory
 from hgxkit.nvidia.smi import GpuInfo
 
 GOOD = HostFacts(
-    os_id="ubuntu", os_version="24.04", arch="x86_64",
+    os_id="ubuntu",
+    os_version="24.04",
+    arch="x86_64",
     pci=PciInventory(8, 4, ["GH100 [H200 SXM 141GB]"] * 8, ["2335"] * 8),
-    secure_boot="disabled", cgroup_version=2, ram_bytes=2 * 1024**4, models_dir_free_bytes=3 * 10**12,
-)  # fmt: skip
+    secure_boot="disabled",
+    cgroup_version=2,
+    ram_bytes=2 * 1024**4,
+    models_dir_free_bytes=3 * 10**12,
+)
 
 
 def checks(facts: HostFacts, policy: PreflightPolicy | None = None) -> list[str]:
@@ -49,7 +54,12 @@ def test_a_proper_node_passes_preflight() -> None:
         ({"pci": PciInventory(8, 0, [], ["2335"] * 8)}, "nvswitch", "0 NVSwitches on PCI, expected 4"),
         ({"pci": None}, "pci", "install pciutils"),
         (
-            {"nvidia_package_origins": {"nvidia-open-580": "cuda-repo", "nvidia-utils-580-server": "distribution-archive"}},
+            {
+                "nvidia_package_origins": {
+                    "nvidia-open-580": "cuda-repo",
+                    "nvidia-utils-580-server": "distribution-archive",
+                }
+            },
             "nvidia-package-source",
             "nvidia-open-580 from cuda-repo, nvidia-utils-580-server from distribution-archive",
         ),
@@ -72,7 +82,12 @@ def test_debian_12_is_supported_and_policy_knobs_relax_checks() -> None:
     [
         (DriverState(None, None, "not-installed", None), "580.95.05", True, "the driver packages change"),
         (DriverState("580.95.05", None, "no-driver", "580.95.05"), "580.95.05", False, "no nvidia module is loaded"),
-        (DriverState("580.105.08", "580.95.05", "version-mismatch", None), "580.105.08", False, "loaded module is 580.95.05"),
+        (
+            DriverState("580.105.08", "580.95.05", "version-mismatch", None),
+            "580.105.08",
+            False,
+            "loaded module is 580.95.05",
+        ),
         (DriverState("580.95.05", "580.95.05", None, "580.95.05"), "580.95.05", False, None),
     ],
 )
@@ -92,10 +107,16 @@ FABRIC_OK = [(i, "Completed", "Success") for i in range(8)]
 
 def gate(**changes: object) -> list[str]:
     args = {
-        "expected_version": "580.105.08", "loaded_version": "580.105.08", "smi_versions": {"580.105.08"},
-        "smi_failure": None, "fabric_manager_version": "580.105.08", "fabric_manager_active": True,
-        "fabric": FABRIC_OK, "nvlink_problems": [], "expected_gpus": 8,
-    } | changes  # fmt: skip
+        "expected_version": "580.105.08",
+        "loaded_version": "580.105.08",
+        "smi_versions": {"580.105.08"},
+        "smi_failure": None,
+        "fabric_manager_version": "580.105.08",
+        "fabric_manager_active": True,
+        "fabric": FABRIC_OK,
+        "nvlink_problems": [],
+        "expected_gpus": 8,
+    } | changes
     return [str(p) for p in gate_problems(**args)]  # type: ignore[arg-type]
 
 
@@ -108,7 +129,9 @@ def test_gate_names_each_failure() -> None:
         "[driver-versions] loaded module 580.105.08, userspace (nvidia-smi) 580.105.08, fabric manager 580.95.05; "
         "all must be 580.105.08; rerun bring-up"
     ]
-    assert gate(fabric_manager_active=False)[0].startswith("[fabric-manager] nvidia-fabricmanager.service is not active")
+    assert gate(fabric_manager_active=False)[0].startswith(
+        "[fabric-manager] nvidia-fabricmanager.service is not active"
+    )
     stuck = gate(fabric=[*FABRIC_OK[:7], (7, "In Progress", None)])
     assert stuck == [
         "[fabric-state] fabric not Completed/Success on GPU 7: In Progress/?; wait for fabric manager, then check "
@@ -137,7 +160,8 @@ def test_package_origin_from_apt_cache_policy() -> None:
     assert package_origin(POLICY) == "cuda-repo"
     archive = POLICY.replace(
         "https://developer.download.nvidia.com/compute/cuda/repos/ubuntu2404/x86_64  Packages\n        100",
-        "http://archive.ubuntu.com/ubuntu noble-updates/restricted amd64 Packages\n        100", 1
+        "http://archive.ubuntu.com/ubuntu noble-updates/restricted amd64 Packages\n        100",
+        1,
     )
     assert package_origin(archive) == "distribution-archive"
     mirror = POLICY.replace("https://developer.download.nvidia.com/compute/cuda/repos", "http://mirror.lan/cuda")
@@ -146,10 +170,21 @@ def test_package_origin_from_apt_cache_policy() -> None:
 
 
 DCGM_PASS = {
-    "DCGM Diagnostic": {"test_categories": [{"category": "Deployment", "tests": [
-        {"name": "software", "results": [{"entity_id": i, "status": "Pass"} for i in range(8)],
-         "test_summary": {"status": "Pass"}}]}]},
-}  # fmt: skip
+    "DCGM Diagnostic": {
+        "test_categories": [
+            {
+                "category": "Deployment",
+                "tests": [
+                    {
+                        "name": "software",
+                        "results": [{"entity_id": i, "status": "Pass"} for i in range(8)],
+                        "test_summary": {"status": "Pass"},
+                    }
+                ],
+            }
+        ]
+    },
+}
 
 
 def test_dcgm_diag_pass_and_fail() -> None:
@@ -165,8 +200,16 @@ def test_dcgm_diag_pass_and_fail() -> None:
 
 
 def test_health_report_problems() -> None:
-    gpu = GpuInfo(0, "NVIDIA H200", "GPU-0", "00000000:18:00.0", "580.105.08", persistence_mode=True,
-                  ecc_enabled=True, ecc_errors_uncorrected=0)  # fmt: skip
+    gpu = GpuInfo(
+        0,
+        "NVIDIA H200",
+        "GPU-0",
+        "00000000:18:00.0",
+        "580.105.08",
+        persistence_mode=True,
+        ecc_enabled=True,
+        ecc_errors_uncorrected=0,
+    )
     clean = GpuHealthReport(parse_dcgm_diag(json.dumps(DCGM_PASS), 1), [gpu], [], expected_gpus=1)
     assert clean.problems() == []
     xids = parse_xids("[  12.3] NVRM: Xid (PCI:0000:18:00): 79, pid=1234, name=python3, GPU has fallen off the bus.")

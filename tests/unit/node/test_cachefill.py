@@ -45,8 +45,9 @@ def serve(tmp: Path, name: str, config: str) -> tuple[str, Path, subprocess.Pope
     port = free_port()
     (tmp / f"{name}.yml").write_text(config.format(port=port))
     log = tmp / f"{name}.log"
-    proc = subprocess.Popen([REGISTRY, "serve", str(tmp / f"{name}.yml")], stdout=log.open("wb"),
-                            stderr=subprocess.STDOUT)  # fmt: skip
+    proc = subprocess.Popen(
+        [REGISTRY, "serve", str(tmp / f"{name}.yml")], stdout=log.open("wb"), stderr=subprocess.STDOUT
+    )
     base = f"http://127.0.0.1:{port}"
     for _ in range(100):
         try:
@@ -59,8 +60,10 @@ def serve(tmp: Path, name: str, config: str) -> tuple[str, Path, subprocess.Pope
 
 
 def plain(storage: Path) -> str:
-    return (f"version: 0.1\nlog:\n  accesslog:\n    disabled: false\nstorage:\n  filesystem:\n    rootdirectory: "
-            f"{storage}\nhttp:\n  addr: 127.0.0.1:{{port}}\n")  # fmt: skip
+    return (
+        f"version: 0.1\nlog:\n  accesslog:\n    disabled: false\nstorage:\n  filesystem:\n    rootdirectory: "
+        f"{storage}\nhttp:\n  addr: 127.0.0.1:{{port}}\n"
+    )
 
 
 def put(base: str, path: str, data: bytes, kind: str = "application/octet-stream") -> None:
@@ -82,8 +85,9 @@ def push_image(base: str, layers: list[bytes], repo: str = REPO) -> tuple[str, l
         sep = "&" if "?" in location else "?"
         put("", f"{urllib.parse.urljoin(base, location)}{sep}digest={digest}", data)
         descriptors.append({"mediaType": kind, "size": len(data), "digest": digest})
-    manifest = json.dumps({"schemaVersion": 2, "mediaType": MEDIA, "config": descriptors[0],
-                           "layers": descriptors[1:]}).encode()  # fmt: skip
+    manifest = json.dumps(
+        {"schemaVersion": 2, "mediaType": MEDIA, "config": descriptors[0], "layers": descriptors[1:]}
+    ).encode()
     put(base, f"/v2/{repo}/manifests/1", manifest, MEDIA)
     digest = "sha256:" + hashlib.sha256(manifest).hexdigest()
     return digest, [d["digest"] for d in descriptors], sum(d["size"] for d in descriptors)
@@ -112,8 +116,17 @@ def fleet(tmp_path: Path) -> Iterator[dict]:
     config = cache_config("127.0.0.1", 0, upstream, str(storage)).replace(':0"', ':{port}"')
     cache, _, proc = serve(tmp_path, "cache", config)
     procs.append(proc)
-    yield {"upstream": upstream, "up_log": up_log, "digest": digest, "blobs": blobs, "size": size, "layers": layers, "storage": storage,
-           "cache": cache, "tmp": tmp_path}  # fmt: skip
+    yield {
+        "upstream": upstream,
+        "up_log": up_log,
+        "digest": digest,
+        "blobs": blobs,
+        "size": size,
+        "layers": layers,
+        "storage": storage,
+        "cache": cache,
+        "tmp": tmp_path,
+    }
     for proc in procs:
         proc.terminate()
         proc.wait(timeout=10)
@@ -125,8 +138,10 @@ def upstream_blob_gets(log: Path) -> Counter:
 
 def test_the_fill_reads_each_blob_from_upstream_once_and_four_pulls_add_none(fleet: dict) -> None:
     said = fill(fleet["upstream"], REPO, "1", str(fleet["storage"]), 60, REGISTRY)
-    assert said == (f"cached {REPO}@{fleet['digest']}: 3 of 3 blobs stored, {fleet['size']} bytes read from the "
-                    "upstream, 0 from the cache's own copies")  # fmt: skip
+    assert said == (
+        f"cached {REPO}@{fleet['digest']}: 3 of 3 blobs stored, {fleet['size']} bytes read from the "
+        "upstream, 0 from the cache's own copies"
+    )
     with ThreadPoolExecutor(4) as pool:  # four nodes at once, by tag and by the pinned digest
         pulls = list(pool.map(lambda ref: pull(fleet["cache"], ref, fleet["blobs"]), ["1", "1", fleet["digest"], "1"]))
     assert pulls == [[True, True, True]] * 4
@@ -141,10 +156,13 @@ def test_a_blob_another_repository_holds_is_linked_from_the_cache_s_own_copy(fle
     other = "hgxkit-test/other"
     digest, blobs, _ = push_image(fleet["upstream"], [fleet["layers"][0], os.urandom(1 << 19)], other)
     said = fill(fleet["upstream"], other, "1", str(fleet["storage"]), 60, REGISTRY)
-    shared = (3 << 20) + len(json.dumps({"architecture": "amd64", "os": "linux",
-                                         "rootfs": {"type": "layers", "diff_ids": []}}))  # fmt: skip
-    assert said == (f"cached {other}@{digest}: 3 of 3 blobs stored, {1 << 19} bytes read from the upstream, "
-                    f"{shared} from the cache's own copies")  # fmt: skip
+    shared = (3 << 20) + len(
+        json.dumps({"architecture": "amd64", "os": "linux", "rootfs": {"type": "layers", "diff_ids": []}})
+    )
+    assert said == (
+        f"cached {other}@{digest}: 3 of 3 blobs stored, {1 << 19} bytes read from the upstream, "
+        f"{shared} from the cache's own copies"
+    )
     gets = Counter(
         re.findall(r'"GET /v2/hgxkit-test/other/blobs/(sha256:[0-9a-f]{64}) HTTP', fleet["up_log"].read_text())
     )
@@ -166,8 +184,9 @@ def test_a_bundle_layout_fills_an_air_gapped_cache_that_answers_the_tag_offline(
     saved = save_layout(f"{REPO}:1", layout, fleet["upstream"])
     storage = fleet["tmp"] / "gapped"
     # No upstream: a plain registry (Distribution 2.8's proxy panics at start when its upstream does not answer).
-    cache, _, proc = serve(fleet["tmp"], "gapped", cache_config("127.0.0.1", 0, None, str(storage)).replace(
-        ':0"', ':{port}"'))  # fmt: skip
+    cache, _, proc = serve(
+        fleet["tmp"], "gapped", cache_config("127.0.0.1", 0, None, str(storage)).replace(':0"', ':{port}"')
+    )
     try:
         said = fill(f"oci:{layout}", REPO, "1", str(storage), 60, REGISTRY)
         assert said.startswith(f"cached {REPO}@{saved.digest}: 3 of 3 blobs stored, ") and "from the layout" in said
@@ -198,11 +217,24 @@ def test_a_hub_like_upstream_gets_a_token_and_its_cdn_redirect_gets_none(tmp_pat
     config = b'{"architecture":"amd64","os":"linux"}'
     blobs = {"sha256:" + hashlib.sha256(b).hexdigest(): b for b in (config, layer)}
     digests = list(blobs)
-    manifest = json.dumps({"schemaVersion": 2, "mediaType": MEDIA,
-                           "config": {"mediaType": "application/vnd.docker.container.image.v1+json",
-                                      "size": len(config), "digest": digests[0]},
-                           "layers": [{"mediaType": "application/vnd.docker.image.rootfs.diff.tar.gzip",
-                                       "size": len(layer), "digest": digests[1]}]}).encode()  # fmt: skip
+    manifest = json.dumps(
+        {
+            "schemaVersion": 2,
+            "mediaType": MEDIA,
+            "config": {
+                "mediaType": "application/vnd.docker.container.image.v1+json",
+                "size": len(config),
+                "digest": digests[0],
+            },
+            "layers": [
+                {
+                    "mediaType": "application/vnd.docker.image.rootfs.diff.tar.gzip",
+                    "size": len(layer),
+                    "digest": digests[1],
+                }
+            ],
+        }
+    ).encode()
     seen: list[str] = []
 
     class Hub(http.server.BaseHTTPRequestHandler):
@@ -239,11 +271,18 @@ def test_a_hub_like_upstream_gets_a_token_and_its_cdn_redirect_gets_none(tmp_pat
         said = fill(f"http://127.0.0.1:{server.server_address[1]}", REPO, "1", str(tmp_path / "s"), 60, REGISTRY)
     finally:
         server.shutdown()
-    assert said.endswith(f"2 of 2 blobs stored, {len(config) + len(layer)} bytes read from the upstream, 0 from "
-                         "the cache's own copies")  # fmt: skip
-    assert seen == [f"/v2/{REPO}/manifests/1 -", "/token -", f"/v2/{REPO}/manifests/1 Bearer t1",
-                    f"/v2/{REPO}/blobs/{digests[0]} Bearer t1", f"/cdn/{digests[0]} -",
-                    f"/v2/{REPO}/blobs/{digests[1]} Bearer t1", f"/cdn/{digests[1]} -"]  # fmt: skip
+    assert said.endswith(
+        f"2 of 2 blobs stored, {len(config) + len(layer)} bytes read from the upstream, 0 from the cache's own copies"
+    )
+    assert seen == [
+        f"/v2/{REPO}/manifests/1 -",
+        "/token -",
+        f"/v2/{REPO}/manifests/1 Bearer t1",
+        f"/v2/{REPO}/blobs/{digests[0]} Bearer t1",
+        f"/cdn/{digests[0]} -",
+        f"/v2/{REPO}/blobs/{digests[1]} Bearer t1",
+        f"/cdn/{digests[1]} -",
+    ]
 
 
 def manifest_bytes(base: str, repo: str, ref: str) -> bytes:
@@ -261,11 +300,21 @@ def test_a_multi_arch_tag_fills_this_platform_only_and_the_index_digest_still_re
         urllib.request.urlopen(urllib.request.Request(url, method="POST"), timeout=30).close()
     put(up, f"/v2/{REPO}/manifests/{other}", manifest_bytes(up, "hgxkit-test/other", "1"), MEDIA)
     kind = "application/vnd.docker.distribution.manifest.list.v2+json"
-    index = json.dumps({"schemaVersion": 2, "mediaType": kind, "manifests": [
-        {"mediaType": MEDIA, "size": len(manifest_bytes(up, REPO, d)), "digest": d,
-         "platform": {"architecture": a, "os": "linux"}}
-        for d, a in ((other, "riscv64" if arch != "riscv64" else "arm64"), (mine, arch))
-    ]}).encode()  # fmt: skip
+    index = json.dumps(
+        {
+            "schemaVersion": 2,
+            "mediaType": kind,
+            "manifests": [
+                {
+                    "mediaType": MEDIA,
+                    "size": len(manifest_bytes(up, REPO, d)),
+                    "digest": d,
+                    "platform": {"architecture": a, "os": "linux"},
+                }
+                for d, a in ((other, "riscv64" if arch != "riscv64" else "arm64"), (mine, arch))
+            ],
+        }
+    ).encode()
     put(up, f"/v2/{REPO}/manifests/multi", index, kind)
     pinned = "sha256:" + hashlib.sha256(index).hexdigest()
     said = fill(up, REPO, "multi", str(fleet["storage"]), 60, REGISTRY)
@@ -283,8 +332,11 @@ def test_a_digest_that_is_not_sha256_hex_never_becomes_a_path(tmp_path: Path, di
     """The upstream (or a mirror) writes the manifests whose digests name files under the cache's storage and the
     bundle's layout, read by root: only `sha256:<64 hex>` becomes a path."""
     (tmp_path / "etc").mkdir()
-    for reach in (lambda: blob_path(str(tmp_path), digest), lambda: linked(str(tmp_path), "r", "_layers", digest),
-                  lambda: Layout(str(tmp_path)).blob(digest)):  # fmt: skip
+    for reach in (
+        lambda: blob_path(str(tmp_path), digest),
+        lambda: linked(str(tmp_path), "r", "_layers", digest),
+        lambda: Layout(str(tmp_path)).blob(digest),
+    ):
         with pytest.raises(FillError, match=r"not sha256:<64 hex>; refused"):
             reach()
     good = "sha256:" + "ab" * 32

@@ -85,7 +85,11 @@ def test_source_files_take_a_folder_as_its_python_files_and_a_file_as_itself(tmp
     for name in ("role/__init__.py", "role/sub/defaults.py", "role/notes.txt", "deploy.py"):
         (tmp_path / name).write_text("x = 1\n")
     found = source_files([tmp_path / "role", tmp_path / "deploy.py"])
-    assert [p.relative_to(tmp_path).as_posix() for p in found] == ["role/__init__.py", "role/sub/defaults.py", "deploy.py"]
+    assert [p.relative_to(tmp_path).as_posix() for p in found] == [
+        "role/__init__.py",
+        "role/sub/defaults.py",
+        "deploy.py",
+    ]
 
 
 def test_the_state_command_quotes_the_record_path() -> None:
@@ -100,7 +104,9 @@ def test_the_gpus_come_from_the_runs_nvidia_smi_read_and_a_lost_gpu_changes_the_
     from hgxkit.nvidia.smi import GpuInfo
 
     base = NodeState(lines=("boot-1",))
-    gpus = [GpuInfo(index=i, name="H200", uuid=f"GPU-{i}", bus_id=f"0000:{i}:00.0", driver_version="580") for i in (0, 1)]
+    gpus = [
+        GpuInfo(index=i, name="H200", uuid=f"GPU-{i}", bus_id=f"0000:{i}:00.0", driver_version="580") for i in (0, 1)
+    ]
     both = with_gpus(base, SmiResult(gpus=gpus))
     assert both.lines == ("boot-1", "gpu 0 GPU-0 0000:0:00.0", "gpu 1 GPU-1 0000:1:00.0")
     assert with_gpus(base, SmiResult(gpus=gpus[:1])).digest() != both.digest()
@@ -129,13 +135,15 @@ def test_one_find_lists_the_managed_files_and_any_write_moves_their_lines(tmp_pa
     files = [str(tmp_path / "smoke.json"), str(tmp_path / "absent.json"), str(tmp_path / "c")]
 
     def lines() -> list[str]:
-        out = subprocess.run(["sh", "-c", text(managed_files_command(dirs, files))], capture_output=True, text=True,
-                             check=True).stdout.splitlines()  # fmt: skip
+        out = subprocess.run(
+            ["sh", "-c", text(managed_files_command(dirs, files))], capture_output=True, text=True, check=True
+        ).stdout.splitlines()
         return out
 
     first = lines()
     assert [line.split(" ")[0] for line in first] == sorted(
-        str(tmp_path / rel) for rel in ("a/sub/z.list", "a/b.conf", "c/k.gpg", "smoke.json"))
+        str(tmp_path / rel) for rel in ("a/sub/z.list", "a/b.conf", "c/k.gpg", "smoke.json")
+    )
     for line in first:
         path, size, mtime, ctime = line.split(" ")
         st = os.lstat(path)
@@ -148,9 +156,15 @@ def test_one_find_lists_the_managed_files_and_any_write_moves_their_lines(tmp_pa
     conf.write_text("b\n")  # the same bytes again, the mtime put back: only the ctime tells
     os.utime(conf, ns=(before.st_atime_ns, before.st_mtime_ns))
     moved = lines()
-    assert moved != first and [m for m, f in zip(moved, first, strict=True) if m != f] == [m for m in moved if m.startswith(str(conf))]
-    none = subprocess.run(["sh", "-c", text(managed_files_command([str(tmp_path / "missing")]))],
-                          capture_output=True, text=True, check=True)  # fmt: skip
+    assert moved != first and [m for m, f in zip(moved, first, strict=True) if m != f] == [
+        m for m in moved if m.startswith(str(conf))
+    ]
+    none = subprocess.run(
+        ["sh", "-c", text(managed_files_command([str(tmp_path / "missing")]))],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert none.stdout == ""
 
 
@@ -167,14 +181,23 @@ def test_one_systemctl_call_serves_bring_up_and_the_serving_roles_replace_units(
     assert text(ActiveUnits().command(prefix=UNIT_PREFIX)) == text(NodeUnits().command()) == command
     assert command.count("systemctl ") == 1 and "'hgxkit-serve-*'" in command
     assert "systemctl" not in text(state_command("/var/lib/hgxkit/node/bringup-verified.json"))
-    printed = ["nvidia-dcgm.service          loaded inactive dead    NVIDIA DCGM service",
-               "docker.service               loaded active   running Docker Application Container Engine",
-               "hgxkit-serve-m-0.service     loaded activating start /usr/bin/docker start -a m-0",
-               "hgxkit-serve-m-1.service     loaded failed   failed  /usr/bin/docker start -a m-1",
-               "hgxkit-serve-x.scope         loaded active   running x"]  # fmt: skip
+    printed = [
+        "nvidia-dcgm.service          loaded inactive dead    NVIDIA DCGM service",
+        "docker.service               loaded active   running Docker Application Container Engine",
+        "hgxkit-serve-m-0.service     loaded activating start /usr/bin/docker start -a m-0",
+        "hgxkit-serve-m-1.service     loaded failed   failed  /usr/bin/docker start -a m-1",
+        "hgxkit-serve-x.scope         loaded active   running x",
+    ]
     state = with_units(NodeState(("boot-1",)), unit_blocks(printed))
-    assert state.lines == ("boot-1", "Id=docker.service", "LoadState=loaded", "ActiveState=active",
-                           "Id=nvidia-dcgm.service", "LoadState=loaded", "ActiveState=inactive")  # fmt: skip
+    assert state.lines == (
+        "boot-1",
+        "Id=docker.service",
+        "LoadState=loaded",
+        "ActiveState=active",
+        "Id=nvidia-dcgm.service",
+        "LoadState=loaded",
+        "ActiveState=inactive",
+    )
     assert UNITS[0] == "docker.service" and UNITS[2] == "nvidia-dcgm.service"
     assert ActiveUnits().process(printed) == ["hgxkit-serve-m-0.service"]
     assert ActiveUnits().process(["hgxkit-serve-a.service", ""]) == ["hgxkit-serve-a.service"]  # list-units

@@ -36,8 +36,10 @@ def test_the_registry_proxies_the_upstream_on_the_bound_address() -> None:
 def test_the_cache_goes_first_in_registry_mirrors_and_off_takes_it_out_again() -> None:
     config = {"registry-mirrors": ["http://127.0.0.1:15000"], "exec-opts": ["native.cgroupdriver=cgroupfs"]}
     on = with_mirror(config, "http://node1:5050")
-    assert on == {"exec-opts": ["native.cgroupdriver=cgroupfs"],
-                  "registry-mirrors": ["http://node1:5050", "http://127.0.0.1:15000"]}  # fmt: skip
+    assert on == {
+        "exec-opts": ["native.cgroupdriver=cgroupfs"],
+        "registry-mirrors": ["http://node1:5050", "http://127.0.0.1:15000"],
+    }
     assert with_mirror(on, "http://node1:5050") == on  # a re-run changes nothing
     assert with_mirror(on, None, ["http://node1:5050"]) == config
     assert with_mirror({"registry-mirrors": ["http://node1:5050"]}, None, ["http://node1:5050"]) == {}

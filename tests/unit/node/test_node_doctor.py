@@ -177,10 +177,23 @@ def test_hgxkit_doctor_runs_the_checkouts_program(tmp_path) -> None:
     import sys
 
     root = Path(__file__).resolve().parents[3]
-    result = subprocess.run([sys.executable, "-m", "hgxkit", "doctor", str(tmp_path / "none.py")], cwd=root,
-                            capture_output=True, text=True, timeout=120, check=False)  # fmt: skip
+    result = subprocess.run(
+        [sys.executable, "-m", "hgxkit", "doctor", str(tmp_path / "none.py")],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert (result.returncode, result.stderr) == (2, f"hgxkit: error: {tmp_path}/none.py: no such inventory file\n")
-    outside = subprocess.run([sys.executable, "-m", "hgxkit", "doctor", "x.py"], cwd=tmp_path, capture_output=True,
-                             text=True, timeout=120, check=False, env={"PYTHONPATH": str(root)})  # fmt: skip
+    outside = subprocess.run(
+        [sys.executable, "-m", "hgxkit", "doctor", "x.py"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env={"PYTHONPATH": str(root)},
+    )
     assert outside.returncode == 2  # the package's own checkout is found from elsewhere too
     assert outside.stderr == "hgxkit: error: x.py: no such inventory file\n"

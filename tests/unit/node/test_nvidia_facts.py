@@ -29,7 +29,12 @@ def test_query_gpu_reports_eight_h200_with_fabric_completed() -> None:
     assert [g.index for g in smi.gpus] == list(range(8))
     gpu = smi.gpus[5]
     assert (gpu.name, gpu.bus_id, gpu.driver_version) == ("NVIDIA H200", "00000000:AB:00.0", "580.95.05")
-    assert (gpu.memory_total_mib, gpu.power_limit_w, gpu.persistence_mode, gpu.ecc_enabled) == (143771, 700.0, True, True)
+    assert (gpu.memory_total_mib, gpu.power_limit_w, gpu.persistence_mode, gpu.ecc_enabled) == (
+        143771,
+        700.0,
+        True,
+        True,
+    )
     assert {(g.fabric_state, g.fabric_status) for g in smi.gpus} == {("Completed", "Success")}
 
 
@@ -45,7 +50,12 @@ def test_query_gpu_with_header_units_and_fabric_in_progress() -> None:
     ("fixture", "rc", "failure", "message"),
     [
         ("smi-no-driver.txt", 9, "no-driver", "NVIDIA-SMI has failed because it couldn't communicate"),
-        ("smi-version-mismatch.txt", 18, "version-mismatch", "Failed to initialize NVML: Driver/library version mismatch"),
+        (
+            "smi-version-mismatch.txt",
+            18,
+            "version-mismatch",
+            "Failed to initialize NVML: Driver/library version mismatch",
+        ),
     ],
 )
 def test_nvidia_smi_failures_are_states(fixture: str, rc: int, failure: str, message: str) -> None:
@@ -70,7 +80,11 @@ def test_xml_reports_versions_fabric_ecc_and_clocks() -> None:
     gpus, top = gpus_from_xml((FIXTURES / "smi-q-x-h200.xml").read_text())
     assert top == {"driver_version": "580.95.05", "cuda_version": "13.0", "attached_gpus": "2"}
     assert [(g.index, g.bus_id) for g in gpus] == [(0, "00000000:18:00.0"), (1, "00000000:2A:00.0")]
-    assert (gpus[1].vbios_version, gpus[1].fabric_state, gpus[1].ecc_errors_uncorrected) == ("96.00.AF.00.01", "Completed", 1)
+    assert (gpus[1].vbios_version, gpus[1].fabric_state, gpus[1].ecc_errors_uncorrected) == (
+        "96.00.AF.00.01",
+        "Completed",
+        1,
+    )
     assert (gpus[0].clocks_max_sm_mhz, gpus[0].clocks_max_mem_mhz, gpus[0].power_limit_w) == (1980, 3201, 700.0)
 
 

@@ -25,8 +25,15 @@ def _kept_bytecode(folder: Path, first_line: str, owner: int | None = None, **en
             os.chown(path, owner, owner)
             path.chmod(0o777)  # writable by anyone: only the owner check can keep root's __pycache__ out
     base = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-    done = subprocess.run([PYINFRA, "-y", "@local", "deploy.py"], cwd=folder, env={**base, **env},
-                          capture_output=True, text=True, timeout=120, check=False)  # fmt: skip
+    done = subprocess.run(
+        [PYINFRA, "-y", "@local", "deploy.py"],
+        cwd=folder,
+        env={**base, **env},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     return (folder / "probe" / "__pycache__").is_dir()
 

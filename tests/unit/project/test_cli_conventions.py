@@ -85,11 +85,17 @@ def _bundle_create(tmp: Path, monkeypatch: pytest.MonkeyPatch) -> list[list[str]
 
 # Command path -> the argv lists that exercise its --json output (each is run and validated).
 INVOCATIONS: dict[tuple[str, ...], Invocation] = {
-    ("recipe", "check"): lambda tmp, mp: [["recipe", "check", MARLIN, "--json"],
-                                          ["recipe", "check", MARLIN, "--gpus", "6", "--json"]],
-    ("recipe", "diff"): lambda tmp, mp: [["recipe", "diff", MARLIN, FLASHINFER, "--json"],
-                                         ["recipe", "diff", MARLIN, MARLIN, "--json"]],
-    ("recipe", "import"): lambda tmp, mp: [["recipe", "import", str(ROOT / "tests/fixtures/forum-dspark-h200.txt"), "--json"]],
+    ("recipe", "check"): lambda tmp, mp: [
+        ["recipe", "check", MARLIN, "--json"],
+        ["recipe", "check", MARLIN, "--gpus", "6", "--json"],
+    ],
+    ("recipe", "diff"): lambda tmp, mp: [
+        ["recipe", "diff", MARLIN, FLASHINFER, "--json"],
+        ["recipe", "diff", MARLIN, MARLIN, "--json"],
+    ],
+    ("recipe", "import"): lambda tmp, mp: [
+        ["recipe", "import", str(ROOT / "tests/fixtures/forum-dspark-h200.txt"), "--json"]
+    ],
     ("recipe", "show"): lambda tmp, mp: [["recipe", "show", path, "--json"] for path in (MARLIN, FLASHINFER)],
     ("results", "ls"): lambda tmp, mp: [[*_results(tmp, mp), "ls", "--json"]],
     ("results", "show"): lambda tmp, mp: [[*_results(tmp, mp), "show", "marlin", "--json"]],
@@ -128,7 +134,9 @@ def test_every_option_argument_and_sub_command_has_help() -> None:
     assert missing == []
 
 
-def test_group_options_are_accepted_after_the_sub_command_too(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_group_options_are_accepted_after_the_sub_command_too(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     for path, parser in _tree():
         own = [a for a in parser._actions if a.option_strings and not isinstance(a, argparse._HelpAction)]
         subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
@@ -138,10 +146,14 @@ def test_group_options_are_accepted_after_the_sub_command_too(tmp_path: Path, ca
                     if isinstance(action, argparse._VersionAction):
                         continue
                     assert set(action.option_strings) & set(sub._option_string_actions), (
-                        f"hgxkit {' '.join((*path, name))} does not accept {action.option_strings[0]}")
+                        f"hgxkit {' '.join((*path, name))} does not accept {action.option_strings[0]}"
+                    )
     make_run(tmp_path, "node1", "20261130T120000Z", "marlin")
-    for argv in (["results", "ls", "--root", str(tmp_path)], ["results", "--root", str(tmp_path), "ls"],
-                 ["results", "--root", "elsewhere", "ls", "--root", str(tmp_path)]):  # fmt: skip
+    for argv in (
+        ["results", "ls", "--root", str(tmp_path)],
+        ["results", "--root", str(tmp_path), "ls"],
+        ["results", "--root", "elsewhere", "ls", "--root", str(tmp_path)],
+    ):
         assert main(argv) == 0
         assert capsys.readouterr().out == "node1/20261130T120000Z_marlin  marlin  2 cells  SIMULATED\n", argv
     assert main(["results", "ls", "--root", str(tmp_path / "none")]) == 0
@@ -174,7 +186,9 @@ def test_every_json_output_has_a_schema_version_and_validates(
             assert code in (0, 1), (argv, code)
             document = json.loads(out)
             assert isinstance(document, dict) and isinstance(document.get("schema_version"), int), argv
-            errors = [f"{'/'.join(map(str, e.absolute_path))}: {e.message[:160]}" for e in validator.iter_errors(document)]
+            errors = [
+                f"{'/'.join(map(str, e.absolute_path))}: {e.message[:160]}" for e in validator.iter_errors(document)
+            ]
             assert errors == [], argv
 
 
@@ -189,7 +203,8 @@ def test_a_json_output_that_breaks_its_schema_is_caught() -> None:
     assert list(validator.iter_errors(document)) == []
     document["server"]["defaults"] = {"host": "0.0.0.0", "port": 30000}
     assert [e.message for e in validator.iter_errors(document)] == [
-        "Additional properties are not allowed ('defaults' was unexpected)"]  # fmt: skip
+        "Additional properties are not allowed ('defaults' was unexpected)"
+    ]
 
 
 def test_every_schema_file_ships_in_the_wheel() -> None:

@@ -52,8 +52,12 @@ class Controller:
         return subprocess.run(command, cwd=self.work, env=env, capture_output=True, text=True, timeout=timeout)
 
 
-OFFLINE = ("Could not find a version", "Failed to establish a new connection", "Temporary failure in name resolution",
-           "Network is unreachable")  # fmt: skip
+OFFLINE = (
+    "Could not find a version",
+    "Failed to establish a new connection",
+    "Temporary failure in name resolution",
+    "Network is unreachable",
+)
 
 
 def _pip(*args: str, cwd: Path) -> None:
@@ -78,12 +82,32 @@ def controller(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Controller]
     for name in ("pyproject.toml", "README.md"):
         shutil.copy2(ROOT / name, src / name)
     # An absolute path: a bare `src` is a project name on the index to pip.
-    _pip(sys.executable, "-m", "pip", "wheel", "--no-deps", "--disable-pip-version-check", "-q",
-         "-w", str(top / "dist"), str(src), cwd=top)  # fmt: skip
+    _pip(
+        sys.executable,
+        "-m",
+        "pip",
+        "wheel",
+        "--no-deps",
+        "--disable-pip-version-check",
+        "-q",
+        "-w",
+        str(top / "dist"),
+        str(src),
+        cwd=top,
+    )
     (wheel,) = (top / "dist").glob("hgxkit-*.whl")
     venv.EnvBuilder(with_pip=True, clear=True).create(top / "venv")
-    _pip(str(top / "venv" / "bin" / "python"), "-m", "pip", "install", "--no-compile", "--disable-pip-version-check", "-q",
-         str(wheel), cwd=top)  # fmt: skip
+    _pip(
+        str(top / "venv" / "bin" / "python"),
+        "-m",
+        "pip",
+        "install",
+        "--no-compile",
+        "--disable-pip-version-check",
+        "-q",
+        str(wheel),
+        cwd=top,
+    )
     work = top / "work"
     work.mkdir()
     for name in ("deploys", "roles", "recipes"):
@@ -94,8 +118,9 @@ def controller(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Controller]
 
 
 def test_the_venv_is_a_controller_without_the_sim_extra(controller: Controller) -> None:
-    out = controller.run("python", "-c", "import hgxkit, importlib.util as u; "
-                         "print(hgxkit.__file__); print(u.find_spec('docker'))")  # fmt: skip
+    out = controller.run(
+        "python", "-c", "import hgxkit, importlib.util as u; print(hgxkit.__file__); print(u.find_spec('docker'))"
+    )
     where, docker = out.stdout.split()
     assert "site-packages" in where and docker == "None", out
 
@@ -200,5 +225,10 @@ def test_building_the_cli_imports_nothing_of_the_simulation_but_its_parsers() ->
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, check=True)
     # hgxkit.sim.host is stdlib-only (test_sim_host.py): `hgxkit sim host setup` runs before any venv exists.
-    assert out.stdout.split() == ["hgxkit.sim", "hgxkit.sim.cli", "hgxkit.sim.host", "hgxkit.sim.standin",
-                                  "hgxkit.sim.standin.cli"]  # fmt: skip
+    assert out.stdout.split() == [
+        "hgxkit.sim",
+        "hgxkit.sim.cli",
+        "hgxkit.sim.host",
+        "hgxkit.sim.standin",
+        "hgxkit.sim.standin.cli",
+    ]

@@ -62,8 +62,10 @@ def test_node_sh_fails_on_a_nonzero_exit_only_with_check(monkeypatch) -> None:
 def steady(port: int, start: float, end: float, step: float = 0.5, code: str = "200") -> list:
     out, t = [], start
     while t < end:
-        out += [sim_steps.Sample(int(t * S), int((t + 0.1) * S), port, "health", code),
-                sim_steps.Sample(int(t * S), int((t + step) * S), port, "chat", code)]  # fmt: skip
+        out += [
+            sim_steps.Sample(int(t * S), int((t + 0.1) * S), port, "health", code),
+            sim_steps.Sample(int(t * S), int((t + step) * S), port, "chat", code),
+        ]
         t += step
     return out
 
@@ -126,8 +128,11 @@ def test_the_fault_hook_stops_the_process_at_its_point_only() -> None:
         "print(r.unit_name('a'), flush=True)\nprint(r.unit_name('grp-0'), flush=True)\nprint('after', flush=True)\n"
     )
     root = Path(__file__).resolve().parents[3]
-    env = {**os.environ, "PYTHONPATH": f"{HOOK}{os.pathsep}{root}",
-           "HGXKIT_FAULT_AT": "hgxkit.serving.replace:unit_name:grp"}  # fmt: skip
+    env = {
+        **os.environ,
+        "PYTHONPATH": f"{HOOK}{os.pathsep}{root}",
+        "HGXKIT_FAULT_AT": "hgxkit.serving.replace:unit_name:grp",
+    }
     proc = subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 60
@@ -139,6 +144,9 @@ def test_the_fault_hook_stops_the_process_at_its_point_only() -> None:
     finally:
         proc.kill()
     assert stdout.splitlines() == [
-        "hgxkit-serve-a", "", f"HGXKIT-FAULT-PAUSED hgxkit.serving.replace:unit_name pid {proc.pid}",
-        "hgxkit-serve-grp-0", "after",
-    ]  # fmt: skip
+        "hgxkit-serve-a",
+        "",
+        f"HGXKIT-FAULT-PAUSED hgxkit.serving.replace:unit_name pid {proc.pid}",
+        "hgxkit-serve-grp-0",
+        "after",
+    ]

@@ -23,8 +23,12 @@ def test_the_score_counts_timeouts_as_killed_and_explained_survivors_apart(tmp_p
     meta.write_text(json.dumps({"exit_code_by_key": codes}))
     result = tool.score("m", [meta], {"m.a_3": "why"})
     assert (result.killed, result.timeouts, result.survived, result.explained, result.untested) == (
-        3, 1, ("m.a_2",), ("m.a_3",), ("m.a_5",),
-    )  # fmt: skip
+        3,
+        1,
+        ("m.a_2",),
+        ("m.a_3",),
+        ("m.a_5",),
+    )
     assert result.line() == (
         "mutation score m: 66.7% (3 killed (1 by timeout), 1 equivalent, 1 survived, 1 untested of 6)"
     )

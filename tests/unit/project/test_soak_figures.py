@@ -50,8 +50,15 @@ def test_part_k_selects_that_part_of_each_module() -> None:
 
 
 def _row(module: str, selected: int, cases: int, faults: int, requests: int, failed: int, load: list) -> dict:
-    return {"module": module, "selected": selected, "cases": cases, "faults": faults, "requests": requests,
-            "failed": failed, "load": load}  # fmt: skip
+    return {
+        "module": module,
+        "selected": selected,
+        "cases": cases,
+        "faults": faults,
+        "requests": requests,
+        "failed": failed,
+        "load": load,
+    }
 
 
 def test_the_figures_are_added_up_over_the_parts(tmp_path: Path, capsys, monkeypatch) -> None:

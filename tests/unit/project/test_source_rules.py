@@ -22,14 +22,76 @@ ROOT = Path(__file__).resolve().parents[3]
 # Where host commands are built from values: the one quoting place.
 HELPER = ROOT / "hgxkit" / "hostcmd.py"
 # Programs a host command starts with; a formatted string that starts like this is a shell command.
-SHELL_WORDS = ["apt-get", "apt-mark", "bash", "cat", "cd", "chmod", "cp", "curl", "dcgmi", "df", "docker", "dpkg", "dpkg-query", "echo", "export", "flock", "for", "grep", "head", "if", "journalctl", "ln", "mkdir", "mount", "mv", "nsenter", "nvidia-ctk", "nvidia-smi", "pip", "printf", "python", "python3", "rm", "sh", "snap", "ss", "ssh-keygen", "stat", "systemctl", "systemd-run", "tail", "test", "touch", "umask"]
+SHELL_WORDS = [
+    "apt-get",
+    "apt-mark",
+    "bash",
+    "cat",
+    "cd",
+    "chmod",
+    "cp",
+    "curl",
+    "dcgmi",
+    "df",
+    "docker",
+    "dpkg",
+    "dpkg-query",
+    "echo",
+    "export",
+    "flock",
+    "for",
+    "grep",
+    "head",
+    "if",
+    "journalctl",
+    "ln",
+    "mkdir",
+    "mount",
+    "mv",
+    "nsenter",
+    "nvidia-ctk",
+    "nvidia-smi",
+    "pip",
+    "printf",
+    "python",
+    "python3",
+    "rm",
+    "sh",
+    "snap",
+    "ss",
+    "ssh-keygen",
+    "stat",
+    "systemctl",
+    "systemd-run",
+    "tail",
+    "test",
+    "touch",
+    "umask",
+]
 SHELL_START = re.compile(r"^\s*(?:" + "|".join(re.escape(w) for w in SHELL_WORDS) + r")(?:\s|$)")
 COMMAND_CALLS = {"run", "status", "run_shell_command", "StringCommand", "shell"}
 # Strings passed to these are messages for people (errors, problems, log lines), not commands.
 MESSAGE_CALLS = {
-    "Problem", "DeployError", "HgxkitError", "InputError", "ValueError", "TypeError", "KeyError", "RuntimeError",
-    "FetchError", "AssertionError", "SystemExit", "echo", "log", "print", "info", "warning", "error", "debug", "fail",
-}  # fmt: skip
+    "Problem",
+    "DeployError",
+    "HgxkitError",
+    "InputError",
+    "ValueError",
+    "TypeError",
+    "KeyError",
+    "RuntimeError",
+    "FetchError",
+    "AssertionError",
+    "SystemExit",
+    "echo",
+    "log",
+    "print",
+    "info",
+    "warning",
+    "error",
+    "debug",
+    "fail",
+}
 
 
 def sources() -> Iterator[Path]:
@@ -62,8 +124,13 @@ def literal_start(node: ast.expr) -> str | None:
 
 def has_value(node: ast.expr) -> bool:
     """True when a formatted string takes a value (a name, call, attribute…), not only constants."""
-    return any(not isinstance(n, ast.Constant) for n in ast.walk(node) if isinstance(n, ast.expr) and n is not node
-               and not isinstance(n, ast.JoinedStr | ast.FormattedValue | ast.BinOp))  # fmt: skip
+    return any(
+        not isinstance(n, ast.Constant)
+        for n in ast.walk(node)
+        if isinstance(n, ast.expr)
+        and n is not node
+        and not isinstance(n, ast.JoinedStr | ast.FormattedValue | ast.BinOp)
+    )
 
 
 def in_message(node: ast.AST, parents: dict[ast.AST, ast.AST]) -> bool:
@@ -85,8 +152,10 @@ def formatted_shell_commands(tree: ast.AST) -> list[tuple[int, str]]:
     for node in ast.walk(tree):
         if isinstance(node, ast.Call):
             name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
-            if name == "script" and node.args and not (
-                isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)
+            if (
+                name == "script"
+                and node.args
+                and not (isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str))
             ):
                 found.append((node.lineno, "script() template is not a literal"))
             if name in COMMAND_CALLS:
@@ -289,15 +358,18 @@ def write_tree(root: Path, files: dict[str, str]) -> Path:
 
 def test_a_circle_through_a_function_level_import_and_a_package_init_is_found(tmp_path: Path) -> None:
     """Today's serve-role shape: `__init__` imports its submodule inside a function, which imports names back."""
-    root = write_tree(tmp_path, {
-        "hgxkit/__init__.py": "",
-        "roles/__init__.py": "",
-        "roles/serve/__init__.py": "def _pull():\n    pass\n\n\ndef serve():\n    from roles.serve.group import go\n    go()\n",
-        "roles/serve/group.py": "from roles.serve import _pull\n",
-        "roles/serve/defaults.py": "DEFAULTS = {}\n",
-        "roles/other/__init__.py": "from roles.other import defaults\nfrom .defaults import DEFAULTS\n",
-        "roles/other/defaults.py": "DEFAULTS = {}\n",
-    })  # fmt: skip
+    root = write_tree(
+        tmp_path,
+        {
+            "hgxkit/__init__.py": "",
+            "roles/__init__.py": "",
+            "roles/serve/__init__.py": "def _pull():\n    pass\n\n\ndef serve():\n    from roles.serve.group import go\n    go()\n",
+            "roles/serve/group.py": "from roles.serve import _pull\n",
+            "roles/serve/defaults.py": "DEFAULTS = {}\n",
+            "roles/other/__init__.py": "from roles.other import defaults\nfrom .defaults import DEFAULTS\n",
+            "roles/other/defaults.py": "DEFAULTS = {}\n",
+        },
+    )
     graph = import_graph(root)
     assert graph["roles.serve"] == {"roles.serve.group"} and graph["roles.serve.group"] == {"roles.serve"}
     assert graph["roles.other"] == {"roles.other.defaults"}  # a submodule imported by name is that submodule
@@ -374,9 +446,7 @@ def test_no_import_runs_up_the_floors() -> None:
 
 def test_the_floor_rule_catches_an_import_up() -> None:
     graph = {"hgxkit.kinds.vllm": {"hgxkit.sim.standin.vllm.args"}, "hgxkit.recipe.read": {"hgxkit.kinds"}}
-    assert imports_up(graph) == [
-        "hgxkit.kinds.vllm (floor 2) imports hgxkit.sim.standin.vllm.args (floor 11)"
-    ]
+    assert imports_up(graph) == ["hgxkit.kinds.vllm (floor 2) imports hgxkit.sim.standin.vllm.args (floor 11)"]
     assert imports_up({"hgxkit.cli": {"hgxkit.sim.cli"}, "hgxkit.cli.bundle": {"hgxkit.sim.bundlesources"}}) == [
         "hgxkit.cli.bundle (floor 10) imports hgxkit.sim.bundlesources (floor 11)"
     ]

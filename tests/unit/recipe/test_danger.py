@@ -24,102 +24,709 @@ from hgxkit.recipe.read import parse_recipe_text
 
 # (options between `docker run` and the image) -> [(name, option as written, reason, entry, class)]
 TABLE = [
-    (['--privileged'], [('--privileged', '--privileged', 'gives the container every device and capability of the host', 0, 'privileges')]),
-    (['--privileged=false'], []),
-    (['--privileged=true'], [('--privileged', '--privileged=true', 'gives the container every device and capability of the host', 0, 'privileges')]),
-    (['--use-api-socket'], [('--use-api-socket', '--use-api-socket', 'gives the container the Docker API and its credentials: root on the host', 0, 'privileges')]),
-    (['--use-api-socket=false'], []),
-    (['--network=host'], [('--network=host', '--network=host', "shares the host's network stack: every port the server opens is open on every interface", 0, 'network')]),
-    (['--pid=host'], [('--pid=host', '--pid=host', "shares the host's processes: the container sees, signals and traces every process on the host", 0, 'namespaces')]),
-    (['--ipc=host'], []),
-    (['--uts=host'], [('--uts=host', '--uts=host', "shares the host's hostname, which the container can change", 0, 'namespaces')]),
-    (['--userns=host'], [('--userns=host', '--userns=host', 'turns off user-namespace remapping: root in the container is root on the host', 0, 'namespaces')]),
-    (['--cgroupns=host'], [('--cgroupns=host', '--cgroupns=host', "shares the host's cgroup namespace: the container sees the host's cgroup tree", 0, 'namespaces')]),
-    (['--network=bridge'], []),
-    (['--network=container:abc'], [('--network=container', '--network=container:abc', 'joins the namespace of another container (container:abc), whatever it runs', 0, 'network')]),
-    (['--pid=container:abc'], [('--pid=container', '--pid=container:abc', 'joins the namespace of another container (container:abc), whatever it runs', 0, 'namespaces')]),
-    (['--ipc=container:x'], [('--ipc=container', '--ipc=container:x', 'joins the namespace of another container (container:x), whatever it runs', 0, 'namespaces')]),
-    (['--security-opt', 'seccomp:unconfined'], [('--security-opt=seccomp=unconfined', '--security-opt=seccomp:unconfined', 'turns off the seccomp filter: every system call is allowed', 0, 'security')]),
-    (['--security-opt=apparmor=unconfined'], [('--security-opt=apparmor=unconfined', '--security-opt=apparmor=unconfined', 'turns off the AppArmor profile', 0, 'security')]),
-    (['--security-opt', 'no-new-privileges'], []),
-    (['--security-opt', 'no-new-privileges=true'], []),
-    (['--security-opt', 'label=disable'], [('--security-opt=label=disable', '--security-opt=label=disable', 'turns off SELinux labelling of the container', 0, 'security')]),
-    (['--security-opt', 'seccomp=/x.json'], [('--security-opt', '--security-opt=seccomp=/x.json', "changes the container's confinement (seccomp=/x.json), which hgxkit cannot judge", 0, 'security')]),
-    (['--cap-add', 'SYS_ADMIN'], [('--cap-add', '--cap-add=SYS_ADMIN', "adds a Linux capability to the container's root", 0, 'privileges')]),
-    (['--device', '/dev/mem'], [('--device', '--device=/dev/mem', 'gives the container a host device node', 0, 'devices')]),
-    (['--publish-all'], [('--publish-all', '--publish-all', 'publishes every exposed port on every interface, whatever bind_address says', 0, 'ports')]),
-    (['-P'], [('--publish-all', '--publish-all', 'publishes every exposed port on every interface, whatever bind_address says', 0, 'ports')]),
-    (['--publish-all=false'], []),
-    (['--runtime', 'nvidia'], []),
-    (['--runtime', 'kata'], [('--runtime', '--runtime=kata', "'kata' is not one of nvidia, runc", 0, 'runtime')]),
-    (['--isolation', 'hyperv'], [('--isolation', '--isolation=hyperv', "'hyperv' is not one of default", 0, 'runtime')]),
-    (['--log-driver', 'syslog'], [('--log-driver', '--log-driver=syslog', "'syslog' is not one of json-file, local, none, journald", 0, 'logging')]),
-    (['--log-driver', 'local'], []),
-    (['--volume-driver', 'x'], [('--volume-driver', '--volume-driver=x', 'mounts through a volume plugin, which decides what the container gets', 0, 'mounts')]),
-    (['--oom-score-adj', '-5'], [('--oom-score-adj', '--oom-score-adj=-5', "makes the host's OOM killer spare the container and kill host processes first", 0, 'resources')]),
-    (['--oom-score-adj', '5'], []),
-    (['--oom-score-adj', '0'], []),
-    (['--oom-kill-disable'], [('--oom-kill-disable', '--oom-kill-disable', 'keeps the OOM killer off the container: the host runs out of memory instead', 0, 'resources')]),
-    (['--oom-kill-disable=false'], []),
-    (['--pids-limit', '0'], [('--pids-limit', '--pids-limit=0', 'removes the limit on processes: a fork bomb takes the host', 0, 'resources')]),
-    (['--pids-limit', '-1'], [('--pids-limit', '--pids-limit=-1', 'removes the limit on processes: a fork bomb takes the host', 0, 'resources')]),
-    (['--pids-limit', '1'], []),
-    (['--pids-limit', 'x'], [('--pids-limit', '--pids-limit=x', 'removes the limit on processes: a fork bomb takes the host', 0, 'resources')]),
-    (['--cgroup-parent', '/x'], [('--cgroup-parent', '--cgroup-parent=/x', "places the container in a cgroup of the recipe's choosing, outside Docker's limits", 0, 'resources')]),
-    (['--shm-size', '32g'], []),
-    (['--shm-size', '2t'], [('--shm-size', '--shm-size=2t', "a /dev/shm of 2t: the host's memory (2048 GiB) or more", 0, 'resources')]),
-    (['--shm-size', '2048GiB'], [('--shm-size', '--shm-size=2048GiB', "a /dev/shm of 2048GiB: the host's memory (2048 GiB) or more", 0, 'resources')]),
-    (['--shm-size', '1.5t'], []),
-    (['--shm-size', '2Tb'], [('--shm-size', '--shm-size=2Tb', "a /dev/shm of 2Tb: the host's memory (2048 GiB) or more", 0, 'resources')]),
-    (['--shm-size', '2199023255552'], [('--shm-size', '--shm-size=2199023255552', "a /dev/shm of 2199023255552: the host's memory (2048 GiB) or more", 0, 'resources')]),
-    (['--shm-size', '2199023255551'], []),
-    (['--shm-size', ' 2 T '], [('--shm-size', '--shm-size= 2 T ', "a /dev/shm of  2 T : the host's memory (2048 GiB) or more", 0, 'resources')]),
-    (['--shm-size', 'lots'], []),
-    (['--shm-size', '2048.5g'], [('--shm-size', '--shm-size=2048.5g', "a /dev/shm of 2048.5g: the host's memory (2048 GiB) or more", 0, 'resources')]),
-    (['--tmpfs', '/x:size=3t'], [('--tmpfs', '--tmpfs=/x:size=3t', "a tmpfs of 3072 GiB: the host's memory (2048 GiB) or more", 0, 'mounts')]),
-    (['--tmpfs', '/x:rw,size=1g'], []),
-    (['--tmpfs', '/x: size =3t'], [('--tmpfs', '--tmpfs=/x: size =3t', "a tmpfs of 3072 GiB: the host's memory (2048 GiB) or more", 0, 'mounts')]),
-    (['--tmpfs', '/x:size='], []),
-    (['--tmpfs', '/x'], []),
-    (['--tmpfs', '/x:mode=1777,size=2t'], [('--tmpfs', '--tmpfs=/x:mode=1777,size=2t', "a tmpfs of 2048 GiB: the host's memory (2048 GiB) or more", 0, 'mounts')]),
-    (['--mount', 'type=tmpfs,target=/x,tmpfs-size=3t'], [('--tmpfs', '--mount=type=tmpfs,target=/x,tmpfs-size=3t', "a tmpfs of 3072 GiB: the host's memory (2048 GiB) or more", 0, 'mounts')]),
-    (['--mount', 'type=tmpfs,dst=/x'], []),
-    (['--mount', 'TYPE=tmpfs,Tmpfs-Size=3T,target=/x'], [('--tmpfs', '--mount=TYPE=tmpfs,Tmpfs-Size=3T,target=/x', "a tmpfs of 3072 GiB: the host's memory (2048 GiB) or more", 0, 'mounts')]),
-    (['--mount', 'type=bind,source=/data/models/a,tmpfs-size=3t,target=/x'], []),
-    (['-v', '/var/run/docker.sock:/s'], [('docker-socket-mount', '--volume=/var/run/docker.sock:/s', "mounts the container runtime's socket /var/run/docker.sock: root on the host", 0, 'mounts')]),
-    (['-v', '/run/containerd/containerd.sock:/s'], [('docker-socket-mount', '--volume=/run/containerd/containerd.sock:/s', "mounts the container runtime's socket /run/containerd/containerd.sock: root on the host", 0, 'mounts')]),
-    (['-v', '/:/h'], [('host-system-mount', '--volume=/:/h', "mounts the host's root file system", 0, 'mounts')]),
-    (['-v', '/etc:/e'], [('host-system-mount', '--volume=/etc:/e', "mounts /etc, which holds or is inside the host's /etc", 0, 'mounts')]),
-    (['-v', '/data:/d'], [('host-mount', '--volume=/data:/d', 'mounts the host directory /data, outside the model directories (/data/models); move the files there, or allow it', 0, 'mounts')]),
-    (['-v', '/data/models/m:/m:ro'], []),
-    (['-v', '/data/models:/m'], []),
-    (['-v', '/data/modelsx:/m'], [('host-mount', '--volume=/data/modelsx:/m', 'mounts the host directory /data/modelsx, outside the model directories (/data/models); move the files there, or allow it', 0, 'mounts')]),
-    (['-v', '/data/other:/o'], [('host-mount', '--volume=/data/other:/o', 'mounts the host directory /data/other, outside the model directories (/data/models); move the files there, or allow it', 0, 'mounts')]),
-    (['-v', 'vol:/x'], []),
-    (['-v', './rel:/x'], [('host-system-mount', '--volume=./rel:/x', 'mounts ./rel, a host path decided when the command runs ($HOME is /root when hgxkit deploys as root; a relative path depends on the working directory); write the absolute directory', 0, 'mounts')]),
-    (['-v', '~/x:/x'], [('host-system-mount', '--volume=~/x:/x', 'mounts ~/x, a host path decided when the command runs ($HOME is /root when hgxkit deploys as root; a relative path depends on the working directory); write the absolute directory', 0, 'mounts')]),
-    (['-v', '/dev/shm:/dev/shm'], []),
-    (['-v', '/dev/shm/:/dev/shm'], []),
-    (['-v', '//etc:/e'], [('host-system-mount', '--volume=//etc:/e', "mounts //etc, which holds or is inside the host's /etc", 0, 'mounts')]),
-    (['-v', '///etc:/e'], [('host-system-mount', '--volume=///etc:/e', "mounts ///etc, which holds or is inside the host's /etc", 0, 'mounts')]),
-    (['-v', '/usr/local:/u'], [('host-system-mount', '--volume=/usr/local:/u', "mounts /usr/local, which holds or is inside the host's /usr", 0, 'mounts')]),
-    (['-v', '/etc/hgxkit:/k'], [('hgxkit-secret-mount', '--volume=/etc/hgxkit:/k', "mounts /etc/hgxkit, where hgxkit keeps the node's API keys and tokens", 0, 'mounts')]),
-    (['-v', '/x'], []),
-    (['-v', ':/x'], []),
-    (['--mount', 'type=bind,source=/etc,target=/e'], [('host-system-mount', '--mount=type=bind,source=/etc,target=/e', "mounts /etc, which holds or is inside the host's /etc", 0, 'mounts')]),
-    (['--mount', 'type=bind,src=/data/models/x,target=/e'], []),
-    (['--mount', 'type=volume,volume-opt=device=/etc,volume-opt=o=bind,target=/x'], [('host-system-mount', '--mount=type=volume,volume-opt=device=/etc,volume-opt=o=bind,target=/x', "mounts /etc, which holds or is inside the host's /etc", 0, 'mounts')]),
-    (['--mount', 'type=volume, Volume-Opt = Device=/etc,target=/x'], [('host-system-mount', '--mount=type=volume, Volume-Opt = Device=/etc,target=/x', "mounts /etc, which holds or is inside the host's /etc", 0, 'mounts')]),
-    (['--mount', 'type=bind,Source=/etc,target=/e'], [('host-system-mount', '--mount=type=bind,Source=/etc,target=/e', "mounts /etc, which holds or is inside the host's /etc", 0, 'mounts')]),
-    (['--mount', 'type=bind,"source=/srv/a,b",target=/x'], [('host-mount', '--mount=type=bind,"source=/srv/a,b",target=/x', 'mounts the host directory /srv/a,b, outside the model directories (/data/models); move the files there, or allow it', 0, 'mounts')]),
-    (['--mount', 'type=bind,source="/srv/a,target=/x'], [('host-system-mount', '--mount=type=bind,source="/srv/a,target=/x', 'mounts "/srv/a, a host path decided when the command runs ($HOME is /root when hgxkit deploys as root; a relative path depends on the working directory); write the absolute directory', 0, 'mounts')]),
-    (['--env-file', '/etc/shadow'], [('host-file-read', '--env-file=/etc/shadow', 'reads the host file /etc/shadow into the container; keep such files outside system directories and give an absolute path', 0, 'env')]),
-    (['--env-file', 'rel.env'], [('host-file-read', '--env-file=rel.env', 'reads the host file rel.env into the container; keep such files outside system directories and give an absolute path', 0, 'env')]),
-    (['--env-file', '/opt/x.env'], []),
-    (['--label-file', '/etc/x'], [('host-file-read', '--label-file=/etc/x', 'reads the host file /etc/x into the container; keep such files outside system directories and give an absolute path', 0, 'labels')]),
-    (['--label-file', '/opt/x'], []),
-    (['--frobnicate'], [('unknown-option', "argv: token 3 '--frobnicate' (line 1, column 3): unknown docker run option; check its spelling against `docker run --help`", 'an option hgxkit does not know is refused by name', -1, '')]),
-]  # fmt: skip
+    (
+        ["--privileged"],
+        [
+            (
+                "--privileged",
+                "--privileged",
+                "gives the container every device and capability of the host",
+                0,
+                "privileges",
+            )
+        ],
+    ),
+    (["--privileged=false"], []),
+    (
+        ["--privileged=true"],
+        [
+            (
+                "--privileged",
+                "--privileged=true",
+                "gives the container every device and capability of the host",
+                0,
+                "privileges",
+            )
+        ],
+    ),
+    (
+        ["--use-api-socket"],
+        [
+            (
+                "--use-api-socket",
+                "--use-api-socket",
+                "gives the container the Docker API and its credentials: root on the host",
+                0,
+                "privileges",
+            )
+        ],
+    ),
+    (["--use-api-socket=false"], []),
+    (
+        ["--network=host"],
+        [
+            (
+                "--network=host",
+                "--network=host",
+                "shares the host's network stack: every port the server opens is open on every interface",
+                0,
+                "network",
+            )
+        ],
+    ),
+    (
+        ["--pid=host"],
+        [
+            (
+                "--pid=host",
+                "--pid=host",
+                "shares the host's processes: the container sees, signals and traces every process on the host",
+                0,
+                "namespaces",
+            )
+        ],
+    ),
+    (["--ipc=host"], []),
+    (
+        ["--uts=host"],
+        [("--uts=host", "--uts=host", "shares the host's hostname, which the container can change", 0, "namespaces")],
+    ),
+    (
+        ["--userns=host"],
+        [
+            (
+                "--userns=host",
+                "--userns=host",
+                "turns off user-namespace remapping: root in the container is root on the host",
+                0,
+                "namespaces",
+            )
+        ],
+    ),
+    (
+        ["--cgroupns=host"],
+        [
+            (
+                "--cgroupns=host",
+                "--cgroupns=host",
+                "shares the host's cgroup namespace: the container sees the host's cgroup tree",
+                0,
+                "namespaces",
+            )
+        ],
+    ),
+    (["--network=bridge"], []),
+    (
+        ["--network=container:abc"],
+        [
+            (
+                "--network=container",
+                "--network=container:abc",
+                "joins the namespace of another container (container:abc), whatever it runs",
+                0,
+                "network",
+            )
+        ],
+    ),
+    (
+        ["--pid=container:abc"],
+        [
+            (
+                "--pid=container",
+                "--pid=container:abc",
+                "joins the namespace of another container (container:abc), whatever it runs",
+                0,
+                "namespaces",
+            )
+        ],
+    ),
+    (
+        ["--ipc=container:x"],
+        [
+            (
+                "--ipc=container",
+                "--ipc=container:x",
+                "joins the namespace of another container (container:x), whatever it runs",
+                0,
+                "namespaces",
+            )
+        ],
+    ),
+    (
+        ["--security-opt", "seccomp:unconfined"],
+        [
+            (
+                "--security-opt=seccomp=unconfined",
+                "--security-opt=seccomp:unconfined",
+                "turns off the seccomp filter: every system call is allowed",
+                0,
+                "security",
+            )
+        ],
+    ),
+    (
+        ["--security-opt=apparmor=unconfined"],
+        [
+            (
+                "--security-opt=apparmor=unconfined",
+                "--security-opt=apparmor=unconfined",
+                "turns off the AppArmor profile",
+                0,
+                "security",
+            )
+        ],
+    ),
+    (["--security-opt", "no-new-privileges"], []),
+    (["--security-opt", "no-new-privileges=true"], []),
+    (
+        ["--security-opt", "label=disable"],
+        [
+            (
+                "--security-opt=label=disable",
+                "--security-opt=label=disable",
+                "turns off SELinux labelling of the container",
+                0,
+                "security",
+            )
+        ],
+    ),
+    (
+        ["--security-opt", "seccomp=/x.json"],
+        [
+            (
+                "--security-opt",
+                "--security-opt=seccomp=/x.json",
+                "changes the container's confinement (seccomp=/x.json), which hgxkit cannot judge",
+                0,
+                "security",
+            )
+        ],
+    ),
+    (
+        ["--cap-add", "SYS_ADMIN"],
+        [("--cap-add", "--cap-add=SYS_ADMIN", "adds a Linux capability to the container's root", 0, "privileges")],
+    ),
+    (
+        ["--device", "/dev/mem"],
+        [("--device", "--device=/dev/mem", "gives the container a host device node", 0, "devices")],
+    ),
+    (
+        ["--publish-all"],
+        [
+            (
+                "--publish-all",
+                "--publish-all",
+                "publishes every exposed port on every interface, whatever bind_address says",
+                0,
+                "ports",
+            )
+        ],
+    ),
+    (
+        ["-P"],
+        [
+            (
+                "--publish-all",
+                "--publish-all",
+                "publishes every exposed port on every interface, whatever bind_address says",
+                0,
+                "ports",
+            )
+        ],
+    ),
+    (["--publish-all=false"], []),
+    (["--runtime", "nvidia"], []),
+    (["--runtime", "kata"], [("--runtime", "--runtime=kata", "'kata' is not one of nvidia, runc", 0, "runtime")]),
+    (
+        ["--isolation", "hyperv"],
+        [("--isolation", "--isolation=hyperv", "'hyperv' is not one of default", 0, "runtime")],
+    ),
+    (
+        ["--log-driver", "syslog"],
+        [
+            (
+                "--log-driver",
+                "--log-driver=syslog",
+                "'syslog' is not one of json-file, local, none, journald",
+                0,
+                "logging",
+            )
+        ],
+    ),
+    (["--log-driver", "local"], []),
+    (
+        ["--volume-driver", "x"],
+        [
+            (
+                "--volume-driver",
+                "--volume-driver=x",
+                "mounts through a volume plugin, which decides what the container gets",
+                0,
+                "mounts",
+            )
+        ],
+    ),
+    (
+        ["--oom-score-adj", "-5"],
+        [
+            (
+                "--oom-score-adj",
+                "--oom-score-adj=-5",
+                "makes the host's OOM killer spare the container and kill host processes first",
+                0,
+                "resources",
+            )
+        ],
+    ),
+    (["--oom-score-adj", "5"], []),
+    (["--oom-score-adj", "0"], []),
+    (
+        ["--oom-kill-disable"],
+        [
+            (
+                "--oom-kill-disable",
+                "--oom-kill-disable",
+                "keeps the OOM killer off the container: the host runs out of memory instead",
+                0,
+                "resources",
+            )
+        ],
+    ),
+    (["--oom-kill-disable=false"], []),
+    (
+        ["--pids-limit", "0"],
+        [
+            (
+                "--pids-limit",
+                "--pids-limit=0",
+                "removes the limit on processes: a fork bomb takes the host",
+                0,
+                "resources",
+            )
+        ],
+    ),
+    (
+        ["--pids-limit", "-1"],
+        [
+            (
+                "--pids-limit",
+                "--pids-limit=-1",
+                "removes the limit on processes: a fork bomb takes the host",
+                0,
+                "resources",
+            )
+        ],
+    ),
+    (["--pids-limit", "1"], []),
+    (
+        ["--pids-limit", "x"],
+        [
+            (
+                "--pids-limit",
+                "--pids-limit=x",
+                "removes the limit on processes: a fork bomb takes the host",
+                0,
+                "resources",
+            )
+        ],
+    ),
+    (
+        ["--cgroup-parent", "/x"],
+        [
+            (
+                "--cgroup-parent",
+                "--cgroup-parent=/x",
+                "places the container in a cgroup of the recipe's choosing, outside Docker's limits",
+                0,
+                "resources",
+            )
+        ],
+    ),
+    (["--shm-size", "32g"], []),
+    (
+        ["--shm-size", "2t"],
+        [("--shm-size", "--shm-size=2t", "a /dev/shm of 2t: the host's memory (2048 GiB) or more", 0, "resources")],
+    ),
+    (
+        ["--shm-size", "2048GiB"],
+        [
+            (
+                "--shm-size",
+                "--shm-size=2048GiB",
+                "a /dev/shm of 2048GiB: the host's memory (2048 GiB) or more",
+                0,
+                "resources",
+            )
+        ],
+    ),
+    (["--shm-size", "1.5t"], []),
+    (
+        ["--shm-size", "2Tb"],
+        [("--shm-size", "--shm-size=2Tb", "a /dev/shm of 2Tb: the host's memory (2048 GiB) or more", 0, "resources")],
+    ),
+    (
+        ["--shm-size", "2199023255552"],
+        [
+            (
+                "--shm-size",
+                "--shm-size=2199023255552",
+                "a /dev/shm of 2199023255552: the host's memory (2048 GiB) or more",
+                0,
+                "resources",
+            )
+        ],
+    ),
+    (["--shm-size", "2199023255551"], []),
+    (
+        ["--shm-size", " 2 T "],
+        [
+            (
+                "--shm-size",
+                "--shm-size= 2 T ",
+                "a /dev/shm of  2 T : the host's memory (2048 GiB) or more",
+                0,
+                "resources",
+            )
+        ],
+    ),
+    (["--shm-size", "lots"], []),
+    (
+        ["--shm-size", "2048.5g"],
+        [
+            (
+                "--shm-size",
+                "--shm-size=2048.5g",
+                "a /dev/shm of 2048.5g: the host's memory (2048 GiB) or more",
+                0,
+                "resources",
+            )
+        ],
+    ),
+    (
+        ["--tmpfs", "/x:size=3t"],
+        [("--tmpfs", "--tmpfs=/x:size=3t", "a tmpfs of 3072 GiB: the host's memory (2048 GiB) or more", 0, "mounts")],
+    ),
+    (["--tmpfs", "/x:rw,size=1g"], []),
+    (
+        ["--tmpfs", "/x: size =3t"],
+        [("--tmpfs", "--tmpfs=/x: size =3t", "a tmpfs of 3072 GiB: the host's memory (2048 GiB) or more", 0, "mounts")],
+    ),
+    (["--tmpfs", "/x:size="], []),
+    (["--tmpfs", "/x"], []),
+    (
+        ["--tmpfs", "/x:mode=1777,size=2t"],
+        [
+            (
+                "--tmpfs",
+                "--tmpfs=/x:mode=1777,size=2t",
+                "a tmpfs of 2048 GiB: the host's memory (2048 GiB) or more",
+                0,
+                "mounts",
+            )
+        ],
+    ),
+    (
+        ["--mount", "type=tmpfs,target=/x,tmpfs-size=3t"],
+        [
+            (
+                "--tmpfs",
+                "--mount=type=tmpfs,target=/x,tmpfs-size=3t",
+                "a tmpfs of 3072 GiB: the host's memory (2048 GiB) or more",
+                0,
+                "mounts",
+            )
+        ],
+    ),
+    (["--mount", "type=tmpfs,dst=/x"], []),
+    (
+        ["--mount", "TYPE=tmpfs,Tmpfs-Size=3T,target=/x"],
+        [
+            (
+                "--tmpfs",
+                "--mount=TYPE=tmpfs,Tmpfs-Size=3T,target=/x",
+                "a tmpfs of 3072 GiB: the host's memory (2048 GiB) or more",
+                0,
+                "mounts",
+            )
+        ],
+    ),
+    (["--mount", "type=bind,source=/data/models/a,tmpfs-size=3t,target=/x"], []),
+    (
+        ["-v", "/var/run/docker.sock:/s"],
+        [
+            (
+                "docker-socket-mount",
+                "--volume=/var/run/docker.sock:/s",
+                "mounts the container runtime's socket /var/run/docker.sock: root on the host",
+                0,
+                "mounts",
+            )
+        ],
+    ),
+    (
+        ["-v", "/run/containerd/containerd.sock:/s"],
+        [
+            (
+                "docker-socket-mount",
+                "--volume=/run/containerd/containerd.sock:/s",
+                "mounts the container runtime's socket /run/containerd/containerd.sock: root on the host",
+                0,
+                "mounts",
+            )
+        ],
+    ),
+    (["-v", "/:/h"], [("host-system-mount", "--volume=/:/h", "mounts the host's root file system", 0, "mounts")]),
+    (
+        ["-v", "/etc:/e"],
+        [
+            (
+                "host-system-mount",
+                "--volume=/etc:/e",
+                "mounts /etc, which holds or is inside the host's /etc",
+                0,
+                "mounts",
+            )
+        ],
+    ),
+    (
+        ["-v", "/data:/d"],
+        [
+            (
+                "host-mount",
+                "--volume=/data:/d",
+                "mounts the host directory /data, outside the model directories (/data/models); move the files there, or allow it",
+                0,
+                "mounts",
+            )
+        ],
+    ),
+    (["-v", "/data/models/m:/m:ro"], []),
+    (["-v", "/data/models:/m"], []),
+    (
+        ["-v", "/data/modelsx:/m"],
+        [
+            (
+                "host-mount",
+                "--volume=/data/modelsx:/m",
+                "mounts the host directory /data/modelsx, outside the model directories (/data/models); move the files there, or allow it",
+                0,
+                "mounts",
+            )
+        ],
+    ),
+    (
+        ["-v", "/data/other:/o"],
+        [
+            (
+                "host-mount",
+                "--volume=/data/other:/o",
+                "mounts the host directory /data/other, outside the model directories (/data/models); move the files there, or allow it",
+                0,
+                "mounts",
+            )
+        ],
+    ),
+    (["-v", "vol:/x"], []),
+    (
+        ["-v", "./rel:/x"],
+        [
+            (
+                "host-system-mount",
+                "--volume=./rel:/x",
+                "mounts ./rel, a host path decided when the command runs ($HOME is /root when hgxkit deploys as root; a relative path depends on the working directory); write the absolute directory",
+                0,
+                "mounts",
+            )
+        ],
+    ),
+    (
+        ["-v", "~/x:/x"],
+        [
+            (
+                "host-system-mount",
+                "--volume=~/x:/x",
+                "mounts ~/x, a host path decided when the command runs ($HOME is /root when hgxkit deploys as root; a relative path depends on the working directory); write the absolute directory",
+                0,
+                "mounts",
+            )
+        ],
+    ),
+    (["-v", "/dev/shm:/dev/shm"], []),
+    (["-v", "/dev/shm/:/dev/shm"], []),
+    (
+        ["-v", "//etc:/e"],
+        [
+            (
+                "host-system-mount",
+                "--volume=//etc:/e",
+                "mounts //etc, which holds or is inside the host's /etc",
+                0,
+                "mounts",
+            )
+        ],
+    ),
+    (
+        ["-v", "///etc:/e"],
+        [
+            (
+                "host-system-mount",
+                "--volume=///etc:/e",
+                "mounts ///etc, which holds or is inside the host's /etc",
+                0,
+                "mounts",
+            )
+        ],
+    ),
+    (
+        ["-v", "/usr/local:/u"],
+        [
+            (
+                "host-system-mount",
+                "--volume=/usr/local:/u",
+                "mounts /usr/local, which holds or is inside the host's /usr",
+                0,
+                "mounts",
+            )
+        ],
+    ),
+    (
+        ["-v", "/etc/hgxkit:/k"],
+        [
+            (
+                "hgxkit-secret-mount",
+                "--volume=/etc/hgxkit:/k",
+                "mounts /etc/hgxkit, where hgxkit keeps the node's API keys and tokens",
+                0,
+                "mounts",
+            )
+        ],
+    ),
+    (["-v", "/x"], []),
+    (["-v", ":/x"], []),
+    (
+        ["--mount", "type=bind,source=/etc,target=/e"],
+        [
+            (
+                "host-system-mount",
+                "--mount=type=bind,source=/etc,target=/e",
+                "mounts /etc, which holds or is inside the host's /etc",
+                0,
+                "mounts",
+            )
+        ],
+    ),
+    (["--mount", "type=bind,src=/data/models/x,target=/e"], []),
+    (
+        ["--mount", "type=volume,volume-opt=device=/etc,volume-opt=o=bind,target=/x"],
+        [
+            (
+                "host-system-mount",
+                "--mount=type=volume,volume-opt=device=/etc,volume-opt=o=bind,target=/x",
+                "mounts /etc, which holds or is inside the host's /etc",
+                0,
+                "mounts",
+            )
+        ],
+    ),
+    (
+        ["--mount", "type=volume, Volume-Opt = Device=/etc,target=/x"],
+        [
+            (
+                "host-system-mount",
+                "--mount=type=volume, Volume-Opt = Device=/etc,target=/x",
+                "mounts /etc, which holds or is inside the host's /etc",
+                0,
+                "mounts",
+            )
+        ],
+    ),
+    (
+        ["--mount", "type=bind,Source=/etc,target=/e"],
+        [
+            (
+                "host-system-mount",
+                "--mount=type=bind,Source=/etc,target=/e",
+                "mounts /etc, which holds or is inside the host's /etc",
+                0,
+                "mounts",
+            )
+        ],
+    ),
+    (
+        ["--mount", 'type=bind,"source=/srv/a,b",target=/x'],
+        [
+            (
+                "host-mount",
+                '--mount=type=bind,"source=/srv/a,b",target=/x',
+                "mounts the host directory /srv/a,b, outside the model directories (/data/models); move the files there, or allow it",
+                0,
+                "mounts",
+            )
+        ],
+    ),
+    (
+        ["--mount", 'type=bind,source="/srv/a,target=/x'],
+        [
+            (
+                "host-system-mount",
+                '--mount=type=bind,source="/srv/a,target=/x',
+                'mounts "/srv/a, a host path decided when the command runs ($HOME is /root when hgxkit deploys as root; a relative path depends on the working directory); write the absolute directory',
+                0,
+                "mounts",
+            )
+        ],
+    ),
+    (
+        ["--env-file", "/etc/shadow"],
+        [
+            (
+                "host-file-read",
+                "--env-file=/etc/shadow",
+                "reads the host file /etc/shadow into the container; keep such files outside system directories and give an absolute path",
+                0,
+                "env",
+            )
+        ],
+    ),
+    (
+        ["--env-file", "rel.env"],
+        [
+            (
+                "host-file-read",
+                "--env-file=rel.env",
+                "reads the host file rel.env into the container; keep such files outside system directories and give an absolute path",
+                0,
+                "env",
+            )
+        ],
+    ),
+    (["--env-file", "/opt/x.env"], []),
+    (
+        ["--label-file", "/etc/x"],
+        [
+            (
+                "host-file-read",
+                "--label-file=/etc/x",
+                "reads the host file /etc/x into the container; keep such files outside system directories and give an absolute path",
+                0,
+                "labels",
+            )
+        ],
+    ),
+    (["--label-file", "/opt/x"], []),
+    (
+        ["--frobnicate"],
+        [
+            (
+                "unknown-option",
+                "argv: token 3 '--frobnicate' (line 1, column 3): unknown docker run option; check its spelling against `docker run --help`",
+                "an option hgxkit does not know is refused by name",
+                -1,
+                "",
+            )
+        ],
+    ),
+]
 
 
 @pytest.mark.parametrize(("words", "expected"), TABLE)
@@ -168,15 +775,26 @@ def test_the_context_decides_roots_memory_multi_node_and_own_files() -> None:
 def test_an_allowlist_matches_the_dangers_name_its_option_or_its_class() -> None:
     cap = Danger("--cap-add", "--cap-add=SYS_ADMIN", "r", 0, "privileges")
     assert [cap.allowed_by(a) for a in (["--cap-add"], ["privileges"], ["--privileged"], [], ["mounts"])] == [
-        True, True, False, False, False,
-    ]  # fmt: skip
+        True,
+        True,
+        False,
+        False,
+        False,
+    ]
     mount = Danger("host-mount", "--volume=/srv:/s", "r", 0, "mounts")
     assert [mount.allowed_by(a) for a in (["host-mount"], ["--volume"], ["-v"], ["mounts"], ["/srv"])] == [
-        True, True, False, True, False,
-    ]  # fmt: skip
+        True,
+        True,
+        False,
+        True,
+        False,
+    ]
     classless = Danger("unknown-option", "--x", "r", -1, "")
     assert classless.allowed_by([""]) is False and classless.allowed_by(["unknown-option"]) is True
-    assert cap.message() == '--cap-add=SYS_ADMIN: r; remove it, or allow it on the node with allow_docker_options: ["--cap-add"]'
+    assert (
+        cap.message()
+        == '--cap-add=SYS_ADMIN: r; remove it, or allow it on the node with allow_docker_options: ["--cap-add"]'
+    )
 
 
 RECIPE = """\
@@ -209,10 +827,15 @@ def test_a_recipes_own_model_directory_is_a_mount_root_and_options_keep_their_en
     [found] = dangerous_options(recipe)
     assert (found.name, found.option, found.entry) == ("host-mount", "--volume=/data/cache:/c", 2)
     assert dangerous_options(recipe, PolicyContext(("/data",))) == [
-        Danger("host-mount", "--volume=/srv/models/tiny:/model",
-               "mounts the host directory /srv/models/tiny, outside the model directories (/data); move the files "
-               "there, or allow it", 1, "mounts"),
-    ]  # fmt: skip
+        Danger(
+            "host-mount",
+            "--volume=/srv/models/tiny:/model",
+            "mounts the host directory /srv/models/tiny, outside the model directories (/data); move the files "
+            "there, or allow it",
+            1,
+            "mounts",
+        ),
+    ]
 
 
 def test_expansions_left_for_the_shell_are_named_where_they_are() -> None:
@@ -234,10 +857,13 @@ def test_a_recipe_without_a_model_directory_and_one_spanning_nodes() -> None:
     two = parse_recipe_text(RECIPE.replace("  - --tp 2\n", "  - --tp 2 --nnodes 2\n"))
     assert context_for(two).spans_nodes is True and context_for(parse_recipe_text(RECIPE)).spans_nodes is False
     assert [d.name for d in dangerous_options(parse_recipe_text(RECIPE.replace("--gpus all", "--network host")))] == [
-        "--network=host", "host-mount",
-    ]  # fmt: skip
+        "--network=host",
+        "host-mount",
+    ]
     assert [d.name for d in dangerous_options(two)] == ["host-mount"]
-    two_host = parse_recipe_text(RECIPE.replace("  - --tp 2\n", "  - --tp 2 --nnodes 2\n").replace("--gpus all", "--network host"))
+    two_host = parse_recipe_text(
+        RECIPE.replace("  - --tp 2\n", "  - --tp 2 --nnodes 2\n").replace("--gpus all", "--network host")
+    )
     assert [d.name for d in dangerous_options(two_host)] == ["host-mount"]  # its ranks need the host's network
 
 

@@ -60,7 +60,9 @@ server:
 OPTIONS_LINE = 15  # the first added docker.options item's line
 
 
-def recipe_text(options: list[str] = (), args: list[str] = (), command: str = "sglang serve", image: str = "img:1") -> str:
+def recipe_text(
+    options: list[str] = (), args: list[str] = (), command: str = "sglang serve", image: str = "img:1"
+) -> str:
     item = "  - {}".format
     return BASE.format(
         image=image,
@@ -70,7 +72,9 @@ def recipe_text(options: list[str] = (), args: list[str] = (), command: str = "s
     ).replace("\n\n", "\n")
 
 
-def outcome(options: list[str] = (), args: list[str] = (), command: str = "sglang serve", image: str = "img:1") -> object:
+def outcome(
+    options: list[str] = (), args: list[str] = (), command: str = "sglang serve", image: str = "img:1"
+) -> object:
     """`("load", message)` when loading refuses the recipe; else the sorted error codes and danger names."""
     try:
         recipe = parse_recipe_text(recipe_text(options, args, command, image), source="r.yaml")
@@ -97,16 +101,28 @@ def opt(index: int = 0) -> str:
 OPTION_CASES = [
     # --- an empty or unset variable hides the value: refused at load, naming the variable, key and line ---
     ("empty-var-root", ["-v /${NOPE}:/host"], _load(opt(), "/${NOPE}:/host", "${NOPE}")),
-    ("empty-var-docker-sock", ["-v /${NOPE}var/run/docker.so${NOPE}ck:/var/run/docker.sock"],
-     _load(opt(), "/${NOPE}var/run/docker.so${NOPE}ck:/var/run/docker.sock", "${NOPE}")),
+    (
+        "empty-var-docker-sock",
+        ["-v /${NOPE}var/run/docker.so${NOPE}ck:/var/run/docker.sock"],
+        _load(opt(), "/${NOPE}var/run/docker.so${NOPE}ck:/var/run/docker.sock", "${NOPE}"),
+    ),
     ("empty-var-network", ["--network=ho${NOPE}st"], _load(opt(), "--network=ho${NOPE}st", "${NOPE}")),
     ("empty-var-pid", ["--pid=ho${NOPE}st"], _load(opt(), "--pid=ho${NOPE}st", "${NOPE}")),
-    ("empty-var-seccomp", ["--security-opt seccomp=unconfi${NOPE}ned"],
-     _load(opt(), "seccomp=unconfi${NOPE}ned", "${NOPE}")),
+    (
+        "empty-var-seccomp",
+        ["--security-opt seccomp=unconfi${NOPE}ned"],
+        _load(opt(), "seccomp=unconfi${NOPE}ned", "${NOPE}"),
+    ),
     # A switch's value is true/false as written: a variable there is refused before it could be anything.
-    ("plain-var-switch", ["--privileged=$ON"],
-     ("load", f"r.yaml: {opt()}: token 1 '--privileged=$ON' (line 1, column 1): --privileged is a switch; give it "
-              "no value or =true/=false")),
+    (
+        "plain-var-switch",
+        ["--privileged=$ON"],
+        (
+            "load",
+            f"r.yaml: {opt()}: token 1 '--privileged=$ON' (line 1, column 1): --privileged is a switch; give it "
+            "no value or =true/=false",
+        ),
+    ),
     ("double-quoted-var", ['-v "$EMPTY"/etc:/e'], _load(opt(), "$EMPTY/etc:/e", "$EMPTY")),
     ("tilde-home", ["-v ~/.ssh:/k"], _load(opt(), "~/.ssh:/k", "~")),
     ("tilde-user", ["-v ~root/.ssh:/k"], _load(opt(), "~root/.ssh:/k", "~")),
@@ -114,8 +130,11 @@ OPTION_CASES = [
     ("var-env-value", ["-e MODE=$MODE"], _load(opt(), "MODE=$MODE", "$MODE")),
     ("positional-param", ["-v /$1:/h"], _load(opt(), "/$1:/h", "$1")),
     ("var-device", ["--device=/dev/${X}mem"], _load(opt(), "--device=/dev/${X}mem", "${X}")),
-    ("var-mount-csv", ["--mount type=bind,source=/${X},target=/h"],
-     _load(opt(), "type=bind,source=/${X},target=/h", "${X}")),
+    (
+        "var-mount-csv",
+        ["--mount type=bind,source=/${X},target=/h"],
+        _load(opt(), "type=bind,source=/${X},target=/h", "${X}"),
+    ),
     ("var-ulimit", ["--ulimit memlock=$M"], _load(opt(), "memlock=$M", "$M")),
     # --- quotes and escapes split a word but not the value: judged as the literal Docker receives ---
     ("quoted-root", ["-v '/'':/host'"], (["host-system-mount"], [])),
@@ -181,7 +200,7 @@ OPTION_CASES = [
     ("env-aws-secret", ["-e AWS={{env:AWS_SECRET_ACCESS_KEY}}"], ([], ["env-allowlist"])),
     ("env-hf-token", ["-e HF_TOKEN={{env:HF_TOKEN}}"], ([], [])),
     ("label-carries-secret", ["--label t={{env:HF_TOKEN}}"], ([], ["secret-placement"])),
-]  # fmt: skip
+]
 
 
 @pytest.mark.parametrize(("options", "expected"), [c[1:] for c in OPTION_CASES], ids=[c[0] for c in OPTION_CASES])
@@ -191,14 +210,13 @@ def test_hostile_docker_options(options: list[str], expected: object) -> None:
 
 # (id, server args added, server command, expected outcome)
 SERVER_CASES = [
-    ("server-var-host", ["--port $PORT"], "sglang serve",
-     _load("server.args[2] (line 21)", "$PORT", "$PORT")),
+    ("server-var-host", ["--port $PORT"], "sglang serve", _load("server.args[2] (line 21)", "$PORT", "$PORT")),
     ("server-var-program", [], "$ENGINE serve", _load("server.command (line 17)", "$ENGINE", "$ENGINE")),
     ("api-key-secret", ["--api-key {{env:SGLANG_API_KEY}}"], "sglang serve", ([], [])),
     ("api-key-foreign-name", ["--api-key {{env:GITHUB_TOKEN}}"], "sglang serve", ([], ["env-allowlist"])),
     ("served-name-secret", ["--served-model-name {{env:HF_TOKEN}}"], "sglang serve", ([], ["secret-placement"])),
     ("single-quoted-dollar-is-the-containers", ["--chat-template '$X'"], "sglang serve", ([], [])),
-]  # fmt: skip
+]
 
 
 @pytest.mark.parametrize(
@@ -217,15 +235,27 @@ def test_a_variable_in_the_image_is_refused_at_load() -> None:
 WRAPPER = "-c 'exec sglang serve \"$@\" --host 0.0.0.0' sh"
 EXPOSURE_CASES = [
     # A wrapper that appends --host 0.0.0.0 after the recipe's own --host 127.0.0.1.
-    ("wrapper-appends-public-host", "sh", [WRAPPER, "--host 127.0.0.1"],
-     ["--network host with the server listening on 0.0.0.0 (--host, or SGLang's default) opens the API on every "
-      "interface without an API key"]),
+    (
+        "wrapper-appends-public-host",
+        "sh",
+        [WRAPPER, "--host 127.0.0.1"],
+        [
+            "--network host with the server listening on 0.0.0.0 (--host, or SGLang's default) opens the API on every "
+            "interface without an API key"
+        ],
+    ),
     # A wrapper whose --host its shell decides: refused, not guessed.
-    ("wrapper-host-from-variable", "sh", ["-c 'exec sglang serve --host \"$H\"' sh"],
-     ["the server's sh -c program gives --host '$H', which its shell decides, so who can reach the API is not known"]),
+    (
+        "wrapper-host-from-variable",
+        "sh",
+        ["-c 'exec sglang serve --host \"$H\"' sh"],
+        [
+            "the server's sh -c program gives --host '$H', which its shell decides, so who can reach the API is not known"
+        ],
+    ),
     # No wrapper: the last --host is what binds.
     ("plain-loopback", "sglang serve", ["--host 127.0.0.1"], []),
-]  # fmt: skip
+]
 
 
 @pytest.mark.parametrize(
@@ -246,7 +276,7 @@ ARGV_CASES = [
     ("expanded-by-sh", ["docker", "run", "--network=host", "--pid=host", "img"], ["--network=host", "--pid=host"]),
     ("literal-dollar-is-a-path", ["docker", "run", "-v", "/data/models/$x:/m", "img"], []),
     ("clean", ["docker", "run", "-d", "--gpus", "all", "-v", "/data/models/tiny:/model:ro", "img", "serve"], []),
-]  # fmt: skip
+]
 
 
 @pytest.mark.parametrize(("argv", "names"), [c[1:] for c in ARGV_CASES], ids=[c[0] for c in ARGV_CASES])
@@ -369,8 +399,9 @@ def _verdicts(option: str, text: str | None, stub: Path) -> tuple[object, list[s
         # Refused: hgxkit renders nothing. What the old design handed the host's shell is what Docker got.
         received = docker_receives(f"docker run {item} img", stub)
         return "refused", [d.name for d in judge_argv(received)]
-    (spec,) = container_specs(recipe, total_gpus=None, bind_address="127.0.0.1", api_key=None,
-                              image="img@sha256:" + "0" * 64, environ={})  # fmt: skip
+    (spec,) = container_specs(
+        recipe, total_gpus=None, bind_address="127.0.0.1", api_key=None, image="img@sha256:" + "0" * 64, environ={}
+    )
     received = docker_receives(str(spec.command()), stub)
     assert received == spec.final_argv()
     return [d.name for d in dangerous_options(recipe)], [d.name for d in judge_argv(received, context_for(recipe))]
@@ -397,8 +428,9 @@ def test_quotes_and_escapes_never_turn_a_safe_value_into_a_refusal_or_back(data,
 def test_the_files_hgxkit_writes_for_a_container_pass_the_node_check_and_hold_the_secrets() -> None:
     recipe = parse_recipe_text(recipe_text(["-e HF_TOKEN={{env:HF_TOKEN}}"], ["--api-key {{env:SGLANG_API_KEY}}"]))
     environ = {"HF_TOKEN": "hf-$(id)", "SGLANG_API_KEY": "k;`id`"}
-    (spec,) = container_specs(recipe, total_gpus=None, bind_address="127.0.0.1", api_key=None,
-                              image="img@sha256:" + "0" * 64, environ=environ)  # fmt: skip
+    (spec,) = container_specs(
+        recipe, total_gpus=None, bind_address="127.0.0.1", api_key=None, image="img@sha256:" + "0" * 64, environ=environ
+    )
     argv = spec.final_argv()
     folder = "/var/lib/hgxkit/serve/replace/tiny-0"
     assert argv[argv.index("--env-file") + 1] == f"{folder}/secrets.env"
@@ -407,15 +439,17 @@ def test_the_files_hgxkit_writes_for_a_container_pass_the_node_check_and_hold_th
     assert spec.secret_files() == {"secrets.env": "HF_TOKEN=hf-$(id)\n", "recipe-api-key.yaml": 'api-key: "k;`id`"\n'}
     assert argv_problems(argv, [], with_own_files(context_for(recipe), spec.own_files)) == []
     # The same argv judged without knowing they are hgxkit's own: its state directory is off limits.
-    assert [p.remedy.split('["')[1][:-len('"] in the inventory')] for p in argv_problems(argv, [], context_for(recipe))] == [
-        "hgxkit-secret-mount", "host-file-read"]  # fmt: skip
+    assert [
+        p.remedy.split('["')[1][: -len('"] in the inventory')] for p in argv_problems(argv, [], context_for(recipe))
+    ] == ["hgxkit-secret-mount", "host-file-read"]
 
 
 def test_the_api_key_files_of_api_key_auto_pass_the_node_check() -> None:
     recipe = parse_recipe_text(recipe_text())
     keys = ApiKeyFiles.beside("/etc/hgxkit/serve/api-key")
-    (spec,) = container_specs(recipe, total_gpus=None, bind_address="127.0.0.1", api_key=keys,
-                              image="img@sha256:" + "0" * 64, environ={})  # fmt: skip
+    (spec,) = container_specs(
+        recipe, total_gpus=None, bind_address="127.0.0.1", api_key=keys, image="img@sha256:" + "0" * 64, environ={}
+    )
     assert "/etc/hgxkit/serve/api-key.yaml:/run/hgxkit/api-key.yaml:ro" in spec.final_argv()
     assert argv_problems(spec.final_argv(), [], with_own_files(context_for(recipe), spec.own_files)) == []
 
@@ -423,8 +457,14 @@ def test_the_api_key_files_of_api_key_auto_pass_the_node_check() -> None:
 def test_a_secret_name_off_the_allowlist_is_refused_when_the_start_command_is_made() -> None:
     recipe = parse_recipe_text(recipe_text(["-e AWS={{env:AWS_SECRET_ACCESS_KEY}}"]))
     with pytest.raises(InputError) as caught:
-        container_specs(recipe, total_gpus=None, bind_address="127.0.0.1", api_key=None,
-                        image="img@sha256:" + "0" * 64, environ={"AWS_SECRET_ACCESS_KEY": "x"})  # fmt: skip
+        container_specs(
+            recipe,
+            total_gpus=None,
+            bind_address="127.0.0.1",
+            api_key=None,
+            image="img@sha256:" + "0" * 64,
+            environ={"AWS_SECRET_ACCESS_KEY": "x"},
+        )
     assert caught.value.message == (
         "{{env:AWS_SECRET_ACCESS_KEY}}: AWS_SECRET_ACCESS_KEY is not on recipe_env_allowlist (HF_TOKEN, SGLANG_API_KEY)"
     )

@@ -49,9 +49,7 @@ def test_parallel_size_counts_dp_unless_dp_attention() -> None:
     base = "docker run img sglang serve --model-path m --tp-size 4 --dp-size 2"
     assert parallel_size(import_docker_run(base)) == 8
     assert parallel_size(import_docker_run(base + " --enable-dp-attention")) == 4
-    assert (
-        parallel_size(import_docker_run("docker run img sglang serve --tensor-parallel-size 2 --pp 2")) == 4
-    )
+    assert parallel_size(import_docker_run("docker run img sglang serve --tensor-parallel-size 2 --pp 2")) == 4
 
 
 def _with_groups(explicit: str) -> str:
@@ -162,7 +160,9 @@ def test_a_server_over_two_nodes_on_the_bridge_network_is_an_error() -> None:
         "--model-path /m --tp 16 --nnodes 2 --node-rank 0 --dist-init-addr 10.0.0.1:20000 --host 0.0.0.0"
     )
     errors = [f for f in check_recipe(import_docker_run(base)) if f.code == "spanning-network"]
-    assert [(f.level, f.remedy) for f in errors] == [("error", "add --network host, as multi-node posts of both engines do")]
+    assert [(f.level, f.remedy) for f in errors] == [
+        ("error", "add --network host, as multi-node posts of both engines do")
+    ]
     assert errors[0].message.startswith("the server spans 2 nodes, but its containers have Docker's own (bridge)")
     on_host = base.replace("-p 30000:30000", "--network host")
     assert "spanning-network" not in codes(check_recipe(import_docker_run(on_host)), "error")

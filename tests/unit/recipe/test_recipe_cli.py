@@ -48,9 +48,16 @@ def test_render_json_shape_for_the_seed(capsys: pytest.CaptureFixture[str]) -> N
         {"group": 1, "name": "deepseek-v4-flash-1", "gpus": [4, 5, 6, 7], "port": 5001},
     ]
     assert groups[1]["argv"][:9] == [
-        "docker", "run", "-d", "--name", "deepseek-v4-flash-1", "--restart", "unless-stopped", "--gpus",
+        "docker",
+        "run",
+        "-d",
+        "--name",
+        "deepseek-v4-flash-1",
+        "--restart",
+        "unless-stopped",
+        "--gpus",
         '"device=4,5,6,7"',
-    ]  # fmt: skip
+    ]
 
 
 def test_render_explicit_groups(capsys: pytest.CaptureFixture[str]) -> None:
@@ -78,9 +85,7 @@ def test_render_shell_output_is_what_the_json_argv_says(capsys: pytest.CaptureFi
         (["recipe", "render", "nope.yaml"], "nope.yaml: no such recipe file"),
     ],
 )
-def test_bad_arguments_exit_2_with_one_line(
-    capsys: pytest.CaptureFixture[str], argv: list[str], message: str
-) -> None:
+def test_bad_arguments_exit_2_with_one_line(capsys: pytest.CaptureFixture[str], argv: list[str], message: str) -> None:
     code, out, err = run(capsys, *argv)
     assert code == 2
     assert out == ""
@@ -105,9 +110,7 @@ def test_diff_of_the_shipped_recipes_prints_one_line(capsys: pytest.CaptureFixtu
     assert out.splitlines() == ["server --moe-runner-backend: marlin -> flashinfer_mxfp4"]
 
 
-def test_import_seed_writes_a_recipe_that_renders_the_post(
-    capsys: pytest.CaptureFixture[str], tmp_path: Path
-) -> None:
+def test_import_seed_writes_a_recipe_that_renders_the_post(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     out_file = tmp_path / "r.yaml"
     code, _, err = run(capsys, "recipe", "import", str(SEED), "--name", "seed", "-o", str(out_file))
     assert code == 0
@@ -181,8 +184,11 @@ def test_secrets_become_references_that_resolve_only_when_asked(tmp_path: Path) 
 
     recipe = import_docker_run(SECRET_CMD)
     assert [e.name for e in recipe.docker.env() if e.value is None] == [
-        "HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "MY_API_KEY", "WANDB_TOKEN",
-    ]  # fmt: skip
+        "HF_TOKEN",
+        "HUGGING_FACE_HUB_TOKEN",
+        "MY_API_KEY",
+        "WANDB_TOKEN",
+    ]
     assert recipe.env_refs() == ["HF_TOKEN", "SGLANG_API_KEY"]
     (shown,) = render_recipe(recipe)
     assert "--api-key" in shown.argv and "${SGLANG_API_KEY}" in shown.argv

@@ -155,9 +155,6 @@ def test_missing_recipe_file_says_where_to_look(tmp_path: Path) -> None:
 
 
 def test_matrix_prompts_must_match_concurrencies(tmp_path: Path) -> None:
-    text = (
-        MINIMAL
-        + "matrix:\n  input_lens: [10]\n  concurrencies: [1, 2]\n  num_prompts: [3]\n  output_len: 4\n"
-    )
+    text = MINIMAL + "matrix:\n  input_lens: [10]\n  concurrencies: [1, 2]\n  num_prompts: [3]\n  output_len: 4\n"
     with pytest.raises(InputError, match=r"matrix.num_prompts \(line 15\): 1 entries for 2 concurrencies"):
         parse_recipe_text(text, source="m.yaml")

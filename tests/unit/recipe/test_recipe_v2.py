@@ -56,17 +56,23 @@ def test_a_v1_recipe_is_migrated_when_loaded() -> None:
     assert recipe.schema_version == 2
     cells = recipe.matrix.cells()
     assert [(c.id, c.input_len, c.concurrency, c.num_prompts, c.output_len) for c in cells] == [
-        ("1000x1", 1000, 1, 5, 100), ("1000x4", 1000, 4, 20, 100), ("2000x1", 2000, 1, 5, 100),
-        ("2000x4", 2000, 4, 20, 100), ("3000x1", 3000, 1, None, 100),  # a reference cell off the grid: a cell
-    ]  # fmt: skip
+        ("1000x1", 1000, 1, 5, 100),
+        ("1000x4", 1000, 4, 20, 100),
+        ("2000x1", 2000, 1, 5, 100),
+        ("2000x4", 2000, 4, 20, 100),
+        ("3000x1", 3000, 1, None, 100),  # a reference cell off the grid: a cell
+    ]
     assert (cells[0].dataset, cells[0].range_ratio) == ("random-ids", 1.0)  # v1's defaults, written out
     assert [(r.cell.id, r.input_len, r.concurrency, r.ttft_mean_ms, r.ttft_p99_ms) for r in recipe.reference.cells] == [
-        ("2000x4", 2000, 4, 12.5, None), ("3000x1", 3000, 1, None, 40.0),
-    ]  # fmt: skip
+        ("2000x4", 2000, 4, 12.5, None),
+        ("3000x1", 3000, 1, None, 40.0),
+    ]
     # v1 readers' view of the matrix still works (hgxkit/verify reads it)
     assert (recipe.matrix.input_lens, recipe.matrix.concurrencies, recipe.matrix.prompts_for(4)) == (
-        (1000, 2000, 3000), (1, 4), 20,
-    )  # fmt: skip
+        (1000, 2000, 3000),
+        (1, 4),
+        20,
+    )
     again = parse_recipe_text(dump_recipe(recipe))
     assert again == recipe
 
@@ -87,8 +93,14 @@ def test_recipe_migrate_rewrites_a_v1_file_once(tmp_path: Path, capsys: pytest.C
 @pytest.mark.parametrize(
     ("edit", "message"),
     [
-        (("schema_version: 1", "schema_version: 7"), "schema_version (line 1): 7 is not a recipe schema this hgxkit reads"),
-        (("schema_version: 1", "schema_version: 0"), "schema_version (line 1): 0 is not a recipe schema this hgxkit reads"),
+        (
+            ("schema_version: 1", "schema_version: 7"),
+            "schema_version (line 1): 7 is not a recipe schema this hgxkit reads",
+        ),
+        (
+            ("schema_version: 1", "schema_version: 0"),
+            "schema_version (line 1): 0 is not a recipe schema this hgxkit reads",
+        ),
         (("num_prompts: [5, 20]", "num_prompts: [5]"), "matrix.num_prompts (line 15): 1 entries for 2 concurrencies"),
     ],
 )
@@ -106,7 +118,10 @@ V2 = MARLIN.read_text()
     [
         (("  - cell: 5000x5\n", "  - cell: 5000x7\n"), "reference.cells[1].cell (line "),
         (("  - id: 5000x5\n", "  - id: 5000x1\n"), "matrix.cells[1].id (line "),
-        (("  - --tp 4\n", "  - --tp 4\n  - --node-rank '{{rank}}'\n"), "{{rank}} is filled per host of a group spanning"),
+        (
+            ("  - --tp 4\n", "  - --tp 4\n  - --node-rank '{{rank}}'\n"),
+            "{{rank}} is filled per host of a group spanning",
+        ),
         (("  port_base: 5000\n", "  port_base: 5000\n  nodes: 2\n"), None),
     ],
 )
@@ -125,11 +140,19 @@ def test_v2_cells_and_node_placeholders_are_checked(edit: tuple[str, str], messa
 def test_matrix_cells_are_typed_with_every_setting() -> None:
     cell = load_recipe(MARLIN).matrix.cells()[0]
     assert (cell.id, cell.input_len, cell.output_len, cell.concurrency, cell.request_rate, cell.num_prompts) == (
-        "5000x1", 5000, 512, 1, None, 10,
-    )  # fmt: skip
+        "5000x1",
+        5000,
+        512,
+        1,
+        None,
+        10,
+    )
     assert (cell.dataset, cell.range_ratio, cell.client, cell.source) == (
-        "random-ids", 1.0, "sglang.benchmark.serving", "forum-dspark-h200.txt:31",
-    )  # fmt: skip
+        "random-ids",
+        1.0,
+        "sglang.benchmark.serving",
+        "forum-dspark-h200.txt:31",
+    )
     assert not cell.by_rate
 
 
@@ -207,10 +230,21 @@ def test_recipe_show_prints_tables_and_json(capsys: pytest.CaptureFixture[str]) 
     data = json.loads(capsys.readouterr().out)
     assert data["server"]["kind"] == "sglang"
     assert data["matrix"]["cells"][0] == {
-        "id": "5000x1", "input_len": 5000, "output_len": 512, "concurrency": 1, "request_rate": None,
-        "num_prompts": 10, "dataset": "random-ids", "range_ratio": 1.0, "warmups": None, "seed": None,
-        "client": "sglang.benchmark.serving", "backend": None, "extra_args": [], "source": "forum-dspark-h200.txt:31",
-    }  # fmt: skip
+        "id": "5000x1",
+        "input_len": 5000,
+        "output_len": 512,
+        "concurrency": 1,
+        "request_rate": None,
+        "num_prompts": 10,
+        "dataset": "random-ids",
+        "range_ratio": 1.0,
+        "warmups": None,
+        "seed": None,
+        "client": "sglang.benchmark.serving",
+        "backend": None,
+        "extra_args": [],
+        "source": "forum-dspark-h200.txt:31",
+    }
     assert data["reference"]["cells"][0]["sources"] == ["forum-dspark-h200.txt:31"]
     assert data["groups"]["nodes"] == 1
 
@@ -222,15 +256,17 @@ HOSTILE_V2 = [
     # The same, single-quoted: literal on the host, a command again wherever it is re-evaluated.
     (("  - id: 5000x1\n", "  - id: 5000x1\n    extra_args:\n    - \"--x '`id`'\"\n"), "command substitution (`)"),
     # A per-host placeholder in a docker option: only server arguments are filled per host.
-    (("  - --restart unless-stopped\n", "  - --restart unless-stopped\n  - --label 'r={{rank}}'\n"),
-     "docker.options[3] (line 33): {{rank}} is for server arguments only"),
+    (
+        ("  - --restart unless-stopped\n", "  - --restart unless-stopped\n  - --label 'r={{rank}}'\n"),
+        "docker.options[3] (line 33): {{rank}} is for server arguments only",
+    ),
     # A terminal escape in a source line.
     (("    - forum-dspark-h200.txt:31\n", '    - "forum\\e[2J.txt:31"\n'), "control character U+001B"),
     # A source that is not FILE:LINE.
     (("    - forum-dspark-h200.txt:31\n", "    - somewhere\n"), "does not match: expected where the numbers were read"),
     # A cell id with a shell separator.
     (("  - id: 5000x1\n", "  - id: 5000x1;id\n"), "does not match: expected a cell id"),
-]  # fmt: skip
+]
 
 
 @pytest.mark.parametrize(("edit", "message"), HOSTILE_V2, ids=[str(n) for n in range(len(HOSTILE_V2))])

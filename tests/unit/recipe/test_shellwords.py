@@ -16,8 +16,14 @@ def texts(text: str) -> list[str]:
 
 def test_collapsed_continuations_on_one_line_separate_words() -> None:
     assert texts("docker run -d \\ --name a-X \\ --ipc=host \\ img") == [
-        "docker", "run", "-d", "--name", "a-X", "--ipc=host", "img",
-    ]  # fmt: skip
+        "docker",
+        "run",
+        "-d",
+        "--name",
+        "a-X",
+        "--ipc=host",
+        "img",
+    ]
 
 
 def test_backslash_newline_continuations_tabs_and_blank_lines() -> None:
@@ -54,8 +60,13 @@ def test_unbalanced_quote_names_where_it_opened() -> None:
 def test_shell_operators_come_back_marked_but_quoted_ones_are_text() -> None:
     words = split_words("a && b 'c || d' | e")
     assert [(w.text, w.is_operator) for w in words] == [
-        ("a", False), ("&&", True), ("b", False), ("c || d", False), ("|", True), ("e", False),
-    ]  # fmt: skip
+        ("a", False),
+        ("&&", True),
+        ("b", False),
+        ("c || d", False),
+        ("|", True),
+        ("e", False),
+    ]
 
 
 @pytest.mark.parametrize(
@@ -80,9 +91,9 @@ DOLLAR_FORMS = [
     "-e X=${X} -e Y=\\$Y",
     '--health-cmd "curl -f http://localhost:\\$PORT/health || exit 1"',
     "'a'\"$X\"'$Y\"'",
-    '"$" \'$X\' "it\'s $X" "${X}" \'${X}\' \'${X:-fallback}\'',
+    "\"$\" '$X' \"it's $X\" \"${X}\" '${X}' '${X:-fallback}'",
     "price$ '$' \"$\"",
-    "--arg=$1 --n=\"$#\"",
+    '--arg=$1 --n="$#"',
 ]
 
 
@@ -91,7 +102,7 @@ def test_dollar_signs_keep_their_meaning_through_the_lexer_and_quoting(command: 
     env = {"PATH": "/usr/bin:/bin", "HOME": "/home/poster", "PORT": "5000", "X": "ex", "Y": "why"}
     rendered = join_words(texts(command))
     assert posix_argv(rendered, env) == posix_argv(command, env)
-    if '\\$' not in command:  # shlex does not apply POSIX's `\$` escape inside double quotes
+    if "\\$" not in command:  # shlex does not apply POSIX's `\$` escape inside double quotes
         assert [shell_value(w) for w in texts(command)] == shlex.split(command)
 
 

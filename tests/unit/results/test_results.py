@@ -31,14 +31,29 @@ SECRET = "sk-Abcdefghijklmnopqrstuvwxyz0123456789"
 def scaled(record: BenchRecord, scale: float) -> BenchRecord:
     """The record with every TTFT (per request and summary) multiplied by `scale`: a slower setup."""
     ttfts = [t * scale for t in record.ttfts_ms]
-    values = {name: (getattr(record, name) * scale if getattr(record, name) is not None else None)
-              for name in ("ttft_mean_ms", "ttft_median_ms", "ttft_p90_ms", "ttft_p99_ms")}  # fmt: skip
+    values = {
+        name: (getattr(record, name) * scale if getattr(record, name) is not None else None)
+        for name in ("ttft_mean_ms", "ttft_median_ms", "ttft_p90_ms", "ttft_p99_ms")
+    }
     return replace(record, ttfts_ms=ttfts, **values)
 
 
-def make_run(tmp: Path, host: str, time: str, recipe: str, *, scale: float = 1.0, driver: str = "580.105.08",
-             digest: str = "sha256:" + "a" * 64, simulated: bool = True, details: bool = False, repeats: int = 1,
-             telemetry: bool = False, html: bool = False, recipe_yaml: str | None = None) -> Path:  # fmt: skip
+def make_run(
+    tmp: Path,
+    host: str,
+    time: str,
+    recipe: str,
+    *,
+    scale: float = 1.0,
+    driver: str = "580.105.08",
+    digest: str = "sha256:" + "a" * 64,
+    simulated: bool = True,
+    details: bool = False,
+    repeats: int = 1,
+    telemetry: bool = False,
+    html: bool = False,
+    recipe_yaml: str | None = None,
+) -> Path:
     """Archive a run built from the real client's fixtures: the c5/c10 pair, or (details) the c5 run with
     per-request values, `repeats` times (each repeat's TTFTs shifted a little so they are not identical)."""
     raw = (FIXTURES / ("dspark_isl5000_c5_details.jsonl" if details else "dspark_isl5000_c5_c10.jsonl")).read_text()
@@ -47,27 +62,53 @@ def make_run(tmp: Path, host: str, time: str, recipe: str, *, scale: float = 1.0
     tel_files = {}
     if telemetry:
         metrics_text, gpu_csv = (TELEMETRY / "sglang_metrics.prom").read_text(), (TELEMETRY / "gpu.csv").read_text()
-        tel = summarise_cell_telemetry("sglang", KINDS["sglang"].metrics, metrics_text=metrics_text, gpu_csv=gpu_csv, simulated=simulated,
-                                       files=["g0_5000x5.metrics.prom", "g0_5000x5.gpu.csv"])  # fmt: skip
+        tel = summarise_cell_telemetry(
+            "sglang",
+            KINDS["sglang"].metrics,
+            metrics_text=metrics_text,
+            gpu_csv=gpu_csv,
+            simulated=simulated,
+            files=["g0_5000x5.metrics.prom", "g0_5000x5.gpu.csv"],
+        )
         tel_files = {"g0_5000x5.metrics.prom": metrics_text, "g0_5000x5.gpu.csv": gpu_csv}
     cells = []
     for r in records:
         runs = [scaled(r, scale * (1 + 0.01 * i)) for i in range(repeats)]
         names = [f"5000_{r.max_concurrency}_r{i}.jsonl" for i in range(repeats)]
-        cells.append(CellResult.from_repeats(runs, num_prompts=r.completed, group=0, raw_files=names,  # type: ignore[arg-type]
-                                             telemetry=tel if r.max_concurrency == 5 else None))  # fmt: skip
+        cells.append(
+            CellResult.from_repeats(
+                runs,
+                num_prompts=r.completed,
+                group=0,
+                raw_files=names,  # type: ignore[arg-type]
+                telemetry=tel if r.max_concurrency == 5 else None,
+            )
+        )
     run_id = f"{host}/{time}_{recipe}"
     summary = RunSummary(run_id, host, recipe, time, simulated, "sglang.benchmark.serving", "0.5.23", cells)
     fingerprint = Fingerprint(
-        system_name=host, simulated=simulated, accelerator_model_name="NVIDIA H200", accelerators_per_node=8,
+        system_name=host,
+        simulated=simulated,
+        accelerator_model_name="NVIDIA H200",
+        accelerators_per_node=8,
         gpus=[GpuFingerprint(0, "NVIDIA H200", hash_uuid("GPU-1"), cuda_version="13.0")],
-        packages={"driver": driver}, serving={"image": "lmsysorg/sglang:dev-dspark", "image_digest": digest},
+        packages={"driver": driver},
+        serving={"image": "lmsysorg/sglang:dev-dspark", "image_digest": digest},
         recipe={"name": recipe, "path": f"recipes/{recipe}.yaml"},
         server_env_report=f"Python: 3.12\nsglang: 0.5.23\nOPENAI_API_KEY={SECRET}\n",
-    )  # fmt: skip
+    )
     raw_with_secret = raw.replace('"api_key": null', f'"api_key": "{SECRET}"')
-    return write_run(tmp, summary, fingerprint, {"5000.jsonl": raw_with_secret}, run_markdown(summary, fingerprint),
-                     [SECRET], telemetry=tel_files, html=html, recipe_yaml=recipe_yaml)  # fmt: skip
+    return write_run(
+        tmp,
+        summary,
+        fingerprint,
+        {"5000.jsonl": raw_with_secret},
+        run_markdown(summary, fingerprint),
+        [SECRET],
+        telemetry=tel_files,
+        html=html,
+        recipe_yaml=recipe_yaml,
+    )
 
 
 def test_real_client_jsonl_has_every_documented_field() -> None:
@@ -99,8 +140,13 @@ def test_bad_jsonl_names_the_line() -> None:
 def test_archive_layout_listing_and_lookup(tmp_path: Path) -> None:
     first = make_run(tmp_path, "node1", "20261130T120000Z", "deepseek-v4-flash-dspark-marlin", telemetry=True)
     make_run(tmp_path, "node1", "20261130T130000Z", "deepseek-v4-flash-dspark-flashinfer")
-    assert sorted(p.name for p in first.iterdir()) == ["fingerprint.json", "raw", "report.md", "summary.json",
-                                                       "telemetry"]  # fmt: skip
+    assert sorted(p.name for p in first.iterdir()) == [
+        "fingerprint.json",
+        "raw",
+        "report.md",
+        "summary.json",
+        "telemetry",
+    ]
     assert sorted(p.name for p in (first / "telemetry").iterdir()) == ["g0_5000x5.gpu.csv", "g0_5000x5.metrics.prom"]
     runs = list_runs(tmp_path)
     assert [r.run_id for r in runs] == [
@@ -132,7 +178,9 @@ def test_summary_round_trips_every_metric_repeat_and_interval(tmp_path: Path) ->
     assert cell["intervals"]["ttft_p99_ms"]["reason"] == "no upper bound at n=30"
     accept = cell["intervals"]["accept_length"]
     assert (accept["method"], accept["n"], accept["over"]) == ("Student t over repeats", 3, "run")
-    assert cell["telemetry"]["simulated"] is True and cell["telemetry"]["gpus"][1]["throttle_reasons"]["SwPowerCap"] == 6
+    assert (
+        cell["telemetry"]["simulated"] is True and cell["telemetry"]["gpus"][1]["throttle_reasons"]["SwPowerCap"] == 6
+    )
     assert stored["metric_definitions"]["ttft_p99_ms"]["unit"] == "ms"
     assert stored["statistics"]["alpha"] == 0.05
     assert load_run(str(path), tmp_path).summary.cells[0] == RunSummary.from_json(stored).cells[0]
@@ -150,8 +198,16 @@ def test_no_secret_in_any_archived_byte(tmp_path: Path) -> None:
 
 # Each archived file kind, and the input that reaches it with a secret planted (nowhere else): scrubbing each
 # file is a separate call in write_run, so each needs its own case (one planted input caught only report.html).
-PLANTED = ["raw/5000.jsonl", "telemetry/g0_5000x5.metrics.prom", "report.md", "summary.json", "fingerprint.json",
-           "recipe.yaml", "members/node2.json", "report.html"]  # fmt: skip
+PLANTED = [
+    "raw/5000.jsonl",
+    "telemetry/g0_5000x5.metrics.prom",
+    "report.md",
+    "summary.json",
+    "fingerprint.json",
+    "recipe.yaml",
+    "members/node2.json",
+    "report.html",
+]
 
 
 @pytest.mark.parametrize("kind", PLANTED)
@@ -164,16 +220,37 @@ def test_a_secret_planted_in_the_input_of_each_archived_file_is_masked_there(tmp
     (record, _) = parse_bench_jsonl((FIXTURES / "dspark_isl5000_c5_c10.jsonl").read_text())
     cell = CellResult.from_repeats([record], num_prompts=record.completed, group=0, raw_files=["5000.jsonl"])
     version = f"0.5.23 OPENAI_API_KEY={SECRET}" if kind == "summary.json" else "0.5.23"
-    summary = RunSummary("node1/20261130T120000Z_dspark", "node1", "dspark", "20261130T120000Z", True,
-                         "sglang.benchmark.serving", version, [cell])  # fmt: skip
-    fingerprint = Fingerprint(system_name="node1", simulated=True, packages={"driver": "580.105.08"},
-                              server_env_report=plant("fingerprint.json", plant("report.html", "Python: 3.12")))  # fmt: skip
+    summary = RunSummary(
+        "node1/20261130T120000Z_dspark",
+        "node1",
+        "dspark",
+        "20261130T120000Z",
+        True,
+        "sglang.benchmark.serving",
+        version,
+        [cell],
+    )
+    fingerprint = Fingerprint(
+        system_name="node1",
+        simulated=True,
+        packages={"driver": "580.105.08"},
+        server_env_report=plant("fingerprint.json", plant("report.html", "Python: 3.12")),
+    )
     member = replace(fingerprint, system_name="node2", server_env_report=plant("members/node2.json", "Python: 3.12"))
     raw = json.dumps({"completed": 10, "api_key": SECRET if kind == "raw/5000.jsonl" else None}) + "\n"
     metrics = (TELEMETRY / "sglang_metrics.prom").read_text()
-    path = write_run(tmp_path, summary, fingerprint, {"5000.jsonl": raw}, plant("report.md", "# report"), [SECRET],
-                     telemetry={"g0_5000x5.metrics.prom": plant("telemetry/g0_5000x5.metrics.prom", metrics)},
-                     html=True, recipe_yaml=plant("recipe.yaml", "name: dspark"), members={"node2": member})  # fmt: skip
+    path = write_run(
+        tmp_path,
+        summary,
+        fingerprint,
+        {"5000.jsonl": raw},
+        plant("report.md", "# report"),
+        [SECRET],
+        telemetry={"g0_5000x5.metrics.prom": plant("telemetry/g0_5000x5.metrics.prom", metrics)},
+        html=True,
+        recipe_yaml=plant("recipe.yaml", "name: dspark"),
+        members={"node2": member},
+    )
     files = sorted(str(p.relative_to(path)) for p in path.rglob("*") if p.is_file())
     assert files == sorted(PLANTED)
     assert [f for f in files if SECRET in (path / f).read_text()] == []
@@ -184,8 +261,13 @@ def test_a_secret_planted_in_the_input_of_each_archived_file_is_masked_there(tmp
 
 def test_fingerprint_differences_name_what_differs() -> None:
     a = Fingerprint("n1", True, packages={"driver": "580.95.05"}, serving={"image_digest": "sha256:" + "a" * 64})
-    b = Fingerprint("n2", True, packages={"driver": "580.105.08"}, serving={"image_digest": "sha256:" + "b" * 64},
-                    framework="SGLang 0.5.23")  # fmt: skip
+    b = Fingerprint(
+        "n2",
+        True,
+        packages={"driver": "580.105.08"},
+        serving={"image_digest": "sha256:" + "b" * 64},
+        framework="SGLang 0.5.23",
+    )
     assert fingerprint_differences(a, b) == [
         "simulated: both runs ran on simulated nodes (no real GPU)",
         "driver 580.95.05 vs 580.105.08",
@@ -196,8 +278,16 @@ def test_fingerprint_differences_name_what_differs() -> None:
 
 def test_compare_cli_prints_the_posts_layout(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     make_run(tmp_path, "node1", "20261130T120000Z", "deepseek-v4-flash-dspark-marlin", details=True)
-    make_run(tmp_path, "node2", "20261130T130000Z", "deepseek-v4-flash-dspark-flashinfer", scale=1.3, details=True,
-             driver="580.95.05", digest="sha256:" + "b" * 64)  # fmt: skip
+    make_run(
+        tmp_path,
+        "node2",
+        "20261130T130000Z",
+        "deepseek-v4-flash-dspark-flashinfer",
+        scale=1.3,
+        details=True,
+        driver="580.95.05",
+        digest="sha256:" + "b" * 64,
+    )
     plots = tmp_path / "plots"
     code = main(["results", "--root", str(tmp_path), "compare", "marlin", "flashinfer", "--md", "--plot", str(plots)])
     out = capsys.readouterr().out
@@ -205,7 +295,9 @@ def test_compare_cli_prints_the_posts_layout(tmp_path: Path, capsys: pytest.Capt
     assert "- driver 580.105.08 vs 580.95.05" in out and "- image digest differs" in out
     assert "SIMULATED" in out
     assert "### TTFT Mean (ms — lower = better)" in out and "### TTFT P99 (ms — lower = better)" in out
-    header = "| Input | Conc | deepseek-v4-flash-dspark-marlin [95% CI] | deepseek-v4-flash-dspark-flashinfer [95% CI] |"
+    header = (
+        "| Input | Conc | deepseek-v4-flash-dspark-marlin [95% CI] | deepseek-v4-flash-dspark-flashinfer [95% CI] |"
+    )
     assert header in out and "| Under 5s? |" in out
     mean_table = out.split("### TTFT Mean")[1].split("###")[0]
     assert "deepseek-v4-flash-dspark-marlin -23%" in mean_table  # 1.3x slower flashinfer: marlin 23 % lower
@@ -245,7 +337,9 @@ def test_ls_and_show(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None
     assert "GPU 1 throttled: SwPowerCap in 6/24 samples (SIMULATED telemetry)" in shown
 
 
-def test_compare_with_the_posts_reference(tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+def test_compare_with_the_posts_reference(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     make_run(tmp_path, "node1", "20261130T120000Z", "deepseek-v4-flash-dspark-marlin")
     monkeypatch.chdir(ROOT)
     assert main(["results", "--root", str(tmp_path), "compare", "marlin", "--reference", "--md"]) == 0

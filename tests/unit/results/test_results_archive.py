@@ -54,8 +54,9 @@ DAMAGE: list[tuple[Callable[[Path], None], str]] = [
 
 
 @pytest.mark.parametrize(("damage", "message"), DAMAGE, ids=[d.__name__.strip("_") for d, _ in DAMAGE])
-def test_damaged_run_is_skipped_with_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str],
-                                              damage: Callable[[Path], None], message: str) -> None:  # fmt: skip
+def test_damaged_run_is_skipped_with_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], damage: Callable[[Path], None], message: str
+) -> None:
     make_run(tmp_path, "node1", "20261130T120000Z", "good")
     bad = make_run(tmp_path, "node2", "20261130T130000Z", "bad")
     damage(bad)
@@ -100,8 +101,9 @@ def test_a_host_name_becomes_one_file_name(name: str, safe: str) -> None:
     assert _safe_name(name) == safe
 
 
-def test_a_run_is_found_by_its_path_its_id_or_a_unique_part(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                            capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+def test_a_run_is_found_by_its_path_its_id_or_a_unique_part(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     monkeypatch.chdir(tmp_path)
     root = tmp_path / "results"
     make_run(root, "node1", "20261130T120000Z", "alpha")

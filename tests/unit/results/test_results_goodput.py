@@ -16,14 +16,23 @@ from hgxkit.results.schemas import schema_errors
 
 
 def _cell(**kw: object) -> SimpleNamespace:
-    base = dict(completed=10, failed=0, duration_s=5.0, ttfts_ms=[100.0 * (i + 1) for i in range(10)],
-                tpots_ms=[10.0 * (i + 1) for i in range(10)], e2es_ms=[1000.0] * 10)  # fmt: skip
+    base = dict(
+        completed=10,
+        failed=0,
+        duration_s=5.0,
+        ttfts_ms=[100.0 * (i + 1) for i in range(10)],
+        tpots_ms=[10.0 * (i + 1) for i in range(10)],
+        e2es_ms=[1000.0] * 10,
+    )
     return SimpleNamespace(**{**base, **kw})
 
 
 def test_parse_slos_reads_terms_and_names_a_bad_one() -> None:
     assert parse_slos("ttft_p99<=2000, tpot<=50,e2e_mean<=9000") == [
-        Slo("ttft", 2000.0, "p99"), Slo("tpot", 50.0, None), Slo("e2el", 9000.0, "mean")]  # fmt: skip
+        Slo("ttft", 2000.0, "p99"),
+        Slo("tpot", 50.0, None),
+        Slo("e2el", 9000.0, "mean"),
+    ]
     with pytest.raises(InputError, match=r"'itl<=5' is not an SLO term; write METRIC\[_STAT\]<=MS"):
         parse_slos("ttft<=1,itl<=5")
 
@@ -40,11 +49,19 @@ def test_a_quantile_term_is_checked_on_the_cell_with_its_upper_bound() -> None:
     g = cell_goodput(_cell(), parse_slos("ttft_p90<=950,ttft_median<=800"))
     p90, median = g.terms
     # numpy's linear P90 of 100..1000 is 910; 10 requests cannot bound a P90 from above.
-    assert (p90.value, p90.met, p90.upper_bound, p90.reason) == (pytest.approx(910.0), True, None,
-                                                                 "no upper bound at n=10")  # fmt: skip
+    assert (p90.value, p90.met, p90.upper_bound, p90.reason) == (
+        pytest.approx(910.0),
+        True,
+        None,
+        "no upper bound at n=10",
+    )
     # the median of 10 is bounded by X(2)..X(9) (binomial ranks): upper bound 900 > 800, so not with confidence
-    assert (median.value, median.met, median.upper_bound, median.met_with_95pct_confidence) == (550.0, True, 900.0,
-                                                                                                 False)  # fmt: skip
+    assert (median.value, median.met, median.upper_bound, median.met_with_95pct_confidence) == (
+        550.0,
+        True,
+        900.0,
+        False,
+    )
     assert g.slos_ms == {"ttft": 800.0} and g.good == 8  # two terms on TTFT: a request must meet the lower
 
 

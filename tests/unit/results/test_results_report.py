@@ -25,8 +25,14 @@ from hgxkit.cli import main
 from hgxkit.results.archive import load_run, scan_runs, write_report_html
 from hgxkit.results.html_report import CSP, index_html, run_html
 
-CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                  "--disable-component-update", "--no-first-run"]  # fmt: skip
+CHROMIUM_FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--no-first-run",
+]
 # Injected before anything else on the page: every script error, failed resource load, console.error and CSP
 # violation ends up in an attribute of <html>, which --dump-dom prints.
 ERROR_HOOK = """<script>(function(){var errs=[];function put(){document.documentElement.setAttribute(
@@ -92,8 +98,15 @@ def render_errors(binary: str, page: Path) -> list[str]:
 
 
 def _runs(tmp_path: Path) -> tuple[Path, Path]:
-    a = make_run(tmp_path, "node1", "20261130T120000Z", "deepseek-v4-flash-dspark-marlin", details=True,
-                 telemetry=True, repeats=2)  # fmt: skip
+    a = make_run(
+        tmp_path,
+        "node1",
+        "20261130T120000Z",
+        "deepseek-v4-flash-dspark-marlin",
+        details=True,
+        telemetry=True,
+        repeats=2,
+    )
     b = make_run(tmp_path, "node2", "20261130T130000Z", "deepseek-v4-flash-dspark-flashinfer", details=True, scale=1.3)
     return a, b
 
@@ -143,7 +156,10 @@ def test_cli_report_index_and_write_into_the_run(tmp_path: Path, capsys: pytest.
     assert '<a href="../node1/20261130T120000Z_deepseek-v4-flash-dspark-marlin/report.html">' in index
     assert "node2/20261130T130000Z_deepseek-v4-flash-dspark-flashinfer (no report.html)" in index
     assert "Skipped (damaged)" in index and "20261130T150000Z_broken: not a complete run" in index
-    assert main(["results", "--root", str(tmp_path), "report", "marlin", "flashinfer", "-o", str(tmp_path / "ab.html")]) == 0
+    assert (
+        main(["results", "--root", str(tmp_path), "report", "marlin", "flashinfer", "-o", str(tmp_path / "ab.html")])
+        == 0
+    )
     assert "2 runs:" in (tmp_path / "ab.html").read_text()
     assert main(["results", "--root", str(tmp_path), "report"]) == 2
     assert "report needs RUN" in capsys.readouterr().err
@@ -161,16 +177,20 @@ def test_report_renders_in_headless_chromium_without_errors(
     index.write_text(index_html(runs, skipped, out_dir=tmp_path))
     # The harness must be able to fail: a page with a script error and a network load is caught.
     control = tmp_path / "control.html"
-    control.write_text(run_page.read_text().replace("</main>", '<img src="https://example.invalid/x.png">'
-                                                    "<script>undefinedFunction()</script></main>"))  # fmt: skip
+    control.write_text(
+        run_page.read_text().replace(
+            "</main>", '<img src="https://example.invalid/x.png"><script>undefinedFunction()</script></main>'
+        )
+    )
     caught = render_errors(chromium, control)
     assert any("script-src-elem inline" in e for e in caught) and any("example.invalid" in e for e in caught), caught
     assert not any("undefinedFunction" in e for e in caught), caught  # refused by the CSP, never run
     for page in (run_page, both, index):
         assert render_errors(chromium, page) == [], page.name
     shot = tmp_path / "report.png"
-    done = _chromium(chromium, "--hide-scrollbars", "--window-size=1280,2400", f"--screenshot={shot}",
-                     run_page.as_uri())  # fmt: skip
+    done = _chromium(
+        chromium, "--hide-scrollbars", "--window-size=1280,2400", f"--screenshot={shot}", run_page.as_uri()
+    )
     assert done.returncode == 0 and shot.exists(), done.stderr[-2000:]
     image = Image.open(shot).convert("RGB")
     assert image.size == (1280, 2400)

@@ -34,7 +34,9 @@ def test_schemas_are_package_data_with_versioned_ids() -> None:
     assert {k.replace("-", "_") for k in MLPERF_SYSTEM_DESC_FIELDS} <= set(fingerprint)
 
 
-def test_cli_json_outputs_validate(tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+def test_cli_json_outputs_validate(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     make_run(tmp_path, "node1", "20261130T120000Z", "deepseek-v4-flash-dspark-marlin", details=True, telemetry=True)
     make_run(tmp_path, "node2", "20261130T130000Z", "deepseek-v4-flash-dspark-flashinfer", details=True, scale=1.3)
     root = ["results", "--root", str(tmp_path)]
@@ -44,8 +46,10 @@ def test_cli_json_outputs_validate(tmp_path: Path, capsys: pytest.CaptureFixture
     assert schema_errors(show, "show") == []
     assert show["summary"]["cells"][0]["telemetry"]["simulated"] is True
     assert show["mlperf_system_desc"]["hw_notes"].startswith("SIMULATED")
-    assert show["flags"] == ["node1/20261130T120000Z_deepseek-v4-flash-dspark-marlin group 0 5000x5: GPU 1 "
-                             "throttled: SwPowerCap in 6/24 samples (SIMULATED telemetry)"]  # fmt: skip
+    assert show["flags"] == [
+        "node1/20261130T120000Z_deepseek-v4-flash-dspark-marlin group 0 5000x5: GPU 1 "
+        "throttled: SwPowerCap in 6/24 samples (SIMULATED telemetry)"
+    ]
     compare = _json(capsys, *root, "compare", "marlin", "flashinfer", "--json")
     assert schema_errors(compare, "compare") == []
     (row,) = compare["tables"]["ttft_mean"]["rows"]
@@ -54,7 +58,9 @@ def test_cli_json_outputs_validate(tmp_path: Path, capsys: pytest.CaptureFixture
     reference = _json(capsys, *root, "compare", "marlin", "--reference", "--json")
     assert schema_errors(reference, "compare") == [] and reference["kind"] == "reference"
     assert reference["missing"] > 0 and reference["within"] + reference["outside"] > 0
-    assert main([*root, "schema", "ls"]) == 0 and json.loads(capsys.readouterr().out)["$id"] == "urn:hgxkit:results:ls:1"
+    assert (
+        main([*root, "schema", "ls"]) == 0 and json.loads(capsys.readouterr().out)["$id"] == "urn:hgxkit:results:ls:1"
+    )
 
 
 def test_archive_files_validate_and_a_broken_one_does_not(tmp_path: Path) -> None:
@@ -66,16 +72,35 @@ def test_archive_files_validate_and_a_broken_one_does_not(tmp_path: Path) -> Non
     broken["cells"][0]["failed"] = -1
     broken["cells"][0]["ttft_mean_ms"] = "fast"
     errors = schema_errors(broken, "summary")
-    assert errors == ["cells/0/failed: -1 is less than the minimum of 0", "cells/0/ttft_mean_ms: 'fast' is not of type 'number', 'null'"]
-    with pytest.raises(InputError, match=r"^s.json: does not match the summary schema: cells/0/failed: .* \(and 1 more\)$"):
+    assert errors == [
+        "cells/0/failed: -1 is less than the minimum of 0",
+        "cells/0/ttft_mean_ms: 'fast' is not of type 'number', 'null'",
+    ]
+    with pytest.raises(
+        InputError, match=r"^s.json: does not match the summary schema: cells/0/failed: .* \(and 1 more\)$"
+    ):
         validate(broken, "summary", "s.json")
 
 
 def test_schema_1_archives_still_load_and_newer_ones_are_refused(tmp_path: Path) -> None:
     path = make_run(tmp_path, "node1", "20261130T120000Z", "dspark", details=True)
     v2 = json.loads((path / "summary.json").read_text())
-    keep = {"input_len", "concurrency", "num_prompts", "completed", "failed", "ttft_mean_ms", "ttft_p90_ms",
-            "ttft_p99_ms", "accept_length", "output_throughput", "group", "duration_s", "ttfts_ms", "raw_file"}  # fmt: skip
+    keep = {
+        "input_len",
+        "concurrency",
+        "num_prompts",
+        "completed",
+        "failed",
+        "ttft_mean_ms",
+        "ttft_p90_ms",
+        "ttft_p99_ms",
+        "accept_length",
+        "output_throughput",
+        "group",
+        "duration_s",
+        "ttfts_ms",
+        "raw_file",
+    }
     v1 = {k: v for k, v in v2.items() if k not in ("statistics",)} | {
         "schema_version": 1,
         "metric_definitions": {"ttft_ms": "time to first token"},
@@ -96,8 +121,14 @@ def test_schema_1_archives_still_load_and_newer_ones_are_refused(tmp_path: Path)
 
 
 def test_mlperf_system_desc_has_every_required_field() -> None:
-    fp = Fingerprint("node1", False, host_processor_model_name="Intel Xeon Platinum 8480+", accelerators_per_node=8,
-                     accelerator_interconnect="NVLink 4 / NVSwitch", framework="SGLang 0.5.23")  # fmt: skip
+    fp = Fingerprint(
+        "node1",
+        False,
+        host_processor_model_name="Intel Xeon Platinum 8480+",
+        accelerators_per_node=8,
+        accelerator_interconnect="NVLink 4 / NVSwitch",
+        framework="SGLang 0.5.23",
+    )
     desc = fp.mlperf_system_desc()
     assert list(desc) == list(MLPERF_SYSTEM_DESC_FIELDS) and len(desc) == 35
     assert desc["accelerators_per_node"] == "8" and desc["accelerator_interconnect"] == "NVLink 4 / NVSwitch"

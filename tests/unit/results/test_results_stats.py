@@ -116,7 +116,9 @@ def test_welch_test_is_scipys_and_needs_two_repeats_a_side() -> None:
     assert (test.low, test.high) == (pytest.approx(10 - half), pytest.approx(10 + half)) and test.significant
     few = welch_test([100.0], [110.0, 111.0])
     assert not few.judgeable
-    assert few.reason == "too small to judge: 1 vs 2 repeats; a run-vs-run test needs at least 2 per run (bench_repeats)"
+    assert (
+        few.reason == "too small to judge: 1 vs 2 repeats; a run-vs-run test needs at least 2 per run (bench_repeats)"
+    )
 
 
 def test_hierarchical_bootstrap_resamples_runs_first() -> None:
@@ -155,8 +157,16 @@ def test_real_needs_the_difference_interval_to_exclude_zero() -> None:
     assert _judge([300.0, 310.0, 320.0], [900.0, 910.0, 920.0]).startswith("too small to judge: 3 vs 3 requests")
     # A P99 over 60 requests has no upper bound: no verdict, whatever the test says.
     unbounded = quantile_interval(base, "p99")
-    verdict = judge(300.0, 200.0, "A", "B", better="lower", test=bootstrap_difference_test([base], [base], "p99"),
-                    interval_a=unbounded, interval_b=unbounded)  # fmt: skip
+    verdict = judge(
+        300.0,
+        200.0,
+        "A",
+        "B",
+        better="lower",
+        test=bootstrap_difference_test([base], [base], "p99"),
+        interval_a=unbounded,
+        interval_b=unbounded,
+    )
     assert verdict.text == "too small to judge: P99 of A has no upper bound at n=60 (a bound needs 368 requests)"
 
 
@@ -175,8 +185,10 @@ def test_compare_calls_the_slower_run_and_the_smoke_cell_honestly(tmp_path: Path
     three = replace(record, ttfts_ms=record.ttfts_ms[:3], tpots_ms=record.tpots_ms[:3], e2es_ms=record.e2es_ms[:3])
     smoke_a = CellResult.from_record(three, num_prompts=3, group=0, raw_file=None)
     smoke_b = CellResult.from_record(scaled(three, 3.0), num_prompts=3, group=0, raw_file=None)
-    runs = [RunSummary(f"h/{x}", "h", x, "20261130T120000Z", True, "t", None, [c]) for x, c in
-            (("a", smoke_a), ("b", smoke_b))]  # fmt: skip
+    runs = [
+        RunSummary(f"h/{x}", "h", x, "20261130T120000Z", True, "t", None, [c])
+        for x, c in (("a", smoke_a), ("b", smoke_b))
+    ]
     (smoke,) = compare_runs(*runs).ttft_mean
     assert smoke.kind == "too small to judge"
     assert smoke.verdict.startswith("too small to judge: 3 vs 3 requests")

@@ -29,15 +29,16 @@ GPU = (FIXTURES / "gpu.csv").read_text()
 
 def test_exposition_lines_labels_and_comments() -> None:
     samples = parse_exposition(
-        '# HELP x y\n# TYPE vllm:num_requests_running gauge\n'
+        "# HELP x y\n# TYPE vllm:num_requests_running gauge\n"
         'vllm:num_requests_running{engine="0",model_name="a \\"b\\", c"} 3.0\n'
         'vllm:e2e_request_latency_seconds_bucket{le="+Inf",engine="0"} 12 1700000000000\n'
         "sglang:gen_throughput 1.5e+03\nbroken line without value\nvllm:x{} NaN\n"
     )
     assert [(s.name, s.value) for s in samples[:3]] == [
-        ("vllm:num_requests_running", 3.0), ("vllm:e2e_request_latency_seconds_bucket", 12.0),
+        ("vllm:num_requests_running", 3.0),
+        ("vllm:e2e_request_latency_seconds_bucket", 12.0),
         ("sglang:gen_throughput", 1500.0),
-    ]  # fmt: skip
+    ]
     assert dict(samples[0].labels) == {"engine": "0", "model_name": 'a \\"b\\", c'}
     assert dict(samples[1].labels)["le"] == "+Inf"
 
@@ -53,10 +54,15 @@ def test_scrape_series_round_trip_and_bad_marker() -> None:
 
 
 def test_counter_increase_survives_a_server_restart() -> None:
-    scrapes = parse_scrape_series(format_scrape_series([
-        (0.0, 'g_total{e="0"} 100\ng_total{e="1"} 10'), (1.0, 'g_total{e="0"} 160\ng_total{e="1"} 20'),
-        (2.0, 'g_total{e="0"} 30\ng_total{e="1"} 30'),  # engine 0 restarted: counts from 0 again
-    ]))  # fmt: skip
+    scrapes = parse_scrape_series(
+        format_scrape_series(
+            [
+                (0.0, 'g_total{e="0"} 100\ng_total{e="1"} 10'),
+                (1.0, 'g_total{e="0"} 160\ng_total{e="1"} 20'),
+                (2.0, 'g_total{e="0"} 30\ng_total{e="1"} 30'),  # engine 0 restarted: counts from 0 again
+            ]
+        )
+    )
     assert counter_increase(scrapes, "g_total") == (60 + 30) + (10 + 10)
     assert counter_increase(scrapes, "missing_total") is None
 
@@ -96,8 +102,9 @@ def test_gpu_samples_power_clocks_and_throttle_reasons() -> None:
 
 def test_window_keeps_only_the_cells_samples() -> None:
     start = 1796042836.0
-    t = summarise_cell_telemetry("vllm", KINDS["vllm"].metrics, metrics_text=VLLM, gpu_csv=GPU, simulated=True,
-                                 window=(start + 10, start + 15.5))  # fmt: skip
+    t = summarise_cell_telemetry(
+        "vllm", KINDS["vllm"].metrics, metrics_text=VLLM, gpu_csv=GPU, simulated=True, window=(start + 10, start + 15.5)
+    )
     assert t.server is not None and t.server.scrapes == 8  # 6 inside + one on each side for the counters
     assert all(g.samples == 6 for g in t.gpus)
     assert t.gpus[1].throttle_reasons == {"SwPowerCap": 6}
@@ -109,14 +116,20 @@ def test_flags_name_disagreement_and_throttling_with_the_tolerance() -> None:
     assert telemetry_flags(t, client_accept_length=5.3, client_output_throughput=600.0) == [
         "GPU 1 throttled: SwPowerCap in 6/24 samples (SIMULATED telemetry)"
     ]
-    flags = telemetry_flags(t, client_accept_length=4.5, client_output_throughput=600 / (1 + THROUGHPUT_TOLERANCE + 0.05))
+    flags = telemetry_flags(
+        t, client_accept_length=4.5, client_output_throughput=600 / (1 + THROUGHPUT_TOLERANCE + 0.05)
+    )
     assert flags[0] == "accept length: server 5.30 vs client 4.50 (18% apart; tolerance 10%) (SIMULATED telemetry)"
     assert flags[1].startswith("output throughput: server 600 vs client 480 tok/s (25% apart; tolerance 20%)")
-    short = summarise_cell_telemetry("vllm", KINDS["vllm"].metrics, metrics_text=VLLM, simulated=False, window=(1796042840.0, 1796042845.0))
+    short = summarise_cell_telemetry(
+        "vllm", KINDS["vllm"].metrics, metrics_text=VLLM, simulated=False, window=(1796042840.0, 1796042845.0)
+    )
     assert telemetry_flags(short, client_accept_length=5.3, client_output_throughput=100.0) == []  # too few scrapes
 
 
 def test_telemetry_round_trips_through_json() -> None:
-    t = summarise_cell_telemetry("sglang", KINDS["sglang"].metrics, metrics_text=SGLANG, gpu_csv=GPU, simulated=True, files=["a", "b"])
+    t = summarise_cell_telemetry(
+        "sglang", KINDS["sglang"].metrics, metrics_text=SGLANG, gpu_csv=GPU, simulated=True, files=["a", "b"]
+    )
     assert CellTelemetry.from_json(t.to_json()) == t
     assert t.label == "SIMULATED telemetry" and set(t.series) >= {"running requests", "GPU 1 power (W)"}

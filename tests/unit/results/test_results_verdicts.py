@@ -44,13 +44,15 @@ def test_fail_on_outside_exits_1_on_a_run_twice_as_slow_and_0_on_a_matching_one(
     recipe = _reference_from(tmp_path, same)
     make_run(tmp_path, "node2", "20261130T130000Z", "deepseek-v4-flash-dspark-marlin", scale=2.0)
     root = ["--root", str(tmp_path)]
-    code, doc, err = _compare(capsys, *root, "compare", "node1/", "--reference", "--recipe", str(recipe),
-                              "--fail-on", "outside")  # fmt: skip
+    code, doc, err = _compare(
+        capsys, *root, "compare", "node1/", "--reference", "--recipe", str(recipe), "--fail-on", "outside"
+    )
     assert (code, doc["outside"], doc["missing"], err) == (0, 0, 0, "")
     assert schema_errors(doc, "compare") == [] and doc["schema_version"] == 2
     assert {r["verdict"] for r in doc["rows"]} == {"within"} and all(r["delta"] == 0 for r in doc["rows"])
-    code, doc, err = _compare(capsys, *root, "compare", "node2/", "--reference", "--recipe", str(recipe),
-                              "--fail-on", "outside")  # fmt: skip
+    code, doc, err = _compare(
+        capsys, *root, "compare", "node2/", "--reference", "--recipe", str(recipe), "--fail-on", "outside"
+    )
     assert code == 1 and schema_errors(doc, "compare") == []
     ttft = [r for r in doc["rows"] if r["metric"].startswith("TTFT")]
     assert len(ttft) == 6 and all(r["verdict"] == "outside" and r["direction"] == "worse" for r in ttft)
@@ -59,17 +61,27 @@ def test_fail_on_outside_exits_1_on_a_run_twice_as_slow_and_0_on_a_matching_one(
     assert err.count("fail-on outside: TTFT") == 6
     # regression: outside AND worse; a run twice as fast is outside but better.
     make_run(tmp_path, "node3", "20261130T140000Z", "deepseek-v4-flash-dspark-marlin", scale=0.5)
-    code, doc, _ = _compare(capsys, *root, "compare", "node3/", "--reference", "--recipe", str(recipe),
-                            "--fail-on", "regression")  # fmt: skip
-    assert code == 0 and doc["outside"] == 6 and {r["direction"] for r in doc["rows"] if r["verdict"] == "outside"} == {"better"}
-    assert main(["results", *root, "compare", "node3/", "--reference", "--recipe", str(recipe), "--fail-on", "outside"]) == 1
+    code, doc, _ = _compare(
+        capsys, *root, "compare", "node3/", "--reference", "--recipe", str(recipe), "--fail-on", "regression"
+    )
+    assert (
+        code == 0
+        and doc["outside"] == 6
+        and {r["direction"] for r in doc["rows"] if r["verdict"] == "outside"} == {"better"}
+    )
+    assert (
+        main(["results", *root, "compare", "node3/", "--reference", "--recipe", str(recipe), "--fail-on", "outside"])
+        == 1
+    )
 
 
 def test_fail_on_any_counts_what_was_not_measured(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     make_run(tmp_path, "node1", "20261130T120000Z", "deepseek-v4-flash-dspark-marlin")
     root = ["--root", str(tmp_path)]
     # The shipped recipe's post has 12 cells; the run measured 2: outside may be 0, missing is not.
-    code, doc, _ = _compare(capsys, *root, "compare", "node1/", "--reference", "--recipe", str(MARLIN), "--fail-on", "any")
+    code, doc, _ = _compare(
+        capsys, *root, "compare", "node1/", "--reference", "--recipe", str(MARLIN), "--fail-on", "any"
+    )
     assert doc["missing"] > 0 and code == 1
 
 
@@ -80,7 +92,9 @@ def test_two_runs_regression_and_any(tmp_path: Path, capsys: pytest.CaptureFixtu
     code, doc, err = _compare(capsys, *root, "compare", "node1/", "node2/", "--fail-on", "regression")
     assert schema_errors(doc, "compare") == []
     (row,) = doc["tables"]["ttft_mean"]["rows"]
-    assert (row["outcome"], round(row["delta_pct"])) == ("worse", 50) and row["delta"] == pytest.approx(row["b"] - row["a"])
+    assert (row["outcome"], round(row["delta_pct"])) == ("worse", 50) and row["delta"] == pytest.approx(
+        row["b"] - row["a"]
+    )
     assert code == 1 and "fail-on regression: ttft_mean 5000x5" in err
     # The other way round node1 is the improvement: no regression, but `any` still sees a real difference.
     code, doc, _ = _compare(capsys, *root, "compare", "node2/", "node1/", "--fail-on", "regression")

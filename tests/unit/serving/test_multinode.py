@@ -66,8 +66,9 @@ def test_inventory_order_gives_the_ranks_n_hosts_at_a_time() -> None:
     placement = place_groups(hosts, nodes=2, dist_port=20000)
     assert placement.problems == []
     assert [[(m.host, m.rank) for m in g.members] for g in placement.groups] == [
-        [("n1", 0), ("n2", 1)], [("n3", 0), ("n4", 1)],
-    ]  # fmt: skip
+        [("n1", 0), ("n2", 1)],
+        [("n3", 0), ("n4", 1)],
+    ]
     assert [g.head.address for g in placement.groups] == ["10.0.0.1", "10.0.0.3"]
     assert placement.group_of("n4").index == 1 and placement.group_of("n9") is None
     assert placement.groups[0].label() == "n1 (rank 0), n2 (rank 1)"
@@ -75,8 +76,12 @@ def test_inventory_order_gives_the_ranks_n_hosts_at_a_time() -> None:
 
 def test_group_hosts_lists_the_ranks_and_the_head_comes_first() -> None:
     order = ("b", "a")
-    hosts = [Candidate("a", order, "fab-a"), Candidate("b", order, "fab-b"), Candidate("c", None, "fab-c"),
-             Candidate("d", None, "fab-d")]  # fmt: skip
+    hosts = [
+        Candidate("a", order, "fab-a"),
+        Candidate("b", order, "fab-b"),
+        Candidate("c", None, "fab-c"),
+        Candidate("d", None, "fab-d"),
+    ]
     placement = place_groups(hosts, nodes=2, dist_port=5000)
     assert placement.problems == []
     (explicit, rest) = placement.groups
@@ -88,15 +93,33 @@ def test_group_hosts_lists_the_ranks_and_the_head_comes_first() -> None:
 @pytest.mark.parametrize(
     ("hosts", "found"),
     [
-        ([Candidate("a", ("a",), "x"), Candidate("b", None, "y")], "group_hosts of a lists 1 host(s) (a) but the server spans 2"),
-        ([Candidate("a", ("b", "c"), "x"), Candidate("b", None, "y"), Candidate("c", None, "z")], "does not list a itself"),
+        (
+            [Candidate("a", ("a",), "x"), Candidate("b", None, "y")],
+            "group_hosts of a lists 1 host(s) (a) but the server spans 2",
+        ),
+        (
+            [Candidate("a", ("b", "c"), "x"), Candidate("b", None, "y"), Candidate("c", None, "z")],
+            "does not list a itself",
+        ),
         ([Candidate("a", ("a", "zz"), "x")], "lists zz, which is not an inventory host serving this recipe"),
-        ([Candidate("a", ("a", "b"), "x"), Candidate("b", ("b", "a"), "y")], "b is in group a, b but its own group_hosts is b, a"),
-        ([Candidate("a", None, "x"), Candidate("b", None, "y"), Candidate("c", None, "z")], "c serve(s) a recipe spanning 2 nodes but 1 host(s) are left"),
-        ([Candidate("a", None, None), Candidate("b", None, "y")], "the fabric address of a is unknown; set fabric_address for a"),
-        ([Candidate("a", None, "x;reboot"), Candidate("b", None, "y")], "the fabric address of a 'x;reboot' is not a host name or address"),
+        (
+            [Candidate("a", ("a", "b"), "x"), Candidate("b", ("b", "a"), "y")],
+            "b is in group a, b but its own group_hosts is b, a",
+        ),
+        (
+            [Candidate("a", None, "x"), Candidate("b", None, "y"), Candidate("c", None, "z")],
+            "c serve(s) a recipe spanning 2 nodes but 1 host(s) are left",
+        ),
+        (
+            [Candidate("a", None, None), Candidate("b", None, "y")],
+            "the fabric address of a is unknown; set fabric_address for a",
+        ),
+        (
+            [Candidate("a", None, "x;reboot"), Candidate("b", None, "y")],
+            "the fabric address of a 'x;reboot' is not a host name or address",
+        ),
     ],
-)  # fmt: skip
+)
 def test_placement_problems_name_the_host_and_the_knob(hosts: list[Candidate], found: str) -> None:
     problems = place_groups(hosts, nodes=2, dist_port=None).problems
     assert any(found in str(p) for p in problems), [str(p) for p in problems]
@@ -163,8 +186,19 @@ def test_members_that_differ_are_shown_as_one_table() -> None:
 
 
 def rank_specs(recipe=POST_005, group=TWO, **extra):
-    own = [container_specs(recipe, total_gpus=8, bind_address="127.0.0.1", api_key=None, image=IMAGE, rank=m.rank,
-                           head=group.head.address, **extra)[0] for m in group.members]  # fmt: skip
+    own = [
+        container_specs(
+            recipe,
+            total_gpus=8,
+            bind_address="127.0.0.1",
+            api_key=None,
+            image=IMAGE,
+            rank=m.rank,
+            head=group.head.address,
+            **extra,
+        )[0]
+        for m in group.members
+    ]
     return own
 
 
@@ -189,8 +223,15 @@ def test_a_flag_or_a_head_change_changes_the_group_hash() -> None:
     assert group_spec_hash([s.spec_hash for s in rank_specs(flagged)]) != base
     moved = NodeGroup(0, (Member("node1", 0, "10.0.0.9"), Member("node2", 1, "10.0.0.2")), 20000)
     assert group_spec_hash([s.spec_hash for s in rank_specs(group=moved)]) != base
-    keyed = container_specs(POST_005, total_gpus=8, bind_address="127.0.0.1", api_key=ApiKeyFiles.beside("/k"),
-                            image=IMAGE, rank=0, head="10.0.0.1")[0]  # fmt: skip
+    keyed = container_specs(
+        POST_005,
+        total_gpus=8,
+        bind_address="127.0.0.1",
+        api_key=ApiKeyFiles.beside("/k"),
+        image=IMAGE,
+        rank=0,
+        head="10.0.0.1",
+    )[0]
     assert keyed.argv[-2:] == ["--config", "/run/hgxkit/api-key.yaml"]
 
 
@@ -207,8 +248,9 @@ def test_the_group_is_kept_only_when_every_rank_runs_its_hash() -> None:
     assert decide_group(ranks, "h1").action == "keep" and not decide_group(ranks, "h1").changes
     changed = decide_group(ranks, "h2")
     assert changed.action == "replace" and changed.reasons == [
-        "node1 (rank 0): spec h1 -> h2", "node2 (rank 1): spec h1 -> h2",
-    ]  # fmt: skip
+        "node1 (rank 0): spec h1 -> h2",
+        "node2 (rank 1): spec h1 -> h2",
+    ]
     stopped = {"node1": [running("m", "h1")], "node2": [running("m", "h1", up=False)]}
     assert decide_group(ranks_now(stopped, TWO, "m", "-hgxkit-previous"), "h1").reasons == [
         "node2 (rank 1): not running"
@@ -299,12 +341,28 @@ def test_sglang_random_prompts_are_measured_offline_with_random_ids() -> None:
 def test_a_group_run_archives_every_member_and_compare_shows_their_differences(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    topology = {"nodes": 2, "dist_port": 20000, "ranks": [{"rank": 0, "host": "node1", "address": "10.0.0.1"},
-                                                          {"rank": 1, "host": "node2", "address": "10.0.0.2"}]}  # fmt: skip
+    topology = {
+        "nodes": 2,
+        "dist_port": 20000,
+        "ranks": [
+            {"rank": 0, "host": "node1", "address": "10.0.0.1"},
+            {"rank": 1, "host": "node2", "address": "10.0.0.2"},
+        ],
+    }
 
     def archive(time: str, member_driver: str) -> str:
-        summary = RunSummary(run_id=f"node1/{time}_g", host="node1", recipe="g", time=time, simulated=True,
-                             tool="sglang.benchmark.serving", tool_version="0.5.23", cells=[], gates=[], bench="none")  # fmt: skip
+        summary = RunSummary(
+            run_id=f"node1/{time}_g",
+            host="node1",
+            recipe="g",
+            time=time,
+            simulated=True,
+            tool="sglang.benchmark.serving",
+            tool_version="0.5.23",
+            cells=[],
+            gates=[],
+            bench="none",
+        )
         head = Fingerprint("node1", True, packages={"driver": "580.105.08"}, node_group=topology, number_of_nodes=2)
         member = Fingerprint("node2", True, packages={"driver": member_driver}, node_group=topology, number_of_nodes=2)
         write_run(tmp_path, summary, head, {}, "report", [], members={"node2": member})

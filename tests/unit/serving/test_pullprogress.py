@@ -73,9 +73,15 @@ class _UnixServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
 
 @pytest.mark.parametrize(
     ("tail", "rc", "status"),
-    [([], 0, "ok"), ([{"errorDetail": {"message": "no space"}, "error": "write /var/lib/docker: no space"}], 1,
-                     "failed: write /var/lib/docker: no space")],
-)  # fmt: skip
+    [
+        ([], 0, "ok"),
+        (
+            [{"errorDetail": {"message": "no space"}, "error": "write /var/lib/docker: no space"}],
+            1,
+            "failed: write /var/lib/docker: no space",
+        ),
+    ],
+)
 def test_the_node_program_follows_the_engine_api_stream(tmp_path: Path, monkeypatch, tail, rc, status) -> None:
     sock = str(tmp_path / "docker.sock")
     _Docker.lines, _Docker.asked = [*STREAM, *tail], []

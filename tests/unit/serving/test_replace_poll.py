@@ -26,8 +26,13 @@ def test_a_unit_that_ends_between_the_reads_is_seen_with_its_status(tmp_path: Pa
     work.mkdir()
     (work / "progress").write_text("waiting for health, 2 s\n")
     env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "WORKDIR": str(work)}
-    done = subprocess.run(["sh", "-c", text(poll_command("hgxkit-serve-m-0", str(work)))], env=env,
-                          capture_output=True, text=True, check=True)  # fmt: skip
+    done = subprocess.run(
+        ["sh", "-c", text(poll_command("hgxkit-serve-m-0", str(work)))],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     status, progress, active = (part.strip() for part in done.stdout.split("#\n"))
     assert (status, progress, active) == ("ok", "waiting for health, 2 s", "inactive")
 
@@ -38,6 +43,11 @@ def test_a_running_unit_has_no_status_yet(tmp_path: Path) -> None:
     (bin_dir / "systemctl").write_text("#!/bin/sh\necho active\n")
     (bin_dir / "systemctl").chmod(0o755)
     env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
-    done = subprocess.run(["sh", "-c", text(poll_command("hgxkit-serve-m-0", str(tmp_path)))], env=env,
-                          capture_output=True, text=True, check=True)  # fmt: skip
+    done = subprocess.run(
+        ["sh", "-c", text(poll_command("hgxkit-serve-m-0", str(tmp_path)))],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert done.stdout == "#\n#\nactive\n"

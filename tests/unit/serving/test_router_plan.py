@@ -24,8 +24,12 @@ IMAGE = "lmsysorg/sgl-model-gateway:latest"
 
 def spec(urls: list[str] | None = None, **kw: object) -> RouterSpec:
     args: dict[str, object] = {
-        "image": IMAGE, "policy": "cache_aware", "bind_address": "127.0.0.1", "port": 30000, "api_key_file": None,
-    }  # fmt: skip
+        "image": IMAGE,
+        "policy": "cache_aware",
+        "bind_address": "127.0.0.1",
+        "port": 30000,
+        "api_key_file": None,
+    }
     args.update(kw)
     return router_spec(urls or ["http://127.0.0.1:5000", "http://127.0.0.1:5001"], **args)  # type: ignore[arg-type]
 
@@ -57,14 +61,18 @@ def test_worker_urls_cover_every_group_of_every_host() -> None:
     urls, problems = worker_urls("node1", hosts)
     assert problems == []
     assert urls == [
-        "http://127.0.0.1:5000", "http://127.0.0.1:5001",
-        "http://10.0.0.2:5000", "http://10.0.0.2:5001", "http://[fd00::3]:5000",
-    ]  # fmt: skip
+        "http://127.0.0.1:5000",
+        "http://127.0.0.1:5001",
+        "http://10.0.0.2:5000",
+        "http://10.0.0.2:5001",
+        "http://[fd00::3]:5000",
+    ]
 
 
 def test_loopback_groups_on_another_host_are_refused() -> None:
-    urls, problems = worker_urls("node1", [WorkerHost("node1", "a", "127.0.0.1", [5000]),
-                                           WorkerHost("node2", "b", "127.0.0.1", [5000])])  # fmt: skip
+    urls, problems = worker_urls(
+        "node1", [WorkerHost("node1", "a", "127.0.0.1", [5000]), WorkerHost("node2", "b", "127.0.0.1", [5000])]
+    )
     assert urls == ["http://127.0.0.1:5000"]
     assert [p.code for p in problems] == ["router-reach"]
     assert "node2 publishes its groups on 127.0.0.1 only" in str(problems[0])
@@ -73,8 +81,13 @@ def test_loopback_groups_on_another_host_are_refused() -> None:
 def test_a_keyed_router_fronts_one_host_only() -> None:
     one = worker_urls("n1", [WorkerHost("n1", "a", "0.0.0.0", [5000], api_key=True)])
     assert one[1] == []
-    two = worker_urls("n1", [WorkerHost("n1", "a", "0.0.0.0", [5000], api_key=True),
-                             WorkerHost("n2", "b", "0.0.0.0", [5000], api_key=True)])  # fmt: skip
+    two = worker_urls(
+        "n1",
+        [
+            WorkerHost("n1", "a", "0.0.0.0", [5000], api_key=True),
+            WorkerHost("n2", "b", "0.0.0.0", [5000], api_key=True),
+        ],
+    )
     assert [p.code for p in two[1]] == ["router-key"]
     assert [p.code for p in worker_urls("n1", [WorkerHost("n1", "a", "127.0.0.1", [])])[1]] == ["router-workers"]
 
@@ -87,9 +100,20 @@ def test_spec_runs_the_real_router_on_the_host_network() -> None:
     i = s.argv.index(IMAGE)
     assert s.argv[i - 4 : i] == ["--restart", "unless-stopped", "--entrypoint", "python3"]
     assert s.argv[i + 1 :] == [
-        "-m", "sglang_router.launch_router", "--worker-urls", "http://127.0.0.1:5000", "http://127.0.0.1:5001",
-        "--policy", "cache_aware", "--host", "127.0.0.1", "--port", "30000", "--prometheus-host", "127.0.0.1",
-    ]  # fmt: skip
+        "-m",
+        "sglang_router.launch_router",
+        "--worker-urls",
+        "http://127.0.0.1:5000",
+        "http://127.0.0.1:5001",
+        "--policy",
+        "cache_aware",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        "30000",
+        "--prometheus-host",
+        "127.0.0.1",
+    ]
     assert "--network" in s.argv and s.argv[s.argv.index("--network") + 1] == "host"
 
 
@@ -143,8 +167,9 @@ def test_router_fact_parses_the_docker_listing() -> None:
     # ps, id, name, state, then the labels serve, router, spec, group, port (hgxkit.serving.facts.all_containers)
     line = "ps\tc1\tsglang-router\trunning\t\t1\tabc123\t\t"
     assert fact.process([line]) == RunningContainer("sglang-router", "c1", "abc123", None, True)
-    assert fact.process([line.replace("running", "exited")]) == RunningContainer("sglang-router", "c1", "abc123",
-                                                                                  None, False)  # fmt: skip
+    assert fact.process([line.replace("running", "exited")]) == RunningContainer(
+        "sglang-router", "c1", "abc123", None, False
+    )
     assert fact.process([]) is None
     assert fact.process(["ps\tc2\tm-0\trunning\t1\t\th\t0\t"]) is None  # a serving container is not the router
     command = str(fact.command())

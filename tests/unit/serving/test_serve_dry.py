@@ -26,16 +26,18 @@ STATE = "/var/lib/hgxkit/serve"
 
 def listed(s: Any) -> str:
     """The `docker ps` line of a running container made from spec `s`."""
-    labels = [s.labels.get(k, "") for k in ("hgxkit.serve", "hgxkit.router", "hgxkit.spec", "hgxkit.group",
-                                            "hgxkit.port")]  # fmt: skip
+    labels = [
+        s.labels.get(k, "") for k in ("hgxkit.serve", "hgxkit.router", "hgxkit.spec", "hgxkit.group", "hgxkit.port")
+    ]
     return "\t".join(["ps", f"id-{s.name}", s.name, "running", *labels])
 
 
 def node_serving(recipe_path: str) -> dict[Any, Any]:
     """@fake responses of a brought-up node whose containers run `recipe_path` and left their spec records."""
     recipe = load_recipe(recipe_path)
-    specs = container_specs(recipe, total_gpus=8, bind_address="127.0.0.1", api_key=None,
-                            image=image_to_run(recipe.image.reference, DIGEST))  # fmt: skip
+    specs = container_specs(
+        recipe, total_gpus=8, bind_address="127.0.0.1", api_key=None, image=image_to_run(recipe.image.reference, DIGEST)
+    )
     responses: dict[Any, Any] = {
         re.compile(r"replace/[^/ ]+/spec\.json"): "",  # filled per container below
         "/proc/meminfo": "MemTotal:       4227858432 kB",
@@ -43,23 +45,33 @@ def node_serving(recipe_path: str) -> dict[Any, Any]:
         "docker ps -a --no-trunc --format": [listed(s) for s in specs],
         f"{STATE}/image.json": image_record(recipe.image.reference, DIGEST).strip(),
     }
-    records = {re.compile(re.escape(f"replace/{s.name}/spec.json")): json.dumps(spec_record(s, "sglang"))
-               for s in specs}  # fmt: skip
+    records = {
+        re.compile(re.escape(f"replace/{s.name}/spec.json")): json.dumps(spec_record(s, "sglang")) for s in specs
+    }
     return {**records, **responses}
 
 
 def plan(recipe_path: str, responses: dict[Any, Any], deploy: Any = serve) -> tuple[list[str], list[str]]:
     """Plan `deploy` for `recipe_path` on one @fake host: the operations' names, and the commands run."""
-    data = {"fake_delay": 0, "fake_delay_jitter": 0, "fake_responses": responses, "recipe": recipe_path,
-            "serve_total_gpus": 8, "serve_state_dir": STATE}  # fmt: skip
+    data = {
+        "fake_delay": 0,
+        "fake_delay_jitter": 0,
+        "fake_responses": responses,
+        "recipe": recipe_path,
+        "serve_total_gpus": 8,
+        "serve_state_dir": STATE,
+    }
     inventory = Inventory(([("@fake/h200-1", data)], {}))
     state = State(inventory=inventory, config=Config())
     connect_all(state)
     host = inventory.get_host("@fake/h200-1")
     assert knob(host, "serve_state_dir") == STATE
     add_deploy(state, deploy)
-    names = [re.sub(r"^hgxkit serving(: image prefetch)? \| ", "", name) for op_hash in host.op_hash_order
-             for name in state.get_op_meta(op_hash).names]  # fmt: skip
+    names = [
+        re.sub(r"^hgxkit serving(: image prefetch)? \| ", "", name)
+        for op_hash in host.op_hash_order
+        for name in state.get_op_meta(op_hash).names
+    ]
     return names, [str(c) for c in host.connector.executed_commands]
 
 
@@ -104,14 +116,23 @@ def test_drift_the_docker_listing_shows_is_planned_back() -> None:
     serving = node_serving(MARLIN)
     listed_lines = serving["docker ps -a --no-trunc --format"]
     gone = {**serving, "docker ps -a --no-trunc --format": listed_lines[1:]}
-    stopped = {**serving, "docker ps -a --no-trunc --format": [listed_lines[0].replace("\trunning\t", "\texited\t"),
-                                                                listed_lines[1]]}  # fmt: skip
-    changed = {**serving, "docker ps -a --no-trunc --format": [listed_lines[0], re.sub(
-        r"\t[0-9a-f]{16}\t1\t", "\t0123456789abcdef\t1\t", listed_lines[1])]}  # fmt: skip
+    stopped = {
+        **serving,
+        "docker ps -a --no-trunc --format": [listed_lines[0].replace("\trunning\t", "\texited\t"), listed_lines[1]],
+    }
+    changed = {
+        **serving,
+        "docker ps -a --no-trunc --format": [
+            listed_lines[0],
+            re.sub(r"\t[0-9a-f]{16}\t1\t", "\t0123456789abcdef\t1\t", listed_lines[1]),
+        ],
+    }
     check = "Check the GPUs and the model before deepseek-v4-flash-dspark-marlin's containers change"
     assert plan(MARLIN, gone)[0] == [check, "group 0: start container deepseek-v4-flash-0"]
     assert plan(MARLIN, stopped)[0] == [check, "group 0: replace container deepseek-v4-flash-0 (it is not running)"]
     assert plan(MARLIN, changed)[0] == [check, "group 1: replace container deepseek-v4-flash-1 (its spec changed)"]
-    paused = {**serving, "docker ps -a --no-trunc --format": [line.replace("\trunning\t", "\tpaused\t")
-                                                               for line in listed_lines]}  # fmt: skip
+    paused = {
+        **serving,
+        "docker ps -a --no-trunc --format": [line.replace("\trunning\t", "\tpaused\t") for line in listed_lines],
+    }
     assert plan(MARLIN, paused)[0] == []  # as `docker inspect` said: a paused container is running

@@ -55,15 +55,23 @@ def test_api_key_reaches_sglang_in_a_mounted_config_file_never_on_a_command_line
 
 
 def test_recipe_secrets_reach_the_container_only_through_root_only_files() -> None:
-    text = (ROOT / "recipes" / "deepseek-v4-flash-dspark-marlin.yaml").read_text().replace(
-        "  - --enable-metrics\n", "  - --enable-metrics\n  - --api-key '{{env:SGLANG_API_KEY}}'\n"
+    text = (
+        (ROOT / "recipes" / "deepseek-v4-flash-dspark-marlin.yaml")
+        .read_text()
+        .replace("  - --enable-metrics\n", "  - --enable-metrics\n  - --api-key '{{env:SGLANG_API_KEY}}'\n")
     )
     from hgxkit.recipe.read import parse_recipe_text
 
     recipe = parse_recipe_text(text)
     plain = container_specs(recipe, total_gpus=8, bind_address="127.0.0.1", api_key=None, image=IMAGE)
-    filled = container_specs(recipe, total_gpus=8, bind_address="127.0.0.1", api_key=None, image=IMAGE,
-                             environ={"SGLANG_API_KEY": "s3cret-$HOME"})  # fmt: skip
+    filled = container_specs(
+        recipe,
+        total_gpus=8,
+        bind_address="127.0.0.1",
+        api_key=None,
+        image=IMAGE,
+        environ={"SGLANG_API_KEY": "s3cret-$HOME"},
+    )
     assert [s.spec_hash for s in plain] == [s.spec_hash for s in filled]  # the secret is not in the hash
     assert "${SGLANG_API_KEY}" in filled[0].shell() and "s3cret" not in filled[0].shell()
     command = str(filled[0].command())
@@ -88,7 +96,9 @@ def test_rollout_keeps_unchanged_replaces_changed_removes_stale() -> None:
     assert [c.name for c in rollout.remove] == ["deepseek-v4-flash-2"]
     same = plan_rollout([replace(running[0]), replace(running[1], spec_hash=desired[1].spec_hash)], desired)
     assert not same.changes
-    stopped = plan_rollout([replace(running[0], running=False), replace(running[1], spec_hash=desired[1].spec_hash)], desired)
+    stopped = plan_rollout(
+        [replace(running[0], running=False), replace(running[1], spec_hash=desired[1].spec_hash)], desired
+    )
     assert [s.name for s in stopped.replace] == ["deepseek-v4-flash-0"]
 
 
@@ -113,7 +123,11 @@ def test_hicache_host_ram_of_the_post_exceeds_a_2_tib_node() -> None:
 
 
 def test_hicache_size_overrides_the_ratio() -> None:
-    text = (ROOT / "recipes" / "deepseek-v4-flash-dspark-marlin.yaml").read_text().replace("--hicache-size 0", "--hicache-size 100")
+    text = (
+        (ROOT / "recipes" / "deepseek-v4-flash-dspark-marlin.yaml")
+        .read_text()
+        .replace("--hicache-size 0", "--hicache-size 100")
+    )
     from hgxkit.recipe.read import parse_recipe_text
 
     need = hicache_need(parse_recipe_text(text), groups=2, gpu_memory_gb=140, weights_gb=160)
@@ -148,22 +162,29 @@ def test_one_docker_listing_answers_managed_containers_and_container_names() -> 
     from hgxkit.serving.facts import ContainerNames, ManagedContainers, RouterContainer, all_containers
 
     # ps, id, name, state, then the labels serve, router, spec, group, port (hgxkit.serving.facts._PS_LABELS)
-    output = ["ps\tc1\tm-0\trunning\t1\t\th0\t0\t30000", "ps\tc4\tm-1\texited\t1\t\th1\t1\t30001",
-              "ps\tc2\tsglang-router\trunning\t\t1\thr\t\t", "ps\tc3\tsomeone-else\trunning\t\t\t\t\t"]  # fmt: skip
+    output = [
+        "ps\tc1\tm-0\trunning\t1\t\th0\t0\t30000",
+        "ps\tc4\tm-1\texited\t1\t\th1\t1\t30001",
+        "ps\tc2\tsglang-router\trunning\t\t1\thr\t\t",
+        "ps\tc3\tsomeone-else\trunning\t\t\t\t\t",
+    ]
     assert ManagedContainers().command().get_raw_value() == ContainerNames().command().get_raw_value()
-    assert ManagedContainers().process(output) == [RunningContainer("m-0", "c1", "h0", 0, True, None, 30000),
-                                                   RunningContainer("m-1", "c4", "h1", 1, False, None, 30001)]  # fmt: skip
+    assert ManagedContainers().process(output) == [
+        RunningContainer("m-0", "c1", "h0", 0, True, None, 30000),
+        RunningContainer("m-1", "c4", "h1", 1, False, None, 30001),
+    ]
     assert RouterContainer().process(output) == RunningContainer("sglang-router", "c2", "hr", None, True)
-    assert ContainerNames().process(output) == {"m-0": True, "m-1": True, "sglang-router": True,
-                                                "someone-else": False}  # fmt: skip
+    assert ContainerNames().process(output) == {"m-0": True, "m-1": True, "sglang-router": True, "someone-else": False}
     assert ContainerNames().process([""]) == {} and ManagedContainers().process([""]) == []
     assert RouterContainer().process(output[:1]) is None
     command = all_containers().get_raw_value()
     assert command.count("docker ") == 1 and "docker ps -a --no-trunc" in command  # one docker call, no inspect
 
 
-@pytest.mark.parametrize(("state", "running"), [("running", True), ("paused", True), ("restarting", True),
-                                                ("exited", False), ("created", False), ("dead", False)])  # fmt: skip
+@pytest.mark.parametrize(
+    ("state", "running"),
+    [("running", True), ("paused", True), ("restarting", True), ("exited", False), ("created", False), ("dead", False)],
+)
 def test_listed_state_is_running_exactly_when_docker_inspect_says_state_running(state: str, running: bool) -> None:
     from hgxkit.serving.facts import parse_listed
 
@@ -177,21 +198,43 @@ def test_the_engine_api_listing_reads_as_the_cli_one_and_its_command_lines_never
     from hgxkit.serving.facts import _NO_COMMAND, ContainerNames, ManagedContainers, RouterContainer, listed_rows
 
     secret = json.dumps('sglang serve --api-key s3cr"et\\ --x "y\\"" <\n')[1:-1]  # as dockerd escapes it
-    api = [{"Id": "c1", "Names": ["/m-0"], "State": "running", "Command": "", "Labels": {
-                "hgxkit.serve": "1", "hgxkit.spec": "h0", "hgxkit.group": "0", "hgxkit.port": "30000", "x": "y"}},
-           {"Id": "c4", "Names": ["/m-1", "/other/alias"], "State": "exited", "Command": "",
-            "Labels": {"hgxkit.serve": "1", "hgxkit.spec": "h1", "hgxkit.group": "1", "hgxkit.port": "30001"}},
-           {"Id": "c2", "Names": ["/other/alias2", "/sglang-router"], "State": "running", "Command": "",
-            "Labels": {"hgxkit.router": "1", "hgxkit.spec": "hr"}},
-           {"Id": "c3", "Names": ["/someone-else"], "State": "running", "Command": "", "Labels": None}]  # fmt: skip
+    api = [
+        {
+            "Id": "c1",
+            "Names": ["/m-0"],
+            "State": "running",
+            "Command": "",
+            "Labels": {"hgxkit.serve": "1", "hgxkit.spec": "h0", "hgxkit.group": "0", "hgxkit.port": "30000", "x": "y"},
+        },
+        {
+            "Id": "c4",
+            "Names": ["/m-1", "/other/alias"],
+            "State": "exited",
+            "Command": "",
+            "Labels": {"hgxkit.serve": "1", "hgxkit.spec": "h1", "hgxkit.group": "1", "hgxkit.port": "30001"},
+        },
+        {
+            "Id": "c2",
+            "Names": ["/other/alias2", "/sglang-router"],
+            "State": "running",
+            "Command": "",
+            "Labels": {"hgxkit.router": "1", "hgxkit.spec": "hr"},
+        },
+        {"Id": "c3", "Names": ["/someone-else"], "State": "running", "Command": "", "Labels": None},
+    ]
     # What dockerd sends: compact JSON, each command line a JSON string with escapes; sed blanks them all.
     raw = json.dumps(api, separators=(",", ":")).replace('"Command":""', '"Command":"' + secret + '"')
     assert raw.count("s3cr") == 4
-    blanked = subprocess.run(["sed", "-E", _NO_COMMAND], input="api\t" + raw + "\n", capture_output=True,
-                             text=True, check=True).stdout.splitlines()  # fmt: skip
+    blanked = subprocess.run(
+        ["sed", "-E", _NO_COMMAND], input="api\t" + raw + "\n", capture_output=True, text=True, check=True
+    ).stdout.splitlines()
     assert "s3cr" not in blanked[0] and "api-key" not in blanked[0] and json.loads(blanked[0][4:]) == api
-    cli = ["ps\tc1\tm-0\trunning\t1\t\th0\t0\t30000", "ps\tc4\tm-1\texited\t1\t\th1\t1\t30001",
-           "ps\tc2\tsglang-router\trunning\t\t1\thr\t\t", "ps\tc3\tsomeone-else\trunning\t\t\t\t\t"]  # fmt: skip
+    cli = [
+        "ps\tc1\tm-0\trunning\t1\t\th0\t0\t30000",
+        "ps\tc4\tm-1\texited\t1\t\th1\t1\t30001",
+        "ps\tc2\tsglang-router\trunning\t\t1\thr\t\t",
+        "ps\tc3\tsomeone-else\trunning\t\t\t\t\t",
+    ]
     assert listed_rows(blanked) == listed_rows(cli)
     for fact in (ManagedContainers(), RouterContainer(), ContainerNames()):
         assert fact.process(blanked) == fact.process(cli)
@@ -209,8 +252,11 @@ def test_the_listing_falls_back_to_the_docker_cli_without_curl_or_with_another_d
     (bin_dir / "docker").write_text("#!/bin/sh\nprintf 'ps\\tc9\\tfrom-cli\\trunning\\t1\\t\\t\\t\\t\\n'\n")
     (bin_dir / "docker").chmod(0o755)
     for tool in ("sed", "sh"):  # the shell and sed from this machine, no curl on the PATH
-        (bin_dir / tool).symlink_to(subprocess.run(["sh", "-c", f"command -v {tool}"], capture_output=True,
-                                                   text=True, check=True).stdout.strip())  # fmt: skip
+        (bin_dir / tool).symlink_to(
+            subprocess.run(
+                ["sh", "-c", f"command -v {tool}"], capture_output=True, text=True, check=True
+            ).stdout.strip()
+        )
     command = all_containers().get_raw_value()
     no_curl = {"PATH": str(bin_dir)}
     # This machine's curl and socket are on the PATH, but another daemon is named: the CLI (which honours it) asks.

@@ -13,8 +13,9 @@ IMAGE = "lmsysorg/sglang@sha256:" + "0" * 64
 
 
 def specs(name: str) -> list[ContainerSpec]:
-    return container_specs(load_recipe(f"recipes/{name}.yaml"), total_gpus=8, bind_address="127.0.0.1",
-                           api_key=None, image=IMAGE)  # fmt: skip
+    return container_specs(
+        load_recipe(f"recipes/{name}.yaml"), total_gpus=8, bind_address="127.0.0.1", api_key=None, image=IMAGE
+    )
 
 
 def running(spec: ContainerSpec, *, up: bool = True) -> RunningContainer:
@@ -31,8 +32,7 @@ def test_a_changed_flag_is_named_per_group(marlin: list[ContainerSpec]) -> None:
     records = {s.name: spec_record(s, "sglang") for s in marlin}
     actions = group_actions([running(s) for s in marlin], flashinfer, records, "sglang")
     assert [a.line() for a in actions] == [
-        f"group {s.group}: replace container {s.name} (--moe-runner-backend marlin -> flashinfer_mxfp4)"
-        for s in marlin
+        f"group {s.group}: replace container {s.name} (--moe-runner-backend marlin -> flashinfer_mxfp4)" for s in marlin
     ]
     assert all(a.old is not None and a.old.container_id == f"id-{a.name}" for a in actions)
 
@@ -42,7 +42,10 @@ def test_unchanged_missing_stopped_and_unrecorded_groups(marlin: list[ContainerS
     stale = RunningContainer("old-recipe-0", "id-old", "x", 0, True)
     current = [running(first), running(second, up=False), stale]
     actions = {a.name: a for a in group_actions(current, marlin, {}, "sglang")}
-    assert actions["old-recipe-0"].line() == "group 0: remove container old-recipe-0 (its group is no longer in the recipe)"
+    assert (
+        actions["old-recipe-0"].line()
+        == "group 0: remove container old-recipe-0 (its group is no longer in the recipe)"
+    )
     assert actions[first.name].action == "keep"
     assert actions[second.name].line() == f"group {second.group}: replace container {second.name} (it is not running)"
     assert all(actions[s.name].action == "start" for s in marlin[2:])
@@ -54,8 +57,12 @@ def test_unchanged_missing_stopped_and_unrecorded_groups(marlin: list[ContainerS
 def test_the_difference_names_image_flags_and_docker_options(marlin: list[ContainerSpec]) -> None:
     old = spec_record(marlin[0], "sglang")
     assert "--label" not in " ".join(old["options"])  # hgxkit's labels only repeat the hash
-    new = {**old, "image": "other@sha256:1", "options": [*old["options"], "-e X=1"],
-           "server": [*old["server"], "--made-up-switch"]}  # fmt: skip
+    new = {
+        **old,
+        "image": "other@sha256:1",
+        "options": [*old["options"], "-e X=1"],
+        "server": [*old["server"], "--made-up-switch"],
+    }
     assert spec_difference(old, new) == (
         f"image {IMAGE} -> other@sha256:1; --made-up-switch (absent) -> on; option (absent) -> -e X=1"
     )

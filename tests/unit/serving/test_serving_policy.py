@@ -35,14 +35,32 @@ EXPOSED = Problem(
         ("0.0.0.0", None, True, []),
         ("127.0.0.1", None, False, []),
         ("::1", None, False, []),
-        ("0.0.0.0", "", False, [Problem(
-            "api_key", "api_key is set to a value other than auto (0 characters, not shown)",
-            "set api_key: auto (a key is generated on the host, root-only) or remove it")]),
-        ("127.0.0.1", "sk-pasted", True, [Problem(
-            "api_key", "api_key is set to a value other than auto (9 characters, not shown)",
-            "set api_key: auto (a key is generated on the host, root-only) or remove it")]),
+        (
+            "0.0.0.0",
+            "",
+            False,
+            [
+                Problem(
+                    "api_key",
+                    "api_key is set to a value other than auto (0 characters, not shown)",
+                    "set api_key: auto (a key is generated on the host, root-only) or remove it",
+                )
+            ],
+        ),
+        (
+            "127.0.0.1",
+            "sk-pasted",
+            True,
+            [
+                Problem(
+                    "api_key",
+                    "api_key is set to a value other than auto (9 characters, not shown)",
+                    "set api_key: auto (a key is generated on the host, root-only) or remove it",
+                )
+            ],
+        ),
     ],
-)  # fmt: skip
+)
 def test_exposure_from_the_inventory(bind: str, key: str | None, allow: bool, expected: list[Problem]) -> None:
     assert exposure_problems(bind, key, allow) == expected
 
@@ -68,15 +86,18 @@ docker:
 
 
 def recipe(options: str = "", args: str = "", command: str = "sglang serve"):  # type: ignore[no-untyped-def]
-    text = RECIPE.format(options="".join(f"  - {o}\n" for o in options.split("|") if o),
-                         args="".join(f"  - {a}\n" for a in args.split("|") if a))  # fmt: skip
+    text = RECIPE.format(
+        options="".join(f"  - {o}\n" for o in options.split("|") if o),
+        args="".join(f"  - {a}\n" for a in args.split("|") if a),
+    )
     return parse_recipe_text(text.replace("  command: sglang serve", f"  kind: sglang\n  command: {command}"))
 
 
 PUBLISH_ALL = Problem(
-    "exposure", "-P publishes every exposed port on every interface, whatever bind_address says",
+    "exposure",
+    "-P publishes every exposed port on every interface, whatever bind_address says",
     "publish the server's port with -p instead",
-)  # fmt: skip
+)
 
 
 def on_every_interface(host: str, kind: str = "SGLang") -> Problem:
@@ -117,9 +138,7 @@ def test_exposure_the_recipe_causes(options: str, args: str, expected: list[Prob
 def test_a_wrapped_server_command_under_host_network_is_unknown_exposure() -> None:
     wrapped = recipe("--network host", "", command="sh -c 'sglang serve --host $H'")
     problems = recipe_exposure_problems(wrapped, api_key=None, allow_unauthenticated=False)
-    assert [(p.code, p.remedy) for p in problems] == [
-        ("exposure", "write the server's flags without a sh -c wrapper")
-    ]
+    assert [(p.code, p.remedy) for p in problems] == [("exposure", "write the server's flags without a sh -c wrapper")]
     assert problems[0].found.endswith(", so who can reach the API is not known")
 
 
@@ -158,7 +177,7 @@ def test_dangerous_options_become_problems_unless_allowed() -> None:
     privileged = recipe("--privileged|-v /srv:/s")
     problem = Problem(
         "docker-option",
-        '--privileged: gives the container every device and capability of the host; remove it, or allow it on the '
+        "--privileged: gives the container every device and capability of the host; remove it, or allow it on the "
         'node with allow_docker_options: ["--privileged"]',
         'if you trust this recipe with that, set allow_docker_options: ["--privileged"] in the inventory',
     )

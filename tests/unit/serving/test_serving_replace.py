@@ -14,7 +14,7 @@ import pytest
 
 from hgxkit.serving.replace import recovery_script, replace_script, unit_name
 
-FAKE_DOCKER = r'''#!PYTHON
+FAKE_DOCKER = r"""#!PYTHON
 import json, os, sys
 path = os.environ["FAKE_STATE"]
 state = json.load(open(path))
@@ -56,7 +56,7 @@ elif cmd == "run":
     cs[name] = {"id": "new-" + name, "labels": labels, "running": behaviour != "exits", "restarts": 0,
                 "log": "unrecognized arguments: --no-such-flag" if behaviour == "exits" else "serving"}
     save()
-'''
+"""
 FAKE_CURL = """#!/bin/sh
 echo poll >> "$FAKE_HEALTH.polls"
 cat "$FAKE_HEALTH" 2>/dev/null || echo 000
@@ -79,10 +79,16 @@ def node(tmp_path: Path):
     for tool in ("docker", "curl", "sleep"):
         (bin_dir / tool).chmod(0o755)
     state = tmp_path / "state.json"
-    state.write_text(json.dumps({"containers": {
-        "m-0": {"id": "old-m-0", "labels": {"hgxkit.serve": "1"}, "running": True, "restarts": 0},
-        "other": {"id": "o", "labels": {}, "running": True, "restarts": 0},
-    }}))  # fmt: skip
+    state.write_text(
+        json.dumps(
+            {
+                "containers": {
+                    "m-0": {"id": "old-m-0", "labels": {"hgxkit.serve": "1"}, "running": True, "restarts": 0},
+                    "other": {"id": "o", "labels": {}, "running": True, "restarts": 0},
+                }
+            }
+        )
+    )
     env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "FAKE_STATE": str(state), "FAKE_HEALTH": str(tmp_path / "health")}
     (work / "docker-run.sh").write_text("docker run -d --name m-0 --label hgxkit.serve=1 img:new\n")
     return work, env, state
@@ -93,8 +99,14 @@ def containers(state: Path) -> dict[str, dict]:
 
 
 def replace(work: Path, env: dict[str, str], old_id: str = "old-m-0", **env_extra: str) -> str:
-    text = replace_script(name="m-0", old_id=old_id, health_url="http://127.0.0.1:5000/health", timeout_s=3,
-                          interval_s=1, workdir=str(work))  # fmt: skip
+    text = replace_script(
+        name="m-0",
+        old_id=old_id,
+        health_url="http://127.0.0.1:5000/health",
+        timeout_s=3,
+        interval_s=1,
+        workdir=str(work),
+    )
     (work / "replace.sh").write_text(text)
     subprocess.run(["sh", str(work / "replace.sh")], env={**env, **env_extra}, check=True, timeout=60)
     return (work / "status").read_text().strip()
@@ -154,8 +166,9 @@ def test_a_container_hgxkit_did_not_make_is_never_removed_by_name(node) -> None:
 
 
 def test_hostile_names_stay_words_in_the_script() -> None:
-    text = replace_script(name="m-0;touch /tmp/p", old_id="", health_url="http://127.0.0.1:1/h", timeout_s=1,
-                          interval_s=1, workdir="/w")  # fmt: skip
+    text = replace_script(
+        name="m-0;touch /tmp/p", old_id="", health_url="http://127.0.0.1:1/h", timeout_s=1, interval_s=1, workdir="/w"
+    )
     assert "name='m-0;touch /tmp/p'" in text and unit_name("m-0;touch /tmp/p") == "hgxkit-serve-m-0_touch__tmp_p"
 
 

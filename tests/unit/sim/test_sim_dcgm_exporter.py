@@ -31,8 +31,13 @@ def node(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     (etc / "node.json").write_text(NodeHardware("node1").to_json())
     for pkg in ("nvidia-kernel-open-dkms", "libnvidia-ml1"):
         (versions / pkg).write_text("580.105.08\n")
-    env = {"HGXKIT_SIM_ETC": str(etc), "HGXKIT_SIM_RUN": str(run), "HGXKIT_SIM_VERSIONS": str(versions),
-           "HGXKIT_SIM_VISIBLE": str(tmp_path / "visible-gpus"), "HGXKIT_SIM_QUIET": "1"}  # fmt: skip
+    env = {
+        "HGXKIT_SIM_ETC": str(etc),
+        "HGXKIT_SIM_RUN": str(run),
+        "HGXKIT_SIM_VERSIONS": str(versions),
+        "HGXKIT_SIM_VISIBLE": str(tmp_path / "visible-gpus"),
+        "HGXKIT_SIM_QUIET": "1",
+    }
     for key, value in env.items():
         monkeypatch.setenv(key, value)
     monkeypatch.setenv("PYTHONPATH", str(NODE))
@@ -48,8 +53,9 @@ def node(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def smi_rows() -> list[dict[str, str]]:
     src = (FILES / "nvidia-smi").read_text().replace("@VERSION@", "580.105.08")
     query = [f"--query-gpu={','.join(exporter.QUERY)}", "--format=csv,noheader,nounits"]
-    done = subprocess.run([sys.executable, "-c", src, *query], capture_output=True, text=True, check=True,
-                          env=dict(os.environ))  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-c", src, *query], capture_output=True, text=True, check=True, env=dict(os.environ)
+    )
     return exporter.parse_smi(done.stdout.splitlines())
 
 
@@ -95,8 +101,10 @@ def test_the_counters_file_chooses_the_fields(node: Path) -> None:
     counters = exporter.read_counters("# c\nDCGM_FI_DEV_GPU_UTIL, gauge, util\n\nDCGM_FI_DEV_XID_ERRORS, gauge, x\n")
     text = exporter.render(counters, smi_rows(), {}, {}, "n")
     assert [x for x in text.splitlines() if x.startswith("# TYPE")] == [
-        "# TYPE DCGM_FI_DEV_GPU_UTIL gauge", "# TYPE DCGM_FI_DEV_XID_ERRORS gauge"]
-    assert 'DCGM_FI_DRIVER_VERSION' not in text  # not asked for as a label
+        "# TYPE DCGM_FI_DEV_GPU_UTIL gauge",
+        "# TYPE DCGM_FI_DEV_XID_ERRORS gauge",
+    ]
+    assert "DCGM_FI_DRIVER_VERSION" not in text  # not asked for as a label
 
 
 def test_promtool_accepts_the_exposition(node: Path, tmp_path: Path) -> None:
@@ -111,8 +119,11 @@ def test_promtool_accepts_the_exposition(node: Path, tmp_path: Path) -> None:
     # `modelName`, `UUID`) are all it may complain about; a parse error would say "error while linting".
     lines = [line for line in (done.stdout + done.stderr).splitlines() if line.strip()]
     assert lines and "error" not in (done.stdout + done.stderr)
-    allowed = ('should have "_total" suffix', "label names should be written in 'snake_case'",
-               "metric name should not include type 'counter'")  # DCGM_FI_DEV_PCIE_REPLAY_COUNTER
+    allowed = (
+        'should have "_total" suffix',
+        "label names should be written in 'snake_case'",
+        "metric name should not include type 'counter'",
+    )  # DCGM_FI_DEV_PCIE_REPLAY_COUNTER
     assert all(any(a in x for a in allowed) for x in lines), lines
 
 

@@ -79,8 +79,9 @@ def test_a_failed_deploy_names_its_last_lines_and_the_log(tmp_path: Path, monkey
 def test_the_answer_shows_the_measured_cells_against_the_post(tmp_path: Path) -> None:
     make_run(tmp_path, "node1", "20261130T120000Z", "deepseek-v4-flash-dspark-marlin")
     output = "[node1] run archived in {p} (hgxkit results show node1/20261130T120000Z_deepseek-v4-flash-dspark-marlin)"
-    run = demo.find_run(output.format(p=tmp_path / "node1" / "20261130T120000Z_deepseek-v4-flash-dspark-marlin"),
-                        tmp_path, since=0)  # fmt: skip
+    run = demo.find_run(
+        output.format(p=tmp_path / "node1" / "20261130T120000Z_deepseek-v4-flash-dspark-marlin"), tmp_path, since=0
+    )
     assert run.run_id == "node1/20261130T120000Z_deepseek-v4-flash-dspark-marlin"
     table, reference = demo.reference_table(run)
     assert reference is not None
@@ -99,8 +100,11 @@ def test_find_run_falls_back_to_the_newest_fresh_run(tmp_path: Path) -> None:
 
 def test_an_install_of_the_client_store_in_progress_is_found(tmp_path: Path) -> None:
     proc = tmp_path / "proc"
-    for pid, argv in {"101": ["bash", "/x/hgxkit/sim/standin/install_clients.sh", "/var/lib/hgxkit/sglang-client"],
-                      "102": ["bash", "/x/install_clients.sh", "/srv/other-store"], "self": ["x"]}.items():  # fmt: skip
+    for pid, argv in {
+        "101": ["bash", "/x/hgxkit/sim/standin/install_clients.sh", "/var/lib/hgxkit/sglang-client"],
+        "102": ["bash", "/x/install_clients.sh", "/srv/other-store"],
+        "self": ["x"],
+    }.items():
         (proc / pid).mkdir(parents=True)
         (proc / pid / "cmdline").write_bytes(b"\0".join(a.encode() for a in argv) + b"\0")
     assert demo.store_writer(Path("/var/lib/hgxkit/sglang-client"), proc) == 101
@@ -110,12 +114,20 @@ def test_an_install_of_the_client_store_in_progress_is_found(tmp_path: Path) -> 
 def test_the_closing_lines_give_every_phase_the_run_the_report_and_the_way_out(tmp_path: Path) -> None:
     path = make_run(tmp_path, "node1", "20261130T120000Z", "deepseek-v4-flash-dspark-marlin")
     run = demo.find_run("", tmp_path, since=0)
-    spent = {"benchmark client": 0.0, "image build": 1.2, "node start": 0.4, "pyinfra plan": 14.0, "bring-up": 2.0,
-             "verify": 108.3}  # a warm rerun: model and serve had nothing to do  # fmt: skip
+    spent = {
+        "benchmark client": 0.0,
+        "image build": 1.2,
+        "node start": 0.4,
+        "pyinfra plan": 14.0,
+        "bring-up": 2.0,
+        "verify": 108.3,
+    }  # a warm rerun: model and serve had nothing to do
     lines = demo.closing_lines(spent, 127.0, run, path / "report.html", "demo")
     assert lines[0].startswith("SIMULATED: no real GPU was used")
-    assert lines[1] == ("phases:  benchmark client 0 s, image build 1 s, node start 0 s, pyinfra plan 14 s, bring-up 2 s, "
-                        "model 0 s, serve 0 s, verify 108 s; total 127 s")  # fmt: skip
+    assert lines[1] == (
+        "phases:  benchmark client 0 s, image build 1 s, node start 0 s, pyinfra plan 14 s, bring-up 2 s, "
+        "model 0 s, serve 0 s, verify 108 s; total 127 s"
+    )
     assert lines[2].startswith("run:     node1/20261130T120000Z_deepseek-v4-flash-dspark-marlin  (archived in ")
     assert lines[3] == f"report:  {path / 'report.html'}"
     assert lines[4].endswith("hgxkit sim down --cluster demo")

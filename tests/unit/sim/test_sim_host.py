@@ -32,9 +32,20 @@ class FakeMachine(System):
     Every command is recorded in `ran` (argv, env) and `spawned`; nothing is executed.
     """
 
-    def __init__(self, root: Path, *, os_release: str = DEBIAN, commands: set[str] | None = None, euid: int = 0,
-                 engine: str = "ok", lxcfs: str = "ok", systemd: bool = False, ensurepip: bool = True,
-                 no_candidate: set[str] | None = None, engines: dict[str, str] | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        root: Path,
+        *,
+        os_release: str = DEBIAN,
+        commands: set[str] | None = None,
+        euid: int = 0,
+        engine: str = "ok",
+        lxcfs: str = "ok",
+        systemd: bool = False,
+        ensurepip: bool = True,
+        no_candidate: set[str] | None = None,
+        engines: dict[str, str] | None = None,
+    ) -> None:
         self.root = root
         (root / "etc").mkdir(parents=True, exist_ok=True)
         (root / "etc" / "os-release").write_text(os_release)
@@ -132,8 +143,9 @@ def test_a_ready_machine_is_left_alone_silently(tmp_path: Path) -> None:
 
 
 def test_a_fresh_debian_machine_as_root_gets_everything(tmp_path: Path) -> None:
-    machine = FakeMachine(tmp_path, commands={"tar", "dpkg-deb", "python3.11"}, engine="down", lxcfs="absent",
-                          ensurepip=False)  # fmt: skip
+    machine = FakeMachine(
+        tmp_path, commands={"tar", "dpkg-deb", "python3.11"}, engine="down", lxcfs="absent", ensurepip=False
+    )
     code, lines = setup(machine, "demo")
     assert code == 0, lines
     venv = f"python{sys.version_info[0]}.{sys.version_info[1]}-venv"
@@ -159,8 +171,16 @@ def test_test_purpose_adds_the_test_tools_but_not_the_client_python(tmp_path: Pa
     machine = FakeMachine(tmp_path, commands=ALL_COMMANDS - {"vagrant", "chromium", "ssh", "python3.11"})
     code, lines = setup(machine, "test")
     assert code == 0
-    assert machine.argvs()[2] == ["apt-get", "install", "-y", "-qq", "--no-install-recommends", "chromium",
-                                  "openssh-client", "vagrant"]  # fmt: skip
+    assert machine.argvs()[2] == [
+        "apt-get",
+        "install",
+        "-y",
+        "-qq",
+        "--no-install-recommends",
+        "chromium",
+        "openssh-client",
+        "vagrant",
+    ]
     assert lines[0].startswith("hgxkit host: installed chromium openssh-client vagrant")
 
 
@@ -181,8 +201,10 @@ def test_under_systemd_the_services_are_started_not_spawned(tmp_path: Path) -> N
     assert code == 0
     assert machine.argvs() == [["systemctl", "start", "docker"], ["systemctl", "start", "lxcfs"]]
     assert machine.spawned == []
-    assert lines == ["hgxkit host: started dockerd (unix:///var/run/docker.sock answers)",
-                     "hgxkit host: started lxcfs on /var/lib/lxcfs"]  # fmt: skip
+    assert lines == [
+        "hgxkit host: started dockerd (unix:///var/run/docker.sock answers)",
+        "hgxkit host: started lxcfs on /var/lib/lxcfs",
+    ]
 
 
 def test_a_dead_lxcfs_mount_is_unmounted_before_lxcfs_starts(tmp_path: Path) -> None:
@@ -191,8 +213,10 @@ def test_a_dead_lxcfs_mount_is_unmounted_before_lxcfs_starts(tmp_path: Path) -> 
     assert code == 0
     assert machine.argvs() == [["umount", "-l", "/var/lib/lxcfs"], ["mkdir", "-p", "/var/lib/lxcfs"]]
     assert machine.spawned == [["lxcfs", "/var/lib/lxcfs"]]
-    assert lines == ["hgxkit host: unmounted the stale lxcfs mount at /var/lib/lxcfs (its lxcfs had died)",
-                     "hgxkit host: started lxcfs on /var/lib/lxcfs"]  # fmt: skip
+    assert lines == [
+        "hgxkit host: unmounted the stale lxcfs mount at /var/lib/lxcfs (its lxcfs had died)",
+        "hgxkit host: started lxcfs on /var/lib/lxcfs",
+    ]
 
 
 def test_a_dead_lxcfs_mount_that_will_not_unmount_stops_there(tmp_path: Path) -> None:
@@ -201,8 +225,9 @@ def test_a_dead_lxcfs_mount_that_will_not_unmount_stops_there(tmp_path: Path) ->
     code, lines = setup(machine)
     assert code == 1 and machine.spawned == []
     assert machine.argvs() == [["fusermount3", "-u", "-z", "/var/lib/lxcfs"], ["umount", "-l", "/var/lib/lxcfs"]]
-    assert lines == ["hgxkit host: error: the stale lxcfs mount at /var/lib/lxcfs would not unmount: run "
-                     "`umount -l /var/lib/lxcfs`"]  # fmt: skip
+    assert lines == [
+        "hgxkit host: error: the stale lxcfs mount at /var/lib/lxcfs would not unmount: run `umount -l /var/lib/lxcfs`"
+    ]
 
 
 def test_not_root_gets_one_line_with_the_command(tmp_path: Path) -> None:
@@ -239,16 +264,22 @@ def test_another_distribution_is_told_what_to_install(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("docker_host", "message"),
     [
-        ("unix:///run/user/1000/docker.sock",
-         "no rootless Docker engine answers at unix:///run/user/1000/docker.sock: run `systemctl --user start docker`"),
-        ("unix:///home/me/.docker/desktop/docker.sock",
-         "Docker Desktop does not answer at unix:///home/me/.docker/desktop/docker.sock: start Docker Desktop, or "
-         "`unset DOCKER_HOST`"),
-        ("tcp://10.1.2.3:2376",
-         "DOCKER_HOST=tcp://10.1.2.3:2376 is another machine's engine, but simulated nodes bind-mount files from "
-         "this one: run `unset DOCKER_HOST` (a local engine), then rerun"),
+        (
+            "unix:///run/user/1000/docker.sock",
+            "no rootless Docker engine answers at unix:///run/user/1000/docker.sock: run `systemctl --user start docker`",
+        ),
+        (
+            "unix:///home/me/.docker/desktop/docker.sock",
+            "Docker Desktop does not answer at unix:///home/me/.docker/desktop/docker.sock: start Docker Desktop, or "
+            "`unset DOCKER_HOST`",
+        ),
+        (
+            "tcp://10.1.2.3:2376",
+            "DOCKER_HOST=tcp://10.1.2.3:2376 is another machine's engine, but simulated nodes bind-mount files from "
+            "this one: run `unset DOCKER_HOST` (a local engine), then rerun",
+        ),
     ],
-)  # fmt: skip
+)
 def test_an_engine_it_may_not_touch_gets_one_line(tmp_path: Path, docker_host: str, message: str) -> None:
     # The system socket is down and dockerd is not installed, but DOCKER_HOST names another engine: leave it be.
     machine = FakeMachine(tmp_path, commands=ALL_COMMANDS - {"dockerd", "docker"}, engine="down")
@@ -264,14 +295,17 @@ def test_a_remote_engine_is_refused_even_when_it_answers(tmp_path: Path) -> None
 
 
 def test_a_package_the_archive_lacks_is_named_and_the_rest_installed(tmp_path: Path) -> None:
-    machine = FakeMachine(tmp_path, os_release=UBUNTU, commands=ALL_COMMANDS - {"chromium", "vagrant"},
-                          no_candidate={"chromium"})  # fmt: skip
+    machine = FakeMachine(
+        tmp_path, os_release=UBUNTU, commands=ALL_COMMANDS - {"chromium", "vagrant"}, no_candidate={"chromium"}
+    )
     code, lines = setup(machine, "test", env={"CI": "true"})
     assert code == 1
     assert machine.argvs()[2] == ["apt-get", "install", "-y", "-qq", "--no-install-recommends", "vagrant"]
     assert lines[0].startswith("hgxkit host: installed vagrant (")
-    assert lines[1] == ("hgxkit host: error: chromium: no such package in this machine's apt sources "
-                        "(Ubuntu 24.04.1 LTS); install it another way, then rerun")  # fmt: skip
+    assert lines[1] == (
+        "hgxkit host: error: chromium: no such package in this machine's apt sources "
+        "(Ubuntu 24.04.1 LTS); install it another way, then rerun"
+    )
 
 
 def test_dry_run_says_what_it_would_do_and_does_nothing(tmp_path: Path) -> None:
@@ -333,8 +367,11 @@ def test_the_cli_runs_host_setup_without_docker_installed_and_refuses_the_rest(t
     assert found.stdout == f"{root}/hgxkit/__init__.py\n", found.stderr
     setup = python("-m", "hgxkit", "sim", "host", "setup", "--for", "test", "--dry-run")
     with_docker = python("-m", "hgxkit", "sim", "host", "setup", "--for", "test", "--dry-run", where=packages)
-    assert (setup.returncode, setup.stdout, setup.stderr) == (with_docker.returncode, with_docker.stdout,
-                                                              with_docker.stderr)  # fmt: skip
+    assert (setup.returncode, setup.stdout, setup.stderr) == (
+        with_docker.returncode,
+        with_docker.stdout,
+        with_docker.stderr,
+    )
     assert "Traceback" not in setup.stderr
     status = python("-m", "hgxkit", "sim", "status")
     assert status.returncode == 2, status.stderr
@@ -370,11 +407,15 @@ def _inotify(machine: FakeMachine, instances: str, watches: str) -> None:
 def test_inotify_limits_below_what_many_nodes_need_are_raised_never_lowered(tmp_path: Path) -> None:
     low = FakeMachine(tmp_path / "low")
     _inotify(low, "128\n", "192530\n")
-    assert setup(low, "all") == (0, ["hgxkit host: raised fs.inotify.max_user_instances=1024, "
-                                     "fs.inotify.max_user_watches=524288 (many simulated nodes run out of the "
-                                     "defaults)"])  # fmt: skip
-    assert low.argvs() == [["sysctl", "-w", "fs.inotify.max_user_instances=1024",
-                            "fs.inotify.max_user_watches=524288"]]  # fmt: skip
+    assert setup(low, "all") == (
+        0,
+        [
+            "hgxkit host: raised fs.inotify.max_user_instances=1024, "
+            "fs.inotify.max_user_watches=524288 (many simulated nodes run out of the "
+            "defaults)"
+        ],
+    )
+    assert low.argvs() == [["sysctl", "-w", "fs.inotify.max_user_instances=1024", "fs.inotify.max_user_watches=524288"]]
     high = FakeMachine(tmp_path / "high")
     _inotify(high, "8192\n", "192530\n")  # one already higher: only the other is raised
     assert setup(high, "all")[0] == 0 and high.argvs() == [["sysctl", "-w", "fs.inotify.max_user_watches=524288"]]
@@ -385,8 +426,11 @@ def test_inotify_limits_below_what_many_nodes_need_are_raised_never_lowered(tmp_
     assert setup(user, "all") == (0, []) and user.argvs() == []
     dry = FakeMachine(tmp_path / "dry")
     _inotify(dry, "128\n", "524288\n")
-    assert setup(dry, "all", dry_run=True) == (0, ["hgxkit host: would raise fs.inotify.max_user_instances=1024 "
-                                                   "(sysctl -w)"]) and dry.argvs() == []  # fmt: skip
+    assert (
+        setup(dry, "all", dry_run=True)
+        == (0, ["hgxkit host: would raise fs.inotify.max_user_instances=1024 (sysctl -w)"])
+        and dry.argvs() == []
+    )
 
 
 def test_a_read_only_proc_sys_is_said_and_setup_goes_on(tmp_path: Path) -> None:
@@ -400,6 +444,8 @@ def test_a_read_only_proc_sys_is_said_and_setup_goes_on(tmp_path: Path) -> None:
     machine = ReadOnly(tmp_path)
     _inotify(machine, "128\n", "524288\n")
     code, lines = setup(machine, "all")
-    assert code == 0 and lines == ["hgxkit host: could not raise fs.inotify.max_user_instances=1024 (sysctl: "
-                                   "permission denied on key fs.inotify.max_user_instances): more than ~15 "
-                                   "simulated nodes at once may fail to start"]  # fmt: skip
+    assert code == 0 and lines == [
+        "hgxkit host: could not raise fs.inotify.max_user_instances=1024 (sysctl: "
+        "permission denied on key fs.inotify.max_user_instances): more than ~15 "
+        "simulated nodes at once may fail to start"
+    ]

@@ -207,10 +207,16 @@ def test_nvidia_smi_telemetry_follows_the_stand_ins_load_and_loops(node):
     (throttled, _) = parse_gpu_csv(node("nvidia-smi", *query).stdout, source="nvidia-smi")
     assert throttled.throttle_mask == 0x4 and throttled.sm_clock_mhz < 1980
     src = (FILES / "nvidia-smi").read_text().replace("@VERSION@", "580.105.08")
-    env = {**os.environ, "PYTHONPATH": str(NODE), "HGXKIT_SIM_ETC": str(node.etc), "HGXKIT_SIM_RUN": str(node.run),
-           "HGXKIT_SIM_VERSIONS": str(node.etc.parent / "versions")}  # fmt: skip
-    looping = subprocess.Popen([sys.executable, "-c", src, *query, "-lms", "200"], env=env, stdout=subprocess.PIPE,
-                               text=True)  # fmt: skip
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(NODE),
+        "HGXKIT_SIM_ETC": str(node.etc),
+        "HGXKIT_SIM_RUN": str(node.run),
+        "HGXKIT_SIM_VERSIONS": str(node.etc.parent / "versions"),
+    }
+    looping = subprocess.Popen(
+        [sys.executable, "-c", src, *query, "-lms", "200"], env=env, stdout=subprocess.PIPE, text=True
+    )
     time.sleep(1.1)
     looping.terminate()
     samples = parse_gpu_csv(looping.communicate(timeout=10)[0], source="loop")
@@ -244,15 +250,42 @@ def test_nvidia_smi_query_loads_no_module_python_does_not_load_at_start(node):
     probe = src.replace("sys.exit(smi.main(sys.argv[1:]))", "smi.main(sys.argv[1:]); print(sorted(sys.modules))")
     assert probe != src
     env = {k: v for k, v in os.environ.items() if not k.startswith("HGXKIT_SIM_")}
-    env.update(PYTHONPATH=str(NODE), HGXKIT_SIM_ETC=str(node.etc), HGXKIT_SIM_RUN=str(node.run),
-               HGXKIT_SIM_VERSIONS=str(node.etc.parent / "versions"), HGXKIT_SIM_VISIBLE=str(node.visible))  # fmt: skip
-    done = subprocess.run([sys.executable, "-S", "-c", probe, "--query-gpu=index,uuid,fabric.state,memory.total",
-                           "--format=csv,noheader,nounits"], env=env, capture_output=True, text=True, check=True)  # fmt: skip
+    env.update(
+        PYTHONPATH=str(NODE),
+        HGXKIT_SIM_ETC=str(node.etc),
+        HGXKIT_SIM_RUN=str(node.run),
+        HGXKIT_SIM_VERSIONS=str(node.etc.parent / "versions"),
+        HGXKIT_SIM_VISIBLE=str(node.visible),
+    )
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-S",
+            "-c",
+            probe,
+            "--query-gpu=index,uuid,fabric.state,memory.total",
+            "--format=csv,noheader,nounits",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     rows, modules = done.stdout.splitlines()[:8], done.stdout.splitlines()[-1]
     assert [r.split(", ")[0] for r in rows] == [str(i) for i in range(8)] and rows[0].endswith(", 143771")
     assert rows[3].split(", ")[1] == node("nvidia-smi", "-L").stdout.splitlines()[3].split("UUID: ")[1][:-1]
-    for heavy in ("uuid", "dataclasses", "pathlib", "json", "hashlib", "re", "datetime", "random",
-                  "xml.etree.ElementTree", "inspect"):  # fmt: skip
+    for heavy in (
+        "uuid",
+        "dataclasses",
+        "pathlib",
+        "json",
+        "hashlib",
+        "re",
+        "datetime",
+        "random",
+        "xml.etree.ElementTree",
+        "inspect",
+    ):
         assert f"'{heavy}'" not in modules, heavy
 
 

@@ -238,8 +238,14 @@ def test_hook_bind_mounts_into_the_container_rootfs(tmp_path: Path, monkeypatch)
     bundle.mkdir()
     (bundle / "config.json").write_text(json.dumps({"root": {"path": "rootfs"}}))
     calls: list[list[str]] = []
-    monkeypatch.setattr(hook, "mounts", lambda: [("/opt/hgxkit-sglang-client", "/opt/hgxkit-sglang-client", True),
-                                                 ("/run/hgxkit-sim/gpu-load", "/run/hgxkit-sim/gpu-load", False)])  # fmt: skip
+    monkeypatch.setattr(
+        hook,
+        "mounts",
+        lambda: [
+            ("/opt/hgxkit-sglang-client", "/opt/hgxkit-sglang-client", True),
+            ("/run/hgxkit-sim/gpu-load", "/run/hgxkit-sim/gpu-load", False),
+        ],
+    )
     monkeypatch.setattr(hook, "userspace", lambda container_id, config: [])  # not a simulated node
     monkeypatch.setattr(
         hook.subprocess, "run", lambda cmd, **kw: calls.append(cmd) or subprocess.CompletedProcess(cmd, 0, "", "")
@@ -320,7 +326,9 @@ def test_hook_ignores_other_stages(tmp_path: Path, monkeypatch, stage: str | Non
     (bundle / "config.json").write_text(json.dumps({"root": {"path": "rootfs"}, "process": {"env": []}}))
     state = json.dumps({"pid": 4242, "bundle": str(bundle), "id": "c0ffee"})
     monkeypatch.setattr(hook, "mounts", lambda: [("/opt/hgxkit-sglang-client", "/opt/hgxkit-sglang-client", True)])
-    monkeypatch.setattr(hook, "userspace", lambda container_id, config: [("/usr/bin/nvidia-smi", "/usr/bin/nvidia-smi", True)])
+    monkeypatch.setattr(
+        hook, "userspace", lambda container_id, config: [("/usr/bin/nvidia-smi", "/usr/bin/nvidia-smi", True)]
+    )
     calls: list[list[str]] = []
     monkeypatch.setattr(
         hook.subprocess, "run", lambda cmd, **kw: calls.append(cmd) or subprocess.CompletedProcess(cmd, 0, "", "")
@@ -330,7 +338,10 @@ def test_hook_ignores_other_stages(tmp_path: Path, monkeypatch, stage: str | Non
     assert calls == []
     monkeypatch.setattr(sys, "stdin", __import__("io").StringIO(state))  # the same state at prestart mounts both
     assert hook.main(["nvidia-container-runtime-hook", "prestart"]) == 0
-    assert [c[-2].removeprefix(f"{bundle}/rootfs") for c in calls] == ["/opt/hgxkit-sglang-client", "/usr/bin/nvidia-smi"]
+    assert [c[-2].removeprefix(f"{bundle}/rootfs") for c in calls] == [
+        "/opt/hgxkit-sglang-client",
+        "/usr/bin/nvidia-smi",
+    ]
 
 
 def test_node_docker_uses_the_mirror_and_the_registry_serves_it_read_only() -> None:

@@ -43,10 +43,15 @@ def test_runc_wrapper_lowers_limits_above_the_nodes_and_says_so() -> None:
     runc = _runc()
     hard = resource.getrlimit(resource.RLIMIT_MEMLOCK)[1]
     node = runc.UNLIMITED if hard == resource.RLIM_INFINITY else hard
-    config = {"process": {"env": ["PATH=/bin"], "rlimits": [
-        {"type": "RLIMIT_MEMLOCK", "hard": runc.UNLIMITED, "soft": runc.UNLIMITED},
-        {"type": "RLIMIT_NOFILE", "hard": 1024, "soft": 1024},
-    ]}}  # fmt: skip
+    config = {
+        "process": {
+            "env": ["PATH=/bin"],
+            "rlimits": [
+                {"type": "RLIMIT_MEMLOCK", "hard": runc.UNLIMITED, "soft": runc.UNLIMITED},
+                {"type": "RLIMIT_NOFILE", "hard": 1024, "soft": 1024},
+            ],
+        }
+    }
     changed = runc.fit(config)
     limits = config["process"]["rlimits"]
     assert limits[1] == {"type": "RLIMIT_NOFILE", "hard": 1024, "soft": 1024}  # within the node's: unchanged
@@ -61,8 +66,14 @@ def test_runc_wrapper_lowers_limits_above_the_nodes_and_says_so() -> None:
 def test_runc_wrapper_drops_capabilities_outside_the_nodes_bounding_set(monkeypatch) -> None:
     runc = _runc()
     monkeypatch.setattr(runc, "bounding", lambda: {"CAP_CHOWN", "CAP_SYS_ADMIN"})
-    config = {"process": {"capabilities": {"bounding": ["CAP_CHOWN", "CAP_SYS_RESOURCE", "CAP_SYS_ADMIN"],
-                                           "effective": ["CAP_CHOWN", "CAP_SYS_RESOURCE"]}}}  # fmt: skip
+    config = {
+        "process": {
+            "capabilities": {
+                "bounding": ["CAP_CHOWN", "CAP_SYS_RESOURCE", "CAP_SYS_ADMIN"],
+                "effective": ["CAP_CHOWN", "CAP_SYS_RESOURCE"],
+            }
+        }
+    }
     assert runc.fit(config) == ["caps=SYS_RESOURCE"]
     assert config["process"]["capabilities"] == {"bounding": ["CAP_CHOWN", "CAP_SYS_ADMIN"], "effective": ["CAP_CHOWN"]}
     assert config["process"]["env"] == ["HGXKIT_SIM_CLAMPED=caps=SYS_RESOURCE"]
@@ -71,8 +82,21 @@ def test_runc_wrapper_drops_capabilities_outside_the_nodes_bounding_set(monkeypa
 def test_runc_wrapper_finds_the_process_file_of_exec_only() -> None:
     runc = _runc()
     # containerd-shim's `docker exec`: runc --root R --log L --log-format json exec --process FILE --detach …
-    shim = ["--root", "/r", "--log", "l", "--log-format", "json", "exec", "--process", "/tmp/runc-process1",
-            "--detach", "--pid-file", "p", "id"]  # fmt: skip
+    shim = [
+        "--root",
+        "/r",
+        "--log",
+        "l",
+        "--log-format",
+        "json",
+        "exec",
+        "--process",
+        "/tmp/runc-process1",
+        "--detach",
+        "--pid-file",
+        "p",
+        "id",
+    ]
     assert runc.process_of(shim) == "/tmp/runc-process1"
     assert runc.process_of(["exec", "-p", "/tmp/p2", "id"]) == "/tmp/p2"
     assert runc.process_of(["exec", "--process=/tmp/p3", "id"]) == "/tmp/p3"
@@ -88,9 +112,16 @@ def test_runc_wrapper_fits_an_exec_process_like_the_container(tmp_path, monkeypa
     monkeypatch.setattr(runc.resource, "getrlimit", lambda number: (8388608, 8388608))
     monkeypatch.setattr(runc, "bounding", lambda: {"CAP_CHOWN"})
     path = tmp_path / "runc-process1"
-    path.write_text(json.dumps({"args": ["python3"], "env": ["PATH=/bin"], "rlimits": [
-        {"type": "RLIMIT_MEMLOCK", "hard": runc.UNLIMITED, "soft": runc.UNLIMITED}],
-        "capabilities": {"effective": ["CAP_CHOWN", "CAP_IPC_LOCK"]}}))  # fmt: skip
+    path.write_text(
+        json.dumps(
+            {
+                "args": ["python3"],
+                "env": ["PATH=/bin"],
+                "rlimits": [{"type": "RLIMIT_MEMLOCK", "hard": runc.UNLIMITED, "soft": runc.UNLIMITED}],
+                "capabilities": {"effective": ["CAP_CHOWN", "CAP_IPC_LOCK"]},
+            }
+        )
+    )
     runc.rewrite(str(path), runc.fit_process)
     assert json.loads(path.read_text()) == {
         "args": ["python3"],
@@ -101,7 +132,9 @@ def test_runc_wrapper_fits_an_exec_process_like_the_container(tmp_path, monkeypa
     within = tmp_path / "runc-process2"
     within.write_text('{"args": ["true"], "rlimits": [{"type": "RLIMIT_NOFILE", "hard": 1024, "soft": 1024}]}')
     runc.rewrite(str(within), runc.fit_process)
-    assert within.read_text() == '{"args": ["true"], "rlimits": [{"type": "RLIMIT_NOFILE", "hard": 1024, "soft": 1024}]}'
+    assert (
+        within.read_text() == '{"args": ["true"], "rlimits": [{"type": "RLIMIT_NOFILE", "hard": 1024, "soft": 1024}]}'
+    )
 
 
 def test_runc_wrapper_fits_the_process_file_of_an_exec_too(monkeypatch, tmp_path) -> None:
@@ -114,11 +147,17 @@ def test_runc_wrapper_fits_the_process_file_of_an_exec_too(monkeypatch, tmp_path
     assert runc.process_of(["create", "--bundle", "/b", "id"]) is None
     monkeypatch.setattr(runc, "bounding", lambda: {"CAP_CHOWN"})
     process = tmp_path / "process.json"
-    process.write_text(json.dumps({"args": ["python3"], "env": ["A=1"],
-                                   "capabilities": {"bounding": ["CAP_CHOWN", "CAP_SYS_RESOURCE"]}}))  # fmt: skip
+    process.write_text(
+        json.dumps(
+            {"args": ["python3"], "env": ["A=1"], "capabilities": {"bounding": ["CAP_CHOWN", "CAP_SYS_RESOURCE"]}}
+        )
+    )
     runc.rewrite(str(process), runc.fit_process)
-    assert json.loads(process.read_text()) == {"args": ["python3"], "env": ["A=1", "HGXKIT_SIM_CLAMPED=caps=SYS_RESOURCE"],
-                                               "capabilities": {"bounding": ["CAP_CHOWN"]}}  # fmt: skip
+    assert json.loads(process.read_text()) == {
+        "args": ["python3"],
+        "env": ["A=1", "HGXKIT_SIM_CLAMPED=caps=SYS_RESOURCE"],
+        "capabilities": {"bounding": ["CAP_CHOWN"]},
+    }
 
 
 def test_runc_wrapper_reads_the_cap_numbers_of_the_kernel_table() -> None:
@@ -180,8 +219,7 @@ python3 -m sglang.launch_server --model-path org/m --tp 16 --dist-init-addr 10.1
 
 
 def test_a_recipe_the_import_refuses_is_a_failure_naming_it() -> None:
-    post = ("docker run --gpus all -v ~/data:/data vllm/vllm-openai:v0.9.0 "
-            "--model Qwen/Qwen3-8B\n")  # fmt: skip
+    post = "docker run --gpus all -v ~/data:/data vllm/vllm-openai:v0.9.0 --model Qwen/Qwen3-8B\n"
     with pytest.raises(InputError) as caught:
         load_case(Case("p.md", post))
     assert caught.value.message.startswith("p.md: line 1, column 26: --volume ~/data:/data: the host side ~/data ")

@@ -48,10 +48,21 @@ def procs() -> Iterator[list[subprocess.Popen[str]]]:
 
 
 def _spawn(procs: list[subprocess.Popen[str]], *argv: str, **env: str) -> subprocess.Popen[str]:
-    environ = {**os.environ, "PYTHONPATH": str(ROOT), "HGXKIT_SIM_DIST_TIMEOUT": "20", "HGXKIT_SIM_READY_DELAY_S": "0",
-               "HGXKIT_SIM_TTFT_LOG": os.devnull, **env}  # fmt: skip
-    proc = subprocess.Popen([sys.executable, "-m", "hgxkit.sim.standin.vllm", *argv], env=environ, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)  # fmt: skip
+    environ = {
+        **os.environ,
+        "PYTHONPATH": str(ROOT),
+        "HGXKIT_SIM_DIST_TIMEOUT": "20",
+        "HGXKIT_SIM_READY_DELAY_S": "0",
+        "HGXKIT_SIM_TTFT_LOG": os.devnull,
+        **env,
+    }
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "hgxkit.sim.standin.vllm", *argv],
+        env=environ,
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
     procs.append(proc)
     return proc
 
@@ -76,8 +87,21 @@ def _wait_health(port: int, proc: subprocess.Popen[str], seconds: float = 20) ->
 
 
 def _dp(model: Path, http: int, rpc: int, *more: str) -> list[str]:
-    return ["serve", str(model), "--port", str(http), "--data-parallel-size", "4", "--data-parallel-size-local", "2",
-            "--data-parallel-address", "127.0.0.1", "--data-parallel-rpc-port", str(rpc), *more]  # fmt: skip
+    return [
+        "serve",
+        str(model),
+        "--port",
+        str(http),
+        "--data-parallel-size",
+        "4",
+        "--data-parallel-size-local",
+        "2",
+        "--data-parallel-address",
+        "127.0.0.1",
+        "--data-parallel-rpc-port",
+        str(rpc),
+        *more,
+    ]
 
 
 def test_the_dp_head_serves_once_the_other_host_brought_its_ranks(model: Path, procs) -> None:
@@ -100,8 +124,9 @@ def test_a_host_whose_ranks_overlap_the_heads_is_refused(model: Path, procs) -> 
     other = _spawn(procs, *_dp(model, _port(), rpc, "--headless", "--data-parallel-start-rank", "0"))
     assert other.wait(timeout=30) == 1
     out = other.stdout.read() if other.stdout else ""
-    assert ("RuntimeError: the data parallel head refused these engines: rank(s) 0, 1 are already in the group "
-            "(simulated)") in out  # fmt: skip
+    assert (
+        "RuntimeError: the data parallel head refused these engines: rank(s) 0, 1 are already in the group (simulated)"
+    ) in out
     assert head.poll() is None and _health(http) is None
 
 
@@ -120,15 +145,31 @@ def test_vllm_on_ray_serves_once_the_cluster_has_its_gpus(model: Path, procs) ->
     deadline = time.monotonic() + 20
     while ray_status("127.0.0.1", ray) is None and time.monotonic() < deadline:
         time.sleep(0.2)  # the head is up before the server looks for it (as after `ray start` returned)
-    server = _spawn(procs, "serve", str(model), "--port", str(http), "--tensor-parallel-size", "2",
-                    "--distributed-executor-backend", "ray", RAY_ADDRESS=f"127.0.0.1:{ray}", **one)  # fmt: skip
+    server = _spawn(
+        procs,
+        "serve",
+        str(model),
+        "--port",
+        str(http),
+        "--tensor-parallel-size",
+        "2",
+        "--distributed-executor-backend",
+        "ray",
+        RAY_ADDRESS=f"127.0.0.1:{ray}",
+        **one,
+    )
     time.sleep(2)
     assert server.poll() is None and _health(http) is None  # the placement group waits for the second node
     worker = _spawn(procs, "ray", "start", "--block", f"--address=127.0.0.1:{ray}", **one)
     assert _wait_health(http, server) == 200
-    status = subprocess.run([sys.executable, "-m", "hgxkit.sim.standin.vllm", "ray", "status", "--address",
-                             f"127.0.0.1:{ray}"], env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True,
-                            text=True, timeout=30, check=False)  # fmt: skip
+    status = subprocess.run(
+        [sys.executable, "-m", "hgxkit.sim.standin.vllm", "ray", "status", "--address", f"127.0.0.1:{ray}"],
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
     assert status.stdout.splitlines()[1:] == ["Active: 2 node(s)", "Resources: 0.0/2.0 GPU"]
     worker.kill()
     assert server.wait(timeout=20) == 1
@@ -138,13 +179,25 @@ def test_vllm_on_ray_serves_once_the_cluster_has_its_gpus(model: Path, procs) ->
 
 
 def test_vllm_on_ray_without_a_cluster_lacks_gpus(model: Path, procs) -> None:
-    server = _spawn(procs, "serve", str(model), "--port", str(_port()), "--tensor-parallel-size", "2",
-                    "--distributed-executor-backend", "ray", RAY_ADDRESS=f"127.0.0.1:{_port()}",
-                    HGXKIT_SIM_NODE_GPUS="1")  # fmt: skip
+    server = _spawn(
+        procs,
+        "serve",
+        str(model),
+        "--port",
+        str(_port()),
+        "--tensor-parallel-size",
+        "2",
+        "--distributed-executor-backend",
+        "ray",
+        RAY_ADDRESS=f"127.0.0.1:{_port()}",
+        HGXKIT_SIM_NODE_GPUS="1",
+    )
     assert server.wait(timeout=30) == 1
     out = server.stdout.read() if server.stdout else ""
-    assert ("ValueError: The number of required GPUs exceeds the total number of available GPUs in the placement "
-            "group. (simulated: no Ray cluster is running here, 1 local GPU(s), 2 needed)") in out  # fmt: skip
+    assert (
+        "ValueError: The number of required GPUs exceeds the total number of available GPUs in the placement "
+        "group. (simulated: no Ray cluster is running here, 1 local GPU(s), 2 needed)"
+    ) in out
 
 
 def test_a_blocked_ray_worker_stays_joined_while_the_cluster_is_idle(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -37,8 +37,11 @@ def host(tmp_path: Path) -> dict:
         (bin_dir / name).write_text(body.replace("{state}", str(state)))
         (bin_dir / name).chmod(0o755)
     (state / "id").write_text("a" * 64 + "\n")
-    return {"env": {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}, "state": state,
-            "folder": str(tmp_path / "verify" / "env-reports")}  # fmt: skip
+    return {
+        "env": {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"},
+        "state": state,
+        "folder": str(tmp_path / "verify" / "env-reports"),
+    }
 
 
 def sh(host: dict, command) -> list[str]:

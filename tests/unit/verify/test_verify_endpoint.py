@@ -35,8 +35,17 @@ def test_the_kinds_client_is_aimed_at_the_endpoint() -> None:
     endpoint = parse_endpoint("http://10.0.0.5:5001")
     (cell,) = endpoint_cells(recipe, endpoint, "smoke")
     argv = client_command(cell, endpoint, "/tmp/out", ["python3", "-m", "sglang.benchmark.serving"])
-    assert argv[:9] == ["python3", "-m", "sglang.benchmark.serving", "--backend", "sglang", "--host", "10.0.0.5",
-                        "--port", "5001"]  # fmt: skip
+    assert argv[:9] == [
+        "python3",
+        "-m",
+        "sglang.benchmark.serving",
+        "--backend",
+        "sglang",
+        "--host",
+        "10.0.0.5",
+        "--port",
+        "5001",
+    ]
     assert argv[argv.index("--output-file") + 1] == "/tmp/out/g0_smoke.jsonl"
     assert "--tokenizer" not in argv  # none given: the client asks the server (a path in its container)
     given = client_command(cell, endpoint, "/tmp/out", ["c"], tokenizer="/srv/tok")
@@ -45,8 +54,11 @@ def test_the_kinds_client_is_aimed_at_the_endpoint() -> None:
 
 def test_the_clients_tokenizer_is_this_machines_never_a_path_in_the_servers_container() -> None:
     """vLLM's cells name the model's path in the container as the tokenizer; against an endpoint it is replaced."""
-    cell = replace(endpoint_cells(load_recipe(str(RECIPE)), parse_endpoint("http://h:1"), "smoke")[0],
-                   kind="vllm", tokenizer="/models/m")  # fmt: skip
+    cell = replace(
+        endpoint_cells(load_recipe(str(RECIPE)), parse_endpoint("http://h:1"), "smoke")[0],
+        kind="vllm",
+        tokenizer="/models/m",
+    )
     argv = client_command(cell, parse_endpoint("http://h:1"), "/o", ["vllm", "bench", "serve"], tokenizer="org/m")
     assert [argv[i + 1] for i, w in enumerate(argv) if w == "--tokenizer"] == ["org/m"]
     assert argv[argv.index("--base-url") + 1] == "http://h:1"  # vLLM's client is aimed by URL
@@ -80,9 +92,17 @@ def test_a_run_against_an_endpoint_is_archived_with_where_it_ran(tmp_path: Path)
         Path(argv[argv.index("--output-file") + 1]).write_text(RECORDED)
         return 0
 
-    path, summary = verify_endpoint(recipe, parse_endpoint("http://10.0.0.5:5000"), mode="smoke",
-                                    results_dir=tmp_path / "results", client=["sglang-client"],
-                                    workdir=tmp_path / "work", run_client=run_client, fetch=fetch, now=NOW)  # fmt: skip
+    path, summary = verify_endpoint(
+        recipe,
+        parse_endpoint("http://10.0.0.5:5000"),
+        mode="smoke",
+        results_dir=tmp_path / "results",
+        client=["sglang-client"],
+        workdir=tmp_path / "work",
+        run_client=run_client,
+        fetch=fetch,
+        now=NOW,
+    )
     assert asked == ["http://10.0.0.5:5000/health", "http://10.0.0.5:5000/server_info"]
     assert len(ran) == 1 and ran[0][0] == "sglang-client"
     assert summary.run_id == "endpoint-10.0.0.5/20261201T120000Z_deepseek-v4-flash-dspark-marlin"
@@ -96,9 +116,17 @@ def test_a_run_against_an_endpoint_is_archived_with_where_it_ran(tmp_path: Path)
     ]  # as recorded
     assert (path / "recipe.yaml").is_file()
     later = datetime(2026, 12, 1, 13, 0, 0, tzinfo=timezone.utc)
-    _, again = verify_endpoint(recipe, parse_endpoint("http://10.0.0.5:5000"), mode="smoke",
-                               results_dir=tmp_path / "results", client=["sglang-client"], workdir=tmp_path / "w2",
-                               run_client=run_client, fetch=fetch, now=later)  # fmt: skip
+    _, again = verify_endpoint(
+        recipe,
+        parse_endpoint("http://10.0.0.5:5000"),
+        mode="smoke",
+        results_dir=tmp_path / "results",
+        client=["sglang-client"],
+        workdir=tmp_path / "w2",
+        run_client=run_client,
+        fetch=fetch,
+        now=later,
+    )
     comparison = compare_runs(run.summary, load_run(again.run_id, tmp_path / "results").summary)
     assert [(r.input_len, r.concurrency) for r in comparison.ttft_mean] == [(5000, 5)]  # set side by side
 
@@ -106,9 +134,16 @@ def test_a_run_against_an_endpoint_is_archived_with_where_it_ran(tmp_path: Path)
 def test_an_endpoint_that_does_not_answer_is_refused_before_any_client_runs(tmp_path: Path) -> None:
     recipe = load_recipe(str(RECIPE))
     with pytest.raises(InputError, match=r"http://10\.0\.0\.5:5000: /health answered nothing"):
-        verify_endpoint(recipe, parse_endpoint("http://10.0.0.5:5000"), mode="smoke", results_dir=tmp_path,
-                        client=["c"], workdir=tmp_path / "w", run_client=lambda argv: pytest.fail("ran"),
-                        fetch=lambda url: (0, ""))  # fmt: skip
+        verify_endpoint(
+            recipe,
+            parse_endpoint("http://10.0.0.5:5000"),
+            mode="smoke",
+            results_dir=tmp_path,
+            client=["c"],
+            workdir=tmp_path / "w",
+            run_client=lambda argv: pytest.fail("ran"),
+            fetch=lambda url: (0, ""),
+        )
     assert not list(tmp_path.iterdir())
 
 

@@ -24,9 +24,15 @@ def test_full_runs_the_posts_warmups_then_every_cell_as_written_five_times() -> 
     assert len(warmups) == 2 * len(MARLIN.matrix.warmup_runs) and all(c.repeats == 1 for c in warmups)
     assert len(kept) == 2 * 12 and all(c.repeats == 5 for c in kept)  # FULL_REPEATS (see plan.py)
     by_id = {c.cell_id: c for c in kept if c.group == 0}
-    assert (by_id["20000x10"].input_len, by_id["20000x10"].concurrency, by_id["20000x10"].num_prompts) == (20000, 10, 30)
+    assert (by_id["20000x10"].input_len, by_id["20000x10"].concurrency, by_id["20000x10"].num_prompts) == (
+        20000,
+        10,
+        30,
+    )
     argv = client_argv(by_id["5000x5"], "/out")
-    assert argv[argv.index("--dataset-name") + 1] == "random-ids" and argv[argv.index("--random-range-ratio") + 1] == "1.0"
+    assert (
+        argv[argv.index("--dataset-name") + 1] == "random-ids" and argv[argv.index("--random-range-ratio") + 1] == "1.0"
+    )
     assert argv[argv.index("--random-output-len") + 1] == "512" and "--flush-cache" in argv
 
 
@@ -39,8 +45,16 @@ def test_smoke_is_one_small_cell_per_group_and_a_recipe_without_matrix_gets_one_
 
 
 def test_rate_cells_seed_and_the_clients_own_range_ratio() -> None:
-    rate = MatrixCell(id="1024@4", input_len=1024, output_len=128, request_rate=4.0, num_prompts=40, seed=7,
-                      range_ratio=1.0, client="sglang.bench_serving")  # fmt: skip
+    rate = MatrixCell(
+        id="1024@4",
+        input_len=1024,
+        output_len=128,
+        request_rate=4.0,
+        num_prompts=40,
+        seed=7,
+        range_ratio=1.0,
+        client="sglang.bench_serving",
+    )
     recipe = replace(MARLIN, matrix=replace(MARLIN.matrix, entries=(rate,), warmup_runs=()))
     (cell,) = [c for c in plan_cells(recipe, "full", GROUPS[:1], repeats=1) if c.record]
     argv = client_argv(cell, "/out")

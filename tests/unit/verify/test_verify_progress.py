@@ -14,8 +14,9 @@ from hgxkit.verify.script import parse_progress, wait_for_progress
 
 def wait(workdir: Path, seen: str, wait_s: float = 2.0) -> tuple[float, tuple[str, list[str], str]]:
     start = time.monotonic()
-    out = subprocess.run(["sh", "-c", text(wait_for_progress(str(workdir), seen, wait_s))], capture_output=True,
-                         text=True, check=True).stdout.splitlines()  # fmt: skip
+    out = subprocess.run(
+        ["sh", "-c", text(wait_for_progress(str(workdir), seen, wait_s))], capture_output=True, text=True, check=True
+    ).stdout.splitlines()
     return time.monotonic() - start, parse_progress(out)
 
 

@@ -110,8 +110,9 @@ def host(tmp_path: Path) -> Iterator[tuple[Path, dict[str, str], str]]:
 
 
 def run_script(workdir: Path, env: dict[str, str], run_tag: str, client_process: str) -> int:
-    script = bench_script(CELLS, workdir=str(workdir), api_key_file=None, run_tag=run_tag,
-                          client_process=client_process)  # type: ignore[arg-type]  # fmt: skip
+    script = bench_script(
+        CELLS, workdir=str(workdir), api_key_file=None, run_tag=run_tag, client_process=client_process
+    )  # type: ignore[arg-type]
     (workdir / "run.sh").write_text(script)
     return subprocess.run(["sh", str(workdir / "run.sh")], env=env, capture_output=True, timeout=120).returncode
 
@@ -178,8 +179,9 @@ def test_repeats_append_to_one_file_and_telemetry_is_recorded_while_a_cell_runs(
         (bin_dir / name).chmod(0o755)
     cells = [replace(CELLS[0], repeats=2, metrics_url="http://127.0.0.1:5000/metrics", gpus=(0, 1))]
     env = {**env, "FAKE_CLIENT_SECONDS": "1.2"}  # long enough for a scrape and a GPU sample
-    script = bench_script(cells, workdir=str(workdir), api_key_file=None, run_tag=run_tag,
-                          client_process=client_process)  # type: ignore[arg-type]  # fmt: skip
+    script = bench_script(
+        cells, workdir=str(workdir), api_key_file=None, run_tag=run_tag, client_process=client_process
+    )  # type: ignore[arg-type]
     (workdir / "run.sh").write_text(script)
     assert subprocess.run(["sh", str(workdir / "run.sh")], env=env, capture_output=True, timeout=120).returncode == 0
     lines = (workdir / cells[0].file).read_text().splitlines()
@@ -247,7 +249,9 @@ def test_the_api_key_reaches_the_client_by_name_from_the_root_only_file(host) ->
     script = bench_script(CELLS, workdir=str(workdir), api_key_file="/etc/hgxkit/serve/api-key", run_tag=run_tag)
     assert 'export OPENAI_API_KEY="$(cat /etc/hgxkit/serve/api-key)"' in script
     execs = [line.removeprefix("{ ") for line in script.splitlines() if " python3 " in line]
-    assert len(execs) == 2 and all(line.startswith("docker exec -e OPENAI_API_KEY -e HF_HUB_OFFLINE ") for line in execs)
+    assert len(execs) == 2 and all(
+        line.startswith("docker exec -e OPENAI_API_KEY -e HF_HUB_OFFLINE ") for line in execs
+    )
     assert "OPENAI_API_KEY=" not in script.replace('export OPENAI_API_KEY="$(cat', "")  # never a value
     assert "--api-key" not in script
 
@@ -256,22 +260,36 @@ def test_sglangs_real_client_runs_two_cells_in_one_process(tmp_path: Path, start
     url, _ = start_stub("--tp-size", "1")
     port = int(url.rsplit(":", 1)[1])
     cells = [Cell(0, "g0", port, 200, 1, 2, 4), Cell(0, "g0", port, 300, 2, 4, 4)]
-    plan = [[c.file, str(tmp_path / f"{c.file}.log"), f"cell {k}", client_argv(c, str(tmp_path))]
-            for k, c in enumerate(cells, start=1)]  # fmt: skip
+    plan = [
+        [c.file, str(tmp_path / f"{c.file}.log"), f"cell {k}", client_argv(c, str(tmp_path))]
+        for k, c in enumerate(cells, start=1)
+    ]
     (tmp_path / "driver.py").write_text(CELL_DRIVER)
     proc = subprocess.run(
-        [str(client_venv / "bin" / "python"), str(tmp_path / "driver.py"), json.dumps([module for module, _ in SGLANG.bench.modules]), json.dumps(plan)],
-        capture_output=True, text=True, timeout=600, env={**os.environ, "HF_HUB_OFFLINE": "1"},
-    )  # fmt: skip
+        [
+            str(client_venv / "bin" / "python"),
+            str(tmp_path / "driver.py"),
+            json.dumps([module for module, _ in SGLANG.bench.modules]),
+            json.dumps(plan),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "HF_HUB_OFFLINE": "1"},
+    )
     logs = "\n".join((tmp_path / f"{c.file}.log").read_text() for c in cells if (tmp_path / f"{c.file}.log").exists())
     assert proc.returncode == 0, proc.stderr[-2000:] + logs[-3000:]
     ready, *lines = proc.stdout.splitlines()
     started, imported = (float(t) for t in ready.removeprefix("hgxkit-client-ready ").split())
     assert 0 < imported - started < 600  # the client's imports, before the first cell's window
     assert lines == [
-        "hgxkit-progress cell 1", f"hgxkit-start {cells[0].file}", f"hgxkit-done {cells[0].file} 0",
-        "hgxkit-progress cell 2", f"hgxkit-start {cells[1].file}", f"hgxkit-done {cells[1].file} 0",
-    ]  # fmt: skip
+        "hgxkit-progress cell 1",
+        f"hgxkit-start {cells[0].file}",
+        f"hgxkit-done {cells[0].file} 0",
+        "hgxkit-progress cell 2",
+        f"hgxkit-start {cells[1].file}",
+        f"hgxkit-done {cells[1].file} 0",
+    ]
     for cell in cells:
         record = json.loads((tmp_path / cell.file).read_text().splitlines()[-1])
         assert (record["max_concurrency"], record["completed"]) == (cell.concurrency, cell.num_prompts)
@@ -294,18 +312,24 @@ def test_lines_a_hostile_client_prints_choose_no_path_and_reach_no_terminal(host
     outside = tmp_path / "outside"
     outside.mkdir()
     evil = outside / "cron"
-    env = {**env, "HOSTILE_LINES": (
-        f"hgxkit-start {evil}.jsonl\nhgxkit-done {evil}.jsonl 0\nhgxkit-start ../../outside/cron.jsonl\n"
-        "hgxkit-progress \x1b]0;owned\x07\x1b[2J\nhgxkit-client-ready $(touch /tmp/x) \x1b[31m1.5\n"
-        f"hgxkit-done {evil}\x1b[2J 9\n"
-    )}
+    env = {
+        **env,
+        "HOSTILE_LINES": (
+            f"hgxkit-start {evil}.jsonl\nhgxkit-done {evil}.jsonl 0\nhgxkit-start ../../outside/cron.jsonl\n"
+            "hgxkit-progress \x1b]0;owned\x07\x1b[2J\nhgxkit-client-ready $(touch /tmp/x) \x1b[31m1.5\n"
+            f"hgxkit-done {evil}\x1b[2J 9\n"
+        ),
+    }
     run_script(workdir, env, run_tag, "per_container")
     assert sorted(p.name for p in outside.iterdir()) == []
     assert not list(tmp_path.glob("**/cron*"))
     for path in workdir.iterdir():
         if path.is_file():
             assert "\x1b" not in path.read_text(errors="replace"), path.name
-    assert all(line.split()[1] in {c.file for c in CELLS} | {"unknown"} for line in (workdir / "failed").read_text().splitlines())
+    assert all(
+        line.split()[1] in {c.file for c in CELLS} | {"unknown"}
+        for line in (workdir / "failed").read_text().splitlines()
+    )
     stems = {c.file.rsplit(".", 1)[0] for c in CELLS}
     windows = {p.name.removesuffix(".window") for p in workdir.glob("*.window")}
     assert windows <= stems and windows

@@ -65,8 +65,9 @@ class Gpu:
     FIELDS = ("index", "name", "uuid", "serial", "bus_id", "module_id", "node_index")  # in the constructor's order
     __slots__ = ("bus_id", "index", "module_id", "name", "node_index", "serial", "uuid")
 
-    def __init__(self, index: int, name: str, uuid: str, serial: str, bus_id: str, module_id: int,
-                 node_index: int = -1) -> None:  # fmt: skip
+    def __init__(
+        self, index: int, name: str, uuid: str, serial: str, bus_id: str, module_id: int, node_index: int = -1
+    ) -> None:
         self.index, self.name, self.uuid, self.serial = index, name, uuid, serial
         self.bus_id = bus_id  # 00000000:18:00.0
         self.module_id = module_id
@@ -174,8 +175,13 @@ def xids() -> dict[int, int]:
         return out
     for name in names:
         parts = name.split("-")
-        if len(parts) == 3 and parts[0] == "xid" and parts[1].isdigit() and parts[2][3:].isdigit() \
-                and parts[2].startswith("gpu"):
+        if (
+            len(parts) == 3
+            and parts[0] == "xid"
+            and parts[1].isdigit()
+            and parts[2][3:].isdigit()
+            and parts[2].startswith("gpu")
+        ):
             gpu = int(parts[2][3:])
             out[gpu] = max(out.get(gpu, 0), int(parts[1]))
     return out

@@ -68,26 +68,44 @@ def fields(g, version, fabric):
     mem_used = d["used"]
     return {
         "index": (str(g.index), None),
-        "name": (g.name, None), "gpu_name": (g.name, None),
-        "uuid": (g.uuid, None), "gpu_uuid": (g.uuid, None),
-        "serial": (g.serial, None), "gpu_serial": (g.serial, None),
-        "pci.bus_id": (g.bus_id, None), "gpu_bus_id": (g.bus_id, None),
-        "pci.device_id": (hwsim.GPU_PCI_DEVICE, None), "pci.sub_device_id": (hwsim.GPU_PCI_SUBSYS, None),
-        "driver_version": (version, None), "vbios_version": ("96.00.AF.00.01", None),
+        "name": (g.name, None),
+        "gpu_name": (g.name, None),
+        "uuid": (g.uuid, None),
+        "gpu_uuid": (g.uuid, None),
+        "serial": (g.serial, None),
+        "gpu_serial": (g.serial, None),
+        "pci.bus_id": (g.bus_id, None),
+        "gpu_bus_id": (g.bus_id, None),
+        "pci.device_id": (hwsim.GPU_PCI_DEVICE, None),
+        "pci.sub_device_id": (hwsim.GPU_PCI_SUBSYS, None),
+        "driver_version": (version, None),
+        "vbios_version": ("96.00.AF.00.01", None),
         "count": (str(len(hwsim.gpus())), None),
-        "memory.total": (str(hwsim.GPU_MEMORY_MIB), "MiB"), "memory.used": (str(mem_used), "MiB"),
-        "memory.reserved": ("0", "MiB"), "memory.free": (str(hwsim.GPU_MEMORY_MIB - mem_used), "MiB"),
+        "memory.total": (str(hwsim.GPU_MEMORY_MIB), "MiB"),
+        "memory.used": (str(mem_used), "MiB"),
+        "memory.reserved": ("0", "MiB"),
+        "memory.free": (str(hwsim.GPU_MEMORY_MIB - mem_used), "MiB"),
         "timestamp": (timestamp(), None),
-        "temperature.gpu": (d["temp"], None), "temperature.memory": ("29", None),
-        "utilization.gpu": (d["util"], "%"), "utilization.memory": ("0", "%"),
-        "power.draw": (d["power"], "W"), "power.limit": ("700.00", "W"),
-        "clocks.mem": (d["mem"], "MHz"), "clocks.current.memory": (d["mem"], "MHz"),
-        "clocks_throttle_reasons.active": (d["throttle"], None), "clocks_event_reasons.active": (d["throttle"], None),
-        "enforced.power.limit": ("700.00", "W"), "power.max_limit": ("700.00", "W"),
+        "temperature.gpu": (d["temp"], None),
+        "temperature.memory": ("29", None),
+        "utilization.gpu": (d["util"], "%"),
+        "utilization.memory": ("0", "%"),
+        "power.draw": (d["power"], "W"),
+        "power.limit": ("700.00", "W"),
+        "clocks.mem": (d["mem"], "MHz"),
+        "clocks.current.memory": (d["mem"], "MHz"),
+        "clocks_throttle_reasons.active": (d["throttle"], None),
+        "clocks_event_reasons.active": (d["throttle"], None),
+        "enforced.power.limit": ("700.00", "W"),
+        "power.max_limit": ("700.00", "W"),
         "persistence_mode": ("Enabled" if hwsim.persistence() else "Disabled", None),
-        "compute_mode": ("Default", None), "pstate": ("P0", None),
-        "ecc.mode.current": ("Enabled", None), "mig.mode.current": ("Disabled", None),
-        "clocks.max.sm": ("1980", "MHz"), "clocks.sm": (d["sm"], "MHz"), "clocks.max.memory": ("3201", "MHz"),
+        "compute_mode": ("Default", None),
+        "pstate": ("P0", None),
+        "ecc.mode.current": ("Enabled", None),
+        "mig.mode.current": ("Disabled", None),
+        "clocks.max.sm": ("1980", "MHz"),
+        "clocks.sm": (d["sm"], "MHz"),
+        "clocks.max.memory": ("3201", "MHz"),
         "fabric.state": ("Completed" if fabric else "In Progress", None),
         "fabric.status": ("Success" if fabric else "N/A", None),
         "module_id": (str(g.module_id), None),
@@ -157,11 +175,17 @@ def loop_period(argv):
 
 def q_text(gpus, version, fabric):
     now = time.strftime("%a %b %d %H:%M:%S %Y")
-    out = ["", "==============NVSMI LOG==============", "", f"Timestamp                                 : {now}",
-           f"Driver Version                            : {version}",
-           f"CUDA Version                              : {hwsim.CUDA_VERSION}",
-           "Simulated                                 : true (hgxkit-sim)", "",
-           f"Attached GPUs                             : {len(gpus)}"]
+    out = [
+        "",
+        "==============NVSMI LOG==============",
+        "",
+        f"Timestamp                                 : {now}",
+        f"Driver Version                            : {version}",
+        f"CUDA Version                              : {hwsim.CUDA_VERSION}",
+        "Simulated                                 : true (hgxkit-sim)",
+        "",
+        f"Attached GPUs                             : {len(gpus)}",
+    ]
     for g in gpus:
         t = fields(g, version, fabric)
         out += [
@@ -295,13 +319,19 @@ def topo(gpus):
         on_socket_0 = gpus[i].on_node < int(hwsim.node().get("gpus", 8)) / 2
         cpu, numa = ("0-55,112-167", "0") if on_socket_0 else ("56-111,168-223", "1")
         lines.append(f"GPU{i}\t" + "\t".join(cells) + f"\t{cpu}\t{numa}\t\tN/A")
-    lines += ["", "Legend:", "", "  X    = Self",
-              "  SYS  = Connection traversing PCIe as well as the SMP interconnect between NUMA nodes",
-              "  NODE = Connection traversing PCIe as well as the interconnect between PCIe Host Bridges",
-              "  PHB  = Connection traversing PCIe as well as a PCIe Host Bridge (typically the CPU)",
-              "  PXB  = Connection traversing multiple PCIe bridges (without traversing the PCIe Host Bridge)",
-              "  PIX  = Connection traversing at most a single PCIe bridge",
-              "  NV#  = Connection traversing a bonded set of # NVLinks", ""]
+    lines += [
+        "",
+        "Legend:",
+        "",
+        "  X    = Self",
+        "  SYS  = Connection traversing PCIe as well as the SMP interconnect between NUMA nodes",
+        "  NODE = Connection traversing PCIe as well as the interconnect between PCIe Host Bridges",
+        "  PHB  = Connection traversing PCIe as well as a PCIe Host Bridge (typically the CPU)",
+        "  PXB  = Connection traversing multiple PCIe bridges (without traversing the PCIe Host Bridge)",
+        "  PIX  = Connection traversing at most a single PCIe bridge",
+        "  NV#  = Connection traversing a bonded set of # NVLinks",
+        "",
+    ]
     sys.stdout.write("\n".join(lines) + "\n")
     return 0
 
@@ -332,11 +362,14 @@ def nvlink(argv, gpus, fabric):
 def summary(gpus, version, fabric):
     now = time.strftime("%a %b %d %H:%M:%S %Y")
     bar = "+-----------------------------------------------------------------------------------------+"
-    out = [now, bar,
-           f"| NVIDIA-SMI {version:<14}  Driver Version: {version:<14}  CUDA Version: {hwsim.CUDA_VERSION:<8}   |",
-           "|--------------------------------------+------------------------+------------------------+",
-           "| GPU  Name                 Persistence-M | Bus-Id          Disp.A | Volatile Uncorr. ECC |",
-           "|======================================+========================+========================|"]
+    out = [
+        now,
+        bar,
+        f"| NVIDIA-SMI {version:<14}  Driver Version: {version:<14}  CUDA Version: {hwsim.CUDA_VERSION:<8}   |",
+        "|--------------------------------------+------------------------+------------------------+",
+        "| GPU  Name                 Persistence-M | Bus-Id          Disp.A | Volatile Uncorr. ECC |",
+        "|======================================+========================+========================|",
+    ]
     for g in gpus:
         pm = "On" if hwsim.persistence() else "Off"
         out.append(f"|   {g.index}  {g.name:<22} {pm:>4} |   {g.bus_id} Off |      0 |")
@@ -385,13 +418,16 @@ def main(argv):
             return q_xml(gpus, loaded, fabric)
         return q_text(gpus, loaded, fabric)
     if "--version" in argv:
-        sys.stdout.write(f"NVIDIA-SMI version  : {loaded}\nNVML version        : {loaded.split('.')[0]}.xx\n"
-                         f"DRIVER version      : {loaded}\nCUDA Version        : {hwsim.CUDA_VERSION}\n")
+        sys.stdout.write(
+            f"NVIDIA-SMI version  : {loaded}\nNVML version        : {loaded.split('.')[0]}.xx\n"
+            f"DRIVER version      : {loaded}\nCUDA Version        : {hwsim.CUDA_VERSION}\n"
+        )
         return 0
     if not argv:
         return summary(gpus, loaded, fabric)
-    sys.stdout.write(f"Invalid combination of input arguments: {' '.join(argv)}. "
-                     "Please run 'nvidia-smi -h' for help.\n")
+    sys.stdout.write(
+        f"Invalid combination of input arguments: {' '.join(argv)}. Please run 'nvidia-smi -h' for help.\n"
+    )
     return 2
 
 

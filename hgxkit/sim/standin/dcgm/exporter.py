@@ -26,9 +26,22 @@ import sys
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 HWSIM = "/usr/lib/hgxkit-sim"
-QUERY = ("index", "uuid", "pci.bus_id", "name", "utilization.gpu", "memory.used", "memory.total", "power.draw",
-         "temperature.gpu", "temperature.memory", "clocks.sm", "clocks.mem", "clocks_event_reasons.active",
-         "driver_version")  # fmt: skip
+QUERY = (
+    "index",
+    "uuid",
+    "pci.bus_id",
+    "name",
+    "utilization.gpu",
+    "memory.used",
+    "memory.total",
+    "power.draw",
+    "temperature.gpu",
+    "temperature.memory",
+    "clocks.sm",
+    "clocks.mem",
+    "clocks_event_reasons.active",
+    "driver_version",
+)
 # DCGM field -> how it is read from a GPU's nvidia-smi row (a dict of QUERY names).
 READINGS = {
     "DCGM_FI_DEV_GPU_UTIL": lambda r: float(r["utilization.gpu"]),
@@ -83,8 +96,14 @@ def render(
             continue
         out.append(f"# HELP {name} {text}\n# TYPE {name} {kind}\n")
         for row in rows:
-            labels = {"gpu": row["index"], "UUID": row["uuid"], "pci_bus_id": row["pci.bus_id"],
-                      "device": f"nvidia{row['index']}", "modelName": row["name"], "Hostname": hostname}  # fmt: skip
+            labels = {
+                "gpu": row["index"],
+                "UUID": row["uuid"],
+                "pci_bus_id": row["pci.bus_id"],
+                "device": f"nvidia{row['index']}",
+                "modelName": row["name"],
+                "Hostname": hostname,
+            }
             if "DCGM_FI_DRIVER_VERSION" in label_fields:
                 labels["DCGM_FI_DRIVER_VERSION"] = row["driver_version"]
             labels["simulated"] = "true"
@@ -121,8 +140,14 @@ def simulated_faults() -> tuple[dict[str, int], dict[str, int]]:
 def scrape(counters: list[tuple[str, str, str]]) -> str:
     """One scrape: nvidia-smi's readings and the simulator's faults, rendered."""
     query = ["nvidia-smi", f"--query-gpu={','.join(QUERY)}", "--format=csv,noheader,nounits"]
-    done = subprocess.run(query, capture_output=True, text=True, timeout=20, check=False,
-                          env={"HGXKIT_SIM_QUIET": "1", "PATH": "/usr/bin:/bin"})  # fmt: skip
+    done = subprocess.run(
+        query,
+        capture_output=True,
+        text=True,
+        timeout=20,
+        check=False,
+        env={"HGXKIT_SIM_QUIET": "1", "PATH": "/usr/bin:/bin"},
+    )
     xids, links = simulated_faults()
     return render(counters, parse_smi(done.stdout.splitlines()), xids, links, socket.gethostname())
 

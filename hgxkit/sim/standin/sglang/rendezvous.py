@@ -47,8 +47,9 @@ class Hello:
 
     @classmethod
     def of(cls, args: Mapping[str, Any], *, version: str, model: str) -> Hello:
-        return cls(int(args["node_rank"]), int(args["nnodes"]), int(args["tp_size"]), int(args["pp_size"]), model,
-                   version)  # fmt: skip
+        return cls(
+            int(args["node_rank"]), int(args["nnodes"]), int(args["tp_size"]), int(args["pp_size"]), model, version
+        )
 
     def mismatch(self, other: Hello) -> str | None:
         """What differs between the head's settings and a joining rank's (None when they match)."""
@@ -141,8 +142,10 @@ def watch(links: list[socket.socket], on_lost: Callable[[str], None]) -> None:
                 pass
         except OSError:
             pass
-        on_lost("NCCL error: remote process exited or there was a network error (a node of the group left; "
-                "simulated watchdog)")  # fmt: skip
+        on_lost(
+            "NCCL error: remote process exited or there was a network error (a node of the group left; "
+            "simulated watchdog)"
+        )
 
     for conn in links:
         threading.Thread(target=one, args=(conn,), daemon=True).start()

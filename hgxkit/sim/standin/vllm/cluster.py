@@ -117,8 +117,10 @@ class RayHead:
         node = f"{peer[0]}:{peer[1]}"
         with self.lock:
             self.nodes[node] = int(hello.get("gpus", 0))
-        self.log(f"[simulated Ray] node {peer[0]} joined with {hello.get('gpus', 0)} GPU(s); "
-                 f"{self.status()['nodes']} node(s) alive")  # fmt: skip
+        self.log(
+            f"[simulated Ray] node {peer[0]} joined with {hello.get('gpus', 0)} GPU(s); "
+            f"{self.status()['nodes']} node(s) alive"
+        )
         _send(conn, {"ok": True})
 
         def left() -> None:
@@ -162,8 +164,10 @@ def ray_main(argv: list[str], env: Mapping[str, str] | None = None) -> int:
         if found is None:
             print("ConnectionError: Could not find any running Ray instance. (simulated)", file=sys.stderr)
             return 1
-        print(f"======== Cluster status (simulated) ========\nActive: {found['nodes']} node(s)\n"
-              f"Resources: 0.0/{found['gpus']}.0 GPU")  # fmt: skip
+        print(
+            f"======== Cluster status (simulated) ========\nActive: {found['nodes']} node(s)\n"
+            f"Resources: 0.0/{found['gpus']}.0 GPU"
+        )
         return 0
     if args.command == "stop":
         return 0
@@ -194,8 +198,13 @@ def _start_head(args: argparse.Namespace, gpus: int, env: Mapping[str, str], arg
     # without --block Ray starts its processes in the background and returns (as `ray start --head` does)
     root = str(Path(__file__).resolve().parents[4])  # the directory holding the `hgxkit` package
     environ = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (root, os.environ.get("PYTHONPATH"))))}
-    subprocess.Popen([sys.executable, "-m", "hgxkit.sim.standin.vllm", "ray", *argv, "--daemon"], env=environ,
-                     start_new_session=True, stdout=sys.stderr, stderr=sys.stderr)  # fmt: skip
+    subprocess.Popen(
+        [sys.executable, "-m", "hgxkit.sim.standin.vllm", "ray", *argv, "--daemon"],
+        env=environ,
+        start_new_session=True,
+        stdout=sys.stderr,
+        stderr=sys.stderr,
+    )
     deadline = time.monotonic() + 30
     while ray_status("127.0.0.1", args.port) is None:
         if time.monotonic() > deadline:
@@ -216,8 +225,10 @@ def _start_worker(address: str, gpus: int, block: bool, env: Mapping[str, str]) 
     host, _, port = address.strip("'\"").rpartition(":")
     conn = _connect(host, int(port), time.monotonic() + timeout_s(env))
     if conn is None:
-        _log(f"ConnectionError: Could not connect to the Ray head at {host}:{port} within {int(timeout_s(env))} "
-             "s (simulated)")  # fmt: skip
+        _log(
+            f"ConnectionError: Could not connect to the Ray head at {host}:{port} within {int(timeout_s(env))} "
+            "s (simulated)"
+        )
         return 1
     _send(conn, {"gpus": gpus})
     if not _receive(conn).get("ok"):
@@ -246,9 +257,11 @@ def wait_for_ray(need: int, env: Mapping[str, str], log: Log) -> bool:
         gpus = checks.visible_gpus(env)
         if gpus >= need:
             return False  # a local Ray instance holds them all
-        raise ClusterError(f"ValueError: The number of required GPUs exceeds the total number of available GPUs in "
-                           f"the placement group. (simulated: no Ray cluster is running here, {gpus} local GPU(s), "
-                           f"{need} needed)")  # fmt: skip
+        raise ClusterError(
+            f"ValueError: The number of required GPUs exceeds the total number of available GPUs in "
+            f"the placement group. (simulated: no Ray cluster is running here, {gpus} local GPU(s), "
+            f"{need} needed)"
+        )
     log(f"Connected to Ray cluster at {host}:{port}: {found['nodes']} node(s), {found['gpus']} GPU(s). (simulated)")
     limit = timeout_s(env)
     started = time.monotonic()
@@ -256,11 +269,15 @@ def wait_for_ray(need: int, env: Mapping[str, str], log: Log) -> bool:
     while found is not None and found["gpus"] < need:
         waited = time.monotonic() - started
         if waited > limit:
-            raise ClusterError(f"ValueError: Cannot provide a placement group of {need} GPU bundle(s) within "
-                               f"{int(limit)} seconds. (simulated: the cluster has {found['gpus']})")  # fmt: skip
+            raise ClusterError(
+                f"ValueError: Cannot provide a placement group of {need} GPU bundle(s) within "
+                f"{int(limit)} seconds. (simulated: the cluster has {found['gpus']})"
+            )
         if waited - said >= 10 or not said:
-            log(f"Waiting for creating a placement group of specs for {int(waited)} seconds. specs={need} x "
-                f"{{'GPU': 1.0}}; the cluster has {found['gpus']} GPU(s). (simulated)")  # fmt: skip
+            log(
+                f"Waiting for creating a placement group of specs for {int(waited)} seconds. specs={need} x "
+                f"{{'GPU': 1.0}}; the cluster has {found['gpus']} GPU(s). (simulated)"
+            )
             said = max(waited, 0.001)
         time.sleep(1)
         found = ray_status(host, int(port))
@@ -279,8 +296,10 @@ def watch_ray(need: int, env: Mapping[str, str], lost: Callable[[str], None]) ->
             time.sleep(2)
             found = ray_status(host, int(port))
             if found is None or found["gpus"] < need:
-                lost("ray.exceptions.RayActorError: The actor died unexpectedly before finishing this task "
-                     "(a node of the Ray cluster left; simulated)")  # fmt: skip
+                lost(
+                    "ray.exceptions.RayActorError: The actor died unexpectedly before finishing this task "
+                    "(a node of the Ray cluster left; simulated)"
+                )
                 return
 
     threading.Thread(target=poll, daemon=True).start()
@@ -292,8 +311,14 @@ def watch_ray(need: int, env: Mapping[str, str], lost: Callable[[str], None]) ->
 def dp_hello(ns: argparse.Namespace, model: str, version: str) -> dict[str, Any]:
     """What a host of a data-parallel group tells the head: its ranks, and what must be equal everywhere."""
     local = int(ns.data_parallel_size_local if ns.data_parallel_size_local is not None else ns.data_parallel_size)
-    return {"start": int(ns.data_parallel_start_rank or 0), "local": local, "size": int(ns.data_parallel_size),
-            "tp": int(ns.tensor_parallel_size), "model": model, "version": version}  # fmt: skip
+    return {
+        "start": int(ns.data_parallel_start_rank or 0),
+        "local": local,
+        "size": int(ns.data_parallel_size),
+        "tp": int(ns.tensor_parallel_size),
+        "model": model,
+        "version": version,
+    }
 
 
 def spans_hosts(ns: argparse.Namespace) -> bool:
@@ -324,8 +349,9 @@ def _next_hello(server: socket.socket) -> tuple[socket.socket, tuple[str, int], 
         return None
 
 
-def dp_head_wait(ns: argparse.Namespace, hello: Mapping[str, Any], env: Mapping[str, str], log: Log
-                 ) -> list[socket.socket]:  # fmt: skip
+def dp_head_wait(
+    ns: argparse.Namespace, hello: Mapping[str, Any], env: Mapping[str, str], log: Log
+) -> list[socket.socket]:
     """The head: accept headless hosts on the RPC port until every DP rank is there (or raise ClusterError)."""
     port = int(ns.data_parallel_rpc_port or DP_RPC_PORT)
     server = socket.create_server(("", port))
@@ -338,8 +364,10 @@ def dp_head_wait(ns: argparse.Namespace, hello: Mapping[str, Any], env: Mapping[
     while len(have) < size:
         if time.monotonic() > deadline:
             server.close()
-            raise ClusterError(f"TimeoutError: Timed out waiting for engines to send initial message on input "
-                               f"socket: {len(have)}/{size} data parallel ranks joined (simulated)")  # fmt: skip
+            raise ClusterError(
+                f"TimeoutError: Timed out waiting for engines to send initial message on input "
+                f"socket: {len(have)}/{size} data parallel ranks joined (simulated)"
+            )
         arrived = _next_hello(server)
         if arrived is None:
             continue
@@ -354,8 +382,10 @@ def dp_head_wait(ns: argparse.Namespace, hello: Mapping[str, Any], env: Mapping[
         conn.settimeout(None)
         have |= set(range(int(other["start"]), int(other["start"]) + int(other["local"])))
         links.append(conn)
-        log(f"[simulated] data parallel ranks {other['start']}..{int(other['start']) + int(other['local']) - 1} "
-            f"joined from {peer[0]} ({len(have)}/{size})")  # fmt: skip
+        log(
+            f"[simulated] data parallel ranks {other['start']}..{int(other['start']) + int(other['local']) - 1} "
+            f"joined from {peer[0]} ({len(have)}/{size})"
+        )
     server.close()
     return links
 
@@ -365,22 +395,31 @@ def dp_join(ns: argparse.Namespace, hello: Mapping[str, Any], env: Mapping[str, 
     host, port = str(ns.data_parallel_address or "127.0.0.1"), int(ns.data_parallel_rpc_port or DP_RPC_PORT)
     conn = _connect(host, port, time.monotonic() + timeout_s(env))
     if conn is None:
-        raise ClusterError(f"TimeoutError: could not reach the data parallel head at tcp://{host}:{port} within "
-                           f"{int(timeout_s(env))} s (simulated)")  # fmt: skip
+        raise ClusterError(
+            f"TimeoutError: could not reach the data parallel head at tcp://{host}:{port} within "
+            f"{int(timeout_s(env))} s (simulated)"
+        )
     _send(conn, hello)
     answer = _receive(conn) or {"ok": False, "error": "the head closed the connection"}
     if not answer.get("ok"):
         conn.close()
-        raise ClusterError(f"RuntimeError: the data parallel head refused these engines: {answer.get('error')} "
-                           "(simulated)")  # fmt: skip
+        raise ClusterError(
+            f"RuntimeError: the data parallel head refused these engines: {answer.get('error')} (simulated)"
+        )
     conn.settimeout(None)
-    log(f"[simulated] data parallel ranks {hello['start']}..{int(hello['start']) + int(hello['local']) - 1} joined "
-        f"the head at tcp://{host}:{port}")  # fmt: skip
+    log(
+        f"[simulated] data parallel ranks {hello['start']}..{int(hello['start']) + int(hello['local']) - 1} joined "
+        f"the head at tcp://{host}:{port}"
+    )
     return conn
 
 
 def watch(links: list[socket.socket], lost: Callable[[str], None]) -> None:
     """Call `lost` when a host of the group goes away (its connection closes)."""
     for conn in links:
-        _on_close(conn, lambda: lost("RuntimeError: Engine core proc died unexpectedly (a host of the data parallel "
-                                     "group left; simulated)"))  # fmt: skip
+        _on_close(
+            conn,
+            lambda: lost(
+                "RuntimeError: Engine core proc died unexpectedly (a host of the data parallel group left; simulated)"
+            ),
+        )

@@ -71,8 +71,11 @@ def render(engine: VllmEngine, model_name: str, spec: bool, log_stats: bool = Tr
         out.gauge("num_requests_waiting_by_reason", doc, state["queued"], reason="capacity")
         out.gauge("num_requests_waiting_by_reason", doc, 0, reason="deferred")
         out.gauge("kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", engine.kv_cache_usage)
-        out.counter("prefix_cache_queries", "Prefix cache queries, in terms of number of queried tokens.",
-                    [({}, engine.prompt_tokens_total)])  # fmt: skip
+        out.counter(
+            "prefix_cache_queries",
+            "Prefix cache queries, in terms of number of queried tokens.",
+            [({}, engine.prompt_tokens_total)],
+        )
         out.counter("prefix_cache_hits", "Prefix cache hits, in terms of number of cached tokens.", [({}, 0)])
         out.counter("num_preemptions", "Cumulative number of preemption from the engine.", [({}, 0)])
         out.counter("prompt_tokens", "Number of prefill tokens processed.", [({}, engine.prompt_tokens_total)])
