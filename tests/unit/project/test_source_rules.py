@@ -444,6 +444,42 @@ def test_no_import_runs_up_the_floors() -> None:
     assert not found, "imports that run up FLOORS:\n" + "\n".join(found)
 
 
+def simulator_importers(root: Path = ROOT) -> list[str]:
+    """`file:line: name` for each import of the simulator from outside it (deploys and inventories included)."""
+    modules = project_modules(root)
+    found = []
+    for top in ("hgxkit", "roles", "deploys", "inventories"):
+        for path in sorted((root / top).rglob("*.py")):
+            here = module_name(path, root)
+            if here == "hgxkit.sim" or here.startswith("hgxkit.sim."):
+                continue
+            for line, name in imported_names(path, modules, root):
+                simulator = name == "hgxkit.sim" or name.startswith("hgxkit.sim.")
+                if simulator and (here, name) not in REGISTRATIONS:
+                    found.append(f"{path.relative_to(root)}:{line}: imports {name}")
+    return found
+
+
+def test_only_the_command_line_registration_imports_the_simulator() -> None:
+    found = simulator_importers()
+    assert not found, "the simulator reads the library, never the other way:\n" + "\n".join(found)
+
+
+def test_the_simulator_rule_catches_a_deploy_that_imports_it(tmp_path: Path) -> None:
+    root = write_tree(
+        tmp_path,
+        {
+            "hgxkit/__init__.py": "",
+            "hgxkit/cli/__init__.py": "def parser():\n    from hgxkit.sim import cli\n",
+            "hgxkit/sim/__init__.py": "",
+            "hgxkit/sim/cli.py": "",
+            "roles/__init__.py": "",
+            "deploys/demo.py": "from hgxkit.sim.nodes import up\n",
+        },
+    )
+    assert simulator_importers(root) == ["deploys/demo.py:1: imports hgxkit.sim.nodes"]
+
+
 def test_the_floor_rule_catches_an_import_up() -> None:
     graph = {"hgxkit.kinds.vllm": {"hgxkit.sim.standin.vllm.args"}, "hgxkit.recipe.read": {"hgxkit.kinds"}}
     assert imports_up(graph) == ["hgxkit.kinds.vllm (floor 2) imports hgxkit.sim.standin.vllm.args (floor 11)"]
