@@ -15,6 +15,7 @@ from rich.markup import escape
 from hgxkit.errors import InputError
 from hgxkit.kinds import KINDS
 from hgxkit.recipe.read import load_recipe
+from hgxkit.verify.tokenizer import OFFLINE_ENV
 
 DEFAULT_STORE = "/var/lib/hgxkit/sglang-client"  # the real clients' store (`hgxkit sim client install`)
 
@@ -28,8 +29,10 @@ def register(groups: argparse._SubParsersAction) -> None:
         description="Run the recipe's benchmark with its kind's own client on this machine against a server that "
         "answers at --endpoint, and archive the run like any other, marked with where it ran.",
         epilog="examples:\n"
-        "  hgxkit verify --endpoint http://127.0.0.1:5000 --recipe recipes/deepseek-v4-flash-dspark-marlin.yaml\n"
-        "  hgxkit verify --endpoint http://10.0.0.5:8000 --recipe r.yaml --bench full --client 'vllm bench serve'",
+        "  hgxkit verify --endpoint http://127.0.0.1:5000 --recipe recipes/deepseek-v4-flash-dspark-marlin.yaml \\\n"
+        "      --tokenizer ~/tokenizers/DeepSeek-V4-Flash\n"
+        "  hgxkit verify --endpoint http://10.0.0.5:8000 --recipe r.yaml --tokenizer tok/ --bench full \\\n"
+        "      --client 'vllm bench serve'",
     )
     parser.add_argument("--endpoint", required=True, help="the server's base URL")
     parser.add_argument("--recipe", required=True, help="the recipe the server runs")
@@ -45,8 +48,13 @@ def register(groups: argparse._SubParsersAction) -> None:
     parser.add_argument("--client", help="the kind's benchmark client command (default: from the client store)")
     parser.add_argument(
         "--tokenizer",
-        help="the model's tokenizer as this machine reads it: a directory or a Hub "
-        "id (default: the recipe's model repository)",
+        metavar="DIR",
+        help="a local copy of the model's tokenizer files; the client gets a copy of their data, without code",
+    )
+    parser.add_argument(
+        "--trust-tokenizer-code",
+        action="store_true",
+        help="hand the client --tokenizer as it is: Python code the tokenizer names then RUNS ON THIS MACHINE",
     )
     parser.set_defaults(handler=_cmd_verify)
 
@@ -76,7 +84,7 @@ def _cmd_verify(args: argparse.Namespace) -> int:
 
     def run_client(argv: list[str]) -> int:
         err.print(f"running {escape(shlex.join(argv[:6]))} …")
-        return subprocess.run(argv, check=False, env={**os.environ, **env}).returncode
+        return subprocess.run(argv, check=False, env={**os.environ, **env, **OFFLINE_ENV}).returncode
 
     with tempfile.TemporaryDirectory(prefix="hgxkit-verify-") as workdir:
         path, summary = verify_endpoint(
@@ -88,6 +96,7 @@ def _cmd_verify(args: argparse.Namespace) -> int:
             workdir=Path(workdir),
             run_client=run_client,
             tokenizer=args.tokenizer,
+            trust_tokenizer_code=args.trust_tokenizer_code,
         )
     err.print(f"run archived in {escape(str(path))} (hgxkit results show {escape(summary.run_id)})")
     for gate in summary.gates:

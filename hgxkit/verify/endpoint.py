@@ -30,6 +30,7 @@ from hgxkit.results.fingerprint import Fingerprint
 from hgxkit.results.report import run_markdown
 from hgxkit.results.summary import RunSummary
 from hgxkit.verify.plan import BenchMode, Cell, cells_from_output, client_argv, gates, plan_cells
+from hgxkit.verify.tokenizer import copy_tokenizer
 
 Fetch = Callable[[str], tuple[int, str]]  # url -> (status, body)
 RunClient = Callable[[list[str]], int]  # argv -> exit status
@@ -114,9 +115,18 @@ def verify_endpoint(
     fetch: Fetch = http_fetch,
     now: datetime | None = None,
     tokenizer: str | None = None,
+    trust_tokenizer_code: bool = False,
 ) -> tuple[Path, RunSummary]:
     """Run the cells against the endpoint and archive the run (module doc); InputError when it does not answer.
-    The client's tokenizer is `tokenizer`, else the recipe's model repository (from the Hub)."""
+
+    The client's tokenizer is a code-free copy of the local directory `tokenizer` (hgxkit/verify/tokenizer.py),
+    or that directory as it is with `trust_tokenizer_code`; never one the recipe, the Hub or the endpoint names.
+    """
+    if not tokenizer:
+        raise InputError(
+            "verify --endpoint needs --tokenizer DIR: a local copy of the model's tokenizer files (the client "
+            "would otherwise load the tokenizer the endpoint or the recipe names, and run its code)"
+        )
     kind = recipe.server.server_kind
     status, _ = fetch(endpoint.url + kind.ready_path)
     if status != 200:
@@ -126,15 +136,13 @@ def verify_endpoint(
         )
     info_status, body = fetch(endpoint.url + (kind.info_path or "/version"))
     info = _json_object(body) if info_status == 200 else {}
+    if not trust_tokenizer_code:
+        tokenizer = str(copy_tokenizer(tokenizer, workdir / "tokenizer").path)
     cells = endpoint_cells(recipe, endpoint, mode, tokenizer)
     workdir.mkdir(parents=True, exist_ok=True)
     for cell in cells:
         for repeat in range(cell.repeats):
-            run_client(
-                client_command(
-                    cell, endpoint, str(workdir), client, warm=repeat > 0, tokenizer=tokenizer or recipe.model.repo_id
-                )
-            )
+            run_client(client_command(cell, endpoint, str(workdir), client, warm=repeat > 0, tokenizer=tokenizer))
     texts = {cell.file: (workdir / cell.file).read_text() for cell in cells if (workdir / cell.file).is_file()}
     simulated = bool(info.get("simulated"))
     results, missing = cells_from_output(cells, texts, simulated=simulated)

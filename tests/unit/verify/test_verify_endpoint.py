@@ -22,6 +22,15 @@ RECORDED = (ROOT / "tests" / "fixtures" / "sglang_bench" / "dspark_isl5000_c5_de
 NOW = datetime(2026, 12, 1, 12, 0, 0, tzinfo=timezone.utc)
 
 
+@pytest.fixture()
+def tokenizer(tmp_path: Path) -> str:
+    """A local tokenizer directory, as an operator passes it with --tokenizer."""
+    folder = tmp_path / "tokenizer-src"
+    folder.mkdir()
+    (folder / "tokenizer.json").write_text("{}")
+    return str(folder)
+
+
 def test_an_endpoint_is_a_base_url() -> None:
     assert parse_endpoint("https://serve.example:8443").port == 8443
     assert parse_endpoint("http://[::1]:5000/").host == "::1"
@@ -78,7 +87,7 @@ def test_the_vllm_client_is_aimed_at_the_endpoint_by_its_base_url() -> None:
     assert local.tokenizer == "/tmp/tok"
 
 
-def test_a_run_against_an_endpoint_is_archived_with_where_it_ran(tmp_path: Path) -> None:
+def test_a_run_against_an_endpoint_is_archived_with_where_it_ran(tmp_path: Path, tokenizer: str) -> None:
     recipe = load_recipe(str(RECIPE))
     asked: list[str] = []
     ran: list[list[str]] = []
@@ -102,9 +111,12 @@ def test_a_run_against_an_endpoint_is_archived_with_where_it_ran(tmp_path: Path)
         run_client=run_client,
         fetch=fetch,
         now=NOW,
+        tokenizer=tokenizer,
     )
     assert asked == ["http://10.0.0.5:5000/health", "http://10.0.0.5:5000/server_info"]
     assert len(ran) == 1 and ran[0][0] == "sglang-client"
+    # the client reads hgxkit's code-free copy, never the directory given
+    assert ran[0][ran[0].index("--tokenizer") + 1] == str(tmp_path / "work" / "tokenizer")
     assert summary.run_id == "endpoint-10.0.0.5/20261201T120000Z_deepseek-v4-flash-dspark-marlin"
     assert path == tmp_path / "results" / summary.run_id
     run = load_run(summary.run_id, tmp_path / "results")
@@ -126,25 +138,43 @@ def test_a_run_against_an_endpoint_is_archived_with_where_it_ran(tmp_path: Path)
         run_client=run_client,
         fetch=fetch,
         now=later,
+        tokenizer=tokenizer,
     )
     comparison = compare_runs(run.summary, load_run(again.run_id, tmp_path / "results").summary)
     assert [(r.input_len, r.concurrency) for r in comparison.ttft_mean] == [(5000, 5)]  # set side by side
 
 
-def test_an_endpoint_that_does_not_answer_is_refused_before_any_client_runs(tmp_path: Path) -> None:
+def test_an_endpoint_that_does_not_answer_is_refused_before_any_client_runs(tmp_path: Path, tokenizer: str) -> None:
     recipe = load_recipe(str(RECIPE))
+    out = tmp_path / "out"
     with pytest.raises(InputError, match=r"http://10\.0\.0\.5:5000: /health answered nothing"):
         verify_endpoint(
             recipe,
+            parse_endpoint("http://10.0.0.5:5000"),
+            mode="smoke",
+            results_dir=out,
+            client=["c"],
+            workdir=out / "w",
+            run_client=lambda argv: pytest.fail("ran"),
+            fetch=lambda url: (0, ""),
+            tokenizer=tokenizer,
+        )
+    assert not out.exists()
+
+
+def test_without_a_local_tokenizer_nothing_is_asked_or_run(tmp_path: Path) -> None:
+    """No tokenizer the recipe (its Hub repository) or the endpoint (its model path) names is ever used."""
+    with pytest.raises(InputError, match=r"^verify --endpoint needs --tokenizer DIR: a local copy"):
+        verify_endpoint(
+            load_recipe(str(RECIPE)),
             parse_endpoint("http://10.0.0.5:5000"),
             mode="smoke",
             results_dir=tmp_path,
             client=["c"],
             workdir=tmp_path / "w",
             run_client=lambda argv: pytest.fail("ran"),
-            fetch=lambda url: (0, ""),
+            fetch=lambda url: pytest.fail(f"asked {url}"),
         )
-    assert not list(tmp_path.iterdir())
 
 
 def test_a_comparison_says_where_each_run_ran() -> None:
