@@ -22,7 +22,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests" / "unit"))  # the corpus as its tests read it (index, picks)
+sys.path.insert(0, str(ROOT / "tests" / "unit" / "importing"))  # the corpus as its tests read it
 
 from hgxkit.sim import nodes as simnodes  # noqa: E402
 from hgxkit.sim.sweep import Case, SweepNodes, deploy  # noqa: E402

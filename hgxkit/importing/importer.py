@@ -68,6 +68,7 @@ from hgxkit.netaddr import is_loopback
 from hgxkit.recipe.diff import Difference, diff_recipes
 from hgxkit.recipe.docker_options import canonical
 from hgxkit.recipe.docker_parse import ParsedRun
+from hgxkit.recipe.matrix import BenchmarkMatrix
 from hgxkit.recipe.nodes import HGX_GPUS, join_ranks, parallel_size, rank_flags, rank_of, spans_nodes
 from hgxkit.recipe.read import MAX_RECIPE_BYTES
 from hgxkit.recipe.server_args import ServerCommand
@@ -494,7 +495,23 @@ class _Importer:
         found = benchmarks(self.posts, benches, served=served, values=values, ports=ports)
         self.notes += found.notes
         self.report += found.report
-        return replace(recipe, matrix=found.matrix, reference=found.reference)
+        matrix = found.matrix and self._carried(found.matrix, recipe.server.server_kind)
+        return replace(recipe, matrix=matrix, reference=found.reference)
+
+    def _carried(self, matrix: BenchmarkMatrix, kind: ServerKind) -> BenchmarkMatrix:
+        """The matrix with each cell's extra flags that the kind's own client (the one verify runs) takes; the
+        others (another client's, or where a client connects or writes) dropped, each with a note."""
+        cells = []
+        for cell in matrix.cells():
+            kept, dropped = split_extra_flags(cell.extra_args, kind.bench.extra_flags)
+            if dropped:
+                shown = ", ".join(f"`{' '.join(words)}`" for words in dropped)
+                self.notes.append(
+                    f"{cell.source or 'benchmark'}: {shown} dropped from cell {cell.id}: verify runs "
+                    f"{kind.title}'s own client, and a cell adds only flags of it that shape the load"
+                )
+            cells.append(replace(cell, extra_args=kept))
+        return replace(matrix, entries=tuple(cells))
 
     def _filled_in(self, simple: Simple) -> bool:
         """False (and the command set aside, saying why) for a benchmark command with a placeholder argument:
@@ -511,6 +528,23 @@ class _Importer:
 
 # What may differ between the commands of one setup: the ranks of a server over hosts, or its GPU groups.
 _GROUP_DIFFERENCES = {("docker", "--gpus"), ("docker", "--publish"), ("server", "--port"), ("docker", "--name")}
+
+
+def split_extra_flags(words: Sequence[str], allowed: frozenset[str]) -> tuple[tuple[str, ...], list[tuple[str, ...]]]:
+    """(the words of `allowed` flags with their values, the other flags with theirs) of a cell's extra args.
+
+    Example:
+        >>> split_extra_flags(["--ignore-eos", "--streaming", "--num-sessions", "4"], frozenset({"--ignore-eos"}))
+        (('--ignore-eos',), [('--streaming',), ('--num-sessions', '4')])
+    """
+    groups: list[list[str]] = []
+    for word in words:
+        if (word.startswith("-") and not re.fullmatch(r"-[0-9.]+", word)) or not groups:
+            groups.append([word])
+        else:
+            groups[-1].append(word)
+    kept = tuple(w for g in groups if g[0].partition("=")[0] in allowed for w in g)
+    return kept, [tuple(g) for g in groups if g[0].partition("=")[0] not in allowed]
 
 
 def _one_setup(built: list[Built]) -> tuple[list[Built], str]:

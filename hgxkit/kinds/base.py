@@ -50,6 +50,20 @@ class BenchClient:
     argv: Callable[[BenchCell, str, str], list[str]]
     # (output file text, cell) -> one record per run in it; ValueError for a damaged file
     parse: Callable[[str, BenchCell], list[BenchRecord]]
+    # The flags a recipe's cell may add (`extra_args`): what shapes the load. Never where the client connects
+    # or writes, nor code it loads: verify --endpoint runs the client on the operator's machine.
+    extra_flags: frozenset[str] = frozenset()
+
+
+# Flags of the clients' own that a recipe never sets: the results files hgxkit names. (`--trust-remote-code`
+# may stay: on a node the client runs in the serving container; against an endpoint it reads hgxkit's code-free
+# copy of the tokenizer, hgxkit/verify/tokenizer.py.)
+NOT_EXTRA_FLAGS = frozenset({"--save-result", "--save-detailed", "--append-result", "--output-details"})
+
+
+def extra_flags(client: PostedClient) -> frozenset[str]:
+    """The posted client's workload flags a recipe may add to the kind's own (`BenchClient.extra_flags`)."""
+    return frozenset({*client.switches, *client.others}) - NOT_EXTRA_FLAGS
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,16 @@ from collections.abc import Callable
 from typing import Any
 
 from hgxkit.imageref import at_least
-from hgxkit.kinds.base import CONNECTION_FLAGS, BenchCell, BenchClient, KindMetrics, PostedClient, ServerKind, load_args
+from hgxkit.kinds.base import (
+    CONNECTION_FLAGS,
+    BenchCell,
+    BenchClient,
+    KindMetrics,
+    PostedClient,
+    ServerKind,
+    extra_flags,
+    load_args,
+)
 from hgxkit.results.bench import BenchRecord, parse_bench_jsonl
 
 
@@ -222,6 +231,7 @@ SGLANG = ServerKind(
         fixed_ratio=1.0,
         argv=client_argv,
         parse=parse_output,
+        extra_flags=extra_flags(POSTED_CLIENT),
     ),
     # python/sglang/srt/metrics/collector.py (SchedulerMetricsCollector, TokenizerMetricsCollector).
     metrics=KindMetrics(

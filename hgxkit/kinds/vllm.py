@@ -23,6 +23,7 @@ from hgxkit.kinds.base import (
     PostedClient,
     RayCluster,
     ServerKind,
+    extra_flags,
     load_args,
 )
 from hgxkit.kinds.vllm_options import TABLE_TITLE, table_applies, unknown_option
@@ -260,6 +261,7 @@ VLLM = ServerKind(
         fixed_ratio=0.0,
         argv=client_argv,
         parse=parse_output,
+        extra_flags=extra_flags(POSTED_CLIENTS[0]),  # `vllm bench serve`, the client verify runs
     ),
     # vllm/v1/metrics/loggers.py (PrometheusStatLogger) and its SpecDecodingProm; counters end in `_total` on the
     # wire. `vllm:gpu_cache_usage_perc` is the pre-0.10 name of `vllm:kv_cache_usage_perc`.

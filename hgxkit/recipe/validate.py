@@ -180,7 +180,29 @@ def recipe_problems(recipe: Recipe) -> list[Problem]:
     for index, cell in enumerate(recipe.matrix.cells() if recipe.matrix else ()):
         for word in cell.extra_args:
             _word_problems(problems, ("matrix", "cells", index, "extra_args"), word)
+        _client_flag_problems(recipe, cell.extra_args, ("matrix", "cells", index, "extra_args"), problems)
     return problems
+
+
+_NUMBER = re.compile(r"-[0-9.]+")
+
+
+def _client_flag_problems(recipe: Recipe, words: Sequence[str], path: KeyPath, problems: list[Problem]) -> None:
+    """Each flag of a cell's `extra_args` is one the kind's client lets a recipe add (`BenchClient.extra_flags`):
+    what shapes the load, never where the client connects or writes, nor code it loads."""
+    client = recipe.server.server_kind.bench
+    for word in words:
+        flag = word.partition("=")[0]
+        if flag.startswith("-") and not _NUMBER.fullmatch(flag) and flag not in client.extra_flags:
+            problems.append(
+                _at(
+                    path,
+                    f"{shown(flag)} is not a flag a recipe gives the benchmark client: hgxkit sets where it "
+                    "connects, where it writes and its tokenizer; a cell may add only flags that shape the load "
+                    f"({', '.join(sorted(client.extra_flags)) or 'none for this kind'})",
+                    "client-flag",
+                )
+            )
 
 
 def _expected(*keys: str) -> str:

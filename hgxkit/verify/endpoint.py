@@ -92,6 +92,10 @@ def client_command(
     return [*client, *argv, *(["--tokenizer", tokenizer] if tokenizer else [])]
 
 
+def _local_dataset(words: tuple[str, ...]) -> bool:
+    return any(word.partition("=")[0] == "--dataset-path" for word in words)
+
+
 def http_fetch(url: str) -> tuple[int, str]:
     """GET `url`: (status, body); status 0 when nothing answers."""
     try:
@@ -126,6 +130,12 @@ def verify_endpoint(
         raise InputError(
             "verify --endpoint needs --tokenizer DIR: a local copy of the model's tokenizer files (the client "
             "would otherwise load the tokenizer the endpoint or the recipe names, and run its code)"
+        )
+    reading = [c.shape for c in endpoint_cells(recipe, endpoint, mode) if _local_dataset(c.extra_args)]
+    if reading:
+        raise InputError(
+            f"--recipe {recipe.path or recipe.name}: cell {reading[0]} reads its prompts from --dataset-path, a "
+            "path on the serving node; against an endpoint the client runs here, so drop it or use a random dataset"
         )
     kind = recipe.server.server_kind
     status, _ = fetch(endpoint.url + kind.ready_path)

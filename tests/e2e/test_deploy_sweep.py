@@ -25,7 +25,7 @@ from hgxkit.sim.sweep import Case, SweepNodes, deploy
 pytestmark = pytest.mark.e2e
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "bench"))
-sys.path.insert(0, str(ROOT / "tests" / "unit"))
+sys.path.insert(0, str(ROOT / "tests" / "unit" / "importing"))
 
 SAMPLE = (
     "002-sglang-dsv3-readme-docker-pull-run.txt",
