@@ -37,12 +37,12 @@ RATE = 100  # py-spy samples per second
 
 def ship(rev: str, into: Path) -> Path:
     """fetch.py and core.py of `rev` ("" = the working tree) under the names the role uploads them as."""
+    if not rev:  # the working tree: the downloader built from hgxkit/model/fetch/ as the role builds it
+        from hgxkit.model.nodeprogram import write
+
+        return write(into)
     for src, dest in (("hgxkit/model/fetch.py", "hgxkit_fetch.py"), ("hgxkit/model/core.py", "model_core.py")):
-        text = (
-            (ROOT / src).read_text()
-            if not rev
-            else subprocess.check_output(["git", "show", f"{rev}:{src}"], cwd=ROOT, text=True)
-        )
+        text = subprocess.check_output(["git", "show", f"{rev}:{src}"], cwd=ROOT, text=True)
         (into / dest).write_text(text)
     return into / "hgxkit_fetch.py"
 

@@ -29,6 +29,7 @@ from hgxkit.hostlock import hold_host_lock
 from hgxkit.node.bringup import bringup_skip, plan_reads, record_bringup
 from hgxkit.planfacts import prefetch
 from hgxkit.runfailure import install as answer_failures
+from roles import check_knob_names
 from roles.container_toolkit import container_toolkit
 from roles.docker import docker_engine
 from roles.gpu_health import gpu_health
@@ -53,6 +54,7 @@ JUDGING_SOURCES = [
 ]
 
 answer_failures()  # hgxkit's errors end the run as one block per host, not a traceback
+check_knob_names(host)  # a misspelt knob stops the run here, naming the closest known one
 hold_host_lock(host, plan_reads(host))  # one hgxkit run per node at a time; the reads on the lock's channel
 
 prefetch(host, plan_reads(host))  # what the lock's channel did not read (nothing, normally)

@@ -10,8 +10,10 @@ from the inventory and each host's recipe (its serving groups). Knobs: roles/mon
 from pyinfra import host
 
 from hgxkit.hostlock import hold_host_lock
+from roles import check_knob_names
 from roles.monitoring import monitoring
 
+check_knob_names(host)  # a misspelt knob stops the run here, naming the closest known one
 hold_host_lock(host)  # one hgxkit run per node at a time (hgxkit/hostlock.py)
 
 monitoring()

@@ -15,10 +15,12 @@ from pyinfra import host
 
 from hgxkit.hostlock import hold_host_lock
 from hgxkit.include import include_sibling
+from hgxkit.knobs import knob
 from hgxkit.node.bringup import plan_reads as bringup_reads
 from hgxkit.planfacts import prefetch
 from hgxkit.recipe.host_recipe import recipe_for
 from hgxkit.runfailure import install as answer_failures
+from roles import check_knob_names
 from roles.docker import warm_image_cache
 from roles.model import model
 from roles.model import plan_reads as model_reads
@@ -34,6 +36,7 @@ if not host.data.get("recipe"):
         f"{host.name}: deploys/reproduce.py needs a recipe: --data recipe=recipes/FILE.yaml (or `recipe:` in the "
         "inventory); `hgxkit recipe import POST.txt -o recipes/FILE.yaml` makes one from a post"
     )
+check_knob_names(host)  # a misspelt knob stops the run here, naming the closest known one
 recipe_for(host)  # load and validate it now: a bad recipe stops the run before bring-up changes anything
 answer_failures()  # hgxkit's errors end the run as one block per host, not a traceback
 # What bring-up, the model and serving read while planning, in one batch instead of a round trip per fact: run on
@@ -49,9 +52,9 @@ prefetch_image()  # the image downloads in the background while the model does
 model()
 serve()
 sglang_router()  # only where `router: true`
-if host.data.get("monitoring"):
+if knob(host, "monitoring"):
     include_sibling(__file__, "monitoring.py")  # before verify: the alerts watch the benchmark too
-if host.data.get("verify", True):
+if knob(host, "verify"):
     from roles.verify import verify  # here: its results/numpy imports cost every run that does not verify
 
     verify()

@@ -11,9 +11,11 @@ from pyinfra import host
 
 from hgxkit.hostlock import hold_host_lock
 from hgxkit.runfailure import install as answer_failures
+from roles import check_knob_names
 from roles.verify import verify
 
 answer_failures()  # hgxkit's errors end the run as one block per host, not a traceback
+check_knob_names(host)  # a misspelt knob stops the run here, naming the closest known one
 hold_host_lock(host)  # one hgxkit run per node at a time (hgxkit/hostlock.py)
 
 verify()

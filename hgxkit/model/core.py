@@ -1,5 +1,5 @@
 """The model sync's core, stdlib only: shared by the model role (controller) and the host program
-(`fetch.py`, next to which the role uploads this file as `model_core.py`).
+(`hgxkit_fetch.py`, built from fetch/, next to which the role uploads this file as `model_core.py`).
 
 What a synced model is: the files of one commit of a Hub repo that match the recipe's allow patterns,
 each checked against the Hub's metadata (size; sha256 for LFS files, the git blob id for the others),
@@ -676,7 +676,7 @@ class Spec:
     backoff_s: float = 2.0
     corrupt_refetch: int = 2
     state_dir: str = "/var/lib/hgxkit/model"
-    program_sha: str = ""  # sha256 of fetch.py and this file as the role ships them ("" skips the check)
+    program_sha: str = ""  # sha256 of hgxkit_fetch.py and this file as the role ships them ("" skips the check)
 
     @classmethod
     def load(cls, path_or_json: str) -> Spec:

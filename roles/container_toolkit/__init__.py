@@ -18,19 +18,18 @@ import json
 
 from pyinfra import host
 from pyinfra.api import deploy
-from pyinfra.api.exceptions import DeployError
 from pyinfra.operations import apt, files, python, server, systemd
 
 from hgxkit.bundle.source import delivered
 from hgxkit.hostcmd import HostRunner, argv, script, text
 from hgxkit.hostfiles import write_text
-from hgxkit.knobs import knob
 from hgxkit.node.apt import apt_install_commands, apt_mark_hold, flat_repo_line
 from hgxkit.node.docker import DAEMON_JSON, daemon_json_text, parse_daemon_json, smoke_problem, with_cgroupfs
 from hgxkit.node.facts_apt import HeldPackages, InstalledPackages
 from hgxkit.node.facts_files import FileText, JsonFile
 from hgxkit.node.facts_system import BootId
-from hgxkit.problems import Problem
+from hgxkit.problems import Problem, refuse
+from hgxkit.runfailure import RunFailure
 from roles.container_toolkit.defaults import (
     DEFAULTS,
     KEY_URL,
@@ -39,6 +38,7 @@ from roles.container_toolkit.defaults import (
     REPO_URL,
     SOURCES_FILE,
     STALE_LISTS,
+    ContainerToolkitKnobs,
 )
 
 
@@ -46,12 +46,12 @@ def daemon_config(text: str | None) -> dict:
     """daemon.json as a dict ({} when absent); refuse to touch a file that is not a JSON object."""
     config = parse_daemon_json(text)
     if isinstance(config, Problem):
-        raise DeployError(f"{host.name}: {config.found}; {config.remedy}")
-    return config
+        refuse(f"{host.name}: {DAEMON_JSON} is left as it is", [config.message])
+    return config  # type: ignore[return-value]
 
 
 def smoke_record_path() -> str:
-    return f"{knob(host, 'state_dir')}/node/gpu-smoke.json"
+    return f"{ContainerToolkitKnobs.from_host(host).state_dir}/node/gpu-smoke.json"
 
 
 def smoke_key(version: str, daemon_text: str | None, smoke: dict) -> dict:
@@ -63,20 +63,21 @@ def smoke_key(version: str, daemon_text: str | None, smoke: dict) -> dict:
 @deploy("hgxkit NVIDIA container toolkit", data_defaults=DEFAULTS)
 def container_toolkit() -> None:
     """Install the pinned toolkit, configure Docker's nvidia runtime, and prove a GPU container runs."""
+    knobs = ContainerToolkitKnobs.from_host(host)
     for name in STALE_LISTS:
         files.file(name=f"Remove stale {name}", path=f"/etc/apt/sources.list.d/{name}", present=False)
     bundle = delivered(host)  # the `bundle` knob: the toolkit from the bundle's signed repository
     files.download(
         name="Container toolkit repository key",
-        src=bundle.key_url if bundle else host.data.get("nvidia_container_repo_key_url") or KEY_URL,
+        src=bundle.key_url if bundle else knobs.nvidia_container_repo_key_url or KEY_URL,
         dest=KEYRING,
         mode="0644",
         sha256sum=bundle.key_sha256 if bundle else None,
     )
-    repo = bundle.apt_url("nvidia-container") if bundle else host.data.get("nvidia_container_repo_url") or REPO_URL
+    repo = bundle.apt_url("nvidia-container") if bundle else knobs.nvidia_container_repo_url or REPO_URL
     apt.repo(name="Container toolkit repository", src=flat_repo_line(repo, KEYRING), filename=SOURCES_FILE)
 
-    version = host.data.get("nvidia_container_toolkit_version")
+    version = knobs.nvidia_container_toolkit_version
     installed = host.get_fact(InstalledPackages, patterns=" ".join(PACKAGES))
     missing = [p for p in PACKAGES if installed.get(p) != version]
     if missing:
@@ -97,7 +98,7 @@ def container_toolkit() -> None:
                 commands=[argv("nvidia-ctk", "runtime", "configure", "--runtime=docker")],
             )
         )
-    if host.data.get("container_toolkit_cgroupfs") and with_cgroupfs(config) != config:
+    if knobs.container_toolkit_cgroupfs and with_cgroupfs(config) != config:
         # At execute time: nvidia-ctk (above) may have rewritten the file since this plan read it.
         changed.append(
             python.call(name="Docker cgroup driver cgroupfs (GPUs survive daemon-reload)", function=_cgroupfs)
@@ -107,10 +108,10 @@ def container_toolkit() -> None:
             name="Restart Docker for the new configuration", service="docker.service", running=True, restarted=True
         )
     smoke = {
-        "image": host.data.get("container_smoke_image"),
-        "command": host.data.get("container_smoke_command"),
-        "expect": host.data.get("container_smoke_expect"),
-        "gpus": knob(host, "expected_gpu_count"),
+        "image": knobs.container_smoke_image,
+        "command": knobs.container_smoke_command,
+        "expect": knobs.container_smoke_expect,
+        "gpus": knobs.expected_gpu_count,
     }
     record = host.get_fact(JsonFile, path=smoke_record_path())
     if missing or changed or record != smoke_key(version, daemon_text, smoke):
@@ -122,7 +123,7 @@ def container_toolkit() -> None:
 def _cgroupfs() -> None:
     text = host.get_fact(FileText, path=DAEMON_JSON)
     if not write_text(HostRunner(host), DAEMON_JSON, daemon_json_text(with_cgroupfs(daemon_config(text)))):
-        raise DeployError(f"{host.name}: could not write {DAEMON_JSON}")
+        raise RunFailure(f"could not write {DAEMON_JSON}", [], "check the node's root file system (space, read-only)")
 
 
 def _smoke_now(version: str, image: str, command: str, expect: str, gpus: int | None) -> None:
@@ -132,7 +133,7 @@ def _smoke_now(version: str, image: str, command: str, expect: str, gpus: int | 
     output = run(script("{smoke} 2>&1", smoke=smoke_run))
     problem = smoke_problem(output, expect, gpus)
     if problem:
-        raise DeployError(f"GPU container smoke test failed on {host.name} (`{shown}`): {problem}")
+        refuse(f"GPU container smoke test failed on {host.name} (`{shown}`)", [problem])
     smoke = {"image": image, "command": command, "expect": expect, "gpus": gpus}
     passed = smoke_key(version, host.get_fact(FileText, path=DAEMON_JSON), smoke)
     write_text(run, smoke_record_path(), json.dumps(passed) + "\n")

@@ -1,37 +1,62 @@
 """Knobs of the container_toolkit role (inventory data overrides each).
 
-nvidia_container_repo_url          the libnvidia-container repository or a mirror; None: NVIDIA's
-                                   https://nvidia.github.io/libnvidia-container/stable/deb/amd64/
-nvidia_container_repo_key_url      its key; None: https://nvidia.github.io/libnvidia-container/gpgkey
-nvidia_container_toolkit_version   Debian version pinned for nvidia-container-toolkit, -base,
-                                   libnvidia-container-tools and libnvidia-container1 (held).
-container_toolkit_cgroupfs         set Docker's cgroup driver to cgroupfs: with the systemd driver a
-                                   `systemctl daemon-reload` strips GPU access from running containers
-                                   ("Failed to initialize NVML: Unknown Error", nvidia-container-toolkit#48).
-container_smoke_image              image of the GPU smoke test (nvidia-smi is injected by the toolkit).
-container_smoke_command            its command (run by `sh -c` in the container); must list every GPU with
-                                   `GPU <n>:` lines ...
-container_smoke_expect             ... ("gpu-list"), or print NVIDIA_VISIBLE_DEVICES ("visible-devices": the
-                                   simulated nodes, whose no-op hook injects no nvidia-smi).
 
 Shared knobs read here (hgxkit/knobs.py): expected_gpu_count (GPUs the smoke test must see), state_dir (the
 record of the last passed smoke test: <state_dir>/node/gpu-smoke.json).
-bundle                             (shared, hgxkit/knobs.py; and bundle_fingerprint) a bundle directory: the toolkit
-                                   packages come from it only.
 """
 
-from hgxkit.knobs import shared_defaults
+from __future__ import annotations
 
-DEFAULTS = {
-    "nvidia_container_repo_url": None,
-    "nvidia_container_repo_key_url": None,
-    "nvidia_container_toolkit_version": "1.18.0-1",
-    "container_toolkit_cgroupfs": True,
-    "container_smoke_image": "ubuntu:24.04",
-    "container_smoke_command": "nvidia-smi -L",
-    "container_smoke_expect": "gpu-list",
-    **shared_defaults("expected_gpu_count", "state_dir", "bundle", "bundle_fingerprint"),
-}
+from dataclasses import dataclass
+
+from hgxkit.knobs import Knobs, declare, shared
+
+
+@dataclass(frozen=True)
+class ContainerToolkitKnobs(Knobs):
+    """The container_toolkit role's knobs (inventory data or `--data key=value` overrides each)."""
+
+    nvidia_container_repo_url: str | None = declare(
+        None,
+        "the libnvidia-container repository or a mirror; None: NVIDIA's "
+        "https://nvidia.github.io/libnvidia-container/stable/deb/amd64/",
+    )
+    nvidia_container_repo_key_url: str | None = declare(
+        None,
+        "its key; None: https://nvidia.github.io/libnvidia-container/gpgkey",
+    )
+    nvidia_container_toolkit_version: str = declare(
+        "1.18.0-1",
+        "Debian version pinned for nvidia-container-toolkit, -base, libnvidia-container-tools and "
+        "libnvidia-container1 (held).",
+    )
+    container_toolkit_cgroupfs: bool = declare(
+        True,
+        "set Docker's cgroup driver to cgroupfs: with the systemd driver a `systemctl daemon-reload` strips GPU "
+        'access from running containers ("Failed to initialize NVML: Unknown Error", nvidia-container-toolkit#48).',
+    )
+    container_smoke_image: str = declare(
+        "ubuntu:24.04",
+        "image of the GPU smoke test (nvidia-smi is injected by the toolkit).",
+    )
+    container_smoke_command: str = declare(
+        "nvidia-smi -L",
+        "its command (run by `sh -c` in the container); must list every GPU with `GPU <n>:` lines ...",
+    )
+    container_smoke_expect: str = declare(
+        "gpu-list",
+        '... ("gpu-list"), or print NVIDIA_VISIBLE_DEVICES ("visible-devices": the simulated nodes, whose no-op hook '
+        "injects no nvidia-smi).",
+    )
+    expected_gpu_count: int | None = shared("expected_gpu_count")
+    state_dir: str = shared("state_dir")
+    bundle: str | None = shared("bundle")
+    bundle_fingerprint: str | None = shared("bundle_fingerprint")
+
+
+DEFAULTS = ContainerToolkitKnobs.defaults()
+__doc__ = f"{__doc__}\n{ContainerToolkitKnobs.table()}\n"
+
 
 REPO_URL = "https://nvidia.github.io/libnvidia-container/stable/deb/amd64/"
 KEY_URL = "https://nvidia.github.io/libnvidia-container/gpgkey"

@@ -14,7 +14,6 @@ from pathlib import Path
 
 from pyinfra import host
 from pyinfra.api import deploy
-from pyinfra.api.exceptions import DeployError
 from pyinfra.api.output import echo
 from pyinfra.operations import apt, files, python, server, systemd
 from pyinfra.operations.util import any_changed
@@ -23,7 +22,7 @@ from hgxkit.bundle.source import delivered
 from hgxkit.errors import HgxkitError
 from hgxkit.hostcmd import HostRunner, argv
 from hgxkit.hostfiles import write_text
-from hgxkit.knobs import knob, role_knob
+from hgxkit.knobs import ssh_hostname
 from hgxkit.node import cachefill, imagecache
 from hgxkit.node.docker import DAEMON_JSON, daemon_json_text, deb822_sources, parse_daemon_json
 from hgxkit.node.facts_apt import InstalledPackages, SnapInstalled
@@ -32,19 +31,27 @@ from hgxkit.node.facts_system import OsRelease
 from hgxkit.planfacts import plan_fact
 from hgxkit.problems import Problem, refuse
 from hgxkit.recipe.host_recipe import recipe_for
+from hgxkit.runfailure import RunFailure
 from hgxkit.serving.image import recorded_digest
 from hgxkit.serving.nodegroups import fabric_address
 from hgxkit.serving.steps import record_path
-from roles.docker.defaults import CONFLICTING_PACKAGES, DEFAULTS, DOCKER_CE_PACKAGES, KEYRING, SOURCES_FILE
+from roles.docker.defaults import (
+    CONFLICTING_PACKAGES,
+    DEFAULTS,
+    DOCKER_CE_PACKAGES,
+    KEYRING,
+    SOURCES_FILE,
+    DockerKnobs,
+)
 
 
 def docker_source() -> str:
     """`docker-ce` or `docker.io` for this host, from `docker_source`."""
-    source = host.data.get("docker_source")
+    source = DockerKnobs.from_host(host).docker_source
     if source == "auto":
         return "docker-ce" if host.get_fact(OsRelease).get("ID") == "ubuntu" else "docker.io"
     if source not in ("docker-ce", "docker.io"):
-        raise DeployError(f"{host.name}: docker_source {source!r}; use auto, docker-ce or docker.io")
+        refuse(f"{host.name}: the docker role's knobs", [f"docker_source {source!r}; use auto, docker-ce or docker.io"])
     return source
 
 
@@ -81,31 +88,33 @@ WantedBy=multi-user.target
 def cache_host() -> object | None:
     """The inventory host that runs the image cache (None: `image_cache` is off)."""
     try:
-        name = imagecache.cache_host_name(role_knob(host, "image_cache", DEFAULTS), [h.name for h in host.inventory])
+        name = imagecache.cache_host_name(DockerKnobs.from_host(host).image_cache, [h.name for h in host.inventory])
     except HgxkitError as err:
-        raise DeployError(f"{host.name}: {err.message}") from None
+        refuse(f"{host.name}: no image cache host", [err.message])
+        raise
     return host.inventory.get_host(name) if name else None
 
 
 def cache_url(cache: object) -> str:
     """How the nodes reach the cache on `cache` (its fabric address, else its SSH address)."""
-    address = fabric_address(cache) or cache.data.get("ssh_hostname") or cache.name  # type: ignore[attr-defined]
-    return imagecache.mirror_url(str(address), int(role_knob(host, "image_cache_port", DEFAULTS)))
+    address = fabric_address(cache) or ssh_hostname(cache) or cache.name  # type: ignore[attr-defined]
+    return imagecache.mirror_url(str(address), DockerKnobs.from_host(host).image_cache_port)
 
 
 def _image_cache() -> None:
     """Run the cache on its host; list it first in every node's registry-mirrors (or take it out, when off)."""
     cache = cache_host()
+    knobs = DockerKnobs.from_host(host)
     if cache is not None and cache.name == host.name:  # type: ignore[attr-defined]
-        bind = str(host.data.get("image_cache_bind") or fabric_address(host) or "")
+        bind = str(knobs.image_cache_bind or fabric_address(host) or "")
         refuse(
             f"image cache on {host.name}: nothing was changed",
-            imagecache.cache_exposure_problems(bind, bool(host.data.get("allow_unauthenticated"))),
+            imagecache.cache_exposure_problems(bind, knobs.allow_unauthenticated),
         )
         apt.packages(name="The registry (CNCF Distribution) for the image cache", packages=["docker-registry"])
         files.directory(name="Image cache storage", path=imagecache.STORAGE, mode="0700")
         text = imagecache.cache_config(
-            bind, int(host.data.get("image_cache_port")), imagecache.upstream_url(host.data.get("image_cache_upstream"))
+            bind, knobs.image_cache_port, imagecache.upstream_url(knobs.image_cache_upstream)
         )
         config = files.put(
             name="Image cache configuration", dest=imagecache.CONFIG_PATH, mode="0644", src=StringIO(text)
@@ -126,7 +135,7 @@ def _image_cache() -> None:
             restarted=any_changed(config, unit),
         )
     url = cache_url(cache) if cache is not None else None
-    record = f"{knob(host, 'state_dir')}/node/image-cache-mirror"
+    record = f"{knobs.state_dir}/node/image-cache-mirror"
     previous = [line.strip() for line in (host.get_fact(FileText, path=record) or "").splitlines() if line.strip()]
     config = parse_daemon_json(host.get_fact(FileText, path=DAEMON_JSON))
     if isinstance(config, Problem):
@@ -152,10 +161,11 @@ def _set_mirror(url: str | None, previous: list[str], record: str) -> None:
     run = HostRunner(host)
     config = parse_daemon_json(host.get_fact(FileText, path=DAEMON_JSON))
     if isinstance(config, Problem):
-        raise DeployError(f"{host.name}: {config.found}; {config.remedy}")
+        refuse(f"{host.name}: {DAEMON_JSON} is left as it is", [config.message])
+        return
     text = daemon_json_text(imagecache.with_mirror(config, url, previous))
     if not write_text(run, DAEMON_JSON, text) or not write_text(run, record, (url or "") + "\n"):
-        raise DeployError(f"{host.name}: could not write {DAEMON_JSON}")
+        raise RunFailure(f"could not write {DAEMON_JSON}", [], "check the node's root file system (space, read-only)")
 
 
 def _docker_ce() -> None:
@@ -163,10 +173,11 @@ def _docker_ce() -> None:
     if installed:
         apt.packages(name="Remove packages that conflict with docker-ce", packages=sorted(installed), present=False)
     release = host.get_fact(OsRelease)
-    repo = host.data.get("docker_repo_url") or "https://download.docker.com/linux/ubuntu"
+    knobs = DockerKnobs.from_host(host)
+    repo = knobs.docker_repo_url or "https://download.docker.com/linux/ubuntu"
     key = files.download(
         name="Docker repository key",
-        src=host.data.get("docker_repo_key_url") or f"{repo}/gpg",
+        src=knobs.docker_repo_key_url or f"{repo}/gpg",
         dest=KEYRING,
         mode="0644",
     )
@@ -177,7 +188,7 @@ def _docker_ce() -> None:
         mode="0644",
     )
     apt.update(name="Refresh apt lists for Docker", _if=any_changed(key, sources))
-    version = host.data.get("docker_version")
+    version = knobs.docker_version
     pinned = [f"{p}={version}" if version and p in ("docker-ce", "docker-ce-cli") else p for p in DOCKER_CE_PACKAGES]
     apt.packages(name="Install Docker CE", packages=pinned)
 
@@ -205,18 +216,24 @@ def fill_image_cache(reference: str) -> None:
         return
     bundle = delivered(host)
     try:
-        source = imagecache.fill_source(bundle.image_layout if bundle else None, host.data.get("image_cache_upstream"))
+        upstream = DockerKnobs.from_host(host).image_cache_upstream
+        source = imagecache.fill_source(bundle.image_layout if bundle else None, upstream)
     except HgxkitError as err:
-        raise DeployError(f"{host.name}: {err.message}") from None
+        refuse(f"{host.name}: the image cache cannot be filled", [err.message])
+        raise
     python.call(name=f"Fill the image cache with {reference}", function=_fill, source=source, where=where)
 
 
 def _fill(source: str, where: tuple[str, str]) -> None:
-    wait_s = str(role_knob(host, "image_cache_fill_s", DEFAULTS))
+    wait_s = str(DockerKnobs.from_host(host).image_cache_fill_s)
     ok, said = HostRunner(host).status(
         argv("python3", "-", source, where[0], where[1], imagecache.STORAGE, wait_s, REGISTRY_BINARY),
         _stdin=Path(cachefill.__file__).read_text(),
     )
     if not ok:
-        raise DeployError(f"{host.name}: could not fill the image cache: {' '.join(said)[-300:]}")
+        raise RunFailure(
+            "could not fill the image cache",
+            " ".join(said)[-300:],
+            "check the upstream registry (image_cache_upstream) or the bundle, and run again",
+        )
     echo(f"[{host.name}] image cache: {' '.join(said)}")

@@ -13,30 +13,28 @@ from pyinfra import host
 from pyinfra.api import deploy
 from pyinfra.operations import python, server, systemd
 
-from hgxkit.knobs import knob
 from hgxkit.node.apt import apt_install_commands
 from hgxkit.node.driver import NVIDIA_CUDA_LIST
 from hgxkit.node.facts_apt import InstalledPackages
 from hgxkit.node.facts_system import ServiceActive
 from hgxkit.node.health import GpuHealthReport, gpu_health_report
 from hgxkit.problems import refuse
-from roles.gpu_health.defaults import DCGM_UNIT, DEFAULTS
+from roles.gpu_health.defaults import DCGM_UNIT, DEFAULTS, GpuHealthKnobs
 
 
 def current_report() -> GpuHealthReport:
     """Run the health checks on this host now."""
-    report = gpu_health_report(
-        host.get_fact, level=int(host.data.get("dcgm_diag_level")), expected_gpus=knob(host, "expected_gpu_count")
-    )
-    allowed = set(host.data.get("gpu_health_allow_xids") or [])
+    knobs = GpuHealthKnobs.from_host(host)
+    report = gpu_health_report(host.get_fact, level=knobs.dcgm_diag_level, expected_gpus=knobs.expected_gpu_count)
+    allowed = set(knobs.gpu_health_allow_xids)
     return replace(report, xids=[x for x in report.xids if x.code not in allowed])
 
 
 @deploy("hgxkit GPU health", data_defaults=DEFAULTS)
 def gpu_health() -> None:
     """Install DCGM and gate on the node's GPU health (changes nothing once DCGM runs)."""
-    package = host.data.get("dcgm_package")
-    version = host.data.get("dcgm_version")
+    knobs = GpuHealthKnobs.from_host(host)
+    package, version = knobs.dcgm_package, knobs.dcgm_version
     installed = host.get_fact(InstalledPackages, patterns=package)
     needs_install = package not in installed or (version is not None and installed[package] != version)
     if needs_install:
@@ -55,5 +53,5 @@ def gpu_health() -> None:
 
 def _gate_now() -> None:
     report = current_report()
-    problems = report.problems(require_persistence=bool(host.data.get("gpu_health_persistence")))
+    problems = report.problems(require_persistence=GpuHealthKnobs.from_host(host).gpu_health_persistence)
     refuse(f"GPU health gate failed on {host.name}", problems)

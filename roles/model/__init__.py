@@ -2,8 +2,8 @@
 
 The check first: the host's program compares `.hgxkit-manifest.json` with the Hub's metadata (a branch is
 resolved to its commit) and with the files' sizes and mtimes, with no hashing, so a synced model costs one
-fact (≈1 s). Otherwise: huggingface_hub (with hf_xet) in a dedicated virtualenv, the downloader
-(hgxkit/model/fetch.py and core.py) uploaded, and the sync started as the transient unit `hgxkit-model-<name>`
+fact (≈1 s). Otherwise: huggingface_hub (with hf_xet) in a dedicated virtualenv, the downloader (hgxkit/model/fetch/
+built into one file, and core.py) uploaded, and the sync started as the transient unit `hgxkit-model-<name>`
 (`systemd-run`), which an SSH drop or a pyinfra timeout cannot kill; the role prints its progress while it
 waits, and a re-run attaches to a running one. Every knob: roles/model/defaults.py.
 
@@ -18,8 +18,6 @@ Example (deploys/model.py):
 
 from __future__ import annotations
 
-import functools
-import hashlib
 import json
 import os
 import re
@@ -27,7 +25,7 @@ import shlex
 import time
 import uuid
 from dataclasses import replace
-from io import StringIO
+from io import BytesIO, StringIO
 from pathlib import Path
 from typing import Any
 
@@ -39,35 +37,32 @@ from pyinfra.operations import apt, files, python, server
 from hgxkit.bundle.source import delivered
 from hgxkit.errors import HgxkitError
 from hgxkit.hostcmd import HostRunner, SecretLines, argv, script
-from hgxkit.knobs import knob
-from hgxkit.model import core
+from hgxkit.knobs import ssh_hostname
+from hgxkit.model import core, nodeprogram
 from hgxkit.model.facts import ModelSyncStatus
 from hgxkit.model.placement import model_dir_problems
 from hgxkit.node.facts_files import FileText, RealPath
 from hgxkit.planfacts import plan_fact
 from hgxkit.problems import refuse
 from hgxkit.recipe.host_recipe import recipe_for
+from hgxkit.runfailure import RunFailure
 from hgxkit.serving.nodegroups import fabric_address
-from roles.model.defaults import DEFAULTS, TOKEN_DIR
-
-PROGRAM = Path(core.__file__).with_name("fetch.py")
-# What the role uploads to model_lib_dir, under the names the program imports them by.
-UPLOADS = {"hgxkit_fetch.py": PROGRAM, "model_core.py": Path(core.__file__)}
+from roles.model.defaults import DEFAULTS, TOKEN_DIR, ModelKnobs
 
 
 def controller_token() -> str | None:
     """The Hub token on the controller: `hf_token_file`, else the `hf_token_env` variable (HF_TOKEN)."""
-    path = host.data.get("hf_token_file")
+    path = ModelKnobs.from_host(host).hf_token_file
     if path:
         try:
             return Path(str(path)).expanduser().read_text().strip() or None
         except OSError as err:
-            raise DeployError(f"{host.name}: hf_token_file {path}: {err.strerror}; fix the path or unset it") from None
-    return os.environ.get(str(host.data.get("hf_token_env") or "HF_TOKEN")) or None
+            refuse(f"{host.name}: no Hub token", [f"hf_token_file {path}: {err.strerror}; fix the path or unset it"])
+    return os.environ.get(str(ModelKnobs.from_host(host).hf_token_env or "HF_TOKEN")) or None
 
 
 def _model_roots() -> list[str]:
-    return [str(knob(host, "models_dir")), *(knob(host, "model_dirs_allowed") or [])]
+    return [str(ModelKnobs.from_host(host).models_dir), *(ModelKnobs.from_host(host).model_dirs_allowed or [])]
 
 
 def build_spec(check: bool = True) -> core.Spec:
@@ -76,7 +71,10 @@ def build_spec(check: bool = True) -> core.Spec:
     recipe = recipe_for(host)
     model = recipe.model
     if not model.repo_id or not model.local_dir:
-        raise DeployError(f"{host.name}: {recipe.path}: model.repo_id and model.local_dir are needed to sync a model")
+        refuse(
+            f"{host.name}: no model to sync",
+            [f"{recipe.path}: model.repo_id and model.local_dir are needed to sync a model"],
+        )
     roots = _model_roots()
     if check:
         refuse(
@@ -88,43 +86,43 @@ def build_spec(check: bool = True) -> core.Spec:
                 [plan_fact(host, RealPath, path=root) for root in roots],
             ),
         )
-    data = host.data
+    knobs = ModelKnobs.from_host(host)
     bundle = delivered(host)  # the `bundle` knob: the model and its manifest from the bundle, no Hub at all
-    source = "bundle" if bundle else str(data.get("model_source"))
+    source = "bundle" if bundle else str(knobs.model_source)
     if source not in ("hub", "dir", "peer", "fleet", "bundle"):
-        raise DeployError(f"{host.name}: model_source {source!r}; use hub, dir, peer or fleet")
+        refuse(f"{host.name}: the model role's knobs", [f"model_source {source!r}; use hub, dir, peer or fleet"])
     spec = core.Spec(
         repo_id=model.repo_id,
         revision=model.revision or "main",
         local_dir=model.local_dir,
         allow_patterns=list(model.allow_patterns),
-        endpoint=data.get("hf_endpoint") or "",
+        endpoint=knobs.hf_endpoint or "",
         source=source,
-        margin_pct=float(data.get("model_disk_margin_pct")),
-        margin_gb=float(data.get("model_disk_margin_gb")),
-        full_rehash=bool(data.get("model_full_rehash")),
-        workers=int(data.get("model_download_workers")),
-        retries=int(data.get("model_retries")),
-        backoff_s=float(data.get("model_retry_backoff_s")),
-        corrupt_refetch=int(data.get("model_corrupt_refetch")),
-        state_dir=str(data.get("model_state_dir")),
+        margin_pct=float(knobs.model_disk_margin_pct),
+        margin_gb=float(knobs.model_disk_margin_gb),
+        full_rehash=bool(knobs.model_full_rehash),
+        workers=int(knobs.model_download_workers),
+        retries=int(knobs.model_retries),
+        backoff_s=float(knobs.model_retry_backoff_s),
+        corrupt_refetch=int(knobs.model_corrupt_refetch),
+        state_dir=str(knobs.model_state_dir),
         program_sha=program_sha(),
-        xet=bool(data.get("model_xet")),
-        xet_high_performance=bool(data.get("model_xet_high_performance")),
-        xet_cache_dir=str(data.get("model_xet_cache_dir") or ""),
-        xet_chunk_cache_gb=float(data.get("model_xet_chunk_cache_gb")),
-        xet_shard_cache_gb=float(data.get("model_xet_shard_cache_gb")),
+        xet=bool(knobs.model_xet),
+        xet_high_performance=bool(knobs.model_xet_high_performance),
+        xet_cache_dir=str(knobs.model_xet_cache_dir or ""),
+        xet_chunk_cache_gb=float(knobs.model_xet_chunk_cache_gb),
+        xet_shard_cache_gb=float(knobs.model_xet_shard_cache_gb),
         bundle_dir=bundle.model_dir if bundle else "",
     )
     if source == "fleet":
-        order, fanout = fleet_order(), int(data.get("model_fleet_fanout"))
+        order, fanout = fleet_order(), int(knobs.model_fleet_fanout)
         children = [h for h in order if h != host.name and fleet_parent(h, order, fanout) == host.name]
         spec = replace(
             spec,
             host_name=host.name,
-            fleet_port=int(data.get("model_fleet_port")),
+            fleet_port=int(knobs.model_fleet_port),
             fleet_bind=fabric_address(host) or "",
-            fleet_bind_any=bool(data.get("model_fleet_bind_any")),
+            fleet_bind_any=bool(knobs.model_fleet_bind_any),
             fleet_children=[h for h in children if host.state.is_host_in_limit(host.inventory.get_host(h))],
         )
         parent = fleet_parent(host.name, order, fanout)
@@ -132,22 +130,24 @@ def build_spec(check: bool = True) -> core.Spec:
             return spec  # the root: from the Hub
         peer = host.inventory.get_host(parent)
     elif source == "peer":
-        peer_name = data.get("model_peer")
+        peer_name = knobs.model_peer
         peer = host.inventory.get_host(peer_name, None) if peer_name else None
         if peer is None or peer_name == host.name:
-            raise DeployError(
-                f"{host.name}: model_source peer needs model_peer naming another inventory host (got {peer_name!r})"
+            refuse(
+                f"{host.name}: the model role's knobs",
+                [f"model_source peer needs model_peer naming another inventory host (got {peer_name!r})"],
             )
+            raise AssertionError  # refuse stopped the run
     else:
         return spec
     return replace(
         spec,
         peer_name=peer.name,
-        peer_address=peer.data.get("model_peer_address") or peer.data.get("ssh_hostname") or peer.name,
-        peer_user=str(data.get("model_peer_user")),
+        peer_address=ModelKnobs.from_host(peer).model_peer_address or ssh_hostname(peer) or peer.name,
+        peer_user=str(knobs.model_peer_user),
         peer_dir=model.local_dir,
-        peer_key=str(data.get("model_peer_key")),
-        peer_wait_s=float(data.get("model_peer_wait_s")),
+        peer_key=str(knobs.model_peer_key),
+        peer_wait_s=float(knobs.model_peer_wait_s),
         peer_program=peer_program(peer),
     )
 
@@ -155,7 +155,7 @@ def build_spec(check: bool = True) -> core.Spec:
 def fleet_order() -> list[str]:
     """The hosts of the fleet tree: every inventory host with model_source fleet, in inventory order (the same
     on every host, whatever `--limit` says)."""
-    return [h.name for h in host.inventory if h.data.get("model_source") == "fleet"]
+    return [h.name for h in host.inventory if ModelKnobs.from_host(h).model_source == "fleet"]
 
 
 def fleet_parent(name: str, order: list[str], fanout: int) -> str | None:
@@ -165,30 +165,26 @@ def fleet_parent(name: str, order: list[str], fanout: int) -> str | None:
     [None, 'a', 'a', 'b', 'b']
     """
     if fanout < 1:
-        raise DeployError(f"model_fleet_fanout {fanout}: use 1 (a chain) or more")
+        refuse("the model role's knobs", [f"model_fleet_fanout {fanout}: use 1 (a chain) or more"])
     i = order.index(name)
     return None if i == 0 else order[(i - 1) // fanout]
 
 
-@functools.cache
 def program_sha() -> str:
-    """The downloader's version as the host program computes it (fetch.program_sha)."""
-    h = hashlib.sha256()
-    for src in (PROGRAM, Path(core.__file__)):
-        h.update(hashlib.sha256(src.read_bytes()).digest())
-    return h.hexdigest()
+    """The downloader's version as the host program computes it over the uploads (hgxkit.model.nodeprogram)."""
+    return nodeprogram.program_sha()
 
 
 def _paths() -> tuple[str, str, str]:
-    venv = str(host.data.get("model_venv"))
-    lib = str(host.data.get("model_lib_dir"))
-    return f"{venv}/bin/python", f"{lib}/hgxkit_fetch.py", str(host.data.get("model_state_dir"))
+    venv = str(ModelKnobs.from_host(host).model_venv)
+    lib = str(ModelKnobs.from_host(host).model_lib_dir)
+    return f"{venv}/bin/python", f"{lib}/hgxkit_fetch.py", str(ModelKnobs.from_host(host).model_state_dir)
 
 
 def peer_program(peer: Any) -> str:
     """The downloader on `peer` as a command prefix: its virtualenv's python and its hgxkit_fetch.py."""
-    venv = str(peer.data.get("model_venv") or DEFAULTS["model_venv"])
-    lib = str(peer.data.get("model_lib_dir") or DEFAULTS["model_lib_dir"])
+    venv = str(ModelKnobs.from_host(peer).model_venv or DEFAULTS["model_venv"])
+    lib = str(ModelKnobs.from_host(peer).model_lib_dir or DEFAULTS["model_lib_dir"])
     return shlex.join([f"{venv}/bin/python", f"{lib}/hgxkit_fetch.py"])
 
 
@@ -230,17 +226,19 @@ def _authorize_on_peer(peer_name: str, key: str, user: str, local_dir: str) -> N
     ok, lines = HostRunner(host).status(argv("cat", key + ".pub"))
     pub = " ".join(lines).strip()
     if not ok or not pub.startswith("ssh-"):
-        raise DeployError(f"{host.name}: no peer key at {key}.pub")
+        raise RunFailure(f"no peer key at {key}.pub", [], "run the model role again to generate it")
     peer = host.inventory.get_host(peer_name)
     if not peer.connected:
         peer.connect(raise_exceptions=True)
-    seen_as = fabric_address(host) or host.data.get("ssh_hostname") or host.name
+    seen_as = fabric_address(host) or ssh_hostname(host) or host.name
     addresses = _addresses(HostRunner(host)) + _addresses(HostRunner(peer), str(seen_as))
-    state_dir = str(peer.data.get("model_state_dir") or DEFAULTS["model_state_dir"])
+    state_dir = str(ModelKnobs.from_host(peer).model_state_dir or DEFAULTS["model_state_dir"])
     try:
         line = peer_key_line(pub, addresses, peer_program(peer), local_dir, state_dir)
     except ValueError as err:
-        raise DeployError(f"{host.name}: cannot authorize the peer key on {peer_name}: {err}") from None
+        raise RunFailure(
+            f"cannot authorize the peer key on {peer_name}", str(err), "check the peer's SSH access"
+        ) from None
     blob = pub.split()[1]
     ok, _ = HostRunner(peer).status(
         script(
@@ -254,7 +252,9 @@ def _authorize_on_peer(peer_name: str, key: str, user: str, local_dir: str) -> N
         )
     )
     if not ok:
-        raise DeployError(f"{host.name}: could not authorize the peer key on {peer_name}")
+        raise RunFailure(
+            f"could not authorize the peer key on {peer_name}", [], "check model_peer_user's home on the peer"
+        )
 
 
 def _start_or_attach(spec_path: str, local_dir: str, with_token: bool) -> None:
@@ -278,7 +278,7 @@ def _start_or_attach(spec_path: str, local_dir: str, with_token: bool) -> None:
                 _stdin=SecretLines([token]),
             )
             if not ok:
-                raise DeployError(f"{host.name}: could not write the token file under {TOKEN_DIR}")
+                raise RunFailure(f"could not write the token file under {TOKEN_DIR}", [], "check /run on the node")
         words = [
             "systemd-run",
             f"--unit={unit}",
@@ -300,11 +300,11 @@ def _start_or_attach(spec_path: str, local_dir: str, with_token: bool) -> None:
         ok, _ = run.status(argv(*words))
         if not ok:
             run(argv("rm", "-f", token_file))
-            raise DeployError(f"{host.name}: systemd-run could not start {unit}: see `journalctl -u {unit}`")
+            raise RunFailure(f"could not start the unit {unit} (systemd-run)", [], f"see `journalctl -u {unit}`")
         host.log(f"download started in {unit} (follow it with `journalctl -fu {unit}`)", log_func=logger.info)
-    interval = float(host.data.get("model_poll_interval_s"))
-    every = float(host.data.get("model_progress_every_s"))
-    deadline = time.time() + float(host.data.get("model_wait_timeout_s"))
+    interval = float(ModelKnobs.from_host(host).model_poll_interval_s)
+    every = float(ModelKnobs.from_host(host).model_progress_every_s)
+    deadline = time.time() + float(ModelKnobs.from_host(host).model_wait_timeout_s)
     last_print = 0.0
     poll = script(
         "systemctl is-active --quiet {unit}; echo $?; cat {progress} 2>/dev/null", unit=unit, progress=progress_path
@@ -349,13 +349,13 @@ def model() -> None:
         host.log(f"model {name}: {status.get('reason')}; check took {took:.2f}s", log_func=logger.info)
         return
     if state == "error":
-        raise DeployError(f"{host.name}: {status.get('reason')}")
+        refuse(f"{host.name}: the model was not synced", [str(status.get("reason"))])
 
     files.directory(name="Model state directory", path=state_dir, mode="0755")
-    files.directory(name="Model downloader directory", path=str(host.data.get("model_lib_dir")), mode="0755")
+    files.directory(name="Model downloader directory", path=str(ModelKnobs.from_host(host).model_lib_dir), mode="0755")
     apt.packages(name="python3-venv and ssh for the model downloader", packages=_host_packages())
-    requirement = str(host.data.get("model_hf_hub_requirement"))
-    venv = str(host.data.get("model_venv"))
+    requirement = str(ModelKnobs.from_host(host).model_hf_hub_requirement)
+    venv = str(ModelKnobs.from_host(host).model_venv)
     stamp = f"{venv}/.hgxkit-requirement"
     if (host.get_fact(FileText, path=stamp) or "").strip() != requirement:
         server.shell(
@@ -370,9 +370,12 @@ def model() -> None:
                 script("echo {requirement} > {stamp}", requirement=requirement, stamp=stamp),
             ],
         )
-    for dest_name, src in UPLOADS.items():
+    for upload, data in nodeprogram.uploads().items():  # the downloader built from hgxkit/model/fetch/, and its core
         files.put(
-            name=f"Upload {dest_name}", src=str(src), dest=f"{host.data.get('model_lib_dir')}/{dest_name}", mode="0755"
+            name=f"Upload {upload}",
+            src=BytesIO(data),
+            dest=f"{ModelKnobs.from_host(host).model_lib_dir}/{upload}",
+            mode="0755",
         )
     spec_path = f"{state_dir}/{name}.spec.json"
     files.put(name=f"Sync spec {spec_path}", src=StringIO(spec_json + "\n"), dest=spec_path, mode="0644")

@@ -19,13 +19,12 @@ from io import StringIO
 import yaml
 from pyinfra import host
 from pyinfra.api import Host, deploy
-from pyinfra.api.exceptions import DeployError
 from pyinfra.api.output import echo
 from pyinfra.operations import apt, files, python, server, systemd
 from pyinfra.operations.util import any_changed
 
 from hgxkit.hostcmd import HostRunner, argv, script
-from hgxkit.knobs import knob, role_knob
+from hgxkit.knobs import ssh_hostname
 from hgxkit.monitoring.alerts import AlertSettings, alert_rules
 from hgxkit.monitoring.dashboards import (
     GRAFANA_DASHBOARDS,
@@ -52,9 +51,10 @@ from hgxkit.node.facts_apt import InstalledPackages
 from hgxkit.node.facts_gpu import NvidiaSmi
 from hgxkit.problems import refuse
 from hgxkit.recipe.host_recipe import recipe_for
+from hgxkit.runfailure import RunFailure
 from hgxkit.serving.image import digest_from_inspect, image_to_run, pull_and_inspect
 from hgxkit.serving.router import RouterSpec, choose_router_host, needs_replacing
-from roles.monitoring.defaults import DEFAULTS
+from roles.monitoring.defaults import DEFAULTS, MonitoringKnobs
 
 PROMETHEUS_YML = "/etc/prometheus/prometheus.yml"
 
@@ -65,85 +65,84 @@ def _yaml(data: dict) -> str:
 
 def _address(h: Host) -> str:
     """How other hosts reach `h`: model_peer_address, ssh_hostname, or its inventory name."""
-    candidates = (h.data.get("model_peer_address"), h.data.get("ssh_hostname"))
+    candidates = (MonitoringKnobs.from_host(h).model_peer_address, ssh_hostname(h))
     return next((str(v) for v in candidates if v), h.name)
 
 
 def _serving_targets(h: Host) -> tuple[list[ServingTarget], list[str]]:
     """The serving groups `h` runs, as scrape targets (the recipe's groups over its GPUs)."""
-    total = knob(h, "serve_total_gpus")
+    total = MonitoringKnobs.from_host(h).serve_total_gpus
     if total is None:
         total = len(h.get_fact(NvidiaSmi).gpus) or None
-    override = role_knob(h, "monitoring_ttft_p99_ms", DEFAULTS)
+    override = MonitoringKnobs.from_host(h).monitoring_ttft_p99_ms
     return recipe_targets(
         h.name,
         recipe_for(h),
         total_gpus=int(total) if total else None,
         address=_address(h),
-        bind_address=str(knob(h, "bind_address")),
+        bind_address=str(MonitoringKnobs.from_host(h).bind_address),
         ttft_p99_ms=float(override) if override else None,
     )
 
 
 def _settings() -> AlertSettings:
-    data = host.data
+    knobs = MonitoringKnobs.from_host(host)
     return AlertSettings(
-        throttle_for=str(data.get("monitoring_throttle_for")),
-        nvlink_window=str(data.get("monitoring_nvlink_window")),
-        serving_down_for=str(data.get("monitoring_serving_down_for")),
-        ttft_margin=float(data.get("monitoring_ttft_margin")),
-        ttft_window=str(data.get("monitoring_ttft_window")),
-        ttft_for=str(data.get("monitoring_ttft_for")),
+        throttle_for=str(knobs.monitoring_throttle_for),
+        nvlink_window=str(knobs.monitoring_nvlink_window),
+        serving_down_for=str(knobs.monitoring_serving_down_for),
+        ttft_margin=float(knobs.monitoring_ttft_margin),
+        ttft_window=str(knobs.monitoring_ttft_window),
+        ttft_for=str(knobs.monitoring_ttft_for),
     )
 
 
 @deploy("hgxkit monitoring", data_defaults=DEFAULTS)
 def monitoring() -> None:
     """Exporters on this host; Prometheus (and Grafana) too when it is the monitoring host."""
-    data = host.data
-    if not data.get("monitoring"):
+    knobs = MonitoringKnobs.from_host(host)
+    if not knobs.monitoring:
         return
-    hosts = [h for h in host.inventory if h.data.get("monitoring")]
+    hosts = [h for h in host.inventory if MonitoringKnobs.from_host(h).monitoring]
     chosen, error = choose_monitoring_host(
-        data.get("monitoring_host"), [h.name for h in hosts], [h.name for h in host.inventory]
+        knobs.monitoring_host, [h.name for h in hosts], [h.name for h in host.inventory]
     )
-    if error:
-        raise DeployError(error)
-    allowed = bool(data.get("monitoring_allow_exposed"))
-    problems = exposure_problems(str(data.get("monitoring_bind_address")), allowed, "monitoring_bind_address")
+    refuse(f"monitoring checks failed on {host.name}; nothing was changed", [error] if error else [])
+    allowed = bool(knobs.monitoring_allow_exposed)
+    problems = exposure_problems(str(knobs.monitoring_bind_address), allowed, "monitoring_bind_address")
     if chosen == host.name:
-        problems += exposure_problems(str(data.get("prometheus_bind_address")), allowed, "prometheus_bind_address")
-        if data.get("grafana"):
-            problems += exposure_problems(str(data.get("grafana_bind_address")), allowed, "grafana_bind_address")
+        problems += exposure_problems(str(knobs.prometheus_bind_address), allowed, "prometheus_bind_address")
+        if knobs.grafana:
+            problems += exposure_problems(str(knobs.grafana_bind_address), allowed, "grafana_bind_address")
     refuse(f"monitoring checks failed on {host.name}; nothing was changed", problems)
     _exporters()
     if chosen == host.name:
         _prometheus(hosts)
-        if data.get("grafana"):
+        if knobs.grafana:
             _grafana()
 
 
 def _exporters() -> None:
     """The DCGM exporter (container, by digest) and Debian's node exporter, listening on monitoring_bind_address."""
-    data = host.data
-    directory = str(data.get("monitoring_dir"))
-    bind = str(data.get("monitoring_bind_address"))
+    knobs = MonitoringKnobs.from_host(host)
+    directory = str(knobs.monitoring_dir)
+    bind = str(knobs.monitoring_bind_address)
     files.directory(name="Monitoring directory", path=directory, mode="0755")
     counters = f"{directory}/dcgm-counters.csv"
     files.put(name="DCGM exporter counters", src=StringIO(counters_csv()), dest=counters, mode="0644")
     spec = exporter_spec(
-        str(data.get("dcgm_exporter_image")),
+        str(knobs.dcgm_exporter_image),
         bind_address=bind,
-        port=int(data.get("dcgm_exporter_port")),
+        port=int(knobs.dcgm_exporter_port),
         counters_file=counters,
-        hostengine=data.get("dcgm_exporter_hostengine"),
+        hostengine=knobs.dcgm_exporter_hostengine,
     )
-    _container(spec, data.get("dcgm_exporter_digest"), f"the DCGM exporter on {bind}:{data.get('dcgm_exporter_port')}")
+    _container(spec, knobs.dcgm_exporter_digest, f"the DCGM exporter on {bind}:{knobs.dcgm_exporter_port}")
     # The package's default listens on every interface: its ARGS are written before it is installed (apt keeps an
     # existing conffile), so it never listens beyond monitoring_bind_address.
     node_args = files.put(
         name="Node exporter listen address",
-        src=StringIO(node_exporter_args(bind, int(data.get("node_exporter_port")))),
+        src=StringIO(node_exporter_args(bind, int(knobs.node_exporter_port))),
         dest="/etc/default/prometheus-node-exporter",
         mode="0644",
     )
@@ -171,27 +170,27 @@ def _debian_package(package: str, what: str) -> None:
 
 def _prometheus(hosts: list[Host]) -> None:
     """prometheus.yml and the rules from the inventory and recipes; Debian's prometheus; restart when changed."""
-    data = host.data
+    knobs = MonitoringKnobs.from_host(host)
     nodes, groups, notes = [], [], []
     for h in hosts:
-        expected = knob(h, "expected_gpu_count")
-        bind = str(role_knob(h, "monitoring_bind_address", DEFAULTS))
+        expected = MonitoringKnobs.from_host(h).expected_gpu_count
+        bind = str(MonitoringKnobs.from_host(h).monitoring_bind_address)
         nodes.append(MonitoredNode(h.name, _address(h), bind, int(expected) if expected else None))
         found, left_out = _serving_targets(h)
         groups += found
         notes += left_out
-    router_hosts = [h.name for h in host.inventory if h.data.get("router")]
-    router_host, _ = choose_router_host(data.get("router_host"), router_hosts, [h.name for h in host.inventory])
+    router_hosts = [h.name for h in host.inventory if MonitoringKnobs.from_host(h).router]
+    router_host, _ = choose_router_host(knobs.router_host, router_hosts, [h.name for h in host.inventory])
     config, problems = prometheus_config(
         nodes,
         groups,
         monitoring_host=host.name,
         router_port=ROUTER_METRICS_PORT if router_host else None,
         router_host=router_host,
-        scrape_interval=str(data.get("prometheus_scrape_interval")),
-        dcgm_port=int(data.get("dcgm_exporter_port")),
-        node_port=int(data.get("node_exporter_port")),
-        prometheus_port=int(data.get("prometheus_port")),
+        scrape_interval=str(knobs.prometheus_scrape_interval),
+        dcgm_port=int(knobs.dcgm_exporter_port),
+        node_port=int(knobs.node_exporter_port),
+        prometheus_port=int(knobs.prometheus_port),
     )
     refuse(f"monitoring checks failed on {host.name}; Prometheus was not configured", problems)
     for note in notes:
@@ -199,10 +198,10 @@ def _prometheus(hosts: list[Host]) -> None:
     expected = [(n.name, n.expected_gpus) for n in nodes if n.expected_gpus]
     rules = alert_rules(_settings(), expected, groups)
     args = prometheus_args(
-        str(data.get("prometheus_bind_address")),
-        int(data.get("prometheus_port")),
-        str(data.get("prometheus_retention")),
-        data.get("prometheus_retention_size"),
+        str(knobs.prometheus_bind_address),
+        int(knobs.prometheus_port),
+        str(knobs.prometheus_retention),
+        knobs.prometheus_retention_size,
     )
     changed = [
         files.put(
@@ -231,7 +230,7 @@ def _prometheus(hosts: list[Host]) -> None:
         restarted=True,
         _if=any_changed(*changed),
     )
-    directory = str(data.get("monitoring_dir"))
+    directory = str(knobs.monitoring_dir)
     files.directory(name="Dashboards directory", path=f"{directory}/dashboards", mode="0755")
     for name, board in all_dashboards().items():
         files.put(
@@ -244,12 +243,12 @@ def _prometheus(hosts: list[Host]) -> None:
 
 def _grafana() -> None:
     """Grafana (container, by digest) with the Prometheus datasource and hgxkit's dashboards provisioned."""
-    data = host.data
-    directory = str(data.get("monitoring_dir"))
+    knobs = MonitoringKnobs.from_host(host)
+    directory = str(knobs.monitoring_dir)
     provisioning = f"{directory}/grafana/provisioning"
     for sub in ("datasources", "dashboards"):
         files.directory(name=f"Grafana provisioning {sub}", path=f"{provisioning}/{sub}", mode="0755")
-    url = f"http://127.0.0.1:{int(data.get('prometheus_port'))}"
+    url = f"http://127.0.0.1:{int(knobs.prometheus_port)}"
     files.put(
         name="Grafana datasource",
         src=StringIO(_yaml(grafana_datasource(url))),
@@ -263,12 +262,12 @@ def _grafana() -> None:
         mode="0644",
     )
     spec = grafana_spec(
-        str(data.get("grafana_image")),
-        bind_address=str(data.get("grafana_bind_address")),
-        port=int(data.get("grafana_port")),
+        str(knobs.grafana_image),
+        bind_address=str(knobs.grafana_bind_address),
+        port=int(knobs.grafana_port),
         monitoring_dir=directory,
     )
-    _container(spec, None, f"Grafana on {data.get('grafana_bind_address')}:{data.get('grafana_port')}")
+    _container(spec, None, f"Grafana on {knobs.grafana_bind_address}:{knobs.grafana_port}")
 
 
 def _container(spec: RouterSpec, pinned: str | None, what: str) -> None:
@@ -283,11 +282,14 @@ def _start(spec: RouterSpec, pinned: str | None) -> None:
     run = HostRunner(host)
     digest = digest_from_inspect(run(pull_and_inspect(spec.image)), spec.image)
     if digest is None:
-        raise DeployError(f"{host.name}: `docker pull {spec.image}` gave no repository digest; check the registry")
+        raise RunFailure(f"`docker pull {spec.image}` gave no repository digest", [], "check the registry")
     if pinned and digest != pinned:
-        raise DeployError(
-            f"{host.name}: {spec.image} is now {digest}, not the pinned {pinned}: set the digest knob to the new "
-            "one after checking the release, or name the tag that has the pinned digest"
+        refuse(
+            f"{host.name}: {spec.image} was not started",
+            [
+                f"{spec.image} is now {digest}, not the pinned {pinned}: set the digest knob to the new one after "
+                "checking the release, or name the tag that has the pinned digest"
+            ],
         )
     run(script("docker rm -f {name} >/dev/null 2>&1 || true", name=spec.name))
     started = run(script("{run} 2>&1", run=spec.command(image_to_run(spec.image, digest))))
@@ -298,6 +300,7 @@ def _start(spec: RouterSpec, pinned: str | None) -> None:
     )
     if not state or state[-1].strip() != "true":
         logs = run(script("docker logs --tail 20 {name} 2>&1 || true", name=spec.name)) or started[-5:]
-        tail = "\n".join(f"    {line}" for line in logs[-20:])
-        raise DeployError(f"{host.name}: {spec.name} did not stay up; its last log lines:\n{tail}")
+        raise RunFailure(
+            f"{spec.name} did not stay up", logs[-20:], "read its log lines above, fix the cause and run again"
+        )
     echo(f"[{host.name}] {spec.name} started from {spec.image} ({digest})")

@@ -11,14 +11,12 @@ from io import StringIO
 
 from pyinfra import host
 from pyinfra.api import deploy
-from pyinfra.api.exceptions import DeployError
 from pyinfra.api.output import echo
 from pyinfra.facts.server import KernelVersion, Which
 from pyinfra.operations import apt, files, python, server, systemd
 
 from hgxkit.bundle.source import delivered
 from hgxkit.hostcmd import argv
-from hgxkit.knobs import knob
 from hgxkit.node.apt import apt_install_commands, apt_mark_hold, flat_repo_line
 from hgxkit.node.driver import (
     FABRIC_MANAGER_UNIT,
@@ -45,6 +43,7 @@ from roles.nvidia_driver.defaults import (
     NOUVEAU_TEXT,
     UNATTENDED_CONF,
     UNATTENDED_TEXT,
+    NvidiaDriverKnobs,
 )
 
 
@@ -53,29 +52,35 @@ def plan_for_host() -> DriverPlan:
     release = host.get_fact(OsRelease)
     distro = distro_key(release.get("ID"), release.get("VERSION_ID"))
     if distro is None:
-        raise DeployError(f"{host.name}: unsupported OS {release.get('PRETTY_NAME')}; run the preflight role first")
+        refuse(
+            f"{host.name}: no driver plan",
+            [f"unsupported OS {release.get('PRETTY_NAME')}; run the preflight role first"],
+        )
+    knobs = NvidiaDriverKnobs.from_host(host)
     try:
         return driver_package_plan(
-            distro=distro,
-            branch=str(host.data.get("nvidia_driver_branch")),
-            version=host.data.get("nvidia_driver_version"),
-            flavor=host.data.get("nvidia_driver_flavor"),
+            distro=distro or "",
+            branch=knobs.nvidia_driver_branch,
+            version=knobs.nvidia_driver_version,
+            flavor=knobs.nvidia_driver_flavor,
         )
     except ValueError as err:
-        raise DeployError(f"{host.name}: {err}") from None
+        refuse(f"{host.name}: no driver plan", [str(err)])
+        raise
 
 
 def repo_urls() -> tuple[str, str]:
     release = host.get_fact(OsRelease)
-    repo = host.data.get("nvidia_repo_url") or default_cuda_repo_url(
+    knobs = NvidiaDriverKnobs.from_host(host)
+    repo = knobs.nvidia_repo_url or default_cuda_repo_url(
         distro_key(release.get("ID"), release.get("VERSION_ID")) or "ubuntu2404"
     )
-    key = host.data.get("nvidia_repo_key_url") or f"{repo.rstrip('/')}/{CUDA_REPO_KEY_FILE}"
+    key = knobs.nvidia_repo_key_url or f"{repo.rstrip('/')}/{CUDA_REPO_KEY_FILE}"
     return repo, key
 
 
 def _guard_unattended_upgrades() -> None:
-    mode = host.data.get("nvidia_unattended_upgrades")
+    mode = NvidiaDriverKnobs.from_host(host).nvidia_unattended_upgrades
     if mode == "blacklist":
         files.put(
             name="Keep NVIDIA and kernel packages out of unattended-upgrades",
@@ -86,11 +91,15 @@ def _guard_unattended_upgrades() -> None:
     elif mode == "remove":
         apt.packages(name="Remove unattended-upgrades", packages=["unattended-upgrades"], present=False, purge=True)
     elif mode != "ignore":
-        raise DeployError(f"{host.name}: nvidia_unattended_upgrades {mode!r}; use blacklist, remove or ignore")
+        refuse(
+            f"{host.name}: the driver role's knobs",
+            [f"nvidia_unattended_upgrades {mode!r}; use blacklist, remove or ignore"],
+        )
 
 
 def _kernel_prerequisites() -> None:
-    if host.data.get("nvidia_blacklist_nouveau"):
+    knobs = NvidiaDriverKnobs.from_host(host)
+    if knobs.nvidia_blacklist_nouveau:
         nouveau = files.put(name="Blacklist nouveau", src=StringIO(NOUVEAU_TEXT), dest=NOUVEAU_CONF, mode="0644")
         if host.get_fact(Which, command="update-initramfs"):
             server.shell(
@@ -98,7 +107,7 @@ def _kernel_prerequisites() -> None:
                 commands=[argv("update-initramfs", "-u")],
                 _if=nouveau.did_change,
             )
-    if host.data.get("nvidia_install_kernel_headers"):
+    if knobs.nvidia_install_kernel_headers:
         kernel = host.get_fact(KernelVersion)
         apt.packages(name="Kernel headers and DKMS for the NVIDIA module", packages=["dkms", f"linux-headers-{kernel}"])
 
@@ -109,16 +118,20 @@ def _refuse_fabric_mismatch(plan: DriverPlan, installed: dict[str, str]) -> None
     driver = installed.get(plan.driver_packages[0])
     target = plan.version or (upstream_version(driver) if driver else None)
     mismatch = fabric is not None and target is not None and upstream_version(fabric) != target
-    if mismatch and host.data.get("nvidia_fabricmanager_mismatch") == "refuse":
-        raise DeployError(
-            f"{host.name}: fabric manager {upstream_version(fabric or '')} does not match driver {target}; "
-            f"install {plan.fabric_packages[0]}={target}-* (or set nvidia_fabricmanager_mismatch: repair)"
+    if mismatch and NvidiaDriverKnobs.from_host(host).nvidia_fabricmanager_mismatch == "refuse":
+        refuse(
+            f"{host.name}: the fabric manager does not match the driver; nothing was installed",
+            [
+                f"fabric manager {upstream_version(fabric or '')} does not match driver {target}; "
+                f"install {plan.fabric_packages[0]}={target}-* (or set nvidia_fabricmanager_mismatch: repair)"
+            ],
         )
 
 
 @deploy("hgxkit NVIDIA driver + fabric manager", data_defaults=DEFAULTS)
 def nvidia_driver() -> None:
     """Install the pinned driver set, hold it, guard it, and reboot or stop in "reboot required"."""
+    knobs = NvidiaDriverKnobs.from_host(host)
     plan = plan_for_host()
     installed = host.get_fact(InstalledPackages, patterns=" ".join(plan.pre_packages + plan.packages))
     _refuse_fabric_mismatch(plan, installed)
@@ -148,7 +161,7 @@ def nvidia_driver() -> None:
     if missing or not set(to_hold) <= held:
         server.shell(name="Hold the NVIDIA driver set", commands=[apt_mark_hold(to_hold)])
 
-    if host.data.get("nvidia_persistence"):
+    if knobs.nvidia_persistence:
         systemd.service(
             name="Enable nvidia-persistenced", service="nvidia-persistenced.service", running=None, enabled=True
         )
@@ -159,16 +172,16 @@ def nvidia_driver() -> None:
     reason = reboot_reason(state, target, driver_changes)
     gate = {
         "expected_version": target,
-        "expected_gpus": knob(host, "expected_gpu_count"),
+        "expected_gpus": knobs.expected_gpu_count,
         "fabric_package": plan.fabric_packages[0],
         "driver_package": plan.driver_packages[0],
     }
-    if reason and not host.data.get("allow_reboot"):
+    if reason and not knobs.allow_reboot:
         files.file(name="Mark the node as needing a reboot", path="/var/run/reboot-required", touch=False)
         python.call(name="Stop: reboot required", function=_reboot_required, reason=reason)
         return
     if reason:
-        timeout = int(host.data.get("nvidia_reboot_timeout"))
+        timeout = knobs.nvidia_reboot_timeout
         python.call(
             name="Say what the reboot waits for",
             function=echo,
@@ -188,9 +201,9 @@ def nvidia_driver() -> None:
 
 
 def _reboot_required(reason: str) -> None:
-    raise DeployError(
-        f"reboot required on {host.name}: {reason}. The driver set is installed and held; reboot the node "
-        "(or set allow_reboot: true) and run the deploy again."
+    refuse(
+        f"reboot required on {host.name}: {reason}",
+        ["the driver set is installed and held; reboot the node (or set allow_reboot: true) and run the deploy again"],
     )
 
 

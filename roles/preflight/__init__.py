@@ -15,14 +15,13 @@ from pyinfra import host
 from pyinfra.api import deploy
 from pyinfra.facts.server import Arch
 
-from hgxkit.knobs import knob
 from hgxkit.node.driver import package_origin
 from hgxkit.node.facts_apt import InstalledPackages, PackagePolicies
 from hgxkit.node.facts_driver import NvidiaPci, SecureBootState
 from hgxkit.node.facts_system import CgroupVersion, FreeBytes, MemTotalBytes, OsRelease
 from hgxkit.node.preflight import HostFacts, PreflightPolicy, preflight_problems
 from hgxkit.problems import refuse
-from roles.preflight.defaults import DEFAULTS
+from roles.preflight.defaults import DEFAULTS, PreflightKnobs
 
 NVIDIA_PACKAGE_GLOBS = "nvidia-* libnvidia-* cuda-drivers* datacenter-gpu-manager*"
 CONTAINER_TOOLKIT_PREFIXES = ("nvidia-container", "libnvidia-container")
@@ -51,20 +50,18 @@ def gather_host_facts(models_dir: str, repo_url: str | None) -> HostFacts:
 
 
 def policy_from_data() -> PreflightPolicy:
-    """The preflight policy from inventory data (falling back to `defaults.DEFAULTS`)."""
-    data = host.data
-    count = knob(host, "expected_gpu_count")
-    switches = data.get("expected_nvswitch_count")
+    """The preflight policy from the role's knobs (roles/preflight/defaults.py)."""
+    knobs = PreflightKnobs.from_host(host)
     return PreflightPolicy(
-        expected_gpu_count=int(count) if count is not None else None,
-        expected_gpu_device_ids=tuple(data.get("expected_gpu_device_ids")),
-        expected_nvswitch_count=int(switches) if switches is not None else None,
-        supported_arch=tuple(data.get("supported_arch")),
-        allow_secure_boot=bool(data.get("allow_secure_boot")),
-        required_cgroup_version=data.get("required_cgroup_version"),
-        models_dir=knob(host, "models_dir"),
-        min_free_disk_gb=float(data.get("min_free_disk_gb")),
-        min_ram_gb=float(data.get("min_ram_gb")),
+        expected_gpu_count=knobs.expected_gpu_count,
+        expected_gpu_device_ids=tuple(knobs.expected_gpu_device_ids),
+        expected_nvswitch_count=knobs.expected_nvswitch_count,
+        supported_arch=tuple(knobs.supported_arch),
+        allow_secure_boot=knobs.allow_secure_boot,
+        required_cgroup_version=knobs.required_cgroup_version,
+        models_dir=knobs.models_dir,
+        min_free_disk_gb=float(knobs.min_free_disk_gb),
+        min_ram_gb=float(knobs.min_ram_gb),
     )
 
 
@@ -72,5 +69,5 @@ def policy_from_data() -> PreflightPolicy:
 def preflight() -> None:
     """Fail the run, naming every problem, unless this host can be brought up. Changes nothing."""
     policy = policy_from_data()
-    facts = gather_host_facts(policy.models_dir, host.data.get("nvidia_repo_url"))
+    facts = gather_host_facts(policy.models_dir, PreflightKnobs.from_host(host).nvidia_repo_url)
     refuse(f"preflight failed on {host.name}; nothing was changed", preflight_problems(facts, policy))

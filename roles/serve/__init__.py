@@ -30,14 +30,12 @@ from typing import Any
 
 from pyinfra import host
 from pyinfra.api import deploy
-from pyinfra.api.exceptions import DeployError
 from pyinfra.api.output import echo
 from pyinfra.operations import files, python, server
 
 from hgxkit.bundle.source import delivered, load_image
 from hgxkit.hostcmd import HostRunner, argv, script
 from hgxkit.hostfiles import write_text
-from hgxkit.knobs import knob
 from hgxkit.netaddr import is_loopback
 from hgxkit.node.facts_files import JsonFile, RecordFile
 from hgxkit.node.facts_gpu import NvidiaSmi
@@ -85,7 +83,7 @@ from hgxkit.serving.steps import (
     workdir,
     write_start_files,
 )
-from roles.serve.defaults import DEFAULTS
+from roles.serve.defaults import DEFAULTS, ServeKnobs
 from roles.serve.group import serve_group
 
 H200_MEMORY_GB = 143771 / 1024  # what nvidia-smi reports for an H200 (used before the driver is installed)
@@ -93,20 +91,18 @@ H200_MEMORY_GB = 143771 / 1024  # what nvidia-smi reports for an H200 (used befo
 
 def total_gpus_for_host() -> int | None:
     """GPUs to plan groups over: `serve_total_gpus`, else as many as nvidia-smi lists (None before bring-up)."""
-    total = knob(host, "serve_total_gpus")
+    total = ServeKnobs.from_host(host).serve_total_gpus
     return int(total) if total is not None else (len(plan_fact(host, NvidiaSmi).gpus) or None)
 
 
 def static_problems(recipe: Recipe, total_gpus: int | None) -> list[Problem]:
     """Checks that hold whatever earlier roles do in this run: docker options, exposure, secrets, HiCache RAM."""
-    data = host.data
-    allow = bool(data.get("allow_unauthenticated"))
-    api_key = knob(host, "api_key")
-    problems = exposure_problems(knob(host, "bind_address"), api_key, allow)
+    knobs = ServeKnobs.from_host(host)
+    allow = bool(knobs.allow_unauthenticated)
+    api_key = ServeKnobs.from_host(host).api_key
+    problems = exposure_problems(ServeKnobs.from_host(host).bind_address, api_key, allow)
     problems += recipe_exposure_problems(recipe, api_key=api_key, allow_unauthenticated=allow)
-    problems += docker_option_problems(
-        recipe, tuple(data.get("allow_docker_options") or ()), policy_context(host, recipe)
-    )
+    problems += docker_option_problems(recipe, tuple(knobs.allow_docker_options or ()), policy_context(host, recipe))
     problems += env_problems(recipe, env_allowlist(host, recipe))
     problems += [
         Problem(
@@ -142,9 +138,9 @@ def static_problems(recipe: Recipe, total_gpus: int | None) -> list[Problem]:
     elif recipe.groups and recipe.groups.explicit:
         groups = len(recipe.groups.explicit)
     memory_gb = (smi.gpus[0].memory_total_mib or 0) / 1024 if smi.gpus else H200_MEMORY_GB
-    weights_gb = float(data.get("serve_model_weights_gb"))
+    weights_gb = float(knobs.serve_model_weights_gb)
     need = hicache_need(recipe, groups=groups, gpu_memory_gb=memory_gb, weights_gb=weights_gb)
-    problems += memory_problems(need, plan_fact(host, MemTotalBytes), float(data.get("serve_host_ram_reserve_gb")))
+    problems += memory_problems(need, plan_fact(host, MemTotalBytes), float(knobs.serve_host_ram_reserve_gb))
     return problems
 
 
@@ -182,11 +178,11 @@ def specs_for(recipe: Recipe, total_gpus: int | None, digest: str, environ: dict
     return container_specs(
         recipe,
         total_gpus=total_gpus,
-        bind_address=knob(host, "bind_address"),
+        bind_address=ServeKnobs.from_host(host).bind_address,
         api_key=key_files(host),
         image=image_to_run(recipe.image.reference, digest),
         environ=environ,
-        state_dir=str(knob(host, "serve_state_dir")),
+        state_dir=str(ServeKnobs.from_host(host).serve_state_dir),
         env_allowlist=env_allowlist(host, recipe),
     )
 
@@ -228,14 +224,19 @@ def serve() -> None:
     refuse(heading, static_problems(recipe, total_gpus))
     if plan_fact(host, NvidiaSmi).ok:  # a brought-up node: check the GPUs now; on a fresh one, in the rollout
         refuse(heading, runtime_problems(recipe, host, gpus_only=True))
-    bind = knob(host, "bind_address")
-    if host.data.get("allow_unauthenticated") and not is_loopback(bind):
+    bind = ServeKnobs.from_host(host).bind_address
+    if ServeKnobs.from_host(host).allow_unauthenticated and not is_loopback(bind):
         echo(f"[{host.name}] WARNING: the API is published on {bind} without an API key")
 
     bundle = delivered(host)  # the `bundle` knob: the image is loaded from the bundle and run by its ID
-    pin = bool(host.data.get("pin_image")) and not bundle  # a bundle's image was checked against the pin at create
+    pin = (
+        bool(ServeKnobs.from_host(host).pin_image) and not bundle
+    )  # a bundle's image was checked against the pin at create
     if pin and not recipe.image.digest:
-        raise DeployError(f"{recipe.path}: pin_image is set but image.digest is empty; pin a digest first")
+        refuse(
+            f"{host.name}: nothing was served",
+            [f"{recipe.path}: pin_image is set but image.digest is empty; pin a digest first"],
+        )
     if pin:  # the tag is asked at execute time (a pull), so --dry stays read-only
         python.call(
             name=f"Check that {recipe.image.reference} still is the pinned digest", function=_check_pin, recipe=recipe
@@ -246,7 +247,7 @@ def serve() -> None:
     recorded = recorded_digest(plan_fact(host, RecordFile, path=record_path(host)), recipe.image.reference)
     # The digest to run: the bundle's image; the pinned one; else the recipe's; else what the node already runs
     # (unless image_update).
-    digest = recipe.image.digest or (None if host.data.get("image_update") else recorded)
+    digest = recipe.image.digest or (None if ServeKnobs.from_host(host).image_update else recorded)
     if bundle:
         load_image(host, bundle)
         digest = bundle.image_digest()
@@ -316,7 +317,9 @@ def prefetch_image() -> None:
     (deploys/reproduce.py runs this before the model role); the rollout waits for it. Nothing when the node
     already runs a recorded digest for this image (a re-run pulls nothing)."""
     recipe = recipe_for(host)
-    if not host.data.get("image_prefetch", True) or knob(host, "bundle"):  # a bundle's image is loaded by serve
+    if (
+        not ServeKnobs.from_host(host).image_prefetch or ServeKnobs.from_host(host).bundle
+    ):  # a bundle's image is loaded by serve
         return
     recorded = recorded_digest(plan_fact(host, RecordFile, path=record_path(host)), recipe.image.reference)
     if recipe.image.digest or recorded:
@@ -339,9 +342,12 @@ def _check_pin(recipe: Recipe) -> None:
     """Refuse, before any container changes, when the recipe's tag now resolves to another digest."""
     pulled = pull(host, recipe.image.reference)
     if pulled != recipe.image.digest:
-        raise DeployError(
-            f"{host.name}: {recipe.image.reference} now resolves to {pulled}, not the pinned {recipe.image.digest}; "
-            f"update image.digest in {recipe.path} after checking the new image, or unset pin_image"
+        refuse(
+            f"{host.name}: the pinned image moved; nothing was served",
+            [
+                f"{recipe.image.reference} now resolves to {pulled}, not the pinned {recipe.image.digest}; "
+                f"update image.digest in {recipe.path} after checking the new image, or unset pin_image"
+            ],
         )
 
 
@@ -355,7 +361,9 @@ def _prepare(recipe: Recipe, digest: str, recorded: str | None) -> None:
 def _record_and_key(recipe: Recipe, digest: str, recorded: str | None) -> None:
     run = HostRunner(host)
     if digest != recorded and not write_text(run, record_path(host), image_record(recipe.image.reference, digest)):
-        raise DeployError(f"{host.name}: could not write {record_path(host)}")
+        raise RunFailure(
+            f"could not write {record_path(host)}", [], "check the node's root file system (space, read-only)"
+        )
     if key_files(host) is not None:
         ensure_api_key(host)
 
@@ -406,7 +414,9 @@ def _recover(run: HostRunner, specs: list[ContainerSpec]) -> None:
             ok, said = run.status(argv("sh", "-s"), _stdin=recovery_script(name=spec.name, health_url=spec.health_url))
             echo(f"[{host.name}] group {spec.group} ({spec.name}): {' '.join(said) or 'recovered'}")
             if not ok:
-                raise DeployError(f"{host.name}: could not finish the interrupted replace of {spec.name}: {said}")
+                raise RunFailure(
+                    f"could not finish the interrupted replace of {spec.name}", said, "fix the cause and run again"
+                )
 
 
 def _replace_group(run: HostRunner, recipe: Recipe, spec: ContainerSpec, old_id: str) -> None:
@@ -418,8 +428,8 @@ def _replace_group(run: HostRunner, recipe: Recipe, spec: ContainerSpec, old_id:
         name=spec.name,
         old_id=old_id,
         health_url=spec.health_url,
-        timeout_s=float(host.data.get("serve_health_timeout")),
-        interval_s=float(host.data.get("serve_health_interval")),
+        timeout_s=float(ServeKnobs.from_host(host).serve_health_timeout),
+        interval_s=float(ServeKnobs.from_host(host).serve_health_interval),
         workdir=folder,
     )
     # The last check: the policy on the very argv the node hands Docker (secrets already moved to files).
@@ -429,7 +439,7 @@ def _replace_group(run: HostRunner, recipe: Recipe, spec: ContainerSpec, old_id:
     run(script("rm -f {f}", f=f"{folder}/status"))
     ok = write_start_files(host, folder, spec)
     if not ok or not write_text(run, f"{folder}/replace.sh", program, mode="0700"):
-        raise DeployError(f"{host.name}: could not write the replace script under {folder}")
+        raise RunFailure(f"could not write the replace script under {folder}", [], "check the node's root file system")
     run(
         script(
             "systemctl reset-failed {unit} >/dev/null 2>&1; systemd-run --unit {unit} --collect --quiet "
@@ -446,8 +456,8 @@ def _replace_group(run: HostRunner, recipe: Recipe, spec: ContainerSpec, old_id:
 
 def _follow(run: HostRunner, unit: str, folder: str, what: str) -> None:
     """Print a replace unit's progress until it writes its status; fail the run, with the logs, if it failed."""
-    timeout = float(host.data.get("serve_health_timeout")) + 300
-    interval = float(host.data.get("serve_health_interval"))
+    timeout = float(ServeKnobs.from_host(host).serve_health_timeout) + 300
+    interval = float(ServeKnobs.from_host(host).serve_health_interval)
     poll = poll_command(unit, folder)
     start, last = time.monotonic(), ""
     while True:
@@ -460,14 +470,16 @@ def _follow(run: HostRunner, unit: str, folder: str, what: str) -> None:
             echo(f"[{host.name}] {what}: {escape_control(redact(progress))}")  # a container's last log line
             last = progress
         if active not in ("active", "activating") and time.monotonic() - start > 10:
-            raise DeployError(
-                f"{host.name}: {what}: the replace unit {unit} stopped without a result; see "
-                f"`journalctl -u {unit}`; the next run finishes or rolls back what it left"
+            raise RunFailure(
+                f"{what}: the replace unit {unit} stopped without a result",
+                f"see `journalctl -u {unit}`",
+                "the next run finishes or rolls back what it left",
             )
         if time.monotonic() - start > timeout:
-            raise DeployError(
-                f"{host.name}: {what}: the replace unit {unit} is still running after {timeout:.0f} s; "
-                "it goes on, and the next run attaches to it"
+            raise RunFailure(
+                f"{what}: the replace unit {unit} is still running after {timeout:.0f} s",
+                [],
+                "it goes on, and the next run attaches to it",
             )
         time.sleep(interval)
     if status == "ok":

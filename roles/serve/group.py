@@ -32,13 +32,11 @@ from typing import Any
 
 from pyinfra import host
 from pyinfra.api import deploy
-from pyinfra.api.exceptions import DeployError
 from pyinfra.api.output import echo
 from pyinfra.operations import python
 
 from hgxkit.hostcmd import HostRunner, argv, script
 from hgxkit.hostfiles import write_text
-from hgxkit.knobs import knob, role_knob
 from hgxkit.node.facts_files import RecordFile
 from hgxkit.node.facts_gpu import NvidiaSmi
 from hgxkit.planfacts import plan_fact
@@ -93,11 +91,11 @@ from hgxkit.serving.steps import (
     workdir,
     write_start_files,
 )
-from roles.serve.defaults import DEFAULTS
+from roles.serve.defaults import DEFAULTS, ServeKnobs
 
 
 def _total_gpus(h: Any) -> int | None:
-    total = knob(h, "serve_total_gpus")
+    total = ServeKnobs.from_host(h).serve_total_gpus
     return int(total) if total is not None else (len(plan_fact(h, NvidiaSmi).gpus) or None)
 
 
@@ -125,10 +123,13 @@ def multinode_preflight() -> None:
     differ = member_differences(states)
     if differ:
         table = "\n".join("    " + line for line in difference_table(states, differ).splitlines())
-        raise DeployError(
-            f"{heading}: the hosts of the multi-node group {', '.join(group.hosts)} differ in {', '.join(differ)}:\n"
-            f"{table}\n  make them equal first (pin nvidia_driver_version and run deploys/bringup.py on every "
-            "member; deploys/model.py for the model; image_update for the image), then run this again"
+        refuse(
+            f"{heading}: the hosts of the multi-node group {', '.join(group.hosts)} differ in {', '.join(differ)}",
+            [
+                *table.splitlines(),
+                "make them equal first (pin nvidia_driver_version and run deploys/bringup.py on every member; "
+                "deploys/model.py for the model; image_update for the image), then run this again",
+            ],
         )
     refuse(heading, reach_problems(recipe, group))
     echo(
@@ -144,7 +145,7 @@ def reach_problems(recipe: Recipe, group: NodeGroup) -> list[Problem]:
     if port is None:
         return []
     head = member_host(host, group.head.host)
-    timeout = int(role_knob(host, "multinode_reach_timeout", DEFAULTS))
+    timeout = int(ServeKnobs.from_host(host).multinode_reach_timeout)
     if port in plan_fact(head, ListeningPorts):
         ours = [c for c in plan_fact(head, ManagedContainers) if c.running]
         if not ours:
@@ -192,20 +193,23 @@ def group_specs(
             found = container_specs(
                 recipe,
                 total_gpus=_total_gpus(h),
-                bind_address=str(knob(h, "bind_address")),
+                bind_address=str(ServeKnobs.from_host(h).bind_address),
                 api_key=key_files(h),
                 image=image_to_run(recipe.image.reference, digest),
                 environ=environ,
                 rank=member.rank,
                 head=group.head.address,
                 group_hash=group_hash,
-                state_dir=str(knob(h, "serve_state_dir")),
+                state_dir=str(ServeKnobs.from_host(h).serve_state_dir),
                 env_allowlist=env_allowlist(h, recipe),
             )
             if len(found) != 1:
-                raise DeployError(
-                    f"{recipe.path}: a server spanning nodes runs one container per host, but the recipe makes "
-                    f"{len(found)} GPU groups on {member.host}; set groups.size to the GPUs of a node"
+                refuse(
+                    f"{member.host}: the multi-node group was not started",
+                    [
+                        f"{recipe.path}: a server spanning nodes runs one container per host, but the recipe makes "
+                        f"{len(found)} GPU groups on {member.host}; set groups.size to the GPUs of a node"
+                    ],
                 )
             out[member.host] = found[0]
         return out
@@ -231,7 +235,7 @@ def serve_group() -> None:
     if host.name != group.head.host:
         return  # rank >= 1: the head's operation starts and watches this host's rank
     recorded = recorded_digest(plan_fact(host, RecordFile, path=record_path(host)), recipe.image.reference)
-    digest = recipe.image.digest or (None if host.data.get("image_update") else recorded)
+    digest = recipe.image.digest or (None if ServeKnobs.from_host(host).image_update else recorded)
     why = "decided after pulling the image"
     if digest:
         specs = group_specs(recipe, group, digest)
@@ -260,16 +264,23 @@ def _place_image(h: Any, recipe: Recipe, digest: str) -> None:
     if recorded_digest(plan_fact(h, RecordFile, path=record_path(h)), reference) == digest:
         return
     if digest.startswith(LOCAL_PREFIX):
-        raise DeployError(
-            f"{h.name}: {reference} is an image built on the head ({digest}); a group spanning "
-            "nodes needs it from a registry every member can pull from"
+        refuse(
+            f"{h.name}: the group was not changed",
+            [
+                f"{reference} is an image built on the head ({digest}); a group spanning nodes needs it from a "
+                "registry every member can pull from"
+            ],
         )
     run = HostRunner(h)
     by_digest = image_to_run(reference, digest)
     if digest_from_inspect(run(pull_and_inspect(by_digest)), by_digest) != digest:
-        raise DeployError(f"{h.name}: `docker pull {by_digest}` failed; the group was not changed")
+        raise RunFailure(
+            f"{h.name}: `docker pull {by_digest}` failed",
+            [],
+            "the group was not changed; check the registry and run again",
+        )
     if not write_text(run, record_path(h), image_record(reference, digest)):
-        raise DeployError(f"{h.name}: could not write {record_path(h)}")
+        raise RunFailure(f"{h.name}: could not write {record_path(h)}", [], "check the node's root file system")
     echo(f"[{h.name}] {reference} is {digest} (pulled by digest, as on the head)")
 
 
@@ -350,7 +361,9 @@ def _recover(group: NodeGroup, head_spec: ContainerSpec, ranks: list[RankNow]) -
         elif rank.set_aside is not None or (rank.container and rank.container.spec_hash == head_spec.spec_hash):
             ok, said = run.status(restore_command(head_spec.name))
             if not ok:
-                raise DeployError(f"{rank.host}: could not put {head_spec.name} back: {' '.join(said)}")
+                raise RunFailure(
+                    f"{rank.host}: could not put {head_spec.name} back", said, "fix the cause and run again"
+                )
     what = "kept the new ranks (healthy)" if action == "finish" else "put every rank back as it was"
     echo(f"[{host.name}] multi-node group {head_spec.name}: an earlier rollout was cut off; {what}")
 
@@ -381,7 +394,11 @@ def _replace(group: NodeGroup, specs: dict[str, ContainerSpec]) -> None:
     for member in group.members:  # the command and secret files: root-only, on stdin, deleted once run
         h = member_host(host, member.host)
         if not write_start_files(h, workdir(h, name), specs[member.host]):
-            raise DeployError(f"{member.host}: could not write {workdir(h, name)}/docker-run.sh; nothing was changed")
+            raise RunFailure(
+                f"{member.host}: could not write {workdir(h, name)}/docker-run.sh",
+                [],
+                "nothing was changed; check the node's disk",
+            )
     why = None
     touched: list[str] = []
     for member in group.members:  # rank 0 first: SGLang's head tells the workers to stop
@@ -429,8 +446,8 @@ def _clip(line: str, width: int = 240) -> str:
 
 def _wait(group: NodeGroup, head_spec: ContainerSpec) -> str | None:
     """Until rank 0 answers its health check (None) while every rank's container runs; else why not."""
-    timeout = float(role_knob(host, "serve_health_timeout", DEFAULTS))
-    interval = float(role_knob(host, "serve_health_interval", DEFAULTS))
+    timeout = float(ServeKnobs.from_host(host).serve_health_timeout)
+    interval = float(ServeKnobs.from_host(host).serve_health_interval)
     start, last = time.monotonic(), ""
     while True:
         status = _head_health(head_spec)

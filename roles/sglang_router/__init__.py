@@ -9,7 +9,7 @@ completion through the router. Knobs: roles/sglang_router/defaults.py.
 
 Example (deploys/dspark.py):
     from roles.sglang_router import sglang_router
-    if host.data.get("router"):
+    if RouterKnobs.from_host(host).router:
         sglang_router()
 """
 
@@ -20,16 +20,16 @@ import time
 
 from pyinfra import host
 from pyinfra.api import Host, deploy
-from pyinfra.api.exceptions import DeployError
 from pyinfra.api.output import echo
 from pyinfra.operations import python
 
 from hgxkit.hostcmd import HostRunner, script
-from hgxkit.knobs import knob, role_knob
+from hgxkit.knobs import ssh_hostname
 from hgxkit.node.facts_gpu import NvidiaSmi
 from hgxkit.problems import refuse
 from hgxkit.recipe.host_recipe import recipe_for
 from hgxkit.recipe.render import render_recipe
+from hgxkit.runfailure import RunFailure
 from hgxkit.secrets import redact
 from hgxkit.serving.facts import RouterContainer
 from hgxkit.serving.image import digest_from_inspect, image_to_run, pull_and_inspect
@@ -45,30 +45,26 @@ from hgxkit.serving.router import (
     router_spec,
     worker_urls,
 )
-from roles.sglang_router.defaults import DEFAULTS
+from roles.sglang_router.defaults import DEFAULTS, RouterKnobs
 
 
 def _worker_host(h: Host) -> WorkerHost | None:
     """What the router needs of inventory host `h`: address, bind address and its groups' ports. A multi-node
     group is one worker, its rank 0 (None for the hosts of its other ranks)."""
-    recipe = recipe_for(h)
+    recipe, knobs = recipe_for(h), RouterKnobs.from_host(h)
     if recipe.node_count() > 1:
         group, problems = group_for(h)
         refuse(f"router checks failed on {host.name}; the router was not started", problems)
         if group is None or group.head.host != h.name:
             return None
-        return head_worker(recipe, group, bind_address=str(knob(h, "bind_address")), api_key=bool(knob(h, "api_key")))
-    total = knob(h, "serve_total_gpus")
+        return head_worker(recipe, group, bind_address=knobs.bind_address, api_key=bool(knobs.api_key))
+    total = knobs.serve_total_gpus
     if total is None:
         total = len(h.get_fact(NvidiaSmi).gpus) or None
     ports = [g.port for g in render_recipe(recipe, total_gpus=int(str(total)) if total else None) if g.port]
-    candidates = (
-        role_knob(h, "router_worker_address", DEFAULTS),
-        h.data.get("model_peer_address"),
-        h.data.get("ssh_hostname"),
-    )
+    candidates = (knobs.router_worker_address, knobs.model_peer_address, ssh_hostname(h))
     address = next((str(v) for v in candidates if v), h.name)
-    return WorkerHost(h.name, address, str(knob(h, "bind_address")), ports, bool(knob(h, "api_key")))
+    return WorkerHost(h.name, address, knobs.bind_address, ports, bool(knobs.api_key))
 
 
 def _served_model(h: Host) -> str:
@@ -78,40 +74,38 @@ def _served_model(h: Host) -> str:
 @deploy("hgxkit SGLang router", data_defaults=DEFAULTS)
 def sglang_router() -> None:
     """Run the router on the chosen host only; change nothing when its spec is unchanged."""
-    data = host.data
-    if not data.get("router"):
+    knobs = RouterKnobs.from_host(host)
+    if not knobs.router:
         return
     hosts = list(host.inventory)
     chosen, error = choose_router_host(
-        data.get("router_host"), [h.name for h in hosts if h.data.get("router")], [h.name for h in hosts]
+        knobs.router_host, [h.name for h in hosts if RouterKnobs.from_host(h).router], [h.name for h in hosts]
     )
-    if error:
-        raise DeployError(error)
+    refuse(f"router checks failed on {host.name}; the router was not started", [error] if error else [])
     if chosen != host.name:
         return
     workers = [w for w in (_worker_host(h) for h in hosts) if w is not None]
     urls, problems = worker_urls(host.name, workers)
-    problems += exposure_problems(
-        data.get("router_bind_address"), knob(host, "api_key"), bool(data.get("allow_unauthenticated"))
-    )
+    problems += exposure_problems(knobs.router_bind_address, knobs.api_key, knobs.allow_unauthenticated)
     refuse(f"router checks failed on {host.name}; the router was not started", problems)
-    key_file = str(knob(host, "serve_api_key_file")) if knob(host, "api_key") == "auto" else None
+    key_file = knobs.serve_api_key_file if knobs.api_key == "auto" else None
     try:
         spec = router_spec(
             urls,
-            image=data.get("router_image"),
-            policy=data.get("router_policy"),
-            bind_address=data.get("router_bind_address"),
-            port=int(data.get("router_port")),
+            image=knobs.router_image,
+            policy=knobs.router_policy,
+            bind_address=knobs.router_bind_address,
+            port=knobs.router_port,
             api_key_file=key_file,
         )
     except ValueError as err:
-        raise DeployError(str(err)) from None
+        refuse(f"router checks failed on {host.name}; the router was not started", [str(err)])
+        raise
     if not needs_replacing(host.get_fact(RouterContainer), spec):
         return  # nothing differs: no operation, nothing restarted
     # A callback: the image's digest exists only after the pull, and the router's readiness only once it runs.
     python.call(
-        name=f"Start the SGLang router on port {data.get('router_port')} ({len(urls)} workers)",
+        name=f"Start the SGLang router on port {knobs.router_port} ({len(urls)} workers)",
         function=_start,
         spec=spec,
         key_file=key_file,
@@ -124,27 +118,27 @@ def _start(spec: RouterSpec, key_file: str | None, model: str) -> None:
     run = HostRunner(host)
     digest = digest_from_inspect(run(pull_and_inspect(spec.image)), spec.image)
     if digest is None:
-        raise DeployError(f"{host.name}: `docker pull {spec.image}` gave no repository digest; check the registry")
+        raise RunFailure(f"`docker pull {spec.image}` gave no repository digest", [], "check the registry")
     run(script("docker rm -f {name} >/dev/null 2>&1 || true", name=spec.name))
     started = run(script("{run} 2>&1", run=spec.command(image_to_run(spec.image, digest))))
     echo(f"[{host.name}] router {spec.name} started from {spec.image} ({digest})")
     error = _wait_ready(run, spec, key_file, model)
     if error is None:
-        echo(f"[{host.name}] router {spec.name} answers on port {host.data.get('router_port')}")
+        echo(f"[{host.name}] router {spec.name} answers on port {RouterKnobs.from_host(host).router_port}")
         return
     logs = run(script("docker logs --tail 20 {name} 2>&1 || true", name=spec.name)) or started[-5:]
-    tail = "\n".join(f"    {redact(line)}" for line in logs[-20:])
-    raise DeployError(
-        f"{host.name}: router {spec.name} {error}; check the serving groups and router_* knobs. "
-        f"Its last log lines:\n{tail}"
+    raise RunFailure(
+        f"router {spec.name} {error}",
+        [redact(line) for line in logs[-20:]],
+        "check the serving groups and router_* knobs",
     )
 
 
 def _wait_ready(run: HostRunner, spec: RouterSpec, key_file: str | None, model: str) -> str | None:
     """Poll /readiness (every worker healthy) until 200, the container exits, or the timeout passes;
     then send one chat completion through the router."""
-    timeout = float(host.data.get("router_health_timeout"))
-    url = f"http://127.0.0.1:{int(host.data.get('router_port'))}"
+    timeout = float(RouterKnobs.from_host(host).router_health_timeout)
+    url = f"http://127.0.0.1:{RouterKnobs.from_host(host).router_port}"
     probe = script(
         "curl -sS -m 10 -o /dev/null -w '%{{http_code}}' {url} 2>/dev/null; echo; "
         "docker inspect -f {format} {name} 2>/dev/null || echo missing",

@@ -1,18 +1,5 @@
 """Knobs of the sglang_router role (inventory data overrides each; `--data key=value` for one run).
 
-router                  False. True: run an SGLang router (sglang-router, the SGLang Model Gateway) fronting
-                        every serving group of every inventory host. Benchmarks still address each group
-                        directly (speculative accept length is per server).
-router_host             the inventory host that runs the router; None: the first host with `router: true`.
-router_port             the router's port (its default, 30000).
-router_policy           load-balancing policy: random, round_robin, power_of_two, cache_aware (prefix-cache
-                        aware, the router's default) or bucket.
-router_bind_address     address the router listens on (host network). 127.0.0.1 keeps it on the node; any
-                        other needs api_key (serving role) or allow_unauthenticated, as for the groups.
-router_image            the router image, pulled and run by its repository digest.
-router_worker_address   (per host) how the router reaches this host's groups; None: model_peer_address,
-                        ssh_hostname, or the inventory name. Groups on other hosts must bind beyond loopback.
-router_health_timeout   seconds the router may take to answer /readiness (every worker healthy).
 
 API key: with the serving role's `api_key: auto`, the router gets the same root-only key file, mounted
 read-only and read by a small launcher (the router takes the key only as `--api-key`, so this keeps it out
@@ -20,13 +7,50 @@ of `docker inspect` and of the process list). Clients then send `Authorization: 
 which sends it on to the groups. Each host has its own key, so a keyed router fronts its own host only.
 """
 
-DEFAULTS = {
-    "router": False,
-    "router_host": None,
-    "router_port": 30000,
-    "router_policy": "cache_aware",
-    "router_bind_address": "127.0.0.1",
-    "router_image": "lmsysorg/sgl-model-gateway:latest",
-    "router_worker_address": None,
-    "router_health_timeout": 120,
-}
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from hgxkit.knobs import Knobs, declare, shared
+
+
+@dataclass(frozen=True)
+class RouterKnobs(Knobs):
+    """The sglang_router role's knobs (inventory data or `--data key=value` overrides each)."""
+
+    router: bool = shared("router")
+    router_host: str | None = shared("router_host")
+    router_port: int = declare(30000, "the router's port (its default, 30000).")
+    router_policy: str = declare(
+        "cache_aware",
+        "load-balancing policy: random, round_robin, power_of_two, cache_aware (prefix-cache aware, the router's "
+        "default) or bucket.",
+    )
+    router_bind_address: str = declare(
+        "127.0.0.1",
+        "address the router listens on (host network). 127.0.0.1 keeps it on the node; any other needs api_key "
+        "(serving role) or allow_unauthenticated, as for the groups.",
+    )
+    router_image: str = declare(
+        "lmsysorg/sgl-model-gateway:latest",
+        "the router image, pulled and run by its repository digest.",
+    )
+    router_worker_address: str | None = declare(
+        None,
+        "(per host) how the router reaches this host's groups; None: model_peer_address, ssh_hostname, or the "
+        "inventory name. Groups on other hosts must bind beyond loopback.",
+    )
+    allow_unauthenticated: bool = shared("allow_unauthenticated")
+    bind_address: str = shared("bind_address")
+    api_key: str | None = shared("api_key")
+    serve_api_key_file: str = shared("serve_api_key_file")
+    serve_total_gpus: int | None = shared("serve_total_gpus")
+    model_peer_address: str | None = shared("model_peer_address")
+    router_health_timeout: float = declare(
+        120,
+        "seconds the router may take to answer /readiness (every worker healthy).",
+    )
+
+
+DEFAULTS = RouterKnobs.defaults()
+__doc__ = f"{__doc__}\n{RouterKnobs.table()}\n"

@@ -21,13 +21,11 @@ from pathlib import Path
 
 from pyinfra import host
 from pyinfra.api import Host, deploy
-from pyinfra.api.exceptions import DeployError
 from pyinfra.api.output import echo
 from pyinfra.operations import python
 
 from hgxkit.errors import InputError
 from hgxkit.hostcmd import HostRunner, argv, script
-from hgxkit.knobs import knob
 from hgxkit.monitoring.readback import (
     STEP_S,
     duration_s,
@@ -46,14 +44,14 @@ from hgxkit.node.facts_apt import InstalledPackages
 from hgxkit.node.facts_files import FileText, JsonFile
 from hgxkit.node.facts_gpu import NvidiaSmi
 from hgxkit.node.health import gpu_health_report
-from hgxkit.problems import problem_lines, refuse
+from hgxkit.problems import refuse
 from hgxkit.recipe.dump import dump_recipe
 from hgxkit.recipe.host_recipe import recipe_for
 from hgxkit.recipe.spec import Recipe
 from hgxkit.results.archive import run_id_for, write_run
 from hgxkit.results.report import run_markdown
 from hgxkit.results.summary import RunSummary
-from hgxkit.runfailure import escape_control
+from hgxkit.runfailure import RunFailure, escape_control
 from hgxkit.secrets import redact
 from hgxkit.serving.containers import ApiKeyFiles, ContainerSpec, container_specs
 from hgxkit.serving.groupcmd import rank_status_command
@@ -65,7 +63,7 @@ from hgxkit.verify.collect import collect_fingerprint
 from hgxkit.verify.envreport import read_env_report, report_folder, start_env_report
 from hgxkit.verify.plan import Cell, bench_knob, cells_from_output, gates, plan_cells
 from hgxkit.verify.script import CLIENT_START_FILE, bench_script, parse_progress, wait_for_progress
-from roles.verify.defaults import DEFAULTS
+from roles.verify.defaults import DEFAULTS, VerifyKnobs
 
 UNIT = "hgxkit-verify"
 
@@ -73,14 +71,17 @@ UNIT = "hgxkit-verify"
 @deploy("hgxkit verify", data_defaults=DEFAULTS)
 def verify() -> None:
     """Benchmark the serving groups and archive the run (fails on a gate, after archiving)."""
-    mode = host.data.get("bench")
+    mode = VerifyKnobs.from_host(host).bench
     if mode not in ("smoke", "full", "none"):
-        raise DeployError(f"bench={mode!r}: use smoke, full or none (e.g. --data bench=full)")
-    client_process = host.data.get("verify_client_process")
+        refuse(f"verify refused on {host.name}", [f"bench={mode!r}: use smoke, full or none (e.g. --data bench=full)"])
+    client_process = VerifyKnobs.from_host(host).verify_client_process
     if client_process not in ("per_container", "per_cell"):
-        raise DeployError(
-            f"verify_client_process={client_process!r}: use per_container or per_cell "
-            "(e.g. --data verify_client_process=per_cell)"
+        refuse(
+            f"verify refused on {host.name}",
+            [
+                f"verify_client_process={client_process!r}: use per_container or per_cell "
+                "(e.g. --data verify_client_process=per_cell)"
+            ],
         )
     recipe = recipe_for(host)
     group, problems = group_for(host)  # a server spanning nodes: verified from its head, every rank checked
@@ -105,14 +106,17 @@ def _specs(
     """The serving containers as the serving role started them on `h` (default this host), the digest they
     run, and the node's GPUs; for a multi-node group, `h`'s rank's container."""
     h = h or host
-    state_dir = knob(h, "serve_state_dir")
+    state_dir = VerifyKnobs.from_host(h).serve_state_dir
     digest = recorded_digest(h.get_fact(JsonFile, path=f"{state_dir}/{RECORD_NAME}"), recipe.image.reference)
     if not digest:
-        raise DeployError(
-            f"{h.name}: {recipe.name} is not served yet (no {state_dir}/{RECORD_NAME} for "
-            f"{recipe.image.reference}); run deploys/reproduce.py first"
+        refuse(
+            f"verify refused on {h.name}",
+            [
+                f"{recipe.name} is not served yet (no {state_dir}/{RECORD_NAME} for {recipe.image.reference}); "
+                "run deploys/reproduce.py first"
+            ],
         )
-    total = knob(h, "serve_total_gpus")
+    total = VerifyKnobs.from_host(h).serve_total_gpus
     gpus = int(total) if total is not None else (len(h.get_fact(NvidiaSmi).gpus) or None)
     keys = ApiKeyFiles.beside(key_file) if key_file else None
     member = group.member(h.name) if group else None
@@ -144,7 +148,7 @@ def _probe(run: HostRunner, recipe: Recipe, spec: ContainerSpec, key_file: str |
     (None when the group serves)."""
     kind = recipe.server.server_kind
     url = spec.health_url.rsplit("/", 1)[0] + kind.ready_path
-    timeout = float(host.data.get("verify_ready_timeout"))
+    timeout = float(VerifyKnobs.from_host(host).verify_ready_timeout)
     start = time.monotonic()
     while True:
         status, _ = parse_response(run(http_request(url, timeout_s=30)))
@@ -155,7 +159,7 @@ def _probe(run: HostRunner, recipe: Recipe, spec: ContainerSpec, key_file: str |
         if elapsed > timeout:
             return f"group {spec.group} ({spec.name}): {answer} for {elapsed:.0f} s"
         echo(f"[{host.name}] group {spec.group}: {answer}; waiting ({elapsed:.0f} s)")
-        time.sleep(float(host.data.get("verify_poll")))
+        time.sleep(float(VerifyKnobs.from_host(host).verify_poll))
     base = url.rsplit("/", 1)[0]
     models = json_body(run(http_request(f"{base}/v1/models", key_file=key_file))).get("data") or [{}]
     body = {
@@ -173,30 +177,33 @@ def _probe(run: HostRunner, recipe: Recipe, spec: ContainerSpec, key_file: str |
 def _verify(recipe: Recipe, mode: str, group: NodeGroup | None = None) -> None:
     run = HostRunner(host)
     took = _Stopwatch()
-    key_file = str(knob(host, "serve_api_key_file")) if knob(host, "api_key") == "auto" else None
+    key_file = (
+        str(VerifyKnobs.from_host(host).serve_api_key_file) if VerifyKnobs.from_host(host).api_key == "auto" else None
+    )
     specs, digest, total = _specs(recipe, key_file, group)
     if group is not None:
         broken = _rank_failures(group, specs[0].name)
         if broken:
-            raise DeployError(
+            refuse(
                 f"verify failed on {host.name}: the multi-node group {specs[0].name} ({group.label()}) is not "
-                f"whole; rerun deploys/reproduce.py to start it again:\n{problem_lines(broken)}"
+                "whole; rerun deploys/reproduce.py to start it again",
+                broken,
             )
     problems = [p for p in (_probe(run, recipe, spec, key_file) for spec in specs) if p]
-    if problems:
-        raise DeployError(f"verify failed on {host.name}:\n{problem_lines(problems)}")
+    refuse(f"verify failed on {host.name}", problems)
     took.lap("health and a chat completion")
 
     run_tag = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    workdir = f"{host.data.get('verify_workdir')}/{run_tag}_{recipe.name}"
+    workdir = f"{VerifyKnobs.from_host(host).verify_workdir}/{run_tag}_{recipe.name}"
     try:
-        out_len = bench_knob("bench_output_len", host.data.get("bench_output_len"))
-        repeats = bench_knob("bench_repeats", host.data.get("bench_repeats"))
+        out_len = bench_knob("bench_output_len", VerifyKnobs.from_host(host).bench_output_len)
+        repeats = bench_knob("bench_repeats", VerifyKnobs.from_host(host).bench_repeats)
     except InputError as err:
-        raise DeployError(f"verify refused on {host.name}: {err.message}") from None
+        refuse(f"verify refused on {host.name}", [err.message])
+        raise
     cells = plan_cells(recipe, mode, [(s.group, s.name) for s in specs], out_len, repeats)  # type: ignore[arg-type]
     by_group = {s.group: s for s in specs}
-    monitored = bool(knob(host, "monitoring"))
+    monitored = bool(VerifyKnobs.from_host(host).monitoring)
     if not monitored:  # samplers while each cell runs; with monitoring, Prometheus is read afterwards instead
         cells = [
             replace(c, metrics_url=_metrics_url(recipe, by_group[c.group]), gpus=tuple(by_group[c.group].gpus))
@@ -206,7 +213,7 @@ def _verify(recipe: Recipe, mode: str, group: NodeGroup | None = None) -> None:
         script(
             "umask 077 && mkdir -p {dir} && chmod 700 {parent} {dir}",
             dir=workdir,
-            parent=str(host.data.get("verify_workdir")),
+            parent=str(VerifyKnobs.from_host(host).verify_workdir),
         )
     )
     texts, client_logs = _run_detached(run, cells, workdir, key_file, run_tag) if cells else ({}, {})
@@ -245,7 +252,7 @@ def _verify(recipe: Recipe, mode: str, group: NodeGroup | None = None) -> None:
     failed_gates = missing + gates(recipe, results, mode)  # type: ignore[arg-type]
     if group is not None:  # a rank that died while the benchmark ran
         failed_gates += _rank_failures(group, specs[0].name)
-    if host.data.get("verify_gates"):
+    if VerifyKnobs.from_host(host).verify_gates:
         failed_gates += [str(p) for p in health.problems()]
         for name, (_, member_health) in member_runs.items():
             failed_gates += [f"{name}: {p}" for p in member_health.problems()]
@@ -279,7 +286,7 @@ def _verify(recipe: Recipe, mode: str, group: NodeGroup | None = None) -> None:
     raw = {name: text for name, text in texts.items() if name not in telemetry_names and name != CLIENT_START_FILE}
     telemetry = {name: text for name, text in texts.items() if name in telemetry_names and text.strip()}
     path = write_run(
-        Path(host.data.get("results_dir")),
+        Path(VerifyKnobs.from_host(host).results_dir),
         summary,
         fingerprint,
         raw,
@@ -300,9 +307,7 @@ def _verify(recipe: Recipe, mode: str, group: NodeGroup | None = None) -> None:
         + ("  SIMULATED" if summary.simulated else "")
     )
     if failed_gates:
-        raise DeployError(
-            f"verify gates failed on {host.name} (the run is archived in {path}):\n{problem_lines(failed_gates)}"
-        )
+        refuse(f"verify gates failed on {host.name} (the run is archived in {path})", failed_gates)
 
 
 def _client_startup_s(texts: dict[str, str]) -> float:
@@ -349,7 +354,9 @@ def _member_fingerprints(recipe: Recipe, group: NodeGroup, server_info: dict) ->
     out = {}
     for member in group.members[1:]:
         h = member_host(host, member.host)
-        key_file = str(knob(h, "serve_api_key_file")) if knob(h, "api_key") == "auto" else None
+        key_file = (
+            str(VerifyKnobs.from_host(h).serve_api_key_file) if VerifyKnobs.from_host(h).api_key == "auto" else None
+        )
         specs, digest, total = _specs(recipe, key_file, group, h)
         info = {
             "kind": server_info.get("kind"),
@@ -379,13 +386,15 @@ def _prometheus_telemetry(cells: list[Cell], texts: dict[str, str], by_group: di
     """Each recorded cell's /metrics series and GPU rows, read from Prometheus' raw samples of its window, as the
     files the samplers would have written (hgxkit/monitoring/readback.py); a cell Prometheus cannot answer for
     keeps none (its results still count)."""
-    monitors = [h.name for h in host.inventory if knob(h, "monitoring")]
-    chosen, error = choose_monitoring_host(knob(host, "monitoring_host"), monitors, [h.name for h in host.inventory])
+    monitors = [h.name for h in host.inventory if VerifyKnobs.from_host(h).monitoring]
+    chosen, error = choose_monitoring_host(
+        VerifyKnobs.from_host(host).monitoring_host, monitors, [h.name for h in host.inventory]
+    )
     if chosen is None:
         echo(f"[{host.name}] no telemetry: {error or 'no monitoring host in the inventory'}")
         return {}
     monitor = host.inventory.get_host(chosen)
-    setting = knob(monitor, "prometheus_scrape_interval")
+    setting = VerifyKnobs.from_host(monitor).prometheus_scrape_interval
     try:
         interval = duration_s(str(setting))
     except ValueError as err:
@@ -396,7 +405,9 @@ def _prometheus_telemetry(cells: list[Cell], texts: dict[str, str], by_group: di
             f"[{host.name}] Prometheus scrapes every {setting}: the per-cell telemetry read from it is coarser "
             "than verify's 1 s sampling (prometheus_scrape_interval: 1s gives the same resolution)"
         )
-    base = local_url(str(knob(monitor, "prometheus_bind_address")), int(knob(monitor, "prometheus_port")))
+    base = local_url(
+        str(VerifyKnobs.from_host(monitor).prometheus_bind_address), int(VerifyKnobs.from_host(monitor).prometheus_port)
+    )
     windows = {}
     for cell in (c for c in cells if c.record):
         stamps = [float(t) for t in texts.get(cell.telemetry_files[2], "").split() if t.replace(".", "", 1).isdigit()]
@@ -434,7 +445,7 @@ def _metrics_url(recipe: Recipe, spec: ContainerSpec) -> str | None:
 
 
 def _env_report_folder() -> str:
-    return report_folder(str(host.data.get("verify_workdir")))
+    return report_folder(str(VerifyKnobs.from_host(host).verify_workdir))
 
 
 def _start_env_report(run: HostRunner, words: tuple[str, ...], container: str) -> str | None:
@@ -483,7 +494,7 @@ def _run_detached(
 ) -> tuple[dict[str, str], dict[str, str]]:
     """Start (or attach to) the detached benchmark unit and wait for it, printing progress; the result files'
     texts, and the client log's last lines (redacted, control characters escaped) of each cell with none."""
-    current = f"{host.data.get('verify_workdir')}/current"
+    current = f"{VerifyKnobs.from_host(host).verify_workdir}/current"
     active, _ = run.status(argv("systemctl", "is-active", "--quiet", UNIT))
     if active:
         workdir = "".join(run(script("cat {file} 2>/dev/null || true", file=current))) or workdir
@@ -495,7 +506,7 @@ def _run_detached(
             workdir=workdir,
             api_key_file=key_file,
             run_tag=run_tag,
-            client_process=host.data.get("verify_client_process"),
+            client_process=VerifyKnobs.from_host(host).verify_client_process,
         )
         host.put_file(StringIO(text), f"{workdir}/run.sh")
         run(
@@ -507,12 +518,12 @@ def _run_detached(
             )
         )
     start = time.monotonic()
-    timeout = float(host.data.get("verify_timeout"))
+    timeout = float(VerifyKnobs.from_host(host).verify_timeout)
     seen, last = "", ""
     while True:
         # One call waits on the node (up to verify_poll s) until the progress file changes or the status appears,
         # so each report reaches the controller within a fraction of a second, not at the next fixed poll.
-        lines = run(wait_for_progress(workdir, seen, float(host.data.get("verify_poll"))))
+        lines = run(wait_for_progress(workdir, seen, float(VerifyKnobs.from_host(host).verify_poll)))
         before = seen
         seen, status, progress = parse_progress(lines)
         if not status and seen == before and not run.status(argv("systemctl", "is-active", "--quiet", UNIT))[0]:
@@ -520,9 +531,10 @@ def _run_detached(
             # would last verify_timeout. Read once more: the unit may have written its status and exited between.
             seen, status, progress = parse_progress(run(wait_for_progress(workdir, seen, 0)))
             if not status:
-                raise DeployError(
-                    f"{host.name}: the benchmark unit {UNIT} ended without finishing (was the node rebooted?); "
-                    f"its partial output stays in {workdir}; rerun verify to start it again"
+                raise RunFailure(
+                    f"the benchmark unit {UNIT} ended without finishing (was the node rebooted?)",
+                    f"its partial output stays in {workdir}",
+                    "rerun verify to start it again",
                 )
         if progress and progress != last:
             echo(f"[{host.name}] benchmark: {escape_control(redact(progress))} ({time.monotonic() - start:.0f} s)")
@@ -530,9 +542,10 @@ def _run_detached(
         if status:
             break
         if time.monotonic() - start > timeout:
-            raise DeployError(
-                f"{host.name}: the benchmark did not finish within {timeout:.0f} s; it keeps running "
-                f"as unit {UNIT} (journalctl -u {UNIT}); rerun verify to attach"
+            raise RunFailure(
+                f"the benchmark did not finish within {timeout:.0f} s",
+                f"it keeps running as unit {UNIT} (journalctl -u {UNIT})",
+                "rerun verify to attach",
             )
     names = [name for cell in cells for name in (cell.file, *cell.telemetry_files)] + [CLIENT_START_FILE]
     texts = _fetch_results(run, workdir, names)

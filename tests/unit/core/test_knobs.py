@@ -9,7 +9,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from hgxkit.knobs import SEED_RECIPE, SHARED_DEFAULTS, knob, role_knob, shared_defaults
+from hgxkit.knobs import SEED_RECIPE, SHARED_DEFAULTS, knob, shared
 from hgxkit.problems import Problem
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -23,16 +23,9 @@ def test_a_shared_knob_is_the_inventory_value_else_its_default() -> None:
     assert knob(_host(models_dir="/mnt/models"), "models_dir") == "/mnt/models"
     assert knob(_host(), "models_dir") == SHARED_DEFAULTS["models_dir"]
     assert knob(_host(recipe=None), "recipe") == SEED_RECIPE
+    assert knob(_host(expected_gpu_count="7"), "expected_gpu_count") == 7  # `--data` strings are cast
     with pytest.raises(KeyError, match="not a shared knob: nope"):
-        shared_defaults("recipe", "nope")
-
-
-def test_a_roles_own_knob_outside_its_deploy_falls_back_to_the_roles_defaults() -> None:
-    defaults = {"router_port": 30000, "serve_health_timeout": 600}
-    assert role_knob(_host(), "router_port", defaults) == 30000
-    assert role_knob(_host(router_port=31000), "router_port", defaults) == 31000
-    assert role_knob(_host(router_port=0), "router_port", defaults) == 0  # a set falsy value is kept
-    assert role_knob(_host(), "not_a_knob", defaults) is None
+        shared("nope")
 
 
 def test_the_knob_table_imports_nothing_from_the_recipe_package() -> None:

@@ -1,13 +1,16 @@
-"""hgxkit/model/fetch.py (the model role's host program) against the Hub stand-in on 127.0.0.1 (no systemd: `run` called directly)."""
+"""hgxkit/model/fetch/ built into the model role's host program (hgxkit_fetch.py) against the Hub stand-in on 127.0.0.1 (no systemd: `run` called directly)."""
 
 from __future__ import annotations
 
+import atexit
 import importlib.util
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
+import tempfile
 import threading
 import urllib.error
 import urllib.request
@@ -16,12 +19,17 @@ from pathlib import Path
 
 import pytest
 
+from hgxkit.model import nodeprogram
 from hgxkit.model.core import MANIFEST_NAME
 from hgxkit.sim.hub.faults import FaultConfig
 from hgxkit.sim.hub.makerepo import RepoSpec, make_repo
 from hgxkit.sim.hub.server import HubHandler, HubServer, make_server
 
-FETCH = Path(__file__).resolve().parents[3] / "hgxkit" / "model" / "fetch.py"
+ROOT = Path(__file__).resolve().parents[3]
+# The program as the role ships it (hgxkit.model.nodeprogram builds it), alone in a folder of its own.
+FETCH = Path(tempfile.mkdtemp(prefix="hgxkit-fetch-")) / nodeprogram.PROGRAM_NAME
+FETCH.write_bytes(nodeprogram.uploads()[nodeprogram.PROGRAM_NAME])
+atexit.register(shutil.rmtree, FETCH.parent, True)
 REPO, GATED, TOKEN = "org/tiny", "org/gated", "hf_unitGatedToken0123456789abcdef"
 _spec = importlib.util.spec_from_file_location("hgxkit_fetch", FETCH)
 assert _spec and _spec.loader
@@ -390,7 +398,7 @@ def test_without_xet_xet_files_stream_over_http(xet_hub, tmp_path: Path) -> None
 
 
 def test_xet_settings_put_the_caches_on_the_models_disk() -> None:
-    env = fetch.Spec(repo_id="o/m", local_dir="/data/models/m").xet_env()
+    env = fetch.core.Spec(repo_id="o/m", local_dir="/data/models/m").xet_env()
     assert env == {
         "HF_XET_CACHE": "/data/models/m/.cache/huggingface/xet",
         "HF_XET_CHUNK_CACHE_SIZE_BYTES": "10000000000",
@@ -421,7 +429,7 @@ def fleet_env(tmp_path: Path) -> dict[str, str]:
     bin_dir.mkdir(exist_ok=True)
     (bin_dir / "ssh").write_text(FAKE_SSH)
     (bin_dir / "ssh").chmod(0o755)
-    root = str(FETCH.parents[2])
+    root = str(ROOT)
     return {
         **os.environ,
         "PATH": f"{bin_dir}:{os.environ['PATH']}",
@@ -562,7 +570,7 @@ def fleet_get(base: str, path: str, secret: str | None, **headers: str) -> tuple
 def test_a_fleet_server_answers_only_with_its_secret_and_only_verified_files(hub, tmp_path: Path) -> None:
     spec_path = spec_file(tmp_path, hub[1], source="fleet", fleet_port=0, fleet_bind="127.0.0.1")
     assert run(spec_path)[0] == 0
-    spec = fetch.Spec.load(spec_path)
+    spec = fetch.core.Spec.load(spec_path)
     syncer = fetch.Syncer(spec, None, fetch.Reporter(spec, "t"))
     syncer.manifest = fetch.load_manifest(spec.local_dir)
     server = fetch.FleetServer(spec, syncer)

@@ -28,7 +28,7 @@ def served(request: pytest.FixtureRequest, tmp_path: Path):  # type: ignore[no-u
     url = request.getfixturevalue("hub")[1]
     spec_path = spec_file(tmp_path, url, source="fleet", fleet_port=0, fleet_bind="127.0.0.1")
     assert run(spec_path)[0] == 0
-    spec = fetch.Spec.load(spec_path)
+    spec = fetch.core.Spec.load(spec_path)
     syncer = fetch.Syncer(spec, None, fetch.Reporter(spec, "t"))
     syncer.manifest = fetch.load_manifest(spec.local_dir)
     server = fetch.FleetServer(spec, syncer, timeout_s=1.0, max_connections=8)
@@ -39,7 +39,7 @@ def served(request: pytest.FixtureRequest, tmp_path: Path):  # type: ignore[no-u
 
 @pytest.mark.parametrize("bind", ["", "0.0.0.0", "::"])
 def test_the_server_refuses_every_address_without_the_knob(tmp_path: Path, bind: str) -> None:
-    spec = fetch.Spec(
+    spec = fetch.core.Spec(
         repo_id="o/m", local_dir=str(tmp_path / "m"), state_dir=str(tmp_path), fleet_port=0, fleet_bind=bind
     )
     with pytest.raises(fetch.FleetRefused, match=r"would listen on every address.*model_fleet_bind_any: true"):

@@ -4,6 +4,7 @@ copy and state directory; the branch cases ask the Hub stand-in on 127.0.0.1."""
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import hashlib
 import importlib.util
@@ -12,6 +13,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -21,12 +23,16 @@ from pathlib import Path
 import pytest
 
 from hgxkit.hostcmd import script
-from hgxkit.model import core
+from hgxkit.model import core, nodeprogram
 from hgxkit.model.facts import ModelSyncStatus, stamp_check
 from hgxkit.sim.hub.makerepo import RepoSpec, make_repo
 from hgxkit.sim.hub.server import HubServer, make_server
 
-FETCH = Path(__file__).resolve().parents[3] / "hgxkit" / "model" / "fetch.py"
+ROOT = Path(__file__).resolve().parents[3]
+# The program as the role ships it (hgxkit.model.nodeprogram builds it), alone in a folder of its own.
+FETCH = Path(tempfile.mkdtemp(prefix="hgxkit-fetch-")) / nodeprogram.PROGRAM_NAME
+FETCH.write_bytes(nodeprogram.uploads()[nodeprogram.PROGRAM_NAME])
+atexit.register(shutil.rmtree, FETCH.parent, True)
 REPO = "org/stamped"
 _spec = importlib.util.spec_from_file_location("hgxkit_fetch", FETCH)
 assert _spec and _spec.loader
@@ -345,7 +351,7 @@ def test_the_fact_answers_from_the_stamp_and_each_python_tier_writes_it(hub, tmp
     spec = synced(tmp_path, url, program_sha=program_sha)
     commit = core.Manifest.from_json((tmp_path / "models" / "m1" / core.MANIFEST_NAME).read_text()).commit
     pinned = replace(spec, revision=commit)
-    env = {**os.environ, "PYTHONPATH": str(FETCH.parents[2])}
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
 
     def read(s: core.Spec) -> dict:
         command = ModelSyncStatus().command(
@@ -382,7 +388,7 @@ def test_a_dry_runs_check_leaves_the_stamp_as_it_is(hub, tmp_path: Path, monkeyp
     commit = core.Manifest.from_json((tmp_path / "models" / "m1" / core.MANIFEST_NAME).read_text()).commit
     pinned = replace(spec, revision=commit)
     stamp = Path(spec.state_file(".stamp"))
-    env = {**os.environ, "PYTHONPATH": str(FETCH.parents[2])}
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
 
     def read(s: core.Spec, *, dry: bool) -> dict:
         monkeypatch.setattr(sys, "argv", ["pyinfra", "inv.py", "deploy.py", *(["--dry"] if dry else [])])
@@ -424,7 +430,7 @@ def test_with_a_token_the_shell_asks_the_gated_hub_with_it_and_no_process_sees_i
     (spy / "curl").chmod(0o755)
     env = {
         **os.environ,
-        "PYTHONPATH": str(FETCH.parents[2]),
+        "PYTHONPATH": str(ROOT),
         "PATH": f"{spy}:{os.environ['PATH']}",
         "hgxkit_token": "from-the-environment",
     }

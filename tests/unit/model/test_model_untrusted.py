@@ -132,7 +132,7 @@ def test_a_link_at_hgxkits_own_directories_is_replaced(url: str, tmp_path: Path,
 
 def test_a_link_at_the_partial_file_is_replaced_not_truncated(url: str, tmp_path: Path, outside: Path) -> None:
     spec = spec_file(tmp_path, url)
-    _, metas = fetch.hub_files(fetch.Spec.load(spec), None)
+    _, metas = fetch.hub_files(fetch.core.Spec.load(spec), None)
     partial = model(tmp_path) / PARTIAL_DIR
     for m in metas:  # every partial name: the old sync opened it O_CREAT (followed) and truncated it
         plant(partial / core.content_key(m), outside / "etc" / "passwd")
