@@ -126,6 +126,40 @@ def verify_endpoint(
     The client's tokenizer is a code-free copy of the local directory `tokenizer` (hgxkit/verify/tokenizer.py),
     or that directory as it is with `trust_tokenizer_code`; never one the recipe, the Hub or the endpoint names.
     """
+    _refuse_what_runs_here(recipe, endpoint, mode, tokenizer)
+    info = _server_info(recipe, endpoint, fetch)
+    if not trust_tokenizer_code:
+        tokenizer = str(copy_tokenizer(str(tokenizer), workdir / "tokenizer").path)
+    cells = endpoint_cells(recipe, endpoint, mode, tokenizer)
+    workdir.mkdir(parents=True, exist_ok=True)
+    for cell in cells:
+        for repeat in range(cell.repeats):
+            run_client(client_command(cell, endpoint, str(workdir), client, warm=repeat > 0, tokenizer=tokenizer))
+    texts = {cell.file: (workdir / cell.file).read_text() for cell in cells if (workdir / cell.file).is_file()}
+    simulated = bool(info.get("simulated"))
+    results, missing = cells_from_output(cells, texts, simulated=simulated)
+    tag = (now or datetime.now(timezone.utc)).strftime("%Y%m%dT%H%M%SZ")
+    where = "endpoint-" + re.sub(r"[^A-Za-z0-9_.-]", "-", endpoint.host)
+    fingerprint = _fingerprint(recipe, endpoint, info, where)
+    summary = RunSummary(
+        run_id=run_id_for(where, tag, recipe.name),
+        host=where,
+        recipe=recipe.name,
+        time=tag,
+        simulated=simulated,
+        tool=recipe.server.server_kind.client,
+        tool_version=info.get("version"),
+        cells=results,
+        gates=missing + gates(recipe, results, mode),
+        bench=mode,
+    )
+    markdown = run_markdown(summary, fingerprint)
+    path = write_run(results_dir, summary, fingerprint, texts, markdown, [], recipe_yaml=dump_recipe(recipe))
+    return path, summary
+
+
+def _refuse_what_runs_here(recipe: Recipe, endpoint: Endpoint, mode: BenchMode, tokenizer: str | None) -> None:
+    """Refuse, before anything is asked, what would make the client read or run a stranger's files here."""
     if not tokenizer:
         raise InputError(
             "verify --endpoint needs --tokenizer DIR: a local copy of the model's tokenizer files (the client "
@@ -137,6 +171,10 @@ def verify_endpoint(
             f"--recipe {recipe.path or recipe.name}: cell {reading[0]} reads its prompts from --dataset-path, a "
             "path on the serving node; against an endpoint the client runs here, so drop it or use a random dataset"
         )
+
+
+def _server_info(recipe: Recipe, endpoint: Endpoint, fetch: Fetch) -> dict:
+    """What the endpoint says of itself (the kind's info endpoint); InputError when it is not ready."""
     kind = recipe.server.server_kind
     status, _ = fetch(endpoint.url + kind.ready_path)
     if status != 200:
@@ -145,55 +183,24 @@ def verify_endpoint(
             f"check the address) first"
         )
     info_status, body = fetch(endpoint.url + (kind.info_path or "/version"))
-    info = _json_object(body) if info_status == 200 else {}
-    if not trust_tokenizer_code:
-        tokenizer = str(copy_tokenizer(tokenizer, workdir / "tokenizer").path)
-    cells = endpoint_cells(recipe, endpoint, mode, tokenizer)
-    workdir.mkdir(parents=True, exist_ok=True)
-    for cell in cells:
-        for repeat in range(cell.repeats):
-            run_client(client_command(cell, endpoint, str(workdir), client, warm=repeat > 0, tokenizer=tokenizer))
-    texts = {cell.file: (workdir / cell.file).read_text() for cell in cells if (workdir / cell.file).is_file()}
-    simulated = bool(info.get("simulated"))
-    results, missing = cells_from_output(cells, texts, simulated=simulated)
-    failed = missing + gates(recipe, results, mode)
-    tag = (now or datetime.now(timezone.utc)).strftime("%Y%m%dT%H%M%SZ")
-    where = "endpoint-" + re.sub(r"[^A-Za-z0-9_.-]", "-", endpoint.host)
-    fingerprint = Fingerprint(
+    return _json_object(body) if info_status == 200 else {}
+
+
+def _fingerprint(recipe: Recipe, endpoint: Endpoint, info: dict, where: str) -> Fingerprint:
+    """What can be known of a server from outside: where it answers, what it reports, the recipe it runs."""
+    return Fingerprint(
         system_name=where,
-        simulated=simulated,
+        simulated=bool(info.get("simulated")),
         serving={
             "endpoint": endpoint.url,
             "image": recipe.image.reference,
             "image_digest": recipe.image.digest,
-            "kind": kind.name,
+            "kind": recipe.server.server_kind.name,
             "server_version": info.get("version"),
         },
         model={"repo_id": recipe.model.repo_id, "revision": recipe.model.revision},
         recipe={"name": recipe.name, "path": recipe.path, "hash": recipe_hash(recipe), "rendered": []},
     )
-    summary = RunSummary(
-        run_id=run_id_for(where, tag, recipe.name),
-        host=where,
-        recipe=recipe.name,
-        time=tag,
-        simulated=simulated,
-        tool=kind.client,
-        tool_version=info.get("version"),
-        cells=results,
-        gates=failed,
-        bench=mode,
-    )
-    path = write_run(
-        results_dir,
-        summary,
-        fingerprint,
-        texts,
-        run_markdown(summary, fingerprint),
-        [],
-        recipe_yaml=dump_recipe(recipe),
-    )
-    return path, summary
 
 
 def _json_object(body: str) -> dict:
