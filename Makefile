@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 # The demo node's cluster (`hgxkit sim down --cluster $(HGXKIT_SIM_CLUSTER)` removes it).
 HGXKIT_SIM_CLUSTER ?= demo
 
-.PHONY: host host-test venv demo test unit e2e lint map bench faults soak soak-parts soak-part soak-figures soak-killed sweep mutation clean
+.PHONY: host host-test venv lock demo test unit e2e lint map bench faults soak soak-parts soak-part soak-figures soak-killed sweep mutation clean
 
 ## host: this machine's packages, dockerd and lxcfs for the simulated nodes (stdlib only: runs before .venv);
 ## a no-op when all is there. As root on Debian/Ubuntu it installs and starts what is missing; elsewhere it
@@ -17,13 +17,22 @@ host:
 host-test:
 	@$(PYTHON) -m hgxkit.sim.host setup --for test
 
+## venv: hgxkit with the sim and test extras, every package at its pin in requirements/test.txt; remade when
+## pyproject.toml or the pins change
+PINS := requirements/test.txt
+
 venv: $(STAMP)
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml $(PINS)
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[sim,test]'
+	$(BIN)/pip install --quiet -c $(PINS) -e '.[sim,test]'
 	touch $(STAMP)
+
+## lock: renew requirements/test.txt and requirements/controller.txt from the package index (fresh venvs under
+## build/lock; requirements/lock.sh says what each pins)
+lock:
+	PYTHON=$(PYTHON) requirements/lock.sh
 
 ## demo: one simulated 8xH200 node -> the forum post's setup served, benchmarked, compared with the post
 demo: host venv
@@ -49,7 +58,7 @@ unit: venv
 bench: venv host-test
 	HGXKIT_BENCH=1 $(BIN)/python -m pytest tests/e2e/test_pull_progress.py tests/e2e/test_slurm.py
 
-## faults: the whole fault matrix (README "What survives what"; HGXKIT_FAULTS=id,id picks cases; ~1-2 min a case)
+## faults: the whole fault matrix (docs/faults.md; HGXKIT_FAULTS=id,id picks cases; ~1-2 min a case)
 HGXKIT_FAULTS ?= all
 faults: venv host-test
 	HGXKIT_FAULTS=$(HGXKIT_FAULTS) $(BIN)/python -m pytest tests/e2e/test_fault_matrix.py tests/e2e/test_fault_matrix_model.py -v
@@ -106,7 +115,7 @@ lint: venv
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
-## map: rewrite README.md's map of the code from the modules' docstrings (tests/unit/project/test_readme_map.py checks it)
+## map: rewrite docs/layout.md's map of the code from the modules' docstrings (tests/unit/project/test_readme_map.py checks it)
 map:
 	$(PYTHON) tools/modmap.py
 

@@ -1,8 +1,8 @@
 """The fault matrix: each fault injected at each phase where it can happen, with the outcome its test asserts.
 
 The cases here are the parametrization of tests/e2e/test_fault_matrix.py (one test id per case, `fault@phase`)
-and the source of README's "What survives what" table (tools/faults_table.py; tests/unit/project/test_faults_table.py
-checks both stay in step). Pure data: no I/O.
+and the source of the "What survives what" table in docs/faults.md (tools/faults_table.py;
+tests/unit/project/test_faults_table.py checks both stay in step). Pure data: no I/O.
 """
 
 from __future__ import annotations

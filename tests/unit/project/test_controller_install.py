@@ -1,14 +1,16 @@
 """A controller for real nodes, installed as the README says: the built wheel in a fresh virtualenv, no extras.
 
 The module fixture builds the wheel from this tree (`pip wheel --no-deps`, from a copy so the checkout gets no
-build/ or egg-info), makes a venv with `python -m venv` and `pip install`s the wheel alone: its dependencies
-come from the package index (with pip's cache warm the fixture takes about 40 s on two busy cores).
+build/ or egg-info), makes a venv with `python -m venv` and `pip install`s the wheel alone, constrained by
+requirements/controller.txt: its dependencies come from the package index at their pins (with pip's cache warm
+the fixture takes about 40 s on two busy cores), and the venv then holds exactly the pinned packages.
 The commands then run from a folder holding only what a user's clone gives a controller besides the package
 (deploys/, roles/, recipes/), so every `hgxkit` module comes from the installed wheel. Nothing is mocked: the
 venv really lacks the Docker SDK (one test proves it). Without network access the fixture skips, except under
 CI=true, where it fails.
 
-Also here, without installing: the controller's imports are declared in pyproject.toml, and building the CLI
+Also here, without installing: the controller's imports are declared in pyproject.toml, the pins of
+requirements/ (written by `make lock`) cover every declared requirement within its bounds, and building the CLI
 imports nothing of the simulation beyond its argument parsers.
 """
 
@@ -28,11 +30,15 @@ from pathlib import Path
 
 import pytest
 import tomllib
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 
 ROOT = Path(__file__).resolve().parents[3]
 RECIPE = "recipes/deepseek-v4-flash-dspark-marlin.yaml"
 POST = ROOT / "tests" / "fixtures" / "forum-dspark-h200.txt"
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
+CONTROLLER_PINS = ROOT / "requirements" / "controller.txt"  # a plain `pip install .`
+TEST_PINS = ROOT / "requirements" / "test.txt"  # `make venv`: pip install -e '.[sim,test]'
 # Code that runs on a node, never on the controller: its imports are the node's business (the downloader, and the
 # model check's fast path, sent inline, which imports model_core uploaded beside the downloader).
 NODE_SIDE = ("hgxkit/model/fetch/", "hgxkit/model/quickcheck.py")
@@ -105,6 +111,8 @@ def controller(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Controller]
         "--no-compile",
         "--disable-pip-version-check",
         "-q",
+        "-c",
+        str(CONTROLLER_PINS),
         str(wheel),
         cwd=top,
     )
@@ -123,6 +131,12 @@ def test_the_venv_is_a_controller_without_the_sim_extra(controller: Controller) 
     )
     where, docker = out.stdout.split()
     assert "site-packages" in where and docker == "None", out
+
+
+def test_the_venv_holds_exactly_the_controller_pins(controller: Controller) -> None:
+    out = controller.run("python", "-m", "pip", "freeze", "--disable-pip-version-check", "--exclude", "hgxkit")
+    assert out.returncode == 0, out
+    assert _pins_of(out.stdout) == _pins(CONTROLLER_PINS), "run `make lock`: requirements/controller.txt is stale"
 
 
 def test_help_and_version(controller: Controller) -> None:
@@ -155,7 +169,7 @@ def test_sim_says_in_one_line_how_to_install_the_extra(controller: Controller) -
     out = controller.run("hgxkit", "sim", "up")
     assert out.returncode == 2 and out.stdout == "", out
     assert out.stderr.count("\n") == 1, out.stderr
-    assert re.fullmatch(r"hgxkit: error: `hgxkit sim` needs docker.*: pip install 'docker>=[\d.]+'.*\n", out.stderr)
+    assert re.fullmatch(r"hgxkit: error: `hgxkit sim` needs docker.*: pip install 'docker[<>=\d.,]+'.*\n", out.stderr)
     assert controller.run("hgxkit", "sim", "host", "setup", "--help").returncode == 0  # stdlib only, no extra
 
 
@@ -232,3 +246,56 @@ def test_building_the_cli_imports_nothing_of_the_simulation_but_its_parsers() ->
         "hgxkit.sim.standin",
         "hgxkit.sim.standin.cli",
     ]
+
+
+def _pins_of(text: str) -> dict[str, str]:
+    """`name==version` lines (comments and blank lines skipped) as {canonical name: version}; one pin a name."""
+    pins: dict[str, str] = {}
+    for line in text.splitlines():
+        if not line.strip() or line.startswith("#"):
+            continue
+        name, sep, version = line.partition("==")
+        assert sep and re.fullmatch(r"[A-Za-z0-9][\w.-]*", name) and re.fullmatch(r"[\w.+!-]+", version), line
+        assert canonicalize_name(name) not in pins, f"{name} pinned twice"
+        pins[canonicalize_name(name)] = version
+    return pins
+
+
+def _pins(path: Path) -> dict[str, str]:
+    return _pins_of(path.read_text())
+
+
+@pytest.mark.parametrize("path", [CONTROLLER_PINS, TEST_PINS], ids=lambda p: p.name)
+def test_each_pins_file_says_how_it_is_renewed_and_pins_exact_versions(path: Path) -> None:
+    text = path.read_text()
+    assert "renew with: make lock" in text.splitlines()[1], text[:300]
+    assert _pins(path)
+
+
+def test_a_controller_runs_the_versions_the_tests_ran() -> None:
+    test_pins = _pins(TEST_PINS)
+    differ = {name: (v, test_pins.get(name)) for name, v in _pins(CONTROLLER_PINS).items() if test_pins.get(name) != v}
+    assert differ == {}, f"run `make lock` (controller vs test pins): {differ}"
+
+
+@pytest.mark.parametrize(
+    ("path", "extras"), [(CONTROLLER_PINS, ()), (TEST_PINS, ("sim", "test"))], ids=["controller", "test"]
+)
+def test_every_declared_requirement_is_pinned_within_its_bounds(path: Path, extras: tuple[str, ...]) -> None:
+    project = PYPROJECT["project"]
+    declared = [*project["dependencies"], *(r for extra in extras for r in project["optional-dependencies"][extra])]
+    pins = _pins(path)
+    wrong = []
+    for text in declared:
+        requirement = Requirement(text)
+        pin = pins.get(canonicalize_name(requirement.name))
+        if pin is None or not requirement.specifier.contains(pin, prereleases=True):
+            wrong.append(f"{text}: {pin or 'not pinned'}")
+    assert wrong == [], f"run `make lock` ({path.name}):\n" + "\n".join(wrong)
+
+
+def test_the_hub_client_under_test_is_the_one_the_node_installs() -> None:
+    """The Hub stand-in is tested against the real client: the release roles/model pins on the node."""
+    node = re.search(r'"huggingface_hub\[hf_xet\]==([\w.]+)"', (ROOT / "roles" / "model" / "defaults.py").read_text())
+    assert node, "roles/model/defaults.py: no huggingface_hub pin found"
+    assert _pins(TEST_PINS)["huggingface-hub"] == node.group(1), "pin the same huggingface_hub in both places"

@@ -1,4 +1,4 @@
-"""README's "What survives what" table is generated from the fault matrix's cases and cannot drift from it
+"""docs/faults.md's "What survives what" table is generated from the fault matrix's cases and cannot drift from it
 (tools/faults_table.py, tests/faults/fault_matrix.py, tests/e2e/test_fault_matrix.py)."""
 
 from __future__ import annotations
@@ -18,13 +18,14 @@ _spec.loader.exec_module(faults_table)
 matrix = faults_table._matrix()
 
 
-def test_readme_table_is_the_generated_one(capsys) -> None:
+def test_the_faults_page_table_is_the_generated_one(capsys) -> None:
+    assert faults_table.PAGE == ROOT / "docs" / "faults.md"
     assert faults_table.main(["--check"]) == 0, capsys.readouterr().err
 
 
-def test_readme_rows_are_the_matrix_test_ids_in_order() -> None:
-    readme = (ROOT / "README.md").read_text()
-    body = readme[readme.index(faults_table.BEGIN) : readme.index(faults_table.END)]
+def test_the_page_rows_are_the_matrix_test_ids_in_order() -> None:
+    page = faults_table.PAGE.read_text()
+    body = page[page.index(faults_table.BEGIN) : page.index(faults_table.END)]
     ids = re.findall(r"\| `([a-z-]+@[a-z-]+)` \|", body)
     assert ids == [c.id for c in matrix.CASES]
     assert len(ids) == len(set(ids)) == 43

@@ -1,5 +1,6 @@
-"""README.md's map of the code is what tools/modmap.py makes from the tree: every package and module, each with
-the first sentence of its docstring. A moved module or a changed docstring fails here until it is regenerated."""
+"""docs/layout.md's map of the code is what tools/modmap.py makes from the tree: every package and module, each
+with the first sentence of its docstring. A moved module or a changed docstring fails here until it is
+regenerated."""
 
 from __future__ import annotations
 
@@ -13,10 +14,24 @@ modmap = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(modmap)
 
 
-def test_readme_map_is_what_the_tree_gives() -> None:
-    found = modmap.current((ROOT / "README.md").read_text())
-    assert found is not None, f"README.md lost its map markers ({modmap.BEGIN!r} … {modmap.END!r})"
-    assert found == modmap.generate(), f"README.md's map differs from the tree: run `{modmap.COMMAND}` (or `make map`)"
+def test_the_layout_page_map_is_what_the_tree_gives() -> None:
+    assert modmap.PAGE == ROOT / "docs" / "layout.md"
+    found = modmap.current(modmap.PAGE.read_text())
+    assert found is not None, f"docs/layout.md lost its map markers ({modmap.BEGIN!r} … {modmap.END!r})"
+    assert found == modmap.generate(), (
+        f"docs/layout.md's map differs from the tree: run `{modmap.COMMAND}` (or `make map`)"
+    )
+
+
+def test_the_check_fails_on_a_stale_map_and_the_rewrite_fixes_it(tmp_path: Path, monkeypatch, capsys) -> None:
+    page = tmp_path / "layout.md"
+    page.write_text(f"# Layout\n\n{modmap.BEGIN}\n- `gone.py` — A module that moved.\n{modmap.END}\n")
+    monkeypatch.setattr(modmap, "PAGE", page)
+    assert modmap.main(["--check"]) == 1
+    assert f"run `{modmap.COMMAND}`" in capsys.readouterr().err
+    assert modmap.main([]) == 0
+    assert modmap.main(["--check"]) == 0
+    assert page.read_text().startswith("# Layout\n\n") and modmap.current(page.read_text()) == modmap.generate()
 
 
 def test_every_package_and_module_is_on_the_map() -> None:
