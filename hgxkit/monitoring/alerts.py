@@ -60,9 +60,13 @@ def _rule(
 
 def gpu_rules(settings: AlertSettings, expected: list[tuple[str, int]]) -> list[dict]:
     """The GPU rules; `expected` is (node, GPU count) for nodes whose count is known."""
+    return [*_fault_rules(), *_slowdown_rules(settings), *_presence_rules(expected)]
+
+
+def _fault_rules() -> list[dict]:
+    """A GPU that failed or is failing: XIDs, double-bit ECC errors, row remapping."""
     critical = " or ".join(f"DCGM_FI_DEV_XID_ERRORS == {xid}" for xid in CRITICAL_XIDS)
-    nvlink = " or ".join(f"increase({name}[{settings.nvlink_window}]) > 0" for name in NVLINK_ERRORS)
-    rules = [
+    return [
         _rule(
             "GpuFellOffBus",
             "DCGM_FI_DEV_XID_ERRORS == 79",
@@ -93,6 +97,13 @@ def gpu_rules(settings: AlertSettings, expected: list[tuple[str, int]]) -> list[
             "critical",
             f"{GPU} failed to remap a row: replace the GPU",
         ),
+    ]
+
+
+def _slowdown_rules(settings: AlertSettings) -> list[dict]:
+    """A GPU that works but slower: throttling, NVLink and PCIe errors rising."""
+    nvlink = " or ".join(f"increase({name}[{settings.nvlink_window}]) > 0" for name in NVLINK_ERRORS)
+    return [
         _rule(
             "GpuThermalThrottling",
             f"{_bit(0x20)} or {_bit(0x40)}",
@@ -120,6 +131,11 @@ def gpu_rules(settings: AlertSettings, expected: list[tuple[str, int]]) -> list[
             f"{GPU}: PCIe replays rose within {settings.nvlink_window}",
         ),
     ]
+
+
+def _presence_rules(expected: list[tuple[str, int]]) -> list[dict]:
+    """GPUs missing from a node, and exporters that do not answer."""
+    rules = []
     if expected:
         count = " or ".join(
             f'count by (node) (DCGM_FI_DEV_GPU_UTIL{{node="{node}"}}) < {gpus}' for node, gpus in expected

@@ -173,13 +173,7 @@ def split_words(text: str, *, source: str = "<input>", first_line: int = 1) -> l
             continue
         if char in SHELL_OPERATOR_CHARS or (char == "$" and scanner.peek(1) == "("):
             finish()
-            op_start = (scanner.line, scanner.column)
-            op = scanner.take()
-            while scanner.peek() in SHELL_OPERATOR_CHARS and scanner.peek() and op in ("|", "&", ">", "<"):
-                op += scanner.take()
-            if op == "$":
-                op += scanner.take()
-            words.append(Word(op, op_start[0], op_start[1], False, is_operator=True))
+            words.append(_read_operator(scanner))
             continue
         if start is None:
             start = (scanner.line, scanner.column)
@@ -199,6 +193,17 @@ def split_words(text: str, *, source: str = "<input>", first_line: int = 1) -> l
             buffer.append(scanner.take())
     finish()
     return words
+
+
+def _read_operator(scanner: _Scanner) -> Word:
+    """A shell operator at the scanner (`|`, `||`, `&&`, `>>`, `;`, `$(`…), as a word that says it is one."""
+    line, column = scanner.line, scanner.column
+    op = scanner.take()
+    while scanner.peek() in SHELL_OPERATOR_CHARS and scanner.peek() and op in ("|", "&", ">", "<"):
+        op += scanner.take()
+    if op == "$":
+        op += scanner.take()
+    return Word(op, line, column, False, is_operator=True)
 
 
 def _opening(scanner: _Scanner, source: str, kind: str) -> InputError:

@@ -136,31 +136,8 @@ def _group_lines(head: Fingerprint, members: dict[str, Fingerprint]) -> list[str
     return lines
 
 
-def run_markdown(
-    summary: RunSummary,
-    fingerprint: Fingerprint,
-    slo_p99_ms: float = 5000.0,
-    members: dict[str, Fingerprint] | None = None,
-) -> str:
-    """One run: what ran where (every host of a multi-node group, and what differs from rank 0's), the gates,
-    the post's table, every metric, intervals and telemetry."""
-    banner = "> SIMULATED: this run used a simulated node; no real GPU was involved." if summary.simulated else ""
-    lines = [
-        f"# {summary.recipe} on {summary.host} ({summary.time})",
-        "",
-        banner,
-        f"- tool: {summary.tool} {summary.tool_version or ''}".rstrip(),
-        f"- benchmark: {summary.bench}",
-        f"- image: {fingerprint.serving.get('image', '?')} ({fingerprint.serving.get('image_digest', '?')})",
-        f"- model: {fingerprint.model.get('repo_id', '?')} @ {fingerprint.model.get('commit', '?')}",
-        f"- driver: {fingerprint.packages.get('driver', '?')}; GPUs: {fingerprint.accelerators_per_node} x "
-        f"{fingerprint.accelerator_model_name}",
-        *_group_lines(fingerprint, members or {}),
-        "",
-    ]
-    if summary.gates:
-        lines += ["**Gates failed:**", ""] + [f"- {g}" for g in summary.gates] + [""]
-    cells = sorted(summary.cells, key=lambda c: (c.group, c.input_len, c.concurrency))
+def _cells_table(cells: list[CellResult], slo_p99_ms: float) -> list[str]:
+    """The post's table: one row per cell, TTFT and its SLO, accept length, output throughput."""
     header = [
         "Group",
         "Input",
@@ -192,7 +169,35 @@ def run_markdown(
         ]
         for c in cells
     ]
-    lines += _table("Cells", header, rows)
+    return _table("Cells", header, rows)
+
+
+def run_markdown(
+    summary: RunSummary,
+    fingerprint: Fingerprint,
+    slo_p99_ms: float = 5000.0,
+    members: dict[str, Fingerprint] | None = None,
+) -> str:
+    """One run: what ran where (every host of a multi-node group, and what differs from rank 0's), the gates,
+    the post's table, every metric, intervals and telemetry."""
+    banner = "> SIMULATED: this run used a simulated node; no real GPU was involved." if summary.simulated else ""
+    lines = [
+        f"# {summary.recipe} on {summary.host} ({summary.time})",
+        "",
+        banner,
+        f"- tool: {summary.tool} {summary.tool_version or ''}".rstrip(),
+        f"- benchmark: {summary.bench}",
+        f"- image: {fingerprint.serving.get('image', '?')} ({fingerprint.serving.get('image_digest', '?')})",
+        f"- model: {fingerprint.model.get('repo_id', '?')} @ {fingerprint.model.get('commit', '?')}",
+        f"- driver: {fingerprint.packages.get('driver', '?')}; GPUs: {fingerprint.accelerators_per_node} x "
+        f"{fingerprint.accelerator_model_name}",
+        *_group_lines(fingerprint, members or {}),
+        "",
+    ]
+    if summary.gates:
+        lines += ["**Gates failed:**", ""] + [f"- {g}" for g in summary.gates] + [""]
+    cells = sorted(summary.cells, key=lambda c: (c.group, c.input_len, c.concurrency))
+    lines += _cells_table(cells, slo_p99_ms)
     if cells:
         metric_rows = [
             [f"{m.name} ({m.unit})", *(format_value(c.value(m.name), metric_digits(m.name)) for c in cells)]

@@ -137,6 +137,17 @@ def _key_files(keys: ApiKeyFiles | None) -> tuple[str, ...]:
     return (keys.env_file, keys.config_yaml) if keys is not None else ()
 
 
+def _labels(recipe: Recipe, group: int, url: str, spec_hash: str) -> dict[str, str]:
+    """The labels that tie a container to hgxkit, its recipe, its group, its spec and its published port."""
+    return {
+        MANAGED_LABEL: "1",
+        RECIPE_LABEL: recipe.name,
+        GROUP_LABEL: str(group),
+        SPEC_LABEL: spec_hash,
+        PORT_LABEL: url.split("://", 1)[1].split("/", 1)[0].rsplit(":", 1)[1],
+    }
+
+
 def container_specs(
     recipe: Recipe,
     *,
@@ -179,19 +190,12 @@ def container_specs(
             keep_stopped=rank is not None,
         )
         body = group.with_overrides(**overrides)  # type: ignore[arg-type]
-        spec_hash = hashlib.sha256(json.dumps(body.argv).encode()).hexdigest()[:16]
         url = health_url(recipe, group)
-        labels = {
-            MANAGED_LABEL: "1",
-            RECIPE_LABEL: recipe.name,
-            GROUP_LABEL: str(group.group),
-            SPEC_LABEL: spec_hash,
-            PORT_LABEL: url.split("://", 1)[1].split("/", 1)[0].rsplit(":", 1)[1],
-        }
+        labels = _labels(recipe, group.group, url, hashlib.sha256(json.dumps(body.argv).encode()).hexdigest()[:16])
         if rank is not None:
             labels[RANK_LABEL] = str(rank)
-            labels[SPEC_LABEL] = group_hash or spec_hash
-            spec_hash = labels[SPEC_LABEL]
+            labels[SPEC_LABEL] = group_hash or labels[SPEC_LABEL]
+        spec_hash = labels[SPEC_LABEL]
         folder = f"{state_dir}/replace/{name}"
         secrets = (
             take_secrets(
