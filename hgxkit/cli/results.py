@@ -58,6 +58,32 @@ def register(groups: argparse._SubParsersAction) -> None:
     show.add_argument("run", help="a run directory, or its id from `results ls` (any unique part is enough)")
     json_option(show, lambda: load_schema("show"), "the run's summary and fingerprint")
     show.set_defaults(handler=_cmd_show)
+    _register_compare(commands)
+    report = commands.add_parser(
+        "report",
+        help="write one self-contained HTML page for runs, or the index of every run",
+        formatter_class=_RAW,
+        description="One HTML file that needs no network to view: the hosts and setup, the post's tables, plots "
+        "(TTFT, accept length, throughput, latency vs throughput when concurrency is swept), every metric with "
+        "95% intervals, telemetry per cell, the comparison with the recipe's reference (one run) or between "
+        "the runs (several), and what differs between the hosts. --index lists every archived run with links.",
+        epilog="examples:\n  hgxkit results report RUN -o report.html\n  hgxkit results report RUN_A RUN_B -o ab.html\n"
+        "  hgxkit results report --index -o results/index.html",
+    )
+    report.add_argument("runs", nargs="*", metavar="RUN", help="runs to report on (ids or directories)")
+    report.add_argument("--index", action="store_true", help="the index page of every archived run")
+    report.add_argument("-o", "--output", metavar="FILE.html", help="where to write (default: stdout)")
+    report.add_argument("--recipe", help="recipe file holding the reference (default: recipes/<run's recipe>.yaml)")
+    report.add_argument("--slo-p99-ms", type=float, default=DEFAULT_SLO_P99_MS, help="P99 TTFT SLO (5000)")
+    report.set_defaults(handler=_cmd_report)
+    schema = commands.add_parser("schema", help="print the JSON Schema of an output or archive file")
+    schema.add_argument("name", choices=SCHEMA_NAMES, help="which schema: " + ", ".join(SCHEMA_NAMES))
+    schema.set_defaults(handler=lambda args: print(json.dumps(load_schema(args.name), indent=2)) or 0)
+    share_group_options(parser, commands)
+
+
+def _register_compare(commands: argparse._SubParsersAction) -> None:
+    """Add `results compare`: two runs, or a run and its recipe's reference."""
     compare = commands.add_parser(
         "compare",
         help="compare two runs (or a run with the recipe's reference numbers)",
@@ -99,27 +125,6 @@ def register(groups: argparse._SubParsersAction) -> None:
         "any = any real difference (or, with --reference, outside or not measured)",
     )
     compare.set_defaults(handler=_cmd_compare)
-    report = commands.add_parser(
-        "report",
-        help="write one self-contained HTML page for runs, or the index of every run",
-        formatter_class=_RAW,
-        description="One HTML file that needs no network to view: the hosts and setup, the post's tables, plots "
-        "(TTFT, accept length, throughput, latency vs throughput when concurrency is swept), every metric with "
-        "95% intervals, telemetry per cell, the comparison with the recipe's reference (one run) or between "
-        "the runs (several), and what differs between the hosts. --index lists every archived run with links.",
-        epilog="examples:\n  hgxkit results report RUN -o report.html\n  hgxkit results report RUN_A RUN_B -o ab.html\n"
-        "  hgxkit results report --index -o results/index.html",
-    )
-    report.add_argument("runs", nargs="*", metavar="RUN", help="runs to report on (ids or directories)")
-    report.add_argument("--index", action="store_true", help="the index page of every archived run")
-    report.add_argument("-o", "--output", metavar="FILE.html", help="where to write (default: stdout)")
-    report.add_argument("--recipe", help="recipe file holding the reference (default: recipes/<run's recipe>.yaml)")
-    report.add_argument("--slo-p99-ms", type=float, default=DEFAULT_SLO_P99_MS, help="P99 TTFT SLO (5000)")
-    report.set_defaults(handler=_cmd_report)
-    schema = commands.add_parser("schema", help="print the JSON Schema of an output or archive file")
-    schema.add_argument("name", choices=SCHEMA_NAMES, help="which schema: " + ", ".join(SCHEMA_NAMES))
-    schema.set_defaults(handler=lambda args: print(json.dumps(load_schema(args.name), indent=2)) or 0)
-    share_group_options(parser, commands)
 
 
 def _slo_terms(text: str) -> list:

@@ -267,20 +267,7 @@ class _Task:
         gpus = None
         branch: int | None = None  # None: outside a rank test; else the rank whose branch this is
         commands: list[tuple[int, str]] = []
-        logical: list[tuple[int, str]] = []
-        ends: dict[int, int] = {}  # a logical line's first file line -> its last (continuation backslashes)
-        pending = ""
-        start = first
-        for number, raw in enumerate(script.split("\n"), first):
-            text = raw.strip()
-            if not pending:
-                start = number
-            if text.endswith("\\"):
-                pending += text[:-1] + " "
-                continue
-            logical.append((start, pending + text))
-            ends[start] = number
-            pending = ""
+        logical, ends = _logical_lines(script, first)
         for number, text in logical:
             if not text or text.startswith("#"):
                 continue
@@ -345,3 +332,23 @@ class _Task:
             )
         lines = [number] * (len(words) - 1) + [ends[number]]
         return [(w.text, line) for w, line in zip(words, lines, strict=True)], gpus
+
+
+def _logical_lines(script: str, first: int) -> tuple[list[tuple[int, str]], dict[int, int]]:
+    """The script's lines with continuation backslashes joined, each with its first file line; and each logical
+    line's first file line -> its last."""
+    logical: list[tuple[int, str]] = []
+    ends: dict[int, int] = {}
+    pending = ""
+    start = first
+    for number, raw in enumerate(script.split("\n"), first):
+        text = raw.strip()
+        if not pending:
+            start = number
+        if text.endswith("\\"):
+            pending += text[:-1] + " "
+            continue
+        logical.append((start, pending + text))
+        ends[start] = number
+        pending = ""
+    return logical, ends

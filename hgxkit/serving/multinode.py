@@ -173,19 +173,24 @@ def place_groups(candidates: Sequence[Candidate], *, nodes: int, dist_port: int 
                 f"add hosts to make groups of {nodes}, or set group_hosts (the group's hosts in rank order)",
             )
         )
-    groups = []
-    for index, hosts in enumerate([*lists, *chunks]):
-        members = []
-        for rank, name in enumerate(hosts):
-            address = by_name[name].address
-            if not address or not ADDRESS_RE.fullmatch(address):
-                what = f"{address!r} is not a host name or address" if address else "is unknown"
-                remedy = f"set fabric_address for {name}: the address the other nodes reach it at"
-                problems.append(Problem("fabric-address", f"the fabric address of {name} {what}", remedy))
-                address = name
-            members.append(Member(name, rank, address))
-        groups.append(NodeGroup(index, tuple(members), dist_port))
+    groups = [
+        NodeGroup(index, _members(hosts, by_name, problems), dist_port) for index, hosts in enumerate([*lists, *chunks])
+    ]
     return Placement(groups, problems)
+
+
+def _members(hosts: tuple[str, ...], by_name: dict[str, Candidate], problems: list[Problem]) -> tuple[Member, ...]:
+    """A group's hosts in rank order, each at its fabric address (a problem for one without a usable one)."""
+    members = []
+    for rank, name in enumerate(hosts):
+        address = by_name[name].address
+        if not address or not ADDRESS_RE.fullmatch(address):
+            what = f"{address!r} is not a host name or address" if address else "is unknown"
+            remedy = f"set fabric_address for {name}: the address the other nodes reach it at"
+            problems.append(Problem("fabric-address", f"the fabric address of {name} {what}", remedy))
+            address = name
+        members.append(Member(name, rank, address))
+    return tuple(members)
 
 
 def group_spec_hash(rank_hashes: Sequence[str]) -> str:
