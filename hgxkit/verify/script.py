@@ -243,6 +243,11 @@ def _per_container_lines(container: str, cells: list[Cell], labels: dict[int, st
         '  case "$line" in "hgxkit-done "*) f= ;; esac',
         "done",
     ]
+    return lines + _copy_back_lines(container, cells, inner, driver_log)
+
+
+def _copy_back_lines(container: str, cells: list[Cell], inner: str, driver_log: str) -> list[str]:
+    """Copy every cell's output and log out of the container, bounded and without following a link."""
     # Every cell's output and log in one copy, not two `docker cp` per cell. The image is a stranger's and its
     # code runs as root in the container, so the copy is bounded: a tar stream of the directory, cut at
     # COPY_LIMIT_BYTES (the directory could be a link to the container's whole file system), from which only the
@@ -255,7 +260,7 @@ def _per_container_lines(container: str, cells: list[Cell], labels: dict[int, st
     unpack = argv(
         "tar", "-xf", "-", "-C", out, "--no-same-owner", "--no-same-permissions", "--no-recursion", "--", *names
     )
-    lines.append(
+    lines = [
         text(
             script(
                 "mkdir {out} && {stream} 2>/dev/null | head -c {limit} | {unpack} 2>/dev/null",
@@ -265,7 +270,7 @@ def _per_container_lines(container: str, cells: list[Cell], labels: dict[int, st
                 unpack=unpack,
             )
         )
-    )
+    ]
     for cell in cells:
         log = f"{cell.file}.log"
         lines += [
