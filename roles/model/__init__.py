@@ -114,6 +114,13 @@ def build_spec(check: bool = True) -> core.Spec:
         xet_shard_cache_gb=float(knobs.model_xet_shard_cache_gb),
         bundle_dir=bundle.model_dir if bundle else "",
     )
+    return _with_peer(spec, knobs, model.local_dir)
+
+
+def _with_peer(spec: core.Spec, knobs: ModelKnobs, local_dir: str) -> core.Spec:
+    """`spec` with the peer this host copies the model from (its fleet parent, or `model_peer`); as it is for a
+    source without one (the Hub, a directory, a bundle, the fleet's root)."""
+    source = spec.source
     if source == "fleet":
         order, fanout = fleet_order(), int(knobs.model_fleet_fanout)
         children = [h for h in order if h != host.name and fleet_parent(h, order, fanout) == host.name]
@@ -145,7 +152,7 @@ def build_spec(check: bool = True) -> core.Spec:
         peer_name=peer.name,
         peer_address=ModelKnobs.from_host(peer).model_peer_address or ssh_hostname(peer) or peer.name,
         peer_user=str(knobs.model_peer_user),
-        peer_dir=model.local_dir,
+        peer_dir=local_dir,
         peer_key=str(knobs.model_peer_key),
         peer_wait_s=float(knobs.model_peer_wait_s),
         peer_program=peer_program(peer),
