@@ -91,7 +91,7 @@ soak-part: venv host-test
 soak-figures:
 	@$(BIN)/python tests/faults/soak_figures.py $(SOAK_FIGURES) --stress "$(STRESS)"
 
-## soak-killed: issue 26's killed-replace test ROUNDS times in a row under the same stress; prints the count
+## soak-killed: killed-replace test ROUNDS times in a row under the same stress; prints the count
 ROUNDS ?= 20
 soak-killed: venv host-test
 	@command -v stress-ng >/dev/null || { echo "soak-killed: stress-ng missing: apt-get install stress-ng"; exit 1; }

@@ -1,4 +1,4 @@
-"""Imported means deployable: every corpus post that imports, started on simulated nodes (issue 24 item 4).
+"""Imported means deployable: every corpus post that imports, started on simulated nodes.
 
     python bench/deploy_sweep.py [--cluster sweep] [--only PATTERN …] [--keep]
 

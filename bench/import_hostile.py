@@ -2,7 +2,7 @@
 
     python bench/import_hostile.py [--profile CLASS]
 
-The classes are the ones that made import quadratic (issue 23: 33 KiB of piped commands took 20-26 s): one
+The classes are the ones that made import quadratic (33 KiB of piped commands took 20-26 s): one
 long pipeline per line (`a | b | c …`), long chains of variables (`A1=$A0`, `A2=$A1`, …), many Markdown fences,
 many `docker run` lines, and a mix of them. Each is built at 33 KiB, at the largest size import reads
 (`MAX_RECIPE_BYTES`) and at 1 MiB (refused by its size before it is read), then handed to `import_post` as

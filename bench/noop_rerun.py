@@ -10,7 +10,7 @@ deploys/dspark.py (each must report no change) and of bench/minimal_deploy.py (o
 operation) on the same nodes. Prints the median wall times, their ratios to the minimal deploy, the ratio of
 N nodes to 1 node, and the memory the node containers use (read from each node's memory cgroup as docker stats
 counts it: the node's systemd, sshd, dockerd and its serving stand-ins). `--recheck` times the re-runs with
-`--data recheck=true` too (every bring-up check, as before hgxkit/node/converged.py). Nodes are simulated
+`--data recheck=true` too (every bring-up check, whatever hgxkit/node/converged.py remembers). Nodes are simulated
 (`simulated: true`): absolute times are this machine's; the ratios are the figures to compare.
 """
 

@@ -121,7 +121,7 @@ def _open_holder(host: Any, batch: tuple[Any, Any] | None = None) -> tuple[Any |
 
 def _keep_reads(host: Any, stdout: Any, keep: Any) -> None:
     """Read the batched reads' output up to `PREFETCH_END` and keep their answers. Anything amiss (the channel
-    closed first, output that is not UTF-8) keeps nothing: `planfacts.prefetch` then reads them as before."""
+    closed first, output that is not UTF-8) keeps nothing: `planfacts.prefetch` then reads them itself."""
     lines: list[str] = []
     try:
         for raw in iter(stdout.readline, ""):

@@ -144,7 +144,7 @@ def prefetch(h: Host, reads: list[tuple[type[FactBase], dict[str, Any]]]) -> int
 
     Only while pyinfra plans (at execute time facts are read fresh, so this does nothing). A fact whose part
     fails, whose output its `process` refuses, or that cannot run in a batch is not kept: `plan_fact` then reads
-    it on its own, exactly as before. A read whose arguments differ from what a role later asks is only a
+    it on its own. A read whose arguments differ from what a role later asks is only a
     wasted part, never a wrong answer. Facts already kept (`prefetch_command`'s caller read them) are not read.
     """
     planned = _planned(h, reads)
@@ -161,7 +161,7 @@ def prefetch_command(
     """`prefetch`'s batch for a caller that runs it on an SSH channel of its own (`hgxkit.hostlock`, as soon as it
     holds the run lock, so the reads cost no round trip of their own): the command, and a function that keeps the
     answers from its stdout lines (returns how many). None when there is nothing to read or pyinfra is not
-    planning. What the caller could not read is left to `prefetch`, which reads it as before."""
+    planning. What the caller could not read is left to `prefetch`, which reads it then."""
     planned = _planned(h, reads)
     if not planned or not planned[0]:
         return None

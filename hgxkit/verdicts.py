@@ -8,7 +8,7 @@ change while the recipe's text and hgxkit do not. So a *pass* is remembered unde
 is the SHA-256 of the input and of everything that decides the answer: the judging code's source files, the
 judging libraries' versions and Python's. A failure is never remembered: it is judged again and its message
 comes from the check itself. Anything unusual (no cache folder, one that another user could write, a read-only
-home) means "not remembered", and the check runs as before.
+home) means "not remembered", and the check runs.
 
     HGXKIT_CACHE_DIR   the cache folder (default $XDG_CACHE_HOME/hgxkit, else ~/.cache/hgxkit); verdicts are in
                        its `verdicts/` folder, one empty file per remembered pass

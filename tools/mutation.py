@@ -84,7 +84,7 @@ MODULES = (
     ),
     Module("results-stats", ("hgxkit/results/stats.py",), ("tests/unit/results/test_results_stats.py",)),
 )
-# Modules whose survivors must each be killed or explained as equivalent (issue 31).
+# Modules whose survivors must each be killed or explained as equivalent.
 STRICT = {"secrets", "danger", "exposure", "hostcmd"}
 
 

@@ -1,8 +1,8 @@
 """What the roles ask when the `bundle` knob names a bundle: put it on the node, verified, and say where each
 part is there (apt repositories and key, image layout, model directory, wheels).
 
-`delivered(host)` is the one entry: None when the knob is unset (every role goes on as before); else the bundle,
-copied to the node once per run with rsync over the deploy's own SSH connection into
+`delivered(host)` is the one entry: None when the knob is unset (every role reads from its usual
+sources); else the bundle, copied to the node once per run with rsync over the deploy's own SSH connection into
 /var/lib/hgxkit/bundle/<hash>/ and verified there (hgxkit/bundle/manifest.py, run by the node's python3)
 before any later operation of the run, so nothing is installed from a changed or incomplete copy. Its
 bundle.json is checked on the controller at plan time first: a manifest whose hash was edited stops the run

@@ -19,7 +19,7 @@ taken (`rewrite`, which `formats.SCRIPT_FORMATS` runs on a post's simple command
   `$SLURM_LOCALID`, and `$SLURM_NNODES`/`$SLURM_JOB_NUM_NODES` where the job's node count is not written are
   refused by name.
 
-What is left of the script (module loads, waits, health loops, `echo`) is set aside line by line as before.
+What is left of the script (module loads, waits, health loops, `echo`) is set aside line by line, each with its reason.
 
 Example:
     >>> from hgxkit.importing.importer import import_post

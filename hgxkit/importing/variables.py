@@ -56,7 +56,7 @@ class Scope:
     def before(cls, simples: Sequence[Simple], target: Simple) -> Scope:
         """Definitions of `target`'s file that reach it (see the module docstring)."""
         post = target.command.post
-        index = simple_index(simples)  # linear over a post, not quadratic (issue 23: 33 KiB took 20 s)
+        index = simple_index(simples)  # one pass over a post: a scan per command would be quadratic
         end = index.position.get(id(target), len(simples))
         found: dict[str, Definition] = {}
         for position in index.definitions:

@@ -115,7 +115,7 @@ class ModelSyncStatus(FactBase[dict]):
             parsed = None
         if parsed is not None and core.is_commit(parsed.revision):
             # A pinned commit needs no Hub: the stdlib-only fast path answers for a verified, unchanged copy
-            # (not while a sync unit runs); anything else falls through to the full check, as before.
+            # (not while a sync unit runs); anything else falls through to the full check.
             status = script(
                 "{{ ! systemctl is-active --quiet {unit} 2>/dev/null && {quick} 2>/dev/null; }} || {{ {status}; }}",
                 unit=core.unit_name(parsed.local_dir),

@@ -9,7 +9,7 @@ images (`lmsysorg/sglang`, `vllm/vllm-openai`); images of other registries are p
 With the `bundle` knob and the cache on, only the cache host gets the bundle's image/ (it fills the cache from it);
 every other node gets the bundle without image/ and pulls the image through the cache by the manifest digest the
 bundle records, refused unless its image ID is the bundle's (hgxkit/bundle/source.py). The cache off: every node
-gets the whole bundle and loads the image from its own copy, as before.
+gets the whole bundle and loads the image from its own copy.
 """
 
 from __future__ import annotations

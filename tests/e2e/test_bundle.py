@@ -1,7 +1,7 @@
 """End-to-end: a simulated node with no route out (only the controller's SSH answered; iptables inside the
 node, kept across its reboots) converges from a bundle made by `hgxkit bundle create`: bring-up, model, serving,
 verify and the archive; a re-run changes nothing; a bundle whose manifest was edited is refused before anything
-is installed (issue 29)."""
+is installed."""
 
 from __future__ import annotations
 

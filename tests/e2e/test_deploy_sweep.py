@@ -1,4 +1,4 @@
-"""End-to-end: imported means deployable, on a sample of the corpus (issue 24 item 4; the whole corpus is
+"""End-to-end: imported means deployable, on a sample of the corpus (the whole corpus is
 `python bench/deploy_sweep.py`, `make sweep`).
 
 One simulated node (cluster "sweep-<suffix>"), brought up with deploys/bringup.py; for each sampled post,

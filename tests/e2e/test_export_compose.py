@@ -1,5 +1,5 @@
-"""End-to-end: one recipe deployed two ways on one simulated node and compared (issue 27 "Done when"), and an
-engine's own published compose file and Kubernetes Deployment imported unedited and deployed (issue 24).
+"""End-to-end: one recipe deployed two ways on one simulated node and compared, and an
+engine's own published compose file and Kubernetes Deployment imported unedited and deployed.
 
 1. Post 008 (vLLM's Llama-3.1-8B `docker run`), imported as pasted, is deployed with pyinfra
    (`deploys/reproduce.py`) and verified: a run archived under `node1/`.

@@ -2,7 +2,7 @@
 (stand-in), Debian's node exporter and Debian's Prometheus with hgxkit's rules; Prometheus' API shows
 DCGM_FI_DEV_GPU_UTIL for 8 GPUs, the node exporter and both serving groups; a re-run changes nothing; a smoke
 verify archives each cell's telemetry read from Prometheus, agreeing with a sampled run's; XID 79 injected on GPU 3
-fires GpuFellOffBus; stopping one group fires ServingGroupDown (issue 28)."""
+fires GpuFellOffBus; stopping one group fires ServingGroupDown."""
 
 from __future__ import annotations
 
@@ -120,7 +120,7 @@ def archived_cells(results) -> dict[int, dict]:
 
 def test_verify_reads_telemetry_from_prometheus_and_it_agrees_with_sampling(monitored, tmp_path) -> None:
     """A smoke verify with monitoring on archives each cell's telemetry from Prometheus (no samplers); a smoke
-    verify with it off samples as before; per GPU, mean utilisation and power agree within the simulated GPUs'
+    verify with it off samples on the node; per GPU, mean utilisation and power agree within the simulated GPUs'
     noise (`tolerance`), and the server's token counters within one request's tokens (the samplers start with
     the cell, so they may miss the first request's prompt; Prometheus holds a scrape from before the window)."""
     read = run_deploy(CLUSTER, "deploys/verify.py", *DATA, f"results_dir={tmp_path / 'prometheus'}", timeout=900)

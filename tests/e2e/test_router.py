@@ -1,6 +1,6 @@
 """End-to-end: `--data router=true` on a simulated node runs the REAL sglang-router (the SGLang Model Gateway,
 from PyPI, in lmsysorg/sgl-model-gateway:latest on the nodes' mirror) fronting both groups of the marlin recipe;
-a chat completion through port 30000 answers, and a second run changes nothing (issue 7, item 6)."""
+a chat completion through port 30000 answers, and a second run changes nothing."""
 
 from __future__ import annotations
 
@@ -104,7 +104,7 @@ def test_a_replace_behind_the_router_keeps_the_other_group_serving(routed, tmp_p
     strict=True,
     raises=AssertionError,
     reason="the router keeps routing to a group while it is replaced (hgxkit does not drain it from the router): "
-    "requests through port 30000 fail with 500/503 during the rollout (issue 26 finding)",
+    "requests through port 30000 fail with 500/503 during the rollout",
 )
 def test_the_router_answers_every_request_during_a_replace(routed) -> None:
     assert ROLLED, "the rollout test above did not get as far as the router's samples"

@@ -192,7 +192,7 @@ def test_dry_run_on_a_converged_node_changes_nothing(served) -> None:
 
 
 def test_dry_run_of_another_recipe_names_each_replace_and_the_flag_that_differs(served) -> None:
-    """`--dry` shows what a real run would do, per group, decided from facts at plan time (issue 22): on a node
+    """`--dry` shows what a real run would do, per group, decided from facts at plan time: on a node
     serving marlin, the flashinfer recipe replaces both groups because of one flag; nothing changes."""
     before = node_sh(CLUSTER, NODE_STATE, answer=True, check=True)
     assert "deepseek-v4-flash-0" in before
@@ -253,7 +253,7 @@ def test_a_killed_replace_finishes_and_a_second_run_is_refused(served, tmp_path)
     The controller is paused by the test-tree hook (tests/faults/hook), not by reading its output and then
     running the second controller: under load that second run took longer than group 0's replace, the
     first controller went on to replace group 1 (a correct rollout step), and its restart was read as
-    group 1 failing (issue 26)."""
+    group 1 failing."""
     rounds = int(os.environ.get(ROUNDS_ENV, "1"))
     for done in range(rounds):
         killed_replace_round(tmp_path, ("info", "debug")[done % 2])

@@ -1,11 +1,11 @@
 """End-to-end: a real published two-node Slurm script served by hgxkit, then its export run by a real Slurm.
 
-Issue 24: open-r1's `slurm/serve_r1.slurm` (DeepSeek-R1 TP16 over two 8-GPU nodes with SGLang: `srun bash -c
+open-r1's `slurm/serve_r1.slurm` (DeepSeek-R1 TP16 over two 8-GPU nodes with SGLang: `srun bash -c
 "python -m sglang.launch_server … --node-rank \\$SLURM_PROCID"`, the head from `scontrol show hostnames … | head
 -n1`), imported unedited from the formats corpus (b02), deployed with `pyinfra … deploys/reproduce.py` on two
 simulated nodes, verified and archived; a re-run changes nothing.
 
-Issue 27: Debian's `slurm-wlm` and `munge` installed on the same two nodes (slurmctld on node1, slurmd on both;
+Debian's `slurm-wlm` and `munge` installed on the same two nodes (slurmctld on node1, slurmd on both;
 no package is added to the shared node image), the recipe exported with `hgxkit recipe export --to slurm` and
 submitted with `sbatch`: Slurm starts one task per node, rank 0 on node1 and rank 1 on node2 form the group (the
 SGLang stand-in's rendezvous), rank 0 answers health, `hgxkit verify --endpoint` from this machine archives a run,

@@ -1,6 +1,5 @@
 """End-to-end: vLLM over two simulated nodes from real published posts, imported unedited with `hgxkit recipe
-import` and deployed with `pyinfra -y inventories/sim.py deploys/reproduce.py --data recipe=… --data api_key=auto`
-(issue 24, "vLLM multi-node").
+import` and deployed with `pyinfra -y inventories/sim.py deploys/reproduce.py --data recipe=… --data api_key=auto`.
 
 - Data parallelism over hosts: corpus 022 (vllm-project/recipes, Kimi-K2: `--data-parallel-size 16
   --data-parallel-size-local 8 --data-parallel-address $MASTER_IP`, node 1 `--headless --data-parallel-start-rank

@@ -112,7 +112,9 @@ def test_the_node_side_paths_the_roles_read(tmp_path: Path) -> None:
         f"/opt/v/bin/pip install --quiet --disable-pip-version-check --no-index --find-links {node}/wheels "
         f"--require-hashes -r {node}/wheels/requirements.txt"
     ]
-    assert source.delivered(SimpleNamespace(name="n", data={})) is None  # no knob: every role as before
+    assert (
+        source.delivered(SimpleNamespace(name="n", data={})) is None
+    )  # no knob: every role reads from its usual sources
 
 
 PACKAGES = """Package: nvidia-open
@@ -288,7 +290,11 @@ def test_behind_the_image_cache_only_the_cache_host_gets_image_and_the_others_pu
     assert source.cache_pull_reference({**IMAGE, "digest": None}) is None
     hosts = ["node1", "node2", "node3"]
     assert [source.gets_image(h, "node1", pull) for h in hosts] == [True, False, False]
-    assert [source.gets_image(h, None, pull) for h in hosts] == [True, True, True]  # the cache off: as before
+    assert [source.gets_image(h, None, pull) for h in hosts] == [
+        True,
+        True,
+        True,
+    ]  # the cache off: every node gets the image
     assert [source.gets_image(h, "node1", None) for h in hosts] == [True, True, True]  # an image no mirror serves
     assert source.rsync_flags(True) == ["-a", "--delete", "--chmod=D755,F644"]
     assert source.rsync_flags(False) == [

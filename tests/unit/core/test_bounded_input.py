@@ -1,4 +1,4 @@
-"""Text a user hands hgxkit is bounded and read safely (issue 23, item 7): regular files only, size checked
+"""Text a user hands hgxkit is bounded and read safely: regular files only, size checked
 before reading, a trailing backslash is a one-line error, names with `$…$` do not crash the plots, and the
 report's CSP runs no script."""
 

@@ -69,7 +69,7 @@ MASKED = [
     ("url-password", "https://user:pa55word@mirror.example.com/simple", "https://user:***@mirror.example.com/simple"),
     ("url-password-no-user", "redis://:pa55word@cache:6379/0", "redis://:***@cache:6379/0"),
     ("slack-token", "xoxb-1234567890-abcdefghij", "***"),
-    # Forms a review found unmasked (issue 23): a password holding `/`, curl's -u, PEM keys, npm tokens, names.
+    # Forms a review found unmasked: a password holding `/`, curl's -u, PEM keys, npm tokens, names.
     ("url-password-with-slash", "https://user:pa/ss@mirror.example.com/x", "https://user:***@mirror.example.com/x"),
     ("curl-u", "curl -u admin:s3cr3tP4ss https://x", "curl -u admin:*** https://x"),
     ("curl-user-equals", "curl --user=admin:'s3cr3t' x", "curl --user=admin:'***' x"),

@@ -450,7 +450,7 @@ def _provenance(recipe) -> tuple:
     return recipe.name, image.reference, image.digest, model.repo_id, model.revision, model.local_dir
 
 
-# Round trips that do not close yet (issue 27 item 2), each failing for the reason named; strict, so a fix shows.
+# Round trips that do not close yet, each failing for the reason named; strict, so a fix shows.
 ROUND_TRIP_GAPS: dict[tuple[str, str], str] = {
     ("vllm-two-node", "skypilot"): "the run script writes `vllm serve` whether the recipe names it as the server's "
     "command or leaves it to the image's entrypoint; the importer reads the image's entrypoint (as SkyPilot runs it)",

@@ -1,4 +1,4 @@
-"""What the engine itself would refuse is refused at import, by name, at the post's word (issue 24 item 4)."""
+"""What the engine itself would refuse is refused at import, by name, at the post's word."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Import of large hostile posts ends, imported or refused in one line, in linear time (issue 23)."""
+"""Import of large hostile posts ends, imported or refused in one line, in linear time."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Import bugs of issue 24 found while making imported posts deployable: a `docker run --entrypoint` in front of
+"""Import bugs found while making imported posts deployable: a `docker run --entrypoint` in front of
 a server launch becomes what Docker runs (the launch as the container's program) or is refused naming
 `--entrypoint`; a variable a post sets in one fence reaches every later fence, in document order, as a reader
 pasting the fences into one shell would; a continuation line `> out.log 2>&1 &` is the command's redirection,
@@ -197,5 +197,5 @@ def test_a_command_commented_out_line_by_line_is_a_comment_not_a_root_prompt() -
     outcome = import_post([("p.sh", post)], ImportOptions(image="lmsysorg/sglang:v0.5.2"))
     assert outcome.recipe.model.repo_id == "org/new"
     assert not [n for n in outcome.notes if "prompt '#' removed" in n]
-    root = "# python -m sglang.launch_server --model org/m --port 30004\n"  # a root shell's prompt, as before
+    root = "# python -m sglang.launch_server --model org/m --port 30004\n"  # a root shell's prompt
     assert import_post([("p.txt", root)], ImportOptions(image="lmsysorg/sglang:v0.5.2")).recipe.model.repo_id == "org/m"

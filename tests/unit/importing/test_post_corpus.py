@@ -40,7 +40,7 @@ PICKS = {
     "061": 1,  # TP4, then TP4 x PP2
     "075": 1,  # Qwen3-VL TP4 on GPUs 0-3, then gpt-oss TP2 on 4,5 and SigLIP2 DP2 on 6,7 (third-party image)
 }
-PICKS.update({number: entry["pick"] for number, entry in ENTRIES.items() if "pick" in entry})  # issue 24 on
+PICKS.update({number: entry["pick"] for number, entry in ENTRIES.items() if "pick" in entry})
 
 # What each refusal must name: the reason the index gives after "Refuse:".
 REFUSALS = {
@@ -80,7 +80,7 @@ REFUSALS = {
     "073": "no serving command",  # docker ps / docker logs only
     "074": "no serving command",  # benchmark in docker exec only
 }
-# Posts from issue 24 on say it in the index: `refusal:` is the text the one-line refusal must hold.
+# Newer posts say it in the index: `refusal:` is the text the one-line refusal must hold.
 REFUSALS.update({number: entry["refusal"] for number, entry in ENTRIES.items() if "refusal" in entry})
 
 # How the post's lines become the command a shell runs, where the post wraps it in something that is not shell.
@@ -112,7 +112,7 @@ SECRET_WORDS = {
     "HF_TOKEN=<your-hf-token>": "HF_TOKEN",  # 042
     "HF_TOKEN=hf_" + "X" * 34: "HF_TOKEN",  # 068
     # 005, 075: `-e HF_TOKEN=$HF_TOKEN` passes the operator's token on: the declared secret `-e HF_TOKEN`, whose
-    # value reaches the container in a root-only env file, never on a command line (issue 23).
+    # value reaches the container in a root-only env file, never on a command line.
     "HF_TOKEN=host-token": "HF_TOKEN",
 }
 TRAILING = {"044": r"\s*>log\.txt 2>&1 &\s*$"}  # 044 ends with a redirection and `&`: dropped with a note
@@ -224,7 +224,7 @@ def test_a_docker_run_renders_the_argv_sh_gives_for_the_post(number: str, posix_
         assert rendered == expected
 
 
-# Posts from issue 24 on name in the index the recipe fields the import must give (`recipe:`).
+# Newer posts name in the index the recipe fields the import must give (`recipe:`).
 NAMED = sorted(n for n, e in ENTRIES.items() if "recipe" in e)
 
 

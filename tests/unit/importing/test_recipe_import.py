@@ -183,7 +183,7 @@ REAL_WORLD = {
 @pytest.mark.parametrize("name", sorted(REAL_WORLD))
 def test_real_world_forms_round_trip_token_for_token(name: str) -> None:
     cmd = REAL_WORLD[name]
-    if name in LEFT_TO_THE_HOST:  # a word the host's shell would change: loading refuses it (issue 23)
+    if name in LEFT_TO_THE_HOST:  # a word the host's shell would change: loading refuses it
         with pytest.raises(InputError) as caught:
             roundtrip(cmd)
         assert f"{LEFT_TO_THE_HOST[name]} is left for the node's shell to expand" in caught.value.message

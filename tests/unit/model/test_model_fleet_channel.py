@@ -1,4 +1,4 @@
-"""The fleet channel (issue 23, item 5): the fleet file server binds the fabric address only, signs every
+"""The fleet channel: the fleet file server binds the fabric address only, signs every
 request, drops idle connections and caps them, serves regular files only; a peer key may run only the
 read-only `peer-serve` on its parent, from the child's addresses."""
 

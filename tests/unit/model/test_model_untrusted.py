@@ -1,4 +1,4 @@
-"""The model sync as root in a directory a container controls (issue 23, item 4): links, FIFOs and devices
+"""The model sync as root in a directory a container controls: links, FIFOs and devices
 planted in local_dir (at a file, a directory on the way, a partial download, the journal, the manifest) and
 in the state directory are removed by name or refused, never followed; the real sync runs against the Hub
 stand-in and marker files outside local_dir must stay exactly as they were."""

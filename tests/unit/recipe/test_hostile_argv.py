@@ -1,4 +1,4 @@
-"""Issue 23's hostile set: judge what Docker receives. Written from the issue's threat classes, not from
+"""The hostile set: judge what Docker receives. Written from threat classes, not from
 test_hostile_recipes.py: each case is one recipe edit and its exact outcome — refused when the recipe loads
 (a word left for the node's shell), the exact names `recipe check` reports, or allowed.
 

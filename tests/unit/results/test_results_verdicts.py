@@ -1,4 +1,4 @@
-"""Verdicts a CI can act on (issue 25, item 3): `results compare --fail-on outside|regression|any` exits 1 when
+"""Verdicts a CI can act on: `results compare --fail-on outside|regression|any` exits 1 when
 the answer holds, the JSON carries structured verdicts that validate, and `recipe diff --exit-code` is git's."""
 
 from __future__ import annotations
@@ -100,7 +100,7 @@ def test_two_runs_regression_and_any(tmp_path: Path, capsys: pytest.CaptureFixtu
     code, doc, _ = _compare(capsys, *root, "compare", "node2/", "node1/", "--fail-on", "regression")
     assert code == 0 and doc["tables"]["ttft_mean"]["rows"][0]["outcome"] == "better"
     assert main(["results", *root, "compare", "node2/", "node1/", "--fail-on", "any"]) == 1
-    # Without --fail-on the exit code says nothing about the answer (as before).
+    # Without --fail-on the exit code says nothing about the answer.
     assert main(["results", *root, "compare", "node1/", "node2/"]) == 0
 
 

@@ -335,7 +335,7 @@ def test_missing_repos_switch_and_no_auto_root_answer_repo_not_found(
     from huggingface_hub.errors import RepositoryNotFoundError
 
     _, plain_url = hub
-    with pytest.raises(RepositoryNotFoundError):  # without an auto root: unknown ids are unknown, as before
+    with pytest.raises(RepositoryNotFoundError):  # without an auto root: unknown ids are unknown
         HfApi(endpoint=plain_url).model_info("org/unknown-model")
     _, url, _ = auto_hub
     assert HfApi(endpoint=url).model_info("org/unknown-model").sha is not None

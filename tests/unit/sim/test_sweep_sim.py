@@ -1,5 +1,5 @@
 """The deployability sweep's pure parts (hgxkit.sim.sweep) and the simulated node's runc wrapper, which fits a
-container's rlimits and capabilities to what the node has (issue 24 item 4: `--ulimit memlock=-1` on a node
+container's rlimits and capabilities to what the node has (`--ulimit memlock=-1` on a node
 without CAP_SYS_RESOURCE failed with "error setting rlimit type 8")."""
 
 from __future__ import annotations

@@ -104,8 +104,8 @@ def test_verify_knobs_that_size_a_run_are_bounded_with_one_line_naming_the_knob(
 
 
 def test_a_cell_without_result_says_the_clients_last_line() -> None:
-    """The gate once said only "the client wrote no result" (issue 24's c01: Docker refused the exec, and the
-    reason was on the node alone)."""
+    """A cell without a result says why, from the client's last line (e.g. Docker refusing the exec, a reason
+    otherwise left on the node)."""
     cells = [Cell(0, "sglang", 30000, 512, 1, 4, 64), Cell(1, "sglang-1", 30001, 512, 1, 4, 64)]
     oci = "OCI runtime exec failed: exec failed: … error setting rlimit type 8: operation not permitted: unknown"
     logs = {cells[0].file: f"{oci}\ndocker exec sglang exited 126\n\n", cells[1].file: ""}

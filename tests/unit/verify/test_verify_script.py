@@ -306,7 +306,7 @@ def test_the_role_sums_each_clients_start_up_and_skips_damaged_lines() -> None:
 
 def test_lines_a_hostile_client_prints_choose_no_path_and_reach_no_terminal(host, tmp_path: Path) -> None:
     """Telemetry file names, progress text and the failure list come from the cell table: a container printing
-    `hgxkit-start <path>` or escape sequences chooses nothing (issue 23: a logrotate stanza once landed in a
+    `hgxkit-start <path>` or escape sequences chooses nothing (a logrotate stanza once landed in a
     directory the container chose)."""
     workdir, env, run_tag = host
     outside = tmp_path / "outside"
