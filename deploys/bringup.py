@@ -54,7 +54,14 @@ JUDGING_SOURCES = [
 ]
 
 answer_failures()  # hgxkit's errors end the run as one block per host, not a traceback
-check_knob_names(host)  # a misspelt knob stops the run here, naming the closest known one
+check_knob_names(  # a misspelt or ill-typed knob stops the run here, before any role changes anything
+    host,
+    roles.preflight.defaults.PreflightKnobs,
+    roles.nvidia_driver.defaults.NvidiaDriverKnobs,
+    roles.docker.defaults.DockerKnobs,
+    roles.container_toolkit.defaults.ContainerToolkitKnobs,
+    roles.gpu_health.defaults.GpuHealthKnobs,
+)
 hold_host_lock(host, plan_reads(host))  # one hgxkit run per node at a time; the reads on the lock's channel
 
 prefetch(host, plan_reads(host))  # what the lock's channel did not read (nothing, normally)

@@ -14,9 +14,10 @@ from hgxkit.hostlock import hold_host_lock
 from hgxkit.runfailure import install as answer_failures
 from roles import check_knob_names
 from roles.model import model
+from roles.model.defaults import ModelKnobs
 
 answer_failures()  # hgxkit's errors end the run as one block per host, not a traceback
-check_knob_names(host)  # a misspelt knob stops the run here, naming the closest known one
+check_knob_names(host, ModelKnobs)  # a misspelt or ill-typed knob stops the run here, naming it
 hold_host_lock(host)  # one hgxkit run per node at a time (hgxkit/hostlock.py)
 
 model()

@@ -12,8 +12,9 @@ from pyinfra import host
 from hgxkit.hostlock import hold_host_lock
 from roles import check_knob_names
 from roles.monitoring import monitoring
+from roles.monitoring.defaults import MonitoringKnobs
 
-check_knob_names(host)  # a misspelt knob stops the run here, naming the closest known one
+check_knob_names(host, MonitoringKnobs)  # a misspelt or ill-typed knob stops the run here, naming it
 hold_host_lock(host)  # one hgxkit run per node at a time (hgxkit/hostlock.py)
 
 monitoring()

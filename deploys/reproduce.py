@@ -22,12 +22,16 @@ from hgxkit.recipe.host_recipe import recipe_for
 from hgxkit.runfailure import install as answer_failures
 from roles import check_knob_names
 from roles.docker import warm_image_cache
+from roles.docker.defaults import DockerKnobs
 from roles.model import model
 from roles.model import plan_reads as model_reads
+from roles.model.defaults import ModelKnobs
 from roles.serve import plan_reads as serve_reads
 from roles.serve import prefetch_image, serve
+from roles.serve.defaults import ServeKnobs
 from roles.serve.group import multinode_preflight
 from roles.sglang_router import sglang_router
+from roles.sglang_router.defaults import RouterKnobs
 
 if not host.data.get("recipe"):
     from pyinfra.api.exceptions import DeployError
@@ -36,7 +40,7 @@ if not host.data.get("recipe"):
         f"{host.name}: deploys/reproduce.py needs a recipe: --data recipe=recipes/FILE.yaml (or `recipe:` in the "
         "inventory); `hgxkit recipe import POST.txt -o recipes/FILE.yaml` makes one from a post"
     )
-check_knob_names(host)  # a misspelt knob stops the run here, naming the closest known one
+check_knob_names(host, DockerKnobs, ModelKnobs, ServeKnobs, RouterKnobs)  # a misspelt or ill-typed knob stops here
 recipe_for(host)  # load and validate it now: a bad recipe stops the run before bring-up changes anything
 answer_failures()  # hgxkit's errors end the run as one block per host, not a traceback
 # What bring-up, the model and serving read while planning, in one batch instead of a round trip per fact: run on

@@ -1,7 +1,9 @@
 """pyinfra roles: one folder each, with every knob in its `defaults.py`. Roles call hgxkit, never each other.
 
-`check_knob_names(host)`, called first by every deploy, stops a run whose inventory or `--data` names a knob
-that no role and no shared declaration (hgxkit/knobs.py) knows, e.g. a misspelt `--data modles_dir=/x`.
+`check_knob_names(host, *classes)`, called first by every deploy, stops a run whose inventory or `--data` names
+a knob that no role and no shared declaration (hgxkit/knobs.py) knows, e.g. a misspelt `--data modles_dir=/x`,
+or gives a shared knob or a knob of the roles the deploy runs (`classes`) a value of the wrong type, e.g.
+`--data allow_reboot=maybe`: before any role changes anything.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from hgxkit.knobs import SharedKnobs, refuse_unknown_knobs
+from hgxkit.knobs import Knobs, SharedKnobs, refuse_unknown_knobs
 
 ROLES_DIR = Path(__file__).resolve().parent
 
@@ -47,6 +49,9 @@ def knob_fields(source: str) -> list[str]:
     ]
 
 
-def check_knob_names(host: Any) -> None:
-    """Stop the run when `host`'s inventory or `--data` names a knob nobody declared, naming the closest one."""
+def check_knob_names(host: Any, *classes: type[Knobs]) -> None:
+    """Stop the run when `host`'s inventory or `--data` names a knob nobody declared (naming the closest one), or
+    gives a shared knob or a knob of `classes` a value its type refuses (naming the knob)."""
     refuse_unknown_knobs(host.data.dict(), known_knob_names())
+    for knobs in (SharedKnobs, *classes):
+        knobs.from_host(host)

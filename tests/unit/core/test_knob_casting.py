@@ -101,7 +101,8 @@ def test_a_role_reads_its_defaults_the_data_cast_and_none_where_its_type_allows_
 
 def test_a_misspelt_knob_stops_the_run_naming_it_and_the_closest_known_one() -> None:
     with pytest.raises(DeployError) as stopped:
-        check_knob_names(SimpleNamespace(name="node1", data=SimpleNamespace(dict=lambda: {"modles_dir": "/x"})))
+        data = {"modles_dir": "/x"}
+        check_knob_names(SimpleNamespace(name="node1", data=SimpleNamespace(dict=lambda: data, get=data.get)))
     assert str(stopped.value) == "unknown knob 'modles_dir' (did you mean models_dir?)"
     with pytest.raises(DeployError, match=r"^unknown knob 'zzz_qq' \(every knob is in roles/<role>/defaults.py"):
         refuse_unknown_knobs(["zzz_qq"], ["models_dir"])
@@ -123,4 +124,18 @@ def test_known_knobs_pyinfras_own_and_the_simulators_pass() -> None:
         "dcgm_exporter_image": "x",
         "router": True,
     }
-    check_knob_names(SimpleNamespace(name="node1", data=SimpleNamespace(dict=lambda: given)))
+    check_knob_names(SimpleNamespace(name="node1", data=SimpleNamespace(dict=lambda: given, get=given.get)))
+
+
+def test_an_ill_typed_knob_of_a_role_the_deploy_runs_stops_it_before_any_role() -> None:
+    """The deploys hand check_knob_names the knob classes of the roles they run: a bad value stops the run at
+    the start, in one line naming the knob, not when the role that reads it gets there."""
+    from roles.nvidia_driver.defaults import NvidiaDriverKnobs
+    from roles.preflight.defaults import PreflightKnobs
+
+    data = {"allow_reboot": "maybe"}
+    host = SimpleNamespace(name="node1", data=SimpleNamespace(dict=lambda: data, get=data.get))
+    check_knob_names(host, PreflightKnobs)  # preflight does not read it
+    with pytest.raises(DeployError) as stopped:
+        check_knob_names(host, PreflightKnobs, NvidiaDriverKnobs)
+    assert str(stopped.value) == "knob allow_reboot: 'maybe' is not a boolean (true or false)"
