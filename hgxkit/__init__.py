@@ -7,8 +7,8 @@ __version__ = "0.1.0"
 # pyinfra's CLI turns bytecode writing off for its whole process (`sys.dont_write_bytecode = True` in
 # pyinfra_cli.main, "don't write out deploy.pyc/config.pyc"). It compiles deploy and config files itself, so
 # what the switch still stops is the modules a deploy imports keeping their bytecode: roles/ (the checkout's,
-# never installed) and hgxkit itself in an editable install were compiled from source on every run, ~0.03 s and
-# ~0.11 s of the controller's CPU (measured: the modules a no-op deploys/dspark.py imports). Imported under
+# never installed) and hgxkit itself in an editable install would be compiled from source on every run, a cost
+# in the controller's CPU each time. Imported under
 # pyinfra's CLI, hgxkit puts back the interpreter's own setting, so `-B` and PYTHONDONTWRITEBYTECODE still hold.
 # Only in a deploy folder (pyinfra's working directory, where roles/ is) that the running user owns: root running
 # pyinfra in someone else's checkout would leave root's __pycache__ folders in their way.

@@ -1,9 +1,9 @@
 """`hgxkit doctor INVENTORY`: read every host of a pyinfra inventory, in parallel, and say whether bring-up can run.
 
 Read-only: only pyinfra facts run (hgxkit/node/facts_*.py), no operation. The verdict is hgxkit/node/doctor.py's.
-Knobs are read as the roles read them (inventory or `--data`, else roles/<role>/defaults.py): the library never
-imports roles, so deploys/doctor.py (in the checkout) hands `main` the roles' defaults, and `hgxkit doctor` runs
-that file, from the current directory's checkout or the one this package lives in.
+Knobs are read as the roles read them: inventory or `--data`, else roles/<role>/defaults.py. The library never
+imports roles, so deploys/doctor.py (in the checkout) hands `main` the roles' defaults. `hgxkit doctor` runs that
+file, from the current directory's checkout or else the one this package lives in.
 
     hgxkit doctor inventories/h200.py
     HGXKIT_SIM_CLUSTER=demo hgxkit doctor inventories/sim.py --json
@@ -19,17 +19,25 @@ import json
 import subprocess
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hgxkit.cli.args import json_option
 from hgxkit.errors import InputError
+
+if TYPE_CHECKING:  # for annotations only: the node modules load when a doctor runs, not whenever `hgxkit` starts
+    from hgxkit.node.doctor import DockerNow, DoctorPolicy, Reach
+    from hgxkit.node.preflight import HostFacts, PreflightPolicy
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 HUB_URL = "https://huggingface.co"
 NVIDIA_CONTAINER_REPO = "https://nvidia.github.io/libnvidia-container/stable/deb/amd64/"
 H200_GPU_MEMORY_GB = 143771 / 1024  # what nvidia-smi reports for an H200, as roles/serve assumes before a driver
+NVIDIA_PACKAGE_GLOBS = "nvidia-* libnvidia-* cuda-drivers* datacenter-gpu-manager*"
+
+Data = Callable[[str], Any]  # a knob's value on the host: inventory or --data, else the roles' default
+Fact = Callable[..., Any]  # a fact read from the host, with sudo only where the user has it
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -175,16 +183,10 @@ def _diagnose_host(state: Any, host: Any, defaults: Mapping[str, Any], controlle
 
 def _gather(host: Any, defaults: Mapping[str, Any]):
     """Read every fact the doctor judges, with sudo only where the user has it."""
-    from pyinfra.facts.server import Arch
-
-    from hgxkit.node.doctor import DockerNow, DoctorFacts, DoctorPolicy, Reach, docker_source_for
-    from hgxkit.node.driver import package_origin
-    from hgxkit.node.facts_apt import InstalledPackages, PackagePolicies, SnapInstalled
-    from hgxkit.node.facts_docker import DockerInfo
-    from hgxkit.node.facts_doctor import ClockState, DockerMirrors, FabricAddresses, RunLockHolder, SudoState, UrlStatus
-    from hgxkit.node.facts_driver import NvidiaLoadedModule, NvidiaPci, SecureBootState
-    from hgxkit.node.facts_system import CgroupVersion, FreeBytes, KernelRelease, MemTotalBytes, OsRelease
-    from hgxkit.node.preflight import HostFacts, PreflightPolicy
+    from hgxkit.node.doctor import DoctorFacts, docker_source_for
+    from hgxkit.node.facts_doctor import ClockState, RunLockHolder, SudoState
+    from hgxkit.node.facts_driver import NvidiaLoadedModule
+    from hgxkit.node.facts_system import KernelRelease
 
     given = host.data.dict()
 
@@ -197,71 +199,13 @@ def _gather(host: Any, defaults: Mapping[str, Any]):
     def fact(cls: type, **kwargs: Any) -> Any:
         return host.get_fact(cls, **kwargs, **as_root)
 
-    nvidia_globs = "nvidia-* libnvidia-* cuda-drivers* datacenter-gpu-manager*"
-    release = fact(OsRelease)
-    models_dir = str(data("models_dir"))
-    repo_url = data("nvidia_repo_url")
-    policies = fact(PackagePolicies, patterns=nvidia_globs)
-    count = data("expected_gpu_count")
-    switches = data("expected_nvswitch_count")
-    preflight = PreflightPolicy(
-        expected_gpu_count=int(count) if count is not None else None,
-        expected_gpu_device_ids=tuple(data("expected_gpu_device_ids")),
-        expected_nvswitch_count=int(switches) if switches is not None else None,
-        supported_arch=tuple(data("supported_arch")),
-        allow_secure_boot=bool(data("allow_secure_boot")),
-        required_cgroup_version=data("required_cgroup_version"),
-        models_dir=models_dir,
-        min_free_disk_gb=float(data("min_free_disk_gb")),
-        min_ram_gb=float(data("min_ram_gb")),
-    )
-    host_facts = HostFacts(
-        os_id=release.get("ID"),
-        os_version=release.get("VERSION_ID"),
-        arch=fact(Arch),
-        pci=fact(NvidiaPci),
-        secure_boot=fact(SecureBootState),
-        cgroup_version=fact(CgroupVersion),
-        ram_bytes=fact(MemTotalBytes),
-        models_dir_free_bytes=fact(FreeBytes, path=models_dir),
-        nvidia_packages=fact(InstalledPackages, patterns=nvidia_globs),
-        nvidia_package_origins={
-            name: package_origin(text, repo_url)
-            for name, text in policies.items()
-            if not name.startswith(("nvidia-container", "libnvidia-container"))
-        },
-    )
-    from hgxkit.node.driver import default_cuda_repo_url
-    from hgxkit.node.preflight import distro_key
-
-    distro = distro_key(host_facts.os_id, host_facts.os_version) or "ubuntu2404"
+    host_facts = _host_facts(fact, data)
     docker_source = docker_source_for(host_facts.os_id, str(data("docker_source")))
-    urls = [
-        ("NVIDIA repository", repo_url or default_cuda_repo_url(distro), True),
-        ("container toolkit repository", data("nvidia_container_repo_url") or NVIDIA_CONTAINER_REPO, True),
-        ("Hugging Face Hub", data("hf_endpoint") or HUB_URL, True),
-    ]
-    if docker_source == "docker-ce":
-        urls.append(("Docker repository", data("docker_repo_url") or "https://download.docker.com/linux/ubuntu", True))
     recipe = _recipe(data("recipe"))
-    for registry in _registry_urls(recipe, fact(DockerMirrors)):
-        urls.append(("image registry", registry, True))
-    reach = [Reach(purpose, url, *fact(UrlStatus, url=url), required=required) for purpose, url, required in urls]
-    fabric_name = data("fabric_address")
-    fabric = None
-    if fabric_name:
-        resolved, own = fact(FabricAddresses, address=str(fabric_name))
-        fabric = (str(fabric_name), resolved, own)
+    reach = _reach(fact, data, host_facts, docker_source, recipe)
+    fabric = _fabric(fact, data)
     epoch, synced = fact(ClockState)
-    docker_info = fact(DockerInfo)
-    docker = DockerNow(
-        version=docker_info.server_version,
-        packages=fact(InstalledPackages, patterns="docker.io docker-ce containerd.io podman-docker"),
-        snap=fact(SnapInstalled, snap="docker"),
-    )
-    xet_gb = 0.0
-    if data("model_xet") and not data("model_xet_cache_dir"):
-        xet_gb = float(data("model_xet_chunk_cache_gb")) + float(data("model_xet_shard_cache_gb"))
+    docker = _docker_now(fact)
     facts = DoctorFacts(
         user=str(host.data.get("ssh_user") or "root"),
         sudo=sudo,
@@ -275,9 +219,110 @@ def _gather(host: Any, defaults: Mapping[str, Any]):
         fabric=fabric,
         lock_holder=fact(RunLockHolder),
     )
-    policy = DoctorPolicy(
-        preflight=preflight,
-        xet_cache_gb=xet_gb,
+    return facts, _doctor_policy(data, docker_source, recipe)
+
+
+def _preflight_policy(data: Data) -> PreflightPolicy:
+    """What preflight requires of the host, from the knobs (a count set to None is not checked)."""
+    from hgxkit.node.preflight import PreflightPolicy
+
+    count = data("expected_gpu_count")
+    switches = data("expected_nvswitch_count")
+    return PreflightPolicy(
+        expected_gpu_count=int(count) if count is not None else None,
+        expected_gpu_device_ids=tuple(data("expected_gpu_device_ids")),
+        expected_nvswitch_count=int(switches) if switches is not None else None,
+        supported_arch=tuple(data("supported_arch")),
+        allow_secure_boot=bool(data("allow_secure_boot")),
+        required_cgroup_version=data("required_cgroup_version"),
+        models_dir=str(data("models_dir")),
+        min_free_disk_gb=float(data("min_free_disk_gb")),
+        min_ram_gb=float(data("min_ram_gb")),
+    )
+
+
+def _host_facts(fact: Fact, data: Data) -> HostFacts:
+    """What preflight reads from the host, with where each installed NVIDIA driver package came from."""
+    from pyinfra.facts.server import Arch
+
+    from hgxkit.node.driver import package_origin
+    from hgxkit.node.facts_apt import InstalledPackages, PackagePolicies
+    from hgxkit.node.facts_driver import NvidiaPci, SecureBootState
+    from hgxkit.node.facts_system import CgroupVersion, FreeBytes, MemTotalBytes, OsRelease
+    from hgxkit.node.preflight import HostFacts
+
+    release = fact(OsRelease)
+    repo_url = data("nvidia_repo_url")
+    policies = fact(PackagePolicies, patterns=NVIDIA_PACKAGE_GLOBS)
+    return HostFacts(
+        os_id=release.get("ID"),
+        os_version=release.get("VERSION_ID"),
+        arch=fact(Arch),
+        pci=fact(NvidiaPci),
+        secure_boot=fact(SecureBootState),
+        cgroup_version=fact(CgroupVersion),
+        ram_bytes=fact(MemTotalBytes),
+        models_dir_free_bytes=fact(FreeBytes, path=str(data("models_dir"))),
+        nvidia_packages=fact(InstalledPackages, patterns=NVIDIA_PACKAGE_GLOBS),
+        nvidia_package_origins={
+            name: package_origin(text, repo_url)
+            for name, text in policies.items()
+            if not name.startswith(("nvidia-container", "libnvidia-container"))
+        },
+    )
+
+
+def _reach(fact: Fact, data: Data, host_facts: HostFacts, docker_source: str, recipe: Any) -> list[Reach]:
+    """Whether the host reaches each URL bring-up downloads from, the recipe's image registry included."""
+    from hgxkit.node.doctor import Reach
+    from hgxkit.node.driver import default_cuda_repo_url
+    from hgxkit.node.facts_doctor import DockerMirrors, UrlStatus
+    from hgxkit.node.preflight import distro_key
+
+    distro = distro_key(host_facts.os_id, host_facts.os_version) or "ubuntu2404"
+    urls = [
+        ("NVIDIA repository", data("nvidia_repo_url") or default_cuda_repo_url(distro), True),
+        ("container toolkit repository", data("nvidia_container_repo_url") or NVIDIA_CONTAINER_REPO, True),
+        ("Hugging Face Hub", data("hf_endpoint") or HUB_URL, True),
+    ]
+    if docker_source == "docker-ce":
+        urls.append(("Docker repository", data("docker_repo_url") or "https://download.docker.com/linux/ubuntu", True))
+    for registry in _registry_urls(recipe, fact(DockerMirrors)):
+        urls.append(("image registry", registry, True))
+    return [Reach(purpose, url, *fact(UrlStatus, url=url), required=required) for purpose, url, required in urls]
+
+
+def _fabric(fact: Fact, data: Data) -> tuple[str, list[str], list[str]] | None:
+    """The `fabric_address` knob, what it resolves to and which of those the host owns (None: knob unset)."""
+    from hgxkit.node.facts_doctor import FabricAddresses
+
+    name = data("fabric_address")
+    if not name:
+        return None
+    resolved, own = fact(FabricAddresses, address=str(name))
+    return (str(name), resolved, own)
+
+
+def _docker_now(fact: Fact) -> DockerNow:
+    """The Docker engine the host has before bring-up: server version, Docker packages and the snap."""
+    from hgxkit.node.doctor import DockerNow
+    from hgxkit.node.facts_apt import InstalledPackages, SnapInstalled
+    from hgxkit.node.facts_docker import DockerInfo
+
+    return DockerNow(
+        version=fact(DockerInfo).server_version,
+        packages=fact(InstalledPackages, patterns="docker.io docker-ce containerd.io podman-docker"),
+        snap=fact(SnapInstalled, snap="docker"),
+    )
+
+
+def _doctor_policy(data: Data, docker_source: str, recipe: Any) -> DoctorPolicy:
+    """What the host must be and get: preflight's policy plus the RAM, driver and Docker the roles will want."""
+    from hgxkit.node.doctor import DoctorPolicy
+
+    return DoctorPolicy(
+        preflight=_preflight_policy(data),
+        xet_cache_gb=_xet_cache_gb(data),
         hicache_gb=_hicache_gb(recipe, data) if recipe else 0.0,
         ram_reserve_gb=float(data("serve_host_ram_reserve_gb")),
         driver_branch=str(data("nvidia_driver_branch")),
@@ -285,7 +330,13 @@ def _gather(host: Any, defaults: Mapping[str, Any]):
         docker_source=docker_source,
         allow_reboot=bool(data("allow_reboot")),
     )
-    return facts, policy
+
+
+def _xet_cache_gb(data: Data) -> float:
+    """Disk hf_xet's chunk and shard caches take on the models disk (0: Xet is off, or they live elsewhere)."""
+    if data("model_xet") and not data("model_xet_cache_dir"):
+        return float(data("model_xet_chunk_cache_gb")) + float(data("model_xet_shard_cache_gb"))
+    return 0.0
 
 
 def _recipe(value: Any) -> Any:

@@ -96,7 +96,7 @@ def benchmarks(
     posts: Sequence[PostFile], benches: Sequence[Bench], *, served: set[str], values: set[str], ports: set[int]
 ) -> Found:
     """Cells and numbers of `posts` for a server answering to `served` names, with flag/setting `values`
-    (lowercase) used to pick among compared setups, reached on `ports` (its own, and the published ones)."""
+    (lowercase) that pick among compared setups, reached on `ports` (its own, and the published ones)."""
     found = Found()
     cells: list[MatrixCell] = []
     numbers: dict[str, _Numbers] = {}

@@ -1,17 +1,23 @@
 """A SkyPilot task YAML (`sky launch task.yaml`) as the `docker run` of its `run` command on rank 0.
 
 A document is a SkyPilot task when it has a `run` script and `resources` (or `num_nodes`/`setup`) and is no
-compose file or manifest. `resources.image_id: docker:IMAGE` is the image, `resources.accelerators: H200:N` the
-GPUs (the `CUDA_VISIBLE_DEVICES` the run script exports, where it does), `resources.ports` the published
-ports, `config.docker.run_options` the container's options, `envs` its environment (hgxkit's own `HGXKIT_*`
-provenance read back as an export's `hgxkit.io/*` labels), `secrets` names taken from the environment.
-The `run` script is read line by line: `set -e…` and `export CUDA_VISIBLE_DEVICES=…` are read, `NAME=$(echo
-"$SKYPILOT_NODE_IPS" | head -n 1)` is the head (the first node, `skypilot-head`, which `nodes.join_ranks`
-replaces by each deploy's head), and in `if [ "$SKYPILOT_NODE_RANK" = 0 ]; then A; else B; fi` A is rank 0's
-command (B, the other ranks', is rendered by hgxkit from it); `$SKYPILOT_NODE_RANK` as a value is rank 0.
-One command is the server (`exec` dropped); several are refused. `setup` (the model download) is set aside:
-a deploy places the model itself. A task without a Docker image, a `service:` section (SkyPilot Serve) and
-`file_mounts` from a bucket are refused by name.
+compose file or manifest. Its keys become the container:
+- `resources.image_id: docker:IMAGE` is the image;
+- `resources.accelerators: H200:N` the GPUs (the `CUDA_VISIBLE_DEVICES` the run script exports, where it does);
+- `resources.ports` the published ports, `config.docker.run_options` the container's options;
+- `envs` its environment (hgxkit's own `HGXKIT_*` provenance is read back as an export's `hgxkit.io/*` labels);
+- `secrets` names taken from the environment.
+
+The `run` script is read line by line:
+- `set -e…` and `export CUDA_VISIBLE_DEVICES=…` are read;
+- `NAME=$(echo "$SKYPILOT_NODE_IPS" | head -n 1)` is the head: the first node, `skypilot-head`, which
+  `nodes.join_ranks` replaces by each deploy's head;
+- in `if [ "$SKYPILOT_NODE_RANK" = 0 ]; then A; else B; fi`, A is rank 0's command. B, the other ranks', is
+  rendered by hgxkit from it. `$SKYPILOT_NODE_RANK` as a value is rank 0;
+- one command is the server (`exec` dropped); several are refused.
+
+`setup` (the model download) is set aside: a deploy places the model itself. A task without a Docker image, a
+`service:` section (SkyPilot Serve) and `file_mounts` from a bucket are refused by name.
 
 Example:
     >>> from hgxkit.importing.documents import load_documents, yaml_regions
@@ -263,11 +269,33 @@ class _Task:
             raise InputError(f"{self.where('run')}: run: a shell script (a string) is read")
         first = self.at("run") + 1  # a block scalar's first line
         where = self.document.post.name
+        logical, ends = _logical_lines(script, first)
+        commands, heads, gpus = self._read_script(logical)
+        if len(commands) != 1:
+            found = (
+                "no command"
+                if not commands
+                else f"{len(commands)} commands (lines {', '.join(str(n) for n, _ in commands)})"
+            )
+            raise InputError(f"{where}:{first}: run: {found}; hgxkit imports one server command")
+        number, text = commands[0]
+        text = self._resolve_variables(re.sub(r"^exec\s+", "", text), number, heads)
+        words = split_words(text, source=where, first_line=number)
+        if any(w.is_operator for w in words):
+            raise InputError(
+                f"{where}:{number}: run: the command is a pipeline or a list; give the server command alone"
+            )
+        lines = [number] * (len(words) - 1) + [ends[number]]
+        return [(w.text, line) for w, line in zip(words, lines, strict=True)], gpus
+
+    def _read_script(self, logical: list[tuple[int, str]]) -> tuple[list[tuple[int, str]], set[str], str | None]:
+        """(rank 0's commands with their lines, the variables that hold the head, the `--gpus` value of the
+        script's CUDA_VISIBLE_DEVICES or None). Shell options, messages and the other ranks' branch are left out."""
+        where = self.document.post.name
         heads: set[str] = set()
         gpus = None
         branch: int | None = None  # None: outside a rank test; else the rank whose branch this is
         commands: list[tuple[int, str]] = []
-        logical, ends = _logical_lines(script, first)
         for number, text in logical:
             if not text or text.startswith("#"):
                 continue
@@ -298,16 +326,14 @@ class _Task:
                 self.notes.append(f"{where}:{number}: the other ranks' command; hgxkit renders each rank from rank 0's")
                 continue
             commands.append((number, text))
-        if len(commands) != 1:
-            found = (
-                "no command"
-                if not commands
-                else f"{len(commands)} commands (lines {', '.join(str(n) for n, _ in commands)})"
-            )
-            raise InputError(f"{where}:{first}: run: {found}; hgxkit imports one server command")
-        number, text = commands[0]
-        text = re.sub(r"^exec\s+", "", text)
-        nodes = self.data.get("num_nodes", 1)
+        return commands, heads, gpus
+
+    def _resolve_variables(self, text: str, number: int, heads: set[str]) -> str:
+        """Rank 0's command with the head, the task's `envs` and SkyPilot's rank and node count written in.
+
+        Any other SkyPilot variable is refused by name.
+        """
+        where = self.document.post.name
         for name in heads:
             text = re.sub(rf"\$\{{{name}\}}|\${name}\b", HEAD, text)
         for name, value in _pairs(self.data.get("envs")):  # the task's envs are the run script's variables
@@ -315,7 +341,7 @@ class _Task:
                 text = re.sub(rf"\$\{{{name}\}}|\${name}\b", str(value), text)
                 self.notes.append(f"{where}:{number}: ${name} is the task's envs value {value}")
         text = re.sub(r"\$\{SKYPILOT_NODE_RANK\}|\$SKYPILOT_NODE_RANK\b", "0", text)
-        text = re.sub(r"\$\{SKYPILOT_NUM_NODES\}|\$SKYPILOT_NUM_NODES\b", str(nodes), text)
+        text = re.sub(r"\$\{SKYPILOT_NUM_NODES\}|\$SKYPILOT_NUM_NODES\b", str(self.data.get("num_nodes", 1)), text)
         if "SKYPILOT_NODE_RANK" in self.data["run"]:
             self.notes.append(
                 f"{where}:{number}: $SKYPILOT_NODE_RANK is the rank (rank 0 is the command taken; "
@@ -325,13 +351,7 @@ class _Task:
             raise InputError(
                 f"{where}:{number}: ${left.group(1)}: a SkyPilot variable hgxkit does not read; write its value"
             )
-        words = split_words(text, source=where, first_line=number)
-        if any(w.is_operator for w in words):
-            raise InputError(
-                f"{where}:{number}: run: the command is a pipeline or a list; give the server command alone"
-            )
-        lines = [number] * (len(words) - 1) + [ends[number]]
-        return [(w.text, line) for w, line in zip(words, lines, strict=True)], gpus
+        return text
 
 
 def _logical_lines(script: str, first: int) -> tuple[list[tuple[int, str]], dict[int, int]]:

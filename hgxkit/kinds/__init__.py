@@ -88,7 +88,7 @@ def kind_programs() -> frozenset[str]:
 
 
 def legacy_version_keys() -> tuple[str, ...]:
-    """Every kind's old fingerprint version fields, in registration order (each is written, None when unset)."""
+    """Every kind's own fingerprint version fields, in registration order (each is written, None when unset)."""
     return tuple(dict.fromkeys(key for kind in KINDS.values() for key in kind.version_keys))
 
 

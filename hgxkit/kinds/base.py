@@ -174,7 +174,7 @@ class ServerKind:
     ray: RayCluster | None = None
     dp_in_tp_flag: str | None = None  # with it, data parallelism runs inside the TP group (no extra GPUs)
     env_report: tuple[str, ...] = ()  # its own environment report (what people attach to bug reports), in a container
-    # Fingerprint fields kept from before server kinds that hold this kind's version (comparable with old runs).
+    # Fingerprint fields named after this kind that hold its version (`sglang_version`): stored runs compare by them.
     version_keys: tuple[str, ...] = ()
     # Known pitfalls of this engine: (recipe, warn(code, message)) -> None, called by `hgxkit recipe check`.
     pitfalls: Callable[[Any, Callable[[str, str], None]], None] | None = None

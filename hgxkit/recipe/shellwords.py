@@ -126,73 +126,88 @@ def split_words(text: str, *, source: str = "<input>", first_line: int = 1) -> l
     """
     scanner = _Scanner(normalize_paste(text), first_line)
     words: list[Word] = []
-    buffer: list[str] = []
-    start: tuple[int, int] | None = None
-    quoted = False
-
-    def finish() -> None:
-        nonlocal buffer, start, quoted
-        if start is not None:
-            words.append(Word("".join(buffer), start[0], start[1], quoted))
-        buffer, start, quoted = [], None, False
-
+    word = _PendingWord()
     while not scanner.at_end():
         char = scanner.peek()
         if char in " \t\n":
-            finish()
+            word.finish(words)
             scanner.take()
             continue
         if char == "\\":
-            nxt = scanner.peek(1)
-            if nxt == "\n":
-                scanner.take()
-                scanner.take()
-                continue
-            if nxt == "" and start is not None:
-                # `word\` at the very end: the shell would wait for the rest of a continued line (or keep a
-                # stray backslash); either way the command is cut off, so say where.
-                raise InputError(
-                    f"{source}: line {scanner.line}, column {scanner.column}: the text ends with a backslash "
-                    "(a command cut off after a continuation?); give the whole command or remove the backslash"
-                )
-            if start is None and nxt in (" ", "\t", ""):
-                # The collapsed continuation `a \ b`: a lone backslash between words separates them.
-                scanner.take()
-                continue
-            if start is None:
-                start = (scanner.line, scanner.column)
-            _refuse_substitution(scanner, source, offset=1)
-            scanner.take()
-            escaped = scanner.take()
-            buffer.append(LITERAL_DOLLAR if escaped == "$" else escaped)
-            quoted = True
+            _read_backslash(scanner, word, source)
             continue
-        if char == "#" and start is None:
+        if char == "#" and word.start is None:
             while not scanner.at_end() and scanner.peek() != "\n":
                 scanner.take()
             continue
         if char in SHELL_OPERATOR_CHARS or (char == "$" and scanner.peek(1) == "("):
-            finish()
+            word.finish(words)
             words.append(_read_operator(scanner))
             continue
-        if start is None:
-            start = (scanner.line, scanner.column)
+        if word.start is None:
+            word.begin(scanner)
             if char == "~" and _TILDE_PREFIX.match(scanner.text, scanner.pos):
                 scanner.take()
-                buffer.append(EXPANDING_TILDE)
+                word.buffer.append(EXPANDING_TILDE)
                 continue
         if char == "'":
-            _read_single_quoted(scanner, buffer, source)
-            quoted = True
+            _read_single_quoted(scanner, word.buffer, source)
+            word.quoted = True
         elif char == '"':
-            _read_double_quoted(scanner, buffer, source)
-            quoted = True
+            _read_double_quoted(scanner, word.buffer, source)
+            word.quoted = True
         elif char == "$":
-            buffer.append(_read_dollar(scanner, source, in_double_quotes=False))
+            word.buffer.append(_read_dollar(scanner, source, in_double_quotes=False))
         else:
-            buffer.append(scanner.take())
-    finish()
+            word.buffer.append(scanner.take())
+    word.finish(words)
     return words
+
+
+class _PendingWord:
+    """The word being read: its text so far, where it started (None: between words), whether any part is quoted."""
+
+    def __init__(self) -> None:
+        self.buffer: list[str] = []
+        self.start: tuple[int, int] | None = None
+        self.quoted = False
+
+    def begin(self, scanner: _Scanner) -> None:
+        """Start the word at the scanner's position, unless one is already started."""
+        if self.start is None:
+            self.start = (scanner.line, scanner.column)
+
+    def finish(self, words: list[Word]) -> None:
+        """Append the word to `words` (nothing between words) and start afresh."""
+        if self.start is not None:
+            words.append(Word("".join(self.buffer), self.start[0], self.start[1], self.quoted))
+        self.buffer, self.start, self.quoted = [], None, False
+
+
+def _read_backslash(scanner: _Scanner, word: _PendingWord, source: str) -> None:
+    """A backslash outside quotes: a line continuation, a lone separator between words, or an escaped character."""
+    nxt = scanner.peek(1)
+    if nxt == "\n":
+        scanner.take()
+        scanner.take()
+        return
+    if nxt == "" and word.start is not None:
+        # `word\` at the very end: the shell would wait for the rest of a continued line (or keep a stray
+        # backslash). Either way the command is cut off, so say where.
+        raise InputError(
+            f"{source}: line {scanner.line}, column {scanner.column}: the text ends with a backslash "
+            "(a command cut off after a continuation?); give the whole command or remove the backslash"
+        )
+    if word.start is None and nxt in (" ", "\t", ""):
+        # The collapsed continuation `a \ b`: a lone backslash between words separates them.
+        scanner.take()
+        return
+    word.begin(scanner)
+    _refuse_substitution(scanner, source, offset=1)
+    scanner.take()
+    escaped = scanner.take()
+    word.buffer.append(LITERAL_DOLLAR if escaped == "$" else escaped)
+    word.quoted = True
 
 
 def _read_operator(scanner: _Scanner) -> Word:

@@ -9,6 +9,7 @@ Example:
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 from hgxkit.results.compare import TABLES, Comparison, ReferenceCheck, Row, run_flags
 from hgxkit.results.fingerprint import Fingerprint, fingerprint_differences
@@ -24,6 +25,30 @@ TABLE_TITLES = {
     "accept_length": "Accept Length",
     "output_throughput": "Output throughput (tok/s — higher = better)",
 }
+GPU_TELEMETRY_COLUMNS = (
+    "Cell",
+    "GPU",
+    "Power mean W",
+    "max W",
+    "SM MHz mean",
+    "min",
+    "Mem MiB max",
+    "Temp max C",
+    "Util %",
+    "Throttle reasons (samples)",
+)
+SERVER_TELEMETRY_COLUMNS = (
+    "Cell",
+    "Kind",
+    "Scrapes",
+    "Running mean",
+    "Queued max",
+    "KV use max",
+    "Server tok/s",
+    "Client tok/s",
+    "Server accept",
+    "Client accept",
+)
 
 
 def format_value(value: float | None, digits: int = 0) -> str:
@@ -57,7 +82,7 @@ def cell_label(cell: CellResult) -> str:
     return f"g{cell.group} {input_label(cell.input_len)}×{cell.concurrency}"
 
 
-def _table(title: str, header: list[str], rows: list[list[str]]) -> list[str]:
+def _table(title: str, header: Sequence[str], rows: list[list[str]]) -> list[str]:
     lines = [f"### {title}", "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(row) + " |" for row in rows]
     return [*lines, ""]
@@ -230,73 +255,56 @@ def telemetry_markdown(cells: list[CellResult]) -> list[str]:
     with_telemetry = [c for c in cells if c.telemetry is not None]
     if not with_telemetry:
         return []
-    gpu_rows, server_rows = [], []
-    for c in with_telemetry:
-        t = c.telemetry
-        assert t is not None
-        sim = " (SIMULATED)" if t.simulated else ""
-        for g in t.gpus:
-            reasons = ", ".join(f"{k}×{v}" for k, v in g.throttle_reasons.items()) or "none"
-            values = (
-                g.power_mean_w,
-                g.power_max_w,
-                g.sm_clock_mean_mhz,
-                g.sm_clock_min_mhz,
-                g.memory_used_max_mib,
-                g.temperature_max_c,
-                g.utilization_mean_pct,
-            )
-            gpu_rows.append([cell_label(c) + sim, str(g.index), *(format_value(v) for v in values), reasons])
-        if t.server:
-            s = t.server
-            server_rows.append(
-                [
-                    cell_label(c) + sim,
-                    s.kind,
-                    str(s.scrapes),
-                    format_value(s.running_mean, 1),
-                    format_value(s.waiting_max),
-                    format_value(s.kv_usage_max, 2),
-                    format_value(s.output_throughput),
-                    format_value(c.output_throughput),
-                    format_value(s.accept_length, 2),
-                    format_value(c.accept_length, 2),
-                ]
-            )
-    lines = _table(
-        "GPU telemetry",
-        [
-            "Cell",
-            "GPU",
-            "Power mean W",
-            "max W",
-            "SM MHz mean",
-            "min",
-            "Mem MiB max",
-            "Temp max C",
-            "Util %",
-            "Throttle reasons (samples)",
-        ],
-        gpu_rows,
-    )
+    gpu_rows = [row for c in with_telemetry for row in _gpu_telemetry_rows(c)]
+    server_rows = [row for c in with_telemetry if (row := _server_telemetry_row(c))]
+    lines = _table("GPU telemetry", GPU_TELEMETRY_COLUMNS, gpu_rows)
     if server_rows:
-        lines += _table(
-            "Server telemetry (from /metrics)",
-            [
-                "Cell",
-                "Kind",
-                "Scrapes",
-                "Running mean",
-                "Queued max",
-                "KV use max",
-                "Server tok/s",
-                "Client tok/s",
-                "Server accept",
-                "Client accept",
-            ],
-            server_rows,
-        )
+        lines += _table("Server telemetry (from /metrics)", SERVER_TELEMETRY_COLUMNS, server_rows)
     return lines
+
+
+def _telemetry_label(cell: CellResult) -> str:
+    assert cell.telemetry is not None
+    return cell_label(cell) + (" (SIMULATED)" if cell.telemetry.simulated else "")
+
+
+def _gpu_telemetry_rows(cell: CellResult) -> list[list[str]]:
+    """One row per GPU the cell sampled: power, SM clock, memory, temperature, utilisation, throttle reasons."""
+    assert cell.telemetry is not None
+    rows = []
+    for g in cell.telemetry.gpus:
+        reasons = ", ".join(f"{k}×{v}" for k, v in g.throttle_reasons.items()) or "none"
+        values = (
+            g.power_mean_w,
+            g.power_max_w,
+            g.sm_clock_mean_mhz,
+            g.sm_clock_min_mhz,
+            g.memory_used_max_mib,
+            g.temperature_max_c,
+            g.utilization_mean_pct,
+        )
+        rows.append([_telemetry_label(cell), str(g.index), *(format_value(v) for v in values), reasons])
+    return rows
+
+
+def _server_telemetry_row(cell: CellResult) -> list[str] | None:
+    """The server's own /metrics beside the client's numbers (None: the server was not scraped)."""
+    assert cell.telemetry is not None
+    s = cell.telemetry.server
+    if not s:
+        return None
+    return [
+        _telemetry_label(cell),
+        s.kind,
+        str(s.scrapes),
+        format_value(s.running_mean, 1),
+        format_value(s.waiting_max),
+        format_value(s.kv_usage_max, 2),
+        format_value(s.output_throughput),
+        format_value(cell.output_throughput),
+        format_value(s.accept_length, 2),
+        format_value(cell.accept_length, 2),
+    ]
 
 
 def reference_markdown(summary: RunSummary, check: ReferenceCheck, source: str) -> str:

@@ -148,6 +148,20 @@ def _labels(recipe: Recipe, group: int, url: str, spec_hash: str) -> dict[str, s
     }
 
 
+def _spec_labels(
+    recipe: Recipe, group: int, url: str, argv: list[str], *, rank: int | None, group_hash: str | None
+) -> dict[str, str]:
+    """A container's labels, its spec hash taken over its command line.
+
+    A rank of a server spanning nodes also carries its rank, and the whole group's hash in place of its own.
+    """
+    labels = _labels(recipe, group, url, hashlib.sha256(json.dumps(argv).encode()).hexdigest()[:16])
+    if rank is not None:
+        labels[RANK_LABEL] = str(rank)
+        labels[SPEC_LABEL] = group_hash or labels[SPEC_LABEL]
+    return labels
+
+
 def container_specs(
     recipe: Recipe,
     *,
@@ -164,14 +178,14 @@ def container_specs(
 ) -> list[ContainerSpec]:
     """Every group's container with hgxkit's overrides (module doc), run by `image` (a digest reference).
 
-    `environ` (the controller's environment, at execute time) gives the recipe's `{{env:NAME}}` values (names
-    on `env_allowlist` only; default: hgxkit.recipe.secretenv), written to files under
+    `environ` (the controller's environment, at execute time) gives the recipe's `{{env:NAME}}` values, for
+    names on `env_allowlist` only (default: hgxkit.recipe.secretenv). They are written to files under
     `<state_dir>/replace/<name>/` (`ContainerSpec.secret_files`); the spec, its hash and `shell()` keep `${NAME}`
     references.
 
     A server spanning nodes is rendered for one host: `rank` and `head` (the head's address; see
-    render_recipe). Its container is labelled with its rank and with `group_hash` (the hash over every rank's
-    spec, hgxkit.serving.multinode.group_spec_hash) instead of its own, and the post's `--rm` is dropped: a
+    render_recipe). Its container is labelled with its rank, and with `group_hash` (the hash over every rank's
+    spec, hgxkit.serving.multinode.group_spec_hash) in place of its own. The post's `--rm` is dropped: a
     stopped rank is kept, so a failed replace of the group can start it again.
     """
     shown = render_recipe(recipe, total_gpus=total_gpus, rank=rank, head=head)
@@ -180,7 +194,7 @@ def container_specs(
     specs = []
     for group in shown:
         name = container_name(recipe, group)
-        overrides = dict(
+        body = group.with_overrides(
             name=name,
             publish_address=bind_address,
             detach=True,
@@ -189,17 +203,13 @@ def container_specs(
             extra_args=args,
             keep_stopped=rank is not None,
         )
-        body = group.with_overrides(**overrides)  # type: ignore[arg-type]
         url = health_url(recipe, group)
-        labels = _labels(recipe, group.group, url, hashlib.sha256(json.dumps(body.argv).encode()).hexdigest()[:16])
-        if rank is not None:
-            labels[RANK_LABEL] = str(rank)
-            labels[SPEC_LABEL] = group_hash or labels[SPEC_LABEL]
-        spec_hash = labels[SPEC_LABEL]
+        labels = _spec_labels(recipe, group.group, url, body.argv, rank=rank, group_hash=group_hash)
+        rendered = body.with_overrides(labels=labels)
         folder = f"{state_dir}/replace/{name}"
         secrets = (
             take_secrets(
-                body.with_overrides(labels=labels),
+                rendered,
                 recipe.server.server_kind,
                 environ,
                 allowlist,
@@ -215,8 +225,8 @@ def container_specs(
                 name=name,
                 gpus=group.gpus or [],
                 port=group.port,
-                rendered=body.with_overrides(labels=labels),
-                spec_hash=spec_hash,
+                rendered=rendered,
+                spec_hash=labels[SPEC_LABEL],
                 labels=labels,
                 health_url=url,
                 secrets=secrets,

@@ -99,8 +99,10 @@ class Placement:
 
 def place_groups(candidates: Sequence[Candidate], *, nodes: int, dist_port: int | None) -> Placement:
     """Form groups of `nodes` hosts: first the explicit `group_hosts` lists, then the remaining candidates in
-    inventory order, `nodes` at a time. Problems: a list of the wrong length, naming a host that does not
-    serve the recipe, a host in two lists, hosts left without a full group, a host without a fabric address.
+    inventory order, `nodes` at a time.
+
+    Problems: a list of the wrong length, naming a host that does not serve the recipe, a host in two lists,
+    hosts left without a full group, a host without a fabric address.
 
     >>> bad = place_groups([Candidate("a", address="a"), Candidate("b", address="b"), Candidate("c", address="c")],
     ...                    nodes=2, dist_port=5000)
@@ -109,74 +111,84 @@ def place_groups(candidates: Sequence[Candidate], *, nodes: int, dist_port: int 
     """
     by_name = {c.name: c for c in candidates}
     problems: list[Problem] = []
+    owner: dict[str, tuple[str, ...]] = {}  # host -> the accepted group_hosts list it is in
     lists: list[tuple[str, ...]] = []
-    owner: dict[str, tuple[str, ...]] = {}
     for candidate in candidates:
         wanted = candidate.group_hosts
         if wanted is None or wanted in lists:
             continue
-        clash = [h for h in wanted if h in owner]
-        unknown = [h for h in wanted if h not in by_name]
-        if len(wanted) != nodes or len(set(wanted)) != len(wanted):
-            problems.append(
-                Problem(
-                    "placement",
-                    f"group_hosts of {candidate.name} lists {len(wanted)} host(s) "
-                    f"({', '.join(wanted) or 'none'}) but the server spans {nodes} distinct nodes",
-                    f"list exactly {nodes} host names, the head (rank 0) first",
-                )
-            )
-        elif candidate.name not in wanted:
-            found = f"group_hosts of {candidate.name} ({', '.join(wanted)}) does not list {candidate.name} itself"
-            problems.append(Problem("placement", found, "set group_hosts only on the group's hosts"))
-        elif unknown:
-            problems.append(
-                Problem(
-                    "placement",
-                    f"group_hosts of {candidate.name} lists {', '.join(unknown)}, "
-                    "which is not an inventory host serving this recipe",
-                    "fix the host names, or give those hosts the same recipe",
-                )
-            )
-        elif clash:
-            problems.append(
-                Problem(
-                    "placement",
-                    f"{', '.join(clash)} is listed in two groups "
-                    f"({', '.join(owner[clash[0]])} and {', '.join(wanted)})",
-                    "give every host one group_hosts list",
-                )
-            )
+        problem = _group_hosts_problem(candidate.name, wanted, nodes=nodes, by_name=by_name, owner=owner)
+        if problem:
+            problems.append(problem)
         else:
             lists.append(wanted)
             owner.update({h: wanted for h in wanted})
-    for candidate in candidates:  # a listed host that says otherwise
-        mine = candidate.group_hosts
-        if candidate.name in owner and mine is not None and mine != owner[candidate.name]:
-            problems.append(
-                Problem(
-                    "placement",
-                    f"{candidate.name} is in group {', '.join(owner[candidate.name])} "
-                    f"but its own group_hosts is {', '.join(mine)}",
-                    "set the same group_hosts on every host of a group",
-                )
-            )
+    problems += _disagreeing_lists(candidates, owner)
     rest = [c.name for c in candidates if c.name not in owner and c.group_hosts is None]
-    chunks = [tuple(rest[i : i + nodes]) for i in range(0, len(rest) - len(rest) % nodes, nodes)]
-    left = rest[len(rest) - len(rest) % nodes :]
-    if left:
-        problems.append(
-            Problem(
-                "placement",
-                f"{', '.join(left)} serve(s) a recipe spanning {nodes} nodes but "
-                f"{len(left)} host(s) are left without a full group",
-                f"add hosts to make groups of {nodes}, or set group_hosts (the group's hosts in rank order)",
-            )
-        )
+    full = len(rest) - len(rest) % nodes  # the rest in inventory order, `nodes` at a time
+    chunks = [tuple(rest[i : i + nodes]) for i in range(0, full, nodes)]
+    if rest[full:]:
+        problems.append(_left_without_group(rest[full:], nodes))
     groups = [
         NodeGroup(index, _members(hosts, by_name, problems), dist_port) for index, hosts in enumerate([*lists, *chunks])
     ]
     return Placement(groups, problems)
+
+
+def _group_hosts_problem(
+    name: str,
+    wanted: tuple[str, ...],
+    *,
+    nodes: int,
+    by_name: Mapping[str, Candidate],
+    owner: Mapping[str, tuple[str, ...]],
+) -> Problem | None:
+    """What is wrong with host `name`'s `group_hosts` list, the first thing found (None: it forms a group)."""
+    if len(wanted) != nodes or len(set(wanted)) != len(wanted):
+        return Problem(
+            "placement",
+            f"group_hosts of {name} lists {len(wanted)} host(s) "
+            f"({', '.join(wanted) or 'none'}) but the server spans {nodes} distinct nodes",
+            f"list exactly {nodes} host names, the head (rank 0) first",
+        )
+    if name not in wanted:
+        found = f"group_hosts of {name} ({', '.join(wanted)}) does not list {name} itself"
+        return Problem("placement", found, "set group_hosts only on the group's hosts")
+    if unknown := [h for h in wanted if h not in by_name]:
+        return Problem(
+            "placement",
+            f"group_hosts of {name} lists {', '.join(unknown)}, which is not an inventory host serving this recipe",
+            "fix the host names, or give those hosts the same recipe",
+        )
+    if clash := [h for h in wanted if h in owner]:
+        return Problem(
+            "placement",
+            f"{', '.join(clash)} is listed in two groups ({', '.join(owner[clash[0]])} and {', '.join(wanted)})",
+            "give every host one group_hosts list",
+        )
+    return None
+
+
+def _disagreeing_lists(candidates: Sequence[Candidate], owner: Mapping[str, tuple[str, ...]]) -> list[Problem]:
+    """A host in an accepted group whose own `group_hosts` names another list."""
+    return [
+        Problem(
+            "placement",
+            f"{c.name} is in group {', '.join(owner[c.name])} but its own group_hosts is {', '.join(c.group_hosts)}",
+            "set the same group_hosts on every host of a group",
+        )
+        for c in candidates
+        if c.name in owner and c.group_hosts is not None and c.group_hosts != owner[c.name]
+    ]
+
+
+def _left_without_group(left: list[str], nodes: int) -> Problem:
+    return Problem(
+        "placement",
+        f"{', '.join(left)} serve(s) a recipe spanning {nodes} nodes but "
+        f"{len(left)} host(s) are left without a full group",
+        f"add hosts to make groups of {nodes}, or set group_hosts (the group's hosts in rank order)",
+    )
 
 
 def _members(hosts: tuple[str, ...], by_name: dict[str, Candidate], problems: list[Problem]) -> tuple[Member, ...]:
@@ -268,7 +280,7 @@ def _short(value: str | None) -> str:
 @dataclass(frozen=True)
 class RankNow:
     """One member's serving containers now: the group's container (None: there is none), the copy a replace
-    set aside (None: none), and other containers hgxkit manages there (groups no longer in the recipe)."""
+    set aside (None: none), and other containers hgxkit manages there (groups the recipe does not have)."""
 
     host: str
     rank: int

@@ -31,10 +31,10 @@ COPY_LIMIT_BYTES = 4 * 2**30  # the most one container's benchmark outputs may b
 CLIENT_START_FILE = "client-start.txt"  # per container: when its client process started, when it had imported
 
 # Runs inside a serving container: the kind's benchmark client (SGLang's module, or vLLM's CLI with
-# `bench serve`), its own command line unchanged, once per cell in ONE process (runpy re-runs the module as
-# __main__ each time), so torch and transformers are imported once per container instead of once per cell
-# (about 14 s each on two cores). Progress, each cell's start and its exit status go to stdout for the host
-# script (which records telemetry between a cell's start and its end); each cell's output goes to its own log.
+# `bench serve`), with its own command line unchanged. Every cell runs in ONE process: runpy re-runs the module
+# as __main__ each time, so torch and transformers are imported once per container, not once per cell (about
+# 14 s each on two cores). Progress, each cell's start and its exit status go to stdout for the host script,
+# which records telemetry between a cell's start and its end. Each cell's output goes to its own log.
 CELL_DRIVER = """\
 import time
 started = time.time()
@@ -167,6 +167,26 @@ def bench_script(
 
 
 def _per_container_lines(container: str, cells: list[Cell], labels: dict[int, str], inner: str) -> list[str]:
+    """A container's cells in one driver process: its stdout read line by line, then every output copied back."""
+    driver_log = f"client-{_safe(container)}.log"
+    return [
+        *_driver_start_lines(container, cells, labels, inner, driver_log),
+        '  case "$line" in',
+        *_progress_cases(cells, labels),
+        "  esac",
+        '  case "$line" in',
+        *_failure_cases(container, KINDS[cells[0].kind].title, driver_log),
+        "  esac",
+        '  case "$line" in "hgxkit-done "*) f= ;; esac',
+        "done",
+        *_copy_back_lines(container, cells, inner, driver_log),
+    ]
+
+
+def _driver_start_lines(
+    container: str, cells: list[Cell], labels: dict[int, str], inner: str, driver_log: str
+) -> list[str]:
+    """Copy CELL_DRIVER in and start it on the cells' plan; the loop that reads its stdout opens here."""
     plan = [
         [
             cell.file,
@@ -178,15 +198,13 @@ def _per_container_lines(container: str, cells: list[Cell], labels: dict[int, st
         ]
         for cell in cells
     ]
-    driver_log = f"client-{_safe(container)}.log"
     candidates = [[module, list(prefix)] for module, prefix in KINDS[cells[0].kind].bench.modules]
     client = argv(*_exec(container, "python3", f"{inner}/{DRIVER_FILE}", json.dumps(candidates), json.dumps(plan)))
-    title = KINDS[cells[0].kind].title
-    lines = [
+    return [
         text(script("echo {label} > progress", label=labels[id(cells[0])])),
         text(argv("docker", "cp", DRIVER_FILE, f"{container}:{inner}/{DRIVER_FILE}")),
-        # The exec's exit status follows as the last line: a `docker exec` that never started the driver (Docker
-        # 20.10 prints its own "OCI runtime exec failed …" on stdout) prints no cell line at all.
+        # The exec's exit status follows as the last line. A `docker exec` that never started the driver prints no
+        # cell line at all (Docker 20.10 prints its own "OCI runtime exec failed …" on stdout).
         text(
             script(
                 '{{ {client} 2> {log}; echo "hgxkit-exit $?"; }} | while IFS= read -r line; do',
@@ -194,10 +212,15 @@ def _per_container_lines(container: str, cells: list[Cell], labels: dict[int, st
                 log=driver_log,
             )
         ),
-        '  case "$line" in',
-        # The client runs in a stranger's image: what it prints picks one of the cells below by its exact line,
-        # and every file name, progress text and telemetry argument comes from the cell table, never from the
-        # line (a printed `hgxkit-start ../../etc/cron.d/x` once chose where telemetry was written).
+    ]
+
+
+def _progress_cases(cells: list[Cell], labels: dict[int, str]) -> list[str]:
+    """The driver's progress lines: a cell started (progress, telemetry on), the client ready, a cell done."""
+    return [
+        # The client runs in a stranger's image: what it prints picks one of the cells below by its exact line.
+        # Every file name, progress text and telemetry argument comes from the cell table, never from the line,
+        # so a printed `hgxkit-start ../../etc/cron.d/x` cannot choose where telemetry is written.
         *(
             text(
                 script(
@@ -215,8 +238,12 @@ def _per_container_lines(container: str, cells: list[Cell], labels: dict[int, st
         + CLIENT_START_FILE
         + " ;;",
         '    "hgxkit-done "*) [ -n "$f" ] && tele_stop "${f%.*}" ;;',
-        "  esac",
-        '  case "$line" in',
+    ]
+
+
+def _failure_cases(container: str, title: str, driver_log: str) -> list[str]:
+    """What marks the run failed: no client in the image, a cell's nonzero status, the exec's own failure."""
+    return [
         '    "hgxkit-done "*" 0") ;;',
         text(
             script(
@@ -236,24 +263,22 @@ def _per_container_lines(container: str, cells: list[Cell], labels: dict[int, st
             )
         ),
         '    "hgxkit-"*) ;;',
-        # Anything else on stdout is Docker's or the image's own word (the driver sends the client's output to
-        # the cells' logs): kept in the client log, where "no result" is explained.
+        # Anything else on stdout is Docker's or the image's own word: the driver sends the client's output to the
+        # cells' logs. It is kept in the client log, where "no result" is explained.
         text(script("""    *) printf '%s\\n' "$line" >> {log} ;;""", log=driver_log)),
-        "  esac",
-        '  case "$line" in "hgxkit-done "*) f= ;; esac',
-        "done",
     ]
-    return lines + _copy_back_lines(container, cells, inner, driver_log)
 
 
 def _copy_back_lines(container: str, cells: list[Cell], inner: str, driver_log: str) -> list[str]:
     """Copy every cell's output and log out of the container, bounded and without following a link."""
-    # Every cell's output and log in one copy, not two `docker cp` per cell. The image is a stranger's and its
-    # code runs as root in the container, so the copy is bounded: a tar stream of the directory, cut at
-    # COPY_LIMIT_BYTES (the directory could be a link to the container's whole file system), from which only the
-    # cells' own names are unpacked, without recursion (a name that is a directory brings nothing inside it), into
-    # a directory of its own; each is moved into the workdir only when it is a regular file (a planted link,
-    # e.g. one named `progress`, would otherwise be written through by this script or a later run).
+    # Every cell's output and log in one copy, not two `docker cp` per cell.
+    # The image is a stranger's and its code runs as root in the container, so the copy is bounded:
+    # - a tar stream of the directory, cut at COPY_LIMIT_BYTES (the directory could be a link to the container's
+    #   whole file system);
+    # - only the cells' own names are unpacked, without recursion (a name that is a directory brings nothing
+    #   inside it), into a directory of its own;
+    # - each is moved into the workdir only when it is a regular file. A planted link (one named `progress`, say)
+    #   would otherwise be written through by this script or a later run.
     out = f"out-{_safe(container)}"
     names = [f"./{name}" for cell in cells for name in (cell.file, f"{cell.file}.log")]
     stream = argv("docker", "cp", f"{container}:{inner}/.", "-")

@@ -30,11 +30,11 @@ from pathlib import Path
 from typing import Any
 
 from pyinfra import host, logger
-from pyinfra.api import deploy
+from pyinfra.api import Host, deploy
 from pyinfra.api.exceptions import DeployError
 from pyinfra.operations import apt, files, python, server
 
-from hgxkit.bundle.source import delivered
+from hgxkit.bundle.source import NodeBundle, delivered
 from hgxkit.errors import HgxkitError
 from hgxkit.hostcmd import HostRunner, SecretLines, argv, script
 from hgxkit.knobs import ssh_hostname
@@ -45,6 +45,7 @@ from hgxkit.node.facts_files import FileText, RealPath
 from hgxkit.planfacts import plan_fact
 from hgxkit.problems import refuse
 from hgxkit.recipe.host_recipe import recipe_for
+from hgxkit.recipe.spec import ModelSpec, Recipe
 from hgxkit.runfailure import RunFailure
 from hgxkit.serving.nodegroups import fabric_address
 from roles.model.defaults import DEFAULTS, TOKEN_DIR, ModelKnobs
@@ -75,23 +76,49 @@ def build_spec(check: bool = True) -> core.Spec:
             f"{host.name}: no model to sync",
             [f"{recipe.path}: model.repo_id and model.local_dir are needed to sync a model"],
         )
-    roots = _model_roots()
     if check:
-        refuse(
-            f"{host.name}: {recipe.path}: the model may not go where the recipe says; nothing was changed",
-            model_dir_problems(
-                model.local_dir,
-                roots,
-                plan_fact(host, RealPath, path=model.local_dir),
-                [plan_fact(host, RealPath, path=root) for root in roots],
-            ),
-        )
+        _refuse_misplaced_model(recipe)
     knobs = ModelKnobs.from_host(host)
     bundle = delivered(host)  # the `bundle` knob: the model and its manifest from the bundle, no Hub at all
+    source = _model_source(knobs, bundle)
+    spec = _download_spec(model, knobs, source, bundle)
+    if source == "fleet":
+        spec, peer = _place_in_fleet(spec, knobs)
+        if peer is None:
+            return spec  # the root: from the Hub
+    elif source == "peer":
+        peer = _named_peer(knobs)
+    else:
+        return spec
+    return _copy_from_peer(spec, peer, knobs)
+
+
+def _refuse_misplaced_model(recipe: Recipe) -> None:
+    """Stop before anything changes when the recipe's local_dir, as the node resolves it, is outside the
+    allowed roots."""
+    roots = _model_roots()
+    refuse(
+        f"{host.name}: {recipe.path}: the model may not go where the recipe says; nothing was changed",
+        model_dir_problems(
+            recipe.model.local_dir,
+            roots,
+            plan_fact(host, RealPath, path=recipe.model.local_dir),
+            [plan_fact(host, RealPath, path=root) for root in roots],
+        ),
+    )
+
+
+def _model_source(knobs: ModelKnobs, bundle: NodeBundle | None) -> str:
+    """Where the model comes from: the bundle when one is delivered, else the `model_source` knob."""
     source = "bundle" if bundle else str(knobs.model_source)
     if source not in ("hub", "dir", "peer", "fleet", "bundle"):
         refuse(f"{host.name}: the model role's knobs", [f"model_source {source!r}; use hub, dir, peer or fleet"])
-    spec = core.Spec(
+    return source
+
+
+def _download_spec(model: ModelSpec, knobs: ModelKnobs, source: str, bundle: NodeBundle | None) -> core.Spec:
+    """The spec of a copy from the Hub, a directory or the bundle: what every source shares."""
+    return core.Spec(
         repo_id=model.repo_id,
         revision=model.revision or "main",
         local_dir=model.local_dir,
@@ -114,45 +141,47 @@ def build_spec(check: bool = True) -> core.Spec:
         xet_shard_cache_gb=float(knobs.model_xet_shard_cache_gb),
         bundle_dir=bundle.model_dir if bundle else "",
     )
-    return _with_peer(spec, knobs, model.local_dir)
 
 
-def _with_peer(spec: core.Spec, knobs: ModelKnobs, local_dir: str) -> core.Spec:
-    """`spec` with the peer this host copies the model from (its fleet parent, or `model_peer`); as it is for a
-    source without one (the Hub, a directory, a bundle, the fleet's root)."""
-    source = spec.source
-    if source == "fleet":
-        order, fanout = fleet_order(), int(knobs.model_fleet_fanout)
-        children = [h for h in order if h != host.name and fleet_parent(h, order, fanout) == host.name]
-        spec = replace(
-            spec,
-            host_name=host.name,
-            fleet_port=int(knobs.model_fleet_port),
-            fleet_bind=fabric_address(host) or "",
-            fleet_bind_any=bool(knobs.model_fleet_bind_any),
-            fleet_children=[h for h in children if host.state.is_host_in_limit(host.inventory.get_host(h))],
+def _place_in_fleet(spec: core.Spec, knobs: ModelKnobs) -> tuple[core.Spec, Host | None]:
+    """The spec of this host's place in the fleet tree (where it serves the children within `--limit`), and the
+    parent it copies from (None for the root, which downloads from the Hub)."""
+    order, fanout = fleet_order(), int(knobs.model_fleet_fanout)
+    children = [h for h in order if h != host.name and fleet_parent(h, order, fanout) == host.name]
+    spec = replace(
+        spec,
+        host_name=host.name,
+        fleet_port=int(knobs.model_fleet_port),
+        fleet_bind=fabric_address(host) or "",
+        fleet_bind_any=bool(knobs.model_fleet_bind_any),
+        fleet_children=[h for h in children if host.state.is_host_in_limit(host.inventory.get_host(h))],
+    )
+    parent = fleet_parent(host.name, order, fanout)
+    return spec, None if parent is None else host.inventory.get_host(parent)
+
+
+def _named_peer(knobs: ModelKnobs) -> Host:
+    """The inventory host `model_peer` names for model_source peer; refused unless it is another host."""
+    peer_name = knobs.model_peer
+    peer = host.inventory.get_host(peer_name, None) if peer_name else None
+    if peer is None or peer_name == host.name:
+        refuse(
+            f"{host.name}: the model role's knobs",
+            [f"model_source peer needs model_peer naming another inventory host (got {peer_name!r})"],
         )
-        parent = fleet_parent(host.name, order, fanout)
-        if parent is None:
-            return spec  # the root: from the Hub
-        peer = host.inventory.get_host(parent)
-    elif source == "peer":
-        peer_name = knobs.model_peer
-        peer = host.inventory.get_host(peer_name, None) if peer_name else None
-        if peer is None or peer_name == host.name:
-            refuse(
-                f"{host.name}: the model role's knobs",
-                [f"model_source peer needs model_peer naming another inventory host (got {peer_name!r})"],
-            )
-            raise AssertionError  # refuse stopped the run
-    else:
-        return spec
+        raise AssertionError  # refuse stopped the run
+    return peer
+
+
+def _copy_from_peer(spec: core.Spec, peer: Host, knobs: ModelKnobs) -> core.Spec:
+    """The spec with what a copy streamed over SSH from `peer` needs: where it is reached, as whom, with which
+    key, and its downloader."""
     return replace(
         spec,
         peer_name=peer.name,
         peer_address=ModelKnobs.from_host(peer).model_peer_address or ssh_hostname(peer) or peer.name,
         peer_user=str(knobs.model_peer_user),
-        peer_dir=local_dir,
+        peer_dir=spec.local_dir,
         peer_key=str(knobs.model_peer_key),
         peer_wait_s=float(knobs.model_peer_wait_s),
         peer_program=peer_program(peer),

@@ -43,14 +43,15 @@ from hgxkit.node.driver import driver_gate
 from hgxkit.node.facts_apt import InstalledPackages
 from hgxkit.node.facts_files import FileText, JsonFile
 from hgxkit.node.facts_gpu import NvidiaSmi
-from hgxkit.node.health import gpu_health_report
+from hgxkit.node.health import GpuHealthReport, gpu_health_report
 from hgxkit.problems import refuse
 from hgxkit.recipe.dump import dump_recipe
 from hgxkit.recipe.host_recipe import recipe_for
 from hgxkit.recipe.spec import Recipe
 from hgxkit.results.archive import run_id_for, write_run
+from hgxkit.results.fingerprint import Fingerprint
 from hgxkit.results.report import run_markdown
-from hgxkit.results.summary import RunSummary
+from hgxkit.results.summary import CellResult, RunSummary
 from hgxkit.runfailure import RunFailure, escape_control
 from hgxkit.secrets import redact
 from hgxkit.serving.containers import ApiKeyFiles, ContainerSpec, container_specs
@@ -175,70 +176,26 @@ def _probe(run: HostRunner, recipe: Recipe, spec: ContainerSpec, key_file: str |
 
 
 def _verify(recipe: Recipe, mode: str, group: NodeGroup | None = None) -> None:
+    """Check every group serves, benchmark the planned cells, fingerprint the node(s), judge the gates and archive
+    the run; a failed gate stops the run only once it is archived."""
     run = HostRunner(host)
     took = _Stopwatch()
-    key_file = (
-        str(VerifyKnobs.from_host(host).serve_api_key_file) if VerifyKnobs.from_host(host).api_key == "auto" else None
-    )
+    key_file = _api_key_file(host)
     specs, digest, total = _specs(recipe, key_file, group)
-    if group is not None:
-        broken = _rank_failures(group, specs[0].name)
-        if broken:
-            refuse(
-                f"verify failed on {host.name}: the multi-node group {specs[0].name} ({group.label()}) is not "
-                "whole; rerun deploys/reproduce.py to start it again",
-                broken,
-            )
-    problems = [p for p in (_probe(run, recipe, spec, key_file) for spec in specs) if p]
-    refuse(f"verify failed on {host.name}", problems)
+    _refuse_unless_serving(run, recipe, specs, key_file, group)
     took.lap("health and a chat completion")
 
     run_tag = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     workdir = f"{VerifyKnobs.from_host(host).verify_workdir}/{run_tag}_{recipe.name}"
-    try:
-        out_len = bench_knob("bench_output_len", VerifyKnobs.from_host(host).bench_output_len)
-        repeats = bench_knob("bench_repeats", VerifyKnobs.from_host(host).bench_repeats)
-    except InputError as err:
-        refuse(f"verify refused on {host.name}", [err.message])
-        raise
-    cells = plan_cells(recipe, mode, [(s.group, s.name) for s in specs], out_len, repeats)  # type: ignore[arg-type]
     by_group = {s.group: s for s in specs}
     monitored = bool(VerifyKnobs.from_host(host).monitoring)
-    if not monitored:  # samplers while each cell runs; with monitoring, Prometheus is read afterwards instead
-        cells = [
-            replace(c, metrics_url=_metrics_url(recipe, by_group[c.group]), gpus=tuple(by_group[c.group].gpus))
-            for c in cells
-        ]
-    run(
-        script(
-            "umask 077 && mkdir -p {dir} && chmod 700 {parent} {dir}",
-            dir=workdir,
-            parent=str(VerifyKnobs.from_host(host).verify_workdir),
-        )
-    )
-    texts, client_logs = _run_detached(run, cells, workdir, key_file, run_tag) if cells else ({}, {})
-    took.lap(f"benchmark ({len(cells)} cells; the clients' start-up {_client_startup_s(texts):.1f} s of it)")
-    if monitored and cells:
-        texts.update(_prometheus_telemetry(cells, texts, by_group))
-        took.lap("telemetry from Prometheus")
+    cells = _plan_run_cells(recipe, mode, specs, by_group, monitored)
+    texts, client_logs = _benchmark(run, cells, by_group, monitored, workdir, key_file, run_tag, took)
     kind = recipe.server.server_kind
     env_report = _start_env_report(run, kind.env_report, specs[0].name)
     health = gpu_health_report(host.get_fact, expected_gpus=total)
-    info_url = specs[0].health_url.rsplit("/", 1)[0] + (kind.info_path or "/version")
-    server_info = {"kind": kind.name, **json_body(run(http_request(info_url, key_file=key_file)))}
-    fingerprint = collect_fingerprint(
-        host.get_fact,
-        system_name=host.name,
-        recipe=recipe,
-        rendered=[s.shell() for s in specs],
-        image=recipe.image.reference,
-        image_digest=digest,
-        server_info=server_info,
-        model_record=_model_record(recipe),
-        gpu_health=health.to_json(),
-        number_of_nodes=len(group.members) if group else 1,
-        node_group=_topology(group),
-    )
+    server_info = _server_info(run, recipe, specs[0], key_file)
+    fingerprint = _node_fingerprint(recipe, specs, digest, server_info, health, group)
     member_runs = _member_fingerprints(recipe, group, server_info) if group else {}
     took.lap("fingerprint")
     members = {name: fp for name, (fp, _) in member_runs.items()}
@@ -249,23 +206,7 @@ def _verify(recipe: Recipe, mode: str, group: NodeGroup | None = None) -> None:
         telemetry_source="prometheus" if monitored else "sampled",
         client_logs=client_logs,
     )
-    failed_gates = missing + gates(recipe, results, mode)  # type: ignore[arg-type]
-    if group is not None:  # a rank that died while the benchmark ran
-        failed_gates += _rank_failures(group, specs[0].name)
-    if VerifyKnobs.from_host(host).verify_gates:
-        failed_gates += [str(p) for p in health.problems()]
-        for name, (_, member_health) in member_runs.items():
-            failed_gates += [f"{name}: {p}" for p in member_health.problems()]
-        failed_gates += [
-            str(p)
-            for p in driver_gate(
-                host.get_fact,
-                expected_version=None,
-                expected_gpus=total,
-                fabric_package="nvidia-fabricmanager",
-                driver_package=_driver_package(),
-            )
-        ]
+    failed_gates = _failed_gates(recipe, mode, results, missing, group, specs[0].name, health, member_runs, total)
     summary = RunSummary(
         run_id=run_id_for(host.name, run_tag, recipe.name),
         host=host.name,
@@ -281,6 +222,164 @@ def _verify(recipe: Recipe, mode: str, group: NodeGroup | None = None) -> None:
     took.lap("statistics and gates")
     fingerprint = replace(fingerprint, server_env_report=_read_env_report(run, env_report, specs[0].name))
     took.lap(f"the engine's environment report ({env_report or 'none'}; waited for)")
+    path = _archive(run, recipe, summary, fingerprint, members, cells, texts, key_file, workdir, took)
+    echo(f"[{host.name}] verify took {took.total():.1f} s: {took.summary()}")
+    echo(
+        f"[{host.name}] run archived in {path} (hgxkit results show {summary.run_id}; report: {path}/report.html)"
+        + ("  SIMULATED" if summary.simulated else "")
+    )
+    if failed_gates:
+        refuse(f"verify gates failed on {host.name} (the run is archived in {path})", failed_gates)
+
+
+def _api_key_file(h: Host) -> str | None:
+    """The API key file the serving role wrote on `h`, or None when the groups take no key."""
+    knobs = VerifyKnobs.from_host(h)
+    return str(knobs.serve_api_key_file) if knobs.api_key == "auto" else None
+
+
+def _server_info(run: HostRunner, recipe: Recipe, spec: ContainerSpec, key_file: str | None) -> dict:
+    """What the server says it is (its kind's info endpoint, /version when it names none), with the kind."""
+    kind = recipe.server.server_kind
+    info_url = spec.health_url.rsplit("/", 1)[0] + (kind.info_path or "/version")
+    return {"kind": kind.name, **json_body(run(http_request(info_url, key_file=key_file)))}
+
+
+def _node_fingerprint(
+    recipe: Recipe,
+    specs: list[ContainerSpec],
+    digest: str,
+    server_info: dict,
+    health: GpuHealthReport,
+    group: NodeGroup | None,
+) -> Fingerprint:
+    """This node's fingerprint: everything read from it that can change a result (rank 0's for a group)."""
+    return collect_fingerprint(
+        host.get_fact,
+        system_name=host.name,
+        recipe=recipe,
+        rendered=[s.shell() for s in specs],
+        image=recipe.image.reference,
+        image_digest=digest,
+        server_info=server_info,
+        model_record=_model_record(recipe),
+        gpu_health=health.to_json(),
+        number_of_nodes=len(group.members) if group else 1,
+        node_group=_topology(group),
+    )
+
+
+def _refuse_unless_serving(
+    run: HostRunner, recipe: Recipe, specs: list[ContainerSpec], key_file: str | None, group: NodeGroup | None
+) -> None:
+    """Stop the run unless every rank of a multi-node group is up and every group answers health and one chat
+    completion: a benchmark of a broken group would measure nothing."""
+    if group is not None:
+        broken = _rank_failures(group, specs[0].name)
+        if broken:
+            refuse(
+                f"verify failed on {host.name}: the multi-node group {specs[0].name} ({group.label()}) is not "
+                "whole; rerun deploys/reproduce.py to start it again",
+                broken,
+            )
+    problems = [p for p in (_probe(run, recipe, spec, key_file) for spec in specs) if p]
+    refuse(f"verify failed on {host.name}", problems)
+
+
+def _plan_run_cells(
+    recipe: Recipe, mode: str, specs: list[ContainerSpec], by_group: dict[int, ContainerSpec], monitored: bool
+) -> list[Cell]:
+    """The benchmark cells of `mode` for every group; without monitoring each cell samples its group's /metrics
+    and GPUs while it runs (with monitoring, Prometheus is read afterwards instead)."""
+    try:
+        out_len = bench_knob("bench_output_len", VerifyKnobs.from_host(host).bench_output_len)
+        repeats = bench_knob("bench_repeats", VerifyKnobs.from_host(host).bench_repeats)
+    except InputError as err:
+        refuse(f"verify refused on {host.name}", [err.message])
+        raise
+    cells = plan_cells(recipe, mode, [(s.group, s.name) for s in specs], out_len, repeats)  # type: ignore[arg-type]
+    if monitored:
+        return cells
+    return [
+        replace(c, metrics_url=_metrics_url(recipe, by_group[c.group]), gpus=tuple(by_group[c.group].gpus))
+        for c in cells
+    ]
+
+
+def _benchmark(
+    run: HostRunner,
+    cells: list[Cell],
+    by_group: dict[int, ContainerSpec],
+    monitored: bool,
+    workdir: str,
+    key_file: str | None,
+    run_tag: str,
+    took: _Stopwatch,
+) -> tuple[dict[str, str], dict[str, str]]:
+    """Run the cells in a root-only workdir on the host and bring back their output files' texts and the client
+    logs of cells with none; with monitoring, each cell's telemetry is read from Prometheus afterwards."""
+    run(
+        script(
+            "umask 077 && mkdir -p {dir} && chmod 700 {parent} {dir}",
+            dir=workdir,
+            parent=str(VerifyKnobs.from_host(host).verify_workdir),
+        )
+    )
+    texts, client_logs = _run_detached(run, cells, workdir, key_file, run_tag) if cells else ({}, {})
+    took.lap(f"benchmark ({len(cells)} cells; the clients' start-up {_client_startup_s(texts):.1f} s of it)")
+    if monitored and cells:
+        texts.update(_prometheus_telemetry(cells, texts, by_group))
+        took.lap("telemetry from Prometheus")
+    return texts, client_logs
+
+
+def _failed_gates(
+    recipe: Recipe,
+    mode: str,
+    results: list[CellResult],
+    missing: list[str],
+    group: NodeGroup | None,
+    container: str,
+    health: GpuHealthReport,
+    member_runs: dict,
+    total: int | None,
+) -> list[str]:
+    """What fails the run: cells without results, the recipe's gates on the results, a rank that died while the
+    benchmark ran, and (verify_gates) the bring-up gates and GPU health of every node again."""
+    failed = missing + gates(recipe, results, mode)  # type: ignore[arg-type]
+    if group is not None:  # a rank that died while the benchmark ran
+        failed += _rank_failures(group, container)
+    if VerifyKnobs.from_host(host).verify_gates:
+        failed += [str(p) for p in health.problems()]
+        for name, (_, member_health) in member_runs.items():
+            failed += [f"{name}: {p}" for p in member_health.problems()]
+        failed += [
+            str(p)
+            for p in driver_gate(
+                host.get_fact,
+                expected_version=None,
+                expected_gpus=total,
+                fabric_package="nvidia-fabricmanager",
+                driver_package=_driver_package(),
+            )
+        ]
+    return failed
+
+
+def _archive(
+    run: HostRunner,
+    recipe: Recipe,
+    summary: RunSummary,
+    fingerprint: Fingerprint,
+    members: dict[str, Fingerprint],
+    cells: list[Cell],
+    texts: dict[str, str],
+    key_file: str | None,
+    workdir: str,
+    took: _Stopwatch,
+) -> Path:
+    """Write the run (summary, fingerprint, raw client output, telemetry, report) into the controller's results
+    and leave its scrubbed copy in the host's workdir; where the run was archived."""
     report = run_markdown(summary, fingerprint, members=members)
     telemetry_names = {name for cell in cells for name in cell.telemetry_files}
     raw = {name: text for name, text in texts.items() if name not in telemetry_names and name != CLIENT_START_FILE}
@@ -301,13 +400,7 @@ def _verify(recipe: Recipe, mode: str, group: NodeGroup | None = None) -> None:
     took.lap("report and archive")
     _keep_copy_on_host(run, workdir, path, raw)
     took.lap("copy on the host")
-    echo(f"[{host.name}] verify took {took.total():.1f} s: {took.summary()}")
-    echo(
-        f"[{host.name}] run archived in {path} (hgxkit results show {summary.run_id}; report: {path}/report.html)"
-        + ("  SIMULATED" if summary.simulated else "")
-    )
-    if failed_gates:
-        refuse(f"verify gates failed on {host.name} (the run is archived in {path})", failed_gates)
+    return path
 
 
 def _client_startup_s(texts: dict[str, str]) -> float:
@@ -354,10 +447,7 @@ def _member_fingerprints(recipe: Recipe, group: NodeGroup, server_info: dict) ->
     out = {}
     for member in group.members[1:]:
         h = member_host(host, member.host)
-        key_file = (
-            str(VerifyKnobs.from_host(h).serve_api_key_file) if VerifyKnobs.from_host(h).api_key == "auto" else None
-        )
-        specs, digest, total = _specs(recipe, key_file, group, h)
+        specs, digest, total = _specs(recipe, _api_key_file(h), group, h)
         info = {
             "kind": server_info.get("kind"),
             "version": server_info.get("version"),

@@ -4,7 +4,7 @@
 One simulated node (cluster "sweep-<suffix>"), brought up with deploys/bringup.py; for each sampled post,
 imported unedited, the serving role's container with the simulated stand-in in place of the post's image and
 nothing else changed starts and answers its health endpoint (hgxkit.sim.sweep.deploy). The sample is chosen for
-what a real HGX node allows and a simulated one used to refuse: SGLang with `--ulimit memlock=-1 --ulimit
+what a real HGX node allows and a simulated one must allow too: SGLang with `--ulimit memlock=-1 --ulimit
 stack=…` and a large `--shm-size` (085, and SGLang's own compose file c01 with the host network), `--privileged`
 with `--network=host` (002), vLLM with `--runtime nvidia` and a secret in its env file (007), a `--mount
 type=bind` of a host path the node lacks (the unit example of test_sweep_sim), and SGLang with tp 1 given `--gpus

@@ -272,8 +272,8 @@ def test_a_compose_export_runs_on_the_node_and_compares_with_the_pyinfra_run(nod
 # asks for the host's network (`network_mode: host`); both posts serve on every interface without an API key,
 # which the exposure policy refuses unless told (`allow_unauthenticated=true`: the posts' own choice).
 # c01's `ulimits: memlock: -1` is what every verify `docker exec` into its container inherits: the simulated
-# node's runc fits exec'd processes as it fits containers (it once refused the client's exec, "error setting
-# rlimit type 8", and verify said only "the client wrote no result").
+# node's runc fits exec'd processes as it fits containers. Otherwise runc refuses the client's exec ("error
+# setting rlimit type 8") and verify can say only "the client wrote no result".
 ALLOWED = {
     "c01-sglang-docker-compose.yaml": ('allow_docker_options=["--network=host"]', "allow_unauthenticated=true"),
     "m01-vllm-docs-k8s-gpu.md": ("allow_unauthenticated=true",),

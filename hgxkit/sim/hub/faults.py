@@ -13,8 +13,8 @@ the LFS redirect target) whose repo path matches `paths` (an fnmatch pattern).
 | ``HGXKIT_HUB_FAULT_PATHS`` | ``paths`` | fnmatch pattern of repo paths affected (default ``*``) |
 | ``HGXKIT_HUB_FAULT_MISSING_REPOS`` | ``missing_repos`` | fnmatch pattern of repo ids answered ``RepoNotFound`` |
 
-``missing_repos`` is how a test gets "no such model" now that the stand-in generates a repository for any id
-it is asked for (`store.RepoStore`); it applies to every endpoint of the matching repos.
+``missing_repos`` is how a test gets "no such model": the stand-in generates a repository for any id it is
+asked for (`store.RepoStore`). It applies to every endpoint of the matching repos.
 
 Example:
     >>> f = FaultConfig.from_env({"HGXKIT_HUB_FAULT_DROP_AFTER_BYTES": "1000"})

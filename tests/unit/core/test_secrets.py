@@ -242,7 +242,7 @@ def test_a_recognisable_credential_names_its_own_variable() -> None:
     ],
 )
 def test_scrubbing_is_linear_on_adversarial_text(unit: str) -> None:
-    # An unbounded URL scheme once made "a.a.a.…" quadratic: 200 KB of it took minutes.
+    # An unbounded URL scheme makes "a.a.a.…" quadratic: 200 KB of it would take minutes.
     text = unit * (200_000 // len(unit))
     start = time.process_time()  # CPU, not wall: a loaded machine must not fail a linear scrub
     redact(text)

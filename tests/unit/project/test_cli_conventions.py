@@ -193,7 +193,7 @@ def test_every_json_output_has_a_schema_version_and_validates(
 
 
 def test_a_json_output_that_breaks_its_schema_is_caught() -> None:
-    # The check above can fail: a recipe show document with the old extra `server.defaults` is refused.
+    # The check above can fail: a recipe show document with an extra `server.defaults` (not in the schema) is refused.
     from hgxkit.cli.recipe import load_schema as recipe_schema
     from hgxkit.recipe.read import load_recipe
     from hgxkit.recipe.show import recipe_json

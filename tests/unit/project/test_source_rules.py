@@ -332,8 +332,8 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     return groups
 
 
-# Circles known today: none. The last one (roles/sglang_serve/__init__.py imported group.py inside a function and
-# group.py imported names back) went when the serve role's shared helpers moved to hgxkit/serving/steps.py.
+# Circles allowed: none. An import inside a function counts too (a role importing a module that imports the role
+# back); helpers two modules share belong in the library (the serve role's are in hgxkit/serving/steps.py).
 KNOWN_CIRCLES: list[list[str]] = []
 
 

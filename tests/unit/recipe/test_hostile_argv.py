@@ -143,7 +143,7 @@ OPTION_CASES = [
     ("double-quoted-seccomp", ['--security-opt "seccomp=unconfined"'], (["--security-opt=seccomp=unconfined"], [])),
     ("split-docker-sock", ["-v /var/run/docker.s''ock:/s"], (["docker-socket-mount"], [])),
     ("quoted-privileged-true", ['--privileged=tr""ue'], (["--privileged"], [])),
-    # --- mounts: the model directories are fine, the rest is named (the old deny list's misses first) ---
+    # --- mounts: the model directories are fine, the rest is named (first the paths a short deny list misses) ---
     ("mount-opt-hgxkit", ["-v /opt/hgxkit:/x"], (["host-system-mount"], [])),
     ("mount-spool-cron", ["-v /var/spool/cron:/c"], (["host-system-mount"], [])),
     ("mount-home", ["-v /home:/h"], (["host-system-mount"], [])),
@@ -396,7 +396,7 @@ def _verdicts(option: str, text: str | None, stub: Path) -> tuple[object, list[s
         recipe = parse_recipe_text(recipe_text([item]), source="r.yaml")
     except InputError as err:
         assert "is left for the node's shell to expand" in err.message, err.message
-        # Refused: hgxkit renders nothing. What the old design handed the host's shell is what Docker got.
+        # Refused: hgxkit renders nothing. Judged anyway on what Docker would get had the host's shell run it.
         received = docker_receives(f"docker run {item} img", stub)
         return "refused", [d.name for d in judge_argv(received)]
     (spec,) = container_specs(

@@ -86,7 +86,7 @@ def test_the_base_recipe_loads(tmp_path: Path) -> None:
     assert [g.name for g in render_recipe(recipe)] == ["tiny-0", "tiny-1"]
 
 
-# --- Injection through every field of a recipe file: (id, old line, hostile line, expected message part) ---
+# --- Injection through every field of a recipe file: (id, line replaced, hostile line, expected message part) ---
 FIELD_CASES = [
     # A shell command after the image: the rendered command line would run it.
     (
@@ -376,7 +376,7 @@ def _deep_block(levels: int) -> str:
 
 
 MALFORMED_CASES = [
-    # A "billion laughs": 676 bytes that expand to 10^9 values (the old loader never returned).
+    # A "billion laughs": 676 bytes that expand to 10^9 values (loading it naively never returns).
     (
         "alias-bomb",
         (FIXTURES / "alias-bomb.yaml").read_bytes(),

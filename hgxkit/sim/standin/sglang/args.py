@@ -5,7 +5,7 @@ notes (`shared/reference/sglang.md`, checked against sglang 0.5.23's ``--help``)
 Behaviour that matters for the toolkit is kept:
 
 - argparse abbreviations stay on: ``--tp 4`` means ``--tp-size 4`` (the only ``--tp*`` option);
-- ``--cuda-graph-max-bs`` no longer exists (0.5.23), so argparse reports it as ambiguous between
+- 0.5.23 has no ``--cuda-graph-max-bs``, so argparse reports it as ambiguous between
   ``--cuda-graph-max-bs-decode`` and ``--cuda-graph-max-bs-prefill`` and exits 2;
 - an unknown flag exits 2 with argparse's ``unrecognized arguments`` message;
 - aliases: ``--model`` = ``--model-path``, ``--tensor-parallel-size`` = ``--tp-size``,
@@ -162,7 +162,7 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
     add("--disable-flashinfer-autotune", action="store_true")
     add("--enable-torch-compile", action="store_true")
     add("--torch-compile-max-bs", type=int, default=32)
-    # CUDA graphs (0.5.23 names; the legacy --cuda-graph-max-bs is gone and now ambiguous)
+    # CUDA graphs (0.5.23 names; a bare --cuda-graph-max-bs is an ambiguous prefix of the two below)
     add("--cuda-graph-max-bs-decode", type=int, default=None)
     add("--cuda-graph-max-bs-prefill", type=int, default=None)
     add("--cuda-graph-bs-decode", type=int, nargs="+", default=None)
