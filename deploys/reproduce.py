@@ -20,6 +20,7 @@ from hgxkit.node.bringup import plan_reads as bringup_reads
 from hgxkit.planfacts import prefetch
 from hgxkit.recipe.host_recipe import recipe_for
 from hgxkit.runfailure import install as answer_failures
+from hgxkit.serving.steps import judged_for
 from roles import check_knob_names
 from roles.docker import warm_image_cache
 from roles.docker.defaults import DockerKnobs
@@ -48,6 +49,7 @@ answer_failures()  # hgxkit's errors end the run as one block per host, not a tr
 reads = [*bringup_reads(host), *model_reads(), *(serve_reads() if recipe_for(host).node_count() == 1 else [])]
 hold_host_lock(host, reads)  # one hgxkit run per node at a time (hgxkit/hostlock.py)
 prefetch(host, reads)  # whatever the lock's channel could not read (nothing, normally)
+judged_for(host)  # the recipe's judgement under this host's allowances, before anything changes
 multinode_preflight()  # a server spanning nodes: placement, equal members, head reachable; before any change
 
 include_sibling(__file__, "bringup.py")

@@ -312,6 +312,17 @@ class SharedKnobs(Knobs):
         False,
         "serve a non-loopback bind_address (groups, router, image cache) without a key; warns on every run.",
     )
+    allow_docker_options: list[str] = declare(
+        [],
+        "the dangerous Docker options a recipe may use on this node, by danger name, option or class (e.g. "
+        '["--privileged"]); any other is refused (hgxkit/recipe/danger.py).',
+    )
+    recipe_env_allowlist: list[str] | None = declare(
+        None,
+        "the names a recipe's {{env:NAME}} may take from the operator's environment (None: HF_TOKEN and the kind's "
+        "API-key variable, VLLM_API_KEY or SGLANG_API_KEY); any other is refused. Values reach the container only "
+        "through root-only files (hgxkit/recipe/secretenv.py).",
+    )
     verify: bool = declare(True, "deploys/reproduce.py and dspark.py benchmark what they serve (false: serve only).")
     hgxkit_simulated: bool = declare(
         False, "set by inventories/sim.py: a simulated node, whose roles may relax hardware-only checks."

@@ -9,7 +9,11 @@ from pathlib import Path
 from rich.console import Console
 from rich.markup import escape
 
+from hgxkit.cli.allowances import allowance_options, allowances
+from hgxkit.errors import InputError
+from hgxkit.recipe.judge import judge
 from hgxkit.recipe.read import load_recipe
+from hgxkit.recipe.secretenv import api_key_variable
 
 # The exporters load the serving modules (and pyinfra's API with them): only when `recipe export` runs, so that
 # every other `hgxkit recipe …` starts without them. The registry's names, repeated here, are checked by a test.
@@ -26,7 +30,9 @@ def add_export(commands: argparse._SubParsersAction) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
         description="Export a verified recipe to another engine, from its render: the image by digest, the model "
         "repository and revision, the recipe hash and the verifying run travel as labels and comments. "
-        "Secrets stay references (env files, Secret refs, SkyPilot secrets). Without -o the files are printed.",
+        "Secrets stay references (env files, Secret refs, SkyPilot secrets). The recipe is judged as a node "
+        "judges it, under the same allowances (`recipe check`): what a node refuses is not exported, and what an "
+        "allowance lets through is written into the files. Without -o the files are printed.",
         epilog="examples:\n"
         f"  hgxkit recipe export {_EXAMPLE} --to compose -o deploy/compose --run 20261201-120000-abcd\n"
         f"  hgxkit recipe export {_EXAMPLE} --to k8s --model-pvc models > k8s.yaml\n"
@@ -37,14 +43,6 @@ def add_export(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("--to", required=True, choices=TARGETS, help="the engine")
     parser.add_argument("-o", "--output", type=Path, help="directory to write the files into (default: print them)")
     parser.add_argument("--run", help="id of the run that verified the recipe (a label / comment)")
-    parser.add_argument(
-        "--bind", default="127.0.0.1", help="address published ports bind to (compose, slurm; default: loopback)"
-    )
-    parser.add_argument(
-        "--allow-unauthenticated",
-        action="store_true",
-        help="bind beyond loopback a server whose kind takes its API key only as a flag",
-    )
     parser.add_argument("--model-pvc", help="k8s: the PersistentVolumeClaim holding the model (default: a hostPath)")
     parser.add_argument("--gpus", type=int, default=8, help="GPUs per node (default: 8)")
     parser.add_argument(
@@ -52,6 +50,7 @@ def add_export(commands: argparse._SubParsersAction) -> None:
         default=DEFAULT_GPU_PRODUCT,
         help=f"GPU feature discovery's product name (default: {DEFAULT_GPU_PRODUCT})",
     )
+    allowance_options(parser)
     parser.set_defaults(handler=_cmd_export)
 
 
@@ -61,15 +60,20 @@ def _cmd_export(args: argparse.Namespace) -> int:
 
     recipe = load_recipe(args.recipe)
     options = ExportOptions(
-        bind=args.bind,
-        run_id=args.run,
-        model_pvc=args.model_pvc,
-        total_gpus=args.gpus,
-        gpu_product=args.gpu_product,
-        allow_unauthenticated=args.allow_unauthenticated,
+        run_id=args.run, model_pvc=args.model_pvc, total_gpus=args.gpus, gpu_product=args.gpu_product
     )
-    exported = export_recipe(recipe, args.to, options)
+    # Every export passes the kind's key variable on from the engine's secrets: `api_key: auto` for such a kind.
+    kind = recipe.server.server_kind
+    if args.api_key and not kind.api_key_env:
+        raise InputError(
+            f"--api-key auto: {kind.title} takes its key only as a flag, which an export cannot fill from a secret; "
+            f"add --api-key {{{{env:{api_key_variable(kind)}}}}} to the recipe's server flags instead"
+        )
+    judged = judge(recipe, allowances(args, api_key="auto" if kind.api_key_env else None), args.gpus)
+    exported = export_recipe(judged, args.to, options)
     err = Console(stderr=True, soft_wrap=True)
+    for line in judged.allowed_lines():
+        err.print(f"[yellow]carried[/] {escape(line)}")
     if args.output is None:
         many = len(exported.files) > 1
         for name, text in exported.files.items():

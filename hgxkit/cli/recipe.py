@@ -17,6 +17,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from hgxkit.cli.allowances import allowance_options, allowances
 from hgxkit.cli.args import json_option, package_schema
 from hgxkit.cli.export import add_export
 from hgxkit.errors import InputError
@@ -25,10 +26,10 @@ from hgxkit.importing.importer import ImportOptions, import_post
 from hgxkit.importing.model_placement import DEFAULT_MODELS_DIR
 from hgxkit.importing.outcome import ImportRefused, explained, ledger_json
 from hgxkit.kinds import KINDS
-from hgxkit.recipe.check import check_recipe
 from hgxkit.recipe.diff import diff_recipes
 from hgxkit.recipe.dump import dump_recipe
 from hgxkit.recipe.groups import parse_groups_arg
+from hgxkit.recipe.judge import findings as judgement
 from hgxkit.recipe.read import load_recipe, parse_recipe_text, read_recipe_text
 from hgxkit.recipe.render import render_recipe
 from hgxkit.recipe.schema import RECIPE_SCHEMA
@@ -167,13 +168,17 @@ def _add_check(commands: argparse._SubParsersAction) -> None:
         "check",
         help="report errors and known pitfalls in a recipe",
         formatter_class=_RAW,
-        description="Errors: GPU groups that overlap or do not fit, a group size different from the "
-        "server's tp x pp x dp, two groups on one port, a model path outside every mount. Warnings: "
-        "known SGLang/Docker pitfalls, each with its reason. Exit status 1 when there is an error.",
-        epilog=f"example:\n  hgxkit recipe check {SEED_RECIPE} --gpus 8",
+        description="The judgement a node makes before it serves the recipe, under the same allowances: "
+        "errors (GPU groups that overlap or do not fit, a group size different from the server's tp x pp x dp, "
+        "two groups on one port, a model path outside every mount, dangerous docker options, an API open without "
+        "a key, {{env:NAME}} names not allowed) and warnings (known SGLang/Docker pitfalls, each with its reason). "
+        "Exit status 1 when there is an error: the node would refuse it.",
+        epilog=f"examples:\n  hgxkit recipe check {SEED_RECIPE} --gpus 8\n"
+        f"  hgxkit recipe check {SEED_RECIPE} --bind 0.0.0.0 --api-key auto",
     )
     parser.add_argument("recipe", help="recipe YAML file")
     parser.add_argument("--gpus", type=_positive_int, help="GPUs on the node (default: the recipe's)")
+    allowance_options(parser)
     json_option(parser, lambda: load_schema("check"), "the findings (`hgxkit recipe schema check`)")
     parser.set_defaults(handler=_cmd_check)
 
@@ -312,7 +317,7 @@ def _cmd_render(args: argparse.Namespace) -> int:
 
 def _cmd_check(args: argparse.Namespace) -> int:
     recipe = load_recipe(args.recipe)
-    findings = check_recipe(recipe, args.gpus)
+    findings = judgement(recipe, allowances(args), args.gpus)
     errors = [f for f in findings if f.level == "error"]
     if args.json:
         document = {

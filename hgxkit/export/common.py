@@ -26,12 +26,12 @@ from hgxkit.kinds.base import ServerKind
 from hgxkit.recipe.docker_options import canonical
 from hgxkit.recipe.docker_parse import OptionEntry, OptionUse
 from hgxkit.recipe.dump import recipe_hash
+from hgxkit.recipe.judge import Judged
 from hgxkit.recipe.render import RenderedGroup, render_recipe
 from hgxkit.recipe.shellwords import dollar_segments
 from hgxkit.recipe.spec import Mount, Recipe, parse_mount, parse_publish, parse_volume
 from hgxkit.secrets import is_secret_name
 from hgxkit.serving.containers import container_name
-from hgxkit.serving.policy import exposure_problems
 
 # A head address no host has (RFC 6761 `.invalid`), replaced by each engine's own head expression.
 HEAD_STANDIN = "hgxkit-export-head.invalid"
@@ -47,12 +47,10 @@ _LIFECYCLE = {"--detach", "--rm", "--interactive", "--tty", "--name", "--gpus", 
 class ExportOptions:
     """How an export places the recipe: where ports bind, the verifying run, the model volume, the node."""
 
-    bind: str = "127.0.0.1"
     run_id: str | None = None
     model_pvc: str | None = None
     total_gpus: int = 8
     gpu_product: str = DEFAULT_GPU_PRODUCT
-    allow_unauthenticated: bool = False
 
 
 @dataclass(frozen=True)
@@ -146,6 +144,7 @@ class Provenance:
     model_revision: str | None
     run_id: str | None
     kind: str
+    allowed: tuple[str, ...] = ()  # what the judgement's allowances let through (hgxkit.recipe.judge)
 
     def labels(self) -> dict[str, str]:
         """`hgxkit.io/…` labels (values as Kubernetes allows: 63 characters; the full hash is a comment)."""
@@ -169,6 +168,7 @@ class Provenance:
             "model-revision": self.model_revision,
             "verified-by-run": self.run_id,
             "kind": self.kind,
+            "allowed": "; ".join(self.allowed),
         }
         return {LABEL_PREFIX + k: v for k, v in pairs.items() if v}
 
@@ -178,7 +178,7 @@ class Provenance:
         if self.model_repo:
             lines.append(f"model: {self.model_repo} at {self.model_revision or 'main'}")
         lines.append(f"verified by run: {self.run_id}" if self.run_id else "verified by run: none given (--run)")
-        return lines
+        return lines + [f"ALLOWED ON PURPOSE, {line}" for line in self.allowed]
 
 
 def _label_value(value: str) -> str:
@@ -186,7 +186,8 @@ def _label_value(value: str) -> str:
     return re.sub(r"^[^A-Za-z0-9]+|[^A-Za-z0-9]+$", "", cleaned)
 
 
-def provenance(recipe: Recipe, options: ExportOptions) -> Provenance:
+def provenance(judged: Judged, options: ExportOptions) -> Provenance:
+    recipe = judged.recipe
     return Provenance(
         recipe=recipe.name,
         recipe_hash=recipe_hash(recipe),
@@ -197,18 +198,8 @@ def provenance(recipe: Recipe, options: ExportOptions) -> Provenance:
         model_revision=recipe.model.revision if recipe.model.repo_id else None,
         run_id=options.run_id,
         kind=recipe.server.server_kind.name,
+        allowed=tuple(judged.allowed_lines()),
     )
-
-
-def check_exposure(recipe: Recipe, options: ExportOptions) -> None:
-    """Refuse publishing beyond loopback a server that would answer anyone (hgxkit's exposure policy): a kind with
-    an API-key variable gets the key from the secrets, one that reads it only from a flag does not."""
-    kind = recipe.server.server_kind
-    if exposure_problems(options.bind, "auto" if kind.api_key_env else None, options.allow_unauthenticated):
-        raise InputError(
-            f"--bind {options.bind}: {kind.title} takes its API key only as a flag, so the server would answer "
-            "anyone; bind 127.0.0.1, add the key to the recipe's flags, or pass --allow-unauthenticated"
-        )
 
 
 def export_groups(recipe: Recipe, options: ExportOptions) -> list[ExportGroup]:

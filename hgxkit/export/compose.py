@@ -7,8 +7,9 @@ lists the names), checks health on the kind's endpoint, and keeps the recipe's i
 The command is the render's, word for word: the recipe's `$$` and `${NAME}` notation is compose's own.
 
 Example:
+    >>> from hgxkit.recipe.judge import judge
     >>> from hgxkit.recipe.read import load_recipe
-    >>> out = export_compose(load_recipe("recipes/deepseek-v4-flash-dspark-marlin.yaml"), ExportOptions())
+    >>> out = export_compose(judge(load_recipe("recipes/deepseek-v4-flash-dspark-marlin.yaml")), ExportOptions())
     >>> sorted(out.files)
     ['compose.yaml', 'secrets.env.example']
 """
@@ -22,23 +23,22 @@ from hgxkit.export.common import (
     Exported,
     ExportGroup,
     ExportOptions,
-    check_exposure,
     dump_yaml,
     expansion_names,
     export_groups,
     not_carried,
     provenance,
 )
-from hgxkit.recipe.spec import Recipe
+from hgxkit.recipe.judge import Judged
 
 HEAD_VARIABLE = "${HGXKIT_HEAD:?set HGXKIT_HEAD to the head node's address}"
 
 
-def export_compose(recipe: Recipe, options: ExportOptions) -> Exported:
+def export_compose(judged: Judged, options: ExportOptions) -> Exported:
     """`compose.yaml` (and `compose.rank-N.yaml` for the other nodes of a group spanning nodes)."""
-    check_exposure(recipe, options)
+    recipe = judged.recipe
     groups = export_groups(recipe, options)
-    origin = provenance(recipe, options)
+    origin = provenance(judged, options)
     nodes = max(g.nodes for g in groups)
     files: dict[str, str] = {}
     secrets: list[str] = []
@@ -47,7 +47,7 @@ def export_compose(recipe: Recipe, options: ExportOptions) -> Exported:
         volumes: dict[str, dict] = {}
         for group in groups:
             container = group.containers[rank].for_engine(HEAD_VARIABLE, None, group.kind)
-            services[container.name] = _service(container, group, options, volumes)
+            services[container.name] = _service(container, group, judged.allowances.bind_address, volumes)
             # The same labels on every group's service: the services differ only where the groups do (GPUs,
             # port, name), so an importer reads them back as one recipe.
             services[container.name]["labels"] = origin.annotations()
@@ -71,7 +71,7 @@ def export_compose(recipe: Recipe, options: ExportOptions) -> Exported:
     return Exported(files, dropped)
 
 
-def _service(container: Container, group: ExportGroup, options: ExportOptions, volumes: dict[str, dict]) -> dict:
+def _service(container: Container, group: ExportGroup, bind: str, volumes: dict[str, dict]) -> dict:
     service: dict[str, object] = {"image": container.image}
     if container.entrypoint is not None:
         service["entrypoint"] = list(container.entrypoint)
@@ -82,7 +82,7 @@ def _service(container: Container, group: ExportGroup, options: ExportOptions, v
     if container.network_host:
         service["network_mode"] = "host"
     else:
-        host = f"[{options.bind}]" if ":" in options.bind else options.bind
+        host = f"[{bind}]" if ":" in bind else bind
         service["ports"] = [f"{host}:{container.host_port}:{container.container_port}"]
     if container.ipc:
         service["ipc"] = container.ipc

@@ -10,8 +10,9 @@ which the kubelet fills from the container's environment. In a LeaderWorkerSet t
 the head through `$(LWS_LEADER_ADDRESS)` and each worker takes its rank from `$(LWS_WORKER_INDEX)`.
 
 Example:
+    >>> from hgxkit.recipe.judge import judge
     >>> from hgxkit.recipe.read import load_recipe
-    >>> out = export_kubernetes(load_recipe("recipes/deepseek-v4-flash-dspark-marlin.yaml"), ExportOptions())
+    >>> out = export_kubernetes(judge(load_recipe("recipes/deepseek-v4-flash-dspark-marlin.yaml")), ExportOptions())
     >>> [line for line in out.files["kubernetes.yaml"].splitlines() if line.startswith("kind:")]
     ['kind: Deployment', 'kind: Service', 'kind: Deployment', 'kind: Service']
 """
@@ -32,8 +33,8 @@ from hgxkit.export.common import (
     not_carried,
     provenance,
 )
+from hgxkit.recipe.judge import Judged
 from hgxkit.recipe.shellwords import dollar_segments
-from hgxkit.recipe.spec import Recipe
 
 GPU_RESOURCE = "nvidia.com/gpu"
 PRODUCT_LABEL = "nvidia.com/gpu.product"
@@ -59,10 +60,11 @@ def k8s_word(word: str) -> str:
     return "".join(out)
 
 
-def export_kubernetes(recipe: Recipe, options: ExportOptions) -> Exported:
+def export_kubernetes(judged: Judged, options: ExportOptions) -> Exported:
     """`kubernetes.yaml`: every group's workload and Service, one YAML stream."""
+    recipe = judged.recipe
     groups = export_groups(recipe, options)
-    origin = provenance(recipe, options)
+    origin = provenance(judged, options)
     secret = _dns(f"{recipe.name}-secrets")
     documents: list[dict] = []
     for group in groups:
@@ -79,7 +81,7 @@ def export_kubernetes(recipe: Recipe, options: ExportOptions) -> Exported:
         dropped.append("GPU ids: a pod asks for a number of GPUs; the device plugin chooses which")
     if any(c.ulimits for g in groups for c in g.containers):
         dropped.append("ulimits: set on the node's container runtime (Kubernetes has no per-pod ulimits)")
-    dropped.append(f"--bind {options.bind}: each Service is a ClusterIP; expose it with your ingress")
+    dropped.append(f"--bind {judged.allowances.bind_address}: each Service is a ClusterIP; expose it with your ingress")
     return Exported({"kubernetes.yaml": text}, dropped)
 
 

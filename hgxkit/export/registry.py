@@ -1,6 +1,6 @@
 """The export registry: target name -> exporter (`hgxkit recipe export RECIPE --to TARGET`).
 
-One module per engine (compose, kubernetes, skypilot, slurm), each a function (recipe, options) -> `Exported`
+One module per engine (compose, kubernetes, skypilot, slurm), each a function (judged recipe, options) -> `Exported`
 (file name -> text, and what the engine's format does not carry), built from the recipe's structured render
 (hgxkit/export/common.py). A new engine is one module and one line in `EXPORTERS`.
 
@@ -20,9 +20,9 @@ from hgxkit.export.compose import export_compose
 from hgxkit.export.kubernetes import export_kubernetes
 from hgxkit.export.skypilot import export_skypilot
 from hgxkit.export.slurm import export_slurm
-from hgxkit.recipe.spec import Recipe
+from hgxkit.recipe.judge import Judged
 
-EXPORTERS: dict[str, Callable[[Recipe, ExportOptions], Exported]] = {
+EXPORTERS: dict[str, Callable[[Judged, ExportOptions], Exported]] = {
     "compose": export_compose,
     "k8s": export_kubernetes,
     "skypilot": export_skypilot,
@@ -30,11 +30,12 @@ EXPORTERS: dict[str, Callable[[Recipe, ExportOptions], Exported]] = {
 }
 
 
-def export_recipe(recipe: Recipe, target: str, options: ExportOptions) -> Exported:
-    """The recipe as `target`'s files; InputError for an unknown target."""
+def export_recipe(judged: Judged, target: str, options: ExportOptions) -> Exported:
+    """The judged recipe as `target`'s files (an export takes only what a node would serve, under the same
+    allowances, hgxkit.recipe.judge); InputError for an unknown target."""
     if target not in EXPORTERS:
         raise InputError(f"--to {target}: export to one of {', '.join(EXPORTERS)}")
-    return EXPORTERS[target](recipe, options)
+    return EXPORTERS[target](judged, options)
 
 
 def write_export(exported: Exported, directory: Path) -> list[Path]:

@@ -9,8 +9,9 @@ group spanning nodes is `num_nodes` nodes: the rank is `SKYPILOT_NODE_RANK`, the
 One task per group: in one container every group's server would listen on the same port.
 
 Example:
+    >>> from hgxkit.recipe.judge import judge
     >>> from hgxkit.recipe.read import load_recipe
-    >>> out = export_skypilot(load_recipe("recipes/deepseek-v4-flash-dspark-marlin.yaml"), ExportOptions())
+    >>> out = export_skypilot(judge(load_recipe("recipes/deepseek-v4-flash-dspark-marlin.yaml")), ExportOptions())
     >>> sorted(out.files)
     ['skypilot-deepseek-v4-flash-0.yaml', 'skypilot-deepseek-v4-flash-1.yaml']
 """
@@ -29,6 +30,8 @@ from hgxkit.export.common import (
     provenance,
 )
 from hgxkit.hostcmd import script, text
+from hgxkit.recipe.exposure import exposure_problems, own_key
+from hgxkit.recipe.judge import Judged
 from hgxkit.recipe.shellwords import quote_word, shell_value
 from hgxkit.recipe.spec import Recipe
 
@@ -36,35 +39,52 @@ HEAD = "${HGXKIT_HEAD}"
 RANK = "${SKYPILOT_NODE_RANK}"
 
 
-def export_skypilot(recipe: Recipe, options: ExportOptions) -> Exported:
+def export_skypilot(judged: Judged, options: ExportOptions) -> Exported:
     """`skypilot-<group>.yaml` for every group."""
+    recipe = judged.recipe
     groups = export_groups(recipe, options)
-    origin = provenance(recipe, options)
+    origin = provenance(judged, options)
     files = {}
     for group in groups:
-        task = _task(recipe, group, options)
+        task = _task(judged, group, options)
         files[f"skypilot-{group.head.name}.yaml"] = dump_yaml([task], origin.comment())
     dropped = not_carried(groups)
-    dropped.append("GPU ids and the host port: each task has its own node's GPUs and opens the server's own port")
+    if _opens_port(judged):
+        dropped.append("GPU ids and the host port: each task has its own node's GPUs and opens the server's own port")
+    else:
+        dropped.append(
+            "ports: the server takes no API key, so the task opens no port to the world; reach it with "
+            "`ssh -L PORT:localhost:PORT <cluster>`, or give it a key (the recipe's --api-key) to open it"
+        )
     if any(c.env_files for g in groups for c in g.containers):
         dropped.append("--env-file: give its values as --secret NAME at launch")
     return Exported(files, dropped)
 
 
-def _task(recipe: Recipe, group: ExportGroup, options: ExportOptions) -> dict:
+def _opens_port(judged: Judged) -> bool:
+    """SkyPilot's `ports:` opens the port to the world: only for a server that takes a key (the kind's key
+    variable, a secret given at launch, or the recipe's own), or when allow_unauthenticated says so."""
+    allowances = judged.allowances
+    keyed = allowances.api_key or own_key(judged.recipe)
+    return not exposure_problems("0.0.0.0", "auto" if keyed else None, allowances.unauthenticated)
+
+
+def _task(judged: Judged, group: ExportGroup, options: ExportOptions) -> dict:
+    recipe = judged.recipe
     head = group.head
     product = options.gpu_product.removeprefix("NVIDIA-")
     gpus = head.gpu_count or options.total_gpus
     resources: dict[str, object] = {
         "accelerators": f"{product}:{gpus}",
         "image_id": f"docker:{head.image}",
-        "ports": [head.container_port],
     }
+    if _opens_port(judged):
+        resources["ports"] = [head.container_port]
     task: dict[str, object] = {"name": head.name, "resources": resources}
     if group.nodes > 1:
         task["num_nodes"] = group.nodes
     envs = {name: shell_value(value) for name, value in head.env}  # `$$` is one literal `$`
-    envs.update(_provenance_envs(recipe, options))
+    envs.update(_provenance_envs(judged, options))
     task["envs"] = envs
     secrets = [n for n in dict.fromkeys([*head.secret_env, *expansion_names(head.args)]) if not _ours(n)]
     if secrets:
@@ -81,8 +101,8 @@ def _ours(name: str) -> bool:
     return name.startswith(("SKYPILOT_", "HGXKIT_"))
 
 
-def _provenance_envs(recipe: Recipe, options: ExportOptions) -> dict[str, str]:
-    origin = provenance(recipe, options)
+def _provenance_envs(judged: Judged, options: ExportOptions) -> dict[str, str]:
+    origin = provenance(judged, options)
     return {
         "HGXKIT_" + k.removeprefix("hgxkit.io/").upper().replace("-", "_"): v for k, v in origin.annotations().items()
     }

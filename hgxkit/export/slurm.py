@@ -15,8 +15,9 @@ The alternative, enroot + pyxis: `srun --container-image=IMAGE --container-mount
 --container-env=NAME <the server's command>` (the script's comment names the image and the command).
 
 Example:
+    >>> from hgxkit.recipe.judge import judge
     >>> from hgxkit.recipe.read import load_recipe
-    >>> out = export_slurm(load_recipe("recipes/deepseek-v4-flash-dspark-marlin.yaml"), ExportOptions())
+    >>> out = export_slurm(judge(load_recipe("recipes/deepseek-v4-flash-dspark-marlin.yaml")), ExportOptions())
     >>> [line for line in out.files["deepseek-v4-flash-dspark-marlin.sbatch"].splitlines() if "#SBATCH" in line]
     ['#SBATCH --job-name=deepseek-v4-flash-dspark-marlin', '#SBATCH --nodes=1', '#SBATCH --ntasks-per-node=1', \
 '#SBATCH --gpus-per-node=8', '#SBATCH --exclusive']
@@ -33,15 +34,14 @@ from hgxkit.export.common import (
     Exported,
     ExportGroup,
     ExportOptions,
-    check_exposure,
     export_groups,
     model_entry_read_only,
-    not_carried,
     provenance,
 )
 from hgxkit.hostcmd import script, text
 from hgxkit.recipe.docker_options import canonical
 from hgxkit.recipe.docker_parse import OptionEntry
+from hgxkit.recipe.judge import Judged
 from hgxkit.recipe.shellwords import quote_word
 from hgxkit.recipe.spec import Recipe
 from hgxkit.serving.containers import GROUP_LABEL, MANAGED_LABEL, RANK_LABEL, RECIPE_LABEL
@@ -52,11 +52,11 @@ _FOREGROUND_DROPS = {"--detach", "--interactive", "--tty", "--restart"}
 OUTPUT_DIR = "/tmp/hgxkit-verify"
 
 
-def export_slurm(recipe: Recipe, options: ExportOptions) -> Exported:
+def export_slurm(judged: Judged, options: ExportOptions) -> Exported:
     """`<recipe>.sbatch`: every group of the recipe in one job (all groups span the same number of nodes)."""
-    check_exposure(recipe, options)
+    recipe = judged.recipe
     groups = export_groups(recipe, options)
-    origin = provenance(recipe, options)
+    origin = provenance(judged, options)
     nodes = groups[0].nodes
     gpus = sum(len(c.gpus) if c.gpus is not None else options.total_gpus for c in (g.head for g in groups))
     job = re.sub(r"[^A-Za-z0-9_.-]", "-", recipe.name)
@@ -91,7 +91,7 @@ def export_slurm(recipe: Recipe, options: ExportOptions) -> Exported:
         '  trap \'docker stop "${names[@]}" >/dev/null 2>&1; docker rm "${names[@]}" >/dev/null 2>&1\' EXIT TERM INT',
     ]
     for group in groups:
-        lines += _node_lines(recipe, group, origin.annotations(), options.bind)
+        lines += _node_lines(recipe, group, origin.annotations(), judged.allowances.bind_address)
     lines += [
         "  wait",
         "}",
@@ -104,7 +104,7 @@ def export_slurm(recipe: Recipe, options: ExportOptions) -> Exported:
     for group in groups:
         lines += _wait_and_verify(recipe, group)
     lines += ['wait "$server"', ""]
-    dropped = not_carried(groups)
+    dropped = []  # the script runs each group's whole `docker run`: every option is carried but these
     if any(g.head.restart for g in groups):
         dropped.append("--restart: Slurm requeues a job, not a container (sbatch --requeue)")
     return Exported({f"{job}.sbatch": "\n".join(lines)}, dropped)

@@ -1,9 +1,10 @@
-"""`hgxkit recipe check`: find what would break a recipe on a node before anything is started.
+"""The setup checks of a recipe: what would break it on a node whatever the inventory allows.
 
 Errors are setups that cannot work (overlapping GPU groups, a group size that is not the server's
-parallel size, two groups on one host port, a model path no mount provides) and docker options that give the
-container power over the node (`dangerous-option`, see `hgxkit.recipe.danger`). Warnings are known pitfalls
-(each kind names its own: `ServerKind.pitfalls`), each with its reason.
+parallel size, two groups on one host port, a model path no mount provides, a server the published port
+cannot reach). Warnings are known pitfalls (each kind names its own: `ServerKind.pitfalls`), each with its
+reason. What the inventory's allowances decide (dangerous options, exposure, secrets) is the policy's; both are
+run together, by every consumer, in `hgxkit.recipe.judge`.
 
 Example:
     >>> from hgxkit.recipe.read import load_recipe
@@ -17,12 +18,11 @@ from __future__ import annotations
 from hgxkit.errors import InputError
 from hgxkit.netaddr import is_loopback
 from hgxkit.problems import Problem
-from hgxkit.recipe.danger import dangerous_options, expansion_problems
+from hgxkit.recipe.danger import expansion_problems
 from hgxkit.recipe.effective import effective_host
 from hgxkit.recipe.groups import gpu_count_from_spec, group_problems, plan_groups
 from hgxkit.recipe.network_env import host_interface_settings
 from hgxkit.recipe.nodes import parallel_size as nodes_parallel_size
-from hgxkit.recipe.secretenv import env_problems
 from hgxkit.recipe.spec import Mount, Recipe
 from hgxkit.recipe.validate import format_path
 
@@ -36,8 +36,6 @@ def check_recipe(recipe: Recipe, total_gpus: int | None = None) -> list[Problem]
     findings += _check_ports(recipe, total_gpus)
     findings += _check_model_mount(recipe)
     findings += [Problem("expansion", f"{format_path(p.where)}: {p.message}") for p in expansion_problems(recipe)]
-    findings += [Problem("dangerous-option", danger.message()) for danger in dangerous_options(recipe)]
-    findings += env_problems(recipe)
     findings += _check_exposure(recipe)
     findings += _check_host_interfaces(recipe)
     findings += _check_spanning_network(recipe)
@@ -214,17 +212,6 @@ def _check_exposure(recipe: Recipe) -> list[Problem]:
                 f"the server listens on {written or f'{host} ({kind.title} default)'} inside the container, so the "
                 "published port cannot reach it",
                 "add --host 0.0.0.0",
-            )
-        )
-    public = [p for p in ports if p.host_port and not is_loopback(p.host_ip)]
-    if host in ("0.0.0.0", "::") and (public or network_host) and not recipe.server.has("--api-key"):
-        findings.append(
-            Problem(
-                "unauthenticated",
-                f"{'--host ' + host if written else f'{kind.title} listens on {host} by default and'} is published on "
-                "every interface without --api-key: anyone who reaches the node can use the API",
-                "bind -p 127.0.0.1:… or add --api-key",
-                "warning",
             )
         )
     if network_host and ports:

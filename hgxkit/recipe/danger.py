@@ -1,18 +1,18 @@
 """Docker options that give a container power over its host, each with a stable name and a one-line reason.
 
-A recipe is untrusted input that hgxkit runs as root on GPU nodes, so `recipe check` reports each of these
-as an error (code `dangerous-option`) and `recipe import` notes it. The serving role lets one through only
-when the inventory lists its name, e.g. `allow_docker_options: ["--privileged"]`; the names are
-`DANGER_NAMES`, stable so that inventories keep matching.
+A recipe is untrusted input that hgxkit runs as root on GPU nodes, so its judgement (hgxkit.recipe.judge, run
+by `recipe check`, the node and every export) refuses each of these (code `docker-option`) and `recipe import`
+notes it. A node lets one through only when the inventory lists its name, e.g. `allow_docker_options:
+["--privileged"]`; the names are `DANGER_NAMES`, stable so that inventories keep matching.
 
 Allowed on purpose: `--ipc=host`. SGLang and vLLM document it for tensor-parallel serving (NCCL and
 PyTorch share memory between the ranks through /dev/shm) and the seed post uses it; it shares the host's
 System V IPC and /dev/shm, not its processes, files or devices. `--gpus` and `--runtime nvidia` are how
-the GPUs get in. `--network=host` is named: it also exposes every port the server opens on every interface.
-Except for a server spanning nodes (`recipe.node_count() > 1`): its ranks advertise their own addresses and
-open rendezvous, NCCL and Gloo ports that no `-p` can predict, so SGLang's and vLLM's multi-node setups run
-with the host's network; there the serving role's exposure policy decides instead (the server's own `--host`
-binds, and a non-loopback one needs an API key), and the fabric between the nodes must be trusted.
+the GPUs get in. `--network=host` is named: it exposes every port the server opens on every interface, and
+lets the container reach everything the host keeps on loopback as private (other groups' keyless APIs,
+Prometheus, the exporters, DCGM's host engine, Grafana). A server spanning nodes needs it (its ranks open
+rendezvous, NCCL and Gloo ports no `-p` can predict), and still needs it allowed by name: the danger's reason
+says so, and the exposure policy judges the server's own `--host` on top.
 
 The judgement is typed, and an allowlist: every option of the table (`hgxkit.recipe.docker_options`) has a
 class, and each class is safe by default only for the values named safe here; anything else is named, and
@@ -132,7 +132,8 @@ _HOST_NAMESPACES = {
     "--pid": "shares the host's processes: the container sees, signals and traces every process on the host",
     "--userns": "turns off user-namespace remapping: root in the container is root on the host",
     "--uts": "shares the host's hostname, which the container can change",
-    "--network": "shares the host's network stack: every port the server opens is open on every interface",
+    "--network": "shares the host's network stack: every port the server opens is open on every interface, and the "
+    "container reaches what the host keeps on loopback",
     "--cgroupns": "shares the host's cgroup namespace: the container sees the host's cgroup tree",
 }
 _SECURITY_OPTS = {
@@ -170,13 +171,6 @@ class Danger:
         """True when `allowed` (the inventory's `allow_docker_options`) names this danger, its option or class."""
         option = canonical(self.option.partition("=")[0])
         return self.name in allowed or option in allowed or bool(self.klass and self.klass in allowed)
-
-    def message(self) -> str:
-        """One line for `recipe check`: the option, the reason, the knob that allows it."""
-        return (
-            f"{self.option}: {self.reason}; remove it, or allow it on the node with "
-            f'allow_docker_options: ["{self.name}"]'
-        )
 
 
 @dataclass(frozen=True)
@@ -240,8 +234,11 @@ def _use_dangers(option_name: str, value: str | None, index: int, ctx: PolicyCon
     written = f"{option_name}={value}" if value is not None else option_name
     found: list[Danger] = []
     danger = _option_danger(name, value, ctx)
-    if danger is not None and not (ctx.spans_nodes and danger[0] == "--network=host"):
-        found.append(Danger(danger[0], written, danger[1], index, klass))
+    if danger is not None:
+        reason = danger[1]
+        if ctx.spans_nodes and danger[0] == "--network=host":
+            reason += " (a server spanning nodes needs it: allow it knowing the container reaches the host's loopback)"
+        found.append(Danger(danger[0], written, reason, index, klass))
     for mount_source in _mount_sources(name, value):
         mount = _mount_danger(mount_source) if not _is_shm(mount_source) else None
         if mount is None and not _is_shm(mount_source):

@@ -28,15 +28,16 @@ from hgxkit.node.facts_files import IsFile
 from hgxkit.node.facts_gpu import NvidiaSmi
 from hgxkit.node.facts_system import MemTotalBytes
 from hgxkit.planfacts import plan_fact
-from hgxkit.problems import Problem
-from hgxkit.recipe.danger import PolicyContext, context_for, with_own_files
+from hgxkit.problems import Problem, refuse
+from hgxkit.recipe.danger import with_own_files
+from hgxkit.recipe.host_recipe import recipe_for
+from hgxkit.recipe.judge import Allowances, Judged, Refused, argv_problems, judge
 from hgxkit.recipe.secretenv import default_env_allowlist
 from hgxkit.recipe.spec import Recipe
 from hgxkit.runfailure import RunFailure, escape_control
 from hgxkit.serving import pullprogress
 from hgxkit.serving.containers import ApiKeyFiles, ContainerSpec
 from hgxkit.serving.image import RECORD_NAME, digest_from_inspect, pull_and_inspect
-from hgxkit.serving.policy import argv_problems
 from hgxkit.serving.pullprogress import progress_line, read_progress
 
 PULL_UNIT = "hgxkit-image-pull"  # the node-side unit that pulls the recipe's image in the background
@@ -173,23 +174,56 @@ def ensure_api_key(h: Host) -> None:
         echo(f"[{h.name}] API key stored root-only at {key_file}; a copy is in {local} (keep it secret)")
 
 
-def policy_context(h: Host, recipe: Recipe) -> PolicyContext:
-    """What the docker-option policy judges against on `h`: its model directories and its memory."""
+def allowances_for(h: Host) -> Allowances:
+    """The allowances `h`'s inventory gives every recipe judged for it (hgxkit.recipe.judge): its allow-knobs,
+    its model directories and its memory."""
     dirs = [str(knob(h, "models_dir")), *(str(d) for d in (knob(h, "model_dirs_allowed") or []))]
     memory = plan_fact(h, MemTotalBytes)
-    return context_for(recipe, models_dirs=dirs, host_memory_bytes=int(memory) if memory else None)
+    names = knob(h, "recipe_env_allowlist")
+    return Allowances(
+        docker_options=tuple(str(n) for n in knob(h, "allow_docker_options") or ()),
+        unauthenticated=bool(knob(h, "allow_unauthenticated")),
+        api_key=knob(h, "api_key"),
+        bind_address=str(knob(h, "bind_address")),
+        env_allowlist=tuple(str(n) for n in names) if names is not None else None,
+        models_dirs=tuple(dirs),
+        host_memory_bytes=int(memory) if memory else None,
+    )
+
+
+def total_gpus_for(h: Host) -> int | None:
+    """GPUs to plan groups over: `serve_total_gpus`, else as many as nvidia-smi lists (None before bring-up)."""
+    total = knob(h, "serve_total_gpus")
+    return int(total) if total is not None else (len(plan_fact(h, NvidiaSmi).gpus) or None)
+
+
+_JUDGED: dict[tuple[int, Allowances, int | None], Judged] = {}
+
+
+def judged_for(h: Host) -> Judged:
+    """`h`'s recipe judged under `h`'s allowances (hgxkit.recipe.judge), once per run: every role takes its recipe
+    from here, so each inherits the judgement; a refusal stops the run before anything changes."""
+    recipe, allowances, total = recipe_for(h), allowances_for(h), total_gpus_for(h)
+    key = (id(recipe), allowances, total)  # recipe_for keeps one object per file and mtime
+    if key not in _JUDGED:
+        try:
+            _JUDGED[key] = judge(recipe, allowances, total)
+        except Refused as refused:
+            refuse(f"recipe {recipe.path} does not fit {h.name}; nothing was changed", refused.problems)
+    return _JUDGED[key]
 
 
 def env_allowlist(h: Host, recipe: Recipe) -> tuple[str, ...]:
     """The `{{env:NAME}}` names `h` lets the recipe take: `recipe_env_allowlist`, else the kind's default."""
-    names = h.data.get("recipe_env_allowlist")
-    return tuple(str(n) for n in names) if names is not None else default_env_allowlist(recipe)
+    names = allowances_for(h).env_allowlist
+    return names if names is not None else default_env_allowlist(recipe)
 
 
 def start_problems(h: Host, recipe: Recipe, spec: ContainerSpec) -> list[Problem]:
     """The last check before a container starts: the policy on the literal argv the node hands Docker."""
-    allowed = tuple(h.data.get("allow_docker_options") or ())
-    return argv_problems(spec.final_argv(), allowed, with_own_files(policy_context(h, recipe), spec.own_files))
+    allowances = allowances_for(h)
+    context = with_own_files(allowances.context(recipe), spec.own_files)
+    return argv_problems(spec.final_argv(), allowances.docker_options, context)
 
 
 def write_start_files(h: Host, folder: str, spec: ContainerSpec) -> bool:

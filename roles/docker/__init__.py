@@ -30,11 +30,10 @@ from hgxkit.node.facts_files import FileText, RecordFile
 from hgxkit.node.facts_system import OsRelease
 from hgxkit.planfacts import plan_fact
 from hgxkit.problems import Problem, refuse
-from hgxkit.recipe.host_recipe import recipe_for
 from hgxkit.runfailure import RunFailure
 from hgxkit.serving.image import recorded_digest
 from hgxkit.serving.nodegroups import fabric_address
-from hgxkit.serving.steps import record_path
+from hgxkit.serving.steps import judged_for, record_path
 from roles.docker.defaults import (
     CONFLICTING_PACKAGES,
     DEFAULTS,
@@ -199,7 +198,7 @@ def warm_image_cache() -> None:
     runs this before the image prefetch): each layer then crosses the uplink once, and every node's pull finds it
     in the cache. Nothing when the cache is off, on the other hosts, or when this host already runs a recorded
     digest of the image (a re-run pulls nothing)."""
-    reference = recipe_for(host).image.reference
+    reference = judged_for(host).recipe.image.reference
     if recorded_digest(plan_fact(host, RecordFile, path=record_path(host)), reference):
         return
     fill_image_cache(reference)

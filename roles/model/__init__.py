@@ -44,10 +44,10 @@ from hgxkit.model.placement import model_dir_problems
 from hgxkit.node.facts_files import FileText, RealPath
 from hgxkit.planfacts import plan_fact
 from hgxkit.problems import refuse
-from hgxkit.recipe.host_recipe import recipe_for
 from hgxkit.recipe.spec import ModelSpec, Recipe
 from hgxkit.runfailure import RunFailure
 from hgxkit.serving.nodegroups import fabric_address
+from hgxkit.serving.steps import judged_for
 from roles.model.defaults import DEFAULTS, TOKEN_DIR, ModelKnobs
 
 
@@ -69,7 +69,7 @@ def _model_roots() -> list[str]:
 def build_spec(check: bool = True) -> core.Spec:
     """The downloader's spec for this host from the recipe and the role's knobs (no credentials in it); with
     `check`, first refuse a local_dir outside the allowed roots (read on the node)."""
-    recipe = recipe_for(host)
+    recipe = judged_for(host).recipe
     model = recipe.model
     if not model.repo_id or not model.local_dir:
         refuse(

@@ -50,10 +50,10 @@ from hgxkit.monitoring.scrape import (
 from hgxkit.node.facts_apt import InstalledPackages
 from hgxkit.node.facts_gpu import NvidiaSmi
 from hgxkit.problems import refuse
-from hgxkit.recipe.host_recipe import recipe_for
 from hgxkit.runfailure import RunFailure
 from hgxkit.serving.image import digest_from_inspect, image_to_run, pull_and_inspect
 from hgxkit.serving.router import RouterSpec, choose_router_host, needs_replacing
+from hgxkit.serving.steps import judged_for
 from roles.monitoring.defaults import DEFAULTS, MonitoringKnobs
 
 PROMETHEUS_YML = "/etc/prometheus/prometheus.yml"
@@ -77,7 +77,7 @@ def _serving_targets(h: Host) -> tuple[list[ServingTarget], list[str]]:
     override = MonitoringKnobs.from_host(h).monitoring_ttft_p99_ms
     return recipe_targets(
         h.name,
-        recipe_for(h),
+        judged_for(h).recipe,
         total_gpus=int(total) if total else None,
         address=_address(h),
         bind_address=str(MonitoringKnobs.from_host(h).bind_address),

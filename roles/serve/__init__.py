@@ -42,22 +42,13 @@ from hgxkit.node.facts_gpu import NvidiaSmi
 from hgxkit.node.facts_system import MemTotalBytes
 from hgxkit.planfacts import plan_fact
 from hgxkit.problems import Problem, refuse
-from hgxkit.recipe.check import check_recipe
-from hgxkit.recipe.host_recipe import recipe_for
-from hgxkit.recipe.secretenv import api_key_variable, env_problems
 from hgxkit.recipe.spec import Recipe
 from hgxkit.runfailure import RunFailure, escape_control
 from hgxkit.secrets import redact
 from hgxkit.serving.containers import ContainerSpec, container_specs
 from hgxkit.serving.facts import ActiveUnits, ContainerNames, ListeningPorts, ManagedContainers
 from hgxkit.serving.image import image_record, image_to_run, recorded_digest
-from hgxkit.serving.policy import (
-    docker_option_problems,
-    exposure_problems,
-    hicache_need,
-    memory_problems,
-    recipe_exposure_problems,
-)
+from hgxkit.serving.policy import hicache_need, memory_problems
 from hgxkit.serving.replace import (
     PREVIOUS_SUFFIX,
     UNIT_PREFIX,
@@ -71,8 +62,8 @@ from hgxkit.serving.steps import (
     PULL_UNIT,
     ensure_api_key,
     env_allowlist,
+    judged_for,
     key_files,
-    policy_context,
     pull,
     pull_files,
     pull_program,
@@ -80,6 +71,7 @@ from hgxkit.serving.steps import (
     runtime_problems,
     start_problems,
     start_pull_command,
+    total_gpus_for,
     workdir,
     write_start_files,
 )
@@ -89,22 +81,10 @@ from roles.serve.group import serve_group
 H200_MEMORY_GB = 143771 / 1024  # what nvidia-smi reports for an H200 (used before the driver is installed)
 
 
-def total_gpus_for_host() -> int | None:
-    """GPUs to plan groups over: `serve_total_gpus`, else as many as nvidia-smi lists (None before bring-up)."""
-    total = ServeKnobs.from_host(host).serve_total_gpus
-    return int(total) if total is not None else (len(plan_fact(host, NvidiaSmi).gpus) or None)
-
-
-def static_problems(recipe: Recipe, total_gpus: int | None) -> list[Problem]:
-    """Checks that hold whatever earlier roles do in this run: docker options, exposure, secrets, HiCache RAM."""
+def node_problems(recipe: Recipe, total_gpus: int | None) -> list[Problem]:
+    """What the recipe's judgement cannot know: the controller's environment and the node's RAM for HiCache."""
     knobs = ServeKnobs.from_host(host)
-    allow = bool(knobs.allow_unauthenticated)
-    api_key = ServeKnobs.from_host(host).api_key
-    problems = exposure_problems(ServeKnobs.from_host(host).bind_address, api_key, allow)
-    problems += recipe_exposure_problems(recipe, api_key=api_key, allow_unauthenticated=allow)
-    problems += docker_option_problems(recipe, tuple(knobs.allow_docker_options or ()), policy_context(host, recipe))
-    problems += env_problems(recipe, env_allowlist(host, recipe))
-    problems += [
+    problems = [
         Problem(
             "secret",
             f"the recipe takes {{{{env:{name}}}}} from the controller, where ${name} is not set",
@@ -113,23 +93,6 @@ def static_problems(recipe: Recipe, total_gpus: int | None) -> list[Problem]:
         for name in recipe.env_refs()
         if not os.environ.get(name)
     ]
-    kind = recipe.server.server_kind
-    if api_key == "auto" and kind.api_key_env is None and api_key_variable(kind) in recipe.env_refs():
-        problems.append(
-            Problem(
-                "api_key",
-                f"api_key: auto passes the key in {kind.title}'s --config, and the recipe brings its own --api-key",
-                "drop one of them",
-            )
-        )
-    if api_key == "auto" and kind.api_key_env is None and recipe.server.has("--config"):
-        problems.append(
-            Problem(
-                "api_key",
-                f"api_key: auto passes the key in {kind.title}'s --config, and the recipe has its own --config",
-                "move the recipe's --config settings into flags",
-            )
-        )
     smi = plan_fact(host, NvidiaSmi)
     gpus = total_gpus if total_gpus is not None else (recipe.groups.gpus_per_node if recipe.groups else None) or 8
     groups = 1
@@ -213,15 +176,10 @@ def plan_reads() -> list[tuple[type, dict[str, Any]]]:
 @deploy("hgxkit serving", data_defaults=DEFAULTS)
 def serve() -> None:
     """Serve the recipe's groups; change only what changed, one group at a time."""
-    recipe = recipe_for(host)
-    total_gpus = total_gpus_for_host()
-    errors = [f for f in check_recipe(recipe, total_gpus) if f.level == "error" and f.code != "dangerous-option"]
-    refuse(
-        f"recipe {recipe.path} does not fit {host.name}; nothing was changed",
-        [f"[{f.code}] {f.message}" for f in errors],
-    )
+    recipe = judged_for(host).recipe
+    total_gpus = total_gpus_for(host)
     heading = HEADING.format(host=host.name)
-    refuse(heading, static_problems(recipe, total_gpus))
+    refuse(heading, node_problems(recipe, total_gpus))
     if plan_fact(host, NvidiaSmi).ok:  # a brought-up node: check the GPUs now; on a fresh one, in the rollout
         refuse(heading, runtime_problems(recipe, host, gpus_only=True))
     bind = ServeKnobs.from_host(host).bind_address
@@ -316,7 +274,7 @@ def prefetch_image() -> None:
     """Start pulling the recipe's image in a systemd unit on the node, so it downloads while the model does
     (deploys/reproduce.py runs this before the model role); the rollout waits for it. Nothing when the node
     already runs a recorded digest for this image (a re-run pulls nothing)."""
-    recipe = recipe_for(host)
+    recipe = judged_for(host).recipe
     if (
         not ServeKnobs.from_host(host).image_prefetch or ServeKnobs.from_host(host).bundle
     ):  # a bundle's image is loaded by serve

@@ -4,7 +4,8 @@
 Shared knobs read here (defaults and meaning in hgxkit/knobs.py): recipe, serve_total_gpus, bind_address,
 api_key ("auto": a key generated once per host, kept root-only at serve_api_key_file, passed as --api-key
 (SGLang takes it only as a flag, so `docker inspect` on the node shows it to root), and copied once to the
-controller, .hgxkit/secrets/<host>.api-key), serve_state_dir, serve_api_key_file.
+controller, .hgxkit/secrets/<host>.api-key), serve_state_dir, serve_api_key_file, and the recipe's allowances
+(hgxkit/recipe/judge.py): allow_docker_options, recipe_env_allowlist, allow_unauthenticated.
 """
 
 from __future__ import annotations
@@ -71,17 +72,8 @@ class ServeKnobs(Knobs):
         " rendezvous port in the preflight (deploys/reproduce.py runs it before bring-up; roles/serve/group.py). "
         "Placement knobs (group_hosts, fabric_address, dist_port) are shared: hgxkit/knobs.py.",
     )
-    allow_docker_options: list[str] = declare(
-        [],
-        "the dangerous Docker options a recipe may use on this node, by danger name, option or class (e.g. "
-        '["--privileged"]); any other is refused (hgxkit/recipe/danger.py).',
-    )
-    recipe_env_allowlist: list[str] | None = declare(
-        None,
-        "the names a recipe's {{env:NAME}} may take from the operator's environment (None: HF_TOKEN and the kind's "
-        "API-key variable, VLLM_API_KEY or SGLANG_API_KEY); any other is refused. Values reach the container only "
-        "through root-only files (hgxkit/recipe/secretenv.py).",
-    )
+    allow_docker_options: list[str] = shared("allow_docker_options")
+    recipe_env_allowlist: list[str] | None = shared("recipe_env_allowlist")
 
 
 DEFAULTS = ServeKnobs.defaults()

@@ -27,7 +27,7 @@ from hgxkit.hostcmd import HostRunner, script
 from hgxkit.knobs import ssh_hostname
 from hgxkit.node.facts_gpu import NvidiaSmi
 from hgxkit.problems import refuse
-from hgxkit.recipe.host_recipe import recipe_for
+from hgxkit.recipe.exposure import exposure_problems
 from hgxkit.recipe.render import render_recipe
 from hgxkit.runfailure import RunFailure
 from hgxkit.secrets import redact
@@ -35,7 +35,6 @@ from hgxkit.serving.facts import RouterContainer
 from hgxkit.serving.image import digest_from_inspect, image_to_run, pull_and_inspect
 from hgxkit.serving.multinode import head_worker
 from hgxkit.serving.nodegroups import group_for
-from hgxkit.serving.policy import exposure_problems
 from hgxkit.serving.probes import http_request, parse_response
 from hgxkit.serving.router import (
     RouterSpec,
@@ -45,13 +44,14 @@ from hgxkit.serving.router import (
     router_spec,
     worker_urls,
 )
+from hgxkit.serving.steps import judged_for
 from roles.sglang_router.defaults import DEFAULTS, RouterKnobs
 
 
 def _worker_host(h: Host) -> WorkerHost | None:
     """What the router needs of inventory host `h`: address, bind address and its groups' ports. A multi-node
     group is one worker, its rank 0 (None for the hosts of its other ranks)."""
-    recipe, knobs = recipe_for(h), RouterKnobs.from_host(h)
+    recipe, knobs = judged_for(h).recipe, RouterKnobs.from_host(h)
     if recipe.node_count() > 1:
         group, problems = group_for(h)
         refuse(f"router checks failed on {host.name}; the router was not started", problems)
@@ -68,7 +68,7 @@ def _worker_host(h: Host) -> WorkerHost | None:
 
 
 def _served_model(h: Host) -> str:
-    return str(recipe_for(h).server.flag("--served-model-name") or "default")
+    return str(judged_for(h).recipe.server.flag("--served-model-name") or "default")
 
 
 @deploy("hgxkit SGLang router", data_defaults=DEFAULTS)

@@ -46,7 +46,6 @@ from hgxkit.node.facts_gpu import NvidiaSmi
 from hgxkit.node.health import GpuHealthReport, gpu_health_report
 from hgxkit.problems import refuse
 from hgxkit.recipe.dump import dump_recipe
-from hgxkit.recipe.host_recipe import recipe_for
 from hgxkit.recipe.spec import Recipe
 from hgxkit.results.archive import run_id_for, write_run
 from hgxkit.results.fingerprint import Fingerprint
@@ -60,6 +59,7 @@ from hgxkit.serving.image import RECORD_NAME, image_to_run, recorded_digest
 from hgxkit.serving.multinode import NodeGroup, failed_ranks, parse_rank_health
 from hgxkit.serving.nodegroups import group_for, member_host, run_problems, spanning_recipe
 from hgxkit.serving.probes import http_request, json_body, parse_response
+from hgxkit.serving.steps import judged_for
 from hgxkit.verify.collect import collect_fingerprint
 from hgxkit.verify.envreport import read_env_report, report_folder, start_env_report
 from hgxkit.verify.plan import Cell, bench_knob, cells_from_output, gates, plan_cells
@@ -84,7 +84,7 @@ def verify() -> None:
                 "(e.g. --data verify_client_process=per_cell)"
             ],
         )
-    recipe = recipe_for(host)
+    recipe = judged_for(host).recipe
     group, problems = group_for(host)  # a server spanning nodes: verified from its head, every rank checked
     refuse(f"verify cannot place the multi-node group on {host.name}", problems)
     if group is not None:

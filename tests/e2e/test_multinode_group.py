@@ -52,11 +52,15 @@ def hgxkit(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+# A server spanning nodes runs on the host's network, which the inventory allows by name, as a user's would.
+HOST_NETWORK = 'allow_docker_options=["--network=host"]'
+
+
 def deploy(name: str, deploy_file: str, *data: str) -> subprocess.CompletedProcess[str]:
     """`pyinfra -y inventories/sim.py <deploy_file> --data …` on the cluster; how long it took goes to stdout
     (`pytest -s` shows it)."""
     start = time.monotonic()
-    result = run_deploy(CLUSTER, deploy_file, *data)
+    result = run_deploy(CLUSTER, deploy_file, HOST_NETWORK, *data)
     print(f"{name}: {time.monotonic() - start:.0f} s")
     return result
 

@@ -47,6 +47,8 @@ pytestmark = [pytest.mark.e2e, pytest.mark.skipif(os.environ.get("HGXKIT_BENCH")
 ROOT = Path(__file__).resolve().parents[2]
 CLUSTER = cluster_name("slurm")
 POST = ROOT / "tests" / "fixtures" / "posts" / "formats" / "b02-open-r1-serve-r1-sglang-two-node.slurm"
+# Its two ranks run on the host's network, which the inventory allows by name, as a user's would.
+HOST_NETWORK = 'allow_docker_options=["--network=host"]'
 PORT = 39877  # the script's SERVER_PORT
 NODES = ("node1", "node2")
 
@@ -101,7 +103,9 @@ def deployed(sim_nodes, tmp_path_factory):
     imported = hgxkit("recipe", "import", str(POST), "-o", str(recipe))
     assert imported.returncode == 0, out(imported)
     start = time.monotonic()
-    first = run_deploy(CLUSTER, "deploys/reproduce.py", f"recipe={recipe}", "api_key=auto", f"results_dir={results}")
+    first = run_deploy(
+        CLUSTER, "deploys/reproduce.py", f"recipe={recipe}", "api_key=auto", HOST_NETWORK, f"results_dir={results}"
+    )
     print(f"first deploy: {time.monotonic() - start:.0f} s")
     return {"recipe": recipe, "results": results, "first": first, "tmp": tmp}
 
@@ -122,7 +126,9 @@ def test_the_published_two_node_slurm_script_is_served_verified_and_archived(dep
 
 def test_a_second_run_changes_nothing(deployed) -> None:
     before = serving("node1") + serving("node2")
-    again = run_deploy(CLUSTER, "deploys/reproduce.py", f"recipe={deployed['recipe']}", "api_key=auto", "verify=false")
+    again = run_deploy(
+        CLUSTER, "deploys/reproduce.py", f"recipe={deployed['recipe']}", "api_key=auto", HOST_NETWORK, "verify=false"
+    )
     assert again.returncode == 0, out(again)[-4000:]
     ops, changed, errors, unchanged = grand_total(again)
     assert (changed, errors) == (0, 0) and unchanged == ops

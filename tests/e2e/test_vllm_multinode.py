@@ -61,7 +61,9 @@ RAY_EXAMPLE_OPTIONS = (
     "--image",
     "vllm/vllm-openai:latest",
 )
-RAY_EXAMPLE_ALLOW = 'allow_docker_options=["--privileged", "host-system-mount"]'
+# A server spanning nodes runs on the host's network, which the inventory allows by name, as a user's would.
+HOST_NETWORK = 'allow_docker_options=["--network=host"]'
+RAY_EXAMPLE_ALLOW = 'allow_docker_options=["--privileged", "host-system-mount", "--network=host"]'
 
 
 def hgxkit(*args: str) -> subprocess.CompletedProcess[str]:
@@ -72,7 +74,7 @@ def hgxkit(*args: str) -> subprocess.CompletedProcess[str]:
 
 def deploy(name: str, *data: str) -> subprocess.CompletedProcess[str]:
     start = time.monotonic()
-    result = run_deploy(CLUSTER, "deploys/reproduce.py", *data)
+    result = run_deploy(CLUSTER, "deploys/reproduce.py", HOST_NETWORK, *data)  # a later allow_docker_options wins
     print(f"{name}: {time.monotonic() - start:.0f} s")
     return result
 

@@ -38,6 +38,7 @@ ADDED = {
         "model_peer_address",
         "router",
         "router_host",
+        "allow_docker_options",  # the recipe's allowances: every consumer's judgement reads them
     },
 }
 
@@ -231,6 +232,7 @@ PREVIOUS_DEFAULTS: dict[str, dict[str, object]] = {
         "expected_gpu_count": 8,
         "models_dir": "/data/models",
         "model_dirs_allowed": [],
+        "recipe_env_allowlist": None,
         "serve_total_gpus": None,
         "bind_address": "127.0.0.1",
         "api_key": None,

@@ -19,6 +19,7 @@ import os
 import shutil
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import jsonschema
@@ -33,6 +34,7 @@ from hgxkit.export.kubernetes import k8s_word
 from hgxkit.export.registry import EXPORTERS, export_recipe, write_export
 from hgxkit.importing.importer import ImportOptions, import_post
 from hgxkit.recipe.dump import recipe_hash
+from hgxkit.recipe.judge import Allowances, judge
 from hgxkit.recipe.read import load_recipe, parse_recipe_text
 from hgxkit.recipe.render import render_recipe
 
@@ -73,8 +75,21 @@ def _tool(name: str) -> str:
     return path
 
 
-def _export(key: str, target: str, tmp_path: Path, **options) -> Path:
-    exported = export_recipe(RECIPES[key](), target, ExportOptions(run_id=RUN, **options))
+# What a node would have to allow for each recipe, by name, as its inventory would: the multi-node ones run on the
+# host's network, and SGLang's TP16 post serves on 0.0.0.0 without a key (its own choice).
+ALLOWED = {
+    "sglang-two-node": Allowances(docker_options=("--network=host",), unauthenticated=True),
+    "vllm-two-node": Allowances(docker_options=("--network=host",), api_key="auto"),
+    "lws-two-node": Allowances(docker_options=("--network=host",), unauthenticated=True),
+}
+
+
+def _export(key: str, target: str, tmp_path: Path, bind: str = "127.0.0.1", allow: bool = False, **options) -> Path:
+    recipe = RECIPES[key]()
+    key_auto = "auto" if recipe.server.server_kind.api_key_env else None
+    base = ALLOWED.get(key, Allowances(api_key=key_auto))
+    allowances = replace(base, bind_address=bind, unauthenticated=base.unauthenticated or allow)
+    exported = export_recipe(judge(recipe, allowances), target, ExportOptions(run_id=RUN, **options))
     write_export(exported, tmp_path)
     return tmp_path
 
@@ -272,10 +287,12 @@ def test_compose_takes_secrets_from_the_env_file_and_the_head_from_the_environme
 
 
 def test_binding_beyond_loopback_needs_a_key_the_kind_can_take(tmp_path: Path) -> None:
-    with pytest.raises(InputError, match=r"--bind 0\.0\.0\.0: SGLang takes its API key only as a flag"):
+    with pytest.raises(InputError, match=r"\[exposure\] bind_address 0\.0\.0\.0 publishes the API"):
         _export("marlin", "compose", tmp_path, bind="0.0.0.0")
-    out = _export("marlin", "compose", tmp_path, bind="0.0.0.0", allow_unauthenticated=True)
-    assert "0.0.0.0:5000:30000" in (out / "compose.yaml").read_text()
+    out = _export("marlin", "compose", tmp_path, bind="0.0.0.0", allow=True)
+    text = (out / "compose.yaml").read_text()
+    assert "0.0.0.0:5000:30000" in text
+    assert "# ALLOWED ON PURPOSE, allowed by allow_unauthenticated: the API on 0.0.0.0 takes no key" in text
     assert "10.1.2.3:8000:8000" in (_export("vllm", "compose", tmp_path, bind="10.1.2.3") / "compose.yaml").read_text()
 
 
@@ -328,7 +345,8 @@ def test_skypilot_tasks_load_with_skypilots_own_parser(tmp_path: Path) -> None:
     assert "--revision 0123456789abcdef0123456789abcdef01234567 --local-dir /model" in two["setup"]
     assert "exec vllm serve /model" in two["run"] and '--node-rank "${SKYPILOT_NODE_RANK}"' in two["run"]
     marlin = loaded[str(tmp_path / "marlin" / "skypilot-deepseek-v4-flash-1.yaml")]
-    assert (marlin["nodes"], marlin["accelerators"], marlin["ports"]) == (1, {"H200": 4}, ["30000"])
+    # SGLang takes no key from a secret and the recipe gives none: no port opened to the world
+    assert (marlin["nodes"], marlin["accelerators"], marlin["ports"]) == (1, {"H200": 4}, None)
     refused = subprocess.run(
         [_sky_python(), "-c", _SKY_LOAD, str(broken)],
         capture_output=True,

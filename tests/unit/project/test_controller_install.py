@@ -182,7 +182,10 @@ def test_pyinfra_plans_the_seed_deploy_with_the_installed_package(controller: Co
     defaults and preflight's facts — or, on a real node, the plan completes.
     """
     (controller.work / "inventory.py").write_text('hosts = ["@local"]\n')
-    out = controller.run("pyinfra", "--dry", "inventory.py", "deploys/dspark.py", timeout=300)
+    # The seed's --shm-size=32g is more than this machine's memory, which the recipe's judgement (before bring-up)
+    # refuses unless allowed: allowed here, so the plan reaches preflight.
+    allow = 'allow_docker_options=["--shm-size"]'
+    out = controller.run("pyinfra", "--dry", "inventory.py", "deploys/dspark.py", "--data", allow, timeout=300)
     text = out.stdout + out.stderr
     assert "Loading: deploys/dspark.py" in text, text
     assert "Traceback" not in text and "ModuleNotFoundError" not in text, text

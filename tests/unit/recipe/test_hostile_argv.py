@@ -20,7 +20,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hgxkit.errors import InputError
-from hgxkit.recipe.check import check_recipe
 from hgxkit.recipe.danger import (
     DANGER_NAMES,
     PolicyContext,
@@ -29,9 +28,10 @@ from hgxkit.recipe.danger import (
     judge_argv,
     with_own_files,
 )
+from hgxkit.recipe.exposure import recipe_exposure_problems
+from hgxkit.recipe.judge import argv_problems, docker_option_problems, findings
 from hgxkit.recipe.read import parse_recipe_text
 from hgxkit.serving.containers import ApiKeyFiles, container_specs
-from hgxkit.serving.policy import argv_problems, docker_option_problems, recipe_exposure_problems
 
 BASE = """\
 schema_version: 2
@@ -81,7 +81,7 @@ def outcome(
     except InputError as err:
         return ("load", err.message)
     names = [d.name for d in dangerous_options(recipe)]
-    codes = sorted({f.code for f in check_recipe(recipe) if f.level == "error"} - {"dangerous-option"})
+    codes = sorted({f.code for f in findings(recipe) if f.level == "error"} - {"docker-option"})
     return names, codes
 
 
@@ -138,7 +138,7 @@ OPTION_CASES = [
     ("var-ulimit", ["--ulimit memlock=$M"], _load(opt(), "memlock=$M", "$M")),
     # --- quotes and escapes split a word but not the value: judged as the literal Docker receives ---
     ("quoted-root", ["-v '/'':/host'"], (["host-system-mount"], [])),
-    ("quoted-network", ['--network=h"o"st'], (["--network=host"], [])),
+    ("quoted-network", ['--network=h"o"st'], (["--network=host"], ["exposure"])),
     ("escaped-pid", ["--pid=h\\ost"], (["--pid=host"], [])),
     ("double-quoted-seccomp", ['--security-opt "seccomp=unconfined"'], (["--security-opt=seccomp=unconfined"], [])),
     ("split-docker-sock", ["-v /var/run/docker.s''ock:/s"], (["docker-socket-mount"], [])),
@@ -174,8 +174,8 @@ OPTION_CASES = [
     ("userns-host", ["--userns=host"], (["--userns=host"], [])),
     ("uts-host", ["--uts host"], (["--uts=host"], [])),
     # --- exposure ---
-    ("publish-all-short", ["-P"], (["--publish-all"], [])),
-    ("publish-all-true", ["--publish-all=true"], (["--publish-all"], [])),
+    ("publish-all-short", ["-P"], (["--publish-all"], ["exposure"])),
+    ("publish-all-true", ["--publish-all=true"], (["--publish-all"], ["exposure"])),
     ("publish-all-false", ["--publish-all=false"], ([], [])),
     # --- resource levers ---
     ("oom-score-negative", ["--oom-score-adj=-1000"], (["--oom-score-adj"], [])),
@@ -439,9 +439,10 @@ def test_the_files_hgxkit_writes_for_a_container_pass_the_node_check_and_hold_th
     assert spec.secret_files() == {"secrets.env": "HF_TOKEN=hf-$(id)\n", "recipe-api-key.yaml": 'api-key: "k;`id`"\n'}
     assert argv_problems(argv, [], with_own_files(context_for(recipe), spec.own_files)) == []
     # The same argv judged without knowing they are hgxkit's own: its state directory is off limits.
-    assert [
-        p.remedy.split('["')[1][: -len('"] in the inventory')] for p in argv_problems(argv, [], context_for(recipe))
-    ] == ["hgxkit-secret-mount", "host-file-read"]
+    assert [p.remedy.split('["')[1].split('"]')[0] for p in argv_problems(argv, [], context_for(recipe))] == [
+        "hgxkit-secret-mount",
+        "host-file-read",
+    ]
 
 
 def test_the_api_key_files_of_api_key_auto_pass_the_node_check() -> None:

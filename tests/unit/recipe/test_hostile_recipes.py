@@ -18,9 +18,9 @@ from hypothesis import strategies as st
 
 from hgxkit.errors import InputError
 from hgxkit.importing.docker_run import import_docker_run, import_with_notes
-from hgxkit.recipe.check import check_recipe
 from hgxkit.recipe.danger import DANGER_NAMES, dangerous_options
 from hgxkit.recipe.dump import dump_recipe
+from hgxkit.recipe.judge import findings
 from hgxkit.recipe.read import MAX_RECIPE_BYTES, load_recipe, parse_recipe_text
 from hgxkit.recipe.render import render_recipe
 from hgxkit.recipe.shellwords import LITERAL_DOLLAR, quote_word
@@ -781,9 +781,9 @@ def test_dangerous_options_are_check_errors_and_import_notes(option: str, name: 
     dangers = dangerous_options(result.recipe)
     assert [d.name for d in dangers] == [name]
     assert name in DANGER_NAMES
-    errors = [f for f in check_recipe(result.recipe) if f.code == "dangerous-option"]
+    errors = [f for f in findings(result.recipe) if f.code == "docker-option"]
     assert [f.level for f in errors] == ["error"]
-    assert errors[0].message.endswith(f'; remove it, or allow it on the node with allow_docker_options: ["{name}"]')
+    assert f'set allow_docker_options: ["{name}"] in the inventory (--allow-docker-option={name} ' in errors[0].message
     assert any(
         note.startswith(f"dangerous option {dangers[0].option}: ") and f'"{name}"' in note for note in result.notes
     )

@@ -96,12 +96,16 @@ def test_bad_arguments_exit_2_with_one_line(capsys: pytest.CaptureFixture[str], 
 def test_check_exit_status_follows_errors(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     code, out, _ = run(capsys, "recipe", "check", MARLIN, "--gpus", "8")
     assert code == 0
-    assert "0 error(s), 4 warning(s)" in out
+    assert "0 error(s), 3 warning(s)" in out
     code, out, _ = run(capsys, "recipe", "check", MARLIN, "--gpus", "6", "--json")
     assert code == 1
     document = json.loads(out)
-    assert (document["schema_version"], document["ok"], document["errors"], document["warnings"]) == (1, False, 1, 4)
+    assert (document["schema_version"], document["ok"], document["errors"], document["warnings"]) == (1, False, 1, 3)
     assert [f["code"] for f in document["findings"] if f["level"] == "error"] == ["gpu-count"]
+    # the node's allowances, as flags: beyond loopback needs a key, or the allowance that says otherwise
+    code, out, _ = run(capsys, "recipe", "check", MARLIN, "--gpus", "8", "--bind", "0.0.0.0")
+    assert code == 1 and "error [exposure] bind_address 0.0.0.0 publishes the API" in out
+    assert run(capsys, "recipe", "check", MARLIN, "--gpus", "8", "--bind", "0.0.0.0", "--api-key", "auto")[0] == 0
 
 
 def test_diff_of_the_shipped_recipes_prints_one_line(capsys: pytest.CaptureFixture[str]) -> None:

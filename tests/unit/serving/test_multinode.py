@@ -16,6 +16,8 @@ from hgxkit.importing.importer import ImportOptions, import_post
 from hgxkit.recipe.check import check_recipe
 from hgxkit.recipe.danger import dangerous_options
 from hgxkit.recipe.dump import dump_recipe
+from hgxkit.recipe.exposure import recipe_exposure_problems
+from hgxkit.recipe.judge import Allowances, findings
 from hgxkit.results.archive import load_run, write_run
 from hgxkit.results.fingerprint import Fingerprint
 from hgxkit.results.summary import RunSummary
@@ -40,7 +42,6 @@ from hgxkit.serving.multinode import (
     recovery_action,
 )
 from hgxkit.serving.nodegroups import group_for
-from hgxkit.serving.policy import recipe_exposure_problems
 from hgxkit.serving.rollout import RunningContainer
 from hgxkit.verify.plan import client_argv, plan_cells
 
@@ -305,9 +306,12 @@ def test_the_router_fronts_rank_0_only() -> None:
     assert head_worker(bridged, TWO, bind_address="10.9.9.9", api_key=False).ports == [5000]
 
 
-def test_network_host_of_a_group_spanning_nodes_is_decided_by_the_exposure_policy() -> None:
-    assert [d.name for d in dangerous_options(POST_005)] == []
+def test_network_host_of_a_group_spanning_nodes_is_allowed_by_name_and_judged_by_the_exposure_policy() -> None:
+    assert [d.name for d in dangerous_options(POST_005)] == ["--network=host"]
     assert [f.code for f in check_recipe(POST_005, 8) if f.level == "error"] == []
+    allowed = Allowances(docker_options=("--network=host",))
+    assert [f.code for f in findings(POST_005, allowed, 8) if f.level == "error"] == ["exposure"]
+    assert [f.code for f in findings(POST_005, replace(allowed, api_key="auto"), 8) if f.level == "error"] == []
     single = import_docker_run("docker run --network=host --gpus all img sglang serve --model-path /m --host 0.0.0.0")
     assert [d.name for d in dangerous_options(single)] == ["--network=host"]
     (problem,) = recipe_exposure_problems(POST_005, api_key=None, allow_unauthenticated=False)

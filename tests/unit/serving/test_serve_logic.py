@@ -8,11 +8,12 @@ from pathlib import Path
 
 import pytest
 
+from hgxkit.recipe.exposure import exposure_problems
 from hgxkit.recipe.read import load_recipe
 from hgxkit.recipe.spec import ImageRef
 from hgxkit.serving.containers import KEY_CONFIG_IN_CONTAINER, ApiKeyFiles, container_specs
 from hgxkit.serving.facts import ListeningPorts, parse_inspected
-from hgxkit.serving.policy import exposure_problems, hicache_need, memory_problems
+from hgxkit.serving.policy import hicache_need, memory_problems
 from hgxkit.serving.rollout import RunningContainer, plan_rollout
 
 ROOT = Path(__file__).resolve().parents[3]

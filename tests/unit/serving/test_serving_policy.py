@@ -8,16 +8,10 @@ import pytest
 
 from hgxkit.problems import Problem
 from hgxkit.recipe.danger import PolicyContext
+from hgxkit.recipe.exposure import exposure_problems, recipe_exposure_problems
+from hgxkit.recipe.judge import argv_problems, docker_option_problems
 from hgxkit.recipe.read import parse_recipe_text
-from hgxkit.serving.policy import (
-    HostMemoryNeed,
-    argv_problems,
-    docker_option_problems,
-    exposure_problems,
-    hicache_need,
-    memory_problems,
-    recipe_exposure_problems,
-)
+from hgxkit.serving.policy import HostMemoryNeed, hicache_need, memory_problems
 
 EXPOSED = Problem(
     "exposure",
@@ -177,9 +171,9 @@ def test_dangerous_options_become_problems_unless_allowed() -> None:
     privileged = recipe("--privileged|-v /srv:/s")
     problem = Problem(
         "docker-option",
-        "--privileged: gives the container every device and capability of the host; remove it, or allow it on the "
-        'node with allow_docker_options: ["--privileged"]',
-        'if you trust this recipe with that, set allow_docker_options: ["--privileged"] in the inventory',
+        "--privileged: gives the container every device and capability of the host",
+        'remove it, or if you trust this recipe with that, set allow_docker_options: ["--privileged"] in the '
+        "inventory (--allow-docker-option=--privileged for recipe check and export)",
     )
     assert docker_option_problems(privileged, [], PolicyContext(mount_roots=("/srv",))) == [problem]
     assert [p.found.split(":")[0] for p in docker_option_problems(privileged, [])] == ["--privileged", "--volume=/srv"]
