@@ -7,26 +7,28 @@ Example:
     >>> pkgs = parse_packages("Package: a\\nVersion: 1-1\\nDepends: b (>= 1), c | d\\nFilename: ./a.deb\\n"
     ...                       "SHA256: 00\\nSize: 1\\n\\nPackage: b\\nVersion: 1-1\\nFilename: ./b.deb\\nSHA256: 11\\n"
     ...                       "Size: 1\\n")
-    >>> [(p.name, p.depends) for p in select(pkgs, {"a": "1-*"})]
+    >>> [(p.name, p.needs) for p in select(pkgs, {"a": "1-*"})]
     [('a', ('b', 'c')), ('b', ())]
 """
 
 from __future__ import annotations
 
 import fnmatch
+import functools
 import gzip
 import hashlib
 import re
 import shutil
 import subprocess
-import tempfile
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
+from hgxkit.bundle import signedrelease
+from hgxkit.bundle.debversion import Relation, newest, parse_relations
 from hgxkit.errors import HgxkitError
 
-TOOLS = {"apt-ftparchive": "apt-utils", "gpg": "gpg", "gpgv": "gpgv"}
+TOOLS = {"apt-ftparchive": "apt-utils", "gpg": "gpg", "gpgv": "gpgv", "dpkg": "dpkg"}
 KEY_FILE = "bundle-key.asc"
 GPG_UNATTENDED = ("--batch", "--yes", "--pinentry-mode", "loopback", "--passphrase", "")  # no agent prompt
 
@@ -40,7 +42,17 @@ class Deb:
     filename: str
     sha256: str
     size: int
-    depends: tuple[str, ...]
+    relations: str  # Pre-Depends and Depends as the index writes them, parsed only for a package a bundle weighs
+
+    @functools.cached_property
+    def depends(self) -> tuple[tuple[Relation, ...], ...]:
+        """Each requirement of Pre-Depends and Depends as its alternatives."""
+        return tuple(tuple(alts) for alts in parse_relations(self.relations))
+
+    @property
+    def needs(self) -> tuple[str, ...]:
+        """The first alternative of each requirement, by name."""
+        return tuple(alts[0].name for alts in self.depends)
 
 
 def parse_packages(text: str) -> list[Deb]:
@@ -50,10 +62,6 @@ def parse_packages(text: str) -> list[Deb]:
         fields = dict(re.findall(r"^([\w-]+): ?(.*)$", stanza, re.M))
         if "Package" not in fields:
             continue
-        deps = []
-        for key in ("Pre-Depends", "Depends"):
-            for alt in filter(None, (d.strip() for d in fields.get(key, "").split(","))):
-                deps.append(re.split(r"[\s(:]", alt.split("|")[0].strip())[0])
         out.append(
             Deb(
                 fields["Package"],
@@ -61,37 +69,77 @@ def parse_packages(text: str) -> list[Deb]:
                 fields.get("Filename", ""),
                 fields.get("SHA256", ""),
                 int(fields.get("Size", "0") or 0),
-                tuple(deps),
+                ", ".join(filter(None, (fields.get("Pre-Depends"), fields.get("Depends")))),
             )
         )
     return out
 
 
+Needs = dict[str, list[tuple[Relation, str]]]  # package name -> (relation, the package that states it)
+
+
+def _pick(name: str, candidates: list[Deb], glob: str | None, needs: list[tuple[Relation, str]]) -> Deb:
+    """The newest of `candidates` (dpkg's order) that matches the knob's `glob` and every relation on it."""
+    fits = [
+        d
+        for d in candidates
+        if (glob is None or fnmatch.fnmatchcase(d.version, glob)) and all(r.allows(d.version) for r, _ in needs)
+    ]
+    if not fits:
+        asked = [f"{name}={glob} (version knob)"] if glob is not None else []
+        asked += [f"{by} needs {r.name} ({r.op} {r.version})" for r, by in needs if r.op]
+        raise HgxkitError(
+            f"package {name}: no version in the repository satisfies {'; '.join(asked)}; "
+            "refused: check the version knobs"
+        )
+    best = newest(d.version for d in fits)
+    return next(d for d in fits if d.version == best)
+
+
+def _alternative(alts: tuple[Relation, ...], by_name: dict[str, list[Deb]], chosen: dict[str, Deb]) -> Relation | None:
+    """Which alternative of one requirement the bundle carries: one already chosen that satisfies it, else the
+    first the repository can satisfy; None when the repository has none of them (the node's own distribution
+    provides it)."""
+    for r in alts:
+        if r.name in chosen and r.allows(chosen[r.name].version):
+            return r
+    for r in alts:
+        if any(r.allows(d.version) for d in by_name.get(r.name, [])):
+            return r
+    if any(r.name in by_name for r in alts):
+        return alts[0]  # in the repository, at no version that fits: _pick names what is missing
+    return None
+
+
+def _needs(chosen: dict[str, Deb], by_name: dict[str, list[Deb]]) -> Needs:
+    """Every relation the chosen packages state on packages of the repository."""
+    needs: Needs = {}
+    for deb in chosen.values():
+        for alts in deb.depends:
+            r = _alternative(alts, by_name, chosen)
+            if r is not None:
+                needs.setdefault(r.name, []).append((r, f"{deb.name} {deb.version}"))
+    return needs
+
+
 def select(debs: list[Deb], wanted: dict[str, str]) -> list[Deb]:
-    """The packages `wanted` (name -> apt version glob) and the dependencies they find in the same repository
-    (at the pinned upstream version when the repository has it, else its newest), sorted by name."""
+    """The packages `wanted` (name -> apt version glob) and the dependencies they find in the same repository, one
+    version each: the newest (dpkg's order, what apt takes) that the glob and every versioned relation on it
+    allow; sorted by name. The relations are gathered again after each choice until nothing changes."""
     by_name: dict[str, list[Deb]] = {}
     for d in debs:
         by_name.setdefault(d.name, []).append(d)
-    chosen: dict[tuple[str, str], Deb] = {}
-    todo = list(wanted)
-    upstreams = {g.split("-")[0].rstrip("*").rstrip(".") for g in wanted.values()}
-    while todo:
-        name = todo.pop()
-        candidates = by_name.get(name, [])
-        glob = wanted.get(name)
-        if glob is not None:
-            picked = [d for d in candidates if fnmatch.fnmatchcase(d.version, glob)]
-            if not picked:
-                raise HgxkitError(f"package {name}={glob} is not in the repository; check the version knobs")
-        else:
-            same = [d for d in candidates if any(u and d.version.startswith(u) for u in upstreams)]
-            picked = same or sorted(candidates, key=lambda d: d.version)[-1:]
-        for d in picked:
-            if (d.name, d.version) not in chosen:
-                chosen[(d.name, d.version)] = d
-                todo += [dep for dep in d.depends if dep in by_name and all(k[0] != dep for k in chosen)]
-    return sorted(chosen.values(), key=lambda d: (d.name, d.version))
+    for name, glob in wanted.items():
+        if not any(fnmatch.fnmatchcase(d.version, glob) for d in by_name.get(name, [])):
+            raise HgxkitError(f"package {name}={glob} is not in the repository; check the version knobs")
+    chosen: dict[str, Deb] = {}
+    for _ in range(len(by_name) + 2):
+        needs = _needs(chosen, by_name)
+        again = {name: _pick(name, by_name[name], wanted.get(name), needs.get(name, [])) for name in {*wanted, *needs}}
+        if again == chosen:
+            return sorted(chosen.values(), key=lambda d: d.name)
+        chosen = again
+    raise HgxkitError(f"packages {', '.join(sorted(wanted))}: their relations do not settle; refused: check the knobs")
 
 
 def _run(cmd: list[str], cwd: Path | None = None) -> str:
@@ -181,42 +229,24 @@ class BundleKey:
         )
 
 
-def check_upstream(inrelease: bytes, key: bytes, packages: bytes, where: str) -> None:
-    """The upstream InRelease is signed by `key`, and lists `packages` with its sha256; else refused."""
-    with tempfile.TemporaryDirectory(prefix="hgxb") as tmp:
-        ring = Path(tmp) / "key.gpg"
-        armored = key.lstrip().startswith(b"-----BEGIN")
-        if armored:
-            res = subprocess.run(["gpg", "--dearmor"], input=key, capture_output=True, check=False)
-            key = res.stdout
-        ring.write_bytes(key)
-        signed = Path(tmp) / "InRelease"
-        signed.write_bytes(inrelease)
-        res = subprocess.run(["gpgv", "--keyring", str(ring), str(signed)], capture_output=True, check=False)
-        if res.returncode != 0:
-            raise HgxkitError(f"{where}InRelease: its signature does not verify with the repository key; refused")
-    digest = hashlib.sha256(packages).hexdigest()
-    if not re.search(rf"^ {digest}\s+{len(packages)}\s+Packages$", inrelease.decode(errors="replace"), re.M):
-        raise HgxkitError(f"{where}Packages: sha256 {digest[:16]}… is not in its signed InRelease; refused")
-
-
 def build_repo(name: str, url: str, key_url: str, wanted: dict[str, str], out: Path, key: BundleKey) -> list[Deb]:
     """Fetch `wanted` (with dependencies) from the flat repository `url` into `out/apt/<name>/`, signed."""
     base = url.rstrip("/") + "/"
     inrelease, upstream_key, packages = fetch(base + "InRelease"), fetch(key_url), fetch(base + "Packages")
-    check_upstream(inrelease, upstream_key, packages, base)
+    signed = signedrelease.signed_text(inrelease, upstream_key, base)
+    signedrelease.check_index(signed, "Packages", packages, base)
     keep = out / "apt" / "upstream" / name
     keep.mkdir(parents=True, exist_ok=True)
     (keep / "InRelease").write_bytes(inrelease)
     (keep / "Packages").write_bytes(packages)
     (keep / "key").write_bytes(upstream_key)
-    debs = select(parse_packages(packages.decode()), wanted)
+    debs = select(parse_packages(packages.decode(errors="replace")), wanted)
     repo_dir = out / "apt" / name
     repo_dir.mkdir(parents=True, exist_ok=True)
     for d in debs:
         body = fetch(base + d.filename.removeprefix("./"))
-        if hashlib.sha256(body).hexdigest() != d.sha256:
-            raise HgxkitError(f"{base}{d.filename}: sha256 differs from the signed Packages index; refused")
+        if hashlib.sha256(body).hexdigest() != d.sha256 or len(body) != d.size:
+            raise HgxkitError(f"{base}{d.filename}: sha256 or size differs from the signed Packages index; refused")
         (repo_dir / Path(d.filename).name).write_bytes(body)
     text = _run(["apt-ftparchive", "packages", "."], cwd=repo_dir)
     (repo_dir / "Packages").write_text(text)

@@ -16,6 +16,7 @@ sim's repositories, Hub and registry mirror are read from this machine's copies 
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -182,6 +183,19 @@ def _model(recipe: Any, hub: str, out: Path, log: Log) -> dict[str, Any]:
     }
 
 
+def _regular_files_only(tmp: Path) -> list[str]:
+    """The files the manifest lists. Verify refuses a directory that holds none of them, so empty ones left by a
+    tool are removed here; a symlink or special file (which verify refuses too) stops create instead."""
+    for rel in reversed(manifest.walk(tmp).dirs):  # deepest first: a parent empties once its children are gone
+        with contextlib.suppress(OSError):
+            (tmp / rel).rmdir()
+    tree = manifest.walk(tmp)
+    if tree.links or tree.other:
+        odd = (tree.links + tree.other)[0]
+        raise HgxkitError(f"{tmp}/{odd}: a symlink or special file; a bundle holds neither: re-create it")
+    return tree.files
+
+
 def create(recipe_path: Path, out: Path, sources: Sources, key_home: Path, log: Log) -> dict[str, Any]:
     """Build the bundle in `out` (which must not exist yet) and return its sealed bundle.json."""
     from hgxkit.recipe.read import load_recipe
@@ -237,7 +251,7 @@ def create(recipe_path: Path, out: Path, sources: Sources, key_home: Path, log: 
             "model": model,
             "wheels": {"requirements": "wheels/requirements.txt", "for": sources.wheel_requirements, "files": wheels},
             "notes": sources.notes,
-            "artifacts": [manifest.artifact_entry(tmp, rel) for rel in manifest.list_files(tmp)],
+            "artifacts": [manifest.artifact_entry(tmp, rel) for rel in _regular_files_only(tmp)],
         }
         doc = manifest.seal(doc)
         (tmp / manifest.MANIFEST).write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")

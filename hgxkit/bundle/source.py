@@ -196,10 +196,8 @@ def bundle_of(path: str, fingerprint: str | None = None) -> NodeBundle:
     """The bundle at `path` on the controller, its bundle.json checked (hash, schema; and its signature by the key
     with `fingerprint` when given); DeployError otherwise."""
     if (path, fingerprint) not in _loaded:
-        doc, problem = manifest.read_manifest(Path(path))
-        if doc is not None and fingerprint:
-            problem = manifest.signature_problem(Path(path), fingerprint)
-        if doc is None or problem:
+        doc, problem = manifest.read_manifest(Path(path), fingerprint)
+        if doc is None:
             raise DeployError(f"bundle knob: {problem}; nothing was changed")
         _loaded[(path, fingerprint)] = NodeBundle(Path(path), doc)
     return _loaded[(path, fingerprint)]

@@ -45,7 +45,6 @@ def verify_schema() -> dict[str, Any]:
 
 def register(groups: argparse._SubParsersAction, simulated_sources: SourcesFor | None = None) -> None:
     """Add `bundle …`; `simulated_sources` reads a simulated inventory's sources (the simulator's, when installed)."""
-    """Add the `bundle` group."""
     parser = groups.add_parser(
         "bundle",
         help="carry everything a node needs to an air-gapped site",
@@ -93,14 +92,14 @@ def register(groups: argparse._SubParsersAction, simulated_sources: SourcesFor |
 
 
 def knob_defaults() -> dict[str, Any]:
-    """The roles' knob defaults, from deploys/bundle.py of the checkout (the library never imports roles)."""
-    for root in (Path.cwd(), REPO_ROOT):
-        program = root / "deploys" / "bundle.py"
-        if program.is_file() and (root / "roles").is_dir():
-            return dict(runpy.run_path(str(program))["KNOB_DEFAULTS"])
+    """The roles' knob defaults, from deploys/bundle.py of the checkout this package is in; never from the
+    current directory, whose deploys/ may be anyone's."""
+    program = REPO_ROOT / "deploys" / "bundle.py"
+    if program.is_file() and (REPO_ROOT / "roles").is_dir():
+        return dict(runpy.run_path(str(program))["KNOB_DEFAULTS"])
     raise InputError(
-        "hgxkit bundle create reads the roles' knobs from the hgxkit checkout (deploys/bundle.py, "
-        "roles/): run it from the checkout, as the deploys"
+        f"{program}: not found; hgxkit bundle create reads the roles' knobs from the checkout hgxkit is installed "
+        "from (deploys/bundle.py, roles/): install it with `pip install -e .` in the checkout"
     )
 
 
@@ -167,9 +166,7 @@ def _cmd_create(args: argparse.Namespace) -> int:
 def _cmd_verify(args: argparse.Namespace) -> int:
     root = Path(args.dir)
     started = time.monotonic()
-    doc, problems = manifest.verify(root)
-    if doc is not None and args.fingerprint:
-        problems = [p for p in [manifest.signature_problem(root, args.fingerprint)] if p] + problems
+    doc, problems = manifest.verify(root, fingerprint=args.fingerprint)
     took = time.monotonic() - started
     if args.json:
         print(
@@ -182,7 +179,7 @@ def _cmd_verify(args: argparse.Namespace) -> int:
                     "key_fingerprint": doc["key"]["fingerprint"] if doc else None,
                     "files": len(doc["artifacts"]) if doc else 0,
                     "bytes": sum(a["size"] for a in doc["artifacts"]) if doc else 0,
-                    "fingerprint_checked": bool(args.fingerprint) and doc is not None,
+                    "fingerprint_checked": bool(args.fingerprint),  # checked before anything else is trusted
                     "problems": problems,
                     "seconds": round(took, 3),
                 }

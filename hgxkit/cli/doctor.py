@@ -3,7 +3,7 @@
 Read-only: only pyinfra facts run (hgxkit/node/facts_*.py), no operation. The verdict is hgxkit/node/doctor.py's.
 Knobs are read as the roles read them: inventory or `--data`, else roles/<role>/defaults.py. The library never
 imports roles, so deploys/doctor.py (in the checkout) hands `main` the roles' defaults. `hgxkit doctor` runs that
-file, from the current directory's checkout or else the one this package lives in.
+file from the checkout this package lives in, never from the current directory.
 
     hgxkit doctor inventories/h200.py
     HGXKIT_SIM_CLUSTER=demo hgxkit doctor inventories/sim.py --json
@@ -71,13 +71,15 @@ def register(groups: argparse._SubParsersAction) -> None:
 
 
 def doctor_program() -> Path:
-    """deploys/doctor.py of the checkout in the current directory, else of the checkout this package is in."""
-    for root in (Path.cwd(), REPO_ROOT):
-        if (root / "deploys" / "doctor.py").is_file() and (root / "roles").is_dir():
-            return root / "deploys" / "doctor.py"
+    """deploys/doctor.py of the checkout this package is in; never the current directory's, whose deploys/ may be
+    anyone's."""
+    program = REPO_ROOT / "deploys" / "doctor.py"
+    if program.is_file() and (REPO_ROOT / "roles").is_dir():
+        return program
     raise InputError(
-        "hgxkit doctor reads the roles' knobs from the hgxkit checkout (deploys/doctor.py, roles/): "
-        "run it from the checkout, as the deploys"
+        f"{program}: not found; hgxkit doctor reads the roles' knobs from the checkout hgxkit is installed from "
+        "(deploys/doctor.py, roles/): install it with `pip install -e .` there, or run `python deploys/doctor.py "
+        "INVENTORY` in the checkout"
     )
 
 

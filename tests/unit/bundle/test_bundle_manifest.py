@@ -272,7 +272,7 @@ def test_a_signed_manifest_is_checked_against_the_fingerprint_the_site_holds(tmp
     (root / "bundle.json").write_text(json.dumps(manifest.seal(doc)))
     assert manifest.verify(root)[1] == []
     refused = "bundle.json.sig: no valid signature of bundle.json by the bundle's key; refused: re-copy or re-create it"
-    assert manifest.signature_problem(root, key.fingerprint) == refused
+    assert manifest.verify(root, fingerprint=key.fingerprint) == (None, [refused])
     host = SimpleNamespace(name="node1", data={"bundle": str(root), "bundle_fingerprint": key.fingerprint})
     with pytest.raises(DeployError, match=r"^bundle knob: bundle\.json\.sig: no valid signature"):
         source.delivered(host)
