@@ -32,6 +32,7 @@ from typing import Any
 from hgxkit import __version__
 from hgxkit.bundle import aptbundle, manifest, ociimage
 from hgxkit.errors import HgxkitError, InputError
+from hgxkit.recipe.judge import Judged
 
 NVIDIA_CONTAINER_REPO = "https://nvidia.github.io/libnvidia-container/stable/deb/amd64/"
 NVIDIA_CONTAINER_KEY = "https://nvidia.github.io/libnvidia-container/gpgkey"
@@ -196,13 +197,12 @@ def _regular_files_only(tmp: Path) -> list[str]:
     return tree.files
 
 
-def create(recipe_path: Path, out: Path, sources: Sources, key_home: Path, log: Log) -> dict[str, Any]:
-    """Build the bundle in `out` (which must not exist yet) and return its sealed bundle.json."""
-    from hgxkit.recipe.read import load_recipe
-
+def create(judged: Judged, recipe_path: Path, out: Path, sources: Sources, key_home: Path, log: Log) -> dict[str, Any]:
+    """Build the bundle of the judged recipe read from `recipe_path` in `out` (which must not exist yet) and
+    return its sealed bundle.json."""
     if out.exists():
         raise InputError(f"{out}: already exists; a bundle is made into a new directory (remove it or pick another)")
-    recipe = load_recipe(str(recipe_path))
+    recipe = judged.recipe
     started = time.monotonic()
     tmp = out.parent / f".{out.name}.partial"
     shutil.rmtree(tmp, ignore_errors=True)

@@ -18,11 +18,15 @@ import time
 from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
 from pathlib import Path
+from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
 from hgxkit.bundle import manifest
 from hgxkit.cli.args import json_option, package_schema
 from hgxkit.errors import InputError
+from hgxkit.knobs import knob
+from hgxkit.recipe.judge import allowances_from_knobs, judge
+from hgxkit.recipe.read import load_recipe
 
 if TYPE_CHECKING:
     from hgxkit.bundle.create import Sources
@@ -138,13 +142,16 @@ def _cmd_create(args: argparse.Namespace) -> int:
     recipe, out, key_home = Path(args.recipe), Path(args.output), Path(args.key_home)
     if not recipe.is_file():
         raise InputError(f"{recipe}: no such recipe file")
+    # Judged as the inventory's node would judge it: a bundle carries only what that node would serve.
+    inventory = SimpleNamespace(data=knobs)
+    judged = judge(load_recipe(str(recipe)), allowances_from_knobs(lambda name: knob(inventory, name)))
     if knobs.get("hgxkit_simulated"):
         if args.simulated_sources is None:
             raise InputError(f"{args.inventory}: a simulated inventory needs the simulator (pip install 'hgxkit[sim]')")
         with args.simulated_sources(knobs) as sources:
-            doc = create(recipe, out, sources, key_home, log)
+            doc = create(judged, recipe, out, sources, key_home, log)
     else:
-        doc = create(recipe, out, real_sources(knobs, args.distro or "ubuntu2404"), key_home, log)
+        doc = create(judged, recipe, out, real_sources(knobs, args.distro or "ubuntu2404"), key_home, log)
     if args.json:
         print(
             json.dumps(

@@ -23,8 +23,9 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from hgxkit.errors import InputError
 from hgxkit.netaddr import is_loopback
@@ -59,6 +60,21 @@ class Allowances:
     def context(self, recipe: Recipe) -> PolicyContext:
         """What the docker-option policy judges `recipe` against under these allowances."""
         return context_for(recipe, models_dirs=self.models_dirs, host_memory_bytes=self.host_memory_bytes)
+
+
+def allowances_from_knobs(value: Callable[[str], Any], host_memory_bytes: int | None = None) -> Allowances:
+    """The allowances an inventory gives: `value(name)` is the typed value of the knob `name` (hgxkit.knobs)."""
+    dirs = [str(value("models_dir")), *(str(d) for d in (value("model_dirs_allowed") or []))]
+    names = value("recipe_env_allowlist")
+    return Allowances(
+        docker_options=tuple(str(n) for n in value("allow_docker_options") or ()),
+        unauthenticated=bool(value("allow_unauthenticated")),
+        api_key=value("api_key"),
+        bind_address=str(value("bind_address")),
+        env_allowlist=tuple(str(n) for n in names) if names is not None else None,
+        models_dirs=tuple(dirs),
+        host_memory_bytes=host_memory_bytes,
+    )
 
 
 @dataclass(frozen=True)

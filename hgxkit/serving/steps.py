@@ -31,7 +31,7 @@ from hgxkit.planfacts import plan_fact
 from hgxkit.problems import Problem, refuse
 from hgxkit.recipe.danger import with_own_files
 from hgxkit.recipe.host_recipe import recipe_for
-from hgxkit.recipe.judge import Allowances, Judged, Refused, argv_problems, judge
+from hgxkit.recipe.judge import Allowances, Judged, Refused, allowances_from_knobs, argv_problems, judge
 from hgxkit.recipe.secretenv import default_env_allowlist
 from hgxkit.recipe.spec import Recipe
 from hgxkit.runfailure import RunFailure, escape_control
@@ -177,18 +177,8 @@ def ensure_api_key(h: Host) -> None:
 def allowances_for(h: Host) -> Allowances:
     """The allowances `h`'s inventory gives every recipe judged for it (hgxkit.recipe.judge): its allow-knobs,
     its model directories and its memory."""
-    dirs = [str(knob(h, "models_dir")), *(str(d) for d in (knob(h, "model_dirs_allowed") or []))]
     memory = plan_fact(h, MemTotalBytes)
-    names = knob(h, "recipe_env_allowlist")
-    return Allowances(
-        docker_options=tuple(str(n) for n in knob(h, "allow_docker_options") or ()),
-        unauthenticated=bool(knob(h, "allow_unauthenticated")),
-        api_key=knob(h, "api_key"),
-        bind_address=str(knob(h, "bind_address")),
-        env_allowlist=tuple(str(n) for n in names) if names is not None else None,
-        models_dirs=tuple(dirs),
-        host_memory_bytes=int(memory) if memory else None,
-    )
+    return allowances_from_knobs(lambda name: knob(h, name), int(memory) if memory else None)
 
 
 def total_gpus_for(h: Host) -> int | None:

@@ -195,7 +195,7 @@ def test_a_second_run_changes_nothing(deployed) -> None:
     )
     assert again.returncode == 0, out(again)[-4000:]
     ops, changed, errors, unchanged = grand_total(again)
-    assert (changed, errors) == (0, 0) and unchanged == ops
+    assert (changed, errors) == (0, 0) and unchanged == ops, out(again)[-6000:]
     assert ranks() == before  # same containers, same start times, on both nodes
 
 

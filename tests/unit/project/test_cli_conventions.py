@@ -75,7 +75,7 @@ def _bundle_create(tmp: Path, monkeypatch: pytest.MonkeyPatch) -> list[list[str]
 
     from hgxkit.bundle import create
 
-    def fake_create(recipe: Path, out: Path, sources: object, key_home: Path, log: object) -> dict:
+    def fake_create(judged: object, recipe: Path, out: Path, sources: object, key_home: Path, log: object) -> dict:
         doc = make_bundle(out, FILES)
         return {**doc, "recipe": {"name": "marlin", "file": "recipe.yaml", "sha256": "0" * 64}}
 

@@ -1,4 +1,4 @@
-"""One judgement for every consumer: `recipe check`, the node, and every export give the same verdict.
+"""One judgement for every consumer: `recipe check`, the node, every export and `bundle create` give one verdict.
 
 The corpus is every recipe the project ships or reads (recipes/, export fixtures, every post and orchestrator
 file the importer accepts) plus one recipe per threat class of the hostile review, each judged under several
@@ -145,8 +145,14 @@ def test_every_threat_is_refused_by_check_node_and_every_export_alike(
         code = main(["recipe", "export", str(path), "--to", target, "-o", str(tmp_path / target)])
         err = capsys.readouterr().err
         assert code == 2 and not (tmp_path / target).exists(), (target, err)
-        codes = sorted({line.split("]")[0].split("[")[-1] for line in err.splitlines() if "  - [" in line})
-        assert codes == sorted(set(as_exported[1]))
+        assert _codes(err) == sorted(set(as_exported[1]))
+    # A bundle carries only what the inventory's node would serve: judged before anything is fetched.
+    assert main(["bundle", "create", "--recipe", str(path), "-o", str(tmp_path / "bundle")]) == 2
+    assert _codes(capsys.readouterr().err) == sorted(set(check[1])) and not (tmp_path / "bundle").exists()
+
+
+def _codes(err: str) -> list[str]:
+    return sorted({line.split("]")[0].split("[")[-1] for line in err.splitlines() if "  - [" in line})
 
 
 def test_an_allowed_danger_is_exported_visibly_and_the_keyless_api_is_not_opened(
