@@ -10,6 +10,7 @@ sets of allowances. For each, the CLI's `recipe check` (exit status and error co
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -171,3 +172,26 @@ def test_an_allowed_danger_is_exported_visibly_and_the_keyless_api_is_not_opened
         assert "ALLOWED ON PURPOSE, allowed by allow_docker_options: --privileged" in text, target
         if target == "skypilot":
             assert "ports:" not in text  # SGLang with no key: never opened to the world
+
+
+# How each engine's file spells the option: a docker flag, or a key of its own format.
+SPELLINGS = {"pid-host": r"--pid|hostPID|pid: host", "privileged": r"--privileged|privileged: true"}
+
+
+@pytest.mark.parametrize(("threat", "allow"), [("pid-host", "--pid=host"), ("privileged", "privileges")])
+def test_an_export_never_says_not_carried_of_what_it_runs(
+    threat: str, allow: str, corpus: dict[str, Path], capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    path, spelled = corpus[f"{threat}.yaml"], re.compile(SPELLINGS[threat])
+    word = allow.split("=")[0] if threat == "pid-host" else "--privileged"
+    for target in TARGETS:
+        out = tmp_path / target
+        assert (
+            main(["recipe", "export", str(path), "--to", target, "-o", str(out), f"--allow-docker-option={allow}"]) == 0
+        )
+        err = capsys.readouterr().err
+        said_dropped = any(line.startswith("not carried:") and word in line for line in err.splitlines())
+        text = "".join(f.read_text() for f in sorted(out.iterdir()))
+        text = re.sub(r"allowed by allow_docker_options: [^'\n]*", "", text)  # the label that says it was allowed
+        runs = any(spelled.search(line) for line in text.splitlines() if not line.lstrip().startswith("#"))
+        assert said_dropped != runs, (target, err)
