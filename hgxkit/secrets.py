@@ -26,9 +26,11 @@ MASK = "***"
 
 # Environment variable names whose values are credentials (matched on the upper-cased name).
 SECRET_NAME_RE = re.compile(
-    r"^(HF_TOKEN|HUGGING_FACE_HUB_TOKEN|HUGGINGFACE_TOKEN|API_KEY|TOKEN|SECRET|PASSWORD|PASSWD|PASS|"
-    r".*_API_KEY|.*_TOKEN|.*_SECRET|.*_SECRET_KEY|.*_ACCESS_KEY|.*_PRIVATE_KEY|.*_KEY|.*_PASSWORD|.*_PASSWD|"
-    r".*PASSWORD|.*_PASS|.*_PWD|.*CREDENTIALS?)$"
+    r"^(HF_TOKEN|HUGGING_FACE_HUB_TOKEN|HUGGINGFACE_TOKEN|API_KEY|APIKEY|TOKEN|SECRET|SECRETS|PASSWORD|PASSWD|"
+    r"PASS|AUTH|AUTHORIZATION|COOKIE|"
+    r".*_API_KEY|.*APIKEY|.*_TOKEN|.*_SECRET|.*_SECRETS|.*_SECRET_KEY|.*_ACCESS_KEY|.*_PRIVATE_KEY|.*_KEY|"
+    r".*_PASSWORD|.*_PASSWD|.*PASSWORD|.*_PASS|.*_PWD|.*_PASSPHRASE|.*_PASSCODE|.*CREDENTIALS?|.*_CREDS?|"
+    r".*_AUTH|.*_AUTHORIZATION|.*_COOKIE)$"
 )
 # `*_KEY` is a credential (NGC_API_KEY, AWS_SECRET_ACCESS_KEY, SSH_PRIVATE_KEY, MY_KEY) except in the
 # configuration namespaces of the serving stack, where `_KEY` names a setting, not a secret (a cache or
@@ -39,6 +41,8 @@ _ALWAYS_SECRET_KEY_RE = re.compile(r".*_(API|SECRET|ACCESS|PRIVATE)_KEY$")
 # `PWD` alone is the shell's working directory, never a password (`DB_PWD`, `MYSQL_PWD` are).
 # Names that match a secret family but hold a switch (`HF_HUB_DISABLE_IMPLICIT_TOKEN=1`).
 _NOT_SECRET_NAMES = frozenset({"HF_HUB_DISABLE_IMPLICIT_TOKEN", "HF_HUB_DISABLE_TOKEN"})
+# `*_AUTH` names a credential (`HTTP_AUTH=user:pw`, `REGISTRY_AUTH`) unless a verb before it makes it a switch.
+_AUTH_SWITCH_RE = re.compile(r".*(?:^|_)(?:ENABLE|DISABLE|NO|SKIP|USE|REQUIRE|ALLOW|WITH|WITHOUT|BYPASS)_AUTH$")
 # Server flags whose value is a credential: --api-key, --admin-api-key, --hf-token, --token, --password.
 _SECRET_FLAG_RE = re.compile(r"--[A-Za-z0-9-]*(?:api-key|token|secret|password|passwd)")
 # Values that point at a secret instead of holding one: `$X`, `${X}`, `{{env:X}}`, an already masked value.
@@ -55,8 +59,8 @@ def is_secret_name(name: str) -> bool:
         >>> [is_secret_name(n) for n in ("HF_TOKEN", "NGC_API_KEY", "MY_KEY", "SGLANG_CACHE_KEY", "HF_HOME")]
         [True, True, True, False, False]
     """
-    upper = name.upper()
-    if upper in _NOT_SECRET_NAMES or not SECRET_NAME_RE.match(upper):
+    upper = name.upper().replace("-", "_")  # a header name (`X-Api-Key`) is judged like a variable's
+    if upper in _NOT_SECRET_NAMES or not SECRET_NAME_RE.match(upper) or _AUTH_SWITCH_RE.match(upper):
         return False
     if upper.endswith("_KEY") and upper.startswith(_SETTING_PREFIXES):
         return bool(_ALWAYS_SECRET_KEY_RE.match(upper))
@@ -139,12 +143,16 @@ SECRET_PATTERNS: tuple[SecretPattern, ...] = (
         ),
         _fixed("URL_PASSWORD"),
     ),
-    # `curl -u user:password`, `--user=user:password` (curl's only: `docker run -u 1000:1000` is a uid:gid).
+    # curl's credential options, in every spelling curl takes: `-u user:pw`, glued `-uuser:pw`, last in a
+    # cluster of short options `-fsSu user:pw` / `-fsuuser:pw`, `--user=user:pw`, `-U`/`--proxy-user` alike
+    # (curl's only: `docker run -u 1000:1000` is a uid:gid). The password is masked; with none (`-u TOKEN:`,
+    # an API token passed as the user) the user is.
     SecretPattern(
         "user-password-option",
         re.compile(
-            r"""\bcurl\s[^\n|;&]{0,512}?(?<![A-Za-z0-9-])(?:-u|--user|-U|--proxy-user)(?:=|\s+)["']?"""
-            r"""[^\s:"'$]{1,256}:["']?(?P<value>[^\s"']+)"""
+            r"""\bcurl\s[^\n|;&]{0,512}?(?<![A-Za-z0-9-])["']?"""
+            r"""(?:-[A-Za-z0-9]{0,16}?[uU](?:=|\s+)?|--(?:proxy-)?user(?:=|\s+))["']?"""
+            r"""(?:(?P<bare>[^\s:"'$]{1,256}):(?=\s|$|["'](?:\s|$))|[^\s:"'$]{0,256}:["']?(?P<value>[^\s"']+))"""
         ),
         _fixed("URL_PASSWORD"),
     ),
@@ -198,6 +206,19 @@ SECRET_PATTERNS: tuple[SecretPattern, ...] = (
         _fixed("BEARER_TOKEN"),
     ),
     SecretPattern("bearer-token", re.compile(r"\bBearer\s+(?P<value>[A-Za-z0-9._~+/=-]+)"), _fixed("BEARER_TOKEN")),
+    # Any header (or key) that carries a credential by its name, in any case: `X-Api-Key: K`, `X-Auth-Token: K`,
+    # `Proxy-Authorization: Basic K`, `Private-Token: K`, `Ocp-Apim-Subscription-Key: K`, `"x-goog-api-key": "K"`.
+    # A name ends in a credential word; a `--flag` never starts one (flag-value above reads flags).
+    SecretPattern(
+        "credential-header",
+        re.compile(
+            r"(?i)(?<![A-Za-z0-9_-])(?P<q>[\"']?)(?P<name>(?:[a-z0-9]{1,32}-){0,8}"
+            r"(?:(?:api|access|secret|private|subscription)-?key|auth|authorization|[a-z]{0,16}token|secret|"
+            r"password|passwd|passphrase|credentials?|cookie))(?P=q)[ \t]*[:=][ \t]*"
+            r"(?:(?:bearer|basic|token|digest)[ \t]+)?" + _QUOTED
+        ),
+        _fixed("API_KEY"),
+    ),
     # `["--api-key", "K"]` (a JSON argv) and `['--api-key', 'K']` (a Python list in a log line).
     SecretPattern(
         "flag-in-list",
@@ -221,8 +242,9 @@ SECRET_PATTERNS: tuple[SecretPattern, ...] = (
         "secret-name",
         re.compile(
             _NOT_WORD_BEFORE
-            + r"(?P<q>[\"']?)(?P<name>[A-Za-z0-9_]*(?i:token|key|secret|password|passwd|pass|pwd|credentials?))"
-            + r"(?P=q)\s*[:=]\s*"
+            + r"(?P<q>[\"']?)(?P<name>[A-Za-z0-9_]*(?i:token|key|secrets?|password|passwd|pass|pwd|passphrase|"
+            + r"passcode|credentials?|creds?|auth|authorization|cookie))"
+            + r"(?P=q)\s*[:=]\s*(?:(?i:bearer|basic|digest)[ \t]+)?"
             + _QUOTED
         ),
         _by_name,
@@ -343,6 +365,21 @@ def redact(text: str, known: Iterable[str] = ()) -> str:
     This is hgxkit's one scrubber: log lines, archived results, host raw files and error messages use it.
     """
     return replace_secrets(text, find_secrets(text, known), lambda _span: MASK)
+
+
+def redact_url(url: str) -> str:
+    """`url` (a server's base URL) as hgxkit shows it (errors, progress, archives): its userinfo, user and
+    password both (a token is often the user: `https://TOKEN@host`), masked. Everything up to the last `@` is
+    taken for userinfo, parseable or not: a password may hold `/`, `?` or `#`, a base URL holds no other `@`.
+
+    Example:
+        >>> redact_url("http://admin:pw@10.0.0.5:30000/"), redact_url("tok@host:1"), redact_url("http://h:1/a")
+        ('http://***@10.0.0.5:30000/', '***@host:1', 'http://h:1/a')
+    """
+    _, sep, rest = url.partition("://")
+    start = len(url) - len(rest) if sep else 0
+    at = url.rfind("@", start)
+    return url if at < 0 else url[:start] + MASK + url[at:]
 
 
 def redact_json(value: Any, known: Iterable[str] = ()) -> Any:

@@ -1,4 +1,9 @@
-"""`hgxkit verify --endpoint URL --recipe R`: benchmark and archive a server hgxkit did not deploy."""
+"""`hgxkit verify --endpoint URL --recipe R`: benchmark and archive a server hgxkit did not deploy.
+
+The client's output is the endpoint's text as much as the client's (it prints the server's answers): it is
+relayed line by line through the one sanitiser (hgxkit/textinput.py) and the scrubber, never straight to the
+terminal.
+"""
 
 from __future__ import annotations
 
@@ -6,8 +11,12 @@ import argparse
 import os
 import shlex
 import subprocess
+import sys
 import tempfile
+import threading
+from collections.abc import Iterable
 from pathlib import Path
+from typing import IO
 
 from rich.console import Console
 from rich.markup import escape
@@ -15,9 +24,13 @@ from rich.markup import escape
 from hgxkit.errors import InputError
 from hgxkit.kinds import KINDS
 from hgxkit.recipe.read import load_recipe
+from hgxkit.secrets import redact
+from hgxkit.textinput import clean_text, read_text_file
 from hgxkit.verify.tokenizer import OFFLINE_ENV
 
 DEFAULT_STORE = "/var/lib/hgxkit/sglang-client"  # the real clients' store (`hgxkit sim client install`)
+MAX_KEY_BYTES = 64 << 10
+CLIENT_MARK = "  client| "  # the start of every line the client printed
 
 
 def register(groups: argparse._SubParsersAction) -> None:
@@ -32,7 +45,11 @@ def register(groups: argparse._SubParsersAction) -> None:
         "  hgxkit verify --endpoint http://127.0.0.1:5000 --recipe recipes/deepseek-v4-flash-dspark-marlin.yaml \\\n"
         "      --tokenizer ~/tokenizers/DeepSeek-V4-Flash\n"
         "  hgxkit verify --endpoint http://10.0.0.5:8000 --recipe r.yaml --tokenizer tok/ --bench full \\\n"
-        "      --client 'vllm bench serve'",
+        "      --client 'vllm bench serve'\n"
+        "  hgxkit verify --endpoint https://serve.example:8443 --recipe r.yaml --tokenizer tok/ \\\n"
+        "      --api-key-file ~/.config/serve.key\n"
+        "  hgxkit verify --endpoint http://10.0.0.5:8000 --recipe r.yaml --tokenizer tok/ \\\n"
+        "      --api-key-file key.txt --allow-key-over-http     # a lab network you trust",
     )
     parser.add_argument("--endpoint", required=True, help="the server's base URL")
     parser.add_argument("--recipe", required=True, help="the recipe the server runs")
@@ -56,6 +73,18 @@ def register(groups: argparse._SubParsersAction) -> None:
         action="store_true",
         help="hand the client --tokenizer as it is: Python code the tokenizer names then RUNS ON THIS MACHINE",
     )
+    parser.add_argument(
+        "--api-key-file",
+        metavar="FILE",
+        help="the server's API key, sent as a bearer token (an OPENAI_API_KEY or API_KEY of this shell is never "
+        "sent); refused over plain http to another host without --allow-key-over-http",
+    )
+    parser.add_argument(
+        "--allow-key-over-http",
+        action="store_true",
+        help="send the API key (or the URL's user:password) over plain http to a host other than this one, where "
+        "ANYONE ON THE NETWORK PATH CAN READ IT",
+    )
     parser.set_defaults(handler=_cmd_verify)
 
 
@@ -69,11 +98,50 @@ def default_client(kind: str, store: Path) -> tuple[list[str], dict[str, str]]:
     return [str(store / "bin" / "python"), "-m", module, *prefix], env
 
 
+def read_api_key(name: str | None) -> str | None:
+    """The key in file `name` (one line; surrounding white space dropped), None without a file."""
+    if name is None:
+        return None
+    key = read_text_file(name, MAX_KEY_BYTES).strip()
+    if not key or "\n" in key:
+        raise InputError(f"--api-key-file {name}: put the server's API key in it, alone on one line")
+    return key
+
+
+def relay(stream: IO[bytes], out: IO[str], known: Iterable[str]) -> None:
+    """Copy a client's output to `out` line by line, cleaned and scrubbed, each line marked as the client's (a
+    line break in a server's text it prints cannot forge a line of hgxkit's own); of a line a progress bar
+    redraws with carriage returns, the last state."""
+    for raw in stream:
+        line = raw.decode("utf-8", "replace").rstrip("\r\n").split("\r")[-1]
+        out.write(CLIENT_MARK + redact(clean_text(line), known) + "\n")
+        out.flush()
+
+
+def run_relayed(argv: list[str], env: dict[str, str], known: list[str]) -> int:
+    """Run the client with its standard output and error relayed (`relay`); its exit status."""
+    process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    assert process.stdout is not None and process.stderr is not None
+    errors = threading.Thread(target=relay, args=(process.stderr, sys.stderr, known), daemon=True)
+    errors.start()
+    relay(process.stdout, sys.stdout, known)
+    errors.join()
+    return process.wait()
+
+
 def _cmd_verify(args: argparse.Namespace) -> int:
-    from hgxkit.verify.endpoint import parse_endpoint, verify_endpoint  # the results stack: only when it runs
+    from hgxkit.verify.endpoint import (  # the results stack: only when it runs
+        client_environment,
+        parse_endpoint,
+        refuse_key_in_clear,
+        shown_words,
+        verify_endpoint,
+    )
 
     recipe = load_recipe(args.recipe)
     endpoint = parse_endpoint(args.endpoint)
+    api_key = read_api_key(args.api_key_file)
+    refuse_key_in_clear(endpoint, api_key, args.allow_key_over_http)
     store = Path(os.environ.get("HGXKIT_SGLANG_CLIENT_VENV", DEFAULT_STORE))
     client, env = (
         (shlex.split(args.client), {}) if args.client else default_client(recipe.server.server_kind.name, store)
@@ -81,10 +149,13 @@ def _cmd_verify(args: argparse.Namespace) -> int:
     if not args.client and not (store / "bin" / "python").is_file():
         raise InputError(f"no client store at {store}: pass --client 'COMMAND' (the kind's benchmark client)")
     err = Console(stderr=True, soft_wrap=True)
+    known = [value for value in (api_key, *endpoint.userinfo) if value]
+    client_env = {**client_environment(os.environ, api_key), **env, **OFFLINE_ENV}
 
     def run_client(argv: list[str]) -> int:
-        err.print(f"running {escape(shlex.join(argv[:6]))} …")
-        return subprocess.run(argv, check=False, env={**os.environ, **env, **OFFLINE_ENV}).returncode
+        shown = redact(clean_text(shlex.join(shown_words(argv[:6], endpoint))), known)
+        err.print(f"running {escape(shown)} …")
+        return run_relayed(argv, client_env, known)
 
     with tempfile.TemporaryDirectory(prefix="hgxkit-verify-") as workdir:
         path, summary = verify_endpoint(
@@ -97,8 +168,10 @@ def _cmd_verify(args: argparse.Namespace) -> int:
             run_client=run_client,
             tokenizer=args.tokenizer,
             trust_tokenizer_code=args.trust_tokenizer_code,
+            api_key=api_key,
+            allow_key_over_http=args.allow_key_over_http,
         )
     err.print(f"run archived in {escape(str(path))} (hgxkit results show {escape(summary.run_id)})")
     for gate in summary.gates:
-        err.print(f"gate failed: {escape(gate)}")
+        err.print(f"gate failed: {escape(redact(clean_text(gate), known))}")
     return 1 if summary.gates else 0

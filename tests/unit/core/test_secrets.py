@@ -83,6 +83,12 @@ MASKED = [
     ("env-pass", "PASS=hunter2xyz MYSQL_PASS=x12", "PASS=*** MYSQL_PASS=***"),
     ("env-pwd", "DB_PWD=abcdef123", "DB_PWD=***"),
     ("env-credentials", "CREDENTIALS=foo123bar AWS_CREDENTIALS: 'x y'", "CREDENTIALS=*** AWS_CREDENTIALS: '***'"),
+    ("curl-combined-u", "curl -fsu admin:s3cr3tP4ss https://x", "curl -fsu admin:*** https://x"),
+    ("curl-glued-u", "curl -uadmin:s3cr3tP4ss https://x", "curl -uadmin:*** https://x"),
+    ("curl-token-as-user", "curl -u tok3nValue: https://x", "curl -u ***: https://x"),
+    ("header-api-key", "curl -H 'X-Api-Key: abc123def' https://x", "curl -H 'X-Api-Key: ***' https://x"),
+    ("header-auth-token", "X-Auth-Token: abc123def", "X-Auth-Token: ***"),
+    ("env-auth", "REGISTRY_AUTH=dXNlcjpwYXNz", "REGISTRY_AUTH=***"),
     # detect-secrets' own detectors (hgxkit.secrets._DETECT_SECRETS): one case per plugin regex.
     ("ds-aws-secret", 'aws key is "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"', 'aws key is "***"'),
     (
@@ -149,6 +155,9 @@ KEPT = [
     ("docker-user", "docker run -u 1000:1000 --user=app:app img"),
     ("port-then-path", "http://host:8000/v1/models@latest curl -u $USER x"),
     ("public-key", "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl root@node"),
+    ("auth-switches", "ENABLE_AUTH=1 DISABLE_AUTH=1 SKIP_AUTH=1 NO_AUTH=1 SGLANG_ENABLE_AUTH=1"),
+    ("ordinary-headers", "Content-Type: application/json Content-Length: 55 X-Request-Id: r-1 Sec-WebSocket-Key: x"),
+    ("curl-other-options", "curl -XPUT -o out-u:x -d '{\"a\":1}' http://h:80/x"),
 ]
 
 
@@ -239,6 +248,10 @@ def test_a_recognisable_credential_names_its_own_variable() -> None:
         "curl -u a:",
         "glpat-",
         "aws key ",
+        "curl -fsu a:",
+        "X-Api-Key:",
+        "a-a-token",
+        "-u",
     ],
 )
 def test_scrubbing_is_linear_on_adversarial_text(unit: str) -> None:
@@ -388,3 +401,95 @@ def test_has_secret_is_whether_redact_would_mask_something() -> None:
     from hgxkit.secrets import has_secret
 
     assert (has_secret(f"x {HF}"), has_secret("x --tp 8")) == (True, False)
+
+
+# -- classes, not examples: every spelling a credential takes in curl's options, in a header, in a name ------
+PW = "pw-5e0c2a99x"
+CURL_OPTIONS = ["-u {}", "-u{}", "-fsu {}", "-fsSLu{}", "-su {}", "--user={}", "--user {}", "-U {}", "--proxy-user={}"]
+QUOTES = ["{}", "'{}'", '"{}"']
+
+
+def surfaces(text: str) -> list[str]:
+    """Where a credential in `text` can surface: a log or error line, an archived text file, a JSON document
+    (a fingerprint's rendered command), a JSON key's value."""
+    from hgxkit.secrets import redact_json
+
+    return [redact(text), scrub(text, []), str(redact_json({"cmd": text})), str(redact_json({"c": [text]}))]
+
+
+@pytest.mark.parametrize("option", CURL_OPTIONS)
+@pytest.mark.parametrize("quote", QUOTES)
+def test_curls_credential_options_in_every_spelling(option: str, quote: str) -> None:
+    for credential, secret in ((f"admin:{PW}", PW), (f"{PW}:", PW)):
+        text = f"curl -sS {option.format(quote.format(credential))} https://api.example/v1"
+        for shown in surfaces(text):
+            assert secret not in shown and "https://api.example/v1" in shown, shown
+    quoted_option = f'curl "{option.format("admin:" + PW)}" https://x'
+    assert PW not in redact(quoted_option)
+
+
+CREDENTIAL_HEADERS = ["X-Api-Key", "x-api-key", "X-API-KEY", "Api-Key", "apikey", "X-Goog-Api-Key", "Authorization"]
+CREDENTIAL_HEADERS += ["proxy-authorization", "X-Auth-Token", "PRIVATE-TOKEN", "X-Vault-Token", "X-Amz-Security-Token"]
+CREDENTIAL_HEADERS += ["Ocp-Apim-Subscription-Key", "X-Auth", "X-Access-Key", "Cookie", "X-Session-Token"]
+HEADER_FORMS = ["curl -H '{name}: {value}' https://x", 'curl -H "{name}:{value}" https://x', "> {name}: {value}\n"]
+HEADER_FORMS += ['{{"headers": {{"{name}": "{value}"}}}}', "--header={name}:{value}"]
+
+
+@pytest.mark.parametrize("name", CREDENTIAL_HEADERS)
+@pytest.mark.parametrize("form", HEADER_FORMS)
+def test_a_header_that_carries_a_credential_by_its_name_in_any_case(name: str, form: str) -> None:
+    from hgxkit.secrets import redact_json
+
+    for value in (PW, f"Bearer {PW}", f"Basic {PW}"):
+        for shown in surfaces(form.format(name=name, value=value)):
+            assert PW not in shown, shown
+    assert redact_json({"headers": {name: PW}}) == {"headers": {name: MASK}}  # a parsed request's headers
+
+
+SECRET_SUFFIXES = ["_AUTH", "_AUTH_TOKEN", "_AUTHORIZATION", "_CREDENTIALS", "_CREDENTIAL", "_CREDS", "_CRED"]
+SECRET_SUFFIXES += ["_PASSWD", "_PASSWORD", "_PASS", "_PWD", "_PASSPHRASE", "_PASSCODE", "_APIKEY", "_API_KEY"]
+SECRET_SUFFIXES += ["_SECRET", "_SECRETS", "_SECRET_KEY", "_TOKEN", "_ACCESS_KEY", "_PRIVATE_KEY", "_COOKIE"]
+NAME_FORMS = ["{name}={value}", "-e {name}={value}", "export {name}='{value}'", "{name}: {value}"]
+NAME_FORMS += ['{{"{name}": "{value}"}}', "--env {name}={value}", "{lower}={value}"]
+
+
+@pytest.mark.parametrize("suffix", SECRET_SUFFIXES)
+@pytest.mark.parametrize("form", NAME_FORMS)
+def test_every_secret_name_suffix_in_every_written_form(suffix: str, form: str) -> None:
+    from hgxkit.secrets import redact_json
+
+    name = "REGISTRY" + suffix
+    assert is_secret_name(name) and is_secret_name(name.lower())
+    text = form.format(name=name, lower=name.lower(), value=PW)
+    for shown in surfaces(text):
+        assert PW not in shown, shown
+    assert [s.env_name for s in find_secrets(text)] == [name]  # the importer's {{env:NAME}}
+    assert redact_json({name: PW}) == {name: MASK}
+
+
+@pytest.mark.parametrize("name", ["ENABLE_AUTH", "DISABLE_AUTH", "SGLANG_SKIP_AUTH", "USE_AUTH", "REQUIRE_AUTH"])
+def test_a_switch_named_after_auth_is_a_setting(name: str) -> None:
+    assert not is_secret_name(name)
+    assert redact(f"{name}=1 {name}=on") == f"{name}=1 {name}=on"
+    credential = name.replace("ENABLE", "BASIC").replace("DISABLE", "HTTP").replace("SKIP", "PROXY")
+    credential = credential.replace("USE_", "DB_").replace("REQUIRE", "REGISTRY")
+    assert is_secret_name(credential) and redact(f"{credential}={PW}") == f"{credential}=***"  # not a switch
+
+
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        ("http://admin:pw-1@10.0.0.5:30000", "http://***@10.0.0.5:30000"),
+        ("https://TOKEN123@serve.example/", "https://***@serve.example/"),
+        ("http://:pw-1@h:1", "http://***@h:1"),
+        ("http://admin:pa/ss?x#y@h:1", "http://***@h:1"),  # a password may hold what ends an authority
+        ("admin:pw-1@h:1", "***@h:1"),  # no scheme: still userinfo
+        ("http://a:b@[::1:5000", "http://***@[::1:5000"),  # not parseable: masked all the same
+        ("http://10.0.0.5:30000", "http://10.0.0.5:30000"),
+        ("http://h:1/", "http://h:1/"),
+    ],
+)
+def test_a_urls_userinfo_is_masked_for_display_whole(url: str, shown: str) -> None:
+    from hgxkit.secrets import redact_url
+
+    assert redact_url(url) == shown

@@ -22,15 +22,6 @@ RECORDED = (ROOT / "tests" / "fixtures" / "sglang_bench" / "dspark_isl5000_c5_de
 NOW = datetime(2026, 12, 1, 12, 0, 0, tzinfo=timezone.utc)
 
 
-@pytest.fixture()
-def tokenizer(tmp_path: Path) -> str:
-    """A local tokenizer directory, as an operator passes it with --tokenizer."""
-    folder = tmp_path / "tokenizer-src"
-    folder.mkdir()
-    (folder / "tokenizer.json").write_text("{}")
-    return str(folder)
-
-
 def test_an_endpoint_is_a_base_url() -> None:
     assert parse_endpoint("https://serve.example:8443").port == 8443
     assert parse_endpoint("http://[::1]:5000/").host == "::1"
