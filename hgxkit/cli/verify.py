@@ -21,8 +21,10 @@ from typing import IO
 from rich.console import Console
 from rich.markup import escape
 
+from hgxkit.cli.allowances import allowance_options, allowances
 from hgxkit.errors import InputError
 from hgxkit.kinds import KINDS
+from hgxkit.recipe.judge import judge
 from hgxkit.recipe.read import load_recipe
 from hgxkit.secrets import redact
 from hgxkit.textinput import clean_text, read_text_file
@@ -85,6 +87,7 @@ def register(groups: argparse._SubParsersAction) -> None:
         help="send the API key (or the URL's user:password) over plain http to a host other than this one, where "
         "ANYONE ON THE NETWORK PATH CAN READ IT",
     )
+    allowance_options(parser, bind=False)
     parser.set_defaults(handler=_cmd_verify)
 
 
@@ -138,7 +141,9 @@ def _cmd_verify(args: argparse.Namespace) -> int:
         verify_endpoint,
     )
 
-    recipe = load_recipe(args.recipe)
+    # judged as a node would judge it: a recipe no node would serve is not verified either
+    judged = judge(load_recipe(args.recipe), allowances(args))
+    recipe = judged.recipe
     endpoint = parse_endpoint(args.endpoint)
     api_key = read_api_key(args.api_key_file)
     refuse_key_in_clear(endpoint, api_key, args.allow_key_over_http)
@@ -159,7 +164,7 @@ def _cmd_verify(args: argparse.Namespace) -> int:
 
     with tempfile.TemporaryDirectory(prefix="hgxkit-verify-") as workdir:
         path, summary = verify_endpoint(
-            recipe,
+            judged,
             endpoint,
             mode=args.bench,
             results_dir=args.results_dir,

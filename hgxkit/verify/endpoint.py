@@ -31,6 +31,7 @@ from urllib.parse import unquote, urlsplit, urlunsplit
 from hgxkit.errors import InputError
 from hgxkit.netaddr import is_loopback
 from hgxkit.recipe.dump import dump_recipe, recipe_hash
+from hgxkit.recipe.judge import Judged
 from hgxkit.recipe.spec import Recipe
 from hgxkit.results.archive import run_id_for, write_run
 from hgxkit.results.fingerprint import Fingerprint
@@ -142,6 +143,10 @@ def client_command(
     if "--tokenizer" in argv:
         at = argv.index("--tokenizer")
         del argv[at : at + 2]
+    if tokenizer and "--model" not in argv:
+        # SGLang's client, given no --model, takes the endpoint's model id from /v1/models and loads it as a
+        # tokenizer with trust_remote_code: the model it loads is the local copy, the requests name the served one.
+        argv += ["--model", tokenizer, *(["--served-model-name", cell.served_name] if cell.served_name else [])]
     return [*client, *argv, *(["--tokenizer", tokenizer] if tokenizer else [])]
 
 
@@ -169,7 +174,7 @@ def http_fetch(url: str, api_key: str | None = None) -> tuple[int, str]:
 
 
 def verify_endpoint(
-    recipe: Recipe,
+    judged: Judged,
     endpoint: Endpoint,
     *,
     mode: BenchMode,
@@ -184,13 +189,15 @@ def verify_endpoint(
     api_key: str | None = None,
     allow_key_over_http: bool = False,
 ) -> tuple[Path, RunSummary]:
-    """Run the cells against the endpoint and archive the run (module doc); InputError when it does not answer.
+    """Run the judged recipe's cells against the endpoint and archive the run (module doc); InputError when it
+    does not answer.
 
     The client's tokenizer is a code-free copy of the local directory `tokenizer` (hgxkit/verify/tokenizer.py),
     or that directory as it is with `trust_tokenizer_code`; never one the recipe, the Hub or the endpoint names.
     `api_key` (the operator's, for the endpoint) is refused over plain http to another host unless
     `allow_key_over_http`; `fetch` (default: `http_fetch` with that key) asks the endpoint about itself.
     """
+    recipe = judged.recipe
     refuse_key_in_clear(endpoint, api_key, allow_key_over_http)
     _refuse_what_runs_here(recipe, endpoint, mode, tokenizer)
     info = _server_info(recipe, endpoint, fetch or (lambda url: http_fetch(url, api_key)))

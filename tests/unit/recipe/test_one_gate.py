@@ -1,4 +1,4 @@
-"""One judgement for every consumer: `recipe check`, the node, every export and `bundle create` give one verdict.
+"""One judgement for every consumer: check, the node, every export, bundle create and verify give one verdict.
 
 The corpus is every recipe the project ships or reads (recipes/, export fixtures, every post and orchestrator
 file the importer accepts) plus one recipe per threat class of the hostile review, each judged under several
@@ -32,7 +32,7 @@ TARGETS = ("compose", "k8s", "skypilot", "slurm")
 
 # One recipe per threat class (the hostile review's), each a `docker run` as a post would write it.
 THREATS = {
-    "privileged": "docker run --gpus all --privileged -v /data/models:/m img:1 sglang serve --model-path /m/x",
+    "privileged": "docker run --gpus all --privileged -v /data/models:/m:ro img:1 sglang serve --model-path /m/x",
     "host-root": "docker run --gpus all -v /:/host img:1 sglang serve --model-path org/m",
     "docker-socket": "docker run --gpus all -v /var/run/docker.sock:/s img:1 sglang serve --model-path org/m",
     "pid-host": "docker run --gpus all --pid host img:1 sglang serve --model-path org/m",
@@ -150,6 +150,10 @@ def test_every_threat_is_refused_by_check_node_and_every_export_alike(
     # A bundle carries only what the inventory's node would serve: judged before anything is fetched.
     assert main(["bundle", "create", "--recipe", str(path), "-o", str(tmp_path / "bundle")]) == 2
     assert _codes(capsys.readouterr().err) == sorted(set(check[1])) and not (tmp_path / "bundle").exists()
+    # Nor is it verified against an endpoint: judged before the endpoint is asked anything (nothing listens here).
+    endpoint = ["verify", "--endpoint", "http://127.0.0.1:9", "--recipe", str(path), "--tokenizer", str(tmp_path)]
+    assert main([*endpoint, "--results-dir", str(tmp_path / "results")]) == 2
+    assert _codes(capsys.readouterr().err) == sorted(set(check[1])) and not (tmp_path / "results").exists()
 
 
 def _codes(err: str) -> list[str]:

@@ -15,6 +15,7 @@ import pytest
 from hgxkit.cli import main
 from hgxkit.errors import InputError
 from hgxkit.importing.importer import ImportOptions, import_post, split_extra_flags
+from hgxkit.recipe.judge import judge
 from hgxkit.recipe.read import load_recipe, parse_recipe_text
 from hgxkit.verify.endpoint import parse_endpoint, verify_endpoint
 
@@ -69,7 +70,7 @@ def test_verify_against_an_endpoint_refuses_a_dataset_path_before_it_asks_anythi
     (tokenizer / "tokenizer.json").write_text("{}")
     with pytest.raises(InputError, match=r"cell 5000x1 .*reads its prompts from --dataset-path, a path on the"):
         verify_endpoint(
-            recipe,
+            judge(recipe),
             parse_endpoint("http://10.0.0.5:5000"),
             mode="full",
             results_dir=tmp_path / "results",

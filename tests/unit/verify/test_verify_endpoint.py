@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from hgxkit.errors import InputError
+from hgxkit.recipe.judge import judge
 from hgxkit.recipe.read import load_recipe
 from hgxkit.results.archive import load_run
 from hgxkit.results.compare import compare_runs
@@ -93,7 +94,7 @@ def test_a_run_against_an_endpoint_is_archived_with_where_it_ran(tmp_path: Path,
         return 0
 
     path, summary = verify_endpoint(
-        recipe,
+        judge(recipe),
         parse_endpoint("http://10.0.0.5:5000"),
         mode="smoke",
         results_dir=tmp_path / "results",
@@ -120,7 +121,7 @@ def test_a_run_against_an_endpoint_is_archived_with_where_it_ran(tmp_path: Path,
     assert (path / "recipe.yaml").is_file()
     later = datetime(2026, 12, 1, 13, 0, 0, tzinfo=timezone.utc)
     _, again = verify_endpoint(
-        recipe,
+        judge(recipe),
         parse_endpoint("http://10.0.0.5:5000"),
         mode="smoke",
         results_dir=tmp_path / "results",
@@ -140,7 +141,7 @@ def test_an_endpoint_that_does_not_answer_is_refused_before_any_client_runs(tmp_
     out = tmp_path / "out"
     with pytest.raises(InputError, match=r"http://10\.0\.0\.5:5000: /health answered nothing"):
         verify_endpoint(
-            recipe,
+            judge(recipe),
             parse_endpoint("http://10.0.0.5:5000"),
             mode="smoke",
             results_dir=out,
@@ -157,7 +158,7 @@ def test_without_a_local_tokenizer_nothing_is_asked_or_run(tmp_path: Path) -> No
     """No tokenizer the recipe (its Hub repository) or the endpoint (its model path) names is ever used."""
     with pytest.raises(InputError, match=r"^verify --endpoint needs --tokenizer DIR: a local copy"):
         verify_endpoint(
-            load_recipe(str(RECIPE)),
+            judge(load_recipe(str(RECIPE))),
             parse_endpoint("http://10.0.0.5:5000"),
             mode="smoke",
             results_dir=tmp_path,

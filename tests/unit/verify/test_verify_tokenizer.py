@@ -144,3 +144,18 @@ def test_a_tokenizer_that_is_not_a_local_directory_is_one_line(tmp_path: Path, g
         (Path(given) / "model.py").write_text(textwrap.dedent("import os\n"))
     with pytest.raises(InputError, match=error):
         copy_tokenizer(given, tmp_path / "copy")
+
+
+def test_the_model_id_an_endpoint_reports_is_never_loaded_as_a_tokenizer(
+    tmp_path: Path, client_venv: Path, evil: tuple[Path, Path], start_stub, monkeypatch, capsys
+) -> None:
+    # The endpoint names a directory of this machine that carries code as its model: SGLang's client, left to
+    # ask /v1/models for the model, loads it with trust_remote_code before it reads --tokenizer.
+    folder, marker = evil
+    safe = tmp_path / "safe"
+    copy_tokenizer(str(folder), safe)
+    url, _ = start_stub("--tp-size", "1", "--served-model-name", str(folder))
+    monkeypatch.setenv("HGXKIT_SGLANG_CLIENT_VENV", str(client_venv))
+    argv = ["verify", "--endpoint", url, "--recipe", str(RECIPE), "--results-dir", str(tmp_path / "results")]
+    assert main([*argv, "--tokenizer", str(safe)]) == 0, capsys.readouterr().err
+    assert not marker.exists()
