@@ -19,12 +19,17 @@ from hgxkit.hostcmd import HostRunner, script
 
 
 def write_command(path: str, mode: str = "0644") -> StringCommand:
-    """The command that writes stdin to `path` atomically with `mode` (its directory is created)."""
+    """The command that writes stdin to `path` atomically with `mode` (its directory is created, 0700 when new:
+    the umask is 077 until the file's own mode is set)."""
     if not (len(mode) == 4 and set(mode) <= set("01234567")):
         raise ValueError(f"file mode {mode!r}: use four octal digits, e.g. 0644")
     tmp = f"{path}.hgxkit-tmp"
+    # The temporary name is fixed, so an interrupted write leaves one file that the next write replaces; it is
+    # removed first (rm never follows a link), then created with `set -C` (a regular file or a dangling link that
+    # appears there in between makes the write fail), so a symlink sitting at that name never redirects the write.
     return script(
-        "umask 077 && mkdir -p {dir} && cat > {tmp} && chmod {mode} {tmp} && mv -f {tmp} {path}",
+        "umask 077 && mkdir -p {dir} && rm -f {tmp} && ( set -C && cat > {tmp} ) && chmod {mode} {tmp} && "
+        "mv -f {tmp} {path}",
         dir=posixpath.dirname(path) or "/",
         tmp=tmp,
         mode=mode,

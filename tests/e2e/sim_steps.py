@@ -290,8 +290,10 @@ def service_problems(samples: list[Sample], port: int, window: tuple[int, int], 
             )
         covered = spans[0][1]
         for start, end in spans[1:]:
-            if window[0] <= start <= window[1] and start - covered > max_gap_s * 1e9:
-                problems.append(f"port {port}: no {kind} sample for {(start - covered) / 1e9:.1f} s in the window")
+            # The part of the gap inside the window: a gap that opens before the window or closes after it counts.
+            gap = min(start, window[1]) - max(covered, window[0])
+            if gap > max_gap_s * 1e9:
+                problems.append(f"port {port}: no {kind} sample for {gap / 1e9:.1f} s in the window")
             covered = max(covered, end)
     return problems
 

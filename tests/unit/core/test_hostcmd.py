@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
@@ -9,7 +11,7 @@ import pytest
 from pyinfra.api import Config, Inventory, State, StringCommand
 from pyinfra.api.arguments import CONNECTOR_ARGUMENT_KEYS
 
-from hgxkit.hostcmd import HostRunner, SecretLines, argv, script, text, variable
+from hgxkit.hostcmd import HostRunner, SecretLines, argv, script, small_file, text, variable
 
 HOSTILE = "x;touch /tmp/p $(id) `id` 'q'"
 
@@ -132,3 +134,25 @@ def test_secret_lines_print_as_stars_but_carry_the_value() -> None:
     lines = SecretLines(["hf_xyz"])
     assert (str(lines), repr(lines), f"{lines}", f"{lines!r}") == ("***", "***", "***", "***")
     assert list(lines) == ["hf_xyz"]
+
+
+# Backslashes (a Windows path, an escaped quote, one at the end of a line), indentation by spaces and tabs, trailing
+# blanks, an empty line, a line that is only blanks, and no newline at the end.
+AWKWARD = 'C:\\models\\x\n  \t indented \\"quoted\\"   \n\n   \nends with a backslash \\\n\tlast, no newline  '
+
+
+@pytest.mark.parametrize("shell", ["sh", "bash"])
+@pytest.mark.parametrize("content", [AWKWARD, "one line\n", "", "\\\n"])
+def test_small_file_prints_the_file_exactly_with_a_newline_after_the_last_line(
+    shell: str, content: str, tmp_path: Path
+) -> None:
+    path = tmp_path / "record 'with' spaces.json"
+    path.write_text(content)
+    done = subprocess.run([shell, "-c", text(small_file(str(path)))], capture_output=True, text=True, timeout=30)
+    assert done.returncode == 0
+    assert done.stdout == (content if content.endswith("\n") or not content else content + "\n")
+
+
+def test_small_file_of_a_missing_file_prints_nothing_and_fails(tmp_path: Path) -> None:
+    done = subprocess.run(["sh", "-c", text(small_file(str(tmp_path / "missing")))], capture_output=True, text=True)
+    assert done.returncode != 0 and done.stdout == ""

@@ -210,16 +210,16 @@ PLANTED = [
 ]
 
 
-@pytest.mark.parametrize("kind", PLANTED)
-def test_a_secret_planted_in_the_input_of_each_archived_file_is_masked_there(tmp_path: Path, kind: str) -> None:
-    from hgxkit.secrets import MASK
+def archive_planted(root: Path, where: set[str], line: str, secrets: list[str], raw_field: str) -> Path:
+    """A run archived from inputs where those of the files in `where` (PLANTED names) carry `line`, and the raw
+    client JSONL's `raw_field` carries it when `where` holds raw/5000.jsonl."""
 
     def plant(name: str, text: str) -> str:
-        return text + f"\nOPENAI_API_KEY={SECRET}\n" if kind == name else text
+        return text + f"\n{line}\n" if name in where else text
 
     (record, _) = parse_bench_jsonl((FIXTURES / "dspark_isl5000_c5_c10.jsonl").read_text())
     cell = CellResult.from_repeats([record], num_prompts=record.completed, group=0, raw_files=["5000.jsonl"])
-    version = f"0.5.23 OPENAI_API_KEY={SECRET}" if kind == "summary.json" else "0.5.23"
+    version = f"0.5.23 {line}" if "summary.json" in where else "0.5.23"
     summary = RunSummary(
         "node1/20261130T120000Z_dspark",
         "node1",
@@ -237,23 +237,31 @@ def test_a_secret_planted_in_the_input_of_each_archived_file_is_masked_there(tmp
         server_env_report=plant("fingerprint.json", plant("report.html", "Python: 3.12")),
     )
     member = replace(fingerprint, system_name="node2", server_env_report=plant("members/node2.json", "Python: 3.12"))
-    raw = json.dumps({"completed": 10, "api_key": SECRET if kind == "raw/5000.jsonl" else None}) + "\n"
+    raw = json.dumps({"completed": 10, raw_field: line if "raw/5000.jsonl" in where else None}) + "\n"
     metrics = (TELEMETRY / "sglang_metrics.prom").read_text()
     path = write_run(
-        tmp_path,
+        root,
         summary,
         fingerprint,
         {"5000.jsonl": raw},
         plant("report.md", "# report"),
-        [SECRET],
+        secrets,
         telemetry={"g0_5000x5.metrics.prom": plant("telemetry/g0_5000x5.metrics.prom", metrics)},
         html=True,
         recipe_yaml=plant("recipe.yaml", "name: dspark"),
         members={"node2": member},
     )
-    files = sorted(str(p.relative_to(path)) for p in path.rglob("*") if p.is_file())
-    assert files == sorted(PLANTED)
-    assert [f for f in files if SECRET in (path / f).read_text()] == []
+    assert sorted(str(p.relative_to(path)) for p in path.rglob("*") if p.is_file()) == sorted(PLANTED)
+    return path
+
+
+@pytest.mark.parametrize("kind", PLANTED)
+def test_a_secret_planted_in_the_input_of_each_archived_file_is_masked_there(tmp_path: Path, kind: str) -> None:
+    from hgxkit.secrets import MASK
+
+    line = SECRET if kind == "raw/5000.jsonl" else f"OPENAI_API_KEY={SECRET}"  # raw: as the api_key field
+    path = archive_planted(tmp_path, {kind}, line, [SECRET], "api_key")
+    assert [f for f in PLANTED if SECRET in (path / f).read_text()] == []
     assert MASK in (path / kind).read_text()  # the planted input did reach this file, masked
     if kind == "report.html":  # rewritten later from the archive (`results report --html`): masked again
         assert SECRET not in write_report_html(path, secrets=[SECRET]).read_text()

@@ -1,0 +1,159 @@
+"""One hgxkit run per node at a time (hgxkit/hostlock.py): `hold_host_lock` against a lock another process holds
+for real (flock on a local file), through a pyinfra host whose SSH client runs the holder here. The wait is
+measured on a clock of the test's own, so nothing here depends on how busy the machine is."""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from pyinfra.api import Config, Inventory, State
+from pyinfra.api.connect import connect_all
+from pyinfra.api.exceptions import DeployError
+
+from hgxkit import hostlock
+from hgxkit.hostcmd import text
+from hgxkit.hostlock import LOCK_FILE, holder_command
+
+HOLDERS = "12345 Mon Dec  1 12:00:00 2026 python3 pyinfra -y inventories/h200.py deploys/reproduce.py"
+
+
+class LocalChannel:
+    """The part of a paramiko channel the holder uses: its exit status."""
+
+    def __init__(self, proc: subprocess.Popen[str]) -> None:
+        self.proc = proc
+
+    def recv_exit_status(self) -> int:
+        return self.proc.wait(timeout=30)
+
+
+class LocalClient:
+    """An SSH client whose `exec_command` runs the command on this machine, with the node's /var/lib/hgxkit at
+    `lock`'s directory."""
+
+    def __init__(self, lock: Path) -> None:
+        self.lock = lock
+        self.procs: list[subprocess.Popen[str]] = []
+
+    def exec_command(self, command: str) -> tuple[Any, Any, Any]:
+        command = command.replace(LOCK_FILE.rsplit("/", 1)[0], str(self.lock.parent))
+        proc = subprocess.Popen(
+            ["sh", "-c", command], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
+        )
+        self.procs.append(proc)
+        assert proc.stdin is not None and proc.stdout is not None
+        proc.stdout.channel = LocalChannel(proc)  # type: ignore[attr-defined]
+        return proc.stdin, proc.stdout, None
+
+
+class FakeClock:
+    """time.monotonic and time.sleep for hostlock: sleeping advances the clock at once; `on_sleep` runs first."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+        self.sleeps: list[float] = []
+        self.on_sleep: Any = None
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        if len(self.sleeps) >= 100:  # a wait that never ends would hang the test: stop it here instead
+            raise AssertionError("hold_host_lock still waiting after 100 sleeps")
+        self.sleeps.append(seconds)
+        if self.on_sleep is not None:
+            self.on_sleep()
+        self.now += seconds
+
+
+@pytest.fixture
+def node(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[SimpleNamespace]:
+    """A pyinfra host (@fake, whose commands answer the holders' listing) with a local SSH client and a fake clock."""
+    lock = tmp_path / "var-lib-hgxkit" / "run.lock"
+    data = {"fake_delay": 0, "fake_delay_jitter": 0, "fake_responses": {"for p in /proc": HOLDERS}}
+    inventory = Inventory(([("@fake/h200-1", {**data, "host_lock_wait_s": 10})], {}))
+    state = State(inventory=inventory, config=Config())
+    connect_all(state)
+    host = inventory.get_host("@fake/h200-1")
+    client = LocalClient(lock)
+    host.connector.client = client
+    clock = FakeClock()
+    monkeypatch.setattr(hostlock, "time", clock)
+    monkeypatch.setattr("sys.argv", ["pyinfra", "-y", "inventories/h200.py", "deploys/reproduce.py"])
+    others: list[subprocess.Popen[str]] = []
+    yield SimpleNamespace(host=host, client=client, clock=clock, lock=lock, others=others)
+    hostlock._held.pop(id(host), None)
+    for proc in [*client.procs, *others]:
+        if proc.poll() is None:
+            proc.communicate("", timeout=30)
+
+
+def other_run_holds(node: SimpleNamespace) -> subprocess.Popen[str]:
+    """Another run's holder on the same node: it holds the lock until its stdin closes."""
+    proc = subprocess.Popen(
+        ["sh", "-c", text(holder_command(lock=str(node.lock)))],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None and proc.stdout.readline().strip() == "hgxkit-locked"
+    node.others.append(proc)
+    return proc
+
+
+def test_a_free_lock_is_held_until_the_run_ends(node: SimpleNamespace) -> None:
+    hostlock.hold_host_lock(node.host)
+    assert hostlock._held[id(node.host)] is node.client.procs[0].stdin
+    assert node.clock.sleeps == []
+    busy = subprocess.run(
+        ["sh", "-c", text(holder_command(lock=str(node.lock)))], input="", capture_output=True, text=True, timeout=30
+    )
+    assert busy.returncode == hostlock.BUSY  # held for real: another run cannot take it
+    hostlock.hold_host_lock(node.host)  # once per run: no second holder
+    assert len(node.client.procs) == 1
+
+
+def test_a_busy_lock_is_never_taken_as_held_and_the_wait_ends_in_a_refusal_naming_the_holder(
+    node: SimpleNamespace,
+) -> None:
+    other_run_holds(node)
+    with pytest.raises(DeployError) as info:
+        hostlock.hold_host_lock(node.host)
+    assert str(info.value) == (
+        f"@fake/h200-1: another hgxkit run holds {LOCK_FILE} (pid, start, command: {HOLDERS}); wait for it to finish, "
+        "or stop it, then run again (host_lock_wait_s sets how long to wait)"
+    )
+    assert id(node.host) not in hostlock._held
+    # host_lock_wait_s is 10: tries at 0, 2, 4, 6, 8 and 10 s, then the refusal
+    assert node.clock.sleeps == [2] * 5 and len(node.client.procs) == 6
+    assert all(proc.wait(timeout=30) == hostlock.BUSY for proc in node.client.procs)
+
+
+def test_a_wait_of_zero_tries_once(node: SimpleNamespace) -> None:
+    node.host.data.host_lock_wait_s = 0
+    other_run_holds(node)
+    with pytest.raises(DeployError):
+        hostlock.hold_host_lock(node.host)
+    assert node.clock.sleeps == [] and len(node.client.procs) == 1
+
+
+def test_a_lock_released_during_the_wait_is_taken(node: SimpleNamespace) -> None:
+    other = other_run_holds(node)
+    node.clock.on_sleep = lambda: len(node.clock.sleeps) == 2 and other.communicate("", timeout=30)
+    hostlock.hold_host_lock(node.host)
+    assert node.clock.sleeps == [2, 2] and len(node.client.procs) == 3
+    assert hostlock._held[id(node.host)] is node.client.procs[-1].stdin
+
+
+def test_a_holder_that_fails_otherwise_is_refused_at_once_with_its_status(node: SimpleNamespace) -> None:
+    node.lock.parent.mkdir()
+    node.lock.mkdir()  # `exec 9>>` cannot open a directory: the shell's status, not flock's busy one
+    with pytest.raises(DeployError) as info:
+        hostlock.hold_host_lock(node.host)
+    assert str(info.value).startswith(f"@fake/h200-1: could not take the hgxkit run lock {LOCK_FILE}: exit status 2")
+    assert node.clock.sleeps == [] and id(node.host) not in hostlock._held

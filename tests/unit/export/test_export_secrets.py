@@ -1,0 +1,129 @@
+"""Every export passes each secret to the container and never writes its value anywhere: Slurm's `docker run -e
+NAME` on every container it starts, compose's `env_file`, Kubernetes' `secretKeyRef`, SkyPilot's `secrets:`
+(given at launch). The values are known here (set in the environment the export runs in), so any file that
+held one would be found."""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+import yaml
+
+from hgxkit.export.common import ExportOptions
+from hgxkit.export.registry import EXPORTERS, export_recipe, write_export
+from hgxkit.importing.importer import ImportOptions, import_post
+from hgxkit.recipe.judge import Allowances, judge
+from hgxkit.recipe.read import load_recipe
+
+ROOT = Path(__file__).resolve().parents[3]
+# Values no pattern would mark as secret: only their names say so.
+VALUES = {"HF_TOKEN": "Zx81kPqR5tYw3mNb7VcL2dFa", "VLLM_API_KEY": "Hj4sT9uE6oWq1rXy8zKp5LmN"}
+KEYED = Allowances(api_key="auto", bind_address="10.1.2.3")  # beyond loopback: the server must take its key
+# recipe -> (how it is made, the allowances it is judged under, the names it takes from the environment)
+RECIPES = {
+    # two nodes on the host network; HF_TOKEN from `-e 'HF_TOKEN={{env:HF_TOKEN}}'`, the key from api_key: auto
+    "vllm-two-node": (
+        lambda: load_recipe(str(ROOT / "tests" / "fixtures" / "export" / "vllm-two-node.yaml")),
+        replace(KEYED, docker_options=("--network=host",)),
+        ["HF_TOKEN", "VLLM_API_KEY"],
+    ),
+    "vllm": (lambda: _post("008"), KEYED, ["VLLM_API_KEY"]),  # one node, the model as the entrypoint's argument
+}
+
+
+def _post(number: str):
+    path = next((ROOT / "tests" / "fixtures" / "posts").glob(f"{number}-*.txt"))
+    return import_post([(path.name, path.read_text())], ImportOptions()).recipe
+
+
+@pytest.fixture(autouse=True)
+def secrets_in_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name, value in VALUES.items():
+        monkeypatch.setenv(name, value)
+
+
+def export(key: str, target: str, out: Path) -> Path:
+    make, allowances, _ = RECIPES[key]
+    write_export(export_recipe(judge(make(), allowances), target, ExportOptions(run_id="20261201-120000-ab12")), out)
+    return out
+
+
+def secret_names(key: str) -> list[str]:
+    return RECIPES[key][2]
+
+
+@pytest.mark.parametrize("target", sorted(EXPORTERS))
+@pytest.mark.parametrize("key", sorted(RECIPES))
+def test_no_export_writes_a_secrets_value_anywhere(key: str, target: str, tmp_path: Path) -> None:
+    out = export(key, target, tmp_path)
+    files = [p for p in out.rglob("*") if p.is_file()]
+    assert files
+    leaked = [(p.name, n) for p in files for n, v in VALUES.items() if v.encode() in p.read_bytes()]
+    assert leaked == []
+
+
+def docker_runs(script: str) -> list[list[str]]:
+    """The words of every `docker run` in the sbatch script, up to the end of that command."""
+    runs = []
+    for line in script.splitlines():
+        words = shlex.split(line, comments=True)
+        if words[:2] == ["docker", "run"]:
+            runs.append(words[: words.index("&")] if "&" in words else words)
+    return runs
+
+
+@pytest.mark.parametrize("key", sorted(RECIPES))
+def test_slurm_passes_each_secret_to_every_container_by_name_only(key: str, tmp_path: Path) -> None:
+    (script,) = [p.read_text() for p in export(key, "slurm", tmp_path).glob("*.sbatch")]
+    runs = docker_runs(script)
+    assert len(runs) == (2 if key.endswith("two-node") else 1)  # the head and the worker of a two-node group
+    names = secret_names(key)
+    for words in runs:
+        passed = [words[i + 1] for i, w in enumerate(words) if w == "-e"]
+        assert [n for n in names if n not in passed] == []  # each secret: `-e NAME`, from the task's environment
+        assert [p for p in passed if p.partition("=")[0] in VALUES and "=" in p] == []  # never `-e NAME=value`
+    assert 'done < "$HGXKIT_SECRETS_FILE"' in script  # the task's environment is filled from the secrets file
+
+
+@pytest.mark.parametrize("key", sorted(RECIPES))
+def test_compose_passes_each_secret_through_the_env_file(key: str, tmp_path: Path) -> None:
+    out = export(key, "compose", tmp_path)
+    names = secret_names(key)
+    example = (out / "secrets.env.example").read_text().splitlines()
+    assert [f"# {n}=" for n in names if f"# {n}=" not in example] == []
+    for path in sorted(out.glob("compose*.yaml")):
+        for service in yaml.safe_load(path.read_text())["services"].values():
+            assert "secrets.env" in service["env_file"]
+            environment = service.get("environment") or {}
+            assert [n for n in names if n in environment] == []  # the value comes from the env file only
+
+
+@pytest.mark.parametrize("key", sorted(RECIPES))
+def test_kubernetes_passes_each_secret_as_a_secret_key_ref(key: str, tmp_path: Path) -> None:
+    documents = list(yaml.safe_load_all((export(key, "k8s", tmp_path) / "kubernetes.yaml").read_text()))
+    pods = []
+    for document in documents:
+        spec = document["spec"]
+        if document["kind"] == "Deployment":
+            pods.append(spec["template"]["spec"])
+        elif document["kind"] == "LeaderWorkerSet":
+            template = spec["leaderWorkerTemplate"]
+            pods += [template["leaderTemplate"]["spec"], template["workerTemplate"]["spec"]]
+    assert pods
+    for pod in pods:
+        for container in pod["containers"]:
+            env = {e["name"]: e for e in container.get("env", [])}
+            for name in secret_names(key):
+                assert "value" not in env[name]
+                assert env[name]["valueFrom"]["secretKeyRef"]["key"] == name
+
+
+@pytest.mark.parametrize("key", sorted(RECIPES))
+def test_skypilot_asks_for_each_secret_at_launch(key: str, tmp_path: Path) -> None:
+    for path in sorted(export(key, "skypilot", tmp_path).glob("skypilot-*.yaml")):
+        task = yaml.safe_load(path.read_text())
+        assert {n: task["secrets"][n] for n in secret_names(key)} == dict.fromkeys(secret_names(key))  # null
+        assert [n for n in secret_names(key) if n in (task.get("envs") or {})] == []
