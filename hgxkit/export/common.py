@@ -38,6 +38,11 @@ HEAD_STANDIN = "hgxkit-export-head.invalid"
 LABEL_PREFIX = "hgxkit.io/"
 DEFAULT_GPU_PRODUCT = "NVIDIA-H200"  # GPU feature discovery's `nvidia.com/gpu.product` of an HGX H200 node
 SECRETS_FILE = "secrets.env"
+# A kind that reads its key only from a flag (SGLang) gets it from its `--config` YAML (`api-key: KEY`), a file
+# each engine fills from its own secret store: the flag would put the key on the server's command line, which
+# every user of the node can read (/proc/PID/cmdline).
+KEY_CONFIG_FILE = "api-key.yaml"
+KEY_CONFIG_IN_CONTAINER = "/run/hgxkit/recipe-api-key.yaml"
 
 # docker options an export does not need: the engine runs, names, restarts and logs the container itself.
 _LIFECYCLE = {"--detach", "--rm", "--interactive", "--tty", "--name", "--gpus", "--publish", "--label"}
@@ -88,6 +93,7 @@ class Container:
     model_mount: int | None = None  # index into `mounts` of the model directory
     rendered: RenderedGroup | None = None  # the whole `docker run`, for an engine that runs Docker itself
     image_entrypoint: tuple[str, ...] = ()  # the image's own ENTRYPOINT when the command is only its arguments
+    key_config: str | None = None  # the variable whose value is the key in KEY_CONFIG_IN_CONTAINER (module doc)
 
     @property
     def shell_words(self) -> list[str]:
@@ -264,6 +270,7 @@ def _container(recipe: Recipe, group: RenderedGroup) -> Container:
     if kind.api_key_env and kind.api_key_env not in secret_env:
         secret_env.append(kind.api_key_env)  # hgxkit's own key, read the way the kind reads one
     network_host = values.get("--network") == "host"
+    command, key_name = _key_in_config(tuple(entry for entry in group.command if entry), kind)
     published = [parse_publish(v or "") for v in group.option_values("--publish")]
     server_port = int(recipe.server.flag("--port") or kind.default_port)
     container_port = int(published[0].container_port.split("/")[0]) if published else server_port
@@ -279,7 +286,7 @@ def _container(recipe: Recipe, group: RenderedGroup) -> Container:
         container_port=server_port if network_host else container_port,
         image=recipe.image.pinned(),
         entrypoint=(values["--entrypoint"] or "",) if values.get("--entrypoint") is not None else None,
-        command=tuple(entry for entry in group.command if entry),
+        command=command,
         env=tuple(env),
         secret_env=tuple(dict.fromkeys(secret_env)),
         env_files=tuple(env_files),
@@ -293,9 +300,33 @@ def _container(recipe: Recipe, group: RenderedGroup) -> Container:
         restart=values.get("--restart"),
         dropped=tuple(dropped),
         model_mount=next((i for i, m in enumerate(mounts) if _is_model(recipe, m)), None),
-        rendered=group,
+        rendered=replace(group, command=command) if key_name else group,
         image_entrypoint=kind.image_entrypoint if not group.command or not group.command[0] else (),
+        key_config=key_name,
     )
+
+
+def _key_in_config(
+    command: tuple[tuple[str, ...], ...], kind: ServerKind
+) -> tuple[tuple[tuple[str, ...], ...], str | None]:
+    """The command with a flag-only kind's `--api-key ${NAME}` turned into `--config` of the key file, and NAME
+    (module doc: KEY_CONFIG_FILE); as it is for any other kind or key."""
+    if kind.api_key_env is not None or any(entry[0].partition("=")[0] == "--config" for entry in command):
+        return command, None
+    for index, entry in enumerate(command):
+        flag, has_equals, inline = entry[0].partition("=")
+        value = inline if has_equals else (entry[1] if len(entry) == 2 else "")
+        names = expansion_names([value]) if flag == "--api-key" else []
+        if len(names) == 1 and value.strip("\"'") in (f"${names[0]}", f"${{{names[0]}}}"):
+            return (*command[:index], ("--config", KEY_CONFIG_IN_CONTAINER), *command[index + 1 :]), names[0]
+    return command, None
+
+
+def key_file_line(name: str, path: str) -> str:
+    """Shell that writes the key file at `path` (0600) from `$name` with builtins only, so the key is on no
+    command line: YAML single quotes, each quote in the key doubled."""
+    value = "${" + name + "//\\'/\\'\\'}"
+    return f'(umask 077 && printf "api-key: \'%s\'\\n" "{value}" > {path})'
 
 
 def _entry_with(entry: OptionEntry, old: str, new: str) -> OptionEntry:

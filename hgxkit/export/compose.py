@@ -18,6 +18,8 @@ from __future__ import annotations
 
 from hgxkit.export.common import (
     HEAD_STANDIN,
+    KEY_CONFIG_FILE,
+    KEY_CONFIG_IN_CONTAINER,
     SECRETS_FILE,
     Container,
     Exported,
@@ -32,6 +34,9 @@ from hgxkit.export.common import (
 from hgxkit.recipe.judge import Judged
 
 HEAD_VARIABLE = "${HGXKIT_HEAD:?set HGXKIT_HEAD to the head node's address}"
+
+
+KEY_SECRET = "api-key"  # the compose secret that holds the key file (hgxkit.export.common: KEY_CONFIG_FILE)
 
 
 def export_compose(judged: Judged, options: ExportOptions) -> Exported:
@@ -55,6 +60,8 @@ def export_compose(judged: Judged, options: ExportOptions) -> Exported:
         document: dict[str, object] = {"services": services}
         if volumes:
             document["volumes"] = volumes
+        if any("secrets" in service for service in services.values()):
+            document["secrets"] = {KEY_SECRET: {"file": f"./{KEY_CONFIG_FILE}"}}
         header = [*origin.comment()]
         if nodes > 1:
             header.append(f"node rank {rank} of {nodes}: run on that node with HGXKIT_HEAD=<rank 0's address>")
@@ -65,6 +72,12 @@ def export_compose(judged: Judged, options: ExportOptions) -> Exported:
         f"# Copy to {SECRETS_FILE} beside the compose file and fill in; the export never holds a value.\n"
         + "".join(f"# {name}=\n" for name in names)
     )
+    if any(c.key_config for g in groups for c in g.containers):
+        files[f"{KEY_CONFIG_FILE}.example"] = (
+            f"# Copy to {KEY_CONFIG_FILE} beside the compose file (chmod 600) and put the server's API key in it: "
+            "the server reads it as its --config, never from its command line.\n"
+            'api-key: ""\n'
+        )
     dropped = not_carried(groups)
     if any(c.host_port is None for g in groups for c in g.containers):
         dropped.append("network_mode host: the server's port is the host's; --bind does not apply")
@@ -79,6 +92,8 @@ def _service(container: Container, group: ExportGroup, bind: str, volumes: dict[
     if container.env:
         service["environment"] = dict(container.env)
     service["env_file"] = [SECRETS_FILE, *container.env_files]
+    if container.key_config:
+        service["secrets"] = [{"source": KEY_SECRET, "target": KEY_CONFIG_IN_CONTAINER}]
     if container.network_host:
         service["network_mode"] = "host"
     else:

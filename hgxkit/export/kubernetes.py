@@ -22,6 +22,8 @@ from __future__ import annotations
 import re
 
 from hgxkit.export.common import (
+    KEY_CONFIG_FILE,
+    KEY_CONFIG_IN_CONTAINER,
     Container,
     Exported,
     ExportGroup,
@@ -60,6 +62,9 @@ def k8s_word(word: str) -> str:
     return "".join(out)
 
 
+KEY_VOLUME = "api-key"  # the Secret's key file, mounted as the server's --config
+
+
 def export_kubernetes(judged: Judged, options: ExportOptions) -> Exported:
     """`kubernetes.yaml`: every group's workload and Service, one YAML stream."""
     recipe = judged.recipe
@@ -72,9 +77,13 @@ def export_kubernetes(judged: Judged, options: ExportOptions) -> Exported:
         documents += workload(group, origin, secret, options)
     header = origin.comment()
     names = _secret_names(groups)
-    if names:
+    keyed = any(c.key_config for g in groups for c in g.containers)
+    if names or keyed:
         literals = " ".join(f"--from-literal={n}=..." for n in names)
-        header.append(f"secrets: kubectl create secret generic {secret} {literals}")
+        from_file = f" --from-file={KEY_CONFIG_FILE}=./{KEY_CONFIG_FILE}" if keyed else ""
+        header.append(f"secrets: kubectl create secret generic {secret} {literals}{from_file}".replace("  ", " "))
+    if keyed:
+        header.append(f"{KEY_CONFIG_FILE}: `api-key: KEY`, the server's --config (its key never on a command line)")
     text = dump_yaml(documents, header)
     dropped = not_carried(groups)
     if any(c.gpus is not None for g in groups for c in g.containers):
@@ -187,6 +196,12 @@ def _pod(container: Container, group: ExportGroup, secret: str, options: ExportO
         "resources": {"limits": {GPU_RESOURCE: gpus}},
     }
     mounts, volumes = _volumes(container, options)
+    if container.key_config:
+        item = {"key": KEY_CONFIG_FILE, "path": KEY_CONFIG_FILE}
+        volumes.append({"name": KEY_VOLUME, "secret": {"secretName": secret, "items": [item], "defaultMode": 0o400}})
+        mounts.append(
+            {"name": KEY_VOLUME, "mountPath": KEY_CONFIG_IN_CONTAINER, "subPath": KEY_CONFIG_FILE, "readOnly": True}
+        )
     spec["volumeMounts"] = mounts
     if container.env_files:
         spec["envFrom"] = [{"secretRef": {"name": secret}}]

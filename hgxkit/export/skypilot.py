@@ -19,6 +19,7 @@ Example:
 from __future__ import annotations
 
 from hgxkit.export.common import (
+    KEY_CONFIG_IN_CONTAINER,
     Container,
     Exported,
     ExportGroup,
@@ -26,6 +27,7 @@ from hgxkit.export.common import (
     dump_yaml,
     expansion_names,
     export_groups,
+    key_file_line,
     not_carried,
     provenance,
 )
@@ -86,7 +88,8 @@ def _task(judged: Judged, group: ExportGroup, options: ExportOptions) -> dict:
     envs = {name: shell_value(value) for name, value in head.env}  # `$$` is one literal `$`
     envs.update(_provenance_envs(judged, options))
     task["envs"] = envs
-    secrets = [n for n in dict.fromkeys([*head.secret_env, *expansion_names(head.args)]) if not _ours(n)]
+    named = [*head.secret_env, *expansion_names(head.args), *([head.key_config] if head.key_config else [])]
+    secrets = [n for n in dict.fromkeys(named) if not _ours(n)]
     if secrets:
         task["secrets"] = dict.fromkeys(secrets)  # null: given at launch, never written here
     run_options = _run_options(head)
@@ -146,6 +149,8 @@ def _setup(recipe: Recipe, container: Container) -> str:
 def _run(group: ExportGroup) -> str:
     head = group.head
     lines = ["set -euo pipefail"]
+    if head.key_config:
+        lines += ["mkdir -p /run/hgxkit", key_file_line(head.key_config, KEY_CONFIG_IN_CONTAINER)]
     if head.gpus is not None:
         # The node has exactly the group's GPUs: they are the container's 0..n-1.
         visible = ",".join(str(i) for i in range(len(head.gpus)))

@@ -30,11 +30,14 @@ from dataclasses import replace
 
 from hgxkit.export.common import (
     HEAD_STANDIN,
+    KEY_CONFIG_FILE,
+    KEY_CONFIG_IN_CONTAINER,
     Container,
     Exported,
     ExportGroup,
     ExportOptions,
     export_groups,
+    key_file_line,
     model_entry_read_only,
     provenance,
 )
@@ -132,12 +135,14 @@ def _dropped(entry: OptionEntry, secret: set[str]) -> bool:
 
 def _node_lines(recipe: Recipe, group: ExportGroup, annotations: dict[str, str], bind: str) -> list[str]:
     labels = {MANAGED_LABEL: "1", RECIPE_LABEL: recipe.name, GROUP_LABEL: str(group.index), **annotations}
-    head = group.head.for_engine("${HGXKIT_HEAD}", None, group.kind)
+    head = _with_key_file(group.head.for_engine("${HGXKIT_HEAD}", None, group.kind))
     head_words = _docker_words(recipe, head, bind, labels | ({RANK_LABEL: "0"} if group.nodes > 1 else {}))
     lines = [f"  names+=({quote_word(head.name)})"]
+    if head.key_config:  # the key file in a private directory of this task, mounted read-only as --config
+        lines += ["  HGXKIT_KEY_DIR=$(mktemp -d)", "  " + key_file_line(head.key_config, KEY_FILE)]
     if group.nodes == 1:
         return [*lines, "  " + _with_secrets(head_words, head.secret_env) + " &"]
-    worker = group.containers[1].for_engine("${HGXKIT_HEAD}", "${SLURM_NODEID}", group.kind)
+    worker = _with_key_file(group.containers[1].for_engine("${HGXKIT_HEAD}", "${SLURM_NODEID}", group.kind))
     worker_words = _docker_words(recipe, worker, bind, labels | {RANK_LABEL: "${SLURM_NODEID}"})
     return [
         *lines,
@@ -147,6 +152,18 @@ def _node_lines(recipe: Recipe, group: ExportGroup, annotations: dict[str, str],
         "    " + _with_secrets(worker_words, worker.secret_env) + " &",
         "  fi",
     ]
+
+
+KEY_FILE = f'"$HGXKIT_KEY_DIR/{KEY_CONFIG_FILE}"'
+
+
+def _with_key_file(container: Container) -> Container:
+    """The container with the task's key file mounted where its `--config` reads it (hgxkit.export.common)."""
+    if not container.key_config or container.rendered is None:
+        return container
+    mount = OptionEntry.long("--volume", f"${{HGXKIT_KEY_DIR}}/{KEY_CONFIG_FILE}:{KEY_CONFIG_IN_CONTAINER}:ro")
+    rendered = replace(container.rendered, options=(*container.rendered.options, mount))
+    return replace(container, rendered=rendered)
 
 
 def _with_secrets(docker: tuple[int, list[str]], secrets: tuple[str, ...]) -> str:
