@@ -1,9 +1,10 @@
 """Export a recipe as a compose file: one service per GPU group (one file per node rank for a group spanning nodes).
 
 Each service pins its group's GPUs (`deploy.resources.reservations.devices` with `device_ids`), publishes its
-port on the `--bind` address (loopback unless told), mounts the model directory read-only, takes every value
-from the environment through `env_file: secrets.env` (never written into the file; `secrets.env.example`
-lists the names), checks health on the kind's endpoint, and keeps the recipe's ipc, shm_size and ulimits.
+port on the `--bind` address (loopback unless told), mounts the model directory read-only, takes every secret
+from the environment of `docker-compose up` (a name with no value: never written into the file, and no file to
+make by hand; the header names them), checks health on the kind's endpoint, and keeps the recipe's ipc,
+shm_size and ulimits.
 The command is the render's, word for word: the recipe's `$$` and `${NAME}` notation is compose's own.
 
 Example:
@@ -11,7 +12,7 @@ Example:
     >>> from hgxkit.recipe.read import load_recipe
     >>> out = export_compose(judge(load_recipe("recipes/deepseek-v4-flash-dspark-marlin.yaml")), ExportOptions())
     >>> sorted(out.files)
-    ['compose.yaml', 'secrets.env.example']
+    ['compose.yaml']
 """
 
 from __future__ import annotations
@@ -20,7 +21,6 @@ from hgxkit.export.common import (
     HEAD_STANDIN,
     KEY_CONFIG_FILE,
     KEY_CONFIG_IN_CONTAINER,
-    SECRETS_FILE,
     Container,
     Exported,
     ExportGroup,
@@ -63,15 +63,13 @@ def export_compose(judged: Judged, options: ExportOptions) -> Exported:
         if any("secrets" in service for service in services.values()):
             document["secrets"] = {KEY_SECRET: {"file": f"./{KEY_CONFIG_FILE}"}}
         header = [*origin.comment()]
+        names = [n for n in dict.fromkeys(secrets) if not n.startswith("HGXKIT_HEAD")]
+        if names:
+            header.append(f"secrets from the environment of docker-compose up: export {' '.join(names)}")
         if nodes > 1:
             header.append(f"node rank {rank} of {nodes}: run on that node with HGXKIT_HEAD=<rank 0's address>")
         name = "compose.yaml" if rank == 0 else f"compose.rank-{rank}.yaml"
         files[name] = dump_yaml([document], header)
-    names = [n for n in dict.fromkeys(secrets) if n != "HGXKIT_HEAD"]
-    files[f"{SECRETS_FILE}.example"] = (
-        f"# Copy to {SECRETS_FILE} beside the compose file and fill in; the export never holds a value.\n"
-        + "".join(f"# {name}=\n" for name in names)
-    )
     if any(c.key_config for g in groups for c in g.containers):
         files[f"{KEY_CONFIG_FILE}.example"] = (
             f"# Copy to {KEY_CONFIG_FILE} beside the compose file (chmod 600) and put the server's API key in it: "
@@ -89,9 +87,13 @@ def _service(container: Container, group: ExportGroup, bind: str, volumes: dict[
     if container.entrypoint is not None:
         service["entrypoint"] = list(container.entrypoint)
     service["command"] = container.args
-    if container.env:
-        service["environment"] = dict(container.env)
-    service["env_file"] = [SECRETS_FILE, *container.env_files]
+    # A secret's value comes from the environment of `docker-compose up` (a name with no value): nothing to
+    # write by hand, and nothing of it in the file.
+    environment = {**dict(container.env), **dict.fromkeys(n for n in container.secret_env if n not in container.env)}
+    if environment:
+        service["environment"] = environment
+    if container.env_files:
+        service["env_file"] = list(container.env_files)
     if container.key_config:
         service["secrets"] = [{"source": KEY_SECRET, "target": KEY_CONFIG_IN_CONTAINER}]
     if container.network_host:

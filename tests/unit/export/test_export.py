@@ -222,7 +222,6 @@ def test_kubernetes_notation_expands_references_and_escapes_literal_dollars() ->
 
 
 def _compose_config(directory: Path, name: str, env: dict[str, str] | None = None) -> dict:
-    (directory / "secrets.env").write_text("")
     result = subprocess.run(
         [_tool("docker-compose"), "-f", name, "config"],
         cwd=directory,
@@ -256,11 +255,13 @@ def test_a_compose_service_pins_its_gpus_binds_loopback_and_mounts_the_model_rea
     assert service["labels"]["hgxkit.io/verified-by-run"] == RUN
 
 
-def test_compose_takes_secrets_from_the_env_file_and_the_head_from_the_environment(tmp_path: Path) -> None:
+def test_compose_takes_secrets_and_the_head_from_the_environment_with_no_file_to_write(tmp_path: Path) -> None:
     out = _export("vllm-two-node", "compose", tmp_path)
     text = (out / "compose.yaml").read_text()
-    assert "HF_TOKEN" not in yaml.safe_load(text)["services"]["qwen3-0"].get("environment", {})
-    assert (out / "secrets.env.example").read_text().splitlines()[1:] == ["# HF_TOKEN=", "# VLLM_API_KEY="]
+    environment = yaml.safe_load(text)["services"]["qwen3-0"]["environment"]
+    assert (environment["HF_TOKEN"], environment["VLLM_API_KEY"]) == (None, None)  # docker-compose up's own
+    assert "# secrets from the environment of docker-compose up: export HF_TOKEN VLLM_API_KEY" in text
+    assert sorted(p.name for p in out.iterdir()) == ["compose.rank-1.yaml", "compose.yaml"]
     worker = _compose_config(out, "compose.rank-1.yaml", {"HGXKIT_HEAD": "10.9.8.7"})["services"]["qwen3-0"]
     assert worker["command"][-9:] == [
         "--node-rank",
@@ -275,7 +276,6 @@ def test_compose_takes_secrets_from_the_env_file_and_the_head_from_the_environme
     ]
     assert worker["ulimits"] == {"memlock": {"soft": -1, "hard": -1}}
     assert worker["network_mode"] == "host" and "ports" not in worker
-    (out / "secrets.env").write_text("")
     unset = subprocess.run(
         [_tool("docker-compose"), "-f", "compose.rank-1.yaml", "config"],
         cwd=out,
