@@ -20,15 +20,13 @@ SHELLS = ("sh", "bash")
 CONTENT = '{"exec-opts": ["native.cgroupdriver=cgroupfs"]}\n  indented \\ line\n'
 
 
-def write(shell: str, path: Path, content: str, mode: str = "0644") -> subprocess.CompletedProcess[str]:
-    """Run the write command as a node's shell would."""
+def write(
+    shell: str, path: Path | str, content: str, mode: str | None = None, cwd: Path | None = None
+) -> subprocess.CompletedProcess[str]:
+    """Run the write command (with its default mode unless `mode`) as a node's shell would."""
+    command = write_command(str(path)) if mode is None else write_command(str(path), mode)
     return subprocess.run(
-        [shell, "-c", text(write_command(str(path), mode))],
-        input=content,
-        text=True,
-        capture_output=True,
-        timeout=30,
-        check=False,
+        [shell, "-c", text(command)], input=content, text=True, capture_output=True, timeout=30, check=False, cwd=cwd
     )
 
 
@@ -97,17 +95,41 @@ def test_a_failed_write_leaves_the_old_file_in_place(tmp_path: Path) -> None:
     assert target.read_text() == "old\n"
 
 
-@pytest.mark.parametrize("mode", ["644", "00644", "0648", "u+rw", ""])
+@pytest.mark.parametrize("mode", ["644", "00644", "0648", "06X4", "u+rw", ""])
 def test_a_mode_is_four_octal_digits(mode: str) -> None:
     with pytest.raises(ValueError) as info:
         write_command("/etc/x", mode)
     assert str(info.value) == f"file mode {mode!r}: use four octal digits, e.g. 0644"
 
 
+def test_a_path_without_a_directory_makes_no_directory(tmp_path: Path) -> None:
+    assert write("sh", "record.json", "{}\n", cwd=tmp_path).returncode == 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["record.json"]
+
+
 def test_put_text_plans_nothing_when_the_content_is_already_there() -> None:
     # Only trailing newlines may differ: the FileText fact drops the last one.
     assert put_text(name="n", path="/etc/x", text="a\nb\n", current="a\nb") is None
     assert put_text(name="n", path="/etc/x", text="a\nb", current="a\nb\n\n") is None
+
+
+@pytest.mark.parametrize(
+    ("new", "current"),
+    [("a\n", None), ("a\n", "a \n"), ("a \n", "a"), ("abX\n", "ab"), ("ab\n", "abX"), ("a\nb\n", "a\n")],
+    ids=["no file", "a blank less", "a blank more", "a letter more", "a letter less", "a line more"],
+)
+def test_put_text_plans_one_write_of_the_new_text_when_it_differs(
+    new: str, current: str | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    planned: list[dict[str, Any]] = []
+    monkeypatch.setattr("hgxkit.hostfiles.server.shell", lambda **kwargs: planned.append(kwargs) or "operation")
+    assert put_text(name="Docker daemon.json", path="/etc/docker/daemon.json", text=new, current=current) == "operation"
+    (call,) = planned
+    assert set(call) == {"name", "commands", "_stdin"}
+    assert (call["name"], call["_stdin"]) == ("Docker daemon.json", new)
+    assert [text(c) for c in call["commands"]] == [text(write_command("/etc/docker/daemon.json", "0644"))]
+    put_text(name="n", path="/etc/x", text=new, current=current, mode="0600")
+    assert [text(c) for c in planned[-1]["commands"]] == [text(write_command("/etc/x", "0600"))]
 
 
 class LocalRunner:
