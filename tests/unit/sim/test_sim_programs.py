@@ -217,10 +217,28 @@ def test_nvidia_smi_telemetry_follows_the_stand_ins_load_and_loops(node):
     looping = subprocess.Popen(
         [sys.executable, "-c", src, *query, "-lms", "200"], env=env, stdout=subprocess.PIPE, text=True
     )
-    time.sleep(1.1)
+    lines = read_lines(looping, 6)  # three rounds of both GPUs: it loops, however slow the machine is
     looping.terminate()
-    samples = parse_gpu_csv(looping.communicate(timeout=10)[0], source="loop")
+    samples = parse_gpu_csv("".join(lines) + looping.communicate(timeout=30)[0], source="loop")
     assert len(samples) >= 6 and {s.index for s in samples} == {0, 1}
+
+
+def read_lines(proc: subprocess.Popen[str], count: int, deadline_s: float = 120) -> list[str]:
+    """The first `count` lines `proc` prints; a process that stops printing first is killed at `deadline_s`, so
+    the test fails with the lines it got instead of hanging."""
+    import threading
+
+    assert proc.stdout is not None
+    watchdog = threading.Timer(deadline_s, proc.kill)
+    watchdog.start()
+    lines: list[str] = []
+    try:
+        while len(lines) < count and (line := proc.stdout.readline()):
+            lines.append(line)
+    finally:
+        watchdog.cancel()
+    assert len(lines) == count, f"{len(lines)} lines in {deadline_s} s: {lines}"
+    return lines
 
 
 def test_hwsim_uuids_are_rfc_4122_version_5_as_uuid_makes_them(monkeypatch):
