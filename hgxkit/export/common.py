@@ -23,6 +23,7 @@ import yaml
 
 from hgxkit.errors import InputError
 from hgxkit.kinds.base import ServerKind
+from hgxkit.recipe.check import parallel_size
 from hgxkit.recipe.docker_options import canonical
 from hgxkit.recipe.docker_parse import OptionEntry, OptionUse
 from hgxkit.recipe.dump import recipe_hash
@@ -94,6 +95,7 @@ class Container:
     rendered: RenderedGroup | None = None  # the whole `docker run`, for an engine that runs Docker itself
     image_entrypoint: tuple[str, ...] = ()  # the image's own ENTRYPOINT when the command is only its arguments
     key_config: str | None = None  # the variable whose value is the key in KEY_CONFIG_IN_CONTAINER (module doc)
+    parallel_gpus: int | None = None  # with every GPU given (`--gpus all`): the GPUs its parallelism uses per node
 
     @property
     def shell_words(self) -> list[str]:
@@ -107,7 +109,9 @@ class Container:
 
     @property
     def gpu_count(self) -> int | None:
-        return len(self.gpus) if self.gpus is not None else None
+        """The GPUs an engine that counts them (a Kubernetes limit, SkyPilot, Slurm) gives the container: its
+        group's, else what its parallelism uses on one node (a TP1 server given `--gpus all` needs one)."""
+        return len(self.gpus) if self.gpus is not None else self.parallel_gpus
 
     def for_engine(self, head: str, rank: str | None, kind: ServerKind) -> Container:
         """This container with the stand-in head replaced by `head` and (workers) the rank flag's value by `rank`."""
@@ -303,6 +307,7 @@ def _container(recipe: Recipe, group: RenderedGroup) -> Container:
         rendered=replace(group, command=command) if key_name else group,
         image_entrypoint=kind.image_entrypoint if not group.command or not group.command[0] else (),
         key_config=key_name,
+        parallel_gpus=max(parallel_size(recipe) // max(recipe.node_count(), 1), 1),
     )
 
 

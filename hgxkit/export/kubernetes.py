@@ -88,6 +88,15 @@ def export_kubernetes(judged: Judged, options: ExportOptions) -> Exported:
     dropped = not_carried(groups)
     if any(c.gpus is not None for g in groups for c in g.containers):
         dropped.append("GPU ids: a pod asks for a number of GPUs; the device plugin chooses which")
+    if any(c.ipc == "host" for g in groups for c in g.containers):
+        dropped.append(
+            "--ipc host: the ranks share /dev/shm, a memory-backed emptyDir (Pod Security baseline forbids host "
+            "namespaces)"
+        )
+    if any(c.network_host for g in groups for c in g.containers):
+        dropped.append("Pod Security: hostNetwork (allowed by --network=host) needs a namespace at level privileged")
+    elif not options.model_pvc:
+        dropped.append("Pod Security: the model's hostPath needs level privileged; --model-pvc NAME meets baseline")
     if any(c.ulimits for g in groups for c in g.containers):
         dropped.append("ulimits: set on the node's container runtime (Kubernetes has no per-pod ulimits)")
     dropped.append(f"--bind {judged.allowances.bind_address}: each Service is a ClusterIP; expose it with your ingress")
@@ -218,8 +227,6 @@ def _pod(container: Container, group: ExportGroup, secret: str, options: ExportO
         spec["readinessProbe"] = _probe(kind.health_path, port, failures=3)
         spec["livenessProbe"] = _probe(kind.ready_path, port, failures=3)
     pod: dict[str, object] = {"nodeSelector": {PRODUCT_LABEL: options.gpu_product}}
-    if container.ipc == "host":
-        pod["hostIPC"] = True
     if container.network_host:
         pod["hostNetwork"] = True
         pod["dnsPolicy"] = "ClusterFirstWithHostNet"

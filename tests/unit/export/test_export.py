@@ -33,6 +33,7 @@ from hgxkit.export.common import ExportOptions, export_groups
 from hgxkit.export.kubernetes import k8s_word
 from hgxkit.export.registry import EXPORTERS, export_recipe, write_export
 from hgxkit.importing.importer import ImportOptions, import_post
+from hgxkit.recipe.check import parallel_size
 from hgxkit.recipe.dump import recipe_hash
 from hgxkit.recipe.judge import Allowances, judge
 from hgxkit.recipe.read import load_recipe, parse_recipe_text
@@ -151,7 +152,7 @@ def test_a_deployment_carries_gpus_model_shm_probes_and_provenance(tmp_path: Pat
     pod = deployment["spec"]["template"]["spec"]
     server = pod["containers"][0]
     assert pod["nodeSelector"] == {"nvidia.com/gpu.product": "NVIDIA-H200"}
-    assert pod["hostIPC"] is True
+    assert "hostIPC" not in pod  # Pod Security baseline: the ranks share the memory-backed /dev/shm below
     assert server["resources"] == {"limits": {"nvidia.com/gpu": 4}}
     assert server["args"][:4] == ["sglang", "serve", "--trust-remote-code", "--model-path"]
     assert server["readinessProbe"]["httpGet"] == {"path": "/health_generate", "port": 30000}
@@ -452,12 +453,17 @@ def test_a_rank_written_outside_the_rank_flag_is_refused() -> None:
 
 
 def _renders(recipe) -> list[list[tuple]]:
-    """What an export carries of every group's render at every rank: the image, the number of GPUs and the
-    container's command word for word (the docker wrapper is the engine's own: bind address, `:ro`, env file)."""
+    """What an export carries of every group's render at every rank: the image, the number of GPUs (a group's,
+    else what its parallelism uses on a node: `--gpus all` for TP1 is one GPU) and the container's command word
+    for word (the docker wrapper is the engine's own: bind address, `:ro`, env file)."""
     nodes = recipe.node_count()
     ranks = [dict(rank=r, head="10.0.0.1") for r in range(nodes)] if nodes > 1 else [{}]
+    used = max(parallel_size(recipe) // nodes, 1)
     return [
-        [(g.image, len(g.gpus or range(8)), g.server_argv) for g in render_recipe(recipe, total_gpus=8, **rank)]
+        [
+            (g.image, len(g.gpus) if g.gpus is not None else used, g.server_argv)
+            for g in render_recipe(recipe, total_gpus=8, **rank)
+        ]
         for rank in ranks
     ]
 

@@ -1,0 +1,108 @@
+"""Kubernetes exports meet Pod Security Standards "baseline" wherever the recipe's judgement allowed nothing more:
+the baseline controls (kubernetes.io/docs/concepts/security/pod-security-standards, v1.33) written as checks,
+run on every pod spec an export makes. Where a setting needs more (a hostPath model, an allowed host network),
+the export says which level in its notes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+from test_export import RECIPES, _export
+
+# Capabilities baseline lets a container add.
+BASELINE_CAPABILITIES = {
+    "AUDIT_WRITE",
+    "CHOWN",
+    "DAC_OVERRIDE",
+    "FOWNER",
+    "FSETID",
+    "KILL",
+    "MKNOD",
+    "NET_BIND_SERVICE",
+    "SETFCAP",
+    "SETGID",
+    "SETPCAP",
+    "SETUID",
+    "SYS_CHROOT",
+}
+SAFE_SYSCTLS = {
+    "kernel.shm_rmid_forced",
+    "net.ipv4.ip_local_port_range",
+    "net.ipv4.ip_unprivileged_port_start",
+    "net.ipv4.tcp_syncookies",
+    "net.ipv4.ping_group_range",
+    "net.ipv4.ip_local_reserved_ports",
+    "net.ipv4.tcp_keepalive_time",
+    "net.ipv4.tcp_fin_timeout",
+    "net.ipv4.tcp_keepalive_intvl",
+    "net.ipv4.tcp_keepalive_probes",
+}
+
+
+def baseline_violations(pod: dict) -> list[str]:
+    """What of Pod Security baseline the pod spec breaks, one line per control."""
+    found = [f"host namespace: {key}" for key in ("hostNetwork", "hostPID", "hostIPC") if pod.get(key)]
+    found += [f"hostPath volume {v['name']}" for v in pod.get("volumes", []) if "hostPath" in v]
+    found += [
+        f"sysctl {s['name']}"
+        for s in pod.get("securityContext", {}).get("sysctls", [])
+        if s["name"] not in SAFE_SYSCTLS
+    ]
+    if pod.get("securityContext", {}).get("seccompProfile", {}).get("type") == "Unconfined":
+        found.append("seccomp Unconfined")
+    for container in pod.get("containers", []) + pod.get("initContainers", []):
+        context = container.get("securityContext", {})
+        if context.get("privileged"):
+            found.append(f"{container['name']}: privileged")
+        added = set(context.get("capabilities", {}).get("add", [])) - BASELINE_CAPABILITIES
+        found += [f"{container['name']}: capability {cap}" for cap in sorted(added)]
+        found += [f"{container['name']}: hostPort" for port in container.get("ports", []) if port.get("hostPort")]
+        if context.get("procMount", "Default") != "Default":
+            found.append(f"{container['name']}: procMount")
+        if context.get("seccompProfile", {}).get("type") == "Unconfined":
+            found.append(f"{container['name']}: seccomp Unconfined")
+    return found
+
+
+def pods(out: Path) -> list[dict]:
+    specs = []
+    for document in yaml.safe_load_all((out / "kubernetes.yaml").read_text()):
+        if document["kind"] == "Deployment":
+            specs.append(document["spec"]["template"]["spec"])
+        elif document["kind"] == "LeaderWorkerSet":
+            template = document["spec"]["leaderWorkerTemplate"]
+            specs += [template[role]["spec"] for role in ("leaderTemplate", "workerTemplate")]
+    return specs
+
+
+def test_the_checks_find_what_baseline_forbids() -> None:
+    pod = {
+        "hostIPC": True,
+        "volumes": [{"name": "m", "hostPath": {"path": "/"}}],
+        "containers": [{"name": "s", "securityContext": {"privileged": True, "capabilities": {"add": ["SYS_ADMIN"]}}}],
+    }
+    assert baseline_violations(pod) == [
+        "host namespace: hostIPC",
+        "hostPath volume m",
+        "s: privileged",
+        "s: capability SYS_ADMIN",
+    ]
+
+
+@pytest.mark.parametrize("key", ["marlin", "flashinfer", "vllm"])
+def test_a_single_node_export_meets_baseline_with_the_model_on_a_volume_claim(key: str, tmp_path: Path) -> None:
+    out = _export(key, "k8s", tmp_path, model_pvc="models")
+    assert [(i, baseline_violations(pod)) for i, pod in enumerate(pods(out)) if baseline_violations(pod)] == []
+
+
+def test_a_hostpath_model_is_the_one_thing_that_needs_more_and_the_export_says_so(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from hgxkit.cli import main
+
+    recipe = str(Path(RECIPES["marlin"]().path))
+    assert main(["recipe", "export", recipe, "--to", "k8s", "-o", str(tmp_path)]) == 0
+    assert "not carried: Pod Security: the model's hostPath needs level privileged" in capsys.readouterr().err
+    assert {tuple(baseline_violations(pod)) for pod in pods(tmp_path)} == {("hostPath volume model",)}
