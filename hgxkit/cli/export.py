@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from pathlib import Path
 
@@ -50,8 +51,31 @@ def add_export(commands: argparse._SubParsersAction) -> None:
         default=DEFAULT_GPU_PRODUCT,
         help=f"GPU feature discovery's product name (default: {DEFAULT_GPU_PRODUCT})",
     )
+    parser.add_argument(
+        "--time",
+        default="7-00:00:00",
+        type=_slurm_time,
+        help="slurm: how long the job (the server) may run, in Slurm's format (default: 7-00:00:00; a partition "
+        "may allow less)",
+    )
     allowance_options(parser)
     parser.set_defaults(handler=_cmd_export)
+
+
+def _slurm_time(text: str) -> str:
+    if not re.fullmatch(r"(\d+-)?\d+(:\d{1,2}){0,2}|UNLIMITED|INFINITE", text):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a Slurm time (MM, HH:MM:SS, D-HH:MM:SS or UNLIMITED)")
+    return text
+
+
+def _output_dir(path: Path | None) -> Path | None:
+    """`-o` names a directory; a name that reads as a format or a file (`-o yaml`, `-o out.yaml`) is refused
+    rather than made into a directory of that name."""
+    if path is None or path.is_dir():
+        return path
+    if path.name.lower() in ("yaml", "yml", "json") or path.suffix.lower() in (".yaml", ".yml", ".json", ".sbatch"):
+        raise InputError(f"-o {path}: names the directory the files go into; leave -o out to print them")
+    return path
 
 
 def _cmd_export(args: argparse.Namespace) -> int:
@@ -59,9 +83,15 @@ def _cmd_export(args: argparse.Namespace) -> int:
     from hgxkit.export.registry import export_recipe, write_export
 
     recipe = load_recipe(args.recipe)
+    output = _output_dir(args.output)
     options = ExportOptions(
-        run_id=args.run, model_pvc=args.model_pvc, total_gpus=args.gpus, gpu_product=args.gpu_product
+        run_id=args.run,
+        model_pvc=args.model_pvc,
+        total_gpus=args.gpus,
+        gpu_product=args.gpu_product,
+        time_limit=args.time,
     )
+
     # Every export passes the kind's key variable on from the engine's secrets: `api_key: auto` for such a kind.
     kind = recipe.server.server_kind
     if args.api_key and not kind.api_key_env:
@@ -74,12 +104,12 @@ def _cmd_export(args: argparse.Namespace) -> int:
     err = Console(stderr=True, soft_wrap=True)
     for line in judged.allowed_lines():
         err.print(f"[yellow]carried[/] {escape(line)}")
-    if args.output is None:
+    if output is None:
         many = len(exported.files) > 1
         for name, text in exported.files.items():
             sys.stdout.write((f"# ---- {name}\n" if many else "") + text + ("" if text.endswith("\n") else "\n"))
     else:
-        for path in write_export(exported, args.output):
+        for path in write_export(exported, output):
             err.print(f"wrote {escape(str(path))}")
     for note in exported.not_carried:
         err.print(f"not carried: {escape(note)}")

@@ -57,6 +57,7 @@ class ExportOptions:
     model_pvc: str | None = None
     total_gpus: int = 8
     gpu_product: str = DEFAULT_GPU_PRODUCT
+    time_limit: str = "7-00:00:00"  # Slurm: how long the job (the server) may run; a partition may allow less
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ Example:
     >>> out = export_slurm(judge(load_recipe("recipes/deepseek-v4-flash-dspark-marlin.yaml")), ExportOptions())
     >>> [line for line in out.files["deepseek-v4-flash-dspark-marlin.sbatch"].splitlines() if "#SBATCH" in line]
     ['#SBATCH --job-name=deepseek-v4-flash-dspark-marlin', '#SBATCH --nodes=1', '#SBATCH --ntasks-per-node=1', \
-'#SBATCH --gpus-per-node=8', '#SBATCH --exclusive']
+'#SBATCH --gpus-per-node=8', '#SBATCH --exclusive', '#SBATCH --time=7-00:00:00']
 """
 
 from __future__ import annotations
@@ -70,6 +70,7 @@ def export_slurm(judged: Judged, options: ExportOptions) -> Exported:
         "#SBATCH --ntasks-per-node=1",
         f"#SBATCH --gpus-per-node={min(gpus, options.total_gpus)}",
         "#SBATCH --exclusive",
+        f"#SBATCH --time={options.time_limit}",
         *(f"# {line}" for line in origin.comment()),
         "# Containers run with Docker on each node. With enroot + pyxis instead: srun --container-image=IMAGE",
         "# --container-mounts=SRC:DST:ro --container-env=NAME and the server's command (below, after the image).",
@@ -178,21 +179,20 @@ def _wait_and_verify(recipe: Recipe, group: ExportGroup) -> list[str]:
     port = head.host_port or head.container_port
     url = f"http://127.0.0.1:{port}{group.kind.health_path}"
     cell = plan_cells(recipe, "smoke", [(group.index, head.name)])[0]
-    module, prefix = group.kind.bench.modules[0]
-    # Offline, as verify runs it: the client reads the tokenizer from the model the container serves.
-    client = [
-        "docker",
-        "exec",
-        "-e",
-        "HF_HUB_OFFLINE=1",
-        head.name,
-        "python3",
-        "-m",
-        module,
-        *prefix,
-        *client_argv(cell, OUTPUT_DIR),
-    ]
-    assert HEAD_STANDIN not in " ".join(client)
+    # Offline, as verify runs it: the client reads the tokenizer from the model the container serves; its module
+    # the first of the kind's that the image has, as verify picks it.
+    client = ["docker", "exec", "-e", "HF_HUB_OFFLINE=1", head.name, "python3", "-m"]
+    client_args = [*client_argv(cell, OUTPUT_DIR)]
+    modules = [module for module, _ in group.kind.bench.modules]
+    prefixes = {module: prefix for module, prefix in group.kind.bench.modules}
+    assert HEAD_STANDIN not in " ".join(client_args)
+    failed = '|| echo "the smoke cell failed" >&2'  # reported, and the job goes on: the servers keep serving
+    if len(modules) == 1:
+        (module,) = modules
+        words = [*client, module, *prefixes[module], *client_args]
+        choose = [f"{' '.join(quote_word(word) for word in words)} {failed}"]
+    else:
+        choose = _choose_module(head.name, modules, prefixes, client, client_args, group.kind.title, failed)
     return [
         f"# group {group.index}: wait until {head.name} can generate, then the recipe's smoke cell with "
         f"{group.kind.client}",
@@ -201,6 +201,33 @@ def _wait_and_verify(recipe: Recipe, group: ExportGroup) -> list[str]:
         "  sleep 10",
         "done",
         text(script("docker exec {name} mkdir -p {dir}", name=head.name, dir=OUTPUT_DIR)),
-        " ".join(quote_word(word) for word in client),
+        *choose,
         "",
     ]
+
+
+def _choose_module(
+    name: str,
+    modules: list[str],
+    prefixes: dict[str, tuple[str, ...]],
+    client: list[str],
+    client_args: list[str],
+    title: str,
+    failed: str,
+) -> list[str]:
+    """Shell lines that run the smoke cell with the first of the kind's client modules the image has."""
+    pick = text(
+        script(
+            'module=$(for m in {modules}; do docker exec {name} python3 -c "import $m" >/dev/null 2>&1 && '
+            "{{ echo $m; break; }}; done; true)",
+            modules=modules,
+            name=name,
+        )
+    )
+    lines = [pick]
+    for module in modules:
+        words = [*client, module, *prefixes[module], *client_args]
+        lines.append(f'{"elif" if len(lines) > 1 else "if"} [ "$module" = {quote_word(module)} ]; then')
+        lines.append(f"  {' '.join(quote_word(word) for word in words)} {failed}")
+    missing = f"no benchmark client of {title} in {name}: the smoke cell was not run"
+    return [*lines, "else", f"  echo {quote_word(missing)} >&2", "fi"]

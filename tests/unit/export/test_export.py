@@ -377,6 +377,7 @@ def test_an_sbatch_script_runs_one_task_per_node_with_rank_and_head_from_slurm(t
         "#SBATCH --ntasks-per-node=1",
         "#SBATCH --gpus-per-node=8",
         "#SBATCH --exclusive",
+        "#SBATCH --time=7-00:00:00",
     ]
     assert 'HGXKIT_HEAD=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)' in text
     assert '--dist-init-addr "${HGXKIT_HEAD}:20000" --nnodes 2 --node-rank "${SLURM_NODEID}"' in text
