@@ -58,6 +58,14 @@ def add_export(commands: argparse._SubParsersAction) -> None:
         help="slurm: how long the job (the server) may run, in Slurm's format (default: 7-00:00:00; a partition "
         "may allow less)",
     )
+    parser.add_argument(
+        "--disk-size",
+        type=int,
+        default=1024,
+        metavar="GB",
+        help="skypilot: the node's disk in GB, for the image and the weights (default: 1024; SkyPilot's own 256 "
+        "holds no DeepSeek-class model)",
+    )
     allowance_options(parser)
     parser.set_defaults(handler=_cmd_export)
 
@@ -90,6 +98,7 @@ def _cmd_export(args: argparse.Namespace) -> int:
         total_gpus=args.gpus,
         gpu_product=args.gpu_product,
         time_limit=args.time,
+        disk_gb=args.disk_size,
     )
 
     # Every export passes the kind's key variable on from the engine's secrets: `api_key: auto` for such a kind.

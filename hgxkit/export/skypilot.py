@@ -58,6 +58,10 @@ def export_skypilot(judged: Judged, options: ExportOptions) -> Exported:
             "ports: the server takes no API key, so the task opens no port to the world; reach it with "
             "`ssh -L PORT:localhost:PORT <cluster>`, or give it a key (the recipe's --api-key) to open it"
         )
+    if any(c.restart for g in groups for c in g.containers):
+        dropped.append("--restart: SkyPilot restarts nothing in a task; a `sky serve` service replaces replicas")
+    if judged.allowances.bind_address != "127.0.0.1":
+        dropped.append(f"--bind {judged.allowances.bind_address}: a task's port is open to all or not opened")
     if any(c.env_files for g in groups for c in g.containers):
         dropped.append("--env-file: give its values as --secret NAME at launch")
     return Exported(files, dropped)
@@ -79,6 +83,7 @@ def _task(judged: Judged, group: ExportGroup, options: ExportOptions) -> dict:
     resources: dict[str, object] = {
         "accelerators": f"{product}:{gpus}",
         "image_id": f"docker:{head.image}",
+        "disk_size": options.disk_gb,
     }
     if _opens_port(judged):
         resources["ports"] = [head.container_port]
