@@ -34,7 +34,7 @@ import shutil
 import stat
 import subprocess
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from urllib.parse import quote
@@ -371,7 +371,8 @@ def name_problem(name: str) -> str | None:
 # Every path below local_dir is walked one component at a time from a directory descriptor, never following a
 # symlink (O_NOFOLLOW), and only regular files are read; what is written is created new (O_EXCL) under a name
 # this code chose, then renamed into place, so a link, FIFO or device planted anywhere on the way is removed by
-# name or refused, never written, truncated or read through. local_dir itself is the operator's path.
+# name or refused, never written, truncated or read through. local_dir itself is reached the same way from `/`,
+# at every use: a container with the models root mounted read-write could have swapped it for a link since the plan.
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _NEW_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -389,27 +390,53 @@ def _parts(rel: str) -> list[str]:
     return parts
 
 
+class LinkOnPath(OSError):
+    """A component of local_dir's own path is a symlink (or no directory): nothing is read or written through it."""
+
+
 def open_root(local_dir: str, create: bool = False) -> int:
-    """A descriptor of `local_dir` itself (made first when `create`)."""
-    if create:
-        os.makedirs(local_dir, exist_ok=True)
-    return os.open(local_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    """A descriptor of `local_dir` itself, walked from `/` with no symlink followed (missing parts made when
+    `create`); LinkOnPath when a part is a link or no directory, FileNotFoundError when one is missing."""
+
+    def refused(walked: str, err: OSError) -> OSError:
+        if err.errno == errno.ENOENT:
+            return err
+        return LinkOnPath(errno.ELOOP, f"{walked} is a symbolic link or no directory", walked)
+
+    root = os.open("/", _DIR_FLAGS)
+    try:
+        return _walk(root, _parts(os.path.abspath(local_dir)), create, False, refused)
+    finally:
+        os.close(root)
 
 
 def open_dir_at(dir_fd: int, rel: str, create: bool = False) -> int:
     """A descriptor of directory `rel` below `dir_fd`, walked with no symlink followed. `create`: a missing part
     is made, and a part that is not a real directory (a planted symlink, file, FIFO, device) is removed by name
     and made; else such a part is FileNotFoundError."""
-    fd = os.dup(dir_fd)
+
+    def missing(walked: str, _err: OSError) -> OSError:
+        return FileNotFoundError(errno.ENOENT, f"{walked.rsplit('/', 1)[-1]} is missing or not a directory")
+
+    return _walk(dir_fd, _parts(rel), create, True, missing)
+
+
+def _walk(start: int, parts: list[str], create: bool, replace: bool, refused: Callable[[str, OSError], OSError]) -> int:
+    """A new descriptor of the directory `parts` below `start`, one part at a time with no link followed: a
+    missing part made when `create`, one that is no real directory removed and made when `create` and
+    `replace`; else `refused(path walked so far, error)` is raised."""
+    fd = os.dup(start)
+    walked = ""
     try:
-        for part in _parts(rel):
+        for part in parts:
+            walked += "/" + part
             try:
                 nxt = os.open(part, _DIR_FLAGS, dir_fd=fd)
             except OSError as err:
                 if err.errno not in _NOT_A_DIR:
                     raise
-                if not create:
-                    raise FileNotFoundError(errno.ENOENT, f"{part} is missing or not a directory") from None
+                if not create or not (replace or err.errno == errno.ENOENT):
+                    raise refused(walked, err) from None
                 if err.errno != errno.ENOENT:
                     remove_at(fd, part)
                 with contextlib.suppress(FileExistsError):  # another worker made it; a link raced in fails below

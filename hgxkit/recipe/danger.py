@@ -19,7 +19,14 @@ class, and each class is safe by default only for the values named safe here; an
 `allow_docker_options` takes the danger's name, its option's name or its class (`"mounts"`, `"resources"`…).
 Mounts: sources under `models_dir` (and the other model directories the inventory allows), the model's
 `local_dir`, named volumes and `/dev/shm` (the engine's shared memory) are fine; any other host path is
-`host-mount`. Resource levers are named: `--oom-score-adj` below 0, `--shm-size` or a tmpfs `size=` of the host's
+`host-mount`. A container can change what it mounts read-write, and Docker resolves every source again at each
+start, so the mounts are also judged together (each allowed by its own name only): a source inside (or equal to)
+another read-write source is `nested-mount` (the container swaps it for a symlink to `/`, and the next start binds
+the host's root); a read-write source that holds a models root is `models-root-mount`, and one inside a models
+root that is neither the recipe's `local_dir` nor inside it is `other-model-mount` (another recipe's model
+directory, which root's model sync writes into); a named volume called `hgxkit…` is `hgxkit-volume` (hgxkit's
+own containers' data). The node walks every source again just before a start (`host_paths`, hgxkit.nofollow).
+Resource levers are named: `--oom-score-adj` below 0, `--shm-size` or a tmpfs `size=` of the host's
 memory or more, `--pids-limit` 0 or -1 (no limit), `--oom-kill-disable`, `--cgroup-parent`. `--ulimit
 memlock=-1` is allowed on purpose: NVIDIA's and the engines' container docs run with it (NCCL and GPUDirect pin
 host memory for RDMA), and it only lets the container lock its own memory, which its cgroup still bounds.
@@ -51,6 +58,7 @@ from hgxkit.recipe.docker_options import DOCKER_RUN_OPTIONS, canonical
 from hgxkit.recipe.shellwords import EXPANDING_TILDE, LITERAL_DOLLAR, Word, dollar_segments, shell_value
 
 if TYPE_CHECKING:
+    from hgxkit.recipe.docker_parse import OptionUse
     from hgxkit.recipe.spec import Recipe
 
 # Host directories whose bind mount (or a mount of a directory above them) gives the container the host:
@@ -106,6 +114,11 @@ DANGER_NAMES: tuple[str, ...] = (
     "host-system-mount",
     # The typed allowlist's names (module doc): each is allowed by its name, its option's name or its class.
     "host-mount",
+    # Mounts a container could change between check and use (module doc): allowed by these names only.
+    "nested-mount",
+    "models-root-mount",
+    "other-model-mount",
+    "hgxkit-volume",
     "--publish-all",
     "--network=container",
     "--pid=container",
@@ -166,9 +179,12 @@ class Danger:
     reason: str
     entry: int
     klass: str = ""  # the option's class (docker_options.OPTION_CLASSES)
+    by_name_only: bool = False  # allowed only by its own name, never by its option's name or class
 
     def allowed_by(self, allowed: Sequence[str]) -> bool:
         """True when `allowed` (the inventory's `allow_docker_options`) names this danger, its option or class."""
+        if self.by_name_only:
+            return self.name in allowed
         option = canonical(self.option.partition("=")[0])
         return self.name in allowed or option in allowed or bool(self.klass and self.klass in allowed)
 
@@ -182,6 +198,12 @@ class PolicyContext:
     host_memory_bytes: int = DEFAULT_HOST_MEMORY
     spans_nodes: bool = False
     own_files: tuple[str, ...] = ()  # files hgxkit itself wrote for this container (its env file, key files)
+    local_dir: str = ""  # the recipe's own model directory (a mount root too); the other roots are models roots
+
+    @property
+    def models_roots(self) -> tuple[str, ...]:
+        """The mount roots that hold every recipe's models (`models_dir`, `model_dirs_allowed`)."""
+        return tuple(root for root in self.mount_roots if root and root != self.local_dir)
 
 
 def context_for(
@@ -191,18 +213,29 @@ def context_for(
     model's own `local_dir` are mount roots."""
     roots = tuple(dict.fromkeys([*models_dirs, *([recipe.model.local_dir] if recipe.model.local_dir else [])]))
     memory = host_memory_bytes or DEFAULT_HOST_MEMORY
-    return PolicyContext(roots, memory, recipe.node_count() > 1)
+    local_dir = recipe.model.local_dir or ""
+    if local_dir in models_dirs:
+        local_dir = ""  # a local_dir that is a models root is judged as one
+    return PolicyContext(roots, memory, recipe.node_count() > 1, local_dir=local_dir)
 
 
 def dangerous_options(recipe: Recipe, context: PolicyContext | None = None) -> list[Danger]:
     """Every dangerous docker option of `recipe`, in option order (pure: reads nothing but the recipe)."""
     ctx = context or context_for(recipe)
+    return _judge_entries([entry.uses for entry in recipe.docker.entries], ctx)
+
+
+def _judge_entries(entries: Sequence[Sequence[OptionUse]], ctx: PolicyContext) -> list[Danger]:
+    """The dangers of option entries (each a list of option uses): each use alone, then the mounts together."""
     found: list[Danger] = []
-    for index, entry in enumerate(recipe.docker.entries):
-        for use in entry.uses:
+    mounts: list[_Mount] = []
+    for index, uses in enumerate(entries):
+        for use in uses:
             value = shell_value(use.value) if use.value is not None else None
             found += _use_dangers(use.option.name, value, index, ctx)
-    return found
+            mounts += _mounts_of(use.option.name, value, index)
+    found += _mount_set_dangers(mounts, ctx)
+    return sorted(found, key=lambda danger: danger.entry)
 
 
 def judge_argv(argv: Sequence[str], context: PolicyContext | None = None) -> list[Danger]:
@@ -217,12 +250,28 @@ def judge_argv(argv: Sequence[str], context: PolicyContext | None = None) -> lis
         run = parse_run_words(words, source="argv")
     except InputError as err:
         return [Danger("unknown-option", err.message, "an option hgxkit does not know is refused by name", -1)]
-    found: list[Danger] = []
-    for index, entry in enumerate(run.entries):
+    return _judge_entries([entry.uses for entry in run.entries], ctx)
+
+
+def host_paths(argv: Sequence[str]) -> list[str]:
+    """Every absolute host path a literal `docker run` argv binds into the container or has the client read (bind
+    sources, a bind volume's device, env and label files), as written: what the node walks with no symlink
+    followed just before it starts the container (hgxkit.nofollow). [] for an argv that does not parse."""
+    from hgxkit.recipe.docker_parse import parse_run_words
+
+    words = [Word(word.replace("$", LITERAL_DOLLAR), 1, i + 1, True) for i, word in enumerate(argv)]
+    try:
+        run = parse_run_words(words, source="argv")
+    except InputError:
+        return []
+    paths: list[str] = []
+    for entry in run.entries:
         for use in entry.uses:
             value = shell_value(use.value) if use.value is not None else None
-            found += _use_dangers(use.option.name, value, index, ctx)
-    return found
+            name = canonical(use.option.name)
+            found = _mount_sources(name, value) + ([value] if name in _HOST_FILE_OPTIONS and value else [])
+            paths += [path for path in found if path.startswith("/")]
+    return list(dict.fromkeys(paths))
 
 
 def _use_dangers(option_name: str, value: str | None, index: int, ctx: PolicyContext) -> list[Danger]:
@@ -406,6 +455,110 @@ def _mount_sources(name: str, value: str | None) -> list[str]:
         # A local volume with `o=bind` binds its `device` path: a bind mount by another name.
         return [fields[key] for key in ("source", "src", "volume-opt=device") if fields.get(key)]
     return []
+
+
+@dataclass(frozen=True)
+class _Mount:
+    """One mount of the container: a host path (normalised) or a named volume, and whether it is read-only."""
+
+    source: str
+    bind: bool
+    read_only: bool
+    written: str
+    entry: int
+    klass: str
+
+
+def _mounts_of(option_name: str, value: str | None, index: int) -> list[_Mount]:
+    """The mounts one option use makes (`-v SRC:DST[:OPTS]`, `--mount …`); none for an anonymous volume."""
+    name = canonical(option_name)
+    if value is None or name not in ("--volume", "--mount"):
+        return []
+    written = f"{option_name}={value}"
+    klass = DOCKER_RUN_OPTIONS[name].klass if name in DOCKER_RUN_OPTIONS else "mounts"
+    if name == "--volume":
+        parts = value.split(":")
+        modes = parts[2].split(",") if len(parts) > 2 else []
+        sources, read_only = _mount_sources(name, value), "ro" in modes
+    else:
+        fields = _mount_fields(value)
+        flag = fields.get("readonly", fields.get("ro"))
+        sources, read_only = _mount_sources(name, value), flag is not None and flag.strip().lower() in _TRUE
+    return [
+        _Mount(_normal(src) if src.startswith("/") else src, src.startswith("/"), read_only, written, index, klass)
+        for src in sources
+    ]
+
+
+def _normal(path: str) -> str:
+    """`path` as one absolute spelling: no `.`, `..`, repeated or trailing slash."""
+    return posixpath.normpath("/" + path.lstrip("/"))
+
+
+def _mount_set_dangers(mounts: Sequence[_Mount], ctx: PolicyContext) -> list[Danger]:
+    """What the mounts allow together (module doc): a source a read-write mount can change, a models root or
+    another recipe's directory under the container's control, and hgxkit's own volumes."""
+    host = {(m.entry, m.source) for m in mounts if m.bind and _mount_danger(m.source) is not None}
+    judged = [m for m in mounts if (m.entry, m.source) not in host]  # the host's own paths are refused already
+    found = []
+    for i, mount in enumerate(judged):
+        why = _hgxkit_volume(mount) if not mount.bind else _nested(mount, judged, i) or _covers_models(mount, ctx)
+        if why is not None:
+            found.append(Danger(why[0], mount.written, why[1], mount.entry, mount.klass, by_name_only=True))
+    return found
+
+
+def _hgxkit_volume(mount: _Mount) -> tuple[str, str] | None:
+    if not mount.source.lower().startswith("hgxkit"):
+        return None
+    return (
+        "hgxkit-volume",
+        f"mounts the named volume {mount.source}, which belongs to hgxkit's own containers (monitoring, image "
+        "cache); use a volume of another name",
+    )
+
+
+def _nested(mount: _Mount, mounts: Sequence[_Mount], at: int) -> tuple[str, str] | None:
+    """A bind source at or below another read-write bind source of the same container (a source mounted twice
+    read-write counts once, at its second mount)."""
+    for j, outer in enumerate(mounts):
+        if j == at or not outer.bind or outer.read_only or not _at_or_under(mount.source, outer.source):
+            continue
+        if mount.source == outer.source and not mount.read_only and j > at:
+            continue
+        return (
+            "nested-mount",
+            f"mounts {mount.source}, which lies inside the read-write mount of {outer.source}: the container can "
+            "replace it with a symlink that the next start mounts; mount the outer directory read-only (:ro), or "
+            "only one of the two",
+        )
+    return None
+
+
+def _covers_models(mount: _Mount, ctx: PolicyContext) -> tuple[str, str] | None:
+    """A read-write bind source that holds a models root, or (for a recipe with a local_dir) a directory of one
+    that is neither its local_dir nor inside it: where other recipes' models live, which root syncs and other
+    containers use."""
+    if mount.read_only:
+        return None
+    for root in (_normal(r) for r in ctx.models_roots):
+        if _at_or_under(root, mount.source):
+            return (
+                "models-root-mount",
+                f"mounts {mount.source} read-write, which holds the models root {root}: the container can swap any "
+                "recipe's model directory for a symlink; mount it read-only (:ro), or mount only model.local_dir",
+            )
+    if not ctx.local_dir or _at_or_under(mount.source, _normal(ctx.local_dir)):
+        return None  # without a local_dir no directory of the roots is known as this recipe's own
+    for root in (_normal(r) for r in ctx.models_roots):
+        if _at_or_under(mount.source, root):
+            return (
+                "other-model-mount",
+                f"mounts {mount.source} read-write, a directory of the models root {root} that is not this "
+                f"recipe's model.local_dir ({ctx.local_dir or 'none'}): another recipe's model may live there; "
+                "mount it read-only (:ro), or keep the files in model.local_dir",
+            )
+    return None
 
 
 def _mount_fields(value: str) -> dict[str, str]:

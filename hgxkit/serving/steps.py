@@ -29,7 +29,7 @@ from hgxkit.node.facts_gpu import NvidiaSmi
 from hgxkit.node.facts_system import MemTotalBytes
 from hgxkit.planfacts import plan_fact
 from hgxkit.problems import Problem, refuse
-from hgxkit.recipe.danger import with_own_files
+from hgxkit.recipe.danger import host_paths, with_own_files
 from hgxkit.recipe.host_recipe import recipe_for
 from hgxkit.recipe.judge import Allowances, Judged, Refused, allowances_from_knobs, argv_problems, judge
 from hgxkit.recipe.secretenv import default_env_allowlist
@@ -39,6 +39,7 @@ from hgxkit.serving import pullprogress
 from hgxkit.serving.containers import ApiKeyFiles, ContainerSpec
 from hgxkit.serving.image import RECORD_NAME, digest_from_inspect, pull_and_inspect
 from hgxkit.serving.pullprogress import progress_line, read_progress
+from hgxkit.serving.replace import CHECK_SCRIPT, mounts_check_script, start_preamble
 
 PULL_UNIT = "hgxkit-image-pull"  # the node-side unit that pulls the recipe's image in the background
 
@@ -217,9 +218,15 @@ def start_problems(h: Host, recipe: Recipe, spec: ContainerSpec) -> list[Problem
 
 
 def write_start_files(h: Host, folder: str, spec: ContainerSpec) -> bool:
-    """Write the start command and its secret files root-only (0600, in a 0700 folder) on `h`, from stdin."""
+    """Write the start command and its secret files root-only (0600, in a 0700 folder) on `h`, from stdin. The
+    command first walks every host path of its argv with no symlink followed (hgxkit.serving.replace), so what
+    a container replaced with a link since the plan is refused at the moment of use."""
     run = HostRunner(h)
-    files = {"docker-run.sh": text(spec.command()), **spec.secret_files()}
+    files = {
+        CHECK_SCRIPT: mounts_check_script(host_paths(spec.final_argv())),
+        "docker-run.sh": start_preamble(folder) + text(spec.command()),
+        **spec.secret_files(),
+    }
     for name, content in files.items():
         ok, _ = run.status(
             script("umask 077 && mkdir -p {dir} && cat > {path}", dir=folder, path=f"{folder}/{name}"),

@@ -15,6 +15,7 @@ from hgxkit.model import core
 
 from .errors import FetchError
 from .fleetserver import FleetRefused, FleetServer
+from .localdir import link_refused
 from .peerserve import peer_serve
 from .progress import Reporter
 from .status import report_result, status
@@ -109,6 +110,8 @@ def _sync(spec: core.Spec, syncer: Syncer, rep: Reporter) -> int:
         result = syncer.run()
     except FetchError as err:
         return _failed(syncer, rep, str(err))
+    except core.LinkOnPath as err:  # local_dir swapped for a link while the sync ran: refused at that use
+        return _failed(syncer, rep, str(link_refused(spec.local_dir, err)))
     except Exception as err:
         traceback.print_exc()
         unit = core.unit_name(spec.local_dir)

@@ -58,12 +58,23 @@ def prepare_dir(path: str) -> None:
             os.unlink(probe, dir_fd=dfd)
         finally:
             os.close(dfd)
+    except core.LinkOnPath as err:
+        raise link_refused(path, err) from None
     except PermissionError:
         raise FetchError(
             f"permission denied at {path}: make it writable by root (or pick another model.local_dir)"
         ) from None
     except OSError as err:
         raise FetchError(f"cannot write to {path}: {err.strerror}: fix the file system or model.local_dir") from None
+
+
+def link_refused(local_dir: str, err: core.LinkOnPath) -> FetchError:
+    """The one-line error of a sync that found a link on local_dir's own path (checked at every use)."""
+    return FetchError(
+        f"refusing {local_dir}: {err.strerror}, and root follows no link to a model directory (a container with a "
+        "directory above it mounted read-write may have put it there); nothing was written through it: remove the "
+        "link, see what that container did, and run again"
+    )
 
 
 def _walk_under(local_dir: str, rel: str) -> list[str]:

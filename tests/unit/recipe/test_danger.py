@@ -498,11 +498,19 @@ TABLE = [
                 "mounts the host directory /data, outside the model directories (/data/models); move the files there, or allow it",
                 0,
                 "mounts",
-            )
+            ),
+            (
+                "models-root-mount",
+                "--volume=/data:/d",
+                "mounts /data read-write, which holds the models root /data/models: the container can swap any "
+                "recipe's model directory for a symlink; mount it read-only (:ro), or mount only model.local_dir",
+                0,
+                "mounts",
+            ),
         ],
     ),
     (["-v", "/data/models/m:/m:ro"], []),
-    (["-v", "/data/models:/m"], []),
+    (["-v", "/data/models:/m:ro"], []),
     (
         ["-v", "/data/modelsx:/m"],
         [
@@ -820,7 +828,7 @@ model:
 def test_a_recipes_own_model_directory_is_a_mount_root_and_options_keep_their_entries(tmp_path: Path) -> None:
     recipe = parse_recipe_text(RECIPE)
     ctx = context_for(recipe, models_dirs=["/data/models", "/data/models"], host_memory_bytes=16 << 30)
-    assert ctx == PolicyContext(("/data/models", "/srv/models/tiny"), 16 << 30, False)
+    assert ctx == PolicyContext(("/data/models", "/srv/models/tiny"), 16 << 30, False, local_dir="/srv/models/tiny")
     assert context_for(recipe).host_memory_bytes == PolicyContext().host_memory_bytes
     [found] = dangerous_options(recipe)
     assert (found.name, found.option, found.entry) == ("host-mount", "--volume=/data/cache:/c", 2)
@@ -888,7 +896,7 @@ def test_mount_sources_by_every_key_and_only_mounts_hold_tmpfs_sizes() -> None:
 
     assert names("--mount", "type=bind,src=/etc,target=/e") == ["host-system-mount"]
     assert names("--label", "type=tmpfs,tmpfs-size=3t") == []  # a label is no mount, whatever it says
-    assert names("-v", "//Xetc:/x", ctx=PolicyContext(mount_roots=("/Xetc",))) == []  # `//` is `/`, not more
+    assert names("-v", "//Xetc/m:/x", ctx=PolicyContext(mount_roots=("/Xetc",))) == []  # `//` is `/`, not more
 
 
 def test_expansion_problems_name_the_image_and_each_place() -> None:

@@ -168,7 +168,7 @@ def test_hicache_refusal_only_when_the_pools_exceed_ram_less_the_reserve() -> No
 
 
 def test_dangerous_options_become_problems_unless_allowed() -> None:
-    privileged = recipe("--privileged|-v /srv:/s")
+    privileged = recipe("--privileged|-v /srv/x:/s")
     problem = Problem(
         "docker-option",
         "--privileged: gives the container every device and capability of the host",
@@ -176,9 +176,12 @@ def test_dangerous_options_become_problems_unless_allowed() -> None:
         "inventory (--allow-docker-option=--privileged for recipe check and export)",
     )
     assert docker_option_problems(privileged, [], PolicyContext(mount_roots=("/srv",))) == [problem]
-    assert [p.found.split(":")[0] for p in docker_option_problems(privileged, [])] == ["--privileged", "--volume=/srv"]
+    assert [p.found.split(":")[0] for p in docker_option_problems(privileged, [])] == [
+        "--privileged",
+        "--volume=/srv/x",
+    ]
     assert docker_option_problems(privileged, ["privileges"], PolicyContext(mount_roots=("/srv",))) == []
-    argv = ["docker", "run", "--privileged", "-v", "/srv:/s", "img"]
+    argv = ["docker", "run", "--privileged", "-v", "/srv/x:/s", "img"]
     assert argv_problems(argv, [], PolicyContext(mount_roots=("/srv",))) == [problem]
     assert [p.code for p in argv_problems(argv, [])] == ["docker-option", "docker-option"]
     assert argv_problems(argv, ["--privileged", "host-mount"]) == []

@@ -1,7 +1,7 @@
 """The group-replace script the serving role runs in a systemd unit on the node, run for real by `sh` with a
 `docker` stand-in (containers kept in a JSON file) and a `curl` stand-in (the health answer in a file):
 keep the new container when it becomes healthy, put the old one back when it does not, finish a replace that
-was cut off, and never touch a container hgxkit did not make."""
+was cut off, never touch a container hgxkit did not make, and never start one on a host path a container swapped for a link."""
 
 from __future__ import annotations
 
@@ -12,9 +12,18 @@ from pathlib import Path
 
 import pytest
 
-from hgxkit.serving.replace import recovery_script, replace_script, unit_name
+from hgxkit.serving import replace as replace_module
+from hgxkit.serving.replace import (
+    CHECK_SCRIPT,
+    mounts_check_script,
+    recovery_script,
+    replace_script,
+    start_preamble,
+    unit_name,
+)
 
 FAKE_DOCKER = r"""#!PYTHON
+BIND_SOURCES = BIND_FORMAT
 import json, os, sys
 path = os.environ["FAKE_STATE"]
 state = json.load(open(path))
@@ -36,11 +45,15 @@ if cmd == "inspect":
     if fmt is None: print("[{}]")
     elif "Labels" in fmt: print(c["labels"].get("hgxkit.serve", ""))
     elif fmt == "{{.State.Running}} {{.RestartCount}}": print(("true" if c["running"] else "false") + " " + str(c["restarts"]))
+    elif fmt == BIND_SOURCES: print("".join(b + "\n" for b in c.get("binds", [])), end="")
     else: sys.exit("template: can't evaluate field in " + fmt)  # docker's field names are case-sensitive
 elif cmd == "rm":
     name = find(args[-1]); cs.pop(name, None); save()
 elif cmd == "stop":
     name = find(args[-1]); cs[name]["running"] = False; save()
+    swap = os.environ.get("FAKE_SWAP_ON_STOP")  # the stopping container leaves a link where a directory was
+    if swap:
+        os.rename(swap, swap + ".moved"); os.symlink("/", swap)
 elif cmd == "start":
     name = find(args[-1]); cs[name]["running"] = True; save()
 elif cmd == "rename":
@@ -73,7 +86,9 @@ def node(tmp_path: Path):
     bin_dir, work = tmp_path / "bin", tmp_path / "work"
     bin_dir.mkdir()
     work.mkdir()
-    (bin_dir / "docker").write_text(FAKE_DOCKER.replace("PYTHON", sys.executable))
+    (bin_dir / "docker").write_text(
+        FAKE_DOCKER.replace("PYTHON", sys.executable).replace("BIND_FORMAT", repr(replace_module._BIND_SOURCES))
+    )
     (bin_dir / "curl").write_text(FAKE_CURL)
     (bin_dir / "sleep").write_text(FAKE_SLEEP)
     for tool in ("docker", "curl", "sleep"):
@@ -90,7 +105,10 @@ def node(tmp_path: Path):
         )
     )
     env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "FAKE_STATE": str(state), "FAKE_HEALTH": str(tmp_path / "health")}
-    (work / "docker-run.sh").write_text("docker run -d --name m-0 --label hgxkit.serve=1 img:new\n")
+    (work / "docker-run.sh").write_text(
+        start_preamble(str(work)) + "docker run -d --name m-0 --label hgxkit.serve=1 img:new\n"
+    )
+    (work / CHECK_SCRIPT).write_text(mounts_check_script([]))
     return work, env, state
 
 
@@ -210,3 +228,78 @@ def test_the_poll_interval_is_whole_seconds_and_at_least_one() -> None:
     text = replace_script(name="m-0", old_id="", health_url="http://h/", timeout_s=7.9, interval_s=0.5, workdir="/w")
     assert "\ntimeout=7; interval=1\n" in text
     assert text.endswith('\nfinish "failed: $why"\n')
+
+
+@pytest.fixture()
+def swapped(node, tmp_path: Path):
+    """The node, with a model directory whose sub-directory a container can replace (a real one for now)."""
+    work, env, state = node
+    source = tmp_path / "models" / "m" / "sub"
+    source.mkdir(parents=True)
+    (work / CHECK_SCRIPT).write_text(mounts_check_script([str(source)]))
+    Path(env["FAKE_HEALTH"]).write_text("200")
+    return work, env, state, source
+
+
+def _swap(source: Path) -> None:
+    source.rename(source.with_name("sub.moved"))
+    source.symlink_to("/")
+
+
+def test_a_source_swapped_for_a_link_before_the_replace_leaves_the_old_container_serving(swapped) -> None:
+    work, env, state, source = swapped
+    _swap(source)
+    status = replace(work, env)
+    assert status.startswith(f"failed: refused: the host path {source} cannot be used: {source} is a symbolic link")
+    assert status.endswith("; the old container serves on")
+    after = containers(state)
+    assert after["m-0"]["id"] == "old-m-0" and after["m-0"]["running"]  # never stopped, no new container
+    assert not (work / "docker-run.sh").exists()  # it may hold secrets: deleted though not run
+
+
+@pytest.mark.parametrize(("old_binds", "restarted"), [([], True), (["SOURCE"], False)])
+def test_a_link_planted_while_the_old_container_stops_is_refused_at_docker_run(
+    swapped, old_binds: list[str], restarted: bool
+) -> None:
+    work, env, state, source = swapped
+    cs = containers(state)
+    cs["m-0"]["binds"] = [str(source) if b == "SOURCE" else b for b in old_binds]
+    state.write_text(json.dumps({"containers": cs}))
+    status = replace(work, env, FAKE_SWAP_ON_STOP=str(source))
+    after = containers(state)
+    assert after["m-0"]["id"] == "old-m-0"  # `docker run` never ran
+    assert status.startswith(f"failed: refused: the host path {source} cannot be used")
+    assert after["m-0"]["running"] is restarted  # the old one starts again only on sources that pass the walk
+    if not restarted:
+        assert "; the previous container was not restarted: refused: the host path" in status
+
+
+def test_recovery_never_starts_the_previous_container_on_a_swapped_source(node, tmp_path: Path) -> None:
+    _, env, state = node
+    source = tmp_path / "models" / "m"
+    source.mkdir(parents=True)
+    _swap(source)
+    cut = containers(state)
+    cut["m-0-hgxkit-previous"] = cut.pop("m-0") | {"running": False, "binds": [str(source)]}
+    cut["m-0"] = {"id": "new-m-0", "labels": {"hgxkit.serve": "1"}, "running": True, "restarts": 0}
+    state.write_text(json.dumps({"containers": cut}))
+    Path(env["FAKE_HEALTH"]).write_text("503")
+    script = recovery_script(name="m-0", health_url="http://127.0.0.1:5000/health")
+    done = subprocess.run(["sh", "-s"], input=script, text=True, env=env, capture_output=True, timeout=60)
+    assert done.returncode == 1 and f"{source} is a symbolic link" in done.stdout
+    assert containers(state)["m-0"]["running"] is False
+
+
+def test_the_check_script_walks_every_path_and_refuses_with_one_line_each(tmp_path: Path) -> None:
+    real, link = tmp_path / "real", tmp_path / "link"
+    real.mkdir()
+    link.symlink_to(real)
+    script = tmp_path / CHECK_SCRIPT
+    script.write_text(mounts_check_script([str(real), str(link / "x"), "/no/such/dir"]))
+    done = subprocess.run(["sh", str(script)], capture_output=True, text=True, timeout=60)
+    assert done.returncode == replace_module.CHECK_REFUSED
+    assert done.stdout.splitlines() == [
+        f"refused: the host path {link}/x cannot be used: {link} is a symbolic link (a container that mounts a "
+        "directory above it may have put it there); not started: remove the link, see what that container did, "
+        "run again"
+    ]
