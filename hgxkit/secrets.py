@@ -215,7 +215,8 @@ SECRET_PATTERNS: tuple[SecretPattern, ...] = (
             r"(?i)(?<![A-Za-z0-9_-])(?P<q>[\"']?)(?P<name>(?:[a-z0-9]{1,32}-){0,8}"
             r"(?:(?:api|access|secret|private|subscription)-?key|auth|authorization|[a-z]{0,16}token|secret|"
             r"password|passwd|passphrase|credentials?|cookie))(?P=q)[ \t]*[:=][ \t]*"
-            r"(?:(?:bearer|basic|token|digest)[ \t]+)?" + _QUOTED
+            # a number is prose's (`per token: 5.2`), not a credential
+            r"(?:(?:bearer|basic|token|digest)[ \t]+)?(?![0-9][0-9.]*(?:[\s;,]|$))" + _QUOTED
         ),
         _fixed("API_KEY"),
     ),

@@ -230,4 +230,4 @@ def _choose_module(
         lines.append(f'{"elif" if len(lines) > 1 else "if"} [ "$module" = {quote_word(module)} ]; then')
         lines.append(f"  {' '.join(quote_word(word) for word in words)} {failed}")
     missing = f"no benchmark client of {title} in {name}: the smoke cell was not run"
-    return [*lines, "else", f"  echo {quote_word(missing)} >&2", "fi"]
+    return [*lines, "else", "  " + text(script("echo {message} >&2", message=missing)), "fi"]
