@@ -166,7 +166,7 @@ class Score:
         """The printed score: killed plus explained over all mutants."""
         pct = 100.0 * (self.killed + len(self.explained)) / self.total if self.total else 100.0
         rest = "".join(f", {n} {status}" for status, n in sorted(self.other.items()))
-        timeouts = f" ({self.timeouts} by a time or memory limit)" if self.timeouts else ""
+        timeouts = f" ({self.timeouts} by timeout)" if self.timeouts else ""
         counts = f"{len(self.explained)} equivalent, {len(self.survived)} survived, {len(self.untested)} untested"
         return (
             f"mutation score {self.name}: {pct:.1f}% ({self.killed} killed{timeouts}, {counts}{rest} of {self.total})"

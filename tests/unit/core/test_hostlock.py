@@ -4,6 +4,7 @@ measured on a clock of the test's own, so nothing here depends on how busy the m
 
 from __future__ import annotations
 
+import logging
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,7 +17,7 @@ from pyinfra.api.connect import connect_all
 from pyinfra.api.exceptions import DeployError
 
 from hgxkit import hostlock
-from hgxkit.hostcmd import text
+from hgxkit.hostcmd import script, text
 from hgxkit.hostlock import LOCK_FILE, holder_command
 
 HOLDERS = "12345 Mon Dec  1 12:00:00 2026 python3 pyinfra -y inventories/h200.py deploys/reproduce.py"
@@ -157,3 +158,121 @@ def test_a_holder_that_fails_otherwise_is_refused_at_once_with_its_status(node: 
         hostlock.hold_host_lock(node.host)
     assert str(info.value).startswith(f"@fake/h200-1: could not take the hgxkit run lock {LOCK_FILE}: exit status 2")
     assert node.clock.sleeps == [] and id(node.host) not in hostlock._held
+
+
+def test_a_vanished_holder_and_a_long_command_line_are_named_in_few_words(node: SimpleNamespace) -> None:
+    node.host.data.host_lock_wait_s = 0
+    other_run_holds(node)
+    node.host.connector.data["fake_responses"] = {"for p in /proc": ""}  # the holder exited in between
+    with pytest.raises(DeployError, match=r"\(pid, start, command: a process that has exited by now\); wait"):
+        hostlock.hold_host_lock(node.host)
+    long = "12345 Mon Dec  1 12:00:00 2026 sh -c " + "x" * 5000
+    node.host.connector.data["fake_responses"] = {"for p in /proc": [long, "23456 Mon Dec  1 12:01:00 2026 x"]}
+    with pytest.raises(DeployError) as info:
+        hostlock.hold_host_lock(node.host)
+    assert f"(pid, start, command: {long[:200]}…); wait" in str(info.value)  # the oldest, cut at 200
+    for size, shown in ((200, "x" * 200), (201, "x" * 200 + "…")):
+        node.host.connector.data["fake_responses"] = {"for p in /proc": "x" * size}
+        with pytest.raises(DeployError) as info:
+            hostlock.hold_host_lock(node.host)
+        assert f"(pid, start, command: {shown}); wait" in str(info.value)
+
+
+def test_a_dry_run_on_a_node_without_the_lock_file_holds_nothing_and_creates_nothing(
+    node: SimpleNamespace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("sys.argv", ["pyinfra", "--dry", "inventories/h200.py", "deploys/reproduce.py"])
+    hostlock.hold_host_lock(node.host)
+    assert not node.lock.parent.exists()  # a real run's holder would have made the directory and the file
+    node.client.procs[0].communicate("", timeout=30)
+    assert node.client.procs[0].returncode == 0
+
+
+def test_a_connector_without_ssh_holds_no_lock(node: SimpleNamespace, caplog: pytest.LogCaptureFixture) -> None:
+    del node.host.connector.client
+    with caplog.at_level(logging.DEBUG, logger="pyinfra"):
+        hostlock.hold_host_lock(node.host)
+    assert hostlock._held[id(node.host)] is None and node.client.procs == []
+    assert "@fake/h200-1: no SSH connection, so no host lock (FakeConnector)" in caplog.messages
+
+
+@pytest.mark.parametrize("dry", [False, True], ids=["run", "dry run"])
+def test_the_batched_reads_run_on_the_locks_channel_once_it_is_held(
+    dry: bool, node: SimpleNamespace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if dry:  # a node that has had a run: the dry run takes the lock too
+        node.lock.parent.mkdir()
+        node.lock.touch()
+        monkeypatch.setattr("sys.argv", ["pyinfra", "--dry", "inventories/h200.py", "deploys/reproduce.py"])
+    kept: list[list[str]] = []
+    asked: list[tuple[object, object]] = []
+
+    def prefetch_command(host: object, reads: object) -> tuple[object, object]:
+        asked.append((host, reads))
+        return script("echo {a}; echo {b}; echo", a="oneX", b="two  "), kept.append
+
+    monkeypatch.setattr("hgxkit.planfacts.prefetch_command", prefetch_command)
+    reads = [(object, {"path": "/etc/os-release"})]
+    hostlock.hold_host_lock(node.host, reads)  # type: ignore[arg-type]
+    assert asked == [(node.host, reads)]
+    assert kept == [["oneX", "two  ", ""]]  # each line as printed, only the newline taken off
+    assert hostlock._held[id(node.host)] is node.client.procs[0].stdin
+    busy = subprocess.run(
+        ["sh", "-c", text(holder_command(lock=str(node.lock)))], input="", capture_output=True, text=True, timeout=30
+    )
+    assert busy.returncode == hostlock.BUSY  # the lock is held while the reads' answers are kept
+
+
+def test_reads_that_break_off_are_logged_and_not_kept(caplog: pytest.LogCaptureFixture) -> None:
+    got: list[list[str]] = []
+    with caplog.at_level(logging.DEBUG, logger="pyinfra"):
+        hostlock._keep_reads(SimpleNamespace(name="h200-1"), Lines(["a\n"], EOFError("gone")), got.append)
+    assert got == []
+    assert caplog.messages == [
+        "h200-1: the reads on the lock's channel gave no answer (gone); reading them on their own"
+    ]
+
+
+def test_the_holders_listing_names_the_process_that_has_the_lock_open(node: SimpleNamespace) -> None:
+    other = other_run_holds(node)
+    listing = subprocess.run(
+        ["sh", "-c", text(hostlock.holders_command()).replace(LOCK_FILE, str(node.lock))],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout.splitlines()
+    assert [line.split()[0] for line in listing] == [str(other.pid)]
+    assert " sh -c { [ -d " in listing[0]  # its start time, then its command line (as wide as ps prints it)
+
+
+class Lines:
+    """A channel's stdout: `readline` gives each line, then "" (end of file), or raises `error` at the end."""
+
+    def __init__(self, lines: list[str], error: Exception | None = None) -> None:
+        self.lines, self.error = list(lines), error
+
+    def readline(self) -> str:
+        if self.lines:
+            return self.lines.pop(0)
+        if self.error is not None:
+            raise self.error
+        return ""
+
+
+@pytest.mark.parametrize(
+    ("lines", "error", "kept"),
+    [
+        (["a 1\n", "\n", f"{hostlock.PREFETCH_END}\n", "after\n"], None, [["a 1", ""]]),
+        (["a 1\n"], None, []),  # the channel closed before the end mark: nothing kept
+        (["a 1\n"], UnicodeDecodeError("utf-8", b"\xff", 0, 1, "invalid"), []),
+        (["a 1\n"], EOFError(), []),
+    ],
+    ids=["ended", "closed", "not utf-8", "eof"],
+)
+def test_the_reads_on_the_locks_channel_are_kept_only_when_they_end(
+    lines: list[str], error: Exception | None, kept: list[list[str]]
+) -> None:
+    got: list[list[str]] = []
+    hostlock._keep_reads(SimpleNamespace(name="h200-1"), Lines(lines, error), got.append)
+    assert got == kept
