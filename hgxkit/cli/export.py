@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import re
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 from rich.console import Console
@@ -15,6 +16,7 @@ from hgxkit.errors import InputError
 from hgxkit.recipe.judge import judge
 from hgxkit.recipe.read import load_recipe
 from hgxkit.recipe.secretenv import api_key_variable
+from hgxkit.recipe.spec import Recipe
 
 # The exporters load the serving modules (and pyinfra's API with them): only when `recipe export` runs, so that
 # every other `hgxkit recipe …` starts without them. The registry's names, repeated here, are checked by a test.
@@ -43,7 +45,14 @@ def add_export(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("recipe", help="recipe YAML file")
     parser.add_argument("--to", required=True, choices=TARGETS, help="the engine")
     parser.add_argument("-o", "--output", type=Path, help="directory to write the files into (default: print them)")
-    parser.add_argument("--run", help="id of the run that verified the recipe (a label / comment)")
+    parser.add_argument(
+        "--run",
+        help="id of the run that verified the recipe: the export runs the image digest that run archived, and is "
+        "refused when the run ran another recipe",
+    )
+    parser.add_argument(
+        "--results-dir", type=Path, default=Path("results"), help="where --run is archived (default: ./results)"
+    )
     parser.add_argument("--model-pvc", help="k8s: the PersistentVolumeClaim holding the model (default: a hostPath)")
     parser.add_argument("--gpus", type=int, default=8, help="GPUs per node (default: 8)")
     parser.add_argument(
@@ -91,6 +100,8 @@ def _cmd_export(args: argparse.Namespace) -> int:
     from hgxkit.export.registry import export_recipe, write_export
 
     recipe = load_recipe(args.recipe)
+    if args.run:
+        recipe = pinned_to_run(recipe, args.run, args.results_dir)
     output = _output_dir(args.output)
     options = ExportOptions(
         run_id=args.run,
@@ -123,3 +134,28 @@ def _cmd_export(args: argparse.Namespace) -> int:
     for note in exported.not_carried:
         err.print(f"not carried: {escape(note)}")
     return 0
+
+
+def pinned_to_run(recipe: Recipe, run_id: str, results_dir: Path) -> Recipe:
+    """`recipe` running the image digest the verifying run archived; InputError when that run ran another recipe
+    (other settings, or another digest), or archived no digest."""
+    from hgxkit.recipe.diff import diff_recipes
+    from hgxkit.recipe.read import parse_recipe_text
+    from hgxkit.results.archive import RECIPE_FILE, load_run
+
+    run = load_run(run_id, results_dir)
+    archived = run.path / RECIPE_FILE
+    if archived.is_file():
+        ran = parse_recipe_text(archived.read_text(), source=str(archived))
+        differ = [d.line() for d in diff_recipes(ran, recipe) if not (d.area == "image" and d.key == "digest")]
+        if differ:
+            raise InputError(
+                f"--run {run_id}: that run verified another recipe ({'; '.join(differ[:3])}); export the recipe it "
+                f"ran ({archived}) or verify this one"
+            )
+    digest = run.fingerprint.serving.get("image_digest")
+    if not digest:
+        raise InputError(f"--run {run_id}: the run archived no image digest; pin image.digest in the recipe")
+    if recipe.image.digest and recipe.image.digest != digest:
+        raise InputError(f"--run {run_id}: the run ran {digest}, the recipe pins {recipe.image.digest}")
+    return replace(recipe, image=replace(recipe.image, digest=digest))

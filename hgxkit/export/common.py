@@ -190,6 +190,8 @@ class Provenance:
         if self.model_repo:
             lines.append(f"model: {self.model_repo} at {self.model_revision or 'main'}")
         lines.append(f"verified by run: {self.run_id}" if self.run_id else "verified by run: none given (--run)")
+        if not self.image_digest:
+            lines.append(f"image by tag: {self.image_reference} moves; --run RUN pins the digest the run ran")
         return lines + [f"ALLOWED ON PURPOSE, {line}" for line in self.allowed]
 
 

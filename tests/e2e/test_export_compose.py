@@ -199,6 +199,8 @@ def test_a_compose_export_runs_on_the_node_and_compares_with_the_pyinfra_run(nod
         "0.0.0.0",
         "--run",
         summary["run_id"],
+        "--results-dir",
+        str(results),
         "-o",
         str(exported),
     )
