@@ -61,7 +61,7 @@ def tiny(tmp_path_factory) -> str:
     base = (ROOT / "recipes" / "deepseek-v4-flash-dspark-marlin.yaml").read_text()
     text = base.replace("repo_id: deepseek-ai/DeepSeek-V4-Flash-DSpark", "repo_id: hgxkit-sim/tiny")
     path = tmp_path_factory.mktemp("recipes") / "tiny.yaml"
-    path.write_text(text.replace("local_dir: /data/models/deepseek-v4-flash-dspark", f"local_dir: {TINY}"))
+    path.write_text(text.replace("/data/models/deepseek-v4-flash-dspark", TINY))  # local_dir and its mount
     return str(path)
 
 

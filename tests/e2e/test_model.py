@@ -59,7 +59,8 @@ def recipes(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
         ("gated", "hgxkit-sim/gated", "/data/models/gated"),
     ]:
         text = base.replace("repo_id: deepseek-ai/DeepSeek-V4-Flash-DSpark", f"repo_id: {repo}")
-        text = text.replace("local_dir: /data/models/deepseek-v4-flash-dspark", f"local_dir: {local_dir}")
+        # the model's directory and the mount that serves it: a recipe the node's judgement accepts
+        text = text.replace("/data/models/deepseek-v4-flash-dspark", local_dir)
         (tmp / f"{key}.yaml").write_text(text)
         out[key] = str(tmp / f"{key}.yaml")
     return out
