@@ -26,6 +26,19 @@ import stat
 import sys
 
 REFUSED = 3  # the exit status of a refusal (any other failure of the program is a refusal too)
+# The distribution's own links (/var/run, usrmerge's /bin…), followed when they point where the distribution
+# points them: a container reaches them only through a mount of a system directory, which the policy names
+# (hgxkit.recipe.danger: host-system-mount).
+SYSTEM_LINKS = {
+    "/var/run": ("/run", "../run"),
+    "/var/lock": ("/run/lock", "../run/lock"),
+    "/bin": ("usr/bin", "/usr/bin"),
+    "/sbin": ("usr/sbin", "/usr/sbin"),
+    "/lib": ("usr/lib", "/usr/lib"),
+    "/lib32": ("usr/lib32", "/usr/lib32"),
+    "/lib64": ("usr/lib64", "/usr/lib64"),
+    "/libx32": ("usr/libx32", "/usr/libx32"),
+}
 
 
 def symlink_in(path: str) -> str | None:
@@ -45,9 +58,12 @@ def symlink_in(path: str) -> str | None:
                 return None
             except OSError as err:
                 return f"{walked}: {err.strerror}"
+            target = _system_target(walked, part, fd)
             os.close(fd)
             fd = nxt
             mode = os.fstat(fd).st_mode
+            if stat.S_ISLNK(mode) and target is not None and target.startswith("/"):
+                return symlink_in("/".join([target, *parts[depth:]]))
             if stat.S_ISLNK(mode):
                 return f"{walked} is a symbolic link"
             if depth < len(parts) and not stat.S_ISDIR(mode):
@@ -55,6 +71,21 @@ def symlink_in(path: str) -> str | None:
         return None
     finally:
         os.close(fd)
+
+
+def _system_target(walked: str, part: str, parent: int) -> str | None:
+    """Where the distribution's link `walked` leads (an absolute path), or None when it is no such link or
+    points elsewhere."""
+    allowed = SYSTEM_LINKS.get(walked)
+    if allowed is None:
+        return None
+    try:
+        target = os.readlink(part, dir_fd=parent)
+    except OSError:
+        return None
+    if target not in allowed:
+        return None
+    return target if target.startswith("/") else os.path.normpath(os.path.join(os.path.dirname(walked), target))
 
 
 def refusals(paths: list[str]) -> list[str]:

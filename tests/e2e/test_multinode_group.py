@@ -225,7 +225,7 @@ def test_a_rank_dying_while_the_group_starts_puts_every_rank_back(deployed) -> N
         deployed["tmp"], deployed["serving"], "  - --ipc=host", "  - -e HGXKIT_SIM_READY_DELAY_S=120", "slow"
     )
     proc = subprocess.Popen(
-        deploy_argv("deploys/reproduce.py", f"recipe={slow}", "api_key=auto", "verify=false"),
+        deploy_argv("deploys/reproduce.py", f"recipe={slow}", "api_key=auto", "verify=false", HOST_NETWORK),
         cwd=ROOT,
         env=deploy_env(CLUSTER),
         stdout=subprocess.PIPE,
@@ -256,7 +256,7 @@ def test_a_controller_killed_mid_rollout_is_recovered_by_the_next_run(deployed) 
     before = ranks()
     slow = deployed["tmp"] / "slow.yaml"
     proc = subprocess.Popen(
-        deploy_argv("deploys/reproduce.py", f"recipe={slow}", "api_key=auto", "verify=false"),
+        deploy_argv("deploys/reproduce.py", f"recipe={slow}", "api_key=auto", "verify=false", HOST_NETWORK),
         cwd=ROOT,
         env=deploy_env(CLUSTER),
         stdout=subprocess.PIPE,

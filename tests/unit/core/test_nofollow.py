@@ -76,3 +76,19 @@ def test_the_walk_holds_no_descriptor_afterwards(tree: Path) -> None:
         nofollow.symlink_in(str(tree.joinpath(*PARTS[:depth])))
     nofollow.symlink_in(f"{tree}/x/y")
     assert len(os.listdir("/proc/self/fd")) == before
+
+
+def test_the_distributions_own_links_are_followed_only_where_they_lead(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real, other = tmp_path / "run", tmp_path / "elsewhere"
+    real.mkdir()
+    other.mkdir()
+    (tmp_path / "var-run").symlink_to(real)
+    monkeypatch.setitem(nofollow.SYSTEM_LINKS, f"{tmp_path}/var-run", (str(real),))
+    assert nofollow.symlink_in(f"{tmp_path}/var-run/topologyd") is None  # as /var/run -> /run
+    (tmp_path / "var-run").unlink()
+    (tmp_path / "var-run").symlink_to(other)  # the same link, pointed elsewhere: refused
+    assert nofollow.symlink_in(f"{tmp_path}/var-run/topologyd") == f"{tmp_path}/var-run is a symbolic link"
+    (tmp_path / "not-listed").symlink_to(real)
+    assert nofollow.symlink_in(f"{tmp_path}/not-listed/x") == f"{tmp_path}/not-listed is a symbolic link"
