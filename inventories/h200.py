@@ -26,7 +26,8 @@ gpu_nodes = (
         # ("h200-1.example.com", {"ssh_user": "ubuntu", "_sudo": True, "fabric_address": "192.168.114.10"}),
         # ("h200-2.example.com", {"ssh_user": "ubuntu", "_sudo": True, "fabric_address": "192.168.114.11"}),
         # then: pyinfra -y inventories/h200.py deploys/reproduce.py --data recipe=recipes/dsv3-2node.yaml \
-        #           --data api_key=auto
+        #           --data api_key=auto --data 'allow_docker_options=["--network=host"]'
+        # (the ranks need the host's network, which then lets each container reach the node's loopback services)
         # Other knobs: group_hosts (the ranks by host name, or an inventory group), dist_port (hgxkit/knobs.py).
     ],
     {
