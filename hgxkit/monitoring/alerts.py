@@ -1,10 +1,19 @@
-"""Prometheus alert rules for GPU faults and serving: XIDs, ECC, row remap, throttling, NVLink, GPU count, groups
-down, TTFT P99 drifting above the recipe's figure.
+"""Prometheus alert rules for GPU faults and serving: XIDs, ECC, row remap, throttling, NVLink, GPU count, exporters
+and nodes down, groups down, TTFT P99 drifting above the recipe's figure; and recording rules that carry the recipe's
+reference figures into Prometheus, so a dashboard can draw them as lines.
 
-XIDs: DCGM_FI_DEV_XID_ERRORS holds the last XID a GPU raised. The critical set follows NVIDIA's XID catalog
-(/work/shared/reference/nvidia.md): 48 double-bit ECC, 63/64 row remap recorded/failed, 74 NVLink, 79 fell off
-the bus, 92 high single-bit ECC rate, 94/95 contained/uncontained ECC. Throttling reads the NVML clocks-event
-bitmask (SW power cap 0x4, HW slowdown 0x8, SW thermal 0x20, HW thermal 0x40, HW power brake 0x80).
+XIDs: NVIDIA's XID catalog (https://docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html) sorts them by
+what to do. The critical set here: 48 double-bit ECC, 63/64 row remap recorded/failed, 74 NVLink, 79 fell off the
+bus, 92 high single-bit ECC rate, 94/95 contained/uncontained ECC, 119/120 GSP errors. XID 79 raises only
+GpuFellOffBus (the generic rule leaves it out): one alert per cause. An XID alert must resolve, so it reads
+dcgm-exporter's windowed `DCGM_EXP_XID_ERRORS_COUNT` (XIDs per GPU within `--xid-count-window-size`, one series per
+XID seen, labelled `xid`; a zero series per GPU otherwise; NVIDIA/dcgm-exporter internal/pkg/collector/
+xid_collector.go), not `DCGM_FI_DEV_XID_ERRORS`, which keeps the last XID until the driver reloads. An exporter
+without the windowed field (older ones, the simulator's stand-in) gets the same window from the gauge: an XID that
+changed within it. A GPU that fell off the bus may stop reporting at all: GpuFewerThanExpected is the backstop.
+Throttling reads the NVML clocks-event bitmask (SW power cap 0x4, HW slowdown 0x8, SW thermal 0x20, HW thermal
+0x40, HW power brake 0x80); an H200 serving flat out sits at its power cap by design, so only the hardware bits
+(HW slowdown, HW power brake) are a power fault.
 
 Example:
     >>> rules = alert_rules(AlertSettings(), [("node1", 8)], [])
@@ -19,7 +28,10 @@ from dataclasses import dataclass
 from hgxkit.kinds import KINDS
 from hgxkit.monitoring.scrape import ServingTarget
 
-CRITICAL_XIDS = (48, 63, 64, 74, 79, 92, 94, 95)
+FELL_OFF_BUS = 79
+CRITICAL_XIDS = (48, 63, 64, 74, 79, 92, 94, 95, 119, 120)
+XID_GAUGE = "DCGM_FI_DEV_XID_ERRORS"
+XID_WINDOWED = "DCGM_EXP_XID_ERRORS_COUNT"
 NVLINK_ERRORS = (
     "DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL",
     "DCGM_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_TOTAL",
@@ -27,7 +39,12 @@ NVLINK_ERRORS = (
     "DCGM_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL",
 )
 REASONS = "DCGM_FI_DEV_CLOCKS_EVENT_REASONS"
+HW_SLOWDOWN, SW_THERMAL, HW_THERMAL, HW_POWER_BRAKE = 0x8, 0x20, 0x40, 0x80
 GPU = "{{ $labels.node }} GPU {{ $labels.gpu }}"
+# The XID an alert names: the windowed series carry it as a label (their value is a count), the gauge as its value.
+XID_TEXT = "{{ if $labels.xid }}XID {{ $labels.xid }} ({{ $value }} in the window){{ else }}XID {{ $value }}{{ end }}"
+RECIPE_TTFT = "hgxkit:recipe_ttft_p99_seconds"
+RECIPE_ITL = "hgxkit:recipe_itl_p99_seconds"
 
 
 @dataclass(frozen=True)
@@ -36,6 +53,8 @@ class AlertSettings:
 
     throttle_for: str = "10m"  # how long throttling must last before it alerts
     nvlink_window: str = "10m"  # NVLink error counters rising within this window alert
+    xid_window: str = "5m"  # an XID alerts for this long after it was raised (dcgm-exporter's default window)
+    exporter_down_for: str = "2m"
     serving_down_for: str = "1m"
     ttft_margin: float = 0.5  # TTFT P99 alerts above (1 + margin) x the recipe's figure
     ttft_window: str = "5m"
@@ -58,26 +77,40 @@ def _rule(
     return rule
 
 
+def xid_expr(xids: tuple[int, ...], window: str) -> str:
+    """GPUs that raised one of `xids` within `window`: the exporter's windowed count, or where an exporter has no
+    windowed series for the GPU, its last-XID gauge when that changed within `window`.
+
+    >>> print(xid_expr((79,), "5m").replace(" or (", "\\nor ("))
+    (DCGM_EXP_XID_ERRORS_COUNT{xid=~"79"} > 0)
+    or (((DCGM_FI_DEV_XID_ERRORS == 79) and changes(DCGM_FI_DEV_XID_ERRORS[5m]) > 0) unless on (node, gpu) ...)
+    """
+    windowed = f'{XID_WINDOWED}{{xid=~"{"|".join(map(str, xids))}"}} > 0'
+    gauge = " or ".join(f"{XID_GAUGE} == {xid}" for xid in xids)
+    changed = f"(({gauge}) and changes({XID_GAUGE}[{window}]) > 0)"
+    return f"({windowed}) or ({changed} unless on (node, gpu) {XID_WINDOWED})"
+
+
 def gpu_rules(settings: AlertSettings, expected: list[tuple[str, int]]) -> list[dict]:
     """The GPU rules; `expected` is (node, GPU count) for nodes whose count is known."""
-    return [*_fault_rules(), *_slowdown_rules(settings), *_presence_rules(expected)]
+    return [*_fault_rules(settings), *_slowdown_rules(settings), *_presence_rules(settings, expected)]
 
 
-def _fault_rules() -> list[dict]:
+def _fault_rules(settings: AlertSettings) -> list[dict]:
     """A GPU that failed or is failing: XIDs, double-bit ECC errors, row remapping."""
-    critical = " or ".join(f"DCGM_FI_DEV_XID_ERRORS == {xid}" for xid in CRITICAL_XIDS)
+    others = tuple(xid for xid in CRITICAL_XIDS if xid != FELL_OFF_BUS)
     return [
         _rule(
             "GpuFellOffBus",
-            "DCGM_FI_DEV_XID_ERRORS == 79",
+            xid_expr((FELL_OFF_BUS,), settings.xid_window),
             "critical",
-            f"{GPU} fell off the bus (XID 79): drain the node, reset or replace the GPU",
+            f"{GPU} fell off the bus (XID 79) within {settings.xid_window}: drain the node, reset or replace the GPU",
         ),
         _rule(
             "GpuCriticalXid",
-            critical,
+            xid_expr(others, settings.xid_window),
             "critical",
-            f"{GPU} raised XID {{{{ $value }}}} (critical set {', '.join(map(str, CRITICAL_XIDS))})",
+            f"{GPU} raised {XID_TEXT} within {settings.xid_window} (critical set {', '.join(map(str, others))})",
         ),
         _rule(
             "GpuEccDoubleBit",
@@ -106,16 +139,17 @@ def _slowdown_rules(settings: AlertSettings) -> list[dict]:
     return [
         _rule(
             "GpuThermalThrottling",
-            f"{_bit(0x20)} or {_bit(0x40)}",
+            f"{_bit(SW_THERMAL)} or {_bit(HW_THERMAL)}",
             "warning",
             f"{GPU} is slowed by temperature for {settings.throttle_for}",
             settings.throttle_for,
         ),
         _rule(
             "GpuPowerThrottling",
-            f"{_bit(0x4)} or {_bit(0x8)} or {_bit(0x80)}",
+            f"{_bit(HW_SLOWDOWN)} or {_bit(HW_POWER_BRAKE)}",
             "warning",
-            f"{GPU} is slowed by power capping or a hardware slowdown for {settings.throttle_for}",
+            f"{GPU} is slowed by a hardware slowdown or the power brake for {settings.throttle_for} (the power "
+            "supply or the board signalled it, not the software power cap)",
             settings.throttle_for,
         ),
         _rule(
@@ -133,31 +167,58 @@ def _slowdown_rules(settings: AlertSettings) -> list[dict]:
     ]
 
 
-def _presence_rules(expected: list[tuple[str, int]]) -> list[dict]:
-    """GPUs missing from a node, and exporters that do not answer."""
+def gpu_count_expr(expected: list[tuple[str, int]]) -> str:
+    """Nodes reporting fewer GPUs than expected; a node whose exporter returns no series at all reports 0
+    (`count` of nothing is nothing, so `absent` stands in for it).
+
+    >>> print(gpu_count_expr([("node1", 8)]).replace(" or (", "\\nor ("))
+    (count by (node) (DCGM_FI_DEV_GPU_UTIL{node="node1"})
+    or (absent(DCGM_FI_DEV_GPU_UTIL{node="node1"}) - 1)) < 8
+    """
+    parts = []
+    for node, gpus in expected:
+        series = f'DCGM_FI_DEV_GPU_UTIL{{node="{node}"}}'
+        parts.append(f"(count by (node) ({series}) or (absent({series}) - 1)) < {gpus}")
+    return " or ".join(parts)
+
+
+def _presence_rules(settings: AlertSettings, expected: list[tuple[str, int]]) -> list[dict]:
+    """GPUs missing from a node, exporters that do not answer, and a node where neither answers."""
     rules = []
     if expected:
-        count = " or ".join(
-            f'count by (node) (DCGM_FI_DEV_GPU_UTIL{{node="{node}"}}) < {gpus}' for node, gpus in expected
-        )
         rules.append(
             _rule(
                 "GpuFewerThanExpected",
-                count,
+                gpu_count_expr(expected),
                 "critical",
                 "{{ $labels.node }} reports {{ $value }} GPUs, fewer than expected",
                 "2m",
             )
         )
-    rules.append(
+    down = settings.exporter_down_for
+    rules += [
         _rule(
-            "MonitoringExporterDown",
-            'up{job=~"dcgm|node"} == 0',
+            "DcgmExporterDown",
+            'up{job="dcgm"} == 0',
+            "critical",
+            f"the DCGM exporter on {{{{ $labels.node }}}} has not answered for {down}: its GPUs are not watched",
+            down,
+        ),
+        _rule(
+            "NodeExporterDown",
+            'up{job="node"} == 0',
             "warning",
-            "{{ $labels.job }} exporter on {{ $labels.node }} does not answer",
-            "2m",
-        )
-    )
+            f"the node exporter on {{{{ $labels.node }}}} has not answered for {down}",
+            down,
+        ),
+        _rule(
+            "NodeDown",
+            'up{job="node"} == 0 and on (node) up{job="dcgm"} == 0',
+            "critical",
+            f"neither exporter on {{{{ $labels.node }}}} has answered for {down}: the node is down or unreachable",
+            down,
+        ),
+    ]
     return rules
 
 
@@ -203,11 +264,31 @@ def serving_rules(settings: AlertSettings, groups: list[ServingTarget]) -> list[
     return rules
 
 
+def reference_rules(groups: list[ServingTarget]) -> list[dict]:
+    """The recipe's TTFT P99 and ITL P99 per group as constant series (seconds), for the dashboards' lines.
+
+    >>> reference_rules([ServingTarget("node1", "g-0", 5000, "sglang", "/metrics", ttft_p99_ms=250.0)])[0]["expr"]
+    'vector(0.25)'
+    """
+    rules = []
+    for group in groups:
+        for name, value in ((RECIPE_TTFT, group.ttft_p99_ms), (RECIPE_ITL, group.itl_p99_ms)):
+            if value:
+                labels = {"node": group.node, "group": group.group}
+                rules.append({"record": name, "expr": f"vector({round(value / 1000, 6):g})", "labels": labels})
+    return rules
+
+
 def alert_rules(settings: AlertSettings, expected: list[tuple[str, int]], groups: list[ServingTarget]) -> dict:
-    """The rule file (`promtool check rules` format): a `gpu` group and a `serving` group."""
-    return {
+    """The rule file (`promtool check rules` format): a `gpu` and a `serving` group of alerts, and the recipe's
+    reference figures (a group of recording rules, only when a recipe has any)."""
+    file = {
         "groups": [
             {"name": "hgxkit-gpu", "rules": gpu_rules(settings, expected)},
             {"name": "hgxkit-serving", "rules": serving_rules(settings, groups)},
         ]
     }
+    reference = reference_rules(groups)
+    if reference:
+        file["groups"].append({"name": "hgxkit-reference", "rules": reference})
+    return file

@@ -1,7 +1,13 @@
 """Grafana dashboards as JSON: one for the GPUs (DCGM exporter) and one per server kind (its /metrics names).
 
 Grafana reads them from files (its dashboard provisioning); the datasource is the Prometheus roles/monitoring
-runs, by the uid `DATASOURCE_UID`. Every panel is a time series with PromQL targets.
+runs, by the uid `DATASOURCE_UID`. Every panel is a time series with PromQL targets. The serving dashboards draw
+the figures the recipe was verified on beside the live ones: TTFT P99 and inter-token latency P99 per group, with
+the recipe's reference figure as a line (recording rules `hgxkit:recipe_*`, hgxkit/monitoring/alerts.py), so
+drift from the verified setup shows. Inter-token latency is each engine's histogram (`ITL_HISTOGRAMS`: the
+current name, then the name older releases used, whichever the server exports). The GPU dashboard shows, beside
+`GPU_UTIL` (which only means "a kernel was running"), DCGM's profiling ratios (tensor pipe, DRAM, SM active) and
+PCIe/NVLink bytes per second.
 
 Example:
     >>> board = gpu_dashboard()
@@ -18,7 +24,7 @@ import json
 
 from hgxkit.kinds import KINDS
 from hgxkit.kinds.base import ServerKind
-from hgxkit.monitoring.alerts import NVLINK_ERRORS
+from hgxkit.monitoring.alerts import NVLINK_ERRORS, RECIPE_ITL, RECIPE_TTFT, XID_GAUGE, XID_WINDOWED
 from hgxkit.monitoring.dcgm import EXPORTER_LABEL
 from hgxkit.serving.containers import SPEC_LABEL
 from hgxkit.serving.router import RouterSpec
@@ -27,6 +33,15 @@ DATASOURCE_UID = "hgxkit-prometheus"
 GPU_LEGEND = "{{node}} GPU {{gpu}}"
 GROUP_LEGEND = "{{node}} {{group}}"
 GRAFANA_DASHBOARDS = "/var/lib/grafana/dashboards/hgxkit"  # where the container reads the JSON files
+GRAFANA_PASSWORD_IN_CONTAINER = "/run/secrets/grafana-admin-password"
+# Per kind: the inter-token latency histogram (current name first, then older releases'), and the per-request
+# time-per-output-token histogram where the engine has one. SGLang 0.5.x: srt/metrics/collector.py; vLLM 0.33:
+# v1/metrics/loggers.py (vllm:time_per_output_token_seconds before the rename).
+ITL_HISTOGRAMS: dict[str, tuple[str, ...]] = {
+    "sglang": ("sglang:inter_token_latency_seconds", "sglang:time_per_output_token_seconds"),
+    "vllm": ("vllm:inter_token_latency_seconds", "vllm:time_per_output_token_seconds"),
+}
+TPOT_HISTOGRAMS: dict[str, str] = {"vllm": "vllm:request_time_per_output_token_seconds"}
 
 
 def _panel(number: int, title: str, unit: str, targets: list[tuple[str, str]]) -> dict:
@@ -79,7 +94,11 @@ def gpu_dashboard() -> dict:
                 [("DCGM_FI_DEV_SM_CLOCK", GPU_LEGEND + " SM"), ("DCGM_FI_DEV_MEM_CLOCK", GPU_LEGEND + " memory")],
             ),
             ("Clock event reasons (bitmask)", "none", [("DCGM_FI_DEV_CLOCKS_EVENT_REASONS", GPU_LEGEND)]),
-            ("Last XID", "none", [("DCGM_FI_DEV_XID_ERRORS", GPU_LEGEND)]),
+            (
+                "XIDs in the exporter's window",
+                "none",
+                [(f"{XID_WINDOWED} > 0", GPU_LEGEND + " XID {{xid}}"), (XID_GAUGE, GPU_LEGEND + " last XID")],
+            ),
             (
                 "ECC errors (volatile)",
                 "none",
@@ -100,12 +119,62 @@ def gpu_dashboard() -> dict:
             ("NVLink errors (5 min)", "none", [(nvlink_errors, GPU_LEGEND)]),
             ("PCIe replays (5 min)", "none", [("increase(DCGM_FI_DEV_PCIE_REPLAY_COUNTER[5m])", GPU_LEGEND)]),
             ("GPUs reporting", "none", [("count by (node) (DCGM_FI_DEV_GPU_UTIL)", "{{node}}")]),
+            *_profiling_panels(),
         ],
     )
 
 
+def _profiling_panels() -> list[tuple[str, str, list[tuple[str, str]]]]:
+    """What the GPU does while 'utilized': DCGM's profiling ratios and interconnect bytes per second."""
+    return [
+        ("Tensor pipe active", "percentunit", [("DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", GPU_LEGEND)]),
+        ("DRAM (HBM) active", "percentunit", [("DCGM_FI_PROF_DRAM_ACTIVE", GPU_LEGEND)]),
+        ("SM active", "percentunit", [("DCGM_FI_PROF_SM_ACTIVE", GPU_LEGEND)]),
+        (
+            "PCIe throughput",
+            "Bps",
+            [("DCGM_FI_PROF_PCIE_TX_BYTES", GPU_LEGEND + " tx"), ("DCGM_FI_PROF_PCIE_RX_BYTES", GPU_LEGEND + " rx")],
+        ),
+        (
+            "NVLink throughput",
+            "Bps",
+            [
+                ("DCGM_FI_PROF_NVLINK_TX_BYTES", GPU_LEGEND + " tx"),
+                ("DCGM_FI_PROF_NVLINK_RX_BYTES", GPU_LEGEND + " rx"),
+            ],
+        ),
+    ]
+
+
+def _quantiles(histograms: tuple[str, ...], quantiles: tuple[float, ...] = (0.5, 0.99)) -> list[tuple[str, str]]:
+    """P50/P99 per group of the first of `histograms` the server exports (`or` falls back on the next name)."""
+    rates = " or ".join(f"rate({name}_bucket[5m])" for name in histograms)
+    return [
+        (f"histogram_quantile({q}, sum by (le, node, group) ({rates}))", f"{GROUP_LEGEND} P{round(q * 100)}")
+        for q in quantiles
+    ]
+
+
+def _latency_panels(kind: ServerKind) -> list[tuple[str, str, list[tuple[str, str]]]]:
+    """TTFT and inter-token latency with the recipe's reference lines, TPOT per request, end-to-end latency."""
+    names = kind.metrics
+    panels: list[tuple[str, str, list[tuple[str, str]]]] = []
+    if names.ttft_histogram:
+        reference = (RECIPE_TTFT, GROUP_LEGEND + " recipe P99")
+        panels.append(("TTFT", "s", [*_quantiles((names.ttft_histogram,)), reference]))
+    if kind.name in ITL_HISTOGRAMS:
+        targets = [*_quantiles(ITL_HISTOGRAMS[kind.name]), (RECIPE_ITL, GROUP_LEGEND + " recipe P99")]
+        if kind.name in TPOT_HISTOGRAMS:
+            targets += [(e, legend.replace(" P", " TPOT P")) for e, legend in _quantiles((TPOT_HISTOGRAMS[kind.name],))]
+        panels.append(("Inter-token latency / TPOT", "s", targets))
+    if names.e2e_histogram:
+        panels.append(("End-to-end latency", "s", _quantiles((names.e2e_histogram,))))
+    return panels
+
+
 def serving_dashboard(kind: ServerKind) -> dict:
-    """Up, requests running and waiting, token throughput, KV cache use, TTFT and end-to-end latency P50/P99."""
+    """Up, requests running and waiting (the queue), token throughput, KV cache use, TTFT, inter-token latency /
+    TPOT and end-to-end latency P50/P99 (with the recipe's figures as lines)."""
     names = kind.metrics
     job = f'{{job="serving-{kind.name}"}}'
     panels: list[tuple[str, str, list[tuple[str, str]]]] = [
@@ -125,21 +194,7 @@ def serving_dashboard(kind: ServerKind) -> dict:
         ),
         ("KV cache usage", "percentunit", [(names.kv_usage[0], GROUP_LEGEND)]),
     ]
-    for title, histogram in (("TTFT", names.ttft_histogram), ("End-to-end latency", names.e2e_histogram)):
-        if histogram:
-            panels.append(
-                (
-                    title,
-                    "s",
-                    [
-                        (
-                            f"histogram_quantile({q}, sum by (le, node, group) (rate({histogram}_bucket[5m])))",
-                            f"{GROUP_LEGEND} P{round(q * 100)}",
-                        )
-                        for q in (0.5, 0.99)
-                    ],
-                )
-            )
+    panels += _latency_panels(kind)
     if names.accept_length_gauge:
         panels.append(("Speculative accept length", "none", [(names.accept_length_gauge, GROUP_LEGEND)]))
     return _dashboard(f"hgxkit-serving-{kind.name}", f"hgxkit serving ({kind.title})", panels)
@@ -186,9 +241,14 @@ def grafana_dashboard_provider(path: str) -> dict:
 GRAFANA_CONTAINER = "hgxkit-grafana"
 
 
-def grafana_spec(image: str, *, bind_address: str, port: int, monitoring_dir: str) -> RouterSpec:
+def grafana_spec(image: str, *, bind_address: str, port: int, monitoring_dir: str, password_file: str) -> RouterSpec:
     """Grafana's container: host network (it reaches Prometheus on 127.0.0.1), provisioning and dashboards from
-    `monitoring_dir` read-only, its database in the volume `hgxkit-grafana`, labelled with its spec hash."""
+    `monitoring_dir` read-only, its database in the volume `hgxkit-grafana`, labelled with its spec hash.
+
+    The admin password is never Grafana's default: it is read from `password_file` (generated on the node,
+    root:root 0640; the image runs as uid 472 in group root, so it can read it and no other user on the host can),
+    anonymous access and sign-up are off. Grafana applies the file only when it creates its database; the role
+    resets the password of an older database once (`grafana_reset_password`)."""
     body = [
         "--network",
         "host",
@@ -198,6 +258,14 @@ def grafana_spec(image: str, *, bind_address: str, port: int, monitoring_dir: st
         f"GF_SERVER_HTTP_ADDR={bind_address}",
         "-e",
         f"GF_SERVER_HTTP_PORT={port}",
+        "-e",
+        f"GF_SECURITY_ADMIN_PASSWORD__FILE={GRAFANA_PASSWORD_IN_CONTAINER}",
+        "-e",
+        "GF_AUTH_ANONYMOUS_ENABLED=false",
+        "-e",
+        "GF_USERS_ALLOW_SIGN_UP=false",
+        "-v",
+        f"{password_file}:{GRAFANA_PASSWORD_IN_CONTAINER}:ro",
         "-v",
         f"{monitoring_dir}/grafana/provisioning:/etc/grafana/provisioning:ro",
         "-v",

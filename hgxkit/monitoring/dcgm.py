@@ -2,7 +2,11 @@
 
 Field names are DCGM's (NVIDIA/dcgm-exporter etc/default-counters.csv and dcp-metrics-included.csv; the
 exporter publishes each under the field's own name). The default counters file leaves out the ECC, NVLink
-error, row-remap-pending and clock-event fields the alerts need, so hgxkit writes its own.
+error, row-remap-pending and clock-event fields the alerts need, and the profiling (DCP) fields that say what
+the GPU does while "utilized" (tensor pipe, DRAM, SM activity; PCIe and NVLink bytes per second), so hgxkit writes
+its own. Besides DCGM's fields it asks for the exporter's own `DCGM_EXP_XID_ERRORS_COUNT` (`EXPORTER_FIELDS`):
+XIDs counted within a window (`DCGM_EXPORTER_XID_COUNT_WINDOW_SIZE`, ms), which the XID alerts read so they
+resolve (hgxkit/monitoring/alerts.py).
 
 Example:
     >>> counters_csv().splitlines()[3]
@@ -54,9 +58,22 @@ FIELDS: tuple[tuple[str, str, str], ...] = (
     ("DCGM_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL", "counter", "Total number of NVLink recovery errors."),
     ("DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL", "counter", "Total number of NVLink bandwidth counters for all lanes."),
     ("DCGM_FI_DEV_PCIE_REPLAY_COUNTER", "counter", "Total number of PCIe retries."),
+    # Profiling (DCP) fields, as the exporter's dcp-metrics-included.csv names them: ratios 0..1, bytes/s.
+    ("DCGM_FI_PROF_GR_ENGINE_ACTIVE", "gauge", "Ratio of time the graphics engine is active."),
+    ("DCGM_FI_PROF_SM_ACTIVE", "gauge", "The ratio of cycles an SM has at least 1 warp assigned."),
+    ("DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", "gauge", "Ratio of cycles the tensor (HMMA) pipe is active."),
+    ("DCGM_FI_PROF_DRAM_ACTIVE", "gauge", "Ratio of cycles the device memory interface is active."),
+    ("DCGM_FI_PROF_PCIE_TX_BYTES", "gauge", "The rate of data transmitted over the PCIe bus (bytes per second)."),
+    ("DCGM_FI_PROF_PCIE_RX_BYTES", "gauge", "The rate of data received over the PCIe bus (bytes per second)."),
+    ("DCGM_FI_PROF_NVLINK_TX_BYTES", "gauge", "The rate of data transmitted over NVLink (bytes per second)."),
+    ("DCGM_FI_PROF_NVLINK_RX_BYTES", "gauge", "The rate of data received over NVLink (bytes per second)."),
     ("DCGM_FI_DRIVER_VERSION", "label", "Driver Version"),
 )
 FIELD_NAMES = tuple(name for name, kind, _ in FIELDS if kind != "label")
+# The exporter's own metrics (not DCGM fields), in the same file.
+EXPORTER_FIELDS: tuple[tuple[str, str, str], ...] = (
+    ("DCGM_EXP_XID_ERRORS_COUNT", "gauge", "Count of XID Errors within user-specified time window."),
+)
 
 
 def counters_csv() -> str:
@@ -65,18 +82,20 @@ def counters_csv() -> str:
     return (
         header
         + "# written by roles/monitoring; edits are overwritten\n\n"
-        + "".join(f"{name}, {kind}, {text}\n" for name, kind, text in FIELDS)
+        + "".join(f"{name}, {kind}, {text}\n" for name, kind, text in (*FIELDS, *EXPORTER_FIELDS))
     )
 
 
 def exporter_spec(
-    image: str, *, bind_address: str, port: int, counters_file: str, hostengine: str | None
+    image: str, *, bind_address: str, port: int, counters_file: str, hostengine: str | None, xid_window_ms: int = 300000
 ) -> RouterSpec:
     """The exporter container: host network (it listens on `bind_address:port`), every GPU, the counters
     file read-only, restart unless stopped, labelled with a hash of its spec so an unchanged one is left alone.
 
     `hostengine` ("localhost:5555") makes the exporter read the node's own nv-hostengine (bring-up runs
     nvidia-dcgm) instead of starting a second host engine inside the container; None: embedded.
+    `xid_window_ms`: how long an XID counts in DCGM_EXP_XID_ERRORS_COUNT (through the exporter's environment
+    variable, so an exporter without the setting starts all the same).
     """
     address = f"[{bind_address}]" if ":" in bind_address else bind_address
     body = [
@@ -88,6 +107,8 @@ def exporter_spec(
         "all",
         "--cap-add",
         "SYS_ADMIN",
+        "-e",
+        f"DCGM_EXPORTER_XID_COUNT_WINDOW_SIZE={xid_window_ms}",
         "-v",
         f"{counters_file}:{COUNTERS_IN_CONTAINER}:ro",
         image,

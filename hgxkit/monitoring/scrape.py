@@ -2,6 +2,10 @@
 group's /metrics (path and names from its server kind), the SGLang router; and the prometheus.yml that says so.
 
 Every target is labelled `node` (inventory name); serving targets also `group` (container name) and `kind`.
+A serving group's /metrics comes from the recipe's image, which hgxkit does not vouch for: its jobs carry scrape
+limits (`ScrapeLimits`: samples, body size, labels per series and their lengths), so an image that floods them
+fails its scrape (ServingGroupDown says so) instead of filling Prometheus; and `honor_labels` stays off, so the
+image cannot overwrite the `node`/`group` labels the alerts and dashboards key on.
 The monitoring host reaches its own exporters and groups over 127.0.0.1; another node's only when that node
 binds beyond loopback (the same policy as serving: loopback unless told).
 
@@ -18,6 +22,7 @@ Example:
 from __future__ import annotations
 
 from dataclasses import dataclass
+from urllib.parse import urlsplit
 
 from hgxkit.netaddr import is_loopback
 from hgxkit.problems import Problem
@@ -25,6 +30,7 @@ from hgxkit.recipe.render import render_recipe
 from hgxkit.recipe.spec import Recipe
 
 RULES_FILE = "/etc/prometheus/hgxkit-rules.yml"
+ALERTMANAGER_PORT = 9093
 DCGM_PORT = 9400
 NODE_PORT = 9100
 PROMETHEUS_PORT = 9090
@@ -53,6 +59,28 @@ class ServingTarget:
     bind_address: str = "127.0.0.1"
     address: str = ""
     ttft_p99_ms: float | None = None  # the recipe's TTFT P99 the alert compares with (None: no TTFT alert)
+    itl_p99_ms: float | None = None  # the recipe's inter-token latency P99 (a dashboard line; None: none)
+
+
+@dataclass(frozen=True)
+class ScrapeLimits:
+    """Limits on what one scrape of an image's /metrics may bring (Prometheus' scrape_config fields); a scrape over
+    any of them fails as a whole. The defaults hold SGLang and vLLM at TP8 with every histogram many times over."""
+
+    sample_limit: int = 20000
+    body_size_limit: str = "16MB"
+    label_limit: int = 40
+    label_name_length_limit: int = 128
+    label_value_length_limit: int = 1024
+
+    def fields(self) -> dict:
+        return {
+            "sample_limit": self.sample_limit,
+            "body_size_limit": self.body_size_limit,
+            "label_limit": self.label_limit,
+            "label_name_length_limit": self.label_name_length_limit,
+            "label_value_length_limit": self.label_value_length_limit,
+        }
 
 
 def _host_port(address: str, port: int) -> str:
@@ -113,9 +141,14 @@ def prometheus_config(
     dcgm_port: int = DCGM_PORT,
     node_port: int = NODE_PORT,
     prometheus_port: int = PROMETHEUS_PORT,
+    limits: ScrapeLimits | None = None,
+    alertmanager: str | None = None,
 ) -> tuple[dict, list[Problem]]:
     """prometheus.yml as a dict (jobs: prometheus, dcgm, node, serving-<kind> per kind, sglang-router), and the
-    problems that keep a target out of reach. `router_port` (the router's metrics port) None: no router."""
+    problems that keep a target out of reach. `router_port` (the router's metrics port) None: no router.
+    `limits` go on the jobs that scrape images (serving groups, router); `alertmanager` is where alerts go (a URL,
+    `alerting_section`), None: nowhere."""
+    limits = limits or ScrapeLimits()
     problems: list[Problem] = []
     dcgm: list[dict] = []
     node_targets: list[dict] = []
@@ -146,11 +179,11 @@ def prometheus_config(
             {"targets": [_host_port(address, group.port)], "labels": labels}
         )
     for (kind, path), targets in by_kind.items():
-        jobs.append(_job(f"serving-{kind}", targets, metrics_path=path))
+        jobs.append(_job(f"serving-{kind}", targets, metrics_path=path, limits=limits))
     if router_port is not None and router_host is not None:
         if router_host == monitoring_host:
             target = {"targets": [_host_port("127.0.0.1", router_port)], "labels": {"node": router_host}}
-            jobs.append(_job("sglang-router", [target]))
+            jobs.append(_job("sglang-router", [target], limits=limits))
         else:
             problems.append(
                 Problem(
@@ -160,20 +193,40 @@ def prometheus_config(
                     f"set monitoring_host: {router_host} (or router_host: {monitoring_host})",
                 )
             )
-    config = {
-        "global": {"scrape_interval": scrape_interval, "evaluation_interval": scrape_interval},
-        "rule_files": [RULES_FILE],
-        "scrape_configs": jobs,
-    }
+    config: dict = {"global": {"scrape_interval": scrape_interval, "evaluation_interval": scrape_interval}}
+    if alertmanager:
+        config["alerting"] = alerting_section(alertmanager)
+    config["rule_files"] = [RULES_FILE]
+    config["scrape_configs"] = jobs
     return config, problems
 
 
-def _job(name: str, targets: list[dict], metrics_path: str = "/metrics") -> dict:
+def _job(name: str, targets: list[dict], metrics_path: str = "/metrics", limits: ScrapeLimits | None = None) -> dict:
     job: dict = {"job_name": name}
     if metrics_path != "/metrics":
         job["metrics_path"] = metrics_path
+    if limits is not None:
+        job.update(limits.fields())
     job["static_configs"] = targets
     return job
+
+
+def alerting_section(url: str) -> dict:
+    """prometheus.yml's `alerting:` for the Alertmanager at `url` (scheme, host:port, path prefix).
+
+    >>> alerting_section("http://127.0.0.1:9093")
+    {'alertmanagers': [{'scheme': 'http', 'static_configs': [{'targets': ['127.0.0.1:9093']}]}]}
+    >>> alerting_section("https://am.example.org/prom")["alertmanagers"][0]["path_prefix"]
+    '/prom'
+    """
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname or parts.username or parts.password:
+        raise ValueError(f"alertmanager_url {url!r}: write http(s)://HOST[:PORT][/PREFIX], without a user or password")
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    manager: dict = {"scheme": parts.scheme, "static_configs": [{"targets": [_host_port(parts.hostname, port)]}]}
+    if parts.path.strip("/"):
+        manager["path_prefix"] = "/" + parts.path.strip("/")
+    return {"alertmanagers": [manager]}
 
 
 def prometheus_args(bind_address: str, port: int, retention: str, retention_size: str | None) -> str:
@@ -202,6 +255,17 @@ def recipe_ttft_p99_ms(recipe: Recipe) -> float | None:
     post measured, what verify compares the node with), None when the recipe has none."""
     figures = [cell.ttft_p99_ms for cell in recipe.reference.cells if cell.ttft_p99_ms] if recipe.reference else []
     return max(figures) if figures else None
+
+
+def recipe_itl_p99_ms(recipe: Recipe) -> float | None:
+    """The inter-token latency P99 a dashboard draws as the recipe's line: the highest ITL P99 of its reference
+    cells, else the highest TPOT P99 (posts give one or the other), None when it has neither."""
+    cells = recipe.reference.cells if recipe.reference else ()
+    for key in ("itl_p99_ms", "tpot_p99_ms"):
+        figures = [getattr(cell, key) for cell in cells if getattr(cell, key)]
+        if figures:
+            return max(figures)
+    return None
 
 
 def recipe_targets(
@@ -237,7 +301,11 @@ def recipe_targets(
         else:
             continue
         name = group.name or f"group-{group.group}"
-        targets.append(ServingTarget(node, name, port, kind.name, kind.metrics_path, listen, address, ttft))
+        targets.append(
+            ServingTarget(
+                node, name, port, kind.name, kind.metrics_path, listen, address, ttft, recipe_itl_p99_ms(recipe)
+            )
+        )
     return targets, []
 
 

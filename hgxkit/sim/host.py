@@ -79,6 +79,7 @@ TOOLS = (
     Tool("vagrant", "vagrant", "validates the Vagrantfile in its test", ("test",)),
     Tool("chromium", "chromium", "renders the HTML report in its tests", ("test",)),
     Tool("promtool", "prometheus", "checks the generated Prometheus configuration and alert rules", ("test",)),
+    Tool("amtool", "prometheus-alertmanager", "checks the generated Alertmanager configuration", ("test",)),
     Tool("docker-compose", "docker-compose", "validates the compose export in its tests", ("test",)),
     Tool("shellcheck", "shellcheck", "checks the Slurm export in its tests", ("test",)),
 )
@@ -486,8 +487,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         dest="purpose",
         choices=PURPOSES,
         default="demo",
-        help="what the machine is set up for: demo (default), test (also vagrant, chromium, ssh, promtool; only warns "
-        "unless CI=true) or all",
+        help="what the machine is set up for: demo (default), test (also vagrant, chromium, ssh, promtool, amtool; "
+        "only warns unless CI=true) or all",
     )
     parser.add_argument("--dry-run", action="store_true", help="print what it would do, and do nothing")
 

@@ -82,6 +82,66 @@ class MonitoringKnobs(Knobs):
         "the rate window of the TTFT P99 (histogram_quantile over the kind's TTFT histogram).",
     )
     monitoring_ttft_for: str = declare("10m", "how long TTFT P99 must stay above before it alerts.")
+    monitoring_xid_window: str = declare(
+        "5m",
+        "an XID alert fires for this long after the XID and then resolves: the DCGM exporter counts XIDs within it "
+        "(DCGM_EXP_XID_ERRORS_COUNT, its --xid-count-window-size; 5m is the exporter's default).",
+    )
+    monitoring_exporter_down_for: str = declare(
+        "2m",
+        "how long an exporter may not answer before DcgmExporterDown (critical), NodeExporterDown or NodeDown fire.",
+    )
+    monitoring_scrape_sample_limit: int = declare(
+        20000,
+        "the most samples one scrape of a serving group's or the router's /metrics may return (the image is the "
+        "recipe's); more fails that scrape, and ServingGroupDown fires.",
+    )
+    monitoring_scrape_body_size_limit: str = declare(
+        "16MB",
+        "the largest /metrics body of a serving group or the router Prometheus reads (its body_size_limit).",
+    )
+    alertmanager_url: str | None = declare(
+        None,
+        "None: Debian's prometheus-alertmanager runs on the monitoring host, on 127.0.0.1:alertmanager_port, with the "
+        "receivers below. A URL (http(s)://HOST:PORT[/PREFIX]): Prometheus sends its alerts there instead (a fleet's "
+        "one Alertmanager) and none runs here.",
+    )
+    alertmanager_port: int = declare(9093, "the local Alertmanager's port (its default, 9093; loopback only).")
+    alertmanager_webhook_url: str | None = declare(
+        None,
+        "None, or a URL that gets every alert and its resolution as Alertmanager's webhook JSON. Kept root-only on "
+        "the node, never printed.",
+    )
+    alertmanager_slack_webhook_url: str | None = declare(
+        None,
+        "None, or a Slack (or Slack-compatible, e.g. Mattermost) incoming-webhook URL. A secret: root-only, never "
+        "printed.",
+    )
+    alertmanager_slack_channel: str | None = declare(None, "None (the webhook's own channel), or a channel to post in.")
+    alertmanager_pagerduty_routing_key: str | None = declare(
+        None,
+        "None, or a PagerDuty Events API v2 routing key. A secret: root-only, never printed.",
+    )
+    alertmanager_email_to: str | None = declare(
+        None,
+        "None, or the address alerts are mailed to (needs alertmanager_email_from and alertmanager_smtp_smarthost).",
+    )
+    alertmanager_email_from: str | None = declare(None, "the sender address of alert mail.")
+    alertmanager_smtp_smarthost: str | None = declare(None, 'the SMTP server, HOST:PORT (e.g. "smtp.example.org:587").')
+    alertmanager_smtp_username: str | None = declare(None, "None, or the SMTP user name.")
+    alertmanager_smtp_password: str | None = declare(
+        None,
+        "None, or the SMTP password. A secret: root-only, never printed.",
+    )
+    alertmanager_group_wait: str = declare(
+        "30s",
+        "how long Alertmanager gathers a node's alerts before the first notification (alerts are grouped per node).",
+    )
+    alertmanager_group_interval: str = declare(
+        "5m",
+        "how long it waits before notifying a node's group again with what changed (new alerts, resolutions).",
+    )
+    alertmanager_repeat_interval: str = declare("4h", "how often an alert that still fires is sent again.")
     router: bool = shared("router")
     router_host: str | None = shared("router_host")
     model_peer_address: str | None = shared("model_peer_address")
@@ -96,6 +156,11 @@ class MonitoringKnobs(Knobs):
     )
     grafana_port: int = declare(3000, "Grafana's port (3000).")
     grafana_bind_address: str = declare("127.0.0.1", "where Grafana listens: 127.0.0.1 unless told.")
+    grafana_admin_password_file: str = declare(
+        "/etc/hgxkit/monitoring/grafana-admin-password",
+        "Grafana's admin password (user admin), generated on the node at the first deploy, root-only (root:root "
+        "0640: Grafana's container reads it as group root). Never admin/admin; read it with sudo on the node.",
+    )
     expected_gpu_count: int | None = shared("expected_gpu_count")
     serve_total_gpus: int | None = shared("serve_total_gpus")
     bind_address: str = shared("bind_address")

@@ -28,6 +28,7 @@ from hgxkit.monitoring.dcgm import FIELD_NAMES, counters_csv, exporter_spec
 from hgxkit.monitoring.scrape import (
     MonitoredNode,
     ServingTarget,
+    alerting_section,
     choose_monitoring_host,
     exposure_problems,
     node_exporter_args,
@@ -58,7 +59,8 @@ def test_defaults_are_documented_and_off() -> None:
 def test_counters_file_has_every_field_the_alerts_and_dashboards_read() -> None:
     lines = [line for line in counters_csv().splitlines() if line and not line.startswith("#")]
     fields = [line.split(",")[0] for line in lines]
-    assert len(fields) == len(set(fields)) == 27
+    assert len(fields) == len(set(fields)) == 36
+    assert fields[-1] == "DCGM_EXP_XID_ERRORS_COUNT"  # the exporter's windowed XID count, which the XID alerts read
     for needed in (
         "DCGM_FI_DEV_GPU_UTIL",
         "DCGM_FI_DEV_FB_USED",
@@ -78,6 +80,10 @@ def test_counters_file_has_every_field_the_alerts_and_dashboards_read() -> None:
         "DCGM_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL",
         "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL",
         "DCGM_FI_DEV_PCIE_REPLAY_COUNTER",
+        "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE",
+        "DCGM_FI_PROF_DRAM_ACTIVE",
+        "DCGM_FI_PROF_PCIE_TX_BYTES",
+        "DCGM_FI_PROF_PCIE_RX_BYTES",
     ):
         assert needed in fields, needed
     assert all(line.split(", ")[1] in ("gauge", "counter", "label") for line in lines)
@@ -108,6 +114,8 @@ def test_exporter_runs_by_spec_with_the_counters_file_on_the_bind_address() -> N
         "all",
         "--cap-add",
         "SYS_ADMIN",
+        "-e",
+        "DCGM_EXPORTER_XID_COUNT_WINDOW_SIZE=300000",
         "-v",
         "/etc/m/c.csv:/etc/dcgm-exporter/hgxkit.csv:ro",
         IMAGE,
@@ -117,7 +125,7 @@ def test_exporter_runs_by_spec_with_the_counters_file_on_the_bind_address() -> N
         "127.0.0.1:9400",
     ]
     digest = "nvcr.io/nvidia/k8s/dcgm-exporter@sha256:" + "a" * 64
-    assert spec.words(digest)[19] == digest and IMAGE not in spec.words(digest)
+    assert spec.words(digest)[21] == digest and IMAGE not in spec.words(digest)
     remote = exporter_spec(IMAGE, bind_address="::", port=9401, counters_file="/c", hostengine="localhost:5555")
     assert remote.argv[-6:] == ["-r", "localhost:5555", "-f", "/etc/dcgm-exporter/hgxkit.csv", "-a", "[::]:9401"]
     assert remote.spec_hash != spec.spec_hash
@@ -135,6 +143,17 @@ def test_scrape_config_covers_exporters_groups_and_router_of_every_node() -> Non
     assert config["rule_files"] == ["/etc/prometheus/hgxkit-rules.yml"]
     jobs = {job["job_name"]: job["static_configs"] for job in config["scrape_configs"]}
     assert list(jobs) == ["prometheus", "dcgm", "node", "serving-sglang", "serving-vllm", "sglang-router"]
+    assert "alerting" not in config  # none asked for
+    limited = {job["job_name"]: job for job in config["scrape_configs"] if "sample_limit" in job}
+    assert sorted(limited) == ["serving-sglang", "serving-vllm", "sglang-router"]  # the images a recipe names
+    assert {k: v for k, v in limited["serving-vllm"].items() if "limit" in k} == {
+        "sample_limit": 20000,
+        "body_size_limit": "16MB",
+        "label_limit": 40,
+        "label_name_length_limit": 128,
+        "label_value_length_limit": 1024,
+    }
+    assert not any(job.get("honor_labels") for job in config["scrape_configs"])
     assert jobs["dcgm"] == [
         {"targets": ["127.0.0.1:9400"], "labels": {"node": "node1"}},
         {"targets": ["10.0.0.2:9400"], "labels": {"node": "node2"}},
@@ -192,7 +211,7 @@ def test_alert_rules_cover_the_faults_and_the_ttft_drift() -> None:
         ServingTarget("node1", "g-1", 5001, "vllm", "/metrics"),
     ]
     rules = alert_rules(AlertSettings(), [("node1", 8), ("node2", 4)], groups)
-    gpu, serving = (group["rules"] for group in rules["groups"])
+    gpu, serving = (group["rules"] for group in rules["groups"][:2])
     assert [r["alert"] for r in gpu] == [
         "GpuFellOffBus",
         "GpuCriticalXid",
@@ -204,18 +223,26 @@ def test_alert_rules_cover_the_faults_and_the_ttft_drift() -> None:
         "GpuNvlinkErrorsRising",
         "GpuPcieReplaysRising",
         "GpuFewerThanExpected",
-        "MonitoringExporterDown",
+        "DcgmExporterDown",
+        "NodeExporterDown",
+        "NodeDown",
     ]
     by_name = {r["alert"]: r for r in gpu + serving}
-    assert CRITICAL_XIDS == (48, 63, 64, 74, 79, 92, 94, 95)
-    assert by_name["GpuCriticalXid"]["expr"].count("DCGM_FI_DEV_XID_ERRORS == ") == 8
+    assert CRITICAL_XIDS == (48, 63, 64, 74, 79, 92, 94, 95, 119, 120)
+    assert by_name["GpuCriticalXid"]["expr"].count("DCGM_FI_DEV_XID_ERRORS == ") == 9  # all but 79
+    assert 'DCGM_EXP_XID_ERRORS_COUNT{xid=~"48|63|64|74|92|94|95|119|120"} > 0' in by_name["GpuCriticalXid"]["expr"]
+    assert by_name["GpuPowerThrottling"]["expr"] == (
+        "floor(DCGM_FI_DEV_CLOCKS_EVENT_REASONS / 8) % 2 == 1 or floor(DCGM_FI_DEV_CLOCKS_EVENT_REASONS / 128) % 2 == 1"
+    )
+    assert by_name["DcgmExporterDown"]["labels"] == {"severity": "critical"}
     assert by_name["GpuThermalThrottling"]["for"] == "10m"
     assert by_name["GpuThermalThrottling"]["expr"] == (
         "floor(DCGM_FI_DEV_CLOCKS_EVENT_REASONS / 32) % 2 == 1 or floor(DCGM_FI_DEV_CLOCKS_EVENT_REASONS / 64) % 2 == 1"
     )
     assert by_name["GpuFewerThanExpected"]["expr"] == (
-        'count by (node) (DCGM_FI_DEV_GPU_UTIL{node="node1"}) < 8 or '
-        'count by (node) (DCGM_FI_DEV_GPU_UTIL{node="node2"}) < 4'
+        '(count by (node) (DCGM_FI_DEV_GPU_UTIL{node="node1"}) or (absent(DCGM_FI_DEV_GPU_UTIL{node="node1"}) - 1))'
+        ' < 8 or (count by (node) (DCGM_FI_DEV_GPU_UTIL{node="node2"}) or '
+        '(absent(DCGM_FI_DEV_GPU_UTIL{node="node2"}) - 1)) < 4'
     )
     assert [r["alert"] for r in serving] == ["ServingGroupDown", "RouterDown", "ServingTtftP99High"]  # vLLM: no figure
     assert by_name["ServingTtftP99High"]["expr"] == (
@@ -224,6 +251,14 @@ def test_alert_rules_cover_the_faults_and_the_ttft_drift() -> None:
     )
     assert by_name["ServingGroupDown"]["labels"] == {"severity": "critical"}
     assert by_name["ServingTtftP99High"]["labels"] == {"severity": "warning", "node": "node1", "group": "g-0"}
+    assert [g["name"] for g in rules["groups"]] == ["hgxkit-gpu", "hgxkit-serving", "hgxkit-reference"]
+    assert rules["groups"][2]["rules"] == [
+        {
+            "record": "hgxkit:recipe_ttft_p99_seconds",
+            "expr": "vector(4.43823)",
+            "labels": {"node": "node1", "group": "g-0"},
+        }
+    ]
 
 
 def test_dashboards_are_grafana_json_with_promql_targets() -> None:
@@ -242,21 +277,47 @@ def test_dashboards_are_grafana_json_with_promql_targets() -> None:
             }
             assert set(panel["gridPos"]) == {"h", "w", "x", "y"} and panel["targets"], (name, panel["title"])
             assert all(t["refId"] and t["expr"] for t in panel["targets"])
-    assert len(boards["hgxkit-gpu.json"]["panels"]) == 13
+    gpu = boards["hgxkit-gpu.json"]
+    assert len(gpu["panels"]) == 18
+    assert {"DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", "DCGM_FI_PROF_DRAM_ACTIVE", "DCGM_FI_PROF_PCIE_TX_BYTES"} <= set(
+        panel_expressions(gpu)
+    )
     sglang = panel_expressions(boards["hgxkit-serving-sglang.json"])
     assert "sglang:num_running_reqs" in sglang and "sglang:spec_accept_length" in sglang
     vllm = panel_expressions(boards["hgxkit-serving-vllm.json"])
     assert (
         "histogram_quantile(0.99, sum by (le, node, group) (rate(vllm:time_to_first_token_seconds_bucket[5m])))" in vllm
     )
+    for kind, names in (
+        ("sglang", ("sglang:inter_token_latency_seconds", "sglang:time_per_output_token_seconds")),
+        ("vllm", ("vllm:inter_token_latency_seconds", "vllm:time_per_output_token_seconds")),
+    ):
+        (itl,) = [
+            p for p in boards[f"hgxkit-serving-{kind}.json"]["panels"] if p["title"] == "Inter-token latency / TPOT"
+        ]
+        exprs = [t["expr"] for t in itl["targets"]]
+        assert exprs[1] == (
+            f"histogram_quantile(0.99, sum by (le, node, group) (rate({names[0]}_bucket[5m]) or "
+            f"rate({names[1]}_bucket[5m])))"
+        )
+        assert "hgxkit:recipe_itl_p99_seconds" in exprs and itl["fieldConfig"]["defaults"]["unit"] == "s"
+    assert any("vllm:request_time_per_output_token_seconds_bucket" in e for e in vllm)
+    assert "hgxkit:recipe_ttft_p99_seconds" in sglang and "hgxkit:recipe_ttft_p99_seconds" in vllm
     assert all(kind.metrics.ttft_histogram for kind in KINDS.values())
     assert grafana_datasource("http://127.0.0.1:9090")["datasources"][0]["url"] == "http://127.0.0.1:9090"
     assert grafana_dashboard_provider("/d")["providers"][0]["options"] == {"path": "/d"}
-    spec = grafana_spec("grafana/grafana-oss:11.2.0", bind_address="127.0.0.1", port=3000, monitoring_dir="/m")
+    spec = grafana_spec(
+        "grafana/grafana-oss:11.2.0", bind_address="127.0.0.1", port=3000, monitoring_dir="/m", password_file="/m/pw"
+    )
     assert (
         "GF_SERVER_HTTP_ADDR=127.0.0.1" in spec.argv
         and "/m/dashboards:/var/lib/grafana/dashboards/hgxkit:ro" in spec.argv
     )
+    # Never admin/admin: the password comes from the root-only file; anonymous access and sign-up are off.
+    assert "GF_SECURITY_ADMIN_PASSWORD__FILE=/run/secrets/grafana-admin-password" in spec.argv
+    assert "/m/pw:/run/secrets/grafana-admin-password:ro" in spec.argv
+    assert {"GF_AUTH_ANONYMOUS_ENABLED=false", "GF_USERS_ALLOW_SIGN_UP=false"} <= set(spec.argv)
+    assert not [w for w in spec.argv if w.startswith("GF_SECURITY_ADMIN_PASSWORD=")]
 
 
 def test_listen_arguments_for_debians_default_files() -> None:
@@ -294,6 +355,7 @@ def _generated(tmp_path: Path) -> tuple[Path, Path]:
     rules_file = tmp_path / "hgxkit-rules.yml"
     rules_file.write_text(yaml.safe_dump(alert_rules(AlertSettings(), [("node1", 8)], groups), sort_keys=False))
     config["rule_files"] = [str(rules_file)]
+    config["alerting"] = alerting_section("http://127.0.0.1:9093")
     config_file = tmp_path / "prometheus.yml"
     config_file.write_text(yaml.safe_dump(config, sort_keys=False))
     return config_file, rules_file
@@ -303,7 +365,7 @@ def test_promtool_accepts_the_generated_config_and_rules(tmp_path: Path) -> None
     config_file, rules_file = _generated(tmp_path)
     out = _run("check", "config", str(config_file), cwd=tmp_path)
     assert "SUCCESS" in out and "valid prometheus config file syntax" in out
-    assert "SUCCESS: 15 rules found" in _run("check", "rules", str(rules_file), cwd=tmp_path)
+    assert "SUCCESS: 19 rules found" in _run("check", "rules", str(rules_file), cwd=tmp_path)
 
 
 def test_promtool_parses_every_dashboard_expression(tmp_path: Path) -> None:
@@ -315,95 +377,10 @@ def test_promtool_parses_every_dashboard_expression(tmp_path: Path) -> None:
     assert f"SUCCESS: {len(exprs)} rules found" in _run("check", "rules", str(path), cwd=tmp_path)
 
 
-def test_promtool_unit_tests_xid79_and_serving_down_fire(tmp_path: Path) -> None:
-    _, rules_file = _generated(tmp_path)
-    gpu = {"node": "node1", "gpu": "3", "job": "dcgm", "instance": "127.0.0.1:9400"}
-    group = {
-        "node": "node1",
-        "group": "deepseek-v4-flash-1",
-        "kind": "sglang",
-        "job": "serving-sglang",
-        "instance": "127.0.0.1:5001",
-    }
-
-    def series(name: str, labels: dict[str, str]) -> str:
-        return name + "{" + ",".join(f'{k}="{v}"' for k, v in labels.items()) + "}"
-
-    tests = {
-        "rule_files": [str(rules_file)],
-        "evaluation_interval": "1m",
-        "tests": [
-            {
-                "interval": "1m",
-                "input_series": [
-                    {"series": series("DCGM_FI_DEV_XID_ERRORS", gpu), "values": "0 0 79 79 79"},
-                    {"series": series("DCGM_FI_DEV_XID_ERRORS", {**gpu, "gpu": "2"}), "values": "0 0 0 0 0"},
-                ],
-                "alert_rule_test": [
-                    {"eval_time": "1m", "alertname": "GpuFellOffBus", "exp_alerts": []},
-                    {
-                        "eval_time": "3m",
-                        "alertname": "GpuFellOffBus",
-                        "exp_alerts": [
-                            {
-                                "exp_labels": {**gpu, "severity": "critical"},
-                                "exp_annotations": {
-                                    "summary": "node1 GPU 3 fell off the bus (XID 79): drain the node, "
-                                    "reset or replace the GPU"
-                                },
-                            }
-                        ],
-                    },
-                    {
-                        "eval_time": "3m",
-                        "alertname": "GpuCriticalXid",
-                        "exp_alerts": [
-                            {
-                                "exp_labels": {**gpu, "severity": "critical"},
-                                "exp_annotations": {
-                                    "summary": "node1 GPU 3 raised XID 79 (critical set 48, 63, 64, 74, 79, 92, 94, 95)"
-                                },
-                            }
-                        ],
-                    },
-                ],
-            },
-            {
-                "interval": "30s",
-                "input_series": [
-                    {"series": series("up", group), "values": "1 1 0 0 0 0 0 0"},
-                    {
-                        "series": series("up", {**group, "group": "deepseek-v4-flash-0", "instance": "127.0.0.1:5000"}),
-                        "values": "1 1 1 1 1 1 1 1",
-                    },
-                ],
-                "alert_rule_test": [
-                    {"eval_time": "1m30s", "alertname": "ServingGroupDown", "exp_alerts": []},  # pending (for: 1m)
-                    {
-                        "eval_time": "3m",
-                        "alertname": "ServingGroupDown",
-                        "exp_alerts": [
-                            {
-                                "exp_labels": {**group, "severity": "critical"},
-                                "exp_annotations": {
-                                    "summary": "serving group deepseek-v4-flash-1 on node1 does not answer /metrics"
-                                },
-                            }
-                        ],
-                    },
-                ],
-            },
-        ],
-    }
-    path = tmp_path / "tests.yml"
-    path.write_text(yaml.safe_dump(tests, sort_keys=False))
-    out = _run("test", "rules", str(path), cwd=tmp_path)
-    assert "SUCCESS" in out
-
-
 @pytest.mark.parametrize(
     "name",
     [
+        "hgxkit.monitoring.alertmanager",
         "hgxkit.monitoring.alerts",
         "hgxkit.monitoring.dashboards",
         "hgxkit.monitoring.dcgm",
