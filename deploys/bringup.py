@@ -69,6 +69,8 @@ skip = bringup_skip(host, knob_names=BRINGUP_KNOBS, sources=JUDGING_SOURCES)
 if skip.reason:
     echo(f"[{host.name}] {skip.reason}")
 else:
+    if skip.rerun:
+        echo(f"[{host.name}] bring-up checks everything: {skip.rerun}")
     preflight()
     nvidia_driver()
     docker_engine()

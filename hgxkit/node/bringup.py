@@ -30,6 +30,7 @@ from hgxkit.node.converged import (
     RECORD_NAME,
     judged_by,
     parse_state,
+    rerun_reason,
     skip_reason,
     source_files,
     state_command,
@@ -52,6 +53,7 @@ class BringupSkip:
     reason: str | None
     record_needed: bool
     judged: str
+    rerun: str | None = None  # what changed since the last passed bring-up, when it runs again
 
 
 def record_path(host) -> str:
@@ -86,7 +88,8 @@ def bringup_skip(host, knob_names: Iterable[str], sources: Iterable[Path]) -> Br
     state = with_gpus(with_units(state, plan_fact(host, NodeUnits)), plan_fact(host, NvidiaSmi))
     reason = skip_reason(state, judged, record, recheck=bool(knob(host, "recheck")))
     unchanged = bool(record) and record.get("state") == state.digest() and record.get("judged_by") == judged
-    return BringupSkip(reason, record_needed=not unchanged, judged=judged)
+    rerun = None if reason else rerun_reason(state, judged, record)
+    return BringupSkip(reason, record_needed=not unchanged, judged=judged, rerun=rerun)
 
 
 def plan_reads(host) -> list[tuple[type, dict[str, object]]]:

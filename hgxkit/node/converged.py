@@ -76,6 +76,38 @@ class NodeState:
     def digest(self) -> str:
         return hashlib.sha256("\n".join(self.lines).encode()).hexdigest()
 
+    def part_digests(self) -> dict[str, str]:
+        """A digest per part (`PART_NAMES`), so that a run can say which part changed."""
+        parts: dict[str, list[str]] = {name: [] for name in PART_NAMES}
+        for at, line in enumerate(self.lines):
+            parts[_part(at, line)].append(line)
+        return {name: hashlib.sha256("\n".join(lines).encode()).hexdigest()[:16] for name, lines in parts.items()}
+
+
+PART_NAMES = {
+    "boot": "the boot",
+    "packages": "bring-up's packages",
+    "files": "its managed files",
+    "xid": "the XID count",
+    "units": "its units",
+    "gpus": "the GPUs",
+}
+
+
+def _part(at: int, line: str) -> str:
+    """Which part of `NodeState` a line is, by the shape `state_command`, `with_units` and `with_gpus` give it."""
+    if at == 0:
+        return "boot"
+    if line.startswith("/"):
+        return "files"
+    if line.startswith("xid "):
+        return "xid"
+    if line.startswith(("Id=", "LoadState=", "ActiveState=")):
+        return "units"
+    if line.startswith(("gpu ", "gpus unknown")):
+        return "gpus"
+    return "packages"
+
 
 def state_command(state_file: str) -> StringCommand:
     """One command that prints everything `NodeState` holds but the units and GPUs (in a stable order), then the
@@ -239,10 +271,35 @@ def verified_record(state: NodeState, judged: str, now: datetime | None = None) 
     return {
         "schema_version": 1,
         "state": state.digest(),
+        "parts": state.part_digests(),
         "judged_by": judged,
         "boot_id": state.boot_id,
         "verified_at": when,
     }
+
+
+def rerun_reason(state: NodeState, judged: str, record: dict | None) -> str | None:
+    """What changed since the last passed bring-up, for a run that checks everything again (None: nothing did,
+    or there is no record to compare with).
+
+    >>> record = verified_record(NodeState(("boot-1", "xid 0")), "k1")
+    >>> rerun_reason(NodeState(("boot-1", "xid 2")), "k1", record)[:36]
+    'the XID count changed since the chec'
+    """
+    if not record:
+        return None
+    if record.get("judged_by") != judged:
+        changed = ["the knobs or hgxkit's checks"]
+    else:
+        parts = record.get("parts")
+        now = state.part_digests()
+        if not isinstance(parts, dict):
+            changed = [] if record.get("state") == state.digest() else ["the node's state"]
+        else:
+            changed = [PART_NAMES[p] for p in PART_NAMES if parts.get(p) != now.get(p)]
+    if not changed:
+        return None
+    return f"{' and '.join(changed)} changed since the checks passed at {record.get('verified_at', '?')}"
 
 
 def skip_reason(state: NodeState, judged: str, record: dict | None, *, recheck: bool) -> str | None:

@@ -75,6 +75,20 @@ def out(result) -> str:
     return result.stdout + result.stderr
 
 
+def why_changed(result) -> str:
+    """A re-run's failure message: what the run said about its plan (`[host] ...` lines before the first
+    operation: why bring-up checked again) and the operations that changed something, with their hosts."""
+    text = out(result)
+    said = [line for line in text.split("--> Starting operation", 1)[0].splitlines() if line.strip().startswith("[")]
+    changed, operation = [], ""
+    for line in text.splitlines():
+        if "--> Starting operation:" in line:
+            operation = line.split(":", 1)[1].strip()
+        elif line.strip().endswith("] Success"):
+            changed.append(f"{operation}: {line.strip()}")
+    return "\n".join([*said, "changed:", *changed])
+
+
 def cluster_name(base: str) -> str:
     """The cluster a test uses: `base-<session suffix>`, so two test sessions on one machine (a developer's, a CI
     clone's) and the demo's cluster never share simulated nodes, nor ports (`hgxkit sim up` picks free ones)."""

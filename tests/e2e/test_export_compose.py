@@ -205,7 +205,8 @@ def test_a_compose_export_runs_on_the_node_and_compares_with_the_pyinfra_run(nod
         str(exported),
     )
     assert made.returncode == 0, out(made)
-    (exported / "secrets.env").write_text("")  # no key: the server answers on the simulated network only
+    digest = json.loads((deployed / "fingerprint.json").read_text())["serving"]["image_digest"]
+    assert f"image: vllm/vllm-openai@{digest}" in (exported / "compose.yaml").read_text()
     docker = NodeDocker(info, tmp_path)
     try:
         config = docker.compose(exported, "config")
@@ -219,7 +220,8 @@ def test_a_compose_export_runs_on_the_node_and_compares_with_the_pyinfra_run(nod
             f"docker ps --filter label=com.docker.compose.project={PROJECT} "
             "--format '{{.Names}} {{.Image}} {{.Label \"hgxkit.io/verified-by-run\"}}'",
         )
-        assert running.split() == [f"{PROJECT}_llama-3-1-8b-instruct-0_1", "vllm/vllm-openai:latest", summary["run_id"]]
+        # the image runs by the digest the run archived (docker ps names a digest reference by its repository)
+        assert running.split() == [f"{PROJECT}_llama-3-1-8b-instruct-0_1", "vllm/vllm-openai", summary["run_id"]]
 
         # vLLM's client tokenizes its prompts: the model's tokenizer files, copied from the node
         tokenizer = tokenizer_copy(load_recipe(str(recipe)).model.local_dir or "", tmp_path / "tokenizer")

@@ -39,7 +39,7 @@ import time
 from pathlib import Path
 
 import pytest
-from sim_steps import cluster_name, node_sh, out, require, run_deploy
+from sim_steps import cluster_name, node_sh, out, require, run_deploy, why_changed
 
 from hgxkit.sim.standin import client_store
 
@@ -159,7 +159,7 @@ def test_dp_a_second_run_changes_nothing(dp) -> None:
     again = deploy("DP second run (no change)", f"recipe={dp['recipe']}", "api_key=auto", "verify=false")
     assert again.returncode == 0, out(again)[-4000:]
     ops, changed, errors, unchanged = grand_total(again)
-    assert (changed, errors) == (0, 0) and unchanged == ops
+    assert (changed, errors) == (0, 0) and unchanged == ops, why_changed(again)
     assert containers() == before
 
 
@@ -262,5 +262,5 @@ def test_vllm_examples_ray_script_a_second_run_changes_nothing(ray_example) -> N
     )
     assert again.returncode == 0, out(again)[-4000:]
     ops, changed, errors, unchanged = grand_total(again)
-    assert (changed, errors) == (0, 0) and unchanged == ops
+    assert (changed, errors) == (0, 0) and unchanged == ops, why_changed(again)
     assert containers() == before

@@ -16,6 +16,7 @@ from hgxkit.node.converged import (
     NodeState,
     judged_by,
     parse_state,
+    rerun_reason,
     skip_reason,
     source_files,
     state_command,
@@ -54,6 +55,25 @@ def test_any_change_of_what_bringup_judges_runs_it(changed: tuple[str, ...]) -> 
     record = verified_record(NodeState(STATE), "judge-1", now=NOW)
     state, parsed = parse_state(output(changed, record))
     assert skip_reason(state, "judge-1", parsed, recheck=False) is None
+
+
+@pytest.mark.parametrize(
+    "changed,said",
+    [
+        (("new-boot", *STATE[1:]), "the boot changed"),
+        ((STATE[0], "nvidia-open 580.95.05-1 hold ok installed", *STATE[2:]), "bring-up's packages changed"),
+        ((*STATE, "/etc/docker/daemon.json 120 1.5 1.5"), "its managed files changed"),
+        ((*STATE[:3], "xid 1"), "the XID count changed"),
+        ((*STATE, "Id=docker.service", "ActiveState=failed"), "its units changed"),
+        ((*STATE, "gpus unknown (unknown): no output"), "the GPUs changed"),
+    ],
+)
+def test_a_run_that_checks_again_says_what_changed(changed: tuple[str, ...], said: str) -> None:
+    record = verified_record(NodeState(STATE), "judge-1", now=NOW)
+    reason = rerun_reason(NodeState(changed), "judge-1", record)
+    assert reason == f"{said} since the checks passed at 2026-12-01T06:00:00Z"
+    assert rerun_reason(NodeState(STATE), "judge-2", record).startswith("the knobs or hgxkit's checks changed")
+    assert rerun_reason(NodeState(STATE), "judge-1", record) is None
 
 
 def test_other_knobs_or_checks_recheck_or_no_record_run_it() -> None:
