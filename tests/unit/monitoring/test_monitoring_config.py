@@ -261,6 +261,41 @@ def test_alert_rules_cover_the_faults_and_the_ttft_drift() -> None:
     ]
 
 
+def _kept(ours: object, read_back: object, path: str = "") -> list[str]:
+    """Every key or value of `ours` that `read_back` lost or changed, by its path."""
+    if isinstance(ours, dict):
+        if not isinstance(read_back, dict):
+            return [path or "/"]
+        return [
+            p
+            for k, v in ours.items()
+            for p in (_kept(v, read_back[k], f"{path}/{k}") if k in read_back else [f"{path}/{k}"])
+        ]
+    if isinstance(ours, list):
+        if not isinstance(read_back, list) or len(ours) != len(read_back):
+            return [f"{path}[]"]
+        return [p for i, (a, b) in enumerate(zip(ours, read_back, strict=True)) for p in _kept(a, b, f"{path}[{i}]")]
+    return [] if ours == read_back else [f"{path}: {ours!r} -> {read_back!r}"]
+
+
+def test_grafanas_own_dashboard_models_read_every_key_of_every_dashboard() -> None:
+    """Grafana's foundation SDK holds its dashboard, panel and Prometheus query models, generated from Grafana's
+    schema; a key they do not know is dropped when read. Every dashboard read through them and written back is
+    unchanged: no misspelt or unknown key (value types are not checked by the models)."""
+    from grafana_foundation_sdk.cog.encoder import JSONEncoder
+    from grafana_foundation_sdk.cog.plugins import register_default_plugins
+    from grafana_foundation_sdk.models.dashboard import Dashboard
+
+    register_default_plugins()  # panels' Prometheus targets read as Grafana's Prometheus query model
+    for name, board in all_dashboards().items():
+        back = json.loads(json.dumps(Dashboard.from_json(board), cls=JSONEncoder))
+        assert _kept(board, back) == [], name
+    broken = json.loads(json.dumps(all_dashboards()["hgxkit-gpu.json"]))
+    broken["panels"][0]["targets"][0]["exprr"] = broken["panels"][0]["targets"][0].pop("expr")
+    back = json.loads(json.dumps(Dashboard.from_json(broken), cls=JSONEncoder))
+    assert _kept(broken, back) == ["/panels[0]/targets[0]/exprr"]
+
+
 def test_dashboards_are_grafana_json_with_promql_targets() -> None:
     boards = all_dashboards()
     assert sorted(boards) == ["hgxkit-gpu.json", "hgxkit-serving-sglang.json", "hgxkit-serving-vllm.json"]
