@@ -14,7 +14,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from jsonschema import Draft202012Validator
 from sim_steps import cluster_name, deploy_env, node_sh, out, run_deploy
+
+from hgxkit.cli.bundle import create_schema
 
 pytestmark = pytest.mark.e2e
 ROOT = Path(__file__).resolve().parents[2]
@@ -93,6 +96,7 @@ def airgapped(sim_nodes, tmp_path_factory):
             str(bundle),
             "--key-home",
             str(work / "gnupg"),
+            "--json",
         ],
         cwd=ROOT,
         env={**deploy_env(CLUSTER), "PYTHONPATH": str(ROOT)},
@@ -101,6 +105,8 @@ def airgapped(sim_nodes, tmp_path_factory):
         check=False,
     )
     assert created.returncode == 0, out(created)[-3000:]
+    summary = json.loads(created.stdout.splitlines()[-1])  # progress goes to stderr with --json
+    assert list(Draft202012Validator(create_schema()).iter_errors(summary)) == [], summary
     assert node_sh(CLUSTER, AIRGAP).strip().endswith("airgapped")
     results = work / "results"
     first = run_deploy(CLUSTER, "deploys/dspark.py", f"bundle={bundle}", f"results_dir={results}")

@@ -241,13 +241,26 @@ def test_the_model_syncs_from_a_bundle_with_no_hub(hub, tmp_path: Path, capsys: 
     assert code == 1 and victim.name in result["error"]
 
 
-def test_bundle_create_and_verify_json_follow_their_schemas(tmp_path: Path) -> None:
+def test_bundle_create_and_verify_json_follow_their_schemas(tmp_path: Path, capsys) -> None:
     from jsonschema import Draft202012Validator
 
     from hgxkit.cli.bundle import create_schema, verify_schema
 
     for schema in (create_schema(), verify_schema()):
         Draft202012Validator.check_schema(schema)
+    # real verdicts, a passing and a failing one (`bundle create --json`'s is checked by tests/e2e/test_bundle.py)
+    key = aptbundle.BundleKey(tmp_path / "gnupg")
+    root = tmp_path / "b"
+    (root / "apt").mkdir(parents=True)
+    key.write_keyring(root / manifest.KEYRING)
+    make_bundle(root, FILES)
+    key.sign_detached(root / "bundle.json", root / manifest.SIGNATURE)
+    validator = Draft202012Validator(verify_schema())
+    for fingerprint, code in ((key.fingerprint, 0), ("A" * 40, 1)):
+        assert main(["bundle", "verify", str(root), "--fingerprint", fingerprint, "--json"]) == code
+        verdict = json.loads(capsys.readouterr().out.splitlines()[-1])
+        assert verdict["ok"] is (code == 0) and list(validator.iter_errors(verdict)) == []
+    assert list(validator.iter_errors({**verdict, "ok": "yes"}))  # the schema can refuse
 
 
 def test_a_signed_manifest_is_checked_against_the_fingerprint_the_site_holds(tmp_path: Path, capsys) -> None:

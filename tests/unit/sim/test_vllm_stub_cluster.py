@@ -67,6 +67,25 @@ def _spawn(procs: list[subprocess.Popen[str]], *argv: str, **env: str) -> subpro
     return proc
 
 
+class _Log:
+    """A process's output read as it comes (a thread drains the pipe), so a test waits for a line, not a time."""
+
+    def __init__(self, proc: subprocess.Popen[str]) -> None:
+        self.lines: list[str] = []
+        self._reader = threading.Thread(target=lambda: self.lines.extend(proc.stdout or []), daemon=True)
+        self._reader.start()
+
+    def wait_for(self, text: str, seconds: float = 30) -> None:
+        deadline = time.monotonic() + seconds
+        while not any(text in line for line in self.lines):
+            assert time.monotonic() < deadline, f"no {text!r} in {seconds} s: {''.join(self.lines)[-2000:]}"
+            time.sleep(0.05)
+
+    def text(self) -> str:
+        self._reader.join(timeout=20)
+        return "".join(self.lines)
+
+
 def _health(port: int) -> int | None:
     try:
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2) as resp:
@@ -107,15 +126,16 @@ def _dp(model: Path, http: int, rpc: int, *more: str) -> list[str]:
 def test_the_dp_head_serves_once_the_other_host_brought_its_ranks(model: Path, procs) -> None:
     http, rpc = _port(), _port()
     head = _spawn(procs, *_dp(model, http, rpc))
-    time.sleep(2)
+    log = _Log(head)
+    log.wait_for("waiting for the others on RPC port")
     assert head.poll() is None and _health(http) is None  # bound, not listening: the group is not whole
     other = _spawn(procs, *_dp(model, _port(), rpc, "--headless", "--data-parallel-start-rank", "2"))
     assert _wait_health(http, head) == 200
     other.kill()
     assert head.wait(timeout=20) == 1  # a host of the group left: the head ends too
-    log = head.stdout.read() if head.stdout else ""
-    assert "data parallel ranks 2..3 joined from 127.0.0.1 (4/4)" in log
-    assert "Engine core proc died unexpectedly (a host of the data parallel group left; simulated)" in log
+    said = log.text()
+    assert "data parallel ranks 2..3 joined from 127.0.0.1 (4/4)" in said
+    assert "Engine core proc died unexpectedly (a host of the data parallel group left; simulated)" in said
 
 
 def test_a_host_whose_ranks_overlap_the_heads_is_refused(model: Path, procs) -> None:
@@ -158,7 +178,8 @@ def test_vllm_on_ray_serves_once_the_cluster_has_its_gpus(model: Path, procs) ->
         RAY_ADDRESS=f"127.0.0.1:{ray}",
         **one,
     )
-    time.sleep(2)
+    log = _Log(server)
+    log.wait_for("Waiting for creating a placement group of specs for 0 seconds")
     assert server.poll() is None and _health(http) is None  # the placement group waits for the second node
     worker = _spawn(procs, "ray", "start", "--block", f"--address=127.0.0.1:{ray}", **one)
     assert _wait_health(http, server) == 200
@@ -173,7 +194,7 @@ def test_vllm_on_ray_serves_once_the_cluster_has_its_gpus(model: Path, procs) ->
     assert status.stdout.splitlines()[1:] == ["Active: 2 node(s)", "Resources: 0.0/2.0 GPU"]
     worker.kill()
     assert server.wait(timeout=20) == 1
-    out = server.stdout.read() if server.stdout else ""
+    out = log.text()
     assert "Waiting for creating a placement group of specs for 0 seconds. specs=2 x {'GPU': 1.0}" in out
     assert "RayActorError: The actor died unexpectedly before finishing this task (a node of the Ray cluster" in out
 

@@ -8,6 +8,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -256,7 +257,7 @@ def _free_port() -> int:
 
 def test_process_refuses_connections_until_ready_then_logs_like_vllm_and_stops_on_sigterm(model: Path) -> None:
     port = _free_port()
-    env = {**os.environ, **FAST, "HGXKIT_SIM_READY_DELAY_S": "1.5"}
+    env = {**os.environ, **FAST, "HGXKIT_SIM_READY_DELAY_S": "4"}
     proc = subprocess.Popen(
         [sys.executable, "-m", "hgxkit.sim.standin.vllm", "serve", str(model), "--port", str(port)],
         cwd=ROOT,
@@ -265,11 +266,19 @@ def test_process_refuses_connections_until_ready_then_logs_like_vllm_and_stops_o
         stderr=subprocess.PIPE,
         text=True,
     )
+    said: list[str] = []
+    reader = threading.Thread(target=lambda: said.extend(proc.stderr or []), daemon=True)
+    reader.start()
     try:
-        time.sleep(0.7)
+        deadline = time.monotonic() + 30
+        while not any("GPU KV cache size" in line for line in said):  # the engine "loads", its socket bound
+            assert proc.poll() is None and time.monotonic() < deadline, "".join(said)[-2000:]
+            time.sleep(0.05)
         with pytest.raises(urllib.error.URLError) as refused:
             urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2)
         assert isinstance(refused.value.reason, ConnectionRefusedError)  # bound, not listening: as vLLM 0.33
+        with socket.socket() as other, pytest.raises(OSError):  # bound: the port is taken
+            other.bind(("0.0.0.0", port))
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline:
             try:
@@ -280,9 +289,11 @@ def test_process_refuses_connections_until_ready_then_logs_like_vllm_and_stops_o
         else:
             pytest.fail("the stand-in never became ready")
         proc.send_signal(signal.SIGTERM)
-        _, err = proc.communicate(timeout=20)
+        proc.wait(timeout=20)
+        reader.join(timeout=20)
     finally:
         proc.kill()
+    err = "".join(said)
     assert proc.returncode == 0
     assert f"Starting vLLM server on http://0.0.0.0:{port}" in err  # host unset: all interfaces, shown as 0.0.0.0
     assert "vLLM server version 0.33.0, serving model" in err and "SIMULATED" in err
