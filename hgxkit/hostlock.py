@@ -29,7 +29,13 @@ from hgxkit.knobs import knob
 
 LOCK_FILE = "/var/lib/hgxkit/run.lock"
 BUSY = 75  # flock -E: the exit status when another process holds the lock
-_held: dict[int, Any] = {}  # id(host) -> the open SSH channel that holds its lock
+_held: dict[tuple[int, str], Any] = {}  # `_key(host)` -> the open SSH channel that holds its lock
+
+
+def _key(host: Any) -> tuple[int, str]:
+    """The host a lock is held for, by its run and name: roles pass pyinfra's `host`, one proxy object for every
+    host of the run, so the object's own identity would take the first node's lock for all of them."""
+    return id(getattr(host, "state", None)), str(host.name)
 
 
 @atexit.register
@@ -139,13 +145,13 @@ def _keep_reads(host: Any, stdout: Any, keep: Any) -> None:
 def hold_host_lock(host: Any, reads: list[tuple[type, dict[str, Any]]] | None = None) -> None:
     """Hold this node's run lock until the run ends (once per run; no-op for connectors without SSH). `reads`: the
     plan-time facts to read on the lock's channel once it is held (`planfacts.prefetch` takes the same list)."""
-    if id(host) in _held:
+    if _key(host) in _held:
         return
     if not host.connected:
         host.connect(raise_exceptions=True)
     if getattr(host.connector, "client", None) is None:
         logger.debug("%s: no SSH connection, so no host lock (%s)", host.name, type(host.connector).__name__)
-        _held[id(host)] = None
+        _held[_key(host)] = None
         return
     deadline = time.monotonic() + float(knob(host, "host_lock_wait_s"))
     from hgxkit.planfacts import prefetch_command
@@ -154,7 +160,7 @@ def hold_host_lock(host: Any, reads: list[tuple[type, dict[str, Any]]] | None = 
     while True:
         channel, why = _open_holder(host, batch)
         if channel is not None:
-            _held[id(host)] = channel
+            _held[_key(host)] = channel
             return
         if why != "busy":
             raise DeployError(f"{host.name}: could not take the hgxkit run lock {LOCK_FILE}: {why}")

@@ -31,6 +31,17 @@ T = TypeVar("T")
 _MEMO = "_hgxkit_plan_facts"
 
 
+def _memo(h: Host) -> dict:
+    """The host's kept answers. Kept as an attribute of the host itself: pyinfra's `host` is a proxy shared by every
+    host's plan (each in its own greenlet, at once), so the proxy's own `__dict__` would hand one node's answers
+    to another; `getattr`/`setattr` go through the proxy to the host it stands for."""
+    memo = getattr(h, _MEMO, None)
+    if memo is None:
+        memo = {}
+        setattr(h, _MEMO, memo)
+    return memo
+
+
 def plan_fact(h: Host, fact: type[FactBase[T]], **kwargs: Any) -> T:
     """`h.get_fact(fact, **kwargs)`, read once per host and arguments while pyinfra plans; fresh at execute time."""
     state = getattr(h, "state", None)
@@ -41,7 +52,7 @@ def plan_fact(h: Host, fact: type[FactBase[T]], **kwargs: Any) -> T:
         hash(key)
     except TypeError:  # arguments that cannot be a key (none of the cached facts take such): no memo
         return h.get_fact(fact, **kwargs)
-    memo: dict = h.__dict__.setdefault(_MEMO, {})
+    memo = _memo(h)
     if key not in memo:
         memo[key] = h.get_fact(fact, **kwargs)
     return memo[key]
@@ -109,7 +120,7 @@ def _planned(h: Host, reads: list[tuple[type[FactBase], dict[str, Any]]]) -> tup
     state = getattr(h, "state", None)
     if state is None or getattr(state, "current_stage", None) != StateStage.Prepare:
         return None
-    memo: dict = h.__dict__.setdefault(_MEMO, {})
+    memo = _memo(h)
     todo: list[tuple[tuple, FactBase, int]] = []
     commands: dict[str, tuple[int, StringCommand]] = {}  # raw text -> (part, command): facts sharing one run it once
     for fact_cls, kwargs in reads:
@@ -125,7 +136,7 @@ def _planned(h: Host, reads: list[tuple[type[FactBase], dict[str, Any]]]) -> tup
 
 
 def _keep(h: Host, todo: list, results: list[tuple[int, list[str]]]) -> int:
-    memo: dict = h.__dict__.setdefault(_MEMO, {})
+    memo = _memo(h)
     kept = 0
     for key, fact, part in todo:
         status, lines = results[part] if part < len(results) else (-1, [])

@@ -76,12 +76,18 @@ class NodeState:
     def digest(self) -> str:
         return hashlib.sha256("\n".join(self.lines).encode()).hexdigest()
 
-    def part_digests(self) -> dict[str, str]:
-        """A digest per part (`PART_NAMES`), so that a run can say which part changed."""
+    def parts(self) -> dict[str, list[str]]:
+        """The lines of each part (`PART_NAMES`)."""
         parts: dict[str, list[str]] = {name: [] for name in PART_NAMES}
         for at, line in enumerate(self.lines):
             parts[_part(at, line)].append(line)
-        return {name: hashlib.sha256("\n".join(lines).encode()).hexdigest()[:16] for name, lines in parts.items()}
+        return parts
+
+    def part_digests(self) -> dict[str, str]:
+        """A digest per part, so that a run can say which part changed."""
+        return {
+            name: hashlib.sha256("\n".join(lines).encode()).hexdigest()[:16] for name, lines in self.parts().items()
+        }
 
 
 PART_NAMES = {
@@ -272,10 +278,25 @@ def verified_record(state: NodeState, judged: str, now: datetime | None = None) 
         "schema_version": 1,
         "state": state.digest(),
         "parts": state.part_digests(),
+        "lines": {name: state.parts()[name] for name in SAID_PARTS},
         "judged_by": judged,
         "boot_id": state.boot_id,
         "verified_at": when,
     }
+
+
+# Parts short enough to keep in the record as lines, so that a run says what in them changed.
+SAID_PARTS = ("xid", "gpus")
+
+
+def _lines_changed(before: object, now: list[str]) -> str:
+    """` (gone: …; new: …)`, at most 3 lines each, when the record kept the part's lines; else nothing."""
+    if not isinstance(before, list):
+        return ""
+    gone = [line for line in before if line not in now][:3]
+    new = [line for line in now if line not in before][:3]
+    said = [f"{label}: {', '.join(lines)}" for label, lines in (("was", gone), ("now", new)) if lines]
+    return f" ({'; '.join(said)})" if said else ""
 
 
 def rerun_reason(state: NodeState, judged: str, record: dict | None) -> str | None:
@@ -283,8 +304,8 @@ def rerun_reason(state: NodeState, judged: str, record: dict | None) -> str | No
     or there is no record to compare with).
 
     >>> record = verified_record(NodeState(("boot-1", "xid 0")), "k1")
-    >>> rerun_reason(NodeState(("boot-1", "xid 2")), "k1", record)[:36]
-    'the XID count changed since the chec'
+    >>> rerun_reason(NodeState(("boot-1", "xid 2")), "k1", record)[:51]
+    'the XID count (was: xid 0; now: xid 2) changed sinc'
     """
     if not record:
         return None
@@ -296,7 +317,12 @@ def rerun_reason(state: NodeState, judged: str, record: dict | None) -> str | No
         if not isinstance(parts, dict):
             changed = [] if record.get("state") == state.digest() else ["the node's state"]
         else:
-            changed = [PART_NAMES[p] for p in PART_NAMES if parts.get(p) != now.get(p)]
+            said = record.get("lines") if isinstance(record.get("lines"), dict) else {}
+            changed = [
+                PART_NAMES[p] + _lines_changed(said.get(p), state.parts()[p])
+                for p in PART_NAMES
+                if parts.get(p) != now.get(p)
+            ]
     if not changed:
         return None
     return f"{' and '.join(changed)} changed since the checks passed at {record.get('verified_at', '?')}"

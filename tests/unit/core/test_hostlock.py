@@ -88,7 +88,7 @@ def node(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[SimpleName
     monkeypatch.setattr("sys.argv", ["pyinfra", "-y", "inventories/h200.py", "deploys/reproduce.py"])
     others: list[subprocess.Popen[str]] = []
     yield SimpleNamespace(host=host, client=client, clock=clock, lock=lock, others=others)
-    hostlock._held.pop(id(host), None)
+    hostlock._held.pop(hostlock._key(host), None)
     for proc in [*client.procs, *others]:
         if proc.poll() is None:
             proc.communicate("", timeout=30)
@@ -109,7 +109,7 @@ def other_run_holds(node: SimpleNamespace) -> subprocess.Popen[str]:
 
 def test_a_free_lock_is_held_until_the_run_ends(node: SimpleNamespace) -> None:
     hostlock.hold_host_lock(node.host)
-    assert hostlock._held[id(node.host)] is node.client.procs[0].stdin
+    assert hostlock._held[hostlock._key(node.host)] is node.client.procs[0].stdin
     assert node.clock.sleeps == []
     busy = subprocess.run(
         ["sh", "-c", text(holder_command(lock=str(node.lock)))], input="", capture_output=True, text=True, timeout=30
@@ -129,7 +129,7 @@ def test_a_busy_lock_is_never_taken_as_held_and_the_wait_ends_in_a_refusal_namin
         f"@fake/h200-1: another hgxkit run holds {LOCK_FILE} (pid, start, command: {HOLDERS}); wait for it to finish, "
         "or stop it, then run again (host_lock_wait_s sets how long to wait)"
     )
-    assert id(node.host) not in hostlock._held
+    assert hostlock._key(node.host) not in hostlock._held
     # host_lock_wait_s is 10: tries at 0, 2, 4, 6, 8 and 10 s, then the refusal
     assert node.clock.sleeps == [2] * 5 and len(node.client.procs) == 6
     assert all(proc.wait(timeout=30) == hostlock.BUSY for proc in node.client.procs)
@@ -148,7 +148,7 @@ def test_a_lock_released_during_the_wait_is_taken(node: SimpleNamespace) -> None
     node.clock.on_sleep = lambda: len(node.clock.sleeps) == 2 and other.communicate("", timeout=30)
     hostlock.hold_host_lock(node.host)
     assert node.clock.sleeps == [2, 2] and len(node.client.procs) == 3
-    assert hostlock._held[id(node.host)] is node.client.procs[-1].stdin
+    assert hostlock._held[hostlock._key(node.host)] is node.client.procs[-1].stdin
 
 
 def test_a_holder_that_fails_otherwise_is_refused_at_once_with_its_status(node: SimpleNamespace) -> None:
@@ -157,7 +157,7 @@ def test_a_holder_that_fails_otherwise_is_refused_at_once_with_its_status(node: 
     with pytest.raises(DeployError) as info:
         hostlock.hold_host_lock(node.host)
     assert str(info.value).startswith(f"@fake/h200-1: could not take the hgxkit run lock {LOCK_FILE}: exit status 2")
-    assert node.clock.sleeps == [] and id(node.host) not in hostlock._held
+    assert node.clock.sleeps == [] and hostlock._key(node.host) not in hostlock._held
 
 
 def test_a_vanished_holder_and_a_long_command_line_are_named_in_few_words(node: SimpleNamespace) -> None:
@@ -192,7 +192,7 @@ def test_a_connector_without_ssh_holds_no_lock(node: SimpleNamespace, caplog: py
     del node.host.connector.client
     with caplog.at_level(logging.DEBUG, logger="pyinfra"):
         hostlock.hold_host_lock(node.host)
-    assert hostlock._held[id(node.host)] is None and node.client.procs == []
+    assert hostlock._held[hostlock._key(node.host)] is None and node.client.procs == []
     assert "@fake/h200-1: no SSH connection, so no host lock (FakeConnector)" in caplog.messages
 
 
@@ -216,7 +216,7 @@ def test_the_batched_reads_run_on_the_locks_channel_once_it_is_held(
     hostlock.hold_host_lock(node.host, reads)  # type: ignore[arg-type]
     assert asked == [(node.host, reads)]
     assert kept == [["oneX", "two  ", ""]]  # each line as printed, only the newline taken off
-    assert hostlock._held[id(node.host)] is node.client.procs[0].stdin
+    assert hostlock._held[hostlock._key(node.host)] is node.client.procs[0].stdin
     busy = subprocess.run(
         ["sh", "-c", text(holder_command(lock=str(node.lock)))], input="", capture_output=True, text=True, timeout=30
     )
@@ -276,3 +276,33 @@ def test_the_reads_on_the_locks_channel_are_kept_only_when_they_end(
     got: list[list[str]] = []
     hostlock._keep_reads(SimpleNamespace(name="h200-1"), Lines(lines, error), got.append)
     assert got == kept
+
+
+def test_each_host_of_a_run_takes_its_own_lock_through_pyinfras_host_proxy(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Deploy files hand `hold_host_lock` pyinfra's `host`: one proxy object for every host of the run. Each node
+    must still take its own lock, not skip it because another node's is held."""
+    from pyinfra import host as proxy
+    from pyinfra.context import ctx_host
+
+    data = {"fake_delay": 0, "fake_delay_jitter": 0, "host_lock_wait_s": 10}
+    inventory = Inventory(([("@fake/a", data), ("@fake/b", data)], {}))
+    state = State(inventory=inventory, config=Config())
+    connect_all(state)
+    monkeypatch.setattr(hostlock, "time", FakeClock())
+    clients = {}
+    for name in ("a", "b"):
+        real = inventory.get_host(f"@fake/{name}")
+        clients[name] = real.connector.client = LocalClient(tmp_path / name / "run.lock")
+        (tmp_path / name).mkdir()
+    try:
+        for name in ("a", "b"):
+            with ctx_host.use(inventory.get_host(f"@fake/{name}")):
+                hostlock.hold_host_lock(proxy)
+        assert [len(clients[name].procs) for name in ("a", "b")] == [1, 1]
+    finally:
+        for name in ("a", "b"):
+            hostlock._held.pop(hostlock._key(inventory.get_host(f"@fake/{name}")), None)
+            for proc in clients[name].procs:
+                proc.communicate("", timeout=30)

@@ -164,3 +164,30 @@ def test_the_run_locks_holder_carries_the_batch_and_its_answers_are_kept(tmp_pat
     holder.communicate("", timeout=30)
     watchdog.cancel()
     assert holder.returncode == 0
+
+
+def test_hosts_planned_at_once_through_pyinfras_host_proxy_each_keep_their_own_answers() -> None:
+    """pyinfra plans every host at once, each in a greenlet, and roles hand `plan_fact` its shared `host` proxy:
+    a node must never get another node's answer (GPUs, containers, bring-up state)."""
+    import gevent
+    from pyinfra import host
+    from pyinfra.context import ctx_host
+
+    class Yielding(CountingHost):
+        def get_fact(self, fact: type, **kwargs: object) -> object:
+            gevent.sleep(0.01)  # an SSH round trip: the other host's plan runs meanwhile
+            return super().get_fact(fact, **kwargs)
+
+    nodes = [Yielding(StateStage.Prepare), Yielding(StateStage.Prepare)]
+
+    def plan(node: Yielding) -> tuple[object, object]:
+        with ctx_host.use(node):
+            first = plan_fact(host, NvidiaSmi)
+            gevent.sleep(0.02)
+            return first, plan_fact(host, NvidiaSmi)
+
+    planned = [gevent.spawn(plan, node) for node in nodes]
+    gevent.joinall(planned, raise_error=True)
+    (a1, a2), (b1, b2) = (g.value for g in planned)
+    assert a1 is a2 and b1 is b2 and a1 is not b1
+    assert [len(node.calls) for node in nodes] == [1, 1]

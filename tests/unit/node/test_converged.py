@@ -63,9 +63,9 @@ def test_any_change_of_what_bringup_judges_runs_it(changed: tuple[str, ...]) -> 
         (("new-boot", *STATE[1:]), "the boot changed"),
         ((STATE[0], "nvidia-open 580.95.05-1 hold ok installed", *STATE[2:]), "bring-up's packages changed"),
         ((*STATE, "/etc/docker/daemon.json 120 1.5 1.5"), "its managed files changed"),
-        ((*STATE[:3], "xid 1"), "the XID count changed"),
+        ((*STATE[:3], "xid 1"), "the XID count (was: xid 0; now: xid 1) changed"),
         ((*STATE, "Id=docker.service", "ActiveState=failed"), "its units changed"),
-        ((*STATE, "gpus unknown (unknown): no output"), "the GPUs changed"),
+        ((*STATE, "gpus unknown (unknown): no output"), "the GPUs (now: gpus unknown (unknown): no output) changed"),
     ],
 )
 def test_a_run_that_checks_again_says_what_changed(changed: tuple[str, ...], said: str) -> None:
