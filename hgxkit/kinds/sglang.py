@@ -245,6 +245,8 @@ SGLANG = ServerKind(
         cache_hit_rate_gauge="sglang:cache_hit_rate",
         ttft_histogram="sglang:time_to_first_token_seconds",
         e2e_histogram="sglang:e2e_request_latency_seconds",
+        # srt/metrics/collector.py (0.5.x): sglang:time_per_output_token_seconds before the rename
+        itl_histograms=("sglang:inter_token_latency_seconds", "sglang:time_per_output_token_seconds"),
     ),
     posted_clients=(POSTED_CLIENT,),
     speculative_flags=("--speculative-algorithm",),

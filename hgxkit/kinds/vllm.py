@@ -277,6 +277,9 @@ VLLM = ServerKind(
         prefix_cache_queries="vllm:prefix_cache_queries_total",
         ttft_histogram="vllm:time_to_first_token_seconds",
         e2e_histogram="vllm:e2e_request_latency_seconds",
+        # v1/metrics/loggers.py: vllm:time_per_output_token_seconds before the rename
+        itl_histograms=("vllm:inter_token_latency_seconds", "vllm:time_per_output_token_seconds"),
+        tpot_histogram="vllm:request_time_per_output_token_seconds",
     ),
     posted_clients=POSTED_CLIENTS,
     image_entrypoint=("vllm", "serve"),  # 0.33-era images; words after the image are `MODEL flags`

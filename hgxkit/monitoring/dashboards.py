@@ -4,10 +4,10 @@ Grafana reads them from files (its dashboard provisioning); the datasource is th
 runs, by the uid `DATASOURCE_UID`. Every panel is a time series with PromQL targets. The serving dashboards draw
 the figures the recipe was verified on beside the live ones: TTFT P99 and inter-token latency P99 per group, with
 the recipe's reference figure as a line (recording rules `hgxkit:recipe_*`, hgxkit/monitoring/alerts.py), so
-drift from the verified setup shows. Inter-token latency is each engine's histogram (`ITL_HISTOGRAMS`: the
-current name, then the name older releases used, whichever the server exports). The GPU dashboard shows, beside
-`GPU_UTIL` (which only means "a kernel was running"), DCGM's profiling ratios (tensor pipe, DRAM, SM active) and
-PCIe/NVLink bytes per second.
+drift from the verified setup shows. Inter-token latency is each engine's histogram (its kind's
+`metrics.itl_histograms`: the current name, then the name older releases used, whichever the server exports).
+The GPU dashboard shows, beside `GPU_UTIL` (which only means "a kernel was running"), DCGM's profiling ratios
+(tensor pipe, DRAM, SM active) and PCIe/NVLink bytes per second.
 
 Example:
     >>> board = gpu_dashboard()
@@ -34,14 +34,6 @@ GPU_LEGEND = "{{node}} GPU {{gpu}}"
 GROUP_LEGEND = "{{node}} {{group}}"
 GRAFANA_DASHBOARDS = "/var/lib/grafana/dashboards/hgxkit"  # where the container reads the JSON files
 GRAFANA_PASSWORD_IN_CONTAINER = "/run/secrets/grafana-admin-password"
-# Per kind: the inter-token latency histogram (current name first, then older releases'), and the per-request
-# time-per-output-token histogram where the engine has one. SGLang 0.5.x: srt/metrics/collector.py; vLLM 0.33:
-# v1/metrics/loggers.py (vllm:time_per_output_token_seconds before the rename).
-ITL_HISTOGRAMS: dict[str, tuple[str, ...]] = {
-    "sglang": ("sglang:inter_token_latency_seconds", "sglang:time_per_output_token_seconds"),
-    "vllm": ("vllm:inter_token_latency_seconds", "vllm:time_per_output_token_seconds"),
-}
-TPOT_HISTOGRAMS: dict[str, str] = {"vllm": "vllm:request_time_per_output_token_seconds"}
 
 
 def _panel(number: int, title: str, unit: str, targets: list[tuple[str, str]]) -> dict:
@@ -162,10 +154,11 @@ def _latency_panels(kind: ServerKind) -> list[tuple[str, str, list[tuple[str, st
     if names.ttft_histogram:
         reference = (RECIPE_TTFT, GROUP_LEGEND + " recipe P99")
         panels.append(("TTFT", "s", [*_quantiles((names.ttft_histogram,)), reference]))
-    if kind.name in ITL_HISTOGRAMS:
-        targets = [*_quantiles(ITL_HISTOGRAMS[kind.name]), (RECIPE_ITL, GROUP_LEGEND + " recipe P99")]
-        if kind.name in TPOT_HISTOGRAMS:
-            targets += [(e, legend.replace(" P", " TPOT P")) for e, legend in _quantiles((TPOT_HISTOGRAMS[kind.name],))]
+    if kind.metrics.itl_histograms:
+        targets = [*_quantiles(kind.metrics.itl_histograms), (RECIPE_ITL, GROUP_LEGEND + " recipe P99")]
+        if kind.metrics.tpot_histogram:
+            tpot = _quantiles((kind.metrics.tpot_histogram,))
+            targets += [(e, legend.replace(" P", " TPOT P")) for e, legend in tpot]
         panels.append(("Inter-token latency / TPOT", "s", targets))
     if names.e2e_histogram:
         panels.append(("End-to-end latency", "s", _quantiles((names.e2e_histogram,))))

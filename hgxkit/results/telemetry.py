@@ -103,6 +103,8 @@ class KindMetrics:
     prefix_cache_queries: str | None = None
     ttft_histogram: str | None = None  # the TTFT histogram (seconds; `_bucket` series), monitoring's TTFT alert
     e2e_histogram: str | None = None  # the end-to-end request latency histogram (seconds)
+    itl_histograms: tuple[str, ...] = ()  # inter-token latency (seconds): the current name first, older releases' after
+    tpot_histogram: str | None = None  # per-request time per output token (seconds), where the engine has one
 
 
 @dataclass(frozen=True)
