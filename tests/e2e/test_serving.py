@@ -13,7 +13,16 @@ import time
 from pathlib import Path
 
 import pytest
-from sim_steps import ServiceProbe, cluster_name, node_sh, out, paused_deploy, run_deploy, service_problems
+from sim_steps import (
+    ServiceProbe,
+    cluster_name,
+    node_sh,
+    out,
+    paused_deploy,
+    run_deploy,
+    service_problems,
+    session_suffix,
+)
 
 from hgxkit.cli import main as hgxkit_main
 
@@ -417,29 +426,28 @@ def test_api_key_auto_never_reaches_output_or_archive(served, tmp_path) -> None:
 
 
 def test_moved_tag_is_refused_with_pin_image(served, tmp_path) -> None:
+    # A tag of this session's own: the nodes' registry is shared with other test sessions, which publish the
+    # usual tags whenever they build, and would move a shared tag back under this test.
+    tag = f"lmsysorg/sglang:pin-test-{session_suffix()}"
+    build = [sys.executable, "-m", "hgxkit", "sim", "image", "build", "--tag", tag]
+    subprocess.run(build, cwd=ROOT, capture_output=True, check=True)
     status = subprocess.run(
         [sys.executable, "-m", "hgxkit", "sim", "image", "status"], cwd=ROOT, capture_output=True, text=True, check=True
     ).stdout
-    digest = next(line.split()[1] for line in status.splitlines() if line.startswith("lmsysorg/sglang:dev-dspark"))
+    digest = next(line.split()[1] for line in status.splitlines() if line.startswith(tag + "\t"))
     pinned = recipe_variant(
         tmp_path,
         FLASHINFER,
         "  reference: lmsysorg/sglang:dev-dspark\n",
-        f"  reference: lmsysorg/sglang:dev-dspark\n  digest: {digest}\n",
+        f"  reference: {tag}\n  digest: {digest}\n",
         "pinned",
     )
     same = run_deploy(CLUSTER, "deploys/dspark.py", "verify=false", f"recipe={pinned}", "pin_image=true")
     assert same.returncode == 0, out(same)[-4000:]
-    build = [sys.executable, "-m", "hgxkit", "sim", "image", "build"]
     subprocess.run([*build, "--variant", "moved-tag-test"], cwd=ROOT, capture_output=True, check=True)
-    try:
-        moved = run_deploy(CLUSTER, "deploys/dspark.py", "verify=false", f"recipe={pinned}", "pin_image=true")
-        assert moved.returncode != 0
-        match = re.search(
-            r"lmsysorg/sglang:dev-dspark now resolves to (sha256:[0-9a-f]{64}), not the pinned "
-            r"(sha256:[0-9a-f]{64})",
-            out(moved),
-        )
-        assert match and match.group(2) == digest and match.group(1) != digest
-    finally:
-        subprocess.run(build, cwd=ROOT, capture_output=True, check=True)
+    moved = run_deploy(CLUSTER, "deploys/dspark.py", "verify=false", f"recipe={pinned}", "pin_image=true")
+    assert moved.returncode != 0, out(moved)[-4000:]
+    match = re.search(
+        rf"{re.escape(tag)} now resolves to (sha256:[0-9a-f]{{64}}), not the pinned (sha256:[0-9a-f]{{64}})", out(moved)
+    )
+    assert match and match.group(2) == digest and match.group(1) != digest, out(moved)[-4000:]
