@@ -216,6 +216,9 @@ def _program(words: list[str], kind: ServerKind, notes: list[str], where: str) -
     normal = python_program(words)
     if normal[0] != words[0]:
         notes.append(f"{where}: {words[0]} became the image's python3")
+    if len(normal) < len(words):
+        dropped = " ".join(words[1 : 1 + len(words) - len(normal)])
+        notes.append(f"{where}: the interpreter's own options ({dropped}) are dropped: they are not the server's")
     program = next(p for p in (*kind.programs, *kind.deprecated_programs) if tuple(normal[: len(p)]) == p)
     args = normal[len(program) :]
     if program[-1] == "serve" and args[:1] == ["serve"]:

@@ -41,6 +41,7 @@ from hgxkit.importing.engine_refusal import engine_refusal, unchecked_flags
 from hgxkit.importing.fill import BRACED, FILL_IN, fill_hint, fill_posts
 from hgxkit.importing.formats import DOCUMENT_FORMATS, SCRIPT_FORMATS, format_of
 from hgxkit.importing.group_join import join_groups
+from hgxkit.importing.local_models import download_ties
 from hgxkit.importing.model_placement import DEFAULT_MODELS_DIR, place_model
 from hgxkit.importing.outcome import (
     ImportOutcome,
@@ -51,8 +52,10 @@ from hgxkit.importing.outcome import (
     finish,
     place,
 )
+from hgxkit.importing.platform import ForeignSetup, foreign_in, message, refuse_foreign, shows_nvidia
 from hgxkit.importing.post import PostFile, find_commands, read_post
 from hgxkit.importing.reading import Candidate, Reading
+from hgxkit.importing.typography import normalise
 from hgxkit.importing.variables import Scope
 from hgxkit.importing.vllm_multinode import RayNode, cluster_nodes, ray_group, ray_run
 from hgxkit.importing.workdir import based_run, directory_before
@@ -61,6 +64,7 @@ from hgxkit.kinds import (
     KINDS,
     UNSUPPORTED,
     ServerKind,
+    UnsupportedKind,
     detect_kind,
     python_program,
 )
@@ -141,7 +145,10 @@ class _Importer:
         for name, text in files:
             if len(text) > MAX_RECIPE_BYTES:
                 raise InputError(f"{name}: longer than {MAX_RECIPE_BYTES >> 10} KiB; give the post, not a log")
-            self.posts.append(read_post(name, text))
+            normal, repaired = normalise(name, text)  # typography first: it changes what the words are
+            post = read_post(name, normal)
+            written = read_post(name, text).lines if repaired else ()
+            self.posts.append(replace(post, notes=tuple(sorted(post.notes + tuple(repaired))), written=written))
         self.simples: list[Simple] = []
         for index, post in enumerate(self.posts):
             # a compose file or manifest (a whole file, a ```yaml fence) is its format's; the shell scan skips it
@@ -159,6 +166,11 @@ class _Importer:
         self.exported_name: str | None = None  # the recipe's name an hgxkit export's labels give
 
     def run(self) -> ImportOutcome:
+        for post in self.posts:  # the platform before anything else: no later step can make it NVIDIA's
+            shell = {
+                n for s in self.simples if s.command.post is post for n in range(s.command.first, s.command.last + 1)
+            }
+            refuse_foreign(post.name, [line if n in shell else "" for n, line in enumerate(post.clean, 1)], post.lines)
         for simple in self.simples:
             self._consider(simple)
         chosen = self._choose()
@@ -244,13 +256,20 @@ class _Importer:
                     self._said(server.simple, "skipped", f"serving command {number} (--pick {self.options.pick})")
             servers = [servers[self.options.pick - 1]]
         engines = [s for s in servers if s.role == "engine"]
-        if engines:
+        others = [s for s in servers if s.role != "engine"]
+        hardware = [e for e in engines if _unsupported(e).hardware]
+        if engines and others and hardware == engines:  # the post's alternative for another accelerator: set aside
+            for engine in engines:
+                self._said(engine.simple, "skipped", f"{_unsupported(engine).title}: the post's other accelerator")
+            servers = others
+        elif engines:
             raise _engine_refusal(engines[0], servers)
         built: list[Built] = []
         errors: list[InputError] = []
         for server in servers:
             if server.role == "broken":
                 try:  # a `<placeholder>` a shell reads as a redirection is named as what it is
+                    _platform(server, Scope.before(self.simples, server.simple), {})
                     _placeholders(server.simple, angled_only=True)
                     errors.append(server.error)  # type: ignore[arg-type]
                 except InputError as err:
@@ -261,6 +280,7 @@ class _Importer:
             except InputError as err:
                 errors.append(err)
         if not built:
+            errors.sort(key=lambda error: isinstance(error, ForeignSetup))  # an NVIDIA alternative's refusal first
             if errors:
                 raise errors[0]
             raise self._no_server()
@@ -272,6 +292,13 @@ class _Importer:
 
     def _no_server(self) -> InputError:
         names = ", ".join(p.name for p in self.posts)
+        for post in self.posts:  # nothing serves: a platform named anywhere in the post says more than that
+            if shows_nvidia(post.lines):  # unless the post also has an NVIDIA setup, which is the one judged
+                continue
+            for number, line in enumerate(post.clean, 1):
+                found = foreign_in(line)
+                if found is not None:
+                    return ForeignSetup(message(f"{post.name}:{number}", found))
         shells = list(self.reading.containers)
         foreign = foreign_hardware(shells[0]) if shells else None
         if foreign is not None:
@@ -317,6 +344,7 @@ class _Importer:
                 "(a command substitution or subshell) is not imported; replace it by its value"
             )
         _windows_paths(simple)
+        _platform(server, Scope.before(self.simples, simple), simple.assignments)
         if server.run is None:
             texts = [w.text for w in words]
             run, kind = bare_run(server, texts, notes, reading=self.reading, image=self.options.image)
@@ -453,6 +481,7 @@ class _Importer:
             model_repo=model_repo,
             revision=revision,
             models_dir=self.options.models_dir,
+            ties=download_ties(line for post in self.posts for line in post.clean),
         )
         self.notes += placed.notes
         server_command = _reachable(placed.docker, placed.server, where, self.notes)
@@ -604,8 +633,12 @@ def _detect(run: ParsedRun, where: str) -> str:
         ) from None
 
 
+def _unsupported(engine: Candidate) -> UnsupportedKind:
+    return next(o for o in UNSUPPORTED if o.name == engine.kind)
+
+
 def _engine_refusal(engine: Candidate, servers: list[Candidate]) -> InputError:
-    other = next(o for o in UNSUPPORTED if o.name == engine.kind)
+    other = _unsupported(engine)
     supported = "NVIDIA HGX-H200 nodes" if other.hardware else " and ".join(k.title for k in KINDS.values())
     also = [s for s in servers if s is not engine and s.role != "engine"]
     tail = (
@@ -736,6 +769,22 @@ def _hardware(server: Candidate, run: ParsedRun, scope: Scope, prefix: dict[str,
             raise InputError(f"{where}: {name} is an AMD ROCm setting; hgxkit serves NVIDIA HGX-H200 nodes")
         if _ASCEND_ENV.match(name):
             raise InputError(f"{where}: {name} is a Huawei Ascend (HCCL) setting; hgxkit serves NVIDIA HGX-H200 nodes")
+
+
+def _platform(server: Candidate, scope: Scope, prefix: dict[str, str]) -> None:
+    """Refuse a serving command for another accelerator, by the words of its command, the command it runs in
+    and the variables set before it (the posted image counts, whatever `--image` replaces it with)."""
+    simples = [server.simple] + ([server.context.simple] if server.context else [])
+    for simple in simples:
+        post = simple.command.post
+        for number in range(simple.command.first, simple.command.last + 1):
+            found = foreign_in(post.clean[number - 1])
+            if found is not None:
+                raise ForeignSetup(message(f"{post.name}:{number}", found))
+    for name in [*scope.exported(), *prefix]:
+        found = foreign_in(name)
+        if found is not None:
+            raise ForeignSetup(message(server.where(), found))
 
 
 def _engine_refuses(recipe: Recipe, server: Candidate, notes: list[str]) -> None:

@@ -57,6 +57,7 @@ def place_model(
     model_repo: str | None = None,
     revision: str = "main",
     models_dir: str = DEFAULT_MODELS_DIR,
+    ties: dict[str, str] | None = None,
 ) -> Placed:
     """Place the model `server` serves (see the module docstring); raise InputError when it cannot be placed."""
     kind = server.server_kind
@@ -77,10 +78,19 @@ def place_model(
                 note += "; pass --model-repo ID to say which Hub repo it holds"
             return Placed(model, docker, server, (note,))
     hub_id = value if value is not None and _is_hub_id(value) else None
-    repo = model_repo or hub_id
+    tied = (ties or {}).get(posixpath.basename(posixpath.normpath(value))) if value and not hub_id else None
+    if value is not None and hub_id is None and tied and not value.startswith("/") and "$" not in value:
+        hub_id = None  # a local directory the post downloads: its repo is known
+    else:
+        tied = None
+    repo = model_repo or hub_id or tied
     if repo is None:
-        raise InputError(f"{where}: {_why_not(value, kind.model_flag)}; pass --model-repo ID (the Hub repo it serves)")
+        raise InputError(
+            f"{where}: {_why_not(value, kind.model_flag)}; pass --model-repo ORG/NAME (the Hub repo it holds)"
+        )
     notes = []
+    if tied and not model_repo:
+        notes.append(f"{where}: the model {value} is the post's download of {tied} (--local-dir); {tied} is placed")
     if model_repo and hub_id and model_repo != hub_id:
         notes.append(f"{where}: --model-repo {model_repo} is placed instead of the post's {hub_id}")
     name = repo.rsplit("/", 1)[-1]
@@ -101,7 +111,7 @@ def place_model(
         f"(mounted read-only; {kind.model_flag} rewritten), so the server runs the verified copy"
     )
     if not server.has("--served-model-name"):
-        served = hub_id or repo
+        served = hub_id or (value if tied else repo)
         server = ServerCommand(server.program, (*server.args, ("--served-model-name", served)), server.kind)
         notes.append(f"{where}: --served-model-name {served} added, so clients still ask for {served}")
     docker, dropped = _without_hub_cache(docker, local_dir)
@@ -180,7 +190,9 @@ def _mounted(docker: DockerSpec, path: str) -> str | None:
 
 
 def _is_hub_id(value: str) -> bool:
-    return bool(re.fullmatch(REPO_ID, value)) and not value.startswith((".", "/")) and "$" not in value
+    """True for `org/name`; a bare name (`gpt-oss-120b`) is a local directory the server is started in, never
+    guessed to be a repository."""
+    return bool(re.fullmatch(REPO_ID, value)) and "/" in value and not value.startswith((".", "/")) and "$" not in value
 
 
 def _why_not(value: str | None, flag: str) -> str:
@@ -190,4 +202,6 @@ def _why_not(value: str | None, flag: str) -> str:
         return f"the model {value!r} is a variable the post does not set"
     if value.startswith("/"):
         return f"the model path {value} is not inside a bind mount of a host directory"
-    return f"the model {value!r} is neither a Hub id (org/name) nor an absolute path"
+    if "/" not in value:
+        return f"the model {value!r} has no org: a local directory, not a Hub id (org/name); write ORG/NAME"
+    return f"the model {value!r} is a local path, neither a Hub id (org/name) nor an absolute path"

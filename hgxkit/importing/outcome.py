@@ -214,7 +214,7 @@ def account_lines(
             commands.setdefault((command.post.name, line), simple)
     out = []
     for post in posts:
-        for number, text in enumerate(post.lines, 1):
+        for number, text in enumerate(post.written or post.lines, 1):
             key = (post.name, number)
             out.append(_account(post, number, text, said.get(key), commands.get(key), tuple(noted.get(key, ()))))
     return tuple(out)

@@ -125,6 +125,7 @@ class PostFile:
     clean: tuple[str, ...]
     notes: tuple[tuple[int, str], ...] = ()  # (line, what was removed) for prompts and the like
     fences: tuple[int, ...] = ()  # per line: the Markdown code fence it is in (0: none)
+    written: tuple[str, ...] = ()  # the lines as the post wrote them, where typography was undone in `lines`
 
 
 @dataclass(frozen=True)

@@ -215,8 +215,19 @@ def python_program(words: Sequence[str]) -> list[str]:
     Example:
         >>> python_program(["/data/conda/envs/x/bin/python", "-m", "sglang.launch_server"])
         ['python3', '-m', 'sglang.launch_server']
+        >>> python_program(["python", "-O", "-u", "-m", "vllm.entrypoints.openai.api_server"])
+        ['python3', '-m', 'vllm.entrypoints.openai.api_server']
     """
-    return [re.sub(r"^(?:\S*/)?python[0-9.]*$", "python3", w) if i == 0 else w for i, w in enumerate(words)]
+    if not words or not _PYTHON.match(words[0]):
+        return list(words)
+    rest = list(words[1:])
+    while rest and _PYTHON_FLAG.match(rest[0]):  # `python -O -u -m …`: options of the interpreter, not the server
+        rest = rest[2:] if rest[0] in ("-X", "-W") else rest[1:]
+    return ["python3", *rest]
+
+
+_PYTHON = re.compile(r"^(?:\S*/)?python[0-9.]*$")
+_PYTHON_FLAG = re.compile(r"^-(?:[bBdEiIOqsSuvR]+|X|W)$")
 
 
 def program_of(words: Sequence[str], programs: Sequence[tuple[str, ...]]) -> tuple[str, ...] | None:

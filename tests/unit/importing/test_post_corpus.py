@@ -20,6 +20,7 @@ import yaml
 from hgxkit.errors import InputError
 from hgxkit.importing.importer import ImportOptions, import_post
 from hgxkit.importing.outcome import ImportOutcome
+from hgxkit.importing.typography import normalise
 from hgxkit.recipe.dump import dump_recipe
 from hgxkit.recipe.read import parse_recipe_text
 from hgxkit.recipe.render import render_recipe
@@ -88,6 +89,7 @@ PROMPTS = {
     "007": r"^\$ ",  # `$ ` prompt
     "015": r"^\[root@node1 ~\]# ",
     "046": r"```,?",  # the command is written inline between ``` fences
+    "091": r"`",  # the command is inline code
     "051": r"^> ",  # a quoted reply: every line starts with `> `
     "054": r"^\$|^> ",  # `$docker …` and PS2 `> ` continuation lines
 }
@@ -134,7 +136,9 @@ def server_spans(result: ImportOutcome) -> list[tuple[int, int]]:
 
 
 def posted_command(number: str, span: tuple[int, int]) -> str:
-    lines = (POSTS / ENTRIES[number]["file"]).read_text().split("\n")[span[0] - 1 : span[1]]
+    name = ENTRIES[number]["file"]
+    text, _ = normalise(name, (POSTS / name).read_text())  # a blog's dashes and quotes, undone as the import does
+    lines = text.split("\n")[span[0] - 1 : span[1]]
     if number in PROMPTS:
         lines = [re.sub(PROMPTS[number], "", line) for line in lines]
     text = "\n".join(lines)

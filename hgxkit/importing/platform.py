@@ -1,0 +1,111 @@
+"""Which accelerator a post is for, read before anything else: hgxkit serves NVIDIA GPUs only.
+
+A post for Intel Gaudi, Google TPU, AMD ROCm, Huawei Ascend, AWS Neuron, CPU only or Apple silicon cannot be
+reproduced on an HGX node whatever image `--image` names: its settings (`HABANA_VISIBLE_DEVICES`, `--device
+hpu`, `/dev/kfd`…) would be carried into an NVIDIA recipe. Each platform is known by its devices, environment
+variables, images and resource names, as written in a command (never by a word of prose). A post that also
+shows an NVIDIA setup (`--gpus`, `nvidia.com/gpu`, `CUDA_VISIBLE_DEVICES`, an NGC image) is judged command by
+command instead (`foreign_in`), so its NVIDIA alternative can still be taken.
+
+Example:
+    >>> foreign_in("docker run --runtime=habana -e HABANA_VISIBLE_DEVICES=all img").title
+    'Intel Gaudi (HPU)'
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from hgxkit.errors import InputError
+
+
+class ForeignSetup(InputError):
+    """A setup for another accelerator: a refusal that a post's NVIDIA alternative outranks."""
+
+
+@dataclass(frozen=True)
+class Foreign:
+    """A sign of another accelerator: the platform's name and the text that shows it."""
+
+    title: str
+    shown: str
+
+
+_SIGNS: tuple[tuple[str, re.Pattern[str]], ...] = (
+    (
+        "Intel Gaudi (HPU)",
+        re.compile(
+            r"\b(?:HABANA_[A-Z_]+|PT_HPU_[A-Z_]+)\b|--device[= ]+hpu\b|--runtime[= ]+habana\b"
+            r"|\bvault\.habana\.ai/\S*|\bhabana\.ai/gaudi\b|\bgaudi-docker\b|\bvllm-hpu\S*|\bDockerfile\.hpu\b"
+        ),
+    ),
+    (
+        "Google TPU",
+        re.compile(
+            r"--device[= ]+tpu\b|\bTPU_[A-Z_]+\b|\blibtpu\b|\bvllm/vllm-tpu\S*|(?<![\w/-])vllm-tpu(?![\w-])"
+            r"|\bgoogle\.com/tpu\b|\bDockerfile\.tpu\b|\bcloud\.google\.com/gke-tpu\S*"
+        ),
+    ),
+    (
+        "AMD ROCm",
+        re.compile(
+            r"/dev/kfd\b|/dev/dri\b|\b(?:HIP_VISIBLE_DEVICES|ROCR_VISIBLE_DEVICES|HSA_[A-Z_]+|VLLM_ROCM_[A-Z_]+)\b"
+            r"|(?<![\w.-])rocm/\S+|\S+[:/-]rocm\S*|\bamd\.com/gpu\b"
+        ),
+    ),
+    (
+        "Huawei Ascend (NPU)",
+        re.compile(
+            r"\bASCEND_[A-Z_]+\b|/dev/davinci\w*|\bhuawei\.com/Ascend\w*|\bquay\.io/ascend/\S*|\bvllm-ascend\S*"
+        ),
+    ),
+    (
+        "AWS Neuron",
+        re.compile(
+            r"--device[= ]+neuron\b|\b(?:NEURON_RT_[A-Z_]+|VLLM_NEURON_[A-Z_]+)\b|/dev/neuron\d*"
+            r"|\baws\.amazon\.com/neuron\w*"
+        ),
+    ),
+    ("CPU only", re.compile(r"--device[= ]+cpu\b|\bvllm-cpu\S*|\bVLLM_CPU_[A-Z_]+\b|\S+:cpu\b")),
+    ("Apple silicon (MPS)", re.compile(r"--device[= ]+mps\b|\bPYTORCH_ENABLE_MPS_FALLBACK\b")),
+)
+# What shows that a post (also) serves on NVIDIA GPUs.
+_NVIDIA = re.compile(
+    r"--gpus\b|--runtime[= ]+nvidia\b|\bnvidia\.com/gpu\b|\b(?:CUDA|NVIDIA)_VISIBLE_DEVICES\b|\bnvcr\.io/"
+    r"|\b(?:H100|H200|H20|H800|B200|GB200|A100|A800|L40S?)\b"
+)
+
+
+def foreign_in(text: str) -> Foreign | None:
+    """The first sign of another accelerator in `text` (a command's words), else None."""
+    found = [(m.start(), title, m.group()) for title, sign in _SIGNS for m in [sign.search(text)] if m is not None]
+    if not found:
+        return None
+    _, title, shown = min(found)
+    return Foreign(title, shown.strip("\"'`;,"))
+
+
+def shows_nvidia(lines: Sequence[str]) -> bool:
+    """Whether `lines` (prose too: `# for H200`) show an NVIDIA setup."""
+    return any(_NVIDIA.search(line) for line in lines)
+
+
+def refuse_foreign(name: str, lines: Sequence[str], whole: Sequence[str]) -> None:
+    """Refuse a post whose command `lines` show another accelerator and whose `whole` text shows no NVIDIA
+    setup (`shows_nvidia`), naming the first line that shows it."""
+    if shows_nvidia(whole):
+        return
+    for number, line in enumerate(lines, 1):
+        found = foreign_in(line)
+        if found is not None:
+            raise ForeignSetup(message(f"{name}:{number}", found))
+
+
+def message(where: str, found: Foreign) -> str:
+    """The one-line refusal for a setup on another accelerator."""
+    return (
+        f"{where}: {found.shown} is {found.title}: the post is for another accelerator, and hgxkit serves "
+        "NVIDIA GPUs (HGX nodes); --image cannot change that: import a post for NVIDIA GPUs"
+    )
