@@ -138,7 +138,7 @@ def ensure_lxcfs() -> Path | None:
 
 
 def _containers(c: docker.DockerClient, cluster: str) -> list[Container]:
-    found = c.containers.list(all=True, filters={"label": f"{CLUSTER_LABEL}={cluster}"})
+    found = c.containers.list(all=True, filters={"label": f"{CLUSTER_LABEL}={cluster}"}, ignore_removed=True)
     return sorted(found, key=lambda x: int(x.labels.get("hgxkit.sim.index", "0")))
 
 
@@ -153,7 +153,9 @@ def _port_free(port: int) -> bool:
 
 
 def _free_ports(c: docker.DockerClient, count: int) -> list[int]:
-    taken = {int(x.labels.get("hgxkit.sim.port", 0)) for x in c.containers.list(all=True, filters={"label": LABEL})}
+    # other test sessions remove their nodes meanwhile: a container gone between the listing and its read is not one
+    nodes = c.containers.list(all=True, filters={"label": LABEL}, ignore_removed=True)
+    taken = {int(x.labels.get("hgxkit.sim.port", 0)) for x in nodes}
     ports: list[int] = []
     port = FIRST_PORT
     while len(ports) < count:
@@ -375,7 +377,7 @@ def down(cluster: str = "default") -> DownReport:
     _check_cluster(cluster)
     c = client()
     flt = {"label": f"{CLUSTER_LABEL}={cluster}"}
-    containers = c.containers.list(all=True, filters=flt)
+    containers = c.containers.list(all=True, filters=flt, ignore_removed=True)
     for x in containers:
         x.remove(force=True)
     volumes = c.volumes.list(filters=flt)
