@@ -82,6 +82,8 @@ TOOLS = (
     Tool("amtool", "prometheus-alertmanager", "checks the generated Alertmanager configuration", ("test",)),
     Tool("docker-compose", "docker-compose", "validates the compose export in its tests", ("test",)),
     Tool("shellcheck", "shellcheck", "checks the Slurm export in its tests", ("test",)),
+    Tool("rsync", "rsync", "copies a bundle the way its tests copy one to a site", ("test",)),
+    Tool("stress-ng", "stress-ng", "loads the host for `make soak` and the suite under stress", ("test",)),
 )
 
 
