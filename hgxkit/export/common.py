@@ -402,11 +402,27 @@ def _check_rank_template(recipe: Recipe, group: ExportGroup) -> None:
         entries = [e for e in template.command if container.rank or e not in workers_only]
         expected = [w.replace(RANK_STANDIN, str(container.rank)) for entry in entries for w in entry]
         if expected != container.args or container.env != template.env:
-            raise InputError(
-                f"{recipe.path or recipe.name}: group {group.index}: the ranks' commands differ other than in "
-                f"{group.kind.rank_flag}; an engine starts every worker from one template: write the rank only as "
-                f"{group.kind.rank_flag} {{{{rank}}}}"
+            raise InputError(_no_template(recipe, group))
+
+
+def _no_template(recipe: Recipe, group: ExportGroup) -> str:
+    """Why the ranks have no one template: a layout exports do not carry yet, else a rank written elsewhere."""
+    where = f"{recipe.path or recipe.name}: group {group.index}"
+    words = {w for container in group.containers for w in container.args}
+    layouts = [
+        (group.kind.ray is not None and group.kind.ray.backend[1] in words, "a server on a Ray cluster"),
+        (group.kind.dp_hosts is not None and group.kind.dp_hosts.start_flag in words, "data parallelism over hosts"),
+    ]
+    for shown, layout in layouts:
+        if shown:
+            return (
+                f"{where}: {layout} is not exported yet (each host's command differs in more than its rank); "
+                "deploy it with deploys/reproduce.py"
             )
+    return (
+        f"{where}: the ranks' commands differ other than in {group.kind.rank_flag}; an engine starts every worker "
+        f"from one template: write the rank only as {group.kind.rank_flag} {{{{rank}}}}"
+    )
 
 
 def expansion_names(words: list[str]) -> list[str]:

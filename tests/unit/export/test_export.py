@@ -573,3 +573,39 @@ def test_docstring_examples(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(ROOT)  # examples read recipes/… relative to the repository
     result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
     assert (result.failed, result.attempted > 0) == (0, True)
+
+
+RAY_EXAMPLE = ImportOptions(
+    fill=(
+        ("/path/to/the/huggingface/home/on/this/node", "/data/models/DeepSeek-V3"),
+        ("/path/to/the/model/in/the/container", "/models/DeepSeek-V3"),
+    ),
+    model_repo="deepseek-ai/DeepSeek-V3",
+    image="vllm/vllm-openai:latest",
+)
+
+
+@pytest.mark.parametrize("target", sorted(EXPORTERS))
+@pytest.mark.parametrize(
+    "layout,post,options,allowed",
+    [
+        ("data parallelism over hosts", "022", ImportOptions(), ("--network=host",)),
+        (
+            "a server on a Ray cluster",
+            "formats/r01-vllm-run-deepseek-ray-docker.sh",
+            RAY_EXAMPLE,
+            ("--network=host", "--privileged", "host-system-mount"),
+        ),
+    ],
+    ids=["vllm-dp", "vllm-ray"],
+)
+def test_a_layout_exports_do_not_carry_yet_is_refused_by_name(
+    target: str, layout: str, post: str, options: ImportOptions, allowed: tuple[str, ...]
+) -> None:
+    path = POSTS / post if "/" in post else next(POSTS.glob(f"{post}-*.txt"))
+    recipe = import_post([(path.name, path.read_text())], options).recipe
+    judged = judge(recipe, Allowances(docker_options=allowed, api_key="auto"))
+    with pytest.raises(InputError) as refused:
+        export_recipe(judged, target, ExportOptions(run_id=RUN))
+    assert f"{layout} is not exported yet" in refused.value.message
+    assert refused.value.message.endswith("deploy it with deploys/reproduce.py")
