@@ -4,7 +4,9 @@ A document is a SkyPilot task when it has a `run` script and `resources` (or `nu
 compose file or manifest. Its keys become the container:
 - `resources.image_id: docker:IMAGE` is the image;
 - `resources.accelerators: H200:N` the GPUs (the `CUDA_VISIBLE_DEVICES` the run script exports, where it does);
-- `resources.ports` the published ports, `config.docker.run_options` the container's options;
+- `resources.ports` the published ports, `config.docker.run_options` the container's options; with `num_nodes`
+  above 1, the host's network instead (SkyPilot starts every task's container with `--net=host`, which the ranks
+  of a server spanning nodes need: they meet on ports nothing publishes);
 - `envs` its environment (hgxkit's own `HGXKIT_*` provenance is read back as an export's `hgxkit.io/*` labels);
 - `secrets` names taken from the environment.
 
@@ -180,6 +182,15 @@ class _Task:
             index, devices = group
             words[3] = (f'"device={",".join(map(str, devices))}"', words[3][1])
         ports = resources.get("ports") or []
+        if str(data.get("num_nodes") or 1) != "1":
+            # SkyPilot starts every task's container with `--net=host`; a server over several nodes relies on it
+            # (its ranks meet on ports nothing publishes)
+            words += [("--network", line), ("host", line)]
+            self.notes.append(
+                f"{self.where('num_nodes')}: num_nodes {data['num_nodes']}: the task's container is on the "
+                "host's network (SkyPilot runs it with --net=host), which a server spanning nodes needs"
+            )
+            ports = []
         for port in [ports] if isinstance(ports, (int, str)) else ports:
             host = int(port) + index if group is not None and str(port).isdigit() else port
             words += [("-p", line), (f"{host}:{port}", line)]

@@ -81,6 +81,8 @@ def test_two_nodes_take_rank_0s_command_with_the_head_from_skypilot_node_ips() -
         "--dist-init-addr {{head}}:{{dist_port}} --served-model-name org/m"
     )
     assert (groups.size, groups.nodes, groups.dist_port) == (8, 2, 5000)
+    # SkyPilot runs the container on the host's network, where the ranks meet
+    assert [e.words for e in outcome.recipe.docker.entries][:2] == [("--gpus", "all"), ("--network", "host")]
     assert outcome.notes[:3] == (
         "task.yaml:6: $HEAD is the first of $SKYPILOT_NODE_IPS: the group's head",
         "task.yaml:10: the other ranks' command; hgxkit renders each rank from rank 0's",
