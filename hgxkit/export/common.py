@@ -4,7 +4,9 @@
 needs: GPUs, ports, environment (plain, or from the environment: secrets), mounts, shm/ipc/ulimits, the
 image's entrypoint and the server's command, word for word. A group spanning nodes is rendered for every
 rank with a stand-in head address; `Container.for_engine` puts the engine's head and rank expressions in
-their place, and `export_groups` proves that the rank template gives every rank's own render.
+their place (over vLLM's data-parallel hosts also each worker's first DP rank, `ExportGroup.worker`), and
+`export_groups` proves that the rank template gives every rank's own render. On a Ray cluster the head's
+render (start Ray, then the server) is its own; the workers' is one template.
 
 Example:
     >>> from hgxkit.recipe.read import load_recipe
@@ -28,6 +30,7 @@ from hgxkit.recipe.docker_options import canonical
 from hgxkit.recipe.docker_parse import OptionEntry, OptionUse
 from hgxkit.recipe.dump import recipe_hash
 from hgxkit.recipe.judge import Judged
+from hgxkit.recipe.nodes import ray_cluster
 from hgxkit.recipe.render import RenderedGroup, render_recipe
 from hgxkit.recipe.shellwords import dollar_segments
 from hgxkit.recipe.spec import Mount, Recipe, parse_mount, parse_publish, parse_volume
@@ -115,11 +118,14 @@ class Container:
         group's, else what its parallelism uses on one node (a TP1 server given `--gpus all` needs one)."""
         return len(self.gpus) if self.gpus is not None else self.parallel_gpus
 
-    def for_engine(self, head: str, rank: str | None, kind: ServerKind) -> Container:
-        """This container with the stand-in head replaced by `head` and (workers) the rank flag's value by `rank`."""
+    def for_engine(self, head: str, rank: str | None, kind: ServerKind, start: str | None = None) -> Container:
+        """This container with the stand-in head replaced by `head`, (workers) the rank flag's value by `rank` and,
+        given `start`, the first data-parallel rank of a host (vLLM's `--data-parallel-start-rank`) by it."""
         command = tuple(tuple(word.replace(HEAD_STANDIN, head) for word in entry) for entry in self.command)
         if rank is not None:
             command = tuple(_with_rank(entry, rank, kind) for entry in command)
+        if start is not None and kind.dp_hosts is not None:
+            command = tuple(_with_flag_value(entry, kind.dp_hosts.start_flag, start, kind) for entry in command)
         env = tuple((name, value.replace(HEAD_STANDIN, head)) for name, value in self.env)
         rendered = self.rendered
         if rendered is not None:
@@ -141,6 +147,30 @@ class ExportGroup:
     @property
     def head(self) -> Container:
         return self.containers[0]
+
+    @property
+    def dp_per_host(self) -> int | None:
+        """The data-parallel ranks each host runs when the server spreads them over hosts (vLLM's
+        `--data-parallel-size-local`), else None: a worker's first DP rank is its rank times this."""
+        local = self.kind.dp_hosts.local_flag if self.kind.dp_hosts else None
+        for entry in self.head.command if local else ():
+            flag, equals, inline = entry[0].partition("=")
+            value = inline if equals else (entry[1] if len(entry) > 1 else "")
+            if self.kind.canonical_flag(flag) == local and value.isdigit():
+                return int(value)
+        return None
+
+    def worker(self, head: str, rank: str | None, start: str | None = None) -> Container:
+        """The template an engine starts every worker (rank >= 1) from: rank 1's container with `head`, the rank
+        flag's value `rank` and, over data-parallel hosts, the first DP rank `start` (the engine's expression of
+        rank x `dp_per_host`). Without `start` the template keeps rank 1's own first DP rank, which is right only
+        when rank 1 is the one worker: `start_needed` says when an engine must give one."""
+        return self.containers[1].for_engine(head, rank, self.kind, start)
+
+    @property
+    def start_needed(self) -> bool:
+        """True when the workers' first DP ranks differ (more than one worker over data-parallel hosts)."""
+        return self.dp_per_host is not None and self.nodes > 2
 
 
 @dataclass(frozen=True)
@@ -384,45 +414,51 @@ def _dns_name(name: str) -> str:
 
 
 RANK_STANDIN = "@HGXKIT_RANK@"
+# A worker's first data-parallel rank in the template: a shell engine writes `$((RANK * N))` in its place.
+START_STANDIN = "@HGXKIT_DP_START@"
 
 
 def _with_rank(entry: tuple[str, ...], rank: str, kind: ServerKind) -> tuple[str, ...]:
+    return _with_flag_value(entry, kind.rank_flag, rank, kind)
+
+
+def _with_flag_value(entry: tuple[str, ...], canonical_flag: str, value: str, kind: ServerKind) -> tuple[str, ...]:
     flag, equals, _ = entry[0].partition("=")
-    if kind.canonical_flag(flag) != kind.rank_flag:
+    if kind.canonical_flag(flag) != canonical_flag:
         return entry
-    return (f"{flag}={rank}",) if equals else (entry[0], rank, *entry[2:])
+    return (f"{flag}={value}",) if equals else (entry[0], value, *entry[2:])
 
 
 def _check_rank_template(recipe: Recipe, group: ExportGroup) -> None:
-    """Every rank's render is the rank-1 template with its own rank (rank 0: less the kind's worker flags); else
-    the rank is somewhere no engine sets it per node."""
-    template = group.containers[1].for_engine(HEAD_STANDIN, RANK_STANDIN, group.kind)
-    workers_only = {(flag,) for flag in group.kind.worker_flags}
+    """Every worker's render is the rank-1 template with its own rank (over data-parallel hosts also its own first
+    DP rank); rank 0's is the template less the kind's worker flags and that first DP rank, except on a Ray cluster,
+    where the head starts Ray and then the server (the render's own command, which every engine runs as it is).
+    Else the rank is somewhere no engine sets it per node."""
+    kind = group.kind
+    template = group.worker(HEAD_STANDIN, RANK_STANDIN, START_STANDIN)
+    per_host = group.dp_per_host or 0
+    workers_only = {(flag,) for flag in kind.worker_flags}
+    start_flag = kind.dp_hosts.start_flag if kind.dp_hosts else None
     for container in group.containers:
-        entries = [e for e in template.command if container.rank or e not in workers_only]
-        expected = [w.replace(RANK_STANDIN, str(container.rank)) for entry in entries for w in entry]
+        rank = container.rank or 0
+        if rank == 0 and ray_cluster(recipe) is not None:
+            continue
+        entries = [e for e in template.command if rank or (e not in workers_only and _flag(e, kind) != start_flag)]
+        expected = [
+            w.replace(RANK_STANDIN, str(rank)).replace(START_STANDIN, str(rank * per_host))
+            for entry in entries
+            for w in entry
+        ]
         if expected != container.args or container.env != template.env:
-            raise InputError(_no_template(recipe, group))
-
-
-def _no_template(recipe: Recipe, group: ExportGroup) -> str:
-    """Why the ranks have no one template: a layout exports do not carry yet, else a rank written elsewhere."""
-    where = f"{recipe.path or recipe.name}: group {group.index}"
-    words = {w for container in group.containers for w in container.args}
-    layouts = [
-        (group.kind.ray is not None and group.kind.ray.backend[1] in words, "a server on a Ray cluster"),
-        (group.kind.dp_hosts is not None and group.kind.dp_hosts.start_flag in words, "data parallelism over hosts"),
-    ]
-    for shown, layout in layouts:
-        if shown:
-            return (
-                f"{where}: {layout} is not exported yet (each host's command differs in more than its rank); "
-                "deploy it with deploys/reproduce.py"
+            raise InputError(
+                f"{recipe.path or recipe.name}: group {group.index}: the ranks' commands differ other than in "
+                f"{kind.rank_flag}; an engine starts every worker from one template: write the rank only as "
+                f"{kind.rank_flag} {{{{rank}}}}"
             )
-    return (
-        f"{where}: the ranks' commands differ other than in {group.kind.rank_flag}; an engine starts every worker "
-        f"from one template: write the rank only as {group.kind.rank_flag} {{{{rank}}}}"
-    )
+
+
+def _flag(entry: tuple[str, ...], kind: ServerKind) -> str:
+    return kind.canonical_flag(entry[0].partition("=")[0]) if entry and entry[0].startswith("-") else ""
 
 
 def expansion_names(words: list[str]) -> list[str]:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import re
 
+from hgxkit.errors import InputError
 from hgxkit.export.common import (
     KEY_CONFIG_FILE,
     KEY_CONFIG_IN_CONTAINER,
@@ -93,14 +94,60 @@ def export_kubernetes(judged: Judged, options: ExportOptions) -> Exported:
             "--ipc host: the ranks share /dev/shm, a memory-backed emptyDir (Pod Security baseline forbids host "
             "namespaces)"
         )
-    if any(c.network_host for g in groups for c in g.containers):
-        dropped.append("Pod Security: hostNetwork (allowed by --network=host) needs a namespace at level privileged")
-    elif not options.model_pvc:
-        dropped.append("Pod Security: the model's hostPath needs level privileged; --model-pvc NAME meets baseline")
+    dropped += _pod_security_notes(groups, options)
     if any(c.ulimits for g in groups for c in g.containers):
         dropped.append("ulimits: set on the node's container runtime (Kubernetes has no per-pod ulimits)")
     dropped.append(f"--bind {judged.allowances.bind_address}: each Service is a ClusterIP; expose it with your ingress")
     return Exported({"kubernetes.yaml": text}, dropped)
+
+
+# What Pod Security "baseline" lets a container add (kubernetes.io/docs/concepts/security/pod-security-standards)
+BASELINE_CAPABILITIES = frozenset(
+    {
+        "AUDIT_WRITE",
+        "CHOWN",
+        "DAC_OVERRIDE",
+        "FOWNER",
+        "FSETID",
+        "KILL",
+        "MKNOD",
+        "NET_BIND_SERVICE",
+        "SETFCAP",
+        "SETGID",
+        "SETPCAP",
+        "SETUID",
+        "SYS_CHROOT",
+    }
+)
+
+
+def _pod_security_notes(groups: list[ExportGroup], options: ExportOptions) -> list[str]:
+    """What of the pods needs Pod Security level privileged (each allowed by the recipe's judgement), one line
+    each; the model's hostPath alone is met by `--model-pvc`."""
+    containers = [c for g in groups for c in g.containers]
+    needs = []
+    if any(c.network_host for c in containers):
+        needs.append("hostNetwork (allowed by --network=host) needs a namespace at level privileged")
+    if any(c.privileged for c in containers):
+        needs.append("a privileged container (allowed by --privileged) needs level privileged")
+    added = sorted({cap.upper().removeprefix("CAP_") for c in containers for cap in c.cap_add} - BASELINE_CAPABILITIES)
+    if added:
+        needs.append(f"the capabilities {', '.join(added)} (allowed by --cap-add) need level privileged")
+    # hostPath volumes: every absolute mount but a model on `--model-pvc`
+    host_paths = dict.fromkeys(
+        m.source
+        for c in containers
+        for i, m in enumerate(c.mounts)
+        if m.source.startswith("/") and not (i == c.model_mount and options.model_pvc)
+    )
+    models = {c.mounts[c.model_mount].source for c in containers if c.model_mount is not None}
+    others = [path for path in host_paths if path not in models]
+    if others:
+        needs.append(f"the hostPath volume(s) {', '.join(others)} need level privileged")
+    if any(path in models for path in host_paths):
+        remedy = "" if needs else "; --model-pvc NAME meets baseline"  # the model's hostPath is the one thing
+        needs.append(f"the model's hostPath needs level privileged{remedy}")
+    return [f"Pod Security: {need}" for need in needs]
 
 
 def _dns(name: str) -> str:
@@ -141,8 +188,15 @@ def _single(group: ExportGroup, origin: Provenance, secret: str, options: Export
 
 def _lws(group: ExportGroup, origin: Provenance, secret: str, options: ExportOptions) -> list[dict]:
     # In the lexer's notation (an expansion), which `k8s_word` writes as `$(NAME)`.
+    if group.start_needed:
+        raise InputError(
+            f"{origin.recipe}: group {group.index}: data parallelism over {group.nodes} hosts: a LeaderWorkerSet "
+            f"starts every worker from one template, and each worker's first DP rank (its index x "
+            f"{group.dp_per_host}) is a product Kubernetes cannot write into its arguments; export it over 2 hosts, "
+            "or --to compose, slurm or skypilot"
+        )
     leader = group.head.for_engine("${LWS_LEADER_ADDRESS}", None, group.kind)
-    worker = group.containers[1].for_engine("${LWS_LEADER_ADDRESS}", "${LWS_WORKER_INDEX}", group.kind)
+    worker = group.worker("${LWS_LEADER_ADDRESS}", "${LWS_WORKER_INDEX}")
     meta = _metadata(leader.name, origin, group)
     leader_labels = {**meta["labels"], "role": "leader"}
     worker_labels = {**meta["labels"], "role": "worker"}
@@ -266,8 +320,13 @@ def _volumes(container: Container, options: ExportOptions) -> tuple[list[dict], 
 
 
 def _quantity(size: str) -> str:
-    """Docker's `32g` as a Kubernetes quantity (`32Gi`): docker's units are binary."""
-    match = re.fullmatch(r"(\d+)([bkmgt]?)b?", size.strip().lower())
+    """Docker's `32g` as a Kubernetes quantity (`32Gi`): docker's units are binary, and it takes a fraction.
+
+    Example:
+        >>> _quantity("32g"), _quantity("10.24g"), _quantity("512MB")
+        ('32Gi', '10.24Gi', '512Mi')
+    """
+    match = re.fullmatch(r"(\d+(?:\.\d+)?)([bkmgt]?)b?", size.strip().lower())
     if not match:
         return size
     number, unit = match.groups()

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from hgxkit.export.common import (
     KEY_CONFIG_IN_CONTAINER,
+    START_STANDIN,
     Container,
     Exported,
     ExportGroup,
@@ -64,6 +65,10 @@ def export_skypilot(judged: Judged, options: ExportOptions) -> Exported:
         dropped.append(f"--bind {judged.allowances.bind_address}: a task's port is open to all or not opened")
     if any(c.env_files for g in groups for c in g.containers):
         dropped.append("--env-file: give its values as --secret NAME at launch")
+    # the model is downloaded into the task's container (`setup`); any other host directory is not there
+    others = [m for g in groups for c in g.containers for i, m in enumerate(c.mounts) if i != c.model_mount]
+    for shown in dict.fromkeys(f"{m.source}:{m.target}" for m in others):
+        dropped.append(f"the mount {shown}: a task's node has no such host directory (`file_mounts` copies files in)")
     return Exported(files, dropped)
 
 
@@ -163,13 +168,14 @@ def _run(group: ExportGroup) -> str:
     if group.nodes == 1:
         return "\n".join([*lines, "exec " + _command(head), ""])
     leader = head.for_engine(HEAD, None, group.kind)
-    worker = group.containers[1].for_engine(HEAD, RANK, group.kind)
+    worker = group.worker(HEAD, RANK, START_STANDIN if group.start_needed else None)
+    start = f'"$((SKYPILOT_NODE_RANK * {group.dp_per_host}))"'  # a worker's first data-parallel rank
     lines += [
         'HGXKIT_HEAD=$(echo "$SKYPILOT_NODE_IPS" | head -n 1)',
         'if [ "$SKYPILOT_NODE_RANK" = 0 ]; then',
         "  exec " + _command(leader),
         "else",
-        "  exec " + _command(worker),
+        "  exec " + _command(worker).replace(START_STANDIN, start),
         "fi",
         "",
     ]

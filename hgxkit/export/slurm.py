@@ -32,6 +32,7 @@ from hgxkit.export.common import (
     HEAD_STANDIN,
     KEY_CONFIG_FILE,
     KEY_CONFIG_IN_CONTAINER,
+    START_STANDIN,
     Container,
     Exported,
     ExportGroup,
@@ -143,14 +144,17 @@ def _node_lines(recipe: Recipe, group: ExportGroup, annotations: dict[str, str],
         lines += ["  HGXKIT_KEY_DIR=$(mktemp -d)", "  " + key_file_line(head.key_config, KEY_FILE)]
     if group.nodes == 1:
         return [*lines, "  " + _with_secrets(head_words, head.secret_env) + " &"]
-    worker = _with_key_file(group.containers[1].for_engine("${HGXKIT_HEAD}", "${SLURM_NODEID}", group.kind))
+    worker = _with_key_file(
+        group.worker("${HGXKIT_HEAD}", "${SLURM_NODEID}", START_STANDIN if group.start_needed else None)
+    )
     worker_words = _docker_words(recipe, worker, bind, labels | {RANK_LABEL: "${SLURM_NODEID}"})
+    start = f'"$((SLURM_NODEID * {group.dp_per_host}))"'  # a worker's first data-parallel rank
     return [
         *lines,
         '  if [ "$SLURM_NODEID" = 0 ]; then',
         "    " + _with_secrets(head_words, head.secret_env) + " &",
         "  else",
-        "    " + _with_secrets(worker_words, worker.secret_env) + " &",
+        "    " + _with_secrets(worker_words, worker.secret_env).replace(START_STANDIN, start) + " &",
         "  fi",
     ]
 

@@ -9,7 +9,11 @@ from pathlib import Path
 
 import pytest
 import yaml
-from test_export import RECIPES, _export
+from test_export import RECIPES, RUN, _allowances, _export
+
+from hgxkit.export.common import ExportOptions
+from hgxkit.export.registry import export_recipe
+from hgxkit.recipe.judge import judge
 
 # Capabilities baseline lets a container add.
 BASELINE_CAPABILITIES = {
@@ -106,3 +110,29 @@ def test_a_hostpath_model_is_the_one_thing_that_needs_more_and_the_export_says_s
     assert main(["recipe", "export", recipe, "--to", "k8s", "-o", str(tmp_path)]) == 0
     assert "not carried: Pod Security: the model's hostPath needs level privileged" in capsys.readouterr().err
     assert {tuple(baseline_violations(pod)) for pod in pods(tmp_path)} == {("hostPath volume model",)}
+
+
+def _named_by(violation: str) -> str:
+    """The words of the export's `Pod Security:` note that name what `violation` needs."""
+    if violation.startswith("host namespace: "):
+        return violation.removeprefix("host namespace: ")
+    if violation == "hostPath volume model":
+        return "the model's hostPath"
+    if violation.startswith("hostPath volume "):
+        return "the hostPath volume(s)"
+    if violation.endswith(": privileged"):
+        return "a privileged container"
+    return violation.rpartition(" ")[2]  # a capability, by name
+
+
+@pytest.mark.parametrize("pvc", [None, "models"], ids=["hostpath", "pvc"])
+@pytest.mark.parametrize("key", sorted(RECIPES))
+def test_whatever_needs_more_than_baseline_the_export_names(key: str, pvc: str | None, tmp_path: Path) -> None:
+    """Every baseline control a pod breaks (each allowed by the recipe's judgement: the host network, a privileged
+    container, a host directory) is named in a `Pod Security:` note with the level it needs."""
+    exported = export_recipe(judge(RECIPES[key](), _allowances(key)), "k8s", ExportOptions(run_id=RUN, model_pvc=pvc))
+    (tmp_path / "kubernetes.yaml").write_text(exported.files["kubernetes.yaml"])
+    notes = " | ".join(n for n in exported.not_carried if n.startswith("Pod Security: "))
+    violations = {v for pod in pods(tmp_path) for v in baseline_violations(pod)}
+    assert [v for v in sorted(violations) if _named_by(v) not in notes] == []
+    assert bool(violations) == bool(notes)
