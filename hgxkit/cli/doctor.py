@@ -33,7 +33,6 @@ if TYPE_CHECKING:  # for annotations only: the node modules load when a doctor r
 REPO_ROOT = Path(__file__).resolve().parents[2]
 HUB_URL = "https://huggingface.co"
 NVIDIA_CONTAINER_REPO = "https://nvidia.github.io/libnvidia-container/stable/deb/amd64/"
-H200_GPU_MEMORY_GB = 143771 / 1024  # what nvidia-smi reports for an H200, as roles/serve assumes before a driver
 NVIDIA_PACKAGE_GLOBS = "nvidia-* libnvidia-* cuda-drivers* datacenter-gpu-manager*"
 
 Data = Callable[[str], Any]  # a knob's value on the host: inventory or --data, else the roles' default
@@ -367,14 +366,14 @@ def _registry_urls(recipe: Any, mirrors: list[str]) -> list[str]:
 
 def _hicache_gb(recipe: Any, data: Any) -> float:
     """Host RAM the recipe's HiCache pools pin on this host (0 without HiCache)."""
-    from hgxkit.serving.policy import hicache_need
+    from hgxkit.serving.policy import H200_MEMORY_GB, hicache_need
 
     gpus = int(data("expected_gpu_count") or 8)
     size = recipe.groups.size if recipe.groups and recipe.groups.size else gpus
     need = hicache_need(
         recipe,
         groups=max(gpus // size, 1),
-        gpu_memory_gb=H200_GPU_MEMORY_GB,
+        gpu_memory_gb=H200_MEMORY_GB,
         weights_gb=float(data("serve_model_weights_gb")),
     )
     return need.total_gb

@@ -38,7 +38,8 @@ def add_export(commands: argparse._SubParsersAction) -> None:
         "allowance lets through is written into the files. Without -o the files are printed.",
         epilog="examples:\n"
         f"  hgxkit recipe export {_EXAMPLE} --to compose -o deploy/compose --run 20261201-120000-abcd\n"
-        f"  hgxkit recipe export {_EXAMPLE} --to k8s --model-pvc models > k8s.yaml\n"
+        f"  hgxkit recipe export {_EXAMPLE} --to k8s --model-pvc models --model-gb 160 -o base\n"
+        "  kubectl apply -k base    # the kustomize base; a cluster's overlay patches it\n"
         f"  hgxkit recipe export {_EXAMPLE} --to skypilot -o sky/\n"
         f"  hgxkit recipe export {_EXAMPLE} --to slurm -o slurm/ && sbatch slurm/*.sbatch",
     )
@@ -75,6 +76,13 @@ def add_export(commands: argparse._SubParsersAction) -> None:
         help="skypilot: the node's disk in GB, for the image and the weights (default: 1024; SkyPilot's own 256 "
         "holds no DeepSeek-class model)",
     )
+    parser.add_argument(
+        "--model-gb",
+        type=float,
+        metavar="GB",
+        help="k8s: the weights' size on disk (the recipe does not hold it), counted in each pod's memory request "
+        "(their page cache) and in HiCache's estimate of its host pools (default: not counted)",
+    )
     allowance_options(parser)
     parser.set_defaults(handler=_cmd_export)
 
@@ -110,6 +118,7 @@ def _cmd_export(args: argparse.Namespace) -> int:
         gpu_product=args.gpu_product,
         time_limit=args.time,
         disk_gb=args.disk_size,
+        model_gb=args.model_gb,
     )
 
     # Every export passes the kind's key variable on from the engine's secrets: `api_key: auto` for such a kind.

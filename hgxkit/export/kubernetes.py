@@ -2,12 +2,14 @@
 LeaderWorkerSet (and a Service on its leader) per group spanning nodes.
 
 Pods ask for the group's GPUs (`nvidia.com/gpu` limits; the device plugin picks which) on nodes GPU feature
-discovery labels `nvidia.com/gpu.product: NVIDIA-H200`, mount the model read-only from a hostPath of the
-recipe's model directory or from a PersistentVolumeClaim (`--model-pvc`), get `/dev/shm` as a memory emptyDir,
-probes on the kind's endpoints, and every value from the environment as a reference into one Secret
-(`<recipe>-secrets`). The server's flags are the render's; a variable the command expands becomes `$(NAME)`,
+discovery labels `nvidia.com/gpu.product: NVIDIA-H200`, and for CPU and memory computed from the recipe (requests
+equal to limits, the arithmetic as a comment: hgxkit.export.pod_resources); they mount the model read-only from a
+hostPath of the recipe's model directory or from a PersistentVolumeClaim (`--model-pvc`), get `/dev/shm` as a
+memory emptyDir, probes on the kind's endpoints, and every value from the environment as a reference into one
+Secret (`<recipe>-secrets`). The server's flags are the render's; a variable the command expands becomes `$(NAME)`,
 which the kubelet fills from the container's environment. In a LeaderWorkerSet the leader (rank 0) reaches
-the head through `$(LWS_LEADER_ADDRESS)` and each worker takes its rank from `$(LWS_WORKER_INDEX)`.
+the head through `$(LWS_LEADER_ADDRESS)` and each worker takes its rank from `$(LWS_WORKER_INDEX)`. The files are a
+kustomize base (`kustomization.yaml` lists the manifest): a cluster's own settings are an overlay that patches it.
 
 Example:
     >>> from hgxkit.recipe.judge import judge
@@ -36,6 +38,8 @@ from hgxkit.export.common import (
     not_carried,
     provenance,
 )
+from hgxkit.export.pod_resources import GIB, PodResources, pod_resources
+from hgxkit.recipe.danger import DEFAULT_HOST_MEMORY
 from hgxkit.recipe.judge import Judged
 from hgxkit.recipe.shellwords import dollar_segments
 
@@ -67,15 +71,23 @@ KEY_VOLUME = "api-key"  # the Secret's key file, mounted as the server's --confi
 
 
 def export_kubernetes(judged: Judged, options: ExportOptions) -> Exported:
-    """`kubernetes.yaml`: every group's workload and Service, one YAML stream."""
+    """`kubernetes.yaml` (every group's workload and Service, one YAML stream) and its `kustomization.yaml`."""
     recipe = judged.recipe
     groups = export_groups(recipe, options)
     origin = provenance(judged, options)
     secret = _dns(f"{recipe.name}-secrets")
-    documents: list[dict] = []
+    parts: list[str] = []
+    too_big: list[str] = []
     for group in groups:
+        gpus = group.head.gpu_count or options.total_gpus
+        sized = pod_resources(
+            recipe, gpus=gpus, hosts=group.nodes, shm_size=group.head.shm_size, model_gb=options.model_gb
+        )
         workload = _single if group.nodes == 1 else _lws
-        documents += workload(group, origin, secret, options)
+        comment = [f"{group.head.name}, each pod: {sized.comment()[0]}", *(f"  {line}" for line in sized.comment()[1:])]
+        parts.append(dump_yaml(workload(group, origin, secret, options, sized), comment))
+        if sized.memory_gib * GIB > DEFAULT_HOST_MEMORY:
+            too_big.append(f"{group.head.name} ({sized.memory_gib}Gi)")
     header = origin.comment()
     names = _secret_names(groups)
     keyed = any(c.key_config for g in groups for c in g.containers)
@@ -85,7 +97,7 @@ def export_kubernetes(judged: Judged, options: ExportOptions) -> Exported:
         header.append(f"secrets: kubectl create secret generic {secret} {literals}{from_file}".replace("  ", " "))
     if keyed:
         header.append(f"{KEY_CONFIG_FILE}: `api-key: KEY`, the server's --config (its key never on a command line)")
-    text = dump_yaml(documents, header)
+    text = dump_yaml([], header) + "---\n".join(parts)
     dropped = not_carried(groups)
     if any(c.gpus is not None for g in groups for c in g.containers):
         dropped.append("GPU ids: a pod asks for a number of GPUs; the device plugin chooses which")
@@ -95,10 +107,47 @@ def export_kubernetes(judged: Judged, options: ExportOptions) -> Exported:
             "namespaces)"
         )
     dropped += _pod_security_notes(groups, options)
+    if too_big:
+        dropped.append(
+            f"memory: a pod of {', '.join(too_big)} asks for more than an HGX H200 node's usual "
+            f"{DEFAULT_HOST_MEMORY // GIB}Gi, so no such node schedules it: --model-gb GB (the HiCache estimate "
+            "counts no weights without it) or smaller host pools (--hicache-size GB) lower it"
+        )
     if any(c.ulimits for g in groups for c in g.containers):
         dropped.append("ulimits: set on the node's container runtime (Kubernetes has no per-pod ulimits)")
     dropped.append(f"--bind {judged.allowances.bind_address}: each Service is a ClusterIP; expose it with your ingress")
-    return Exported({"kubernetes.yaml": text}, dropped)
+    return Exported({MANIFEST: text, KUSTOMIZATION: _kustomization(groups)}, dropped)
+
+
+MANIFEST = "kubernetes.yaml"
+KUSTOMIZATION = "kustomization.yaml"
+
+
+def _kustomization(groups: list[ExportGroup]) -> str:
+    """The export as a kustomize base (`kubectl apply -k DIR`): a cluster's own settings are an overlay that
+    patches it (the comment shows one), never an edit of the exported file."""
+    kind = "Deployment" if groups[0].nodes == 1 else "LeaderWorkerSet"
+    path = "/spec/template/spec" if kind == "Deployment" else "/spec/leaderWorkerTemplate/leaderTemplate/spec"
+    overlay = [
+        "A kustomize base: kubectl apply -k DIR. A cluster's own settings are an overlay that patches it, e.g. with",
+        "this directory written as base/ (-o base), my-cluster/kustomization.yaml:",
+        "  resources: [../base]",
+        "  namespace: llm",
+        "  patches:",
+        f"  - target: {{kind: {kind}, name: {groups[0].head.name}}}",
+        "    patch: |-",
+        *(
+            line
+            for field in ("requests", "limits")
+            for line in (
+                "      - op: replace",
+                f"        path: {path}/containers/0/resources/{field}/memory",
+                "        value: 1600Gi",
+            )
+        ),
+    ]
+    document = {"apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization", "resources": [MANIFEST]}
+    return dump_yaml([document], overlay)
 
 
 # What Pod Security "baseline" lets a container add (kubernetes.io/docs/concepts/security/pod-security-standards)
@@ -165,7 +214,9 @@ def _metadata(name: str, origin: Provenance, group: ExportGroup, **extra: str) -
     return {"name": name, "labels": labels, "annotations": origin.annotations()}
 
 
-def _single(group: ExportGroup, origin: Provenance, secret: str, options: ExportOptions) -> list[dict]:
+def _single(
+    group: ExportGroup, origin: Provenance, secret: str, options: ExportOptions, sized: PodResources
+) -> list[dict]:
     container = group.head
     meta = _metadata(container.name, origin, group)
     deployment = {
@@ -179,14 +230,16 @@ def _single(group: ExportGroup, origin: Provenance, secret: str, options: Export
             "selector": {"matchLabels": {NAME_LABEL: container.name}},
             "template": {
                 "metadata": {"labels": meta["labels"], "annotations": meta["annotations"]},
-                "spec": _pod(container, group, secret, options, probes=True),
+                "spec": _pod(container, group, secret, options, sized, probes=True),
             },
         },
     }
     return [deployment, _service(container, meta, {NAME_LABEL: container.name})]
 
 
-def _lws(group: ExportGroup, origin: Provenance, secret: str, options: ExportOptions) -> list[dict]:
+def _lws(
+    group: ExportGroup, origin: Provenance, secret: str, options: ExportOptions, sized: PodResources
+) -> list[dict]:
     # In the lexer's notation (an expansion), which `k8s_word` writes as `$(NAME)`.
     if group.start_needed:
         raise InputError(
@@ -212,11 +265,11 @@ def _lws(group: ExportGroup, origin: Provenance, secret: str, options: ExportOpt
                 "restartPolicy": "RecreateGroupOnPodRestart",
                 "leaderTemplate": {
                     "metadata": {"labels": leader_labels, "annotations": meta["annotations"]},
-                    "spec": _pod(leader, group, secret, options, probes=True),
+                    "spec": _pod(leader, group, secret, options, sized, probes=True),
                 },
                 "workerTemplate": {
                     "metadata": {"labels": worker_labels, "annotations": meta["annotations"]},
-                    "spec": _pod(worker, group, secret, options, probes=False),
+                    "spec": _pod(worker, group, secret, options, sized, probes=False),
                 },
             },
         },
@@ -238,7 +291,9 @@ def _service(container: Container, meta: dict, selector: dict[str, str]) -> dict
     }
 
 
-def _pod(container: Container, group: ExportGroup, secret: str, options: ExportOptions, probes: bool) -> dict:
+def _pod(
+    container: Container, group: ExportGroup, secret: str, options: ExportOptions, sized: PodResources, probes: bool
+) -> dict:
     kind = group.kind
     env: list[dict] = [{"name": name, "value": k8s_word(value)} for name, value in container.env]
     for name in dict.fromkeys([*container.secret_env, *expansion_names(container.args)]):
@@ -248,7 +303,6 @@ def _pod(container: Container, group: ExportGroup, secret: str, options: ExportO
         if name == kind.api_key_env:
             ref["optional"] = True  # without a key the server answers without one, as on a loopback bind
         env.append({"name": name, "valueFrom": {"secretKeyRef": ref}})
-    gpus = container.gpu_count or options.total_gpus
     spec: dict[str, object] = {
         "name": "server",
         "image": container.image,
@@ -256,7 +310,11 @@ def _pod(container: Container, group: ExportGroup, secret: str, options: ExportO
         "args": [k8s_word(word) for word in container.args],
         "env": env,
         "ports": [{"name": "http", "containerPort": container.container_port, "protocol": "TCP"}],
-        "resources": {"limits": {GPU_RESOURCE: gpus}},
+        # requests = limits: QoS Guaranteed (the manifest's comment shows the arithmetic: hgxkit.export.pod_resources)
+        "resources": {
+            "requests": sized.resources(),
+            "limits": {**sized.resources(), GPU_RESOURCE: sized.gpus},
+        },
     }
     mounts, volumes = _volumes(container, options)
     if container.key_config:

@@ -388,7 +388,7 @@ def _lever_danger(name: str, value: str | None, switched_on: bool, memory: int) 
         return name, "removes the limit on processes: a fork bomb takes the host"
     if name == "--cgroup-parent":
         return name, "places the container in a cgroup of the recipe's choosing, outside Docker's limits"
-    if name == "--shm-size" and value is not None and _bytes(value) >= memory:
+    if name == "--shm-size" and value is not None and docker_size_bytes(value) >= memory:
         return name, f"a /dev/shm of {value}: the host's memory ({memory >> 30} GiB) or more"
     if name in ("--tmpfs", "--mount") and value is not None:
         size = _tmpfs_size(name, value)
@@ -407,7 +407,7 @@ def _number(value: str | None) -> float:
 _UNITS = {"": 1, "b": 1, "k": 1024, "m": 1024**2, "g": 1024**3, "t": 1024**4, "p": 1024**5}
 
 
-def _bytes(text: str) -> int:
+def docker_size_bytes(text: str) -> int:
     """Docker's RAM size (`32g`, `2T`, `512mb`, `1048576`); 0 when it is no size (Docker refuses it then)."""
     match = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]+)?)\s*([kmgtpKMGTP]?)[iI]?[bB]?\s*", text)
     if match is None:
@@ -426,7 +426,7 @@ def _tmpfs_size(name: str, value: str) -> int | None:
     for item in options:
         key, _, size = item.partition("=")
         if key.strip() == "size" and size:
-            return _bytes(size)
+            return docker_size_bytes(size)
     return None
 
 

@@ -14,6 +14,7 @@ from hgxkit.problems import Problem
 from hgxkit.recipe.spec import Recipe
 
 GIB = 1024**3
+H200_MEMORY_GB = 143771 / 1024  # what nvidia-smi reports for an H200 (the estimates' GPU before a driver reports one)
 
 
 @dataclass(frozen=True)
@@ -49,6 +50,40 @@ def hicache_need(recipe: Recipe, *, groups: int, gpu_memory_gb: float, weights_g
     kv_per_rank = max(gpu_memory_gb * fraction - weights_gb / tp - 4.0, 1.0)
     ratio = float(server.flag("--hicache-ratio") or 2.0)
     return HostMemoryNeed(ratio * kv_per_rank, ranks, groups)
+
+
+def host_pools(recipe: Recipe, *, gpus: int, gpu_memory_gb: float, weights_gb: float) -> list[tuple[str, float]]:
+    """The host RAM (GB) the server's flags pin on `gpus` of its GPUs, each with the arithmetic that gives it:
+    SGLang's HiCache host pools (per rank, `hicache_need`), vLLM's `--cpu-offload-gb` (per GPU) and
+    `--kv-offloading-size` (the buffer of a whole TP group, summed over its ranks).
+
+    Example:
+        >>> from hgxkit.recipe.read import load_recipe
+        >>> recipe = load_recipe("recipes/deepseek-v4-flash-dspark-marlin.yaml")
+        >>> host_pools(recipe, gpus=4, gpu_memory_gb=140.0, weights_gb=160.0)
+        [('HiCache 4 ranks x 316.8', 1267.2)]
+    """
+    server = recipe.server
+    pools = []
+    hicache = round(hicache_need(recipe, groups=1, gpu_memory_gb=gpu_memory_gb, weights_gb=weights_gb).per_rank_gb, 1)
+    if hicache:
+        pools.append((f"HiCache {gpus} ranks x {hicache:g}", round(hicache * gpus, 1)))
+    offload = _number(server.flag("--cpu-offload-gb"))
+    if offload:
+        pools.append((f"--cpu-offload-gb {offload:g} x {gpus} GPUs", offload * gpus))
+    kv = _number(server.flag("--kv-offloading-size"))
+    tp = int(_number(server.flag(server.server_kind.tp_flag)) or 1)
+    if kv:
+        pools.append((f"--kv-offloading-size {kv:g} x {gpus} GPUs / TP {tp}", round(kv * gpus / tp, 1)))
+    return pools
+
+
+def _number(value: str | None) -> float:
+    """A flag's numeric value; 0 when it is not given or not a number (the server would refuse it)."""
+    try:
+        return float(value or 0)
+    except ValueError:
+        return 0.0
 
 
 def memory_problems(need: HostMemoryNeed, ram_bytes: int | None, reserve_gb: float) -> list[Problem]:

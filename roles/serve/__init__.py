@@ -48,7 +48,7 @@ from hgxkit.secrets import redact
 from hgxkit.serving.containers import ContainerSpec, container_specs
 from hgxkit.serving.facts import ActiveUnits, ContainerNames, ListeningPorts, ManagedContainers
 from hgxkit.serving.image import image_record, image_to_run, recorded_digest
-from hgxkit.serving.policy import hicache_need, memory_problems
+from hgxkit.serving.policy import H200_MEMORY_GB, hicache_need, memory_problems
 from hgxkit.serving.replace import (
     PREVIOUS_SUFFIX,
     UNIT_PREFIX,
@@ -77,8 +77,6 @@ from hgxkit.serving.steps import (
 )
 from roles.serve.defaults import DEFAULTS, ServeKnobs
 from roles.serve.group import serve_group
-
-H200_MEMORY_GB = 143771 / 1024  # what nvidia-smi reports for an H200 (used before the driver is installed)
 
 
 def node_problems(recipe: Recipe, total_gpus: int | None) -> list[Problem]:

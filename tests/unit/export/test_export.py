@@ -45,7 +45,9 @@ from hgxkit.recipe.render import render_recipe
 ROOT = Path(__file__).resolve().parents[3]
 POSTS = ROOT / "tests" / "fixtures" / "posts"
 LWS_CRD = ROOT / "tests" / "fixtures" / "lws" / "leaderworkerset.x-k8s.io_leaderworkersets.yaml.gz"
-K8S_VERSION = "1.33.0"
+# Kubernetes versions the manifests are checked against (kubernetes-validate has 1.25 to 1.37)
+K8S_VERSIONS = ("1.31.0", "1.33.0")
+K8S_VERSION = K8S_VERSIONS[-1]
 RUN = "20261201-120000-ab12"
 
 
@@ -131,9 +133,9 @@ def _lws_schema() -> dict:
     return version["schema"]["openAPIV3Schema"]
 
 
-def _validate_k8s(document: dict) -> None:
+def _validate_k8s(document: dict, version: str = K8S_VERSION) -> None:
     if document["kind"] != "LeaderWorkerSet":
-        kubernetes_validate.validate(document, K8S_VERSION, strict=True)
+        kubernetes_validate.validate(document, version, strict=True)
         return
     jsonschema.validate(document, _lws_schema())
     # The CRD's schema prunes unknown fields instead of refusing them: the pod templates are checked strictly too.
@@ -145,15 +147,16 @@ def _validate_k8s(document: dict) -> None:
             "metadata": {"name": role.lower()},
             "template": template,
         }
-        kubernetes_validate.validate(pod_template, K8S_VERSION, strict=True)
+        kubernetes_validate.validate(pod_template, version, strict=True)
 
 
+@pytest.mark.parametrize("version", K8S_VERSIONS)
 @pytest.mark.parametrize("key", sorted(RECIPES))
-def test_kubernetes_manifests_validate_against_the_real_schemas(key: str, tmp_path: Path) -> None:
+def test_kubernetes_manifests_validate_against_the_real_schemas(key: str, version: str, tmp_path: Path) -> None:
     out = _export(key, "k8s", tmp_path)
     documents = list(yaml.safe_load_all((out / "kubernetes.yaml").read_text()))
     for document in documents:
-        _validate_k8s(document)
+        _validate_k8s(document, version)
     kinds = [d["kind"] for d in documents]
     multi = key.endswith("two-node")
     assert kinds == (["LeaderWorkerSet", "Service"] if multi else ["Deployment", "Service"] * (len(kinds) // 2))
@@ -180,7 +183,10 @@ def test_a_deployment_carries_gpus_model_shm_probes_and_provenance(tmp_path: Pat
     server = pod["containers"][0]
     assert pod["nodeSelector"] == {"nvidia.com/gpu.product": "NVIDIA-H200"}
     assert "hostIPC" not in pod  # Pod Security baseline: the ranks share the memory-backed /dev/shm below
-    assert server["resources"] == {"limits": {"nvidia.com/gpu": 4}}
+    assert server["resources"] == {
+        "requests": {"cpu": "36", "memory": "1985Gi"},  # test_export_kubernetes_resources.py: the arithmetic
+        "limits": {"cpu": "36", "memory": "1985Gi", "nvidia.com/gpu": 4},
+    }
     assert server["args"][:4] == ["sglang", "serve", "--trust-remote-code", "--model-path"]
     assert server["readinessProbe"]["httpGet"] == {"path": "/health_generate", "port": 30000}
     assert server["livenessProbe"]["httpGet"] == {"path": "/health", "port": 30000}
@@ -236,7 +242,7 @@ def test_a_leaderworkerset_gives_the_leader_address_and_the_worker_index(tmp_pat
         "valueFrom": {"secretKeyRef": {"name": "qwen3-two-node-secrets", "key": "VLLM_API_KEY", "optional": True}},
     }
     assert key in leader["env"]
-    assert leader["resources"] == {"limits": {"nvidia.com/gpu": 8}}
+    assert leader["resources"]["limits"]["nvidia.com/gpu"] == 8
 
 
 def test_kubernetes_notation_expands_references_and_escapes_literal_dollars() -> None:
@@ -601,7 +607,7 @@ spec:
 # --- docstring examples -------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("name", ["registry", "common", "compose", "kubernetes", "skypilot", "slurm"])
+@pytest.mark.parametrize("name", ["registry", "common", "compose", "kubernetes", "pod_resources", "skypilot", "slurm"])
 def test_docstring_examples(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
     module = importlib.import_module(f"hgxkit.export.{name}")
     monkeypatch.chdir(ROOT)  # examples read recipes/… relative to the repository
@@ -687,7 +693,7 @@ def test_on_a_ray_cluster_the_head_starts_ray_then_the_server_and_every_worker_j
     assert (leader["command"], leader["args"][:5]) == (["/bin/bash"], ["-c", start, "ray-head", "vllm", "serve"])
     assert "--distributed-executor-backend" in leader["args"]
     assert worker["args"] == ["-c", "exec ray start --block --address=$(LWS_LEADER_ADDRESS):6379"]
-    assert leader["resources"]["limits"] == worker["resources"]["limits"] == {"nvidia.com/gpu": 8}
+    assert leader["resources"] == worker["resources"] and leader["resources"]["limits"]["nvidia.com/gpu"] == 8
     (task,) = _export("vllm-ray-two-node", "skypilot", tmp_path / "sky").glob("skypilot-*.yaml")
     run = yaml.safe_load(task.read_text())["run"]
     assert "exec /bin/bash -c 'ray start --head --node-ip-address='\"${HGXKIT_HEAD}\"' --port=6379" in run

@@ -4,6 +4,10 @@ recipe itself), HiCache's host RAM, and dangerous docker options turned into pro
 
 from __future__ import annotations
 
+import doctest
+from dataclasses import replace
+from pathlib import Path
+
 import pytest
 
 from hgxkit.problems import Problem
@@ -11,7 +15,7 @@ from hgxkit.recipe.danger import PolicyContext
 from hgxkit.recipe.exposure import exposure_problems, recipe_exposure_problems
 from hgxkit.recipe.judge import argv_problems, docker_option_problems
 from hgxkit.recipe.read import parse_recipe_text
-from hgxkit.serving.policy import HostMemoryNeed, hicache_need, memory_problems
+from hgxkit.serving.policy import HostMemoryNeed, hicache_need, host_pools, memory_problems
 
 EXPOSED = Problem(
     "exposure",
@@ -194,3 +198,28 @@ def test_hicache_without_tp_is_one_rank_and_an_empty_size_is_none() -> None:
     assert hicache_need(one, groups=1, gpu_memory_gb=140, weights_gb=100).per_rank_gb == pytest.approx(38.4)
     empty = recipe(args="--enable-hierarchical-cache|--hicache-size=")
     assert hicache_need(empty, groups=1, gpu_memory_gb=140, weights_gb=160).per_rank_gb == 0.0
+
+
+def test_host_pools_on_some_gpus_are_each_flags_arithmetic() -> None:
+    """HiCache per rank; vLLM's --cpu-offload-gb per GPU, --kv-offloading-size a TP group's buffer; a value that is
+    no number pins nothing (the server refuses it)."""
+    hicache = recipe(args="--enable-hierarchical-cache|--hicache-size 100")
+    assert host_pools(hicache, gpus=2, gpu_memory_gb=140, weights_gb=160) == [("HiCache 2 ranks x 100", 200.0)]
+    assert host_pools(recipe(), gpus=2, gpu_memory_gb=140, weights_gb=160) == []
+    text = RECIPE.format(options="", args="  - --cpu-offload-gb 10\n  - --kv-offloading-size 64\n")
+    vllm = parse_recipe_text(text.replace("  command: sglang serve", "  kind: vllm\n  command: vllm serve"))
+    vllm = replace(vllm, server=replace(vllm.server, args=(("--tensor-parallel-size", "2"), *vllm.server.args[1:])))
+    assert host_pools(vllm, gpus=4, gpu_memory_gb=140, weights_gb=160) == [
+        ("--cpu-offload-gb 10 x 4 GPUs", 40.0),
+        ("--kv-offloading-size 64 x 4 GPUs / TP 2", 128.0),
+    ]
+    odd = replace(vllm, server=replace(vllm.server, args=(("--cpu-offload-gb", "lots"),)))
+    assert host_pools(odd, gpus=4, gpu_memory_gb=140, weights_gb=160) == []
+
+
+def test_docstring_examples(monkeypatch: pytest.MonkeyPatch) -> None:
+    import hgxkit.serving.policy as policy
+
+    monkeypatch.chdir(Path(__file__).resolve().parents[3])  # the examples read recipes/… from the repository
+    result = doctest.testmod(policy)
+    assert (result.failed, result.attempted > 0) == (0, True)
