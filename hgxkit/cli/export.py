@@ -21,6 +21,7 @@ from hgxkit.recipe.spec import Recipe
 # The exporters load the serving modules (and pyinfra's API with them): only when `recipe export` runs, so that
 # every other `hgxkit recipe …` starts without them. The registry's names, repeated here, are checked by a test.
 TARGETS = ("compose", "k8s", "skypilot", "slurm")
+SLURM_RUNTIMES = ("docker", "pyxis")  # hgxkit.export.slurm.RUNTIMES, the same test checks them
 DEFAULT_GPU_PRODUCT = "NVIDIA-H200"
 _EXAMPLE = "recipes/deepseek-v4-flash-dspark-marlin.yaml"
 
@@ -41,7 +42,8 @@ def add_export(commands: argparse._SubParsersAction) -> None:
         f"  hgxkit recipe export {_EXAMPLE} --to k8s --model-pvc models --model-gb 160 -o base\n"
         "  kubectl apply -k base    # the kustomize base; a cluster's overlay patches it\n"
         f"  hgxkit recipe export {_EXAMPLE} --to skypilot -o sky/\n"
-        f"  hgxkit recipe export {_EXAMPLE} --to slurm -o slurm/ && sbatch slurm/*.sbatch",
+        f"  hgxkit recipe export {_EXAMPLE} --to slurm -o slurm/ && sbatch slurm/*.sbatch\n"
+        f"  hgxkit recipe export {_EXAMPLE} --to slurm --slurm-runtime pyxis -o slurm/",
     )
     parser.add_argument("recipe", help="recipe YAML file")
     parser.add_argument("--to", required=True, choices=TARGETS, help="the engine")
@@ -67,6 +69,13 @@ def add_export(commands: argparse._SubParsersAction) -> None:
         type=_slurm_time,
         help="slurm: how long the job (the server) may run, in Slurm's format (default: 7-00:00:00; a partition "
         "may allow less)",
+    )
+    parser.add_argument(
+        "--slurm-runtime",
+        choices=SLURM_RUNTIMES,
+        default="docker",
+        help="slurm: what runs the containers on each node: docker (default), or pyxis (enroot + pyxis, `srun "
+        "--container-image`, for clusters whose users have no Docker)",
     )
     parser.add_argument(
         "--disk-size",
@@ -119,6 +128,7 @@ def _cmd_export(args: argparse.Namespace) -> int:
         time_limit=args.time,
         disk_gb=args.disk_size,
         model_gb=args.model_gb,
+        slurm_runtime=args.slurm_runtime,
     )
 
     # Every export passes the kind's key variable on from the engine's secrets: `api_key: auto` for such a kind.

@@ -63,6 +63,7 @@ class ExportOptions:
     time_limit: str = "7-00:00:00"  # Slurm: how long the job (the server) may run; a partition may allow less
     disk_gb: int = 1024  # SkyPilot: the node's disk (its default, 256 GB, holds no DeepSeek-class weights)
     model_gb: float | None = None  # Kubernetes: the weights' size on disk, in each pod's memory (not in the recipe)
+    slurm_runtime: str = "docker"  # Slurm: what runs the containers (hgxkit.export.slurm.RUNTIMES)
 
 
 @dataclass(frozen=True)

@@ -11,8 +11,8 @@ and its head from `scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1`. T
 node: the head) waits for the kind's health endpoint, runs the recipe's smoke cell with the kind's own
 benchmark client inside the head's container, and keeps serving until the job is cancelled.
 
-The alternative, enroot + pyxis: `srun --container-image=IMAGE --container-mounts=SRC:DST:ro
---container-env=NAME <the server's command>` (the script's comment names the image and the command).
+`--slurm-runtime pyxis` runs them with enroot + pyxis instead (`srun --container-image=…`: hgxkit.export.slurm_pyxis),
+as HGX and DGX clusters whose users have no Docker do; both are entries of RUNTIMES.
 
 Example:
     >>> from hgxkit.recipe.judge import judge
@@ -26,8 +26,11 @@ Example:
 from __future__ import annotations
 
 import re
-from dataclasses import replace
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 
+from hgxkit.errors import InputError
+from hgxkit.export import slurm_pyxis
 from hgxkit.export.common import (
     HEAD_STANDIN,
     KEY_CONFIG_FILE,
@@ -37,6 +40,7 @@ from hgxkit.export.common import (
     Exported,
     ExportGroup,
     ExportOptions,
+    Provenance,
     export_groups,
     key_file_line,
     model_entry_read_only,
@@ -57,24 +61,28 @@ OUTPUT_DIR = "/tmp/hgxkit-verify"
 
 
 def export_slurm(judged: Judged, options: ExportOptions) -> Exported:
-    """`<recipe>.sbatch`: every group of the recipe in one job (all groups span the same number of nodes)."""
+    """`<recipe>.sbatch`: every group of the recipe in one job (all groups span the same number of nodes), its
+    containers run by the runtime `options.slurm_runtime` names (RUNTIMES)."""
+    if options.slurm_runtime not in RUNTIMES:
+        raise InputError(f"--slurm-runtime {options.slurm_runtime}: one of {', '.join(RUNTIMES)}")
+    runtime = RUNTIMES[options.slurm_runtime]
     recipe = judged.recipe
     groups = export_groups(recipe, options)
     origin = provenance(judged, options)
-    nodes = groups[0].nodes
     gpus = sum(len(c.gpus) if c.gpus is not None else options.total_gpus for c in (g.head for g in groups))
+    per_node = min(gpus, options.total_gpus)
     job = re.sub(r"[^A-Za-z0-9_.-]", "-", recipe.name)
+    bind = judged.allowances.bind_address
     lines = [
         "#!/bin/bash",
         f"#SBATCH --job-name={job}",
-        f"#SBATCH --nodes={nodes}",
+        f"#SBATCH --nodes={groups[0].nodes}",
         "#SBATCH --ntasks-per-node=1",
-        f"#SBATCH --gpus-per-node={min(gpus, options.total_gpus)}",
+        f"#SBATCH --gpus-per-node={per_node}",
         "#SBATCH --exclusive",
         f"#SBATCH --time={options.time_limit}",
         *(f"# {line}" for line in origin.comment()),
-        "# Containers run with Docker on each node. With enroot + pyxis instead: srun --container-image=IMAGE",
-        "# --container-mounts=SRC:DST:ro --container-env=NAME and the server's command (below, after the image).",
+        *(f"# {line}" for line in runtime.about),
         "# The head is the job's first node (before pipefail: head closing the pipe early is no failure).",
         'HGXKIT_HEAD=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)',
         "export HGXKIT_HEAD",
@@ -82,6 +90,31 @@ def export_slurm(judged: Judged, options: ExportOptions) -> Exported:
         'export HGXKIT_SECRETS_FILE="${HGXKIT_SECRETS_FILE:-${SLURM_SUBMIT_DIR:-$PWD}/secrets.env}"',  # SECRETS_FILE
         '[ -n "$HGXKIT_HEAD" ] || { echo "scontrol named no node of the job" >&2; exit 1; }',
         "",
+        *runtime.launch(recipe, groups, origin, bind, per_node),
+    ]
+    for group in groups:
+        lines += _wait_until_healthy(group)
+        lines += [*runtime.smoke(recipe, group, bind), ""]
+    lines += ['wait "$server"', ""]
+    return Exported({f"{job}.sbatch": "\n".join(lines)}, runtime.not_carried(groups))
+
+
+@dataclass(frozen=True)
+class SlurmRuntime:
+    """How the script runs each node's containers (`--slurm-runtime`). A new runtime is one of these in
+    RUNTIMES: the comment that says how, the batch lines that start every node's servers (the last
+    `server=$!`), the lines that run a healthy group's smoke cell, and what of the recipe it does not carry."""
+
+    about: tuple[str, ...]
+    launch: Callable[[Recipe, list[ExportGroup], Provenance, str, int], list[str]]
+    smoke: Callable[[Recipe, ExportGroup, str], list[str]]
+    not_carried: Callable[[list[ExportGroup]], list[str]]
+
+
+def _docker_launch(recipe: Recipe, groups: list[ExportGroup], origin: Provenance, bind: str, _gpus: int) -> list[str]:
+    """`serve_node`, run by one srun task per node: every group's `docker run` in the foreground, stopped and
+    removed with the task."""
+    lines = [
         "serve_node() {",
         "  # NAME=value lines (docker's env-file format) into the task's environment, literally; `docker run -e NAME`",
         "  # passes each on, so no value is ever on a command line.",
@@ -96,8 +129,9 @@ def export_slurm(judged: Judged, options: ExportOptions) -> Exported:
         '  trap \'docker stop "${names[@]}" >/dev/null 2>&1; docker rm "${names[@]}" >/dev/null 2>&1\' EXIT TERM INT',
     ]
     for group in groups:
-        lines += _node_lines(recipe, group, origin.annotations(), judged.allowances.bind_address)
-    lines += [
+        lines += _node_lines(recipe, group, origin.annotations(), bind)
+    return [
+        *lines,
         "  wait",
         "}",
         "export -f serve_node",
@@ -106,13 +140,13 @@ def export_slurm(judged: Judged, options: ExportOptions) -> Exported:
         "server=$!",
         "",
     ]
-    for group in groups:
-        lines += _wait_and_verify(recipe, group)
-    lines += ['wait "$server"', ""]
-    dropped = []  # the script runs each group's whole `docker run`: every option is carried but these
+
+
+def _docker_not_carried(groups: list[ExportGroup]) -> list[str]:
+    """The script runs each group's whole `docker run`: every option is carried but these."""
     if any(g.head.restart for g in groups):
-        dropped.append("--restart: Slurm requeues a job, not a container (sbatch --requeue)")
-    return Exported({f"{job}.sbatch": "\n".join(lines)}, dropped)
+        return ["--restart: Slurm requeues a job, not a container (sbatch --requeue)"]
+    return []
 
 
 def _docker_words(recipe: Recipe, container: Container, bind: str, labels: dict[str, str]) -> tuple[int, list[str]]:
@@ -178,13 +212,25 @@ def _with_secrets(docker: tuple[int, list[str]], secrets: tuple[str, ...]) -> st
     return " ".join([*quoted[:count], *(f"-e {quote_word(name)}" for name in secrets), *quoted[count:]])
 
 
-def _wait_and_verify(recipe: Recipe, group: ExportGroup) -> list[str]:
+def _wait_until_healthy(group: ExportGroup) -> list[str]:
     head = group.head
     port = head.host_port or head.container_port
     url = f"http://127.0.0.1:{port}{group.kind.health_path}"
+    return [
+        f"# group {group.index}: wait until {head.name} can generate, then the recipe's smoke cell with "
+        f"{group.kind.client}",
+        f"until curl -fsS -o /dev/null --max-time 10 {quote_word(url)}; do",
+        '  kill -0 "$server" 2>/dev/null || { echo "the servers stopped before they were healthy" >&2; exit 1; }',
+        "  sleep 10",
+        "done",
+    ]
+
+
+def _docker_smoke(recipe: Recipe, group: ExportGroup, _bind: str) -> list[str]:
+    """The smoke cell inside the head's container (`docker exec`), offline as verify runs it: the client reads
+    the tokenizer from the model the container serves; its module the first of the kind's the image has."""
+    head = group.head
     cell = plan_cells(recipe, "smoke", [(group.index, head.name)])[0]
-    # Offline, as verify runs it: the client reads the tokenizer from the model the container serves; its module
-    # the first of the kind's that the image has, as verify picks it.
     client = ["docker", "exec", "-e", "HF_HUB_OFFLINE=1", head.name, "python3", "-m"]
     client_args = [*client_argv(cell, OUTPUT_DIR)]
     modules = [module for module, _ in group.kind.bench.modules]
@@ -197,17 +243,7 @@ def _wait_and_verify(recipe: Recipe, group: ExportGroup) -> list[str]:
         choose = [f"{' '.join(quote_word(word) for word in words)} {failed}"]
     else:
         choose = _choose_module(head.name, modules, prefixes, client, client_args, group.kind.title, failed)
-    return [
-        f"# group {group.index}: wait until {head.name} can generate, then the recipe's smoke cell with "
-        f"{group.kind.client}",
-        f"until curl -fsS -o /dev/null --max-time 10 {quote_word(url)}; do",
-        '  kill -0 "$server" 2>/dev/null || { echo "the servers stopped before they were healthy" >&2; exit 1; }',
-        "  sleep 10",
-        "done",
-        text(script("docker exec {name} mkdir -p {dir}", name=head.name, dir=OUTPUT_DIR)),
-        *choose,
-        "",
-    ]
+    return [text(script("docker exec {name} mkdir -p {dir}", name=head.name, dir=OUTPUT_DIR)), *choose]
 
 
 def _choose_module(
@@ -235,3 +271,22 @@ def _choose_module(
         lines.append(f"  {' '.join(quote_word(word) for word in words)} {failed}")
     missing = f"no benchmark client of {title} in {name}: the smoke cell was not run"
     return [*lines, "else", "  " + text(script("echo {message} >&2", message=missing)), "fi"]
+
+
+RUNTIMES: dict[str, SlurmRuntime] = {
+    "docker": SlurmRuntime(
+        ("Containers run with Docker on each node (--slurm-runtime pyxis: with enroot + pyxis).",),
+        _docker_launch,
+        _docker_smoke,
+        _docker_not_carried,
+    ),
+    "pyxis": SlurmRuntime(
+        (
+            "Containers run with enroot + pyxis (srun --container-image), on the host's network; a digest needs",
+            "enroot 4.0 or later.",
+        ),
+        slurm_pyxis.launch,
+        slurm_pyxis.smoke,
+        slurm_pyxis.pyxis_not_carried,
+    ),
+}

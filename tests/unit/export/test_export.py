@@ -607,7 +607,9 @@ spec:
 # --- docstring examples -------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("name", ["registry", "common", "compose", "kubernetes", "pod_resources", "skypilot", "slurm"])
+@pytest.mark.parametrize(
+    "name", ["registry", "common", "compose", "kubernetes", "pod_resources", "skypilot", "slurm", "slurm_pyxis"]
+)
 def test_docstring_examples(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
     module = importlib.import_module(f"hgxkit.export.{name}")
     monkeypatch.chdir(ROOT)  # examples read recipes/… relative to the repository

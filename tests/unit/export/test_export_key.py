@@ -27,9 +27,14 @@ def hostile_key(marker: Path) -> str:
     return f"k'ey\"$(touch {marker})`touch {marker}`\\n: #"
 
 
+# Every target, and Slurm's other runtime (enroot + pyxis) as a target of its own.
+TARGETS = [*sorted(EXPORTERS), "slurm-pyxis"]
+
+
 def _export(target: str, tmp_path: Path) -> Path:
     recipe = import_post([("post.txt", POST)], ImportOptions(model_repo="org/m")).recipe
-    exported = export_recipe(judge(recipe), target, ExportOptions())
+    engine, _, runtime = target.partition("-")
+    exported = export_recipe(judge(recipe), engine, ExportOptions(slurm_runtime=runtime or "docker"))
     write_export(exported, tmp_path)
     return tmp_path
 
@@ -47,7 +52,7 @@ def _words(out: Path) -> list[str]:
     return [word for word in words if word != "-"]  # YAML's list marks
 
 
-@pytest.mark.parametrize("target", sorted(EXPORTERS))
+@pytest.mark.parametrize("target", TARGETS)
 def test_the_key_is_the_servers_config_file_never_a_word_of_its_command_line(target: str, tmp_path: Path) -> None:
     words = _words(_export(target, tmp_path))
     assert "--api-key" not in words and "${SGLANG_API_KEY}" not in words and "$(SGLANG_API_KEY)" not in words
@@ -76,7 +81,7 @@ def test_kubernetes_mounts_the_key_file_from_the_secret(tmp_path: Path) -> None:
     assert (mount["mountPath"], mount["readOnly"]) == (KEY_CONFIG_IN_CONTAINER, True)
 
 
-@pytest.mark.parametrize("target", ["skypilot", "slurm"])
+@pytest.mark.parametrize("target", ["skypilot", "slurm", "slurm-pyxis"])
 def test_the_script_writes_the_key_file_private_and_exact_with_builtins_only(target: str, tmp_path: Path) -> None:
     out = _export(target, tmp_path / "out")
     text = "".join(p.read_text() for p in sorted(out.iterdir()))

@@ -1,5 +1,5 @@
 """Every export passes each secret to the container and never writes its value anywhere: Slurm's `docker run -e
-NAME` on every container it starts, compose's `environment` names (valued from `docker-compose up`'s own
+NAME` on every container it starts (under enroot + pyxis, `--container-env=NAME`), compose's `environment` names (valued from `docker-compose up`'s own
 environment), Kubernetes' `secretKeyRef`, SkyPilot's `secrets:` (given at launch). The values are known here (set in the environment the export runs in), so any file that
 held one would be found."""
 
@@ -46,8 +46,11 @@ def secrets_in_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def export(key: str, target: str, out: Path) -> Path:
+    """The export to `target` (`slurm-pyxis`: Slurm under enroot + pyxis) written into `out`."""
     make, allowances, _ = RECIPES[key]
-    write_export(export_recipe(judge(make(), allowances), target, ExportOptions(run_id="20261201-120000-ab12")), out)
+    engine, _, runtime = target.partition("-")
+    options = ExportOptions(run_id="20261201-120000-ab12", slurm_runtime=runtime or "docker")
+    write_export(export_recipe(judge(make(), allowances), engine, options), out)
     return out
 
 
@@ -55,7 +58,7 @@ def secret_names(key: str) -> list[str]:
     return RECIPES[key][2]
 
 
-@pytest.mark.parametrize("target", sorted(EXPORTERS))
+@pytest.mark.parametrize("target", [*sorted(EXPORTERS), "slurm-pyxis"])
 @pytest.mark.parametrize("key", sorted(RECIPES))
 def test_no_export_writes_a_secrets_value_anywhere(key: str, target: str, tmp_path: Path) -> None:
     out = export(key, target, tmp_path)
@@ -86,6 +89,15 @@ def test_slurm_passes_each_secret_to_every_container_by_name_only(key: str, tmp_
         assert [n for n in names if n not in passed] == []  # each secret: `-e NAME`, from the task's environment
         assert [p for p in passed if p.partition("=")[0] in VALUES and "=" in p] == []  # never `-e NAME=value`
     assert 'done < "$HGXKIT_SECRETS_FILE"' in script  # the task's environment is filled from the secrets file
+
+
+@pytest.mark.parametrize("key", sorted(RECIPES))
+def test_slurm_under_pyxis_names_each_secret_for_the_container(key: str, tmp_path: Path) -> None:
+    (script,) = [p.read_text() for p in export(key, "slurm-pyxis", tmp_path).glob("*.sbatch")]
+    (step,) = [line for line in script.splitlines() if line.startswith("srun --nodes=")]
+    (names,) = [w.removeprefix("--container-env=") for w in step.split() if w.startswith("--container-env=")]
+    assert names.split(",") == secret_names(key)  # names only: the values come from srun's environment
+    assert 'done < "$HGXKIT_SECRETS_FILE"' in script
 
 
 @pytest.mark.parametrize("key", sorted(RECIPES))
