@@ -152,6 +152,8 @@ def _cmd_export(args: argparse.Namespace) -> int:
             err.print(f"wrote {escape(str(path))}")
     for note in exported.not_carried:
         err.print(f"not carried: {escape(note)}")
+    for need in exported.needs:
+        err.print(f"needs: {escape(need)}")
     return 0
 
 

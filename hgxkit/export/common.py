@@ -476,10 +476,12 @@ def expansion_names(words: list[str]) -> list[str]:
 
 @dataclass(frozen=True)
 class Exported:
-    """One export: file name -> text, and what the engine's format does not carry."""
+    """One export: file name -> text, what the engine's format does not carry, and what it carries only where the
+    cluster grants more than its defaults (a Pod Security level, a node that large)."""
 
     files: dict[str, str]
     not_carried: list[str] = field(default_factory=list)
+    needs: list[str] = field(default_factory=list)
 
 
 def not_carried(groups: list[ExportGroup]) -> list[str]:

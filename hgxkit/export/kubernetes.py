@@ -106,9 +106,9 @@ def export_kubernetes(judged: Judged, options: ExportOptions) -> Exported:
             "--ipc host: the ranks share /dev/shm, a memory-backed emptyDir (Pod Security baseline forbids host "
             "namespaces)"
         )
-    dropped += _pod_security_notes(groups, options)
+    needs = _pod_security_notes(groups, options)
     if too_big:
-        dropped.append(
+        needs.append(
             f"memory: a pod of {', '.join(too_big)} asks for more than an HGX H200 node's usual "
             f"{DEFAULT_HOST_MEMORY // GIB}Gi, so no such node schedules it: --model-gb GB (the HiCache estimate "
             "counts no weights without it) or smaller host pools (--hicache-size GB) lower it"
@@ -116,7 +116,7 @@ def export_kubernetes(judged: Judged, options: ExportOptions) -> Exported:
     if any(c.ulimits for g in groups for c in g.containers):
         dropped.append("ulimits: set on the node's container runtime (Kubernetes has no per-pod ulimits)")
     dropped.append(f"--bind {judged.allowances.bind_address}: each Service is a ClusterIP; expose it with your ingress")
-    return Exported({MANIFEST: text, KUSTOMIZATION: _kustomization(groups)}, dropped)
+    return Exported({MANIFEST: text, KUSTOMIZATION: _kustomization(groups)}, dropped, needs)
 
 
 MANIFEST = "kubernetes.yaml"

@@ -26,6 +26,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from pyinfra.api import StringCommand
+
 from hgxkit.export.common import (
     KEY_CONFIG_IN_CONTAINER,
     START_STANDIN,
@@ -35,6 +37,7 @@ from hgxkit.export.common import (
     key_file_line,
     not_carried,
 )
+from hgxkit.hostcmd import argv, script, text
 from hgxkit.kinds.base import ServerKind
 from hgxkit.recipe.shellwords import quote_word
 from hgxkit.recipe.spec import Mount, Recipe
@@ -117,7 +120,7 @@ def _group_lines(group: ExportGroup, bind: str) -> list[str]:
     lines = [f"# group {group.index}: {head.name}"]
     if head.key_config:  # the key file the server reads as its --config, written in the container from the secret
         lines += [
-            f"mkdir -p {KEY_CONFIG_IN_CONTAINER.rpartition('/')[0]}",
+            text(argv("mkdir", "-p", KEY_CONFIG_IN_CONTAINER.rpartition("/")[0])),
             key_file_line(head.key_config, KEY_CONFIG_IN_CONTAINER),
         ]
     if group.nodes == 1:
@@ -186,16 +189,17 @@ def smoke(recipe: Recipe, group: ExportGroup, bind: str) -> list[str]:
         '"$smoke_script"',
     ]
     missing = f"no benchmark client of {group.kind.title} in {head.image}: the smoke cell was not run"
-    lines = [f"mkdir -p {VERIFY_DIR}", f"smoke_script=$(cat <<'{SMOKE_SCRIPT}'"]
+    make_dir = script("mkdir -p {dir}", dir=StringCommand(VERIFY_DIR))  # VERIFY_DIR is shell text the job expands
+    lines = [text(make_dir), f"smoke_script=$(cat <<'{SMOKE_SCRIPT}'"]
     for module, prefix in modules:  # the first the image has runs the cell
         words = ["python3", "-m", module, *prefix, *args]
         lines += [
-            f"if python3 -c {quote_word('import ' + module)} >/dev/null 2>&1; then",
-            f"  exec {' '.join(quote_word(w) for w in words)}",
+            text(script("if python3 -c {code} >/dev/null 2>&1; then", code=f"import {module}")),
+            "  " + text(script("exec {words}", words=words)),
             "fi",
         ]
     lines += [
-        f"echo {quote_word(missing)} >&2",
+        text(script("echo {missing} >&2", missing=missing)),
         SMOKE_SCRIPT,
         ")",
         " ".join(srun) + ' || echo "the smoke cell failed" >&2',

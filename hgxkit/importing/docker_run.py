@@ -31,7 +31,7 @@ from hgxkit.importing.bench_clients import client_of
 from hgxkit.importing.commands import Simple, exec_command, unsupported_program
 from hgxkit.importing.outcome import ImportOutcome, LineAccount, finish
 from hgxkit.importing.reading import Candidate, Container, Reading
-from hgxkit.importing.vllm_multinode import ray_container
+from hgxkit.importing.vllm_multinode import ray_container, rendered_head
 from hgxkit.kinds import (
     DEFAULT_KIND,
     KINDS,
@@ -40,6 +40,7 @@ from hgxkit.kinds import (
     UnsupportedKind,
     detect_kind,
     image_matches,
+    program_of,
     python_program,
 )
 from hgxkit.recipe.docker_options import canonical
@@ -358,6 +359,15 @@ class DockerRun:
             reading.said(
                 simple, "read", f"`docker run {shown}` (an interactive container; bare commands after it run inside it)"
             )
+        elif role == "job" and (rendered := rendered_head(simple, run, words)) is not None:
+            node, launch = rendered
+            reading.cluster.append(node)
+            reading.said(
+                simple, "read", f"`docker run {run.image}` (hgxkit's Ray head, then the server)", "groups, docker"
+            )
+            kind = _kind_of(run, launch, reading.kind)
+            server = replace(run, entries=(), command=tuple(launch))  # its options are the head's container's
+            reading.servers.append(Candidate(simple, "server", kind, run=server, words=launch, on_ray=True))
         elif role == "job" and (node := ray_container(simple, run, words)) is not None:
             reading.cluster.append(node)  # a Ray cluster's container (see vllm_multinode)
             reading.said(simple, "read", f"`docker run {run.image}` (a Ray {node.role} container)", "groups, docker")
@@ -377,6 +387,8 @@ class DockerRun:
                 except InputError as err:
                     reading.servers.append(Candidate(simple, "broken", error=err))
                     return
+            else:
+                words, notes = _past_image_entrypoint(run, words, simple.where())
             kind = _kind_of(run, words, reading.kind)
             reading.servers.append(Candidate(simple, role, kind, run=run, words=words, notes=notes))
 
@@ -506,6 +518,24 @@ def _launch_as_program(run: ParsedRun, kind: str | None, where: str) -> tuple[Pa
         notes.append(f"{where}: `{' '.join(prefix)}` is the image's entrypoint; the container gets its arguments")
         full = full[len(prefix) :]
     return replace(run, entries=entries), full, notes
+
+
+def _past_image_entrypoint(run: ParsedRun, words: list[str], where: str) -> tuple[list[str], list[str]]:
+    """A launch program written after an image whose entrypoint already is the launch (`vllm/vllm-openai …
+    vllm serve M`): Docker gives it to the entrypoint as arguments, which the engine refuses (`vllm serve vllm
+    serve M`: unrecognized arguments); what the poster means is the entrypoint with the program's arguments."""
+    program = python_program(words)
+    for kind in KINDS.values():
+        if kind.image_entrypoint and image_matches(run.image, kind.images) and kind.launches(program):
+            launch = program_of(program, kind.programs + kind.deprecated_programs)
+            assert launch is not None
+            runs = " ".join(kind.image_entrypoint)
+            note = (
+                f"{where}: `{' '.join(launch)}` after {run.image} dropped: the image's entrypoint is already `{runs}`, "
+                f"which would read those words as its arguments and stop (unrecognized arguments)"
+            )
+            return list(program[len(launch) :]), [note]
+    return words, []
 
 
 def _container_role(run: ParsedRun, kind: str | None, where: str) -> tuple[str, list[str], list[str]]:

@@ -32,6 +32,7 @@ from hgxkit.importing.docker_run import DOCKER_RUN
 from hgxkit.importing.post import FENCE_RE, Command, PostFile
 from hgxkit.importing.provenance import Exported
 from hgxkit.importing.reading import Candidate, Reading
+from hgxkit.importing.vllm_multinode import runs_rendered_head
 from hgxkit.kinds import KINDS, UNSUPPORTED, detect_kind, python_program
 from hgxkit.recipe.shellwords import Word, split_words
 
@@ -338,6 +339,8 @@ def container_command(
     if inner is not None:
         notes.append(f"{where}: `{full[0]} -c '…'` runs one server launch: the container runs it directly")
         full = inner
+    elif runs_rendered_head(full):
+        return full[0], full[1:], notes  # hgxkit's own Ray head and its server: a `docker run` reads them
     elif _is_shell(full):
         script = " ".join(full[2:]).replace("$$", "$")
         ray = " (a Ray cluster is not imported)" if re.search(r"\bray\b|multi-node-serving", script) else ""

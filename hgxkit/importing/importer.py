@@ -388,7 +388,7 @@ class _Importer:
     def _cluster(self, server: Candidate, kind: str | None) -> tuple[RayNode, list[RayNode]] | None:
         """The Ray cluster a bare launch runs on: the post starts one (see vllm_multinode) and the launch's kind
         runs on Ray; None otherwise."""
-        if not self.reading.cluster or server.run is not None:
+        if not self.reading.cluster or (server.run is not None and not server.on_ray):
             return None
         if KINDS[kind or server.kind or DEFAULT_KIND].ray is None:
             return None

@@ -42,6 +42,7 @@ class Candidate:
     words: list[str] | None = None  # the container command to keep (after unwrapping `bash -c`)
     notes: list[str] = field(default_factory=list)
     number: int = 0  # its number among the post's serving commands (what --pick takes)
+    on_ray: bool = False  # a `docker run` server in the Ray head's own container (the reading's cluster)
 
     def where(self) -> str:
         return self.simple.where()

@@ -9,7 +9,9 @@ vLLM's examples/online_serving/run_cluster.sh starts one container per host (`do
 a kind that has a Ray cluster (`ServerKind.ray`), the importer gives it the head container's options
 (`ray_run`) and makes it a group over the cluster's hosts (`ray_group`): `groups.nodes`, the GPUs each host
 gives, the Ray port as `groups.dist_port`, and the kind's backend flag (`--distributed-executor-backend ray`).
-Render then starts Ray on every host (hgxkit/recipe/render.py).
+Render then starts Ray on every host (hgxkit/recipe/render.py). A container that runs that render's own head command
+(`bash -c 'ray start --head … && exec "$@"' ray-head LAUNCH`, as every export carries it) is read back the same way
+(`rendered_head`), its workers counted from the server's GPUs.
 
 Refused by name: workers without a head, two heads, a head address that is an expression, T x P that is not
 the GPUs of the cluster's hosts (Ray would place the workers where it likes), a worker count that does not
@@ -64,6 +66,7 @@ class RayNode:
     gpus: int | None = None
     dropped: tuple[str, ...] = ()  # per-host `-e NAME=…` of run_cluster.sh, not kept
     unkept: tuple[str, ...] = ()  # `ray start` options hgxkit's own Ray start does not carry (`_RAY_READ`)
+    rendered: bool = False  # hgxkit's own head (`rendered_head`): its workers are hgxkit's too
 
     def where(self) -> str:
         return self.simple.where()
@@ -181,6 +184,34 @@ def _port(text: str, flag: str, where: str) -> int:
     return int(text)
 
 
+# The head's container command as hgxkit renders it (`RayCluster.head_command`): start Ray, then exec the server.
+_RENDERED_HEAD = re.compile(r'ray start --head --node-ip-address=(\S+) --port=(\d+) && exec "\$@"')
+
+
+def runs_rendered_head(words: Sequence[str]) -> bool:
+    """True when a container's command (in the lexer's notation) is hgxkit's own Ray head (`rendered_head`)."""
+    return (
+        len(words) >= 5
+        and words[0].rsplit("/", 1)[-1] in ("sh", "bash")
+        and words[1] == "-c"
+        and words[3] == "ray-head"
+        and _RENDERED_HEAD.fullmatch(shell_value(words[2])) is not None
+    )
+
+
+def rendered_head(simple: Simple, run: ParsedRun, words: Sequence[str]) -> tuple[RayNode, list[str]] | None:
+    """The Ray head and the server launch of a container that runs hgxkit's own head command (`bash -c 'ray start
+    --head … && exec "$@"' ray-head LAUNCH…`, as an export carries the render), else None. Its workers are
+    hgxkit's own Ray start (`ray_group` counts them from the server's GPUs)."""
+    if not runs_rendered_head(words):
+        return None
+    match = _RENDERED_HEAD.fullmatch(shell_value(words[2]))
+    assert match is not None
+    head = shell_value(match.group(1)).strip("'\"")
+    container = replace(run, command=())
+    return RayNode(simple, "head", head, int(match.group(2)), container, rendered=True), list(words[4:])
+
+
 def ray_container(simple: Simple, run: ParsedRun, words: Sequence[str]) -> RayNode | None:
     """The Ray start a `docker run … --entrypoint /bin/bash IMAGE -c "ray start …"` runs (`words`: its container
     command), or None when it runs something else."""
@@ -191,6 +222,7 @@ def ray_container(simple: Simple, run: ParsedRun, words: Sequence[str]) -> RayNo
     except InputError:
         return None
     texts = [w.text for w in inner]
+    texts = texts[1:] if texts[:1] == ["exec"] else texts  # hgxkit's own worker: `exec ray start --block …`
     if texts[:2] != ["ray", "start"] or any(w.is_operator for w in inner):
         return None
     node = _bare_start(simple, texts[2:], simple.where())
@@ -326,7 +358,13 @@ def ray_group(
             f"{workers[0].where()}: the worker command stands for every worker: {nodes - 1} workers, as tp x "
             f"pp = {total} GPUs over hosts of {per_host}"
         )
-    if not workers:
+    if not workers and head.rendered and total % per_host == 0 and total > per_host:
+        nodes = total // per_host
+        notes.append(
+            f"{head.where()}: hgxkit's own Ray head; its {nodes - 1} worker(s) are hgxkit's Ray start on every "
+            f"other host, as tp x pp = {total} GPUs over hosts of {per_host}"
+        )
+    elif not workers:
         raise InputError(
             f"{head.where()}: a Ray head but no worker (`--worker`, `ray start --address=…`); a group "
             "over one host needs no Ray cluster: import the server alone"

@@ -16,6 +16,7 @@ Example:
 from __future__ import annotations
 
 from hgxkit.errors import InputError
+from hgxkit.kinds import image_matches
 from hgxkit.netaddr import is_loopback
 from hgxkit.problems import Problem
 from hgxkit.recipe.danger import expansion_problems
@@ -23,6 +24,7 @@ from hgxkit.recipe.effective import effective_host
 from hgxkit.recipe.groups import gpu_count_from_spec, group_problems, plan_groups
 from hgxkit.recipe.network_env import host_interface_settings
 from hgxkit.recipe.nodes import parallel_size as nodes_parallel_size
+from hgxkit.recipe.nodes import ray_cluster
 from hgxkit.recipe.spec import Mount, Recipe
 from hgxkit.recipe.validate import format_path
 
@@ -40,6 +42,7 @@ def check_recipe(recipe: Recipe, total_gpus: int | None = None) -> list[Problem]
     findings += _check_host_interfaces(recipe)
     findings += _check_spanning_network(recipe)
     findings += _check_pitfalls(recipe)
+    findings += _check_entrypoint(recipe)
     findings += [Problem("host-input", note, level="warning") for note in recipe.host_inputs()]
     return findings
 
@@ -250,6 +253,27 @@ def _check_spanning_network(recipe: Recipe) -> list[Problem]:
             "network: the ranks reach each other on ports no -p publishes (the rendezvous, NCCL's), so the group "
             "never forms",
             "add --network host, as multi-node posts of both engines do",
+        )
+    ]
+
+
+def _check_entrypoint(recipe: Recipe) -> list[Problem]:
+    """The engine's own image already runs its launch program (vLLM's `vllm serve`): a program written after the
+    image becomes the entrypoint's arguments, which the engine refuses (`vllm serve vllm serve M`: unrecognized
+    arguments). A server on a Ray cluster is started by its shell (`--entrypoint` given by the render)."""
+    server, docker = recipe.server, recipe.docker
+    entrypoint = server.server_kind.image_entrypoint
+    if not (entrypoint and server.program and image_matches(recipe.image.reference, server.server_kind.images)):
+        return []
+    if docker.values("--entrypoint") or ray_cluster(recipe) is not None:
+        return []
+    program, runs = " ".join(server.program), " ".join(entrypoint)
+    return [
+        Problem(
+            "entrypoint-repeated",
+            f"server.command {program!r}: the image's entrypoint is already `{runs}`, so the container would run "
+            f"`{runs} {program} …`, which {server.server_kind.title} refuses (unrecognized arguments)",
+            f"leave server.command empty: `{runs}` takes server.args",
         )
     ]
 

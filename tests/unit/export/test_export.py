@@ -217,9 +217,8 @@ def test_a_leaderworkerset_gives_the_leader_address_and_the_worker_index(tmp_pat
     worker = template["workerTemplate"]["spec"]["containers"][0]
     assert template["size"] == 2
     assert leader["image"] == "vllm/vllm-openai@sha256:" + "1" * 64
+    assert "command" not in leader and "command" not in worker  # the image's entrypoint, `vllm serve`, runs them
     common = [
-        "vllm",
-        "serve",
         "/model",
         "--served-model-name",
         "qwen3",
@@ -508,29 +507,12 @@ def _provenance(recipe) -> tuple:
     return recipe.name, image.reference, image.digest, model.repo_id, model.revision, model.local_dir
 
 
-# Round trips that do not close yet, each failing for the reason named; strict, so a fix shows.
-ROUND_TRIP_GAPS: dict[tuple[str, str], str] = {
-    ("vllm-two-node", "skypilot"): "the run script writes `vllm serve` whether the recipe names it as the server's "
-    "command or leaves it to the image's entrypoint; the importer reads the image's entrypoint (as SkyPilot runs it)",
-    **{
-        ("vllm-ray-two-node", target): "the importer reads a Ray cluster as posts start it (`ray start --head` in "
-        "its own container, the server launched after it), not as the render writes the head's container "
-        "(`bash -c 'ray start --head … && exec \"$@\"' ray-head vllm serve …`), which the export carries word for word"
-        for target in ("compose", "k8s", "skypilot", "slurm")
-    },
-}
-
-
 @pytest.mark.parametrize(
     "target,file",
     [("compose", "compose.yaml"), ("k8s", "kubernetes.yaml"), ("skypilot", "skypilot-*.yaml"), ("slurm", "*.sbatch")],
 )
 @pytest.mark.parametrize("key", sorted(RECIPES))
-def test_an_export_imports_back_to_the_same_render(
-    key: str, target: str, file: str, tmp_path: Path, request: pytest.FixtureRequest
-) -> None:
-    if (key, target) in ROUND_TRIP_GAPS:
-        request.applymarker(pytest.mark.xfail(strict=True, reason=ROUND_TRIP_GAPS[key, target]))
+def test_an_export_imports_back_to_the_same_render(key: str, target: str, file: str, tmp_path: Path) -> None:
     recipe = RECIPES[key]()
     out = _export(key, target, tmp_path)
     imported = tmp_path / "imported.yaml"

@@ -47,7 +47,7 @@ def _terms(text: str) -> list[float]:
 def _exported(key: str, **options) -> tuple[str, list[str]]:
     recipe = RECIPES[key]()
     exported = export_recipe(judge(recipe, _allowances(key)), "k8s", ExportOptions(run_id=RUN, **options))
-    return exported.files["kubernetes.yaml"], exported.not_carried
+    return exported.files["kubernetes.yaml"], exported.not_carried + exported.needs
 
 
 def _pods(text: str) -> list[dict]:
@@ -125,7 +125,7 @@ def test_a_pod_no_node_can_hold_is_said() -> None:
     assert any(
         note.startswith("memory: a pod of deepseek-v4-flash-0 (")
         and "more than an HGX H200 node's usual 2048Gi" in note
-        for note in exported.not_carried
+        for note in exported.needs
     )
     assert not any(note.startswith("memory: ") for note in _exported("marlin")[1])
 

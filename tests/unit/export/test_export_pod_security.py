@@ -108,7 +108,7 @@ def test_a_hostpath_model_is_the_one_thing_that_needs_more_and_the_export_says_s
 
     recipe = str(Path(RECIPES["marlin"]().path))
     assert main(["recipe", "export", recipe, "--to", "k8s", "-o", str(tmp_path)]) == 0
-    assert "not carried: Pod Security: the model's hostPath needs level privileged" in capsys.readouterr().err
+    assert "needs: Pod Security: the model's hostPath needs level privileged" in capsys.readouterr().err
     assert {tuple(baseline_violations(pod)) for pod in pods(tmp_path)} == {("hostPath volume model",)}
 
 
@@ -132,7 +132,7 @@ def test_whatever_needs_more_than_baseline_the_export_names(key: str, pvc: str |
     container, a host directory) is named in a `Pod Security:` note with the level it needs."""
     exported = export_recipe(judge(RECIPES[key](), _allowances(key)), "k8s", ExportOptions(run_id=RUN, model_pvc=pvc))
     (tmp_path / "kubernetes.yaml").write_text(exported.files["kubernetes.yaml"])
-    notes = " | ".join(n for n in exported.not_carried if n.startswith("Pod Security: "))
+    notes = " | ".join(n for n in exported.needs if n.startswith("Pod Security: "))
     violations = {v for pod in pods(tmp_path) for v in baseline_violations(pod)}
     assert [v for v in sorted(violations) if _named_by(v) not in notes] == []
     assert bool(violations) == bool(notes)

@@ -168,3 +168,18 @@ def test_a_bare_name_the_post_downloads_is_that_repo() -> None:
 def test_model_repo_places_a_local_model() -> None:
     outcome = imported("vllm serve gpt-oss-120b -tp 8\n", model_repo="openai/gpt-oss-120b")
     assert outcome.recipe.model.repo_id == "openai/gpt-oss-120b"
+
+
+# --- a launch program after an image whose entrypoint runs it ---
+
+
+@pytest.mark.parametrize("launch", ["vllm serve", "python -m vllm.entrypoints.openai.api_server --model"])
+def test_a_launch_repeating_the_image_entrypoint_gives_the_entrypoint_its_arguments(launch: str) -> None:
+    outcome = imported(f"docker run --gpus all -p 8000:8000 vllm/vllm-openai:v0.33.0 {launch} org/Model-7B\n")
+    assert outcome.recipe.server.program == ()
+    assert any("dropped: the image's entrypoint is already `vllm serve`" in note for note in outcome.notes)
+
+
+def test_a_launch_after_an_image_without_that_entrypoint_is_kept() -> None:
+    outcome = imported("docker run --gpus all -p 8000:8000 nvcr.io/nvidia/vllm:25.09-py3 vllm serve org/Model-7B\n")
+    assert outcome.recipe.server.program == ("vllm", "serve")

@@ -204,3 +204,25 @@ def test_benchmark_sizes_beyond_their_maxima_are_one_line_errors_naming_the_key(
     with pytest.raises(InputError) as refused:
         parse_recipe_text(text.replace(old, new, 1), source="r.yaml")
     assert refused.value.message == f"r.yaml: {message}"
+
+
+@pytest.mark.parametrize(
+    ("program", "options", "image", "error"),
+    [
+        ("vllm serve", "", "vllm/vllm-openai:v0.33.0", True),  # `vllm serve vllm serve M`: vLLM stops
+        ("python3 -m vllm.entrypoints.openai.api_server", "", "vllm/vllm-openai:v0.33.0", True),
+        ("", "", "vllm/vllm-openai:v0.33.0", False),  # the entrypoint takes the arguments
+        ("vllm serve", "\n  - --entrypoint ''", "vllm/vllm-openai:v0.33.0", False),  # Docker runs the program
+        ("vllm serve", "", "nvcr.io/nvidia/vllm:25.09-py3", False),  # an image without that entrypoint
+    ],
+)
+def test_a_program_the_image_entrypoint_already_runs_is_an_error(
+    program: str, options: str, image: str, error: bool
+) -> None:
+    recipe = parse_recipe_text(
+        f"schema_version: 2\nname: t\nimage:\n  reference: {image}\nmodel:\n  repo_id: org/m\n"
+        f"  local_dir: /data/m\n  mount_point: /m\ndocker:\n  options:\n  - --gpus all\n  - -v /data/m:/m{options}\n"
+        f"server:\n  kind: vllm\n  command: '{program}'\n  args:\n  - /m\n"
+    )
+    codes = [p.code for p in check_recipe(recipe, 8) if p.level == "error"]
+    assert ("entrypoint-repeated" in codes) == error, codes
