@@ -35,7 +35,7 @@ _held: dict[tuple[int, str], Any] = {}  # `_key(host)` -> the open SSH channel t
 def _key(host: Any) -> tuple[int, str]:
     """The host a lock is held for, by its run and name: roles pass pyinfra's `host`, one proxy object for every
     host of the run, so the object's own identity would take the first node's lock for all of them."""
-    return id(getattr(host, "state", None)), str(host.name)
+    return id(host.state), str(host.name)
 
 
 @atexit.register
@@ -156,7 +156,7 @@ def hold_host_lock(host: Any, reads: list[tuple[type, dict[str, Any]]] | None = 
     deadline = time.monotonic() + float(knob(host, "host_lock_wait_s"))
     from hgxkit.planfacts import prefetch_command
 
-    batch = prefetch_command(host, reads) if reads else None
+    batch = prefetch_command(host, reads or [])  # None: nothing to read (or not planning)
     while True:
         channel, why = _open_holder(host, batch)
         if channel is not None:

@@ -113,6 +113,13 @@ def export_kubernetes(judged: Judged, options: ExportOptions) -> Exported:
             f"{DEFAULT_HOST_MEMORY // GIB}Gi, so no such node schedules it: --model-gb GB (the HiCache estimate "
             "counts no weights without it) or smaller host pools (--hicache-size GB) lower it"
         )
+    named = dict.fromkeys(
+        m.source for g in groups for c in g.containers for m in c.mounts if not m.source.startswith("/")
+    )
+    for name in named:
+        dropped.append(
+            f"the named volume {name}: an emptyDir, empty on every new pod (a PersistentVolumeClaim keeps it)"
+        )
     if any(c.ulimits for g in groups for c in g.containers):
         dropped.append("ulimits: set on the node's container runtime (Kubernetes has no per-pod ulimits)")
     dropped.append(f"--bind {judged.allowances.bind_address}: each Service is a ClusterIP; expose it with your ingress")
@@ -359,11 +366,12 @@ def _probe(path: str, port: int, failures: int) -> dict:
 def _volumes(container: Container, options: ExportOptions) -> tuple[list[dict], list[dict]]:
     mounts: list[dict] = []
     volumes: list[dict] = []
-    shm: dict[str, object] = {"medium": "Memory"}
-    if container.shm_size:
-        shm["sizeLimit"] = _quantity(container.shm_size)
-    volumes.append({"name": SHM_VOLUME, "emptyDir": shm})
-    mounts.append({"name": SHM_VOLUME, "mountPath": "/dev/shm"})
+    if container.shm_size or container.ipc == "host":  # else the runtime's own /dev/shm, as under Docker
+        shm: dict[str, object] = {"medium": "Memory"}
+        if container.shm_size:
+            shm["sizeLimit"] = _quantity(container.shm_size)
+        volumes.append({"name": SHM_VOLUME, "emptyDir": shm})
+        mounts.append({"name": SHM_VOLUME, "mountPath": "/dev/shm"})
     for index, mount in enumerate(container.mounts):
         name = MODEL_VOLUME if index == container.model_mount else f"vol-{index}"
         if name == MODEL_VOLUME and options.model_pvc:

@@ -4,6 +4,7 @@ measured on a clock of the test's own, so nothing here depends on how busy the m
 
 from __future__ import annotations
 
+import io
 import logging
 import subprocess
 from collections.abc import Iterator
@@ -40,8 +41,10 @@ class LocalClient:
     def __init__(self, lock: Path) -> None:
         self.lock = lock
         self.procs: list[subprocess.Popen[str]] = []
+        self.commands: list[str] = []
 
     def exec_command(self, command: str) -> tuple[Any, Any, Any]:
+        self.commands.append(command)
         command = command.replace(LOCK_FILE.rsplit("/", 1)[0], str(self.lock.parent))
         proc = subprocess.Popen(
             ["sh", "-c", command], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
@@ -306,3 +309,101 @@ def test_each_host_of_a_run_takes_its_own_lock_through_pyinfras_host_proxy(
             hostlock._held.pop(hostlock._key(inventory.get_host(f"@fake/{name}")), None)
             for proc in clients[name].procs:
                 proc.communicate("", timeout=30)
+
+
+class ScriptedClient:
+    """An SSH client that runs nothing: every command answers `output` and then exits with `status`."""
+
+    def __init__(self, output: str, status: int = 0) -> None:
+        self.output, self.status = output, status
+        self.commands: list[str] = []
+
+    def exec_command(self, command: str) -> tuple[Any, Any, Any]:
+        self.commands.append(command)
+        stdout = io.StringIO(self.output)
+        stdout.channel = SimpleNamespace(recv_exit_status=lambda: self.status)  # type: ignore[attr-defined]
+        return io.StringIO(), stdout, None
+
+
+def _fake_host(name: str, data: dict[str, Any]) -> Any:
+    inventory = Inventory(([(name, {"fake_delay": 0, "fake_delay_jitter": 0, "host_lock_wait_s": 10, **data})], {}))
+    state = State(inventory=inventory, config=Config())
+    connect_all(state)
+    return inventory.get_host(name)
+
+
+def test_two_runs_in_one_process_each_take_the_lock_of_their_own_node_of_one_name(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A controller that runs two deploys (a bench, a test session) holds each run's lock, even when both name
+    their node alike: the lock is the run's, not the name's."""
+    monkeypatch.setattr(hostlock, "time", FakeClock())
+    hosts = [_fake_host("@fake/h200-1", {}) for _ in range(2)]
+    clients = []
+    for index, host in enumerate(hosts):
+        clients.append(LocalClient(tmp_path / str(index) / "run.lock"))
+        host.connector.client = clients[-1]
+    try:
+        for host in hosts:
+            hostlock.hold_host_lock(host)
+        assert [len(client.procs) for client in clients] == [1, 1]
+    finally:
+        for host, client in zip(hosts, clients, strict=True):
+            hostlock._held.pop(hostlock._key(host), None)
+            for proc in client.procs:
+                proc.communicate("", timeout=30)
+
+
+def test_the_holder_runs_the_way_the_node_runs_every_command_sudo_included(monkeypatch: pytest.MonkeyPatch) -> None:
+    host = _fake_host("@fake/h200-1", {"_sudo": True})
+    host.connector.client = client = ScriptedClient("hgxkit-locked\n")
+    try:
+        hostlock.hold_host_lock(host)
+        (command,) = client.commands
+        assert command.startswith("sudo ") and "flock -n" in command
+        assert hostlock.PREFETCH_END not in command  # no reads asked: the holder runs none
+    finally:
+        hostlock._held.pop(hostlock._key(host), None)
+
+
+def test_a_failing_holder_is_named_by_its_first_200_characters(monkeypatch: pytest.MonkeyPatch) -> None:
+    host = _fake_host("@fake/h200-1", {})
+    host.connector.client = ScriptedClient("e" * 300 + "\n", status=3)
+    with pytest.raises(DeployError) as info:
+        hostlock.hold_host_lock(host)
+    assert str(info.value).endswith(f"exit status 3 from flock: {'e' * 200}")
+
+
+def test_a_node_not_yet_connected_is_connected_and_a_failed_connection_ends_the_run(
+    node: SimpleNamespace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    asked: list[object] = []
+
+    def connect(raise_exceptions: object = False) -> None:
+        asked.append(raise_exceptions)
+        node.host.connected = True
+
+    node.host.connected = False
+    monkeypatch.setattr(node.host, "connect", connect)
+    hostlock.hold_host_lock(node.host)
+    assert asked == [True] and len(node.client.procs) == 1  # asked to raise: an unreachable node is no silent pass
+
+
+def test_reads_on_the_locks_channel_that_are_not_text_are_logged_for_the_node(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    host = _fake_host("@fake/h200-1", {})
+    bad = UnicodeDecodeError("utf-8", b"\xff", 0, 1, "invalid start byte")  # as paramiko's readline raises it
+    host.connector.client = client = ScriptedClient("")
+    client.exec_command = lambda command: (io.StringIO(), Lines(["hgxkit-locked\n", "a\n"], bad), None)
+    kept: list[list[str]] = []
+    monkeypatch.setattr("hgxkit.planfacts.prefetch_command", lambda host, reads: (script("echo a"), kept.append))
+    try:
+        with caplog.at_level(logging.DEBUG, logger="pyinfra"):
+            hostlock.hold_host_lock(host, [(object, {})])  # type: ignore[list-item]
+        assert kept == [] and hostlock._key(host) in hostlock._held  # held; the reads are read on their own
+        assert any(
+            m.startswith("@fake/h200-1: the reads on the lock's channel gave no answer") for m in caplog.messages
+        )
+    finally:
+        hostlock._held.pop(hostlock._key(host), None)

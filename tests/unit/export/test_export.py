@@ -37,10 +37,13 @@ from hgxkit.export.kubernetes import k8s_word
 from hgxkit.export.registry import EXPORTERS, export_recipe, write_export
 from hgxkit.importing.importer import ImportOptions, import_post
 from hgxkit.recipe.check import parallel_size
+from hgxkit.recipe.danger import docker_size_bytes
+from hgxkit.recipe.docker_options import canonical
 from hgxkit.recipe.dump import recipe_hash
 from hgxkit.recipe.judge import Allowances, judge
 from hgxkit.recipe.read import load_recipe, parse_recipe_text
 from hgxkit.recipe.render import render_recipe
+from hgxkit.recipe.spec import parse_mount, parse_volume
 
 ROOT = Path(__file__).resolve().parents[3]
 POSTS = ROOT / "tests" / "fixtures" / "posts"
@@ -507,6 +510,82 @@ def _provenance(recipe) -> tuple:
     return recipe.name, image.reference, image.digest, model.repo_id, model.revision, model.local_dir
 
 
+# Docker options that say how hgxkit runs the container, not what the server gets: the name, detaching, a
+# terminal, removal, the restart policy (hgxkit starts and watches the container), labels, published ports (the
+# inventory's bind address; the server's port is in its command) and the GPUs (compared by `_renders`).
+_RUNNING = {
+    "--name",
+    "--detach",
+    "--interactive",
+    "--tty",
+    "--rm",
+    "--restart",
+    "--label",
+    "--publish",
+    "--gpus",
+}
+FROM_ENVIRONMENT = "<from the environment>"
+
+
+def _settings(recipe) -> list[dict[str, object]]:
+    """What the container gets at every rank and group, as the engine applies it: environment (a secret as "from
+    the environment" however written), mounts by target, /dev/shm in bytes, namespaces and privileges, ulimits."""
+    nodes = recipe.node_count()
+    ranks = [dict(rank=r, head="10.0.0.1") for r in range(nodes)] if nodes > 1 else [{}]
+    out = []
+    for rank in ranks:
+        for group in render_recipe(recipe, total_gpus=8, **rank):
+            found: dict[str, object] = {}
+            for entry in group.options:
+                for use in entry.uses:
+                    name, value = canonical(use.option.name), use.value or ""
+                    if name in _RUNNING:
+                        continue
+                    if name == "--env":
+                        key, equals, text = value.partition("=")
+                        unset = not equals or text in (f"${{{key}}}", f"${key}")
+                        found[f"env {key}"] = FROM_ENVIRONMENT if unset else text
+                    elif name in ("--volume", "--mount"):
+                        mount = parse_volume(value) if name == "--volume" else parse_mount(value)
+                        found[f"mount {mount.target}"] = (mount.source, mount.read_only)
+                    elif name == "--shm-size":
+                        found["shm"] = docker_size_bytes(value)
+                    elif name == "--ulimit":
+                        limit, _, size = value.partition("=")
+                        soft, _, hard = size.partition(":")
+                        found[f"ulimit {limit}"] = (soft, hard or soft)
+                    else:
+                        found[name] = (found.get(name, ()) or ()) + (value,)  # type: ignore[operator]
+            out.append(found)
+    return out
+
+
+def _settings_lost(recipe, back, notes: list[str], target: str) -> list[str]:
+    """Each setting of `recipe`'s containers that `back` (its export imported back) does not have the same, and
+    the export did not name as not carried; and each setting `back` has that `recipe` did not (the API key the
+    export passes from the environment aside)."""
+    model = recipe.model.mount_point
+    key_env = recipe.server.server_kind.api_key_env
+    lost = []
+    for before, after in zip(_settings(recipe), _settings(back), strict=True):
+        for name, value in before.items():
+            again = after.get(name)
+            if name == f"mount {model}" and again is not None:
+                # the model is mounted read-only either way; SkyPilot's task downloads it into the container
+                value, again = value[0], again[0]  # type: ignore[index]
+                if target == "skypilot":
+                    continue
+            if again == value:
+                continue
+            kind, _, what = name.partition(" ")
+            # a note names the variable, the mount's source or target, the option, or all ulimits at once
+            words = {"env": [what], "mount": [what, value[0]], "ulimit": ["ulimit"]}.get(kind, [kind])  # type: ignore[index]
+            if not any(word and word in note for word in words for note in notes):
+                lost.append(f"{name}: {value!r} came back as {again!r}, and the export does not say so")
+        lost += [f"{name}: {after[name]!r} added" for name in after.keys() - before.keys() if name != f"env {key_env}"]
+    return lost
+
+
 @pytest.mark.parametrize(
     "target,file",
     [("compose", "compose.yaml"), ("k8s", "kubernetes.yaml"), ("skypilot", "skypilot-*.yaml"), ("slurm", "*.sbatch")],
@@ -528,6 +607,8 @@ def test_an_export_imports_back_to_the_same_render(key: str, target: str, file: 
     back = load_recipe(str(imported))
     assert _renders(back) == _renders(recipe)
     judge(back, _allowances(key))  # deployable: what `recipe check` and a node judge, under the same allowances
+    notes = export_recipe(judge(recipe, _allowances(key)), target, ExportOptions(run_id=RUN)).not_carried
+    assert _settings_lost(recipe, back, notes, target) == []
     if target == "slurm":  # the Slurm importer takes the render; it does not read the hgxkit.io labels back yet
         return
     if target == "skypilot":  # the task downloads the model into the container: the host's directory is not carried
