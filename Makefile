@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 # The demo node's cluster (`hgxkit sim down --cluster $(HGXKIT_SIM_CLUSTER)` removes it).
 HGXKIT_SIM_CLUSTER ?= demo
 
-.PHONY: host host-test venv lock demo test unit e2e lint map bench faults soak soak-parts soak-part soak-figures soak-killed sweep mutation clean
+.PHONY: host host-test venv lock demo test test-stressed unit e2e lint map bench faults soak soak-parts soak-part soak-figures soak-killed sweep mutation clean
 
 ## host: this machine's packages, dockerd and lxcfs for the simulated nodes (stdlib only: runs before .venv);
 ## a no-op when all is there. As root on Debian/Ubuntu it installs and starts what is missing; elsewhere it
@@ -52,6 +52,16 @@ test: host-test venv
 
 unit: venv
 	$(BIN)/python -m pytest tests/unit
+
+## test-stressed: `make test`'s suite with the host under the soak's CPU and I/O stress (STRESS, below): no test may
+## need a quiet machine. Ends with one line: the suite's result, its time, the stress and the load averages seen.
+test-stressed: host-test venv
+	@command -v stress-ng >/dev/null || { echo "test-stressed: stress-ng missing: apt-get install stress-ng"; exit 1; }
+	-$(BIN)/hgxkit sim client install
+	stress-ng $(STRESS) --timeout 4h >/dev/null 2>&1 & s=$$!; start=$$(date +%s); \
+	PYTHON=$(BIN)/python tests/run_all.sh; rc=$$?; load=$$(cut -d' ' -f1-3 /proc/loadavg); kill $$s; \
+	echo "test-stressed: exit $$rc in $$(( $$(date +%s) - start )) s under stress-ng $(STRESS) on $$(nproc) CPUs; load average (1, 5, 15 min) at the end: $$load"; \
+	exit $$rc
 
 ## bench: the end-to-end checks too slow for `make test` (a 1 GB image pulled through a shaped link, ~4 min; a
 ## published two-node Slurm script served by hgxkit, then its export run by a real Slurm on two nodes, ~6 min)
@@ -107,7 +117,8 @@ sweep: venv host-test
 ## mutation: mutation testing (mutmut) of the modules that carry promises, each against its own unit test files;
 ## prints a score per module and exits 1 on a mutant neither killed nor explained in tests/mutation/equivalent.txt.
 ## Each mutant runs under a memory limit (MUTATION_MEMORY_MB of address space per process) and a time limit
-## (from its tests' own duration): a runaway one counts as killed. Not in CI (tens of minutes).
+## (from its tests' own duration): a runaway one counts as killed. The whole run takes hours; CI runs a tenth of
+## the fast modules' mutants (tests/mutation/test_sample.py; `tools/mutation.py --sample DIGIT`).
 ## `make mutation MODULES="secrets hostcmd"` runs some; `$(BIN)/python tools/mutation.py --list` names them all.
 MODULES ?=
 MUTATION_MEMORY_MB ?= 4096

@@ -6,6 +6,7 @@ mutant runs only the tests that reach it and the run stays tractable on a two-co
 
     make mutation                      # every module
     make mutation MODULES="secrets hostcmd"
+    python tools/mutation.py --sample 7 hostlock # the mutants whose number ends in 7 (CI's sample)
     python tools/mutation.py --list    # the modules and their test files
 
 Each mutant runs under limits, so a runaway one ends and counts as killed (the tests told it apart): memory
@@ -24,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import fnmatch
 import json
 import os
 import resource
@@ -52,6 +54,50 @@ SLURM_TESTS = (
     "an_sbatch_script_runs_one_task_per_node_with_rank_and_head_from_slurm",
     "the_sbatch_script_starts_both_groups_on_one_node_and_stops_them_with_the_job",
 )
+
+
+# The tests that judge one export writer: its secrets, its own format's checks, and the round trip of every test
+# recipe through it (their ids: tests/unit/export/test_export.py's RECIPES and targets).
+EXPORT_RECIPES = (
+    "flashinfer",
+    "lws-two-node",
+    "marlin",
+    "sglang-two-node",
+    "vllm",
+    "vllm-dp-two-node",
+    "vllm-ray-two-node",
+    "vllm-two-node",
+)
+EXPORT_TESTS = {
+    "compose": (
+        ("compose", "compose.yaml"),
+        "compose_passes_each_secret_from_the_environment_of_compose_up",
+        (
+            "compose_files_pass_docker_compose_config",
+            "a_compose_service_pins_its_gpus_binds_loopback_and_mounts_the_model_read_only",
+            "compose_takes_secrets_and_the_head_from_the_environment_with_no_file_to_write",
+        ),
+    ),
+    "skypilot": (
+        ("skypilot", "skypilot-*.yaml"),
+        "skypilot_asks_for_each_secret_at_launch",
+        ("skypilot_tasks_load_with_skypilots_own_parser",),
+    ),
+}
+
+
+def _export_tests(target: str, tests: tuple[tuple[str, str], str, tuple[str, ...]]) -> tuple[str, ...]:
+    (name, pattern), secrets, own = tests
+    unit = "tests/unit/export"
+    return (
+        f"{unit}/test_export_secrets.py::test_{secrets}",
+        f"{unit}/test_export_secrets.py::test_no_export_writes_a_secrets_value_anywhere",
+        *(f"{unit}/test_export.py::test_{test}" for test in own),
+        *(
+            f"{unit}/test_export.py::test_an_export_imports_back_to_the_same_render[{key}-{name}-{pattern}]"
+            for key in EXPORT_RECIPES
+        ),
+    )
 
 
 @dataclass(frozen=True)
@@ -125,6 +171,16 @@ MODULES = (
         ),
     ),
     Module("bundle-manifest", ("hgxkit/bundle/manifest.py",), ("tests/unit/bundle/test_bundle_manifest.py",)),
+    # The alert rules as Prometheus reads them: `promtool check rules` and `promtool test rules` on each alert.
+    Module(
+        "alert-rules",
+        ("hgxkit/monitoring/alerts.py",),
+        ("tests/unit/monitoring/test_monitoring_rules.py", "tests/unit/monitoring/test_monitoring_config.py"),
+    ),
+    *(
+        Module(f"export-{target}", (f"hgxkit/export/{target}.py",), _export_tests(target, tests))
+        for target, tests in EXPORT_TESTS.items()
+    ),
 )
 
 
@@ -185,12 +241,19 @@ TIMEOUT_CODES = {36, 24, -24, 152, 255, -9, 137}
 CRASH_CODES = {-6, -11, 134, 139}
 
 
-def score(name: str, meta_files: list[Path], explained: dict[str, str]) -> Score:
-    """Tally mutmut's per-file results (mutants/<file>.meta: exit code by mutant)."""
+def sample_pattern(digit: int) -> str:
+    """The mutants whose number ends in `digit` (a tenth of each module), as mutmut's name pattern."""
+    return f"*__mutmut_*{digit}"
+
+
+def score(name: str, meta_files: list[Path], explained: dict[str, str], only: str = "*") -> Score:
+    """Tally mutmut's per-file results (mutants/<file>.meta: exit code by mutant), of the mutants `only` names."""
     killed, timeouts, survived, equivalent, untested, other = 0, 0, [], [], [], {}
     for meta in meta_files:
         codes = json.loads(meta.read_text())["exit_code_by_key"]
         for mutant, code in sorted(codes.items()):
+            if not fnmatch.fnmatch(mutant, only):
+                continue
             if code in (1, 3) or code in TIMEOUT_CODES or code in CRASH_CODES:
                 killed += 1
                 timeouts += code in TIMEOUT_CODES
@@ -214,7 +277,7 @@ def prepare(module: Module, work: Path) -> None:
     for name in DATA:
         if (ROOT / name).exists():
             (work / name).symlink_to(ROOT / name)
-    tests = [t for t in module.tests if (ROOT / t).exists()]
+    tests = [t for t in module.tests if (ROOT / t.split("::")[0]).exists()]  # a file, or a test in one
     config = (ROOT / "pyproject.toml").read_text()
     config += (
         "\n[tool.mutmut]\n"
@@ -293,7 +356,12 @@ def memory_limit(megabytes: int) -> Callable[[], None]:
 
 
 def run(
-    module: Module, work: Path, children: int, memory_mb: int = MEMORY_MB, limit_s: float = MODULE_TIMEOUT_S
+    module: Module,
+    work: Path,
+    children: int,
+    memory_mb: int = MEMORY_MB,
+    limit_s: float = MODULE_TIMEOUT_S,
+    only: str | None = None,
 ) -> int:
     """mutmut run in the scratch tree (without the caller's PYTHONPATH: mutmut puts its mutants/ first), through
     this script's `--mutmut` entry so that its timeouts are guarded (`guard_mutmut_timeouts`), with every process
@@ -301,6 +369,7 @@ def run(
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     log = work / "mutmut.log"
     argv = [sys.executable, str(Path(__file__).resolve()), "--mutmut", "run", "--max-children", str(children)]
+    argv += [only] if only else []  # the mutants of a sample (mutmut's name pattern)
     with log.open("w") as out:
         proc = subprocess.Popen(
             argv,
@@ -339,6 +408,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--module-timeout-s", type=float, default=MODULE_TIMEOUT_S, help="the longest one module's run may take"
     )
+    parser.add_argument(
+        "--sample",
+        type=int,
+        choices=range(10),
+        metavar="DIGIT",
+        help="only the mutants whose number ends in DIGIT (a tenth of each module; CI's sample)",
+    )
     args = parser.parse_args(argv)
     if args.list:
         for m in MODULES:
@@ -350,12 +426,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"unknown module(s) {', '.join(unknown)}; known: {', '.join(by_name)}", file=sys.stderr)
         return 2
     explained = equivalents()
+    only = sample_pattern(args.sample) if args.sample is not None else None
     failed = False
     for module in [by_name[n] for n in args.modules] or list(MODULES):
         work = args.work / module.name
         if not args.score_only:
             prepare(module, work)
-            code = run(module, work, args.children, args.memory_mb, args.module_timeout_s)
+            code = run(module, work, args.children, args.memory_mb, args.module_timeout_s, only)
             if code != 0:
                 print(f"{module.name}: mutmut run failed (exit {code}); see {work / 'mutmut.log'}")
                 failed = True
@@ -366,7 +443,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{module.name}: no results at {missing[0]}; run without --score-only")
             failed = True
             continue
-        result = score(module.name, metas, explained)
+        result = score(module.name, metas, explained, only or "*")
         print(result.line(), flush=True)
         for mutant in result.survived + result.untested:
             print(f"    {'survived' if mutant in result.survived else 'untested'}: {mutant}")

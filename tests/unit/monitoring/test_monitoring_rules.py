@@ -181,3 +181,26 @@ def test_inhibition_keeps_one_alert_per_cause() -> None:
     named = {m.split('"')[1] for source, target, _ in INHIBIT for m in (source, target)}
     assert named <= alerts  # every inhibition names a rule that exists
     assert config["route"]["group_by"] == ["node"]
+
+
+def test_each_group_with_a_ttft_figure_gets_its_own_rule_whatever_the_groups_before_it() -> None:
+    """A group without a figure, or of a server hgxkit has no histogram for, is passed over, not the end of the list."""
+    from hgxkit.monitoring.alerts import serving_rules
+
+    groups = [
+        ServingTarget("node1", "g-0", 5000, "sglang", "/metrics"),  # no TTFT P99 in its recipe
+        ServingTarget("node1", "g-1", 5001, "trtllm", "/metrics", ttft_p99_ms=100.0),  # a kind hgxkit does not serve
+        ServingTarget("node2", "g-2", 5000, "vllm", "/metrics", ttft_p99_ms=100.0),
+    ]
+    ttft = [r for r in serving_rules(AlertSettings(), groups) if r["alert"] == "ServingTtftP99High"]
+    assert [(r["labels"]["node"], r["labels"]["group"]) for r in ttft] == [("node2", "g-2")]
+
+
+def test_thresholds_are_written_to_the_microsecond() -> None:
+    """No float noise (0.30000000000000004) and no false precision in a rule's text: seconds to 6 places."""
+    from hgxkit.monitoring.alerts import reference_rules, serving_rules
+
+    group = ServingTarget("node1", "g-0", 5000, "sglang", "/metrics", ttft_p99_ms=12.34567, itl_p99_ms=0.1 + 0.2)
+    assert [r["expr"] for r in reference_rules([group])] == ["vector(0.012346)", "vector(0.0003)"]
+    (ttft,) = [r for r in serving_rules(AlertSettings(), [group]) if r["alert"] == "ServingTtftP99High"]
+    assert ttft["expr"].endswith(") > 0.018519")  # 12.34567 ms + 50 %

@@ -34,6 +34,14 @@ def test_the_score_counts_timeouts_as_killed_and_explained_survivors_apart(tmp_p
     )
 
 
+def test_a_sample_is_a_tenth_of_the_mutants_by_their_last_digit_and_scores_only_them(tmp_path: Path) -> None:
+    meta = tmp_path / "m.py.meta"
+    codes = {"m.x_a__mutmut_7": 1, "m.x_a__mutmut_17": 0, "m.x_a__mutmut_8": None, "m.x_a__mutmut_70": None}
+    meta.write_text(json.dumps({"exit_code_by_key": codes}))
+    result = tool.score("m", [meta], {}, tool.sample_pattern(7))
+    assert (result.killed, result.survived, result.other) == (1, ("m.x_a__mutmut_17",), {})  # 8 and 70 not run
+
+
 def test_every_explained_mutant_has_a_reason_and_names_a_mutated_module(tmp_path: Path) -> None:
     explained = tool.equivalents()
     modules = {Path(s).with_suffix("").as_posix().replace("/", ".") for m in tool.MODULES for s in m.sources}
