@@ -68,10 +68,18 @@ EXPORT_RECIPES = (
     "vllm-ray-two-node",
     "vllm-two-node",
 )
+# Shared by every writer: secrets, the API key's file, the digest a run pinned.
+EXPORT_FILES = ("test_export_secrets.py", "test_export_key.py", "test_export_run_pin.py")
+# Every target's: the bind address's key rule, data-parallel ranks, a Ray cluster's head and workers.
+EXPORT_SHARED = (
+    "binding_beyond_loopback_needs_a_key_the_kind_can_take",
+    "data_parallel_workers_start_headless_at_their_first_rank_on_every_target",
+    "on_a_ray_cluster_the_head_starts_ray_then_the_server_and_every_worker_joins_it",
+)
 EXPORT_TESTS = {
     "compose": (
         ("compose", "compose.yaml"),
-        "compose_passes_each_secret_from_the_environment_of_compose_up",
+        EXPORT_FILES,
         (
             "compose_files_pass_docker_compose_config",
             "a_compose_service_pins_its_gpus_binds_loopback_and_mounts_the_model_read_only",
@@ -80,19 +88,18 @@ EXPORT_TESTS = {
     ),
     "skypilot": (
         ("skypilot", "skypilot-*.yaml"),
-        "skypilot_asks_for_each_secret_at_launch",
+        (*EXPORT_FILES, "test_export_skypilot_disk.py"),
         ("skypilot_tasks_load_with_skypilots_own_parser",),
     ),
 }
 
 
-def _export_tests(target: str, tests: tuple[tuple[str, str], str, tuple[str, ...]]) -> tuple[str, ...]:
-    (name, pattern), secrets, own = tests
+def _export_tests(target: str, tests: tuple[tuple[str, str], tuple[str, ...], tuple[str, ...]]) -> tuple[str, ...]:
+    (name, pattern), files, own = tests
     unit = "tests/unit/export"
     return (
-        f"{unit}/test_export_secrets.py::test_{secrets}",
-        f"{unit}/test_export_secrets.py::test_no_export_writes_a_secrets_value_anywhere",
-        *(f"{unit}/test_export.py::test_{test}" for test in own),
+        *(f"{unit}/{file}" for file in files),
+        *(f"{unit}/test_export.py::test_{test}" for test in (*own, *EXPORT_SHARED)),
         *(
             f"{unit}/test_export.py::test_an_export_imports_back_to_the_same_render[{key}-{name}-{pattern}]"
             for key in EXPORT_RECIPES

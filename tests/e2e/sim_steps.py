@@ -319,9 +319,11 @@ for p in {ports}; do
       c=$(curl -s -o /dev/null -m {health_timeout} -w '%{{http_code}}' http://127.0.0.1:$p/health)
       echo "$t $(ns) $p health $c"; sleep 0.2; done ) &
   ( while [ ! -e "$stop" ]; do t=$(ns)
-      c=$(curl -s -o /dev/null -m 120 -w '%{{http_code}}' -H 'Content-Type: application/json' \
+      r=$(curl -s -m 120 -w '\n%{{http_code}}' -H 'Content-Type: application/json' \
           -d '{{"model": "{model}", "max_tokens": {tokens}, "messages": [{{"role": "user", "content": "go on"}}]}}' \
           http://127.0.0.1:$p/v1/chat/completions)
+      c=$(printf '%s\n' "$r" | tail -n 1)
+      case "$r" in *'"choices"'*'"content"'*'"finish_reason"'*) ;; *) [ "$c" != 200 ] || c=200-but-no-completion ;; esac
       echo "$t $(ns) $p chat $c"; done ) &
 done
 wait
@@ -330,7 +332,8 @@ wait
 
 class ServiceProbe:
     """Health checks and real inference requests (chat completions, one in flight per port at all times) sent
-    to some ports of a node from the node itself, for as long as the `with` block runs.
+    to some ports of a node from the node itself, for as long as the `with` block runs. A completion counts only
+    when its body is one (choices with content and a finish reason), whatever its status says.
 
         with ServiceProbe(cluster, [5001]) as probe:
             start = time.time_ns(); ...; end = time.time_ns()

@@ -1,7 +1,8 @@
 """End-to-end fault matrix, model sync (tests/faults/fault_matrix.py, the `model-` phases): `deploys/model.py` on one
 simulated node with a 64 MB model disk against its Hub stand-in, a fault injected mid-file or while files are
-verified; each case asserts that no half or corrupt file is taken as whole (every file on disk matches the
-Hub's sha256) and that the next run finishes with no manual step. One cluster; cases in sequence.
+verified; each case asserts that no half or corrupt file is taken as whole (every file the Hub lists is on disk
+with the Hub's own hash: the sha256 of an LFS file, the git blob id of any other) and that the next run finishes
+with no manual step. One cluster; cases in sequence.
 
     HGXKIT_FAULTS=ci | all | id,id,...    (make faults / make soak)
 """
@@ -70,25 +71,33 @@ def hub(cluster: str, method: str, path: str, body: dict | None = None) -> objec
     return json.loads(node_sh(cluster, f"curl -sS -X {method} {data} http://127.0.0.1:8088{path}", answer=True))
 
 
+# Each file as the Hub names its content: path, git blob id (sha1 of `blob SIZE\0` + bytes), sha256 of the bytes.
+_HASHES = (
+    "cd {dir} && find . -path ./.cache -prune -o -type f -print | while IFS= read -r f; do "
+    '  b=$({{ printf "blob %s\\0" "$(stat -c %s "$f")"; cat "$f"; }} | sha1sum); s=$(sha256sum < "$f"); '
+    '  echo "${{f#./}} ${{b%% *}} ${{s%% *}}"; done'
+)
+
+
 def whole_files(cluster: str) -> list[str]:
-    """Problems with the model directory: a manifest file missing, or its bytes not hashing to the Hub's sha256."""
+    """Problems with the model directory against the Hub's own listing of the commit the sync recorded: a file
+    missing, or its bytes not what the Hub says (the sha256 of an LFS file, the git blob id of any other)."""
     manifest = json.loads(node_sh(cluster, f"cat {TINY}/.hgxkit-manifest.json", answer=True, check=True))
-    sums = dict(
-        reversed(line.split(None, 1))
-        for line in node_sh(
-            cluster,
-            f"cd {TINY} && find . -path ./.cache -prune -o -type f -print0 | xargs -0 sha256sum",
-            answer=True,
-            check=True,
-        ).splitlines()
-    )
+    listed = hub(cluster, "GET", f"/api/models/hgxkit-sim/tiny/revision/{manifest['commit']}?blobs=true")
+    here = {}
+    for line in node_sh(cluster, _HASHES.format(dir=TINY), answer=True, check=True).splitlines():
+        path, blob, sha256 = line.rsplit(" ", 2)
+        here[path] = (blob, sha256)
     problems = []
-    for f in manifest["files"]:
-        got = sums.get(f"./{f['path']}")
+    for sibling in listed["siblings"]:  # type: ignore[index]
+        path, lfs = sibling["rfilename"], sibling.get("lfs")
+        got = here.get(path)
         if got is None:
-            problems.append(f"{f['path']}: missing")
-        elif f["sha256"] and got != f["sha256"]:
-            problems.append(f"{f['path']}: sha256 {got[:12]}, the Hub's {f['sha256'][:12]}")
+            problems.append(f"{path}: missing")
+        elif lfs and got[1] != lfs["sha256"]:
+            problems.append(f"{path}: sha256 {got[1][:12]}, the Hub's {lfs['sha256'][:12]}")
+        elif not lfs and got[0] != sibling["blobId"]:
+            problems.append(f"{path}: git blob {got[0][:12]}, the Hub's {sibling['blobId'][:12]}")
     return problems
 
 

@@ -82,3 +82,52 @@ def test_a_gap_that_opens_before_the_window_counts_its_part_inside_it() -> None:
     ]
     short = steady(0, 8) + steady(14, 30)  # 4 s inside the window: within the allowed gap
     assert sim_steps.service_problems(short, PORT, WINDOW) == []
+
+
+def test_the_probe_counts_a_200_whose_body_is_no_completion_as_a_failed_request(tmp_path: Path) -> None:
+    """The probe's own shell loop against a local server: a completion counts by its body, not its status."""
+    import json
+    import subprocess
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # /health
+            self.send_response(200)
+            self.end_headers()
+
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers["Content-Length"]))
+            body = json.dumps(self.server.body).encode()  # type: ignore[attr-defined]
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    completion = {"choices": [{"message": {"content": "ok"}, "finish_reason": "length"}]}
+    servers = [ThreadingHTTPServer(("127.0.0.1", 0), Handler) for _ in range(2)]
+    for server, body in zip(servers, (completion, {"error": "no model"}), strict=True):
+        server.body = body  # type: ignore[attr-defined]
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+    good, bad = (server.server_address[1] for server in servers)
+    script = sim_steps._PROBE.format(tag=tmp_path.name, ports=f"{good} {bad}", model="m", tokens=4, health_timeout=5)
+    probe = subprocess.Popen(["sh", "-c", script], stdout=subprocess.PIPE, text=True)
+    lines: list[str] = []
+    try:
+        assert probe.stdout is not None
+        while {s.port for s in sim_steps.parse_samples("\n".join(lines)) if s.kind == "chat"} != {good, bad}:
+            line = probe.stdout.readline()
+            if not line:  # the probe ended: the assertion below says what it printed
+                break
+            lines.append(line)
+    finally:
+        Path(f"/tmp/hgxkit-probe-{tmp_path.name}.stop").touch()
+        probe.wait(timeout=30)
+        Path(f"/tmp/hgxkit-probe-{tmp_path.name}.stop").unlink()
+        for server in servers:
+            server.shutdown()
+    chat = {s.port: s.code for s in sim_steps.parse_samples("\n".join(lines)) if s.kind == "chat"}
+    assert chat == {good: "200", bad: "200-but-no-completion"}
