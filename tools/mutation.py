@@ -84,6 +84,7 @@ EXPORT_TESTS = {
             "compose_files_pass_docker_compose_config",
             "a_compose_service_pins_its_gpus_binds_loopback_and_mounts_the_model_read_only",
             "compose_takes_secrets_and_the_head_from_the_environment_with_no_file_to_write",
+            "compose_says_that_a_server_on_the_hosts_network_is_bound_by_its_own_flags",
         ),
     ),
     "skypilot": (

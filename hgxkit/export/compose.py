@@ -63,7 +63,7 @@ def export_compose(judged: Judged, options: ExportOptions) -> Exported:
         if any("secrets" in service for service in services.values()):
             document["secrets"] = {KEY_SECRET: {"file": f"./{KEY_CONFIG_FILE}"}}
         header = [*origin.comment()]
-        names = [n for n in dict.fromkeys(secrets) if not n.startswith("HGXKIT_HEAD")]
+        names = list(dict.fromkeys(secrets))  # `${HGXKIT_HEAD:?…}` (a required value) is no expansion of these
         if names:
             header.append(f"secrets from the environment of docker-compose up: export {' '.join(names)}")
         if nodes > 1:

@@ -291,12 +291,24 @@ def test_a_compose_service_pins_its_gpus_binds_loopback_and_mounts_the_model_rea
     assert service["labels"]["hgxkit.io/verified-by-run"] == RUN
 
 
+def test_compose_says_that_a_server_on_the_hosts_network_is_bound_by_its_own_flags() -> None:
+    host = "network_mode host: the server's port is the host's; --bind does not apply"
+    for key, said in (("vllm-two-node", True), ("marlin", False)):
+        exported = export_recipe(judge(RECIPES[key](), _allowances(key)), "compose", ExportOptions(run_id=RUN))
+        assert (host in exported.not_carried) == said, key
+
+
 def test_compose_takes_secrets_and_the_head_from_the_environment_with_no_file_to_write(tmp_path: Path) -> None:
-    out = _export("vllm-two-node", "compose", tmp_path)
+    out = _export("vllm-two-node", "compose", tmp_path / "two")
     text = (out / "compose.yaml").read_text()
     environment = yaml.safe_load(text)["services"]["qwen3-0"]["environment"]
     assert (environment["HF_TOKEN"], environment["VLLM_API_KEY"]) == (None, None)  # docker-compose up's own
-    assert "# secrets from the environment of docker-compose up: export HF_TOKEN VLLM_API_KEY" in text
+    # the head's address is no secret: it is the rank line's
+    for rank, name in enumerate(("compose.yaml", "compose.rank-1.yaml")):
+        lines = (out / name).read_text().splitlines()
+        assert "# secrets from the environment of docker-compose up: export HF_TOKEN VLLM_API_KEY" in lines
+        assert f"# node rank {rank} of 2: run on that node with HGXKIT_HEAD=<rank 0's address>" in lines
+    assert "# node rank" not in (_export("marlin", "compose", tmp_path / "one") / "compose.yaml").read_text()
     assert sorted(p.name for p in out.iterdir()) == ["compose.rank-1.yaml", "compose.yaml"]
     worker = _compose_config(out, "compose.rank-1.yaml", {"HGXKIT_HEAD": "10.9.8.7"})["services"]["qwen3-0"]
     assert worker["command"][-9:] == [

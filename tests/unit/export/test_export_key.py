@@ -67,6 +67,9 @@ def test_compose_mounts_the_key_file_from_its_secrets(tmp_path: Path) -> None:
     (service,) = config["services"].values()
     assert service["secrets"] == [{"source": "api-key", "target": KEY_CONFIG_IN_CONTAINER}]
     assert config["secrets"]["api-key"]["file"].endswith("api-key.yaml")
+    example = (out / "api-key.yaml.example").read_text()
+    assert yaml.safe_load(example) == {"api-key": ""}  # the shape the server's --config reads, the key left out
+    assert "(chmod 600)" in example and "never from its command line" in example
 
 
 def test_kubernetes_mounts_the_key_file_from_the_secret(tmp_path: Path) -> None:
