@@ -85,6 +85,17 @@ EXPORT_TESTS = {
             "a_compose_service_pins_its_gpus_binds_loopback_and_mounts_the_model_read_only",
             "compose_takes_secrets_and_the_head_from_the_environment_with_no_file_to_write",
             "compose_says_that_a_server_on_the_hosts_network_is_bound_by_its_own_flags",
+            "an_env_file_the_recipe_reads_is_the_compose_services_env_file",
+        ),
+    ),
+    "kubernetes": (
+        ("k8s", "kubernetes.yaml"),
+        (*EXPORT_FILES, "test_export_pod_security.py", "test_export_kubernetes_resources.py"),
+        (
+            "kubernetes_manifests_validate_against_the_real_schemas",
+            "a_deployment_carries_gpus_model_shm_probes_and_provenance",
+            "a_leaderworkerset_gives_the_leader_address_and_the_worker_index",
+            "kubernetes_notation_expands_references_and_escapes_literal_dollars",
         ),
     ),
     "skypilot": (

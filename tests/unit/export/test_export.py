@@ -185,6 +185,8 @@ def test_a_deployment_carries_gpus_model_shm_probes_and_provenance(tmp_path: Pat
     pod = deployment["spec"]["template"]["spec"]
     server = pod["containers"][0]
     assert pod["nodeSelector"] == {"nvidia.com/gpu.product": "NVIDIA-H200"}
+    # replaced by stopping first: a rolling update's second pod would wait for the old one's GPUs for ever
+    assert deployment["spec"]["strategy"] == {"type": "Recreate"}
     assert "hostIPC" not in pod  # Pod Security baseline: the ranks share the memory-backed /dev/shm below
     assert server["resources"] == {
         "requests": {"cpu": "36", "memory": "1985Gi"},  # test_export_kubernetes_resources.py: the arithmetic
@@ -289,6 +291,16 @@ def test_a_compose_service_pins_its_gpus_binds_loopback_and_mounts_the_model_rea
     assert service["ipc"] == "host" and service["shm_size"] == "32g"
     assert service["healthcheck"]["test"][-1].endswith("'http://127.0.0.1:30000/health_generate', timeout=10)")
     assert service["labels"]["hgxkit.io/verified-by-run"] == RUN
+
+
+def test_an_env_file_the_recipe_reads_is_the_compose_services_env_file() -> None:
+    text = (ROOT / "tests/fixtures/export/vllm-two-node.yaml").read_text()
+    recipe = parse_recipe_text(
+        text.replace("  - --ipc host\n", "  - --ipc host\n  - --env-file /srv/hgxkit/vllm.env\n")
+    )
+    allowed = Allowances(docker_options=("--network=host", "host-file-read"), api_key="auto")
+    exported = export_recipe(judge(recipe, allowed), "compose", ExportOptions(run_id=RUN))
+    assert yaml.safe_load(exported.files["compose.yaml"])["services"]["qwen3-0"]["env_file"] == ["/srv/hgxkit/vllm.env"]
 
 
 def test_compose_says_that_a_server_on_the_hosts_network_is_bound_by_its_own_flags() -> None:

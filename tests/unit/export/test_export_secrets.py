@@ -5,6 +5,7 @@ held one would be found."""
 
 from __future__ import annotations
 
+import re
 import shlex
 from dataclasses import replace
 from pathlib import Path
@@ -112,7 +113,10 @@ def test_compose_passes_each_secret_from_the_environment_of_compose_up(key: str,
 
 @pytest.mark.parametrize("key", sorted(RECIPES))
 def test_kubernetes_passes_each_secret_as_a_secret_key_ref(key: str, tmp_path: Path) -> None:
-    documents = list(yaml.safe_load_all((export(key, "k8s", tmp_path) / "kubernetes.yaml").read_text()))
+    text = (export(key, "k8s", tmp_path) / "kubernetes.yaml").read_text()
+    documents = list(yaml.safe_load_all(text))
+    # the Secret the header tells the user to create is the one every reference reads
+    created = re.search(r"^# secrets: kubectl create secret generic (\S+) ", text, re.M)
     pods = []
     for document in documents:
         spec = document["spec"]
@@ -128,6 +132,7 @@ def test_kubernetes_passes_each_secret_as_a_secret_key_ref(key: str, tmp_path: P
             for name in secret_names(key):
                 assert "value" not in env[name]
                 assert env[name]["valueFrom"]["secretKeyRef"]["key"] == name
+                assert created is not None and env[name]["valueFrom"]["secretKeyRef"]["name"] == created.group(1)
 
 
 @pytest.mark.parametrize("key", sorted(RECIPES))
