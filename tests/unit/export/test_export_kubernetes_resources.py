@@ -191,3 +191,21 @@ def test_kubectl_kustomize_builds_the_base_and_the_overlay_its_comment_shows(key
     resources = spec["containers"][0]["resources"]
     assert resources["requests"]["memory"] == resources["limits"]["memory"] == "1600Gi"
     assert {d["metadata"].get("namespace") for d in patched} == {"llm"}
+
+
+@pytest.mark.parametrize(
+    ("docker", "quantity"),
+    [
+        ("1048576", "1048576"),
+        ("100b", "100"),
+        ("64k", "64Ki"),
+        ("512MB", "512Mi"),
+        ("32g", "32Gi"),
+        ("10.24G", "10.24Gi"),
+        ("1t", "1Ti"),
+    ],
+)
+def test_a_docker_size_is_the_same_kubernetes_quantity_in_binary_units(docker: str, quantity: str) -> None:
+    from hgxkit.export.kubernetes import _quantity
+
+    assert _quantity(docker) == quantity
