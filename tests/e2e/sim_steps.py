@@ -257,6 +257,32 @@ def node_sh(
     return done.stdout
 
 
+# When the node's init started (field 22 of /proc/1/stat, in clock ticks since the host booted): a simulated node
+# shares the host's kernel, so its boot is its init's start, not the kernel's boot id.
+BOOT = "cut -d' ' -f22 /proc/1/stat"
+
+
+def reboot_node(cluster: str, node: str = "node1", timeout: float = 300) -> None:
+    """Reboot `node` and return once it has booted again (its init is a new one) with its engine up."""
+    import subprocess
+    import sys
+
+    booted = node_sh(cluster, BOOT, node, check=True).strip()
+    root = Path(__file__).resolve().parents[2]
+    argv = [sys.executable, "-m", "hgxkit", "sim", "ssh", node, "--cluster", cluster, "--", "systemctl reboot"]
+    subprocess.run(argv, cwd=root, capture_output=True, timeout=60, check=False)
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            answer = node_sh(cluster, f"{BOOT}; systemctl is-active docker", node, timeout=30).split()
+            if len(answer) == 2 and answer[0] != booted and answer[1] == "active":
+                return
+        except (AssertionError, subprocess.TimeoutExpired):
+            pass
+        assert time.monotonic() < deadline, f"{node} did not come back from its reboot"
+        time.sleep(1)  # the next look, not a wait for the event: the loop ends on the event itself
+
+
 class Sample(NamedTuple):
     """One probe request on a node: when it started and ended (ns, the host's clock: simulated nodes share the
     kernel's), the port, `health` or `chat` (a real inference request), and the HTTP status (`000`: no answer)."""

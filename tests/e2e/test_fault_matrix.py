@@ -30,6 +30,7 @@ from sim_steps import (
     node_sh,
     out,
     paused_deploy,
+    reboot_node,
     run_deploy,
     service_problems,
 )
@@ -128,34 +129,7 @@ def node_fault(fault: str, cluster: str = CLUSTER) -> None:
     if fault == "dockerd-restart":
         node_sh(cluster, "systemctl restart docker", check=True, timeout=180)
         return
-    booted = node_sh(cluster, BOOT, check=True).strip()
-    subprocess.run(
-        [sys.executable, "-m", "hgxkit", "sim", "ssh", "node1", "--cluster", cluster, "--", "systemctl reboot"],
-        cwd=ROOT,
-        capture_output=True,
-        timeout=60,
-        check=False,
-    )
-    wait_for_node(cluster, booted)
-
-
-# When the node's init started (field 22 of /proc/1/stat, in clock ticks since the host booted): a simulated node
-# shares the host's kernel, so its boot is its init's start, not the kernel's boot id.
-BOOT = "cut -d' ' -f22 /proc/1/stat"
-
-
-def wait_for_node(cluster: str, booted: str, timeout: float = 300) -> None:
-    """Until the node has booted again (its init is not the one that started at `booted`) with its engine up."""
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            answer = node_sh(cluster, f"{BOOT}; systemctl is-active docker", timeout=30).split()
-            if len(answer) == 2 and answer[0] != booted and answer[1] == "active":
-                return
-        except (AssertionError, subprocess.TimeoutExpired):
-            pass
-        assert time.monotonic() < deadline, "the node did not come back from its reboot"
-        time.sleep(1)  # the next look, not a wait for the event: the loop ends on the event itself
+    reboot_node(cluster)
 
 
 def unit_done(timeout: int = 300) -> None:

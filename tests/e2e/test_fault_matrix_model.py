@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from sim_steps import cluster_name, deploy_argv, deploy_env, node_sh, out, run_deploy
+from sim_steps import cluster_name, deploy_argv, deploy_env, node_sh, out, reboot_node, run_deploy
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "faults"))
 import fault_inject
@@ -155,14 +155,7 @@ def model_case(cluster: str, tiny: str, case: Case) -> None:
         elif case.fault == "second-controller":
             second = run_deploy(cluster, "deploys/model.py", f"recipe={tiny}", *FAST)
         elif case.fault == "node-reboot":
-            subprocess.run(
-                [sys.executable, "-m", "hgxkit", "sim", "ssh", "node1", "--cluster", cluster, "--", "systemctl reboot"],
-                cwd=ROOT,
-                capture_output=True,
-                timeout=60,
-                check=False,
-            )
-            time.sleep(10)
+            reboot_node(cluster)
         elif case.fault == "disk-full":
             node_sh(
                 cluster,
