@@ -86,6 +86,7 @@ EXPORT_TESTS = {
             "compose_takes_secrets_and_the_head_from_the_environment_with_no_file_to_write",
             "compose_says_that_a_server_on_the_hosts_network_is_bound_by_its_own_flags",
             "an_env_file_the_recipe_reads_is_the_compose_services_env_file",
+            "a_compose_service_is_what_docker_run_would_start",
         ),
     ),
     "kubernetes": (

@@ -115,7 +115,7 @@ def _service(container: Container, group: ExportGroup, bind: str, volumes: dict[
         service["restart"] = container.restart
     mounts = []
     for mount in container.mounts:
-        if mount.source.startswith(("/", ".", "~")):
+        if mount.source.startswith(("/", ".")):  # a host path (the judgement refuses `~`): else a volume name
             mounts.append(
                 {"type": "bind", "source": mount.source, "target": mount.target, "read_only": mount.read_only}
             )

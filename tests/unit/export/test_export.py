@@ -303,6 +303,44 @@ def test_an_env_file_the_recipe_reads_is_the_compose_services_env_file() -> None
     assert yaml.safe_load(exported.files["compose.yaml"])["services"]["qwen3-0"]["env_file"] == ["/srv/hgxkit/vllm.env"]
 
 
+def test_a_compose_service_is_what_docker_run_would_start() -> None:
+    """Capabilities, a relative bind, a named volume, an IPv6 bind address, every GPU, and the health check on the
+    head only (a worker serves no API)."""
+    text = (ROOT / "tests/fixtures/export/vllm-two-node.yaml").read_text()
+    options = "  - --ipc host\n  - --cap-add SYS_NICE\n  - -v ./cache:/root/.cache\n  - -v hf:/root/hf\n"
+    recipe = parse_recipe_text(text.replace("  - --ipc host\n", options))
+    allowed = Allowances(docker_options=("--network=host", "host-system-mount", "--cap-add"), api_key="auto")
+    files = export_recipe(judge(recipe, allowed), "compose", ExportOptions(run_id=RUN)).files
+    head, worker = (yaml.safe_load(files[n]) for n in ("compose.yaml", "compose.rank-1.yaml"))
+    service = head["services"]["qwen3-0"]
+    assert service["cap_add"] == ["SYS_NICE"]
+    assert service["volumes"][:2] == [
+        {"type": "bind", "source": "./cache", "target": "/root/.cache", "read_only": False},
+        {"type": "volume", "target": "/root/hf", "read_only": False, "source": "hf"},
+    ]
+    assert head["volumes"] == {"hf": {}}
+    gpus = {"driver": "nvidia", "capabilities": ["gpu"], "device_ids": [str(n) for n in range(8)]}
+    assert service["deploy"]["resources"]["reservations"]["devices"] == [gpus]
+    every = export_recipe(judge(RECIPES["vllm"](), _allowances("vllm")), "compose", ExportOptions()).files
+    (alone,) = yaml.safe_load(every["compose.yaml"])["services"].values()  # `--gpus all`, no GPU groups
+    assert alone["deploy"]["resources"]["reservations"]["devices"] == [
+        {"driver": "nvidia", "capabilities": ["gpu"], "count": "all"}
+    ]
+    probe = "import urllib.request; urllib.request.urlopen('http://127.0.0.1:8000/health', timeout=10)"
+    assert service["healthcheck"] == {
+        "test": ["CMD", "python3", "-c", probe],
+        "interval": "30s",
+        "timeout": "15s",
+        "retries": 3,
+        "start_period": "3600s",
+    }
+    assert "healthcheck" not in worker["services"]["qwen3-0"]
+    ipv6 = export_recipe(judge(RECIPES["marlin"](), _allowances("marlin", bind="::1")), "compose", ExportOptions())
+    assert yaml.safe_load(ipv6.files["compose.yaml"])["services"]["deepseek-v4-flash-0"]["ports"] == [
+        "[::1]:5000:30000"
+    ]
+
+
 def test_compose_says_that_a_server_on_the_hosts_network_is_bound_by_its_own_flags() -> None:
     host = "network_mode host: the server's port is the host's; --bind does not apply"
     for key, said in (("vllm-two-node", True), ("marlin", False)):
