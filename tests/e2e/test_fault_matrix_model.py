@@ -1,6 +1,6 @@
 """End-to-end fault matrix, model sync (tests/faults/fault_matrix.py, the `model-` phases): `deploys/model.py` on one
 simulated node with a 64 MB model disk against its Hub stand-in, a fault injected mid-file or while files are
-verified; each case asserts that no half or corrupt file is taken as whole (every file the Hub lists is on disk
+verified; each case asserts that no half or corrupt file is taken as whole (every file the sync took is on disk
 with the Hub's own hash: the sha256 of an LFS file, the git blob id of any other) and that the next run finishes
 with no manual step. One cluster; cases in sequence.
 
@@ -80,19 +80,23 @@ _HASHES = (
 
 
 def whole_files(cluster: str) -> list[str]:
-    """Problems with the model directory against the Hub's own listing of the commit the sync recorded: a file
-    missing, or its bytes not what the Hub says (the sha256 of an LFS file, the git blob id of any other)."""
+    """Problems with the files the sync took as whole (its manifest), judged by the Hub's own listing of the
+    commit it recorded: a file missing, one the Hub does not have, or bytes that are not what the Hub says (the
+    sha256 of an LFS file, the git blob id of any other)."""
     manifest = json.loads(node_sh(cluster, f"cat {TINY}/.hgxkit-manifest.json", answer=True, check=True))
     listed = hub(cluster, "GET", f"/api/models/hgxkit-sim/tiny/revision/{manifest['commit']}?blobs=true")
+    hub_files = {sibling["rfilename"]: sibling for sibling in listed["siblings"]}  # type: ignore[index]
     here = {}
     for line in node_sh(cluster, _HASHES.format(dir=TINY), answer=True, check=True).splitlines():
         path, blob, sha256 = line.rsplit(" ", 2)
         here[path] = (blob, sha256)
     problems = []
-    for sibling in listed["siblings"]:  # type: ignore[index]
-        path, lfs = sibling["rfilename"], sibling.get("lfs")
-        got = here.get(path)
-        if got is None:
+    for path in (f["path"] for f in manifest["files"]):
+        got, sibling = here.get(path), hub_files.get(path)
+        lfs = (sibling or {}).get("lfs")
+        if sibling is None:
+            problems.append(f"{path}: not in the Hub's listing of {manifest['commit'][:12]}")
+        elif got is None:
             problems.append(f"{path}: missing")
         elif lfs and got[1] != lfs["sha256"]:
             problems.append(f"{path}: sha256 {got[1][:12]}, the Hub's {lfs['sha256'][:12]}")
