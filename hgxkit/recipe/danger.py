@@ -380,11 +380,11 @@ def _lever_danger(name: str, value: str | None, switched_on: bool, memory: int) 
         return name, f"{value!r} is not one of {', '.join(v for v in _SAFE_VALUES[name] if v)}"
     if name == "--volume-driver":
         return name, "mounts through a volume plugin, which decides what the container gets"
-    if name == "--oom-score-adj" and _number(value) < 0:
+    if name == "--oom-score-adj" and flag_number(value) < 0:
         return name, "makes the host's OOM killer spare the container and kill host processes first"
     if name == "--oom-kill-disable" and switched_on:
         return name, "keeps the OOM killer off the container: the host runs out of memory instead"
-    if name == "--pids-limit" and value is not None and _number(value) <= 0:
+    if name == "--pids-limit" and value is not None and flag_number(value) <= 0:
         return name, "removes the limit on processes: a fork bomb takes the host"
     if name == "--cgroup-parent":
         return name, "places the container in a cgroup of the recipe's choosing, outside Docker's limits"
@@ -397,7 +397,8 @@ def _lever_danger(name: str, value: str | None, switched_on: bool, memory: int) 
     return None
 
 
-def _number(value: str | None) -> float:
+def flag_number(value: str | None) -> float:
+    """A flag's numeric value; 0 when it is not given or not a number (the program would refuse it)."""
     try:
         return float(value or 0)
     except ValueError:

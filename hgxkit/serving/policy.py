@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from hgxkit.problems import Problem
+from hgxkit.recipe.danger import flag_number
 from hgxkit.recipe.spec import Recipe
 
 GIB = 1024**3
@@ -68,22 +69,14 @@ def host_pools(recipe: Recipe, *, gpus: int, gpu_memory_gb: float, weights_gb: f
     hicache = round(hicache_need(recipe, groups=1, gpu_memory_gb=gpu_memory_gb, weights_gb=weights_gb).per_rank_gb, 1)
     if hicache:
         pools.append((f"HiCache {gpus} ranks x {hicache:g}", round(hicache * gpus, 1)))
-    offload = _number(server.flag("--cpu-offload-gb"))
+    offload = flag_number(server.flag("--cpu-offload-gb"))
     if offload:
         pools.append((f"--cpu-offload-gb {offload:g} x {gpus} GPUs", offload * gpus))
-    kv = _number(server.flag("--kv-offloading-size"))
-    tp = int(_number(server.flag(server.server_kind.tp_flag)) or 1)
+    kv = flag_number(server.flag("--kv-offloading-size"))
+    tp = int(flag_number(server.flag(server.server_kind.tp_flag)) or 1)
     if kv:
         pools.append((f"--kv-offloading-size {kv:g} x {gpus} GPUs / TP {tp}", round(kv * gpus / tp, 1)))
     return pools
-
-
-def _number(value: str | None) -> float:
-    """A flag's numeric value; 0 when it is not given or not a number (the server would refuse it)."""
-    try:
-        return float(value or 0)
-    except ValueError:
-        return 0.0
 
 
 def memory_problems(need: HostMemoryNeed, ram_bytes: int | None, reserve_gb: float) -> list[Problem]:

@@ -15,7 +15,8 @@ from hgxkit.export.common import ExportOptions
 from hgxkit.export.registry import export_recipe
 from hgxkit.recipe.judge import judge
 
-# Capabilities baseline lets a container add.
+# Capabilities baseline lets a container add, written from the standard here rather than imported from the
+# export (hgxkit/export/kubernetes.py keeps its own): a wrong list there must not pass this check.
 BASELINE_CAPABILITIES = {
     "AUDIT_WRITE",
     "CHOWN",
