@@ -28,6 +28,7 @@ from dataclasses import replace
 
 from pyinfra.api import StringCommand
 
+from hgxkit.errors import InputError
 from hgxkit.export.common import (
     KEY_CONFIG_IN_CONTAINER,
     START_STANDIN,
@@ -102,6 +103,13 @@ def _container_options(container: Container, secrets: list[str], extra_mounts: t
     """pyxis's options for a container of the recipe's image: its mounts (host paths; the model read-only) and
     the names of the values it takes from the environment."""
     mounts = [f"{m.source}:{m.target}" + (":ro" if m.read_only else "") for m in container.mounts if _host_path(m)]
+    # pyxis splits --container-mounts at commas: a comma in a path would be another mount than the one judged
+    split = next((m for m in mounts if "," in m), None)
+    if split is not None:
+        raise InputError(
+            f"{container.name}: the mount {split!r} has a comma, which pyxis reads as two mounts; rename the "
+            "directory, or export with the Docker runtime"
+        )
     options = [f"--container-image={quote_word(pyxis_image(container.image))}"]
     if mounts or extra_mounts:
         options.append(f"--container-mounts={','.join([*(quote_word(m) for m in mounts), *extra_mounts])}")

@@ -18,7 +18,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from test_export import RECIPES, _export, _tool
+from test_export import RECIPES, ROOT, RUN, _export, _tool
 
 from hgxkit.cli.export import SLURM_RUNTIMES
 from hgxkit.errors import InputError
@@ -27,6 +27,7 @@ from hgxkit.export.registry import export_recipe
 from hgxkit.export.slurm import RUNTIMES
 from hgxkit.export.slurm_pyxis import pyxis_image
 from hgxkit.recipe.judge import Allowances, judge
+from hgxkit.recipe.read import parse_recipe_text
 
 SECRET = "s3cr3t-value-never-on-a-command-line"
 
@@ -230,3 +231,17 @@ def test_a_registrys_host_is_written_as_enroot_names_it() -> None:
     assert pyxis_image("localhost:5000/m@sha256:" + "1" * 64) == "localhost:5000#m@sha256:" + "1" * 64
     assert pyxis_image("vllm/vllm-openai@sha256:" + "1" * 64) == "vllm/vllm-openai@sha256:" + "1" * 64
     assert pyxis_image("ubuntu") == "ubuntu"
+
+
+def test_a_mount_with_a_comma_is_refused_because_pyxis_would_read_two(tmp_path: Path) -> None:
+    """`-v '/data/a,/etc:/etc:/model'` is one mount to Docker and the judgement; to pyxis, two: /etc would be in."""
+    text = (ROOT / "tests/fixtures/export/vllm-two-node.yaml").read_text()
+    recipe = parse_recipe_text(
+        text.replace("  - --ipc host\n", "  - --ipc host\n  - -v '/data/models/Qwen3-235B-A22B/a,/etc:/cache:ro'\n")
+    )
+    judged = judge(recipe, Allowances(docker_options=("--network=host", "nested-mount"), api_key="auto"))
+    with pytest.raises(
+        InputError,
+        match=r"the mount '/data/models/Qwen3-235B-A22B/a,/etc:/cache:ro' has a comma, which pyxis reads as two",
+    ):
+        export_recipe(judged, "slurm", ExportOptions(run_id=RUN, slurm_runtime="pyxis"))
