@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import ast
 import doctest
+import functools
 import gzip
 import importlib.util
 import json
@@ -130,8 +131,9 @@ def _export(key: str, target: str, tmp_path: Path, bind: str = "127.0.0.1", allo
 # --- Kubernetes -------------------------------------------------------------------------------------------
 
 
+@functools.cache  # a large CRD: read once, not once per manifest
 def _lws_schema() -> dict:
-    crd = yaml.safe_load(gzip.decompress(LWS_CRD.read_bytes()))
+    crd = yaml.load(gzip.decompress(LWS_CRD.read_bytes()), Loader=yaml.CSafeLoader)
     version = next(v for v in crd["spec"]["versions"] if v["name"] == "v1")
     return version["schema"]["openAPIV3Schema"]
 
