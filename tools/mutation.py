@@ -101,7 +101,7 @@ EXPORT_TESTS = {
     ),
     "skypilot": (
         ("skypilot", "skypilot-*.yaml"),
-        (*EXPORT_FILES, "test_export_skypilot_disk.py"),
+        (*EXPORT_FILES, "test_export_skypilot.py"),
         ("skypilot_tasks_load_with_skypilots_own_parser",),
     ),
 }

@@ -99,7 +99,7 @@ def _task(judged: Judged, group: ExportGroup, options: ExportOptions) -> dict:
     envs.update(_provenance_envs(judged, options))
     task["envs"] = envs
     named = [*head.secret_env, *expansion_names(head.args), *([head.key_config] if head.key_config else [])]
-    secrets = [n for n in dict.fromkeys(named) if not _ours(n)]
+    secrets = list(dict.fromkeys(named))
     if secrets:
         task["secrets"] = dict.fromkeys(secrets)  # null: given at launch, never written here
     run_options = _run_options(head)
@@ -108,10 +108,6 @@ def _task(judged: Judged, group: ExportGroup, options: ExportOptions) -> dict:
     task["setup"] = _setup(recipe, head)
     task["run"] = _run(group)
     return task
-
-
-def _ours(name: str) -> bool:
-    return name.startswith(("SKYPILOT_", "HGXKIT_"))
 
 
 def _provenance_envs(judged: Judged, options: ExportOptions) -> dict[str, str]:
