@@ -75,6 +75,7 @@ EXPORT_SHARED = (
     "binding_beyond_loopback_needs_a_key_the_kind_can_take",
     "data_parallel_workers_start_headless_at_their_first_rank_on_every_target",
     "on_a_ray_cluster_the_head_starts_ray_then_the_server_and_every_worker_joins_it",
+    "data_parallelism_over_four_hosts_computes_each_workers_first_rank",
 )
 EXPORT_TESTS = {
     "compose": (
@@ -97,6 +98,8 @@ EXPORT_TESTS = {
             "a_deployment_carries_gpus_model_shm_probes_and_provenance",
             "a_leaderworkerset_gives_the_leader_address_and_the_worker_index",
             "kubernetes_notation_expands_references_and_escapes_literal_dollars",
+            "a_leaderworkersets_service_selects_its_leader_alone",
+            "the_validators_refuse_a_broken_manifest",
         ),
     ),
     "skypilot": (

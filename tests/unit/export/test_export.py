@@ -20,6 +20,7 @@ import gzip
 import importlib.util
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -132,18 +133,44 @@ def _export(key: str, target: str, tmp_path: Path, bind: str = "127.0.0.1", allo
 
 
 @functools.cache  # a large CRD: read once, not once per manifest
+def _lws_crd() -> dict:
+    return yaml.load(gzip.decompress(LWS_CRD.read_bytes()), Loader=yaml.CSafeLoader)
+
+
 def _lws_schema() -> dict:
-    crd = yaml.load(gzip.decompress(LWS_CRD.read_bytes()), Loader=yaml.CSafeLoader)
-    version = next(v for v in crd["spec"]["versions"] if v["name"] == "v1")
+    version = next(v for v in _lws_crd()["spec"]["versions"] if v["name"] == "v1")
     return version["schema"]["openAPIV3Schema"]
+
+
+def _strict(schema: object) -> object:
+    """The schema as the API server applies it under strict field validation (`kubectl apply`'s default since
+    1.27: an unknown field is an error, not pruned): every object with listed properties closed, unless the CRD
+    keeps unknown fields there."""
+    if isinstance(schema, list):
+        return [_strict(item) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out = {key: _strict(value) for key, value in schema.items()}
+    closed = "properties" in out and not out.get("x-kubernetes-preserve-unknown-fields")
+    if closed and "additionalProperties" not in out:
+        out["additionalProperties"] = False
+    return out
+
+
+@functools.cache
+def _lws_strict() -> dict:
+    return _strict(_lws_schema())  # type: ignore[return-value]
 
 
 def _validate_k8s(document: dict, version: str = K8S_VERSION) -> None:
     if document["kind"] != "LeaderWorkerSet":
         kubernetes_validate.validate(document, version, strict=True)
         return
-    jsonschema.validate(document, _lws_schema())
-    # The CRD's schema prunes unknown fields instead of refusing them: the pod templates are checked strictly too.
+    crd = _lws_crd()["spec"]
+    served = [f"{crd['group']}/{v['name']}" for v in crd["versions"] if v["served"]]
+    assert document["apiVersion"] in served, f"{document['apiVersion']}: the CRD serves {served}"
+    jsonschema.validate(document, _lws_strict())
+    # The pod templates are x-kubernetes-preserve-unknown-fields in the CRD: checked as pods, strictly.
     for role in ("leaderTemplate", "workerTemplate"):
         template = document["spec"]["leaderWorkerTemplate"][role]
         pod_template = {
@@ -179,6 +206,11 @@ def test_the_validators_refuse_a_broken_manifest(tmp_path: Path) -> None:
     lws["spec"]["leaderWorkerTemplate"]["size"] = "two"
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate(lws, _lws_schema())
+    lws["spec"]["leaderWorkerTemplate"]["size"] = 2
+    lws["spec"]["replica"] = 1  # a misspelt field: pruned by the schema alone, an error under strict validation
+    jsonschema.validate(lws, _lws_schema())
+    with pytest.raises(jsonschema.ValidationError, match="'replica' was unexpected"):
+        jsonschema.validate(lws, _lws_strict())
 
 
 def test_a_deployment_carries_gpus_model_shm_probes_and_provenance(tmp_path: Path) -> None:
@@ -241,6 +273,8 @@ def test_a_leaderworkerset_gives_the_leader_address_and_the_worker_index(tmp_pat
     assert leader["args"] == [*common, "0", *tail]
     assert worker["args"] == [*common, "$(LWS_WORKER_INDEX)", *tail, "--headless"]  # vLLM's worker flag
     assert "readinessProbe" in leader and "readinessProbe" not in worker
+    # one group of `size` pods, restarted together: a server cannot go on with one of its ranks lost
+    assert lws["spec"]["replicas"] == 1 and template["restartPolicy"] == "RecreateGroupOnPodRestart"
     hf = {"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": "qwen3-two-node-secrets", "key": "HF_TOKEN"}}}
     assert hf in leader["env"] and {"name": "NCCL_SOCKET_IFNAME", "value": "eth0"} in leader["env"]
     key = {
@@ -809,8 +843,27 @@ def test_data_parallelism_over_four_hosts_computes_each_workers_first_rank(tmp_p
     path.write_text(script)
     checked = subprocess.run([_tool("shellcheck"), "-S", "warning", str(path)], capture_output=True, text=True)
     assert checked.returncode == 0, checked.stdout
-    with pytest.raises(InputError, match="data parallelism over 4 hosts: a LeaderWorkerSet starts every worker"):
+    refusal = (
+        "kimi-k2-instruct: group 0: data parallelism over 4 hosts: a LeaderWorkerSet starts every worker from one "
+        "template, "
+        "and each worker's first DP rank (its index x 8) is a product Kubernetes cannot write into its arguments; "
+        "export it over 2 hosts, or --to compose, slurm or skypilot"
+    )
+    with pytest.raises(InputError, match=f"^{re.escape(refusal)}$"):
         export_recipe(judged, "k8s", ExportOptions())
+
+
+@pytest.mark.parametrize("key", [k for k in sorted(RECIPES) if k.endswith("two-node")])
+def test_a_leaderworkersets_service_selects_its_leader_alone(key: str, tmp_path: Path) -> None:
+    """The server answers on the leader; a worker rank has no API. The Service selects the leader by LWS's own
+    name label and the role, as LWS's documentation does."""
+    lws, service = yaml.safe_load_all((_export(key, "k8s", tmp_path) / "kubernetes.yaml").read_text())
+    template = lws["spec"]["leaderWorkerTemplate"]
+    leader, worker = (template[role]["metadata"]["labels"] for role in ("leaderTemplate", "workerTemplate"))
+    name = lws["metadata"]["name"]
+    assert service["spec"]["selector"] == {"leaderworkerset.sigs.k8s.io/name": name, "role": "leader"}
+    assert leader == {**lws["metadata"]["labels"], "role": "leader"}
+    assert worker == {**lws["metadata"]["labels"], "role": "worker"}
 
 
 def test_on_a_ray_cluster_the_head_starts_ray_then_the_server_and_every_worker_joins_it(tmp_path: Path) -> None:

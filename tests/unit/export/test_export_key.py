@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 from test_export import _compose_config, _validate_k8s
+from test_export_secrets import created_and_read
 
 from hgxkit.export.common import KEY_CONFIG_IN_CONTAINER, ExportOptions
 from hgxkit.export.registry import EXPORTERS, export_recipe, write_export
@@ -72,6 +73,13 @@ def test_compose_mounts_the_key_file_from_its_secrets(tmp_path: Path) -> None:
     assert "(chmod 600)" in example and "never from its command line" in example
 
 
+def test_the_kubernetes_header_creates_the_key_file_the_pod_mounts(tmp_path: Path) -> None:
+    text = (_export("k8s", tmp_path) / "kubernetes.yaml").read_text()
+    created, read = created_and_read(text)
+    assert created == read and read[1] == {"api-key.yaml"}
+    assert "\n# api-key.yaml: `api-key: KEY`, the server's --config (its key never on a command line)\n" in text
+
+
 def test_kubernetes_mounts_the_key_file_from_the_secret(tmp_path: Path) -> None:
     out = _export("k8s", tmp_path)
     documents = list(yaml.safe_load_all((out / "kubernetes.yaml").read_text()))
@@ -97,3 +105,13 @@ def test_the_script_writes_the_key_file_private_and_exact_with_builtins_only(tar
     assert done.returncode == 0, done.stderr
     assert yaml.safe_load(key_file.read_text()) == {"api-key": key}
     assert key_file.stat().st_mode & 0o777 == 0o600 and not marker.exists()
+
+
+def test_a_skypilot_task_asks_for_the_key_at_launch_and_writes_its_file_before_the_server_starts(
+    tmp_path: Path,
+) -> None:
+    (task,) = (yaml.safe_load(path.read_text()) for path in _export("skypilot", tmp_path).glob("*.yaml"))
+    assert task["secrets"] == {"SGLANG_API_KEY": None}
+    lines = task["run"].splitlines()
+    assert lines[:2] == ["set -euo pipefail", "mkdir -p /run/hgxkit"]
+    assert lines[2].endswith(f"> {KEY_CONFIG_IN_CONTAINER})") and lines[3].startswith("exec ")

@@ -24,6 +24,7 @@ from test_export import RECIPES, RUN, _allowances, _export
 from hgxkit.export.common import ExportOptions
 from hgxkit.export.pod_resources import CPUS, CPUS_PER_GPU, ENGINE_GIB, ENGINE_GIB_PER_GPU
 from hgxkit.export.registry import export_recipe
+from hgxkit.recipe.danger import DEFAULT_HOST_MEMORY
 from hgxkit.recipe.judge import judge
 from hgxkit.recipe.server_args import ServerCommand
 
@@ -80,6 +81,11 @@ def test_every_pod_is_guaranteed_and_its_memory_is_the_sum_the_comment_shows(key
     workloads = [d for d in yaml.safe_load_all(text) if d["kind"] in ("Deployment", "LeaderWorkerSet")]
     comments = _comments(text)
     assert len(comments) == len(workloads)
+    heads = [line for line in text.splitlines() if ", each pod: " in line]
+    assert heads == [
+        f"# {w['metadata']['name']}, each pod: requests = limits (QoS Guaranteed: evicted last under memory pressure)"
+        for w in workloads
+    ]
     memories = {int(p["resources"]["requests"]["memory"].removesuffix("Gi")) for p in pods}
     for memory, total in comments:
         assert memory == math.ceil(total) and memory in memories, (memory, total)
@@ -128,6 +134,16 @@ def test_a_pod_no_node_can_hold_is_said() -> None:
         for note in exported.needs
     )
     assert not any(note.startswith("memory: ") for note in _exported("marlin")[1])
+
+
+def test_a_pod_of_exactly_a_nodes_memory_fits() -> None:
+    """The vLLM post's pod is the engine alone; the weights' page cache makes it any size, to the GiB."""
+    node = DEFAULT_HOST_MEMORY // 2**30
+    engine = ENGINE_GIB_PER_GPU + ENGINE_GIB
+    for weights, said in ((node - engine, False), (node - engine + 1, True)):
+        exported = export_recipe(judge(RECIPES["vllm"](), _allowances("vllm")), "k8s", ExportOptions(model_gb=weights))
+        assert _memory(RECIPES["vllm"](), "vllm", model_gb=weights) == node + said
+        assert any(note.startswith("memory: a pod of ") for note in exported.needs) == said
 
 
 # --- kustomize ------------------------------------------------------------------------------------------------

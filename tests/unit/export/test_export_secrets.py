@@ -135,6 +135,48 @@ def test_kubernetes_passes_each_secret_as_a_secret_key_ref(key: str, tmp_path: P
                 assert created is not None and env[name]["valueFrom"]["secretKeyRef"]["name"] == created.group(1)
 
 
+def created_and_read(text: str) -> tuple[tuple[str, set[str]], tuple[str, set[str]]]:
+    """(the Secret the manifest's `# secrets:` command creates, its keys) and (the Secret its pods read, the keys
+    they read: environment references and mounted items)."""
+    line = next(line for line in text.splitlines() if line.startswith("# secrets: "))
+    words = shlex.split(line.removeprefix("# secrets: "))
+    assert words[:4] == ["kubectl", "create", "secret", "generic"]
+    created = {
+        w.split("=", 1)[1].partition("=")[0] for w in words[5:] if w.startswith(("--from-literal=", "--from-file="))
+    }
+    read: set[tuple[str, str]] = set()
+    for document in yaml.safe_load_all(text):
+        for pod in _pod_specs(document):
+            for container in pod["containers"]:
+                for env in container.get("env", []):
+                    ref = env.get("valueFrom", {}).get("secretKeyRef")
+                    read |= {(ref["name"], ref["key"])} if ref else set()
+            for volume in pod.get("volumes", []):
+                source = volume.get("secret")
+                read |= {(source["secretName"], item["key"]) for item in source.get("items", [])} if source else set()
+    names = {name for name, _ in read}
+    assert len(names) == 1, names
+    return (words[4], created), (names.pop(), {key for _, key in read})
+
+
+def _pod_specs(document: dict) -> list[dict]:
+    spec = document["spec"]
+    if document["kind"] == "Deployment":
+        return [spec["template"]["spec"]]
+    if document["kind"] == "LeaderWorkerSet":
+        template = spec["leaderWorkerTemplate"]
+        return [template["leaderTemplate"]["spec"], template["workerTemplate"]["spec"]]
+    return []
+
+
+@pytest.mark.parametrize("key", sorted(RECIPES))
+def test_the_secret_the_kubernetes_header_creates_holds_every_key_the_pods_read(key: str, tmp_path: Path) -> None:
+    text = (export(key, "k8s", tmp_path) / "kubernetes.yaml").read_text()
+    assert "# secrets: kubectl create secret generic " in text
+    created, read = created_and_read(text)
+    assert created == read and read[1] == set(secret_names(key))
+
+
 @pytest.mark.parametrize("key", sorted(RECIPES))
 def test_skypilot_asks_for_each_secret_at_launch(key: str, tmp_path: Path) -> None:
     for path in sorted(export(key, "skypilot", tmp_path).glob("skypilot-*.yaml")):

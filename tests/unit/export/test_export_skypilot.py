@@ -6,6 +6,8 @@ in a line of its own."""
 
 from __future__ import annotations
 
+import subprocess
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -17,6 +19,7 @@ from hgxkit.export.common import ExportOptions
 from hgxkit.export.registry import export_recipe
 from hgxkit.importing.docker_run import import_docker_run
 from hgxkit.recipe.judge import Allowances, judge
+from hgxkit.recipe.read import load_recipe
 
 RECIPE = str(Path(__file__).resolve().parents[3] / "recipes" / "deepseek-v4-flash-dspark-marlin.yaml")
 # a post that asks SkyPilot for what it has no word for: a restart policy, an env file, a host directory
@@ -90,3 +93,97 @@ def test_a_task_opens_its_port_for_a_keyed_server_or_one_allowed_without_a_key(a
         )
     )
     assert task["resources"]["ports"] == [30000]
+
+
+def _stubs(where: Path, *names: str) -> dict[str, str]:
+    """Programs that write the words they were given (one per line, a blank line after) to `where/calls` and the
+    GPUs they were left, in place of the real ones: the task's bash runs as SkyPilot runs it, nothing else does."""
+    bin_dir = where / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    for name in names:
+        stub = bin_dir / name
+        stub.write_text(
+            f'#!/bin/sh\n{{ printf "%s\\n" {name} "$@"; echo "CUDA_VISIBLE_DEVICES=${{CUDA_VISIBLE_DEVICES-}}"; echo; }}'
+            f' >> "{where}/calls"\n'
+        )
+        stub.chmod(0o755)
+    return {"PATH": f"{bin_dir}:/usr/bin:/bin"}
+
+
+def _calls(where: Path) -> list[list[str]]:
+    text = (where / "calls").read_text() if (where / "calls").exists() else ""
+    return [block.splitlines() for block in text.split("\n\n") if block]
+
+
+def _bash(script: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["bash", "-c", script], env=env, capture_output=True, text=True, timeout=60)
+
+
+@pytest.mark.parametrize("hub_cli", ["hf", "huggingface-cli"])
+def test_a_tasks_setup_downloads_the_model_at_the_recipes_revision(hub_cli: str, tmp_path: Path) -> None:
+    """With huggingface_hub's `hf`, or on an older image its `huggingface-cli`, into the directory the server reads,
+    only the files the recipe takes."""
+    assert not any(Path(d, "hf").exists() for d in ("/usr/bin", "/bin"))
+    (task,) = (yaml.safe_load(p.read_text()) for p in _export("marlin", "skypilot", tmp_path).glob("*-0.yaml"))
+    done = _bash(task["setup"], _stubs(tmp_path, "mkdir", hub_cli))
+    assert done.returncode == 0, done.stderr
+    patterns = ["*.json", "*.safetensors", "*.py", "*.model", "*.tiktoken", "*.txt"]
+    download = [hub_cli, "download", "deepseek-ai/DeepSeek-V4-Flash-DSpark", "--revision", "main"]
+    download += ["--local-dir", "/model", *(word for p in patterns for word in ("--include", p))]
+    assert _calls(tmp_path) == [
+        ["mkdir", "-p", "/model", "CUDA_VISIBLE_DEVICES="],
+        [*download, "CUDA_VISIBLE_DEVICES="],
+    ]
+    assert task["setup"].splitlines()[2] == (
+        "# the model at the recipe's revision (hf is huggingface_hub's CLI; older images have huggingface-cli)"
+    )
+
+
+@pytest.mark.parametrize(
+    ("mount_point", "local_dir", "target"),
+    [
+        (None, "/data/models/deepseek-v4-flash-dspark", "/model"),  # where the recipe mounts its directory
+        ("/srv/m", None, "/srv/m"),  # where the recipe says the server reads it
+        (None, None, "/model"),
+    ],
+)
+def test_a_task_downloads_the_model_where_the_server_reads_it(
+    mount_point: str | None, local_dir: str | None, target: str
+) -> None:
+    recipe = load_recipe(RECIPE)
+    recipe = replace(recipe, model=replace(recipe.model, mount_point=mount_point, local_dir=local_dir))
+    judged = judge(recipe, Allowances(api_key="auto"))
+    setup = yaml.safe_load(next(iter(export_recipe(judged, "skypilot", ExportOptions()).files.values())))["setup"]
+    assert setup.startswith(f"set -euo pipefail\nmkdir -p {target}\n") and f"--local-dir {target} " in setup
+
+
+def test_a_task_without_a_model_repository_downloads_nothing(tmp_path: Path) -> None:
+    post = "docker run --gpus all -v /data/models/m:/m:ro lmsysorg/sglang:v0.5.23 python3 -m sglang.launch_server --model-path /m"
+    judged = judge(import_docker_run(post), Allowances())
+    task = yaml.safe_load(next(iter(export_recipe(judged, "skypilot", ExportOptions()).files.values())))
+    assert task["setup"] == "# the recipe names no model repository: put the weights where the server's flags say\n"
+    assert _bash(task["setup"], _stubs(tmp_path, "mkdir")).returncode == 0 and _calls(tmp_path) == []
+
+
+@pytest.mark.parametrize("key", ["sglang-two-node", "vllm-dp-two-node"])
+def test_a_tasks_run_starts_the_leader_on_the_first_node_and_a_worker_on_every_other(key: str, tmp_path: Path) -> None:
+    """SkyPilot gives each node its rank and every node's address, the first the head's: the leader runs the
+    recipe's rank 0, each worker its own rank (vLLM's data-parallel workers their first DP rank too)."""
+    (task,) = (yaml.safe_load(p.read_text()) for p in _export(key, "skypilot", tmp_path).glob("*.yaml"))
+    assert task["run"].startswith("set -euo pipefail\nexport CUDA_VISIBLE_DEVICES=0,1,2,3,4,5,6,7\n")
+    program = task["run"].split("exec ", 1)[1].split()[0]
+    for rank in ("0", "1"):
+        env = {**_stubs(tmp_path, program), "SKYPILOT_NODE_RANK": rank, "SKYPILOT_NODE_IPS": "10.0.0.1\n10.0.0.2\n"}
+        done = _bash(task["run"], env)
+        assert done.returncode == 0, done.stderr
+    leader, worker = _calls(tmp_path)
+    assert leader[-1] == worker[-1] == "CUDA_VISIBLE_DEVICES=0,1,2,3,4,5,6,7"
+    if key == "sglang-two-node":
+        assert leader[leader.index("--dist-init-addr") + 1] == worker[worker.index("--dist-init-addr") + 1]
+        assert leader[leader.index("--dist-init-addr") + 1] == "10.0.0.1:20000"
+        assert (leader[leader.index("--node-rank") + 1], worker[worker.index("--node-rank") + 1]) == ("0", "1")
+    else:
+        assert leader[leader.index("--data-parallel-address") + 1] == "10.0.0.1"
+        assert worker[-5:-1]
+        assert worker[: len(leader) - 1] == leader[:-1]
+        assert worker[len(leader) - 1 :] == ["--headless", "--data-parallel-start-rank", "8", leader[-1]]
