@@ -112,15 +112,15 @@ def test_dspark_defaults_max_running_requests_to_48() -> None:
 def test_unknown_flag_exits_2_with_argparse_message() -> None:
     proc = _run("launch-server", "--model-path", "/m", "--no-such-flag", "1")
     assert proc.returncode == 2
-    assert proc.stderr.splitlines()[-1] == "launch_server.py: error: unrecognized arguments: --no-such-flag 1"
-    assert proc.stderr.startswith("usage: launch_server.py")
+    assert proc.stderr.splitlines()[-1] == "sglang serve: error: unrecognized arguments: --no-such-flag 1"
+    assert proc.stderr.startswith("usage: sglang serve")
 
 
 def test_legacy_cuda_graph_max_bs_is_ambiguous() -> None:
     proc = _run("serve", "/m", "--cuda-graph-max-bs", "24")
     assert proc.returncode == 2
     assert proc.stderr.splitlines()[-1] == (
-        "sglang: error: ambiguous option: --cuda-graph-max-bs could match "
+        "sglang serve: error: ambiguous option: --cuda-graph-max-bs could match "
         "--cuda-graph-max-bs-decode, --cuda-graph-max-bs-prefill"
     )
 
