@@ -1,11 +1,11 @@
 """What the engine itself would refuse at start-up, found at import: a recipe that imports must be able to start.
 
 The engine's argument parser: each server kind says what its parser refuses (`ServerKind.refuses_flag`, e.g.
-SGLang's `--max_num_batched_tokens` or, from 0.5.23, `--cuda-graph-max-bs`; vLLM's `--enable-chunked-prefill=False`
-from 0.10, and any flag vLLM 0.33's option table lacks), judged against the image the recipe runs (`latest` or
-untagged is today's engine); a flag a table of another version would have to judge is named as not checked
-(`unchecked_flags`, `ServerKind.unchecked_flag`). And CUDA, for every
-kind: `CUDA_VISIBLE_DEVICES` takes GPU ordinals or UUIDs and CUDA stops at the first invalid entry, so
+SGLang's `--max_num_batched_tokens`, vLLM's `--enable-chunked-prefill=False` from 0.10; and `unknown_flags`: any
+flag the option table read from the real engine lacks, vLLM 0.33's or SGLang 0.5.23's, hgxkit.kinds.options),
+judged against the image the recipe runs (`latest` or untagged is today's engine); a flag a table of another
+version would have to judge is named as not checked (`unchecked_flags`, `ServerKind.unchecked_flag`). And CUDA,
+for every kind: `CUDA_VISIBLE_DEVICES` takes GPU ordinals or UUIDs and CUDA stops at the first invalid entry, so
 `CUDA_VISIBLE_DEVICES=all` leaves the engine no GPU (`all` is `NVIDIA_VISIBLE_DEVICES`'s word).
 
 Example:

@@ -23,6 +23,7 @@ from hgxkit.kinds.base import (
     extra_flags,
     load_args,
 )
+from hgxkit.kinds.options import SGLANG_OPTIONS
 from hgxkit.results.bench import BenchRecord, parse_bench_jsonl
 
 
@@ -117,8 +118,10 @@ def pitfalls(recipe: Any, warn: Callable[[str, str], None]) -> None:
 
 
 def refuses_flag(word: str, image: str) -> str | None:
-    """What SGLang's plain argparse refuses: an underscore spelling (not turned into dashes, as vLLM's parser does)
-    and, from 0.5.23 (`latest` included), `--cuda-graph-max-bs`, ambiguous between its -decode and -prefill forms."""
+    """What SGLang's plain argparse refuses, on every image: an underscore spelling (not turned into dashes, as
+    vLLM's parser does). And `--cuda-graph-max-bs`, ambiguous between its -decode and -prefill forms, on images
+    newer than 0.5.23 or of no known version: SGLang 0.5.23's option table judges that version and `latest`, no
+    table judges the later ones, and they are taken to keep the split."""
     name = word.partition("=")[0]
     if not name.startswith("--"):
         return None
@@ -128,7 +131,7 @@ def refuses_flag(word: str, image: str) -> str | None:
             f"{name}, so it exits with `unrecognized arguments`; write the SGLang flag "
             f"({name.replace('_', '-')} if it has one) or drop it"
         )
-    if name == "--cuda-graph-max-bs" and at_least(image, (0, 5, 23)):
+    if name == "--cuda-graph-max-bs" and at_least(image, (0, 5, 23)) and not SGLANG_OPTIONS.applies(image):
         return (
             f"--cuda-graph-max-bs is ambiguous in SGLang >= 0.5.23 ({image}): it could match "
             "--cuda-graph-max-bs-decode and --cuda-graph-max-bs-prefill and argparse exits; use "
@@ -257,4 +260,6 @@ SGLANG = ServerKind(
     version_keys=("sglang_version",),
     pitfalls=pitfalls,
     refuses_flag=refuses_flag,
+    unknown_flags=SGLANG_OPTIONS.unknown_flags,
+    unchecked_flag=SGLANG_OPTIONS.unchecked_flag,
 )

@@ -11,7 +11,6 @@ Example:
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
 
 from hgxkit.imageref import at_least
 from hgxkit.kinds.base import (
@@ -26,7 +25,7 @@ from hgxkit.kinds.base import (
     extra_flags,
     load_args,
 )
-from hgxkit.kinds.vllm_options import TABLE_TITLE, table_applies, unknown_option
+from hgxkit.kinds.options import VLLM_OPTIONS
 from hgxkit.results.bench import BenchRecord
 from hgxkit.results.vllm_bench import parse_vllm_result
 
@@ -183,35 +182,6 @@ def refuses_flag(word: str, image: str) -> str | None:
     )
 
 
-def unknown_flags(words: Sequence[str], image: str) -> tuple[str, str] | None:
-    """The flags vLLM 0.33's option table lacks, on an image that runs 0.33 (`hgxkit.kinds.vllm_options`): (the
-    first, the reason naming them all, as argparse's `unrecognized arguments` does once it has read the rest)."""
-    if not table_applies(image):
-        return None
-    found = [(w.partition("=")[0], why) for w in words if (why := unknown_option(w))]
-    if not found:
-        return None
-    names = ", ".join(f"`{name}`" for name, _ in found)
-    odd = [f"{name} is {why}" for name, why in found if why != "no such option"]
-    said = "; ".join(odd) if odd else "`vllm serve` exits with `unrecognized arguments`"
-    verb, them = ("is not an option", "it") if len(found) == 1 else ("are not options", "them")
-    return found[0][0], (
-        f"{names} {verb} of {TABLE_TITLE} (the image {image}; {said}): remove {them}, or pin an "
-        f"image that has {them} (import with --image REF)"
-    )
-
-
-def unchecked_flag(word: str, image: str) -> str | None:
-    """A flag vLLM 0.33 lacks on an image that runs another version: not refused (that version may have it)."""
-    if table_applies(image) or not unknown_option(word):
-        return None
-    name = word.partition("=")[0]
-    return (
-        f"`{name}` was not checked: {TABLE_TITLE} has no such option, and the image {image} runs another vLLM, "
-        "whose options hgxkit does not have"
-    )
-
-
 VLLM = ServerKind(
     name="vllm",
     title="vLLM",
@@ -302,6 +272,6 @@ VLLM = ServerKind(
     # vLLM on a Ray cluster (examples/online_serving/run_cluster.sh: `ray start --block --head --port=6379`)
     ray=RayCluster(("--distributed-executor-backend", "ray")),
     refuses_flag=refuses_flag,
-    unknown_flags=unknown_flags,
-    unchecked_flag=unchecked_flag,
+    unknown_flags=VLLM_OPTIONS.unknown_flags,
+    unchecked_flag=VLLM_OPTIONS.unchecked_flag,
 )

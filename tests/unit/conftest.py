@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from hgxkit.sim.hub.makerepo import RepoSpec, make_repo
+from hgxkit.sim.standin import client_store
 from hgxkit.sim.standin.sglang import checks
 from hgxkit.sim.standin.sglang.args import ModelFacts, build_parser, resolve
 from hgxkit.sim.standin.sglang.engine import Engine, LatencyModel
@@ -86,6 +87,30 @@ def client_venv() -> Path:
             pytest.fail("CI=true but HGXKIT_SGLANG_CLIENT_VENV is unset (.ci/run installs the client and sets it)")
         pytest.skip("needs HGXKIT_SGLANG_CLIENT_VENV (a venv made by hgxkit/sim/standin/sglang/install_client.sh)")
     return Path(venv)
+
+
+ClientPython = Callable[[str], Path]
+
+
+@pytest.fixture()
+def client_python() -> ClientPython:
+    """The client store's python for a real engine (`sglang`, `vllm`; the store's python adds vLLM's layer where a
+    script asks, as tools/gen_engine_options.py does): HGXKIT_SGLANG_CLIENT_VENV, else the host's store; a skip
+    without that engine, a failure under CI=true."""
+
+    def python(engine: str) -> Path:
+        venv = os.environ.get("HGXKIT_SGLANG_CLIENT_VENV")
+        store = Path(venv) if venv else client_store.store_path()
+        held = engine in client_store.installed_clients(store) or (
+            engine == "vllm" and client_store.vllm_command(store) is not None
+        )
+        if (store / "bin" / "python").is_file() and held:
+            return store / "bin" / "python"
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"CI=true but the client store ({store}) has no {engine}: `hgxkit sim client install`")
+        pytest.skip(f"needs the client store with {engine} at {store} (HGXKIT_SGLANG_CLIENT_VENV, else the host's)")
+
+    return python
 
 
 PosixArgv = Callable[[str, dict[str, str]], list[str]]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+from collections.abc import Callable
 
 import pytest
 
@@ -11,11 +12,13 @@ from hgxkit.errors import InputError
 from hgxkit.imageref import image_version
 from hgxkit.importing.engine_refusal import engine_refusal
 from hgxkit.importing.importer import import_post
-from hgxkit.kinds.vllm_options import table_applies, unknown_option
+from hgxkit.kinds.options import SGLANG_OPTIONS, VLLM_OPTIONS
+from hgxkit.sim.standin.sglang.args import build_parser as sglang_parser
 from hgxkit.sim.standin.vllm import args as vargs
 
 SGLANG = "docker run --gpus all -p 30000:30000 {image} python3 -m sglang.launch_server --model-path org/m {flags}"
 VLLM = "docker run --gpus all -p 8000:8000 {env}{image} --model org/m {flags}"
+table_applies, unknown_option = VLLM_OPTIONS.applies, VLLM_OPTIONS.unknown_option
 
 
 def _refusal(text: str) -> str:
@@ -45,13 +48,20 @@ def test_an_underscore_flag_is_refused_for_sglang_and_taken_by_vllm() -> None:
 
 
 @pytest.mark.parametrize(
-    ("image", "refused"),
-    [("lmsysorg/sglang:latest", True), ("lmsysorg/sglang:v0.5.23", True), ("lmsysorg/sglang:v0.4.6.post1", False)],
+    ("image", "why"),
+    [
+        ("lmsysorg/sglang:latest", "`--cuda-graph-max-bs` is not an option of SGLang 0.5.23"),
+        ("lmsysorg/sglang:v0.5.23", "`--cuda-graph-max-bs` is not an option of SGLang 0.5.23"),
+        ("lmsysorg/sglang:v0.5.24", "--cuda-graph-max-bs is ambiguous in SGLang >= 0.5.23"),
+        ("lmsysorg/sglang:v0.4.6.post1", None),
+    ],
 )
-def test_cuda_graph_max_bs_is_refused_where_it_is_ambiguous(image: str, refused: bool) -> None:
+def test_cuda_graph_max_bs_is_refused_where_it_is_ambiguous(image: str, why: str | None) -> None:
     text = SGLANG.format(image=image, flags="--cuda-graph-max-bs 8")
-    if refused:
-        assert "the engine would refuse: --cuda-graph-max-bs is ambiguous in SGLang >= 0.5.23" in _refusal(text)
+    if why:
+        message = _refusal(text)
+        assert f"the engine would refuse: {why}" in message
+        assert "it could match --cuda-graph-max-bs-decode" in message
     else:
         assert import_post([("p.md", text)]).recipe.server.flag("--cuda-graph-max-bs") == "8"
     decode = SGLANG.format(image=image, flags="--cuda-graph-max-bs-decode 8")
@@ -114,19 +124,25 @@ def test_a_mount_left_to_the_nodes_shell_or_directory_is_refused_at_its_word(mou
     assert import_post([("p.md", fixed)]).recipe.server.kind == "vllm"
 
 
-# --- vLLM 0.33's option table (hgxkit.kinds.vllm_options) ---
+# --- vLLM 0.33's option table (hgxkit.kinds.options) ---
+
+
+def _refused_by_name(parse: Callable[[list[str]], object], argv: list[str]) -> bool:
+    """Whether a stand-in's parser refuses `argv` for a flag's name: unrecognized or ambiguous, not for a missing
+    or bad value."""
+    err = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(err):
+            parse(argv)
+    except SystemExit:
+        return "unrecognized arguments" in err.getvalue() or "ambiguous option" in err.getvalue()
+    return False
 
 
 def _standin_refuses(flag: str) -> bool:
     """Whether the vLLM stand-in's parser (vLLM 0.33's table, checked against the real parser in
-    test_vllm_stub_args) refuses `flag` by its name: unrecognized or ambiguous, not for a missing value."""
-    err = io.StringIO()
-    try:
-        with contextlib.redirect_stderr(err):
-            vargs.parse_serve(["m", flag, *(["x"] if "." in flag else [])])
-    except SystemExit:
-        return "unrecognized arguments" in err.getvalue() or "ambiguous option" in err.getvalue()
-    return False
+    test_vllm_stub_args) refuses `flag` by its name."""
+    return _refused_by_name(vargs.parse_serve, ["m", flag, *(["x"] if "." in flag else [])])
 
 
 @pytest.mark.parametrize(
@@ -191,3 +207,60 @@ def test_a_flag_033_lacks_on_another_version_is_imported_and_said_to_be_unchecke
     ]
     known = VLLM.format(env="", image="vllm/vllm-openai:v0.7.2", flags="--max-model-len 4096")
     assert [n for n in import_post([("p.md", known)]).notes if "checked" in n] == []
+
+
+# --- SGLang 0.5.23's option table (hgxkit.kinds.options) ---
+
+
+def test_a_misspelt_sglang_flag_on_latest_is_refused_at_import_with_the_nearest_option() -> None:
+    text = SGLANG.format(image="lmsysorg/sglang:latest", flags="--tp 4 --mem-fraction-statics 0.8")
+    assert _refusal(text) == (
+        "p.md: line 1, column 119: the engine would refuse: `--mem-fraction-statics` is not an option of SGLang "
+        "0.5.23 (the image lmsysorg/sglang:latest; the server exits with `unrecognized arguments`; the nearest "
+        "option is `--mem-fraction-static`): remove it, or pin an image that has it (import with --image REF)"
+    )
+    fixed = text.replace("--mem-fraction-statics", "--mem-fraction-static")
+    assert import_post([("p.md", fixed)]).recipe.server.flag("--mem-fraction-static") == "0.8"
+
+
+def test_a_flag_0_5_23_lacks_on_another_sglang_is_imported_and_said_to_be_unchecked() -> None:
+    text = SGLANG.format(image="lmsysorg/sglang:v0.4.9", flags="--tp 4 --mem-fraction-statics 0.8")
+    outcome = import_post([("p.md", text)])
+    assert outcome.recipe.server.has("--mem-fraction-statics")
+    assert [n for n in outcome.notes if "checked" in n] == [
+        "p.md: line 1, column 119: `--mem-fraction-statics` was not checked: SGLang 0.5.23 has no such option, and "
+        "the image lmsysorg/sglang:v0.4.9 runs another SGLang, whose options hgxkit does not have"
+    ]
+
+
+def test_an_ambiguous_sglang_prefix_on_latest_is_refused_at_import_naming_the_options() -> None:
+    text = SGLANG.format(image="lmsysorg/sglang:latest", flags="--tp 4 --pp 2")
+    assert _refusal(text).endswith(
+        "the engine would refuse: `--pp` is not an option of SGLang 0.5.23 (the image lmsysorg/sglang:latest; --pp "
+        "is ambiguous: it could match --pp-async-batch-depth, --pp-max-micro-batch-size, --pp-size): remove it, or "
+        "pin an image that has it (import with --image REF)"
+    )
+
+
+@pytest.mark.parametrize(
+    ("flag", "refused"),
+    [
+        ("--mem-fraction-statics", True),
+        ("--max_running_requests", True),
+        ("--pp", True),
+        ("--cuda-graph-max-bs", True),
+        ("--stream-output", True),
+        ("--keep-mm-feature-on-device", True),
+        ("--enable", True),
+        ("--cuda-graph-config.decode", True),
+        ("--tp", False),
+        ("--tp-size=2", False),
+        ("--ep", False),
+        ("--enable-dp-attention", False),
+        ("--no-lora-strict-loading", False),
+        ("--monokernel-backend", False),
+    ],
+)
+def test_the_flag_check_agrees_with_the_sglang_standins_parser(flag: str, refused: bool) -> None:
+    standin = _refused_by_name(sglang_parser("sglang").parse_args, ["--model-path", "/m", flag])
+    assert (SGLANG_OPTIONS.unknown_option(flag) is not None, standin) == (refused, refused)

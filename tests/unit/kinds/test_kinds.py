@@ -84,7 +84,7 @@ def test_the_table_says_what_verify_and_serving_need() -> None:
 
 @pytest.mark.parametrize(
     "name",
-    ["hgxkit.kinds", "hgxkit.kinds.base", "hgxkit.kinds.sglang", "hgxkit.kinds.vllm", "hgxkit.kinds.vllm_options"],
+    ["hgxkit.kinds", "hgxkit.kinds.base", "hgxkit.kinds.sglang", "hgxkit.kinds.vllm", "hgxkit.kinds.options"],
 )
 def test_docstring_examples(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(ROOT)

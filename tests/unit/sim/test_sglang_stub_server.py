@@ -317,11 +317,11 @@ def test_shim_runs_the_stand_in_as_sglang(tmp_path: Path) -> None:
         timeout=60,
     )
     assert proc.returncode == 2
-    assert proc.stderr.splitlines()[-1].startswith("launch_server.py: error: ambiguous option: --cuda-graph-max-bs")
+    assert proc.stderr.splitlines()[-1].startswith("sglang serve: error: ambiguous option: --cuda-graph-max-bs")
     proc = subprocess.run(
         [str(bindir / "sglang"), "serve", "/m", "--bogus"], capture_output=True, text=True, env=env, timeout=60
     )
     assert proc.returncode == 2
-    assert proc.stderr.splitlines()[-1] == "sglang: error: unrecognized arguments: --bogus"
+    assert proc.stderr.splitlines()[-1] == "sglang serve: error: unrecognized arguments: --bogus"
     proc = subprocess.run([str(bindir / "sglang"), "version"], capture_output=True, text=True, env=env, timeout=60)
     assert "hgxkit stand-in, simulated" in proc.stdout

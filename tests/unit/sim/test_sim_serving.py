@@ -130,7 +130,7 @@ def test_overlay_shim_serves_with_the_stand_in_and_benchmarks_with_the_real_pack
     serve = subprocess.run(
         [sys.executable, "-m", "sglang.launch_server", "--help"], env=env, capture_output=True, text=True, check=False
     )
-    assert serve.returncode == 0 and serve.stdout.startswith("usage: launch_server.py")
+    assert serve.returncode == 0 and serve.stdout.startswith("usage: sglang serve")
     probe = "import sglang, sys; print(hasattr(sglang, 'REAL_INIT_RAN'), sglang.__version__)"
     assert subprocess.run(
         [sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=False

@@ -25,9 +25,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0 if argv else 2
     command, rest = argv[0], argv[1:]
     if command == "serve":
-        return serve_main(rest, prog="sglang")
+        return serve_main(rest)
     if command == "launch-server":
-        return launch_server_main(rest, prog="launch_server.py")
+        return launch_server_main(rest)
     if command == "install-shim":
         p = argparse.ArgumentParser(prog="python3 -m hgxkit.sim.standin.sglang install-shim")
         p.add_argument("--site-packages", type=Path, required=True)

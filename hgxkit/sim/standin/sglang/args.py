@@ -1,13 +1,14 @@
-"""SGLang's server command line, as the stand-in parses it (simulated; written from documented flags).
+"""SGLang 0.5.23's server command line, as the stand-in parses it (simulated; stdlib only).
 
-The flags are those of the forum command, the lmsys blog recipe, the SGLang cookbook and the reference
-notes (`shared/reference/sglang.md`, checked against sglang 0.5.23's ``--help``). No SGLang code is copied.
-Behaviour that matters for the toolkit is kept:
+The options come from `hgxkit.engines.sglang_serve` (names, aliases, kinds, types, choices, defaults and the
+required ``--model-path``, read from sglang 0.5.23's real parser by tools/gen_engine_options.py); this module
+builds a stdlib argparse parser from that table, with SGLang's value types written from their documented
+behaviour (no SGLang code). So the stand-in refuses what the real parser refuses:
 
 - argparse abbreviations stay on: ``--tp 4`` means ``--tp-size 4`` (the only ``--tp*`` option);
-- 0.5.23 has no ``--cuda-graph-max-bs``, so argparse reports it as ambiguous between
-  ``--cuda-graph-max-bs-decode`` and ``--cuda-graph-max-bs-prefill`` and exits 2;
-- an unknown flag exits 2 with argparse's ``unrecognized arguments`` message;
+- a prefix of several options is ambiguous and exits 2: ``--cuda-graph-max-bs`` (0.5.23 has only
+  ``--cuda-graph-max-bs-decode`` and ``--cuda-graph-max-bs-prefill``), ``--pp`` (``--pp-size`` and two more);
+- an unknown flag, an underscore spelling included, exits 2 with argparse's ``unrecognized arguments`` message;
 - aliases: ``--model`` = ``--model-path``, ``--tensor-parallel-size`` = ``--tp-size``,
   ``--data-parallel-size`` = ``--dp-size``, ``--enable-hicache`` = ``--enable-hierarchical-cache``.
 
@@ -15,233 +16,133 @@ Behaviour that matters for the toolkit is kept:
 0.1, fp8_e4m3 KV, DSpark's default of 48 running requests, draft tokens = block size + 1, …).
 
 Example:
-    >>> ns = build_parser("sglang").parse_args(["--model-path", "/model", "--tp", "4"])
-    >>> ns.tp_size
-    4
+    >>> ns = build_parser("sglang").parse_args(["--model-path", "/model", "--tp", "4", "--context-length", "32k"])
+    >>> ns.tp_size, ns.context_length
+    (4, 32000)
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-MOE_RUNNER_BACKENDS = [
-    "auto",
-    "deep_gemm",
-    "triton",
-    "triton_kernel",
-    "flashinfer_trtllm",
-    "experimental_sgl_trtllm",
-    "flashinfer_trtllm_routed",
-    "flashinfer_cutlass",
-    "flashinfer_mxfp4",
-    "flashinfer_cutedsl",
-    "flashinfer_megamoe",
-    "cutlass",
-    "aiter",
-    "marlin",
-    "humming",
-    "experimental_sgl_marlin",
-    "lora_cutedsl",
-    "lora_triton",
-    "lora_marlin",
-    "hpc_ops",
-    "megamoe",
-    "intel_xpu",
-]
-KV_CACHE_DTYPES = ["auto", "fp8_e5m2", "fp8_e4m3", "mxfp8", "bf16", "bfloat16", "nvfp4", "fp4_mx_block16"]
-REASONING_PARSERS = [
-    "deepseek-r1",
-    "deepseek-v3",
-    "deepseek-v4",
-    "deepseek-v41",
-    "glm45",
-    "gpt-oss",
-    "kimi",
-    "kimi_k2",
-    "minimax",
-    "qwen3",
-    "qwen3-thinking",
-    "step3",
-]
-TOOL_CALL_PARSERS = [
-    "deepseekv3",
-    "deepseekv31",
-    "deepseekv32",
-    "deepseekv4",
-    "deepseekv41",
-    "glm",
-    "glm45",
-    "glm47",
-    "gpt-oss",
-    "kimi_k2",
-    "llama3",
-    "minimax-m2",
-    "mistral",
-    "pythonic",
-    "qwen",
-    "qwen25",
-    "qwen3_coder",
-    "step3",
-]
-SPEC_ALGORITHMS_BUILTIN = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM", "DFLASH", "DSPARK", "UNO")
+from hgxkit.engines.sglang_serve import REQUIRED, SERVE_OPTIONS
+from hgxkit.sim.standin.common.options import add_table_options
+
+# -- value types (named like SGLang's, because argparse quotes a failing type's __name__) ----------------------
+
+_SI = {"k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12}
+_IEC = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40}
 
 
-def _str2bool(value: str) -> bool:
-    return value.lower() in ("1", "true", "yes", "on")
+def human_readable_int(value: str) -> int:
+    """``32k`` = 32000, ``1.5M`` = 1500000 (SI, decimals allowed), ``1Ki`` = 1024 (IEC, integers only); the
+    suffixes are case-sensitive."""
+    value = value.strip()
+    match = re.fullmatch(r"(\d+(?:\.\d+)?)(Ki|Mi|Gi|Ti|k|M|G|T)", value)
+    if match:
+        number, suffix = match.groups()
+        if suffix in _IEC:
+            if "." in number:
+                raise argparse.ArgumentTypeError(
+                    f"Decimals are not allowed with IEC suffixes like '{suffix}'. Use an integer IEC value such "
+                    f"as '{int(Decimal(number))}{suffix}', or an SI value such as '{number}{suffix[0]}'."
+                )
+            return int(number) * _IEC[suffix]
+        return int(Decimal(number) * _SI[suffix])
+    try:
+        return int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"Invalid integer value: '{value}'. Use a plain integer, SI suffixes (1k, 1M), or IEC suffixes "
+            "(1Ki, 1Mi). Suffixes are case-sensitive."
+        ) from None
+
+
+def json_list_type(value: str) -> Any:
+    try:
+        return json.loads(value)
+    except json.JSONDecodeError:
+        raise argparse.ArgumentTypeError(f"Invalid JSON list: {value}. Please provide a valid JSON list.") from None
+
+
+def nullable_str(value: str) -> str | None:
+    return None if value in ("", "None") else value
+
+
+def parse_cuda_graph_backend_arg(raw: str) -> str:
+    if raw == "tc_piecewise":
+        raise argparse.ArgumentTypeError("tc_piecewise was removed; select breakable, full, or disabled")
+    return raw
+
+
+def parse_cuda_graph_config_arg(raw: str) -> dict[str, Any]:
+    """A JSON object of phase -> settings object; SGLang also checks the phases and keys, which the stand-in
+    does not know."""
+    try:
+        parsed = json.loads(raw)
+    except json.JSONDecodeError as err:
+        raise argparse.ArgumentTypeError(f"--cuda-graph-config must be JSON: {err}") from None
+    if not isinstance(parsed, dict):
+        raise argparse.ArgumentTypeError(f"--cuda-graph-config must be a JSON object, got {type(parsed).__name__}")
+    for phase, settings in parsed.items():
+        if not isinstance(settings, dict):
+            raise argparse.ArgumentTypeError(
+                f"--cuda-graph-config['{phase}'] must be a JSON object, got {type(settings).__name__}"
+            )
+    return parsed
+
+
+_TYPES: dict[str, Callable[[str], Any]] = {
+    "str": str,
+    "int": int,
+    "float": float,
+    "json": json.loads,
+    "hrint": human_readable_int,
+    "json_list": json_list_type,
+    "nullable_str": nullable_str,
+    "cuda_graph_backend": parse_cuda_graph_backend_arg,
+    "cuda_graph_config": parse_cuda_graph_config_arg,
+}
+
+
+def value_type(code: str) -> Callable[[str], Any] | None:
+    """The argparse `type` for an option table type code (``hrint``, ``json_list``, …); None for none."""
+    if code == "":
+        return None
+    if code not in _TYPES:
+        raise KeyError(f"unknown option table type code {code!r}")
+    return _TYPES[code]
+
+
+class _LoRAPaths(argparse.Action):
+    """``--lora-paths`` items: a JSON object (with ``lora_name`` and ``lora_path``) or the text, as given."""
+
+    def __call__(self, parser: argparse.ArgumentParser, ns: argparse.Namespace, values: Any, opt: Any = None) -> None:
+        paths: list[Any] = []
+        for item in (value.strip() for value in values or []):
+            if item.startswith("{") and item.endswith("}"):
+                obj = json.loads(item)
+                if "lora_path" not in obj or "lora_name" not in obj:
+                    raise argparse.ArgumentTypeError(
+                        f"{item!r} looks like a JSON str, but it does not contain 'lora_name' and 'lora_path' keys."
+                    )
+                paths.append(obj)
+            else:
+                paths.append(item)
+        setattr(ns, self.dest, paths)
 
 
 def build_parser(prog: str) -> argparse.ArgumentParser:
     """The server argument parser. `prog` is what error messages start with, as argparse prints it."""
-    p = argparse.ArgumentParser(prog=prog, description="SGLang server (hgxkit stand-in, SIMULATED)")
-    add = p.add_argument
-    # Model and tokenizer
-    add("--model-path", "--model", dest="model_path", type=str, required=True, help="local dir or HF repo id")
-    add("--tokenizer-path", type=str, default=None)
-    add("--tokenizer-mode", type=str, default="auto", choices=["auto", "slow"])
-    add("--tokenizer-worker-num", type=int, default=1)
-    add("--skip-tokenizer-init", action="store_true")
-    add("--load-format", type=str, default="auto")
-    add("--trust-remote-code", action="store_true")
-    add("--context-length", type=int, default=None)
-    add("--is-embedding", action="store_true")
-    add("--revision", type=str, default=None)
-    add("--model-impl", type=str, default="auto")
-    add("--dtype", type=str, default="auto")
-    add("--quantization", type=str, default=None)
-    add("--download-dir", type=str, default=None)
-    add("--served-model-name", type=str, default=None)
-    add("--chat-template", type=str, default=None)
-    add("--weight-version", type=str, default="default")
-    # HTTP server
-    add("--host", type=str, default="127.0.0.1")
-    add("--port", type=int, default=30000)
-    add("--skip-server-warmup", action="store_true")
-    add("--warmups", type=str, default=None)
-    add("--api-key", type=str, default=None)
-    add("--admin-api-key", type=str, default=None)
-    # Memory and scheduling
-    add("--mem-fraction-static", type=float, default=None)
-    add("--max-running-requests", type=int, default=None)
-    add("--max-queued-requests", type=int, default=None)
-    add("--max-total-tokens", type=int, default=None)
-    add("--chunked-prefill-size", type=int, default=None)
-    add("--max-prefill-tokens", type=int, default=16384)
-    add("--schedule-policy", type=str, default="fcfs")
-    add("--schedule-conservativeness", type=float, default=1.0)
-    add("--page-size", type=int, default=None)
-    add("--swa-full-tokens-ratio", type=float, default=0.8)
-    add("--disable-radix-cache", action="store_true")
-    add("--kv-cache-dtype", type=str, default="auto", choices=KV_CACHE_DTYPES)
-    # Parallelism
-    add("--tp-size", "--tensor-parallel-size", dest="tp_size", type=int, default=1)
-    add("--dp-size", "--data-parallel-size", dest="dp_size", type=int, default=1)
-    add("--pp-size", "--pipeline-parallel-size", dest="pp_size", type=int, default=1)
-    add("--ep-size", "--expert-parallel-size", dest="ep_size", type=int, default=1)
-    add("--enable-dp-attention", action="store_true")
-    add("--enable-dp-lm-head", action="store_true")
-    add("--base-gpu-id", type=int, default=0)
-    add("--nnodes", type=int, default=1)
-    add("--node-rank", type=int, default=0)
-    add("--dist-init-addr", type=str, default=None)
-    add("--dist-timeout", type=int, default=None)
-    # Kernels and backends
-    add("--attention-backend", type=str, default=None)
-    add("--sampling-backend", type=str, default=None)
-    add("--moe-runner-backend", type=str, default="auto", choices=MOE_RUNNER_BACKENDS)
-    add(
-        "--moe-a2a-backend",
-        type=str,
-        default="none",
-        choices=["none", "deepep", "mooncake", "mori", "ascend_fuseep"],
-    )
-    add("--flashinfer-mxfp4-moe-precision", type=str, default="default", choices=["default", "bf16", "fp8"])
-    add("--disable-flashinfer-autotune", action="store_true")
-    add("--enable-torch-compile", action="store_true")
-    add("--torch-compile-max-bs", type=int, default=32)
-    # CUDA graphs (0.5.23 names; a bare --cuda-graph-max-bs is an ambiguous prefix of the two below)
-    add("--cuda-graph-max-bs-decode", type=int, default=None)
-    add("--cuda-graph-max-bs-prefill", type=int, default=None)
-    add("--cuda-graph-bs-decode", type=int, nargs="+", default=None)
-    add("--cuda-graph-bs-prefill", type=int, nargs="+", default=None)
-    add("--cuda-graph-backend-decode", type=str, default="full", choices=["full", "breakable", "disabled"])
-    add(
-        "--cuda-graph-backend-prefill",
-        type=str,
-        default="disabled",
-        choices=["full", "breakable", "disabled"],
-    )
-    add("--cuda-graph-config", type=str, default=None, help="JSON")
-    add("--disable-cuda-graph", action="store_true", help="deprecated")
-    # Speculative decoding
-    add("--speculative-algorithm", type=str, default=None)
-    add("--speculative-draft-model-path", "--speculative-draft-model", dest="speculative_draft_model_path")
-    add("--speculative-draft-model-revision", type=str, default=None)
-    add("--speculative-draft-model-quantization", type=str, default=None)
-    add("--speculative-num-steps", type=int, default=None)
-    add("--speculative-eagle-topk", type=int, default=None)
-    add("--speculative-num-draft-tokens", type=int, default=None)
-    add("--speculative-accept-threshold-single", type=float, default=1.0)
-    add("--speculative-accept-threshold-acc", type=float, default=1.0)
-    add("--speculative-moe-runner-backend", type=str, default=None, choices=MOE_RUNNER_BACKENDS)
-    add("--speculative-attention-mode", type=str, default="prefill", choices=["prefill", "decode"])
-    add("--speculative-dspark-block-size", type=int, default=None)
-    add("--speculative-dspark-sps-table-path", type=str, default=None)
-    add("--speculative-dspark-confidence-sts-path", type=str, default=None)
-    add("--speculative-dspark-align-verify-tokens-to-graph-tier", action="store_true")
-    # HiCache
-    add(
-        "--enable-hierarchical-cache",
-        "--enable-hicache",
-        dest="enable_hierarchical_cache",
-        action="store_true",
-    )
-    add("--hicache-ratio", type=float, default=None)
-    add("--hicache-size", type=int, default=0, help="host pool size in GB per rank; 0 = use --hicache-ratio")
-    add(
-        "--hicache-write-policy",
-        type=str,
-        default="write_through",
-        choices=["write_back", "write_through", "write_through_selective"],
-    )
-    add("--hicache-io-backend", type=str, default="kernel", choices=["direct", "kernel", "kernel_ascend"])
-    add("--hicache-mem-layout", type=str, default="page_first")
-    add("--hicache-storage-backend", type=str, default=None)
-    add("--hicache-storage-prefetch-policy", type=str, default="best_effort")
-    # Parsers and API
-    add("--reasoning-parser", type=str, default=None, choices=REASONING_PARSERS)
-    add("--tool-call-parser", type=str, default=None, choices=TOOL_CALL_PARSERS)
-    add("--enable-cache-report", action="store_true")
-    # Observability and robustness
-    add("--enable-metrics", action="store_true")
-    add("--log-level", type=str, default="info")
-    add("--log-level-http", type=str, default=None)
-    add("--log-requests", action="store_true")
-    add("--show-time-cost", action="store_true")
-    add("--random-seed", type=int, default=None)
-    add("--watchdog-timeout", type=float, default=300)
-    add("--device", type=str, default=None)
-    add("--enable-deterministic-inference", action="store_true")
-    add("--enable-return-hidden-states", action="store_true", default=False)
-    add("--allow-auto-truncate", action="store_true")
-    add("--enable-custom-logit-processor", action="store_true")
-    add("--keep-mm-feature-on-device", action="store_true")
-    add("--json-model-override-args", type=str, default="{}")
-    add("--preferred-sampling-params", type=str, default=None)
-    add("--grammar-backend", type=str, default=None)
-    add("--stream-interval", type=int, default=1)
-    add("--stream-output", action="store_true")
-    add("--incremental-streaming-output", action="store_true")
-    add("--enable-mixed-chunk", action="store_true")
-    add("--enable-two-batch-overlap", action="store_true")
-    add("--disable-overlap-schedule", action="store_true")
-    add("--enable-eplb", action="store_true")
-    add("--ep-num-redundant-experts", type=int, default=0)
-    add("--disaggregation-mode", type=str, default="null", choices=["null", "prefill", "decode"])
-    return p
+    parser = argparse.ArgumentParser(prog=prog, description="SGLang server (hgxkit stand-in, SIMULATED)")
+    return add_table_options(parser, SERVE_OPTIONS, value_type, {"lora_paths": _LoRAPaths}, required=REQUIRED)
 
 
 @dataclass

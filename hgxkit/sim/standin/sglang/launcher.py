@@ -2,11 +2,12 @@
 
 `serve_main` behaves like ``sglang serve [MODEL] …`` (a leading positional becomes ``--model-path``;
 ``--model-type`` is accepted and ignored); `launch_server_main` behaves like
-``python3 -m sglang.launch_server …``. Both return the process exit status: 2 for argument errors (from
+``python3 -m sglang.launch_server …``; argparse names both `sglang serve`, as sglang 0.5.23 parses both with
+the one parser `prepare_server_args` builds. Both return the process exit status: 2 for argument errors (from
 argparse), 1 for a refused start, 0 after a clean shutdown (SIGTERM/SIGINT).
 
 Example:
-    >>> launch_server_main(["--model-path", "/nonexistent"], prog="launch_server.py")  # doctest: +SKIP
+    >>> launch_server_main(["--model-path", "/nonexistent"])  # doctest: +SKIP
     1
 """
 
@@ -93,7 +94,7 @@ def serve_main(argv: list[str], prog: str = "sglang serve", env: Mapping[str, st
 
 def launch_server_main(
     argv: list[str],
-    prog: str = "launch_server.py",
+    prog: str = "sglang serve",
     env: Mapping[str, str] | None = None,
     command: list[str] | None = None,
 ) -> int:

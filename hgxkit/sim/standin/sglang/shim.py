@@ -29,14 +29,13 @@ _HEADER = '"""SIMULATED by hgxkit: this entry point runs the SGLang stand-in, no
 
 LAUNCH_SERVER = (
     _HEADER
-    + """import os
-import sys
+    + """import sys
 
 sys.path.insert(0, {root!r})
 from hgxkit.sim.standin.sglang.launcher import launch_server_main  # noqa: E402
 
 if __name__ == "__main__":
-    sys.exit(launch_server_main(sys.argv[1:], prog=os.path.basename(sys.argv[0])))
+    sys.exit(launch_server_main(sys.argv[1:]))
 """
 )
 
@@ -61,7 +60,7 @@ def main():
     if argv[0] != "serve":
         print(USAGE + "\\nsglang: error: the hgxkit stand-in implements only `sglang serve`", file=sys.stderr)
         return 2
-    return serve_main(argv[1:], prog="sglang")
+    return serve_main(argv[1:])
 
 
 if __name__ == "__main__":

@@ -2,7 +2,7 @@
 
 The options come from `hgxkit.engines.vllm_serve`
 (names, aliases, kinds, types, choices and defaults read from vLLM 0.33.0's
-real `vllm serve` parser by tools/gen_vllm_serve.py); this module builds stdlib argparse parsers from that table and
+real `vllm serve` parser by tools/gen_engine_options.py); this module builds stdlib argparse parsers from that table and
 reproduces the spelling rules of vLLM's ``FlexibleArgumentParser`` (written here from its documented and
 observed behaviour, no vLLM code):
 
@@ -36,6 +36,7 @@ from collections.abc import Callable
 from typing import Any
 
 from hgxkit.engines.vllm_serve import SERVE_OPTIONS, VLLM_VERSION
+from hgxkit.sim.standin.common.options import add_table_options
 from hgxkit.sim.standin.vllm import miniyaml
 
 DEFAULT_MODEL = "Qwen/Qwen3-0.6B"  # vLLM 0.33's default when no model is given
@@ -181,18 +182,6 @@ def value_type(code: str) -> Callable[[str], Any] | None:
 # -- actions -----------------------------------------------------------------------------------------------
 
 
-class _Bool(argparse.Action):
-    """``--enable-x`` / ``--disable-x`` / ``--no-enable-x`` (and ``--x`` / ``--no-x``): one bool dest."""
-
-    def __init__(self, option_strings: list[str], dest: str, negative: tuple[str, ...] = (), **kwargs: Any) -> None:
-        kwargs.pop("nargs", None)
-        super().__init__(option_strings, dest, nargs=0, **kwargs)
-        self.negative = set(negative)
-
-    def __call__(self, parser: argparse.ArgumentParser, ns: argparse.Namespace, values: Any, opt: Any = None) -> None:
-        setattr(ns, self.dest, opt not in self.negative)
-
-
 class _LoRA(argparse.Action):
     """``--lora-modules name=path …`` or JSON objects; kept as given (the stand-in serves no adapters)."""
 
@@ -212,37 +201,7 @@ class _LoRA(argparse.Action):
 
 def add_serve_options(parser: argparse.ArgumentParser, positional: bool = True) -> argparse.ArgumentParser:
     """Add every option of the table to `parser` (the positional ``model_tag`` too unless `positional` is False)."""
-    for shown, hidden, dest, kind, code, nargs, choices, default, const, negative in SERVE_OPTIONS:
-        if kind == "help":
-            continue
-        if default == argparse.SUPPRESS:
-            default = argparse.SUPPRESS  # the identical object: argparse tests `is SUPPRESS`
-        if not shown:  # the positional model_tag
-            if positional:
-                parser.add_argument(dest, nargs=nargs, default=default)
-            continue
-        opts = [*shown, *hidden]
-        if kind == "bool":
-            parser.add_argument(*opts, dest=dest, action=_Bool, negative=negative, default=default)
-        elif kind == "store_true":
-            parser.add_argument(*opts, dest=dest, action="store_true", default=default)
-        elif kind == "lora":
-            parser.add_argument(*opts, dest=dest, action=_LoRA, nargs=nargs, default=default)
-        else:
-            kw: dict[str, Any] = {"dest": dest, "default": default}
-            if kind == "append":
-                kw["action"] = "append"
-            if nargs is not None:
-                kw["nargs"] = nargs
-            if const is not None and nargs == "?":
-                kw["const"] = const
-            typ = value_type(code)
-            if typ is not None:
-                kw["type"] = typ
-            if choices is not None:
-                kw["choices"] = list(choices)
-            parser.add_argument(*opts, **kw)
-    return parser
+    return add_table_options(parser, SERVE_OPTIONS, value_type, {"lora": _LoRA}, positional)
 
 
 def build_main_parser() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:

@@ -1,0 +1,167 @@
+"""Whether an engine's argument parser knows a flag, from the option tables read from the real engines.
+
+Each table (`hgxkit.engines.vllm_serve`: vLLM 0.33.0; `hgxkit.engines.sglang_serve`: SGLang 0.5.23) is read from
+the engine's real parser by tools/gen_engine_options.py; the stand-ins parse with the same tables. A flag is
+looked up the way that parser reads it: `=value` is split off, and argparse's prefix abbreviations hold
+(`--max-model` is `--max-model-len`; a prefix of two options is ambiguous and refused). vLLM's parser also turns
+underscores before the first `.` into dashes and reads `--key.sub value` as a key of `--key`; SGLang's plain
+argparse does neither. Single-dash words (`-tp`, `-O3`) are not looked up. A table only judges an image that
+runs its version: the official image at `latest`, untagged, or tagged with that version; another version's
+options are not known here, and a flag the table lacks is then said to be unchecked, not refused.
+
+Example:
+    >>> VLLM_OPTIONS.unknown_option("--log-requests"), VLLM_OPTIONS.unknown_option("--max_model_len=4k")
+    ('no such option', None)
+    >>> SGLANG_OPTIONS.unknown_option("--tp"), SGLANG_OPTIONS.unknown_option("--max_running_requests")
+    (None, 'no such option')
+    >>> SGLANG_OPTIONS.applies("lmsysorg/sglang:v0.5.23-cu129"), SGLANG_OPTIONS.applies("lmsysorg/sglang:v0.4.9")
+    (True, False)
+    >>> SGLANG_OPTIONS.nearest("--enable-metric")
+    '--enable-metrics'
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+
+from hgxkit.imageref import image_version, repository
+
+
+def _vllm_rows() -> tuple[Any, ...]:
+    from hgxkit.engines.vllm_serve import SERVE_OPTIONS  # facts about 0.33's CLI, no engine code
+
+    return SERVE_OPTIONS
+
+
+def _sglang_rows() -> tuple[Any, ...]:
+    from hgxkit.engines.sglang_serve import SERVE_OPTIONS  # facts about 0.5.23's CLI, no engine code
+
+    return SERVE_OPTIONS
+
+
+@cache
+def _names(rows: Callable[[], tuple[Any, ...]]) -> frozenset[str]:
+    """Every option string of a table: shown, hidden and negative (`--no-x`)."""
+    return frozenset(name for row in rows() for group in (row[0], row[1], row[9]) for name in group)
+
+
+@dataclass(frozen=True)
+class OptionTable:
+    """One engine's option table and how its parser spells flags."""
+
+    engine: str  # as messages name it: `vLLM`
+    version: tuple[int, ...]  # the versions it judges: an image tag whose version starts with these numbers
+    images: tuple[str, ...]  # the official image's repositories
+    rows: Callable[[], tuple[Any, ...]]  # the table's rows (hgxkit/engines/*_serve.py), loaded when first asked
+    program: str  # what exits on an unknown flag, for the message
+    underscores_are_dashes: bool = False  # `--max_model_len` is `--max-model-len` (before the first `.`)
+    dotted_keys: bool = False  # `--key.sub value` sets a key of `--key`
+    suggests: bool = False  # a refusal names the nearest option
+
+    @property
+    def title(self) -> str:
+        """`vLLM 0.33`: the engine and the versions the table judges."""
+        return f"{self.engine} {'.'.join(map(str, self.version))}"
+
+    def applies(self, image: str) -> bool:
+        """True when `image` runs the version this table was read from (the official image, that version or
+        `latest`)."""
+        if repository(image).lower() not in self.images:
+            return False
+        tag = image.split("@", 1)[0][len(repository(image)) + 1 :]
+        version = image_version(image)
+        if version is None:  # `latest` or untagged is today's engine, the table's; a bare digest could be any
+            return tag == "latest" or (tag == "" and "@" not in image)
+        return version[: len(self.version)] == self.version
+
+    def lookup(self, word: str) -> str:
+        """The option name the parser looks `word` up by (`--max_model_len=4k` -> `--max-model-len` for vLLM)."""
+        name = word.partition("=")[0]
+        if self.dotted_keys:
+            name = name.partition(".")[0]
+        if self.underscores_are_dashes:
+            name = "--" + name[2:].replace("_", "-")
+        return name
+
+    def unknown_option(self, word: str) -> str | None:
+        """Why the parser refuses the flag `word` (`no such option`, or `ambiguous: it could match …`); None
+        when it takes it or `word` is not a long flag."""
+        if not word.startswith("--") or word == "--":
+            return None
+        matches = self.matches(word)
+        if len(matches) == 1:
+            return None
+        if matches:
+            return f"ambiguous: it could match {', '.join(matches)}"
+        return "no such option"
+
+    def matches(self, word: str) -> list[str]:
+        """The options the long flag `word` names: itself, or those it is a prefix of, sorted."""
+        name = self.lookup(word)
+        names = _names(self.rows)
+        return [name] if name in names else sorted(n for n in names if n.startswith(name))
+
+    def nearest(self, word: str) -> str | None:
+        """The table's option closest to the flag `word` in spelling, or None when none is close."""
+        found = difflib.get_close_matches(self.lookup(word), sorted(_names(self.rows)), n=1)
+        return found[0] if found else None
+
+    def unknown_flags(self, words: Sequence[str], image: str) -> tuple[str, str] | None:
+        """The flags this table lacks, on an image that runs its version: (the first, the reason naming them all,
+        as argparse's `unrecognized arguments` does once it has read the rest). `ServerKind.unknown_flags`."""
+        if not self.applies(image):
+            return None
+        found = [(w.partition("=")[0], why) for w in words if (why := self.unknown_option(w))]
+        if not found:
+            return None
+        names = ", ".join(f"`{name}`" for name, _ in found)
+        odd = [f"{name} is {why}" for name, why in found if why != "no such option"]
+        said = "; ".join(odd) if odd else f"{self.program} exits with `unrecognized arguments`"
+        near = [(name, hint) for name, why in found if why == "no such option" and (hint := self.nearest(name))]
+        if self.suggests and near:
+            said += "; the nearest " + (
+                f"option is `{near[0][1]}`"
+                if len(found) == 1
+                else "options are " + ", ".join(f"`{hint}` for `{name}`" for name, hint in near)
+            )
+        verb, them = ("is not an option", "it") if len(found) == 1 else ("are not options", "them")
+        return found[0][0], (
+            f"{names} {verb} of {self.title} (the image {image}; {said}): remove {them}, or pin an "
+            f"image that has {them} (import with --image REF)"
+        )
+
+    def unchecked_flag(self, word: str, image: str) -> str | None:
+        """A flag this table would refuse, on an image that runs another version: not refused (that version may
+        have it), said in a note. `ServerKind.unchecked_flag`."""
+        if self.applies(image) or not self.unknown_option(word):
+            return None
+        name = word.partition("=")[0]
+        matches = self.matches(word)
+        judged = f"finds it ambiguous (it could match {', '.join(matches)})" if matches else "has no such option"
+        return (
+            f"`{name}` was not checked: {self.title} {judged}, and the image {image} runs another "
+            f"{self.engine}, whose options hgxkit does not have"
+        )
+
+
+VLLM_OPTIONS = OptionTable(
+    engine="vLLM",
+    version=(0, 33),  # the table is 0.33.0's; 0.33's patch releases keep its options
+    images=("vllm/vllm-openai", "docker.io/vllm/vllm-openai"),
+    rows=_vllm_rows,
+    program="`vllm serve`",
+    underscores_are_dashes=True,
+    dotted_keys=True,
+)
+SGLANG_OPTIONS = OptionTable(
+    engine="SGLang",
+    version=(0, 5, 23),  # SGLang's third number is its release: 0.5.22 and 0.5.24 have other options
+    images=("lmsysorg/sglang", "docker.io/lmsysorg/sglang"),
+    rows=_sglang_rows,
+    program="the server",
+    suggests=True,
+)
