@@ -485,6 +485,10 @@ def test_a_switch_named_after_auth_is_a_setting(name: str) -> None:
         ("http://admin:pa/ss?x#y@h:1", "http://***@h:1"),  # a password may hold what ends an authority
         ("admin:pw-1@h:1", "***@h:1"),  # no scheme: still userinfo
         ("http://a:b@[::1:5000", "http://***@[::1:5000"),  # not parseable: masked all the same
+        ("http://u:p@ss@h:1", "http://***@h:1"),  # an `@` in the password: userinfo runs to the last one
+        ("http://u:pw-1@h:1/?next=https://x", "http://***@h:1/?next=https://x"),  # the scheme is the first `://`
+        ("@h:1", "***@h:1"),  # empty userinfo is userinfo too
+        ("a@b://h:1", "a@b://h:1"),  # before the scheme's `://` nothing is userinfo
         ("http://10.0.0.5:30000", "http://10.0.0.5:30000"),
         ("http://h:1/", "http://h:1/"),
     ],
