@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import sys
 from pathlib import Path
 from typing import Any
@@ -74,17 +75,19 @@ def write_run(
     if target.exists():
         raise InputError(f"{target}: a run with this id exists already; nothing was overwritten")
     tmp = target.with_name(target.name + PARTIAL_SUFFIX)
-    (tmp / "raw").mkdir(parents=True, exist_ok=True)
+    if tmp.is_dir() and not tmp.is_symlink():  # an interrupted write of this id: none of its files are this run's
+        shutil.rmtree(tmp)
+    (tmp / "raw").mkdir(parents=True)
     for name, text in raw.items():
         (tmp / "raw" / name).write_text(redact_json_text(text, secrets))  # client JSONL stays parseable
     if telemetry:
-        (tmp / "telemetry").mkdir(exist_ok=True)
+        (tmp / "telemetry").mkdir()
         for name, text in telemetry.items():
             (tmp / "telemetry" / name).write_text(scrub(text, secrets))
     (tmp / "summary.json").write_text(scrub_json(summary.to_json(), secrets))
     (tmp / "fingerprint.json").write_text(scrub_json(fingerprint.to_json(), secrets))
     if members:
-        (tmp / "members").mkdir(exist_ok=True)
+        (tmp / "members").mkdir()
         for name, member in members.items():
             (tmp / "members" / f"{_safe_name(name)}.json").write_text(scrub_json(member.to_json(), secrets))
     (tmp / "report.md").write_text(scrub(report, secrets))

@@ -53,6 +53,8 @@ def make_run(
     telemetry: bool = False,
     html: bool = False,
     recipe_yaml: str | None = None,
+    members: dict[str, Fingerprint] | None = None,
+    reference: object = None,
 ) -> Path:
     """Archive a run built from the real client's fixtures: the c5/c10 pair, or (details) the c5 run with
     per-request values, `repeats` times (each repeat's TTFTs shifted a little so they are not identical)."""
@@ -108,6 +110,8 @@ def make_run(
         telemetry=tel_files,
         html=html,
         recipe_yaml=recipe_yaml,
+        members=members,
+        reference=reference,
     )
 
 

@@ -13,7 +13,18 @@ from test_results import make_run
 from hgxkit.cli import main
 from hgxkit.errors import InputError
 from hgxkit.recipe.read import load_recipe
-from hgxkit.results.archive import _safe_name, list_runs, load_run, scan_runs, scrub, scrub_json, write_report_html
+from hgxkit.results.archive import (
+    _safe_name,
+    list_runs,
+    load_run,
+    scan_runs,
+    scrub,
+    scrub_json,
+    write_report_html,
+    write_run,
+)
+from hgxkit.results.fingerprint import Fingerprint
+from hgxkit.results.summary import RunSummary
 
 
 def _bad_json(run: Path) -> None:
@@ -81,7 +92,8 @@ def test_loading_a_damaged_run_by_name_says_why(tmp_path: Path, capsys: pytest.C
     assert main(["results", "--root", str(tmp_path), "show", "bad"]) == 2
     err = capsys.readouterr().err.strip()
     assert "schema_version 9 is newer than this hgxkit reads" in err and len(err.splitlines()) == 1
-    with pytest.raises(Exception, match="newer than this hgxkit reads"):
+    assert err.startswith(f"error: {bad}/summary.json: schema_version 9") or f" {bad}/summary.json: " in err
+    with pytest.raises(InputError, match=f"^{re.escape(str(bad))}/summary.json: schema_version 9 is newer"):
         load_run(str(bad), tmp_path)
     assert list_runs(tmp_path, warn=False) == []
 
@@ -133,3 +145,98 @@ def test_a_run_is_found_by_its_path_its_id_or_a_unique_part(
 def test_archived_text_and_json_mask_a_known_value_no_pattern_would_find() -> None:
     assert scrub("run by plainword42 ok", ["plainword42"]) == "run by *** ok"
     assert scrub_json({"a": ["plainword42", 1]}, ["plainword42"]) == '{\n  "a": [\n    "***",\n    1\n  ]\n}\n'
+
+
+def _member(name: str, **changes: object) -> Fingerprint:
+    return Fingerprint(system_name=name, simulated=True, packages={"driver": "580.105.08"}, **changes)  # type: ignore[arg-type]
+
+
+def test_a_multi_node_runs_members_come_back_by_the_host_each_records(tmp_path: Path) -> None:
+    members = {"Xeon.A/1": _member("Xeon.A/1"), "node2": _member("node2")}
+    path = make_run(tmp_path, "node1", "20261130T120000Z", "r", members=members)
+    assert sorted(p.name for p in (path / "members").iterdir()) == ["Xeon.A_1.json", "node2.json"]
+    assert load_run(str(path), tmp_path).members == members
+
+
+@pytest.mark.parametrize(
+    ("text", "why"),
+    [
+        ("{", r"members/node2.json: Expecting property name enclosed in double quotes: .*"),
+        (None, r"members/node2.json: .* is not of type 'boolean'"),
+    ],
+    ids=["not-json", "schema"],
+)
+def test_a_damaged_member_is_named_with_its_file(tmp_path: Path, text: str | None, why: str) -> None:
+    path = make_run(tmp_path, "node1", "20261130T120000Z", "r", members={"node2": _member("node2")})
+    member = path / "members" / "node2.json"
+    data = json.loads(member.read_text())
+    member.write_text(text if text is not None else json.dumps(data | {"simulated": "yes"}))
+    with pytest.raises(InputError, match=f"^{re.escape(str(path))}: damaged run \\({why}\\); move it out"):
+        load_run(str(path), tmp_path)
+    data["schema_version"] = 9
+    member.write_text(json.dumps(data))
+    with pytest.raises(InputError, match=f"^{re.escape(str(member))}: schema_version 9 is newer"):
+        load_run(str(path), tmp_path)
+
+
+def test_a_summary_that_breaks_its_reader_is_named_with_the_error(tmp_path: Path) -> None:
+    path = make_run(tmp_path, "node1", "20261130T120000Z", "r")
+    data = json.loads((path / "summary.json").read_text())
+    del data["run_id"]
+    (path / "summary.json").write_text(json.dumps(data))
+    with pytest.raises(InputError) as damaged:
+        load_run(str(path), tmp_path)
+    assert str(damaged.value) == (
+        f"{path}: damaged run (TypeError: RunSummary.__init__() missing 1 required positional argument: "
+        "'run_id'); move it out of the archive or delete it"
+    )
+
+
+def test_a_run_outside_the_root_keeps_the_id_it_records(tmp_path: Path) -> None:
+    path = make_run(tmp_path / "elsewhere", "node1", "20261130T120000Z", "r")
+    assert load_run(str(path), tmp_path / "results").run_id == "node1/20261130T120000Z_r"
+
+
+def test_an_ambiguous_part_lists_five_of_the_runs_it_matches(tmp_path: Path) -> None:
+    for minute in range(6):
+        make_run(tmp_path, "node1", f"20261130T12{minute:02d}00Z", "r")
+    with pytest.raises(InputError) as many:
+        load_run("node1", tmp_path)
+    ids = ", ".join(f"node1/20261130T12{minute:02d}00Z_r" for minute in range(5))
+    assert str(many.value) == f"node1: matches 6 runs ({ids}); give more of the id"
+
+
+def test_what_is_not_a_run_directory_is_passed_over_not_reported(tmp_path: Path) -> None:
+    (tmp_path / "aaa").mkdir()
+    (tmp_path / "aaa" / "notes.txt").write_text("sorted before every host")
+    (tmp_path / "node0").mkdir()
+    (tmp_path / "node0" / "20261130T110000Z_file").write_text("named like a run, not a directory")
+    make_run(tmp_path, "node1", "20261130T120000Z", "r")
+    runs, skipped = scan_runs(tmp_path)
+    assert [run.run_id for run in runs] == ["node1/20261130T120000Z_r"] and skipped == []
+
+
+def test_an_archived_run_has_an_html_report_only_when_asked_and_then_with_the_reference(tmp_path: Path) -> None:
+    assert not (make_run(tmp_path, "node1", "20261130T120000Z", "a") / "report.html").exists()
+    reference = load_recipe("recipes/deepseek-v4-flash-dspark-marlin.yaml").reference
+    path = make_run(tmp_path, "node1", "20261130T130000Z", "b", html=True, reference=reference)
+    html = (path / "report.html").read_text()
+    assert "330.12" in html and "Results of node1/20261130T130000Z_b" in html
+
+
+def test_a_run_id_is_written_once_and_an_interrupted_write_of_it_leaves_nothing_behind(tmp_path: Path) -> None:
+    root = tmp_path / "new" / "results"  # made on first use
+    stale = root / "node1" / "20261130T120000Z_r.partial"
+    (stale / "raw").mkdir(parents=True)
+    (stale / "raw" / "left-over.jsonl").write_text("{}")
+    path = make_run(root, "node1", "20261130T120000Z", "r")
+    assert not (path / "raw" / "left-over.jsonl").exists() and not stale.exists()
+    with pytest.raises(InputError) as again:
+        make_run(root, "node1", "20261130T120000Z", "r")
+    assert str(again.value) == f"{path}: a run with this id exists already; nothing was overwritten"
+
+
+def test_write_run_writes_no_html_report_unless_asked(tmp_path: Path) -> None:
+    summary = RunSummary("node1/20261130T120000Z_r", "node1", "r", "20261130T120000Z", True, "sglang", "0.5.23", [])
+    path = write_run(tmp_path, summary, _member("node1"), {}, "# report", [])
+    assert sorted(p.name for p in path.iterdir()) == ["fingerprint.json", "raw", "report.md", "summary.json"]
