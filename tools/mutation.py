@@ -146,7 +146,11 @@ MODULES = (
     Module(
         "danger",
         ("hgxkit/recipe/danger.py",),
-        ("tests/unit/recipe/test_danger.py", "tests/unit/recipe/test_hostile_argv.py"),
+        (
+            "tests/unit/recipe/test_danger.py",
+            "tests/unit/recipe/test_hostile_argv.py",
+            "tests/unit/recipe/test_mount_policy.py",
+        ),
     ),
     Module(
         "exposure",

@@ -140,7 +140,8 @@ DEFAULT_MODELS_DIR = "/data/models"
 DEFAULT_HOST_MEMORY = 2 * 1024**4  # an HGX-H200 node's usual RAM (2 TiB); the node gives its own MemTotal
 
 _VOLUME_NAME_RE = re.compile(r"[a-zA-Z0-9][a-zA-Z0-9_.-]*")
-_TRUE = frozenset({"", "true", "1", "t", "True", "TRUE"})
+# Docker reads a boolean field with Go's strconv.ParseBool (a bare `readonly` is true)
+_TRUE = frozenset({"", "1", "t", "T", "true", "True", "TRUE"})
 _HOST_NAMESPACES = {
     "--pid": "shares the host's processes: the container sees, signals and traces every process on the host",
     "--userns": "turns off user-namespace remapping: root in the container is root on the host",
@@ -214,8 +215,8 @@ def context_for(
     roots = tuple(dict.fromkeys([*models_dirs, *([recipe.model.local_dir] if recipe.model.local_dir else [])]))
     memory = host_memory_bytes or DEFAULT_HOST_MEMORY
     local_dir = recipe.model.local_dir or ""
-    if local_dir in models_dirs:
-        local_dir = ""  # a local_dir that is a models root is judged as one
+    if local_dir in models_dirs:  # a local_dir that is a models root is judged as one
+        local_dir = ""
     return PolicyContext(roots, memory, recipe.node_count() > 1, local_dir=local_dir)
 
 
@@ -476,7 +477,7 @@ def _mounts_of(option_name: str, value: str | None, index: int) -> list[_Mount]:
     if value is None or name not in ("--volume", "--mount"):
         return []
     written = f"{option_name}={value}"
-    klass = DOCKER_RUN_OPTIONS[name].klass if name in DOCKER_RUN_OPTIONS else "mounts"
+    klass = DOCKER_RUN_OPTIONS[name].klass
     if name == "--volume":
         parts = value.split(":")
         modes = parts[2].split(",") if len(parts) > 2 else []
@@ -484,7 +485,7 @@ def _mounts_of(option_name: str, value: str | None, index: int) -> list[_Mount]:
     else:
         fields = _mount_fields(value)
         flag = fields.get("readonly", fields.get("ro"))
-        sources, read_only = _mount_sources(name, value), flag is not None and flag.strip().lower() in _TRUE
+        sources, read_only = _mount_sources(name, value), flag is not None and flag.strip() in _TRUE
     return [
         _Mount(_normal(src) if src.startswith("/") else src, src.startswith("/"), read_only, written, index, klass)
         for src in sources
@@ -556,7 +557,7 @@ def _covers_models(mount: _Mount, ctx: PolicyContext) -> tuple[str, str] | None:
             return (
                 "other-model-mount",
                 f"mounts {mount.source} read-write, a directory of the models root {root} that is not this "
-                f"recipe's model.local_dir ({ctx.local_dir or 'none'}): another recipe's model may live there; "
+                f"recipe's model.local_dir ({ctx.local_dir}): another recipe's model may live there; "
                 "mount it read-only (:ro), or keep the files in model.local_dir",
             )
     return None

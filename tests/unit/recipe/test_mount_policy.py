@@ -7,11 +7,20 @@ each danger is allowed by its own name only."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
-from hgxkit.recipe.danger import Danger, PolicyContext, dangerous_options, host_paths, judge_argv
+from hgxkit.recipe.danger import (
+    Danger,
+    PolicyContext,
+    _mounts_of,
+    context_for,
+    dangerous_options,
+    host_paths,
+    judge_argv,
+)
 from hgxkit.recipe.judge import Allowances, Refused, judge
 from hgxkit.recipe.read import load_recipe
 from hgxkit.serving.containers import container_specs
@@ -177,3 +186,72 @@ def test_host_paths_are_every_bind_source_and_read_file_of_the_argv() -> None:
     ]
     assert host_paths(argv) == ["/data/models/m", "/srv/a/", "/srv/d", "/etc/hgxkit/k.env"]
     assert host_paths(["docker", "run", "--no-such-option", "img"]) == []
+
+
+def reasons(*options: str, ctx: PolicyContext = CTX) -> list[tuple[str, str]]:
+    return [(d.name, d.reason) for d in judge_argv(["docker", "run", *options, "img"], ctx)]
+
+
+def test_each_mount_danger_says_why_and_what_to_do() -> None:
+    nested = (
+        "mounts /srv/a/sub, which lies inside the read-write mount of /srv/a: the container can replace it with a "
+        "symlink that the next start mounts; mount the outer directory read-only (:ro), or only one of the two"
+    )
+    other = (
+        "mounts /data/models/theirs read-write, a directory of the models root /data/models that is not this "
+        "recipe's model.local_dir (/data/models/mine): another recipe's model may live there; mount it read-only "
+        "(:ro), or keep the files in model.local_dir"
+    )
+    volume = (
+        "mounts the named volume hgxkit-prometheus, which belongs to hgxkit's own containers (monitoring, image "
+        "cache); use a volume of another name"
+    )
+    ctx = PolicyContext(mount_roots=("/srv",))
+    assert reasons("-v", "/srv/a:/a", "-v", "/srv/a/sub:/s", ctx=ctx) == [("nested-mount", nested)]
+    assert reasons("-v", "/data/models/theirs:/t") == [("other-model-mount", other)]
+    assert reasons("-v", "HGXKIT-prometheus:/p") == [("hgxkit-volume", volume.replace("hgxkit-", "HGXKIT-", 1))]
+    assert reasons("-v", "hgxkit-prometheus:/p") == [("hgxkit-volume", volume)]
+    spanning = " (a server spanning nodes needs it: allow it knowing the container reaches the host's loopback)"
+    ((name, alone),) = reasons("--network=host")
+    assert reasons("--network=host", ctx=PolicyContext(spans_nodes=True)) == [(name, alone + spanning)]
+
+
+def test_a_source_mounted_twice_inside_another_read_write_mount_is_named_at_each() -> None:
+    ctx = PolicyContext(mount_roots=("/srv",))
+    found = names("-v", "/srv/a:/a", "-v", "/srv/a:/b", "-v", "/srv:/s", ctx=ctx)
+    assert found == ["nested-mount", "nested-mount", "models-root-mount"]
+
+
+@pytest.mark.parametrize(
+    "option",
+    [
+        ("-v", "/data/models:/m:z,ro"),  # modes after the SELinux label
+        ("--mount", "type=bind,src=/data/models,dst=/m,readonly=TRUE"),
+        ("--mount", "type=bind,src=/data/models,dst=/m,ro=1"),
+        ("--mount", "type=bind,src=/data/models,dst=/m,readonly=T"),  # Go's strconv.ParseBool, as Docker reads it
+    ],
+)
+def test_read_only_in_any_spelling_keeps_a_models_root_safe(option: tuple[str, ...]) -> None:
+    assert names(*option) == []
+    read_write = (
+        option[1]
+        .replace(":z,ro", ":z")
+        .replace("readonly=TRUE", "readonly=false")
+        .replace("ro=1", "ro=0")
+        .replace("=T", "=F")
+    )
+    assert names(option[0], read_write) == ["models-root-mount"]
+
+
+def test_a_recipe_without_its_own_model_directory_judges_no_directory_as_anothers() -> None:
+    recipe = load_recipe(str(SEED))
+    for local_dir in (None, "/data/models"):  # none, or the models root itself
+        changed = replace(recipe, model=replace(recipe.model, local_dir=local_dir))
+        assert context_for(changed).local_dir == ""
+    mine = context_for(recipe)
+    assert mine.local_dir == recipe.model.local_dir
+    assert reasons("-v", "/data/models/theirs:/t", ctx=replace(mine, local_dir="")) == []
+
+
+def test_only_a_volume_or_a_mount_mounts() -> None:
+    assert _mounts_of("--volume", None, 0) == [] and _mounts_of("--env", "A=/data/models/x:/x", 0) == []
