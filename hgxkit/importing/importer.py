@@ -588,14 +588,40 @@ def _one_setup(built: list[Built]) -> tuple[list[Built], str]:
     kept = [first]
     for other in built[1:]:
         found = diff_recipes(first[1], other[1])
-        differences = [d for d in found if (d.area, d.key) not in allowed]
+        heads = [moved for d in found if multinode and (moved := _head_moved(first[1], other[1], d))]
+        differences = [d for d in found if (d.area, d.key) not in allowed and not _head_moved(first[1], other[1], d)]
         if differences or (not multinode and found and ("docker", "--gpus") not in {(d.area, d.key) for d in found}):
             raise _differ(built, first, other, differences or found)
         if not found or (multinode and rank_of(first[1].server) == rank_of(other[1].server)):
             other[2].append(f"{other[0].where()}: the same command as {first[0].where()}; taken once")
             continue
+        for ours, theirs in heads:
+            first[2].append(
+                f"{first[0].where()}: the ranks name different head addresses ({ours} at {_at(first[0], first[0])}, "
+                f"{theirs} at {_at(other[0], first[0])}): each names the head in its own command, which hgxkit writes "
+                "per deploy from the inventory's head ({{head}}), so they are one server"
+            )
         kept.append(other)
     return kept, ("ranks" if multinode else "groups") if len(kept) > 1 else "one"
+
+
+def _head_moved(first: Recipe, other: Recipe, difference: Difference) -> tuple[str, str] | None:
+    """(first's head address, other's) when `difference` is only the head's address in the two ranks' head flag
+    (SGLang's `--dist-init-addr` host part, the same port; vLLM's `--master-addr`, `--data-parallel-address`);
+    None for any other difference, a differing port included."""
+    kind = first.server.server_kind
+    heads = {kind.head_flag, kind.dp_hosts.head_flag if kind.dp_hosts else kind.head_flag}
+    if difference.area != "server" or difference.key not in heads:
+        return None
+    ours, theirs = first.server.flag(difference.key), other.server.flag(difference.key)
+    if ours is None or theirs is None:
+        return None
+    if difference.key == kind.head_flag and kind.head_port_flag is None:  # HOST:PORT in one value
+        ours, _, our_port = ours.rpartition(":")
+        theirs, _, their_port = theirs.rpartition(":")
+        if not ours or not theirs or our_port != their_port:
+            return None
+    return ours, theirs
 
 
 def _differ(built: list, first: tuple, other: tuple, differences: list[Difference]) -> InputError:
