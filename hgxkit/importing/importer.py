@@ -120,7 +120,15 @@ def import_post(files: Sequence[tuple[str, str]], options: ImportOptions | None 
         report = sorted(dict.fromkeys(importer.report), key=_report_order)
         lines = account_lines(importer.posts, importer.simples, report, importer.notes)
         texts = {post.name: post.clean for post in importer.posts}  # columns of the command, not of its prompt
-        raise ImportRefused(err.message, lines, texts) from None
+        raise ImportRefused(err.message + _set_later(err.message, importer.reading.later), lines, texts) from None
+
+
+def _set_later(message: str, later: dict[str, str]) -> str:
+    """Where the post sets a `$NAME` the refusal names, when that is after the command that reads it unset."""
+    for name, at in later.items():
+        if re.search(r"\$\{?" + name + r"\b", message):
+            return f"; the post sets {name} at {at}, after the command, so a shell reads it unset there: set it before"
+    return ""
 
 
 Built = tuple[Candidate, Recipe, list[str]]  # a serving command, the recipe it would be, its notes
@@ -188,8 +196,10 @@ class _Importer:
                 f"{file}:{line}" if i == 0 or file != places[0][0] else str(line)
                 for i, (file, line) in enumerate(places)
             )
+            later = self.reading.later.get(name)
+            after = f" before it is read: it is set at {later}, after the command" if later else ""
             self.notes.append(
-                f"${name} is not set by the post ({shown}); the host's shell gives it when the command runs"
+                f"${name} is not set by the post{after} ({shown}); the host's shell gives it when the command runs"
             )
         report = tuple(sorted(dict.fromkeys(self.report), key=_report_order))
         outcome = finish(recipe, self.notes, where, report)
