@@ -224,6 +224,12 @@ class _Importer:
         elif simple.kind in ("assign", "export"):
             names = [w.text.split("=", 1)[0] for w in simple.words[simple.kind == "export" :]]
             self._said(simple, "read", f"variable(s) {', '.join(names)} (used where the post writes $NAME)")
+        elif simple.texts[:1] == ["cd"] and not simple.in_block:
+            self._said(
+                simple,
+                "read",
+                f"`{' '.join(simple.texts)}` (where the commands after it run: the base of their relative paths)",
+            )
         elif simple.kind == "engine":
             self.reading.servers.append(Candidate(simple, "engine", simple.engine))
         elif (source := format_of(simple)) is not None:
@@ -442,11 +448,7 @@ class _Importer:
         cwd, cd_where = directory_before(self.simples, started)
         if cwd is None or cd_where is None:
             return run
-        based = based_run(run, cwd, cd_where, started.where(), notes)
-        if based != run:
-            what = f"`cd {cwd}` (the base of relative paths at {started.where()})"
-            self.report.append(Report(cd_where, "read", what))
-        return based
+        return based_run(run, cwd, cd_where, started.where(), notes)
 
     def _before(self, where: str, simple: Simple) -> bool:
         """True when the command at `where` (FILE:LINE) comes before `simple` in the posts' order."""

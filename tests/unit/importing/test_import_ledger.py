@@ -264,6 +264,7 @@ def test_cd_is_the_base_of_relative_host_paths_and_a_bare_env_file_is_a_file() -
     assert "--env-file /srv/sglang/docker.env" in options and "-v /srv/sglang/cache:/cache" in options
     assert "-v hf-cache:/root/.cache/huggingface" not in options  # a named volume (here the HF cache: dropped)
     assert outcome.lines[0].fate == "read"
+    assert [r.action for r in outcome.report if r.where == "p.md:1"] == ["read"]  # once, not also "skipped"
     unbased = post.split("\n", 1)[1]  # no `cd`: the mount's host side is the node's working directory: refused
     with pytest.raises(
         InputError,
