@@ -117,7 +117,8 @@ def _add_import(commands: argparse._SubParsersAction) -> None:
         action="append",
         default=[],
         metavar="PLACEHOLDER=VALUE",
-        help="the value of a placeholder the post leaves to fill in (/path/to/…, <NAME>, YOUR_…), "
+        help="the value of a placeholder the post leaves to fill in (/path/to/…, <NAME>, YOUR_…, {your …}, "
+        "an upper-case name such as MODEL_PATH), "
         "written out wherever the post has it; once per placeholder",
     )
     parser.add_argument("-o", "--output", help="write the recipe here instead of stdout")

@@ -38,7 +38,7 @@ from hgxkit.importing.commands import PLACEHOLDER, Simple, simple_commands
 from hgxkit.importing.docker_run import foreign_hardware, scrub_run
 from hgxkit.importing.documents import read_documents
 from hgxkit.importing.engine_refusal import engine_refusal, unchecked_flags
-from hgxkit.importing.fill import BRACED, FILL_IN, fill_hint, fill_posts
+from hgxkit.importing.fill import BRACED, FILL_IN, NAMED_BLANK, fill_hint, fill_posts, occurrences
 from hgxkit.importing.formats import DOCUMENT_FORMATS, SCRIPT_FORMATS, format_of
 from hgxkit.importing.group_join import join_groups
 from hgxkit.importing.local_models import download_ties
@@ -398,7 +398,7 @@ class _Importer:
         _fits(recipe, server)
         _placeholders(simple)  # `YOUR_…`, `/path/to/…`: after what the setup cannot be at all (hardware, size)
         if not self.options.model_repo:  # `--model-repo` names the model the placeholder stands for
-            _model_placeholder(recipe.server, where)
+            _model_placeholder(recipe.server, simple)
         return recipe, notes
 
     def _cluster(self, server: Candidate, kind: str | None) -> tuple[RayNode, list[RayNode]] | None:
@@ -743,19 +743,20 @@ def _placeholders(simple: Simple, *, angled_only: bool = False) -> None:
         )
 
 
-# A model written as an upper-case name (`model=MODEL_PATH`): a value left for the reader, not a repository or path.
-_NAMED_BLANK = re.compile(r"[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+|MODEL")
-
-
-def _model_placeholder(server: ServerCommand, where: str) -> None:
-    """Refuse a model flag whose value is an upper-case placeholder name (a script's `model=MODEL_PATH`)."""
+def _model_placeholder(server: ServerCommand, simple: Simple) -> None:
+    """Refuse a model flag whose value is an upper-case placeholder name (a script's `model=MODEL_PATH`), naming
+    the line that writes it and `--fill`."""
     flag = server.server_kind.model_flag
     value = server.flag(flag)
-    if value is not None and _NAMED_BLANK.fullmatch(value):
-        raise InputError(
-            f"{where}: {flag} {value} is a placeholder (a name to fill in, not a model); write the "
-            "model's repository or path"
-        )
+    if value is None or not NAMED_BLANK.fullmatch(value):
+        return
+    post = simple.command.post
+    written = next((n for n, line in enumerate(post.clean, 1) if occurrences(value).search(line)), None)
+    at = f"; the post writes it at line {written}" if written is not None else ""
+    raise InputError(
+        f"{simple.where()}: {flag} {value} is a placeholder (a name to fill in, not a model{at}); write the model's "
+        f"repository or path there, or give it: --fill '{value}=VALUE'"
+    )
 
 
 def _braced(simple: Simple) -> tuple[int, int, str] | None:
