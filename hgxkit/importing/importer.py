@@ -171,6 +171,7 @@ class _Importer:
         self.notes = self.reading.notes  # one list: notes keep the order they were made in
         self.report = self.reading.report
         self.join = "one"  # how the serving commands join: one, ranks (over hosts), groups (of GPUs)
+        self.aside: list[str] = []  # parts of the post the recipe would hold, set aside (`ImportOutcome.set_aside`)
         self.exported_name: str | None = None  # the recipe's name an hgxkit export's labels give
 
     def run(self) -> ImportOutcome:
@@ -204,7 +205,7 @@ class _Importer:
         report = tuple(sorted(dict.fromkeys(self.report), key=_report_order))
         outcome = finish(recipe, self.notes, where, report)
         lines = account_lines(self.posts, self.simples, [r for r in report if r not in prose], outcome.notes)
-        return replace(outcome, lines=lines)
+        return replace(outcome, lines=lines, set_aside=tuple(self.aside))
 
     # --- what each command is ---
 
@@ -532,10 +533,11 @@ class _Importer:
         listening = recipe.server.flag("--port") or str(recipe.server.server_kind.default_port)
         ports = {int(p) for p in [listening, *(m.host_port for m in recipe.docker.ports())] if p.isdigit()}
         benches = sorted(self.reading.benches, key=lambda b: _report_order(Report(b[0].span(), "", "")))
-        benches = [bench for bench in benches if self._filled_in(bench[0])]
-        found = benchmarks(self.posts, benches, served=served, values=values, ports=ports)
+        aside = {id(bench[0]): why for bench in benches if (why := self._placeholder_of(bench[0])) is not None}
+        found = benchmarks(self.posts, benches, served=served, values=values, ports=ports, aside=aside)
         self.notes += found.notes
         self.report += found.report
+        self.aside += found.aside
         matrix = found.matrix and self._carried(found.matrix, recipe.server.server_kind)
         return replace(recipe, matrix=matrix, reference=found.reference)
 
@@ -554,17 +556,18 @@ class _Importer:
             cells.append(replace(cell, extra_args=kept))
         return replace(matrix, entries=tuple(cells))
 
-    def _filled_in(self, simple: Simple) -> bool:
-        """False (and the command set aside, saying why) for a benchmark command with a placeholder argument:
-        its cell would run the placeholder. The server is still imported; the note names what to fill in."""
+    def _placeholder_of(self, simple: Simple) -> str | None:
+        """Why a benchmark command with a placeholder argument is set aside (its cell would run the placeholder),
+        said in a note and a report line; None for one without. The server is still imported."""
         try:
             _placeholders(simple)
         except InputError as err:
             what = err.message.split(": ", 1)[1]
             self.notes.append(f"{simple.where()}: benchmark command set aside: {what}")
             self._said(simple, "skipped", f"a benchmark command with a placeholder ({what})")
-            return False
-        return True
+            self.aside.append(f"{simple.where()}: the benchmark command: {what}")
+            return what
+        return None
 
 
 # What may differ between the commands of one setup: the ranks of a server over hosts, or its GPU groups.
