@@ -24,7 +24,7 @@ from hgxkit.errors import InputError
 from hgxkit.importing.fill import parse_fill
 from hgxkit.importing.importer import ImportOptions, import_post
 from hgxkit.importing.model_placement import DEFAULT_MODELS_DIR
-from hgxkit.importing.outcome import ImportRefused, explained, ledger_json
+from hgxkit.importing.outcome import ImportOutcome, ImportRefused, explained, ledger_json
 from hgxkit.kinds import KINDS
 from hgxkit.recipe.diff import diff_recipes
 from hgxkit.recipe.dump import dump_recipe
@@ -102,7 +102,13 @@ def _add_import(commands: argparse._SubParsersAction) -> None:
         "  hgxkit recipe import vendor-page.md --pick 2 --image vllm/vllm-openai:v0.33.0\n"
         "  hgxkit recipe import run.sh --fill /path/to/weights=/data/models/M   # a value the post leaves to you\n"
         "  pbpaste | hgxkit recipe import - --model-repo deepseek-ai/DeepSeek-V4-Flash-DSpark\n"
-        "  hgxkit recipe import post.txt --explain    # what became of each line, or where it was refused",
+        "  hgxkit recipe import post.txt --explain    # what became of each line, or where it was refused\n"
+        "\n"
+        "exit status:\n"
+        "  0  the recipe is what the post runs (every change a note)\n"
+        "  2  refused: one line naming the file, line, cause and the way out\n"
+        "  3  the recipe is written, but a part of the post it belongs with was set aside (a benchmark command with\n"
+        "     a placeholder, the results printed under it): `set aside:` lines name each and how to bring it in",
     )
     parser.add_argument("files", nargs="*", default=["-"], metavar="FILE", help="post(s), read in order; - for stdin")
     parser.add_argument("--name", help="recipe name (default: from the container name, model or image)")
@@ -117,7 +123,8 @@ def _add_import(commands: argparse._SubParsersAction) -> None:
         action="append",
         default=[],
         metavar="PLACEHOLDER=VALUE",
-        help="the value of a placeholder the post leaves to fill in (/path/to/…, <NAME>, YOUR_…), "
+        help="the value of a placeholder the post leaves to fill in (/path/to/…, <NAME>, YOUR_…, {your …}, "
+        "an upper-case name such as MODEL_PATH), "
         "written out wherever the post has it; once per placeholder",
     )
     parser.add_argument("-o", "--output", help="write the recipe here instead of stdout")
@@ -284,7 +291,7 @@ def _cmd_import(args: argparse.Namespace) -> int:
     if args.output is None:
         if not (args.explain or args.json):
             sys.stdout.write(yaml_text)
-        return 0
+        return _set_aside(outcome, console)
     out = Path(args.output)
     if out.exists() and not args.force:
         raise InputError(f"{out}: already exists; pass --force to overwrite it or choose another -o")
@@ -295,7 +302,23 @@ def _cmd_import(args: argparse.Namespace) -> int:
     if outcome.recipe.node_count() > 1:
         shape += f" spanning {outcome.recipe.node_count()} nodes"
     console.print(f"wrote {out} (recipe {outcome.recipe.name!r}, {shape})")
-    return 0
+    return _set_aside(outcome, console)
+
+
+SET_ASIDE_EXIT = 3
+
+
+def _set_aside(outcome: ImportOutcome, console: Console) -> int:
+    """0, or `SET_ASIDE_EXIT` when a part of the post that belongs in the recipe was set aside (said first)."""
+    if not outcome.set_aside:
+        return 0
+    for part in outcome.set_aside:
+        console.print(f"[yellow]set aside:[/] {escape(part)}")
+    console.print(
+        f"hgxkit: the recipe is written without {len(outcome.set_aside)} part(s) of the post (above); exit status "
+        f"{SET_ASIDE_EXIT}"
+    )
+    return SET_ASIDE_EXIT
 
 
 def _cmd_render(args: argparse.Namespace) -> int:

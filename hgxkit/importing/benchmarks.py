@@ -23,7 +23,7 @@ Example:
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from hgxkit.errors import InputError
@@ -48,6 +48,7 @@ class Found:
     notes: list[str] = field(default_factory=list)
     report: list[Report] = field(default_factory=list)
     warmups: list[Warmup] = field(default_factory=list)
+    aside: list[str] = field(default_factory=list)  # the server's benchmark parts set aside, each with why
 
 
 @dataclass
@@ -93,16 +94,26 @@ def bench_of(simples: Sequence[Simple], simple: Simple) -> Bench:
 
 
 def benchmarks(
-    posts: Sequence[PostFile], benches: Sequence[Bench], *, served: set[str], values: set[str], ports: set[int]
+    posts: Sequence[PostFile],
+    benches: Sequence[Bench],
+    *,
+    served: set[str],
+    values: set[str],
+    ports: set[int],
+    aside: Mapping[int, str] | None = None,
 ) -> Found:
     """Cells and numbers of `posts` for a server answering to `served` names, with flag/setting `values`
-    (lowercase) that pick among compared setups, reached on `ports` (its own, and the published ones)."""
+    (lowercase) that pick among compared setups, reached on `ports` (its own, and the published ones). `aside`:
+    why each benchmark command (by `id`) the importer set aside was (a placeholder); the block printed under one
+    stays with it, set aside too, and says so."""
     found = Found()
+    aside = aside or {}
     cells: list[MatrixCell] = []
     numbers: dict[str, _Numbers] = {}
     by_bench: dict[int, MatrixCell | None] = {}
     for simple, client, words in benches:
-        by_bench[id(simple)] = _cell_of(simple, client, words, served, ports, cells, found)
+        if id(simple) not in aside:
+            by_bench[id(simple)] = _cell_of(simple, client, words, served, ports, cells, found)
     all_simples = [simple for simple, _, _ in benches]
     label = None
     for post in posts:
@@ -118,6 +129,9 @@ def benchmarks(
             if bench is None:  # printed apart (its own file or fence): the command whose settings it shows
                 bench = _bench_matching(run, [(s, by_bench.get(id(s))) for s in all_simples], found)
                 cell = by_bench.get(id(bench)) if bench is not None else None
+            if bench is not None and id(bench) in aside:
+                _stays_aside(run, bench, aside[id(bench)], found)
+                continue
             if cell is None:
                 why = (
                     "no benchmark command before it" if bench is None else f"its command ({bench.where()}) was skipped"
@@ -186,6 +200,16 @@ def _cell_of(
     cells.append(cell)
     found.report.append(Report(where, "took", f"benchmark -> matrix cell {cell.id} ({cell.client})", "matrix"))
     return cell
+
+
+def _stays_aside(run: Run, bench: Simple, why: str, found: Found) -> None:
+    """A result block printed under a benchmark command set aside: set aside with it, saying whose it is."""
+    where = f"lines {run.first}-{run.last}" if run.post is bench.command.post else run.where()
+    at = f"line {bench.first_line}" if run.post is bench.command.post else bench.where()
+    said = f"the result block at {where} belongs to the benchmark command at {at}, set aside with it: {why}"
+    found.notes.append(f"{run.where()}: {said}")
+    found.report.append(Report(run.where(), "skipped", f"result block: its command ({bench.where()}) was set aside"))
+    found.aside.append(f"{run.where()}: {said}")
 
 
 def _bench_before(simples: Sequence[Simple], post: PostFile, line: int) -> Simple | None:

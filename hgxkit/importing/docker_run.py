@@ -480,8 +480,10 @@ def _launch_as_program(run: ParsedRun, kind: str | None, where: str) -> tuple[Pa
     plain server launch (`--entrypoint /bin/sh IMAGE -c "vllm serve M"`, `--entrypoint vllm IMAGE serve M`), the
     launch is the container's program and `--entrypoint` goes: the image's own entrypoint when the launch starts
     with it (vLLM's `vllm serve`: the container gets its arguments), else an image without one (SGLang's) runs
-    the launch as its command. Anything else (a script around the server, a launch the image's entrypoint would
-    not run) is refused naming `--entrypoint`: kept, the recipe would run something other than what it shows."""
+    the launch as its command. A module launch the image's entrypoint is not (`--entrypoint python3 IMAGE -m
+    vllm.entrypoints.openai.api_server …`, older vLLM images' own entrypoint) keeps `--entrypoint` with the
+    interpreter: the recipe runs what the post runs. Anything else (a script around the server, a launch of
+    another program) is refused naming `--entrypoint`: kept, the recipe would run something other than it shows."""
     entrypoint = shell_value(_entrypoint(run) or "")
     full = [entrypoint, *run.command] if entrypoint else list(run.command)  # `--entrypoint ""`: none, the command runs
     written = entrypoint or '""'
@@ -503,6 +505,8 @@ def _launch_as_program(run: ParsedRun, kind: str | None, where: str) -> tuple[Pa
             f"{where}: `--entrypoint {written}` makes the container run `{shown}`, not a server launch hgxkit "
             "reads: give the launch as the container's command, without --entrypoint"
         )
+    if prefix and full[: len(prefix)] != prefix and _module_launch(full):
+        return _kept_interpreter(run, full, written, prefix, where)
     if prefix and full[: len(prefix)] != prefix:
         raise InputError(
             f"{where}: `--entrypoint {written}` replaces the image's entrypoint `{' '.join(prefix)}` "
@@ -518,6 +522,43 @@ def _launch_as_program(run: ParsedRun, kind: str | None, where: str) -> tuple[Pa
         notes.append(f"{where}: `{' '.join(prefix)}` is the image's entrypoint; the container gets its arguments")
         full = full[len(prefix) :]
     return replace(run, entries=entries), full, notes
+
+
+_INTERPRETER = re.compile(r"python(?:3(?:\.\d+)?)?")
+
+
+def _module_launch(full: list[str]) -> bool:
+    """True for `python3 -m MODULE …` (any interpreter spelling, no interpreter options) of a kind's launch."""
+    return len(full) > 2 and _INTERPRETER.fullmatch(posixpath.basename(full[0])) is not None and full[1] == "-m"
+
+
+def _kept_interpreter(
+    run: ParsedRun, full: list[str], written: str, prefix: list[str], where: str
+) -> tuple[ParsedRun, list[str], list[str]]:
+    """The container of `--entrypoint python3 IMAGE -m MODULE ARGS…` as posted (or of a shell entrypoint whose `-c`
+    runs that one launch, its interpreter made the entrypoint): the module is not the image's entrypoint, and
+    vLLM's `vllm serve` is a launcher of its own (API server count, headless ranks, a positional model)."""
+    notes = []
+    interpreter = full[0]
+    if shell_value(written) != interpreter:
+        entries = tuple(_with_entrypoint(e, interpreter) for e in run.entries)
+        run = replace(run, entries=entries)
+        notes.append(
+            f"{where}: `--entrypoint {written}` became `--entrypoint {interpreter}` with `{' '.join(full[1:3])} …` as "
+            "its arguments: the container runs the same one command"
+        )
+    notes.append(
+        f"{where}: `--entrypoint {interpreter}` kept: the container runs `{' '.join(full[:3])} …` as posted, whichever "
+        f"entrypoint the image has (`{' '.join(prefix)}` in today's images, another launcher)"
+    )
+    return run, full[1:], notes
+
+
+def _with_entrypoint(entry: OptionEntry, program: str) -> OptionEntry:
+    for index, use in enumerate(entry.uses):
+        if canonical(use.option.name) == "--entrypoint":
+            return entry.with_value(index, program)
+    return entry
 
 
 def _past_image_entrypoint(run: ParsedRun, words: list[str], where: str) -> tuple[list[str], list[str]]:

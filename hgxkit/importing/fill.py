@@ -1,15 +1,17 @@
 """`recipe import --fill PLACEHOLDER=VALUE`: the value the importing person gives for a placeholder a post leaves.
 
 Posts often write a value the reader must fill in: `/path/to/the/huggingface/home/on/this/node`, `<HEAD_NODE_IP>`,
-`YOUR_MODEL`, `{your model dir}`. The import refuses each, naming it (a deploy would run the placeholder). The
-person importing knows the value (where their weights are); `--fill` says it, once per placeholder, and the post
-is read with every occurrence written out, as the poster asks the reader to do. Nothing is guessed: the left side
-must be a placeholder of one of those shapes and must occur in the post (a typo fills nothing, so it is refused);
-the value is one shell word without quoting, expansion or operators, so filling it cannot change what the
-command's other words are. Each filled placeholder is a note naming its lines; the post on disk is not changed.
+`YOUR_MODEL`, `{your model dir}`, a Slurm script's `model=MODEL_PATH`. The import refuses each, naming it (a deploy
+would run the placeholder). The person importing knows the value (where their weights are); `--fill` says it, once
+per placeholder, and the post is read with every occurrence written out, as the poster asks the reader to do.
+Nothing is guessed: the left side must be a placeholder of one of those shapes and must occur in the post (a typo
+fills nothing, so it is refused); the value is one shell word without quoting, expansion or operators, so filling
+it cannot change what the command's other words are. Each filled placeholder is a note naming its lines; the post
+on disk is not changed.
 
 An occurrence ends where a path or name ends: `/path/to/x` is filled in `/path/to/x:/m` and `/path/to/x/sub` but
-not in `/path/to/xy`.
+not in `/path/to/xy`; an upper-case name is filled where it is a value, not as a variable (`$MODEL_PATH`) or the
+name an assignment sets (`MODEL_PATH=…`).
 
 Example:
     >>> fills = (parse_fill("/path/to/hf=/data/models/M"),)
@@ -30,6 +32,8 @@ from hgxkit.importing.commands import PLACEHOLDER
 # `{your model directory}`.
 BRACED = re.compile(r"(?<![$\w])\{(?:[Yy]our|YOUR|[Mm]y)\b[^{}\n\"']{0,60}\}")
 FILL_IN = re.compile(r"(?<![\w${])YOUR_\w+|(?<![\w.])/path/to/[^\s:,\"']*")
+# A value written as an upper-case name (a script's `model=MODEL_PATH`): left for the reader, not a repository.
+NAMED_BLANK = re.compile(r"[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+|MODEL")
 # A value that stays one shell word with the meaning it is written with.
 _PLAIN_VALUE = re.compile(r"[A-Za-z0-9_./:@%+,=-]+")
 
@@ -43,11 +47,11 @@ def parse_fill(text: str) -> tuple[str, str]:
     """(placeholder, value) of one `--fill PLACEHOLDER=VALUE`; refused: a left side that is not a placeholder's
     shape, a value that is empty or not one plain shell word."""
     placeholder, equals, value = text.partition("=")
-    shapes = (PLACEHOLDER, FILL_IN, BRACED)
+    shapes = (PLACEHOLDER, FILL_IN, BRACED, NAMED_BLANK)
     if not equals or not any(shape.fullmatch(placeholder) for shape in shapes):
         raise InputError(
             f"--fill {text}: give PLACEHOLDER=VALUE, the placeholder as the post writes it "
-            "(/path/to/…, <NAME>, YOUR_…, {your …}) and its value"
+            "(/path/to/…, <NAME>, YOUR_…, {your …}, MODEL_PATH) and its value"
         )
     if not _PLAIN_VALUE.fullmatch(value) or value.startswith("-"):
         raise InputError(
@@ -57,8 +61,12 @@ def parse_fill(text: str) -> tuple[str, str]:
     return placeholder, value
 
 
-def _occurrences(placeholder: str) -> re.Pattern[str]:
+def occurrences(placeholder: str) -> re.Pattern[str]:
+    """Where `placeholder` is written as a value in a post's text: an upper-case name not as a variable (`$NAME`,
+    `${NAME}`) or the name an assignment sets (`NAME=…`)."""
     ends = r"(?![\w.-])" if placeholder[-1:].isalnum() or placeholder[-1:] in "_" else ""
+    if NAMED_BLANK.fullmatch(placeholder):
+        return re.compile(r"(?<![\w.$/{])" + re.escape(placeholder) + ends + "(?!=)")
     return re.compile(r"(?<![\w.$/])" + re.escape(placeholder) + ends)
 
 
@@ -74,7 +82,7 @@ def fill_posts(
         if placeholder in seen:
             raise InputError(f"--fill {placeholder}=…: given twice; give each placeholder once")
         seen.add(placeholder)
-        pattern = _occurrences(placeholder)
+        pattern = occurrences(placeholder)
         places: list[tuple[str, list[int]]] = []
         for index, (name, text) in enumerate(out):
             lines = [n for n, line in enumerate(text.split("\n"), 1) if pattern.search(line)]

@@ -38,7 +38,7 @@ from hgxkit.importing.commands import PLACEHOLDER, Simple, simple_commands
 from hgxkit.importing.docker_run import foreign_hardware, scrub_run
 from hgxkit.importing.documents import read_documents
 from hgxkit.importing.engine_refusal import engine_refusal, unchecked_flags
-from hgxkit.importing.fill import BRACED, FILL_IN, fill_hint, fill_posts
+from hgxkit.importing.fill import BRACED, FILL_IN, NAMED_BLANK, fill_hint, fill_posts, occurrences
 from hgxkit.importing.formats import DOCUMENT_FORMATS, SCRIPT_FORMATS, format_of
 from hgxkit.importing.group_join import join_groups
 from hgxkit.importing.local_models import download_ties
@@ -120,7 +120,15 @@ def import_post(files: Sequence[tuple[str, str]], options: ImportOptions | None 
         report = sorted(dict.fromkeys(importer.report), key=_report_order)
         lines = account_lines(importer.posts, importer.simples, report, importer.notes)
         texts = {post.name: post.clean for post in importer.posts}  # columns of the command, not of its prompt
-        raise ImportRefused(err.message, lines, texts) from None
+        raise ImportRefused(err.message + _set_later(err.message, importer.reading.later), lines, texts) from None
+
+
+def _set_later(message: str, later: dict[str, str]) -> str:
+    """Where the post sets a `$NAME` the refusal names, when that is after the command that reads it unset."""
+    for name, at in later.items():
+        if re.search(r"\$\{?" + name + r"\b", message):
+            return f"; the post sets {name} at {at}, after the command, so a shell reads it unset there: set it before"
+    return ""
 
 
 Built = tuple[Candidate, Recipe, list[str]]  # a serving command, the recipe it would be, its notes
@@ -163,6 +171,7 @@ class _Importer:
         self.notes = self.reading.notes  # one list: notes keep the order they were made in
         self.report = self.reading.report
         self.join = "one"  # how the serving commands join: one, ranks (over hosts), groups (of GPUs)
+        self.aside: list[str] = []  # parts of the post the recipe would hold, set aside (`ImportOutcome.set_aside`)
         self.exported_name: str | None = None  # the recipe's name an hgxkit export's labels give
 
     def run(self) -> ImportOutcome:
@@ -188,13 +197,15 @@ class _Importer:
                 f"{file}:{line}" if i == 0 or file != places[0][0] else str(line)
                 for i, (file, line) in enumerate(places)
             )
+            later = self.reading.later.get(name)
+            after = f" before it is read: it is set at {later}, after the command" if later else ""
             self.notes.append(
-                f"${name} is not set by the post ({shown}); the host's shell gives it when the command runs"
+                f"${name} is not set by the post{after} ({shown}); the host's shell gives it when the command runs"
             )
         report = tuple(sorted(dict.fromkeys(self.report), key=_report_order))
         outcome = finish(recipe, self.notes, where, report)
         lines = account_lines(self.posts, self.simples, [r for r in report if r not in prose], outcome.notes)
-        return replace(outcome, lines=lines)
+        return replace(outcome, lines=lines, set_aside=tuple(self.aside))
 
     # --- what each command is ---
 
@@ -214,6 +225,12 @@ class _Importer:
         elif simple.kind in ("assign", "export"):
             names = [w.text.split("=", 1)[0] for w in simple.words[simple.kind == "export" :]]
             self._said(simple, "read", f"variable(s) {', '.join(names)} (used where the post writes $NAME)")
+        elif simple.texts[:1] == ["cd"] and not simple.in_block:
+            self._said(
+                simple,
+                "read",
+                f"`{' '.join(simple.texts)}` (where the commands after it run: the base of their relative paths)",
+            )
         elif simple.kind == "engine":
             self.reading.servers.append(Candidate(simple, "engine", simple.engine))
         elif (source := format_of(simple)) is not None:
@@ -382,7 +399,7 @@ class _Importer:
         _fits(recipe, server)
         _placeholders(simple)  # `YOUR_…`, `/path/to/…`: after what the setup cannot be at all (hardware, size)
         if not self.options.model_repo:  # `--model-repo` names the model the placeholder stands for
-            _model_placeholder(recipe.server, where)
+            _model_placeholder(recipe.server, simple)
         return recipe, notes
 
     def _cluster(self, server: Candidate, kind: str | None) -> tuple[RayNode, list[RayNode]] | None:
@@ -432,11 +449,7 @@ class _Importer:
         cwd, cd_where = directory_before(self.simples, started)
         if cwd is None or cd_where is None:
             return run
-        based = based_run(run, cwd, cd_where, started.where(), notes)
-        if based != run:
-            what = f"`cd {cwd}` (the base of relative paths at {started.where()})"
-            self.report.append(Report(cd_where, "read", what))
-        return based
+        return based_run(run, cwd, cd_where, started.where(), notes)
 
     def _before(self, where: str, simple: Simple) -> bool:
         """True when the command at `where` (FILE:LINE) comes before `simple` in the posts' order."""
@@ -520,10 +533,11 @@ class _Importer:
         listening = recipe.server.flag("--port") or str(recipe.server.server_kind.default_port)
         ports = {int(p) for p in [listening, *(m.host_port for m in recipe.docker.ports())] if p.isdigit()}
         benches = sorted(self.reading.benches, key=lambda b: _report_order(Report(b[0].span(), "", "")))
-        benches = [bench for bench in benches if self._filled_in(bench[0])]
-        found = benchmarks(self.posts, benches, served=served, values=values, ports=ports)
+        aside = {id(bench[0]): why for bench in benches if (why := self._placeholder_of(bench[0])) is not None}
+        found = benchmarks(self.posts, benches, served=served, values=values, ports=ports, aside=aside)
         self.notes += found.notes
         self.report += found.report
+        self.aside += found.aside
         matrix = found.matrix and self._carried(found.matrix, recipe.server.server_kind)
         return replace(recipe, matrix=matrix, reference=found.reference)
 
@@ -542,17 +556,18 @@ class _Importer:
             cells.append(replace(cell, extra_args=kept))
         return replace(matrix, entries=tuple(cells))
 
-    def _filled_in(self, simple: Simple) -> bool:
-        """False (and the command set aside, saying why) for a benchmark command with a placeholder argument:
-        its cell would run the placeholder. The server is still imported; the note names what to fill in."""
+    def _placeholder_of(self, simple: Simple) -> str | None:
+        """Why a benchmark command with a placeholder argument is set aside (its cell would run the placeholder),
+        said in a note and a report line; None for one without. The server is still imported."""
         try:
             _placeholders(simple)
         except InputError as err:
             what = err.message.split(": ", 1)[1]
             self.notes.append(f"{simple.where()}: benchmark command set aside: {what}")
             self._said(simple, "skipped", f"a benchmark command with a placeholder ({what})")
-            return False
-        return True
+            self.aside.append(f"{simple.where()}: the benchmark command: {what}")
+            return what
+        return None
 
 
 # What may differ between the commands of one setup: the ranks of a server over hosts, or its GPU groups.
@@ -588,14 +603,40 @@ def _one_setup(built: list[Built]) -> tuple[list[Built], str]:
     kept = [first]
     for other in built[1:]:
         found = diff_recipes(first[1], other[1])
-        differences = [d for d in found if (d.area, d.key) not in allowed]
+        heads = [moved for d in found if multinode and (moved := _head_moved(first[1], other[1], d))]
+        differences = [d for d in found if (d.area, d.key) not in allowed and not _head_moved(first[1], other[1], d)]
         if differences or (not multinode and found and ("docker", "--gpus") not in {(d.area, d.key) for d in found}):
             raise _differ(built, first, other, differences or found)
         if not found or (multinode and rank_of(first[1].server) == rank_of(other[1].server)):
             other[2].append(f"{other[0].where()}: the same command as {first[0].where()}; taken once")
             continue
+        for ours, theirs in heads:
+            first[2].append(
+                f"{first[0].where()}: the ranks name different head addresses ({ours} at {_at(first[0], first[0])}, "
+                f"{theirs} at {_at(other[0], first[0])}): each names the head in its own command, which hgxkit writes "
+                "per deploy from the inventory's head ({{head}}), so they are one server"
+            )
         kept.append(other)
     return kept, ("ranks" if multinode else "groups") if len(kept) > 1 else "one"
+
+
+def _head_moved(first: Recipe, other: Recipe, difference: Difference) -> tuple[str, str] | None:
+    """(first's head address, other's) when `difference` is only the head's address in the two ranks' head flag
+    (SGLang's `--dist-init-addr` host part, the same port; vLLM's `--master-addr`, `--data-parallel-address`);
+    None for any other difference, a differing port included."""
+    kind = first.server.server_kind
+    heads = {kind.head_flag, kind.dp_hosts.head_flag if kind.dp_hosts else kind.head_flag}
+    if difference.area != "server" or difference.key not in heads:
+        return None
+    ours, theirs = first.server.flag(difference.key), other.server.flag(difference.key)
+    if ours is None or theirs is None:
+        return None
+    if difference.key == kind.head_flag and kind.head_port_flag is None:  # HOST:PORT in one value
+        ours, _, our_port = ours.rpartition(":")
+        theirs, _, their_port = theirs.rpartition(":")
+        if not ours or not theirs or our_port != their_port:
+            return None
+    return ours, theirs
 
 
 def _differ(built: list, first: tuple, other: tuple, differences: list[Difference]) -> InputError:
@@ -705,19 +746,20 @@ def _placeholders(simple: Simple, *, angled_only: bool = False) -> None:
         )
 
 
-# A model written as an upper-case name (`model=MODEL_PATH`): a value left for the reader, not a repository or path.
-_NAMED_BLANK = re.compile(r"[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+|MODEL")
-
-
-def _model_placeholder(server: ServerCommand, where: str) -> None:
-    """Refuse a model flag whose value is an upper-case placeholder name (a script's `model=MODEL_PATH`)."""
+def _model_placeholder(server: ServerCommand, simple: Simple) -> None:
+    """Refuse a model flag whose value is an upper-case placeholder name (a script's `model=MODEL_PATH`), naming
+    the line that writes it and `--fill`."""
     flag = server.server_kind.model_flag
     value = server.flag(flag)
-    if value is not None and _NAMED_BLANK.fullmatch(value):
-        raise InputError(
-            f"{where}: {flag} {value} is a placeholder (a name to fill in, not a model); write the "
-            "model's repository or path"
-        )
+    if value is None or not NAMED_BLANK.fullmatch(value):
+        return
+    post = simple.command.post
+    written = next((n for n, line in enumerate(post.clean, 1) if occurrences(value).search(line)), None)
+    at = f"; the post writes it at line {written}" if written is not None else ""
+    raise InputError(
+        f"{simple.where()}: {flag} {value} is a placeholder (a name to fill in, not a model{at}); write the model's "
+        f"repository or path there, or give it: --fill '{value}=VALUE'"
+    )
 
 
 def _braced(simple: Simple) -> tuple[int, int, str] | None:

@@ -81,6 +81,9 @@ class ImportOutcome:
     notes: tuple[str, ...]
     report: tuple[Report, ...] = ()
     lines: tuple[LineAccount, ...] = ()
+    # Parts of the post the recipe would hold but does not (a benchmark command with a placeholder, the results
+    # printed under it), each with why and how to bring it in: `recipe import` exits 3 when there is one.
+    set_aside: tuple[str, ...] = ()
 
 
 class ImportRefused(InputError):
@@ -132,6 +135,7 @@ def ledger_json(outcome: ImportOutcome | None, refused: ImportRefused | None = N
             for a in lines
         ],
         "notes": list(outcome.notes) if outcome is not None else [],
+        "set_aside": list(outcome.set_aside) if outcome is not None else [],
     }
     if refused is not None:
         file, line, column = refused.place or (None, None, None)

@@ -355,7 +355,7 @@ def _gather(post: PostFile, start: int) -> tuple[Command, int]:
             "its line breaks; a shell would pass each as an argument made of a space)"
         )
     try:
-        words = tuple(split_words("\n".join(parts), source=post.name, first_line=start + 1))
+        words = tuple(split_words("\n".join(parts), source=post.name, first_line=start + 1, defaults=True))
         error = None
     except InputError as err:
         words, error = (), err

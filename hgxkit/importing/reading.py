@@ -14,7 +14,7 @@ from typing import Any
 from hgxkit.errors import InputError
 from hgxkit.importing.commands import Simple
 from hgxkit.importing.outcome import Report
-from hgxkit.importing.variables import Scope
+from hgxkit.importing.variables import Scope, set_after
 from hgxkit.recipe.docker_parse import ParsedRun
 from hgxkit.recipe.shellwords import Word, shell_value
 
@@ -63,6 +63,7 @@ class Reading:
     aliases: dict[str, tuple[str, str]] = field(default_factory=dict)  # `docker tag SRC DST`: DST -> (SRC, where)
     pulled: list[tuple[str, str, str]] = field(default_factory=list)  # `docker pull`: (image, where, comment above)
     unset: dict[str, list[tuple[str, int]]] = field(default_factory=dict)  # $NAME used, not set -> where
+    later: dict[str, str] = field(default_factory=dict)  # $NAME used before the post sets it -> where it is set
     cluster: list[Any] = field(default_factory=list)  # a Ray cluster's starts (vllm_multinode.RayNode) or errors
 
     def said(self, simple: Simple, action: str, what: str, into: str = "") -> None:
@@ -80,19 +81,34 @@ class Reading:
     def resolved(self, simple: Simple) -> list[Word]:
         """The command's words with the `$NAME`s the post sets written out (a note per name)."""
         scope = Scope.before(self.simples, simple)
+        post = simple.command.post.name
         out = []
         for word in simple.words:
-            text, used, left = scope.resolve(word.text, where=f"{simple.command.post.name}:{word.line}")
+            text, used, left = scope.resolve(word.text, where=f"{post}:{word.line}")
             for name in used:
                 definition = scope.definitions[name]
-                value = shell_value(definition.value)
+                written = (
+                    "" if definition.written == definition.value else f", written {shell_value(definition.written)}"
+                )
                 self.notes.append(
-                    f"{simple.command.post.name}:{word.line}: ${name} is the post's {name}={value} "
-                    f"(line {definition.line})"
+                    f"{post}:{word.line}: ${name} is the post's {name}={shell_value(definition.value)} "
+                    f"({definition.at(post)}{written})"
+                )
+            for name, default in scope.defaults(word.text):
+                self.notes.append(
+                    f"{post}:{word.line}: the post does not set {name}, so its default {shell_value(default)} is "
+                    f"taken (a shell that has {name} set would use that)"
                 )
             for name in left:
                 lines = self.unset.setdefault(name, [])
-                if (simple.command.post.name, word.line) not in lines:
-                    lines.append((simple.command.post.name, word.line))
+                if (post, word.line) not in lines:
+                    lines.append((post, word.line))
+                self._set_later(name, simple)
             out.append(Word(text, word.line, word.column, word.quoted, word.is_operator))
         return out
+
+    def _set_later(self, name: str, simple: Simple) -> None:
+        """Remember where the post sets `name` after `simple` uses it unset (a shell reads it unset there)."""
+        found = self.later.get(name) or set_after(self.simples, simple, name)
+        if found is not None:
+            self.later[name] = found if isinstance(found, str) else found.at(simple.command.post.name)

@@ -1,41 +1,47 @@
 """Shell variables a post sets (`model=org/name`, `export HF_HOME=/data/hf`) and the `$NAME`s they resolve.
 
-A definition reaches every later command of the same file, in document order, whichever fence either is in:
-a reader pastes a post's fences into one shell (a later definition of the same name replaces it, so a page
-listing variants, each with its own `export` lines, gives each variant its own). A definition made inside
-`if`/`for`, or by a command substitution, has no single value: a server that uses it is refused, naming the
-line.
+The posts are read as one shell session, in order: a definition reaches every later command, whichever fence
+(or, of several files imported together, whichever later file) it is in, as a reader pasting them into one
+shell would; a name set only after a command is unset there. A value is expanded when it is set
+(`HF_HOME=$WORK/hf` holds WORK's value at that line), and `${NAME:-word}` / `${NAME-word}` give the word where
+the post leaves NAME unset (empty, for `:-`). A later definition of the same name replaces it, so a page listing
+variants, each with its own `export` lines, gives each variant its own. A definition made inside `if`/`for`,
+or by a command substitution (or one expanded from such a definition), has no single value: a server that
+uses it is refused, naming the line.
 
 Example:
     >>> from hgxkit.importing.commands import simple_commands
     >>> from hgxkit.importing.post import find_commands, read_post
-    >>> post = read_post("p", "model=org/m\\nexport HF_HOME=/hf\\nvllm serve $model --port $PORT")
+    >>> post = read_post("p", "W=/s\\nmodel=org/m\\nexport HF_HOME=$W/hf\\nvllm serve $model --port $PORT")
     >>> simple = simple_commands(find_commands(post))
     >>> scope = Scope.before(simple, simple[-1])
-    >>> scope.resolve("$model", where="p:3"), sorted(scope.exported())
-    (('org/m', ['model'], []), ['HF_HOME'])
+    >>> scope.resolve("$model", where="p:4"), scope.exported()["HF_HOME"].value
+    (('org/m', ['model'], []), '/s/hf')
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from hgxkit.errors import InputError
 from hgxkit.importing.commands import Simple, simple_index
-from hgxkit.recipe.shellwords import EXPANDING_TILDE, dollar_segments
+from hgxkit.recipe.shellwords import DEFAULT_EXPANSION_RE, EXPANDING_TILDE, dollar_segments
 from hgxkit.secrets import is_secret_name
 
 _NAME = re.compile(r"^\$\{?([A-Za-z_][A-Za-z0-9_]*)\}?$")
 _PASS_ON = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)=\$\{?([A-Za-z_][A-Za-z0-9_]*)\}?")
 # Variables every host has: never the post's to define.
 HOST_VARIABLES = frozenset({"HOME", "PWD", "USER", "PATH", "HOSTNAME", "SHELL", "UID"})
+# A value longer than this once expanded (`A=$B$B`, `B=$C$C`, …) is not written out: it doubles per line.
+_MAX_VALUE = 8192
 
 
 @dataclass(frozen=True)
 class Definition:
-    """`NAME=value` as the post wrote it: the value in lexer notation, where, and how it was set."""
+    """`NAME=value`: the value in lexer notation with the names set before it written out (`written`: as the
+    post wrote it), where, and how it was set."""
 
     name: str
     value: str
@@ -43,6 +49,13 @@ class Definition:
     exported: bool
     in_block: str | None  # set inside `if`/`for`: no single value
     computed: bool  # set by a command substitution
+    written: str = ""
+    file: str = ""  # the post it is set in
+    unusable: Definition | None = None  # the definition without a single value that its value expands
+
+    def at(self, post: str) -> str:
+        """`line N`, or `FILE:N` for a definition of another file than `post`."""
+        return f"line {self.line}" if self.file == post else f"{self.file}:{self.line}, an earlier file of the import"
 
 
 class Scope:
@@ -54,28 +67,23 @@ class Scope:
 
     @classmethod
     def before(cls, simples: Sequence[Simple], target: Simple) -> Scope:
-        """Definitions of `target`'s file that reach it (see the module docstring)."""
-        post = target.command.post
+        """Definitions that reach `target` (see the module docstring)."""
         index = simple_index(simples)  # one pass over a post: a scan per command would be quadratic
         end = index.position.get(id(target), len(simples))
         found: dict[str, Definition] = {}
-        for position in index.definitions:
+        for position, definitions in _expanded(simples):
             if position >= end:
                 break
-            simple = simples[position]
-            if simple.command.post is not post:
-                continue
-            for definition, has_value in _definitions(simple):
-                if has_value:
-                    found[definition.name] = definition
-                elif definition.name in found:  # `export NAME`: an earlier definition goes to the environment
-                    old = found[definition.name]
-                    found[definition.name] = Definition(old.name, old.value, old.line, True, old.in_block, old.computed)
-        return cls(found, post.name)
+            found.update(definitions)
+        return cls(found, target.command.post.name)
 
     def exported(self) -> dict[str, Definition]:
         """Exported definitions: the environment of a command run in this shell."""
         return {name: d for name, d in self.definitions.items() if d.exported}
+
+    def defaults(self, word: str) -> list[tuple[str, str]]:
+        """(NAME, word) of each `${NAME:-word}` in `word` whose default is taken (the post leaves NAME unset)."""
+        return [(m["name"], m["word"]) for m in DEFAULT_EXPANSION_RE.finditer(word) if self._defaulted(m)]
 
     def resolve(self, word: str, *, where: str) -> tuple[str, list[str], list[str]]:
         """`word` with the `$NAME`s the post defines written out: (word, names used, names left to the host).
@@ -87,6 +95,7 @@ class Scope:
 
         Raises InputError for a name the post sets in a block or by a command substitution.
         """
+        word = DEFAULT_EXPANSION_RE.sub(self._chosen, word)
         if "$" not in word:
             return word, [], []
         passed = _PASS_ON.fullmatch(word)
@@ -120,21 +129,87 @@ class Scope:
                     value = "$HOME" + value[len(EXPANDING_TILDE) :]  # `~` expands only at a word's start
                 out.append(value)
                 used.append(definition.name)
+                left += [n for n in _names(value) if n not in left and n not in HOST_VARIABLES]
         return prefix + "".join(out), used, left
 
+    def _defaulted(self, match: re.Match[str]) -> bool:
+        name = match["name"]
+        if name in HOST_VARIABLES or (name not in self.definitions and is_secret_name(name)):
+            return False  # the host's own (`$HOME`), or a credential the host gives
+        definition = self.definitions.get(name)
+        return definition is None or (match["op"] == ":-" and definition.value == "")
+
+    def _chosen(self, match: re.Match[str]) -> str:
+        """`${NAME:-word}` as the shell would expand it here: the default word, or `${NAME}`."""
+        return match["word"] if self._defaulted(match) else "${" + match["name"] + "}"
+
     def _usable(self, definition: Definition, where: str) -> None:
+        root = definition.unusable or definition
         how = (
-            f"inside an `{definition.in_block}` block"
-            if definition.in_block
+            f"inside an `{root.in_block}` block"
+            if root.in_block
             else "by a command substitution"
-            if definition.computed
+            if root.computed
             else None
         )
         if how:
+            through = f" (${definition.name} is set from it)" if root is not definition else ""
             raise InputError(
-                f"{where}: ${definition.name} is set {how} ({self.source}:{definition.line}), so the command has "
-                f"no single value for it; write the value into the command"
+                f"{where}: ${root.name} is set {how} ({root.file or self.source}:{root.line}){through}, so the "
+                "command has no single value for it; write the value into the command"
             )
+
+
+def set_after(simples: Sequence[Simple], target: Simple, name: str) -> Definition | None:
+    """The first definition of `name` after `target`, which a shell has not run yet when it runs `target`."""
+    end = simple_index(simples).position.get(id(target), len(simples))
+    return next((made[name] for position, made in _expanded(simples) if position > end and name in made), None)
+
+
+def _names(value: str) -> list[str]:
+    """The `$NAME`s left in a value."""
+    return [m.group(1) for text, expands in dollar_segments(value) if expands and (m := _NAME.match(text))]
+
+
+_LAST: list[tuple[Sequence[Simple], int, list[tuple[int, dict[str, Definition]]]]] = []
+
+
+def _expanded(simples: Sequence[Simple]) -> list[tuple[int, dict[str, Definition]]]:
+    """(position, the definitions it makes, values expanded) of every assignment and export of `simples`, in
+    order; made once per list (like `simple_index`), as every command of a post asks."""
+    if _LAST and _LAST[0][0] is simples and _LAST[0][1] == len(simples):
+        return _LAST[0][2]
+    running: dict[str, Definition] = {}
+    out: list[tuple[int, dict[str, Definition]]] = []
+    for position in simple_index(simples).definitions:
+        made: dict[str, Definition] = {}
+        for definition, has_value in _definitions(simples[position]):
+            if has_value:
+                made[definition.name] = _expand(definition, running)
+            elif definition.name in running:  # `export NAME`: an earlier definition goes to the environment
+                made[definition.name] = replace(running[definition.name], exported=True)
+        running.update(made)
+        out.append((position, made))
+    _LAST[:] = [(simples, len(simples), out)]
+    return out
+
+
+def _expand(definition: Definition, known: dict[str, Definition]) -> Definition:
+    """`definition` with the names set before it written out in its value, as the shell does when the line runs."""
+    try:
+        value, _, _ = Scope(known, definition.file).resolve(definition.written, where="")
+    except InputError:  # it expands a definition without a single value: so has it
+        names = DEFAULT_EXPANSION_RE.sub(lambda m: "${" + m["name"] + "}", definition.written)
+        roots = [
+            d.unusable or d for n in _names(names) if (d := known.get(n)) and (d.unusable or d.in_block or d.computed)
+        ]
+        return replace(definition, unusable=roots[0])
+    if len(value) > _MAX_VALUE:
+        raise InputError(
+            f"{definition.file}:{definition.line}: ${definition.name} expands to more than {_MAX_VALUE} characters; "
+            "write its value"
+        )
+    return replace(definition, value=value)
 
 
 def _definitions(simple: Simple) -> list[tuple[Definition, bool]]:
@@ -147,5 +222,11 @@ def _definitions(simple: Simple) -> list[tuple[Definition, bool]]:
         if word.is_operator or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
             continue
         computed = simple.substitution is not None
-        out.append((Definition(name, value, word.line, exported, simple.in_block, computed), bool(has_equals)))
+        post = simple.command.post.name
+        out.append(
+            (
+                Definition(name, value, word.line, exported, simple.in_block, computed, value, post),
+                bool(has_equals),
+            )
+        )
     return out

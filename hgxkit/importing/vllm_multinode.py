@@ -342,6 +342,7 @@ def ray_group(
             f"{bad.where()}: the Ray head address {bad.head!r} is not a host name or address (a shell "
             "expression the import cannot read); write it: hgxkit gives it again per deploy"
         )
+    _heads_agree(head, workers, where, notes)
     total = parallel_size(recipe.server, where)
     per_host = head.gpus or HGX_GPUS
     if per_host != HGX_GPUS:
@@ -403,3 +404,28 @@ def ray_group(
     )
     groups = span_grouping(per_host, nodes, head.port, notes, where)
     return replace(recipe, server=server, groups=groups)
+
+
+def _heads_agree(head: RayNode, workers: Sequence[RayNode], where: str, notes: list[str]) -> None:
+    """Refuse a worker that joins another port than the head's; note hosts that name the head by different
+    addresses (each host's command is written with its own reading of the head; hgxkit gives the head per deploy)."""
+    for worker in workers:
+        if worker.port != head.port:
+            raise InputError(
+                f"{worker.where()}: the Ray worker joins port {worker.port}, but the head ({head.where()}) listens "
+                f"on {head.port}; write the head's port in both"
+            )
+    post = head.simple.command.post
+    named = list(
+        dict.fromkeys(
+            (node.head, f"line {node.simple.first_line}" if node.simple.command.post is post else node.where())
+            for node in (head, *workers)
+            if node.head is not None
+        )
+    )
+    if len({address for address, _ in named}) > 1:
+        shown = ", ".join(f"{address} at {at}" for address, at in named)
+        notes.append(
+            f"{where}: the Ray hosts name different head addresses ({shown}); hgxkit writes the head's address "
+            "per deploy from the inventory, so they are one cluster"
+        )

@@ -50,6 +50,8 @@ def split_program(words: Sequence[str]) -> tuple[tuple[str, ...], tuple[str, ...
             return tuple(words[: len(prefix)]), tuple(words[len(prefix) :])
     if len(words) >= 3 and re.match(r"^python[0-9.]*$", words[0]) and words[1] == "-m":
         return tuple(words[:3]), tuple(words[3:])
+    if len(words) >= 2 and words[0] == "-m":  # `--entrypoint python3 IMAGE -m MODULE …`: the interpreter's module
+        return tuple(words[:2]), tuple(words[2:])
     if not words or is_flag(words[0]):
         return (), tuple(words)  # no program: the image's entrypoint takes these arguments
     return (words[0],), tuple(words[1:])
@@ -76,9 +78,10 @@ class ServerCommand:
     @classmethod
     def from_words(cls, words: Sequence[str], kind: str = DEFAULT_KIND) -> ServerCommand:
         """The container command `words` of a `kind` server; when the kind's image has the server as its
-        entrypoint (vLLM) and the words start with no launch program, they are all its arguments."""
+        entrypoint (vLLM) and the words start with no launch program, they are all its arguments; `-m MODULE`
+        first (the image run with `--entrypoint python3`) is the program."""
         server = KINDS[kind]
-        if server.image_entrypoint and not server.launches(words):
+        if server.image_entrypoint and not server.launches(words) and words[:1] != ["-m"]:
             return cls((), tuple(group_args(words)), kind)
         program, rest = split_program(words)
         return cls(program, tuple(group_args(rest)), kind)

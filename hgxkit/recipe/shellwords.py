@@ -31,7 +31,8 @@ container, a health check, a script that echoes it), and a recipe is untrusted i
 a command. Parameter expansions are kept only in their plain forms `$NAME`, `${NAME}`, `$1`, `$#`…: those with
 operators (`${X:-word}`, `${X:=word}`, `${X#pat}`, `${X?msg}`) are refused, because their `word` is itself
 expanded (command substitution, nested expansions), `:=` assigns on the host and `?` exits it; keeping them
-would mean quoting text this lexer does not parse.
+would mean quoting text this lexer does not parse. A post's import alone keeps `${X:-word}` with a plain word
+(`split_words(defaults=True)`), and writes it out before anything reaches a recipe.
 """
 
 from __future__ import annotations
@@ -57,6 +58,11 @@ _TILDE_USER = re.compile(r"[A-Za-z0-9._-]*")
 _DQUOTE_SAFE_SEGMENT = re.compile(r"[^\"\\`$]*")
 # The expansions a recipe keeps: `$NAME`, `${NAME}`, `$1`, `${10}` and the one-character specials.
 PLAIN_EXPANSION_RE = re.compile(r"\$(?:\{(?:[A-Za-z_][A-Za-z0-9_]*|[0-9]+)\}|[A-Za-z_][A-Za-z0-9_]*|[0-9@*#?!-])")
+# `${NAME:-word}` / `${NAME-word}` with a word of plain characters and `$NAME`s: what a post's reader writes out.
+DEFAULT_EXPANSION_RE = re.compile(
+    r"\$\{(?P<name>[A-Za-z_][A-Za-z0-9_]*)(?P<op>:?-)"
+    r"(?P<word>(?:[^{}$'\"\\`\s()|&;<>]|\$[A-Za-z_][A-Za-z0-9_]*|\$\{[A-Za-z_][A-Za-z0-9_]*\})*)\}"
+)
 
 
 @dataclass(frozen=True)
@@ -98,6 +104,7 @@ class _Scanner:
         self.pos = 0
         self.line = line
         self.column = 1
+        self.defaults = False  # `${NAME:-word}` kept (see split_words)
 
     def peek(self, ahead: int = 0) -> str:
         index = self.pos + ahead
@@ -117,14 +124,17 @@ class _Scanner:
         return self.pos >= len(self.text)
 
 
-def split_words(text: str, *, source: str = "<input>", first_line: int = 1) -> list[Word]:
+def split_words(text: str, *, source: str = "<input>", first_line: int = 1, defaults: bool = False) -> list[Word]:
     """Split `text` into shell words; raise `InputError` on an unbalanced quote.
 
     Shell operators outside quotes (`|`, `&&`, `;`, `>`, `$(`…) come back as words with
     `is_operator=True`, so the caller can refuse them with their position. `first_line` is the line number
-    of the text's first line (a command taken out of a longer post).
+    of the text's first line (a command taken out of a longer post). `defaults` keeps `${NAME:-word}` and
+    `${NAME-word}` whose word is plain text and `$NAME`s (`DEFAULT_EXPANSION_RE`) for a reader that writes them
+    out (a post's import); a recipe never holds one.
     """
     scanner = _Scanner(normalize_paste(text), first_line)
+    scanner.defaults = defaults
     words: list[Word] = []
     word = _PendingWord()
     while not scanner.at_end():
@@ -301,7 +311,13 @@ def _read_dollar(scanner: _Scanner, source: str, *, in_double_quotes: bool) -> s
 
 
 def _read_braced(scanner: _Scanner, source: str, line: int, column: int) -> str:
-    """`${NAME}` after its `$`: taken whole; an unclosed one or one with an operator is refused."""
+    """`${NAME}` after its `$`: taken whole; an unclosed one or one with an operator is refused (but for a
+    default the scanner keeps, see split_words)."""
+    default = DEFAULT_EXPANSION_RE.match(scanner.text, scanner.pos - 1) if scanner.defaults else None
+    if default is not None:
+        for _ in range(default.end() - scanner.pos):
+            scanner.take()
+        return default.group()
     close = scanner.text.find("}", scanner.pos)
     expansion = "$" + scanner.text[scanner.pos : close + 1 if close >= 0 else len(scanner.text)]
     if close < 0 or not PLAIN_EXPANSION_RE.fullmatch(expansion):

@@ -15,6 +15,13 @@ from hgxkit.importing.fill import fill_posts, parse_fill
 from hgxkit.importing.importer import ImportOptions, import_post
 
 R01 = Path(__file__).resolve().parents[2] / "fixtures" / "posts" / "formats" / "r01-vllm-run-deepseek-ray-docker.sh"
+# The SGLang docs' Slurm script (corpus 105): `model=MODEL_PATH`, then `srun … --model-path "$model"`.
+SLURM = (
+    Path(__file__).resolve().parents[2]
+    / "fixtures"
+    / "posts"
+    / "105-sglang-docs-slurm-sbatch-model-path-placeholder.txt"
+)
 HF_HOME = "/path/to/the/huggingface/home/on/this/node"
 IN_CONTAINER = "/path/to/the/model/in/the/container"
 FILLS = ((HF_HOME, "/data/models/DeepSeek-V3"), (IN_CONTAINER, "/models/DeepSeek-V3"))
@@ -71,12 +78,12 @@ def test_one_placeholder_given_the_other_is_still_refused_by_name() -> None:
         (
             "/data/models/M=/x",
             "--fill /data/models/M=/x: give PLACEHOLDER=VALUE, the placeholder as the post writes it "
-            "(/path/to/…, <NAME>, YOUR_…, {your …}) and its value",
+            "(/path/to/…, <NAME>, YOUR_…, {your …}, MODEL_PATH) and its value",
         ),
         (
             "/path/to/m",
             "--fill /path/to/m: give PLACEHOLDER=VALUE, the placeholder as the post writes it (/path/to/…, "
-            "<NAME>, YOUR_…, {your …}) and its value",
+            "<NAME>, YOUR_…, {your …}, MODEL_PATH) and its value",
         ),
         (
             "<HEAD_IP>=$(hostname)",
@@ -115,3 +122,26 @@ def test_fill_ends_where_the_path_or_name_ends_and_a_missing_placeholder_is_refu
     with pytest.raises(InputError) as caught:
         fill_posts([("p.md", post)], (parse_fill("/path/to/m=/a"), parse_fill("/path/to/m=/b")))
     assert caught.value.message == "--fill /path/to/m=…: given twice; give each placeholder once"
+
+
+def test_a_slurm_scripts_model_name_placeholder_is_refused_naming_fill_and_imports_with_it() -> None:
+    with pytest.raises(InputError) as caught:
+        import_post([(SLURM.name, SLURM.read_text())])
+    assert caught.value.message == (
+        f"{SLURM.name}:42: --model-path MODEL_PATH is a placeholder (a name to fill in, not a model; the post writes "
+        "it at line 27); write the model's repository or path there, or give it: --fill 'MODEL_PATH=VALUE'"
+    )
+    fill = (parse_fill("MODEL_PATH=meta-llama/Meta-Llama-3.1-405B-Instruct"),)
+    outcome = import_post([(SLURM.name, SLURM.read_text())], ImportOptions(fill=fill))
+    recipe = outcome.recipe
+    assert recipe.model.repo_id == "meta-llama/Meta-Llama-3.1-405B-Instruct"
+    assert (recipe.groups.size, recipe.groups.nodes) == (8, 2)
+    assert outcome.notes[0] == (
+        f"{SLURM.name}:27: MODEL_PATH is meta-llama/Meta-Llama-3.1-405B-Instruct (--fill), at line(s) 27"
+    )
+
+
+def test_a_name_placeholder_is_filled_where_it_is_a_value_not_where_it_is_a_variable() -> None:
+    post = "MODEL_PATH=x\nvllm serve MODEL_PATH --a=MODEL_PATH --b $MODEL_PATH --c ${MODEL_PATH} MODEL_PATH_2\n"
+    ((_, text),), _notes = fill_posts([("p.md", post)], (parse_fill("MODEL_PATH=org/m"),))
+    assert text == "MODEL_PATH=x\nvllm serve org/m --a=org/m --b $MODEL_PATH --c ${MODEL_PATH} MODEL_PATH_2\n"

@@ -264,6 +264,7 @@ def test_cd_is_the_base_of_relative_host_paths_and_a_bare_env_file_is_a_file() -
     assert "--env-file /srv/sglang/docker.env" in options and "-v /srv/sglang/cache:/cache" in options
     assert "-v hf-cache:/root/.cache/huggingface" not in options  # a named volume (here the HF cache: dropped)
     assert outcome.lines[0].fate == "read"
+    assert [r.action for r in outcome.report if r.where == "p.md:1"] == ["read"]  # once, not also "skipped"
     unbased = post.split("\n", 1)[1]  # no `cd`: the mount's host side is the node's working directory: refused
     with pytest.raises(
         InputError,
@@ -273,6 +274,42 @@ def test_cd_is_the_base_of_relative_host_paths_and_a_bare_env_file_is_a_file() -
         import_post([("p.md", unbased)])
     notes = import_post([("p.md", unbased.replace("-v ./cache:/cache ", ""))]).notes  # the file: relative, said so
     assert any(note.startswith("dangerous option --env-file=docker.env: reads the host file") for note in notes)
+
+
+# --- results stay with their benchmark command ---
+
+SET_ASIDE = ENTRIES["106"]["file"]  # a benchmark with a /path/to/ dataset, its results printed under it
+DATASET = "/path/to/ShareGPT_V3_unfiltered_cleaned_split.json"
+
+
+def test_results_under_a_benchmark_set_aside_stay_with_it_and_the_exit_status_says_so(tmp_path, capsys) -> None:
+    outcome = import_post([(SET_ASIDE, (POSTS / SET_ASIDE).read_text())])
+    assert outcome.recipe.matrix is None and outcome.recipe.reference is None
+    hint = f"line 5, column 89: {DATASET} is a placeholder (the value of --dataset-path); write its value, or give it: "
+    hint += f"--fill '{DATASET}=VALUE'"
+    assert outcome.set_aside == (
+        f"{SET_ASIDE}:5: the benchmark command: {hint}",
+        f"{SET_ASIDE}:6-21: the result block at lines 6-21 belongs to the benchmark command at line 5, set aside "
+        f"with it: {hint}",
+    )
+    assert ("6-21", "skipped", f"result block: its command ({SET_ASIDE}:5) was set aside") in [
+        (r.where.rsplit(":", 1)[1], r.action, r.what) for r in outcome.report
+    ]
+    out = tmp_path / "r.yaml"
+    assert main(["recipe", "import", str(POSTS / SET_ASIDE), "-o", str(out)]) == 3  # written, a part set aside
+    assert out.exists()
+    assert "exit status 3" in capsys.readouterr().err
+    assert main(["recipe", "import", str(POSTS / SET_ASIDE), "--json"]) == 3
+    assert len(json.loads(capsys.readouterr().out)["set_aside"]) == 2
+
+
+def test_the_fill_brings_in_the_benchmark_and_its_results() -> None:
+    options = ImportOptions(fill=((DATASET, "/data/ShareGPT_V3_unfiltered_cleaned_split.json"),))
+    outcome = import_post([(SET_ASIDE, (POSTS / SET_ASIDE).read_text())], options)
+    assert outcome.set_aside == ()
+    (cell,) = outcome.recipe.matrix.cells()
+    (numbers,) = outcome.recipe.reference.cells
+    assert (numbers.cell.id, numbers.ttft_mean_ms, cell.num_prompts) == (cell.id, 412.55, 100)
 
 
 # --- results printed apart from their benchmark command ---

@@ -223,8 +223,8 @@ def test_the_engines_own_slurm_example_names_its_model_placeholder() -> None:
     with pytest.raises(InputError) as caught:
         import_post([(name, text)], ImportOptions(pick=4))
     assert caught.value.message == (
-        f"{name}:78: --model-path MODEL_PATH is a placeholder (a name to fill in, not a "
-        "model); write the model's repository or path"
+        f"{name}:78: --model-path MODEL_PATH is a placeholder (a name to fill in, not a model; the post writes it at "
+        "line 63); write the model's repository or path there, or give it: --fill 'MODEL_PATH=VALUE'"
     )
     recipe = import_post([(name, text)], ImportOptions(pick=4, model_repo="meta-llama/Llama-3.1-405B")).recipe
     assert recipe.groups is not None and (recipe.groups.nodes, recipe.groups.size) == (2, 8)

@@ -1,6 +1,6 @@
 """Import bugs found while making imported posts deployable: a `docker run --entrypoint` in front of
-a server launch becomes what Docker runs (the launch as the container's program) or is refused naming
-`--entrypoint`; a variable a post sets in one fence reaches every later fence, in document order, as a reader
+a server launch becomes what Docker runs (the launch as the container's program, a module launch with its
+interpreter kept as the entrypoint) or is refused naming `--entrypoint`; a variable a post sets in one fence reaches every later fence, in document order, as a reader
 pasting the fences into one shell would; a continuation line `> out.log 2>&1 &` is the command's redirection,
 not a quoted reply or a PS2 prompt (it became a server argument)."""
 
@@ -85,16 +85,21 @@ def test_a_script_behind_a_shell_entrypoint_is_refused_naming_it() -> None:
     )
 
 
-def test_an_entrypoint_the_images_own_would_not_run_is_refused_naming_both() -> None:
+def test_a_module_launch_the_images_entrypoint_is_not_keeps_its_interpreter_as_the_entrypoint() -> None:
+    # `python3 -m vllm.entrypoints.openai.api_server` is older images' own entrypoint and another launcher than
+    # today's `vllm serve`: the recipe runs the module as posted, the shell around its one command dropped.
     post = (
         f"docker run --gpus all -p 8000:8000 --entrypoint /bin/sh {VLLM} "
         '-c "python3 -m vllm.entrypoints.openai.api_server --model org/m"\n'
     )
-    assert _refusal(post) == (
-        "p.md:1: `--entrypoint /bin/sh` replaces the image's entrypoint `vllm serve` to run `python3 -m "
-        "vllm.entrypoints.openai.api_server --model org/m`; a recipe keeps the image's: give the launch as "
-        "`vllm serve`'s arguments, without --entrypoint"
+    argv = _argv(post)
+    assert argv[argv.index("--entrypoint") : argv.index("--entrypoint") + 2] == ["--entrypoint", "python3"]
+    assert argv[argv.index(VLLM) + 1 :][:4] == ["-m", "vllm.entrypoints.openai.api_server", "--model", "/models/m"]
+    # the module's arguments are judged by vLLM's option table, as `vllm serve`'s are
+    posted = "docker run --gpus all --entrypoint python3 -p 8000:8000 vllm/vllm-openai:v0.33.0 -m " + (
+        "vllm.entrypoints.openai.api_server --model org/m --bogus-flag\n"
     )
+    assert "`--bogus-flag` is not an option of vLLM" in _refusal(posted)
 
 
 # --- variables carry over from fence to fence ---

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import posixpath
 import re
+from itertools import pairwise
 from pathlib import Path
 
 import pytest
@@ -103,7 +104,11 @@ VARIABLES = {
     "076": {"NAME": "m27-fp8-inst1", "IMAGE": "nvcr.io/nvidia/vllm:26.01-py3", "MODEL": "MiniMaxAI/MiniMax-M2.7"},
     "079": {"volume": f"{os.getcwd()}/data", "model": "deepseek-ai/DeepSeek-R1-Distill-Qwen-1.5B"},  # as 065
     "082": {"MODEL": "Qwen/Qwen2.5-1.5B-Instruct", "NAME": "qwen"},
+    "101": {"WORK": "/scratch/me", "HF_HOME": "/scratch/me/hf"},  # HF_HOME=$WORK/hf, expanded as it is set
+    "102": {"HEAD_IP": "192.168.114.10"},
 }
+# The directory a post's `cd` leaves: the docker client reads a relative --env-file there (a note of the import).
+BASED = {"104": "/opt/serve"}
 # Variables a multi-node post leaves to the reader for the head's address and port: the values hgxkit gives per
 # deploy (the head given to render, the kind's default port).
 GIVEN = {"022": {"MASTER_IP": "10.0.0.1", "PORT": "29550"}}
@@ -209,6 +214,8 @@ def test_a_docker_run_renders_the_argv_sh_gives_for_the_post(number: str, posix_
     for rank, span in enumerate(spans):
         posted = posix_argv(posted_command(number, span), env)
         posted = [SECRET_WORDS.get(word, word) for word in posted]
+        if number in BASED:
+            posted = [posixpath.join(BASED[number], w) if o == "--env-file" else w for o, w in pairwise(["", *posted])]
         if number == "068":  # `bash -c "python3 -m sglang.launch_server …"`: unwrapped, with a note
             assert posted[-2:-1] == ["-c"]
             posted = posted[:-3] + posted[-1].split()
@@ -247,6 +254,16 @@ def test_imported_snippets_give_the_fields_the_index_names(number: str) -> None:
         assert option not in options, (option, options)
     if "command" in wanted:
         assert recipe.server.words()[: len(wanted["command"])] == wanted["command"]
+
+
+# Newer posts name a note the import must make (`note:`): what it changed or where it kept something.
+NOTED = sorted(n for n, e in ENTRIES.items() if "note" in e)
+
+
+@pytest.mark.parametrize("number", NOTED)
+def test_imported_snippets_make_the_note_the_index_names(number: str) -> None:
+    notes = imported(number).notes
+    assert any(ENTRIES[number]["note"] in note for note in notes), notes
 
 
 # Posts that run a TP-4 vLLM server on a `--gpus '"device=…"'` list of four: the recipe keeps both.
