@@ -54,7 +54,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.handler(args) or 0)
     except HgxkitError as err:
-        print(f"hgxkit: error: {err.message}", file=sys.stderr)
+        from hgxkit.secrets import redact  # an error may quote a post's own words, a secret among them
+
+        print(f"hgxkit: error: {redact(err.message)}", file=sys.stderr)
         return err.exit_code
     except BrokenPipeError:
         # `hgxkit … | head` closed the pipe: not an error; keep Python from complaining at exit.

@@ -472,7 +472,7 @@ class _Pod:
             if "secretKeyRef" in source:
                 ref = source["secretKeyRef"]
                 self.notes.append(
-                    f"{self.where(at)}: {name} is the Secret {ref.get('name')} key {ref.get('key')}: "
+                    f"{self.where(at)}: {name} is the key {ref.get('key')!r} of the Secret {ref.get('name')}, "
                     f"declared as a secret, taken from the environment ({name}) at run time"
                 )
                 words += [("-e", at), (name, at)]

@@ -31,6 +31,7 @@ from hgxkit.recipe.danger import dangerous_options
 from hgxkit.recipe.network_env import host_interface_settings
 from hgxkit.recipe.spec import Recipe
 from hgxkit.recipe.validate import format_path, recipe_problems
+from hgxkit.secrets import redact
 
 # `FILE:LINE: …` or `FILE:FIRST-LAST: …`, the place a note or report names (FILE may hold colons).
 _WHERE = re.compile(r"^(?P<file>.+?):(?P<first>\d+)(?:-(?P<last>\d+))?(?::|$)")
@@ -182,7 +183,9 @@ def finish(
                 f"{source}: -e {name}={value} names a host network interface the container (bridge network) does "
                 "not have; `recipe check` reports it as an error: add --network host or drop it"
             )
-    return ImportOutcome(recipe, tuple(dict.fromkeys(notes)), report, lines)
+    # What the importer says is shown, logged and written as JSON: a secret the post holds is masked once, here.
+    shown = tuple(replace(line, what=redact(line.what)) for line in report)
+    return ImportOutcome(recipe, tuple(dict.fromkeys(redact(note) for note in notes)), shown, lines)
 
 
 def place(where: str) -> tuple[str, int, int] | None:
@@ -220,7 +223,8 @@ def account_lines(
     for post in posts:
         for number, text in enumerate(post.written or post.lines, 1):
             key = (post.name, number)
-            out.append(_account(post, number, text, said.get(key), commands.get(key), tuple(noted.get(key, ()))))
+            notes = tuple(redact(note) for note in noted.get(key, ()))
+            out.append(_account(post, number, redact(text), said.get(key), commands.get(key), notes))
     return tuple(out)
 
 

@@ -314,7 +314,7 @@ def test_kubernetes_pod_options_the_container_feels() -> None:
         "-v /data/models/llm-weights:/models --ipc host"
     )
     assert (
-        "pod.yaml:14: HF_TOKEN is the Secret hf key token: declared as a secret, taken from the environment "
+        "pod.yaml:14: HF_TOKEN is the key 'token' of the Secret hf, declared as a secret, taken from the environment "
         "(HF_TOKEN) at run time" in outcome.notes
     )
     assert (
