@@ -152,7 +152,7 @@ class _Importer:
         self.simples: list[Simple] = []
         for index, post in enumerate(self.posts):
             # a compose file or manifest (a whole file, a ```yaml fence) is its format's; the shell scan skips it
-            post, documents = read_documents(post, DOCUMENT_FORMATS)
+            post, documents = read_documents(post, DOCUMENT_FORMATS, options.image)
             self.posts[index] = post
             found = sorted(documents + simple_commands(find_commands(post)), key=lambda s: s.command.first)
             for script in SCRIPT_FORMATS:  # a Slurm script's `srun CMD` is CMD on each node

@@ -52,9 +52,9 @@ def test_index_lists_every_file_and_counts_by_format() -> None:
         "slurm": 7,
         "vllm ray": 8,
         "vllm data parallel": 2,
-        "skypilot": 2,
+        "skypilot": 5,
     }
-    assert Counter(entry["expect"] for entry in INDEX) == {"import": 15, "refuse": 33}
+    assert Counter(entry["expect"] for entry in INDEX) == {"import": 17, "refuse": 34}
     # a file at a commit, or an issue or pull request thread (the post is its text)
     assert all(
         re.match(r"https://github\.com/[^/]+/[^/]+/(?:blob/[0-9a-f]{40}/|issues/\d+$|pull/\d+$)", entry["source"])
