@@ -37,7 +37,7 @@ from hgxkit.importing.benchmarks import benchmarks
 from hgxkit.importing.commands import PLACEHOLDER, Simple, simple_commands
 from hgxkit.importing.docker_run import foreign_hardware, scrub_run
 from hgxkit.importing.documents import read_documents
-from hgxkit.importing.engine_refusal import engine_refusal, unchecked_flags
+from hgxkit.importing.engine_refusal import disaggregation, engine_refusal, unchecked_flags
 from hgxkit.importing.fill import BRACED, FILL_IN, fill_hint, fill_posts
 from hgxkit.importing.formats import DOCUMENT_FORMATS, SCRIPT_FORMATS, format_of
 from hgxkit.importing.group_join import join_groups
@@ -379,6 +379,9 @@ class _Importer:
             for node in (cluster[0], *cluster[1]):
                 _placeholders(node.simple)
             recipe = ray_group(recipe, ray, *cluster, where, notes)
+        split = disaggregation(recipe.server)
+        if split is not None:
+            raise InputError(f"{_word_at(split.word, server)}: {split.reason}")
         _fits(recipe, server)
         _placeholders(simple)  # `YOUR_…`, `/path/to/…`: after what the setup cannot be at all (hardware, size)
         if not self.options.model_repo:  # `--model-repo` names the model the placeholder stands for
