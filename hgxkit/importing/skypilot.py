@@ -150,7 +150,7 @@ def _set_aside(task: _Task) -> list[tuple[int, str]]:
     data = task.data
     out = []
     if data.get("setup"):
-        what = "its installs, which the image is taken to have, and " if _installs(data["setup"]) else ""
+        what = "its installs, which the image is taken to have, and " if installs(data["setup"]) else ""
         why = (
             f"setup ({what}the model download): a deploy places the model itself (the recipe's model repo and revision)"
         )
@@ -269,15 +269,15 @@ class _Task:
         """The container the server runs in: `image_id: docker:IMAGE`, else the one --image names (the task runs on
         the VM, its server installed by `setup`)."""
         image = str(resources.get("image_id") or "")
-        installs = _installs(self.data.get("setup"))
-        if installs and self.document.image is not None:
+        found = installs(self.data.get("setup"))
+        if found and self.document.image is not None:
             self.notes.append(
-                f"{self.where('setup')}: setup installs {'; '.join(installs)}: --image {self.document.image} is "
+                f"{self.where('setup')}: setup installs {'; '.join(found)}: --image {self.document.image} is "
                 "taken to have them"
             )
-        if image.startswith("docker:") and installs and self.document.image is None:
+        if image.startswith("docker:") and found and self.document.image is None:
             raise InputError(
-                f"{self.where('setup')}: setup: `{installs[0]}` installs into the task's container, which a recipe "
+                f"{self.where('setup')}: setup: `{found[0]}` installs into the task's container, which a recipe "
                 f"runs as its image is; give --image REF of an image that has it (built from {image[7:]})"
             )
         if image.startswith("docker:"):
@@ -354,7 +354,7 @@ class _Task:
             raise InputError(f"{self.where('run')}: run: a shell script (a string) is read")
         first = self.at("run") + 1  # a block scalar's first line
         where = self.document.post.name
-        logical, ends = _logical_lines(script, first)
+        logical, ends = logical_lines(script, first)
         commands, heads, gpus = self._read_script(logical)
         if len(commands) != 1:
             found = (
@@ -486,7 +486,7 @@ class _Task:
         return text
 
 
-def _installs(setup: Any) -> list[str]:
+def installs(setup: Any) -> list[str]:
     """The setup's lines that install software (pip, uv, apt, conda): into the container, or the VM."""
     lines = setup.split("\n") if isinstance(setup, str) else []
     return [line.strip() for line in lines if _INSTALL.search(line) and not line.strip().startswith("#")]
@@ -510,7 +510,7 @@ def _count(resources: Any) -> str | None:
     return count if count.isdigit() else None
 
 
-def _logical_lines(script: str, first: int) -> tuple[list[tuple[int, str]], dict[int, int]]:
+def logical_lines(script: str, first: int) -> tuple[list[tuple[int, str]], dict[int, int]]:
     """The script's lines with continuation backslashes joined, each with its first file line; and each logical
     line's first file line -> its last."""
     logical: list[tuple[int, str]] = []

@@ -53,8 +53,10 @@ def test_index_lists_every_file_and_counts_by_format() -> None:
         "vllm ray": 8,
         "vllm data parallel": 2,
         "skypilot": 5,
+        "dstack": 3,
+        "helm values": 2,
     }
-    assert Counter(entry["expect"] for entry in INDEX) == {"import": 18, "refuse": 37}
+    assert Counter(entry["expect"] for entry in INDEX) == {"import": 19, "refuse": 41}
     # a file at a commit, or an issue or pull request thread (the post is its text)
     assert all(
         re.match(r"https://github\.com/[^/]+/[^/]+/(?:blob/[0-9a-f]{40}/|issues/\d+$|pull/\d+$)", entry["source"])
