@@ -17,7 +17,8 @@ is read from its first pod: rank 0, the leader's address a name hgxkit replaces 
 which reach each other on any port, run on the host network (`--network host`). What a manifest sets that a
 `docker run` cannot give (a ConfigMap or Secret volume, an env value from the pod's status, AMD or Ascend
 devices) is refused by name; what changes nothing the container runs with (probes, Services, scheduling) is a
-note or set aside.
+note or set aside. The NIM Operator's NIMService is read as the one container of its `spec.image` (a NIM, which the
+importer refuses by name), LWS's DisaggregatedSet (prefill and decode roles) is refused by name.
 
 Example:
     >>> from hgxkit.importing.documents import load_documents, yaml_regions
@@ -199,6 +200,11 @@ def _pods(document: Document, runtimes: dict[str, Document]) -> list[_PodSpec]:
         found.append((pod.get("spec") or {}, context))
     elif kind == "InferenceService":
         found.append(_predictor(document, spec.get("predictor") or {}, runtimes))
+    elif kind == "NIMService":  # the NIM Operator runs one container of spec.image: the NIM
+        image = spec.get("image") or {}
+        reference = f"{image.get('repository')}:{image.get('tag') or 'latest'}"
+        container = {"name": "nim", "image": reference, "resources": spec.get("resources") or {}, LINE: image.get(LINE)}
+        found.append(({"containers": [container]}, {"replicas": spec.get("replicas", 1)}))
     elif kind == "DisaggregatedSet":  # LWS's prefill and decode roles, each a LeaderWorkerSet
         roles = ", ".join(str(r.get("name")) for r in spec.get("roles") or [] if isinstance(r, dict))
         raise InputError(
