@@ -647,6 +647,8 @@ def _engine_refusal(engine: Candidate, servers: list[Candidate]) -> InputError:
     tail = (
         f"; the post also launches {len(also)} other server(s) ({', '.join(s.where() for s in also)})" if also else ""
     )
+    if other.remedy:
+        return InputError(f"{engine.where()}: {other.title} ({other.name}) is not supported yet: {other.remedy}{tail}")
     return InputError(
         f"{engine.where()}: {other.title} ({other.name}) is not supported: hgxkit serves {supported}{tail}"
     )

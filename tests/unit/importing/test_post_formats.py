@@ -48,7 +48,7 @@ def test_index_lists_every_file_and_counts_by_format() -> None:
         "compose": 6,
         "kubernetes": 18,
         "docker run": 6,
-        "bare launch": 4,
+        "bare launch": 5,
         "slurm": 7,
         "vllm ray": 8,
         "vllm data parallel": 2,
@@ -56,7 +56,7 @@ def test_index_lists_every_file_and_counts_by_format() -> None:
         "dstack": 3,
         "helm values": 2,
     }
-    assert Counter(entry["expect"] for entry in INDEX) == {"import": 19, "refuse": 42}
+    assert Counter(entry["expect"] for entry in INDEX) == {"import": 19, "refuse": 43}
     # a file at a commit, or an issue or pull request thread (the post is its text)
     assert all(
         re.match(r"https://github\.com/[^/]+/[^/]+/(?:blob/[0-9a-f]{40}/|issues/\d+$|pull/\d+$)", entry["source"])
@@ -427,6 +427,14 @@ ANOTHER_ACCELERATOR = ": the post is for another accelerator, and hgxkit serves 
         (
             "docker run --gpus all -p 8080:8080 kserve/huggingfaceserver:latest --model_id=org/m",
             "p.txt:1: KServe Hugging Face runtime (kserve-huggingface) is not supported: hgxkit serves SGLang and vLLM",
+        ),
+        (
+            "docker run --gpus all -p 30000:30000 lmsysorg/sglang:v0.5.6 python3 -m sglang_router.launch_server "
+            "--model-path org/m --dp-size 2",
+            "p.txt:1: SGLang's router launcher (sglang-router) is not supported yet: python -m "
+            "sglang_router.launch_server starts --dp-size SGLang servers and sglang-router in front of them in one "
+            "process, which a recipe (one server command) does not hold; serve with SGLang's own data parallelism "
+            "instead (python -m sglang.launch_server, the same flags without --router-*)",
         ),
     ],
 )
