@@ -60,7 +60,7 @@ class HelmValues:
             line = document.data.get(LINES, {}).get(key, document.data.get(LINE))
             error = InputError(
                 f"{document.where(line)}: a Helm values file of {title} ({shown}): the chart writes the server "
-                f"command, not this file; render it (helm template RELEASE {reference} -f {document.post.label}) "
+                f"command, not this file; render it (helm template RELEASE {reference} -f {document.post.name}) "
                 "and import the manifests"
             )
             out.append(refused(document, "helm-values", error, document.first, document.last))

@@ -18,7 +18,8 @@ which reach each other on any port, run on the host network (`--network host`). 
 `docker run` cannot give (a ConfigMap or Secret volume, an env value from the pod's status, AMD or Ascend
 devices) is refused by name; what changes nothing the container runs with (probes, Services, scheduling) is a
 note or set aside. The NIM Operator's NIMService is read as the one container of its `spec.image` (a NIM, which the
-importer refuses by name), LWS's DisaggregatedSet (prefill and decode roles) is refused by name.
+importer refuses by name); LWS's DisaggregatedSet (prefill and decode roles) and KServe's LLMInferenceService (whose
+container KServe's presets write) are refused by name.
 
 Example:
     >>> from hgxkit.importing.documents import load_documents, yaml_regions
@@ -205,6 +206,12 @@ def _pods(document: Document, runtimes: dict[str, Document]) -> list[_PodSpec]:
         reference = f"{image.get('repository')}:{image.get('tag') or 'latest'}"
         container = {"name": "nim", "image": reference, "resources": spec.get("resources") or {}, LINE: image.get(LINE)}
         found.append(({"containers": [container]}, {"replicas": spec.get("replicas", 1)}))
+    elif kind == "LLMInferenceService":  # KServe's llm-d service: its controller fills in the container
+        raise InputError(
+            f"{document.where(data.get(LINE))}: LLMInferenceService {name}: KServe's controller writes the server's "
+            "image and command from its LLMInferenceServiceConfig presets, not this manifest; import the "
+            "Deployment it creates (kubectl get deployment -o yaml)"
+        )
     elif kind == "DisaggregatedSet":  # LWS's prefill and decode roles, each a LeaderWorkerSet
         roles = ", ".join(str(r.get("name")) for r in spec.get("roles") or [] if isinstance(r, dict))
         raise InputError(

@@ -46,7 +46,7 @@ def test_index_lists_every_file_and_counts_by_format() -> None:
     counts = Counter(entry["format"] for entry in INDEX)
     assert counts == {
         "compose": 6,
-        "kubernetes": 18,
+        "kubernetes": 19,
         "docker run": 6,
         "bare launch": 5,
         "slurm": 7,
@@ -56,7 +56,7 @@ def test_index_lists_every_file_and_counts_by_format() -> None:
         "dstack": 3,
         "helm values": 2,
     }
-    assert Counter(entry["expect"] for entry in INDEX) == {"import": 19, "refuse": 43}
+    assert Counter(entry["expect"] for entry in INDEX) == {"import": 19, "refuse": 44}
     # a file at a commit, or an issue or pull request thread (the post is its text)
     assert all(
         re.match(r"https://github\.com/[^/]+/[^/]+/(?:blob/[0-9a-f]{40}/|issues/\d+$|pull/\d+$)", entry["source"])
