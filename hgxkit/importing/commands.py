@@ -2,7 +2,7 @@
 
 `a && b | tee log > out 2>&1 &` is three simple commands for a shell; the one that matters keeps its words,
 and what a recipe cannot hold (the pipe into `tee`, redirections, `&`) becomes a note. An environment
-prefix (`VAR=1 cmd`) and `sudo` are set apart from the program. Commands inside `for`/`while`/`if` blocks are
+prefix (`VAR=1 cmd`), `sudo` and `nohup` are set apart from the program. Commands inside `for`/`while`/`if` blocks are
 marked: their words depend on shell logic.
 
 Kinds: `assign` (`NAME=value` alone), `export`, `docker-run`, `docker-exec`, `docker-build`, `docker-tag`,
@@ -202,7 +202,7 @@ def _adjacent(left: Word, right: Word) -> bool:
 
 
 def _prefix(words: list[Word], name: str) -> tuple[list[Word], list[Word], list[str]]:
-    """Split off `sudo` and `NAME=value` words before the program (a bare `NAME=value` keeps them all)."""
+    """Split off `sudo`, `nohup` and `NAME=value` words before the program (a bare `NAME=value` keeps them all)."""
     prefix: list[Word] = []
     notes: list[str] = []
     index = 0
@@ -211,6 +211,12 @@ def _prefix(words: list[Word], name: str) -> tuple[list[Word], list[Word], list[
         if text == "sudo" or (text in ("-E", "-H") and index and words[index - 1].text == "sudo"):
             if text == "sudo":
                 notes.append(f"{name}:{words[index].line}: `sudo` dropped (hgxkit runs the command as root)")
+            index += 1
+        elif text == "nohup":
+            notes.append(
+                f"{name}:{words[index].line}: `nohup` dropped (the container outlives the shell; its output is "
+                "the container's log)"
+            )
             index += 1
         elif ASSIGNMENT_RE.match(text) and not words[index].is_operator:
             prefix.append(words[index])

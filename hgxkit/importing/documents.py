@@ -70,6 +70,7 @@ class Document:
     first: int
     last: int
     environment: dict[str, str]  # NAME=value lines of the post outside its YAML (a compose `.env`)
+    image: str | None = None  # `--image`: the container a task without one of its own runs in
 
     def where(self, line: int | None = None) -> str:
         return f"{self.post.name}:{line or self.first}"
@@ -215,10 +216,13 @@ def _dotenv(post: PostFile, region: Region) -> dict[str, str]:
     return found
 
 
-def read_documents(post: PostFile, formats: Sequence[DocumentFormat]) -> tuple[PostFile, list[Simple]]:
+def read_documents(
+    post: PostFile, formats: Sequence[DocumentFormat], image: str | None = None
+) -> tuple[PostFile, list[Simple]]:
     """The simple commands of the YAML documents a format claims, and the post with their lines blanked from
     the shell scan (a fence or file no format claims is left as it was). A format reads all its documents of
-    the post at once: a KServe ServingRuntime in one fence serves the InferenceService of the next."""
+    the post at once: a KServe ServingRuntime in one fence serves the InferenceService of the next. `image` is
+    `--image`, which a document that names no container (a SkyPilot task on the VM) runs in."""
     claimed: dict[int, list[Document]] = {}  # format index -> its documents, in the post's order
     blanked: set[int] = set()
     for region in yaml_regions(post):
@@ -228,6 +232,7 @@ def read_documents(post: PostFile, formats: Sequence[DocumentFormat]) -> tuple[P
             if region.whole and _SNIFF.search(region.text):
                 raise
             continue
+        documents = [replace(d, image=image) for d in documents]
         for index, source in enumerate(formats):
             mine = [d for d in documents if source.claims_document(d.data)]
             if mine:

@@ -8,6 +8,10 @@ version would have to judge is named as not checked (`unchecked_flags`, `ServerK
 for every kind: `CUDA_VISIBLE_DEVICES` takes GPU ordinals or UUIDs and CUDA stops at the first invalid entry, so
 `CUDA_VISIBLE_DEVICES=all` leaves the engine no GPU (`all` is `NVIDIA_VISIBLE_DEVICES`'s word).
 
+A server that is one side of a prefill/decode split (`ServerKind.disaggregation`: SGLang's `--disaggregation-mode
+prefill|decode`, a vLLM KV producer or consumer) starts, but serves nothing without the other side and the router
+between them, which a recipe (one setup) does not hold: `disaggregation` names it, `DISAGGREGATION` says why.
+
 Example:
     >>> from hgxkit.importing.docker_run import import_docker_run
     >>> recipe = import_docker_run("docker run --gpus all vllm/vllm-openai:v0.11.0 --model org/m")
@@ -20,6 +24,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from hgxkit.recipe.server_args import ServerCommand
 from hgxkit.recipe.spec import Recipe
 
 _CUDA_DEVICE = re.compile(r"\d+|(?:GPU|MIG)-[0-9A-Za-z-]+")
@@ -53,6 +58,25 @@ def engine_refusal(recipe: Recipe) -> Refusal | None:
             return Refusal(word, reason)
     unknown = kind.unknown_flags(flags, recipe.image.reference) if kind.unknown_flags else None
     return Refusal(*unknown) if unknown else None
+
+
+DISAGGREGATION = (
+    "a recipe is one setup, not prefill and decode servers joined by a router; import a setup that serves both phases"
+)
+
+
+def disaggregation(server: ServerCommand) -> Refusal | None:
+    """The flag that makes `server` the prefill or the decode side of a disaggregated setup, with why a recipe
+    cannot be it; None for a server that does both."""
+    found = server.server_kind.disaggregation
+    value = server.flag(found[0]) if found else None
+    if found is None or value is None or not re.fullmatch(found[1], value):
+        return None
+    return Refusal(
+        found[0],
+        f"{found[0]} {value}: prefill/decode disaggregation is not supported yet: {DISAGGREGATION} (without "
+        f"{found[0]})",
+    )
 
 
 def unchecked_flags(recipe: Recipe) -> list[Refusal]:

@@ -2,15 +2,16 @@
 
 A format is one module with an object that has a `name`, `claims(simple)` (is this command mine?) and
 `take(simple, reading)` (record what it is in the `Reading`: a server candidate, a container, a benchmark, a
-report line). A new source (a compose file, a Kubernetes manifest, a SkyPilot task, a Slurm script, a Ray
-cluster) joins by adding its module and one line to `FORMATS`. What is shell rather than a source (variables,
-`for`/`if`, an unreadable line, an engine hgxkit does not serve) is the importer's own; printed result blocks are not
-commands: `benchmarks` reads them (`result_blocks`) for the benchmark commands taken.
+report line). A new source (a compose file, a Kubernetes manifest, a SkyPilot task, a dstack file, a Helm
+values file, a Slurm script, a Ray cluster) joins by adding its module and one line to `FORMATS`. What is shell
+rather than a source (variables, `for`/`if`, an unreadable line, an engine hgxkit does not serve) is the importer's
+own; printed result blocks are not commands: `benchmarks` reads them (`result_blocks`) for the benchmark commands
+taken.
 
 Example:
     >>> [f.name for f in FORMATS]
     ['docker run', 'docker build/tag', 'bare launch', 'benchmark command', 'docker compose', 'Kubernetes manifest', \
-'SkyPilot task', 'Slurm script', 'Ray cluster']
+'SkyPilot task', 'dstack run configuration', 'Helm values file', 'Slurm script', 'Ray cluster']
 
 A YAML document (a whole file, a ```yaml fence) is offered to `DOCUMENT_FORMATS` first (see `documents`): the
 one that claims it gives the `docker run` commands it stands for, which its own entry in `FORMATS` then takes.
@@ -29,6 +30,8 @@ from hgxkit.importing.commands import Simple
 from hgxkit.importing.compose import COMPOSE
 from hgxkit.importing.docker_run import DOCKER_IMAGES, DOCKER_RUN
 from hgxkit.importing.documents import DocumentFormat
+from hgxkit.importing.dstack import DSTACK
+from hgxkit.importing.helm_values import HELM_VALUES
 from hgxkit.importing.kubernetes import KUBERNETES
 from hgxkit.importing.post import PostFile
 from hgxkit.importing.reading import Reading
@@ -69,10 +72,12 @@ FORMATS: tuple[SourceFormat, ...] = (
     COMPOSE,
     KUBERNETES,
     SKYPILOT,
+    DSTACK,
+    HELM_VALUES,
     SLURM,
     RAY_START,
 )
-DOCUMENT_FORMATS: tuple[DocumentFormat, ...] = (COMPOSE, KUBERNETES, SKYPILOT)
+DOCUMENT_FORMATS: tuple[DocumentFormat, ...] = (COMPOSE, KUBERNETES, SKYPILOT, DSTACK, HELM_VALUES)
 SCRIPT_FORMATS: tuple[ScriptFormat, ...] = (SLURM,)
 
 

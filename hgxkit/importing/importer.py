@@ -37,7 +37,7 @@ from hgxkit.importing.benchmarks import benchmarks
 from hgxkit.importing.commands import PLACEHOLDER, Simple, simple_commands
 from hgxkit.importing.docker_run import foreign_hardware, scrub_run
 from hgxkit.importing.documents import read_documents
-from hgxkit.importing.engine_refusal import engine_refusal, unchecked_flags
+from hgxkit.importing.engine_refusal import disaggregation, engine_refusal, unchecked_flags
 from hgxkit.importing.fill import BRACED, FILL_IN, NAMED_BLANK, fill_hint, fill_posts, occurrences
 from hgxkit.importing.formats import DOCUMENT_FORMATS, SCRIPT_FORMATS, format_of
 from hgxkit.importing.group_join import join_groups
@@ -160,7 +160,7 @@ class _Importer:
         self.simples: list[Simple] = []
         for index, post in enumerate(self.posts):
             # a compose file or manifest (a whole file, a ```yaml fence) is its format's; the shell scan skips it
-            post, documents = read_documents(post, DOCUMENT_FORMATS)
+            post, documents = read_documents(post, DOCUMENT_FORMATS, options.image)
             self.posts[index] = post
             found = sorted(documents + simple_commands(find_commands(post)), key=lambda s: s.command.first)
             for script in SCRIPT_FORMATS:  # a Slurm script's `srun CMD` is CMD on each node
@@ -396,6 +396,9 @@ class _Importer:
             for node in (cluster[0], *cluster[1]):
                 _placeholders(node.simple)
             recipe = ray_group(recipe, ray, *cluster, where, notes)
+        split = disaggregation(recipe.server)
+        if split is not None:
+            raise InputError(f"{_word_at(split.word, server)}: {split.reason}")
         _fits(recipe, server)
         _placeholders(simple)  # `YOUR_…`, `/path/to/…`: after what the setup cannot be at all (hardware, size)
         if not self.options.model_repo:  # `--model-repo` names the model the placeholder stands for
@@ -685,6 +688,8 @@ def _engine_refusal(engine: Candidate, servers: list[Candidate]) -> InputError:
     tail = (
         f"; the post also launches {len(also)} other server(s) ({', '.join(s.where() for s in also)})" if also else ""
     )
+    if other.remedy:
+        return InputError(f"{engine.where()}: {other.title} ({other.name}) is not supported yet: {other.remedy}{tail}")
     return InputError(
         f"{engine.where()}: {other.title} ({other.name}) is not supported: hgxkit serves {supported}{tail}"
     )

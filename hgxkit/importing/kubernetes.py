@@ -17,7 +17,9 @@ is read from its first pod: rank 0, the leader's address a name hgxkit replaces 
 which reach each other on any port, run on the host network (`--network host`). What a manifest sets that a
 `docker run` cannot give (a ConfigMap or Secret volume, an env value from the pod's status, AMD or Ascend
 devices) is refused by name; what changes nothing the container runs with (probes, Services, scheduling) is a
-note or set aside.
+note or set aside. The NIM Operator's NIMService is read as the one container of its `spec.image` (a NIM, which the
+importer refuses by name); LWS's DisaggregatedSet (prefill and decode roles) and KServe's LLMInferenceService (whose
+container KServe's presets write) are refused by name.
 
 Example:
     >>> from hgxkit.importing.documents import load_documents, yaml_regions
@@ -51,6 +53,7 @@ from hgxkit.importing.documents import (
     refused,
     take_document,
 )
+from hgxkit.importing.engine_refusal import DISAGGREGATION
 from hgxkit.importing.model_placement import DEFAULT_MODELS_DIR
 from hgxkit.importing.provenance import Exported, exported_by_hgxkit
 from hgxkit.importing.reading import Reading
@@ -62,6 +65,7 @@ _POD_TEMPLATE = ("Deployment", "StatefulSet", "Job", "DaemonSet", "ReplicaSet", 
 _RUNTIMES = ("ServingRuntime", "ClusterServingRuntime")
 _LWS_HEAD = "lws-leader"  # the leader's address in the imported command; replaced by the head node's
 _ACCELERATORS = {"amd.com/gpu": "AMD ROCm", "huawei.com/Ascend910": "Huawei Ascend", "huawei.com/npu": "Huawei Ascend"}
+_WORKER_INDEX = re.compile(r"metadata\.(?:labels|annotations)\[['\"]leaderworkerset\.sigs\.k8s\.io/worker-index['\"]\]")
 _VOLUME_FILES = ("configMap", "secret", "projected", "downwardAPI", "csi", "nfs", "ephemeral")
 
 
@@ -197,6 +201,23 @@ def _pods(document: Document, runtimes: dict[str, Document]) -> list[_PodSpec]:
         found.append((pod.get("spec") or {}, context))
     elif kind == "InferenceService":
         found.append(_predictor(document, spec.get("predictor") or {}, runtimes))
+    elif kind == "NIMService":  # the NIM Operator runs one container of spec.image: the NIM
+        image = spec.get("image") or {}
+        reference = f"{image.get('repository')}:{image.get('tag') or 'latest'}"
+        container = {"name": "nim", "image": reference, "resources": spec.get("resources") or {}, LINE: image.get(LINE)}
+        found.append(({"containers": [container]}, {"replicas": spec.get("replicas", 1)}))
+    elif kind == "LLMInferenceService":  # KServe's llm-d service: its controller fills in the container
+        raise InputError(
+            f"{document.where(data.get(LINE))}: LLMInferenceService {name}: KServe's controller writes the server's "
+            "image and command from its LLMInferenceServiceConfig presets, not this manifest; import the "
+            "Deployment it creates (kubectl get deployment -o yaml)"
+        )
+    elif kind == "DisaggregatedSet":  # LWS's prefill and decode roles, each a LeaderWorkerSet
+        roles = ", ".join(str(r.get("name")) for r in spec.get("roles") or [] if isinstance(r, dict))
+        raise InputError(
+            f"{document.where(data.get(LINE))}: DisaggregatedSet {name}: prefill/decode disaggregation (roles "
+            f"{roles}) is not supported yet: {DISAGGREGATION}"
+        )
     out = []
     for pod, context in found:
         item = _PodSpec(pod)
@@ -477,8 +498,10 @@ class _Pod:
                 )
                 words += [("-e", at), (name, at)]
             elif _pod_index(item):
+                path = source["fieldRef"]["fieldPath"]
+                what = "the LeaderWorkerSet's worker index" if _WORKER_INDEX.fullmatch(path) else "the pod index"
                 self.notes.append(
-                    f"{self.where(at)}: {name} is the pod index, which the command reads as its rank: "
+                    f"{self.where(at)}: {name} is {what} ({path}), which the command reads as its rank: "
                     "hgxkit gives each host its rank"
                 )
             else:
@@ -604,8 +627,10 @@ def _is_engine_image(container: dict) -> bool:
 
 
 def _pod_index(item: dict) -> bool:
+    """True for an env value that is the pod's index in its group: a StatefulSet's pod-index label, or the worker
+    index LWS publishes as a label and an annotation (`leaderworkerset.sigs.k8s.io/worker-index`)."""
     path = ((item.get("valueFrom") or {}).get("fieldRef") or {}).get("fieldPath", "")
-    return "pod-index" in path
+    return "pod-index" in path or bool(_WORKER_INDEX.fullmatch(path))
 
 
 def _docker_size(size: str) -> str:

@@ -4,10 +4,11 @@ prompts are set aside; each command is lexed the way a POSIX shell would, with i
 What is not shell is blanked out in a copy of each line, so columns stay those of the file: a fence line,
 a `> ` quote (or a PS2 `> ` continuation), the backticks and prose around inline code, and a prompt
 (`$ `, `$cmd`, `[root@node1 ~]# `, `(env) user@host:~/dir$ `, `host:~/dir$ `, `PS C:\\…> `, and `# ` when the
-block has no other command, so that `# node 1` stays a comment). A line starts a command when its first
-word (after `NAME=value` prefixes and `sudo`) is a program people post; an unescaped newline ends it, a
-trailing backslash or an open quote continues it. The repairs the corpus needs are notes, never silent:
-a backslash followed by spaces at a line's end, and a blank line between continuation lines.
+block has no other command, so that `# node 1` stays a comment; never in a shell script, whose `#` is a
+comment). A line starts a command when its first word (after `NAME=value` prefixes, `sudo` and `nohup`) is a
+program people post; an unescaped newline ends it, a trailing backslash or an open quote continues it. The
+repairs the corpus needs are notes, never silent: a backslash followed by spaces at a line's end, and a blank
+line between continuation lines.
 
 Example:
     >>> post = read_post("post.md", "Run it:\\n```bash\\n# node 1\\n$ docker run img \\\\\\n  serve\\n```\\nThen go.")
@@ -32,6 +33,7 @@ PROGRAMS = frozenset(
         "docker",
         "podman",
         "sudo",
+        "nohup",
         "genai-perf",
         "aiperf",
         "trtllm-serve",
@@ -103,6 +105,7 @@ _PROMPTS = (
     re.compile(r"PS [A-Za-z]:\\[^>\n]*>[ \t]+"),  # PowerShell `PS C:\Users\me> `
 )
 _ROOT_PROMPT = re.compile(r"#[ \t]+")
+_SCRIPT_SUFFIXES = (".sh", ".bash", ".slurm", ".sbatch")
 # A line that continues (ends in a backslash) and holds a launch, but does not start like a command.
 _LAUNCH_TOKEN = re.compile(
     r"(?:^|\s)(?:vllm serve|sglang serve|docker run|-m sglang\.launch_server|-m vllm\.entrypoints)\b"
@@ -149,7 +152,7 @@ class Command:
 def read_post(name: str, text: str) -> PostFile:
     """Split a post into lines and blank out what is not shell (see the module docstring)."""
     lines = tuple(text.replace("\r\n", "\n").replace("\r", "\n").split("\n"))
-    cleaner = _Cleaner(lines)
+    cleaner = _Cleaner(lines, script=lines[0].startswith("#!") or name.endswith(_SCRIPT_SUFFIXES))
     clean = cleaner.run()
     return PostFile(name, PurePath(name).name, lines, tuple(clean), tuple(cleaner.notes), tuple(cleaner.fences))
 
@@ -160,7 +163,7 @@ def is_command_start(text: str) -> bool:
     if words and words[-1] == "\\":
         words.pop()  # `NAME=value \`: an environment prefix continued on the next line
     index = 0
-    while index < len(words) and (ASSIGNMENT_RE.match(words[index]) or words[index] in ("sudo", "-E")):
+    while index < len(words) and (ASSIGNMENT_RE.match(words[index]) or words[index] in ("sudo", "-E", "nohup")):
         index += 1
     if index == len(words):
         return index > 0 and ASSIGNMENT_RE.match(words[0]) is not None  # `model=org/name` on its own line
@@ -183,8 +186,9 @@ def _redirection_continues(previous: str) -> bool:
 class _Cleaner:
     """One pass over a post's lines: fences, quotes, inline code and prompts blanked, columns kept."""
 
-    def __init__(self, lines: tuple[str, ...]) -> None:
+    def __init__(self, lines: tuple[str, ...], script: bool = False) -> None:
         self.lines = lines
+        self.script = script  # a shell script, where `# cmd` is a comment: its shell reads no prompts
         self.notes: list[tuple[int, str]] = []
         self.block: list[int] = []  # block id per line: a fence, or a paragraph between blank lines
         self.fences: list[int] = []  # fence id per line, 0 outside fences
@@ -263,6 +267,8 @@ class _Cleaner:
     def _root_prompts(self, clean: list[str], candidates: list[int]) -> None:
         """`# cmd` is a root prompt only where its block has no other command and it is not a command commented
         out line by line (else it is a comment)."""
+        if self.script:
+            return
         chosen = set(candidates)
         commands: dict[int, int] = {}  # block -> command lines that are not `# cmd` lines
         for index, text in enumerate(clean):

@@ -10,16 +10,24 @@ compose file or manifest. Its keys become the container:
 - `envs` its environment (hgxkit's own `HGXKIT_*` provenance is read back as an export's `hgxkit.io/*` labels);
 - `secrets` names taken from the environment.
 
+A task without `image_id: docker:…` runs on the VM, its server installed by `setup`: it imports only in the
+image `--image` names (the run script's `conda activate`/PATH lines were the VM's and are set aside).
+
 The `run` script is read line by line:
 - `set -e…` and `export CUDA_VISIBLE_DEVICES=…` are read;
 - `NAME=$(echo "$SKYPILOT_NODE_IPS" | head -n 1)` is the head: the first node, `skypilot-head`, which
   `nodes.join_ranks` replaces by each deploy's head;
 - in `if [ "$SKYPILOT_NODE_RANK" = 0 ]; then A; else B; fi`, A is rank 0's command. B, the other ranks', is
-  rendered by hgxkit from it. `$SKYPILOT_NODE_RANK` as a value is rank 0;
+  rendered by hgxkit from it. `$SKYPILOT_NODE_RANK` as a value is rank 0, `$SKYPILOT_NUM_GPUS_PER_NODE` the
+  accelerator count;
+- a Ray cluster: `ray start --head` on rank 0 and `ray start --address $HEAD:PORT` on the others (guarded by `ps
+  aux | grep … ||` or not, SkyPilot's Ray template as the alternative) are the cluster's starts, which the Ray
+  format reads (`vllm_multinode`); waits (`sleep`, `ray status`) and each host's own VLLM_HOST_IP are left out;
 - one command is the server (`exec` dropped); several are refused.
 
-`setup` (the model download) is set aside: a deploy places the model itself. A task without a Docker image, a
-`service:` section (SkyPilot Serve) and `file_mounts` from a bucket are refused by name.
+`setup` (the model download) and a `service:` section (SkyPilot Serve's replicas and readiness probe, which
+`sky launch` ignores) are set aside. A task without a Docker image (unless --image), and `file_mounts` from a
+bucket are refused by name.
 
 Example:
     >>> from hgxkit.importing.documents import load_documents, yaml_regions
@@ -62,9 +70,20 @@ from hgxkit.recipe.shellwords import split_words
 
 HEAD = "skypilot-head"  # the first node in the imported command; `join_ranks` replaces it by each deploy's head
 _HEAD_LINE = re.compile(
-    r"^(?:export\s+)?([A-Za-z_]\w*)=\"?\$\(\s*echo\s+\"?\$\{?SKYPILOT_NODE_IPS\}?\"?\s*\|\s*"
-    r"head\s+(?:-n\s*1|-1)\s*\)\"?$"
+    r"^(?:export\s+)?([A-Za-z_]\w*)=\"?(?:\$\(|`)\s*echo\s+\"?\$\{?SKYPILOT_NODE_IPS\}?\"?\s*\|\s*"
+    r"head\s+(?:-n\s*1|-1)\s*(?:\)|`)\"?$"
 )
+# `ps aux | grep ray | grep 6379 &> /dev/null || ray start …`: start Ray unless this host runs it already
+_RAY_START = re.compile(r"^(?:ps\s+aux\b.*?\|\|\s*)?(ray\s+start\b.*)$")
+_RAY_TEMPLATE = re.compile(r"^(?:~|\$HOME|\$\{HOME\})/(?:sky_templates|skypilot_templates)/ray/start_cluster(?:\.sh)?$")
+_TEMPLATE_TEST = re.compile(r"^if \[\[? -[fx] (\S+) \]\]?; then$")
+_WAIT = re.compile(r"^(?:sleep\s+(?:\d+[smhd]?|infinity)|ray\s+status)$")
+# each host's own address, which Ray finds itself on the host network (see vllm_multinode)
+_PER_HOST = re.compile(r"^(?:export\s+)?(VLLM_HOST_IP|RAY_NODE_IP_ADDRESS)(?:=.*)?$")
+# the VM's environment, which a task without a container sets up for its server: the image has its own
+_VM_ENVIRONMENT = re.compile(r"^(?:conda\s+activate\s+\S+|source\s+\S*activate(?:\s+\S+)?|(?:export\s+)?PATH=\S*)$")
+_INSTALL = re.compile(r"\b(?:pip3?|uv\s+pip|apt(?:-get)?|conda|mamba)\s+(?:install|create)\b")
+_PERMISSIONS = re.compile(r"^(?:sudo\s+)?chmod\s+\S+(?:\s+-R)?\s+\S+$")
 _RANK_TEST = re.compile(r"^if \[\[? \"?\$\{?SKYPILOT_NODE_RANK\}?\"? (?:=|==|-eq) \"?0\"? \]\]?; then$")
 _ASSIGN = re.compile(r"^(?:export\s+)?([A-Za-z_]\w*)=(\S*)$")
 _DOWNLOAD = re.compile(
@@ -73,7 +92,6 @@ _DOWNLOAD = re.compile(
 )
 _TASK_KEYS = ("resources", "num_nodes", "setup")
 _REFUSED = {
-    "service": "a SkyPilot Serve section (replicas behind a load balancer); give the task without `service:`",
     "workdir": "a local directory synced to the node, which a recipe cannot carry; bake it into the image",
 }
 
@@ -84,10 +102,13 @@ class SkyPilot:
     name = "SkyPilot task"
 
     def claims(self, simple: Simple) -> bool:
-        return simple.kind == "skypilot"
+        return simple.kind in ("skypilot", _ON_RAY)
 
     def take(self, simple: Simple, reading: Reading) -> None:
         take_document(simple, reading)
+        taken = reading.servers[-1] if reading.servers else None
+        if simple.kind == _ON_RAY and taken is not None and taken.simple is simple:
+            taken.on_ray = True  # the run script starts the Ray cluster its server runs on
 
     def claims_document(self, data: Any) -> bool:
         return (
@@ -109,22 +130,53 @@ class SkyPilot:
                 continue
             envs = {k: v for k, v in _pairs(document.data.get("envs")) if str(k).startswith("HGXKIT_")}
             labels = {PREFIX + k.removeprefix("HGXKIT_").lower().replace("_", "-"): v for k, v in envs.items()}
+            kind = _ON_RAY if task.ray else "skypilot"
             out.append(
                 document_simple(
-                    document, "skypilot", words, document.first, document.last, task.notes, exported_by_hgxkit(labels)
+                    document, kind, words, document.first, document.last, task.notes, exported_by_hgxkit(labels)
                 )
             )
-            if document.data.get("setup"):
-                line = document.data[LINES].get("setup", document.first)
-                why = (
-                    "setup (the model download): a deploy places the model itself (the recipe's model repo and "
-                    "revision)"
-                )
-                out.append(document_simple(document, "skypilot", (), line, line, [why]))
+            out += [document_simple(document, "other", start, start[0][1], start[-1][1]) for start in task.ray]
+            out += [document_simple(document, "skypilot", (), line, line, [why]) for line, why in _set_aside(task)]
         return out
 
 
 SKYPILOT = SkyPilot()
+_ON_RAY = "skypilot-ray"  # a task's server on the Ray cluster its run script starts
+
+
+def _set_aside(task: _Task) -> list[tuple[int, str]]:
+    """(line, why) of the task's parts that run nothing a recipe carries: the setup, SkyPilot Serve's section."""
+    data = task.data
+    out = []
+    if data.get("setup"):
+        what = "its installs, which the image is taken to have, and " if installs(data["setup"]) else ""
+        why = (
+            f"setup ({what}the model download): a deploy places the model itself (the recipe's model repo and revision)"
+        )
+        out.append((task.at("setup"), why))
+    service = data.get("service")
+    if service is not None:
+        shown = _service(service)
+        out.append(
+            (
+                task.at("service"),
+                f"service: SkyPilot Serve's section ({shown}), which `sky launch` ignores; not carried: the "
+                "recipe is one server, and hgxkit checks its health itself",
+            )
+        )
+    return out
+
+
+def _service(service: Any) -> str:
+    """What a `service:` section asks for, in words: its replicas and its readiness probe's path."""
+    if not isinstance(service, dict):
+        return str(service)
+    probe = service.get("readiness_probe")
+    path = probe.get("path") if isinstance(probe, dict) else probe
+    replicas = service.get("replicas") or (service.get("replica_policy") or {}).get("min_replicas")
+    parts = [f"{replicas} replica(s)" if replicas is not None else "", f"readiness probe {path}" if path else ""]
+    return ", ".join(p for p in parts if p) or "replicas behind a load balancer"
 
 
 def _pairs(value: Any) -> list[tuple[str, Any]]:
@@ -141,6 +193,10 @@ class _Task:
         self.data = document.data
         self.lines: dict[str, int] = self.data.get(LINES, {})
         self.notes: list[str] = []
+        self.ray: list[list[WordAt]] = []  # the run script's Ray starts (head, workers), each its words
+        resources = self.data.get("resources")
+        image = str(resources.get("image_id") or "") if isinstance(resources, dict) else ""
+        self.has_image = image.startswith("docker:")
 
     def at(self, key: str) -> int:
         return self.lines.get(key, self.document.first)
@@ -163,13 +219,7 @@ class _Task:
         resources = data.get("resources") or {}
         if not isinstance(resources, dict):
             raise InputError(f"{self.where('resources')}: resources: one mapping is read (not a list of choices)")
-        image = str(resources.get("image_id") or "")
-        if not image.startswith("docker:"):
-            raise InputError(
-                f"{self.where('resources')}: resources.image_id: {image or 'not given'}; hgxkit runs "
-                "the server in a container: give `image_id: docker:IMAGE` (or --image)"
-            )
-        image = image.removeprefix("docker:")
+        image = self._image(resources)
         line = self.at("resources")
         command, gpus = self._run()
         top = self.document.first  # the task's head (its name, the export's comments) is the command's
@@ -215,6 +265,35 @@ class _Task:
             tail = [(w, self.at("run")) for w in after]
         return words + tail
 
+    def _image(self, resources: dict) -> str:
+        """The container the server runs in: `image_id: docker:IMAGE`, else the one --image names (the task runs on
+        the VM, its server installed by `setup`)."""
+        image = str(resources.get("image_id") or "")
+        found = installs(self.data.get("setup"))
+        if found and self.document.image is not None:
+            self.notes.append(
+                f"{self.where('setup')}: setup installs {'; '.join(found)}: --image {self.document.image} is "
+                "taken to have them"
+            )
+        if image.startswith("docker:") and found and self.document.image is None:
+            raise InputError(
+                f"{self.where('setup')}: setup: `{found[0]}` installs into the task's container, which a recipe "
+                f"runs as its image is; give --image REF of an image that has it (built from {image[7:]})"
+            )
+        if image.startswith("docker:"):
+            return image.removeprefix("docker:")
+        if self.document.image is None:
+            raise InputError(
+                f"{self.where('resources')}: resources.image_id: {image or 'not given'}: the task runs on the VM "
+                "(its setup installs the server), not in a container; give --image REF of an image that has the "
+                "server (or `image_id: docker:IMAGE`)"
+            )
+        self.notes.append(
+            f"{self.where('resources')}: resources.image_id: {image or 'not given'} (the task runs on the VM); the "
+            f"server runs in --image {self.document.image}"
+        )
+        return self.document.image
+
     def _exported_group(self, gpus: str) -> tuple[int, list[int]] | None:
         """(group index, its GPUs on the node) of a task hgxkit exported for one GPU group of several: the export
         names it `<recipe>-<group>` and gives it GPUs 0..n-1 of its own node; on one HGX node the groups sit on
@@ -250,22 +329,17 @@ class _Task:
 
     def _gpus(self, resources: dict) -> str:
         choices = resources.get("accelerators")
-        if isinstance(choices, dict):  # any one of several accelerators: the count is what a recipe keeps
-            # `{L4:1, A100:1}` in flow style is keys `L4:1` with no value: the count is in the key
-            names = [str(k) for k in choices if k not in (LINE, LINES)]
-            counts = {str(choices[k]) if choices[k] is not None else k.partition(":")[2] or "1" for k in names}
-            choices = ", ".join(names)
-            if len(counts) == 1 and next(iter(counts)).isdigit():
-                choices = f"any:{counts.pop()}"
-                self.notes.append(
-                    f"{self.where('resources')}: resources.accelerators: any of several; the GPU "
-                    "count is kept, the node is an HGX-H200"
-                )
-        accelerators = str(choices or "")
-        _, _, count = accelerators.partition(":")
-        if not count:
-            return "all"
-        if not count.isdigit():
+        count = _count(resources)
+        if isinstance(choices, dict) and count is not None:  # any one of several: the count is what a recipe keeps
+            self.notes.append(
+                f"{self.where('resources')}: resources.accelerators: any of several; the GPU "
+                "count is kept, the node is an HGX-H200"
+            )
+        if count is None:
+            names = [str(k) for k in choices if k not in (LINE, LINES)] if isinstance(choices, dict) else []
+            accelerators = ", ".join(names) if names else str(choices or "")
+            if not names and ":" not in accelerators:
+                return "all"
             raise InputError(
                 f"{self.where('resources')}: resources.accelerators: {accelerators}; give one "
                 "accelerator and its count (H200:8)"
@@ -280,7 +354,7 @@ class _Task:
             raise InputError(f"{self.where('run')}: run: a shell script (a string) is read")
         first = self.at("run") + 1  # a block scalar's first line
         where = self.document.post.name
-        logical, ends = _logical_lines(script, first)
+        logical, ends = logical_lines(script, first)
         commands, heads, gpus = self._read_script(logical)
         if len(commands) != 1:
             found = (
@@ -301,43 +375,84 @@ class _Task:
 
     def _read_script(self, logical: list[tuple[int, str]]) -> tuple[list[tuple[int, str]], set[str], str | None]:
         """(rank 0's commands with their lines, the variables that hold the head, the `--gpus` value of the
-        script's CUDA_VISIBLE_DEVICES or None). Shell options, messages and the other ranks' branch are left out."""
+        script's CUDA_VISIBLE_DEVICES or None). Shell options, messages, waits and the other ranks' branch are left
+        out; the Ray starts are kept apart (`self.ray`)."""
         where = self.document.post.name
         heads: set[str] = set()
         gpus = None
-        branch: int | None = None  # None: outside a rank test; else the rank whose branch this is
+        blocks: list[list[str]] = []  # the `if`s the script is in: [rank|template, then|else]
         commands: list[tuple[int, str]] = []
         for number, text in logical:
-            if not text or text.startswith("#"):
+            if not text or text.startswith("#") or self._left_out(number, text):
                 continue
-            if re.match(r"^set(?:\s+[-+]?\w+)+$", text) or re.match(r"^echo\s[^|;&>]*$", text):
-                continue  # shell options and messages: nothing the server runs with
             if (match := _HEAD_LINE.match(text)) is not None:
                 heads.add(match.group(1))
                 self.notes.append(
                     f"{where}:{number}: ${match.group(1)} is the first of $SKYPILOT_NODE_IPS: the group's head"
                 )
-                continue
-            if _RANK_TEST.match(text):
-                branch = 0
-                continue
-            if text == "else" and branch is not None:
-                branch = 1
-                continue
-            if text == "fi" and branch is not None:
-                branch = None
-                continue
-            if (match := _ASSIGN.match(text)) is not None and "$(" not in text and "`" not in text:
+            elif _RANK_TEST.match(text) or _template_test(text):
+                blocks.append(["rank" if _RANK_TEST.match(text) else "template", "then"])
+            elif text in ("else", "fi") and blocks:
+                if text == "fi":
+                    blocks.pop()
+                else:
+                    blocks[-1][1] = "else"
+            elif (ray := _RAY_START.match(text)) is not None:
+                self._ray_start(number, ray.group(1), ray.group(0) != ray.group(1), heads)
+            elif (match := _ASSIGN.match(text)) is not None and "$(" not in text and "`" not in text:
                 name, value = match.groups()
-                if name == "CUDA_VISIBLE_DEVICES":
-                    gpus = f'"device={value.strip(chr(34) + chr(39))}"'
-                    continue
-                raise InputError(f"{where}:{number}: {text}: a variable of the run script; give it in `envs`")
-            if branch == 1:
+                if name != "CUDA_VISIBLE_DEVICES":
+                    raise InputError(f"{where}:{number}: {text}: a variable of the run script; give it in `envs`")
+                gpus = f'"device={value.strip(chr(34) + chr(39))}"'
+            elif ["rank", "else"] in blocks:
                 self.notes.append(f"{where}:{number}: the other ranks' command; hgxkit renders each rank from rank 0's")
-                continue
-            commands.append((number, text))
+            elif _RAY_TEMPLATE.match(text) and ["template", "then"] in blocks:
+                self.notes.append(
+                    f"{where}:{number}: {text} is SkyPilot's Ray template, run where the image has it; the `ray "
+                    "start` commands the script falls back to start the same cluster, and are read"
+                )
+            elif _RAY_TEMPLATE.match(text):
+                raise InputError(
+                    f"{where}:{number}: {text}: SkyPilot's Ray template starts the cluster with options the task "
+                    "does not show; write its `ray start` commands (--head on rank 0, --address HEAD:PORT on the "
+                    "others)"
+                )
+            else:
+                commands.append((number, text))
         return commands, heads, gpus
+
+    def _left_out(self, number: int, text: str) -> bool:
+        """True for a line that runs nothing the server's container needs (each noted where it changes something
+        on the host): shell options, messages, waits, each host's own address, the VM's environment."""
+        where = f"{self.document.post.name}:{number}"
+        if re.match(r"^set(?:\s+[-+]?\w+)+$", text) or re.match(r"^echo\s[^|;&>]*$", text) or _WAIT.match(text):
+            return True
+        if (match := _PER_HOST.match(text)) is not None:
+            if "=" in text:
+                self.notes.append(
+                    f"{where}: {match.group(1)} is this host's own address (its line of $SKYPILOT_NODE_IPS); left "
+                    "out: Ray uses each host's address on the host network"
+                )
+            return True
+        if _PERMISSIONS.match(text):
+            self.notes.append(f"{where}: `{text}` changes the task machine's file permissions; not carried")
+            return True
+        if not self.has_image and _VM_ENVIRONMENT.match(text):
+            self.notes.append(f"{where}: `{text}` sets up the VM's environment for its server; the image has its own")
+            return True
+        return False
+
+    def _ray_start(self, number: int, text: str, guarded: bool, heads: set[str]) -> None:
+        """A host's `ray start` (the head's or a worker's), its head variables written as the head."""
+        where = self.document.post.name
+        for name in heads:
+            text = re.sub(rf"\$\{{{name}\}}|\${name}\b", HEAD, text)
+        words = split_words(text, source=where, first_line=number)
+        if any(w.is_operator for w in words):
+            raise InputError(f"{where}:{number}: {text}: a `ray start` in a pipeline or list; give it alone")
+        if guarded:
+            self.notes.append(f"{where}:{number}: `ps aux | grep … ||`: Ray is started unless the host runs it already")
+        self.ray.append([(w.text, number) for w in words])
 
     def _resolve_variables(self, text: str, number: int, heads: set[str]) -> str:
         """Rank 0's command with the head, the task's `envs` and SkyPilot's rank and node count written in.
@@ -353,6 +468,12 @@ class _Task:
                 self.notes.append(f"{where}:{number}: ${name} is the task's envs value {value}")
         text = re.sub(r"\$\{SKYPILOT_NODE_RANK\}|\$SKYPILOT_NODE_RANK\b", "0", text)
         text = re.sub(r"\$\{SKYPILOT_NUM_NODES\}|\$SKYPILOT_NUM_NODES\b", str(self.data.get("num_nodes", 1)), text)
+        count = _count(self.data.get("resources"))
+        if count is not None and re.search(r"\$\{?SKYPILOT_NUM_GPUS_PER_NODE\b", text):
+            text = re.sub(r"\$\{SKYPILOT_NUM_GPUS_PER_NODE\}|\$SKYPILOT_NUM_GPUS_PER_NODE\b", count, text)
+            self.notes.append(
+                f"{where}:{number}: $SKYPILOT_NUM_GPUS_PER_NODE is {count}, resources.accelerators' count"
+            )
         if "SKYPILOT_NODE_RANK" in self.data["run"]:
             self.notes.append(
                 f"{where}:{number}: $SKYPILOT_NODE_RANK is the rank (rank 0 is the command taken; "
@@ -365,7 +486,31 @@ class _Task:
         return text
 
 
-def _logical_lines(script: str, first: int) -> tuple[list[tuple[int, str]], dict[int, int]]:
+def installs(setup: Any) -> list[str]:
+    """The setup's lines that install software (pip, uv, apt, conda): into the container, or the VM."""
+    lines = setup.split("\n") if isinstance(setup, str) else []
+    return [line.strip() for line in lines if _INSTALL.search(line) and not line.strip().startswith("#")]
+
+
+def _template_test(text: str) -> bool:
+    """True for `if [ -f ~/…/ray/start_cluster.sh ]; then`: SkyPilot's Ray template where the image has it."""
+    match = _TEMPLATE_TEST.match(text)
+    return match is not None and _RAY_TEMPLATE.match(match.group(1)) is not None
+
+
+def _count(resources: Any) -> str | None:
+    """The accelerator count `resources.accelerators` asks for (`H200:8`, or one count for several choices)."""
+    choices = resources.get("accelerators") if isinstance(resources, dict) else None
+    if isinstance(choices, dict):
+        # `{L4:1, A100:1}` in flow style is keys `L4:1` with no value: the count is in the key
+        names = [str(k) for k in choices if k not in (LINE, LINES)]
+        counts = {str(choices[k]) if choices[k] is not None else k.partition(":")[2] or "1" for k in names}
+        return counts.pop() if len(counts) == 1 and next(iter(counts)).isdigit() else None
+    count = str(choices or "").partition(":")[2]
+    return count if count.isdigit() else None
+
+
+def logical_lines(script: str, first: int) -> tuple[list[tuple[int, str]], dict[int, int]]:
     """The script's lines with continuation backslashes joined, each with its first file line; and each logical
     line's first file line -> its last."""
     logical: list[tuple[int, str]] = []

@@ -104,6 +104,9 @@ class UnsupportedKind:
     # container paths, image name parts.
     hints: tuple[str, ...] = ()
     hardware: bool = False  # an accelerator other than NVIDIA's (the refusal says hgxkit serves HGX-H200 nodes)
+    # Why a launcher of a served engine is not imported, with the way out (the refusal says it in place of the
+    # engines hgxkit serves)
+    remedy: str = ""
 
     def hinted_by(self, text: str) -> str | None:
         """The first hint of this engine found in `text` (a command as posted), or None."""
@@ -111,6 +114,17 @@ class UnsupportedKind:
 
 
 UNSUPPORTED = (
+    UnsupportedKind(
+        "sglang-router",
+        "SGLang's router launcher",
+        (),
+        (("python3", "-m", "sglang_router.launch_server"),),
+        remedy=(
+            "python -m sglang_router.launch_server starts --dp-size SGLang servers and sglang-router in front of them "
+            "in one process, which a recipe (one server command) does not hold; serve with SGLang's own data "
+            "parallelism instead (python -m sglang.launch_server, the same flags without --router-*)"
+        ),
+    ),
     UnsupportedKind(
         "tgi",
         "Hugging Face TGI (text-generation-inference)",
@@ -197,10 +211,8 @@ def detect_kind(image: str | None, program: Sequence[str], explicit: str | None 
             return kind
     for other in UNSUPPORTED:
         if program_of(program, other.programs) or image_matches(image, other.images):
-            raise InputError(
-                f"{other.title} ({other.name}) is not supported yet: hgxkit serves "
-                f"{', '.join(k.title for k in KINDS.values())}"
-            )
+            served = other.remedy or f"hgxkit serves {', '.join(k.title for k in KINDS.values())}"
+            raise InputError(f"{other.title} ({other.name}) is not supported yet: {served}")
     for kind in KINDS.values():
         if image_matches(image, kind.images):
             return kind

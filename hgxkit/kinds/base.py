@@ -158,6 +158,9 @@ class ServerKind:
     posted_clients: tuple[PostedClient, ...] = ()  # benchmark clients of this engine that posts use
     image_entrypoint: tuple[str, ...] = ()  # the official image's ENTRYPOINT, when it is the server itself
     speculative_flags: tuple[str, ...] = ()  # flags that turn speculative decoding on
+    # (flag, pattern of its value) that make the server one side of a prefill/decode split: the prefill or the
+    # decode server, which serves nothing without the other and the router between them
+    disaggregation: tuple[str, str] | None = None
     multinode_flags: tuple[str, ...] = ()  # flags of a group spanning nodes
     deprecated_programs: tuple[tuple[str, ...], ...] = field(default_factory=tuple)
     # A server spanning nodes: the same command on every host but for these (canonical spellings).

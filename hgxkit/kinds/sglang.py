@@ -253,6 +253,7 @@ SGLANG = ServerKind(
     ),
     posted_clients=(POSTED_CLIENT,),
     speculative_flags=("--speculative-algorithm",),
+    disaggregation=("--disaggregation-mode", r"prefill|decode"),
     multinode_flags=("--nnodes", "--node-rank", "--dist-init-addr"),
     head_flag="--dist-init-addr",
     dp_in_tp_flag="--enable-dp-attention",

@@ -254,6 +254,8 @@ VLLM = ServerKind(
     posted_clients=POSTED_CLIENTS,
     image_entrypoint=("vllm", "serve"),  # 0.33-era images; words after the image are `MODEL flags`
     speculative_flags=("--speculative-config",),
+    # a KV connector's producer (prefill) or consumer (decode) side; kv_both is also a cache offload's role
+    disaggregation=("--kv-transfer-config", r".*[\"']?kv_role[\"']?\s*:\s*[\"']?kv_(?:producer|consumer)\b.*"),
     env_report=("vllm", "collect-env"),
     multinode_flags=("--nnodes", "--node-rank", "--master-addr"),
     head_flag="--master-addr",

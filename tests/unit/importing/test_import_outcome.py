@@ -96,6 +96,8 @@ def test_a_new_format_joins_by_one_registry_line(monkeypatch: pytest.MonkeyPatch
         "docker compose",
         "Kubernetes manifest",
         "SkyPilot task",
+        "dstack run configuration",
+        "Helm values file",
         "Slurm script",
         "Ray cluster",
     ]

@@ -1,11 +1,15 @@
 """SkyPilot task YAMLs imported (hgxkit.importing.skypilot): the `run` command as rank 0's `docker run` in
-`resources.image_id`, the rank and the head read from SkyPilot's variables, `setup` set aside, and what a
-recipe cannot hold (SkyPilot Serve, bucket mounts, a script of several commands, no Docker image) refused by name.
+`resources.image_id` (or --image for a task on the VM), the rank and the head read from SkyPilot's variables, a
+Ray cluster its script starts read as one, `setup` and SkyPilot Serve's `service:` set aside, and what a recipe
+cannot hold (bucket mounts, a script of several commands, no container image, installs into the container)
+refused by name.
 
 The round trip of hgxkit's own SkyPilot export is in test_export.py (test_an_export_imports_back_to_the_same_render).
 """
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import pytest
 
@@ -43,13 +47,13 @@ run: |
 """
 
 
-def imported(text: str) -> ImportOutcome:
-    return import_post([("task.yaml", text)], ImportOptions())
+def imported(text: str, image: str | None = None) -> ImportOutcome:
+    return import_post([("task.yaml", text)], ImportOptions(image=image))
 
 
-def refusal(text: str) -> str:
+def refusal(text: str, image: str | None = None) -> str:
     with pytest.raises(InputError) as caught:
-        imported(text)
+        imported(text, image)
     return caught.value.message
 
 
@@ -100,11 +104,6 @@ def test_a_gpu_count_below_the_node_is_the_first_gpus() -> None:
     "edit,message",
     [
         (
-            lambda t: t + "service:\n  readiness_probe: /health\n",
-            "task.yaml:14: service: a SkyPilot Serve section (replicas behind a load balancer); give the task without "
-            "`service:`",
-        ),
-        (
             lambda t: t + "file_mounts:\n  /models: s3://bucket/models\n",
             "task.yaml:14: file_mounts /models: s3://bucket/models is a cloud bucket, which a docker host does not "
             "mount; put its files on the node and mount them",
@@ -115,19 +114,38 @@ def test_a_gpu_count_below_the_node_is_the_first_gpus() -> None:
         ),
         (
             lambda t: t.replace("docker:lmsysorg/sglang:v0.5.6", "ami-0123"),
-            "task.yaml:2: resources.image_id: ami-0123; hgxkit runs the server in a container: give `image_id: "
-            "docker:IMAGE` (or --image)",
+            "task.yaml:2: resources.image_id: ami-0123: the task runs on the VM (its setup installs the server), not "
+            "in a container; give --image REF of an image that has the server (or `image_id: docker:IMAGE`)",
         ),
         (
             lambda t: t.replace("  set -e\n", "  PORT=30000\n"),
             "task.yaml:11: PORT=30000: a variable of the run script; give it in `envs`",
         ),
         (
-            lambda t: t.replace("--tp 8", "--tp 8 --nnodes $SKYPILOT_NUM_GPUS_PER_NODE"),
-            "task.yaml:12: $SKYPILOT_NUM_GPUS_PER_NODE: a SkyPilot variable hgxkit does not read; write its value",
+            lambda t: t.replace("--tp 8", "--tp 8 --nnodes $SKYPILOT_TASK_ID"),
+            "task.yaml:12: $SKYPILOT_TASK_ID: a SkyPilot variable hgxkit does not read; write its value",
+        ),
+        (
+            lambda t: t.replace("  hf download", "  pip install blobfile\n  hf download"),
+            "task.yaml:8: setup: `pip install blobfile` installs into the task's container, which a recipe runs as its "
+            "image is; give --image REF of an image that has it (built from lmsysorg/sglang:v0.5.6)",
+        ),
+        (
+            lambda t: t + "  ~/sky_templates/ray/start_cluster\n",
+            "task.yaml:14: ~/sky_templates/ray/start_cluster: SkyPilot's Ray template starts the cluster with options "
+            "the task does not show; write its `ray start` commands (--head on rank 0, --address HEAD:PORT on the "
+            "others)",
         ),
     ],
-    ids=["service", "bucket", "several-commands", "no-docker-image", "script-variable", "other-variable"],
+    ids=[
+        "bucket",
+        "several-commands",
+        "no-docker-image",
+        "script-variable",
+        "other-variable",
+        "install-into-the-image",
+        "ray-template-alone",
+    ],
 )
 def test_what_a_recipe_cannot_hold_is_refused_by_name(edit, message: str) -> None:
     assert refusal(edit(SINGLE)) == message
@@ -149,5 +167,111 @@ def test_envs_are_the_run_scripts_variables_and_an_accelerator_choice_keeps_its_
     assert "task.yaml:12: $MODEL is the task's envs value org/m" in outcome.notes
     assert (
         "task.yaml:2: resources.accelerators: any of several; the GPU count is kept, the node is an HGX-H200"
+        in outcome.notes
+    )
+
+
+def test_a_serve_section_is_set_aside_saying_what_it_asked_for() -> None:
+    outcome = imported(SINGLE + "service:\n  readiness_probe: /health\n  replicas: 2\n")
+    assert " ".join(outcome.recipe.server.words()).startswith("python3 -m sglang.launch_server --model-path /models/m")
+    assert [r.line() for r in outcome.report if r.what.startswith("service")] == [
+        "task.yaml:14: skipped service: SkyPilot Serve's section (2 replica(s), readiness probe /health), which `sky "
+        "launch` ignores; not carried: the recipe is one server, and hgxkit checks its health itself"
+    ]
+
+
+VM_TASK = """resources:
+  accelerators: {L4:1, A100:1}
+  ports: [8000]
+setup: |
+  conda create -n sglang python=3.10 -y
+  pip install "sglang[all]"
+run: |
+  conda activate sglang
+  export PATH=$PATH:/sbin/
+  python -m sglang.launch_server --model-path org/m --port 8000 --tp $SKYPILOT_NUM_GPUS_PER_NODE
+"""
+
+
+def test_a_task_on_the_vm_imports_in_the_image_given_and_leaves_the_vms_environment() -> None:
+    assert refusal(VM_TASK).startswith("task.yaml:1: resources.image_id: not given: the task runs on the VM")
+    outcome = imported(VM_TASK, image="lmsysorg/sglang:v0.5.6")
+    assert outcome.recipe.image.reference == "lmsysorg/sglang:v0.5.6"
+    assert " ".join(outcome.recipe.server.words()) == (
+        "python -m sglang.launch_server --model-path /models/m --port 8000 --tp 1 --served-model-name org/m --host 0.0.0.0"
+    )
+    for note in (
+        "task.yaml:1: resources.image_id: not given (the task runs on the VM); the server runs in --image "
+        "lmsysorg/sglang:v0.5.6",
+        'task.yaml:4: setup installs conda create -n sglang python=3.10 -y; pip install "sglang[all]": --image '
+        "lmsysorg/sglang:v0.5.6 is taken to have them",
+        "task.yaml:8: `conda activate sglang` sets up the VM's environment for its server; the image has its own",
+        "task.yaml:9: `export PATH=$PATH:/sbin/` sets up the VM's environment for its server; the image has its own",
+        "task.yaml:10: $SKYPILOT_NUM_GPUS_PER_NODE is 1, resources.accelerators' count",
+    ):
+        assert note in outcome.notes
+
+
+RAY_TASK = """resources:
+  accelerators: H200:8
+  image_id: docker:vllm/vllm-openai:v0.10.0
+  ports: 8081
+num_nodes: 2
+run: |
+  HEAD_IP=`echo "$SKYPILOT_NODE_IPS" | head -n1`
+  if [ "$SKYPILOT_NODE_RANK" == "0" ]; then
+    ps aux | grep ray | grep 6379 &> /dev/null || ray start --head --disable-usage-stats --port 6379
+    sleep 5
+  else
+    ray start --address $HEAD_IP:6379
+  fi
+  ray status
+  VLLM_HOST_IP=`echo "$SKYPILOT_NODE_IPS" | sed -n "$((SKYPILOT_NODE_RANK + 1))p"`
+  export VLLM_HOST_IP
+  if [ "$SKYPILOT_NODE_RANK" == "0" ]; then
+    vllm serve org/m --port 8081 --tensor-parallel-size $SKYPILOT_NUM_GPUS_PER_NODE \\
+      --pipeline-parallel-size $SKYPILOT_NUM_NODES
+  else
+    sleep infinity
+  fi
+"""
+
+
+def test_a_ray_cluster_the_run_script_starts_is_read_as_one() -> None:
+    outcome = imported(RAY_TASK)
+    recipe = outcome.recipe
+    assert " ".join(recipe.server.words()) == (
+        "/models/m --port 8081 --tensor-parallel-size 8 --pipeline-parallel-size 2 --distributed-executor-backend "
+        "ray --served-model-name org/m"
+    )
+    assert (recipe.groups.size, recipe.groups.nodes, recipe.groups.dist_port) == (8, 2, 6379)
+    assert [w for e in recipe.docker.entries for w in e.words][:5] == [
+        "--entrypoint",
+        "/bin/bash",
+        "--network",
+        "host",
+        "--gpus",
+    ]
+    read = [(r.where, r.what) for r in outcome.report if r.action == "read"]
+    assert read == [
+        ("task.yaml:9", "Ray head (port 6379)"),
+        ("task.yaml:12", "Ray worker (the head at skypilot-head:6379)"),
+    ]
+    assert (
+        "task.yaml:15: VLLM_HOST_IP is this host's own address (its line of $SKYPILOT_NODE_IPS); left out: Ray uses "
+        "each host's address on the host network" in outcome.notes
+    )
+
+
+def test_skypilots_ray_template_with_its_fallback_reads_the_fallback() -> None:
+    text = (Path(__file__).parents[2] / "fixtures/posts/formats/y05-skypilot-kimi-k2-ray-template.yaml").read_text()
+    outcome = import_post([("y05.yaml", text)], ImportOptions(image="registry.example/kimi-vllm:v0.10.0-blobfile"))
+    assert (outcome.recipe.groups.nodes, outcome.recipe.groups.dist_port) == (2, 6379)
+    assert (
+        "y05.yaml:32: ~/skypilot_templates/ray/start_cluster.sh is SkyPilot's Ray template, run where the image has "
+        "it; the `ray start` commands the script falls back to start the same cluster, and are read" in outcome.notes
+    )
+    assert (
+        "y05.yaml:24: setup installs pip install blobfile: --image registry.example/kimi-vllm:v0.10.0-blobfile is taken to have them"
         in outcome.notes
     )

@@ -46,15 +46,17 @@ def test_index_lists_every_file_and_counts_by_format() -> None:
     counts = Counter(entry["format"] for entry in INDEX)
     assert counts == {
         "compose": 6,
-        "kubernetes": 13,
+        "kubernetes": 19,
         "docker run": 6,
-        "bare launch": 4,
+        "bare launch": 5,
         "slurm": 7,
         "vllm ray": 8,
         "vllm data parallel": 2,
-        "skypilot": 2,
+        "skypilot": 5,
+        "dstack": 3,
+        "helm values": 2,
     }
-    assert Counter(entry["expect"] for entry in INDEX) == {"import": 16, "refuse": 32}
+    assert Counter(entry["expect"] for entry in INDEX) == {"import": 20, "refuse": 43}
     # a file at a commit, or an issue or pull request thread (the post is its text)
     assert all(
         re.match(r"https://github\.com/[^/]+/[^/]+/(?:blob/[0-9a-f]{40}/|issues/\d+$|pull/\d+$)", entry["source"])
@@ -426,6 +428,14 @@ ANOTHER_ACCELERATOR = ": the post is for another accelerator, and hgxkit serves 
             "docker run --gpus all -p 8080:8080 kserve/huggingfaceserver:latest --model_id=org/m",
             "p.txt:1: KServe Hugging Face runtime (kserve-huggingface) is not supported: hgxkit serves SGLang and vLLM",
         ),
+        (
+            "docker run --gpus all -p 30000:30000 lmsysorg/sglang:v0.5.6 python3 -m sglang_router.launch_server "
+            "--model-path org/m --dp-size 2",
+            "p.txt:1: SGLang's router launcher (sglang-router) is not supported yet: python -m "
+            "sglang_router.launch_server starts --dp-size SGLang servers and sglang-router in front of them in one "
+            "process, which a recipe (one server command) does not hold; serve with SGLang's own data parallelism "
+            "instead (python -m sglang.launch_server, the same flags without --router-*)",
+        ),
     ],
 )
 def test_other_accelerators_and_runtimes_are_refused_by_name(command: str, message: str) -> None:
@@ -526,3 +536,51 @@ def test_an_ascend_device_in_a_compose_service_is_refused_by_name() -> None:
 )
 def test_a_value_of_the_wrong_shape_is_one_line_not_a_traceback(text: str, message: str) -> None:
     assert refusal("m.yaml", text) == message
+
+
+@pytest.mark.parametrize("field", ["labels", "annotations"])
+def test_a_leader_worker_sets_worker_index_from_a_field_ref_is_the_rank(field: str) -> None:
+    """LWS publishes the worker index as a label and an annotation; a container reads it through a fieldRef as it
+    reads $(LWS_WORKER_INDEX)."""
+    name = "k11-sglang-docs-lws-roce-fieldref-worker-index.md"
+    text = (FORMATS / name).read_text().replace("metadata.labels[", f"metadata.{field}[")
+    outcome = imported(name, text)
+    assert (
+        f"{name}:43: LWS_WORKER_INDEX is the LeaderWorkerSet's worker index (metadata.{field}['leaderworkerset.sigs."
+        "k8s.io/worker-index']), which the command reads as its rank: hgxkit gives each host its rank" in outcome.notes
+    )
+    (rank1,) = render_recipe(outcome.recipe, rank=1, head="10.0.0.1", total_gpus=8)
+    server = rank1.shell_argv[rank1.shell_argv.index("sglang:latest") + 1 :]
+    assert server[server.index("--node-rank") + 1] == "1"
+    assert server[server.index("--dist-init-addr") + 1] == "10.0.0.1:20000"
+
+
+@pytest.mark.parametrize(
+    ("post", "message"),
+    [
+        (
+            "python -m sglang.launch_server --model-path org/m --disaggregation-mode prefill --port 30000\n"
+            "python -m sglang.launch_server --model-path org/m --disaggregation-mode decode --port 30001\n"
+            "python -m sglang_router.launch_router --pd-disaggregation --prefill http://127.0.0.1:30000 "
+            "--decode http://127.0.0.1:30001\n",
+            "p.sh: line 1, column 51: --disaggregation-mode prefill: prefill/decode disaggregation is not supported "
+            "yet: a recipe is one setup, not prefill and decode servers joined by a router; import a setup that "
+            "serves both phases (without --disaggregation-mode)",
+        ),
+        (
+            'vllm serve org/m --kv-transfer-config \'{"kv_connector":"NixlConnector","kv_role":"kv_consumer"}\'\n',
+            'p.sh: line 1, column 18: --kv-transfer-config {"kv_connector":"NixlConnector","kv_role":'
+            '"kv_consumer"}: prefill/decode disaggregation is not supported yet: a recipe is one setup, not prefill '
+            "and decode servers joined by a router; import a setup that serves both phases (without "
+            "--kv-transfer-config)",
+        ),
+    ],
+    ids=["sglang-prefill-and-decode", "vllm-kv-consumer"],
+)
+def test_prefill_decode_disaggregation_is_refused_by_name_not_as_two_setups(post: str, message: str) -> None:
+    assert refusal("p.sh", post) == message
+
+
+def test_a_kv_connector_of_both_roles_is_a_cache_not_a_split() -> None:
+    post = 'vllm serve org/m --kv-transfer-config \'{"kv_connector":"LMCacheConnectorV1","kv_role":"kv_both"}\'\n'
+    assert imported("p.sh", post).recipe.server.flag("--kv-transfer-config") is not None

@@ -50,6 +50,17 @@ def test_a_comment_is_a_comment_and_a_root_prompt_only_alone() -> None:
     assert commands("# docker run img serve\ndocker pull img") == [["docker", "pull", "img"]]
 
 
+def test_in_a_shell_script_a_hash_line_is_always_a_comment() -> None:
+    """A script's shell reads no prompt: `# python -m sglang.launch_server …` there is a launch left out, not a
+    root shell's (LMBench's baseline keeps its real launch apart; taking the comment imported the wrong server)."""
+    text = "# python -m sglang.launch_server --model-path org/m\n"
+    for name, found in (("run.sh", []), ("job.slurm", []), ("notes.txt", [["python", "-m", "sglang.launch_server"]])):
+        lexed = simple_commands(find_commands(read_post(name, text)))
+        assert [s.texts[:3] for s in lexed] == found
+    shebang = simple_commands(find_commands(read_post("run", "#!/bin/bash\n" + text)))
+    assert shebang == []
+
+
 def test_an_unescaped_newline_ends_the_command() -> None:
     text = "docker run -d --name s img serve --tp 8\ndocker logs -f s\ndocker run img2 x"
     assert commands(text) == [
@@ -65,6 +76,11 @@ def test_pipes_redirections_background_and_sudo_are_notes() -> None:
     assert simple[1].piped and simple[1].texts == ["tee", "log"]
     notes = " ".join(simple[0].notes + simple[1].notes)
     assert "`sudo` dropped" in notes and "redirection `>&1` dropped" in notes and "`&` (run in the background)" in notes
+    simple = simple_commands(find_commands(read_post("p", "nohup python -m sglang.launch_server --model-path org/m &")))
+    assert simple[0].texts[:3] == ["python", "-m", "sglang.launch_server"]
+    assert (
+        "p:1: `nohup` dropped (the container outlives the shell; its output is the container's log)" in simple[0].notes
+    )
 
 
 def test_a_tilde_mount_is_refused_at_its_word() -> None:
