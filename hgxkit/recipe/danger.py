@@ -58,7 +58,7 @@ from hgxkit.recipe.docker_options import DOCKER_RUN_OPTIONS, canonical
 from hgxkit.recipe.shellwords import EXPANDING_TILDE, LITERAL_DOLLAR, Word, dollar_segments, shell_value
 
 if TYPE_CHECKING:
-    from hgxkit.recipe.docker_parse import OptionUse
+    from hgxkit.recipe.docker_parse import OptionUse, ParsedRun
     from hgxkit.recipe.spec import Recipe
 
 # Host directories whose bind mount (or a mount of a directory above them) gives the container the host:
@@ -243,26 +243,28 @@ def judge_argv(argv: Sequence[str], context: PolicyContext | None = None) -> lis
     """The dangers of a literal `docker run` argv, the words Docker receives (`docker`, `run`, options, image…).
 
     An option Docker has but hgxkit's table does not, or a word that is no option, is `unknown-option`."""
-    from hgxkit.recipe.docker_parse import parse_run_words
-
     ctx = context or PolicyContext()
-    words = [Word(word.replace("$", LITERAL_DOLLAR), 1, i + 1, True) for i, word in enumerate(argv)]
     try:
-        run = parse_run_words(words, source="argv")
+        run = _parsed_argv(argv)
     except InputError as err:
         return [Danger("unknown-option", err.message, "an option hgxkit does not know is refused by name", -1)]
     return _judge_entries([entry.uses for entry in run.entries], ctx)
+
+
+def _parsed_argv(argv: Sequence[str]) -> ParsedRun:
+    """A literal argv read as the parser reads a post's words, every `$` a literal one (Docker receives it as is)."""
+    from hgxkit.recipe.docker_parse import parse_run_words
+
+    words = [Word(word.replace("$", LITERAL_DOLLAR), 1, i + 1, True) for i, word in enumerate(argv)]
+    return parse_run_words(words, source="argv")
 
 
 def host_paths(argv: Sequence[str]) -> list[str]:
     """Every absolute host path a literal `docker run` argv binds into the container or has the client read (bind
     sources, a bind volume's device, env and label files), as written: what the node walks with no symlink
     followed just before it starts the container (hgxkit.nofollow). [] for an argv that does not parse."""
-    from hgxkit.recipe.docker_parse import parse_run_words
-
-    words = [Word(word.replace("$", LITERAL_DOLLAR), 1, i + 1, True) for i, word in enumerate(argv)]
     try:
-        run = parse_run_words(words, source="argv")
+        run = _parsed_argv(argv)
     except InputError:
         return []
     paths: list[str] = []

@@ -168,8 +168,11 @@ def test_host_paths_are_every_bind_source_and_read_file_of_the_argv() -> None:
     argv = [
         "docker",
         "run",
+        "--rm",  # an option without a value
         "-v",
         "/data/models/m:/m",
+        "-v",
+        "/srv/$HOME:/h",  # a literal `$`: Docker receives it as it is
         "-v",
         "cache:/c",
         "--mount",
@@ -184,7 +187,7 @@ def test_host_paths_are_every_bind_source_and_read_file_of_the_argv() -> None:
         "-v",
         "/not/an/option:/x",
     ]
-    assert host_paths(argv) == ["/data/models/m", "/srv/a/", "/srv/d", "/etc/hgxkit/k.env"]
+    assert host_paths(argv) == ["/data/models/m", "/srv/$HOME", "/srv/a/", "/srv/d", "/etc/hgxkit/k.env"]
     assert host_paths(["docker", "run", "--no-such-option", "img"]) == []
 
 
