@@ -172,6 +172,7 @@ MODULES = (
         ("hgxkit/serving/rollout.py", "hgxkit/serving/replace.py"),
         (
             "tests/unit/serving/test_serving_replace.py",
+            "tests/unit/serving/test_replace_poll.py",
             "tests/unit/serving/test_serve_plan.py",
             "tests/unit/serving/test_serve_dry.py",
             "tests/unit/serving/test_serve_logic.py",

@@ -215,6 +215,17 @@ def test_host_pools_on_some_gpus_are_each_flags_arithmetic() -> None:
     ]
     odd = replace(vllm, server=replace(vllm.server, args=(("--cpu-offload-gb", "lots"),)))
     assert host_pools(odd, gpus=4, gpu_memory_gb=140, weights_gb=160) == []
+    # without a TP flag a group is one GPU; sums to the tenth of a GB (the arithmetic shown is the one applied)
+    lone = replace(vllm, server=replace(vllm.server, args=(("--kv-offloading-size", "1.05"),)))
+    assert host_pools(lone, gpus=1, gpu_memory_gb=140, weights_gb=160) == [
+        ("--kv-offloading-size 1.05 x 1 GPUs / TP 1", 1.1)
+    ]
+    three = replace(
+        vllm, server=replace(vllm.server, args=(("--tensor-parallel-size", "3"), ("--kv-offloading-size", "64")))
+    )
+    assert host_pools(three, gpus=4, gpu_memory_gb=140, weights_gb=160)[0][1] == 85.3
+    odd_size = recipe(args="--enable-hierarchical-cache|--hicache-size 33.33")
+    assert host_pools(odd_size, gpus=3, gpu_memory_gb=140, weights_gb=160) == [("HiCache 3 ranks x 33.3", 99.9)]
 
 
 def test_docstring_examples(monkeypatch: pytest.MonkeyPatch) -> None:

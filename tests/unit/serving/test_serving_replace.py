@@ -166,7 +166,12 @@ def test_recovery_finishes_a_replace_that_was_cut_off(node, health: str, kept: s
     state.write_text(json.dumps({"containers": cut}))
     Path(env["FAKE_HEALTH"]).write_text(health)
     script = recovery_script(name="m-0", health_url="http://127.0.0.1:5000/health")
-    subprocess.run(["sh", "-s"], input=script, text=True, env=env, check=True, timeout=60)
+    done = subprocess.run(["sh", "-s"], input=script, text=True, env=env, check=True, timeout=60, capture_output=True)
+    said = {
+        "new-m-0": "kept the new m-0 (healthy); removed the copy kept aside",
+        "old-m-0": "put the previous m-0 back (the interrupted replace had not become healthy)",
+    }
+    assert done.stdout.splitlines()[-1] == said[kept]  # what the node's journal shows of the recovery
     after = containers(state)
     assert after["m-0"]["id"] == kept and after["m-0"]["running"]  # serving on one spec or the other
     assert "m-0-hgxkit-previous" not in after
