@@ -92,13 +92,19 @@ EXPORT_TESTS = {
     ),
     "kubernetes": (
         ("k8s", "kubernetes.yaml"),
-        (*EXPORT_FILES, "test_export_pod_security.py", "test_export_kubernetes_resources.py"),
+        (
+            *EXPORT_FILES,
+            "test_export_pod_security.py",
+            "test_export_kubernetes_resources.py",
+            "test_export_kubernetes.py",
+        ),
         (
             "kubernetes_manifests_validate_against_the_real_schemas",
             "a_deployment_carries_gpus_model_shm_probes_and_provenance",
             "a_leaderworkerset_gives_the_leader_address_and_the_worker_index",
             "kubernetes_notation_expands_references_and_escapes_literal_dollars",
             "a_leaderworkersets_service_selects_its_leader_alone",
+            "a_model_pvc_replaces_the_host_path",
             "the_validators_refuse_a_broken_manifest",
         ),
     ),

@@ -22,6 +22,7 @@ Example:
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
 from hgxkit.errors import InputError
 from hgxkit.export.common import (
@@ -186,7 +187,7 @@ def _pod_security_notes(groups: list[ExportGroup], options: ExportOptions) -> li
         needs.append("hostNetwork (allowed by --network=host) needs a namespace at level privileged")
     if any(c.privileged for c in containers):
         needs.append("a privileged container (allowed by --privileged) needs level privileged")
-    added = sorted({cap.upper().removeprefix("CAP_") for c in containers for cap in c.cap_add} - BASELINE_CAPABILITIES)
+    added = sorted({cap for c in containers for cap in _capabilities(c.cap_add)} - BASELINE_CAPABILITIES)
     if added:
         needs.append(f"the capabilities {', '.join(added)} (allowed by --cap-add) need level privileged")
     # hostPath volumes: every absolute mount but a model on `--model-pvc`
@@ -204,6 +205,12 @@ def _pod_security_notes(groups: list[ExportGroup], options: ExportOptions) -> li
         remedy = "" if needs else "; --model-pvc NAME meets baseline"  # the model's hostPath is the one thing
         needs.append(f"the model's hostPath needs level privileged{remedy}")
     return [f"Pod Security: {need}" for need in needs]
+
+
+def _capabilities(added: Sequence[str]) -> list[str]:
+    """Docker's --cap-add words as Kubernetes names capabilities: upper case, no `CAP_` (`cap_sys_ptrace` is
+    SYS_PTRACE), each once."""
+    return list(dict.fromkeys(cap.upper().removeprefix("CAP_") for cap in added))
 
 
 def _dns(name: str) -> str:
@@ -337,7 +344,7 @@ def _pod(
     if container.privileged:
         security["privileged"] = True
     if container.cap_add:
-        security["capabilities"] = {"add": list(container.cap_add)}
+        security["capabilities"] = {"add": _capabilities(container.cap_add)}
     if security:
         spec["securityContext"] = security
     if probes:
