@@ -47,7 +47,8 @@ _AUTH_SWITCH_RE = re.compile(r".*(?:^|_)(?:ENABLE|DISABLE|NO|SKIP|USE|REQUIRE|AL
 _SECRET_FLAG_RE = re.compile(r"--[A-Za-z0-9-]*(?:api-key|token|secret|password|passwd)")
 # Values that point at a secret instead of holding one: `$X`, `${X}`, `{{env:X}}`, an already masked value.
 _REFERENCE_RE = re.compile(r"\$\{?[A-Za-z_][A-Za-z0-9_]*\}?|\{\{env:[A-Za-z_][A-Za-z0-9_]*\}\}|\*\*\*")
-_NOT_A_VALUE = frozenset({"", "None", "none", "null", "NULL", "nil", "true", "false"})
+# `auto` is hgxkit's own word for a key it generates on the node (`api_key: auto`), never a key itself
+_NOT_A_VALUE = frozenset({"", "None", "none", "null", "NULL", "nil", "true", "false", "auto"})
 # Known values shorter than this are not masked: masking "1" would rewrite every number in a log.
 MIN_KNOWN_LENGTH = 4
 

@@ -41,3 +41,13 @@ def test_an_error_that_quotes_a_secret_shows_it_masked(
     assert main(["recipe", "import", str(tmp_path / "post.sh")]) == 2
     err = capsys.readouterr().err
     assert TOKEN not in err and err.startswith("hgxkit: error: post.sh:1: --api-key ")
+
+
+def test_hgxkits_own_word_for_a_generated_key_is_no_secret() -> None:
+    from hgxkit.secrets import redact
+
+    assert (
+        redact("set api_key: auto (a key is generated on the node)")
+        == "set api_key: auto (a key is generated on the node)"
+    )
+    assert redact(f"api_key: {TOKEN}") == "api_key: ***"
