@@ -3,12 +3,12 @@
     python bench/deploy_sweep.py [--cluster sweep] [--only PATTERN …] [--keep]
 
 Takes every post of tests/fixtures/posts and tests/fixtures/posts/formats whose index says it imports, as the
-corpus tests import it (`--pick` and `--model-repo` from the index), and for each one (hgxkit.sim.sweep.deploy):
-the serving role's containers for every rank and group, with the simulated stand-in image in place of the
-post's and nothing else changed, started one after another on the cluster's two nodes (brought up once with
-deploys/bringup.py), each waited for until its health endpoint answers. Prints one line per post (`ok` or `FAIL`
-with the cause), then the count. Removes the cluster at the end unless `--keep`. About 5-10 minutes on 2 cores;
-`make sweep` runs it.
+corpus tests import it (`--pick`, `--model-repo` and `--image` from the index), and for each one
+(hgxkit.sim.sweep.deploy): the serving role's containers for every rank and group, with the simulated stand-in
+image in place of the post's and nothing else changed, started one after another on the cluster's two nodes
+(brought up once with deploys/bringup.py), each waited for until its health endpoint answers. Prints one line per
+post (`ok` or `FAIL` with the cause), then the count. Removes the cluster at the end unless `--keep`. About 5-10
+minutes on 2 cores; `make sweep` runs it.
 """
 
 from __future__ import annotations
@@ -40,11 +40,13 @@ def corpus_cases() -> list[Case]:
     ]
     for name, entry in sorted(formats.ENTRIES.items()):
         options = entry.get("options", {})  # the import options the formats tests import it with
-        if set(options) - {"pick", "model_repo"}:
-            raise ValueError(f"{name}: import options {sorted(options)}: the sweep's Case takes pick and model_repo")
+        if set(options) - {"pick", "model_repo", "image"}:
+            raise ValueError(
+                f"{name}: import options {sorted(options)}: the sweep's Case takes pick, model_repo and image"
+            )
         if entry["expect"] == "import":
             text = (formats.FORMATS / name).read_text()
-            cases.append(Case(name, text, options.get("pick"), options.get("model_repo")))
+            cases.append(Case(name, text, options.get("pick"), options.get("model_repo"), options.get("image")))
     return cases
 
 

@@ -54,12 +54,13 @@ MODEL_FILES = (".gguf", ".safetensors", ".bin")  # a model given as one file: le
 
 @dataclass(frozen=True)
 class Case:
-    """One corpus post: its file name, its text, and the `--pick` and `--model-repo` its index gives."""
+    """One corpus post: its file name, its text, and the `--pick`, `--model-repo` and `--image` its index gives."""
 
     name: str
     text: str
     pick: int | None = None
     model_repo: str | None = None
+    image: str | None = None
 
 
 @dataclass(frozen=True)
@@ -81,7 +82,9 @@ class Result:
 def load_case(case: Case) -> Recipe:
     """The recipe a node would get: imported unedited, then loaded back as `deploys/reproduce.py` loads it.
     Raises InputError with the import's or the loader's one-line refusal."""
-    outcome = import_post([(case.name, case.text)], ImportOptions(pick=case.pick, model_repo=case.model_repo))
+    outcome = import_post(
+        [(case.name, case.text)], ImportOptions(pick=case.pick, model_repo=case.model_repo, image=case.image)
+    )
     try:
         return parse_recipe_text(dump_recipe(outcome.recipe))
     except InputError as err:

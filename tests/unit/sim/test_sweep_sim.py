@@ -238,3 +238,17 @@ def test_the_sglang_standin_accepts_the_flags_the_sweep_found_it_lacking() -> No
         ["--model-path", "/m", "--enable-torch-compile", "--torch-compile-max-bs", "8", "--tool-call-parser", "glm47"]
     )
     assert (ns.torch_compile_max_bs, ns.tool_call_parser) == (8, "glm47")
+
+
+def test_every_post_the_corpus_says_imports_is_a_case_the_sweep_can_load(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The sweep's cases are made as the corpus tests import each post (its index's options): each loads as a node
+    would get it, so `make sweep` and its CI sample start from what the corpus promises."""
+    root = Path(__file__).resolve().parents[3]
+    monkeypatch.syspath_prepend(str(root / "bench"))
+    monkeypatch.syspath_prepend(str(root / "tests" / "unit" / "importing"))
+    import deploy_sweep
+
+    cases = deploy_sweep.corpus_cases()
+    assert len(cases) > 60 and any(case.image for case in cases)
+    for case in cases:
+        load_case(case)  # InputError names the post and why
