@@ -10,7 +10,7 @@ import pytest
 from hgxkit.cli import main
 from hgxkit.errors import InputError
 
-TOKEN = "hf_abcdefghijklmnopqrstuvwxyzABCDEF12"
+TOKEN = "hf_FAKEtokenFORtestsNOTrealXXXXXXXXXX"  # the shape of a Hub token, obviously none
 POST = (
     f"export MYTOK={TOKEN}\n"  # a name that says nothing: the value's shape says it
     f"export HF_TOKEN={TOKEN}\n"
