@@ -34,7 +34,7 @@ from hgxkit.importing.post import PostFile
 from hgxkit.importing.reading import Bench, Reading
 from hgxkit.importing.result_blocks import Run, TableValue, Warmup, printed_results
 from hgxkit.importing.variables import Scope
-from hgxkit.kinds import DEFAULT_KIND, KINDS, python_program
+from hgxkit.kinds import posted_lengths, python_program
 from hgxkit.recipe.matrix import BenchmarkMatrix, MatrixCell, Reference, ReferenceCell, WarmupRun
 from hgxkit.recipe.matrix_io import cell_id
 
@@ -276,8 +276,7 @@ def _length_range(cell: MatrixCell, length: int) -> tuple[float, float]:
     """The range a random dataset's lengths are drawn from, as wide as the cell's ratio is far from its client's
     "fixed lengths" ratio (SGLang's 1.0 draws from [len x ratio, len], vLLM's 0.0 from [len x (1 - ratio),
     len x (1 + ratio)]; the wider of the two is taken); the default kind's convention for other clients."""
-    posted = next((k for k in KINDS.values() if (cell.client or "").startswith(k.client)), None)
-    fixed = (posted or KINDS[DEFAULT_KIND]).bench.fixed_ratio
+    fixed = posted_lengths(cell.client).fixed
     spread = min(abs((cell.range_ratio if cell.range_ratio is not None else fixed) - fixed), 1.0)
     return length * (1 - spread), length * (1 + spread)
 

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from hgxkit.errors import InputError
 from hgxkit.imageref import repository
 from hgxkit.kinds.base import PostedClient, ServerKind, program_of, python_program
+from hgxkit.kinds.lengths import SHARE, Rule
 from hgxkit.kinds.sglang import SGLANG
 from hgxkit.kinds.vllm import VLLM
 
@@ -42,6 +43,7 @@ __all__ = [
     "launcher_prefixes",
     "legacy_version_keys",
     "posted_clients",
+    "posted_lengths",
     "python_program",
     "register_kind",
     "unregister_kind",
@@ -53,6 +55,13 @@ KINDS: dict[str, ServerKind] = {}
 KIND_NAMES: list[str] = []
 # The kind of a command nothing else tells (a bare `--flags` line, a recipe written before kinds).
 DEFAULT_KIND = "sglang"
+
+
+def posted_lengths(client: str | None) -> Rule:
+    """How the client that ran a posted cell read its lengths: a kind's own client's convention; any other
+    (the old `benchmark_serving.py` and the suites that forked it, a client not named) the one SGLang kept."""
+    posted = next((k for k in KINDS.values() if (client or "").startswith(k.client)), None)
+    return posted.bench.lengths if posted else SHARE
 
 
 def register_kind(kind: ServerKind) -> ServerKind:

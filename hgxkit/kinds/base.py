@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from hgxkit.kinds.lengths import Draw, Rule
 from hgxkit.results.bench import BenchRecord
 from hgxkit.results.telemetry import KindMetrics
 
@@ -30,7 +31,7 @@ class BenchCell(Protocol):
     tokenizer: str | None
     request_rate: float | None
     dataset: str | None
-    range_ratio: float | None
+    draw: Draw | None  # the lengths and ratio to give the client; None: the cell's lengths, fixed
     seed: int | None
     extra_args: tuple[str, ...]
 
@@ -45,7 +46,7 @@ class BenchClient:
     # (module run as __main__, arguments before the client's own): the first that imports in the container runs.
     modules: tuple[tuple[str, tuple[str, ...]], ...]
     suffix: str  # of the output file the client writes (`g0_smoke.jsonl`)
-    fixed_ratio: float  # the --random-range-ratio meaning "fixed lengths" in this client's convention
+    lengths: Rule  # how the client reads --random-input-len/-output-len/-range-ratio (hgxkit.kinds.lengths)
     # (cell, output directory, warm-up requests as text) -> the client's arguments after `modules`' prefix
     argv: Callable[[BenchCell, str, str], list[str]]
     # (output file text, cell) -> one record per run in it; ValueError for a damaged file
@@ -204,13 +205,6 @@ class ServerKind:
         """True when the container command starts with one of this engine's launch programs."""
         return program_of(words, self.programs + self.deprecated_programs) is not None
 
-    def ratio_for(self, ratio: float, posted_fixed: float) -> float | None:
-        """A posted cell's range ratio for this kind's client, the post's client calling `posted_fixed` "fixed
-        lengths": as written in the same convention; "fixed lengths" translated; None otherwise."""
-        if posted_fixed == self.bench.fixed_ratio:
-            return ratio
-        return self.bench.fixed_ratio if ratio == posted_fixed else None
-
 
 def python_program(words: Sequence[str]) -> list[str]:
     """`words` with a Python interpreter (`python`, `python3.12`, `/opt/conda/bin/python`) written `python3`.
@@ -242,10 +236,21 @@ def program_of(words: Sequence[str], programs: Sequence[tuple[str, ...]]) -> tup
     return None
 
 
-def load_args(cell: BenchCell) -> tuple[list[str], list[str], list[str]]:
-    """The load, seed and output-length arguments of a cell, spelt alike by SGLang's and vLLM's clients."""
+def load_args(cell: BenchCell) -> tuple[list[str], list[str]]:
+    """The load and seed arguments of a cell, spelt alike by SGLang's and vLLM's clients."""
     load = ["--max-concurrency", str(cell.concurrency)] if cell.concurrency is not None else []
     load += ["--request-rate", str(cell.request_rate)] if cell.request_rate is not None else []
     seed = ["--seed", str(cell.seed)] if cell.seed is not None else []
-    out_len = ["--random-output-len", str(cell.output_len)] if cell.output_len is not None else []
-    return load, seed, out_len
+    return load, seed
+
+
+def length_args(cell: BenchCell, rule: Rule) -> list[str]:
+    """The random dataset's length arguments, spelt alike by SGLang's and vLLM's clients: the cell's draw, or
+    its lengths fixed (the output length left to the client where the cell has none)."""
+    if cell.draw is not None:
+        lengths = (cell.draw.input_len, cell.draw.output_len, cell.draw.ratio)
+    else:
+        lengths = (cell.input_len, cell.output_len, f"{rule.fixed:.1f}")
+    input_len, output_len, ratio = lengths
+    out = ["--random-output-len", str(output_len)] if output_len is not None else []
+    return ["--random-input-len", str(input_len), *out, "--random-range-ratio", ratio]

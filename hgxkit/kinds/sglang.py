@@ -21,15 +21,17 @@ from hgxkit.kinds.base import (
     PostedClient,
     ServerKind,
     extra_flags,
+    length_args,
     load_args,
 )
+from hgxkit.kinds.lengths import SHARE
 from hgxkit.kinds.options import SGLANG_OPTIONS
 from hgxkit.results.bench import BenchRecord, parse_bench_jsonl
 
 
 def client_argv(cell: BenchCell, output_dir: str, warmups: str) -> list[str]:
     """`sglang.benchmark.serving` arguments for one cell (hgxkit.verify.plan.client_argv says what they mean)."""
-    load, seed, out_len = load_args(cell)
+    load, seed = load_args(cell)
     dataset = cell.dataset or "random-ids"
     if dataset == "random" and "--dataset-path" not in cell.extra_args:
         # SGLang's `random` takes its token ids from ShareGPT, downloaded from the Hub; verify runs the client
@@ -44,12 +46,7 @@ def client_argv(cell: BenchCell, output_dir: str, warmups: str) -> list[str]:
         str(cell.port),
         "--dataset-name",
         dataset,
-        "--random-input-len",
-        str(cell.input_len),
-        *out_len,
-        # SGLang's ratio is the shortest share of the length: 1 = fixed lengths
-        "--random-range-ratio",
-        str(cell.range_ratio if cell.range_ratio is not None else 1.0),
+        *length_args(cell, SHARE),
         "--num-prompts",
         str(cell.num_prompts),
         *load,
@@ -231,7 +228,7 @@ SGLANG = ServerKind(
         # the newer module name, then the shim older images ship
         modules=(("sglang.benchmark.serving", ()), ("sglang.bench_serving", ())),
         suffix="jsonl",
-        fixed_ratio=1.0,
+        lengths=SHARE,
         argv=client_argv,
         parse=parse_output,
         extra_flags=extra_flags(POSTED_CLIENT),

@@ -23,8 +23,10 @@ from hgxkit.kinds.base import (
     RayCluster,
     ServerKind,
     extra_flags,
+    length_args,
     load_args,
 )
+from hgxkit.kinds.lengths import SPREAD
 from hgxkit.kinds.options import VLLM_OPTIONS
 from hgxkit.results.bench import BenchRecord
 from hgxkit.results.vllm_bench import parse_vllm_result
@@ -32,7 +34,7 @@ from hgxkit.results.vllm_bench import parse_vllm_result
 
 def client_argv(cell: BenchCell, output_dir: str, warmups: str) -> list[str]:
     """`vllm bench serve` arguments for one cell (hgxkit.verify.plan.client_argv says what they mean)."""
-    load, seed, out_len = load_args(cell)
+    load, seed = load_args(cell)
     dataset = cell.dataset if cell.dataset not in (None, "random-ids") else "random"
     return [
         "--backend",
@@ -45,12 +47,7 @@ def client_argv(cell: BenchCell, output_dir: str, warmups: str) -> list[str]:
         *(["--tokenizer", cell.tokenizer] if cell.tokenizer else []),
         "--dataset-name",
         dataset,
-        "--random-input-len",
-        str(cell.input_len),
-        *out_len,
-        # vLLM's ratio is a spread around the length: 0 = fixed lengths
-        "--random-range-ratio",
-        str(cell.range_ratio if cell.range_ratio is not None else 0.0),
+        *length_args(cell, SPREAD),
         "--num-prompts",
         str(cell.num_prompts),
         *load,
@@ -228,7 +225,7 @@ VLLM = ServerKind(
     bench=BenchClient(
         modules=(("vllm.entrypoints.cli.main", ("bench", "serve")),),
         suffix="json",
-        fixed_ratio=0.0,
+        lengths=SPREAD,
         argv=client_argv,
         parse=parse_output,
         extra_flags=extra_flags(POSTED_CLIENTS[0]),  # `vllm bench serve`, the client verify runs

@@ -242,6 +242,9 @@ def run_markdown(
             if (i := c.intervals.get(name))
         ]
         lines += _table("95% intervals", ["Cell", "Metric", "Value", "Interval", "Over"], interval_rows)
+    translated = [f"- {cell_label(c)}: {c.lengths}" for c in cells if c.lengths]
+    if translated:
+        lines += ["**Lengths translated for this client:**", "", *translated, ""]
     lines += telemetry_markdown(cells)
     flags = run_flags(summary, summary.recipe)
     if flags:

@@ -123,6 +123,7 @@ class CellResult(ClientMetrics):
     tool_version: str | None = None
     request_rate: float | None = None
     aggregation: str = "single run"
+    lengths: str | None = None  # how the post's random lengths were given to this client, where translated
     ttfts_ms: list[float] = field(default_factory=list)
     tpots_ms: list[float] = field(default_factory=list)
     e2es_ms: list[float] = field(default_factory=list)

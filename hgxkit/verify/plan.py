@@ -10,11 +10,12 @@ Example:
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 from hgxkit.errors import InputError
-from hgxkit.kinds import DEFAULT_KIND, KINDS, ServerKind
+from hgxkit.kinds import DEFAULT_KIND, KINDS, ServerKind, posted_lengths
+from hgxkit.kinds.lengths import Draw, Interval
 from hgxkit.recipe.matrix import MatrixCell
 from hgxkit.recipe.schema import MAX_BENCH_TOKENS
 from hgxkit.recipe.spec import Recipe
@@ -47,7 +48,8 @@ class Cell:
     cell_id: str | None = None  # the recipe's cell id (file names); None: `<input>_<concurrency>`
     request_rate: float | None = None
     dataset: str | None = None
-    range_ratio: float | None = None  # in the client's own meaning; None: fixed lengths
+    draw: Draw | None = None  # the client's lengths and ratio for the post's random lengths; None: fixed
+    lengths: str | None = None  # how the post's lengths were given to this client, where they were translated
     warmups: int | None = None
     seed: int | None = None
     extra_args: tuple[str, ...] = ()
@@ -160,7 +162,7 @@ def plan_cells(
                 output_len=first.output_len if first else None,
                 cell_id="smoke",
                 dataset=first.dataset if first else None,
-                range_ratio=_ratio(first, kind) if first else None,
+                posted=first,
             )
         )
     else:
@@ -185,7 +187,7 @@ def plan_cells(
                     cell_id=cell.id,
                     request_rate=cell.request_rate,
                     dataset=cell.dataset,
-                    range_ratio=_ratio(cell, kind),
+                    posted=cell,
                     warmups=cell.warmups,
                     seed=cell.seed,
                     extra_args=cell.extra_args,
@@ -193,6 +195,7 @@ def plan_cells(
             )
     if output_len:
         shapes = [{**shape, "output_len": output_len} for shape in shapes]
+    shapes = [_with_draw(shape, kind) for shape in shapes]
     return [
         Cell(group=g, container=name, repeats=times if shape.get("record", True) else 1, **base, **shape)
         for g, name in groups
@@ -200,16 +203,28 @@ def plan_cells(
     ]
 
 
-def _ratio(cell: MatrixCell, kind: ServerKind) -> float | None:
-    """The cell's range ratio for the client that measures it: as written when the post's client uses the same
-    convention; the post's "fixed lengths" translated between conventions (SGLang 1.0 = vLLM 0.0); None
-    otherwise."""
-    if cell.range_ratio is None:
-        return None
-    posted = next((k for k in KINDS.values() if (cell.client or "").startswith(k.client)), None)
-    # A client of no kind's own (benchmark_serving.py, genai-perf) is read in the default kind's convention.
-    posted_fixed = (posted or KINDS[DEFAULT_KIND]).bench.fixed_ratio
-    return kind.ratio_for(cell.range_ratio, posted_fixed)
+def _with_draw(shape: dict, kind: ServerKind) -> dict:
+    """A shape with the measuring client's lengths and ratio for the posted cell's random lengths: the
+    intervals the post's client drew from (by its own convention), drawn alike by this kind's client, and a
+    note where the settings differ from the post's."""
+    posted: MatrixCell | None = shape.pop("posted", None)
+    if posted is None or posted.range_ratio is None:
+        return shape
+    rule, ours = posted_lengths(posted.client), kind.bench.lengths
+    if rule == ours:
+        return {**shape, "draw": ours.draw(shape["input_len"], shape.get("output_len"), posted.range_ratio)}
+    wanted = rule.intervals(shape["input_len"], shape.get("output_len"), posted.range_ratio)
+    draw = ours.settings(wanted)
+    note = (
+        f"{posted.client or 'the post'}'s --random-range-ratio {posted.range_ratio:g} draws "
+        f"{_spans(wanted)}; {kind.client} is given {draw.describe()}"
+    )
+    return {**shape, "draw": draw, "lengths": note}
+
+
+def _spans(intervals: tuple[Interval, Interval | None]) -> str:
+    named = zip(("input", "output"), intervals, strict=True)
+    return ", ".join(f"{name} {span[0]}-{span[1]}" for name, span in named if span) + " tokens"
 
 
 def client_argv(cell: Cell, output_dir: str, *, warm: bool = False) -> list[str]:
@@ -247,15 +262,14 @@ def cells_from_output(
             log = None if client_logs is None or cell.file not in client_logs else client_logs[cell.file]
             problems.append(f"group {cell.group} cell {cell.shape}: the client wrote no result{last_words(log)}")
             continue
-        results.append(
-            CellResult.from_repeats(
-                records,
-                num_prompts=cell.num_prompts,
-                group=cell.group,
-                raw_files=[cell.file] * len(records),
-                telemetry=cell_telemetry(cell, texts, simulated, telemetry_source),
-            )
+        result = CellResult.from_repeats(
+            records,
+            num_prompts=cell.num_prompts,
+            group=cell.group,
+            raw_files=[cell.file] * len(records),
+            telemetry=cell_telemetry(cell, texts, simulated, telemetry_source),
         )
+        results.append(replace(result, lengths=cell.lengths))
     return results, problems
 
 

@@ -12,6 +12,7 @@ import pytest
 from hgxkit.importing.importer import ImportOptions, import_post
 from hgxkit.kinds import KINDS, register_kind, unregister_kind
 from hgxkit.kinds.base import BenchCell, BenchClient, KindMetrics, PostedClient, ServerKind
+from hgxkit.kinds.lengths import SPREAD
 from hgxkit.recipe.check import check_recipe
 from hgxkit.recipe.render import render_recipe
 from hgxkit.results.bench import BenchRecord
@@ -69,7 +70,7 @@ TOY = ServerKind(
     flush_cache=False,
     default_image="example/toyserve:1",
     bench=BenchClient(
-        modules=(("toyserve.bench", ()),), suffix="ndjson", fixed_ratio=0.0, argv=_toy_argv, parse=_toy_parse
+        modules=(("toyserve.bench", ()),), suffix="ndjson", lengths=SPREAD, argv=_toy_argv, parse=_toy_parse
     ),
     metrics=KindMetrics(
         running="toy_running",

@@ -94,8 +94,8 @@ def test_docstring_examples(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_each_kind_brings_its_client_metrics_and_version_field() -> None:
     sglang, vllm = KINDS["sglang"], KINDS["vllm"]
-    assert (sglang.bench.suffix, sglang.bench.fixed_ratio) == ("jsonl", 1.0)
-    assert (vllm.bench.suffix, vllm.bench.fixed_ratio) == ("json", 0.0)
+    assert (sglang.bench.suffix, sglang.bench.lengths.fixed) == ("jsonl", 1.0)
+    assert (vllm.bench.suffix, vllm.bench.lengths.fixed) == ("json", 0.0)
     assert sglang.metrics.running == "sglang:num_running_reqs" and vllm.metrics.drafts
     assert legacy_version_keys() == ("sglang_version",)
     assert [c.name for c in posted_clients()] == [

@@ -125,3 +125,39 @@ def test_the_clients_last_line_is_cut_to_its_end() -> None:
         "; its last lines: File \"serving.py\", line 9 | KeyError: 'model'"
     )
     assert last_words(None) == "" and last_words(" \n\t\n") == "; its log is empty"
+
+
+def test_a_suites_lengths_are_drawn_alike_by_each_engines_client_and_the_translation_is_said() -> None:
+    from hgxkit.recipe.server_args import ServerCommand
+
+    suite = MatrixCell(
+        id="8192x1024-c4",
+        input_len=8192,
+        output_len=1024,
+        concurrency=4,
+        num_prompts=40,
+        dataset="random",
+        range_ratio=0.8,
+        client="InferenceX benchmark_serving.py (vLLM fork)",
+    )
+    sglang = replace(MARLIN, matrix=replace(MARLIN.matrix, entries=(suite,), warmup_runs=()))
+    (cell,) = [c for c in plan_cells(sglang, "full", GROUPS[:1], repeats=1) if c.record]
+    argv = client_argv(cell, "/out")
+    assert argv[argv.index("--random-range-ratio") + 1] == "0.8" and cell.lengths is None  # the same convention
+    assert (argv[argv.index("--random-input-len") + 1], argv[argv.index("--random-output-len") + 1]) == (
+        "8192",
+        "1024",
+    )
+    server = ServerCommand.from_words(["--model", "/models/qwen", "-tp", "8"], "vllm")
+    vllm = replace(sglang, server=server)
+    (cell,) = [c for c in plan_cells(vllm, "full", GROUPS[:1], repeats=1) if c.record]
+    argv = client_argv(cell, "/out")
+    given = [
+        argv[argv.index(flag) + 1] for flag in ("--random-input-len", "--random-output-len", "--random-range-ratio")
+    ]
+    assert given == ["7372", "921", "0.111"] and (cell.input_len, cell.output_len) == (8192, 1024)
+    assert cell.lengths == (
+        "InferenceX benchmark_serving.py (vLLM fork)'s --random-range-ratio 0.8 draws input 6553-8192, output "
+        "819-1024 tokens; vllm bench serve is given --random-input-len 7372 --random-output-len 921 "
+        "--random-range-ratio 0.111 (input 6553-8191, output 818-1024)"
+    )
