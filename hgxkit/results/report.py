@@ -312,7 +312,9 @@ def reference_markdown(summary: RunSummary, check: ReferenceCheck, source: str) 
     lines = [
         f"## {summary.recipe} on {summary.host} vs the reference ({source})",
         "",
-        f"Tolerances: TTFT within ±{tol['ttft_relative'] * 100:.0f}% of the reference, accept length within "
+        f"Tolerances: TTFT within ±{tol['ttft_relative'] * 100:.0f}% of the reference, TPOT within "
+        f"±{tol['tpot_relative'] * 100:.0f}%, output throughput within "
+        f"±{tol['output_throughput_relative'] * 100:.0f}%, accept length within "
         f"±{tol['accept_length_absolute']:.2f}. {check.within} within, {check.outside} outside, "
         f"{check.missing} not measured.",
         "",
