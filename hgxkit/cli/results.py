@@ -225,7 +225,8 @@ def _load_reference(run: Run, recipe_arg: str | None) -> tuple[object | None, st
     recipe = load_recipe(path)
     if recipe.reference is None:
         return None, f"{recipe.path}: has no reference results"
-    return recipe.reference, f"{recipe.path}: {recipe.reference.tool}"
+    label = f" ({recipe.reference.label})" if recipe.reference.label else ""
+    return recipe.reference, f"{recipe.path}: {recipe.reference.tool}{label}"
 
 
 def _cmd_compare(args: argparse.Namespace) -> int:
@@ -245,7 +246,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
         if args.json:
             print(json.dumps(check.to_json(run_a.run_id, source), indent=2))
         else:
-            _print(reference_markdown(run_a.summary, check, source), args.md)
+            _print(reference_markdown(run_a.summary, check, source, getattr(reference, "notes", None)), args.md)
         return _verdict(check.fails(args.fail_on) if args.fail_on else [], args.fail_on)
     if args.fail_on == "outside":
         raise InputError("--fail-on outside needs --reference (two runs are compared by regression or any)")

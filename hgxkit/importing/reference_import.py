@@ -100,7 +100,7 @@ def build_reference(
         outcome.notes += result.notes
     if not outcome.failed:
         _refuse_doubles(placed)
-        outcome.reference = _reference(files, placed)
+        outcome.reference = _reference(files, placed, cells)
     return outcome
 
 
@@ -184,15 +184,18 @@ def _refuse_doubles(placed: list[Placed]) -> None:
         raise InputError(f"{first.where} and {second.where} both give cell {cell_id}{how}")
 
 
-def _reference(files: Sequence[ResultFile], placed: list[Placed]) -> Reference:
-    order = {cell.id: index for index, cell in enumerate(c.cell for c in placed)}
+def _reference(files: Sequence[ResultFile], placed: list[Placed], cells: Sequence[MatrixCell]) -> Reference:
+    order = {cell.id: index for index, cell in enumerate(cells)}  # the matrix's order, as a post reads
     used = [f for f in files if any(p.file is f for p in placed)]
     tools = list(dict.fromkeys(f.tool for f in used))
     notes = list(dict.fromkeys(f.definitions for f in used))
-    runs = [_run_note(p) for p in placed if p.point.identity.get("run_url")]
+    runs: dict[str, list[str]] = {}
+    for item in placed:
+        if item.point.identity.get("run_url"):
+            runs.setdefault(_run_note(item.point.identity), []).append(item.cell.id)
     if runs:
-        notes.append("Runs: " + "; ".join(runs))
-    cells = [
+        notes.append("Runs: " + "; ".join(f"{run}: {', '.join(ids)}" for run, ids in runs.items()))
+    reference_cells = [
         ReferenceCell(
             cell=item.cell,
             sources=(item.point.source,),
@@ -200,7 +203,9 @@ def _reference(files: Sequence[ResultFile], placed: list[Placed]) -> Reference:
         )
         for item in sorted(placed, key=lambda p: order[p.cell.id])
     ]
-    return Reference(tool=" + ".join(tools), label=_label(placed), notes=". ".join(notes) + ".", cells=tuple(cells))
+    return Reference(
+        tool=" + ".join(tools), label=_label(placed), notes=". ".join(notes) + ".", cells=tuple(reference_cells)
+    )
 
 
 def _tidy(value: float) -> float:
@@ -208,10 +213,9 @@ def _tidy(value: float) -> float:
     return float(f"{value:.12g}")
 
 
-def _run_note(item: Placed) -> str:
-    identity = item.point.identity
+def _run_note(identity: dict[str, str]) -> str:
     said = ", ".join(identity[key] for key in ("date", "image") if identity.get(key))
-    return f"{item.cell.id} from {identity['run_url']}" + (f" ({said})" if said else "")
+    return identity["run_url"] + (f" ({said})" if said else "")
 
 
 def _label(placed: list[Placed]) -> str | None:

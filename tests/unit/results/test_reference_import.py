@@ -23,6 +23,7 @@ from hgxkit.recipe.dump import dump_recipe
 from hgxkit.recipe.matrix import BenchmarkMatrix, MatrixCell
 from hgxkit.recipe.read import load_recipe, parse_recipe_text
 from hgxkit.results.compare import compare_reference
+from hgxkit.results.report import reference_markdown
 from hgxkit.results.summary import CellResult, RunSummary
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -295,9 +296,13 @@ def test_inferencex_rows_are_narrowed_to_one_setup_and_name_their_runs(
     reference = parse_recipe_text(stdout).reference
     assert reference is not None and reference.label == "InferenceX h200 sglang fp8"
     assert (
-        "8192x1024-c4 from https://github.com/SemiAnalysisAI/InferenceX/actions/runs/22000000001/attempts/1 "
-        "(2026-03-02, lmsysorg/sglang:v0.5.5-cu129)" in (reference.notes or "")
+        "Runs: https://github.com/SemiAnalysisAI/InferenceX/actions/runs/22000000001/attempts/1 "
+        "(2026-03-02, lmsysorg/sglang:v0.5.5-cu129): 8192x1024-c4, 8192x1024-c8, 1024x1024-c4"
+        in (reference.notes or "")
     )
+    # The comparison names the run it compares with.
+    shown = reference_markdown(_run([]), compare_reference(_run([]), reference), "recipe.yaml", reference.notes)
+    assert "Reference notes: InferenceX rows:" in shown and "/actions/runs/22000000001/attempts/1" in shown
     cell = {c.cell.id: c for c in reference.cells}["8192x1024-c4"]
     assert (cell.ttft_median_ms, cell.total_throughput, cell.sources) == (
         390.0,
