@@ -15,6 +15,7 @@ from rich.console import Console
 from rich.markdown import Markdown
 
 from hgxkit.cli.args import json_option, share_group_options
+from hgxkit.cli.results_reference import register_import_reference
 from hgxkit.errors import InputError
 from hgxkit.results.archive import RECIPE_FILE, load_run, scan_runs
 from hgxkit.results.compare import DEFAULT_SLO_P99_MS, FAIL_ON, compare_reference, compare_runs, run_flags
@@ -59,6 +60,7 @@ def register(groups: argparse._SubParsersAction) -> None:
     json_option(show, lambda: load_schema("show"), "the run's summary and fingerprint")
     show.set_defaults(handler=_cmd_show)
     _register_compare(commands)
+    register_import_reference(commands)
     report = commands.add_parser(
         "report",
         help="write one self-contained HTML page for runs, or the index of every run",
@@ -97,7 +99,8 @@ def _register_compare(commands: argparse._SubParsersAction) -> None:
         epilog="examples:\n  hgxkit results compare RUN_A RUN_B --md\n"
         "  hgxkit results compare RUN_A RUN_B --plot plots/\n  hgxkit results compare RUN --reference\n"
         "  hgxkit results compare RUN --reference --fail-on outside   # exit 1 when the post is not met (CI)\n"
-        "  hgxkit results compare RUN_A RUN_B --slo ttft_p99<=2000,tpot_p99<=50   # goodput per cell",
+        "  hgxkit results compare RUN_A RUN_B --slo ttft_p99<=2000,tpot_p99<=50   # goodput per cell\n"
+        "  hgxkit results import-reference profile_export_aiperf.json --recipe R.yaml --in-place   # then --reference",
     )
     compare.add_argument("run_a", help="the first run: a run directory or any unique part of its id")
     compare.add_argument("run_b", nargs="?", help="the second run (omit with --reference)")
@@ -116,6 +119,10 @@ def _register_compare(commands: argparse._SubParsersAction) -> None:
     )
     compare.add_argument("--ttft-tolerance", type=float, default=0.25, help="--reference: relative TTFT tolerance")
     compare.add_argument("--accept-tolerance", type=float, default=0.3, help="--reference: accept-length tolerance")
+    compare.add_argument("--tpot-tolerance", type=float, default=0.25, help="--reference: relative TPOT tolerance")
+    compare.add_argument(
+        "--throughput-tolerance", type=float, default=0.25, help="--reference: relative output-throughput tolerance"
+    )
     compare.add_argument(
         "--fail-on",
         choices=FAIL_ON,
@@ -218,7 +225,8 @@ def _load_reference(run: Run, recipe_arg: str | None) -> tuple[object | None, st
     recipe = load_recipe(path)
     if recipe.reference is None:
         return None, f"{recipe.path}: has no reference results"
-    return recipe.reference, f"{recipe.path}: {recipe.reference.tool}"
+    label = f" ({recipe.reference.label})" if recipe.reference.label else ""
+    return recipe.reference, f"{recipe.path}: {recipe.reference.tool}{label}"
 
 
 def _cmd_compare(args: argparse.Namespace) -> int:
@@ -228,12 +236,17 @@ def _cmd_compare(args: argparse.Namespace) -> int:
         if reference is None:
             raise InputError(f"{source}; nothing to compare with")
         check = compare_reference(
-            run_a.summary, reference, ttft_tolerance=args.ttft_tolerance, accept_tolerance=args.accept_tolerance
+            run_a.summary,
+            reference,
+            ttft_tolerance=args.ttft_tolerance,
+            accept_tolerance=args.accept_tolerance,
+            tpot_tolerance=args.tpot_tolerance,
+            throughput_tolerance=args.throughput_tolerance,
         )
         if args.json:
             print(json.dumps(check.to_json(run_a.run_id, source), indent=2))
         else:
-            _print(reference_markdown(run_a.summary, check, source), args.md)
+            _print(reference_markdown(run_a.summary, check, source, getattr(reference, "notes", None)), args.md)
         return _verdict(check.fails(args.fail_on) if args.fail_on else [], args.fail_on)
     if args.fail_on == "outside":
         raise InputError("--fail-on outside needs --reference (two runs are compared by regression or any)")

@@ -351,43 +351,64 @@ class ReferenceCheck:
         }
 
 
+# Reference metrics compared, in table order: (row name, metric key, tolerance kind). TTFT and TPOT are relative
+# and lower is better; output throughput is relative and higher is better; accept length is absolute.
+_REFERENCE_CHECKS = (
+    ("TTFT mean", "ttft_mean_ms", "ttft"),
+    ("TTFT median", "ttft_median_ms", "ttft"),
+    ("TTFT P90", "ttft_p90_ms", "ttft"),
+    ("TTFT P99", "ttft_p99_ms", "ttft"),
+    ("TPOT mean", "tpot_mean_ms", "tpot"),
+    ("TPOT median", "tpot_median_ms", "tpot"),
+    ("TPOT P99", "tpot_p99_ms", "tpot"),
+    ("output throughput", "output_throughput", "throughput"),
+    ("accept length", "accept_length", "accept"),
+)
+
+
 def compare_reference(
-    run: RunSummary, reference: ReferenceLike, *, ttft_tolerance: float = 0.25, accept_tolerance: float = 0.3
+    run: RunSummary,
+    reference: ReferenceLike,
+    *,
+    ttft_tolerance: float = 0.25,
+    accept_tolerance: float = 0.3,
+    tpot_tolerance: float = 0.25,
+    throughput_tolerance: float = 0.25,
 ) -> ReferenceCheck:
-    """Each reference cell the run also measured: TTFT within ±ttft_tolerance (relative), accept length
-    within ±accept_tolerance (absolute). Cells the run did not measure are counted as missing.
+    """Each reference cell the run also measured: TTFT within ±ttft_tolerance, TPOT within ±tpot_tolerance,
+    output throughput within ±throughput_tolerance (all relative), accept length within ±accept_tolerance
+    (absolute). A metric the reference does not give is not checked; cells the run did not measure are missing.
 
     The reference is a table of the post's numbers without per-request values, so no interval or test applies:
     this is a tolerance check, and says so."""
+    tolerances = {"ttft": ttft_tolerance, "tpot": tpot_tolerance, "throughput": throughput_tolerance}
     rows = []
     within = outside = missing = 0
     for ref in reference.cells:
         mine = run.cell(ref.input_len, ref.concurrency, 0)
-        checks = [
-            ("TTFT mean", ref.ttft_mean_ms, mine.ttft_mean_ms if mine else None, "rel"),
-            ("TTFT P90", ref.ttft_p90_ms, mine.ttft_p90_ms if mine else None, "rel"),
-            ("TTFT P99", ref.ttft_p99_ms, mine.ttft_p99_ms if mine else None, "rel"),
-            ("accept length", ref.accept_length, mine.accept_length if mine else None, "abs"),
-        ]
-        for metric, expected, got, kind in checks:
+        for metric, key, kind in _REFERENCE_CHECKS:
+            expected = getattr(ref, key, None)
             if expected is None:
                 continue
             where = (metric, ref.input_len, ref.concurrency, expected)
-            if got is None or mine is None or (isinstance(got, float) and math.isnan(got)):
+            got = getattr(mine, key, None) if mine else None
+            if got is None or (isinstance(got, float) and math.isnan(got)):
                 missing += 1
                 rows.append(ReferenceRow(*where, None, "not measured", "not-measured"))
                 continue
             delta = got - expected
-            if kind == "rel":
-                tolerance, ok = ttft_tolerance, abs(delta) <= ttft_tolerance * expected
-                status = f"{delta / expected * 100:+.0f}%"
-            else:
+            if kind == "accept":
                 tolerance, ok = accept_tolerance, abs(delta) <= accept_tolerance
                 status = f"{delta:+.2f}"
+            else:
+                tolerance = tolerances[kind]
+                ok = abs(delta) <= tolerance * expected
+                status = f"{delta / expected * 100:+.0f}%" if expected else f"{delta:+.2f}"
             within += ok
             outside += not ok
-            # Lower TTFT is better; a longer accept length is better.
-            direction = None if delta == 0 else ("better" if (delta < 0) == (kind == "rel") else "worse")
+            # Lower latency is better; more throughput and a longer accept length are better.
+            higher_better = kind in ("accept", "throughput")
+            direction = None if delta == 0 else ("better" if (delta > 0) == higher_better else "worse")
             rows.append(
                 ReferenceRow(
                     *where,
@@ -400,6 +421,10 @@ def compare_reference(
                     tolerance,
                 )
             )
-    return ReferenceCheck(
-        rows, {"ttft_relative": ttft_tolerance, "accept_length_absolute": accept_tolerance}, within, outside, missing
-    )
+    used = {
+        "ttft_relative": ttft_tolerance,
+        "accept_length_absolute": accept_tolerance,
+        "tpot_relative": tpot_tolerance,
+        "output_throughput_relative": throughput_tolerance,
+    }
+    return ReferenceCheck(rows, used, within, outside, missing)

@@ -304,7 +304,9 @@ def _reference(run: Run, reference: Any) -> str:
     tol = check.tolerances
     out = (
         f"<p>Reference: {esc(getattr(reference, 'tool', '?'))}. Tolerances: TTFT within ±"
-        f"{tol['ttft_relative'] * 100:.0f}%, accept length within ±{tol['accept_length_absolute']:.2f} "
+        f"{tol['ttft_relative'] * 100:.0f}%, TPOT within ±{tol['tpot_relative'] * 100:.0f}%, output throughput "
+        f"within ±{tol['output_throughput_relative'] * 100:.0f}%, accept length within "
+        f"±{tol['accept_length_absolute']:.2f} "
         f"(the reference has no per-request values: a tolerance check, not a statistical test). "
         f"{check.within} within, {check.outside} outside, {check.missing} not measured.</p>"
     )

@@ -310,18 +310,24 @@ def _server_telemetry_row(cell: CellResult) -> list[str] | None:
     ]
 
 
-def reference_markdown(summary: RunSummary, check: ReferenceCheck, source: str) -> str:
+def reference_markdown(summary: RunSummary, check: ReferenceCheck, source: str, notes: str | None = None) -> str:
+    """A run against the reference: tolerances, then one row per metric and cell; `notes` are the reference's
+    own (which tool, how its metrics were mapped, which runs the numbers came from)."""
     tol = check.tolerances
     lines = [
         f"## {summary.recipe} on {summary.host} vs the reference ({source})",
         "",
-        f"Tolerances: TTFT within ±{tol['ttft_relative'] * 100:.0f}% of the reference, accept length within "
+        f"Tolerances: TTFT within ±{tol['ttft_relative'] * 100:.0f}% of the reference, TPOT within "
+        f"±{tol['tpot_relative'] * 100:.0f}%, output throughput within "
+        f"±{tol['output_throughput_relative'] * 100:.0f}%, accept length within "
         f"±{tol['accept_length_absolute']:.2f}. {check.within} within, {check.outside} outside, "
         f"{check.missing} not measured.",
         "",
         "The reference has no per-request values, so this is a tolerance check, not a statistical test.",
         "",
     ]
+    if notes:
+        lines += [f"Reference notes: {notes}", ""]
     if summary.simulated:
         lines += ["> SIMULATED: the run used a simulated node; agreement says only that the stand-in is tuned.", ""]
     rows = [

@@ -356,7 +356,10 @@ def test_compare_with_the_posts_reference(
     monkeypatch.chdir(ROOT)
     assert main(["results", "--root", str(tmp_path), "compare", "marlin", "--reference", "--md"]) == 0
     out = capsys.readouterr().out
-    assert "Tolerances: TTFT within ±25% of the reference, accept length within ±0.30." in out
+    assert (
+        "Tolerances: TTFT within ±25% of the reference, TPOT within ±25%, output throughput within ±25%, "
+        "accept length within ±0.30." in out
+    )
     assert "| TTFT mean | 5K | 5 | 330.12 |" in out  # the post's marlin number at 5K x 5
     assert "not measured" in out  # the run has 2 of the post's 12 cells
     assert "SIMULATED" in out
