@@ -56,14 +56,9 @@ def recipe_split(recipe: Recipe) -> dict[str, int | bool]:
     tp = gpus // int(stages) if stages and stages.isdigit() and int(stages) > 0 else gpus
     dp = server.flag(kind.dp_flag)
     data_parallel = dp is not None and dp.isdigit() and int(dp) > 1
-    if server.kind == "vllm":
-        return {"tp": tp, "ep": tp if server.has("--enable-expert-parallel") else 1, "dp_attention": data_parallel}
-    ep = next((server.flag(f) for f in ("--ep-size", "--ep", "--expert-parallel-size") if server.flag(f)), None)
-    return {
-        "tp": tp,
-        "ep": int(ep) if ep and ep.isdigit() else 1,
-        "dp_attention": server.has(kind.dp_in_tp_flag) if kind.dp_in_tp_flag else data_parallel,
-    }
+    size = (server.flag(kind.ep_size_flag) if kind.ep_size_flag else None) or "1"
+    ep = tp if kind.ep_switch and server.has(kind.ep_switch) else int(size) if size.isdigit() else 1
+    return {"tp": tp, "ep": ep, "dp_attention": server.has(kind.dp_in_tp_flag) if kind.dp_in_tp_flag else data_parallel}
 
 
 def select_rows(

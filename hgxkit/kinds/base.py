@@ -177,6 +177,10 @@ class ServerKind:
     # A Ray cluster spanning hosts that places the server's workers (`ray start` on each host).
     ray: RayCluster | None = None
     dp_in_tp_flag: str | None = None  # with it, data parallelism runs inside the TP group (no extra GPUs)
+    # Expert parallelism: a size of its own (SGLang's --ep-size), or a switch that spreads the experts over
+    # every GPU of the server (vLLM's --enable-expert-parallel).
+    ep_size_flag: str | None = None
+    ep_switch: str | None = None
     env_report: tuple[str, ...] = ()  # its own environment report (what people attach to bug reports), in a container
     # Fingerprint fields named after this kind that hold its version (`sglang_version`): stored runs compare by them.
     version_keys: tuple[str, ...] = ()

@@ -254,6 +254,7 @@ SGLANG = ServerKind(
     multinode_flags=("--nnodes", "--node-rank", "--dist-init-addr"),
     head_flag="--dist-init-addr",
     dp_in_tp_flag="--enable-dp-attention",
+    ep_size_flag="--ep-size",
     env_report=("python3", "-m", "sglang.check_env"),
     version_keys=("sglang_version",),
     pitfalls=pitfalls,

@@ -210,6 +210,7 @@ VLLM = ServerKind(
     tp_flag="--tensor-parallel-size",
     pp_flag="--pipeline-parallel-size",
     dp_flag="--data-parallel-size",
+    ep_switch="--enable-expert-parallel",
     default_host="0.0.0.0",  # host None: the socket binds every IPv4 interface
     default_port=8000,
     health_path="/health",
