@@ -168,6 +168,8 @@ class HubHandler(BaseHTTPRequestHandler):
         return auth[7:].strip() if auth.lower().startswith("bearer ") else None
 
     def _send(self, status: int, body: bytes, headers: dict[str, str] | None = None, ctype: str = "") -> None:
+        # Logged before the answer leaves, so a test that reads the log once its client has the answer sees it.
+        self._log(status, 0 if self.command == "HEAD" else len(body))
         self.send_response(status)
         hdrs = {"Content-Type": ctype or "application/json; charset=utf-8", "Content-Length": str(len(body))}
         hdrs.update(headers or {})
@@ -176,7 +178,6 @@ class HubHandler(BaseHTTPRequestHandler):
         self.end_headers()
         if self.command != "HEAD":
             self.wfile.write(body)
-        self._log(status, 0 if self.command == "HEAD" else len(body))
 
     def _json(self, status: int, doc: Any, headers: dict[str, str] | None = None) -> None:
         self._send(status, json.dumps(doc).encode(), headers)
@@ -401,6 +402,8 @@ class HubHandler(BaseHTTPRequestHandler):
             status = 206
             headers = {**headers, "Content-Range": f"bytes {start}-{end}/{entry.size}"}
         length = max(end - start + 1, 0)
+        if self.command == "HEAD":  # logged before the answer leaves (see _send)
+            self._log(status, 0)
         self.send_response(status)
         self.send_header("Content-Type", "application/octet-stream")
         self.send_header("Content-Length", str(length))
@@ -408,7 +411,6 @@ class HubHandler(BaseHTTPRequestHandler):
             self.send_header(k, v)
         self.end_headers()
         if self.command == "HEAD":
-            self._log(status, 0)
             return
         faults = self.state.faults
         cfg = faults.config if faults.applies(path) else FaultConfig()
