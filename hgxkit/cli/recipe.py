@@ -23,6 +23,7 @@ from hgxkit.cli.export import add_export
 from hgxkit.errors import InputError
 from hgxkit.importing.fill import parse_fill
 from hgxkit.importing.importer import ImportOptions, import_post
+from hgxkit.importing.inferencex_recipes import entry_recipes
 from hgxkit.importing.model_placement import DEFAULT_MODELS_DIR
 from hgxkit.importing.outcome import ImportOutcome, ImportRefused, explained, ledger_json
 from hgxkit.kinds import KINDS
@@ -84,6 +85,15 @@ def register(groups: argparse._SubParsersAction) -> None:
     schema.set_defaults(handler=_cmd_schema)
 
 
+_ENTRY_HELP = (
+    "--entry KEY reads a checkout of SemiAnalysis InferenceX (FILE is its root directory): the entry of\n"
+    "configs/nvidia-master.yaml, its sweep's cells as the matrix, the launch script's server command for each\n"
+    "cell (its if/else branches and arrays resolved, the script never run). Cells that run different server\n"
+    "commands become one recipe each, DIR/<entry>-<configuration>.yaml with -o DIR/; to stdout or one file,\n"
+    "--pick N chooses one. TensorRT-LLM, Dynamo, multinode, AMD and agentic entries are refused by name.\n"
+)
+
+
 def _add_import(commands: argparse._SubParsersAction) -> None:
     parser = commands.add_parser(
         "import",
@@ -103,10 +113,13 @@ def _add_import(commands: argparse._SubParsersAction) -> None:
         "  hgxkit recipe import run.sh --fill /path/to/weights=/data/models/M   # a value the post leaves to you\n"
         "  pbpaste | hgxkit recipe import - --model-repo deepseek-ai/DeepSeek-V4-Flash-DSpark\n"
         "  hgxkit recipe import post.txt --explain    # what became of each line, or where it was refused\n"
-        "\n"
+        "  hgxkit recipe import ~/InferenceX --entry dsr1-fp8-h200-sglang -o recipes/   # a suite's entry\n"
+        "  hgxkit recipe import ~/InferenceX --entry dsv4-fp8-h200-vllm --pick 2   # its second server command\n"
+        f"\n{_ENTRY_HELP}\n"
         "exit status:\n"
         "  0  the recipe is what the post runs (every change a note)\n"
-        "  2  refused: one line naming the file, line, cause and the way out\n"
+        "  2  refused: one line naming the file, line, cause and the way out (with --entry: an entry hgxkit does\n"
+        "     not serve, an unknown key with the nearest ones, several configurations without --pick or -o DIR/)\n"
         "  3  the recipe is written, but a part of the post it belongs with was set aside (a benchmark command with\n"
         "     a placeholder, the results printed under it): `set aside:` lines name each and how to bring it in",
     )
@@ -117,7 +130,17 @@ def _add_import(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("--model-repo", help="Hugging Face repo id of the weights the command serves")
     parser.add_argument("--revision", default="main", help="model revision (branch, tag or commit)")
     parser.add_argument("--models-dir", default=DEFAULT_MODELS_DIR, help="host directory models are placed under")
-    parser.add_argument("--pick", type=_positive_int, help="take serving command N of a post that shows several")
+    parser.add_argument(
+        "--pick",
+        type=_positive_int,
+        help="take serving command N of a post that shows several (with --entry: configuration N)",
+    )
+    parser.add_argument(
+        "--entry",
+        metavar="KEY",
+        help="import entry KEY of a SemiAnalysis InferenceX checkout (FILE: its root directory), one recipe per "
+        "server command its cells run",
+    )
     parser.add_argument(
         "--fill",
         action="append",
@@ -127,7 +150,12 @@ def _add_import(commands: argparse._SubParsersAction) -> None:
         "an upper-case name such as MODEL_PATH), "
         "written out wherever the post has it; once per placeholder",
     )
-    parser.add_argument("-o", "--output", help="write the recipe here instead of stdout")
+    parser.add_argument(
+        "-o",
+        "--output",
+        help="write the recipe here instead of stdout (with --entry, a directory or a path ending in / takes each "
+        "configuration's recipe as <name>.yaml)",
+    )
     parser.add_argument("--force", action="store_true", help="overwrite --output if it exists")
     shown = parser.add_mutually_exclusive_group()
     shown.add_argument(
@@ -251,6 +279,8 @@ def _stderr() -> Console:
 
 
 def _cmd_import(args: argparse.Namespace) -> int:
+    if args.entry is not None:
+        return _cmd_import_entry(args)
     files = []
     for name in args.files:
         if name == "-":
@@ -279,11 +309,7 @@ def _cmd_import(args: argparse.Namespace) -> int:
     yaml_text = dump_recipe(outcome.recipe)
     parse_recipe_text(yaml_text, source=f"recipe imported from {source}")  # what we write must load back
     console = _stderr()
-    for line in outcome.report:
-        style = "green" if line.action == "took" else "dim"
-        console.print(f"[{style}]{escape(line.where)}: {line.action}[/] {escape(line.what)}")
-    for note in outcome.notes:
-        console.print(f"[yellow]note:[/] {escape(note)}")
+    _print_account(outcome, console)
     if args.explain:
         sys.stdout.write("".join(f"{line}\n" for line in explained(outcome)))
     elif args.json:
@@ -306,6 +332,67 @@ def _cmd_import(args: argparse.Namespace) -> int:
 
 
 SET_ASIDE_EXIT = 3
+
+
+def _print_account(outcome: ImportOutcome, console: Console) -> None:
+    """What the import took, read and skipped, one line each, then its notes (on stderr)."""
+    for line in outcome.report:
+        style = "green" if line.action == "took" else "dim"
+        console.print(f"[{style}]{escape(line.where)}: {line.action}[/] {escape(line.what)}")
+    for note in outcome.notes:
+        console.print(f"[yellow]note:[/] {escape(note)}")
+
+
+def _cmd_import_entry(args: argparse.Namespace) -> int:
+    """`recipe import CHECKOUT --entry KEY`: the entry's recipes, to stdout, one file, or one file each in a
+    directory."""
+    if len(args.files) != 1 or args.files == ["-"]:
+        raise InputError(
+            "--entry KEY: give one directory, the root of an InferenceX checkout (recipe import DIR --entry KEY)"
+        )
+    unused = [flag for flag, value in (("--json", args.json), ("--kind", args.kind), ("--fill", args.fill)) if value]
+    if unused:
+        raise InputError(f"{unused[0]} is not available with --entry (an entry's framework and values are its own)")
+    options = ImportOptions(
+        name=args.name, image=args.image, model_repo=args.model_repo, revision=args.revision, models_dir=args.models_dir
+    )
+    made = entry_recipes(Path(args.files[0]), args.entry, options)
+    listing = "; ".join(
+        f"{number}: {m.label or m.recipe.name} ({len(m.points)} cells)" for number, m in enumerate(made, 1)
+    )
+    directory = args.output is not None and (args.output.endswith("/") or Path(args.output).is_dir())
+    if args.pick is not None:
+        if args.pick > len(made):
+            raise InputError(f"--pick {args.pick}: {args.entry} has {len(made)} configuration(s) ({listing})")
+        made = [made[args.pick - 1]]
+    elif len(made) > 1 and not directory:
+        raise InputError(
+            f"{args.entry}: {len(made)} configurations, each its own server command ({listing}); choose one with "
+            "--pick N, or write each with -o DIR/"
+        )
+    texts = []
+    for entry_recipe in made:
+        text = dump_recipe(entry_recipe.recipe)
+        parse_recipe_text(text, source=f"recipe imported from entry {args.entry}")  # what we write must load back
+        texts.append(text)
+    outputs = [Path(args.output) / f"{m.recipe.name}.yaml" for m in made] if directory else [args.output] * len(made)
+    for out in outputs:
+        if out is not None and Path(out).exists() and not args.force:
+            raise InputError(f"{out}: already exists; pass --force to overwrite it or choose another -o")
+    console = _stderr()
+    for entry_recipe, text, out in zip(made, texts, outputs, strict=True):
+        outcome = entry_recipe.outcome
+        _print_account(outcome, console)
+        if args.explain:
+            sys.stdout.write("".join(f"{line}\n" for line in explained(outcome)))
+        elif out is None:
+            sys.stdout.write(text)
+        else:
+            Path(out).parent.mkdir(parents=True, exist_ok=True)
+            Path(out).write_text(text, encoding="utf-8")
+            cells = len(entry_recipe.points)
+            console.print(f"wrote {out} (recipe {outcome.recipe.name!r}, {cells} matrix cell(s))")
+    return 0
 
 
 def _set_aside(outcome: ImportOutcome, console: Console) -> int:
