@@ -62,7 +62,10 @@ def place_model(
     """Place the model `server` serves (see the module docstring); raise InputError when it cannot be placed."""
     kind = server.server_kind
     found = _model_entry(server)
-    value = shell_value(server.args[found[0]][found[1]]) if found else None
+    word = server.args[found[0]][found[1]] if found else None
+    if found and found[1] == 0 and word is not None and is_flag(word):
+        word = word.split("=", 1)[1]  # `--model-path=org/name`: the value is after the sign
+    value = shell_value(word) if word is not None else None
     if value is not None and (PLACEHOLDER.fullmatch(value) or _PLACEHOLDER_MODEL.match(value)):
         raise InputError(
             f"{where}: the model {value!r} is a placeholder, not a model; write the model's Hub id or path"

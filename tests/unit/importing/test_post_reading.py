@@ -167,6 +167,13 @@ def test_a_hub_model_is_placed_under_the_models_dir() -> None:
     assert any("~/.cache/huggingface:/root/.cache/huggingface is dropped" in n for n in result.notes)
 
 
+def test_a_hub_model_given_with_an_equals_sign_is_placed() -> None:
+    recipe = run(f"docker run {SGLANG} python3 -m sglang.launch_server --model-path=org/Name-7B --tp 2").recipe
+    assert (recipe.model.repo_id, recipe.model.local_dir) == ("org/Name-7B", "/data/models/Name-7B")
+    assert recipe.server.args[0] == ("--model-path=/models/Name-7B",)
+    assert recipe.server.flag("--served-model-name") == "org/Name-7B"
+
+
 def test_a_local_model_under_a_mounted_directory_stays_and_model_repo_names_it() -> None:
     post = f"docker run -v /data:/data {SGLANG} sglang serve --model-path /data/models/x"
     recipe = run(post, model_repo="org/X").recipe
