@@ -285,6 +285,8 @@ def _cmd_import(args: argparse.Namespace) -> int:
     for name in args.files:
         if name == "-":
             files.append(("<stdin>", read_text_stream("<stdin>", sys.stdin.buffer)))
+        elif Path(name).is_dir():
+            raise InputError(f"{name}: a directory; give a post's file, or an InferenceX checkout with --entry KEY")
         else:
             files.append((name, read_text_file(name)))
     options = ImportOptions(
@@ -350,9 +352,16 @@ def _cmd_import_entry(args: argparse.Namespace) -> int:
         raise InputError(
             "--entry KEY: give one directory, the root of an InferenceX checkout (recipe import DIR --entry KEY)"
         )
-    unused = [flag for flag, value in (("--json", args.json), ("--kind", args.kind), ("--fill", args.fill)) if value]
-    if unused:
-        raise InputError(f"{unused[0]} is not available with --entry (an entry's framework and values are its own)")
+    account = "its lines would be the rendered script's; the notes name the suite's own lines"
+    given = (
+        ("--explain", args.explain, account),
+        ("--json", args.json, account),
+        ("--kind", args.kind, "the entry's framework is its kind"),
+        ("--fill", args.fill, "the entry's values are the suite's"),
+    )
+    for flag, value, why in given:
+        if value:
+            raise InputError(f"{flag} is not available with --entry ({why})")
     options = ImportOptions(
         name=args.name, image=args.image, model_repo=args.model_repo, revision=args.revision, models_dir=args.models_dir
     )
@@ -383,9 +392,7 @@ def _cmd_import_entry(args: argparse.Namespace) -> int:
     for entry_recipe, text, out in zip(made, texts, outputs, strict=True):
         outcome = entry_recipe.outcome
         _print_account(outcome, console)
-        if args.explain:
-            sys.stdout.write("".join(f"{line}\n" for line in explained(outcome)))
-        elif out is None:
+        if out is None:
             sys.stdout.write(text)
         else:
             Path(out).parent.mkdir(parents=True, exist_ok=True)

@@ -186,7 +186,8 @@ def read_entry(checkout: Path, key: str) -> Entry:
     scripts: dict[str, ShellScript] = {}
     runs: dict[tuple[str, str], list[Point]] = {}
     commit = git_commit(checkout)
-    notes = []
+    others = sorted(set(data["scenarios"]) - {"fixed-seq-len"})
+    notes = [f"{where}: scenario {', '.join(others)} is not imported (only fixed-seq-len is)"] if others else []
     if gpu != "h200":
         notes.append(
             f"{where}: measured on {gpu} (runner {runner}); an HGX-H200 node runs the same command, so its numbers "
@@ -222,7 +223,8 @@ def cell_environment(
     fields: dict[str, str], framework: str, runner: str, point: Point, *, disagg: bool = False
 ) -> dict[str, str]:
     """The variables a cell's script runs with: what the workflow's benchmark template, the runner's
-    `launch_*.sh` (PORT) and benchmark_lib.sh give; none the script reads is left out of the model."""
+    `launch_*.sh` (PORT) and benchmark_lib.sh give. A variable not here (a runner's own, `SLURM_JOB_ID`) is
+    unknown to the evaluator: a branch or a kept word that needs its value is refused."""
     seq = _SEQ_NAMES.get((point.isl, point.osl), f"{point.isl}_{point.osl}")
     values = {
         "MODEL": fields["model"],
@@ -338,7 +340,7 @@ def _find(checkout: Path, key: str) -> tuple[str, int, dict[str, Any], yaml.Mapp
             if not isinstance(key_node, yaml.ScalarNode):
                 continue
             if key_node.value == key:
-                data = yaml.SafeLoader("").construct_document(value) if isinstance(value, yaml.MappingNode) else None
+                data = _construct(value, file) if isinstance(value, yaml.MappingNode) else None
                 if not isinstance(data, dict) or not isinstance(value, yaml.MappingNode):
                     raise InputError(f"{file}:{key_node.start_mark.line + 1}: {key}: not a mapping; check the entry")
                 return file, key_node.start_mark.line + 1, data, value
@@ -357,6 +359,16 @@ def _compose(text: str, file: str) -> yaml.Node | None:
         mark = getattr(err, "problem_mark", None)
         at = f":{mark.line + 1}" if mark is not None else ""
         raise InputError(f"{file}{at}: not valid YAML; give the file as the suite publishes it") from None
+    except RecursionError:  # the pure-Python composer, where libyaml's nesting limit is missing
+        raise InputError(f"{file}: nested too deeply; give the file as the suite publishes it") from None
+
+
+def _construct(node: yaml.Node, file: str) -> Any:
+    try:
+        return yaml.SafeLoader("").construct_document(node)
+    except (yaml.YAMLError, RecursionError, ValueError, TypeError) as err:
+        line = node.start_mark.line + 1
+        raise InputError(f"{file}:{line}: cannot read the entry ({type(err).__name__}); check the entry") from None
 
 
 def _inside(checkout: Path, relative: str, where: str) -> Path:

@@ -303,12 +303,23 @@ def test_entry_needs_one_checkout_directory(tmp_path: Path, capsys: pytest.Captu
         f"hgxkit: error: {tmp_path}: no configs/nvidia-master.yaml; give the root of a checkout of the SemiAnalysis "
         "InferenceX repository with --entry\n",
     )
+    assert run([str(CHECKOUT)], capsys) == (
+        2,
+        "",
+        f"hgxkit: error: {CHECKOUT}: a directory; give a post's file, or an InferenceX checkout with --entry KEY\n",
+    )
     code, _, err = run([str(CHECKOUT), str(CHECKOUT), "--entry", "dsr1-fp8-h200-sglang"], capsys)
     assert code == 2 and "give one directory" in err
-    code, _, err = run([str(CHECKOUT), "--entry", "dsr1-fp8-h200-sglang", "--json"], capsys)
+    code, _, err = run([str(CHECKOUT), "--entry", "dsr1-fp8-h200-sglang", "--explain"], capsys)
     assert (code, err) == (
         2,
-        "hgxkit: error: --json is not available with --entry (an entry's framework and values are its own)\n",
+        "hgxkit: error: --explain is not available with --entry (its lines would be the rendered script's; the notes "
+        "name the suite's own lines)\n",
+    )
+    code, _, err = run([str(CHECKOUT), "--entry", "dsr1-fp8-h200-sglang", "--kind", "vllm"], capsys)
+    assert (code, err) == (
+        2,
+        "hgxkit: error: --kind is not available with --entry (the entry's framework is its kind)\n",
     )
 
 
