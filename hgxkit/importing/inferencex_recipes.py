@@ -158,8 +158,8 @@ def _matrix_notes(kind: str, points: list[Point], dropped: list[str]) -> str:
         )
     else:
         notes.append(
-            "vLLM's `vllm bench serve` reads --random-range-ratio as a spread around the length, so hgxkit verify "
-            "runs these cells at fixed lengths."
+            "vLLM's `vllm bench serve` reads --random-range-ratio as a spread around the length: hgxkit verify "
+            "gives it the lengths and ratio that draw from the same intervals (hgxkit/kinds/lengths.py)."
         )
     if dropped:
         notes.append(f"The suite's {', '.join(dropped)} has no counterpart in hgxkit's {kind} client: left out.")

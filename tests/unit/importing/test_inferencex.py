@@ -20,6 +20,7 @@ from hgxkit.errors import InputError
 from hgxkit.importing.inferencex import cell_environment, read_entry, sweep_points
 from hgxkit.importing.inferencex_recipes import entry_recipes
 from hgxkit.importing.shell_branches import ShellScript
+from hgxkit.kinds import posted_lengths
 from hgxkit.recipe.read import load_recipe, parse_recipe_text
 from hgxkit.recipe.spec import Recipe
 
@@ -142,6 +143,8 @@ def test_dsv4_vllm_is_two_recipes_of_nine_cells_each_with_their_own_parallel_fla
     ]
     assert ("--max-model-len", "9472") in args_of(tp8)  # MAX_MODEL_LEN = ISL + OSL + 256, through $MAX_MODEL_LEN_ARG
     assert tp8.matrix.cells()[0].extra_args == ("--ignore-eos", "--trust-remote-code")
+    # the client's name reads as the old benchmark_serving.py's [R x L, L], which verify draws alike with vLLM's
+    assert posted_lengths(tp8.matrix.cells()[0].client).name == "share"
     assert [e.name for e in tp8.docker.env()] == ["VLLM_ENGINE_READY_TIMEOUT_S"]
     assert "wrote" in err and "dsv4-fp8-h200-vllm-tp8-ep8-dpa" in err
 
