@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 # The demo node's cluster (`hgxkit sim down --cluster $(HGXKIT_SIM_CLUSTER)` removes it).
 HGXKIT_SIM_CLUSTER ?= demo
 
-.PHONY: host host-test venv lock demo test test-stressed unit e2e lint map bench faults soak soak-parts soak-part soak-figures soak-killed sweep mutation clean
+.PHONY: host host-test venv lock demo test test-stressed unit check e2e lint map bench faults soak soak-parts soak-part soak-figures soak-killed sweep mutation clean
 
 ## host: this machine's packages, dockerd and lxcfs for the simulated nodes (stdlib only: runs before .venv);
 ## a no-op when all is there. As root on Debian/Ubuntu it installs and starts what is missing; elsewhere it
@@ -52,6 +52,16 @@ test: host-test venv
 
 unit: venv
 	$(BIN)/python -m pytest tests/unit
+
+## check: the inner loop in under 3 minutes: lint, the source rules and the unit tests in 4 workers side by side
+## (most of their time is spent waiting on subprocesses and sockets); the packaging tests (`-m install`, a wheel
+## into a fresh venv) are left to `make test`
+check: venv
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/python tools/long_functions.py
+	$(BIN)/python tools/modmap.py --check
+	$(BIN)/python -m pytest -q -n 4 -m "not install" tests/unit
 
 ## test-stressed: `make test`'s suite with the host under the soak's CPU and I/O stress (STRESS, below): no test may
 ## need a quiet machine. Ends with one line: the suite's result, its time, the stress and the load averages seen.

@@ -19,6 +19,7 @@ A_FILES=(tests/e2e/test_serving.py tests/e2e/test_router.py tests/e2e/test_servi
          tests/e2e/test_bringup.py tests/e2e/test_sim_nodes.py tests/e2e/test_sim_mismatch.py
          tests/e2e/test_monitoring.py tests/e2e/test_hostile_node.py)
 C_FILES=(tests/e2e/test_bundle.py tests/e2e/test_fault_matrix.py tests/e2e/test_fault_matrix_model.py
+         tests/e2e/test_suite_entry.py
          tests/e2e/test_export_compose.py tests/e2e/test_vllm_multinode.py tests/e2e/test_image_cache.py
          tests/e2e/test_deploy_sweep.py tests/mutation/test_sample.py)
 B_FILES=(tests/unit)

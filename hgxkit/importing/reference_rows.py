@@ -95,8 +95,9 @@ def select_rows(
 
 def _by_entry(rows: list[Point], key: str) -> list[Point]:
     kept = [p for p in rows if key == entry_key(p) or key.startswith(entry_key(p) + "-")]
-    if key.endswith("-mtp"):
-        kept = [p for p in kept if p.identity.get("spec_method", "").lower() == "mtp"]
+    # The suite names its speculative-decoding entries `…-mtp`; an entry without it runs none.
+    speculative = key.endswith("-mtp")
+    kept = [p for p in kept if (p.identity.get("spec_method", "none").lower() == "mtp") == speculative]
     # A longer row key is the more specific entry (`…-sglang-disagg` against `…-sglang`).
     longest = max((len(entry_key(p)) for p in kept), default=0)
     return [p for p in kept if len(entry_key(p)) == longest]

@@ -5,6 +5,7 @@ Examples:
     hgxkit sim image build --tag lmsysorg/sglang:v0.5.23 --variant rebuilt-1   # another content, another digest
     hgxkit sim image build --tag vllm/vllm-openai:v0.33.0    # the vLLM stand-in (kind inferred from the name)
     hgxkit sim image build --tag myorg/vllm-custom:1 --kind vllm               # any reference, kind given
+    hgxkit sim image build --tag lmsysorg/sglang:v0.5.12-cu130 --other-versions   # takes flags 0.5.23 lacks
     hgxkit sim image build --router                          # lmsysorg/sgl-model-gateway:latest (real sglang-router)
     hgxkit sim image build --dcgm-exporter                   # the DCGM exporter stand-in (hgxkit-sim/dcgm-exporter)
     hgxkit sim image status                                  # tags and digests the nodes' mirror serves
@@ -46,7 +47,7 @@ def _image_build(args: argparse.Namespace) -> int:
         serving.check_tag(t)  # before any Docker call
     kind = serving.tags_kind(tags, args.kind)
     c = nodes.client()
-    local = serving.ensure_image(c, tags, variant=args.variant, kind=kind)
+    local = serving.ensure_image(c, tags, variant=args.variant, kind=kind, other_versions=args.other_versions)
     digests = serving_registry.publish(c, tags) if args.publish else {}
     for t in tags:
         print(f"{t}\t{local}\t{digests.get(serving.check_tag(t), 'not published')}")
@@ -111,6 +112,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="which stand-in (default: inferred from the reference: lmsysorg/sglang:* or vllm/vllm-openai:*)",
     )
     p.add_argument("--variant", default="", help="extra content, so a rebuild gets another digest")
+    p.add_argument(
+        "--other-versions",
+        action="store_true",
+        help="a tag of another engine version than the stand-in's option table (lmsysorg/sglang:v0.5.12-cu130) "
+        "gets a stand-in that takes the flags the table cannot read unread, as that version may (default: every "
+        "tag parses as the table's version)",
+    )
     p.add_argument("--no-publish", dest="publish", action="store_false", help="build and tag only")
     p.add_argument("--router", action="store_true", help="build and publish the router image instead (PyPI)")
     p.add_argument(

@@ -61,7 +61,7 @@ CLIENT_MOUNT = "/opt/hgxkit-sglang-client"  # where nodes and GPU containers see
 CLIENT_SITE = f"{CLIENT_MOUNT}/lib/python3.11/site-packages"
 VLLM_CLIENT_SITE = f"{CLIENT_MOUNT}/vllm-site"  # vllm's layer of the store (client_store.VLLM_SITE)
 SITE = "/usr/local/lib/python3.11/dist-packages"  # Debian 12's python3 looks here first
-BUILD_FORMAT = "1"  # bump when the Dockerfiles below change in a way the hashed inputs don't show
+BUILD_FORMAT = "2"  # bump when the Dockerfiles below change in a way the hashed inputs don't show
 # The vLLM image's .pth line: both store layers when mounted. One line, no comprehension (a .pth line runs with
 # exec() in site.addpackage's locals, which a comprehension's own scope cannot see).
 VLLM_PTH = (
@@ -73,6 +73,7 @@ ARG BASE
 FROM ${{BASE}}
 COPY stub/ /opt/hgxkit-sim/
 COPY sglang-variant /etc/hgxkit-sim/sglang-variant
+COPY stands-for /usr/share/hgxkit-sim/stands-for
 RUN set -e; cd /opt/hgxkit-sim; \\
     python3 -m hgxkit.sim.standin.sglang install-shim --site-packages {SITE} --bin-dir /usr/local/bin \\
         --stub-root /opt/hgxkit-sim --python /usr/bin/python3 --overlay {CLIENT_SITE} >/dev/null; \\
@@ -91,6 +92,7 @@ ARG BASE
 FROM ${{BASE}}
 COPY stub/ /opt/hgxkit-sim/
 COPY vllm-variant /etc/hgxkit-sim/vllm-variant
+COPY stands-for /usr/share/hgxkit-sim/stands-for
 RUN set -e; cd /opt/hgxkit-sim; \\
     python3 -m hgxkit.sim.standin.vllm install-shim --site-packages {SITE} --bin-dir /usr/local/bin \\
         --stub-root /opt/hgxkit-sim --python /usr/bin/python3 --overlay {VLLM_CLIENT_SITE} >/dev/null; \\
@@ -169,11 +171,21 @@ def base_tag() -> str:
     return f"{BASE_REPO}:{_hash(image.SUITE.encode(), image.mirror().encode(), ' '.join(BASE_PACKAGES).encode())}"
 
 
-def image_tag(variant: str = "", kind: str = "sglang") -> str:
-    """Tag of the `kind` stand-in image for the current sources and `variant`."""
+def image_tag(variant: str = "", kind: str = "sglang", stands_for: str = "") -> str:
+    """Tag of the `kind` stand-in image for the current sources, `variant` and the version it stands for."""
     k = _kind(kind)
     stub = b"\1".join(key.encode() + b"\0" + v for key, v in _stub_files(kind).items())
-    return f"{k.repo}:{_hash(base_tag().encode(), stub, k.dockerfile.encode(), variant.encode())}"
+    return f"{k.repo}:{_hash(base_tag().encode(), stub, k.dockerfile.encode(), variant.encode(), stands_for.encode())}"
+
+
+def stands_for(tag: str, kind: str) -> str:
+    """ "" for a tag of the engine version the stand-in's option table was read from; else the tag itself: an
+    image of another version, whose options hgxkit does not have (the import says "not checked" of the flags
+    the table cannot read)."""
+    from hgxkit.kinds.options import SGLANG_OPTIONS, VLLM_OPTIONS  # the controller's; not in the image
+
+    table = {"sglang": SGLANG_OPTIONS, "vllm": VLLM_OPTIONS}[_kind(kind).name]
+    return "" if table.applies(tag) else tag
 
 
 def check_tag(tag: str) -> str:
@@ -186,7 +198,13 @@ def check_tag(tag: str) -> str:
 
 
 def build_image(
-    client: docker.DockerClient, tag: str, base: str, variant: str, log: image.Log, kind: str = "sglang"
+    client: docker.DockerClient,
+    tag: str,
+    base: str,
+    variant: str,
+    log: image.Log,
+    kind: str = "sglang",
+    stands_for: str = "",
 ) -> None:
     """Build the `kind` stand-in `tag` FROM `base` (no network)."""
     k = _kind(kind)
@@ -197,6 +215,7 @@ def build_image(
             (c / "stub" / rel).parent.mkdir(parents=True, exist_ok=True)
             (c / "stub" / rel).write_bytes(data)
         (c / f"{k.name}-variant").write_text(f"{variant}\n")
+        (c / "stands-for").write_text(f"{stands_for}\n")
         (c / "Dockerfile").write_text(k.dockerfile)
         try:
             client.images.build(path=ctx, tag=tag, buildargs={"BASE": base}, rm=True, forcerm=True, network_mode="none")
@@ -221,14 +240,25 @@ def ensure_image(
     variant: str = "",
     log: image.Log = image._stderr,
     kind: str | None = None,
+    other_versions: bool = False,
 ) -> str:
     """Build (when its inputs changed) the stand-in for `tags`, tag it as each of them; return its hash tag.
 
-    The kind is `kind`, else inferred from the tags (`kind_for`)."""
+    The kind is `kind`, else inferred from the tags (`kind_for`). By default the stand-in parses as the version
+    its option table was read from, whatever the tag; with `other_versions`, a tag of another version gets an
+    image of its own whose stand-in takes the flags the table cannot read unread, as that version may (one
+    image per such tag; the first built is returned)."""
     names = [check_tag(t) for t in tags]
     which = tags_kind(names, kind)
-    tag = image_tag(variant, which)
-    return build_on_base(client, tag, names, lambda base: build_image(client, tag, base, variant, log, which), log)
+    built = ""
+    for other in dict.fromkeys(stands_for(n, which) if other_versions else "" for n in names):
+        tag = image_tag(variant, which, other)
+        group = [n for n in names if (stands_for(n, which) if other_versions else "") == other]
+        build = lambda base, tag=tag, other=other: build_image(client, tag, base, variant, log, which, other)  # noqa: E731
+        built = built or build_on_base(client, tag, group, build, log)
+        if built != tag:
+            build_on_base(client, tag, group, build, log)
+    return built
 
 
 def build_on_base(

@@ -283,16 +283,15 @@ def test_inferencex_rows_are_narrowed_to_one_setup_and_name_their_runs(
     code, _, err = _import(capsys, str(ROWS), "--recipe", str(recipe))
     assert code == 2
     assert "both give cell 8192x1024-c4 (they differ in" in err and "--entry KEY or --where FIELD=VALUE" in err
-    code, _, err = _import(capsys, str(ROWS), "--recipe", str(recipe), "--entry", "dsr1-fp8-h200-sglang")
-    assert code == 2 and "spec_method none/mtp" in err
-    code, stdout, err = _import(
-        capsys, str(ROWS), "--recipe", str(recipe), "--entry", "dsr1-fp8-h200-sglang", "--where", "spec_method=none"
-    )
+    # Without --where: the entry without `-mtp` is the suite's run without speculative decoding.
+    code, stdout, err = _import(capsys, str(ROWS), "--recipe", str(recipe), "--entry", "dsr1-fp8-h200-sglang")
     assert code == 0, err
     assert err.splitlines()[0] == (
-        f"{ROWS}: InferenceX, 3 of 8 rows kept (entry dsr1-fp8-h200-sglang, spec_method=none, tp 8 ep 1 "
+        f"{ROWS}: InferenceX, 3 of 8 rows kept (entry dsr1-fp8-h200-sglang, tp 8 ep 1 "
         "dp-attention off): 3 became cells 8192x1024-c4, 8192x1024-c8, 1024x1024-c4"
     )
+    code, _, err = _import(capsys, str(ROWS), "--recipe", str(recipe), "--entry", "dsr1-fp8-h200-sglang-mtp")
+    assert code == 0 and "1 of 8 rows kept (entry dsr1-fp8-h200-sglang-mtp" in err, err
     reference = parse_recipe_text(stdout).reference
     assert reference is not None and reference.label == "InferenceX h200 sglang fp8"
     assert (

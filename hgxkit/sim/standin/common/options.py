@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable, Collection, Iterable, Mapping
+from pathlib import Path
 from typing import Any
 
 ValueType = Callable[[str], Callable[[str], Any] | None]
@@ -86,3 +87,45 @@ def add_table_options(
                 kw["choices"] = list(choices)
             parser.add_argument(*opts, **kw)
     return parser
+
+
+# Written into the image by `hgxkit sim image build --other-versions` (hgxkit/sim/standin/image.py): the tag of
+# another engine version this stand-in stands for; empty or missing, the table's own version. Not under
+# /etc/hgxkit-sim, which the simulated GPU runtime mounts over in a GPU container.
+STANDS_FOR = Path("/usr/share/hgxkit-sim/stands-for")
+
+
+def other_version() -> str:
+    """The image of another engine version this stand-in stands for, or "" (its table's own version)."""
+    try:
+        return STANDS_FOR.read_text().strip()
+    except OSError:
+        return ""
+
+
+def without_unread(argv: list[str], rows: Iterable[tuple[Any, ...]]) -> tuple[list[str], list[str]]:
+    """`argv` without the long flags the table cannot read (no such option, or a prefix of several) and the
+    value after each, and those flags: what an image of another version may take and the stand-in cannot judge.
+
+    >>> rows = [(("--cuda-graph-max-bs-decode",), (), "a", "store", "int", None, None, 1, None, ()),
+    ...         (("--cuda-graph-max-bs-prefill",), (), "b", "store", "int", None, None, 1, None, ()),
+    ...         (("--tp-size",), (), "tp", "store", "int", None, None, 1, None, ())]
+    >>> without_unread(["--tp", "8", "--cuda-graph-max-bs", "256", "--old=1"], rows)
+    (['--tp', '8'], ['--cuda-graph-max-bs', '--old'])
+    """
+    names = {name for row in rows for group in (row[0], row[1], row[9]) for name in group if name.startswith("--")}
+    kept: list[str] = []
+    unread: list[str] = []
+    words = iter(argv)
+    for word in words:
+        name = word.partition("=")[0].partition(".")[0]
+        readable = name in names or len([n for n in names if n.startswith(name)]) == 1
+        if not word.startswith("--") or word == "--" or readable:
+            kept.append(word)
+            continue
+        unread.append(name)
+        if "=" not in word:
+            value = next(words, None)
+            if value is not None and value.startswith("-"):
+                kept.append(value)  # a flag of its own, not this one's value
+    return kept, unread

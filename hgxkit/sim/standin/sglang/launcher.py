@@ -25,7 +25,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import IO
 
+from hgxkit.engines.sglang_serve import SERVE_OPTIONS
 from hgxkit.sim.standin.common.engine import Engine, LatencyModel, report_gpu_load
+from hgxkit.sim.standin.common.options import other_version, without_unread
 from hgxkit.sim.standin.sglang import checks, rendezvous
 from hgxkit.sim.standin.sglang.args import ModelFacts, build_parser, merge_config, resolve
 from hgxkit.sim.standin.sglang.server import VERSION_DEFAULT, StubApp, make_dummy_health_server, make_server
@@ -100,7 +102,12 @@ def launch_server_main(
 ) -> int:
     """``python3 -m sglang.launch_server`` semantics; blocks while serving."""
     env = os.environ if env is None else env
-    ns = build_parser(prog).parse_args(merge_config(argv))  # exits 2 with argparse's message, like SGLang
+    args = merge_config(argv)
+    if other := other_version():
+        args, unread = without_unread(args, SERVE_OPTIONS)
+        for flag in unread:
+            print(f"SIMULATED: {other} runs another SGLang; {flag} is taken unread", file=sys.stderr, flush=True)
+    ns = build_parser(prog).parse_args(args)  # exits 2 with argparse's message, like SGLang
     print(BANNER, file=sys.stderr, flush=True)
     try:
         checks.run_checks(vars(ns), env)

@@ -36,7 +36,7 @@ from collections.abc import Callable
 from typing import Any
 
 from hgxkit.engines.vllm_serve import SERVE_OPTIONS, VLLM_VERSION
-from hgxkit.sim.standin.common.options import add_table_options
+from hgxkit.sim.standin.common.options import add_table_options, other_version, without_unread
 from hgxkit.sim.standin.vllm import miniyaml
 
 DEFAULT_MODEL = "Qwen/Qwen3-0.6B"  # vLLM 0.33's default when no model is given
@@ -383,6 +383,9 @@ def parse_serve(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     `ServeArgsError` for what vLLM rejects with a ValueError before argparse."""
     warnings: list[str] = []
     args = normalize(["serve", *argv], warnings, serve=True)
+    if other := other_version():
+        args, unread = without_unread(args, SERVE_OPTIONS)
+        warnings += [f"SIMULATED: {other} runs another vLLM; {flag} is taken unread" for flag in unread]
     top, _ = build_main_parser()
     top.__class__ = _TopParser
     ns = top.parse_args(args)
@@ -396,6 +399,9 @@ def parse_api_server(argv: list[str], prog: str = "api_server.py") -> tuple[argp
     (vLLM 0.33 never copies it into ``--model``), so the default model is served unless ``--model`` is given."""
     warnings: list[str] = []
     args = normalize(argv, warnings, serve=False)
+    if other := other_version():
+        args, unread = without_unread(args, SERVE_OPTIONS)
+        warnings += [f"SIMULATED: {other} runs another vLLM; {flag} is taken unread" for flag in unread]
     parser = build_api_server_parser(prog)
     parser.__class__ = _TopParser
     return parser.parse_args(args), warnings
