@@ -32,6 +32,7 @@ AIPERF = FIXTURES / "aiperf-0.8.0-mock" / "profile_export_aiperf.json"
 AIPERF_STREAMING = FIXTURES / "aiperf-operator-c128" / "profile_export_aiperf.json"
 GENAI_PERF = FIXTURES / "genai-perf-24.12" / "profile_export_genai_perf.json"
 GUIDELLM = FIXTURES / "guidellm-handwritten" / "benchmarks.json"
+GUIDELLM_REAL = FIXTURES / "guidellm-0.8.1-sim" / "benchmarks.json"
 ROWS = FIXTURES / "inferencex-handwritten" / "api-benchmarks-dsr1.json"
 AGG = FIXTURES / "inferencex-handwritten" / "agg_bmk.json"
 MARLIN = ROOT / "recipes" / "deepseek-v4-flash-dspark-marlin.yaml"
@@ -63,6 +64,21 @@ def _recipe_file(tmp_path: Path, *, reference: bool = False, tp: int = 8) -> Pat
 
 
 # --- reading each format -------------------------------------------------------------------------------------
+
+
+def test_a_real_guidellm_report_reads_as_its_console_printed_it() -> None:
+    result = read_result_file(str(GUIDELLM_REAL))
+    assert (result.format, result.tool) == ("GuideLLM", "GuideLLM 0.8.1")
+    (point,) = result.points
+    assert (point.concurrency, point.input_len, point.output_len) == (4, 256, 32)
+    metrics = point.metrics
+    # GuideLLM's console: TTFT mean 52.8 ms, ITL (per request: hgxkit's TPOT) 5.8 ms, request latency 0.2 s
+    assert (round(metrics["ttft_mean_ms"], 1), round(metrics["tpot_mean_ms"], 1)) == (52.8, 5.8)
+    assert 200 < metrics["e2e_mean_ms"] < 300  # seconds in the file, ms in the recipe
+    given = (metrics["request_throughput"], metrics["output_throughput"], metrics["total_throughput"])
+    assert tuple(round(v, 1) for v in given) == (15.6, 500.7, 647.0)
+    assert (metrics["completed"], metrics["failed"]) == (40, 0)
+    assert "itl_mean_ms" not in metrics  # GuideLLM's own TPOT counts the first token: not taken
 
 
 def test_aiperf_export_reads_settings_from_its_phases_and_converts_units() -> None:
