@@ -7,8 +7,10 @@
 # the machine's two cores), so sessions side by side take a fraction as long as one. Each session has its own
 # cluster suffix and lock (tests/e2e/sim_steps.py), so their simulated nodes never meet; `hgxkit sim up` builds
 # images one session at a time. Session A runs the serving-side e2e files listed below, session C the import,
-# export, bundle, fault-matrix and fleet e2e files listed below and a sample of `make mutation`
-# (tests/mutation/test_sample.py); session B the unit tests and every other e2e file (a new e2e file lands there). Session B streams to the terminal; sessions A's and C's output is in
+# export, bundle, fault-matrix, fleet, suite-entry, server-kind and multi-node-group e2e files listed below and a
+# sample of `make mutation` (tests/mutation/test_sample.py); session B the unit tests and every other e2e file (a
+# new e2e file lands there); the lists keep the three about as long. Session B streams to the terminal; sessions
+# A's and C's output is in
 # build/test-<a|c>.log, printed when all are done. Each writes build/test-<a|b|c>.xml (JUnit, times per test).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -19,7 +21,7 @@ A_FILES=(tests/e2e/test_serving.py tests/e2e/test_router.py tests/e2e/test_servi
          tests/e2e/test_bringup.py tests/e2e/test_sim_nodes.py tests/e2e/test_sim_mismatch.py
          tests/e2e/test_monitoring.py tests/e2e/test_hostile_node.py)
 C_FILES=(tests/e2e/test_bundle.py tests/e2e/test_fault_matrix.py tests/e2e/test_fault_matrix_model.py
-         tests/e2e/test_suite_entry.py
+         tests/e2e/test_suite_entry.py tests/e2e/test_server_kinds.py tests/e2e/test_multinode_group.py
          tests/e2e/test_export_compose.py tests/e2e/test_vllm_multinode.py tests/e2e/test_image_cache.py
          tests/e2e/test_deploy_sweep.py tests/mutation/test_sample.py)
 B_FILES=(tests/unit)

@@ -38,6 +38,7 @@ from hgxkit.importing.inferencex import (
     read_entry,
 )
 from hgxkit.importing.outcome import ImportOutcome
+from hgxkit.kinds import ServerKind, posted_lengths
 from hgxkit.recipe.dump import dump_recipe
 from hgxkit.recipe.matrix import BenchmarkMatrix, MatrixCell
 from hgxkit.recipe.spec import Recipe, Source
@@ -104,7 +105,7 @@ def _finish(
     recipe = outcome.recipe
     kind = recipe.server.server_kind
     cells, dropped = _for_client(matrix_cells(points), kind.bench.extra_flags)
-    if kind.name == "sglang":  # its client ignores EOS by default: nothing is lost
+    if kind.bench.ignores_eos:  # nothing is lost
         dropped = [flag for flag in dropped if flag != "--ignore-eos"]
     name = f"{base}-{label}" if label else base
     checkout = f"at commit {entry.commit[:12]}" if entry.commit else "(not a git checkout)"
@@ -119,7 +120,7 @@ def _finish(
         f"{configuration.script}, its branches resolved for each cell without running it (line 1 of the text "
         "imported holds the variables the suite's runner sets); image and model as the entry names them.",
     )
-    matrix = BenchmarkMatrix(entries=tuple(cells), notes=_matrix_notes(kind.name, points, dropped))
+    matrix = BenchmarkMatrix(entries=tuple(cells), notes=_matrix_notes(kind, points, dropped))
     notes = [*outcome.notes, *entry.notes, *client_notes(points)]
     recipe = replace(recipe, name=name, description=description, source=source, matrix=matrix)
     return replace(outcome, recipe=recipe, notes=tuple(dict.fromkeys(notes)))
@@ -144,24 +145,23 @@ def _for_client(cells: list[MatrixCell], allowed: frozenset[str]) -> tuple[list[
     return out, dropped
 
 
-def _matrix_notes(kind: str, points: list[Point], dropped: list[str]) -> str:
+def _matrix_notes(kind: ServerKind, points: list[Point], dropped: list[str]) -> str:
     notes = [
         f"The cells of the suite's sweep, with its client ({CLIENT}, as benchmarks/benchmark_lib.sh runs it): "
         f"random token ids, --random-range-ratio {RANDOM_RANGE_RATIO} drawing each length from "
         f"[{RANDOM_RANGE_RATIO}×L, L], every request sent at once (--request-rate inf) under --max-concurrency, "
         "--ignore-eos, 10×concurrency prompts after 2×concurrency warmups."
     ]
-    if kind == "sglang":
-        notes.append(
-            "SGLang's client draws lengths the same way and ignores EOS unless told not to, so these cells need no "
-            "flag of their own for it."
-        )
+    if kind.bench.lengths == posted_lengths(CLIENT):
+        notes.append(f"{kind.title}'s client draws lengths the same way.")
     else:
         notes.append(
-            "vLLM's `vllm bench serve` reads --random-range-ratio as a spread around the length: hgxkit verify "
-            "gives it the lengths and ratio that draw from the same intervals (hgxkit/kinds/lengths.py)."
+            f"{kind.title}'s `{kind.client}` reads --random-range-ratio otherwise: hgxkit verify gives it the "
+            "lengths and ratio that draw from the same intervals (hgxkit/kinds/lengths.py)."
         )
+    if kind.bench.ignores_eos:
+        notes.append("It ignores EOS unless told not to, so these cells need no flag of their own for it.")
     if dropped:
-        notes.append(f"The suite's {', '.join(dropped)} has no counterpart in hgxkit's {kind} client: left out.")
+        notes.append(f"The suite's {', '.join(dropped)} has no counterpart in hgxkit's {kind.name} client: left out.")
     notes += [note[0].upper() + note[1:] + "." for note in client_notes(points)]
     return " ".join(notes)

@@ -54,6 +54,7 @@ class BenchClient:
     # The flags a recipe's cell may add (`extra_args`): what shapes the load. Never where the client connects
     # or writes, nor code it loads: verify --endpoint runs the client on the operator's machine.
     extra_flags: frozenset[str] = frozenset()
+    ignores_eos: bool = False  # generates every requested output token unless told otherwise (SGLang's)
 
 
 # Flags of the clients' own that a recipe never sets: the results files hgxkit names. (`--trust-remote-code`

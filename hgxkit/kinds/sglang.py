@@ -229,6 +229,7 @@ SGLANG = ServerKind(
         modules=(("sglang.benchmark.serving", ()), ("sglang.bench_serving", ())),
         suffix="jsonl",
         lengths=SHARE,
+        ignores_eos=True,
         argv=client_argv,
         parse=parse_output,
         extra_flags=extra_flags(POSTED_CLIENT),
