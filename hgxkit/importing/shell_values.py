@@ -300,7 +300,10 @@ def arithmetic(expression: str, env: Environment) -> int:
         tokens.append(match.group(match.lastindex or 0))
         position = match.end()
     parser = _Arithmetic(tokens, env, expression)
-    value = parser.ternary()
+    try:
+        value = parser.ternary()
+    except RecursionError:  # parentheses nested past Python's stack: no script needs that
+        raise Unknown(f"$(({expression[:40]}))", "an arithmetic expression nested too deep") from None
     if parser.index != len(tokens):
         raise Unknown(f"$(({expression}))", f"$(({expression})) is not an expression hgxkit reads")
     return value
@@ -352,16 +355,33 @@ class _Arithmetic:
             self.index += 1
             return value
         if token.isdigit():
-            return int(token)
+            return _number(token, self.expression)
         if _NAME.fullmatch(token):
             value = self.env.get(token)
             if value is None or isinstance(value, tuple) or not re.fullmatch(r"\s*-?\d+\s*", value or "0"):
                 raise Unknown(f"${token}", f"${token} is not a number known before the script runs")
-            return int(value or "0")
+            return _number(value or "0", f"${token}")
         raise self._fail()
 
 
+def _number(text: str, where: str) -> int:
+    """A decimal number as bash's 64-bit arithmetic holds it; longer than any such number: `Unknown`."""
+    digits = text.strip().lstrip("-")
+    if len(digits) > 20:
+        raise Unknown(where[:40], f"{digits[:20]}… is longer than bash's 64-bit numbers")
+    return _wrap(int(text))
+
+
+def _wrap(value: int) -> int:
+    """`value` in two's complement over 64 bits, as bash's arithmetic overflows."""
+    return (value + 2**63) % 2**64 - 2**63
+
+
 def _apply(op: str, left: int, right: int, fail: Callable[[], Unknown]) -> int:
+    return _wrap(_operate(op, left, right, fail))
+
+
+def _operate(op: str, left: int, right: int, fail: Callable[[], Unknown]) -> int:
     if op in ("/", "%"):
         if right == 0:
             raise fail()
@@ -401,10 +421,13 @@ def test_value(words: Sequence[str], env: Environment) -> bool:
     `=~`, `-a`/`-o`)."""
     double = words[0] == "[["
     body = list(words[1:-1] if words[0] in ("[[", "[") else words[1:])
-    if double:
-        return _Double(body, env).expression()
-    values = [f for word in body for f in fields(word, env)]  # `[` splits its words like any command
-    return _single(values, " ".join(words))
+    try:
+        if double:
+            return _Double(body, env).expression()
+        values = [f for word in body for f in fields(word, env)]  # `[` splits its words like any command
+        return _single(values, " ".join(words))
+    except RecursionError:  # `! ! ! …` or parentheses nested past Python's stack: no script needs that
+        raise Unknown(" ".join(words)[:40], "a test nested too deep") from None
 
 
 def _single(values: list[str], written: str) -> bool:
@@ -419,7 +442,7 @@ def _single(values: list[str], written: str) -> bool:
     if len(values) == 3 and values[1] in _INTEGER_TESTS:
         if not all(re.fullmatch(r"\s*-?\d+\s*", v) for v in (values[0], values[2])):
             raise Unknown(written, f"`{written}` compares values that are not whole numbers")
-        return bool(_INTEGER_TESTS[values[1]](int(values[0]), int(values[2])))
+        return bool(_INTEGER_TESTS[values[1]](_number(values[0], written), _number(values[2], written)))
     raise Unknown(written, f"`{written}` is a test hgxkit does not decide")
 
 
@@ -491,7 +514,7 @@ class _Double:
 
     def _number(self, word: str) -> int:
         text = text_value(word, self.env)
-        return int(text) if re.fullmatch(r"\s*-?\d+\s*", text) else arithmetic(text, self.env)
+        return _number(text, text) if re.fullmatch(r"\s*-?\d+\s*", text) else arithmetic(text, self.env)
 
 
 def _pattern(raw: str, env: Environment) -> str:

@@ -20,6 +20,8 @@ from hgxkit.errors import InputError
 from hgxkit.importing.inferencex import cell_environment, read_entry, sweep_points
 from hgxkit.importing.inferencex_recipes import entry_recipes
 from hgxkit.importing.shell_branches import ShellScript
+from hgxkit.importing.shell_values import Unknown, arithmetic
+from hgxkit.importing.shell_values import test_value as decide_test
 from hgxkit.kinds import posted_lengths
 from hgxkit.recipe.read import load_recipe, parse_recipe_text
 from hgxkit.recipe.spec import Recipe
@@ -503,3 +505,16 @@ def test_docstring_examples(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(ROOT)  # examples read tests/fixtures/inferencex
     result = doctest.testmod(importlib.import_module(f"hgxkit.importing.{name}"), optionflags=doctest.ELLIPSIS)
     assert (result.failed, result.attempted > 0) == (0, True)
+
+
+def test_arithmetic_overflows_as_bashs_and_hostile_expressions_are_unknown() -> None:
+    for expression in ("9223372036854775807 + 1", "99999999999 * 99999999999", "99999999999999999999"):
+        bash = subprocess.run(["bash", "-c", f"echo $(({expression}))"], capture_output=True, text=True, check=True)
+        assert str(arithmetic(expression, {})) == bash.stdout.strip(), expression  # 64 bits, two's complement
+    hostile = ["(" * 3000 + "1" + ")" * 3000, "9" * 5000]
+    for expression in hostile:
+        with pytest.raises(Unknown):
+            arithmetic(expression, {})
+    for words in (["[[", "9" * 5000, "-eq", "1", "]]"], ["[", *["!"] * 5000, "x", "]"], ["[[", *["("] * 3000, "x"]):
+        with pytest.raises(Unknown):
+            decide_test(words, {})
