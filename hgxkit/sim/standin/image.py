@@ -250,15 +250,14 @@ def ensure_image(
     image per such tag; the first built is returned)."""
     names = [check_tag(t) for t in tags]
     which = tags_kind(names, kind)
-    built = ""
-    for other in dict.fromkeys(stands_for(n, which) if other_versions else "" for n in names):
+    versions = {n: stands_for(n, which) if other_versions else "" for n in names}
+    built = []
+    for other in dict.fromkeys(versions.values()):
         tag = image_tag(variant, which, other)
-        group = [n for n in names if (stands_for(n, which) if other_versions else "") == other]
+        group = [n for n in names if versions[n] == other]
         build = lambda base, tag=tag, other=other: build_image(client, tag, base, variant, log, which, other)  # noqa: E731
-        built = built or build_on_base(client, tag, group, build, log)
-        if built != tag:
-            build_on_base(client, tag, group, build, log)
-    return built
+        built.append(build_on_base(client, tag, group, build, log))
+    return built[0]
 
 
 def build_on_base(

@@ -34,3 +34,9 @@ def test_an_image_stands_for_another_version_only_when_its_tag_names_one() -> No
     assert image.stands_for("vllm/vllm-openai:latest", "vllm") == ""
     tags = {image.image_tag("", "sglang", image.stands_for(t, "sglang")) for t in ("lmsysorg/sglang:v0.5.12", "x:1")}
     assert len(tags) == 2  # another version's stand-in is an image of its own
+
+
+def test_an_unread_flag_takes_its_value_along_and_leaves_the_next_flag() -> None:
+    rows = [(("--tp-size",), (), "tp", "store", "int", None, None, 1, None, ())]
+    argv = ["--old", "--other", "v", "--tp", "8", "--x=1", "--last"]
+    assert options.without_unread(argv, rows) == (["--tp", "8"], ["--old", "--other", "--x", "--last"])

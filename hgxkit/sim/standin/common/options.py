@@ -116,16 +116,17 @@ def without_unread(argv: list[str], rows: Iterable[tuple[Any, ...]]) -> tuple[li
     names = {name for row in rows for group in (row[0], row[1], row[9]) for name in group if name.startswith("--")}
     kept: list[str] = []
     unread: list[str] = []
-    words = iter(argv)
-    for word in words:
+    skip_value = False
+    for word in argv:
+        if skip_value and not word.startswith("-"):  # the value of the flag before, unread with it
+            skip_value = False
+            continue
         name = word.partition("=")[0].partition(".")[0]
         readable = name in names or len([n for n in names if n.startswith(name)]) == 1
-        if not word.startswith("--") or word == "--" or readable:
+        skip_value = word.startswith("--") and word != "--" and not readable
+        if skip_value:
+            unread.append(name)
+            skip_value = "=" not in word
+        else:
             kept.append(word)
-            continue
-        unread.append(name)
-        if "=" not in word:
-            value = next(words, None)
-            if value is not None and value.startswith("-"):
-                kept.append(value)  # a flag of its own, not this one's value
     return kept, unread
