@@ -88,6 +88,7 @@ def _cmd_import_reference(args: argparse.Namespace) -> int:
     from hgxkit.importing.result_files import read_result_file
     from hgxkit.recipe.dump import dump_recipe
     from hgxkit.recipe.read import load_recipe, parse_recipe_text
+    from hgxkit.secrets import redact
 
     recipe = load_recipe(args.recipe)
     if recipe.reference is not None and not args.force:
@@ -100,13 +101,16 @@ def _cmd_import_reference(args: argparse.Namespace) -> int:
         raise InputError(f"{out}: already exists; pass --force to overwrite it or choose another -o")
     files = [read_result_file(name) for name in args.files]
     outcome = build_reference(recipe, files, cell=args.cell, entry=args.entry, where=args.where)
+    # A result file is a stranger's text: a credential in a run's URL or an image name is masked wherever it goes.
     for line in outcome.lines:
-        print(line, file=sys.stderr)
+        print(redact(line), file=sys.stderr)
     for note in outcome.notes:
-        print(f"note: {note}", file=sys.stderr)
+        print(f"note: {redact(note)}", file=sys.stderr)
     if outcome.reference is None:
         raise InputError(f"{len(outcome.failed)} of {len(files)} files became no cell; nothing was written")
-    text = dump_recipe(replace(recipe, reference=outcome.reference))
+    said = outcome.reference
+    reference = replace(said, label=said.label and redact(said.label), notes=said.notes and redact(said.notes))
+    text = dump_recipe(replace(recipe, reference=reference))
     parse_recipe_text(text, source=f"{args.recipe} with the imported reference")  # what we write must load back
     if args.in_place:
         out = Path(args.recipe)

@@ -397,3 +397,24 @@ def test_compare_reference_checks_imported_numbers_in_their_units() -> None:
     assert rows[("TTFT P99", 1024, 4)].verdict == "not-measured"
     assert rows[("TTFT mean", 1024, 8)].verdict == "not-measured"  # the run did not measure concurrency 8
     assert check.tolerances["tpot_relative"] == 0.25 and check.outside == 1
+
+
+def test_a_credential_in_a_rows_run_url_or_image_is_masked_wherever_it_goes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    token, password = "hf_FAKEtokenFORtestsNOTrealXXXXXXXXXX", "ghp_FAKEpasswordFORtestsNOTrealXXXXXXXXXX"
+    rows = json.loads(ROWS.read_text())
+    for row in rows:
+        row["run_url"] = f"https://ci:{password}@github.com/SemiAnalysisAI/InferenceX/actions/runs/1"
+        row["image"] = f"lmsysorg/sglang:v0.5.5?token={token}"
+    hostile = tmp_path / "rows.json"
+    hostile.write_text(json.dumps(rows))
+    recipe, out = _recipe_file(tmp_path), tmp_path / "out.yaml"
+    code, stdout, err = _import(
+        capsys, str(hostile), "--recipe", str(recipe), "--entry", "dsr1-fp8-h200-sglang", "-o", str(out)
+    )
+    assert code == 0, err
+    written = out.read_text()
+    assert "/actions/runs/1" in written and "token=***" in written
+    for secret in (token, password):
+        assert secret not in written + stdout + err
