@@ -7,9 +7,9 @@
 # the machine's two cores), so sessions side by side take a fraction as long as one. Each session has its own
 # cluster suffix and lock (tests/e2e/sim_steps.py), so their simulated nodes never meet; `hgxkit sim up` builds
 # images one session at a time. Session A runs the serving-side e2e files listed below, session C the import,
-# export, bundle, fault-matrix, fleet, suite-entry, server-kind and multi-node-group e2e files listed below and a
-# sample of `make mutation` (tests/mutation/test_sample.py); session B the unit tests and every other e2e file (a
-# new e2e file lands there); the lists keep the three about as long. Session B streams to the terminal; sessions
+# export, bundle, fault-matrix, fleet, suite-entry, server-kind and multi-node-group e2e files listed below;
+# session B the unit tests, a sample of `make mutation` (tests/mutation/test_sample.py) and every other e2e file
+# (a new e2e file lands there); the lists keep the three about as long. Session B streams to the terminal; sessions
 # A's and C's output is in
 # build/test-<a|c>.log, printed when all are done. Each writes build/test-<a|b|c>.xml (JUnit, times per test).
 set -uo pipefail
@@ -23,8 +23,8 @@ A_FILES=(tests/e2e/test_serving.py tests/e2e/test_router.py tests/e2e/test_servi
 C_FILES=(tests/e2e/test_bundle.py tests/e2e/test_fault_matrix.py tests/e2e/test_fault_matrix_model.py
          tests/e2e/test_suite_entry.py tests/e2e/test_server_kinds.py tests/e2e/test_multinode_group.py
          tests/e2e/test_export_compose.py tests/e2e/test_vllm_multinode.py tests/e2e/test_image_cache.py
-         tests/e2e/test_deploy_sweep.py tests/mutation/test_sample.py)
-B_FILES=(tests/unit)
+         tests/e2e/test_deploy_sweep.py)
+B_FILES=(tests/unit tests/mutation/test_sample.py)
 for file in tests/e2e/test_*.py; do
     [[ " ${A_FILES[*]} ${C_FILES[*]} " == *" $file "* ]] || B_FILES+=("$file")
 done

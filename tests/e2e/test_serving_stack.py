@@ -165,11 +165,15 @@ def test_real_client_in_container_writes_jsonl_ttft_matches_truth(serving_node) 
     )
     assert row["server_info"]["simulated"] is True
     assert 4.5 <= row["accept_length"] <= 6.0  # DSPARK: drawn around 5.3
-    truth = [t["ttft_ms"] for t in _truth(name)[before:]][-10:]  # warmups came first
+    served = _truth(name)[before:][-10:]  # warmups came first
+    truth = [t["ttft_ms"] for t in served]
     client = row["mean_ttft_ms"]
-    mean_truth = statistics.mean(truth)
-    assert mean_truth - 5 <= client <= 1.10 * mean_truth + 30, (client, truth)
-    assert len(row["ttfts"]) == len(truth) == 10  # per request only counted: single ones jitter on 2 busy cores
+    # The client sees a first token no sooner than the server sent it, and before the server's last one: what
+    # lies between is transport and scheduling, which a busy CI machine stretches without bound.
+    assert statistics.mean(truth) - 5 <= client < statistics.mean(t["e2e_ms"] for t in served), (client, served)
+    ranked = zip(sorted(ms * 1000 for ms in row["ttfts"]), sorted(truth), strict=True)
+    assert all(seen >= sent - 5 for seen, sent in ranked), (row["ttfts"], truth)
+    assert len(row["ttfts"]) == len(truth) == 10
 
 
 def test_bench_serving_shim_runs_in_the_second_group(serving_node) -> None:

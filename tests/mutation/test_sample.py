@@ -1,4 +1,4 @@
-"""A sample of `make mutation` in every CI run (tests/run_all.sh, session C): the tenth of each fast module's
+"""A sample of `make mutation` in every CI run (tests/run_all.sh, session B): the tenth of each fast module's
 mutants whose number ends in this commit's digit (its hash modulo 10), so successive commits sample different
 mutants. Every one must be killed or listed as equivalent with a reason (tests/mutation/equivalent.txt); the
 whole run is `make mutation`."""
@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-# Modules whose tests take seconds: a tenth of their mutants fits the time session C waits anyway.
+# Modules whose tests take seconds: a tenth of their mutants takes CI about three minutes.
 SAMPLED = ("hostcmd", "hostlock", "hostfiles", "alert-rules")
 
 
