@@ -40,7 +40,7 @@ def main(argv: list[str] | None = None) -> int:
             if image._exists(c, tag):
                 c.images.remove(tag, force=True)
         quiet = lambda _msg: None  # noqa: E731
-        _timed("cold: debootstrap + import base image", lambda: image.build_base(c, base, quiet))
+        _timed("cold: mmdebstrap + import base image", lambda: image.build_base(c, base, quiet))
         _timed("cold: build node image from base", lambda: image.build_node(c, node, base, quiet))
     for n in (int(x) for x in args.sizes.split(",")):
         _timed(f"warm: sim up --nodes {n} (until SSH answers)", lambda n=n: nodes.up(n, cluster="bench"))

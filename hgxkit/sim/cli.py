@@ -1,7 +1,7 @@
 """`hgxkit sim …`: simulated HGX-H200 nodes (containers with systemd, sshd, dockerd, simulated GPUs).
 
 Examples:
-    hgxkit sim up --nodes 2            # build the image once (root, debootstrap), start node1 and node2
+    hgxkit sim up --nodes 2            # build the image once (root, mmdebstrap), start node1 and node2
     hgxkit sim status --json           # {"schema_version": 1, "nodes": [{"name": "node1", "port": 2222, ...}]}
     hgxkit sim ssh node1 -- nvidia-smi -L
     hgxkit sim down                    # remove every container, volume and network it made

@@ -2,7 +2,8 @@
 
 The phases, each timed:
 
-    benchmark client   the real benchmark clients' store, once per host (`hgxkit sim client install`)
+    benchmark client   SGLang's real benchmark client in the host's store, once per host (`hgxkit sim client
+                       install --client sglang`), side by side with the image build
     image build        the node image, the simulated apt repositories, the Hub store, the SGLang stand-in
     node start         `hgxkit sim up --nodes 1 --memory-gib 3072` until systemd booted and SSH answers
     pyinfra plan       `pyinfra -y inventories/sim.py deploys/dspark.py` connects, reads facts, plans (and preflight)
@@ -39,6 +40,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -55,6 +57,7 @@ PHASES = (
     "serve",
     "verify",
 )
+DEMO_CLIENTS = ("sglang",)  # the benchmark clients the seed post's recipe needs
 ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 OPERATION = re.compile(r"^--> Starting (?:[\w ,]+ )?operation: (?P<names>.+)$")
 ARCHIVED = re.compile(r"run archived in (?P<path>\S+) \(hgxkit results show (?P<id>\S+)\)")
@@ -233,18 +236,36 @@ def store_writer(store: Path, proc: Path = Path("/proc")) -> int | None:
 
 
 def client_store_ready(say: Say, poll_s: float = 5.0) -> object:
-    """The client store, installed (minutes, once per host) unless it is there, after waiting for an install by
-    another process (a concurrent `hgxkit sim client install`) to finish instead of wiping it."""
+    """SGLang's client in the store (the seed post's server; minutes, once per host) unless it is there, after
+    waiting for an install by another process (a concurrent `hgxkit sim client install`) to finish instead of
+    wiping it. vLLM's client is left to `hgxkit sim client install`, which a vLLM recipe's verify names."""
     from hgxkit.sim.standin import client_store
 
-    store = client_store.store_path()
+    store, clients = client_store.store_path(), DEMO_CLIENTS
     waited = False
-    while not client_store.is_installed(store) and (pid := store_writer(store)):
+    while not client_store.is_installed(store, clients) and (pid := store_writer(store)):
         if not waited:
             say(f"demo: waiting for another install of {store} to finish (pid {pid}) rather than start over")
             waited = True
         time.sleep(poll_s)
-    return client_store.ensure_installed(store)
+    return client_store.ensure_installed(store, log=lambda line: say(f"demo: {line}"), clients=clients)
+
+
+def side_by_side(steps: dict[str, Callable[[], object]], say: Say, begun: float) -> dict[str, float]:
+    """Run `steps` at once (they wait on different things: pip on PyPI and the disk, mmdebstrap on the Debian
+    archive, docker build on the daemon) and return each one's seconds; the first failure is raised after all
+    have ended, so none is left half-done behind the error."""
+
+    def timed(phase: str, step: Callable[[], object]) -> float:
+        start = time.monotonic()
+        step()
+        say(f"demo: [{_clock(time.monotonic() - begun)}] {phase} done")
+        return round(time.monotonic() - start, 1)
+
+    say(f"demo: [{_clock(time.monotonic() - begun)}] {' and '.join(steps)}, side by side")
+    with ThreadPoolExecutor(max_workers=len(steps)) as pool:
+        futures = {phase: pool.submit(timed, phase, step) for phase, step in steps.items()}
+    return {phase: future.result() for phase, future in futures.items()}
 
 
 def _print_markdown(text: str, say: Say) -> None:
@@ -263,7 +284,8 @@ def closing_lines(spent: dict[str, float], total: float, run, report: Path, clus
     lines = []
     if run.summary.simulated:
         lines.append("SIMULATED: no real GPU was used; the numbers show the machinery works, not what an H200 does.")
-    phases = ", ".join(f"{phase} {spent.get(phase, 0.0):.0f} s" for phase in PHASES)
+    took = [f"{phase} {spent.get(phase, 0.0):.0f} s" for phase in PHASES]
+    phases = ", ".join([f"{took[0]} and {took[1]} (side by side)", *took[2:]])
     hgxkit = _command("hgxkit")
     lines += [
         f"phases:  {phases}; total {total:.0f} s",
@@ -290,7 +312,6 @@ def run(options: DemoOptions, say: Say = print) -> int:
         spent[phase] = round(time.monotonic() - start, 1)
         return result
 
-    timed("benchmark client", lambda: client_store_ready(say))
     client = nodes.client()
 
     def build() -> None:
@@ -299,7 +320,7 @@ def run(options: DemoOptions, say: Say = print) -> int:
         hubrepos.build_hub_store(state_dir() / "hub")
         serving_node.prepare(client)
 
-    timed("image build", build)
+    spent.update(side_by_side({"benchmark client": lambda: client_store_ready(say), "image build": build}, say, begun))
     timed("node start", lambda: nodes.up(1, memory_gib=options.memory_gib, cluster=options.cluster))
     results = Path(options.results).resolve()
     log_path = state_dir() / "demo" / f"{options.cluster}-deploy.log"

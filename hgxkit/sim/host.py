@@ -66,7 +66,7 @@ class Tool:
 
 
 TOOLS = (
-    Tool("debootstrap", "debootstrap", "builds the node image"),
+    Tool("mmdebstrap", "mmdebstrap", "builds the node image"),
     Tool("lxcfs", "lxcfs", "gives each node its own /proc/uptime, so a reboot shows"),
     Tool("gpg", "gpg", "signs the simulated NVIDIA apt repositories"),
     Tool("gpgv", "gpgv", "checks those signatures"),

@@ -1,11 +1,13 @@
-"""Build the simulated node's Docker image: a debootstrapped Debian 12 base plus hgxkit's files.
+"""Build the simulated node's Docker image: a minimal Debian 12 base (mmdebstrap) plus hgxkit's files.
 
 Two local images, each tagged with a hash of its inputs so a change rebuilds only what it affects:
 
-    hgxkit-sim-base:<hash of package list, suite, mirror>   debootstrap --variant=minbase, `docker import`ed
+    hgxkit-sim-base:<hash of package list, suite, mirror>   mmdebstrap --variant=minbase, `docker import`ed
     hgxkit-sim-node:<hash of base tag, data/rootfs, data/image, host CA bundle>   built FROM the base
 
-Nothing is pulled from a registry. The base needs root (debootstrap) and the Debian archive.
+Nothing is pulled from a registry. The base needs root and the Debian archive. mmdebstrap rather than debootstrap:
+it resolves with apt, unpacks in one pass and writes the tarball `docker import` reads, in half the time; with
+its merged-/usr hook it installs the same packages (usr-is-merged, not usrmerge and perl).
 
 Example:
     >>> import docker
@@ -39,6 +41,7 @@ HOST_CA_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
 BASE_REPO = "hgxkit-sim-base"
 NODE_REPO = "hgxkit-sim-node"
 LABEL = "hgxkit.sim"
+MERGED_USR_HOOKS = "/usr/share/mmdebstrap/hooks/merged-usr"  # shipped with the mmdebstrap package
 BUILD_FORMAT = "1"  # bump when the build steps change in a way the hashed inputs don't show
 
 Log = Callable[[str], None]
@@ -87,7 +90,7 @@ def _tree_bytes(root: Path) -> bytes:
 
 
 def base_tag() -> str:
-    """Tag of the debootstrapped base image for the current package list."""
+    """Tag of the base image for the current package list."""
     return f"{BASE_REPO}:{_digest(' '.join(packages()).encode(), SUITE.encode(), mirror().encode())}"
 
 
@@ -113,35 +116,29 @@ def build_base(
     include: list[str] | None = None,
     label: str = "base",
 ) -> None:
-    """debootstrap Debian 12 (minbase + `include`, default packages.txt) and import it as `tag`. Needs root."""
+    """mmdebstrap Debian 12 (minbase + `include`, default packages.txt) and import it as `tag`. Needs root."""
     include = packages() if include is None else include
     if os.geteuid() != 0:
-        raise HgxkitError(f"building {tag} needs root (debootstrap): run `sudo hgxkit sim up` once")
-    if shutil.which("debootstrap") is None:
-        raise HgxkitError("debootstrap not found: install it (apt-get install debootstrap) to build the node image")
+        raise HgxkitError(f"building {tag} needs root (mmdebstrap): run `sudo hgxkit sim up` once")
+    if shutil.which("mmdebstrap") is None:
+        raise HgxkitError("mmdebstrap not found: install it (apt-get install mmdebstrap) to build the node image")
     work = Path(tempfile.mkdtemp(prefix="hgxkit-sim-rootfs-", dir=os.environ.get("HGXKIT_SIM_BUILD_DIR", "/var/tmp")))
-    rootfs = work / "rootfs"
+    tar = work / "rootfs.tar"
     try:
-        log(f"building {tag}: debootstrap {SUITE} from {mirror()} (a few minutes, once)")
+        log(f"building {tag}: mmdebstrap {SUITE} from {mirror()} (about a minute, once)")
         cmd = [
-            "debootstrap",
+            "mmdebstrap",
             "--variant=minbase",
+            f"--hook-dir={MERGED_USR_HOOKS}",
             f"--include={','.join(include)}",
             SUITE,
-            str(rootfs),
+            str(tar),
             mirror(),
         ]
         res = subprocess.run(cmd, capture_output=True, text=True, check=False)
         if res.returncode != 0:
             tail = (res.stdout + res.stderr).strip().splitlines()[-3:]
-            raise HgxkitError(f"debootstrap failed ({' | '.join(tail)}): check the mirror or set HGXKIT_SIM_MIRROR")
-        subprocess.run(["chroot", str(rootfs), "apt-get", "clean"], capture_output=True, check=False)
-        for junk in ("var/lib/apt/lists", "var/cache/apt/archives", "var/log"):
-            for child in (rootfs / junk).glob("*"):
-                if child.is_file():
-                    child.unlink()
-        tar = work / "rootfs.tar"
-        subprocess.run(["tar", "--numeric-owner", "--xattrs", "-C", str(rootfs), "-cf", str(tar), "."], check=True)
+            raise HgxkitError(f"mmdebstrap failed ({' | '.join(tail)}): check the mirror or set HGXKIT_SIM_MIRROR")
         log(f"importing {tag}")
         repo, _, version = tag.partition(":")
         client.api.import_image_from_file(str(tar), repository=repo, tag=version, changes=[f"LABEL {LABEL}={label}"])

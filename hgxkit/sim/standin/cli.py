@@ -10,6 +10,7 @@ Examples:
     hgxkit sim image build --dcgm-exporter                   # the DCGM exporter stand-in (hgxkit-sim/dcgm-exporter)
     hgxkit sim image status                                  # tags and digests the nodes' mirror serves
     hgxkit sim client install                                # SGLang's and vLLM's real benchmark clients, once per host
+    hgxkit sim client install --client sglang                # SGLang's alone (what `make demo` needs)
     hgxkit sim client status                                 # which clients the store holds
 """
 
@@ -74,9 +75,10 @@ def _client_install(args: argparse.Namespace) -> int:
     from hgxkit.sim.standin import client_store as serving_client
 
     store = Path(args.store) if args.store else serving_client.store_path()
-    r = serving_client.ensure_installed(store)
+    clients = tuple(args.client or serving_client.CLIENTS)
+    r = serving_client.ensure_installed(store, clients=clients)
     state = f"installed in {r.seconds:.0f} s" if r.installed else "already installed (same requirements)"
-    print(f"SGLang and vLLM benchmark clients in {r.path}: {state}")
+    print(f"{' and '.join(clients)} benchmark client(s) in {r.path}: {state}")
     return 0
 
 
@@ -134,6 +136,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     csub.required = True
     p = csub.add_parser("install", help="install both once per host (7.2 GB; skipped when up to date)")
     p.add_argument("--store", default=None, help="default $HGXKIT_SIM_CLIENT_STORE or /var/lib/hgxkit/sglang-client")
+    p.add_argument(
+        "--client",
+        action="append",
+        choices=("sglang", "vllm"),
+        help="only this client's layer (repeatable; vllm's needs sglang's, which it then installs too); default both",
+    )
     p.set_defaults(handler=_client_install)
     p = csub.add_parser("status", help="exit 0 when the store holds both clients for the current requirements")
     p.set_defaults(handler=_client_status)

@@ -3,7 +3,7 @@ for ANY image reference (SIMULATED servers; no Docker Hub).
 
 Local images, each tagged with a hash of its inputs, plus the tags a recipe names:
 
-    hgxkit-sim-sglang-base:<hash of suite, mirror, packages>     debootstrap --variant=minbase --include=python3
+    hgxkit-sim-sglang-base:<hash of suite, mirror, packages>     mmdebstrap --variant=minbase --include=python3
                                                                  (shared by both stand-ins)
     hgxkit-sim-sglang:<hash of base, stand-in sources, variant>  SGLang's, also tagged e.g. lmsysorg/sglang:dev-dspark
     hgxkit-sim-vllm:<hash of base, stand-in sources, variant>    vLLM's, also tagged e.g. vllm/vllm-openai:v0.33.0
@@ -167,7 +167,7 @@ def _hash(*parts: bytes) -> str:
 
 
 def base_tag() -> str:
-    """Tag of the minimal debootstrapped base (python3 only), shared by both stand-ins."""
+    """Tag of the minimal base (python3 only), shared by both stand-ins."""
     return f"{BASE_REPO}:{_hash(image.SUITE.encode(), image.mirror().encode(), ' '.join(BASE_PACKAGES).encode())}"
 
 

@@ -4,7 +4,11 @@
 # sglang.benchmark.serving, vllm bench serve); the servers of these packages never run (no GPU here): hgxkit's
 # stand-ins answer instead.
 #
-#   usage: install_clients.sh [VENV_DIR]            (default /opt/hgxkit-client-venv; needs python3.11)
+#   usage: install_clients.sh [VENV_DIR [CLIENT...]]   (default /opt/hgxkit-client-venv, sglang vllm; needs
+#                                                        python3.11)
+#
+# CLIENT is a layer: `sglang` makes the venv with SGLang's client and what both share, `vllm` adds vLLM's layer to
+# a venv that has SGLang's (client_store.py installs only the layers a store lacks).
 #
 # Layout: VENV/lib/python3.11/site-packages holds SGLang's client and everything both clients share (torch 2.14.1,
 # transformers, aiohttp, ...); VENV/vllm-site holds vllm and the few packages only its client needs, and is put on
@@ -22,15 +26,24 @@
 # loads); ~7.5 min here (2 cores).
 set -euo pipefail
 VENV=${1:-/opt/hgxkit-client-venv}
+shift || true
+if (( $# )); then CLIENTS=("$@"); else CLIENTS=(sglang vllm); fi
 HERE=$(cd "$(dirname "$0")" && pwd)
 PY=${PYTHON:-python3.11}
-"$PY" -m venv "$VENV"
-"$VENV/bin/pip" install --quiet --upgrade pip
-# Every package pinned (a freeze of a working venv); --no-deps keeps the GPU-server requirements out.
-"$VENV/bin/pip" install --quiet --no-deps -r "$HERE/sglang/client-requirements.txt"
-"$VENV/bin/pip" install --quiet --no-deps --target "$VENV/vllm-site" -r "$HERE/vllm/client-requirements.txt"
-rm -rf "$VENV/vllm-site/bin"  # their console scripts would not find vllm-site; VENV/bin/vllm below does
-cat > "$VENV/bin/vllm" <<SCRIPT
+
+sglang_layer() {
+    "$PY" -m venv "$VENV"
+    "$VENV/bin/pip" install --quiet --upgrade pip
+    # Every package pinned (a freeze of a working venv); --no-deps keeps the GPU-server requirements out.
+    "$VENV/bin/pip" install --quiet --no-deps -r "$HERE/sglang/client-requirements.txt"
+    "$VENV/bin/python" -m sglang.benchmark.serving --help >/dev/null
+}
+
+vllm_layer() {
+    rm -rf "$VENV/vllm-site" "$VENV/bin/vllm"
+    "$VENV/bin/pip" install --quiet --no-deps --target "$VENV/vllm-site" -r "$HERE/vllm/client-requirements.txt"
+    rm -rf "$VENV/vllm-site/bin"  # their console scripts would not find vllm-site; VENV/bin/vllm below does
+    cat > "$VENV/bin/vllm" <<SCRIPT
 #!$VENV/bin/python
 # hgxkit: vLLM's CLI from the client store's vllm-site layer (kept apart so that SGLang's client never imports vllm).
 import os
@@ -43,7 +56,15 @@ from vllm.entrypoints.cli.main import main
 if __name__ == "__main__":
     sys.exit(main())
 SCRIPT
-chmod 755 "$VENV/bin/vllm"
-"$VENV/bin/python" -m sglang.benchmark.serving --help >/dev/null
-"$VENV/bin/vllm" bench serve --help >/dev/null 2>&1 || { "$VENV/bin/vllm" bench serve --help 2>&1 | tail -5; exit 1; }
-echo "sglang and vllm benchmark clients ready in $VENV ($(du -sh "$VENV" | cut -f1))"
+    chmod 755 "$VENV/bin/vllm"
+    "$VENV/bin/vllm" bench serve --help >/dev/null 2>&1 || { "$VENV/bin/vllm" bench serve --help 2>&1 | tail -5; exit 1; }
+}
+
+for client in "${CLIENTS[@]}"; do
+    case $client in
+        sglang) sglang_layer ;;
+        vllm) vllm_layer ;;
+        *) echo "install_clients.sh: unknown client '$client' (sglang or vllm)" >&2; exit 2 ;;
+    esac
+done
+echo "${CLIENTS[*]} benchmark client(s) ready in $VENV ($(du -sh "$VENV" | cut -f1))"

@@ -4,6 +4,7 @@ run it archived, and the table of the measured cells against the post's numbers.
 from __future__ import annotations
 
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -125,9 +126,42 @@ def test_the_closing_lines_give_every_phase_the_run_the_report_and_the_way_out(t
     lines = demo.closing_lines(spent, 127.0, run, path / "report.html", "demo")
     assert lines[0].startswith("SIMULATED: no real GPU was used")
     assert lines[1] == (
-        "phases:  benchmark client 0 s, image build 1 s, node start 0 s, pyinfra plan 14 s, bring-up 2 s, "
+        "phases:  benchmark client 0 s and image build 1 s (side by side), node start 0 s, pyinfra plan 14 s, "
+        "bring-up 2 s, "
         "model 0 s, serve 0 s, verify 108 s; total 127 s"
     )
     assert lines[2].startswith("run:     node1/20261130T120000Z_deepseek-v4-flash-dspark-marlin  (archived in ")
     assert lines[3] == f"report:  {path / 'report.html'}"
     assert lines[4].endswith("hgxkit sim down --cluster demo")
+
+
+def test_the_client_store_and_the_image_build_run_side_by_side() -> None:
+    # Each step waits for the other to have started: run one after the other, the first would wait forever.
+    started = {name: threading.Event() for name in ("benchmark client", "image build")}
+
+    def step(name: str, other: str) -> None:
+        started[name].set()
+        assert started[other].wait(timeout=30), f"{other} never started while {name} ran"
+
+    said: list[str] = []
+    spent = demo.side_by_side(
+        {
+            "benchmark client": lambda: step("benchmark client", "image build"),
+            "image build": lambda: step("image build", "benchmark client"),
+        },
+        said.append,
+        begun=0.0,
+    )
+    assert list(spent) == ["benchmark client", "image build"] and all(s >= 0 for s in spent.values())
+    assert "benchmark client and image build, side by side" in said[0]
+
+
+def test_a_failed_step_is_raised_after_the_other_has_ended() -> None:
+    ended = threading.Event()
+
+    def build() -> None:
+        raise HgxkitError("debootstrap failed")
+
+    with pytest.raises(HgxkitError, match="debootstrap failed"):
+        demo.side_by_side({"benchmark client": ended.set, "image build": build}, lambda _: None, begun=0.0)
+    assert ended.is_set()

@@ -149,7 +149,7 @@ def test_a_fresh_debian_machine_as_root_gets_everything(tmp_path: Path) -> None:
     code, lines = setup(machine, "demo")
     assert code == 0, lines
     venv = f"python{sys.version_info[0]}.{sys.version_info[1]}-venv"
-    wanted = ["apt-utils", "debootstrap", "docker-registry", "gpg", "gpgv", "lxcfs", venv, "docker.io"]
+    wanted = ["apt-utils", "docker-registry", "gpg", "gpgv", "lxcfs", "mmdebstrap", venv, "docker.io"]
     assert machine.argvs() == [
         ["apt-get", "update", "-qq"],
         ["apt-cache", "policy", *wanted],
@@ -186,10 +186,10 @@ def test_test_purpose_adds_the_test_tools_but_not_the_client_python(tmp_path: Pa
 
 def test_a_running_engine_is_never_restarted_nor_docker_io_installed(tmp_path: Path) -> None:
     # A used machine: dockerd runs (from Docker CE, say: no `docker` CLI from Debian), lxcfs runs, one tool missing.
-    machine = FakeMachine(tmp_path, commands=ALL_COMMANDS - {"docker", "dockerd", "debootstrap"}, systemd=True)
+    machine = FakeMachine(tmp_path, commands=ALL_COMMANDS - {"docker", "dockerd", "mmdebstrap"}, systemd=True)
     code, lines = setup(machine, "demo")
-    assert code == 0 and lines[0].startswith("hgxkit host: installed debootstrap (")
-    assert machine.argvs()[2] == ["apt-get", "install", "-y", "-qq", "--no-install-recommends", "debootstrap"]
+    assert code == 0 and lines[0].startswith("hgxkit host: installed mmdebstrap (")
+    assert machine.argvs()[2] == ["apt-get", "install", "-y", "-qq", "--no-install-recommends", "mmdebstrap"]
     assert not any("docker" in " ".join(argv) for argv in machine.argvs())
     assert not any(argv[0] == "systemctl" for argv in machine.argvs()) and machine.spawned == []
     assert machine.ran[2][1]["NEEDRESTART_MODE"] == "l"  # needrestart lists services, never restarts them
@@ -251,12 +251,12 @@ def test_for_test_only_warns_unless_ci(tmp_path: Path) -> None:
 
 
 def test_another_distribution_is_told_what_to_install(tmp_path: Path) -> None:
-    machine = FakeMachine(tmp_path, os_release=FEDORA, commands=ALL_COMMANDS - {"debootstrap", "docker-registry"})
+    machine = FakeMachine(tmp_path, os_release=FEDORA, commands=ALL_COMMANDS - {"mmdebstrap", "docker-registry"})
     code, lines = setup(machine)
     assert (code, machine.ran) == (1, [])
     assert lines == [
         "hgxkit host: error: Fedora Linux 40 (Server Edition) is not Debian or Ubuntu, so hgxkit cannot set it "
-        "up: install what provides debootstrap, docker-registry with its package manager, start dockerd and "
+        "up: install what provides mmdebstrap, docker-registry with its package manager, start dockerd and "
         "`lxcfs /var/lib/lxcfs` as root, then rerun"
     ]
 

@@ -366,16 +366,25 @@ def _probe(store: Path, client: str) -> None:
 def test_client_store_stamp(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setenv("HGXKIT_SIM_CLIENT_STORE", str(tmp_path))
     assert serving_client.store_path() == tmp_path and not serving_client.is_installed()
+    assert serving_client.layers_to_install(tmp_path, ("vllm",)) == ["sglang", "vllm"]  # vLLM's needs SGLang's
     _probe(tmp_path, "sglang")
-    serving_client.mark_installed(tmp_path)
-    assert not serving_client.is_installed()  # SGLang's client only (a store from before vLLM's): reinstall
+    serving_client.mark_installed(tmp_path, ("sglang",))
+    assert serving_client.is_installed(clients=("sglang",)) and not serving_client.is_installed()
     assert serving_client.installed_clients() == ["sglang"]
+    assert serving_client.layers_to_install(tmp_path) == ["vllm"]  # the demo's store: vLLM's layer added on top
+    assert serving_client.layers_to_install(tmp_path, ("sglang",)) == []
     _probe(tmp_path, "vllm")
-    assert serving_client.installed_clients() == ["sglang", "vllm"] and serving_client.is_installed()
-    (tmp_path / serving_client.STAMP).unlink()
     assert not serving_client.is_installed()  # files without a stamp: a half-finished install
-    (tmp_path / serving_client.STAMP).write_text("0123456789abcdef\n")
-    assert not serving_client.is_installed()  # other requirements: reinstall
+    serving_client.mark_installed(tmp_path, ("vllm",))
+    assert serving_client.installed_clients() == ["sglang", "vllm"] and serving_client.is_installed()
+    (tmp_path / serving_client.STAMP).write_text(
+        "sglang 0123456789abcdef\n" + f"vllm {serving_client.layer_hash('vllm')}\n"
+    )
+    assert not serving_client.is_installed(clients=("sglang",))  # other requirements: reinstall
+    assert serving_client.layers_to_install(tmp_path, ("vllm",)) == ["sglang", "vllm"]  # the layer under it too
+    assert (
+        serving_client.layer_hash("sglang") != serving_client.layer_hash("vllm") == serving_client.requirements_hash()
+    )
 
 
 def test_requirements_hash_covers_both_clients_and_the_script() -> None:
@@ -395,3 +404,13 @@ def test_client_status_names_the_remedy(tmp_path: Path, monkeypatch, capsys) -> 
     serving_client.mark_installed(tmp_path)
     assert main(["sim", "client", "status"]) == 0
     assert capsys.readouterr().out.startswith(f"sglang and vllm benchmark clients in {tmp_path} (requirements ")
+
+
+def test_a_store_stamped_whole_counts_as_both_layers(tmp_path: Path) -> None:
+    for client in serving_client.CLIENTS:
+        _probe(tmp_path, client)
+    stamp = tmp_path / serving_client.STAMP
+    stamp.write_text(serving_client._whole_store_hash() + "\n")
+    assert serving_client.is_installed(tmp_path) and serving_client.layers_to_install(tmp_path) == []
+    stamp.write_text("0123456789abcdef\n")  # stamped whole for other requirements
+    assert serving_client.layers_to_install(tmp_path) == ["sglang", "vllm"]
