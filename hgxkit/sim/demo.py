@@ -218,37 +218,13 @@ def reference_table(run) -> tuple[str, object | None]:  # run: hgxkit.results.ru
     return reference_markdown(run.summary, measured, f"{_shown(path)}: {recipe.reference.tool}"), recipe.reference
 
 
-def store_writer(store: Path, proc: Path = Path("/proc")) -> int | None:
-    """The pid of a process installing the client store `store` right now (install_clients.sh), if any.
-
-    ensure_installed empties the store before installing; doing that under another install breaks both."""
-    for entry in proc.iterdir():
-        if not entry.name.isdigit() or int(entry.name) == os.getpid():
-            continue
-        try:
-            args = (entry / "cmdline").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        script = any(a.endswith((b"install_clients.sh", b"install_client.sh")) for a in args)
-        if script and os.fsencode(str(store)) in args:
-            return int(entry.name)
-    return None
-
-
-def client_store_ready(say: Say, poll_s: float = 5.0) -> object:
-    """SGLang's client in the store (the seed post's server; minutes, once per host) unless it is there, after
-    waiting for an install by another process (a concurrent `hgxkit sim client install`) to finish instead of
-    wiping it. vLLM's client is left to `hgxkit sim client install`, which a vLLM recipe's verify names."""
+def client_store_ready(say: Say) -> object:
+    """SGLang's client in the store (the seed post's server; minutes, once per host) unless it is there; an install
+    under way (`make demo` starts one while it makes the venv) is waited for. vLLM's client is left to `hgxkit sim
+    client install`, which a vLLM recipe's verify names."""
     from hgxkit.sim.standin import client_store
 
-    store, clients = client_store.store_path(), DEMO_CLIENTS
-    waited = False
-    while not client_store.is_installed(store, clients) and (pid := store_writer(store)):
-        if not waited:
-            say(f"demo: waiting for another install of {store} to finish (pid {pid}) rather than start over")
-            waited = True
-        time.sleep(poll_s)
-    return client_store.ensure_installed(store, log=lambda line: say(f"demo: {line}"), clients=clients)
+    return client_store.ensure_installed(log=lambda line: say(f"demo: {line}"), clients=DEMO_CLIENTS)
 
 
 def side_by_side(steps: dict[str, Callable[[], object]], say: Say, begun: float) -> dict[str, float]:

@@ -7,7 +7,8 @@ Two local images, each tagged with a hash of its inputs so a change rebuilds onl
 
 Nothing is pulled from a registry. The base needs root and the Debian archive. mmdebstrap rather than debootstrap:
 it resolves with apt, unpacks in one pass and writes the tarball `docker import` reads, in half the time; with
-its merged-/usr hook it installs the same packages (usr-is-merged, not usrmerge and perl).
+its merged-/usr hook it installs the same packages (usr-is-merged, not usrmerge and perl; lsb-base, a transitional
+dummy, left out).
 
 Example:
     >>> import docker

@@ -27,16 +27,21 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import os
 import shutil
 import subprocess
+import sys
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from hgxkit.errors import HgxkitError
-from hgxkit.sim.image import Log, _stderr
+
+Log = Callable[[str], None]
 
 STANDIN = Path(__file__).parent
 INSTALL_SCRIPT = STANDIN / "install_clients.sh"
@@ -165,16 +170,43 @@ def _empty(store: Path) -> None:
             child.unlink()
 
 
+def _stderr(line: str) -> None:
+    print(f"hgxkit sim: {line}", file=sys.stderr, flush=True)
+
+
+@contextlib.contextmanager
+def _install_lock(store: Path, log: Log) -> Iterator[None]:
+    """One install of `store` at a time (`make demo` starts one before the demo runs; a user may start another):
+    each empties the store first, so two at once would break both."""
+    fd = os.open(store.parent / f".{store.name}.lock", os.O_CREAT | os.O_RDWR, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            log(f"waiting for the install of {store} that another process has under way")
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
 def ensure_installed(store: Path | None = None, log: Log = _stderr, clients: tuple[str, ...] = CLIENTS) -> ClientStore:
     """Install the layers of `clients` (default both) that `store` lacks for the current requirements."""
     store = store or store_path()
-    layers = layers_to_install(store, clients) if store.is_dir() else [c for c in CLIENTS if c in clients]
-    if not layers:
+    store.mkdir(parents=True, exist_ok=True)
+    if not layers_to_install(store, clients):
         return ClientStore(store, False, 0.0)
+    with _install_lock(store, log):
+        layers = layers_to_install(store, clients)  # what the install we waited for left to do
+        if not layers:
+            return ClientStore(store, False, 0.0)
+        return _install(store, layers, log)
+
+
+def _install(store: Path, layers: list[str], log: Log) -> ClientStore:
     python = os.environ.get("PYTHON", "python3.11")
     if shutil.which(python) is None:
         raise HgxkitError(f"{python} not found: the client store needs CPython 3.11 (set PYTHON=/path/to/python3.11)")
-    store.mkdir(parents=True, exist_ok=True)
     if CLIENTS[0] in layers:
         _empty(store)
     size = sum(SIZES_GB[c] for c in layers)
@@ -192,3 +224,20 @@ def ensure_installed(store: Path | None = None, log: Log = _stderr, clients: tup
         raise HgxkitError(f"install_clients.sh failed ({tail[-300:]}): check pip's access to PyPI and the wheel store")
     mark_installed(store, tuple(layers))
     return ClientStore(store, True, round(time.monotonic() - start, 1))
+
+
+def main(argv: list[str]) -> int:
+    """``python3 -m hgxkit.sim.standin.client_store [CLIENT...]``: the install with the standard library alone, so
+    `make demo` can start it before the controller's venv exists (`hgxkit sim client install` is the same call)."""
+    try:
+        done = ensure_installed(clients=tuple(argv) or CLIENTS)
+    except HgxkitError as error:
+        print(f"hgxkit sim: {error.message}", file=sys.stderr)
+        return 1
+    state = f"installed in {done.seconds:.0f} s" if done.installed else "up to date"
+    print(f"hgxkit sim: client store {done.path}: {state}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -99,19 +99,6 @@ def test_find_run_falls_back_to_the_newest_fresh_run(tmp_path: Path) -> None:
         demo.find_run("no archive line", tmp_path, since=4e9)
 
 
-def test_an_install_of_the_client_store_in_progress_is_found(tmp_path: Path) -> None:
-    proc = tmp_path / "proc"
-    for pid, argv in {
-        "101": ["bash", "/x/hgxkit/sim/standin/install_clients.sh", "/var/lib/hgxkit/sglang-client"],
-        "102": ["bash", "/x/install_clients.sh", "/srv/other-store"],
-        "self": ["x"],
-    }.items():
-        (proc / pid).mkdir(parents=True)
-        (proc / pid / "cmdline").write_bytes(b"\0".join(a.encode() for a in argv) + b"\0")
-    assert demo.store_writer(Path("/var/lib/hgxkit/sglang-client"), proc) == 101
-    assert demo.store_writer(Path("/var/lib/hgxkit/elsewhere"), proc) is None
-
-
 def test_the_closing_lines_give_every_phase_the_run_the_report_and_the_way_out(tmp_path: Path) -> None:
     path = make_run(tmp_path, "node1", "20261130T120000Z", "deepseek-v4-flash-dspark-marlin")
     run = demo.find_run("", tmp_path, since=0)

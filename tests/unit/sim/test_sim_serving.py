@@ -7,6 +7,8 @@ import importlib.util
 import json
 import subprocess
 import sys
+import threading
+import time
 import types
 from pathlib import Path
 
@@ -414,3 +416,44 @@ def test_a_store_stamped_whole_counts_as_both_layers(tmp_path: Path) -> None:
     assert serving_client.is_installed(tmp_path) and serving_client.layers_to_install(tmp_path) == []
     stamp.write_text("0123456789abcdef\n")  # stamped whole for other requirements
     assert serving_client.layers_to_install(tmp_path) == ["sglang", "vllm"]
+
+
+FAKE_INSTALL = """#!/usr/bin/env bash
+# Stands in for install_clients.sh: records the run, holds until the test lets it go, leaves each layer's probe.
+store=$1; shift
+echo "$*" >> "$store/../runs"
+for _ in $(seq 600); do [[ -e $store/../go ]] && break; sleep 0.05; done
+for layer in "$@"; do
+    case $layer in
+        sglang) mkdir -p "$store/lib/python3.11/site-packages/sglang/benchmark"; : > "$store/lib/python3.11/site-packages/sglang/benchmark/serving.py" ;;
+        vllm) mkdir -p "$store/vllm-site/vllm/benchmarks"; : > "$store/vllm-site/vllm/benchmarks/serve.py" ;;
+    esac
+done
+"""
+
+
+def test_a_second_install_waits_for_the_one_under_way_and_installs_nothing(tmp_path: Path, monkeypatch) -> None:
+    script = tmp_path / "install.sh"
+    script.write_text(FAKE_INSTALL)
+    monkeypatch.setattr(serving_client, "INSTALL_SCRIPT", script)
+    store = tmp_path / "store"
+    waiting = threading.Event()
+    first: list[serving_client.ClientStore] = []
+    worker = threading.Thread(target=lambda: first.append(serving_client.ensure_installed(store, lambda _: None)))
+    worker.start()
+
+    def said(line: str) -> None:
+        if "another process has under way" in line:
+            waiting.set()
+            (tmp_path / "go").touch()
+
+    runs = tmp_path / "runs"
+    deadline = time.monotonic() + 60
+    while not runs.exists() and time.monotonic() < deadline:  # the first's install has begun, under the lock
+        time.sleep(0.02)
+    # The first holds the lock until `go`; the second says it waits, which lets the first finish.
+    second = serving_client.ensure_installed(store, said, clients=("sglang",))
+    worker.join(timeout=60)
+    assert waiting.is_set() and first[0].installed and not second.installed
+    assert runs.read_text() == "sglang vllm\n"  # one install, both layers
+    assert serving_client.is_installed(store)
