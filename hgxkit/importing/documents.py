@@ -229,7 +229,9 @@ def read_documents(
         try:
             documents = load_documents(post, region)
         except InputError:
-            if region.whole and _SNIFF.search(region.text):
+            # A file that starts as YAML is one that does not parse; prose around YAML-like lines (a page quoting
+            # a Taskfile) is read as the text it is.
+            if region.whole and (post.label.endswith(_WHOLE_FILE) or _SNIFF.match(region.text.lstrip())):
                 raise
             continue
         documents = [replace(d, image=image) for d in documents]

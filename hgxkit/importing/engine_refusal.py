@@ -2,7 +2,8 @@
 
 The engine's argument parser: each server kind says what its parser refuses (`ServerKind.refuses_flag`, e.g.
 SGLang's `--max_num_batched_tokens`, vLLM's `--enable-chunked-prefill=False` from 0.10; and `unknown_flags`: any
-flag the option table read from the real engine lacks, vLLM 0.33's or SGLang 0.5.23's, hgxkit.kinds.options),
+flag the option table read from the real engine lacks, vLLM 0.33's or SGLang 0.5.23's, hgxkit.kinds.options; and
+`switch_value`: a value written after a switch, which the parser reads as a positional argument),
 judged against the image the recipe runs (`latest` or untagged is today's engine); a flag a table of another
 version would have to judge is named as not checked (`unchecked_flags`, `ServerKind.unchecked_flag`). And CUDA,
 for every kind: `CUDA_VISIBLE_DEVICES` takes GPU ordinals or UUIDs and CUDA stops at the first invalid entry, so
@@ -57,7 +58,11 @@ def engine_refusal(recipe: Recipe) -> Refusal | None:
         if reason:
             return Refusal(word, reason)
     unknown = kind.unknown_flags(flags, recipe.image.reference) if kind.unknown_flags else None
-    return Refusal(*unknown) if unknown else None
+    if unknown:
+        return Refusal(*unknown)
+    uses = [use.words for use in recipe.server.uses()]
+    stray = kind.switch_value(uses, recipe.image.reference) if kind.switch_value else None
+    return Refusal(*stray) if stray else None
 
 
 DISAGGREGATION = (

@@ -667,6 +667,12 @@ def _took(server: Candidate, recipe: Recipe) -> str:
 
 
 def _detect(run: ParsedRun, where: str) -> str:
+    if not run.image[:1].isalnum():  # an image reference starts with a letter or digit
+        raise InputError(
+            f"{where}: {run.image!r} stands where docker reads the image, and no image name starts with "
+            f"{run.image[0]!r} (docker exits: invalid reference format); a damaged copy (`++name` for `--name`)? "
+            "give the command as its author wrote it"
+        )
     try:
         return detect_kind(run.image, python_program(list(run.command))).name
     except InputError as err:
@@ -709,8 +715,8 @@ def _unended(simple: Simple) -> None:
     line, column, word = command.unended
     raise InputError(
         f"{command.post.name}: line {line}, column {column}: {word!r} follows the command at line {command.first} "
-        f"(ended at line {command.last} without a trailing backslash): a continuation backslash may be missing; "
-        "add it, or put a blank line between them if they are apart"
+        f"(ended at line {command.last} without a trailing backslash): a continuation backslash may be missing "
+        "(or a line wrap split a word); add it or rejoin the lines, or put a blank line between them if they are apart"
     )
 
 

@@ -372,7 +372,8 @@ def _unended(post: PostFile, command: Command, index: int) -> tuple[int, int, st
     """The line right after `command` (which ended without a backslash) when it reads as that command's
     continuation, so a backslash was probably lost: it starts with a `--flag`/`-f`, or is indented deeper than
     the command's first line, or is one word that does not start a command, continued by its own backslash
-    (`lmsysorg/sglang:latest \\`). Blank lines, fences and comments end a command for certain."""
+    (`lmsysorg/sglang:latest \\`), or is the rest of a line a terminal wrapped (`_wrapped`). Blank lines,
+    fences and comments end a command for certain."""
     text = post.clean[index]
     body = text.strip()
     if not body or body.startswith("#") or post.fences[index] != post.fences[command.first - 1]:
@@ -384,9 +385,23 @@ def _unended(post: PostFile, command: Command, index: int) -> tuple[int, int, st
     flag = re.match(r"--?[A-Za-z]", body) is not None
     # one word alone on its line, continued (an image, a value): an argument, not a program of its own
     continued = not is_command_start(body) and _scan_line(body, None)[1] and len(body[:-1].split()) == 1
-    if not (flag or deeper or continued):
+    if not (flag or deeper or continued or _wrapped(post.lines[command.last - 1], text)):
         return None
     return index + 1, len(text) - len(text.lstrip()) + 1, body.split()[0]
+
+
+_TERMINAL_WIDTH = 80  # a terminal wraps a line at its width, and none is narrower than this
+
+
+def _wrapped(last: str, text: str) -> bool:
+    """Whether `text` reads as the rest of a line a terminal wrapped at its width: the line before is that long
+    and ends inside a word (no space), `text` starts in column 1 with no program of its own and holds a `--flag`
+    further on (`… --sw` then `ap-space 8 --max-num-seqs=1`)."""
+    if len(last) < _TERMINAL_WIDTH or last[-1].isspace() or not text[:1].isalnum():
+        return False
+    if is_command_start(text.strip()):
+        return False
+    return re.search(r"\s--[A-Za-z]", text) is not None
 
 
 def _broken_start(post: PostFile, index: int) -> Command:

@@ -167,6 +167,13 @@ UNSUPPORTED = (
         (r"\blmdeploy\b",),
     ),
     UnsupportedKind(
+        "lightllm",
+        "LightLLM",
+        ("ghcr.io/modeltc/lightllm",),
+        (("python3", "-m", "lightllm.server.api_server"),),
+        (r"\blightllm\.server\b", r"\bmodeltc/lightllm\b"),
+    ),
+    UnsupportedKind(
         "triton", "Triton Inference Server", ("nvcr.io/nvidia/tritonserver",), (("tritonserver",),), (r"tritonserver",)
     ),
     UnsupportedKind(
@@ -176,14 +183,23 @@ UNSUPPORTED = (
         (("python", "-m", "huggingfaceserver"),),
         (r"\bhuggingfaceserver\b",),
     ),
-    # Accelerators: an Ascend NPU (its devices, quay.io/ascend images, SGLang's `-cann…-a2`/`-a3` NPU tags) and
-    # AMD's ROCm (its devices and images); refused before anything else is read of the command.
+    # Accelerators: an Ascend NPU (its devices, quay.io/ascend images, SGLang's `-cann…-a2`/`-a3` NPU tags), a
+    # Tenstorrent card (its device, images and vLLM fork's --tt-device) and AMD's ROCm (its devices and images);
+    # refused before anything else is read of the command.
     UnsupportedKind(
         "ascend",
         "Huawei Ascend NPU",
         ("quay.io/ascend/", "ascendhub.huawei.com/"),
         (),
         (r"/dev/davinci", r"\bascend\b", r":\S*-a[23]\b"),
+        hardware=True,
+    ),
+    UnsupportedKind(
+        "tenstorrent",
+        "Tenstorrent",
+        ("ghcr.io/tenstorrent/",),
+        (),
+        (r"/dev/tenstorrent\b", r"--tt-device\b", r"\btt-metal\b"),
         hardware=True,
     ),
     UnsupportedKind(

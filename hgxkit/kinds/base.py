@@ -197,6 +197,9 @@ class ServerKind:
     # A flag the engine's option table could not judge for this image (another version than the table's):
     # (flag word as written, image) -> what was not checked, for a note; None when it was checked.
     unchecked_flag: Callable[[str, str], str | None] | None = None
+    # A value written after a switch of the engine's option table for this image (`--enforce_eager true`): (each
+    # flag's words as written, image) -> (the value, the reason with its remedy), or None.
+    switch_value: Callable[[Sequence[Sequence[str]], str], tuple[str, str] | None] | None = None
 
     def canonical_flag(self, flag: str) -> str:
         """The canonical spelling of `flag` for this engine (aliases, `_` for `-` where the parser allows)."""

@@ -49,6 +49,12 @@ def _names(rows: Callable[[], tuple[Any, ...]]) -> frozenset[str]:
     return frozenset(name for row in rows() for group in (row[0], row[1], row[9]) for name in group)
 
 
+@cache
+def _nargs(rows: Callable[[], tuple[Any, ...]]) -> dict[str, Any]:
+    """Each option string of a table with its nargs (0: a switch, which takes no value)."""
+    return {name: row[5] for row in rows() for group in (row[0], row[1], row[9]) for name in group}
+
+
 @dataclass(frozen=True)
 class OptionTable:
     """One engine's option table and how its parser spells flags."""
@@ -133,6 +139,24 @@ class OptionTable:
             f"{names} {verb} of {self.title} (the image {image}; {said}): remove {them}, or pin an "
             f"image that has {them} (import with --image REF)"
         )
+
+    def switch_value(self, uses: Sequence[Sequence[str]], image: str) -> tuple[str, str] | None:
+        """The first value written after a switch (a flag of no value: `--enforce_eager true`), on an image that
+        runs this table's version: (the value, the reason with its remedy). argparse ends the switch there, so the
+        value is a positional argument: `vllm serve` reads it as the model, SGLang exits on it."""
+        if not self.applies(image):
+            return None
+        for words in uses:
+            head = words[0] if words else ""
+            matches = self.matches(head) if head.startswith("--") and "=" not in head else []
+            if len(words) < 2 or len(matches) != 1 or _nargs(self.rows).get(matches[0]) != 0:
+                continue
+            value = words[1]
+            return value, (
+                f"`{head}` is a switch of {self.title} (it takes no value), so `{value}` after it is a positional "
+                f"argument to {self.program}, not the switch's value: drop `{value}` (a switch is off unless given)"
+            )
+        return None
 
     def unchecked_flag(self, word: str, image: str) -> str | None:
         """A flag this table would refuse, on an image that runs another version: not refused (that version may

@@ -262,4 +262,5 @@ SGLANG = ServerKind(
     refuses_flag=refuses_flag,
     unknown_flags=SGLANG_OPTIONS.unknown_flags,
     unchecked_flag=SGLANG_OPTIONS.unchecked_flag,
+    switch_value=SGLANG_OPTIONS.switch_value,
 )

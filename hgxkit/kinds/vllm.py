@@ -274,4 +274,5 @@ VLLM = ServerKind(
     refuses_flag=refuses_flag,
     unknown_flags=VLLM_OPTIONS.unknown_flags,
     unchecked_flag=VLLM_OPTIONS.unchecked_flag,
+    switch_value=VLLM_OPTIONS.switch_value,
 )

@@ -334,8 +334,9 @@ def test_a_bare_launch_is_translated_as_its_notes_say(number: str, posix_argv) -
                 args = ["--model", *args]
         model = recipe.model
         local = model.local_dir == model.mount_point  # a host path, mounted where the post names it
-        if not local:
-            args = [model.mount_point if a == model.repo_id else a for a in args]
+        if not local:  # the model's value becomes the mount point; a served name equal to it stays (114)
+            served = {i + 1 for i, a in enumerate(args) if a == "--served-model-name"}
+            args = [model.mount_point if a == model.repo_id and i not in served else a for i, a in enumerate(args)]
         if kind.name == "sglang" and "--host" not in args and nodes < 2:  # spanning nodes: listens as posted
             args += ["--host", "0.0.0.0"]
         if "--served-model-name" not in args and not local:

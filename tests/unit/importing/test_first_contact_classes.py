@@ -1,0 +1,66 @@
+"""Classes of import failure found by reading new posts first (tests/fixtures/posts 107-122): a value after a
+switch, a terminal-wrapped line, a page quoting YAML that does not parse, an image word a damaged copy left."""
+
+from __future__ import annotations
+
+import pytest
+
+from hgxkit.errors import InputError
+from hgxkit.importing.importer import ImportOptions, import_post
+
+
+def _import(text: str, name: str = "post.md"):
+    return import_post([(name, text)], ImportOptions())
+
+
+@pytest.mark.parametrize(
+    ("command", "value"),
+    [
+        ("vllm serve org/model --tensor-parallel-size 2 --enforce_eager true", "true"),
+        ("python3 -m sglang.launch_server --model-path org/model --enable-metrics yes", "yes"),
+    ],
+)
+def test_a_value_after_a_switch_is_refused_naming_it(command: str, value: str) -> None:
+    with pytest.raises(InputError) as caught:
+        _import(f"```\n{command}\n```\n")
+    assert f"so `{value}` after it is a positional argument" in caught.value.message
+
+
+def test_a_switch_followed_by_a_flag_imports() -> None:
+    recipe = _import("```\nvllm serve org/model --enforce-eager --port 8011\n```\n").recipe
+    assert recipe.server.has("--enforce-eager") and recipe.server.flag("--port") == "8011"
+
+
+WIDE = "vllm serve org/model --tensor-parallel-size 2 --gpu-memory-utilization 0.95 --max-model-len 8192 --sw"
+
+
+def test_a_terminal_wrapped_line_is_refused_not_dropped() -> None:
+    with pytest.raises(InputError) as caught:
+        _import(f"```\n{WIDE}\nap-space 8 --max-num-seqs=1\n```\n")
+    assert "line 3, column 1: 'ap-space' follows the command at line 2" in caught.value.message
+    assert "a line wrap split a word" in caught.value.message
+
+
+def test_prose_after_a_short_command_is_not_a_wrapped_line() -> None:
+    recipe = _import("vllm serve org/model --port 8011\nThen add --tensor-parallel-size 2 for two GPUs.\n").recipe
+    assert recipe.server.flag("--port") == "8011"
+
+
+def test_a_page_quoting_yaml_that_does_not_parse_is_read_as_text() -> None:
+    page = (
+        "Reference Implementation\nversion: '3'\n\ntasks:\n  run:\n    cmds:\n      - |\n"
+        "        docker run --gpus all -p 8000:8000 vllm/vllm-openai:latest --model org/model\n"
+    )
+    recipe = _import(page, "page.txt").recipe
+    assert recipe.image.reference == "vllm/vllm-openai:latest"
+
+
+def test_a_yaml_file_that_does_not_parse_is_still_refused_as_yaml() -> None:
+    with pytest.raises(InputError, match="not valid YAML"):
+        _import("services:\n  a:\n\timage: x\n", "compose.yaml")
+
+
+def test_an_image_word_no_image_name_starts_like_is_refused() -> None:
+    with pytest.raises(InputError) as caught:
+        _import("docker run ++name vllm --gpus all vllm/vllm-openai:latest --model org/model\n", "page.txt")
+    assert "'++name' stands where docker reads the image" in caught.value.message
