@@ -19,6 +19,7 @@ ROOT = Path(__file__).resolve().parents[3]
 TABLES = {"sglang": ROOT / "hgxkit/engines/sglang_serve.py", "vllm": ROOT / "hgxkit/engines/vllm_serve.py"}
 
 
+@pytest.mark.pins
 @pytest.mark.parametrize("engine", sorted(TABLES))
 def test_the_committed_table_is_what_the_real_engines_parser_gives(
     engine: str, client_python: Callable[[str], Path]
