@@ -144,6 +144,7 @@ class RequestTruth:
     steps: int
     accept_length: float
     received_at: float
+    bootstrap_room: int | None = None  # prefill/decode disaggregation: the room the request's KV moved through
     simulated: bool = True
 
 

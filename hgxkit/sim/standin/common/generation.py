@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 from hgxkit.sim.standin.common.engine import Engine, RequestTruth
@@ -44,8 +44,14 @@ def run_request(
     max_new: int,
     received: float,
     vocab: Sequence[str],
+    *,
+    room: int | None = None,
+    prefill: Callable[[int], float] | None = None,
 ) -> Iterator[Piece]:
-    """Run one simulated request (`received` = its arrival on the monotonic clock); see the module doc."""
+    """Run one simulated request (`received` = its arrival on the monotonic clock); see the module doc.
+
+    A disaggregated request names its `room`; `prefill` replaces the engine's own prefill (a decode server waits
+    for the prefill server's KV instead) and returns the seconds it waited."""
     rng = random.Random(hash(rid) & 0xFFFFFFFF)
     words = list(vocab) or [f"tok{i}" for i in range(1000)]
     queue_s = engine.admit()
@@ -54,7 +60,7 @@ def run_request(
     step_tokens = 0
     itls: list[float] = []
     try:
-        prefill_wait_s = engine.prefill(input_tokens)
+        prefill_wait_s = (prefill or engine.prefill)(input_tokens)
         max_new = max(max_new, 1)
         produced = 1
         ttft_ms = (time.monotonic() - received) * 1000.0
@@ -86,6 +92,7 @@ def run_request(
                 steps=steps,
                 accept_length=round(step_tokens / steps, 4) if steps else 1.0,
                 received_at=time.time() - (time.monotonic() - received),
+                bootstrap_room=room,
             ),
             itls,
         )

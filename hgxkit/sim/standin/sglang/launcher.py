@@ -28,7 +28,7 @@ from typing import IO
 from hgxkit.engines.sglang_serve import SERVE_OPTIONS
 from hgxkit.sim.standin.common.engine import Engine, LatencyModel, report_gpu_load
 from hgxkit.sim.standin.common.options import other_version, without_unread
-from hgxkit.sim.standin.sglang import checks, rendezvous
+from hgxkit.sim.standin.sglang import checks, disagg, rendezvous
 from hgxkit.sim.standin.sglang.args import ModelFacts, build_parser, merge_config, resolve
 from hgxkit.sim.standin.sglang.server import VERSION_DEFAULT, StubApp, make_dummy_health_server, make_server
 
@@ -89,6 +89,22 @@ def _form_group(args: Mapping[str, object], env: Mapping[str, str], version: str
     return 0
 
 
+def _start_bootstrap(host: str, pd: disagg.Disaggregation) -> object | None:
+    """The prefill server's bootstrap server; None (logged like the bind error SGLang's aiohttp server raises)
+    when its port cannot be bound: the decode side could never reach this prefill."""
+    assert pd.rooms is not None
+    try:
+        server = disagg.start_bootstrap_server(host, pd.bootstrap_port, pd.rooms)
+    except OSError as err:
+        log(
+            f"Scheduler hit an exception: OSError: [Errno {err.errno}] error while attempting to bind on address "
+            f"('{host}', {pd.bootstrap_port}): {(err.strerror or str(err)).lower()}"
+        )
+        return None
+    log(f"KV bootstrap server started on {host}:{server.server_address[1]} (simulated transfer)")
+    return server
+
+
 def serve_main(argv: list[str], prog: str = "sglang serve", env: Mapping[str, str] | None = None) -> int:
     """``sglang serve`` semantics."""
     return launch_server_main(_normalize_serve_argv(argv), prog=prog, env=env, command=["sglang", "serve", *argv])
@@ -146,7 +162,10 @@ def launch_server_main(
         status = _form_group(args, env, version)
         if status is not None:
             return status
-    app = StubApp(args, facts, plan, engine, argv0, version=version)
+    pd = disagg.Disaggregation.from_args(args, env)
+    if pd is not None and pd.rooms is not None and _start_bootstrap(str(args["host"]), pd) is None:
+        return 1
+    app = StubApp(args, facts, plan, engine, argv0, version=version, pd=pd)
     try:
         server = make_server(app, args["host"], int(args["port"]))
     except OSError as err:

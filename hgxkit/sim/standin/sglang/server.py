@@ -6,6 +6,10 @@ Served: ``/health``, ``/health_generate``, ``/ready``, ``/model_info`` (+ ``/get
 ``/v1/completions`` and ``/v1/chat/completions`` (streaming and not, with ``usage``), ``/metrics`` (only with
 ``--enable-metrics``), and ``/hgxkit_sim/requests`` (the ground-truth records; not an SGLang endpoint).
 
+``--disaggregation-mode prefill|decode``: a generation request needs ``bootstrap_room`` (else SGLang's 400); the
+prefill side runs the prefill only and serves the room's KV on its bootstrap port, the decode side waits for it
+(a simulated transfer) before it decodes; see `hgxkit.sim.standin.sglang.disagg`.
+
 ``--api-key``: every endpoint needs ``Authorization: Bearer <key>`` except ``/health*``, ``/ready*`` and
 ``/metrics*``; admin endpoints (``/flush_cache``) take ``--admin-api-key`` when set.
 
@@ -32,7 +36,7 @@ from urllib.parse import parse_qs, urlsplit
 from hgxkit.sim.standin.common.engine import Engine
 from hgxkit.sim.standin.common.generation import Piece, run_request
 from hgxkit.sim.standin.common.httpbase import StandinHandler
-from hgxkit.sim.standin.sglang import metrics
+from hgxkit.sim.standin.sglang import disagg, metrics
 from hgxkit.sim.standin.sglang.args import ModelFacts
 from hgxkit.sim.standin.sglang.checks import MemoryPlan
 
@@ -52,8 +56,10 @@ class StubApp:
         engine: Engine,
         argv: list[str],
         version: str = VERSION_DEFAULT,
+        pd: disagg.Disaggregation | None = None,
     ) -> None:
         self.args = args
+        self.pd = pd
         self.facts = facts
         self.plan = plan
         self.engine = engine
@@ -129,9 +135,18 @@ class StubApp:
     def count_text(text: str) -> int:
         return len(text.split()) + 1
 
-    def generate(self, rid: str, endpoint: str, input_tokens: int, max_new: int, received: float) -> Iterator[Piece]:
-        """Run one simulated request; yields the first token's piece, then one piece per decode step."""
+    def generate(
+        self, rid: str, endpoint: str, input_tokens: int, max_new: int, received: float, body: dict[str, Any]
+    ) -> Iterator[Piece]:
+        """Run one simulated request; yields the first token's piece, then one piece per decode step. A
+        disaggregated server runs its side of the request (`disagg`), with the bootstrap fields of `body`."""
+        if self.pd is not None:
+            return self.pd.run(self.engine, (rid, endpoint, input_tokens, max_new, received), self._vocab, body)
         return run_request(self.engine, rid, endpoint, input_tokens, max_new, received, self._vocab)
+
+    def refusal(self, body: dict[str, Any], rid: str) -> str | None:
+        """SGLang's 400 message for a request a disaggregated server does not take, else None."""
+        return None if self.pd is None else disagg.refusal(body, self.pd.mode, self.pd.backend, rid)
 
 
 class StubHandler(StandinHandler):
@@ -279,8 +294,11 @@ class StubHandler(StandinHandler):
         max_new = int(params.get("max_new_tokens", 128))
         rid = str(body.get("rid") or uuid.uuid4().hex)
         stream = bool(body.get("stream"))
+        if refused := self.app.refusal(body, rid):
+            self._json(400, {"error": {"message": refused}})
+            return
         text = ""
-        pieces = self.app.generate(rid, "/generate", n_in, max_new, received)
+        pieces = self.app.generate(rid, "/generate", n_in, max_new, received, body)
         if stream:
             self._start_stream()
         meta: dict[str, Any] = {}
@@ -290,6 +308,9 @@ class StubHandler(StandinHandler):
                 meta = self._meta(rid, n_in, piece, received)
                 if stream:
                     self._sse({"text": text, "meta_info": meta, "index": 0})
+        except disagg.TransferError as err:
+            self._transfer_failed(str(err), stream)
+            return
         finally:
             pieces.close()
         if stream:
@@ -297,6 +318,17 @@ class StubHandler(StandinHandler):
             self._end_stream()
         else:
             self._json(200, {"text": text, "meta_info": meta})
+
+    def _transfer_failed(self, message: str, stream: bool) -> None:
+        """SGLang aborts a request whose KV never came with a 500; a stream has sent its 200 already, so the
+        error is its last event."""
+        error = _error_response(message, "500", 500)
+        if not stream:
+            self._json(500, error)
+            return
+        self._sse({"error": error})
+        self._sse("[DONE]")
+        self._end_stream()
 
     def _meta(self, rid: str, n_in: int, piece: Piece, received: float) -> dict[str, Any]:
         meta: dict[str, Any] = {
@@ -347,7 +379,11 @@ class StubHandler(StandinHandler):
         obj = "chat.completion" if chat else "text_completion"
         model = body.get("model") or self.app.served_model_name
         include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
-        pieces = self.app.generate(rid, "/v1/chat/completions" if chat else "/v1/completions", n_in, max_new, received)
+        if refused := self.app.refusal(body, rid):
+            self._json(400, _error_response(refused, "BadRequestError", 400))
+            return
+        endpoint = "/v1/chat/completions" if chat else "/v1/completions"
+        pieces = self.app.generate(rid, endpoint, n_in, max_new, received, body)
         text, produced = "", 0
         if stream:
             self._start_stream()
@@ -370,6 +406,9 @@ class StubHandler(StandinHandler):
                     "model": model,
                 }
                 self._sse({**chunk, "choices": [choice], "usage": None})
+        except disagg.TransferError as err:
+            self._transfer_failed(str(err), stream)
+            return
         finally:
             pieces.close()
         usage = self._usage(n_in, produced)
@@ -423,6 +462,11 @@ class StubHandler(StandinHandler):
 
     def _chat(self, query: dict[str, list[str]]) -> None:
         self._openai(chat=True)
+
+
+def _error_response(message: str, err_type: str, code: int) -> dict[str, Any]:
+    """SGLang's `ErrorResponse` body (its OpenAI endpoints and its HTTPException handler)."""
+    return {"object": "error", "message": message, "type": err_type, "param": None, "code": code}
 
 
 class StubServer(ThreadingHTTPServer):
