@@ -3,13 +3,13 @@
     python bench/node_cost_profile.py --cluster NAME [--repeat 10] [--data KEY=VALUE ...]
 
 Runs the no-op once on the cluster's first node (it must already be converged: `bench/per_host_cost.py --keep`
-leaves such a cluster, `cost1-<suffix>`), recording every command pyinfra sends it. Then, on that node, runs
-each part of the batched plan-time read (hgxkit/planfacts.py) on its own `--repeat` times in one `docker exec`,
-and prints its CPU per run: the container's cgroup (cpuacct.usage, or cpu.stat on cgroup v2) over the loop, less
-the node's idle rate measured just before and less the same loop around `true`. Also the host lock's holder
-(hgxkit/hostlock.py) and one SSH connection (what the node's sshd spends per connection, from the host's ssh;
-the least precise figure: its wall time is long, so the idle rate taken off weighs most, and on a busy node
-it can come out near zero or below).
+leaves such a cluster, `cost1-<suffix>`), recording every command pyinfra sends it and the batched reads the run
+lock's holder runs. Then, on that node, runs each part of the batched plan-time read (hgxkit/planfacts.py) on its
+own `--repeat` times in one `docker exec`, and prints its CPU per run: the container's cgroup (cpuacct.usage, or
+cpu.stat on cgroup v2) over the loop, less the node's idle rate measured just before and less the same loop around
+`true`. Also the host lock's holder (hgxkit/hostlock.py) and one SSH connection (what the node's sshd spends per
+connection, from the host's ssh; the least precise figure: its wall time is long, so the idle rate taken off weighs
+most, and on a busy node it can come out near zero or below).
 Nodes are simulated (`simulated: true`): the stand-ins (nvidia-smi, the Hub on the node) cost what they cost here.
 """
 
@@ -47,6 +47,18 @@ def record(out: str, argv: list[str]) -> None:
         return original(self, command, *args, **kwargs)
 
     SSHConnector.run_shell_command = wrapper
+    import hgxkit.hostlock as hostlock
+
+    open_holder = hostlock._open_holder
+
+    def holder(host, batch=None):
+        # The batched plan reads ride on the lock's channel (paramiko's exec_command, not pyinfra's): recorded
+        # here, or the profile would leave out the no-op's largest command.
+        if batch and (not commands or commands[0][0] == host.name):
+            commands.append((host.name, batch[0].get_raw_value()))
+        return open_holder(host, batch)
+
+    hostlock._open_holder = holder
     from pyinfra_cli.main import main as pyinfra_main
 
     sys.argv = ["pyinfra", *argv]

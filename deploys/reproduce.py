@@ -21,6 +21,7 @@ from hgxkit.planfacts import prefetch
 from hgxkit.recipe.host_recipe import recipe_for
 from hgxkit.runfailure import install as answer_failures
 from hgxkit.serving.steps import judged_for
+from hgxkit.serving.steps import plan_reads as judge_reads
 from roles import check_knob_names
 from roles.docker import warm_image_cache
 from roles.docker.defaults import DockerKnobs
@@ -44,9 +45,11 @@ if not host.data.get("recipe"):
 check_knob_names(host, DockerKnobs, ModelKnobs, ServeKnobs, RouterKnobs)  # a misspelt or ill-typed knob stops here
 recipe_for(host)  # load and validate it now: a bad recipe stops the run before bring-up changes anything
 answer_failures()  # hgxkit's errors end the run as one block per host, not a traceback
-# What bring-up, the model and serving read while planning, in one batch instead of a round trip per fact: run on
-# the run lock's own SSH channel as soon as the lock is held, so the no-op's reads cost no round trip of their own.
-reads = [*bringup_reads(host), *model_reads(), *(serve_reads() if recipe_for(host).node_count() == 1 else [])]
+# What the judgement, bring-up, the model and serving read while planning, in one batch instead of a round trip per
+# fact: run on the run lock's own SSH channel as soon as the lock is held, so the no-op's reads cost no round trip of
+# their own. Nothing before this line may read the node, or its read goes ahead of the lock on a channel of its own.
+single = recipe_for(host).node_count() == 1
+reads = [*judge_reads(host), *bringup_reads(host), *model_reads(), *(serve_reads() if single else [])]
 hold_host_lock(host, reads)  # one hgxkit run per node at a time (hgxkit/hostlock.py)
 prefetch(host, reads)  # whatever the lock's channel could not read (nothing, normally)
 judged_for(host)  # the recipe's judgement under this host's allowances, before anything changes

@@ -188,6 +188,11 @@ def total_gpus_for(h: Host) -> int | None:
     return int(total) if total is not None else (len(plan_fact(h, NvidiaSmi).gpus) or None)
 
 
+def plan_reads(h: Host) -> list[tuple[type, dict[str, object]]]:
+    """The facts `judged_for` reads, for `hgxkit.planfacts.prefetch` to read in one round trip with the roles'."""
+    return [(MemTotalBytes, {}), *([(NvidiaSmi, {})] if knob(h, "serve_total_gpus") is None else [])]
+
+
 _JUDGED: dict[tuple[int, Allowances, int | None], Judged] = {}
 
 

@@ -44,6 +44,7 @@ from hgxkit.model.placement import model_dir_problems
 from hgxkit.node.facts_files import FileText, RealPath
 from hgxkit.planfacts import plan_fact
 from hgxkit.problems import refuse
+from hgxkit.recipe.host_recipe import recipe_for
 from hgxkit.recipe.spec import ModelSpec, Recipe
 from hgxkit.runfailure import RunFailure
 from hgxkit.serving.nodegroups import fabric_address
@@ -68,8 +69,10 @@ def _model_roots() -> list[str]:
 
 def build_spec(check: bool = True) -> core.Spec:
     """The downloader's spec for this host from the recipe and the role's knobs (no credentials in it); with
-    `check`, first refuse a local_dir outside the allowed roots (read on the node)."""
-    recipe = judged_for(host).recipe
+    `check`, from the judged recipe, first refusing a local_dir outside the allowed roots (read on the node).
+    Without (`plan_reads`, before the run lock is held), from the recipe as loaded: judging it reads the node's
+    memory and GPUs, and those reads are to ride in the lock's batch, not go ahead of it on their own channels."""
+    recipe = judged_for(host).recipe if check else recipe_for(host)
     model = recipe.model
     if not model.repo_id or not model.local_dir:
         refuse(
