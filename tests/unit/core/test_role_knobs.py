@@ -18,7 +18,7 @@ ROLES = sorted(p.parent.name for p in (ROOT / "roles").glob("*/defaults.py"))
 # Knobs declared with the classes (read before without a declaration, by hgxkit or the deploys, or set only by
 # the simulator's inventory).
 ADDED = {
-    "serve": {"allow_docker_options"},
+    "serve": {"allow_docker_options", "router"},  # router: a prefill/decode split is refused without it
     "docker": {"allow_unauthenticated", "state_dir"},
     "monitoring": {
         "router",
