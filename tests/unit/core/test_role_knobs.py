@@ -52,7 +52,14 @@ ADDED = {
         "serve_total_gpus",
         "model_peer_address",
     },
-    "verify": {"prometheus_port", "prometheus_bind_address", "prometheus_scrape_interval"},
+    "verify": {
+        "prometheus_port",
+        "prometheus_bind_address",
+        "prometheus_scrape_interval",
+        "router",  # the router's three: a prefill/decode split is benchmarked through it
+        "router_host",
+        "router_port",
+    },
     "shared": {
         "verify",
         "hgxkit_simulated",
@@ -61,6 +68,7 @@ ADDED = {
         "model_peer_address",
         "router",
         "router_host",
+        "router_port",  # the router role's, read by verify too
         "allow_docker_options",  # the recipe's allowances: every consumer's judgement reads them
     },
 }

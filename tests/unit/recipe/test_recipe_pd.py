@@ -97,7 +97,7 @@ def test_two_prefills_on_the_default_bootstrap_port_are_refused() -> None:
 
 
 def test_a_split_on_the_containers_own_network_is_refused() -> None:
-    found = errors(variant("  - --network host\n", ""))
+    found = errors(variant("  - --network=host\n", ""))
     assert [f.split("]")[0] for f in found] == ["[pd-network"]
     assert found[0].endswith("run the groups with --network host (and --port {{port}})")
 
