@@ -121,6 +121,16 @@ def pd_problems(recipe: Recipe, total_gpus: int | None) -> list[Problem]:
                 )
             )
     problems += _bootstrap_problems(servers, found)
+    port = recipe.server.flag("--port") or ""
+    if recipe.docker.last("--network") == "host" and len(servers) > 1 and "{{port}}" not in port:
+        problems.append(
+            Problem(
+                "pd-port",
+                f"every group's server listens on port {port or recipe.server.server_kind.default_port} of the "
+                "host's network, so only the first starts",
+                "give each its own: --port {{port}} (groups.port_base)",
+            )
+        )
     if recipe.docker.last("--network") != "host":
         problems.append(
             Problem(

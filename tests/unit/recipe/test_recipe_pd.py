@@ -137,3 +137,10 @@ def test_a_kind_whose_split_is_not_deployed_is_refused_by_name() -> None:
 def test_the_router_knob_is_named_when_a_split_is_deployed_without_it() -> None:
     problem = pd_router_problem(load_recipe(PD))
     assert problem.code == "pd-router" and problem.remedy.startswith("deploy with --data router=true")
+
+
+def test_groups_on_one_port_of_the_hosts_network_are_refused() -> None:
+    assert errors(variant("--port '{{port}}'", "--port 30000")) == [
+        "[pd-port] every group's server listens on port 30000 of the host's network, so only the first starts; give "
+        "each its own: --port {{port}} (groups.port_base)"
+    ]
