@@ -297,8 +297,9 @@ class SharedKnobs(Knobs):
         False,
         "False. True: run an SGLang router (sglang-router, the SGLang Model Gateway) fronting every serving group of "
         "every inventory host. Benchmarks still address each group directly (speculative accept length is per "
-        "server).",
+        "server), save a prefill/decode split's, which only the router serves (and needs it true).",
     )
+    router_port: int = declare(30000, "the router's port (its default, 30000).")
     router_host: str | None = declare(
         None,
         "the inventory host that runs the router; None: the first host with `router: true`.",

@@ -11,7 +11,10 @@ for every kind: `CUDA_VISIBLE_DEVICES` takes GPU ordinals or UUIDs and CUDA stop
 
 A server that is one side of a prefill/decode split (`ServerKind.disaggregation`: SGLang's `--disaggregation-mode
 prefill|decode`, a vLLM KV producer or consumer) starts, but serves nothing without the other side and the router
-between them, which a recipe (one setup) does not hold: `disaggregation` names it, `DISAGGREGATION` says why.
+between them. A kind whose split hgxkit deploys (`ServerKind.prefill_decode`: SGLang's, on one node, over a
+transfer backend of NVIDIA GPUs) imports both sides as the groups of one recipe (hgxkit.importing.pd_join);
+`disaggregation` refuses any other kind's or backend's side, and `split_refusal` a joined recipe that cannot serve
+(one side alone, off the host's network: hgxkit.recipe.pd).
 
 Example:
     >>> from hgxkit.importing.docker_run import import_docker_run
@@ -25,6 +28,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from hgxkit.recipe.nodes import HGX_GPUS
+from hgxkit.recipe.pd import pd_problems, sides
 from hgxkit.recipe.server_args import ServerCommand
 from hgxkit.recipe.spec import Recipe
 
@@ -66,22 +71,61 @@ def engine_refusal(recipe: Recipe) -> Refusal | None:
 
 
 DISAGGREGATION = (
-    "a recipe is one setup, not prefill and decode servers joined by a router; import a setup that serves both phases"
+    "hgxkit deploys a prefill/decode split only as one node's prefill and decode groups, imported from their own "
+    "commands; import those, or a setup that serves both phases"
 )
 
 
 def disaggregation(server: ServerCommand) -> Refusal | None:
-    """The flag that makes `server` the prefill or the decode side of a disaggregated setup, with why a recipe
-    cannot be it; None for a server that does both."""
-    found = server.server_kind.disaggregation
+    """The flag that makes `server` the prefill or the decode side of a disaggregated setup that hgxkit does not
+    deploy (its kind's, or its transfer backend's), with why; None for a server that does both, or a side of a
+    split hgxkit deploys."""
+    kind = server.server_kind
+    found = kind.disaggregation
     value = server.flag(found[0]) if found else None
     if found is None or value is None or not re.fullmatch(found[1], value):
         return None
+    split = kind.prefill_decode
+    if split is not None:
+        backend = server.flag(split.backend_flag) or split.default_backend
+        if backend in split.backends:
+            return None
+        return Refusal(
+            split.backend_flag if server.flag(split.backend_flag) else found[0],
+            f"{split.backend_flag} {backend}: hgxkit deploys {kind.title}'s prefill/decode split over "
+            f"{' or '.join(split.backends)} (the transfer backends of NVIDIA GPUs); {backend} is another "
+            f"accelerator's or a test's: use one of them",
+        )
     return Refusal(
         found[0],
-        f"{found[0]} {value}: prefill/decode disaggregation is not supported yet: {DISAGGREGATION} (without "
-        f"{found[0]})",
+        f"{found[0]} {value}: prefill/decode disaggregation of {kind.title} is not supported yet; import a setup that "
+        f"serves both phases (without {found[0]})",
     )
+
+
+def split_refusal(recipe: Recipe) -> Refusal | None:
+    """Why a recipe whose groups are sides of a prefill/decode split would not serve as the post runs it (one side
+    alone, two prefills on one bootstrap port, off the host's network), naming the side flag; None when it
+    serves or is no split."""
+    problems = pd_problems(recipe, HGX_GPUS)
+    found = recipe.server.server_kind.disaggregation
+    if not problems or found is None:
+        return None
+    if problems[0].code == "pd-split":
+        alone = next(s for s in sides(recipe, HGX_GPUS) if s)
+        return Refusal(
+            found[0],
+            f"{found[0]} {alone}: the post runs the {alone} side of a prefill/decode split alone, which answers no "
+            "request; import the post's prefill and decode commands together (the router comes from "
+            "`--data router=true`)",
+        )
+    if problems[0].code == "pd-nodes":
+        return Refusal(
+            found[0],
+            f"{found[0]}: a prefill/decode split spanning nodes is not deployed yet: hgxkit deploys one node's "
+            "prefill and decode groups",
+        )
+    return Refusal(found[0], f"prefill/decode split: {problems[0].message}")
 
 
 def unchecked_flags(recipe: Recipe) -> list[Refusal]:

@@ -38,8 +38,10 @@ class GroupJoin:
     notes: tuple[str, ...]
 
 
-def join_groups(dockers: Sequence[DockerSpec], *, where: str) -> GroupJoin:
-    """One template for commands whose docker options differ in `--gpus`, published ports and `--name` only."""
+def join_groups(dockers: Sequence[DockerSpec], *, where: str, sides: bool = False) -> GroupJoin:
+    """One template for commands whose docker options differ in `--gpus`, published ports and `--name` only.
+    `sides`: the commands are the prefill and decode sides of a split, whose names may say the side
+    (`sglang-prefill`, `sglang-decode`): they become their common prefix and the group index, with a note."""
     lists = [gpu_ids_from_spec(d.last("--gpus")) for d in dockers]
     if any(ids is None for ids in lists):
         raise InputError(f"{where}: the commands differ but not every one names its GPUs (--gpus '\"device=…\"')")
@@ -55,10 +57,15 @@ def join_groups(dockers: Sequence[DockerSpec], *, where: str) -> GroupJoin:
             "index, so give them consecutive ports"
         )
     names = [d.last("--name") for d in dockers]
-    template = _name_template(names, where) if any(names) else None
+    notes = []
+    if sides and any(names) and None not in names and not _numbered(names):
+        template = (os.path.commonprefix([n for n in names if n]) or "group-") + "{{group}}"  # noqa: RUF071
+        notes.append(f"{where}: container names {', '.join(n or '' for n in names)} become {template}")
+    else:
+        template = _name_template(names, where) if any(names) else None
     entries = [_template_entry(entry, template is not None) for entry in dockers[0].entries]
     listed = "; ".join(",".join(map(str, group)) for group in groups)
-    notes = [f"{where}: {len(groups)} commands, one per GPU group ({listed}), are the groups of one recipe"]
+    notes.insert(0, f"{where}: {len(groups)} commands, one per GPU group ({listed}), are the groups of one recipe")
     grouping = Grouping(explicit=groups, gpus_per_node=HGX_GPUS, port_base=base, name_template=template)
     return GroupJoin(DockerSpec(dockers[0].invocation, tuple(entries)), grouping, tuple(notes))
 
@@ -66,6 +73,11 @@ def join_groups(dockers: Sequence[DockerSpec], *, where: str) -> GroupJoin:
 def _host_port(docker: DockerSpec) -> int | None:
     ports = [p.host_port for p in docker.ports() if p.host_port]
     return int(ports[0]) if ports and ports[0].isdigit() else None
+
+
+def _numbered(names: list[str | None]) -> bool:
+    prefix = os.path.commonprefix([n for n in names if n])  # noqa: RUF071  (names, not paths)
+    return all((n or "")[len(prefix) :].isdigit() for n in names)
 
 
 def _name_template(names: list[str | None], where: str) -> str:

@@ -37,7 +37,7 @@ from hgxkit.importing.benchmarks import benchmarks
 from hgxkit.importing.commands import PLACEHOLDER, Simple, simple_commands
 from hgxkit.importing.docker_run import foreign_hardware, scrub_run
 from hgxkit.importing.documents import read_documents
-from hgxkit.importing.engine_refusal import disaggregation, engine_refusal, unchecked_flags
+from hgxkit.importing.engine_refusal import disaggregation, engine_refusal, split_refusal, unchecked_flags
 from hgxkit.importing.fill import BRACED, FILL_IN, NAMED_BLANK, fill_hint, fill_posts, occurrences
 from hgxkit.importing.formats import DOCUMENT_FORMATS, SCRIPT_FORMATS, format_of
 from hgxkit.importing.group_join import join_groups
@@ -52,6 +52,7 @@ from hgxkit.importing.outcome import (
     finish,
     place,
 )
+from hgxkit.importing.pd_join import join_sides, side_flags
 from hgxkit.importing.platform import ForeignSetup, foreign_in, message, refuse_foreign, shows_nvidia
 from hgxkit.importing.post import PostFile, find_commands, read_post
 from hgxkit.importing.reading import Candidate, Reading
@@ -476,10 +477,14 @@ class _Importer:
             recipe = replace(recipe, server=joined.server, groups=joined.groups)
             self.notes += joined.notes
         elif self.join == "groups":
-            grouped = join_groups([r.docker for _, r, _ in chosen], where=where)
+            split = any(r.server.flag(f) for _, r, _ in chosen for f in side_flags(recipe.server.server_kind))
+            grouped = join_groups([r.docker for _, r, _ in chosen], where=where, sides=split)
             recipe = replace(recipe, docker=grouped.docker, groups=grouped.groups)
             self.notes += grouped.notes
-            if len({r.server.flag("--port") for _, r, _ in chosen}) > 1:
+            if split:
+                recipe, notes = join_sides(recipe, [r.server for _, r, _ in chosen], where)
+                self.notes += notes
+            elif len({r.server.flag("--port") for _, r, _ in chosen}) > 1:
                 self.notes.append(
                     f"{where}: every group's server listens on {recipe.server.flag('--port')} in its own "
                     "container; the groups' host ports differ"
@@ -518,6 +523,9 @@ class _Importer:
                 + (f" {exported.source_note()}" if exported is not None else "")
             ),
         )
+        split = split_refusal(recipe)
+        if split is not None:
+            raise InputError(f"{_word_at(split.word, server)}: {split.reason}")
         self.exported_name = exported.recipe if exported is not None else None
         return recipe, chosen[0][0].simple.command.post.name
 
@@ -602,12 +610,19 @@ def _one_setup(built: list[Built]) -> tuple[list[Built], str]:
         return built, "one"
     multinode = all(spans_nodes(r.server) for _, r, _ in built)
     ranks = {("docker", "--name"), *(("server", f) for f in rank_flags(first[1].server))}
-    allowed = ranks if multinode else _GROUP_DIFFERENCES
+    sides = {("server", flag) for flag in side_flags(first[1].server.server_kind)}
+    allowed = ranks if multinode else _GROUP_DIFFERENCES | sides
     kept = [first]
     for other in built[1:]:
         found = diff_recipes(first[1], other[1])
         heads = [moved for d in found if multinode and (moved := _head_moved(first[1], other[1], d))]
         differences = [d for d in found if (d.area, d.key) not in allowed and not _head_moved(first[1], other[1], d)]
+        keys = {(d.area, d.key) for d in found}
+        if not multinode and keys & sides and not differences and ("docker", "--gpus") not in keys:
+            raise InputError(
+                f"{first[0].where()}: the prefill and decode commands do not give each side GPUs of its own "
+                "(--gpus '\"device=…\"'); hgxkit deploys a split as groups of one node's GPUs"
+            )
         if differences or (not multinode and found and ("docker", "--gpus") not in {(d.area, d.key) for d in found}):
             raise _differ(built, first, other, differences or found)
         if not found or (multinode and rank_of(first[1].server) == rank_of(other[1].server)):

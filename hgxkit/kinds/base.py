@@ -129,6 +129,29 @@ class RayCluster:
 
 
 @dataclass(frozen=True)
+class PrefillDecode:
+    """How a server of this kind is the prefill or the decode side of a split that hgxkit deploys: the values of
+    `ServerKind.disaggregation`'s flag that name each side, and the prefill's bootstrap port (the decode side
+    fetches the KV from it; the router tells the decode where)."""
+
+    prefill: str  # the flag's value on a prefill server
+    decode: str
+    bootstrap_flag: str  # the prefill's bootstrap server port
+    default_bootstrap_port: int  # when the command gives none
+    backend_flag: str  # the KV transfer backend
+    default_backend: str
+    backends: tuple[str, ...]  # the transfer backends a deployment is known to work with
+
+    def role(self, value: str | None) -> str | None:
+        """'prefill', 'decode', or None for a server that does both.
+
+        >>> PrefillDecode("prefill", "decode", "--b", 1, "--t", "m", ("m",)).role("decode")
+        'decode'
+        """
+        return {self.prefill: "prefill", self.decode: "decode"}.get(value or "")
+
+
+@dataclass(frozen=True)
 class ServerKind:
     """One serving engine: its command line, network defaults, endpoints, API key, benchmark client, metrics."""
 
@@ -163,6 +186,9 @@ class ServerKind:
     # (flag, pattern of its value) that make the server one side of a prefill/decode split: the prefill or the
     # decode server, which serves nothing without the other and the router between them
     disaggregation: tuple[str, str] | None = None
+    # A split this kind's groups can be deployed as, one node (prefill and decode groups, the router between them);
+    # None: its disaggregation is refused (`disaggregation` only names it).
+    prefill_decode: PrefillDecode | None = None
     multinode_flags: tuple[str, ...] = ()  # flags of a group spanning nodes
     deprecated_programs: tuple[tuple[str, ...], ...] = field(default_factory=tuple)
     # A server spanning nodes: the same command on every host but for these (canonical spellings).

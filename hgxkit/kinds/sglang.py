@@ -19,6 +19,7 @@ from hgxkit.kinds.base import (
     BenchClient,
     KindMetrics,
     PostedClient,
+    PrefillDecode,
     ServerKind,
     extra_flags,
     length_args,
@@ -252,6 +253,17 @@ SGLANG = ServerKind(
     posted_clients=(POSTED_CLIENT,),
     speculative_flags=("--speculative-algorithm",),
     disaggregation=("--disaggregation-mode", r"prefill|decode"),
+    # srt/server_args.py: bootstrap port 8998, transfer backend mooncake by default; mooncake and nixl are the
+    # backends SGLang's PD docs deploy on NVIDIA GPUs (ascend, mori: other accelerators; fake: tests only)
+    prefill_decode=PrefillDecode(
+        "prefill",
+        "decode",
+        "--disaggregation-bootstrap-port",
+        8998,
+        "--disaggregation-transfer-backend",
+        "mooncake",
+        ("mooncake", "nixl"),
+    ),
     multinode_flags=("--nnodes", "--node-rank", "--dist-init-addr"),
     head_flag="--dist-init-addr",
     dp_in_tp_flag="--enable-dp-attention",

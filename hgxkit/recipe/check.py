@@ -1,10 +1,11 @@
 """The setup checks of a recipe: what would break it on a node whatever the inventory allows.
 
 Errors are setups that cannot work (overlapping GPU groups, a group size that is not the server's
-parallel size, two groups on one host port, a model path no mount provides, a server the published port
-cannot reach). Warnings are known pitfalls (each kind names its own: `ServerKind.pitfalls`), each with its
-reason. What the inventory's allowances decide (dangerous options, exposure, secrets) is the policy's; both are
-run together, by every consumer, in `hgxkit.recipe.judge`.
+parallel size, two groups on one host port, a prefill/decode split that cannot serve (hgxkit.recipe.pd), a
+model path no mount provides, a server the published port cannot reach). Warnings are known pitfalls (each
+kind names its own: `ServerKind.pitfalls`), each with its reason. What the inventory's allowances decide
+(dangerous options, exposure, secrets) is the policy's; both are run together, by every consumer, in
+`hgxkit.recipe.judge`.
 
 Example:
     >>> from hgxkit.recipe.read import load_recipe
@@ -25,6 +26,7 @@ from hgxkit.recipe.groups import gpu_count_from_spec, group_problems, plan_group
 from hgxkit.recipe.network_env import host_interface_settings
 from hgxkit.recipe.nodes import parallel_size as nodes_parallel_size
 from hgxkit.recipe.nodes import ray_cluster
+from hgxkit.recipe.pd import pd_problems
 from hgxkit.recipe.spec import Mount, Recipe
 from hgxkit.recipe.validate import format_path
 
@@ -36,6 +38,7 @@ def check_recipe(recipe: Recipe, total_gpus: int | None = None) -> list[Problem]
     findings: list[Problem] = []
     findings += _check_groups(recipe, total_gpus)
     findings += _check_ports(recipe, total_gpus)
+    findings += pd_problems(recipe, total_gpus)
     findings += _check_model_mount(recipe)
     findings += [Problem("expansion", f"{format_path(p.where)}: {p.message}") for p in expansion_problems(recipe)]
     findings += _check_exposure(recipe)

@@ -622,6 +622,8 @@ def expansion_problems(recipe: Recipe) -> list[Problem]:
     places += [(("docker", "options", i), list(entry.words)) for i, entry in enumerate(recipe.docker.entries)]
     places.append((("server", "command"), list(recipe.server.program)))
     places += [(("server", "args", i), list(entry)) for i, entry in enumerate(recipe.server.args)]
+    own = recipe.groups.server_args if recipe.groups is not None else None
+    places += [(("groups", "server_args", i), [w for e in entries for w in e]) for i, entries in enumerate(own or ())]
     problems = []
     for where, words in places:
         for word in words:

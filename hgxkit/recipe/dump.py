@@ -44,6 +44,10 @@ def recipe_to_dict(recipe: Recipe) -> dict[str, Any]:
         groups = _drop_none(recipe.groups.__dict__)
         if recipe.groups.explicit is not None:
             groups["explicit"] = [list(group) for group in recipe.groups.explicit]
+        if recipe.groups.server_args is not None:
+            groups["server_args"] = [
+                [join_words(list(entry)) for entry in entries] for entries in recipe.groups.server_args
+            ]
         out["groups"] = groups
     if recipe.matrix is not None:
         out["matrix"] = matrix_to_dict(recipe.matrix)

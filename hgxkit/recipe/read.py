@@ -505,4 +505,20 @@ def _groups(data: dict[str, Any] | None, locate: _Locator) -> Grouping | None:
         name_template=data.get("name_template"),
         nodes=data.get("nodes"),
         dist_port=data.get("dist_port"),
+        server_args=_group_server_args(data.get("server_args"), locate),
     )
+
+
+def _group_server_args(
+    data: list[list[str]] | None, locate: _Locator
+) -> tuple[tuple[tuple[str, ...], ...], ...] | None:
+    if data is None:
+        return None
+    out = []
+    for index, items in enumerate(data):
+        entries: list[tuple[str, ...]] = []
+        for position, item in enumerate(items):
+            words = _words(item, ("groups", "server_args", index, position), locate)
+            entries.extend(group_args(words) if words else [])
+        out.append(tuple(entries))
+    return tuple(out)

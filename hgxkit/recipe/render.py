@@ -203,6 +203,7 @@ def _group(
     command: tuple[tuple[str, ...], ...] = (
         tuple(fill.word(w, values) for w in recipe.server.program),
         *(tuple(fill.word(w, values) for w in entry) for entry in recipe.server.args),
+        *(tuple(fill.word(w, values) for w in entry) for entry in _own_args(recipe, index)),
         *fill.worker_entries(),
     )
     ray = ray_cluster(recipe)
@@ -232,6 +233,12 @@ def _group(
         gpus=gpu_ids_from_spec(gpu_values[-1]) if gpu_values else None,
         port=next((int(p) for p in published if p.isdigit()), None),
     )
+
+
+def _own_args(recipe: Recipe, index: int) -> tuple[tuple[str, ...], ...]:
+    """The server argument entries of group `index` alone (`groups.server_args`)."""
+    own = recipe.groups.server_args if recipe.groups is not None else None
+    return own[index] if own is not None and index < len(own) else ()
 
 
 def _on_ray(

@@ -162,6 +162,13 @@ _GROUP_PROPERTIES: dict[str, Any] = {
         "starting with a letter or digit",
         max_length=200,
     ),
+    "server_args": {
+        "type": ["array", "null"],
+        "minItems": 1,
+        "items": _WORD_LIST,
+        "description": "Server arguments of each group in turn, after server.args (a prefill group and a decode "
+        "group differ in these).",
+    },
 }
 
 
@@ -348,7 +355,7 @@ RECIPE_SCHEMA: dict[str, Any] = _recipe_schema(
 # their own input length and concurrency.
 RECIPE_SCHEMA_V1: dict[str, Any] = _recipe_schema(
     1,
-    _groups(_GROUP_PROPERTIES),
+    _groups({k: v for k, v in _GROUP_PROPERTIES.items() if k != "server_args"}),
     _reference(
         {
             "required": ["input_len", "concurrency"],

@@ -158,6 +158,9 @@ class Grouping:
     name_template: str | None = None
     nodes: int | None = None  # hosts one group spans (tp x pp x dp = size x nodes); None: one
     dist_port: int | None = None  # rendezvous port on the head node (`{{dist_port}}`)
+    # Server argument entries of each group in turn, after the server's own (a prefill group and a decode group
+    # differ in these); None: every group runs the same command.
+    server_args: tuple[tuple[tuple[str, ...], ...], ...] | None = None
 
     @property
     def node_count(self) -> int:

@@ -393,6 +393,13 @@ def _server_problems(recipe: Recipe, problems: list[Problem]) -> None:
             if problem:
                 problems.append(_at(path, f"--port: {problem}"))
 
+    for index, entries in enumerate(recipe.groups.server_args or () if recipe.groups else ()):
+        for entry in entries:
+            for word in entry:
+                _word_problems(problems, ("groups", "server_args", index), word)
+                if "{{env:" in word:  # secrets are passed once for every group (server.args)
+                    problems.append(_at(("groups", "server_args", index), "{{env:…}} belongs in server.args"))
+
 
 def _node_problems(recipe: Recipe, problems: list[Problem]) -> None:
     """`{{rank}}`, `{{head}}`, `{{dist_port}}` only in a group spanning nodes, and a node count said once."""

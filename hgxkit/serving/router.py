@@ -25,13 +25,17 @@ from pyinfra.api import StringCommand
 
 from hgxkit.netaddr import is_loopback
 from hgxkit.problems import Problem
+from hgxkit.recipe.pd import bootstrap_port, group_server, side
 from hgxkit.recipe.shellwords import quote_word
+from hgxkit.recipe.spec import Recipe
 from hgxkit.serving.containers import SPEC_LABEL
 from hgxkit.serving.rollout import RunningContainer
 
 ROUTER_LABEL = "hgxkit.router"
 CONTAINER = "sglang-router"
 POLICIES = ("random", "round_robin", "power_of_two", "cache_aware", "bucket")
+# The policies launch_router's --policy takes for both sides of a split (bucket is --prefill-policy's alone).
+PD_POLICIES = ("random", "round_robin", "power_of_two", "cache_aware")
 KEY_IN_CONTAINER = "/run/hgxkit/api-key"
 # The router takes its key only as --api-key. This launcher reads it from a root-only file mounted read-only,
 # so it shows neither in `docker inspect` nor in the process's command line (unlike the serving groups).
@@ -44,14 +48,24 @@ KEY_LAUNCHER = (
 
 
 @dataclass(frozen=True)
+class Side:
+    """A group that is one side of a prefill/decode split: 'prefill' (with its bootstrap port) or 'decode'."""
+
+    role: str
+    bootstrap_port: int | None = None
+
+
+@dataclass(frozen=True)
 class WorkerHost:
-    """A serving host as the router sees it: its address, the address its groups bind, their ports."""
+    """A serving host as the router sees it: its address, the address its groups bind, their ports, and each
+    group's side of a prefill/decode split (none: every group serves both phases)."""
 
     name: str
     address: str
     bind_address: str
     ports: list[int]
     api_key: bool = False
+    sides: tuple[Side | None, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -96,6 +110,30 @@ def choose_router_host(explicit: str | None, candidates: list[str], inventory: l
     return (candidates[0], "") if candidates else (None, "")
 
 
+def group_sides(recipe: Recipe, groups: list[int]) -> tuple[Side | None, ...]:
+    """The side of each of the recipe's `groups` (indices), read from its own server command."""
+    out = []
+    for index in groups:
+        server = group_server(recipe, index)
+        role = side(server)
+        port = bootstrap_port(server) if role == "prefill" else None
+        out.append(Side(role, int(port) if port and port.isdigit() else None) if role else None)
+    return tuple(out)
+
+
+def worker_sides(router_host: str, hosts: list[WorkerHost]) -> list[Side | None]:
+    """Each of `worker_urls`' URLs' side, in the same order (None for a group that serves both phases).
+
+    >>> worker_sides("n1", [WorkerHost("n1", "a", "127.0.0.1", [5000, 5001], sides=(Side("prefill", 8998),))])
+    [Side(role='prefill', bootstrap_port=8998), None]
+    """
+    out: list[Side | None] = []
+    for h in hosts:
+        if h.name == router_host or not is_loopback(h.bind_address):
+            out.extend(h.sides[i] if i < len(h.sides) else None for i in range(len(h.ports)))
+    return out
+
+
 def worker_urls(router_host: str, hosts: list[WorkerHost]) -> tuple[list[str], list[Problem]]:
     """One URL per serving group of every host; the router's own host is reached over 127.0.0.1.
 
@@ -136,10 +174,47 @@ def worker_urls(router_host: str, hosts: list[WorkerHost]) -> tuple[list[str], l
     return urls, problems
 
 
+def pd_workers(urls: list[str], sides: list[Side | None], policy: str) -> list[str]:
+    """The router's arguments for a prefill/decode split: `--pd-disaggregation`, then `--prefill URL
+    BOOTSTRAP_PORT` per prefill and `--decode URL` per decode (sglang-router 0.3.2's `launch_router`), with
+    `--policy` for both sides. Raises ValueError for a group that serves both phases beside them, a split that
+    lacks a side, or a policy the router takes for prefill alone (`bucket`).
+
+    >>> pd_workers(["http://a:1", "http://a:2"], [Side("prefill", 8998), Side("decode")], "round_robin")
+    ['--pd-disaggregation', '--prefill', 'http://a:1', '8998', '--decode', 'http://a:2', '--policy', 'round_robin']
+    """
+    if policy not in PD_POLICIES:
+        raise ValueError(
+            f"router_policy {policy} is not a policy the router takes for both prefill and decode groups: set "
+            f"router_policy to one of {', '.join(PD_POLICIES)}"
+        )
+    if len(sides) != len(urls) or any(s is None for s in sides):
+        raise ValueError(
+            "the router would front prefill/decode groups and groups that serve both phases, which it cannot mix: "
+            "run one router per kind of group (router_host)"
+        )
+    args = ["--pd-disaggregation"]
+    for url, one in zip(urls, sides, strict=True):
+        assert one is not None
+        port = [str(one.bootstrap_port)] if one.role == "prefill" and one.bootstrap_port else []
+        args += ["--prefill", url, *port] if one.role == "prefill" else ["--decode", url]
+    if "--prefill" not in args or "--decode" not in args:
+        raise ValueError("the router would front one side of a prefill/decode split alone: serve both sides")
+    return [*args, "--policy", policy]
+
+
 def router_spec(
-    urls: list[str], *, image: str, policy: str, bind_address: str, port: int, api_key_file: str | None
+    urls: list[str],
+    *,
+    image: str,
+    policy: str,
+    bind_address: str,
+    port: int,
+    api_key_file: str | None,
+    sides: list[Side | None] | None = None,
 ) -> RouterSpec:
-    """The router container: host network, restart unless stopped, labelled with its spec hash.
+    """The router container: host network, restart unless stopped, labelled with its spec hash. With `sides`
+    naming a prefill/decode split (parallel to `urls`), the router runs in PD mode (`pd_workers`).
 
     With `api_key_file` (the serving role's root-only key on this host) the key is mounted read-only and
     handed to the router by KEY_LAUNCHER: clients then need it, and the router sends it to the workers.
@@ -147,11 +222,10 @@ def router_spec(
     """
     if policy not in POLICIES:
         raise ValueError(f"router_policy {policy!r} is not one of {', '.join(POLICIES)}: set router_policy")
+    split = sides is not None and any(sides)
+    workers = pd_workers(urls, list(sides or ()), policy) if split else ["--worker-urls", *urls, "--policy", policy]
     server = [
-        "--worker-urls",
-        *urls,
-        "--policy",
-        policy,
+        *workers,
         "--host",
         bind_address,
         "--port",

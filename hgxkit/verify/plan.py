@@ -129,10 +129,12 @@ def plan_cells(
     groups: list[tuple[int, str]],
     output_len: int | None = None,
     repeats: int | None = None,
+    port: int | None = None,
 ) -> list[Cell]:
     """The cells to run: the recipe's smoke cell, or (full) its warmup runs then every matrix cell as written;
     a default smoke cell without a matrix; for each (group, container name), each `repeats` times (default: 1
-    for smoke, FULL_REPEATS for full). `output_len` overrides every cell's."""
+    for smoke, FULL_REPEATS for full). `output_len` overrides every cell's; `port` the server's (the router's, for
+    a prefill/decode split)."""
     if mode == "none":
         return []
     times = repeats or (FULL_REPEATS if mode == "full" else 1)
@@ -141,7 +143,7 @@ def plan_cells(
     served = recipe.server.flag("--served-model-name")
     model = recipe.server.flag(kind.model_flag)
     base = dict(
-        port=int(recipe.server.flag("--port") or kind.default_port),
+        port=port or int(recipe.server.flag("--port") or kind.default_port),
         kind=kind.name,
         served_name=served.split()[0] if served else model,
         tokenizer=model,

@@ -31,6 +31,7 @@ class ServeKnobs(Knobs):
     bundle: str | None = shared("bundle")
     bundle_fingerprint: str | None = shared("bundle_fingerprint")
     allow_unauthenticated: bool = shared("allow_unauthenticated")
+    router: bool = shared("router")
     pin_image: bool = declare(
         False,
         "refuse to deploy when the recipe's tag now resolves to a digest other than the recipe's image.digest (the "

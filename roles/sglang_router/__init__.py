@@ -40,8 +40,10 @@ from hgxkit.serving.router import (
     RouterSpec,
     WorkerHost,
     choose_router_host,
+    group_sides,
     needs_replacing,
     router_spec,
+    worker_sides,
     worker_urls,
 )
 from hgxkit.serving.steps import judged_for
@@ -61,10 +63,11 @@ def _worker_host(h: Host) -> WorkerHost | None:
     total = knobs.serve_total_gpus
     if total is None:
         total = len(h.get_fact(NvidiaSmi).gpus) or None
-    ports = [g.port for g in render_recipe(recipe, total_gpus=int(str(total)) if total else None) if g.port]
+    groups = [g for g in render_recipe(recipe, total_gpus=int(str(total)) if total else None) if g.port]
     candidates = (knobs.router_worker_address, knobs.model_peer_address, ssh_hostname(h))
     address = next((str(v) for v in candidates if v), h.name)
-    return WorkerHost(h.name, address, knobs.bind_address, ports, bool(knobs.api_key))
+    ports, sides = [int(str(g.port)) for g in groups], group_sides(recipe, [g.group for g in groups])
+    return WorkerHost(h.name, address, knobs.bind_address, ports, bool(knobs.api_key), sides)
 
 
 def _served_model(h: Host) -> str:
@@ -97,6 +100,7 @@ def sglang_router() -> None:
             bind_address=knobs.router_bind_address,
             port=knobs.router_port,
             api_key_file=key_file,
+            sides=worker_sides(host.name, workers),
         )
     except ValueError as err:
         refuse(f"router checks failed on {host.name}; the router was not started", [str(err)])

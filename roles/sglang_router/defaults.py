@@ -20,7 +20,7 @@ class RouterKnobs(Knobs):
 
     router: bool = shared("router")
     router_host: str | None = shared("router_host")
-    router_port: int = declare(30000, "the router's port (its default, 30000).")
+    router_port: int = shared("router_port")
     router_policy: str = declare(
         "cache_aware",
         "load-balancing policy: random, round_robin, power_of_two, cache_aware (prefix-cache aware, the router's "

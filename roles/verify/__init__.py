@@ -26,6 +26,7 @@ from pyinfra.operations import python
 
 from hgxkit.errors import InputError
 from hgxkit.hostcmd import HostRunner, argv, script
+from hgxkit.kinds.base import CONNECTION_FLAGS
 from hgxkit.monitoring.readback import (
     STEP_S,
     duration_s,
@@ -46,6 +47,7 @@ from hgxkit.node.facts_gpu import NvidiaSmi
 from hgxkit.node.health import GpuHealthReport, gpu_health_report
 from hgxkit.problems import refuse
 from hgxkit.recipe.dump import dump_recipe
+from hgxkit.recipe.pd import group_server, is_prefill_decode, pd_router_problem, side
 from hgxkit.recipe.spec import Recipe
 from hgxkit.results.archive import run_id_for, write_run
 from hgxkit.results.fingerprint import Fingerprint
@@ -59,6 +61,7 @@ from hgxkit.serving.image import RECORD_NAME, image_to_run, recorded_digest
 from hgxkit.serving.multinode import NodeGroup, failed_ranks, parse_rank_health
 from hgxkit.serving.nodegroups import group_for, member_host, run_problems, spanning_recipe
 from hgxkit.serving.probes import http_request, json_body, parse_response
+from hgxkit.serving.router import choose_router_host
 from hgxkit.serving.steps import judged_for
 from hgxkit.verify.collect import collect_fingerprint
 from hgxkit.verify.envreport import read_env_report, report_folder, start_env_report
@@ -98,7 +101,28 @@ def verify() -> None:
         recipe=recipe,
         mode=mode,
         group=group,
+        router_port=_split_router_port(recipe),
     )
+
+
+def _split_router_port(recipe: Recipe) -> int | None:
+    """The router's port when the recipe splits prefill and decode over its groups (None when it does not):
+    neither side answers a request alone, so the cells and the chat completion go through the router, which must
+    run on this host (the clients reach it over 127.0.0.1)."""
+    knobs = VerifyKnobs.from_host(host)
+    total = knobs.serve_total_gpus
+    if not is_prefill_decode(recipe, int(total) if total is not None else None):
+        return None
+    heading = f"verify refused on {host.name}"
+    refuse(heading, [] if knobs.router else [pd_router_problem(recipe)])
+    hosts = list(host.inventory)
+    candidates = [h.name for h in hosts if VerifyKnobs.from_host(h).router]
+    chosen, error = choose_router_host(knobs.router_host, candidates, [h.name for h in hosts])
+    if not error and chosen != host.name:
+        error = f"the router runs on {chosen}, and a prefill/decode split is benchmarked through it from its own host"
+        error += f": run the router on {host.name} (router_host)"
+    refuse(heading, [error] if error else [])
+    return int(knobs.router_port)
 
 
 def _specs(
@@ -143,25 +167,36 @@ def _rank_failures(group: NodeGroup, name: str) -> list[str]:
     return failed_ranks(health)
 
 
-def _probe(run: HostRunner, recipe: Recipe, spec: ContainerSpec, key_file: str | None) -> str | None:
+def _probe(run: HostRunner, recipe: Recipe, spec: ContainerSpec, key_file: str | None, chat: bool = True) -> str | None:
     """Wait (up to verify_ready_timeout, printing progress) until the group answers its health check — a server
-    warming up after a restart answers 503 for a while — then send one real chat completion; what is wrong
-    (None when the group serves)."""
+    warming up after a restart answers 503 for a while — then (`chat`) send one real chat completion; what is
+    wrong (None when the group serves)."""
     kind = recipe.server.server_kind
-    url = spec.health_url.rsplit("/", 1)[0] + kind.ready_path
+    base = spec.health_url.rsplit("/", 1)[0]
+    who = f"group {spec.group} ({spec.name})"
+    return _wait_ready(run, f"{base}{kind.ready_path}", who) or (
+        _chat(run, recipe, base, who, key_file) if chat else None
+    )
+
+
+def _wait_ready(run: HostRunner, url: str, who: str) -> str | None:
+    """Poll `url` until it answers 200 (None) or verify_ready_timeout passes (what it answered)."""
     timeout = float(VerifyKnobs.from_host(host).verify_ready_timeout)
     start = time.monotonic()
     while True:
         status, _ = parse_response(run(http_request(url, timeout_s=30)))
         elapsed = time.monotonic() - start
         if status == 200:
-            break
-        answer = f"{kind.ready_path} answered {status or 'nothing'}"
+            return None
+        answer = f"{url.rsplit('/', 1)[-1]} answered {status or 'nothing'}"
         if elapsed > timeout:
-            return f"group {spec.group} ({spec.name}): {answer} for {elapsed:.0f} s"
-        echo(f"[{host.name}] group {spec.group}: {answer}; waiting ({elapsed:.0f} s)")
+            return f"{who}: {answer} for {elapsed:.0f} s"
+        echo(f"[{host.name}] {who}: {answer}; waiting ({elapsed:.0f} s)")
         time.sleep(float(VerifyKnobs.from_host(host).verify_poll))
-    base = url.rsplit("/", 1)[0]
+
+
+def _chat(run: HostRunner, recipe: Recipe, base: str, who: str, key_file: str | None) -> str | None:
+    """One real chat completion at `base`; what is wrong (None when it answers)."""
     models = json_body(run(http_request(f"{base}/v1/models", key_file=key_file))).get("data") or [{}]
     body = {
         "model": models[0].get("id") or recipe.server.flag("--served-model-name") or "default",
@@ -171,25 +206,26 @@ def _probe(run: HostRunner, recipe: Recipe, spec: ContainerSpec, key_file: str |
     chat = f"{base}/v1/chat/completions"
     status, text = parse_response(run(http_request(chat, body=body, key_file=key_file)))
     if status != 200 or '"choices"' not in text:
-        return f"group {spec.group} ({spec.name}): a chat completion failed ({status or 'no answer'})"
+        return f"{who}: a chat completion failed ({status or 'no answer'})"
     return None
 
 
-def _verify(recipe: Recipe, mode: str, group: NodeGroup | None = None) -> None:
+def _verify(recipe: Recipe, mode: str, group: NodeGroup | None = None, router_port: int | None = None) -> None:
     """Check every group serves, benchmark the planned cells, fingerprint the node(s), judge the gates and archive
-    the run; a failed gate stops the run only once it is archived."""
+    the run; a failed gate stops the run only once it is archived. With `router_port` (a prefill/decode split)
+    the chat completion and the cells go through the router."""
     run = HostRunner(host)
     took = _Stopwatch()
     key_file = _api_key_file(host)
     specs, digest, total = _specs(recipe, key_file, group)
-    _refuse_unless_serving(run, recipe, specs, key_file, group)
+    _refuse_unless_serving(run, recipe, specs, key_file, group, router_port)
     took.lap("health and a chat completion")
 
     run_tag = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     workdir = f"{VerifyKnobs.from_host(host).verify_workdir}/{run_tag}_{recipe.name}"
     by_group = {s.group: s for s in specs}
     monitored = bool(VerifyKnobs.from_host(host).monitoring)
-    cells = _plan_run_cells(recipe, mode, specs, by_group, monitored)
+    cells = _plan_run_cells(recipe, mode, specs, by_group, monitored, router_port)
     texts, client_logs = _benchmark(run, cells, by_group, monitored, workdir, key_file, run_tag, took)
     kind = recipe.server.server_kind
     env_report = _start_env_report(run, kind.env_report, specs[0].name)
@@ -270,10 +306,16 @@ def _node_fingerprint(
 
 
 def _refuse_unless_serving(
-    run: HostRunner, recipe: Recipe, specs: list[ContainerSpec], key_file: str | None, group: NodeGroup | None
+    run: HostRunner,
+    recipe: Recipe,
+    specs: list[ContainerSpec],
+    key_file: str | None,
+    group: NodeGroup | None,
+    router_port: int | None = None,
 ) -> None:
     """Stop the run unless every rank of a multi-node group is up and every group answers health and one chat
-    completion: a benchmark of a broken group would measure nothing."""
+    completion (a split's groups answer health, and the chat completion goes through the router): a benchmark of a
+    broken group would measure nothing."""
     if group is not None:
         broken = _rank_failures(group, specs[0].name)
         if broken:
@@ -282,22 +324,41 @@ def _refuse_unless_serving(
                 "whole; rerun deploys/reproduce.py to start it again",
                 broken,
             )
-    problems = [p for p in (_probe(run, recipe, spec, key_file) for spec in specs) if p]
+    problems = [p for p in (_probe(run, recipe, spec, key_file, chat=router_port is None) for spec in specs) if p]
+    if router_port is not None and not problems:
+        base, who = f"http://127.0.0.1:{router_port}", f"the router (port {router_port})"
+        problems = [p for p in (_wait_ready(run, f"{base}/readiness", who),) if p]
+        problems = problems or [p for p in (_chat(run, recipe, base, who, key_file),) if p]
     refuse(f"verify failed on {host.name}", problems)
 
 
 def _plan_run_cells(
-    recipe: Recipe, mode: str, specs: list[ContainerSpec], by_group: dict[int, ContainerSpec], monitored: bool
+    recipe: Recipe,
+    mode: str,
+    specs: list[ContainerSpec],
+    by_group: dict[int, ContainerSpec],
+    monitored: bool,
+    router_port: int | None = None,
 ) -> list[Cell]:
     """The benchmark cells of `mode` for every group; without monitoring each cell samples its group's /metrics
-    and GPUs while it runs (with monitoring, Prometheus is read afterwards instead)."""
+    and GPUs while it runs (with monitoring, Prometheus is read afterwards instead). A prefill/decode split's
+    cells (`router_port`) are one set, sent to the router by the client in the first decode group's container
+    (the host's network), whose telemetry they sample: the decode group makes every token after the first."""
     try:
         out_len = bench_knob("bench_output_len", VerifyKnobs.from_host(host).bench_output_len)
         repeats = bench_knob("bench_repeats", VerifyKnobs.from_host(host).bench_repeats)
     except InputError as err:
         refuse(f"verify refused on {host.name}", [err.message])
         raise
-    cells = plan_cells(recipe, mode, [(s.group, s.name) for s in specs], out_len, repeats)  # type: ignore[arg-type]
+    targets = [(s.group, s.name) for s in specs]
+    if router_port is not None:
+        targets = [t for t in targets if side(group_server(recipe, t[0])) == "decode"][:1]
+    cells = plan_cells(recipe, mode, targets, out_len, repeats, port=router_port)  # type: ignore[arg-type]
+    if router_port is not None:
+        # The client asks the server it measures for the tokenizer's path (/model_info); through the router in PD
+        # mode it got none and went to the Hub for the served name (offline: no result), so name the path.
+        tokenizer = (CONNECTION_FLAGS["tokenizer"][0], str(cells[0].tokenizer)) if cells and cells[0].tokenizer else ()
+        cells = [replace(c, extra_args=(*tokenizer, *c.extra_args)) for c in cells]
     if monitored:
         return cells
     return [

@@ -3,7 +3,8 @@
 
 Shared knobs read here (hgxkit/knobs.py): recipe, serve_total_gpus, api_key, serve_state_dir (the digest the
 serving role runs), serve_api_key_file; monitoring, monitoring_host, and the monitoring host's prometheus_port,
-prometheus_bind_address and prometheus_scrape_interval (telemetry from Prometheus).
+prometheus_bind_address and prometheus_scrape_interval (telemetry from Prometheus); router, router_host and
+router_port (a prefill/decode split is benchmarked through the router).
 """
 
 from __future__ import annotations
@@ -27,6 +28,9 @@ class VerifyKnobs(Knobs):
     prometheus_port: int = shared("prometheus_port")
     prometheus_bind_address: str = shared("prometheus_bind_address")
     prometheus_scrape_interval: str = shared("prometheus_scrape_interval")
+    router: bool = shared("router")
+    router_host: str | None = shared("router_host")
+    router_port: int = shared("router_port")
     bench: str = declare(
         "smoke",
         '"smoke" (default: the recipe\'s smoke cell, one input length at concurrency 1, a few prompts), "full" (the '

@@ -18,7 +18,7 @@ ROLES = sorted(p.parent.name for p in (ROOT / "roles").glob("*/defaults.py"))
 # Knobs declared with the classes (read before without a declaration, by hgxkit or the deploys, or set only by
 # the simulator's inventory).
 ADDED = {
-    "serve": {"allow_docker_options"},
+    "serve": {"allow_docker_options", "router"},  # router: a prefill/decode split is refused without it
     "docker": {"allow_unauthenticated", "state_dir"},
     "monitoring": {
         "router",
@@ -52,7 +52,14 @@ ADDED = {
         "serve_total_gpus",
         "model_peer_address",
     },
-    "verify": {"prometheus_port", "prometheus_bind_address", "prometheus_scrape_interval"},
+    "verify": {
+        "prometheus_port",
+        "prometheus_bind_address",
+        "prometheus_scrape_interval",
+        "router",  # the router's three: a prefill/decode split is benchmarked through it
+        "router_host",
+        "router_port",
+    },
     "shared": {
         "verify",
         "hgxkit_simulated",
@@ -61,6 +68,7 @@ ADDED = {
         "model_peer_address",
         "router",
         "router_host",
+        "router_port",  # the router role's, read by verify too
         "allow_docker_options",  # the recipe's allowances: every consumer's judgement reads them
     },
 }

@@ -24,7 +24,7 @@ from hgxkit.importing.outcome import ImportOutcome
 from hgxkit.importing.typography import normalise
 from hgxkit.recipe.dump import dump_recipe
 from hgxkit.recipe.read import parse_recipe_text
-from hgxkit.recipe.render import render_recipe
+from hgxkit.recipe.render import RenderedGroup, render_recipe
 from hgxkit.recipe.spec import Recipe
 
 POSTS = Path(__file__).resolve().parents[2] / "fixtures" / "posts"
@@ -198,8 +198,8 @@ def test_imported_snippets_load_back_and_render(number: str) -> None:
     assert len(result.notes) == len(set(result.notes)), "each note once"
     nodes = recipe.node_count()
     for rank in range(nodes):
-        (group,) = render_recipe(recipe, rank=rank if nodes > 1 else None, head="10.0.0.1" if nodes > 1 else None)
-        assert group.server_argv
+        groups = render_recipe(recipe, rank=rank if nodes > 1 else None, head="10.0.0.1" if nodes > 1 else None)
+        assert groups and all(group.server_argv for group in groups)
 
 
 DOCKER_RUNS = [n for n in IMPORTED if ENTRIES[n]["kinds"][0] == "docker"]
@@ -226,13 +226,28 @@ def test_a_docker_run_renders_the_argv_sh_gives_for_the_post(number: str, posix_
             assert "--host" not in posted
             expected += ["--host", "0.0.0.0"]
         nodes = recipe.node_count()
-        (group,) = render_recipe(recipe, rank=rank if nodes > 1 else None, head=_head(posted) if nodes > 1 else None)
+        groups = render_recipe(recipe, rank=rank if nodes > 1 else None, head=_head(posted) if nodes > 1 else None)
+        group = groups[rank] if nodes == 1 else groups[0]  # commands joined as GPU groups: one group each
+        if recipe.groups is not None and recipe.groups.server_args is not None:
+            expected = own_args_last(expected, recipe.groups.server_args[rank], group)
         rendered = posix_argv(group.shell().replace("\\\n", ""), env)
         if nodes > 1:  # one rank's container name is kept (each host runs its own Docker)
             expected = [
                 w if not w.startswith("sglang_multinode") else group.option_values("--name")[0] for w in expected
             ]
         assert rendered == expected
+
+
+def own_args_last(words: list[str], own: tuple[tuple[str, ...], ...], group: RenderedGroup) -> list[str]:
+    """A posted command as its group renders it: the group's own arguments (a prefill/decode side's flags) after the
+    shared ones, its container named by the recipe's name template."""
+    out = list(words)
+    for entry in own:
+        start = next(i for i in range(len(out)) if tuple(out[i : i + len(entry)]) == entry)
+        del out[start : start + len(entry)]
+    out += [word for entry in own for word in entry]
+    named = out.index("--name") + 1
+    return [*out[:named], str(group.name), *out[named + 1 :]]
 
 
 # Newer posts name in the index the recipe fields the import must give (`recipe:`).

@@ -563,21 +563,19 @@ def test_a_leader_worker_sets_worker_index_from_a_field_ref_is_the_rank(field: s
             "python -m sglang.launch_server --model-path org/m --disaggregation-mode decode --port 30001\n"
             "python -m sglang_router.launch_router --pd-disaggregation --prefill http://127.0.0.1:30000 "
             "--decode http://127.0.0.1:30001\n",
-            "p.sh: line 1, column 51: --disaggregation-mode prefill: prefill/decode disaggregation is not supported "
-            "yet: a recipe is one setup, not prefill and decode servers joined by a router; import a setup that "
-            "serves both phases (without --disaggregation-mode)",
+            "p.sh:1: the prefill and decode commands do not give each side GPUs of its own (--gpus '\"device=…\"'); "
+            "hgxkit deploys a split as groups of one node's GPUs",
         ),
         (
             'vllm serve org/m --kv-transfer-config \'{"kv_connector":"NixlConnector","kv_role":"kv_consumer"}\'\n',
             'p.sh: line 1, column 18: --kv-transfer-config {"kv_connector":"NixlConnector","kv_role":'
-            '"kv_consumer"}: prefill/decode disaggregation is not supported yet: a recipe is one setup, not prefill '
-            "and decode servers joined by a router; import a setup that serves both phases (without "
-            "--kv-transfer-config)",
+            '"kv_consumer"}: prefill/decode disaggregation of vLLM is not supported yet; import a setup that serves '
+            "both phases (without --kv-transfer-config)",
         ),
     ],
     ids=["sglang-prefill-and-decode", "vllm-kv-consumer"],
 )
-def test_prefill_decode_disaggregation_is_refused_by_name_not_as_two_setups(post: str, message: str) -> None:
+def test_prefill_decode_disaggregation_that_is_not_deployed_is_refused_naming_why(post: str, message: str) -> None:
     assert refusal("p.sh", post) == message
 
 

@@ -7,9 +7,11 @@ import json
 import re
 from typing import Any
 
+import pytest
 from pyinfra.api import Config, Inventory, State
 from pyinfra.api.connect import connect_all
 from pyinfra.api.deploy import add_deploy
+from pyinfra.api.exceptions import DeployError
 
 from hgxkit.knobs import knob
 from hgxkit.recipe.read import load_recipe
@@ -51,9 +53,11 @@ def node_serving(recipe_path: str) -> dict[Any, Any]:
     return {**records, **responses}
 
 
-def plan(recipe_path: str, responses: dict[Any, Any], deploy: Any = serve) -> tuple[list[str], list[str]]:
-    """Plan `deploy` for `recipe_path` on one @fake host: the operations' names, and the commands run."""
+def plan(recipe_path: str, responses: dict[Any, Any], deploy: Any = serve, **knobs: Any) -> tuple[list[str], list[str]]:
+    """Plan `deploy` for `recipe_path` on one @fake host (with `knobs`): the operations' names, and the commands
+    run."""
     data = {
+        **knobs,
         "fake_delay": 0,
         "fake_delay_jitter": 0,
         "fake_responses": responses,
@@ -136,3 +140,14 @@ def test_drift_the_docker_listing_shows_is_planned_back() -> None:
         "docker ps -a --no-trunc --format": [line.replace("\trunning\t", "\tpaused\t") for line in listed_lines],
     }
     assert plan(MARLIN, paused)[0] == []  # as `docker inspect` said: a paused container is running
+
+
+def test_a_prefill_decode_split_without_the_router_is_refused_before_any_change() -> None:
+    pd = "tests/fixtures/pd/dspark-pd-one-node.yaml"
+    with pytest.raises(DeployError) as refused:
+        plan(pd, {"/proc/meminfo": "MemTotal:       4227858432 kB"}, allow_docker_options=["--network"])
+    assert "[pd-router]" in str(refused.value) and "--data router=true" in str(refused.value)
+    names, _ = plan(
+        pd, {"/proc/meminfo": "MemTotal:       4227858432 kB"}, allow_docker_options=["--network"], router=True
+    )
+    assert names and all("deepseek-v4-flash-pd-" in name or "image" in name.lower() for name in names), names

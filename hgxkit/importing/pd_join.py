@@ -1,0 +1,81 @@
+"""A post's prefill and decode commands on one node: the groups of one recipe, each side's flags its own.
+
+A one-node prefill/decode post starts the prefill server on some GPUs and the decode server on others, then the
+router between them. The two `docker run` commands differ in their GPUs, names, ports and the side flags
+(`ServerKind.disaggregation`'s and the bootstrap port); they join like GPU groups (hgxkit.importing.group_join),
+the side flags go to each group's own arguments (`groups.server_args`), and on the host's network the servers'
+own ports become `--port {{port}}` from `groups.port_base`. The router command is not taken: the router is the
+deploy knob `router` (its PD arguments are written from the groups, hgxkit.serving.router).
+
+Example:
+    >>> from hgxkit.recipe.server_args import ServerCommand
+    >>> sides = [ServerCommand.from_words(["sglang", "serve", "--tp", "4", "--disaggregation-mode", m], "sglang")
+    ...          for m in ("prefill", "decode")]
+    >>> shared, own = split_side_flags(sides)
+    >>> shared.args, own
+    ((('--tp', '4'),), ((('--disaggregation-mode', 'prefill'),), (('--disaggregation-mode', 'decode'),)))
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+
+from hgxkit.errors import InputError
+from hgxkit.kinds.base import ServerKind
+from hgxkit.recipe.server_args import ServerCommand
+from hgxkit.recipe.spec import Recipe
+
+Own = tuple[tuple[tuple[str, ...], ...], ...]
+
+
+def side_flags(kind: ServerKind) -> frozenset[str]:
+    """The flags in which a prefill command and a decode command of one split may differ (canonical)."""
+    split = kind.prefill_decode
+    if split is None or kind.disaggregation is None:
+        return frozenset()
+    return frozenset({kind.disaggregation[0], split.bootstrap_flag})
+
+
+def split_side_flags(servers: Sequence[ServerCommand]) -> tuple[ServerCommand, Own]:
+    """(the first command without its side flags, each command's side flag entries): the shared server and
+    `groups.server_args`."""
+    flags = side_flags(servers[0].server_kind)
+
+    def own(entry: tuple[str, ...], kind: ServerKind) -> bool:
+        return kind.canonical_flag(entry[0].partition("=")[0]) in flags
+
+    first = servers[0]
+    shared = tuple(e for e in first.args if not own(e, first.server_kind))
+    sides = tuple(tuple(e for e in s.args if own(e, s.server_kind)) for s in servers)
+    return ServerCommand(first.program, shared, first.kind), sides
+
+
+def join_sides(recipe: Recipe, servers: Sequence[ServerCommand], where: str) -> tuple[Recipe, list[str]]:
+    """The joined groups' recipe with each command's side flags its group's own; on the host's network, the
+    servers' differing `--port`s as `--port {{port}}` (InputError unless they are consecutive)."""
+    assert recipe.groups is not None
+    shared, own = split_side_flags(servers)
+    written = sorted({e[0].partition("=")[0] for entries in own for e in entries})
+    notes = [
+        f"{where}: the prefill and the decode commands are groups of one recipe, each with its own "
+        f"{', '.join(written)} (groups.server_args); the router between them comes from `--data router=true`, "
+        "not the post's router command"
+    ]
+    groups = replace(recipe.groups, server_args=own)
+    ports = [s.flag("--port") for s in servers]
+    if recipe.docker.last("--network") == "host" and len(set(ports)) > 1:
+        numbers = [int(p) if p and p.isdigit() else None for p in ports]
+        first = numbers[0]
+        if first is None or numbers != [first + i for i in range(len(numbers))]:
+            raise InputError(
+                f"{where}: on the host's network the servers listen on ports {', '.join(map(str, ports))}; groups "
+                "listen on port_base + group index, so give them consecutive ports"
+            )
+        args = tuple(("--port", "{{port}}") if e[0].partition("=")[0] == "--port" else e for e in shared.args)
+        shared = ServerCommand(shared.program, args, shared.kind)
+        groups = replace(groups, port_base=first)
+        notes.append(
+            f"{where}: each group listens on its own port on the host's network: --port {{{{port}}}} from {first}"
+        )
+    return replace(recipe, server=shared, groups=groups), notes

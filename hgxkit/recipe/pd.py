@@ -1,0 +1,197 @@
+"""Prefill/decode disaggregation on one node: each group's side, read from its own server command through its
+kind (`ServerKind.disaggregation`, `ServerKind.prefill_decode`), and what makes such a split unsound.
+
+A prefill group and a decode group differ in their own server arguments (`groups.server_args`, after the
+server's). Neither serves a request alone: the router (`router: true`, roles/sglang_router) sends each request to
+both with a bootstrap room, and the decode fetches the KV from the prefill's bootstrap server at the address the
+router names, which is 127.0.0.1 on the router's own host: so the groups run with the host's network.
+
+Example:
+    >>> from hgxkit.recipe.server_args import ServerCommand
+    >>> side(ServerCommand.from_words(["sglang", "serve", "--disaggregation-mode", "decode"], "sglang"))
+    'decode'
+"""
+
+from __future__ import annotations
+
+import re
+
+from hgxkit.errors import InputError
+from hgxkit.problems import Problem
+from hgxkit.recipe.groups import plan_groups
+from hgxkit.recipe.server_args import ServerCommand
+from hgxkit.recipe.spec import Recipe
+
+UNDEPLOYED = "one side"
+ROUTER_REMEDY = "deploy with --data router=true (the router joins the prefill and decode groups)"
+
+
+def group_server(recipe: Recipe, index: int) -> ServerCommand:
+    """Group `index`'s server command: the server's arguments, then the group's own (`groups.server_args`)."""
+    own = recipe.groups.server_args if recipe.groups is not None else None
+    extra = own[index] if own is not None and index < len(own) else ()
+    return ServerCommand(recipe.server.program, (*recipe.server.args, *extra), recipe.server.kind)
+
+
+def side(server: ServerCommand) -> str | None:
+    """'prefill' or 'decode' for one side of a split; UNDEPLOYED for one side of a split of a kind hgxkit does not
+    deploy split yet; None for a server that does both."""
+    kind = server.server_kind
+    found = kind.disaggregation
+    value = server.flag(found[0]) if found else None
+    if found is None or value is None or not re.fullmatch(found[1], value):
+        return None
+    return kind.prefill_decode.role(value) if kind.prefill_decode is not None else UNDEPLOYED
+
+
+def group_count(recipe: Recipe, total_gpus: int | None) -> int:
+    """The groups the recipe makes on a node of `total_gpus` (1 without grouping or a GPU count to plan on)."""
+    groups = recipe.groups
+    if groups is None:
+        return 1
+    if groups.explicit is not None:
+        return len(groups.explicit)
+    if (total_gpus or groups.gpus_per_node) is None:
+        return len(groups.server_args or ()) or 1
+    try:
+        return len(plan_groups(recipe, total_gpus=total_gpus, refuse_unsound=False) or []) or 1
+    except InputError:  # a size that does not divide the node: the group checks name it
+        return len(groups.server_args or ()) or 1
+
+
+def sides(recipe: Recipe, total_gpus: int | None = None) -> list[str | None]:
+    """Each group's side, in group order."""
+    return [side(group_server(recipe, index)) for index in range(group_count(recipe, total_gpus))]
+
+
+def is_prefill_decode(recipe: Recipe, total_gpus: int | None = None) -> bool:
+    """True when any group is one side of a split (the router must join them, verify goes through it)."""
+    return any(sides(recipe, total_gpus))
+
+
+def pd_router_problem(recipe: Recipe) -> Problem:
+    """A split deployed without the router (a deploy knob, so the serving role asks it before changing a host)."""
+    return Problem(
+        "pd-router",
+        f"{recipe.path or recipe.name} splits prefill and decode over its groups, which answer no request without "
+        "the router between them, and router is false",
+        ROUTER_REMEDY,
+    )
+
+
+def bootstrap_port(server: ServerCommand) -> str:
+    """The prefill's bootstrap port as its command gives it, else the kind's default."""
+    split = server.server_kind.prefill_decode
+    assert split is not None
+    return server.flag(split.bootstrap_flag) or str(split.default_bootstrap_port)
+
+
+def pd_problems(recipe: Recipe, total_gpus: int | None) -> list[Problem]:
+    """Why the recipe's prefill/decode split cannot serve on one node: one error line each, naming the group and
+    the remedy; [] for a recipe without a split."""
+    servers = [group_server(recipe, index) for index in range(group_count(recipe, total_gpus))]
+    found = [side(server) for server in servers]
+    if not any(found):
+        return []
+    kind = recipe.server.server_kind
+    flag = kind.disaggregation[0] if kind.disaggregation else ""
+    if UNDEPLOYED in found:
+        group = found.index(UNDEPLOYED)
+        return [
+            Problem(
+                "pd-kind",
+                f"group {group} is one side of a prefill/decode split ({flag}), which hgxkit does not deploy for "
+                f"{kind.title} yet",
+                f"serve both phases in every group (without {flag})",
+            )
+        ]
+    problems = _own_arg_problems(recipe, len(servers))
+    if recipe.node_count() > 1:
+        problems.append(
+            Problem("pd-nodes", "a prefill/decode split spanning nodes is not deployed yet", "drop groups.nodes")
+        )
+    for have, lack in (("prefill", "decode"), ("decode", "prefill")):
+        if have in found and lack not in found:
+            group = found.index(have)
+            problems.append(
+                Problem(
+                    "pd-split",
+                    f"group {group} is a {have} server but no group is a {lack} server, so no request completes",
+                    f"give another group {flag} {lack} in groups.server_args",
+                )
+            )
+    problems += _bootstrap_problems(servers, found)
+    port = recipe.server.flag("--port") or ""
+    if recipe.docker.last("--network") == "host" and len(servers) > 1 and "{{port}}" not in port:
+        problems.append(
+            Problem(
+                "pd-port",
+                f"every group's server listens on port {port or recipe.server.server_kind.default_port} of the "
+                "host's network, so only the first starts",
+                "give each its own: --port {{port}} (groups.port_base)",
+            )
+        )
+    if recipe.docker.last("--network") != "host":
+        problems.append(
+            Problem(
+                "pd-network",
+                "the decode groups fetch the KV from the prefill's bootstrap port at the address the router gives "
+                "(127.0.0.1 on its host), which a container's own network does not reach",
+                "run the groups with --network host (and --port {{port}})",
+            )
+        )
+    return problems
+
+
+def _bootstrap_problems(servers: list[ServerCommand], found: list[str | None]) -> list[Problem]:
+    """Two prefill groups of one host on one bootstrap port: the second cannot bind it."""
+    problems = []
+    seen: dict[str, int] = {}
+    for index, (server, role) in enumerate(zip(servers, found, strict=True)):
+        if role != "prefill":
+            continue
+        port = bootstrap_port(server)
+        if port in seen:
+            split = server.server_kind.prefill_decode
+            assert split is not None
+            problems.append(
+                Problem(
+                    "pd-bootstrap",
+                    f"prefill groups {seen[port]} and {index} both open bootstrap port {port} on one host",
+                    f"give group {index} its own {split.bootstrap_flag} in groups.server_args",
+                )
+            )
+        seen.setdefault(port, index)
+    return problems
+
+
+def _own_arg_problems(recipe: Recipe, count: int) -> list[Problem]:
+    """`groups.server_args` one entry per group, and none of the flags hgxkit reads from server.args alone
+    (the GPUs a group needs, the model and its served name, where it listens)."""
+    own = recipe.groups.server_args if recipe.groups is not None else None
+    if own is None:
+        return []
+    problems = []
+    if len(own) != count:
+        problems.append(
+            Problem(
+                "pd-groups",
+                f"groups.server_args has {len(own)} entries but the recipe makes {count} groups",
+                "give one list of server arguments per group",
+            )
+        )
+    kind = recipe.server.server_kind
+    shared = {kind.tp_flag, kind.pp_flag, kind.dp_flag, kind.model_flag, "--served-model-name", "--host", "--port"}
+    for index, entries in enumerate(own):
+        server = ServerCommand((), entries, recipe.server.kind)
+        for use in server.uses():
+            if use.name in shared:
+                problems.append(
+                    Problem(
+                        "pd-groups",
+                        f"group {index} sets {use.words[0]} in groups.server_args, which hgxkit reads from "
+                        "server.args for every group",
+                        f"move {use.words[0]} to server.args",
+                    )
+                )
+    return problems

@@ -1,0 +1,89 @@
+"""End-to-end: a one-node prefill/decode split (tests/fixtures/pd/dspark-pd-one-node.yaml: a TP4 prefill group on
+GPUs 0-3, a TP4 decode group on GPUs 4-7, on the host's network) deployed with `--data router=true` on a simulated
+node: the SGLang stand-ins run each side, the REAL sglang-router fronts them in PD mode, verify's chat completion
+and smoke cell go through the router (a worker refuses a request without a bootstrap room), and the run is
+archived; a second run changes nothing."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from sim_steps import cluster_name, node_sh, out, run_deploy
+
+from hgxkit.sim import nodes as simnodes
+from hgxkit.sim.standin import router_image
+
+pytestmark = pytest.mark.e2e
+CLUSTER = cluster_name("pd")
+PD = "tests/fixtures/pd/dspark-pd-one-node.yaml"
+HOST_NETWORK = 'allow_docker_options=["--network=host"]'
+
+
+def containers() -> dict[str, tuple[str, str, str]]:
+    """name -> (id, start time, running) of the serving groups and the router."""
+    fmt = "{{.Name}} {{.Id}} {{.State.StartedAt}} {{.State.Running}}"
+    raw = node_sh(CLUSTER, f"docker inspect -f '{fmt}' $(docker ps -aq)", answer=True, check=True)
+    return {
+        name.lstrip("/"): (cid, started, running) for name, cid, started, running in map(str.split, raw.splitlines())
+    }
+
+
+@pytest.fixture(scope="module")
+def results(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("pd-results")
+
+
+@pytest.fixture(scope="module")
+def deployed(sim_nodes, results):
+    router_image.ensure_published(simnodes.client())
+    sim_nodes(1, cluster=CLUSTER)
+    return run_deploy(
+        CLUSTER, "deploys/reproduce.py", f"recipe={PD}", HOST_NETWORK, "router=true", f"results_dir={results}"
+    )
+
+
+def test_the_split_serves_through_the_router_and_verify_benchmarks_it_there(deployed, results) -> None:
+    assert deployed.returncode == 0, out(deployed)[-6000:]
+    assert "router sglang-router answers on port 30000" in out(deployed)
+    args = node_sh(CLUSTER, "docker inspect -f '{{json .Args}}' sglang-router", answer=True, check=True)
+    assert "--pd-disaggregation" in args and '"--prefill","http://127.0.0.1:5000","8998"' in args.replace(" ", "")
+    assert '"--decode","http://127.0.0.1:5001"' in args.replace(" ", "")
+    direct = node_sh(
+        CLUSTER,
+        "curl -sS -m 30 -o /dev/null -w '%{http_code}' http://127.0.0.1:5001/v1/chat/completions "
+        "-H 'Content-Type: application/json' "
+        '-d \'{"model": "deepseek-v4-flash", "max_tokens": 8, "messages": [{"role": "user", "content": "hi"}]}\'',
+        answer=True,
+    )
+    assert direct.strip() == "400"  # the decode alone: no bootstrap room
+    (run_dir,) = [p for p in results.glob("node1/*") if p.is_dir()]
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["simulated"] is True and summary["bench"] == "smoke" and summary["gates"] == []
+    # one cell, the router's, measured from the decode group's container (group 1)
+    assert [(c["group"], c["input_len"], c["concurrency"], c["failed"]) for c in summary["cells"]] == [(1, 1000, 1, 0)]
+    prefill = node_sh(CLUSTER, "curl -sS -m 10 http://127.0.0.1:5000/metrics", answer=True)
+    served = re.search(r"^sglang:prompt_tokens_total\S* (\S+)$", prefill, re.M)
+    assert served and float(served.group(1)) > 0, prefill[-2000:]  # the prefill did the cell's prompts
+
+
+def test_second_run_changes_nothing(deployed) -> None:
+    assert deployed.returncode == 0, out(deployed)[-3000:]
+    before = containers()
+    again = run_deploy(CLUSTER, "deploys/reproduce.py", f"recipe={PD}", HOST_NETWORK, "router=true", "verify=false")
+    assert again.returncode == 0, out(again)[-4000:]
+    match = re.search(r"Grand total\s+(\S+)\s+(\S+)\s+(\S+)\s+(\S+)", out(again))
+    assert match, out(again)[-3000:]
+    ops, changed, errors, unchanged = (0 if v == "-" else int(v) for v in match.groups())
+    assert (changed, errors) == (0, 0) and unchanged == ops
+    assert containers() == before
+
+
+def test_without_the_router_the_split_is_refused_before_any_change(deployed) -> None:
+    before = containers()
+    refused = run_deploy(CLUSTER, "deploys/reproduce.py", f"recipe={PD}", HOST_NETWORK, "verify=false")
+    assert refused.returncode != 0
+    assert "[pd-router]" in out(refused) and "--data router=true" in out(refused)
+    assert containers() == before
