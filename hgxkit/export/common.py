@@ -312,7 +312,8 @@ def _container(recipe: Recipe, group: RenderedGroup) -> Container:
     network_host = values.get("--network") == "host"
     command, key_name = _key_in_config(tuple(entry for entry in group.command if entry), kind)
     published = [parse_publish(v or "") for v in group.option_values("--publish")]
-    server_port = int(recipe.server.flag("--port") or kind.default_port)
+    port_flag = recipe.server.flag("--port") or str(kind.default_port)
+    server_port = int(port_flag) if port_flag.isdigit() else group.port  # `{{port}}`: each group's own
     container_port = int(published[0].container_port.split("/")[0]) if published else server_port
     host_port = group.port if not network_host else None
     if host_port is None and not network_host:

@@ -21,6 +21,7 @@ from hgxkit.export.kubernetes import export_kubernetes
 from hgxkit.export.skypilot import export_skypilot
 from hgxkit.export.slurm import export_slurm
 from hgxkit.recipe.judge import Judged
+from hgxkit.recipe.pd import is_prefill_decode
 
 EXPORTERS: dict[str, Callable[[Judged, ExportOptions], Exported]] = {
     "compose": export_compose,
@@ -35,6 +36,13 @@ def export_recipe(judged: Judged, target: str, options: ExportOptions) -> Export
     allowances, hgxkit.recipe.judge); InputError for an unknown target."""
     if target not in EXPORTERS:
         raise InputError(f"--to {target}: export to one of {', '.join(EXPORTERS)}")
+    if is_prefill_decode(judged.recipe, options.total_gpus):
+        # The split serves only behind the router in PD mode, which no export writes yet: its groups alone would
+        # answer every request with 400 (no bootstrap room).
+        raise InputError(
+            f"{judged.recipe.name}: a prefill/decode split is not exported yet (the router in PD mode that joins its "
+            f"groups is not written to {target}); deploy it with hgxkit and --data router=true"
+        )
     return EXPORTERS[target](judged, options)
 
 

@@ -142,8 +142,8 @@ def plan_cells(
     matrix = recipe.matrix
     served = recipe.server.flag("--served-model-name")
     model = recipe.server.flag(kind.model_flag)
+    flag = recipe.server.flag("--port") or str(kind.default_port)
     base = dict(
-        port=port or int(recipe.server.flag("--port") or kind.default_port),
         kind=kind.name,
         served_name=served.split()[0] if served else model,
         tokenizer=model,
@@ -198,11 +198,20 @@ def plan_cells(
     if output_len:
         shapes = [{**shape, "output_len": output_len} for shape in shapes]
     shapes = [_with_draw(shape, kind) for shape in shapes]
+    ports = {g: port or (int(flag) if flag.isdigit() else _group_port(recipe, g)) for g, _ in groups}
     return [
-        Cell(group=g, container=name, repeats=times if shape.get("record", True) else 1, **base, **shape)
+        Cell(group=g, container=name, repeats=times if shape.get("record", True) else 1, port=ports[g], **base, **shape)
         for g, name in groups
         for shape in shapes
     ]
+
+
+def _group_port(recipe: Recipe, group: int) -> int:
+    """Group `group`'s server port when it is `--port {{port}}` (groups on the host's network, each its own)."""
+    base = recipe.groups.port_base if recipe.groups is not None else None
+    if base is None:
+        raise InputError(f"{recipe.name}: server --port is {{{{port}}}} but groups.port_base is not set")
+    return base + group
 
 
 def _with_draw(shape: dict, kind: ServerKind) -> dict:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from hgxkit.recipe.read import load_recipe
 from hgxkit.verify.plan import plan_cells
 
@@ -16,3 +18,21 @@ def test_the_split_is_measured_at_the_router_from_one_group() -> None:
     assert [(c.group, c.container, c.port, c.input_len, c.concurrency) for c in cells] == [
         (1, "deepseek-v4-flash-pd-1", 30000, 1000, 1)
     ]
+
+
+def test_groups_on_the_hosts_network_are_each_measured_at_their_own_port() -> None:
+    recipe = load_recipe(PD)
+    cells = plan_cells(recipe, "smoke", [(0, "pd-0"), (1, "pd-1")])
+    assert [(c.group, c.port) for c in cells] == [(0, 5000), (1, 5001)]  # --port {{port}} from groups.port_base
+
+
+def test_no_export_writes_a_split_without_its_router() -> None:
+    from hgxkit.errors import InputError
+    from hgxkit.export.common import ExportOptions
+    from hgxkit.export.registry import EXPORTERS, export_recipe
+    from hgxkit.recipe.judge import Allowances, judge
+
+    judged = judge(load_recipe(PD), Allowances(docker_options=("--network=host",)))
+    for target in EXPORTERS:
+        with pytest.raises(InputError, match=f"prefill/decode split is not exported yet .* to {target}"):
+            export_recipe(judged, target, ExportOptions())
