@@ -16,7 +16,7 @@ from typing import Literal
 from hgxkit.errors import InputError
 from hgxkit.kinds import DEFAULT_KIND, KINDS, ServerKind, posted_lengths
 from hgxkit.kinds.lengths import Draw, Interval
-from hgxkit.recipe.matrix import MatrixCell
+from hgxkit.recipe.matrix import BenchmarkMatrix, MatrixCell
 from hgxkit.recipe.schema import MAX_BENCH_TOKENS
 from hgxkit.recipe.spec import Recipe
 from hgxkit.results.summary import CellResult
@@ -148,6 +148,20 @@ def plan_cells(
         served_name=served.split()[0] if served else model,
         tokenizer=model,
     )
+    shapes = _shapes(matrix, mode)
+    if output_len:
+        shapes = [{**shape, "output_len": output_len} for shape in shapes]
+    shapes = [_with_draw(shape, kind) for shape in shapes]
+    ports = {g: port or (int(flag) if flag.isdigit() else _group_port(recipe, g)) for g, _ in groups}
+    return [
+        Cell(group=g, container=name, repeats=times if shape.get("record", True) else 1, port=ports[g], **base, **shape)
+        for g, name in groups
+        for shape in shapes
+    ]
+
+
+def _shapes(matrix: BenchmarkMatrix | None, mode: BenchMode) -> list[dict]:
+    """The cells' shapes before placement: the smoke cell (the matrix's, else the default), or warmups and cells."""
     shapes: list[dict] = []
     if matrix is None:
         i, c, n, o = DEFAULT_SMOKE
@@ -195,15 +209,7 @@ def plan_cells(
                     extra_args=cell.extra_args,
                 )
             )
-    if output_len:
-        shapes = [{**shape, "output_len": output_len} for shape in shapes]
-    shapes = [_with_draw(shape, kind) for shape in shapes]
-    ports = {g: port or (int(flag) if flag.isdigit() else _group_port(recipe, g)) for g, _ in groups}
-    return [
-        Cell(group=g, container=name, repeats=times if shape.get("record", True) else 1, port=ports[g], **base, **shape)
-        for g, name in groups
-        for shape in shapes
-    ]
+    return shapes
 
 
 def _group_port(recipe: Recipe, group: int) -> int:
