@@ -204,7 +204,11 @@ MODULES = (
             *(f"tests/unit/export/test_export.py::test_{name}" for name in SLURM_TESTS),
         ),
     ),
-    Module("bundle-manifest", ("hgxkit/bundle/manifest.py",), ("tests/unit/bundle/test_bundle_manifest.py",)),
+    Module(
+        "bundle-manifest",
+        ("hgxkit/bundle/manifest.py",),
+        ("tests/unit/bundle/test_bundle_manifest.py", "tests/unit/bundle/test_bundle_tree.py"),
+    ),
     # The alert rules as Prometheus reads them: `promtool check rules` and `promtool test rules` on each alert.
     Module(
         "alert-rules",
