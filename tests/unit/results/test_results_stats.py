@@ -32,6 +32,7 @@ from hgxkit.results.stats import Test as StatsTest  # as Test, pytest would try 
 from hgxkit.results.summary import CellResult, RunSummary
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "sglang_bench"
+NO_VALUES = "no per-request values (run the client with --output-details or --save-detailed)"
 
 
 def test_bootstrap_interval_is_reproducible_and_covers_the_truth() -> None:
@@ -373,3 +374,42 @@ def test_the_hierarchical_interval_and_difference_are_the_same_in_every_run_of_h
     assert (hier.low, hier.high) == (pytest.approx(HIER[0], abs=1e-9), pytest.approx(HIER[1], abs=1e-9))
     diff = bootstrap_difference_test(a, b, "mean")
     assert (diff.p, diff.low, diff.high) == tuple(pytest.approx(v, abs=1e-9) for v in DIFF)
+
+
+def test_each_interval_and_test_says_its_statistic_method_seed_and_counts() -> None:
+    two = t_interval([100.0, 102.0])
+    assert two.known and replace(two, low=None, high=None) == Interval(
+        "mean", "run", 2, method="Student t over repeats", seed=0
+    )
+    assert t_interval([5.0, 7.0], "median").statistic == "median"
+    assert t_interval([]) == Interval(
+        "mean",
+        "run",
+        0,
+        method="Student t over repeats",
+        seed=0,
+        reason="0 repeats; an interval over repeats needs at least 2 (bench_repeats)",
+    )
+    order = "order statistics (binomial, distribution-free)"
+    p90 = quantile_interval([float(i) for i in range(1, 101)], "p90", runs=2)
+    assert p90 == Interval("p90", "request", 100, 84.0, 96.0, method=order, seed=0, runs=2)
+    assert quantile_interval([], "p99", runs=3) == Interval(
+        "p99", "request", 0, method=order, seed=0, runs=3, reason=NO_VALUES
+    )
+    few = welch_test([1.0], [2.0, 3.0])
+    assert (few.name, few.n_a, few.n_b) == ("Welch t over repeats", 1, 2)
+    flat = welch_test([100.0, 100.0], [110.0, 110.0])
+    assert (flat.name, flat.n_a, flat.n_b) == ("Welch t over repeats", 2, 2)
+    spread = welch_test([100.0, 102.0, 98.0], [110.0, 111.0])
+    assert (spread.name, spread.n_a, spread.n_b) == ("Welch t over repeats", 3, 2)
+
+
+@pytest.mark.parametrize("flat_side", ["a", "b"])
+def test_welch_with_no_spread_on_one_side_has_the_other_sides_degrees_of_freedom(flat_side: str) -> None:
+    flat, spread = [100.0, 100.0, 100.0], [110.0, 112.0, 108.0]
+    a, b = (flat, spread) if flat_side == "a" else (spread, flat)
+    test = welch_test(a, b)
+    se = np.sqrt(np.var(spread, ddof=1) / 3)
+    # All the variance is the spread side's: df = its n - 1 = 2.
+    assert test.p == pytest.approx(2 * scipy_stats.t.sf(10 / se, 2))
+    assert test.high - test.low == pytest.approx(2 * scipy_stats.t.ppf(0.975, 2) * se)
