@@ -184,7 +184,14 @@ MODULES = (
             "tests/unit/serving/test_serve_logic.py",
         ),
     ),
-    Module("results-stats", ("hgxkit/results/stats.py",), ("tests/unit/results/test_results_stats.py",)),
+    Module(
+        "results-stats",
+        ("hgxkit/results/stats.py",),
+        (
+            "tests/unit/results/test_results_stats.py",
+            "tests/unit/results/test_results_doctests.py::test_docstring_examples[hgxkit.results.stats]",
+        ),
+    ),
     Module("hostfiles", ("hgxkit/hostfiles.py",), ("tests/unit/core/test_hostfiles.py",)),
     Module(
         "hostlock",
@@ -195,16 +202,36 @@ MODULES = (
             "tests/unit/core/test_planfacts.py",
         ),
     ),
-    # The Slurm writer against its secret and script tests (test_export.py's others run compose, k8s and SkyPilot).
+    # The Slurm writer against its secret, key, smoke-cell, script and pyxis-runtime tests, the shared ones every
+    # target passes and its scripts' round trip through the importer (test_export.py's others run compose, k8s and
+    # SkyPilot).
     Module(
         "export-slurm",
         ("hgxkit/export/slurm.py",),
         (
-            "tests/unit/export/test_export_secrets.py",
-            *(f"tests/unit/export/test_export.py::test_{name}" for name in SLURM_TESTS),
+            *(
+                f"tests/unit/export/{file}"
+                for file in (
+                    *EXPORT_FILES,
+                    "test_export_slurm_smoke.py",
+                    "test_export_slurm_script.py",
+                    "test_export_slurm_pyxis.py",
+                )
+            ),
+            *(f"tests/unit/export/test_export.py::test_{name}" for name in (*SLURM_TESTS, *EXPORT_SHARED)),
+            *(
+                f"tests/unit/export/test_export.py::test_an_export_imports_back_to_the_same_render[{key}-slurm-*.sbatch]"
+                for key in EXPORT_RECIPES
+            ),
+            "tests/unit/export/test_export.py::test_every_export_names_the_image_the_model_and_the_run",
+            "tests/unit/export/test_export.py::test_docstring_examples[slurm]",
         ),
     ),
-    Module("bundle-manifest", ("hgxkit/bundle/manifest.py",), ("tests/unit/bundle/test_bundle_manifest.py",)),
+    Module(
+        "bundle-manifest",
+        ("hgxkit/bundle/manifest.py",),
+        ("tests/unit/bundle/test_bundle_manifest.py", "tests/unit/bundle/test_bundle_tree.py"),
+    ),
     # The alert rules as Prometheus reads them: `promtool check rules` and `promtool test rules` on each alert.
     Module(
         "alert-rules",

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shutil
 import threading
+import tracemalloc
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -396,3 +398,105 @@ def test_the_pull_through_the_cache_refuses_an_image_that_is_not_the_bundles(mon
     with pytest.raises(DeployError) as err:
         source._pull_through_cache(pull, want)
     assert str(err.value) == source.image_id_problem("node2", want, other)
+
+
+def test_the_bundle_hash_is_the_sha256_of_its_canonical_json_so_anyone_can_recompute_it() -> None:
+    doc = {"schema_version": 1, "artifacts": [{"path": "a", "size": 1, "sha256": "0" * 64}], "bundle_sha256": "x"}
+    # Sorted keys, no spaces, bundle_sha256 left out: the bytes a verifier in any language rebuilds.
+    canonical = b'{"artifacts":[{"path":"a","sha256":"' + b"0" * 64 + b'","size":1}],"schema_version":1}'
+    assert manifest.manifest_hash(doc) == hashlib.sha256(canonical).hexdigest()
+
+
+NOT_A_MANIFEST = {
+    "a list": [],
+    "another schema_version": manifest.seal({"schema_version": 2, "artifacts": []}),
+    "no artifacts": manifest.seal({"schema_version": 1}),
+    "artifacts not a list": manifest.seal({"schema_version": 1, "artifacts": {"model/m/config.json": 2}}),
+}
+
+
+@pytest.mark.parametrize("case", sorted(NOT_A_MANIFEST))
+def test_a_bundle_json_that_is_not_a_schema_1_manifest_is_refused_with_one_line(tmp_path: Path, case: str) -> None:
+    make_bundle(tmp_path, FILES)
+    (tmp_path / "bundle.json").write_text(json.dumps(NOT_A_MANIFEST[case]))
+    line = "bundle.json: not an hgxkit bundle manifest of schema_version 1; re-create the bundle"
+    assert manifest.verify(tmp_path) == (None, [line])
+    assert manifest.main([str(tmp_path)]) == 1
+
+
+def test_a_directory_without_bundle_json_is_asked_whether_it_is_a_bundle(tmp_path: Path) -> None:
+    assert manifest.verify(tmp_path) == (
+        None,
+        [f"{tmp_path}/bundle.json: no bundle manifest here; is {tmp_path} a bundle (`hgxkit bundle create`)?"],
+    )
+
+
+def test_the_node_side_verifier_prints_the_hash_when_verified_and_each_problem_on_stderr_otherwise(
+    tmp_path: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    doc = make_bundle(tmp_path, FILES)
+    digest = doc["bundle_sha256"]
+    # As the node runs it: `python3 hgxkit_bundle_verify.py DIR EXPECTED_HASH`.
+    monkeypatch.setattr("sys.argv", ["hgxkit_bundle_verify.py", str(tmp_path), digest])
+    assert manifest.main() == 0
+    assert capsys.readouterr() == (f"{digest}\n", "")
+    assert manifest.main([str(tmp_path)]) == 0  # no hash from the controller: the bundle's own is checked
+    assert capsys.readouterr() == (f"{digest}\n", "")
+    (tmp_path / "model/m/config.json").write_bytes(b"[]")
+    assert manifest.main([str(tmp_path), "f" * 64]) == 1
+    # Nothing on stdout (the controller reads a hash there only from a verified bundle); the copy's mismatch first.
+    assert capsys.readouterr() == (
+        "",
+        f"{tmp_path}: bundle {digest[:16]}…, the controller's is {'f' * 16}…\n"
+        f"model/m/config.json: sha256 {hashlib.sha256(b'[]').hexdigest()[:16]}…, the manifest says "
+        f"{hashlib.sha256(b'{}').hexdigest()[:16]}…; the file changed after create: re-copy it\n",
+    )
+
+
+def test_from_cache_takes_exactly_one_directory_wherever_it_stands(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    doc = make_bundle(tmp_path, {**FILES, **IMAGE_FILES})
+    shutil.rmtree(tmp_path / "image")
+    digest, size = doc["bundle_sha256"], sum(len(v) for v in IMAGE_FILES.values())
+    note = (
+        f"image/: 2 files ({size} bytes) not on this node, taken from the image cache "
+        "(Docker checks each layer by digest, the role the image ID)\n"
+    )
+    assert manifest.main([str(tmp_path), "--from-cache", "image"]) == 0
+    assert capsys.readouterr().out == note + f"{digest}\n"
+    assert manifest.main([str(tmp_path), "--from-cache", "image", digest]) == 0
+    assert capsys.readouterr().out == note + f"{digest}\n"
+    assert manifest.main([str(tmp_path), "--from-cache", "image", "0" * 64]) == 1  # the hash after it still counts
+
+
+def test_the_cache_note_counts_the_files_absent_from_the_directories_taken_from_the_cache(tmp_path: Path) -> None:
+    doc = make_bundle(tmp_path, {**FILES, **IMAGE_FILES})
+    (tmp_path / "image/blobs/sha256/aa").unlink()  # image/index.json arrived, the blob did not
+    blob = len(IMAGE_FILES["image/blobs/sha256/aa"])
+    tail = "not on this node, taken from the image cache (Docker checks each layer by digest, the role the image ID)"
+    assert manifest.elsewhere_note(tmp_path, doc["artifacts"], ("image",)) == f"image/: 1 files ({blob} bytes) {tail}"
+    shutil.rmtree(tmp_path / "model")
+    both = len(FILES["model/m/config.json"]) + blob
+    assert manifest.elsewhere_note(tmp_path, doc["artifacts"], ("image", "model")) == (
+        f"image/, model/: 2 files ({both} bytes) {tail}"
+    )
+    # An entry whose size the manifest does not give counts no bytes; the note is still written.
+    assert manifest.elsewhere_note(tmp_path, [{"path": "image/x"}], ("image",)) == f"image/: 1 files (0 bytes) {tail}"
+    assert manifest.elsewhere_note(tmp_path, doc["artifacts"], ("wheels",)) is None
+
+
+def test_hashing_a_file_holds_one_piece_of_it_in_memory_never_the_whole(tmp_path: Path) -> None:
+    size = 32 << 20  # model weights run to tens of GiB: a verify that read a whole file would not fit a node
+    doc = make_bundle(tmp_path, {"model/m/w.safetensors": b"\1" * size})
+    tracemalloc.start()
+    try:
+        digest = manifest.file_sha256(tmp_path / "model/m/w.safetensors")
+        hashed_peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.reset_peak()
+        verified = manifest.verify(tmp_path)
+        verified_peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert digest == hashlib.sha256(b"\1" * size).hexdigest() and verified == (doc, [])
+    assert hashed_peak < size // 8 and verified_peak < size // 8, (hashed_peak, verified_peak)

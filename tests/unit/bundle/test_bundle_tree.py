@@ -178,7 +178,13 @@ def test_what_the_manifest_does_not_vouch_for_is_refused_by_every_consumer(tmp_p
 
 # Manifest paths that name no file inside the bundle, each given a real file with the right bytes to point at.
 OUTSIDE = ["/tmp/hgxkit-outside", "../outside", "model/../../outside", "model/m/../../../outside", "", "."]
-ODD = ["./model/m/config.json", "model//m/config.json", "model/m/./config.json", "model/m/config.json/"]
+ODD = [
+    "./model/m/config.json",
+    "model//m/config.json",
+    "model/m/./config.json",
+    "model/m/config.json/",
+    "model/m/config\0.json",
+]
 
 
 @pytest.mark.parametrize("rel", [*OUTSIDE, *ODD, 7, None])
@@ -232,3 +238,150 @@ def test_create_lists_regular_files_prunes_empty_directories_and_stops_at_a_syml
     (tmp_path / "model/m/link").symlink_to("/etc")
     with pytest.raises(HgxkitError, match=r"model/m/link: a symlink or special file; a bundle holds neither"):
         _regular_files_only(tmp_path)
+
+
+def _replace(root: Path, rel: str, how: Callable[[Path], object]) -> None:
+    (root / rel).unlink()
+    how(root / rel)
+
+
+MISSING = "missing (or not a regular file); a symlink or special file is refused: re-copy the bundle"
+# What the manifest does not vouch for, each with every line verify gives it: a path is named once.
+EXACTLY: dict[str, tuple[Callable[[Path], object], list[str]]] = {
+    "a listed file that became a symlink": (
+        lambda r: _swap_for_link(r, "model/m/config.json", False),
+        [f"model/m/config.json: {MISSING}"],
+    ),
+    "a listed file that became a FIFO": (
+        lambda r: _replace(r, "model/m/config.json", os.mkfifo),
+        [f"model/m/config.json: {MISSING}"],
+    ),
+    "a listed file that became a directory": (
+        lambda r: _replace(r, "model/m/config.json", Path.mkdir),
+        [
+            f"model/m/config.json: {MISSING}",
+            "model/m/config.json/: a directory not in the manifest; remove it or re-create the bundle",
+        ],
+    ),
+    "unlisted directories nested in a listed one": (
+        lambda r: ((r / "model/m/hooks/deep/deeper").mkdir(parents=True), (r / "model/m/hooks/deep/x").write_text("")),
+        [
+            "model/m/hooks/: a directory not in the manifest; remove it or re-create the bundle",
+            "model/m/hooks/deep/x: not in the manifest; remove it or re-create the bundle",
+        ],
+    ),
+    "unlisted directories nested at the top": (
+        lambda r: (r / "extra/deep/deeper").mkdir(parents=True),
+        ["extra/: a directory not in the manifest; remove it or re-create the bundle"],
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(EXACTLY))
+def test_what_the_manifest_does_not_vouch_for_is_named_once_at_its_topmost_path(tmp_path: Path, case: str) -> None:
+    root = tmp_path / "b"
+    root.mkdir()
+    doc = make_bundle(root, FILES)
+    how, lines = EXACTLY[case]
+    how(root)
+    assert manifest.verify(root) == (doc, lines)
+
+
+def test_an_artifact_that_is_not_an_object_is_refused_with_one_line_each(tmp_path: Path) -> None:
+    doc = make_bundle(tmp_path, FILES)
+    (tmp_path / "bundle.json").write_text(
+        json.dumps(manifest.seal({**doc, "artifacts": [*doc["artifacts"], "wheels/a.whl", 7]}))
+    )
+    assert manifest.verify(tmp_path)[1] == ["None: not a path inside the bundle; refused"] * 2
+
+
+@pytest.mark.parametrize("make", [os.mkfifo, Path.mkdir], ids=["a FIFO", "a directory"])
+def test_a_bundle_json_that_is_not_a_regular_file_is_refused_with_one_line(
+    tmp_path: Path, make: Callable[[Path], object]
+) -> None:
+    make_bundle(tmp_path, FILES)
+    _replace(tmp_path, "bundle.json", make)
+    assert manifest.verify(tmp_path) == (
+        None,
+        [
+            f"{tmp_path}/bundle.json: unreadable or not a regular file (not a regular file); refused: re-create or "
+            "re-copy the bundle"
+        ],
+    )
+
+
+def _at_once(fifo: Path, call: Callable[[], object]) -> object:
+    """What `call` returns or raises; a call still waiting on `fifo` after 30 s is released and fails the test (a
+    bound, so a regression fails instead of hanging the suite)."""
+    got: list[object] = []
+
+    def run() -> None:
+        try:
+            got.append(call())
+        except Exception as err:  # what it raised is the answer
+            got.append(err)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(timeout=30)
+    if thread.is_alive():
+        os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))  # a writer lets the blocked open return
+        thread.join()
+        pytest.fail(f"waited on the FIFO {fifo}")
+    return got[0]
+
+
+def test_a_bundle_path_that_is_a_fifo_is_refused_at_once_never_waiting_for_a_writer(tmp_path: Path) -> None:
+    fifo = tmp_path / "b"
+    os.mkfifo(fifo)
+    found, problems = _at_once(fifo, lambda: manifest.verify(fifo))  # type: ignore[misc]
+    assert found is None and problems[0].startswith(f"{fifo}/bundle.json: unreadable or not a regular file ("), problems
+    assert isinstance(_at_once(fifo, lambda: manifest.list_files(fifo)), NotADirectoryError)
+
+
+def test_the_sites_fingerprint_may_be_written_in_groups_and_in_lower_case(tmp_path: Path, key) -> None:
+    doc, _, _ = signed_bundle(tmp_path, key)
+    (tmp_path / "model/m/config.json").write_bytes(FILES["model/m/config.json"])
+    spaced = " ".join(key.fingerprint[i : i + 4] for i in range(0, 40, 4)).lower()  # as gpg prints it
+    assert manifest.verify(tmp_path, fingerprint=spaced) == (doc, [])
+
+
+def test_a_signature_file_with_a_bad_signature_beside_the_good_one_is_refused(tmp_path: Path, key) -> None:
+    signed_bundle(tmp_path / "b", key)
+    root = tmp_path / "b"
+    (root / "model/m/config.json").write_bytes(FILES["model/m/config.json"])
+    (tmp_path / "other").write_bytes(b"not bundle.json")
+    key.sign_detached(tmp_path / "other", tmp_path / "other.sig")
+    # gpgv reports the good one (VALIDSIG) and fails on the other: the file as a whole is not a valid signature.
+    with open(root / manifest.SIGNATURE, "ab") as sig:
+        sig.write((tmp_path / "other.sig").read_bytes())
+    refused = "bundle.json.sig: no valid signature of bundle.json by the bundle's key; refused: re-copy or re-create it"
+    assert manifest.verify(root, fingerprint=key.fingerprint) == (None, [refused])
+
+
+def test_a_node_without_gpgv_is_told_to_install_it(tmp_path: Path, key, monkeypatch: pytest.MonkeyPatch) -> None:
+    signed_bundle(tmp_path / "b", key)
+    (tmp_path / "bin").mkdir()
+    monkeypatch.setenv("PATH", str(tmp_path / "bin"))
+    assert manifest.verify(tmp_path / "b", fingerprint=key.fingerprint) == (
+        None,
+        ["gpgv not found: apt-get install gpgv"],
+    )
+
+
+def test_gpgv_status_that_is_not_utf8_is_still_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The key is the bundle's own file, so its user ID (which gpgv prints) holds whatever bytes its maker wrote.
+    root = tmp_path / "b"
+    (root / "apt").mkdir(parents=True)
+    (root / manifest.KEYRING).write_bytes(b"keyring")
+    doc = make_bundle(root, FILES)
+    (root / manifest.SIGNATURE).write_bytes(b"signature")
+    fpr = "AB" * 20
+    status = tmp_path / "status"
+    status.write_bytes(b"[GNUPG:] GOODSIG 0123 J\xe9r\xf4me <j@x>\n[GNUPG:] VALIDSIG " + fpr.encode() + b" 2026 0\n")
+    gpgv = tmp_path / "bin/gpgv"
+    gpgv.parent.mkdir()
+    gpgv.write_text(f"#!/bin/sh\ncat >/dev/null\ncat {status}\n")
+    gpgv.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{gpgv.parent}:{os.environ['PATH']}")
+    assert manifest.verify(root, fingerprint=fpr) == (doc, [])

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 import shlex
+import subprocess
 from dataclasses import replace
 from pathlib import Path
 
@@ -183,3 +184,44 @@ def test_skypilot_asks_for_each_secret_at_launch(key: str, tmp_path: Path) -> No
         task = yaml.safe_load(path.read_text())
         assert {n: task["secrets"][n] for n in secret_names(key)} == dict.fromkeys(secret_names(key))  # null
         assert [n for n in secret_names(key) if n in (task.get("envs") or {})] == []
+
+
+def test_each_slurm_task_fills_the_secrets_from_the_file_literally_and_docker_gets_them_by_name(
+    tmp_path: Path,
+) -> None:
+    """Run the sbatch script with stand-ins for srun (both nodes in turn), scontrol, curl and docker: each node's
+    `docker run` finds every secret in its environment as the secrets file wrote it, and on no command line."""
+    (script,) = export("vllm-two-node", "slurm", tmp_path / "out").glob("*.sbatch")
+    # Values unlike the ones the export saw, with what a shell would expand, split or unquote; the last line has
+    # no newline, and comments and blank lines are skipped.
+    token, key = "Zq 7$HOME `id` 'x\" \\n*", "Wv3=Lm;Np"
+    secrets = tmp_path / "site.env"
+    secrets.write_text(f"# the site's secrets\n\nHF_TOKEN={token}\n#VLLM_API_KEY=commented\nVLLM_API_KEY={key}")
+    bin_dir, log = tmp_path / "bin", tmp_path / "docker.log"
+    bin_dir.mkdir()
+    stand_ins = {
+        "docker": f'#!/bin/bash\nprintf "%s\\n" "docker $*" >> {log}\n'
+        f'[ "$1" = run ] && printf "env %s|%s\\n" "$HF_TOKEN" "$VLLM_API_KEY" >> {log}\nexit 0\n',
+        "scontrol": "#!/bin/sh\necho node1; echo node2\n",
+        "srun": f'#!/bin/bash\nprintf "%s\\n" "srun $*" >> {log}\nfor a; do last="$a"; done\n'
+        'for node in 0 1; do SLURM_NODEID=$node bash -c "$last"; done\n',
+        "curl": "#!/bin/sh\nexit 0\n",
+    }
+    for name, body in stand_ins.items():
+        (bin_dir / name).write_text(body)
+        (bin_dir / name).chmod(0o755)
+    env = {
+        "PATH": f"{bin_dir}:/usr/bin:/bin",
+        "SLURM_JOB_NODELIST": "node[1-2]",
+        "SLURM_JOB_NUM_NODES": "2",
+        "HGXKIT_SECRETS_FILE": str(secrets),
+    }
+    done = subprocess.run(["bash", str(script)], env=env, capture_output=True, text=True, timeout=60)
+    assert (done.returncode, done.stderr) == (0, "")
+    calls = log.read_text().splitlines()
+    runs = [i for i, call in enumerate(calls) if call.startswith("docker run ")]
+    assert len(runs) == 2 and all(calls[i + 1] == f"env {token}|{key}" for i in runs), calls
+    commands = [call for call in calls if not call.startswith("env ")]
+    assert [c for c in commands if token in c or key in c or "Zq" in c] == []
+    assert all(" -e HF_TOKEN -e VLLM_API_KEY " in calls[i] for i in runs)
+    assert all(" --master-addr node1 " in calls[i] for i in runs)  # the head the batch step found, exported
