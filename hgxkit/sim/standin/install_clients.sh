@@ -35,16 +35,13 @@ sglang_layer() {
     "$PY" -m venv "$VENV"
     "$VENV/bin/pip" install --quiet --upgrade pip
     # Every package pinned (a freeze of a working venv); --no-deps keeps the GPU-server requirements out.
-    # --no-compile: pip would byte-compile every module of 6 GB (a third of the install's CPU); the --help run
-    # below compiles what the client imports, which is what it runs (nodes mount the store read-only).
-    "$VENV/bin/pip" install --quiet --no-compile --no-deps -r "$HERE/sglang/client-requirements.txt"
+    "$VENV/bin/pip" install --quiet --no-deps -r "$HERE/sglang/client-requirements.txt"
     "$VENV/bin/python" -m sglang.benchmark.serving --help >/dev/null
 }
 
 vllm_layer() {
     rm -rf "$VENV/vllm-site" "$VENV/bin/vllm"
-    "$VENV/bin/pip" install --quiet --no-compile --no-deps --target "$VENV/vllm-site" \
-        -r "$HERE/vllm/client-requirements.txt"
+    "$VENV/bin/pip" install --quiet --no-deps --target "$VENV/vllm-site" -r "$HERE/vllm/client-requirements.txt"
     rm -rf "$VENV/vllm-site/bin"  # their console scripts would not find vllm-site; VENV/bin/vllm below does
     cat > "$VENV/bin/vllm" <<SCRIPT
 #!$VENV/bin/python
