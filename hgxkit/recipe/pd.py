@@ -151,9 +151,18 @@ def _bootstrap_problems(servers: list[ServerCommand], found: list[str | None]) -
         if role != "prefill":
             continue
         port = bootstrap_port(server)
+        split = server.server_kind.prefill_decode
+        assert split is not None
+        if not (port.isdigit() and 0 < int(port) < 65536):
+            problems.append(
+                Problem(
+                    "pd-bootstrap",
+                    f"prefill group {index}: {split.bootstrap_flag} {port!r} is not a port number",
+                    f"give {split.bootstrap_flag} a port from 1 to 65535 in groups.server_args",
+                )
+            )
+            continue
         if port in seen:
-            split = server.server_kind.prefill_decode
-            assert split is not None
             problems.append(
                 Problem(
                     "pd-bootstrap",

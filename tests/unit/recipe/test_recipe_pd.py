@@ -144,3 +144,15 @@ def test_groups_on_one_port_of_the_hosts_network_are_refused() -> None:
         "[pd-port] every group's server listens on port 30000 of the host's network, so only the first starts; give "
         "each its own: --port {{port}} (groups.port_base)"
     ]
+
+
+def test_a_bootstrap_port_that_is_no_port_number_is_refused() -> None:
+    # The router is given each prefill's bootstrap port: a word that is no port would leave it out.
+    text = variant(
+        "  - - --disaggregation-mode prefill\n",
+        "  - - --disaggregation-mode prefill\n    - --disaggregation-bootstrap-port auto\n",
+    )
+    assert errors(text) == [
+        "[pd-bootstrap] prefill group 0: --disaggregation-bootstrap-port 'auto' is not a port number; give "
+        "--disaggregation-bootstrap-port a port from 1 to 65535 in groups.server_args"
+    ]
