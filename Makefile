@@ -54,8 +54,6 @@ demo: host
 ## warns, and the tests that need it skip, or fail under CI=true).
 CLIENT_STORE ?= $(or $(HGXKIT_SIM_CLIENT_STORE),/var/lib/hgxkit/sglang-client)
 export HGXKIT_SGLANG_CLIENT_VENV ?= $(CLIENT_STORE)
-# The real SGLang router for the stand-ins' prefill/decode test, where .ci/run installs it (else that test skips).
-export HGXKIT_TEST_SGLANG_ROUTER_PYTHON ?= /var/lib/hgxkit/sglang-router/bin/python
 
 test: host-test venv
 	$(BIN)/ruff check .

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import io
 import os
 import subprocess
@@ -125,3 +126,19 @@ def posix_argv() -> PosixArgv:
         return out.stdout.decode().split("\0")[:-1]
 
     return argv
+
+
+@pytest.fixture()
+def router_python() -> str:
+    """A python with the real SGLang router (sglang-router 0.3.2): this one's, else HGXKIT_TEST_SGLANG_ROUTER_PYTHON
+    (default /var/lib/hgxkit/sglang-router/bin/python, where .ci/run installs it); a skip without it, a failure
+    under CI=true."""
+    if importlib.util.find_spec("sglang_router") is not None:
+        return sys.executable
+    python = os.environ.get("HGXKIT_TEST_SGLANG_ROUTER_PYTHON", "/var/lib/hgxkit/sglang-router/bin/python")
+    if Path(python).is_file():
+        return python
+    why = f"needs sglang-router 0.3.2 (none importable here, and no {python}: HGXKIT_TEST_SGLANG_ROUTER_PYTHON)"
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"CI=true but it {why}; .ci/run installs it")
+    pytest.skip(why)

@@ -4,11 +4,8 @@ parser (sglang-router 0.3.2) where it is installed."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -81,17 +78,8 @@ def test_what_the_router_cannot_front_in_pd_mode_is_refused(policy: str, sides: 
         server_args(policy, sides)
 
 
-def _router_python() -> str | None:
-    if importlib.util.find_spec("sglang_router") is not None:
-        return sys.executable
-    python = os.environ.get("HGXKIT_TEST_SGLANG_ROUTER_PYTHON", "/var/lib/hgxkit/sglang-router/bin/python")
-    return python if Path(python).is_file() else None
-
-
-def test_the_real_router_reads_the_arguments_as_a_split() -> None:
-    python = _router_python()
-    if python is None:
-        pytest.skip("sglang-router 0.3.2 is not installed here (HGXKIT_TEST_SGLANG_ROUTER_PYTHON)")
+def test_the_real_router_reads_the_arguments_as_a_split(router_python: str) -> None:
+    python = router_python
     code = (
         "import json, sys; from sglang_router.launch_router import parse_router_args as p; a = p(sys.argv[1:]); "
         "print(json.dumps([a.pd_disaggregation, a.prefill_urls, a.decode_urls, a.policy]))"

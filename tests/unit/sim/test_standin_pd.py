@@ -7,7 +7,6 @@ interpreter that has it), a chat completion goes through the real router's PD mo
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import socket
@@ -217,23 +216,8 @@ def test_a_prefill_whose_bootstrap_port_is_taken_does_not_start(model: Path) -> 
     assert f"error while attempting to bind on address ('127.0.0.1', {port})" in "".join(prefill.lines)
 
 
-def _router_python() -> str | None:
-    if importlib.util.find_spec("sglang_router") is not None:
-        return sys.executable
-    python = os.environ.get("HGXKIT_TEST_SGLANG_ROUTER_PYTHON", "")
-    return python if python and Path(python).is_file() else None
-
-
-def test_a_chat_completion_through_the_real_router(pair: tuple[Server, Server, int]) -> None:
-    python = _router_python()
-    if python is None:
-        why = (
-            "sglang-router (PyPI sglang-router==0.3.2) is not installed here; install it into a venv and set "
-            "HGXKIT_TEST_SGLANG_ROUTER_PYTHON to its python to run the real router's PD mode"
-        )
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"CI=true: {why} (.ci/run does both)")
-        pytest.skip(why)
+def test_a_chat_completion_through_the_real_router(pair: tuple[Server, Server, int], router_python: str) -> None:
+    python = router_python
     prefill, decode, bootstrap = pair
     port = _port()
     argv = [python, "-m", "sglang_router.launch_router", "--pd-disaggregation", "--host", "127.0.0.1"]
