@@ -86,8 +86,15 @@ def disaggregation(server: ServerCommand) -> Refusal | None:
     if found is None or value is None or not re.fullmatch(found[1], value):
         return None
     split = kind.prefill_decode
+    if split is not None and not split.imported:
+        return Refusal(
+            found[0],
+            f"{found[0]} {value}: prefill/decode disaggregation of {kind.title} is not supported yet by import; write "
+            f"its recipe with a group per side (groups.server_args, docs/serving.md) or import a setup that serves "
+            f"both phases (without {found[0]})",
+        )
     if split is not None:
-        backend = server.flag(split.backend_flag) or split.default_backend
+        backend = split.backend(server.flag(split.backend_flag))
         if backend in split.backends:
             return None
         return Refusal(

@@ -9,6 +9,7 @@ registry that holds them is hgxkit/kinds/__init__.py.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -129,26 +130,79 @@ class RayCluster:
 
 
 @dataclass(frozen=True)
+class PDRouter:
+    """The router that joins a split of this kind in PD mode: its module (run with `python3 -m`), the flag that
+    turns PD mode on, the policies it takes for both sides, whether `--prefill URL` is followed by the prefill's
+    bootstrap port, and flags it always gets."""
+
+    module: str
+    pd_flag: str
+    policies: tuple[str, ...]
+    bootstrap: bool
+    extra: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class SideChannel:
+    """A port that every server of a split (either side) binds on its host, set by an environment variable;
+    with data parallelism each rank binds the next one (port + DP rank)."""
+
+    env: str
+    default: int
+
+
+@dataclass(frozen=True)
 class PrefillDecode:
     """How a server of this kind is the prefill or the decode side of a split that hgxkit deploys: the values of
-    `ServerKind.disaggregation`'s flag that name each side, and the prefill's bootstrap port (the decode side
-    fetches the KV from it; the router tells the decode where)."""
+    `ServerKind.disaggregation`'s flag that name each side (or of `role_key` in that flag's JSON object), the
+    prefill's bootstrap port (the decode side fetches the KV from it; the router tells the decode where), the
+    transfer backend, the side channel every server binds, and the router that joins the sides."""
 
     prefill: str  # the flag's value on a prefill server
     decode: str
-    bootstrap_flag: str  # the prefill's bootstrap server port
-    default_bootstrap_port: int  # when the command gives none
+    bootstrap_flag: str | None  # the prefill's bootstrap server port; None: no bootstrap port
+    default_bootstrap_port: int | None  # when the command gives none
     backend_flag: str  # the KV transfer backend
     default_backend: str
     backends: tuple[str, ...]  # the transfer backends a deployment is known to work with
+    router: PDRouter
+    role_key: str | None = None  # the flag's value is a JSON object whose `role_key` names the side
+    backend_key: str | None = None  # the backend flag's value is a JSON object whose `backend_key` names it
+    side_channel: SideChannel | None = None
+    imported: bool = True  # posts of this split are imported (hgxkit/importing/pd_join.py joins their sides)
 
     def role(self, value: str | None) -> str | None:
         """'prefill', 'decode', or None for a server that does both.
 
-        >>> PrefillDecode("prefill", "decode", "--b", 1, "--t", "m", ("m",)).role("decode")
+        >>> R = PDRouter("m", "--pd", ("random",), True)
+        >>> PrefillDecode("prefill", "decode", "--b", 1, "--t", "m", ("m",), R).role("decode")
+        'decode'
+        >>> PrefillDecode("kv_producer", "kv_consumer", None, None, "--c", "", ("N",), R, "kv_role").role(
+        ...     '{"kv_connector":"N","kv_role":"kv_consumer"}')
         'decode'
         """
-        return {self.prefill: "prefill", self.decode: "decode"}.get(value or "")
+        found = json_key(value, self.role_key) if self.role_key else value
+        return {self.prefill: "prefill", self.decode: "decode"}.get(found or "")
+
+    def backend(self, value: str | None) -> str:
+        """The transfer backend a server's backend flag value names (the default when it names none)."""
+        found = json_key(value, self.backend_key) if self.backend_key else value
+        return found or self.default_backend
+
+
+def json_key(value: str | None, key: str | None) -> str | None:
+    """The string at `key` of the JSON object `value` (the words of a flag such as vLLM's --kv-transfer-config),
+    None when it is no JSON object or lacks the key.
+
+    >>> json_key('{"kv_role": "kv_both"}', "kv_role"), json_key("{kv_role: x", "kv_role")
+    ('kv_both', None)
+    """
+    try:
+        doc = json.loads(value or "")
+    except ValueError:
+        return None
+    found = doc.get(key) if isinstance(doc, dict) and key else None
+    return found if isinstance(found, str) else None
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,7 @@ from hgxkit.kinds.base import (
     BenchCell,
     BenchClient,
     KindMetrics,
+    PDRouter,
     PostedClient,
     PrefillDecode,
     ServerKind,
@@ -263,6 +264,13 @@ SGLANG = ServerKind(
         "--disaggregation-transfer-backend",
         "mooncake",
         ("mooncake", "nixl"),
+        # sglang-router 0.3.2's launch_router: --prefill URL BOOTSTRAP_PORT per prefill; bucket is a prefill policy
+        PDRouter(
+            "sglang_router.launch_router",
+            "--pd-disaggregation",
+            ("random", "round_robin", "power_of_two", "cache_aware"),
+            bootstrap=True,
+        ),
     ),
     multinode_flags=("--nnodes", "--node-rank", "--dist-init-addr"),
     head_flag="--dist-init-addr",

@@ -19,9 +19,12 @@ from hgxkit.kinds.base import (
     BenchClient,
     DataParallelHosts,
     KindMetrics,
+    PDRouter,
     PostedClient,
+    PrefillDecode,
     RayCluster,
     ServerKind,
+    SideChannel,
     extra_flags,
     length_args,
     load_args,
@@ -254,6 +257,33 @@ VLLM = ServerKind(
     speculative_flags=("--speculative-config",),
     # a KV connector's producer (prefill) or consumer (decode) side; kv_both is also a cache offload's role
     disaggregation=("--kv-transfer-config", r".*[\"']?kv_role[\"']?\s*:\s*[\"']?kv_(?:producer|consumer)\b.*"),
+    # A group's side is the kv_role of its own --kv-transfer-config (groups.server_args): kv_producer is the prefill,
+    # kv_consumer the decode. vLLM's NIXL docs give both sides kv_both and let the proxy decide, as NixlConnector
+    # reads only each request's kv_transfer_params; it takes either role (config/kv_transfer.py's KVRole), so
+    # the recipe names each side with it and the router is told the same sides. kv_both stays a server that
+    # does both (an offload connector's role too). No bootstrap port: the prefill's answer names the side channel
+    # (VLLM_NIXL_SIDE_CHANNEL_HOST:PORT, 5600 by default) that every NIXL worker binds, each its own on a host.
+    prefill_decode=PrefillDecode(
+        "kv_producer",
+        "kv_consumer",
+        None,
+        None,
+        "--kv-transfer-config",
+        "",
+        ("NixlConnector",),
+        # vllm-router 0.1.17: --prefill URL with no bootstrap port (none), --kv-connector nixl (its default)
+        PDRouter(
+            "vllm_router.launch_router",
+            "--vllm-pd-disaggregation",
+            ("random", "round_robin", "power_of_two", "cache_aware"),
+            bootstrap=False,
+            extra=("--kv-connector", "nixl"),
+        ),
+        role_key="kv_role",
+        backend_key="kv_connector",
+        side_channel=SideChannel("VLLM_NIXL_SIDE_CHANNEL_PORT", 5600),
+        imported=False,  # a recipe deploys it; import does not join its posts' sides yet
+    ),
     env_report=("vllm", "collect-env"),
     multinode_flags=("--nnodes", "--node-rank", "--master-addr"),
     head_flag="--master-addr",

@@ -4,7 +4,10 @@ kind (`ServerKind.disaggregation`, `ServerKind.prefill_decode`), and what makes 
 A prefill group and a decode group differ in their own server arguments (`groups.server_args`, after the
 server's). Neither serves a request alone: the router (`router: true`, roles/sglang_router) sends each request to
 both with a bootstrap room, and the decode fetches the KV from the prefill's bootstrap server at the address the
-router names, which is 127.0.0.1 on the router's own host: so the groups run with the host's network.
+router names, which is 127.0.0.1 on the router's own host: so the groups run with the host's network. vLLM's
+(NIXL) is alike: the router sends each request to the prefill first, and the decode pulls the KV from the side
+channel the prefill's answer names (VLLM_NIXL_SIDE_CHANNEL_HOST, localhost by default), one port per server
+(`side_channel`).
 
 Example:
     >>> from hgxkit.recipe.server_args import ServerCommand
@@ -20,6 +23,7 @@ from hgxkit.errors import InputError
 from hgxkit.problems import Problem
 from hgxkit.recipe.groups import plan_groups
 from hgxkit.recipe.server_args import ServerCommand
+from hgxkit.recipe.side_channel import side_channel_problems
 from hgxkit.recipe.spec import Recipe
 
 UNDEPLOYED = "one side"
@@ -79,11 +83,29 @@ def pd_router_problem(recipe: Recipe) -> Problem:
     )
 
 
-def bootstrap_port(server: ServerCommand) -> str:
-    """The prefill's bootstrap port as its command gives it, else the kind's default."""
+def bootstrap_port(server: ServerCommand) -> str | None:
+    """The prefill's bootstrap port as its command gives it, else the kind's default; None for a kind whose
+    prefill has no bootstrap port (vLLM's NIXL names its side channel in each answer instead)."""
     split = server.server_kind.prefill_decode
     assert split is not None
+    if split.bootstrap_flag is None:
+        return None
     return server.flag(split.bootstrap_flag) or str(split.default_bootstrap_port)
+
+
+def side_words(server: ServerCommand, role: str) -> str:
+    """How a group's own arguments name `role` ('prefill' or 'decode'), for a remedy.
+
+    >>> side_words(ServerCommand.from_words(["vllm", "serve"], "vllm"), "decode")
+    'kv_role kv_consumer in --kv-transfer-config'
+    """
+    kind = server.server_kind
+    split = kind.prefill_decode
+    assert split is not None and kind.disaggregation is not None
+    value = split.prefill if role == "prefill" else split.decode
+    if split.role_key:
+        return f"{split.role_key} {value} in {kind.disaggregation[0]}"
+    return f"{kind.disaggregation[0]} {value}"
 
 
 def pd_problems(recipe: Recipe, total_gpus: int | None) -> list[Problem]:
@@ -117,10 +139,12 @@ def pd_problems(recipe: Recipe, total_gpus: int | None) -> list[Problem]:
                 Problem(
                     "pd-split",
                     f"group {group} is a {have} server but no group is a {lack} server, so no request completes",
-                    f"give another group {flag} {lack} in groups.server_args",
+                    f"give another group {side_words(servers[group], lack)} in groups.server_args",
                 )
             )
     problems += _bootstrap_problems(servers, found)
+    problems += _backend_problems(servers, found)
+    problems += side_channel_problems(recipe, servers)
     port = recipe.server.flag("--port") or ""
     if recipe.docker.last("--network") == "host" and len(servers) > 1 and "{{port}}" not in port:
         problems.append(
@@ -132,14 +156,41 @@ def pd_problems(recipe: Recipe, total_gpus: int | None) -> list[Problem]:
             )
         )
     if recipe.docker.last("--network") != "host":
-        problems.append(
-            Problem(
-                "pd-network",
-                "the decode groups fetch the KV from the prefill's bootstrap port at the address the router gives "
-                "(127.0.0.1 on its host), which a container's own network does not reach",
-                "run the groups with --network host (and --port {{port}})",
+        problems.append(_network_problem(servers[0]))
+    return problems
+
+
+def _network_problem(server: ServerCommand) -> Problem:
+    """A split off the host's network: the decode reaches the prefill at an address of the host."""
+    split = server.server_kind.prefill_decode
+    assert split is not None
+    where = "bootstrap port at the address the router gives (127.0.0.1 on its host)"
+    if split.side_channel is not None:
+        where = f"side channel at the host the prefill names ({split.side_channel.env.replace('PORT', 'HOST')})"
+    return Problem(
+        "pd-network",
+        f"the decode groups fetch the KV from the prefill's {where}, which a container's own network does not reach",
+        "run the groups with --network host (and --port {{port}})",
+    )
+
+
+def _backend_problems(servers: list[ServerCommand], found: list[str | None]) -> list[Problem]:
+    """A side whose KV transfer backend is not one a deployment is known to work with."""
+    problems = []
+    for index, (server, role) in enumerate(zip(servers, found, strict=True)):
+        split = server.server_kind.prefill_decode
+        assert split is not None
+        backend = split.backend(server.flag(split.backend_flag)) if role else ""
+        if role and backend not in split.backends:
+            name = f"{split.backend_key} " if split.backend_key else f"{split.backend_flag} "
+            problems.append(
+                Problem(
+                    "pd-backend",
+                    f"{role} group {index}: {name}{backend or 'unset'} is not a transfer backend hgxkit deploys a "
+                    f"split over",
+                    f"use {' or '.join(split.backends)}",
+                )
             )
-        )
     return problems
 
 
@@ -148,11 +199,10 @@ def _bootstrap_problems(servers: list[ServerCommand], found: list[str | None]) -
     problems = []
     seen: dict[str, int] = {}
     for index, (server, role) in enumerate(zip(servers, found, strict=True)):
-        if role != "prefill":
-            continue
-        port = bootstrap_port(server)
+        port = bootstrap_port(server) if role == "prefill" else None
         split = server.server_kind.prefill_decode
-        assert split is not None
+        if port is None or split is None or split.bootstrap_flag is None:
+            continue
         if not (port.isdigit() and 0 < int(port) < 65536):
             problems.append(
                 Problem(

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 from pyinfra.api import StringCommand
 
+from hgxkit.kinds.base import PDRouter
 from hgxkit.netaddr import is_loopback
 from hgxkit.problems import Problem
 from hgxkit.recipe.pd import bootstrap_port, group_server, side
@@ -34,22 +35,25 @@ from hgxkit.serving.rollout import RunningContainer
 ROUTER_LABEL = "hgxkit.router"
 CONTAINER = "sglang-router"
 POLICIES = ("random", "round_robin", "power_of_two", "cache_aware", "bucket")
-# The policies launch_router's --policy takes for both sides of a split (bucket is --prefill-policy's alone).
-PD_POLICIES = ("random", "round_robin", "power_of_two", "cache_aware")
 KEY_IN_CONTAINER = "/run/hgxkit/api-key"
-# The router takes its key only as --api-key. This launcher reads it from a root-only file mounted read-only,
+# The router takes its key only as --api-key. The launcher reads it from a root-only file mounted read-only,
 # so it shows neither in `docker inspect` nor in the process's command line (unlike the serving groups).
-KEY_LAUNCHER = (
-    "import runpy, sys; "
-    f"key = open('{KEY_IN_CONTAINER}').read().strip(); "
-    "sys.argv = ['sglang_router.launch_router', *sys.argv[1:], '--api-key', key]; "
-    "runpy.run_module('sglang_router.launch_router', run_name='__main__', alter_sys=True)"
-)
+
+
+def key_launcher(module: str) -> str:
+    """The Python that runs the router's `module` with the key read from KEY_IN_CONTAINER as `--api-key`."""
+    return (
+        "import runpy, sys; "
+        f"key = open('{KEY_IN_CONTAINER}').read().strip(); "
+        f"sys.argv = ['{module}', *sys.argv[1:], '--api-key', key]; "
+        f"runpy.run_module('{module}', run_name='__main__', alter_sys=True)"
+    )
 
 
 @dataclass(frozen=True)
 class Side:
-    """A group that is one side of a prefill/decode split: 'prefill' (with its bootstrap port) or 'decode'."""
+    """A group that is one side of a prefill/decode split: 'prefill' (with its bootstrap port, where its kind has
+    one) or 'decode'."""
 
     role: str
     bootstrap_port: int | None = None
@@ -174,33 +178,35 @@ def worker_urls(router_host: str, hosts: list[WorkerHost]) -> tuple[list[str], l
     return urls, problems
 
 
-def pd_workers(urls: list[str], sides: list[Side | None], policy: str) -> list[str]:
-    """The router's arguments for a prefill/decode split: `--pd-disaggregation`, then `--prefill URL
-    BOOTSTRAP_PORT` per prefill and `--decode URL` per decode (sglang-router 0.3.2's `launch_router`), with
-    `--policy` for both sides. Raises ValueError for a group that serves both phases beside them, a split that
-    lacks a side, or a policy the router takes for prefill alone (`bucket`).
+def pd_workers(urls: list[str], sides: list[Side | None], policy: str, pd: PDRouter) -> list[str]:
+    """The router's arguments for a prefill/decode split: its PD flag (`pd.pd_flag`), then `--prefill URL
+    [BOOTSTRAP_PORT]` per prefill and `--decode URL` per decode (sglang-router 0.3.2's `launch_router`, vllm-router
+    0.1.17's: the same form), with `--policy` for both sides and the router's own `pd.extra`. Raises ValueError
+    for a group that serves both phases beside them, a split that lacks a side, or a policy the router does not
+    take for both sides.
 
-    >>> pd_workers(["http://a:1", "http://a:2"], [Side("prefill", 8998), Side("decode")], "round_robin")
+    >>> R = PDRouter("m", "--pd-disaggregation", ("round_robin",), bootstrap=True)
+    >>> pd_workers(["http://a:1", "http://a:2"], [Side("prefill", 8998), Side("decode")], "round_robin", R)
     ['--pd-disaggregation', '--prefill', 'http://a:1', '8998', '--decode', 'http://a:2', '--policy', 'round_robin']
     """
-    if policy not in PD_POLICIES:
+    if policy not in pd.policies:
         raise ValueError(
             f"router_policy {policy} is not a policy the router takes for both prefill and decode groups: set "
-            f"router_policy to one of {', '.join(PD_POLICIES)}"
+            f"router_policy to one of {', '.join(pd.policies)}"
         )
     if len(sides) != len(urls) or any(s is None for s in sides):
         raise ValueError(
             "the router would front prefill/decode groups and groups that serve both phases, which it cannot mix: "
             "run one router per kind of group (router_host)"
         )
-    args = ["--pd-disaggregation"]
+    args = [pd.pd_flag]
     for url, one in zip(urls, sides, strict=True):
         assert one is not None
-        port = [str(one.bootstrap_port)] if one.role == "prefill" and one.bootstrap_port else []
+        port = [str(one.bootstrap_port)] if pd.bootstrap and one.role == "prefill" and one.bootstrap_port else []
         args += ["--prefill", url, *port] if one.role == "prefill" else ["--decode", url]
     if "--prefill" not in args or "--decode" not in args:
         raise ValueError("the router would front one side of a prefill/decode split alone: serve both sides")
-    return [*args, "--policy", policy]
+    return [*args, "--policy", policy, *pd.extra]
 
 
 def router_spec(
@@ -212,18 +218,26 @@ def router_spec(
     port: int,
     api_key_file: str | None,
     sides: list[Side | None] | None = None,
+    pd: PDRouter | None = None,
 ) -> RouterSpec:
     """The router container: host network, restart unless stopped, labelled with its spec hash. With `sides`
-    naming a prefill/decode split (parallel to `urls`), the router runs in PD mode (`pd_workers`).
+    naming a prefill/decode split (parallel to `urls`), the router runs in PD mode (`pd_workers`): the router of
+    the groups' kind (`pd`, its `PrefillDecode.router`: SGLang's or vLLM's), else SGLang's router with a worker list.
 
     With `api_key_file` (the serving role's root-only key on this host) the key is mounted read-only and
-    handed to the router by KEY_LAUNCHER: clients then need it, and the router sends it to the workers.
+    handed to the router by `key_launcher`: clients then need it, and the router sends it to the workers.
     Metrics (Prometheus, port 29000) stay on 127.0.0.1.
     """
     if policy not in POLICIES:
         raise ValueError(f"router_policy {policy!r} is not one of {', '.join(POLICIES)}: set router_policy")
     split = sides is not None and any(sides)
-    workers = pd_workers(urls, list(sides or ()), policy) if split else ["--worker-urls", *urls, "--policy", policy]
+    if split and pd is None:
+        raise ValueError("the router fronts a prefill/decode split, but the groups' kind names no router for it")
+    module = pd.module if split and pd is not None else "sglang_router.launch_router"
+    if split and pd is not None:
+        workers = pd_workers(urls, list(sides or ()), policy, pd)
+    else:
+        workers = ["--worker-urls", *urls, "--policy", policy]
     server = [
         *workers,
         "--host",
@@ -235,10 +249,10 @@ def router_spec(
     ]
     if api_key_file:
         options = ["-v", f"{api_key_file}:{KEY_IN_CONTAINER}:ro", "--entrypoint", "python3"]
-        command = ["-c", KEY_LAUNCHER]
+        command = ["-c", key_launcher(module)]
     else:
         options = ["--entrypoint", "python3"]
-        command = ["-m", "sglang_router.launch_router"]
+        command = ["-m", module]
     body = ["--network", "host", "--restart", "unless-stopped", *options, image, *command, *server]
     spec_hash = hashlib.sha256(json.dumps(body).encode()).hexdigest()[:16]
     labels = ["--label", f"{ROUTER_LABEL}=1", "--label", f"{SPEC_LABEL}={spec_hash}"]

@@ -24,6 +24,7 @@ from pyinfra.api.output import echo
 from pyinfra.operations import python
 
 from hgxkit.hostcmd import HostRunner, script
+from hgxkit.kinds.base import PDRouter
 from hgxkit.knobs import ssh_hostname
 from hgxkit.node.facts_gpu import NvidiaSmi
 from hgxkit.problems import refuse
@@ -70,6 +71,12 @@ def _worker_host(h: Host) -> WorkerHost | None:
     return WorkerHost(h.name, address, knobs.bind_address, ports, bool(knobs.api_key), sides)
 
 
+def _pd_router(h: Host) -> PDRouter | None:
+    """The router of the recipe's kind for a prefill/decode split (SGLang's or vLLM's), None for a kind without."""
+    split = judged_for(h).recipe.server.server_kind.prefill_decode
+    return split.router if split is not None else None
+
+
 def _served_model(h: Host) -> str:
     return str(judged_for(h).recipe.server.flag("--served-model-name") or "default")
 
@@ -101,6 +108,7 @@ def sglang_router() -> None:
             port=knobs.router_port,
             api_key_file=key_file,
             sides=worker_sides(host.name, workers),
+            pd=_pd_router(host),
         )
     except ValueError as err:
         refuse(f"router checks failed on {host.name}; the router was not started", [str(err)])

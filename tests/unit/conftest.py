@@ -128,17 +128,34 @@ def posix_argv() -> PosixArgv:
     return argv
 
 
-@pytest.fixture()
-def router_python() -> str:
-    """A python with the real SGLang router (sglang-router 0.3.2): this one's, else HGXKIT_TEST_SGLANG_ROUTER_PYTHON
-    (default /var/lib/hgxkit/sglang-router/bin/python, where .ci/run installs it); a skip without it, a failure
-    under CI=true."""
-    if importlib.util.find_spec("sglang_router") is not None:
+def _router_python(module: str, requirement: str, variable: str, default: str) -> str:
+    """This python when it imports the router's `module`, else the one `variable` names (default `default`, where
+    .ci/run installs `requirement`); a skip without it, a failure under CI=true."""
+    if importlib.util.find_spec(module) is not None:
         return sys.executable
-    python = os.environ.get("HGXKIT_TEST_SGLANG_ROUTER_PYTHON", "/var/lib/hgxkit/sglang-router/bin/python")
+    python = os.environ.get(variable, default)
     if Path(python).is_file():
         return python
-    why = f"needs sglang-router 0.3.2 (none importable here, and no {python}: HGXKIT_TEST_SGLANG_ROUTER_PYTHON)"
+    why = f"needs {requirement} (none importable here, and no {python}: {variable})"
     if os.environ.get("CI") == "true":
         pytest.fail(f"CI=true but it {why}; .ci/run installs it")
     pytest.skip(why)
+
+
+@pytest.fixture()
+def router_python() -> str:
+    """A python with the real SGLang router (sglang-router 0.3.2, a Rust binary in its wheel)."""
+    return _router_python(
+        "sglang_router",
+        "sglang-router 0.3.2",
+        "HGXKIT_TEST_SGLANG_ROUTER_PYTHON",
+        "/var/lib/hgxkit/sglang-router/bin/python",
+    )
+
+
+@pytest.fixture()
+def vllm_router_python() -> str:
+    """A python with the real vLLM router (vllm-router 0.1.17, a Rust binary in its wheel)."""
+    return _router_python(
+        "vllm_router", "vllm-router 0.1.17", "HGXKIT_TEST_VLLM_ROUTER_PYTHON", "/var/lib/hgxkit/vllm-router/bin/python"
+    )

@@ -1,5 +1,6 @@
-"""A one-node prefill/decode split: each group's side from its own server arguments, and `recipe check`'s refusals
-of a split that cannot serve (one line each, naming the group and the remedy)."""
+"""A one-node prefill/decode split: each group's side from its own server arguments (SGLang's --disaggregation-mode,
+vLLM's kv_role in --kv-transfer-config), and `recipe check`'s refusals of a split that cannot serve (one line each,
+naming the group and the remedy)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from hgxkit.recipe.render import render_recipe
 ROOT = Path(__file__).resolve().parents[3]
 PD = ROOT / "tests" / "fixtures" / "pd" / "dspark-pd-one-node.yaml"
 MARLIN = ROOT / "recipes" / "deepseek-v4-flash-dspark-marlin.yaml"
+VLLM_PD = ROOT / "tests" / "fixtures" / "pd" / "vllm-pd-one-node.yaml"
 
 
 def variant(old: str, new: str) -> str:
@@ -110,28 +112,74 @@ def test_group_arguments_one_per_group_and_never_the_shared_flags() -> None:
     assert any("group 2 sets --tp in groups.server_args" in f for f in found)
 
 
-def test_a_kind_whose_split_is_not_deployed_is_refused_by_name() -> None:
-    text = (
-        MARLIN.read_text()
-        .replace("lmsysorg/sglang:dev-dspark", "vllm/vllm-openai:v0.11.0")
-        .replace("kind: sglang", "kind: vllm")
-        .replace("command: sglang serve", "command: vllm serve")
-    )
-    text = (
-        text[: text.index("  - --trust-remote-code")]
-        + "  - /model\n  - --tensor-parallel-size 4\n"
-        + text[text.index("groups:") :]
-    )
-    text = text.replace(
-        "  name_template:",
-        '  server_args:\n  - - --kv-transfer-config \'{"kv_role":"kv_producer"}\'\n'
-        '  - - --kv-transfer-config \'{"kv_role":"kv_consumer"}\'\n  name_template:',
-    )
-    found = [f for f in errors(text) if f.startswith("[pd-")]
-    assert found == [
-        "[pd-kind] group 0 is one side of a prefill/decode split (--kv-transfer-config), which hgxkit does not "
-        "deploy for vLLM yet; serve both phases in every group (without --kv-transfer-config)"
+def vllm_variant(old: str, new: str) -> str:
+    text = VLLM_PD.read_text()
+    assert old in text
+    return text.replace(old, new)
+
+
+def test_a_vllm_split_names_each_side_by_kv_role_and_checks_clean() -> None:
+    recipe = load_recipe(VLLM_PD)
+    assert sides(recipe, 8) == ["prefill", "decode"]
+    assert [str(p) for p in check_recipe(recipe, 8) if p.level == "error"] == []
+    groups = render_recipe(recipe, total_gpus=8)
+    assert [(g.gpus, g.port, g.option_values("--env")[-1]) for g in groups] == [
+        ([0, 1, 2, 3], 8100, "VLLM_NIXL_SIDE_CHANNEL_PORT=5600"),
+        ([4, 5, 6, 7], 8101, "VLLM_NIXL_SIDE_CHANNEL_PORT=5601"),
     ]
+
+
+def test_kv_both_on_every_group_is_no_split() -> None:
+    text = vllm_variant('"kv_role":"kv_producer"', '"kv_role":"kv_both"').replace("kv_consumer", "kv_both")
+    assert sides(parse_recipe_text(text), 8) == [None, None]
+
+
+def test_vllm_groups_on_the_default_side_channel_port_are_refused_naming_the_variable() -> None:
+    found = errors(vllm_variant("  - -e 'VLLM_NIXL_SIDE_CHANNEL_PORT=560{{group}}'\n", ""))
+    assert found == [
+        "[pd-side-channel] groups 0 and 1 both bind port 5600 (VLLM_NIXL_SIDE_CHANNEL_PORT) on one host, so the "
+        "second exits; give each group its own: -e VLLM_NIXL_SIDE_CHANNEL_PORT=560{{group}}"
+    ]
+    same = errors(vllm_variant("=560{{group}}", "=5700"))
+    assert [f.split(";")[0] for f in same] == [
+        "[pd-side-channel] groups 0 and 1 both bind port 5700 (VLLM_NIXL_SIDE_CHANNEL_PORT) on one host, so the "
+        "second exits"
+    ]
+    assert errors(vllm_variant("=560{{group}}", "=x{{group}}"))[0].startswith(
+        "[pd-side-channel] group 0: VLLM_NIXL_SIDE_CHANNEL_PORT 'x0' is not a port number"
+    )
+
+
+def test_a_data_parallel_server_binds_one_side_channel_port_per_rank() -> None:
+    text = vllm_variant("--tensor-parallel-size 4", "--tensor-parallel-size 2\n  - --data-parallel-size 2")
+    assert errors(text)[0].startswith("[pd-side-channel] groups 0 and 1 both bind port 5601")
+    assert errors(text.replace("=560{{group}}", "=56{{group}}0")) == []
+
+
+def test_a_vllm_side_without_the_other_is_refused_naming_kv_role() -> None:
+    assert errors(vllm_variant('"kv_role":"kv_producer"', '"kv_role":"kv_consumer"')) == [
+        "[pd-split] group 0 is a decode server but no group is a prefill server, so no request completes; give "
+        "another group kv_role kv_producer in --kv-transfer-config in groups.server_args"
+    ]
+
+
+def test_a_vllm_connector_other_than_nixl_is_refused() -> None:
+    found = errors(
+        vllm_variant('{"kv_connector":"NixlConnector","kv_role":"kv_consumer"}', '{"kv_role":"kv_consumer"}')
+    )
+    assert found == [
+        "[pd-backend] decode group 1: kv_connector unset is not a transfer backend hgxkit deploys a split over; "
+        "use NixlConnector"
+    ]
+
+
+def test_a_vllm_split_spanning_nodes_or_off_the_hosts_network_is_still_refused() -> None:
+    assert "[pd-nodes] a prefill/decode split spanning nodes is not deployed yet; drop groups.nodes" in errors(
+        vllm_variant("  gpus_per_node: 8\n", "  gpus_per_node: 8\n  nodes: 2\n")
+    )
+    found = errors(vllm_variant("  - --network=host\n", ""))
+    assert [f.split("]")[0] for f in found] == ["[pd-network"]
+    assert "side channel at the host the prefill names (VLLM_NIXL_SIDE_CHANNEL_HOST)" in found[0]
 
 
 def test_the_router_knob_is_named_when_a_split_is_deployed_without_it() -> None:

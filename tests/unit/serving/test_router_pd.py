@@ -1,6 +1,7 @@
-"""The router in front of a one-node prefill/decode split (hgxkit/serving/router.py): `--pd-disaggregation` with
-`--prefill URL BOOTSTRAP_PORT` and `--decode URL` in place of the worker list, read back by the real router's own
-parser (sglang-router 0.3.2) where it is installed."""
+"""The router in front of a one-node prefill/decode split (hgxkit/serving/router.py): SGLang's `--pd-disaggregation`
+with `--prefill URL BOOTSTRAP_PORT` and `--decode URL` in place of the worker list, vLLM's `--vllm-pd-disaggregation`
+with `--prefill URL` (no bootstrap port) and `--kv-connector nixl`, each read back by the real router's own parser
+(sglang-router 0.3.2, vllm-router 0.1.17) where it is installed."""
 
 from __future__ import annotations
 
@@ -10,27 +11,33 @@ from pathlib import Path
 
 import pytest
 
+from hgxkit.kinds.base import PDRouter
+from hgxkit.kinds.sglang import SGLANG
+from hgxkit.kinds.vllm import VLLM
 from hgxkit.recipe.read import load_recipe
 from hgxkit.serving.router import Side, WorkerHost, group_sides, router_spec, worker_sides, worker_urls
 
 ROOT = Path(__file__).resolve().parents[3]
 PD = ROOT / "tests" / "fixtures" / "pd" / "dspark-pd-one-node.yaml"
+VLLM_PD = ROOT / "tests" / "fixtures" / "pd" / "vllm-pd-one-node.yaml"
 MARLIN = ROOT / "recipes" / "deepseek-v4-flash-dspark-marlin.yaml"
 URLS = ["http://127.0.0.1:5000", "http://127.0.0.1:5001"]
 SIDES: list[Side | None] = [Side("prefill", 8998), Side("decode")]
+assert SGLANG.prefill_decode is not None and VLLM.prefill_decode is not None
+SGLANG_PD, VLLM_PD_ROUTER = SGLANG.prefill_decode.router, VLLM.prefill_decode.router
 
 
-def server_args(policy: str = "cache_aware", sides: list[Side | None] | None = SIDES) -> list[str]:
-    spec = router_spec(
-        URLS,
-        image="lmsysorg/sgl-model-gateway:latest",
-        policy=policy,
-        bind_address="127.0.0.1",
-        port=30000,
-        api_key_file=None,
-        sides=sides,
-    )
-    return spec.argv[spec.argv.index("sglang_router.launch_router") + 1 :]
+def spec(policy: str, sides: list[Side | None] | None, pd: PDRouter | None) -> list[str]:
+    image = "lmsysorg/sgl-model-gateway:latest"
+    options = {"policy": policy, "bind_address": "127.0.0.1", "port": 30000, "api_key_file": None}
+    return router_spec(URLS, image=image, sides=sides, pd=pd, **options).argv  # type: ignore[arg-type]
+
+
+def server_args(
+    policy: str = "cache_aware", sides: list[Side | None] | None = SIDES, pd: PDRouter = SGLANG_PD
+) -> list[str]:
+    argv = spec(policy, sides, pd)
+    return argv[argv.index(pd.module if sides and any(sides) else "sglang_router.launch_router") + 1 :]
 
 
 def test_each_group_of_the_recipe_is_its_side_with_the_prefills_bootstrap_port() -> None:
@@ -90,4 +97,41 @@ def test_the_real_router_reads_the_arguments_as_a_split(router_python: str) -> N
         [["http://127.0.0.1:5000", 8998]],
         ["http://127.0.0.1:5001"],
         "cache_aware",
+    ]
+
+
+def test_a_vllm_split_is_fronted_by_vllm_router_without_bootstrap_ports() -> None:
+    assert group_sides(load_recipe(VLLM_PD), [0, 1]) == (Side("prefill"), Side("decode"))
+    sides: list[Side | None] = [Side("prefill"), Side("decode")]
+    args = server_args("round_robin", sides, VLLM_PD_ROUTER)
+    assert args[:7] == [
+        "--vllm-pd-disaggregation",
+        "--prefill",
+        URLS[0],
+        "--decode",
+        URLS[1],
+        "--policy",
+        "round_robin",
+    ]
+    assert args[7:9] == ["--kv-connector", "nixl"] and args[9:] == server_args()[8:]
+
+
+def test_a_split_whose_kind_names_no_router_is_refused() -> None:
+    with pytest.raises(ValueError, match="the groups' kind names no router"):
+        spec("cache_aware", SIDES, None)
+
+
+def test_the_real_vllm_router_reads_the_arguments_as_a_split(vllm_router_python: str) -> None:
+    code = (
+        "import json, sys; from vllm_router.launch_router import parse_router_args as p; a = p(sys.argv[1:]); "
+        "print(json.dumps([a.vllm_pd_disaggregation, a.prefill_urls, a.decode_urls, a.policy, a.kv_connector]))"
+    )
+    args = server_args("round_robin", [Side("prefill"), Side("decode")], VLLM_PD_ROUTER)
+    answer = subprocess.run([vllm_router_python, "-c", code, *args], capture_output=True, text=True, check=True)
+    assert json.loads(answer.stdout) == [
+        True,
+        [["http://127.0.0.1:5000", None]],
+        ["http://127.0.0.1:5001"],
+        "round_robin",
+        "nixl",
     ]
