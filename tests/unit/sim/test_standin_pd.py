@@ -44,28 +44,24 @@ def _port() -> int:
 class Server:
     """A stand-in process and its output, read as it comes (a thread drains the pipe)."""
 
+    READY = "The server is fired up and ready to roll!"
+
     def __init__(self, model: Path, mode: str, *more: str, **env: str) -> None:
         self.port = _port()
-        environ = {
-            **os.environ,
-            "PYTHONPATH": str(ROOT),
-            "NVIDIA_VISIBLE_DEVICES": "0",
-            "HGXKIT_SIM_READY_DELAY_S": "0",
-            "HGXKIT_SIM_TTFT_LOG": os.devnull,
-            "HGXKIT_SIM_TTFT_BASE_MS": "5",
-            "HGXKIT_SIM_DECODE_STEP_MS": "1",
-            "HGXKIT_SIM_KV_POOL_GB_PER_RANK": "10",
-            **env,
-        }
+        environ = self.environ(HGXKIT_SIM_KV_POOL_GB_PER_RANK="10", **env)
         argv = ["serve", str(model), "--host", "127.0.0.1", "--port", str(self.port)]
         argv += ["--disaggregation-mode", mode, *more]
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "hgxkit.sim.standin.sglang", *argv],
-            env=environ,
-            text=True,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-        )
+        self.spawn([sys.executable, "-m", "hgxkit.sim.standin.sglang", *argv], environ)
+
+    @staticmethod
+    def environ(**env: str) -> dict[str, str]:
+        """The stand-in's environment: this one's, ready at once, fast simulated steps, then `env`."""
+        fast = {"HGXKIT_SIM_READY_DELAY_S": "0", "HGXKIT_SIM_TTFT_BASE_MS": "5", "HGXKIT_SIM_DECODE_STEP_MS": "1"}
+        here = {"PYTHONPATH": str(ROOT), "NVIDIA_VISIBLE_DEVICES": "0", "HGXKIT_SIM_TTFT_LOG": os.devnull}
+        return {**os.environ, **here, **fast, **env}
+
+    def spawn(self, argv: list[str], environ: dict[str, str]) -> None:
+        self.proc = subprocess.Popen(argv, env=environ, text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
         self.lines: list[str] = []
         self._reader = threading.Thread(target=lambda: self.lines.extend(self.proc.stdout or []), daemon=True)
         self._reader.start()
@@ -76,7 +72,7 @@ class Server:
 
     def wait_ready(self, seconds: float = 60) -> Server:
         deadline = time.monotonic() + seconds
-        while not any("The server is fired up and ready to roll!" in line for line in self.lines):
+        while not any(self.READY in line for line in self.lines):
             assert self.proc.poll() is None, "".join(self.lines)[-2000:]
             assert time.monotonic() < deadline, f"not ready in {seconds} s: {''.join(self.lines)[-2000:]}"
             time.sleep(0.05)
@@ -133,6 +129,28 @@ def pair(model: Path) -> Iterator[tuple[Server, Server, int]]:
     finally:
         prefill.stop()
         decode.stop()
+
+
+def chat_through_router(argv: list[str], port: int) -> dict[str, Any]:
+    """Start the real router (`argv`, listening on `port`), send one chat completion (max_tokens 5) through it once
+    it has registered its workers, stop it; the answer."""
+    router = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        body = {"model": "m", "messages": [{"role": "user", "content": "ba be"}], "max_tokens": 5}
+        deadline = time.monotonic() + 60
+        while True:  # the router refuses or answers 503 until it has checked and registered both workers
+            try:
+                status, raw = _call(f"http://127.0.0.1:{port}/v1/chat/completions", body, timeout=30)
+            except OSError:
+                status, raw = 0, b""
+            if status == 200 or time.monotonic() > deadline or router.poll() is not None:
+                break
+            time.sleep(0.2)
+        assert status == 200, raw
+        return json.loads(raw)
+    finally:
+        router.terminate()
+        router.wait(timeout=20)
 
 
 def _first_token_at(truth: dict[str, Any]) -> float:
@@ -222,23 +240,7 @@ def test_a_chat_completion_through_the_real_router(pair: tuple[Server, Server, i
     port = _port()
     argv = [python, "-m", "sglang_router.launch_router", "--pd-disaggregation", "--host", "127.0.0.1"]
     argv += ["--port", str(port), "--prefill", prefill.url, str(bootstrap), "--decode", decode.url]
-    router = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        body = {"model": "m", "messages": [{"role": "user", "content": "ba be"}], "max_tokens": 5}
-        deadline = time.monotonic() + 60
-        while True:  # the router answers 503 until it has checked and registered both workers
-            try:
-                status, raw = _call(f"http://127.0.0.1:{port}/v1/chat/completions", body, timeout=30)
-            except OSError:
-                status, raw = 0, b""
-            if status == 200 or time.monotonic() > deadline or router.poll() is not None:
-                break
-            time.sleep(0.2)
-        assert status == 200, raw
-        assert json.loads(raw)["usage"]["completion_tokens"] == 5
-    finally:
-        router.terminate()
-        router.wait(timeout=20)
+    assert chat_through_router(argv, port)["usage"]["completion_tokens"] == 5
     [d] = [t for t in decode.truths() if t["bootstrap_room"] is not None and t["output_tokens"] == 5]
     [p] = [t for t in prefill.truths() if t["bootstrap_room"] == d["bootstrap_room"]]
     assert p["output_tokens"] == 1 and _first_token_at(d) >= _first_token_at(p) - 1

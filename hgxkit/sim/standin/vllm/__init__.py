@@ -3,8 +3,9 @@
 Modules: `args` (parsing with vLLM's
 spelling rules), `miniyaml` (``--config`` files without PyYAML), `hfcache` (model resolution through the
 Hugging Face cache), `checks` (start-up refusals), `stats` (vLLM's statistics over the shared engine),
-`metrics` (Prometheus text), `server` (endpoints), `launcher` (start-up), `shim` (``vllm`` in an image),
-`inprocess` (a stand-in inside a Python process, for tests). Stdlib only, so a bare Debian ``python3`` runs it.
+`metrics` (Prometheus text), `server` (endpoints), `nixl` (prefill/decode over NIXL), `launcher` (start-up),
+`shim` (``vllm`` in an image), `inprocess` (a stand-in inside a Python process, for tests). Stdlib only, so a
+bare Debian ``python3`` runs it.
 
 Example:
     python3 -m hgxkit.sim.standin.vllm serve /models/tiny -tp 2 --port 8000

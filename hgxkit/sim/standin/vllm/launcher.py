@@ -28,7 +28,7 @@ from typing import IO
 
 from hgxkit.sim.standin.common.engine import LatencyModel, report_gpu_load
 from hgxkit.sim.standin.vllm import args as vargs
-from hgxkit.sim.standin.vllm import checks, cluster
+from hgxkit.sim.standin.vllm import checks, cluster, nixl
 from hgxkit.sim.standin.vllm.server import VERSION_DEFAULT, VllmApp, VllmServer, make_server
 from hgxkit.sim.standin.vllm.stats import VllmEngine
 
@@ -178,6 +178,9 @@ def prepare(
         except OSError as err:
             return _fail(log, checks.StartupError("OSError", f"[Errno {err.errno}] {err.strerror}"), "launcher.py")
     try:
+        problem = nixl.config_problem(ns.kv_transfer_config or {})
+        if problem:
+            raise checks.StartupError("ValueError", problem)
         facts = checks.resolve_model(ns, env)
         length = checks.max_model_len(ns, facts, env)
         gpus = checks.check_parallel(ns, facts, env)
@@ -209,6 +212,9 @@ def prepare(
     )
     if server is None:
         return None, 0.0
+    connector = _side_channel(ns, env, server, log)
+    if isinstance(connector, int):
+        return connector
     seed = int(ns.seed) if ns.seed is not None else 0
     model = LatencyModel.from_env(env, method, k if method else None, seed)
     max_running = int(ns.max_num_seqs or 1024)  # 0.33's default for H100/H200-class GPUs
@@ -229,8 +235,28 @@ def prepare(
         log_stats=not ns.disable_log_stats,
         per_request_metrics=bool(ns.enable_per_request_metrics),
         force_include_usage=bool(ns.enable_force_include_usage),
+        nixl=connector,
     )
     return server, model.ready_delay_s
+
+
+def _side_channel(
+    ns: argparse.Namespace, env: Mapping[str, str], server: VllmServer, log: Log
+) -> nixl.Nixl | int | None:
+    """NixlConnector's side channel, bound once the KV cache is registered (None without NIXL), or the exit status
+    when its port is taken: the engine core dies with ZMQ's error."""
+    connector = nixl.Nixl.from_config(ns.kv_transfer_config, env, int(ns.tensor_parallel_size or 1), 0)
+    if connector is None:
+        return None
+    try:
+        connector.bind()
+    except OSError:
+        server.server_close()
+        err = checks.StartupError("zmq.error.ZMQError", connector.bind_error())
+        log(f"EngineCore failed to start: {err}", "core.py:1043", "ERROR")
+        return _fail(log, err, "vllm/distributed/kv_transfer/kv_connector/v1/nixl_connector.py")
+    log(f"NIXL side channel on {connector.host}:{connector.port} (simulated)", "nixl_connector.py:0")
+    return connector
 
 
 def announce(server: VllmServer, log: Log) -> None:

@@ -38,6 +38,7 @@ from hgxkit.sim.standin.common.generation import run_request
 from hgxkit.sim.standin.common.httpbase import StandinHandler
 from hgxkit.sim.standin.common.tokens import WordTokenizer
 from hgxkit.sim.standin.vllm import metrics
+from hgxkit.sim.standin.vllm.nixl import Nixl, TransferError
 from hgxkit.sim.standin.vllm.stats import VllmEngine
 
 VERSION_DEFAULT = "0.33.0"
@@ -71,6 +72,7 @@ class VllmApp:
     log_stats: bool = True
     per_request_metrics: bool = False
     force_include_usage: bool = False
+    nixl: Nixl | None = None  # NixlConnector (--kv-transfer-config): prefill/decode over a simulated transfer
     started_at: float = field(default_factory=time.time)
     load: int = 0
 
@@ -287,9 +289,10 @@ class VllmHandler(StandinHandler):
         include_usage = app.force_include_usage or bool(options.get("include_usage"))
         continuous = app.force_include_usage or (include_usage and bool(options.get("continuous_usage_stats")))
         endpoint = "/v1/chat/completions" if chat else "/v1/completions"
+        remote_decode, pulled = self._kv_transfer(body)
         app.busy(+1)
         app.engine.hold_tokens(n_in)
-        pieces = run_request(app.engine, rid, endpoint, n_in, max_new, received, app.words)
+        pieces = run_request(app.engine, rid, endpoint, n_in, max_new, received, app.words, prefill=pulled)
         text, produced, finished, first = "", 0, False, True
         first_token_at = 0.0
         obj = "chat.completion.chunk" if chat else "text_completion"
@@ -340,7 +343,23 @@ class VllmHandler(StandinHandler):
             self._sse("[DONE]")
             self._end_stream()
             return
-        self._json(200, self._full_response(chat, head, text, usage, per_request))
+        doc = self._full_response(chat, head, text, usage, per_request)
+        if remote_decode and app.nixl is not None and finished:
+            doc["kv_transfer_params"] = app.nixl.hold(rid, n_in)  # the decode pulls these blocks
+        self._json(200, doc)
+
+    def _kv_transfer(self, body: dict[str, Any]) -> tuple[bool, Callable[[int], float] | None]:
+        """A NIXL request's part: (the prefill of a remote decode, the pull that replaces a remote prefill's
+        own prefill); a failed pull fails the request (nixl module doc)."""
+        params = body.get("kv_transfer_params")
+        if self.app.nixl is None or not isinstance(params, dict):
+            return False, None
+        if params.get("do_remote_prefill"):
+            try:
+                return False, self.app.nixl.pull(params)
+            except TransferError as err:
+                raise BadRequest(500, str(err), "InternalServerError") from None
+        return bool(params.get("do_remote_decode")), None
 
     @staticmethod
     def _stream_choice(chat: bool, delta: str, finish: str | None) -> dict[str, Any]:
