@@ -11,7 +11,8 @@ password in a URL, the variable `hgxkit.secrets` names for each other form. Ever
 `hgxkit.secrets.SECRET_PATTERNS`, the patterns the log and archive scrubber masks.
 
 As a source format of a post (`DOCKER_RUN`, see `formats`), a `docker run` is a server kept as written, a
-benchmark client, an interactive container later bare commands run in, or a job that is set aside;
+benchmark client, an interactive container (or one that idles: `sleep infinity`, `tail -f /dev/null`) later
+bare commands run in, or a job that is set aside;
 `DOCKER_IMAGES` notes the images `docker build` makes (refused: a node cannot pull them) and `docker tag` names.
 
 Example:
@@ -320,6 +321,8 @@ def _recipe_name(name: str | None, grouping: Grouping | None, docker: DockerSpec
 # --- the format: a post's `docker run` (and the `docker build`/`docker tag` that make its image) ---
 
 _SHELLS = frozenset({"bash", "sh", "zsh", "/bin/bash", "/bin/sh", "/usr/bin/bash", "/bin/zsh"})
+# A container kept alive doing nothing, for `docker exec` or the bare commands a post runs in it next: a shell too.
+_IDLE = frozenset({("sleep", "infinity"), ("sleep", "inf"), ("tail", "-f", "/dev/null")})
 
 
 class DockerRun:
@@ -355,10 +358,10 @@ class DockerRun:
             reading.benches.append((simple, client, words))
         elif role == "shell":
             reading.containers.append(Container(simple, run))
-            shown = f"{run.image} {' '.join(run.command)}".strip()
-            reading.said(
-                simple, "read", f"`docker run {shown}` (an interactive container; bare commands after it run inside it)"
-            )
+            idle = tuple(words) in _IDLE
+            shown = f"{run.image} {' '.join(words if idle else run.command)}".strip()
+            what = "a container that idles" if idle else "an interactive container"
+            reading.said(simple, "read", f"`docker run {shown}` ({what}; bare commands after it run inside it)")
         elif role == "job" and (rendered := rendered_head(simple, run, words)) is not None:
             node, launch = rendered
             reading.cluster.append(node)
@@ -583,6 +586,9 @@ def _container_role(run: ParsedRun, kind: str | None, where: str) -> tuple[str, 
     """What a `docker run` runs: (server | bench | shell | job | unknown, the container command, notes)."""
     words = list(run.command)
     entrypoint = _entrypoint(run)
+    program = [shell_value(entrypoint), *words] if entrypoint else words
+    if program and (posixpath.basename(program[0]), *program[1:]) in _IDLE:
+        return "shell", program, []
     if entrypoint is not None and posixpath.basename(shell_value(entrypoint)) in {
         posixpath.basename(s) for s in _SHELLS
     }:

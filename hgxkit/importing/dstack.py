@@ -15,7 +15,8 @@ own is refused (the recipe runs the image as it is). A service's replica groups 
 only the router, `sglang_router.launch_router`, is set aside), so a prefill/decode split is refused by the
 import's own rule. What changes nothing the container runs with (`model`, `probes`, `replicas`, `scaling`, a
 gateway) is set aside with a note; what a recipe cannot hold (local `files`/`repos`, a network volume, several
-nodes, a dev environment) is refused by name.
+nodes, a dev environment) is refused by name, and so are, before the commands are counted, another accelerator
+(`gpu: v5litepod-4`, `VLLM_TARGET_DEVICE=tpu`) and an engine hgxkit does not serve (`trtllm-serve`, its image).
 
 Example:
     >>> from hgxkit.importing.documents import load_documents, yaml_regions
@@ -36,7 +37,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from hgxkit.errors import InputError
-from hgxkit.importing.commands import Simple
+from hgxkit.importing.commands import Simple, unsupported_program
 from hgxkit.importing.documents import (
     LINE,
     LINES,
@@ -50,8 +51,10 @@ from hgxkit.importing.documents import (
     refused,
     take_document,
 )
+from hgxkit.importing.platform import ForeignSetup, foreign_in, message, shows_nvidia
 from hgxkit.importing.reading import Reading
 from hgxkit.importing.skypilot import installs, logical_lines
+from hgxkit.kinds import KINDS, UNSUPPORTED, python_program
 from hgxkit.recipe.nodes import HGX_GPUS
 from hgxkit.recipe.shellwords import split_words
 
@@ -134,6 +137,7 @@ class _Run:
         data = self.data
         if data["type"] == "dev-environment":
             raise InputError(f"{self.where('type')}: type: dev-environment: a dstack IDE, not a server")
+        self._named()
         for key, why in _REFUSED.items():
             if key in data:
                 raise InputError(f"{self.where(key)}: {key}: {why}")
@@ -155,6 +159,28 @@ class _Run:
             else:
                 out.append(self._simple({**data, **group}, list(self.notes)))
         return out
+
+    def _named(self) -> None:
+        """Refuse by name a file for another accelerator (its resources, environment or installs) or an engine
+        hgxkit does not serve (its image or program), before its commands are counted: setup steps around such a
+        server would otherwise be refused as several commands, which says nothing of why it cannot be served."""
+        first = self.document.first
+        lines = list(self.document.post.lines[first - 1 : self.document.last])
+        code = [(n, line) for n, line in enumerate(lines, first) if not line.lstrip().startswith("#")]
+        if not shows_nvidia(lines):
+            for number, line in code:
+                if (found := foreign_in(line)) is not None:
+                    raise ForeignSetup(message(self.document.where(number), found))
+        served = " and ".join(k.title for k in KINDS.values())
+        for number, line in code:
+            launched = unsupported_program(python_program(re.sub(r"^\s*-\s+", "", line).split()))
+            hinted = next((o for o in UNSUPPORTED if o.hinted_by(line)), None)
+            other = launched or hinted
+            if other is not None and not other.hardware:
+                raise InputError(
+                    f"{self.document.where(number)}: {other.title} ({other.name}) is not supported: "
+                    f"{other.remedy or f'hgxkit serves {served}'}"
+                )
 
     def _simple(self, spec: dict, notes: list[str]) -> Simple:
         words = self._words(spec, notes)

@@ -1,5 +1,6 @@
-"""A Helm chart's values file (the vLLM production-stack's, llm-d's modelservice's) known by its shape and refused
-by name: the chart's templates write the server command, which the values file does not hold.
+"""A Helm chart's values file (the vLLM production-stack's, llm-d's modelservice's, or any other chart's: a model
+key beside a pod's `nvidia.com/gpu` request or a replica count) known by its shape and refused by name: the chart's
+templates write the server command, which the values file does not hold.
 
 The way out is the chart's own output: `helm template RELEASE CHART -f VALUES` renders the Deployments (or
 LeaderWorkerSets) the chart would apply, and those manifests import (see `kubernetes`).
@@ -77,4 +78,15 @@ def _chart(data: Any) -> tuple[str, str, tuple[str, ...], str] | None:
     for chart in _CHARTS:
         if all(any(k in data for k in key.split("|")) for key in chart[2]):
             return chart
+    model = next((k for k in data if isinstance(k, str) and "model" in k.lower()), None)
+    if model is not None and (_asks_gpus(data.get("resources")) or "replicaCount" in data):
+        # Any other chart's values: a model key beside a pod's GPU request (or replica count), and no command.
+        return ("a chart hgxkit has no reader for", "CHART", (model, "resources"), model)
     return None
+
+
+def _asks_gpus(resources: Any) -> bool:
+    """Whether a values file's `resources` (a pod's limits/requests) ask for NVIDIA GPUs."""
+    if not isinstance(resources, dict):
+        return False
+    return any(isinstance(v, dict) and "nvidia.com/gpu" in v for v in resources.values())

@@ -87,6 +87,8 @@ _ASCEND_ENV = re.compile(r"^(?:HCCL_|ASCEND_)")
 _WINDOWS_MOUNT = re.compile(r"(?:-v|--volume|--mount)[=\s]+[\"']?(?:[^\s\"']*?(?:source|src)=)?([A-Za-z]:\\[^\s\"':]*)")
 # A mount's host side the node's shell or working directory decides: `~`, `~/x`, `.`, `./x`, `../x`.
 _RELATIVE_SOURCE = re.compile(r"(?:~|\.\.?)(?:/|$)")
+# An image given by its ID (`docker images`' IMAGE ID, short or full, or its digest form): it names one host's copy.
+_IMAGE_ID = re.compile(r"(?:sha256:)?(?:[0-9a-f]{12}|[0-9a-f]{64})")
 
 
 @dataclass(frozen=True)
@@ -442,6 +444,11 @@ class _Importer:
                 f"{simple.where()}: the image {shell_value(image)} is a variable the post does not set; "
                 "give --image REF"
             )
+        if _IMAGE_ID.fullmatch(image):
+            raise InputError(
+                f"{simple.where()}: the image {image} is a local image ID (as `docker images` lists it), which a node "
+                "cannot pull: give --image REF, the repository:tag that ID was pulled as"
+            )
         return replace(run, image=image)
 
     def _based(self, run: ParsedRun, server: Candidate, notes: list[str]) -> ParsedRun:
@@ -728,11 +735,36 @@ def _unended(simple: Simple) -> None:
     if command.unended is None or simple.kind not in _TAKEN_KINDS:
         return
     line, column, word = command.unended
+    _named_apart(command.post, command.first, line)
     raise InputError(
         f"{command.post.name}: line {line}, column {column}: {word!r} follows the command at line {command.first} "
         f"(ended at line {command.last} without a trailing backslash): a continuation backslash may be missing "
         "(or a line wrap split a word); add it or rejoin the lines, or put a blank line between them if they are apart"
     )
+
+
+def _named_apart(post: PostFile, first: int, orphan: int) -> None:
+    """Refuse by name a command whose lines lost their backslashes (a rendered page's one option per line) when
+    those lines show another accelerator or an engine hgxkit does not serve: what the post runs says more than the
+    missing backslash, which fixing would only lead to the same refusal. The lines run from `first` to the blank
+    line, fence or comment that ends the paragraph."""
+    last = orphan
+    while last < len(post.clean) and post.clean[last].strip() and post.fences[last] == post.fences[first - 1]:
+        last += 1
+    lines = post.clean[first - 1 : last]
+    if not shows_nvidia(post.clean):
+        for number, line in enumerate(lines, first):
+            found = foreign_in(line)
+            if found is not None:
+                raise ForeignSetup(message(f"{post.name}:{number}", found))
+    for number, line in enumerate(lines, first):
+        other = next((o for o in UNSUPPORTED if not o.hardware and o.hinted_by(line)), None)
+        if other is not None:
+            served = other.remedy or f"hgxkit serves {' and '.join(k.title for k in KINDS.values())}"
+            raise InputError(
+                f"{post.name}:{number}: {other.title} ({other.name}) is not supported: {served} (lines {first}-"
+                f"{last} are one command that lost its continuation backslashes)"
+            )
 
 
 def _placeholders(simple: Simple, *, angled_only: bool = False) -> None:

@@ -45,7 +45,8 @@ _SIGNS: tuple[tuple[str, re.Pattern[str]], ...] = (
         "Google TPU",
         re.compile(
             r"--device[= ]+tpu\b|\bTPU_[A-Z_]+\b|\blibtpu\b|\bvllm/vllm-tpu\S*|(?<![\w/-])vllm-tpu(?![\w-])"
-            r"|\bgoogle\.com/tpu\b|\bDockerfile\.tpu\b|\bcloud\.google\.com/gke-tpu\S*"
+            r"|\bgoogle\.com/tpu\b|\bDockerfile\.tpu\b|\bcloud\.google\.com/gke-tpu\S*|\bVLLM_TARGET_DEVICE=tpu\b"
+            r"|\btorch_xla\[tpu\]|\bgpu: *v\d(?:e|p|litepod)-\d+\b"
         ),
     ),
     (

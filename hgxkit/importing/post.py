@@ -373,7 +373,11 @@ def _unended(post: PostFile, command: Command, index: int) -> tuple[int, int, st
     continuation, so a backslash was probably lost: it starts with a `--flag`/`-f`, or is indented deeper than
     the command's first line, or is one word that does not start a command, continued by its own backslash
     (`lmsysorg/sglang:latest \\`), or is the rest of a line a terminal wrapped (`_wrapped`). Blank lines,
-    fences and comments end a command for certain."""
+    fences and comments end a command for certain, but in a command double-spaced by its page (a blank line read
+    between its continuation lines) the line after a blank one is the one that may continue it."""
+    spaced = any(not post.clean[n].strip() for n in range(command.first, command.last))
+    if spaced and not post.clean[index].strip() and index + 1 < len(post.clean):
+        index += 1
     text = post.clean[index]
     body = text.strip()
     if not body or body.startswith("#") or post.fences[index] != post.fences[command.first - 1]:
