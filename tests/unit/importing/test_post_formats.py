@@ -54,7 +54,7 @@ def test_index_lists_every_file_and_counts_by_format() -> None:
         "vllm data parallel": 2,
         "skypilot": 5,
         "dstack": 6,
-        "helm values": 4,
+        "helm values": 6,
     }
     assert Counter(entry["expect"] for entry in INDEX) == {"import": 21, "refuse": 47}
     # a file at a commit, or an issue or pull request thread (the post is its text)
