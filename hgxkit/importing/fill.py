@@ -29,9 +29,11 @@ from hgxkit.errors import InputError
 from hgxkit.importing.commands import PLACEHOLDER
 
 # Values a post leaves for the reader to fill in: `YOUR_MODEL`, `/path/to/model` (a `$YOUR_…` is a variable),
-# `{your model directory}`.
+# `{your model directory}`; a run of x standing for a value the poster hid (`--host xxxxxxx`, `x.x.x.x`).
 BRACED = re.compile(r"(?<![$\w])\{(?:[Yy]our|YOUR|[Mm]y)\b[^{}\n\"']{0,60}\}")
-FILL_IN = re.compile(r"(?<![\w${])YOUR_\w+|(?<![\w.])/path/to/[^\s:,\"']*")
+FILL_IN = re.compile(
+    r"(?<![\w${])YOUR_\w+|(?<![\w.])/path/to/[^\s:,\"']*|(?<![\w.-])(?:x{4,}|X{4,}|x\.x\.x\.x)(?![\w.-])"
+)
 # A value written as an upper-case name (a script's `model=MODEL_PATH`): left for the reader, not a repository.
 NAMED_BLANK = re.compile(r"[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+|MODEL")
 # A value that stays one shell word with the meaning it is written with.

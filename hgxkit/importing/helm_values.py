@@ -33,6 +33,8 @@ _CHARTS = (
         ("modelArtifacts", "decode|prefill"),
         "modelArtifacts",
     ),
+    # KubeAI's models chart: a catalog of Model resources (url, engine, resourceProfile), each enabled or not
+    ("the KubeAI models chart", "kubeai/models", ("catalog",), "catalog"),
 )
 
 

@@ -212,6 +212,12 @@ def _pods(document: Document, runtimes: dict[str, Document]) -> list[_PodSpec]:
             "image and command from its LLMInferenceServiceConfig presets, not this manifest; import the "
             "Deployment it creates (kubectl get deployment -o yaml)"
         )
+    elif kind == "RayService":  # KubeRay: Ray Serve applications, which start the engine from Python code
+        raise InputError(
+            f"{document.where(data.get(LINE))}: RayService {name}: a Ray Serve application ({_ray_imports(spec)}) "
+            "starts the engine from its Python code, not from a command this manifest holds; hgxkit deploys "
+            "SGLang and vLLM from their own commands: import the `vllm serve` or `sglang serve` command instead"
+        )
     elif kind == "DisaggregatedSet":  # LWS's prefill and decode roles, each a LeaderWorkerSet
         roles = ", ".join(str(r.get("name")) for r in spec.get("roles") or [] if isinstance(r, dict))
         raise InputError(
@@ -224,6 +230,13 @@ def _pods(document: Document, runtimes: dict[str, Document]) -> list[_PodSpec]:
         item.update({"__name__": name, "__kind__": kind, **{f"__{k}__": v for k, v in context.items()}})
         out.append(item)
     return out
+
+
+def _ray_imports(spec: dict) -> str:
+    """`import_path` of a RayService's first Serve application, as its serveConfigV2 text writes it."""
+    config = spec.get("serveConfigV2") or spec.get("serveConfig") or ""
+    found = re.search(r"import_path:\s*(\S+)", config) if isinstance(config, str) else None
+    return f"import_path {found.group(1)}" if found else "serveConfigV2"
 
 
 def _predictor(document: Document, predictor: dict, runtimes: dict[str, Document]) -> tuple[dict, dict]:

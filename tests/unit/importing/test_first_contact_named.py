@@ -1,7 +1,9 @@
 """Classes of import failure found by reading new posts first (tests/fixtures/posts 124-130, formats e04-e06 and
 h03-h04): a container that idles and the launch run in it, an image given by its ID, a command whose lines lost
 their backslashes that is for another engine or accelerator, a dstack file's engine or platform behind its setup
-steps, a values file of a Helm chart hgxkit has no reader for, and a lost backslash in a double-spaced command."""
+steps, a values file of a Helm chart hgxkit has no reader for, and a lost backslash in a double-spaced command;
+then from posts 131-139 and formats h05-h06: a command shown for Ascend only by vllm-ascend's config keys, a value
+hidden as a run of x, a KubeRay RayService, KubeAI's models catalog."""
 
 from __future__ import annotations
 
@@ -116,3 +118,63 @@ def test_a_lost_backslash_in_a_double_spaced_command_is_refused_not_dropped() ->
     assert "'--enforce-eager' follows the command" in _refusal(spaced)
     whole = spaced.replace("org/m\n", "org/m \\\n")
     assert _import(whole).recipe.server.has("--enforce-eager")
+
+
+@pytest.mark.parametrize(
+    "option",
+    [
+        """--additional-config '{"ascend_compilation_config": {"fuse_norm_quant": false}}'""",
+        """--additional-config '{"torchair_graph_config": {"enabled": true}}'""",
+        "--device npu",
+    ],
+)
+def test_a_command_shown_for_ascend_only_by_its_config_keys_is_refused_by_name(option: str) -> None:
+    message = _refusal(f"vllm serve org/m \\\n  --tensor-parallel-size 2 \\\n  {option}\n")
+    assert message.startswith("post.md:3: ") and "Huawei Ascend" in message
+
+
+@pytest.mark.parametrize("value", ["xxxxxxx", "XXXX", "x.x.x.x"])
+def test_a_value_the_poster_hid_as_a_run_of_x_is_refused_with_fill_as_the_way_out(value: str) -> None:
+    post = f"sglang serve --tp-size 2 --model-path org/m --host {value} --port 40040\n"
+    message = _refusal(post)
+    assert f"line 1, column 52: {value} is a placeholder (the value of --host)" in message
+    assert f"--fill '{value}=VALUE'" in message
+    recipe = _import(post, fill=((value, "0.0.0.0"),)).recipe  # the way out the refusal gives
+    assert recipe.server.flag("--host") == "0.0.0.0"
+
+
+RAY_SERVICE = """```
+apiVersion: ray.io/v1
+kind: RayService
+metadata:
+  name: llama-3-8b
+spec:
+  serveConfigV2: |
+    applications:
+    - name: llm
+      import_path:  ray-operator.config.samples.vllm.serve:model
+  rayClusterConfig:
+    headGroupSpec:
+      template:
+        spec:
+          containers:
+          - name: ray-head
+            image: rayproject/ray-ml:2.33.0.914af0-py311
+```
+"""
+
+
+def test_a_ray_service_is_refused_as_a_ray_serve_application_naming_its_import_path() -> None:
+    message = _refusal(RAY_SERVICE)
+    assert message.startswith("post.md:2: RayService llama-3-8b: a Ray Serve application")
+    assert "import_path ray-operator.config.samples.vllm.serve:model" in message
+
+
+def test_a_kubeai_models_catalog_is_named_as_helm_values_before_a_cpu_entry_in_it() -> None:
+    catalog = (
+        "catalog:\n  llama-cpu:\n    enabled: false\n    url: hf://org/m\n    engine: VLLM\n"
+        '    resourceProfile: cpu:6\n    env:\n      VLLM_CPU_KVCACHE_SPACE: "4"\n'
+    )
+    message = _refusal(catalog, "values.yaml")
+    assert message.startswith("values.yaml:1: a Helm values file of the KubeAI models chart (catalog)")
+    assert "helm template RELEASE kubeai/models -f values.yaml" in message

@@ -372,7 +372,7 @@ def test_a_sentence_continuing_after_inline_code_is_not_a_lost_continuation() ->
 def test_every_corpus_refusal_names_its_line_and_column_unless_the_post_has_no_server() -> None:
     unplaced = []
     for number, entry in sorted(ENTRIES.items()):
-        if entry["expect"] != "refuse":
+        if entry["expect"] != "refuse" or "gap" in entry:  # a gap's wrong refusal is recorded in the index
             continue
         with pytest.raises(ImportRefused) as caught:
             import_post([(entry["file"], (POSTS / entry["file"]).read_text())], ImportOptions(pick=PICKS.get(number)))
@@ -382,4 +382,4 @@ def test_every_corpus_refusal_names_its_line_and_column_unless_the_post_has_no_s
             assert "no serving command found" in refused.message, refused.message
         else:
             assert refused.place[0] == entry["file"] and refused.place[1] >= 1 and refused.place[2] >= 1
-    assert len(unplaced) <= 4  # 055, 057, 063, 073: nothing in the file serves
+    assert len(unplaced) <= 5  # 055, 057, 063, 073, 139: nothing in the file serves

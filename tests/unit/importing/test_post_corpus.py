@@ -89,6 +89,7 @@ REFUSALS.update({number: entry["refusal"] for number, entry in ENTRIES.items() i
 PROMPTS = {
     "007": r"^\$ ",  # `$ ` prompt
     "015": r"^\[root@node1 ~\]# ",
+    "136": r"^\(vllm\) cheng@cheng:~\$ ",
     "046": r"```,?",  # the command is written inline between ``` fences
     "091": r"`",  # the command is inline code
     "051": r"^> ",  # a quoted reply: every line starts with `> `
@@ -181,7 +182,14 @@ def test_every_snippet_is_in_the_index() -> None:
     assert set(REFUSALS) == {n for n, e in ENTRIES.items() if e["expect"] == "refuse"}
 
 
-@pytest.mark.parametrize("number", sorted(n for n, e in ENTRIES.items() if e["expect"] == "refuse"))
+def _refused(number: str) -> object:
+    """A refused post's parameter; one whose index entry names a `gap` (a refusal that first contact found
+    giving the wrong reason, not fixed yet) must still fail, so fixing it flips the test."""
+    gap = ENTRIES[number].get("gap")
+    return pytest.param(number, marks=pytest.mark.xfail(strict=True, reason=gap)) if gap else number
+
+
+@pytest.mark.parametrize("number", [_refused(n) for n, e in sorted(ENTRIES.items()) if e["expect"] == "refuse"])
 def test_refused_snippets_say_why_in_one_line(number: str) -> None:
     with pytest.raises(InputError) as caught:
         imported(number)
@@ -323,7 +331,7 @@ def _head(posted: list[str]) -> str:
     return value.rsplit(":", 1)[0] or "10.0.0.1"
 
 
-BARE = [n for n in IMPORTED if n not in DOCKER_RUNS]
+BARE = [n for n in IMPORTED if n not in DOCKER_RUNS and ENTRIES[n]["kinds"][0] != "compose"]  # compose: named fields
 
 
 @pytest.mark.parametrize("number", BARE)

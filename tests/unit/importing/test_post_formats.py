@@ -56,7 +56,7 @@ def test_index_lists_every_file_and_counts_by_format() -> None:
         "dstack": 6,
         "helm values": 6,
     }
-    assert Counter(entry["expect"] for entry in INDEX) == {"import": 21, "refuse": 47}
+    assert Counter(entry["expect"] for entry in INDEX) == {"import": 21, "refuse": 49}
     # a file at a commit, or an issue or pull request thread (the post is its text)
     assert all(
         re.match(r"https://github\.com/[^/]+/[^/]+/(?:blob/[0-9a-f]{40}/|issues/\d+$|pull/\d+$)", entry["source"])
