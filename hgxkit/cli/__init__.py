@@ -11,25 +11,24 @@ Examples:
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 from collections.abc import Sequence
 
 from hgxkit import __version__
 from hgxkit.errors import HgxkitError
 
+# Each command group's module, in the order `hgxkit --help` lists them.
+GROUPS = ("recipe", "sim", "results", "doctor", "verify", "bundle")
 
-def build_parser() -> argparse.ArgumentParser:
-    """Build the top-level parser; each subsystem adds its own sub-commands via `register`."""
+
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """Build the top-level parser; each subsystem adds its own sub-commands via `register`. With `only` (a group
+    the command line names) that group alone is registered: a command imports its own subsystem, not every
+    other one's (numpy, jsonschema and the Docker SDK among them), which `hgxkit sim ssh` in a loop pays for."""
     # Imported here so `hgxkit --version` stays fast and a broken subsystem names itself on use. The sim group
     # registers with the standard library alone (a controller installs hgxkit without the `sim` extra); its
     # handlers import the simulation when a sim command runs (tests/unit/project/test_controller_install.py).
-    from hgxkit.cli import bundle as bundle_cli
-    from hgxkit.cli import doctor as doctor_cli
-    from hgxkit.cli import recipe as recipe_cli
-    from hgxkit.cli import results as results_cli
-    from hgxkit.cli import verify as verify_cli
-    from hgxkit.sim import cli as sim_cli  # the one place outside the simulator that imports it
-
     parser = argparse.ArgumentParser(
         prog="hgxkit",
         description=__doc__,
@@ -38,19 +37,29 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"hgxkit {__version__}")
     groups = parser.add_subparsers(dest="group", metavar="COMMAND")
     groups.required = True
-    recipe_cli.register(groups)
-    sim_cli.register(groups)
-    results_cli.register(groups)
-    doctor_cli.register(groups)
-    verify_cli.register(groups)
-    bundle_cli.register(groups, simulated_sources=sim_cli.bundle_sources)
+    for name in GROUPS if only not in GROUPS else (only,):
+        _register(name, groups)
     return parser
+
+
+def _register(name: str, groups: argparse._SubParsersAction) -> None:
+    from hgxkit.sim import cli as sim_cli  # the one place outside the simulator that imports it
+
+    if name == "sim":
+        sim_cli.register(groups)
+    elif name == "bundle":
+        from hgxkit.cli import bundle as bundle_cli
+
+        bundle_cli.register(groups, simulated_sources=sim_cli.bundle_sources)
+    else:
+        importlib.import_module(f"hgxkit.cli.{name}").register(groups)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; return the process exit status (0 ok, 1 failure, 2 bad input)."""
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    words = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser(words[0] if words and not words[0].startswith("-") else None)
+    args = parser.parse_args(words)
     try:
         return int(args.handler(args) or 0)
     except HgxkitError as err:

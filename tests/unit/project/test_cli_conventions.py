@@ -216,3 +216,21 @@ def test_every_schema_file_ships_in_the_wheel() -> None:
         package = ".".join(package_dir.relative_to(ROOT).parts)
         relative = path.relative_to(package_dir).as_posix()
         assert any(fnmatch(relative, glob) for glob in package_data.get(package, [])), f"{relative} of {package}"
+
+
+def test_a_command_imports_its_own_group_alone_and_help_lists_every_group() -> None:
+    """`hgxkit sim ssh` (run in loops by the end-to-end tests and the inventory) pays for its own subsystem only."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; from hgxkit.cli import build_parser; build_parser('sim'); "
+        "print(sorted(m for m in ('numpy', 'jsonschema', 'hgxkit.cli.recipe', 'hgxkit.cli.results') if m in sys.modules))"
+    )
+    shown = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert shown == "[]\n"
+    groups = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    assert list(groups.choices) == ["recipe", "sim", "results", "doctor", "verify", "bundle"]
+    with pytest.raises(SystemExit) as exited:
+        main(["sim", "ssh"])  # the group alone still parses and refuses as the whole tree does
+    assert exited.value.code == 2
