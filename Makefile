@@ -66,14 +66,15 @@ unit: venv
 
 ## check: the inner loop in under 3 minutes: lint, the source rules and the unit tests in 4 workers side by side
 ## (most of their time is spent waiting on subprocesses and sockets); the packaging tests (`-m install`, a wheel
-## into a fresh venv) and the regeneration of the engines' option tables from their packages (`-m pins`, which
-## changes only with the pins) are left to `make test`
+## into a fresh venv), the regeneration of the engines' option tables from their packages (`-m pins`, which
+## changes only with the pins) and the tests that run the engines' real clients from the client store (`-m client`:
+## each imports torch, about 8 CPU s) are left to `make test`
 check: venv
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/python tools/long_functions.py
 	$(BIN)/python tools/modmap.py --check
-	$(BIN)/python -m pytest -q -n 4 -m "not install and not pins" tests/unit
+	$(BIN)/python -m pytest -q -n 4 -m "not install and not pins and not client" tests/unit
 
 ## test-stressed: `make test`'s suite with the host under the soak's CPU and I/O stress (STRESS, below): no test may
 ## need a quiet machine. Ends with one line: the suite's result, its time, the stress and the load averages seen.

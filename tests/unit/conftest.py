@@ -25,6 +25,17 @@ from hgxkit.sim.standin.sglang.server import StubApp, StubServer, make_server
 # finds only in folders on sys.path.
 sys.path[:0] = sorted(str(d) for d in Path(__file__).parent.iterdir() if d.is_dir() and not d.name.startswith("_"))
 
+# Fixtures that run the engines' real benchmark clients or parsers from the client store: each process imports
+# torch and transformers (about 8 CPU s), so these tests are marked `client` and `make check` leaves them to `make test`.
+REAL_CLIENT_FIXTURES = frozenset({"client_venv", "client_python", "vllm_cli", "real_vllm_python"})
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if REAL_CLIENT_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.client)
+
+
 FAST = {
     "HGXKIT_SIM_TTFT_BASE_MS": "20",
     "HGXKIT_SIM_PREFILL_US_PER_TOKEN": "4",
