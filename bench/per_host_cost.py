@@ -13,6 +13,10 @@ through bench/counted_pyinfra.py, and prints medians of:
   node CPU s/no-op       each node container's CPU cgroup (cpuacct.usage, or cpu.stat on cgroup v2) over the
                          run, less that node's idle rate (measured just before, same length) -- what the run
                          made the node do: sshd, the commands, dockerd answering them
+    less remote stand-ins  the same less what the node's stand-ins for remote services used meanwhile (the Hub
+                         answering which commit a branch is, the apt repository, the registry mirror: on a
+                         real site huggingface.co's, NVIDIA's and the registry's CPU, not the node's), read
+                         from the host's /proc for their processes (clock ticks: 10 ms steps per node)
   round trips/host       SSH exec channels (pyinfra's and hgxkit's run-lock holder's) + SFTP transfers to each host
   wall s                 the whole run
 and their ratios to the minimal deploy. Then, on the largest cluster, each deploy's controller CPU for all its
@@ -79,6 +83,31 @@ def cgroup_cpu_s(container_id: str) -> float:
     sys.exit(f"no CPU cgroup found for container {container_id[:12]}")
 
 
+# Processes of a simulated node that stand in for services a real node reaches over the network (the Hub, NVIDIA's
+# apt repository, a registry mirror): their CPU is the remote side's, which a real node does not spend.
+REMOTE_STANDINS = re.compile(r"-m hgxkit\.sim\.hub |-m http\.server .*/srv/hgxkit-sim-repo|docker-registry serve")
+
+
+def remote_standin_pids(container_id: str) -> list[int]:
+    """Host PIDs of the container's processes that stand in for remote services (`REMOTE_STANDINS`)."""
+    out = subprocess.run(
+        ["docker", "top", container_id, "-eo", "pid,args"], capture_output=True, text=True, check=False
+    ).stdout
+    return [int(line.split()[0]) for line in out.splitlines()[1:] if REMOTE_STANDINS.search(line)]
+
+
+def process_cpu_s(pids: list[int]) -> float:
+    """CPU seconds the processes (and their waited-for children) have used, from the host's /proc."""
+    total = 0
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += sum(int(v) for v in fields[11:15])  # utime stime cutime cstime, in clock ticks
+    return total / os.sysconf("SC_CLK_TCK")
+
+
 def run(cluster: str, deploy: str, *data: str, profile: str | None = None, limit: str | None = None) -> dict:
     """One pyinfra run through counted_pyinfra.py; its counts, CPU, wall time and the nodes' CPU. `limit`: only
     that inventory host (pyinfra's --limit; the inventory, recipe and imports are the same as for all)."""
@@ -99,12 +128,15 @@ def run(cluster: str, deploy: str, *data: str, profile: str | None = None, limit
             argv += ["--data", item]
         if limit:
             argv += ["--limit", limit]
+        standins = {cid: remote_standin_pids(cid) for cid in ids}
         idle = _idle_rates(ids, 2.0)
         before = {cid: cgroup_cpu_s(cid) for cid in ids}
+        remote_before = {cid: process_cpu_s(standins[cid]) for cid in ids}
         start = time.perf_counter()
         result = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, check=False)
         wall = time.perf_counter() - start
         node_cpu = [cgroup_cpu_s(cid) - before[cid] - idle[cid] * wall for cid in ids]
+        remote = [process_cpu_s(standins[cid]) - remote_before[cid] for cid in ids]
         log = result.stdout + result.stderr
         if result.returncode != 0:
             sys.exit(f"{deploy} failed on cluster {cluster}:\n{log[-3000:]}")
@@ -115,6 +147,7 @@ def run(cluster: str, deploy: str, *data: str, profile: str | None = None, limit
         "cpu_host": counts["cpu_s"] / len(ids),
         "cpu": counts["cpu_s"],
         "node_cpu": statistics.mean(node_cpu),
+        "node_cpu_own": statistics.mean(n - r for n, r in zip(node_cpu, remote, strict=True)),
         "trips": statistics.mean(trips) if trips else 0.0,
         "changed": changed_ops(log),
         "commands": counts.get("commands", []),
@@ -158,6 +191,7 @@ def changed_ops(log: str) -> int:
 METRICS = (
     ("cpu_host", "controller CPU s/host", 3),
     ("node_cpu", "node CPU s/no-op", 3),
+    ("node_cpu_own", "  less remote stand-ins", 3),
     ("trips", "round trips/host", 1),
     ("wall", "wall s", 2),
 )
