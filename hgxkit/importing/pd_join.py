@@ -34,7 +34,7 @@ def side_flags(kind: ServerKind) -> frozenset[str]:
     split = kind.prefill_decode
     if split is None or kind.disaggregation is None:
         return frozenset()
-    return frozenset({kind.disaggregation[0], split.bootstrap_flag})
+    return frozenset(f for f in (kind.disaggregation[0], split.bootstrap_flag) if f is not None)
 
 
 def split_side_flags(servers: Sequence[ServerCommand]) -> tuple[ServerCommand, Own]:
