@@ -63,14 +63,21 @@ class Knobs:
     @classmethod
     def from_host(cls: type[K], host: Any) -> K:
         """Every knob of this class for `host`: its inventory or `--data` value, cast to the field's type, else
-        the default. A value of None keeps the default unless the type allows None."""
+        the default. A value of None keeps the default unless the type allows None. Read once per host and class
+        while pyinfra plans (nothing changes a host's data then; each read walks every inventory group)."""
+        memo = _planning_memo(host)
+        if memo is not None and cls in memo:
+            return memo[cls]
         values = {}
         for name, kind in _types(cls).items():
             raw = host.data.get(name, _ABSENT)
             if raw is _ABSENT or (raw is None and not _allows_none(kind)):
                 continue
             values[name] = cast_knob(name, raw, kind)
-        return cls(**values)
+        knobs = cls(**values)
+        if memo is not None:
+            memo[cls] = knobs
+        return knobs
 
     @classmethod
     def defaults(cls) -> dict[str, Any]:
@@ -93,6 +100,22 @@ class Knobs:
             lines = textwrap.wrap(text, 116 - width) or [""]
             blocks.append("\n".join([f"{name:<{width}}{lines[0]}", *(" " * width + line for line in lines[1:])]))
         return "\n".join(blocks)
+
+
+def _planning_memo(host: Any) -> dict | None:
+    """The host's kept knob objects while pyinfra plans it (kept on the host itself, as hgxkit.planfacts keeps
+    facts: pyinfra's `host` proxy is shared by every host's plan); None at any other time."""
+    stage = getattr(getattr(host, "state", None), "current_stage", None)
+    if getattr(stage, "name", None) != "Prepare":
+        return None
+    memo = getattr(host, _KNOBS_MEMO, None)
+    if memo is None:
+        memo = {}
+        setattr(host, _KNOBS_MEMO, memo)
+    return memo
+
+
+_KNOBS_MEMO = "_hgxkit_plan_knobs"
 
 
 def _default_of(f: Field) -> Any:
@@ -360,9 +383,11 @@ def ssh_hostname(host: Any) -> str | None:
     return str(value) if value else None
 
 
+@cache
 def pyinfra_data_names() -> tuple[frozenset[str], tuple[str, ...]]:
     """The data keys pyinfra itself reads: its operation arguments (`_sudo`, `_env`, ...) and its connectors'
-    keys (`ssh_user`, ...), and the prefix of each connector (`docker_`, `chroot_`, ...) whose keys it sets."""
+    keys (`ssh_user`, ...), and the prefix of each connector (`docker_`, `chroot_`, ...) whose keys it sets.
+    Once per process: the connectors come from the installed packages' entry points (~10 ms to scan)."""
     from pyinfra.api.arguments import all_argument_meta
     from pyinfra.api.connectors import get_all_connectors
 

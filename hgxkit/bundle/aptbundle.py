@@ -26,10 +26,10 @@ from pathlib import Path
 
 from hgxkit.bundle import signedrelease
 from hgxkit.bundle.debversion import Relation, newest, parse_relations
+from hgxkit.bundle.manifest import KEY_FILE
 from hgxkit.errors import HgxkitError
 
 TOOLS = {"apt-ftparchive": "apt-utils", "gpg": "gpg", "gpgv": "gpgv", "dpkg": "dpkg"}
-KEY_FILE = "bundle-key.asc"
 GPG_UNATTENDED = ("--batch", "--yes", "--pinentry-mode", "loopback", "--passphrase", "")  # no agent prompt
 
 

@@ -36,6 +36,7 @@ from typing import Any
 MANIFEST = "bundle.json"
 SIGNATURE = "bundle.json.sig"  # detached signature of bundle.json by the bundle key (binary, for gpgv)
 KEYRING = "apt/bundle-key.gpg"  # the bundle key's public part as a keyring gpgv and apt read
+KEY_FILE = "bundle-key.asc"  # the same key, armoured, under apt/: the nodes' apt source names it
 SCHEMA_VERSION = 1
 BUFFER = 1 << 20
 DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW  # a directory of the bundle, never through a symlink

@@ -34,7 +34,7 @@ from pyinfra.api.exceptions import DeployError
 from pyinfra.operations import files, python, server
 
 from hgxkit.bundle import manifest
-from hgxkit.bundle.aptbundle import KEY_FILE
+from hgxkit.bundle.manifest import KEY_FILE
 from hgxkit.errors import HgxkitError
 from hgxkit.hostcmd import HostRunner, argv, script
 from hgxkit.knobs import knob

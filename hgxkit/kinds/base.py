@@ -13,11 +13,13 @@ import json
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from hgxkit.kinds.lengths import Draw, Rule
-from hgxkit.results.bench import BenchRecord
-from hgxkit.results.telemetry import KindMetrics
+from hgxkit.results.kind_metrics import KindMetrics
+
+if TYPE_CHECKING:
+    from hgxkit.results.bench import BenchRecord
 
 
 class BenchCell(Protocol):

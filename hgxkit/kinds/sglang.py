@@ -10,7 +10,7 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hgxkit.imageref import at_least
 from hgxkit.kinds.base import (
@@ -28,7 +28,9 @@ from hgxkit.kinds.base import (
 )
 from hgxkit.kinds.lengths import SHARE
 from hgxkit.kinds.options import SGLANG_OPTIONS
-from hgxkit.results.bench import BenchRecord, parse_bench_jsonl
+
+if TYPE_CHECKING:
+    from hgxkit.results.bench import BenchRecord
 
 
 def client_argv(cell: BenchCell, output_dir: str, warmups: str) -> list[str]:
@@ -66,6 +68,8 @@ def client_argv(cell: BenchCell, output_dir: str, warmups: str) -> list[str]:
 
 def parse_output(text: str, cell: BenchCell) -> list[BenchRecord]:
     """The client's JSONL (one line per run; nothing when it wrote nothing)."""
+    from hgxkit.results.bench import parse_bench_jsonl  # results' parsers load only where verify reads output
+
     return parse_bench_jsonl(text, source=cell.file) if text.strip() else []
 
 

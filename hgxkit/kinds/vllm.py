@@ -11,6 +11,7 @@ Example:
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
 
 from hgxkit.imageref import at_least
 from hgxkit.kinds.base import (
@@ -31,8 +32,9 @@ from hgxkit.kinds.base import (
 )
 from hgxkit.kinds.lengths import SPREAD
 from hgxkit.kinds.options import VLLM_OPTIONS
-from hgxkit.results.bench import BenchRecord
-from hgxkit.results.vllm_bench import parse_vllm_result
+
+if TYPE_CHECKING:
+    from hgxkit.results.bench import BenchRecord
 
 
 def client_argv(cell: BenchCell, output_dir: str, warmups: str) -> list[str]:
@@ -74,6 +76,8 @@ def client_argv(cell: BenchCell, output_dir: str, warmups: str) -> list[str]:
 
 def parse_output(text: str, cell: BenchCell) -> list[BenchRecord]:
     """The client's --save-result JSON (one object per run, with --append-result)."""
+    from hgxkit.results.vllm_bench import parse_vllm_result  # loaded only where verify reads output
+
     return parse_vllm_result(text, source=cell.file, input_len=cell.input_len, output_len=cell.output_len)
 
 

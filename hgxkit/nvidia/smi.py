@@ -18,7 +18,6 @@ from __future__ import annotations
 import csv
 import io
 import re
-import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Literal
@@ -163,6 +162,8 @@ def gpus_from_query(text: str, fields: tuple[str, ...] = GPU_QUERY_FIELDS) -> li
 
 def gpus_from_xml(text: str) -> tuple[list[GpuInfo], dict[str, str]]:
     """Parse `nvidia-smi -q -x`: the GPUs, and top-level facts (driver_version, cuda_version, simulated)."""
+    import xml.etree.ElementTree as ET  # here: a no-op reads the CSV query alone, and ElementTree loads pyexpat
+
     root = ET.fromstring(text)
     top = {
         "driver_version": (root.findtext("driver_version") or "").strip(),

@@ -30,7 +30,6 @@ from hgxkit.problems import Problem
 from hgxkit.recipe.danger import expansion_problems
 from hgxkit.recipe.docker_parse import parse_option_words
 from hgxkit.recipe.matrix_io import build_matrix, build_reference
-from hgxkit.recipe.migrate import migrate
 from hgxkit.recipe.server_args import ServerCommand, group_args
 from hgxkit.recipe.shellwords import split_words
 from hgxkit.recipe.spec import (
@@ -146,6 +145,8 @@ def parse_recipe_text(text: str, *, source: str = "<recipe>") -> Recipe:
         if key is not None:
             remember(key)
     if data["schema_version"] != SCHEMA_VERSION:
+        from hgxkit.recipe.migrate import migrate  # here: only an older schema's recipe needs the migrations
+
         data = migrate(data, fail=locate.error)  # in memory; `hgxkit recipe migrate` rewrites the file
         locate.refuse(schema_problem(data))
     recipe, items = _build(data, locate)

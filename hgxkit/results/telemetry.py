@@ -38,6 +38,7 @@ from hgxkit.nvidia.smi import (
     decode_throttle_reasons,
     parse_gpu_csv,
 )
+from hgxkit.results.kind_metrics import KindMetrics
 from hgxkit.results.prometheus import (
     SCRAPE_MARK,
     PromSample,
@@ -83,28 +84,6 @@ ACCEPT_LENGTH_TOLERANCE = 0.10
 # from MIN_SCRAPES_FOR_THROUGHPUT scrapes on (bias <= 10%), with 20% tolerance.
 THROUGHPUT_TOLERANCE = 0.20
 MIN_SCRAPES_FOR_THROUGHPUT = 20
-
-
-@dataclass(frozen=True)
-class KindMetrics:
-    """The Prometheus metric names one server kind exposes (each kind in hgxkit/kinds/ names its own)."""
-
-    running: str
-    waiting: str
-    generation_tokens: str
-    prompt_tokens: str
-    kv_usage: tuple[str, ...]
-    accept_length_gauge: str | None = None
-    accepted_tokens: str | None = None
-    drafts: str | None = None
-    gen_throughput_gauge: str | None = None
-    cache_hit_rate_gauge: str | None = None
-    prefix_cache_hits: str | None = None
-    prefix_cache_queries: str | None = None
-    ttft_histogram: str | None = None  # the TTFT histogram (seconds; `_bucket` series), monitoring's TTFT alert
-    e2e_histogram: str | None = None  # the end-to-end request latency histogram (seconds)
-    itl_histograms: tuple[str, ...] = ()  # inter-token latency (seconds): the current name first, older releases' after
-    tpot_histogram: str | None = None  # per-request time per output token (seconds), where the engine has one
 
 
 @dataclass(frozen=True)
