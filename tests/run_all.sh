@@ -8,10 +8,10 @@
 # cluster suffix and lock (tests/e2e/sim_steps.py), so their simulated nodes never meet; `hgxkit sim up` builds
 # images one session at a time. Session A runs the serving-side e2e files listed below, session C the import,
 # export, bundle, fault-matrix, fleet, suite-entry, server-kind and multi-node-group e2e files listed below;
-# session B the unit tests, a sample of `make mutation` (tests/mutation/test_sample.py) and every other e2e file
-# (a new e2e file lands there); the lists keep the three about as long. Session B streams to the terminal; sessions
-# A's and C's output is in
-# build/test-<a|c>.log, printed when all are done. Each writes build/test-<a|b|c>.xml (JUnit, times per test).
+# session B the unit tests (most in two workers), a sample of `make mutation` (tests/mutation/test_sample.py) and
+# every other e2e file (a new e2e file lands there); the lists keep the three about as long. Session B streams to
+# the terminal; sessions A's and C's output is in build/test-<a|c>.log, printed when all are done. Each pytest run
+# writes build/test-<name>.xml (JUnit, times per test: a, b-unit, b-marked, b, c).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-.venv/bin/python}
@@ -24,7 +24,7 @@ C_FILES=(tests/e2e/test_bundle.py tests/e2e/test_fault_matrix.py tests/e2e/test_
          tests/e2e/test_suite_entry.py tests/e2e/test_server_kinds.py tests/e2e/test_multinode_group.py
          tests/e2e/test_export_compose.py tests/e2e/test_vllm_multinode.py tests/e2e/test_image_cache.py
          tests/e2e/test_deploy_sweep.py)
-B_FILES=(tests/unit tests/mutation/test_sample.py)
+B_FILES=(tests/mutation/test_sample.py)
 for file in tests/e2e/test_*.py; do
     [[ " ${A_FILES[*]} ${C_FILES[*]} " == *" $file "* ]] || B_FILES+=("$file")
 done
@@ -43,8 +43,16 @@ a_pid=$!
 echo "tests: session C (${C_FILES[*]}) in the background, output in build/test-c.log"
 session c "${C_FILES[@]}" "$@" >build/test-c.log 2>&1 &
 c_pid=$!
+# Session B's unit tests first: those that wait on no cluster in two workers (as `make check` runs them), then
+# the packaging, option-table and client-store tests in one (each of those starts processes of its own), then the
+# sample and the end-to-end files.
+session b-unit -n 2 -m "not install and not pins and not client" tests/unit "$@"
+unit_rc=$?
+session b-marked -m "install or pins or client" tests/unit "$@"
+marked_rc=$?
 session b "${B_FILES[@]}" "$@"
 b_rc=$?
+(( unit_rc == 0 && marked_rc == 0 )) || (( b_rc = b_rc ? b_rc : 1 ))
 wait "$a_pid"
 a_rc=$?
 wait "$c_pid"
