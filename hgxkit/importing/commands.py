@@ -225,7 +225,22 @@ def _prefix(words: list[Word], name: str) -> tuple[list[Word], list[Word], list[
             break
     if index == len(words) or (prefix and words[index].is_operator and words[index].text in ("$(", "`")):
         return prefix + words[index:], [], notes  # `NAME=value …` alone (or `NAME=$(cmd)`): assignments
+    if _wraps_launch([w.text for w in words[index:]]):
+        notes.append(
+            f"{name}:{words[index].line}: the wrapper script {words[index].text} dropped: it is the host's (a "
+            "container of the engine's image does not have it) and runs the launch after it, which is taken"
+        )
+        index += 1
     return words[index:], prefix, notes
+
+
+def _wraps_launch(texts: Sequence[str]) -> bool:
+    """True for `SCRIPT.sh LAUNCH…`: a host's wrapper script (one that sets the environment, then `exec "$@"`)
+    whose arguments are a launch of a served engine."""
+    if len(texts) < 2 or not texts[0].endswith(".sh"):
+        return False
+    program = python_program(texts[1:])
+    return any(kind.launches(program) for kind in KINDS.values())
 
 
 def _classify(words: list[Word], prefix: list[Word]) -> tuple[str, str | None, str | None]:

@@ -26,6 +26,7 @@ Example:
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -382,7 +383,7 @@ class _Importer:
             run = ray_run(run, cluster[0], where, notes)
         if server.run is not None and server.context is not None:  # `docker exec` into the post's `docker run -itd`
             _placeholders(server.context.simple)
-        run = self._image(run, simple, notes)
+        run = self._image(run, simple, notes, server.context.simple if server.context is not None else simple)
         kind = self.options.kind or kind or _detect(run, where)
         _hardware(server, run, Scope.before(self.simples, simple), simple.assignments)
         docker, command, grouping = scrub_run(run, kind, post.name, notes)
@@ -417,7 +418,10 @@ class _Importer:
             return None
         return cluster_nodes(self.reading.cluster)
 
-    def _image(self, run: ParsedRun, simple: Simple, notes: list[str]) -> ParsedRun:
+    def _image(self, run: ParsedRun, simple: Simple, notes: list[str], started: Simple) -> ParsedRun:
+        """The image the server runs in; refused where a node cannot pull it, at the image's word in the command
+        that starts the container (`started`, which for a launch run inside an idling container is that
+        container's `docker run`)."""
         if self.options.image:
             if self.options.image != run.image:
                 notes.append(f"{simple.where()}: --image {self.options.image} replaces the post's {run.image}")
@@ -436,18 +440,18 @@ class _Importer:
             name, at = built[normalized(image)]
             spelled = "" if name == image else f" (tagged {name})"
             raise InputError(
-                f"{simple.where()}: the image {image} is built by `docker build` ({at}{spelled}) from a source "
-                "checkout; a node cannot pull it: give --image REF of a pullable image"
+                f"{_image_at(run.image, started)}: the image {image} is built by `docker build` ({at}{spelled}) from "
+                "a source checkout; a node cannot pull it: give --image REF of a pullable image"
             )
         if "$" in image:
             raise InputError(
-                f"{simple.where()}: the image {shell_value(image)} is a variable the post does not set; "
+                f"{_image_at(run.image, started)}: the image {shell_value(image)} is a variable the post does not set; "
                 "give --image REF"
             )
         if _IMAGE_ID.fullmatch(image):
             raise InputError(
-                f"{simple.where()}: the image {image} is a local image ID (as `docker images` lists it), which a node "
-                "cannot pull: give --image REF, the repository:tag that ID was pulled as"
+                f"{_image_at(run.image, started)}: the image {image} is a local image ID (as `docker images` lists "
+                "it), which a node cannot pull: give --image REF, the repository:tag that ID was pulled as"
             )
         return replace(run, image=image)
 
@@ -532,6 +536,7 @@ class _Importer:
         )
         split = split_refusal(recipe)
         if split is not None:
+            _engine_refuses(recipe, server, [])  # a flag the engine refuses first: the post's own server never started
             raise InputError(f"{_word_at(split.word, server)}: {split.reason}")
         self.exported_name = exported.recipe if exported is not None else None
         return recipe, chosen[0][0].simple.command.post.name
@@ -623,7 +628,12 @@ def _one_setup(built: list[Built]) -> tuple[list[Built], str]:
     for other in built[1:]:
         found = diff_recipes(first[1], other[1])
         heads = [moved for d in found if multinode and (moved := _head_moved(first[1], other[1], d))]
-        differences = [d for d in found if (d.area, d.key) not in allowed and not _head_moved(first[1], other[1], d)]
+        listens = [d for d in found if multinode and _own_address(d)]
+        differences = [
+            d
+            for d in found
+            if (d.area, d.key) not in allowed and not _head_moved(first[1], other[1], d) and d not in listens
+        ]
         keys = {(d.area, d.key) for d in found}
         if not multinode and keys & sides and not differences and ("docker", "--gpus") not in keys:
             raise InputError(
@@ -631,6 +641,7 @@ def _one_setup(built: list[Built]) -> tuple[list[Built], str]:
                 "(--gpus '\"device=…\"'); hgxkit deploys a split as groups of one node's GPUs"
             )
         if differences or (not multinode and found and ("docker", "--gpus") not in {(d.area, d.key) for d in found}):
+            _unjoined_split(built)
             raise _differ(built, first, other, differences or found)
         if not found or (multinode and rank_of(first[1].server) == rank_of(other[1].server)):
             other[2].append(f"{other[0].where()}: the same command as {first[0].where()}; taken once")
@@ -641,8 +652,59 @@ def _one_setup(built: list[Built]) -> tuple[list[Built], str]:
                 f"{theirs} at {_at(other[0], first[0])}): each names the head in its own command, which hgxkit writes "
                 "per deploy from the inventory's head ({{head}}), so they are one server"
             )
+        if listens:
+            first[2].append(
+                f"{first[0].where()}: the ranks listen on different addresses (--host {listens[0].a} at "
+                f"{_at(first[0], first[0])}, {listens[0].b} at {_at(other[0], first[0])}), each its own node's: "
+                "--host 0.0.0.0 (every address of the host), as hgxkit places the ranks on the inventory's hosts"
+            )
         kept.append(other)
+    if any("the ranks listen on different addresses" in note for note in first[2]):
+        kept = [(c, _listen_everywhere(r), n) for c, r, n in kept]
     return kept, ("ranks" if multinode else "groups") if len(kept) > 1 else "one"
+
+
+def _unjoined_split(built: list[Built]) -> None:
+    """Refuse by name serving commands that are the sides of a prefill/decode split import does not join: each
+    names a transfer backend of the kind's split in its backend flag (vLLM's NIXL docs give both sides
+    `kv_role: kv_both` and leave the roles to the router or proxy, so the role cannot tell them apart)."""
+    kind = built[0][1].server.server_kind
+    split = kind.prefill_decode
+    if split is None or split.imported:
+        return
+    backends = [split.backend(r.server.flag(split.backend_flag)) for _, r, _ in built]
+    if not all(r.server.has(split.backend_flag) for _, r, _ in built) or not set(backends) <= set(split.backends):
+        return
+    listed = ", ".join(_at(c, built[0][0]) for c, _, _ in built)
+    raise InputError(
+        f"{built[0][0].where()}: {len(built)} serving commands ({listed}) that differ and each carry "
+        f"{split.backend_flag} with {backends[0]}: the prefill and decode sides of {kind.title}'s prefill/decode "
+        f"split; import does not join {kind.title}'s split yet: write its recipe with a group per side "
+        "(groups.server_args, docs/serving.md), or import one side's command with --pick N"
+    )
+
+
+def _own_address(difference: Difference) -> bool:
+    """True when two ranks differ only in the address their server listens on (`--host A` on one node, `--host B`
+    on the other), each an IP address: a node's own, which no other host has."""
+    if difference.area != "server" or difference.key != "--host":
+        return False
+    try:
+        ipaddress.ip_address(difference.a), ipaddress.ip_address(difference.b)
+    except ValueError:
+        return False
+    return True
+
+
+def _listen_everywhere(recipe: Recipe) -> Recipe:
+    """The recipe with its server's `--host` value 0.0.0.0."""
+    server = recipe.server
+    kind = server.server_kind
+    args = tuple(
+        (name, "0.0.0.0") if kind.canonical_flag(name := entry[0].partition("=")[0]) == "--host" else entry
+        for entry in server.args
+    )
+    return replace(recipe, server=ServerCommand(server.program, args, server.kind))
 
 
 def _head_moved(first: Recipe, other: Recipe, difference: Difference) -> tuple[str, str] | None:
@@ -895,6 +957,13 @@ def _engine_refuses(recipe: Recipe, server: Candidate, notes: list[str]) -> None
         raise InputError(f"{_word_at(refusal.word, server)}: the engine would refuse: {refusal.reason}")
     for unchecked in unchecked_flags(recipe):
         notes.append(f"{_word_at(unchecked.word, server)}: {unchecked.reason}")
+
+
+def _image_at(image: str, started: Simple) -> str:
+    """`post: line L, column C` of the image's word in the command that starts the container, else the command's
+    place."""
+    word = next((w for w in started.words if w.text == image and not w.is_operator), None)
+    return f"{started.command.post.name}: line {word.line}, column {word.column}" if word else started.where()
 
 
 def _word_at(text: str, server: Candidate) -> str:

@@ -183,6 +183,18 @@ def _redirection_continues(previous: str) -> bool:
     return stripped.endswith("\\") and not _QUOTE_PREFIX.match(previous) and not stripped.startswith("$")
 
 
+def _ps2_starts(line: str, following: str) -> bool:
+    """True when `line` after an unprompted `cmd \\` is PS2's `> ` (the prompt a terminal prints before each
+    continuation line) before the command's next words: `line` continues with a backslash and `following` starts
+    with `>` too, or its words start a program (`> vllm serve \\`). A redirection ends the command instead
+    (`> out.log 2>&1 &`) and names a file, never a program."""
+    body = line.lstrip()[1:]
+    if not body.startswith((" ", "\t")):
+        return False
+    continues = line.rstrip().endswith("\\")
+    return (continues and following.lstrip().startswith(">")) or is_command_start(body.strip())
+
+
 class _Cleaner:
     """One pass over a post's lines: fences, quotes, inline code and prompts blanked, columns kept."""
 
@@ -199,10 +211,18 @@ class _Cleaner:
         span_open = False
         block = 0
         root_candidates: list[int] = []
+        ps2 = False  # the previous line was a PS2 continuation that continues
         for index, line in enumerate(self.lines):
             quoted = _QUOTE_PREFIX.match(line)
-            if quoted and _redirection_continues(self.lines[index - 1] if index else ""):
+            previous = self.lines[index - 1] if index else ""
+            following = self.lines[index + 1] if index + 1 < len(self.lines) else ""
+            if quoted and (ps2 or (_redirection_continues(previous) and _ps2_starts(line, following))):
+                ps2 = line.rstrip().endswith("\\")
+                self.notes.append((index + 1, "PS2 prompt '>' removed (a continuation line as a terminal shows it)"))
+            elif quoted and _redirection_continues(previous):
                 quoted = None  # `cmd \` then `  > out.log 2>&1 &`: the command's redirection, not a quote or PS2
+            else:
+                ps2 = False
             text = _blank(line, 0, quoted.end() if quoted else 0)
             fence = FENCE_RE.match(text)
             if fence and "```" not in fence.group(3):

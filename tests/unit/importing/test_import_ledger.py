@@ -104,10 +104,18 @@ def test_json_gives_the_account_and_a_refusal_with_line_and_column(tmp_path, cap
 
 
 def test_a_refusal_naming_only_a_line_gets_the_column_of_its_first_word(tmp_path, capsys) -> None:
-    number = "009"  # `FILE:9: the image … is built by docker build`
+    number = "127"  # `FILE:4: NVIDIA NIM (nim) is not supported`
     assert main(["recipe", "import", str(POSTS / ENTRIES[number]["file"]), "--json"]) == 2
     refusal = json.loads(capsys.readouterr().out)["refusal"]
-    assert (refusal["line"], refusal["column"]) == (9, 1)
+    assert (refusal["line"], refusal["column"]) == (4, 1)
+    assert "NVIDIA NIM" in refusal["message"]
+
+
+def test_an_image_built_by_the_post_is_refused_at_the_image_word(capsys) -> None:
+    number = "009"  # the image of the `docker run` at line 9, written on its line 11
+    assert main(["recipe", "import", str(POSTS / ENTRIES[number]["file"]), "--json"]) == 2
+    refusal = json.loads(capsys.readouterr().out)["refusal"]
+    assert (refusal["line"], refusal["column"]) == (11, 5)
     assert "built by `docker build`" in refusal["message"]
 
 

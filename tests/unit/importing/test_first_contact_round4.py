@@ -1,0 +1,118 @@
+"""Classes of import failure found by reading posts 140-149 first (issue 41, round 4): PS2 prompts after an
+unprompted first line, a host wrapper script before a launch, ranks that each listen on their own node's address,
+a flag the engine refuses behind a split hgxkit does not deploy, vLLM's split whose sides both say kv_both, and an
+image a node cannot pull named at its own word."""
+
+from __future__ import annotations
+
+import pytest
+
+from hgxkit.errors import InputError
+from hgxkit.importing.importer import ImportOptions, import_post
+from hgxkit.importing.outcome import ImportOutcome
+
+
+def _import(text: str, name: str = "post.md", **options: object) -> ImportOutcome:
+    return import_post([(name, text)], ImportOptions(**options))  # type: ignore[arg-type]
+
+
+def _refusal(text: str, name: str = "post.md", **options: object) -> str:
+    with pytest.raises(InputError) as caught:
+        _import(text, name, **options)
+    assert "\n" not in caught.value.message
+    return caught.value.message
+
+
+def test_ps2_prompts_after_an_unprompted_first_line_are_removed_not_read_as_redirections() -> None:
+    post = (
+        "```\nCUDA_VISIBLE_DEVICES=0 \\\n> vllm serve \\\n> org/m \\\n> --port 8100 \\\n> --max-model-len 4096\n```\n"
+    )
+    outcome = _import(post)
+    assert outcome.recipe.server.flag("--port") == "8100"
+    assert outcome.recipe.server.flag("--max-model-len") == "4096"
+    assert outcome.recipe.model is not None and outcome.recipe.model.repo_id == "org/m"
+    assert sum("PS2 prompt '>' removed" in note for note in outcome.notes) == 4
+
+
+def test_a_redirection_on_the_line_after_a_backslash_is_still_a_redirection() -> None:
+    outcome = _import("vllm serve org/m --port 8100 \\\n  > serve.log 2>&1 &\n")
+    assert outcome.recipe.server.flag("--port") == "8100"
+    assert not any("PS2" in note for note in outcome.notes)
+
+
+def test_a_host_wrapper_script_before_a_launch_is_dropped_with_a_note() -> None:
+    post = "NCCL_DEBUG=WARN /opt/libs/run-with-new-libstdc.sh /app/venv/bin/python3 -m sglang.launch_server \\\n"
+    outcome = _import(post + "  --model-path org/m --tp 2\n")
+    assert outcome.recipe.server.flag("--tp") == "2"
+    assert any("wrapper script /opt/libs/run-with-new-libstdc.sh dropped" in note for note in outcome.notes)
+
+
+def test_a_script_whose_arguments_are_no_launch_is_not_a_server() -> None:
+    assert "no serving command found" in _refusal("./setup.sh --model-path org/m --tp 2\n")
+
+
+RANK = (
+    "python3 -m sglang.launch_server --model-path org/m --tp 16 --host {host} --port 30000 "
+    "--dist-init-addr 10.0.0.1:5000 --nnodes 2 --node-rank {rank}\n"
+)
+
+
+def test_ranks_that_each_listen_on_their_own_address_are_one_server_listening_everywhere() -> None:
+    outcome = _import(RANK.format(host="10.0.0.1", rank=0) + RANK.format(host="10.0.0.2", rank=1))
+    assert outcome.recipe.node_count() == 2
+    assert outcome.recipe.server.flag("--host") == "0.0.0.0"
+    assert any("the ranks listen on different addresses" in note for note in outcome.notes)
+
+
+def test_ranks_whose_listen_names_differ_are_still_not_one_setup() -> None:
+    post = RANK.format(host="node-a", rank=0) + RANK.format(host="node-b", rank=1)
+    assert "not one setup" in _refusal(post)
+
+
+PREFILL_RANK = (
+    "python3 -m sglang.launch_server --model-path org/m --tp 16 --dist-init-addr 10.0.0.1:5000 --nnodes 2 "
+    "--node-rank {rank} --disaggregation-mode prefill{extra}\n"
+)
+
+
+def test_a_flag_the_engine_refuses_comes_before_a_split_hgxkit_does_not_deploy() -> None:
+    ranks = "".join(PREFILL_RANK.format(rank=r, extra=" --disaggregation-decode-url http://d:30001") for r in (0, 1))
+    message = _refusal(ranks)
+    assert "`--disaggregation-decode-url` is not an option of SGLang 0.5.23" in message
+    plain = "".join(PREFILL_RANK.format(rank=r, extra="") for r in (0, 1))
+    assert "a prefill/decode split spanning nodes" in _refusal(plain)
+
+
+VLLM_SIDE = (
+    "docker run --gpus '\"device={gpus}\"' --network host -e VLLM_NIXL_SIDE_CHANNEL_PORT={channel} "
+    "vllm/vllm-openai:latest org/m --port {port} --tensor-parallel-size 4 --max-num-seqs {seqs} "
+    """--kv-transfer-config '{{"kv_connector":"NixlConnector","kv_role":"kv_both"}}'\n"""
+)
+
+
+def test_vllms_split_whose_sides_both_say_kv_both_is_refused_naming_the_split() -> None:
+    post = VLLM_SIDE.format(gpus="0,1,2,3", channel=5557, port=8000, seqs=8) + VLLM_SIDE.format(
+        gpus="4,5,6,7", channel=5558, port=8001, seqs=512
+    )
+    message = _refusal(post)
+    assert "the prefill and decode sides of vLLM's prefill/decode split" in message
+    assert "--kv-transfer-config with NixlConnector" in message
+    assert _import(post, pick=1).recipe.server.flag("--max-num-seqs") == "8"  # the way out the refusal gives
+
+
+@pytest.mark.parametrize(
+    ("post", "where"),
+    [
+        (
+            "docker run -d --gpus all --entrypoint sleep 65be730e0d41 infinity\n"
+            "python3 -m sglang.launch_server --model-path org/m --tp 2\n",
+            "post.md: line 1, column 45: the image 65be730e0d41 is a local image ID",
+        ),
+        (
+            "docker build . --tag me/vllm\ndocker run --gpus all me/vllm --model org/m\n",
+            "post.md: line 2, column 23: the image me/vllm is built by `docker build`",
+        ),
+    ],
+)
+def test_an_image_a_node_cannot_pull_is_named_at_its_own_word(post: str, where: str) -> None:
+    assert _refusal(post).startswith(where)
