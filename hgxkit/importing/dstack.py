@@ -8,14 +8,17 @@ dstack runs `commands` in a shell in the container of `image:` (its own Python i
 - `resources.gpu` (`H100:4`, `24GB`, `A100:40GB:2`; dstack's count is 1 unless given) is `--gpus`, `shm_size`
   `--shm-size`, `port`/`ports` `-p`, `env` (`NAME=value`, or `NAME` from the environment) `-e`, a volume with
   `instance_path` a bind mount;
-- `$NAME`s of `env` and `$DSTACK_GPUS_NUM` (the GPU count) are written into the command.
+- `$NAME`s of `env` and `$DSTACK_GPUS_NUM` (the GPU count) are written into the command;
+- `nodes: N` is a server spanning N nodes on the host's network, as dstack runs a task's nodes: the command is
+  rank 0's (`$DSTACK_NODE_RANK` 0, `$DSTACK_MASTER_NODE_IP` the head, given per deploy, `$DSTACK_NODES_NUM` N,
+  `$DSTACK_GPUS_PER_NODE` the count, `$DSTACK_GPUS_NUM` N times it), the ranks joined as any post's are.
 
 One command serves: installs (`pip install …`) and messages are left out, an install into an image of the file's
 own is refused (the recipe runs the image as it is). A service's replica groups are each read (a group that runs
 only the router, `sglang_router.launch_router`, is set aside), so a prefill/decode split is refused by the
 import's own rule. What changes nothing the container runs with (`model`, `probes`, `replicas`, `scaling`, a
-gateway) is set aside with a note; what a recipe cannot hold (local `files`/`repos`, a network volume, several
-nodes, a dev environment) is refused by name, and so are, before the commands are counted, another accelerator
+gateway) is set aside with a note; what a recipe cannot hold (local `files`/`repos`, a network volume, a range
+of nodes, a dev environment) is refused by name, and so are, before the commands are counted, another accelerator
 (`gpu: v5litepod-4`, `VLLM_TARGET_DEVICE=tpu`) and an engine hgxkit does not serve (`trtllm-serve`, its image).
 
 Example:
@@ -78,6 +81,7 @@ _NOTED = {
     "max_duration": "dstack's time limit; hgxkit starts and stops the container itself",
 }
 _ROUTER = re.compile(r"\bsglang_router\.launch_router\b")
+HEAD = "dstack-head"  # the master node in the imported command; `join_ranks` replaces it by each deploy's head
 _DSTACK_VARIABLE = re.compile(r"\$\{?(DSTACK_\w+)")
 
 
@@ -141,10 +145,9 @@ class _Run:
         for key, why in _REFUSED.items():
             if key in data:
                 raise InputError(f"{self.where(key)}: {key}: {why}")
-        if str(data.get("nodes") or 1) != "1":
+        if not re.fullmatch(r"[1-9]\d*", str(data.get("nodes") or 1)):
             raise InputError(
-                f"{self.where('nodes')}: nodes: {data['nodes']}: a dstack task over several nodes is not read yet; "
-                "give the server's command per node (a Slurm or SkyPilot file, or each node's `docker run`)"
+                f"{self.where('nodes')}: nodes: {data['nodes']}: a range of nodes; give the number the server spans"
             )
         groups = data.get("replicas")
         if not isinstance(groups, list):  # one group: the file itself
@@ -202,7 +205,16 @@ class _Run:
                 r"(?i)^(\d+)\s*([kmgt])i?b?$", lambda m: m.group(1) + m.group(2).lower(), str(resources["shm_size"])
             )
             words += [("--shm-size", line), (literal(size), line)]
-        for port in _ports(spec):
+        if _nodes(spec) > 1:
+            # dstack runs each node's container on the host's network (a multi-node task's nodes reach each other on
+            # it); a server spanning nodes needs it: its ranks meet on ports nothing publishes
+            nodes = self.lines.get("nodes", at)
+            words += [("--network", nodes), ("host", nodes)]
+            notes.append(
+                f"{self.where('nodes')}: nodes: {_nodes(spec)}: the container is on the host's network, as dstack runs "
+                "a task's nodes, which a server spanning nodes needs"
+            )
+        for port in _ports(spec) if _nodes(spec) == 1 else []:
             words += [("-p", self.lines.get("port", self.lines.get("ports", at))), (port, self.lines.get("port", at))]
         for name, value in _env(spec.get("env")):
             text = name if value is None else f"{name}={value}"
@@ -288,10 +300,18 @@ class _Run:
             if value is not None and re.search(rf"\$\{{?{name}\b", text):
                 text = re.sub(rf"\$\{{{name}\}}|\${name}\b", value, text)
                 notes.append(f"{where}: ${name} is the file's env value {value}")
-        if re.search(r"\$\{?DSTACK_GPUS_NUM\b", text):
-            count = _count(spec.get("resources") or {})
-            text = re.sub(r"\$\{DSTACK_GPUS_NUM\}|\$DSTACK_GPUS_NUM\b", str(count), text)
-            notes.append(f"{where}: $DSTACK_GPUS_NUM is {count}, resources.gpu's count")
+        count, nodes = _count(spec.get("resources") or {}), _nodes(spec)
+        written = {
+            "DSTACK_GPUS_NUM": (str(count * nodes), f"resources.gpu's count{f' x nodes {nodes}' if nodes > 1 else ''}"),
+            "DSTACK_GPUS_PER_NODE": (str(count), "resources.gpu's count"),
+            "DSTACK_NODES_NUM": (str(nodes), "nodes"),
+            "DSTACK_NODE_RANK": ("0", "the rank: the command taken is rank 0's, hgxkit gives each host its own"),
+            "DSTACK_MASTER_NODE_IP": (HEAD, "the head: hgxkit writes each deploy's head"),
+        }
+        for name, (value, why) in written.items():
+            if re.search(rf"\$\{{?{name}\b", text):
+                text = re.sub(rf"\$\{{{name}\}}|\${name}\b", value, text)
+                notes.append(f"{where}: ${name} is {value}, {why}")
         if (left := _DSTACK_VARIABLE.search(text)) is not None:
             raise InputError(f"{where}: ${left.group(1)}: a dstack variable hgxkit does not read; write its value")
         return text
@@ -310,6 +330,11 @@ class _Run:
                     "have; mount a host directory (`instance_path`)"
                 )
         return words
+
+
+def _nodes(spec: dict) -> int:
+    """The number of nodes a task spans (`nodes: N`; 1 when not given)."""
+    return int(spec.get("nodes") or 1)
 
 
 def _count(resources: dict) -> int:

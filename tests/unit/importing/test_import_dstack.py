@@ -88,8 +88,8 @@ def test_a_replica_group_that_runs_the_router_is_set_aside() -> None:
             "recipe runs as its image is; give --image REF of an image that has it (built from lmsysorg/sglang:v0.5.6)",
         ),
         (
-            lambda t: t.replace("--port 8000\n", "--port 8000 --node-rank $DSTACK_NODE_RANK\n"),
-            "svc.dstack.yml:9: $DSTACK_NODE_RANK: a dstack variable hgxkit does not read; write its value",
+            lambda t: t.replace("--port 8000\n", "--port 8000 --host $DSTACK_NODES_IPS\n"),
+            "svc.dstack.yml:9: $DSTACK_NODES_IPS: a dstack variable hgxkit does not read; write its value",
         ),
         (
             lambda t: t.replace(
@@ -99,9 +99,8 @@ def test_a_replica_group_that_runs_the_router_is_set_aside() -> None:
             "directory (`instance_path`)",
         ),
         (
-            lambda t: t.replace("type: service", "type: task\nnodes: 2"),
-            "svc.dstack.yml:2: nodes: 2: a dstack task over several nodes is not read yet; give the server's command "
-            "per node (a Slurm or SkyPilot file, or each node's `docker run`)",
+            lambda t: t.replace("type: service", "type: task\nnodes: 1..2"),
+            "svc.dstack.yml:2: nodes: 1..2: a range of nodes; give the number the server spans",
         ),
         (
             lambda t: t + "files:\n  - .:/workflow\n",
@@ -109,7 +108,7 @@ def test_a_replica_group_that_runs_the_router_is_set_aside() -> None:
             "the image",
         ),
     ],
-    ids=["no-image", "install-into-the-image", "other-variable", "network-volume", "several-nodes", "local-files"],
+    ids=["no-image", "install-into-the-image", "other-variable", "network-volume", "nodes-range", "local-files"],
 )
 def test_what_a_recipe_cannot_hold_is_refused_by_name(edit, message: str) -> None:
     assert refusal(edit(SERVICE)) == message
@@ -141,3 +140,35 @@ def test_a_helm_values_fence_in_a_post_is_refused_naming_the_chart() -> None:
         "writes the server command, not this file; render it (helm template RELEASE vllm/vllm-stack -f post.md) and "
         "import the manifests"
     )
+
+
+TWO_NODES = """type: task
+name: r1
+nodes: 2
+image: lmsysorg/sglang:v0.5.4
+env:
+  - MODEL_ID=deepseek-ai/DeepSeek-R1
+commands:
+  - python3 -m sglang.launch_server
+      --model-path $MODEL_ID
+      --tp $DSTACK_GPUS_NUM
+      --dist-init-addr $DSTACK_MASTER_NODE_IP:5000
+      --nnodes $DSTACK_NODES_NUM
+      --node-rank $DSTACK_NODE_RANK
+      --host 0.0.0.0
+      --port 8000
+resources:
+  gpu: H200:8
+"""
+
+
+def test_a_task_over_two_nodes_is_one_server_whose_ranks_dstack_numbers() -> None:
+    outcome = imported(TWO_NODES)
+    recipe = outcome.recipe
+    assert recipe.node_count() == 2
+    assert recipe.server.flag("--tp") == "16"  # $DSTACK_GPUS_NUM: every node's GPUs
+    assert recipe.server.flag("--node-rank") == "{{rank}}"
+    assert recipe.server.flag("--dist-init-addr") == "{{head}}:{{dist_port}}"
+    assert recipe.docker.last("--network") == "host"
+    assert not any(w == "-p" for e in recipe.docker.entries for w in e.words)  # ranks meet on the host's network
+    assert "svc.dstack.yml:8: $DSTACK_GPUS_NUM is 16, resources.gpu's count x nodes 2" in outcome.notes
