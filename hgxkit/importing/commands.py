@@ -202,7 +202,8 @@ def _adjacent(left: Word, right: Word) -> bool:
 
 
 def _prefix(words: list[Word], name: str) -> tuple[list[Word], list[Word], list[str]]:
-    """Split off `sudo`, `nohup` and `NAME=value` words before the program (a bare `NAME=value` keeps them all)."""
+    """Split off `sudo`, `nohup`, `env` and `NAME=value` words before the program (a bare `NAME=value` keeps them
+    all)."""
     prefix: list[Word] = []
     notes: list[str] = []
     index = 0
@@ -217,6 +218,11 @@ def _prefix(words: list[Word], name: str) -> tuple[list[Word], list[Word], list[
                 f"{name}:{words[index].line}: `nohup` dropped (the container outlives the shell; its output is "
                 "the container's log)"
             )
+            index += 1
+        elif text == "env" and index + 1 < len(words) and not words[index + 1].text.startswith("-"):
+            # `env NAME=value … cmd` runs cmd with those variables, as the same words without `env` do (its
+            # options, `-i` or `-u NAME`, change that: such a command is kept as it is)
+            notes.append(f"{name}:{words[index].line}: `env` dropped (its NAME=value words are the command's prefix)")
             index += 1
         elif ASSIGNMENT_RE.match(text) and not words[index].is_operator:
             prefix.append(words[index])

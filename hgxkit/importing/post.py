@@ -160,13 +160,14 @@ def read_post(name: str, text: str) -> PostFile:
 def is_command_start(text: str) -> bool:
     """True when `text` begins like a command people post (see `PROGRAMS`)."""
     words = text.split()
-    if words and words[-1] == "\\":
+    continued = bool(words) and words[-1] == "\\"
+    if continued:
         words.pop()  # `NAME=value \`: an environment prefix continued on the next line
     index = 0
-    while index < len(words) and (ASSIGNMENT_RE.match(words[index]) or words[index] in ("sudo", "-E", "nohup")):
+    while index < len(words) and (ASSIGNMENT_RE.match(words[index]) or words[index] in ("sudo", "-E", "nohup", "env")):
         index += 1
-    if index == len(words):
-        return index > 0 and ASSIGNMENT_RE.match(words[0]) is not None  # `model=org/name` on its own line
+    if index == len(words):  # `model=org/name` on its own line, or `nohup env \` before the rest of a command
+        return index > 0 and (ASSIGNMENT_RE.match(words[0]) is not None or continued)
     program = words[index]
     if program in _CLAUSES and not _CLAUSE_SYNTAX.search(" ".join(words[index + 1 :])):
         return False  # "while I tried …", "if you want …": prose that starts with a shell keyword

@@ -116,3 +116,21 @@ def test_vllms_split_whose_sides_both_say_kv_both_is_refused_naming_the_split() 
 )
 def test_an_image_a_node_cannot_pull_is_named_at_its_own_word(post: str, where: str) -> None:
     assert _refusal(post).startswith(where)
+
+
+@pytest.mark.parametrize(
+    "post",
+    [
+        "env NCCL_DEBUG=INFO vllm serve org/m --port 8001\n",
+        "nohup env \\\nNCCL_DEBUG=INFO \\\nvllm serve org/m \\\n  --port 8001 \\\n> serve.log 2>&1 &\n",
+    ],
+)
+def test_env_before_a_launch_gives_the_launch_its_variables(post: str) -> None:
+    outcome = _import(post)
+    assert outcome.recipe.server.flag("--port") == "8001"
+    assert "-e NCCL_DEBUG=INFO" in [" ".join(e.words) for e in outcome.recipe.docker.entries]
+    assert any("`env` dropped" in note for note in outcome.notes)
+
+
+def test_env_with_its_own_options_is_not_read_as_a_prefix() -> None:
+    assert "no serving command found" in _refusal("env -i NCCL_DEBUG=INFO vllm serve org/m\n")
