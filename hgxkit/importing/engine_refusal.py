@@ -97,6 +97,12 @@ def disaggregation(server: ServerCommand) -> Refusal | None:
         backend = split.backend(server.flag(split.backend_flag))
         if backend in split.backends:
             return None
+        if "$" in backend:  # the post's shell would write the value in; the post never sets it
+            return Refusal(
+                split.backend_flag,
+                f"{split.backend_flag} {backend}: a variable the post does not set, so the transfer backend is "
+                f"unknown; write it ({' or '.join(split.backends)})",
+            )
         return Refusal(
             split.backend_flag if server.flag(split.backend_flag) else found[0],
             f"{split.backend_flag} {backend}: hgxkit deploys {kind.title}'s prefill/decode split over "

@@ -160,6 +160,8 @@ def read_post(name: str, text: str) -> PostFile:
 def is_command_start(text: str) -> bool:
     """True when `text` begins like a command people post (see `PROGRAMS`)."""
     words = text.split()
+    comment = next((i for i, word in enumerate(words) if word.startswith("#")), None)
+    words = words[:comment]  # `BACKEND="mooncake" # nixl | mooncake`: the shell stops reading at the comment
     continued = bool(words) and words[-1] == "\\"
     if continued:
         words.pop()  # `NAME=value \`: an environment prefix continued on the next line

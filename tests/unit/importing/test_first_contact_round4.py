@@ -134,3 +134,21 @@ def test_env_before_a_launch_gives_the_launch_its_variables(post: str) -> None:
 
 def test_env_with_its_own_options_is_not_read_as_a_prefix() -> None:
     assert "no serving command found" in _refusal("env -i NCCL_DEBUG=INFO vllm serve org/m\n")
+
+
+def test_an_assignment_with_a_comment_after_it_is_read_as_the_shell_reads_it() -> None:
+    post = (
+        'BACKEND="mooncake" # nixl | mooncake\n'
+        "python3 -m sglang.launch_server --model-path org/m --tp 4 --disaggregation-mode decode "
+        "--disaggregation-transfer-backend ${BACKEND}\n"
+    )
+    message = _refusal(post)  # the decode side alone: the backend was read, mooncake, a backend hgxkit deploys
+    assert "the post runs the decode side of a prefill/decode split alone" in message
+
+
+def test_a_transfer_backend_the_post_never_sets_is_named_as_an_unset_variable() -> None:
+    post = (
+        "python3 -m sglang.launch_server --model-path org/m --tp 4 --disaggregation-mode decode "
+        "--disaggregation-transfer-backend ${BACKEND}\n"
+    )
+    assert "${BACKEND}: a variable the post does not set" in _refusal(post)
