@@ -18,6 +18,7 @@ Example:
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -102,3 +103,26 @@ def _template_entry(entry: OptionEntry, named: bool) -> OptionEntry:
         elif option == "--name" and named:
             entry = entry.with_value(index, "{{name}}")
     return entry
+
+
+_ORDINALS = re.compile(r"\d+(?:,\d+)*")
+
+
+def visible_devices_as_gpus(docker: DockerSpec) -> tuple[DockerSpec, str] | None:
+    """`--gpus all -e CUDA_VISIBLE_DEVICES=4,5,6,7` written as `--gpus '"device=4,5,6,7"'` (CUDA in the container
+    then numbers the same four GPUs 0-3, as it numbers the chosen ones in either form), with the list; None for a
+    command that chooses its GPUs otherwise."""
+    if docker.last("--gpus") != "all":
+        return None
+    chosen = [e.value for e in docker.env() if e.name == "CUDA_VISIBLE_DEVICES"]
+    if len(chosen) != 1 or chosen[0] is None or not _ORDINALS.fullmatch(chosen[0]):
+        return None
+    entries = []
+    for entry in docker.entries:
+        uses = [canonical(u.option.name) for u in entry.uses]
+        if "--env" in uses and any((u.value or "").startswith("CUDA_VISIBLE_DEVICES=") for u in entry.uses):
+            continue
+        if uses == ["--gpus"]:
+            entry = entry.with_value(0, f'"device={chosen[0]}"')
+        entries.append(entry)
+    return DockerSpec(docker.invocation, tuple(entries)), chosen[0]

@@ -41,7 +41,7 @@ from hgxkit.importing.documents import read_documents
 from hgxkit.importing.engine_refusal import disaggregation, engine_refusal, split_refusal, unchecked_flags
 from hgxkit.importing.fill import BRACED, FILL_IN, NAMED_BLANK, fill_hint, fill_posts, occurrences
 from hgxkit.importing.formats import DOCUMENT_FORMATS, SCRIPT_FORMATS, format_of
-from hgxkit.importing.group_join import join_groups
+from hgxkit.importing.group_join import join_groups, visible_devices_as_gpus
 from hgxkit.importing.local_models import download_ties
 from hgxkit.importing.model_placement import DEFAULT_MODELS_DIR, place_model
 from hgxkit.importing.outcome import (
@@ -53,7 +53,7 @@ from hgxkit.importing.outcome import (
     finish,
     place,
 )
-from hgxkit.importing.pd_join import join_sides, side_flags
+from hgxkit.importing.pd_join import join_sides, own_ports, side_flags
 from hgxkit.importing.platform import ForeignSetup, foreign_in, message, refuse_foreign, shows_nvidia
 from hgxkit.importing.post import PostFile, find_commands, read_post
 from hgxkit.importing.reading import Candidate, Reading
@@ -494,12 +494,9 @@ class _Importer:
             self.notes += grouped.notes
             if split:
                 recipe, notes = join_sides(recipe, [r.server for _, r, _ in chosen], where)
-                self.notes += notes
-            elif len({r.server.flag("--port") for _, r, _ in chosen}) > 1:
-                self.notes.append(
-                    f"{where}: every group's server listens on {recipe.server.flag('--port')} in its own "
-                    "container; the groups' host ports differ"
-                )
+            else:
+                recipe, notes = own_ports(recipe, [r.server for _, r, _ in chosen], where, [])
+            self.notes += notes
         exported = server.simple.exported
         model_repo, revision = self.options.model_repo, self.options.revision
         if exported is not None:
@@ -621,6 +618,9 @@ def _one_setup(built: list[Built]) -> tuple[list[Built], str]:
     if len(built) == 1:
         return built, "one"
     multinode = all(spans_nodes(r.server) for _, r, _ in built)
+    if not multinode:
+        built = _visible_devices_as_gpus(built)
+        first = built[0]
     ranks = {("docker", "--name"), *(("server", f) for f in rank_flags(first[1].server))}
     sides = {("server", flag) for flag in side_flags(first[1].server.server_kind)}
     allowed = ranks if multinode else _GROUP_DIFFERENCES | sides
@@ -662,6 +662,24 @@ def _one_setup(built: list[Built]) -> tuple[list[Built], str]:
     if any("the ranks listen on different addresses" in note for note in first[2]):
         kept = [(c, _listen_everywhere(r), n) for c, r, n in kept]
     return kept, ("ranks" if multinode else "groups") if len(kept) > 1 else "one"
+
+
+def _visible_devices_as_gpus(built: list[Built]) -> list[Built]:
+    """Commands that each give their container every GPU and choose theirs with `-e CUDA_VISIBLE_DEVICES=…`,
+    different lists, with each choice written as `--gpus '"device=…"'` (the same GPUs; one note), so they join as
+    GPU groups; the commands as they are otherwise."""
+    written = [visible_devices_as_gpus(r.docker) for _, r, _ in built]
+    found = [w for w in written if w is not None]
+    if len(found) < len(built) or len({devices for _, devices in found}) < len(built):
+        return built
+    shown = "; ".join(
+        f"{devices} ({_at(c, built[0][0])})" for (c, _, _), (_, devices) in zip(built, found, strict=True)
+    )
+    built[0][2].append(
+        f"{built[0][0].where()}: --gpus all with -e CUDA_VISIBLE_DEVICES={shown} is --gpus '\"device=…\"' of each "
+        "list: the same GPUs, given as the groups'"
+    )
+    return [(c, replace(r, docker=docker), n) for (c, r, n), (docker, _) in zip(built, found, strict=True)]
 
 
 def _unjoined_split(built: list[Built]) -> None:

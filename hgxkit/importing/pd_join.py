@@ -62,20 +62,35 @@ def join_sides(recipe: Recipe, servers: Sequence[ServerCommand], where: str) -> 
         f"{', '.join(written)} (groups.server_args); the router between them comes from `--data router=true`, "
         "not the post's router command"
     ]
-    groups = replace(recipe.groups, server_args=own)
+    joined = replace(recipe, server=shared, groups=replace(recipe.groups, server_args=own))
+    return own_ports(joined, servers, where, notes)
+
+
+def own_ports(
+    recipe: Recipe, servers: Sequence[ServerCommand], where: str, notes: list[str]
+) -> tuple[Recipe, list[str]]:
+    """The joined groups' recipe where, on the host's network, the servers listen on ports of their own: their
+    `--port`s as `--port {{port}}` from `groups.port_base` (InputError unless they are consecutive); in a bridge
+    container each listens on the first's port, only the published host ports differ (a note)."""
+    assert recipe.groups is not None
     ports = [s.flag("--port") for s in servers]
-    if recipe.docker.last("--network") == "host" and len(set(ports)) > 1:
-        numbers = [int(p) if p and p.isdigit() else None for p in ports]
-        first = numbers[0]
-        if first is None or numbers != [first + i for i in range(len(numbers))]:
-            raise InputError(
-                f"{where}: on the host's network the servers listen on ports {', '.join(map(str, ports))}; groups "
-                "listen on port_base + group index, so give them consecutive ports"
-            )
-        args = tuple(("--port", "{{port}}") if e[0].partition("=")[0] == "--port" else e for e in shared.args)
-        shared = ServerCommand(shared.program, args, shared.kind)
-        groups = replace(groups, port_base=first)
+    if len(set(ports)) < 2:
+        return recipe, notes
+    if recipe.docker.last("--network") != "host":
         notes.append(
-            f"{where}: each group listens on its own port on the host's network: --port {{{{port}}}} from {first}"
+            f"{where}: every group's server listens on {recipe.server.flag('--port')} in its own container; the "
+            "groups' host ports differ"
         )
-    return replace(recipe, server=shared, groups=groups), notes
+        return recipe, notes
+    numbers = [int(p) if p and p.isdigit() else None for p in ports]
+    first = numbers[0]
+    if first is None or numbers != [first + i for i in range(len(numbers))]:
+        raise InputError(
+            f"{where}: on the host's network the servers listen on ports {', '.join(map(str, ports))}; groups "
+            "listen on port_base + group index, so give them consecutive ports"
+        )
+    shared = recipe.server
+    args = tuple(("--port", "{{port}}") if e[0].partition("=")[0] == "--port" else e for e in shared.args)
+    notes.append(f"{where}: each group listens on its own port on the host's network: --port {{{{port}}}} from {first}")
+    groups = replace(recipe.groups, port_base=first)
+    return replace(recipe, server=ServerCommand(shared.program, args, shared.kind), groups=groups), notes

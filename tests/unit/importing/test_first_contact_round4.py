@@ -152,3 +152,32 @@ def test_a_transfer_backend_the_post_never_sets_is_named_as_an_unset_variable() 
         "--disaggregation-transfer-backend ${BACKEND}\n"
     )
     assert "${BACKEND}: a variable the post does not set" in _refusal(post)
+
+
+GROUP = "docker run --gpus all {network}-e CUDA_VISIBLE_DEVICES={gpus} vllm/vllm-openai:latest org/m {port}-tp 4\n"
+
+
+def test_groups_chosen_by_cuda_visible_devices_under_gpus_all_are_gpu_groups() -> None:
+    post = GROUP.format(network="", gpus="0,1,2,3", port="") + GROUP.format(network="", gpus="4,5,6,7", port="")
+    outcome = _import(post)
+    groups = outcome.recipe.groups
+    assert groups is not None and groups.explicit == ((0, 1, 2, 3), (4, 5, 6, 7))
+    assert "-e CUDA_VISIBLE_DEVICES" not in " ".join(outcome.recipe.docker.words())
+    assert any("is --gpus '\"device=…\"' of each list" in note for note in outcome.notes)
+
+
+def test_groups_on_the_hosts_network_listen_on_ports_of_their_own() -> None:
+    post = "".join(
+        GROUP.format(network="--network host ", gpus=gpus, port=f"--port {port} ")
+        for gpus, port in (("0,1,2,3", 8000), ("4,5,6,7", 8001))
+    )
+    recipe = _import(post).recipe
+    assert recipe.server.flag("--port") == "{{port}}"
+    assert recipe.groups is not None and recipe.groups.port_base == 8000
+
+
+def test_the_same_gpu_list_twice_is_not_two_groups() -> None:
+    post = GROUP.format(network="", gpus="0,1", port="--port 8000 ") + GROUP.format(
+        network="", gpus="0,1", port="--port 8001 "
+    )
+    assert "not one setup" in _refusal(post)
