@@ -59,7 +59,7 @@ from hgxkit.importing.post import PostFile, find_commands, read_post
 from hgxkit.importing.reading import Candidate, Reading
 from hgxkit.importing.typography import normalise
 from hgxkit.importing.variables import Scope
-from hgxkit.importing.vllm_multinode import RayNode, cluster_nodes, ray_group, ray_run
+from hgxkit.importing.vllm_multinode import RayNode, cluster_nodes, joins_a_placeholder_head, ray_group, ray_run
 from hgxkit.importing.workdir import based_run, directory_before
 from hgxkit.kinds import (
     DEFAULT_KIND,
@@ -398,7 +398,8 @@ class _Importer:
         ray = recipe.server.server_kind.ray
         if cluster is not None and ray is not None:
             for node in (cluster[0], *cluster[1]):
-                _placeholders(node.simple)
+                if not joins_a_placeholder_head(node.simple):  # a worker's head address is written per deploy
+                    _placeholders(node.simple)
             recipe = ray_group(recipe, ray, *cluster, where, notes)
         split = disaggregation(recipe.server)
         if split is not None:

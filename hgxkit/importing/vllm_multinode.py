@@ -34,7 +34,7 @@ from dataclasses import dataclass, replace
 
 from hgxkit.errors import InputError
 from hgxkit.imageref import normalized
-from hgxkit.importing.commands import Simple
+from hgxkit.importing.commands import PLACEHOLDER, Simple
 from hgxkit.importing.fill import fill_hint
 from hgxkit.importing.reading import Reading
 from hgxkit.kinds.base import RayCluster
@@ -42,7 +42,7 @@ from hgxkit.recipe.docker_options import canonical
 from hgxkit.recipe.docker_parse import OptionEntry, ParsedRun, parse_option_words
 from hgxkit.recipe.nodes import HGX_GPUS, parallel_size, readable_address, span_grouping
 from hgxkit.recipe.server_args import ServerCommand
-from hgxkit.recipe.shellwords import shell_value, split_words
+from hgxkit.recipe.shellwords import Word, shell_value, split_words
 from hgxkit.recipe.spec import Recipe
 
 _SCRIPT = re.compile(r"^(?:\S*/)?run_cluster\.sh$")
@@ -236,6 +236,35 @@ def ray_container(simple: Simple, run: ParsedRun, words: Sequence[str]) -> RayNo
     return replace(node, run=replace(run, entries=entries, command=()), dropped=tuple(per_host))
 
 
+_PLACEHOLDER_HEAD = "ray-head"  # a worker's head address the post left as a placeholder; each deploy writes its own
+
+
+def _glued(words: Sequence[Word]) -> list[str]:
+    """The words' texts with the pieces a shell splits `--address=<HEAD_IP>:6379` into (`<` and `>` read as
+    redirections) glued back where they touch in the post."""
+    texts: list[str] = []
+    previous: Word | None = None
+    for word in words:
+        if previous is not None and previous.line == word.line and previous.column + len(previous.text) == word.column:
+            texts[-1] += word.text
+        else:
+            texts.append(word.text)
+        previous = word
+    return texts
+
+
+def joins_a_placeholder_head(simple: Simple) -> bool:
+    """True for a bare `ray start --address=<HEAD_IP>:PORT` whose one placeholder is the head's address (a worker's
+    only use of it: hgxkit writes each deploy's head there)."""
+    if simple.placeholder is None or _words(simple)[:2] != ["ray", "start"]:
+        return False
+    text = simple.placeholder[2]
+    lines = simple.command.post.clean[simple.command.first - 1 : simple.command.last]
+    if sum(len(PLACEHOLDER.findall(line)) for line in lines) != 1:
+        return False
+    return any(re.search(rf"--address[= ]{re.escape(text)}:\d+(?:\s|$)", line) for line in lines)
+
+
 class RayStart:
     """A Ray cluster's start on one host (run_cluster.sh or `ray start`): read, for the server that runs on it."""
 
@@ -253,13 +282,21 @@ class RayStart:
                     f"{at}: {word.text!r} (a command substitution) in a Ray start is not imported; write "
                     "the head's address: hgxkit gives it again per deploy"
                 )
-            if simple.placeholder is not None:
+            if simple.placeholder is not None and not joins_a_placeholder_head(simple):
                 line, column, text = simple.placeholder
                 raise InputError(
                     f"{simple.command.post.name}: line {line}, column {column}: {text} is a placeholder "
                     f"(an argument of {' '.join(_words(simple)[:1])}); {fill_hint(text)}"
                 )
-            node = ray_node(simple, [w.text for w in reading.resolved(simple)])
+            words = reading.resolved(simple)
+            texts = _glued(words) if simple.placeholder is not None else [w.text for w in words]
+            node = ray_node(simple, texts)
+            if simple.placeholder is not None:  # the head's address, which render writes per deploy
+                node = replace(node, head=_PLACEHOLDER_HEAD)
+                reading.notes.append(
+                    f"{simple.where()}: {simple.placeholder[2]} is the head's address the worker joins, which "
+                    "hgxkit writes per deploy from the inventory: nothing to fill"
+                )
         except InputError as err:
             reading.cluster.append(err)
             reading.said(simple, "skipped", f"a Ray start that cannot be read ({err.message.split(': ', 1)[-1]})")

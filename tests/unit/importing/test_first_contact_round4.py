@@ -181,3 +181,22 @@ def test_the_same_gpu_list_twice_is_not_two_groups() -> None:
         network="", gpus="0,1", port="--port 8001 "
     )
     assert "not one setup" in _refusal(post)
+
+
+RAY = "ray start --head --port=6379\n{worker}\nvllm serve org/m --tensor-parallel-size 8 --pipeline-parallel-size 2\n"
+
+
+def test_a_placeholder_for_the_head_a_ray_worker_joins_is_written_per_deploy() -> None:
+    outcome = _import(RAY.format(worker="ray start --address=<HEAD_IP>:6379"))
+    assert outcome.recipe.node_count() == 2
+    assert any("<HEAD_IP> is the head's address the worker joins" in note for note in outcome.notes)
+
+
+def test_another_placeholder_in_a_ray_worker_is_still_refused_with_fill() -> None:
+    message = _refusal(RAY.format(worker="ray start --address=<HEAD_IP>:6379 --num-gpus=<N>"))
+    assert "is a placeholder" in message and "--fill" in message
+
+
+def test_ray_hosts_of_part_of_a_node_are_refused_past_a_placeholder_head() -> None:
+    post = "ray start --head --port=6379 --num-gpus=4\nray start --address=<HEAD_IP>:6379 --num-gpus=4\n"
+    assert "--num-gpus" in _refusal(post + "vllm serve org/m -tp 4 -pp 2\n")
