@@ -70,6 +70,8 @@ def bare_run(
             f"{simple.where()}: runs in the container started at {server.context.simple.where()}, "
             f"so its image {image} is used"
         )
+    if image is None and simple.container is not None:
+        image = _container_image(simple, notes)
     if image is None:
         image = pulled_image(reading.pulled, kind, simple.where(), notes)
     if image is None:
@@ -84,6 +86,22 @@ def bare_run(
     )
     notes += more
     return run, kind
+
+
+def _container_image(simple: Simple, notes: list[str]) -> str:
+    """The registry image an `apptainer exec docker://REF …` launch runs in; refused for an image file (`x.sif`,
+    a sandbox directory), which a node cannot pull, naming it and --image."""
+    assert simple.container is not None
+    word = simple.container.image
+    if word.text.startswith("docker://"):
+        image = word.text.removeprefix("docker://")
+        notes.append(f"{simple.where()}: the image is {image}, the registry image {word.text} names")
+        return image
+    raise InputError(
+        f"{simple.command.post.name}: line {word.line}, column {word.column}: the image {word.text} is a local "
+        f"{simple.container.program} image, which a node cannot pull: give --image REF, the registry image it was "
+        "built from"
+    )
 
 
 # Variables only the server process reads: set without `export` right above a launch, they reach no one.

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from hgxkit.errors import InputError
 from hgxkit.importing.bench_clients import client_of
@@ -54,6 +54,7 @@ class Simple:
     engine: str | None = None  # the server kind, or the unsupported engine's name
     client: str | None = None  # the benchmark client's name
     exported: Exported | None = None  # what an hgxkit export's labels say of its recipe (a document's command)
+    container: ContainerExec | None = None  # the Apptainer/Singularity container a launch runs in
 
     @property
     def texts(self) -> list[str]:
@@ -131,6 +132,7 @@ def simple_commands(commands: Sequence[Command]) -> list[Simple]:
                     "give the part of the post with a setup"
                 )
             words, prefix, more = _prefix(words, command.post.name)
+            words, prefix, container = _container_exec(words, prefix, command.post.name, more)
             head = words[0].text if words else ""
             if head in _OPEN_BLOCK:
                 blocks.append(head)
@@ -152,9 +154,67 @@ def simple_commands(commands: Sequence[Command]) -> list[Simple]:
                     piped,
                     engine,
                     client,
+                    container=container,
                 )
             )
     return out
+
+
+@dataclass(frozen=True)
+class ContainerExec:
+    """`apptainer exec [OPTIONS] IMAGE LAUNCH…` (or `singularity exec`): the image word the launch runs in."""
+
+    image: Word
+    program: str  # apptainer or singularity
+
+
+# Options of `apptainer exec` / `singularity exec` that take a value (the rest are switches: --nv, --cleanenv, …)
+_EXEC_VALUES = frozenset(
+    {"-B", "--bind", "--env", "--env-file", "-H", "--home", "-W", "--workdir", "--pwd", "-o", "--overlay", "--mount"}
+)
+
+
+def _container_exec(
+    words: list[Word], prefix: list[Word], name: str, notes: list[str]
+) -> tuple[list[Word], list[Word], ContainerExec | None]:
+    """The launch an `apptainer exec` / `singularity exec` runs, with its `--env NAME=value`s as the launch's
+    prefix and its `--bind SRC:DST` container paths written as the host's (each a note); the words unchanged
+    for any other command, or a container command that is no launch of a served engine."""
+    texts = [w.text for w in words]
+    if len(texts) < 3 or texts[0] not in ("apptainer", "singularity") or texts[1] != "exec":
+        return words, prefix, None
+    index, binds, env = 2, [], []
+    while index < len(words) and texts[index].startswith("-"):
+        option, equals, value = texts[index].partition("=")
+        if option in _EXEC_VALUES and not equals:
+            index += 1
+            value = texts[index] if index < len(texts) else ""
+        if option in ("-B", "--bind"):
+            binds += [b.split(":")[:2] for b in value.split(",") if b]
+        elif option == "--env":
+            env.append(replace(words[index], text=value))
+        index += 1
+    launch = words[index + 1 :]
+    if index >= len(words) or not any(
+        kind.launches(python_program([w.text for w in launch])) for kind in KINDS.values()
+    ):
+        return words, prefix, None
+    image = words[index]
+    notes.append(
+        f"{name}:{image.line}: `{texts[0]} exec … {image.text}` runs the launch after it, which is taken; hgxkit runs "
+        "it in a Docker container"
+    )
+    written = []
+    for word in launch:
+        for source, *target in binds:
+            inside = target[0] if target else source
+            if word.text == inside or word.text.startswith(inside.rstrip("/") + "/"):
+                host = source.rstrip("/") + word.text[len(inside.rstrip("/")) :]
+                notes.append(f"{name}:{word.line}: {word.text} is the host's {host} (--bind {source}:{inside})")
+                word = replace(word, text=host)
+                break
+        written.append(word)
+    return written, [*prefix, *env], ContainerExec(image, texts[0])
 
 
 def _placeholder(command: Command) -> tuple[int, int, str] | None:

@@ -32,6 +32,8 @@ PROGRAMS = frozenset(
     {
         "docker",
         "podman",
+        "apptainer",
+        "singularity",
         "sudo",
         "nohup",
         "genai-perf",

@@ -200,3 +200,29 @@ def test_another_placeholder_in_a_ray_worker_is_still_refused_with_fill() -> Non
 def test_ray_hosts_of_part_of_a_node_are_refused_past_a_placeholder_head() -> None:
     post = "ray start --head --port=6379 --num-gpus=4\nray start --address=<HEAD_IP>:6379 --num-gpus=4\n"
     assert "--num-gpus" in _refusal(post + "vllm serve org/m -tp 4 -pp 2\n")
+
+
+APPTAINER = (
+    "#!/bin/bash\n#SBATCH --gres=gpu:4\nmodule load apptainer\n"
+    "apptainer exec --nv --bind /scratch/models:/models {image} vllm serve /models/Llama-3.1-70B-Instruct "
+    "--tensor-parallel-size 4 --port 8000\n"
+)
+
+
+def test_an_apptainer_image_file_is_refused_naming_it_and_image() -> None:
+    message = _refusal(APPTAINER.format(image="vllm-openai_latest.sif"), "job.sh")
+    assert message.startswith("job.sh: line 4, column 52: the image vllm-openai_latest.sif is a local apptainer image")
+    assert "--image REF" in message
+
+
+def test_an_apptainer_exec_of_a_registry_image_is_its_launch_with_the_binds_written_as_the_hosts() -> None:
+    outcome = _import(APPTAINER.format(image="docker://vllm/vllm-openai:v0.33.0"), "job.sh")
+    recipe = outcome.recipe
+    assert recipe.image.reference == "vllm/vllm-openai:v0.33.0"
+    assert recipe.server.flag("--model") == "/scratch/models/Llama-3.1-70B-Instruct"
+    assert recipe.server.flag("--tensor-parallel-size") == "4"
+    assert any("(--bind /scratch/models:/models)" in note for note in outcome.notes)
+
+
+def test_an_apptainer_exec_of_something_else_is_not_a_server() -> None:
+    assert "no serving command found" in _refusal("apptainer exec --nv x.sif python3 train.py\n")
