@@ -133,15 +133,29 @@ class RayCluster:
 
 @dataclass(frozen=True)
 class PDRouter:
-    """The router that joins a split of this kind in PD mode: its module (run with `python3 -m`), the flag that
-    turns PD mode on, the policies it takes for both sides, whether `--prefill URL` is followed by the prefill's
-    bootstrap port, and flags it always gets."""
+    """The router that joins a split of this kind in PD mode: its Python module, the flag that turns PD mode on,
+    the policies it takes for both sides, whether `--prefill URL` is followed by the prefill's bootstrap port,
+    flags it always gets, the container image that holds it (the router role's `router_image` when unset), the
+    program that starts it there (`python3 -m MODULE` when empty), and why it cannot front groups that want an
+    API key (None: it takes the key with `--api-key`, checks the clients' and sends it on).
+
+    >>> PDRouter("r.launch", "--pd", ("random",), True).launch
+    ('python3', '-m', 'r.launch')
+    """
 
     module: str
     pd_flag: str
     policies: tuple[str, ...]
     bootstrap: bool
     extra: tuple[str, ...] = ()
+    image: str | None = None
+    program: tuple[str, ...] = ()
+    keyless: str | None = None
+
+    @property
+    def launch(self) -> tuple[str, ...]:
+        """The words that start the router in its image (the first is the container's entrypoint)."""
+        return self.program or ("python3", "-m", self.module)
 
 
 @dataclass(frozen=True)

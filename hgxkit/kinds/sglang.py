@@ -274,6 +274,7 @@ SGLANG = ServerKind(
             "--pd-disaggregation",
             ("random", "round_robin", "power_of_two", "cache_aware"),
             bootstrap=True,
+            image="lmsysorg/sgl-model-gateway:latest",
         ),
     ),
     multinode_flags=("--nnodes", "--node-rank", "--dist-init-addr"),

@@ -275,13 +275,19 @@ VLLM = ServerKind(
         "--kv-transfer-config",
         "",
         ("NixlConnector",),
-        # vllm-router 0.1.17: --prefill URL with no bootstrap port (none), --kv-connector nixl (its default)
+        # vllm-router 0.1.17: --prefill URL with no bootstrap port (none), --kv-connector nixl (its default). In PD
+        # mode it checks no client's key and sends every worker `Bearer $OPENAI_API_KEY` (its --api-key is for
+        # intra-node DP routing), measured against the real router: a keyed split behind it would be open.
         PDRouter(
             "vllm_router.launch_router",
             "--vllm-pd-disaggregation",
             ("random", "round_robin", "power_of_two", "cache_aware"),
             bootstrap=False,
             extra=("--kv-connector", "nixl"),
+            image="vllm/vllm-router:v0.1.17",
+            program=("vllm-router",),
+            keyless="vllm-router 0.1.17 checks no client's API key in PD mode (it sends each worker its own "
+            "OPENAI_API_KEY), so a keyed split behind it would answer anyone who reaches the router",
         ),
         role_key="kv_role",
         backend_key="kv_connector",

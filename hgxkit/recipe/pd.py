@@ -83,6 +83,25 @@ def pd_router_problem(recipe: Recipe) -> Problem:
     )
 
 
+def pd_key_problem(recipe: Recipe) -> Problem | None:
+    """A split served with an API key (`api_key`) whose kind's router cannot front keyed groups
+    (`PDRouter.keyless`), so the serving role refuses it before changing a host; None when its router can.
+
+    >>> from hgxkit.recipe.read import load_recipe
+    >>> pd_key_problem(load_recipe("tests/fixtures/pd/vllm-pd-one-node.yaml")).code
+    'pd-router-key'
+    """
+    split = recipe.server.server_kind.prefill_decode
+    reason = split.router.keyless if split is not None else None
+    if reason is None:
+        return None
+    return Problem(
+        "pd-router-key",
+        f"{recipe.path or recipe.name} splits prefill and decode behind {reason}",
+        "serve the split without api_key, its router on 127.0.0.1 (router_bind_address) or a trusted network",
+    )
+
+
 def bootstrap_port(server: ServerCommand) -> str | None:
     """The prefill's bootstrap port as its command gives it, else the kind's default; None for a kind whose
     prefill has no bootstrap port (vLLM's NIXL names its side channel in each answer instead)."""

@@ -34,6 +34,9 @@ from hgxkit.serving.rollout import RunningContainer
 
 ROUTER_LABEL = "hgxkit.router"
 CONTAINER = "sglang-router"
+# The router of groups that serve both phases, whatever their kind: SGLang's, with a worker list.
+WORKER_LIST_MODULE = "sglang_router.launch_router"
+WORKER_LIST_IMAGE = "lmsysorg/sgl-model-gateway:latest"
 POLICIES = ("random", "round_robin", "power_of_two", "cache_aware", "bucket")
 KEY_IN_CONTAINER = "/run/hgxkit/api-key"
 # The router takes its key only as --api-key. The launcher reads it from a root-only file mounted read-only,
@@ -209,10 +212,24 @@ def pd_workers(urls: list[str], sides: list[Side | None], policy: str, pd: PDRou
     return [*args, "--policy", policy, *pd.extra]
 
 
+def router_image(knob: str | None, pd: PDRouter | None) -> str:
+    """The image the router runs: the `router_image` knob when set, else the split's router's own image (`pd`:
+    the groups' kind's `PrefillDecode.router`, None for groups that serve both phases), else SGLang's router.
+
+    >>> router_image(None, None), router_image("my/router:1", None)
+    ('lmsysorg/sgl-model-gateway:latest', 'my/router:1')
+    >>> router_image(None, PDRouter("m", "--pd", ("random",), False, image="vllm/vllm-router:v0.1.17"))
+    'vllm/vllm-router:v0.1.17'
+    """
+    if knob:
+        return knob
+    return pd.image if pd is not None and pd.image else WORKER_LIST_IMAGE
+
+
 def router_spec(
     urls: list[str],
     *,
-    image: str,
+    image: str | None,
     policy: str,
     bind_address: str,
     port: int,
@@ -222,22 +239,27 @@ def router_spec(
 ) -> RouterSpec:
     """The router container: host network, restart unless stopped, labelled with its spec hash. With `sides`
     naming a prefill/decode split (parallel to `urls`), the router runs in PD mode (`pd_workers`): the router of
-    the groups' kind (`pd`, its `PrefillDecode.router`: SGLang's or vLLM's), else SGLang's router with a worker list.
+    the groups' kind (`pd`, its `PrefillDecode.router`: SGLang's or vLLM's) from its own image unless `image`
+    names one, else SGLang's router with a worker list (`router_image`).
 
     With `api_key_file` (the serving role's root-only key on this host) the key is mounted read-only and
-    handed to the router by `key_launcher`: clients then need it, and the router sends it to the workers.
-    Metrics (Prometheus, port 29000) stay on 127.0.0.1.
+    handed to the router by `key_launcher`: clients then need it, and the router sends it to the workers (a split
+    whose router cannot is refused before, `hgxkit.recipe.pd.pd_key_problem`). Metrics (Prometheus, port 29000)
+    stay on 127.0.0.1.
     """
     if policy not in POLICIES:
         raise ValueError(f"router_policy {policy!r} is not one of {', '.join(POLICIES)}: set router_policy")
     split = sides is not None and any(sides)
     if split and pd is None:
         raise ValueError("the router fronts a prefill/decode split, but the groups' kind names no router for it")
-    module = pd.module if split and pd is not None else "sglang_router.launch_router"
-    if split and pd is not None:
-        workers = pd_workers(urls, list(sides or ()), policy, pd)
+    router = pd if split else None
+    if router is not None:
+        workers = pd_workers(urls, list(sides or ()), policy, router)
     else:
         workers = ["--worker-urls", *urls, "--policy", policy]
+    module = router.module if router is not None else WORKER_LIST_MODULE
+    launch = router.launch if router is not None else ("python3", "-m", module)
+    image = router_image(image, router)
     server = [
         *workers,
         "--host",
@@ -251,8 +273,8 @@ def router_spec(
         options = ["-v", f"{api_key_file}:{KEY_IN_CONTAINER}:ro", "--entrypoint", "python3"]
         command = ["-c", key_launcher(module)]
     else:
-        options = ["--entrypoint", "python3"]
-        command = ["-m", module]
+        options = ["--entrypoint", launch[0]]
+        command = list(launch[1:])
     body = ["--network", "host", "--restart", "unless-stopped", *options, image, *command, *server]
     spec_hash = hashlib.sha256(json.dumps(body).encode()).hexdigest()[:16]
     labels = ["--label", f"{ROUTER_LABEL}=1", "--label", f"{SPEC_LABEL}={spec_hash}"]

@@ -42,7 +42,7 @@ from hgxkit.node.facts_gpu import NvidiaSmi
 from hgxkit.node.facts_system import MemTotalBytes
 from hgxkit.planfacts import plan_fact
 from hgxkit.problems import Problem, refuse
-from hgxkit.recipe.pd import is_prefill_decode, pd_router_problem
+from hgxkit.recipe.pd import is_prefill_decode, pd_key_problem, pd_router_problem
 from hgxkit.recipe.spec import Recipe
 from hgxkit.runfailure import RunFailure, escape_control
 from hgxkit.secrets import redact
@@ -92,8 +92,9 @@ def node_problems(recipe: Recipe, total_gpus: int | None) -> list[Problem]:
         for name in recipe.env_refs()
         if not os.environ.get(name)
     ]
-    if not knobs.router and is_prefill_decode(recipe, total_gpus):
-        problems.append(pd_router_problem(recipe))
+    if is_prefill_decode(recipe, total_gpus):
+        keyless = pd_key_problem(recipe) if knobs.api_key else None
+        problems += [p for p in (None if knobs.router else pd_router_problem(recipe), keyless) if p is not None]
     smi = plan_fact(host, NvidiaSmi)
     gpus = total_gpus if total_gpus is not None else (recipe.groups.gpus_per_node if recipe.groups else None) or 8
     groups = 1

@@ -1,6 +1,8 @@
-"""SGLang router (optional): one container on one host, fronting every SGLang group of every host.
+"""The router (optional): one container on one host, fronting every serving group of every host.
 
-It is SGLang's own router (`python -m sglang_router.launch_router`), so its workers are SGLang servers.
+Groups that serve both phases get SGLang's own router (`python -m sglang_router.launch_router --worker-urls`); a
+prefill/decode split gets its kind's router in PD mode (`PrefillDecode.router`: sglang-router for SGLang's,
+`vllm-router` for vLLM's NIXL split), each from its own image unless `router_image` names one.
 
 Runs after the serving role. Off unless `router: true`; only the chosen host (`router_host`, default the
 first host with `router: true`) runs it. The container is labelled with a hash of its spec, so an unchanged
@@ -29,6 +31,7 @@ from hgxkit.knobs import ssh_hostname
 from hgxkit.node.facts_gpu import NvidiaSmi
 from hgxkit.problems import refuse
 from hgxkit.recipe.exposure import exposure_problems
+from hgxkit.recipe.pd import pd_key_problem
 from hgxkit.recipe.render import render_recipe
 from hgxkit.runfailure import RunFailure
 from hgxkit.secrets import redact
@@ -81,7 +84,7 @@ def _served_model(h: Host) -> str:
     return str(judged_for(h).recipe.server.flag("--served-model-name") or "default")
 
 
-@deploy("hgxkit SGLang router", data_defaults=DEFAULTS)
+@deploy("hgxkit router", data_defaults=DEFAULTS)
 def sglang_router() -> None:
     """Run the router on the chosen host only; change nothing when its spec is unchanged."""
     knobs = RouterKnobs.from_host(host)
@@ -97,7 +100,9 @@ def sglang_router() -> None:
     workers = [w for w in (_worker_host(h) for h in hosts) if w is not None]
     urls, problems = worker_urls(host.name, workers)
     problems += exposure_problems(knobs.router_bind_address, knobs.api_key, knobs.allow_unauthenticated)
-    refuse(f"router checks failed on {host.name}; the router was not started", problems)
+    sides = worker_sides(host.name, workers)
+    keyless = pd_key_problem(judged_for(host).recipe) if knobs.api_key and any(sides) else None
+    refuse(f"router checks failed on {host.name}; the router was not started", [*problems, *filter(None, [keyless])])
     key_file = knobs.serve_api_key_file if knobs.api_key == "auto" else None
     try:
         spec = router_spec(
@@ -107,7 +112,7 @@ def sglang_router() -> None:
             bind_address=knobs.router_bind_address,
             port=knobs.router_port,
             api_key_file=key_file,
-            sides=worker_sides(host.name, workers),
+            sides=sides,
             pd=_pd_router(host),
         )
     except ValueError as err:
@@ -117,7 +122,7 @@ def sglang_router() -> None:
         return  # nothing differs: no operation, nothing restarted
     # A callback: the image's digest exists only after the pull, and the router's readiness only once it runs.
     python.call(
-        name=f"Start the SGLang router on port {knobs.router_port} ({len(urls)} workers)",
+        name=f"Start the router {spec.image} on port {knobs.router_port} ({len(urls)} workers)",
         function=_start,
         spec=spec,
         key_file=key_file,

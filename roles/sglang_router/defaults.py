@@ -4,7 +4,8 @@
 API key: with the serving role's `api_key: auto`, the router gets the same root-only key file, mounted
 read-only and read by a small launcher (the router takes the key only as `--api-key`, so this keeps it out
 of `docker inspect` and of the process list). Clients then send `Authorization: Bearer <key>` to the router,
-which sends it on to the groups. Each host has its own key, so a keyed router fronts its own host only.
+which sends it on to the groups. Each host has its own key, so a keyed router fronts its own host only. vLLM's
+split is refused with a key: vllm-router checks no client's key (hgxkit.recipe.pd.pd_key_problem).
 """
 
 from __future__ import annotations
@@ -31,9 +32,11 @@ class RouterKnobs(Knobs):
         "address the router listens on (host network). 127.0.0.1 keeps it on the node; any other needs api_key "
         "(serving role) or allow_unauthenticated, as for the groups.",
     )
-    router_image: str = declare(
-        "lmsysorg/sgl-model-gateway:latest",
-        "the router image, pulled and run by its repository digest.",
+    router_image: str | None = declare(
+        None,
+        "the router image, pulled and run by its repository digest. None: the split's kind's router image for a "
+        "prefill/decode split (vllm/vllm-router:v0.1.17 for vLLM's, lmsysorg/sgl-model-gateway:latest for "
+        "SGLang's), lmsysorg/sgl-model-gateway:latest otherwise.",
     )
     router_worker_address: str | None = declare(
         None,

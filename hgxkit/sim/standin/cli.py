@@ -7,6 +7,7 @@ Examples:
     hgxkit sim image build --tag myorg/vllm-custom:1 --kind vllm               # any reference, kind given
     hgxkit sim image build --tag lmsysorg/sglang:v0.5.12-cu130 --other-versions   # takes flags 0.5.23 lacks
     hgxkit sim image build --router                          # lmsysorg/sgl-model-gateway:latest (real sglang-router)
+    hgxkit sim image build --router vllm                     # vllm/vllm-router:v0.1.17 (real vllm-router)
     hgxkit sim image build --dcgm-exporter                   # the DCGM exporter stand-in (hgxkit-sim/dcgm-exporter)
     hgxkit sim image status                                  # tags and digests the nodes' mirror serves
     hgxkit sim client install                                # SGLang's and vLLM's real benchmark clients, once per host
@@ -31,11 +32,11 @@ def _image_build(args: argparse.Namespace) -> int:
     from hgxkit.sim.standin import image as serving
     from hgxkit.sim.standin import registry as serving_registry
 
-    if args.router:  # the router image: sglang-router from PyPI (hgxkit/sim/standin/router_image.py)
+    if args.router:  # a router image: the router from PyPI (hgxkit/sim/standin/router_image.py)
         from hgxkit.sim.standin import router_image
 
-        for tag, digest in router_image.ensure_published(nodes.client()).items():
-            print(f"{tag}\t{router_image.image_tag()}\t{digest}")
+        for tag, digest in router_image.ensure_published(nodes.client(), args.router).items():
+            print(f"{tag}\t{router_image.image_tag(args.router)}\t{digest}")
         return 0
     if args.dcgm_exporter:  # the monitoring role's exporter (hgxkit/sim/standin/dcgm)
         from hgxkit.sim.standin.dcgm import image as dcgm_image
@@ -122,7 +123,14 @@ def register(sub: argparse._SubParsersAction) -> None:
         "tag parses as the table's version)",
     )
     p.add_argument("--no-publish", dest="publish", action="store_false", help="build and tag only")
-    p.add_argument("--router", action="store_true", help="build and publish the router image instead (PyPI)")
+    p.add_argument(
+        "--router",
+        nargs="?",
+        const="sglang",
+        choices=KINDS,
+        help="build and publish the router image of this kind's prefill/decode split instead (default sglang: "
+        "sglang-router; vllm: vllm-router; from PyPI)",
+    )
     p.add_argument(
         "--dcgm-exporter", action="store_true", help="build and publish the DCGM exporter stand-in instead (monitoring)"
     )

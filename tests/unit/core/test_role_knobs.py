@@ -235,7 +235,7 @@ PREVIOUS_DEFAULTS: dict[str, dict[str, object]] = {
         "router_port": 30000,
         "router_policy": "cache_aware",
         "router_bind_address": "127.0.0.1",
-        "router_image": "lmsysorg/sgl-model-gateway:latest",
+        "router_image": None,
         "router_worker_address": None,
         "router_health_timeout": 120,
     },

@@ -14,6 +14,7 @@ import pytest
 from hgxkit.kinds.base import PDRouter
 from hgxkit.kinds.sglang import SGLANG
 from hgxkit.kinds.vllm import VLLM
+from hgxkit.recipe.pd import pd_key_problem
 from hgxkit.recipe.read import load_recipe
 from hgxkit.serving.router import Side, WorkerHost, group_sides, router_spec, worker_sides, worker_urls
 
@@ -27,8 +28,10 @@ assert SGLANG.prefill_decode is not None and VLLM.prefill_decode is not None
 SGLANG_PD, VLLM_PD_ROUTER = SGLANG.prefill_decode.router, VLLM.prefill_decode.router
 
 
-def spec(policy: str, sides: list[Side | None] | None, pd: PDRouter | None) -> list[str]:
-    image = "lmsysorg/sgl-model-gateway:latest"
+IMAGE = "lmsysorg/sgl-model-gateway:latest"
+
+
+def spec(policy: str, sides: list[Side | None] | None, pd: PDRouter | None, image: str | None = IMAGE) -> list[str]:
     options = {"policy": policy, "bind_address": "127.0.0.1", "port": 30000, "api_key_file": None}
     return router_spec(URLS, image=image, sides=sides, pd=pd, **options).argv  # type: ignore[arg-type]
 
@@ -36,8 +39,11 @@ def spec(policy: str, sides: list[Side | None] | None, pd: PDRouter | None) -> l
 def server_args(
     policy: str = "cache_aware", sides: list[Side | None] | None = SIDES, pd: PDRouter = SGLANG_PD
 ) -> list[str]:
+    """The router's own arguments: the words after the image and the program's (the first is the entrypoint)."""
     argv = spec(policy, sides, pd)
-    return argv[argv.index(pd.module if sides and any(sides) else "sglang_router.launch_router") + 1 :]
+    launch = pd.launch if sides and any(sides) else ("python3", "-m", "sglang_router.launch_router")
+    assert argv[argv.index("--entrypoint") + 1] == launch[0]
+    return argv[argv.index(IMAGE) + len(launch) :]
 
 
 def test_each_group_of_the_recipe_is_its_side_with_the_prefills_bootstrap_port() -> None:
@@ -135,3 +141,20 @@ def test_the_real_vllm_router_reads_the_arguments_as_a_split(vllm_router_python:
         "round_robin",
         "nixl",
     ]
+
+
+def test_a_vllm_split_runs_vllm_router_from_its_own_image_unless_the_knob_names_one() -> None:
+    sides: list[Side | None] = [Side("prefill"), Side("decode")]
+    argv = spec("round_robin", sides, VLLM_PD_ROUTER, image=None)
+    i = argv.index("vllm/vllm-router:v0.1.17")
+    assert argv[i - 2 : i] == ["--entrypoint", "vllm-router"] and argv[i + 1] == "--vllm-pd-disaggregation"
+    assert "my/router:1" in spec("round_robin", sides, VLLM_PD_ROUTER, image="my/router:1")
+    sglang = spec("cache_aware", SIDES, SGLANG_PD, image=None)
+    assert sglang[sglang.index(IMAGE) + 1 : sglang.index(IMAGE) + 3] == ["-m", "sglang_router.launch_router"]
+
+
+def test_a_keyed_split_is_refused_where_its_router_checks_no_clients_key() -> None:
+    problem = pd_key_problem(load_recipe(VLLM_PD))
+    assert problem is not None and problem.code == "pd-router-key"
+    assert "vllm-router 0.1.17 checks no client's API key" in problem.found and "without api_key" in problem.remedy
+    assert pd_key_problem(load_recipe(PD)) is None  # sglang-router takes --api-key and checks it

@@ -15,8 +15,9 @@ from hgxkit.serving.router import (
     router_spec,
     worker_urls,
 )
+from hgxkit.serving.router import router_image as image_of
+from hgxkit.sim.standin import KINDS, router_image
 from hgxkit.sim.standin import image as stand_in
-from hgxkit.sim.standin import router_image
 from roles.sglang_router.defaults import DEFAULTS
 
 IMAGE = "lmsysorg/sgl-model-gateway:latest"
@@ -39,7 +40,7 @@ def test_defaults_are_documented_and_off() -> None:
 
     assert DEFAULTS["router"] is False and DEFAULTS["router_port"] == 30000
     assert DEFAULTS["router_policy"] == "cache_aware" and DEFAULTS["router_bind_address"] == "127.0.0.1"
-    assert DEFAULTS["router_image"] == IMAGE
+    assert DEFAULTS["router_image"] is None  # the split's router's own image, else SGLang's (router_image)
     for key in DEFAULTS:
         assert f"\n{key} " in module.__doc__ or f"\n{key}\n" in module.__doc__, key
 
@@ -154,10 +155,37 @@ def test_needs_replacing_only_on_change() -> None:
 def test_router_image_builds_on_the_stand_in_base_with_the_pinned_router() -> None:
     assert router_image.REQUIREMENT == "sglang-router==0.3.2"
     assert router_image.image_tag().startswith("hgxkit-sim-router:")
-    assert router_image.image_tag() == router_image.image_tag()
+    assert router_image.image_tag() == router_image.image_tag() == router_image.image_tag("sglang")
     assert f"'{router_image.REQUIREMENT}'" in router_image.DOCKERFILE
     assert "--cert ca-certificates.crt" in router_image.DOCKERFILE
     assert stand_in.check_tag(router_image.DEFAULT_TAGS[0]) == IMAGE
+
+
+def test_each_router_has_its_own_image_with_its_own_pinned_wheel() -> None:
+    vllm = router_image.ROUTERS["vllm"]
+    assert vllm.requirement == "vllm-router==0.1.17" and f"'{vllm.requirement}'" in vllm.dockerfile()
+    assert '["vllm-router", "--help"]' in vllm.dockerfile() and "import vllm_router.launch_router" in vllm.dockerfile()
+    assert router_image.image_tag("vllm") != router_image.image_tag("sglang")
+    assert set(router_image.ROUTERS) == set(KINDS)  # `hgxkit sim image build --router KIND`
+
+
+def test_every_kinds_split_router_image_is_built_for_simulated_nodes() -> None:
+    from hgxkit.kinds import KINDS as SERVER_KINDS
+
+    built = {tag for one in router_image.ROUTERS.values() for tag in one.tags}
+    for kind in SERVER_KINDS.values():
+        if kind.prefill_decode is not None:
+            image = kind.prefill_decode.router.image
+            assert image is not None and stand_in.check_tag(image) in built, kind.name
+
+
+def test_the_router_image_is_the_knob_else_the_splits_router_else_sglangs() -> None:
+    from hgxkit.kinds.vllm import VLLM
+
+    assert VLLM.prefill_decode is not None
+    pd = VLLM.prefill_decode.router
+    assert image_of(None, None) == IMAGE and image_of(None, pd) == "vllm/vllm-router:v0.1.17"
+    assert image_of("my/router:1", pd) == "my/router:1"
 
 
 def test_router_fact_parses_the_docker_listing() -> None:

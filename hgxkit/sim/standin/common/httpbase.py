@@ -24,6 +24,7 @@ class StandinHandler(BaseHTTPRequestHandler):
     def _send(
         self, status: int, body: bytes, ctype: str = "application/json", headers: dict[str, str] | None = None
     ) -> None:
+        self._drain()
         self.send_response(status)
         self.send_header("Content-Type", ctype)
         self.send_header("Content-Length", str(len(body)))
@@ -55,9 +56,19 @@ class StandinHandler(BaseHTTPRequestHandler):
         self.wfile.write(b"0\r\n\r\n")
         self.wfile.flush()
 
+    def _drain(self) -> None:
+        """Read the request's body if no route did (a 401 or 404 answered before it): on a kept-alive connection
+        its bytes would otherwise be read as the next request line, as a router's pooled connection does."""
+        if getattr(self, "_read_of", None) is not self.headers:
+            self._read_of = self.headers
+            length = int(self.headers.get("Content-Length") or 0)
+            if length:
+                self.rfile.read(length)
+
     def _body(self) -> dict[str, Any]:
         length = int(self.headers.get("Content-Length") or 0)
-        raw = self.rfile.read(length) if length else b""
+        raw = self.rfile.read(length) if length and getattr(self, "_read_of", None) is not self.headers else b""
+        self._read_of = self.headers
         if not raw:
             return {}
         doc = json.loads(raw)
