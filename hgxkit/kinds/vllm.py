@@ -255,6 +255,8 @@ VLLM = ServerKind(
         # v1/metrics/loggers.py: vllm:time_per_output_token_seconds before the rename
         itl_histograms=("vllm:inter_token_latency_seconds", "vllm:time_per_output_token_seconds"),
         tpot_histogram="vllm:request_time_per_output_token_seconds",
+        # NixlConnector's NixlPromMetrics (distributed/kv_transfer/kv_connector/v1/nixl_connector.py), on the decode
+        kv_transfer_histogram="vllm:nixl_xfer_time_seconds",
     ),
     posted_clients=POSTED_CLIENTS,
     image_entrypoint=("vllm", "serve"),  # 0.33-era images; words after the image are `MODEL flags`

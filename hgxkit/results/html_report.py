@@ -241,6 +241,7 @@ def _telemetry(run: Run) -> str:
                     "Server accept",
                     "Client accept",
                     "Accept source",
+                    "KV transfer mean s",
                 ],
                 [
                     [
@@ -255,6 +256,7 @@ def _telemetry(run: Run) -> str:
                         format_value(s.accept_length, 2),
                         format_value(c.accept_length, 2),
                         s.accept_length_source or "-",
+                        format_value(s.kv_transfer_mean_s, 4),
                     ]
                 ],
             )

@@ -27,3 +27,5 @@ class KindMetrics:
     e2e_histogram: str | None = None  # the end-to-end request latency histogram (seconds)
     itl_histograms: tuple[str, ...] = ()  # inter-token latency (seconds): the current name first, older releases' after
     tpot_histogram: str | None = None  # per-request time per output token (seconds), where the engine has one
+    # The KV transfer time histogram of a prefill/decode split's side that pulls the KV (seconds; `_sum`, `_count`)
+    kv_transfer_histogram: str | None = None

@@ -12,8 +12,8 @@ Inputs (collected on the host by the verify role, archived raw under `telemetry/
 
 `summarise_cell_telemetry` turns them into a `CellTelemetry`: per GPU mean/max power, clocks, memory,
 temperature, utilisation and the throttle reasons seen (decoded from NVML's bit mask); server side running and
-queued requests, KV-cache use, output throughput and accept length from counter increases. Telemetry from a
-simulated node is `simulated`, and every table and plot that shows it says so.
+queued requests, KV-cache use, output throughput, accept length and a split's KV transfer time from counter
+increases. Telemetry from a simulated node is `simulated`, and every table and plot that shows it says so.
 
 Example:
     >>> from hgxkit.kinds import KINDS
@@ -127,6 +127,8 @@ class ServerTelemetry:
     accept_length: float | None = None
     accept_length_source: str | None = None
     cache_hit_rate: float | None = None
+    kv_transfer_mean_s: float | None = None  # a split's side that pulls the KV: mean time of its transfers
+    kv_transfers: float | None = None  # how many transfers it timed over the cell
 
 
 @dataclass(frozen=True)
@@ -219,6 +221,11 @@ def summarise_server(kind: str, names: KindMetrics, scrapes: list[Scrape]) -> Se
         hit_rate = hits / queries if hits is not None and queries else None
     elif names.cache_hit_rate_gauge:
         hit_rate = _mean([v for s in scrapes if (v := _gauge(s, (names.cache_hit_rate_gauge,), "mean")) is not None])
+    transfers, transfer_s = None, None
+    if names.kv_transfer_histogram:
+        transfers = counter_increase(scrapes, f"{names.kv_transfer_histogram}_count")
+        spent = counter_increase(scrapes, f"{names.kv_transfer_histogram}_sum")
+        transfer_s = spent / transfers if spent is not None and transfers else None
     return ServerTelemetry(
         kind=kind,
         scrapes=len(scrapes),
@@ -235,6 +242,8 @@ def summarise_server(kind: str, names: KindMetrics, scrapes: list[Scrape]) -> Se
         accept_length=accept,
         accept_length_source=source,
         cache_hit_rate=hit_rate,
+        kv_transfer_mean_s=transfer_s,
+        kv_transfers=transfers,
     )
 
 

@@ -76,6 +76,19 @@ def test_vllm_accept_length_and_throughput_from_counter_increases() -> None:
     assert t.gpus == [] and t.simulated is True
 
 
+def test_a_split_decodes_kv_transfer_time_is_the_mean_of_its_transfers_over_the_cell() -> None:
+    xfer = 'vllm:nixl_xfer_time_seconds_{}{{engine="0",model_name="m"}} {}'
+    scrapes = [
+        (0.0, f"{xfer.format('count', 2.0)}\n{xfer.format('sum', 0.5)}"),
+        (1.0, f"{xfer.format('count', 6.0)}\n{xfer.format('sum', 0.9)}"),  # 4 pulls, 0.4 s in all
+    ]
+    series = format_scrape_series(scrapes)
+    t = summarise_cell_telemetry("vllm", KINDS["vllm"].metrics, metrics_text=series, simulated=True)
+    assert t.server is not None and t.server.kv_transfers == 4 and t.server.kv_transfer_mean_s == pytest.approx(0.1)
+    plain = summarise_cell_telemetry("vllm", KINDS["vllm"].metrics, metrics_text=VLLM, simulated=True)
+    assert plain.server is not None and (plain.server.kv_transfers, plain.server.kv_transfer_mean_s) == (None, None)
+
+
 def test_sglang_accept_length_ignores_stale_idle_scrapes() -> None:
     t = summarise_cell_telemetry("sglang", KINDS["sglang"].metrics, metrics_text=SGLANG, simulated=False)
     assert t.server is not None and t.server.accept_length == pytest.approx(5.3)  # 5.2/5.4 busy, 1.0 idle ignored

@@ -1,13 +1,14 @@
 """Prefill/decode over NIXL in the vLLM stand-in (hgxkit/sim/standin/vllm/nixl.py), as processes on 127.0.0.1: the
 prefill request (kv_transfer_params do_remote_decode) answers with the params that name its blocks, the decode
 request carrying them pulls the blocks over the prefill's side channel before its first token, and blocks pulled
-once are gone; a request without params is served whole, as vLLM's is; a side-channel port in use or a connector
-without kv_role ends the start-up. With the real vllm-router (vllm_router_python), a chat completion goes through its
---vllm-pd-disaggregation mode to the two stand-ins."""
+once are gone (the pull timed in vllm:nixl_xfer_time_seconds); a request without params is served whole, as
+vLLM's is; a side-channel port in use or a connector without kv_role ends the start-up. With the real vllm-router
+(vllm_router_python), a chat completion goes through its --vllm-pd-disaggregation mode to the two stand-ins."""
 
 from __future__ import annotations
 
 import json
+import re
 import socket
 import sys
 from collections.abc import Iterator
@@ -87,6 +88,15 @@ def test_the_prefill_names_its_blocks_and_the_decode_pulls_them(pair: tuple[VSer
     assert p["input_tokens"] == d["input_tokens"] and _first_token_at(d) >= _first_token_at(p) - 1
     again = _call(decode.url + "/v1/chat/completions", {**body, "kv_transfer_params": params})
     assert again[0] == 500 and "KV load failed for request" in json.loads(again[1])["error"]["message"]
+    pulled, held = _xfer_count(decode), _xfer_count(prefill)
+    assert pulled is not None and pulled >= 1 and held == 0  # the transfer is timed where it is pulled
+
+
+def _xfer_count(server: VServer) -> float | None:
+    """vllm:nixl_xfer_time_seconds_count on the server's /metrics (the pulls it timed), None when absent."""
+    text = _call(server.url + "/metrics")[1].decode()
+    found = re.search(r'^vllm:nixl_xfer_time_seconds_count\{engine="0",model_name="m"\} (\S+)$', text, re.M)
+    return float(found.group(1)) if found else None
 
 
 def test_a_request_without_params_is_served_whole_on_either_side(pair: tuple[VServer, VServer]) -> None:

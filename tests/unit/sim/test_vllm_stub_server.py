@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import signal
@@ -83,6 +84,22 @@ def test_api_key_guards_v1_only(model: Path) -> None:
     with start(model, env={**FAST, "VLLM_API_KEY": "env-key"}) as sim:
         assert _req(sim.url + "/v1/models")[0] == 401
         assert _req(sim.url + "/v1/models", headers={"Authorization": "Bearer env-key"})[0] == 200
+
+
+def test_a_refused_requests_body_is_not_read_as_the_next_request(model: Path) -> None:
+    """A router's pooled connection: a POST answered 401 before any route read its body, then the next request."""
+    with start(model, "--api-key", "k1", env=FAST) as sim:
+        conn = http.client.HTTPConnection("127.0.0.1", int(sim.url.rsplit(":", 1)[1]), timeout=30)
+        body = json.dumps({"prompt": "ba", "max_tokens": 2})
+        try:
+            conn.request("POST", "/v1/completions", body, {"Content-Type": "application/json"})
+            first = conn.getresponse()
+            assert (first.status, first.read()) == (401, b'{"error":"Unauthorized"}')
+            conn.request("POST", "/v1/completions", body, {"Authorization": "Bearer k1"})
+            second = conn.getresponse()
+            assert second.status == 200 and json.loads(second.read())["usage"]["completion_tokens"] == 2
+        finally:
+            conn.close()
 
 
 def test_unknown_model_name_is_vllms_404(model: Path) -> None:

@@ -3,7 +3,8 @@
 Rendered as prometheus_client renders vLLM's metrics: labels sorted (``engine``, ``model_name``), counters with
 ``_total`` and a ``_created`` gauge, float values. Engine metrics are absent with ``--disable-log-stats``, as
 in vLLM; spec-decode counters (``vllm:spec_decode_num_drafts_total`` …, per ``position``) appear only with
-``--speculative-config`` — `vllm bench serve` reads their difference over a run.
+``--speculative-config`` — `vllm bench serve` reads their difference over a run; ``vllm:nixl_xfer_time_seconds``
+only with NixlConnector (``--kv-transfer-config``).
 
 Example:
     >>> import io
@@ -17,6 +18,7 @@ Example:
 from __future__ import annotations
 
 from hgxkit.sim.standin.common.engine import Histogram
+from hgxkit.sim.standin.vllm import nixl
 from hgxkit.sim.standin.vllm.stats import HISTOGRAMS, TOKEN_HISTOGRAMS, VllmEngine
 
 
@@ -60,9 +62,14 @@ class _Out:
         self.lines.append(f"vllm:{name}_created{self.labels()} {self.created!r}")
 
 
-def render(engine: VllmEngine, model_name: str, spec: bool, log_stats: bool = True) -> str:
-    """The whole exposition text (see the module doc)."""
+def render(
+    engine: VllmEngine, model_name: str, spec: bool, log_stats: bool = True, xfer_time: Histogram | None = None
+) -> str:
+    """The whole exposition text (see the module doc); `xfer_time`: NixlConnector's transfer times, for a server
+    with one (hgxkit/sim/standin/vllm/nixl.py)."""
     out = _Out(model_name, engine.created)
+    if log_stats and xfer_time is not None:
+        out.histogram(nixl.XFER_METRIC, nixl.XFER_DOC, xfer_time)
     if log_stats:
         state = engine.snapshot()
         out.gauge("num_requests_running", "Number of requests in model execution batches.", state["running"])

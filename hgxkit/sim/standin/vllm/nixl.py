@@ -19,6 +19,8 @@ distributed/kv_transfer/kv_connector/v1/nixl_connector.py):
   the decode's TTFT holds the transfer; a side channel that does not answer, or blocks already freed, fail the
   request (``kv_load_failure_policy`` ``fail``, vLLM's default) with a 500 (the stand-in's wording).
 - A request without ``kv_transfer_params`` is served whole, prefill included, on either side, as vLLM's is.
+- Each pull's duration, simulated wait included, is observed in ``vllm:nixl_xfer_time_seconds`` (the histogram
+  NixlConnector's NixlPromMetrics exports, with its buckets), on the server that pulled: the decode's /metrics.
 
 Example:
     >>> config_problem({"kv_connector": "NixlConnector"})[:60]
@@ -41,12 +43,17 @@ from http.server import ThreadingHTTPServer
 from typing import Any
 from urllib.parse import urlsplit
 
+from hgxkit.sim.standin.common.engine import Histogram
 from hgxkit.sim.standin.common.httpbase import StandinHandler
 
 ROLES = ("kv_producer", "kv_both", "kv_consumer")  # config/kv_transfer.py: get_args(KVRole)
 CONNECTOR = "NixlConnector"
 KV_PATH = "/hgxkit_sim/nixl/"
 BLOCK_SIZE = 16  # vLLM's default block size on CUDA
+# NixlPromMetrics' vllm:nixl_xfer_time_seconds (nixl_connector.py): its buckets, seconds
+XFER_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0, 5.0)
+XFER_METRIC = "nixl_xfer_time_seconds"
+XFER_DOC = "Histogram of transfer duration for NIXL KV Cache transfers."
 
 
 class TransferError(Exception):
@@ -86,6 +93,7 @@ class Nixl:
     abort_timeout_s: float = 480.0
     transfer_us_per_token: float = 0.5
     engine_id: str = field(default_factory=lambda: str(uuid.uuid4()))
+    xfer_time: Histogram = field(default_factory=lambda: Histogram(XFER_BUCKETS))  # seconds per pull
     _held: dict[str, tuple[float, dict[str, Any]]] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _server: ThreadingHTTPServer | None = None
@@ -162,7 +170,10 @@ class Nixl:
 
         def wait(input_tokens: int) -> float:
             time.sleep(self.transfer_us_per_token * input_tokens / 1e6)
-            return time.monotonic() - t0
+            took = time.monotonic() - t0
+            with self._lock:
+                self.xfer_time.observe(took)
+            return took
 
         return wait
 

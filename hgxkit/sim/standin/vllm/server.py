@@ -210,7 +210,8 @@ class VllmHandler(StandinHandler):
             self.close_connection = True
 
     def _metrics(self) -> None:
-        text = metrics.render(self.app.engine, self.app.served_names[0], self.app.spec, self.app.log_stats)
+        xfer = self.app.nixl.xfer_time if self.app.nixl is not None else None
+        text = metrics.render(self.app.engine, self.app.served_names[0], self.app.spec, self.app.log_stats, xfer)
         self._send(200, text.encode(), "text/plain; version=0.0.4; charset=utf-8")
 
     # -- tokenizer endpoints -------------------------------------------------------------------------------
