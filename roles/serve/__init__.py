@@ -93,8 +93,11 @@ def node_problems(recipe: Recipe, total_gpus: int | None) -> list[Problem]:
         if not os.environ.get(name)
     ]
     if is_prefill_decode(recipe, total_gpus):
+        if not knobs.router:
+            problems.append(pd_router_problem(recipe))
         keyless = pd_key_problem(recipe) if knobs.api_key else None
-        problems += [p for p in (None if knobs.router else pd_router_problem(recipe), keyless) if p is not None]
+        if keyless is not None:
+            problems.append(keyless)
     smi = plan_fact(host, NvidiaSmi)
     gpus = total_gpus if total_gpus is not None else (recipe.groups.gpus_per_node if recipe.groups else None) or 8
     groups = 1

@@ -102,7 +102,9 @@ def sglang_router() -> None:
     problems += exposure_problems(knobs.router_bind_address, knobs.api_key, knobs.allow_unauthenticated)
     sides = worker_sides(host.name, workers)
     keyless = pd_key_problem(judged_for(host).recipe) if knobs.api_key and any(sides) else None
-    refuse(f"router checks failed on {host.name}; the router was not started", [*problems, *filter(None, [keyless])])
+    if keyless is not None:
+        problems.append(keyless)
+    refuse(f"router checks failed on {host.name}; the router was not started", problems)
     key_file = knobs.serve_api_key_file if knobs.api_key == "auto" else None
     try:
         spec = router_spec(

@@ -1,8 +1,13 @@
-"""End-to-end: a one-node prefill/decode split (tests/fixtures/pd/dspark-pd-one-node.yaml: a TP4 prefill group on
-GPUs 0-3, a TP4 decode group on GPUs 4-7, on the host's network) deployed with `--data router=true` on a simulated
-node: the SGLang stand-ins run each side, the REAL sglang-router fronts them in PD mode, verify's chat completion
-and smoke cell go through the router (a worker refuses a request without a bootstrap room), and the run is
-archived; a second run changes nothing."""
+"""End-to-end: a one-node prefill/decode split (a TP4 prefill group on GPUs 0-3, a TP4 decode group on GPUs 4-7, on
+the host's network) deployed with `--data router=true` on a simulated node, for each engine:
+
+- SGLang (tests/fixtures/pd/dspark-pd-one-node.yaml): the SGLang stand-ins run each side, the REAL sglang-router
+  fronts them in PD mode, verify's chat completion and smoke cell go through the router (a worker refuses a request
+  without a bootstrap room), and the run is archived; a second run changes nothing.
+- vLLM over NIXL (tests/fixtures/pd/vllm-pd-one-node.yaml), then on the same node (one node start and bring-up for
+  both): the vLLM stand-ins run each side, the REAL vllm-router (its own image) fronts them, verify's cell goes
+  through it and the decode's telemetry holds the KV transfers it timed; a second run changes nothing, and the
+  split with an API key is refused before any change (vllm-router checks no client's key)."""
 
 from __future__ import annotations
 
@@ -14,11 +19,14 @@ import pytest
 from sim_steps import cluster_name, node_sh, out, run_deploy
 
 from hgxkit.sim import nodes as simnodes
-from hgxkit.sim.standin import router_image
+from hgxkit.sim.standin import image as stand_in
+from hgxkit.sim.standin import registry, router_image
 
 pytestmark = pytest.mark.e2e
 CLUSTER = cluster_name("pd")
 PD = "tests/fixtures/pd/dspark-pd-one-node.yaml"
+VLLM_PD = "tests/fixtures/pd/vllm-pd-one-node.yaml"
+VLLM_IMAGE = "vllm/vllm-openai:v0.33.0"  # the vLLM recipe's image
 HOST_NETWORK = 'allow_docker_options=["--network=host"]'
 
 
@@ -71,8 +79,13 @@ def test_the_split_serves_through_the_router_and_verify_benchmarks_it_there(depl
 
 def test_second_run_changes_nothing(deployed) -> None:
     assert deployed.returncode == 0, out(deployed)[-3000:]
+    rerun_changes_nothing(PD)
+
+
+def rerun_changes_nothing(recipe: str) -> None:
+    """The recipe's split deployed again (no verify): no operation changes anything, no container restarts."""
     before = containers()
-    again = run_deploy(CLUSTER, "deploys/reproduce.py", f"recipe={PD}", HOST_NETWORK, "router=true", "verify=false")
+    again = run_deploy(CLUSTER, "deploys/reproduce.py", f"recipe={recipe}", HOST_NETWORK, "router=true", "verify=false")
     assert again.returncode == 0, out(again)[-4000:]
     match = re.search(r"Grand total\s+(\S+)\s+(\S+)\s+(\S+)\s+(\S+)", out(again))
     assert match, out(again)[-3000:]
@@ -86,4 +99,62 @@ def test_without_the_router_the_split_is_refused_before_any_change(deployed) -> 
     refused = run_deploy(CLUSTER, "deploys/reproduce.py", f"recipe={PD}", HOST_NETWORK, "verify=false")
     assert refused.returncode != 0
     assert "[pd-router]" in out(refused) and "--data router=true" in out(refused)
+    assert containers() == before
+
+
+# vLLM's NIXL split, on the same node after SGLang's (its tests run after those above, in file order).
+
+
+@pytest.fixture(scope="module")
+def vllm_deployed(sim_nodes, results):
+    client = simnodes.client()
+    router_image.ensure_published(client, "vllm")
+    stand_in.ensure_image(client, [VLLM_IMAGE], kind="vllm")
+    registry.publish(client, [VLLM_IMAGE])
+    sim_nodes(1, cluster=CLUSTER)
+    before = set(results.glob("node1/*"))
+    done = run_deploy(
+        CLUSTER, "deploys/reproduce.py", f"recipe={VLLM_PD}", HOST_NETWORK, "router=true", f"results_dir={results}"
+    )
+    return done, [p for p in results.glob("node1/*") if p.is_dir() and p not in before]
+
+
+def test_vllms_split_serves_through_vllm_router_and_verify_benchmarks_it_there(vllm_deployed) -> None:
+    deployed, runs = vllm_deployed
+    assert deployed.returncode == 0, out(deployed)[-6000:]
+    assert "router sglang-router answers on port 30000" in out(deployed)
+    fmt = "{{.Config.Image}} {{json .Config.Entrypoint}} {{json .Args}}"
+    image, entrypoint, args = node_sh(
+        CLUSTER, f"docker inspect -f '{fmt}' sglang-router", answer=True, check=True
+    ).split(" ", 2)
+    assert image.startswith("vllm/vllm-router@sha256:") and entrypoint == '["vllm-router"]'
+    expected = '"--vllm-pd-disaggregation","--prefill","http://127.0.0.1:8100","--decode","http://127.0.0.1:8101"'
+    assert args.startswith(f"[{expected}") and '"--kv-connector","nixl"' in args, args
+    serving = {name for name, (_, _, running) in containers().items() if running == "true"}
+    assert serving == {"qwen3-pd-0", "qwen3-pd-1", "sglang-router"}  # SGLang's split is gone
+    (run_dir,) = runs
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["simulated"] is True and summary["bench"] == "smoke" and summary["gates"] == []
+    assert summary["tool"] == "vllm bench serve"
+    # one cell, the router's, measured from the decode group's container (group 1), whose telemetry it samples
+    [cell] = summary["cells"]
+    assert (cell["group"], cell["input_len"], cell["concurrency"], cell["failed"]) == (1, 1000, 1, 0)
+    server = cell["telemetry"]["server"]
+    assert server["kv_transfers"] > 0 and server["kv_transfer_mean_s"] > 0, server
+    prefill = node_sh(CLUSTER, "curl -sS -m 10 http://127.0.0.1:8100/metrics", answer=True)
+    served = re.search(r"^vllm:prompt_tokens_total\S* (\S+)$", prefill, re.M)
+    assert served and float(served.group(1)) > 0, prefill[-2000:]  # the prefill did the cell's prompts
+
+
+def test_vllms_second_run_changes_nothing(vllm_deployed) -> None:
+    assert vllm_deployed[0].returncode == 0, out(vllm_deployed[0])[-3000:]
+    rerun_changes_nothing(VLLM_PD)
+
+
+def test_vllms_split_with_an_api_key_is_refused_before_any_change(vllm_deployed) -> None:
+    before = containers()
+    keyed = ("router=true", "api_key=auto", "verify=false")
+    refused = run_deploy(CLUSTER, "deploys/reproduce.py", f"recipe={VLLM_PD}", HOST_NETWORK, *keyed)
+    assert refused.returncode != 0
+    assert "[pd-router-key]" in out(refused) and "checks no client's API key" in out(refused), out(refused)[-3000:]
     assert containers() == before

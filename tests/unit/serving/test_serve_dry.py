@@ -151,3 +151,13 @@ def test_a_prefill_decode_split_without_the_router_is_refused_before_any_change(
         pd, {"/proc/meminfo": "MemTotal:       4227858432 kB"}, allow_docker_options=["--network"], router=True
     )
     assert names and all("deepseek-v4-flash-pd-" in name or "image" in name.lower() for name in names), names
+
+
+def test_a_keyed_vllm_split_is_refused_before_any_change_as_its_router_checks_no_key() -> None:
+    memory = {"/proc/meminfo": "MemTotal:       4227858432 kB"}
+    keyed = {"allow_docker_options": ["--network"], "router": True, "api_key": "auto"}
+    with pytest.raises(DeployError) as refused:
+        plan("tests/fixtures/pd/vllm-pd-one-node.yaml", memory, **keyed)
+    assert "[pd-router-key]" in str(refused.value) and "checks no client's API key" in str(refused.value)
+    names, _ = plan("tests/fixtures/pd/dspark-pd-one-node.yaml", memory, **keyed)  # sglang-router checks it
+    assert names and all("deepseek-v4-flash-pd-" in name or "image" in name.lower() for name in names), names
