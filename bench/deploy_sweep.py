@@ -29,14 +29,15 @@ from hgxkit.sim.sweep import Case, SweepNodes, deploy  # noqa: E402
 
 
 def corpus_cases() -> list[Case]:
-    """Every post the corpus indexes expect to import, in index order: posts, then formats."""
+    """Every post the corpus indexes expect to import, in index order: posts, then formats. A post whose entry
+    names a `gap` (the corpus holds it as a strict xfail: it does not import yet) is left out."""
     import test_post_corpus as corpus
     import test_post_formats as formats
 
     cases = [
         Case(entry["file"], (corpus.POSTS / entry["file"]).read_text(), corpus.PICKS.get(number))
         for number, entry in sorted(corpus.ENTRIES.items())
-        if entry["expect"] == "import"
+        if entry["expect"] == "import" and not entry.get("gap")
     ]
     for name, entry in sorted(formats.ENTRIES.items()):
         options = entry.get("options", {})  # the import options the formats tests import it with
