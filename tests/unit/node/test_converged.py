@@ -142,7 +142,7 @@ def test_one_find_lists_the_managed_files_and_any_write_moves_their_lines(tmp_pa
     import subprocess
     import time
 
-    from hgxkit.node.converged import managed_files_command
+    from hgxkit.node.converged import managed_files_command, parse_state
 
     (tmp_path / "a" / "sub").mkdir(parents=True)
     (tmp_path / "a" / "sub" / "z.list").write_text("deb x\n")
@@ -158,7 +158,7 @@ def test_one_find_lists_the_managed_files_and_any_write_moves_their_lines(tmp_pa
         out = subprocess.run(
             ["sh", "-c", text(managed_files_command(dirs, files))], capture_output=True, text=True, check=True
         ).stdout.splitlines()
-        return out
+        return list(parse_state(out)[0].lines)  # in find's order on the node, sorted as bring-up reads them
 
     first = lines()
     assert [line.split(" ")[0] for line in first] == sorted(
@@ -279,3 +279,12 @@ def test_enablement_masks_and_drop_ins_of_bring_ups_units_are_read_from_their_fi
         [str(etc / "docker.service.d" / "override.conf"), "f", str(len("[Service]\nExecStart=\n"))],
     ]
     assert not any("ssh.service" in line or "other.service" in line for line in enabled + masked)
+
+
+def test_the_state_sorts_the_managed_files_and_keeps_every_other_line_in_place() -> None:
+    """find prints a folder's files in directory order: the state sorts them, so the digest is the files' own."""
+    from hgxkit.node.converged import parse_state
+
+    out = ["boot-1", "docker.io 27.5 install ok installed", "/etc/b 1 2 3", "/etc/a 1 2 3", "xid 0"]
+    assert parse_state(out)[0].lines == (out[0], out[1], "/etc/a 1 2 3", "/etc/b 1 2 3", "xid 0")
+    assert parse_state(out)[0].digest() == parse_state([*out[:2], out[3], out[2], out[4]])[0].digest()
