@@ -54,6 +54,7 @@ from hgxkit.importing.outcome import (
     place,
 )
 from hgxkit.importing.pd_join import join_sides, own_ports, side_flags
+from hgxkit.importing.pd_sides import either_roles, posted_routers, routed_sides, side_channel_ports
 from hgxkit.importing.platform import ForeignSetup, foreign_in, message, refuse_foreign, shows_nvidia
 from hgxkit.importing.post import PostFile, find_commands, read_post
 from hgxkit.importing.reading import Candidate, Reading
@@ -75,6 +76,7 @@ from hgxkit.recipe.diff import Difference, diff_recipes
 from hgxkit.recipe.docker_options import canonical
 from hgxkit.recipe.docker_parse import ParsedRun
 from hgxkit.recipe.matrix import BenchmarkMatrix
+from hgxkit.recipe.pd import shared_flags
 from hgxkit.recipe.nodes import HGX_GPUS, join_ranks, parallel_size, rank_flags, rank_of, spans_nodes
 from hgxkit.recipe.read import MAX_RECIPE_BYTES
 from hgxkit.recipe.server_args import ServerCommand
@@ -308,8 +310,25 @@ class _Importer:
         taken = {id(b[0]) for b in built}  # by identity: comparing candidates by value made this quadratic
         for server, error in zip([s for s in servers if id(s) not in taken], errors, strict=False):
             self._said(server.simple, "skipped", f"a serving command that cannot be imported: {error.message}")
-        chosen, self.join = _one_setup(built)
+        chosen, self.join = _one_setup(self._routed(built))
         return chosen
+
+    def _routed(self, built: list[Built]) -> list[Built]:
+        """Commands that each leave their side to the router (vLLM's kv_both) with their side written as the post's
+        router or proxy command sends them, with a note; InputError when nothing in the post tells them apart."""
+        servers = [r.server for _, r, _ in built]
+        if not either_roles(servers):
+            return built
+        split = servers[0].server_kind.prefill_decode
+        assert split is not None
+        routers = posted_routers([(s.where(), s.texts) for s in self.simples], split)
+        at = [_at(c, built[0][0]) for c, _, _ in built]
+        try:
+            sides, note = routed_sides(servers, [_listening(r) for _, r, _ in built], routers, at)
+        except InputError as err:
+            raise InputError(f"{built[0][0].where()}: {err.message}") from None
+        built[0][2].append(f"{built[0][0].where()}: {note}")
+        return [(c, replace(r, server=side), n) for (c, r, n), side in zip(built, sides, strict=True)]
 
     def _no_server(self) -> InputError:
         names = ", ".join(p.name for p in self.posts)
@@ -490,7 +509,14 @@ class _Importer:
             self.notes += joined.notes
         elif self.join == "groups":
             split = any(r.server.flag(f) for _, r, _ in chosen for f in side_flags(recipe.server.server_kind))
-            grouped = join_groups([r.docker for _, r, _ in chosen], where=where, sides=split)
+            dockers = [r.docker for _, r, _ in chosen]
+            channel = recipe.server.server_kind.prefill_decode
+            if split and channel is not None and channel.side_channel is not None:
+                at = [_at(c, chosen[0][0]) for c, _, _ in chosen]
+                first, notes = side_channel_ports(dockers, [r.server for _, r, _ in chosen], at, where)
+                dockers = [first, *dockers[1:]]
+                self.notes += notes
+            grouped = join_groups(dockers, where=where, sides=split)
             recipe = replace(recipe, docker=grouped.docker, groups=grouped.groups)
             self.notes += grouped.notes
             if split:
@@ -612,6 +638,37 @@ def split_extra_flags(words: Sequence[str], allowed: frozenset[str]) -> tuple[tu
     return kept, [tuple(g) for g in groups if g[0].partition("=")[0] not in allowed]
 
 
+def _listening(recipe: Recipe) -> int:
+    """The host port a posted server answers on (a router names it): the port published for its listening port,
+    else the listening port itself (the host's network, or a bare launch)."""
+    server = recipe.server
+    listen = server.flag("--port") or str(server.server_kind.default_port)
+    published = [m.host_port for m in recipe.docker.ports() if m.container_port == listen and m.host_port]
+    port = published[0] if published else listen
+    return int(port) if port.isascii() and port.isdigit() else 0
+
+
+def _side_differences(first: Built, differences: list[Difference]) -> list[Difference]:
+    """The differences between a prefill command and a decode command that the recipe cannot hold: a server flag
+    may be each group's own (`groups.server_args`), the side-channel variable each group's own value, except the
+    flags hgxkit reads from server.args alone, refused by name."""
+    kind = first[1].server.server_kind
+    split = kind.prefill_decode
+    channel = split.side_channel.env if split is not None and split.side_channel is not None else None
+    shared = shared_flags(kind)
+    for difference in differences:
+        if difference.area == "server" and difference.key in shared:
+            raise InputError(
+                f"{first[0].where()}: the prefill and decode commands differ in {difference.key} ({difference.a} vs "
+                f"{difference.b}), which hgxkit reads from server.args for every group; give both sides the same"
+            )
+    return [
+        d
+        for d in differences
+        if not (d.area == "server" and d.key != "(program)") and not (d.area == "env" and d.key == channel)
+    ]
+
+
 def _one_setup(built: list[Built]) -> tuple[list[Built], str]:
     """The command(s) of one setup and how they join (`one`, `ranks` of a server over hosts, GPU `groups`);
     else a refusal naming what differs."""
@@ -636,6 +693,8 @@ def _one_setup(built: list[Built]) -> tuple[list[Built], str]:
             if (d.area, d.key) not in allowed and not _head_moved(first[1], other[1], d) and d not in listens
         ]
         keys = {(d.area, d.key) for d in found}
+        if not multinode and keys & sides:
+            differences = _side_differences(first, differences)
         if not multinode and keys & sides and not differences and ("docker", "--gpus") not in keys:
             raise InputError(
                 f"{first[0].where()}: the prefill and decode commands do not give each side GPUs of its own "

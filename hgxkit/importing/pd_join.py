@@ -37,10 +37,22 @@ def side_flags(kind: ServerKind) -> frozenset[str]:
     return frozenset(f for f in (kind.disaggregation[0], split.bootstrap_flag) if f is not None)
 
 
+def differing_flags(servers: Sequence[ServerCommand]) -> frozenset[str]:
+    """The flags (canonical) whose entries are not the same in every command, but `--port` (the groups' ports
+    come from `groups.port_base`)."""
+    seen = [
+        {(kind.canonical_flag(e[0].partition("=")[0]), e) for e in s.args if e[0].startswith("-")}
+        for s in servers
+        for kind in (s.server_kind,)
+    ]
+    every = set.intersection(*seen)
+    return frozenset(flag for entries in seen for flag, entry in entries if (flag, entry) not in every) - {"--port"}
+
+
 def split_side_flags(servers: Sequence[ServerCommand]) -> tuple[ServerCommand, Own]:
-    """(the first command without its side flags, each command's side flag entries): the shared server and
-    `groups.server_args`."""
-    flags = side_flags(servers[0].server_kind)
+    """(the first command without its side flags and the flags the sides set differently, each command's entries
+    of those): the shared server and `groups.server_args`."""
+    flags = side_flags(servers[0].server_kind) | differing_flags(servers)
 
     def own(entry: tuple[str, ...], kind: ServerKind) -> bool:
         return kind.canonical_flag(entry[0].partition("=")[0]) in flags
@@ -63,15 +75,17 @@ def join_sides(recipe: Recipe, servers: Sequence[ServerCommand], where: str) -> 
         "not the post's router command"
     ]
     joined = replace(recipe, server=shared, groups=replace(recipe.groups, server_args=own))
-    return own_ports(joined, servers, where, notes)
+    return own_ports(joined, servers, where, notes, renumber=True)
 
 
 def own_ports(
-    recipe: Recipe, servers: Sequence[ServerCommand], where: str, notes: list[str]
+    recipe: Recipe, servers: Sequence[ServerCommand], where: str, notes: list[str], *, renumber: bool = False
 ) -> tuple[Recipe, list[str]]:
     """The joined groups' recipe where, on the host's network, the servers listen on ports of their own: their
-    `--port`s as `--port {{port}}` from `groups.port_base` (InputError unless they are consecutive); in a bridge
-    container each listens on the first's port, only the published host ports differ (a note)."""
+    `--port`s as `--port {{port}}` from `groups.port_base` (InputError unless they are consecutive, or with
+    `renumber`, the sides of a split, which clients reach through hgxkit's router, told the groups' ports: from
+    the first's, with a note); in a bridge container each listens on the first's port, only the published host
+    ports differ (a note)."""
     assert recipe.groups is not None
     ports = [s.flag("--port") for s in servers]
     if len(set(ports)) < 2:
@@ -84,7 +98,14 @@ def own_ports(
         return recipe, notes
     numbers = [int(p) if p and p.isdigit() else None for p in ports]
     first = numbers[0]
-    if first is None or numbers != [first + i for i in range(len(numbers))]:
+    consecutive = [first + i for i in range(len(numbers))] if first is not None else []
+    if renumber and first is not None and None not in numbers and numbers != consecutive:
+        notes.append(
+            f"{where}: the servers listen on ports {', '.join(map(str, ports))}; groups listen on port_base + group "
+            f"index, so {', '.join(map(str, consecutive))} (hgxkit's router is told each group's port; the post's "
+            "router or proxy command is not taken)"
+        )
+    elif first is None or numbers != consecutive:
         raise InputError(
             f"{where}: on the host's network the servers listen on ports {', '.join(map(str, ports))}; groups "
             "listen on port_base + group index, so give them consecutive ports"

@@ -90,10 +90,11 @@ def launcher_prefixes() -> tuple[tuple[str, ...], ...]:
 
 
 def kind_programs() -> frozenset[str]:
-    """The first words of every kind's server and client programs (`sglang`, `vllm`, `python3`)."""
+    """The first words of every kind's server, client and posted router programs (`sglang`, `vllm`, `python3`)."""
     programs = [p for kind in KINDS.values() for p in (*kind.programs, *kind.deprecated_programs)]
     programs += [p for client in posted_clients() for p in client.programs]
-    return frozenset(p[0] for p in programs)
+    routers = [(p,) for kind in KINDS.values() if kind.prefill_decode for p in kind.prefill_decode.router_programs]
+    return frozenset(p[0] for p in programs + routers)
 
 
 def legacy_version_keys() -> tuple[str, ...]:

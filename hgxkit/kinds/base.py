@@ -186,6 +186,13 @@ class PrefillDecode:
     backend_key: str | None = None  # the backend flag's value is a JSON object whose `backend_key` names it
     side_channel: SideChannel | None = None
     imported: bool = True  # posts of this split are imported (hgxkit/importing/pd_join.py joins their sides)
+    # The role value a post may give both sides when its router or proxy decides which is which (vLLM's kv_both);
+    # None: every side names its own.
+    either: str | None = None
+    # The ports a posted router or proxy command sends prefills and decodes to, (prefill ports, decode ports), from
+    # its words; None for a command that is no such router.
+    posted_router: Callable[[Sequence[str]], tuple[tuple[int, ...], tuple[int, ...]] | None] | None = None
+    router_programs: tuple[str, ...] = ()  # the first words of a posted router command (a post's command, not prose)
 
     def role(self, value: str | None) -> str | None:
         """'prefill', 'decode', or None for a server that does both.
@@ -199,6 +206,21 @@ class PrefillDecode:
         """
         found = json_key(value, self.role_key) if self.role_key else value
         return {self.prefill: "prefill", self.decode: "decode"}.get(found or "")
+
+    def with_role(self, value: str, role: str) -> str:
+        """The side flag's `value` naming `role` ('prefill' or 'decode'): the JSON object's `role_key` rewritten in
+        place (the rest as written), or the bare value.
+
+        >>> R = PDRouter("m", "--pd", ("random",), True)
+        >>> PrefillDecode("kv_producer", "kv_consumer", None, None, "--c", "", ("N",), R, "kv_role").with_role(
+        ...     '{"kv_connector":"N", "kv_role": "kv_both"}', "prefill")
+        '{"kv_connector":"N", "kv_role": "kv_producer"}'
+        """
+        word = self.prefill if role == "prefill" else self.decode
+        if not self.role_key:
+            return word
+        key = re.escape(self.role_key)
+        return re.sub(rf'("{key}"\s*:\s*")[^"]*(")', lambda m: f"{m.group(1)}{word}{m.group(2)}", value, count=1)
 
     def backend(self, value: str | None) -> str:
         """The transfer backend a server's backend flag value names (the default when it names none)."""

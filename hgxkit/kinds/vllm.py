@@ -11,6 +11,7 @@ Example:
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from hgxkit.imageref import at_least
@@ -294,7 +295,9 @@ VLLM = ServerKind(
         role_key="kv_role",
         backend_key="kv_connector",
         side_channel=SideChannel("VLLM_NIXL_SIDE_CHANNEL_PORT", 5600),
-        imported=False,  # a recipe deploys it; import does not join its posts' sides yet
+        either="kv_both",  # the docs' and the recipes' form: the posted router or proxy decides
+        posted_router=lambda words: posted_router_ports(words),
+        router_programs=("vllm-router",),
     ),
     env_report=("vllm", "collect-env"),
     multinode_flags=("--nnodes", "--node-rank", "--master-addr"),
@@ -318,3 +321,51 @@ VLLM = ServerKind(
     unchecked_flag=VLLM_OPTIONS.unchecked_flag,
     switch_value=VLLM_OPTIONS.switch_value,
 )
+
+
+# A posted router's flags that list where prefills and decodes go: vllm-router's `--prefill URL` / `--decode URL`
+# (each repeats), vLLM's toy proxy (tests/v1/kv_connector/nixl_integration/toy_proxy_server.py)
+# `--prefiller-ports P…` / `--decoder-ports P…` (`--prefiller-port` / `--decoder-port` in its older form).
+_ROUTER_URLS = {"--prefill": "prefill", "--decode": "decode"}
+_PROXY_PORTS = {
+    "--prefiller-ports": "prefill",
+    "--prefiller-port": "prefill",
+    "--decoder-ports": "decode",
+    "--decoder-port": "decode",
+}
+_URL_PORT = re.compile(r"^[a-z]+://[^/:]+:(\d+)(?:/.*)?$")
+
+
+def posted_router_ports(words: Sequence[str]) -> tuple[tuple[int, ...], tuple[int, ...]] | None:
+    """(the ports it sends prefills to, those it sends decodes to) of a posted vllm-router or toy proxy command;
+    None for any other command.
+
+    >>> posted_router_ports(["vllm-router", "--vllm-pd-disaggregation", "--prefill", "http://localhost:8000",
+    ...                      "--decode", "http://localhost:8001"])
+    ((8000,), (8001,))
+    >>> posted_router_ports(["python", "toy_proxy_server.py", "--prefiller-ports", "8100", "--decoder-ports", "8200"])
+    ((8100,), (8200,))
+    """
+    router = any("vllm-router" in w or "vllm_router" in w or w == "--vllm-pd-disaggregation" for w in words)
+    found: dict[str, list[int]] = {"prefill": [], "decode": []}
+    side = None
+    urls = False
+    for word in words:
+        flag = word.partition("=")[0]
+        if word.startswith("-"):
+            side = _ROUTER_URLS.get(flag) if router else _PROXY_PORTS.get(flag)
+            side = side or _PROXY_PORTS.get(flag)
+            urls = flag in _ROUTER_URLS
+            word = word.partition("=")[2]
+            if not word:
+                continue
+        if side is None:
+            continue
+        matched = _URL_PORT.match(word) if urls else None
+        if matched:
+            found[side].append(int(matched.group(1)))
+        elif not urls and word.isascii() and word.isdigit():
+            found[side].append(int(word))
+    if not found["prefill"] or not found["decode"]:
+        return None
+    return tuple(found["prefill"]), tuple(found["decode"])

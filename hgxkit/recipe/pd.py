@@ -20,6 +20,7 @@ from __future__ import annotations
 import re
 
 from hgxkit.errors import InputError
+from hgxkit.kinds.base import ServerKind
 from hgxkit.problems import Problem
 from hgxkit.recipe.groups import plan_groups
 from hgxkit.recipe.server_args import ServerCommand
@@ -243,6 +244,16 @@ def _bootstrap_problems(servers: list[ServerCommand], found: list[str | None]) -
     return problems
 
 
+def shared_flags(kind: ServerKind) -> frozenset[str]:
+    """The flags hgxkit reads from server.args alone, never a group's own: the GPUs a group needs (parallel
+    sizes), the model and its served name, where it listens."""
+    return frozenset(
+        f
+        for f in (kind.tp_flag, kind.pp_flag, kind.dp_flag, kind.model_flag, "--served-model-name", "--host", "--port")
+        if f
+    )
+
+
 def _own_arg_problems(recipe: Recipe, count: int) -> list[Problem]:
     """`groups.server_args` one entry per group, and none of the flags hgxkit reads from server.args alone
     (the GPUs a group needs, the model and its served name, where it listens)."""
@@ -258,8 +269,7 @@ def _own_arg_problems(recipe: Recipe, count: int) -> list[Problem]:
                 "give one list of server arguments per group",
             )
         )
-    kind = recipe.server.server_kind
-    shared = {kind.tp_flag, kind.pp_flag, kind.dp_flag, kind.model_flag, "--served-model-name", "--host", "--port"}
+    shared = shared_flags(recipe.server.server_kind)
     for index, entries in enumerate(own):
         server = ServerCommand((), entries, recipe.server.kind)
         for use in server.uses():
