@@ -76,8 +76,8 @@ from hgxkit.recipe.diff import Difference, diff_recipes
 from hgxkit.recipe.docker_options import canonical
 from hgxkit.recipe.docker_parse import ParsedRun
 from hgxkit.recipe.matrix import BenchmarkMatrix
-from hgxkit.recipe.pd import shared_flags
 from hgxkit.recipe.nodes import HGX_GPUS, join_ranks, parallel_size, rank_flags, rank_of, spans_nodes
+from hgxkit.recipe.pd import shared_flags
 from hgxkit.recipe.read import MAX_RECIPE_BYTES
 from hgxkit.recipe.server_args import ServerCommand
 from hgxkit.recipe.shellwords import Word, shell_value

@@ -37,6 +37,8 @@ from hgxkit.secrets import redact
 _WHERE = re.compile(r"^(?P<file>.+?):(?P<first>\d+)(?:-(?P<last>\d+))?(?::|$)")
 # `FILE: line N, column C: …`, the place a refusal names most precisely.
 _LINE_COLUMN = re.compile(r"^(?P<file>.+?): line (?P<line>\d+), column (?P<column>\d+):")
+# `FILE: WHAT at line N, column C …`, as the shell-word reader names a word it does not import.
+_WORD_AT = re.compile(r"^(?P<file>.+?): [^:]*? at line (?P<line>\d+), column (?P<column>\d+)\b")
 # The version of `ledger_json`'s shape; raise it when a key changes meaning or goes away.
 LEDGER_SCHEMA_VERSION = 1
 # Which report action gives a line its fate, strongest first: a line taken stays taken.
@@ -103,10 +105,13 @@ class ImportRefused(InputError):
 
 
 def refusal_place(message: str, texts: dict[str, tuple[str, ...]]) -> tuple[str, int, int] | None:
-    """(file, line, column) a refusal names: as written (`FILE: line N, column C:`), else its `FILE:LINE` with
+    """(file, line, column) a refusal names: as written (`FILE: line N, column C:`, or the shell-word reader's
+    `FILE: WHAT at line N, column C`), else its `FILE:LINE` with
     the column where the line's command starts (`texts`: each file's lines with prose and prompts blanked);
     None where it names no line."""
     match = _LINE_COLUMN.match(message)
+    if match is None and (word := _WORD_AT.match(message)) is not None and word.group("file") in texts:
+        match = word
     if match:
         return match.group("file"), int(match.group("line")), int(match.group("column"))
     found = place(message)

@@ -87,7 +87,8 @@ def routed_sides(
     router = routers[0]
     sides = []
     for port, where in zip(ports, at, strict=True):
-        found = [side for side, listed_ports in (("prefill", router.prefill), ("decode", router.decode)) if port in listed_ports]
+        listed_as = (("prefill", router.prefill), ("decode", router.decode))
+        found = [side for side, listed_ports in listed_as if port in listed_ports]
         if len(found) != 1:
             raise InputError(
                 f"{where}: the server listens on port {port}, which the router ({router.where}) lists "
@@ -107,9 +108,9 @@ def routed_sides(
         for where, port, side in zip(at, ports, sides, strict=True)
     )
     note = (
-        f"both sides say {said}; the router or proxy command ({router.where}) sends prefills to port {_ports(router.prefill)} and "
-        f"decodes to {_ports(router.decode)}, so each server's {split.role_key or flag} is written as its side: "
-        f"{shown}"
+        f"both sides say {said}; the router or proxy command ({router.where}) sends prefills to port "
+        f"{_ports(router.prefill)} and decodes to {_ports(router.decode)}, so each server's "
+        f"{split.role_key or flag} is written as its side: {shown}"
     )
     return rewritten, note
 
@@ -173,8 +174,8 @@ def side_channel_ports(
                 raise InputError(
                     f"{where}: groups {first} ({at[first]}, {env}={posted[first]}, {ranks[first]} DP rank(s)) and "
                     f"{index} ({at[index]}, {env}={value}, {count} DP rank(s)) both bind port {port} on one host "
-                    f"({kind.title} binds {env} + DP rank), so the second exits; give each group ports of its own (group {index} from "
-                    f"{posted[first] + ranks[first]})"
+                    f"({kind.title} binds {env} + DP rank), so the second exits; give each group ports of its own "
+                    f"(group {index} from {posted[first] + ranks[first]})"
                 )
             owners[port] = index
     notes = []

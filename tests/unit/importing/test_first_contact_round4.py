@@ -90,14 +90,14 @@ VLLM_SIDE = (
 )
 
 
-def test_vllms_split_whose_sides_both_say_kv_both_is_refused_naming_the_split() -> None:
+def test_vllms_split_whose_sides_both_say_kv_both_and_no_router_tells_apart_is_refused_naming_why() -> None:
     post = VLLM_SIDE.format(gpus="0,1,2,3", channel=5557, port=8000, seqs=8) + VLLM_SIDE.format(
         gpus="4,5,6,7", channel=5558, port=8001, seqs=512
     )
     message = _refusal(post)
-    assert "the prefill and decode sides of vLLM's prefill/decode split" in message
-    assert "--kv-transfer-config with NixlConnector" in message
-    assert _import(post, pick=1).recipe.server.flag("--max-num-seqs") == "8"  # the way out the refusal gives
+    assert "each say --kv-transfer-config kv_role kv_both" in message
+    assert "no router or proxy command of the post names which is the prefill and which the decode" in message
+    assert "kv_producer on the prefill and kv_consumer on the decode" in message
 
 
 @pytest.mark.parametrize(

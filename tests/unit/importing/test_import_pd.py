@@ -67,16 +67,22 @@ def test_a_split_off_the_hosts_network_is_refused() -> None:
     assert "prefill/decode split: the decode groups fetch the KV from the prefill's bootstrap port" in refusal(text)
 
 
-def test_servers_on_the_hosts_network_need_consecutive_ports() -> None:
+def test_a_splits_servers_on_the_hosts_network_listen_from_the_first_port_with_a_note() -> None:
+    # clients reach a split through hgxkit's router, which is told each group's port: the post's own ports need
+    # not be kept, only made port_base + group index
     text = POST.read_text().replace("--port 30001", "--port 30005")
-    assert "the servers listen on ports 30000, 30005; groups listen on port_base + group index" in refusal(text)
+    outcome = import_post([(POST.name, text)], ImportOptions())
+    assert outcome.recipe.groups is not None and outcome.recipe.groups.port_base == 30000
+    assert any("the servers listen on ports 30000, 30005; groups listen on port_base" in n for n in outcome.notes)
 
 
-def test_vllms_split_is_refused_by_name() -> None:
+def test_vllms_split_whose_sides_both_bind_the_default_side_channel_port_is_refused_naming_both_groups() -> None:
     post = "".join(
         f"docker run -d --gpus '\"device={gpus}\"' --network host vllm/vllm-openai:v0.11.0 --model org/m "
         f"--tensor-parallel-size 4 --port {port} --kv-transfer-config "
         f'\'{{"kv_connector":"NixlConnector","kv_role":"{role}"}}\'\n'
         for gpus, port, role in (("0,1,2,3", 8100, "kv_producer"), ("4,5,6,7", 8200, "kv_consumer"))
     )
-    assert "prefill/decode disaggregation of vLLM is not supported yet" in refusal(post)
+    message = refusal(post)
+    assert "VLLM_NIXL_SIDE_CHANNEL_PORT=5600, 1 DP rank(s)) and 1 (line 2" in message
+    assert "both bind port 5600 on one host" in message

@@ -585,10 +585,9 @@ def test_a_leader_worker_sets_worker_index_from_a_field_ref_is_the_rank(field: s
         ),
         (
             'vllm serve org/m --kv-transfer-config \'{"kv_connector":"NixlConnector","kv_role":"kv_consumer"}\'\n',
-            'p.sh: line 1, column 18: --kv-transfer-config {"kv_connector":"NixlConnector","kv_role":'
-            '"kv_consumer"}: prefill/decode disaggregation of vLLM is not supported yet by import; write its recipe '
-            "with a group per side (groups.server_args, docs/serving.md) or import a setup that serves both phases "
-            "(without --kv-transfer-config)",
+            "p.sh: line 1, column 18: --kv-transfer-config decode: the post runs the decode side of a "
+            "prefill/decode split alone, which answers no request; import the post's prefill and decode commands "
+            "together (the router comes from `--data router=true`)",
         ),
     ],
     ids=["sglang-prefill-and-decode", "vllm-kv-consumer"],
