@@ -11,7 +11,7 @@ for every kind: `CUDA_VISIBLE_DEVICES` takes GPU ordinals or UUIDs and CUDA stop
 
 A server that is one side of a prefill/decode split (`ServerKind.disaggregation`: SGLang's `--disaggregation-mode
 prefill|decode`, a vLLM KV producer or consumer) starts, but serves nothing without the other side and the router
-between them. A kind whose split hgxkit deploys (`ServerKind.prefill_decode`: SGLang's, on one node, over a
+between them. A kind whose split hgxkit deploys (`ServerKind.prefill_decode`: SGLang's and vLLM's, on one node, over a
 transfer backend of NVIDIA GPUs) imports both sides as the groups of one recipe (hgxkit.importing.pd_join);
 `disaggregation` refuses any other kind's or backend's side, and `split_refusal` a joined recipe that cannot serve
 (one side alone, off the host's network: hgxkit.recipe.pd).

@@ -268,8 +268,10 @@ VLLM = ServerKind(
     # kv_consumer the decode. vLLM's NIXL docs give both sides kv_both and let the proxy decide, as NixlConnector
     # reads only each request's kv_transfer_params; it takes either role (config/kv_transfer.py's KVRole), so
     # the recipe names each side with it and the router is told the same sides. kv_both stays a server that
-    # does both (an offload connector's role too). No bootstrap port: the prefill's answer names the side channel
-    # (VLLM_NIXL_SIDE_CHANNEL_HOST:PORT, 5600 by default) that every NIXL worker binds, each its own on a host.
+    # does both (an offload connector's role too); a post whose two NIXL servers both say it takes their sides
+    # from its router or proxy command (`either`, `posted_router`, hgxkit/importing/pd_sides.py). No bootstrap
+    # port: the prefill's answer names the side channel (VLLM_NIXL_SIDE_CHANNEL_HOST:PORT, 5600 by default) that
+    # every NIXL worker binds, each its own on a host.
     prefill_decode=PrefillDecode(
         "kv_producer",
         "kv_consumer",
