@@ -295,14 +295,34 @@ def _refuse_substitution(scanner: _Scanner, source: str, offset: int = 0) -> Non
     )
 
 
+def _substitution_shown(text: str, start: int) -> str:
+    """What a refusal adds, ` (`$(…)`, the value of FLAG)`: the substitution starting at `start` as written (to its
+    closing parenthesis on that line, shortened past 60 characters) and the flag it is the value of, where the word
+    before it on its line is one; so a refusal names what the user wrote, not only where."""
+    end = text.find(")", start)
+    line_end = text.find("\n", start)
+    if end < 0 or (0 <= line_end < end):
+        return ""
+    written = text[start : end + 1]
+    written = written if len(written) <= 60 else written[:57] + "…"
+    before = text[text.rfind("\n", 0, start) + 1 : start].rstrip("\"' ")
+    word = before.split()[-1] if before.split() else ""
+    flag = word.rstrip("=") if word.startswith("-") and "=" not in word.rstrip("=") else ""
+    return f" (`{written}`, the value of {flag})" if flag else f" (`{written}`)"
+
+
 def _read_dollar(scanner: _Scanner, source: str, *, in_double_quotes: bool) -> str:
     """One `$` where the shell may expand it: the expansion's text, or `$$` if the dollar is literal."""
     line, column = scanner.line, scanner.column
+    start = scanner.pos
     scanner.take()
     nxt = scanner.peek()
     if nxt == "$" or (nxt == "(" and in_double_quotes):
         what = "the shell's process ID ($$)" if nxt == "$" else "command substitution ($(…))"
-        raise InputError(f"{source}: {what} at line {line}, column {column} is not imported; replace it by its value")
+        shown = _substitution_shown(scanner.text, start) if nxt == "(" else ""
+        raise InputError(
+            f"{source}: {what} at line {line}, column {column} is not imported{shown}; replace it by its value"
+        )
     if nxt == "{":
         return _read_braced(scanner, source, line, column)
     if nxt and nxt in EXPANSION_START:

@@ -141,3 +141,13 @@ def test_posted_side_channel_ports_are_kept_where_one_group_value_writes_them(
     values: list[int], template: str | None
 ) -> None:
     assert side_channel_template(values) == template
+
+
+def test_a_side_whose_role_is_a_command_substitution_is_refused_naming_it_and_its_flag() -> None:
+    post = (
+        'kv() { printf \'{"kv_connector":"NixlConnector","kv_role":"%s"}\' "$1"; }\n'
+        'CUDA_VISIBLE_DEVICES=0 vllm serve org/m --port 8100 --kv-transfer-config "$(kv kv_producer)"\n'
+    )
+    message = _refusal(post)
+    assert message.startswith("post.md: command substitution ($(…)) at line 2, column 75 is not imported")
+    assert "(`$(kv kv_producer)`, the value of --kv-transfer-config)" in message
