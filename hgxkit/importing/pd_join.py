@@ -4,9 +4,10 @@ A one-node prefill/decode post starts the prefill server on some GPUs and the de
 router between them. The two `docker run` commands differ in their GPUs, names, ports and the side flags
 (`ServerKind.disaggregation`'s and the bootstrap port), and often in tuning flags of each side (a prefill's
 `--enforce-eager`, a decode's `--max-num-seqs`); they join like GPU groups (hgxkit.importing.group_join), the side
-flags and every flag the sides set differently go to each group's own arguments (`groups.server_args`), and on the host's network the servers'
-own ports become `--port {{port}}` from `groups.port_base`. The router command is not taken: the router is the
-deploy knob `router` (its PD arguments are written from the groups, hgxkit.serving.router).
+flags and every flag the sides set differently go to each group's own arguments (`groups.server_args`), and on
+the host's network the servers' own ports become `--port {{port}}` from `groups.port_base`. The router command is
+not taken: the router is the deploy knob `router` (its PD arguments are written from the groups,
+hgxkit.serving.router).
 
 Example:
     >>> from hgxkit.recipe.server_args import ServerCommand
