@@ -4,7 +4,8 @@ Each service pins its group's GPUs (`deploy.resources.reservations.devices` with
 port on the `--bind` address (loopback unless told), mounts the model directory read-only, takes every secret
 from the environment of `docker-compose up` (a name with no value: never written into the file, and no file to
 make by hand; the header names them), checks health on the kind's endpoint, and keeps the recipe's ipc,
-shm_size and ulimits.
+shm_size and ulimits. A prefill/decode split on one node gets its kind's router in PD mode as one more service
+(hgxkit.export.pd_router), started once both sides are healthy; its port is the one to benchmark.
 The command is the render's, word for word: the recipe's `$$` and `${NAME}` notation is compose's own.
 
 Example:
@@ -21,21 +22,26 @@ from hgxkit.export.common import (
     HEAD_STANDIN,
     KEY_CONFIG_FILE,
     KEY_CONFIG_IN_CONTAINER,
+    LABEL_PREFIX,
     Container,
     Exported,
     ExportGroup,
     ExportOptions,
+    Provenance,
     dump_yaml,
     expansion_names,
     export_groups,
     not_carried,
     provenance,
 )
+from hgxkit.export.pd_router import ROUTER, SplitRouter, keyless_groups, split_router
 from hgxkit.recipe.judge import Judged
+from hgxkit.recipe.pd import is_prefill_decode
 
 HEAD_VARIABLE = "${HGXKIT_HEAD:?set HGXKIT_HEAD to the head node's address}"
 
 
+ROUTER_LABEL = f"{LABEL_PREFIX}router"  # on the split's router service, which is no GPU group
 KEY_SECRET = "api-key"  # the compose secret that holds the key file (hgxkit.export.common: KEY_CONFIG_FILE)
 
 
@@ -43,6 +49,10 @@ def export_compose(judged: Judged, options: ExportOptions) -> Exported:
     """`compose.yaml` (and `compose.rank-N.yaml` for the other nodes of a group spanning nodes)."""
     recipe = judged.recipe
     groups = export_groups(recipe, options)
+    router, keyless = None, []
+    if is_prefill_decode(recipe, options.total_gpus):
+        groups, keyless = keyless_groups(groups)
+        router = split_router(judged, groups)
     origin = provenance(judged, options)
     nodes = max(g.nodes for g in groups)
     files: dict[str, str] = {}
@@ -57,6 +67,9 @@ def export_compose(judged: Judged, options: ExportOptions) -> Exported:
             # port, name), so an importer reads them back as one recipe.
             services[container.name]["labels"] = origin.annotations()
             secrets += [*container.secret_env, *expansion_names(container.args)]
+        if router is not None:
+            # Its own labels: the router is no GPU group of the recipe, and an importer reads the others as groups.
+            services[ROUTER] = {**_router_service(router, list(services)), "labels": _router_labels(origin)}
         document: dict[str, object] = {"services": services}
         if volumes:
             document["volumes"] = volumes
@@ -66,6 +79,8 @@ def export_compose(judged: Judged, options: ExportOptions) -> Exported:
         names = list(dict.fromkeys(secrets))  # `${HGXKIT_HEAD:?…}` (a required value) is no expansion of these
         if names:
             header.append(f"secrets from the environment of docker-compose up: export {' '.join(names)}")
+        if router is not None:
+            header.append(f"prefill/decode split: send requests to the router, {router.url} (the groups alone fail)")
         if nodes > 1:
             header.append(f"node rank {rank} of {nodes}: run on that node with HGXKIT_HEAD=<rank 0's address>")
         name = "compose.yaml" if rank == 0 else f"compose.rank-{rank}.yaml"
@@ -76,10 +91,33 @@ def export_compose(judged: Judged, options: ExportOptions) -> Exported:
             "the server reads it as its --config, never from its command line.\n"
             'api-key: ""\n'
         )
-    dropped = not_carried(groups)
-    if any(c.host_port is None for g in groups for c in g.containers):
+    dropped = [*not_carried(groups), *keyless]
+    if router is not None:
+        dropped.append("network_mode host: each group's port is the host's; --bind applies to the router alone")
+    elif any(c.host_port is None for g in groups for c in g.containers):
         dropped.append("network_mode host: the server's port is the host's; --bind does not apply")
     return Exported(files, dropped)
+
+
+def _router_service(router: SplitRouter, groups: list[str]) -> dict:
+    """The split's router: on the host's network like its groups, started once every group answers its health
+    check (the router refuses to start, or routes to a dead side, before)."""
+    return {
+        "image": router.image,
+        "entrypoint": [router.program[0]],
+        "command": [*router.program[1:], *router.args],
+        "network_mode": "host",
+        "restart": "unless-stopped",
+        "depends_on": {name: {"condition": "service_healthy"} for name in groups},
+    }
+
+
+def _router_labels(origin: Provenance) -> dict[str, str]:
+    labels = origin.annotations()
+    return {
+        ROUTER_LABEL: "prefill-decode",
+        **{k: labels[k] for k in (f"{LABEL_PREFIX}recipe", f"{LABEL_PREFIX}recipe-hash")},
+    }
 
 
 def _service(container: Container, group: ExportGroup, bind: str, volumes: dict[str, dict]) -> dict:

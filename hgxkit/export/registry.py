@@ -29,6 +29,9 @@ EXPORTERS: dict[str, Callable[[Judged, ExportOptions], Exported]] = {
     "skypilot": export_skypilot,
     "slurm": export_slurm,
 }
+# The targets that write a prefill/decode split's router in PD mode (hgxkit.export.pd_router), one node; the others
+# would write groups that answer every request with an error (SGLang's decode: 400, no bootstrap room).
+SPLIT_TARGETS = ("compose",)
 
 
 def export_recipe(judged: Judged, target: str, options: ExportOptions) -> Exported:
@@ -36,12 +39,11 @@ def export_recipe(judged: Judged, target: str, options: ExportOptions) -> Export
     allowances, hgxkit.recipe.judge); InputError for an unknown target."""
     if target not in EXPORTERS:
         raise InputError(f"--to {target}: export to one of {', '.join(EXPORTERS)}")
-    if is_prefill_decode(judged.recipe, options.total_gpus):
-        # The split serves only behind the router in PD mode, which no export writes yet: its groups alone would
-        # answer every request with 400 (no bootstrap room).
+    if target not in SPLIT_TARGETS and is_prefill_decode(judged.recipe, options.total_gpus):
         raise InputError(
-            f"{judged.recipe.name}: a prefill/decode split is not exported yet (the router in PD mode that joins its "
-            f"groups is not written to {target}); deploy it with hgxkit and --data router=true"
+            f"{judged.recipe.name}: a prefill/decode split is not exported to {target} (the router in PD mode that "
+            f"joins its groups is not written there); export it --to {' or '.join(SPLIT_TARGETS)}, or deploy it "
+            "with hgxkit and --data router=true"
         )
     return EXPORTERS[target](judged, options)
 
