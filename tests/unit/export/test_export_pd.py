@@ -1,0 +1,146 @@
+"""A one-node prefill/decode split exported: to compose (its two groups and the kind's router in PD mode, checked
+by docker-compose's own parser and imported back), and refused by name where the target writes no router."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from test_export import RUN, _compose_config, _renders, _tool
+
+from hgxkit.errors import InputError
+from hgxkit.export.common import ExportOptions
+from hgxkit.export.registry import EXPORTERS, SPLIT_TARGETS, export_recipe, write_export
+from hgxkit.recipe.judge import Allowances, judge
+from hgxkit.recipe.read import load_recipe, parse_recipe_text
+
+ROOT = Path(__file__).resolve().parents[3]
+SPLITS = {
+    "sglang": ROOT / "tests/fixtures/pd/dspark-pd-one-node.yaml",
+    "vllm": ROOT / "tests/fixtures/pd/vllm-pd-one-node.yaml",
+}
+# What the deploy runs a split under (docs/serving.md): the groups on the host's network.
+HOST_NETWORK = Allowances(docker_options=("--network=host",))
+POLICY = ("--policy", "cache_aware")
+LISTEN = ("--host", "127.0.0.1", "--port", "30000", "--prometheus-host", "127.0.0.1")
+# The router each kind's split gets: (image, entrypoint, the first words of its command, what follows the URLs).
+ROUTERS = {
+    "sglang": (
+        "lmsysorg/sgl-model-gateway:latest",
+        ["python3"],
+        ["-m", "sglang_router.launch_router", "--pd-disaggregation"],
+        ["--prefill", "http://127.0.0.1:5000", "8998", "--decode", "http://127.0.0.1:5001", *POLICY],
+    ),
+    "vllm": (
+        "vllm/vllm-router:v0.1.17",
+        ["vllm-router"],
+        ["--vllm-pd-disaggregation"],
+        ["--prefill", "http://127.0.0.1:8100", "--decode", "http://127.0.0.1:8101", *POLICY, "--kv-connector", "nixl"],
+    ),
+}
+
+
+def _compose(kind: str, tmp_path: Path, allowances: Allowances = HOST_NETWORK) -> Path:
+    judged = judge(load_recipe(str(SPLITS[kind])), allowances)
+    write_export(export_recipe(judged, "compose", ExportOptions(run_id=RUN)), tmp_path)
+    return tmp_path
+
+
+@pytest.mark.parametrize("kind", sorted(SPLITS))
+def test_a_split_is_two_groups_and_the_router_started_once_both_are_healthy(kind: str, tmp_path: Path) -> None:
+    out = _compose(kind, tmp_path)
+    check = subprocess.run(
+        [_tool("docker-compose"), "-f", "compose.yaml", "config", "-q"], cwd=out, capture_output=True
+    )
+    assert check.returncode == 0, check.stderr
+    services = _compose_config(out, "compose.yaml")["services"]
+    prefill, decode = (name for name in services if name != "router")
+    gpus = [services[n]["deploy"]["resources"]["reservations"]["devices"][0]["device_ids"] for n in (prefill, decode)]
+    assert gpus == [["0", "1", "2", "3"], ["4", "5", "6", "7"]]
+    recipe = load_recipe(str(SPLITS[kind]))
+    for index, name in enumerate((prefill, decode)):
+        assert services[name]["network_mode"] == "host" and "ports" not in services[name]
+        own = [word for entry in recipe.groups.server_args[index] for word in entry]
+        assert services[name]["command"][-len(own) :] == own  # the side's own flags, after the server's
+        assert "healthcheck" in services[name]
+    router = services["router"]
+    image, entrypoint, program, workers = ROUTERS[kind]
+    assert (router["image"], router["entrypoint"], router["network_mode"]) == (image, entrypoint, "host")
+    assert router["command"] == [*program, *workers, *LISTEN]
+    assert router["depends_on"] == {n: {"condition": "service_healthy"} for n in (prefill, decode)}
+    text = (out / "compose.yaml").read_text()
+    assert "# prefill/decode split: send requests to the router, http://127.0.0.1:30000 (the groups alone fail)" in text
+
+
+def test_a_keyless_router_gets_groups_without_the_kinds_key_and_says_so() -> None:
+    exported = export_recipe(judge(load_recipe(str(SPLITS["vllm"])), HOST_NETWORK), "compose", ExportOptions())
+    services = yaml.safe_load(exported.files["compose.yaml"])["services"]
+    assert all("VLLM_API_KEY" not in str(service.get("environment")) for service in services.values())
+    assert any(line.startswith("VLLM_API_KEY: a split's groups serve without a key") for line in exported.not_carried)
+
+
+def test_the_router_beyond_loopback_needs_allow_unauthenticated(tmp_path: Path) -> None:
+    # vLLM's key comes from the environment, so the judgement lets its groups bind beyond loopback with a key; the
+    # exported router takes none.
+    keyed = Allowances(docker_options=("--network=host",), api_key="auto", bind_address="0.0.0.0")
+    with pytest.raises(InputError, match=r"\[pd-export-exposure\] the router would listen on 0\.0\.0\.0"):
+        _compose("vllm", tmp_path, keyed)
+    open_ = Allowances(docker_options=("--network=host",), unauthenticated=True, bind_address="0.0.0.0")
+    router = _compose_config(_compose("sglang", tmp_path, open_), "compose.yaml")["services"]["router"]
+    assert router["command"][-5:-2] == ["0.0.0.0", "--port", "30000"]
+
+
+def test_a_keyed_split_and_a_group_on_the_routers_port_are_refused_by_name() -> None:
+    text = SPLITS["sglang"].read_text()
+    keyed = parse_recipe_text(
+        text.replace("  - --enable-metrics\n", "  - --enable-metrics\n  - --api-key '{{env:SGLANG_API_KEY}}'\n")
+    )
+    with pytest.raises(InputError, match=r"\[pd-export-key\] deepseek-v4-flash-pd-0 takes an API key \(--api-key\)"):
+        export_recipe(judge(keyed, HOST_NETWORK), "compose", ExportOptions())
+    clash = parse_recipe_text(text.replace("port_base: 5000", "port_base: 29999"))
+    with pytest.raises(InputError, match=r"\[pd-export-port\] the router's port 30000 is deepseek-v4-flash-pd-1's"):
+        export_recipe(judge(clash, HOST_NETWORK), "compose", ExportOptions())
+
+
+@pytest.mark.parametrize("target", sorted(set(EXPORTERS) - set(SPLIT_TARGETS)))
+def test_a_target_that_writes_no_router_refuses_a_split_by_name(target: str) -> None:
+    judged = judge(load_recipe(str(SPLITS["sglang"])), HOST_NETWORK)
+    with pytest.raises(
+        InputError, match=f"a prefill/decode split is not exported to {target} .*export it --to compose"
+    ):
+        export_recipe(judged, target, ExportOptions())
+
+
+@pytest.mark.parametrize(
+    "kind",
+    [
+        "sglang",
+        pytest.param(
+            "vllm",
+            marks=pytest.mark.xfail(
+                strict=True,
+                reason="known gap: the importer refuses vLLM's split posts by name (its sides are not joined yet), "
+                "so vLLM's compose export does not import back",
+            ),
+        ),
+    ],
+)
+def test_the_compose_export_imports_back_to_the_same_split(kind: str, tmp_path: Path) -> None:
+    out = _compose(kind, tmp_path / "out")
+    back_path = tmp_path / "back.yaml"
+    result = subprocess.run(
+        [sys.executable, "-m", "hgxkit", "recipe", "import", str(out / "compose.yaml"), "-o", str(back_path)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    assert result.returncode == 0, result.stderr
+    assert "skipped service router" in result.stderr  # the router comes from `--data router=true`
+    recipe, back = load_recipe(str(SPLITS[kind])), load_recipe(str(back_path))
+    assert _renders(back) == _renders(recipe)
+    assert back.groups.server_args == recipe.groups.server_args
+    judge(back, HOST_NETWORK)  # the same split, deployable under the same allowances
