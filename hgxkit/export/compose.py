@@ -22,26 +22,23 @@ from hgxkit.export.common import (
     HEAD_STANDIN,
     KEY_CONFIG_FILE,
     KEY_CONFIG_IN_CONTAINER,
-    LABEL_PREFIX,
     Container,
     Exported,
     ExportGroup,
     ExportOptions,
-    Provenance,
     dump_yaml,
     expansion_names,
     export_groups,
     not_carried,
     provenance,
 )
-from hgxkit.export.pd_router import ROUTER, SplitRouter, keyless_groups, split_router
+from hgxkit.export.pd_router import ROUTER, SplitRouter, keyless_groups, router_labels, split_router
 from hgxkit.recipe.judge import Judged
 from hgxkit.recipe.pd import is_prefill_decode
 
 HEAD_VARIABLE = "${HGXKIT_HEAD:?set HGXKIT_HEAD to the head node's address}"
 
 
-ROUTER_LABEL = f"{LABEL_PREFIX}router"  # on the split's router service, which is no GPU group
 KEY_SECRET = "api-key"  # the compose secret that holds the key file (hgxkit.export.common: KEY_CONFIG_FILE)
 
 
@@ -69,7 +66,7 @@ def export_compose(judged: Judged, options: ExportOptions) -> Exported:
             secrets += [*container.secret_env, *expansion_names(container.args)]
         if router is not None:
             # Its own labels: the router is no GPU group of the recipe, and an importer reads the others as groups.
-            services[ROUTER] = {**_router_service(router, list(services)), "labels": _router_labels(origin)}
+            services[ROUTER] = {**_router_service(router, list(services)), "labels": router_labels(origin)}
         document: dict[str, object] = {"services": services}
         if volumes:
             document["volumes"] = volumes
@@ -109,14 +106,6 @@ def _router_service(router: SplitRouter, groups: list[str]) -> dict:
         "network_mode": "host",
         "restart": "unless-stopped",
         "depends_on": {name: {"condition": "service_healthy"} for name in groups},
-    }
-
-
-def _router_labels(origin: Provenance) -> dict[str, str]:
-    labels = origin.annotations()
-    return {
-        ROUTER_LABEL: "prefill-decode",
-        **{k: labels[k] for k in (f"{LABEL_PREFIX}recipe", f"{LABEL_PREFIX}recipe-hash")},
     }
 
 

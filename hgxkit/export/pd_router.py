@@ -25,7 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from hgxkit.errors import InputError
-from hgxkit.export.common import ExportGroup
+from hgxkit.export.common import LABEL_PREFIX, ExportGroup, Provenance
 from hgxkit.knobs import SHARED_DEFAULTS
 from hgxkit.netaddr import is_loopback
 from hgxkit.problems import Problem, problem_lines
@@ -38,6 +38,8 @@ from hgxkit.serving.router import group_sides, pd_workers, router_image
 POLICY = "cache_aware"
 KEY_FLAG = "--api-key"  # both routers take the key this way, and so would the groups (never in an export)
 ROUTER = "router"  # the router's service (compose) or step (Slurm)
+ROUTER_LABEL = f"{LABEL_PREFIX}router"  # on the router, which is no GPU group: an importer skips it
+READY_PATH = "/readiness"  # 200 once every worker is healthy (both routers; the router role waits on it)
 
 
 @dataclass(frozen=True)
@@ -77,6 +79,16 @@ def split_router(judged: Judged, groups: list[ExportGroup], port: int | None = N
         raise InputError(f"{recipe.name}: {error}") from None
     args = [*workers, "--host", bind, "--port", str(port), "--prometheus-host", "127.0.0.1"]
     return SplitRouter(router_image(None, split.router), split.router.launch, args, port, bind)
+
+
+def router_labels(origin: Provenance) -> dict[str, str]:
+    """The router's labels: which recipe it fronts, and that it is the split's router (not a group's server, whose
+    labels an importer reads back as the recipe)."""
+    labels = origin.annotations()
+    return {
+        ROUTER_LABEL: "prefill-decode",
+        **{k: labels[k] for k in (f"{LABEL_PREFIX}recipe", f"{LABEL_PREFIX}recipe-hash")},
+    }
 
 
 def keyless_groups(groups: list[ExportGroup]) -> tuple[list[ExportGroup], list[str]]:

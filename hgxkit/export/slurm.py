@@ -11,6 +11,9 @@ and its head from `scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1`. T
 node: the head) waits for the kind's health endpoint, runs the recipe's smoke cell with the kind's own
 benchmark client inside the head's container, and keeps serving until the job is cancelled.
 
+A prefill/decode split on one node (Docker only) runs its kind's router in PD mode (hgxkit.export.pd_router) as
+one more step on the node once both sides are healthy; the smoke cell goes through it from the decode's container.
+
 `--slurm-runtime pyxis` runs them with enroot + pyxis instead (`srun --container-image=…`: hgxkit.export.slurm_pyxis),
 as HGX and DGX clusters whose users have no Docker do; both are entries of RUNTIMES.
 
@@ -46,14 +49,17 @@ from hgxkit.export.common import (
     model_entry_read_only,
     provenance,
 )
+from hgxkit.export.pd_router import READY_PATH, ROUTER, SplitRouter, keyless_groups, router_labels, split_router
 from hgxkit.hostcmd import script, text
 from hgxkit.recipe.docker_options import canonical
 from hgxkit.recipe.docker_parse import OptionEntry
 from hgxkit.recipe.judge import Judged
+from hgxkit.recipe.pd import group_server, is_prefill_decode, side
 from hgxkit.recipe.shellwords import quote_word
 from hgxkit.recipe.spec import Recipe
 from hgxkit.serving.containers import GROUP_LABEL, MANAGED_LABEL, RANK_LABEL, RECIPE_LABEL
-from hgxkit.verify.plan import client_argv, plan_cells
+from hgxkit.serving.router import ROUTER_LABEL as ROUTER_CONTAINER_LABEL
+from hgxkit.verify.plan import client_argv, plan_cells, through_router
 
 # The container runs in the foreground under srun: the options that detach or attach it are dropped.
 _FOREGROUND_DROPS = {"--detach", "--interactive", "--tty", "--restart"}
@@ -68,6 +74,15 @@ def export_slurm(judged: Judged, options: ExportOptions) -> Exported:
     runtime = RUNTIMES[options.slurm_runtime]
     recipe = judged.recipe
     groups = export_groups(recipe, options)
+    router, keyless = None, []
+    if is_prefill_decode(recipe, options.total_gpus):
+        if runtime is not RUNTIMES["docker"]:
+            raise InputError(
+                f"{recipe.name}: a prefill/decode split is not exported with --slurm-runtime {options.slurm_runtime} "
+                "(its router in PD mode is written for Docker only); export it with --slurm-runtime docker"
+            )
+        groups, keyless = keyless_groups(groups)
+        router = split_router(judged, groups)
     origin = provenance(judged, options)
     gpus = sum(len(c.gpus) if c.gpus is not None else options.total_gpus for c in (g.head for g in groups))
     per_node = min(gpus, options.total_gpus)
@@ -94,9 +109,12 @@ def export_slurm(judged: Judged, options: ExportOptions) -> Exported:
     ]
     for group in groups:
         lines += _wait_until_healthy(group)
-        lines += [*runtime.smoke(recipe, group, bind), ""]
+        if router is None:
+            lines += [*runtime.smoke(recipe, group, bind), ""]
+    if router is not None:
+        lines += _router_lines(recipe, groups, router, origin)
     lines += ['wait "$server"', ""]
-    return Exported({f"{job}.sbatch": "\n".join(lines)}, runtime.not_carried(groups))
+    return Exported({f"{job}.sbatch": "\n".join(lines)}, [*runtime.not_carried(groups), *keyless])
 
 
 @dataclass(frozen=True)
@@ -226,11 +244,47 @@ def _wait_until_healthy(group: ExportGroup) -> list[str]:
     ]
 
 
-def _docker_smoke(recipe: Recipe, group: ExportGroup, _bind: str) -> list[str]:
+def _router_lines(recipe: Recipe, groups: list[ExportGroup], router: SplitRouter, origin: Provenance) -> list[str]:
+    """A split's router as its own step on the node (started once both sides answer, stopped and removed with the
+    job like the groups), a wait for its readiness, then the smoke cell through it from the first decode's
+    container, as verify measures a split."""
+    name = f"{_dns(recipe.name)}-{ROUTER}"
+    labels = [f"--label={key}={value}" for key, value in {ROUTER_CONTAINER_LABEL: "1", **router_labels(origin)}.items()]
+    run = ["docker", "run", "--name", name, *labels, "--network", "host", "--entrypoint", router.program[0]]
+    words = [*run, router.image, *router.program[1:], *router.args]
+    stop = f"docker stop {quote_word(name)} >/dev/null 2>&1; docker rm {quote_word(name)} >/dev/null 2>&1"
+    url = f"{router.url}{READY_PATH}"
+    decode = next(g for g in groups if side(group_server(recipe, g.index)) == "decode")
+    return [
+        f"# the router in PD mode: requests go to {router.url} (the groups alone fail)",
+        "serve_router() {",
+        f"  trap {quote_word(stop)} EXIT TERM INT",
+        "  " + " ".join(quote_word(word) for word in words) + " &",
+        "  wait",
+        "}",
+        "export -f serve_router",
+        "srun --overlap --nodes=1 --ntasks=1 --relative=0 bash -c serve_router &",
+        "router=$!",
+        f"until curl -fsS -o /dev/null --max-time 10 {quote_word(url)}; do",
+        '  kill -0 "$router" 2>/dev/null || { echo "the router stopped before it was ready" >&2; exit 1; }',
+        "  sleep 10",
+        "done",
+        *_docker_smoke(recipe, decode, router.bind, router.port),
+        "",
+    ]
+
+
+def _dns(text: str) -> str:
+    return re.sub(r"[^a-z0-9-]", "-", text.lower()).strip("-")
+
+
+def _docker_smoke(recipe: Recipe, group: ExportGroup, _bind: str, router_port: int | None = None) -> list[str]:
     """The smoke cell inside the head's container (`docker exec`), offline as verify runs it: the client reads
-    the tokenizer from the model the container serves; its module the first of the kind's the image has."""
+    the tokenizer from the model the container serves; its module the first of the kind's the image has. With
+    `router_port` (a split) the cell goes to the router on the host's network."""
     head = group.head
-    cell = plan_cells(recipe, "smoke", [(group.index, head.name)])[0]
+    cells = plan_cells(recipe, "smoke", [(group.index, head.name)], port=router_port)
+    cell = (through_router(cells) if router_port is not None else cells)[0]
     client = ["docker", "exec", "-e", "HF_HUB_OFFLINE=1", head.name, "python3", "-m"]
     client_args = [*client_argv(cell, OUTPUT_DIR)]
     modules = [module for module, _ in group.kind.bench.modules]

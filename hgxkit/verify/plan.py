@@ -15,6 +15,7 @@ from typing import Literal
 
 from hgxkit.errors import InputError
 from hgxkit.kinds import DEFAULT_KIND, KINDS, ServerKind, posted_lengths
+from hgxkit.kinds.base import CONNECTION_FLAGS
 from hgxkit.kinds.lengths import Draw, Interval
 from hgxkit.recipe.matrix import BenchmarkMatrix, MatrixCell
 from hgxkit.recipe.schema import MAX_BENCH_TOKENS
@@ -242,6 +243,17 @@ def _with_draw(shape: dict, kind: ServerKind) -> dict:
 def _spans(intervals: tuple[Interval, Interval | None]) -> str:
     named = zip(("input", "output"), intervals, strict=True)
     return ", ".join(f"{name} {span[0]}-{span[1]}" for name, span in named if span) + " tokens"
+
+
+def through_router(cells: list[Cell]) -> list[Cell]:
+    """`cells` sent to a prefill/decode split's router: the client asks the server it measures for the tokenizer's
+    path (/model_info), which the router in PD mode does not give (offline, the client then found no tokenizer for
+    the served name), so each cell names the path."""
+    out = []
+    for cell in cells:
+        named = (CONNECTION_FLAGS["tokenizer"][0], str(cell.tokenizer)) if cell.tokenizer else ()
+        out.append(replace(cell, extra_args=(*named, *cell.extra_args)))
+    return out
 
 
 def client_argv(cell: Cell, output_dir: str, *, warm: bool = False) -> list[str]:

@@ -26,7 +26,6 @@ from pyinfra.operations import python
 
 from hgxkit.errors import InputError
 from hgxkit.hostcmd import HostRunner, argv, script
-from hgxkit.kinds.base import CONNECTION_FLAGS
 from hgxkit.monitoring.readback import (
     STEP_S,
     duration_s,
@@ -65,7 +64,7 @@ from hgxkit.serving.router import choose_router_host
 from hgxkit.serving.steps import judged_for
 from hgxkit.verify.collect import collect_fingerprint
 from hgxkit.verify.envreport import read_env_report, report_folder, start_env_report
-from hgxkit.verify.plan import Cell, bench_knob, cells_from_output, gates, plan_cells
+from hgxkit.verify.plan import Cell, bench_knob, cells_from_output, gates, plan_cells, through_router
 from hgxkit.verify.script import CLIENT_START_FILE, bench_script, parse_progress, wait_for_progress
 from roles.verify.defaults import DEFAULTS, VerifyKnobs
 
@@ -355,10 +354,7 @@ def _plan_run_cells(
         targets = [t for t in targets if side(group_server(recipe, t[0])) == "decode"][:1]
     cells = plan_cells(recipe, mode, targets, out_len, repeats, port=router_port)  # type: ignore[arg-type]
     if router_port is not None:
-        # The client asks the server it measures for the tokenizer's path (/model_info); through the router in PD
-        # mode it got none and went to the Hub for the served name (offline: no result), so name the path.
-        tokenizer = (CONNECTION_FLAGS["tokenizer"][0], str(cells[0].tokenizer)) if cells and cells[0].tokenizer else ()
-        cells = [replace(c, extra_args=(*tokenizer, *c.extra_args)) for c in cells]
+        cells = through_router(cells)
     if monitored:
         return cells
     return [

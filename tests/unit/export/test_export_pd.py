@@ -144,3 +144,70 @@ def test_the_compose_export_imports_back_to_the_same_split(kind: str, tmp_path: 
     assert _renders(back) == _renders(recipe)
     assert back.groups.server_args == recipe.groups.server_args
     judge(back, HOST_NETWORK)  # the same split, deployable under the same allowances
+
+
+# --- Slurm ------------------------------------------------------------------------------------------------
+
+
+def _sbatch(kind: str, tmp_path: Path, **options) -> Path:
+    judged = judge(load_recipe(str(SPLITS[kind])), HOST_NETWORK)
+    write_export(export_recipe(judged, "slurm", ExportOptions(run_id=RUN, **options)), tmp_path)
+    (script,) = tmp_path.glob("*.sbatch")
+    return script
+
+
+@pytest.mark.parametrize("kind", sorted(SPLITS))
+def test_a_split_sbatch_passes_bash_n_and_shellcheck(kind: str, tmp_path: Path) -> None:
+    script = _sbatch(kind, tmp_path)
+    assert subprocess.run(["bash", "-n", str(script)], capture_output=True, text=True).returncode == 0
+    checked = subprocess.run([_tool("shellcheck"), "-S", "warning", str(script)], capture_output=True, text=True)
+    assert checked.returncode == 0, checked.stdout
+
+
+@pytest.mark.parametrize("kind", sorted(SPLITS))
+def test_the_sbatch_starts_both_sides_then_the_router_and_benchmarks_through_it(kind: str, tmp_path: Path) -> None:
+    """Run the script with stand-ins for docker, srun, scontrol and curl: the two sides start in the node's task,
+    the router in its own step once both answer, the smoke cell goes to the router from the decode's container,
+    and every container is stopped and removed when its step ends."""
+    script = _sbatch(kind, tmp_path)
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    log = tmp_path / "calls.log"
+    (bin_dir / "docker").write_text(f'#!/bin/sh\necho "docker $*" >> {log}\n')
+    (bin_dir / "scontrol").write_text("#!/bin/sh\necho node1\n")
+    (bin_dir / "srun").write_text(f'#!/bin/bash\nfor a; do last="$a"; done\necho "srun $*" >> {log}\nbash -c "$last"\n')
+    (bin_dir / "curl").write_text(f'#!/bin/sh\nfor a; do last="$a"; done\necho "curl $last" >> {log}\n')
+    for tool in bin_dir.iterdir():
+        tool.chmod(0o755)
+    env = {
+        "PATH": f"{bin_dir}:/usr/bin:/bin",
+        "SLURM_JOB_NODELIST": "node1",
+        "SLURM_JOB_NUM_NODES": "1",
+        "SLURM_SUBMIT_DIR": str(tmp_path),
+    }
+    result = subprocess.run(["bash", str(script)], env=env, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    calls = log.read_text().splitlines()
+    image, entrypoint, program, workers = ROUTERS[kind]
+    router = next(i for i, c in enumerate(calls) if c.startswith("docker run") and f" {image} " in c)
+    assert calls[router].endswith(" ".join([image, *program, *workers, *LISTEN]))
+    assert f"--network host --entrypoint {entrypoint[0]} {image}" in calls[router]
+    assert "--label=hgxkit.router=1" in calls[router]  # not hgxkit.serve: a deploy never takes it for a group
+    health = [i for i, c in enumerate(calls) if c.startswith("curl") and not c.endswith("/readiness")]
+    ready = next(i for i, c in enumerate(calls) if c == "curl http://127.0.0.1:30000/readiness")
+    srun_router = next(i for i, c in enumerate(calls) if c.startswith("srun --overlap") and "serve_router" in c)
+    bench_at = [i for i, c in enumerate(calls) if c.startswith("docker exec -e HF_HUB_OFFLINE=1")]
+    # the batch step's own calls are in order; the steps' (background) calls only after what started them
+    assert len(health) == 2 and max(health) < srun_router < router and max(health) < ready < min(bench_at)
+    bench = [calls[i] for i in bench_at]
+    decode = load_recipe(str(SPLITS[kind])).groups.name_template.replace("{{group}}", "1")
+    assert len(bench) == 1 and bench[0].startswith(f"docker exec -e HF_HUB_OFFLINE=1 {decode} ")
+    to_router = ("--base-url http://127.0.0.1:30000 ", "--host 127.0.0.1 --port 30000 ")  # vLLM's client, SGLang's
+    assert any(words in bench[0] for words in to_router) and "--tokenizer /model" in bench[0]
+    name = f"{load_recipe(str(SPLITS[kind])).name}-router"
+    assert f"docker stop {name}" in calls and f"docker rm {name}" in calls
+
+
+def test_a_split_under_pyxis_is_refused_by_name(tmp_path: Path) -> None:
+    with pytest.raises(InputError, match=r"not exported with --slurm-runtime pyxis .*Docker only"):
+        _sbatch("sglang", tmp_path, slurm_runtime="pyxis")
