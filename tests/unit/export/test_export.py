@@ -769,7 +769,8 @@ spec:
 
 
 @pytest.mark.parametrize(
-    "name", ["registry", "common", "compose", "kubernetes", "pod_resources", "skypilot", "slurm", "slurm_pyxis"]
+    "name",
+    ["registry", "common", "compose", "kubernetes", "pod_resources", "pd_router", "skypilot", "slurm", "slurm_pyxis"],
 )
 def test_docstring_examples(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
     module = importlib.import_module(f"hgxkit.export.{name}")
