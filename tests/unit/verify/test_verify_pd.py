@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from hgxkit.recipe.read import load_recipe
-from hgxkit.verify.plan import plan_cells
+from hgxkit.verify.plan import plan_cells, through_router
 
 PD = Path(__file__).resolve().parents[3] / "tests" / "fixtures" / "pd" / "dspark-pd-one-node.yaml"
 
@@ -26,13 +26,23 @@ def test_groups_on_the_hosts_network_are_each_measured_at_their_own_port() -> No
     assert [(c.group, c.port) for c in cells] == [(0, 5000), (1, 5001)]  # --port {{port}} from groups.port_base
 
 
+def test_cells_through_the_router_name_the_tokenizer() -> None:
+    """The router in PD mode gives the client no tokenizer path (/model_info): verify and the Slurm export name it."""
+    (cell,) = through_router(plan_cells(load_recipe(PD), "smoke", [(1, "deepseek-v4-flash-pd-1")], port=30000))
+    assert cell.extra_args[:2] == ("--tokenizer", "/model")
+
+
 def test_no_export_writes_a_split_without_its_router() -> None:
     from hgxkit.errors import InputError
     from hgxkit.export.common import ExportOptions
-    from hgxkit.export.registry import EXPORTERS, export_recipe
+    from hgxkit.export.registry import EXPORTERS, SPLIT_TARGETS, export_recipe
     from hgxkit.recipe.judge import Allowances, judge
 
     judged = judge(load_recipe(PD), Allowances(docker_options=("--network=host",)))
     for target in EXPORTERS:
-        with pytest.raises(InputError, match=f"prefill/decode split is not exported yet .* to {target}"):
+        if target in SPLIT_TARGETS:
+            files = export_recipe(judged, target, ExportOptions()).files
+            assert "--pd-disaggregation" in "".join(files.values()), target
+            continue
+        with pytest.raises(InputError, match=f"prefill/decode split is not exported to {target} "):
             export_recipe(judged, target, ExportOptions())
