@@ -252,7 +252,7 @@ def _router_lines(recipe: Recipe, groups: list[ExportGroup], router: SplitRouter
     labels = [f"--label={key}={value}" for key, value in {ROUTER_CONTAINER_LABEL: "1", **router_labels(origin)}.items()]
     run = ["docker", "run", "--name", name, *labels, "--network", "host", "--entrypoint", router.program[0]]
     words = [*run, router.image, *router.program[1:], *router.args]
-    stop = f"docker stop {quote_word(name)} >/dev/null 2>&1; docker rm {quote_word(name)} >/dev/null 2>&1"
+    stop = text(script("docker stop {name} >/dev/null 2>&1; docker rm {name} >/dev/null 2>&1", name=name))
     url = f"{router.url}{READY_PATH}"
     decode = next(g for g in groups if side(group_server(recipe, g.index)) == "decode")
     return [
