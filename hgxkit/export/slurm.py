@@ -108,7 +108,7 @@ def export_slurm(judged: Judged, options: ExportOptions) -> Exported:
         *runtime.launch(recipe, groups, origin, bind, per_node),
     ]
     for group in groups:
-        lines += _wait_until_healthy(group)
+        lines += _wait_until_healthy(group, split=router is not None)
         if router is None:
             lines += [*runtime.smoke(recipe, group, bind), ""]
     if router is not None:
@@ -230,13 +230,17 @@ def _with_secrets(docker: tuple[int, list[str]], secrets: tuple[str, ...]) -> st
     return " ".join([*quoted[:count], *(f"-e {quote_word(name)}" for name in secrets), *quoted[count:]])
 
 
-def _wait_until_healthy(group: ExportGroup) -> list[str]:
+def _wait_until_healthy(group: ExportGroup, split: bool = False) -> list[str]:
     head = group.head
     port = head.host_port or head.container_port
     url = f"http://127.0.0.1:{port}{group.kind.health_path}"
+    then = (
+        "(one side of the split: the smoke cell goes through the router)"
+        if split
+        else (f"then the recipe's smoke cell with {group.kind.client}")
+    )
     return [
-        f"# group {group.index}: wait until {head.name} can generate, then the recipe's smoke cell with "
-        f"{group.kind.client}",
+        f"# group {group.index}: wait until {head.name} can generate, {then}",
         f"until curl -fsS -o /dev/null --max-time 10 {quote_word(url)}; do",
         '  kill -0 "$server" 2>/dev/null || { echo "the servers stopped before they were healthy" >&2; exit 1; }',
         "  sleep 10",
