@@ -88,7 +88,7 @@ def export_compose(judged: Judged, options: ExportOptions) -> Exported:
             "the server reads it as its --config, never from its command line.\n"
             'api-key: ""\n'
         )
-    dropped = [*not_carried(groups), *keyless]
+    dropped = [*not_carried(groups), *keyless, *([router.by_tag] if router else [])]
     if router is not None:
         dropped.append("network_mode host: each group's port is the host's; --bind applies to the router alone")
     elif any(c.host_port is None for g in groups for c in g.containers):

@@ -38,7 +38,7 @@ from hgxkit.serving.router import group_sides, pd_workers, router_image
 POLICY = "cache_aware"
 KEY_FLAG = "--api-key"  # both routers take the key this way, and so would the groups (never in an export)
 ROUTER = "router"  # the router's service (compose) or step (Slurm)
-ROUTER_LABEL = f"{LABEL_PREFIX}router"  # on the router, which is no GPU group: an importer skips it
+ROUTER_LABEL = f"{LABEL_PREFIX}router"  # on the router, which is no GPU group (an importer skips a service without)
 READY_PATH = "/readiness"  # 200 once every worker is healthy (both routers; the router role waits on it)
 
 
@@ -52,6 +52,11 @@ class SplitRouter:
     args: list[str]
     port: int
     bind: str
+
+    @property
+    def by_tag(self) -> str:
+        """The not-carried line for the router's image: the deploy runs the digest it pulled, an export the tag."""
+        return f"{self.image}: the router's image by its tag (the deploy runs the digest it pulled)"
 
     @property
     def url(self) -> str:

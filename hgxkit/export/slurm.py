@@ -114,7 +114,10 @@ def export_slurm(judged: Judged, options: ExportOptions) -> Exported:
     if router is not None:
         lines += _router_lines(recipe, groups, router, origin)
     lines += ['wait "$server"', ""]
-    return Exported({f"{job}.sbatch": "\n".join(lines)}, [*runtime.not_carried(groups), *keyless])
+    return Exported(
+        {f"{job}.sbatch": "\n".join(lines)},
+        [*runtime.not_carried(groups), *keyless, *([router.by_tag] if router else [])],
+    )
 
 
 @dataclass(frozen=True)

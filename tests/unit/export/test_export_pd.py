@@ -81,6 +81,9 @@ def test_a_keyless_router_gets_groups_without_the_kinds_key_and_says_so() -> Non
     services = yaml.safe_load(exported.files["compose.yaml"])["services"]
     assert all("VLLM_API_KEY" not in str(service.get("environment")) for service in services.values())
     assert any(line.startswith("VLLM_API_KEY: a split's groups serve without a key") for line in exported.not_carried)
+    assert "vllm/vllm-router:v0.1.17: the router's image by its tag (the deploy runs the digest it pulled)" in (
+        exported.not_carried
+    )
 
 
 def test_the_router_beyond_loopback_needs_allow_unauthenticated(tmp_path: Path) -> None:
