@@ -118,16 +118,8 @@ def test_a_target_that_writes_no_router_refuses_a_split_by_name(target: str) -> 
         export_recipe(judged, target, ExportOptions())
 
 
-VLLM_SPLIT_NOT_IMPORTED = pytest.mark.xfail(
-    raises=AssertionError,  # the import's exit status
-    strict=True,
-    reason="known gap: the importer refuses vLLM's split posts by name (its sides are not joined yet), so vLLM's "
-    "split exports do not import back",
-)
-
-
 @pytest.mark.parametrize("target,file", [("compose", "compose.yaml"), ("slurm", "*.sbatch")])
-@pytest.mark.parametrize("kind", ["sglang", pytest.param("vllm", marks=VLLM_SPLIT_NOT_IMPORTED)])
+@pytest.mark.parametrize("kind", ["sglang", "vllm"])
 def test_the_export_imports_back_to_the_same_split(kind: str, target: str, file: str, tmp_path: Path) -> None:
     judged = judge(load_recipe(str(SPLITS[kind])), HOST_NETWORK)
     write_export(export_recipe(judged, target, ExportOptions(run_id=RUN)), tmp_path / "out")
