@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from hgxkit.kinds import KINDS
+from hgxkit.problems import Problem
 from hgxkit.recipe.docker_options import canonical
 from hgxkit.recipe.server_args import ServerCommand
 from hgxkit.serving.containers import ContainerSpec
@@ -162,3 +163,59 @@ def _why(old: RunningContainer, spec: ContainerSpec, record: Mapping[str, Any] |
     if record is None:
         return "its spec changed; no record of what it was started with"
     return spec_difference(record, spec_record(spec, kind)) or "its spec changed"
+
+
+@dataclass(frozen=True)
+class SideGap:
+    """A replace during which one side of a prefill/decode split has no group serving: the router then has nowhere
+    to send that half of a request and answers an error (sglang-router 0.3.2: 502, then 503 once its circuits open)
+    until the new container is healthy."""
+
+    group: int
+    name: str
+    side: str
+
+    def line(self) -> str:
+        """What the plan says of it, naming the group and the side."""
+        return (
+            f"group {self.group} ({self.name}) is the split's only serving {self.side} group: while it is replaced "
+            f"no {self.side} serves, so the router answers 502/503 until the new one is healthy (no GPUs are free "
+            f"for a second {self.side} beside it)"
+        )
+
+    def problem(self) -> Problem:
+        """The refusal when the gap is not accepted (the serve role's `pd_accept_gap`)."""
+        return Problem(
+            "pd-gap",
+            self.line(),
+            f"to accept the gap, run again with --data pd_accept_gap=true; to avoid it, give the split a second "
+            f"{self.side} group on GPUs of its own (the router then sends to it while this one is replaced)",
+        )
+
+
+def split_gaps(actions: list[GroupAction], sides: Mapping[int, str]) -> list[SideGap]:
+    """The replaces that leave a side of a split with no group serving, in the rollout's order: one group at a
+    time, each healthy again before the next starts (`group_actions`), so a group of the same side serves
+    meanwhile when it is running now or was (re)started earlier. `sides`: each split group's side ('prefill',
+    'decode'; groups that serve both phases are left out). A replace of a container that is not running opens no
+    gap: there is none serving to lose. The order itself cannot close a gap: a side's only group is replaced in
+    place, on its own GPUs, so a second copy needs GPUs the node does not have.
+
+    >>> running = [RunningContainer(f"p-{g}", f"id{g}", "a", g, True) for g in range(3)]
+    >>> acts = [GroupAction("keep", "p-0", 0, old=running[0]), GroupAction("replace", "p-1", 1, old=running[1])]
+    >>> [g.side for g in split_gaps(acts, {0: "prefill", 1: "decode"})]
+    ['decode']
+    >>> split_gaps([*acts, GroupAction("keep", "p-2", 2, old=running[2])], {0: "prefill", 1: "decode", 2: "decode"})
+    []
+    """
+    serving = {a.group for a in actions if a.action in ("keep", "replace") and a.old is not None and a.old.running}
+    gaps = []
+    for action in actions:
+        side = sides.get(action.group) if action.group is not None else None
+        if action.group is None or side is None or action.action not in ("replace", "start"):
+            continue
+        others = [g for g in serving if g != action.group and sides.get(g) == side]
+        if action.action == "replace" and action.group in serving and not others:
+            gaps.append(SideGap(action.group, action.name, side))
+        serving.add(action.group)
+    return gaps

@@ -236,6 +236,7 @@ def router_spec(
     api_key_file: str | None,
     sides: list[Side | None] | None = None,
     pd: PDRouter | None = None,
+    circuit_reopen_s: int | None = None,
 ) -> RouterSpec:
     """The router container: host network, restart unless stopped, labelled with its spec hash. With `sides`
     naming a prefill/decode split (parallel to `urls`), the router runs in PD mode (`pd_workers`): the router of
@@ -245,7 +246,9 @@ def router_spec(
     With `api_key_file` (the serving role's root-only key on this host) the key is mounted read-only and
     handed to the router by `key_launcher`: clients then need it, and the router sends it to the workers (a split
     whose router cannot is refused before, `hgxkit.recipe.pd.pd_key_problem`). Metrics (Prometheus, port 29000)
-    stay on 127.0.0.1.
+    stay on 127.0.0.1. `circuit_reopen_s` (PD mode only): how long the router shuns a worker whose circuit it
+    opened; a failing decode opens the prefill's circuit too (sglang-router 0.3.2), so the whole split answers 503
+    that long after a replaced side is back.
     """
     if policy not in POLICIES:
         raise ValueError(f"router_policy {policy!r} is not one of {', '.join(POLICIES)}: set router_policy")
@@ -255,6 +258,8 @@ def router_spec(
     router = pd if split else None
     if router is not None:
         workers = pd_workers(urls, list(sides or ()), policy, router)
+        if circuit_reopen_s is not None:
+            workers += ["--cb-timeout-duration-secs", str(int(circuit_reopen_s))]
     else:
         workers = ["--worker-urls", *urls, "--policy", policy]
     module = router.module if router is not None else WORKER_LIST_MODULE

@@ -58,7 +58,16 @@ from hgxkit.serving.replace import (
     replace_script,
     unit_name,
 )
-from hgxkit.serving.rollout import GroupAction, RunningContainer, group_actions, plan_rollout, spec_record
+from hgxkit.serving.rollout import (
+    GroupAction,
+    RunningContainer,
+    SideGap,
+    group_actions,
+    plan_rollout,
+    spec_record,
+    split_gaps,
+)
+from hgxkit.serving.router import group_sides
 from hgxkit.serving.steps import (
     PULL_UNIT,
     ensure_api_key,
@@ -248,18 +257,36 @@ def serve() -> None:
         digest=digest,
         recorded=recorded,
     )
-    for action in group_actions(current, specs, records, recipe.server.kind):
-        _plan_action(recipe, total_gpus, digest, action)
+    actions = group_actions(current, specs, records, recipe.server.kind)
+    gaps = accepted_gaps(recipe, specs, actions)
+    for action in actions:
+        _plan_action(recipe, total_gpus, digest, action, gaps.get(action.name))
 
 
-def _plan_action(recipe: Recipe, total_gpus: int | None, digest: str, action: GroupAction) -> None:
-    """One group's operation, named by what it does (`group 0: replace container m-0 (--tp-size 4 -> 8)`)."""
+def accepted_gaps(recipe: Recipe, specs: list[ContainerSpec], actions: list[GroupAction]) -> dict[str, SideGap]:
+    """The replaces that leave a side of a prefill/decode split with no group serving (by container name): refused
+    unless `pd_accept_gap`, else each warned of by name."""
+    indices = [spec.group for spec in specs]
+    sides = {g: one.role for g, one in zip(indices, group_sides(recipe, indices), strict=True) if one is not None}
+    gaps = split_gaps(actions, sides)
+    if not ServeKnobs.from_host(host).pd_accept_gap:
+        refuse(HEADING.format(host=host.name), [gap.problem() for gap in gaps])
+    for gap in gaps:
+        echo(f"[{host.name}] WARNING: {gap.line()}; accepted (pd_accept_gap)")
+    return {gap.name: gap for gap in gaps}
+
+
+def _plan_action(
+    recipe: Recipe, total_gpus: int | None, digest: str, action: GroupAction, gap: SideGap | None = None
+) -> None:
+    """One group's operation, named by what it does (`group 0: replace container m-0 (--tp-size 4 -> 8)`), and,
+    for a split's side left without a serving group meanwhile, saying so."""
     if action.action == "remove" and action.old is not None:
         server.shell(name=action.line(), commands=[argv("docker", "rm", "-f", action.old.container_id)])
     elif action.action in ("start", "replace") and action.spec is not None:
         # A callback: the new container's health, and whether the unit keeps it, exist only at execute time.
         python.call(
-            name=action.line(),
+            name=action.line() + (f"; no {gap.side} serves meanwhile (pd_accept_gap)" if gap else ""),
             function=_start_group,
             recipe=recipe,
             total_gpus=total_gpus,
@@ -358,8 +385,10 @@ def _rollout(recipe: Recipe, total_gpus: int | None, digest: str | None) -> None
     refuse(heading, name_problems(specs))
     _recover(run, specs)
     current = host.get_fact(ManagedContainers)
-    rollout = plan_rollout([c for c in current if not c.name.endswith(PREVIOUS_SUFFIX)], specs)
+    settled = [c for c in current if not c.name.endswith(PREVIOUS_SUFFIX)]
+    rollout = plan_rollout(settled, specs)
     refuse(heading, port_problems(rollout.replace, current, rollout.remove))
+    accepted_gaps(recipe, specs, group_actions(settled, specs, {}, recipe.server.kind))
     by_name = {c.name: c for c in current}
     for stale in rollout.remove:
         echo(f"[{host.name}] removing {stale.name}: its group is no longer in {recipe.name}")

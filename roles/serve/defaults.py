@@ -73,6 +73,12 @@ class ServeKnobs(Knobs):
         " rendezvous port in the preflight (deploys/reproduce.py runs it before bring-up; roles/serve/group.py). "
         "Placement knobs (group_hosts, fabric_address, dist_port) are shared: hgxkit/knobs.py.",
     )
+    pd_accept_gap: bool = declare(
+        False,
+        "replace a prefill/decode split's group even when it is its side's only serving group, so the router answers "
+        "502/503 until the new one is healthy (on one node there are no free GPUs for a second copy beside it). "
+        "Off: such a rollout is refused at plan time, naming the group (hgxkit.serving.rollout.split_gaps).",
+    )
     allow_docker_options: list[str] = shared("allow_docker_options")
     recipe_env_allowlist: list[str] | None = shared("recipe_env_allowlist")
 

@@ -116,6 +116,7 @@ def sglang_router() -> None:
             api_key_file=key_file,
             sides=sides,
             pd=_pd_router(host),
+            circuit_reopen_s=knobs.router_circuit_reopen_s,
         )
     except ValueError as err:
         refuse(f"router checks failed on {host.name}; the router was not started", [str(err)])

@@ -49,6 +49,12 @@ class RouterKnobs(Knobs):
     serve_api_key_file: str = shared("serve_api_key_file")
     serve_total_gpus: int | None = shared("serve_total_gpus")
     model_peer_address: str | None = shared("model_peer_address")
+    router_circuit_reopen_s: int = declare(
+        5,
+        "(prefill/decode split) seconds the router waits before it tries a worker whose circuit it opened again "
+        "(--cb-timeout-duration-secs; the routers' own default is 60). In PD mode a failing decode opens the "
+        "prefill's circuit too, so after a replaced group is healthy again the router would answer 503 for that long.",
+    )
     router_health_timeout: float = declare(
         120,
         "seconds the router may take to answer /readiness (every worker healthy).",

@@ -3,7 +3,11 @@ the host's network) deployed with `--data router=true` on a simulated node, for 
 
 - SGLang (tests/fixtures/pd/dspark-pd-one-node.yaml): the SGLang stand-ins run each side, the REAL sglang-router
   fronts them in PD mode, verify's chat completion and smoke cell go through the router (a worker refuses a request
-  without a bootstrap room), and the run is archived; a second run changes nothing.
+  without a bootstrap room), and the run is archived; a second run changes nothing. Then a changed decode group
+  (tests/fixtures/pd/dspark-pd-one-node-decode-changed.yaml): the plan refuses to leave the split without a decode
+  unless pd_accept_gap says so; accepted, the decode is replaced while a client keeps asking the router, which
+  answers 502/503 during the gap (never hangs) and 200 again after, each answer checked against the requests the
+  prefill and the new decode served.
 - vLLM over NIXL (tests/fixtures/pd/vllm-pd-one-node.yaml), then on the same node (one node start and bring-up for
   both): the vLLM stand-ins run each side, the REAL vllm-router (its own image) fronts them, verify's cell goes
   through it and the decode's telemetry holds the KV transfers it timed; a second run changes nothing, and the
@@ -13,6 +17,10 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
+import subprocess
+import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -25,6 +33,7 @@ from hgxkit.sim.standin import registry, router_image
 pytestmark = pytest.mark.e2e
 CLUSTER = cluster_name("pd")
 PD = "tests/fixtures/pd/dspark-pd-one-node.yaml"
+PD_DECODE_CHANGED = "tests/fixtures/pd/dspark-pd-one-node-decode-changed.yaml"
 VLLM_PD = "tests/fixtures/pd/vllm-pd-one-node.yaml"
 VLLM_IMAGE = "vllm/vllm-openai:v0.33.0"  # the vLLM recipe's image
 HOST_NETWORK = 'allow_docker_options=["--network=host"]'
@@ -100,6 +109,120 @@ def test_without_the_router_the_split_is_refused_before_any_change(deployed) -> 
     assert refused.returncode != 0
     assert "[pd-router]" in out(refused) and "--data router=true" in out(refused)
     assert containers() == before
+
+
+# A client on the node: /generate through the router, one request at a time, each with its own rid (the stand-ins
+# record it), one line per answer (`rid status seconds`; status 0: no answer within 20 s, or the connection
+# dropped), until its stdin closes (the request then in flight is answered first).
+CLIENT = """
+import http.client, json, sys, threading, time
+def ask(i):
+    body = json.dumps({"text": "ba be", "rid": f"gap-{i}", "sampling_params": {"max_new_tokens": 4}})
+    start = time.monotonic()
+    try:
+        conn = http.client.HTTPConnection("127.0.0.1", 30000, timeout=20)
+        conn.request("POST", "/generate", body, {"Content-Type": "application/json"})
+        status = conn.getresponse().status
+        conn.close()
+    except (OSError, http.client.HTTPException):
+        status = 0
+    print(f"gap-{i}", status, round(time.monotonic() - start, 3), flush=True)
+stop = threading.Event()
+def loop():
+    i = 0
+    while not stop.is_set():
+        i += 1
+        ask(i)
+asking = threading.Thread(target=loop)
+asking.start()
+sys.stdin.read()
+stop.set()
+asking.join()
+"""
+
+
+class RouterClient:
+    """CLIENT running on the node over SSH; its answers as they come, in order: (rid, status, seconds)."""
+
+    def __init__(self) -> None:
+        argv = [sys.executable, "-m", "hgxkit", "sim", "ssh", "node1", "--cluster", CLUSTER, "--"]
+        argv.append(f"python3 -u -c {shlex.quote(CLIENT)}")
+        root = Path(__file__).resolve().parents[2]
+        self.proc = subprocess.Popen(argv, cwd=root, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        self.answers: list[tuple[str, int, float]] = []
+        self.changed = threading.Condition()
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        for line in self.proc.stdout or []:
+            rid, status, seconds = line.split()
+            with self.changed:
+                self.answers.append((rid, int(status), float(seconds)))
+                self.changed.notify_all()
+
+    def wait_for_200(self, after: int = 0, timeout: float = 60) -> None:
+        """Until an answer after the first `after` ones is a 200 (fails the test after `timeout` seconds)."""
+        with self.changed:
+            ok = self.changed.wait_for(lambda: any(s == 200 for _, s, _ in self.answers[after:]), timeout)
+        assert ok, f"no 200 through the router in {timeout} s: {self.answers[after:][-20:]}"
+
+    def stop(self) -> list[tuple[str, int, float]]:
+        if self.proc.stdin:
+            self.proc.stdin.close()
+        self.proc.wait(timeout=60)
+        with self.changed:
+            return list(self.answers)
+
+
+def served(port: int) -> set[str]:
+    """The client's requests a stand-in on the node served (its ground-truth records)."""
+    raw = node_sh(CLUSTER, f"curl -sS -m 30 http://127.0.0.1:{port}/hgxkit_sim/requests", answer=True, check=True)
+    return {t["rid"] for t in json.loads(raw) if str(t.get("rid", "")).startswith("gap-")}
+
+
+def test_replacing_the_decode_group_keeps_the_router_answering(deployed) -> None:
+    assert deployed.returncode == 0, out(deployed)[-3000:]
+    before = containers()
+    changed = (f"recipe={PD_DECODE_CHANGED}", HOST_NETWORK, "router=true", "verify=false")
+    planned = run_deploy(CLUSTER, "deploys/reproduce.py", *changed, flags=("-y", "--dry"))
+    assert planned.returncode != 0 and containers() == before
+    assert "[pd-gap] group 1 (deepseek-v4-flash-pd-1) is the split's only serving decode group" in out(planned)
+    assert "--data pd_accept_gap=true" in out(planned), out(planned)[-3000:]
+
+    client = RouterClient()
+    try:
+        client.wait_for_200()
+        replaced = run_deploy(CLUSTER, "deploys/reproduce.py", *changed, "pd_accept_gap=true")
+        done = len(client.answers)
+        client.wait_for_200(after=done)  # the router sends to the new decode (its circuits reopen after 5 s)
+    finally:
+        answers = client.stop()
+    assert replaced.returncode == 0, out(replaced)[-4000:]
+    line = "group 1: replace container deepseek-v4-flash-pd-1 (--max-running-requests (absent) -> 32); no decode"
+    assert line in out(replaced) and "WARNING: group 1 (deepseek-v4-flash-pd-1) is the split's" in out(replaced)
+    after = containers()
+    assert after["deepseek-v4-flash-pd-0"] == before["deepseek-v4-flash-pd-0"]  # the prefill was not touched
+    assert after["sglang-router"] == before["sglang-router"]  # nor the router
+    assert after["deepseek-v4-flash-pd-1"][0] != before["deepseek-v4-flash-pd-1"][0]
+
+    statuses = {status for _, status, _ in answers}
+    assert statuses <= {200, 502, 503}, [a for a in answers if a[1] not in (200, 502, 503)][:10]  # none hung
+    ok = [rid for rid, status, _ in answers if status == 200]
+    order = {rid: i for i, (rid, _, _) in enumerate(answers)}
+    new_decode, prefill = served(5001), served(5000)
+    assert new_decode and new_decode <= set(ok)  # every request the new decode served was answered 200
+    assert set(ok) <= prefill  # and every 200 went through the prefill
+    first_new = min(order[rid] for rid in new_decode)
+    old_decode = [rid for rid in ok if rid not in new_decode]
+    assert old_decode and all(order[rid] < first_new for rid in old_decode)  # the old decode served before it
+    last_old = max(order[rid] for rid in old_decode)
+    gap = [a for a in answers if a[1] != 200]
+    assert all(last_old < order[rid] < first_new for rid, _, _ in gap), gap[:10]  # errors only during the gap
+    assert all(order[rid] >= first_new for rid in ok if order[rid] > last_old)
+    print(
+        f"{len(answers)} answers: {len(old_decode)} by the old decode, {len(gap)} errors {sorted(statuses)}, then"
+        f" {len(new_decode)} by the new one; the gap's answers took {sum(a[2] for a in gap):.1f} s"
+    )
 
 
 # vLLM's NIXL split, on the same node after SGLang's (its tests run after those above, in file order).

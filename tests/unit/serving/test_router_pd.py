@@ -158,3 +158,30 @@ def test_a_keyed_split_is_refused_where_its_router_checks_no_clients_key() -> No
     assert problem is not None and problem.code == "pd-router-key"
     assert "vllm-router 0.1.17 checks no client's API key" in problem.found and "without api_key" in problem.remedy
     assert pd_key_problem(load_recipe(PD)) is None  # sglang-router takes --api-key and checks it
+
+
+@pytest.mark.parametrize(
+    ("pd", "sides", "module", "fixture"),
+    [
+        (SGLANG_PD, SIDES, "sglang_router", "router_python"),
+        (VLLM_PD_ROUTER, [Side("prefill"), Side("decode")], "vllm_router", "vllm_router_python"),
+    ],
+)
+def test_a_split_shuns_a_failed_worker_for_the_knobs_seconds_not_the_routers_minute(
+    pd: PDRouter, sides: list[Side | None], module: str, fixture: str, request: pytest.FixtureRequest
+) -> None:
+    """A failing decode opens the prefill's circuit too (sglang-router 0.3.2, measured), so the reopen time is how
+    long the whole split answers 503 after a replaced side is back; only PD mode gets the flag."""
+    options = {"policy": "round_robin", "bind_address": "127.0.0.1", "port": 30000, "api_key_file": None}
+    argv = router_spec(URLS, image=IMAGE, sides=sides, pd=pd, circuit_reopen_s=5, **options).argv  # type: ignore[arg-type]
+    assert argv[argv.index("--cb-timeout-duration-secs") + 1] == "5"
+    plain = router_spec(URLS, image=IMAGE, circuit_reopen_s=5, **options).argv  # type: ignore[arg-type]
+    assert "--cb-timeout-duration-secs" not in plain
+    args = argv[argv.index(IMAGE) + len(pd.launch) :]
+    code = (
+        f"import sys; from {module}.launch_router import parse_router_args as p; "
+        "print(p(sys.argv[1:]).cb_timeout_duration_secs)"
+    )
+    python = request.getfixturevalue(fixture)
+    answer = subprocess.run([python, "-c", code, *args], capture_output=True, text=True, check=True)
+    assert answer.stdout.strip() == "5"

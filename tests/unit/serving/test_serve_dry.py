@@ -161,3 +161,23 @@ def test_a_keyed_vllm_split_is_refused_before_any_change_as_its_router_checks_no
     assert "[pd-router-key]" in str(refused.value) and "checks no client's API key" in str(refused.value)
     names, _ = plan("tests/fixtures/pd/dspark-pd-one-node.yaml", memory, **keyed)  # sglang-router checks it
     assert names and all("deepseek-v4-flash-pd-" in name or "image" in name.lower() for name in names), names
+
+
+def test_replacing_a_splits_only_decode_is_refused_by_name_unless_the_gap_is_accepted() -> None:
+    pd, changed = (
+        "tests/fixtures/pd/dspark-pd-one-node.yaml",
+        "tests/fixtures/pd/dspark-pd-one-node-decode-changed.yaml",
+    )
+    split = {"allow_docker_options": ["--network"], "router": True}
+    with pytest.raises(DeployError) as refused:
+        plan(changed, node_serving(pd), **split)
+    message = str(refused.value)
+    assert "[pd-gap] group 1 (deepseek-v4-flash-pd-1) is the split's only serving decode group" in message, message
+    assert "--data pd_accept_gap=true" in message and "no container was started or stopped" in message
+    names, commands = plan(changed, node_serving(pd), pd_accept_gap=True, **split)
+    assert names[1:] == [
+        "group 1: replace container deepseek-v4-flash-pd-1 (--max-running-requests (absent) -> 32); "
+        "no decode serves meanwhile (pd_accept_gap)"
+    ]
+    assert not [c for c in commands if re.search(r"docker (run|rm|pull)|systemd-run", c)]  # planning only reads
+    assert plan(pd, node_serving(pd), **split)[0] == []  # unchanged: no gap, nothing planned

@@ -3,11 +3,20 @@ with the settings that differ, remove; pure, from the node's containers and spec
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from hgxkit.recipe.read import load_recipe
 from hgxkit.serving.containers import ContainerSpec, container_specs
-from hgxkit.serving.rollout import GroupAction, RunningContainer, group_actions, spec_difference, spec_record
+from hgxkit.serving.rollout import (
+    GroupAction,
+    RunningContainer,
+    group_actions,
+    spec_difference,
+    spec_record,
+    split_gaps,
+)
 
 IMAGE = "lmsysorg/sglang@sha256:" + "0" * 64
 
@@ -100,3 +109,39 @@ def test_a_changed_hash_with_an_identical_record_says_only_that_the_spec_changed
     changed = RunningContainer(first.name, "id", "other-hash", first.group, True)
     (action,) = group_actions([changed], marlin[:1], {first.name: spec_record(first, "sglang")}, "sglang")
     assert action.why == "its spec changed"
+
+
+SPLIT = {0: "prefill", 1: "decode"}
+
+
+def pd_specs(recipe: str = "tests/fixtures/pd/dspark-pd-one-node.yaml") -> list[ContainerSpec]:
+    return container_specs(load_recipe(recipe), total_gpus=8, bind_address="127.0.0.1", api_key=None, image=IMAGE)
+
+
+def test_replacing_a_sides_only_serving_group_is_a_gap_named_by_group_and_side() -> None:
+    old, new = pd_specs(), pd_specs("tests/fixtures/pd/dspark-pd-one-node-decode-changed.yaml")
+    actions = group_actions([running(s) for s in old], new, {}, "sglang")
+    assert [a.action for a in actions] == ["keep", "replace"]
+    (gap,) = split_gaps(actions, SPLIT)
+    assert (gap.group, gap.name, gap.side) == (1, "deepseek-v4-flash-pd-1", "decode")
+    assert gap.problem().code == "pd-gap" and "answers 502/503 until the new one is healthy" in gap.line()
+    # the prefill changed too (a new image): each side's only group, each a gap, in the rollout's group order
+    both = group_actions([running(s) for s in old], [replace(s, spec_hash="new") for s in old], {}, "sglang")
+    assert [(g.group, g.side) for g in split_gaps(both, SPLIT)] == [(0, "prefill"), (1, "decode")]
+
+
+def test_a_second_group_of_the_side_serving_meanwhile_is_no_gap() -> None:
+    def act(kind: str, group: int, up: bool = True) -> GroupAction:
+        old = RunningContainer(f"m-{group}", f"id{group}", "h", group, up) if kind != "start" else None
+        return GroupAction(kind, f"m-{group}", group, old=old)  # type: ignore[arg-type]
+
+    sides = {0: "prefill", 1: "decode", 2: "decode"}
+    # two decodes replaced one at a time: the other serves during each (the first is healthy before the second)
+    assert split_gaps([act("keep", 0), act("replace", 1), act("replace", 2)], sides) == []
+    # the other decode is stopped: replacing the running one leaves none
+    assert [g.group for g in split_gaps([act("keep", 0), act("replace", 1), act("keep", 2, up=False)], sides)] == [1]
+    # a stopped group's replace loses nothing; a group started earlier in the order serves during a later replace
+    assert split_gaps([act("keep", 0), act("replace", 1, up=False)], SPLIT) == []
+    assert split_gaps([act("keep", 0), act("start", 1), act("replace", 2)], sides) == []
+    # groups that serve both phases are no side: no gap whatever is replaced
+    assert split_gaps([act("replace", 0), act("replace", 1)], {}) == []
