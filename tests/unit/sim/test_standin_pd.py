@@ -3,7 +3,8 @@
 answers after the prefill's KV came; either refuses a request without a room; a room that never comes fails the
 decode after SGLANG_DISAGGREGATION_WAITING_TIMEOUT; a bootstrap port in use refuses the prefill's start. With a
 real sglang-router (its `sglang_router` package importable here, or HGXKIT_TEST_SGLANG_ROUTER_PYTHON naming an
-interpreter that has it), a chat completion goes through the real router's PD mode to the two stand-ins."""
+interpreter that has it), a chat completion goes through the real router's PD mode to the two stand-ins, and the
+router's answers while a decode is down are those the rollout plans with (hgxkit.serving.rollout.split_gaps)."""
 
 from __future__ import annotations
 
@@ -46,8 +47,8 @@ class Server:
 
     READY = "The server is fired up and ready to roll!"
 
-    def __init__(self, model: Path, mode: str, *more: str, **env: str) -> None:
-        self.port = _port()
+    def __init__(self, model: Path, mode: str, *more: str, port: int | None = None, **env: str) -> None:
+        self.port = port or _port()
         environ = self.environ(HGXKIT_SIM_KV_POOL_GB_PER_RANK="10", **env)
         argv = ["serve", str(model), "--host", "127.0.0.1", "--port", str(self.port)]
         argv += ["--disaggregation-mode", mode, *more]
@@ -244,3 +245,53 @@ def test_a_chat_completion_through_the_real_router(pair: tuple[Server, Server, i
     [d] = [t for t in decode.truths() if t["bootstrap_room"] is not None and t["output_tokens"] == 5]
     [p] = [t for t in prefill.truths() if t["bootstrap_room"] == d["bootstrap_room"]]
     assert p["output_tokens"] == 1 and _first_token_at(d) >= _first_token_at(p) - 1
+
+
+def test_the_real_router_while_a_decode_is_down_answers_from_another_or_at_once(
+    pair: tuple[Server, Server, int], model: Path, router_python: str
+) -> None:
+    """With a second decode, a stopped one costs no answer (the router retries on the other); with none, the router
+    answers 502/503 at once, never holding the request, and 200 again within --cb-timeout-duration-secs of the
+    decode's return (a failing decode opens the prefill's circuit too, so without that the split stays at 503 for
+    the router's default minute). What split_gaps and router_circuit_reopen_s rely on."""
+    prefill, _, bootstrap = pair
+    first, second = Server(model, "decode").wait_ready(), Server(model, "decode").wait_ready()
+    port, reopen_s = _port(), 2
+    argv = [router_python, "-m", "sglang_router.launch_router", "--pd-disaggregation", "--host", "127.0.0.1"]
+    argv += ["--port", str(port), "--prefill", prefill.url, str(bootstrap), "--decode", first.url]
+    argv += ["--decode", second.url, "--cb-timeout-duration-secs", str(reopen_s)]
+    router = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    count = iter(range(10**6))
+
+    def ask() -> tuple[int, float]:
+        body = {"text": "ba be", "rid": f"down-{next(count)}", "sampling_params": {"max_new_tokens": 3}}
+        start = time.monotonic()
+        try:
+            status = _call(f"http://127.0.0.1:{port}/generate", body, timeout=30)[0]
+        except OSError:
+            status = 0
+        return status, time.monotonic() - start
+
+    def until_200(seconds: float) -> float:
+        start = time.monotonic()
+        while ask()[0] != 200:
+            assert time.monotonic() - start < seconds, f"no 200 through the router in {seconds} s"
+        return time.monotonic() - start
+
+    try:
+        until_200(60)  # the router has registered its workers
+        first.stop()
+        assert [ask()[0] for _ in range(8)] == [200] * 8
+        second.stop()
+        gap = [ask() for _ in range(6)]
+        assert {status for status, _ in gap} <= {502, 503} and max(s for _, s in gap) < 5, gap
+        back = Server(model, "decode", port=second.port).wait_ready()
+        try:
+            assert until_200(reopen_s + 10) < reopen_s + 5
+        finally:
+            back.stop()
+    finally:
+        router.terminate()
+        router.wait(timeout=20)
+        first.stop()
+        second.stop()
