@@ -250,10 +250,12 @@ def test_a_chat_completion_through_the_real_router(pair: tuple[Server, Server, i
 def test_the_real_router_while_a_decode_is_down_answers_from_another_or_at_once(
     pair: tuple[Server, Server, int], model: Path, router_python: str
 ) -> None:
-    """With a second decode, a stopped one costs no answer (the router retries on the other); with none, the router
-    answers 502/503 at once, never holding the request, and 200 again within --cb-timeout-duration-secs of the
-    decode's return (a failing decode opens the prefill's circuit too, so without that the split stays at 503 for
-    the router's default minute). What split_gaps and router_circuit_reopen_s rely on."""
+    """With a second decode, a stopped one costs a few answers at most: 502 while a request's retries all go to it
+    (cache_aware sends one prefix to one decode), until its circuit opens after 10 failed tries and the router
+    sends to the other; with no decode left, the router answers 502/503 at once, never holding the request, and
+    200 again within --cb-timeout-duration-secs of the decode's return (a failing decode opens the prefill's circuit
+    too, so without it the split stays at 503 for the router's default minute). What split_gaps and
+    router_circuit_reopen_s rely on."""
     prefill, _, bootstrap = pair
     first, second = Server(model, "decode").wait_ready(), Server(model, "decode").wait_ready()
     port, reopen_s = _port(), 2
@@ -281,7 +283,8 @@ def test_the_real_router_while_a_decode_is_down_answers_from_another_or_at_once(
     try:
         until_200(60)  # the router has registered its workers
         first.stop()
-        assert [ask()[0] for _ in range(8)] == [200] * 8
+        answered = [ask()[0] for _ in range(12)]
+        assert set(answered) <= {200, 502} and answered.count(502) <= 3, answered
         second.stop()
         gap = [ask() for _ in range(6)]
         assert {status for status, _ in gap} <= {502, 503} and max(s for _, s in gap) < 5, gap
