@@ -4,7 +4,8 @@ which are removed because their group left the recipe. Containers are matched by
 `group_actions` says it per group, as the serve role names its operations at plan time (so `pyinfra --dry`
 shows them): keep, start, replace with the settings that differ, remove. The settings a running container was
 started with come from its spec record (`spec_record`, written on the node when the container started; the
-containers' own `docker inspect` is never read for its command, which can hold secrets).
+containers' own `docker inspect` is never read for its command, which can hold secrets). `split_gaps` says which
+replaces leave a side of a prefill/decode split with no group serving while they run.
 
 Example:
     >>> plan_rollout([RunningContainer("m-0", "id0", "abc", 0, True)], []).remove[0].name

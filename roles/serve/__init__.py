@@ -11,9 +11,11 @@ the node (facts); pulls and containers happen in operations, so `--dry` changes 
 What changes is decided at plan time and each group is its own operation, named by that decision
 (hgxkit.serving.rollout.group_actions), so `pyinfra --dry` lists them: `group 0: replace container m-0
 (--moe-runner-backend marlin -> flashinfer_mxfp4)`, `group 1: start container m-1`, a removal; unchanged groups
-add nothing. Two cases are decided at execute time, in one operation: the digest to run is not known before a
-pull (a fresh node, `image_update`), or a replace was interrupted (what the node runs is known once it is
-finished). Any server kind (hgxkit/kinds); a server spanning nodes is roles/serve/group.py.
+add nothing. A replace that leaves a side of a prefill/decode split with no serving group (its only decode, on one
+node with no GPUs free for a second copy) is refused at plan time by name unless `pd_accept_gap`
+(hgxkit.serving.rollout.split_gaps). Two cases are decided at execute time, in one operation: the digest to run is
+not known before a pull (a fresh node, `image_update`), or a replace was interrupted (what the node runs is known
+once it is finished). Any server kind (hgxkit/kinds); a server spanning nodes is roles/serve/group.py.
 
 Example (deploys/reproduce.py):
     from roles.serve import serve
