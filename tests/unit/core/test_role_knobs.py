@@ -227,6 +227,7 @@ PREVIOUS_DEFAULTS: dict[str, dict[str, object]] = {
         "serve_model_weights_gb": 160,
         "serve_host_ram_reserve_gb": 64,
         "multinode_reach_timeout": 5,
+        "pd_accept_gap": False,
         "recipe_env_allowlist": None,
     },
     "sglang_router": {
@@ -237,6 +238,7 @@ PREVIOUS_DEFAULTS: dict[str, dict[str, object]] = {
         "router_bind_address": "127.0.0.1",
         "router_image": None,
         "router_worker_address": None,
+        "router_circuit_reopen_s": 5,
         "router_health_timeout": 120,
     },
     "verify": {
