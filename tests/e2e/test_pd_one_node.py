@@ -99,7 +99,7 @@ def rerun_changes_nothing(recipe: str) -> None:
     match = re.search(r"Grand total\s+(\S+)\s+(\S+)\s+(\S+)\s+(\S+)", out(again))
     assert match, out(again)[-3000:]
     ops, changed, errors, unchanged = (0 if v == "-" else int(v) for v in match.groups())
-    assert (changed, errors) == (0, 0) and unchanged == ops
+    assert (changed, errors) == (0, 0) and unchanged == ops, out(again)[-6000:]  # the output names what changed
     assert containers() == before
 
 
