@@ -189,6 +189,7 @@ MODULES = (
         ("hgxkit/results/stats.py",),
         (
             "tests/unit/results/test_results_stats.py",
+            "tests/unit/results/test_results_stats_exact.py",
             "tests/unit/results/test_results_doctests.py::test_docstring_examples[hgxkit.results.stats]",
         ),
     ),
