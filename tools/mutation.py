@@ -97,6 +97,7 @@ EXPORT_TESTS = {
             "test_export_pod_security.py",
             "test_export_kubernetes_resources.py",
             "test_export_kubernetes.py",
+            "test_export_kubernetes_notes.py",
         ),
         (
             "kubernetes_manifests_validate_against_the_real_schemas",

@@ -51,6 +51,10 @@ LWS_NAME_LABEL = "leaderworkerset.sigs.k8s.io/name"
 MODEL_VOLUME = "model"
 SHM_VOLUME = "dshm"
 STARTUP_SECONDS = 3600  # a large model loads for many minutes: liveness waits until the server first answers
+# What the LeaderWorkerSet controller sets in every pod of a group (lws.sigs.k8s.io, "Labels, Annotations and
+# Environment Variables"): a command that expands them reads the controller's values, so no Secret holds them.
+# Any other name, LWS_TOKEN included, is the user's and comes from the Secret.
+LWS_ENV = frozenset({"LWS_LEADER_ADDRESS", "LWS_GROUP_SIZE", "LWS_WORKER_INDEX"})
 
 
 def k8s_word(word: str) -> str:
@@ -219,8 +223,15 @@ def _dns(name: str) -> str:
 
 
 def _secret_names(groups: list[ExportGroup]) -> list[str]:
-    names = [n for g in groups for c in g.containers for n in (*c.secret_env, *expansion_names(c.args))]
-    return [n for n in dict.fromkeys(names) if not n.startswith("LWS_")]
+    """Every key of the Secret: what any container reads from it (`_from_secret`), each once."""
+    return list(dict.fromkeys(n for g in groups for c in g.containers for n in _from_secret(c)))
+
+
+def _from_secret(container: Container) -> list[str]:
+    """The variables a container takes from the Secret: each it reads from the environment or its command expands,
+    but those the LeaderWorkerSet controller sets (LWS_ENV)."""
+    names = dict.fromkeys([*container.secret_env, *expansion_names(container.args)])
+    return [name for name in names if name not in LWS_ENV]
 
 
 def _metadata(name: str, origin: Provenance, group: ExportGroup, **extra: str) -> dict:
@@ -310,9 +321,7 @@ def _pod(
 ) -> dict:
     kind = group.kind
     env: list[dict] = [{"name": name, "value": k8s_word(value)} for name, value in container.env]
-    for name in dict.fromkeys([*container.secret_env, *expansion_names(container.args)]):
-        if name.startswith("LWS_"):
-            continue  # set by the LeaderWorkerSet controller
+    for name in _from_secret(container):
         ref = {"name": secret, "key": name}
         if name == kind.api_key_env:
             ref["optional"] = True  # without a key the server answers without one, as on a loopback bind

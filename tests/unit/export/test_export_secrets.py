@@ -18,11 +18,15 @@ from hgxkit.export.common import ExportOptions
 from hgxkit.export.registry import EXPORTERS, export_recipe, write_export
 from hgxkit.importing.importer import ImportOptions, import_post
 from hgxkit.recipe.judge import Allowances, judge
-from hgxkit.recipe.read import load_recipe
+from hgxkit.recipe.read import load_recipe, parse_recipe_text
 
 ROOT = Path(__file__).resolve().parents[3]
 # Values no pattern would mark as secret: only their names say so.
-VALUES = {"HF_TOKEN": "Zx81kPqR5tYw3mNb7VcL2dFa", "VLLM_API_KEY": "Hj4sT9uE6oWq1rXy8zKp5LmN"}
+VALUES = {
+    "HF_TOKEN": "Zx81kPqR5tYw3mNb7VcL2dFa",
+    "VLLM_API_KEY": "Hj4sT9uE6oWq1rXy8zKp5LmN",
+    "LWS_TOKEN": "Qe7nVb2XcR9sLw4KpT6yMu3D",
+}
 KEYED = Allowances(api_key="auto", bind_address="10.1.2.3")  # beyond loopback: the server must take its key
 # recipe -> (how it is made, the allowances it is judged under, the names it takes from the environment)
 RECIPES = {
@@ -33,7 +37,21 @@ RECIPES = {
         ["HF_TOKEN", "VLLM_API_KEY"],
     ),
     "vllm": (lambda: _post("008"), KEYED, ["VLLM_API_KEY"]),  # one node, the model as the entrypoint's argument
+    # the user's own LWS_TOKEN, named like the variables a LeaderWorkerSet's controller sets (and a Secret must not)
+    "lws-token-two-node": (
+        lambda: _with_secret("LWS_TOKEN"),
+        replace(KEYED, docker_options=("--network=host",), env_allowlist=("HF_TOKEN", "VLLM_API_KEY", "LWS_TOKEN")),
+        ["HF_TOKEN", "LWS_TOKEN", "VLLM_API_KEY"],
+    ),
 }
+
+
+def _with_secret(name: str):
+    """The two-node vLLM recipe with one more secret from the environment, `-e 'NAME={{env:NAME}}'`."""
+    text = (ROOT / "tests" / "fixtures" / "export" / "vllm-two-node.yaml").read_text()
+    hf = "  - -e 'HF_TOKEN={{env:HF_TOKEN}}'\n"
+    assert hf in text
+    return parse_recipe_text(text.replace(hf, hf + f"  - -e '{name}={{{{env:{name}}}}}'\n"))
 
 
 def _post(number: str):
