@@ -70,7 +70,8 @@ def test_only_the_leaderworkerset_controllers_variables_are_not_taken_from_the_s
     make, allowances, names = SECRET_RECIPES["lws-token-two-node"]
     text = export_recipe(judge(make(), allowances), "k8s", ExportOptions()).files["kubernetes.yaml"]
     header = next(line for line in text.splitlines() if line.startswith("# secrets: "))
-    assert re.findall(r"--from-literal=(\w+)=", header) == names  # LWS_TOKEN among them
+    literals = " ".join(f"--from-literal={name}=..." for name in names)  # LWS_TOKEN among them
+    assert header == f"# secrets: kubectl create secret generic qwen3-two-node-secrets {literals}"
     leader, worker = _pods(text)
     for pod in (leader, worker):
         from_secret = [e["name"] for e in pod["containers"][0]["env"] if "valueFrom" in e]

@@ -69,3 +69,14 @@ def test_a_guarded_timeout_signals_its_own_worker_and_nothing_once_it_is_gone(
     worker = subprocess.Popen(["sleep", "30"])
     timeout.register_timeout(worker.pid, 0.2)
     assert worker.wait(timeout=10) == -24  # SIGXCPU
+
+
+def test_a_modules_deselected_tests_reach_pytest_as_deselect_and_the_rest_of_its_files_run(tmp_path: Path) -> None:
+    module = tool.Module("m", ("hgxkit/secrets.py",), ("tests/unit/core/test_secrets.py",), ("a.py::test_b",))
+    tool.prepare(module, tmp_path / "m")
+    config = (tmp_path / "m" / "pyproject.toml").read_text()
+    assert 'pytest_add_cli_args_test_selection = ["tests/unit/core/test_secrets.py"]\n' in config
+    assert (
+        'pytest_add_cli_args = ["-p", "no:cacheprovider", "-p", "no:randomly", "-m", "not install", "--deselect", '
+        '"a.py::test_b"]\n'
+    ) in config

@@ -1,0 +1,153 @@
+"""hgxkit.model.core's file operations under local_dir, called directly: each walks with no link followed, makes
+only what it is asked to make, removes whole trees by name, and writes files with the mode it names; and the names,
+manifest text and progress line the sync shows."""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import json
+import os
+import stat
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from hgxkit.model import core
+from hgxkit.model.core import Manifest, Progress, VerifiedFile
+
+
+@pytest.fixture
+def no_umask() -> Iterator[None]:
+    """Modes as the code asks for them, whatever the test runner's umask."""
+    old = os.umask(0)
+    try:
+        yield
+    finally:
+        os.umask(old)
+
+
+def _dir_fd(path: Path) -> int:
+    return os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+
+
+def test_open_root_makes_nothing_unless_asked_and_then_every_missing_part(tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError):
+        core.open_root(str(tmp_path / "a" / "b"))
+    assert not (tmp_path / "a").exists()
+    os.close(core.open_root(str(tmp_path / "a" / "b"), create=True))
+    assert (tmp_path / "a" / "b").is_dir()
+
+
+def test_open_root_refuses_a_link_on_the_path_even_when_it_may_create(tmp_path: Path) -> None:
+    (tmp_path / "real").mkdir()
+    (tmp_path / "link").symlink_to(tmp_path / "real")
+    with pytest.raises(core.LinkOnPath):
+        core.open_root(str(tmp_path / "link" / "m"), create=True)
+    assert (tmp_path / "link").is_symlink() and not (tmp_path / "real" / "m").exists()
+
+
+def test_a_directory_another_worker_made_meanwhile_is_used(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    made = os.mkdir
+
+    def raced(path: str, mode: int = 0o777, *, dir_fd: int | None = None) -> None:
+        made(path, mode, dir_fd=dir_fd)  # the other worker's
+        raise FileExistsError(errno.EEXIST, "made meanwhile", path)
+
+    monkeypatch.setattr(core.os, "mkdir", raced)
+    os.close(core.open_root(str(tmp_path / "m"), create=True))
+    assert (tmp_path / "m").is_dir()
+
+
+def test_open_dir_at_names_the_missing_part_and_makes_it_only_when_asked(tmp_path: Path) -> None:
+    (tmp_path / "a").mkdir()
+    root = _dir_fd(tmp_path)
+    try:
+        with pytest.raises(FileNotFoundError) as missing:
+            core.open_dir_at(root, "a/b")
+        assert missing.value.strerror == "b is missing or not a directory"
+        assert not (tmp_path / "a" / "b").exists()
+        os.close(core.open_dir_at(root, "a/b", create=True))
+        assert (tmp_path / "a" / "b").is_dir()
+    finally:
+        os.close(root)
+
+
+def test_open_regular_opens_with_the_flags_asked_and_closes_on_exec(tmp_path: Path) -> None:
+    (tmp_path / "f").write_text("")
+    root = _dir_fd(tmp_path)
+    try:
+        fd = core.open_regular(root, "f", os.O_WRONLY)
+    finally:
+        os.close(root)
+    try:
+        assert os.write(fd, b"written") == 7
+        assert fcntl.fcntl(fd, fcntl.F_GETFD) & fcntl.FD_CLOEXEC
+    finally:
+        os.close(fd)
+    assert (tmp_path / "f").read_text() == "written"
+
+
+def test_regular_stat_is_none_for_a_directory_a_link_or_nothing(tmp_path: Path) -> None:
+    (tmp_path / "d").mkdir()
+    (tmp_path / "f").write_text("12345")
+    (tmp_path / "l").symlink_to(tmp_path / "f")
+    assert [core.regular_stat(str(tmp_path), name) for name in ("d", "l", "none")] == [None, None, None]
+    found = core.regular_stat(str(tmp_path), "f")
+    assert found is not None and found.st_size == 5
+
+
+def test_remove_at_removes_a_whole_tree_and_no_link_target(tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "keep").write_text("x")
+    tree = tmp_path / "in" / "tree"
+    (tree / "sub").mkdir(parents=True)
+    (tree / "sub" / "f").write_text("x")
+    (tree / "g").write_text("x")
+    (tree / "link").symlink_to(outside)
+    root = _dir_fd(tmp_path / "in")
+    try:
+        core.remove_at(root, "tree")
+    finally:
+        os.close(root)
+    assert os.listdir(tmp_path / "in") == [] and (outside / "keep").read_text() == "x"
+
+
+def test_files_are_written_with_the_mode_asked_for_0644_by_default(tmp_path: Path, no_umask: None) -> None:
+    core.write_under(str(tmp_path), "a/f", "text")
+    core.write_under(str(tmp_path), "a/g", "text", mode=0o600)
+    root = _dir_fd(tmp_path)
+    try:
+        core.write_at(root, "h", "text")
+    finally:
+        os.close(root)
+    modes = [stat.S_IMODE((tmp_path / rel).stat().st_mode) for rel in ("a/f", "a/g", "h")]
+    assert modes == [0o644, 0o600, 0o644]
+
+
+def test_writing_over_a_directory_replaces_it_with_the_file(tmp_path: Path) -> None:
+    (tmp_path / "x" / "inside").mkdir(parents=True)
+    core.write_under(str(tmp_path), "x", "now a file")
+    assert (tmp_path / "x").read_text() == "now a file"
+
+
+def test_a_model_name_is_the_directorys_name_with_only_dashes_and_dots_trimmed() -> None:
+    assert core.model_name("/data/models/Xmodel-X") == "Xmodel-X"
+    assert core.model_name("/data/models/-.DeepSeek V4.-/") == "DeepSeek-V4"
+    assert core.model_name("/data/models/..") == "model"
+
+
+def test_a_manifest_is_one_space_indented_sorted_json_and_only_schema_1_is_read() -> None:
+    manifest = Manifest("org/m", "main", "c" * 40, [], "hub", "https://hub", [VerifiedFile("f", 3, None, "g", 1)])
+    text = manifest.to_json()
+    assert text.startswith('{\n "allow_patterns": [],\n "commit": "') and text.endswith("}\n")
+    assert Manifest.from_json(text) == manifest
+    with pytest.raises(ValueError, match=r"^not an hgxkit manifest of schema 1$"):
+        Manifest.from_json(json.dumps({"schema": 2}))
+
+
+def test_a_progress_line_shows_any_positive_rate() -> None:
+    line = core.format_progress(Progress("fetch", done_bytes=10**9, total_bytes=2 * 10**9, rate_bps=0.5))
+    assert line == "fetch 1.00/2.00 GB (50%) at 0.0 MB/s, ETA 555555:33:20"  # 10^9 bytes at 0.5 B/s
