@@ -89,3 +89,13 @@ def test_shared_memory_is_a_memory_backed_volume_of_the_recipes_size() -> None:
     for pod in pods:
         assert pod["volumes"][0] == {"name": SHM_VOLUME, "emptyDir": {"medium": "Memory", "sizeLimit": "32Gi"}}
         assert pod["containers"][0]["volumeMounts"][0] == {"name": SHM_VOLUME, "mountPath": "/dev/shm"}
+
+
+def test_the_startup_probe_allows_an_hour_as_a_whole_number_of_ten_second_periods() -> None:
+    text = export_recipe(judge(RECIPES["marlin"](), _allowances("marlin")), "k8s", ExportOptions()).files[
+        "kubernetes.yaml"
+    ]
+    for pod in _pods(text):
+        probe = pod["containers"][0]["startupProbe"]
+        assert (probe["periodSeconds"], probe["failureThreshold"]) == (10, 360)
+        assert type(probe["failureThreshold"]) is int  # an int32 field: 360.0 is no Kubernetes integer

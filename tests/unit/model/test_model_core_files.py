@@ -118,13 +118,40 @@ def test_remove_at_removes_a_whole_tree_and_no_link_target(tmp_path: Path) -> No
 def test_files_are_written_with_the_mode_asked_for_0644_by_default(tmp_path: Path, no_umask: None) -> None:
     core.write_under(str(tmp_path), "a/f", "text")
     core.write_under(str(tmp_path), "a/g", "text", mode=0o600)
+    core.atomic_write(str(tmp_path / "i"), "text")
     root = _dir_fd(tmp_path)
     try:
         core.write_at(root, "h", "text")
+        os.close(core.create_new(root, "j"))
     finally:
         os.close(root)
-    modes = [stat.S_IMODE((tmp_path / rel).stat().st_mode) for rel in ("a/f", "a/g", "h")]
-    assert modes == [0o644, 0o600, 0o644]
+    modes = [stat.S_IMODE((tmp_path / rel).stat().st_mode) for rel in ("a/f", "a/g", "h", "i", "j")]
+    assert modes == [0o644, 0o600, 0o644, 0o644, 0o644]
+
+
+def test_atomic_write_refuses_a_directory_that_is_not_one_without_opening_it(tmp_path: Path) -> None:
+    os.mkfifo(tmp_path / "fifo")  # opened as a file, a FIFO would wait for a writer for ever
+    with pytest.raises(NotADirectoryError):
+        core.atomic_write(str(tmp_path / "fifo" / "state.json"), "text")
+
+
+def test_moving_onto_a_directory_replaces_it(tmp_path: Path) -> None:
+    (tmp_path / "src").write_text("moved")
+    (tmp_path / "dst" / "inside").mkdir(parents=True)
+    landed = core.move_under(str(tmp_path), "src", "dst")
+    assert landed is not None and stat.S_ISREG(landed.st_mode) and (tmp_path / "dst").read_text() == "moved"
+
+
+def test_dir_bytes_adds_the_files_sizes_below_a_directory(tmp_path: Path) -> None:
+    (tmp_path / "a" / "b").mkdir(parents=True)
+    (tmp_path / "a" / "f").write_bytes(b"x" * 3)
+    (tmp_path / "a" / "b" / "g").write_bytes(b"x" * 5)
+    assert core.dir_bytes(str(tmp_path / "a")) == 8 and core.dir_bytes(str(tmp_path / "none")) == 0
+
+
+def test_a_manifest_without_files_has_nothing_to_stamp() -> None:
+    empty = Manifest("o/r", "main", "c" * 40, [], "hub", "", [])
+    assert core.stamp_paths("/m", empty, "/s/r.json") is None
 
 
 def test_writing_over_a_directory_replaces_it_with_the_file(tmp_path: Path) -> None:

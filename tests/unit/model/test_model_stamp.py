@@ -473,3 +473,21 @@ def test_with_a_token_the_shell_asks_the_gated_hub_with_it_and_no_process_sees_i
         assert bad["state"] == "complete" and "the stamp on the node" not in bad["reason"]
         assert seen.read_text().count("-H @-") == 2
     assert token not in seen.read_text() and "hf_wrong" not in seen.read_text()
+
+
+def test_a_missing_file_gets_no_stamp_and_the_writer_does_not_raise(tmp_path: Path) -> None:
+    """`stat` fails on a path that is gone: no stamp, and a stale one is removed."""
+    spec = make_copy(tmp_path)
+    manifest = core.Manifest.from_json((tmp_path / "models" / "m1" / core.MANIFEST_NAME).read_text())
+    (tmp_path / "models" / "m1" / "config.json").unlink()
+    assert core.write_stamp(spec, manifest) is False
+    assert not Path(spec.state_file(".stamp")).exists()
+
+
+def test_a_dry_runs_check_writes_no_stamp_and_says_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    spec = make_copy(tmp_path)
+    manifest = core.Manifest.from_json((tmp_path / "models" / "m1" / core.MANIFEST_NAME).read_text())
+    stamp = Path(spec.state_file(".stamp"))
+    stamp.unlink()
+    monkeypatch.setenv(core.STAMP_READONLY_ENV, "1")
+    assert core.write_stamp(spec, manifest) is False and not stamp.exists()
