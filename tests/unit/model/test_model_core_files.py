@@ -178,3 +178,24 @@ def test_a_manifest_is_one_space_indented_sorted_json_and_only_schema_1_is_read(
 def test_a_progress_line_shows_any_positive_rate() -> None:
     line = core.format_progress(Progress("fetch", done_bytes=10**9, total_bytes=2 * 10**9, rate_bps=0.5))
     assert line == "fetch 1.00/2.00 GB (50%) at 0.0 MB/s, ETA 555555:33:20"  # 10^9 bytes at 0.5 B/s
+
+
+def test_a_name_with_a_dot_or_dot_dot_part_is_refused(tmp_path: Path) -> None:
+    for rel in ("a/./f", "a/../f"):
+        with pytest.raises(ValueError, match=r"has a '\.\.' or '\.' part"):
+            core.write_under(str(tmp_path), rel, "text")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_write_that_fails_leaves_no_temporary_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def refused(*_args: object, **_kwargs: object) -> None:
+        raise PermissionError(errno.EACCES, "refused")
+
+    monkeypatch.setattr(core.os, "replace", refused)
+    root = _dir_fd(tmp_path)
+    try:
+        with pytest.raises(PermissionError):
+            core.write_at(root, "f", "text")
+    finally:
+        os.close(root)
+    assert list(tmp_path.iterdir()) == []
