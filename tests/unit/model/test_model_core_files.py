@@ -11,6 +11,7 @@ import os
 import stat
 from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -199,3 +200,53 @@ def test_a_write_that_fails_leaves_no_temporary_file(tmp_path: Path, monkeypatch
     finally:
         os.close(root)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_make_dir_under_makes_local_dir_itself_too(tmp_path: Path) -> None:
+    core.make_dir_under(str(tmp_path / "models" / "m"), "a/b")
+    assert (tmp_path / "models" / "m" / "a" / "b").is_dir()
+
+
+def test_anything_but_a_regular_file_is_refused_as_not_regular(tmp_path: Path) -> None:
+    (tmp_path / "d").mkdir()
+    root = _dir_fd(tmp_path)
+    try:
+        with pytest.raises(core.NotRegular) as refused:
+            core.open_regular(root, "d")
+    finally:
+        os.close(root)
+    assert (refused.value.errno, refused.value.strerror) == (errno.EINVAL, "d is not a regular file")
+
+
+def test_a_stamp_is_valid_for_one_full_rehash_setting_only() -> None:
+    spec = core.Spec(repo_id="o/r", local_dir="/m")
+    assert core.stamp_key(spec) != core.stamp_key(core.Spec(repo_id="o/r", local_dir="/m", full_rehash=True))
+
+
+def test_without_xet_the_hub_client_is_told_so() -> None:
+    assert core.Spec(repo_id="o/r", local_dir="/m", xet=False).xet_env()["HF_HUB_DISABLE_XET"] == "1"
+    assert "HF_HUB_DISABLE_XET" not in core.Spec(repo_id="o/r", local_dir="/m").xet_env()
+
+
+def test_a_credit_counts_only_for_the_path_it_names(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(core.shutil, "disk_usage", lambda _path: SimpleNamespace(total=1000, used=900, free=100))
+    need = core.DiskNeed(str(tmp_path), 101, "files")  # one byte more than is free
+    assert core.disk_shortfalls([need], {"/elsewhere": 10**12}) != []  # another path's credit adds nothing
+    assert core.disk_shortfalls([need], {str(tmp_path): 1}) == []
+
+
+def test_the_stamp_needs_stat_to_show_each_file_a_regular_file_of_its_verified_size_and_mtime() -> None:
+    manifest = Manifest("o/r", "main", "c" * 40, [], "hub", "", [VerifiedFile("f", 3, None, "0" * 40, 5 * 10**9 + 7)])
+    paths = ["/m", "/m/f", "/m/.hgxkit-manifest.json", "/s/r.json"]
+
+    def out(kind_of_f: str) -> str:
+        kinds = ["directory", kind_of_f, "regular file", "regular file"]
+        sizes = ["4096", "3", "10", "10"]
+        mtime = ["1.000000000", "5.000000007", "1.000000000", "1.000000000"]
+        return "".join(
+            f"{p}|{k}|{s}|{m}|1.000000000|2049:{i}\n"
+            for i, (p, k, s, m) in enumerate(zip(paths, kinds, sizes, mtime, strict=True))
+        )
+
+    assert core._stat_matches(out("regular file"), paths, 1, manifest)
+    assert not core._stat_matches(out("directory"), paths, 1, manifest)
