@@ -39,7 +39,8 @@ class Difference:
 
 
 def diff_recipes(a: Recipe, b: Recipe) -> list[Difference]:
-    """Every difference in image, env, docker options, server command and flags, model and grouping."""
+    """Every difference in image, env, docker options, server command and flags, model and grouping (each group's
+    own server arguments included)."""
     out: list[Difference] = []
     for area, left, right in (
         ("image", _image(a), _image(b)),
@@ -109,4 +110,15 @@ def _groups(recipe: Recipe) -> dict[str, str]:
         "name_template": groups.name_template or ABSENT,
         "nodes": str(groups.nodes) if groups.nodes else ABSENT,
         "dist_port": str(groups.dist_port) if groups.dist_port else ABSENT,
+        **_group_args(groups.server_args or ()),
     }
+
+
+def _group_args(per_group: tuple[tuple[tuple[str, ...], ...], ...]) -> dict[str, str]:
+    """Each group's own server arguments (a prefill/decode split's sides), by group and flag: `group 1
+    --max-running-requests`."""
+    values: dict[str, list[str]] = {}
+    for index, entries in enumerate(per_group):
+        for flag, *rest in entries:
+            values.setdefault(f"group {index} {flag}", []).append(join_words(rest) if rest else "(set)")
+    return {key: ", ".join(items) for key, items in values.items()}

@@ -50,6 +50,14 @@ def test_the_two_shipped_recipes_differ_in_exactly_one_line() -> None:
     assert [d.line() for d in differences] == ["server --moe-runner-backend: marlin -> flashinfer_mxfp4"]
 
 
+def test_a_split_whose_decode_group_changed_differs_in_that_groups_own_argument() -> None:
+    """Each group's own server arguments are part of the setup: a re-deploy of the second recipe replaces the decode."""
+    split = ROOT / "tests" / "fixtures" / "pd" / "dspark-pd-one-node.yaml"
+    changed = ROOT / "tests" / "fixtures" / "pd" / "dspark-pd-one-node-decode-changed.yaml"
+    differences = diff_recipes(load_recipe(split), load_recipe(changed))
+    assert [d.line() for d in differences] == ["groups group 1 --max-running-requests: (absent) -> 32"]
+
+
 def _post_cells(backend: str) -> list[tuple[int, int, int, float, float, float, float]]:
     pattern = re.compile(
         rf"--- {backend} input=(\d+) conc=(\d+) prompts=(\d+) --- Peak concurrent requests: \d+ "
