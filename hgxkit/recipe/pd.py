@@ -1,13 +1,15 @@
-"""Prefill/decode disaggregation on one node: each group's side, read from its own server command through its
-kind (`ServerKind.disaggregation`, `ServerKind.prefill_decode`), and what makes such a split unsound.
+"""Prefill/decode disaggregation on one node or laid over hosts: each group's side, read from its own server
+command through its kind (`ServerKind.disaggregation`, `ServerKind.prefill_decode`), and what makes such a split
+unsound.
 
 A prefill group and a decode group differ in their own server arguments (`groups.server_args`, after the
 server's). Neither serves a request alone: the router (`router: true`, roles/sglang_router) sends each request to
 both with a bootstrap room, and the decode fetches the KV from the prefill's bootstrap server at the address the
-router names, which is 127.0.0.1 on the router's own host: so the groups run with the host's network. vLLM's
-(NIXL) is alike: the router sends each request to the prefill first, and the decode pulls the KV from the side
-channel the prefill's answer names (VLLM_NIXL_SIDE_CHANNEL_HOST, localhost by default), one port per server
-(`side_channel`).
+router names, which is 127.0.0.1 on the router's own host: so the groups run with the host's network. Laid over
+hosts (`groups.hosts`: the prefill on one node, the decode on another; hgxkit.serving.hostshare) the router names
+each side by its node's address, so each server listens beyond loopback (`split_host_problems`). vLLM's (NIXL) is
+alike: the router sends each request to the prefill first, and the decode pulls the KV from the side channel the
+prefill's answer names (VLLM_NIXL_SIDE_CHANNEL_HOST, localhost by default), one port per server (`side_channel`).
 
 Example:
     >>> from hgxkit.recipe.server_args import ServerCommand
@@ -21,6 +23,7 @@ import re
 
 from hgxkit.errors import InputError
 from hgxkit.kinds.base import ServerKind
+from hgxkit.netaddr import is_loopback
 from hgxkit.problems import Problem
 from hgxkit.recipe.groups import plan_groups
 from hgxkit.recipe.server_args import ServerCommand
@@ -50,18 +53,27 @@ def side(server: ServerCommand) -> str | None:
 
 
 def group_count(recipe: Recipe, total_gpus: int | None) -> int:
-    """The groups the recipe makes on a node of `total_gpus` (1 without grouping or a GPU count to plan on)."""
+    """The groups the recipe makes over its hosts (`groups.hosts`) of `total_gpus` each (1 without grouping)."""
+    groups = recipe.groups
+    if groups is None:
+        return 1
+    return host_group_count(recipe, total_gpus) * (groups.hosts or 1)
+
+
+def host_group_count(recipe: Recipe, total_gpus: int | None) -> int:
+    """The groups the recipe makes on one host of `total_gpus` (1 without grouping or a GPU count to plan on)."""
     groups = recipe.groups
     if groups is None:
         return 1
     if groups.explicit is not None:
         return len(groups.explicit)
+    given = len(groups.server_args or ()) // (groups.hosts or 1)
     if (total_gpus or groups.gpus_per_node) is None:
-        return len(groups.server_args or ()) or 1
+        return given or 1
     try:
         return len(plan_groups(recipe, total_gpus=total_gpus, refuse_unsound=False) or []) or 1
     except InputError:  # a size that does not divide the node: the group checks name it
-        return len(groups.server_args or ()) or 1
+        return given or 1
 
 
 def sides(recipe: Recipe, total_gpus: int | None = None) -> list[str | None]:
@@ -147,11 +159,9 @@ def pd_problems(recipe: Recipe, total_gpus: int | None) -> list[Problem]:
                 f"serve both phases in every group (without {flag})",
             )
         ]
+    per_host = host_group_count(recipe, total_gpus)
     problems = _own_arg_problems(recipe, len(servers))
-    if recipe.node_count() > 1:
-        problems.append(
-            Problem("pd-nodes", "a prefill/decode split spanning nodes is not deployed yet", "drop groups.nodes")
-        )
+    problems += split_host_problems(recipe)
     for have, lack in (("prefill", "decode"), ("decode", "prefill")):
         if have in found and lack not in found:
             group = found.index(have)
@@ -162,7 +172,7 @@ def pd_problems(recipe: Recipe, total_gpus: int | None) -> list[Problem]:
                     f"give another group {side_words(servers[group], lack)} in groups.server_args",
                 )
             )
-    problems += _bootstrap_problems(servers, found)
+    problems += _bootstrap_problems(servers, found, per_host)
     problems += _backend_problems(servers, found)
     problems += side_channel_problems(recipe, servers)
     port = recipe.server.flag("--port") or ""
@@ -177,6 +187,54 @@ def pd_problems(recipe: Recipe, total_gpus: int | None) -> list[Problem]:
         )
     if recipe.docker.last("--network") != "host":
         problems.append(_network_problem(servers[0]))
+    return problems
+
+
+def split_host_problems(recipe: Recipe) -> list[Problem]:
+    """Why a split cannot be laid over hosts (`groups.hosts`: each host runs its share of the groups in turn): groups
+    that each span nodes, and a server that listens on loopback
+    (the router on one host and the decode on another reach each side's server and bootstrap port at its node's
+    address); [] for a split on one node or one that can be laid over its hosts.
+
+    >>> from hgxkit.recipe.read import load_recipe
+    >>> split_host_problems(load_recipe("tests/fixtures/pd/dspark-pd-two-nodes.yaml"))
+    []
+    """
+    groups = recipe.groups
+    problems = []
+    if recipe.node_count() > 1:
+        problems.append(
+            Problem(
+                "pd-nodes",
+                "a prefill/decode split whose groups each span nodes (groups.nodes) is not deployed yet",
+                "drop groups.nodes; to put the sides on different nodes, set groups.hosts",
+            )
+        )
+    hosts = groups.host_count if groups is not None else 1
+    if hosts < 2 or groups is None:
+        return problems
+    split = recipe.server.server_kind.prefill_decode
+    if split is not None and split.side_channel is not None:
+        problems.append(
+            Problem(
+                "pd-hosts",
+                f"the decode pulls the KV from the side channel at {split.side_channel.env.replace('PORT', 'HOST')}, "
+                f"which would have to be each node's own address: a {recipe.server.server_kind.title} split laid "
+                "over hosts is not deployed yet",
+                "drop groups.hosts (serve both sides on one node)",
+            )
+        )
+    listen = recipe.server.flag("--host")
+    if listen is None or is_loopback(listen):
+        problems.append(
+            Problem(
+                "pd-reach",
+                f"the split is laid over {hosts} hosts, but its servers listen on {listen or 'the default'} "
+                "(loopback): the router and the other host's groups reach each side's server and bootstrap port "
+                "at its node's address",
+                "set --host 0.0.0.0 (or the nodes' fabric address) in server.args",
+            )
+        )
     return problems
 
 
@@ -214,10 +272,11 @@ def _backend_problems(servers: list[ServerCommand], found: list[str | None]) -> 
     return problems
 
 
-def _bootstrap_problems(servers: list[ServerCommand], found: list[str | None]) -> list[Problem]:
-    """Two prefill groups of one host on one bootstrap port: the second cannot bind it."""
+def _bootstrap_problems(servers: list[ServerCommand], found: list[str | None], per_host: int) -> list[Problem]:
+    """Two prefill groups of one host (`per_host` groups each, in turn) on one bootstrap port: the second cannot
+    bind it."""
     problems = []
-    seen: dict[str, int] = {}
+    seen: dict[tuple[int, str], int] = {}
     for index, (server, role) in enumerate(zip(servers, found, strict=True)):
         port = bootstrap_port(server) if role == "prefill" else None
         split = server.server_kind.prefill_decode
@@ -232,15 +291,16 @@ def _bootstrap_problems(servers: list[ServerCommand], found: list[str | None]) -
                 )
             )
             continue
-        if port in seen:
+        where = (index // max(per_host, 1), port)
+        if where in seen:
             problems.append(
                 Problem(
                     "pd-bootstrap",
-                    f"prefill groups {seen[port]} and {index} both open bootstrap port {port} on one host",
+                    f"prefill groups {seen[where]} and {index} both open bootstrap port {port} on one host",
                     f"give group {index} its own {split.bootstrap_flag} in groups.server_args",
                 )
             )
-        seen.setdefault(port, index)
+        seen.setdefault(where, index)
     return problems
 
 

@@ -506,6 +506,7 @@ def _groups(data: dict[str, Any] | None, locate: _Locator) -> Grouping | None:
         name_template=data.get("name_template"),
         nodes=data.get("nodes"),
         dist_port=data.get("dist_port"),
+        hosts=data.get("hosts"),
         server_args=_group_server_args(data.get("server_args"), locate),
     )
 

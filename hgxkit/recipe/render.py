@@ -160,8 +160,13 @@ def render_recipe(
     environ: Mapping[str, str] | None = None,
     rank: int | None = None,
     head: str | None = None,
+    first_group: int = 0,
 ) -> list[RenderedGroup]:
     """Render one `RenderedGroup` per GPU group (one in all for a recipe without grouping).
+
+    `first_group` numbers the groups from there (`{{group}}`, the port, the name, the group's own arguments): a
+    recipe laid over several hosts (`groups.hosts`) renders each host's groups after the previous host's
+    (hgxkit.serving.pdhosts).
 
     `secrets="reference"` leaves `${NAME}` in place of each `{{env:NAME}}` (safe to print);
     `secrets="resolve"` substitutes the value from `environ` (for running the command, never for output).
@@ -177,7 +182,7 @@ def render_recipe(
         return [_group(recipe, fill, 0, {}, None, None, None)]
     assert recipe.groups is not None
     rendered = []
-    for index, gpu_ids in enumerate(planned):
+    for index, gpu_ids in enumerate(planned, start=first_group):
         name = (recipe.groups.name_template or "").replace("{{group}}", str(index)) or None
         port = recipe.groups.port_base + index if recipe.groups.port_base is not None else None
         values = {

@@ -345,6 +345,13 @@ RECIPE_SCHEMA: dict[str, Any] = _recipe_schema(
                 "maximum": 65535,
                 "description": "Rendezvous port on the head node ({{dist_port}}).",
             },
+            "hosts": {
+                "type": ["integer", "null"],
+                "minimum": 1,
+                "maximum": MAX_NODES,
+                "description": "Hosts the groups are laid over in turn: each host runs the groups planned on its "
+                "GPUs, numbered on from the previous host's (a prefill group on one node, a decode group on another).",
+            },
         }
     ),
     _REFERENCE,

@@ -158,6 +158,9 @@ class Grouping:
     name_template: str | None = None
     nodes: int | None = None  # hosts one group spans (tp x pp x dp = size x nodes); None: one
     dist_port: int | None = None  # rendezvous port on the head node (`{{dist_port}}`)
+    # Hosts the groups are laid over in turn (each runs the groups planned on its GPUs, numbered on from the
+    # previous host's), so a split's prefill and decode groups run on different nodes; None: every host runs them all.
+    hosts: int | None = None
     # Server argument entries of each group in turn, after the server's own (a prefill group and a decode group
     # differ in these); None: every group runs the same command.
     server_args: tuple[tuple[tuple[str, ...], ...], ...] | None = None
@@ -165,6 +168,10 @@ class Grouping:
     @property
     def node_count(self) -> int:
         return self.nodes or 1
+
+    @property
+    def host_count(self) -> int:
+        return self.hosts or 1
 
 
 @dataclass(frozen=True)

@@ -175,6 +175,7 @@ def container_specs(
     group_hash: str | None = None,
     state_dir: str = DEFAULT_STATE_DIR,
     env_allowlist: tuple[str, ...] | None = None,
+    first_group: int = 0,
 ) -> list[ContainerSpec]:
     """Every group's container with hgxkit's overrides (module doc), run by `image` (a digest reference).
 
@@ -186,9 +187,10 @@ def container_specs(
     A server spanning nodes is rendered for one host: `rank` and `head` (the head's address; see
     render_recipe). Its container is labelled with its rank, and with `group_hash` (the hash over every rank's
     spec, hgxkit.serving.multinode.group_spec_hash) in place of its own. The post's `--rm` is dropped: a
-    stopped rank is kept, so a failed replace of the group can start it again.
+    stopped rank is kept, so a failed replace of the group can start it again. `first_group`: this host's first
+    group of a recipe laid over several hosts (render_recipe).
     """
-    shown = render_recipe(recipe, total_gpus=total_gpus, rank=rank, head=head)
+    shown = render_recipe(recipe, total_gpus=total_gpus, rank=rank, head=head, first_group=first_group)
     allowlist = env_allowlist if env_allowlist is not None else default_env_allowlist(recipe)
     options, args = _key_overrides(recipe, api_key)
     specs = []

@@ -20,7 +20,9 @@ from hgxkit.node.facts_driver import NvidiaLoadedModule
 from hgxkit.node.facts_files import FileText, JsonFile, RecordFile
 from hgxkit.problems import Problem
 from hgxkit.recipe.host_recipe import recipe_for, recipe_path
+from hgxkit.recipe.pd import host_group_count
 from hgxkit.recipe.spec import Recipe
+from hgxkit.serving.hostshare import HostShare, share_hosts, share_of
 from hgxkit.serving.image import RECORD_NAME, recorded_digest
 from hgxkit.serving.multinode import Candidate, MemberState, NodeGroup, place_groups
 
@@ -83,6 +85,20 @@ def group_for(h: Any) -> tuple[NodeGroup | None, list[Problem]]:
     if group is None and not problems:
         problems.append(Problem("placement", f"{h.name} is in no multi-node group", "set group_hosts"))
     return group, problems
+
+
+def share_for(h: Any, total_gpus: int | None) -> tuple[HostShare | None, list[Problem]]:
+    """`h`'s share of a recipe laid over hosts (`groups.hosts`, hgxkit.serving.hostshare; None for a recipe every
+    host serves whole) and the placement's problems; `total_gpus`: the GPUs of each host."""
+    recipe = recipe_for(h)
+    hosts = recipe.groups.host_count if recipe.groups is not None else 1
+    if hosts < 2:
+        return None, []
+    shares, problems = share_hosts(candidates(h), hosts=hosts, per_host=host_group_count(recipe, total_gpus))
+    share = share_of(shares, h.name)
+    if share is None and not problems:
+        problems.append(Problem("placement", f"{h.name} has no share of the groups", "set group_hosts"))
+    return share, problems
 
 
 def member_host(h: Any, name: str) -> Any:

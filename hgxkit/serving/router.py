@@ -73,6 +73,9 @@ class WorkerHost:
     ports: list[int]
     api_key: bool = False
     sides: tuple[Side | None, ...] = ()
+    # One host's share of a recipe laid over hosts (`groups.hosts`): the router reaches it at `address` even on its
+    # own host, since the decode fetches the KV at the prefill URL's address (hgxkit.serving.hostshare).
+    shared: bool = False
 
 
 @dataclass(frozen=True)
@@ -136,7 +139,7 @@ def worker_sides(router_host: str, hosts: list[WorkerHost]) -> list[Side | None]
     """
     out: list[Side | None] = []
     for h in hosts:
-        if h.name == router_host or not is_loopback(h.bind_address):
+        if (h.name == router_host and not h.shared) or not is_loopback(h.bind_address):
             out.extend(h.sides[i] if i < len(h.sides) else None for i in range(len(h.ports)))
     return out
 
@@ -144,25 +147,21 @@ def worker_sides(router_host: str, hosts: list[WorkerHost]) -> list[Side | None]
 def worker_urls(router_host: str, hosts: list[WorkerHost]) -> tuple[list[str], list[Problem]]:
     """One URL per serving group of every host; the router's own host is reached over 127.0.0.1.
 
-    A group on another host must be published beyond loopback, or the router cannot reach it.
+    A group on another host must be published beyond loopback, or the router cannot reach it; a share of a recipe
+    laid over hosts (`WorkerHost.shared`) is reached at its host's address on the router's host too.
 
     >>> worker_urls("node1", [WorkerHost("node2", "node2.lan", "127.0.0.1", [5000])])[1][0].code
     'router-reach'
+    >>> worker_urls("node1", [WorkerHost("node1", "node1", "0.0.0.0", [5000], shared=True)])
+    (['http://node1:5000'], [])
     """
     urls: list[str] = []
     problems: list[Problem] = []
     for h in hosts:
-        if h.name == router_host:
+        if h.name == router_host and not h.shared:
             address = "127.0.0.1"
         elif is_loopback(h.bind_address):
-            problems.append(
-                Problem(
-                    "router-reach",
-                    f"{h.name} publishes its groups on {h.bind_address} only; the router on {router_host} "
-                    "cannot reach them",
-                    f"set bind_address (and api_key: auto) for {h.name}, or run the router on it",
-                )
-            )
+            problems.append(_reach_problem(router_host, h))
             continue
         else:
             address = h.address if ":" not in h.address else f"[{h.address}]"
@@ -179,6 +178,23 @@ def worker_urls(router_host: str, hosts: list[WorkerHost]) -> tuple[list[str], l
     if not urls and not problems:
         problems.append(Problem("router-workers", "no serving group to front", "check the recipe and inventory"))
     return urls, problems
+
+
+def _reach_problem(router_host: str, h: WorkerHost) -> Problem:
+    """`h`'s groups listen on loopback, where the router (and, for a share of a split, the other host's side)
+    cannot reach them."""
+    if h.shared:
+        return Problem(
+            "router-reach",
+            f"{h.name}'s groups listen on {h.bind_address} only; the router and the split's other hosts reach them at "
+            f"{h.address}",
+            "set --host 0.0.0.0 (or the node's fabric address) in the recipe's server.args",
+        )
+    return Problem(
+        "router-reach",
+        f"{h.name} publishes its groups on {h.bind_address} only; the router on {router_host} cannot reach them",
+        f"set bind_address (and api_key: auto) for {h.name}, or run the router on it",
+    )
 
 
 def pd_workers(urls: list[str], sides: list[Side | None], policy: str, pd: PDRouter) -> list[str]:

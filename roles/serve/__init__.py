@@ -51,6 +51,7 @@ from hgxkit.secrets import redact
 from hgxkit.serving.containers import ContainerSpec, container_specs
 from hgxkit.serving.facts import ActiveUnits, ContainerNames, ListeningPorts, ManagedContainers
 from hgxkit.serving.image import image_record, image_to_run, recorded_digest
+from hgxkit.serving.nodegroups import share_for
 from hgxkit.serving.policy import H200_MEMORY_GB, hicache_need, memory_problems
 from hgxkit.serving.replace import (
     PREVIOUS_SUFFIX,
@@ -154,6 +155,9 @@ def port_problems(
 
 
 def specs_for(recipe: Recipe, total_gpus: int | None, digest: str, environ: dict | None = None) -> list[ContainerSpec]:
+    """This host's containers: every group, or its share of a recipe laid over hosts (`groups.hosts`)."""
+    share, problems = share_for(host, total_gpus)
+    refuse(HEADING.format(host=host.name), problems)
     return container_specs(
         recipe,
         total_gpus=total_gpus,
@@ -163,6 +167,7 @@ def specs_for(recipe: Recipe, total_gpus: int | None, digest: str, environ: dict
         environ=environ,
         state_dir=str(ServeKnobs.from_host(host).serve_state_dir),
         env_allowlist=env_allowlist(host, recipe),
+        first_group=share.first_group if share is not None else 0,
     )
 
 

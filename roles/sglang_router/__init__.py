@@ -38,7 +38,7 @@ from hgxkit.secrets import redact
 from hgxkit.serving.facts import RouterContainer
 from hgxkit.serving.image import digest_from_inspect, image_to_run, pull_and_inspect
 from hgxkit.serving.multinode import head_worker
-from hgxkit.serving.nodegroups import group_for
+from hgxkit.serving.nodegroups import group_for, share_for
 from hgxkit.serving.probes import http_request, parse_response
 from hgxkit.serving.router import (
     RouterSpec,
@@ -67,10 +67,17 @@ def _worker_host(h: Host) -> WorkerHost | None:
     total = knobs.serve_total_gpus
     if total is None:
         total = len(h.get_fact(NvidiaSmi).gpus) or None
-    groups = [g for g in render_recipe(recipe, total_gpus=int(str(total)) if total else None) if g.port]
+    gpus = int(str(total)) if total else None
+    share, problems = share_for(h, gpus)
+    refuse(f"router checks failed on {host.name}; the router was not started", problems)
+    first = share.first_group if share is not None else 0
+    groups = [g for g in render_recipe(recipe, total_gpus=gpus, first_group=first) if g.port]
     candidates = (knobs.router_worker_address, knobs.model_peer_address, ssh_hostname(h))
     address = next((str(v) for v in candidates if v), h.name)
     ports, sides = [int(str(g.port)) for g in groups], group_sides(recipe, [g.group for g in groups])
+    if share is not None:  # on the hosts' network: each side listens on the server's own --host
+        bind = str(recipe.server.flag("--host") or "127.0.0.1")
+        return WorkerHost(h.name, share.address, bind, ports, bool(knobs.api_key), sides, shared=True)
     return WorkerHost(h.name, address, knobs.bind_address, ports, bool(knobs.api_key), sides)
 
 

@@ -58,7 +58,7 @@ from hgxkit.serving.containers import ApiKeyFiles, ContainerSpec, container_spec
 from hgxkit.serving.groupcmd import rank_status_command
 from hgxkit.serving.image import RECORD_NAME, image_to_run, recorded_digest
 from hgxkit.serving.multinode import NodeGroup, failed_ranks, parse_rank_health
-from hgxkit.serving.nodegroups import group_for, member_host, run_problems, spanning_recipe
+from hgxkit.serving.nodegroups import group_for, member_host, run_problems, share_for, spanning_recipe
 from hgxkit.serving.probes import http_request, json_body, parse_response
 from hgxkit.serving.router import choose_router_host
 from hgxkit.serving.steps import judged_for
@@ -94,6 +94,11 @@ def verify() -> None:
         if host.name != group.head.host:
             return  # rank >= 1 serves no API: the head's verify checks this host's rank and fingerprints it
         recipe = spanning_recipe(host)
+    total = VerifyKnobs.from_host(host).serve_total_gpus
+    share, problems = share_for(host, int(total) if total is not None else _smi_gpus(host))
+    refuse(f"verify cannot place {recipe.name}'s groups on {host.name}", problems)
+    if share is not None and _router_host(recipe) != host.name:
+        return  # a split laid over hosts is verified through the router from its host, which reaches every share
     python.call(
         name=f"Verify {recipe.name} ({mode} benchmark) and archive the run",
         function=_verify,
@@ -101,7 +106,19 @@ def verify() -> None:
         mode=mode,
         group=group,
         router_port=_split_router_port(recipe),
+        first_group=share.first_group if share is not None else 0,
     )
+
+
+def _smi_gpus(h: Host) -> int | None:
+    return len(h.get_fact(NvidiaSmi).gpus) or None
+
+
+def _router_host(recipe: Recipe) -> str | None:
+    """The host that runs the router (None when none does)."""
+    hosts = list(host.inventory)
+    candidates = [h.name for h in hosts if VerifyKnobs.from_host(h).router]
+    return choose_router_host(VerifyKnobs.from_host(host).router_host, candidates, [h.name for h in hosts])[0]
 
 
 def _split_router_port(recipe: Recipe) -> int | None:
@@ -125,7 +142,7 @@ def _split_router_port(recipe: Recipe) -> int | None:
 
 
 def _specs(
-    recipe: Recipe, key_file: str | None, group: NodeGroup | None = None, h: Host | None = None
+    recipe: Recipe, key_file: str | None, group: NodeGroup | None = None, h: Host | None = None, first_group: int = 0
 ) -> tuple[list[ContainerSpec], str, int | None]:
     """The serving containers as the serving role started them on `h` (default this host), the digest they
     run, and the node's GPUs; for a multi-node group, `h`'s rank's container."""
@@ -152,6 +169,7 @@ def _specs(
         image=image_to_run(recipe.image.reference, digest),
         rank=member.rank if member else None,
         head=group.head.address if group else None,
+        first_group=first_group,
     )
     return specs, digest, gpus
 
@@ -209,14 +227,16 @@ def _chat(run: HostRunner, recipe: Recipe, base: str, who: str, key_file: str | 
     return None
 
 
-def _verify(recipe: Recipe, mode: str, group: NodeGroup | None = None, router_port: int | None = None) -> None:
+def _verify(
+    recipe: Recipe, mode: str, group: NodeGroup | None = None, router_port: int | None = None, first_group: int = 0
+) -> None:
     """Check every group serves, benchmark the planned cells, fingerprint the node(s), judge the gates and archive
     the run; a failed gate stops the run only once it is archived. With `router_port` (a prefill/decode split)
     the chat completion and the cells go through the router."""
     run = HostRunner(host)
     took = _Stopwatch()
     key_file = _api_key_file(host)
-    specs, digest, total = _specs(recipe, key_file, group)
+    specs, digest, total = _specs(recipe, key_file, group, first_group=first_group)
     _refuse_unless_serving(run, recipe, specs, key_file, group, router_port)
     took.lap("health and a chat completion")
 
@@ -351,7 +371,10 @@ def _plan_run_cells(
         raise
     targets = [(s.group, s.name) for s in specs]
     if router_port is not None:
-        targets = [t for t in targets if side(group_server(recipe, t[0])) == "decode"][:1]
+        # The decode's telemetry, where this host has one; else (a split laid over hosts) the client runs beside
+        # this host's side and samples it.
+        decode = [t for t in targets if side(group_server(recipe, t[0])) == "decode"]
+        targets = (decode or targets)[:1]
     cells = plan_cells(recipe, mode, targets, out_len, repeats, port=router_port)  # type: ignore[arg-type]
     if router_port is not None:
         cells = through_router(cells)
