@@ -228,6 +228,29 @@ def pd_workers(urls: list[str], sides: list[Side | None], policy: str, pd: PDRou
     return [*args, "--policy", policy, *pd.extra]
 
 
+def split_plan(router_host: str, hosts: list[WorkerHost], spec: RouterSpec) -> list[str]:
+    """What `--dry` shows of a prefill/decode split: which host runs which side on which port, and the router's
+    arguments (its words after the image); [] for groups that serve both phases.
+
+    >>> hosts = [WorkerHost("n1", "a", "0.0.0.0", [5000], sides=(Side("prefill", 8998),), shared=True),
+    ...          WorkerHost("n2", "b", "0.0.0.0", [5001], sides=(Side("decode"),), shared=True)]
+    >>> spec = RouterSpec("r", "img", ["docker", "run", "img", "--prefill", "http://a:5000"], "h")
+    >>> split_plan("n1", hosts, spec)[0]
+    'n1 runs group port 5000 as prefill (bootstrap port 8998)'
+    >>> split_plan("n1", hosts, spec)[1:]
+    ['n2 runs group port 5001 as decode', 'the router on n1: --prefill http://a:5000']
+    """
+    lines = []
+    for h in hosts:
+        for port, one in zip(h.ports, h.sides, strict=False):
+            if one is not None:
+                boot = f" (bootstrap port {one.bootstrap_port})" if one.bootstrap_port else ""
+                lines.append(f"{h.name} runs group port {port} as {one.role}{boot}")
+    if not lines:
+        return []
+    return [*lines, f"the router on {router_host}: {' '.join(spec.argv[spec.argv.index(spec.image) + 1 :])}"]
+
+
 def router_image(knob: str | None, pd: PDRouter | None) -> str:
     """The image the router runs: the `router_image` knob when set, else the split's router's own image (`pd`:
     the groups' kind's `PrefillDecode.router`, None for groups that serve both phases), else SGLang's router.

@@ -47,6 +47,7 @@ from hgxkit.serving.router import (
     group_sides,
     needs_replacing,
     router_spec,
+    split_plan,
     worker_sides,
     worker_urls,
 )
@@ -128,6 +129,8 @@ def sglang_router() -> None:
     except ValueError as err:
         refuse(f"router checks failed on {host.name}; the router was not started", [str(err)])
         raise
+    for line in split_plan(host.name, workers, spec):
+        echo(f"[{host.name}] prefill/decode split: {line}")
     if not needs_replacing(host.get_fact(RouterContainer), spec):
         return  # nothing differs: no operation, nothing restarted
     # A callback: the image's digest exists only after the pull, and the router's readiness only once it runs.
