@@ -332,6 +332,8 @@ def test_a_split_laid_over_both_nodes_serves_through_the_router(deployed) -> Non
     assert '"--disaggregation-mode","decode"' in sides["node2"]["deepseek-v4-flash-pd-1"].replace(" ", "")
     args = node_sh(CLUSTER, "docker inspect -f '{{json .Args}}' sglang-router").replace(" ", "")
     assert f'"--prefill","http://{node1}:5000","8998","--decode","http://{node2}:5001"' in args, args
+    plan = "prefill/decode split: node1 runs group port 5000 as prefill (bootstrap port 8998)"
+    assert plan in out(first) and "prefill/decode split: node2 runs group port 5001 as decode" in out(first)
     (run,) = [p for p in results.glob("node1/*") if p.is_dir()]
     summary = json.loads((run / "summary.json").read_text())
     assert summary["simulated"] is True and summary["gates"] == []
@@ -341,6 +343,7 @@ def test_a_split_laid_over_both_nodes_serves_through_the_router(deployed) -> Non
     assert again.returncode == 0, out(again)[-4000:]
     ops, changed, errors, unchanged = grand_total(again)
     assert (changed, errors) == (0, 0) and unchanged == ops, why_changed(again)
+    assert plan in out(again)  # planned again, and nothing to do
     assert {
         node: node_sh(CLUSTER, "docker ps -q --no-trunc | sort", node=node) for node in ("node1", "node2")
     } == before
