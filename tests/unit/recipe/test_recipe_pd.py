@@ -174,7 +174,8 @@ def test_a_vllm_connector_other_than_nixl_is_refused() -> None:
 
 
 def test_a_vllm_split_spanning_nodes_or_off_the_hosts_network_is_still_refused() -> None:
-    assert "[pd-nodes] a prefill/decode split spanning nodes is not deployed yet; drop groups.nodes" in errors(
+    spanning = "[pd-nodes] a prefill/decode split whose groups each span nodes (groups.nodes) is not deployed yet"
+    assert spanning + "; drop groups.nodes; to put the sides on different nodes, set groups.hosts" in errors(
         vllm_variant("  gpus_per_node: 8\n", "  gpus_per_node: 8\n  nodes: 2\n")
     )
     found = errors(vllm_variant("  - --network=host\n", ""))
