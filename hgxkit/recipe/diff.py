@@ -110,6 +110,7 @@ def _groups(recipe: Recipe) -> dict[str, str]:
         "name_template": groups.name_template or ABSENT,
         "nodes": str(groups.nodes) if groups.nodes else ABSENT,
         "dist_port": str(groups.dist_port) if groups.dist_port else ABSENT,
+        "hosts": str(groups.hosts) if groups.hosts else ABSENT,
         **_group_args(groups.server_args or ()),
     }
 

@@ -81,6 +81,8 @@ def _groups_line(recipe: Recipe) -> str:
         parts.append(f"ports from {groups.port_base}")
     if nodes > 1:
         parts.append(f"each group spans {nodes} nodes (rendezvous port {groups.dist_port or '-'})")
+    if groups.host_count > 1:
+        parts.append(f"laid over {groups.host_count} hosts in turn (each runs its share of the groups)")
     return ", ".join(parts)
 
 
