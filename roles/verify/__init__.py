@@ -95,9 +95,10 @@ def verify() -> None:
             return  # rank >= 1 serves no API: the head's verify checks this host's rank and fingerprints it
         recipe = spanning_recipe(host)
     total = VerifyKnobs.from_host(host).serve_total_gpus
-    share, problems = share_for(host, int(total) if total is not None else _smi_gpus(host))
+    gpus = int(total) if total is not None else _smi_gpus(host)
+    share, problems = share_for(host, gpus)
     refuse(f"verify cannot place {recipe.name}'s groups on {host.name}", problems)
-    if share is not None and _router_host(recipe) != host.name:
+    if share is not None and is_prefill_decode(recipe, gpus) and _router_host() != host.name:
         return  # a split laid over hosts is verified through the router from its host, which reaches every share
     python.call(
         name=f"Verify {recipe.name} ({mode} benchmark) and archive the run",
@@ -114,7 +115,7 @@ def _smi_gpus(h: Host) -> int | None:
     return len(h.get_fact(NvidiaSmi).gpus) or None
 
 
-def _router_host(recipe: Recipe) -> str | None:
+def _router_host() -> str | None:
     """The host that runs the router (None when none does)."""
     hosts = list(host.inventory)
     candidates = [h.name for h in hosts if VerifyKnobs.from_host(h).router]

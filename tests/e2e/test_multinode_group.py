@@ -344,6 +344,12 @@ def test_a_split_laid_over_both_nodes_serves_through_the_router(deployed) -> Non
     ops, changed, errors, unchanged = grand_total(again)
     assert (changed, errors) == (0, 0) and unchanged == ops, why_changed(again)
     assert plan in out(again)  # planned again, and nothing to do
+    dry = run_deploy(CLUSTER, "deploys/reproduce.py", HOST_NETWORK, *data, "verify=false", flags=("-y", "--dry"))
+    assert dry.returncode == 0 and plan in out(dry), out(dry)[-3000:]
+    router = (
+        rf"the router on node1: .*--pd-disaggregation --prefill http://{node1}:5000 8998 --decode http://{node2}:5001"
+    )
+    assert re.search(router, out(dry)), out(dry)[-3000:]
     assert {
         node: node_sh(CLUSTER, "docker ps -q --no-trunc | sort", node=node) for node in ("node1", "node2")
     } == before
