@@ -287,10 +287,12 @@ def test_the_real_router_while_a_decode_is_down_answers_from_another_or_at_once(
         assert set(answered) <= {200, 502} and answered.count(502) <= 3, answered
         second.stop()
         gap = [ask() for _ in range(6)]
-        assert {status for status, _ in gap} <= {502, 503} and max(s for _, s in gap) < 5, gap
+        # At once: well under the client's 30 s timeout a held request would run into (generous for a loaded host).
+        assert {status for status, _ in gap} <= {502, 503} and max(s for _, s in gap) < 15, gap
         back = Server(model, "decode", port=second.port).wait_ready()
         try:
-            assert until_200(reopen_s + 10) < reopen_s + 5
+            # Within the short circuit timeout, not the router's default minute (margin for a loaded host).
+            assert until_200(40) < 30
         finally:
             back.stop()
     finally:
