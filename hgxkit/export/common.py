@@ -321,7 +321,7 @@ def _container(recipe: Recipe, group: RenderedGroup) -> Container:
     return Container(
         group=group.group,
         rank=group.rank,
-        name=_dns_name(container_name(recipe, group)),
+        name=dns_name(container_name(recipe, group)),
         gpus=group.gpus,
         host_port=host_port,
         container_port=server_port if network_host else container_port,
@@ -409,7 +409,7 @@ def _ulimit(recipe: Recipe, value: str) -> Ulimit:
         ) from None
 
 
-def _dns_name(name: str) -> str:
+def dns_name(name: str) -> str:
     """A name every engine takes (Kubernetes: DNS-1035 label, 63 characters)."""
     cleaned = re.sub(r"[^a-z0-9-]+", "-", name.lower()).strip("-")
     cleaned = re.sub(r"^[^a-z]+", "", cleaned)

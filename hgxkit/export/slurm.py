@@ -44,6 +44,7 @@ from hgxkit.export.common import (
     ExportGroup,
     ExportOptions,
     Provenance,
+    dns_name,
     export_groups,
     key_file_line,
     model_entry_read_only,
@@ -255,7 +256,7 @@ def _router_lines(recipe: Recipe, groups: list[ExportGroup], router: SplitRouter
     """A split's router as its own step on the node (started once both sides answer, stopped and removed with the
     job like the groups), a wait for its readiness, then the smoke cell through it from the first decode's
     container, as verify measures a split."""
-    name = f"{_dns(recipe.name)}-{ROUTER}"
+    name = f"{dns_name(recipe.name)}-{ROUTER}"
     labels = [f"--label={key}={value}" for key, value in {ROUTER_CONTAINER_LABEL: "1", **router_labels(origin)}.items()]
     run = ["docker", "run", "--name", name, *labels, "--network", "host", "--entrypoint", router.program[0]]
     words = [*run, router.image, *router.program[1:], *router.args]
@@ -279,10 +280,6 @@ def _router_lines(recipe: Recipe, groups: list[ExportGroup], router: SplitRouter
         *_docker_smoke(recipe, decode, router.bind, router.port),
         "",
     ]
-
-
-def _dns(text: str) -> str:
-    return re.sub(r"[^a-z0-9-]", "-", text.lower()).strip("-")
 
 
 def _docker_smoke(recipe: Recipe, group: ExportGroup, _bind: str, router_port: int | None = None) -> list[str]:
