@@ -323,6 +323,11 @@ class SharedKnobs(Knobs):
         "server), save a prefill/decode split's, which only the router serves (and needs it true).",
     )
     router_port: int = declare(30000, "the router's port (its default, 30000).")
+    router_policy: str = declare(
+        "cache_aware",
+        "load-balancing policy: random, round_robin, power_of_two, cache_aware (prefix-cache aware, the router's "
+        "default) or bucket.",
+    )
     router_host: str | None = declare(
         None,
         "the inventory host that runs the router; None: the first host with `router: true`.",

@@ -33,9 +33,7 @@ from hgxkit.recipe.judge import Judged
 from hgxkit.recipe.pd import group_server
 from hgxkit.serving.router import group_sides, pd_workers, router_image
 
-# The router role's default policy (roles/sglang_router/defaults.py: router_policy), which both routers take for
-# both sides.
-POLICY = "cache_aware"
+POLICY = str(SHARED_DEFAULTS["router_policy"])  # the router role's default, which both routers take for both sides
 KEY_FLAG = "--api-key"  # both routers take the key this way, and so would the groups (never in an export)
 ROUTER = "router"  # the router's service (compose) or step (Slurm)
 ROUTER_LABEL = f"{LABEL_PREFIX}router"  # on the router, which is no GPU group (an importer skips a service without)

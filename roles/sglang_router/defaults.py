@@ -22,11 +22,7 @@ class RouterKnobs(Knobs):
     router: bool = shared("router")
     router_host: str | None = shared("router_host")
     router_port: int = shared("router_port")
-    router_policy: str = declare(
-        "cache_aware",
-        "load-balancing policy: random, round_robin, power_of_two, cache_aware (prefix-cache aware, the router's "
-        "default) or bucket.",
-    )
+    router_policy: str = shared("router_policy")
     router_bind_address: str = declare(
         "127.0.0.1",
         "address the router listens on (host network). 127.0.0.1 keeps it on the node; any other needs api_key "

@@ -69,6 +69,7 @@ ADDED = {
         "router",
         "router_host",
         "router_port",  # the router role's, read by verify too
+        "router_policy",  # the router role's, which an export of a prefill/decode split writes too
         "allow_docker_options",  # the recipe's allowances: every consumer's judgement reads them
     },
 }
