@@ -287,11 +287,16 @@ def _wait_health(nodes: SweepNodes, index: int, spec: ContainerSpec, deadline: f
     if spec.labels.get("hgxkit.rank", "0") != "0":
         url = ""  # a rank >= 1 answers through the head
     while True:
-        state = nodes.sh(index, argv("docker", "inspect", "-f", "{{.State.Status}} {{.State.ExitCode}}", name))[
-            1
-        ].split()
+        code, out = nodes.sh(index, argv("docker", "inspect", "-f", "{{.State.Status}} {{.State.ExitCode}}", name))
+        state = out.split()
+        # An inspect that printed no state is the node's docker not answering this once (seen under load), not a
+        # container gone: ask again until the deadline.
+        if not state and time.monotonic() <= deadline:
+            time.sleep(1.0)
+            continue
         if state[:1] != ["running"]:
-            return f"node{index + 1}: {spec.name} {' '.join(state) or 'is gone'}: {_last_log(nodes, index, name)}"
+            said = " ".join(state) or f"is gone (docker inspect exit {code})"
+            return f"node{index + 1}: {spec.name} {said}: {_last_log(nodes, index, name)}"
         if not url or nodes.sh(index, argv("curl", "-fsS", "-m", "5", "-o", "/dev/null", url))[0] == 0:
             return ""
         if time.monotonic() > deadline:
