@@ -262,12 +262,15 @@ def test_queueing_beyond_max_running_requests(start_stub: StartStub) -> None:
 
 
 def test_flush_cache_busy_times_out(start_stub: StartStub) -> None:
-    url, _ = start_stub(env={"HGXKIT_SIM_DECODE_STEP_MS": "20"})
+    url, app = start_stub(env={"HGXKIT_SIM_DECODE_STEP_MS": "20"})
+    # 100 tokens of 20 ms: the request still runs ~2 s after it is seen running, on any load
     t = threading.Thread(
-        target=_req, args=(url + "/generate", {"input_ids": [1], "sampling_params": {"max_new_tokens": 20}})
+        target=_req, args=(url + "/generate", {"input_ids": [1], "sampling_params": {"max_new_tokens": 100}})
     )
     t.start()
-    time.sleep(0.1)
+    deadline = time.monotonic() + 30
+    while app.engine.running < 1 and t.is_alive() and time.monotonic() < deadline:
+        time.sleep(0.001)
     status = _req(url + "/flush_cache?timeout=0.01")[0]
     t.join()
     assert status == 400

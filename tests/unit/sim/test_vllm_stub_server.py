@@ -326,15 +326,29 @@ def test_headless_worker_opens_no_port_and_stops_on_sigterm(model: Path) -> None
     cmd = [sys.executable, "-m", "hgxkit.sim.standin.vllm", "serve", str(model), "--port", str(port)]
     flags = ["-tp", "16", "--nnodes", "2", "--node-rank", "1", "--master-addr", "10.0.0.1", "--headless"]
     proc = subprocess.Popen([*cmd, *flags], cwd=ROOT, env={**os.environ, **FAST}, stderr=subprocess.PIPE, text=True)
+    lines: list[str] = []
+    launched = threading.Event()
+
+    def read() -> None:
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            lines.append(line)
+            if "headless multiproc executor" in line:
+                launched.set()  # its last step before waiting for SIGTERM: no port comes after it
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
     try:
-        time.sleep(1.5)
+        assert launched.wait(60), "".join(lines)
         assert proc.poll() is None
         with pytest.raises(urllib.error.URLError):  # rank > 0 runs workers only: no API server
             urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2)
         proc.send_signal(signal.SIGTERM)
-        _, err = proc.communicate(timeout=20)
+        proc.wait(timeout=20)
+        reader.join(timeout=20)
     finally:
         proc.kill()
+    err = "".join(lines)
     assert proc.returncode == 0
     assert (
         "Launching vLLM (v0.33.0) headless multiproc executor, with head node address 10.0.0.1:29501 for "
