@@ -913,3 +913,18 @@ def test_expansion_problems_name_the_image_and_each_place() -> None:
     )
     assert problem.remedy == "resolve it in the post, or declare it a secret ({{env:NAME}}, passed as -e NAME)"
     assert expansions("$~/x") == ["~"] and expansions("$~/$X") == ["~", "$X"]
+
+
+def test_an_expansion_in_one_groups_own_arguments_is_named_at_that_group() -> None:
+    text = (Path(__file__).resolve().parents[2] / "fixtures" / "pd" / "dspark-pd-one-node.yaml").read_text()
+    split = parse_recipe_text(text)
+    assert expansion_problems(split) == []
+    from dataclasses import replace
+
+    assert split.groups is not None and split.groups.server_args is not None
+    prefill, _ = split.groups.server_args
+    own = (prefill, (("--disaggregation-mode", "$ROLE"),))
+    shelled = replace(split, groups=replace(split.groups, server_args=own))
+    [problem] = expansion_problems(shelled)
+    assert (problem.code, problem.where) == ("expansion", ("groups", "server_args", 1))
+    assert problem.found.startswith("$ROLE in '$ROLE' is left for the node's shell to expand")

@@ -189,6 +189,9 @@ def test_host_paths_are_every_bind_source_and_read_file_of_the_argv() -> None:
     ]
     assert host_paths(argv) == ["/data/models/m", "/srv/$HOME", "/srv/a/", "/srv/d", "/etc/hgxkit/k.env"]
     assert host_paths(["docker", "run", "--no-such-option", "img"]) == []
+    # Docker receives an argv word as it is: `$$` is two dollars, and a value that looks like an option is a value
+    assert host_paths(["docker", "run", "-v", "/srv/a$$b:/m", "img"]) == ["/srv/a$$b"]
+    assert host_paths(["docker", "run", "--label", "--env-file=/x", "-v", "/srv/y:/m", "img"]) == ["/srv/y"]
 
 
 def reasons(*options: str, ctx: PolicyContext = CTX) -> list[tuple[str, str]]:
