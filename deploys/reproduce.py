@@ -7,8 +7,8 @@
 
 The recipe is validated before anything on the node changes. Every knob is in roles/<role>/defaults.py
 (shared ones in hgxkit/knobs.py); `--data verify=false` serves without benchmarking, `--data router=true`
-puts an SGLang router in front of the groups, `--data monitoring=true` leaves exporters, Prometheus and its alert
-rules watching the node (deploys/monitoring.py).
+puts a router in front of the groups (a split's in PD mode), `--data monitoring=true` leaves exporters,
+Prometheus and its alert rules watching the node (deploys/monitoring.py).
 """
 
 from pyinfra import host
@@ -28,12 +28,12 @@ from roles.docker.defaults import DockerKnobs
 from roles.model import model
 from roles.model import plan_reads as model_reads
 from roles.model.defaults import ModelKnobs
+from roles.router import router
+from roles.router.defaults import RouterKnobs
 from roles.serve import plan_reads as serve_reads
 from roles.serve import prefetch_image, serve
 from roles.serve.defaults import ServeKnobs
 from roles.serve.group import multinode_preflight
-from roles.sglang_router import sglang_router
-from roles.sglang_router.defaults import RouterKnobs
 
 if not host.data.get("recipe"):
     from pyinfra.api.exceptions import DeployError
@@ -60,7 +60,7 @@ warm_image_cache()  # with image_cache on: the cache host pulls first, so each l
 prefetch_image()  # the image downloads in the background while the model does
 model()
 serve()
-sglang_router()  # only where `router: true`
+router()  # only where `router: true`
 if knob(host, "monitoring"):
     include_sibling(__file__, "monitoring.py")  # before verify: the alerts watch the benchmark too
 if knob(host, "verify"):

@@ -234,9 +234,9 @@ def serving_rules(settings: AlertSettings, groups: list[ServingTarget]) -> list[
         ),
         _rule(
             "RouterDown",
-            'up{job="sglang-router"} == 0',
+            'up{job="router"} == 0',
             "critical",
-            "the SGLang router on {{ $labels.node }} does not answer /metrics",
+            "the router on {{ $labels.node }} does not answer /metrics",
             settings.serving_down_for,
         ),
     ]

@@ -1,5 +1,5 @@
 """What Prometheus scrapes, from the inventory and the recipes: every node's DCGM and node exporter, every serving
-group's /metrics (path and names from its server kind), the SGLang router; and the prometheus.yml that says so.
+group's /metrics (path and names from its server kind), the router; and the prometheus.yml that says so.
 
 Every target is labelled `node` (inventory name); serving targets also `group` (container name) and `kind`.
 A serving group's /metrics comes from the recipe's image, which hgxkit does not vouch for: its jobs carry scrape
@@ -34,7 +34,7 @@ ALERTMANAGER_PORT = 9093
 DCGM_PORT = 9400
 NODE_PORT = 9100
 PROMETHEUS_PORT = 9090
-ROUTER_METRICS_PORT = 29000  # sglang-router's --prometheus-port default; roles/sglang_router keeps it on 127.0.0.1
+ROUTER_METRICS_PORT = 29000  # sglang-router's --prometheus-port default; roles/router keeps it on 127.0.0.1
 
 
 @dataclass(frozen=True)
@@ -144,7 +144,7 @@ def prometheus_config(
     limits: ScrapeLimits | None = None,
     alertmanager: str | None = None,
 ) -> tuple[dict, list[Problem]]:
-    """prometheus.yml as a dict (jobs: prometheus, dcgm, node, serving-<kind> per kind, sglang-router), and the
+    """prometheus.yml as a dict (jobs: prometheus, dcgm, node, serving-<kind> per kind, router), and the
     problems that keep a target out of reach. `router_port` (the router's metrics port) None: no router.
     `limits` go on the jobs that scrape images (serving groups, router); `alertmanager` is where alerts go (a URL,
     `alerting_section`), None: nowhere."""
@@ -183,12 +183,12 @@ def prometheus_config(
     if router_port is not None and router_host is not None:
         if router_host == monitoring_host:
             target = {"targets": [_host_port("127.0.0.1", router_port)], "labels": {"node": router_host}}
-            jobs.append(_job("sglang-router", [target], limits=limits))
+            jobs.append(_job("router", [target], limits=limits))
         else:
             problems.append(
                 Problem(
                     "monitoring-reach",
-                    f"the SGLang router on {router_host} keeps its metrics on 127.0.0.1; Prometheus on "
+                    f"the router on {router_host} keeps its metrics on 127.0.0.1; Prometheus on "
                     f"{monitoring_host} cannot scrape them",
                     f"set monitoring_host: {router_host} (or router_host: {monitoring_host})",
                 )

@@ -3,7 +3,7 @@ command through its kind (`ServerKind.disaggregation`, `ServerKind.prefill_decod
 unsound.
 
 A prefill group and a decode group differ in their own server arguments (`groups.server_args`, after the
-server's). Neither serves a request alone: the router (`router: true`, roles/sglang_router) sends each request to
+server's). Neither serves a request alone: the router (`router: true`, roles/router) sends each request to
 both with a bootstrap room, and the decode fetches the KV from the prefill's bootstrap server at the address the
 router names, which is 127.0.0.1 on the router's own host: so the groups run with the host's network. Laid over
 hosts (`groups.hosts`: the prefill on one node, the decode on another; hgxkit.serving.hostshare) the router names

@@ -53,7 +53,7 @@ _NO_COMMAND = r's/"Command":"([^"\\]|\\.)*"/"Command":""/g'
 
 def all_containers() -> StringCommand:
     """Every container on the node, with its id, name, state and labels: what `ManagedContainers`,
-    `RouterContainer` and `ContainerNames` each read, from one listing (no `docker inspect`: a no-op re-run needs
+    `RouterContainers` and `ContainerNames` each read, from one listing (no `docker inspect`: a no-op re-run needs
     nothing it adds).
 
     Asked of dockerd's Engine API over its socket with curl when the node has both and no DOCKER_HOST points
@@ -181,19 +181,19 @@ class ManagedContainers(FactBase[list[RunningContainer]]):
         return parse_listed(output, MANAGED_LABEL)
 
 
-class RouterContainer(FactBase[RunningContainer | None]):
-    """The router container hgxkit manages (label `hgxkit.router`), or None when there is none."""
+class RouterContainers(FactBase[list[RunningContainer]]):
+    """The router containers hgxkit manages on the host (label `hgxkit.router`, whatever their name), sorted by
+    name: one normally, more where an earlier run named its router otherwise."""
 
     def command(self) -> StringCommand:
         return all_containers()
 
     @staticmethod
-    def default() -> None:
-        return None
+    def default() -> list[RunningContainer]:
+        return []
 
-    def process(self, output: list[str]) -> RunningContainer | None:
-        found = parse_listed(output, ROUTER_LABEL)
-        return found[0] if found else None
+    def process(self, output: list[str]) -> list[RunningContainer]:
+        return parse_listed(output, ROUTER_LABEL)
 
 
 class ListeningPorts(FactBase[set[int]]):

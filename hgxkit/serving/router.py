@@ -1,16 +1,21 @@
 """The router's decisions as pure functions: which host runs it, its worker URLs, its container spec.
 
-The router (sglang-router, the SGLang Model Gateway) runs in one container with `--network host` on one
-inventory host and fronts every serving group of every host. It is labelled `hgxkit.router` (not
-`hgxkit.serve`, so the serving role never treats it as a stale group) and carries a hash of its spec, so an
-unchanged spec leaves it untouched.
+The router (SGLang's sglang-router, or a prefill/decode split's kind's router) runs in one container,
+`<recipe>-router` beside its groups' `<recipe>-<group>`, with `--network host` on one inventory host, and fronts
+every serving group of every host. It is labelled `hgxkit.router` (not `hgxkit.serve`, so the serving role never
+treats it as a stale group) and carries a hash of its spec, so an unchanged spec leaves it untouched. The label,
+not the name, makes a container hgxkit's router: one under another name (an earlier hgxkit's `sglang-router`, or
+a renamed recipe's) holds the same port and is removed before the new one starts (`router_action`).
 
 Example:
     >>> hosts = [WorkerHost("node1", "10.0.0.1", "127.0.0.1", [5000, 5001])]
     >>> worker_urls("node1", hosts)
     (['http://127.0.0.1:5000', 'http://127.0.0.1:5001'], [])
-    >>> spec = router_spec(["http://127.0.0.1:5000"], image="lmsysorg/sgl-model-gateway:latest",
-    ...                    policy="cache_aware", bind_address="127.0.0.1", port=30000, api_key_file=None)
+    >>> spec = router_spec(["http://127.0.0.1:5000"], name=container_name("m"),
+    ...                    image="lmsysorg/sgl-model-gateway:latest", policy="cache_aware",
+    ...                    bind_address="127.0.0.1", port=30000, api_key_file=None)
+    >>> spec.name
+    'm-router'
     >>> spec.argv[-8:]
     ['--policy', 'cache_aware', '--host', '127.0.0.1', '--port', '30000', '--prometheus-host', '127.0.0.1']
 """
@@ -23,6 +28,7 @@ from dataclasses import dataclass
 
 from pyinfra.api import StringCommand
 
+from hgxkit.hostcmd import script
 from hgxkit.kinds.base import PDRouter
 from hgxkit.netaddr import is_loopback
 from hgxkit.problems import Problem
@@ -33,7 +39,6 @@ from hgxkit.serving.containers import SPEC_LABEL
 from hgxkit.serving.rollout import RunningContainer
 
 ROUTER_LABEL = "hgxkit.router"
-CONTAINER = "sglang-router"
 # The router of groups that serve both phases, whatever their kind: SGLang's, with a worker list.
 WORKER_LIST_MODULE = "sglang_router.launch_router"
 WORKER_LIST_IMAGE = "lmsysorg/sgl-model-gateway:latest"
@@ -41,6 +46,12 @@ POLICIES = ("random", "round_robin", "power_of_two", "cache_aware", "bucket")
 KEY_IN_CONTAINER = "/run/hgxkit/api-key"
 # The router takes its key only as --api-key. The launcher reads it from a root-only file mounted read-only,
 # so it shows neither in `docker inspect` nor in the process's command line (unlike the serving groups).
+
+
+def container_name(recipe_name: str) -> str:
+    """The router's container: `<recipe>-router`, named as its groups are (`<recipe>-<group>`), whichever
+    engine's router runs in it."""
+    return f"{recipe_name}-router"
 
 
 def key_launcher(module: str) -> str:
@@ -268,6 +279,7 @@ def router_image(knob: str | None, pd: PDRouter | None) -> str:
 def router_spec(
     urls: list[str],
     *,
+    name: str,
     image: str | None,
     policy: str,
     bind_address: str,
@@ -322,14 +334,70 @@ def router_spec(
     body = ["--network", "host", "--restart", "unless-stopped", *options, image, *command, *server]
     spec_hash = hashlib.sha256(json.dumps(body).encode()).hexdigest()[:16]
     labels = ["--label", f"{ROUTER_LABEL}=1", "--label", f"{SPEC_LABEL}={spec_hash}"]
-    argv = ["docker", "run", "-d", "--name", CONTAINER, *labels, *body]
-    return RouterSpec(CONTAINER, image, argv, spec_hash)
+    argv = ["docker", "run", "-d", "--name", name, *labels, *body]
+    return RouterSpec(name, image, argv, spec_hash)
 
 
 def needs_replacing(current: RunningContainer | None, spec: RouterSpec) -> bool:
     """True unless the router container exists, runs, and carries `spec`'s hash.
 
-    >>> needs_replacing(RunningContainer("sglang-router", "id", "abc", None, True), RouterSpec("r", "i", [], "abc"))
+    >>> needs_replacing(RunningContainer("m-router", "id", "abc", None, True), RouterSpec("r", "i", [], "abc"))
     False
     """
     return current is None or current.spec_hash != spec.spec_hash or not current.running
+
+
+@dataclass(frozen=True)
+class RouterAction:
+    """What the router role does on its host: remove hgxkit's routers under another name than the spec's (each
+    holds the router's port), and whether to (re)create the spec's container."""
+
+    remove: tuple[str, ...]
+    start: bool
+
+    @property
+    def changes(self) -> bool:
+        return self.start or bool(self.remove)
+
+
+def router_action(current: list[RunningContainer], spec: RouterSpec) -> RouterAction:
+    """The router's change on its host, from every container there labelled `hgxkit.router` (`current`).
+
+    >>> spec = RouterSpec("m-router", "i", [], "abc")
+    >>> router_action([RunningContainer("m-router", "id", "abc", None, True)], spec)
+    RouterAction(remove=(), start=False)
+    >>> router_action([RunningContainer("sglang-router", "id", "abc", None, True)], spec)
+    RouterAction(remove=('sglang-router',), start=True)
+    """
+    mine = next((c for c in current if c.name == spec.name), None)
+    others = tuple(c.name for c in current if c.name != spec.name)
+    return RouterAction(others, needs_replacing(mine, spec))
+
+
+def name_problem(spec: RouterSpec, names: dict[str, bool], routers: list[RunningContainer]) -> Problem | None:
+    """A container already named as the router that is not one of hgxkit's routers (a group's, or one hgxkit did
+    not start): creating the router would have to remove it. `names`: every container's name on the host and
+    whether hgxkit made it (`ContainerNames`); `routers`: hgxkit's routers there.
+
+    >>> name_problem(RouterSpec("m-router", "i", [], "h"), {"m-router": False}, []).code
+    'router-name'
+    >>> mine = RunningContainer("m-router", "c", "h", None, True)
+    >>> name_problem(RouterSpec("m-router", "i", [], "h"), {"m-router": True}, [mine])
+    """
+    if spec.name not in names or any(c.name == spec.name for c in routers):
+        return None
+    whose = "a serving group of hgxkit's" if names[spec.name] else "a container hgxkit did not start"
+    return Problem(
+        "router-name",
+        f"the router's container name {spec.name} is taken by {whose}",
+        f"rename or remove that container (docker rm -f {spec.name}), or rename the recipe (name:)",
+    )
+
+
+def remove_command(name: str) -> StringCommand:
+    """Remove container `name` if it carries the router label, so nothing but hgxkit's router is ever removed."""
+    return script(
+        '[ "$(docker inspect -f {fmt} {name} 2>/dev/null)" != 1 ] || docker rm -f {name} >/dev/null',
+        fmt='{{index .Config.Labels "' + ROUTER_LABEL + '"}}',
+        name=name,
+    )

@@ -330,7 +330,7 @@ def test_a_split_laid_over_both_nodes_serves_through_the_router(deployed) -> Non
     assert list(sides["node1"]) == ["deepseek-v4-flash-pd-0"] and list(sides["node2"]) == ["deepseek-v4-flash-pd-1"]
     assert '"--disaggregation-mode","prefill"' in sides["node1"]["deepseek-v4-flash-pd-0"].replace(" ", "")
     assert '"--disaggregation-mode","decode"' in sides["node2"]["deepseek-v4-flash-pd-1"].replace(" ", "")
-    args = node_sh(CLUSTER, "docker inspect -f '{{json .Args}}' sglang-router").replace(" ", "")
+    args = node_sh(CLUSTER, "docker inspect -f '{{json .Args}}' deepseek-v4-flash-pd-two-nodes-router").replace(" ", "")
     assert f'"--prefill","http://{node1}:5000","8998","--decode","http://{node2}:5001"' in args, args
     plan = "prefill/decode split: node1 runs group port 5000 as prefill (bootstrap port 8998)"
     assert plan in out(first) and "prefill/decode split: node2 runs group port 5001 as decode" in out(first)

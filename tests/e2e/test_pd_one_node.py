@@ -37,6 +37,8 @@ PD_DECODE_CHANGED = "tests/fixtures/pd/dspark-pd-one-node-decode-changed.yaml"
 VLLM_PD = "tests/fixtures/pd/vllm-pd-one-node.yaml"
 VLLM_IMAGE = "vllm/vllm-openai:v0.33.0"  # the vLLM recipe's image
 HOST_NETWORK = 'allow_docker_options=["--network=host"]'
+ROUTER = "deepseek-v4-flash-pd-one-node-router"  # `<recipe>-router`, as the groups are `<recipe>-<group>`
+VLLM_ROUTER = "qwen3-vllm-pd-one-node-router"
 
 
 def containers() -> dict[str, tuple[str, str, str]]:
@@ -64,8 +66,8 @@ def deployed(sim_nodes, results):
 
 def test_the_split_serves_through_the_router_and_verify_benchmarks_it_there(deployed, results) -> None:
     assert deployed.returncode == 0, out(deployed)[-6000:]
-    assert "router sglang-router answers on port 30000" in out(deployed)
-    args = node_sh(CLUSTER, "docker inspect -f '{{json .Args}}' sglang-router", answer=True, check=True)
+    assert f"router {ROUTER} answers on port 30000" in out(deployed)
+    args = node_sh(CLUSTER, f"docker inspect -f '{{{{json .Args}}}}' {ROUTER}", answer=True, check=True)
     assert "--pd-disaggregation" in args and '"--prefill","http://127.0.0.1:5000","8998"' in args.replace(" ", "")
     assert '"--decode","http://127.0.0.1:5001"' in args.replace(" ", "")
     direct = node_sh(
@@ -101,6 +103,21 @@ def rerun_changes_nothing(recipe: str) -> None:
     ops, changed, errors, unchanged = (0 if v == "-" else int(v) for v in match.groups())
     assert (changed, errors) == (0, 0) and unchanged == ops, out(again)[-6000:]  # the output names what changed
     assert containers() == before
+
+
+def test_an_earlier_runs_sglang_router_is_replaced_by_the_recipes_router(deployed) -> None:
+    """An earlier hgxkit named its router `sglang-router` whatever its engine (made here by renaming the router):
+    the next run finds it by its label, removes it (it holds port 30000) and starts `<recipe>-router`; the run after
+    changes nothing."""
+    assert deployed.returncode == 0, out(deployed)[-3000:]
+    node_sh(CLUSTER, f"docker rename {ROUTER} sglang-router", check=True)
+    data = (f"recipe={PD}", HOST_NETWORK, "router=true", "verify=false")
+    migrated = run_deploy(CLUSTER, "deploys/reproduce.py", *data)
+    assert migrated.returncode == 0, out(migrated)[-4000:]
+    assert "removing hgxkit's router sglang-router that holds its port" in out(migrated), out(migrated)[-4000:]
+    now = containers()
+    assert "sglang-router" not in now and now[ROUTER][2] == "true"
+    rerun_changes_nothing(PD)
 
 
 def test_without_the_router_the_split_is_refused_before_any_change(deployed) -> None:
@@ -202,7 +219,7 @@ def test_replacing_the_decode_group_keeps_the_router_answering(deployed) -> None
     assert line in out(replaced) and "WARNING: group 1 (deepseek-v4-flash-pd-1) is the split's" in out(replaced)
     after = containers()
     assert after["deepseek-v4-flash-pd-0"] == before["deepseek-v4-flash-pd-0"]  # the prefill was not touched
-    assert after["sglang-router"] == before["sglang-router"]  # nor the router
+    assert after[ROUTER] == before[ROUTER]  # nor the router
     assert after["deepseek-v4-flash-pd-1"][0] != before["deepseek-v4-flash-pd-1"][0]
 
     statuses = {status for _, status, _ in answers}
@@ -245,16 +262,17 @@ def vllm_deployed(sim_nodes, results):
 def test_vllms_split_serves_through_vllm_router_and_verify_benchmarks_it_there(vllm_deployed) -> None:
     deployed, runs = vllm_deployed
     assert deployed.returncode == 0, out(deployed)[-6000:]
-    assert "router sglang-router answers on port 30000" in out(deployed)
+    assert f"router {VLLM_ROUTER} answers on port 30000" in out(deployed)
+    assert f"removing hgxkit's router {ROUTER} that holds its port" in out(deployed)  # SGLang's split's
     fmt = "{{.Config.Image}} {{json .Config.Entrypoint}} {{json .Args}}"
     image, entrypoint, args = node_sh(
-        CLUSTER, f"docker inspect -f '{fmt}' sglang-router", answer=True, check=True
+        CLUSTER, f"docker inspect -f '{fmt}' {VLLM_ROUTER}", answer=True, check=True
     ).split(" ", 2)
     assert image.startswith("vllm/vllm-router@sha256:") and entrypoint == '["vllm-router"]'
     expected = '"--vllm-pd-disaggregation","--prefill","http://127.0.0.1:8100","--decode","http://127.0.0.1:8101"'
     assert args.startswith(f"[{expected}") and '"--kv-connector","nixl"' in args, args
     serving = {name for name, (_, _, running) in containers().items() if running == "true"}
-    assert serving == {"qwen3-pd-0", "qwen3-pd-1", "sglang-router"}  # SGLang's split is gone
+    assert serving == {"qwen3-pd-0", "qwen3-pd-1", VLLM_ROUTER}  # SGLang's split and its router are gone
     (run_dir,) = runs
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["simulated"] is True and summary["bench"] == "smoke" and summary["gates"] == []

@@ -16,6 +16,7 @@ from hgxkit.sim.standin import router_image
 
 pytestmark = pytest.mark.e2e
 CLUSTER = cluster_name("router")
+ROUTER = "deepseek-v4-flash-dspark-marlin-router"  # the recipe's name, as its groups' containers
 ROOT = Path(__file__).resolve().parents[2]
 MARLIN = "recipes/deepseek-v4-flash-dspark-marlin.yaml"
 
@@ -23,7 +24,7 @@ MARLIN = "recipes/deepseek-v4-flash-dspark-marlin.yaml"
 def router() -> str:
     """`<id> <started at> <spec label> <running>` of the router container on the node."""
     fmt = '{{.Id}} {{.State.StartedAt}} {{index .Config.Labels "hgxkit.spec"}} {{.State.Running}}'
-    return node_sh(CLUSTER, f"docker inspect -f '{fmt}' sglang-router", answer=True, check=True).strip()
+    return node_sh(CLUSTER, f"docker inspect -f '{fmt}' {ROUTER}", answer=True, check=True).strip()
 
 
 @pytest.fixture(scope="module")
@@ -36,7 +37,7 @@ def routed(sim_nodes):
 
 def test_router_fronts_both_groups_and_answers(routed) -> None:
     assert routed.returncode == 0, out(routed)[-5000:]
-    assert "router sglang-router answers on port 30000" in out(routed)
+    assert f"router {ROUTER} answers on port 30000" in out(routed)
     assert router().endswith(" true")
     workers = json.loads(node_sh(CLUSTER, "curl -sS -m 10 http://127.0.0.1:30000/readiness", answer=True))
     assert (workers["healthy_workers"], workers["total_workers"]) == (2, 2)
@@ -49,11 +50,11 @@ def test_router_fronts_both_groups_and_answers(routed) -> None:
     assert json.loads(answer)["choices"][0]["message"]["content"]
     version = node_sh(
         CLUSTER,
-        "docker exec sglang-router python3 -c 'import sglang_router.version as v; print(v.__version__)'",
+        f"docker exec {ROUTER} python3 -c 'import sglang_router.version as v; print(v.__version__)'",
         answer=True,
     )
     assert version.strip() == "0.3.2"  # the real router from PyPI, not a stand-in
-    image = node_sh(CLUSTER, "docker inspect -f '{{.Config.Image}}' sglang-router", answer=True).strip()
+    image = node_sh(CLUSTER, f"docker inspect -f '{{{{.Config.Image}}}}' {ROUTER}", answer=True).strip()
     assert re.fullmatch(r"lmsysorg/sgl-model-gateway@sha256:[0-9a-f]{64}", image)
 
 
@@ -124,7 +125,7 @@ def test_api_key_reaches_the_router_from_the_root_only_file(routed) -> None:
     # Neither in the router's spec nor in its process's command line (the groups' --api-key is SGLang's own).
     seen = node_sh(
         CLUSTER,
-        "docker inspect sglang-router; tr '\\0' ' ' < /proc/$(docker inspect -f '{{.State.Pid}}' sglang-router)/cmdline",
+        f"docker inspect {ROUTER}; tr '\\0' ' ' < /proc/$(docker inspect -f '{{{{.State.Pid}}}}' {ROUTER})/cmdline",
         answer=True,
     )
     assert "sglang" in seen and key not in seen

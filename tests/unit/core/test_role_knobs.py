@@ -44,7 +44,7 @@ ADDED = {
         "monitoring_scrape_sample_limit",
         "monitoring_xid_window",
     },
-    "sglang_router": {
+    "router": {
         "allow_unauthenticated",
         "bind_address",
         "api_key",
@@ -231,7 +231,7 @@ PREVIOUS_DEFAULTS: dict[str, dict[str, object]] = {
         "pd_accept_gap": False,
         "recipe_env_allowlist": None,
     },
-    "sglang_router": {
+    "router": {
         "router": False,
         "router_host": None,
         "router_port": 30000,

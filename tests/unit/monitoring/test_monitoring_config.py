@@ -142,10 +142,10 @@ def test_scrape_config_covers_exporters_groups_and_router_of_every_node() -> Non
     assert config["global"] == {"scrape_interval": "15s", "evaluation_interval": "15s"}
     assert config["rule_files"] == ["/etc/prometheus/hgxkit-rules.yml"]
     jobs = {job["job_name"]: job["static_configs"] for job in config["scrape_configs"]}
-    assert list(jobs) == ["prometheus", "dcgm", "node", "serving-sglang", "serving-vllm", "sglang-router"]
+    assert list(jobs) == ["prometheus", "dcgm", "node", "serving-sglang", "serving-vllm", "router"]
     assert "alerting" not in config  # none asked for
     limited = {job["job_name"]: job for job in config["scrape_configs"] if "sample_limit" in job}
-    assert sorted(limited) == ["serving-sglang", "serving-vllm", "sglang-router"]  # the images a recipe names
+    assert sorted(limited) == ["router", "serving-sglang", "serving-vllm"]  # the images a recipe names
     assert {k: v for k, v in limited["serving-vllm"].items() if "limit" in k} == {
         "sample_limit": 20000,
         "body_size_limit": "16MB",
@@ -162,7 +162,7 @@ def test_scrape_config_covers_exporters_groups_and_router_of_every_node() -> Non
     assert jobs["serving-vllm"] == [
         {"targets": ["10.0.0.2:8000"], "labels": {"node": "node2", "group": "v-0", "kind": "vllm"}}
     ]
-    assert jobs["sglang-router"] == [{"targets": ["127.0.0.1:29000"], "labels": {"node": "node1"}}]
+    assert jobs["router"] == [{"targets": ["127.0.0.1:29000"], "labels": {"node": "node1"}}]
 
 
 def test_targets_out_of_reach_are_refused_naming_host_and_remedy() -> None:

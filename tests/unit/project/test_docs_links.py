@@ -134,7 +134,7 @@ def test_the_checker_catches_a_broken_file_link_and_a_broken_anchor(tmp_path: Pa
 def test_the_slug_follows_github() -> None:
     assert slug("Quick start") == "quick-start"
     assert slug("`hgxkit recipe import`") == "hgxkit-recipe-import"
-    assert slug("Router (optional): `roles/sglang_router`") == "router-optional-rolessglang_router"
+    assert slug("Router (optional): `roles/router`") == "router-optional-rolesrouter"
     assert slug("Back again: importing an export") == "back-again-importing-an-export"
     assert slug("See [the index](docs/README.md)") == "see-the-index"
 

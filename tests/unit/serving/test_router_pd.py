@@ -32,7 +32,7 @@ IMAGE = "lmsysorg/sgl-model-gateway:latest"
 
 
 def spec(policy: str, sides: list[Side | None] | None, pd: PDRouter | None, image: str | None = IMAGE) -> list[str]:
-    options = {"policy": policy, "bind_address": "127.0.0.1", "port": 30000, "api_key_file": None}
+    options = {"name": "m-router", "policy": policy, "bind_address": "127.0.0.1", "port": 30000, "api_key_file": None}
     return router_spec(URLS, image=image, sides=sides, pd=pd, **options).argv  # type: ignore[arg-type]
 
 
@@ -172,7 +172,13 @@ def test_a_split_shuns_a_failed_worker_for_the_knobs_seconds_not_the_routers_min
 ) -> None:
     """A failing decode opens the prefill's circuit too (sglang-router 0.3.2, measured), so the reopen time is how
     long the whole split answers 503 after a replaced side is back; only PD mode gets the flag."""
-    options = {"policy": "round_robin", "bind_address": "127.0.0.1", "port": 30000, "api_key_file": None}
+    options = {
+        "name": "m-router",
+        "policy": "round_robin",
+        "bind_address": "127.0.0.1",
+        "port": 30000,
+        "api_key_file": None,
+    }
     argv = router_spec(URLS, image=IMAGE, sides=sides, pd=pd, circuit_reopen_s=5, **options).argv  # type: ignore[arg-type]
     assert argv[argv.index("--cb-timeout-duration-secs") + 1] == "5"
     plain = router_spec(URLS, image=IMAGE, circuit_reopen_s=5, **options).argv  # type: ignore[arg-type]

@@ -8,23 +8,29 @@ from hgxkit.serving.rollout import RunningContainer
 from hgxkit.serving.router import (
     KEY_IN_CONTAINER,
     ROUTER_LABEL,
+    RouterAction,
     RouterSpec,
     WorkerHost,
     choose_router_host,
+    container_name,
+    name_problem,
     needs_replacing,
+    remove_command,
+    router_action,
     router_spec,
     worker_urls,
 )
 from hgxkit.serving.router import router_image as image_of
 from hgxkit.sim.standin import KINDS, router_image
 from hgxkit.sim.standin import image as stand_in
-from roles.sglang_router.defaults import DEFAULTS
+from roles.router.defaults import DEFAULTS
 
 IMAGE = "lmsysorg/sgl-model-gateway:latest"
 
 
 def spec(urls: list[str] | None = None, **kw: object) -> RouterSpec:
     args: dict[str, object] = {
+        "name": container_name("m"),
         "image": IMAGE,
         "policy": "cache_aware",
         "bind_address": "127.0.0.1",
@@ -36,7 +42,7 @@ def spec(urls: list[str] | None = None, **kw: object) -> RouterSpec:
 
 
 def test_defaults_are_documented_and_off() -> None:
-    import roles.sglang_router.defaults as module
+    import roles.router.defaults as module
 
     assert DEFAULTS["router"] is False and DEFAULTS["router_port"] == 30000
     assert DEFAULTS["router_policy"] == "cache_aware" and DEFAULTS["router_bind_address"] == "127.0.0.1"
@@ -95,7 +101,7 @@ def test_a_keyed_router_fronts_one_host_only() -> None:
 
 def test_spec_runs_the_real_router_on_the_host_network() -> None:
     s = spec()
-    assert s.argv[:5] == ["docker", "run", "-d", "--name", "sglang-router"]
+    assert s.argv[:5] == ["docker", "run", "-d", "--name", "m-router"]  # named as its groups, m-0, m-1
     assert f"{ROUTER_LABEL}=1" in s.argv and f"hgxkit.spec={s.spec_hash}" in s.argv
     assert "hgxkit.serve=1" not in s.argv  # the serving role must never remove it as a stale group
     i = s.argv.index(IMAGE)
@@ -147,9 +153,65 @@ def test_shell_runs_by_digest_and_quotes() -> None:
 def test_needs_replacing_only_on_change() -> None:
     s = spec()
     assert needs_replacing(None, s)
-    assert not needs_replacing(RunningContainer("sglang-router", "id", s.spec_hash, None, True), s)
-    assert needs_replacing(RunningContainer("sglang-router", "id", s.spec_hash, None, False), s)
-    assert needs_replacing(RunningContainer("sglang-router", "id", "other", None, True), s)
+    assert not needs_replacing(RunningContainer("m-router", "id", s.spec_hash, None, True), s)
+    assert needs_replacing(RunningContainer("m-router", "id", s.spec_hash, None, False), s)
+    assert needs_replacing(RunningContainer("m-router", "id", "other", None, True), s)
+
+
+def running(name: str, spec_hash: str | None, up: bool = True) -> RunningContainer:
+    return RunningContainer(name, f"id-{name}", spec_hash, None, up)
+
+
+def test_the_router_action_retires_hgxkits_routers_under_other_names() -> None:
+    """An earlier hgxkit named its router `sglang-router` whatever the engine: found by its label, it is removed
+    (it holds the port) and the router starts under the recipe's name, even with the very same spec; once
+    migrated, a re-run changes nothing."""
+    s = spec()
+    assert router_action([], s) == RouterAction((), True)
+    assert router_action([running("sglang-router", s.spec_hash)], s) == RouterAction(("sglang-router",), True)
+    migrated = [running("m-router", s.spec_hash)]
+    assert router_action(migrated, s) == RouterAction((), False) and not router_action(migrated, s).changes
+    both = [running("m-router", s.spec_hash), running("sglang-router", "old", up=False)]
+    assert router_action(both, s) == RouterAction(("sglang-router",), False) and router_action(both, s).changes
+    renamed = [running("old-recipe-router", s.spec_hash)]  # the recipe's name changed: its router goes too
+    assert router_action(renamed, s) == RouterAction(("old-recipe-router",), True)
+    assert router_action([running("m-router", "other")], s) == RouterAction((), True)
+
+
+def test_the_routers_name_never_takes_a_container_that_is_not_hgxkits_router() -> None:
+    s = spec()
+    mine = [running("m-router", s.spec_hash)]
+    assert name_problem(s, {"m-router": True, "x": False}, mine) is None
+    assert name_problem(s, {"sglang-router": True}, [running("sglang-router", "h")]) is None
+    foreign = name_problem(s, {"m-router": False}, [])
+    assert foreign is not None and foreign.code == "router-name"
+    assert "m-router is taken by a container hgxkit did not start" in foreign.message
+    assert "docker rm -f m-router" in foreign.remedy and "name:" in foreign.remedy
+    group = name_problem(s, {"m-router": True}, [])  # a post named a serving group so
+    assert group is not None and "a serving group of hgxkit's" in group.message
+
+
+def test_a_router_is_removed_only_when_it_carries_the_router_label(tmp_path) -> None:
+    """The removal asks docker for the container's router label first: a container someone else named
+    `sglang-router` stays."""
+    import os
+    import subprocess
+
+    log = tmp_path / "calls"
+    docker = tmp_path / "docker"
+    docker.write_text(
+        "#!/bin/sh\n"
+        f'echo "$@" >> {log}\n'
+        '[ "$1" = inspect ] && case "$4" in ours) echo 1;; theirs) echo;; *) exit 1;; esac\n'
+        "exit 0\n"
+    )
+    docker.chmod(0o755)
+    env = {**os.environ, "PATH": f"{tmp_path}:{os.environ['PATH']}"}
+    for name in ("ours", "theirs", "absent"):
+        command = remove_command(name).get_raw_value()
+        assert subprocess.run(["sh", "-c", command], env=env, check=False).returncode == 0, name
+    removed = [line for line in log.read_text().splitlines() if line.startswith("rm ")]
+    assert removed == ["rm -f ours"]
 
 
 def test_router_image_builds_on_the_stand_in_base_with_the_pinned_router() -> None:
@@ -189,16 +251,18 @@ def test_the_router_image_is_the_knob_else_the_splits_router_else_sglangs() -> N
 
 
 def test_router_fact_parses_the_docker_listing() -> None:
-    from hgxkit.serving.facts import RouterContainer
+    from hgxkit.serving.facts import RouterContainers
 
-    fact = RouterContainer()
+    fact = RouterContainers()
     # ps, id, name, state, then the labels serve, router, spec, group, port (hgxkit.serving.facts.all_containers)
     line = "ps\tc1\tsglang-router\trunning\t\t1\tabc123\t\t"
-    assert fact.process([line]) == RunningContainer("sglang-router", "c1", "abc123", None, True)
-    assert fact.process([line.replace("running", "exited")]) == RunningContainer(
-        "sglang-router", "c1", "abc123", None, False
-    )
-    assert fact.process([]) is None
-    assert fact.process(["ps\tc2\tm-0\trunning\t1\t\th\t0\t"]) is None  # a serving container is not the router
+    assert fact.process([line]) == [RunningContainer("sglang-router", "c1", "abc123", None, True)]
+    assert fact.process([line.replace("running", "exited")]) == [
+        RunningContainer("sglang-router", "c1", "abc123", None, False)
+    ]
+    both = [line, "ps\tc2\tm-router\trunning\t\t1\tdef\t\t", "ps\tc3\tm-0\trunning\t1\t\th\t0\t5000"]
+    assert [c.name for c in fact.process(both)] == ["m-router", "sglang-router"]  # every router, no group
+    assert fact.process([]) == []
+    assert fact.process(["ps\tc2\tm-0\trunning\t1\t\th\t0\t"]) == []  # a serving container is not the router
     command = str(fact.command())
     assert f'.Label "{ROUTER_LABEL}"' in command and "Config.Cmd" not in command and "Args" not in command

@@ -160,7 +160,7 @@ def test_managed_containers_from_docker_inspect() -> None:
 
 
 def test_one_docker_listing_answers_managed_containers_and_container_names() -> None:
-    from hgxkit.serving.facts import ContainerNames, ManagedContainers, RouterContainer, all_containers
+    from hgxkit.serving.facts import ContainerNames, ManagedContainers, RouterContainers, all_containers
 
     # ps, id, name, state, then the labels serve, router, spec, group, port (hgxkit.serving.facts._PS_LABELS)
     output = [
@@ -174,10 +174,10 @@ def test_one_docker_listing_answers_managed_containers_and_container_names() -> 
         RunningContainer("m-0", "c1", "h0", 0, True, None, 30000),
         RunningContainer("m-1", "c4", "h1", 1, False, None, 30001),
     ]
-    assert RouterContainer().process(output) == RunningContainer("sglang-router", "c2", "hr", None, True)
+    assert RouterContainers().process(output) == [RunningContainer("sglang-router", "c2", "hr", None, True)]
     assert ContainerNames().process(output) == {"m-0": True, "m-1": True, "sglang-router": True, "someone-else": False}
     assert ContainerNames().process([""]) == {} and ManagedContainers().process([""]) == []
-    assert RouterContainer().process(output[:1]) is None
+    assert RouterContainers().process(output[:1]) == []
     command = all_containers().get_raw_value()
     assert command.count("docker ") == 1 and "docker ps -a --no-trunc" in command  # one docker call, no inspect
 
@@ -196,7 +196,7 @@ def test_listed_state_is_running_exactly_when_docker_inspect_says_state_running(
 def test_the_engine_api_listing_reads_as_the_cli_one_and_its_command_lines_never_leave_the_node(tmp_path) -> None:
     import subprocess
 
-    from hgxkit.serving.facts import _NO_COMMAND, ContainerNames, ManagedContainers, RouterContainer, listed_rows
+    from hgxkit.serving.facts import _NO_COMMAND, ContainerNames, ManagedContainers, RouterContainers, listed_rows
 
     secret = json.dumps('sglang serve --api-key s3cr"et\\ --x "y\\"" <\n')[1:-1]  # as dockerd escapes it
     api = [
@@ -237,7 +237,7 @@ def test_the_engine_api_listing_reads_as_the_cli_one_and_its_command_lines_never
         "ps\tc3\tsomeone-else\trunning\t\t\t\t\t",
     ]
     assert listed_rows(blanked) == listed_rows(cli)
-    for fact in (ManagedContainers(), RouterContainer(), ContainerNames()):
+    for fact in (ManagedContainers(), RouterContainers(), ContainerNames()):
         assert fact.process(blanked) == fact.process(cli)
     assert listed_rows(["api\tnot json", "api\t{}", "api\t[1, null]"]) == []
 

@@ -1,4 +1,4 @@
-"""Knobs of the sglang_router role (inventory data overrides each; `--data key=value` for one run).
+"""Knobs of the router role (inventory data overrides each; `--data key=value` for one run).
 
 
 API key: with the serving role's `api_key: auto`, the router gets the same root-only key file, mounted
@@ -17,7 +17,7 @@ from hgxkit.knobs import Knobs, declare, shared
 
 @dataclass(frozen=True)
 class RouterKnobs(Knobs):
-    """The sglang_router role's knobs (inventory data or `--data key=value` overrides each)."""
+    """The router role's knobs (inventory data or `--data key=value` overrides each)."""
 
     router: bool = shared("router")
     router_host: str | None = shared("router_host")

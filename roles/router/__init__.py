@@ -5,14 +5,15 @@ prefill/decode split gets its kind's router in PD mode (`PrefillDecode.router`: 
 `vllm-router` for vLLM's NIXL split), each from its own image unless `router_image` names one.
 
 Runs after the serving role. Off unless `router: true`; only the chosen host (`router_host`, default the
-first host with `router: true`) runs it. The container is labelled with a hash of its spec, so an unchanged
-spec changes nothing; a changed one is replaced, then the role waits for /readiness and sends one chat
-completion through the router. Knobs: roles/sglang_router/defaults.py.
+first host with `router: true`) runs it, as `<recipe>-router`. The container is labelled with a hash of its spec,
+so an unchanged spec changes nothing; a changed one is replaced, then the role waits for /readiness and sends one
+chat completion through the router. hgxkit's routers under another name on that host (an earlier hgxkit's
+`sglang-router`, a renamed recipe's) are removed just before the new one starts: they hold its port. Knobs:
+roles/router/defaults.py.
 
 Example (deploys/dspark.py):
-    from roles.sglang_router import sglang_router
-    if RouterKnobs.from_host(host).router:
-        sglang_router()
+    from roles.router import router
+    router()  # nothing unless `router: true`
 """
 
 from __future__ import annotations
@@ -29,30 +30,35 @@ from hgxkit.hostcmd import HostRunner, script
 from hgxkit.kinds.base import PDRouter
 from hgxkit.knobs import ssh_hostname
 from hgxkit.node.facts_gpu import NvidiaSmi
+from hgxkit.planfacts import plan_fact
 from hgxkit.problems import refuse
 from hgxkit.recipe.exposure import exposure_problems
 from hgxkit.recipe.pd import pd_key_problem
 from hgxkit.recipe.render import render_recipe
 from hgxkit.runfailure import RunFailure
 from hgxkit.secrets import redact
-from hgxkit.serving.facts import RouterContainer
+from hgxkit.serving.facts import ContainerNames, RouterContainers
 from hgxkit.serving.image import digest_from_inspect, image_to_run, pull_and_inspect
 from hgxkit.serving.multinode import head_worker
 from hgxkit.serving.nodegroups import group_for, share_for
 from hgxkit.serving.probes import http_request, parse_response
 from hgxkit.serving.router import (
+    RouterAction,
     RouterSpec,
     WorkerHost,
     choose_router_host,
+    container_name,
     group_sides,
-    needs_replacing,
+    name_problem,
+    remove_command,
+    router_action,
     router_spec,
     split_plan,
     worker_sides,
     worker_urls,
 )
 from hgxkit.serving.steps import judged_for
-from roles.sglang_router.defaults import DEFAULTS, RouterKnobs
+from roles.router.defaults import DEFAULTS, RouterKnobs
 
 
 def _worker_host(h: Host) -> WorkerHost | None:
@@ -93,7 +99,7 @@ def _served_model(h: Host) -> str:
 
 
 @deploy("hgxkit router", data_defaults=DEFAULTS)
-def sglang_router() -> None:
+def router() -> None:
     """Run the router on the chosen host only; change nothing when its spec is unchanged."""
     knobs = RouterKnobs.from_host(host)
     if not knobs.router:
@@ -117,6 +123,7 @@ def sglang_router() -> None:
     try:
         spec = router_spec(
             urls,
+            name=container_name(judged_for(host).recipe.name),
             image=knobs.router_image,
             policy=knobs.router_policy,
             bind_address=knobs.router_bind_address,
@@ -131,25 +138,44 @@ def sglang_router() -> None:
         raise
     for line in split_plan(host.name, workers, spec):
         echo(f"[{host.name}] prefill/decode split: {line}")
-    if not needs_replacing(host.get_fact(RouterContainer), spec):
+    routers = host.get_fact(RouterContainers)
+    clash = name_problem(spec, plan_fact(host, ContainerNames), routers)
+    refuse(f"router checks failed on {host.name}; the router was not started", [clash] if clash else [])
+    action = router_action(routers, spec)
+    if not action.changes:
         return  # nothing differs: no operation, nothing restarted
     # A callback: the image's digest exists only after the pull, and the router's readiness only once it runs.
     python.call(
-        name=f"Start the router {spec.image} on port {knobs.router_port} ({len(urls)} workers)",
+        name=_operation_name(spec, action, knobs.router_port, len(urls)),
         function=_start,
         spec=spec,
+        action=action,
         key_file=key_file,
         model=_served_model(host),
     )
 
 
-def _start(spec: RouterSpec, key_file: str | None, model: str) -> None:
-    """Execute time: pull the image, (re)create the router by digest, wait for /readiness, send one request."""
+def _operation_name(spec: RouterSpec, action: RouterAction, port: int, workers: int) -> str:
+    """What `--dry` lists for the router's change."""
+    retired = f", removing hgxkit's router {', '.join(action.remove)} that holds its port" if action.remove else ""
+    if not action.start:
+        return f"Remove hgxkit's router {', '.join(action.remove)}: {spec.name} is the router on port {port}"
+    return f"Start the router {spec.image} as {spec.name} on port {port} ({workers} workers){retired}"
+
+
+def _start(spec: RouterSpec, action: RouterAction, key_file: str | None, model: str) -> None:
+    """Execute time: pull the image, remove hgxkit's routers under other names, (re)create the router by digest,
+    wait for /readiness, send one request."""
     run = HostRunner(host)
+    if not action.start:
+        for name in action.remove:
+            run(remove_command(name))
+        return
     digest = digest_from_inspect(run(pull_and_inspect(spec.image)), spec.image)
     if digest is None:
         raise RunFailure(f"`docker pull {spec.image}` gave no repository digest", [], "check the registry")
-    run(script("docker rm -f {name} >/dev/null 2>&1 || true", name=spec.name))
+    for name in (*action.remove, spec.name):  # after the pull: the port is free only for the new router's start
+        run(remove_command(name))
     started = run(script("{run} 2>&1", run=spec.command(image_to_run(spec.image, digest))))
     echo(f"[{host.name}] router {spec.name} started from {spec.image} ({digest})")
     error = _wait_ready(run, spec, key_file, model)
