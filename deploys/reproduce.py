@@ -34,6 +34,7 @@ from roles.serve import plan_reads as serve_reads
 from roles.serve import prefetch_image, serve
 from roles.serve.defaults import ServeKnobs
 from roles.serve.group import multinode_preflight
+from roles.serve.split import split_preflight
 
 if not host.data.get("recipe"):
     from pyinfra.api.exceptions import DeployError
@@ -54,6 +55,7 @@ hold_host_lock(host, reads)  # one hgxkit run per node at a time (hgxkit/hostloc
 prefetch(host, reads)  # whatever the lock's channel could not read (nothing, normally)
 judged_for(host)  # the recipe's judgement under this host's allowances, before anything changes
 multinode_preflight()  # a server spanning nodes: placement, equal members, head reachable; before any change
+split_preflight()  # a split laid over hosts: each decode host reaches its prefills' bootstrap ports; before any change
 
 include_sibling(__file__, "bringup.py")
 warm_image_cache()  # with image_cache on: the cache host pulls first, so each layer crosses the uplink once

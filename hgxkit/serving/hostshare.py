@@ -18,7 +18,7 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 from hgxkit.problems import Problem
@@ -65,3 +65,37 @@ def share_of(shares: Sequence[HostShare], host: str) -> HostShare | None:
     1
     """
     return next((s for s in shares if s.host == host), None)
+
+
+@dataclass(frozen=True)
+class BootstrapReach:
+    """A connection a split laid over hosts needs: the decode groups of `decode_host` fetch the KV through the
+    bootstrap server of prefill group `group` on `prefill_host`, at that host's address (the one the router names)."""
+
+    decode_host: str
+    prefill_host: str
+    group: int
+    address: str
+    port: int
+
+
+def bootstrap_reaches(
+    shares: Sequence[HostShare], prefills: Mapping[int, int], decodes: Collection[int]
+) -> list[BootstrapReach]:
+    """Each host with a decode group, to each prefill group's bootstrap port on another host (the router pairs any
+    prefill with any decode). `prefills`: prefill group -> its bootstrap port; `decodes`: the decode groups. A
+    prefill on the decode's own host is left out: its address is the host's own.
+
+    >>> shares = [HostShare("n1", 0, "10.0.0.1", (0,)), HostShare("n2", 1, "10.0.0.2", (1,))]
+    >>> bootstrap_reaches(shares, {0: 8998}, {1})
+    [BootstrapReach(decode_host='n2', prefill_host='n1', group=0, address='10.0.0.1', port=8998)]
+    """
+    return [
+        BootstrapReach(d.host, p.host, group, p.address, prefills[group])
+        for d in shares
+        if any(g in decodes for g in d.groups)
+        for p in shares
+        if p.host != d.host
+        for group in p.groups
+        if group in prefills
+    ]

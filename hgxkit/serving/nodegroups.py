@@ -87,14 +87,23 @@ def group_for(h: Any) -> tuple[NodeGroup | None, list[Problem]]:
     return group, problems
 
 
-def share_for(h: Any, total_gpus: int | None) -> tuple[HostShare | None, list[Problem]]:
-    """`h`'s share of a recipe laid over hosts (`groups.hosts`, hgxkit.serving.hostshare; None for a recipe every
-    host serves whole) and the placement's problems; `total_gpus`: the GPUs of each host."""
+def split_shares(h: Any, total_gpus: int | None) -> tuple[list[HostShare], list[Problem]]:
+    """Every host's share of `h`'s recipe laid over hosts (`groups.hosts`, hgxkit.serving.hostshare; [] for a
+    recipe every host serves whole) and the placement's problems; `total_gpus`: the GPUs of each host."""
     recipe = recipe_for(h)
     hosts = recipe.groups.host_count if recipe.groups is not None else 1
     if hosts < 2:
+        return [], []
+    return share_hosts(candidates(h), hosts=hosts, per_host=host_group_count(recipe, total_gpus))
+
+
+def share_for(h: Any, total_gpus: int | None) -> tuple[HostShare | None, list[Problem]]:
+    """`h`'s share of a recipe laid over hosts (`split_shares`; None for a recipe every host serves whole) and the
+    placement's problems."""
+    recipe = recipe_for(h)
+    if (recipe.groups.host_count if recipe.groups is not None else 1) < 2:
         return None, []
-    shares, problems = share_hosts(candidates(h), hosts=hosts, per_host=host_group_count(recipe, total_gpus))
+    shares, problems = split_shares(h, total_gpus)
     share = share_of(shares, h.name)
     if share is None and not problems:
         problems.append(Problem("placement", f"{h.name} has no share of the groups", "set group_hosts"))

@@ -70,7 +70,8 @@ class ServeKnobs(Knobs):
     multinode_reach_timeout: int = declare(
         5,
         "seconds each member of a multi-node group may take to open a TCP connection to the head's fabric address and"
-        " rendezvous port in the preflight (deploys/reproduce.py runs it before bring-up; roles/serve/group.py). "
+        " rendezvous port in the preflight (deploys/reproduce.py runs it before bring-up; roles/serve/group.py), and "
+        "a split's decode host to each prefill's bootstrap port on another host (roles/serve/split.py). "
         "Placement knobs (group_hosts, fabric_address, dist_port) are shared: hgxkit/knobs.py.",
     )
     pd_accept_gap: bool = declare(
