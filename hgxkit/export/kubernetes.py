@@ -11,6 +11,14 @@ which the kubelet fills from the container's environment. In a LeaderWorkerSet t
 the head through `$(LWS_LEADER_ADDRESS)` and each worker takes its rank from `$(LWS_WORKER_INDEX)`. The files are a
 kustomize base (`kustomization.yaml` lists the manifest): a cluster's own settings are an overlay that patches it.
 
+A prefill/decode split on one node is its two sides, each a Deployment and a Service (the prefill's Service also
+on its bootstrap port), required on one node (pod affinity: the decode fetches the KV at the prefill's node, and
+vLLM's side channel only on it), and its kind's router in PD mode (hgxkit.export.pd_router.cluster_router) as a
+Deployment and a Service of its own that name each side by its Service's name. The router's init container waits
+until both sides' Services answer the kind's health path (only ready pods back a Service), so it starts as under
+compose and Slurm, once both sides can generate: a router started earlier waits for its workers only its startup
+timeout (600 s by default), less than a large model loads.
+
 Example:
     >>> from hgxkit.recipe.judge import judge
     >>> from hgxkit.recipe.read import load_recipe
@@ -28,6 +36,7 @@ from hgxkit.errors import InputError
 from hgxkit.export.common import (
     KEY_CONFIG_FILE,
     KEY_CONFIG_IN_CONTAINER,
+    LABEL_PREFIX,
     Container,
     Exported,
     ExportGroup,
@@ -39,10 +48,20 @@ from hgxkit.export.common import (
     not_carried,
     provenance,
 )
+from hgxkit.export.pd_router import (
+    READY_PATH,
+    SplitRouter,
+    cluster_router,
+    keyless_groups,
+    router_labels,
+    router_name,
+)
 from hgxkit.export.pod_resources import GIB, PodResources, pod_resources
 from hgxkit.recipe.danger import DEFAULT_HOST_MEMORY
 from hgxkit.recipe.judge import Judged
+from hgxkit.recipe.pd import is_prefill_decode
 from hgxkit.recipe.shellwords import dollar_segments
+from hgxkit.serving.router import Side
 
 GPU_RESOURCE = "nvidia.com/gpu"
 PRODUCT_LABEL = "nvidia.com/gpu.product"
@@ -78,22 +97,29 @@ KEY_VOLUME = "api-key"  # the Secret's key file, mounted as the server's --confi
 def export_kubernetes(judged: Judged, options: ExportOptions) -> Exported:
     """`kubernetes.yaml` (every group's workload and Service, one YAML stream) and its `kustomization.yaml`."""
     recipe = judged.recipe
-    groups = export_groups(recipe, options)
+    groups, router, keyless = _split(judged, export_groups(recipe, options), options)
     origin = provenance(judged, options)
     secret = _dns(f"{recipe.name}-secrets")
     parts: list[str] = []
     too_big: list[str] = []
-    for group in groups:
+    for index, group in enumerate(groups):
         gpus = group.head.gpu_count or options.total_gpus
         sized = pod_resources(
             recipe, gpus=gpus, hosts=group.nodes, shm_size=group.head.shm_size, model_gb=options.model_gb
         )
         workload = _single if group.nodes == 1 else _lws
         comment = [f"{group.head.name}, each pod: {sized.comment()[0]}", *(f"  {line}" for line in sized.comment()[1:])]
-        parts.append(dump_yaml(workload(group, origin, secret, options, sized), comment))
+        documents = workload(group, origin, secret, options, sized)
+        if router is not None:
+            _as_side(documents, router.sides[index], origin)
+        parts.append(dump_yaml(documents, comment))
         if sized.memory_gib * GIB > DEFAULT_HOST_MEMORY:
             too_big.append(f"{group.head.name} ({sized.memory_gib}Gi)")
     header = origin.comment()
+    if router is not None:
+        part, said = _router_part(router, recipe.name, groups, origin)
+        parts.append(part)
+        header += said
     names = _secret_names(groups)
     keyed = any(c.key_config for g in groups for c in g.containers)
     if names or keyed:
@@ -103,7 +129,7 @@ def export_kubernetes(judged: Judged, options: ExportOptions) -> Exported:
     if keyed:
         header.append(f"{KEY_CONFIG_FILE}: `api-key: KEY`, the server's --config (its key never on a command line)")
     text = dump_yaml([], header) + "---\n".join(parts)
-    dropped = not_carried(groups)
+    dropped = [*not_carried(groups), *keyless, *([router.by_tag] if router else [])]
     if any(c.gpus is not None for g in groups for c in g.containers):
         dropped.append("GPU ids: a pod asks for a number of GPUs; the device plugin chooses which")
     if any(c.ipc == "host" for g in groups for c in g.containers):
@@ -133,6 +159,104 @@ def export_kubernetes(judged: Judged, options: ExportOptions) -> Exported:
 
 MANIFEST = "kubernetes.yaml"
 KUSTOMIZATION = "kustomization.yaml"
+GROUP_LABEL = f"{LABEL_PREFIX}group"  # on a GPU group's pods only (not the router's)
+RECIPE_LABEL = f"{LABEL_PREFIX}recipe"
+HOST_TOPOLOGY = "kubernetes.io/hostname"
+BOOTSTRAP = "bootstrap"  # the prefill's port that the decode fetches the KV from
+_ROUTER_COMMENT = (
+    "the split's router in PD mode (no GPU group): its init container waits until both sides' Services answer"
+)
+
+
+def _split(
+    judged: Judged, groups: list[ExportGroup], options: ExportOptions
+) -> tuple[list[ExportGroup], SplitRouter | None, list[str]]:
+    """The groups (without the kind's key, which the router cannot send on), the router of a split and the
+    not-carried lines the key's removal needs; the groups unchanged and no router for a recipe without a split."""
+    if not is_prefill_decode(judged.recipe, options.total_gpus):
+        return groups, None, []
+    groups, keyless = keyless_groups(groups)
+    services = [f"{group.head.name}:{_service_port(group.head)}" for group in groups]
+    return groups, cluster_router(judged, groups, services, router_name(judged.recipe.name)), keyless
+
+
+def _one_node(origin: Provenance) -> dict:
+    """The split's pods on one node: each requires a GPU group's pod of the recipe there, which the first one
+    placed finds in itself (a term its own labels match does not wait for another pod)."""
+    selector = {
+        "matchLabels": {RECIPE_LABEL: origin.labels()[RECIPE_LABEL]},
+        "matchExpressions": [{"key": GROUP_LABEL, "operator": "Exists"}],
+    }
+    term = {"labelSelector": selector, "topologyKey": HOST_TOPOLOGY}
+    return {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}}
+
+
+def _as_side(documents: list[dict], side: Side | None, origin: Provenance) -> None:
+    """A group's Deployment and Service as one side of the split: on the split's node, and the prefill's bootstrap
+    port declared and served (the router names the prefill's Service to the decode, which fetches the KV there)."""
+    workload, service = documents
+    pod = workload["spec"]["template"]["spec"]
+    pod["affinity"] = _one_node(origin)
+    if side is None or side.bootstrap_port is None:
+        return
+    port = side.bootstrap_port
+    pod["containers"][0]["ports"].append({"name": BOOTSTRAP, "containerPort": port, "protocol": "TCP"})
+    service["spec"]["ports"].append({"name": BOOTSTRAP, "port": port, "targetPort": BOOTSTRAP, "protocol": "TCP"})
+
+
+def _router_part(
+    router: SplitRouter, recipe: str, groups: list[ExportGroup], origin: Provenance
+) -> tuple[str, list[str]]:
+    """The router's manifests, and the header's lines on it: where requests go, and that no one takes a key
+    (`cluster_router` refuses the split unless allow_unauthenticated allows that)."""
+    name = router_name(recipe)
+    said = [
+        f"prefill/decode split: send requests to the router's Service, {name}:{router.port} (the groups alone fail)",
+        "ALLOWED ON PURPOSE, allowed by allow_unauthenticated: the router and the sides take no API key, each behind "
+        "a ClusterIP Service that every pod of the cluster reaches",
+    ]
+    return dump_yaml(_router_documents(router, name, groups, origin), [_ROUTER_COMMENT]), said
+
+
+def _router_documents(router: SplitRouter, name: str, groups: list[ExportGroup], origin: Provenance) -> list[dict]:
+    """The router's Deployment and Service: no GPU, on the split's node (where the sides' image, which its wait
+    runs in, is already pulled), its readiness its own /readiness (200 once every worker answers)."""
+    short = router_labels(origin, short=True)
+    meta = {"name": name, "labels": {NAME_LABEL: name, **short}, "annotations": router_labels(origin)}
+    container = {
+        "name": "router",
+        "image": router.image,
+        "command": [router.program[0]],
+        "args": [*router.program[1:], *router.args],
+        "ports": [{"name": "http", "containerPort": router.port, "protocol": "TCP"}],
+        "readinessProbe": _probe(READY_PATH, router.port, failures=3),
+    }
+    pod = {"affinity": _one_node(origin), "initContainers": [_wait_for_sides(groups)], "containers": [container]}
+    port = {"name": "http", "port": router.port, "targetPort": router.port, "protocol": "TCP"}
+    deployment, service = _deployment(meta, pod), _service_of(meta, {NAME_LABEL: name}, port)
+    return [deployment, service]
+
+
+# Python is in every engine's image; curl is not. A Service answers once its side's pod is ready; until then any
+# error (refused, 503, a reset) means wait.
+_WAIT = (
+    "import sys, time, urllib.request\n"
+    "for url in sys.argv[1:]:\n"
+    "    while True:\n"
+    "        try:\n"
+    "            urllib.request.urlopen(url, timeout=10)\n"
+    "            break\n"
+    "        except OSError:\n"
+    "            time.sleep(10)\n"
+)
+
+
+def _wait_for_sides(groups: list[ExportGroup]) -> dict:
+    """The router's init container: until each side's Service answers the kind's health path, in the sides'
+    image."""
+    head = groups[0].head
+    urls = [f"http://{g.head.name}:{_service_port(g.head)}{g.kind.health_path}" for g in groups]
+    return {"name": "wait-for-sides", "image": head.image, "command": ["python3", "-c", _WAIT, *urls]}
 
 
 def _kustomization(groups: list[ExportGroup]) -> str:
@@ -235,7 +359,7 @@ def _from_secret(container: Container) -> list[str]:
 
 
 def _metadata(name: str, origin: Provenance, group: ExportGroup, **extra: str) -> dict:
-    labels = {NAME_LABEL: name, **origin.labels(), "hgxkit.io/group": str(group.index), **extra}
+    labels = {NAME_LABEL: name, **origin.labels(), GROUP_LABEL: str(group.index), **extra}
     return {"name": name, "labels": labels, "annotations": origin.annotations()}
 
 
@@ -244,22 +368,25 @@ def _single(
 ) -> list[dict]:
     container = group.head
     meta = _metadata(container.name, origin, group)
-    deployment = {
+    pod = _pod(container, group, secret, options, sized, probes=True)
+    # A rolling update would need the GPUs twice: the old pod goes before the new one starts.
+    deployment = _deployment(meta, pod, strategy={"type": "Recreate"})
+    return [deployment, _service(container, meta, {NAME_LABEL: container.name})]
+
+
+def _deployment(meta: dict, pod: dict, **spec: object) -> dict:
+    """One replica of `pod`, selected by its name label (`spec`: the rest of the Deployment's spec)."""
+    return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
         "metadata": meta,
         "spec": {
             "replicas": 1,
-            # A rolling update would need the GPUs twice: the old pod goes before the new one starts.
-            "strategy": {"type": "Recreate"},
-            "selector": {"matchLabels": {NAME_LABEL: container.name}},
-            "template": {
-                "metadata": {"labels": meta["labels"], "annotations": meta["annotations"]},
-                "spec": _pod(container, group, secret, options, sized, probes=True),
-            },
+            **spec,
+            "selector": {"matchLabels": {NAME_LABEL: meta["name"]}},
+            "template": {"metadata": {"labels": meta["labels"], "annotations": meta["annotations"]}, "spec": pod},
         },
     }
-    return [deployment, _service(container, meta, {NAME_LABEL: container.name})]
 
 
 def _lws(
@@ -302,17 +429,21 @@ def _lws(
     return [lws, _service(leader, meta, {LWS_NAME_LABEL: leader.name, "role": "leader"})]
 
 
+def _service_port(container: Container) -> int:
+    return container.host_port or container.container_port
+
+
 def _service(container: Container, meta: dict, selector: dict[str, str]) -> dict:
-    port = container.host_port or container.container_port
+    port = {"name": "http", "port": _service_port(container), "targetPort": container.container_port, "protocol": "TCP"}
+    return _service_of(meta, selector, port)
+
+
+def _service_of(meta: dict, selector: dict[str, str], port: dict) -> dict:
     return {
         "apiVersion": "v1",
         "kind": "Service",
         "metadata": meta,
-        "spec": {
-            "type": "ClusterIP",
-            "selector": selector,
-            "ports": [{"name": "http", "port": port, "targetPort": container.container_port, "protocol": "TCP"}],
-        },
+        "spec": {"type": "ClusterIP", "selector": selector, "ports": [port]},
     }
 
 

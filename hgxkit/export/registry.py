@@ -31,7 +31,7 @@ EXPORTERS: dict[str, Callable[[Judged, ExportOptions], Exported]] = {
 }
 # The targets that write a prefill/decode split's router in PD mode (hgxkit.export.pd_router), one node; the others
 # would write groups that answer every request with an error (SGLang's decode: 400, no bootstrap room).
-SPLIT_TARGETS = ("compose", "slurm")
+SPLIT_TARGETS = ("compose", "k8s", "slurm")
 
 
 def export_recipe(judged: Judged, target: str, options: ExportOptions) -> Exported:

@@ -44,13 +44,12 @@ from hgxkit.export.common import (
     ExportGroup,
     ExportOptions,
     Provenance,
-    dns_name,
     export_groups,
     key_file_line,
     model_entry_read_only,
     provenance,
 )
-from hgxkit.export.pd_router import READY_PATH, ROUTER, SplitRouter, keyless_groups, router_labels, split_router
+from hgxkit.export.pd_router import READY_PATH, SplitRouter, keyless_groups, router_labels, router_name, split_router
 from hgxkit.hostcmd import script, text
 from hgxkit.recipe.docker_options import canonical
 from hgxkit.recipe.docker_parse import OptionEntry
@@ -256,7 +255,7 @@ def _router_lines(recipe: Recipe, groups: list[ExportGroup], router: SplitRouter
     """A split's router as its own step on the node (started once both sides answer, stopped and removed with the
     job like the groups), a wait for its readiness, then the smoke cell through it from the first decode's
     container, as verify measures a split."""
-    name = f"{dns_name(recipe.name)}-{ROUTER}"
+    name = router_name(recipe.name)
     labels = [f"--label={key}={value}" for key, value in {ROUTER_CONTAINER_LABEL: "1", **router_labels(origin)}.items()]
     run = ["docker", "run", "--name", name, *labels, "--network", "host", "--entrypoint", router.program[0]]
     words = [*run, router.image, *router.program[1:], *router.args]
