@@ -27,7 +27,7 @@ from hgxkit.errors import InputError
 from hgxkit.importing.bench_clients import client_of
 from hgxkit.importing.post import ASSIGNMENT_RE, MAX_COMMANDS, Command
 from hgxkit.importing.provenance import Exported
-from hgxkit.kinds import KINDS, UNSUPPORTED, UnsupportedKind, python_program
+from hgxkit.kinds import KINDS, UNSUPPORTED, UnsupportedKind, image_file_kind, image_matches, python_program
 from hgxkit.recipe.shellwords import Word
 
 _SEPARATORS = frozenset({";", "&&", "||", "|", "&", "|&", ";;"})
@@ -162,13 +162,14 @@ def simple_commands(commands: Sequence[Command]) -> list[Simple]:
 
 @dataclass(frozen=True)
 class ContainerExec:
-    """`apptainer exec [OPTIONS] IMAGE LAUNCH…` (or `singularity exec`): the image word the launch runs in."""
+    """`apptainer exec [OPTIONS] IMAGE LAUNCH…` or `apptainer run [OPTIONS] IMAGE ARGS…` (or `singularity`): the
+    image word the launch runs in."""
 
     image: Word
     program: str  # apptainer or singularity
 
 
-# Options of `apptainer exec` / `singularity exec` that take a value (the rest are switches: --nv, --cleanenv, …)
+# Options of `apptainer exec|run` (or `singularity`) that take a value (the rest are switches: --nv, --cleanenv, …)
 _EXEC_VALUES = frozenset(
     {"-B", "--bind", "--env", "--env-file", "-H", "--home", "-W", "--workdir", "--pwd", "-o", "--overlay", "--mount"}
 )
@@ -177,11 +178,12 @@ _EXEC_VALUES = frozenset(
 def _container_exec(
     words: list[Word], prefix: list[Word], name: str, notes: list[str]
 ) -> tuple[list[Word], list[Word], ContainerExec | None]:
-    """The launch an `apptainer exec` / `singularity exec` runs, with its `--env NAME=value`s as the launch's
-    prefix and its `--bind SRC:DST` container paths written as the host's (each a note); the words unchanged
-    for any other command, or a container command that is no launch of a served engine."""
+    """The launch an `apptainer exec` / `singularity exec` (or `… run`, see `_runscript`) runs, with its
+    `--env NAME=value`s as the launch's prefix and its `--bind SRC:DST` container paths written as the host's (each
+    a note); the words unchanged for any other command, or a container command that is no launch of a served
+    engine."""
     texts = [w.text for w in words]
-    if len(texts) < 3 or texts[0] not in ("apptainer", "singularity") or texts[1] != "exec":
+    if len(texts) < 3 or texts[0] not in ("apptainer", "singularity") or texts[1] not in ("exec", "run"):
         return words, prefix, None
     index, binds, env = 2, [], []
     while index < len(words) and texts[index].startswith("-"):
@@ -194,14 +196,16 @@ def _container_exec(
         elif option == "--env":
             env.append(replace(words[index], text=value))
         index += 1
-    launch = words[index + 1 :]
-    if index >= len(words) or not any(
-        kind.launches(python_program([w.text for w in launch])) for kind in KINDS.values()
-    ):
+    if index >= len(words):
         return words, prefix, None
-    image = words[index]
+    image, launch = words[index], words[index + 1 :]
+    if not _launches(launch) and texts[1] == "run":
+        launch = _runscript(image, launch)
+    if not _launches(launch):
+        return words, prefix, None
+    runs = "the launch after it" if launch[:1] == words[index + 1 : index + 2] else "the image's server"
     notes.append(
-        f"{name}:{image.line}: `{texts[0]} exec … {image.text}` runs the launch after it, which is taken; hgxkit runs "
+        f"{name}:{image.line}: `{texts[0]} {texts[1]} … {image.text}` runs {runs}, which is taken; hgxkit runs "
         "it in a Docker container"
     )
     written = []
@@ -215,6 +219,23 @@ def _container_exec(
                 break
         written.append(word)
     return written, [*prefix, *env], ContainerExec(image, texts[0])
+
+
+def _launches(words: Sequence[Word]) -> bool:
+    return any(kind.launches(python_program([w.text for w in words])) for kind in KINDS.values())
+
+
+def _runscript(image: Word, args: list[Word]) -> list[Word]:
+    """What `apptainer run IMAGE ARGS…` runs: the image's runscript, which for an image built from a Docker image
+    is its ENTRYPOINT with ARGS; the kind's server launch when the image (`docker://REF`, or a file named like
+    `vllm-0.8.5.sif`) holds a kind whose image's entrypoint is its server, else ARGS as they are."""
+    if image.text.startswith("docker://"):
+        kind = next((k for k in KINDS.values() if image_matches(image.text.removeprefix("docker://"), k.images)), None)
+    else:
+        kind = image_file_kind(image.text)
+    if kind is None or not kind.image_entrypoint:
+        return args
+    return [*(replace(image, text=word) for word in kind.image_entrypoint), *args]
 
 
 def _placeholder(command: Command) -> tuple[int, int, str] | None:
@@ -281,9 +302,17 @@ def _prefix(words: list[Word], name: str) -> tuple[list[Word], list[Word], list[
             index += 1
         elif text == "env" and index + 1 < len(words) and not words[index + 1].text.startswith("-"):
             # `env NAME=value … cmd` runs cmd with those variables, as the same words without `env` do (its
-            # options, `-i` or `-u NAME`, change that: such a command is kept as it is)
+            # other options, `-u NAME` or `-C DIR`, change that: such a command is kept as it is)
             notes.append(f"{name}:{words[index].line}: `env` dropped (its NAME=value words are the command's prefix)")
             index += 1
+        elif text == "env" and index + 2 < len(words) and words[index + 1].text in _EMPTY_ENVIRONMENT:
+            # A container starts from its image's environment, never the host shell's, which is what `-i` keeps
+            # away; emptying the image's too would lose its PATH and CUDA settings, which the post never meant.
+            notes.append(
+                f"{name}:{words[index].line}: `env {words[index + 1].text}` dropped (its NAME=value words are the "
+                "command's prefix; the container starts from its image's environment, and the host's never reaches it)"
+            )
+            index += 2
         elif ASSIGNMENT_RE.match(text) and not words[index].is_operator:
             prefix.append(words[index])
             index += 1
@@ -298,6 +327,9 @@ def _prefix(words: list[Word], name: str) -> tuple[list[Word], list[Word], list[
         )
         index += 1
     return words[index:], prefix, notes
+
+
+_EMPTY_ENVIRONMENT = frozenset({"-i", "--ignore-environment", "-"})
 
 
 def _wraps_launch(texts: Sequence[str]) -> bool:

@@ -37,6 +37,7 @@ from hgxkit.importing.post import PostFile
 from hgxkit.importing.reading import Reading
 from hgxkit.importing.skypilot import SKYPILOT
 from hgxkit.importing.slurm import SLURM
+from hgxkit.importing.substitutions import SUBSTITUTED
 from hgxkit.importing.vllm_multinode import RAY_START
 
 
@@ -78,7 +79,7 @@ FORMATS: tuple[SourceFormat, ...] = (
     RAY_START,
 )
 DOCUMENT_FORMATS: tuple[DocumentFormat, ...] = (COMPOSE, KUBERNETES, SKYPILOT, DSTACK, HELM_VALUES)
-SCRIPT_FORMATS: tuple[ScriptFormat, ...] = (SLURM,)
+SCRIPT_FORMATS: tuple[ScriptFormat, ...] = (SUBSTITUTED, SLURM)
 
 
 def format_of(simple: Simple) -> SourceFormat | None:

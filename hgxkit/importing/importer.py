@@ -221,7 +221,7 @@ class _Importer:
             error = simple.error()
             assert error is not None
             text = " ".join(simple.command.post.clean[simple.command.first - 1 : simple.command.last])
-            if re.search(r"docker run|serve|launch_server|api_server", text):
+            if re.search(r"docker run|\bserve\b|launch_server|api_server", text):  # `dstack server` serves nothing
                 self.reading.servers.append(Candidate(simple, "broken", error=error))
             elif re.search(r"\bray start\b|\brun_cluster\.sh\b", text):  # a host of a Ray cluster: it counts
                 self.reading.cluster.append(error)
@@ -231,6 +231,7 @@ class _Importer:
         elif simple.kind in ("assign", "export"):
             names = [w.text.split("=", 1)[0] for w in simple.words[simple.kind == "export" :]]
             self._said(simple, "read", f"variable(s) {', '.join(names)} (used where the post writes $NAME)")
+            self.notes += [note for note in simple.notes if note not in self.notes]  # how a value was read
         elif simple.texts[:1] == ["cd"] and not simple.in_block:
             self._said(
                 simple,

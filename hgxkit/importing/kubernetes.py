@@ -35,7 +35,7 @@ Example:
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from hgxkit.errors import InputError
@@ -324,6 +324,7 @@ class _Pod:
         line = container.get(LINE, self.document.first)
         at = self.where(line)
         words: list[WordAt] = [("docker", line), ("run", line)]  # no --name: a workload's name is no container's
+        _refuse_template_variables(container, line, self.where)
         environment = self._variables(container)
         words += self._gpus(container, lines.get("resources", line))
         words += self._pod_options(line)
@@ -617,6 +618,35 @@ class _Pod:
         if self.pod.get("__group__") is not None and isinstance(replicas, int) and replicas > 1:
             self.notes.append(
                 f"{self.where(line)}: replicas: {replicas} groups of the LeaderWorkerSet; the recipe is one"
+            )
+
+
+# `${NAME}`: not the kubelet's `$(NAME)`; a template tool (envsubst, a deploy script) writes it before `kubectl apply`.
+_TEMPLATE_VARIABLE = re.compile(r"\$\{[A-Za-z_][A-Za-z0-9_]*\}")
+
+
+def _refuse_template_variables(container: dict, line: int, where: Callable[[int | None], str]) -> None:
+    """Refuse a container whose image, command, args or resources hold a `${NAME}` (a manifest written as a
+    template): Kubernetes passes it on as text, and the value it stands for is not in the post."""
+    lines = container.get(LINES, {})
+    resources = container.get("resources") or {}
+    fields: list[tuple[Any, int]] = [(container.get("image"), lines.get("image", line))]
+    for part in ("limits", "requests"):
+        values = resources.get(part) or {}
+        at = getattr(values, "get", lambda *_: {})(LINES, {})
+        fields += [(v, at.get(k, lines.get("resources", line))) for k, v in values.items() if k not in (LINE, LINES)]
+    for key in ("command", "args"):
+        items = container.get(key) or []
+        item_lines = getattr(items, "lines", [])
+        fields += [(v, item_lines[i] if i < len(item_lines) else lines.get(key, line)) for i, v in enumerate(items)]
+    env = {item.get("name") for item in container.get("env") or [] if isinstance(item, dict)}
+    for value, at in sorted(fields, key=lambda field: field[1]):
+        found = next((m for m in _TEMPLATE_VARIABLE.finditer(str(value)) if m.group()[2:-1] not in env), None)
+        if found and value is not None:  # one the container's env sets is a shell's there (`sh -c "…${NAME}…"`)
+            raise InputError(
+                f"{where(at)}: {found.group()} is not set by the post: the manifest is a template whose "
+                f"variables a tool such as envsubst writes before `kubectl apply` (Kubernetes expands only "
+                f"$(NAME) from the container's env); write its value into the manifest"
             )
 
 

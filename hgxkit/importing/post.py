@@ -168,7 +168,11 @@ def is_command_start(text: str) -> bool:
     if continued:
         words.pop()  # `NAME=value \`: an environment prefix continued on the next line
     index = 0
-    while index < len(words) and (ASSIGNMENT_RE.match(words[index]) or words[index] in ("sudo", "-E", "nohup", "env")):
+    while index < len(words) and (
+        ASSIGNMENT_RE.match(words[index])
+        or words[index] in ("sudo", "-E", "nohup", "env")
+        or (words[index] in ("-i", "--ignore-environment") and index and words[index - 1] == "env")
+    ):
         index += 1
     if index == len(words):  # `model=org/name` on its own line, or `nohup env \` before the rest of a command
         return index > 0 and (ASSIGNMENT_RE.match(words[0]) is not None or continued)

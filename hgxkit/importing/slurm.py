@@ -42,6 +42,7 @@ from hgxkit.errors import InputError
 from hgxkit.importing.commands import Simple, simple_commands
 from hgxkit.importing.post import Command, PostFile
 from hgxkit.importing.reading import Reading
+from hgxkit.importing.substitutions import counts_gpus, with_count
 from hgxkit.importing.variables import Scope
 from hgxkit.kinds import KINDS
 from hgxkit.recipe.shellwords import Word, split_words
@@ -127,6 +128,14 @@ class Directives:
     tasks_per_node: int | None = None
     gpus_per_node: int | None = None
     tasks: int | None = None
+    gpus: int | None = None  # the job's GPUs (`--gpus`, `-G`), per node on a job of one node
+    gpus_line: str = ""  # the `#SBATCH` line that gives the GPU count
+
+    def node_gpus(self) -> int | None:
+        """The GPUs each node of the job has: `--gpus-per-node`/`--gres`, or `--gpus` on a job of one node."""
+        if self.gpus_per_node is not None:
+            return self.gpus_per_node
+        return self.gpus if (self.nodes or 1) == 1 else None
 
 
 class _Slurm:
@@ -168,7 +177,7 @@ class _Slurm:
             if line not in taken:
                 kept.append(Simple(Command(post, line, line, ()), "slurm", (), notes=(f"skipped {why}",)))
         kept.sort(key=lambda s: s.command.first)
-        kept = [_head_in_value(s, {name for _, name, _ in heads}) for s in kept]
+        kept = [_head_in_value(_gpu_count(s, directives), {name for _, name, _ in heads}) for s in kept]
         wrapped = {id(s) for s in sruns}
         for simple in kept:
             if id(simple) in wrapped:
@@ -207,12 +216,24 @@ def _directive(post: PostFile, number: int, text: str, directives: Directives) -
         directives.tasks = int(value)
         read = f"read #SBATCH {text} (tasks of the job)"
     elif option in ("--gpus-per-node", "--gres") and (gpus := re.fullmatch(r"(?:gpu:)?(?:[\w-]+:)?(\d+)", value)):
-        directives.gpus_per_node = int(gpus.group(1))
+        directives.gpus_per_node, directives.gpus_line = int(gpus.group(1)), f"#SBATCH {text}"
         read = f"read #SBATCH {text} (GPUs per node: the server's parallel sizes give the group's)"
+    elif option in ("--gpus", "-G") and (gpus := re.fullmatch(r"(?:[\w-]+:)?(\d+)", value)):
+        directives.gpus, directives.gpus_line = int(gpus.group(1)), f"#SBATCH {text}"
+        read = f"read #SBATCH {text} (the job's GPUs: the server's parallel sizes give the group's)"
     elif option == "--exclusive":
         read = f"read #SBATCH {text} (whole nodes: hgxkit's groups place the GPUs)"
     note = read or f"skipped #SBATCH {text} (a scheduler setting; hgxkit deploys on the inventory's hosts)"
     return Simple(Command(post, number, number, ()), "slurm", (), notes=(note,))
+
+
+def _gpu_count(simple: Simple, directives: Directives) -> Simple:
+    """`TP=$(nvidia-smi --list-gpus | wc -l)` in a job whose `#SBATCH` lines give its GPUs: that count, which is
+    what `nvidia-smi` lists inside the job; any other substitution stays one the import refuses where it is used."""
+    count = directives.node_gpus()
+    if count is None or not counts_gpus(simple):
+        return simple
+    return with_count(simple, count, f"the job is given ({directives.gpus_line})")
 
 
 def _heads(post: PostFile) -> list[tuple[int, str, str]]:

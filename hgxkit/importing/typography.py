@@ -42,9 +42,9 @@ _COMMENTED_CONTINUATION = re.compile(r"\\([ \t]+)(#.*)$")
 def normalise(name: str, text: str) -> tuple[str, list[tuple[int, str]]]:
     """`text` with its commands' typography undone, and (line, note) for each line changed; raise InputError
     naming the line for what could be read more than one way."""
+    text, notes = option_per_line(name, text)
     if not _SPECIAL.search(text) and "\\ " not in text:
-        return text, []
-    notes: list[tuple[int, str]] = []
+        return text, notes
     # Again until nothing changes: a repaired continuation makes the next line part of its command, to be read too.
     for _ in range(MAX_PASSES):
         post = read_post(name, text)
@@ -62,6 +62,48 @@ def normalise(name: str, text: str) -> tuple[str, list[tuple[int, str]]]:
 
 
 MAX_PASSES = 20  # each pass repairs at least one line; a command longer than this is left as its last pass read it
+
+# A line that is only options: `--port 8000`, `--served-model-name "glm4"`, `-tp 2` (no comment, no backslash).
+_OPTION_LINE = re.compile(r"[ \t]*--?[A-Za-z][^#\\]*")
+
+
+def option_per_line(name: str, text: str) -> tuple[str, list[tuple[int, str]]]:
+    """`text` with a command that a rendered page shows one option per line, without the backslashes, read as one
+    command: a launch ended without a backslash, then only lines that start with an option up to the paragraph's
+    end (a blank line, the fence's end, the text's end). A line that starts with an option is no command of its
+    own, so the lines can be read only one way; each such command is a note. Anything else after the launch (a
+    word, prose) leaves the lines as they are, for the missing backslash to be refused naming the line.
+
+    >>> text, notes = option_per_line("p", "vllm serve org/m\\n--port 8000\\n-tp 2\\n\\nthen")
+    >>> text.splitlines()[:3], notes[0][0]
+    (['vllm serve org/m \\\\', '--port 8000 \\\\', '-tp 2'], 1)
+    """
+    if "\n-" not in text:
+        return text, []
+    post = read_post(name, text)
+    lines = list(post.lines)
+    notes: list[tuple[int, str]] = []
+    for command in find_commands(post):
+        if command.unended is None or command.unended[0] != command.last + 1:
+            continue
+        last = command.last
+        while last < len(lines) and post.fences[last] == post.fences[command.first - 1] and post.clean[last].strip():
+            if not _OPTION_LINE.fullmatch(post.clean[last]) or post.clean[last] != lines[last]:
+                break
+            last += 1
+        else:
+            if last == command.last:
+                continue
+            for index in range(command.last - 1, last - 1):
+                lines[index] = lines[index].rstrip() + " \\"
+            notes.append(
+                (
+                    command.first,
+                    f"lines {command.first}-{last} are one command written one option per line without the "
+                    "continuation backslashes (as a rendered page shows it): read as one command",
+                )
+            )
+    return "\n".join(lines), notes
 
 
 def _shell_end(line: str, clean: str) -> int:

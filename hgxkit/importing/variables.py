@@ -153,6 +153,10 @@ class Scope:
             else None
         )
         if how:
+            if root.computed and root.written.startswith("$("):  # the substitution as written, never its words
+                how = f"by the command substitution `{root.written}`"
+            elif root.computed and root.written.startswith("`"):
+                how = f"by the command substitution `{root.written.strip('`')}` (in backticks)"
             through = f" (${definition.name} is set from it)" if root is not definition else ""
             raise InputError(
                 f"{where}: ${root.name} is set {how} ({root.file or self.source}:{root.line}){through}, so the "

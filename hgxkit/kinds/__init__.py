@@ -38,6 +38,7 @@ __all__ = [
     "ServerKind",
     "UnsupportedKind",
     "detect_kind",
+    "image_file_kind",
     "image_matches",
     "kind_programs",
     "launcher_prefixes",
@@ -221,6 +222,24 @@ def image_matches(image: str | None, prefixes: Sequence[str]) -> bool:
     """True when `image` is in one of these repositories (a prefix ending in `/` names a registry path)."""
     repo = repository(image or "").lower()
     return any(repo == p.rstrip("/") or (p.endswith("/") and repo.startswith(p)) for p in prefixes)
+
+
+def image_file_kind(path: str) -> ServerKind | None:
+    """The kind whose server an image file holds, by the words of its name (`vllm-0.8.5p1.sif`,
+    `vllm-openai_latest.sif`: vLLM); None when no kind's name or image repository is one of them.
+
+    >>> image_file_kind("/opt/vllm-0.8.5p1.sif").name, image_file_kind("sglang_v0.5.sif").name
+    ('vllm', 'sglang')
+    >>> image_file_kind("/scratch/llm-api.sif") is None
+    True
+    """
+    stem = path.rsplit("/", 1)[-1].lower()
+    words = set(re.split(r"[-_.:]+", stem))
+    for kind in KINDS.values():
+        names = {kind.name, *(image.rsplit("/", 1)[-1] for image in kind.images)}
+        if words & names or any(name in stem for name in names if "-" in name):
+            return kind
+    return None
 
 
 def detect_kind(image: str | None, program: Sequence[str], explicit: str | None = None) -> ServerKind:

@@ -179,9 +179,11 @@ def test_procid_with_several_tasks_per_node_counts_tasks() -> None:
 )
 def test_a_head_from_an_unreadable_expression_is_refused_naming_its_line(line: str) -> None:
     header = HEADER.replace(HEADER.splitlines()[-1], line)
+    written = line.partition("=")[2]  # named as written, never its words taken as commands of the post
+    shown = f"`{written}`" if written.startswith("$(") else f"`{written.strip('`')}` (in backticks)"
     assert refusal(script("srun ", header=header)) == (
-        "job.sbatch:7: $HEAD is set by a command substitution (job.sbatch:6), so the command has no single value for "
-        "it; write the value into the command"
+        f"job.sbatch:7: $HEAD is set by the command substitution {shown} (job.sbatch:6), so the command has no single "
+        "value for it; write the value into the command"
     )
 
 

@@ -110,6 +110,15 @@ VARIABLES = {
     "082": {"MODEL": "Qwen/Qwen2.5-1.5B-Instruct", "NAME": "qwen"},
     "101": {"WORK": "/scratch/me", "HF_HOME": "/scratch/me/hf"},  # HF_HOME=$WORK/hf, expanded as it is set
     "102": {"HEAD_IP": "192.168.114.10"},
+    "153": {  # TP=$(nvidia-smi --list-gpus | wc -l) is the job's #SBATCH --gres=gpu:h100:2 (a note of the import)
+        "TP": "2",
+        "MODEL_PATH": "openai/gpt-oss-120b",
+        "MAX_MODEL_LEN": "131072",
+        "TOOL_CALL_PARSER": "openai",
+        "REASONING_PARSER": "openai_gptoss",
+        "PORT": "8000",
+        "HOST": "127.0.0.1",
+    },
 }
 # The directory a post's `cd` leaves: the docker client reads a relative --env-file there (a note of the import).
 BASED = {"104": "/opt/serve"}
@@ -374,6 +383,9 @@ def test_a_bare_launch_is_translated_as_its_notes_say(number: str, posix_argv) -
             args = [model.mount_point if a == model.repo_id and i not in served else a for i, a in enumerate(args)]
         if kind.name == "sglang" and "--host" not in args and nodes < 2:  # spanning nodes: listens as posted
             args += ["--host", "0.0.0.0"]
+        loopback = next((n for n in result.notes if re.search(r"--host \S+ became 0\.0\.0\.0", n)), None)
+        if loopback is not None:  # a loopback address inside a container is unreachable: the note says so
+            args[args.index("--host") + 1] = "0.0.0.0"
         if "--served-model-name" not in args and not local:
             args += ["--served-model-name", model.repo_id]
         if "--dist-init-addr" in args:  # the head's address is given per deploy (here the post's, if it has one)

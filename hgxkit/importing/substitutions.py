@@ -1,0 +1,89 @@
+"""`NAME=$(COMMAND)` and ``NAME=`COMMAND` ``: a variable set by a command substitution, read as one assignment.
+
+A shell runs COMMAND when the line runs, on the poster's host; its output is not in the post. So the variable has
+no value an import can write (`TP=$(nvidia-smi --list-gpus | wc -l)` is as many GPUs as that host has), and a
+server that uses it is refused where it does (hgxkit.importing.variables), naming the substitution as written,
+never the words of COMMAND taken as a value or as commands of their own (a pipe inside `$(…)` is COMMAND's). The
+one substitution whose output a post does say is the GPU count in a Slurm job: `nvidia-smi` lists the GPUs the
+job was given (hgxkit.importing.slurm writes the `#SBATCH` count in, with a note).
+
+Example:
+    >>> from hgxkit.importing.commands import simple_commands
+    >>> from hgxkit.importing.post import find_commands, read_post
+    >>> post = read_post("p", "W=`nvidia-smi -L | wc -l`\\nvllm serve org/m --tensor-parallel-size $W")
+    >>> simples = SUBSTITUTED.rewrite(post, simple_commands(find_commands(post)))
+    >>> [(s.kind, s.texts) for s in simples]
+    [('assign', ['W=`nvidia-smi -L | wc -l`']), ('server', ['vllm', 'serve', 'org/m', '--tensor-parallel-size', '$W'])]
+    >>> counts_gpus(simples[0])
+    True
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+
+from hgxkit.importing.commands import Simple
+from hgxkit.importing.post import Command, PostFile
+from hgxkit.recipe.shellwords import Word
+
+_LINE = re.compile(
+    r"^\s*(?P<export>export\s+)?(?P<name>[A-Za-z_]\w*)=(?P<q>[\"']?)"
+    r"(?P<sub>\$\((?P<inner>(?:[^()]|\([^()]*\))*)\)|`(?P<ticked>[^`]*)`)(?P=q)\s*(?:#.*)?$"
+)
+# Commands whose output is the number of GPUs the host (or the job) lets the process see.
+_GPU_COUNT = re.compile(r"\s*nvidia-smi\s+(?:--list-gpus|-L)\s*\|\s*wc\s+-l\s*")
+
+
+class _Substituted:
+    """The script rewrite that reads each whole-line `NAME=$(…)` as one assignment (see the module docstring)."""
+
+    name = "command substitution"
+
+    def rewrite(self, post: PostFile, simples: list[Simple]) -> list[Simple]:
+        lines = {n: m for n, line in enumerate(post.clean, 1) if (m := _line(line, post.lines[n - 1]))}
+        if not lines:
+            return simples
+        # what the shell scan made of the line (the pipe's commands inside `$(…)`, an assignment without its
+        # substitution, or with it in pieces) gives way to the one assignment that keeps it as written
+        kept = [s for s in simples if s.command.first not in lines]
+        for number, match in lines.items():
+            kind = "export" if match["export"] else "assign"
+            column = match.start("name") + 1
+            word = Word(f"{match['name']}={match['sub']}", number, column, False)
+            opening = Word(
+                match["sub"][:2] if match["inner"] is not None else "`", number, match.start("sub") + 1, False, True
+            )
+            words = (Word("export", number, match.start("export") + 1, False), word) if match["export"] else (word,)
+            kept.append(Simple(Command(post, number, number, words), kind, words, substitution=opening))
+        return sorted(kept, key=lambda s: s.command.first)
+
+
+SUBSTITUTED = _Substituted()
+
+
+def _line(clean: str, written: str) -> re.Match[str] | None:
+    """The assignment a line makes from a substitution: read from the clean line, or from the line as written
+    where reading it as Markdown took ``NAME=`COMMAND` `` for prose around inline code (the clean line keeps only
+    COMMAND)."""
+    match = _LINE.match(clean)
+    if match is None and (match := _LINE.match(written)) is not None:
+        return match if match["ticked"] is not None and clean.strip() == match["ticked"].strip() else None
+    return match
+
+
+def counts_gpus(simple: Simple) -> bool:
+    """True when `simple` sets a variable to the GPU count `nvidia-smi` lists (`$(nvidia-smi --list-gpus | wc -l)`)."""
+    if simple.substitution is None or simple.kind not in ("assign", "export"):
+        return False
+    _, _, value = simple.words[-1].text.partition("=")
+    inner = value[2:-1] if value.startswith("$(") else value[1:-1]
+    return _GPU_COUNT.fullmatch(inner) is not None and value[-1:] in (")", "`")
+
+
+def with_count(simple: Simple, count: int, why: str) -> Simple:
+    """`simple` (a GPU-count substitution) as `NAME=count`, with a note saying where the count comes from."""
+    name, _, value = simple.words[-1].text.partition("=")
+    word = replace(simple.words[-1], text=f"{name}={count}")
+    note = f"{simple.where()}: ${name} is {count}: `{value}` counts the GPUs {why}"
+    return replace(simple, words=(*simple.words[:-1], word), substitution=None, notes=(*simple.notes, note))
