@@ -2,8 +2,8 @@
 
 A post is a Slurm script when it has an `#SBATCH` line or an `srun` command. Then, before the commands are
 taken (`rewrite`, which `formats.SCRIPT_FORMATS` runs on a post's simple commands):
-- each `#SBATCH` line is read (`--nodes`/`-N`, `--ntasks-per-node`, `--gpus-per-node`/`--gres=gpu:N`) or set
-  aside with its reason (a scheduler setting: time, partition, log files); `#SBATCH hetjob` (a heterogeneous
+- each `#SBATCH` line is read (`--nodes`/`-N`, `--ntasks-per-node`, `--gpus-per-node`/`--gres=gpu:N`, `--gpus`/`-G`)
+  or set aside with its reason (a scheduler setting: time, partition, log files); `#SBATCH hetjob` (a heterogeneous
   job) is refused by name;
 - `srun [options] COMMAND` becomes COMMAND (one task per node runs it on every host of the group), and
   `srun … bash -c "COMMAND"` the command in the string (the batch shell's variables written out first); a Docker
@@ -14,6 +14,9 @@ taken (`rewrite`, which `formats.SCRIPT_FORMATS` runs on a post's simple command
   `-n1`/`-1`), and `NAME=$(srun … -w "$HEAD" hostname --ip-address)` for such a head, define the head: the job's
   first node (`slurm-head`, which `nodes.join_ranks` replaces by the head of each deploy); any other
   substitution that asks `scontrol` stays what it is, a value the import refuses where it is used;
+- the GPUs each node of the job has (those lines) are the value of `$SLURM_GPUS_ON_NODE`/`$SLURM_GPUS_PER_NODE`
+  given to a flag and of `NAME=$(nvidia-smi --list-gpus | wc -l)` (hgxkit.importing.substitutions), each a note;
+  without such a line either is refused by name;
 - `$SLURM_NODEID` (or `$SLURM_PROCID` with one task per node) as the value of the rank flag is the rank: the
   command taken is rank 0's, and hgxkit gives each host its own. `$SLURM_PROCID` with several tasks per node,
   `$SLURM_LOCALID`, and `$SLURM_NNODES`/`$SLURM_JOB_NUM_NODES` where the job's node count is not written are
@@ -116,6 +119,7 @@ _SRUN_VALUES = frozenset(
 )
 _RANKS = ("SLURM_NODEID", "SLURM_PROCID")
 _NODE_COUNTS = ("SLURM_NNODES", "SLURM_JOB_NUM_NODES")
+_GPU_COUNTS = ("SLURM_GPUS_ON_NODE", "SLURM_GPUS_PER_NODE")  # what Slurm sets from the job's GPU request
 _SLURM_VAR = re.compile(r"\$\{?(SLURM_[A-Z_]+)\}?")
 _SHELLS = frozenset({"bash", "sh", "/bin/bash", "/bin/sh"})
 
@@ -225,6 +229,19 @@ def _directive(post: PostFile, number: int, text: str, directives: Directives) -
         read = f"read #SBATCH {text} (whole nodes: hgxkit's groups place the GPUs)"
     note = read or f"skipped #SBATCH {text} (a scheduler setting; hgxkit deploys on the inventory's hosts)"
     return Simple(Command(post, number, number, ()), "slurm", (), notes=(note,))
+
+
+def _job_gpus(value: Word, name: str, directives: Directives, notes: list[str], said: str) -> Word:
+    """`$SLURM_GPUS_ON_NODE` as a flag's value: the GPUs the `#SBATCH` lines give each node (a note); refused
+    naming it where they give none, as Slurm's value is then the cluster's default, not the post's."""
+    count = directives.node_gpus()
+    if count is None:
+        raise InputError(
+            f"{said} ${name} is the GPU count Slurm gives the job, which no #SBATCH line of the script says "
+            "(--gres=gpu:N or --gpus-per-node=N); write the value"
+        )
+    notes.append(f"{said} ${name} is {count} ({directives.gpus_line})")
+    return replace(value, text=str(count))
 
 
 def _gpu_count(simple: Simple, directives: Directives) -> Simple:
@@ -456,6 +473,9 @@ def _ranked(simple: Simple, directives: Directives, branch: int | None = None) -
         if is_nnodes:
             nodes = value.text
         match = re.fullmatch(r"\$\{?(SLURM_[A-Z_]+)\}?", value.text)
+        if match is not None and match.group(1) in _GPU_COUNTS:
+            words[index + 1] = _job_gpus(value, match.group(1), directives, notes, f"{where}:{value.line}: {flag}")
+            continue
         if match is None or not (is_rank or is_nnodes):
             continue
         name = match.group(1)

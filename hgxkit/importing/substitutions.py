@@ -32,7 +32,9 @@ _LINE = re.compile(
     r"(?P<sub>\$\((?P<inner>(?:[^()]|\([^()]*\))*)\)|`(?P<ticked>[^`]*)`)(?P=q)\s*(?:#.*)?$"
 )
 # Commands whose output is the number of GPUs the host (or the job) lets the process see.
-_GPU_COUNT = re.compile(r"\s*nvidia-smi\s+(?:--list-gpus|-L)\s*\|\s*wc\s+-l\s*")
+_GPU_COUNT = re.compile(
+    r"\s*nvidia-smi\s+(?:--list-gpus|-L|--query-gpu=\w+\s+--format=csv,noheader)\s*\|\s*(?:wc\s+-l|grep\s+-c\s+\S+)\s*"
+)
 
 
 class _Substituted:

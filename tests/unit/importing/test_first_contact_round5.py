@@ -40,6 +40,21 @@ def test_a_gpu_count_substitution_in_a_slurm_job_is_the_jobs_gpus(directives: st
     assert any(f"counts the GPUs the job is given ({said})" in note for note in outcome.notes)
 
 
+def test_the_gpu_count_nvidia_smi_query_gives_is_read_like_its_list() -> None:
+    post = "#SBATCH --gpus-per-node=4\nTP=$(nvidia-smi --query-gpu=name --format=csv,noheader | wc -l)\n" + SERVE
+    assert _import(post).recipe.server.flag("--tensor-parallel-size") == "4"
+
+
+@pytest.mark.parametrize("variable", ["${SLURM_GPUS_ON_NODE}", "$SLURM_GPUS_PER_NODE"])
+def test_slurms_gpu_count_variable_as_a_value_is_the_jobs_gpus_or_refused_by_name(variable: str) -> None:
+    launch = f"vllm serve org/m --tensor-parallel-size {variable}\n"
+    outcome = _import("#!/bin/bash\n#SBATCH --nodes=1\n#SBATCH --gres=gpu:4\n" + launch)
+    assert outcome.recipe.server.flag("--tensor-parallel-size") == "4"
+    assert any("is 4 (#SBATCH --gres=gpu:4)" in note for note in outcome.notes)
+    message = _refusal("#!/bin/bash\n#SBATCH --nodes=1\n" + launch)
+    assert "is the GPU count Slurm gives the job, which no #SBATCH line of the script says" in message
+
+
 def test_a_gpu_count_substitution_in_a_job_of_several_nodes_without_a_per_node_count_is_refused() -> None:
     post = "#SBATCH --nodes=2\n#SBATCH --gpus=16\nTP=$(nvidia-smi --list-gpus | wc -l)\n" + SERVE
     assert "set by the command substitution `$(nvidia-smi --list-gpus | wc -l)`" in _refusal(post)
