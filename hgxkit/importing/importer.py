@@ -37,6 +37,7 @@ from hgxkit.importing.bare_launch import bare_run
 from hgxkit.importing.benchmarks import benchmarks
 from hgxkit.importing.commands import PLACEHOLDER, Simple, simple_commands
 from hgxkit.importing.docker_run import foreign_hardware, scrub_run
+from hgxkit.importing.dockerfile import as_shell
 from hgxkit.importing.documents import read_documents
 from hgxkit.importing.engine_refusal import disaggregation, engine_refusal, split_refusal, unchecked_flags
 from hgxkit.importing.fill import BRACED, FILL_IN, NAMED_BLANK, fill_hint, fill_posts, occurrences
@@ -159,7 +160,9 @@ class _Importer:
         for name, text in files:
             if len(text) > MAX_RECIPE_BYTES:
                 raise InputError(f"{name}: longer than {MAX_RECIPE_BYTES >> 10} KiB; give the post, not a log")
-            normal, repaired = normalise(name, text)  # typography first: it changes what the words are
+            shell, dockerfile = as_shell(name, text)  # a Dockerfile that only starts its base image: its launch
+            normal, repaired = normalise(name, shell)  # typography first: it changes what the words are
+            repaired = dockerfile + repaired
             post = read_post(name, normal)
             written = read_post(name, text).lines if repaired else ()
             self.posts.append(replace(post, notes=tuple(sorted(post.notes + tuple(repaired))), written=written))

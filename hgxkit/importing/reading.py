@@ -16,7 +16,7 @@ from hgxkit.importing.commands import Simple
 from hgxkit.importing.outcome import Report
 from hgxkit.importing.variables import Scope, set_after
 from hgxkit.recipe.docker_parse import ParsedRun
-from hgxkit.recipe.shellwords import Word, shell_value
+from hgxkit.recipe.shellwords import ALTERNATE_EXPANSION_RE, Word, shell_value
 
 Bench = tuple[Simple, str, list[str]]  # a client command: where it is, the client, its words from the program on
 
@@ -84,6 +84,8 @@ class Reading:
         post = simple.command.post.name
         out = []
         for word in simple.words:
+            if self._alternate_dropped(word, scope, post):
+                continue
             text, used, left = scope.resolve(word.text, where=f"{post}:{word.line}")
             for name in used:
                 definition = scope.definitions[name]
@@ -106,6 +108,23 @@ class Reading:
                 self._set_later(name, simple)
             out.append(Word(text, word.line, word.column, word.quoted, word.is_operator))
         return out
+
+    def _alternate_dropped(self, word: Word, scope: Scope, post: str) -> bool:
+        """True for a whole word `${NAME:+words}` whose NAME the post leaves unset: a shell expands it to nothing,
+        so it is no argument (a note); one whose NAME the post sets is refused (its words would need splitting)."""
+        match = ALTERNATE_EXPANSION_RE.fullmatch(word.text) if not word.quoted else None
+        if match is None:
+            return False
+        if match["name"] in scope.definitions:
+            raise InputError(
+                f"{post}: line {word.line}, column {word.column}: {word.text} gives words because the post sets "
+                f"{match['name']}; write those words instead"
+            )
+        self.notes.append(
+            f"{post}:{word.line}: {word.text} gives nothing: the post does not set {match['name']} (a shell that has "
+            f"it set would add {match['word'].strip()})"
+        )
+        return True
 
     def _set_later(self, name: str, simple: Simple) -> None:
         """Remember where the post sets `name` after `simple` uses it unset (a shell reads it unset there)."""

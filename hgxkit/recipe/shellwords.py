@@ -32,7 +32,7 @@ a command. Parameter expansions are kept only in their plain forms `$NAME`, `${N
 operators (`${X:-word}`, `${X:=word}`, `${X#pat}`, `${X?msg}`) are refused, because their `word` is itself
 expanded (command substitution, nested expansions), `:=` assigns on the host and `?` exits it; keeping them
 would mean quoting text this lexer does not parse. A post's import alone keeps `${X:-word}` with a plain word
-(`split_words(defaults=True)`), and writes it out before anything reaches a recipe.
+and `${X:+words}` (`split_words(defaults=True)`), and writes out or drops them before anything reaches a recipe.
 """
 
 from __future__ import annotations
@@ -59,6 +59,12 @@ _DQUOTE_SAFE_SEGMENT = re.compile(r"[^\"\\`$]*")
 # The expansions a recipe keeps: `$NAME`, `${NAME}`, `$1`, `${10}` and the one-character specials.
 PLAIN_EXPANSION_RE = re.compile(r"\$(?:\{(?:[A-Za-z_][A-Za-z0-9_]*|[0-9]+)\}|[A-Za-z_][A-Za-z0-9_]*|[0-9@*#?!-])")
 # `${NAME:-word}` / `${NAME-word}` with a word of plain characters and `$NAME`s: what a post's reader writes out.
+# `${NAME:+words}`: the words where NAME is set, nothing where it is not; an import keeps it whole to drop it (see
+# hgxkit.importing.reading), never to write it into a recipe.
+ALTERNATE_EXPANSION_RE = re.compile(
+    r"\$\{(?P<name>[A-Za-z_][A-Za-z0-9_]*)(?P<op>:?\+)"
+    r"(?P<word>(?:[^{}$`\\]|\$[A-Za-z_][A-Za-z0-9_]*|\$\{[A-Za-z_][A-Za-z0-9_]*\})*)\}"
+)
 DEFAULT_EXPANSION_RE = re.compile(
     r"\$\{(?P<name>[A-Za-z_][A-Za-z0-9_]*)(?P<op>:?-)"
     r"(?P<word>(?:[^{}$'\"\\`\s()|&;<>]|\$[A-Za-z_][A-Za-z0-9_]*|\$\{[A-Za-z_][A-Za-z0-9_]*\})*)\}"
@@ -333,7 +339,10 @@ def _read_dollar(scanner: _Scanner, source: str, *, in_double_quotes: bool) -> s
 def _read_braced(scanner: _Scanner, source: str, line: int, column: int) -> str:
     """`${NAME}` after its `$`: taken whole; an unclosed one or one with an operator is refused (but for a
     default the scanner keeps, see split_words)."""
-    default = DEFAULT_EXPANSION_RE.match(scanner.text, scanner.pos - 1) if scanner.defaults else None
+    default = None
+    if scanner.defaults:
+        default = DEFAULT_EXPANSION_RE.match(scanner.text, scanner.pos - 1)
+        default = default or ALTERNATE_EXPANSION_RE.match(scanner.text, scanner.pos - 1)
     if default is not None:
         for _ in range(default.end() - scanner.pos):
             scanner.take()

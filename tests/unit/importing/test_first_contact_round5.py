@@ -1,7 +1,8 @@
 """Classes of import failure found by reading posts 153-161 first (issue 41, round 5): a variable set by a command
 substitution (the GPU count `nvidia-smi` lists, in a Slurm job or not, in backticks too), `apptainer run` on an
 image whose runscript is the server, a Kubernetes manifest written as a template, a command a page shows one option
-per line, a broken command that only mentions a server, and `env -i` before a launch."""
+per line, a broken command that only mentions a server, `env -i` before a launch, and (post 162) a Dockerfile that
+only starts its base image, with `${NAME:+words}` for an option the post leaves unset."""
 
 from __future__ import annotations
 
@@ -153,3 +154,41 @@ def test_env_i_before_a_launch_gives_the_launch_its_variables_in_the_images_envi
     assert outcome.recipe.server.flag("--port") == "8001"
     assert "-e NCCL_DEBUG=INFO" in [" ".join(e.words) for e in outcome.recipe.docker.entries]
     assert any("`env -i` dropped" in note for note in outcome.notes)
+
+
+DOCKERFILE = "FROM vllm/vllm-openai:v0.9.0\nENV HF_HOME=/data/hf\nEXPOSE 8000\n{rest}"
+
+
+@pytest.mark.parametrize(
+    "entrypoint",
+    [
+        'ENTRYPOINT vllm serve ${MODEL:-org/m} \\\n    ${REVISION:+--revision "$REVISION"} --tensor-parallel-size 2\n',
+        'ENTRYPOINT ["vllm", "serve", "org/m"]\nCMD ["--tensor-parallel-size", "2"]\n',
+    ],
+)
+def test_a_dockerfile_that_only_starts_its_base_image_is_the_launch_in_that_image(entrypoint: str) -> None:
+    outcome = _import(DOCKERFILE.format(rest=entrypoint), "Dockerfile")
+    assert outcome.recipe.image.reference == "vllm/vllm-openai:v0.9.0"
+    assert outcome.recipe.server.flag("--tensor-parallel-size") == "2"
+    assert not outcome.recipe.server.has("--revision")
+    assert "-e HF_HOME=/data/hf" in [" ".join(e.words) for e in outcome.recipe.docker.entries]
+    assert any("ENTRYPOINT read as the launch" in note for note in outcome.notes)
+
+
+@pytest.mark.parametrize(
+    ("rest", "said"),
+    [
+        (
+            "RUN pip install flash-attn\nENTRYPOINT vllm serve org/m\n",
+            "Dockerfile:4: the Dockerfile changes its base image (RUN)",
+        ),
+        ('CMD ["--model", "org/m"]\n', "Dockerfile:4: the Dockerfile gives no ENTRYPOINT"),
+    ],
+)
+def test_a_dockerfile_whose_container_is_not_in_the_post_is_refused_naming_the_line(rest: str, said: str) -> None:
+    assert _refusal(DOCKERFILE.format(rest=rest), "Dockerfile").startswith(said)
+
+
+def test_an_alternate_expansion_whose_name_the_post_sets_is_refused() -> None:
+    post = 'REVISION=abc\nvllm serve org/m ${REVISION:+--revision "$REVISION"}\n'
+    assert "gives words because the post sets REVISION; write those words instead" in _refusal(post)

@@ -1,0 +1,119 @@
+"""A Dockerfile that only says how to start its base image: read as the launch it runs in that image.
+
+`FROM vllm/vllm-openai:latest` then `ENTRYPOINT python3 -m vllm.entrypoints.openai.api_server --model …` builds
+nothing: the container is the FROM image running the ENTRYPOINT (with CMD's words after it, in exec form). So
+the file reads as the shell lines that say the same: `docker pull IMAGE` (the image a bare launch runs in),
+`export NAME=value` for each `ENV`, and the launch itself (a shell-form ENTRYPOINT is run by `/bin/sh -c`, so
+its `${NAME:-default}`s expand as a shell's do; an exec form's words are quoted as they are). Each line changed
+is a note. A Dockerfile that builds its own image (`RUN`, `COPY`, `ADD`, several `FROM`s; a `WORKDIR` too, which
+would make the launch's relative paths the image's) or leaves the command to its base image's entrypoint (`CMD`
+alone) is refused naming the line: what it runs is not in the post.
+
+Example:
+    >>> text, notes = as_shell("Dockerfile", 'FROM img:1\\nENV A=b\\nENTRYPOINT ["vllm", "serve", "org/m"]\\n')
+    >>> text.splitlines()
+    ['docker pull img:1', 'export A=b', 'vllm serve org/m']
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+
+from hgxkit.errors import InputError
+
+# Instructions that start a container of the FROM image as it is, or only describe it.
+_KEPT = frozenset(
+    {"FROM", "ENV", "ENTRYPOINT", "CMD", "EXPOSE", "LABEL", "ARG", "WORKDIR", "STOPSIGNAL", "HEALTHCHECK"}
+)
+# Instructions that make another image than the FROM one (WORKDIR too: relative paths would be the image's).
+_BUILDS = frozenset({"RUN", "COPY", "ADD", "USER", "VOLUME", "SHELL", "ONBUILD", "WORKDIR"})
+_INSTRUCTION = re.compile(r"^([A-Za-z]+)(?:[ \t]+(.*))?$")
+
+
+def as_shell(name: str, text: str) -> tuple[str, list[tuple[int, str]]]:
+    """`text` as shell lines when it is a Dockerfile (see the module docstring), with (line, note) for each line
+    changed; any other text as it is, with no notes."""
+    instructions = _instructions(text)
+    if instructions is None:
+        return text, []
+    lines = text.split("\n")
+    notes: list[tuple[int, str]] = []
+    froms = [i for i in instructions if i[1] == "FROM"]
+    entrypoint = next((i for i in reversed(instructions) if i[1] == "ENTRYPOINT"), None)
+    command = next((i for i in reversed(instructions) if i[1] == "CMD"), None)
+    for first, keyword, _, _ in instructions:
+        if keyword in _BUILDS or (keyword == "FROM" and len(froms) > 1):
+            raise InputError(
+                f"{name}:{first}: the Dockerfile changes its base image ({keyword}), so what runs is an image it "
+                "builds, which a node cannot pull: build and push it, then give --image REF with the `docker run` "
+                "that starts it"
+            )
+    if entrypoint is None:
+        where = command[0] if command else froms[0][0]
+        raise InputError(
+            f"{name}:{where}: the Dockerfile gives no ENTRYPOINT, so its base image's own entrypoint decides what "
+            "runs; give the `docker run` it amounts to"
+        )
+    for first, keyword, last, value in instructions:
+        if keyword == "FROM":
+            lines[first - 1] = f"docker pull {value.split()[0]}"
+            notes.append((first, f"FROM {value.split()[0]}: the image the Dockerfile's entrypoint runs in"))
+        elif keyword == "ENV":
+            lines[first - 1] = "export " + _env(value)
+            notes.append((first, "ENV read as an `export` (the container's environment)"))
+        elif (first, keyword) == entrypoint[:2]:
+            launch = _exec(value)
+            if launch is not None and command is not None and _exec(command[3]) is not None:
+                launch += " " + str(_exec(command[3]))  # CMD's words are the exec-form entrypoint's arguments
+            if launch is None:  # the shell form: its lines as written, past the keyword
+                lines[first - 1] = re.sub(r"^\s*ENTRYPOINT\s+", "", lines[first - 1], flags=re.IGNORECASE)
+            else:
+                lines[first - 1 : last] = [launch] + [""] * (last - first)
+            notes.append((first, "ENTRYPOINT read as the launch (the FROM image runs it; nothing else is built)"))
+        else:
+            lines[first - 1 : last] = ["# " + line for line in lines[first - 1 : last]]
+    return "\n".join(lines), notes
+
+
+def _instructions(text: str) -> list[tuple[int, str, int, str]] | None:
+    """(first line, KEYWORD, last line, value) of each instruction, or None when `text` is not a Dockerfile: its
+    first instruction is FROM and every one is a Dockerfile keyword (continuation lines, comments, blank lines)."""
+    found: list[tuple[int, str, int, str]] = []
+    lines = text.split("\n")
+    index = 0
+    while index < len(lines):
+        line = lines[index].strip()
+        index += 1
+        if not line or line.startswith("#"):
+            continue
+        match = _INSTRUCTION.match(line)
+        keyword = match.group(1).upper() if match else ""
+        if keyword not in _KEPT | _BUILDS or (not found and keyword != "FROM"):
+            return None
+        first = index
+        while lines[index - 1].rstrip().endswith("\\") and index < len(lines):
+            index += 1
+        value = (match.group(2) or "") if match else ""
+        found.append((first, keyword, index, value if index == first else "\n".join([value, *lines[first:index]])))
+    return found or None
+
+
+def _exec(value: str) -> str | None:
+    """An exec-form value (`["vllm", "serve", "m"]`) as one shell line, quoted; None for the shell form."""
+    if not value.lstrip().startswith("["):
+        return None
+    try:
+        words = json.loads(value)
+    except json.JSONDecodeError:
+        return None
+    return shlex.join(str(word) for word in words) if isinstance(words, list) else None
+
+
+def _env(value: str) -> str:
+    """`ENV NAME value` (the old form) or `ENV NAME=value …` as `export`'s words."""
+    parts = value.split(None, 1)
+    if parts and "=" not in parts[0] and len(parts) == 2:
+        return f"{parts[0]}={shlex.quote(parts[1])}"
+    return value
