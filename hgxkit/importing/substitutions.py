@@ -5,7 +5,8 @@ no value an import can write (`TP=$(nvidia-smi --list-gpus | wc -l)` is as many 
 server that uses it is refused where it does (hgxkit.importing.variables), naming the substitution as written,
 never the words of COMMAND taken as a value or as commands of their own (a pipe inside `$(…)` is COMMAND's). The
 one substitution whose output a post does say is the GPU count in a Slurm job: `nvidia-smi` lists the GPUs the
-job was given (hgxkit.importing.slurm writes the `#SBATCH` count in, with a note).
+job was given (hgxkit.importing.slurm writes the `#SBATCH` count in, with a note). And one whose COMMAND is what
+the post sets up, `CID=$(docker run -d …)`, runs it: that `docker run` is the post's, the variable only its ID.
 
 Example:
     >>> from hgxkit.importing.commands import simple_commands
@@ -23,9 +24,10 @@ from __future__ import annotations
 import re
 from dataclasses import replace
 
-from hgxkit.importing.commands import Simple
+from hgxkit.errors import InputError
+from hgxkit.importing.commands import Simple, simple_commands
 from hgxkit.importing.post import Command, PostFile
-from hgxkit.recipe.shellwords import Word
+from hgxkit.recipe.shellwords import Word, split_words
 
 _LINE = re.compile(
     r"^\s*(?P<export>export\s+)?(?P<name>[A-Za-z_]\w*)=(?P<q>[\"']?)"
@@ -58,10 +60,27 @@ class _Substituted:
             )
             words = (Word("export", number, match.start("export") + 1, False), word) if match["export"] else (word,)
             kept.append(Simple(Command(post, number, number, words), kind, words, substitution=opening))
+            kept += _started(post, number, match)
         return sorted(kept, key=lambda s: s.command.first)
 
 
 SUBSTITUTED = _Substituted()
+
+
+def _started(post: PostFile, number: int, match: re.Match[str]) -> list[Simple]:
+    """The container a `CID=$(docker run -d …)` starts: the shell runs the command inside to take its output (the
+    container's ID), so the `docker run` is a command of the post like any other; [] for any other substitution."""
+    inner = match["inner"]
+    if inner is None or not re.match(r"\s*(?:sudo\s+)?docker\s+run\b", inner):
+        return []
+    offset = match.start("inner")
+    try:
+        words = [replace(w, column=w.column + offset) for w in split_words(inner, source=post.name, first_line=number)]
+    except InputError:
+        return []
+    started = [s for s in simple_commands([Command(post, number, number, tuple(words))]) if s.kind == "docker-run"]
+    notes = (f"{post.name}:{number}: `$(docker run …)` starts the container (${match['name']} is only its ID)",)
+    return [replace(s, notes=(*s.notes, *notes)) for s in started]
 
 
 def _line(clean: str, written: str) -> re.Match[str] | None:

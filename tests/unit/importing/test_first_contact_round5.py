@@ -2,7 +2,7 @@
 substitution (the GPU count `nvidia-smi` lists, in a Slurm job or not, in backticks too), `apptainer run` on an
 image whose runscript is the server, a Kubernetes manifest written as a template, a command a page shows one option
 per line, a broken command that only mentions a server, `env -i` before a launch, and (post 162) a Dockerfile that
-only starts its base image, with `${NAME:+words}` for an option the post leaves unset."""
+only starts its base image, with `${NAME:+words}` for an option the post leaves unset; a `CID=$(docker run -d …)`."""
 
 from __future__ import annotations
 
@@ -192,3 +192,10 @@ def test_a_dockerfile_whose_container_is_not_in_the_post_is_refused_naming_the_l
 def test_an_alternate_expansion_whose_name_the_post_sets_is_refused() -> None:
     post = 'REVISION=abc\nvllm serve org/m ${REVISION:+--revision "$REVISION"}\n'
     assert "gives words because the post sets REVISION; write those words instead" in _refusal(post)
+
+
+def test_a_docker_run_whose_container_id_a_variable_takes_is_the_posts_docker_run() -> None:
+    post = "CID=$(docker run -d --gpus all -p 8000:8000 vllm/vllm-openai:v0.9.0 --model org/m)\ndocker logs -f $CID\n"
+    outcome = _import(post)
+    assert outcome.recipe.image.reference == "vllm/vllm-openai:v0.9.0"
+    assert any("`$(docker run …)` starts the container ($CID is only its ID)" in note for note in outcome.notes)
