@@ -58,10 +58,10 @@ def as_shell(name: str, text: str) -> tuple[str, list[tuple[int, str]]]:
         )
     for first, keyword, last, value in instructions:
         if keyword == "FROM":
-            lines[first - 1] = f"docker pull {value.split()[0]}"
+            lines[first - 1] = shlex.join(["docker", "pull", value.split()[0]])  # read, never run
             notes.append((first, f"FROM {value.split()[0]}: the image the Dockerfile's entrypoint runs in"))
         elif keyword == "ENV":
-            lines[first - 1] = "export " + _env(value)
+            lines[first - 1] = " ".join(["export", _env(value)])  # the ENV words as written, read by the import
             notes.append((first, "ENV read as an `export` (the container's environment)"))
         elif (first, keyword) == entrypoint[:2]:
             launch = _exec(value)
