@@ -79,11 +79,8 @@ def test_a_replace_behind_the_router_keeps_the_other_group_serving(routed, tmp_p
     text = (ROOT / MARLIN).read_text()
     assert "  - --enable-metrics\n" in text
     variant = tmp_path / "relogged.yaml"
-    variant.write_text(
-        text.replace("  - --enable-metrics\n", "  - --enable-metrics\n  - --log-level info\n").replace(
-            "name: deepseek-v4-flash-dspark-", "name: relogged-", 1
-        )
-    )
+    # the same name: the router is the recipe's (`<recipe>-router`), and a renamed recipe gets a router of its own
+    variant.write_text(text.replace("  - --enable-metrics\n", "  - --enable-metrics\n  - --log-level info\n"))
     before = router()
     with ServiceProbe(CLUSTER, [30000, 5000, 5001]) as probe:
         rolled = run_deploy(
