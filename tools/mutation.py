@@ -261,6 +261,16 @@ MODULES = (
         ("hgxkit/monitoring/alerts.py",),
         ("tests/unit/monitoring/test_monitoring_rules.py", "tests/unit/monitoring/test_monitoring_config.py"),
     ),
+    # A split's router in every target that writes one: its exposure and key refusals, its workers' addresses.
+    Module(
+        "export-pd-router",
+        ("hgxkit/export/pd_router.py",),
+        (
+            "tests/unit/export/test_export_pd.py",
+            "tests/unit/export/test_export_pd_kubernetes.py",
+            "tests/unit/verify/test_verify_pd.py",
+        ),
+    ),
     *(
         Module(f"export-{target}", (f"hgxkit/export/{target}.py",), _export_tests(target, tests))
         for target, tests in EXPORT_TESTS.items()
