@@ -13,6 +13,7 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import urllib.error
@@ -135,23 +136,27 @@ def pair(model: Path) -> Iterator[tuple[Server, Server, int]]:
 def chat_through_router(argv: list[str], port: int) -> dict[str, Any]:
     """Start the real router (`argv`, listening on `port`), send one chat completion (max_tokens 5) through it once
     it has registered its workers, stop it; the answer."""
-    router = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        body = {"model": "m", "messages": [{"role": "user", "content": "ba be"}], "max_tokens": 5}
-        deadline = time.monotonic() + 60
-        while True:  # the router refuses or answers 503 until it has checked and registered both workers
-            try:
-                status, raw = _call(f"http://127.0.0.1:{port}/v1/chat/completions", body, timeout=30)
-            except OSError:
-                status, raw = 0, b""
-            if status == 200 or time.monotonic() > deadline or router.poll() is not None:
-                break
-            time.sleep(0.2)
-        assert status == 200, raw
-        return json.loads(raw)
-    finally:
-        router.terminate()
-        router.wait(timeout=20)
+    with tempfile.TemporaryFile() as log:
+        router = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
+        try:
+            body = {"model": "m", "messages": [{"role": "user", "content": "ba be"}], "max_tokens": 5}
+            deadline = time.monotonic() + 120  # a loaded machine starts the router and checks its workers slowly
+            while True:  # the router refuses or answers 503 until it has checked and registered both workers
+                try:
+                    status, raw = _call(f"http://127.0.0.1:{port}/v1/chat/completions", body, timeout=30)
+                except OSError:
+                    status, raw = 0, b""
+                if status == 200 or time.monotonic() > deadline or router.poll() is not None:
+                    break
+                time.sleep(0.2)
+            if status != 200:
+                log.seek(0)
+                said = log.read().decode(errors="replace")[-3000:]
+                raise AssertionError(f"{status} {raw!r}; router exit {router.poll()}, its log:\n{said}")
+            return json.loads(raw)
+        finally:
+            router.terminate()
+            router.wait(timeout=20)
 
 
 def _first_token_at(truth: dict[str, Any]) -> float:
