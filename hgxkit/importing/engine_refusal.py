@@ -135,8 +135,8 @@ def split_refusal(recipe: Recipe) -> Refusal | None:
     if problems[0].code == "pd-nodes":
         return Refusal(
             found[0],
-            f"{found[0]}: a prefill/decode split spanning nodes is not deployed yet: hgxkit deploys one node's "
-            "prefill and decode groups",
+            f"{found[0]}: a prefill/decode split whose sides each span nodes is not deployed yet: hgxkit deploys "
+            "one node's prefill and decode groups, or a split laid over hosts one side per node",
         )
     return Refusal(found[0], f"prefill/decode split: {problems[0].message}")
 

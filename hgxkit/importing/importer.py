@@ -54,7 +54,8 @@ from hgxkit.importing.outcome import (
     finish,
     place,
 )
-from hgxkit.importing.pd_join import join_sides, own_ports, side_flags
+from hgxkit.importing.pd_hosts import join_hosts, over_hosts
+from hgxkit.importing.pd_join import first_gpus_as_devices, join_sides, on_host_network, own_ports, side_flags
 from hgxkit.importing.pd_sides import either_roles, posted_routers, routed_sides, side_channel_ports
 from hgxkit.importing.platform import ForeignSetup, foreign_in, message, refuse_foreign, shows_nvidia
 from hgxkit.importing.post import PostFile, find_commands, read_post
@@ -314,8 +315,19 @@ class _Importer:
         taken = {id(b[0]) for b in built}  # by identity: comparing candidates by value made this quadratic
         for server, error in zip([s for s in servers if id(s) not in taken], errors, strict=False):
             self._said(server.simple, "skipped", f"a serving command that cannot be imported: {error.message}")
-        chosen, self.join = _one_setup(self._routed(built))
+        routed = self._routed(built)
+        chosen, self.join = self._hosted(routed) or _one_setup(routed)
         return chosen
+
+    def _hosted(self, built: list[Built]) -> tuple[list[Built], str] | None:
+        """The sides of a split each on a node of its own, listening everywhere, joined over hosts (pd_hosts)."""
+        at = [_at(c, built[0][0]) for c, _, _ in built]
+        found = over_hosts([r for _, r, _ in built], at, built[0][0].where())
+        if found is None:
+            return None
+        recipes, note = found
+        built[0][2].append(note)
+        return [(c, r, n) for (c, _, n), r in zip(built, recipes, strict=True)], "hosts"
 
     def _routed(self, built: list[Built]) -> list[Built]:
         """Commands that each leave their side to the router (vLLM's kv_both) with their side written as the post's
@@ -511,6 +523,9 @@ class _Importer:
             joined = join_ranks([r.server for _, r, _ in chosen], where=where)
             recipe = replace(recipe, server=joined.server, groups=joined.groups)
             self.notes += joined.notes
+        elif self.join == "hosts":
+            recipe, notes = join_hosts(recipe, [r for _, r, _ in chosen], where)
+            self.notes += notes
         elif self.join == "groups":
             split = any(r.server.flag(f) for _, r, _ in chosen for f in side_flags(recipe.server.server_kind))
             dockers = [r.docker for _, r, _ in chosen]
@@ -520,6 +535,9 @@ class _Importer:
                 first, notes = side_channel_ports(dockers, [r.server for _, r, _ in chosen], at, where)
                 dockers = [first, *dockers[1:]]
                 self.notes += notes
+            if split and all(c.run is None for c, _, _ in chosen):
+                dockers, note = on_host_network(dockers, where)
+                self.notes.append(note)
             grouped = join_groups(dockers, where=where, sides=split)
             recipe = replace(recipe, docker=grouped.docker, groups=grouped.groups)
             self.notes += grouped.notes
@@ -681,7 +699,7 @@ def _one_setup(built: list[Built]) -> tuple[list[Built], str]:
         return built, "one"
     multinode = all(spans_nodes(r.server) for _, r, _ in built)
     if not multinode:
-        built = _visible_devices_as_gpus(built)
+        built = _first_gpus(_visible_devices_as_gpus(built))
         first = built[0]
     ranks = {("docker", "--name"), *(("server", f) for f in rank_flags(first[1].server))}
     sides = {("server", flag) for flag in side_flags(first[1].server.server_kind)}
@@ -726,6 +744,16 @@ def _one_setup(built: list[Built]) -> tuple[list[Built], str]:
     if any("the ranks listen on different addresses" in note for note in first[2]):
         kept = [(c, _listen_everywhere(r), n) for c, r, n in kept]
     return kept, ("ranks" if multinode else "groups") if len(kept) > 1 else "one"
+
+
+def _first_gpus(built: list[Built]) -> list[Built]:
+    """A split's sides that pick their GPUs by the kind's first-GPU flag, with each choice as its device list."""
+    found = first_gpus_as_devices([r for _, r, _ in built], built[0][0].where())
+    if found is None:
+        return built
+    recipes, note = found
+    built[0][2].append(note)
+    return [(c, r, n) for (c, _, n), r in zip(built, recipes, strict=True)]
 
 
 def _visible_devices_as_gpus(built: list[Built]) -> list[Built]:

@@ -55,6 +55,7 @@ from hgxkit.importing.documents import (
 )
 from hgxkit.importing.engine_refusal import DISAGGREGATION
 from hgxkit.importing.model_placement import DEFAULT_MODELS_DIR
+from hgxkit.importing.pd_roles import role_refusal
 from hgxkit.importing.provenance import Exported, exported_by_hgxkit
 from hgxkit.importing.reading import Reading
 from hgxkit.kinds import KINDS, UNSUPPORTED, image_matches, python_program
@@ -218,6 +219,8 @@ def _pods(document: Document, runtimes: dict[str, Document]) -> list[_PodSpec]:
             "starts the engine from its Python code, not from a command this manifest holds; hgxkit deploys "
             "SGLang and vLLM from their own commands: import the `vllm serve` or `sglang serve` command instead"
         )
+    elif kind == "RoleBasedGroup" and (refused := role_refusal(data)) is not None:
+        raise InputError(f"{document.where(data.get(LINE))}: {refused}")
     elif kind == "DisaggregatedSet":  # LWS's prefill and decode roles, each a LeaderWorkerSet
         roles = ", ".join(str(r.get("name")) for r in spec.get("roles") or [] if isinstance(r, dict))
         raise InputError(

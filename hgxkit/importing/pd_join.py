@@ -25,8 +25,11 @@ from dataclasses import replace
 
 from hgxkit.errors import InputError
 from hgxkit.kinds.base import ServerKind
+from hgxkit.recipe.docker_options import canonical
+from hgxkit.recipe.docker_parse import parse_option_words
+from hgxkit.recipe.nodes import parallel_size
 from hgxkit.recipe.server_args import ServerCommand
-from hgxkit.recipe.spec import Recipe
+from hgxkit.recipe.spec import DockerSpec, Recipe
 
 Own = tuple[tuple[tuple[str, ...], ...], ...]
 
@@ -117,3 +120,52 @@ def own_ports(
     notes.append(f"{where}: each group listens on its own port on the host's network: --port {{{{port}}}} from {first}")
     groups = replace(recipe.groups, port_base=first)
     return replace(recipe, server=ServerCommand(shared.program, args, shared.kind), groups=groups), notes
+
+
+def on_host_network(dockers: Sequence[DockerSpec], where: str) -> tuple[list[DockerSpec], str]:
+    """The `docker run`s hgxkit wrote for a split's bare launches on the host's network, their published ports
+    dropped, with the note: the decode reaches the prefill's bootstrap port at the address the router gives,
+    127.0.0.1 on the router's host, which a container's own network does not reach."""
+    written = []
+    for docker in dockers:
+        kept = [e for e in docker.entries if not any(canonical(u.option.name) == "--publish" for u in e.uses)]
+        if docker.last("--network") != "host":
+            kept += parse_option_words(["--network=host"], source=where)
+        written.append(DockerSpec(docker.invocation, tuple(kept)))
+    note = (
+        f"{where}: the prefill and decode are bare launches, so their containers use the host's network "
+        "(--network=host, no port published), as the shell they were posted for does: the decode reaches the "
+        "prefill at the address the router gives"
+    )
+    return written, note
+
+
+def first_gpus_as_devices(recipes: Sequence[Recipe], where: str) -> tuple[list[Recipe], str] | None:
+    """A split's sides that each see every GPU (`--gpus all`) and pick their own by the kind's first-GPU flag
+    (SGLang's `--base-gpu-id`; unset is 0), as the same GPUs given as each side's `--gpus '"device=…"'` and the
+    flag dropped (in its container a side's GPUs are numbered from 0), with the note; None for commands that
+    choose their GPUs otherwise, or that are no split."""
+    kind = recipes[0].server.server_kind
+    flag = kind.first_gpu_flag
+    sides = side_flags(kind)
+    if flag is None or not any(r.server.flag(f) for r in recipes for f in sides):
+        return None
+    firsts = [r.server.flag(flag) or "0" for r in recipes]
+    if any(r.docker.last("--gpus") != "all" for r in recipes) or len(set(firsts)) < len(firsts):
+        return None
+    if not all(f.isascii() and f.isdigit() for f in firsts):
+        return None
+    written, shown = [], []
+    for recipe, first in zip(recipes, firsts, strict=True):
+        ids = ",".join(str(int(first) + i) for i in range(parallel_size(recipe.server, where)))
+        shown.append(f"{flag} {first}: {ids}")
+        entries = [e for e in recipe.docker.entries if not any(canonical(u.option.name) == "--gpus" for u in e.uses)]
+        entries = [*parse_option_words(["--gpus", f'"device={ids}"'], source=where), *entries]
+        args = tuple(e for e in recipe.server.args if kind.canonical_flag(e[0].partition("=")[0]) != flag)
+        server = ServerCommand(recipe.server.program, args, recipe.server.kind)
+        written.append(replace(recipe, docker=DockerSpec(recipe.docker.invocation, tuple(entries)), server=server))
+    note = (
+        f"{where}: each side sees every GPU (--gpus all) and {flag} picks its first ({'; '.join(shown)}): each "
+        f"side's GPUs given as its --gpus '\"device=…\"', {flag} dropped (its container numbers them from 0)"
+    )
+    return written, note

@@ -185,6 +185,18 @@ UNSUPPORTED = (
         (("python", "-m", "huggingfaceserver"),),
         (r"\bhuggingfaceserver\b",),
     ),
+    UnsupportedKind(
+        "dynamo",
+        "NVIDIA Dynamo",
+        ("nvcr.io/nvidia/ai-dynamo/",),
+        tuple(("python3", "-m", f"dynamo.{part}") for part in ("sglang", "vllm", "trtllm", "frontend")),
+        (r"\bdynamo\.(?:sglang|vllm|trtllm|frontend)\b", r"\bai-dynamo\b"),
+        remedy=(
+            "its workers run the engine inside Dynamo's own runtime (registered with dynamo.frontend, which routes "
+            "to them), not as the engine's HTTP server that hgxkit deploys and its router joins; import the "
+            "engine's own commands (python -m sglang.launch_server, vllm serve) with the same flags"
+        ),
+    ),
     # Accelerators: an Ascend NPU (its devices, quay.io/ascend images, SGLang's `-cann…-a2`/`-a3` NPU tags), a
     # Tenstorrent card (its device, images and vLLM fork's --tt-device) and AMD's ROCm (its devices and images);
     # refused before anything else is read of the command.

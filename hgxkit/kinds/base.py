@@ -296,6 +296,8 @@ class ServerKind:
     # A Ray cluster spanning hosts that places the server's workers (`ray start` on each host).
     ray: RayCluster | None = None
     dp_in_tp_flag: str | None = None  # with it, data parallelism runs inside the TP group (no extra GPUs)
+    # The first of the GPUs it sees that the server takes (SGLang's --base-gpu-id); None: it takes them from 0.
+    first_gpu_flag: str | None = None
     # Expert parallelism: a size of its own (SGLang's --ep-size), or a switch that spreads the experts over
     # every GPU of the server (vLLM's --enable-expert-parallel).
     ep_size_flag: str | None = None

@@ -218,6 +218,7 @@ SGLANG = ServerKind(
     tp_flag="--tp-size",
     pp_flag="--pp-size",
     dp_flag="--dp-size",
+    first_gpu_flag="--base-gpu-id",
     default_host="127.0.0.1",
     default_port=30000,
     health_path="/health_generate",

@@ -80,7 +80,7 @@ def test_a_flag_the_engine_refuses_comes_before_a_split_hgxkit_does_not_deploy()
     message = _refusal(ranks)
     assert "`--disaggregation-decode-url` is not an option of SGLang 0.5.23" in message
     plain = "".join(PREFILL_RANK.format(rank=r, extra="") for r in (0, 1))
-    assert "a prefill/decode split spanning nodes" in _refusal(plain)
+    assert "a prefill/decode split whose sides each span nodes" in _refusal(plain)
 
 
 VLLM_SIDE = (

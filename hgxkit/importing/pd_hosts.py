@@ -1,0 +1,157 @@
+"""A post's prefill and decode commands on different nodes: one recipe laid over hosts, a side on each.
+
+The commonest two-node split post starts the prefill on node A with `--host A`, the decode on node B with
+`--host B`, and a router naming both. The listen addresses say where each side runs: every side names an IP
+address of its own (not loopback, not every address), so each is a node's. Such commands are one recipe laid
+over as many hosts as there are sides (`groups.hosts`, hgxkit.serving.hostshare), one group per host: the
+posted addresses are the poster's nodes, not the inventory's, so each side listens on 0.0.0.0 and the router
+reaches it at its host's fabric address. The sides' flags that differ become each group's own
+(`groups.server_args`, as on one node: hgxkit.importing.pd_join), each group runs on the GPUs its command
+names (its device list, else the first tp x pp x dp), and its port is `groups.port_base` + its position.
+
+A kind whose decode reaches its prefill through an address only the node's environment gives (vLLM's NIXL side
+channel, `PrefillDecode.side_channel`) is not laid over hosts yet: refused by name.
+
+Example:
+    >>> from hgxkit.recipe.server_args import ServerCommand
+    >>> sides = [ServerCommand.from_words(["sglang", "serve", "--host", h, "--disaggregation-mode", m], "sglang")
+    ...          for h, m in (("10.0.0.1", "prefill"), ("10.0.0.2", "decode"))]
+    >>> node_addresses(sides)
+    ['10.0.0.1', '10.0.0.2']
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Sequence
+from dataclasses import replace
+
+from hgxkit.errors import InputError
+from hgxkit.importing.pd_join import split_side_flags
+from hgxkit.recipe.diff import Difference, diff_recipes
+from hgxkit.recipe.docker_options import canonical
+from hgxkit.recipe.docker_parse import parse_option_words
+from hgxkit.recipe.groups import gpu_ids_from_spec
+from hgxkit.recipe.nodes import HGX_GPUS, parallel_size, spans_nodes
+from hgxkit.recipe.pd import shared_flags, side
+from hgxkit.recipe.server_args import ServerCommand
+from hgxkit.recipe.spec import DockerSpec, Grouping, Recipe
+
+EVERYWHERE = "0.0.0.0"
+# Docker options each host's container sets anew: its GPUs, and, on the host's network, no published port.
+_PER_HOST = frozenset({"--gpus", "--publish", "--network", "--net"})
+
+
+def node_addresses(servers: Sequence[ServerCommand]) -> list[str] | None:
+    """Each side's listen address when the commands are the sides of one split (a prefill and a decode at least)
+    and each listens on an IP address of its own node (no loopback, no 0.0.0.0, no two alike); else None."""
+    found = [side(s) for s in servers]
+    if len(servers) < 2 or None in found or {"prefill", "decode"} - set(found):
+        return None
+    addresses = [s.flag("--host") for s in servers]
+    if None in addresses or len(set(addresses)) < len(addresses):
+        return None
+    for address in addresses:
+        try:
+            ip = ipaddress.ip_address(address or "")
+        except ValueError:
+            return None
+        if ip.is_loopback or ip.is_unspecified:
+            return None
+    return [a for a in addresses if a is not None]
+
+
+def over_hosts(recipes: Sequence[Recipe], at: Sequence[str], where: str) -> tuple[list[Recipe], str] | None:
+    """The sides' recipes each listening everywhere, and the note that lays them over hosts, when each command
+    runs on a node of its own (`node_addresses`); None when they are not such a split. InputError for a kind not
+    laid over hosts yet, a side spanning nodes, or commands that differ where one recipe cannot hold it."""
+    servers = [r.server for r in recipes]
+    addresses = node_addresses(servers)
+    if addresses is None:
+        return None
+    kind = servers[0].server_kind
+    split = kind.prefill_decode
+    assert split is not None and kind.disaggregation is not None
+    if split.side_channel is not None:
+        raise InputError(
+            f"{where}: the prefill and decode listen on different nodes' addresses ({', '.join(addresses)}): a "
+            f"{kind.title} split laid over hosts, which hgxkit does not deploy yet (its decode reaches the prefill "
+            f"at {split.side_channel.env.replace('PORT', 'HOST')}, each node's own address); serve both sides on "
+            "one node"
+        )
+    if any(spans_nodes(s) for s in servers):
+        raise InputError(
+            f"{where}: {kind.disaggregation[0]}: a prefill/decode split whose sides each span nodes is not "
+            "deployed yet: hgxkit lays a split over hosts one side per node"
+        )
+    for recipe, place in zip(recipes[1:], at[1:], strict=True):
+        _one_recipe(recipes[0], recipe, (at[0], place), where)
+    shown = "; ".join(f"{side(s)} at {a} ({p})" for s, a, p in zip(servers, addresses, at, strict=True))
+    note = (
+        f"{where}: each side listens on its own node's address ({shown}): one recipe laid over {len(servers)} "
+        f"hosts (groups.hosts), one side per host in the inventory's order; each listens on {EVERYWHERE} and the "
+        "router reaches it at its host's fabric address (the posted addresses are not kept)"
+    )
+    return [_listening_everywhere(r) for r in recipes], note
+
+
+def _one_recipe(first: Recipe, other: Recipe, at: tuple[str, str], where: str) -> None:
+    """Refuse what two sides on their own hosts differ in that one recipe cannot hold: the flags hgxkit reads
+    from server.args alone, the GPUs, the image, the environment or any other docker option."""
+    kind = first.server.server_kind
+    shared = shared_flags(kind) - {"--host", "--port"}
+    kept: list[Difference] = []
+    for found in diff_recipes(first, other):
+        if found.area == "server" and found.key != "(program)" and found.key not in shared:
+            continue  # a side's own flag, or where it listens
+        if found.area == "docker" and canonical(found.key) in {"--publish", "--name"}:
+            continue
+        kept.append(found)
+    if kept:
+        shown = "; ".join(f"{d.area} {d.key}: {d.a} ({at[0]}) vs {d.b} ({at[1]})" for d in kept[:2])
+        raise InputError(
+            f"{where}: the prefill and decode commands on their nodes differ in {shown}, which one recipe laid over "
+            "hosts gives every host alike; give both sides the same"
+        )
+
+
+def _listening_everywhere(recipe: Recipe) -> Recipe:
+    server = recipe.server
+    kind = server.server_kind
+    names = [entry[0].partition("=")[0] for entry in server.args]
+    args = tuple(
+        (name, EVERYWHERE) if kind.canonical_flag(name) == "--host" else entry
+        for name, entry in zip(names, server.args, strict=True)
+    )
+    return replace(recipe, server=ServerCommand(server.program, args, server.kind))
+
+
+def join_hosts(recipe: Recipe, recipes: Sequence[Recipe], where: str) -> tuple[Recipe, list[str]]:
+    """The first side's recipe laid over a host per side: one group per host on the GPUs its command names, on the
+    host's network, listening on `groups.port_base` + its position, each side's own flags its group's."""
+    servers = [r.server for r in recipes]
+    shared, own = split_side_flags(servers)
+    gpus = gpu_ids_from_spec(recipe.docker.last("--gpus")) or list(range(parallel_size(recipe.server, where)))
+    ports = [s.flag("--port") or str(s.server_kind.default_port) for s in servers]
+    first = int(ports[0]) if ports[0].isascii() and ports[0].isdigit() else recipe.server.server_kind.default_port
+    args = tuple(("--port", "{{port}}") if e[0].partition("=")[0] == "--port" else e for e in shared.args)
+    if not any(e[0].partition("=")[0] == "--port" for e in shared.args):
+        args += (("--port", "{{port}}"),)
+    entries = [e for e in recipe.docker.entries if not any(canonical(u.option.name) in _PER_HOST for u in e.uses)]
+    entries += parse_option_words(["--gpus", '"device={{gpus}}"', "--network=host"], source=where)
+    grouping = Grouping(
+        explicit=(tuple(gpus),), gpus_per_node=HGX_GPUS, port_base=first, hosts=len(servers), server_args=own
+    )
+    written = sorted({e[0].partition("=")[0] for entries_ in own for e in entries_})
+    notes = [
+        f"{where}: each host runs one group on GPUs {','.join(map(str, gpus))} (the GPUs its command uses), on the "
+        f"host's network, listening on port {first} + its position (posted: {', '.join(ports)}); each side's "
+        f"{', '.join(written)} is its group's own (groups.server_args); the router between them comes from "
+        "`--data router=true`, not the post's router command"
+    ]
+    return replace(
+        recipe,
+        docker=DockerSpec(recipe.docker.invocation, tuple(entries)),
+        server=ServerCommand(shared.program, args, shared.kind),
+        groups=grouping,
+    ), notes

@@ -1,0 +1,121 @@
+"""Prefill/decode posts as people write them (tests/fixtures/posts 170-177): a split whose sides each listen on
+their own node's address is one recipe laid over two hosts; bare-launched sides run on the host's network; sides
+that pick their GPUs by SGLang's --base-gpu-id get them as device lists; Dynamo's workers and a RoleBasedGroup's
+roles are refused by name."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from hgxkit.errors import InputError
+from hgxkit.importing.importer import ImportOptions, import_post
+from hgxkit.recipe.check import check_recipe
+from hgxkit.recipe.dump import dump_recipe
+from hgxkit.recipe.pd import pd_problems, sides
+from hgxkit.recipe.render import render_recipe
+
+POSTS = Path(__file__).resolve().parents[2] / "fixtures" / "posts"
+
+
+def post(number: int) -> tuple[str, str]:
+    path = next(POSTS.glob(f"{number}-*.txt"))
+    return path.name, path.read_text()
+
+
+def refusal(name: str, text: str, **options: object) -> str:
+    with pytest.raises(InputError) as caught:
+        import_post([(name, text)], ImportOptions(**options))  # type: ignore[arg-type]
+    return caught.value.message
+
+
+TWO_NODES = """```bash
+# Prefill node
+python -m sglang.launch_server --model-path org/m --disaggregation-mode prefill --port 30000 --host 10.0.0.1 --tp 8
+# Decode node
+python -m sglang.launch_server --model-path org/m --disaggregation-mode decode --port 30001 --host 10.0.0.2 --tp 8
+```
+"""
+
+
+def test_sides_listening_on_their_own_nodes_addresses_are_one_recipe_laid_over_two_hosts() -> None:
+    outcome = import_post([post(170)], ImportOptions())
+    recipe = outcome.recipe
+    assert recipe.groups is not None
+    assert (recipe.groups.hosts, recipe.groups.explicit, recipe.groups.port_base) == (2, ((0, 1),), 30000)
+    assert sides(recipe, 8) == ["prefill", "decode"]
+    assert recipe.server.flag("--host") == "0.0.0.0"
+    assert "192.168.0" not in dump_recipe(recipe)  # the inventory's hosts, not the poster's
+    assert pd_problems(recipe, 8) == []
+    assert [e for e in check_recipe(recipe, 8) if e.level == "error"] == []
+    rendered = [g for first in (0, 1) for g in render_recipe(recipe, total_gpus=8, first_group=first)]
+    assert [(g.gpus, g.port) for g in rendered] == [([0, 1], 30000), ([0, 1], 30001)]
+    argv = [g.server_argv for g in rendered]
+    assert [a[a.index("--disaggregation-mode") + 1] for a in argv] == ["prefill", "decode"]
+    assert any("laid over 2 hosts" in note for note in outcome.notes)
+
+
+def test_a_tp8_split_over_two_nodes_takes_each_nodes_eight_gpus() -> None:
+    recipe = import_post([("p.md", TWO_NODES)], ImportOptions()).recipe
+    assert recipe.groups is not None and recipe.groups.explicit == (tuple(range(8)),)
+    assert recipe.docker.last("--network") == "host"
+
+
+def test_sides_on_their_nodes_that_differ_in_a_flag_every_host_shares_are_refused() -> None:
+    text = TWO_NODES.replace("--host 10.0.0.2 --tp 8", "--host 10.0.0.2 --tp 4")
+    assert "differ in server --tp-size: 8 (line 3) vs 4 (line 5)" in refusal("p.md", text)
+
+
+def test_vllm_sides_on_their_own_nodes_are_refused_by_name() -> None:
+    text = (
+        "vllm serve org/m --host 10.0.0.1 --port 8100 --kv-transfer-config "
+        '\'{"kv_connector":"NixlConnector","kv_role":"kv_producer"}\'\n'
+        "vllm serve org/m --host 10.0.0.2 --port 8200 --kv-transfer-config "
+        '\'{"kv_connector":"NixlConnector","kv_role":"kv_consumer"}\'\n'
+    )
+    message = refusal("p.md", text)
+    assert "a vLLM split laid over hosts, which hgxkit does not deploy yet" in message
+    assert "VLLM_NIXL_SIDE_CHANNEL_HOST" in message
+
+
+def test_a_decode_over_two_nodes_is_refused_as_a_side_spanning_nodes() -> None:
+    assert "split whose sides each span nodes is not deployed yet" in refusal(*post(172), model_repo="org/m")
+
+
+def test_bare_launched_sides_of_one_node_run_on_the_hosts_network() -> None:
+    outcome = import_post([post(171)], ImportOptions())
+    recipe = outcome.recipe
+    assert recipe.docker.last("--network") == "host" and recipe.docker.ports() == []
+    assert recipe.groups is not None and recipe.groups.explicit == ((0, 1, 2, 3), (4, 5, 6, 7))
+    assert sides(recipe, 8) == ["prefill", "decode"]
+    assert [(g.port, g.gpus) for g in render_recipe(recipe, total_gpus=8)] == [
+        (8188, [0, 1, 2, 3]),
+        (8189, [4, 5, 6, 7]),
+    ]
+
+
+def test_sides_that_pick_their_gpus_by_base_gpu_id_get_them_as_device_lists() -> None:
+    outcome = import_post([post(173)], ImportOptions())
+    recipe = outcome.recipe
+    assert recipe.groups is not None and recipe.groups.explicit == ((0,), (1,))
+    argv = [g.server_argv for g in render_recipe(recipe, total_gpus=8)]
+    assert all("--base-gpu-id" not in a for a in argv)  # inside its container a side's GPUs start at 0
+    assert [a[a.index("--disaggregation-mode") + 1] for a in argv] == ["prefill", "decode"]
+
+
+def test_dynamo_workers_are_refused_by_name() -> None:
+    message = refusal(*post(174))
+    assert "NVIDIA Dynamo (dynamo) is not supported yet" in message
+    assert "\n" not in message
+
+
+def test_a_role_based_group_with_prefill_and_decode_roles_is_refused_by_name() -> None:
+    message = refusal(*post(176))
+    assert "RoleBasedGroup sglang-pd-inference (roles router, prefill, decode; prefill and decode are the sides" in (
+        message
+    )
+
+
+def test_a_role_based_group_that_runs_no_engine_serves_nothing() -> None:
+    assert "no serving command found" in refusal(*post(177))
