@@ -322,7 +322,8 @@ class _Importer:
     def _hosted(self, built: list[Built]) -> tuple[list[Built], str] | None:
         """The sides of a split each on a node of its own, listening everywhere, joined over hosts (pd_hosts)."""
         at = [_at(c, built[0][0]) for c, _, _ in built]
-        found = over_hosts([r for _, r, _ in built], at, built[0][0].where())
+        commands = [(s.where(), s.texts) for s in self.simples]
+        found = over_hosts([r for _, r, _ in built], at, built[0][0].where(), commands)
         if found is None:
             return None
         recipes, note = found

@@ -62,6 +62,46 @@ def test_a_tp8_split_over_two_nodes_takes_each_nodes_eight_gpus() -> None:
     assert recipe.docker.last("--network") == "host"
 
 
+ROUTED = """```bash
+# prefill (node A)
+python -m sglang.launch_server --model-path org/m --disaggregation-mode prefill --host 0.0.0.0 --port 30000 --tp 8
+# decode (node B)
+python -m sglang.launch_server --model-path org/m --disaggregation-mode decode --host 0.0.0.0 --port 30001 --tp 8
+# router
+python -m sglang_router.launch_router --pd-disaggregation --prefill http://10.1.1.1:30000 8998 \\
+  --decode http://10.1.1.2:30001 --host 0.0.0.0 --port 8000
+```
+"""
+
+DOCKER_RUNS = """```bash
+docker run -d --gpus all --net host --name sglang-prefill lmsysorg/sglang:v0.5.9 python3 -m sglang.launch_server \\
+  --model-path org/m --tp 8 --host 0.0.0.0 --port 30000 --disaggregation-mode prefill
+docker run -d --gpus all --net host --name sglang-decode lmsysorg/sglang:v0.5.9 python3 -m sglang.launch_server \\
+  --model-path org/m --tp 8 --host 0.0.0.0 --port 30000 --disaggregation-mode decode
+python -m sglang_router.launch_router --pd-disaggregation --prefill http://node1:30000 --decode http://node2:30000
+```
+"""
+
+
+def test_sides_listening_everywhere_are_laid_over_hosts_by_the_nodes_the_router_names() -> None:
+    outcome = import_post([("p.md", ROUTED)], ImportOptions())
+    assert outcome.recipe.groups is not None and outcome.recipe.groups.hosts == 2
+    assert any("as the router (p.md:7) names it" in note for note in outcome.notes)
+
+
+def test_the_router_naming_one_node_for_both_sides_keeps_them_on_one_node() -> None:
+    text = ROUTED.replace("10.1.1.2", "10.1.1.1")
+    assert "do not give each side GPUs of its own" in refusal("p.md", text)
+
+
+def test_posted_docker_runs_on_their_nodes_are_one_recipe_whose_containers_are_named_per_group() -> None:
+    recipe = import_post([("p.md", DOCKER_RUNS)], ImportOptions()).recipe
+    assert recipe.groups is not None
+    assert (recipe.groups.hosts, recipe.groups.name_template) == (2, "sglang-{{group}}")
+    rendered = [g for first in (0, 1) for g in render_recipe(recipe, total_gpus=8, first_group=first)]
+    assert [(g.name, g.port) for g in rendered] == [("sglang-0", 30000), ("sglang-1", 30001)]
+
+
 def test_sides_on_their_nodes_that_differ_in_a_flag_every_host_shares_are_refused() -> None:
     text = TWO_NODES.replace("--host 10.0.0.2 --tp 8", "--host 10.0.0.2 --tp 4")
     assert "differ in server --tp-size: 8 (line 3) vs 4 (line 5)" in refusal("p.md", text)
@@ -77,6 +117,15 @@ def test_vllm_sides_on_their_own_nodes_are_refused_by_name() -> None:
     message = refusal("p.md", text)
     assert "a vLLM split laid over hosts, which hgxkit does not deploy yet" in message
     assert "VLLM_NIXL_SIDE_CHANNEL_HOST" in message
+
+
+def test_vllm_sides_that_set_their_own_side_channel_host_are_refused_by_name() -> None:
+    text = "".join(
+        f"VLLM_NIXL_SIDE_CHANNEL_HOST={ip} vllm serve org/m --port {port} --kv-transfer-config "
+        f'\'{{"kv_connector":"NixlConnector","kv_role":"{role}"}}\'\n'
+        for ip, port, role in (("10.0.0.1", 8100, "kv_producer"), ("10.0.0.2", 8200, "kv_consumer"))
+    )
+    assert "run on different nodes (10.0.0.1, 10.0.0.2): a vLLM split laid over hosts" in refusal("p.md", text)
 
 
 def test_a_decode_over_two_nodes_is_refused_as_a_side_spanning_nodes() -> None:
