@@ -138,24 +138,26 @@ def over_hosts(
     pairs, that names them: `router_addresses`); None when they are not such a split. InputError for a kind not
     laid over hosts yet, a side spanning nodes, or commands that differ where one recipe cannot hold it."""
     servers = [r.server for r in recipes]
+    kind = servers[0].server_kind
+    if node_addresses_possible(servers) and any(spans_nodes(s) for s in servers):
+        assert kind.disaggregation is not None
+        raise InputError(
+            f"{where}: {kind.disaggregation[0]}: a prefill/decode split whose sides each span nodes is not "
+            "deployed yet: hgxkit deploys one node's prefill and decode groups, or a split laid over hosts one side "
+            "per node"
+        )
     found = _nodes(recipes, commands)
     if found is None:
         return None
     addresses, said = found
-    kind = servers[0].server_kind
     split = kind.prefill_decode
-    assert split is not None and kind.disaggregation is not None
+    assert split is not None
     if split.side_channel is not None:
         raise InputError(
             f"{where}: the prefill and decode run on different nodes ({', '.join(addresses)}): a "
             f"{kind.title} split laid over hosts, which hgxkit does not deploy yet (its decode reaches the prefill "
             f"at {split.side_channel.env.replace('PORT', 'HOST')}, each node's own address); serve both sides on "
             "one node"
-        )
-    if any(spans_nodes(s) for s in servers):
-        raise InputError(
-            f"{where}: {kind.disaggregation[0]}: a prefill/decode split whose sides each span nodes is not "
-            "deployed yet: hgxkit lays a split over hosts one side per node"
         )
     for recipe, place in zip(recipes[1:], at[1:], strict=True):
         _one_recipe(recipes[0], recipe, (at[0], place), where)

@@ -132,6 +132,12 @@ def test_a_decode_over_two_nodes_is_refused_as_a_side_spanning_nodes() -> None:
     assert "split whose sides each span nodes is not deployed yet" in refusal(*post(172), model_repo="org/m")
 
 
+def test_a_prefill_and_a_decode_that_each_span_two_nodes_are_refused_as_sides_spanning_nodes() -> None:
+    message = refusal(*post(180))
+    assert "--disaggregation-mode: a prefill/decode split whose sides each span nodes is not deployed yet" in message
+    assert "not one setup" not in message
+
+
 def test_bare_launched_sides_of_one_node_run_on_the_hosts_network() -> None:
     outcome = import_post([post(171)], ImportOptions())
     recipe = outcome.recipe
