@@ -26,12 +26,13 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import re
 from collections.abc import Sequence
 from dataclasses import replace
 from urllib.parse import urlsplit
 
 from hgxkit.errors import InputError
-from hgxkit.importing.pd_join import split_side_flags
+from hgxkit.importing.pd_join import EVERYWHERE, split_side_flags
 from hgxkit.recipe.diff import Difference, diff_recipes
 from hgxkit.recipe.docker_options import canonical
 from hgxkit.recipe.docker_parse import parse_option_words
@@ -41,9 +42,10 @@ from hgxkit.recipe.pd import shared_flags, side
 from hgxkit.recipe.server_args import ServerCommand
 from hgxkit.recipe.spec import DockerSpec, Grouping, Recipe
 
-EVERYWHERE = "0.0.0.0"
 # The flags of a PD router command (SGLang's router and mini_lb, vllm-router) that name each side's URLs.
 _ROUTER_SIDES = {"--prefill": "prefill", "--decode": "decode"}
+# An address a node listens on as written in a post: an IPv4 or IPv6 address, or a host name.
+_HOST_NAME = re.compile(r"[0-9A-Za-z][0-9A-Za-z.:-]*")
 # Docker options each host's container sets anew: its GPUs, and, on the host's network, no published port.
 _PER_HOST = frozenset({"--gpus", "--publish", "--network", "--net"})
 
@@ -56,20 +58,14 @@ def node_addresses_possible(servers: Sequence[ServerCommand]) -> bool:
 
 def node_addresses(servers: Sequence[ServerCommand]) -> list[str] | None:
     """Each side's listen address when the commands are the sides of one split (a prefill and a decode at least)
-    and each listens on an IP address of its own node (no loopback, no 0.0.0.0, no two alike); else None."""
+    and each listens on an address of its own node (an IP address or a host name; no loopback, no 0.0.0.0, no
+    variable, no two alike); else None."""
     if not node_addresses_possible(servers):
         return None
-    addresses = [s.flag("--host") for s in servers]
-    if None in addresses or len(set(addresses)) < len(addresses):
+    addresses = [s.flag("--host") or "" for s in servers]
+    if len(set(addresses)) < len(addresses) or not all(_HOST_NAME.fullmatch(a) for a in addresses):
         return None
-    for address in addresses:
-        try:
-            ip = ipaddress.ip_address(address or "")
-        except ValueError:
-            return None
-        if ip.is_loopback or ip.is_unspecified:
-            return None
-    return [a for a in addresses if a is not None]
+    return None if any(_loopback(a) for a in addresses) else addresses
 
 
 def router_addresses(servers: Sequence[ServerCommand], words: Sequence[str]) -> list[str] | None:

@@ -25,6 +25,7 @@ from dataclasses import replace
 
 from hgxkit.errors import InputError
 from hgxkit.kinds.base import ServerKind
+from hgxkit.netaddr import is_loopback
 from hgxkit.recipe.docker_options import canonical
 from hgxkit.recipe.docker_parse import parse_option_words
 from hgxkit.recipe.nodes import parallel_size
@@ -32,6 +33,7 @@ from hgxkit.recipe.server_args import ServerCommand
 from hgxkit.recipe.spec import DockerSpec, Recipe
 
 Own = tuple[tuple[tuple[str, ...], ...], ...]
+EVERYWHERE = "0.0.0.0"
 
 
 def side_flags(kind: ServerKind) -> frozenset[str]:
@@ -79,8 +81,33 @@ def join_sides(recipe: Recipe, servers: Sequence[ServerCommand], where: str) -> 
         f"{', '.join(written)} (groups.server_args); the router between them comes from `--data router=true`, "
         "not the post's router command"
     ]
-    joined = replace(recipe, server=shared, groups=replace(recipe.groups, server_args=own))
+    joined = replace(
+        recipe,
+        server=_listening_on_the_node(shared, recipe, where, notes),
+        groups=replace(recipe.groups, server_args=own),
+    )
     return own_ports(joined, servers, where, notes, renumber=True)
+
+
+def _listening_on_the_node(server: ServerCommand, recipe: Recipe, where: str, notes: list[str]) -> ServerCommand:
+    """On the host's network, a server listening on one address of the poster's node (`--host 192.168.0.137`)
+    listens on every address of the node it is deployed to: the posted address is not the inventory host's, and
+    hgxkit's router reaches a one-node split's groups at 127.0.0.1 (a note)."""
+    listen = server.flag("--host")
+    if recipe.docker.last("--network") != "host" or listen is None or listen in (EVERYWHERE, "::"):
+        return server
+    if is_loopback(listen):
+        return server
+    kind = server.server_kind
+    args = tuple(
+        (name, EVERYWHERE) if kind.canonical_flag(name := e[0].partition("=")[0]) == "--host" else e
+        for e in server.args
+    )
+    notes.append(
+        f"{where}: the sides listen on --host {listen}, an address of the poster's node: --host {EVERYWHERE} on the "
+        "node they are deployed to (hgxkit's router reaches a one-node split's groups at 127.0.0.1)"
+    )
+    return ServerCommand(server.program, args, server.kind)
 
 
 def own_ports(

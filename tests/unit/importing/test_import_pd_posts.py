@@ -150,6 +150,21 @@ def test_bare_launched_sides_of_one_node_run_on_the_hosts_network() -> None:
     ]
 
 
+def test_one_nodes_sides_listening_on_the_posters_node_address_listen_on_the_deployed_nodes() -> None:
+    text = TWO_NODES.replace("10.0.0.2", "10.0.0.1").replace("--tp 8", "--tp 4")
+    text = text.replace("--port 30001", "--port 30001 --base-gpu-id 4")
+    recipe = import_post([("p.md", text)], ImportOptions()).recipe
+    assert recipe.server.flag("--host") == "0.0.0.0" and "10.0.0.1" not in dump_recipe(recipe)
+    assert recipe.groups is not None and recipe.groups.hosts is None
+    assert recipe.groups.explicit == ((0, 1, 2, 3), (4, 5, 6, 7))
+
+
+def test_hosts_named_by_name_put_the_sides_on_their_own_nodes() -> None:
+    text = TWO_NODES.replace("10.0.0.1", "gpu-a").replace("10.0.0.2", "gpu-b")
+    recipe = import_post([("p.md", text)], ImportOptions()).recipe
+    assert recipe.groups is not None and recipe.groups.hosts == 2
+
+
 def test_sides_that_pick_their_gpus_by_base_gpu_id_get_them_as_device_lists() -> None:
     outcome = import_post([post(173)], ImportOptions())
     recipe = outcome.recipe
