@@ -11,10 +11,14 @@ import pytest
 
 from hgxkit.errors import InputError
 from hgxkit.importing.importer import ImportOptions, import_post
+from hgxkit.kinds.sglang import SGLANG
 from hgxkit.recipe.check import check_recipe
 from hgxkit.recipe.dump import dump_recipe
-from hgxkit.recipe.pd import pd_problems, sides
+from hgxkit.recipe.pd import host_group_count, pd_problems, sides
 from hgxkit.recipe.render import render_recipe
+from hgxkit.serving.hostshare import share_hosts
+from hgxkit.serving.multinode import Candidate
+from hgxkit.serving.router import WorkerHost, group_sides, pd_workers, worker_sides, worker_urls
 
 POSTS = Path(__file__).resolve().parents[2] / "fixtures" / "posts"
 
@@ -54,6 +58,24 @@ def test_sides_listening_on_their_own_nodes_addresses_are_one_recipe_laid_over_t
     argv = [g.server_argv for g in rendered]
     assert [a[a.index("--disaggregation-mode") + 1] for a in argv] == ["prefill", "decode"]
     assert any("laid over 2 hosts" in note for note in outcome.notes)
+
+
+def test_the_imported_two_node_split_runs_a_side_per_inventory_host_which_the_router_names() -> None:
+    recipe = import_post([post(170)], ImportOptions()).recipe
+    nodes = [Candidate("node1", address="10.9.0.1"), Candidate("node2", address="10.9.0.2")]
+    shares, problems = share_hosts(nodes, hosts=2, per_host=host_group_count(recipe, 8))
+    assert problems == [] and [(s.host, s.groups) for s in shares] == [("node1", (0,)), ("node2", (1,))]
+    hosts = [
+        WorkerHost(
+            s.host, s.address, "0.0.0.0", [30000 + s.first_group], sides=group_sides(recipe, [*s.groups]), shared=True
+        )
+        for s in shares
+    ]
+    urls, problems = worker_urls("node1", hosts)
+    assert problems == [] and urls == ["http://10.9.0.1:30000", "http://10.9.0.2:30001"]
+    assert SGLANG.prefill_decode is not None
+    args = pd_workers(urls, worker_sides("node1", hosts), "round_robin", SGLANG.prefill_decode.router)
+    assert args[:6] == ["--pd-disaggregation", "--prefill", urls[0], "8998", "--decode", urls[1]]
 
 
 def test_a_tp8_split_over_two_nodes_takes_each_nodes_eight_gpus() -> None:
