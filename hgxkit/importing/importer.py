@@ -54,7 +54,7 @@ from hgxkit.importing.outcome import (
     finish,
     place,
 )
-from hgxkit.importing.pd_hosts import join_hosts, over_hosts
+from hgxkit.importing.pd_hosts import join_hosts, over_hosts, posted_router
 from hgxkit.importing.pd_join import first_gpus_as_devices, join_sides, on_host_network, own_ports, side_flags
 from hgxkit.importing.pd_sides import either_roles, posted_routers, routed_sides, side_channel_ports
 from hgxkit.importing.platform import ForeignSetup, foreign_in, message, refuse_foreign, shows_nvidia
@@ -368,6 +368,13 @@ class _Importer:
                 f"{shells[0].simple.where()}: no serving command in {names}: the container runs "
                 f"`{' '.join(shells[0].run.command) or 'its entrypoint'}` and the post does not say what runs in it; "
                 "import the post that has the server command"
+            )
+        router = posted_router([(s.where(), s.texts) for s in self.simples])
+        if router is not None:
+            return InputError(
+                f"{router}: no serving command in {names}, only a prefill/decode router command; import it together "
+                "with the post that has the prefill and decode commands (the router is written from them: "
+                "`--data router=true`)"
             )
         # plain client commands first, then those run with `docker run`
         benches = sorted(self.reading.benches, key=lambda b: b[0].kind == "docker-run")

@@ -96,6 +96,12 @@ def router_addresses(servers: Sequence[ServerCommand], words: Sequence[str]) -> 
     return addresses
 
 
+def posted_router(commands: Sequence[tuple[str, Sequence[str]]]) -> str | None:
+    """Where the first prefill/decode router command among (where, words) `commands` is (one naming URLs of both
+    sides); None when there is none."""
+    return next((where for where, words in commands if _router_urls(words) is not None), None)
+
+
 def _router_urls(words: Sequence[str]) -> list[tuple[str, int, str]] | None:
     """(side, port, host) of every `--prefill`/`--decode` URL of a router command (a value may list several,
     comma-separated); None for a command that names no URL of both sides."""

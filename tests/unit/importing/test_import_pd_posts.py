@@ -211,3 +211,8 @@ def test_a_role_based_group_with_prefill_and_decode_roles_is_refused_by_name() -
 
 def test_a_role_based_group_that_runs_no_engine_serves_nothing() -> None:
     assert "no serving command found" in refusal(*post(177))
+
+
+def test_a_post_with_only_a_router_command_says_so_at_the_router() -> None:
+    message = refusal(*post(178))
+    assert ":40: no serving command in " in message and "only a prefill/decode router command" in message
