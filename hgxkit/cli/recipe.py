@@ -327,8 +327,12 @@ def _cmd_import(args: argparse.Namespace) -> int:
     out.write_text(yaml_text, encoding="utf-8")
     groups = outcome.recipe.groups
     shape = f"groups of {groups.size} GPUs" if groups and groups.size else "one container"
+    if groups and groups.explicit and len(groups.explicit) > 1:
+        shape = f"{len(groups.explicit)} GPU groups"
     if outcome.recipe.node_count() > 1:
         shape += f" spanning {outcome.recipe.node_count()} nodes"
+    if groups and groups.host_count > 1:
+        shape += f" on each of {groups.host_count} hosts in turn"
     console.print(f"wrote {out} (recipe {outcome.recipe.name!r}, {shape})")
     return _set_aside(outcome, console)
 
