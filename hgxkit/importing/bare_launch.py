@@ -167,6 +167,8 @@ def _image_kind(image: str) -> str | None:
         return None
 
 
+# An environment value naming a file by a path relative to the shell's directory: `./x`, `../x`.
+_RELATIVE_FILE = re.compile(r"\.\.?/")
 # Paths a server argument may name that are no input to mount (devices, the container's own temp space).
 _NOT_INPUTS = ("/dev/", "/proc/", "/sys/", "/tmp/")
 
@@ -222,6 +224,12 @@ def docker_run_for(
         options += ["-v", f"{path}:{path}:ro"]
         notes.append(f"{where}: {shell_value(path)} is mounted read-only at the same path in the container")
     for name, value in env.items():
+        if _RELATIVE_FILE.match(shell_value(value)):  # the shell's directory; the container starts elsewhere
+            raise InputError(
+                f"{where}: {name}={shell_value(value)} names a file relative to the directory the post ran in, "
+                "which the container does not have (hgxkit mounts the files a server argument names, not a "
+                "variable's); drop it, or build the file into the image (--image)"
+            )
         options += ["-e", f"{name}={value}"]
         notes.append(f"{where}: {name}={shell_value(value)} from the shell became -e {name}=…")
     notes.append(f"{where}: --ipc=host added (shared memory between tensor-parallel ranks, as the engines document)")

@@ -216,3 +216,14 @@ def test_a_role_based_group_that_runs_no_engine_serves_nothing() -> None:
 def test_a_post_with_only_a_router_command_says_so_at_the_router() -> None:
     message = refusal(*post(178))
     assert ":40: no serving command in " in message and "only a prefill/decode router command" in message
+
+
+def test_a_side_whose_environment_names_a_file_relative_to_the_shell_is_refused() -> None:
+    # sglang#4880's run instructions: the old Mooncake transfer engine read each node's own mooncake.json
+    text = "".join(
+        f"MOONCAKE_CONFIG_PATH=./mooncake.json python -m sglang.launch_server --model-path org/m "
+        f"--disaggregation-mode {mode} --port {port} --host {ip} --tp-size 2\n"
+        for mode, port, ip in (("prefill", 30000, "192.168.0.137"), ("decode", 30001, "192.168.0.140"))
+    )
+    message = refusal("p.md", text)
+    assert message.startswith("p.md:1: MOONCAKE_CONFIG_PATH=./mooncake.json names a file relative to the directory")
