@@ -64,7 +64,7 @@ def sync(spec: str) -> tuple[int, dict]:
     box: dict[str, tuple[int, dict]] = {}
     t = threading.Thread(target=lambda: box.setdefault("r", run(spec)), daemon=True)
     t.start()
-    t.join(60)
+    t.join(300)  # a sync takes about a second; a hung one never returns, and a thrashing machine took over 60 s
     assert not t.is_alive(), "the sync hung (a FIFO opened for reading?)"
     return box["r"]
 
