@@ -143,5 +143,10 @@ def test_a_second_group_of_the_side_serving_meanwhile_is_no_gap() -> None:
     # a stopped group's replace loses nothing; a group started earlier in the order serves during a later replace
     assert split_gaps([act("keep", 0), act("replace", 1, up=False)], SPLIT) == []
     assert split_gaps([act("keep", 0), act("start", 1), act("replace", 2)], sides) == []
-    # groups that serve both phases are no side: no gap whatever is replaced
+    # a decode kept running serves while the other is replaced; one being removed does not
+    assert split_gaps([act("keep", 0), act("keep", 1), act("replace", 2)], sides) == []
+    assert [g.group for g in split_gaps([act("keep", 0), act("remove", 2), act("replace", 1)], sides)] == [1]
+    # groups that serve both phases are no side: no gap whatever is replaced, alone or beside another
     assert split_gaps([act("replace", 0), act("replace", 1)], {}) == []
+    assert split_gaps([act("replace", 0)], {}) == []
+    assert split_gaps([act("keep", 0), act("replace", 2)], {0: "prefill", 1: "decode"}) == []
