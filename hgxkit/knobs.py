@@ -27,7 +27,7 @@ import difflib
 import json
 import textwrap
 import types
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import MISSING, Field, dataclass, field, fields
 from functools import cache
 from typing import Any, NoReturn, TypeVar, Union, get_args, get_origin, get_type_hints
@@ -403,12 +403,24 @@ def pyinfra_data_names() -> tuple[frozenset[str], tuple[str, ...]]:
     return frozenset(names), tuple(sorted({f"{name}_" for name in connectors} | {"ssh_"}))
 
 
-def refuse_unknown_knobs(given: Iterable[str], known: Iterable[str]) -> None:
-    """Stop the run when the host's data names a knob that is neither in `known` nor pyinfra's own, with the
-    closest known name: `unknown knob 'modles_dir' (did you mean models_dir?)`."""
+def refuse_unknown_knobs(
+    given: Iterable[str], known: Iterable[str], more: Callable[[], Iterable[str]] = frozenset
+) -> None:
+    """Stop the run when the host's data names a knob that is neither in `known` (nor in `more()`) nor pyinfra's
+    own, with the closest known name: `unknown knob 'modles_dir' (did you mean models_dir?)`. `more()` is read
+    only for a name that is none of `known`, pyinfra's operation arguments and its SSH keys, and pyinfra's
+    connectors (their entry points) only for a name still unknown: each costs the controller a few ms a run."""
+    from pyinfra.api.arguments import all_argument_meta
+
     known = set(known)
+    left = [n for n in given if n not in known and n not in all_argument_meta and not n.startswith("ssh_")]
+    if left:
+        known.update(more())
+        left = [n for n in left if n not in known]
+    if not left:
+        return
     own, prefixes = pyinfra_data_names()
-    unknown = sorted(n for n in given if n not in known and n not in own and not n.startswith(prefixes))
+    unknown = sorted(n for n in left if n not in own and not n.startswith(prefixes))
     if unknown:
         stop("; ".join(_unknown_line(name, known) for name in unknown))
 

@@ -97,15 +97,23 @@ class SecretSpan:
 
 @dataclass(frozen=True)
 class SecretPattern:
-    """A credential form: its stable name, a regex whose group `value` is the secret, and its variable.
+    """A credential form: its stable name, a regex (`source`, `flags`) whose group `value` is the secret, and its
+    variable.
 
     `env_name` gets the match and returns the environment variable that should carry the value, or None
-    when the match is not a credential after all (a setting named like a secret, a `$REFERENCE`).
+    when the match is not a credential after all (a setting named like a secret, a `$REFERENCE`). The regex is
+    compiled on the first scan, not at import (~3 ms for them all): a deploy whose recipe's scan is remembered
+    (hgxkit.verdicts) scans nothing.
     """
 
     kind: str
-    regex: re.Pattern[str]
+    source: str
     env_name: Callable[[re.Match[str]], str | None]
+    flags: int = 0
+
+    @functools.cached_property
+    def regex(self) -> re.Pattern[str]:
+        return re.compile(self.source, self.flags)
 
 
 def _fixed(name: str) -> Callable[[re.Match[str]], str | None]:
@@ -139,9 +147,7 @@ SECRET_PATTERNS: tuple[SecretPattern, ...] = (
     # password may hold `/` (`pa/ss`); a port followed by a path (`host:8000/x@y`) is not a password.
     SecretPattern(
         "url-password",
-        re.compile(
-            r"(?i)(?<![a-z0-9+.-])[a-z][a-z0-9+.-]{0,31}://[^\s/:@'\"]*:(?P<value>(?![0-9]+/)[^\s@'\"]{1,256})@"
-        ),
+        r"(?i)(?<![a-z0-9+.-])[a-z][a-z0-9+.-]{0,31}://[^\s/:@'\"]*:(?P<value>(?![0-9]+/)[^\s@'\"]{1,256})@",
         _fixed("URL_PASSWORD"),
     ),
     # curl's credential options, in every spelling curl takes: `-u user:pw`, glued `-uuser:pw`, last in a
@@ -150,7 +156,7 @@ SECRET_PATTERNS: tuple[SecretPattern, ...] = (
     # an API token passed as the user) the user is.
     SecretPattern(
         "user-password-option",
-        re.compile(
+        (
             r"""\bcurl\s[^\n|;&]{0,512}?(?<![A-Za-z0-9-])["']?"""
             r"""(?:-[A-Za-z0-9]{0,16}?[uU](?:=|\s+)?|--(?:proxy-)?user(?:=|\s+))["']?"""
             r"""(?:(?P<bare>[^\s:"'$]{1,256}):(?=\s|$|["'](?:\s|$))|[^\s:"'$]{0,256}:["']?(?P<value>[^\s"']+))"""
@@ -161,58 +167,52 @@ SECRET_PATTERNS: tuple[SecretPattern, ...] = (
     # BEGIN line; masking only that line would leave the key itself in the text).
     SecretPattern(
         "private-key",
-        re.compile(
+        (
             r"-----BEGIN (?P<label>[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?)-----(?P<value>[\s\S]*?)"
             r"(?:-----END (?P=label)-----|\Z)"
         ),
         _fixed("PRIVATE_KEY"),
     ),
     # npm's granular access tokens (detect-secrets' NpmDetector below reads them only in .npmrc form).
-    SecretPattern("npmrc-token", re.compile(r":_authToken=(?P<value>[^\s\"']+)"), _fixed("NPM_TOKEN")),
-    SecretPattern("npm-token", re.compile(_NOT_WORD_BEFORE + r"(?P<value>npm_[A-Za-z0-9]{36})"), _fixed("NPM_TOKEN")),
+    SecretPattern("npmrc-token", r":_authToken=(?P<value>[^\s\"']+)", _fixed("NPM_TOKEN")),
+    SecretPattern("npm-token", _NOT_WORD_BEFORE + r"(?P<value>npm_[A-Za-z0-9]{36})", _fixed("NPM_TOKEN")),
     # Values that are credentials whatever they are called.
-    SecretPattern(
-        "hugging-face-token", re.compile(_NOT_WORD_BEFORE + r"(?P<value>hf_[A-Za-z0-9]{20,})"), _fixed("HF_TOKEN")
-    ),
+    SecretPattern("hugging-face-token", _NOT_WORD_BEFORE + r"(?P<value>hf_[A-Za-z0-9]{20,})", _fixed("HF_TOKEN")),
     SecretPattern(
         "openai-key",
-        re.compile(r"(?<![A-Za-z0-9_-])(?P<value>sk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_-]{20,})"),
+        r"(?<![A-Za-z0-9_-])(?P<value>sk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_-]{20,})",
         _fixed("OPENAI_API_KEY"),
     ),
-    SecretPattern(
-        "nvidia-key", re.compile(r"(?<![A-Za-z0-9_-])(?P<value>nvapi-[A-Za-z0-9_-]{20,})"), _fixed("NGC_API_KEY")
-    ),
+    SecretPattern("nvidia-key", r"(?<![A-Za-z0-9_-])(?P<value>nvapi-[A-Za-z0-9_-]{20,})", _fixed("NGC_API_KEY")),
     SecretPattern(
         "github-token",
-        re.compile(_NOT_WORD_BEFORE + r"(?P<value>(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,}))"),
+        _NOT_WORD_BEFORE + r"(?P<value>(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,}))",
         _fixed("GITHUB_TOKEN"),
     ),
     SecretPattern(
         "aws-access-key-id",
-        re.compile(_NOT_WORD_BEFORE + r"(?P<value>(?:AKIA|ASIA)[0-9A-Z]{16})(?![A-Za-z0-9])"),
+        _NOT_WORD_BEFORE + r"(?P<value>(?:AKIA|ASIA)[0-9A-Z]{16})(?![A-Za-z0-9])",
         _fixed("AWS_ACCESS_KEY_ID"),
     ),
     SecretPattern(
         "jwt",
-        re.compile(r"(?<![A-Za-z0-9_-])(?P<value>eyJ[A-Za-z0-9_-]{4,}\.eyJ[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]*)"),
+        r"(?<![A-Za-z0-9_-])(?P<value>eyJ[A-Za-z0-9_-]{4,}\.eyJ[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]*)",
         _fixed("JWT_TOKEN"),
     ),
-    SecretPattern(
-        "slack-token", re.compile(_NOT_WORD_BEFORE + r"(?P<value>xox[abposr]-[A-Za-z0-9-]{10,})"), _fixed("SLACK_TOKEN")
-    ),
+    SecretPattern("slack-token", _NOT_WORD_BEFORE + r"(?P<value>xox[abposr]-[A-Za-z0-9-]{10,})", _fixed("SLACK_TOKEN")),
     # `Authorization: Bearer K`, `Authorization: Basic K`, `authorization=K`.
     SecretPattern(
         "authorization-header",
-        re.compile(r"(?i)\bauthorization[\"']?\s*[:=]\s*[\"']?(?:(?:bearer|basic|token)\s+)?(?P<value>[^\s\"',;]+)"),
+        r"(?i)\bauthorization[\"']?\s*[:=]\s*[\"']?(?:(?:bearer|basic|token)\s+)?(?P<value>[^\s\"',;]+)",
         _fixed("BEARER_TOKEN"),
     ),
-    SecretPattern("bearer-token", re.compile(r"\bBearer\s+(?P<value>[A-Za-z0-9._~+/=-]+)"), _fixed("BEARER_TOKEN")),
+    SecretPattern("bearer-token", r"\bBearer\s+(?P<value>[A-Za-z0-9._~+/=-]+)", _fixed("BEARER_TOKEN")),
     # Any header (or key) that carries a credential by its name, in any case: `X-Api-Key: K`, `X-Auth-Token: K`,
     # `Proxy-Authorization: Basic K`, `Private-Token: K`, `Ocp-Apim-Subscription-Key: K`, `"x-goog-api-key": "K"`.
     # A name ends in a credential word; a `--flag` never starts one (flag-value above reads flags).
     SecretPattern(
         "credential-header",
-        re.compile(
+        (
             r"(?i)(?<![A-Za-z0-9_-])(?P<q>[\"']?)(?P<name>(?:[a-z0-9]{1,32}-){0,8}"
             r"(?:(?:api|access|secret|private|subscription)-?key|auth|authorization|[a-z]{0,16}token|secret|"
             r"password|passwd|passphrase|credentials?|cookie))(?P=q)[ \t]*[:=][ \t]*"
@@ -224,7 +224,7 @@ SECRET_PATTERNS: tuple[SecretPattern, ...] = (
     # `["--api-key", "K"]` (a JSON argv) and `['--api-key', 'K']` (a Python list in a log line).
     SecretPattern(
         "flag-in-list",
-        re.compile(
+        (
             r"(?P<q>[\"'])(?P<flag>--[A-Za-z0-9-]*(?:api-key|token|secret|password|passwd))(?P=q)\s*,\s*"
             r"(?P<q2>[\"'])(?P<value>[^\"'\n]*)(?P=q2)"
         ),
@@ -233,7 +233,7 @@ SECRET_PATTERNS: tuple[SecretPattern, ...] = (
     # `--api-key K`, `--api-key=K`, `--hf-token "K"`; a following `--flag` is not a value.
     SecretPattern(
         "flag-value",
-        re.compile(
+        (
             r"(?<![A-Za-z0-9-])(?P<flag>--[A-Za-z0-9-]*(?:api-key|token|secret|password|passwd))(?:=|\s+)(?!--)"
             + _QUOTED
         ),
@@ -242,7 +242,7 @@ SECRET_PATTERNS: tuple[SecretPattern, ...] = (
     # `NAME=value`, `NAME="value"`, `NAME: value`, `"NAME": "value"`, `api_key='K'` for secret names.
     SecretPattern(
         "secret-name",
-        re.compile(
+        (
             _NOT_WORD_BEFORE
             + r"(?P<q>[\"']?)(?P<name>[A-Za-z0-9_]*(?i:token|key|secrets?|password|passwd|pass|pwd|passphrase|"
             + r"passcode|credentials?|creds?|auth|authorization|cookie))"
@@ -283,11 +283,11 @@ _MIN_GROUP_TOKEN = 8
 
 
 def _detect_secrets_pattern(plugin: type, regex: re.Pattern[str]) -> SecretPattern:
-    value = re.compile(regex.pattern, regex.flags)
-    if value.groups:
-        # Wrap the regex so `_value_span` can tell a plugin's token group (here group 2) from the whole match.
-        value = re.compile(f"(?P<whole>{regex.pattern})", regex.flags)
-    return SecretPattern("ds-" + plugin.__name__.removesuffix("Detector").lower(), value, _fixed("SECRET"))
+    # Wrap a regex with groups so `_value_span` can tell a plugin's token group (then group 2) from the whole match.
+    source = f"(?P<whole>{regex.pattern})" if regex.groups else regex.pattern
+    return SecretPattern(
+        "ds-" + plugin.__name__.removesuffix("Detector").lower(), source, _fixed("SECRET"), regex.flags
+    )
 
 
 @functools.cache

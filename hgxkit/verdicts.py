@@ -10,8 +10,13 @@ judging libraries' versions and Python's. A failure is never remembered: it is j
 comes from the check itself. Anything unusual (no cache folder, one that another user could write, a read-only
 home) means "not remembered", and the check runs.
 
+What a passing check built from its input can be remembered the same way (`remember_output`, `remembered_output`):
+the model downloader that hgxkit.model.nodeprogram joins from its modules and checks against its rule (~15 ms
+each run) is the same bytes while the modules are. It is kept with its SHA-256, so a file cut short or changed is
+not believed, and under the same folder rules as a pass: it is uploaded to the nodes and run there.
+
     HGXKIT_CACHE_DIR   the cache folder (default $XDG_CACHE_HOME/hgxkit, else ~/.cache/hgxkit); verdicts are in
-                       its `verdicts/` folder, one empty file per remembered pass
+                       its `verdicts/` folder, one empty file per remembered pass, built outputs in `built/`
     HGXKIT_VERDICT_CACHE=off   judge everything every time
 
 Example:
@@ -22,6 +27,7 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import os
@@ -84,8 +90,8 @@ def _trusted(folder: Path) -> bool:
     )
 
 
-def _folder() -> Path:
-    return cache_dir() / "verdicts"
+def _folder(name: str = "verdicts") -> Path:
+    return cache_dir() / name
 
 
 def remembered(key: str) -> bool:
@@ -98,9 +104,51 @@ def remembered(key: str) -> bool:
 
 def remember(key: str) -> None:
     """Remember a pass under `key`; a cache that cannot be written is left as it is (the check just runs again)."""
+    folder = _writable_folder("verdicts")
+    if folder is not None:
+        with contextlib.suppress(OSError):
+            os.close(os.open(folder / key, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW, 0o600))
+
+
+def remembered_output(key: str) -> bytes | None:
+    """What a pass under `key` built, when it is remembered whole (its SHA-256 still matches) in a trusted cache."""
     if not _enabled():
+        return None
+    folder = _folder("built")
+    if not (_trusted(folder.parent) and _trusted(folder)):
+        return None
+    try:
+        with os.fdopen(os.open(folder / key, os.O_RDONLY | os.O_NOFOLLOW), "rb") as handle:
+            info = os.fstat(handle.fileno())
+            if not stat.S_ISREG(info.st_mode) or info.st_uid != os.geteuid():
+                return None
+            digest, _, output = handle.read().partition(b"\n")
+    except OSError:
+        return None
+    return output if hashlib.sha256(output).hexdigest().encode() == digest else None
+
+
+def remember_output(key: str, output: bytes) -> None:
+    """Remember what a pass under `key` built; written whole or not at all (a cache that cannot be written is left
+    as it is: the output is built again next time)."""
+    folder = _writable_folder("built")
+    if folder is None:
         return
-    folder = _folder()
+    part = folder / f"{key}.{os.getpid()}.part"
+    try:
+        fd = os.open(part, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(hashlib.sha256(output).hexdigest().encode() + b"\n" + output)
+        os.replace(part, folder / key)
+    except OSError:
+        part.unlink(missing_ok=True)
+
+
+def _writable_folder(name: str) -> Path | None:
+    """The cache's `name` folder, made if need be, when the cache is on and trusted; None otherwise."""
+    if not _enabled():
+        return None
+    folder = _folder(name)
     existing = folder
     while not existing.exists() and existing != existing.parent:
         existing = existing.parent
@@ -108,10 +156,9 @@ def remember(key: str) -> None:
         # Not in a home that is another user's (root under sudo with the user's HOME): root's folders there would
         # be left in someone else's way.
         if existing.stat().st_uid != os.geteuid():
-            return
+            return None
         folder.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         folder.mkdir(mode=0o700, exist_ok=True)
-        if _trusted(folder.parent) and _trusted(folder):
-            os.close(os.open(folder / key, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW, 0o600))
     except OSError:
-        pass
+        return None
+    return folder if _trusted(folder.parent) and _trusted(folder) else None

@@ -9,6 +9,7 @@ or gives a shared knob or a knob of the roles the deploy runs (`classes`) a valu
 from __future__ import annotations
 
 import ast
+from dataclasses import fields
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -52,6 +53,7 @@ def knob_fields(source: str) -> list[str]:
 def check_knob_names(host: Any, *classes: type[Knobs]) -> None:
     """Stop the run when `host`'s inventory or `--data` names a knob nobody declared (naming the closest one), or
     gives a shared knob or a knob of `classes` a value its type refuses (naming the knob)."""
-    refuse_unknown_knobs(host.data.dict(), known_knob_names())
+    declared = {f.name for knobs in (SharedKnobs, *classes) for f in fields(knobs)}  # type: ignore[arg-type]
+    refuse_unknown_knobs(host.data.dict(), declared, known_knob_names)
     for knobs in (SharedKnobs, *classes):
         knobs.from_host(host)
