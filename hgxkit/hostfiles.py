@@ -10,12 +10,23 @@ Execute time (inside a `python.call` callback):
 
 from __future__ import annotations
 
+import importlib.util
 import posixpath
 
 from pyinfra.api import StringCommand
 from pyinfra.operations import server
 
 from hgxkit.hostcmd import HostRunner, script
+
+
+def program_text(module: str) -> str:
+    """The source of `module`, a standard-library-only program that a host runs (fed to its python3), read from
+    its file: importing it would load what only the host uses (http.client, urllib.request) on every run."""
+    spec = importlib.util.find_spec(module)
+    if spec is None or spec.origin is None:
+        raise ModuleNotFoundError(module)
+    with open(spec.origin, encoding="utf-8") as handle:
+        return handle.read()
 
 
 def write_command(path: str, mode: str = "0644") -> StringCommand:

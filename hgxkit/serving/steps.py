@@ -22,6 +22,7 @@ from pyinfra.api.exceptions import DeployError
 from pyinfra.api.output import echo
 
 from hgxkit.hostcmd import HostRunner, SecretLines, argv, script, text
+from hgxkit.hostfiles import program_text
 from hgxkit.kinds import KINDS
 from hgxkit.knobs import knob
 from hgxkit.node.facts_files import IsFile
@@ -35,10 +36,8 @@ from hgxkit.recipe.judge import Allowances, Judged, Refused, allowances_from_kno
 from hgxkit.recipe.secretenv import default_env_allowlist
 from hgxkit.recipe.spec import Recipe
 from hgxkit.runfailure import RunFailure, escape_control
-from hgxkit.serving import pullprogress
 from hgxkit.serving.containers import ApiKeyFiles, ContainerSpec
 from hgxkit.serving.image import RECORD_NAME, digest_from_inspect, pull_and_inspect
-from hgxkit.serving.pullprogress import progress_line, read_progress
 from hgxkit.serving.replace import CHECK_SCRIPT, mounts_check_script, start_preamble
 
 PULL_UNIT = "hgxkit-image-pull"  # the node-side unit that pulls the recipe's image in the background
@@ -84,7 +83,7 @@ def pull_files(h: Host) -> tuple[str, str]:
 
 def pull_program() -> str:
     """The node-side pull program's text (stdlib only)."""
-    return Path(pullprogress.__file__).read_text()
+    return program_text("hgxkit.serving.pullprogress")
 
 
 def start_pull_command(reference: str, program: str, progress: str) -> StringCommand:
@@ -121,6 +120,8 @@ def pull(h: Host, reference: str) -> str:
     poll = script(
         "sleep 1; cat {f} 2>/dev/null; echo; systemctl is-active {unit} 2>/dev/null || true", f=progress, unit=PULL_UNIT
     )
+    from hgxkit.serving.pullprogress import progress_line, read_progress  # here: only a pull waits on its progress
+
     last = 0.0
     state: dict = {}
     while True:

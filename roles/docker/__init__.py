@@ -10,7 +10,6 @@ Example (deploys/bringup.py):
 from __future__ import annotations
 
 from io import StringIO
-from pathlib import Path
 
 from pyinfra import host
 from pyinfra.api import deploy
@@ -21,9 +20,9 @@ from pyinfra.operations.util import any_changed
 from hgxkit.bundle.source import delivered
 from hgxkit.errors import HgxkitError
 from hgxkit.hostcmd import HostRunner, argv
-from hgxkit.hostfiles import write_text
+from hgxkit.hostfiles import program_text, write_text
 from hgxkit.knobs import ssh_hostname
-from hgxkit.node import cachefill, imagecache
+from hgxkit.node import imagecache
 from hgxkit.node.docker import DAEMON_JSON, daemon_json_text, deb822_sources, parse_daemon_json
 from hgxkit.node.facts_apt import InstalledPackages, SnapInstalled
 from hgxkit.node.facts_files import FileText, RecordFile
@@ -227,7 +226,7 @@ def _fill(source: str, where: tuple[str, str]) -> None:
     wait_s = str(DockerKnobs.from_host(host).image_cache_fill_s)
     ok, said = HostRunner(host).status(
         argv("python3", "-", source, where[0], where[1], imagecache.STORAGE, wait_s, REGISTRY_BINARY),
-        _stdin=Path(cachefill.__file__).read_text(),
+        _stdin=program_text("hgxkit.node.cachefill"),
     )
     if not ok:
         raise RunFailure(
