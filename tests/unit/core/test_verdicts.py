@@ -149,3 +149,26 @@ def test_root_makes_no_folder_in_a_home_another_user_owns(tmp_path: Path, monkey
     assert list(home.iterdir()) == []
     assert load_recipe(ROOT / SEED_RECIPE).name
     assert list(home.iterdir()) == []
+
+
+def test_a_built_output_is_believed_only_whole_and_in_a_folder_only_this_user_can_write(cache: Path) -> None:
+    key = "b" * 64
+    assert verdicts.remembered_output(key) is None
+    verdicts.remember_output(key, b"#!/usr/bin/env python3\nprint('hi')\n")
+    assert verdicts.remembered_output(key) == b"#!/usr/bin/env python3\nprint('hi')\n"
+    kept = cache / "built" / key
+    kept.write_bytes(kept.read_bytes()[:-3])  # cut short
+    assert verdicts.remembered_output(key) is None
+    verdicts.remember_output(key, b"x")
+    assert verdicts.remembered_output(key) == b"x"
+    (cache / "built").chmod(0o777)
+    assert verdicts.remembered_output(key) is None
+
+
+def test_the_downloader_is_built_once_and_then_read_as_the_same_bytes(cache: Path) -> None:
+    from hgxkit.model import nodeprogram
+
+    built = nodeprogram.build().encode("utf-8")
+    assert nodeprogram._built() == built
+    assert [p.name for p in (cache / "built").iterdir()] != []
+    assert nodeprogram._built() == built
