@@ -29,6 +29,7 @@ def test_select_files_like_huggingface_hub() -> None:
     [
         (170 * GB, 120 * GB, "need 170.0 GB, 120.0 GB free at /data/models/x"),
         (73_900_000, 67_108_864, "need 0.0739 GB, 0.0671 GB free at /data/models/x"),
+        (GB, GB // 2, "need 1.0 GB, 0.5 GB free at /data/models/x"),  # one decimal from 1 GB on
         (5 * GB, 5 * GB, None),
     ],
 )
@@ -51,6 +52,8 @@ def test_disk_need_adds_percentage_and_floor() -> None:
         (Progress("downloading", 0, 160 * GB, 0.0), "downloading 0.00/160.00 GB (0%)"),
         (Progress("verifying", 160 * GB, 160 * GB, 2e9), "verifying 160.00/160.00 GB (100%) at 2000.0 MB/s"),
         (Progress("resolving", detail="org/x@main"), "resolving org/x@main"),
+        (Progress("checking", 1, 1), "checking 0.00/0.00 GB (100%)"),  # any total above zero is shown
+        (Progress("fetching", 0, 10**12, 1e11), "fetching 0.00/1000.00 GB (0%) at 100000.0 MB/s, ETA 0:10"),  # 10^6 B
     ],
 )
 def test_format_progress(progress: Progress, line: str) -> None:
@@ -178,11 +181,13 @@ def test_is_commit() -> None:
         ("../x", "has a '..', '.' or empty part"),
         ("a/../../x", "has a '..', '.' or empty part"),
         ("./x", "has a '..', '.' or empty part"),
+        ("a/", "has a '..', '.' or empty part"),
         ("/etc/passwd", "is absolute"),
         ("", "is empty or holds a NUL"),
         ("a\0b", "is empty or holds a NUL"),
         (".hgxkit-manifest.json", "is hgxkit state"),
         (".cache/huggingface/download/x.metadata", "is hgxkit state"),
+        (".cache/hgxkit/partial/" + "ab" * 20, "is hgxkit state"),
     ],
 )
 def test_names_from_a_listing_stay_inside_local_dir(name: str, why: str | None) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import errno
 import fcntl
+import hashlib
 import json
 import os
 import stat
@@ -67,7 +68,7 @@ def test_open_dir_at_names_the_missing_part_and_makes_it_only_when_asked(tmp_pat
     try:
         with pytest.raises(FileNotFoundError) as missing:
             core.open_dir_at(root, "a/b")
-        assert missing.value.strerror == "b is missing or not a directory"
+        assert (missing.value.errno, missing.value.strerror) == (errno.ENOENT, "b is missing or not a directory")
         assert not (tmp_path / "a" / "b").exists()
         os.close(core.open_dir_at(root, "a/b", create=True))
         assert (tmp_path / "a" / "b").is_dir()
@@ -181,8 +182,8 @@ def test_a_progress_line_shows_any_positive_rate() -> None:
     assert line == "fetch 1.00/2.00 GB (50%) at 0.0 MB/s, ETA 555555:33:20"  # 10^9 bytes at 0.5 B/s
 
 
-def test_a_name_with_a_dot_or_dot_dot_part_is_refused(tmp_path: Path) -> None:
-    for rel in ("a/./f", "a/../f"):
+def test_a_name_with_a_dot_dot_dot_or_nul_part_is_refused_before_anything_is_made(tmp_path: Path) -> None:
+    for rel in ("a/./f", "a/../f", "a/b\0c/f"):
         with pytest.raises(ValueError, match=r"has a '\.\.' or '\.' part"):
             core.write_under(str(tmp_path), rel, "text")
     assert list(tmp_path.iterdir()) == []
@@ -250,3 +251,133 @@ def test_the_stamp_needs_stat_to_show_each_file_a_regular_file_of_its_verified_s
 
     assert core._stat_matches(out("regular file"), paths, 1, manifest)
     assert not core._stat_matches(out("directory"), paths, 1, manifest)
+
+
+def test_directories_made_under_local_dir_are_0755(tmp_path: Path, no_umask: None) -> None:
+    """Writable by their owner (root) only, whatever the umask: no other user adds files the next sync reads."""
+    core.make_dir_under(str(tmp_path / "m"), "a/b")
+    modes = [stat.S_IMODE((tmp_path / rel).stat().st_mode) for rel in ("m", "m/a", "m/a/b")]
+    assert modes == [0o755, 0o755, 0o755]
+
+
+def test_atomic_write_of_a_bare_name_writes_in_the_current_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    core.atomic_write("state.json", "text")
+    assert (tmp_path / "state.json").read_text() == "text"
+
+
+def test_a_file_removed_while_dir_bytes_counts_adds_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "kept").write_bytes(b"x" * 3)
+    (tmp_path / "a" / "gone").write_bytes(b"x" * 5)
+    real = os.lstat
+
+    def gone_meanwhile(path: str, *args: object, **kwargs: object) -> os.stat_result:
+        if os.path.basename(path) == "gone":  # hf_xet evicted it between the listing and the stat
+            raise FileNotFoundError(errno.ENOENT, "gone", path)
+        return real(path, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(core.os, "lstat", gone_meanwhile)
+    assert core.dir_bytes(str(tmp_path / "a")) == 3
+
+
+def test_list_under_lists_the_directory_it_names(tmp_path: Path) -> None:
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "f").write_text("")
+    assert core.list_under(str(tmp_path), "d") == ["f"]
+    assert core.list_under(str(tmp_path), "d/f") == [] and core.list_under(str(tmp_path / "none"), "d") == []
+
+
+def test_read_under_reads_no_more_than_its_limit(tmp_path: Path) -> None:
+    (tmp_path / "f").write_text("0123456789")  # a planted huge file must not fill memory
+    assert core.read_under(str(tmp_path), "f", limit=4) == "0123"
+
+
+def test_an_entry_another_worker_removed_meanwhile_is_no_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    unlink, rmdir = os.unlink, os.rmdir
+
+    def raced(real):  # type: ignore[no-untyped-def]
+        def remove(name: str, *, dir_fd: int) -> None:
+            real(name, dir_fd=dir_fd)  # the other worker's
+            raise FileNotFoundError(errno.ENOENT, "removed meanwhile", name)
+
+        return remove
+
+    (tmp_path / "f").write_text("x")
+    (tmp_path / "tree" / "sub").mkdir(parents=True)
+    monkeypatch.setattr(core.os, "unlink", raced(unlink))
+    monkeypatch.setattr(core.os, "rmdir", raced(rmdir))
+    root = _dir_fd(tmp_path)
+    try:
+        core.remove_at(root, "f")
+        core.remove_at(root, "tree")
+    finally:
+        os.close(root)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_failed_write_raises_its_own_error_when_its_temporary_file_cannot_be_removed_either(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def refused(*_args: object, **_kwargs: object) -> None:
+        raise PermissionError(errno.EROFS, "read-only now")
+
+    monkeypatch.setattr(core.os, "replace", refused)
+    monkeypatch.setattr(core.os, "unlink", refused)
+    root = _dir_fd(tmp_path)
+    try:
+        with pytest.raises(PermissionError, match="read-only now"):
+            core.write_at(root, "f", "text")
+    finally:
+        os.close(root)
+
+
+def test_a_stamp_covers_absolute_paths_only() -> None:
+    """The shell check compares the stamp's root with `pwd -P`, and `stat` prints each path as it was given."""
+    manifest = Manifest("o/r", "main", "c" * 40, [], "hub", "", [VerifiedFile("f", 3, None, "0" * 40, 5)])
+    assert core.stamp_paths("m", manifest, "/s/r.json") is None
+    assert core.stamp_paths("/m", manifest, "s/r.json") is None
+    assert core.stamp_paths("/m", manifest, "/s/r.json") == ["/m", "/m/f", "/m/.hgxkit-manifest.json", "/s/r.json"]
+
+
+def test_the_stamp_needs_one_stat_line_per_path_naming_it_with_each_mtime_to_the_nanosecond() -> None:
+    manifest = Manifest("o/r", "main", "c" * 40, [], "hub", "", [VerifiedFile("f", 3, None, "0" * 40, 5 * 10**9 + 7)])
+    paths = ["/m", "/m/f", "/m/.hgxkit-manifest.json", "/s/r.json"]
+    lines = [
+        "/m|directory|4096|1.000000000|1.000000000|2049:1",
+        "/m/f|regular file|3|5.000000007|1.000000000|2049:2",
+        "/m/.hgxkit-manifest.json|regular file|10|1.000000000|1.000000000|2049:3",
+        "/s/r.json|regular file|10|1.000000000|1.000000000|2049:4",
+    ]
+    assert core._stat_matches("".join(f"{line}\n" for line in lines), paths, 1, manifest)
+    extra = [*lines, "/m/g|regular file|3|5.000000007|1.000000000|2049:5"]
+    other_name = [lines[0].replace("/m|", "/n|"), *lines[1:]]
+    to_ten_ns = [lines[0], lines[1].replace("5.000000007", "5.00000007"), *lines[2:]]  # 70 ns, not 7
+    for wrong in (extra, other_name, to_ten_ns):
+        assert not core._stat_matches("".join(f"{line}\n" for line in wrong), paths, 1, manifest)
+
+
+def test_a_stamp_key_is_the_sha256_of_its_fields_as_compact_json() -> None:
+    """The key the node writes and the controller expects: pinned, so that a change to it comes with a new
+    STAMP_SCHEMA."""
+    spec = core.Spec(repo_id="o/r", local_dir="/m", allow_patterns=["*.json", "*.safetensors"])
+    text = b'["hgxkit-model-stamp-1","o/r","main",["*.json","*.safetensors"],"/m","","hub","","/var/lib/hgxkit/model",'
+    text += b'"",false]'
+    assert core.stamp_key(spec) == hashlib.sha256(text).hexdigest()
+
+
+def test_a_manifest_without_total_bytes_is_read() -> None:
+    """total_bytes is written for readers of the file only: it is the files' sum, never read back."""
+    manifest = Manifest("o/r", "main", "c" * 40, [], "hub", "", [VerifiedFile("f", 3, None, "g", 1)])
+    doc = json.loads(manifest.to_json())
+    del doc["total_bytes"]
+    assert Manifest.from_json(json.dumps(doc)) == manifest
+
+
+def test_a_spec_is_sorted_json_and_loads_from_its_text_with_whitespace_before_it() -> None:
+    spec = core.Spec(repo_id="o/r", local_dir="/m")
+    text = spec.to_json()
+    assert list(json.loads(text)) == sorted(json.loads(text))
+    assert core.Spec.load("\n  " + text) == spec

@@ -491,3 +491,48 @@ def test_a_dry_runs_check_writes_no_stamp_and_says_so(tmp_path: Path, monkeypatc
     stamp.unlink()
     monkeypatch.setenv(core.STAMP_READONLY_ENV, "1")
     assert core.write_stamp(spec, manifest) is False and not stamp.exists()
+
+
+def _copy_and_manifest(tmp: Path) -> tuple[core.Spec, core.Manifest, Path]:
+    spec = make_copy(tmp)
+    manifest = core.Manifest.from_json((tmp / "models" / "m1" / core.MANIFEST_NAME).read_text())
+    return spec, manifest, Path(spec.state_file(".stamp"))
+
+
+def test_a_full_rehash_or_a_branch_manifest_gets_no_stamp_and_a_stale_one_is_removed(tmp_path: Path) -> None:
+    """A full rehash answers by hashing every time, and the stamp's head needs the commit itself."""
+    spec, manifest, stamp = _copy_and_manifest(tmp_path)
+    assert core.write_stamp(replace(spec, full_rehash=True), manifest) is False and not stamp.exists()
+    assert core.write_stamp(spec, manifest) and stamp.exists()
+    assert core.write_stamp(spec, replace(manifest, commit="main")) is False and not stamp.exists()
+
+
+def test_without_stat_on_path_no_stamp_is_written_and_the_writer_does_not_raise(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    spec, manifest, stamp = _copy_and_manifest(tmp_path)
+    monkeypatch.setenv("PATH", str(tmp_path / "no-bin"))
+    assert core.write_stamp(spec, manifest) is False and not stamp.exists()
+
+
+def test_stat_runs_in_the_c_locale_whatever_the_hosts_language(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`%F` is a word in the locale's language ("Verzeichnis" in German); the writer, like the shell check, reads
+    the C locale's."""
+    spec, manifest, stamp = _copy_and_manifest(tmp_path)
+    stamp.unlink()
+    for name in ("LC_ALL", "LC_MESSAGES"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("LANG", "C.UTF-8")
+    monkeypatch.setenv("LANGUAGE", "de")
+    kind = subprocess.run(["stat", "--printf", "%F", "--", str(tmp_path)], capture_output=True, text=True, check=True)
+    if kind.stdout == "directory":
+        pytest.skip("this machine's stat prints no German (no C.UTF-8 locale or coreutils translations)")
+    assert core.write_stamp(spec, manifest) and stamp.exists()
+
+
+def test_a_local_dir_whose_name_is_not_utf8_gets_no_stamp_and_the_writer_does_not_raise(tmp_path: Path) -> None:
+    """`stat` prints the name's bytes as they are; the stamp, a text file, cannot hold them."""
+    spec, manifest, stamp = _copy_and_manifest(tmp_path)
+    moved = tmp_path / os.fsdecode(b"mod\xffels")
+    (tmp_path / "models").rename(moved)
+    assert core.write_stamp(replace(spec, local_dir=str(moved / "m1")), manifest) is False and not stamp.exists()
