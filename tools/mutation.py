@@ -81,7 +81,7 @@ EXPORT_SHARED = (
 EXPORT_TESTS = {
     "compose": (
         ("compose", "compose.yaml"),
-        EXPORT_FILES,
+        (*EXPORT_FILES, "test_export_pd.py"),
         (
             "compose_files_pass_docker_compose_config",
             "a_compose_service_pins_its_gpus_binds_loopback_and_mounts_the_model_read_only",
@@ -99,6 +99,7 @@ EXPORT_TESTS = {
             "test_export_kubernetes_resources.py",
             "test_export_kubernetes.py",
             "test_export_kubernetes_notes.py",
+            "test_export_pd_kubernetes.py",
         ),
         (
             "kubernetes_manifests_validate_against_the_real_schemas",
@@ -239,6 +240,7 @@ MODULES = (
                     "test_export_slurm_smoke.py",
                     "test_export_slurm_script.py",
                     "test_export_slurm_pyxis.py",
+                    "test_export_pd.py",
                 )
             ),
             *(f"tests/unit/export/test_export.py::test_{name}" for name in (*SLURM_TESTS, *EXPORT_SHARED)),
