@@ -203,3 +203,43 @@ def test_the_sbatch_starts_both_sides_then_the_router_and_benchmarks_through_it(
 def test_a_split_under_pyxis_is_refused_by_name(tmp_path: Path) -> None:
     with pytest.raises(InputError, match=r"not exported with --slurm-runtime pyxis .*Docker only"):
         _sbatch("sglang", tmp_path, slurm_runtime="pyxis")
+
+
+def test_a_split_under_pyxis_is_refused_naming_the_runtime_that_exports_it(tmp_path: Path) -> None:
+    with pytest.raises(InputError) as refused:
+        _sbatch("sglang", tmp_path, slurm_runtime="pyxis")
+    assert str(refused.value) == (
+        "deepseek-v4-flash-pd-one-node: a prefill/decode split is not exported with --slurm-runtime pyxis (its "
+        "router in PD mode is written for Docker only); export it with --slurm-runtime docker"
+    )
+
+
+@pytest.mark.parametrize("kind", sorted(SPLITS))
+def test_an_sbatch_of_a_split_says_each_sides_smoke_cell_goes_through_the_router_and_its_image_by_tag(
+    kind: str,
+) -> None:
+    """Each side's wait says no smoke cell of its own follows (a plain group's names the kind's client:
+    test_export_slurm_script.py), and the export says the router's image runs by its tag, as compose's does."""
+    exported = export_recipe(judge(load_recipe(str(SPLITS[kind])), HOST_NETWORK), "slurm", ExportOptions(run_id=RUN))
+    (script,) = exported.files.values()
+    name = load_recipe(str(SPLITS[kind])).groups.name_template
+    assert [line for line in script.splitlines() if line.startswith("# group ")] == [
+        f"# group {g}: wait until {name.replace('{{group}}', str(g))} can generate, (one side of the split: the "
+        "smoke cell goes through the router)"
+        for g in (0, 1)
+    ]
+    image = ROUTERS[kind][0]
+    assert f"{image}: the router's image by its tag (the deploy runs the digest it pulled)" in exported.not_carried
+
+
+def test_the_sbatch_finds_a_split_among_the_groups_it_exports_at_its_own_gpu_count() -> None:
+    """A recipe one group of which does both phases on its own 4-GPU node, but which on the 8 GPUs the export
+    plans for makes a decode side beside it: the export sees that side (and refuses the mix by name), never
+    writing a decode group without the router that is the only way to reach it."""
+    text = SPLITS["sglang"].read_text().replace("gpus_per_node: 8", "gpus_per_node: 4")
+    recipe = parse_recipe_text(text.replace("  - - --disaggregation-mode prefill\n", "  - []\n"))
+    judged = judge(recipe, HOST_NETWORK)
+    (script,) = export_recipe(judged, "slurm", ExportOptions(total_gpus=4)).files.values()
+    assert "--disaggregation-mode" not in script  # one group, serving both phases
+    with pytest.raises(InputError, match="the router would front prefill/decode groups and groups that serve both"):
+        export_recipe(judged, "slurm", ExportOptions(total_gpus=8))

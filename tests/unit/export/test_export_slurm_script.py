@@ -21,7 +21,10 @@ from hgxkit.export.registry import export_recipe
 from hgxkit.export.slurm import OUTPUT_DIR
 from hgxkit.importing.importer import ImportOptions, import_post
 from hgxkit.recipe.judge import Allowances, judge
+from hgxkit.recipe.read import parse_recipe_text
 from hgxkit.serving.containers import GROUP_LABEL, MANAGED_LABEL, RANK_LABEL, RECIPE_LABEL
+
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def _script(key: str) -> tuple[str, str]:
@@ -95,6 +98,37 @@ def test_the_smoke_cell_run_is_the_recipes_smoke_cell_not_its_first_matrix_cell(
         f"{OUTPUT_DIR}/g0_smoke.jsonl",
         f"{OUTPUT_DIR}/g1_smoke.jsonl",
     ]
+
+
+def test_each_groups_wait_says_the_recipes_smoke_cell_follows_with_the_kinds_client() -> None:
+    """A plain script's groups each run their own smoke cell (a split's sides say theirs goes through the router:
+    test_export_pd.py), and the client it names is the kind's."""
+    _, script = _script("marlin")
+    assert [line for line in script.splitlines() if line.startswith("# group ")] == [
+        f"# group {g}: wait until deepseek-v4-flash-{g} can generate, then the recipe's smoke cell with "
+        "sglang.benchmark.serving"
+        for g in (0, 1)
+    ]
+
+
+def test_a_plain_smoke_cell_goes_to_its_groups_port_and_lets_the_server_name_its_tokenizer() -> None:
+    """Only a split's cell, sent to the router (which does not say the tokenizer's path), names the tokenizer
+    (test_export_pd.py); SGLang's client asks the group it measures."""
+    _, script = _script("marlin")
+    smoke = [line for line in script.splitlines() if "docker exec -e HF_HUB_OFFLINE=1" in line]
+    assert len(smoke) == 4 and all(" --host 127.0.0.1 --port 30000 " in line for line in smoke)
+    assert not any("--tokenizer" in line for line in smoke)
+
+
+def test_every_rank_publishes_its_ports_at_the_bind_address_never_on_every_interface() -> None:
+    """The worker's `docker run` gets the judged bind address as the head's does (a `-p` without one would
+    publish on every interface)."""
+    text = (ROOT / "tests/fixtures/export/vllm-two-node.yaml").read_text()
+    recipe = parse_recipe_text(text.replace("  - --network host\n", "  - --network host\n  - -p 8000:8000\n"))
+    allowances = Allowances(docker_options=("--network=host",), api_key="auto", bind_address="10.0.0.5")
+    (script,) = export_recipe(judge(recipe, allowances), "slurm", ExportOptions()).files.values()
+    published = [_values(words, "-p") + _values(words, "--publish") for words in _docker_runs(script)]
+    assert published == [["10.0.0.5:8000:8000"], ["10.0.0.5:8000:8000"]]
 
 
 # Records each call in $LOG; for `docker run`, in $LOG.key, the key file it mounts where --config reads it: its text
