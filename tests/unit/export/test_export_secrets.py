@@ -218,8 +218,9 @@ def test_each_slurm_task_fills_the_secrets_from_the_file_literally_and_docker_ge
     bin_dir, log = tmp_path / "bin", tmp_path / "docker.log"
     bin_dir.mkdir()
     stand_ins = {
-        "docker": f'#!/bin/bash\nprintf "%s\\n" "docker $*" >> {log}\n'
-        f'[ "$1" = run ] && printf "env %s|%s\\n" "$HF_TOKEN" "$VLLM_API_KEY" >> {log}\nexit 0\n',
+        # a run's call and the environment it found in one write: the nodes' calls interleave with the batch step's
+        "docker": f'#!/bin/bash\n[ "$1" = run ] || {{ printf "%s\\n" "docker $*" >> {log}; exit 0; }}\n'
+        f'printf "%s\\nenv %s|%s\\n" "docker $*" "$HF_TOKEN" "$VLLM_API_KEY" >> {log}\n',
         "scontrol": "#!/bin/sh\necho node1; echo node2\n",
         "srun": f'#!/bin/bash\nprintf "%s\\n" "srun $*" >> {log}\nfor a; do last="$a"; done\n'
         'for node in 0 1; do SLURM_NODEID=$node bash -c "$last"; done\n',
