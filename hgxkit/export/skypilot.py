@@ -152,8 +152,7 @@ def _setup(recipe: Recipe, container: Container) -> str:
     )
 
 
-def _run(group: ExportGroup) -> str:
-    head = group.head
+def _preamble(head: Container) -> list[str]:
     lines = ["set -euo pipefail"]
     if head.key_config:
         lines += ["mkdir -p /run/hgxkit", key_file_line(head.key_config, KEY_CONFIG_IN_CONTAINER)]
@@ -161,13 +160,24 @@ def _run(group: ExportGroup) -> str:
         # The node has exactly the group's GPUs: they are the container's 0..n-1.
         visible = ",".join(str(i) for i in range(len(head.gpus)))
         lines.append(text(script("export CUDA_VISIBLE_DEVICES={gpus}", gpus=visible)))
+    return lines
+
+
+def _run(group: ExportGroup) -> str:
+    head = group.head
     if group.nodes == 1:
-        return "\n".join([*lines, "exec " + _command(head), ""])
+        return "\n".join([*_preamble(head), "exec " + _command(head), ""])
     leader = head.for_engine(HEAD, None, group.kind)
     worker = group.worker(HEAD, RANK, START_STANDIN if group.start_needed else None)
     start = f'"$((SKYPILOT_NODE_RANK * {group.dp_per_host}))"'  # a worker's first data-parallel rank
-    lines += [
+    # The head is the first node, read before pipefail: head closing the pipe early is no failure (under pipefail
+    # echo's SIGPIPE would end the task with 141 whenever head exits first).
+    lines = [
+        "# the group's head: the first of the task's nodes",
         'HGXKIT_HEAD=$(echo "$SKYPILOT_NODE_IPS" | head -n 1)',
+    ]
+    lines += _preamble(head)
+    lines += [
         'if [ "$SKYPILOT_NODE_RANK" = 0 ]; then',
         "  exec " + _command(leader),
         "else",
