@@ -90,8 +90,12 @@ def test_the_router_beyond_loopback_needs_allow_unauthenticated(tmp_path: Path) 
     # vLLM's key comes from the environment, so the judgement lets its groups bind beyond loopback with a key; the
     # exported router takes none.
     keyed = Allowances(docker_options=("--network=host",), api_key="auto", bind_address="0.0.0.0")
-    with pytest.raises(InputError, match=r"\[pd-export-exposure\] the router would listen on 0\.0\.0\.0"):
+    with pytest.raises(InputError) as caught:
         _compose("vllm", tmp_path, keyed)
+    assert caught.value.message.endswith(
+        "\n  - [pd-export-exposure] the router would listen on 0.0.0.0 and takes no API key in an export; bind it on "
+        "loopback (--bind 127.0.0.1), or pass --allow-unauthenticated on a trusted network"
+    )
     open_ = Allowances(docker_options=("--network=host",), unauthenticated=True, bind_address="0.0.0.0")
     router = _compose_config(_compose("sglang", tmp_path, open_), "compose.yaml")["services"]["router"]
     assert router["command"][-5:-2] == ["0.0.0.0", "--port", "30000"]
@@ -105,8 +109,11 @@ def test_a_keyed_split_and_a_group_on_the_routers_port_are_refused_by_name() -> 
     with pytest.raises(InputError, match=r"\[pd-export-key\] deepseek-v4-flash-pd-0 takes an API key \(--api-key\)"):
         export_recipe(judge(keyed, HOST_NETWORK), "compose", ExportOptions())
     clash = parse_recipe_text(text.replace("port_base: 5000", "port_base: 29999"))
-    with pytest.raises(InputError, match=r"\[pd-export-port\] the router's port 30000 is deepseek-v4-flash-pd-1's"):
+    with pytest.raises(InputError) as caught:
         export_recipe(judge(clash, HOST_NETWORK), "compose", ExportOptions())
+    assert caught.value.message.endswith(
+        "\n  - [pd-export-port] the router's port 30000 is deepseek-v4-flash-pd-1's; move the group (port_base)"
+    )
 
 
 @pytest.mark.parametrize("target", sorted(set(EXPORTERS) - set(SPLIT_TARGETS)))
@@ -243,3 +250,31 @@ def test_the_sbatch_finds_a_split_among_the_groups_it_exports_at_its_own_gpu_cou
     assert "--disaggregation-mode" not in script  # one group, serving both phases
     with pytest.raises(InputError, match="the router would front prefill/decode groups and groups that serve both"):
         export_recipe(judged, "slurm", ExportOptions(total_gpus=8))
+
+
+def test_the_kinds_key_is_dropped_with_a_note_only_where_a_group_passes_it_on() -> None:
+    from dataclasses import replace
+
+    from hgxkit.export.common import export_groups
+    from hgxkit.export.pd_router import keyless_groups
+
+    keyed = export_groups(judge(load_recipe(str(SPLITS["vllm"])), HOST_NETWORK).recipe, ExportOptions())
+    name = keyed[0].kind.api_key_env
+    assert name
+    groups = [
+        replace(
+            g, containers=[replace(c, secret_env=tuple(n for n in c.secret_env if n != name)) for c in g.containers]
+        )
+        for g in keyed
+    ]
+    assert keyless_groups(groups) == (groups, [])  # no group passes the key on: nothing dropped, no note
+
+
+def test_a_routers_labels_name_its_recipe_in_full_or_as_kubernetes_takes_a_label() -> None:
+    from hgxkit.export.common import provenance
+    from hgxkit.export.pd_router import router_labels
+
+    origin = provenance(judge(load_recipe(str(SPLITS["sglang"])), HOST_NETWORK), ExportOptions(run_id=RUN))
+    full, short = router_labels(origin), router_labels(origin, short=True)
+    key = "hgxkit.io/recipe-hash"
+    assert full[key] == origin.annotations()[key] and short[key] == origin.labels()[key] and full[key] != short[key]

@@ -158,7 +158,10 @@ def test_a_split_kubernetes_cannot_reach_or_that_would_drop_a_key_is_refused_by_
     assert "[pd-export-reach] the split's servers listen on 127.0.0.1, which neither each side's Service nor" in str(
         caught.value
     )
-    assert "[pd-export-exposure] the router would listen on 0.0.0.0 and takes no API key" in str(caught.value)
+    assert (caught.value.message + "\n").count(
+        "\n  - [pd-export-exposure] the router would listen on 0.0.0.0 and takes no API key in an export; pass "
+        "--allow-unauthenticated on a trusted network (the router's ClusterIP Service reaches every pod of the cluster)\n"
+    ) == 1
     # vLLM's key variable passed on from the Secret (what `recipe export` asks of every vLLM export) is dropped with
     # a note; a key the recipe gives its sides itself is refused, as the deploy refuses a keyed vLLM split
     auto = Allowances(docker_options=("--network=host",), unauthenticated=True, api_key="auto")
