@@ -106,8 +106,12 @@ def test_a_keyed_split_and_a_group_on_the_routers_port_are_refused_by_name() -> 
     keyed = parse_recipe_text(
         text.replace("  - --enable-metrics\n", "  - --enable-metrics\n  - --api-key '{{env:SGLANG_API_KEY}}'\n")
     )
-    with pytest.raises(InputError, match=r"\[pd-export-key\] deepseek-v4-flash-pd-0 takes an API key \(--api-key\)"):
+    with pytest.raises(InputError) as caught:
         export_recipe(judge(keyed, HOST_NETWORK), "compose", ExportOptions())
+    assert caught.value.message.endswith(
+        "\n  - [pd-export-key] deepseek-v4-flash-pd-0 takes an API key (--api-key), which the exported router would "
+        "need on its command line to send on; serve the split without --api-key, its router on loopback"
+    )
     clash = parse_recipe_text(text.replace("port_base: 5000", "port_base: 29999"))
     with pytest.raises(InputError) as caught:
         export_recipe(judge(clash, HOST_NETWORK), "compose", ExportOptions())

@@ -155,9 +155,11 @@ def test_a_split_kubernetes_cannot_reach_or_that_would_drop_a_key_is_refused_by_
     hosts = Allowances(docker_options=("--network=host",))
     with pytest.raises(InputError) as caught:
         export_recipe(judge(load_recipe(str(SPLITS["sglang"])), hosts), "k8s", ExportOptions())
-    assert "[pd-export-reach] the split's servers listen on 127.0.0.1, which neither each side's Service nor" in str(
-        caught.value
-    )
+    assert (
+        "\n  - [pd-export-reach] the split's servers listen on 127.0.0.1, which neither each side's Service nor the "
+        "kubelet's probes reach (each side's pod is on its node's network); set --host 0.0.0.0 in server.args (with "
+        "--allow-unauthenticated on a trusted network)"
+    ) in caught.value.message
     assert (caught.value.message + "\n").count(
         "\n  - [pd-export-exposure] the router would listen on 0.0.0.0 and takes no API key in an export; pass "
         "--allow-unauthenticated on a trusted network (the router's ClusterIP Service reaches every pod of the cluster)\n"
@@ -179,7 +181,10 @@ def test_a_split_kubernetes_cannot_reach_or_that_would_drop_a_key_is_refused_by_
 @pytest.mark.parametrize("target", SPLIT_TARGETS)
 def test_a_split_laid_over_hosts_is_refused_by_name_by_every_target_that_writes_its_router(target: str) -> None:
     judged = judge(load_recipe(str(ROOT / "tests/fixtures/pd/dspark-pd-two-nodes.yaml")), OPEN)
-    with pytest.raises(InputError, match=r"\[pd-export-hosts\] the split is laid over 2 hosts \(groups\.hosts\)"):
+    with pytest.raises(
+        InputError,
+        match=r"\[pd-export-hosts\] the split is laid over 2 hosts \(groups\.hosts\); export a split on one node$",
+    ):
         export_recipe(judged, target, ExportOptions())
 
 
