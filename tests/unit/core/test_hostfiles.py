@@ -154,3 +154,26 @@ def test_write_text_writes_through_the_host_runner_and_says_whether_it_worked(tm
     assert run.calls == [{"_stdin": CONTENT}]
     (tmp_path / "file").write_text("")
     assert write_text(run, str(tmp_path / "file" / "x.json"), "{}") is False  # type: ignore[arg-type]
+
+
+def test_a_program_a_host_runs_is_its_modules_source_read_not_imported(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import sys
+
+    from hgxkit.hostfiles import program_text
+
+    (tmp_path / "hostprog.py").write_text("print('é')\nimport sys\n", encoding="utf-8")
+    (tmp_path / "namespace").mkdir()  # a package without a file of its own
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert program_text("hostprog") == "print('é')\nimport sys\n"
+    assert "hostprog" not in sys.modules
+    # read as UTF-8 whatever the controller's locale: here plain C, neither coerced nor in Python's UTF-8 mode
+    env = {**os.environ, "LC_ALL": "C", "PYTHONCOERCECLOCALE": "0", "PYTHONUTF8": "0"}
+    env["PYTHONPATH"] = os.pathsep.join([str(tmp_path), *sys.path])
+    probe = "from hgxkit.hostfiles import program_text; print(ascii(program_text('hostprog')))"
+    done = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True)
+    assert (done.returncode, done.stdout) == (0, ascii("print('é')\nimport sys\n") + "\n"), done.stderr
+    for missing in ("hostprog_absent", "namespace"):
+        with pytest.raises(ModuleNotFoundError, match=missing):
+            program_text(missing)
