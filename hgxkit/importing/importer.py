@@ -55,7 +55,14 @@ from hgxkit.importing.outcome import (
     place,
 )
 from hgxkit.importing.pd_hosts import join_hosts, over_hosts, posted_router
-from hgxkit.importing.pd_join import first_gpus_as_devices, join_sides, on_host_network, own_ports, side_flags
+from hgxkit.importing.pd_join import (
+    first_gpus_as_devices,
+    join_sides,
+    on_host_network,
+    own_ports,
+    router_port_note,
+    side_flags,
+)
 from hgxkit.importing.pd_sides import either_roles, posted_routers, routed_sides, side_channel_ports
 from hgxkit.importing.platform import ForeignSetup, foreign_in, message, refuse_foreign, shows_nvidia
 from hgxkit.importing.post import PostFile, find_commands, read_post
@@ -533,7 +540,7 @@ class _Importer:
             self.notes += joined.notes
         elif self.join == "hosts":
             recipe, notes = join_hosts(recipe, [r for _, r, _ in chosen], where)
-            self.notes += notes
+            self.notes += notes + router_port_note(recipe, where)
         elif self.join == "groups":
             split = any(r.server.flag(f) for _, r, _ in chosen for f in side_flags(recipe.server.server_kind))
             dockers = [r.docker for _, r, _ in chosen]
@@ -551,6 +558,7 @@ class _Importer:
             self.notes += grouped.notes
             if split:
                 recipe, notes = join_sides(recipe, [r.server for _, r, _ in chosen], where)
+                notes += router_port_note(recipe, where)
             else:
                 recipe, notes = own_ports(recipe, [r.server for _, r, _ in chosen], where, [])
             self.notes += notes

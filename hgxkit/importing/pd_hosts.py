@@ -255,7 +255,10 @@ def join_hosts(recipe: Recipe, recipes: Sequence[Recipe], where: str) -> tuple[R
         f"{where}: each host runs one group on GPUs {','.join(map(str, gpus))} (the GPUs its command uses), on the "
         f"host's network, listening on port {first} + its position (posted: {', '.join(ports)}); each side's "
         f"{', '.join(written)} is its group's own (groups.server_args); the router between them comes from "
-        "`--data router=true`, not the post's router command"
+        "`--data router=true`, not the post's router command",
+        f"{where}: each side listens on every address of its host for the router and the other host; each host's "
+        "API key would be its own, and the router passes one, so serve it on a private network with "
+        "`--data allow_unauthenticated=true`",
     ]
     if template:
         notes.append(f"{where}: container names {', '.join(names)} become {template}")

@@ -25,6 +25,7 @@ from dataclasses import replace
 
 from hgxkit.errors import InputError
 from hgxkit.kinds.base import ServerKind
+from hgxkit.knobs import SHARED_DEFAULTS
 from hgxkit.netaddr import is_loopback
 from hgxkit.recipe.docker_options import canonical
 from hgxkit.recipe.docker_parse import parse_option_words
@@ -196,3 +197,26 @@ def first_gpus_as_devices(recipes: Sequence[Recipe], where: str) -> tuple[list[R
         f"side's GPUs given as its --gpus '\"device=…\"', {flag} dropped (its container numbers them from 0)"
     )
     return written, note
+
+
+def router_port_note(recipe: Recipe, where: str) -> list[str]:
+    """A note when the split's groups listen on the router's default port (SGLang's docs put a side on 30000,
+    the router's own default): the router needs another, given with `router_port` (the router role refuses the
+    clash before any change).
+
+    >>> from hgxkit.recipe.read import load_recipe
+    >>> pd = load_recipe("tests/fixtures/pd/dspark-pd-one-node.yaml")
+    >>> router_port_note(replace(pd, groups=replace(pd.groups, port_base=30000)), "post:1")[0][-54:]
+    'add `--data router_port=30002` to `--data router=true`'
+    """
+    groups = recipe.groups
+    if groups is None or groups.port_base is None or not groups.server_args:
+        return []
+    ports = range(groups.port_base, groups.port_base + len(groups.server_args))
+    router = int(SHARED_DEFAULTS["router_port"])
+    if router not in ports:
+        return []
+    return [
+        f"{where}: the groups listen on ports {ports[0]}-{ports[-1]}, which hold the router's default port {router}: "
+        f"add `--data router_port={ports[-1] + 1}` to `--data router=true`"
+    ]

@@ -191,6 +191,30 @@ def worker_urls(router_host: str, hosts: list[WorkerHost]) -> tuple[list[str], l
     return urls, problems
 
 
+def port_problem(router_host: str, hosts: list[WorkerHost], port: int) -> Problem | None:
+    """The router's port is one a serving group holds on the router's own host (its server port, or a prefill's
+    bootstrap port), so the router could not bind it; None when it is free of them.
+
+    >>> port_problem("node1", [WorkerHost("node1", "node1", "0.0.0.0", [30000, 30001])], 30000).code
+    'router-port'
+    >>> port_problem("node1", [WorkerHost("node2", "node2", "0.0.0.0", [30000])], 30000) is None
+    True
+    """
+    for h in hosts:
+        if h.name != router_host:
+            continue
+        bootstrap = [s.bootstrap_port for s in h.sides if s is not None and s.bootstrap_port]
+        if port in h.ports or port in bootstrap:
+            what = "a serving group's port" if port in h.ports else "a prefill group's bootstrap port"
+            free = max([*h.ports, *bootstrap]) + 1
+            return Problem(
+                "router-port",
+                f"the router's port {port} on {router_host} is {what} there, so the router could not listen on it",
+                f"give the router another port (--data router_port={free}), or move the groups (groups.port_base)",
+            )
+    return None
+
+
 def _reach_problem(router_host: str, h: WorkerHost) -> Problem:
     """`h`'s groups listen on loopback, where the router (and, for a share of a split, the other host's side)
     cannot reach them."""

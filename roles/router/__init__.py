@@ -50,6 +50,7 @@ from hgxkit.serving.router import (
     container_name,
     group_sides,
     name_problem,
+    port_problem,
     remove_command,
     router_action,
     router_spec,
@@ -114,6 +115,9 @@ def router() -> None:
     workers = [w for w in (_worker_host(h) for h in hosts) if w is not None]
     urls, problems = worker_urls(host.name, workers)
     problems += exposure_problems(knobs.router_bind_address, knobs.api_key, knobs.allow_unauthenticated)
+    taken = port_problem(host.name, workers, knobs.router_port)
+    if taken is not None:
+        problems.append(taken)
     sides = worker_sides(host.name, workers)
     keyless = pd_key_problem(judged_for(host).recipe) if knobs.api_key and any(sides) else None
     if keyless is not None:

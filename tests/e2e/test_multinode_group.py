@@ -37,8 +37,7 @@ from sim_steps import (
     why_changed,
 )
 
-from hgxkit.sim import nodes as simnodes
-from hgxkit.sim.standin import client_store, router_image
+from hgxkit.sim.standin import client_store
 
 pytestmark = pytest.mark.e2e
 ROOT = Path(__file__).resolve().parents[2]
@@ -304,55 +303,6 @@ def test_killing_rank_1_fails_verify_naming_node2(deployed) -> None:
     assert result.returncode != 0
     assert re.search(rf"the multi-node group {NAME} \(node1 \(rank 0\), node2 \(rank 1\)\) is not whole", out(result))
     assert "  - rank 1 on node2: exited" in out(result), out(result)[-3000:]
-
-
-PD_TWO_NODES = "tests/fixtures/pd/dspark-pd-two-nodes.yaml"
-
-
-def served(node: str) -> dict[str, str]:
-    """name -> server arguments of the serving containers running on `node`."""
-    fmt = "{{.Name}} {{json .Args}}"
-    raw = node_sh(CLUSTER, f"docker ps -q --filter label=hgxkit.serve | xargs -r docker inspect -f '{fmt}'", node=node)
-    return {line.split(" ", 1)[0].lstrip("/"): line.split(" ", 1)[1] for line in raw.splitlines() if line.strip()}
-
-
-def test_a_split_laid_over_both_nodes_serves_through_the_router(deployed) -> None:
-    """tests/fixtures/pd/dspark-pd-two-nodes.yaml on the same two nodes: the prefill group on node1, the decode
-    group on node2, the router on node1 naming both by their fabric addresses (the decode on node2 fetches the KV
-    from node1's bootstrap port); verify archives a run through the router; a re-run changes nothing."""
-    router_image.ensure_published(simnodes.client())
-    data = (f"recipe={PD_TWO_NODES}", "router=true", "allow_unauthenticated=true")
-    results = deployed["tmp"] / "pd-results"
-    first = deploy("two-node split (serve, router, verify)", "deploys/reproduce.py", *data, f"results_dir={results}")
-    assert first.returncode == 0, out(first)[-6000:]
-    node1, node2 = (f"hgxkit-sim-{CLUSTER}-{n}" for n in ("node1", "node2"))
-    sides = {node: served(node) for node in ("node1", "node2")}
-    assert list(sides["node1"]) == ["deepseek-v4-flash-pd-0"] and list(sides["node2"]) == ["deepseek-v4-flash-pd-1"]
-    assert '"--disaggregation-mode","prefill"' in sides["node1"]["deepseek-v4-flash-pd-0"].replace(" ", "")
-    assert '"--disaggregation-mode","decode"' in sides["node2"]["deepseek-v4-flash-pd-1"].replace(" ", "")
-    args = node_sh(CLUSTER, "docker inspect -f '{{json .Args}}' deepseek-v4-flash-pd-two-nodes-router").replace(" ", "")
-    assert f'"--prefill","http://{node1}:5000","8998","--decode","http://{node2}:5001"' in args, args
-    plan = "prefill/decode split: node1 runs group port 5000 as prefill (bootstrap port 8998)"
-    assert plan in out(first) and "prefill/decode split: node2 runs group port 5001 as decode" in out(first)
-    (run,) = [p for p in results.glob("node1/*") if p.is_dir()]
-    summary = json.loads((run / "summary.json").read_text())
-    assert summary["simulated"] is True and summary["gates"] == []
-    assert [(c["input_len"], c["failed"]) for c in summary["cells"]] == [(1000, 0)]
-    before = {node: node_sh(CLUSTER, "docker ps -q --no-trunc | sort", node=node) for node in ("node1", "node2")}
-    again = deploy("two-node split again (no change)", "deploys/reproduce.py", *data, "verify=false")
-    assert again.returncode == 0, out(again)[-4000:]
-    ops, changed, errors, unchanged = grand_total(again)
-    assert (changed, errors) == (0, 0) and unchanged == ops, why_changed(again)
-    assert plan in out(again)  # planned again, and nothing to do
-    dry = run_deploy(CLUSTER, "deploys/reproduce.py", HOST_NETWORK, *data, "verify=false", flags=("-y", "--dry"))
-    assert dry.returncode == 0 and plan in out(dry), out(dry)[-3000:]
-    router = (
-        rf"the router on node1: .*--pd-disaggregation --prefill http://{node1}:5000 8998 --decode http://{node2}:5001"
-    )
-    assert re.search(router, out(dry)), out(dry)[-3000:]
-    assert {
-        node: node_sh(CLUSTER, "docker ps -q --no-trunc | sort", node=node) for node in ("node1", "node2")
-    } == before
 
 
 def test_a_node_with_another_driver_is_refused_before_any_change(deployed) -> None:

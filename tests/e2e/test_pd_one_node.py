@@ -17,13 +17,10 @@ from __future__ import annotations
 
 import json
 import re
-import shlex
-import subprocess
-import sys
-import threading
 from pathlib import Path
 
 import pytest
+from router_client import RouterClient
 from sim_steps import cluster_name, node_sh, out, run_deploy
 
 from hgxkit.sim import nodes as simnodes
@@ -128,69 +125,6 @@ def test_without_the_router_the_split_is_refused_before_any_change(deployed) -> 
     assert containers() == before
 
 
-# A client on the node: /generate through the router, one request at a time, each with its own rid (the stand-ins
-# record it), one line per answer (`rid status seconds`; status 0: no answer within 20 s, or the connection
-# dropped), until its stdin closes (the request then in flight is answered first).
-CLIENT = """
-import http.client, json, sys, threading, time
-def ask(i):
-    body = json.dumps({"text": "ba be", "rid": f"gap-{i}", "sampling_params": {"max_new_tokens": 4}})
-    start = time.monotonic()
-    try:
-        conn = http.client.HTTPConnection("127.0.0.1", 30000, timeout=20)
-        conn.request("POST", "/generate", body, {"Content-Type": "application/json"})
-        status = conn.getresponse().status
-        conn.close()
-    except (OSError, http.client.HTTPException):
-        status = 0
-    print(f"gap-{i}", status, round(time.monotonic() - start, 3), flush=True)
-stop = threading.Event()
-def loop():
-    i = 0
-    while not stop.is_set():
-        i += 1
-        ask(i)
-asking = threading.Thread(target=loop)
-asking.start()
-sys.stdin.read()
-stop.set()
-asking.join()
-"""
-
-
-class RouterClient:
-    """CLIENT running on the node over SSH; its answers as they come, in order: (rid, status, seconds)."""
-
-    def __init__(self) -> None:
-        argv = [sys.executable, "-m", "hgxkit", "sim", "ssh", "node1", "--cluster", CLUSTER, "--"]
-        argv.append(f"python3 -u -c {shlex.quote(CLIENT)}")
-        root = Path(__file__).resolve().parents[2]
-        self.proc = subprocess.Popen(argv, cwd=root, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-        self.answers: list[tuple[str, int, float]] = []
-        self.changed = threading.Condition()
-        threading.Thread(target=self._read, daemon=True).start()
-
-    def _read(self) -> None:
-        for line in self.proc.stdout or []:
-            rid, status, seconds = line.split()
-            with self.changed:
-                self.answers.append((rid, int(status), float(seconds)))
-                self.changed.notify_all()
-
-    def wait_for_200(self, after: int = 0, timeout: float = 60) -> None:
-        """Until an answer after the first `after` ones is a 200 (fails the test after `timeout` seconds)."""
-        with self.changed:
-            ok = self.changed.wait_for(lambda: any(s == 200 for _, s, _ in self.answers[after:]), timeout)
-        assert ok, f"no 200 through the router in {timeout} s: {self.answers[after:][-20:]}"
-
-    def stop(self) -> list[tuple[str, int, float]]:
-        if self.proc.stdin:
-            self.proc.stdin.close()
-        self.proc.wait(timeout=60)
-        with self.changed:
-            return list(self.answers)
-
-
 def served(port: int) -> set[str]:
     """The client's requests a stand-in on the node served (its ground-truth records)."""
     raw = node_sh(CLUSTER, f"curl -sS -m 30 http://127.0.0.1:{port}/hgxkit_sim/requests", answer=True, check=True)
@@ -206,7 +140,7 @@ def test_replacing_the_decode_group_keeps_the_router_answering(deployed) -> None
     assert "[pd-gap] group 1 (deepseek-v4-flash-pd-1) is the split's only serving decode group" in out(planned)
     assert "--data pd_accept_gap=true" in out(planned), out(planned)[-3000:]
 
-    client = RouterClient()
+    client = RouterClient(CLUSTER, 30000)
     try:
         client.wait_for_200()
         replaced = run_deploy(CLUSTER, "deploys/reproduce.py", *changed, "pd_accept_gap=true")

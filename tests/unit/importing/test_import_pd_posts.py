@@ -18,7 +18,7 @@ from hgxkit.recipe.pd import host_group_count, pd_problems, sides
 from hgxkit.recipe.render import render_recipe
 from hgxkit.serving.hostshare import share_hosts
 from hgxkit.serving.multinode import Candidate
-from hgxkit.serving.router import WorkerHost, group_sides, pd_workers, worker_sides, worker_urls
+from hgxkit.serving.router import WorkerHost, group_sides, pd_workers, port_problem, worker_sides, worker_urls
 
 POSTS = Path(__file__).resolve().parents[2] / "fixtures" / "posts"
 
@@ -58,10 +58,12 @@ def test_sides_listening_on_their_own_nodes_addresses_are_one_recipe_laid_over_t
     argv = [g.server_argv for g in rendered]
     assert [a[a.index("--disaggregation-mode") + 1] for a in argv] == ["prefill", "decode"]
     assert any("laid over 2 hosts" in note for note in outcome.notes)
+    assert any("so serve it on a private network with `--data allow_unauthenticated=true`" in n for n in outcome.notes)
 
 
 def test_the_imported_two_node_split_runs_a_side_per_inventory_host_which_the_router_names() -> None:
-    recipe = import_post([post(170)], ImportOptions()).recipe
+    outcome = import_post([post(170)], ImportOptions())
+    recipe = outcome.recipe
     nodes = [Candidate("node1", address="10.9.0.1"), Candidate("node2", address="10.9.0.2")]
     shares, problems = share_hosts(nodes, hosts=2, per_host=host_group_count(recipe, 8))
     assert problems == [] and [(s.host, s.groups) for s in shares] == [("node1", (0,)), ("node2", (1,))]
@@ -76,6 +78,11 @@ def test_the_imported_two_node_split_runs_a_side_per_inventory_host_which_the_ro
     assert SGLANG.prefill_decode is not None
     args = pd_workers(urls, worker_sides("node1", hosts), "round_robin", SGLANG.prefill_decode.router)
     assert args[:6] == ["--pd-disaggregation", "--prefill", urls[0], "8998", "--decode", urls[1]]
+    # The prefill holds the router's default port on the router's host: the import says which port to give it,
+    # and the router role refuses the default before any change.
+    note = "the groups listen on ports 30000-30001, which hold the router's default port 30000: add `--data "
+    assert any(note + "router_port=30002` to `--data router=true`" in n for n in outcome.notes)
+    assert port_problem("node1", hosts, 30000) is not None and port_problem("node1", hosts, 30002) is None
 
 
 def test_a_tp8_split_over_two_nodes_takes_each_nodes_eight_gpus() -> None:

@@ -10,11 +10,13 @@ from hgxkit.serving.router import (
     ROUTER_LABEL,
     RouterAction,
     RouterSpec,
+    Side,
     WorkerHost,
     choose_router_host,
     container_name,
     name_problem,
     needs_replacing,
+    port_problem,
     remove_command,
     router_action,
     router_spec,
@@ -266,3 +268,24 @@ def test_router_fact_parses_the_docker_listing() -> None:
     assert fact.process(["ps\tc2\tm-0\trunning\t1\t\th\t0\t"]) == []  # a serving container is not the router
     command = str(fact.command())
     assert f'.Label "{ROUTER_LABEL}"' in command and "Config.Cmd" not in command and "Args" not in command
+
+
+def test_a_router_port_a_group_holds_on_the_routers_host_is_refused_naming_a_free_one() -> None:
+    """The router listens on the host's network beside the groups: a port one of them holds there (its server
+    port or a prefill's bootstrap port) is refused before any change, with the first port after theirs as the
+    remedy; the same port on another host is no clash."""
+    prefill = WorkerHost("node1", "10.0.0.1", "0.0.0.0", [30000], sides=(Side("prefill", 8998),), shared=True)
+    decode = WorkerHost("node2", "10.0.0.2", "0.0.0.0", [30001], sides=(Side("decode"),), shared=True)
+    taken = port_problem("node1", [prefill, decode], 30000)
+    assert taken is not None and taken.code == "router-port"
+    assert taken.found == (
+        "the router's port 30000 on node1 is a serving group's port there, so the router could not listen on it"
+    )
+    assert (
+        taken.remedy == "give the router another port (--data router_port=30001), or move the groups (groups.port_base)"
+    )
+    bootstrap = port_problem("node1", [prefill, decode], 8998)
+    assert bootstrap is not None and "is a prefill group's bootstrap port there" in bootstrap.found
+    assert port_problem("node2", [prefill, decode], 30000) is None
+    assert port_problem("node2", [prefill, decode], 30001) is not None
+    assert port_problem("node1", [prefill, decode], 8000) is None
