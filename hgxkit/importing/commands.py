@@ -25,7 +25,7 @@ from dataclasses import dataclass, field, replace
 
 from hgxkit.errors import InputError
 from hgxkit.importing.bench_clients import client_of
-from hgxkit.importing.post import ASSIGNMENT_RE, MAX_COMMANDS, Command
+from hgxkit.importing.post import ASSIGNMENT_RE, MAX_COMMANDS, Command, env_unsets
 from hgxkit.importing.provenance import Exported
 from hgxkit.kinds import KINDS, UNSUPPORTED, UnsupportedKind, image_file_kind, image_matches, python_program
 from hgxkit.recipe.shellwords import Word
@@ -301,10 +301,21 @@ def _prefix(words: list[Word], name: str) -> tuple[list[Word], list[Word], list[
             )
             index += 1
         elif text == "env" and index + 1 < len(words) and not words[index + 1].text.startswith("-"):
-            # `env NAME=value … cmd` runs cmd with those variables, as the same words without `env` do (its
-            # other options, `-u NAME` or `-C DIR`, change that: such a command is kept as it is)
+            # `env NAME=value … cmd` runs cmd with those variables, as the same words without `env` do (`-C DIR`
+            # changes that: such a command is kept as it is)
             notes.append(f"{name}:{words[index].line}: `env` dropped (its NAME=value words are the command's prefix)")
             index += 1
+        elif text == "env" and (unset := env_unsets([w.text for w in words], index)) is not None:
+            # The container never gets the host shell's variables, so `-u NAME` takes nothing from it; a NAME the
+            # post set just before is what it undoes
+            names, index = unset
+            undone = [w.text for w in prefix if w.text.split("=", 1)[0] in names]
+            prefix = [w for w in prefix if w.text not in undone]
+            also = f"; the post's {', '.join(undone)} before it is dropped with it" if undone else ""
+            notes.append(
+                f"{name}:{words[index - 1].line}: `env -u {' -u '.join(names)}` dropped (the launch runs without "
+                f"{', '.join(names)}, and the container gets no variable of the host's shell{also})"
+            )
         elif text == "env" and index + 2 < len(words) and words[index + 1].text in _EMPTY_ENVIRONMENT:
             # A container starts from its image's environment, never the host shell's, which is what `-i` keeps
             # away; emptying the image's too would lose its PATH and CUDA settings, which the post never meant.

@@ -432,6 +432,12 @@ def _pairs(value: Any) -> list[tuple[str, Any]]:
     return [tuple(item.split("=", 1)) if "=" in item else (item, "") for item in value or []]  # type: ignore[misc]
 
 
+def _note_once(notes: list[str], note: str) -> None:
+    """Add `note` unless it is there: a variable used twice in one value is said once."""
+    if note not in notes:
+        notes.append(note)
+
+
 def interpolate(text: str, environment: dict[str, str], where: str, notes: list[str]) -> str:
     """`text` with compose's `${VAR}` forms resolved from `environment`, as a word's text (see the module
     docstring): a variable set nowhere is refused, except the host's own and credentials, kept as `${NAME}`.
@@ -448,8 +454,15 @@ def interpolate(text: str, environment: dict[str, str], where: str, notes: list[
         operator, word = match.group(3), match.group(4) or ""
         value = environment.get(name)
         is_set = value is not None and (value != "" or not (operator or "").startswith(":"))
+        if operator in ("-", ":-") and is_set:
+            return value.replace("$", "$$")  # type: ignore[union-attr]
         if operator in ("-", ":-"):
-            return value.replace("$", "$$") if is_set else interpolate(word, environment, where, notes)  # type: ignore[union-attr]
+            _note_once(
+                notes,
+                f"{where}: ${{{name}}} is not set by the post, so its default {word!r} is taken "
+                f"(compose takes {name} from the shell or the project's .env first)",
+            )
+            return interpolate(word, environment, where, notes)
         if name == HEAD_VARIABLE and not is_set and operator not in ("-", ":-", "+", ":+"):
             # hgxkit's export writes the head node's address so; hgxkit gives each rank the head's itself
             notes.append(f"{where}: ${{{name}}} is the head node's address (hgxkit's export); each deploy gives it")

@@ -32,6 +32,7 @@ from hgxkit.importing.bench_clients import client_of
 from hgxkit.importing.commands import Simple, exec_command, unsupported_program
 from hgxkit.importing.outcome import ImportOutcome, LineAccount, finish
 from hgxkit.importing.reading import Candidate, Container, Reading
+from hgxkit.importing.substitutions import substituted_word
 from hgxkit.importing.vllm_multinode import ray_container, rendered_head
 from hgxkit.kinds import (
     DEFAULT_KIND,
@@ -342,8 +343,13 @@ class DockerRun:
         if engine is not None and not engine.hardware:
             reading.servers.append(Candidate(simple, "engine", engine.name))
             return
+        words = reading.resolved(simple)
+        substituted = substituted_word(simple, words)
+        if substituted is not None:
+            reading.servers.append(Candidate(simple, "broken", error=substituted))
+            return
         try:
-            run = parse_run_words(reading.resolved(simple), source=simple.command.post.name)
+            run = parse_run_words(words, source=simple.command.post.name)
         except InputError as err:
             reading.servers.append(Candidate(simple, "broken", error=err))
             return

@@ -67,6 +67,7 @@ from hgxkit.importing.pd_sides import either_roles, posted_routers, routed_sides
 from hgxkit.importing.platform import ForeignSetup, foreign_in, message, refuse_foreign, shows_nvidia
 from hgxkit.importing.post import PostFile, find_commands, read_post
 from hgxkit.importing.reading import Candidate, Reading
+from hgxkit.importing.substitutions import owner_of, substituted_word
 from hgxkit.importing.typography import normalise
 from hgxkit.importing.variables import Scope
 from hgxkit.importing.vllm_multinode import RayNode, cluster_nodes, joins_a_placeholder_head, ray_group, ray_run
@@ -320,10 +321,18 @@ class _Importer:
                 raise errors[0]
             raise self._no_server()
         taken = {id(b[0]) for b in built}  # by identity: comparing candidates by value made this quadratic
-        for server, error in zip([s for s in servers if id(s) not in taken], errors, strict=False):
-            self._said(server.simple, "skipped", f"a serving command that cannot be imported: {error.message}")
+        skipped = list(zip([s for s in servers if id(s) not in taken], errors, strict=False))
         routed = self._routed(built)
         chosen, self.join = self._hosted(routed) or _one_setup(routed)
+        if skipped and any(recipe.node_count() > 1 for _, recipe, _ in chosen):
+            # a server over nodes: the command it cannot read may be one of its ranks, which a recipe of the
+            # others would replace by theirs; so it is refused, not set aside as another setup would be
+            raise InputError(f"{skipped[0][1].message} (a serving command beside a server spanning nodes)")
+        alternative = next(((s, e) for s, e in skipped if s.role == "server"), None)
+        if alternative is not None:
+            raise _alternative_refused(alternative, [c for c, _, _ in chosen])
+        for server, error in skipped:
+            self._said(server.simple, "skipped", f"a serving command that cannot be imported: {error.message}")
         return chosen
 
     def _hosted(self, built: list[Built]) -> tuple[list[Built], str] | None:
@@ -408,11 +417,14 @@ class _Importer:
                 "shell logic: give the command as it runs"
             )
         words = self.reading.resolved(simple)
+        substituted = substituted_word(simple, words)
+        if substituted is not None:
+            raise substituted
         substitution = next((w for w in words if w.is_operator), None)
         if substitution is not None:
             raise InputError(
                 f"{post.name}: line {substitution.line}, column {substitution.column}: {substitution.text!r} "
-                "(a command substitution or subshell) is not imported; replace it by its value"
+                "(a subshell or another shell operator) is not imported; replace it by its value"
             )
         _windows_paths(simple)
         _platform(server, Scope.before(self.simples, simple), simple.assignments)
@@ -893,6 +905,17 @@ def _detect(run: ParsedRun, where: str) -> str:
         ) from None
 
 
+def _alternative_refused(alternative: tuple[Candidate, InputError], taken: list[Candidate]) -> InputError:
+    """A post that shows a setup hgxkit reads beside a launch it cannot read: which one the user means is theirs
+    to say, not the import's to guess from which one reads (the other may be the one they run)."""
+    server, error = alternative
+    picks = ", ".join(f"{c.number}: {c.where()}" for c in taken)
+    return InputError(
+        f"{error.message}; so serving command {server.number} ({server.where()}) cannot be imported, and the post "
+        f"shows another setup beside it: import that one with --pick N ({picks})"
+    )
+
+
 def _unsupported(engine: Candidate) -> UnsupportedKind:
     return next(o for o in UNSUPPORTED if o.name == engine.kind)
 
@@ -967,7 +990,7 @@ def _placeholders(simple: Simple, *, angled_only: bool = False) -> None:
         index = next((i for i, w in enumerate(words) if (w.line, w.column) >= (line, column)), len(words) - 1)
         raise InputError(
             f"{simple.command.post.name}: line {line}, column {column}: {text} is a placeholder"
-            f"{_owner(words, index)}; {fill_hint(text)}"
+            f"{owner_of(words, index)}; {fill_hint(text)}"
         )
     for index, word in enumerate(words):
         if word.is_operator and word.text == "<":
@@ -988,7 +1011,7 @@ def _placeholders(simple: Simple, *, angled_only: bool = False) -> None:
             continue
         raise InputError(
             f"{simple.command.post.name}: line {word.line}, column {word.column}: {text} is a "
-            f"placeholder{_owner(words, index)}; {fill_hint(text)}"
+            f"placeholder{owner_of(words, index)}; {fill_hint(text)}"
         )
 
 
@@ -1021,17 +1044,6 @@ def _braced(simple: Simple) -> tuple[int, int, str] | None:
 
 def _placeholder_in(text: str, angled_only: bool) -> bool:
     return bool(PLACEHOLDER.search(text) or (not angled_only and FILL_IN.search(text)))
-
-
-def _owner(words: Sequence[Word], index: int) -> str:
-    """` (the value of FLAG)` for the flag or option a word belongs to, else ` (an argument of PROGRAM)`."""
-    word = words[index].text
-    if word.startswith("-") and "=" in word:
-        return f" (the value of {word.split('=', 1)[0]})"
-    before = next((w.text for w in reversed(words[:index]) if not w.is_operator), "")
-    if before.startswith("-"):
-        return f" (the value of {before.split('=', 1)[0]})"
-    return f" (an argument of {words[0].text})" if words else ""
 
 
 def _hardware(server: Candidate, run: ParsedRun, scope: Scope, prefix: dict[str, str]) -> None:
@@ -1078,11 +1090,33 @@ def _platform(server: Candidate, scope: Scope, prefix: dict[str, str]) -> None:
 def _engine_refuses(recipe: Recipe, server: Candidate, notes: list[str]) -> None:
     """Refuse, at the word of the post that causes it, what the engine itself would refuse at start-up; note the
     flags no option table of the image's version could judge."""
+    wrapped = _wrapped_flag(server, recipe.server.server_kind)
+    if wrapped is not None:
+        raise InputError(wrapped)
     refusal = engine_refusal(recipe)
     if refusal is not None:
         raise InputError(f"{_word_at(refusal.word, server)}: the engine would refuse: {refusal.reason}")
     for unchecked in unchecked_flags(recipe):
         notes.append(f"{_word_at(unchecked.word, server)}: {unchecked.reason}")
+
+
+def _wrapped_flag(server: Candidate, kind: ServerKind) -> str | None:
+    """The refusal of a command that ends in a piece of a flag where the next line starts with the rest of it
+    (`--s` then `erved-model-name …`): a terminal or a page wrapped the line inside the word, so a shell ran the
+    rest apart and the engine would get the piece (or take it as a prefix of another option); None otherwise."""
+    words = [w for w in server.simple.words if not w.is_operator]
+    lines = server.simple.command.post.lines
+    if not words or kind.is_option is None or words[-1].line >= len(lines):
+        return None
+    last = words[-1]
+    rest = lines[last.line].split()
+    if not rest or rest[0].startswith("-") or kind.is_option(last.text) or not kind.is_option(last.text + rest[0]):
+        return None
+    return (
+        f"{server.simple.command.post.name}: line {last.line}, column {last.column}: `{last.text}` ends the command "
+        f"and line {last.line + 1} starts with `{rest[0]}`: a wrap split `{last.text + rest[0]}`, and a shell runs "
+        f"the rest apart; rejoin lines {last.line}-{last.line + 1}"
+    )
 
 
 def _image_at(image: str, started: Simple) -> str:

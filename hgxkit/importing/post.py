@@ -19,6 +19,7 @@ Example:
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import PurePath
 
@@ -159,6 +160,27 @@ def read_post(name: str, text: str) -> PostFile:
     return PostFile(name, PurePath(name).name, lines, tuple(clean), tuple(cleaner.notes), tuple(cleaner.fences))
 
 
+def env_unsets(texts: Sequence[str], index: int) -> tuple[list[str], int] | None:
+    """The names `env -u NAME …` (`--unset NAME`, `--unset=NAME`, `-uNAME`) at `index` unsets, and the index of the
+    word after them; None where `env` has no such option first or nothing follows them."""
+    names: list[str] = []
+    at = index + 1
+    while at < len(texts):
+        text = texts[at]
+        if text in ("-u", "--unset") and at + 1 < len(texts):
+            names.append(texts[at + 1])
+            at += 2
+        elif text.startswith("--unset="):
+            names.append(text.split("=", 1)[1])
+            at += 1
+        elif text.startswith("-u") and len(text) > 2 and not text.startswith("--"):
+            names.append(text[2:])
+            at += 1
+        else:
+            break
+    return (names, at) if names and at < len(texts) else None
+
+
 def is_command_start(text: str) -> bool:
     """True when `text` begins like a command people post (see `PROGRAMS`)."""
     words = text.split()
@@ -173,7 +195,8 @@ def is_command_start(text: str) -> bool:
         or words[index] in ("sudo", "-E", "nohup", "env")
         or (words[index] in ("-i", "--ignore-environment") and index and words[index - 1] == "env")
     ):
-        index += 1
+        unset = env_unsets(words, index) if words[index] == "env" else None
+        index = unset[1] if unset else index + 1
     if index == len(words):  # `model=org/name` on its own line, or `nohup env \` before the rest of a command
         return index > 0 and (ASSIGNMENT_RE.match(words[0]) is not None or continued)
     program = words[index]

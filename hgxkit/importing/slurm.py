@@ -329,7 +329,6 @@ def _srun_split(words: Sequence[Word], where: str) -> tuple[dict[str, str], list
 
 def _unwrap(simple: Simple, simples: list[Simple], directives: Directives) -> list[Simple]:
     """The simple command(s) `srun` runs, with a note; pyxis (`--container-image`) refused by name."""
-    post = simple.command.post
     where = simple.where()
     options, rest = _srun_split(simple.words, where)
     image = options.get("--container-image")
@@ -357,7 +356,7 @@ def _unwrap(simple: Simple, simples: list[Simple], directives: Directives) -> li
             rest = _inner(simple, rest, simples)
         except InputError as err:  # a string the import cannot read: a server in it is refused, else set aside
             return [replace(simple, kind="broken", command=replace(simple.command, error=err))]
-    command = Command(post, simple.command.first, simple.command.last, tuple(rest), notes=simple.command.notes)
+    command = replace(simple.command, words=tuple(rest))  # its lines, notes and a lost backslash after it kept
     inner = simple_commands([command])
     return [replace(s, prefix=simple.prefix + s.prefix, notes=(*s.notes, note), piped=simple.piped) for s in inner]
 

@@ -22,6 +22,7 @@ Example:
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import replace
 
 from hgxkit.errors import InputError
@@ -33,6 +34,8 @@ _LINE = re.compile(
     r"^\s*(?P<export>export\s+)?(?P<name>[A-Za-z_]\w*)=(?P<q>[\"']?)"
     r"(?P<sub>\$\((?P<inner>(?:[^()]|\([^()]*\))*)\)|`(?P<ticked>[^`]*)`)(?P=q)\s*(?:#.*)?$"
 )
+# What a substitution's output is where the post says nothing of it, for the refusal to tell the user.
+_MEANING = {"pwd": "the directory the post is run from, which it does not say"}
 # Commands whose output is the number of GPUs the host (or the job) lets the process see.
 _GPU_COUNT = re.compile(
     r"\s*nvidia-smi\s+(?:--list-gpus|-L|--query-gpu=\w+\s+--format=csv,noheader)\s*\|\s*(?:wc\s+-l|grep\s+-c\s+\S+)\s*"
@@ -108,3 +111,55 @@ def with_count(simple: Simple, count: int, why: str) -> Simple:
     word = replace(simple.words[-1], text=f"{name}={count}")
     note = f"{simple.where()}: ${name} is {count}: `{value}` counts the GPUs {why}"
     return replace(simple, words=(*simple.words[:-1], word), substitution=None, notes=(*simple.notes, note))
+
+
+def owner_of(words: Sequence[Word], index: int) -> str:
+    """` (the value of FLAG)` for the flag or option a word belongs to, else ` (an argument of PROGRAM)`."""
+    word = words[index].text
+    if word.startswith("-") and "=" in word:
+        return f" (the value of {word.split('=', 1)[0]})"
+    before = next((w.text for w in reversed(words[:index]) if not w.is_operator), "")
+    if before.startswith("-"):
+        return f" (the value of {before.split('=', 1)[0]})"
+    return f" (an argument of {words[0].text})" if words else ""
+
+
+def written_at(line: str, column: int) -> str:
+    """The command substitution starting at `column` (1-based) of `line`, as written: `$(…)` to the parenthesis
+    that closes it, or `` `…` `` to the next backtick; to the line's end where it does not close on the line.
+
+    Example:
+        >>> written_at("  -v $(pwd):/w $(a (b) c)", 6), written_at("x `pwd`/m", 3)
+        ('$(pwd)', '`pwd`')
+    """
+    start = column - 1
+    if line.startswith("`", start):
+        end = line.find("`", start + 1)
+        return line[start:] if end < 0 else line[start : end + 1]
+    depth = 0
+    for index in range(start + 1, len(line)):
+        depth += {"(": 1, ")": -1}.get(line[index], 0)
+        if depth == 0:
+            return line[start : index + 1]
+    return line[start:]
+
+
+def substituted_word(simple: Simple, words: Sequence[Word]) -> InputError | None:
+    """The refusal of a command whose words hold a command substitution (`$(…)` or backticks inside a word, not a
+    whole-line assignment): its output is the host's at run time, so it is named as written, with the flag it is
+    the value of and what it stands for where that is known, never shown as the scanner's `$(` token."""
+    index = next((n for n, w in enumerate(words) if w.is_operator and w.text.lstrip("$") in ("(", "`")), None)
+    if index is None:
+        return None
+    word = words[index]
+    post = simple.command.post
+    written = written_at(post.clean[word.line - 1], word.column)
+    shown = written if len(written) <= 60 else written[:57] + "…"
+    shown = shown if shown.startswith("`") else f"`{shown}`"  # backticks already mark it as code
+    inner = written.strip("$()`").strip()
+    meaning = f": {_MEANING[inner]}" if inner in _MEANING else ""
+    place = f"{post.name}: line {word.line}, column {word.column}"
+    return InputError(
+        f"{place}: {shown}{owner_of(words, index)} is a command substitution, run by the shell where the post "
+        f"runs{meaning}; the import does not run it: write its value into the command"
+    )

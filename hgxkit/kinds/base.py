@@ -317,6 +317,9 @@ class ServerKind:
     # A flag the engine's option table could not judge for this image (another version than the table's):
     # (flag word as written, image) -> what was not checked, for a note; None when it was checked.
     unchecked_flag: Callable[[str, str], str | None] | None = None
+    # True when the word is one of the engine's options as spelled in full (not a prefix of one), by the table
+    # read from the engine whatever the image's version: how a line wrapped inside a flag word is told.
+    is_option: Callable[[str], bool] | None = None
     # A value written after a switch of the engine's option table for this image (`--enforce_eager true`): (each
     # flag's words as written, image) -> (the value, the reason with its remedy), or None.
     switch_value: Callable[[Sequence[Sequence[str]], str], tuple[str, str] | None] | None = None

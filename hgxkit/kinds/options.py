@@ -93,6 +93,10 @@ class OptionTable:
             name = "--" + name[2:].replace("_", "-")
         return name
 
+    def is_option(self, word: str) -> bool:
+        """True when the long flag `word` is one of the table's options in full (`ServerKind.is_option`)."""
+        return word.startswith("--") and self.lookup(word) in _names(self.rows)
+
     def unknown_option(self, word: str) -> str | None:
         """Why the parser refuses the flag `word` (`no such option`, or `ambiguous: it could match …`); None
         when it takes it or `word` is not a long flag."""

@@ -288,5 +288,6 @@ SGLANG = ServerKind(
     refuses_flag=refuses_flag,
     unknown_flags=SGLANG_OPTIONS.unknown_flags,
     unchecked_flag=SGLANG_OPTIONS.unchecked_flag,
+    is_option=SGLANG_OPTIONS.is_option,
     switch_value=SGLANG_OPTIONS.switch_value,
 )

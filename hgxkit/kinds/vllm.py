@@ -321,6 +321,7 @@ VLLM = ServerKind(
     refuses_flag=refuses_flag,
     unknown_flags=VLLM_OPTIONS.unknown_flags,
     unchecked_flag=VLLM_OPTIONS.unchecked_flag,
+    is_option=VLLM_OPTIONS.is_option,
     switch_value=VLLM_OPTIONS.switch_value,
 )
 

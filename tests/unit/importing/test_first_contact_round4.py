@@ -133,8 +133,9 @@ def test_env_before_a_launch_gives_the_launch_its_variables(post: str) -> None:
 
 
 def test_env_with_its_own_options_is_not_read_as_a_prefix() -> None:
-    # `env -i` is read since round 5 (test_first_contact_round5.py): a container never gets the host's environment
-    assert "no serving command found" in _refusal("env -u NCCL_DEBUG vllm serve org/m\n")
+    # `env -i` and `env -u NAME` are read since rounds 5 and 6 (a container never gets the host's environment);
+    # `-C DIR` runs the launch in DIR, which a container's working directory is not
+    assert "no serving command found" in _refusal("env -C /opt/app vllm serve org/m\n")
 
 
 def test_an_assignment_with_a_comment_after_it_is_read_as_the_shell_reads_it() -> None:

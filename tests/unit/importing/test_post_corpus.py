@@ -95,6 +95,7 @@ PROMPTS = {
     "051": r"^> ",  # a quoted reply: every line starts with `> `
     "054": r"^\$|^> ",  # `$docker …` and PS2 `> ` continuation lines
     "162": r"^ENTRYPOINT ",  # a Dockerfile's shell-form ENTRYPOINT: /bin/sh -c runs the rest
+    "185": r"^command：`|`$",  # inline code after a full-width colon
 }
 # 048 lost its line breaks: `a \ b` is one argument " b" for a shell; the import reads each `\ ` as a line
 # continuation (a note says so), and so does this test.

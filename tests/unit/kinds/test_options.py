@@ -101,3 +101,12 @@ def test_an_underscore_spelling_is_refused_on_every_image(image: str) -> None:
 )
 def test_the_table_judges_only_images_that_run_0_5_23(image: str, applies: bool) -> None:
     assert SGLANG_OPTIONS.applies(image) is applies
+
+
+@pytest.mark.parametrize(
+    ("word", "whole"),
+    [("--mem-fraction-static", True), ("--mem-fraction-st", False), ("--mem_fraction_static", False), ("-tp", False)],
+)
+def test_an_option_in_full_is_told_from_a_prefix_of_one(word: str, whole: bool) -> None:
+    # SGLang's parser takes no underscore spelling; a prefix is an option to the parser, not to a wrapped line
+    assert SGLANG.is_option is not None and SGLANG.is_option(word) is whole
