@@ -327,6 +327,19 @@ def _srun_split(words: Sequence[Word], where: str) -> tuple[dict[str, str], list
     return options, rest
 
 
+def _task_count(options: dict[str, str]) -> int | None:
+    """The tasks srun's `-n N` (`-nN`, `--ntasks=N`) asks for in all, or None where it does not say."""
+    for name, value in options.items():
+        if name in ("-n", "--ntasks"):
+            written = value
+        elif name.startswith("-n") and not name.startswith("--"):
+            written = name[2:]  # `-n1`: the value glued to the option
+        else:
+            continue
+        return int(written) if written.isdigit() else None
+    return None
+
+
 def _unwrap(simple: Simple, simples: list[Simple], directives: Directives) -> list[Simple]:
     """The simple command(s) `srun` runs, with a note; pyxis (`--container-image`) refused by name."""
     where = simple.where()
@@ -343,7 +356,11 @@ def _unwrap(simple: Simple, simples: list[Simple], directives: Directives) -> li
         directives.tasks_per_node = int(tasks)
     if not rest:
         return [replace(simple, kind="other")]
-    note = f"{where}: `srun` runs the command as one task per node; hgxkit runs it on every host of the group"
+    note = (
+        f"{where}: `srun -n 1` runs the command once, on a node of the job; hgxkit runs it on the group's host"
+        if _task_count(options) == 1
+        else f"{where}: `srun` runs the command as one task per node; hgxkit runs it on every host of the group"
+    )
     shell = rest[0].text in _SHELLS and len(rest) >= 3 and rest[1].text in ("-c", "-lc", "-l")
     early = _batch_expanded(rest[2].text if shell else " ".join(w.text for w in rest))
     if early:

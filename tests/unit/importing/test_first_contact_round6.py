@@ -149,3 +149,11 @@ def test_a_line_wrapped_inside_a_flag_word_is_refused_naming_the_whole_flag(post
 def test_a_whole_flag_at_a_lines_end_is_not_taken_for_a_wrap() -> None:
     post = "vllm serve org/m --port 8000 --trust-remote-code\nserved by a single H100.\n"
     assert _import(post, "p.md").recipe.server.has("--trust-remote-code")
+
+
+@pytest.mark.parametrize("tasks", ["-n1", "-n 1", "--ntasks=1"])
+def test_srun_of_one_task_is_said_to_run_the_launch_once(tasks: str) -> None:
+    outcome = _import(f"srun -p gpu --gres=gpu:2 {tasks} vllm serve org/m --tensor-parallel-size 2\n")
+    assert any("`srun -n 1` runs the command once, on a node of the job" in note for note in outcome.notes)
+    outcome = _import("srun --ntasks-per-node=1 vllm serve org/m --tensor-parallel-size 2\n")
+    assert any("`srun` runs the command as one task per node" in note for note in outcome.notes)
