@@ -32,6 +32,7 @@ from hgxkit.errors import InputError
 from hgxkit.importing.commands import Simple
 from hgxkit.importing.reading import Candidate, Reading
 from hgxkit.importing.variables import Scope
+from hgxkit.importing.workdir import directory_before
 from hgxkit.kinds import DEFAULT_KIND, KINDS, ServerKind, detect_kind, python_program
 from hgxkit.netaddr import is_loopback
 from hgxkit.recipe.docker_parse import ParsedRun, parse_option_words
@@ -81,11 +82,45 @@ def bare_run(
     _refuse_unexported(scope, simple)
     environment = {name: d.value for name, d in scope.exported().items()}
     prefix = [f"{name}={value}" for name, value in simple.assignments.items()]
+    directory, cd_where = directory_before(reading.simples, simple)
+    words = based_files(words, KINDS[kind], directory, cd_where, simple.where(), notes)
     run, more = docker_run_for(
         prefix, words, kind=KINDS[kind], image=image, environment=environment, where=simple.where()
     )
     notes += more
     return run, kind
+
+
+def based_files(
+    words: list[str], kind: ServerKind, directory: str | None, cd_where: str | None, where: str, notes: list[str]
+) -> list[str]:
+    """`words` with each file a flag names relative to the shell's directory (`--chat-template ./t.jinja`) written
+    out from the directory the post's `cd` leaves (a note), so the launch's mount of it is the post's file; refused
+    where no `cd` says the directory: the container starts in the image's, where the file is not. The model's own
+    flag is left to the model's placement, which asks for --model-repo.
+
+    Example:
+        >>> from hgxkit.kinds import KINDS
+        >>> based_files(["vllm", "serve", "org/m", "--chat-template", "./t.jinja"], KINDS["vllm"], "/opt/a",
+        ...             "p:1", "p:2", [])
+        ['vllm', 'serve', 'org/m', '--chat-template', '/opt/a/t.jinja']
+    """
+    out = list(words)
+    for index, word in enumerate(out):
+        glued = is_flag(word) and "=" in word  # `--chat-template=./t.jinja`
+        flag, _, value = word.partition("=") if glued else (out[index - 1] if index else "", "", word)
+        value = shell_value(value)
+        if not is_flag(flag) or kind.canonical_flag(flag) == kind.model_flag or not _RELATIVE_FILE.match(value):
+            continue
+        if directory is None:
+            raise InputError(
+                f"{where}: {flag} {value} names a file relative to the directory the post runs in, which it does not "
+                "say (the container starts in its image's): write the file's absolute path (it is mounted read-only)"
+            )
+        path = posixpath.normpath(posixpath.join(directory, value))
+        out[index] = f"{flag}={path}" if glued else path
+        notes.append(f"{where}: {flag} {value} is {path} (the post's `cd` at {cd_where})")
+    return out
 
 
 def _container_image(simple: Simple, notes: list[str]) -> str:

@@ -157,3 +157,19 @@ def test_srun_of_one_task_is_said_to_run_the_launch_once(tasks: str) -> None:
     assert any("`srun -n 1` runs the command once, on a node of the job" in note for note in outcome.notes)
     outcome = _import("srun --ntasks-per-node=1 vllm serve org/m --tensor-parallel-size 2\n")
     assert any("`srun` runs the command as one task per node" in note for note in outcome.notes)
+
+
+@pytest.mark.parametrize("flag", ["--chat-template ./tpl/t.jinja", "--chat-template=./tpl/t.jinja"])
+def test_a_file_a_bare_launch_names_relative_to_the_shells_directory_is_refused_without_a_cd(flag: str) -> None:
+    message = _refusal(f"vllm serve org/m --port 8000 {flag}\n")
+    assert "--chat-template ./tpl/t.jinja names a file relative to the directory the post runs in" in message
+    assert "write the file's absolute path" in message
+
+
+def test_a_cd_before_the_launch_gives_its_relative_files_directory_and_they_are_mounted() -> None:
+    outcome = _import("cd /opt/app\nvllm serve org/m --port 8000 --chat-template ../tpl/t.jinja\n")
+    assert outcome.recipe.server.flag("--chat-template") == "/opt/tpl/t.jinja"
+    assert "-v /opt/tpl/t.jinja:/opt/tpl/t.jinja:ro" in [" ".join(e.words) for e in outcome.recipe.docker.entries]
+    assert any(
+        "--chat-template ../tpl/t.jinja is /opt/tpl/t.jinja (the post's `cd` at post.sh:1)" in n for n in outcome.notes
+    )
