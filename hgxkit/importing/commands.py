@@ -19,13 +19,14 @@ Example:
 
 from __future__ import annotations
 
+import posixpath
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 from hgxkit.errors import InputError
 from hgxkit.importing.bench_clients import client_of
-from hgxkit.importing.post import ASSIGNMENT_RE, MAX_COMMANDS, Command, env_unsets
+from hgxkit.importing.post import ASSIGNMENT_RE, MAX_COMMANDS, Command, EnvOptions, env_options
 from hgxkit.importing.provenance import Exported
 from hgxkit.kinds import KINDS, UNSUPPORTED, UnsupportedKind, image_file_kind, image_matches, python_program
 from hgxkit.recipe.shellwords import Word
@@ -301,21 +302,12 @@ def _prefix(words: list[Word], name: str) -> tuple[list[Word], list[Word], list[
             )
             index += 1
         elif text == "env" and index + 1 < len(words) and not words[index + 1].text.startswith("-"):
-            # `env NAME=value … cmd` runs cmd with those variables, as the same words without `env` do (`-C DIR`
-            # changes that: such a command is kept as it is)
+            # `env NAME=value … cmd` runs cmd with those variables, as the same words without `env` do
             notes.append(f"{name}:{words[index].line}: `env` dropped (its NAME=value words are the command's prefix)")
             index += 1
-        elif text == "env" and (unset := env_unsets([w.text for w in words], index)) is not None:
-            # The container never gets the host shell's variables, so `-u NAME` takes nothing from it; a NAME the
-            # post set just before is what it undoes
-            names, index = unset
-            undone = [w.text for w in prefix if w.text.split("=", 1)[0] in names]
-            prefix = [w for w in prefix if w.text not in undone]
-            also = f"; the post's {', '.join(undone)} before it is dropped with it" if undone else ""
-            notes.append(
-                f"{name}:{words[index - 1].line}: `env -u {' -u '.join(names)}` dropped (the launch runs without "
-                f"{', '.join(names)}, and the container gets no variable of the host's shell{also})"
-            )
+        elif text == "env" and (given := env_options([w.text for w in words], index)) is not None:
+            words, prefix = _env_applied(words, index, given, prefix, notes, name)
+            index = given.end
         elif text == "env" and index + 2 < len(words) and words[index + 1].text in _EMPTY_ENVIRONMENT:
             # A container starts from its image's environment, never the host shell's, which is what `-i` keeps
             # away; emptying the image's too would lose its PATH and CUDA settings, which the post never meant.
@@ -341,6 +333,45 @@ def _prefix(words: list[Word], name: str) -> tuple[list[Word], list[Word], list[
 
 
 _EMPTY_ENVIRONMENT = frozenset({"-i", "--ignore-environment", "-"})
+# A word naming a path relative to the shell's directory: `./x`, `../x`, or a flag's `--opt=./x`.
+_RELATIVE_WORD = re.compile(r"^(?:--?[\w.-]+=)?\.\.?/")
+
+
+def _env_applied(
+    words: list[Word], index: int, given: EnvOptions, prefix: list[Word], notes: list[str], name: str
+) -> tuple[list[Word], list[Word]]:
+    """`words` and the prefix with the `env` at `index` and its `-u NAME`/`-C DIR` options read, a note each: the
+    container never gets the host shell's variables, so `-u NAME` takes nothing from it but a NAME=value of the
+    post's just before; `-C DIR` runs the program in DIR, so its `./x` words are DIR's files (written out)."""
+    line = words[index].line
+    if given.unsets:
+        undone = [w.text for w in prefix if w.text.split("=", 1)[0] in given.unsets]
+        prefix = [w for w in prefix if w.text not in undone]
+        also = f"; the post's {', '.join(undone)} before it is dropped with it" if undone else ""
+        notes.append(
+            f"{name}:{line}: `env -u {' -u '.join(given.unsets)}` dropped (the launch runs without "
+            f"{', '.join(given.unsets)}, and the container gets no variable of the host's shell{also})"
+        )
+    directory = given.directory
+    if directory is None:
+        return words, prefix
+    if not directory.startswith("/") or "$" in directory:  # relative to a directory the post does not say
+        notes.append(f"{name}:{line}: `env -C {directory}` dropped (the launch ran in {directory})")
+        return words, prefix
+    rewritten = [
+        replace(w, text=_based(w.text, directory)) if at > index and _RELATIVE_WORD.match(w.text) else w
+        for at, w in enumerate(words)
+    ]
+    based = [w.text for w, old in zip(rewritten, words, strict=True) if w.text != old.text]
+    written = f"; its relative paths are {directory}'s: {', '.join(based)}" if based else ""
+    notes.append(f"{name}:{line}: `env -C {directory}` dropped (the launch ran in {directory}{written})")
+    return rewritten, prefix
+
+
+def _based(text: str, directory: str) -> str:
+    """A word naming `./x` (or `--opt=./x`) as `directory`'s x."""
+    option, equals, path = text.rpartition("=") if text.startswith("-") else ("", "", text)
+    return f"{option}{equals}{posixpath.normpath(posixpath.join(directory, path))}"
 
 
 def _wraps_launch(texts: Sequence[str]) -> bool:

@@ -160,25 +160,39 @@ def read_post(name: str, text: str) -> PostFile:
     return PostFile(name, PurePath(name).name, lines, tuple(clean), tuple(cleaner.notes), tuple(cleaner.fences))
 
 
-def env_unsets(texts: Sequence[str], index: int) -> tuple[list[str], int] | None:
-    """The names `env -u NAME …` (`--unset NAME`, `--unset=NAME`, `-uNAME`) at `index` unsets, and the index of the
-    word after them; None where `env` has no such option first or nothing follows them."""
+@dataclass(frozen=True)
+class EnvOptions:
+    """What `env -u NAME … -C DIR …` before a program says: the names it unsets, the directory it runs the program
+    in (None: not given), and the index of the word after its options."""
+
+    unsets: tuple[str, ...]
+    directory: str | None
+    end: int
+
+
+def env_options(texts: Sequence[str], index: int) -> EnvOptions | None:
+    """The `-u NAME` (`--unset NAME`, `--unset=NAME`, `-uNAME`) and `-C DIR` (`--chdir DIR`, `--chdir=DIR`,
+    `-CDIR`) options of the `env` at `index`; None where it has none first or nothing follows them."""
     names: list[str] = []
+    directory: str | None = None
     at = index + 1
     while at < len(texts):
         text = texts[at]
-        if text in ("-u", "--unset") and at + 1 < len(texts):
-            names.append(texts[at + 1])
-            at += 2
-        elif text.startswith("--unset="):
-            names.append(text.split("=", 1)[1])
-            at += 1
-        elif text.startswith("-u") and len(text) > 2 and not text.startswith("--"):
-            names.append(text[2:])
+        option, equals, glued = text.partition("=")
+        if option in ("-u", "--unset", "-C", "--chdir") and (equals or at + 1 < len(texts)):
+            value = glued if equals else texts[at + 1]
+            at += 1 if equals else 2
+        elif text[:2] in ("-u", "-C") and len(text) > 2 and not text.startswith("--"):
+            option, value = text[:2], text[2:]
             at += 1
         else:
             break
-    return (names, at) if names and at < len(texts) else None
+        if option in ("-u", "--unset"):
+            names.append(value)
+        else:
+            directory = value
+    found = names or directory is not None
+    return EnvOptions(tuple(names), directory, at) if found and at < len(texts) else None
 
 
 def is_command_start(text: str) -> bool:
@@ -195,8 +209,8 @@ def is_command_start(text: str) -> bool:
         or words[index] in ("sudo", "-E", "nohup", "env")
         or (words[index] in ("-i", "--ignore-environment") and index and words[index - 1] == "env")
     ):
-        unset = env_unsets(words, index) if words[index] == "env" else None
-        index = unset[1] if unset else index + 1
+        given = env_options(words, index) if words[index] == "env" else None
+        index = given.end if given else index + 1
     if index == len(words):  # `model=org/name` on its own line, or `nohup env \` before the rest of a command
         return index > 0 and (ASSIGNMENT_RE.match(words[0]) is not None or continued)
     program = words[index]

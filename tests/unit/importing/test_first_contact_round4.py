@@ -132,10 +132,9 @@ def test_env_before_a_launch_gives_the_launch_its_variables(post: str) -> None:
     assert any("`env` dropped" in note for note in outcome.notes)
 
 
-def test_env_with_its_own_options_is_not_read_as_a_prefix() -> None:
-    # `env -i` and `env -u NAME` are read since rounds 5 and 6 (a container never gets the host's environment);
-    # `-C DIR` runs the launch in DIR, which a container's working directory is not
-    assert "no serving command found" in _refusal("env -C /opt/app vllm serve org/m\n")
+def test_env_with_its_own_options_is_read_as_the_prefix_it_is() -> None:
+    # `env -i` (round 5), `env -u NAME` and `env -C DIR` (round 6): test_first_contact_round6.py says how
+    assert _import("env -u NCCL_DEBUG -C /opt vllm serve org/m\n").recipe.server.kind == "vllm"
 
 
 def test_an_assignment_with_a_comment_after_it_is_read_as_the_shell_reads_it() -> None:

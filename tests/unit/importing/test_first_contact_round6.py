@@ -173,3 +173,16 @@ def test_a_cd_before_the_launch_gives_its_relative_files_directory_and_they_are_
     assert any(
         "--chat-template ../tpl/t.jinja is /opt/tpl/t.jinja (the post's `cd` at post.sh:1)" in n for n in outcome.notes
     )
+
+
+def test_env_chdir_before_a_launch_makes_its_relative_paths_the_directorys() -> None:
+    outcome = _import("env -C /opt/app vllm serve org/m --port 8000 --chat-template=./tpl/t.jinja\n")
+    assert outcome.recipe.server.flag("--chat-template") == "/opt/app/tpl/t.jinja"
+    assert any(
+        "`env -C /opt/app` dropped (the launch ran in /opt/app; its relative paths are" in n for n in outcome.notes
+    )
+
+
+def test_env_chdir_to_a_directory_the_post_does_not_say_leaves_relative_paths_refused() -> None:
+    message = _refusal("env --chdir=$WORK vllm serve org/m --port 8000 --chat-template ./t.jinja\n")
+    assert "--chat-template ./t.jinja names a file relative to the directory the post runs in" in message
