@@ -282,7 +282,7 @@ class _Cleaner:
                 start = fence.end(2)
                 close = text.index("```", start)
                 text = _blank(_blank(text, 0, start), close, len(text))
-            elif not in_fence and ("`" in text or span_open):
+            elif not in_fence and ("`" in text or span_open) and not self._script_comment(text):
                 text, span_open = self._inline_code(text, span_open)
             if not text.strip() and not in_fence:
                 block += 1
@@ -323,6 +323,10 @@ class _Cleaner:
         if root and is_command_start(body[root.end() :]):
             root_candidates.append(index)
         return text
+
+    def _script_comment(self, text: str) -> bool:
+        """A script's comment line: its shell reads nothing in it, `inline code` included."""
+        return self.script and text.lstrip().startswith("#")
 
     def _commented_out(self, index: int) -> bool:
         """`# cmd \\` followed by `#   --flag …`: a command commented out line by line (a root shell's

@@ -1,5 +1,5 @@
 """A client asking a prefill/decode split's router on a simulated node, one request at a time, while a deploy
-replaces a group: what it was answered, in order (tests/e2e/test_pd_one_node.py, test_pd_two_nodes.py)."""
+replaces a group: what it was answered, in order (tests/e2e/test_pd_one_node.py, test_pd_split_over_hosts.py)."""
 
 from __future__ import annotations
 
@@ -9,17 +9,23 @@ import sys
 import threading
 from pathlib import Path
 
-# A client on the node: /generate through the router at the port its argument names, one request at a time,
-# each with its own rid (the stand-ins record it), one line per answer (`rid status seconds`; status 0: no answer
-# within 20 s, or the connection dropped), until its stdin closes (the request then in flight is answered first).
+# A client on the node asking the router at the port its first argument names, one request at a time: SGLang's
+# /generate, each with its own rid (the stand-ins record it), or, given a model name, OpenAI's /v1/completions.
+# One line per answer (`rid status seconds`; status 0: no answer within 20 s, or the connection dropped), until
+# its stdin closes (the request then in flight is answered first).
 CLIENT = """
 import http.client, json, sys, threading, time
+PORT, MODEL = int(sys.argv[1]), sys.argv[2] if len(sys.argv) > 2 else ""
+PATH = "/v1/completions" if MODEL else "/generate"
 def ask(i):
-    body = json.dumps({"text": "ba be", "rid": f"gap-{i}", "sampling_params": {"max_new_tokens": 4}})
+    if MODEL:
+        body = json.dumps({"model": MODEL, "prompt": "ba be", "max_tokens": 4})
+    else:
+        body = json.dumps({"text": "ba be", "rid": f"gap-{i}", "sampling_params": {"max_new_tokens": 4}})
     start = time.monotonic()
     try:
-        conn = http.client.HTTPConnection("127.0.0.1", int(sys.argv[1]), timeout=20)
-        conn.request("POST", "/generate", body, {"Content-Type": "application/json"})
+        conn = http.client.HTTPConnection("127.0.0.1", PORT, timeout=20)
+        conn.request("POST", PATH, body, {"Content-Type": "application/json"})
         status = conn.getresponse().status
         conn.close()
     except (OSError, http.client.HTTPException):
@@ -42,9 +48,9 @@ asking.join()
 class RouterClient:
     """CLIENT running on the node over SSH; its answers as they come, in order: (rid, status, seconds)."""
 
-    def __init__(self, cluster: str, port: int, node: str = "node1") -> None:
+    def __init__(self, cluster: str, port: int, node: str = "node1", model: str = "") -> None:
         argv = [sys.executable, "-m", "hgxkit", "sim", "ssh", node, "--cluster", cluster, "--"]
-        argv.append(f"python3 -u -c {shlex.quote(CLIENT)} {port}")
+        argv.append(f"python3 -u -c {shlex.quote(CLIENT)} {port} {shlex.quote(model)}")
         root = Path(__file__).resolve().parents[2]
         self.proc = subprocess.Popen(argv, cwd=root, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         self.answers: list[tuple[str, int, float]] = []

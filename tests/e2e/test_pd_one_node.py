@@ -10,8 +10,9 @@ the host's network) deployed with `--data router=true` on a simulated node, for 
   prefill and the new decode served.
 - vLLM over NIXL (tests/fixtures/pd/vllm-pd-one-node.yaml), then on the same node (one node start and bring-up for
   both): the vLLM stand-ins run each side, the REAL vllm-router (its own image) fronts them, verify's cell goes
-  through it and the decode's telemetry holds the KV transfers it timed; a second run changes nothing, and the
-  split with an API key is refused before any change (vllm-router checks no client's key)."""
+  through it and the decode's telemetry holds the KV transfers it timed; a second run changes nothing, the
+  split with an API key is refused before any change (vllm-router checks no client's key), and a changed decode
+  group is replaced while a client keeps asking vllm-router, which answers again after the gap."""
 
 from __future__ import annotations
 
@@ -233,3 +234,39 @@ def test_vllms_split_with_an_api_key_is_refused_before_any_change(vllm_deployed)
     assert refused.returncode != 0
     assert "[pd-router-key]" in out(refused) and "checks no client's API key" in out(refused), out(refused)[-3000:]
     assert containers() == before
+
+
+def test_replacing_vllms_decode_group_keeps_vllm_router_answering(vllm_deployed, tmp_path) -> None:
+    """A changed decode group of vLLM's split (one more flag), accepted with pd_accept_gap, is replaced while a
+    client keeps asking vllm-router's /v1/completions: errors only while no decode serves (never a hang), 200
+    again after, and the new decode serves the router's requests."""
+    assert vllm_deployed[0].returncode == 0, out(vllm_deployed[0])[-3000:]
+    consumer = """  - - --kv-transfer-config '{"kv_connector":"NixlConnector","kv_role":"kv_consumer"}'\n"""
+    text = Path(VLLM_PD).read_text()
+    assert consumer in text
+    changed = tmp_path / "vllm-pd-one-node-decode-changed.yaml"
+    changed.write_text(text.replace(consumer, consumer + "    - --max-num-seqs 32\n", 1))
+    before = containers()
+    client = RouterClient(CLUSTER, 30000, model="qwen3")
+    try:
+        client.wait_for_200()
+        data = (f"recipe={changed}", HOST_NETWORK, "router=true", "verify=false", "pd_accept_gap=true")
+        replaced = run_deploy(CLUSTER, "deploys/reproduce.py", *data)
+        done = len(client.answers)
+        client.wait_for_200(after=done)
+    finally:
+        answers = client.stop()
+    assert replaced.returncode == 0, out(replaced)[-4000:]
+    assert "group 1: replace container qwen3-pd-1 (--max-num-seqs (absent) -> 32)" in out(replaced), out(replaced)[
+        -4000:
+    ]
+    after = containers()
+    assert after["qwen3-pd-0"] == before["qwen3-pd-0"] and after[VLLM_ROUTER] == before[VLLM_ROUTER]
+    assert after["qwen3-pd-1"][0] != before["qwen3-pd-1"][0] and after["qwen3-pd-1"][2] == "true"
+    statuses = {status for _, status, _ in answers}
+    assert 0 not in statuses and statuses <= {200, 500, 502, 503}, sorted(statuses)  # none hung
+    raw = node_sh(CLUSTER, "curl -sS -m 30 http://127.0.0.1:8101/hgxkit_sim/requests", answer=True, check=True)
+    assert json.loads(raw), "the new decode served nothing through the router"
+    print(
+        f"{len(answers)} answers through vllm-router, {sum(s != 200 for _, s, _ in answers)} errors {sorted(statuses)}"
+    )

@@ -290,3 +290,16 @@ def test_large_hostile_posts_are_refused_fast(text: str, message: str) -> None:
     with pytest.raises(InputError, match=message):
         run(text[: 256 * 1024])
     assert time.process_time() - start < 5.0
+
+
+def test_inline_code_in_a_scripts_comment_is_no_command() -> None:
+    """In a shell script a `#` line is a comment whole: its `inline code` is prose for the reader (an exported
+    sbatch says how `docker run -e NAME` passes secrets), never a command beside the script's launch; in a post
+    the same line may show a command."""
+    script = (
+        "#!/bin/bash\n# each secret is passed with `docker run -e NAME`, never on a command line\nvllm serve org/m\n"
+    )
+    assert commands(script) == [["vllm", "serve", "org/m"]]
+    assert [c[:2] for c in commands("Pass each with `docker run -e NAME`.\n")] == [["docker", "run"]]
+    outcome = import_post([("job.sbatch", script)], ImportOptions())
+    assert outcome.recipe.model is not None and outcome.recipe.model.repo_id == "org/m"
