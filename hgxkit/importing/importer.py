@@ -335,6 +335,26 @@ class _Importer:
             self._said(server.simple, "skipped", f"a serving command that cannot be imported: {error.message}")
         return chosen
 
+    def _posted_listen(self, launch: Candidate, server: ServerCommand) -> ServerCommand:
+        """A bare launch moved onto the host's network listens where its post's command does: the `--host
+        0.0.0.0` its translation wrote for a published port (none there) is taken back with its note, so a side
+        the post kept on loopback stays there."""
+        kind = server.server_kind
+        posted = [w.text for w in launch.simple.words]
+        at = next((i for i, w in enumerate(posted) if kind.canonical_flag(w.partition("=")[0]) == "--host"), None)
+        value = None if at is None else posted[at].partition("=")[2] or (posted[at + 1 : at + 2] or [""])[0]
+        if value is not None and not is_loopback(value):
+            return server
+        canonical = [kind.canonical_flag(e[0].partition("=")[0]) for e in server.args]
+        args = [e for e, flag in zip(server.args, canonical, strict=True) if flag != "--host"]
+        if value is not None:
+            args.append(("--host", value))
+        at_launch = f"{launch.simple.command.post.name}:{launch.simple.first_line}"
+        self.notes = [n for n in self.notes if not _listen_note(n, at_launch)]
+        listens = value or kind.default_host
+        self.notes.append(f"{at_launch}: on the host's network it listens where the post's command does ({listens})")
+        return ServerCommand(server.program, tuple(args), server.kind)
+
     def _hosted(self, built: list[Built]) -> tuple[list[Built], str] | None:
         """The sides of a split each on a node of its own, listening everywhere, joined over hosts (pd_hosts)."""
         at = [_at(c, built[0][0]) for c, _, _ in built]
@@ -565,6 +585,8 @@ class _Importer:
             if split and all(c.run is None for c, _, _ in chosen):
                 dockers, note = on_host_network(dockers, where)
                 self.notes.append(note)
+                chosen = [(c, replace(r, server=self._posted_listen(c, r.server)), n) for c, r, n in chosen]
+                recipe = replace(recipe, server=chosen[0][1].server)
             grouped = join_groups(dockers, where=where, sides=split)
             recipe = replace(recipe, docker=grouped.docker, groups=grouped.groups)
             self.notes += grouped.notes
@@ -903,6 +925,11 @@ def _detect(run: ParsedRun, where: str) -> str:
         raise InputError(
             f"{where}: cannot tell which server {run.image} runs; pass --kind sglang or --kind vllm"
         ) from None
+
+
+def _listen_note(note: str, where: str) -> bool:
+    """The bare launch translation's note on the listen address it wrote for a published port."""
+    return note.startswith(f"{where}: --host ") and ("0.0.0.0 added (" in note or "became 0.0.0.0 (" in note)
 
 
 def _alternative_refused(alternative: tuple[Candidate, InputError], taken: list[Candidate]) -> InputError:

@@ -234,3 +234,15 @@ def test_a_side_whose_environment_names_a_file_relative_to_the_shell_is_refused(
     )
     message = refusal("p.md", text)
     assert message.startswith("p.md:1: MOONCAKE_CONFIG_PATH=./mooncake.json names a file relative to the directory")
+
+
+def test_bare_sides_moved_onto_the_hosts_network_listen_where_the_posts_commands_do() -> None:
+    """A bare launch's translation listens on 0.0.0.0 for a port it publishes; a split's sides run on the host's
+    network instead, publishing nothing, so they listen where the post's commands do: SGLang's loopback default
+    for 179 (every address would open both sides to the network), 0.0.0.0 where 171 says so."""
+    outcome = import_post([post(179)], ImportOptions())
+    assert outcome.recipe.server.flag("--host") is None
+    assert not any("--host 0.0.0.0 added" in note for note in outcome.notes), outcome.notes
+    said = "on the host's network it listens where the post's command does (127.0.0.1)"
+    assert sum(said in note for note in outcome.notes) == 2
+    assert import_post([post(171)], ImportOptions()).recipe.server.flag("--host") == "0.0.0.0"
