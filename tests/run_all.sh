@@ -7,11 +7,12 @@
 # the machine's two cores), so sessions side by side take a fraction as long as one. Each session has its own
 # cluster suffix and lock (tests/e2e/sim_steps.py), so their simulated nodes never meet; `hgxkit sim up` builds
 # images one session at a time. Session A runs the serving-side e2e files listed below, session C the import,
-# export, bundle, fault-matrix, fleet, suite-entry, server-kind and multi-node-group e2e files listed below;
-# session B the unit tests (most in two workers), a sample of `make mutation` (tests/mutation/test_sample.py) and
-# every other e2e file (a new e2e file lands there); the lists keep the three about as long. Session B streams to
-# the terminal; sessions A's and C's output is in build/test-<a|c>.log, printed when all are done. Each pytest run
-# writes build/test-<name>.xml (JUnit, times per test: a, b-unit, b-marked, b, c).
+# export, bundle, fault-matrix, fleet, suite-entry, server-kind, multi-node-group and split-over-hosts e2e files
+# listed below; session B the unit tests (most in two workers), a sample of `make mutation`
+# (tests/mutation/test_sample.py) and every other e2e file (a new e2e file lands there); the lists keep the three
+# about as long. Session B streams to the terminal; sessions A's and C's output is in build/test-<a|c>.log,
+# printed when all are done. Each pytest run writes build/test-<name>.xml (JUnit, times per test: a, b-unit,
+# b-marked, b, c).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-.venv/bin/python}
@@ -23,7 +24,7 @@ A_FILES=(tests/e2e/test_serving.py tests/e2e/test_router.py tests/e2e/test_servi
 C_FILES=(tests/e2e/test_bundle.py tests/e2e/test_fault_matrix.py tests/e2e/test_fault_matrix_model.py
          tests/e2e/test_suite_entry.py tests/e2e/test_server_kinds.py tests/e2e/test_multinode_group.py
          tests/e2e/test_export_compose.py tests/e2e/test_vllm_multinode.py tests/e2e/test_image_cache.py
-         tests/e2e/test_deploy_sweep.py)
+         tests/e2e/test_deploy_sweep.py tests/e2e/test_pd_split_over_hosts.py)
 B_FILES=(tests/mutation/test_sample.py)
 for file in tests/e2e/test_*.py; do
     [[ " ${A_FILES[*]} ${C_FILES[*]} " == *" $file "* ]] || B_FILES+=("$file")
