@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -13,7 +14,8 @@ import yaml
 from test_export import RUN, _compose_config, _renders, _tool
 
 from hgxkit.errors import InputError
-from hgxkit.export.common import ExportOptions
+from hgxkit.export.common import ExportOptions, export_groups
+from hgxkit.export.pd_router import split_router
 from hgxkit.export.registry import EXPORTERS, SPLIT_TARGETS, export_recipe, write_export
 from hgxkit.recipe.judge import Allowances, judge
 from hgxkit.recipe.read import load_recipe, parse_recipe_text
@@ -282,3 +284,17 @@ def test_a_routers_labels_name_its_recipe_in_full_or_as_kubernetes_takes_a_label
     full, short = router_labels(origin), router_labels(origin, short=True)
     key = "hgxkit.io/recipe-hash"
     assert full[key] == origin.annotations()[key] and short[key] == origin.labels()[key] and full[key] != short[key]
+
+
+def test_the_router_refuses_groups_that_span_nodes_or_one_that_takes_its_name() -> None:
+    # `split_router` takes the groups an export writes; the recipe check refuses a split whose groups span nodes and
+    # a group's name always holds its index, so these groups are made by hand: the router's own refusals, whole.
+    judged = judge(load_recipe(str(SPLITS["sglang"])), HOST_NETWORK)
+    prefill, decode = export_groups(judged.recipe, ExportOptions())
+    head = "deepseek-v4-flash-pd-one-node: the split's router cannot be exported:\n  - "
+    with pytest.raises(InputError) as caught:
+        split_router(judged, [replace(prefill, nodes=2), decode])
+    assert caught.value.message == head + "[pd-export-nodes] a group spans nodes; export a split on one node"
+    with pytest.raises(InputError) as caught:
+        split_router(judged, [prefill, replace(decode, name="router")])
+    assert caught.value.message == head + "[pd-export-name] a group is named router, the router's; rename it"

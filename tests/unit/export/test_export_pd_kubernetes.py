@@ -178,6 +178,24 @@ def test_a_split_kubernetes_cannot_reach_or_that_would_drop_a_key_is_refused_by_
         export_recipe(judge(keyed, auto), "k8s", ExportOptions())
 
 
+def test_a_side_named_as_the_routers_deployment_is_refused_by_name() -> None:
+    # The router's Deployment and Service are the recipe's name and "router"; a side's name template can give one
+    # side that very name (recipe pd0, template pd{{group}}-router: side 0 is pd0-router).
+    clash = parse_recipe_text(
+        SPLITS["sglang"]
+        .read_text()
+        .replace("--host 127.0.0.1", "--host 0.0.0.0")
+        .replace("name: deepseek-v4-flash-pd-one-node", "name: pd0")
+        .replace("name_template: deepseek-v4-flash-pd-{{group}}", "name_template: pd{{group}}-router")
+    )
+    with pytest.raises(InputError) as caught:
+        export_recipe(judge(clash, OPEN), "k8s", ExportOptions())
+    assert caught.value.message == (
+        "pd0: the split's router cannot be exported:\n  - [pd-export-name] a group is named pd0-router, the router's; "
+        "rename it"
+    )
+
+
 @pytest.mark.parametrize("target", SPLIT_TARGETS)
 def test_a_split_laid_over_hosts_is_refused_by_name_by_every_target_that_writes_its_router(target: str) -> None:
     judged = judge(load_recipe(str(ROOT / "tests/fixtures/pd/dspark-pd-two-nodes.yaml")), OPEN)

@@ -171,8 +171,13 @@ def test_a_tasks_run_starts_the_leader_on_the_first_node_and_a_worker_on_every_o
     recipe's rank 0, each worker its own rank (vLLM's data-parallel workers their first DP rank too)."""
     (task,) = (yaml.safe_load(p.read_text()) for p in _export(key, "skypilot", tmp_path).glob("*.yaml"))
     # the head is read before pipefail: `echo | head -n 1` may end echo with SIGPIPE, which pipefail makes exit 141
-    head, strict = task["run"].index("| head -n 1)\n"), task["run"].index("set -euo pipefail\n")
-    assert head < strict and "export CUDA_VISIBLE_DEVICES=0,1,2,3,4,5,6,7\n" in task["run"][strict:]
+    assert task["run"].startswith(
+        "# the group's head: the first of the task's nodes\n"
+        'HGXKIT_HEAD=$(echo "$SKYPILOT_NODE_IPS" | head -n 1)\n'
+        "set -euo pipefail\n"
+        "export CUDA_VISIBLE_DEVICES=0,1,2,3,4,5,6,7\n"
+        'if [ "$SKYPILOT_NODE_RANK" = 0 ]; then\n'
+    )
     program = task["run"].split("exec ", 1)[1].split()[0]
     for rank in ("0", "1"):
         env = {**_stubs(tmp_path, program), "SKYPILOT_NODE_RANK": rank, "SKYPILOT_NODE_IPS": "10.0.0.1\n10.0.0.2\n"}
