@@ -69,11 +69,17 @@ def test_a_split_is_two_groups_and_the_router_started_once_both_are_healthy(kind
         own = [word for entry in recipe.groups.server_args[index] for word in entry]
         assert services[name]["command"][-len(own) :] == own  # the side's own flags, after the server's
         assert "healthcheck" in services[name]
-    router = services["router"]
     image, entrypoint, program, workers = ROUTERS[kind]
-    assert (router["image"], router["entrypoint"], router["network_mode"]) == (image, entrypoint, "host")
-    assert router["command"] == [*program, *workers, *LISTEN]
-    assert router["depends_on"] == {n: {"condition": "service_healthy"} for n in (prefill, decode)}
+    recipe_labels = {k: v for k, v in services[prefill]["labels"].items() if k.endswith(("/recipe", "/recipe-hash"))}
+    assert services["router"] == {
+        "image": image,
+        "entrypoint": entrypoint,
+        "command": [*program, *workers, *LISTEN],
+        "network_mode": "host",
+        "restart": "unless-stopped",  # as the groups: docker starts it again with them
+        "depends_on": {n: {"condition": "service_healthy"} for n in (prefill, decode)},
+        "labels": {"hgxkit.io/router": "prefill-decode", **recipe_labels},
+    }
     text = (out / "compose.yaml").read_text()
     assert "# prefill/decode split: send requests to the router, http://127.0.0.1:30000 (the groups alone fail)" in text
 
@@ -82,10 +88,11 @@ def test_a_keyless_router_gets_groups_without_the_kinds_key_and_says_so() -> Non
     exported = export_recipe(judge(load_recipe(str(SPLITS["vllm"])), HOST_NETWORK), "compose", ExportOptions())
     services = yaml.safe_load(exported.files["compose.yaml"])["services"]
     assert all("VLLM_API_KEY" not in str(service.get("environment")) for service in services.values())
-    assert any(line.startswith("VLLM_API_KEY: a split's groups serve without a key") for line in exported.not_carried)
-    assert "vllm/vllm-router:v0.1.17: the router's image by its tag (the deploy runs the digest it pulled)" in (
-        exported.not_carried
-    )
+    assert exported.not_carried == [
+        "VLLM_API_KEY: a split's groups serve without a key behind its router, which takes none in an export",
+        "vllm/vllm-router:v0.1.17: the router's image by its tag (the deploy runs the digest it pulled)",
+        "network_mode host: each group's port is the host's; --bind applies to the router alone",
+    ]
 
 
 def test_the_router_beyond_loopback_needs_allow_unauthenticated(tmp_path: Path) -> None:
@@ -245,17 +252,22 @@ def test_an_sbatch_of_a_split_says_each_sides_smoke_cell_goes_through_the_router
     assert f"{image}: the router's image by its tag (the deploy runs the digest it pulled)" in exported.not_carried
 
 
-def test_the_sbatch_finds_a_split_among_the_groups_it_exports_at_its_own_gpu_count() -> None:
+@pytest.mark.parametrize("target", ["slurm", "compose"])
+def test_an_export_finds_a_split_among_the_groups_it_exports_at_its_own_gpu_count(target: str) -> None:
     """A recipe one group of which does both phases on its own 4-GPU node, but which on the 8 GPUs the export
     plans for makes a decode side beside it: the export sees that side (and refuses the mix by name), never
     writing a decode group without the router that is the only way to reach it."""
     text = SPLITS["sglang"].read_text().replace("gpus_per_node: 8", "gpus_per_node: 4")
     recipe = parse_recipe_text(text.replace("  - - --disaggregation-mode prefill\n", "  - []\n"))
     judged = judge(recipe, HOST_NETWORK)
-    (script,) = export_recipe(judged, "slurm", ExportOptions(total_gpus=4)).files.values()
-    assert "--disaggregation-mode" not in script  # one group, serving both phases
-    with pytest.raises(InputError, match="the router would front prefill/decode groups and groups that serve both"):
-        export_recipe(judged, "slurm", ExportOptions(total_gpus=8))
+    (written,) = export_recipe(judged, target, ExportOptions(total_gpus=4)).files.values()
+    assert "--disaggregation-mode" not in written  # one group, serving both phases
+    with pytest.raises(InputError) as caught:
+        export_recipe(judged, target, ExportOptions(total_gpus=8))
+    assert caught.value.message == (
+        "deepseek-v4-flash-pd-one-node: the router would front prefill/decode groups and groups that serve both "
+        "phases, which it cannot mix: run one router per kind of group (router_host)"
+    )
 
 
 def test_the_kinds_key_is_dropped_with_a_note_only_where_a_group_passes_it_on() -> None:

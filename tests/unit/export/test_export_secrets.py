@@ -13,10 +13,13 @@ from pathlib import Path
 
 import pytest
 import yaml
+from test_export import RECIPES as EXPORTED
+from test_export import _allowances
 
 from hgxkit.export.common import ExportOptions
 from hgxkit.export.registry import EXPORTERS, export_recipe, write_export
 from hgxkit.importing.importer import ImportOptions, import_post
+from hgxkit.recipe.dump import dump_recipe
 from hgxkit.recipe.judge import Allowances, judge
 from hgxkit.recipe.read import load_recipe, parse_recipe_text
 
@@ -244,3 +247,14 @@ def test_each_slurm_task_fills_the_secrets_from_the_file_literally_and_docker_ge
     assert [c for c in commands if token in c or key in c or "Zq" in c] == []
     assert all(" -e HF_TOKEN -e VLLM_API_KEY " in calls[i] for i in runs)
     assert all(" --master-addr node1 " in calls[i] for i in runs)  # the head the batch step found, exported
+
+
+def test_every_nodes_compose_file_asks_for_every_secret_the_recipe_reads() -> None:
+    """A Ray worker's node runs `ray start`, not the server, yet its compose file asks for the server's secrets as
+    the head's does: one environment serves every node, as one sbatch or one SkyPilot task asks for them once."""
+    text = dump_recipe(EXPORTED["vllm-ray-two-node"]())
+    recipe = parse_recipe_text(text.replace("\n  args:\n", "\n  args:\n  - --hf-token '{{env:HF_TOKEN}}'\n", 1))
+    exported = export_recipe(judge(recipe, _allowances("vllm-ray-two-node")), "compose", ExportOptions())
+    asked = "# secrets from the environment of docker-compose up: export VLLM_API_KEY HF_TOKEN"
+    files = {name: asked in text.splitlines() for name, text in exported.files.items()}
+    assert files == {"compose.yaml": True, "compose.rank-1.yaml": True}
