@@ -49,6 +49,11 @@ def test_a_pod_larger_than_a_node_is_named_with_its_size_and_what_lowers_it() ->
         "no such node schedules it: --model-gb GB (the HiCache estimate counts no weights without it) or smaller "
         "host pools (--hicache-size GB) lower it"
     )
+    two = export_recipe(judge(RECIPES["marlin"](), _allowances("marlin")), "k8s", ExportOptions(model_gb=5000))
+    assert two.needs[-1].startswith(
+        "memory: a pod of deepseek-v4-flash-0 (5088Gi), deepseek-v4-flash-1 (5088Gi) asks for more than an HGX H200 "
+        "node's usual 2048Gi, so "
+    )
 
 
 def test_the_key_file_is_mounted_from_the_secret_readable_by_its_owner_alone() -> None:

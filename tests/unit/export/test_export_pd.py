@@ -252,16 +252,18 @@ def test_an_sbatch_of_a_split_says_each_sides_smoke_cell_goes_through_the_router
     assert f"{image}: the router's image by its tag (the deploy runs the digest it pulled)" in exported.not_carried
 
 
-@pytest.mark.parametrize("target", ["slurm", "compose"])
+@pytest.mark.parametrize("target", SPLIT_TARGETS)
 def test_an_export_finds_a_split_among_the_groups_it_exports_at_its_own_gpu_count(target: str) -> None:
     """A recipe one group of which does both phases on its own 4-GPU node, but which on the 8 GPUs the export
     plans for makes a decode side beside it: the export sees that side (and refuses the mix by name), never
-    writing a decode group without the router that is the only way to reach it."""
+    writing a decode group without the router that is the only way to reach it. (Listening beyond loopback
+    without a key, as Kubernetes' sides must, so that the mix is the one refusal.)"""
     text = SPLITS["sglang"].read_text().replace("gpus_per_node: 8", "gpus_per_node: 4")
+    text = text.replace("--host 127.0.0.1", "--host 0.0.0.0")
     recipe = parse_recipe_text(text.replace("  - - --disaggregation-mode prefill\n", "  - []\n"))
-    judged = judge(recipe, HOST_NETWORK)
-    (written,) = export_recipe(judged, target, ExportOptions(total_gpus=4)).files.values()
-    assert "--disaggregation-mode" not in written  # one group, serving both phases
+    judged = judge(recipe, replace(HOST_NETWORK, unauthenticated=True))
+    written = export_recipe(judged, target, ExportOptions(total_gpus=4)).files.values()
+    assert "--disaggregation-mode" not in "".join(written)  # one group, serving both phases
     with pytest.raises(InputError) as caught:
         export_recipe(judged, target, ExportOptions(total_gpus=8))
     assert caught.value.message == (

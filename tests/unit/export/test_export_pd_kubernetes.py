@@ -18,7 +18,7 @@ from test_export import K8S_VERSIONS, RUN, _renders, _validate_k8s
 from test_export_pd import ROUTERS, SPLITS
 
 from hgxkit.errors import InputError
-from hgxkit.export.common import ExportOptions
+from hgxkit.export.common import ExportOptions, provenance
 from hgxkit.export.kubernetes import MANIFEST
 from hgxkit.export.registry import SPLIT_TARGETS, export_recipe, write_export
 from hgxkit.recipe.judge import Allowances, judge
@@ -43,16 +43,17 @@ def _documents(kind: str, allowances: Allowances = OPEN) -> list[dict]:
 
 @pytest.mark.parametrize("kind", sorted(SPLITS))
 def test_the_header_names_the_routers_service_and_that_nothing_takes_a_key(kind: str) -> None:
-    exported = export_recipe(judge(_open(kind), OPEN), "k8s", ExportOptions(run_id=RUN))
+    judged, options = judge(_open(kind), OPEN), ExportOptions(run_id=RUN)
+    exported = export_recipe(judged, "k8s", options)
     name = f"{_open(kind).name}-router"
-    assert (
-        f"# prefill/decode split: send requests to the router's Service, {name}:30000 (the groups alone fail)"
-        in (exported.files["kubernetes.yaml"])
-    )
-    assert (
-        "# ALLOWED ON PURPOSE, allowed by allow_unauthenticated: the router and the sides take no API key"
-        in (exported.files["kubernetes.yaml"])
-    )
+    # the export's provenance as every export's, then where requests go and that no one takes a key
+    header = [
+        *provenance(judged, options).comment(),
+        f"prefill/decode split: send requests to the router's Service, {name}:30000 (the groups alone fail)",
+        "ALLOWED ON PURPOSE, allowed by allow_unauthenticated: the router and the sides take no API key, each behind "
+        "a ClusterIP Service that every pod of the cluster reaches",
+    ]
+    assert exported.files["kubernetes.yaml"].startswith("".join(f"# {line}\n" for line in header))
     image = ROUTERS[kind][0]
     assert f"{image}: the router's image by its tag (the deploy runs the digest it pulled)" in exported.not_carried
     # vLLM's key variable is every group's optional Secret reference, gone from a split's (its router sends none)
@@ -91,16 +92,69 @@ def test_the_sides_share_one_node_and_the_router_names_their_services(kind: str)
     ports = [s["spec"]["ports"][0]["port"] for s in (prefill_service, decode_service)]
     urls = [f"http://{d['metadata']['name']}:{port}" for d, port in zip((prefill, decode), ports, strict=True)]
     image, entrypoint, program, workers = ROUTERS[kind]
-    container = pods[2]["containers"][0]
-    assert (container["image"], container["command"]) == (image, entrypoint)
-    assert container["args"] == [*program, *_served(workers, ports, urls), *LISTEN]
-    assert "resources" not in container  # no GPU: the router holds no model
-    assert container["readinessProbe"]["httpGet"] == {"path": "/readiness", "port": 30000}
-    assert router_service["spec"]["ports"] == [{"name": "http", "port": 30000, "targetPort": 30000, "protocol": "TCP"}]
-    assert router["metadata"]["labels"]["hgxkit.io/router"] == "prefill-decode"
-    (wait,) = pods[2]["initContainers"]
-    assert wait["image"] == pods[0]["containers"][0]["image"]  # python3 is in the sides' image, pulled on the node
-    assert wait["command"][3:] == [f"{url}{recipe.server.server_kind.health_path}" for url in urls]
+    # The router's Deployment and Service whole: no GPU (the router holds no model), ready on its own /readiness,
+    # after an init container that waits, in the sides' image (python3 is there, pulled on the node), for each
+    # side's Service to answer; labelled as the router of its recipe (the hash short, as a label value takes it).
+    name = f"{recipe.name}-router"
+    recipe_keys = ("hgxkit.io/recipe", "hgxkit.io/recipe-hash")
+    meta = {
+        "name": name,
+        "labels": {
+            "app.kubernetes.io/name": name,
+            "hgxkit.io/router": "prefill-decode",
+            **{k: prefill["metadata"]["labels"][k] for k in recipe_keys},
+        },
+        "annotations": {
+            "hgxkit.io/router": "prefill-decode",
+            **{k: prefill["metadata"]["annotations"][k] for k in recipe_keys},
+        },
+    }
+    assert len(meta["labels"]["hgxkit.io/recipe-hash"]) == 16
+    wait = pods[2]["initContainers"][0]["command"][2]  # the program: run in the test below
+    health = [f"{url}{recipe.server.server_kind.health_path}" for url in urls]
+    container = {
+        "name": "router",
+        "image": image,
+        "command": entrypoint,
+        "args": [*program, *_served(workers, ports, urls), *LISTEN],
+        "ports": [{"name": "http", "containerPort": 30000, "protocol": "TCP"}],
+        "readinessProbe": {
+            "httpGet": {"path": "/readiness", "port": 30000},
+            "periodSeconds": 10,
+            "timeoutSeconds": 10,
+            "failureThreshold": 3,
+        },
+    }
+    image_of_sides = pods[0]["containers"][0]["image"]
+    assert router == {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": meta,
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": {"app.kubernetes.io/name": name}},
+            "template": {
+                "metadata": {"labels": meta["labels"], "annotations": meta["annotations"]},
+                "spec": {
+                    "affinity": pods[0]["affinity"],
+                    "initContainers": [
+                        {"name": "wait-for-sides", "image": image_of_sides, "command": ["python3", "-c", wait, *health]}
+                    ],
+                    "containers": [container],
+                },
+            },
+        },
+    }
+    assert router_service == {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": meta,
+        "spec": {
+            "type": "ClusterIP",
+            "selector": {"app.kubernetes.io/name": name},
+            "ports": [{"name": "http", "port": 30000, "targetPort": 30000, "protocol": "TCP"}],
+        },
+    }
 
 
 @pytest.mark.parametrize("kind", sorted(SPLITS))

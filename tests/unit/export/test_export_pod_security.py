@@ -13,7 +13,8 @@ from test_export import RECIPES, RUN, _allowances, _export
 
 from hgxkit.export.common import ExportOptions
 from hgxkit.export.registry import export_recipe
-from hgxkit.recipe.judge import judge
+from hgxkit.importing.docker_run import import_docker_run
+from hgxkit.recipe.judge import Allowances, judge
 
 # Capabilities baseline lets a container add, written from the standard here rather than imported from the
 # export (hgxkit/export/kubernetes.py keeps its own): a wrong list there must not pass this check.
@@ -137,3 +138,15 @@ def test_whatever_needs_more_than_baseline_the_export_names(key: str, pvc: str |
     violations = {v for pod in pods(tmp_path) for v in baseline_violations(pod)}
     assert [v for v in sorted(violations) if _named_by(v) not in notes] == []
     assert bool(violations) == bool(notes)
+
+
+def test_every_host_directory_beyond_the_model_is_named_in_one_note_and_the_model_in_its_own() -> None:
+    post = (
+        "docker run --gpus all -v /data/models/m:/m:ro -v /data/cache:/cache -v /srv/extra:/extra:ro "
+        "lmsysorg/sglang:v0.5.23 python3 -m sglang.launch_server --model-path /m"
+    )
+    judged = judge(import_docker_run(post), Allowances(docker_options=("host-mount",)))
+    assert export_recipe(judged, "k8s", ExportOptions()).needs == [
+        "Pod Security: the hostPath volume(s) /data/cache, /srv/extra need level privileged",
+        "Pod Security: the model's hostPath needs level privileged",
+    ]
