@@ -100,6 +100,8 @@ EXPORT_TESTS = {
             "test_export_kubernetes.py",
             "test_export_kubernetes_notes.py",
             "test_export_pd_kubernetes.py",
+            # the split found at the export's own GPU count, a test of every target that writes a router
+            "test_export_pd.py::test_an_export_finds_a_split_among_the_groups_it_exports_at_its_own_gpu_count",
         ),
         (
             "kubernetes_manifests_validate_against_the_real_schemas",
