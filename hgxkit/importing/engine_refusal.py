@@ -94,25 +94,36 @@ def disaggregation(server: ServerCommand) -> Refusal | None:
             f"both phases (without {found[0]})",
         )
     if split is not None:
-        backend = split.backend(server.flag(split.backend_flag))
-        if backend in split.backends:
-            return None
-        if "$" in backend:  # the post's shell would write the value in; the post never sets it
-            return Refusal(
-                split.backend_flag,
-                f"{split.backend_flag} {backend}: a variable the post does not set, so the transfer backend is "
-                f"unknown; write it ({' or '.join(split.backends)})",
-            )
-        return Refusal(
-            split.backend_flag if server.flag(split.backend_flag) else found[0],
-            f"{split.backend_flag} {backend}: hgxkit deploys {kind.title}'s prefill/decode split over "
-            f"{' or '.join(split.backends)} (the transfer backends of NVIDIA GPUs); {backend} is another "
-            f"accelerator's or a test's: use one of them",
-        )
+        return transfer_refusal(server, found[0])
     return Refusal(
         found[0],
         f"{found[0]} {value}: prefill/decode disaggregation of {kind.title} is not supported yet; import a setup that "
         f"serves both phases (without {found[0]})",
+    )
+
+
+def transfer_refusal(server: ServerCommand, side_flag: str) -> Refusal | None:
+    """Why a side of a split hgxkit deploys would not transfer its KV cache: a transfer backend it does not
+    deploy, or one the post leaves to a variable; None for a backend it deploys (or a kind with no split).
+    Asked of both sides before they are compared, so a side whose backend cannot run is named first."""
+    kind = server.server_kind
+    split = kind.prefill_decode
+    if split is None:
+        return None
+    backend = split.backend(server.flag(split.backend_flag))
+    if backend in split.backends:
+        return None
+    if "$" in backend:  # the post's shell would write the value in; the post never sets it
+        return Refusal(
+            split.backend_flag,
+            f"{split.backend_flag} {backend}: a variable the post does not set, so the transfer backend is "
+            f"unknown; write it ({' or '.join(split.backends)})",
+        )
+    return Refusal(
+        split.backend_flag if server.flag(split.backend_flag) else side_flag,
+        f"{split.backend_flag} {backend}: hgxkit deploys {kind.title}'s prefill/decode split over "
+        f"{' or '.join(split.backends)} (the transfer backends of NVIDIA GPUs); {backend} is another "
+        f"accelerator's, a test's or another release's: use one of them",
     )
 
 

@@ -39,7 +39,13 @@ from hgxkit.importing.commands import PLACEHOLDER, Simple, simple_commands
 from hgxkit.importing.docker_run import foreign_hardware, scrub_run
 from hgxkit.importing.dockerfile import as_shell
 from hgxkit.importing.documents import read_documents
-from hgxkit.importing.engine_refusal import disaggregation, engine_refusal, split_refusal, unchecked_flags
+from hgxkit.importing.engine_refusal import (
+    disaggregation,
+    engine_refusal,
+    split_refusal,
+    transfer_refusal,
+    unchecked_flags,
+)
 from hgxkit.importing.fill import BRACED, FILL_IN, NAMED_BLANK, fill_hint, fill_posts, occurrences
 from hgxkit.importing.formats import DOCUMENT_FORMATS, SCRIPT_FORMATS, format_of
 from hgxkit.importing.group_join import join_groups, visible_devices_as_gpus
@@ -720,6 +726,16 @@ def _listening(recipe: Recipe) -> int:
     return int(port) if port.isascii() and port.isdigit() else 0
 
 
+def _transfers(*sides: Built) -> None:
+    """Refuse sides of a split whose KV transfer hgxkit does not deploy before their other flags are compared: a
+    backend that cannot run is the cause a user must hear, not a flag the sides merely differ in."""
+    for side in sides:
+        found = side[1].server.server_kind.disaggregation
+        refusal = transfer_refusal(side[1].server, found[0]) if found else None
+        if refusal is not None:
+            raise InputError(f"{_word_at(refusal.word, side[0])}: {refusal.reason}")
+
+
 def _side_differences(first: Built, differences: list[Difference]) -> list[Difference]:
     """The differences between a prefill command and a decode command that the recipe cannot hold: a server flag
     may be each group's own (`groups.server_args`), the side-channel variable each group's own value, except the
@@ -766,6 +782,7 @@ def _one_setup(built: list[Built]) -> tuple[list[Built], str]:
         ]
         keys = {(d.area, d.key) for d in found}
         if not multinode and keys & sides:
+            _transfers(first, other)
             differences = _side_differences(first, differences)
         if not multinode and keys & sides and not differences and ("docker", "--gpus") not in keys:
             raise InputError(

@@ -50,7 +50,7 @@ def test_a_transfer_backend_of_other_hardware_or_tests_is_refused() -> None:
     text = POST.read_text().replace("backend mooncake", "backend fake")
     assert refusal(text).endswith(
         "--disaggregation-transfer-backend fake: hgxkit deploys SGLang's prefill/decode split over mooncake or nixl "
-        "(the transfer backends of NVIDIA GPUs); fake is another accelerator's or a test's: use one of them"
+        "(the transfer backends of NVIDIA GPUs); fake is another accelerator's, a test's or another release's: use one of them"
     )
 
 
