@@ -13,9 +13,9 @@ the host's network) deployed with `--data router=true` on a simulated node, for 
   through it and the decode's telemetry holds the KV transfers it timed; a second run changes nothing, the
   split with an API key is refused before any change (vllm-router checks no client's key), and a changed decode
   group is replaced while a client keeps asking vllm-router, which answers again after the gap.
-- A pasted one-node split (corpus 179, SGLang's docs: bare launches on GPUs 0 and 1), imported as pasted and
-  deployed as its import notes say (`router_port=30002`): its sides listen on loopback, as posted, and verify's
-  cell goes through the router."""
+- First, a pasted one-node split (corpus 179, SGLang's docs: bare launches on GPUs 0 and 1), imported as pasted
+  and deployed as its import notes say (`router_port=30002`): its sides listen on loopback, as posted, and
+  verify's cell goes through the router; the splits above replace it."""
 
 from __future__ import annotations
 
@@ -65,6 +65,45 @@ def deployed(sim_nodes, results):
     return run_deploy(
         CLUSTER, "deploys/reproduce.py", f"recipe={PD}", HOST_NETWORK, "router=true", f"results_dir={results}"
     )
+
+
+# A one-node split pasted from SGLang's docs (corpus 179: bare launches on GPUs 0 and 1, ports 30000 and 30001),
+# imported as pasted and deployed as its import notes say, first on the node: its groups take port 30000, where
+# a split deployed earlier keeps its router (the serving role refuses a port in use, whatever holds it), while
+# the splits deployed after it remove its groups and router themselves.
+
+
+def test_a_pasted_one_node_split_deploys_as_its_import_says(sim_nodes, tmp_path) -> None:
+    client = simnodes.client()
+    stand_in.ensure_image(client, ["lmsysorg/sglang:latest"], kind="sglang")
+    registry.publish(client, ["lmsysorg/sglang:latest"])
+    sim_nodes(1, cluster=CLUSTER)
+    recipe = tmp_path / "179.yaml"
+    root = Path(__file__).resolve().parents[2]
+    post = next((root / "tests" / "fixtures" / "posts").glob("179-*.txt"))
+    imported = subprocess.run(
+        [sys.executable, "-m", "hgxkit", "recipe", "import", str(post), "-o", str(recipe)],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert imported.returncode == 0, imported.stderr
+    assert "add `--data router_port=30002` to `--data router=true`" in imported.stderr
+    results = tmp_path / "results"
+    data = (f"recipe={recipe}", HOST_NETWORK, "router=true", "router_port=30002", f"results_dir={results}")
+    done = run_deploy(CLUSTER, "deploys/reproduce.py", *data)
+    assert done.returncode == 0, out(done)[-6000:]
+    router = "llama-3.1-8b-instruct-router"
+    assert f"router {router} answers on port 30002" in out(done)
+    args = node_sh(CLUSTER, f"docker inspect -f '{{{{json .Args}}}}' {router}", answer=True, check=True)
+    assert '"--prefill","http://127.0.0.1:30000","8998","--decode","http://127.0.0.1:30001"' in args.replace(" ", "")
+    listening = node_sh(CLUSTER, "ss -Hltn 'sport = :30000 or sport = :30001'", answer=True)
+    assert sorted(line.split()[3] for line in listening.splitlines()) == ["127.0.0.1:30000", "127.0.0.1:30001"]
+    (run_dir,) = [p for p in results.glob("node1/*") if p.is_dir()]
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["simulated"] is True and summary["gates"] == []
+    assert [(c["group"], c["failed"]) for c in summary["cells"]] == [(1, 0)]  # from the decode's container
 
 
 def test_the_split_serves_through_the_router_and_verify_benchmarks_it_there(deployed, results) -> None:
@@ -275,40 +314,3 @@ def test_replacing_vllms_decode_group_keeps_vllm_router_answering(vllm_deployed,
     print(
         f"{len(answers)} answers through vllm-router, {sum(s != 200 for _, s, _ in answers)} errors {sorted(statuses)}"
     )
-
-
-# A one-node split pasted from SGLang's docs (corpus 179: bare launches on GPUs 0 and 1, ports 30000 and 30001),
-# imported as pasted and deployed as its import notes say, on the same node after vLLM's split.
-
-
-def test_a_pasted_one_node_split_deploys_as_its_import_says(sim_nodes, results, tmp_path) -> None:
-    client = simnodes.client()
-    stand_in.ensure_image(client, ["lmsysorg/sglang:latest"], kind="sglang")
-    registry.publish(client, ["lmsysorg/sglang:latest"])
-    sim_nodes(1, cluster=CLUSTER)
-    recipe = tmp_path / "179.yaml"
-    root = Path(__file__).resolve().parents[2]
-    post = next((root / "tests" / "fixtures" / "posts").glob("179-*.txt"))
-    imported = subprocess.run(
-        [sys.executable, "-m", "hgxkit", "recipe", "import", str(post), "-o", str(recipe)],
-        cwd=root,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert imported.returncode == 0, imported.stderr
-    assert "add `--data router_port=30002` to `--data router=true`" in imported.stderr
-    before = set(results.glob("node1/*"))
-    data = (f"recipe={recipe}", HOST_NETWORK, "router=true", "router_port=30002", f"results_dir={results}")
-    done = run_deploy(CLUSTER, "deploys/reproduce.py", *data)
-    assert done.returncode == 0, out(done)[-6000:]
-    router = "llama-3.1-8b-instruct-router"
-    assert f"router {router} answers on port 30002" in out(done)
-    args = node_sh(CLUSTER, f"docker inspect -f '{{{{json .Args}}}}' {router}", answer=True, check=True)
-    assert '"--prefill","http://127.0.0.1:30000","8998","--decode","http://127.0.0.1:30001"' in args.replace(" ", "")
-    listening = node_sh(CLUSTER, "ss -Hltn 'sport = :30000 or sport = :30001'", answer=True)
-    assert sorted(line.split()[3] for line in listening.splitlines()) == ["127.0.0.1:30000", "127.0.0.1:30001"]
-    (run_dir,) = [p for p in results.glob("node1/*") if p.is_dir() and p not in before]
-    summary = json.loads((run_dir / "summary.json").read_text())
-    assert summary["simulated"] is True and summary["gates"] == []
-    assert [(c["group"], c["failed"]) for c in summary["cells"]] == [(1, 0)]  # from the decode's container
