@@ -218,6 +218,11 @@ def test_the_sbatch_starts_both_sides_then_the_router_and_benchmarks_through_it(
     assert any(words in bench[0] for words in to_router) and "--tokenizer /model" in bench[0]
     name = f"{load_recipe(str(SPLITS[kind])).name}-router"
     assert f"docker stop {name}" in calls and f"docker rm {name}" in calls
+    assert calls[router].startswith(f"docker run --name {name} --label=hgxkit.router=1 ")  # the name it stops
+    # The router's step lasts as long as its container, and the batch step asks for readiness every 10 s.
+    text = script.read_text()
+    assert "\n  wait\n}\nexport -f serve_router\n" in text
+    assert 'the router stopped before it was ready" >&2; exit 1; }\n  sleep 10\ndone\n' in text
 
 
 def test_a_split_under_pyxis_is_refused_by_name(tmp_path: Path) -> None:
