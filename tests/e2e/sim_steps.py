@@ -75,6 +75,16 @@ def out(result) -> str:
     return result.stdout + result.stderr
 
 
+def hgxkit_cli(*args: str, timeout: int = 900):
+    """`hgxkit ARGS…` from the repository root as a user runs it; the CompletedProcess, output captured."""
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[2]
+    argv = [sys.executable, "-m", "hgxkit", *args]
+    return subprocess.run(argv, cwd=root, capture_output=True, text=True, timeout=timeout, check=False)
+
+
 def why_changed(result) -> str:
     """A re-run's failure message: what the run said about its plan (`[host] ...` lines before the first
     operation: why bring-up checked again) and the operations that changed something, with their hosts."""

@@ -21,13 +21,11 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from router_client import RouterClient
-from sim_steps import cluster_name, node_sh, out, run_deploy
+from sim_steps import cluster_name, hgxkit_cli, node_sh, out, run_deploy
 
 from hgxkit.sim import nodes as simnodes
 from hgxkit.sim.standin import image as stand_in
@@ -81,13 +79,7 @@ def test_a_pasted_one_node_split_deploys_as_its_import_says(sim_nodes, tmp_path)
     recipe = tmp_path / "179.yaml"
     root = Path(__file__).resolve().parents[2]
     post = next((root / "tests" / "fixtures" / "posts").glob("179-*.txt"))
-    imported = subprocess.run(
-        [sys.executable, "-m", "hgxkit", "recipe", "import", str(post), "-o", str(recipe)],
-        cwd=root,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    imported = hgxkit_cli("recipe", "import", str(post), "-o", str(recipe))
     assert imported.returncode == 0, imported.stderr
     assert "add `--data router_port=30002` to `--data router=true`" in imported.stderr
     results = tmp_path / "results"

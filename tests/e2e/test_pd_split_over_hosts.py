@@ -15,13 +15,11 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from router_client import RouterClient
-from sim_steps import cluster_name, node_sh, out, run_deploy
+from sim_steps import cluster_name, hgxkit_cli, node_sh, out, run_deploy
 
 from hgxkit.sim import nodes as simnodes
 from hgxkit.sim.standin import router_image
@@ -35,12 +33,6 @@ ROUTER = f"{NAME}-router"
 # The post's sides listen on 30000/30001, the router's default port held by the prefill (the import says so).
 DATA = ('allow_docker_options=["--network=host"]', "router=true", "allow_unauthenticated=true")
 ROUTER_PORT = "router_port=30002"
-
-
-def hgxkit(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "hgxkit", *args], cwd=ROOT, capture_output=True, text=True, timeout=900, check=False
-    )
 
 
 def containers() -> dict[str, tuple[str, str, str]]:
@@ -64,11 +56,11 @@ def served(node: str, port: int) -> list[str]:
 def deployed(sim_nodes, tmp_path_factory):
     router_image.ensure_published(simnodes.client())
     sim_nodes(2, cluster=CLUSTER)
-    built = hgxkit("sim", "image", "build", "--tag", "lmsysorg/sglang:latest")
+    built = hgxkit_cli("sim", "image", "build", "--tag", "lmsysorg/sglang:latest")
     assert built.returncode == 0, out(built)[-3000:]
     tmp = tmp_path_factory.mktemp("pd2")
     recipe, results = tmp / "170.yaml", tmp / "results"
-    imported = hgxkit("recipe", "import", str(POST), "-o", str(recipe))
+    imported = hgxkit_cli("recipe", "import", str(POST), "-o", str(recipe))
     assert imported.returncode == 0, out(imported)
     assert "add `--data router_port=30002` to `--data router=true`" in imported.stderr, imported.stderr
     first = run_deploy(
