@@ -30,6 +30,7 @@ from collections.abc import Mapping, Sequence
 
 from hgxkit.errors import InputError
 from hgxkit.importing.commands import Simple
+from hgxkit.importing.pd_join import side_flags
 from hgxkit.importing.reading import Candidate, Reading
 from hgxkit.importing.variables import Scope
 from hgxkit.importing.workdir import directory_before
@@ -252,6 +253,17 @@ def docker_run_for(
             f"{where}: the server spans {nodes} nodes, so the container uses the host's "
             "network (--network=host) and listens as the post says; no port is published"
         )
+    elif _split_side(args, kind):
+        # The decode reaches the prefill's bootstrap port at the address the router gives (127.0.0.1 on the
+        # router's host), which a container's own network does not reach: a side runs as the shell it was
+        # posted for does, listening where its command says (SGLang's loopback default stays loopback).
+        options.append("--network=host")
+        listens = _posted_host(args, kind) or kind.default_host
+        notes.append(
+            f"{where}: a prefill/decode side, so the container uses the host's network (--network=host) and "
+            f"listens where the post's command does ({listens}); no port is published: the decode reaches the "
+            "prefill at the address the router gives"
+        )
     else:
         args, port = _listen(args, kind, notes, where)
         options += ["-p", f"{port}:{port}"]
@@ -303,6 +315,16 @@ def _nodes(args: list[str], kind: ServerKind) -> int:
         return -(-spread[0] // max(spread[1], 1))
     value = server.flag(kind.nnodes_flag)
     return int(value) if value is not None and value.isdigit() else 1
+
+
+def _split_side(args: list[str], kind: ServerKind) -> bool:
+    """Whether the server is one side of a prefill/decode split (it names the kind's side or bootstrap flag)."""
+    return any(is_flag(w) and kind.canonical_flag(w.partition("=")[0]) in side_flags(kind) for w in args)
+
+
+def _posted_host(args: list[str], kind: ServerKind) -> str | None:
+    """The address the server's `--host` names (None when it has none)."""
+    return ServerCommand((), tuple(group_args(args)), kind.name).flag("--host")
 
 
 def _listen(args: list[str], kind: ServerKind, notes: list[str], where: str) -> tuple[list[str], str]:

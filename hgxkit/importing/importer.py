@@ -50,7 +50,7 @@ from hgxkit.importing.fill import BRACED, FILL_IN, NAMED_BLANK, fill_hint, fill_
 from hgxkit.importing.formats import DOCUMENT_FORMATS, SCRIPT_FORMATS, format_of
 from hgxkit.importing.group_join import join_groups, visible_devices_as_gpus
 from hgxkit.importing.local_models import download_ties
-from hgxkit.importing.model_placement import DEFAULT_MODELS_DIR, place_model
+from hgxkit.importing.model_placement import DEFAULT_MODELS_DIR, Placed, place_model
 from hgxkit.importing.outcome import (
     ImportOutcome,
     ImportRefused,
@@ -64,7 +64,6 @@ from hgxkit.importing.pd_hosts import join_hosts, over_hosts, posted_router
 from hgxkit.importing.pd_join import (
     first_gpus_as_devices,
     join_sides,
-    on_host_network,
     own_ports,
     router_port_note,
     side_flags,
@@ -329,6 +328,8 @@ class _Importer:
         taken = {id(b[0]) for b in built}  # by identity: comparing candidates by value made this quadratic
         skipped = list(zip([s for s in servers if id(s) not in taken], errors, strict=False))
         routed = self._routed(built)
+        if len(routed) > 1 and _split(routed):  # a model neither side can be served from, before they are compared
+            self._placed(routed[0][1], routed[0][0], routed[0][0].where())
         chosen, self.join = self._hosted(routed) or _one_setup(routed)
         if skipped and any(recipe.node_count() > 1 for _, recipe, _ in chosen):
             # a server over nodes: the command it cannot read may be one of its ranks, which a recipe of the
@@ -340,26 +341,6 @@ class _Importer:
         for server, error in skipped:
             self._said(server.simple, "skipped", f"a serving command that cannot be imported: {error.message}")
         return chosen
-
-    def _posted_listen(self, launch: Candidate, server: ServerCommand) -> ServerCommand:
-        """A bare launch moved onto the host's network listens where its post's command does: the `--host
-        0.0.0.0` its translation wrote for a published port (none there) is taken back with its note, so a side
-        the post kept on loopback stays there."""
-        kind = server.server_kind
-        posted = [w.text for w in launch.simple.words]
-        at = next((i for i, w in enumerate(posted) if kind.canonical_flag(w.partition("=")[0]) == "--host"), None)
-        value = None if at is None else posted[at].partition("=")[2] or (posted[at + 1 : at + 2] or [""])[0]
-        if value is not None and not is_loopback(value):
-            return server
-        canonical = [kind.canonical_flag(e[0].partition("=")[0]) for e in server.args]
-        args = [e for e, flag in zip(server.args, canonical, strict=True) if flag != "--host"]
-        if value is not None:
-            args.append(("--host", value))
-        at_launch = f"{launch.simple.command.post.name}:{launch.simple.first_line}"
-        self.notes = [n for n in self.notes if not _listen_note(n, at_launch)]
-        listens = value or kind.default_host
-        self.notes.append(f"{at_launch}: on the host's network it listens where the post's command does ({listens})")
-        return ServerCommand(server.program, tuple(args), server.kind)
 
     def _hosted(self, built: list[Built]) -> tuple[list[Built], str] | None:
         """The sides of a split each on a node of its own, listening everywhere, joined over hosts (pd_hosts)."""
@@ -580,7 +561,7 @@ class _Importer:
             recipe, notes = join_hosts(recipe, [r for _, r, _ in chosen], where)
             self.notes += notes + router_port_note(recipe, where)
         elif self.join == "groups":
-            split = any(r.server.flag(f) for _, r, _ in chosen for f in side_flags(recipe.server.server_kind))
+            split = _split(chosen)
             dockers = [r.docker for _, r, _ in chosen]
             channel = recipe.server.server_kind.prefill_decode
             if split and channel is not None and channel.side_channel is not None:
@@ -588,11 +569,6 @@ class _Importer:
                 first, notes = side_channel_ports(dockers, [r.server for _, r, _ in chosen], at, where)
                 dockers = [first, *dockers[1:]]
                 self.notes += notes
-            if split and all(c.run is None for c, _, _ in chosen):
-                dockers, note = on_host_network(dockers, where)
-                self.notes.append(note)
-                chosen = [(c, replace(r, server=self._posted_listen(c, r.server)), n) for c, r, n in chosen]
-                recipe = replace(recipe, server=chosen[0][1].server)
             grouped = join_groups(dockers, where=where, sides=split)
             recipe = replace(recipe, docker=grouped.docker, groups=grouped.groups)
             self.notes += grouped.notes
@@ -603,20 +579,9 @@ class _Importer:
                 recipe, notes = own_ports(recipe, [r.server for _, r, _ in chosen], where, [])
             self.notes += notes
         exported = server.simple.exported
-        model_repo, revision = self.options.model_repo, self.options.revision
         if exported is not None:
             recipe = replace(recipe, image=exported.image_for(recipe.image.reference, where, self.notes))
-            if model_repo is None and exported.model_repo:  # the mounted model's repo and commit, as exported
-                model_repo, revision = exported.model_repo, exported.model_revision or revision
-        placed = place_model(
-            recipe.docker,
-            recipe.server,
-            where=where,
-            model_repo=model_repo,
-            revision=revision,
-            models_dir=self.options.models_dir,
-            ties=download_ties(line for post in self.posts for line in post.clean),
-        )
+        placed = self._placed(recipe, server, where)
         self.notes += placed.notes
         server_command = _reachable(placed.docker, placed.server, where, self.notes)
         placed = replace(placed, server=server_command)
@@ -642,6 +607,22 @@ class _Importer:
             raise InputError(f"{_word_at(split.word, server)}: {split.reason}")
         self.exported_name = exported.recipe if exported is not None else None
         return recipe, chosen[0][0].simple.command.post.name
+
+    def _placed(self, recipe: Recipe, server: Candidate, where: str) -> Placed:
+        """The recipe's model placed on the host (`place_model`), with the repo the options or the export name."""
+        exported = server.simple.exported
+        model_repo, revision = self.options.model_repo, self.options.revision
+        if exported is not None and model_repo is None and exported.model_repo:  # the mounted model's, as exported
+            model_repo, revision = exported.model_repo, exported.model_revision or revision
+        return place_model(
+            recipe.docker,
+            recipe.server,
+            where=where,
+            model_repo=model_repo,
+            revision=revision,
+            models_dir=self.options.models_dir,
+            ties=download_ties(line for post in self.posts for line in post.clean),
+        )
 
     def _benchmarks(self, recipe: Recipe, chosen: list[Built]) -> Recipe:
         original = chosen[0][1]
@@ -724,6 +705,11 @@ def _listening(recipe: Recipe) -> int:
     published = [m.host_port for m in recipe.docker.ports() if m.container_port == listen and m.host_port]
     port = published[0] if published else listen
     return int(port) if port.isascii() and port.isdigit() else 0
+
+
+def _split(built: list[Built]) -> bool:
+    """Whether the commands are sides of a prefill/decode split (one names its kind's side flag)."""
+    return any(r.server.flag(f) for _, r, _ in built for f in side_flags(r.server.server_kind))
 
 
 def _transfers(*sides: Built) -> None:
@@ -942,11 +928,6 @@ def _detect(run: ParsedRun, where: str) -> str:
         raise InputError(
             f"{where}: cannot tell which server {run.image} runs; pass --kind sglang or --kind vllm"
         ) from None
-
-
-def _listen_note(note: str, where: str) -> bool:
-    """The bare launch translation's note on the listen address it wrote for a published port."""
-    return note.startswith(f"{where}: --host ") and ("0.0.0.0 added (" in note or "became 0.0.0.0 (" in note)
 
 
 def _alternative_refused(alternative: tuple[Candidate, InputError], taken: list[Candidate]) -> InputError:

@@ -43,7 +43,13 @@ from hgxkit.recipe.server_args import ServerCommand
 from hgxkit.recipe.spec import DockerSpec, Grouping, Recipe
 
 # The flags of a PD router command (SGLang's router and mini_lb, vllm-router) that name each side's URLs.
-_ROUTER_SIDES = {"--prefill": "prefill", "--decode": "decode"}
+_ROUTER_SIDES = {
+    "--prefill": "prefill",
+    "--decode": "decode",
+    # the production stack's router (vllm_router.app --enable-pd)
+    "--static-prefill-backends": "prefill",
+    "--static-decode-backends": "decode",
+}
 # An address a node listens on as written in a post: an IPv4 or IPv6 address, or a host name.
 _HOST_NAME = re.compile(r"[0-9A-Za-z][0-9A-Za-z.:-]*")
 # Docker options each host's container sets anew: its GPUs, and, on the host's network, no published port.

@@ -150,24 +150,6 @@ def own_ports(
     return replace(recipe, server=ServerCommand(shared.program, args, shared.kind), groups=groups), notes
 
 
-def on_host_network(dockers: Sequence[DockerSpec], where: str) -> tuple[list[DockerSpec], str]:
-    """The `docker run`s hgxkit wrote for a split's bare launches on the host's network, their published ports
-    dropped, with the note: the decode reaches the prefill's bootstrap port at the address the router gives,
-    127.0.0.1 on the router's host, which a container's own network does not reach."""
-    written = []
-    for docker in dockers:
-        kept = [e for e in docker.entries if not any(canonical(u.option.name) == "--publish" for u in e.uses)]
-        if docker.last("--network") != "host":
-            kept += parse_option_words(["--network=host"], source=where)
-        written.append(DockerSpec(docker.invocation, tuple(kept)))
-    note = (
-        f"{where}: the prefill and decode are bare launches, so their containers use the host's network "
-        "(--network=host, no port published), as the shell they were posted for does: the decode reaches the "
-        "prefill at the address the router gives"
-    )
-    return written, note
-
-
 def first_gpus_as_devices(recipes: Sequence[Recipe], where: str) -> tuple[list[Recipe], str] | None:
     """A split's sides that each see every GPU (`--gpus all`) and pick their own by the kind's first-GPU flag
     (SGLang's `--base-gpu-id`; unset is 0), as the same GPUs given as each side's `--gpus '"device=…"'` and the

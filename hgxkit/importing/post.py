@@ -452,14 +452,15 @@ def _unended(post: PostFile, command: Command, index: int) -> tuple[int, int, st
     body = text.strip()
     if not body or body.startswith("#") or post.fences[index] != post.fences[command.first - 1]:
         return None
-    if not post.fences[command.first - 1] and "`" in post.lines[command.last - 1]:
+    last, cleaned = post.lines[command.last - 1], post.clean[command.last - 1]
+    if not post.fences[command.first - 1] and "`" in last[len(cleaned) - len(cleaned.lstrip()) :]:
         return None  # inline code ends where its backticks close: the next line is the sentence's, not the command's
     first = post.clean[command.first - 1]
     deeper = len(text) - len(text.lstrip()) > len(first) - len(first.lstrip())
     flag = re.match(r"--?[A-Za-z]", body) is not None
     # one word alone on its line, continued (an image, a value): an argument, not a program of its own
     continued = not is_command_start(body) and _scan_line(body, None)[1] and len(body[:-1].split()) == 1
-    if not (flag or deeper or continued or _wrapped(post.lines[command.last - 1], text)):
+    if not (flag or deeper or continued or _wrapped(last, text)):
         return None
     return index + 1, len(text) - len(text.lstrip()) + 1, body.split()[0]
 

@@ -69,7 +69,7 @@ _OPTION_LINE = re.compile(r"[ \t]*--?[A-Za-z][^#\\]*")
 
 def option_per_line(name: str, text: str) -> tuple[str, list[tuple[int, str]]]:
     """`text` with a command that a rendered page shows one option per line, without the backslashes, read as one
-    command: a launch ended without a backslash, then only lines that start with an option up to the paragraph's
+    command: a launch on one line, then only lines that start with an option up to the paragraph's
     end (a blank line, the fence's end, the text's end). A line that starts with an option is no command of its
     own, so the lines can be read only one way; each such command is a note. Anything else after the launch (a
     word, prose) leaves the lines as they are, for the missing backslash to be refused naming the line.
@@ -78,17 +78,17 @@ def option_per_line(name: str, text: str) -> tuple[str, list[tuple[int, str]]]:
     >>> text.splitlines()[:3], notes[0][0]
     (['vllm serve org/m \\\\', '--port 8000 \\\\', '-tp 2'], 1)
     """
-    if "\n-" not in text:
+    if re.search(r"\n[ \t]*-", text) is None:
         return text, []
     post = read_post(name, text)
     lines = list(post.lines)
     notes: list[tuple[int, str]] = []
     for command in find_commands(post):
-        if command.unended is None or command.unended[0] != command.last + 1:
-            continue
+        if command.unended is None or command.unended[0] != command.last + 1 or command.first != command.last:
+            continue  # a command continued by backslashes that ends early lost one: refused naming the line
         last = command.last
         while last < len(lines) and post.fences[last] == post.fences[command.first - 1] and post.clean[last].strip():
-            if not _OPTION_LINE.fullmatch(post.clean[last]) or post.clean[last] != lines[last]:
+            if not _OPTION_LINE.fullmatch(post.clean[last]) or not _same_but_span_end(post.clean[last], lines[last]):
                 break
             last += 1
         else:
@@ -104,6 +104,12 @@ def option_per_line(name: str, text: str) -> tuple[str, list[tuple[int, str]]]:
                 )
             )
     return "\n".join(lines), notes
+
+
+def _same_but_span_end(clean: str, line: str) -> bool:
+    """True when a line reads as its cleaned form, but for the backtick that closes an inline code span over
+    lines (prose around a span is blanked and would change the command)."""
+    return clean.rstrip() == line.rstrip().removesuffix("`").rstrip()
 
 
 def _shell_end(line: str, clean: str) -> int:
