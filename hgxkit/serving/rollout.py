@@ -220,3 +220,29 @@ def split_gaps(actions: list[GroupAction], sides: Mapping[int, str]) -> list[Sid
             gaps.append(SideGap(action.group, action.name, side))
         serving.add(action.group)
     return gaps
+
+
+def held_ports(
+    specs: list[ContainerSpec],
+    current: list[RunningContainer],
+    removed: list[RunningContainer],
+    listening: set[int],
+    routers: list[RunningContainer],
+) -> list[Problem]:
+    """Host ports new containers need that something else already listens on; a container of ours that this
+    rollout removes, or the group's own container it replaces, frees its port first. An earlier deploy's router
+    (`routers`, hgxkit's) is named with the way out: the router role replaces it only after the groups start."""
+    ours = {c.name for c in current}
+    freed = {c.port for c in removed if c.port is not None}
+    holders = {c.port: c.name for c in routers if c.port is not None}
+    return [
+        Problem(
+            "port",
+            f"port {spec.port} is in use on the host by hgxkit's router {holders[spec.port]} of an earlier deploy",
+            f"remove it (`docker rm -f {holders[spec.port]}`), or move the groups (groups.port_base)",
+        )
+        if spec.port in holders
+        else Problem("port", f"port {spec.port} is in use on the host", "stop what listens there or change port_base")
+        for spec in specs
+        if spec.port in listening and spec.name not in ours and spec.port not in freed
+    ]

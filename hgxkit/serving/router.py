@@ -35,7 +35,7 @@ from hgxkit.problems import Problem
 from hgxkit.recipe.pd import bootstrap_port, group_server, side
 from hgxkit.recipe.shellwords import quote_word
 from hgxkit.recipe.spec import Recipe
-from hgxkit.serving.containers import SPEC_LABEL
+from hgxkit.serving.containers import PORT_LABEL, SPEC_LABEL
 from hgxkit.serving.rollout import RunningContainer
 
 ROUTER_LABEL = "hgxkit.router"
@@ -357,7 +357,7 @@ def router_spec(
         command = list(launch[1:])
     body = ["--network", "host", "--restart", "unless-stopped", *options, image, *command, *server]
     spec_hash = hashlib.sha256(json.dumps(body).encode()).hexdigest()[:16]
-    labels = ["--label", f"{ROUTER_LABEL}=1", "--label", f"{SPEC_LABEL}={spec_hash}"]
+    labels = ["--label", f"{ROUTER_LABEL}=1", "--label", f"{SPEC_LABEL}={spec_hash}", "--label", f"{PORT_LABEL}={port}"]
     argv = ["docker", "run", "-d", "--name", name, *labels, *body]
     return RouterSpec(name, image, argv, spec_hash)
 

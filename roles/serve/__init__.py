@@ -49,7 +49,7 @@ from hgxkit.recipe.spec import Recipe
 from hgxkit.runfailure import RunFailure, escape_control
 from hgxkit.secrets import redact
 from hgxkit.serving.containers import ContainerSpec, container_specs
-from hgxkit.serving.facts import ActiveUnits, ContainerNames, ListeningPorts, ManagedContainers
+from hgxkit.serving.facts import ActiveUnits, ContainerNames, ListeningPorts, ManagedContainers, RouterContainers
 from hgxkit.serving.image import image_record, image_to_run, recorded_digest
 from hgxkit.serving.nodegroups import share_for
 from hgxkit.serving.policy import H200_MEMORY_GB, hicache_need, memory_problems
@@ -66,6 +66,7 @@ from hgxkit.serving.rollout import (
     RunningContainer,
     SideGap,
     group_actions,
+    held_ports,
     plan_rollout,
     spec_record,
     split_gaps,
@@ -142,16 +143,9 @@ def name_problems(specs: list[ContainerSpec]) -> list[Problem]:
 def port_problems(
     specs: list[ContainerSpec], current: list[RunningContainer], removed: list[RunningContainer]
 ) -> list[Problem]:
-    """Host ports a new container needs that something else already listens on (a container of ours that
-    this rollout removes, or the group's own container it replaces, frees its port first)."""
+    """Host ports a new container needs that something else already listens on (`held_ports`)."""
     listening = plan_fact(host, ListeningPorts)
-    ours = {c.name for c in current}
-    freed = {c.port for c in removed if c.port is not None}
-    return [
-        Problem("port", f"port {spec.port} is in use on the host", "stop what listens there or change port_base")
-        for spec in specs
-        if spec.port in listening and spec.name not in ours and spec.port not in freed
-    ]
+    return held_ports(specs, current, removed, listening, plan_fact(host, RouterContainers))
 
 
 def specs_for(recipe: Recipe, total_gpus: int | None, digest: str, environ: dict | None = None) -> list[ContainerSpec]:
