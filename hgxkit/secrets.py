@@ -43,8 +43,9 @@ _ALWAYS_SECRET_KEY_RE = re.compile(r".*_(API|SECRET|ACCESS|PRIVATE)_KEY$")
 _NOT_SECRET_NAMES = frozenset({"HF_HUB_DISABLE_IMPLICIT_TOKEN", "HF_HUB_DISABLE_TOKEN"})
 # `*_AUTH` names a credential (`HTTP_AUTH=user:pw`, `REGISTRY_AUTH`) unless a verb before it makes it a switch.
 _AUTH_SWITCH_RE = re.compile(r".*(?:^|_)(?:ENABLE|DISABLE|NO|SKIP|USE|REQUIRE|ALLOW|WITH|WITHOUT|BYPASS)_AUTH$")
-# Server flags whose value is a credential: --api-key, --admin-api-key, --hf-token, --token, --password.
-_SECRET_FLAG_RE = re.compile(r"--[A-Za-z0-9-]*(?:api-key|token|secret|password|passwd)")
+# Server flags whose value is a credential: --api-key, --admin-api-key, --hf-token, --token, --password; spelt
+# with underscores too (`--api_key`), which both engines' parsers take.
+_SECRET_FLAG_RE = re.compile(r"--[A-Za-z0-9_-]*(?:api[-_]key|token|secret|password|passwd)")
 # Values that point at a secret instead of holding one: `$X`, `${X}`, `{{env:X}}`, an already masked value.
 _REFERENCE_RE = re.compile(r"\$\{?[A-Za-z_][A-Za-z0-9_]*\}?|\{\{env:[A-Za-z_][A-Za-z0-9_]*\}\}|\*\*\*")
 # `auto` is hgxkit's own word for a key it generates on the node (`api_key: auto`), never a key itself
@@ -69,7 +70,12 @@ def is_secret_name(name: str) -> bool:
 
 
 def is_secret_flag(flag: str) -> bool:
-    """True for server flags that take a credential (`--api-key`, `--admin-api-key`, `--hf-token`)."""
+    """True for server flags that take a credential (`--api-key`, `--admin-api-key`, `--hf-token`, `--api_key`).
+
+    Example:
+        >>> [is_secret_flag(f) for f in ("--api-key", "--api_key", "--hf_token", "--max_num_batched_tokens")]
+        [True, True, True, False]
+    """
     return bool(_SECRET_FLAG_RE.fullmatch(flag))
 
 
@@ -230,11 +236,11 @@ SECRET_PATTERNS: tuple[SecretPattern, ...] = (
         ),
         _by_flag,
     ),
-    # `--api-key K`, `--api-key=K`, `--hf-token "K"`; a following `--flag` is not a value.
+    # `--api-key K`, `--api-key=K`, `--hf-token "K"`, `--api_key K`; a following `--flag` is not a value.
     SecretPattern(
         "flag-value",
         (
-            r"(?<![A-Za-z0-9-])(?P<flag>--[A-Za-z0-9-]*(?:api-key|token|secret|password|passwd))(?:=|\s+)(?!--)"
+            r"(?<![A-Za-z0-9_-])(?P<flag>--[A-Za-z0-9_-]*(?:api[-_]key|token|secret|password|passwd))(?:=|\s+)(?!--)"
             + _QUOTED
         ),
         _by_flag,

@@ -34,7 +34,7 @@ from hgxkit.importing.pd_join import side_flags
 from hgxkit.importing.reading import Candidate, Reading
 from hgxkit.importing.variables import Scope
 from hgxkit.importing.workdir import directory_before
-from hgxkit.kinds import DEFAULT_KIND, KINDS, ServerKind, detect_kind, python_program
+from hgxkit.kinds import DEFAULT_KIND, KINDS, ServerKind, detect_kind, program_of, python_program
 from hgxkit.netaddr import is_loopback
 from hgxkit.recipe.docker_parse import ParsedRun, parse_option_words
 from hgxkit.recipe.network_env import NETWORK_ENV, host_interface_settings
@@ -292,7 +292,10 @@ def _program(words: list[str], kind: ServerKind, notes: list[str], where: str) -
     if len(normal) < len(words):
         dropped = " ".join(words[1 : 1 + len(words) - len(normal)])
         notes.append(f"{where}: the interpreter's own options ({dropped}) are dropped: they are not the server's")
-    program = next(p for p in (*kind.programs, *kind.deprecated_programs) if tuple(normal[: len(p)]) == p)
+    program = program_of(normal, (*kind.programs, *kind.deprecated_programs))
+    assert program is not None  # the command was taken for this kind's launch
+    if normal[0] != program[0]:
+        notes.append(f"{where}: {shell_value(normal[0])} became the image's {program[0]}")
     args = normal[len(program) :]
     if program[-1] == "serve" and args[:1] == ["serve"]:
         notes.append(f"{where}: `serve` is written twice ({' '.join(program)} serve …); the second one is dropped")

@@ -209,7 +209,8 @@ def _scrub_server_words(words: list[str], notes: list[str], kind: ServerKind) ->
 def _secret_flag_ref(flag: str, notes: list[str], kind: ServerKind) -> str:
     # Named for the engine: vLLM reads its key from VLLM_API_KEY; SGLang reads none, SGLANG_… by convention.
     env_name = flag_env_name(flag, kind.name.upper())
-    notes.append(f"{flag}: secret value removed; it is taken from ${env_name} at run time")
+    # the flag ends the clause: a word after it would read as its value to the note's own masking
+    notes.append(f"a secret value removed from {flag}; it is taken from ${env_name} at run time")
     return f"{{{{env:{env_name}}}}}"
 
 

@@ -41,6 +41,9 @@ LINES = "__lines__"  # key -> 1-based line of each key of a mapping
 _HEREDOC = re.compile(r"<<-?\s*['\"]?(\w+)['\"]?")
 _SNIFF = re.compile(r"^(?:services|apiVersion|kind|version)\s*:", re.MULTILINE)
 _WHOLE_FILE = (".yaml", ".yml")
+# A post with no fence whose first line (past blanks and comments) is a top-level `key:`: a YAML file pasted as it
+# is (a SkyPilot task's `name:`), read whole when it loads and a format claims it, else as text.
+_TOP_KEY = re.compile(r"\A(?:[ \t]*(?:#[^\n]*)?\n)*[A-Za-z_][\w-]*[ \t]*:(?:[ \t]|$)", re.MULTILINE)
 _CONFLICT = re.compile(r"^(?:<{7}|={7}|>{7})(?:\s|$)")
 
 # What a value of the wrong shape raises while a format reads it (a string where the spec has a mapping, …).
@@ -95,7 +98,8 @@ def yaml_regions(post: PostFile) -> list[Region]:
     each fenced block that reads as YAML (a `kubectl apply -f - <<EOF` heredoc around it is left out)."""
     lines = post.lines
     fenced = any(post.fences)
-    if post.label.endswith(_WHOLE_FILE) or (not fenced and _SNIFF.search("\n".join(lines))):
+    whole = "\n".join(lines)
+    if post.label.endswith(_WHOLE_FILE) or (not fenced and (_SNIFF.search(whole) or _TOP_KEY.match(whole))):
         last = len(lines)
         while last > 1 and not lines[last - 1].strip():
             last -= 1

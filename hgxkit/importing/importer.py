@@ -90,8 +90,17 @@ from hgxkit.netaddr import is_loopback
 from hgxkit.recipe.diff import Difference, diff_recipes
 from hgxkit.recipe.docker_options import canonical
 from hgxkit.recipe.docker_parse import ParsedRun
+from hgxkit.recipe.groups import gpu_ids_from_spec
 from hgxkit.recipe.matrix import BenchmarkMatrix
-from hgxkit.recipe.nodes import HGX_GPUS, join_ranks, parallel_size, rank_flags, rank_of, spans_nodes
+from hgxkit.recipe.nodes import (
+    HGX_GPUS,
+    join_ranks,
+    parallel_size,
+    rank_flags,
+    rank_left_to_hosts,
+    rank_of,
+    spans_nodes,
+)
 from hgxkit.recipe.pd import shared_flags
 from hgxkit.recipe.read import MAX_RECIPE_BYTES
 from hgxkit.recipe.server_args import ServerCommand
@@ -474,6 +483,7 @@ class _Importer:
         if split is not None:
             raise InputError(f"{_word_at(split.word, server)}: {split.reason}")
         _fits(recipe, server)
+        _on_the_node(recipe, server)
         _placeholders(simple)  # `YOUR_…`, `/path/to/…`: after what the setup cannot be at all (hardware, size)
         if not self.options.model_repo:  # `--model-repo` names the model the placeholder stands for
             _model_placeholder(recipe.server, simple)
@@ -536,6 +546,18 @@ class _Importer:
             return run
         return based_run(run, cwd, cd_where, started.where(), notes)
 
+    def _ranks(self, servers: list[ServerCommand], where: str) -> list[ServerCommand]:
+        """The commands of a server over nodes, one posted for every host with its rank left to each host read as
+        rank 0's (noted); not in a Slurm job's script, whose one command every node runs in the same environment."""
+        scheduled = any(s.kind == "slurm" for s in self.simples) or any(
+            _SRUN.match(line) for post in self.posts for line in post.clean
+        )
+        left = rank_left_to_hosts(servers[0], where) if len(servers) == 1 and not scheduled else None
+        if left is None:
+            return servers
+        self.notes.append(left[1])
+        return [left[0]]
+
     def _before(self, where: str, simple: Simple) -> bool:
         """True when the command at `where` (FILE:LINE) comes before `simple` in the posts' order."""
         found = place(where)
@@ -554,7 +576,7 @@ class _Importer:
         for other, _, _ in chosen:
             self._said(other.simple, "took", _took(other, recipe), "image, docker, server, model")
         if spans_nodes(recipe.server):
-            joined = join_ranks([r.server for _, r, _ in chosen], where=where)
+            joined = join_ranks(self._ranks([r.server for _, r, _ in chosen], where), where=where)
             recipe = replace(recipe, server=joined.server, groups=joined.groups)
             self.notes += joined.notes
         elif self.join == "hosts":
@@ -908,7 +930,7 @@ def _at(server: Candidate, near: Candidate) -> str:
 
 def _took(server: Candidate, recipe: Recipe) -> str:
     image = f", {recipe.image.reference}" if server.run is not None else ""
-    words = python_program(server.simple.texts)
+    words = [shell_value(word) for word in python_program(server.simple.texts)]
     program = words[:3] if words[:2] == ["python3", "-m"] else words[:2]
     return f"`{' '.join(program)}` (the server, {recipe.server.server_kind.title}{image})"
 
@@ -1216,6 +1238,30 @@ def _fits(recipe: Recipe, server: Candidate) -> None:
             f"node: spread it with --nnodes {-(-total // HGX_GPUS)} and --node-rank, or start a Ray cluster over the "
             "hosts"
         )
+
+
+_SRUN = re.compile(r"^\s*srun\b")
+# How a post names the GPUs a server sees: an environment list or docker's device list.
+_DEVICE_LIST = re.compile(r"(?:CUDA|NVIDIA)_VISIBLE_DEVICES=['\"]?([\d,]+)|device=([\d,]+)")
+
+
+def _on_the_node(recipe: Recipe, server: Candidate) -> None:
+    """Refuse a device list naming a GPU an HGX-H200 node does not have (posts from bigger boxes: GPU 8 of nine),
+    pointing at the list as the post writes it; a deploy would fail at docker's device lookup."""
+    listed = gpu_ids_from_spec(recipe.docker.last("--gpus")) or []
+    beyond = sorted(i for i in listed if i >= HGX_GPUS)
+    if not beyond:
+        return
+    post, at, shown = server.simple.command.post, server.where(), f'--gpus "device={",".join(map(str, listed))}"'
+    for number in range(server.simple.command.first, server.simple.command.last + 1):
+        match = _DEVICE_LIST.search(post.clean[number - 1])
+        if match is not None:
+            at, shown = f"{post.name}: line {number}, column {match.start() + 1}", match.group(0)
+            break
+    raise InputError(
+        f"{at}: {shown} names GPU {', '.join(map(str, beyond))}, but an HGX-H200 node has {HGX_GPUS} "
+        f"(0-{HGX_GPUS - 1}); name {len(listed)} GPU(s) the node has"
+    )
 
 
 def _flag_word(server: Candidate, kind: ServerKind) -> Word | None:

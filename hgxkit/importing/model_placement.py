@@ -36,6 +36,8 @@ DEFAULT_MODELS_DIR = "/data/models"
 MOUNT_ROOT = "/models"
 HUB_CACHE = "/root/.cache/huggingface"
 # Values that stand for a model without being one: `<model>`, `xxx`, `/path/to/…`, `your-model`.
+# A mount's host side written relative to a directory (`./models`, `models/`, `../data`): not `/…`, `~`, `$X`.
+_RELATIVE_SOURCE = re.compile(r"^(?:\.{1,2}/|\.{1,2}$|[A-Za-z0-9_][\w.-]*/)")
 _PLACEHOLDER_MODEL = re.compile(r"(?i)^(?:x{2,}|model|your[-_].*|.*/path/to/.*|\.\.\.)$")
 
 
@@ -89,7 +91,7 @@ def place_model(
     repo = model_repo or hub_id or tied
     if repo is None:
         raise InputError(
-            f"{where}: {_why_not(value, kind.model_flag)}; pass --model-repo ORG/NAME (the Hub repo it holds)"
+            f"{where}: {_why_not(value, kind.model_flag, docker)}; pass --model-repo ORG/NAME (the Hub repo it holds)"
         )
     notes = []
     if tied and not model_repo:
@@ -177,19 +179,24 @@ def _rewrite(server: ServerCommand, found: tuple[int, int], value: str) -> Serve
     return ServerCommand(server.program, tuple(args), server.kind)
 
 
-def _mounted(docker: DockerSpec, path: str) -> str | None:
-    """The host path behind container path `path`, when a bind mount of an absolute host directory holds it."""
+def _holding(docker: DockerSpec, path: str) -> tuple[str, str] | None:
+    """(host source, container target) of the last mount that holds container path `path`, or None."""
     path = posixpath.normpath(path)
     for mount in reversed(docker.mounts()):
         target = posixpath.normpath(mount.target) if mount.target else ""
-        source = mount.source
-        if not target or not (path == target or path.startswith(target.rstrip("/") + "/")):
-            continue
-        if not source.startswith("/") or "$" in source:
-            return None
-        local = posixpath.normpath(source + path[len(target) :])
-        return local if re.fullmatch(ABSOLUTE_PATH, local) else None
+        if target and (path == target or path.startswith(target.rstrip("/") + "/")):
+            return mount.source, target
     return None
+
+
+def _mounted(docker: DockerSpec, path: str) -> str | None:
+    """The host path behind container path `path`, when a bind mount of an absolute host directory holds it."""
+    held = _holding(docker, path)
+    if held is None or not held[0].startswith("/") or "$" in held[0]:
+        return None
+    source, target = held
+    local = posixpath.normpath(source + posixpath.normpath(path)[len(target) :])
+    return local if re.fullmatch(ABSOLUTE_PATH, local) else None
 
 
 def _is_hub_id(value: str) -> bool:
@@ -198,11 +205,18 @@ def _is_hub_id(value: str) -> bool:
     return bool(re.fullmatch(REPO_ID, value)) and "/" in value and not value.startswith((".", "/")) and "$" not in value
 
 
-def _why_not(value: str | None, flag: str) -> str:
+def _why_not(value: str | None, flag: str, docker: DockerSpec) -> str:
     if value is None:
         return f"the server command names no model ({flag}) hgxkit can place"
     if "$" in value:
         return f"the model {value!r} is a variable the post does not set"
+    held = _holding(docker, value) if value.startswith("/") else None
+    if held is not None and _RELATIVE_SOURCE.match(held[0]):
+        return (
+            f"the model path {value} is in the mount {held[0]}:{held[1]}, whose host directory {held[0]} is "
+            "relative to the directory the post ran in (a compose file's: the project's), which the post does "
+            "not give; write that directory as an absolute host path"
+        )
     if value.startswith("/"):
         return f"the model path {value} is not inside a bind mount of a host directory"
     if "/" not in value:

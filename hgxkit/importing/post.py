@@ -101,7 +101,8 @@ _QUOTE_PREFIX = re.compile(r"^[ \t]*(?:>[ \t]?)+")
 FENCE_RE = re.compile(r"^([ \t]*)(`{3,}|~{3,})(.*)$")
 _PROMPTS = (
     re.compile(r"\$[ \t]+"),  # `$ docker run …`
-    re.compile(r"\$(?=[A-Za-z_./])"),  # `$docker run …`, the prompt glued on by a docs page's copy button
+    # `$docker run …`, the prompt glued on by a docs page's copy button; not `$VENV/bin/vllm`, a variable's path
+    re.compile(r"\$(?=[A-Za-z_./])(?![A-Za-z_]\w*/)"),
     re.compile(r"\[[^\]\n]*\][#$][ \t]+"),  # `[root@node1 ~]# `
     re.compile(r"(?:\([^)\s]+\)[ \t]+)?[\w.-]+@[\w.-]+(?::\S*)?[#$][ \t]+"),  # `(env) user@host:~/dir(main)$ `
     re.compile(r"[\w.-]+:[~/]\S*[#$][ \t]+"),  # `host:~/dir$ `
@@ -111,7 +112,7 @@ _ROOT_PROMPT = re.compile(r"#[ \t]+")
 _SCRIPT_SUFFIXES = (".sh", ".bash", ".slurm", ".sbatch")
 # A line that continues (ends in a backslash) and holds a launch, but does not start like a command.
 _LAUNCH_TOKEN = re.compile(
-    r"(?:^|\s)(?:vllm serve|sglang serve|docker run|-m sglang\.launch_server|-m vllm\.entrypoints)\b"
+    r"(?:^|\s|/)(?:vllm serve|sglang serve)\b|(?:^|\s)(?:docker run|-m sglang\.launch_server|-m vllm\.entrypoints)\b"
 )
 _TRAILING_SPACE_BACKSLASH = re.compile(r"\\[ \t]+$")
 # `a \ b` inside a line: a command whose line breaks were lost (the lexer reads each as a continuation).
@@ -217,7 +218,10 @@ def is_command_start(text: str) -> bool:
     if program in _CLAUSES and not _CLAUSE_SYNTAX.search(" ".join(words[index + 1 :])):
         return False  # "while I tried …", "if you want …": prose that starts with a shell keyword
     return (
-        program in PROGRAMS or program in kind_programs() or bool(PYTHON_RE.match(program)) or program.endswith(".sh")
+        program in PROGRAMS
+        or program.rsplit("/", 1)[-1] in kind_programs()  # `$VENV/bin/vllm`: a virtualenv's launcher
+        or bool(PYTHON_RE.match(program))
+        or program.endswith(".sh")
     )
 
 

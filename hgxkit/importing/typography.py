@@ -152,7 +152,7 @@ def _line(name: str, number: int, line: str, clean: str, notes: list[tuple[int, 
                 "would read an escaped space, then end the command at the comment)",
             )
         )
-        line = line[: continued.start() + 1] + " " * (len(line) - continued.start() - 1)
+        line = line[: continued.start() + 1]  # ends at the backslash: one note for it, the one above
     return line
 
 

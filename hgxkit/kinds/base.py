@@ -359,8 +359,16 @@ _PYTHON_FLAG = re.compile(r"^-(?:[bBdEiIOqsSuvR]+|X|W)$")
 
 
 def program_of(words: Sequence[str], programs: Sequence[tuple[str, ...]]) -> tuple[str, ...] | None:
-    """The first of `programs` that `words` (interpreter written `python3`) start with, or None."""
+    """The first of `programs` that `words` (interpreter written `python3`, a program run by its path by its
+    name) start with, or None.
+
+    Example:
+        >>> program_of(["$VENV/bin/vllm", "serve", "m"], [("vllm", "serve")])
+        ('vllm', 'serve')
+    """
     normal = tuple(python_program(words))
+    if normal and "/" in normal[0]:  # `$VENV/bin/vllm serve`, `/opt/venv/bin/sglang serve`: a virtualenv's launcher
+        normal = (normal[0].rsplit("/", 1)[1], *normal[1:])
     for program in programs:
         if normal[: len(program)] == program:
             return program

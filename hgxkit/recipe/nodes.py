@@ -118,6 +118,36 @@ def span_grouping(per_host: int, nnodes: int, port: int | None, notes: list[str]
     return Grouping(explicit=(gpus,), gpus_per_node=HGX_GPUS, nodes=nnodes, dist_port=port)
 
 
+def rank_left_to_hosts(server: ServerCommand, where: str) -> tuple[ServerCommand, str] | None:
+    """The one command a post gives for all the hosts of a server over nodes, its rank a variable the post leaves
+    to each host (`--node-rank $NODERANK`, set where each host is started), as rank 0's command, with the note
+    that says so; None for any other command. Not for a scheduler's script, whose one command every node runs
+    with the same environment (the caller asks; Slurm's own rank variables are read by `slurm`).
+
+    >>> server = ServerCommand.from_words(["--tp", "16", "--nnodes", "2", "--node-rank", "$NODE_RANK"], "sglang")
+    >>> ranked, note = rank_left_to_hosts(server, "p:1")
+    >>> ranked.flag("--node-rank"), note[:66]
+    ('0', 'p:1: --node-rank $NODE_RANK is the rank each host is given (one co')
+    """
+    kind = server.server_kind
+    args = list(server.args)
+    for index, entry in enumerate(args):
+        flag, equals, inline = entry[0].partition("=")
+        if not is_flag(entry[0]) or kind.canonical_flag(flag) != kind.rank_flag:
+            continue
+        held = inline if equals else (entry[1] if len(entry) > 1 else "")
+        if not VARIABLE.fullmatch(held):
+            return None
+        args[index] = (f"{flag}=0",) if equals else (flag, "0", *entry[2:])
+        nodes = server.flag(kind.nnodes_flag) or "?"
+        note = (
+            f"{where}: {flag} {held} is the rank each host is given (one command for {nodes} hosts): rank 0 is the "
+            "command taken; hgxkit gives each host its own rank"
+        )
+        return ServerCommand(server.program, tuple(args), server.kind), note
+    return None
+
+
 def join_ranks(servers: Sequence[ServerCommand], *, where: str) -> Joined:
     """One template for the given ranks' commands (already known to differ only by rank and worker flags)."""
     by_rank = sorted(servers, key=lambda s: rank_of(s) or 0)

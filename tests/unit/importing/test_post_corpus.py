@@ -96,6 +96,8 @@ PROMPTS = {
     "054": r"^\$|^> ",  # `$docker …` and PS2 `> ` continuation lines
     "162": r"^ENTRYPOINT ",  # a Dockerfile's shell-form ENTRYPOINT: /bin/sh -c runs the rest
     "185": r"^command：`|`$",  # inline code after a full-width colon
+    "202": r"^root@srv-ia-010:/var/tmp# ",
+    "203": r"`",  # inline code, closed on the next line
 }
 # 048 lost its line breaks: `a \ b` is one argument " b" for a shell; the import reads each `\ ` as a line
 # continuation (a note says so), and so does this test.
@@ -112,6 +114,7 @@ VARIABLES = {
     "082": {"MODEL": "Qwen/Qwen2.5-1.5B-Instruct", "NAME": "qwen"},
     "101": {"WORK": "/scratch/me", "HF_HOME": "/scratch/me/hf"},  # HF_HOME=$WORK/hf, expanded as it is set
     "102": {"HEAD_IP": "192.168.114.10"},
+    "205": {"model_id": "Qwen/Qwen3-Coder-30B-A3B-Instruct"},
     "153": {  # TP=$(nvidia-smi --list-gpus | wc -l) is the job's #SBATCH --gres=gpu:h100:2 (a note of the import)
         "TP": "2",
         "MODEL_PATH": "openai/gpt-oss-120b",
@@ -126,7 +129,7 @@ VARIABLES = {
 BASED = {"104": "/opt/serve"}
 # Variables a multi-node post leaves to the reader for the head's address and port: the values hgxkit gives per
 # deploy (the head given to render, the kind's default port).
-GIVEN = {"022": {"MASTER_IP": "10.0.0.1", "PORT": "29550"}}
+GIVEN = {"022": {"MASTER_IP": "10.0.0.1", "PORT": "29550"}, "203": {"NODERANK": "0"}}
 # Documented exceptions to "renders the post's argv": (post word, recipe word) pairs and why.
 SECRET_WORDS = {
     "HF_TOKEN=<secret>": "HF_TOKEN",  # 001: a secret's value (here the docs' placeholder) comes from the environment
@@ -136,6 +139,9 @@ SECRET_WORDS = {
     # 005, 075: `-e HF_TOKEN=$HF_TOKEN` passes the operator's token on: the declared secret `-e HF_TOKEN`, whose
     # value reaches the container in a root-only env file, never on a command line.
     "HF_TOKEN=host-token": "HF_TOKEN",
+    # 199: `--api_key "EMPTY"`, a credential flag spelt with an underscore: its value comes from $VLLM_API_KEY at
+    # run time (unset in this test's environment)
+    "EMPTY": "",
 }
 TRAILING = {"044": r"\s*>log\.txt 2>&1 &\s*$"}  # 044 ends with a redirection and `&`: dropped with a note
 
@@ -342,11 +348,13 @@ def _head(posted: list[str]) -> str:
     return value.rsplit(":", 1)[0] or "10.0.0.1"
 
 
-# compose: named fields; a prefill/decode split's groups: tests/unit/importing/test_import_vllm_pd.py
+# compose and Kubernetes: named fields; a prefill/decode split's groups: tests/unit/importing/test_import_vllm_pd.py
 BARE = [
     n
     for n in IMPORTED
-    if n not in DOCKER_RUNS and ENTRIES[n]["kinds"][0] != "compose" and "prefill-decode" not in ENTRIES[n]["kinds"]
+    if n not in DOCKER_RUNS
+    and ENTRIES[n]["kinds"][0] not in ("compose", "kubernetes")
+    and "prefill-decode" not in ENTRIES[n]["kinds"]
 ]
 
 
