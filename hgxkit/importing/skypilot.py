@@ -43,6 +43,7 @@ Example:
 
 from __future__ import annotations
 
+import ast
 import re
 from collections.abc import Sequence
 from typing import Any
@@ -86,6 +87,8 @@ _INSTALL = re.compile(r"\b(?:pip3?|uv\s+pip|apt(?:-get)?|conda|mamba)\s+(?:insta
 _PERMISSIONS = re.compile(r"^(?:sudo\s+)?chmod\s+\S+(?:\s+-R)?\s+\S+$")
 _RANK_TEST = re.compile(r"^if \[\[? \"?\$\{?SKYPILOT_NODE_RANK\}?\"? (?:=|==|-eq) \"?0\"? \]\]?; then$")
 _ASSIGN = re.compile(r"^(?:export\s+)?([A-Za-z_]\w*)=(\S*)$")
+# `TP=$(($SKYPILOT_NUM_GPUS_PER_NODE * $SKYPILOT_NUM_NODES))`: a value the shell computes from what the task says
+_ARITHMETIC = re.compile(r"^(?:export\s+)?([A-Za-z_]\w*)=\$\(\((.+)\)\)$")
 _DOWNLOAD = re.compile(
     r"\b(?:hf|huggingface-cli)\s+download\s+([\w.-]+/[\w.-]+)\b[^\n;]*?"
     r"--local-dir[=\s]+([^\s;]+)"
@@ -194,6 +197,7 @@ class _Task:
         self.lines: dict[str, int] = self.data.get(LINES, {})
         self.notes: list[str] = []
         self.ray: list[list[WordAt]] = []  # the run script's Ray starts (head, workers), each its words
+        self.computed: dict[str, tuple[int, str]] = {}  # NAME -> (line, EXPR) of `NAME=$((EXPR))`
         resources = self.data.get("resources")
         image = str(resources.get("image_id") or "") if isinstance(resources, dict) else ""
         self.has_image = image.startswith("docker:")
@@ -397,6 +401,8 @@ class _Task:
                     blocks.pop()
                 else:
                     blocks[-1][1] = "else"
+            elif (arithmetic := _ARITHMETIC.match(text)) is not None:
+                self.computed[arithmetic.group(1)] = (number, arithmetic.group(2))
             elif (ray := _RAY_START.match(text)) is not None:
                 self._ray_start(number, ray.group(1), ray.group(0) != ray.group(1), heads)
             elif (match := _ASSIGN.match(text)) is not None and "$(" not in text and "`" not in text:
@@ -454,6 +460,30 @@ class _Task:
             self.notes.append(f"{where}:{number}: `ps aux | grep … ||`: Ray is started unless the host runs it already")
         self.ray.append([(w.text, number) for w in words])
 
+    def _computed(self, text: str, number: int) -> str:
+        """The command with each `$NAME` of a `NAME=$((EXPR))` line written as its value, where EXPR is whole
+        numbers and the node and GPU counts the task gives; anything else is left for the refusal of `$NAME`."""
+        where = self.document.post.name
+        known = {"SKYPILOT_NUM_NODES": str(self.data.get("num_nodes", 1))}
+        count = _count(self.data.get("resources"))
+        if count is not None:
+            known["SKYPILOT_NUM_GPUS_PER_NODE"] = count
+        for name, (line, expression) in self.computed.items():
+            if not re.search(rf"\$\{{{name}\}}|\${name}\b", text):
+                continue
+            written = re.sub(r"\$\{?([A-Za-z_]\w*)\}?", lambda m: known.get(m.group(1), m.group(0)), expression)
+            value = whole_number(written)
+            if value is None:
+                raise InputError(
+                    f"{where}:{line}: ${name} is $(({expression})), which hgxkit cannot work out from the task "
+                    "(whole numbers, the node count and resources.accelerators' count); write its value"
+                )
+            text = re.sub(rf"\$\{{{name}\}}|\${name}\b", str(value), text)
+            self.notes.append(
+                f"{where}:{number}: ${name} is $(({expression})) (line {line}): {written.strip()} = {value}"
+            )
+        return text
+
     def _resolve_variables(self, text: str, number: int, heads: set[str]) -> str:
         """Rank 0's command with the head, the task's `envs` and SkyPilot's rank and node count written in.
 
@@ -466,6 +496,7 @@ class _Task:
             if value is not None and not isinstance(value, (dict, list)) and re.search(rf"\$\{{?{name}\b", text):
                 text = re.sub(rf"\$\{{{name}\}}|\${name}\b", str(value), text)
                 self.notes.append(f"{where}:{number}: ${name} is the task's envs value {value}")
+        text = self._computed(text, number)
         text = re.sub(r"\$\{SKYPILOT_NODE_RANK\}|\$SKYPILOT_NODE_RANK\b", "0", text)
         text = re.sub(r"\$\{SKYPILOT_NUM_NODES\}|\$SKYPILOT_NUM_NODES\b", str(self.data.get("num_nodes", 1)), text)
         count = _count(self.data.get("resources"))
@@ -496,6 +527,40 @@ def _template_test(text: str) -> bool:
     """True for `if [ -f ~/…/ray/start_cluster.sh ]; then`: SkyPilot's Ray template where the image has it."""
     match = _TEMPLATE_TEST.match(text)
     return match is not None and _RAY_TEMPLATE.match(match.group(1)) is not None
+
+
+def whole_number(expression: str) -> int | None:
+    """The value of a shell arithmetic expression of whole numbers, `+ - * /` and parentheses, or None.
+
+    Example:
+        >>> whole_number("8 * 2"), whole_number("(8 + 8) / 4"), whole_number("8 * $X")
+        (16, 4, None)
+    """
+    if not re.fullmatch(r"[\d\s+*/()-]+", expression):
+        return None
+    try:
+        tree = ast.parse(expression.strip(), mode="eval")
+    except SyntaxError:
+        return None
+
+    def value(node: ast.AST) -> int:
+        if isinstance(node, ast.Constant) and isinstance(node.value, int):
+            return node.value
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+            return -value(node.operand)
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add | ast.Sub | ast.Mult | ast.Div):
+            left, right = value(node.left), value(node.right)
+            if isinstance(node.op, ast.Div):
+                if right == 0:
+                    raise ValueError(expression)
+                return int(left / right)  # the shell's division truncates toward zero
+            return {ast.Add: left + right, ast.Sub: left - right, ast.Mult: left * right}[type(node.op)]
+        raise ValueError(expression)
+
+    try:
+        return value(tree.body)
+    except ValueError:
+        return None
 
 
 def _count(resources: Any) -> str | None:

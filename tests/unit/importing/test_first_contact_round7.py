@@ -120,3 +120,29 @@ def test_a_yaml_file_pasted_with_no_fence_is_read_as_the_format_it_is() -> None:
 def test_prose_that_starts_like_a_key_is_still_read_as_text() -> None:
     outcome = _import("Note: this is how I run it\n\nvllm serve org/m --port 8000\n", "post.txt")
     assert outcome.recipe.server.flag("--port") == "8000"
+
+
+TWO_NODES = """resources:
+  accelerators: H200:8
+  image_id: docker:lmsysorg/sglang:v0.5.3
+num_nodes: 2
+run: |
+  HEAD=$(echo "$SKYPILOT_NODE_IPS" | head -n1)
+  TP={tp}
+  python3 -m sglang.launch_server --model-path org/m --tp $TP --dist-init-addr $HEAD:5000 \\
+    --nnodes $SKYPILOT_NUM_NODES --node-rank $SKYPILOT_NODE_RANK
+"""
+
+
+def test_a_skypilot_run_scripts_arithmetic_over_the_tasks_counts_is_worked_out() -> None:
+    outcome = _import(TWO_NODES.format(tp="$(($SKYPILOT_NUM_GPUS_PER_NODE * $SKYPILOT_NUM_NODES))"), "task.yaml")
+    assert outcome.recipe.server.flag("--tp") == "16"
+    assert outcome.recipe.groups is not None and outcome.recipe.groups.nodes == 2
+    assert any(
+        "$TP is $(($SKYPILOT_NUM_GPUS_PER_NODE * $SKYPILOT_NUM_NODES)) (line 7): 8 * 2 = 16" in n for n in outcome.notes
+    )
+
+
+def test_a_skypilot_run_scripts_arithmetic_over_what_the_task_does_not_say_is_named() -> None:
+    message = _refusal(TWO_NODES.format(tp="$(($GPUS * 2))"), "task.yaml")
+    assert message.startswith("task.yaml:7: $TP is $(($GPUS * 2)), which hgxkit cannot work out from the task")
