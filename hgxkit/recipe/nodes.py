@@ -189,7 +189,8 @@ def join_ranks(servers: Sequence[ServerCommand], *, where: str) -> Joined:
             f"{HGX_GPUS}: use --nnodes {-(-total // HGX_GPUS)}"
         )
     if head:
-        notes.append(f"{where}: the head address {head} is the poster's network; it is given per deploy ({{{{head}}}})")
+        whose = "a value the post leaves to whoever runs it" if head.startswith("$") else "the poster's network"
+        notes.append(f"{where}: the head address {head} is {whose}; it is given per deploy ({{{{head}}}})")
     groups = span_grouping(per_host, nnodes, port, notes, where)
     return Joined(ServerCommand(first.program, tuple(args), first.kind), groups, tuple(notes))
 

@@ -73,9 +73,11 @@ def test_one_command_for_every_host_with_its_rank_left_to_each_host_is_rank_zero
     recipe = outcome.recipe
     assert recipe.groups is not None and recipe.groups.nodes == 2
     assert "--node-rank {{rank}}" in " ".join(recipe.server.words())
-    shown = rank
     assert any(
-        f"--node-rank {shown} is the rank each host is given (one command for 2 hosts)" in n for n in outcome.notes
+        f"--node-rank {rank} is the rank each host is given (one command for 2 hosts)" in n for n in outcome.notes
+    )
+    assert "post.sh:1: the head address $HEAD is a value the post leaves to whoever runs it; it is given per " in (
+        " ".join(outcome.notes)
     )
 
 
