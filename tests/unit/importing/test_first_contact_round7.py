@@ -51,6 +51,11 @@ def test_a_model_under_a_mount_with_a_relative_host_side_names_that_mount(source
     [
         ("CUDA_VISIBLE_DEVICES=5,6,7,8 vllm serve org/m -tp 4\n", "CUDA_VISIBLE_DEVICES=5,6,7,8", 1),
         ("docker run --gpus '\"device=7,8\"' vllm/vllm-openai:v0.9.0 --model org/m -tp 2\n", "device=7,8", 21),
+        (
+            "docker run --gpus all -e CUDA_VISIBLE_DEVICES=7,8 vllm/vllm-openai:v0.9.0 --model org/m -tp 2\n",
+            "CUDA_VISIBLE_DEVICES=7,8",
+            26,
+        ),
     ],
 )
 def test_a_device_list_naming_a_gpu_past_the_nodes_eight_is_refused_where_the_post_writes_it(
