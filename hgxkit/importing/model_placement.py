@@ -35,9 +35,9 @@ from hgxkit.recipe.spec import DockerSpec, ModelSpec
 DEFAULT_MODELS_DIR = "/data/models"
 MOUNT_ROOT = "/models"
 HUB_CACHE = "/root/.cache/huggingface"
-# Values that stand for a model without being one: `<model>`, `xxx`, `/path/to/…`, `your-model`.
 # A mount's host side written relative to a directory (`./models`, `models/`, `../data`): not `/…`, `~`, `$X`.
 _RELATIVE_SOURCE = re.compile(r"^(?:\.{1,2}/|\.{1,2}$|[A-Za-z0-9_][\w.-]*/)")
+# Values that stand for a model without being one: `<model>`, `xxx`, `/path/to/…`, `your-model`.
 _PLACEHOLDER_MODEL = re.compile(r"(?i)^(?:x{2,}|model|your[-_].*|.*/path/to/.*|\.\.\.)$")
 
 

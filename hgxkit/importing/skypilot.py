@@ -533,14 +533,14 @@ def whole_number(expression: str) -> int | None:
     """The value of a shell arithmetic expression of whole numbers, `+ - * /` and parentheses, or None.
 
     Example:
-        >>> whole_number("8 * 2"), whole_number("(8 + 8) / 4"), whole_number("8 * $X")
-        (16, 4, None)
+        >>> whole_number("8 * 2"), whole_number("(8 + 8) / 4"), whole_number("-7 / 2"), whole_number("8 * $X")
+        (16, 4, -3, None)
     """
     if not re.fullmatch(r"[\d\s+*/()-]+", expression):
         return None
     try:
         tree = ast.parse(expression.strip(), mode="eval")
-    except SyntaxError:
+    except (SyntaxError, RecursionError, MemoryError):
         return None
 
     def value(node: ast.AST) -> int:
@@ -553,13 +553,14 @@ def whole_number(expression: str) -> int | None:
             if isinstance(node.op, ast.Div):
                 if right == 0:
                     raise ValueError(expression)
-                return int(left / right)  # the shell's division truncates toward zero
+                quotient = abs(left) // abs(right)  # the shell's division truncates toward zero
+                return quotient if (left < 0) == (right < 0) else -quotient
             return {ast.Add: left + right, ast.Sub: left - right, ast.Mult: left * right}[type(node.op)]
         raise ValueError(expression)
 
     try:
         return value(tree.body)
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
 
 
