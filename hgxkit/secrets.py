@@ -231,7 +231,7 @@ SECRET_PATTERNS: tuple[SecretPattern, ...] = (
     SecretPattern(
         "flag-in-list",
         (
-            r"(?P<q>[\"'])(?P<flag>--[A-Za-z0-9-]*(?:api-key|token|secret|password|passwd))(?P=q)\s*,\s*"
+            r"(?P<q>[\"'])(?P<flag>--[A-Za-z0-9_-]*(?:api[-_]key|token|secret|password|passwd))(?P=q)\s*,\s*"
             r"(?P<q2>[\"'])(?P<value>[^\"'\n]*)(?P=q2)"
         ),
         _by_flag,
@@ -240,7 +240,7 @@ SECRET_PATTERNS: tuple[SecretPattern, ...] = (
     SecretPattern(
         "flag-value",
         (
-            r"(?<![A-Za-z0-9_-])(?P<flag>--[A-Za-z0-9_-]*(?:api[-_]key|token|secret|password|passwd))(?:=|\s+)(?!--)"
+            r"(?<![A-Za-z0-9-])(?P<flag>--[A-Za-z0-9_-]*(?:api[-_]key|token|secret|password|passwd))(?:=|\s+)(?!--)"
             + _QUOTED
         ),
         _by_flag,

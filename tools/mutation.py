@@ -207,6 +207,7 @@ MODULES = (
             "tests/unit/serving/test_serve_plan.py",
             "tests/unit/serving/test_serve_dry.py",
             "tests/unit/serving/test_serve_logic.py",
+            "tests/unit/serving/test_held_ports.py",
         ),
     ),
     Module(

@@ -47,6 +47,7 @@ MASKED = [
         '{"argv": ["sglang", "serve", "--api-key", "***"]}',
     ),
     ("python-argv", "['serve', '--admin-api-key', 'K1234567']", "['serve', '--admin-api-key', '***']"),
+    ("python-argv-underscores", "['serve', '--api_key', 'K1234567']", "['serve', '--api_key', '***']"),
     ("json-api-key", '{"api_key": "K1234567", "admin_api_key": null}', '{"api_key": "***", "admin_api_key": null}'),
     ("authorization-bearer", "Authorization: Bearer abc.def-123", "Authorization: Bearer ***"),
     ("authorization-basic", "curl -H 'Authorization: Basic dXNlcjpwYXNz' x", "curl -H 'Authorization: Basic ***' x"),
@@ -56,6 +57,12 @@ MASKED = [
     ("flag-hf-token", "--hf-token abcdef123", "--hf-token ***"),
     ("flag-token", "--token abcdef123", "--token ***"),
     ("flag-quoted", "--admin-api-key 'adm key'", "--admin-api-key '***'"),
+    (
+        "flag-underscores",
+        "--api_key K123456 --hf_token=abcdef123 --max_num_batched_tokens 8",
+        "--api_key *** --hf_token=*** --max_num_batched_tokens 8",
+    ),
+    ("flag-after-underscore", "x_--api-key K123456", "x_--api-key ***"),
     ("hf-anywhere", f"label x={HF}.", "label x=***."),
     ("openai-key", "key sk-AbCdEfGhIjKlMnOpQrStUvWx here", "key *** here"),
     ("openai-project-key", "sk-proj-AbCdEfGhIjKlMnOpQrStUvWx_12-34", "***"),
@@ -211,6 +218,13 @@ def test_secret_names(name: str, secret: bool) -> None:
 
 def test_secret_flags_and_the_variables_that_carry_them() -> None:
     assert [is_secret_flag(f) for f in ("--api-key", "--hf-token", "--token", "--max-total-tokens")] == [
+        True,
+        True,
+        True,
+        False,
+    ]
+    # both engines' parsers take the underscore spelling (`--api_key`)
+    assert [is_secret_flag(f) for f in ("--api_key", "--hf_token", "--admin_api_key", "--max_num_batched_tokens")] == [
         True,
         True,
         True,
