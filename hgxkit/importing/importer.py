@@ -90,7 +90,7 @@ from hgxkit.netaddr import is_loopback
 from hgxkit.recipe.diff import Difference, diff_recipes
 from hgxkit.recipe.docker_options import canonical
 from hgxkit.recipe.docker_parse import ParsedRun
-from hgxkit.recipe.groups import gpu_ids_from_spec
+from hgxkit.recipe.groups import named_gpus
 from hgxkit.recipe.matrix import BenchmarkMatrix
 from hgxkit.recipe.nodes import (
     HGX_GPUS,
@@ -1248,10 +1248,7 @@ _DEVICE_LIST = re.compile(r"(?:CUDA|NVIDIA)_VISIBLE_DEVICES=['\"]?([\d,]+)|devic
 def _on_the_node(recipe: Recipe, server: Candidate) -> None:
     """Refuse a device list naming a GPU an HGX-H200 node does not have (posts from bigger boxes: GPU 8 of nine),
     pointing at the list as the post writes it; a deploy would fail at docker's device lookup."""
-    listed = gpu_ids_from_spec(recipe.docker.last("--gpus")) or []
-    for setting in recipe.docker.env():  # `--gpus all -e CUDA_VISIBLE_DEVICES=7,8`: the container's numbering
-        if setting.name in ("CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES") and not listed:
-            listed = gpu_ids_from_spec(f"device={(setting.value or '').strip(chr(34) + chr(39))}") or []
+    listed = named_gpus(recipe.docker)
     beyond = sorted(i for i in listed if i >= HGX_GPUS)
     if not beyond:
         return

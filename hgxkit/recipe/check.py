@@ -22,10 +22,10 @@ from hgxkit.netaddr import is_loopback
 from hgxkit.problems import Problem
 from hgxkit.recipe.danger import expansion_problems
 from hgxkit.recipe.effective import effective_host
-from hgxkit.recipe.groups import gpu_count_from_spec, group_problems, plan_groups
+from hgxkit.recipe.groups import gpu_count_from_spec, group_problems, named_gpus, plan_groups
 from hgxkit.recipe.network_env import host_interface_settings
+from hgxkit.recipe.nodes import HGX_GPUS, ray_cluster
 from hgxkit.recipe.nodes import parallel_size as nodes_parallel_size
-from hgxkit.recipe.nodes import ray_cluster
 from hgxkit.recipe.pd import pd_problems
 from hgxkit.recipe.spec import Mount, Recipe
 from hgxkit.recipe.validate import format_path
@@ -77,6 +77,13 @@ def _check_groups(recipe: Recipe, total_gpus: int | None) -> list[Problem]:
     want = parallel_size(recipe)
     nodes = recipe.node_count()
     sizes = {len(group) for group in planned}
+    if groups is None:  # one container: the GPUs its device list names must be the node's
+        node = total if total is not None else HGX_GPUS
+        beyond = [gpu for gpu in named_gpus(recipe.docker) if gpu >= node]
+        findings += [
+            Problem("gpu-groups", f"the container names GPU {gpu}, but the node has GPUs 0-{node - 1}")
+            for gpu in beyond
+        ]
     if groups is None:
         count = gpu_count_from_spec(recipe.docker.last("--gpus"))
         if count is not None:

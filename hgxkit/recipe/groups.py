@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 from hgxkit.errors import InputError
 
 if TYPE_CHECKING:
-    from hgxkit.recipe.spec import Recipe
+    from hgxkit.recipe.spec import DockerSpec, Recipe
 
 
 def plan_gpu_groups(*, group_size: int, total_gpus: int) -> list[tuple[int, ...]]:
@@ -74,6 +74,25 @@ def gpu_ids_from_spec(value: str | None) -> list[int] | None:
     if parts and all(part.isdigit() for part in parts):
         return [int(part) for part in parts]
     return None
+
+
+def named_gpus(docker: DockerSpec) -> list[int]:
+    """The node's GPUs a one-command recipe's container names: its `--gpus` device list, else, under `--gpus all`,
+    its own `CUDA_VISIBLE_DEVICES`/`NVIDIA_VISIBLE_DEVICES` (the node's numbering there); [] when neither lists.
+
+    >>> from hgxkit.recipe.docker_parse import parse_option_words
+    >>> from hgxkit.recipe.spec import DockerSpec
+    >>> options = parse_option_words(["--gpus", "all", "-e", "CUDA_VISIBLE_DEVICES=7,8"], source="r")
+    >>> named_gpus(DockerSpec(("docker", "run"), tuple(options)))
+    [7, 8]
+    """
+    listed = gpu_ids_from_spec(docker.last("--gpus"))
+    if listed is not None:
+        return listed
+    for setting in docker.env():
+        if setting.name in ("CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES"):
+            return gpu_ids_from_spec(f"device={(setting.value or '').strip(chr(34) + chr(39))}") or []
+    return []
 
 
 def gpu_count_from_spec(value: str | None) -> int | None:

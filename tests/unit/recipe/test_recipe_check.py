@@ -64,6 +64,18 @@ def test_overlapping_and_out_of_range_groups_are_errors() -> None:
     assert "group 1 uses GPU 8, but the node has GPUs 0-7" in messages
 
 
+@pytest.mark.parametrize("gpus", ["'\"device=5,6,7,8\"'", "all -e CUDA_VISIBLE_DEVICES=5,6,7,8"])
+def test_a_container_naming_a_gpu_the_node_lacks_is_an_error(gpus: str) -> None:
+    """The one-container recipe a hand edit (or another box's post) gives: check says what import refuses."""
+    run = (
+        f"docker run --gpus {gpus} -v /m:/model -p 5000:30000 lmsysorg/sglang:v0.5.9 "
+        "python3 -m sglang.launch_server --model-path /model --tp 4 --host 0.0.0.0 --port 30000"
+    )
+    errors = [f.message for f in check_recipe(import_docker_run(run), None) if f.level == "error"]
+    assert errors == ["the container names GPU 8, but the node has GPUs 0-7"]
+    assert not [f for f in check_recipe(import_docker_run(run.replace("5,6,7,8", "4,5,6,7")), 8) if f.level == "error"]
+
+
 def test_two_groups_on_one_host_port_is_an_error() -> None:
     text = MARLIN.read_text().replace("- -p '{{port}}:30000'", "- -p 5000:30000")
     findings = check_recipe(parse_recipe_text(text), 8)
