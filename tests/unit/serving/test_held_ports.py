@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from hgxkit.problems import Problem
 from hgxkit.recipe.read import load_recipe
 from hgxkit.serving.containers import container_specs
 from hgxkit.serving.rollout import RunningContainer, held_ports
@@ -24,14 +25,19 @@ def running(name: str, port: int | None) -> RunningContainer:
 
 
 def test_an_earlier_deploy_s_router_on_a_group_s_port_is_named_with_the_way_out() -> None:
-    (problem,) = held_ports(SPECS[:1], [], [], {PORT}, [running("old-router", PORT)])
-    assert problem.found == f"port {PORT} is in use on the host by hgxkit's router old-router of an earlier deploy"
-    assert problem.remedy == "remove it (`docker rm -f old-router`), or move the groups (groups.port_base)"
+    assert held_ports(SPECS[:1], [], [], {PORT}, [running("old-router", PORT)]) == [
+        Problem(
+            "port",
+            f"port {PORT} is in use on the host by hgxkit's router old-router of an earlier deploy",
+            "remove it (`docker rm -f old-router`), or move the groups (groups.port_base)",
+        )
+    ]
 
 
 def test_a_port_something_else_holds_is_refused_without_naming_a_router() -> None:
-    (problem,) = held_ports(SPECS[:1], [], [], {PORT}, [running("old-router", PORT + 100)])
-    assert problem.found == f"port {PORT} is in use on the host"
+    assert held_ports(SPECS[:1], [], [], {PORT}, [running("old-router", PORT + 100)]) == [
+        Problem("port", f"port {PORT} is in use on the host", "stop what listens there or change port_base")
+    ]
 
 
 def test_a_port_freed_by_the_rollout_or_held_by_the_group_itself_is_no_problem() -> None:
