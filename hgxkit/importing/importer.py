@@ -71,7 +71,7 @@ from hgxkit.importing.pd_join import (
 from hgxkit.importing.pd_sides import either_roles, posted_routers, routed_sides, side_channel_ports
 from hgxkit.importing.platform import ForeignSetup, foreign_in, message, refuse_foreign, shows_nvidia
 from hgxkit.importing.post import PostFile, find_commands, read_post
-from hgxkit.importing.reading import Candidate, Reading
+from hgxkit.importing.reading import Candidate, Reading, sourced_before
 from hgxkit.importing.substitutions import owner_of, substituted_word
 from hgxkit.importing.typography import normalise
 from hgxkit.importing.variables import Scope
@@ -525,8 +525,8 @@ class _Importer:
             )
         if "$" in image:
             raise InputError(
-                f"{_image_at(run.image, started)}: the image {shell_value(image)} is a variable the post does not set; "
-                "give --image REF"
+                f"{_image_at(run.image, started)}: the image {shell_value(image)} is a variable the post does not set"
+                f"{sourced_before(started)}; give --image REF"
             )
         if _IMAGE_ID.fullmatch(image):
             raise InputError(
@@ -644,6 +644,7 @@ class _Importer:
             revision=revision,
             models_dir=self.options.models_dir,
             ties=download_ties(line for post in self.posts for line in post.clean),
+            unset_from=sourced_before(server.simple),
         )
 
     def _benchmarks(self, recipe: Recipe, chosen: list[Built]) -> Recipe:
@@ -1229,6 +1230,7 @@ def _fits(recipe: Recipe, server: Candidate) -> None:
     kind = recipe.server.server_kind
     where = server.where()
     total = parallel_size(recipe.server, where)
+    _hosts_known(recipe.server, server, total)
     # over nodes, `join_ranks` (or `ray_group`) checks each host's share
     if total > HGX_GPUS and not spans_nodes(recipe.server) and recipe.node_count() < 2:
         flag = _flag_word(server, kind)
@@ -1238,6 +1240,20 @@ def _fits(recipe: Recipe, server: Candidate) -> None:
             f"node: spread it with --nnodes {-(-total // HGX_GPUS)} and --node-rank, or start a Ray cluster over the "
             "hosts"
         )
+
+
+def _hosts_known(command: ServerCommand, server: Candidate, total: int) -> None:
+    """Refuse a host count (`--nnodes $N`) left to a variable the post does not set: how many hosts the server
+    spans, and so the GPUs each one runs, is unknown."""
+    flag = command.server_kind.nnodes_flag
+    value = command.flag(flag)
+    if value is None or "$" not in value:
+        return
+    raise InputError(
+        f"{_word_at(value, server)}: {flag} {value}: the number of hosts is a variable the post does not set"
+        f"{sourced_before(server.simple)}, so the GPUs each host runs (of tp x pp x dp = {total}) are unknown; "
+        f"write the number of hosts"
+    )
 
 
 _SRUN = re.compile(r"^\s*srun\b")

@@ -60,8 +60,10 @@ def place_model(
     revision: str = "main",
     models_dir: str = DEFAULT_MODELS_DIR,
     ties: dict[str, str] | None = None,
+    unset_from: str = "",
 ) -> Placed:
-    """Place the model `server` serves (see the module docstring); raise InputError when it cannot be placed."""
+    """Place the model `server` serves (see the module docstring); raise InputError when it cannot be placed.
+    `unset_from` says where a variable the post does not set may come from (`reading.sourced_before`)."""
     kind = server.server_kind
     found = _model_entry(server)
     word = server.args[found[0]][found[1]] if found else None
@@ -91,7 +93,8 @@ def place_model(
     repo = model_repo or hub_id or tied
     if repo is None:
         raise InputError(
-            f"{where}: {_why_not(value, kind.model_flag, docker)}; pass --model-repo ORG/NAME (the Hub repo it holds)"
+            f"{where}: {_why_not(value, kind.model_flag, docker, unset_from)}; pass --model-repo ORG/NAME "
+            "(the Hub repo it holds)"
         )
     notes = []
     if tied and not model_repo:
@@ -205,11 +208,11 @@ def _is_hub_id(value: str) -> bool:
     return bool(re.fullmatch(REPO_ID, value)) and "/" in value and not value.startswith((".", "/")) and "$" not in value
 
 
-def _why_not(value: str | None, flag: str, docker: DockerSpec) -> str:
+def _why_not(value: str | None, flag: str, docker: DockerSpec, unset_from: str = "") -> str:
     if value is None:
         return f"the server command names no model ({flag}) hgxkit can place"
     if "$" in value:
-        return f"the model {value!r} is a variable the post does not set"
+        return f"the model {value!r} is a variable the post does not set{unset_from}"
     held = _holding(docker, value) if value.startswith("/") else None
     if held is not None and _RELATIVE_SOURCE.match(held[0]):
         return (

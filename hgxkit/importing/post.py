@@ -5,7 +5,8 @@ What is not shell is blanked out in a copy of each line, so columns stay those o
 a `> ` quote (or a PS2 `> ` continuation), the backticks and prose around inline code, and a prompt
 (`$ `, `$cmd`, `[root@node1 ~]# `, `(env) user@host:~/dir$ `, `host:~/dir$ `, `PS C:\\…> `, and `# ` when the
 block has no other command, so that `# node 1` stays a comment; never in a shell script, whose `#` is a
-comment). A line starts a command when its first word (after `NAME=value` prefixes, `sudo` and `nohup`) is a
+comment), and in a ```diff fence the `+` of an added line and every removed line (the file after the change is
+read). A line starts a command when its first word (after `NAME=value` prefixes, `sudo` and `nohup`) is a
 program people post; an unescaped newline ends it, a trailing backslash or an open quote continues it. The
 repairs the corpus needs are notes, never silent: a backslash followed by spaces at a line's end, and a blank
 line between continuation lines.
@@ -99,6 +100,9 @@ PYTHON_RE = re.compile(r"^(?:\S*/)?python[0-9.]*$")
 ASSIGNMENT_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 _QUOTE_PREFIX = re.compile(r"^[ \t]*(?:>[ \t]?)+")
 FENCE_RE = re.compile(r"^([ \t]*)(`{3,}|~{3,})(.*)$")
+# The info strings of a fence that shows a change as a unified diff (`+` added, `-` removed, ` ` context lines).
+_DIFF_FENCES = frozenset({"diff", "patch"})
+_DIFF_NOTE = "a diff's added lines are read as the file has them after the change (removed lines set aside)"
 _PROMPTS = (
     re.compile(r"\$[ \t]+"),  # `$ docker run …`
     # `$docker run …`, the prompt glued on by a docs page's copy button; not `$VENV/bin/vllm`, a variable's path
@@ -257,7 +261,7 @@ class _Cleaner:
 
     def run(self) -> list[str]:
         clean: list[str] = []
-        in_fence = False
+        in_fence = diff = False
         span_open = False
         block = 0
         root_candidates: list[int] = []
@@ -277,6 +281,7 @@ class _Cleaner:
             fence = FENCE_RE.match(text)
             if fence and "```" not in fence.group(3):
                 in_fence = not in_fence
+                diff = in_fence and fence.group(3).strip().lower() in _DIFF_FENCES
                 block += 1
                 clean.append(" " * len(line))
                 self.block.append(block)
@@ -288,6 +293,8 @@ class _Cleaner:
                 text = _blank(_blank(text, 0, start), close, len(text))
             elif not in_fence and ("`" in text or span_open) and not self._script_comment(text):
                 text, span_open = self._inline_code(text, span_open)
+            elif in_fence and diff:
+                text = self._diff_line(index, text, quoted.end() if quoted else 0)
             if not text.strip() and not in_fence:
                 block += 1
             text = self._prompt(index, text, root_candidates)
@@ -326,6 +333,19 @@ class _Cleaner:
         root = _ROOT_PROMPT.match(body)
         if root and is_command_start(body[root.end() :]):
             root_candidates.append(index)
+        return text
+
+    def _diff_line(self, index: int, text: str, start: int) -> str:
+        """A line of a ```diff fence as the file it changes has it after the change: an added line without its
+        `+`, a context line as it is (its leading space is white space to a shell); a removed line, a hunk header,
+        a file header or `\\ No newline at end of file` is blanked."""
+        marker = text[start : start + 1]
+        if marker == "+" and not text.startswith("+++", start):
+            if not any(n[1] == _DIFF_NOTE for n in self.notes):
+                self.notes.append((index + 1, _DIFF_NOTE))
+            return _blank(text, start, start + 1)
+        if marker in ("-", "@", "+", "\\"):
+            return _blank(text, 0, len(text))
         return text
 
     def _script_comment(self, text: str) -> bool:

@@ -7,6 +7,8 @@ everything it leaves is a `Report` line saying why.
 
 from __future__ import annotations
 
+import posixpath
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -17,6 +19,9 @@ from hgxkit.importing.outcome import Report
 from hgxkit.importing.variables import Scope, set_after
 from hgxkit.recipe.docker_parse import ParsedRun
 from hgxkit.recipe.shellwords import ALTERNATE_EXPANSION_RE, Word, shell_value
+
+# `source FILE` / `. FILE` at a line's start: the file a shell reads its variables from
+_SOURCED = re.compile(r"\s*(?:source|\.)\s+(?P<file>\S.*?)\s*$")
 
 Bench = tuple[Simple, str, list[str]]  # a client command: where it is, the client, its words from the program on
 
@@ -131,3 +136,19 @@ class Reading:
         found = self.later.get(name) or set_after(self.simples, simple, name)
         if found is not None:
             self.later[name] = found if isinstance(found, str) else found.at(simple.command.post.name)
+
+
+def sourced_before(simple: Simple) -> str:
+    """` (the post sources FILE at line N, which it does not include)` for the files its post sources above
+    `simple`, else empty: a variable the post does not set may be set there, so a refusal naming the variable
+    names the file too."""
+    post = simple.command.post
+    found = []
+    for number, line in enumerate(post.clean[: simple.first_line - 1], start=1):
+        match = _SOURCED.match(line)
+        if match:
+            name = posixpath.basename(match["file"].strip("\"'")) or match["file"]
+            found.append(f"{name} at line {number}")
+    if not found:
+        return ""
+    return f" (the post sources {', '.join(found)}, which it does not include)"
