@@ -1249,8 +1249,11 @@ def _hosts_known(command: ServerCommand, server: Candidate, total: int) -> None:
     value = command.flag(flag)
     if value is None or "$" not in value:
         return
+    # the flag's own word (`--nnodes=$N` or the word after `--nnodes`), not another that holds the same text
+    word = next((w for w in server.simple.words if w.text in (value, f"{flag}={value}")), None)
+    at = f"{server.simple.command.post.name}: line {word.line}, column {word.column}" if word else server.where()
     raise InputError(
-        f"{_word_at(value, server)}: {flag} {value}: the number of hosts is a variable the post does not set"
+        f"{at}: {flag} {value}: the number of hosts is a variable the post does not set"
         f"{sourced_before(server.simple)}, so the GPUs each host runs (of tp x pp x dp = {total}) are unknown; "
         f"write the number of hosts"
     )

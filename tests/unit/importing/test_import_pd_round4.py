@@ -68,6 +68,11 @@ def test_a_host_count_left_to_a_variable_is_refused_at_its_word_not_read_as_one_
     assert "runs on one node" not in message and "left for the node's shell" not in message
 
 
+def test_the_host_count_is_pointed_at_its_own_word_not_one_that_starts_alike() -> None:
+    post = "```bash\npython -m sglang.launch_server --model-path Qwen/Qwen3-8B --api-key $NK --tp 16 --nnodes=$N\n```\n"
+    assert "line 2, column 81: --nnodes $N:" in refusal(post)
+
+
 def test_a_tp32_prefill_over_a_variable_host_count_names_the_variable() -> None:
     name, text = corpus(211)
     with pytest.raises(InputError) as caught:
