@@ -72,6 +72,7 @@ from hgxkit.importing.pd_sides import either_roles, posted_routers, routed_sides
 from hgxkit.importing.platform import ForeignSetup, foreign_in, message, refuse_foreign, shows_nvidia
 from hgxkit.importing.post import PostFile, find_commands, read_post
 from hgxkit.importing.reading import Candidate, Reading, sourced_before
+from hgxkit.importing.slurm import runs_under_slurm
 from hgxkit.importing.substitutions import owner_of, substituted_word
 from hgxkit.importing.typography import normalise
 from hgxkit.importing.variables import Scope
@@ -549,9 +550,7 @@ class _Importer:
     def _ranks(self, servers: list[ServerCommand], where: str) -> list[ServerCommand]:
         """The commands of a server over nodes, one posted for every host with its rank left to each host read as
         rank 0's (noted); not in a Slurm job's script, whose one command every node runs in the same environment."""
-        scheduled = any(s.kind == "slurm" for s in self.simples) or any(
-            _SRUN.match(line) for post in self.posts for line in post.clean
-        )
+        scheduled = any(runs_under_slurm(post) for post in self.posts)
         left = rank_left_to_hosts(servers[0], where) if len(servers) == 1 and not scheduled else None
         if left is None:
             return servers
@@ -1259,7 +1258,6 @@ def _hosts_known(command: ServerCommand, server: Candidate, total: int) -> None:
     )
 
 
-_SRUN = re.compile(r"^\s*srun\b")
 # How a post names the GPUs a server sees: an environment list or docker's device list.
 _DEVICE_LIST = re.compile(r"(?:CUDA|NVIDIA)_VISIBLE_DEVICES=['\"]?([\d,]+)|device=([\d,]+)")
 

@@ -195,6 +195,14 @@ class _Slurm:
 
 SLURM = _Slurm()
 
+_SRUN_LINE = re.compile(r"^\s*srun\b")
+
+
+def runs_under_slurm(post: PostFile) -> bool:
+    """Whether the post is a Slurm script (an `#SBATCH` line or an `srun` command), whose one command every node
+    of the job runs in the same environment."""
+    return any(_DIRECTIVE.match(line) or _SRUN_LINE.match(line) for line in post.clean)
+
 
 def _directive(post: PostFile, number: int, text: str, directives: Directives) -> Simple:
     """One `#SBATCH` line as a report-only simple command: `read …` or `skipped …` (its notes[0])."""
