@@ -27,6 +27,9 @@ MARKER = "/root/hgxkit-e2e-host-marker"
 SERVING = "docker ps -q --filter label=hgxkit.serve | head -1"
 # Every container on the node that sees the host's root through /extra (none may).
 LEAKS = f"for c in $(docker ps -q); do docker exec $c test -e /extra{MARKER} && echo LEAK $c; done; true"
+READY = ".swap-watcher-ready"
+# The simulated Hub's rate limit (`POST /_hubsim/faults`), about 1 MB/s per file
+SLOW_HUB = "curl -sS -X POST -H 'Content-Type: application/json' -d '{\"rate_bps\": 1000000}' http://127.0.0.1:8088/_hubsim/faults"
 CRON_LIST = (
     "find /etc/cron.d -xdev -print0 | sort -z | xargs -0 ls -ld --time-style=+%s; sha256sum /etc/cron.d/* || true"
 )
@@ -77,13 +80,19 @@ def test_a_local_dir_swapped_while_the_sync_runs_gets_nothing_written_through_it
     # appears), then swaps local_dir for a link to /etc/cron.d: after every plan-time check has passed.
     name = Path(MODEL).name
     watch = (
-        f"while [ ! -d /models/{name}/.cache/hgxkit/partial ]; do sleep 0.01; done; "
+        f"touch /models/{READY}; while [ ! -d /models/{name}/.cache/hgxkit/partial ]; do sleep 0.01; done; "
         f"mv /models/{name} /models/moved && ln -s /etc/cron.d /models/{name}"
     )
     node_sh(CLUSTER, f"docker run -d --rm -v /data/models:/models --entrypoint sh {image} -c '{watch}'", check=True)
+    # the watcher is watching before the sync starts, and the file it fetches is half downloaded for seconds
+    node_sh(CLUSTER, f"until [ -e /data/models/{READY} ]; do sleep 0.1; done; rm -f /data/models/{READY}", check=True)
+    node_sh(CLUSTER, SLOW_HUB, check=True)
     node_sh(CLUSTER, f"cd {MODEL} && rm -f $(ls -S | grep safetensors | head -1)", check=True)  # a file to fetch
     before = node_sh(CLUSTER, CRON_LIST)
-    done = run_deploy(CLUSTER, "deploys/model.py", f"recipe={first}", ALLOW)
+    try:
+        done = run_deploy(CLUSTER, "deploys/model.py", f"recipe={first}", ALLOW)
+    finally:
+        node_sh(CLUSTER, SLOW_HUB.replace("1000000", "null"), check=True)
     output = done.stdout + done.stderr
     print(f"\nmodel sync rc {done.returncode}; local_dir is now {node_sh(CLUSTER, f'readlink {MODEL}').strip()!r}")
     assert node_sh(CLUSTER, f"readlink {MODEL}").strip() == "/etc/cron.d"  # the swap happened during the sync
