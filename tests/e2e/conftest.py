@@ -1,15 +1,16 @@
 """Fixtures for end-to-end tests on simulated HGX-H200 nodes (`hgxkit sim`), reached with pyinfra over @ssh.
 
     def test_something(sim_nodes, pyinfra_on):
-        nodes = sim_nodes(2)                       # session-wide cluster "e2e-<suffix>" with node1, node2
+        nodes = sim_nodes(2)                       # cluster "e2e-<suffix>" with node1, node2, for this file
         run = pyinfra_on(nodes)                    # a connected pyinfra State for those nodes
         out = run.shell("nvidia-smi -L")           # {"node1": CommandResult, "node2": ...}
 
 Without a Docker engine these tests skip, except under CI=true where they fail.
 Every cluster a test asks for is named `<base>-<session suffix>` (sim_steps.cluster_name: $HGXKIT_SIM_TEST_SUFFIX,
 else one made per session), recorded in the session's lock file before it starts, and removed (`hgxkit sim
-down`) when the session ends. A session killed before that leaves its lock file: the next session removes the
-clusters it lists (sim_steps.TestSession), never those of a live session, the demo's or anyone else's.
+down`) when the test file that started it is done. A session killed before that leaves its lock file: the next
+session removes the clusters it lists (sim_steps.TestSession), never those of a live session, the demo's or anyone
+else's.
 """
 
 from __future__ import annotations
@@ -56,11 +57,25 @@ def sim_session(request: pytest.FixtureRequest) -> Iterator[TestSession]:
     session.release()
 
 
+_started: dict[tuple[str, int, int, int], list[NodeInfo]] = {}  # (cluster, n, gpus, memory_gib): its nodes
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _down_the_files_clusters() -> Iterator[None]:
+    """The clusters a test file started are removed when the file is done: left up, their idle nodes and
+    stand-ins spend the CPU and memory the session's later files need."""
+    before = set(_started)
+    yield
+    for key in set(_started) - before:
+        simnodes.down(key[0])
+        del _started[key]
+
+
 @pytest.fixture(scope="session")
 def sim_nodes(sim_session: TestSession) -> Iterator[Callable[..., list[NodeInfo]]]:
-    """Factory: `sim_nodes(n, gpus=8, cluster=cluster_name("e2e"), memory_gib=2048)` starts (once per session)
-    n nodes."""
-    started: dict[tuple[str, int, int, int], list[NodeInfo]] = {}
+    """Factory: `sim_nodes(n, gpus=8, cluster=cluster_name("e2e"), memory_gib=2048)` starts n nodes, once per test
+    file."""
+    started = _started
 
     def get(n: int = 2, gpus: int = 8, cluster: str | None = None, memory_gib: int = 2048) -> list[NodeInfo]:
         cluster = cluster or cluster_name("e2e")
