@@ -36,11 +36,13 @@ from hgxkit.importing.variables import Scope
 from hgxkit.importing.workdir import directory_before
 from hgxkit.kinds import DEFAULT_KIND, KINDS, ServerKind, detect_kind, program_of, python_program
 from hgxkit.netaddr import is_loopback
+from hgxkit.recipe.docker_options import canonical
 from hgxkit.recipe.docker_parse import ParsedRun, parse_option_words
 from hgxkit.recipe.network_env import NETWORK_ENV, host_interface_settings
 from hgxkit.recipe.nodes import dp_hosts
 from hgxkit.recipe.server_args import ServerCommand, group_args, is_flag
 from hgxkit.recipe.shellwords import shell_value
+from hgxkit.recipe.spec import parse_volume
 
 
 class BareLaunch:
@@ -81,12 +83,14 @@ def bare_run(
         notes.append(f"{simple.where()}: a bare launch; the image is {kind}'s {image} (give --image REF to choose)")
     scope = Scope.before(reading.simples, simple)
     _refuse_unexported(scope, simple)
+    _refuse_computed_exports(scope, simple)
     environment = {name: d.value for name, d in scope.exported().items()}
     prefix = [f"{name}={value}" for name, value in simple.assignments.items()]
     directory, cd_where = directory_before(reading.simples, simple)
     words = based_files(words, KINDS[kind], directory, cd_where, simple.where(), notes)
+    mounts = _context_mounts(server)
     run, more = docker_run_for(
-        prefix, words, kind=KINDS[kind], image=image, environment=environment, where=simple.where()
+        prefix, words, kind=KINDS[kind], image=image, environment=environment, where=simple.where(), mounts=mounts
     )
     notes += more
     return run, kind
@@ -138,6 +142,25 @@ def _container_image(simple: Simple, notes: list[str]) -> str:
         f"{simple.container.program} image, which a node cannot pull: give --image REF, the registry image it was "
         "built from"
     )
+
+
+def _refuse_computed_exports(scope: Scope, simple: Simple) -> None:
+    """Refuse an exported variable that reaches the launch and is set by a command substitution
+    (`export VLLM_HOST_IP=$(hostname -I | …)`), at the line that sets it: the container's environment would carry
+    the substitution's text, and its value is the host's at run time, which the import does not run."""
+    post = simple.command.post.name
+    for name, definition in scope.exported().items():
+        if not (definition.computed or "$(" in definition.value or "`" in definition.value):
+            continue
+        written = definition.written or definition.value
+        shown = written if len(written) <= 60 else written[:57] + "…"
+        text = simple.command.post.clean[definition.line - 1] if definition.file == post else ""
+        column = f", column {text.find(written) + 1}" if written in text else ""
+        raise InputError(
+            f"{post}: {definition.at(post)}{column}: `{shown}` (the value of {name}, exported, so in the "
+            f"environment of the launch at {simple.where()}) is a command substitution, run by the shell where the "
+            "post runs; the import does not run it: write its value, or drop the export"
+        )
 
 
 # Variables only the server process reads: set without `export` right above a launch, they reach no one.
@@ -217,9 +240,12 @@ def docker_run_for(
     image: str,
     environment: Mapping[str, str],
     where: str,
+    mounts: Sequence[tuple[str, str, str]] = (),
 ) -> tuple[ParsedRun, list[str]]:
     """The `docker run` that runs bare launch `words` (`prefix`: its `VAR=value` words; `environment`: the
-    post's exported variables in scope, by name) in `image`; and a note per translation."""
+    post's exported variables in scope, by name) in `image`; and a note per translation. `mounts`: (host
+    directory, container directory, where) of the bind mounts of the container the launch runs in, through which
+    a path the server reads is the host's."""
     notes: list[str] = []
     program, args = _program(list(words), kind, notes, where)
     options: list[str] = []
@@ -267,9 +293,7 @@ def docker_run_for(
     else:
         args, port = _listen(args, kind, notes, where)
         options += ["-p", f"{port}:{port}"]
-    for path in _input_paths(args, kind):
-        options += ["-v", f"{path}:{path}:ro"]
-        notes.append(f"{where}: {shell_value(path)} is mounted read-only at the same path in the container")
+    options += _input_mounts(args, kind, mounts, where, notes)
     for name, value in env.items():
         if _RELATIVE_FILE.match(shell_value(value)):  # the shell's directory; the container starts elsewhere
             raise InputError(
@@ -363,6 +387,56 @@ def _listen(args: list[str], kind: ServerKind, notes: list[str], where: str) -> 
         port = str(kind.default_port)
         notes.append(f"{where}: no --port, so {kind.title}'s default {port} is published")
     return out, port
+
+
+def _input_mounts(
+    args: list[str], kind: ServerKind, mounts: Sequence[tuple[str, str, str]], where: str, notes: list[str]
+) -> list[str]:
+    """`-v HOST:PATH:ro` for each absolute path the server reads: the same path on the host, or the host's path
+    through the bind mount of the container the launch runs in that holds it; a note each."""
+    options = []
+    for path in _input_paths(args, kind):
+        host, mount = _through(path, mounts)
+        options += ["-v", f"{host}:{path}:ro"]
+        if mount is None:
+            notes.append(f"{where}: {shell_value(path)} is mounted read-only at the same path in the container")
+        else:
+            notes.append(
+                f"{where}: {shell_value(path)} is in the mount {mount} of the container the launch runs in: the "
+                f"host's {host}, mounted read-only at {shell_value(path)}"
+            )
+    return options
+
+
+def _context_mounts(server: Candidate) -> list[tuple[str, str, str]]:
+    """(host directory, container directory, `-v` as written with where) of each bind mount of the interactive
+    container a launch runs in (a named volume has no host path, and is left out)."""
+    if server.context is None:
+        return []
+    found = []
+    for entry in server.context.run.entries:
+        for use in entry.uses:
+            value = use.value or ""
+            if canonical(use.option.name) != "--volume" or not value.startswith("/"):
+                continue
+            mount = parse_volume(value)
+            found.append((mount.source, mount.target, f"-v {value} ({server.context.simple.where()})"))
+    return found
+
+
+def _through(path: str, mounts: Sequence[tuple[str, str, str]]) -> tuple[str, str | None]:
+    """(the host path of container path `path` through the deepest bind mount holding it, the mount as written),
+    or (`path`, None) where no mount holds it.
+
+    Example:
+        >>> _through("/mnt/models/m", [("/ssd1/models", "/mnt/models", "-v /ssd1/models:/mnt/models")])
+        ('/ssd1/models/m', '-v /ssd1/models:/mnt/models')
+    """
+    holding = [m for m in mounts if path == m[1] or path.startswith(m[1].rstrip("/") + "/")]
+    if not holding:
+        return path, None
+    source, target, written = max(holding, key=lambda m: len(m[1]))
+    return posixpath.normpath(source + path[len(target.rstrip("/")) :]), written
 
 
 def _input_paths(args: list[str], kind: ServerKind) -> list[str]:

@@ -45,10 +45,11 @@ def as_shell(name: str, text: str) -> tuple[str, list[tuple[int, str]]]:
     command = next((i for i in reversed(instructions) if i[1] == "CMD"), None)
     for first, keyword, _, _ in instructions:
         if keyword in _BUILDS or (keyword == "FROM" and len(froms) > 1):
+            base = _base(instructions)
             raise InputError(
-                f"{name}:{first}: the Dockerfile changes its base image ({keyword}), so what runs is an image it "
-                "builds, which a node cannot pull: build and push it, then give --image REF with the `docker run` "
-                "that starts it"
+                f"{name}:{first}: the Dockerfile changes its base image ({keyword}), {base}, so what runs is an "
+                "image it builds, which a node cannot pull: build and push it, then give --image REF with the "
+                "`docker run` that starts it"
             )
     if entrypoint is None:
         where = command[0] if command else froms[0][0]
@@ -69,6 +70,10 @@ def as_shell(name: str, text: str) -> tuple[str, list[tuple[int, str]]]:
                 launch += " " + str(_exec(command[3]))  # CMD's words are the exec-form entrypoint's arguments
             if launch is None:  # the shell form: its lines as written, past the keyword
                 lines[first - 1] = re.sub(r"^\s*ENTRYPOINT\s+", "", lines[first - 1], flags=re.IGNORECASE)
+                for number in range(first + 1, last + 1):
+                    if lines[number - 1].lstrip().startswith("#"):  # Docker drops it; the instruction goes on
+                        lines[number - 1] = lines[number - 1][: -len(lines[number - 1].lstrip())] + "\\"
+                        notes.append((number, "a comment line inside ENTRYPOINT, dropped as Docker drops it"))
             else:
                 lines[first - 1 : last] = [launch] + [""] * (last - first)
             notes.append((first, "ENTRYPOINT read as the launch (the FROM image runs it; nothing else is built)"))
@@ -90,14 +95,29 @@ def _instructions(text: str) -> list[tuple[int, str, int, str]] | None:
             continue
         match = _INSTRUCTION.match(line)
         keyword = match.group(1).upper() if match else ""
-        if keyword not in _KEPT | _BUILDS or (not found and keyword != "FROM"):
+        if keyword not in _KEPT | _BUILDS or (not found and keyword not in ("FROM", "ARG")):
             return None
         first = index
         while lines[index - 1].rstrip().endswith("\\") and index < len(lines):
             index += 1
+            while index < len(lines) and lines[index - 1].lstrip().startswith("#"):
+                index += 1  # Docker drops a comment line inside an instruction; the instruction goes on
         value = (match.group(2) or "") if match else ""
-        found.append((first, keyword, index, value if index == first else "\n".join([value, *lines[first:index]])))
-    return found or None
+        rest = [line for line in lines[first:index] if not line.lstrip().startswith("#")]
+        found.append((first, keyword, index, value if index == first else "\n".join([value, *rest])))
+    return found if any(i[1] == "FROM" for i in found) else None
+
+
+def _base(instructions: list[tuple[int, str, int, str]]) -> str:
+    """The first FROM image, its `${NAME}`s given the defaults of the ARGs before it."""
+    defaults: dict[str, str] = {}
+    for _, keyword, _, value in instructions:
+        if keyword == "ARG" and "=" in value:
+            name, _, default = value.strip().partition("=")
+            defaults[name] = default.strip('"')
+        elif keyword == "FROM":
+            return re.sub(r"\$\{(\w+)\}|\$(\w+)", lambda m: defaults.get(m[1] or m[2], m[0]), value.split()[0])
+    return ""
 
 
 def _exec(value: str) -> str | None:

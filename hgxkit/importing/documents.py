@@ -229,6 +229,7 @@ def read_documents(
     `--image`, which a document that names no container (a SkyPilot task on the VM) runs in."""
     claimed: dict[int, list[Document]] = {}  # format index -> its documents, in the post's order
     blanked: set[int] = set()
+    _refuse_flattened(post)
     for region in yaml_regions(post):
         try:
             documents = load_documents(post, region)
@@ -257,6 +258,29 @@ def read_documents(
     post = replace(post, clean=clean)
     simples = [replace(s, command=replace(s.command, post=post)) for s in simples]
     return post, simples
+
+
+# A compose file's keys written at column 0: `services:`, a service's name, then its own keys (the page's copy
+# dropped every indent, so YAML reads them as empty top-level keys and no format claims the file).
+_SERVICES = re.compile(r"^services:[ \t]*$")
+_SERVICE_KEYS = re.compile(r"^(?:image|build|command|entrypoint|deploy|ports|volumes|environment|runtime):")
+
+
+def _refuse_flattened(post: PostFile) -> None:
+    """Refuse a compose file whose indentation the copy lost, at its `services:` line: read as YAML its service is
+    an empty key and its command another, so nothing would serve and the post would read as having no command."""
+    lines = post.lines
+    for index, line in enumerate(lines):
+        if not _SERVICES.match(line):
+            continue
+        following = [text for text in lines[index + 1 : index + 12] if text.strip()]
+        flat = [text for text in following if _SERVICE_KEYS.match(text)]
+        if following and re.match(r"^[A-Za-z_][\w.-]*:[ \t]*$", following[0]) and len(flat) >= 2:
+            raise InputError(
+                f"{post.name}: line {index + 1}, column 1: `services:` has nothing indented under it: the next line, "
+                f"`{following[0].strip()}`, and the service's keys ({', '.join(t.split(':')[0] for t in flat[:3])}) "
+                "are all at column 0, so the compose file lost its indentation in this copy; give it as published"
+            )
 
 
 def document_simple(

@@ -912,14 +912,52 @@ def _head_moved(first: Recipe, other: Recipe, difference: Difference) -> tuple[s
 
 
 def _differ(built: list, first: tuple, other: tuple, differences: list[Difference]) -> InputError:
+    setups = _rank_setups(built)
+    if len(setups) < len(built) and len(setups) > 1:  # the ranks of one server are one choice, not a difference
+        first, other = setups[0][0], setups[1][0]
+        # the posted flags first: a server over hosts differs from a one-node one in options its translation adds
+        differences = sorted(diff_recipes(first[1], other[1]), key=lambda d: d.area != "server")
     a, b = _at(first[0], first[0]), _at(other[0], first[0])
     shown = "; ".join(f"{d.area} {d.key}: {d.a} ({a}) vs {d.b} ({b})" for d in differences[:2])
     more = f" and {len(differences) - 2} more" if len(differences) > 2 else ""
-    listed = ", ".join(f"{s.number}: {_at(s, first[0])}" for s, _, _ in built)
+    listed = ", ".join(_choice(setup, first[0]) for setup in setups)
+    counted = f" ({len(setups)} setups)" if len(setups) < len(built) else ""
     return InputError(
-        f"{first[0].where()}: {len(built)} serving commands that are not one setup: they differ in {shown}{more}; "
-        f"import one with --pick N ({listed})"
+        f"{first[0].where()}: {len(built)} serving commands{counted} that are not one setup: they differ in "
+        f"{shown}{more}; import one with --pick N ({listed})"
     )
+
+
+def _rank_setups(built: list[Built]) -> list[list[Built]]:
+    """The commands grouped by setup: a command that differs from an earlier server over hosts only in what its
+    ranks may differ in (rank flags, the head's or its own address) is that server's next rank."""
+    setups: list[list[Built]] = []
+    servers: list[list[Built]] = []  # the setups that are servers over hosts, which may have more ranks
+    for command in built:
+        for setup in servers:
+            head = setup[0][1]
+            if rank_of(head.server) == rank_of(command[1].server):
+                continue
+            ranks = {("docker", "--name"), *(("server", f) for f in rank_flags(head.server))}
+            found = diff_recipes(head, command[1])
+            if all((d.area, d.key) in ranks or _head_moved(head, command[1], d) or _own_address(d) for d in found):
+                setup.append(command)
+                break
+        else:
+            setups.append([command])
+            if spans_nodes(command[1].server):
+                servers.append(setups[-1])
+    return setups
+
+
+def _choice(setup: list[Built], near: Candidate) -> str:
+    """One setup in a --pick list: a command's number and line, or the ranks of one server over hosts (any of
+    their numbers picks the server)."""
+    if len(setup) == 1:
+        return f"{setup[0][0].number}: {_at(setup[0][0], near)}"
+    numbers = " or ".join(str(c.number) for c, _, _ in setup)
+    lines = ", ".join(_at(c, near) for c, _, _ in setup)
+    return f"{numbers}: {lines}, the ranks of one server over {len(setup)} hosts"
 
 
 def _at(server: Candidate, near: Candidate) -> str:

@@ -87,7 +87,7 @@ def foreign_in(text: str) -> Foreign | None:
     if not found:
         return None
     _, title, shown = min(found)
-    return Foreign(title, shown.strip("\"'`;,"))
+    return Foreign(title, shown.partition("(")[0].strip("\"'`;,"))  # an image glued to prose: `img:tag(mirror`
 
 
 def shows_nvidia(lines: Sequence[str]) -> bool:

@@ -200,6 +200,11 @@ def env_options(texts: Sequence[str], index: int) -> EnvOptions | None:
     return EnvOptions(tuple(names), directory, at) if found and at < len(texts) else None
 
 
+# Words after a program that are a label, not arguments: no option among them, and the last a word with a colon
+# (a page's bullets run together: `Entry command:` / `vllm serve - Execution command template:`).
+_LABEL_AFTER = re.compile(r"^(?:(?:[^-\s]\S*|-)\s+){2,}[A-Za-z]+:$")
+
+
 def is_command_start(text: str) -> bool:
     """True when `text` begins like a command people post (see `PROGRAMS`)."""
     words = text.split()
@@ -221,6 +226,8 @@ def is_command_start(text: str) -> bool:
     program = words[index]
     if program in _CLAUSES and not _CLAUSE_SYNTAX.search(" ".join(words[index + 1 :])):
         return False  # "while I tried …", "if you want …": prose that starts with a shell keyword
+    if _LABEL_AFTER.match(" ".join(words[index + 1 :])):
+        return False  # "vllm serve - Execution command template:": a bullet's label after a program's name
     return (
         program in PROGRAMS
         or program.rsplit("/", 1)[-1] in kind_programs()  # `$VENV/bin/vllm`: a virtualenv's launcher

@@ -82,7 +82,9 @@ _WAIT = re.compile(r"^(?:sleep\s+(?:\d+[smhd]?|infinity)|ray\s+status)$")
 # each host's own address, which Ray finds itself on the host network (see vllm_multinode)
 _PER_HOST = re.compile(r"^(?:export\s+)?(VLLM_HOST_IP|RAY_NODE_IP_ADDRESS)(?:=.*)?$")
 # the VM's environment, which a task without a container sets up for its server: the image has its own
-_VM_ENVIRONMENT = re.compile(r"^(?:conda\s+activate\s+\S+|source\s+\S*activate(?:\s+\S+)?|(?:export\s+)?PATH=\S*)$")
+_VM_ENVIRONMENT = re.compile(
+    r"^(?:conda\s+deactivate|conda\s+activate\s+\S+|source\s+\S*activate(?:\s+\S+)?|(?:export\s+)?PATH=\S*)$"
+)
 _INSTALL = re.compile(r"\b(?:pip3?|uv\s+pip|apt(?:-get)?|conda|mamba)\s+(?:install|create)\b")
 _PERMISSIONS = re.compile(r"^(?:sudo\s+)?chmod\s+\S+(?:\s+-R)?\s+\S+$")
 _RANK_TEST = re.compile(r"^if \[\[? \"?\$\{?SKYPILOT_NODE_RANK\}?\"? (?:=|==|-eq) \"?0\"? \]\]?; then$")
@@ -210,9 +212,6 @@ class _Task:
 
     def run_words(self) -> list[WordAt]:
         data = self.data
-        for key, why in _REFUSED.items():
-            if key in data:
-                raise InputError(f"{self.where(key)}: {key}: {why}")
         for target, source in _pairs(data.get("file_mounts")):
             text = source.get("source", "") if isinstance(source, dict) else str(source)
             if "://" in str(text):
@@ -226,6 +225,7 @@ class _Task:
         image = self._image(resources)
         line = self.at("resources")
         command, gpus = self._run()
+        self._workdir([t for t, _ in command])
         top = self.document.first  # the task's head (its name, the export's comments) is the command's
         words: list[WordAt] = [("docker", top), ("run", top)]
         words += [("--gpus", line), (gpus or self._gpus(resources), line)]
@@ -268,6 +268,23 @@ class _Task:
         if [t for t, _ in tail] != after:  # a `sh -c 'LAUNCH'` read as its launch: the words are new
             tail = [(w, self.at("run")) for w in after]
         return words + tail
+
+    def _workdir(self, launch: list[str]) -> None:
+        """Refuse the keys a recipe cannot carry (`workdir`: a local directory synced to the node) where the server
+        reads from it: a relative path in its launch (the run script runs in the workdir); one the server does not
+        read, for the script's other commands, is noted and left out."""
+        for key, why in _REFUSED.items():
+            if key not in self.data:
+                continue
+            relative = [w for w in launch if re.search(r"(?:^|=)\.\.?/", w)]
+            if relative or key != "workdir":
+                raise InputError(
+                    f"{self.where(key)}: {key}: {why}" + (f" (the server reads {relative[0]})" * bool(relative))
+                )
+            self.notes.append(
+                f"{self.where(key)}: workdir: {self.data[key]} (synced to the node, where the run script runs) is left "
+                "out: the server's command reads no relative path, so only the script's other commands use it"
+            )
 
     def _image(self, resources: dict) -> str:
         """The container the server runs in: `image_id: docker:IMAGE`, else the one --image names (the task runs on
