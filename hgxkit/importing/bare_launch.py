@@ -197,7 +197,7 @@ def pulled_image(pulled: Sequence[tuple[str, str, str]], kind: str, where: str, 
     hardware set aside); None when it pulls none of that kind; a refusal naming them when that does not decide."""
     images = list(dict.fromkeys(p for p in pulled if _image_kind(p[0]) == kind))
     if not images:
-        return None
+        return _unknown_pull_above(pulled, kind, where, notes)
     if len(images) > 1:
         label = {p: f"{p[0].rsplit(':', 1)[-1] if ':' in p[0] else ''} {p[2]}" for p in images}
         hopper = [p for p in images if _HOPPER.search(label[p])]
@@ -217,6 +217,32 @@ def pulled_image(pulled: Sequence[tuple[str, str, str]], kind: str, where: str, 
     image, at, _ = images[0]
     notes.append(f"{where}: a bare launch; the image is {image}, the one the post pulls ({at})")
     return image
+
+
+def _unknown_pull_above(pulled: Sequence[tuple[str, str, str]], kind: str, where: str, notes: list[str]) -> str | None:
+    """Where the post pulls no image hgxkit knows for `kind`: the last pull above the launch (in its file) of an
+    image whose server hgxkit cannot tell, a model's own build of the engine that the launch names; None when
+    there is none. A pull below the launch belongs to what the post shows next, so it is never taken."""
+    file, _, line = where.rpartition(":")
+    above = [p for p in pulled if _image_kind(p[0]) is None and _at(p[1]) < (file, _line(line))]
+    if not above:
+        return None
+    image, at, _ = above[-1]
+    notes.append(
+        f"{where}: a bare launch; the image is {image}, the one the post pulls above it ({at}), taken to run "
+        f"{kind} as the launch says (hgxkit does not know that image's server; give --image REF to choose another)"
+    )
+    return image
+
+
+def _at(where: str) -> tuple[str, int]:
+    file, _, line = where.rpartition(":")
+    return file, _line(line)
+
+
+def _line(text: str) -> int:
+    first = text.split("-", 1)[0]
+    return int(first) if first.isdigit() else 0
 
 
 def _image_kind(image: str) -> str | None:

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field, replace
 
 from hgxkit.errors import InputError
 from hgxkit.importing.bench_clients import client_of
-from hgxkit.importing.post import ASSIGNMENT_RE, MAX_COMMANDS, Command, EnvOptions, env_options
+from hgxkit.importing.post import ASSIGNMENT_RE, MAX_COMMANDS, Command, EnvOptions, env_options, uv_run_end
 from hgxkit.importing.provenance import Exported
 from hgxkit.kinds import KINDS, UNSUPPORTED, UnsupportedKind, image_file_kind, image_matches, python_program
 from hgxkit.recipe.shellwords import Word
@@ -319,6 +319,12 @@ def _prefix(words: list[Word], name: str) -> tuple[list[Word], list[Word], list[
         elif ASSIGNMENT_RE.match(text) and not words[index].is_operator:
             prefix.append(words[index])
             index += 1
+        elif (end := uv_run_end([w.text for w in words], index)) > index:
+            notes.append(
+                f"{name}:{words[index].line}: `{' '.join(w.text for w in words[index:end])}` dropped (uv runs the "
+                "command in the project's environment; the container runs the image's)"
+            )
+            index = end
         else:
             break
     if index == len(words) or (prefix and words[index].is_operator and words[index].text in ("$(", "`")):

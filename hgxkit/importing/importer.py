@@ -217,6 +217,9 @@ class _Importer:
             self._consider(simple)
         chosen = self._choose()
         recipe, where = self._build(chosen)
+        cut = next((c.simple.command.cut for c, _, _ in chosen if c.simple.command.cut), None)
+        if cut is not None:
+            raise InputError(cut)
         _host_relative_mounts(recipe, chosen[0][0])
         _engine_refuses(recipe, chosen[0][0], self.notes)
         recipe = self._benchmarks(recipe, chosen)
@@ -915,8 +918,9 @@ def _differ(built: list, first: tuple, other: tuple, differences: list[Differenc
     setups = _rank_setups(built)
     if len(setups) < len(built) and len(setups) > 1:  # the ranks of one server are one choice, not a difference
         first, other = setups[0][0], setups[1][0]
-        # the posted flags first: a server over hosts differs from a one-node one in options its translation adds
-        differences = sorted(diff_recipes(first[1], other[1]), key=lambda d: d.area != "server")
+        differences = diff_recipes(first[1], other[1])
+    # the posted flags first: a server over hosts differs from a one-node one in options its translation adds
+    differences = sorted(differences, key=lambda d: d.area != "server")
     a, b = _at(first[0], first[0]), _at(other[0], first[0])
     shown = "; ".join(f"{d.area} {d.key}: {d.a} ({a}) vs {d.b} ({b})" for d in differences[:2])
     more = f" and {len(differences) - 2} more" if len(differences) > 2 else ""
@@ -1028,7 +1032,8 @@ def _unended(simple: Simple) -> None:
     command ended without a backslash: a shell would run that line apart (or fail on it), and the import would
     keep the command without it. Not guessed: the poster rejoins the lines."""
     command = simple.command
-    if command.unended is None or simple.kind not in _TAKEN_KINDS:
+    exported = [w.text for w in command.words[:1]] == ["export"]  # its variables reach the launch after it
+    if command.unended is None or (simple.kind not in _TAKEN_KINDS and not exported):
         return
     line, column, word = command.unended
     _named_apart(command.post, command.first, line)

@@ -521,6 +521,11 @@ class _Pod:
                     f"{self.where(at)}: {name} is {what} ({path}), which the command reads as its rank: "
                     "hgxkit gives each host its rank"
                 )
+            elif _identity(source) and not self._spans_pods() and not _reads(container, name):
+                self.notes.append(
+                    f"{self.where(at)}: env {name} (the pod's {source['fieldRef'].get('fieldPath')}) left out: the "
+                    f"container's command never reads ${name}, and a docker host has no pod to describe"
+                )
             else:
                 what = ", ".join(k for k in source if k not in (LINE, LINES)) or "valueFrom"
                 raise InputError(
@@ -670,6 +675,19 @@ def _launches(container: dict) -> bool:
 def _is_engine_image(container: dict) -> bool:
     image = str(container.get("image") or "")
     return any(image_matches(image, k.images) for k in (*KINDS.values(), *UNSUPPORTED))
+
+
+def _identity(source: dict) -> bool:
+    """Whether an env value is the pod's name, namespace, labels or node (not an address, which a server may use
+    to reach its peers whether or not its command names the variable)."""
+    path = (source.get("fieldRef") or {}).get("fieldPath", "")
+    return path.startswith("metadata.") or path in ("spec.nodeName", "spec.serviceAccountName")
+
+
+def _reads(container: dict, name: str) -> bool:
+    """Whether the container's command or args name variable `name` (`$NAME`, `${NAME}`, Kubernetes' `$(NAME)`)."""
+    text = " ".join(str(w) for w in [*(container.get("command") or []), *(container.get("args") or [])])
+    return re.search(rf"\$(?:{name}\b|\{{{name}\}}|\({name}\))", text) is not None
 
 
 def _pod_index(item: dict) -> bool:

@@ -151,6 +151,8 @@ class Command:
     notes: tuple[str, ...] = field(default=())
     # (line, column, text) of the line right after it that reads as its continuation (see `_unended`)
     unended: tuple[int, int, str] | None = None
+    # the refusal to give if it is taken: its last line continues past the end of the post (a copy cut inside it)
+    cut: str | None = None
 
     def where(self) -> str:
         span = f"{self.first}" if self.first == self.last else f"{self.first}-{self.last}"
@@ -205,6 +207,18 @@ def env_options(texts: Sequence[str], index: int) -> EnvOptions | None:
 _LABEL_AFTER = re.compile(r"^(?:(?:[^-\s]\S*|-)\s+){2,}[A-Za-z]+:$")
 
 
+def uv_run_end(words: Sequence[str], index: int) -> int:
+    """Past `uv run` and its `--switch`/`--opt=value` words at `index` (uv runs the command in the project's
+    environment), where a program follows; else `index`."""
+    if words[index : index + 2] != ["uv", "run"]:
+        return index
+    end = index + 2
+    while end < len(words) and words[end].startswith("--") and words[end] != "--":
+        end += 1
+    end += end < len(words) and words[end] == "--"
+    return end if end < len(words) else index
+
+
 def is_command_start(text: str) -> bool:
     """True when `text` begins like a command people post (see `PROGRAMS`)."""
     words = text.split()
@@ -221,6 +235,7 @@ def is_command_start(text: str) -> bool:
     ):
         given = env_options(words, index) if words[index] == "env" else None
         index = given.end if given else index + 1
+    index = uv_run_end(words, index)
     if index == len(words):  # `model=org/name` on its own line, or `nohup env \` before the rest of a command
         return index > 0 and (ASSIGNMENT_RE.match(words[0]) is not None or continued)
     program = words[index]
@@ -427,6 +442,7 @@ def _gather(post: PostFile, start: int) -> tuple[Command, int]:
     parts: list[str] = []
     notes: list[str] = []
     quote: str | None = None
+    cut = None
     index = start
     while index < len(clean) and index - start < MAX_COMMAND_LINES:
         line = clean[index]
@@ -448,6 +464,12 @@ def _gather(post: PostFile, start: int) -> tuple[Command, int]:
             continue
         if not continued:
             break
+        if not any(raw.strip() for raw in post.lines[index:]):
+            cut = (
+                f"{post.name}: line {index}, column {len(line.rstrip())}: the command's last line ends with a "
+                "backslash and the post ends there, "
+                "so the copy stops inside the command (what follows the backslash is not in it); give the whole command"
+            )
         if not following.strip() and index + 1 < len(clean) and clean[index + 1][:1] in (" ", "\t", "-"):
             notes.append(
                 f"{post.name}:{index + 1}: a blank line inside the continued command; a shell would end the command "
@@ -466,7 +488,7 @@ def _gather(post: PostFile, start: int) -> tuple[Command, int]:
         error = None
     except InputError as err:
         words, error = (), err
-    return Command(post, start + 1, start + len(parts), words, error, tuple(notes)), index
+    return Command(post, start + 1, start + len(parts), words, error, tuple(notes), cut=cut), index
 
 
 def _unended(post: PostFile, command: Command, index: int) -> tuple[int, int, str] | None:
@@ -491,9 +513,29 @@ def _unended(post: PostFile, command: Command, index: int) -> tuple[int, int, st
     flag = re.match(r"--?[A-Za-z]", body) is not None
     # one word alone on its line, continued (an image, a value): an argument, not a program of its own
     continued = not is_command_start(body) and _scan_line(body, None)[1] and len(body[:-1].split()) == 1
-    if not (flag or deeper or continued or _wrapped(last, text)):
+    if not (flag or deeper or continued or _wrapped(last, text) or _export_tail(post, command, index)):
         return None
     return index + 1, len(text) - len(text.lstrip()) + 1, body.split()[0]
+
+
+def _export_tail(post: PostFile, command: Command, index: int) -> bool:
+    """Whether the lines from `index` read as more names of the `export` that `command` is: `NAME=value` words
+    only, continued by backslashes to a line that runs no program (a comment, a blank line, more assignments).
+    Apart from the export they are the shell's variables alone, which no launch after them gets."""
+    words = [w.text for w in command.words]
+    if words[:1] != ["export"] or not all(ASSIGNMENT_RE.match(w) for w in words[1:]):
+        return False
+    while index < len(post.clean):
+        line = post.clean[index].strip()
+        body = line[:-1].split() if line.endswith("\\") else line.split()
+        if not line or line.startswith("#"):
+            return True
+        if not all(ASSIGNMENT_RE.match(w) for w in body):
+            return False
+        if not line.endswith("\\"):
+            return True
+        index += 1
+    return True
 
 
 _TERMINAL_WIDTH = 80  # a terminal wraps a line at its width, and none is narrower than this

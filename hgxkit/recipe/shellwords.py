@@ -169,6 +169,15 @@ def split_words(text: str, *, source: str = "<input>", first_line: int = 1, defa
         if char == "'":
             _read_single_quoted(scanner, word.buffer, source)
             word.quoted = True
+        elif char == "$" and scanner.peek(1) in ("'", '"'):
+            # bash's `$'…'` (backslash escapes decoded) and `$"…"` (a translated string, read as "…"): the `$`
+            # belongs to the quoting, never to the value
+            scanner.take()
+            if scanner.peek() == "'":
+                _read_ansi_c_quoted(scanner, word.buffer, source)
+            else:
+                _read_double_quoted(scanner, word.buffer, source)
+            word.quoted = True
         elif char == '"':
             _read_double_quoted(scanner, word.buffer, source)
             word.quoted = True
@@ -256,6 +265,34 @@ def _read_single_quoted(scanner: _Scanner, buffer: list[str], source: str) -> No
         char = scanner.take()
         if char == "'":
             return
+        buffer.append(LITERAL_DOLLAR if char == "$" else char)
+
+
+_ANSI_C_ESCAPES = {"a": "\a", "b": "\b", "e": "\x1b", "E": "\x1b", "f": "\f", "n": "\n", "r": "\r", "t": "\t"}
+_ANSI_C_ESCAPES |= {"v": "\v", "\\": "\\", "'": "'", '"': '"', "?": "?"}
+_ANSI_C_CODE = re.compile(r"x[0-9A-Fa-f]{1,2}|u[0-9A-Fa-f]{1,4}|U[0-9A-Fa-f]{1,8}|[0-7]{1,3}")
+
+
+def _read_ansi_c_quoted(scanner: _Scanner, buffer: list[str], source: str) -> None:
+    """`$'…'` after its `$`: the text up to the closing quote, with bash's backslash escapes decoded (`\\n`,
+    `\\'`, `\\xHH`, octal …); an escape bash does not know keeps its backslash, as bash does."""
+    opened = _opening(scanner, source, "single")
+    while True:
+        if scanner.at_end():
+            raise opened
+        _refuse_substitution(scanner, source)
+        char = scanner.take()
+        if char == "'":
+            return
+        if char == "\\" and not scanner.at_end():
+            code = _ANSI_C_CODE.match(scanner.text, scanner.pos)
+            if scanner.peek() in _ANSI_C_ESCAPES:
+                char = _ANSI_C_ESCAPES[scanner.take()]
+            elif code is not None:
+                for _ in code.group():
+                    scanner.take()
+                digits = code.group()
+                char = chr(int(digits, 8) if digits[0].isdigit() else int(digits[1:], 16))
         buffer.append(LITERAL_DOLLAR if char == "$" else char)
 
 

@@ -42,11 +42,13 @@ def _posted(number: str) -> tuple[str, Recipe | None]:
     return text, _recipe(entry["file"], text, PICKS.get(number))
 
 
-# Every continuation backslash of the corpus: (post, offset of the backslash).
+# Every continuation backslash of the corpus that continues a command onto a line: (post, offset of the
+# backslash). One with only blank lines after it continues nothing the post holds (its copy was cut there, which
+# the import refuses), so deleting it loses no line.
 SITES = [
     (number, m.start())
     for number in sorted(ENTRIES)
-    for m in re.finditer(r"\\[ \t]*\n", (POSTS / ENTRIES[number]["file"]).read_text())
+    for m in re.finditer(r"\\[ \t]*\n(?=\s*\S)", (POSTS / ENTRIES[number]["file"]).read_text())
 ]
 
 

@@ -98,7 +98,11 @@ PROMPTS = {
     "185": r"^command：`|`$",  # inline code after a full-width colon
     "202": r"^root@srv-ia-010:/var/tmp# ",
     "203": r"`",  # inline code, closed on the next line
+    "228": r"^uv run ",  # uv runs the launch in the project's environment (a note of the import)
+    "230": r"`",  # inline code
 }
+# bash's `$'…'` quoting, which sh (dash) does not read; 225's holds no backslash escape, so it is '…' for sh.
+ANSI_C = {"225"}
 # 048 lost its line breaks: `a \ b` is one argument " b" for a shell; the import reads each `\ ` as a line
 # continuation (a note says so), and so does this test.
 COLLAPSED = {"048"}
@@ -115,6 +119,7 @@ VARIABLES = {
     "101": {"WORK": "/scratch/me", "HF_HOME": "/scratch/me/hf"},  # HF_HOME=$WORK/hf, expanded as it is set
     "102": {"HEAD_IP": "192.168.114.10"},
     "205": {"model_id": "Qwen/Qwen3-Coder-30B-A3B-Instruct"},
+    "228": {"MODEL": "Qwen/Qwen3-0.6B"},  # the export of line 1
     "153": {  # TP=$(nvidia-smi --list-gpus | wc -l) is the job's #SBATCH --gres=gpu:h100:2 (a note of the import)
         "TP": "2",
         "MODEL_PATH": "openai/gpt-oss-120b",
@@ -168,6 +173,8 @@ def posted_command(number: str, span: tuple[int, int]) -> str:
     if number in PROMPTS:
         lines = [re.sub(PROMPTS[number], "", line) for line in lines]
     text = "\n".join(lines)
+    if number in ANSI_C:
+        text = text.replace("$'", "'")
     if number in COLLAPSED:
         text = text.replace(" \\ ", " ")
     if number in DOUBLE_SPACED:
