@@ -34,7 +34,7 @@ from hgxkit.importing.pd_join import side_flags
 from hgxkit.importing.reading import Candidate, Reading
 from hgxkit.importing.variables import Scope
 from hgxkit.importing.workdir import directory_before
-from hgxkit.kinds import DEFAULT_KIND, KINDS, ServerKind, detect_kind, program_of, python_program
+from hgxkit.kinds import DEFAULT_KIND, KINDS, ServerKind, detect_kind, image_names_kind, program_of, python_program
 from hgxkit.netaddr import is_loopback
 from hgxkit.recipe.docker_options import canonical
 from hgxkit.recipe.docker_parse import ParsedRun, parse_option_words
@@ -221,10 +221,15 @@ def pulled_image(pulled: Sequence[tuple[str, str, str]], kind: str, where: str, 
 
 def _unknown_pull_above(pulled: Sequence[tuple[str, str, str]], kind: str, where: str, notes: list[str]) -> str | None:
     """Where the post pulls no image hgxkit knows for `kind`: the last pull above the launch (in its file) of an
-    image whose server hgxkit cannot tell, a model's own build of the engine that the launch names; None when
-    there is none. A pull below the launch belongs to what the post shows next, so it is never taken."""
+    image whose server hgxkit cannot tell but whose name holds the engine's (a model's own build of it); None when
+    there is none. A pull below the launch belongs to what the post shows next, so it is never taken; nor is an
+    image named for something else (a web UI, a database), which does not run the launch."""
     file, _, line = where.rpartition(":")
-    above = [p for p in pulled if _image_kind(p[0]) is None and _at(p[1]) < (file, _line(line))]
+    above = [
+        p
+        for p in pulled
+        if _image_kind(p[0]) is None and image_names_kind(p[0], kind) and _at(p[1]) < (file, _line(line))
+    ]
     if not above:
         return None
     image, at, _ = above[-1]

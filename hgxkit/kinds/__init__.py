@@ -254,6 +254,13 @@ def image_file_kind(path: str) -> ServerKind | None:
     return None
 
 
+def image_names_kind(image: str, kind: str) -> bool:
+    """Whether an image's repository name holds kind `kind`'s name as one of its parts (`jdopensource/joyai-llm-vllm`
+    for vllm): a build of that engine that hgxkit does not know by its name, not any image a post happens to pull."""
+    name = repository(image).rsplit("/", 1)[-1].lower()
+    return kind in re.split(r"[-_.]", name)
+
+
 def detect_kind(image: str | None, program: Sequence[str], explicit: str | None = None) -> ServerKind:
     """The kind of a server from the recipe's `server.kind`, else its program, else its image.
 

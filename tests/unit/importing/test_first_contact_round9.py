@@ -53,6 +53,11 @@ def test_a_pull_below_the_launch_is_never_its_image() -> None:
     assert _import(post).recipe.image.reference == "vllm/vllm-openai:latest"
 
 
+def test_an_unknown_image_named_for_something_else_is_not_the_launchs() -> None:
+    post = "docker pull ghcr.io/open-webui/open-webui:main\nvllm serve org/m --port 8000\n"
+    assert _import(post).recipe.image.reference == "vllm/vllm-openai:latest"
+
+
 def test_a_known_pull_still_wins_over_an_unknown_one() -> None:
     post = "docker pull vllm/vllm-openai:v0.9.0\ndocker pull someorg/other:v1\nvllm serve org/m\n"
     assert _import(post).recipe.image.reference == "vllm/vllm-openai:v0.9.0"
