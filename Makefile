@@ -86,7 +86,7 @@ test-stressed: host-test venv
 	echo "test-stressed: exit $$rc in $$(( $$(date +%s) - start )) s under stress-ng $(STRESS) on $$(nproc) CPUs; load average (1, 5, 15 min) at the end: $$load"; \
 	exit $$rc
 
-## bench: the end-to-end checks too slow for `make test` (a 1 GB image pulled through a shaped link, ~4 min; a
+## bench: the end-to-end checks too slow for `make test` (a 1 GB image pulled through a shaped link, ~4 min: CI pulls 0.3 GB; a
 ## published two-node Slurm script served by hgxkit, then its export run by a real Slurm on two nodes, ~6 min)
 bench: venv host-test
 	HGXKIT_BENCH=1 $(BIN)/python -m pytest tests/e2e/test_pull_progress.py tests/e2e/test_slurm.py
