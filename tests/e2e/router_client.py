@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import shlex
 import subprocess
-import sys
 import threading
-from pathlib import Path
+
+from sim_steps import ssh_to
 
 # A client on the node asking the router at the port its first argument names, one request at a time: SGLang's
 # /generate, each with its own rid (the stand-ins record it), or, given a model name, OpenAI's /v1/completions.
@@ -49,10 +49,8 @@ class RouterClient:
     """CLIENT running on the node over SSH; its answers as they come, in order: (rid, status, seconds)."""
 
     def __init__(self, cluster: str, port: int, node: str = "node1", model: str = "") -> None:
-        argv = [sys.executable, "-m", "hgxkit", "sim", "ssh", node, "--cluster", cluster, "--"]
-        argv.append(f"python3 -u -c {shlex.quote(CLIENT)} {port} {shlex.quote(model)}")
-        root = Path(__file__).resolve().parents[2]
-        self.proc = subprocess.Popen(argv, cwd=root, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        argv = ssh_to(cluster, node, f"python3 -u -c {shlex.quote(CLIENT)} {port} {shlex.quote(model)}")
+        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         self.answers: list[tuple[str, int, float]] = []
         self.changed = threading.Condition()
         threading.Thread(target=self._read, daemon=True).start()

@@ -24,7 +24,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from sim_steps import cluster_name
+from sim_steps import cluster_name, ssh_to
 
 from hgxkit.sim import nodes as simnodes
 from hgxkit.sim.hubrepos import GATED_TOKEN
@@ -94,8 +94,7 @@ def out(res: subprocess.CompletedProcess[str]) -> str:
 
 
 def node_sh(cluster: str, node: str, command: str) -> str:
-    argv = [sys.executable, "-m", "hgxkit", "sim", "ssh", node, "--cluster", cluster, "--", command]
-    res = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=120, check=False)
+    res = subprocess.run(ssh_to(cluster, node, command), capture_output=True, text=True, timeout=120, check=False)
     CAPTURED.append(res.stdout + res.stderr)
     assert res.returncode != 255, f"ssh to {node} failed (did the Docker engine restart?): {res.stderr[-300:]}"
     return res.stdout

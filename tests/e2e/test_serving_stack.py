@@ -32,7 +32,7 @@ import time
 from pathlib import Path
 
 import pytest
-from sim_steps import cluster_name, require
+from sim_steps import cluster_name, require, ssh_to
 
 from hgxkit.results.bench import EXPECTED_FIELDS
 from hgxkit.sim.standin import client_store as serving_client
@@ -55,8 +55,9 @@ pytestmark = pytest.mark.e2e
 
 def node_sh(command: str, timeout: int = 300) -> subprocess.CompletedProcess[str]:
     """Run `command` on node1 over SSH (`hgxkit sim ssh`), as a user would."""
-    argv = [sys.executable, "-m", "hgxkit", "sim", "ssh", "node1", "--cluster", CLUSTER, "--", command]
-    return subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=timeout, check=False)
+    return subprocess.run(
+        ssh_to(CLUSTER, "node1", command), capture_output=True, text=True, timeout=timeout, check=False
+    )
 
 
 def ok(command: str, timeout: int = 300) -> str:

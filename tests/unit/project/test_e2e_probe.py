@@ -30,13 +30,14 @@ def answered(monkeypatch: pytest.MonkeyPatch, returncode: int, stdout: str, stde
         return subprocess.CompletedProcess(argv, returncode, stdout, stderr)
 
     monkeypatch.setattr(subprocess, "run", fake_run)
+    monkeypatch.setattr(sim_steps, "ssh_to", lambda cluster, node, command: ["ssh", f"{node}.{cluster}", command])
     return calls
 
 
 def test_node_sh_returns_stdout_and_wraps_the_command_to_report_its_status(monkeypatch) -> None:
     calls = answered(monkeypatch, 0, "hello\n", "__hgxkit_node_rc=0\n")
     assert sim_steps.node_sh("c", "echo hello", node="node2") == "hello\n"
-    assert calls[0][-6:] == ["ssh", "node2", "--cluster", "c", "--", "( echo hello\n); echo __hgxkit_node_rc=$? >&2"]
+    assert calls[0] == ["ssh", "node2.c", "( echo hello\n); echo __hgxkit_node_rc=$? >&2"]
 
 
 def test_node_sh_fails_when_ssh_did_not_run_the_command(monkeypatch) -> None:
