@@ -36,7 +36,7 @@ _OPEN_BLOCK = frozenset({"for", "while", "until", "if", "case", "select"})
 _CLOSE_BLOCK = frozenset({"done", "fi", "esac"})
 _KEYWORDS = _OPEN_BLOCK | _CLOSE_BLOCK | {"do", "then", "else", "elif", "in", "{", "}"}
 # A `<name>` placeholder in a posted command: `vllm serve <model>`, `-e VLLM_HOST_IP=<HEAD_NODE_IP>`.
-PLACEHOLDER = re.compile(r"(?<![<\w])<([A-Za-z][\w .:/-]{0,60})>(?!>)")
+PLACEHOLDER = re.compile(r"(?<![<\w])<([^\W\d_][\w .:/-]{0,60})>(?!>)")
 
 
 @dataclass(frozen=True)

@@ -5,9 +5,11 @@ nothing: the container is the FROM image running the ENTRYPOINT (with CMD's word
 the file reads as the shell lines that say the same: `docker pull IMAGE` (the image a bare launch runs in),
 `export NAME=value` for each `ENV`, and the launch itself (a shell-form ENTRYPOINT is run by `/bin/sh -c`, so
 its `${NAME:-default}`s expand as a shell's do; an exec form's words are quoted as they are). Each line changed
-is a note. A Dockerfile that builds its own image (`RUN`, `COPY`, `ADD`, several `FROM`s; a `WORKDIR` too, which
-would make the launch's relative paths the image's) or leaves the command to its base image's entrypoint (`CMD`
-alone) is refused naming the line: what it runs is not in the post.
+is a note. `CMD` alone in exec form on a server's own image whose entrypoint is the server (vllm/vllm-openai)
+gives that entrypoint its arguments, so it reads as the entrypoint's launch with CMD's words. A Dockerfile that
+builds its own image (`RUN`, `COPY`, `ADD`, several `FROM`s; a `WORKDIR` too, which would make the launch's
+relative paths the image's) or leaves the command to another base image's entrypoint is refused naming the line:
+what it runs is not in the post.
 
 Example:
     >>> text, notes = as_shell("Dockerfile", 'FROM img:1\\nENV A=b\\nENTRYPOINT ["vllm", "serve", "org/m"]\\n')
@@ -22,6 +24,7 @@ import re
 import shlex
 
 from hgxkit.errors import InputError
+from hgxkit.kinds import KINDS, image_matches
 
 # Instructions that start a container of the FROM image as it is, or only describe it.
 _KEPT = frozenset(
@@ -51,7 +54,8 @@ def as_shell(name: str, text: str) -> tuple[str, list[tuple[int, str]]]:
                 "image it builds, which a node cannot pull: build and push it, then give --image REF with the "
                 "`docker run` that starts it"
             )
-    if entrypoint is None:
+    served = _served_by(_base(instructions)) if entrypoint is None and command is not None else None
+    if entrypoint is None and (served is None or command is None or _exec(command[3]) is None):
         where = command[0] if command else froms[0][0]
         raise InputError(
             f"{name}:{where}: the Dockerfile gives no ENTRYPOINT, so its base image's own entrypoint decides what "
@@ -64,7 +68,10 @@ def as_shell(name: str, text: str) -> tuple[str, list[tuple[int, str]]]:
         elif keyword == "ENV":
             lines[first - 1] = " ".join(["export", _env(value)])  # the ENV words as written, read by the import
             notes.append((first, "ENV read as an `export` (the container's environment)"))
-        elif (first, keyword) == entrypoint[:2]:
+        elif served is not None and command is not None and (first, keyword) == command[:2]:
+            lines[first - 1 : last] = [f"{shlex.join(served)} {_exec(value)}"] + [""] * (last - first)
+            notes.append((first, f"CMD read as the arguments of the FROM image's entrypoint, `{' '.join(served)}`"))
+        elif entrypoint is not None and (first, keyword) == entrypoint[:2]:
             launch = _exec(value)
             if launch is not None and command is not None and _exec(command[3]) is not None:
                 launch += " " + str(_exec(command[3]))  # CMD's words are the exec-form entrypoint's arguments
@@ -80,6 +87,13 @@ def as_shell(name: str, text: str) -> tuple[str, list[tuple[int, str]]]:
         else:
             lines[first - 1 : last] = ["# " + line for line in lines[first - 1 : last]]
     return "\n".join(lines), notes
+
+
+def _served_by(image: str) -> tuple[str, ...] | None:
+    """The entrypoint of `image` when it is a server's own image whose entrypoint is the server (an exec-form CMD
+    is then that server's arguments); None for any other image."""
+    kind = next((k for k in KINDS.values() if k.image_entrypoint and image_matches(image, k.images)), None)
+    return kind.image_entrypoint if kind is not None else None
 
 
 def _instructions(text: str) -> list[tuple[int, str, int, str]] | None:

@@ -380,12 +380,28 @@ class _Cleaner:
         following = self.lines[index + 1].strip() if index + 1 < len(self.lines) else ""
         return self.lines[index].rstrip().endswith("\\") and following.startswith("#")
 
+    def _shell_only(self, clean: list[str]) -> bool:
+        """A post of nothing but shell (commands, their continuation lines, `#` lines; no fence, no prose) with a
+        command that is not a `# cmd` line is a script without its `#!` line: its shell reads no prompts, so its
+        `# cmd` lines are commented out."""
+        if any(self.fences):
+            return False
+        commands = 0
+        for index, text in enumerate(clean):
+            body = text.strip()
+            if not body or body.startswith("#"):
+                continue
+            if not (is_command_start(body) or (index and clean[index - 1].rstrip().endswith("\\"))):
+                return False
+            commands += 1
+        return commands > 0
+
     def _root_prompts(self, clean: list[str], candidates: list[int]) -> None:
         """`# cmd` is a root prompt only where its block has no other command and it is not a command commented
         out line by line (else it is a comment)."""
-        if self.script:
-            return
         chosen = set(candidates)
+        if self.script or self._shell_only(clean):
+            return
         commands: dict[int, int] = {}  # block -> command lines that are not `# cmd` lines
         for index, text in enumerate(clean):
             if index not in chosen and is_command_start(text.strip()):

@@ -148,7 +148,9 @@ def substituted_word(simple: Simple, words: Sequence[Word]) -> InputError | None
     """The refusal of a command whose words hold a command substitution (`$(…)` or backticks inside a word, not a
     whole-line assignment): its output is the host's at run time, so it is named as written, with the flag it is
     the value of and what it stands for where that is known, never shown as the scanner's `$(` token."""
-    index = next((n for n, w in enumerate(words) if w.is_operator and w.text.lstrip("$") in ("(", "`")), None)
+    index = next(
+        (n for n, w in enumerate(words) if w.is_operator and w.text != "(" and w.text.lstrip("$") in ("(", "`")), None
+    )
     if index is None:
         return None
     word = words[index]

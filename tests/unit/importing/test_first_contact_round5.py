@@ -182,7 +182,7 @@ def test_a_dockerfile_that_only_starts_its_base_image_is_the_launch_in_that_imag
             "RUN pip install flash-attn\nENTRYPOINT vllm serve org/m\n",
             "Dockerfile:4: the Dockerfile changes its base image (RUN)",
         ),
-        ('CMD ["--model", "org/m"]\n', "Dockerfile:4: the Dockerfile gives no ENTRYPOINT"),
+        ("CMD vllm serve org/m\n", "Dockerfile:4: the Dockerfile gives no ENTRYPOINT"),
     ],
 )
 def test_a_dockerfile_whose_container_is_not_in_the_post_is_refused_naming_the_line(rest: str, said: str) -> None:

@@ -9,9 +9,11 @@ line that names the file and what the index says the reason is.
 
 from __future__ import annotations
 
+import json
 import os
 import posixpath
 import re
+import shlex
 from itertools import pairwise
 from pathlib import Path
 
@@ -114,6 +116,12 @@ VARIABLES = {
     "044": {"MODEL_NAME": "DeepSeek-V3.1-Terminus"},
     "065": {"volume": f"{os.getcwd()}/data", "model": "deepseek-ai/DeepSeek-R1-Distill-Qwen-1.5B"},  # volume=$PWD/data
     "076": {"NAME": "m27-fp8-inst1", "IMAGE": "nvcr.io/nvidia/vllm:26.01-py3", "MODEL": "MiniMaxAI/MiniMax-M2.7"},
+    "238": {
+        "MODEL": "/data/models/deepseek-7b-chat",
+        "HTTP_PORT": "30000",
+        "API_SERVER_COUNT": "8",
+        "GPU_UTIL": "0.90",
+    },
     "079": {"volume": f"{os.getcwd()}/data", "model": "deepseek-ai/DeepSeek-R1-Distill-Qwen-1.5B"},  # as 065
     "082": {"MODEL": "Qwen/Qwen2.5-1.5B-Instruct", "NAME": "qwen"},
     "101": {"WORK": "/scratch/me", "HF_HOME": "/scratch/me/hf"},  # HF_HOME=$WORK/hf, expanded as it is set
@@ -149,6 +157,10 @@ SECRET_WORDS = {
     "EMPTY": "",
 }
 TRAILING = {"044": r"\s*>log\.txt 2>&1 &\s*$"}  # 044 ends with a redirection and `&`: dropped with a note
+# Variables a bare launch's script exports above it: the container's environment, as a prefix's are.
+EXPORTED = {"238": {"CUDA_VISIBLE_DEVICES": "0,1,2,3,4,5,6,7", "NCCL_SHM_DISABLE": "1", "NCCL_IB_DISABLE": "1"}}
+# A Dockerfile's exec-form CMD on a server image: the words of the image's entrypoint's launch (239).
+CMD_EXEC = {"239": "vllm serve"}
 
 
 def imported(number: str) -> ImportOutcome:
@@ -179,6 +191,8 @@ def posted_command(number: str, span: tuple[int, int]) -> str:
         text = text.replace(" \\ ", " ")
     if number in DOUBLE_SPACED:
         text = re.sub(r"\n[ \t]*\n", "\n", text)
+    if number in CMD_EXEC:
+        text = f"{CMD_EXEC[number]} {shlex.join(json.loads(text.removeprefix('CMD ')))}"
     return re.sub(TRAILING[number], "", text) if number in TRAILING else text
 
 
@@ -372,7 +386,7 @@ def test_a_bare_launch_is_translated_as_its_notes_say(number: str, posix_argv) -
     kind = recipe.server.server_kind
     for rank, span in enumerate(server_spans(result)):
         posted = posix_argv(posted_command(number, span), {**ENV, **VARIABLES.get(number, {}), **GIVEN.get(number, {})})
-        prefix = {}
+        prefix = dict(EXPORTED.get(number, {}))
         while "=" in posted[0] and re.match(r"^[A-Za-z_]\w*=", posted[0]):
             name, _, value = posted.pop(0).partition("=")
             prefix[name] = value
