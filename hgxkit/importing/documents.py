@@ -45,6 +45,8 @@ _WHOLE_FILE = (".yaml", ".yml")
 # is (a SkyPilot task's `name:`), read whole when it loads and a format claims it, else as text.
 _TOP_KEY = re.compile(r"\A(?:[ \t]*(?:#[^\n]*)?\n)*[A-Za-z_][\w-]*[ \t]*:(?:[ \t]|$)", re.MULTILINE)
 _CONFLICT = re.compile(r"^(?:<{7}|={7}|>{7})(?:\s|$)")
+# A line that is only a template's placeholder (`{region_block}`, `{{ .Values.x }}`, `{% if x %}`): a tool fills it in.
+_TEMPLATE_LINE = re.compile(r"^\s*(\{[A-Za-z_]\w*\}|\{\{.*\}\}|\{%.*%\})\s*$")
 
 # What a value of the wrong shape raises while a format reads it (a string where the spec has a mapping, …).
 SHAPE_ERRORS = (KeyError, TypeError, AttributeError, ValueError, IndexError)
@@ -194,6 +196,14 @@ def load_documents(post: PostFile, region: Region) -> list[Document]:
         mark = getattr(err, "problem_mark", None)
         line = region.first + mark.line if mark is not None else region.first
         problem = getattr(err, "problem", None) or str(err).split("\n")[0]
+        lines = region.text.split("\n")
+        template = next((n for n, text in enumerate(lines) if _TEMPLATE_LINE.match(text)), None)
+        if template is not None:
+            raise InputError(
+                f"{post.name}: line {region.first + template}: {lines[template].strip()} is a template's "
+                "placeholder on a line of its own, so the file is a template a tool fills in, not YAML; give the "
+                "file the tool renders"
+            ) from None
         raise InputError(
             f"{post.name}: line {line}: not valid YAML ({problem}); give the file as published, "
             "without merge-conflict markers or tabs"

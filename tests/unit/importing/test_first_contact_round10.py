@@ -3,8 +3,9 @@ but shell (a script without its `#!` line) taken for a root prompt, so a comment
 refused the post; a Dockerfile whose exec-form `CMD` gives its arguments to a server image's own entrypoint
 (`FROM vllm/vllm-openai` with `CMD ["--model", …]`) refused as leaving the command to an unknown entrypoint; a
 `<placeholder>` written in a non-Latin script (`<모델>`, `<模型路径>`) read as two redirections and dropped, so the
-command was refused for something after it; and a bare `(` in a command (prose in parentheses) named a command
-substitution."""
+command was refused for something after it; a bare `(` in a command (prose in parentheses) named a command
+substitution; and (beside 240, a SkyServe template) a YAML file that does not parse because a line is only a
+template's placeholder (`{region_block}`) told to drop merge-conflict markers or tabs."""
 
 from __future__ import annotations
 
@@ -78,3 +79,19 @@ def test_a_bare_parenthesis_is_not_called_a_command_substitution() -> None:
 
 def test_a_command_substitution_is_still_named_as_written() -> None:
     assert "`$(pwd)` (the value of --x) is a command substitution" in _refusal("vllm serve org/m --x $(pwd)\n")
+
+
+TEMPLATE = """resources:
+  accelerators: "{gpu}:{gpu_count}"
+  ports: {port}
+{region_block}
+
+run: |
+  {vllm_cmd}
+"""
+
+
+def test_a_yaml_template_with_a_placeholder_line_is_named_as_a_template() -> None:
+    refusal = _refusal(TEMPLATE, "task.yaml")
+    assert "line 4: {region_block} is a template's placeholder on a line of its own" in refusal
+    assert "merge-conflict" not in refusal
