@@ -3,9 +3,7 @@ by docker-compose's own parser and imported back), and refused by name where the
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -13,6 +11,7 @@ import pytest
 import yaml
 from test_export import RUN, _compose_config, _renders, _tool
 
+from hgxkit.cli import main
 from hgxkit.errors import InputError
 from hgxkit.export.common import ExportOptions, export_groups
 from hgxkit.export.pd_router import split_router
@@ -140,18 +139,12 @@ def test_a_target_that_writes_no_router_refuses_a_split_by_name(target: str) -> 
 
 @pytest.mark.parametrize("target,file", [("compose", "compose.yaml"), ("slurm", "*.sbatch")])
 @pytest.mark.parametrize("kind", ["sglang", "vllm"])
-def test_the_export_imports_back_to_the_same_split(kind: str, target: str, file: str, tmp_path: Path) -> None:
+def test_the_export_imports_back_to_the_same_split(kind: str, target: str, file: str, tmp_path: Path, capsys) -> None:
     judged = judge(load_recipe(str(SPLITS[kind])), HOST_NETWORK)
     write_export(export_recipe(judged, target, ExportOptions(run_id=RUN)), tmp_path / "out")
     (exported,) = (tmp_path / "out").glob(file)
     back_path = tmp_path / "back.yaml"
-    result = subprocess.run(
-        [sys.executable, "-m", "hgxkit", "recipe", "import", str(exported), "-o", str(back_path)],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-    )
-    assert result.returncode == 0, result.stderr
+    assert main(["recipe", "import", str(exported), "-o", str(back_path)]) == 0, capsys.readouterr().err
     recipe, back = load_recipe(str(SPLITS[kind])), load_recipe(str(back_path))
     assert _renders(back) == _renders(recipe)  # the router is not a group: it comes from `--data router=true`
     assert back.groups.server_args == recipe.groups.server_args

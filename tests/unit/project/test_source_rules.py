@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from collections.abc import Collection, Iterator
 from pathlib import Path
@@ -92,6 +93,16 @@ MESSAGE_CALLS = {
     "debug",
     "fail",
 }
+
+
+@functools.cache
+def _parse(text: str, name: str) -> ast.Module:
+    return ast.parse(text, name)
+
+
+def parsed(path: Path) -> ast.Module:
+    """`path`'s syntax tree, parsed once per text in a test process: several rules walk every file (read only)."""
+    return _parse(path.read_text(), str(path))
 
 
 def sources() -> Iterator[Path]:
@@ -175,7 +186,7 @@ def test_host_commands_are_never_assembled_by_string_formatting() -> None:
     for path in sources():
         if path == HELPER:
             continue
-        for line, why in formatted_shell_commands(ast.parse(path.read_text(), str(path))):
+        for line, why in formatted_shell_commands(parsed(path)):
             offenders.append(f"{path.relative_to(ROOT)}:{line}: {why}")
     assert not offenders, "build host commands with hgxkit.hostcmd.argv/script:\n" + "\n".join(offenders)
 
@@ -233,7 +244,7 @@ def imported_names(path: Path, modules: Collection[str] = (), root: Path = ROOT)
     here = module_name(path, root)
     package = here if path.name == "__init__.py" else here.rpartition(".")[0]
     found: list[tuple[int, str]] = []
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+    for node in ast.walk(parsed(path)):
         if isinstance(node, ast.Import):
             found += [(node.lineno, alias.name) for alias in node.names]
         elif isinstance(node, ast.ImportFrom):
