@@ -383,6 +383,8 @@ class DockerRun:
             reading.said(simple, "read", f"`docker run {run.image}` (a Ray {node.role} container)", "groups, docker")
         elif role == "job":
             shown = shell_value(" ".join(words))[:40]
+            if (reading.kind or _image_kind(run.image)) is not None:  # the launch may be inside what it runs
+                reading.scripted.append((simple.where(), run.image, shell_value(" ".join(words))))
             reading.said(simple, "skipped", f"`docker run {run.image}` (runs `{shown}`, not a server)")
         elif role == "no-program":
             error = InputError(
@@ -478,6 +480,12 @@ class DockerImages:
 
 DOCKER_RUN = DockerRun()
 DOCKER_IMAGES = DockerImages()
+
+
+def container_program(run: ParsedRun) -> list[str]:
+    """What the container runs: its `--entrypoint` (when given) with the command after the image."""
+    entrypoint = _entrypoint(run)
+    return [shell_value(entrypoint), *run.command] if entrypoint else list(run.command)
 
 
 def _entrypoint(run: ParsedRun) -> str | None:

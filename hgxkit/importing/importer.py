@@ -36,7 +36,7 @@ from hgxkit.imageref import normalized
 from hgxkit.importing.bare_launch import bare_run
 from hgxkit.importing.benchmarks import benchmarks
 from hgxkit.importing.commands import PLACEHOLDER, Simple, simple_commands
-from hgxkit.importing.docker_run import foreign_hardware, scrub_run
+from hgxkit.importing.docker_run import container_program, foreign_hardware, scrub_run
 from hgxkit.importing.dockerfile import as_shell
 from hgxkit.importing.documents import read_documents
 from hgxkit.importing.engine_refusal import (
@@ -400,10 +400,18 @@ class _Importer:
                 "serves NVIDIA HGX-H200 nodes"
             )
         if shells:
+            program = " ".join(container_program(shells[0].run)) or "its entrypoint"
             return InputError(
                 f"{shells[0].simple.where()}: no serving command in {names}: the container runs "
-                f"`{' '.join(shells[0].run.command) or 'its entrypoint'}` and the post does not say what runs in it; "
+                f"`{program}` and the post does not say what runs in it; "
                 "import the post that has the server command"
+            )
+        if self.reading.scripted:
+            where, image, program = self.reading.scripted[0]
+            return InputError(
+                f"{where}: no serving command in {names}: the container of {image} runs `{program}`, not a server "
+                "launch, so the launch is inside what it runs, which the post does not show; import the post (or the "
+                "script) that has the server command"
             )
         router = posted_router([(s.where(), s.texts) for s in self.simples])
         if router is not None:
@@ -781,6 +789,8 @@ def _one_setup(built: list[Built]) -> tuple[list[Built], str]:
     ranks = {("docker", "--name"), *(("server", f) for f in rank_flags(first[1].server))}
     sides = {("server", flag) for flag in side_flags(first[1].server.server_kind)}
     allowed = ranks if multinode else _GROUP_DIFFERENCES | sides
+    if multinode:
+        _one_rank_per_host(built)
     kept = [first]
     for other in built[1:]:
         found = diff_recipes(first[1], other[1])
@@ -822,6 +832,23 @@ def _one_setup(built: list[Built]) -> tuple[list[Built], str]:
     if any("the ranks listen on different addresses" in note for note in first[2]):
         kept = [(c, _listen_everywhere(r), n) for c, r, n in kept]
     return kept, ("ranks" if multinode else "groups") if len(kept) > 1 else "one"
+
+
+def _one_rank_per_host(built: list[Built]) -> None:
+    """Refuse as many commands as the server has hosts, all with one rank: the post gives one per host, and the
+    server waits for the ranks no host has (a command only shown twice is fewer than its hosts, or differs)."""
+    server = built[0][1].server
+    kind = server.server_kind
+    nnodes = server.flag(kind.nnodes_flag) or ""
+    rank = rank_of(server)
+    if rank is None or not nnodes.isdigit() or len(built) != int(nnodes):
+        return
+    if any(rank_of(r.server) != rank or diff_recipes(built[0][1], r) for _, r, _ in built[1:]):
+        return
+    raise InputError(
+        f"{built[0][0].where()}: the post's {len(built)} commands for one server over {nnodes} hosts all give "
+        f"{kind.rank_flag} {rank}; each host needs its own rank (0 to {int(nnodes) - 1}): write each host's rank"
+    )
 
 
 def _first_gpus(built: list[Built]) -> list[Built]:

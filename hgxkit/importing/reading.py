@@ -70,6 +70,8 @@ class Reading:
     unset: dict[str, list[tuple[str, int]]] = field(default_factory=dict)  # $NAME used, not set -> where
     later: dict[str, str] = field(default_factory=dict)  # $NAME used before the post sets it -> where it is set
     cluster: list[Any] = field(default_factory=list)  # a Ray cluster's starts (vllm_multinode.RayNode) or errors
+    # an engine image's container that runs a script instead of a launch: (where, image, the program as written)
+    scripted: list[tuple[str, str, str]] = field(default_factory=list)
 
     def said(self, simple: Simple, action: str, what: str, into: str = "") -> None:
         """Report what was done with `simple`."""

@@ -233,7 +233,9 @@ register_kind(VLLM)
 def image_matches(image: str | None, prefixes: Sequence[str]) -> bool:
     """True when `image` is in one of these repositories (a prefix ending in `/` names a registry path)."""
     repo = repository(image or "").lower()
-    return any(repo == p.rstrip("/") or (p.endswith("/") and repo.startswith(p)) for p in prefixes)
+    # a registry mirror that keeps Docker Hub's path (`swr.…/ddn-k8s/docker.io/vllm/vllm-openai`) holds that image
+    repos = {repo, repo.split("/docker.io/", 1)[-1]}
+    return any(r == p.rstrip("/") or (p.endswith("/") and r.startswith(p)) for r in repos for p in prefixes)
 
 
 def image_file_kind(path: str) -> ServerKind | None:

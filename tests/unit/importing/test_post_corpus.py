@@ -92,6 +92,7 @@ PROMPTS = {
     "007": r"^\$ ",  # `$ ` prompt
     "015": r"^\[root@node1 ~\]# ",
     "136": r"^\(vllm\) cheng@cheng:~\$ ",
+    "252": r"^\(qwen25vl\) lzh@instance-aw1rhmsz-5:~/Code/qwen2_5vl\$ ",
     "046": r"```,?",  # the command is written inline between ``` fences
     "091": r"`",  # the command is inline code
     "051": r"^> ",  # a quoted reply: every line starts with `> `
@@ -102,6 +103,7 @@ PROMPTS = {
     "203": r"`",  # inline code, closed on the next line
     "228": r"^uv run ",  # uv runs the launch in the project's environment (a note of the import)
     "230": r"`",  # inline code
+    "245": r"^`|`$",  # inline code after a full-width colon
 }
 # bash's `$'…'` quoting, which sh (dash) does not read; 225's holds no backslash escape, so it is '…' for sh.
 ANSI_C = {"225"}
@@ -155,6 +157,7 @@ SECRET_WORDS = {
     # 199: `--api_key "EMPTY"`, a credential flag spelt with an underscore: its value comes from $VLLM_API_KEY at
     # run time (unset in this test's environment)
     "EMPTY": "",
+    "qwen3coder480b": "",  # 245: `--api-key qwen3coder480b`, likewise from $VLLM_API_KEY
 }
 TRAILING = {"044": r"\s*>log\.txt 2>&1 &\s*$"}  # 044 ends with a redirection and `&`: dropped with a note
 # Variables a bare launch's script exports above it: the container's environment, as a prefix's are.
