@@ -3,6 +3,13 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
+# Bytecode kept, whatever the calling shell says: with PYTHONDONTWRITEBYTECODE every test process compiles again
+# each module it imports (pytest's rewriting of the unit tests alone is ~9 s of CPU per process, a fifth of `make
+# check`'s four workers). Kept under build/pycache, never beside the sources: the simulated nodes' packages and
+# images are built from folders of hgxkit/sim/data that tests import programs from. The tests that are about
+# bytecode set their own environment.
+unexport PYTHONDONTWRITEBYTECODE
+export PYTHONPYCACHEPREFIX ?= $(CURDIR)/build/pycache
 # The demo node's cluster (`hgxkit sim down --cluster $(HGXKIT_SIM_CLUSTER)` removes it).
 HGXKIT_SIM_CLUSTER ?= demo
 

@@ -24,7 +24,7 @@ def _kept_bytecode(folder: Path, first_line: str, owner: int | None = None, **en
         for path in (folder, folder / "probe"):
             os.chown(path, owner, owner)
             path.chmod(0o777)  # writable by anyone: only the owner check can keep root's __pycache__ out
-    base = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    base = {k: v for k, v in os.environ.items() if k not in ("PYTHONDONTWRITEBYTECODE", "PYTHONPYCACHEPREFIX")}
     done = subprocess.run(
         [PYINFRA, "-y", "@local", "deploy.py"],
         cwd=folder,
