@@ -158,6 +158,7 @@ SECRET_WORDS = {
     # run time (unset in this test's environment)
     "EMPTY": "",
     "qwen3coder480b": "",  # 245: `--api-key qwen3coder480b`, likewise from $VLLM_API_KEY
+    "test_api_key": "",
 }
 TRAILING = {"044": r"\s*>log\.txt 2>&1 &\s*$"}  # 044 ends with a redirection and `&`: dropped with a note
 # Variables a bare launch's script exports above it: the container's environment, as a prefix's are.
