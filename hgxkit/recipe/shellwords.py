@@ -174,7 +174,7 @@ def split_words(text: str, *, source: str = "<input>", first_line: int = 1, defa
             # belongs to the quoting, never to the value
             scanner.take()
             if scanner.peek() == "'":
-                _read_ansi_c_quoted(scanner, word.buffer, source)
+                _read_single_quoted(scanner, word.buffer, source, escapes=True)
             else:
                 _read_double_quoted(scanner, word.buffer, source)
             word.quoted = True
@@ -256,15 +256,20 @@ def _opening(scanner: _Scanner, source: str, kind: str) -> InputError:
     return error
 
 
-def _read_single_quoted(scanner: _Scanner, buffer: list[str], source: str) -> None:
+def _read_single_quoted(scanner: _Scanner, buffer: list[str], source: str, *, escapes: bool = False) -> None:
+    """`'…'` (or, with `escapes`, bash's `$'…'` after its `$`: backslash escapes decoded, `\\n`, `\\'`, `\\xHH`,
+    octal …; an escape bash does not know keeps its backslash, as bash does)."""
     opened = _opening(scanner, source, "single")
     while True:
         if scanner.at_end():
             raise opened
         _refuse_substitution(scanner, source)
+        line, column = scanner.line, scanner.column
         char = scanner.take()
         if char == "'":
             return
+        if escapes and char == "\\" and not scanner.at_end():
+            char = _ansi_c_escape(scanner, source, line, column)
         buffer.append(LITERAL_DOLLAR if char == "$" else char)
 
 
@@ -273,27 +278,24 @@ _ANSI_C_ESCAPES |= {"v": "\v", "\\": "\\", "'": "'", '"': '"', "?": "?"}
 _ANSI_C_CODE = re.compile(r"x[0-9A-Fa-f]{1,2}|u[0-9A-Fa-f]{1,4}|U[0-9A-Fa-f]{1,8}|[0-7]{1,3}")
 
 
-def _read_ansi_c_quoted(scanner: _Scanner, buffer: list[str], source: str) -> None:
-    """`$'…'` after its `$`: the text up to the closing quote, with bash's backslash escapes decoded (`\\n`,
-    `\\'`, `\\xHH`, octal …); an escape bash does not know keeps its backslash, as bash does."""
-    opened = _opening(scanner, source, "single")
-    while True:
-        if scanner.at_end():
-            raise opened
-        _refuse_substitution(scanner, source)
-        char = scanner.take()
-        if char == "'":
-            return
-        if char == "\\" and not scanner.at_end():
-            code = _ANSI_C_CODE.match(scanner.text, scanner.pos)
-            if scanner.peek() in _ANSI_C_ESCAPES:
-                char = _ANSI_C_ESCAPES[scanner.take()]
-            elif code is not None:
-                for _ in code.group():
-                    scanner.take()
-                digits = code.group()
-                char = chr(int(digits, 8) if digits[0].isdigit() else int(digits[1:], 16))
-        buffer.append(LITERAL_DOLLAR if char == "$" else char)
+def _ansi_c_escape(scanner: _Scanner, source: str, line: int, column: int) -> str:
+    """The character a `$'…'` escape after its backslash stands for; a NUL, a surrogate or a code point past
+    U+10FFFF is refused (no argv can carry it)."""
+    if scanner.peek() in _ANSI_C_ESCAPES:
+        return _ANSI_C_ESCAPES[scanner.take()]
+    code = _ANSI_C_CODE.match(scanner.text, scanner.pos)
+    if code is None:
+        return "\\"
+    digits = code.group()
+    for _ in digits:
+        scanner.take()
+    value = int(digits, 8) if digits[0].isdigit() else int(digits[1:], 16)
+    if value == 0 or 0xD800 <= value <= 0xDFFF or value > 0x10FFFF:
+        raise InputError(
+            f"{source}: line {line}, column {column}: `\\{digits}` in $'…' is not a character a command line can "
+            "hold; write the value without it"
+        )
+    return chr(value)
 
 
 def _read_double_quoted(scanner: _Scanner, buffer: list[str], source: str) -> None:

@@ -130,3 +130,15 @@ def test_single_quoted_dollar_renders_single_quoted_and_expansions_double_quoted
 def test_expansions_a_recipe_cannot_hold_are_refused_with_their_position(command: str, message: str) -> None:
     with pytest.raises(InputError, match=message):
         split_words(command)
+
+
+def test_bash_ansi_c_quoting_is_decoded_as_bash_decodes_it() -> None:
+    assert [w.text for w in split_words("a $'{\"m\": 1}\\n\\x41\\101\\q'")] == ["a", '{"m": 1}\nAA\\q']
+
+
+@pytest.mark.parametrize(
+    ("text", "escape"), [("$'\\UFFFFFFFF'", "UFFFFFFFF"), ("$'\\ud800'", "ud800"), ("$'x\\0'", "0")]
+)
+def test_an_ansi_c_escape_no_command_line_can_hold_is_refused_in_one_line(text: str, escape: str) -> None:
+    with pytest.raises(InputError, match=rf"line 1, column \d+: `\\{escape}` in \$'…' is not a character"):
+        split_words(text)
