@@ -462,7 +462,10 @@ def _through(path: str, mounts: Sequence[tuple[str, str, str]]) -> tuple[str, st
     Example:
         >>> _through("/mnt/models/m", [("/ssd1/models", "/mnt/models", "-v /ssd1/models:/mnt/models")])
         ('/ssd1/models/m', '-v /ssd1/models:/mnt/models')
+        >>> _through("/mnt/models/../../etc/shadow", [("/ssd1/models", "/mnt/models", "-v /ssd1/models:/mnt/models")])
+        ('/etc/shadow', None)
     """
+    path = posixpath.normpath(path)  # `/mnt/models/../../etc` is not in the mount at /mnt/models
     holding = [m for m in mounts if path == m[1] or path.startswith(m[1].rstrip("/") + "/")]
     if not holding:
         return path, None
