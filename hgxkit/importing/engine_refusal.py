@@ -28,6 +28,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from hgxkit.kinds import image_matches
 from hgxkit.recipe.nodes import HGX_GPUS
 from hgxkit.recipe.pd import pd_problems, sides
 from hgxkit.recipe.server_args import ServerCommand
@@ -67,7 +68,35 @@ def engine_refusal(recipe: Recipe) -> Refusal | None:
         return Refusal(*unknown)
     uses = [use.words for use in recipe.server.uses()]
     stray = kind.switch_value(uses, recipe.image.reference) if kind.switch_value else None
-    return Refusal(*stray) if stray else None
+    return Refusal(*stray) if stray else foreign_module(recipe)
+
+
+def foreign_module(recipe: Recipe) -> Refusal | None:
+    """A flag naming a Python import path into a package other than the engine's (`--middleware
+    src.timing.log`: the poster's own code) on the engine's own image, which does not hold it, so the server
+    would fail to import it at start-up; None otherwise (an image of the post's own may hold it).
+
+    Example:
+        >>> from hgxkit.importing.docker_run import import_docker_run
+        >>> import_docker_run("docker run --gpus all vllm/vllm-openai:v0.11.0 --model org/m --middleware src.t.log")
+        Traceback (most recent call last):
+        hgxkit.errors.InputError: <input>: the engine would refuse: --middleware src.t.log: an import path into `src`...
+    """
+    kind = recipe.server.server_kind
+    if not image_matches(recipe.image.reference, kind.images):
+        return None
+    for use in recipe.server.uses():
+        values = (use.value or "").split() if use.name in kind.import_path_flags else []
+        for value in values:
+            top = re.split(r"[.:]", value, maxsplit=1)[0]
+            if top != value and top != kind.name:
+                return Refusal(
+                    use.words[0],
+                    f"{use.name} {value}: an import path into `{top}`, not {kind.title}'s own code, which "
+                    f"{recipe.image.reference} does not hold ({kind.title} would fail to import it at start-up): "
+                    "build an image holding it and pass --image, or drop the flag",
+                )
+    return None
 
 
 DISAGGREGATION = (

@@ -275,6 +275,9 @@ class ServerKind:
     posted_clients: tuple[PostedClient, ...] = ()  # benchmark clients of this engine that posts use
     image_entrypoint: tuple[str, ...] = ()  # the official image's ENTRYPOINT, when it is the server itself
     speculative_flags: tuple[str, ...] = ()  # flags that turn speculative decoding on
+    # Flags whose values are Python import paths the server imports at start-up (vLLM's --middleware): one into a
+    # package other than the engine's own (`name`) is the post's own code, which the engine's image lacks.
+    import_path_flags: tuple[str, ...] = ()
     # (flag, pattern of its value) that make the server one side of a prefill/decode split: the prefill or the
     # decode server, which serves nothing without the other and the router between them
     disaggregation: tuple[str, str] | None = None

@@ -219,6 +219,7 @@ SGLANG = ServerKind(
     pp_flag="--pp-size",
     dp_flag="--dp-size",
     first_gpu_flag="--base-gpu-id",
+    import_path_flags=("--custom-weight-loader",),
     default_host="127.0.0.1",
     default_port=30000,
     health_path="/health_generate",

@@ -219,6 +219,13 @@ VLLM = ServerKind(
     pp_flag="--pipeline-parallel-size",
     dp_flag="--data-parallel-size",
     ep_switch="--enable-expert-parallel",
+    import_path_flags=(
+        "--middleware",
+        "--logits-processors",
+        "--worker-cls",
+        "--worker-extension-cls",
+        "--scheduler-cls",
+    ),
     default_host="0.0.0.0",  # host None: the socket binds every IPv4 interface
     default_port=8000,
     health_path="/health",

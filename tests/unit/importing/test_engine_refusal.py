@@ -264,3 +264,23 @@ def test_an_ambiguous_sglang_prefix_on_latest_is_refused_at_import_naming_the_op
 def test_the_flag_check_agrees_with_the_sglang_standins_parser(flag: str, refused: bool) -> None:
     standin = _refused_by_name(sglang_parser("sglang").parse_args, ["--model-path", "/m", flag])
     assert (SGLANG_OPTIONS.unknown_option(flag) is not None, standin) == (refused, refused)
+
+
+@pytest.mark.parametrize(
+    ("image", "flags", "refused"),
+    [
+        ("vllm/vllm-openai:v0.11.0", "--middleware src.timing.log", True),
+        ("vllm/vllm-openai:v0.11.0", "--logits-processors vllm.a:B app.proc:P", True),
+        ("vllm/vllm-openai:v0.11.0", "--worker-extension-cls vllm.x.Ext --worker-cls auto", False),
+        ("myorg/app:1 vllm serve", "--middleware src.timing.log", False),  # the post's own build may hold it
+    ],
+)
+def test_an_import_path_into_the_posts_own_code_is_refused_on_the_engines_image(
+    image: str, flags: str, refused: bool
+) -> None:
+    text = VLLM.format(env="", image=image, flags=flags)
+    if not refused:
+        assert import_post([("p.md", text)]).recipe is not None
+        return
+    message = _refusal(text)
+    assert "an import path into" in message and "--image" in message and "\n" not in message, message
