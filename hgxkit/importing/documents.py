@@ -122,6 +122,35 @@ def yaml_regions(post: PostFile) -> list[Region]:
         region = _fence_region(lines, body, language, (start + 1, min(index + 1, len(lines))))
         if region is not None:
             regions.append(region)
+    return sorted(regions + _unfenced_compose(post), key=lambda r: r.first)
+
+
+_COMPOSE_TOP = re.compile(r"^services[ \t]*:[ \t]*(?:#.*)?$")
+_YAML_KEY_LINE = re.compile(r"^(?:[A-Za-z_][\w-]*[ \t]*:(?:[ \t]|$)|[ \t#]|-[ \t]|$)")
+
+
+def _unfenced_compose(post: PostFile) -> list[Region]:
+    """Compose files pasted between a post's prose with no fence: from a `services:` line at the margin (its
+    `version:` line above it, if any) to the last line before prose (a line that is neither indented, a comment,
+    blank nor a top-level key), each read as a file is (a parse error refuses, naming its line).
+
+    Example:
+        >>> from hgxkit.importing.post import read_post
+        >>> post = read_post("p.md", "Mine:\\n```\\nlog\\n```\\nservices:\\n  s:\\n    image: x\\n\\nIt fails.\\n")
+        >>> [(r.first, r.last, r.text) for r in _unfenced_compose(post)]
+        [(5, 7, 'services:\\n  s:\\n    image: x')]
+    """
+    lines, regions = post.lines, []
+    for index, line in enumerate(lines):
+        if post.fences[index] or not _COMPOSE_TOP.match(line):
+            continue
+        start = index - 1 if index and not post.fences[index - 1] and lines[index - 1].startswith("version") else index
+        end = index + 1
+        while end < len(lines) and not post.fences[end] and _YAML_KEY_LINE.match(lines[end]):
+            end += 1
+        while end > index + 1 and not lines[end - 1].strip():
+            end -= 1
+        regions.append(Region(start + 1, end, "\n".join(lines[start:end]), True, (start + 1, end)))
     return regions
 
 
@@ -204,9 +233,10 @@ def load_documents(post: PostFile, region: Region) -> list[Document]:
                 "placeholder on a line of its own, so the file is a template a tool fills in, not YAML; give the "
                 "file the tool renders"
             ) from None
+        column = f", column {mark.column + 1}" if mark is not None and region.whole else ""
         raise InputError(
-            f"{post.name}: line {line}: not valid YAML ({problem}); give the file as published, "
-            "without merge-conflict markers or tabs"
+            f"{post.name}: line {line}{column}: not valid YAML ({problem}); give the file as published, "
+            "without merge-conflict markers or tabs, each key indented as far as the others of its mapping"
         ) from None
     environment = _dotenv(post, region)
     # each document's lines run to the next one's (its `---` and comments included); the first takes the head

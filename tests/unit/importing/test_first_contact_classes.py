@@ -60,6 +60,19 @@ def test_a_yaml_file_that_does_not_parse_is_still_refused_as_yaml() -> None:
         _import("services:\n  a:\n\timage: x\n", "compose.yaml")
 
 
+UNFENCED = (
+    "My log:\n```text\nok\n```\nI start it with:\nversion: '3.9'\nservices:\n  vllm:\n"
+    "    image: vllm/vllm-openai:latest\n    command: --model org/model\n{deploy}\nand it fails.\n"
+)
+
+
+def test_a_compose_file_pasted_between_prose_with_no_fence_is_read_as_yaml() -> None:
+    recipe = _import(UNFENCED.format(deploy="    ports:\n      - '8000:8000'")).recipe
+    assert recipe.image.reference == "vllm/vllm-openai:latest" and recipe.model.repo_id == "org/model"
+    with pytest.raises(InputError, match=r"post\.md: line 13, column 6: not valid YAML"):
+        _import(UNFENCED.format(deploy="    ports:\n      - '8000:8000'\n     deploy:\n      x: 1"))
+
+
 def test_an_image_word_no_image_name_starts_like_is_refused() -> None:
     with pytest.raises(InputError) as caught:
         _import("docker run ++name vllm --gpus all vllm/vllm-openai:latest --model org/model\n", "page.txt")
