@@ -401,12 +401,14 @@ def test_a_bare_launch_is_translated_as_its_notes_say(number: str, posix_argv) -
         (group,) = render_recipe(recipe, rank=rank if nodes > 1 else None, head=head)
         server = group.server_argv
         # The program: the image's python3 (SGLang), or the image's own `vllm serve` entrypoint (vLLM).
-        program = 3 if posted[0].endswith(("python", "python3")) else 2
+        # `python -u -m MODULE`: the interpreter's own options are dropped (a note says so), the module is the program
+        python = posted[0].endswith(("python", "python3")) and "-m" in posted
+        program = posted.index("-m") + 2 if python else 2
         if posted[:3] == ["vllm", "serve", "serve"]:
             program = 3  # `vllm serve serve MODEL` (012): the doubled word is dropped, with a note
         args = posted[program:]
         if kind.name == "sglang":  # the interpreter is the image's python3
-            words = ["python3", "-m", "sglang.launch_server"] if program == 3 else posted[:2]
+            words = ["python3", "-m", "sglang.launch_server"] if python else posted[:2]
         else:  # the image's entrypoint is `vllm serve`; the model is given as --model (old and new images)
             words = []
             if args and not args[0].startswith("-"):
