@@ -1,5 +1,6 @@
-"""YAML documents in a post (a whole compose or manifest file, a ```yaml fence): found, loaded with line numbers,
-and handed to the document formats (`compose`, `kubernetes`) that turn them into `docker run` commands.
+"""YAML documents in a post (a whole compose or manifest file, a ```yaml fence, a script's here-document that writes
+one): found, loaded with line numbers, and handed to the document formats (`compose`, `kubernetes`) that turn them
+into `docker run` commands.
 
 A document format has a `name`, `claims_document(data)` (is this YAML mine?) and `simples(document)` (the
 simple commands it stands for: one `docker run` per serving container, each word with the YAML line it came
@@ -45,6 +46,9 @@ _WHOLE_FILE = (".yaml", ".yml")
 # is (a SkyPilot task's `name:`), read whole when it loads and a format claims it, else as text.
 _TOP_KEY = re.compile(r"\A(?:[ \t]*(?:#[^\n]*)?\n)*[A-Za-z_][\w-]*[ \t]*:(?:[ \t]|$)", re.MULTILINE)
 _CONFLICT = re.compile(r"^(?:<{7}|={7}|>{7})(?:\s|$)")
+# A shell line that opens a here-document (`cat <<EOF > f.yaml`, `kubectl apply -f - <<'EOF'`), not a comment or a
+# merge-conflict marker (`<<<<<<< HEAD`): group 2 is its delimiter.
+_HEREDOC_LINE = re.compile(r"^\s*[^\s<#][^<]*<<-?\s*(['\"]?)(\w+)\1")
 # A line that is only a template's placeholder (`{region_block}`, `{{ .Values.x }}`, `{% if x %}`): a tool fills it in.
 _TEMPLATE_LINE = re.compile(r"^\s*(\{[A-Za-z_]\w*\}|\{\{.*\}\}|\{%.*%\})\s*$")
 
@@ -96,11 +100,15 @@ class DocumentFormat(Protocol):
 
 
 def yaml_regions(post: PostFile) -> list[Region]:
-    """The YAML texts of a post: the whole file (a `.yaml` name, or a post that is nothing but YAML), else
-    each fenced block that reads as YAML (a `kubectl apply -f - <<EOF` heredoc around it is left out)."""
+    """The YAML texts of a post: the here-documents of YAML a script writes (`cat <<EOF > app.yaml`), else the
+    whole file (a `.yaml` name, or a post that is nothing but YAML), else each fenced block that reads as YAML (the
+    here-documents of a shell fence; a `kubectl apply -f - <<EOF` opening a YAML fence is left out)."""
     lines = post.lines
     fenced = any(post.fences)
     whole = "\n".join(lines)
+    written = [] if fenced or post.label.endswith(_WHOLE_FILE) else _heredoc_regions(lines, range(len(lines)))
+    if written:  # a script that writes its manifest: the here-documents are the YAML, not the whole script
+        return written
     if post.label.endswith(_WHOLE_FILE) or (not fenced and (_SNIFF.search(whole) or _TOP_KEY.match(whole))):
         last = len(lines)
         while last > 1 and not lines[last - 1].strip():
@@ -119,9 +127,9 @@ def yaml_regions(post: PostFile) -> list[Region]:
         body = list(range(start + 1, index))  # 0-based lines inside the fence, after its opening line
         opening = FENCE_RE.match(lines[start].lstrip("> "))
         language = opening.group(3).strip().lower() if opening else ""
-        region = _fence_region(lines, body, language, (start + 1, min(index + 1, len(lines))))
-        if region is not None:
-            regions.append(region)
+        written = _heredoc_regions(lines, body)  # a shell fence that writes its YAML: the here-documents
+        region = None if written else _fence_region(lines, body, language, (start + 1, min(index + 1, len(lines))))
+        regions += written or ([region] if region is not None else [])
     return sorted(regions + _unfenced_compose(post), key=lambda r: r.first)
 
 
@@ -151,6 +159,34 @@ def _unfenced_compose(post: PostFile) -> list[Region]:
         while end > index + 1 and not lines[end - 1].strip():
             end -= 1
         regions.append(Region(start + 1, end, "\n".join(lines[start:end]), True, (start + 1, end)))
+    return regions
+
+
+def _heredoc_regions(lines: Sequence[str], indices: Sequence[int]) -> list[Region]:
+    """The YAML here-documents among `lines` at 0-based `indices`: a script that writes its manifest or compose
+    file (`cat <<EOF > app.yaml` … `EOF`, then `kubectl apply -f app.yaml`) holds the YAML as the body; the
+    opening and closing lines are blanked with it, the rest of the script stays with the shell scan.
+
+    >>> script = ["set -e", "cat <<'EOF' > s.yaml", "  services:", "    s:", "      image: x", "EOF", "apply"]
+    >>> [(r.first, r.last, r.text, r.span) for r in _heredoc_regions(script, range(len(script)))]
+    [(3, 5, 'services:\\n  s:\\n    image: x', (2, 6))]
+    """
+    regions = []
+    at = 0
+    while at < len(indices):
+        opening = _HEREDOC_LINE.match(lines[indices[at]])
+        closing = None
+        if opening:
+            delimiter = opening.group(2)
+            closing = next((j for j in range(at + 1, len(indices)) if lines[indices[j]].strip() == delimiter), None)
+        if closing is None:
+            at += 1
+            continue
+        body = list(indices[at + 1 : closing])
+        text = textwrap.dedent("\n".join(lines[n] for n in body))
+        if body and _SNIFF.search(text):
+            regions.append(Region(body[0] + 1, body[-1] + 1, text, False, (indices[at] + 1, indices[closing] + 1)))
+        at = closing + 1
     return regions
 
 
@@ -270,6 +306,7 @@ def read_documents(
     claimed: dict[int, list[Document]] = {}  # format index -> its documents, in the post's order
     blanked: set[int] = set()
     _refuse_flattened(post)
+    _refuse_conflicted(post)
     for region in yaml_regions(post):
         try:
             documents = load_documents(post, region)
@@ -320,6 +357,34 @@ def _refuse_flattened(post: PostFile) -> None:
                 f"{post.name}: line {index + 1}, column 1: `services:` has nothing indented under it: the next line, "
                 f"`{following[0].strip()}`, and the service's keys ({', '.join(t.split(':')[0] for t in flat[:3])}) "
                 "are all at column 0, so the compose file lost its indentation in this copy; give it as published"
+            )
+
+
+def _refuse_conflicted(post: PostFile) -> None:
+    """Refuse a post published mid-merge, at its `<<<<<<<` line: between the markers are both sides of a conflict
+    (two launches, or one launch's flags twice), so any command read from it is one the author never ran; a shell
+    would run `<<<<<<< HEAD` as a redirection and fail. All three markers, in order, are needed: a Markdown heading
+    is underlined with `=======`.
+
+    >>> from hgxkit.importing.post import read_post
+    >>> conflicted = "<<<<<<< HEAD\\nvllm serve a\\n=======\\nvllm serve b\\n>>>>>>> 1f\\n"
+    >>> try:
+    ...     _refuse_conflicted(read_post("s.sh", conflicted))
+    ... except InputError as err:
+    ...     print(err.message.split(": the file")[0])
+    s.sh:1: merge-conflict markers (`<<<<<<< HEAD`, `=======` at line 3, `>>>>>>> 1f` at line 5)
+    """
+    markers = ("<" * 7, "=" * 7, ">" * 7)
+    marks: list[int] = []
+    for number, line in enumerate(post.lines, 1):
+        if line.startswith(markers[len(marks)]) and _CONFLICT.match(line):
+            marks.append(number)
+        if len(marks) == len(markers):
+            first, middle, last = (post.lines[n - 1].strip() for n in marks)
+            raise InputError(
+                f"{post.name}:{marks[0]}: merge-conflict markers (`{first}`, `{middle}` at line {marks[1]}, "
+                f"`{last}` at line {marks[2]}): the file was published mid-merge, with both sides of a conflict in "
+                "it; resolve the conflict and give the result"
             )
 
 

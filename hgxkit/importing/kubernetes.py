@@ -327,9 +327,11 @@ class _Pod:
         line = container.get(LINE, self.document.first)
         at = self.where(line)
         words: list[WordAt] = [("docker", line), ("run", line)]  # no --name: a workload's name is no container's
+        # the hardware first: a CPU or another accelerator's container is refused whatever its template would write
+        gpus = self._gpus(container, lines.get("resources", line))
         _refuse_template_variables(container, line, self.where)
         environment = self._variables(container)
-        words += self._gpus(container, lines.get("resources", line))
+        words += gpus
         words += self._pod_options(line)
         words += self._security(container, line)
         if container.get("workingDir"):
