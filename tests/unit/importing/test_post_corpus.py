@@ -159,6 +159,7 @@ SECRET_WORDS = {
     "EMPTY": "",
     "qwen3coder480b": "",  # 245: `--api-key qwen3coder480b`, likewise from $VLLM_API_KEY
     "test_api_key": "",
+    "token-abc123": "",  # 267: the vLLM docs' example key, likewise from $VLLM_API_KEY
 }
 TRAILING = {"044": r"\s*>log\.txt 2>&1 &\s*$"}  # 044 ends with a redirection and `&`: dropped with a note
 # Variables a bare launch's script exports above it: the container's environment, as a prefix's are.
@@ -425,6 +426,8 @@ def test_a_bare_launch_is_translated_as_its_notes_say(number: str, posix_argv) -
             args[args.index("--host") + 1] = "0.0.0.0"
         if "--served-model-name" not in args and not local:
             args += ["--served-model-name", model.repo_id]
+        if any(n.startswith("a secret value removed from --api-key") for n in result.notes):  # 267: read at run time
+            args[args.index("--api-key") + 1] = "${VLLM_API_KEY}"
         if "--dist-init-addr" in args:  # the head's address is given per deploy (here the post's, if it has one)
             at = args.index("--dist-init-addr") + 1
             args[at] = f"{head}:{args[at].rsplit(':', 1)[1]}"
