@@ -19,6 +19,7 @@ Example:
 
 from __future__ import annotations
 
+import itertools
 import posixpath
 import re
 from collections.abc import Sequence
@@ -276,7 +277,47 @@ def _split(command: Command, *, keep_angles: bool) -> list[tuple[list[Word], boo
             current.append(word)
         index += 1
     parts.append((current, piped, notes))
-    return [part for part in parts if part[0]]
+    name = command.post.name
+    return [(words, *rest) for part in parts if part[0] for words, *rest in _exports_apart(part, name)]
+
+
+def _exports_apart(part: tuple[list[Word], bool, list[str]], name: str) -> list[tuple[list[Word], bool, list[str]]]:
+    """An `export NAME=value` that a copy joined with the lines after it (`export A=1 export B=2 vllm serve …`,
+    a page that lost its newlines) as the commands it was: another `export`, or a launch, after the assignments
+    starts a command of its own (a `docker` command too). A shell would export `vllm` and `serve` as names, which
+    no poster meant; an export of bare names (`export A B`) stays as written.
+
+    >>> from hgxkit.recipe.shellwords import split_words
+    >>> words = split_words("export A=1 export B=2 vllm serve org/m")
+    >>> [[w.text for w in p[0]] for p in _exports_apart((words, False, []), "p")]
+    [['export', 'A=1'], ['export', 'B=2'], ['vllm', 'serve', 'org/m']]
+    """
+    words, piped, notes = part
+    if [w.text for w in words[:1]] != ["export"]:
+        return [part]
+    starts = [0]
+    for index in range(1, len(words)):
+        word = words[index]
+        if word.is_operator:
+            return [part]
+        if word.text == "export":
+            starts.append(index)
+        elif not ASSIGNMENT_RE.match(word.text):
+            if not _launches(words[index:]) and words[index].text != "docker":
+                return [part]
+            starts.append(index)
+            break
+    if len(starts) == 1:
+        return [part]
+    joined = (
+        f"{name}:{words[0].line}: `export` and the command(s) after it on one line are read apart (a copy that "
+        "joined the post's lines)"
+    )
+    bounds = [*starts, len(words)]
+    return [
+        (words[a:b], piped if n == 0 else False, [*notes, joined] if n == 0 else [])
+        for n, (a, b) in enumerate(itertools.pairwise(bounds))
+    ]
 
 
 def _adjacent(left: Word, right: Word) -> bool:

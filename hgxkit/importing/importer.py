@@ -112,6 +112,7 @@ from hgxkit.secrets import is_secret_flag, is_secret_name
 # Signs of hardware hgxkit does not serve on: AMD ROCm and Huawei Ascend.
 _AMD_ENV = re.compile(r"^(?:VLLM_ROCM_|HIP_|ROCR_|HSA_|ROCM_)")
 _ASCEND_ENV = re.compile(r"^(?:HCCL_|ASCEND_)")
+_EXPORT = re.compile(r"^\s*export\s+[A-Za-z_]\w*=.*(?:\$\(|`)")  # exports the output of a command substitution
 _WINDOWS_MOUNT = re.compile(r"(?:-v|--volume|--mount)[=\s]+[\"']?(?:[^\s\"']*?(?:source|src)=)?([A-Za-z]:\\[^\s\"':]*)")
 # A mount's host side the node's shell or working directory decides: `~`, `~/x`, `.`, `./x`, `../x`.
 _RELATIVE_SOURCE = re.compile(r"(?:~|\.\.?)(?:/|$)")
@@ -205,6 +206,8 @@ class _Importer:
         self.report = self.reading.report
         self.join = "one"  # how the serving commands join: one, ranks (over hosts), groups (of GPUs)
         self.aside: list[str] = []  # parts of the post the recipe would hold, set aside (`ImportOutcome.set_aside`)
+        # `export NAME=$(…)` lines the scan could not read: skipped, unless a launch follows (_unread_export)
+        self.unread_exports: list[Simple] = []
         self.exported_name: str | None = None  # the recipe's name an hgxkit export's labels give
 
     def run(self) -> ImportOutcome:
@@ -216,6 +219,7 @@ class _Importer:
         for simple in self.simples:
             self._consider(simple)
         chosen = self._choose()
+        _unread_export(self.unread_exports, chosen[0][0].simple)
         recipe, where = self._build(chosen)
         cut = next((c.simple.command.cut for c, _, _ in chosen if c.simple.command.cut), None)
         if cut is not None:
@@ -258,6 +262,8 @@ class _Importer:
                 self._said(simple, "skipped", f"a Ray start that cannot be read ({error.message.split(': ', 1)[-1]})")
             else:
                 self._said(simple, "skipped", f"an unreadable command ({error.message.split(': ', 1)[-1]})")
+                if _EXPORT.match(text):
+                    self.unread_exports.append(simple)
         elif simple.kind in ("assign", "export"):
             names = [w.text.split("=", 1)[0] for w in simple.words[simple.kind == "export" :]]
             self._said(simple, "read", f"variable(s) {', '.join(names)} (used where the post writes $NAME)")
@@ -1052,6 +1058,21 @@ def _engine_refusal(engine: Candidate, servers: list[Candidate]) -> InputError:
 
 # Commands whose words become recipe fields: a lost line of theirs changes the recipe.
 _TAKEN_KINDS = frozenset({"docker-run", "docker-exec", "server", "bench", "engine"})
+
+
+def _unread_export(exports: Sequence[Simple], server: Simple) -> None:
+    """Refuse a launch that an `export NAME=$(…)` the scan could not read comes before: its variable is in the
+    launch's environment (`VLLM_HOST_IP`, `NCCL_SOCKET_IFNAME`), so a recipe without it is not what the post runs."""
+    post = server.command.post
+    before = [e for e in exports if e.command.post is post and e.command.last < server.command.first]
+    if not before:
+        return
+    error = before[0].error()
+    assert error is not None
+    raise InputError(
+        f"{before[0].where()}: an `export` the import cannot read ({error.message.split(': ', 1)[-1]}); its "
+        f"variable is in the environment of the launch at {server.where()}: write its value, or drop the export"
+    )
 
 
 def _unended(simple: Simple) -> None:

@@ -211,6 +211,8 @@ def _is_hub_id(value: str) -> bool:
 def _why_not(value: str | None, flag: str, docker: DockerSpec, unset_from: str = "") -> str:
     if value is None:
         return f"the server command names no model ({flag}) hgxkit can place"
+    if (positional := re.fullmatch(r"\$\{?([1-9])\}?", value)) is not None:  # no file the post sources sets it
+        return f"the model {value!r} is argument {positional[1]} of the script, which the post does not give"
     if "$" in value:
         return f"the model {value!r} is a variable the post does not set{unset_from}"
     held = _holding(docker, value) if value.startswith("/") else None

@@ -30,9 +30,12 @@ from hgxkit.importing.commands import Simple, simple_commands
 from hgxkit.importing.post import Command, PostFile
 from hgxkit.recipe.shellwords import Word, split_words
 
+# COMMAND's own parentheses nest up to three deep (jq's `select(startswith("10."))` inside `$(…)`): a line whose
+# substitution the pattern could not close would be left to the shell scan, which cannot read it.
+_NESTED = r"(?:[^()]|\((?:[^()]|\((?:[^()]|\([^()]*\))*\))*\))*"
 _LINE = re.compile(
     r"^\s*(?P<export>export\s+)?(?P<name>[A-Za-z_]\w*)=(?P<q>[\"']?)"
-    r"(?P<sub>\$\((?P<inner>(?:[^()]|\([^()]*\))*)\)|`(?P<ticked>[^`]*)`)(?P=q)\s*(?:#.*)?$"
+    rf"(?P<sub>\$\((?P<inner>{_NESTED})\)|`(?P<ticked>[^`]*)`)(?P=q)\s*(?:#.*)?$"
 )
 # What a substitution's output is where the post says nothing of it, for the refusal to tell the user.
 _MEANING = {"pwd": "the directory the post is run from, which it does not say"}
