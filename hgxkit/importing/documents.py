@@ -45,6 +45,8 @@ _WHOLE_FILE = (".yaml", ".yml")
 # A post with no fence whose first line (past blanks and comments) is a top-level `key:`: a YAML file pasted as it
 # is (a SkyPilot task's `name:`), read whole when it loads and a format claims it, else as text.
 _TOP_KEY = re.compile(r"\A(?:[ \t]*(?:#[^\n]*)?\n)*[A-Za-z_][\w-]*[ \t]*:(?:[ \t]|$)", re.MULTILINE)
+# A script line of shell logic (a loop, a test, a branch): what a container's script runs depends on it.
+_SHELL_LOGIC = re.compile(r"^\s*(?:while|until|if|for|case)\s")
 _CONFLICT = re.compile(r"^(?:<{7}|={7}|>{7})(?:\s|$)")
 # A shell line that opens a here-document (`cat <<EOF > f.yaml`, `kubectl apply -f - <<'EOF'`), not a comment or a
 # merge-conflict marker (`<<<<<<< HEAD`): group 2 is its delimiter.
@@ -484,8 +486,10 @@ def container_command(
     elif _is_shell(full):
         script = " ".join(full[2:]).replace("$$", "$")
         ray = " (a Ray cluster is not imported)" if re.search(r"\bray\b|multi-node-serving", script) else ""
+        logic = next((ln.strip() for ln in script.split("\n") if _SHELL_LOGIC.match(ln)), None)
+        shown = f"its `{logic}` decides what runs and when" if logic else repr(script[:80])
         raise InputError(
-            f"{where}: `{full[0]} -c` runs a script, not one server command: {script[:80]!r}{ray}; "
+            f"{where}: `{full[0]} -c` runs a script, not one server command: {shown}{ray}; "
             "give the server command as the container's command"
         )
     launched = next((k for k in KINDS.values() if k.launches(python_program(full))), None)
