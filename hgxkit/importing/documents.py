@@ -136,13 +136,15 @@ def yaml_regions(post: PostFile) -> list[Region]:
 
 
 _COMPOSE_TOP = re.compile(r"^services[ \t]*:[ \t]*(?:#.*)?$")
+_SERVICE_IMAGE = re.compile(r"^[ \t]+(?:image|build)[ \t]*:", re.MULTILINE)
 _YAML_KEY_LINE = re.compile(r"^(?:[A-Za-z_][\w-]*[ \t]*:(?:[ \t]|$)|[ \t#]|-[ \t]|$)")
 
 
 def _unfenced_compose(post: PostFile) -> list[Region]:
     """Compose files pasted between a post's prose with no fence: from a `services:` line at the margin (its
     `version:` line above it, if any) to the last line before prose (a line that is neither indented, a comment,
-    blank nor a top-level key), each read as a file is (a parse error refuses, naming its line).
+    blank nor a top-level key), when a service in it names an `image` or `build`; each read as a file is (a parse
+    error refuses, naming its line).
 
     Example:
         >>> from hgxkit.importing.post import read_post
@@ -160,7 +162,9 @@ def _unfenced_compose(post: PostFile) -> list[Region]:
             end += 1
         while end > index + 1 and not lines[end - 1].strip():
             end -= 1
-        regions.append(Region(start + 1, end, "\n".join(lines[start:end]), True, (start + 1, end)))
+        text = "\n".join(lines[start:end])
+        if _SERVICE_IMAGE.search(text):  # a service that runs an image: not a `services:` heading over a list
+            regions.append(Region(start + 1, end, text, True, (start + 1, end)))
     return regions
 
 
