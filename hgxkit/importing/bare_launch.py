@@ -168,20 +168,38 @@ _LAUNCH_ENV = frozenset({"CUDA_VISIBLE_DEVICES", *NETWORK_ENV})
 
 
 def _refuse_unexported(scope: Scope, simple: Simple) -> None:
-    """Refuse `CUDA_VISIBLE_DEVICES=0` (or a network variable) set on the line right above a launch without
-    `export`: the shell keeps it to itself, so the server never sees it; the post most likely lost the
-    continuation backslash that made it the launch's prefix (or the `export`). Not guessed either way."""
+    """Refuse `CUDA_VISIBLE_DEVICES=0` (or a network variable) set without `export` by the command right above a
+    launch (its own line, or the first of several `NAME=value \\` lines): the shell keeps it to itself, so the
+    server never sees it; the post most likely lost the continuation backslash that made it the launch's prefix
+    (or the `export`). Not guessed either way."""
+    post = simple.command.post
+    start = simple.start_line
     for name in sorted(_LAUNCH_ENV - set(simple.assignments)):
         found = scope.definitions.get(name)
-        if found is None or found.exported or found.line != simple.first_line - 1:
+        if found is None or found.exported or found.file not in ("", post.name):
+            continue
+        if not _ends_right_above(post.clean, found.line, start):
             continue
         if any(f"${name}" in word or "${" + name in word for word in simple.texts):
             continue  # read by the command itself: an ordinary shell variable
+        last = "the line" if found.line == start - 1 else f"line {start - 1}"  # where the backslash was lost
         raise InputError(
-            f"{simple.command.post.name}: line {found.line}, column 1: {name}={found.value} is set without export "
-            f"right above the launch at line {simple.first_line}, so the server would not see it; a continuation "
-            f"backslash may be missing (end the line with `\\`, or write `export {name}=…`)"
+            f"{post.name}: line {found.line}, column 1: {name}={found.value} is set without export "
+            f"right above the launch at line {start}, so the server would not see it; a continuation "
+            f"backslash may be missing (end {last} with `\\`, or write `export {name}=…`)"
         )
+
+
+def _ends_right_above(clean: Sequence[str], line: int, start: int) -> bool:
+    """True when the command written from `line` ends on the line right above `start`: every line of it but its
+    last is continued by a backslash.
+
+    >>> _ends_right_above(["A=1 \\\\", "B=2", "vllm serve m"], 1, 3)
+    True
+    >>> _ends_right_above(["A=1", "B=2", "vllm serve m"], 1, 3)
+    False
+    """
+    return line < start and all(clean[n - 1].rstrip().endswith("\\") for n in range(line, start - 1))
 
 
 # What names an image for an H200 (Hopper) node, or for other hardware, in its tag or the comment above its pull.

@@ -71,6 +71,12 @@ class Simple:
     def first_line(self) -> int:
         return self.words[0].line if self.words else self.command.first
 
+    @property
+    def start_line(self) -> int:
+        """The line the command is written from: its environment prefix's when that stands on lines of its own
+        (`A=1 \\` above `vllm serve`), else the program's."""
+        return min((w.line for w in self.prefix), default=self.first_line)
+
     def where(self) -> str:
         return f"{self.command.post.name}:{self.first_line}"
 
@@ -84,7 +90,7 @@ class Simple:
 
     def _lines(self) -> str:
         last = max((w.line for w in self.words), default=self.command.last)
-        first = self.first_line
+        first = self.start_line
         return f"{first}" + (f"-{last}" if last != first else "")
 
     def error(self) -> InputError | None:

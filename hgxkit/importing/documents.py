@@ -45,6 +45,8 @@ _WHOLE_FILE = (".yaml", ".yml")
 # A post with no fence whose first line (past blanks and comments) is a top-level `key:`: a YAML file pasted as it
 # is (a SkyPilot task's `name:`), read whole when it loads and a format claims it, else as text.
 _TOP_KEY = re.compile(r"\A(?:[ \t]*(?:#[^\n]*)?\n)*[A-Za-z_][\w-]*[ \t]*:(?:[ \t]|$)", re.MULTILINE)
+# A script line of shell logic (a loop, a test, a branch): what a container's script runs depends on it.
+_SHELL_LOGIC = re.compile(r"^\s*(?:while|until|if|for|case)\s")
 _CONFLICT = re.compile(r"^(?:<{7}|={7}|>{7})(?:\s|$)")
 # A shell line that opens a here-document (`cat <<EOF > f.yaml`, `kubectl apply -f - <<'EOF'`), not a comment or a
 # merge-conflict marker (`<<<<<<< HEAD`): group 2 is its delimiter.
@@ -134,13 +136,15 @@ def yaml_regions(post: PostFile) -> list[Region]:
 
 
 _COMPOSE_TOP = re.compile(r"^services[ \t]*:[ \t]*(?:#.*)?$")
+_SERVICE_IMAGE = re.compile(r"^[ \t]+(?:image|build)[ \t]*:", re.MULTILINE)
 _YAML_KEY_LINE = re.compile(r"^(?:[A-Za-z_][\w-]*[ \t]*:(?:[ \t]|$)|[ \t#]|-[ \t]|$)")
 
 
 def _unfenced_compose(post: PostFile) -> list[Region]:
     """Compose files pasted between a post's prose with no fence: from a `services:` line at the margin (its
     `version:` line above it, if any) to the last line before prose (a line that is neither indented, a comment,
-    blank nor a top-level key), each read as a file is (a parse error refuses, naming its line).
+    blank nor a top-level key), when a service in it names an `image` or `build`; each read as a file is (a parse
+    error refuses, naming its line).
 
     Example:
         >>> from hgxkit.importing.post import read_post
@@ -158,7 +162,9 @@ def _unfenced_compose(post: PostFile) -> list[Region]:
             end += 1
         while end > index + 1 and not lines[end - 1].strip():
             end -= 1
-        regions.append(Region(start + 1, end, "\n".join(lines[start:end]), True, (start + 1, end)))
+        text = "\n".join(lines[start:end])
+        if _SERVICE_IMAGE.search(text):  # a service that runs an image: not a `services:` heading over a list
+            regions.append(Region(start + 1, end, text, True, (start + 1, end)))
     return regions
 
 
@@ -484,8 +490,10 @@ def container_command(
     elif _is_shell(full):
         script = " ".join(full[2:]).replace("$$", "$")
         ray = " (a Ray cluster is not imported)" if re.search(r"\bray\b|multi-node-serving", script) else ""
+        logic = next((ln.strip() for ln in script.split("\n") if _SHELL_LOGIC.match(ln)), None)
+        shown = f"its `{logic}` decides what runs and when" if logic else repr(script[:80])
         raise InputError(
-            f"{where}: `{full[0]} -c` runs a script, not one server command: {script[:80]!r}{ray}; "
+            f"{where}: `{full[0]} -c` runs a script, not one server command: {shown}{ray}; "
             "give the server command as the container's command"
         )
     launched = next((k for k in KINDS.values() if k.launches(python_program(full))), None)

@@ -16,7 +16,8 @@ dstack runs `commands` in a shell in the container of `image:` (its own Python i
 One command serves: installs (`pip install …`) and messages are left out, an install into an image of the file's
 own is refused (the recipe runs the image as it is). A service's replica groups are each read (a group that runs
 only the router, `sglang_router.launch_router`, is set aside), so a prefill/decode split is refused by the
-import's own rule. What changes nothing the container runs with (`model`, `probes`, `replicas`, `scaling`, a
+import's own rule; a task's node `groups` (each on its own nodes, running its own commands) are refused, a split
+over them by name. What changes nothing the container runs with (`model`, `probes`, `replicas`, `scaling`, a
 gateway) is set aside with a note; what a recipe cannot hold (local `files`/`repos`, a network volume, a range
 of nodes, a dev environment) is refused by name, and so are, before the commands are counted, another accelerator
 (`gpu: v5litepod-4`, `VLLM_TARGET_DEVICE=tpu`) and an engine hgxkit does not serve (`trtllm-serve`, its image).
@@ -100,7 +101,7 @@ class Dstack:
         return (
             isinstance(data, dict)
             and data.get("type") in _TYPES
-            and any(k in data for k in ("commands", "image", "replicas"))
+            and any(k in data for k in ("commands", "image", "replicas", "groups"))
             and not any(k in data for k in ("services", "apiVersion", "kind", "run"))
         )
 
@@ -149,6 +150,7 @@ class _Run:
             raise InputError(
                 f"{self.where('nodes')}: nodes: {data['nodes']}: a range of nodes; give the number the server spans"
             )
+        self._node_groups()
         groups = data.get("replicas")
         if not isinstance(groups, list):  # one group: the file itself
             return [self._simple(data, self.notes)]
@@ -162,6 +164,28 @@ class _Run:
             else:
                 out.append(self._simple({**data, **group}, list(self.notes)))
         return out
+
+    def _node_groups(self) -> None:
+        """Refuse a task's node `groups` (each its own nodes, each running its own commands): a prefill/decode
+        split whose sides run on separate node groups by name, any other by what it is; hgxkit deploys one
+        server, on one node or spanning `nodes: N`."""
+        groups = self.data.get("groups")
+        if not isinstance(groups, list):
+            return
+        commands = "\n".join(str(c) for group in groups if isinstance(group, dict) for c in group.get("commands") or [])
+        split = next(
+            (k.disaggregation[0] for k in KINDS.values() if k.disaggregation and k.disaggregation[0] in commands), None
+        )
+        if split is not None:
+            raise InputError(
+                f"{self.where('groups')}: groups: a prefill/decode split ({split}) whose sides run on separate node "
+                "groups, with its router on another, which dstack wires together: import the prefill and decode "
+                "commands themselves (one node's groups, or one side per host; the router from `--data router=true`)"
+            )
+        raise InputError(
+            f"{self.where('groups')}: groups: {len(groups)} node groups, each running its own commands on its own "
+            "nodes: hgxkit deploys one server (on one node, or over `nodes: N`); give the group that serves"
+        )
 
     def _named(self) -> None:
         """Refuse by name a file for another accelerator (its resources, environment or installs) or an engine

@@ -523,7 +523,7 @@ class _Pod:
                     f"{self.where(at)}: {name} is {what} ({path}), which the command reads as its rank: "
                     "hgxkit gives each host its rank"
                 )
-            elif _identity(source) and not self._spans_pods() and not _reads(container, name):
+            elif _identity(source, name) and not self._spans_pods() and not _reads(container, name):
                 self.notes.append(
                     f"{self.where(at)}: env {name} (the pod's {source['fieldRef'].get('fieldPath')}) left out: the "
                     f"container's command never reads ${name}, and a docker host has no pod to describe"
@@ -679,11 +679,18 @@ def _is_engine_image(container: dict) -> bool:
     return any(image_matches(image, k.images) for k in (*KINDS.values(), *UNSUPPORTED))
 
 
-def _identity(source: dict) -> bool:
-    """Whether an env value is the pod's name, namespace, labels or node (not an address, which a server may use
-    to reach its peers whether or not its command names the variable)."""
+def _identity(source: dict, name: str) -> bool:
+    """Whether an env value is the pod's name, namespace, labels or node, or its address under a name no program of
+    the container reads by itself (`POD_IP`; an engine's, NCCL's, torch's or Ray's own variable, `VLLM_HOST_IP`,
+    `MASTER_ADDR`, is how a server reaches its peers whether or not its command names it)."""
     path = (source.get("fieldRef") or {}).get("fieldPath", "")
+    if path in ("status.podIP", "status.hostIP", "status.podIPs", "status.hostIPs"):
+        return not name.startswith((*(f"{k.name.upper()}_" for k in KINDS.values()), *_PROGRAM_ENV))
     return path.startswith("metadata.") or path in ("spec.nodeName", "spec.serviceAccountName")
+
+
+# Prefixes of the variables the libraries under an engine read for their addresses and interfaces.
+_PROGRAM_ENV = ("NCCL_", "GLOO_", "MASTER_", "RAY_", "TORCH_", "UCX_", "NVSHMEM_", "MC_", "MOONCAKE_")
 
 
 def _reads(container: dict, name: str) -> bool:

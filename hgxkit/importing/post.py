@@ -203,8 +203,9 @@ def env_options(texts: Sequence[str], index: int) -> EnvOptions | None:
 
 
 # Words after a program that are a label, not arguments: no option among them, and the last a word with a colon
-# (a page's bullets run together: `Entry command:` / `vllm serve - Execution command template:`).
-_LABEL_AFTER = re.compile(r"^(?:(?:[^-\s]\S*|-)\s+){2,}[A-Za-z]+:$")
+# (a page's bullets run together: `Entry command:` / `vllm serve - Execution command template:`; a report's
+# `vllm serve command:` above its fence). A program's subcommand comes first, so one word before the label will do.
+_LABEL_AFTER = re.compile(r"^(?:(?:[^-\s]\S*|-)\s+)+[A-Za-z]+:$")
 
 
 def uv_run_end(words: Sequence[str], index: int) -> int:

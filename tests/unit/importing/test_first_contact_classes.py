@@ -77,3 +77,8 @@ def test_an_image_word_no_image_name_starts_like_is_refused() -> None:
     with pytest.raises(InputError) as caught:
         _import("docker run ++name vllm --gpus all vllm/vllm-openai:latest --model org/model\n", "page.txt")
     assert "'++name' stands where docker reads the image" in caught.value.message
+
+
+def test_a_services_heading_over_prose_is_no_compose_file() -> None:
+    post = "Our services:\nservices:\n  - a chat UI\n  - an API: {x\n\n```\ndocker run --gpus all vllm/vllm-openai:latest --model org/model\n```\n"
+    assert _import(post).recipe.image.reference == "vllm/vllm-openai:latest"

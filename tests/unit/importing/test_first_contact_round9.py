@@ -121,6 +121,16 @@ def test_pod_metadata_the_command_never_reads_is_left_out_with_a_note() -> None:
     assert any("env POD_NAME (the pod's metadata.name) left out" in note for note in outcome.notes)
 
 
+def test_the_pods_address_under_a_name_no_program_reads_is_left_out_with_a_note() -> None:
+    text = (
+        MANIFEST.format(args='"--port", "8000"').replace("POD_NAME", "POD_IP").replace("metadata.name", "status.podIP")
+    )
+    outcome = _import(text, "deploy.yaml")
+    assert any("env POD_IP (the pod's status.podIP) left out" in note for note in outcome.notes)
+    engines = text.replace("POD_IP", "NCCL_SOCKET_ADDR")  # a library's own variable: it may reach peers with it
+    assert "env NCCL_SOCKET_ADDR comes from fieldRef" in _refusal(engines, "deploy.yaml")
+
+
 def test_pod_metadata_the_command_reads_is_still_refused() -> None:
     message = _refusal(MANIFEST.format(args='"--served-model-name", "$(POD_NAME)"'), "deploy.yaml")
     assert "env POD_NAME comes from fieldRef, which a docker host does not give" in message

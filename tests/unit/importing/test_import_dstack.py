@@ -172,3 +172,31 @@ def test_a_task_over_two_nodes_is_one_server_whose_ranks_dstack_numbers() -> Non
     assert recipe.docker.last("--network") == "host"
     assert not any(w == "-p" for e in recipe.docker.entries for w in e.words)  # ranks meet on the host's network
     assert "svc.dstack.yml:8: $DSTACK_GPUS_NUM is 16, resources.gpu's count x nodes 2" in outcome.notes
+
+
+NODE_GROUPS = """type: task
+image: lmsysorg/sglang:v0.5.10.post1
+groups:
+  - nodes: 1
+    commands:
+      - smg launch --pd-disaggregation --prefill http://p:8000 --decode http://d:8000
+    resources:
+      cpu: 4
+  - nodes: 1
+    commands:
+      - python -m sglang.launch_server --model-path org/m {flags}
+    resources:
+      gpu: H200
+"""
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        ("--disaggregation-mode prefill", "groups: a prefill/decode split (--disaggregation-mode)"),
+        ("--port 8000", "groups: 2 node groups, each running its own commands on its own nodes"),
+    ],
+)
+def test_a_tasks_node_groups_are_refused_by_what_they_run(flags: str, message: str) -> None:
+    said = refusal(NODE_GROUPS.format(flags=flags))
+    assert message in said and ":3: " in said and "\n" not in said, said

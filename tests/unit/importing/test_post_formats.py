@@ -351,8 +351,8 @@ def test_kubernetes_pod_options_the_container_feels() -> None:
             "manifest; list each as env (a secretKeyRef is taken from the environment)",
         ),
         (
-            "    - name: NODE_IP\n      valueFrom: {fieldRef: {fieldPath: status.hostIP}}\n",
-            "pod.yaml:17: env NODE_IP comes from fieldRef, which a docker host does not give; write its value",
+            "    - name: VLLM_HOST_IP\n      valueFrom: {fieldRef: {fieldPath: status.hostIP}}\n",
+            "pod.yaml:17: env VLLM_HOST_IP comes from fieldRef, which a docker host does not give; write its value",
         ),
     ],
 )
