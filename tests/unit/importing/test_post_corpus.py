@@ -225,10 +225,15 @@ def test_every_snippet_is_in_the_index() -> None:
     assert set(REFUSALS) == {n for n, e in ENTRIES.items() if e["expect"] == "refuse"}
 
 
-def _gapped(number: str) -> object:
+def _gapped(number: str, *, generic: bool = False) -> object:
     """A post's parameter; one whose index entry names a `gap` (first contact found it refused for the wrong
-    reason or not imported as expected, not fixed yet) must still fail, so fixing it flips the test."""
-    gap = ENTRIES[number].get("gap")
+    reason or not imported as expected, not fixed yet) must still fail, so fixing it flips the test. A post that
+    imports at exit 0 and whose gap is what the index names it must give (`note:` or `recipe:`) fails those
+    tests alone: the generic checks (`generic`: it loads back, renders, translates its launch) hold for it."""
+    entry = ENTRIES[number]
+    gap = entry.get("gap")
+    if gap and generic and entry["expect"] == "import" and ("note" in entry or "recipe" in entry):
+        return number
     return pytest.param(number, marks=pytest.mark.xfail(strict=True, reason=gap)) if gap else number
 
 
@@ -245,7 +250,7 @@ def test_refused_snippets_say_why_in_one_line(number: str) -> None:
 IMPORTED = sorted(n for n, e in ENTRIES.items() if e["expect"] == "import")
 
 
-@pytest.mark.parametrize("number", [_gapped(n) for n in IMPORTED])
+@pytest.mark.parametrize("number", [_gapped(n, generic=True) for n in IMPORTED])
 def test_imported_snippets_load_back_and_render(number: str) -> None:
     result = imported(number)
     recipe = result.recipe
@@ -261,7 +266,7 @@ def test_imported_snippets_load_back_and_render(number: str) -> None:
 DOCKER_RUNS = [n for n in IMPORTED if ENTRIES[n]["kinds"][0] == "docker"]
 
 
-@pytest.mark.parametrize("number", [_gapped(n) for n in DOCKER_RUNS])
+@pytest.mark.parametrize("number", [_gapped(n, generic=True) for n in DOCKER_RUNS])
 def test_a_docker_run_renders_the_argv_sh_gives_for_the_post(number: str, posix_argv) -> None:
     result = imported(number)
     recipe = result.recipe
@@ -384,7 +389,7 @@ BARE = [
 ]
 
 
-@pytest.mark.parametrize("number", [_gapped(n) for n in BARE])
+@pytest.mark.parametrize("number", [_gapped(n, generic=True) for n in BARE])
 def test_a_bare_launch_is_translated_as_its_notes_say(number: str, posix_argv) -> None:
     result = imported(number)
     recipe = result.recipe
