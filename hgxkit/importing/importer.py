@@ -433,6 +433,13 @@ class _Importer:
                 f"{benches[0][0].where()}: no serving command in {names}, only {len(benches)} benchmark command(s); "
                 "import it together with the post that has the server (hgxkit recipe import SERVER.txt THIS.txt)"
             )
+        quoted = next(filter(None, (_quoted_launch(post) for post in self.posts)), None)
+        if quoted is not None:
+            return InputError(
+                f"{quoted}: no serving command in {names} as a shell runs it: the launch is in a program's string "
+                "literals (a Python `subprocess` command), which the import does not run; give the command as the "
+                "shell runs it"
+            )
         return InputError(
             f"{names}: no serving command found (docker run, sglang serve, python -m sglang.launch_server, "
             "vllm serve); give the post that has it"
@@ -1073,6 +1080,27 @@ def _unread_export(exports: Sequence[Simple], server: Simple) -> None:
         f"{before[0].where()}: an `export` the import cannot read ({error.message.split(': ', 1)[-1]}); its "
         f"variable is in the environment of the launch at {server.where()}: write its value, or drop the export"
     )
+
+
+_STRING = re.compile(r"([\"'])((?:(?!\1).)*)\1")
+
+
+def _quoted_launch(post: PostFile) -> str | None:
+    """`FILE:LINE` of a fenced line whose string literal holds an engine's launch (`"nohup vllm serve org/m "` in a
+    Python fence), where the shell scan finds nothing; None where there is none.
+
+    >>> from hgxkit.importing.post import read_post
+    >>> _quoted_launch(read_post("p.md", "```\\ncmd = (\\n    \\"nohup vllm serve org/m \\"\\n)\\n```\\n"))
+    'p.md:3'
+    """
+    for number, line in enumerate(post.lines, 1):
+        if not post.fences[number - 1]:
+            continue
+        for match in _STRING.finditer(line):
+            words = match.group(2).split()
+            if any(kind.launches(words[i:]) for kind in KINDS.values() for i in range(len(words))):
+                return f"{post.name}:{number}"
+    return None
 
 
 def _unended(simple: Simple) -> None:

@@ -82,3 +82,11 @@ def test_an_image_word_no_image_name_starts_like_is_refused() -> None:
 def test_a_services_heading_over_prose_is_no_compose_file() -> None:
     post = "Our services:\nservices:\n  - a chat UI\n  - an API: {x\n\n```\ndocker run --gpus all vllm/vllm-openai:latest --model org/model\n```\n"
     assert _import(post).recipe.image.reference == "vllm/vllm-openai:latest"
+
+
+def test_a_launch_inside_a_programs_string_literals_is_named_as_such() -> None:
+    post = 'Mine:\n```\nimport subprocess\ncmd = (\n    "nohup vllm serve org/m "\n    "--tp 2"\n)\n```\n'
+    with pytest.raises(InputError, match=r"post\.md:5: .* the launch is in a program's string literals"):
+        _import(post)
+    with pytest.raises(InputError, match="no serving command found"):
+        _import('Mine:\n```\nprint("hello")\n```\n')
