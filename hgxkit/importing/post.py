@@ -25,6 +25,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import PurePath
 
 from hgxkit.errors import InputError
+from hgxkit.importing.python_strings import launches_in_python
 from hgxkit.kinds import kind_programs
 from hgxkit.recipe.shellwords import Word, split_words
 
@@ -163,8 +164,10 @@ def read_post(name: str, text: str) -> PostFile:
     """Split a post into lines and blank out what is not shell (see the module docstring)."""
     lines = tuple(text.replace("\r\n", "\n").replace("\r", "\n").split("\n"))
     cleaner = _Cleaner(lines, script=lines[0].startswith("#!") or name.endswith(_SCRIPT_SUFFIXES))
-    clean = cleaner.run()
-    return PostFile(name, PurePath(name).name, lines, tuple(clean), tuple(cleaner.notes), tuple(cleaner.fences))
+    shell = cleaner.run()
+    clean, python = launches_in_python(lines, cleaner.fences, shell)
+    notes = (*cleaner.notes, *python)
+    return PostFile(name, PurePath(name).name, lines, tuple(clean), notes, tuple(cleaner.fences))
 
 
 @dataclass(frozen=True)

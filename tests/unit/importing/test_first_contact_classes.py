@@ -85,8 +85,21 @@ def test_a_services_heading_over_prose_is_no_compose_file() -> None:
 
 
 def test_a_launch_inside_a_programs_string_literals_is_named_as_such() -> None:
-    post = 'Mine:\n```\nimport subprocess\ncmd = (\n    "nohup vllm serve org/m "\n    "--tp 2"\n)\n```\n'
+    post = 'Mine:\n```\nimport subprocess\ncmd = (\n    "nohup vllm serve org/m "\n    "--tp 2"\n  # "x"\n```\n'
     with pytest.raises(InputError, match=r"post\.md:5: .* the launch is in a program's string literals"):
-        _import(post)
+        _import(post)  # no Python (the parenthesis is never closed): the line is named
     with pytest.raises(InputError, match="no serving command found"):
         _import('Mine:\n```\nprint("hello")\n```\n')
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        'cmd = (\n    "nohup vllm serve org/model "\n    "--tensor-parallel-size 2 > log.txt 2>&1 &"\n)',
+        'subprocess.run(["vllm", "serve", "org/model", "--tensor-parallel-size", "2"])',
+    ],
+)
+def test_a_launch_a_python_fence_builds_from_strings_is_read_as_that_command(code: str) -> None:
+    outcome = _import(f"Mine:\n```python\nimport subprocess\n{code}\n```\n")
+    assert outcome.recipe.model.repo_id == "org/model" and outcome.recipe.server.flag("--tensor-parallel-size") == "2"
+    assert any("Python string literals" in note for note in outcome.notes)
