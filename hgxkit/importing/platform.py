@@ -53,7 +53,7 @@ _SIGNS: tuple[tuple[str, re.Pattern[str]], ...] = (
         "AMD ROCm",
         re.compile(
             r"/dev/kfd\b|/dev/dri\b|\b(?:HIP_VISIBLE_DEVICES|ROCR_VISIBLE_DEVICES|HSA_[A-Z_]+|VLLM_ROCM_[A-Z_]+)\b"
-            r"|(?<![\w.-])rocm/\S+|\S+[:/-]rocm\S*|\bamd\.com/gpu\b"
+            r"|(?<![\w.-])rocm/\S+|(?<!\S)\S+[:/-]rocm\S*|\bamd\.com/gpu\b"
         ),
     ),
     (
@@ -71,9 +71,11 @@ _SIGNS: tuple[tuple[str, re.Pattern[str]], ...] = (
             r"|\baws\.amazon\.com/neuron\w*"
         ),
     ),
-    ("CPU only", re.compile(r"--device[= ]+cpu\b|\bvllm-cpu\S*|\bVLLM_CPU_[A-Z_]+\b|\S+:cpu\b")),
+    ("CPU only", re.compile(r"--device[= ]+cpu\b|\bvllm-cpu\S*|\bVLLM_CPU_[A-Z_]+\b|(?<!\S)\S+:cpu\b")),
     ("Apple silicon (MPS)", re.compile(r"--device[= ]+mps\b|\bPYTORCH_ENABLE_MPS_FALLBACK\b")),
 )
+# A sign that is a part of a word (`\S+:cpu`) starts at the word's start (`(?<!\S)`): from any other start the search
+# would scan the rest of the word again, quadratic in a long one.
 # What shows that a post (also) serves on NVIDIA GPUs.
 _NVIDIA = re.compile(
     r"--gpus\b|--runtime[= ]+nvidia\b|\bnvidia\.com/gpu\b|\b(?:CUDA|NVIDIA)_VISIBLE_DEVICES\b|\bnvcr\.io/"

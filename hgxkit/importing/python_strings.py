@@ -51,7 +51,7 @@ def _launch(source: str) -> tuple[int, str] | None:
     engine's launch; None when `source` is no Python or holds none."""
     try:
         tree = ast.parse(source)
-    except (SyntaxError, ValueError):
+    except (SyntaxError, ValueError, RecursionError, MemoryError):  # a hostile nesting is no Python to read either
         return None
     for node in ast.walk(tree):
         if isinstance(node, ast.Constant) and isinstance(node.value, str):

@@ -103,3 +103,9 @@ def test_a_launch_a_python_fence_builds_from_strings_is_read_as_that_command(cod
     outcome = _import(f"Mine:\n```python\nimport subprocess\n{code}\n```\n")
     assert outcome.recipe.model.repo_id == "org/model" and outcome.recipe.server.flag("--tensor-parallel-size") == "2"
     assert any("Python string literals" in note for note in outcome.notes)
+
+
+@pytest.mark.parametrize("nested", ["[" * 100000 + "]" * 100000, "-" * 200000 + "1"])
+def test_a_python_fence_nested_past_the_parsers_limits_is_read_as_text(nested: str) -> None:
+    with pytest.raises(InputError, match="no serving command found"):
+        _import(f"Mine:\n```python\nx = {nested}\n```\n")

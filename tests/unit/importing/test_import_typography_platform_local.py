@@ -3,6 +3,7 @@ accelerators; local model directories taken for Hub repositories. Each class by 
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
@@ -10,6 +11,7 @@ import pytest
 from hgxkit.errors import InputError
 from hgxkit.importing.importer import ImportOptions, import_post
 from hgxkit.importing.outcome import ImportOutcome
+from hgxkit.importing.platform import foreign_in
 
 POSTS = Path(__file__).resolve().parents[2] / "fixtures" / "posts"
 
@@ -183,3 +185,18 @@ def test_a_launch_repeating_the_image_entrypoint_gives_the_entrypoint_its_argume
 def test_a_launch_after_an_image_without_that_entrypoint_is_kept() -> None:
     outcome = imported("docker run --gpus all -p 8000:8000 nvcr.io/nvidia/vllm:25.09-py3 vllm serve org/Model-7B\n")
     assert outcome.recipe.server.program == ("vllm", "serve")
+
+
+@pytest.mark.parametrize("word", ["a:", "a-", "a/", "["])
+def test_looking_for_another_accelerator_in_a_long_word_takes_linear_time(word: str) -> None:
+    def fastest(n: int) -> float:
+        text = word * n
+        runs = []
+        for _ in range(5):
+            start = time.perf_counter()
+            assert foreign_in(text) is None
+            runs.append(time.perf_counter() - start)
+        return min(runs)
+
+    # a sign matched from inside a word rescans the rest of it: 4 times the word, 16 times the time
+    assert fastest(16000) < 9 * fastest(4000) + 0.002
