@@ -7,8 +7,9 @@ binds it to its own address), or, for a server spanning nodes (`--nnodes` > 1), 
 network (`--network=host`) as the engines' multi-node examples do, and the server listens as posted;
 `--ipc=host` is added (SGLang and vLLM document it for tensor parallelism);
 where the engine listens on loopback by default (SGLang) the server gets `--host 0.0.0.0`, reachable inside
-the container; absolute paths among the arguments (the model, a draft model, a template) are bind-mounted
-read-only at the same path. The interpreter becomes the image's `python3`. vLLM's image runs `vllm serve`
+the container; absolute paths among the arguments (the model, a draft model, a template), and those a value
+names inside it (a LoRA adapter's `NAME=/path`, a JSON config's draft "model"), are bind-mounted read-only at
+the same path. The interpreter becomes the image's `python3`. vLLM's image runs `vllm serve`
 itself, so the container gets only its arguments, the model as `--model MODEL` (the form both image eras
 read). As a source format of a post (`BARE_LAUNCH`, see `formats`) it runs in the container the post opened
 before it, if any (that container's image is used).
@@ -24,6 +25,7 @@ Example:
 
 from __future__ import annotations
 
+import json
 import posixpath
 import re
 from collections.abc import Mapping, Sequence
@@ -442,19 +444,36 @@ def _input_mounts(
     args: list[str], kind: ServerKind, mounts: Sequence[tuple[str, str, str]], where: str, notes: list[str]
 ) -> list[str]:
     """`-v HOST:PATH:ro` for each absolute path the server reads: the same path on the host, or the host's path
-    through the bind mount of the container the launch runs in that holds it; a note each."""
+    through the bind mount of the container the launch runs in that holds it; a note each. A path inside another
+    one mounted here gets no mount of its own (it is in that one's)."""
     options = []
-    for path in _input_paths(args, kind):
+    found = _input_paths(args, kind)
+    for path, flag in found:
+        shown = shell_value(path)
+        named = f" (named in {flag}'s value)" if flag else ""
+        outer = next((other for other, _ in found if _inside(path, other)), None)
+        if outer is not None:
+            notes.append(f"{where}: {shown}{named} is inside {shell_value(outer)}, mounted read-only")
+            continue
         host, mount = _through(path, mounts)
         options += ["-v", f"{host}:{path}:ro"]
         if mount is None:
-            notes.append(f"{where}: {shell_value(path)} is mounted read-only at the same path in the container")
+            notes.append(f"{where}: {shown}{named} is mounted read-only at the same path in the container")
         else:
             notes.append(
-                f"{where}: {shell_value(path)} is in the mount {mount} of the container the launch runs in: the "
-                f"host's {host}, mounted read-only at {shell_value(path)}"
+                f"{where}: {shown}{named} is in the mount {mount} of the container the launch runs in: the "
+                f"host's {host}, mounted read-only at {shown}"
             )
     return options
+
+
+def _inside(path: str, other: str) -> bool:
+    """True when normalised path `path` is strictly inside directory `other`.
+
+    >>> _inside("/m/base/tok", "/m/base"), _inside("/m/base2", "/m/base"), _inside("/m", "/m")
+    (True, False, False)
+    """
+    return path != other and path.startswith(other.rstrip("/") + "/")
 
 
 def _context_mounts(server: Candidate) -> list[tuple[str, str, str]]:
@@ -491,15 +510,65 @@ def _through(path: str, mounts: Sequence[tuple[str, str, str]]) -> tuple[str, st
     return posixpath.normpath(source + path[len(target.rstrip("/")) :]), written
 
 
-def _input_paths(args: list[str], kind: ServerKind) -> list[str]:
-    """Absolute paths the server reads (flag values and a positional model), each once, in order."""
-    paths: list[str] = []
+def _input_paths(args: list[str], kind: ServerKind) -> list[tuple[str, str | None]]:
+    """Absolute paths the server reads, normalised, each once, in order: flag values and a positional model as
+    written, and those a value names inside it (None, or the flag whose value names it): a LoRA adapter's
+    `NAME=/path`, a JSON value's string under one of the kind's `json_path_keys` (a LoRA's "path", a draft's
+    "model").
+
+    Example:
+        >>> from hgxkit.kinds import KINDS
+        >>> _input_paths(["/m", "--lora-modules", "a=/l/a/", '{"name": "b", "path": "/l/b"}', "--port", "1"],
+        ...              KINDS["vllm"])
+        [('/m', None), ('/l/a', '--lora-modules'), ('/l/b', '--lora-modules')]
+    """
+    paths: dict[str, str | None] = {}
     for entry in group_args(args):
+        flag = entry[0].partition("=")[0] if is_flag(entry[0]) else None
         values = [entry[0].partition("=")[2]] if "=" in entry[0] and is_flag(entry[0]) else list(entry[1:])
-        if not is_flag(entry[0]):
+        if flag is None:
             values = list(entry)
         for value in values:
-            path = posixpath.normpath(value) if value.startswith("/") and "$" not in value else None
-            if path and not path.startswith(_NOT_INPUTS) and path not in paths and path != "/":
-                paths.append(path)
-    return paths
+            named = [(value, None)] if value.startswith("/") else [(v, flag) for v in _named_paths(value, kind)]
+            for written, by in named:
+                path = posixpath.normpath(written) if written.startswith("/") and "$" not in written else None
+                if path and not path.startswith(_NOT_INPUTS) and path not in paths and path != "/":
+                    paths[path] = by
+    return list(paths.items())
+
+
+# `NAME=/path`: a value naming a file under a name (vLLM's `--lora-modules NAME=PATH`, SGLang's `--lora-paths`).
+_NAMED_PATH = re.compile(r"^[\w.@+-]+=(/.*)$")
+
+
+def _named_paths(value: str, kind: ServerKind) -> list[str]:
+    """The absolute paths a value names inside it: after `NAME=`, or a JSON value's strings under the kind's
+    `json_path_keys` (at any depth).
+
+    Example:
+        >>> from hgxkit.kinds import KINDS
+        >>> _named_paths('{"model": "/d", "num_speculative_tokens": 3, "x": "/y"}', KINDS["vllm"])
+        ['/d']
+        >>> _named_paths("bi-lora=/a/b/", KINDS["vllm"]), _named_paths("qwen", KINDS["vllm"])
+        (['/a/b/'], [])
+    """
+    matched = _NAMED_PATH.match(value)
+    if matched:
+        return [matched.group(1)]
+    if not value.startswith(("{", "[")):
+        return []
+    try:
+        document = json.loads(value)
+    except ValueError:
+        return []
+    return [v for v in _json_strings(document, kind.json_path_keys) if v.startswith("/")]
+
+
+def _json_strings(document: object, keys: Sequence[str]) -> list[str]:
+    """The strings under `keys` anywhere in a parsed JSON document."""
+    if isinstance(document, list):
+        return [found for item in document for found in _json_strings(item, keys)]
+    if not isinstance(document, dict):
+        return []
+    found = [value for key, value in document.items() if key in keys and isinstance(value, str)]
+    return found + [deeper for value in document.values() for deeper in _json_strings(value, keys)]

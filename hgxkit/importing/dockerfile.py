@@ -9,7 +9,8 @@ is a note. `CMD` alone in exec form on a server's own image whose entrypoint is 
 gives that entrypoint its arguments, so it reads as the entrypoint's launch with CMD's words. A Dockerfile that
 builds its own image (`RUN`, `COPY`, `ADD`, several `FROM`s; a `WORKDIR` too, which would make the launch's
 relative paths the image's) or leaves the command to another base image's entrypoint is refused naming the line:
-what it runs is not in the post.
+what it runs is not in the post. Outside a Dockerfile, a line that is one exec-form ENTRYPOINT or CMD of a
+server (a comment quoting its Dockerfile's last line) reads as that launch.
 
 Example:
     >>> text, notes = as_shell("Dockerfile", 'FROM img:1\\nENV A=b\\nENTRYPOINT ["vllm", "serve", "org/m"]\\n')
@@ -40,7 +41,7 @@ def as_shell(name: str, text: str) -> tuple[str, list[tuple[int, str]]]:
     changed; any other text as it is, with no notes."""
     instructions = _instructions(text)
     if instructions is None:
-        return text, []
+        return _lone_launches(text)
     lines = text.split("\n")
     notes: list[tuple[int, str]] = []
     froms = [i for i in instructions if i[1] == "FROM"]
@@ -86,6 +87,32 @@ def as_shell(name: str, text: str) -> tuple[str, list[tuple[int, str]]]:
             notes.append((first, "ENTRYPOINT read as the launch (the FROM image runs it; nothing else is built)"))
         else:
             lines[first - 1 : last] = ["# " + line for line in lines[first - 1 : last]]
+    return "\n".join(lines), notes
+
+
+# A line that is one exec-form ENTRYPOINT or CMD instruction, outside a Dockerfile (a comment quoting it).
+_LONE_EXEC = re.compile(r"^\s*(?:ENTRYPOINT|CMD)\s+(\[.*\])\s*$", re.IGNORECASE)
+
+
+def _lone_launches(text: str) -> tuple[str, list[tuple[int, str]]]:
+    """`text` with each line that is an exec-form ENTRYPOINT or CMD launching a server
+    (`ENTRYPOINT ["python3", "-m", "vllm.entrypoints.openai.api_server", …]`, no FROM around it) written as that
+    launch's shell line, a note each: it is the command the post runs, so what it lacks (its model) is said.
+
+    Example:
+        >>> _lone_launches('It works:\\nENTRYPOINT ["vllm", "serve", "--port", "8000"]\\n')
+        ('It works:\\nvllm serve --port 8000\\n', [(2, 'an exec-form ENTRYPOINT of a server, read as its launch')])
+    """
+    lines = text.split("\n")
+    notes: list[tuple[int, str]] = []
+    for number, line in enumerate(lines, 1):
+        matched = _LONE_EXEC.match(line)
+        launch = _exec(matched.group(1)) if matched else None
+        if matched is None or launch is None or not any(k.launches(shlex.split(launch)) for k in KINDS.values()):
+            continue
+        lines[number - 1] = launch
+        keyword = line.split()[0].upper()
+        notes.append((number, f"an exec-form {keyword} of a server, read as its launch"))
     return "\n".join(lines), notes
 
 

@@ -278,6 +278,9 @@ class ServerKind:
     # Flags whose values are Python import paths the server imports at start-up (vLLM's --middleware): one into a
     # package other than the engine's own (`name`) is the post's own code, which the engine's image lacks.
     import_path_flags: tuple[str, ...] = ()
+    # Keys of a flag's JSON value (`--lora-modules '{"name": …, "path": "/a"}'`) whose string is a file or folder
+    # the server reads: a bare launch mounts it into the container as it mounts a flag's plain path.
+    json_path_keys: tuple[str, ...] = ()
     # (flag, pattern of its value) that make the server one side of a prefill/decode split: the prefill or the
     # decode server, which serves nothing without the other and the router between them
     disaggregation: tuple[str, str] | None = None

@@ -259,6 +259,7 @@ SGLANG = ServerKind(
     ),
     posted_clients=(POSTED_CLIENT,),
     speculative_flags=("--speculative-algorithm",),
+    json_path_keys=("lora_path",),  # --lora-paths' JSON form ({"lora_name": …, "lora_path": …, "pinned": …})
     disaggregation=("--disaggregation-mode", r"prefill|decode"),
     # srt/server_args.py: bootstrap port 8998, transfer backend mooncake by default; mooncake and nixl are the
     # backends SGLang's PD docs deploy on NVIDIA GPUs (ascend, mori: other accelerators; fake: tests only)

@@ -269,6 +269,8 @@ VLLM = ServerKind(
     posted_clients=POSTED_CLIENTS,
     image_entrypoint=("vllm", "serve"),  # 0.33-era images; words after the image are `MODEL flags`
     speculative_flags=("--speculative-config",),
+    # --lora-modules' JSON form (LoRAModulePath: path), --speculative-config's draft (model, tokenizer)
+    json_path_keys=("path", "model", "tokenizer"),
     # a KV connector's producer (prefill) or consumer (decode) side; kv_both is also a cache offload's role
     disaggregation=("--kv-transfer-config", r".*[\"']?kv_role[\"']?\s*:\s*[\"']?kv_(?:producer|consumer)\b.*"),
     # A group's side is the kv_role of its own --kv-transfer-config (groups.server_args): kv_producer is the prefill,
