@@ -101,30 +101,45 @@ def bare_run(
 def based_files(
     words: list[str], kind: ServerKind, directory: str | None, cd_where: str | None, where: str, notes: list[str]
 ) -> list[str]:
-    """`words` with each file a flag names relative to the shell's directory (`--chat-template ./t.jinja`) written
-    out from the directory the post's `cd` leaves (a note), so the launch's mount of it is the post's file; refused
-    where no `cd` says the directory: the container starts in the image's, where the file is not. The model's own
-    flag is left to the model's placement, which asks for --model-repo.
+    """`words` with each file a flag names relative to the shell's directory (`--chat-template ./t.jinja`, after a
+    name: `--lora-modules a=./lora`) written out from the directory the post's `cd` leaves (a note), so the
+    launch's mount of it is the post's file; refused where no `cd` says the directory: the container starts in the
+    image's, where the file is not. The model's own flag is left to the model's placement, which asks for
+    --model-repo.
 
     Example:
         >>> from hgxkit.kinds import KINDS
         >>> based_files(["vllm", "serve", "org/m", "--chat-template", "./t.jinja"], KINDS["vllm"], "/opt/a",
         ...             "p:1", "p:2", [])
         ['vllm', 'serve', 'org/m', '--chat-template', '/opt/a/t.jinja']
+        >>> based_files(["vllm", "serve", "org/m", "--lora-modules", "a=../l/a"], KINDS["vllm"], "/opt/a", "p:1",
+        ...             "p:2", [])[-1]
+        'a=/opt/l/a'
     """
     out = list(words)
     for index, word in enumerate(out):
         glued = is_flag(word) and "=" in word  # `--chat-template=./t.jinja`
         flag, _, value = word.partition("=") if glued else (out[index - 1] if index else "", "", word)
         value = shell_value(value)
-        if not is_flag(flag) or kind.canonical_flag(flag) == kind.model_flag or not _RELATIVE_FILE.match(value):
+        named = _NAMED_RELATIVE.match(value)  # `--lora-modules a=./lora`: the file is after the name
+        name, relative = (named.group(1), named.group(2)) if named else ("", value)
+        if not is_flag(flag) or kind.canonical_flag(flag) == kind.model_flag or not _RELATIVE_FILE.match(relative):
+            continue
+        if directory is None and named:
+            # An adapter registered by name is read when a request asks for it, not at start-up: the server runs,
+            # so the import goes on, saying that requests for that name will fail.
+            notes.append(
+                f"{where}: {flag} {value} names a file relative to the directory the post runs in, which it does "
+                "not say, so the container does not have it and requests for that name fail: write its absolute "
+                "path (it is mounted read-only)"
+            )
             continue
         if directory is None:
             raise InputError(
                 f"{where}: {flag} {value} names a file relative to the directory the post runs in, which it does not "
                 "say (the container starts in its image's): write the file's absolute path (it is mounted read-only)"
             )
-        path = posixpath.normpath(posixpath.join(directory, value))
+        path = name + posixpath.normpath(posixpath.join(directory, relative))
         out[index] = f"{flag}={path}" if glued else path
         notes.append(f"{where}: {flag} {value} is {path} (the post's `cd` at {cd_where})")
     return out
@@ -279,6 +294,8 @@ def _image_kind(image: str) -> str | None:
 
 # An environment value naming a file by a path relative to the shell's directory: `./x`, `../x`.
 _RELATIVE_FILE = re.compile(r"\.\.?/")
+# A flag's value naming such a file under a name (`--lora-modules a=./lora`): the name, the file.
+_NAMED_RELATIVE = re.compile(r"^([\w.@+-]+=)(\.\.?/.*)$")
 # Paths a server argument may name that are no input to mount (devices, the container's own temp space).
 _NOT_INPUTS = ("/dev/", "/proc/", "/sys/", "/tmp/")
 

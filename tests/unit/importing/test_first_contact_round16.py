@@ -1,7 +1,8 @@
 """Classes of import failure found by reading held-out posts 283-290 first (round 16): a bare launch (run on the
 host, translated into a container) whose flag names a file or folder to read inside its value — a LoRA adapter as
 `NAME=/path` or JSON's "path", a draft model as `--speculative-config`'s "model" — passed to the container without
-a mount (post 283); and an exec-form `ENTRYPOINT [...]` of a server quoted alone, outside a Dockerfile, not read as
+a mount (post 283), or written relative to the shell's directory (`NAME=./path`: from the post's `cd`, else a
+note); and an exec-form `ENTRYPOINT [...]` of a server quoted alone, outside a Dockerfile, not read as
 the launch, so the refusal said no command was found instead of what the launch lacks (post 289)."""
 
 from __future__ import annotations
@@ -80,3 +81,18 @@ def test_a_lone_exec_form_entrypoint_with_a_model_imports_that_launch() -> None:
     outcome = _import(post)
     assert outcome.recipe.server.flag("--port") == "8001"
     assert any("an exec-form ENTRYPOINT of a server, read as its launch" in note for note in outcome.notes)
+
+
+def test_a_relative_adapter_after_a_name_is_written_from_the_posts_cd_and_mounted() -> None:
+    post = "cd /srv/work\n" + BASE + "--lora-modules a=./saves/a\n"
+    outcome = _import(post)
+    assert "a=/srv/work/saves/a" in outcome.recipe.server.words()
+    assert _mounts(post)["/srv/work/saves/a"] == ("/srv/work/saves/a", True)
+
+
+def test_a_relative_adapter_after_a_name_without_a_cd_is_named_in_a_note() -> None:
+    outcome = _import(BASE + "--lora-modules a=../saves/a\n")
+    assert any(
+        "--lora-modules a=../saves/a names a file relative to the directory the post runs in" in note
+        for note in outcome.notes
+    )
