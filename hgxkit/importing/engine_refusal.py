@@ -3,7 +3,9 @@
 The engine's argument parser: each server kind says what its parser refuses (`ServerKind.refuses_flag`, e.g.
 SGLang's `--max_num_batched_tokens`, vLLM's `--enable-chunked-prefill=False` from 0.10; and `unknown_flags`: any
 flag the option table read from the real engine lacks, vLLM 0.33's or SGLang 0.5.23's, hgxkit.kinds.options; and
-`switch_value`: a value written after a switch, which the parser reads as a positional argument),
+`switch_value`: a value written after a switch, which the parser reads as a positional argument; `value_count`: a
+flag that takes a value given none, as in a copy cut after `--port`, or a flag of one value given several words,
+as an unquoted JSON value the shell splits),
 judged against the image the recipe runs (`latest` or untagged is today's engine); a flag a table of another
 version would have to judge is named as not checked (`unchecked_flags`, `ServerKind.unchecked_flag`). And CUDA,
 for every kind: `CUDA_VISIBLE_DEVICES` takes GPU ordinals or UUIDs and CUDA stops at the first invalid entry, so
@@ -46,8 +48,10 @@ class Refusal:
     reason: str
 
 
-def engine_refusal(recipe: Recipe) -> Refusal | None:
-    """Why the recipe's engine would refuse to start; None when it would start."""
+def engine_refusal(recipe: Recipe, last_word: str | None = None) -> Refusal | None:
+    """Why the recipe's engine would refuse to start; None when it would start. `last_word`: the last word of the
+    server command as the post wrote it, where the import added flags after it (`--host 0.0.0.0`), so that a value
+    the post's copy lacks is told apart from the import's additions, which are whole."""
     kind = recipe.server.server_kind
     for setting in recipe.docker.env():
         value = setting.value if setting.name == "CUDA_VISIBLE_DEVICES" else None
@@ -68,7 +72,18 @@ def engine_refusal(recipe: Recipe) -> Refusal | None:
         return Refusal(*unknown)
     uses = [use.words for use in recipe.server.uses()]
     stray = kind.switch_value(uses, recipe.image.reference) if kind.switch_value else None
-    return Refusal(*stray) if stray else foreign_module(recipe)
+    if stray:
+        return Refusal(*stray)
+    written, slot = uses[: _written_end(uses, last_word) + 1], recipe.server.model_slot()
+    counted = kind.value_count(written, recipe.image.reference, slot) if kind.value_count else None
+    return Refusal(*counted) if counted else foreign_module(recipe)
+
+
+def _written_end(uses: list[tuple[str, ...]], last_word: str | None) -> int:
+    """The index of the last flag entry the post wrote: the last one ending in `last_word`, else the last one (the
+    word was rewritten, as a model path placed elsewhere, or the recipe is not an import)."""
+    ends = [at for at, words in enumerate(uses) if last_word is not None and words[-1:] == (last_word,)]
+    return ends[-1] if ends else len(uses) - 1
 
 
 def foreign_module(recipe: Recipe) -> Refusal | None:

@@ -1259,7 +1259,8 @@ def _engine_refuses(recipe: Recipe, server: Candidate, notes: list[str]) -> None
     wrapped = _wrapped_flag(server, recipe.server.server_kind)
     if wrapped is not None:
         raise InputError(wrapped)
-    refusal = engine_refusal(recipe)
+    written = [w.text for w in server.simple.words if not w.is_operator]
+    refusal = engine_refusal(recipe, written[-1] if written else None)
     if refusal is not None:
         raise InputError(f"{_word_at(refusal.word, server)}: the engine would refuse: {refusal.reason}")
     for unchecked in unchecked_flags(recipe):

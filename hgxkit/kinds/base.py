@@ -329,6 +329,10 @@ class ServerKind:
     # A value written after a switch of the engine's option table for this image (`--enforce_eager true`): (each
     # flag's words as written, image) -> (the value, the reason with its remedy), or None.
     switch_value: Callable[[Sequence[Sequence[str]], str], tuple[str, str] | None] | None = None
+    # A flag given a count of values its nargs in the engine's option table refuses (`--port` with none, an
+    # unquoted JSON value split by the shell into words): (each flag's words as written, image, whether a bare word
+    # may still be the positional model) -> (the flag, the reason with its remedy), or None.
+    value_count: Callable[[Sequence[Sequence[str]], str, bool], tuple[str, str] | None] | None = None
 
     def canonical_flag(self, flag: str) -> str:
         """The canonical spelling of `flag` for this engine (aliases, `_` for `-` where the parser allows)."""

@@ -7,7 +7,10 @@ looked up the way that parser reads it: `=value` is split off, and argparse's pr
 underscores before the first `.` into dashes and reads `--key.sub value` as a key of `--key`; SGLang's plain
 argparse does neither. Single-dash words (`-tp`, `-O3`) are not looked up. A table only judges an image that
 runs its version: the official image at `latest`, untagged, or tagged with that version; another version's
-options are not known here, and a flag the table lacks is then said to be unchecked, not refused.
+options are not known here, and a flag the table lacks is then said to be unchecked, not refused. Each flag's
+value count is judged by its nargs (`value_count`): a flag that takes a value given none, or one of a single value
+given more words than the positional model can take; on another version only a flag that ends the command with no
+value is judged (a cut copy), by its full name, as the table's options seldom turn from a value to a switch.
 
 Example:
     >>> VLLM_OPTIONS.unknown_option("--log-requests"), VLLM_OPTIONS.unknown_option("--max_model_len=4k")
@@ -53,6 +56,27 @@ def _names(rows: Callable[[], tuple[Any, ...]]) -> frozenset[str]:
 def _nargs(rows: Callable[[], tuple[Any, ...]]) -> dict[str, Any]:
     """Each option string of a table with its nargs (0: a switch, which takes no value)."""
     return {name: row[5] for row in rows() for group in (row[0], row[1], row[9]) for name in group}
+
+
+@cache
+def _positional(rows: Callable[[], tuple[Any, ...]]) -> bool:
+    """True when the table's parser has a positional argument (a row of no option string: vLLM's `model_tag`),
+    which argparse fills from a bare word wherever it falls between options."""
+    return any(not row[0] and not row[1] for row in rows())
+
+
+def _arity(nargs: Any) -> tuple[int, int | None]:
+    """(fewest, most) values an option of argparse's `nargs` takes; most None: no limit (`*`, `+`)."""
+    if nargs is None:
+        return 1, 1
+    if nargs in ("?", "*", "+"):
+        return int(nargs == "+"), 1 if nargs == "?" else None
+    return int(nargs), int(nargs)
+
+
+def _split_json(word: str) -> bool:
+    """True when `word` opens a JSON value (`{`, `[`), which the shell split into words where it was not quoted."""
+    return word[:1] in ("{", "[")
 
 
 @dataclass(frozen=True)
@@ -161,6 +185,75 @@ class OptionTable:
                 f"argument to {self.program}, not the switch's value: drop `{value}` (a switch is off unless given)"
             )
         return None
+
+    def value_count(self, uses: Sequence[Sequence[str]], image: str, model_slot: bool) -> tuple[str, str] | None:
+        """The first flag given a count of values its nargs refuses: (the flag, the reason with its remedy), or None.
+        A flag that takes a value given none (the command ends, or another flag follows), argparse's `expected one
+        argument`; a flag of one value followed by more bare words, which argparse reads as positional arguments:
+        `model_slot` says the command gives no positional model yet, so on a table with a positional one such word
+        is the model. Judged on an image that runs this table's version; on another, only a flag that ends the
+        command with no value (`ServerKind.value_count`). `--key.sub` words of a dotted-key parser are left to it,
+        and so are bare words holding `$`, which the shell writes in (flags, maybe).
+
+        Example:
+            >>> SGLANG_OPTIONS.value_count([("--tp", "8"), ("--port",)], "lmsysorg/sglang:latest", False)[0]
+            '--port'
+            >>> VLLM_OPTIONS.value_count([("--port", "8000", "org/m")], "vllm/vllm-openai:latest", True) is None
+            True
+        """
+        judged = self.applies(image)
+        slot = model_slot and _positional(self.rows)
+        for at, words in enumerate(uses):
+            head = words[0] if words else ""
+            nargs = self._nargs_of(head, judged)
+            if nargs is None:
+                continue
+            fewest, most = _arity(nargs[0])
+            has_value = "=" in head or len(words) > 1
+            last = at == len(uses) - 1
+            if fewest and not has_value and (judged or last):
+                return head, self._no_value(head, nargs[0], None if last else uses[at + 1][0], image)
+            extra = list(words[1:] if "=" in head else words[2:])
+            if not judged or most != 1 or nargs[0] is not None or not extra or any("$" in w for w in extra):
+                continue
+            value = head.partition("=")[2] if "=" in head else words[1]
+            if slot and len(extra) == 1 and not _split_json(value):
+                slot = False  # the positional model, which argparse takes between options
+                continue
+            return head, self._extra_value(head.partition("=")[0], value, extra)
+        return None
+
+    def _nargs_of(self, head: str, judged: bool) -> tuple[Any] | None:
+        """(nargs,) of the long flag `head` as the parser reads it (any unique prefix where the table `judged` the
+        image, the full name only where not); None for a word it does not judge."""
+        if not head.startswith("--") or (self.dotted_keys and "." in head.partition("=")[0]):
+            return None
+        matches = self.matches(head) if judged else [n for n in [self.lookup(head)] if n in _names(self.rows)]
+        return (_nargs(self.rows)[matches[0]],) if len(matches) == 1 else None
+
+    def _extra_value(self, flag: str, value: str, extra: Sequence[str]) -> str:
+        """Why a flag of one value followed by the bare words `extra` after its `value` is refused, and the way out."""
+        if _split_json(value):
+            return (
+                f"`{flag}` takes one value, but the shell splits this one into {len(extra) + 1} words "
+                f"(`{' '.join([value, *extra])}` unquoted), so `{extra[0]}` is a positional argument to "
+                f"{self.program}, which exits on it; quote the JSON ('{{...}}')"
+            )
+        return (
+            f"`{flag}` takes one value, so `{extra[0]}` after `{value}` is a positional argument to {self.program}, "
+            "which exits on it; quote the value if the words are one, or drop the rest"
+        )
+
+    def _no_value(self, head: str, nargs: Any, following: str | None, image: str) -> str:
+        """Why a flag that takes a value (argparse's `nargs`) given none is refused, and the way out; `following`
+        is the next word, None where the command ends."""
+        where = f"the next word, `{following}`, is a flag" if following else "it ends there: the copy may be cut"
+        version = "" if self.applies(image) else f" in {self.title} (the image {image} runs another version)"
+        expected = {None: "one argument", "+": "at least one argument"}.get(nargs, f"{nargs} arguments")
+        return (
+            f"`{head}` takes a value{version} and the command gives none ({where}), so {self.program} exits with "
+            f"`expected {expected}`; give its value (the whole command), or drop `{head}`"
+        )
 
     def unchecked_flag(self, word: str, image: str) -> str | None:
         """A flag this table would refuse, on an image that runs another version: not refused (that version may

@@ -292,4 +292,5 @@ SGLANG = ServerKind(
     unchecked_flag=SGLANG_OPTIONS.unchecked_flag,
     is_option=SGLANG_OPTIONS.is_option,
     switch_value=SGLANG_OPTIONS.switch_value,
+    value_count=SGLANG_OPTIONS.value_count,
 )

@@ -332,6 +332,7 @@ VLLM = ServerKind(
     unchecked_flag=VLLM_OPTIONS.unchecked_flag,
     is_option=VLLM_OPTIONS.is_option,
     switch_value=VLLM_OPTIONS.switch_value,
+    value_count=VLLM_OPTIONS.value_count,
 )
 
 

@@ -116,6 +116,13 @@ class ServerCommand:
                 value = None
             yield FlagUse(kind.canonical_flag(name), value, entry)
 
+    def model_slot(self) -> bool:
+        """True when the command launches a server that takes its model as a positional argument and gives none
+        before its first flag: a bare word among the flags may still be that model."""
+        kind = self.server_kind
+        launched = kind.positional_model and (not self.program or kind.launches(self.program))
+        return launched and bool(self.args) and is_flag(self.args[0][0])
+
     def flag(self, name: str) -> str | None:
         """The value of the last use of `name` (any alias), or None when absent or a switch."""
         wanted = self.server_kind.canonical_flag(name)

@@ -284,3 +284,73 @@ def test_an_import_path_into_the_posts_own_code_is_refused_on_the_engines_image(
         return
     message = _refusal(text)
     assert "an import path into" in message and "--image" in message and "\n" not in message, message
+
+
+@pytest.mark.parametrize(
+    ("template", "image", "flags", "why"),
+    [
+        (SGLANG, "lmsysorg/sglang:latest", "--port", "`--port` takes a value and the command gives none (it ends"),
+        (
+            SGLANG,
+            "lmsysorg/sglang:latest",
+            "--port --trust-remote-code",
+            "`--port` takes a value and the command gives none (the next word, `--trust-remote-code`, is a flag)",
+        ),
+        (SGLANG, "lmsysorg/sglang:v0.4.9", "--port", "`--port` takes a value in SGLang 0.5.23 (the image"),
+        (
+            VLLM,
+            "vllm/vllm-openai:latest",
+            "--served-model-name",
+            "`--served-model-name` takes a value and the command gives none (it ends there: the copy may be cut), so "
+            "`vllm serve` exits with `expected at least one argument`",
+        ),
+        (
+            SGLANG,
+            "lmsysorg/sglang:latest",
+            '--model-loader-extra-config {"a": 1,"b": 2}',
+            "`--model-loader-extra-config` takes one value, but the shell splits this one into 3 words "
+            "(`{a: 1,b: 2}` unquoted), so `1,b:` is a positional argument to the server, which exits on it; quote "
+            "the JSON",
+        ),
+        (
+            VLLM,
+            "vllm/vllm-openai:latest",
+            '--compilation-config {"mode": 3}',
+            "`--compilation-config` takes one value, but the shell splits this one into 2 words",
+        ),
+        (SGLANG, "lmsysorg/sglang:latest", "--port 8000 extra", "`--port` takes one value, so `extra` after `8000`"),
+    ],
+)
+def test_a_flag_given_a_value_count_its_nargs_refuses_is_refused(
+    template: str, image: str, flags: str, why: str
+) -> None:
+    message = _refusal(template.format(env="", image=image, flags=flags))
+    assert f"the engine would refuse: {why}" in message
+
+
+@pytest.mark.parametrize(
+    ("template", "image", "flags"),
+    [
+        (SGLANG, "lmsysorg/sglang:latest", "--model-checksum"),  # nargs '?': its value is optional
+        (SGLANG, "lmsysorg/sglang:latest", "--model-checksum --port 8000"),
+        (SGLANG, "lmsysorg/sglang:latest", "--lora-paths"),  # nargs '*'
+        (SGLANG, "lmsysorg/sglang:latest", "--port=8000"),
+        (SGLANG, "lmsysorg/sglang:latest", """--model-loader-extra-config '{"a": 1, "b": 2}'"""),
+        (SGLANG, "lmsysorg/sglang:v0.4.9", "--port --trust-remote-code"),  # another version: only a cut end is judged
+        (VLLM, "vllm/vllm-openai:latest", "--hf-token"),  # nargs '?'
+        (VLLM, "vllm/vllm-openai:latest", "--middleware vllm.a.b --middleware vllm.c.d"),  # append, twice
+        (VLLM, "vllm/vllm-openai:latest", "--compilation-config.mode 3"),  # a dotted key, vLLM's own reading
+        (VLLM, "vllm/vllm-openai:latest", "--served-model-name a b"),  # nargs '+'
+        (VLLM, "vllm/vllm-openai:latest", "--port 8000 org/other"),  # a bare word vLLM takes as its positional model
+    ],
+)
+def test_a_flag_given_a_value_count_its_nargs_takes_is_imported(template: str, image: str, flags: str) -> None:
+    recipe = import_post([("p.md", template.format(env="", image=image, flags=flags))]).recipe
+    kind = recipe.server.server_kind
+    uses = [use.words for use in recipe.server.uses()]
+    assert kind.value_count is not None
+    assert kind.value_count(uses, recipe.image.reference, recipe.server.model_slot()) is None
+
+
+def test_a_bare_word_after_the_positional_model_is_refused() -> None:
+    assert "`--port` takes one value, so `extra` after `8000`" in _refusal("sglang serve org/m --port 8000 extra")
