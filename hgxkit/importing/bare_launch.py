@@ -444,17 +444,34 @@ def _listen(args: list[str], kind: ServerKind, notes: list[str], where: str) -> 
             f"{where}: --host 0.0.0.0 added ({kind.title} listens on {kind.default_host} by default, "
             "which a published port cannot reach)"
         )
-    elif host_at is not None and is_loopback(host_at[2]):
+    elif host_at is not None and _rebound(host_at[2]):
         index, has_equals, value = host_at
         if has_equals:
             out[index] = out[index].split("=", 1)[0] + "=0.0.0.0"
         else:
             out[index + 1] = "0.0.0.0"
-        notes.append(f"{where}: --host {value} became 0.0.0.0 (loopback inside a container is unreachable)")
+        why = (
+            "loopback inside a container is unreachable"
+            if is_loopback(value)
+            else "an address of the post's host, which the container does not have: its port is published on the "
+            "node instead"
+        )
+        notes.append(f"{where}: --host {value} became 0.0.0.0 ({why})")
     if port is None:
         port = str(kind.default_port)
         notes.append(f"{where}: no --port, so {kind.title}'s default {port} is published")
     return out, port
+
+
+def _rebound(host: str) -> bool:
+    """Whether a bridged container's server must listen on 0.0.0.0 instead of `host`: loopback (unreachable through
+    a published port) or one address of the post's host (`192.168.66.15`, a host name), which the container's own
+    interfaces lack, so the server could not bind it; not every-interface addresses or a value the shell writes in.
+
+    >>> [_rebound(h) for h in ("127.0.0.1", "192.168.66.15", "node-a", "0.0.0.0", "::", "$HOST_IP")]
+    [True, True, True, False, False, False]
+    """
+    return host.strip("[]") not in ("0.0.0.0", "::", "") and "$" not in host
 
 
 def _input_mounts(

@@ -109,3 +109,10 @@ def test_a_launch_a_python_fence_builds_from_strings_is_read_as_that_command(cod
 def test_a_python_fence_nested_past_the_parsers_limits_is_read_as_text(nested: str) -> None:
     with pytest.raises(InputError, match="no serving command found"):
         _import(f"Mine:\n```python\nx = {nested}\n```\n")
+
+
+@pytest.mark.parametrize(("host", "kept"), [("192.168.66.15", False), ("0.0.0.0", True), ("127.0.0.1", False)])
+def test_a_bare_launch_on_an_address_of_the_posts_host_listens_on_every_interface(host: str, kept: bool) -> None:
+    outcome = _import(f"python3 -m sglang.launch_server --model-path org/model --host {host} --port 8000\n")
+    assert outcome.recipe.server.flag("--host") == "0.0.0.0"
+    assert kept or any(f"--host {host} became 0.0.0.0" in note for note in outcome.notes)
