@@ -339,6 +339,10 @@ class DockerRun:
         if simple.kind == "docker-exec":
             _take_exec(simple, reading)
             return
+        companion = next((w for w in simple.texts[2:] if image_matches(w, _COMPANIONS)), None)
+        if companion is not None:  # read before its values: a UI's placeholders are not the server's to fill
+            reading.said(simple, "skipped", f"`docker run {companion}` (a client of the server, not a server)")
+            return
         raw = " ".join(simple.command.post.clean[simple.command.first - 1 : simple.command.last])
         engine = _engine_of(simple.texts, raw)
         if engine is not None and not engine.hardware:
@@ -403,6 +407,15 @@ class DockerRun:
                 words, notes = _past_image_entrypoint(run, words, simple.where())
             kind = _kind_of(run, words, reading.kind)
             reading.servers.append(Candidate(simple, role, kind, run=run, words=words, notes=notes))
+
+
+# Images that posts run beside a server as its clients (chat UIs, an OpenAI-compatible proxy): never a server.
+_COMPANIONS = (
+    "ghcr.io/open-webui/open-webui",
+    "open-webui/open-webui",
+    "ghcr.io/berriai/litellm",
+    "berriai/litellm",
+)
 
 
 def _exec_launch(simple: Simple) -> list[str] | None:

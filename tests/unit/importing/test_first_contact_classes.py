@@ -116,3 +116,15 @@ def test_a_bare_launch_on_an_address_of_the_posts_host_listens_on_every_interfac
     outcome = _import(f"python3 -m sglang.launch_server --model-path org/model --host {host} --port 8000\n")
     assert outcome.recipe.server.flag("--host") == "0.0.0.0"
     assert kept or any(f"--host {host} became 0.0.0.0" in note for note in outcome.notes)
+
+
+UI = (
+    "docker run -d -p 3000:8080 --env=OPENAI_API_BASE_URL=http://<your-ip>:8000/v1 ghcr.io/open-webui/open-webui:main\n"
+)
+
+
+def test_a_chat_uis_docker_run_is_a_client_set_aside_before_its_placeholders() -> None:
+    with pytest.raises(InputError, match="no serving command found"):
+        _import(UI)
+    outcome = _import("vllm serve org/model --port 8000\n" + UI)
+    assert outcome.recipe.model.repo_id == "org/model"
