@@ -26,7 +26,7 @@ from pathlib import PurePath
 
 from hgxkit.errors import InputError
 from hgxkit.importing.python_strings import launches_in_python
-from hgxkit.kinds import kind_programs
+from hgxkit.kinds import KINDS, kind_programs
 from hgxkit.recipe.shellwords import Word, split_words
 
 # First words of the commands people post around a serving setup (with every server kind's, `kind_programs`);
@@ -321,6 +321,9 @@ class _Cleaner:
                 text, span_open = self._inline_code(text, span_open)
             elif in_fence and diff:
                 text = self._diff_line(index, text, quoted.end() if quoted else 0)
+            elif not in_fence and (lead := _launch_after_label(text)):
+                text = _blank(text, 0, lead)
+                self.notes.append((index + 1, "the prose before the launch on its line left out"))
             if not text.strip() and not in_fence:
                 block += 1
             text = self._prompt(index, text, root_candidates)
@@ -418,6 +421,32 @@ class _Cleaner:
             end = offset + _ROOT_PROMPT.match(text[offset:]).end()  # type: ignore[union-attr]
             clean[index] = _blank(text, offset, end)
             self.notes.append((index + 1, "prompt '#' removed (a root shell: the block has no other command)"))
+
+
+# A prose lead-in that labels the command after it on the same line: `My command is …`, `Command: …` (not any
+# colon: a log's `Example: sglang serve --model-path <model>` is a template, no command the post runs).
+_LAUNCH_LABEL = re.compile(r"(?i)\b(?:command|cmd)(?:\s+(?:is|was))?\s*:?\s+$")
+_ASSIGNMENT_WORD = re.compile(r"[A-Za-z_]\w*=\S*\s+")
+
+
+def _launch_after_label(text: str) -> int:
+    """The column where an engine's launch (with the `NAME=value` words before it) starts on a prose line that
+    labels it (`My command is LMCACHE_CONFIG_FILE=x.yaml vllm serve M …`), else 0: prose that only mentions a
+    program (`then use vllm serve to start it`) names no label right before the command.
+
+    >>> _launch_after_label("My command is A=1 vllm serve org/m --port 8000")
+    14
+    >>> _launch_after_label("Then use vllm serve to start it"), _launch_after_label("vllm serve org/m")
+    (0, 0)
+    """
+    for kind in KINDS.values():
+        for program in kind.programs:
+            found = re.search(rf"(?:^|\s)((?:{_ASSIGNMENT_WORD.pattern})*){re.escape(' '.join(program))}\b", text)
+            if found is None or found.start(1) == 0:
+                continue
+            if _LAUNCH_LABEL.search(text[: found.start(1)]) and not is_command_start(text):
+                return found.start(1)
+    return 0
 
 
 def _prompt_length(text: str) -> int:

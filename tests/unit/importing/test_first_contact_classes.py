@@ -128,3 +128,15 @@ def test_a_chat_uis_docker_run_is_a_client_set_aside_before_its_placeholders() -
         _import(UI)
     outcome = _import("vllm serve org/model --port 8000\n" + UI)
     assert outcome.recipe.model.repo_id == "org/model"
+
+
+@pytest.mark.parametrize(
+    "line", ["My command is A=1 vllm serve org/model --port 8000", "Command: vllm serve org/model --port 8000"]
+)
+def test_a_launch_a_prose_line_labels_is_read_from_the_launch(line: str) -> None:
+    assert _import(f"Hello.\n{line}\nError message:\n").recipe.model.repo_id == "org/model"
+
+
+def test_prose_that_only_mentions_a_launch_program_is_no_command() -> None:
+    with pytest.raises(InputError, match="no serving command found"):
+        _import("Then use vllm serve to start it.\n")
