@@ -485,6 +485,11 @@ def _input_mounts(
     for path, flag in found:
         shown = shell_value(path)
         named = f" (named in {flag}'s value)" if flag else ""
+        if ":" in path:  # `-v` splits at each colon: the rest would be read as a target and mount options
+            raise InputError(
+                f"{where}: {shown}{named} holds a colon, which a bind mount cannot carry (`-v HOST:PATH:MODE`); "
+                "move the file to a path without one"
+            )
         outer = next((other for other, _ in found if _inside(path, other)), None)
         if outer is not None:
             notes.append(f"{where}: {shown}{named} is inside {shell_value(outer)}, mounted read-only")

@@ -7,6 +7,7 @@ the launch, so the refusal said no command was found instead of what the launch 
 
 from __future__ import annotations
 
+import pytest
 from test_first_contact_round5 import _import, _refusal
 
 from hgxkit.recipe.spec import parse_volume
@@ -96,3 +97,10 @@ def test_a_relative_adapter_after_a_name_without_a_cd_is_named_in_a_note() -> No
         "--lora-modules a=../saves/a names a file relative to the directory the post runs in" in note
         for note in outcome.notes
     )
+
+
+@pytest.mark.parametrize("value", ["a=/data/x:/etc:rw", "/data/t:/etc/t.jinja"])
+def test_a_path_holding_a_colon_is_refused_not_mounted(value: str) -> None:
+    flag = "--lora-modules" if value.startswith("a=") else "--chat-template"
+    refusal = _refusal(f'vllm serve /data/models/m --enable-lora {flag} "{value}"\n')
+    assert "holds a colon, which a bind mount cannot carry" in refusal and "\n" not in refusal
