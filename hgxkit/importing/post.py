@@ -426,7 +426,7 @@ class _Cleaner:
 # A prose lead-in that labels the command after it on the same line: `My command is …`, `Command: …` (not any
 # colon: a log's `Example: sglang serve --model-path <model>` is a template, no command the post runs).
 _LAUNCH_LABEL = re.compile(r"(?i)\b(?:command|cmd)(?:\s+(?:is|was))?\s*:?\s+$")
-_ASSIGNMENT_WORD = re.compile(r"[A-Za-z_]\w*=\S*\s+")
+_ASSIGNMENT_WORD = re.compile(r"[A-Za-z_]\w*=\S*")
 
 
 def _launch_after_label(text: str) -> int:
@@ -441,12 +441,27 @@ def _launch_after_label(text: str) -> int:
     """
     for kind in KINDS.values():
         for program in kind.programs:
-            found = re.search(rf"(?:^|\s)((?:{_ASSIGNMENT_WORD.pattern})*){re.escape(' '.join(program))}\b", text)
-            if found is None or found.start(1) == 0:
-                continue
-            if _LAUNCH_LABEL.search(text[: found.start(1)]) and not is_command_start(text):
-                return found.start(1)
+            found = re.search(rf"(?:^|\s){re.escape(' '.join(program))}\b", text)
+            start = _assignments_before(text, found.end() - len(" ".join(program))) if found else 0
+            if start and _LAUNCH_LABEL.search(text[:start]) and not is_command_start(text):
+                return start
     return 0
+
+
+def _assignments_before(text: str, at: int) -> int:
+    """Where the `NAME=value` words right before column `at` start (`at` where there are none), walked back a word
+    at a time: one pass over the line, where a pattern of repeated assignments searched from each position of a
+    line of them would be quadratic.
+
+    >>> _assignments_before("cmd is A=1 B=2 vllm", 15), _assignments_before("cmd is vllm", 7)
+    (7, 7)
+    """
+    start = at
+    for word in reversed(list(re.finditer(r"\S+", text[:at]))):
+        if not _ASSIGNMENT_WORD.fullmatch(word.group()):
+            break
+        start = word.start()
+    return start
 
 
 def _prompt_length(text: str) -> int:
