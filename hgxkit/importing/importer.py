@@ -39,13 +39,7 @@ from hgxkit.importing.commands import PLACEHOLDER, Simple, simple_commands
 from hgxkit.importing.docker_run import container_program, foreign_hardware, scrub_run
 from hgxkit.importing.dockerfile import as_shell
 from hgxkit.importing.documents import read_documents
-from hgxkit.importing.engine_refusal import (
-    disaggregation,
-    engine_refusal,
-    split_refusal,
-    transfer_refusal,
-    unchecked_flags,
-)
+from hgxkit.importing.engine_refusal import disaggregation, split_refusal, transfer_refusal
 from hgxkit.importing.fill import BRACED, FILL_IN, NAMED_BLANK, fill_hint, fill_posts, occurrences
 from hgxkit.importing.formats import DOCUMENT_FORMATS, SCRIPT_FORMATS, format_of
 from hgxkit.importing.group_join import join_groups, visible_devices_as_gpus
@@ -91,6 +85,7 @@ from hgxkit.netaddr import is_loopback
 from hgxkit.recipe.diff import Difference, diff_recipes
 from hgxkit.recipe.docker_options import canonical
 from hgxkit.recipe.docker_parse import ParsedRun
+from hgxkit.recipe.engine_start import engine_refusal, unchecked_flags
 from hgxkit.recipe.groups import named_gpus
 from hgxkit.recipe.matrix import BenchmarkMatrix
 from hgxkit.recipe.nodes import (

@@ -25,9 +25,9 @@ from dataclasses import dataclass, replace
 
 from hgxkit.errors import InputError
 from hgxkit.importing.commands import Simple
-from hgxkit.importing.engine_refusal import engine_refusal
 from hgxkit.importing.post import FENCE_RE, PostFile
 from hgxkit.recipe.danger import dangerous_options
+from hgxkit.recipe.engine_start import engine_refusal
 from hgxkit.recipe.network_env import host_interface_settings
 from hgxkit.recipe.spec import Recipe
 from hgxkit.recipe.validate import format_path, recipe_problems

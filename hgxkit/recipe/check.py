@@ -22,6 +22,7 @@ from hgxkit.netaddr import is_loopback
 from hgxkit.problems import Problem
 from hgxkit.recipe.danger import expansion_problems
 from hgxkit.recipe.effective import effective_host
+from hgxkit.recipe.engine_start import engine_refusal
 from hgxkit.recipe.groups import gpu_count_from_spec, group_problems, named_gpus, plan_groups
 from hgxkit.recipe.network_env import host_interface_settings
 from hgxkit.recipe.nodes import HGX_GPUS, ray_cluster
@@ -46,6 +47,7 @@ def check_recipe(recipe: Recipe, total_gpus: int | None = None) -> list[Problem]
     findings += _check_spanning_network(recipe)
     findings += _check_pitfalls(recipe)
     findings += _check_entrypoint(recipe)
+    findings += _check_engine(recipe)
     findings += [Problem("host-input", note, level="warning") for note in recipe.host_inputs()]
     return findings
 
@@ -286,6 +288,17 @@ def _check_entrypoint(recipe: Recipe) -> list[Problem]:
             f"leave server.command empty: `{runs}` takes server.args",
         )
     ]
+
+
+def _check_engine(recipe: Recipe) -> list[Problem]:
+    """What the engine would refuse at start-up (an unknown flag for its image, a value it cannot parse): the
+    same judgement an import refuses on, so a recipe written or edited by hand fails here, not in its container."""
+    refusal = engine_refusal(recipe)
+    if refusal is None:
+        return []
+    # The reason is worded for an import's way out; a recipe's is its image field.
+    reason = refusal.reason.replace("import with --image REF", "set image.reference")
+    return [Problem("engine", f"server.args: the engine would refuse: {reason}")]
 
 
 def _check_pitfalls(recipe: Recipe) -> list[Problem]:

@@ -10,9 +10,9 @@ import pytest
 
 from hgxkit.errors import InputError
 from hgxkit.imageref import image_version
-from hgxkit.importing.engine_refusal import engine_refusal
 from hgxkit.importing.importer import import_post
 from hgxkit.kinds.options import SGLANG_OPTIONS, VLLM_OPTIONS
+from hgxkit.recipe.engine_start import engine_refusal
 from hgxkit.sim.standin.sglang.args import build_parser as sglang_parser
 from hgxkit.sim.standin.vllm import args as vargs
 

@@ -49,6 +49,9 @@ THREATS = {
     "vllm-keyless-host-network": "docker run --gpus all --network host vllm/vllm-openai:v0.11.0 --model org/m",
 }
 
+# Threats an import refuses, so written by hand: (a post, an argument added to its recipe's server.args).
+EDITED = {"engine-unknown-flag": ("docker run --gpus all vllm/vllm-openai:latest --model org/m", "--no-such-flag")}
+
 # Allowance sets: (knobs of a node's inventory, the same as `recipe check` / `recipe export` flags).
 ALLOWANCES: dict[str, tuple[dict[str, Any], list[str]]] = {
     "defaults": ({}, []),
@@ -91,6 +94,11 @@ def _corpus(tmp: Path) -> dict[str, Path]:
         path = tmp / f"{Path(name).stem}.yaml"
         path.write_text(dump_recipe(recipe))
         found[path.name] = path
+    for name, (post, argument) in EDITED.items():
+        text = dump_recipe(import_post([(f"{name}.txt", post)], ImportOptions()).recipe)
+        assert "\n  args:\n" in text
+        (tmp / f"{name}.yaml").write_text(text.replace("\n  args:\n", f"\n  args:\n  - {argument}\n", 1))
+        found[f"{name}.yaml"] = tmp / f"{name}.yaml"
     return found
 
 
@@ -117,7 +125,7 @@ def _node(path: Path, knobs: dict[str, Any]) -> tuple[bool, list[str]]:
 
 def test_the_corpus_is_large_and_holds_every_threat_class(corpus: dict[str, Path]) -> None:
     assert len(corpus) >= 50
-    assert set(THREATS) <= {Path(name).stem for name in corpus}
+    assert {*THREATS, *EDITED} <= {Path(name).stem for name in corpus}
 
 
 @pytest.mark.parametrize("allowed", sorted(ALLOWANCES))
@@ -132,7 +140,7 @@ def test_check_and_node_give_the_same_verdict_on_every_recipe(
     assert {f"{threat}.yaml" for threat in THREATS} & refused  # the threats are refused under every allowance set
 
 
-@pytest.mark.parametrize("threat", sorted(THREATS))
+@pytest.mark.parametrize("threat", sorted([*THREATS, *EDITED]))
 def test_every_threat_is_refused_by_check_node_and_every_export_alike(
     threat: str, corpus: dict[str, Path], capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
