@@ -447,6 +447,7 @@ def test_a_bare_launch_is_translated_as_its_notes_say(number: str, posix_argv) -
         assert options[:2] == ["--gpus", f'"device={devices}"' if devices else "all"]
         assert "--ipc=host" in options
         port = args[args.index("--port") + 1] if "--port" in args else str(kind.default_port)
+        port = next((a.removeprefix("--port=") for a in args if a.startswith("--port=")), port)  # 311: `--port=9003`
         if nodes > 1:  # the ranks reach each other on the host's network; nothing is published
             assert "--network=host" in options and "-p" not in options
         else:
