@@ -51,6 +51,8 @@ class Engine:
     kinds: dict[str, str]  # the engine's own action classes (beside KINDS)
     types: dict[str, str]  # type callables by __name__ -> the code the stand-in reads
     parser: Callable[[], argparse.ArgumentParser]
+    # options whose value the engine checks against a list after parsing (its config, not argparse's choices)
+    config_choices: Callable[[], dict[str, tuple[str, ...]]] | None = None
 
 
 def _vllm_parser() -> argparse.ArgumentParser:
@@ -76,6 +78,14 @@ def _sglang_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _vllm_config_choices() -> dict[str, tuple[str, ...]]:
+    """vLLM's model config refuses a `--quantization` outside its registry of methods (`Unknown quantization
+    method`), which the parser itself does not check."""
+    from vllm.model_executor.layers.quantization import QUANTIZATION_METHODS
+
+    return {"--quantization": tuple(QUANTIZATION_METHODS)}
+
+
 ENGINES = {
     "vllm": Engine(
         package="vllm",
@@ -94,6 +104,7 @@ ENGINES = {
             "parse_reasoning_parser": "reasoning_parser",
         },
         parser=_vllm_parser,
+        config_choices=_vllm_config_choices,
     ),
     "sglang": Engine(
         package="sglang",
@@ -228,7 +239,13 @@ def write_table(engine: Engine, out: TextIO) -> None:
     out.write("SERVE_OPTIONS: tuple[Row, ...] = (\n")
     for row in rows:
         out.write(f"    {row!r},\n")
-    out.write(")\n# fmt: on\n")
+    out.write(")\n")
+    if engine.config_choices is not None:
+        out.write(
+            "# Values the engine checks after parsing (its config), not the parser: the value must be one of these.\n"
+        )
+        out.write(f"CONFIG_CHOICES: dict[str, tuple[str, ...]] = {engine.config_choices()!r}\n")
+    out.write("# fmt: on\n")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -341,4 +341,6 @@ SERVE_OPTIONS: tuple[Row, ...] = (
     (('--kda-decode-backend',), (), 'kda_decode_backend', 'store', 'str', None, ('auto', 'native', 'flashinfer', 'triton'), None, None, ()),
     (('--enable-log-requests', '--disable-log-requests'), ('--no-enable-log-requests',), 'enable_log_requests', 'bool', '', 0, None, False, None, ('--disable-log-requests', '--no-enable-log-requests')),
 )
+# Values the engine checks after parsing (its config), not the parser: the value must be one of these.
+CONFIG_CHOICES: dict[str, tuple[str, ...]] = {'--quantization': ('awq', 'auto_awq', 'fp8', 'fbgemm_fp8', 'fp_quant', 'modelopt', 'modelopt_fp4', 'modelopt_mxfp8', 'modelopt_mixed', 'auto_gptq', 'gptq', 'gptq_marlin', 'awq_marlin', 'humming', 'compressed-tensors', 'experts_int8', 'quark', 'moe_wna16', 'torchao', 'inc', 'mxfp4', 'gpt_oss_mxfp4', 'deepseek_v4_fp8', 'online', 'fp8_per_tensor', 'fp8_per_block', 'fp8_per_channel', 'int8_per_channel_weight_only', 'nvfp4_per_token', 'mxfp8')}
 # fmt: on

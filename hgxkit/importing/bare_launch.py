@@ -146,10 +146,13 @@ def based_files(
 
 
 def _container_image(simple: Simple, notes: list[str]) -> str:
-    """The registry image an `apptainer exec docker://REF …` launch runs in; refused for an image file (`x.sif`,
-    a sandbox directory), which a node cannot pull, naming it and --image."""
+    """The registry image an `apptainer exec docker://REF …` launch (or an `hf jobs run REF …`) runs in; refused
+    for an image file (`x.sif`, a sandbox directory), which a node cannot pull, naming it and --image."""
     assert simple.container is not None
     word = simple.container.image
+    if simple.container.program == "hf jobs":
+        notes.append(f"{simple.where()}: the image is {word.text}, the Job's")
+        return word.text
     if word.text.startswith("docker://"):
         image = word.text.removeprefix("docker://")
         notes.append(f"{simple.where()}: the image is {image}, the registry image {word.text} names")

@@ -174,7 +174,7 @@ class ContainerExec:
     image word the launch runs in."""
 
     image: Word
-    program: str  # apptainer or singularity
+    program: str  # apptainer, singularity or hf jobs
 
 
 # Options of `apptainer exec|run` (or `singularity`) that take a value (the rest are switches: --nv, --cleanenv, …)
@@ -183,14 +183,69 @@ _EXEC_VALUES = frozenset(
 )
 
 
+# Options of `hf jobs run` (huggingface_hub's CLI) that take a value; the rest are switches (--detach, --ssh, …).
+_HF_JOB_VALUES = frozenset(
+    {
+        *("-e", "--env", "-s", "--secrets", "--name", "-l", "--label", "-v", "--volume", "--env-file"),
+        *("--secrets-file", "--flavor", "--timeout", "--attempts", "--expose", "--expose-public", "--network-group"),
+        *("--network-alias", "--resource-group-id", "--namespace", "--token", "--format"),
+    }
+)
+
+
+def _hf_job(words: list[Word], name: str, notes: list[str]) -> tuple[int, list[Word]] | None:
+    """(where the image is, the `-e NAME=value`s) of `hf jobs run [OPTIONS] IMAGE COMMAND…`: a Hugging Face Job,
+    a container on Hugging Face's machines. Its machine (`--flavor`), time limit, exposure and secrets are the
+    Job service's, said in one note; a `-v` volume (a Hub repository or a local folder synced to a bucket) is
+    refused naming it. None for any other command."""
+    texts = [w.text for w in words]
+    if texts[:3] != ["hf", "jobs", "run"]:
+        return None
+    index, env, dropped = 3, [], []
+    while index < len(words) and texts[index].startswith("-"):
+        option, equals, value = texts[index].partition("=")
+        at = words[index]
+        if option in _HF_JOB_VALUES and not equals:
+            index += 1
+            value = texts[index] if index < len(texts) else ""
+        if option in ("-v", "--volume"):
+            raise InputError(
+                f"{name}: line {at.line}, column {at.column}: {option} {value}: a Hugging Face Job's volume (synced "
+                "through the Hub), which hgxkit does not carry: serve the model by its Hub id, or write the recipe's "
+                "mount by hand"
+            )
+        if option in ("-e", "--env"):
+            env.append(replace(at, text=value))
+        else:
+            dropped.append(f"{option} {value}".strip() if option in _HF_JOB_VALUES else option)
+        index += 1
+    if dropped:
+        notes.append(
+            f"{name}:{words[0].line}: the Job's own options are the Hugging Face Jobs service's, not carried "
+            f"({', '.join(dropped)}): the node is the inventory's, its GPUs the recipe's"
+        )
+    return index, env
+
+
 def _container_exec(
     words: list[Word], prefix: list[Word], name: str, notes: list[str]
 ) -> tuple[list[Word], list[Word], ContainerExec | None]:
-    """The launch an `apptainer exec` / `singularity exec` (or `… run`, see `_runscript`) runs, with its
-    `--env NAME=value`s as the launch's prefix and its `--bind SRC:DST` container paths written as the host's (each
-    a note); the words unchanged for any other command, or a container command that is no launch of a served
-    engine."""
+    """The launch an `apptainer exec` / `singularity exec` (or `… run`, see `_runscript`) or an `hf jobs run`
+    (`_hf_job`) runs, with its `--env NAME=value`s as the launch's prefix and its `--bind SRC:DST` container paths
+    written as the host's (each a note); the words unchanged for any other command, or a container command that is
+    no launch of a served engine."""
     texts = [w.text for w in words]
+    job = _hf_job(words, name, notes)
+    if job is not None:
+        index, env = job
+        launch = words[index + 1 :]
+        if index >= len(words) or not _launches(launch):
+            return words, prefix, None
+        notes.append(
+            f"{name}:{words[index].line}: `hf jobs run … {texts[index]}` runs the launch after it, which is taken; "
+            "hgxkit runs it in a Docker container"
+        )
+        return launch, [*prefix, *env], ContainerExec(words[index], "hf jobs")
     if len(texts) < 3 or texts[0] not in ("apptainer", "singularity") or texts[1] not in ("exec", "run"):
         return words, prefix, None
     index, binds, env = 2, [], []

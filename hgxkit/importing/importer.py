@@ -296,6 +296,21 @@ class _Importer:
 
     # --- which command is the server ---
 
+    def _whole(self, servers: list[Candidate]) -> list[Candidate]:
+        """`servers` without those whose copy stops inside the command (its last line continues past the post's
+        end or its fence's), each said, where one other is whole."""
+        cut = [s for s in servers if s.simple.command.cut or s.simple.command.fence_cut]
+        if not cut or len(servers) - len(cut) != 1:  # several whole ones: the --pick list offers each
+            return servers
+        for server in cut:
+            self._said(
+                server.simple,
+                "skipped",
+                "a serving command whose copy stops inside it (its last line ends "
+                "with a backslash where the post or its fence ends); the whole one is taken",
+            )
+        return [s for s in servers if not (s.simple.command.cut or s.simple.command.fence_cut)]
+
     def _choose(self) -> list[Built]:
         servers = self.reading.servers
         for number, server in enumerate(servers, 1):
@@ -310,6 +325,7 @@ class _Importer:
                 if number != self.options.pick:
                     self._said(server.simple, "skipped", f"serving command {number} (--pick {self.options.pick})")
             servers = [servers[self.options.pick - 1]]
+        servers = self._whole(servers)
         engines = [s for s in servers if s.role == "engine"]
         others = [s for s in servers if s.role != "engine"]
         hardware = [e for e in engines if _unsupported(e).hardware]
@@ -502,7 +518,12 @@ class _Importer:
         split = disaggregation(recipe.server)
         if split is not None:
             raise InputError(f"{_word_at(split.word, server)}: {split.reason}")
-        _fits(recipe, server)
+        try:
+            _fits(recipe, server)
+        except InputError as err:
+            if "is not a whole number" in err.message:
+                _placeholders(simple)  # a size left to fill in (`--tp-size {tp_size}`) is named as what it is
+            raise
         _on_the_node(recipe, server)
         _placeholders(simple)  # `YOUR_…`, `/path/to/…`: after what the setup cannot be at all (hardware, size)
         if not self.options.model_repo:  # `--model-repo` names the model the placeholder stands for

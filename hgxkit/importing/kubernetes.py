@@ -345,6 +345,13 @@ class _Pod:
         image = container.get("image")
         if not image:
             raise InputError(f"{at}: container {container.get('name')}: no image")
+        if command and len(command[0].split()) > 1:
+            shown = command[0] if len(command[0]) <= 60 else command[0][:57] + "…"
+            raise InputError(
+                f"{self.where(lines.get('command', line))}: command's first item `{shown}` is one string with "
+                "spaces, which Kubernetes runs as the name of a program (no shell splits it), so the container cannot "
+                'start; write each word as an item of its own (command: ["python3", "-m", …])'
+            )
         option, after, notes = container_command(image, command if "command" in container else None, args, at)
         self.notes += notes
         if option is not None:

@@ -132,7 +132,7 @@ def place_model(
 
 
 def _without_hub_cache(docker: DockerSpec, local_dir: str) -> tuple[DockerSpec, list[str]]:
-    """`docker` without the option entries that only mount a Hugging Face cache at HUB_CACHE."""
+    """`docker` without the option entries that only mount a Hugging Face cache at HUB_CACHE (or its `hub/`)."""
     from hgxkit.recipe.docker_options import canonical
     from hgxkit.recipe.spec import parse_mount, parse_volume
 
@@ -146,7 +146,7 @@ def _without_hub_cache(docker: DockerSpec, local_dir: str) -> tuple[DockerSpec, 
         ]
         if (
             len(mounts) == len(entry.uses) == 1
-            and mounts[0][1].target.rstrip("/") == HUB_CACHE
+            and (mounts[0][1].target.rstrip("/") + "/").startswith(HUB_CACHE + "/")  # the cache, or its hub/
             and (mounts[0][1].source != local_dir)
         ):
             dropped.append(mounts[0][0])

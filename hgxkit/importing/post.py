@@ -154,6 +154,9 @@ class Command:
     unended: tuple[int, int, str] | None = None
     # the refusal to give if it is taken: its last line continues past the end of the post (a copy cut inside it)
     cut: str | None = None
+    # its last line ends with a backslash where its fence ends: whole as far as the post shows, set aside where
+    # another serving command is complete (a hunk or an excerpt that stops inside the command)
+    fence_cut: bool = False
 
     def where(self) -> str:
         span = f"{self.first}" if self.first == self.last else f"{self.first}-{self.last}"
@@ -286,6 +289,8 @@ class _Cleaner:
         self.fences: list[int] = []  # fence id per line, 0 outside fences
 
     def run(self) -> list[str]:
+        self.lines, opened = _markdown_diffs(self.lines)
+        self.notes += [(line, _MARKDOWN_DIFF_NOTE) for line in opened]
         clean: list[str] = []
         in_fence = diff = False
         span_open = False
@@ -473,6 +478,51 @@ def _prompt_length(text: str) -> int:
     return 0
 
 
+_MARKDOWN_DIFF_NOTE = (
+    "a diff of a Markdown file (its added lines hold fences): read as the file has it after the change, its "
+    "fences as fences (removed lines set aside)"
+)
+
+
+def _markdown_diffs(lines: tuple[str, ...]) -> tuple[tuple[str, ...], list[int]]:
+    """`lines` with each ```diff fence whose new side holds fences of its own (a change to a Markdown page, a
+    review of a docs pull request) written as the page has it after the change, its own fence lines blanked, so the
+    page's fences and prose are read as they are on the page; the (1-based) lines of the fences so rewritten. The
+    diff's closing fence is kept where the hunk cuts a fence open, so that fence ends there.
+
+    >>> new, opened = _markdown_diffs(("````diff", "+```bash", "+vllm serve m", "-old", "+```", "````", "Prose."))
+    >>> [line.strip() for line in new], opened
+    (['', '```bash', 'vllm serve m', '', '```', '', 'Prose.'], [1])
+    """
+    out, opened, index = list(lines), [], 0
+    while index < len(lines):
+        fence = FENCE_RE.match(lines[index])
+        if not fence or "```" in fence.group(3) or fence.group(3).strip().lower() not in _DIFF_FENCES:
+            index += 1
+            continue
+        close = next((j for j in range(index + 1, len(lines)) if FENCE_RE.match(lines[j])), len(lines))
+        body = [_new_side(line) for line in lines[index + 1 : close]]
+        inner = sum(1 for line in body if FENCE_RE.match(line))
+        if inner:
+            out[index + 1 : close] = body
+            out[index] = " " * len(lines[index])
+            if inner % 2 == 0 and close < len(lines):
+                out[close] = " " * len(lines[close])
+            opened.append(index + 1)
+        index = close + 1
+    return tuple(out), opened
+
+
+def _new_side(line: str) -> str:
+    """A unified diff's line as the file has it after the change: an added line without its `+` (a space in its
+    place, so columns stay), a context line as it is, anything else blank."""
+    if line.startswith("+") and not line.startswith("+++"):
+        return " " + line[1:]
+    if line.startswith(" ") or not line:
+        return line
+    return " " * len(line)
+
+
 def _blank(text: str, start: int, end: int) -> str:
     """`text` with characters start..end replaced by spaces (tabs kept, so columns stay the file's)."""
     return text[:start] + "".join(c if c == "\t" else " " for c in text[start:end]) + text[end:]
@@ -507,6 +557,7 @@ def _gather(post: PostFile, start: int) -> tuple[Command, int]:
     notes: list[str] = []
     quote: str | None = None
     cut = None
+    fence_cut = False
     index = start
     while index < len(clean) and index - start < MAX_COMMAND_LINES:
         line = clean[index]
@@ -527,6 +578,9 @@ def _gather(post: PostFile, start: int) -> tuple[Command, int]:
                 break  # the quote never closes within the block: the lexer reports where it opened
             continue
         if not continued:
+            break
+        if post.fences[index - 1] and post.fences[index] != post.fences[index - 1]:
+            fence_cut = True  # its fence ends after the backslash: nothing outside the fence continues it
             break
         if not any(raw.strip() for raw in post.lines[index:]):
             cut = (
@@ -552,7 +606,7 @@ def _gather(post: PostFile, start: int) -> tuple[Command, int]:
         error = None
     except InputError as err:
         words, error = (), err
-    return Command(post, start + 1, start + len(parts), words, error, tuple(notes), cut=cut), index
+    return Command(post, start + 1, start + len(parts), words, error, tuple(notes), cut=cut, fence_cut=fence_cut), index
 
 
 def _unended(post: PostFile, command: Command, index: int) -> tuple[int, int, str] | None:

@@ -128,8 +128,12 @@ def _shell_end(line: str, clean: str) -> int:
 
 
 def _line(name: str, number: int, line: str, clean: str, notes: list[tuple[int, str]]) -> str:
-    end = _shell_end(line, clean)
-    shell, rest = line[:end], line[end:]
+    # The shell text is what the cleaning kept (inline code, not the prose around it) up to a comment; the prose
+    # before it is blanked here, so columns stay, and put back after.
+    kept = clean.rstrip()
+    start = len(kept) - len(kept.lstrip())
+    end = min(_shell_end(line, clean), len(kept))
+    head, shell, rest = line[:start], " " * start + line[start:end], line[end:]
     changed = []
     if any(c in shell for c in ZERO_WIDTH):
         shell = "".join(c for c in shell if c not in ZERO_WIDTH)
@@ -142,7 +146,7 @@ def _line(name: str, number: int, line: str, clean: str, notes: list[tuple[int, 
         changed.append(f"typographic dash(es) read as option dashes: {', '.join(dashes)}")
     for note in changed:
         notes.append((number, note))
-    line = shell + rest
+    line = head + shell[start:] + rest
     continued = _COMMENTED_CONTINUATION.search(line)
     if continued and continued.start() >= _shell_start(line):
         notes.append(

@@ -314,7 +314,7 @@ class ServerKind:
     # Known pitfalls of this engine: (recipe, warn(code, message)) -> None, called by `hgxkit recipe check`.
     pitfalls: Callable[[Any, Callable[[str, str], None]], None] | None = None
     # What this engine's argument parser refuses at start-up: (flag word as written, image) -> the reason with its
-    # remedy, or None; the import refuses such a recipe (hgxkit.importing.engine_refusal).
+    # remedy, or None; the import and `recipe check` refuse such a recipe (hgxkit.recipe.engine_start).
     refuses_flag: Callable[[str, str], str | None] | None = None
     # The flags the engine's option table for this image lacks: (flag words as written, image) -> (the first, the
     # reason naming them all with its remedy), or None; checked after `refuses_flag`, as argparse reports
@@ -333,6 +333,9 @@ class ServerKind:
     # unquoted JSON value split by the shell into words): (each flag's words as written, image, whether a bare word
     # may still be the positional model) -> (the flag, the reason with its remedy), or None.
     value_count: Callable[[Sequence[Sequence[str]], str, bool], tuple[str, str] | None] | None = None
+    # A value outside its option's list in the engine's option table for this image (argparse's choices, or what
+    # its config checks after parsing): (each flag's words as written, image) -> (the flag, the reason), or None.
+    value_choice: Callable[[Sequence[Sequence[str]], str], tuple[str, str] | None] | None = None
 
     def canonical_flag(self, flag: str) -> str:
         """The canonical spelling of `flag` for this engine (aliases, `_` for `-` where the parser allows)."""

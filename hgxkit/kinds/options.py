@@ -46,6 +46,35 @@ def _sglang_rows() -> tuple[Any, ...]:
     return SERVE_OPTIONS
 
 
+def _vllm_config_choices() -> dict[str, tuple[str, ...]]:
+    from hgxkit.engines.vllm_serve import CONFIG_CHOICES  # what 0.33's config checks after parsing
+
+    return CONFIG_CHOICES
+
+
+# Value types a choice is compared after: argparse converts the word, then checks it is in the list.
+_COMPARED = {"str": str, "opt:str": str, "int": str, "lower_underscore": lambda w: w.lower().replace("-", "_")}
+
+
+@cache
+def _choices(
+    rows: Callable[[], tuple[Any, ...]], config: Callable[[], dict[str, tuple[str, ...]]] | None
+) -> dict[str, tuple[tuple[str, ...], str, str]]:
+    """Each option string whose value must be one of a list -> (the list, the value type code, the option's long
+    name): argparse's
+    choices (of a type the word is compared after), and the values the engine's config checks after parsing
+    (`config`, the table module's CONFIG_CHOICES: vLLM's quantization methods)."""
+    found: dict[str, tuple[tuple[str, ...], str, str]] = {}
+    for row in rows():
+        if row[6] is not None and row[4] in _COMPARED:
+            listed = tuple(str(choice) for choice in row[6] if choice is not None)
+            found |= {name: (listed, row[4], row[0][0]) for name in (*row[0], *row[1])}
+    for name, listed in (config() if config else {}).items():
+        row = next(row for row in rows() if name in row[0])
+        found |= {alias: (tuple(listed), "str", name) for alias in (*row[0], *row[1])}
+    return found
+
+
 @cache
 def _names(rows: Callable[[], tuple[Any, ...]]) -> frozenset[str]:
     """Every option string of a table: shown, hidden and negative (`--no-x`)."""
@@ -91,6 +120,7 @@ class OptionTable:
     underscores_are_dashes: bool = False  # `--max_model_len` is `--max-model-len` (before the first `.`)
     dotted_keys: bool = False  # `--key.sub value` sets a key of `--key`
     suggests: bool = False  # a refusal names the nearest option
+    config_choices: Callable[[], dict[str, tuple[str, ...]]] | None = None  # values the config checks (`_choices`)
 
     @property
     def title(self) -> str:
@@ -186,6 +216,38 @@ class OptionTable:
             )
         return None
 
+    def value_choice(self, uses: Sequence[Sequence[str]], image: str) -> tuple[str, str] | None:
+        """The first value outside its option's list (argparse's `invalid choice`, or a value the engine's config
+        refuses: vLLM's `Unknown quantization method`), on an image that runs this table's version: (the flag, the
+        reason with its remedy), or None. Values the shell writes in (`$`) are left alone.
+
+        Example:
+            >>> VLLM_OPTIONS.value_choice([("-q", "slimquant_marlin")], "vllm/vllm-openai:latest")[0]
+            '-q'
+            >>> VLLM_OPTIONS.value_choice([("--dtype=half",), ("-q", "fp8")], "vllm/vllm-openai:latest") is None
+            True
+        """
+        if not self.applies(image):
+            return None
+        listed = _choices(self.rows, self.config_choices)
+        for words in uses:
+            head = words[0] if words else ""
+            name, equals, glued = head.partition("=")
+            matches = [name] if name in listed else self.matches(name) if name.startswith("--") else []
+            if len(matches) != 1 or matches[0] not in listed:
+                continue
+            choices, code, long = listed[matches[0]]
+            several = _nargs(self.rows)[matches[0]] in ("+", "*")
+            for value in [glued] if equals else list(words[1:] if several else words[1:2]):
+                if "$" not in value and _COMPARED[code](value) not in choices:
+                    shown = ", ".join(choices[:12]) + (", …" if len(choices) > 12 else "")
+                    return head, (
+                        f"`{name} {value}`: {value} is not a value of {long} in {self.title} (the image "
+                        f"{image}; one of {shown}), so {self.program} exits on it; write one of them, or pin an image "
+                        "that has it (import with --image REF)"
+                    )
+        return None
+
     def value_count(self, uses: Sequence[Sequence[str]], image: str, model_slot: bool) -> tuple[str, str] | None:
         """The first flag given a count of values its nargs refuses: (the flag, the reason with its remedy), or None.
         A flag that takes a value given none (the command ends, or another flag follows), argparse's `expected one
@@ -274,6 +336,7 @@ VLLM_OPTIONS = OptionTable(
     version=(0, 33),  # the table is 0.33.0's; 0.33's patch releases keep its options
     images=("vllm/vllm-openai", "docker.io/vllm/vllm-openai"),
     rows=_vllm_rows,
+    config_choices=_vllm_config_choices,
     program="`vllm serve`",
     underscores_are_dashes=True,
     dotted_keys=True,

@@ -293,4 +293,5 @@ SGLANG = ServerKind(
     is_option=SGLANG_OPTIONS.is_option,
     switch_value=SGLANG_OPTIONS.switch_value,
     value_count=SGLANG_OPTIONS.value_count,
+    value_choice=SGLANG_OPTIONS.value_choice,
 )

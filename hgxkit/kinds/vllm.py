@@ -333,6 +333,7 @@ VLLM = ServerKind(
     is_option=VLLM_OPTIONS.is_option,
     switch_value=VLLM_OPTIONS.switch_value,
     value_count=VLLM_OPTIONS.value_count,
+    value_choice=VLLM_OPTIONS.value_choice,
 )
 
 

@@ -5,7 +5,9 @@ by hand or edited after its import is held to the flags an imported one is.
 The engine's argument parser: each server kind says what its parser refuses (`ServerKind.refuses_flag`, e.g.
 SGLang's `--max_num_batched_tokens`, vLLM's `--enable-chunked-prefill=False` from 0.10; and `unknown_flags`: any
 flag the option table read from the real engine lacks, vLLM 0.33's or SGLang 0.5.23's, hgxkit.kinds.options; and
-`switch_value`: a value written after a switch, which the parser reads as a positional argument; `value_count`: a
+`switch_value`: a value written after a switch, which the parser reads as a positional argument; `value_choice`: a
+value outside its option's choices, or outside what the engine's config checks after parsing (vLLM's quantization
+methods); `value_count`: a
 flag that takes a value given none, as in a copy cut after `--port`, or a flag of one value given several words,
 as an unquoted JSON value the shell splits), judged against the image the recipe runs (`latest` or untagged is
 today's engine); a flag a table of another version would have to judge is named as not checked
@@ -66,6 +68,9 @@ def engine_refusal(recipe: Recipe, last_word: str | None = None) -> Refusal | No
     stray = kind.switch_value(uses, recipe.image.reference) if kind.switch_value else None
     if stray:
         return Refusal(*stray)
+    chosen = kind.value_choice(uses, recipe.image.reference) if kind.value_choice else None
+    if chosen:
+        return Refusal(*chosen)
     written, slot = uses[: _written_end(uses, last_word) + 1], recipe.server.model_slot()
     counted = kind.value_count(written, recipe.image.reference, slot) if kind.value_count else None
     return Refusal(*counted) if counted else foreign_module(recipe)

@@ -130,6 +130,7 @@ VARIABLES = {
     "102": {"HEAD_IP": "192.168.114.10"},
     "205": {"model_id": "Qwen/Qwen3-Coder-30B-A3B-Instruct"},
     "228": {"MODEL": "Qwen/Qwen3-0.6B"},  # the export of line 1
+    "303": {"MODEL_HANDLE": "Qwen/Qwen3-8B", "MAX_MODEL_LEN": "8192"},  # the page's exports
     "153": {  # TP=$(nvidia-smi --list-gpus | wc -l) is the job's #SBATCH --gres=gpu:h100:2 (a note of the import)
         "TP": "2",
         "MODEL_PATH": "openai/gpt-oss-120b",
@@ -187,6 +188,8 @@ def posted_command(number: str, span: tuple[int, int]) -> str:
     name = ENTRIES[number]["file"]
     text, _ = normalise(name, (POSTS / name).read_text())  # a blog's dashes and quotes, undone as the import does
     lines = text.split("\n")[span[0] - 1 : span[1]]
+    if re.search(r"^`{3,}(?:diff|patch)\s*$", text, re.M):  # a diff's added lines, as the file has them after it
+        lines = [line[1:] if line.startswith("+") else line for line in lines]
     if number in PROMPTS:
         lines = [re.sub(PROMPTS[number], "", line) for line in lines]
     text = "\n".join(lines)
@@ -201,16 +204,19 @@ def posted_command(number: str, span: tuple[int, int]) -> str:
     return re.sub(TRAILING[number], "", text) if number in TRAILING else text
 
 
+HUB = "/root/.cache/huggingface/hub"
+
+
 def placed(words: list[str], recipe: Recipe, posted_model: str | None) -> list[str]:
     """The post's argv with the model placement the import notes: the model flag's value becomes the mount
     point, a read-only mount goes before the image, the served name is the post's model (unless it names one),
-    and a mount of the Hugging Face cache (`-v ~/.cache/huggingface:/root/.cache/huggingface`) is dropped."""
+    and a mount of the Hugging Face cache (`-v ~/.cache/huggingface:/root/.cache/huggingface`, or its hub/) is dropped."""
     model = recipe.model
     if posted_model is None or posixpath.normpath(posted_model) == model.mount_point:
         return words  # a model under a mounted directory is served as it is
     out = list(words)
     for i in reversed(range(len(out) - 1)):
-        if out[i] in ("-v", "--volume") and out[i + 1].split(":")[1:2] == ["/root/.cache/huggingface"]:
+        if out[i] in ("-v", "--volume") and out[i + 1].split(":")[1:2] in (["/root/.cache/huggingface"], [HUB]):
             del out[i : i + 2]
     out = [model.mount_point if word == posted_model else word for word in out]
     image = out.index(recipe.image.reference)

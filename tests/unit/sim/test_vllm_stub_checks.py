@@ -192,6 +192,12 @@ def test_max_model_len_above_the_models(llama: Path) -> None:
         assert sim.app.max_model_len == 200000
 
 
+def test_a_quantization_method_vllm_lacks_fails_its_model_config(llama: Path) -> None:
+    assert _refusal(llama, "-q", "slimquant_marlin").startswith(
+        "ValueError: Unknown quantization method: slimquant_marlin. Must be one of ['awq',"
+    )
+
+
 def test_kv_cache_must_hold_one_max_length_request(dsv4: Path) -> None:
     # DeepSeek-V4-shaped: ~277 GB of fp8 weights; on 2 GPUs nothing is left for the KV cache
     assert _refusal(dsv4, "-tp", "2").startswith("ValueError: No available memory for the cache blocks.")

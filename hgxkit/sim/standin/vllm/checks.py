@@ -202,6 +202,16 @@ def resolve_model(ns: argparse.Namespace, env: Mapping[str, str]) -> ModelFacts:
     return ModelFacts.load(found.path)
 
 
+def check_quantization(ns: argparse.Namespace) -> None:
+    """ModelConfig's check of `--quantization` against the registry of methods (the table's CONFIG_CHOICES, read
+    from vLLM 0.33), which argparse does not make."""
+    from hgxkit.engines.vllm_serve import CONFIG_CHOICES
+
+    methods = list(CONFIG_CHOICES["--quantization"])
+    if ns.quantization is not None and ns.quantization not in methods:
+        raise StartupError("ValueError", f"Unknown quantization method: {ns.quantization}. Must be one of {methods}.")
+
+
 def max_model_len(ns: argparse.Namespace, facts: ModelFacts, env: Mapping[str, str]) -> int:
     derived = facts.max_position_embeddings
     wanted = ns.max_model_len

@@ -182,6 +182,7 @@ def prepare(
         if problem:
             raise checks.StartupError("ValueError", problem)
         facts = checks.resolve_model(ns, env)
+        checks.check_quantization(ns)
         length = checks.max_model_len(ns, facts, env)
         gpus = checks.check_parallel(ns, facts, env)
         plan = checks.memory_plan(ns, facts, length, env)
