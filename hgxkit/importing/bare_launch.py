@@ -41,7 +41,7 @@ from hgxkit.netaddr import is_loopback
 from hgxkit.recipe.docker_options import canonical
 from hgxkit.recipe.docker_parse import ParsedRun, parse_option_words
 from hgxkit.recipe.network_env import NETWORK_ENV, host_interface_settings
-from hgxkit.recipe.nodes import dp_hosts
+from hgxkit.recipe.nodes import HGX_GPUS, dp_hosts
 from hgxkit.recipe.server_args import ServerCommand, group_args, is_flag
 from hgxkit.recipe.shellwords import shell_value
 from hgxkit.recipe.spec import parse_volume
@@ -80,6 +80,8 @@ def bare_run(
         image = _container_image(simple, notes)
     if image is None:
         image = pulled_image(reading.pulled, kind, simple.where(), notes)
+    if image is None:
+        image = prose_image(simple, reading.simples, kind, notes)
     if image is None:
         image = KINDS[kind].default_image
         notes.append(f"{simple.where()}: a bare launch; the image is {kind}'s {image} (give --image REF to choose)")
@@ -257,6 +259,29 @@ def pulled_image(pulled: Sequence[tuple[str, str, str]], kind: str, where: str, 
     return image
 
 
+# An image reference with a tag as prose writes it (`using docker image lmsysorg/sglang:v0.5.0rc2-cu128-b200 on …`).
+_TAGGED_IMAGE = re.compile(r"(?<![\w./:-])[a-z0-9][\w.-]*(?:/[\w.-]+)+:\w[\w.-]*")
+
+
+def prose_image(simple: Simple, simples: Sequence[Simple], kind: str, notes: list[str]) -> str | None:
+    """The one image of `kind` with a tag that the launch's post names outside its commands (`using docker image
+    lmsysorg/sglang:v0.5.0rc2-cu128-b200 on …`), for a bare launch the post gives no other image; None when it
+    names none, or several (which one ran is not said)."""
+    post = simple.command.post
+    commands = {n for s in simples if s.command.post is post for n in range(s.command.first, s.command.last + 1)}
+    found: dict[str, int] = {}
+    for number, line in enumerate(post.lines, 1):
+        for match in _TAGGED_IMAGE.finditer(line) if number not in commands else ():
+            image = match.group().rstrip(".")
+            if _image_kind(image) == kind:
+                found.setdefault(image, number)
+    if len(found) != 1:
+        return None
+    image, number = next(iter(found.items()))
+    notes.append(f"{simple.where()}: a bare launch; the image is {image}, the one the post names (line {number})")
+    return image
+
+
 def _unknown_pull_above(pulled: Sequence[tuple[str, str, str]], kind: str, where: str, notes: list[str]) -> str | None:
     """Where the post pulls no image hgxkit knows for `kind`: the last pull above the launch (in its file) of an
     image whose server hgxkit cannot tell but whose name holds the engine's (a model's own build of it); None when
@@ -286,6 +311,14 @@ def _at(where: str) -> tuple[str, int]:
 def _line(text: str) -> int:
     first = text.split("-", 1)[0]
     return int(first) if first.isdigit() else 0
+
+
+def _size(args: Sequence[str], kind: ServerKind) -> int | None:
+    """GPUs the launch's server uses (tp x pp x dp), or None where a size is not a whole number."""
+    try:
+        return ServerCommand.from_words(["serve", *args], kind.name).parallel_size()
+    except ValueError:
+        return None
 
 
 def _image_kind(image: str) -> str | None:
@@ -333,6 +366,9 @@ def docker_run_for(
         notes.append(f"{where}: no CUDA_VISIBLE_DEVICES, so the container gets every GPU (--gpus all)")
     options.append("--ipc=host")
     nodes = _nodes(args, kind)
+    size = _size(args, kind)
+    if not devices and nodes <= 1 and size and size < HGX_GPUS:
+        notes.append(f"{where}: the server uses {size} of them (tp x pp x dp), the first {size}, the rest left idle")
     interfaces = host_interface_settings((name, shell_value(value)) for name, value in env.items())
     if nodes <= 1 and interfaces:
         # NCCL/Gloo told to use a host interface: that interface exists only on the host's network.

@@ -63,7 +63,14 @@ from hgxkit.importing.pd_join import (
     side_flags,
 )
 from hgxkit.importing.pd_sides import either_roles, posted_routers, routed_sides, side_channel_ports
-from hgxkit.importing.platform import ForeignSetup, foreign_in, message, refuse_foreign, shows_nvidia
+from hgxkit.importing.platform import (
+    ForeignSetup,
+    foreign_in,
+    generation_note,
+    message,
+    refuse_foreign,
+    shows_nvidia,
+)
 from hgxkit.importing.post import PostFile, find_commands, read_post
 from hgxkit.importing.reading import Candidate, Reading, sourced_before
 from hgxkit.importing.slurm import runs_under_slurm
@@ -237,6 +244,7 @@ class _Importer:
             self.notes.append(
                 f"${name} is not set by the post{after} ({shown}); the host's shell gives it when the command runs"
             )
+        self.notes += [note for post in self.posts if (note := generation_note(post.name, post.lines))]
         report = tuple(sorted(dict.fromkeys(self.report), key=_report_order))
         outcome = finish(recipe, self.notes, where, report)
         lines = account_lines(self.posts, self.simples, [r for r in report if r not in prose], outcome.notes)

@@ -1,8 +1,8 @@
 """Which accelerator a post is for, read before anything else: hgxkit serves NVIDIA GPUs only.
 
-A post for Intel Gaudi, Google TPU, AMD ROCm, Huawei Ascend, AWS Neuron, CPU only or Apple silicon cannot be
-reproduced on an HGX node whatever image `--image` names: its settings (`HABANA_VISIBLE_DEVICES`, `--device
-hpu`, `/dev/kfd`…) would be carried into an NVIDIA recipe. Each platform is known by its devices, environment
+A post for Intel Gaudi, Google TPU, Hygon DCU, AMD ROCm, Huawei Ascend, AWS Neuron, CPU only or Apple silicon
+cannot be reproduced on an HGX node whatever image `--image` names: its settings (`HABANA_VISIBLE_DEVICES`,
+`--device hpu`, `/dev/kfd`…) would be carried into an NVIDIA recipe. Each platform is known by its devices, environment
 variables, images and resource names, as written in a command (never by a word of prose). A post that also
 shows an NVIDIA setup (`--gpus`, `nvidia.com/gpu`, `CUDA_VISIBLE_DEVICES`, an NGC image) is judged command by
 command instead (`foreign_in`), so its NVIDIA alternative can still be taken.
@@ -48,6 +48,11 @@ _SIGNS: tuple[tuple[str, re.Pattern[str]], ...] = (
             r"|\bgoogle\.com/tpu\b|\bDockerfile\.tpu\b|\bcloud\.google\.com/gke-tpu\S*|\bVLLM_TARGET_DEVICE=tpu\b"
             r"|\btorch_xla\[tpu\]|\bgpu: *v\d(?:e|p|litepod)-\d+\b"
         ),
+    ),
+    (
+        "Hygon DCU",
+        # its kernel driver's second device, its SMI, its image registry, its quantization methods
+        re.compile(r"/dev/mkfd\b|\bhy-smi\b|\bimage\.sourcefind\.cn\S*|(?<![\w-])slimquant_\w+"),
     ),
     (
         "AMD ROCm",
@@ -114,3 +119,37 @@ def message(where: str, found: Foreign) -> str:
         f"{where}: {found.shown} is {found.title}: the post is for another accelerator, and hgxkit serves "
         "NVIDIA GPUs (HGX nodes); --image cannot change that: import a post for NVIDIA GPUs"
     )
+
+
+# NVIDIA GPUs of another generation than the H200's (Hopper), as posts name them, with their generation.
+_GENERATIONS = (
+    ("Blackwell", r"G?B[123]00|GB10|RTX ?PRO ?6000|RTX ?50[5-9]0(?: ?Ti)?"),
+    ("Ada", r"L40S?|L4|RTX ?40[5-9]0(?: ?Ti)?"),
+    ("Ampere", r"A100|A800|A10G?|A30|A40|A6000|RTX ?30[5-9]0(?: ?Ti)?"),
+    ("Volta or Turing", r"V100|T4"),
+)
+_GENERATION = re.compile(
+    "|".join(f"(?P<g{i}>(?<![\\w-])(?:{names})(?![\\w-]))" for i, (_, names) in enumerate(_GENERATIONS))
+)
+
+
+def generation_note(name: str, lines: Sequence[str]) -> str | None:
+    """A note where the post names an NVIDIA GPU of another generation than the H200 (`3x B200`, `on an A100`):
+    what it chose for that GPU may not run the same on an HGX-H200 node, and its numbers do not compare; None
+    where it names none.
+
+    >>> generation_note("p.md", ["served on 3x B200 NVIDIA GPU."])[:40]
+    'p.md:1: the post names B200 (Blackwell),'
+    >>> generation_note("p.md", ["on H200 and H100", "image ...-cu128-b200"]) is None
+    True
+    """
+    for number, line in enumerate(lines, 1):
+        match = _GENERATION.search(line)
+        if match is not None:
+            generation = _GENERATIONS[int(match.lastgroup[1:])][0]  # type: ignore[index]
+            return (
+                f"{name}:{number}: the post names {match.group()} ({generation}), not the H200 (Hopper) this recipe "
+                "deploys on: what it chose for that GPU (image, kernels, memory settings) may not run the same "
+                "here, and numbers it reports do not compare"
+            )
+    return None

@@ -109,7 +109,7 @@ def test_a_shell_or_template_brace_is_no_placeholder() -> None:
 @pytest.mark.parametrize(
     ("post", "named"),
     [
-        ("vllm serve org/m -q slimquant_marlin\n", "slimquant_marlin is not a value of --quantization"),
+        ("vllm serve org/m -q int3_awq\n", "int3_awq is not a value of --quantization"),
         ("vllm serve org/m --dtype halff\n", "halff is not a value of --dtype"),
         ("python3 -m sglang.launch_server --model-path org/m --attention-backend fa9\n", "fa9 is not a value"),
     ],
@@ -156,3 +156,31 @@ spec:
 """
     message = _refusal(manifest, "deploy.yaml")
     assert "deploy.yaml:10" in message and "Kubernetes runs as the name of a program" in message
+
+
+LAUNCH = "`python3 -m sglang.launch_server --model-path org/m --pp-size 3`\n\n"
+
+
+def test_a_bare_launch_takes_the_one_image_its_post_names_in_prose() -> None:
+    outcome = _import(LAUNCH + "using docker image lmsysorg/sglang:v0.5.9-cu129 on 3x B200.\n", "issue.md")
+    assert outcome.recipe.image.reference == "lmsysorg/sglang:v0.5.9-cu129"
+    assert any("the one the post names (line 3)" in note for note in outcome.notes)
+    assert any("the server uses 3 of them" in note for note in outcome.notes)
+    assert any("the post names B200 (Blackwell)" in note for note in outcome.notes)
+
+
+@pytest.mark.parametrize(
+    "prose",
+    [
+        "tried lmsysorg/sglang:v0.5.9 and lmsysorg/sglang:v0.5.8 alike.\n",  # which one ran is not said
+        "the router runs in vllm/vllm-openai:v0.33.0.\n",  # another kind's image
+    ],
+)
+def test_no_image_or_several_in_prose_leave_the_kinds_image(prose: str) -> None:
+    outcome = _import(LAUNCH + prose, "issue.md")
+    assert outcome.recipe.image.reference == "lmsysorg/sglang:latest"
+
+
+def test_a_post_on_h200_gets_no_generation_note() -> None:
+    outcome = _import(LAUNCH + "on 8x H200 (and H100 before).\n", "issue.md")
+    assert not any("the post names" in note for note in outcome.notes)

@@ -111,6 +111,11 @@ SIGNS = {
         "TPU_CHIPS_PER_HOST_BOUNDS=2,2,1 vllm serve org/M",
         "docker run --privileged vllm/vllm-tpu:nightly vllm serve org/M",
     ],
+    "Hygon DCU": [
+        "docker run --device=/dev/mkfd --gpus all vllm/vllm-openai:v0.33.0 --model org/M",
+        "vllm serve hygon/M -q slimquant_marlin",
+        "docker run image.sourcefind.cn:5000/dcu/admin/base/vllm:0.9.2-dtk25.04 vllm serve org/M",
+    ],
     "AMD ROCm": [
         "docker run --device /dev/kfd --device /dev/dri vllm/vllm-openai:v0.33.0 --model org/M",
         "HIP_VISIBLE_DEVICES=0,1 vllm serve org/M",

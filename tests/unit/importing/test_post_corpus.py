@@ -103,6 +103,7 @@ PROMPTS = {
     "203": r"`",  # inline code, closed on the next line
     "228": r"^uv run ",  # uv runs the launch in the project's environment (a note of the import)
     "230": r"`",  # inline code
+    "296": r"`",  # inline code
     "245": r"^`|`$",  # inline code after a full-width colon
 }
 # bash's `$'…'` quoting, which sh (dash) does not read; 225's holds no backslash escape, so it is '…' for sh.
