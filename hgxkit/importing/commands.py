@@ -386,8 +386,8 @@ def _adjacent(left: Word, right: Word) -> bool:
 
 
 def _prefix(words: list[Word], name: str) -> tuple[list[Word], list[Word], list[str]]:
-    """Split off `sudo`, `nohup`, `env` and `NAME=value` words before the program (a bare `NAME=value` keeps them
-    all)."""
+    """Split off `sudo`, `nohup`, `exec`, `env` and `NAME=value` words before the program (a bare `NAME=value`
+    keeps them all)."""
     prefix: list[Word] = []
     notes: list[str] = []
     index = 0
@@ -396,6 +396,12 @@ def _prefix(words: list[Word], name: str) -> tuple[list[Word], list[Word], list[
         if text == "sudo" or (text in ("-E", "-H") and index and words[index - 1].text == "sudo"):
             if text == "sudo":
                 notes.append(f"{name}:{words[index].line}: `sudo` dropped (hgxkit runs the command as root)")
+            index += 1
+        elif text == "exec" and index + 1 < len(words) and not words[index + 1].text.startswith("-"):
+            notes.append(
+                f"{name}:{words[index].line}: `exec` dropped (the shell becomes the command; in a container the "
+                "command is the process anyway)"
+            )
             index += 1
         elif text == "nohup":
             notes.append(

@@ -132,29 +132,33 @@ def yaml_regions(post: PostFile) -> list[Region]:
         written = _heredoc_regions(lines, body)  # a shell fence that writes its YAML: the here-documents
         region = None if written else _fence_region(lines, body, language, (start + 1, min(index + 1, len(lines))))
         regions += written or ([region] if region is not None else [])
-    return sorted(regions + _unfenced_compose(post), key=lambda r: r.first)
+    return sorted(regions + _unfenced_yaml(post), key=lambda r: r.first)
 
 
 _COMPOSE_TOP = re.compile(r"^services[ \t]*:[ \t]*(?:#.*)?$")
 _SERVICE_IMAGE = re.compile(r"^[ \t]+(?:image|build)[ \t]*:", re.MULTILINE)
+_DSTACK_TOP = re.compile(r"^type[ \t]*:[ \t]*(?:service|task)[ \t]*(?:#.*)?$")
+_DSTACK_COMMANDS = re.compile(r"^commands[ \t]*:", re.MULTILINE)
 _YAML_KEY_LINE = re.compile(r"^(?:[A-Za-z_][\w-]*[ \t]*:(?:[ \t]|$)|[ \t#]|-[ \t]|$)")
 
 
-def _unfenced_compose(post: PostFile) -> list[Region]:
-    """Compose files pasted between a post's prose with no fence: from a `services:` line at the margin (its
-    `version:` line above it, if any) to the last line before prose (a line that is neither indented, a comment,
-    blank nor a top-level key), when a service in it names an `image` or `build`; each read as a file is (a parse
-    error refuses, naming its line).
+def _unfenced_yaml(post: PostFile) -> list[Region]:
+    """Compose files and dstack configurations pasted between a post's prose with no fence (a rendered page's
+    code blocks lose theirs): from a `services:` line at the margin (its `version:` line above it, if any), or a
+    dstack `type: service|task` line, to the last line before prose (a line that is neither indented, a comment,
+    blank nor a top-level key), when a service in it names an `image` or `build`, or the dstack file has
+    `commands:`; each read as a file is (a parse error refuses, naming its line).
 
     Example:
         >>> from hgxkit.importing.post import read_post
         >>> post = read_post("p.md", "Mine:\\n```\\nlog\\n```\\nservices:\\n  s:\\n    image: x\\n\\nIt fails.\\n")
-        >>> [(r.first, r.last, r.text) for r in _unfenced_compose(post)]
+        >>> [(r.first, r.last, r.text) for r in _unfenced_yaml(post)]
         [(5, 7, 'services:\\n  s:\\n    image: x')]
     """
     lines, regions = post.lines, []
     for index, line in enumerate(lines):
-        if post.fences[index] or not _COMPOSE_TOP.match(line):
+        compose, dstack = _COMPOSE_TOP.match(line), _DSTACK_TOP.match(line)
+        if post.fences[index] or not (compose or dstack):
             continue
         start = index - 1 if index and not post.fences[index - 1] and lines[index - 1].startswith("version") else index
         end = index + 1
@@ -163,7 +167,8 @@ def _unfenced_compose(post: PostFile) -> list[Region]:
         while end > index + 1 and not lines[end - 1].strip():
             end -= 1
         text = "\n".join(lines[start:end])
-        if _SERVICE_IMAGE.search(text):  # a service that runs an image: not a `services:` heading over a list
+        # a service that runs an image, or a dstack run: not a `services:` heading over a list, nor prose's `type:`
+        if (_SERVICE_IMAGE if compose else _DSTACK_COMMANDS).search(text):
             regions.append(Region(start + 1, end, text, True, (start + 1, end)))
     return regions
 
@@ -290,6 +295,13 @@ def load_documents(post: PostFile, region: Region) -> list[Document]:
     ]
 
 
+def _cut_manifest(post: PostFile, region: Region) -> bool:
+    """True for a fence that opens as a manifest or compose file (`apiVersion:`, `services:` …) and runs, unclosed,
+    to the post's end: an excerpt cut inside the file, whose parse error is the cut, not the file's."""
+    rest = [line for line in post.lines[region.last :] if line.strip()]
+    return not region.whole and not rest and bool(post.fences[-1]) and bool(_SNIFF.match(region.text.lstrip()))
+
+
 def _dotenv(post: PostFile, region: Region) -> dict[str, str]:
     """`NAME=value` lines of the post outside the region (a compose file's `.env`, shown next to it)."""
     found = {}
@@ -316,11 +328,19 @@ def read_documents(
     for region in yaml_regions(post):
         try:
             documents = load_documents(post, region)
-        except InputError:
+        except InputError as err:
             # A file that starts as YAML is one that does not parse; prose around YAML-like lines (a page quoting
             # a Taskfile) is read as the text it is.
             if region.whole and (post.label.endswith(_WHOLE_FILE) or _SNIFF.match(region.text.lstrip())):
                 raise
+            if _cut_manifest(post, region):
+                last = max(n for n in range(region.first, region.last + 1) if post.lines[n - 1].strip())
+                raise InputError(  # named where the post stops
+                    f"{post.name}: line {last}, column {len(post.lines[last - 1])}: the manifest's fence is not "
+                    "closed and the post "
+                    "ends inside "
+                    f"it ({err.message.split(': ', 2)[-1].split(';')[0]}): the copy is cut; give the whole file"
+                ) from None
             continue
         documents = [replace(d, image=image) for d in documents]
         for index, source in enumerate(formats):

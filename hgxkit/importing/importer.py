@@ -27,6 +27,7 @@ Example:
 from __future__ import annotations
 
 import ipaddress
+import itertools
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -71,7 +72,7 @@ from hgxkit.importing.platform import (
     refuse_foreign,
     shows_nvidia,
 )
-from hgxkit.importing.post import PostFile, find_commands, read_post
+from hgxkit.importing.post import FENCE_RE, PostFile, find_commands, read_post
 from hgxkit.importing.reading import Candidate, Reading, sourced_before
 from hgxkit.importing.slurm import runs_under_slurm
 from hgxkit.importing.substitutions import owner_of, substituted_word
@@ -650,6 +651,10 @@ class _Importer:
         exported = server.simple.exported
         if exported is not None:
             recipe = replace(recipe, image=exported.image_for(recipe.image.reference, where, self.notes))
+        split = split_refusal(recipe)  # before the model is placed: a side alone serves nothing, whatever its model
+        if split is not None:
+            _engine_refuses(recipe, server, [])  # a flag the engine refuses first: the post's own server never started
+            raise InputError(f"{_word_at(split.word, server)}: {split.reason}")
         placed = self._placed(recipe, server, where)
         self.notes += placed.notes
         server_command = _reachable(placed.docker, placed.server, where, self.notes)
@@ -670,10 +675,6 @@ class _Importer:
                 + (f" {exported.source_note()}" if exported is not None else "")
             ),
         )
-        split = split_refusal(recipe)
-        if split is not None:
-            _engine_refuses(recipe, server, [])  # a flag the engine refuses first: the post's own server never started
-            raise InputError(f"{_word_at(split.word, server)}: {split.reason}")
         self.exported_name = exported.recipe if exported is not None else None
         return recipe, chosen[0][0].simple.command.post.name
 
@@ -1203,6 +1204,28 @@ def _placeholders(simple: Simple, *, angled_only: bool = False) -> None:
             f"{simple.command.post.name}: line {word.line}, column {word.column}: {text} is a "
             f"placeholder{owner_of(words, index)}; {fill_hint(text)}"
         )
+    for flag, word in itertools.pairwise(words) if not angled_only else ():
+        if not flag.is_operator and not word.is_operator and _named_after(flag.text, word.text):
+            raise InputError(
+                f"{simple.command.post.name}: line {word.line}, column {word.column}: {word.text} is a placeholder "
+                f"(the value of {flag.text} is the option's own name, left for the reader); write its value"
+            )
+
+
+def _named_after(flag: str, value: str) -> bool:
+    """True for a value that is its flag's own name, or the end of it (`--model-path path`, `--port port`,
+    `--served-model-name model_name`): a value a post leaves for the reader to fill in.
+
+    >>> _named_after("--model-path", "path"), _named_after("--served-model-name", "model_name")
+    (True, True)
+    >>> _named_after("--served-model-name", "model"), _named_after("--dtype", "auto")
+    (False, False)
+    """
+    if not flag.startswith("--") or "=" in flag or not re.fullmatch(r"[A-Za-z][A-Za-z_-]*", value):
+        return False
+    parts = flag[2:].lower().replace("_", "-").split("-")
+    written = value.lower().replace("_", "-")
+    return any(written == "-".join(parts[at:]) for at in range(len(parts)))
 
 
 def _model_placeholder(server: ServerCommand, simple: Simple) -> None:
@@ -1294,12 +1317,22 @@ def _engine_refuses(recipe: Recipe, server: Candidate, notes: list[str]) -> None
 def _wrapped_flag(server: Candidate, kind: ServerKind) -> str | None:
     """The refusal of a command that ends in a piece of a flag where the next line starts with the rest of it
     (`--s` then `erved-model-name …`): a terminal or a page wrapped the line inside the word, so a shell ran the
-    rest apart and the engine would get the piece (or take it as a prefix of another option); None otherwise."""
+    rest apart and the engine would get the piece (or take it as a prefix of another option); or where the post
+    ends after it (`--disable-hybr`, an excerpt cut inside the word); None otherwise."""
     words = [w for w in server.simple.words if not w.is_operator]
     lines = server.simple.command.post.lines
-    if not words or kind.is_option is None or words[-1].line >= len(lines):
+    if not words or kind.is_option is None:
         return None
     last = words[-1]
+    after = [line for line in lines[last.line :] if line.strip() and not FENCE_RE.match(line)]
+    started = kind.option_started(last.text) if kind.option_started and not after else None
+    if started is not None:
+        return (
+            f"{server.simple.command.post.name}: line {last.line}, column {last.column}: `{last.text}` ends the post "
+            f"and is only the start of an option (`{started}`): the copy is cut inside it; give the whole command"
+        )
+    if last.line >= len(lines):
+        return None
     rest = lines[last.line].split()
     if not rest or rest[0].startswith("-") or kind.is_option(last.text) or not kind.is_option(last.text + rest[0]):
         return None

@@ -237,7 +237,7 @@ def is_command_start(text: str) -> bool:
     index = 0
     while index < len(words) and (
         ASSIGNMENT_RE.match(words[index])
-        or words[index] in ("sudo", "-E", "nohup", "env")
+        or words[index] in ("sudo", "-E", "nohup", "env", "exec")
         or (words[index] in ("-i", "--ignore-environment") and index and words[index - 1] == "env")
     ):
         given = env_options(words, index) if words[index] == "env" else None

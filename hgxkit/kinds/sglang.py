@@ -291,6 +291,7 @@ SGLANG = ServerKind(
     unknown_flags=SGLANG_OPTIONS.unknown_flags,
     unchecked_flag=SGLANG_OPTIONS.unchecked_flag,
     is_option=SGLANG_OPTIONS.is_option,
+    option_started=SGLANG_OPTIONS.started,
     switch_value=SGLANG_OPTIONS.switch_value,
     value_count=SGLANG_OPTIONS.value_count,
     value_choice=SGLANG_OPTIONS.value_choice,

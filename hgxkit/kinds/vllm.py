@@ -331,6 +331,7 @@ VLLM = ServerKind(
     unknown_flags=VLLM_OPTIONS.unknown_flags,
     unchecked_flag=VLLM_OPTIONS.unchecked_flag,
     is_option=VLLM_OPTIONS.is_option,
+    option_started=VLLM_OPTIONS.started,
     switch_value=VLLM_OPTIONS.switch_value,
     value_count=VLLM_OPTIONS.value_count,
     value_choice=VLLM_OPTIONS.value_choice,

@@ -32,7 +32,7 @@ CONTAINER_NAME = r"[a-zA-Z0-9][a-zA-Z0-9_.-]*"
 # A container name with `{{group}}` where the group index goes.
 NAME_TEMPLATE = r"(?:[a-zA-Z0-9]|\{\{group\}\})(?:[a-zA-Z0-9_.-]|\{\{group\}\})*"
 # What SGLang and the benchmark clients accept as a model name without quoting: no spaces, quotes or controls.
-SERVED_MODEL_NAME = r"[A-Za-z0-9_][A-Za-z0-9_.:/@+-]{0,255}"
+SERVED_MODEL_NAME = r"[A-Za-z0-9_/][A-Za-z0-9_.:/@+-]{0,255}"
 # Hugging Face repo ids: `name` or `namespace/name`, no `..` or `--` (the Hub refuses both), 96 characters each.
 REPO_ID = r"(?!.*(?:\.\.|--))[A-Za-z0-9][A-Za-z0-9_.-]{0,95}(?:/[A-Za-z0-9_][A-Za-z0-9_.-]{0,95})?"
 # A git branch, tag or commit (what the Hub takes as `revision`): no `..`, `//`, spaces, `~^:?*[\`, no leading

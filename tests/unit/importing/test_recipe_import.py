@@ -7,7 +7,7 @@ import shlex
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from hgxkit.errors import InputError
@@ -16,7 +16,7 @@ from hgxkit.recipe.docker_options import DOCKER_RUN_OPTIONS
 from hgxkit.recipe.dump import dump_recipe
 from hgxkit.recipe.read import CONTROL_RE, parse_recipe_text
 from hgxkit.recipe.render import render_recipe
-from hgxkit.secrets import has_secret
+from hgxkit.secrets import has_secret, is_secret_flag
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 SEED = (FIXTURES / "seed-docker-run.txt").read_text()
@@ -303,10 +303,11 @@ def test_malformed_input_fails_with_one_line_naming_the_problem(cmd: str, messag
 
 
 # Property test: any command built from docker's option table round-trips token for token. Words a recipe
-# refuses are left out: command substitution in any quoting, control characters, and credentials (the
-# importer replaces those by references, so they do not round-trip by design).
+# refuses are left out: command substitution in any quoting, control characters, and credentials and the flags
+# that take one (the importer replaces those by references, so they do not round-trip by design).
 def _recipe_word(word: str) -> bool:
-    return "`" not in word and "$(" not in word and not CONTROL_RE.search(word) and not has_secret(word)
+    secret = has_secret(word) or is_secret_flag(word.partition("=")[0])  # a credential flag's value becomes a reference
+    return "`" not in word and "$(" not in word and not CONTROL_RE.search(word) and not secret
 
 
 _SAFE_TEXT = st.text(
@@ -352,7 +353,12 @@ def test_render_of_import_is_the_shell_split_of_the_command(case: tuple[str, lis
     text, words = case
     if "\\\n" not in text:  # shlex knows no line continuations; with plain separators it is the oracle
         assert shlex.split(text) == words
-    assert roundtrip(text) == words
+    try:
+        rendered = roundtrip(text)
+    except InputError as err:  # random server words the engine's own parser refuses (`--nnodes` with no value)
+        assert "the engine would refuse" in err.message, err.message
+        assume(False)
+    assert rendered == words
 
 
 def test_a_short_option_with_an_equals_sign_and_nothing_after_it_has_the_value_equals() -> None:
