@@ -155,6 +155,12 @@ def _container_image(simple: Simple, notes: list[str]) -> str:
     if simple.container.program == "hf jobs":
         notes.append(f"{simple.where()}: the image is {word.text}, the Job's")
         return word.text
+    if simple.container.program == "pyxis" and not word.text.startswith(("/", ".")):
+        # enroot's URI: `[docker://][USER@][REGISTRY#]IMAGE[:TAG]`, `#` where Docker writes the registry's `/`
+        image = re.sub(r"^(?:docker://)?(?:[^@/#]+@)?", "", word.text).replace("#", "/", 1)
+        named = f"enroot's {word.text}" if image != word.text else "srun's --container-image"
+        notes.append(f"{simple.where()}: the image is {image}, {named}")
+        return image
     if word.text.startswith("docker://"):
         image = word.text.removeprefix("docker://")
         notes.append(f"{simple.where()}: the image is {image}, the registry image {word.text} names")
@@ -314,7 +320,10 @@ def _line(text: str) -> int:
 
 
 def _size(args: Sequence[str], kind: ServerKind) -> int | None:
-    """GPUs the launch's server uses (tp x pp x dp), or None where a size is not a whole number."""
+    """GPUs the launch's server uses (tp x pp x dp), or None where a size is not a whole number or a config
+    file (`--config`) may set it."""
+    if any(word == "--config" or word.startswith("--config=") for word in args):
+        return None
     try:
         return ServerCommand.from_words(["serve", *args], kind.name).parallel_size()
     except ValueError:

@@ -141,6 +141,7 @@ def simple_commands(commands: Sequence[Command]) -> list[Simple]:
                 )
             words, prefix, more = _prefix(words, command.post.name)
             words, prefix, container = _container_exec(words, prefix, command.post.name, more)
+            words = _as_docker(words, command.post.name, more)
             head = words[0].text if words else ""
             if head in _OPEN_BLOCK:
                 blocks.append(head)
@@ -174,7 +175,7 @@ class ContainerExec:
     image word the launch runs in."""
 
     image: Word
-    program: str  # apptainer, singularity or hf jobs
+    program: str  # apptainer, singularity, hf jobs or pyxis
 
 
 # Options of `apptainer exec|run` (or `singularity`) that take a value (the rest are switches: --nv, --cleanenv, …)
@@ -271,17 +272,59 @@ def _container_exec(
         f"{name}:{image.line}: `{texts[0]} {texts[1]} … {image.text}` runs {runs}, which is taken; hgxkit runs "
         "it in a Docker container"
     )
+    return host_paths(launch, binds, name, notes, "--bind"), [*prefix, *env], ContainerExec(image, texts[0])
+
+
+def host_paths(
+    launch: Sequence[Word], binds: Sequence[Sequence[str]], name: str, notes: list[str], option: str
+) -> list[Word]:
+    """`launch` with each word that is a container path of one of `binds` ([host, container] or [path]) written as
+    the host's, a note each (`option` names the binds as the post wrote them)."""
     written = []
     for word in launch:
         for source, *target in binds:
             inside = target[0] if target else source
             if word.text == inside or word.text.startswith(inside.rstrip("/") + "/"):
                 host = source.rstrip("/") + word.text[len(inside.rstrip("/")) :]
-                notes.append(f"{name}:{word.line}: {word.text} is the host's {host} (--bind {source}:{inside})")
+                notes.append(f"{name}:{word.line}: {word.text} is the host's {host} ({option} {source}:{inside})")
                 word = replace(word, text=host)
                 break
         written.append(word)
-    return written, [*prefix, *env], ContainerExec(image, texts[0])
+    return written
+
+
+# Container CLIs whose `run` takes Docker's options: read as `docker run`, which hgxkit runs.
+_DOCKER_LIKE = ("podman", "nerdctl")
+# A CDI device name for NVIDIA GPUs (podman's, Docker's from 25): `nvidia.com/gpu=all`, `nvidia.com/gpu=0`.
+_CDI_GPU = re.compile(r"nvidia\.com/gpu=(all|[\w-]+(?:,[\w-]+)*)")
+
+
+def _as_docker(words: list[Word], name: str, notes: list[str]) -> list[Word]:
+    """`podman run …` / `nerdctl run …` as the `docker run …` it is, with a note; a CDI GPU device
+    (`--device nvidia.com/gpu=all`) as Docker's `--gpus all` (or the GPUs it names). Other words unchanged."""
+    texts = [w.text for w in words]
+    if len(texts) < 2 or texts[0] not in _DOCKER_LIKE or texts[1] != "run":
+        return words
+    notes.append(
+        f"{name}:{words[0].line}: `{texts[0]} run` read as `docker run` (the same options; hgxkit runs Docker)"
+    )
+    out = [replace(words[0], text="docker")]
+    index = 1
+    while index < len(words):
+        word, value = words[index], texts[index + 1] if index + 1 < len(texts) else ""
+        glued = texts[index].startswith("--device=")
+        cdi = _CDI_GPU.fullmatch(
+            texts[index].partition("=")[2] if glued else value if texts[index] == "--device" else ""
+        )
+        if cdi is None:
+            out.append(word)
+            index += 1
+            continue
+        gpus = "all" if cdi.group(1) == "all" else f'"device={cdi.group(1)}"'
+        notes.append(f"{name}:{word.line}: the CDI device nvidia.com/gpu={cdi.group(1)} is --gpus {gpus}")
+        out += [replace(word, text="--gpus"), replace(word, text=gpus)]
+        index += 1 if glued else 2
+    return out
 
 
 def _launches(words: Sequence[Word]) -> bool:

@@ -35,6 +35,7 @@ PROGRAMS = frozenset(
     {
         "docker",
         "podman",
+        "nerdctl",
         "apptainer",
         "singularity",
         "sudo",
@@ -214,14 +215,24 @@ def env_options(texts: Sequence[str], index: int) -> EnvOptions | None:
 _LABEL_AFTER = re.compile(r"^(?:(?:[^-\s]\S*|-)\s+)+[A-Za-z]+:$")
 
 
+# Options of `uv run` that take a value (`--with vllm`); the rest are switches or `--opt=value`.
+_UV_RUN_VALUES = frozenset(
+    {
+        *("--with", "--with-editable", "--with-requirements", "--python", "-p", "--project", "--directory"),
+        *("--package", "--extra", "--group", "--env-file", "--index", "--default-index", "--index-url"),
+        *("--extra-index-url", "-f", "--find-links", "--prerelease", "--resolution"),
+    }
+)
+
+
 def uv_run_end(words: Sequence[str], index: int) -> int:
-    """Past `uv run` and its `--switch`/`--opt=value` words at `index` (uv runs the command in the project's
-    environment), where a program follows; else `index`."""
+    """Past `uv run` and its options at `index` (`--with vllm`, `--isolated`: uv runs the command in the
+    project's environment, or one with those packages), where a program follows; else `index`."""
     if words[index : index + 2] != ["uv", "run"]:
         return index
     end = index + 2
-    while end < len(words) and words[end].startswith("--") and words[end] != "--":
-        end += 1
+    while end < len(words) and words[end].startswith("-") and words[end] != "--":
+        end += 2 if words[end] in _UV_RUN_VALUES else 1
     end += end < len(words) and words[end] == "--"
     return end if end < len(words) else index
 

@@ -7,9 +7,9 @@ taken (`rewrite`, which `formats.SCRIPT_FORMATS` runs on a post's simple command
   job) is refused by name;
 - `srun [options] COMMAND` becomes COMMAND (one task per node runs it on every host of the group), and
   `srun … bash -c "COMMAND"` the command in the string (the batch shell's variables written out first); a Docker
-  launch under srun is a `docker run` like any other. `srun --container-image` (enroot + pyxis) is refused by
-  name: hgxkit runs the container with Docker (`docker run` under srun is imported); an `srun … : …`
-  heterogeneous step is refused;
+  launch under srun is a `docker run` like any other. `srun --container-image IMAGE [--container-mounts SRC:DST]
+  LAUNCH` (enroot + pyxis) is the launch in that image, each container path of the mounts written as the host's;
+  pyxis running a shell script (`bash -c …`) is refused by name; an `srun … : …` heterogeneous step is refused;
 - `NAME=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)` (also `hostname`, `$SLURM_NODELIST`,
   `-n1`/`-1`), and `NAME=$(srun … -w "$HEAD" hostname --ip-address)` for such a head, define the head: the job's
   first node (`slurm-head`, which `nodes.join_ranks` replaces by the head of each deploy); any other
@@ -42,7 +42,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from hgxkit.errors import InputError
-from hgxkit.importing.commands import Simple, simple_commands
+from hgxkit.importing.commands import ContainerExec, Simple, host_paths, simple_commands
 from hgxkit.importing.post import Command, PostFile
 from hgxkit.importing.reading import Reading
 from hgxkit.importing.substitutions import counts_gpus, with_count
@@ -353,12 +353,6 @@ def _unwrap(simple: Simple, simples: list[Simple], directives: Directives) -> li
     where = simple.where()
     options, rest = _srun_split(simple.words, where)
     image = options.get("--container-image")
-    if image is not None:
-        raise InputError(
-            f"{where}: srun --container-image {image} runs the container with enroot + pyxis, which "
-            "hgxkit does not import; it runs containers with Docker: write `docker run …` under srun "
-            "(or import the server command with --image)"
-        )
     tasks = options.get("--ntasks-per-node")
     if tasks and tasks.isdigit():
         directives.tasks_per_node = int(tasks)
@@ -370,6 +364,12 @@ def _unwrap(simple: Simple, simples: list[Simple], directives: Directives) -> li
         else f"{where}: `srun` runs the command as one task per node; hgxkit runs it on every host of the group"
     )
     shell = rest[0].text in _SHELLS and len(rest) >= 3 and rest[1].text in ("-c", "-lc", "-l")
+    if image is not None and shell:
+        raise InputError(
+            f"{where}: srun --container-image {image} runs a shell script in the container with enroot + pyxis, "
+            "which hgxkit does not import (it reads a launch pyxis runs directly); give the server command under "
+            "srun, or write `docker run …` there"
+        )
     early = _batch_expanded(rest[2].text if shell else " ".join(w.text for w in rest))
     if early:
         note += (
@@ -382,8 +382,24 @@ def _unwrap(simple: Simple, simples: list[Simple], directives: Directives) -> li
         except InputError as err:  # a string the import cannot read: a server in it is refused, else set aside
             return [replace(simple, kind="broken", command=replace(simple.command, error=err))]
     command = replace(simple.command, words=tuple(rest))  # its lines, notes and a lost backslash after it kept
-    inner = simple_commands([command])
-    return [replace(s, prefix=simple.prefix + s.prefix, notes=(*s.notes, note), piped=simple.piped) for s in inner]
+    inner = [
+        replace(s, prefix=simple.prefix + s.prefix, notes=(*s.notes, note), piped=simple.piped)
+        for s in simple_commands([command])
+    ]
+    return inner if image is None else [_in_pyxis(s, simple, image, options) for s in inner]
+
+
+def _in_pyxis(simple: Simple, srun: Simple, image: str, options: dict[str, str]) -> Simple:
+    """A launch `srun --container-image IMAGE` runs (enroot + pyxis) as a launch in that image, each container path
+    of its `--container-mounts SRC:DST` written as the host's (a note each); another command as it is."""
+    if simple.kind != "server":
+        return simple
+    binds = [m.split(":")[:2] for m in options.get("--container-mounts", "").split(",") if m]
+    notes = [f"{srun.where()}: `srun --container-image {image}` (enroot + pyxis) runs it in that image"]
+    words = host_paths(list(simple.words), binds, srun.command.post.name, notes, "--container-mounts")
+    word = next(w for w in srun.words if image in w.text)
+    container = ContainerExec(replace(word, text=image), "pyxis")
+    return replace(simple, words=tuple(words), notes=(*simple.notes, *notes), container=container)
 
 
 def _batch_expanded(text: str) -> str | None:

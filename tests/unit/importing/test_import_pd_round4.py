@@ -104,10 +104,8 @@ def test_plus_signs_outside_a_diff_fence_stay_what_they_are() -> None:
     assert clean[2:6] == tuple(DIFF.split("\n")[2:6])
 
 
-def test_a_srun_pyxis_script_shown_as_a_review_diff_is_refused_by_name() -> None:
-    name, text = corpus(212)
+def test_a_srun_pyxis_script_shown_as_a_review_diff_is_read_and_its_lone_prefill_refused() -> None:
+    name, text = corpus(212)  # the excerpt cuts the decode step before its launch
     with pytest.raises(InputError) as caught:
         import_post([(name, text)], ImportOptions())
-    assert "srun --container-image nvcr.io/nvidia/vllm:latest runs the container with enroot + pyxis" in (
-        caught.value.message
-    )
+    assert "the post runs the prefill side of a prefill/decode split alone" in caught.value.message

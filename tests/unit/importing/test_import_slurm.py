@@ -203,12 +203,21 @@ def test_a_heterogeneous_step_is_refused() -> None:
     )
 
 
-def test_pyxis_container_image_is_refused_by_name() -> None:
-    assert refusal(script("srun --container-image=lmsysorg/sglang:v0.5.6 --container-mounts=/data:/data ")) == (
-        "job.sbatch:7: srun --container-image lmsysorg/sglang:v0.5.6 runs the container with enroot + pyxis, which "
-        "hgxkit does not import; it runs containers with Docker: write `docker run …` under srun (or import the "
-        "server command with --image)"
+def test_a_pyxis_container_image_runs_the_launch_in_that_image_its_mounts_the_hosts_paths() -> None:
+    srun = "srun --container-image=nvcr.io#lmsysorg/sglang:v0.5.6 --container-mounts=/lustre/m:/models "
+    outcome = imported(script(srun).replace("--model-path org/m", "--model-path /models/llama"))
+    assert outcome.recipe.image.reference == "nvcr.io/lmsysorg/sglang:v0.5.6"
+    assert outcome.recipe.server.flag("--model-path") == "/lustre/m/llama"
+    assert any("(enroot + pyxis) runs it in that image" in note for note in outcome.notes)
+    assert any(
+        "/models/llama is the host's /lustre/m/llama (--container-mounts /lustre/m:/models)" in note
+        for note in outcome.notes
     )
+
+
+def test_a_pyxis_image_file_is_refused_naming_it() -> None:
+    message = refusal(script("srun --container-image=/scratch/sglang.sqsh "))
+    assert "/scratch/sglang.sqsh is a local pyxis image, which a node cannot pull" in message
 
 
 def test_the_jobs_nodes_and_the_servers_must_agree() -> None:
