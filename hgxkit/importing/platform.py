@@ -1,11 +1,11 @@
 """Which accelerator a post is for, read before anything else: hgxkit serves NVIDIA GPUs only.
 
-A post for Intel Gaudi, Google TPU, Hygon DCU, AMD ROCm, Huawei Ascend, AWS Neuron, CPU only or Apple silicon
-cannot be reproduced on an HGX node whatever image `--image` names: its settings (`HABANA_VISIBLE_DEVICES`,
-`--device hpu`, `/dev/kfd`…) would be carried into an NVIDIA recipe. Each platform is known by its devices, environment
-variables, images and resource names, as written in a command (never by a word of prose). A post that also
-shows an NVIDIA setup (`--gpus`, `nvidia.com/gpu`, `CUDA_VISIBLE_DEVICES`, an NGC image) is judged command by
-command instead (`foreign_in`), so its NVIDIA alternative can still be taken.
+A post for Intel Gaudi, an Intel GPU, Google TPU, Hygon DCU, AMD ROCm, Huawei Ascend, AWS Neuron, CPU only or
+Apple silicon cannot be reproduced on an HGX node whatever image `--image` names: its settings
+(`HABANA_VISIBLE_DEVICES`, `--device hpu`, `/dev/kfd`…) would be carried into an NVIDIA recipe. Each platform is
+known by its devices, environment variables, images and resource names, as written in a command (never by a word
+of prose). A post that also shows an NVIDIA setup (`--gpus`, `nvidia.com/gpu`, `CUDA_VISIBLE_DEVICES`, an NGC
+image) is judged command by command instead (`foreign_in`), so its NVIDIA alternative can still be taken.
 
 Example:
     >>> foreign_in("docker run --runtime=habana -e HABANA_VISIBLE_DEVICES=all img").title
@@ -47,6 +47,13 @@ _SIGNS: tuple[tuple[str, re.Pattern[str]], ...] = (
             r"--device[= ]+tpu\b|\bTPU_[A-Z_]+\b|\blibtpu\b|\bvllm/vllm-tpu\S*|(?<![\w/-])vllm-tpu(?![\w-])"
             r"|\bgoogle\.com/tpu\b|\bDockerfile\.tpu\b|\bcloud\.google\.com/gke-tpu\S*|\bVLLM_TARGET_DEVICE=tpu\b"
             r"|\btorch_xla\[tpu\]|\bgpu: *v\d(?:e|p|litepod)-\d+\b"
+        ),
+    ),
+    (
+        "Intel GPU (XPU)",
+        re.compile(
+            r"--device[= ]+xpu\b|\b(?:ZE_AFFINITY_MASK|ZE_FLAT_DEVICE_HIERARCHY|ONEAPI_DEVICE_SELECTOR)\b"
+            r"|\bintel/vllm\S*|\bgpu\.intel\.com/i915\b|\bvllm-xpu\S*|\bDockerfile\.xpu\b"
         ),
     ),
     (

@@ -36,6 +36,7 @@ PROGRAMS = frozenset(
         "docker",
         "podman",
         "nerdctl",
+        "runai",
         "apptainer",
         "singularity",
         "sudo",

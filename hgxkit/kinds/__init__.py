@@ -186,6 +186,16 @@ UNSUPPORTED = (
         (r"\bhuggingfaceserver\b",),
     ),
     UnsupportedKind(
+        "runai",
+        "Run:ai's CLI",
+        (),
+        (("runai",),),
+        remedy=(
+            "`runai … submit` has Run:ai's scheduler start the workload from the CLI's own flags (its image, GPUs and "
+            "command), which hgxkit does not read; import the server command it runs, with --image naming its image"
+        ),
+    ),
+    UnsupportedKind(
         "dynamo",
         "NVIDIA Dynamo",
         ("nvcr.io/nvidia/ai-dynamo/",),

@@ -42,3 +42,8 @@ def test_a_pyxis_shell_script_is_refused_by_name() -> None:
         "#!/bin/bash\n#SBATCH --nodes=1\nsrun --container-image=vllm/vllm-openai:v0.33.0 bash -c 'vllm serve org/m'\n"
     )
     assert "runs a shell script in the container with enroot + pyxis" in _refusal(post, "job.sbatch")
+
+
+def test_a_run_ai_submit_is_refused_by_name_with_the_way_out() -> None:
+    message = _refusal("runai inference submit x -i vllm/vllm-openai:latest -g 1 -- --model org/m\n")
+    assert "Run:ai's CLI (runai) is not supported" in message and "--image" in message

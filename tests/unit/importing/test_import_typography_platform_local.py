@@ -111,6 +111,11 @@ SIGNS = {
         "TPU_CHIPS_PER_HOST_BOUNDS=2,2,1 vllm serve org/M",
         "docker run --privileged vllm/vllm-tpu:nightly vllm serve org/M",
     ],
+    "Intel GPU (XPU)": [
+        "vllm serve org/M --device xpu",
+        "ZE_AFFINITY_MASK=0,1 vllm serve org/M",
+        "docker run --privileged intel/vllm:0.10.2-xpu --model org/M",
+    ],
     "Hygon DCU": [
         "docker run --device=/dev/mkfd --gpus all vllm/vllm-openai:v0.33.0 --model org/M",
         "vllm serve hygon/M -q slimquant_marlin",
