@@ -33,7 +33,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from hgxkit.errors import InputError
-from hgxkit.imageref import normalized
+from hgxkit.imageref import normalized, repository
 from hgxkit.importing.bare_launch import bare_run
 from hgxkit.importing.benchmarks import benchmarks
 from hgxkit.importing.commands import PLACEHOLDER, Simple, simple_commands
@@ -87,6 +87,7 @@ from hgxkit.kinds import (
     ServerKind,
     UnsupportedKind,
     detect_kind,
+    image_names_kind,
     python_program,
 )
 from hgxkit.netaddr import is_loopback
@@ -583,6 +584,13 @@ class _Importer:
                 f"{_image_at(run.image, started)}: the image {image} is a local image ID (as `docker images` lists "
                 "it), which a node cannot pull: give --image REF, the repository:tag that ID was pulled as"
             )
+        repo = repository(image)
+        if "/" not in repo and any(image_names_kind(image, kind) for kind in KINDS):  # `vllm-node-tf5:latest`
+            raise InputError(
+                f"{_image_at(run.image, started)}: the image {image} names an engine but no registry or namespace, "
+                f"so a node would pull docker.io/library/{repo}, which is no engine's image: it is the name of a "
+                "local build; give --image REF of a pullable image (push the build to a registry)"
+            )
         return replace(run, image=image)
 
     def _based(self, run: ParsedRun, server: Candidate, notes: list[str]) -> ParsedRun:
@@ -684,6 +692,8 @@ class _Importer:
         model_repo, revision = self.options.model_repo, self.options.revision
         if exported is not None and model_repo is None and exported.model_repo:  # the mounted model's, as exported
             model_repo, revision = exported.model_repo, exported.model_revision or revision
+        if model_repo is None:
+            _refuse_modelscope(recipe, server)
         return place_model(
             recipe.docker,
             recipe.server,
@@ -1312,6 +1322,25 @@ def _engine_refuses(recipe: Recipe, server: Candidate, notes: list[str]) -> None
         raise InputError(f"{_word_at(refusal.word, server)}: the engine would refuse: {refusal.reason}")
     for unchecked in unchecked_flags(recipe):
         notes.append(f"{_word_at(unchecked.word, server)}: {unchecked.reason}")
+
+
+# An engine's switch to download models from ModelScope instead of the Hugging Face Hub (vLLM's, SGLang's).
+_MODELSCOPE = re.compile(r"[A-Z]+_USE_MODELSCOPE")
+
+
+def _refuse_modelscope(recipe: Recipe, server: Candidate) -> None:
+    """Refuse a model id the server would download from ModelScope (`VLLM_USE_MODELSCOPE=True`): hgxkit places
+    models from the Hugging Face Hub, where the same id may be another model or none; --model-repo names the Hub's."""
+    model = recipe.server.flag(recipe.server.server_kind.model_flag) or ""
+    if not model or model.startswith(("/", ".", "$")):
+        return  # a folder: read as it is, wherever it came from
+    for setting in recipe.docker.env():
+        if _MODELSCOPE.fullmatch(setting.name) and (setting.value or "").strip("'\"").lower() in ("1", "true", "yes"):
+            raise InputError(
+                f"{_word_at(setting.name, server)}: {setting.name}={setting.value}: the server downloads {model} from "
+                "ModelScope, not the Hugging Face Hub that hgxkit places models from (the same id there may be "
+                "another model, or none); pass --model-repo ORG/NAME naming the Hub repo of the same model"
+            )
 
 
 def _wrapped_flag(server: Candidate, kind: ServerKind) -> str | None:

@@ -561,13 +561,13 @@ def test_a_leader_worker_sets_worker_index_from_a_field_ref_is_the_rank(field: s
     reads $(LWS_WORKER_INDEX)."""
     name = "k11-sglang-docs-lws-roce-fieldref-worker-index.md"
     text = (FORMATS / name).read_text().replace("metadata.labels[", f"metadata.{field}[")
-    outcome = imported(name, text)
+    outcome = imported(name, text, image="lmsysorg/sglang:latest")  # the file's sglang:latest is no pullable image
     assert (
         f"{name}:43: LWS_WORKER_INDEX is the LeaderWorkerSet's worker index (metadata.{field}['leaderworkerset.sigs."
         "k8s.io/worker-index']), which the command reads as its rank: hgxkit gives each host its rank" in outcome.notes
     )
     (rank1,) = render_recipe(outcome.recipe, rank=1, head="10.0.0.1", total_gpus=8)
-    server = rank1.shell_argv[rank1.shell_argv.index("sglang:latest") + 1 :]
+    server = rank1.shell_argv[rank1.shell_argv.index("lmsysorg/sglang:latest") + 1 :]
     assert server[server.index("--node-rank") + 1] == "1"
     assert server[server.index("--dist-init-addr") + 1] == "10.0.0.1:20000"
 
