@@ -37,7 +37,10 @@ BRACED = re.compile(
 )
 FILL_IN = re.compile(
     r"(?<![\w${])YOUR_\w+|(?<![\w.])/path/to/[^\s:,\"']*|(?<![\w.-])(?:x{4,}|X{4,}|x\.x\.x\.x)(?![\w.-])"
+    # a path's folder left in brackets for the reader (`/[model dir]/Qwen3-32B`, `/[模型目录]/m`)
+    r"|(?<=/)\[(?=[^\]]*[^\W\d_])[^\][\s/$\"',:]{1,40}\](?=/)"
 )
+BRACKETED = re.compile(r"\[(?=[^\]]*[^\W\d_])[^\][\s/$\"',:]{1,40}\]")  # FILL_IN's folder, as --fill names it
 # A value written as an upper-case name (a script's `model=MODEL_PATH`): left for the reader, not a repository.
 NAMED_BLANK = re.compile(r"[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+|MODEL")
 # A value that stays one shell word with the meaning it is written with.
@@ -53,7 +56,7 @@ def parse_fill(text: str) -> tuple[str, str]:
     """(placeholder, value) of one `--fill PLACEHOLDER=VALUE`; refused: a left side that is not a placeholder's
     shape, a value that is empty or not one plain shell word."""
     placeholder, equals, value = text.partition("=")
-    shapes = (PLACEHOLDER, FILL_IN, BRACED, NAMED_BLANK)
+    shapes = (PLACEHOLDER, FILL_IN, BRACED, NAMED_BLANK, BRACKETED)
     if not equals or not any(shape.fullmatch(placeholder) for shape in shapes):
         raise InputError(
             f"--fill {text}: give PLACEHOLDER=VALUE, the placeholder as the post writes it "
@@ -73,6 +76,8 @@ def occurrences(placeholder: str) -> re.Pattern[str]:
     ends = r"(?![\w.-])" if placeholder[-1:].isalnum() or placeholder[-1:] in "_" else ""
     if NAMED_BLANK.fullmatch(placeholder):
         return re.compile(r"(?<![\w.$/{])" + re.escape(placeholder) + ends + "(?!=)")
+    if BRACKETED.fullmatch(placeholder):  # a folder of a path, its `/` with it: the value is the folder's path
+        return re.compile("/" + re.escape(placeholder) + "(?=/)")
     return re.compile(r"(?<![\w.$/])" + re.escape(placeholder) + ends)
 
 

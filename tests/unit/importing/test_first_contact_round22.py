@@ -39,3 +39,18 @@ def test_an_engine_named_image_with_no_registry_is_a_local_build(image: str) -> 
 def test_an_image_with_a_registry_or_namespace_is_pulled_as_it_is(image: str) -> None:
     outcome = _import(f"docker run --gpus all {image} vllm serve org/m\n", kind="vllm")
     assert outcome.recipe.image.reference == image
+
+
+@pytest.mark.parametrize("folder", ["[模型目录]", "[model_dir]", "[your-models]"])
+def test_a_bracketed_folder_of_a_path_is_a_placeholder_fill_writes(folder: str) -> None:
+    post = f"vllm serve /{folder}/Qwen3-32B --port 8001\n"
+    assert f"{folder} is a placeholder" in _refusal(post)
+    filled = _import(post, fill=((folder, "/data/models"),))
+    assert "/data/models/Qwen3-32B" in " ".join(filled.recipe.docker.words())
+
+
+@pytest.mark.parametrize("value", ["/srv/m/[1,2]/x", "/srv/[0-9]/m", "'[1, 2]'"])
+def test_brackets_that_are_not_a_named_folder_are_no_placeholder(value: str) -> None:
+    from hgxkit.importing.fill import FILL_IN
+
+    assert FILL_IN.search(value) is None
