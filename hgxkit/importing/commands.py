@@ -194,6 +194,10 @@ _HF_JOB_VALUES = frozenset(
 )
 
 
+# Its options that carry a credential: `--secrets NAME=value` (or NAME, read from the environment), `--token`.
+_HF_JOB_SECRETS = frozenset({"-s", "--secrets", "--token"})
+
+
 def _hf_job(words: list[Word], name: str, notes: list[str]) -> tuple[int, list[Word]] | None:
     """(where the image is, the `-e NAME=value`s) of `hf jobs run [OPTIONS] IMAGE COMMAND…`: a Hugging Face Job,
     a container on Hugging Face's machines. Its machine (`--flavor`), time limit, exposure and secrets are the
@@ -217,6 +221,9 @@ def _hf_job(words: list[Word], name: str, notes: list[str]) -> tuple[int, list[W
             )
         if option in ("-e", "--env"):
             env.append(replace(at, text=value))
+        elif option in _HF_JOB_SECRETS:  # a secret's name at most: its value must never reach a note
+            shown = value.partition("=")[0] if option in ("-s", "--secrets") else "***"
+            dropped.append(f"{option} {shown}")
         else:
             dropped.append(f"{option} {value}".strip() if option in _HF_JOB_VALUES else option)
         index += 1

@@ -58,7 +58,7 @@ HF_JOB = (
 )
 
 
-def test_an_hf_job_runs_its_launch_in_its_image_and_says_what_is_the_services() -> None:
+def test_a_hugging_face_job_runs_its_launch_in_its_image_and_says_what_is_the_services() -> None:
     outcome = _import(HF_JOB)
     assert outcome.recipe.image.reference == "vllm/vllm-openai:v0.33.0"
     assert outcome.recipe.server.flag("--tensor-parallel-size") == "2"
@@ -67,12 +67,20 @@ def test_an_hf_job_runs_its_launch_in_its_image_and_says_what_is_the_services() 
     assert "--flavor h200x2" in said and "--timeout 2h" in said and "-d" in said
 
 
-def test_an_hf_jobs_volume_is_refused_naming_it() -> None:
+def test_a_hugging_face_jobs_secret_values_never_reach_a_note() -> None:
+    # made-up values of no real account's shape, so only this test's own words could show them
+    post = "hf jobs run -s DB_URL=opensesame-123 --token not-a-real-token vllm/vllm-openai:v0.33.0 vllm serve org/m\n"
+    said = " ".join(_import(post).notes)
+    assert "-s DB_URL" in said and "--token ***" in said
+    assert "opensesame-123" not in said and "not-a-real-token" not in said
+
+
+def test_a_hugging_face_jobs_volume_is_refused_naming_it() -> None:
     message = _refusal("hf jobs run -v hf://org/m:/m vllm/vllm-openai:latest vllm serve /m\n")
     assert "hf://org/m:/m" in message and "line 1, column 13" in message
 
 
-def test_an_hf_job_that_runs_no_launch_is_no_server() -> None:
+def test_a_hugging_face_job_that_runs_no_launch_is_no_server() -> None:
     assert "no serving command found" in _refusal("hf jobs run python:3.12 python -c 'print(1)'\n")
 
 
