@@ -22,9 +22,9 @@ def test_a_bare_sglang_launch_with_modelscope_is_refused_too() -> None:
 
 
 def test_modelscope_off_a_folder_or_a_hub_repo_given_imports() -> None:
-    assert _import(RUN.format(env="-e VLLM_USE_MODELSCOPE=False ", model="org/m")).recipe is not None
+    assert _import(RUN.format(env="-e VLLM_USE_MODELSCOPE=False ", model="org/m")).recipe.model.repo_id == "org/m"
     post = "docker run --gpus all -e VLLM_USE_MODELSCOPE=1 -v /srv/m:/m vllm/vllm-openai:v0.33.0 --model /m\n"
-    assert _import(post).recipe is not None
+    assert _import(post).recipe.server.flag("--model") == "/m"
     given = _import(RUN.format(env="-e VLLM_USE_MODELSCOPE=1 ", model="swift/Q"), model_repo="Qwen/Qwen3-8B")
     assert given.recipe.model.repo_id == "Qwen/Qwen3-8B"
 
