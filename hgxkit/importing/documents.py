@@ -328,7 +328,7 @@ def read_documents(
     for region in yaml_regions(post):
         try:
             documents = load_documents(post, region)
-        except InputError as err:
+        except InputError:
             # A file that starts as YAML is one that does not parse; prose around YAML-like lines (a page quoting
             # a Taskfile) is read as the text it is.
             if region.whole and (post.label.endswith(_WHOLE_FILE) or _SNIFF.match(region.text.lstrip())):
@@ -337,9 +337,8 @@ def read_documents(
                 last = max(n for n in range(region.first, region.last + 1) if post.lines[n - 1].strip())
                 raise InputError(  # named where the post stops
                     f"{post.name}: line {last}, column {len(post.lines[last - 1])}: the manifest's fence is not "
-                    "closed and the post "
-                    "ends inside "
-                    f"it ({err.message.split(': ', 2)[-1].split(';')[0]}): the copy is cut; give the whole file"
+                    "closed, and the post ends inside it where it is not valid YAML: the copy is cut; give the "
+                    "whole file"
                 ) from None
             continue
         documents = [replace(d, image=image) for d in documents]

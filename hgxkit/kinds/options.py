@@ -61,9 +61,8 @@ def _choices(
     rows: Callable[[], tuple[Any, ...]], config: Callable[[], dict[str, tuple[str, ...]]] | None
 ) -> dict[str, tuple[tuple[str, ...], str, str]]:
     """Each option string whose value must be one of a list -> (the list, the value type code, the option's long
-    name): argparse's
-    choices (of a type the word is compared after), and the values the engine's config checks after parsing
-    (`config`, the table module's CONFIG_CHOICES: vLLM's quantization methods)."""
+    name): argparse's choices (of a type the word is compared after), and the values the engine's config checks
+    after parsing (`config`, the table module's CONFIG_CHOICES: vLLM's quantization methods)."""
     found: dict[str, tuple[tuple[str, ...], str, str]] = {}
     for row in rows():
         if row[6] is not None and row[4] in _COMPARED:
