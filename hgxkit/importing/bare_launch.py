@@ -325,7 +325,7 @@ def _size(args: Sequence[str], kind: ServerKind) -> int | None:
     if any(word == "--config" or word.startswith("--config=") for word in args):
         return None
     try:
-        return ServerCommand.from_words(["serve", *args], kind.name).parallel_size()
+        return ServerCommand((), tuple(group_args(args)), kind.name).parallel_size()
     except ValueError:
         return None
 

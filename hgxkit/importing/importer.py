@@ -529,11 +529,10 @@ class _Importer:
         if split is not None:
             raise InputError(f"{_word_at(split.word, server)}: {split.reason}")
         try:
-            _fits(recipe, server)
-        except InputError as err:
-            if "is not a whole number" in err.message:
-                _placeholders(simple)  # a size left to fill in (`--tp-size {tp_size}`) is named as what it is
-            raise
+            recipe.server.parallel_size()
+        except ValueError:
+            _placeholders(simple)  # a size left to fill in (`--tp-size {tp_size}`) is named as what it is
+        _fits(recipe, server)
         _on_the_node(recipe, server)
         _placeholders(simple)  # `YOUR_…`, `/path/to/…`: after what the setup cannot be at all (hardware, size)
         if not self.options.model_repo:  # `--model-repo` names the model the placeholder stands for
