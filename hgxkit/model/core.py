@@ -537,13 +537,31 @@ def write_at(dir_fd: int, name: str, text: str, mode: int = 0o644) -> None:
         raise
 
 
+def holds_at(dir_fd: int, name: str, text: str, mode: int) -> bool:
+    """Whether `name` is already a regular file (no link) of `mode` holding exactly `text`."""
+    st = lstat_at(dir_fd, name)
+    if st is None or not stat.S_ISREG(st.st_mode) or stat.S_IMODE(st.st_mode) != mode:
+        return False
+    try:
+        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dir_fd)
+    except OSError:
+        return False
+    with os.fdopen(fd, newline="") as f:
+        try:
+            return f.read(len(text) + 1) == text
+        except ValueError:  # bytes no text of this encoding: not what would be written
+            return False
+
+
 def atomic_write(path: str, text: str, mode: int = 0o644) -> None:
     """Write `text` to `path` through a new temporary file and a rename, so readers never see half a file and a
-    link planted at `path` (or at a temporary name) is never written through. `path`'s directory is the
-    caller's (a state directory)."""
+    link planted at `path` (or at a temporary name) is never written through. A file that already holds `text`
+    is left as it is: a check that finds what it found before (a model's stamp) changes nothing on the node,
+    not even a time. `path`'s directory is the caller's (a state directory)."""
     dfd = os.open(os.path.dirname(path) or ".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
-        write_at(dfd, os.path.basename(path), text, mode)
+        if not holds_at(dfd, os.path.basename(path), text, mode):
+            write_at(dfd, os.path.basename(path), text, mode)
     finally:
         os.close(dfd)
 

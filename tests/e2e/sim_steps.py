@@ -99,6 +99,21 @@ def why_changed(result) -> str:
     return "\n".join([*said, "changed:", *changed])
 
 
+def state_changes(before: dict[str, str], after: dict[str, str]) -> str:
+    """The lines that differ between two per-node state listings, node by node, for an assertion message (a
+    dict comparison shows only the first characters of each long listing)."""
+    import difflib
+
+    return "\n".join(
+        f"{node}: {line}"
+        for node in sorted(set(before) | set(after))
+        for line in difflib.unified_diff(
+            before.get(node, "").splitlines(), after.get(node, "").splitlines(), lineterm="", n=0
+        )
+        if line[:1] in "+-" and not line.startswith(("+++", "---"))
+    )
+
+
 def ssh_to(cluster: str, node: str, command: str) -> list[str]:
     """The `ssh` command line that logs into `node` of `cluster` and runs `command`: what `hgxkit sim ssh` execs,
     made in this process, where each `python -m hgxkit sim ssh` cost the machine about 0.4 s of CPU to start."""

@@ -34,6 +34,7 @@ from sim_steps import (
     out,
     require,
     run_deploy,
+    state_changes,
     why_changed,
 )
 
@@ -322,4 +323,5 @@ def test_a_node_with_another_driver_is_refused_before_any_change(deployed) -> No
     assert "multi-node preflight failed on node1; nothing was changed on any node" in text, text[-3000:]
     assert re.search(rf"driver\s+{re.escape(NEW)}\s+{re.escape(OLD)}", text) and "node2 (rank 1)" in text
     assert "Starting operation" not in text  # refused while planning: no operation ran on any node
-    assert {n: node_sh(CLUSTER, NODE_STATE, node=n) for n in ("node1", "node2")} == before
+    after = {n: node_sh(CLUSTER, NODE_STATE, node=n) for n in ("node1", "node2")}
+    assert after == before, state_changes(before, after)

@@ -381,3 +381,35 @@ def test_a_spec_is_sorted_json_and_loads_from_its_text_with_whitespace_before_it
     text = spec.to_json()
     assert list(json.loads(text)) == sorted(json.loads(text))
     assert core.Spec.load("\n  " + text) == spec
+
+
+def test_atomic_write_of_what_a_file_already_holds_changes_nothing(tmp_path: Path, no_umask: None) -> None:
+    core.atomic_write(str(tmp_path / "stamp"), "same\n")
+    before = [os.stat(tmp_path / "stamp"), os.stat(tmp_path)]
+    os.utime(tmp_path / "stamp", ns=(1, 1))
+    os.utime(tmp_path, ns=(1, 1))
+    core.atomic_write(str(tmp_path / "stamp"), "same\n")
+    kept, folder = os.stat(tmp_path / "stamp"), os.stat(tmp_path)
+    assert (kept.st_ino, kept.st_mtime_ns, folder.st_mtime_ns) == (before[0].st_ino, 1, 1)
+
+
+@pytest.mark.parametrize(
+    "other",
+    ["changed\n", "same", "same\n\n", "same\r\n", "mode", "link", "bytes"],
+)
+def test_atomic_write_replaces_a_file_that_differs_in_anything(tmp_path: Path, no_umask: None, other: str) -> None:
+    target = tmp_path / "stamp"
+    if other == "link":
+        (tmp_path / "elsewhere").write_text("same\n")
+        target.symlink_to(tmp_path / "elsewhere")
+    elif other == "mode":
+        target.write_text("same\n")
+        target.chmod(0o600)
+    elif other == "bytes":
+        target.write_bytes(b"\xff\xfe")
+    else:
+        target.write_bytes(other.encode())
+    core.atomic_write(str(target), "same\n")
+    assert not target.is_symlink() and target.read_bytes() == b"same\n"
+    assert stat.S_IMODE(target.stat().st_mode) == 0o644
+    assert other != "link" or (tmp_path / "elsewhere").read_text() == "same\n"
