@@ -93,6 +93,7 @@ PROMPTS = {
     "015": r"^\[root@node1 ~\]# ",
     "136": r"^\(vllm\) cheng@cheng:~\$ ",
     "252": r"^\(qwen25vl\) lzh@instance-aw1rhmsz-5:~/Code/qwen2_5vl\$ ",
+    "350": r"^\(llama-factory\) root@cdss-server13:/home/szs# ",
     "046": r"```,?",  # the command is written inline between ``` fences
     "091": r"`",  # the command is inline code
     "051": r"^> ",  # a quoted reply: every line starts with `> `
