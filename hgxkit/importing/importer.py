@@ -228,8 +228,10 @@ class _Importer:
         cut = next((c.simple.command.cut for c, _, _ in chosen if c.simple.command.cut), None)
         if cut is not None:
             raise InputError(cut)
-        _host_relative_mounts(recipe, chosen[0][0])
+        # The engine's refusal first: it is what the post's own command meets, where `~` or `./` still worked
+        # where the poster ran it.
         _engine_refuses(recipe, chosen[0][0], self.notes)
+        _host_relative_mounts(recipe, chosen[0][0])
         recipe = self._benchmarks(recipe, chosen)
         recipe = replace(recipe, name=self.options.name or self.exported_name or _name(recipe))
         prose = self._prose()
@@ -1353,11 +1355,12 @@ def _wrapped_flag(server: Candidate, kind: ServerKind) -> str | None:
         return None
     last = words[-1]
     after = [line for line in lines[last.line :] if line.strip() and not FENCE_RE.match(line)]
-    started = kind.option_started(last.text) if kind.option_started and not after else None
-    if started is not None:
+    started = kind.option_started(last.text) if kind.option_started and not after else ()
+    if started:
+        options = ", ".join(f"`{name}`" for name in started[:3]) + (", …" if len(started) > 3 else "")
         return (
             f"{server.simple.command.post.name}: line {last.line}, column {last.column}: `{last.text}` ends the post "
-            f"and is only the start of an option (`{started}`): the copy is cut inside it; give the whole command"
+            f"and is only the start of an option ({options}): the copy is cut inside it; give the whole command"
         )
     if last.line >= len(lines):
         return None

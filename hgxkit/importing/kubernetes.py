@@ -56,6 +56,7 @@ from hgxkit.importing.documents import (
 from hgxkit.importing.engine_refusal import DISAGGREGATION
 from hgxkit.importing.model_placement import DEFAULT_MODELS_DIR
 from hgxkit.importing.pd_roles import role_refusal
+from hgxkit.importing.platform import foreign_in
 from hgxkit.importing.provenance import Exported, exported_by_hgxkit
 from hgxkit.importing.reading import Reading
 from hgxkit.kinds import KINDS, UNSUPPORTED, image_matches, python_program
@@ -65,7 +66,6 @@ _KUBE_VARIABLE = re.compile(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_.-]*)\)")
 _POD_TEMPLATE = ("Deployment", "StatefulSet", "Job", "DaemonSet", "ReplicaSet", "ReplicationController")
 _RUNTIMES = ("ServingRuntime", "ClusterServingRuntime")
 _LWS_HEAD = "lws-leader"  # the leader's address in the imported command; replaced by the head node's
-_ACCELERATORS = {"amd.com/gpu": "AMD ROCm", "huawei.com/Ascend910": "Huawei Ascend", "huawei.com/npu": "Huawei Ascend"}
 _WORKER_INDEX = re.compile(r"metadata\.(?:labels|annotations)\[['\"]leaderworkerset\.sigs\.k8s\.io/worker-index['\"]\]")
 _VOLUME_FILES = ("configMap", "secret", "projected", "downwardAPI", "csi", "nfs", "ephemeral")
 
@@ -413,8 +413,8 @@ class _Pod:
     def _gpus(self, container: dict, line: int) -> list[WordAt]:
         resources = container.get("resources") or {}
         limits = {**(resources.get("requests") or {}), **(resources.get("limits") or {})}
-        for key, hardware in _ACCELERATORS.items():
-            if key in limits:
+        for key in limits:
+            if isinstance(key, str) and (found := foreign_in(key)) is not None:
                 at = next(
                     (
                         m[LINES][key]
@@ -424,7 +424,7 @@ class _Pod:
                     line,
                 )
                 raise InputError(
-                    f"{self.where(at)}: {key}: {limits[key]} asks for {hardware} accelerators; "
+                    f"{self.where(at)}: {key}: {limits[key]} asks for {found.title} accelerators; "
                     "hgxkit serves NVIDIA HGX-H200 nodes"
                 )
         count = limits.get("nvidia.com/gpu")
@@ -670,7 +670,7 @@ def _refuse_template_variables(container: dict, line: int, where: Callable[[int 
 def _gpus(container: dict) -> bool:
     resources = container.get("resources") or {}
     limits = {**(resources.get("requests") or {}), **(resources.get("limits") or {})}
-    return any(key in limits for key in ("nvidia.com/gpu", *_ACCELERATORS))
+    return any(key == "nvidia.com/gpu" or (isinstance(key, str) and foreign_in(key)) for key in limits)
 
 
 def _launches(container: dict) -> bool:

@@ -71,7 +71,7 @@ _SIGNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     (
         "Huawei Ascend (NPU)",
         re.compile(
-            r"\bASCEND_[A-Z_]+\b|/dev/davinci\w*|\bhuawei\.com/Ascend\w*|\bquay\.io/ascend/\S*|\bvllm-ascend\S*"
+            r"\bASCEND_[A-Z_]+\b|/dev/davinci\w*|\bhuawei\.com/(?:Ascend\w*|npu)\b|\bquay\.io/ascend/\S*|\bvllm-ascend\S*"
             # vllm-ascend's own --additional-config keys, which a command may be the only one to show
             r"|\bascend_\w+_config\b|\btorchair_graph_config\b|--device[= ]+npu\b"
         ),

@@ -326,9 +326,10 @@ class ServerKind:
     # True when the word is one of the engine's options as spelled in full (not a prefix of one), by the table
     # read from the engine whatever the image's version: how a line wrapped inside a flag word is told.
     is_option: Callable[[str], bool] | None = None
-    # The first option the long flag is only the start of (`--disable-hybr`), by the same table whatever the image's
-    # version; None where the word is an option in full or starts none: how a word cut at the post's end is told.
-    option_started: Callable[[str], str | None] | None = None
+    # The options the long flag is only the start of (`--disable-hybr`, `--kv-c`), by the same table whatever the
+    # image's version; none where the word is an option in full or starts none: how a word cut at the post's end
+    # is told.
+    option_started: Callable[[str], tuple[str, ...]] | None = None
     # A value written after a switch of the engine's option table for this image (`--enforce_eager true`): (each
     # flag's words as written, image) -> (the value, the reason with its remedy), or None.
     switch_value: Callable[[Sequence[Sequence[str]], str], tuple[str, str] | None] | None = None

@@ -150,15 +150,13 @@ class OptionTable:
         """True when the long flag `word` is one of the table's options in full (`ServerKind.is_option`)."""
         return word.startswith("--") and self.lookup(word) in _names(self.rows)
 
-    def started(self, word: str) -> str | None:
-        """The one option the long flag `word` is only the start of (`--disable-hybr`), where `word` is no option in
-        full; None otherwise (a start of several is ambiguous, which `unknown_option` says).
-        `ServerKind.option_started`."""
+    def started(self, word: str) -> tuple[str, ...]:
+        """The options the long flag `word` is only the start of (`--disable-hybr`, `--kv-c`), in order; none
+        where `word` is an option in full or the start of none. `ServerKind.option_started`."""
         name = self.lookup(word)
         if not word.startswith("--") or name in _names(self.rows):
-            return None
-        found = [n for n in _names(self.rows) if n.startswith(name)]
-        return found[0] if len(found) == 1 else None
+            return ()
+        return tuple(sorted(n for n in _names(self.rows) if n.startswith(name)))
 
     def unknown_option(self, word: str) -> str | None:
         """Why the parser refuses the flag `word` (`no such option`, or `ambiguous: it could match …`); None

@@ -246,11 +246,22 @@ def _read_operator(scanner: _Scanner) -> Word:
     return Word(op, line, column, False, is_operator=True)
 
 
+# `sh -c "sh -c "…`: a wrapper written twice, whose second quote closes the first.
+_NESTED_WRAPPER = re.compile(r'(?<![\w-])((?:ba|z)?sh +-c) +"((?:ba|z)?sh +-c) +"')
+
+
 def _opening(scanner: _Scanner, source: str, kind: str) -> InputError:
     """Take an opening quote; the error to raise if it is never closed."""
+    start = scanner.text.rfind("\n", 0, scanner.pos) + 1
+    nested = _NESTED_WRAPPER.search(scanner.text, start, scanner.pos) if kind == "double" else None
+    remedy = (
+        f"the quote after `{nested.group(1)}` at column {nested.start() - start + 1} is closed by the one after "
+        f"the `{nested.group(2)}` inside it (a wrapper written twice, its inner quotes not escaped); write it once"
+        if nested
+        else "close it or remove it"
+    )
     error = InputError(
-        f"{source}: unbalanced {kind} quote opened at line {scanner.line}, column {scanner.column}; "
-        "close it or remove it"
+        f"{source}: unbalanced {kind} quote opened at line {scanner.line}, column {scanner.column}; {remedy}"
     )
     scanner.take()
     return error

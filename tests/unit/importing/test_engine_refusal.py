@@ -190,7 +190,8 @@ def test_flags_vllm_033_lacks_are_refused_together_at_the_first_one() -> None:
         "of vLLM 0.33 (the image vllm/vllm-openai:latest; `vllm serve` exits with `unrecognized arguments`): remove "
         "them, or pin an image that has them (import with --image REF)"
     )
-    pinned = VLLM.format(env="", image="vllm/vllm-openai:v0.33.0", flags="--enable")
+    # Not the post's last word: one that starts several options there is a cut copy (test_first_contact_round24).
+    pinned = VLLM.format(env="", image="vllm/vllm-openai:v0.33.0", flags="--enable --port 8000")
     assert _refusal(pinned).startswith(
         "p.md: line 1, column 75: the engine would refuse: `--enable` is not an option of vLLM 0.33 (the image "
         "vllm/vllm-openai:v0.33.0; --enable is ambiguous: it could match --enable-auto-tool-choice, "
