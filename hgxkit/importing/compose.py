@@ -260,6 +260,7 @@ class _Service:
                     f"{self.where(key)}: services.{self.name}.{key}: a compose key hgxkit does not "
                     "carry into a `docker run`; remove it or run the container by hand"
                 )
+        self._essentials_first()
         self.words.append(("docker", self.line))
         self.words.append(("run", self.line))
         if "container_name" in service:
@@ -286,6 +287,16 @@ class _Service:
                 continue  # an hgxkit export's record of its recipe: read into the recipe's fields (provenance)
             self.add("labels", "--label", f"{name}={self.value('labels', value)}")
         return self._program(), self.notes
+
+    def _essentials_first(self) -> None:
+        """Interpolate the command, the image and the entrypoint before the rest, their results dropped: of the
+        variables a post leaves unset, the one refused is then the model's or the image tag's, not the first in
+        the file (a container's name, a port)."""
+        scratch: list[str] = []
+        for key in ("command", "image", "entrypoint"):
+            value = self.service.get(key)
+            for item in value if isinstance(value, list) else [] if value is None else [value]:
+                interpolate(str(item), self.document.environment, f"{self.where(key)}: {self.name}.{key}", scratch)
 
     def _program(self) -> list[WordAt]:
         service = self.service

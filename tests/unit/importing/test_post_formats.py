@@ -208,6 +208,18 @@ def test_compose_interpolates_from_the_posts_env_lines_and_defaults() -> None:
     assert outcome.recipe.server.flag("--port") == "$${PORT}"  # `$$` is a literal dollar, for the container
 
 
+@pytest.mark.parametrize(
+    ("first", "named"),
+    [("    command: --model-path ${MODEL} ${EXTRA}\n", "llm.command: ${MODEL}"), ("", "llm.image: ${TAG}")],
+)
+def test_compose_names_the_model_or_image_variable_before_a_name_or_port(first: str, named: str) -> None:
+    service = (
+        "services:\n  llm:\n    container_name: ${PREFIX}.llm\n    ports: ['${PORT}:30000']\n"
+        f"    image: lmsysorg/sglang:${{TAG}}\n{first}    gpus: all\n"
+    )
+    assert f"{named} is not set by the post" in refusal("c.yaml", service)
+
+
 def test_compose_refuses_an_unset_variable_naming_it() -> None:
     message = refusal("c.yaml", "services:\n  llm:\n    image: vllm/vllm-openai:${VLLM_TAG}\n    gpus: all\n")
     assert message == (
