@@ -87,6 +87,7 @@ from hgxkit.kinds import (
     ServerKind,
     UnsupportedKind,
     detect_kind,
+    image_matches,
     image_names_kind,
     python_program,
 )
@@ -463,6 +464,9 @@ class _Importer:
                 "literals (a Python `subprocess` command), which the import does not run; give the command as the "
                 "shell runs it"
             )
+        fragment = next(filter(None, (_image_first(post) for post in self.posts)), None)
+        if fragment is not None:
+            return InputError(fragment)
         return InputError(
             f"{names}: no serving command found (docker run, sglang serve, python -m sglang.launch_server, "
             "vllm serve); give the post that has it"
@@ -1136,6 +1140,28 @@ def _quoted_launch(post: PostFile) -> str | None:
             words = match.group(2).split()
             if any(kind.launches(words[i:]) for kind in KINDS.values() for i in range(len(words))):
                 return f"{post.name}:{number}"
+    return None
+
+
+def _image_first(post: PostFile) -> str | None:
+    """The refusal of a fenced line that starts at an engine's image followed by its arguments (`vllm/vllm-openai:tag
+    org/m --tensor-parallel-size 8`, a diff hunk's or an excerpt's piece of a `docker run`): the command and its
+    options before the image are not in the post; None where there is none.
+
+    >>> from hgxkit.importing.post import read_post
+    >>> _image_first(read_post("p.md", "```\\n  vllm/vllm-openai:v1 org/m --port 1\\n```\\n"))[:47]
+    'p.md: line 2, column 3: the command starts at t'
+    """
+    for number, line in enumerate(post.clean, 1):
+        words = line.split()
+        if not post.fences[number - 1] or len(words) < 2 or ":" not in words[0]:
+            continue
+        if any(image_matches(words[0], kind.images) for kind in KINDS.values()):
+            return (
+                f"{post.name}: line {number}, column {len(line) - len(line.lstrip()) + 1}: the command starts at the "
+                f"image {words[0]}: the `docker run` and its options before it are not in the post (a piece of a "
+                "command, as a diff hunk or an excerpt shows it); give the whole command"
+            )
     return None
 
 

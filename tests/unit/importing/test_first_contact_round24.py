@@ -63,3 +63,24 @@ def test_a_container_asking_for_another_accelerator_names_it(resource: str, plat
     message = refusal("pod.yaml", text)
     assert message.startswith(f"pod.yaml:22: {resource}: 4 asks for {platform}")
     assert message.endswith("accelerators; hgxkit serves NVIDIA HGX-H200 nodes")
+
+
+def test_a_fenced_command_piece_that_starts_at_the_image_is_named() -> None:
+    """Post 344's class (round 23): a diff hunk's added lines begin at the image, the `docker run` above the hunk."""
+    message = _refusal(
+        "```diff\n+  vllm/vllm-openai:glm51 zai-org/GLM-5.1-FP8 \\\n+    --tensor-parallel-size 8\n```\n"
+    )
+    assert message.startswith("post.sh: line 2, column 4: the command starts at the image vllm/vllm-openai:glm51")
+    assert "the `docker run` and its options before it are not in the post" in message
+
+
+@pytest.mark.parametrize(
+    "post",
+    [
+        "```\nvllm/vllm-openai:v0.33.0\n```\n",
+        "Pull vllm/vllm-openai:v0.33.0 org/m first.\n",
+        "```\nmyorg/app:1 --x\n```\n",
+    ],
+)
+def test_an_image_alone_in_prose_or_another_image_is_no_command_piece(post: str) -> None:
+    assert "no serving command found" in _refusal(post)
