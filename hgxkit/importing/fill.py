@@ -40,7 +40,10 @@ FILL_IN = re.compile(
     # a path's folder left in brackets for the reader (`/[model dir]/Qwen3-32B`, `/[模型目录]/m`)
     r"|(?<=/)\[(?=[^\]]*[^\W\d_])[^\][\s/$\"',:]{1,40}\](?=/)"
 )
-BRACKETED = re.compile(r"\[(?=[^\]]*[^\W\d_])[^\][\s/$\"',:]{1,40}\]")  # FILL_IN's folder, as --fill names it
+BRACKETED = re.compile(r"\[(?=[^\]]*[^\W\d_])[^\][\n/$\"',:]{1,40}\]")  # FILL_IN's folder, as --fill names it
+# Such a folder with a space in it (`/[model dir]/m`): a shell splits it into two words, so a command's lines are
+# searched for it.
+SPACED_FOLDER = re.compile(r"(?<=/)\[(?=[^\]\n]* )(?=[^\]]*[^\W\d_])[^\][\n/$\"',:]{1,40}\](?=/)")
 # A value written as an upper-case name (a script's `model=MODEL_PATH`): left for the reader, not a repository.
 NAMED_BLANK = re.compile(r"[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+|MODEL")
 # A value that stays one shell word with the meaning it is written with.

@@ -41,7 +41,15 @@ from hgxkit.importing.docker_run import container_program, foreign_hardware, scr
 from hgxkit.importing.dockerfile import as_shell
 from hgxkit.importing.documents import read_documents
 from hgxkit.importing.engine_refusal import disaggregation, split_refusal, transfer_refusal
-from hgxkit.importing.fill import BRACED, FILL_IN, NAMED_BLANK, fill_hint, fill_posts, occurrences
+from hgxkit.importing.fill import (
+    BRACED,
+    FILL_IN,
+    NAMED_BLANK,
+    SPACED_FOLDER,
+    fill_hint,
+    fill_posts,
+    occurrences,
+)
 from hgxkit.importing.formats import DOCUMENT_FORMATS, SCRIPT_FORMATS, format_of
 from hgxkit.importing.group_join import join_groups, visible_devices_as_gpus
 from hgxkit.importing.local_models import download_ties
@@ -1282,11 +1290,11 @@ def _model_placeholder(server: ServerCommand, simple: Simple) -> None:
 
 
 def _braced(simple: Simple) -> tuple[int, int, str] | None:
-    """(line, column, text) of a `{your model directory}` placeholder in the command's lines (a shell splits it
-    into words, so it is looked for in the line)."""
+    """(line, column, text) of a `{your model directory}` or `/[model dir]/` placeholder in the command's lines (a
+    shell splits it into words, so it is looked for in the line)."""
     command = simple.command
     for offset, line in enumerate(command.post.clean[command.first - 1 : command.last]):
-        match = BRACED.search(line)
+        match = BRACED.search(line) or SPACED_FOLDER.search(line)
         if match:
             return command.first + offset, match.start() + 1, match.group()
     return None

@@ -84,3 +84,11 @@ def test_a_fenced_command_piece_that_starts_at_the_image_is_named() -> None:
 )
 def test_an_image_alone_in_prose_or_another_image_is_no_command_piece(post: str) -> None:
     assert "no serving command found" in _refusal(post)
+
+
+def test_a_bracketed_folder_with_a_space_is_a_placeholder_fill_writes() -> None:
+    """Post 342's class with a space in the brackets: a shell splits `/[model dir]/m` into two words."""
+    post = "vllm serve /[model dir]/Qwen3-32B --tensor-parallel-size 1\n"
+    assert "line 1, column 13: [model dir] is a placeholder" in _refusal(post)
+    filled = _import(post, fill=(("[model dir]", "/data/models"),))
+    assert filled.recipe.model.local_dir == "/data/models/Qwen3-32B"
