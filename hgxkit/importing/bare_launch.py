@@ -410,7 +410,22 @@ def docker_run_for(
         args, port = _listen(args, kind, notes, where)
         options += ["-p", f"{port}:{port}"]
     options += _input_mounts(args, kind, mounts, where, notes)
+    options += _env_options(env, where, notes)
+    notes.append(f"{where}: --ipc=host added (shared memory between tensor-parallel ranks, as the engines document)")
+    entries = parse_option_words(options, source=where)
+    return ParsedRun(("docker", "run"), entries, image, (*program, *args)), notes
+
+
+def _env_options(env: dict[str, str], where: str, notes: list[str]) -> list[str]:
+    """`-e NAME=value` for each variable the launch's shell gives it, but the host install's (`_HOST_INSTALL`)."""
+    options: list[str] = []
     for name, value in env.items():
+        if name in _HOST_INSTALL:
+            notes.append(
+                f"{where}: {name}={shell_value(value)} from the shell is left out: it points at the host's own "
+                "install (a virtualenv, CUDA, libraries), and the image has its own"
+            )
+            continue
         if _RELATIVE_FILE.match(shell_value(value)):  # the shell's directory; the container starts elsewhere
             raise InputError(
                 f"{where}: {name}={shell_value(value)} names a file relative to the directory the post ran in, "
@@ -419,9 +434,27 @@ def docker_run_for(
             )
         options += ["-e", f"{name}={value}"]
         notes.append(f"{where}: {name}={shell_value(value)} from the shell became -e {name}=…")
-    notes.append(f"{where}: --ipc=host added (shared memory between tensor-parallel ranks, as the engines document)")
-    entries = parse_option_words(options, source=where)
-    return ParsedRun(("docker", "run"), entries, image, (*program, *args)), notes
+    return options
+
+
+# Variables that locate the host's own install of the engine: the image's paths differ (a host PATH would hide
+# its programs, a host LD_LIBRARY_PATH or LD_PRELOAD point at libraries it does not have).
+_HOST_INSTALL = frozenset(
+    {
+        "PATH",
+        "LD_LIBRARY_PATH",
+        "LD_PRELOAD",
+        "LIBRARY_PATH",
+        "VIRTUAL_ENV",
+        "CONDA_PREFIX",
+        "CONDA_DEFAULT_ENV",
+        "PYTHONHOME",
+        "PYTHONPATH",
+        "CUDA_HOME",
+        "CUDA_PATH",
+        "HOME",
+    }
+)
 
 
 def _program(words: list[str], kind: ServerKind, notes: list[str], where: str) -> tuple[list[str], list[str]]:

@@ -564,6 +564,8 @@ def _classify(words: list[Word], prefix: list[Word]) -> tuple[str, str | None, s
         sub = texts[1] if len(texts) > 1 else ""
         if sub == "container" and len(texts) > 2:
             sub = texts[2]
+        if (engine := unsupported_program(texts)) is not None:  # `docker model run`: Docker Model Runner
+            return "engine", engine.name, None
         if sub == "exec":
             inner = exec_command(texts[2:])
             return "docker-exec", None, client_of(python_program(inner)) if inner else None

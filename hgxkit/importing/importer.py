@@ -472,6 +472,13 @@ class _Importer:
                 "literals (a Python `subprocess` command), which the import does not run; give the command as the "
                 "shell runs it"
             )
+        ray = next(filter(None, (_ray_serve(post) for post in self.posts)), None)
+        if ray is not None:
+            return InputError(
+                f"{ray}: a Ray Serve application starts the engine from its Python code, not from a command the "
+                "post holds; hgxkit deploys SGLang and vLLM from their own commands: import the `vllm serve` or "
+                "`python -m sglang.launch_server` command instead"
+            )
         fragment = next(filter(None, (_image_first(post) for post in self.posts)), None)
         if fragment is not None:
             return InputError(fragment)
@@ -1149,6 +1156,17 @@ def _quoted_launch(post: PostFile) -> str | None:
             if any(kind.launches(words[i:]) for kind in KINDS.values() for i in range(len(words))):
                 return f"{post.name}:{number}"
     return None
+
+
+# A Python line that takes Ray Serve in: `from ray import serve`, `from ray.serve.llm import LLMConfig`.
+_RAY_SERVE = re.compile(
+    r"^\s*(?:from\s+ray\s+import\s+(?:[\w, ]*\b)?serve\b|from\s+ray\.serve\S*\s+import\b|import\s+ray\.serve\b)"
+)
+
+
+def _ray_serve(post: PostFile) -> str | None:
+    """`FILE:LINE` of the line that imports Ray Serve in a post where nothing else serves; None where none does."""
+    return next((f"{post.name}:{n}" for n, line in enumerate(post.lines, 1) if _RAY_SERVE.match(line)), None)
 
 
 def _image_first(post: PostFile) -> str | None:

@@ -26,6 +26,7 @@ from pathlib import PurePath
 
 from hgxkit.errors import InputError
 from hgxkit.importing.python_strings import launches_in_python
+from hgxkit.importing.systemd_unit import unit_lines
 from hgxkit.kinds import KINDS, kind_programs
 from hgxkit.recipe.shellwords import Word, split_words
 
@@ -303,6 +304,8 @@ class _Cleaner:
     def run(self) -> list[str]:
         self.lines, opened = _markdown_diffs(self.lines)
         self.notes += [(line, _MARKDOWN_DIFF_NOTE) for line in opened]
+        self.lines, units = unit_lines(self.lines)
+        self.notes += units
         clean: list[str] = []
         in_fence = diff = False
         span_open = False

@@ -186,6 +186,17 @@ UNSUPPORTED = (
         (r"\bhuggingfaceserver\b",),
     ),
     UnsupportedKind(
+        "docker-model-runner",
+        "Docker Model Runner",
+        ("docker/model-runner",),
+        (("docker", "model"),),
+        remedy=(
+            "no serving command of the engine's own: `docker model …` has Docker's model runner pull and serve the "
+            "model with a backend it starts itself (its own flags, not the engine's), which hgxkit does not read; "
+            "import the engine's own command (vllm serve, python -m sglang.launch_server) or its docker run"
+        ),
+    ),
+    UnsupportedKind(
         "runai",
         "Run:ai's CLI",
         (),
