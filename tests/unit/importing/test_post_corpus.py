@@ -107,6 +107,7 @@ PROMPTS = {
     "230": r"`",  # inline code
     "296": r"`",  # inline code
     "330": r"^`|`$",  # one inline code span over several lines
+    "365": r"^`|`$",  # one inline code span over several lines
     "245": r"^`|`$",  # inline code after a full-width colon
 }
 # bash's `$'…'` quoting, which sh (dash) does not read; 225's holds no backslash escape, so it is '…' for sh.
