@@ -97,6 +97,7 @@ from hgxkit.kinds import (
     detect_kind,
     image_matches,
     image_names_kind,
+    program_of,
     python_program,
 )
 from hgxkit.netaddr import is_loopback
@@ -333,7 +334,9 @@ class _Importer:
         return [s for s in servers if not (s.simple.command.cut or s.simple.command.fence_cut)]
 
     def _choose(self) -> list[Built]:
-        servers = self.reading.servers
+        servers = [s for s in self.reading.servers if not _mention(s)] or self.reading.servers
+        for mention in (s for s in self.reading.servers if s not in servers):
+            self._said(mention.simple, "skipped", "a launch program named in a sentence, with nothing to serve")
         for number, server in enumerate(servers, 1):
             server.number = number
         if self.options.pick is not None:
@@ -1156,6 +1159,18 @@ def _quoted_launch(post: PostFile) -> str | None:
             if any(kind.launches(words[i:]) for kind in KINDS.values() for i in range(len(words))):
                 return f"{post.name}:{number}"
     return None
+
+
+def _mention(server: Candidate) -> bool:
+    """A launch program a sentence names with nothing after it (`using `vllm serve` works`): inline code in a line
+    of prose, its words the program alone."""
+    simple = server.simple
+    kind = KINDS.get(server.kind or "")
+    words = [w.text for w in simple.words if not w.is_operator]
+    program = program_of(words, kind.programs + kind.deprecated_programs) if kind is not None else None
+    post, line = simple.command.post, simple.command.first
+    prose = post.lines[line - 1].strip() != post.clean[line - 1].strip()
+    return program is not None and len(python_program(words)) == len(program) and prose and simple.command.last == line
 
 
 # A Python line that takes Ray Serve in: `from ray import serve`, `from ray.serve.llm import LLMConfig`.

@@ -306,6 +306,8 @@ class _Cleaner:
         self.notes += [(line, _MARKDOWN_DIFF_NOTE) for line in opened]
         self.lines, units = unit_lines(self.lines)
         self.notes += units
+        self.lines, continued = _powershell_continuations(self.lines)
+        self.notes += [(line, _POWERSHELL_NOTE) for line in continued[:1]]
         clean: list[str] = []
         in_fence = diff = False
         span_open = False
@@ -497,6 +499,33 @@ _MARKDOWN_DIFF_NOTE = (
     "a diff of a Markdown file (its added lines hold fences): read as the file has it after the change, its "
     "fences as fences (removed lines set aside)"
 )
+
+
+_POWERSHELL_NOTE = "PowerShell's line continuation (a backtick ending the line) read as a shell's backslash"
+# A line that ends in PowerShell's continuation: white space, then one backtick, and no other backtick on the line.
+_POWERSHELL_END = re.compile(r"^[^`]*\S[ \t]+`[ \t]*$")
+
+
+def _powershell_continuations(lines: tuple[str, ...]) -> tuple[tuple[str, ...], list[int]]:
+    """`lines` with each run of PowerShell continuations (`docker run … `` then indented lines) ending in a
+    backslash instead, where the run starts at a command and the next line goes on; the (1-based) lines changed.
+
+    >>> new, changed = _powershell_continuations(("docker run --gpus all `", "  -p 8000:8000 img", "prose `x`"))
+    >>> new[0], changed
+    ('docker run --gpus all \\\\', [1])
+    """
+    out, changed, inside = list(lines), [], False
+    for index, line in enumerate(lines):
+        following = lines[index + 1] if index + 1 < len(lines) else ""
+        ends = _POWERSHELL_END.match(line) and following.strip() and not following.lstrip().startswith("`")
+        if ends and (inside or is_command_start(line.strip())):
+            at = line.rindex("`")
+            out[index] = line[:at] + "\\" + line[at + 1 :]
+            changed.append(index + 1)
+            inside = True
+        else:
+            inside = False
+    return tuple(out), changed
 
 
 def _markdown_diffs(lines: tuple[str, ...]) -> tuple[tuple[str, ...], list[int]]:
