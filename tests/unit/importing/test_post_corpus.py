@@ -136,6 +136,7 @@ VARIABLES = {
     "205": {"model_id": "Qwen/Qwen3-Coder-30B-A3B-Instruct"},
     "228": {"MODEL": "Qwen/Qwen3-0.6B"},  # the export of line 1
     "303": {"MODEL_HANDLE": "Qwen/Qwen3-8B", "MAX_MODEL_LEN": "8192"},  # the page's exports
+    "370": {"MODEL_PATH": "/mnt/inaisfs/data/home/zhaozc_criait/zhangtx/Medical_LLM/Models/Qwen3-8B"},  # line 18
     "153": {  # TP=$(nvidia-smi --list-gpus | wc -l) is the job's #SBATCH --gres=gpu:h100:2 (a note of the import)
         "TP": "2",
         "MODEL_PATH": "openai/gpt-oss-120b",
