@@ -238,6 +238,9 @@ class _Importer:
         cut = next((c.simple.command.cut for c, _, _ in chosen if c.simple.command.cut), None)
         if cut is not None:
             raise InputError(cut)
+        ansible = next(filter(None, (_ansible_task(c.simple) for c, _, _ in chosen)), None)
+        if ansible is not None:
+            raise InputError(ansible)
         # The engine's refusal first: it is what the post's own command meets, where `~` or `./` still worked
         # where the poster ran it.
         _engine_refuses(recipe, chosen[0][0], self.notes)
@@ -1158,6 +1161,30 @@ def _quoted_launch(post: PostFile) -> str | None:
             words = match.group(2).split()
             if any(kind.launches(words[i:]) for kind in KINDS.values() for i in range(len(words))):
                 return f"{post.name}:{number}"
+    return None
+
+
+# An Ansible task's Docker module: `docker_container:`, `community.docker.docker_container:`.
+_ANSIBLE_DOCKER = re.compile(r"^(\s*)(?:community\.docker\.)?docker_container:\s*$")
+
+
+def _ansible_task(simple: Simple) -> str | None:
+    """The refusal of a server command that is the `command:` of an Ansible `docker_container` task: the task's
+    other keys (image, env, volumes, device_requests, …) are the module's, which a shell reading of the command
+    leaves out; None where the command is no such task's."""
+    lines = simple.command.post.lines
+    for number in range(simple.command.first, 0, -1):
+        text = lines[number - 1]
+        found = _ANSIBLE_DOCKER.match(text) if number < simple.command.first else None
+        if found:
+            return (
+                f"{simple.command.post.name}:{number}: an Ansible docker_container task: its image, env, volumes and "
+                "GPUs are the module's keys, which hgxkit does not read (its command alone would lose them); "
+                "import the `docker run` or the compose service it stands for"
+            )
+        indent = len(text) - len(text.lstrip())
+        if text.strip() and indent == 0 and not text.lstrip().startswith("#"):
+            return None  # a line at the margin ends any task above
     return None
 
 

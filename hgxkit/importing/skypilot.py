@@ -230,7 +230,18 @@ class _Task:
         words: list[WordAt] = [("docker", top), ("run", top)]
         words += [("--gpus", line), (gpus or self._gpus(resources), line)]
         options = ((data.get("config") or {}).get("docker") or {}).get("run_options") or []
-        words += [(literal(o), self.at("config")) for o in ([options] if isinstance(options, str) else options)]
+        options = [options] if isinstance(options, str) else options
+        words += [(literal(o), self.at("config")) for o in options]
+        exported = any(str(name).startswith("HGXKIT_") for name, _ in _pairs(data.get("envs")))
+        if not exported and not any(re.match(r"--(?:ipc|shm-size)\b", str(o)) for o in options):
+            # SkyPilot sizes the container's /dev/shm from the host's memory unless run_options give --shm-size
+            # (sky/provision/docker_utils.py, _auto_configure_shm); the engines' ranks share memory through it,
+            # which Docker's default 64 MB does not hold. An hgxkit export says its recipe's own options.
+            words += [("--ipc=host", line)]
+            self.notes.append(
+                f"{self.where('resources')}: --ipc=host added: SkyPilot gives its container a /dev/shm sized from "
+                "the host's memory, which tensor-parallel ranks share memory through"
+            )
         group = self._exported_group(gpus or self._gpus(resources))
         if group is not None:
             index, devices = group

@@ -66,6 +66,7 @@ def test_a_single_node_task_is_its_run_command_in_its_image() -> None:
     )
     assert [e.words for e in recipe.docker.entries] == [
         ("--gpus", "all"),
+        ("--ipc=host",),  # SkyPilot sizes the container's /dev/shm from the host's memory
         ("-p", "30000:30000"),
         ("-v", "/data/models/m:/models/m:ro"),
         ("-e", "MODEL=org/m"),
@@ -73,7 +74,9 @@ def test_a_single_node_task_is_its_run_command_in_its_image() -> None:
     assert "task.yaml:8: setup downloads org/m into /models/m: the model the server reads" in outcome.notes
     fates = {a.line: a.fate for a in outcome.lines}
     # line 1 and the setup (line 8) are named by notes: the model's mount comes from the setup's download target
-    assert [fates[n] for n in range(1, 15)] == ["changed"] + ["taken"] * 6 + ["changed"] + ["taken"] * 5 + ["set aside"]
+    assert [fates[n] for n in range(1, 15)] == ["changed"] * 2 + ["taken"] * 5 + ["changed"] + ["taken"] * 5 + [
+        "set aside"
+    ]
     assert any(r.action == "skipped" and r.what.startswith("setup (the model download)") for r in outcome.report)
 
 
@@ -86,7 +89,11 @@ def test_two_nodes_take_rank_0s_command_with_the_head_from_skypilot_node_ips() -
     )
     assert (groups.size, groups.nodes, groups.dist_port) == (8, 2, 5000)
     # SkyPilot runs the container on the host's network, where the ranks meet
-    assert [e.words for e in outcome.recipe.docker.entries][:2] == [("--gpus", "all"), ("--network", "host")]
+    assert [e.words for e in outcome.recipe.docker.entries][:3] == [
+        ("--gpus", "all"),
+        ("--ipc=host",),
+        ("--network", "host"),
+    ]
     assert outcome.notes[:3] == (
         "task.yaml:6: $HEAD is the first of $SKYPILOT_NODE_IPS: the group's head",
         "task.yaml:10: the other ranks' command; hgxkit renders each rank from rank 0's",
@@ -275,3 +282,9 @@ def test_skypilots_ray_template_with_its_fallback_reads_the_fallback() -> None:
         "y05.yaml:24: setup installs pip install blobfile: --image registry.example/kimi-vllm:v0.10.0-blobfile is taken to have them"
         in outcome.notes
     )
+
+
+def test_run_options_that_size_shared_memory_keep_theirs() -> None:
+    task = SINGLE.replace("resources:", "config:\n  docker:\n    run_options: [--shm-size=32g]\nresources:", 1)
+    words = [e.words for e in import_post([("task.yaml", task)]).recipe.docker.entries]
+    assert ("--shm-size=32g",) in words and ("--ipc=host",) not in words

@@ -391,12 +391,12 @@ def _head(posted: list[str]) -> str:
     return value.rsplit(":", 1)[0] or "10.0.0.1"
 
 
-# compose and Kubernetes: named fields; a prefill/decode split's groups: tests/unit/importing/test_import_vllm_pd.py
+# compose, Kubernetes and SkyPilot: named fields; a prefill/decode split's groups: tests/unit/importing/test_import_vllm_pd.py
 BARE = [
     n
     for n in IMPORTED
     if n not in DOCKER_RUNS
-    and ENTRIES[n]["kinds"][0] not in ("compose", "kubernetes")
+    and ENTRIES[n]["kinds"][0] not in ("compose", "kubernetes", "skypilot")
     and "prefill-decode" not in ENTRIES[n]["kinds"]
 ]
 
