@@ -95,9 +95,11 @@ PROMPTS = {
     "252": r"^\(qwen25vl\) lzh@instance-aw1rhmsz-5:~/Code/qwen2_5vl\$ ",
     "350": r"^\(llama-factory\) root@cdss-server13:/home/szs# ",
     "354": r"^ExecStart=",  # a systemd unit: ExecStart= runs the rest
+    "381": r"^mike@euroeval:/project# ",
     "046": r"```,?",  # the command is written inline between ``` fences
     "091": r"`",  # the command is inline code
     "051": r"^> ",  # a quoted reply: every line starts with `> `
+    "383": r"^> ",  # a quoted reply, as 051
     "054": r"^\$|^> ",  # `$docker …` and PS2 `> ` continuation lines
     "162": r"^ENTRYPOINT ",  # a Dockerfile's shell-form ENTRYPOINT: /bin/sh -c runs the rest
     "185": r"^command：`|`$",  # inline code after a full-width colon
@@ -158,6 +160,7 @@ SECRET_WORDS = {
     "HUGGING_FACE_HUB_TOKEN=<secret>": "HUGGING_FACE_HUB_TOKEN",  # 007
     "HF_TOKEN=<your-hf-token>": "HF_TOKEN",  # 042
     "HF_TOKEN=hf_" + "X" * 34: "HF_TOKEN",  # 068
+    "HF_TOKEN=xxxxxxxxxxxx": "HF_TOKEN",  # 383: a placeholder token, likewise from the environment
     # 005, 075: `-e HF_TOKEN=$HF_TOKEN` passes the operator's token on: the declared secret `-e HF_TOKEN`, whose
     # value reaches the container in a root-only env file, never on a command line.
     "HF_TOKEN=host-token": "HF_TOKEN",
