@@ -97,11 +97,12 @@ from hgxkit.kinds import (
     detect_kind,
     image_matches,
     image_names_kind,
+    kind_named_like,
     program_of,
     python_program,
 )
 from hgxkit.netaddr import is_loopback
-from hgxkit.recipe.diff import Difference, diff_recipes
+from hgxkit.recipe.diff import ABSENT, Difference, diff_recipes
 from hgxkit.recipe.docker_options import canonical
 from hgxkit.recipe.docker_parse import ParsedRun
 from hgxkit.recipe.engine_start import engine_refusal, unchecked_flags
@@ -535,7 +536,7 @@ class _Importer:
         if server.run is not None and server.context is not None:  # `docker exec` into the post's `docker run -itd`
             _placeholders(server.context.simple)
         run = self._image(run, simple, notes, server.context.simple if server.context is not None else simple)
-        kind = self.options.kind or kind or _detect(run, where)
+        kind = self.options.kind or kind or _detect(run, where, notes)
         _hardware(server, run, Scope.before(self.simples, simple), simple.assignments)
         docker, command, grouping = scrub_run(run, kind, post.name, notes)
         recipe = Recipe(
@@ -870,10 +871,14 @@ def _one_setup(built: list[Built]) -> tuple[list[Built], str]:
         found = diff_recipes(first[1], other[1])
         heads = [moved for d in found if multinode and (moved := _head_moved(first[1], other[1], d))]
         listens = [d for d in found if multinode and _own_address(d)]
+        head_only = [d for d in found if multinode and _head_only(first[1], other[1], d)]
         differences = [
             d
             for d in found
-            if (d.area, d.key) not in allowed and not _head_moved(first[1], other[1], d) and d not in listens
+            if (d.area, d.key) not in allowed
+            and not _head_moved(first[1], other[1], d)
+            and d not in listens
+            and d not in head_only
         ]
         keys = {(d.area, d.key) for d in found}
         if not multinode and keys & sides:
@@ -895,6 +900,11 @@ def _one_setup(built: list[Built]) -> tuple[list[Built], str]:
                 f"{first[0].where()}: the ranks name different head addresses ({ours} at {_at(first[0], first[0])}, "
                 f"{theirs} at {_at(other[0], first[0])}): each names the head in its own command, which hgxkit writes "
                 "per deploy from the inventory's head ({{head}}), so they are one server"
+            )
+        if head_only:
+            first[2].append(
+                f"{first[0].where()}: rank {rank_of(other[1].server)} ({_at(other[0], first[0])}) gives no "
+                f"{' or '.join(d.key for d in head_only)}: only rank 0 serves HTTP, where rank 0's command says"
             )
         if listens:
             first[2].append(
@@ -985,6 +995,20 @@ def _own_address(difference: Difference) -> bool:
     return True
 
 
+def _head_only(first: Recipe, other: Recipe, difference: Difference) -> bool:
+    """True when `difference` is a listening flag (`--host`, `--port`) that rank 0's command gives and a later
+    rank's leaves out: only rank 0 serves HTTP (SGLang's ranks 1+ and vLLM's headless ones serve none)."""
+    kind = first.server.server_kind
+    listening = {kind.canonical_flag("--host"), kind.canonical_flag("--port")}
+    return (
+        difference.area == "server"
+        and kind.canonical_flag(difference.key) in listening
+        and difference.b == ABSENT
+        and rank_of(first.server) == 0
+        and (rank_of(other.server) or 0) > 0
+    )
+
+
 def _listen_everywhere(recipe: Recipe) -> Recipe:
     """The recipe with its server's `--host` value 0.0.0.0."""
     server = recipe.server
@@ -1045,7 +1069,13 @@ def _rank_setups(built: list[Built]) -> list[list[Built]]:
                 continue
             ranks = {("docker", "--name"), *(("server", f) for f in rank_flags(head.server))}
             found = diff_recipes(head, command[1])
-            if all((d.area, d.key) in ranks or _head_moved(head, command[1], d) or _own_address(d) for d in found):
+            if all(
+                (d.area, d.key) in ranks
+                or _head_moved(head, command[1], d)
+                or _own_address(d)
+                or _head_only(head, command[1], d)
+                for d in found
+            ):
                 setup.append(command)
                 break
         else:
@@ -1078,7 +1108,7 @@ def _took(server: Candidate, recipe: Recipe) -> str:
     return f"`{' '.join(program)}` (the server, {recipe.server.server_kind.title}{image})"
 
 
-def _detect(run: ParsedRun, where: str) -> str:
+def _detect(run: ParsedRun, where: str, notes: list[str]) -> str:
     if not run.image[:1].isalnum():  # an image reference starts with a letter or digit
         raise InputError(
             f"{where}: {run.image!r} stands where docker reads the image, and no image name starts with "
@@ -1090,6 +1120,13 @@ def _detect(run: ParsedRun, where: str) -> str:
     except InputError as err:
         if "is not supported" in err.message:
             raise InputError(f"{where}: {err.message}") from None
+        named = kind_named_like(run.image)
+        if named is not None:  # a rebuild or mirror that keeps the official image's name (lmcache/vllm-openai)
+            notes.append(
+                f"{where}: {run.image} is named as {named.title}'s own image is, so it is read as {named.title} "
+                "(pass --kind to say otherwise)"
+            )
+            return named.name
         raise InputError(
             f"{where}: cannot tell which server {run.image} runs; pass --kind sglang or --kind vllm"
         ) from None

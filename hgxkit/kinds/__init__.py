@@ -284,6 +284,18 @@ def image_names_kind(image: str, kind: str) -> bool:
     return kind in re.split(r"[-_.]", name)
 
 
+def kind_named_like(image: str) -> ServerKind | None:
+    """The one kind whose own image's repository name (`vllm-openai` of vllm/vllm-openai, `sglang` of
+    lmsysorg/sglang) this image's repository ends in under another namespace: a rebuild or a mirror of it.
+
+    >>> kind_named_like("lmcache/vllm-openai:latest-nightly").name, kind_named_like("myorg/app:1")
+    ('vllm', None)
+    """
+    name = repository(image).rsplit("/", 1)[-1].lower()
+    found = [k for k in KINDS.values() if any(name == i.rstrip("/").rsplit("/", 1)[-1] for i in k.images)]
+    return found[0] if len(found) == 1 else None
+
+
 def detect_kind(image: str | None, program: Sequence[str], explicit: str | None = None) -> ServerKind:
     """The kind of a server from the recipe's `server.kind`, else its program, else its image.
 

@@ -95,6 +95,7 @@ PROMPTS = {
     "252": r"^\(qwen25vl\) lzh@instance-aw1rhmsz-5:~/Code/qwen2_5vl\$ ",
     "350": r"^\(llama-factory\) root@cdss-server13:/home/szs# ",
     "354": r"^ExecStart=",  # a systemd unit: ExecStart= runs the rest
+    "377": r"`",  # inline code over one long line
     "381": r"^mike@euroeval:/project# ",
     "046": r"```,?",  # the command is written inline between ``` fences
     "091": r"`",  # the command is inline code
