@@ -83,7 +83,8 @@ def place_model(
             note = f"{where}: the model {value} is the host's {local} (mounted); the deploy uses it as it is"
             if model_repo is None:
                 note += "; pass --model-repo ID to say which Hub repo it holds"
-            return Placed(model, docker, server, (note,))
+            docker, dropped = _without_hub_cache(docker, local)
+            return Placed(model, docker, server, (note, *_dropped_notes(where, dropped, "the host's folder")))
     hub_id = value if value is not None and _is_hub_id(value) else None
     tied = (ties or {}).get(posixpath.basename(posixpath.normpath(value))) if value and not hub_id else None
     if value is not None and hub_id is None and tied and not value.startswith("/") and "$" not in value:
@@ -123,16 +124,21 @@ def place_model(
         server = ServerCommand(server.program, (*server.args, ("--served-model-name", served)), server.kind)
         notes.append(f"{where}: --served-model-name {served} added, so clients still ask for {served}")
     docker, dropped = _without_hub_cache(docker, local_dir)
-    notes += [
-        f"{where}: the mount {shell_value(value)} is dropped: the model is served from its verified copy, so the "
-        "container needs no Hugging Face cache (and a mount of root's home would hand it the host's token)"
-        for value in dropped
-    ]
+    notes += _dropped_notes(where, dropped, "its verified copy")
     return Placed(model, docker, server, tuple(notes))
 
 
+def _dropped_notes(where: str, dropped: list[str], served_from: str) -> list[str]:
+    return [
+        f"{where}: the mount {shell_value(value)} is dropped: the model is served from {served_from}, so the "
+        "container needs no Hugging Face cache (and a mount of root's home would hand it the host's token)"
+        for value in dropped
+    ]
+
+
 def _without_hub_cache(docker: DockerSpec, local_dir: str) -> tuple[DockerSpec, list[str]]:
-    """`docker` without the option entries that only mount a Hugging Face cache at HUB_CACHE (or its `hub/`)."""
+    """`docker` without the option entries that only mount a Hugging Face cache at HUB_CACHE (or its `hub/`),
+    unless the mount holds `local_dir` (a model served from inside the cache)."""
     from hgxkit.recipe.docker_options import canonical
     from hgxkit.recipe.spec import parse_mount, parse_volume
 
@@ -147,7 +153,7 @@ def _without_hub_cache(docker: DockerSpec, local_dir: str) -> tuple[DockerSpec, 
         if (
             len(mounts) == len(entry.uses) == 1
             and (mounts[0][1].target.rstrip("/") + "/").startswith(HUB_CACHE + "/")  # the cache, or its hub/
-            and (mounts[0][1].source != local_dir)
+            and not (local_dir.rstrip("/") + "/").startswith(mounts[0][1].source.rstrip("/") + "/")  # holds it
         ):
             dropped.append(mounts[0][0])
             continue
