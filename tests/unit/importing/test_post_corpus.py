@@ -162,7 +162,7 @@ SECRET_WORDS = {
     "HUGGING_FACE_HUB_TOKEN=<secret>": "HUGGING_FACE_HUB_TOKEN",  # 007
     "HF_TOKEN=<your-hf-token>": "HF_TOKEN",  # 042
     "HF_TOKEN=hf_" + "X" * 34: "HF_TOKEN",  # 068
-    "HUGGING_FACE_HUB_TOKEN=hf_" + "X" * 34: "HUGGING_FACE_HUB_TOKEN",  # 385: the post's token, a placeholder here
+    "HUGGING_FACE_HUB_TOKEN=hf_FAKExTOKENxFORxTESTSxNOTxREALxxxxx": "HUGGING_FACE_HUB_TOKEN",  # 385: a placeholder
     "HF_TOKEN=xxxxxxxxxxxx": "HF_TOKEN",  # 383: a placeholder token, likewise from the environment
     # 005, 075: `-e HF_TOKEN=$HF_TOKEN` passes the operator's token on: the declared secret `-e HF_TOKEN`, whose
     # value reaches the container in a root-only env file, never on a command line.
