@@ -539,14 +539,13 @@ def write_at(dir_fd: int, name: str, text: str, mode: int = 0o644) -> None:
 
 def holds_at(dir_fd: int, name: str, text: str, mode: int) -> bool:
     """Whether `name` is already a regular file (no link) of `mode` holding exactly `text`."""
-    st = lstat_at(dir_fd, name)
-    if st is None or not stat.S_ISREG(st.st_mode) or stat.S_IMODE(st.st_mode) != mode:
-        return False
     try:
-        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dir_fd)
-    except OSError:
+        fd = open_regular(dir_fd, name)
+    except OSError:  # nothing there, a link, a FIFO, a directory: written anew
         return False
     with os.fdopen(fd, newline="") as f:
+        if stat.S_IMODE(os.fstat(f.fileno()).st_mode) != mode:
+            return False
         try:
             return f.read(len(text) + 1) == text
         except ValueError:  # bytes no text of this encoding: not what would be written

@@ -395,7 +395,7 @@ def test_atomic_write_of_what_a_file_already_holds_changes_nothing(tmp_path: Pat
 
 @pytest.mark.parametrize(
     "other",
-    ["changed\n", "same", "same\n\n", "same\r\n", "mode", "link", "bytes"],
+    ["changed\n", "same", "same\n\n", "same\r\n", "mode", "link", "bytes", "fifo"],
 )
 def test_atomic_write_replaces_a_file_that_differs_in_anything(tmp_path: Path, no_umask: None, other: str) -> None:
     target = tmp_path / "stamp"
@@ -407,6 +407,8 @@ def test_atomic_write_replaces_a_file_that_differs_in_anything(tmp_path: Path, n
         target.chmod(0o600)
     elif other == "bytes":
         target.write_bytes(b"\xff\xfe")
+    elif other == "fifo":  # opened to be read, a FIFO would wait for a writer for ever
+        os.mkfifo(target)
     else:
         target.write_bytes(other.encode())
     core.atomic_write(str(target), "same\n")
