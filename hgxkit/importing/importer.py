@@ -37,6 +37,7 @@ from hgxkit.imageref import normalized, repository
 from hgxkit.importing.bare_launch import bare_run
 from hgxkit.importing.benchmarks import benchmarks
 from hgxkit.importing.commands import PLACEHOLDER, Simple, simple_commands
+from hgxkit.importing.config_files import configured
 from hgxkit.importing.docker_run import container_program, foreign_hardware, scrub_run
 from hgxkit.importing.dockerfile import as_shell
 from hgxkit.importing.documents import read_documents
@@ -385,6 +386,9 @@ class _Importer:
             raise self._no_server()
         taken = {id(b[0]) for b in built}  # by identity: comparing candidates by value made this quadratic
         skipped = list(zip([s for s in servers if id(s) not in taken], errors, strict=False))
+        for server, error in (pair for pair in skipped if _example(*pair)):
+            self._said(server.simple, "skipped", f"an example a sentence gives, beside a whole setup: {error.message}")
+        skipped = [pair for pair in skipped if not _example(*pair)]
         routed = self._routed(built)
         if len(routed) > 1 and _split(routed):  # a model neither side can be served from, before they are compared
             self._placed(routed[0][1], routed[0][0], routed[0][0].where())
@@ -519,11 +523,14 @@ class _Importer:
         _windows_paths(simple)
         _platform(server, Scope.before(self.simples, simple), simple.assignments)
         if server.run is None:
-            texts = [w.text for w in words]
+            texts = list(configured([w.text for w in words], server.kind or self.options.kind, post, where, notes))
             run, kind = bare_run(server, texts, notes, reading=self.reading, image=self.options.image)
         else:
             run, kind = server.run, server.kind
-            run = replace(run, command=tuple(server.words if server.words is not None else run.command))
+            command = server.words if server.words is not None else run.command
+            run = replace(
+                run, command=configured(command, self.options.kind or kind, post, where, notes, _targets(run))
+            )
             if simple.prefix:
                 notes.append(
                     f"{where}: {' '.join(w.text for w in simple.prefix)} before `docker run` only sets the "
@@ -1225,6 +1232,15 @@ def _ansible_task(simple: Simple) -> str | None:
     return None
 
 
+def _targets(run: ParsedRun) -> list[str]:
+    """The container directories of `run`'s mounts (`-v`, `--mount`)."""
+    return [m.target for m in DockerSpec(run.invocation, run.entries).mounts()]
+
+
+class _Placeholder(InputError):
+    """A command refused for a value left for the reader to fill in."""
+
+
 def _mention(server: Candidate) -> bool:
     """A launch program a sentence names with nothing after it (`using `vllm serve` works`): inline code in a line
     of prose, its words the program alone."""
@@ -1232,9 +1248,20 @@ def _mention(server: Candidate) -> bool:
     kind = KINDS.get(server.kind or "")
     words = [w.text for w in simple.words if not w.is_operator]
     program = program_of(words, kind.programs + kind.deprecated_programs) if kind is not None else None
-    post, line = simple.command.post, simple.command.first
+    return program is not None and len(python_program(words)) == len(program) and _in_sentence(server)
+
+
+def _example(server: Candidate, error: InputError) -> bool:
+    """A launch a sentence gives as an example (`e.g. `vllm serve SOME_MODEL --config c.yaml``): inline code in a
+    line of prose, refused for a placeholder, so it is no setup the post runs."""
+    return isinstance(error, _Placeholder) and _in_sentence(server)
+
+
+def _in_sentence(server: Candidate) -> bool:
+    """True for a command that is inline code in one line of prose."""
+    post, line = server.simple.command.post, server.simple.command.first
     prose = post.lines[line - 1].strip() != post.clean[line - 1].strip()
-    return program is not None and len(python_program(words)) == len(program) and prose and simple.command.last == line
+    return prose and server.simple.command.last == line
 
 
 # A Python line that takes Ray Serve in: `from ray import serve`, `from ray.serve.llm import LLMConfig`.
@@ -1321,7 +1348,7 @@ def _placeholders(simple: Simple, *, angled_only: bool = False) -> None:
     if braced is not None:
         line, column, text = braced
         index = next((i for i, w in enumerate(words) if (w.line, w.column) >= (line, column)), len(words) - 1)
-        raise InputError(
+        raise _Placeholder(
             f"{simple.command.post.name}: line {line}, column {column}: {text} is a placeholder"
             f"{owner_of(words, index)}; {fill_hint(text)}"
         )
@@ -1342,13 +1369,13 @@ def _placeholders(simple: Simple, *, angled_only: bool = False) -> None:
             text = (PLACEHOLDER.search(word.text) or FILL_IN.search(word.text)).group()  # type: ignore[union-attr]
         else:
             continue
-        raise InputError(
+        raise _Placeholder(
             f"{simple.command.post.name}: line {word.line}, column {word.column}: {text} is a "
             f"placeholder{owner_of(words, index)}; {fill_hint(text)}"
         )
     for flag, word in itertools.pairwise(words) if not angled_only else ():
         if not flag.is_operator and not word.is_operator and _named_after(flag.text, word.text):
-            raise InputError(
+            raise _Placeholder(
                 f"{simple.command.post.name}: line {word.line}, column {word.column}: {word.text} is a placeholder "
                 f"(the value of {flag.text} is the option's own name, left for the reader); write its value"
             )
@@ -1380,7 +1407,7 @@ def _model_placeholder(server: ServerCommand, simple: Simple) -> None:
     post = simple.command.post
     written = next((n for n, line in enumerate(post.clean, 1) if occurrences(value).search(line)), None)
     at = f"; the post writes it at line {written}" if written is not None else ""
-    raise InputError(
+    raise _Placeholder(
         f"{simple.where()}: {flag} {value} is a placeholder (a name to fill in, not a model{at}); write the model's "
         f"repository or path there, or give it: --fill '{value}=VALUE'"
     )
