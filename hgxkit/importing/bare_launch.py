@@ -32,19 +32,18 @@ from collections.abc import Mapping, Sequence
 
 from hgxkit.errors import InputError
 from hgxkit.importing.commands import Simple
+from hgxkit.importing.container_context import context_mounts, context_options, installs
 from hgxkit.importing.pd_join import side_flags
 from hgxkit.importing.reading import Candidate, Reading
 from hgxkit.importing.variables import Scope
 from hgxkit.importing.workdir import directory_before
 from hgxkit.kinds import DEFAULT_KIND, KINDS, ServerKind, detect_kind, image_names_kind, program_of, python_program
 from hgxkit.netaddr import is_loopback
-from hgxkit.recipe.docker_options import canonical
 from hgxkit.recipe.docker_parse import ParsedRun, parse_option_words
 from hgxkit.recipe.network_env import NETWORK_ENV, host_interface_settings
 from hgxkit.recipe.nodes import HGX_GPUS, dp_hosts
 from hgxkit.recipe.server_args import ServerCommand, group_args, is_flag
 from hgxkit.recipe.shellwords import shell_value
-from hgxkit.recipe.spec import parse_volume
 
 
 class BareLaunch:
@@ -70,6 +69,7 @@ def bare_run(
     default image; the post's `export`s and the command's prefix as its environment."""
     simple = server.simple
     kind = reading.kind or server.kind or DEFAULT_KIND
+    installs(server, reading, image is not None, notes)
     if image is None and server.context is not None:
         image = server.context.run.image
         notes.append(
@@ -92,9 +92,15 @@ def bare_run(
     prefix = [f"{name}={value}" for name, value in simple.assignments.items()]
     directory, cd_where = directory_before(reading.simples, simple)
     words = based_files(words, KINDS[kind], directory, cd_where, simple.where(), notes)
-    mounts = _context_mounts(server)
     run, more = docker_run_for(
-        prefix, words, kind=KINDS[kind], image=image, environment=environment, where=simple.where(), mounts=mounts
+        prefix,
+        words,
+        kind=KINDS[kind],
+        image=image,
+        environment=environment,
+        where=simple.where(),
+        mounts=context_mounts(server),
+        carried=context_options(server, notes),
     )
     notes += more
     return run, kind
@@ -354,11 +360,12 @@ def docker_run_for(
     environment: Mapping[str, str],
     where: str,
     mounts: Sequence[tuple[str, str, str]] = (),
+    carried: Sequence[str] = (),
 ) -> tuple[ParsedRun, list[str]]:
     """The `docker run` that runs bare launch `words` (`prefix`: its `VAR=value` words; `environment`: the
     post's exported variables in scope, by name) in `image`; and a note per translation. `mounts`: (host
     directory, container directory, where) of the bind mounts of the container the launch runs in, through which
-    a path the server reads is the host's."""
+    a path the server reads is the host's; `carried`: that container's options the launch keeps."""
     notes: list[str] = []
     program, args = _program(list(words), kind, notes, where)
     options: list[str] = []
@@ -411,6 +418,7 @@ def docker_run_for(
         options += ["-p", f"{port}:{port}"]
     options += _input_mounts(args, kind, mounts, where, notes)
     options += _env_options(env, where, notes)
+    options += carried
     notes.append(f"{where}: --ipc=host added (shared memory between tensor-parallel ranks, as the engines document)")
     entries = parse_option_words(options, source=where)
     return ParsedRun(("docker", "run"), entries, image, (*program, *args)), notes
@@ -594,22 +602,6 @@ def _inside(path: str, other: str) -> bool:
     (True, False, False)
     """
     return path != other and path.startswith(other.rstrip("/") + "/")
-
-
-def _context_mounts(server: Candidate) -> list[tuple[str, str, str]]:
-    """(host directory, container directory, `-v` as written with where) of each bind mount of the interactive
-    container a launch runs in (a named volume has no host path, and is left out)."""
-    if server.context is None:
-        return []
-    found = []
-    for entry in server.context.run.entries:
-        for use in entry.uses:
-            value = use.value or ""
-            if canonical(use.option.name) != "--volume" or not value.startswith("/"):
-                continue
-            mount = parse_volume(value)
-            found.append((mount.source, mount.target, f"-v {value} ({server.context.simple.where()})"))
-    return found
 
 
 def _through(path: str, mounts: Sequence[tuple[str, str, str]]) -> tuple[str, str | None]:

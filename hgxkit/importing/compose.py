@@ -146,7 +146,8 @@ class Compose:
     def simples(self, documents: Sequence[Document]) -> list[Simple]:
         out = []
         for document in documents:
-            services = document.data["services"]
+            fragment = "services" not in document.data
+            services = document.data if fragment else document.data["services"]
             names = [n for n in services if n not in (LINE, LINES)]
             starts = [services[LINES].get(n, document.first) for n in names]
             for index, (name, line) in enumerate(zip(names, starts, strict=True)):
@@ -167,6 +168,7 @@ class Compose:
                     continue
                 try:
                     words, notes = _Service(document, name, service).run_words()
+                    notes += [FRAGMENT_NOTE] if fragment else []
                 except (InputError, *SHAPE_ERRORS) as err:  # this service cannot be imported; another may be
                     error = as_input_error(err, document.where(line), f"service {name}")
                     out.append(refused(document, "compose", error, first, last))
@@ -177,6 +179,35 @@ class Compose:
 
 
 COMPOSE = Compose()
+
+
+class ComposeFragment(Compose):
+    """A compose file's services pasted without their `services:` key; offered a document after every other format,
+    so a format's own file that looks like one (a chart's values) stays that format's."""
+
+    def claims_document(self, data: Any) -> bool:
+        return isinstance(data, dict) and "services" not in data and services_fragment(data)
+
+
+COMPOSE_FRAGMENT = ComposeFragment()
+
+
+FRAGMENT_NOTE = "a compose file's services with no `services:` key above them: read as that file's services"
+
+
+def services_fragment(data: dict) -> bool:
+    """True for a compose file's services pasted without their `services:` key (a fence of indented services): a
+    mapping whose every entry is a mapping with an `image` or `build`, one of them with a key only a compose service
+    has (`container_name`, `ports`, `volumes`, `ipc`, …)."""
+    entries = [value for key, value in data.items() if key not in (LINE, LINES)]
+    return (
+        bool(entries)
+        and all(isinstance(e, dict) and ("image" in e or "build" in e) for e in entries)
+        and any(key in _FRAGMENT_SIGNS for e in entries for key in e)
+    )
+
+
+_FRAGMENT_SIGNS = {"container_name", "ports", "volumes", "ipc", "shm_size", "deploy", "runtime", "networks", "restart"}
 
 
 def _serving(service: dict) -> bool:

@@ -135,6 +135,10 @@ def yaml_regions(post: PostFile) -> list[Region]:
     return sorted(regions + _unfenced_yaml(post), key=lambda r: r.first)
 
 
+# A key at the margin over indented lines, one of them an `image:` (compose services pasted without `services:`).
+_SERVICES_FRAGMENT = re.compile(
+    r"^[A-Za-z_][\w.-]*:[ \t]*(?:#.*)?\n(?:[ \t]*(?:#.*)?\n|[ \t]+\S.*\n)*?[ \t]+image:[ \t]*\S", re.M
+)
 _COMPOSE_TOP = re.compile(r"^services[ \t]*:[ \t]*(?:#.*)?$")
 _SERVICE_IMAGE = re.compile(r"^[ \t]+(?:image|build)[ \t]*:", re.MULTILINE)
 _DSTACK_TOP = re.compile(r"^type[ \t]*:[ \t]*(?:service|task)[ \t]*(?:#.*)?$")
@@ -212,7 +216,7 @@ def _fence_region(lines: Sequence[str], body: list[int], language: str, span: tu
     if last < first:
         return None
     text = textwrap.dedent("\n".join(lines[first : last + 1]))
-    if not (language in ("yaml", "yml") or _SNIFF.search(text)):
+    if not (language in ("yaml", "yml") or _SNIFF.search(text) or _SERVICES_FRAGMENT.search(text)):
         return None
     return Region(first + 1, last + 1, text, False, span)
 

@@ -29,11 +29,11 @@ from hgxkit.errors import InputError
 from hgxkit.importing.commands import PLACEHOLDER
 
 # Values a post leaves for the reader to fill in: `YOUR_MODEL`, `/path/to/model` (a `$YOUR_…` is a variable),
-# `{your model directory}` or a format string's field (`{path_to_model}`, `{node0_ip}:5000`: a shell passes braces
-# around one name as they are, and neither `${NAME}` nor a template's `{{ … }}` is one); a run of x standing for a
-# value the poster hid (`--host xxxxxxx`, `x.x.x.x`).
+# `{your model directory}` or a format string's field (`{path_to_model}`, `{node0_ip}:5000`, `{trained/model/path}`:
+# a shell passes braces around one name as they are, and neither `${NAME}` nor a template's `{{ … }}` is one); a run
+# of x standing for a value the poster hid (`--host xxxxxxx`, `x.x.x.x`).
 BRACED = re.compile(
-    r"(?<![$\w{])\{(?:(?:[Yy]our|YOUR|[Mm]y)\b[^{}\n\"']{0,60}|[A-Za-z][A-Za-z0-9]*(?:_[A-Za-z0-9]+)*)\}(?!\})"
+    r"(?<![$\w{])\{(?:(?:[Yy]our|YOUR|[Mm]y)\b[^{}\n\"']{0,60}|[A-Za-z][A-Za-z0-9]*(?:[_/-][A-Za-z0-9]+)*)\}(?!\})"
 )
 FILL_IN = re.compile(
     r"(?<![\w${])YOUR_\w+|(?<![\w.])/path/to/[^\s:,\"']*|(?<![\w.-])(?:x{4,}|X{4,}|x\.x\.x\.x)(?![\w.-])"

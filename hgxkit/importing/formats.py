@@ -27,7 +27,7 @@ from typing import Protocol
 from hgxkit.importing.bare_launch import BARE_LAUNCH
 from hgxkit.importing.benchmarks import BENCH_COMMANDS
 from hgxkit.importing.commands import Simple
-from hgxkit.importing.compose import COMPOSE
+from hgxkit.importing.compose import COMPOSE, COMPOSE_FRAGMENT
 from hgxkit.importing.docker_run import DOCKER_IMAGES, DOCKER_RUN
 from hgxkit.importing.documents import DocumentFormat
 from hgxkit.importing.dstack import DSTACK
@@ -78,7 +78,7 @@ FORMATS: tuple[SourceFormat, ...] = (
     SLURM,
     RAY_START,
 )
-DOCUMENT_FORMATS: tuple[DocumentFormat, ...] = (COMPOSE, KUBERNETES, SKYPILOT, DSTACK, HELM_VALUES)
+DOCUMENT_FORMATS: tuple[DocumentFormat, ...] = (COMPOSE, KUBERNETES, SKYPILOT, DSTACK, HELM_VALUES, COMPOSE_FRAGMENT)
 SCRIPT_FORMATS: tuple[ScriptFormat, ...] = (SUBSTITUTED, SLURM)
 
 

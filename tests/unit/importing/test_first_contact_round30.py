@@ -1,0 +1,69 @@
+"""Classes of import failure found by reading held-out posts 393-400 first (round 30): a launch typed into an
+interactive container after `pip install`s in it imported at exit 0 on the bare image, its `--ulimit`s dropped
+(395); a format string's field with slashes (`{trained/model/path}`) taken for a local path (394)."""
+
+from __future__ import annotations
+
+from test_first_contact_round5 import _import, _refusal
+
+SHELL = (
+    "docker run --rm -it --ulimit memlock=-1 --shm-size 16g -e A=1 {extra}--gpus=all vllm/vllm-openai:v0.10.1.1 bash\n"
+)
+LAUNCH = "vllm serve org/m --tensor-parallel-size 4\n"
+
+
+def test_an_install_inside_the_launch_s_container_is_refused_by_name() -> None:
+    message = _refusal(SHELL.format(extra="") + "pip install flash-attn\n" + LAUNCH)
+    assert "the post installs software into the container started at post.sh:1" in message
+    assert "`pip install flash-attn` (post.sh:2)" in message and "--image REF" in message
+
+
+def test_with_an_image_given_the_install_is_a_note() -> None:
+    outcome = _import(SHELL.format(extra="") + "pip install flash-attn\n" + LAUNCH, image="acme/vllm:glm")
+    assert outcome.recipe.image.reference == "acme/vllm:glm"
+    assert any("is taken to hold what the post installs (`pip install flash-attn`" in n for n in outcome.notes)
+
+
+def test_the_container_s_limits_and_environment_are_carried_and_its_other_options_named() -> None:
+    outcome = _import(SHELL.format(extra="-v /:/work --privileged ") + LAUNCH)
+    words = outcome.recipe.docker.words()
+    assert "--ulimit" in words and "memlock=-1" in words and "16g" in " ".join(words)
+    assert "A=1" in " ".join(words)
+    assert "/:/work" not in " ".join(words) and "--privileged" not in words
+    assert any("also has -v /:/work, --privileged; not carried" in n for n in outcome.notes)
+
+
+def test_a_command_that_only_reads_installed_packages_is_no_install() -> None:
+    outcome = _import(SHELL.format(extra="") + "pip list\n" + LAUNCH)
+    assert outcome.recipe.image.reference == "vllm/vllm-openai:v0.10.1.1"
+
+
+def test_a_format_field_with_slashes_is_a_placeholder() -> None:
+    message = _refusal("python3 -m sglang.launch_server --model-path {trained/model/path} --tp 2\n")
+    assert "{trained/model/path} is a placeholder" in message
+
+
+FRAGMENT = """My services:
+```
+  vllm-a:
+    image: vllm/vllm-openai:v0.33.0
+    ipc: host
+    command: ["--model", "org/m", "--tensor-parallel-size", "2"]
+    deploy:
+      resources:
+        reservations:
+          devices: [{driver: nvidia, count: all, capabilities: [gpu]}]
+```
+"""
+
+
+def test_compose_services_pasted_without_their_services_key_are_read() -> None:
+    outcome = _import(FRAGMENT, "post.md")
+    assert outcome.recipe.server.flag("--tensor-parallel-size") == "2"
+    assert any("with no `services:` key above them" in note for note in outcome.notes)
+
+
+def test_a_mapping_of_images_with_no_compose_key_is_not_taken_for_services() -> None:
+    post = "```\nsettings:\n  image: vllm/vllm-openai:v0.33.0\n  replicas: 2\n```\nvllm serve org/m\n"
+    outcome = _import(post, "post.md")
+    assert not any("with no `services:` key above them" in note for note in outcome.notes)
