@@ -23,6 +23,7 @@ Example:
 
 from __future__ import annotations
 
+import itertools
 import posixpath
 import re
 from dataclasses import replace
@@ -33,6 +34,7 @@ from hgxkit.importing.commands import Simple, exec_command, unsupported_program
 from hgxkit.importing.outcome import ImportOutcome, LineAccount, finish
 from hgxkit.importing.reading import Candidate, Container, Reading
 from hgxkit.importing.substitutions import substituted_word
+from hgxkit.importing.variables import Scope
 from hgxkit.importing.vllm_multinode import ray_container, rendered_head
 from hgxkit.kinds import (
     DEFAULT_KIND,
@@ -479,10 +481,12 @@ class DockerImages:
             reading.pulled.append((image, simple.where(), above))
             reading.said(simple, "read", f"`docker pull {image}` (the post's image for a bare launch)")
         elif simple.kind == "docker-build":
-            for flag, tag in zip(simple.texts, simple.texts[1:], strict=False):
+            scope = Scope.before(reading.simples, simple)  # `-t $REPO:$TAG`: the tag the post's variables give
+            texts = [scope.resolve(text, where=simple.where())[0] for text in simple.texts]
+            for flag, tag in itertools.pairwise(texts):
                 if flag in ("-t", "--tag"):
                     reading.built[tag] = simple.where()
-            for word in simple.texts:
+            for word in texts:
                 if word.startswith(("-t=", "--tag=")):
                     reading.built[word.split("=", 1)[1]] = simple.where()
             reading.said(simple, "skipped", "`docker build` (an image built from a local checkout)")

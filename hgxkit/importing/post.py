@@ -25,6 +25,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import PurePath
 
 from hgxkit.errors import InputError
+from hgxkit.importing.makefile import make_lines
 from hgxkit.importing.python_strings import launches_in_python
 from hgxkit.importing.systemd_unit import unit_lines
 from hgxkit.kinds import KINDS, kind_programs
@@ -306,6 +307,8 @@ class _Cleaner:
         self.notes += [(line, _MARKDOWN_DIFF_NOTE) for line in opened]
         self.lines, units = unit_lines(self.lines)
         self.notes += units
+        self.lines, made = make_lines(self.lines)
+        self.notes += made
         self.lines, continued = _powershell_continuations(self.lines)
         self.notes += [(line, _POWERSHELL_NOTE) for line in continued[:1]]
         clean: list[str] = []

@@ -1,10 +1,13 @@
-"""A systemd unit in a post (`[Service]` with `ExecStart=`), read as the shell lines it runs.
+"""A systemd unit (`[Service]` with `ExecStart=`) or a supervisord program (`[program:NAME]` with `command=`) in a
+post, read as the shell lines it runs.
 
 A unit that starts a server (`ExecStart=/root/env/bin/vllm serve …`, or `ExecStart=/usr/bin/docker run …`) is
 the same setup as those lines in a shell: `Environment=` assignments are exports, `WorkingDirectory=` a `cd`,
 `ExecStart=` the command run by `exec` (its `-`, `@`, `+`, `!` prefixes dropped) with its continuation lines.
 Every other line of the unit (section headers, `Description=`, `Restart=`, `ExecStartPre=`, `EnvironmentFile=`) is
-blanked and set aside. Columns stay where the post has them, so a refusal's line and column are the post's.
+blanked and set aside. A supervisord program is read the same way: `command=` the command, `environment=`
+(`A="1",B="2"`) exports, `directory=` a `cd`, its other keys (`autostart=`, `stdout_logfile=`, …) set aside.
+Columns stay where the post has them, so a refusal's line and column are the post's.
 
 Example:
     >>> lines, notes = unit_lines(("[Service]", 'Environment="A=1"', "ExecStart=/env/bin/vllm serve org/m"))
@@ -22,16 +25,24 @@ NOTE = (
     "a systemd unit: read as the shell lines it runs (Environment= as exports, WorkingDirectory= as cd, ExecStart= "
     "as the command); its other keys set aside"
 )
-_SECTION = re.compile(r"^\s*\[(?:Unit|Service|Install)\]\s*$")
-_KEY = re.compile(r"^(\s*)([A-Za-z][A-Za-z0-9]*)=")
-# What each key becomes, padded to the key's width so columns stay: `Environment=` -> `export      `.
+SUPERVISOR_NOTE = (
+    "a supervisord program: read as the shell lines it runs (environment= as exports, directory= as cd, command= "
+    "as the command); its other keys set aside"
+)
+_SECTION = re.compile(r"^\s*\[(?:Unit|Service|Install|program:[^\]]+)\]\s*$")
+_KEY = re.compile(r"^(\s*)([A-Za-z][A-Za-z0-9_]*)[ \t]*=")
 _DOCKER_PATH = re.compile(r"^\s*/(?:[\w.-]+/)*docker(?=\s)")
-_AS_SHELL = {"Environment": "export", "WorkingDirectory": "cd", "ExecStart": "exec"}
+# What each key becomes, padded to the key's width so columns stay: `Environment=` -> `export      `; the key
+# that holds the command; the section that makes a file of that kind; its note.
+_SYSTEMD = ({"Environment": "export", "WorkingDirectory": "cd", "ExecStart": "exec"}, "ExecStart", NOTE)
+_SUPERVISOR = ({"environment": "export", "directory": "cd", "command": "exec"}, "command", SUPERVISOR_NOTE)
+# supervisord's `environment=A="1",B="2"`: the commas between pairs, which a shell's `export` reads as spaces.
+_PAIR_COMMA = re.compile(r",(?=\s*[A-Za-z_]\w*=)")
 
 
 def unit_lines(lines: tuple[str, ...]) -> tuple[tuple[str, ...], list[tuple[int, str]]]:
-    """`lines` with each systemd unit that has `[Service]` and `ExecStart=` written as its shell lines, and a note
-    at each unit's first line."""
+    """`lines` with each systemd unit that has `[Service]` and `ExecStart=`, and each supervisord program with
+    `command=`, written as its shell lines, and a note at each one's first line."""
     out, notes = list(lines), []
     index = 0
     while index < len(lines):
@@ -40,11 +51,33 @@ def unit_lines(lines: tuple[str, ...]) -> tuple[tuple[str, ...], list[tuple[int,
             continue
         end = _unit_end(lines, index)
         unit = lines[index:end]
-        if any(line.strip() == "[Service]" for line in unit) and any(_key(line) == "ExecStart" for line in unit):
-            out[index:end] = _as_shell(unit)
-            notes.append((index + 1, NOTE))
+        supervisor = any(line.strip().startswith("[program:") for line in unit)
+        shape = _SUPERVISOR if supervisor else _SYSTEMD
+        keys, command, note = shape
+        if (supervisor or any(line.strip() == "[Service]" for line in unit)) and any(
+            _key(line) == command for line in unit
+        ):
+            out[index:end] = _settings_first(_as_shell(unit, keys, command), keys[command])
+            notes.append((index + 1, note))
         index = end
     return tuple(out), notes
+
+
+def _settings_first(shell: list[str], run: str) -> list[str]:
+    """`shell` (a unit's lines as shell lines) with each export or cd written after the command moved into a blank
+    line above it: the unit sets them whatever their order, a shell only for what follows."""
+    starts = [i for i, line in enumerate(shell) if line.lstrip().startswith(run + " ")]
+    if not starts:
+        return shell
+    end = starts[0]
+    while end + 1 < len(shell) and shell[end].rstrip().endswith("\\"):
+        end += 1
+    free = [i for i in range(starts[0]) if not shell[i].strip()]
+    out = list(shell)
+    for i in range(end + 1, len(shell)):
+        if free and re.match(r"\s*(?:export|cd)\s", shell[i]):
+            out[free.pop(0)], out[i] = shell[i], " " * len(shell[i])
+    return out
 
 
 def _key(line: str) -> str | None:
@@ -67,7 +100,7 @@ def _unit_end(lines: tuple[str, ...], start: int) -> int:
     return index
 
 
-def _as_shell(unit: tuple[str, ...]) -> list[str]:
+def _as_shell(unit: tuple[str, ...], keys: dict[str, str], command: str) -> list[str]:
     out, keep = [], False
     for line in unit:
         if keep:  # a continuation of the command
@@ -75,18 +108,21 @@ def _as_shell(unit: tuple[str, ...]) -> list[str]:
         else:
             match = _KEY.match(line)
             key = match.group(2) if match else None
-            if match and key in _AS_SHELL:
+            if match and key in keys:
                 start, end = match.start(2), match.end()
                 value = line[end:]
                 if key == "ExecStart":
                     stripped = value.lstrip("-@+!:")
                     value = " " * (len(value) - len(stripped)) + stripped
+                if key == command:
                     # systemd wants an absolute path (`/usr/bin/docker run …`): the docker CLI as a post names it
                     value = _DOCKER_PATH.sub(lambda m: " " * (len(m.group()) - 6) + "docker", value, count=1)
-                word = _AS_SHELL[key]
+                if key == "environment":
+                    value = _PAIR_COMMA.sub(" ", value)
+                word = keys[key]
                 out.append(line[:start] + word + " " * (end - start - len(word)) + value)
             else:
                 out.append(line if line.strip().startswith("#") else " " * len(line))
-            keep = key == "ExecStart"
+            keep = key == command
         keep = keep and line.rstrip().endswith("\\")
     return out

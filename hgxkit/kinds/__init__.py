@@ -176,6 +176,18 @@ UNSUPPORTED = (
         (r"\blightllm\.server\b", r"\bmodeltc/lightllm\b"),
     ),
     UnsupportedKind(
+        "mini-sglang",
+        "Mini-SGLang",
+        (),
+        (("python3", "-m", "minisgl"),),
+        (r"\bminisgl\b", r"\bmini-sglang\b"),
+        remedy=(
+            "Mini-SGLang (python -m minisgl) is a small separate server with its own flags, not SGLang's "
+            "launch_server; import SGLang's own command (python -m sglang.launch_server) with the same model and "
+            "--tp"
+        ),
+    ),
+    UnsupportedKind(
         "triton", "Triton Inference Server", ("nvcr.io/nvidia/tritonserver",), (("tritonserver",),), (r"tritonserver",)
     ),
     UnsupportedKind(

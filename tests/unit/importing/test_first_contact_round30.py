@@ -67,3 +67,39 @@ def test_a_mapping_of_images_with_no_compose_key_is_not_taken_for_services() -> 
     post = "```\nsettings:\n  image: vllm/vllm-openai:v0.33.0\n  replicas: 2\n```\nvllm serve org/m\n"
     outcome = _import(post, "post.md")
     assert not any("with no `services:` key above them" in note for note in outcome.notes)
+
+
+def test_a_makefile_s_variables_are_read_as_the_shell_s() -> None:
+    post = (
+        "REPO := acme/sglang\nVERSION := v1\n\nbuild:\n\tdocker build -t $(REPO):$(VERSION) .\n\n"
+        "run:\n\tdocker run --gpus all $(REPO):$(VERSION) \\\n\tpython3 -m sglang.launch_server --model-path org/m\n"
+    )
+    message = _refusal(post, "Makefile")
+    assert "the image acme/sglang:v1 is built by `docker build` (Makefile:5)" in message
+
+
+def test_a_makefile_s_image_it_does_not_build_is_imported_with_a_note() -> None:
+    post = "IMAGE ?= lmsysorg/sglang:v0.5.4\n\nrun:\n\tdocker run --gpus all $(IMAGE) python3 -m sglang.launch_server --model-path org/m\n"
+    outcome = _import(post, "Makefile")
+    assert outcome.recipe.image.reference == "lmsysorg/sglang:v0.5.4"
+    assert any(note.endswith("its targets' recipes as shell lines") for note in outcome.notes)
+
+
+def test_a_supervisord_program_s_command_is_the_launch() -> None:
+    post = (
+        '[program:llm]\ncommand=vllm serve org/m --limit-mm-per-prompt "{\\"images\\": 4}"\n'
+        'environment=A="1",B="2"\nautostart=true\nstdout_logfile=/tmp/x.log\n'
+    )
+    outcome = _import(post, "llm.conf")
+    assert outcome.recipe.server.flag("--limit-mm-per-prompt") == '{"images": 4}'
+    assert {"A=1", "B=2"} <= set(outcome.recipe.docker.words())
+    assert any("a supervisord program: read as" in note for note in outcome.notes)
+
+
+def test_mini_sglang_is_named() -> None:
+    assert "Mini-SGLang (mini-sglang) is not supported" in _refusal("python -m minisgl --model org/m --tp 4\n")
+
+
+def test_a_unit_s_environment_after_its_command_still_reaches_the_server() -> None:
+    post = "[Unit]\nDescription=llm\n[Service]\nExecStart=/opt/v/bin/vllm serve org/m\nEnvironment=A=1\n"
+    assert "A=1" in _import(post, "llm.service").recipe.docker.words()
