@@ -4,7 +4,8 @@ The phases, each timed:
 
     benchmark client   SGLang's real benchmark client in the host's store, once per host (`hgxkit sim client
                        install --client sglang`), side by side with the image build
-    image build        the node image, the simulated apt repositories, the Hub store, the SGLang stand-in
+    image build        the node image, the simulated apt repositories and the Hub store, and beside them the
+                       SGLang stand-in's image
     node start         `hgxkit sim up --nodes 1 --memory-gib 3072` until systemd booted and SSH answers
     pyinfra plan       `pyinfra -y inventories/sim.py deploys/dspark.py` connects, reads facts, plans (and preflight)
     bring-up           driver + fabric manager (with the reboot), Docker, container toolkit, GPU health
@@ -290,11 +291,18 @@ def run(options: DemoOptions, say: Say = print) -> int:
 
     client = nodes.client()
 
-    def build() -> None:
+    def node_side() -> None:
         image.ensure_node_image(client)
         aptrepo.build_repo(state_dir() / "repos")
         hubrepos.build_hub_store(state_dir() / "hub")
-        serving_node.prepare(client)
+
+    def build() -> None:
+        # The node image and the SGLang stand-in's are two mmdebstrap bases that share nothing: built at once,
+        # each on a Docker client of its own; a failure is raised once both have ended.
+        with ThreadPoolExecutor(max_workers=2) as pool:
+            futures = [pool.submit(node_side), pool.submit(serving_node.prepare, nodes.client())]
+        for future in futures:
+            future.result()
 
     spent.update(side_by_side({"benchmark client": lambda: client_store_ready(say), "image build": build}, say, begun))
     timed("node start", lambda: nodes.up(1, memory_gib=options.memory_gib, cluster=options.cluster))
