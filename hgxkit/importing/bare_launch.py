@@ -33,6 +33,7 @@ from collections.abc import Mapping, Sequence
 from hgxkit.errors import InputError
 from hgxkit.importing.commands import Simple
 from hgxkit.importing.container_context import context_mounts, context_options, installs
+from hgxkit.importing.dockerfile import ENV_NOTE
 from hgxkit.importing.pd_join import side_flags
 from hgxkit.importing.reading import Candidate, Reading
 from hgxkit.importing.variables import Scope
@@ -88,8 +89,18 @@ def bare_run(
     scope = Scope.before(reading.simples, simple)
     _refuse_unexported(scope, simple)
     _refuse_computed_exports(scope, simple)
-    environment = {name: d.value for name, d in scope.exported().items()}
-    prefix = [f"{name}={value}" for name, value in simple.assignments.items()]
+    host = server.context is None  # a launch in the post's own container reads that container's paths
+    from_image = {n for n, text in simple.command.post.notes if text == ENV_NOTE}  # a Dockerfile's ENV lines
+    environment = {
+        name: d.value
+        for name, d in scope.exported().items()
+        if not (host and d.line not in from_image and _host_cache(name, d.value, simple.where(), notes))
+    }
+    prefix = [
+        f"{name}={value}"
+        for name, value in simple.assignments.items()
+        if not (host and _host_cache(name, value, simple.where(), notes))
+    ]
     directory, cd_where = directory_before(reading.simples, simple)
     words = based_files(words, KINDS[kind], directory, cd_where, simple.where(), notes)
     run, more = docker_run_for(
@@ -104,6 +115,19 @@ def bare_run(
     )
     notes += more
     return run, kind
+
+
+def _host_cache(name: str, value: str, where: str, notes: list[str]) -> bool:
+    """True (with a note) for a variable naming a cache folder of the host (`HF_HOME=$HOME/.cache/hf`), which the
+    container does not have: left out of its environment."""
+    if name not in _HOST_CACHES or not shell_value(value).startswith(("/", "~", "$")):
+        return False
+    notes.append(
+        f"{where}: {name}={shell_value(value)} from the shell is left out: it names a cache folder of the host, "
+        "which the container does not have (the model is placed by hgxkit and mounted; the image keeps its own "
+        "caches)"
+    )
+    return True
 
 
 def based_files(
@@ -385,7 +409,9 @@ def docker_run_for(
     size = _size(args, kind)
     if not devices and nodes <= 1 and size and size < HGX_GPUS:
         notes.append(f"{where}: the server uses {size} of them (tp x pp x dp), the first {size}, the rest left idle")
-    interfaces = host_interface_settings((name, shell_value(value)) for name, value in env.items())
+    interfaces = host_interface_settings(
+        ((name, shell_value(value)) for name, value in env.items()), spanning=_nodes(args, kind) > 1
+    )
     if nodes <= 1 and interfaces:
         # NCCL/Gloo told to use a host interface: that interface exists only on the host's network.
         options.append("--network=host")
@@ -461,6 +487,24 @@ _HOST_INSTALL = frozenset(
         "CUDA_HOME",
         "CUDA_PATH",
         "HOME",
+    }
+)
+# Where the host keeps its caches (a Slurm job's `export HF_HOME=/scratch/$USER/hf`): a host folder by its path.
+_HOST_CACHES = frozenset(
+    {
+        "HF_HOME",
+        "HF_HUB_CACHE",
+        "HUGGINGFACE_HUB_CACHE",
+        "TRANSFORMERS_CACHE",
+        "HF_DATASETS_CACHE",
+        "XDG_CACHE_HOME",
+        "VLLM_CACHE_ROOT",
+        "VLLM_CONFIG_ROOT",
+        "TORCH_HOME",
+        "TRITON_CACHE_DIR",
+        "TORCHINDUCTOR_CACHE_DIR",
+        "FLASHINFER_WORKSPACE_BASE",
+        "TMPDIR",
     }
 )
 

@@ -27,6 +27,7 @@ import shlex
 from hgxkit.errors import InputError
 from hgxkit.kinds import KINDS, image_matches
 
+ENV_NOTE = "ENV read as an `export` (the container's environment)"
 # Instructions that start a container of the FROM image as it is, or only describe it.
 _KEPT = frozenset(
     {"FROM", "ENV", "ENTRYPOINT", "CMD", "EXPOSE", "LABEL", "ARG", "WORKDIR", "STOPSIGNAL", "HEALTHCHECK"}
@@ -68,7 +69,7 @@ def as_shell(name: str, text: str) -> tuple[str, list[tuple[int, str]]]:
             notes.append((first, f"FROM {value.split()[0]}: the image the Dockerfile's entrypoint runs in"))
         elif keyword == "ENV":
             lines[first - 1] = " ".join(["export", _env(value)])  # the ENV words as written, read by the import
-            notes.append((first, "ENV read as an `export` (the container's environment)"))
+            notes.append((first, ENV_NOTE))
         elif served is not None and command is not None and (first, keyword) == command[:2]:
             lines[first - 1 : last] = [f"{shlex.join(served)} {_exec(value)}"] + [""] * (last - first)
             notes.append((first, f"CMD read as the arguments of the FROM image's entrypoint, `{' '.join(served)}`"))

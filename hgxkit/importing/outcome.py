@@ -183,7 +183,8 @@ def finish(
             f'node refuses it unless allow_docker_options lists "{danger.name}"'
         )
     if recipe.docker.last("--network") != "host":
-        for name, value in host_interface_settings((e.name, e.value) for e in recipe.docker.env()):
+        env = ((e.name, e.value) for e in recipe.docker.env())
+        for name, value in host_interface_settings(env, spanning=recipe.node_count() > 1):
             notes.append(
                 f"{source}: -e {name}={value} names a host network interface the container (bridge network) does "
                 "not have; `recipe check` reports it as an error: add --network host or drop it"

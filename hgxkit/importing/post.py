@@ -690,6 +690,7 @@ def _export_tail(post: PostFile, command: Command, index: int) -> bool:
     words = [w.text for w in command.words]
     if words[:1] != ["export"] or not all(ASSIGNMENT_RE.match(w) for w in words[1:]):
         return False
+    text = "\n".join(post.clean)
     while index < len(post.clean):
         line = post.clean[index].strip()
         body = line[:-1].split() if line.endswith("\\") else line.split()
@@ -697,6 +698,8 @@ def _export_tail(post: PostFile, command: Command, index: int) -> bool:
             return True
         if not all(ASSIGNMENT_RE.match(w) for w in body):
             return False
+        if all(re.search(r"\$\{?" + w.split("=", 1)[0] + r"\b", text) for w in body):
+            return False  # the script's own variables, read as `$NAME` where they are used: no lost export
         if not line.endswith("\\"):
             return True
         index += 1

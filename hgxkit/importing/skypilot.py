@@ -10,8 +10,10 @@ compose file or manifest. Its keys become the container:
 - `envs` its environment (hgxkit's own `HGXKIT_*` provenance is read back as an export's `hgxkit.io/*` labels);
 - `secrets` names taken from the environment.
 
-A task without `image_id: docker:…` runs on the VM, its server installed by `setup`: it imports only in the
-image `--image` names (the run script's `conda activate`/PATH lines were the VM's and are set aside).
+A task without `image_id: docker:…` runs on the VM, its server installed by `setup`: it imports in the image
+`--image` names (the run script's `conda activate`/PATH lines were the VM's and are set aside), or, with no
+`image_id` and a setup that installs nothing or the engine alone (not a pinned release), in the engine's own image
+with a note, as a bare launch does.
 
 The `run` script is read line by line:
 - `set -e…` and `export CUDA_VISIBLE_DEVICES=…` are read;
@@ -66,6 +68,7 @@ from hgxkit.importing.documents import (
 from hgxkit.importing.model_placement import DEFAULT_MODELS_DIR
 from hgxkit.importing.provenance import PREFIX, exported_by_hgxkit
 from hgxkit.importing.reading import Reading
+from hgxkit.kinds import KINDS, python_program
 from hgxkit.recipe.nodes import HGX_GPUS
 from hgxkit.recipe.shellwords import split_words
 
@@ -222,9 +225,9 @@ class _Task:
         resources = data.get("resources") or {}
         if not isinstance(resources, dict):
             raise InputError(f"{self.where('resources')}: resources: one mapping is read (not a list of choices)")
-        image = self._image(resources)
-        line = self.at("resources")
         command, gpus = self._run()
+        image = self._image(resources, [t for t, _ in command])
+        line = self.at("resources")
         self._workdir([t for t, _ in command])
         top = self.document.first  # the task's head (its name, the export's comments) is the command's
         words: list[WordAt] = [("docker", top), ("run", top)]
@@ -297,9 +300,10 @@ class _Task:
                 "out: the server's command reads no relative path, so only the script's other commands use it"
             )
 
-    def _image(self, resources: dict) -> str:
-        """The container the server runs in: `image_id: docker:IMAGE`, else the one --image names (the task runs on
-        the VM, its server installed by `setup`)."""
+    def _image(self, resources: dict, command: list[str]) -> str:
+        """The container the server runs in: `image_id: docker:IMAGE`, else the one --image names, else (no image_id:
+        the task runs on the VM, its setup installing the engine alone or nothing) the engine's own image, as for a
+        bare launch; a VM image of its own (`ami-…`) or other installs are refused."""
         image = str(resources.get("image_id") or "")
         found = installs(self.data.get("setup"))
         if found and self.document.image is not None:
@@ -314,6 +318,14 @@ class _Task:
             )
         if image.startswith("docker:"):
             return image.removeprefix("docker:")
+        kind = next((k for k in KINDS.values() if k.launches(python_program(command))), None)
+        if not image and self.document.image is None and kind is not None and all(map(_engine_install, found)):
+            self.notes.append(
+                f"{self.where('resources')}: resources.image_id: not given (the task runs on the VM"
+                + (f", its setup installing the engine: {'; '.join(found)}" if found else "")
+                + f"); the server runs in {kind.name}'s image {kind.default_image} (give --image REF to choose)"
+            )
+            return kind.default_image
         if self.document.image is None:
             raise InputError(
                 f"{self.where('resources')}: resources.image_id: {image or 'not given'}: the task runs on the VM "
@@ -543,6 +555,35 @@ class _Task:
                 f"{where}:{number}: ${left.group(1)}: a SkyPilot variable hgxkit does not read; write its value"
             )
         return text
+
+
+# What an engine's image already holds: the engine and its kernels, and pip's own tools.
+_ENGINE_PACKAGE = re.compile(
+    r"^[\"']?(?:sglang|vllm|flashinfer[\w-]*|sgl[-_]kernel|pip|uv|setuptools|wheel|hf[-_]transfer|"
+    r"huggingface[-_]hub)(?:\[[\w,]+\])?(?:[=<>~!]=?[\w.*+-]+(?:,[=<>~!]=?[\w.*+-]+)*)?[\"']?$"
+)
+_INSTALLER_WORDS = {"pip", "pip3", "uv", "install", "-U", "--upgrade", "--pre", "-q", "--quiet", "--system"}
+_VALUED = {"--find-links", "-f", "--extra-index-url", "--index-url", "-i", "--torch-backend"}
+
+
+def _engine_install(line: str) -> bool:
+    """True for an install line of pip or uv that installs the engine alone (`pip install "sglang[all]>=0.4.5"`,
+    with `--find-links URL`), which the engine's image already holds; not for a release pinned (`vllm==0.6.3`),
+    which today's image is not."""
+    words = line.split()
+    if not words or words[0] not in ("pip", "pip3", "uv") or "install" not in words:
+        return False
+    at = 0
+    while at < len(words):
+        word = words[at]
+        if word in _VALUED:
+            at += 2
+            continue
+        named = word in _INSTALLER_WORDS or word.startswith(("--find-links=", "--extra-index-url="))
+        if not named and (not _ENGINE_PACKAGE.match(word) or "==" in word):  # a pinned release: not today's image
+            return False
+        at += 1
+    return True
 
 
 def installs(setup: Any) -> list[str]:

@@ -27,7 +27,7 @@ from dataclasses import dataclass, replace
 
 from hgxkit.errors import InputError
 from hgxkit.importing.commands import Simple, simple_index
-from hgxkit.recipe.shellwords import DEFAULT_EXPANSION_RE, EXPANDING_TILDE, dollar_segments
+from hgxkit.recipe.shellwords import DEFAULT_EXPANSION_RE, EXPANDING_TILDE, default_word, dollar_segments
 from hgxkit.secrets import is_secret_name
 
 _NAME = re.compile(r"^\$\{?([A-Za-z_][A-Za-z0-9_]*)\}?$")
@@ -83,7 +83,7 @@ class Scope:
 
     def defaults(self, word: str) -> list[tuple[str, str]]:
         """(NAME, word) of each `${NAME:-word}` in `word` whose default is taken (the post leaves NAME unset)."""
-        return [(m["name"], m["word"]) for m in DEFAULT_EXPANSION_RE.finditer(word) if self._defaulted(m)]
+        return [(m["name"], default_word(m)) for m in DEFAULT_EXPANSION_RE.finditer(word) if self._defaulted(m)]
 
     def resolve(self, word: str, *, where: str) -> tuple[str, list[str], list[str]]:
         """`word` with the `$NAME`s the post defines written out: (word, names used, names left to the host).
@@ -141,7 +141,7 @@ class Scope:
 
     def _chosen(self, match: re.Match[str]) -> str:
         """`${NAME:-word}` as the shell would expand it here: the default word, or `${NAME}`."""
-        return match["word"] if self._defaulted(match) else "${" + match["name"] + "}"
+        return default_word(match) if self._defaulted(match) else "${" + match["name"] + "}"
 
     def _usable(self, definition: Definition, where: str) -> None:
         root = definition.unusable or definition

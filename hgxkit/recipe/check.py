@@ -239,7 +239,9 @@ def _check_host_interfaces(recipe: Recipe) -> list[Problem]:
     the interface does not exist there, and NCCL or Gloo fails at init."""
     if recipe.docker.last("--network") == "host":
         return []
-    settings = host_interface_settings((e.name, e.value) for e in recipe.docker.env())
+    settings = host_interface_settings(
+        ((e.name, e.value) for e in recipe.docker.env()), spanning=recipe.node_count() > 1
+    )
     return [
         Problem(
             "host-interface",

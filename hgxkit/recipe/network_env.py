@@ -21,15 +21,24 @@ NETWORK_ENV = frozenset(
 )
 # What a bridge-network container has: its loopback and its one veth end (`eth0`).
 _BRIDGE_INTERFACES = re.compile(r"^=?(?:lo|eth\d*)$")
+# An RDMA device, with its port: `mlx5_0`, `mlx5_0:1`, `bnxt_re0`, `irdma1:1`.
+_RDMA_DEVICE = re.compile(r"^(?:mlx\d+_\d+|bnxt_re\d+|irdma\d+|efa_?\d+|hfi\d+_\d+|rdma\d+)(?::\d+)?$")
 
 
-def host_interface_settings(settings: Iterable[tuple[str, str | None]]) -> list[tuple[str, str]]:
-    """The (name, value) settings among `settings` that name a host interface a bridge container lacks."""
+def host_interface_settings(
+    settings: Iterable[tuple[str, str | None]], *, spanning: bool = True
+) -> list[tuple[str, str]]:
+    """The (name, value) settings among `settings` that name a host interface a bridge container lacks. A server
+    on one node (`spanning` False) reaches no other host, so RDMA devices (`NCCL_IB_HCA=mlx5_0`, a Slurm site's
+    settings for jobs over nodes) name nothing it uses: only interface names count there."""
     out = []
     for name, value in settings:
         if name not in NETWORK_ENV or not value or value.startswith("^") or "$" in value:
             continue
-        if all(_BRIDGE_INTERFACES.match(part.strip()) for part in value.split(",")):
+        parts = [part.strip() for part in value.split(",")]
+        if all(_BRIDGE_INTERFACES.match(part) for part in parts):
+            continue
+        if not spanning and all(_RDMA_DEVICE.match(part.lstrip("=")) for part in parts):
             continue
         out.append((name, value))
     return out

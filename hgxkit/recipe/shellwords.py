@@ -67,8 +67,20 @@ ALTERNATE_EXPANSION_RE = re.compile(
 )
 DEFAULT_EXPANSION_RE = re.compile(
     r"\$\{(?P<name>[A-Za-z_][A-Za-z0-9_]*)(?P<op>:?-)"
-    r"(?P<word>(?:[^{}$'\"\\`\s()|&;<>]|\$[A-Za-z_][A-Za-z0-9_]*|\$\{[A-Za-z_][A-Za-z0-9_]*\})*)\}"
+    r"(?P<word>(?:[^{}$'\"\\`\s()|&;<>]|\$[A-Za-z_][A-Za-z0-9_]*|\$\{[A-Za-z_][A-Za-z0-9_]*\}"
+    # a quoted piece of plain text (`${MODEL:-"org/m"}`), which the shell takes without its quotes
+    r"|\"[^\"$`\\\n{}]*\"|'[^'$\n{}]*')*)\}"
 )
+_QUOTED_PIECE = re.compile(r"\"([^\"]*)\"|'([^']*)'")
+
+
+def default_word(match: re.Match[str]) -> str:
+    """The word of a `DEFAULT_EXPANSION_RE` match as the shell gives it: its quoted pieces without their quotes.
+
+    >>> default_word(DEFAULT_EXPANSION_RE.match('${M:-"org/m"}'))
+    'org/m'
+    """
+    return _QUOTED_PIECE.sub(lambda m: m.group(1) if m.group(1) is not None else m.group(2), match["word"])
 
 
 @dataclass(frozen=True)

@@ -118,7 +118,8 @@ run: |
 
 
 def test_a_yaml_file_pasted_with_no_fence_is_read_as_the_format_it_is() -> None:
-    assert "resources.image_id: not given: the task runs on the VM" in _refusal(SKY, "post.txt")
+    # a task on the VM whose setup installs the engine alone runs in the engine's image, as a bare launch does
+    assert _import(SKY, "post.txt").recipe.image.reference == "vllm/vllm-openai:latest"
     outcome = _import(SKY, "post.txt", image="vllm/vllm-openai:v0.9.0")
     assert outcome.recipe.image.reference == "vllm/vllm-openai:v0.9.0"
     assert outcome.recipe.server.flag("--tensor-parallel-size") == "8"

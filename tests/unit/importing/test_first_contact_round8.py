@@ -132,9 +132,9 @@ run: |
 """
 
 
-def test_a_task_with_no_image_says_so_before_its_workdir() -> None:
-    message = _refusal(TASK.format(image="", extra=""), "task.yaml")
-    assert "resources.image_id: not given: the task runs on the VM" in message
+def test_a_task_with_a_vm_image_says_so_before_its_workdir() -> None:
+    message = _refusal(TASK.format(image="  image_id: ami-0123\n", extra=""), "task.yaml")
+    assert "resources.image_id: ami-0123: the task runs on the VM" in message
 
 
 def test_a_workdir_the_server_does_not_read_is_noted_and_left_out() -> None:

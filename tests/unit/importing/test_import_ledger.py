@@ -212,10 +212,17 @@ def test_a_bare_launch_naming_a_host_interface_gets_the_hosts_network() -> None:
 
 
 def test_a_posted_bridge_container_naming_a_host_interface_is_imported_as_written_with_a_note() -> None:
+    post = "docker run --gpus all -p 8000:8000 -e NCCL_SOCKET_IFNAME=bond0 vllm/vllm-openai:v0.9.0 --model org/m\n"
+    outcome = import_post([("p.md", post)])
+    assert outcome.recipe.docker.last("--network") is None
+    assert any("-e NCCL_SOCKET_IFNAME=bond0 names a host network interface" in n for n in outcome.notes)
+
+
+def test_a_one_node_container_naming_rdma_devices_gets_no_note() -> None:
     post = "docker run --gpus all -p 8000:8000 -e NCCL_IB_HCA=mlx5_0 vllm/vllm-openai:v0.9.0 --model org/m\n"
     outcome = import_post([("p.md", post)])
     assert outcome.recipe.docker.last("--network") is None
-    assert any("-e NCCL_IB_HCA=mlx5_0 names a host network interface" in n for n in outcome.notes)
+    assert not any("names a host network interface" in n for n in outcome.notes)
 
 
 # --- `docker run -itd` then `docker exec … LAUNCH` ---

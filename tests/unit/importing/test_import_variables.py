@@ -37,8 +37,8 @@ def test_a_value_set_from_another_variable_holds_its_value_when_set() -> None:
 
 
 def test_a_bare_launchs_environment_holds_the_expanded_values() -> None:
-    post = "export WORK=/scratch/me\nexport HF_HOME=$WORK/hf\nvllm serve org/m\n"
-    assert "-e HF_HOME=/scratch/me/hf" in options(imported(("p.sh", post), image=VLLM))
+    post = "export WORK=/scratch/me\nexport RUN_DIR=$WORK/run\nvllm serve org/m\n"
+    assert "-e RUN_DIR=/scratch/me/run" in options(imported(("p.sh", post), image=VLLM))
 
 
 @pytest.mark.parametrize(

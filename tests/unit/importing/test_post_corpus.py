@@ -151,6 +151,12 @@ VARIABLES = {
         "PORT": "8000",
         "HOST": "127.0.0.1",
     },
+    "409": {  # the job's `${NAME:-"default"}`s, which it leaves unset
+        "MODEL_PATH": "meta-llama/Meta-Llama-3-70B-Instruct",
+        "TENSOR_PARALLEL": "8",
+        "SERVER_PORT": "30000",
+        "MEM_FRACTION": "0.85",
+    },
 }
 # The directory a post's `cd` leaves: the docker client reads a relative --env-file there (a note of the import).
 BASED = {"104": "/opt/serve"}
@@ -177,7 +183,10 @@ SECRET_WORDS = {
 }
 TRAILING = {"044": r"\s*>log\.txt 2>&1 &\s*$"}  # 044 ends with a redirection and `&`: dropped with a note
 # Variables a bare launch's script exports above it: the container's environment, as a prefix's are.
-EXPORTED = {"238": {"CUDA_VISIBLE_DEVICES": "0,1,2,3,4,5,6,7", "NCCL_SHM_DISABLE": "1", "NCCL_IB_DISABLE": "1"}}
+EXPORTED = {
+    "238": {"CUDA_VISIBLE_DEVICES": "0,1,2,3,4,5,6,7", "NCCL_SHM_DISABLE": "1", "NCCL_IB_DISABLE": "1"},
+    "409": {"CUDA_VISIBLE_DEVICES": "0,1,2,3,4,5,6,7"},
+}
 # A Dockerfile's exec-form CMD on a server image: the words of the image's entrypoint's launch (239).
 CMD_EXEC = {"239": "vllm serve"}
 
