@@ -99,6 +99,7 @@ PROMPTS = {
     "381": r"^mike@euroeval:/project# ",
     "387": r"^`|`$",  # inline code over one line
     "404": r"^command=",  # a supervisord program: command= runs the rest
+    "417": r"^```|```$",  # inline code between triple backticks on one line
     "046": r"```,?",  # the command is written inline between ``` fences
     "091": r"`",  # the command is inline code
     "051": r"^> ",  # a quoted reply: every line starts with `> `
