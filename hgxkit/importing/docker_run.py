@@ -365,7 +365,10 @@ class DockerRun:
             # another accelerator's server; its shell container is read (`foreign_hardware` names it if nothing runs)
             reading.servers.append(Candidate(simple, "engine", engine.name))
             return
-        if role == "bench":
+        if role == "check":
+            shown = " ".join(words[:2])
+            reading.said(simple, "skipped", f"`docker run {run.image} {shown} …` (a one-off command in the image)")
+        elif role == "bench":
             client = client_of(python_program(words))
             assert client is not None
             reading.benches.append((simple, client, words))
@@ -615,7 +618,7 @@ def _past_image_entrypoint(run: ParsedRun, words: list[str], where: str) -> tupl
 
 
 def _container_role(run: ParsedRun, kind: str | None, where: str) -> tuple[str, list[str], list[str]]:
-    """What a `docker run` runs: (server | bench | shell | job | unknown, the container command, notes)."""
+    """What a `docker run` runs: (server | bench | check | shell | job | unknown, the container command, notes)."""
     words = list(run.command)
     entrypoint = _entrypoint(run)
     program = [shell_value(entrypoint), *words] if entrypoint else words
@@ -643,6 +646,8 @@ def _container_role(run: ParsedRun, kind: str | None, where: str) -> tuple[str, 
         return "bench", words, []
     if any(k.launches(program) for k in KINDS.values()):
         return "server", words, []
+    if program[:2] == ["python3", "-c"] or program[:1] == ["nvidia-smi"]:
+        return "check", words, []  # a one-off look inside the image (`python3 -c "import torch…"`)
     image_kind = kind or _image_kind(run.image)
     if image_kind is not None and (KINDS[image_kind].image_entrypoint or not words):
         return "server", words, []

@@ -41,6 +41,7 @@ _SIGNS: tuple[tuple[str, re.Pattern[str]], ...] = (
             r"|\bvault\.habana\.ai/\S*|\bhabana\.ai/gaudi\b|\bgaudi-docker\b|\bvllm-hpu\S*|\bDockerfile\.hpu\b"
         ),
     ),
+    ("SGLang-JAX, SGLang for Google TPUs", re.compile(r"\bsgl[_-]jax\b")),
     (
         "Google TPU",
         re.compile(

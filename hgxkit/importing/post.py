@@ -311,6 +311,8 @@ class _Cleaner:
         self.notes += made
         self.lines, continued = _powershell_continuations(self.lines)
         self.notes += [(line, _POWERSHELL_NOTE) for line in continued[:1]]
+        self.lines, continued = _powershell_continuations(self.lines, _CMD_END, "^")
+        self.notes += [(line, _CMD_NOTE) for line in continued[:1]]
         clean: list[str] = []
         in_fence = diff = False
         span_open = False
@@ -507,11 +509,17 @@ _MARKDOWN_DIFF_NOTE = (
 _POWERSHELL_NOTE = "PowerShell's line continuation (a backtick ending the line) read as a shell's backslash"
 # A line that ends in PowerShell's continuation: white space, then one backtick, and no other backtick on the line.
 _POWERSHELL_END = re.compile(r"^[^`]*\S[ \t]+`[ \t]*$")
+_CMD_NOTE = "cmd.exe's line continuation (a caret ending the line) read as a shell's backslash"
+# A line that ends in cmd.exe's continuation: white space, then one caret (`^lo,docker`, a value, has no space).
+_CMD_END = re.compile(r"^.*\S[ \t]+\^[ \t]*$")
 
 
-def _powershell_continuations(lines: tuple[str, ...]) -> tuple[tuple[str, ...], list[int]]:
-    """`lines` with each run of PowerShell continuations (`docker run … `` then indented lines) ending in a
-    backslash instead, where the run starts at a command and the next line goes on; the (1-based) lines changed.
+def _powershell_continuations(
+    lines: tuple[str, ...], end: re.Pattern[str] = _POWERSHELL_END, mark: str = "`"
+) -> tuple[tuple[str, ...], list[int]]:
+    """`lines` with each run of PowerShell continuations (`docker run … `` then indented lines; cmd.exe's `^` with
+    `end` and `mark`) ending in a backslash instead, where the run starts at a command and the next line goes on;
+    the (1-based) lines changed.
 
     >>> new, changed = _powershell_continuations(("docker run --gpus all `", "  -p 8000:8000 img", "prose `x`"))
     >>> new[0], changed
@@ -520,9 +528,9 @@ def _powershell_continuations(lines: tuple[str, ...]) -> tuple[tuple[str, ...], 
     out, changed, inside = list(lines), [], False
     for index, line in enumerate(lines):
         following = lines[index + 1] if index + 1 < len(lines) else ""
-        ends = _POWERSHELL_END.match(line) and following.strip() and not following.lstrip().startswith("`")
+        ends = end.match(line) and following.strip() and not following.lstrip().startswith(mark)
         if ends and (inside or is_command_start(line.strip())):
-            at = line.rindex("`")
+            at = line.rindex(mark)
             out[index] = line[:at] + "\\" + line[at + 1 :]
             changed.append(index + 1)
             inside = True

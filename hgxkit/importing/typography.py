@@ -36,6 +36,9 @@ SINGLE_SMART = "\u2018\u2019"
 _SPECIAL = re.compile(f"[{DASHES}{UNICODE_SPACES}{ZERO_WIDTH}{DOUBLE_SMART}{SINGLE_SMART}]")
 # A run of dashes that starts a word, then the option's name.
 _OPTION = re.compile(f"(?:(?<=^)|(?<=[\\s\"'`]))([-{DASHES}]+)(?=[A-Za-z])")
+# A comment in backticks among a continued command's lines (`` `# ===== part two =====` \\ ``): an inline comment
+# idiom, which a shell expands to nothing.
+_BACKTICK_COMMENT = re.compile(r"(?<!\S)`[ \t]*#[^`\n]*`(?=[ \t]*(?:\\[ \t]*)?$)", re.M)
 _COMMENTED_CONTINUATION = re.compile(r"\\([ \t]+)(#.*)$")
 
 
@@ -43,7 +46,7 @@ def normalise(name: str, text: str) -> tuple[str, list[tuple[int, str]]]:
     """`text` with its commands' typography undone, and (line, note) for each line changed; raise InputError
     naming the line for what could be read more than one way."""
     text, notes = option_per_line(name, text)
-    if not _SPECIAL.search(text) and "\\ " not in text:
+    if not _SPECIAL.search(text) and "\\ " not in text and not _BACKTICK_COMMENT.search(text):
         return text, notes
     # Again until nothing changes: a repaired continuation makes the next line part of its command, to be read too.
     for _ in range(MAX_PASSES):
@@ -147,6 +150,16 @@ def _line(name: str, number: int, line: str, clean: str, notes: list[tuple[int, 
     for note in changed:
         notes.append((number, note))
     line = head + shell[start:] + rest
+    commented = _BACKTICK_COMMENT.search(line)
+    if commented and commented.start() >= _shell_start(line):
+        notes.append(
+            (
+                number,
+                f"`{commented.group()[:40]}` read as nothing (a comment in backticks: a shell runs it as a command "
+                "substitution that prints nothing)",
+            )
+        )
+        line = line[: commented.start()] + " " * len(commented.group()) + line[commented.end() :]
     continued = _COMMENTED_CONTINUATION.search(line)
     if continued and continued.start() >= _shell_start(line):
         notes.append(

@@ -118,10 +118,12 @@ class ServerCommand:
 
     def model_slot(self) -> bool:
         """True when the command launches a server that takes its model as a positional argument and gives none
-        before its first flag: a bare word among the flags may still be that model."""
+        before its first flag nor by its model flag: a bare word among the flags may still be that model (where the
+        flag names it, such a word would replace it, so it is no slot)."""
         kind = self.server_kind
         launched = kind.positional_model and (not self.program or kind.launches(self.program))
-        return launched and bool(self.args) and is_flag(self.args[0][0])
+        named = any(use.name == kind.model_flag for use in self.uses())
+        return launched and bool(self.args) and is_flag(self.args[0][0]) and not named
 
     def flag(self, name: str) -> str | None:
         """The value of the last use of `name` (any alias), or None when absent or a switch."""

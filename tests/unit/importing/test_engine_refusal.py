@@ -320,6 +320,8 @@ def test_an_import_path_into_the_posts_own_code_is_refused_on_the_engines_image(
             "`--compilation-config` takes one value, but the shell splits this one into 2 words",
         ),
         (SGLANG, "lmsysorg/sglang:latest", "--port 8000 extra", "`--port` takes one value, so `extra` after `8000`"),
+        # vLLM takes a bare word as its positional model, which would replace the one --model names
+        (VLLM, "vllm/vllm-openai:latest", "--port 8000 org/other", "`--port` takes one value, so `org/other` after"),
     ],
 )
 def test_a_flag_given_a_value_count_its_nargs_refuses_is_refused(
@@ -342,7 +344,6 @@ def test_a_flag_given_a_value_count_its_nargs_refuses_is_refused(
         (VLLM, "vllm/vllm-openai:latest", "--middleware vllm.a.b --middleware vllm.c.d"),  # append, twice
         (VLLM, "vllm/vllm-openai:latest", "--compilation-config.mode 3"),  # a dotted key, vLLM's own reading
         (VLLM, "vllm/vllm-openai:latest", "--served-model-name a b"),  # nargs '+'
-        (VLLM, "vllm/vllm-openai:latest", "--port 8000 org/other"),  # a bare word vLLM takes as its positional model
     ],
 )
 def test_a_flag_given_a_value_count_its_nargs_takes_is_imported(template: str, image: str, flags: str) -> None:

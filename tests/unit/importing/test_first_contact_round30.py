@@ -103,3 +103,30 @@ def test_mini_sglang_is_named() -> None:
 def test_a_unit_s_environment_after_its_command_still_reaches_the_server() -> None:
     post = "[Unit]\nDescription=llm\n[Service]\nExecStart=/opt/v/bin/vllm serve org/m\nEnvironment=A=1\n"
     assert "A=1" in _import(post, "llm.service").recipe.docker.words()
+
+
+def test_a_stray_word_after_the_last_flag_is_refused_where_the_model_flag_names_the_model() -> None:
+    message = _refusal("vllm serve /srv/m --port 43383 启动的时候报错\n", image="vllm/vllm-openai:v0.33.0")
+    assert "`启动的时候报错` after `43383` is a positional argument" in message
+
+
+def test_cmd_exe_carets_are_continuations_and_a_python_check_container_is_no_server() -> None:
+    post = (
+        '```\ndocker run --rm --gpus all vllm/vllm-openai:latest python3 -c "import torch"\n```\n\n```\n'
+        "docker run --gpus all -p 8000:8000 ^\n  vllm/vllm-openai:v0.33.0 ^\n  --model org/m ^\n  --port 8000\n```\n"
+    )
+    outcome = _import(post, "post.md")
+    assert outcome.recipe.server.flag("--port") == "8000"
+    assert any("cmd.exe's line continuation" in note for note in outcome.notes)
+    assert any("a one-off command in the image" in r.what for r in outcome.report)
+
+
+def test_a_comment_in_backticks_inside_a_command_is_nothing() -> None:
+    post = "python3 -m sglang.launch_server --model-path org/m \\\n  `# ===== part two =====` \\\n  --tp 2\n"
+    outcome = _import(post)
+    assert outcome.recipe.server.flag("--tp") == "2"
+    assert any("read as nothing (a comment in backticks" in note for note in outcome.notes)
+
+
+def test_sglang_jax_is_named() -> None:
+    assert "sgl_jax is SGLang-JAX" in _refusal("python -m sgl_jax.launch_server --model-path org/m --tp-size 4\n")

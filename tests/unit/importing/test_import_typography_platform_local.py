@@ -66,7 +66,7 @@ def test_prose_keeps_its_dashes() -> None:
 
 @pytest.mark.parametrize("pair", ["\u201c\u201d", "\u201e\u201d", "\u2018\u2019"], ids=repr)
 def test_paired_smart_quotes_are_plain_quotes(pair: str) -> None:
-    post = f"docker run --gpus all -e {pair[0]}HF_TOKEN=x{pair[1]} vllm/vllm-openai:v0.33.0 --model org/M 'a'\n"
+    post = f"docker run --gpus all -e {pair[0]}HF_TOKEN=x{pair[1]} vllm/vllm-openai:v0.33.0 --model org/M --served-model-name 'a'\n"
     outcome = imported(post)
     assert any("smart quotes read as plain" in note for note in outcome.notes)
     assert "HF_TOKEN" in " ".join(outcome.recipe.docker.words())
