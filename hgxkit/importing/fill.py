@@ -37,6 +37,8 @@ BRACED = re.compile(
 )
 FILL_IN = re.compile(
     r"(?<![\w${])YOUR_\w+|(?<![\w.])/path/to/[^\s:,\"']*|(?<![\w.-])(?:x{4,}|X{4,}|x\.x\.x\.x)(?![\w.-])"
+    # a template's token a script replaces (`sed s/__MODEL__/…/`)
+    r"|(?<![\w$])__[A-Z][A-Z0-9_]*[A-Z0-9]__(?!\w)"
     # a path's folder left in brackets for the reader (`/[model dir]/Qwen3-32B`, `/[模型目录]/m`)
     r"|(?<=/)\[(?=[^\]]*[^\W\d_])[^\][\s/$\"',:]{1,40}\](?=/)"
 )

@@ -80,10 +80,16 @@ def _chart(data: Any) -> tuple[str, str, tuple[str, ...], str] | None:
     for chart in _CHARTS:
         if all(any(k in data for k in key.split("|")) for key in chart[2]):
             return chart
-    model = next((k for k in data if isinstance(k, str) and "model" in k.lower()), None)
-    if model is not None and (_asks_gpus(data.get("resources")) or "replicaCount" in data):
-        # Any other chart's values: a model key beside a pod's GPU request (or replica count), and no command.
-        return ("a chart hgxkit has no reader for", "CHART", (model, "resources"), model)
+    # Any other chart's values: a model key beside a pod's GPU request (or replica count), and no command; at the
+    # top, or one level down (`vllm: {model: …, resources: …}`, a chart that keeps its server's values under a key).
+    for parent, values in [
+        ("", data),
+        *((k, v) for k, v in data.items() if isinstance(k, str) and isinstance(v, dict)),
+    ]:
+        model = next((k for k in values if isinstance(k, str) and "model" in k.lower()), None)
+        if model is not None and (_asks_gpus(values.get("resources")) or "replicaCount" in values):
+            named = f"{parent}.{model}" if parent else model
+            return ("a chart hgxkit has no reader for", "CHART", (named, "resources"), parent or model)
     return None
 
 

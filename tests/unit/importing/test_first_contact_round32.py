@@ -66,3 +66,16 @@ def test_a_task_whose_setup_installs_the_engine_alone_runs_in_the_engine_s_image
 def test_a_task_whose_setup_installs_more_is_still_refused() -> None:
     message = _refusal(TASK.format(setup="pip install sglang flash-attn"), "task.yaml")
     assert "resources.image_id: not given: the task runs on the VM" in message
+
+
+def test_a_chart_s_values_kept_under_one_key_are_named_as_values() -> None:
+    post = (
+        "vllm:\n  image:\n    repository: ghcr.io/acme/vllm\n    tag: v1\n  model: org/m\n  extraArgs:\n"
+        '    - "--tensor-parallel-size=8"\n  resources:\n    limits:\n      nvidia.com/gpu: "8"\n'
+    )
+    message = _refusal(post, "values.yaml")
+    assert "a Helm values file of a chart hgxkit has no reader for (vllm.model, resources)" in message
+
+
+def test_a_template_s_token_is_a_placeholder() -> None:
+    assert "__MODEL__ is a placeholder" in _refusal("vllm serve __MODEL__ --port 8000\n")
