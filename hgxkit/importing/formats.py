@@ -38,6 +38,7 @@ from hgxkit.importing.reading import Reading
 from hgxkit.importing.skypilot import SKYPILOT
 from hgxkit.importing.slurm import SLURM
 from hgxkit.importing.substitutions import SUBSTITUTED
+from hgxkit.importing.truss import TRUSS
 from hgxkit.importing.vllm_multinode import RAY_START
 
 
@@ -74,11 +75,20 @@ FORMATS: tuple[SourceFormat, ...] = (
     KUBERNETES,
     SKYPILOT,
     DSTACK,
+    TRUSS,
     HELM_VALUES,
     SLURM,
     RAY_START,
 )
-DOCUMENT_FORMATS: tuple[DocumentFormat, ...] = (COMPOSE, KUBERNETES, SKYPILOT, DSTACK, HELM_VALUES, COMPOSE_FRAGMENT)
+DOCUMENT_FORMATS: tuple[DocumentFormat, ...] = (
+    COMPOSE,
+    KUBERNETES,
+    SKYPILOT,
+    DSTACK,
+    TRUSS,
+    HELM_VALUES,
+    COMPOSE_FRAGMENT,
+)
 SCRIPT_FORMATS: tuple[ScriptFormat, ...] = (SUBSTITUTED, SLURM)
 
 

@@ -82,6 +82,7 @@ from hgxkit.importing.platform import (
     shows_nvidia,
 )
 from hgxkit.importing.post import FENCE_RE, PostFile, find_commands, read_post
+from hgxkit.importing.program_apps import app_refusal
 from hgxkit.importing.reading import Candidate, Reading, sourced_before
 from hgxkit.importing.slurm import runs_under_slurm
 from hgxkit.importing.substitutions import owner_of, substituted_word
@@ -483,13 +484,9 @@ class _Importer:
                 "literals (a Python `subprocess` command), which the import does not run; give the command as the "
                 "shell runs it"
             )
-        ray = next(filter(None, (_ray_serve(post) for post in self.posts)), None)
-        if ray is not None:
-            return InputError(
-                f"{ray}: a Ray Serve application starts the engine from its Python code, not from a command the "
-                "post holds; hgxkit deploys SGLang and vLLM from their own commands: import the `vllm serve` or "
-                "`python -m sglang.launch_server` command instead"
-            )
+        app = next(filter(None, (app_refusal(post) for post in self.posts)), None)
+        if app is not None:
+            return InputError(app)
         fragment = next(filter(None, (_image_first(post) for post in self.posts)), None)
         if fragment is not None:
             return InputError(fragment)
@@ -1158,9 +1155,8 @@ def _engine_refusal(engine: Candidate, servers: list[Candidate]) -> InputError:
     other = _unsupported(engine)
     supported = "NVIDIA HGX-H200 nodes" if other.hardware else " and ".join(k.title for k in KINDS.values())
     also = [s for s in servers if s is not engine and s.role != "engine"]
-    tail = (
-        f"; the post also launches {len(also)} other server(s) ({', '.join(s.where() for s in also)})" if also else ""
-    )
+    picks = ", ".join(f"{s.number}: {s.where()}" for s in also)
+    tail = f"; the post also launches {len(also)} other server(s): import one with --pick N ({picks})" if also else ""
     if other.remedy:
         return InputError(f"{engine.where()}: {other.title} ({other.name}) is not supported yet: {other.remedy}{tail}")
     return InputError(
@@ -1262,17 +1258,6 @@ def _in_sentence(server: Candidate) -> bool:
     post, line = server.simple.command.post, server.simple.command.first
     prose = post.lines[line - 1].strip() != post.clean[line - 1].strip()
     return prose and server.simple.command.last == line
-
-
-# A Python line that takes Ray Serve in: `from ray import serve`, `from ray.serve.llm import LLMConfig`.
-_RAY_SERVE = re.compile(
-    r"^\s*(?:from\s+ray\s+import\s+(?:[\w, ]*\b)?serve\b|from\s+ray\.serve\S*\s+import\b|import\s+ray\.serve\b)"
-)
-
-
-def _ray_serve(post: PostFile) -> str | None:
-    """`FILE:LINE` of the line that imports Ray Serve in a post where nothing else serves; None where none does."""
-    return next((f"{post.name}:{n}" for n, line in enumerate(post.lines, 1) if _RAY_SERVE.match(line)), None)
 
 
 def _image_first(post: PostFile) -> str | None:

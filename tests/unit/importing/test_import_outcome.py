@@ -97,6 +97,7 @@ def test_a_new_format_joins_by_one_registry_line(monkeypatch: pytest.MonkeyPatch
         "Kubernetes manifest",
         "SkyPilot task",
         "dstack run configuration",
+        "Truss config",
         "Helm values file",
         "Slurm script",
         "Ray cluster",

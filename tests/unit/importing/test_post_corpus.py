@@ -416,7 +416,7 @@ BARE = [
     n
     for n in IMPORTED
     if n not in DOCKER_RUNS
-    and ENTRIES[n]["kinds"][0] not in ("compose", "kubernetes", "skypilot")
+    and ENTRIES[n]["kinds"][0] not in ("compose", "kubernetes", "skypilot", "truss")
     and "prefill-decode" not in ENTRIES[n]["kinds"]
     # a shown config file's keys become flags, which the posted words do not hold (test_import_config_file)
     and "config-file-shown" not in ENTRIES[n]["kinds"]

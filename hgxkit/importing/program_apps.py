@@ -1,0 +1,50 @@
+"""Deployments written as a program rather than a command: named where nothing in a post serves.
+
+A Ray Serve application, a Modal app and a Terraform container definition each start the engine from code the
+import does not run (Python that builds the command, HCL that a cloud's scheduler reads). Each is known by a line
+only it writes and refused by name, with the way out: the engine's own command.
+
+Example:
+    >>> from hgxkit.importing.post import read_post
+    >>> app_refusal(read_post("app.py", "import modal\\napp = modal.App('x')\\n")).split(": ", 1)[0]
+    'app.py:1'
+"""
+
+from __future__ import annotations
+
+import re
+
+from hgxkit.importing.post import PostFile
+
+_WAY_OUT = (
+    "hgxkit deploys SGLang and vLLM from their own commands: import the `vllm serve` or `python -m "
+    "sglang.launch_server` command instead"
+)
+# (a line only that kind of program writes, what it is)
+_APPS = (
+    (
+        # `from ray import serve`, `from ray.serve.llm import LLMConfig`
+        re.compile(
+            r"^\s*(?:from\s+ray\s+import\s+(?:[\w, ]*\b)?serve\b|from\s+ray\.serve\S*\s+import\b|import\s+ray\.serve\b)"
+        ),
+        "a Ray Serve application starts the engine from its Python code, not from a command the post holds",
+    ),
+    (
+        re.compile(r"^\s*(?:import\s+modal\b|from\s+modal\s+import\b)"),
+        "a Modal app builds its container and the engine's command in Python, which the import does not run",
+    ),
+    (
+        re.compile(r"^\s*(?:resource|module)\s+\"[\w-]+\"(?:\s+\"[\w-]+\")?\s*\{"),
+        "a Terraform configuration (HCL): its container definition is for a cloud's scheduler (ECS, GKE), and its "
+        "command is HCL, which the import does not read; write that container as the `docker run` it amounts to",
+    ),
+)
+
+
+def app_refusal(post: PostFile) -> str | None:
+    """`FILE:LINE: what the program is; the way out` for the first program-defined deployment in `post`, else None."""
+    for number, line in enumerate(post.lines, 1):
+        for sign, what in _APPS:
+            if sign.match(line):
+                return f"{post.name}:{number}: {what}" + ("" if "; " in what else f"; {_WAY_OUT}")
+    return None
