@@ -34,6 +34,7 @@ from hgxkit.errors import InputError
 from hgxkit.importing.commands import Simple
 from hgxkit.importing.container_context import context_mounts, context_options, installs
 from hgxkit.importing.dockerfile import ENV_NOTE
+from hgxkit.importing.model_placement import within
 from hgxkit.importing.pd_join import side_flags
 from hgxkit.importing.reading import Candidate, Reading
 from hgxkit.importing.variables import Scope
@@ -117,6 +118,15 @@ def bare_run(
     return run, kind
 
 
+def _model_value(words: Sequence[str], kind: ServerKind) -> str | None:
+    """The model a launch's words name by the kind's model flag (`--model ./m`, `--model-path=./m`), or None."""
+    for index, word in enumerate(words):
+        flag, glued, value = word.partition("=")
+        if is_flag(flag) and kind.canonical_flag(flag) == kind.model_flag:
+            return shell_value(value) if glued else (shell_value(words[index + 1]) if index + 1 < len(words) else None)
+    return None
+
+
 def _host_cache(name: str, value: str, where: str, notes: list[str]) -> bool:
     """True (with a note) for a variable naming a cache folder of the host (`HF_HOME=$HOME/.cache/hf`), which the
     container does not have: left out of its environment."""
@@ -149,6 +159,7 @@ def based_files(
         'a=/opt/l/a'
     """
     out = list(words)
+    model = _model_value(out, kind)
     for index, word in enumerate(out):
         glued = is_flag(word) and "=" in word  # `--chat-template=./t.jinja`
         flag, _, value = word.partition("=") if glued else (out[index - 1] if index else "", "", word)
@@ -157,6 +168,8 @@ def based_files(
         name, relative = (named.group(1), named.group(2)) if named else ("", value)
         if not is_flag(flag) or kind.canonical_flag(flag) == kind.model_flag or not _RELATIVE_FILE.match(relative):
             continue
+        if model and within(relative, model):
+            continue  # a file of the model's own folder: where the model is placed, it is (model_placement)
         if directory is None and named:
             # An adapter registered by name is read when a request asks for it, not at start-up: the server runs,
             # so the import goes on, saying that requests for that name will fail.

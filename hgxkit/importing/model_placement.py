@@ -115,6 +115,7 @@ def place_model(
         )
         return Placed(model, docker, server, tuple(notes))
     server = _rewrite(server, found, mount_point)
+    server = _files_within(server, value, mount_point, where, notes) if value is not None else server
     notes.append(
         f"{where}: the model {value} is placed at {local_dir} on the host and served from {mount_point} "
         f"(mounted read-only; {kind.model_flag} rewritten), so the server runs the verified copy"
@@ -176,6 +177,35 @@ def _model_entry(server: ServerCommand) -> tuple[int, int] | None:
         if kind.canonical_flag(flag) == kind.model_flag and (has_equals or len(entry) > 1):
             found = (index, 0 if has_equals else 1)
     return found
+
+
+def within(path: str, folder: str) -> bool:
+    """True when `path` names something inside `folder` (both as the post writes them, normalised).
+
+    >>> within("./m/chat.jinja", "./m"), within("./m", "./m"), within("./mm/x", "./m")
+    (True, False, False)
+    """
+    return posixpath.normpath(path).startswith(posixpath.normpath(folder).rstrip("/") + "/")
+
+
+def _files_within(server: ServerCommand, model: str, mount_point: str, where: str, notes: list[str]) -> ServerCommand:
+    """`server` with each flag value naming a file of the model's own folder (`--chat-template ./m/t.jinja` beside
+    `--model ./m`) written where the placed copy is mounted, a note each."""
+    args = []
+    for entry in server.args:
+        words = list(entry)
+        for at, word in enumerate(words):
+            flag, glued, value = word.partition("=") if at == 0 else ("", "", word)
+            if (at or glued) and within(shell_value(value), model):
+                moved = posixpath.join(
+                    mount_point, posixpath.relpath(posixpath.normpath(shell_value(value)), posixpath.normpath(model))
+                )
+                words[at] = f"{flag}={moved}" if at == 0 else moved
+                notes.append(
+                    f"{where}: {entry[0].partition('=')[0]} {shell_value(value)} is in the model's folder: {moved}"
+                )
+        args.append(tuple(words))
+    return ServerCommand(server.program, tuple(args), server.kind)
 
 
 def _rewrite(server: ServerCommand, found: tuple[int, int], value: str) -> ServerCommand:

@@ -364,6 +364,11 @@ def _unwrap(simple: Simple, simples: list[Simple], directives: Directives) -> li
         else f"{where}: `srun` runs the command as one task per node; hgxkit runs it on every host of the group"
     )
     shell = rest[0].text in _SHELLS and len(rest) >= 3 and rest[1].text in ("-c", "-lc", "-l")
+    if image is not None and shell and (image.startswith(("/", ".", "$")) or image.endswith(".sqsh")):
+        raise InputError(
+            f"{where}: srun --container-image {image} is a local enroot image (a squashfs file), which a node cannot "
+            "pull: give --image REF, the registry image it was made from (and the server command pyxis runs)"
+        )
     if image is not None and shell:
         raise InputError(
             f"{where}: srun --container-image {image} runs a shell script in the container with enroot + pyxis, "

@@ -56,3 +56,18 @@ def test_an_engine_hgxkit_does_not_serve_beside_others_offers_the_pick() -> None
     assert "LMDeploy (lmdeploy) is not supported" in message
     assert "the post also launches 1 other server(s): import one with --pick N (2: post.sh:3)" in message
     assert _import(post, pick=2).recipe.server.flag("--tensor-parallel-size") == "8"
+
+
+SEED = "python3 -m vllm.entrypoints.openai.api_server --model ./m --chat-template ./m/chat_template.jinja --port 8000\n"
+
+
+def test_a_file_of_a_relative_model_folder_waits_for_the_model_and_follows_it() -> None:
+    assert "the model './m' is a local path" in _refusal(SEED)
+    outcome = _import(SEED, model_repo="org/m")
+    assert outcome.recipe.server.flag("--chat-template") == "/models/m/chat_template.jinja"
+    assert any("--chat-template ./m/chat_template.jinja is in the model's folder" in n for n in outcome.notes)
+
+
+def test_a_local_enroot_image_is_named_before_the_script_pyxis_runs() -> None:
+    post = "#!/bin/bash\n#SBATCH --nodes=1\nsrun --container-image=/scratch/omni.sqsh bash -lc 'vllm serve /ckpt'\n"
+    assert "/scratch/omni.sqsh is a local enroot image" in _refusal(post, "job.sbatch")
