@@ -449,8 +449,8 @@ def refused(document: Document, kind: str, error: InputError, first: int, last: 
 def take_document(simple: Simple, reading: Reading) -> None:
     """A document format's `take`: a `docker run` is the docker run format's, a part set aside is reported,
     a part that cannot be imported is a serving command that is refused unless another is taken."""
-    if simple.command.error is not None:
-        reading.servers.append(Candidate(simple, "broken", error=simple.command.error))
+    if simple.command.error is not None:  # a part the file says serves, refused: another setup beside the rest
+        reading.servers.append(Candidate(simple, "refused", error=simple.command.error))
     elif not simple.words:
         reading.said(simple, "skipped", simple.notes[0])
     elif (engine := next((o for o in UNSUPPORTED if o.hinted_by(" ".join(simple.texts))), None)) is not None:

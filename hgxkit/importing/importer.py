@@ -368,7 +368,7 @@ class _Importer:
         built: list[Built] = []
         errors: list[InputError] = []
         for server in servers:
-            if server.role == "broken":
+            if server.role in ("broken", "refused"):
                 try:  # a `<placeholder>` a shell reads as a redirection is named as what it is
                     _platform(server, Scope.before(self.simples, server.simple), {})
                     _placeholders(server.simple, angled_only=True)
@@ -398,7 +398,8 @@ class _Importer:
             # a server over nodes: the command it cannot read may be one of its ranks, which a recipe of the
             # others would replace by theirs; so it is refused, not set aside as another setup would be
             raise InputError(f"{skipped[0][1].message} (a serving command beside a server spanning nodes)")
-        alternative = next(((s, e) for s, e in skipped if s.role == "server"), None)
+        # a setup of its own: a server, a document's serving part, or a container whose image names an engine
+        alternative = next(((s, e) for s, e in skipped if _another_setup(s, e)), None)
         if alternative is not None:
             raise _alternative_refused(alternative, [c for c, _, _ in chosen])
         for server, error in skipped:
@@ -1134,6 +1135,14 @@ def _detect(run: ParsedRun, where: str, notes: list[str]) -> str:
         raise InputError(
             f"{where}: cannot tell which server {run.image} runs; pass --kind sglang or --kind vllm"
         ) from None
+
+
+def _another_setup(server: Candidate, error: InputError) -> bool:
+    """True for a serving command that is a setup of its own beside the one taken: not a container of unknown use,
+    nor a part of a document for another accelerator (the post's alternative for it, set aside)."""
+    if server.role == "refused":
+        return not isinstance(error, ForeignSetup)
+    return server.role == "server" or (server.role == "unknown" and server.kind is not None)
 
 
 def _alternative_refused(alternative: tuple[Candidate, InputError], taken: list[Candidate]) -> InputError:

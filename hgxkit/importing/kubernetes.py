@@ -56,7 +56,7 @@ from hgxkit.importing.documents import (
 from hgxkit.importing.engine_refusal import DISAGGREGATION
 from hgxkit.importing.model_placement import DEFAULT_MODELS_DIR
 from hgxkit.importing.pd_roles import role_refusal
-from hgxkit.importing.platform import foreign_in
+from hgxkit.importing.platform import ForeignSetup, foreign_in
 from hgxkit.importing.provenance import Exported, exported_by_hgxkit
 from hgxkit.importing.reading import Reading
 from hgxkit.kinds import KINDS, UNSUPPORTED, image_matches, python_program
@@ -170,8 +170,23 @@ def _place_groups(read: list[tuple[Document, list[_PodSpec]]], documents: Sequen
 
 def _gpu_count(container: dict) -> int | None:
     resources = container.get("resources") or {}
-    count = {**(resources.get("requests") or {}), **(resources.get("limits") or {})}.get("nvidia.com/gpu")
-    return count if isinstance(count, int) and count > 0 else None
+    request = _gpu_request({**(resources.get("requests") or {}), **(resources.get("limits") or {})})
+    count = _whole(request[1]) if request else None
+    return count if count else None
+
+
+def _gpu_request(limits: dict) -> tuple[str, Any] | None:
+    """(key, count) of a container's GPU request: `nvidia.com/gpu`, else MIG slices (`nvidia.com/mig-4g.96gb`,
+    each a part of one GPU, which hgxkit gives whole)."""
+    if "nvidia.com/gpu" in limits:
+        return "nvidia.com/gpu", limits["nvidia.com/gpu"]
+    return next(((k, v) for k, v in limits.items() if isinstance(k, str) and k.startswith("nvidia.com/mig-")), None)
+
+
+def _whole(value: Any) -> int | None:
+    """A resource count as a whole number (`2`, `"2"`), or None."""
+    text = str(value).strip()
+    return int(text) if text.isdigit() else None
 
 
 class _PodSpec(dict):
@@ -345,6 +360,12 @@ class _Pod:
         image = container.get("image")
         if not image:
             raise InputError(f"{at}: container {container.get('name')}: no image")
+        if container.get("imagePullPolicy") == "Never" and self.document.image is None:
+            raise InputError(
+                f"{self.where(lines.get('imagePullPolicy', line))}: imagePullPolicy: Never: the image {image} is one "
+                "the cluster's nodes already hold (a local build), which a node here cannot pull: give --image REF "
+                "of a pullable image"
+            )
         if command and len(command[0].split()) > 1:
             shown = command[0] if len(command[0]) <= 60 else command[0][:57] + "…"
             raise InputError(
@@ -423,17 +444,23 @@ class _Pod:
                     ),
                     line,
                 )
-                raise InputError(
+                raise ForeignSetup(
                     f"{self.where(at)}: {key}: {limits[key]} asks for {found.title} accelerators; "
                     "hgxkit serves NVIDIA HGX-H200 nodes"
                 )
-        count = limits.get("nvidia.com/gpu")
-        if count is None:
+        request = _gpu_request(limits)
+        if request is None:
             raise InputError(
                 f"{self.where(line)}: container {container.get('name')} asks for no nvidia.com/gpu "
                 "(a CPU deployment?); hgxkit serves GPUs: set its nvidia.com/gpu limit"
             )
-        noted = [k for k in limits if k not in ("nvidia.com/gpu", LINE, LINES)]
+        key, count = request
+        if key != "nvidia.com/gpu":
+            self.notes.append(
+                f"{self.where(line)}: {key}: {count} asks for MIG slices, each a part of one GPU; hgxkit gives the "
+                f"server whole GPUs: {count} of them"
+            )
+        noted = [k for k in limits if k not in (key, LINE, LINES)]
         if noted:
             self.notes.append(
                 f"{self.where(line)}: resources {', '.join(map(str, noted))} not carried (the node's "
@@ -670,7 +697,7 @@ def _refuse_template_variables(container: dict, line: int, where: Callable[[int 
 def _gpus(container: dict) -> bool:
     resources = container.get("resources") or {}
     limits = {**(resources.get("requests") or {}), **(resources.get("limits") or {})}
-    return any(key == "nvidia.com/gpu" or (isinstance(key, str) and foreign_in(key)) for key in limits)
+    return _gpu_request(limits) is not None or any(isinstance(key, str) and foreign_in(key) for key in limits)
 
 
 def _launches(container: dict) -> bool:

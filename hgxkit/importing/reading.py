@@ -39,7 +39,7 @@ class Candidate:
     """A command that may be the server: what it is, its parsed run, or why it cannot be."""
 
     simple: Simple
-    role: str  # server | engine | unknown | broken
+    role: str  # server | engine | unknown | broken | refused (a document's serving part it cannot import)
     kind: str | None = None  # a supported kind's name, or an unsupported engine's name
     run: ParsedRun | None = None  # `docker run` commands
     error: InputError | None = None
