@@ -115,6 +115,7 @@ PROMPTS = {
     "330": r"^`|`$",  # one inline code span over several lines
     "365": r"^`|`$",  # one inline code span over several lines
     "245": r"^`|`$",  # inline code after a full-width colon
+    "448": r"^\$ docker container stop vllm; docker container rm vllm; ",  # a `$ ` prompt, then clean-up skipped
 }
 # bash's `$'…'` quoting, which sh (dash) does not read; 225's holds no backslash escape, so it is '…' for sh.
 ANSI_C = {"225"}
@@ -171,6 +172,8 @@ SECRET_WORDS = {
     "HF_TOKEN=<your-hf-token>": "HF_TOKEN",  # 042
     "HF_TOKEN=hf_" + "X" * 34: "HF_TOKEN",  # 068
     "HUGGING_FACE_HUB_TOKEN=hf_FAKExTOKENxFORxTESTSxNOTxREALxxxxx": "HUGGING_FACE_HUB_TOKEN",  # 385: a placeholder
+    "HUGGING_FACE_HUB_TOKEN=hf_" + "X" * 34: "HUGGING_FACE_HUB_TOKEN",  # 448: the token as the source gives it
+    "HF_TOKEN=...": "HF_TOKEN",  # 441: the poster's elision of a token, likewise from the environment
     "HF_TOKEN=xxxxxxxxxxxx": "HF_TOKEN",  # 383: a placeholder token, likewise from the environment
     # 005, 075: `-e HF_TOKEN=$HF_TOKEN` passes the operator's token on: the declared secret `-e HF_TOKEN`, whose
     # value reaches the container in a root-only env file, never on a command line.
