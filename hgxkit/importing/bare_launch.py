@@ -87,6 +87,7 @@ def bare_run(
     if image is None:
         image = KINDS[kind].default_image
         notes.append(f"{simple.where()}: a bare launch; the image is {kind}'s {image} (give --image REF to choose)")
+        notes += prose_version(simple, kind)
     scope = Scope.before(reading.simples, simple)
     _refuse_unexported(scope, simple)
     _refuse_computed_exports(scope, simple)
@@ -329,6 +330,36 @@ def prose_image(simple: Simple, simples: Sequence[Simple], kind: str, notes: lis
     image, number = next(iter(found.items()))
     notes.append(f"{simple.where()}: a bare launch; the image is {image}, the one the post names (line {number})")
     return image
+
+
+# The engine's name and a release after it, as posts write one (`vllm 0.8.5.post1`, `vLLM v0.10.1.1`,
+# `vllm==0.9.2`, `vllm version: 0.9.2`, `sglang 0.4.6.post5`): group 1 the name, group 2 the release.
+_NAMED_VERSION = re.compile(
+    r"(?<![\w/.-])(vllm|sglang)(?:[ \t]*(?:version)?[ \t]*(?:==|=|:)?[ \t]*)v?(\d+\.\d+\.\d+(?:\.?post\d+|rc\d+)?)"
+    r"(?!\w|\.\w)",
+    re.IGNORECASE,
+)
+
+
+def prose_version(simple: Simple, kind: str) -> list[str]:
+    """A note naming the one release of the kind the launch's post names (`vllm 0.8.5.post1`, `pip install
+    vllm==0.9.2`), the image that runs it, for a bare launch given the kind's default image: the poster ran that
+    release, which the option table (today's) does not judge, so it is said, not taken. None where the post names
+    none, or several."""
+    found = {
+        (m.group(2), number)
+        for number, line in enumerate(simple.command.post.lines, 1)
+        for m in _NAMED_VERSION.finditer(line)
+        if m.group(1).lower() == kind
+    }
+    if len({version for version, _ in found}) != 1:
+        return []
+    version, number = min(found, key=lambda f: f[1])
+    repository = KINDS[kind].default_image.rsplit(":", 1)[0]
+    return [
+        f"{simple.where()}: the post names {kind} {version} (line {number}), which the image (today's release) may "
+        f"not be: to run that release, import with --image {repository}:v{version} (its options are then not checked)"
+    ]
 
 
 def _unknown_pull_above(pulled: Sequence[tuple[str, str, str]], kind: str, where: str, notes: list[str]) -> str | None:
@@ -628,6 +659,15 @@ def _input_mounts(
     one mounted here gets no mount of its own (it is in that one's)."""
     options = []
     found = _input_paths(args, kind)
+    for entry in group_args(args):
+        flag, glued, value = entry[0].partition("=")
+        if is_flag(flag) and kind.canonical_flag(flag) in _WRITTEN_DIRS and (glued or len(entry) > 1):
+            path = posixpath.normpath(value if glued else entry[1])
+            found = [(p, by) for p, by in found if p != path]
+            notes.append(
+                f"{where}: {flag} {shell_value(path)} is where the server would download the model, which hgxkit "
+                "places and mounts: the folder is the container's own, not mounted from the host"
+            )
     for path, flag in found:
         shown = shell_value(path)
         named = f" (named in {flag}'s value)" if flag else ""
@@ -650,6 +690,10 @@ def _input_mounts(
                 f"host's {host}, mounted read-only at {shown}"
             )
     return options
+
+
+# Flags naming a folder the server writes (its downloads), not an input: no host folder is mounted for them.
+_WRITTEN_DIRS = frozenset({"--download-dir"})
 
 
 def _inside(path: str, other: str) -> bool:

@@ -126,3 +126,32 @@ def visible_devices_as_gpus(docker: DockerSpec) -> tuple[DockerSpec, str] | None
             entry = entry.with_value(0, f'"device={chosen[0]}"')
         entries.append(entry)
     return DockerSpec(docker.invocation, tuple(entries)), chosen[0]
+
+
+# A GPU named by its UUID (`GPU-8cba8394-b5d6-…`) or a MIG device's (`MIG-…`): one machine's own GPU.
+_GPU_UUID = re.compile(r"(?:GPU|MIG)-[0-9a-fA-F]{8}(?:-[0-9a-fA-F]{4}){3}-[0-9a-fA-F]{12}")
+_DEVICE_NAMES = ("CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES")
+
+
+def uuid_devices(docker: DockerSpec) -> tuple[DockerSpec, str] | None:
+    """`docker` with GPUs named by the poster's machine's UUIDs (`-e NVIDIA_VISIBLE_DEVICES=GPU-…,GPU-…`, or
+    `--gpus '"device=GPU-…"'`) named as the node's first ones, as many (`0,1`), and the UUIDs as posted; None where
+    no GPU is named by UUID."""
+    entries, shown = [], ""
+    for entry in docker.entries:
+        for index, use in enumerate(entry.uses):
+            name = canonical(use.option.name)
+            value = use.value or ""
+            env, _, listed = value.partition("=") if name == "--env" else ("", "", value)
+            if name == "--env" and env not in _DEVICE_NAMES:
+                continue
+            if name == "--gpus":
+                listed = listed.strip("\"'").removeprefix("device=")
+            parts = [p.strip().strip("\"'") for p in listed.strip("\"'").split(",")]
+            if name not in ("--env", "--gpus") or not parts or not all(_GPU_UUID.fullmatch(p) for p in parts):
+                continue
+            ordinals = ",".join(str(i) for i in range(len(parts)))
+            shown = listed.strip("\"'")
+            entry = entry.with_value(index, f"{env}={ordinals}" if env else f'"device={ordinals}"')
+        entries.append(entry)
+    return (DockerSpec(docker.invocation, tuple(entries)), shown) if shown else None

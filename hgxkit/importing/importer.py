@@ -52,7 +52,7 @@ from hgxkit.importing.fill import (
     occurrences,
 )
 from hgxkit.importing.formats import DOCUMENT_FORMATS, SCRIPT_FORMATS, format_of
-from hgxkit.importing.group_join import join_groups, visible_devices_as_gpus
+from hgxkit.importing.group_join import join_groups, uuid_devices, visible_devices_as_gpus
 from hgxkit.importing.local_models import download_ties
 from hgxkit.importing.model_placement import DEFAULT_MODELS_DIR, Placed, place_model
 from hgxkit.importing.outcome import (
@@ -544,6 +544,13 @@ class _Importer:
         kind = self.options.kind or kind or _detect(run, where, notes)
         _hardware(server, run, Scope.before(self.simples, simple), simple.assignments)
         docker, command, grouping = scrub_run(run, kind, post.name, notes)
+        by_uuid = uuid_devices(docker)
+        if by_uuid is not None:
+            docker = by_uuid[0]
+            notes.append(
+                f"{where}: the GPUs {by_uuid[1]} are the poster's machine's, by UUID; the node's first "
+                f"{by_uuid[1].count(',') + 1} are given in their place"
+            )
         recipe = Recipe(
             name="imported",
             image=ImageRef(run.image),

@@ -314,6 +314,8 @@ def test_a_docker_run_renders_the_argv_sh_gives_for_the_post(number: str, posix_
             posted = posted[1:]  # hgxkit runs docker as root
         if number in BASED:
             posted = [posixpath.join(BASED[number], w) if o == "--env-file" else w for o, w in pairwise(["", *posted])]
+        if any("are the poster's machine's, by UUID" in note for note in result.notes):  # the node's first N GPUs
+            posted = [re.sub(r"(_VISIBLE_DEVICES=)((?:GPU|MIG)-\S+)", _first_ordinals, w) for w in posted]
         if number == "068":  # `bash -c "python3 -m sglang.launch_server …"`: unwrapped, with a note
             assert posted[-2:-1] == ["-c"]
             posted = posted[:-3] + posted[-1].split()
@@ -334,6 +336,11 @@ def test_a_docker_run_renders_the_argv_sh_gives_for_the_post(number: str, posix_
                 w if not w.startswith("sglang_multinode") else group.option_values("--name")[0] for w in expected
             ]
         assert rendered == expected
+
+
+def _first_ordinals(match: re.Match[str]) -> str:
+    """`_VISIBLE_DEVICES=GPU-…,GPU-…` as the node's first GPUs, as many: `_VISIBLE_DEVICES=0,1`."""
+    return match.group(1) + ",".join(str(i) for i in range(match.group(2).count(",") + 1))
 
 
 def own_args_last(words: list[str], own: tuple[tuple[str, ...], ...], group: RenderedGroup) -> list[str]:

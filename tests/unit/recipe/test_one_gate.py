@@ -23,7 +23,7 @@ from hgxkit.importing.importer import ImportOptions, import_post
 from hgxkit.node.facts_gpu import GpuInfo, NvidiaSmi, SmiResult
 from hgxkit.node.facts_system import MemTotalBytes
 from hgxkit.recipe.dump import dump_recipe
-from hgxkit.recipe.read import load_recipe
+from hgxkit.recipe.read import load_recipe, parse_recipe_text
 from hgxkit.serving import steps
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -89,10 +89,12 @@ def _corpus(tmp: Path) -> dict[str, Path]:
     for name, text in sources:
         try:
             recipe = import_post([(name, text)], ImportOptions()).recipe
+            written = dump_recipe(recipe)
+            parse_recipe_text(written, source=name)  # `recipe import` writes only what loads back
         except Exception:  # refused at import: no recipe to judge
             continue
         path = tmp / f"{Path(name).stem}.yaml"
-        path.write_text(dump_recipe(recipe))
+        path.write_text(written)
         found[path.name] = path
     for name, (post, argument) in EDITED.items():
         text = dump_recipe(import_post([(f"{name}.txt", post)], ImportOptions()).recipe)
