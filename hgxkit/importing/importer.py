@@ -503,21 +503,7 @@ class _Importer:
         where = simple.where()
         notes = list(server.notes) + list(simple.notes)
         _placeholders(simple, angled_only=True)
-        if simple.in_block:
-            raise InputError(
-                f"{where}: the command runs inside an `{simple.in_block}` block; its words depend on "
-                "shell logic: give the command as it runs"
-            )
-        words = self.reading.resolved(simple)
-        substituted = substituted_word(simple, words)
-        if substituted is not None:
-            raise substituted
-        substitution = next((w for w in words if w.is_operator), None)
-        if substitution is not None:
-            raise InputError(
-                f"{post.name}: line {substitution.line}, column {substitution.column}: {substitution.text!r} "
-                "(a subshell or another shell operator) is not imported; replace it by its value"
-            )
+        words = self._plain_words(simple)
         _windows_paths(simple)
         _platform(server, Scope.before(self.simples, simple), simple.assignments)
         if server.run is None:
@@ -544,13 +530,7 @@ class _Importer:
         kind = self.options.kind or kind or _detect(run, where, notes)
         _hardware(server, run, Scope.before(self.simples, simple), simple.assignments)
         docker, command, grouping = scrub_run(run, kind, post.name, notes)
-        by_uuid = uuid_devices(docker)
-        if by_uuid is not None:
-            docker = by_uuid[0]
-            notes.append(
-                f"{where}: the GPUs {by_uuid[1]} are the poster's machine's, by UUID; the node's first "
-                f"{by_uuid[1].count(',') + 1} are given in their place"
-            )
+        docker = _node_gpus(docker, where, notes)
         recipe = Recipe(
             name="imported",
             image=ImageRef(run.image),
@@ -578,6 +558,26 @@ class _Importer:
         if not self.options.model_repo:  # `--model-repo` names the model the placeholder stands for
             _model_placeholder(recipe.server, simple)
         return recipe, notes
+
+    def _plain_words(self, simple: Simple) -> list[Word]:
+        """The command's words with the post's variables written out; InputError where shell logic, a command
+        substitution or another operator decides them."""
+        if simple.in_block:
+            raise InputError(
+                f"{simple.where()}: the command runs inside an `{simple.in_block}` block; its words depend on "
+                "shell logic: give the command as it runs"
+            )
+        words = self.reading.resolved(simple)
+        substituted = substituted_word(simple, words)
+        if substituted is not None:
+            raise substituted
+        substitution = next((w for w in words if w.is_operator), None)
+        if substitution is not None:
+            raise InputError(
+                f"{simple.command.post.name}: line {substitution.line}, column {substitution.column}: "
+                f"{substitution.text!r} (a subshell or another shell operator) is not imported; replace it by its value"
+            )
+        return words
 
     def _cluster(self, server: Candidate, kind: str | None) -> tuple[RayNode, list[RayNode]] | None:
         """The Ray cluster a bare launch runs on: the post starts one (see vllm_multinode) and the launch's kind
@@ -1142,6 +1142,18 @@ def _detect(run: ParsedRun, where: str, notes: list[str]) -> str:
         raise InputError(
             f"{where}: cannot tell which server {run.image} runs; pass --kind sglang or --kind vllm"
         ) from None
+
+
+def _node_gpus(docker: DockerSpec, where: str, notes: list[str]) -> DockerSpec:
+    """`docker` with GPUs named by the poster's machine's UUIDs named as the node's first ones (a note)."""
+    by_uuid = uuid_devices(docker)
+    if by_uuid is None:
+        return docker
+    notes.append(
+        f"{where}: the GPUs {by_uuid[1]} are the poster's machine's, by UUID; the node's first "
+        f"{by_uuid[1].count(',') + 1} are given in their place"
+    )
+    return by_uuid[0]
 
 
 def _another_setup(server: Candidate, error: InputError) -> bool:
