@@ -53,6 +53,9 @@ class Engine:
     parser: Callable[[], argparse.ArgumentParser]
     # options whose value the engine checks against a list after parsing (its config, not argparse's choices)
     config_choices: Callable[[], dict[str, tuple[str, ...]]] | None = None
+    # JSON options whose key the engine looks up in a registry: option -> (key, the names, the key that names an
+    # outside module instead, so any name goes)
+    config_keys: Callable[[], dict[str, tuple[str, tuple[str, ...], str]]] | None = None
 
 
 def _vllm_parser() -> argparse.ArgumentParser:
@@ -86,6 +89,14 @@ def _vllm_config_choices() -> dict[str, tuple[str, ...]]:
     return {"--quantization": tuple(QUANTIZATION_METHODS)}
 
 
+def _vllm_config_keys() -> dict[str, tuple[str, tuple[str, ...], str]]:
+    """vLLM's KV connector factory refuses a `kv_connector` it has not registered (`Unsupported connector type`)
+    unless `kv_connector_module_path` names the module that defines it."""
+    from vllm.distributed.kv_transfer.kv_connector.factory import KVConnectorFactory
+
+    return {"--kv-transfer-config": ("kv_connector", tuple(KVConnectorFactory._registry), "kv_connector_module_path")}
+
+
 ENGINES = {
     "vllm": Engine(
         package="vllm",
@@ -105,6 +116,7 @@ ENGINES = {
         },
         parser=_vllm_parser,
         config_choices=_vllm_config_choices,
+        config_keys=_vllm_config_keys,
     ),
     "sglang": Engine(
         package="sglang",
@@ -245,6 +257,9 @@ def write_table(engine: Engine, out: TextIO) -> None:
             "# Values the engine checks after parsing (its config), not the parser: the value must be one of these.\n"
         )
         out.write(f"CONFIG_CHOICES: dict[str, tuple[str, ...]] = {engine.config_choices()!r}\n")
+    if engine.config_keys is not None:
+        out.write("# JSON options whose key the engine looks up: (key, registered names, the key naming a module).\n")
+        out.write(f"CONFIG_KEY_CHOICES: dict[str, tuple[str, tuple[str, ...], str]] = {engine.config_keys()!r}\n")
     out.write("# fmt: on\n")
 
 

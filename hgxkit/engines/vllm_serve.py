@@ -343,4 +343,6 @@ SERVE_OPTIONS: tuple[Row, ...] = (
 )
 # Values the engine checks after parsing (its config), not the parser: the value must be one of these.
 CONFIG_CHOICES: dict[str, tuple[str, ...]] = {'--quantization': ('awq', 'auto_awq', 'fp8', 'fbgemm_fp8', 'fp_quant', 'modelopt', 'modelopt_fp4', 'modelopt_mxfp8', 'modelopt_mixed', 'auto_gptq', 'gptq', 'gptq_marlin', 'awq_marlin', 'humming', 'compressed-tensors', 'experts_int8', 'quark', 'moe_wna16', 'torchao', 'inc', 'mxfp4', 'gpt_oss_mxfp4', 'deepseek_v4_fp8', 'online', 'fp8_per_tensor', 'fp8_per_block', 'fp8_per_channel', 'int8_per_channel_weight_only', 'nvfp4_per_token', 'mxfp8')}
+# JSON options whose key the engine looks up: (key, registered names, the key naming a module).
+CONFIG_KEY_CHOICES: dict[str, tuple[str, tuple[str, ...], str]] = {'--kv-transfer-config': ('kv_connector', ('ExampleConnector', 'ExampleHiddenStatesConnector', 'LMCacheConnectorV1', 'LMCacheMPConnector', 'NixlConnector', 'NixlPullConnector', 'NixlPushConnector', 'MultiConnector', 'HiSparseConnector', 'MoRIIOConnector', 'OffloadingConnector', 'DecodeBenchConnector', 'MooncakeConnector', 'MooncakeStoreConnector', 'FlexKVConnectorV1', 'SimpleCPUOffloadConnector', 'HF3FSKVConnector'), 'kv_connector_module_path')}
 # fmt: on

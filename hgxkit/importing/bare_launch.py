@@ -35,7 +35,6 @@ from hgxkit.importing.commands import Simple
 from hgxkit.importing.container_context import context_mounts, context_options, installs
 from hgxkit.importing.dockerfile import ENV_NOTE
 from hgxkit.importing.model_placement import within
-from hgxkit.importing.pd_join import side_flags
 from hgxkit.importing.reading import Candidate, Reading
 from hgxkit.importing.variables import Scope
 from hgxkit.importing.workdir import directory_before
@@ -44,6 +43,7 @@ from hgxkit.netaddr import is_loopback
 from hgxkit.recipe.docker_parse import ParsedRun, parse_option_words
 from hgxkit.recipe.network_env import NETWORK_ENV, host_interface_settings
 from hgxkit.recipe.nodes import HGX_GPUS, dp_hosts
+from hgxkit.recipe.pd import is_side
 from hgxkit.recipe.server_args import ServerCommand, group_args, is_flag
 from hgxkit.recipe.shellwords import shell_value
 
@@ -590,8 +590,8 @@ def _nodes(args: list[str], kind: ServerKind) -> int:
 
 
 def _split_side(args: list[str], kind: ServerKind) -> bool:
-    """Whether the server is one side of a prefill/decode split (it names the kind's side or bootstrap flag)."""
-    return any(is_flag(w) and kind.canonical_flag(w.partition("=")[0]) in side_flags(kind) for w in args)
+    """Whether the server is one side of a prefill/decode split (`hgxkit.recipe.pd.is_side`)."""
+    return is_side(ServerCommand((), tuple(group_args(args)), kind.name))
 
 
 def _posted_host(args: list[str], kind: ServerKind) -> str | None:

@@ -106,7 +106,7 @@ from hgxkit.kinds import (
 from hgxkit.netaddr import is_loopback
 from hgxkit.recipe.diff import ABSENT, Difference, diff_recipes
 from hgxkit.recipe.docker_options import canonical
-from hgxkit.recipe.docker_parse import ParsedRun
+from hgxkit.recipe.docker_parse import ParsedRun, parse_option_words
 from hgxkit.recipe.engine_start import engine_refusal, unchecked_flags
 from hgxkit.recipe.groups import named_gpus
 from hgxkit.recipe.matrix import BenchmarkMatrix
@@ -119,7 +119,7 @@ from hgxkit.recipe.nodes import (
     rank_of,
     spans_nodes,
 )
-from hgxkit.recipe.pd import shared_flags
+from hgxkit.recipe.pd import is_side, shared_flags
 from hgxkit.recipe.read import MAX_RECIPE_BYTES
 from hgxkit.recipe.server_args import ServerCommand
 from hgxkit.recipe.shellwords import Word, shell_value
@@ -521,7 +521,7 @@ class _Importer:
                     "docker client's environment; dropped"
                 )
         run = self._based(run, server, notes)
-        cluster = self._cluster(server, kind or self.options.kind)
+        cluster = self._cluster(server, kind or self.options.kind, notes)
         if cluster is not None:
             run = ray_run(run, cluster[0], where, notes)
         if server.run is not None and server.context is not None:  # `docker exec` into the post's `docker run -itd`
@@ -531,6 +531,8 @@ class _Importer:
         _hardware(server, run, Scope.before(self.simples, simple), simple.assignments)
         docker, command, grouping = scrub_run(run, kind, post.name, notes)
         docker = _node_gpus(docker, where, notes)
+        if grouping is None:
+            docker = _shared_memory(_given_gpus(docker, where, notes), command, where, notes)
         recipe = Recipe(
             name="imported",
             image=ImageRef(run.image),
@@ -552,6 +554,7 @@ class _Importer:
             recipe.server.parallel_size()
         except ValueError:
             _placeholders(simple)  # a size left to fill in (`--tp-size {tp_size}`) is named as what it is
+            _sizes_known(recipe.server, server)
         _fits(recipe, server)
         _on_the_node(recipe, server)
         _placeholders(simple)  # `YOUR_…`, `/path/to/…`: after what the setup cannot be at all (hardware, size)
@@ -579,14 +582,24 @@ class _Importer:
             )
         return words
 
-    def _cluster(self, server: Candidate, kind: str | None) -> tuple[RayNode, list[RayNode]] | None:
+    def _cluster(self, server: Candidate, kind: str | None, notes: list[str]) -> tuple[RayNode, list[RayNode]] | None:
         """The Ray cluster a bare launch runs on: the post starts one (see vllm_multinode) and the launch's kind
-        runs on Ray; None otherwise."""
+        runs on Ray; None otherwise. A bare `ray start --head` with no worker, no port for one to join at and no
+        GPU count is one host's Ray, which the engine starts itself on its host when it finds none: set aside (a
+        server larger than the host is refused as such)."""
         if not self.reading.cluster or (server.run is not None and not server.on_ray):
             return None
         if KINDS[kind or server.kind or DEFAULT_KIND].ray is None:
             return None
-        return cluster_nodes(self.reading.cluster)
+        head, workers = cluster_nodes(self.reading.cluster)
+        joinable = any(w.partition("=")[0] in ("--port", "--node-ip-address") for w in head.simple.texts)
+        if not workers and head.run is None and not head.rendered and head.gpus is None and not joinable:
+            notes.append(
+                f"{head.where()}: `ray start --head` with no worker is one host's Ray; set aside: the server starts "
+                "its own on its host"
+            )
+            return None
+        return head, workers
 
     def _image(self, run: ParsedRun, simple: Simple, notes: list[str], started: Simple) -> ParsedRun:
         """The image the server runs in; refused where a node cannot pull it, at the image's word in the command
@@ -828,8 +841,8 @@ def _listening(recipe: Recipe) -> int:
 
 
 def _split(built: list[Built]) -> bool:
-    """Whether the commands are sides of a prefill/decode split (one names its kind's side flag)."""
-    return any(r.server.flag(f) for _, r, _ in built for f in side_flags(r.server.server_kind))
+    """Whether the commands are sides of a prefill/decode split (one is a side: `hgxkit.recipe.pd.is_side`)."""
+    return any(is_side(r.server) for _, r, _ in built)
 
 
 def _transfers(*sides: Built) -> None:
@@ -1023,13 +1036,30 @@ def _head_only(first: Recipe, other: Recipe, difference: Difference) -> bool:
 
 def _listen_everywhere(recipe: Recipe) -> Recipe:
     """The recipe with its server's `--host` value 0.0.0.0."""
-    server = recipe.server
+    return replace(recipe, server=_listen_everywhere_on(recipe.server))
+
+
+def _listen_everywhere_on(server: ServerCommand) -> ServerCommand:
+    """The server with its `--host` value 0.0.0.0."""
     kind = server.server_kind
     args = tuple(
         (name, "0.0.0.0") if kind.canonical_flag(name := entry[0].partition("=")[0]) == "--host" else entry
         for entry in server.args
     )
-    return replace(recipe, server=ServerCommand(server.program, args, server.kind))
+    return ServerCommand(server.program, args, server.kind)
+
+
+def _machine_address(host: str) -> bool:
+    """True for one IP address of a machine: not loopback, not every interface (0.0.0.0, ::).
+
+    >>> [_machine_address(h) for h in ("192.168.10.87", "[fd00::1]", "127.0.0.1", "0.0.0.0", "::", "node-a")]
+    [True, True, False, False, False, False]
+    """
+    try:
+        address = ipaddress.ip_address(host.strip("[]"))
+    except ValueError:
+        return False
+    return not (address.is_loopback or address.is_unspecified)
 
 
 def _head_moved(first: Recipe, other: Recipe, difference: Difference) -> tuple[str, str] | None:
@@ -1154,6 +1184,38 @@ def _node_gpus(docker: DockerSpec, where: str, notes: list[str]) -> DockerSpec:
         f"{by_uuid[1].count(',') + 1} are given in their place"
     )
     return by_uuid[0]
+
+
+def _given_gpus(docker: DockerSpec, where: str, notes: list[str]) -> DockerSpec:
+    """`docker` with `--gpus all` where the container asks for no GPU (no `--gpus`, NVIDIA runtime or NVIDIA
+    device): the poster's Docker gave it every GPU by its default runtime, which a node's Docker does not, and a
+    server of the kinds hgxkit deploys does not start without one. CUDA_VISIBLE_DEVICES, if set, still chooses."""
+    runtime = (docker.last("--runtime") or "").lower()
+    devices = [value or "" for value in docker.values("--device")]
+    if docker.values("--gpus") or runtime == "nvidia" or any("nvidia" in d for d in devices):
+        return docker
+    notes.append(
+        f"{where}: the container asks for no GPU (no --gpus, NVIDIA runtime or device): the post's Docker gave it "
+        "the GPUs by its default runtime, which a node's does not; --gpus all added"
+    )
+    added = parse_option_words(["--gpus", "all"], source=where)
+    return DockerSpec(docker.invocation, (*added, *docker.entries))
+
+
+def _shared_memory(docker: DockerSpec, server: ServerCommand, where: str, notes: list[str]) -> DockerSpec:
+    """`docker` with `--ipc=host` where a server of several GPUs is left Docker's 64 MB of /dev/shm (no `--ipc`,
+    no `--shm-size`), which NCCL between its ranks outgrows: the engines' docs give either."""
+    try:
+        several = server.parallel_size() > 1
+    except ValueError:
+        return docker
+    if not several or docker.values("--ipc") or docker.values("--shm-size"):
+        return docker
+    notes.append(
+        f"{where}: --ipc=host added: {server.parallel_size()} GPUs' ranks share memory through /dev/shm, and the "
+        "container has Docker's 64 MB of it (no --ipc or --shm-size)"
+    )
+    return DockerSpec(docker.invocation, (*docker.entries, *parse_option_words(["--ipc=host"], source=where)))
 
 
 def _another_setup(server: Candidate, error: InputError) -> bool:
@@ -1620,6 +1682,22 @@ def _fits(recipe: Recipe, server: Candidate) -> None:
         )
 
 
+def _sizes_known(command: ServerCommand, server: Candidate) -> None:
+    """Refuse a parallel size (`--tensor-parallel-size $TP`) left to a variable the post does not set, naming it as
+    that (not as a value that is no whole number): the GPUs the server uses are unknown."""
+    kind = command.server_kind
+    for flag in (kind.tp_flag, kind.pp_flag, kind.dp_flag):
+        value = command.flag(flag)
+        if value is None or "$" not in value:
+            continue
+        word = next((w for w in server.simple.words if w.text == value or w.text.endswith(f"={value}")), None)
+        at = f"{server.simple.command.post.name}: line {word.line}, column {word.column}" if word else server.where()
+        raise InputError(
+            f"{at}: {flag} {value}: a variable the post does not set{sourced_before(server.simple)}, so the GPUs "
+            "the server uses are unknown; write its value in the post"
+        )
+
+
 def _hosts_known(command: ServerCommand, server: Candidate, total: int) -> None:
     """Refuse a host count (`--nnodes $N`) left to a variable the post does not set: how many hosts the server
     spans, and so the GPUs each one runs, is unknown."""
@@ -1687,6 +1765,13 @@ def _reachable(docker: DockerSpec, server: ServerCommand, where: str, notes: lis
     server never answers, and the deploy would wait for it). Where the host side listens is hgxkit's choice
     (`bind_address`, loopback unless set), not the container's."""
     kind = server.server_kind
+    posted = server.flag("--host")
+    if posted is not None and _machine_address(posted):
+        notes.append(
+            f"{where}: --host {posted} became 0.0.0.0: an address of the post's machine, which the node does not have "
+            "(the server could not listen on it)"
+        )
+        return _listen_everywhere_on(server)
     if server.has("--host") or not is_loopback(kind.default_host):
         return server
     if not docker.ports() or docker.last("--network") == "host":

@@ -10,7 +10,7 @@ from __future__ import annotations
 import posixpath
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from hgxkit.errors import InputError
@@ -19,6 +19,7 @@ from hgxkit.importing.outcome import Report
 from hgxkit.importing.variables import Scope, set_after
 from hgxkit.recipe.docker_parse import ParsedRun
 from hgxkit.recipe.shellwords import ALTERNATE_EXPANSION_RE, Word, shell_value
+from hgxkit.secrets import is_secret_name
 
 # `source FILE` / `. FILE` at a line's start: the file a shell reads its variables from
 _SOURCED = re.compile(r"\s*(?:source|\.)\s+(?P<file>\S.*?)\s*$")
@@ -114,7 +115,7 @@ class Reading:
                     lines.append((post, word.line))
                 self._set_later(name, simple)
             out.append(Word(text, word.line, word.column, word.quoted, word.is_operator))
-        return out
+        return _angled_secrets(out)
 
     def _alternate_dropped(self, word: Word, scope: Scope, post: str) -> bool:
         """True for a whole word `${NAME:+words}` whose NAME the post leaves unset: a shell expands it to nothing,
@@ -154,3 +155,26 @@ def sourced_before(simple: Simple) -> str:
     if not found:
         return ""
     return f" (the post sources {', '.join(found)}, which it does not include)"
+
+
+def _angled_secrets(words: list[Word]) -> list[Word]:
+    """A secret's `NAME=<placeholder>` as one word (`-e HF_TOKEN=<your_hf_token>`): a page's stand-in for the value,
+    which a shell would read as redirections; the secret is taken from the environment as any other value is."""
+    out: list[Word] = []
+    at = 0
+    while at < len(words):
+        word, shape = words[at], [w.is_operator for w in words[at + 1 : at + 4]]
+        inner = words[at + 1 : at + 4]
+        if (
+            not word.is_operator
+            and word.text.endswith("=")
+            and is_secret_name(word.text[:-1])
+            and shape == [True, False, True]
+            and [inner[0].text, inner[2].text] == ["<", ">"]
+        ):
+            out.append(replace(word, text=f"{word.text}<{inner[1].text}>"))
+            at += 4
+            continue
+        out.append(word)
+        at += 1
+    return out

@@ -188,6 +188,18 @@ UNSUPPORTED = (
         ),
     ),
     UnsupportedKind(
+        "vllm-demo-server",
+        "vLLM's demo API server",
+        (),
+        (("python3", "-m", "vllm.entrypoints.api_server"),),
+        (r"\bvllm\.entrypoints\.api_server\b",),
+        remedy=(
+            "python -m vllm.entrypoints.api_server is vLLM's demo server (its own /generate API, not OpenAI's; "
+            "vLLM 0.33 has it no more), not the OpenAI-compatible server hgxkit deploys; import `vllm serve` with "
+            "the same model and flags"
+        ),
+    ),
+    UnsupportedKind(
         "triton", "Triton Inference Server", ("nvcr.io/nvidia/tritonserver",), (("tritonserver",),), (r"tritonserver",)
     ),
     UnsupportedKind(

@@ -26,6 +26,7 @@ Example:
 from __future__ import annotations
 
 import difflib
+import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cache
@@ -50,6 +51,12 @@ def _vllm_config_choices() -> dict[str, tuple[str, ...]]:
     from hgxkit.engines.vllm_serve import CONFIG_CHOICES  # what 0.33's config checks after parsing
 
     return CONFIG_CHOICES
+
+
+def _vllm_config_keys() -> dict[str, tuple[str, tuple[str, ...], str]]:
+    from hgxkit.engines.vllm_serve import CONFIG_KEY_CHOICES  # the KV connectors 0.33's factory registers
+
+    return CONFIG_KEY_CHOICES
 
 
 # Value types a choice is compared after: argparse converts the word, then checks it is in the list.
@@ -120,6 +127,8 @@ class OptionTable:
     dotted_keys: bool = False  # `--key.sub value` sets a key of `--key`
     suggests: bool = False  # a refusal names the nearest option
     config_choices: Callable[[], dict[str, tuple[str, ...]]] | None = None  # values the config checks (`_choices`)
+    # JSON options whose key names an entry of the engine's registry (`_key_choice`)
+    config_keys: Callable[[], dict[str, tuple[str, tuple[str, ...], str]]] | None = None
 
     @property
     def title(self) -> str:
@@ -238,6 +247,9 @@ class OptionTable:
             return None
         listed = _choices(self.rows, self.config_choices)
         for words in uses:
+            keyed = self._key_choice(words, image)
+            if keyed is not None:
+                return keyed
             head = words[0] if words else ""
             name, equals, glued = head.partition("=")
             matches = [name] if name in listed else self.matches(name) if name.startswith("--") else []
@@ -254,6 +266,34 @@ class OptionTable:
                         "that has it (import with --image REF)"
                     )
         return None
+
+    def _key_choice(self, words: Sequence[str], image: str) -> tuple[str, str] | None:
+        """A JSON option's key naming what the engine's registry lacks (vLLM's `Unsupported connector type`), where
+        the object names no module of its own: (the flag, the reason with its remedy), or None.
+
+        Example:
+            >>> VLLM_OPTIONS._key_choice(["--kv-transfer-config", '{"kv_connector":"X"}'], "vllm/vllm-openai")[1][:59]
+            '`--kv-transfer-config`: kv_connector X is not registered in'
+        """
+        head = words[0] if words else ""
+        name, equals, glued = head.partition("=")
+        keys = self.config_keys() if self.config_keys else {}
+        if self.lookup(name) not in keys or not (equals or len(words) > 1):
+            return None
+        key, names, module_key = keys[self.lookup(name)]
+        try:
+            value = json.loads(glued if equals else words[1])
+        except ValueError:
+            return None
+        found = value.get(key) if isinstance(value, dict) else None
+        if not isinstance(found, str) or found in names or value.get(module_key):
+            return None
+        shown = ", ".join(names)
+        return head, (
+            f"`{name}`: {key} {found} is not registered in {self.title} (the image {image}; one of {shown}), so "
+            f"{self.program} exits on it: it comes with another build; pin an image that has it (import with "
+            f"--image REF), or name the module that defines it ({module_key})"
+        )
 
     def value_count(self, uses: Sequence[Sequence[str]], image: str, model_slot: bool) -> tuple[str, str] | None:
         """The first flag given a count of values its nargs refuses: (the flag, the reason with its remedy), or None.
@@ -344,6 +384,7 @@ VLLM_OPTIONS = OptionTable(
     images=("vllm/vllm-openai", "docker.io/vllm/vllm-openai"),
     rows=_vllm_rows,
     config_choices=_vllm_config_choices,
+    config_keys=_vllm_config_keys,
     program="`vllm serve`",
     underscores_are_dashes=True,
     dotted_keys=True,

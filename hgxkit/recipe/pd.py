@@ -22,7 +22,7 @@ from __future__ import annotations
 import re
 
 from hgxkit.errors import InputError
-from hgxkit.kinds.base import ServerKind
+from hgxkit.kinds.base import ServerKind, json_key
 from hgxkit.netaddr import is_loopback
 from hgxkit.problems import Problem
 from hgxkit.recipe.groups import plan_groups
@@ -50,6 +50,31 @@ def side(server: ServerCommand) -> str | None:
     if found is None or value is None or not re.fullmatch(found[1], value):
         return None
     return kind.prefill_decode.role(value) if kind.prefill_decode is not None else UNDEPLOYED
+
+
+def is_side(server: ServerCommand) -> bool:
+    """Whether the server is one side of a split: it names a side (`side`), the prefill's bootstrap port, or the
+    role that leaves its side to a router (vLLM's kv_both) with a transfer backend of the kind's split. kv_both with
+    another connector (LMCache's, an offload's) is a server that does both, as vLLM runs it.
+
+    Example:
+        >>> is_side(ServerCommand.from_words(["vllm", "serve", "m", "--kv-transfer-config",
+        ...     '{"kv_connector":"LMCacheConnectorV1","kv_role":"kv_both"}'], "vllm"))
+        False
+    """
+    kind = server.server_kind
+    split, found = kind.prefill_decode, kind.disaggregation
+    if side(server) is not None:
+        return True
+    if split is None or found is None:
+        return False
+    if split.bootstrap_flag is not None and server.flag(split.bootstrap_flag) is not None:
+        return True
+    value = server.flag(found[0])
+    if value is None or split.either is None or split.role_key is None:
+        return False
+    either = json_key(value, split.role_key) == split.either
+    return either and split.backend(server.flag(split.backend_flag)) in split.backends
 
 
 def group_count(recipe: Recipe, total_gpus: int | None) -> int:

@@ -138,6 +138,13 @@ VARIABLES = {
     },
     "079": {"volume": f"{os.getcwd()}/data", "model": "deepseek-ai/DeepSeek-R1-Distill-Qwen-1.5B"},  # as 065
     "082": {"MODEL": "Qwen/Qwen2.5-1.5B-Instruct", "NAME": "qwen"},
+    "457": {
+        "MODEL_PATH": "/media/xaccel/DataStore/AI/Model/Qwen/Qwen3-4B-Instruct-2507",
+        "GPU_NUM": "4",
+        "SERVER_IPV4": "0.0.0.0",
+        "SERVER_PORT": "30000",
+        "MAX_REQUESTS": "128",
+    },
     "101": {"WORK": "/scratch/me", "HF_HOME": "/scratch/me/hf"},  # HF_HOME=$WORK/hf, expanded as it is set
     "102": {"HEAD_IP": "192.168.114.10"},
     "205": {"model_id": "Qwen/Qwen3-Coder-30B-A3B-Instruct"},
@@ -325,6 +332,13 @@ def test_a_docker_run_renders_the_argv_sh_gives_for_the_post(number: str, posix_
         if any("--host 0.0.0.0 added" in note for note in result.notes):  # a loopback server made reachable
             assert "--host" not in posted
             expected += ["--host", "0.0.0.0"]
+        if any("--ipc=host added: " in note for note in result.notes):  # several GPUs on Docker's 64 MB of /dev/shm
+            at = expected.index(recipe.image.reference)
+            if expected[at - 2] == "-v" and expected[at - 1].startswith(f"{recipe.model.local_dir}:"):
+                at -= 2  # the placed model's mount comes after the options the import reads
+            expected = [*expected[:at], "--ipc=host", *expected[at:]]
+        if any("asks for no GPU" in note for note in result.notes):  # the GPUs a default runtime gave
+            expected = [*expected[:2], "--gpus", "all", *expected[2:]]
         nodes = recipe.node_count()
         groups = render_recipe(recipe, rank=rank if nodes > 1 else None, head=_head(posted) if nodes > 1 else None)
         group = groups[rank] if nodes == 1 else groups[0]  # commands joined as GPU groups: one group each
