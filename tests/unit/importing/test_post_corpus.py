@@ -115,6 +115,7 @@ PROMPTS = {
     "330": r"^`|`$",  # one inline code span over several lines
     "365": r"^`|`$",  # one inline code span over several lines
     "245": r"^`|`$",  # inline code after a full-width colon
+    "475": r"^`|`$",  # one inline code span on a line of its own
     "448": r"^\$ docker container stop vllm; docker container rm vllm; ",  # a `$ ` prompt, then clean-up skipped
 }
 # bash's `$'…'` quoting, which sh (dash) does not read; 225's holds no backslash escape, so it is '…' for sh.
