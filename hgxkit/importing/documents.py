@@ -111,7 +111,9 @@ def yaml_regions(post: PostFile) -> list[Region]:
     written = [] if fenced or post.label.endswith(_WHOLE_FILE) else _heredoc_regions(lines, range(len(lines)))
     if written:  # a script that writes its manifest: the here-documents are the YAML, not the whole script
         return written
-    if post.label.endswith(_WHOLE_FILE) or (not fenced and (_SNIFF.search(whole) or _TOP_KEY.match(whole))):
+    unfenced = [] if fenced else _unfenced_yaml(post)
+    sniffed = _SNIFF.search(whole) and not unfenced  # prose around an unfenced file: the file alone
+    if post.label.endswith(_WHOLE_FILE) or (not fenced and (sniffed or _TOP_KEY.match(whole))):
         last = len(lines)
         while last > 1 and not lines[last - 1].strip():
             last -= 1
@@ -132,7 +134,7 @@ def yaml_regions(post: PostFile) -> list[Region]:
         written = _heredoc_regions(lines, body)  # a shell fence that writes its YAML: the here-documents
         region = None if written else _fence_region(lines, body, language, (start + 1, min(index + 1, len(lines))))
         regions += written or ([region] if region is not None else [])
-    return sorted(regions + _unfenced_yaml(post), key=lambda r: r.first)
+    return sorted(regions + (unfenced or _unfenced_yaml(post)), key=lambda r: r.first)
 
 
 # A key at the margin over indented lines, one of them an `image:` (compose services pasted without `services:`).
@@ -143,15 +145,19 @@ _COMPOSE_TOP = re.compile(r"^services[ \t]*:[ \t]*(?:#.*)?$")
 _SERVICE_IMAGE = re.compile(r"^[ \t]+(?:image|build)[ \t]*:", re.MULTILINE)
 _DSTACK_TOP = re.compile(r"^type[ \t]*:[ \t]*(?:service|task)[ \t]*(?:#.*)?$")
 _DSTACK_COMMANDS = re.compile(r"^commands[ \t]*:", re.MULTILINE)
+_K8S_TOP = re.compile(r"^apiVersion[ \t]*:[ \t]*\S+[ \t]*(?:#.*)?$")
+_K8S_WORKLOAD = re.compile(r"^kind[ \t]*:[ \t]*\S", re.MULTILINE)
+_K8S_CONTAINERS = re.compile(r"^[ \t]+containers[ \t]*:", re.MULTILINE)
 _YAML_KEY_LINE = re.compile(r"^(?:[A-Za-z_][\w-]*[ \t]*:(?:[ \t]|$)|[ \t#]|-[ \t]|$)")
 
 
 def _unfenced_yaml(post: PostFile) -> list[Region]:
-    """Compose files and dstack configurations pasted between a post's prose with no fence (a rendered page's
-    code blocks lose theirs): from a `services:` line at the margin (its `version:` line above it, if any), or a
-    dstack `type: service|task` line, to the last line before prose (a line that is neither indented, a comment,
-    blank nor a top-level key), when a service in it names an `image` or `build`, or the dstack file has
-    `commands:`; each read as a file is (a parse error refuses, naming its line).
+    """Compose files, dstack configurations and Kubernetes manifests pasted between a post's prose with no fence (a
+    rendered page's code blocks lose theirs): from a `services:` line at the margin (its `version:` line above it,
+    if any), a dstack `type: service|task` line or an `apiVersion:` line, to the last line before prose (a line
+    that is neither indented, a comment, blank nor a top-level key), when a service in it names an `image` or
+    `build`, the dstack file has `commands:`, or the manifest has a `kind:` with `containers:`; each read as a file
+    is (a parse error refuses, naming its line).
 
     Example:
         >>> from hgxkit.importing.post import read_post
@@ -161,8 +167,8 @@ def _unfenced_yaml(post: PostFile) -> list[Region]:
     """
     lines, regions = post.lines, []
     for index, line in enumerate(lines):
-        compose, dstack = _COMPOSE_TOP.match(line), _DSTACK_TOP.match(line)
-        if post.fences[index] or not (compose or dstack):
+        compose, dstack, manifest = _COMPOSE_TOP.match(line), _DSTACK_TOP.match(line), _K8S_TOP.match(line)
+        if post.fences[index] or not (compose or dstack or manifest):
             continue
         start = index - 1 if index and not post.fences[index - 1] and lines[index - 1].startswith("version") else index
         end = index + 1
@@ -172,7 +178,11 @@ def _unfenced_yaml(post: PostFile) -> list[Region]:
             end -= 1
         text = "\n".join(lines[start:end])
         # a service that runs an image, or a dstack run: not a `services:` heading over a list, nor prose's `type:`
-        if (_SERVICE_IMAGE if compose else _DSTACK_COMMANDS).search(text):
+        if manifest:
+            found = _K8S_WORKLOAD.search(text) and _K8S_CONTAINERS.search(text)
+        else:
+            found = (_SERVICE_IMAGE if compose else _DSTACK_COMMANDS).search(text)
+        if found:
             regions.append(Region(start + 1, end, text, True, (start + 1, end)))
     return regions
 

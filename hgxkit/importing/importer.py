@@ -356,6 +356,9 @@ class _Importer:
                     self._said(server.simple, "skipped", f"serving command {number} (--pick {self.options.pick})")
             servers = [servers[self.options.pick - 1]]
         servers = self._whole(servers)
+        if len(servers) == 1 and _bare_program(servers[0]):
+            _platform(servers[0], Scope.before(self.simples, servers[0].simple), {})  # another accelerator first
+            raise InputError(servers[0].simple.command.cut)  # nothing of the launch but its program: the cut first
         engines = [s for s in servers if s.role == "engine"]
         others = [s for s in servers if s.role != "engine"]
         hardware = [e for e in engines if _unsupported(e).hardware]
@@ -1216,6 +1219,15 @@ def _shared_memory(docker: DockerSpec, server: ServerCommand, where: str, notes:
         "container has Docker's 64 MB of it (no --ipc or --shm-size)"
     )
     return DockerSpec(docker.invocation, (*docker.entries, *parse_option_words(["--ipc=host"], source=where)))
+
+
+def _bare_program(server: Candidate) -> bool:
+    """True for a bare launch cut right after its program (`python3 -m sglang.launch_server \\` where the post
+    ends): every argument is past the cut, so whatever else the import could say of it is said of nothing."""
+    if not server.simple.command.cut or server.run is not None or server.role in ("broken", "refused"):
+        return False
+    words = [w for w in server.simple.texts if "=" not in w or w.startswith("-")]  # past a `NAME=value` prefix
+    return any(tuple(python_program(words)) == program for k in KINDS.values() for program in k.programs)
 
 
 def _another_setup(server: Candidate, error: InputError) -> bool:

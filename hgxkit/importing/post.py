@@ -123,6 +123,17 @@ _SCRIPT_SUFFIXES = (".sh", ".bash", ".slurm", ".sbatch")
 _LAUNCH_TOKEN = re.compile(
     r"(?:^|\s|/)(?:vllm serve|sglang serve)\b|(?:^|\s)(?:docker run|-m sglang\.launch_server|-m vllm\.entrypoints)\b"
 )
+
+
+def _cut(post: str, line: int, text: str) -> str:
+    """The refusal of a command whose last line ends with a backslash where the post ends."""
+    return (
+        f"{post}: line {line}, column {len(text.rstrip())}: the command's last line ends with a backslash and the "
+        "post ends there, so the copy stops inside the command (what follows the backslash is not in it); give the "
+        "whole command"
+    )
+
+
 _TRAILING_SPACE_BACKSLASH = re.compile(r"\\[ \t]+$")
 # `a \ b` inside a line: a command whose line breaks were lost (the lexer reads each as a continuation).
 _COLLAPSED = re.compile(r"\s\\[ \t]+(?=-|\w)")
@@ -625,7 +636,8 @@ def _gather(post: PostFile, start: int) -> tuple[Command, int]:
         parts.append(line)
         quote, continued = _scan_line(line, quote)
         index += 1
-        if index >= len(clean):
+        if index >= len(clean) or (continued and quote is None and not any(r.strip() for r in post.lines[index:])):
+            cut = _cut(post.name, index, line) if continued and quote is None else None
             break
         following = clean[index]
         if quote is not None:
@@ -637,12 +649,6 @@ def _gather(post: PostFile, start: int) -> tuple[Command, int]:
         if post.fences[index - 1] and post.fences[index] != post.fences[index - 1]:
             fence_cut = True  # its fence ends after the backslash: nothing outside the fence continues it
             break
-        if not any(raw.strip() for raw in post.lines[index:]):
-            cut = (
-                f"{post.name}: line {index}, column {len(line.rstrip())}: the command's last line ends with a "
-                "backslash and the post ends there, "
-                "so the copy stops inside the command (what follows the backslash is not in it); give the whole command"
-            )
         if not following.strip() and index + 1 < len(clean) and clean[index + 1][:1] in (" ", "\t", "-"):
             notes.append(
                 f"{post.name}:{index + 1}: a blank line inside the continued command; a shell would end the command "

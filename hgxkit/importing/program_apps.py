@@ -1,8 +1,9 @@
 """Deployments written as a program rather than a command: named where nothing in a post serves.
 
 A Ray Serve application, a Modal app and a Terraform container definition each start the engine from code the
-import does not run (Python that builds the command, HCL that a cloud's scheduler reads). Each is known by a line
-only it writes and refused by name, with the way out: the engine's own command.
+import does not run (Python that builds the command, HCL that a cloud's scheduler reads); a Dockerfile on an
+engine's image whose launch the post lacks holds no command at all. Each is known by a line only it writes and
+refused by name, with the way out: the engine's own command.
 
 Example:
     >>> from hgxkit.importing.post import read_post
@@ -37,6 +38,11 @@ _APPS = (
         re.compile(r"^\s*(?:resource|module)\s+\"[\w-]+\"(?:\s+\"[\w-]+\")?\s*\{"),
         "a Terraform configuration (HCL): its container definition is for a cloud's scheduler (ECS, GKE), and its "
         "command is HCL, which the import does not read; write that container as the `docker run` it amounts to",
+    ),
+    (
+        re.compile(r"^\s*FROM\s+(?:docker\.io/)?(?:vllm/vllm-openai|lmsysorg/sglang)(?:[:@\s]|$)", re.IGNORECASE),
+        "a Dockerfile on an engine's image whose launch (its ENTRYPOINT or CMD) the post does not hold (a copy cut "
+        "before it?); give the `docker run` it amounts to",
     ),
 )
 

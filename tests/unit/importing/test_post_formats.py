@@ -484,7 +484,7 @@ def test_compose_services_that_differ_only_in_gpus_and_ports_are_gpu_groups() ->
     groups = outcome.recipe.groups
     assert (
         docker_words(outcome)
-        == '--name {{name}} --gpus "device={{gpus}}" -p {{port}}:30000 -v /data/models/m:/models/m:ro'
+        == '--name {{name}} --gpus "device={{gpus}}" -p {{port}}:30000 --ipc=host -v /data/models/m:/models/m:ro'
     )
     assert (groups.explicit, groups.port_base, groups.name_template) == (
         ((0, 1, 2, 3), (4, 5, 6, 7)),
