@@ -1,7 +1,7 @@
 """Which accelerator a post is for, read before anything else: hgxkit serves NVIDIA GPUs only.
 
-A post for Intel Gaudi, an Intel GPU, Google TPU, Hygon DCU, AMD ROCm, Huawei Ascend, AWS Neuron, CPU only or
-Apple silicon cannot be reproduced on an HGX node whatever image `--image` names: its settings
+A post for Intel Gaudi, an Intel GPU, Google TPU, Hygon DCU, AMD ROCm, Huawei Ascend, AWS Neuron, NVIDIA Jetson,
+CPU only or Apple silicon cannot be reproduced on an HGX node whatever image `--image` names: its settings
 (`HABANA_VISIBLE_DEVICES`, `--device hpu`, `/dev/kfd`…) would be carried into an NVIDIA recipe. Each platform is
 known by its devices, environment variables, images and resource names, as written in a command (never by a word
 of prose). A post that also shows an NVIDIA setup (`--gpus`, `nvidia.com/gpu`, `CUDA_VISIBLE_DEVICES`, an NGC
@@ -83,6 +83,11 @@ _SIGNS: tuple[tuple[str, re.Pattern[str]], ...] = (
             r"--device[= ]+neuron\b|\b(?:NEURON_RT_[A-Z_]+|VLLM_NEURON_[A-Z_]+)\b|/dev/neuron\d*"
             r"|\baws\.amazon\.com/neuron\w*"
         ),
+    ),
+    (
+        "NVIDIA Jetson (an arm64 module, not a data-centre GPU)",
+        # a build for it (its name, L4T: Linux for Tegra), its community images, its host's device nodes
+        re.compile(r"(?<!\S)\S*(?:jetson|[-:/_]l4t[-_.r]|tegra)\S*|\bdustynv/\S+|/dev/nvhost-\S+", re.IGNORECASE),
     ),
     ("CPU only", re.compile(r"--device[= ]+cpu\b|\bvllm-cpu\S*|\bVLLM_CPU_[A-Z_]+\b|(?<!\S)\S+:cpu\b")),
     ("Apple silicon (MPS)", re.compile(r"--device[= ]+mps\b|\bPYTORCH_ENABLE_MPS_FALLBACK\b")),
