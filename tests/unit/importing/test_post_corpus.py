@@ -117,6 +117,8 @@ PROMPTS = {
     "245": r"^`|`$",  # inline code after a full-width colon
     "475": r"^`|`$",  # one inline code span on a line of its own
     "448": r"^\$ docker container stop vllm; docker container rm vllm; ",  # a `$ ` prompt, then clean-up skipped
+    "490": r"^ExecStart=",  # a systemd unit, as 354
+    "495": r"^ENTRYPOINT ",  # a Dockerfile's shell-form ENTRYPOINT, as 162
 }
 # bash's `$'…'` quoting, which sh (dash) does not read; 225's holds no backslash escape, so it is '…' for sh.
 ANSI_C = {"225"}
