@@ -494,6 +494,12 @@ class _Importer:
         fragment = next(filter(None, (_image_first(post) for post in self.posts)), None)
         if fragment is not None:
             return InputError(fragment)
+        script = next(filter(None, (_script_run(simple) for simple in self.simples)), None)
+        if script is not None:
+            return InputError(
+                f"{script[0]}: no serving command in {names}: it runs the script `{script[1]}`, whose commands it "
+                "does not show; import the script (or the post that has the server command)"
+            )
         return InputError(
             f"{names}: no serving command found (docker run, sglang serve, python -m sglang.launch_server, "
             "vllm serve); give the post that has it"
@@ -1219,6 +1225,14 @@ def _shared_memory(docker: DockerSpec, server: ServerCommand, where: str, notes:
         "container has Docker's 64 MB of it (no --ipc or --shm-size)"
     )
     return DockerSpec(docker.invocation, (*docker.entries, *parse_option_words(["--ipc=host"], source=where)))
+
+
+def _script_run(simple: Simple) -> tuple[str, str] | None:
+    """(where, script) of a command that runs a shell script (`exec /srv/start-vllm.sh`, `bash run.sh`), else None."""
+    words = [w for w in simple.texts if w not in ("exec", "sudo", "nohup", "bash", "sh", "-x", "-e")]
+    if words and words[0].endswith(".sh") and not words[0].startswith("-"):
+        return simple.where(), words[0]
+    return None
 
 
 def _bare_program(server: Candidate) -> bool:

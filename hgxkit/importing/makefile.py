@@ -38,10 +38,24 @@ def make_lines(lines: tuple[str, ...]) -> tuple[tuple[str, ...], list[tuple[int,
         return lines, []
     out = list(lines)
     for name, (index, value) in defined.items():
-        out[index] = f"{name}={shlex.quote(value) if value else ''}"
+        out[index] = f"{name}={shlex.quote(_one_word(value)) if value else ''}"
     for index in recipes:
         out[index] = _USE.sub(lambda m: "${" + m.group(1) + "}" if m.group(1) in defined else m.group(0), out[index])
     return tuple(out), [(min(i for i, _ in defined.values()) + 1, NOTE)]
+
+
+def _one_word(value: str) -> str:
+    """A value Make pastes into a recipe line as the one word its shell reads there (`"org/m"` is org/m: the
+    recipe's shell removes the quotes), else as it is written.
+
+    >>> _one_word('"Qwen/Qwen2.5-7B-Instruct"'), _one_word("a b"), _one_word("'unclosed")
+    ('Qwen/Qwen2.5-7B-Instruct', 'a b', "'unclosed")
+    """
+    try:
+        words = shlex.split(value, comments=False)
+    except ValueError:
+        return value
+    return words[0] if len(words) == 1 else value
 
 
 def _in_recipe(lines: tuple[str, ...], index: int) -> bool:

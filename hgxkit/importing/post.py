@@ -303,6 +303,27 @@ def _ps2_starts(line: str, following: str) -> bool:
     return (continues and following.lstrip().startswith(">")) or is_command_start(body.strip())
 
 
+# `: "${NAME:=value}"` (one or more, quoted or not): the idiom that sets NAME where the shell has it unset.
+_DEFAULT_SET = re.compile(r"""^[ \t]*:((?:[ \t]+(["']?)\$\{[A-Za-z_]\w*:?=[^{}$'"\\`\s()|&;<>]*\}\2)+)[ \t]*$""")
+_DEFAULT_SET_ONE = re.compile(r"""(["']?)\$\{([A-Za-z_]\w*):?=([^}]*)\}\1""")
+_DEFAULT_SET_NOTE = '`: "${NAME:=value}"` read as `NAME=${NAME:-value}` (it sets NAME where it is unset)'
+
+
+def _default_sets(lines: tuple[str, ...]) -> tuple[tuple[str, ...], list[int]]:
+    """`lines` with each `: "${NAME:=value}"` line written as the assignment it makes, and the lines written.
+
+    >>> _default_sets((': "${TP:=1}" ${PORT:=8000}', "vllm serve m"))
+    (('TP=${TP:-1} PORT=${PORT:-8000}', 'vllm serve m'), [1])
+    """
+    out, changed = list(lines), []
+    for index, line in enumerate(lines):
+        found = _DEFAULT_SET.match(line)
+        if found:
+            out[index] = " ".join(f"{m[2]}=${{{m[2]}:-{m[3]}}}" for m in _DEFAULT_SET_ONE.finditer(found.group(1)))
+            changed.append(index + 1)
+    return tuple(out), changed
+
+
 class _Cleaner:
     """One pass over a post's lines: fences, quotes, inline code and prompts blanked, columns kept."""
 
@@ -320,6 +341,8 @@ class _Cleaner:
         self.notes += units
         self.lines, made = make_lines(self.lines)
         self.notes += made
+        self.lines, set_lines = _default_sets(self.lines)
+        self.notes += [(line, _DEFAULT_SET_NOTE) for line in set_lines]
         self.lines, continued = _powershell_continuations(self.lines)
         self.notes += [(line, _POWERSHELL_NOTE) for line in continued[:1]]
         self.lines, continued = _powershell_continuations(self.lines, _CMD_END, "^")

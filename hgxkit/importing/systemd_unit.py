@@ -36,6 +36,8 @@ _DOCKER_PATH = re.compile(r"^\s*/(?:[\w.-]+/)*docker(?=\s)")
 # that holds the command; the section that makes a file of that kind; its note.
 _SYSTEMD = ({"Environment": "export", "WorkingDirectory": "cd", "ExecStart": "exec"}, "ExecStart", NOTE)
 _SUPERVISOR = ({"environment": "export", "directory": "cd", "command": "exec"}, "command", SUPERVISOR_NOTE)
+HEREDOC_NOTE = "an unquoted here-document writes the unit: each line-ending `\\\\` is the one backslash it writes"
+_HEREDOC_OPEN = re.compile(r"<<-?[ \t]*(['\"]?)([A-Za-z_][\w-]*)\1[ \t]*(?:[;&|>].*)?$")
 # supervisord's `environment=A="1",B="2"`: the commas between pairs, which a shell's `export` reads as spaces.
 _PAIR_COMMA = re.compile(r",(?=\s*[A-Za-z_]\w*=)")
 
@@ -51,6 +53,9 @@ def unit_lines(lines: tuple[str, ...]) -> tuple[tuple[str, ...], list[tuple[int,
             continue
         end = _unit_end(lines, index)
         unit = lines[index:end]
+        if _in_unquoted_heredoc(lines, index):  # the file the shell writes: a line's `\\` is one backslash there
+            unit = tuple(re.sub(r"\\\\[ \t]*$", lambda m: " \\" + m.group()[2:], line) for line in unit)
+            notes.append((index + 1, HEREDOC_NOTE))
         supervisor = any(line.strip().startswith("[program:") for line in unit)
         shape = _SUPERVISOR if supervisor else _SYSTEMD
         keys, command, note = shape
@@ -61,6 +66,16 @@ def unit_lines(lines: tuple[str, ...]) -> tuple[tuple[str, ...], list[tuple[int,
             notes.append((index + 1, note))
         index = end
     return tuple(out), notes
+
+
+def _in_unquoted_heredoc(lines: tuple[str, ...], index: int) -> bool:
+    """True when line `index` is in the body of a here-document whose delimiter is not quoted (`cat > u << SVC`):
+    the shell writes the file with `\\\\` as one backslash and the post's `$NAME`s expanded."""
+    for at in range(index - 1, -1, -1):
+        opened = _HEREDOC_OPEN.search(lines[at])
+        if opened:
+            return not opened.group(1) and all(line.strip() != opened.group(2) for line in lines[at + 1 : index])
+    return False
 
 
 def _settings_first(shell: list[str], run: str) -> list[str]:

@@ -196,12 +196,31 @@ def _dashes(name: str, number: int, shell: str) -> tuple[str, list[str]]:
         out.append(shell[last : match.start()] + ascii_run)
         last = match.end()
     result = "".join(out) + shell[last:]
-    stray = next((i for i, c in enumerate(result) if c in DASHES), None)
+    quoted = _quoted(result)
+    stray = next((i for i, c in enumerate(result) if c in DASHES and i not in quoted), None)
     if stray is not None:
         word = re.search(r"\S*$", result[: stray + 1]).group() + re.match(r"\S*", result[stray + 1 :]).group()  # type: ignore[union-attr]
         column = _column(shell, result[stray], stray)
         _refuse(name, number, column, word, "a typographic dash inside a value or standing alone")
     return result, rewritten
+
+
+def _quoted(line: str) -> set[int]:
+    """Indices of `line` inside a quoted string: text the shell passes as written (an `echo`'s message with its
+    dashes), which no reading of the command's words depends on.
+
+    >>> sorted(_quoted('echo "a — b" x'))
+    [6, 7, 8, 9, 10]
+    """
+    inside, quote = set(), None
+    for index, char in enumerate(line):
+        if quote is None and char in "\"'":
+            quote = char
+        elif char == quote:
+            quote = None
+        elif quote is not None:
+            inside.add(index)
+    return inside
 
 
 def _column(shell: str, char: str, index: int) -> int:

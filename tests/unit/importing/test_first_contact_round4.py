@@ -48,7 +48,8 @@ def test_a_host_wrapper_script_before_a_launch_is_dropped_with_a_note() -> None:
 
 
 def test_a_script_whose_arguments_are_no_launch_is_not_a_server() -> None:
-    assert "no serving command found" in _refusal("./setup.sh --model-path org/m --tp 2\n")
+    message = _refusal("./setup.sh --model-path org/m --tp 2\n")
+    assert "no serving command in post.md: it runs the script `./setup.sh`" in message
 
 
 RANK = (

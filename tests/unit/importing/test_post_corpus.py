@@ -237,6 +237,11 @@ def posted_command(number: str, span: tuple[int, int]) -> str:
         text = re.sub(r"\n[ \t]*\n", "\n", text)
     if number in CMD_EXEC:
         text = f"{CMD_EXEC[number]} {shlex.join(json.loads(text.removeprefix('CMD ')))}"
+    if "makefile" in ENTRIES[number]["kinds"]:  # Make pastes its variables' text into the line its shell reads
+        defined = dict(
+            re.findall(r"^([A-Za-z_]\w*)[ \t]*(?:::=|:=|\?=|=)[ \t]*(.*?)[ \t]*$", (POSTS / name).read_text(), re.M)
+        )
+        text = re.sub(r"\$[({](\w+)[)}]", lambda m: defined.get(m[1], m[0]), text)
     return re.sub(TRAILING[number], "", text) if number in TRAILING else text
 
 
@@ -447,6 +452,8 @@ BARE = [
     and "prefill-decode" not in ENTRIES[n]["kinds"]
     # a shown config file's keys become flags, which the posted words do not hold (test_import_config_file)
     and "config-file-shown" not in ENTRIES[n]["kinds"]
+    # a unit a script writes through a here-document: the file the shell writes, not the posted words
+    and "systemd-unit-in-heredoc" not in ENTRIES[n]["kinds"]
 ]
 
 
