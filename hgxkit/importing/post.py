@@ -617,6 +617,11 @@ def _blank(text: str, start: int, end: int) -> str:
     return text[:start] + "".join(c if c == "\t" else " " for c in text[start:end]) + text[end:]
 
 
+# A diff's hunk header (`@@ -56,7 +56,7 @@ python -m sglang.launch_server \`): the line after it is its label, as
+# a page showing a change prints it, not a command that starts there.
+_HUNK_HEADER = re.compile(r"^\s*@@ -\d+(?:,\d+)? \+\d+(?:,\d+)? @@")
+
+
 def find_commands(post: PostFile) -> list[Command]:
     """Every command of a post, in order, each lexed with file positions (a lexing error is kept, not raised)."""
     commands: list[Command] = []
@@ -633,7 +638,7 @@ def find_commands(post: PostFile) -> list[Command]:
             commands.append(command)
             continue
         line = _TRAILING_SPACE_BACKSLASH.sub("\\\\", clean[index])
-        if _LAUNCH_TOKEN.search(line) and _scan_line(line, None)[1]:
+        if _LAUNCH_TOKEN.search(line) and _scan_line(line, None)[1] and not _HUNK_HEADER.match(line):
             commands.append(_broken_start(post, index))
         index += 1
     return commands
