@@ -27,7 +27,15 @@ from dataclasses import dataclass, field, replace
 
 from hgxkit.errors import InputError
 from hgxkit.importing.bench_clients import client_of
-from hgxkit.importing.post import ASSIGNMENT_RE, MAX_COMMANDS, Command, EnvOptions, env_options, uv_run_end
+from hgxkit.importing.post import (
+    ASSIGNMENT_RE,
+    MAX_COMMANDS,
+    UV_MODULE,
+    Command,
+    EnvOptions,
+    env_options,
+    uv_run_end,
+)
 from hgxkit.importing.provenance import Exported
 from hgxkit.kinds import KINDS, UNSUPPORTED, UnsupportedKind, image_file_kind, image_matches, python_program
 from hgxkit.recipe.shellwords import Word
@@ -483,6 +491,13 @@ def _prefix(words: list[Word], name: str) -> tuple[list[Word], list[Word], list[
                 "command in the project's environment; the container runs the image's)"
             )
             index = end
+            if index < len(words) and words[index].text in UV_MODULE:  # `uv run -m MODULE` is `python -m MODULE`
+                words = [
+                    *words[:index],
+                    replace(words[index], text="python3"),
+                    replace(words[index], text="-m"),
+                    *words[index + 1 :],
+                ]
         else:
             break
     if index == len(words) or (prefix and words[index].is_operator and words[index].text in ("$(", "`")):

@@ -50,6 +50,7 @@ PROGRAMS = frozenset(
         "ollama",
         "llama-server",
         "lmdeploy",
+        "trl",
         "lm_eval",
         "curl",
         "wget",
@@ -239,13 +240,16 @@ _UV_RUN_VALUES = frozenset(
 )
 
 
+UV_MODULE = ("-m", "--module")  # `uv run -m MODULE`: `python -m MODULE` in uv's environment
+
+
 def uv_run_end(words: Sequence[str], index: int) -> int:
     """Past `uv run` and its options at `index` (`--with vllm`, `--isolated`: uv runs the command in the
     project's environment, or one with those packages), where a program follows; else `index`."""
     if words[index : index + 2] != ["uv", "run"]:
         return index
     end = index + 2
-    while end < len(words) and words[end].startswith("-") and words[end] != "--":
+    while end < len(words) and words[end].startswith("-") and words[end] not in ("--", *UV_MODULE):
         end += 2 if words[end] in _UV_RUN_VALUES else 1
     end += end < len(words) and words[end] == "--"
     return end if end < len(words) else index
@@ -267,10 +271,12 @@ def is_command_start(text: str) -> bool:
     ):
         given = env_options(words, index) if words[index] == "env" else None
         index = given.end if given else index + 1
-    index = uv_run_end(words, index)
+    launcher, index = index, uv_run_end(words, index)
     if index == len(words):  # `model=org/name` on its own line, or `nohup env \` before the rest of a command
         return index > 0 and (ASSIGNMENT_RE.match(words[0]) is not None or continued)
     program = words[index]
+    if program in UV_MODULE:  # `uv run -m MODULE` (a line starting `-m` is no command)
+        return index > launcher
     if program in _CLAUSES and not _CLAUSE_SYNTAX.search(" ".join(words[index + 1 :])):
         return False  # "while I tried …", "if you want …": prose that starts with a shell keyword
     if _LABEL_AFTER.match(" ".join(words[index + 1 :])):
@@ -459,7 +465,8 @@ class _Cleaner:
             body = text.strip()
             if not body or body.startswith("#"):
                 continue
-            if not (is_command_start(body) or (index and clean[index - 1].rstrip().endswith("\\"))):
+            builtin = body.split()[0] in _SCRIPT_BUILTINS  # `set -x` starts no program a post pastes, but is a script's
+            if not (builtin or is_command_start(body) or (index and clean[index - 1].rstrip().endswith("\\"))):
                 return False
             commands += 1
         return commands > 0
@@ -484,6 +491,8 @@ class _Cleaner:
             self.notes.append((index + 1, "prompt '#' removed (a root shell: the block has no other command)"))
 
 
+# Shell builtins that only a script's lines start with (no prose line starts `set -x`).
+_SCRIPT_BUILTINS = frozenset({"set", "shopt", "trap", "ulimit", "umask", "unset", "wait", "pushd", "popd"})
 # A prose lead-in that labels the command after it on the same line: `My command is …`, `Command: …` (not any
 # colon: a log's `Example: sglang serve --model-path <model>` is a template, no command the post runs).
 _LAUNCH_LABEL = re.compile(r"(?i)\b(?:command|cmd)(?:\s+(?:is|was))?\s*:?\s+$")

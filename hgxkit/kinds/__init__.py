@@ -200,6 +200,33 @@ UNSUPPORTED = (
         ),
     ),
     UnsupportedKind(
+        "trl-vllm-serve",
+        "TRL's vLLM server",
+        (),
+        (
+            ("trl", "vllm-serve"),
+            ("python3", "-m", "trl.cli", "vllm-serve"),
+            ("python3", "-m", "trl.scripts.vllm_serve"),
+        ),
+        (r"\btrl(?:\.cli)?\s+vllm-serve\b", r"\btrl\.scripts\.vllm_serve\b"),
+        remedy=(
+            "`trl vllm-serve` runs vLLM for TRL's training (its own generate and weight-sync endpoints), not the "
+            "OpenAI-compatible server hgxkit deploys; import `vllm serve` with the same model and parallel sizes"
+        ),
+    ),
+    UnsupportedKind(
+        "skyrl-server",
+        "SkyRL's inference server",
+        (),
+        (("python3", "-m", "skyrl_train.inference_engines.sglang.sglang_server"),),
+        (r"\bskyrl_train\.inference_engines\.\w+",),
+        remedy=(
+            "SkyRL's inference-engine module wraps vLLM or SGLang for its training loop, not the server hgxkit "
+            "deploys; import the engine's own command (vllm serve, python -m sglang.launch_server) with the same "
+            "model and sizes"
+        ),
+    ),
+    UnsupportedKind(
         "triton", "Triton Inference Server", ("nvcr.io/nvidia/tritonserver",), (("tritonserver",),), (r"tritonserver",)
     ),
     UnsupportedKind(
