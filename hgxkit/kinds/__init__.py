@@ -210,8 +210,9 @@ UNSUPPORTED = (
         ),
         (r"\btrl(?:\.cli)?\s+vllm-serve\b", r"\btrl\.scripts\.vllm_serve\b"),
         remedy=(
-            "`trl vllm-serve` runs vLLM for TRL's training (its own generate and weight-sync endpoints), not the "
-            "OpenAI-compatible server hgxkit deploys; import `vllm serve` with the same model and parallel sizes"
+            "`trl vllm-serve` (python -m trl.cli vllm-serve) runs vLLM for TRL's training (its own generate and "
+            "weight-sync endpoints), not the OpenAI-compatible server hgxkit deploys; import `vllm serve` with the "
+            "same model and parallel sizes"
         ),
     ),
     UnsupportedKind(
@@ -221,9 +222,9 @@ UNSUPPORTED = (
         (("python3", "-m", "skyrl_train.inference_engines.sglang.sglang_server"),),
         (r"\bskyrl_train\.inference_engines\.\w+",),
         remedy=(
-            "SkyRL's inference-engine module wraps vLLM or SGLang for its training loop, not the server hgxkit "
-            "deploys; import the engine's own command (vllm serve, python -m sglang.launch_server) with the same "
-            "model and sizes"
+            "SkyRL's inference-engine module (skyrl_train.inference_engines.…) wraps vLLM or SGLang for its "
+            "training loop, not the server hgxkit deploys; import the engine's own command (vllm serve, python -m "
+            "sglang.launch_server) with the same model and sizes"
         ),
     ),
     UnsupportedKind(
