@@ -225,10 +225,22 @@ def _fence_region(lines: Sequence[str], body: list[int], language: str, span: tu
         first, last = first + 1, end - 1
     if last < first:
         return None
-    text = textwrap.dedent("\n".join(lines[first : last + 1]))
+    text = _dedent(lines[first : last + 1])
     if not (language in ("yaml", "yml") or _SNIFF.search(text) or _SERVICES_FRAGMENT.search(text)):
         return None
     return Region(first + 1, last + 1, text, False, span)
+
+
+def _dedent(lines: Sequence[str]) -> str:
+    """`lines` without the indent all their YAML lines share; a comment line (which YAML reads at any indent) does
+    not hold it back, as a commented-out key at the margin would for `textwrap.dedent`.
+
+    >>> _dedent(["  s:", "#  x: 1", "    image: i"]).splitlines()
+    ['s:', '#  x: 1', '  image: i']
+    """
+    indents = [len(line) - len(line.lstrip()) for line in lines if line.strip() and not line.lstrip().startswith("#")]
+    cut = min(indents, default=0)
+    return "\n".join(line[cut:] if not line[:cut].strip() else line for line in lines)
 
 
 class LinedList(list):  # type: ignore[type-arg]
@@ -310,10 +322,12 @@ def load_documents(post: PostFile, region: Region) -> list[Document]:
 
 
 def _cut_manifest(post: PostFile, region: Region) -> bool:
-    """True for a fence that opens as a manifest or compose file (`apiVersion:`, `services:` …) and runs, unclosed,
+    """True for a fence that opens as a manifest or compose file (`apiVersion:`, `services:` …, or a compose service
+    pasted without `services:`) and runs, unclosed,
     to the post's end: an excerpt cut inside the file, whose parse error is the cut, not the file's."""
     rest = [line for line in post.lines[region.last :] if line.strip()]
-    return not region.whole and not rest and bool(post.fences[-1]) and bool(_SNIFF.match(region.text.lstrip()))
+    opens = _SNIFF.match(region.text.lstrip()) or _SERVICES_FRAGMENT.match(region.text.lstrip())
+    return not region.whole and not rest and bool(post.fences[-1]) and bool(opens)
 
 
 def _dotenv(post: PostFile, region: Region) -> dict[str, str]:
@@ -350,7 +364,7 @@ def read_documents(
             if _cut_manifest(post, region):
                 last = max(n for n in range(region.first, region.last + 1) if post.lines[n - 1].strip())
                 raise InputError(  # named where the post stops
-                    f"{post.name}: line {last}, column {len(post.lines[last - 1])}: the manifest's fence is not "
+                    f"{post.name}: line {last}, column {len(post.lines[last - 1])}: the file's fence is not "
                     "closed, and the post ends inside it where it is not valid YAML: the copy is cut; give the "
                     "whole file"
                 ) from None

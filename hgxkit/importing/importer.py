@@ -494,6 +494,9 @@ class _Importer:
         fragment = next(filter(None, (_image_first(post) for post in self.posts)), None)
         if fragment is not None:
             return InputError(fragment)
+        glued = next(filter(None, (_glued_launch(post) for post in self.posts)), None)
+        if glued is not None:
+            return InputError(glued)
         script = next(filter(None, (_script_run(simple) for simple in self.simples)), None)
         if script is not None:
             return InputError(
@@ -1374,6 +1377,30 @@ def _in_sentence(server: Candidate) -> bool:
     post, line = server.simple.command.post, server.simple.command.first
     prose = post.lines[line - 1].strip() != post.clean[line - 1].strip()
     return prose and server.simple.command.last == line
+
+
+# A launch program glued to the word before it (`…GPU count.vllm serve <model>`): a page whose code and text ran
+# together, where no command starts.
+_GLUED_LAUNCH = re.compile(r"(?<=[^\s/`'\"$({=])(vllm serve|sglang serve|python3? -m (?:sglang\.launch_server|vllm\.))")
+
+
+def _glued_launch(post: PostFile) -> str | None:
+    """The refusal of a launch glued to prose in the middle of a line, where nothing else serves; None where there
+    is none.
+
+    >>> from hgxkit.importing.post import read_post
+    >>> _glued_launch(read_post("p.md", "Set the count.vllm serve org/m --tp 2"))[:54]
+    'p.md: line 1, column 15: `vllm serve` stands glued to '
+    """
+    for number, line in enumerate(post.lines, 1):
+        found = _GLUED_LAUNCH.search(line)
+        if found:
+            return (
+                f"{post.name}: line {number}, column {found.start() + 1}: `{found.group(1)}` stands glued to the "
+                "text before it (a page whose code and prose ran together), so no command starts there; give the "
+                "command on a line of its own"
+            )
+    return None
 
 
 def _image_first(post: PostFile) -> str | None:

@@ -153,7 +153,9 @@ class Scope:
             else None
         )
         if how:
-            if root.computed and root.written.startswith("$("):  # the substitution as written, never its words
+            if root.computed and root.written.startswith("$(("):  # arithmetic: the host's values at run time
+                how = f"by the arithmetic expansion `{root.written}`"
+            elif root.computed and root.written.startswith("$("):  # the substitution as written, never its words
                 how = f"by the command substitution `{root.written}`"
             elif root.computed and root.written.startswith("`"):
                 how = f"by the command substitution `{root.written.strip('`')}` (in backticks)"
