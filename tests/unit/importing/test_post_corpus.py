@@ -119,6 +119,7 @@ PROMPTS = {
     "448": r"^\$ docker container stop vllm; docker container rm vllm; ",  # a `$ ` prompt, then clean-up skipped
     "490": r"^ExecStart=",  # a systemd unit, as 354
     "495": r"^ENTRYPOINT ",  # a Dockerfile's shell-form ENTRYPOINT, as 162
+    "519": r"^> root@ad0cfc852c36:/sgl-workspace/sglang# ",  # a quoted reply's container root prompt
 }
 # bash's `$'…'` quoting, which sh (dash) does not read; 225's holds no backslash escape, so it is '…' for sh.
 ANSI_C = {"225"}
