@@ -219,6 +219,8 @@ def _fence_region(lines: Sequence[str], body: list[int], language: str, span: tu
     if not body:
         return None
     first, last = body[0], body[-1]
+    if _APPLY_LINE.match(lines[first]) and first < last:  # `kubectl apply -f app.yaml` typed above the file
+        first += 1
     heredoc = _HEREDOC.search(lines[first])
     if heredoc and not lines[first].lstrip().startswith(("apiVersion", "services", "kind")):
         end = next((n for n in body if lines[n].strip() == heredoc.group(1)), last + 1)
@@ -229,6 +231,9 @@ def _fence_region(lines: Sequence[str], body: list[int], language: str, span: tu
     if not (language in ("yaml", "yml") or _SNIFF.search(text) or _SERVICES_FRAGMENT.search(text)):
         return None
     return Region(first + 1, last + 1, text, False, span)
+
+
+_APPLY_LINE = re.compile(r"^\s*(?:\$\s+)?(?:kubectl|oc)\s+(?:apply|create)\s+(?:\S+\s+)*-f\s+\S+\.ya?ml\s*$")
 
 
 def _dedent(lines: Sequence[str]) -> str:
@@ -330,6 +335,23 @@ def _cut_manifest(post: PostFile, region: Region) -> bool:
     return not region.whole and not rest and bool(post.fences[-1]) and bool(opens)
 
 
+def _refuse_empty_end(post: PostFile, region: Region) -> None:
+    """Refuse a manifest or compose file whose fence runs, unclosed, to the post's end on a key given no value
+    (`resources:`): it parses, but the copy is cut where that key's value would follow."""
+    if not _cut_manifest(post, region):
+        return
+    last = max(n for n in range(region.first, region.last + 1) if post.lines[n - 1].strip())
+    if re.fullmatch(r"\s*(?:-\s+)?[\w.-]+:\s*", post.lines[last - 1]):
+        raise _CutFile(
+            f"{post.name}: line {last}, column {len(post.lines[last - 1].rstrip())}: the file's fence is not closed, "
+            "and the post ends on a key with no value: the copy is cut; give the whole file"
+        )
+
+
+class _CutFile(InputError):
+    """A file in a fence cut where the post ends, which parses: refused as cut, never read as the whole file."""
+
+
 def _dotenv(post: PostFile, region: Region) -> dict[str, str]:
     """`NAME=value` lines of the post outside the region (a compose file's `.env`, shown next to it)."""
     found = {}
@@ -356,6 +378,9 @@ def read_documents(
     for region in yaml_regions(post):
         try:
             documents = load_documents(post, region)
+            _refuse_empty_end(post, region)
+        except _CutFile:
+            raise
         except InputError:
             # A file that starts as YAML is one that does not parse; prose around YAML-like lines (a page quoting
             # a Taskfile) is read as the text it is.

@@ -1379,14 +1379,16 @@ def _in_sentence(server: Candidate) -> bool:
     return prose and server.simple.command.last == line
 
 
-# A launch program glued to the word before it (`…GPU count.vllm serve <model>`): a page whose code and text ran
-# together, where no command starts.
-_GLUED_LAUNCH = re.compile(r"(?<=[^\s/`'\"$({=])(vllm serve|sglang serve|python3? -m (?:sglang\.launch_server|vllm\.))")
+# An engine's launch program, and one glued to the word before it (`…GPU count.vllm serve <model>`): a page whose
+# code and text ran together, where no command starts.
+_LAUNCH = r"(?:vllm serve|sglang serve)\b|python3? -m (?:sglang\.launch_server|vllm\.entrypoints\.[\w.]+)"
+_LAUNCH_WORDS = re.compile(r"\b(?:" + _LAUNCH + ")")
+_GLUED_LAUNCH = re.compile(r"(?<=[^\s/`'\"$({=])(" + _LAUNCH + ")")
 
 
 def _glued_launch(post: PostFile) -> str | None:
-    """The refusal of a launch glued to prose in the middle of a line, where nothing else serves; None where there
-    is none.
+    """The refusal of a launch glued to prose in the middle of a line, or standing in a comment line, where nothing
+    else serves; None where there is none.
 
     >>> from hgxkit.importing.post import read_post
     >>> _glued_launch(read_post("p.md", "Set the count.vllm serve org/m --tp 2"))[:54]
@@ -1399,6 +1401,14 @@ def _glued_launch(post: PostFile) -> str | None:
                 f"{post.name}: line {number}, column {found.start() + 1}: `{found.group(1)}` stands glued to the "
                 "text before it (a page whose code and prose ran together), so no command starts there; give the "
                 "command on a line of its own"
+            )
+    for number, line in enumerate(post.lines, 1):
+        found = _LAUNCH_WORDS.search(line) if line.lstrip().startswith("#") else None
+        if found:
+            return (
+                f"{post.name}: line {number}, column {found.start() + 1}: `{found.group()}` stands inside a comment "
+                "(commented out, or a page whose line breaks were lost put it after the comment's text), so a shell "
+                "runs nothing there; give the command on a line of its own"
             )
     return None
 
@@ -1728,6 +1738,13 @@ def _fits(recipe: Recipe, server: Candidate) -> None:
     if total > HGX_GPUS and not spans_nodes(recipe.server) and recipe.node_count() < 2:
         flag = _flag_word(server, kind)
         at = f"{server.simple.command.post.name}: line {flag.line}, column {flag.column}" if flag else where
+        backend = kind.ray.backend if kind.ray is not None else ()
+        if backend and recipe.server.flag(backend[0]) == backend[1]:
+            raise InputError(
+                f"{at}: tp x pp x dp = {total} GPUs on the Ray backend ({' '.join(backend)}): a Ray cluster of "
+                f"{-(-total // HGX_GPUS)} hosts that the post never starts (no `ray start`); give its head's and "
+                "workers' commands, or spread it with --nnodes and --node-rank"
+            )
         raise InputError(
             f"{at}: tp x pp x dp = {total} GPUs, but an HGX-H200 node has {HGX_GPUS} and the command runs on one "
             f"node: spread it with --nnodes {-(-total // HGX_GPUS)} and --node-rank, or start a Ray cluster over the "

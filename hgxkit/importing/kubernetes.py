@@ -228,6 +228,9 @@ def _pods(document: Document, runtimes: dict[str, Document]) -> list[_PodSpec]:
             "image and command from its LLMInferenceServiceConfig presets, not this manifest; import the "
             "Deployment it creates (kubectl get deployment -o yaml)"
         )
+    elif (str(data.get("apiVersion", "")).partition("/")[0], kind) in _CONTROLLED:
+        group = str(data.get("apiVersion", "")).partition("/")[0]
+        raise InputError(f"{document.where(data.get(LINE))}: {kind} {name}: {_CONTROLLED[group, kind]}")
     elif kind == "RayService":  # KubeRay: Ray Serve applications, which start the engine from Python code
         raise InputError(
             f"{document.where(data.get(LINE))}: RayService {name}: a Ray Serve application ({_ray_imports(spec)}) "
@@ -248,6 +251,21 @@ def _pods(document: Document, runtimes: dict[str, Document]) -> list[_PodSpec]:
         item.update({"__name__": name, "__kind__": kind, **{f"__{k}__": v for k, v in context.items()}})
         out.append(item)
     return out
+
+
+# Custom resources whose controller writes the server's pod (image and command) from presets this manifest only
+# names: (API group, kind) -> what it is, with the way out.
+_CONTROLLED = {
+    ("kubeai.org", "Model"): (
+        "KubeAI's Model: KubeAI's controller writes the server's pod from its engine, url and resource profile, "
+        "not this manifest; import the pod it creates (kubectl get pod -o yaml)"
+    ),
+    ("nvidia.com", "DynamoGraphDeployment"): (
+        "NVIDIA Dynamo's graph deployment: Dynamo's operator runs its own frontend and workers (python -m "
+        "dynamo.…), which hgxkit does not deploy (NVIDIA Dynamo is not supported yet); import the engine's own "
+        "command (vllm serve, python -m sglang.launch_server)"
+    ),
+}
 
 
 def _ray_imports(spec: dict) -> str:

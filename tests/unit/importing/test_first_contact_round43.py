@@ -1,7 +1,8 @@
-"""Classes of import failure found by reading held-out posts 497-504 first (round 43): a fenced compose service
+"""Classes of import failure found by reading held-out posts 497-520 first (rounds 43 and 45): a fenced compose service
 pasted without `services:`, a commented key at the margin and a copy cut inside its command list, read as no YAML at
 all (503); a launch glued to a flattened page's prose never mentioned (501); an arithmetic expansion called a
-command substitution (502)."""
+command substitution (502); a launch in a comment line of a flattened page not named (514); 16 GPUs on the
+Ray backend answered with "start a Ray cluster" (520)."""
 
 from __future__ import annotations
 
@@ -37,3 +38,13 @@ def test_a_launch_glued_to_prose_is_named() -> None:
 def test_an_arithmetic_expansion_is_named_as_one() -> None:
     message = _refusal("TP=$(($GPUS * 2))\nvllm serve org/m --port 8000 --tensor-parallel-size $TP\n")
     assert "the arithmetic expansion `$(($GPUS * 2))`" in message
+
+
+def test_a_launch_inside_a_comment_is_named_where_nothing_serves() -> None:
+    post = "# Student A (slice 1)CUDA_VISIBLE_DEVICES=0 python -m vllm.entrypoints.openai.api_server --model org/m\n"
+    assert "stands inside a comment" in _refusal(post, "page.md")
+
+
+def test_a_ray_backend_over_more_gpus_than_a_node_names_the_missing_cluster() -> None:
+    post = "vllm serve org/m --tensor-parallel-size 8 --pipeline-parallel-size 2 --distributed-executor-backend ray\n"
+    assert "16 GPUs on the Ray backend" in _refusal(post)

@@ -28,4 +28,4 @@ def test_uv_run_m_is_python_m() -> None:
 
 def test_a_script_s_commented_launches_stay_comments() -> None:
     post = "# server\n# vllm serve org/m --port 8000\n\nset -x\n\npython3 -m verl.trainer.main_ppo a=1\n"
-    assert "no serving command found" in _refusal(post)
+    assert "`vllm serve` stands inside a comment (commented out" in _refusal(post)
