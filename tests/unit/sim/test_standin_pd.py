@@ -246,6 +246,7 @@ def test_a_chat_completion_through_the_real_router(pair: tuple[Server, Server, i
     port = _port()
     argv = [python, "-m", "sglang_router.launch_router", "--pd-disaggregation", "--host", "127.0.0.1"]
     argv += ["--port", str(port), "--prefill", prefill.url, str(bootstrap), "--decode", decode.url]
+    argv += ["--prometheus-port", str(_port())]  # its default, 29000, is one port for every router at once
     assert chat_through_router(argv, port)["usage"]["completion_tokens"] == 5
     [d] = [t for t in decode.truths() if t["bootstrap_room"] is not None and t["output_tokens"] == 5]
     [p] = [t for t in prefill.truths() if t["bootstrap_room"] == d["bootstrap_room"]]
@@ -266,7 +267,7 @@ def test_the_real_router_while_a_decode_is_down_answers_from_another_or_at_once(
     port, reopen_s = _port(), 2
     argv = [router_python, "-m", "sglang_router.launch_router", "--pd-disaggregation", "--host", "127.0.0.1"]
     argv += ["--port", str(port), "--prefill", prefill.url, str(bootstrap), "--decode", first.url]
-    argv += ["--decode", second.url, "--cb-timeout-duration-secs", str(reopen_s)]
+    argv += ["--decode", second.url, "--cb-timeout-duration-secs", str(reopen_s), "--prometheus-port", str(_port())]
     router = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     count = iter(range(10**6))
 
