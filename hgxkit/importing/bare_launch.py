@@ -468,9 +468,12 @@ def docker_run_for(
         # A server spanning nodes: its ranks reach each other on the host's network (rendezvous, NCCL and Gloo
         # ports no -p predicts), as the engines' multi-node Docker examples run them; it listens as posted.
         options.append("--network=host")
+        listens = _posted_host(args, kind)
+        loopback = listens is None and is_loopback(kind.default_host)
+        said = f" ({kind.title}'s default {kind.default_host}: the head node's own clients only)" if loopback else ""
         notes.append(
             f"{where}: the server spans {nodes} nodes, so the container uses the host's "
-            "network (--network=host) and listens as the post says; no port is published"
+            f"network (--network=host) and listens as the post says{said}; no port is published"
         )
     elif _split_side(args, kind):
         # The decode reaches the prefill's bootstrap port at the address the router gives (127.0.0.1 on the
