@@ -494,9 +494,9 @@ class _Importer:
         fragment = next(filter(None, (_image_first(post) for post in self.posts)), None)
         if fragment is not None:
             return InputError(fragment)
-        glued = next(filter(None, (_glued_launch(post) for post in self.posts)), None)
-        if glued is not None:
-            return InputError(glued)
+        unrun = next(filter(None, (_unrun_launch(post) for post in self.posts)), None)
+        if unrun is not None:
+            return InputError(unrun)
         script = next(filter(None, (_script_run(simple) for simple in self.simples)), None)
         if script is not None:
             return InputError(
@@ -545,6 +545,7 @@ class _Importer:
         docker = _node_gpus(docker, where, notes)
         if grouping is None:
             docker = _shared_memory(_given_gpus(docker, where, notes), command, where, notes)
+            docker = _own_network(docker, command, where, notes)
         recipe = Recipe(
             name="imported",
             image=ImageRef(run.image),
@@ -926,6 +927,14 @@ def _one_setup(built: list[Built]) -> tuple[list[Built], str]:
                 f"{first[0].where()}: the prefill and decode commands do not give each side GPUs of its own "
                 "(--gpus '\"device=…\"'); hgxkit deploys a split as groups of one node's GPUs"
             )
+        logging = [d for d in found if d.area == "env" and _DEBUG_ENV.fullmatch(d.key)]
+        if logging and len(logging) == len(found):  # the same launch, run again to see more in its log
+            names = ", ".join(d.key for d in logging)
+            other[2].append(
+                f"{other[0].where()}: the same command as {first[0].where()} but for {names}, a logging setting; "
+                f"taken once, as {first[0].where()} gives it"
+            )
+            continue
         if differences or (not multinode and found and ("docker", "--gpus") not in {(d.area, d.key) for d in found}):
             _unjoined_split(built)
             raise _differ(built, first, other, differences or found)
@@ -1018,6 +1027,14 @@ def _unjoined_split(built: list[Built]) -> None:
         f"split; import does not join {kind.title}'s split yet: write its recipe with a group per side "
         "(groups.server_args, docs/serving.md), or import one side's command with --pick N"
     )
+
+
+# Environment variables that change what a server logs, not what it serves: a post's copy of its launch with one more
+# is the same setup (`NCCL_DEBUG=INFO vllm serve …` after the plain command).
+_DEBUG_ENV = re.compile(
+    r"NCCL_DEBUG(?:_SUBSYS|_FILE)?|[A-Z0-9_]*_LOG(?:GING)?_LEVEL|TORCH_DISTRIBUTED_DEBUG|PYTHONFAULTHANDLER"
+    r"|RUST_LOG|RUST_BACKTRACE|VLLM_TRACE_FUNCTION|CUDA_LAUNCH_BLOCKING"
+)
 
 
 def _own_address(difference: Difference) -> bool:
@@ -1214,6 +1231,25 @@ def _given_gpus(docker: DockerSpec, where: str, notes: list[str]) -> DockerSpec:
     return DockerSpec(docker.invocation, (*added, *docker.entries))
 
 
+def _own_network(docker: DockerSpec, server: ServerCommand, where: str, notes: list[str]) -> DockerSpec:
+    """`docker` without a `--network` of the poster's own (`docker network create bmk-net`), which a node does not
+    have (Docker refuses to start the container), and with the server's port published where nothing is."""
+    network = docker.last("--network")
+    if network is None or network in ("host", "bridge", "none", "default") or network.startswith("container:"):
+        return docker
+    kept = [e for e in docker.entries if not any(canonical(u.option.name) == "--network" for u in e.uses)]
+    port = server.flag("--port") or str(server.server_kind.default_port)
+    published = ""
+    if not docker.ports() and port.isdigit():
+        kept += parse_option_words(["-p", f"{port}:{port}"], source=where)
+        published = f"; -p {port}:{port} publishes the server's port, which the post's own containers reached there"
+    notes.append(
+        f"{where}: --network {network} dropped: a network of the poster's own, which a node does not have (Docker "
+        f"would not start the container); it gets Docker's bridge{published}"
+    )
+    return DockerSpec(docker.invocation, tuple(kept))
+
+
 def _shared_memory(docker: DockerSpec, server: ServerCommand, where: str, notes: list[str]) -> DockerSpec:
     """`docker` with `--ipc=host` where a server of several GPUs is left Docker's 64 MB of /dev/shm (no `--ipc`,
     no `--shm-size`), which NCCL between its ranks outgrows: the engines' docs give either."""
@@ -1382,34 +1418,50 @@ def _in_sentence(server: Candidate) -> bool:
 # An engine's launch program, and one glued to the word before it (`…GPU count.vllm serve <model>`): a page whose
 # code and text ran together, where no command starts.
 _LAUNCH = r"(?:vllm serve|sglang serve)\b|python3? -m (?:sglang\.launch_server|vllm\.entrypoints\.[\w.]+)"
-_LAUNCH_WORDS = re.compile(r"\b(?:" + _LAUNCH + ")")
 _GLUED_LAUNCH = re.compile(r"(?<=[^\s/`'\"$({=])(" + _LAUNCH + ")")
+_COMMENTED_LAUNCH = re.compile(r"^\s*#.*?\b(" + _LAUNCH + ")")
+# A container's `command:` or `args:` list of server flags alone (`command: ["--model", "org/m", …]`).
+_LIFTED = re.compile(r"^\s*-?\s*(command|args)\s*:\s*\[\s*[\"']?--[a-z]")
+# (what shows a launch the shell runs nothing of, what it is, the way out), in the order they are told
+_UNRUN = (
+    (
+        _LIFTED,
+        "`{}:` holds a container's server flags without its image or the rest of its compose file or manifest, so "
+        "what runs them is not in the post",
+        "give the whole file, or the `docker run` with its image",
+    ),
+    (
+        _GLUED_LAUNCH,
+        "`{}` stands glued to the text before it (a page whose code and prose ran together), so no command starts "
+        "there",
+        "give the command on a line of its own",
+    ),
+    (
+        _COMMENTED_LAUNCH,
+        "`{}` stands inside a comment (commented out, or a page whose line breaks were lost put it after the "
+        "comment's text), so a shell runs nothing there",
+        "give the command on a line of its own",
+    ),
+)
 
 
-def _glued_launch(post: PostFile) -> str | None:
-    """The refusal of a launch glued to prose in the middle of a line, or standing in a comment line, where nothing
-    else serves; None where there is none.
+def _unrun_launch(post: PostFile) -> str | None:
+    """The refusal of a launch the post shows but no shell runs (`_UNRUN`: a container's argument list lifted out of
+    its file, a launch glued to prose, one in a comment line), where nothing serves; None where there is none.
 
     >>> from hgxkit.importing.post import read_post
-    >>> _glued_launch(read_post("p.md", "Set the count.vllm serve org/m --tp 2"))[:54]
+    >>> _unrun_launch(read_post("p.md", "Set the count.vllm serve org/m --tp 2"))[:54]
     'p.md: line 1, column 15: `vllm serve` stands glued to '
     """
-    for number, line in enumerate(post.lines, 1):
-        found = _GLUED_LAUNCH.search(line)
-        if found:
-            return (
-                f"{post.name}: line {number}, column {found.start() + 1}: `{found.group(1)}` stands glued to the "
-                "text before it (a page whose code and prose ran together), so no command starts there; give the "
-                "command on a line of its own"
-            )
-    for number, line in enumerate(post.lines, 1):
-        found = _LAUNCH_WORDS.search(line) if line.lstrip().startswith("#") else None
-        if found:
-            return (
-                f"{post.name}: line {number}, column {found.start() + 1}: `{found.group()}` stands inside a comment "
-                "(commented out, or a page whose line breaks were lost put it after the comment's text), so a shell "
-                "runs nothing there; give the command on a line of its own"
-            )
+    imaged = any(re.match(r"\s*-?\s*image\s*:", line) for line in post.lines)  # the whole file: not lifted out
+    for sign, what, remedy in _UNRUN:
+        if sign is _LIFTED and imaged:
+            continue
+        for number, line in enumerate(post.lines, 1):
+            found = sign.search(line)
+            if found:
+                place = f"{post.name}: line {number}, column {found.start(1) + 1}"
+                return f"{place}: {what.format(found.group(1))}; {remedy}"
     return None
 
 

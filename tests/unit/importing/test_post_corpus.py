@@ -118,6 +118,7 @@ PROMPTS = {
     "475": r"^`|`$",  # one inline code span on a line of its own
     "448": r"^\$ docker container stop vllm; docker container rm vllm; ",  # a `$ ` prompt, then clean-up skipped
     "490": r"^ExecStart=",  # a systemd unit, as 354
+    "535": r"^Command: ",  # a prose label before the launch on its line
     "495": r"^ENTRYPOINT ",  # a Dockerfile's shell-form ENTRYPOINT, as 162
     "519": r"^> root@ad0cfc852c36:/sgl-workspace/sglang# ",  # a quoted reply's container root prompt
 }
@@ -346,6 +347,18 @@ def test_a_docker_run_renders_the_argv_sh_gives_for_the_post(number: str, posix_
             if expected[at - 2] == "-v" and expected[at - 1].startswith(f"{recipe.model.local_dir}:"):
                 at -= 2  # the placed model's mount comes after the options the import reads
             expected = [*expected[:at], "--ipc=host", *expected[at:]]
+        dropped = next(
+            (n for n in result.notes if re.search(r"--network \S+ dropped: a network of the poster", n)), None
+        )
+        if dropped is not None:  # a network of the poster's own, which a node lacks; its port published instead
+            at = expected.index("--network")
+            expected = expected[:at] + expected[at + 2 :]
+            published = re.search(r"-p (\d+:\d+) publishes", dropped)
+            if published:
+                at = expected.index(recipe.image.reference)
+                if expected[at - 2] == "-v" and expected[at - 1].startswith(f"{recipe.model.local_dir}:"):
+                    at -= 2
+                expected = [*expected[:at], "-p", published.group(1), *expected[at:]]
         if any("asks for no GPU" in note for note in result.notes):  # the GPUs a default runtime gave
             expected = [*expected[:2], "--gpus", "all", *expected[2:]]
         nodes = recipe.node_count()
