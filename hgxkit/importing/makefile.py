@@ -34,14 +34,35 @@ def make_lines(lines: tuple[str, ...]) -> tuple[tuple[str, ...], list[tuple[int,
         i for i in range(1, len(lines)) if lines[i].startswith("\t") and _in_recipe(lines, i) and _USE.search(lines[i])
     ]
     used = {name for i in recipes for name in _USE.findall(lines[i])}
-    if not defined or not recipes or not used & set(defined):
+    # a target's recipe pasted without the file's variables (`L318B:` then `\tdocker run … $(CONTAINER)`): Make's
+    # words all the same, its `$(NAME)`s left unset and named as such
+    snippet = not defined and len(used) > 1
+    if not recipes or not (used & set(defined) or snippet):
         return lines, []
     out = list(lines)
     for name, (index, value) in defined.items():
         out[index] = f"{name}={shlex.quote(_one_word(value)) if value else ''}"
+    for index in _recipe_lines(lines, recipes):
+        out[index] = _USE.sub(
+            lambda m: "${" + m.group(1) + "}" if m.group(1) in defined or snippet else m.group(0), out[index]
+        )
+        out[index] = out[index].replace("$$", "$")  # Make's `$$` is a shell's `$`
+    first = min((i for i, _ in defined.values()), default=recipes[0])
+    return tuple(out), [(first + 1, NOTE)]
+
+
+def _recipe_lines(lines: tuple[str, ...], recipes: list[int]) -> list[int]:
+    """The recipe lines of the targets whose lines use a variable: every tab-indented line under each."""
+    found: set[int] = set()
     for index in recipes:
-        out[index] = _USE.sub(lambda m: "${" + m.group(1) + "}" if m.group(1) in defined else m.group(0), out[index])
-    return tuple(out), [(min(i for i, _ in defined.values()) + 1, NOTE)]
+        at = index
+        while at >= 0 and (lines[at].startswith("\t") or not lines[at].strip()):
+            at -= 1
+        end = at + 1
+        while end < len(lines) and (lines[end].startswith("\t") or not lines[end].strip()):
+            found.add(end)
+            end += 1
+    return sorted(found)
 
 
 def _one_word(value: str) -> str:

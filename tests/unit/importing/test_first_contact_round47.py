@@ -1,7 +1,8 @@
 """Classes of import failure found by reading held-out posts 529-536 first (round 47): a `docker run --network NAME`
 of a network the poster made kept, so a node's Docker would not start the container (529, imported wrong at exit
 0); copies of one launch that differ only by a logging variable offered as setups to pick from (535); a
-container's `command:` list of flags lifted out of its file called no serving command (530)."""
+container's `command:` list of flags lifted out of its file called no serving command (530); a Makefile target's
+recipe pasted without its variables read as shell (`$$` the PID, `$(NAME)` a command substitution: 531)."""
 
 from __future__ import annotations
 
@@ -30,3 +31,8 @@ def test_copies_that_differ_only_in_a_logging_variable_are_one_setup() -> None:
 def test_a_container_s_argument_list_alone_is_named() -> None:
     post = 'The service:\n\n```yaml\n    command: ["--model", "/models/m", "--port", "80"]\n```\n'
     assert "`command:` holds a container's server flags without its image" in _refusal(post, "post.md")
+
+
+def test_a_makefile_target_without_its_variables_names_the_unset_image() -> None:
+    post = "run:\n\ttoken=`cat t`; \\\n\tdocker run -e HF_TOKEN=$$token -p $(PORT):8000 \\\n\t\t$(CONTAINER) --model $(MODEL)\n"
+    assert "${CONTAINER} is a variable the post does not set" in _refusal(post, "post.md")
