@@ -366,6 +366,10 @@ class _Importer:
             for engine in engines:
                 self._said(engine.simple, "skipped", f"{_unsupported(engine).title}: the post's other accelerator")
             servers = others
+        elif engines and len(others) == 1 and others[0].role == "server":  # the one launch hgxkit can serve
+            for engine in engines:
+                self._said(engine.simple, "skipped", f"{_unsupported(engine).title}: a server hgxkit does not deploy")
+            servers = others
         elif engines:
             raise _engine_refusal(engines[0], servers)
         built: list[Built] = []

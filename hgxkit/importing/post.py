@@ -472,8 +472,8 @@ class _Cleaner:
         return commands > 0
 
     def _root_prompts(self, clean: list[str], candidates: list[int]) -> None:
-        """`# cmd` is a root prompt only where its block has no other command and it is not a command commented
-        out line by line (else it is a comment)."""
+        """`# cmd` is a root prompt only where its block (in a post with no fence: the post) has no other command and
+        it is not a command commented out line by line (else it is a comment)."""
         chosen = set(candidates)
         if self.script or self._shell_only(clean):
             return
@@ -481,8 +481,10 @@ class _Cleaner:
         for index, text in enumerate(clean):
             if index not in chosen and is_command_start(text.strip()):
                 commands[self.block[index]] = commands.get(self.block[index], 0) + 1
+        # with no fence, the post is one text: a command anywhere in it makes its `# cmd` lines a script's comments
+        unfenced = not any(self.fences) and bool(commands)
         for index in candidates:
-            if commands.get(self.block[index]) or self._commented_out(index):
+            if unfenced or commands.get(self.block[index]) or self._commented_out(index):
                 continue
             text = clean[index]
             offset = len(text) - len(text.lstrip())

@@ -36,3 +36,14 @@ def test_a_container_s_argument_list_alone_is_named() -> None:
 def test_a_makefile_target_without_its_variables_names_the_unset_image() -> None:
     post = "run:\n\ttoken=`cat t`; \\\n\tdocker run -e HF_TOKEN=$$token -p $(PORT):8000 \\\n\t\t$(CONTAINER) --model $(MODEL)\n"
     assert "${CONTAINER} is a variable the post does not set" in _refusal(post, "post.md")
+
+
+def test_the_one_launch_hgxkit_serves_beside_another_engine_s_is_taken() -> None:
+    post = "llama-server -m model.gguf --port 8080\n\nvllm serve org/m --port 8000 --tensor-parallel-size 2\n"
+    outcome = _import(post)
+    assert outcome.recipe.server.flag("--tensor-parallel-size") == "2"
+
+
+def test_an_unfenced_post_with_a_command_has_no_root_prompts() -> None:
+    post = "# vllm server\n# vllm serve org/m --port 8000\n\nset -x\npython3 -m trainer \\\n    a=1\n"
+    assert "stands inside a comment" in _refusal(post)
