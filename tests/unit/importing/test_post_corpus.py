@@ -132,6 +132,7 @@ COLLAPSED = {"048"}
 DOUBLE_SPACED = {"128"}
 # The post's shell variables, given to `sh` as the importer resolved them (each is a note of the import).
 VARIABLES = {
+    "547": {"MODEL_PATH": "/remote-home/share/LLM_CKPT/huggingface_models/Qwen3-32B", "MAX_MODEL_LENGTH": "16384"},
     "044": {"MODEL_NAME": "DeepSeek-V3.1-Terminus"},
     "065": {"volume": f"{os.getcwd()}/data", "model": "deepseek-ai/DeepSeek-R1-Distill-Qwen-1.5B"},  # volume=$PWD/data
     "076": {"NAME": "m27-fp8-inst1", "IMAGE": "nvcr.io/nvidia/vllm:26.01-py3", "MODEL": "MiniMaxAI/MiniMax-M2.7"},
@@ -197,7 +198,10 @@ SECRET_WORDS = {
     "test_api_key": "",
     "token-abc123": "",  # 267: the vLLM docs' example key, likewise from $VLLM_API_KEY
 }
-TRAILING = {"044": r"\s*>log\.txt 2>&1 &\s*$"}  # 044 ends with a redirection and `&`: dropped with a note
+TRAILING = {
+    "044": r"\s*>log\.txt 2>&1 &\s*$",  # 044 ends with a redirection and `&`: dropped with a note
+    "546": r"^nohup |\s*> logs/vllm_server_qwen3\.log 2>&1 &\s*$",  # `nohup`, the redirections and `&`: dropped
+}
 # Variables a bare launch's script exports above it: the container's environment, as a prefix's are.
 EXPORTED = {
     "238": {"CUDA_VISIBLE_DEVICES": "0,1,2,3,4,5,6,7", "NCCL_SHM_DISABLE": "1", "NCCL_IB_DISABLE": "1"},
