@@ -47,3 +47,8 @@ def test_the_one_launch_hgxkit_serves_beside_another_engine_s_is_taken() -> None
 def test_an_unfenced_post_with_a_command_has_no_root_prompts() -> None:
     post = "# vllm server\n# vllm serve org/m --port 8000\n\nset -x\npython3 -m trainer \\\n    a=1\n"
     assert "stands inside a comment" in _refusal(post)
+
+
+def test_an_aiter_backend_is_amd_rocm() -> None:
+    post = "python3 -m sglang.launch_server --model-path /root/m --tp 8 --attention-backend aiter\n"
+    assert "AMD ROCm" in _refusal(post)
