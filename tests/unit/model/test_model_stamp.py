@@ -289,7 +289,6 @@ def synced(tmp_path: Path, url: str, **kw: object) -> core.Spec:
     )  # type: ignore[arg-type]
     assert fetch.main(["run", "--spec", spec.to_json()]) == 0
     assert Path(spec.state_file(".stamp")).exists()
-    time.sleep(0.02)
     return spec
 
 
@@ -304,7 +303,10 @@ def test_a_branch_is_answered_by_the_stamp_and_one_head(hub, tmp_path: Path, mon
     code, out = fast(spec)
     doc = json.loads(out)
     assert code == 0 and doc["state"] == "complete" and len(doc["commit"]) == 40
-    assert heads(server) == [f"/{REPO}/resolve/main/generation_config.json"] and len(server.state.requests) == 1
+    # The sync may leave a raced download of a pinned file (resolve/<commit>/…) arriving after it returns: what the
+    # fast path asks is the branch, once, by HEAD.
+    asked = [r for r in server.state.requests if r.method == "HEAD" or "/resolve/main/" in r.path]
+    assert heads(server) == [f"/{REPO}/resolve/main/generation_config.json"] and len(asked) == 1
     # The endpoint from the host's HF_ENDPOINT when the spec names none, as spec.where reads it.
     monkeypatch.setenv("HF_ENDPOINT", url)
     spec = synced(tmp_path / "env", "")
