@@ -68,7 +68,7 @@ _SIGNS: tuple[tuple[str, re.Pattern[str]], ...] = (
             r"/dev/kfd\b|/dev/dri\b|\b(?:HIP_VISIBLE_DEVICES|ROCR_VISIBLE_DEVICES|HSA_[A-Z_]+|VLLM_ROCM_[A-Z_]+)\b"
             r"|(?<![\w.-])rocm/\S+|(?<!\S)\S+[:/-]rocm\S*|\bamd\.com/gpu\b"
             # AMD's AITER kernels, which only ROCm builds have: a backend chosen by value, or switched on
-            r"|--[\w-]*backend[= ]+aiter\b|\b(?:SGLANG_USE_AITER|VLLM_ROCM_USE_AITER\w*)\b"
+            r"|(?<![\w-])--(?:[a-z]+-)*backend[= ]+aiter\b|\b(?:SGLANG_USE_AITER|VLLM_ROCM_USE_AITER\w*)\b"
         ),
     ),
     (

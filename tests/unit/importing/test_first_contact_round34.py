@@ -52,10 +52,16 @@ def test_a_modal_app_and_a_terraform_configuration_are_named() -> None:
 
 def test_an_engine_hgxkit_does_not_serve_beside_others_offers_the_pick() -> None:
     post = "lmdeploy serve api_server org/m --tp 8\n\nvllm serve org/m --tensor-parallel-size 8\n"
+    post += "\npython3 -m sglang.launch_server --model-path org/m --tp 8\n"
     message = _refusal(post)
     assert "LMDeploy (lmdeploy) is not supported" in message
-    assert "the post also launches 1 other server(s): import one with --pick N (2: post.sh:3)" in message
+    assert "the post also launches 2 other server(s): import one with --pick N (2: post.sh:3, 3: post.sh:5)" in message
     assert _import(post, pick=2).recipe.server.flag("--tensor-parallel-size") == "8"
+
+
+def test_the_one_launch_hgxkit_serves_beside_an_engine_it_does_not_is_taken() -> None:
+    post = "lmdeploy serve api_server org/m --tp 8\n\nvllm serve org/m --tensor-parallel-size 8\n"
+    assert _import(post).recipe.server.flag("--tensor-parallel-size") == "8"
 
 
 SEED = "python3 -m vllm.entrypoints.openai.api_server --model ./m --chat-template ./m/chat_template.jinja --port 8000\n"
