@@ -1425,7 +1425,7 @@ _LAUNCH = r"(?:vllm serve|sglang serve)\b|python3? -m (?:sglang\.launch_server|v
 _GLUED_LAUNCH = re.compile(r"(?<=[^\s/`'\"$({=])(" + _LAUNCH + ")")
 _COMMENTED_LAUNCH = re.compile(r"^\s*#.*?\b(" + _LAUNCH + ")")
 # A container's `command:` or `args:` list of server flags alone (`command: ["--model", "org/m", …]`).
-_LIFTED = re.compile(r"^\s*-?\s*(command|args)\s*:\s*\[\s*[\"']?--[a-z]")
+_LIFTED = re.compile(r"^\s*(?:-\s*)?(command|args)\s*:\s*\[\s*[\"']?--[a-z]")
 # (what shows a launch the shell runs nothing of, what it is, the way out), in the order they are told
 _UNRUN = (
     (
@@ -1457,7 +1457,7 @@ def _unrun_launch(post: PostFile) -> str | None:
     >>> _unrun_launch(read_post("p.md", "Set the count.vllm serve org/m --tp 2"))[:54]
     'p.md: line 1, column 15: `vllm serve` stands glued to '
     """
-    imaged = any(re.match(r"\s*-?\s*image\s*:", line) for line in post.lines)  # the whole file: not lifted out
+    imaged = any(re.match(r"\s*(?:-\s*)?image\s*:", line) for line in post.lines)  # the whole file: not lifted
     for sign, what, remedy in _UNRUN:
         if sign is _LIFTED and imaged:
             continue

@@ -55,6 +55,8 @@ def _recipe_lines(lines: tuple[str, ...], recipes: list[int]) -> list[int]:
     """The recipe lines of the targets whose lines use a variable: every tab-indented line under each."""
     found: set[int] = set()
     for index in recipes:
+        if index in found:  # a line of a target already walked
+            continue
         at = index
         while at >= 0 and (lines[at].startswith("\t") or not lines[at].strip()):
             at -= 1

@@ -283,7 +283,7 @@ class OptionTable:
         key, names, module_key = keys[self.lookup(name)]
         try:
             value = json.loads(glued if equals else words[1])
-        except ValueError:
+        except (ValueError, RecursionError):  # not JSON, or nested past the parser's depth: not this check's to say
             return None
         found = value.get(key) if isinstance(value, dict) else None
         if not isinstance(found, str) or found in names or value.get(module_key):

@@ -10,6 +10,8 @@ from __future__ import annotations
 import pytest
 from test_first_contact_round5 import _import, _refusal
 
+from hgxkit.kinds.options import VLLM_OPTIONS
+
 LMCACHE = '{"kv_connector":"LMCacheConnectorV1","kv_role":"kv_both"}'
 NIXL = '{"kv_connector":"NixlConnector","kv_role":"kv_both"}'
 
@@ -31,6 +33,11 @@ def test_a_kv_connector_vllm_does_not_register_is_refused_by_name() -> None:
     message = _refusal(f"vllm serve org/m --port 8000 --kv-transfer-config '{config}'\n")
     assert "kv_connector AIBrixOffloadingConnectorV1Type1 is not registered in vLLM 0.33" in message
     assert "--image REF" in message and "kv_connector_module_path" in message
+
+
+def test_a_connector_value_nested_past_the_json_parser_s_depth_is_no_traceback() -> None:
+    nested = '{"a":' * 50_000 + "1" + "}" * 50_000
+    assert VLLM_OPTIONS.value_choice([("--kv-transfer-config", nested)], "vllm/vllm-openai:latest") is None
 
 
 def test_a_connector_from_a_module_of_its_own_is_left_to_it() -> None:

@@ -59,3 +59,14 @@ def test_990_different_docker_run_servers_are_refused_within_5_cpu_seconds() -> 
     message, seconds = _refusal("```\n" + lines + "```\n")
     assert message.startswith("post.md:2: 990 serving commands that are not one setup: they differ in server --model")
     assert seconds < 5
+
+
+@pytest.mark.parametrize(
+    "line",
+    [" " * 200_000 + "x", "-" * 200_000 + "1", "# " + " " * 200_000 + "x"],
+    ids=["spaces", "dashes", "comment"],
+)
+def test_a_long_line_where_nothing_serves_is_refused_within_5_cpu_seconds(line: str) -> None:
+    message, seconds = _refusal(f"Mine:\n\n{line}\n")
+    assert "no serving command found" in message
+    assert seconds < 5
