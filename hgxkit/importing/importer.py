@@ -934,7 +934,7 @@ def _one_setup(built: list[Built]) -> tuple[list[Built], str]:
         logging = [d for d in found if d.area == "env" and _DEBUG_ENV.fullmatch(d.key)]
         if logging and len(logging) == len(found):  # the same launch, run again to see more in its log
             names = ", ".join(d.key for d in logging)
-            other[2].append(
+            first[2].append(  # the taken command's notes: the others' are never shown
                 f"{other[0].where()}: the same command as {first[0].where()} but for {names}, a logging setting; "
                 f"taken once, as {first[0].where()} gives it"
             )
@@ -1036,8 +1036,7 @@ def _unjoined_split(built: list[Built]) -> None:
 # Environment variables that change what a server logs, not what it serves: a post's copy of its launch with one more
 # is the same setup (`NCCL_DEBUG=INFO vllm serve …` after the plain command).
 _DEBUG_ENV = re.compile(
-    r"NCCL_DEBUG(?:_SUBSYS|_FILE)?|[A-Z0-9_]*_LOG(?:GING)?_LEVEL|TORCH_DISTRIBUTED_DEBUG|PYTHONFAULTHANDLER"
-    r"|RUST_LOG|RUST_BACKTRACE|VLLM_TRACE_FUNCTION|CUDA_LAUNCH_BLOCKING"
+    r"NCCL_DEBUG(?:_SUBSYS|_FILE)?|[A-Z0-9_]*_LOG(?:GING)?_LEVEL|PYTHONFAULTHANDLER|RUST_LOG|RUST_BACKTRACE"
 )
 
 

@@ -26,6 +26,7 @@ def test_copies_that_differ_only_in_a_logging_variable_are_one_setup() -> None:
     launch = "vllm serve org/m --port 8000 --tensor-parallel-size 8\n"
     outcome = _import(f"{launch}\nNCCL_DEBUG=INFO {launch}")
     assert outcome.recipe.server.flag("--tensor-parallel-size") == "8"
+    assert any("but for NCCL_DEBUG, a logging setting; taken once" in note for note in outcome.notes)
 
 
 def test_a_container_s_argument_list_alone_is_named() -> None:
