@@ -1815,12 +1815,17 @@ def _sizes_known(command: ServerCommand, server: Candidate) -> None:
         value = command.flag(flag)
         if value is None or "$" not in value:
             continue
-        word = next((w for w in server.simple.words if w.text == value or w.text.endswith(f"={value}")), None)
-        at = f"{server.simple.command.post.name}: line {word.line}, column {word.column}" if word else server.where()
         raise InputError(
-            f"{at}: {flag} {value}: a variable the post does not set{sourced_before(server.simple)}, so the GPUs "
-            "the server uses are unknown; write its value in the post"
+            f"{_value_at(server, flag, value)}: {flag} {value}: a variable the post does not set"
+            f"{sourced_before(server.simple)}, so the GPUs the server uses are unknown; write its value in the post"
         )
+
+
+def _value_at(server: Candidate, flag: str, value: str) -> str:
+    """`FILE: line L, column C` of a flag's value as the post writes it (`--nnodes=$N`, or the word after
+    `--nnodes`), not another word that holds the same text; the command's place where none is found."""
+    word = next((w for w in server.simple.words if w.text in (value, f"{flag}={value}")), None)
+    return f"{server.simple.command.post.name}: line {word.line}, column {word.column}" if word else server.where()
 
 
 def _hosts_known(command: ServerCommand, server: Candidate, total: int) -> None:
@@ -1830,11 +1835,8 @@ def _hosts_known(command: ServerCommand, server: Candidate, total: int) -> None:
     value = command.flag(flag)
     if value is None or "$" not in value:
         return
-    # the flag's own word (`--nnodes=$N` or the word after `--nnodes`), not another that holds the same text
-    word = next((w for w in server.simple.words if w.text in (value, f"{flag}={value}")), None)
-    at = f"{server.simple.command.post.name}: line {word.line}, column {word.column}" if word else server.where()
     raise InputError(
-        f"{at}: {flag} {value}: the number of hosts is a variable the post does not set"
+        f"{_value_at(server, flag, value)}: {flag} {value}: the number of hosts is a variable the post does not set"
         f"{sourced_before(server.simple)}, so the GPUs each host runs (of tp x pp x dp = {total}) are unknown; "
         f"write the number of hosts"
     )
