@@ -27,14 +27,8 @@ kubectl apply -f app.yaml
 apiVersion: apps/v1
 kind: Deployment
 metadata: {name: m}
-spec:
-  template:
-    spec:
-      containers:
-      - name: vllm
-        image: vllm/vllm-openai:v0.33.0
-        args: ["--model", "org/m"]
-        resources:
+spec: {template: {spec: {containers: [{name: vllm, image: "vllm/vllm-openai:v0.33.0", args: ["--model", "org/m"]}]}}}
+status:
 """
 
 
