@@ -83,9 +83,11 @@ from hgxkit.importing.platform import (
 )
 from hgxkit.importing.post import FENCE_RE, PostFile, find_commands, read_post
 from hgxkit.importing.program_apps import app_refusal
+from hgxkit.importing.python_strings import computed_launch
 from hgxkit.importing.reading import Candidate, Reading, sourced_before
 from hgxkit.importing.slurm import runs_under_slurm
 from hgxkit.importing.substitutions import owner_of, substituted_word
+from hgxkit.importing.templates import template_refusal
 from hgxkit.importing.typography import normalise
 from hgxkit.importing.variables import Scope
 from hgxkit.importing.vllm_multinode import RayNode, cluster_nodes, joins_a_placeholder_head, ray_group, ray_run
@@ -202,6 +204,18 @@ class _Importer:
         for name, text in files:
             if len(text) > MAX_RECIPE_BYTES:
                 raise InputError(f"{name}: longer than {MAX_RECIPE_BYTES >> 10} KiB; give the post, not a log")
+        # A template's refusal replaces whatever reading it as shell or YAML meets (its `{% if %}` lines read as lost
+        # backslashes); the platform's, made once the commands are read, still comes first (`run`).
+        self.template = next(filter(None, (template_refusal(name, text) for name, text in files)), None)
+        try:
+            self._read(files, options)
+        except InputError:
+            if self.template is None:
+                raise
+            raise InputError(self.template) from None
+
+    def _read(self, files: Sequence[tuple[str, str]], options: ImportOptions) -> None:
+        for name, text in files:
             shell, dockerfile = as_shell(name, text)  # a Dockerfile that only starts its base image: its launch
             normal, repaired = normalise(name, shell)  # typography first: it changes what the words are
             repaired = dockerfile + repaired
@@ -233,9 +247,18 @@ class _Importer:
                 n for s in self.simples if s.command.post is post for n in range(s.command.first, s.command.last + 1)
             }
             refuse_foreign(post.name, [line if n in shell else "" for n, line in enumerate(post.clean, 1)], post.lines)
-        for simple in self.simples:
-            self._consider(simple)
-        chosen = self._choose()
+        try:
+            for simple in self.simples:
+                self._consider(simple)
+            chosen = self._choose()
+        except ForeignSetup:  # the platform first, as the signs the commands show say it
+            raise
+        except InputError:
+            if self.template is None:
+                raise
+            raise InputError(self.template) from None
+        if self.template is not None:
+            raise InputError(self.template)
         _unread_export(self.unread_exports, chosen[0][0].simple)
         recipe, where = self._build(chosen)
         cut = next((c.simple.command.cut for c, _, _ in chosen if c.simple.command.cut), None)
@@ -495,6 +518,9 @@ class _Importer:
         app = next(filter(None, (app_refusal(post) for post in self.posts)), None)
         if app is not None:
             return InputError(app)
+        computed = (computed_launch(p.name, p.lines, p.fences, p.clean) for p in self.posts)
+        if (listed := next(filter(None, computed), None)) is not None:
+            return InputError(listed)
         fragment = next(filter(None, (_image_first(post) for post in self.posts)), None)
         if fragment is not None:
             return InputError(fragment)

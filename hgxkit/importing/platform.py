@@ -91,7 +91,14 @@ _SIGNS: tuple[tuple[str, re.Pattern[str]], ...] = (
         # a build for it (its name, L4T: Linux for Tegra), its community images, its host's device nodes
         re.compile(r"(?<!\S)\S*(?:jetson|[-:/_]l4t[-_.r]|tegra)\S*|\bdustynv/\S+|/dev/nvhost-\S+", re.IGNORECASE),
     ),
-    ("CPU only", re.compile(r"--device[= ]+cpu\b|\bvllm-cpu\S*|\bVLLM_CPU_[A-Z_]+\b|(?<!\S)\S+:cpu\b")),
+    (
+        "CPU only",
+        # vLLM's CPU build (its target, its images, its variables) and uv's CPU-only PyTorch
+        re.compile(
+            r"--device[= ]+cpu\b|\bvllm-cpu\S*|\bVLLM_CPU_[A-Z_]+\b|(?<!\S)\S+:cpu\b"
+            r"|\bVLLM_TARGET_DEVICE=[\"']?cpu\b|--torch-backend[= ]+cpu\b"
+        ),
+    ),
     ("Apple silicon (MPS)", re.compile(r"--device[= ]+mps\b|\bPYTORCH_ENABLE_MPS_FALLBACK\b")),
 )
 # A sign that is a part of a word (`\S+:cpu`) starts at the word's start (`(?<!\S)`): from any other start the search

@@ -117,6 +117,7 @@ _PROMPTS = (
     re.compile(r"(?:\([^)\s]+\)[ \t]+)?[\w.-]+@[\w.-]+(?::\S*)?[#$][ \t]+"),  # `(env) user@host:~/dir(main)$ `
     re.compile(r"[\w.-]+:[~/]\S*[#$][ \t]+"),  # `host:~/dir$ `
     re.compile(r"PS [A-Za-z]:\\[^>\n]*>[ \t]+"),  # PowerShell `PS C:\Users\me> `
+    re.compile(r"![ \t]*"),  # a notebook cell's shell escape: `!nohup vllm serve … &`, `!pip install …`
 )
 _ROOT_PROMPT = re.compile(r"#[ \t]+")
 _SCRIPT_SUFFIXES = (".sh", ".bash", ".slurm", ".sbatch")
@@ -424,7 +425,9 @@ class _Cleaner:
         for prompt in _PROMPTS:
             match = prompt.match(body)
             if match and is_command_start(body[match.end() :]):
-                self.notes.append((index + 1, f"prompt {match.group().strip()!r} removed"))
+                shown = match.group().strip()
+                what = "a notebook's shell escape" if shown == "!" else "prompt"
+                self.notes.append((index + 1, f"{what} {shown!r} removed"))
                 return _blank(text, offset, offset + match.end())
         root = _ROOT_PROMPT.match(body)
         if root and is_command_start(body[root.end() :]):

@@ -14,8 +14,11 @@ Example:
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-from hgxkit.importing.post import PostFile
+if TYPE_CHECKING:
+    from hgxkit.importing.post import PostFile
 
 _WAY_OUT = (
     "hgxkit deploys SGLang and vLLM from their own commands: import the `vllm serve` or `python -m "
@@ -49,8 +52,17 @@ _APPS = (
 
 def app_refusal(post: PostFile) -> str | None:
     """`FILE:LINE: what the program is; the way out` for the first program-defined deployment in `post`, else None."""
-    for number, line in enumerate(post.lines, 1):
+    found = app_line(post.lines)
+    if found is None:
+        return None
+    number, what = found
+    return f"{post.name}:{number}: {what}" + ("" if "; " in what else f"; {_WAY_OUT}")
+
+
+def app_line(lines: Sequence[str]) -> tuple[int, str] | None:
+    """(1-based line, what it is) of the first line only a program-defined deployment writes, else None."""
+    for number, line in enumerate(lines, 1):
         for sign, what in _APPS:
             if sign.match(line):
-                return f"{post.name}:{number}: {what}" + ("" if "; " in what else f"; {_WAY_OUT}")
+                return number, what
     return None

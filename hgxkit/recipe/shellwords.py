@@ -410,6 +410,12 @@ def _read_braced(scanner: _Scanner, source: str, line: int, column: int) -> str:
             scanner.take()
         return default.group()
     close = scanner.text.find("}", scanner.pos)
+    if scanner.text.startswith("{{", scanner.pos) and (end := scanner.text.find("}}", scanner.pos)) >= 0:
+        shown = redact(scanner.text[scanner.pos - 1 : end + 2][:60])
+        raise InputError(
+            f"{source}: {shown!r} at line {line}, column {column} is a GitHub Actions expression (the workflow "
+            "fills it in before a shell runs the step): write its value instead"
+        )
     expansion = "$" + scanner.text[scanner.pos : close + 1 if close >= 0 else len(scanner.text)]
     if close < 0 or not PLAIN_EXPANSION_RE.fullmatch(expansion):
         shown = redact(expansion if len(expansion) <= 40 else expansion[:39] + "…")

@@ -88,7 +88,7 @@ def test_an_indented_compose_file_is_still_read() -> None:
 
 def test_a_programs_name_followed_by_a_label_is_prose() -> None:
     post = "- Entry command:\nvllm serve - Execution command template:\n{{model_path}} --port {{port}}\n"
-    assert "no serving command found" in _refusal(post, "post.md")
+    assert "post.md:3: `{{model_path}}` is a template's placeholder" in _refusal(post, "post.md")
 
 
 def test_a_label_naming_another_accelerators_image_refuses_by_it() -> None:
