@@ -101,11 +101,13 @@ def benchmarks(
     values: set[str],
     ports: set[int],
     aside: Mapping[int, str] | None = None,
+    other_servers: Sequence[Simple] = (),
 ) -> Found:
     """Cells and numbers of `posts` for a server answering to `served` names, with flag/setting `values`
     (lowercase) that pick among compared setups, reached on `ports` (its own, and the published ones). `aside`:
     why each benchmark command (by `id`) the importer set aside was (a placeholder); the block printed under one
-    stays with it, set aside too, and says so."""
+    stays with it, set aside too, and says so. `other_servers`: the launches the import did not take (`--pick`);
+    a block printed under one, after the benchmark command before it, is that server's run, set aside."""
     found = Found()
     aside = aside or {}
     cells: list[MatrixCell] = []
@@ -125,10 +127,19 @@ def benchmarks(
                 _logged(run, label, cells, numbers, found)
                 continue
             bench = _bench_before(all_simples, post, run.first)
+            server = _bench_before(other_servers, post, run.first)
+            if server is not None and (bench is None or bench.command.last < server.command.first):
+                why = f"printed under the server at {server.where()}, which the import did not take"
+                found.report.append(Report(run.where(), "skipped", f"result block: {why}"))
+                found.notes.append(f"{run.where()}: result block set aside: {why}")
+                continue
             cell = by_bench.get(id(bench)) if bench is not None else None
+            taken = [(s, by_bench.get(id(s))) for s in all_simples]
             if bench is None:  # printed apart (its own file or fence): the command whose settings it shows
-                bench = _bench_matching(run, [(s, by_bench.get(id(s))) for s in all_simples], found)
+                bench = _bench_matching(run, taken, found)
                 cell = by_bench.get(id(bench)) if bench is not None else None
+            elif cell is not None and not _agrees(run, cell, _totals(run)):  # another command's, printed after both
+                bench, cell = _better_match(run, bench, cell, taken, found)
             if bench is not None and id(bench) in aside:
                 _stays_aside(run, bench, aside[id(bench)], found)
                 continue
@@ -220,12 +231,34 @@ def _bench_before(simples: Sequence[Simple], post: PostFile, line: int) -> Simpl
 _TOTALS = re.compile(r"(?im)^\s*Total (input|generated) tokens\s*:\s*(\d+)\s*$")
 
 
+def _totals(run: Run) -> dict[str, int]:
+    """The block's `Total input tokens` and `Total generated tokens`."""
+    text = "\n".join(run.post.lines[run.first - 1 : run.last])
+    return {kind: int(value) for kind, value in _TOTALS.findall(text)}
+
+
+def _better_match(
+    run: Run, bench: Simple, cell: MatrixCell, taken: Sequence[tuple[Simple, MatrixCell | None]], found: Found
+) -> tuple[Simple, MatrixCell]:
+    """The one other benchmark command whose cell agrees with a block that the command before it contradicts
+    (two commands, then their numbers: the block is the first's), with a note; else the command before it."""
+    totals = _totals(run)
+    matches = {id(c): (s, c) for s, c in taken if c is not None and c is not cell and _agrees(run, c, totals)}
+    if len(matches) != 1:
+        return bench, cell
+    ((other, other_cell),) = matches.values()
+    found.notes.append(
+        f"{run.where()}: the result block's requests and lengths are those of the benchmark command at "
+        f"{other.where()}, not of the one just before it ({bench.where()}): taken for cell {other_cell.id}"
+    )
+    return other, other_cell
+
+
 def _bench_matching(run: Run, taken: Sequence[tuple[Simple, MatrixCell | None]], found: Found) -> Simple | None:
     """The benchmark command (of any file of the import) a result block printed apart belongs to: the one
     whose cell agrees with what the block shows (requests, concurrency, rate, mean input/output length); None
     when none does (said in a report line); a refusal naming them when several do."""
-    text = "\n".join(run.post.lines[run.first - 1 : run.last])
-    totals = {kind: int(value) for kind, value in _TOTALS.findall(text)}
+    totals = _totals(run)
     matches = [simple for simple, cell in taken if cell is not None and _agrees(run, cell, totals)]
     matches = list(dict.fromkeys(matches))
     if len({id(cell) for simple, cell in taken if simple in matches}) > 1:

@@ -76,6 +76,7 @@ _NOTED = {
     "expose": "exposed ports are documentation only",
     "profiles": "profiles choose services; the serving one is imported",
     "stop_grace_period": "hgxkit stops the container itself",
+    "pull_policy": "hgxkit pulls the image itself and records its digest",
     "container_name": "",
     "labels": "",
 }

@@ -515,7 +515,7 @@ class _Importer:
                 "literals (a Python `subprocess` command), which the import does not run; give the command as the "
                 "shell runs it"
             )
-        app = next(filter(None, (app_refusal(post) for post in self.posts)), None)
+        app = next(filter(None, (app_refusal(post.name, post.lines) for post in self.posts)), None)
         if app is not None:
             return InputError(app)
         computed = (computed_launch(p.name, p.lines, p.fences, p.clean) for p in self.posts)
@@ -816,7 +816,15 @@ class _Importer:
         ports = {int(p) for p in [listening, *(m.host_port for m in recipe.docker.ports())] if p.isdigit()}
         benches = sorted(self.reading.benches, key=lambda b: _report_order(Report(b[0].span(), "", "")))
         aside = {id(bench[0]): why for bench in benches if (why := self._placeholder_of(bench[0])) is not None}
-        found = benchmarks(self.posts, benches, served=served, values=values, ports=ports, aside=aside)
+        taken = {id(c.simple) for c, _, _ in chosen}
+        others = [
+            s.simple
+            for s in self.reading.servers
+            if s.role in ("server", "engine") and id(s.simple) not in taken and not _mention(s)
+        ]
+        found = benchmarks(
+            self.posts, benches, served=served, values=values, ports=ports, aside=aside, other_servers=others
+        )
         self.notes += found.notes
         self.report += found.report
         self.aside += found.aside
@@ -1250,6 +1258,11 @@ def _given_gpus(docker: DockerSpec, where: str, notes: list[str]) -> DockerSpec:
     server of the kinds hgxkit deploys does not start without one. CUDA_VISIBLE_DEVICES, if set, still chooses."""
     runtime = (docker.last("--runtime") or "").lower()
     devices = [value or "" for value in docker.values("--device")]
+    if any(shell_value(value or "").strip("\"'") == "0" for value in docker.values("--gpus")):
+        raise InputError(
+            f"{where}: --gpus 0 gives the container no GPU (Docker reads a bare number as how many GPUs); for GPU 0 "
+            "write --gpus device=0, or --gpus 1 for any one GPU"
+        )
     if docker.values("--gpus") or runtime == "nvidia" or any("nvidia" in d for d in devices):
         return docker
     notes.append(

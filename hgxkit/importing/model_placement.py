@@ -239,9 +239,24 @@ def _mounted(docker: DockerSpec, path: str) -> str | None:
 
 
 def _is_hub_id(value: str) -> bool:
-    """True for `org/name`; a bare name (`gpt-oss-120b`) is a local directory the server is started in, never
-    guessed to be a repository."""
-    return bool(re.fullmatch(REPO_ID, value)) and "/" in value and not value.startswith((".", "/")) and "$" not in value
+    """True for `org/name`; a bare name (`gpt-oss-120b`) is a local directory the server is started in, and a
+    folder's or a stand-in's word where the org goes (`mypath/DeepSeek-V3.2`, `checkpoints/run1`) a relative
+    path, never guessed to be a repository."""
+    if not re.fullmatch(REPO_ID, value) or "/" not in value or value.startswith((".", "/")) or "$" in value:
+        return False
+    return value.split("/", 1)[0].lower().replace("-", "_") not in _FOLDER_WORDS
+
+
+# Words a post writes where a Hub id's org would be, for a folder of the poster's own (none is an org on the Hub
+# that posts serve from): a stand-in (`mypath/`, `your_dir/`) or a directory's usual name (`models/`).
+_FOLDER_WORDS = frozenset(
+    {
+        *("path", "mypath", "my_path", "yourpath", "your_path", "path_to", "local", "local_path", "localpath"),
+        *("dir", "mydir", "my_dir", "your_dir", "yourdir", "model_dir", "model_path", "your_model_path"),
+        *("models", "my_models", "local_models", "hf_models", "pretrained_models", "saved_models", "llm_models"),
+        *("checkpoints", "checkpoint", "ckpt", "ckpts", "weights", "outputs", "output", "saves", "workspace"),
+    }
+)
 
 
 def _why_not(value: str | None, flag: str, docker: DockerSpec, unset_from: str = "") -> str:
@@ -262,4 +277,7 @@ def _why_not(value: str | None, flag: str, docker: DockerSpec, unset_from: str =
         return f"the model path {value} is not inside a bind mount of a host directory"
     if "/" not in value:
         return f"the model {value!r} has no org: a local directory, not a Hub id (org/name); write ORG/NAME"
+    folder = value.split("/", 1)[0]
+    if folder.lower().replace("-", "_") in _FOLDER_WORDS:
+        return f"the model {value!r} is a local path ({folder}/ is a folder's name, not a Hub org)"
     return f"the model {value!r} is a local path, neither a Hub id (org/name) nor an absolute path"

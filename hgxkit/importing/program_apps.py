@@ -6,8 +6,7 @@ engine's image whose launch the post lacks holds no command at all. Each is know
 refused by name, with the way out: the engine's own command.
 
 Example:
-    >>> from hgxkit.importing.post import read_post
-    >>> app_refusal(read_post("app.py", "import modal\\napp = modal.App('x')\\n")).split(": ", 1)[0]
+    >>> app_refusal("app.py", ["import modal", "app = modal.App('x')"]).split(": ", 1)[0]
     'app.py:1'
 """
 
@@ -15,10 +14,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from hgxkit.importing.post import PostFile
 
 _WAY_OUT = (
     "hgxkit deploys SGLang and vLLM from their own commands: import the `vllm serve` or `python -m "
@@ -50,13 +45,14 @@ _APPS = (
 )
 
 
-def app_refusal(post: PostFile) -> str | None:
-    """`FILE:LINE: what the program is; the way out` for the first program-defined deployment in `post`, else None."""
-    found = app_line(post.lines)
+def app_refusal(name: str, lines: Sequence[str]) -> str | None:
+    """`FILE:LINE: what the program is; the way out` for the first program-defined deployment in the post `name`
+    of `lines`, else None."""
+    found = app_line(lines)
     if found is None:
         return None
     number, what = found
-    return f"{post.name}:{number}: {what}" + ("" if "; " in what else f"; {_WAY_OUT}")
+    return f"{name}:{number}: {what}" + ("" if "; " in what else f"; {_WAY_OUT}")
 
 
 def app_line(lines: Sequence[str]) -> tuple[int, str] | None:

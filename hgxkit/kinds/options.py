@@ -125,7 +125,7 @@ class OptionTable:
     program: str  # what exits on an unknown flag, for the message
     underscores_are_dashes: bool = False  # `--max_model_len` is `--max-model-len` (before the first `.`)
     dotted_keys: bool = False  # `--key.sub value` sets a key of `--key`
-    suggests: bool = False  # a refusal names the nearest option
+    suggests: bool = False  # a refusal names the nearest option (a typo's way out)
     config_choices: Callable[[], dict[str, tuple[str, ...]]] | None = None  # values the config checks (`_choices`)
     # JSON options whose key names an entry of the engine's registry (`_key_choice`)
     config_keys: Callable[[], dict[str, tuple[str, tuple[str, ...], str]]] | None = None
@@ -187,7 +187,9 @@ class OptionTable:
 
     def nearest(self, word: str) -> str | None:
         """The table's option closest to the flag `word` in spelling, or None when none is close."""
-        found = difflib.get_close_matches(self.lookup(word), sorted(_names(self.rows)), n=1)
+        # 0.8: a typo's or a rename's likeness (`--enable-chuncked-prefill`, `--log-requests`), not a removed
+        # option's to an unrelated one (`--enable-reasoning` is not `--enable-prefix-caching`)
+        found = difflib.get_close_matches(self.lookup(word), sorted(_names(self.rows)), n=1, cutoff=0.8)
         return found[0] if found else None
 
     def unknown_flags(self, words: Sequence[str], image: str) -> tuple[str, str] | None:
@@ -388,6 +390,7 @@ VLLM_OPTIONS = OptionTable(
     program="`vllm serve`",
     underscores_are_dashes=True,
     dotted_keys=True,
+    suggests=True,
 )
 SGLANG_OPTIONS = OptionTable(
     engine="SGLang",

@@ -81,7 +81,8 @@ def _docker(recipe: Recipe) -> dict[str, str]:
 
 
 def _server(recipe: Recipe) -> dict[str, str]:
-    values: dict[str, list[str]] = {"(program)": [join_words(list(recipe.server.program))]}
+    program = join_words(list(recipe.server.program)) or "(the image's entrypoint)"
+    values: dict[str, list[str]] = {"(program)": [program]}
     for use in recipe.server.uses():
         values.setdefault(use.name, []).append(_shown(use.value) if use.value is not None else "(set)")
     return {name: ", ".join(items) for name, items in values.items()}

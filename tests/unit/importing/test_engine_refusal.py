@@ -187,8 +187,9 @@ def test_flags_vllm_033_lacks_are_refused_together_at_the_first_one() -> None:
     text = VLLM.format(env="", image="vllm/vllm-openai:latest", flags="--log-requests --num-scheduler-steps 8")
     assert _refusal(text) == (
         "p.md: line 1, column 74: the engine would refuse: `--log-requests`, `--num-scheduler-steps` are not options "
-        "of vLLM 0.33 (the image vllm/vllm-openai:latest; `vllm serve` exits with `unrecognized arguments`): remove "
-        "them, or pin an image that has them (import with --image REF)"
+        "of vLLM 0.33 (the image vllm/vllm-openai:latest; `vllm serve` exits with `unrecognized arguments`; the "
+        "nearest options are `--enable-log-requests` for `--log-requests`): remove them, or pin an image that has "
+        "them (import with --image REF)"
     )
     # Not the post's last word: one that starts several options there is a cut copy (test_first_contact_round24).
     pinned = VLLM.format(env="", image="vllm/vllm-openai:v0.33.0", flags="--enable --port 8000")
