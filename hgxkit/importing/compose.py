@@ -523,6 +523,13 @@ def interpolate(text: str, environment: dict[str, str], where: str, notes: list[
         if name in _HOST_VARIABLES or is_secret_name(name):
             notes.append(f"{where}: ${{{name}}} is not set by the post; the host's environment gives it")
             return "${" + name + "}"
+        if text.startswith(f"{name}="):  # `PYTHONPATH=/x:$PYTHONPATH`: appends to the shell's own, unset here
+            _note_once(
+                notes,
+                f"{where}: ${{{name}}} in {name}'s own value is the {name} of the shell that runs compose, which the "
+                "post does not set: empty, as compose reads an unset variable",
+            )
+            return ""
         raise InputError(
             f"{where}: ${{{name}}} is not set by the post and has no default; give its value in "
             f"the post's .env lines ({name}=…) or write ${{{name}:-default}}"

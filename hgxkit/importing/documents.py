@@ -563,7 +563,7 @@ def container_command(
         script = " ".join(full[2:]).replace("$$", "$")
         ray = " (a Ray cluster is not imported)" if re.search(r"\bray\b|multi-node-serving", script) else ""
         logic = next((ln.strip() for ln in script.split("\n") if _SHELL_LOGIC.match(ln)), None)
-        shown = f"its `{logic}` decides what runs and when" if logic else repr(script[:80])
+        shown = f"its `{logic}` decides what runs and when" if logic else _script_steps(script)
         raise InputError(
             f"{where}: `{full[0]} -c` runs a script, not one server command: {shown}{ray}; "
             "give the server command as the container's command"
@@ -578,6 +578,16 @@ def container_command(
         if not prefix:
             return None, full, notes
     return full[0], full[1:], notes
+
+
+def _script_steps(script: str) -> str:
+    """What a container's script does besides the launch, for its refusal: its first command that is neither
+    `set`, `echo` nor a comment (`sed -i …` patching the engine), else the script's start."""
+    steps = [ln.strip() for ln in script.split("\n") if ln.strip() and not ln.strip().startswith("#")]
+    doing = [ln for ln in steps if not re.match(r"(?:set|echo|printf)\b", ln)]
+    if len(doing) > 1:
+        return f"it runs `{doing[0][:60].rstrip(' &;')}` besides the launch"
+    return repr(" ".join(steps)[:80])
 
 
 def _is_shell(words: list[str]) -> bool:

@@ -847,14 +847,21 @@ class _Importer:
         return replace(matrix, entries=tuple(cells))
 
     def _placeholder_of(self, simple: Simple) -> str | None:
-        """Why a benchmark command with a placeholder argument is set aside (its cell would run the placeholder),
-        said in a note and a report line; None for one without. The server is still imported."""
+        """Why a benchmark command with a placeholder argument, or whose next line reads as its lost continuation,
+        is set aside (its cell would run the placeholder, or lack a word), said in a note and a report line; None
+        for one without. The server is still imported."""
         try:
             _placeholders(simple)
+            if simple.command.unended is not None:
+                line, _, word = simple.command.unended
+                raise InputError(
+                    f"{simple.where()}: {word!r} at line {line} reads as its continuation, but the command ended "
+                    f"at line {simple.command.last} without a backslash (a line wrap split a word?): rejoin the lines"
+                )
         except InputError as err:
             what = err.message.split(": ", 1)[1]
             self.notes.append(f"{simple.where()}: benchmark command set aside: {what}")
-            self._said(simple, "skipped", f"a benchmark command with a placeholder ({what})")
+            self._said(simple, "skipped", f"a benchmark command set aside ({what})")
             self.aside.append(f"{simple.where()}: the benchmark command: {what}")
             return what
         return None
@@ -1536,6 +1543,8 @@ def _unended(simple: Simple) -> None:
     command = simple.command
     exported = [w.text for w in command.words[:1]] == ["export"]  # its variables reach the launch after it
     if command.unended is None or (simple.kind not in _TAKEN_KINDS and not exported):
+        return
+    if simple.kind == "bench":  # set aside with its numbers, the server still judged (`_placeholder_of`)
         return
     line, column, word = command.unended
     _named_apart(command.post, command.first, line)

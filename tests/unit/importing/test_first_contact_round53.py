@@ -76,3 +76,39 @@ def test_gpus_0_is_named_as_a_count_of_no_gpu() -> None:
         "CUDA_VISIBLE_DEVICES=0\ndocker run --gpus $CUDA_VISIBLE_DEVICES -p 8000:8000 vllm/vllm-openai:v0.33.0 org/m\n"
     )
     assert "--gpus 0 gives the container no GPU" in _refusal(post)
+
+
+def test_a_benchmark_whose_line_wrapped_is_set_aside_and_the_server_imported() -> None:
+    post = (
+        "vllm serve org/m --port 8806\n\nbenchmark:\n"
+        "vllm bench serve --port 8806 --dataset-name random --num-prompts 32 --model /models/Qwen3-2\n"
+        "35B-A22B --ignore-eos\n"
+    )
+    outcome = _import(post)
+    assert outcome.recipe.server.flag("--port") == "8806" and outcome.recipe.matrix is None
+    assert any("'35B-A22B' at line 5 reads as its continuation" in part for part in outcome.set_aside)
+
+
+COMPOSE = """services:
+  ocr:
+    image: vllm/vllm-openai:v0.33.0
+    environment:
+      - PYTHONPATH=/workspace/weights:$PYTHONPATH
+    ports:
+      - 8000:8000
+    command: {command}
+"""
+
+
+def test_a_variable_that_appends_to_itself_is_the_empty_shell_value_compose_reads() -> None:
+    outcome = _import(COMPOSE.format(command="--model org/m"), "compose.yaml")
+    assert "PYTHONPATH=/workspace/weights:" in outcome.recipe.docker.words()
+    assert any("in PYTHONPATH's own value is the PYTHONPATH of the shell that runs compose" in n for n in outcome.notes)
+
+
+def test_a_script_that_patches_the_engine_names_its_first_step() -> None:
+    script = '["-c", "set -ex\\nsed -i s/a/b/ $(which vllm)\\nexec vllm serve org/m"]'
+    post = COMPOSE.format(command=script).replace("    command:", "    entrypoint: /bin/bash\n    command:")
+    assert "runs a script, not one server command: it runs `sed -i s/a/b/ $(which vllm)` besides" in _refusal(
+        post, "compose.yaml"
+    )

@@ -29,10 +29,13 @@ vllm serve org/m --port 8001 \\
 
 
 def _recipe(name: str, text: str, pick: int | None) -> Recipe | None:
+    """The recipe, or None where the import refuses the post or sets a benchmark aside for a line it lost (exit 3,
+    naming the line): either way the loss is said, not a recipe that silently differs."""
     try:
-        return import_post([(name, text)], ImportOptions(pick=pick)).recipe
+        outcome = import_post([(name, text)], ImportOptions(pick=pick))
     except InputError:
         return None
+    return None if any("reads as its continuation" in part for part in outcome.set_aside) else outcome.recipe
 
 
 @cache
