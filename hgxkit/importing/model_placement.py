@@ -138,8 +138,8 @@ def _dropped_notes(where: str, dropped: list[str], served_from: str) -> list[str
 
 
 def _without_hub_cache(docker: DockerSpec, local_dir: str) -> tuple[DockerSpec, list[str]]:
-    """`docker` without the option entries that only mount a Hugging Face cache at HUB_CACHE (or its `hub/`),
-    unless the mount holds `local_dir` (a model served from inside the cache)."""
+    """`docker` without the option entries that only mount a Hugging Face cache at HUB_CACHE (its `hub/`, or root's
+    `.cache` that holds it), unless the mount holds `local_dir` (a model served from inside the cache)."""
     from hgxkit.recipe.docker_options import canonical
     from hgxkit.recipe.spec import parse_mount, parse_volume
 
@@ -153,13 +153,19 @@ def _without_hub_cache(docker: DockerSpec, local_dir: str) -> tuple[DockerSpec, 
         ]
         if (
             len(mounts) == len(entry.uses) == 1
-            and (mounts[0][1].target.rstrip("/") + "/").startswith(HUB_CACHE + "/")  # the cache, or its hub/
+            and _caches_hub(mounts[0][1].target)
             and not (local_dir.rstrip("/") + "/").startswith(mounts[0][1].source.rstrip("/") + "/")  # holds it
         ):
             dropped.append(mounts[0][0])
             continue
         kept.append(entry)
     return DockerSpec(docker.invocation, tuple(kept)), dropped
+
+
+def _caches_hub(target: str) -> bool:
+    """True for a mount at HUB_CACHE, inside it (its `hub/`), or at root's whole cache directory that holds it."""
+    target = target.rstrip("/")
+    return (target + "/").startswith(HUB_CACHE + "/") or target == posixpath.dirname(HUB_CACHE)
 
 
 def _model_entry(server: ServerCommand) -> tuple[int, int] | None:

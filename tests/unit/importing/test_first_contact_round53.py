@@ -112,3 +112,10 @@ def test_a_script_that_patches_the_engine_names_its_first_step() -> None:
     assert "runs a script, not one server command: it runs `sed -i s/a/b/ $(which vllm)` besides" in _refusal(
         post, "compose.yaml"
     )
+
+
+def test_a_mount_of_root_s_whole_cache_is_dropped_for_a_placed_model() -> None:
+    post = "docker run --gpus all -v ./cache:/root/.cache -p 8000:8000 vllm/vllm-openai:v0.33.0 --model org/m\n"
+    outcome = _import(post)
+    assert "./cache:/root/.cache" not in outcome.recipe.docker.words()
+    assert any("the mount ./cache:/root/.cache is dropped" in note for note in outcome.notes)

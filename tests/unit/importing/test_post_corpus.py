@@ -260,14 +260,16 @@ HUB = "/root/.cache/huggingface/hub"
 def placed(words: list[str], recipe: Recipe, posted_model: str | None) -> list[str]:
     """The post's argv with the model placement the import notes: the model flag's value becomes the mount
     point, a read-only mount goes before the image, the served name is the post's model (unless it names one),
-    and a mount of the Hugging Face cache (`-v ~/.cache/huggingface:/root/.cache/huggingface`, or its hub/) is dropped,
+    and a mount of the Hugging Face cache (`-v ~/.cache/huggingface:/root/.cache/huggingface`, its hub/, or root's
+    whole .cache) is dropped,
     for a model that is the host's own folder too (unless the cache holds it)."""
     model = recipe.model
     out = list(words)
     for i in reversed(range(len(out) - 1)):
         source, _, rest = out[i + 1].partition(":")
         holds = (model.local_dir + "/").startswith(source.rstrip("/") + "/")
-        if out[i] in ("-v", "--volume") and rest.split(":")[0] in ("/root/.cache/huggingface", HUB) and not holds:
+        caches = ("/root/.cache", "/root/.cache/huggingface", HUB)  # root's .cache holds the Hub's
+        if out[i] in ("-v", "--volume") and rest.split(":")[0].rstrip("/") in caches and not holds:
             del out[i : i + 2]
     if posted_model is None or posixpath.normpath(posted_model) == model.mount_point:
         return out  # a model under a mounted directory is served as it is
