@@ -148,6 +148,7 @@ _DSTACK_COMMANDS = re.compile(r"^commands[ \t]*:", re.MULTILINE)
 _K8S_TOP = re.compile(r"^apiVersion[ \t]*:[ \t]*\S+[ \t]*(?:#.*)?$")
 _K8S_WORKLOAD = re.compile(r"^kind[ \t]*:[ \t]*\S", re.MULTILINE)
 _K8S_CONTAINERS = re.compile(r"^[ \t]+containers[ \t]*:", re.MULTILINE)
+_KUSTOMIZATION = re.compile(r"^kind[ \t]*:[ \t]*Kustomization[ \t]*$", re.MULTILINE)
 _YAML_KEY_LINE = re.compile(r"^(?:[A-Za-z_][\w-]*[ \t]*:(?:[ \t]|$)|[ \t#]|-[ \t]|$)")
 
 
@@ -178,8 +179,8 @@ def _unfenced_yaml(post: PostFile) -> list[Region]:
             end -= 1
         text = "\n".join(lines[start:end])
         # a service that runs an image, or a dstack run: not a `services:` heading over a list, nor prose's `type:`
-        if manifest:
-            found = _K8S_WORKLOAD.search(text) and _K8S_CONTAINERS.search(text)
+        if manifest:  # a workload, or a kustomization that changes one (named by the manifest reader)
+            found = (_K8S_WORKLOAD.search(text) and _K8S_CONTAINERS.search(text)) or _KUSTOMIZATION.search(text)
         else:
             found = (_SERVICE_IMAGE if compose else _DSTACK_COMMANDS).search(text)
         if found:
@@ -278,6 +279,9 @@ class _LineLoader(yaml.SafeLoader):
 _LineLoader.add_constructor("tag:yaml.org,2002:seq", _LineLoader.construct_lined_seq)
 
 
+_FILE_HEADER = re.compile(r"^(?:# ?)?==> [^\n]{1,300} <==[ \t]*$", re.M)
+
+
 def load_documents(post: PostFile, region: Region) -> list[Document]:
     """The documents of `region` (multi-document YAML), or InputError naming the line that does not parse."""
 
@@ -292,11 +296,13 @@ def load_documents(post: PostFile, region: Region) -> list[Document]:
             "side of the conflict"
         )
 
+    # `==> path <==` (as `head`/`tail` print several files, or a commented copy of it) starts a file of its own
+    text = _FILE_HEADER.sub("---", region.text)
     try:
         loaded = []
-        for node in yaml.compose_all(region.text, Loader=Loader):
-            if node is None:
-                continue
+        for node in yaml.compose_all(text, Loader=Loader):
+            if node is None or (isinstance(node, yaml.ScalarNode) and node.tag.endswith(":null") and not node.value):
+                continue  # an empty document: a `---` (or a file's header) followed by comments only
             data = Loader("").construct_document(node)
             loaded.append((data, node.start_mark.line + region.first, node.end_mark.line + region.first))
     except yaml.YAMLError as err:

@@ -56,7 +56,7 @@ from hgxkit.importing.documents import (
 from hgxkit.importing.engine_refusal import DISAGGREGATION
 from hgxkit.importing.model_placement import DEFAULT_MODELS_DIR
 from hgxkit.importing.pd_roles import role_refusal
-from hgxkit.importing.platform import ForeignSetup, foreign_in
+from hgxkit.importing.platform import ForeignSetup, foreign_in, message, shows_nvidia
 from hgxkit.importing.provenance import Exported, exported_by_hgxkit
 from hgxkit.importing.reading import Reading
 from hgxkit.kinds import KINDS, UNSUPPORTED, image_matches, python_program
@@ -91,6 +91,11 @@ class Kubernetes:
             for d in documents
             if d.data.get("kind") == "InferenceService"
         }
+        overlay = next((d for d in documents if _kustomizes(d.data)), None)
+        if overlay is not None:  # its patches change the resources beside it: none is what the cluster runs
+            return [
+                refused(overlay, "kubernetes", InputError(_kustomize_refusal(overlay)), overlay.first, overlay.last)
+            ]
         read: list[tuple[Document, list[_PodSpec] | Exception]] = []
         for document in documents:
             data = document.data
@@ -228,6 +233,8 @@ def _pods(document: Document, runtimes: dict[str, Document]) -> list[_PodSpec]:
             "image and command from its LLMInferenceServiceConfig presets, not this manifest; import the "
             "Deployment it creates (kubectl get deployment -o yaml)"
         )
+    elif (refusal := _rendered_elsewhere(document)) is not None:
+        raise InputError(refusal)
     elif (str(data.get("apiVersion", "")).partition("/")[0], kind) in _CONTROLLED:
         group = str(data.get("apiVersion", "")).partition("/")[0]
         raise InputError(f"{document.where(data.get(LINE))}: {kind} {name}: {_CONTROLLED[group, kind]}")
@@ -266,6 +273,60 @@ _CONTROLLED = {
         "command (vllm serve, python -m sglang.launch_server)"
     ),
 }
+
+
+# What a kustomization changes in the resources it lists (a bare list of resources changes nothing).
+_KUSTOMIZE_CHANGES = ("patches", "patchesStrategicMerge", "patchesJson6902", "images", "replacements", "components")
+
+
+def _kustomizes(data: Any) -> bool:
+    """True for a kustomization.yaml that changes what it lists (patches, images, components, …)."""
+    return (
+        isinstance(data, dict)
+        and data.get("kind") == "Kustomization"
+        and str(data.get("apiVersion", "")).startswith("kustomize.config.k8s.io/")
+        and any(data.get(key) for key in _KUSTOMIZE_CHANGES)
+    )
+
+
+def _kustomize_refusal(document: Document) -> str:
+    changes = ", ".join(f"{key}:" for key in _KUSTOMIZE_CHANGES if document.data.get(key))
+    return (
+        f"{document.where(document.data.get(LINE))}: a kustomize overlay (its {changes}): kustomize lays it over "
+        "the resources it lists and writes the manifests the cluster runs, which no file of the post is; render "
+        "them (kubectl kustomize DIR) and import the output"
+    )
+
+
+def _rendered_elsewhere(document: Document) -> str | None:
+    """The refusal of a GitOps resource whose controller renders the manifests from a source the post does not
+    hold: Flux's HelmRelease (a chart and its values) and Kustomization, Argo CD's Application; None for any other.
+    Another accelerator in its lines is named first, as everywhere."""
+    data = document.data
+    group, kind = str(data.get("apiVersion", "")).partition("/")[0], data.get("kind")
+    spec = data.get("spec") or {}
+    name = _meta(data).get("name", "")
+    if group == "helm.toolkit.fluxcd.io" and kind == "HelmRelease":
+        chart = ((spec.get("chart") or {}).get("spec") or {}).get("chart") or (spec.get("chartRef") or {}).get("name")
+        what = f"Flux installs the Helm chart {chart} with its spec.values"
+        way = f"spec.values as values.yaml, then helm template {name or 'RELEASE'} {chart or 'CHART'} -f values.yaml"
+    elif group == "kustomize.toolkit.fluxcd.io" and kind == "Kustomization":
+        what, way = f"Flux applies the kustomization at {spec.get('path')}", f"kubectl kustomize {spec.get('path')}"
+    elif group == "argoproj.io" and kind == "Application":
+        source = spec.get("source") or next(iter(spec.get("sources") or []), None) or {}
+        at = source.get("chart") or source.get("path") or source.get("repoURL")
+        what, way = f"Argo CD renders its source {at}", "helm template or kubectl kustomize of that source"
+    else:
+        return None
+    lines = document.post.lines[document.first - 1 : document.last]
+    if not shows_nvidia(document.post.lines):
+        for number, line in enumerate(lines, document.first):
+            if (found := foreign_in(line)) is not None:
+                raise ForeignSetup(message(document.where(number), found))
+    return (
+        f"{document.where(data.get(LINE))}: {kind} {name}: {what}, and that writes the server's pods, not this file; "
+        f"render them ({way}) and import the manifests"
+    )
 
 
 def _ray_imports(spec: dict) -> str:

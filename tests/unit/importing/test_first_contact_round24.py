@@ -49,9 +49,9 @@ def test_another_unbalanced_quote_keeps_its_way_out(post: str) -> None:
 
 
 def test_the_engine_refusal_comes_before_a_home_relative_mount() -> None:
-    run = "docker run --gpus all -v ~/.cache:/root/.cache vllm/vllm-openai:latest --model org/m {flags}\n"
+    run = "docker run --gpus all -v ~/work:/work vllm/vllm-openai:latest --model org/m {flags}\n"
     assert "`--swap_space` is not an option" in _refusal(run.format(flags="--swap_space 16"))
-    assert "the host side ~/.cache is not a fixed directory" in _refusal(run.format(flags="--port 8000"))
+    assert "the host side ~/work is not a fixed directory" in _refusal(run.format(flags="--port 8000"))
 
 
 @pytest.mark.parametrize(

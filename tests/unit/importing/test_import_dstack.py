@@ -51,8 +51,8 @@ def test_a_service_is_its_command_in_its_image() -> None:
     assert recipe.image.reference == "lmsysorg/sglang:v0.5.6"
     assert " ".join(w for e in recipe.docker.entries for w in e.words) == (
         '--gpus "device=0,1" --shm-size 16g -p 8000:8000 -e MODEL=Qwen/Qwen3-8B -e HF_TOKEN '
-        "-v /root/.cache:/root/.cache -v /data/models/Qwen3-8B:/models/Qwen3-8B:ro"
-    )
+        "-v /data/models/Qwen3-8B:/models/Qwen3-8B:ro"
+    )  # the instance's /root/.cache volume is dropped: the model is served from its verified copy
     assert " ".join(recipe.server.words()) == (
         "python3 -m sglang.launch_server --model-path /models/Qwen3-8B --tp 2 --host 0.0.0.0 --port 8000 "
         "--served-model-name Qwen/Qwen3-8B"

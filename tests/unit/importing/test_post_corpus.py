@@ -269,7 +269,9 @@ def placed(words: list[str], recipe: Recipe, posted_model: str | None) -> list[s
         source, _, rest = out[i + 1].partition(":")
         holds = (model.local_dir + "/").startswith(source.rstrip("/") + "/")
         caches = ("/root/.cache", "/root/.cache/huggingface", HUB)  # root's .cache holds the Hub's
-        if out[i] in ("-v", "--volume") and rest.split(":")[0].rstrip("/") in caches and not holds:
+        volume = out[i] in ("-v", "--volume") and rest.split(":")[0].rstrip("/") in caches and not holds
+        mount = out[i] == "--mount" and re.search(r"(?:^|,)(?:target|dst)=/root/\.cache/?(?:,|$)", out[i + 1])
+        if volume or mount:
             del out[i : i + 2]
     if posted_model is None or posixpath.normpath(posted_model) == model.mount_point:
         return out  # a model under a mounted directory is served as it is
