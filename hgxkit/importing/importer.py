@@ -236,6 +236,7 @@ class _Importer:
         self.notes = self.reading.notes  # one list: notes keep the order they were made in
         self.report = self.reading.report
         self.join = "one"  # how the serving commands join: one, ranks (over hosts), groups (of GPUs)
+        self.picked_aside = ""  # the servers of an engine hgxkit does not deploy, said beside a choice (--pick)
         self.aside: list[str] = []  # parts of the post the recipe would hold, set aside (`ImportOutcome.set_aside`)
         # `export NAME=$(…)` lines the scan could not read: skipped, unless a launch follows (_unread_export)
         self.unread_exports: list[Simple] = []
@@ -389,10 +390,12 @@ class _Importer:
             for engine in engines:
                 self._said(engine.simple, "skipped", f"{_unsupported(engine).title}: the post's other accelerator")
             servers = others
-        elif engines and len(others) == 1 and others[0].role == "server":  # the one launch hgxkit can serve
+        elif engines and any(o.role == "server" for o in others):  # the launches hgxkit can serve: among them
             for engine in engines:
                 self._said(engine.simple, "skipped", f"{_unsupported(engine).title}: a server hgxkit does not deploy")
             servers = others
+            aside = ", ".join(f"{_unsupported(e).title} ({_at(e, servers[0])})" for e in engines)
+            self.picked_aside = f"; set aside, as hgxkit does not deploy it: {aside}"
         elif engines:
             raise _engine_refusal(engines[0], servers)
         built: list[Built] = []
@@ -423,7 +426,12 @@ class _Importer:
         routed = self._routed(built)
         if len(routed) > 1 and _split(routed):  # a model neither side can be served from, before they are compared
             self._placed(routed[0][1], routed[0][0], routed[0][0].where())
-        chosen, self.join = self._hosted(routed) or _one_setup(routed)
+        try:
+            chosen, self.join = self._hosted(routed) or _one_setup(routed)
+        except InputError as err:
+            if "--pick N" not in err.message:
+                raise
+            raise InputError(err.message + self.picked_aside) from None
         if skipped and any(recipe.node_count() > 1 for _, recipe, _ in chosen):
             # a server over nodes: the command it cannot read may be one of its ranks, which a recipe of the
             # others would replace by theirs; so it is refused, not set aside as another setup would be

@@ -87,3 +87,13 @@ def test_a_kustomization_that_only_lists_resources_changes_nothing() -> None:
     from test_first_contact_round5 import _import
 
     assert _import(post, "post.yaml").recipe.image.reference == "vllm/vllm-openai:v0.33.0"
+
+
+def test_servers_hgxkit_does_not_deploy_are_set_aside_beside_a_choice_of_those_it_does() -> None:
+    post = (
+        "vllm serve org/m --port 8000\n\nollama serve\n\nvllm serve org/e --port 8001\n\n"
+        "llama-server -m m.gguf --port 8002\n"
+    )
+    message = _refusal(post)
+    assert "import one with --pick N (1: line 1, 3: line 5)" in message
+    assert message.endswith("set aside, as hgxkit does not deploy it: Ollama (line 3), llama.cpp server (line 7)")
