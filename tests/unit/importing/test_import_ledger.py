@@ -407,5 +407,7 @@ def test_every_corpus_refusal_names_its_line_and_column_unless_the_post_has_no_s
     # card cut before its docker build: flags only as bullets, the image a table cell), 500 (a vLLM forum bot's answer
     # with `--tensor-parallel-size 8 --pipeline-parallel-size 12` in a prose line), 528 (an LWS pull request's review
     # threads: diff hunks of a LeaderWorkerSet whose vLLM container names an image and no command), 603, 604, 605 (web
-    # pages in Vietnamese, Spanish and Japanese cut before any command): nothing in the file serves
-    assert len(unplaced) <= 23
+    # pages in Vietnamese, Spanish and Japanese cut before any command), 608 (a model discussion's JSON `"command"` string
+    # of arguments, no image, no program), 612 (a lone `--model=` line, the image only in the title): nothing in the
+    # file serves
+    assert len(unplaced) <= 25

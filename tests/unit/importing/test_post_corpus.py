@@ -97,6 +97,7 @@ PROMPTS = {
     "354": r"^ExecStart=",  # a systemd unit: ExecStart= runs the rest
     "377": r"`",  # inline code over one long line
     "381": r"^mike@euroeval:/project# ",
+    "607": r"^root@8bcffee8e088:/vllm-workspace# ",  # a root prompt inside the vllm/vllm-openai container
     "387": r"^`|`$",  # inline code over one line
     "404": r"^command=",  # a supervisord program: command= runs the rest
     "417": r"^```|```$",  # inline code between triple backticks on one line
