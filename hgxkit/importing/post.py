@@ -316,6 +316,34 @@ _DEFAULT_SET_ONE = re.compile(r"""(["']?)\$\{([A-Za-z_]\w*):?=([^}]*)\}\1""")
 _DEFAULT_SET_NOTE = '`: "${NAME:=value}"` read as `NAME=${NAME:-value}` (it sets NAME where it is unset)'
 
 
+_NUMBERED_NOTE = "the line numbers a paste site or an editor's copy put before each line blanked"
+# A line number before a line's text: `  1. `, `12: `, `3) `, `4 | `, `5\t`.
+_LINE_NUMBER = re.compile(r"^[ \t]*(\d{1,5})(?:[.:)][ \t]|[ \t]*\|[ \t]?|\t)")
+
+
+def _numbered(lines: tuple[str, ...]) -> tuple[tuple[str, ...], list[int]]:
+    """`lines` with the numbers of a numbered copy blanked (columns kept): runs of at least three lines numbered
+    one after another (n, n+1, n+2 …), as Pastebin or an editor's gutter shows a file; and the first line of each.
+
+    >>> _numbered(("  1. $ vllm serve m \\\\", "  2.   --tp 8", "  3. INFO ready", "4. prose"))[0][:2]
+    ('     $ vllm serve m \\\\', '       --tp 8')
+    """
+    out, firsts = list(lines), []
+    numbers = [int(m.group(1)) if (m := _LINE_NUMBER.match(line)) else None for line in lines]
+    start = 0
+    while start < len(lines):
+        end = start
+        while end + 1 < len(lines) and numbers[start] is not None and numbers[end + 1] == numbers[end] + 1:
+            end += 1
+        if end - start >= 2:
+            for index in range(start, end + 1):
+                cut = _LINE_NUMBER.match(lines[index]).end()  # type: ignore[union-attr]
+                out[index] = " " * cut + lines[index][cut:]
+            firsts.append(start + 1)
+        start = end + 1
+    return tuple(out), firsts
+
+
 def _default_sets(lines: tuple[str, ...]) -> tuple[tuple[str, ...], list[int]]:
     """`lines` with each `: "${NAME:=value}"` line written as the assignment it makes, and the lines written.
 
@@ -348,6 +376,8 @@ class _Cleaner:
         self.notes += units
         self.lines, made = make_lines(self.lines)
         self.notes += made
+        self.lines, numbered = _numbered(self.lines)
+        self.notes += [(line, _NUMBERED_NOTE) for line in numbered]
         self.lines, set_lines = _default_sets(self.lines)
         self.notes += [(line, _DEFAULT_SET_NOTE) for line in set_lines]
         self.lines, continued = _powershell_continuations(self.lines)
