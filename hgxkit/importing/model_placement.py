@@ -86,12 +86,8 @@ def place_model(
             docker, dropped = _without_hub_cache(docker, local)
             return Placed(model, docker, server, (note, *_dropped_notes(where, dropped, "the host's folder")))
     hub_id = value if value is not None and _is_hub_id(value) else None
-    if hub_id is not None and model_repo is None and re.search(r"[-_.]gguf$", hub_id, re.IGNORECASE):
-        raise InputError(
-            f"{where}: the model {hub_id} is a GGUF repository (a .gguf file per quantization, none of them chosen), "
-            "which a deploy would fetch whole; serve the model's own repository (--model-repo ORG/NAME, the one "
-            "the GGUF files were made from) or one .gguf file by its path"
-        )
+    if hub_id is not None and model_repo is None:
+        _refuse_gguf(hub_id, where)
     tied = (ties or {}).get(posixpath.basename(posixpath.normpath(value))) if value and not hub_id else None
     if value is not None and hub_id is None and tied and not value.startswith("/") and "$" not in value:
         hub_id = None  # a local directory the post downloads: its repo is known
@@ -166,6 +162,16 @@ def _without_hub_cache(docker: DockerSpec, local_dir: str) -> tuple[DockerSpec, 
             continue
         kept.append(entry)
     return DockerSpec(docker.invocation, tuple(kept)), dropped
+
+
+def _refuse_gguf(hub_id: str, where: str) -> None:
+    """Refuse a GGUF repository: a .gguf file per quantization, none chosen, which a deploy would fetch whole."""
+    if re.search(r"[-_.]gguf$", hub_id, re.IGNORECASE):
+        raise InputError(
+            f"{where}: the model {hub_id} is a GGUF repository (a .gguf file per quantization, none of them chosen), "
+            "which a deploy would fetch whole; serve the model's own repository (--model-repo ORG/NAME, the one "
+            "the GGUF files were made from) or one .gguf file by its path"
+        )
 
 
 def _caches_hub(target: str) -> bool:
