@@ -123,6 +123,7 @@ PROMPTS = {
     "495": r"^ENTRYPOINT ",  # a Dockerfile's shell-form ENTRYPOINT, as 162
     "519": r"^> root@ad0cfc852c36:/sgl-workspace/sglang# ",  # a quoted reply's container root prompt
     "555": r"^`|` $",  # inline code over one line, a space after the closing backtick
+    "615": r"^ +> ",  # an indented MkDocs tab's fence, each line after a `> ` prompt
 }
 # bash's `$'…'` quoting, which sh (dash) does not read; 225's holds no backslash escape, so it is '…' for sh.
 ANSI_C = {"225"}
