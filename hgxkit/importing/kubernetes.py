@@ -746,6 +746,7 @@ class _Pod:
 
 # `${NAME}`: not the kubelet's `$(NAME)`; a template tool (envsubst, a deploy script) writes it before `kubectl apply`.
 _TEMPLATE_VARIABLE = re.compile(r"\$\{[A-Za-z_][A-Za-z0-9_]*\}")
+_SCRIPT_ASSIGNMENT = re.compile(r"(?:^|[\s;&|(])(?:export[ \t]+|local[ \t]+)?([A-Za-z_][A-Za-z0-9_]*)=")
 
 
 def _refuse_template_variables(container: dict, line: int, where: Callable[[int | None], str]) -> None:
@@ -763,6 +764,9 @@ def _refuse_template_variables(container: dict, line: int, where: Callable[[int 
         item_lines = getattr(items, "lines", [])
         fields += [(v, item_lines[i] if i < len(item_lines) else lines.get(key, line)) for i, v in enumerate(items)]
     env = {item.get("name") for item in container.get("env") or [] if isinstance(item, dict)}
+    # and one a script of the container sets (`sh -c "MY_IP=$(hostname -i); … ${MY_IP}"`) is that script's own
+    scripts = " ".join(str(v) for key in ("command", "args") for v in container.get(key) or [])
+    env |= {m.group(1) for m in _SCRIPT_ASSIGNMENT.finditer(scripts)}
     for value, at in sorted(fields, key=lambda field: field[1]):
         found = next((m for m in _TEMPLATE_VARIABLE.finditer(str(value)) if m.group()[2:-1] not in env), None)
         if found and value is not None:  # one the container's env sets is a shell's there (`sh -c "…${NAME}…"`)

@@ -28,6 +28,7 @@ from hgxkit.errors import InputError
 from hgxkit.importing.makefile import make_lines
 from hgxkit.importing.python_strings import launches_in_python
 from hgxkit.importing.systemd_unit import unit_lines
+from hgxkit.importing.workflow import workflow_lines
 from hgxkit.kinds import KINDS, kind_programs
 from hgxkit.recipe.shellwords import Word, split_words
 
@@ -374,6 +375,8 @@ class _Cleaner:
         self.notes += [(line, _MARKDOWN_DIFF_NOTE) for line in opened]
         self.lines, units = unit_lines(self.lines)
         self.notes += units
+        self.lines, workflow = workflow_lines(self.lines)
+        self.notes += workflow
         self.lines, made = make_lines(self.lines)
         self.notes += made
         self.lines, numbered = _numbered(self.lines)
@@ -810,10 +813,19 @@ def _broken_start(post: PostFile, index: int) -> Command:
     line = post.clean[index]
     column = len(line) - len(line.lstrip()) + 1
     first = line.split()[0]
-    error = InputError(
-        f"{post.name}: line {index + 1}, column {column}: {first!r} starts this line, so a shell runs it as the "
-        "command (the line before ends without a backslash: a value broken by a line wrap?); rejoin the lines"
-    )
+    where = f"{post.name}: line {index + 1}, column {column}"
+    if index == 0 or not post.clean[index - 1].strip():  # nothing above it to have lost a backslash
+        launch = _LAUNCH_TOKEN.search(line)
+        before = " ".join(line[: launch.start() if launch else len(line)].split())
+        error = InputError(
+            f"{where}: the launch runs under `{before}`, a program hgxkit does not read; write the launch itself "
+            "(the server's own command) to import it"
+        )
+    else:
+        error = InputError(
+            f"{where}: {first!r} starts this line, so a shell runs it as the command (the line before ends without "
+            "a backslash: a value broken by a line wrap?); rejoin the lines"
+        )
     return Command(post, index + 1, index + 1, (), error)
 
 

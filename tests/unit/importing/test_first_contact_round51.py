@@ -85,3 +85,33 @@ def test_a_launch_list_of_python_values_names_them() -> None:
 def test_a_python_file_s_launch_list_is_read_without_a_fence() -> None:
     post = 'import subprocess\n\nsubprocess.Popen(["vllm", "serve", "org/m", "--port", "8002"])\n'
     assert _import(post).recipe.server.flag("--port") == "8002"
+
+
+WORKFLOW = """name: t
+on: push
+jobs:
+  test:
+    runs-on: ubuntu-latest
+    env:
+      MODEL: org/m
+    steps:
+      - uses: actions/checkout@v4
+      - name: Serve
+        run: |
+          vllm serve org/m \\
+            --port 8000 &
+
+          sleep 60
+"""
+
+
+def test_a_workflow_s_run_scripts_are_read_as_shell() -> None:
+    outcome = _import(WORKFLOW, "vllm.yml")
+    assert outcome.recipe.server.flag("--port") == "8000"
+    assert any("a GitHub Actions workflow: its steps' run: scripts read as the shell" in n for n in outcome.notes)
+
+
+def test_a_launch_under_a_program_hgxkit_does_not_read_is_named_as_such() -> None:
+    post = WORKFLOW.replace("vllm serve org/m", "nohup hatch run -- vllm serve org/m")
+    message = _refusal(post, "vllm.yml")
+    assert "the launch runs under `nohup hatch run --`, a program hgxkit does not read" in message

@@ -97,3 +97,13 @@ def test_servers_hgxkit_does_not_deploy_are_set_aside_beside_a_choice_of_those_i
     message = _refusal(post)
     assert "import one with --pick N (1: line 1, 3: line 5)" in message
     assert message.endswith("set aside, as hgxkit does not deploy it: Ollama (line 3), llama.cpp server (line 7)")
+
+
+def test_a_variable_the_container_s_script_sets_is_no_template_variable() -> None:
+    post = OVERLAY.split("# ==> base/deployment.yaml <==\n")[1].replace(
+        '          args: ["--model", "org/m"]\n',
+        '          command: ["/bin/bash", "-c"]\n          args:\n            - |\n'
+        "              MY_IP=$(hostname -i)\n              vllm serve org/m --host ${MY_IP}\n",
+    )
+    message = _refusal(post.replace("replaced-by-kustomize", "vllm/vllm-openai:v0.33.0"), "post.yaml")
+    assert "runs a script, not one server command: it runs `MY_IP=$(hostname -i)` besides the launch" in message
