@@ -170,7 +170,14 @@ def _exec(value: str) -> str | None:
         words = json.loads(value)
     except json.JSONDecodeError:
         return None
-    return shlex.join(str(word) for word in words) if isinstance(words, list) else None
+    if not isinstance(words, list):
+        return None
+    if len(words) == 3 and _SHELL.fullmatch(str(words[0])) and re.fullmatch(r"-[a-z]*c", str(words[1])):
+        return str(words[2])  # `["bash", "-lc", "CMD …"]`: the shell runs CMD, its variables from the ENV lines
+    return shlex.join(str(word) for word in words)
+
+
+_SHELL = re.compile(r"(?:/usr)?(?:/bin/)?(?:ba)?sh")
 
 
 def _env(value: str) -> str:

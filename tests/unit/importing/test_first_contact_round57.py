@@ -27,3 +27,12 @@ def test_a_numbered_list_of_two_items_is_left_as_it_is() -> None:
 def test_a_gguf_repository_is_named(model: str) -> None:
     message = _refusal(f"docker run --gpus all -p 8000:8000 vllm/vllm-openai:latest --model {model}\n")
     assert f"the model {model} is a GGUF repository" in message and "--model-repo ORG/NAME" in message
+
+
+def test_an_exec_form_entrypoint_that_runs_a_shell_string_is_that_string() -> None:
+    post = (
+        "FROM vllm/vllm-openai:latest\nENV MODEL_NAME=org/m\nENV PORT=8123\n"
+        'ENTRYPOINT ["bash","-lc","python3 -m vllm.entrypoints.openai.api_server --model ${MODEL_NAME} --port ${PORT}"]\n'
+    )
+    outcome = _import(post, "Dockerfile")
+    assert outcome.recipe.model.repo_id == "org/m" and outcome.recipe.server.flag("--port") == "8123"

@@ -135,6 +135,7 @@ COLLAPSED = {"048"}
 DOUBLE_SPACED = {"128"}
 # The post's shell variables, given to `sh` as the importer resolved them (each is a note of the import).
 VARIABLES = {
+    "626": {"MODEL_NAME": "LangAGI-Lab/camel", "VLLM_GPU_UTIL": "0.80", "PORT": "8000"},  # the Dockerfile's ENV
     "547": {"MODEL_PATH": "/remote-home/share/LLM_CKPT/huggingface_models/Qwen3-32B", "MAX_MODEL_LENGTH": "16384"},
     "044": {"MODEL_NAME": "DeepSeek-V3.1-Terminus"},
     "065": {"volume": f"{os.getcwd()}/data", "model": "deepseek-ai/DeepSeek-R1-Distill-Qwen-1.5B"},  # volume=$PWD/data
@@ -248,6 +249,8 @@ def posted_command(number: str, span: tuple[int, int]) -> str:
         text = re.sub(r"\n[ \t]*\n", "\n", text)
     if number in CMD_EXEC:
         text = f"{CMD_EXEC[number]} {shlex.join(json.loads(text.removeprefix('CMD ')))}"
+    if "bash-lc" in ENTRIES[number]["kinds"]:  # `ENTRYPOINT ["bash", "-lc", "CMD"]`: the shell runs CMD
+        text = json.loads(text.strip().removeprefix("ENTRYPOINT").strip())[2]
     if "makefile" in ENTRIES[number]["kinds"]:  # Make pastes its variables' text into the line its shell reads
         defined = dict(
             re.findall(r"^([A-Za-z_]\w*)[ \t]*(?:::=|:=|\?=|=)[ \t]*(.*?)[ \t]*$", (POSTS / name).read_text(), re.M)
