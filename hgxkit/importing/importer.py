@@ -426,12 +426,7 @@ class _Importer:
         routed = self._routed(built)
         if len(routed) > 1 and _split(routed):  # a model neither side can be served from, before they are compared
             self._placed(routed[0][1], routed[0][0], routed[0][0].where())
-        try:
-            chosen, self.join = self._hosted(routed) or _one_setup(routed)
-        except InputError as err:
-            if "--pick N" not in err.message:
-                raise
-            raise InputError(err.message + self.picked_aside) from None
+        chosen, self.join = self._hosted(routed) or _one_setup(routed, self.picked_aside)
         if skipped and any(recipe.node_count() > 1 for _, recipe, _ in chosen):
             # a server over nodes: the command it cannot read may be one of its ranks, which a recipe of the
             # others would replace by theirs; so it is refused, not set aside as another setup would be
@@ -942,9 +937,9 @@ def _side_differences(first: Built, differences: list[Difference]) -> list[Diffe
     ]
 
 
-def _one_setup(built: list[Built]) -> tuple[list[Built], str]:
+def _one_setup(built: list[Built], aside: str = "") -> tuple[list[Built], str]:
     """The command(s) of one setup and how they join (`one`, `ranks` of a server over hosts, GPU `groups`);
-    else a refusal naming what differs."""
+    else a refusal naming what differs (`aside`: what the post launches that was set aside, said with it)."""
     first = built[0]
     if len(built) == 1:
         return built, "one"
@@ -990,7 +985,7 @@ def _one_setup(built: list[Built]) -> tuple[list[Built], str]:
             continue
         if differences or (not multinode and found and ("docker", "--gpus") not in {(d.area, d.key) for d in found}):
             _unjoined_split(built)
-            raise _differ(built, first, other, differences or found)
+            raise _differ(built, first, other, differences or found, aside)
         if not found or (multinode and rank_of(first[1].server) == rank_of(other[1].server)):
             other[2].append(f"{other[0].where()}: the same command as {first[0].where()}; taken once")
             continue
@@ -1162,7 +1157,7 @@ def _head_moved(first: Recipe, other: Recipe, difference: Difference) -> tuple[s
     return ours, theirs
 
 
-def _differ(built: list, first: tuple, other: tuple, differences: list[Difference]) -> InputError:
+def _differ(built: list, first: tuple, other: tuple, differences: list[Difference], aside: str = "") -> InputError:
     setups = _rank_setups(built)
     if len(setups) < len(built) and len(setups) > 1:  # the ranks of one server are one choice, not a difference
         first, other = setups[0][0], setups[1][0]
@@ -1176,7 +1171,7 @@ def _differ(built: list, first: tuple, other: tuple, differences: list[Differenc
     counted = f" ({len(setups)} setups)" if len(setups) < len(built) else ""
     return InputError(
         f"{first[0].where()}: {len(built)} serving commands{counted} that are not one setup: they differ in "
-        f"{shown}{more}; import one with --pick N ({listed})"
+        f"{shown}{more}; import one with --pick N ({listed}){aside}"
     )
 
 

@@ -125,7 +125,6 @@ class OptionTable:
     program: str  # what exits on an unknown flag, for the message
     underscores_are_dashes: bool = False  # `--max_model_len` is `--max-model-len` (before the first `.`)
     dotted_keys: bool = False  # `--key.sub value` sets a key of `--key`
-    suggests: bool = False  # a refusal names the nearest option (a typo's way out)
     config_choices: Callable[[], dict[str, tuple[str, ...]]] | None = None  # values the config checks (`_choices`)
     # JSON options whose key names an entry of the engine's registry (`_key_choice`)
     config_keys: Callable[[], dict[str, tuple[str, tuple[str, ...], str]]] | None = None
@@ -204,7 +203,7 @@ class OptionTable:
         odd = [f"{name} is {why}" for name, why in found if why != "no such option"]
         said = "; ".join(odd) if odd else f"{self.program} exits with `unrecognized arguments`"
         near = [(name, hint) for name, why in found if why == "no such option" and (hint := self.nearest(name))]
-        if self.suggests and near:
+        if near:  # a typo's or a rename's way out
             said += "; the nearest " + (
                 f"option is `{near[0][1]}`"
                 if len(found) == 1
@@ -390,7 +389,6 @@ VLLM_OPTIONS = OptionTable(
     program="`vllm serve`",
     underscores_are_dashes=True,
     dotted_keys=True,
-    suggests=True,
 )
 SGLANG_OPTIONS = OptionTable(
     engine="SGLang",
@@ -398,5 +396,4 @@ SGLANG_OPTIONS = OptionTable(
     images=("lmsysorg/sglang", "docker.io/lmsysorg/sglang"),
     rows=_sglang_rows,
     program="the server",
-    suggests=True,
 )
