@@ -23,25 +23,38 @@
 # torch 2.13 wheel PyPI's torchvision fails to import ("operator torchvision::nms does not exist"), and SGLang's
 # import chain needs torchvision and triton. vLLM's client runs with the same torch (its CLI switches to the CPU
 # platform for `vllm bench`). About 7.2 GB (vllm's wheel 0.9 GB of it, mostly CUDA kernels the client never
-# loads); ~7.5 min here (2 cores).
+# loads); about a minute and a half here (2 cores).
+#
+# Installed with uv (pinned below, put in the venv by its own pip): it fetches and unpacks the wheels in parallel,
+# where pip took 2.5 minutes for SGLang's layer alone, the longest step of a first `make demo`. uv reads no pip.conf:
+# the pins above need nothing from it but the certificates, which it takes from SSL_CERT_FILE as pip does.
 set -euo pipefail
 VENV=${1:-/opt/hgxkit-client-venv}
 shift || true
 if (( $# )); then CLIENTS=("$@"); else CLIENTS=(sglang vllm); fi
 HERE=$(cd "$(dirname "$0")" && pwd)
 PY=${PYTHON:-python3.11}
+UV_PIN=uv==0.9.9
+# The clients' import chains compiled into the store itself (by the checks below): the nodes mount it read-only,
+# so a client started without bytecode beside its sources compiles ~4,500 modules on every start (SGLang's: 22 s of
+# CPU, 10 s with it). pip writes none here when the caller's environment sends bytecode elsewhere
+# (PYTHONPYCACHEPREFIX, which the Makefile sets) or nowhere (PYTHONDONTWRITEBYTECODE); the whole store compiled would
+# cost a minute the demo waits for.
+with_bytecode() { env -u PYTHONDONTWRITEBYTECODE -u PYTHONPYCACHEPREFIX "$@"; }
 
 sglang_layer() {
     "$PY" -m venv "$VENV"
-    "$VENV/bin/pip" install --quiet --upgrade pip
+    "$VENV/bin/pip" install --quiet "$UV_PIN"
     # Every package pinned (a freeze of a working venv); --no-deps keeps the GPU-server requirements out.
-    "$VENV/bin/pip" install --quiet --no-deps -r "$HERE/sglang/client-requirements.txt"
-    "$VENV/bin/python" -m sglang.benchmark.serving --help >/dev/null
+    "$VENV/bin/uv" pip install --quiet --python "$VENV/bin/python" --no-deps -r "$HERE/sglang/client-requirements.txt"
+    with_bytecode "$VENV/bin/python" -m sglang.benchmark.serving --help >/dev/null
 }
 
 vllm_layer() {
     rm -rf "$VENV/vllm-site" "$VENV/bin/vllm"
-    "$VENV/bin/pip" install --quiet --no-deps --target "$VENV/vllm-site" -r "$HERE/vllm/client-requirements.txt"
+    [[ -x $VENV/bin/uv ]] || "$VENV/bin/pip" install --quiet "$UV_PIN"
+    "$VENV/bin/uv" pip install --quiet --python "$VENV/bin/python" --no-deps --target "$VENV/vllm-site" \
+        -r "$HERE/vllm/client-requirements.txt"
     rm -rf "$VENV/vllm-site/bin"  # their console scripts would not find vllm-site; VENV/bin/vllm below does
     cat > "$VENV/bin/vllm" <<SCRIPT
 #!$VENV/bin/python
@@ -57,7 +70,7 @@ if __name__ == "__main__":
     sys.exit(main())
 SCRIPT
     chmod 755 "$VENV/bin/vllm"
-    "$VENV/bin/vllm" bench serve --help >/dev/null 2>&1 || { "$VENV/bin/vllm" bench serve --help 2>&1 | tail -5; exit 1; }
+    with_bytecode "$VENV/bin/vllm" bench serve --help >/dev/null 2>&1 || { "$VENV/bin/vllm" bench serve --help 2>&1 | tail -5; exit 1; }
 }
 
 for client in "${CLIENTS[@]}"; do
