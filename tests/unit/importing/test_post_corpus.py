@@ -207,6 +207,7 @@ TRAILING = {
     "546": r"^nohup |\s*> logs/vllm_server_qwen3\.log 2>&1 &\s*$",  # `nohup`, the redirections and `&`: dropped
     "570": r"^!nohup |\s*&\s*$",  # a notebook cell's shell escape `!`, then as 546
     "571": r"^!nohup |\s*> /tmp/vllm\.log 2>&1 &\s*$",
+    "653": r"^nohup |\s*&\s*$",  # `nohup` and the background `&`: dropped, as 546
 }
 # Variables a bare launch's script exports above it: the container's environment, as a prefix's are.
 EXPORTED = {
