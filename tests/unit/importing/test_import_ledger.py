@@ -412,5 +412,6 @@ def test_every_corpus_refusal_names_its_line_and_column_unless_the_post_has_no_s
     # playbook for Hermes Agent cut where it points to another playbook), 621 (Open WebUI's vLLM page: the server
     # assumed running), 628 (AWS's SageMaker quick start: the launch is the container's SM_VLLM_* environment, given as
     # Python dicts), 633 (ALCF's PBS job of offline vLLM inference: `mpiexec … python ./mpi_llm_inference.py`, no
-    # server): nothing in the file serves
-    assert len(unplaced) <= 29
+    # server), 643 (a NixOS module of vLLM instances that sets none), 644 (an Unraid template with an empty
+    # PostArgs): nothing in the file serves
+    assert len(unplaced) <= 31
