@@ -99,9 +99,9 @@ def bare_run(
         if not (host and d.line not in from_image and _host_cache(name, d.value, simple.where(), notes))
     }
     prefix = [
-        f"{name}={value}"
-        for name, value in simple.assignments.items()
-        if not (host and _host_cache(name, value, simple.where(), notes))
+        word.text
+        for word in reading.resolved(simple, simple.prefix)
+        if not (host and _host_cache(*word.text.split("=", 1), simple.where(), notes))
     ]
     directory, cd_where = directory_before(reading.simples, simple)
     words = based_files(words, KINDS[kind], directory, cd_where, simple.where(), notes)

@@ -488,7 +488,7 @@ def _prefix(words: list[Word], name: str) -> tuple[list[Word], list[Word], list[
         elif (end := uv_run_end([w.text for w in words], index)) > index:
             notes.append(
                 f"{name}:{words[index].line}: `{' '.join(w.text for w in words[index:end])}` dropped (uv runs the "
-                "command in the project's environment; the container runs the image's)"
+                "command in an environment of its own, the project's or a tool's; the container runs the image's)"
             )
             index = end
             if index < len(words) and words[index].text in UV_MODULE:  # `uv run -m MODULE` is `python -m MODULE`

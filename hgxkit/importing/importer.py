@@ -89,6 +89,7 @@ from hgxkit.importing.slurm import runs_under_slurm
 from hgxkit.importing.substitutions import owner_of, substituted_word
 from hgxkit.importing.templates import template_refusal
 from hgxkit.importing.typography import normalise
+from hgxkit.importing.unread_formats import unread_format
 from hgxkit.importing.variables import Scope
 from hgxkit.importing.vllm_multinode import RayNode, cluster_nodes, joins_a_placeholder_head, ray_group, ray_run
 from hgxkit.importing.workdir import based_run, directory_before
@@ -536,9 +537,14 @@ class _Importer:
                 f"{script[0]}: no serving command in {names}: it runs the script `{script[1]}`, whose commands it "
                 "does not show; import the script (or the post that has the server command)"
             )
+        shape = next(filter(None, (unread_format(post.lines) for post in self.posts)), None)
         return InputError(
             f"{names}: no serving command found (docker run, sglang serve, python -m sglang.launch_server, "
-            "vllm serve); give the post that has it"
+            + (
+                f"vllm serve); it is {shape}: give the command its server runs"
+                if shape
+                else "vllm serve); give the post that has it"
+            )
         )
 
     def _provisional(self, server: Candidate) -> tuple[Recipe, list[str]]:

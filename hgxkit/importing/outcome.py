@@ -29,6 +29,7 @@ from hgxkit.importing.post import FENCE_RE, PostFile
 from hgxkit.recipe.danger import dangerous_options
 from hgxkit.recipe.engine_start import engine_refusal
 from hgxkit.recipe.network_env import host_interface_settings
+from hgxkit.recipe.shellwords import EXPANDING_TILDE
 from hgxkit.recipe.spec import Recipe
 from hgxkit.recipe.validate import format_path, recipe_problems
 from hgxkit.secrets import redact
@@ -54,6 +55,10 @@ class Report:
     action: str
     what: str
     into: str = ""  # the recipe field(s) a `took` line went into
+
+    def __post_init__(self) -> None:
+        # A `~` the shell expands is a marker in the words (`shellwords.EXPANDING_TILDE`); said as written.
+        object.__setattr__(self, "what", self.what.replace(EXPANDING_TILDE, "~"))
 
     def line(self) -> str:
         return f"{self.where}: {self.action} {self.what}"

@@ -27,6 +27,7 @@ from pathlib import PurePath
 from hgxkit.errors import InputError
 from hgxkit.importing.makefile import make_lines
 from hgxkit.importing.python_strings import launches_in_python
+from hgxkit.importing.quadlet import quadlet_lines
 from hgxkit.importing.systemd_unit import unit_lines
 from hgxkit.importing.workflow import workflow_lines
 from hgxkit.kinds import KINDS, kind_programs
@@ -232,25 +233,27 @@ def env_options(texts: Sequence[str], index: int) -> EnvOptions | None:
 _LABEL_AFTER = re.compile(r"^(?:(?:[^-\s]\S*|-)\s+)+[A-Za-z]+:$")
 
 
-# Options of `uv run` that take a value (`--with vllm`); the rest are switches or `--opt=value`.
+# Options of `uv run` and `uvx` that take a value (`--with vllm`); the rest are switches or `--opt=value`.
 _UV_RUN_VALUES = frozenset(
     {
-        *("--with", "--with-editable", "--with-requirements", "--python", "-p", "--project", "--directory"),
+        *("--with", "--with-editable", "--with-requirements", "--python", "-p", "--project", "--directory", "--from"),
         *("--package", "--extra", "--group", "--env-file", "--index", "--default-index", "--index-url"),
         *("--extra-index-url", "-f", "--find-links", "--prerelease", "--resolution"),
     }
 )
 
 
+_UV_RUNNERS = (["uv", "run"], ["uvx"], ["uv", "tool", "run"])
 UV_MODULE = ("-m", "--module")  # `uv run -m MODULE`: `python -m MODULE` in uv's environment
 
 
 def uv_run_end(words: Sequence[str], index: int) -> int:
-    """Past `uv run` and its options at `index` (`--with vllm`, `--isolated`: uv runs the command in the
-    project's environment, or one with those packages), where a program follows; else `index`."""
-    if words[index : index + 2] != ["uv", "run"]:
+    """Past `uv run`, `uvx` or `uv tool run` and their options at `index` (`--with vllm`, `--isolated`: uv runs
+    the command in the project's environment, or a tool's), where a program follows; else `index`."""
+    runner = next((r for r in _UV_RUNNERS if words[index : index + len(r)] == r), [])
+    if not runner:
         return index
-    end = index + 2
+    end = index + len(runner)
     while end < len(words) and words[end].startswith("-") and words[end] not in ("--", *UV_MODULE):
         end += 2 if words[end] in _UV_RUN_VALUES else 1
     end += end < len(words) and words[end] == "--"
@@ -373,6 +376,8 @@ class _Cleaner:
     def run(self) -> list[str]:
         self.lines, opened = _markdown_diffs(self.lines)
         self.notes += [(line, _MARKDOWN_DIFF_NOTE) for line in opened]
+        self.lines, quadlets = quadlet_lines(self.lines)
+        self.notes += quadlets
         self.lines, units = unit_lines(self.lines)
         self.notes += units
         self.lines, workflow = workflow_lines(self.lines)

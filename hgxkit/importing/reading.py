@@ -21,6 +21,8 @@ from hgxkit.recipe.docker_parse import ParsedRun
 from hgxkit.recipe.shellwords import ALTERNATE_EXPANSION_RE, Word, shell_value
 from hgxkit.secrets import is_secret_name
 
+_LONE_NAME = re.compile(r"\$(?:(?P<bare>[A-Za-z_]\w*)|\{(?P<braced>[A-Za-z_]\w*)\})")
+
 # `source FILE` / `. FILE` at a line's start: the file a shell reads its variables from
 _SOURCED = re.compile(r"\s*(?:source|\.)\s+(?P<file>\S.*?)\s*$")
 
@@ -86,15 +88,23 @@ class Reading:
         ]
         return before[-1] if before else None
 
-    def resolved(self, simple: Simple) -> list[Word]:
-        """The command's words with the `$NAME`s the post sets written out (a note per name)."""
+    def resolved(self, simple: Simple, words: Sequence[Word] | None = None) -> list[Word]:
+        """The command's words (or `words` of it: its environment prefix) with the `$NAME`s the post sets written
+        out (a note per name)."""
         scope = Scope.before(self.simples, simple)
         post = simple.command.post.name
+        words = simple.words if words is None else words
         out = []
-        for word in simple.words:
+        for index, word in enumerate(words):
             if self._alternate_dropped(word, scope, post):
                 continue
-            text, used, left = scope.resolve(word.text, where=f"{post}:{word.line}")
+            try:
+                text, used, left = scope.resolve(word.text, where=f"{post}:{word.line}")
+            except InputError:
+                text = self._computed_listen_address(words, index, scope, post)
+                if text is None:
+                    raise
+                used, left = [], []
             for name in used:
                 definition = scope.definitions[name]
                 written = (
@@ -116,6 +126,25 @@ class Reading:
                 self._set_later(name, simple)
             out.append(Word(text, word.line, word.column, word.quoted, word.is_operator))
         return _angled_secrets(out)
+
+    def _computed_listen_address(self, words: Sequence[Word], index: int, scope: Scope, post: str) -> str | None:
+        """`--host $NAME` (or `--host=$NAME`) where the post sets NAME by a command substitution (`$(hostname -i)`):
+        an address of the post's host, which the container does not have, so its server listens on 0.0.0.0 and its
+        port is published on the node (what a written address gets, `bare_launch._listen`); None otherwise."""
+        word = words[index]
+        flag, equals, value = word.text.partition("=") if word.text.startswith("--host=") else ("", "", word.text)
+        if not flag and (index == 0 or words[index - 1].text != "--host"):
+            return None
+        match = _LONE_NAME.fullmatch(value)
+        definition = scope.definitions.get(match["bare"] or match["braced"]) if match else None
+        root = definition and (definition.unusable or definition)
+        if not root or not root.computed or root.in_block:
+            return None
+        self.notes.append(
+            f"{post}:{word.line}: --host {value} became 0.0.0.0 (${root.name} is set by `{root.written}`, an address "
+            "of the post's host, which the container does not have: its port is published on the node instead)"
+        )
+        return f"{flag}{equals}0.0.0.0"
 
     def _alternate_dropped(self, word: Word, scope: Scope, post: str) -> bool:
         """True for a whole word `${NAME:+words}` whose NAME the post leaves unset: a shell expands it to nothing,

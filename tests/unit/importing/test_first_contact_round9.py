@@ -67,7 +67,7 @@ def test_a_known_pull_still_wins_over_an_unknown_one() -> None:
 def test_uv_run_before_a_launch_is_dropped_with_a_note(uv: str) -> None:
     outcome = _import(f"{uv} vllm serve org/m --port 8001\n")
     assert outcome.recipe.server.flag("--port") == "8001"
-    assert any(f"`{uv}` dropped (uv runs the command in the project's environment" in n for n in outcome.notes)
+    assert any(f"`{uv}` dropped (uv runs the command in an environment of its own" in n for n in outcome.notes)
 
 
 def test_an_export_ended_by_a_comment_line_leaves_the_launch_after_it() -> None:

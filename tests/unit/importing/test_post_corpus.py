@@ -111,6 +111,7 @@ PROMPTS = {
     "202": r"^root@srv-ia-010:/var/tmp# ",
     "203": r"`",  # inline code, closed on the next line
     "228": r"^uv run ",  # uv runs the launch in the project's environment (a note of the import)
+    "647": r"^uvx ",  # uv runs the launch in a tool environment (a note of the import)
     "230": r"`",  # inline code
     "296": r"`",  # inline code
     "330": r"^`|`$",  # one inline code span over several lines
@@ -137,6 +138,13 @@ COLLAPSED = {"048"}
 DOUBLE_SPACED = {"128"}
 # The post's shell variables, given to `sh` as the importer resolved them (each is a note of the import).
 VARIABLES = {
+    "636": {
+        "MODEL_NAME": "Qwen/Qwen2.5-7B",
+        "PORT": "8001",
+        "MAX_SEQ_LENGTH": "2048",
+        "MAX_LORA_RANK": "32",
+        "VLLM_SERVER_GPUS": "0",
+    },
     "626": {"MODEL_NAME": "LangAGI-Lab/camel", "VLLM_GPU_UTIL": "0.80", "PORT": "8000"},  # the Dockerfile's ENV
     "547": {"MODEL_PATH": "/remote-home/share/LLM_CKPT/huggingface_models/Qwen3-32B", "MAX_MODEL_LENGTH": "16384"},
     "044": {"MODEL_NAME": "DeepSeek-V3.1-Terminus"},
@@ -210,6 +218,7 @@ TRAILING = {
     "570": r"^!nohup |\s*&\s*$",  # a notebook cell's shell escape `!`, then as 546
     "571": r"^!nohup |\s*> /tmp/vllm\.log 2>&1 &\s*$",
     "653": r"^nohup |\s*&\s*$",  # `nohup` and the background `&`: dropped, as 546
+    "636": r" \\$",  # the launch's span ends before its redirection's own line, whose backslash it keeps
 }
 # Variables a bare launch's script exports above it: the container's environment, as a prefix's are.
 EXPORTED = {
