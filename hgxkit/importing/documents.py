@@ -562,7 +562,14 @@ def container_command(
     inner = _plain_shell_launch(full)
     if inner is not None:
         notes.append(f"{where}: `{full[0]} -c '…'` runs one server launch: the container runs it directly")
-        full = inner
+        full, download = inner
+        if download:
+            repo = download[2] if len(download) > 2 else ""
+            other = "" if repo in full else f"; {repo or 'what it downloads'} is not the model it serves"
+            notes.append(
+                f"{where}: `{' '.join(download)}` before it dropped: hgxkit places the model the launch names "
+                f"(downloaded and verified on the node before the server starts){other}"
+            )
     elif runs_rendered_head(full):
         return full[0], full[1:], notes  # hgxkit's own Ray head and its server: a `docker run` reads them
     elif _is_shell(full):
@@ -600,8 +607,10 @@ def _is_shell(words: list[str]) -> bool:
     return len(words) >= 3 and words[0].rsplit("/", 1)[-1] in ("sh", "bash") and words[1] == "-c"
 
 
-def _plain_shell_launch(words: list[str]) -> list[str] | None:
-    """The launch words of `sh -c 'LAUNCH'` when LAUNCH is one plain server launch, else None."""
+def _plain_shell_launch(words: list[str]) -> tuple[list[str], list[str]] | None:
+    """(the launch words, a model download run before it) of `sh -c 'LAUNCH'` when LAUNCH is one plain server
+    launch, or `sh -c 'huggingface-cli download REPO && LAUNCH'` (the download hgxkit's model role does, verified,
+    before the server starts); else None."""
     if len(words) != 3 or words[0].rsplit("/", 1)[-1] not in ("sh", "bash") or words[1] != "-c":
         return None
     if "$" in words[2]:
@@ -610,10 +619,17 @@ def _plain_shell_launch(words: list[str]) -> list[str] | None:
         lexed = split_words(words[2].replace("$$", "$"))
     except InputError:
         return None
-    if not lexed or any(w.is_operator for w in lexed):
-        return None
     texts = [w.text for w in lexed]
-    return texts if any(k.launches(python_program(texts)) for k in KINDS.values()) else None
+    operators = [i for i, w in enumerate(lexed) if w.is_operator]
+    download: list[str] = []
+    if len(operators) == 1 and texts[operators[0]] == "&&" and _DOWNLOAD.fullmatch(" ".join(texts[:2])):
+        download, texts = texts[: operators[0]], texts[operators[0] + 1 :]
+    elif operators:
+        return None
+    return (texts, download) if texts and any(k.launches(python_program(texts)) for k in KINDS.values()) else None
+
+
+_DOWNLOAD = re.compile(r"(?:huggingface-cli|hf) download")
 
 
 def _image_kind(image: str) -> Any:

@@ -33,6 +33,7 @@ from hgxkit.importing.documents import DocumentFormat
 from hgxkit.importing.dstack import DSTACK
 from hgxkit.importing.helm_values import HELM_VALUES
 from hgxkit.importing.kubernetes import KUBERNETES
+from hgxkit.importing.pod_shaped import AKASH_SDL, CONTAINER_APP
 from hgxkit.importing.post import PostFile
 from hgxkit.importing.reading import Reading
 from hgxkit.importing.skypilot import SKYPILOT
@@ -81,6 +82,8 @@ FORMATS: tuple[SourceFormat, ...] = (
     RAY_START,
 )
 DOCUMENT_FORMATS: tuple[DocumentFormat, ...] = (
+    AKASH_SDL,  # before compose, whose `services:` an SDL has too
+    CONTAINER_APP,
     COMPOSE,
     KUBERNETES,
     SKYPILOT,

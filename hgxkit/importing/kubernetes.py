@@ -194,6 +194,11 @@ def _whole(value: Any) -> int | None:
     return int(text) if text.isdigit() else None
 
 
+# A pod spec key that makes its first container the server whatever its image (a platform's app of one container
+# whose GPUs its plan gives: hgxkit.importing.pod_shaped).
+FIRST_SERVES = "__first_serves__"
+
+
 class _PodSpec(dict):
     """A pod spec and what the workload around it says (name, role, group size, extra args, replicas)."""
 
@@ -379,7 +384,11 @@ class _Pod:
         serving = [c for c in containers if _gpus(c) or _launches(c)]
         if not serving and len(containers) == 1 and _is_engine_image(containers[0]):
             serving = containers
-        if not serving and containers and self.pod["__kind__"] in ("InferenceService", *_RUNTIMES):
+        if (
+            not serving
+            and containers
+            and (self.pod["__kind__"] in ("InferenceService", *_RUNTIMES) or FIRST_SERVES in self.pod)
+        ):
             serving = containers[:1]  # a predictor's first container is its model server, whatever its image
         out: list[Simple] = []
         for container in containers:
@@ -423,7 +432,7 @@ class _Pod:
         words: list[WordAt] = [("docker", line), ("run", line)]  # no --name: a workload's name is no container's
         # the hardware first: a CPU or another accelerator's container is refused whatever its template would write
         gpus = self._gpus(container, lines.get("resources", line))
-        _refuse_template_variables(container, line, self.where)
+        refuse_template_variables(container, line, self.where)
         environment = self._variables(container)
         words += gpus
         words += self._pod_options(line)
@@ -749,7 +758,7 @@ _TEMPLATE_VARIABLE = re.compile(r"\$\{[A-Za-z_][A-Za-z0-9_]*\}")
 _SCRIPT_ASSIGNMENT = re.compile(r"(?:^|[\s;&|(])(?:export[ \t]+|local[ \t]+)?([A-Za-z_][A-Za-z0-9_]*)=")
 
 
-def _refuse_template_variables(container: dict, line: int, where: Callable[[int | None], str]) -> None:
+def refuse_template_variables(container: dict, line: int, where: Callable[[int | None], str]) -> None:
     """Refuse a container whose image, command, args or resources hold a `${NAME}` (a manifest written as a
     template): Kubernetes passes it on as text, and the value it stands for is not in the post."""
     lines = container.get(LINES, {})

@@ -94,3 +94,90 @@ def test_a_quadlet_unit_s_local_model_is_named() -> None:
 def test_a_format_hgxkit_does_not_read_is_named_when_nothing_serves(post: str, named: str) -> None:
     message = _refusal(post, "post.txt")
     assert "no serving command found" in message and f"it is {named}" in message
+
+
+AKASH = """---
+version: "2.0"
+services:
+  vllm:
+    image: vllm/vllm-openai:v0.6.3
+    expose:
+      - port: 8000
+        as: 8000
+        to:
+          - global: true
+    command:
+      - bash
+      - "-c"
+    args:
+      - >-
+        huggingface-cli download org/m && vllm serve org/m --max-model-len 8192
+    env:
+      - "HF_TOKEN=hf_xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"
+profiles:
+  compute:
+    vllm:
+      resources:
+        cpu:
+          units: 8
+        gpu:
+          units: 2
+          attributes:
+            vendor:
+              nvidia:
+  placement:
+    dcloud:
+      pricing:
+        vllm:
+          denom: uakt
+          amount: 1000
+deployment:
+  vllm:
+    dcloud:
+      count: 1
+"""
+
+
+def test_an_akash_sdl_is_read_as_the_pods_of_its_services() -> None:
+    outcome = _import(AKASH, "deploy.yaml")
+    entries = [" ".join(e.words) for e in outcome.recipe.docker.entries]
+    assert outcome.recipe.image.reference == "vllm/vllm-openai:v0.6.3"
+    assert outcome.recipe.server.flag("--max-model-len") == "8192"
+    assert "--gpus 2" in entries and "-p 8000:8000" in entries
+    assert any("`huggingface-cli download org/m` before it dropped" in n for n in outcome.notes)
+
+
+def test_a_download_of_another_model_before_the_launch_is_said() -> None:
+    outcome = _import(AKASH.replace("download org/m", "download org/other"), "deploy.yaml")
+    assert any("org/other is not the model it serves" in n for n in outcome.notes)
+
+
+APP = """properties:
+  workloadProfileName: {profile}
+  template:
+    containers:
+      - image: {image}
+        name: vllm
+        args:
+          - --model
+          - org/m
+          - --port
+          - "8000"
+"""
+
+
+def test_an_azure_container_app_is_its_containers_with_the_workload_profile_s_gpus() -> None:
+    outcome = _import(APP.format(profile="NC48-A100", image="vllm/vllm-openai:latest"), "app.yaml")
+    assert "--gpus 2" in [" ".join(e.words) for e in outcome.recipe.docker.entries]
+    assert outcome.recipe.model.repo_id == "org/m"
+
+
+@pytest.mark.parametrize(
+    ("profile", "image", "named"),
+    [
+        ("NC24-A100", "${CONTAINER_IMAGE}", "${CONTAINER_IMAGE} is not set by the post"),
+        ("${PROFILE}", "vllm/vllm-openai:latest", "${PROFILE} (workloadProfileName, which gives the app its GPUs)"),
+    ],
+)
+def test_an_azure_container_app_template_s_variable_is_named(profile: str, image: str, named: str) -> None:
+    assert named in _refusal(APP.format(profile=profile, image=image), "app.yaml")

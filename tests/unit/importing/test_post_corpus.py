@@ -485,12 +485,12 @@ def _head(posted: list[str]) -> str:
     return value.rsplit(":", 1)[0] or "10.0.0.1"
 
 
-# compose, Kubernetes and SkyPilot: named fields; a prefill/decode split's groups: tests/unit/importing/test_import_vllm_pd.py
+# compose, Kubernetes, SkyPilot, Truss and Akash: named fields; a prefill/decode split's groups: tests/unit/importing/test_import_vllm_pd.py
 BARE = [
     n
     for n in IMPORTED
     if n not in DOCKER_RUNS
-    and ENTRIES[n]["kinds"][0] not in ("compose", "kubernetes", "skypilot", "truss")
+    and ENTRIES[n]["kinds"][0] not in ("compose", "kubernetes", "skypilot", "truss", "akash-sdl")
     and "prefill-decode" not in ENTRIES[n]["kinds"]
     # a shown config file's keys become flags, which the posted words do not hold (test_import_config_file)
     and "config-file-shown" not in ENTRIES[n]["kinds"]
