@@ -413,6 +413,6 @@ def test_every_corpus_refusal_names_its_line_and_column_unless_the_post_has_no_s
     # assumed running), 628 (AWS's SageMaker quick start: the launch is the container's SM_VLLM_* environment, given as
     # Python dicts), 633 (ALCF's PBS job of offline vLLM inference: `mpiexec … python ./mpi_llm_inference.py`, no
     # server), 643 (a NixOS module of vLLM instances that sets none), 644 (an Unraid template with an empty
-    # PostArgs), 659 (AutoAWQ's vLLM example: an in-process `AsyncLLMEngine` in Python, no launch): nothing in the
-    # file serves
-    assert len(unplaced) <= 32
+    # PostArgs), 659 (AutoAWQ's vLLM example: an in-process `AsyncLLMEngine` in Python, no launch), 666 (a Packer
+    # template whose provisioners only run install scripts not in the post): nothing in the file serves
+    assert len(unplaced) <= 33

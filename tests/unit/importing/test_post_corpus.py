@@ -122,6 +122,7 @@ PROMPTS = {
     "490": r"^ExecStart=",  # a systemd unit, as 354
     "640": r"^ExecStart=",  # a systemd unit, as 354 (after an editor command line, skipped as prose)
     "645": r"^ExecStart=",  # a systemd unit, as 354 (a commented-out #ExecStart= before it)
+    "667": r"^ExecStart=",  # a systemd unit written by a script's here-document, as 354
     "535": r"^Command: ",  # a prose label before the launch on its line
     "495": r"^ENTRYPOINT ",  # a Dockerfile's shell-form ENTRYPOINT, as 162
     "519": r"^> root@ad0cfc852c36:/sgl-workspace/sglang# ",  # a quoted reply's container root prompt
