@@ -595,6 +595,8 @@ def _classify(words: list[Word], prefix: list[Word]) -> tuple[str, str | None, s
     client = client_of(program)
     if client is not None:
         return "bench", None, client
+    if "--help" in texts or "-h" in texts[1:]:  # `vllm serve --help`: an install check that prints and exits
+        return "other", None, None
     for kind in KINDS.values():
         if kind.launches(program):
             return "server", kind.name, None

@@ -280,6 +280,8 @@ _FOLDER_WORDS = frozenset(
 def _why_not(value: str | None, flag: str, docker: DockerSpec, unset_from: str = "") -> str:
     if value is None:
         return f"the server command names no model ({flag}) hgxkit can place"
+    if not value.strip():
+        return f"the server command's model ({flag}) is empty: the post sets it to nothing"
     if (positional := re.fullmatch(r"\$\{?([1-9])\}?", value)) is not None:  # no file the post sources sets it
         return f"the model {value!r} is argument {positional[1]} of the script, which the post does not give"
     if "$" in value:

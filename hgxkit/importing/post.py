@@ -53,6 +53,9 @@ PROGRAMS = frozenset(
         "llama-server",
         "lmdeploy",
         "trl",
+        "swift",
+        "llamafactory-cli",
+        "axolotl",
         "lm_eval",
         "curl",
         "wget",
@@ -260,8 +263,17 @@ def uv_run_end(words: Sequence[str], index: int) -> int:
     return end if end < len(words) else index
 
 
+# `NAME="--a --b 1"` (`export`, `local` or `readonly` before it): one assignment of a quoted value, however many words
+# the value holds (a whitespace split would take its second word for the program).
+_QUOTED_ASSIGNMENT = re.compile(
+    r"""^\s*(?:(?:export|local|readonly)\s+)?[A-Za-z_]\w*=(?:"[^"\\$`]*"|'[^']*')\s*(?:;\s*)?(?:#.*)?$"""
+)
+
+
 def is_command_start(text: str) -> bool:
     """True when `text` begins like a command people post (see `PROGRAMS`)."""
+    if _QUOTED_ASSIGNMENT.match(text):
+        return True
     words = text.split()
     comment = next((i for i, word in enumerate(words) if word.startswith("#")), None)
     words = words[:comment]  # `BACKEND="mooncake" # nixl | mooncake`: the shell stops reading at the comment

@@ -21,6 +21,7 @@ from hgxkit.recipe.docker_parse import ParsedRun
 from hgxkit.recipe.shellwords import ALTERNATE_EXPANSION_RE, Word, shell_value
 from hgxkit.secrets import is_secret_name
 
+_ARGUMENT_DEFAULT = re.compile(r"\$\{([1-9]):?-")  # `${1:-org/m}`: a script argument's default
 _LONE_NAME = re.compile(r"\$(?:(?P<bare>[A-Za-z_]\w*)|\{(?P<braced>[A-Za-z_]\w*)\})")
 
 # `source FILE` / `. FILE` at a line's start: the file a shell reads its variables from
@@ -110,6 +111,8 @@ class Reading:
                 written = (
                     "" if definition.written == definition.value else f", written {shell_value(definition.written)}"
                 )
+                if argument := _ARGUMENT_DEFAULT.search(definition.written):
+                    written += f": the default of the script's argument ${argument[1]}, which the post does not give"
                 self.notes.append(
                     f"{post}:{word.line}: ${name} is the post's {name}={shell_value(definition.value)} "
                     f"({definition.at(post)}{written})"
@@ -124,6 +127,10 @@ class Reading:
                 if (post, word.line) not in lines:
                     lines.append((post, word.line))
                 self._set_later(name, simple)
+            if used and not word.quoted and _LONE_NAME.fullmatch(word.text):
+                # `$EXTRA_ARGS` unquoted: the shell splits its value into words, and an empty one gives none
+                out += [Word(part, word.line, word.column, False, False) for part in text.split()]
+                continue
             out.append(Word(text, word.line, word.column, word.quoted, word.is_operator))
         return _angled_secrets(out)
 

@@ -216,6 +216,40 @@ UNSUPPORTED = (
         ),
     ),
     UnsupportedKind(
+        "ms-swift-deploy",
+        "ms-swift's `swift deploy`",
+        (),
+        (("swift", "deploy"),),
+        (r"\bswift\s+deploy\b",),
+        remedy=(
+            "`swift deploy` is ms-swift's own server (its flags, its adapters and templates), which runs vLLM or "
+            "SGLang in-process as its --infer_backend; import `vllm serve` (or `sglang serve`) with the same model "
+            "and sizes"
+        ),
+    ),
+    UnsupportedKind(
+        "llamafactory-api",
+        "LLaMA-Factory's `llamafactory-cli api`",
+        (),
+        (("llamafactory-cli", "api"),),
+        (r"\bllamafactory-cli\s+api\b",),
+        remedy=(
+            "`llamafactory-cli api` is LLaMA-Factory's own OpenAI-style server, which runs vLLM in-process when its "
+            "config says infer_backend: vllm; import `vllm serve` with the model (and adapter) its config names"
+        ),
+    ),
+    UnsupportedKind(
+        "axolotl-vllm-serve",
+        "Axolotl's `axolotl vllm-serve`",
+        (),
+        (("axolotl", "vllm-serve"),),
+        (r"\baxolotl\s+vllm-serve\b",),
+        remedy=(
+            "`axolotl vllm-serve` runs vLLM for Axolotl's GRPO training (TRL's generate and weight-sync endpoints), "
+            "not the OpenAI-compatible server hgxkit deploys; import `vllm serve` with the model its config names"
+        ),
+    ),
+    UnsupportedKind(
         "skyrl-server",
         "SkyRL's inference server",
         (),

@@ -66,7 +66,7 @@ ALTERNATE_EXPANSION_RE = re.compile(
     r"(?P<word>(?:[^{}$`\\]|\$[A-Za-z_][A-Za-z0-9_]*|\$\{[A-Za-z_][A-Za-z0-9_]*\})*)\}"
 )
 DEFAULT_EXPANSION_RE = re.compile(
-    r"\$\{(?P<name>[A-Za-z_][A-Za-z0-9_]*)(?P<op>:?-)"
+    r"\$\{(?P<name>[A-Za-z_][A-Za-z0-9_]*|[1-9])(?P<op>:?-)"
     r"(?P<word>(?:[^{}$'\"\\`\s()|&;<>]|\$[A-Za-z_][A-Za-z0-9_]*|\$\{[A-Za-z_][A-Za-z0-9_]*\}"
     # a quoted piece of plain text (`${MODEL:-"org/m"}`), which the shell takes without its quotes
     r"|\"[^\"$`\\\n{}]*\"|'[^'$\n{}]*')*)\}"
