@@ -113,7 +113,7 @@ services:
       - >-
         huggingface-cli download org/m && vllm serve org/m --max-model-len 8192
     env:
-      - "HF_TOKEN=hf_xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"
+      - "HF_TOKEN=hf_FAKE-TOKEN-FOR-TESTS-NOT-REAL"
 profiles:
   compute:
     vllm:
@@ -181,3 +181,8 @@ def test_an_azure_container_app_is_its_containers_with_the_workload_profile_s_gp
 )
 def test_an_azure_container_app_template_s_variable_is_named(profile: str, image: str, named: str) -> None:
     assert named in _refusal(APP.format(profile=profile, image=image), "app.yaml")
+
+
+def test_a_quadlet_value_whose_quotes_do_not_close_is_refused_where_the_unit_has_it() -> None:
+    message = _refusal(QUADLET.replace("PodmanArgs=--ipc=host", 'PodmanArgs=--ipc "host'), "vllm.container")
+    assert "vllm.container" in message and '--ipc "host' in message
