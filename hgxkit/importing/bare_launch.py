@@ -99,9 +99,9 @@ def bare_run(
         if not (host and d.line not in from_image and _host_cache(name, d.value, simple.where(), notes))
     }
     prefix = [
-        word.text
-        for word in reading.resolved(simple, simple.prefix)
-        if not (host and _host_cache(*word.text.split("=", 1), simple.where(), notes))
+        assignment
+        for assignment in _prefix_values(reading, simple)
+        if not (host and _host_cache(*assignment.split("=", 1), simple.where(), notes))
     ]
     directory, cd_where = directory_before(reading.simples, simple)
     words = based_files(words, KINDS[kind], directory, cd_where, simple.where(), notes)
@@ -117,6 +117,17 @@ def bare_run(
     )
     notes += more
     return run, kind
+
+
+def _prefix_values(reading: Reading, simple: Simple) -> list[str]:
+    """The launch's `NAME=value` prefix with the post's variables written out (`CUDA_VISIBLE_DEVICES=${GPUS}`); a
+    secret the shell passes on (`HF_TOKEN=$HF_TOKEN`) or one taken from it stays as written, for `docker_run_for`."""
+    out = []
+    for word in simple.prefix:
+        resolved = reading.resolved(simple, [word])
+        text = resolved[0].text if len(resolved) == 1 else word.text
+        out.append(text if "=" in text and "{{env:" not in text else word.text)
+    return out
 
 
 def _model_value(words: Sequence[str], kind: ServerKind) -> str | None:

@@ -607,6 +607,9 @@ def _is_shell(words: list[str]) -> bool:
     return len(words) >= 3 and words[0].rsplit("/", 1)[-1] in ("sh", "bash") and words[1] == "-c"
 
 
+_DOWNLOAD = re.compile(r"(?:huggingface-cli|hf) download")  # a model download before a launch (`… && vllm serve`)
+
+
 def _plain_shell_launch(words: list[str]) -> tuple[list[str], list[str]] | None:
     """(the launch words, a model download run before it) of `sh -c 'LAUNCH'` when LAUNCH is one plain server
     launch, or `sh -c 'huggingface-cli download REPO && LAUNCH'` (the download hgxkit's model role does, verified,
@@ -627,9 +630,6 @@ def _plain_shell_launch(words: list[str]) -> tuple[list[str], list[str]] | None:
     elif operators:
         return None
     return (texts, download) if texts and any(k.launches(python_program(texts)) for k in KINDS.values()) else None
-
-
-_DOWNLOAD = re.compile(r"(?:huggingface-cli|hf) download")
 
 
 def _image_kind(image: str) -> Any:

@@ -21,7 +21,7 @@ from typing import Any
 
 from hgxkit.errors import InputError
 from hgxkit.importing.commands import Simple
-from hgxkit.importing.documents import LINE, Document
+from hgxkit.importing.documents import LINE, LINES, Document
 from hgxkit.importing.kubernetes import FIRST_SERVES, KUBERNETES, refuse_template_variables
 
 
@@ -62,7 +62,7 @@ def _akash_pods(document: Document) -> list[dict]:
     compute = _mapping(_mapping(data.get("profiles")).get("compute"))
     pods = []
     for name, service in _mapping(data.get("services")).items():
-        if str(name).startswith("__"):  # the loader's line keys (documents.LINE, LINES)
+        if name in (LINE, LINES):  # the loader's line keys
             continue
         service = _mapping(service)
         gpu = _mapping(_mapping(_mapping(compute.get(name)).get("resources")).get("gpu"))
@@ -107,7 +107,7 @@ def _app_pods(document: Document) -> list[dict]:
         ]
         refuse_template_variables(container, container.get(LINE, document.first), document.where)
         if "${" in profile:
-            line = _mapping(properties.get("__lines__")).get("workloadProfileName", document.first)
+            line = _mapping(properties.get(LINES)).get("workloadProfileName", document.first)
             raise InputError(
                 f"{document.where(line)}: {profile} (workloadProfileName, which gives the app its GPUs) is not set "
                 "by the post: the file is a template; write the workload profile's name"

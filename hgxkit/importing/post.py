@@ -266,7 +266,7 @@ def uv_run_end(words: Sequence[str], index: int) -> int:
 # `NAME="--a --b 1"` (`export`, `local` or `readonly` before it): one assignment of a quoted value, however many words
 # the value holds (a whitespace split would take its second word for the program).
 _QUOTED_ASSIGNMENT = re.compile(
-    r"""^\s*(?:(?:export|local|readonly)\s+)?[A-Za-z_]\w*=(?:"[^"\\$`]*"|'[^']*')\s*(?:;\s*)?(?:#.*)?$"""
+    r"""^\s*(?:(?:export|local|readonly)\s+)?[A-Za-z_]\w*=(?:"[^"\\`]*"|'[^']*')\s*(?:;\s*)?(?:#.*)?$"""
 )
 
 

@@ -112,10 +112,19 @@ def _option_words(key: str, value: str) -> list[str]:
     if key in _OPTIONS:
         return [_OPTIONS[key], value]
     if key == "PodmanArgs":
-        return shlex.split(value)
+        return _split(value)
     if key == "Environment":
-        return [word for assignment in shlex.split(value) for word in ("-e", assignment)]
+        return [word for assignment in _split(value) for word in ("-e", assignment)]
     if key == "Secret":
         fields = dict(part.partition("=")[::2] for part in value.split(",")[1:])
         return ["-e", fields.get("target") or value.split(",")[0]] if fields.get("type") == "env" else []
     return []
+
+
+def _split(value: str) -> list[str]:
+    """A key's words as systemd splits them; a value whose quotes do not close is kept as one word, for the shell
+    reader to refuse where the post has it."""
+    try:
+        return shlex.split(value)
+    except ValueError:
+        return [value]

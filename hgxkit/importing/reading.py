@@ -149,7 +149,7 @@ class Reading:
             return None
         self.notes.append(
             f"{post}:{word.line}: --host {value} became 0.0.0.0 (${root.name} is set by `{root.written}`, an address "
-            "of the post's host, which the container does not have: its port is published on the node instead)"
+            "of the post's host, which the node's container does not have: the server listens on every interface)"
         )
         return f"{flag}{equals}0.0.0.0"
 

@@ -63,3 +63,16 @@ def test_a_launch_that_asks_for_its_help_serves_nothing(launch: str) -> None:
 def test_an_empty_model_is_said_to_be_empty() -> None:
     message = _refusal('MODEL_NAME=\nvllm serve --model "$MODEL_NAME" --port 8000\n')
     assert "the server command's model (--model) is empty: the post sets it to nothing" in message
+
+
+def test_a_quoted_value_of_several_words_may_use_the_post_s_variables() -> None:
+    outcome = _import('M=org/m\nARGS="--model $M --port 8001"\nvllm serve $ARGS\n')
+    assert outcome.recipe.model.repo_id == "org/m" and outcome.recipe.server.flag("--port") == "8001"
+
+
+@pytest.mark.parametrize("prefix", ["HF_TOKEN=$HF_TOKEN", "TOKEN=$HF_TOKEN"])
+def test_a_secret_passed_on_in_a_launch_s_prefix_stays_as_written(prefix: str) -> None:
+    # as written, so `recipe import` refuses it for the node's shell to expand (its check of the recipe), never a
+    # value written in, and no traceback
+    outcome = _import(f"{prefix} vllm serve org/m\n")
+    assert f"-e {prefix}" in [" ".join(e.words) for e in outcome.recipe.docker.entries]
