@@ -139,6 +139,7 @@ COLLAPSED = {"048"}
 DOUBLE_SPACED = {"128"}
 # The post's shell variables, given to `sh` as the importer resolved them (each is a note of the import).
 VARIABLES = {
+    "688": {"LATEST_VLLM_VERSION": "25.11-py3"},  # `export LATEST_VLLM_VERSION=25.11-py3` above the run
     "670": {"MODEL_NAME": "Qwen/Qwen2.5-VL-7B-Instruct", "PORT": "8000", "GPU_MEM_UTIL": "0.80"},  # `${1:-…}` defaults
     "636": {
         "MODEL_NAME": "Qwen/Qwen2.5-7B",
