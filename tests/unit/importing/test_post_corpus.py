@@ -123,6 +123,7 @@ PROMPTS = {
     "640": r"^ExecStart=",  # a systemd unit, as 354 (after an editor command line, skipped as prose)
     "645": r"^ExecStart=",  # a systemd unit, as 354 (a commented-out #ExecStart= before it)
     "667": r"^ExecStart=",  # a systemd unit written by a script's here-document, as 354
+    "700": r"^ExecStart=",  # a systemd unit in an ini fence after `sudo nano`, as 354
     "535": r"^Command: ",  # a prose label before the launch on its line
     "495": r"^ENTRYPOINT ",  # a Dockerfile's shell-form ENTRYPOINT, as 162
     "519": r"^> root@ad0cfc852c36:/sgl-workspace/sglang# ",  # a quoted reply's container root prompt
@@ -222,11 +223,13 @@ TRAILING = {
     "571": r"^!nohup |\s*> /tmp/vllm\.log 2>&1 &\s*$",
     "653": r"^nohup |\s*&\s*$",  # `nohup` and the background `&`: dropped, as 546
     "636": r" \\$",  # the launch's span ends before its redirection's own line, whose backslash it keeps
+    "699": r"^nohup | \\$",  # `nohup` dropped; the span ends before the redirection's own line, as 636
 }
 # Variables a bare launch's script exports above it: the container's environment, as a prefix's are.
 EXPORTED = {
     "238": {"CUDA_VISIBLE_DEVICES": "0,1,2,3,4,5,6,7", "NCCL_SHM_DISABLE": "1", "NCCL_IB_DISABLE": "1"},
     "409": {"CUDA_VISIBLE_DEVICES": "0,1,2,3,4,5,6,7"},
+    "700": {"CUDA_VISIBLE_DEVICES": "0"},  # a systemd unit's Environment=, read as an export (354's rule)
 }
 # A Dockerfile's exec-form CMD on a server image: the words of the image's entrypoint's launch (239).
 CMD_EXEC = {"239": "vllm serve"}
@@ -364,6 +367,12 @@ def test_a_docker_run_renders_the_argv_sh_gives_for_the_post(number: str, posix_
             posted = [posixpath.join(BASED[number], w) if o == "--env-file" else w for o, w in pairwise(["", *posted])]
         if any("are the poster's machine's, by UUID" in note for note in result.notes):  # the node's first N GPUs
             posted = [re.sub(r"(_VISIBLE_DEVICES=)((?:GPU|MIG)-\S+)", _first_ordinals, w) for w in posted]
+        if any(re.search(r'`--entrypoint ""` dropped: the container runs the launch', n) for n in result.notes):
+            at = posted.index("--entrypoint")  # 694: the emptied entrypoint and the written-out `vllm serve` after
+            posted = posted[:at] + posted[at + 2 :]  # the image are the image's own entrypoint (a note says so)
+            at = posted.index(recipe.image.reference) + 1
+            if posted[at : at + 2] == ["vllm", "serve"]:
+                posted = posted[:at] + posted[at + 2 :]
         if number == "068":  # `bash -c "python3 -m sglang.launch_server …"`: unwrapped, with a note
             assert posted[-2:-1] == ["-c"]
             posted = posted[:-3] + posted[-1].split()
