@@ -20,3 +20,21 @@ if "pyinfra_cli.main" in sys.modules and sys.dont_write_bytecode and not sys.fla
             sys.dont_write_bytecode = False
     except OSError:
         pass
+
+# pyinfra lists its global arguments by evaluating `AllArguments`' type hints (typing.get_type_hints, which
+# compiles every string annotation) on each call: once per fact class defined and once per operation or fact
+# call, about 0.9 ms each, the same answer every time. Loaded by pyinfra, hgxkit keeps the first answer; callers
+# get their own copy of the list, as before.
+if "pyinfra.api.arguments" in sys.modules or "pyinfra_cli.main" in sys.modules:
+    import functools
+
+    import pyinfra.api.arguments
+    import pyinfra.api.facts
+
+    _listed = functools.cache(pyinfra.api.arguments.all_global_arguments)
+
+    def _all_global_arguments() -> list[tuple[str, type]]:
+        return list(_listed())
+
+    pyinfra.api.arguments.all_global_arguments = _all_global_arguments
+    pyinfra.api.facts.all_global_arguments = _all_global_arguments

@@ -34,7 +34,7 @@ from hgxkit.importing.post import (
     Command,
     EnvOptions,
     env_options,
-    uv_run_end,
+    runner_end,
 )
 from hgxkit.importing.provenance import Exported
 from hgxkit.kinds import KINDS, UNSUPPORTED, UnsupportedKind, image_file_kind, image_matches, python_program
@@ -485,10 +485,11 @@ def _prefix(words: list[Word], name: str) -> tuple[list[Word], list[Word], list[
         elif ASSIGNMENT_RE.match(text) and not words[index].is_operator:
             prefix.append(words[index])
             index += 1
-        elif (end := uv_run_end([w.text for w in words], index)) > index:
+        elif (end := runner_end([w.text for w in words], index)) > index:
+            runner = " ".join(w.text for w in words[index:end])
             notes.append(
-                f"{name}:{words[index].line}: `{' '.join(w.text for w in words[index:end])}` dropped (uv runs the "
-                "command in an environment of its own, the project's or a tool's; the container runs the image's)"
+                f"{name}:{words[index].line}: `{runner}` dropped ({words[index].text} runs the command in an "
+                "environment of its own; the container runs the image's)"
             )
             index = end
             if index < len(words) and words[index].text in UV_MODULE:  # `uv run -m MODULE` is `python -m MODULE`
@@ -584,6 +585,8 @@ def _classify(words: list[Word], prefix: list[Word]) -> tuple[str, str | None, s
         if sub == "exec":
             inner = exec_command(texts[2:])
             return "docker-exec", None, client_of(python_program(inner)) if inner else None
+        if sub == "run" and _asks_help(texts):  # `docker run … IMAGE serve --help=all`: the same check in a container
+            return "other", None, None
         return (
             {"run": "docker-run", "exec": "docker-exec", "build": "docker-build", "tag": "docker-tag"}.get(
                 sub, "docker"
@@ -595,7 +598,7 @@ def _classify(words: list[Word], prefix: list[Word]) -> tuple[str, str | None, s
     client = client_of(program)
     if client is not None:
         return "bench", None, client
-    if "--help" in texts or "-h" in texts[1:]:  # `vllm serve --help`: an install check that prints and exits
+    if _asks_help(texts) or "-h" in texts[1:]:  # `vllm serve --help`: an install check that prints and exits
         return "other", None, None
     for kind in KINDS.values():
         if kind.launches(program):
@@ -604,6 +607,11 @@ def _classify(words: list[Word], prefix: list[Word]) -> tuple[str, str | None, s
     if engine is not None:
         return "engine", engine.name, None
     return "other", None, None
+
+
+def _asks_help(texts: Sequence[str]) -> bool:
+    """`--help`, or vLLM's `--help=all` / `--help=GROUP`: the program prints its options and exits."""
+    return any(text == "--help" or text.startswith("--help=") for text in texts)
 
 
 _EXEC_VALUE_OPTIONS = frozenset({"-e", "--env", "-u", "--user", "-w", "--workdir", "--env-file", "--detach-keys"})

@@ -135,7 +135,7 @@ _ASCEND_ENV = re.compile(r"^(?:HCCL_|ASCEND_)")
 _EXPORT = re.compile(r"^\s*export\s+[A-Za-z_]\w*=.*(?:\$\(|`)")  # exports the output of a command substitution
 _WINDOWS_MOUNT = re.compile(r"(?:-v|--volume|--mount)[=\s]+[\"']?(?:[^\s\"']*?(?:source|src)=)?([A-Za-z]:\\[^\s\"':]*)")
 # A mount's host side the node's shell or working directory decides: `~`, `~/x`, `.`, `./x`, `../x`.
-_RELATIVE_SOURCE = re.compile(r"(?:~|\.\.?)(?:/|$)")
+_RELATIVE_SOURCE = re.compile(r"(?:~|\.\.?|\$\{?(?:HOME|PWD)\}?)(?:/|$)")
 # An image given by its ID (`docker images`' IMAGE ID, short or full, or its digest form): it names one host's copy.
 _IMAGE_ID = re.compile(r"(?:sha256:)?(?:[0-9a-f]{12}|[0-9a-f]{64})")
 
@@ -485,10 +485,11 @@ class _Importer:
                 "serves NVIDIA HGX-H200 nodes"
             )
         if shells:
-            program = " ".join(container_program(shells[0].run)) or "its entrypoint"
+            program = " ".join(container_program(shells[0].run))
+            runs = f"`{program}`" if program else "its image's entrypoint"
             return InputError(
                 f"{shells[0].simple.where()}: no serving command in {names}: the container runs "
-                f"`{program}` and the post does not say what runs in it; "
+                f"{runs} and the post does not say what runs in it; "
                 "import the post that has the server command"
             )
         if self.reading.scripted:
@@ -537,15 +538,7 @@ class _Importer:
                 f"{script[0]}: no serving command in {names}: it runs the script `{script[1]}`, whose commands it "
                 "does not show; import the script (or the post that has the server command)"
             )
-        shape = next(filter(None, (unread_format(post.lines) for post in self.posts)), None)
-        return InputError(
-            f"{names}: no serving command found (docker run, sglang serve, python -m sglang.launch_server, "
-            + (
-                f"vllm serve); it is {shape}: give the command its server runs"
-                if shape
-                else "vllm serve); give the post that has it"
-            )
-        )
+        return _nothing_found(names, self.posts)
 
     def _provisional(self, server: Candidate) -> tuple[Recipe, list[str]]:
         """The recipe one serving command would be, before its model is placed; raise InputError if it cannot be."""
@@ -1523,6 +1516,17 @@ def _unrun_launch(post: PostFile) -> str | None:
     return None
 
 
+def _nothing_found(names: str, posts: Sequence[PostFile]) -> InputError:
+    """The refusal of posts with no serving command, naming the format they are where their shape shows it."""
+    found = f"{names}: no serving command found (docker run, sglang serve, python -m sglang.launch_server, vllm serve)"
+    shape = next(filter(None, (unread_format(post.lines) for post in posts)), None)
+    if shape is None:
+        return InputError(f"{found}; give the post that has it")
+    if "built from" in shape:
+        return InputError(f"{found}; it is {shape}: build and push that image, then give --image REF and the command")
+    return InputError(f"{found}; it is {shape}: give the command its server runs")
+
+
 def _image_first(post: PostFile) -> str | None:
     """The refusal of a fenced line that starts at an engine's image followed by its arguments (`vllm/vllm-openai:tag
     org/m --tensor-parallel-size 8`, a diff hunk's or an excerpt's piece of a `docker run`): the command and its
@@ -1813,9 +1817,10 @@ def _host_relative_mounts(recipe: Recipe, server: Candidate) -> None:
         word = next((w for w in server.simple.words if source in w.text), None)
         post = server.simple.command.post.name
         at = f"{post}: line {word.line}, column {word.column}" if word else server.where()
+        home = re.match(r"~|\$\{?HOME\b", source)
         why = (
-            "~ is the home of whoever runs the command, root when hgxkit deploys"
-            if source.startswith("~")
+            f"{home.group().strip('{')} is the home of whoever runs the command, root when hgxkit deploys"
+            if home
             else "a relative path depends on the directory the command runs in, and Docker 20.10 takes it "
             "for a volume name"
         )

@@ -33,6 +33,7 @@ class Foreign:
     shown: str
 
 
+_JETSON = "NVIDIA Jetson (an arm64 module, not a data-centre GPU)"
 _SIGNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     (
         "Intel Gaudi (HPU)",
@@ -87,9 +88,14 @@ _SIGNS: tuple[tuple[str, re.Pattern[str]], ...] = (
         ),
     ),
     (
-        "NVIDIA Jetson (an arm64 module, not a data-centre GPU)",
+        _JETSON,
         # a build for it (its name, L4T: Linux for Tegra), its community images, its host's device nodes
-        re.compile(r"(?<!\S)\S*(?:jetson|[-:/_]l4t[-_.r]|tegra)\S*|\bdustynv/\S+|/dev/nvhost-\S+", re.IGNORECASE),
+        # (an image tagged by its L4T release, as jetson-containers builds them: `vllm:r38.2.aarch64-cu130-24.04`)
+        re.compile(
+            r"(?<!\S)\S*(?:jetson|[-:/_]l4t[-_.r]|(?<![a-z])tegra|[-:]r3[2-9]\.\d+(?:\.\d+)?[-.](?:aarch64|cu\d))\S*"
+            r"|\bdustynv/\S+|/dev/nvhost-\S+",
+            re.IGNORECASE,
+        ),
     ),
     (
         "CPU only",
@@ -104,9 +110,10 @@ _SIGNS: tuple[tuple[str, re.Pattern[str]], ...] = (
 # A sign that is a part of a word (`\S+:cpu`) starts at the word's start (`(?<!\S)`): from any other start the search
 # would scan the rest of the word again, quadratic in a long one.
 # What shows that a post (also) serves on NVIDIA GPUs.
+_DATA_CENTRE = re.compile(r"\b(?:H100|H200|H20|H800|B200|GB200|A100|A800|L40S?)\b")
 _NVIDIA = re.compile(
-    r"--gpus\b|--runtime[= ]+nvidia\b|\bnvidia\.com/gpu\b|\b(?:CUDA|NVIDIA)_VISIBLE_DEVICES\b|\bnvcr\.io/"
-    r"|\b(?:H100|H200|H20|H800|B200|GB200|A100|A800|L40S?)\b"
+    r"--gpus\b|--runtime[= ]+nvidia\b|\bnvidia\.com/gpu\b|\b(?:CUDA|NVIDIA)_VISIBLE_DEVICES\b|\bnvcr\.io/|"
+    + _DATA_CENTRE.pattern
 )
 
 
@@ -127,11 +134,13 @@ def shows_nvidia(lines: Sequence[str]) -> bool:
 def refuse_foreign(name: str, lines: Sequence[str], whole: Sequence[str]) -> None:
     """Refuse a post whose command `lines` show another accelerator and whose `whole` text shows no NVIDIA
     setup (`shows_nvidia`), naming the first line that shows it."""
-    if shows_nvidia(whole):
+    nvidia = shows_nvidia(whole)
+    if nvidia and any(_DATA_CENTRE.search(line) for line in whole):
         return
     for number, line in enumerate(lines, 1):
         found = foreign_in(line)
-        if found is not None:
+        # a Jetson is NVIDIA's too (`--gpus all`, `--runtime nvidia`): only a data-centre GPU outweighs its signs
+        if found is not None and (not nvidia or found.title == _JETSON):
             raise ForeignSetup(message(f"{name}:{number}", found))
 
 
@@ -154,6 +163,9 @@ _GENERATION = re.compile(
     "|".join(f"(?P<g{i}>(?<![\\w-])(?:{names})(?![\\w-]))" for i, (_, names) in enumerate(_GENERATIONS))
 )
 
+# NVIDIA's desktop GB10 machine, named in its images too (`scitrera/dgx-spark-vllm`): arm64 builds for Blackwell
+_SPARK = re.compile(r"(?i)\bdgx[ _-]?spark")
+
 
 def generation_note(name: str, lines: Sequence[str]) -> str | None:
     """A note where the post names an NVIDIA GPU of another generation than the H200 (`3x B200`, `on an A100`):
@@ -164,11 +176,14 @@ def generation_note(name: str, lines: Sequence[str]) -> str | None:
     'p.md:1: the post names B200 (Blackwell),'
     >>> generation_note("p.md", ["on H200 and H100", "image ...-cu128-b200"]) is None
     True
+    >>> generation_note("p.md", ["docker pull scitrera/dgx-spark-vllm:0.13.0"])[:49]
+    'p.md:1: the post names dgx-spark (GB10, Blackwell'
     """
     for number, line in enumerate(lines, 1):
-        match = _GENERATION.search(line)
+        match = _GENERATION.search(line) or _SPARK.search(line)
         if match is not None:
-            generation = _GENERATIONS[int(match.lastgroup[1:])][0]  # type: ignore[index]
+            group = match.lastgroup
+            generation = _GENERATIONS[int(group[1:])][0] if group else "GB10, Blackwell, an arm64 machine"
             return (
                 f"{name}:{number}: the post names {match.group()} ({generation}), not the H200 (Hopper) this recipe "
                 "deploys on: what it chose for that GPU (image, kernels, memory settings) may not run the same "

@@ -124,6 +124,9 @@ _PROMPTS = (
     re.compile(r"PS [A-Za-z]:\\[^>\n]*>[ \t]+"),  # PowerShell `PS C:\Users\me> `
     re.compile(r"![ \t]*"),  # a notebook cell's shell escape: `!nohup vllm serve … &`, `!pip install …`
 )
+# Prompts that name a user, host or folder: nothing but a shell prints them, so any command may follow (`source …`)
+_HOST_PROMPTS = _PROMPTS[2:6]
+_SHELL_WORD = re.compile(r"[A-Za-z_./~]")
 _ROOT_PROMPT = re.compile(r"#[ \t]+")
 _SCRIPT_SUFFIXES = (".sh", ".bash", ".slurm", ".sbatch")
 # A line that continues (ends in a backslash) and holds a launch, but does not start like a command.
@@ -236,29 +239,35 @@ def env_options(texts: Sequence[str], index: int) -> EnvOptions | None:
 _LABEL_AFTER = re.compile(r"^(?:(?:[^-\s]\S*|-)\s+)+[A-Za-z]+:$")
 
 
-# Options of `uv run` and `uvx` that take a value (`--with vllm`); the rest are switches or `--opt=value`.
-_UV_RUN_VALUES = frozenset(
+# Options of the environment runners below that take a value (`uv run --with vllm`, `conda run -n vllm`,
+# `pixi run -e cuda`); the rest are switches or `--opt=value`.
+_RUNNER_VALUES = frozenset(
     {
         *("--with", "--with-editable", "--with-requirements", "--python", "-p", "--project", "--directory", "--from"),
         *("--package", "--extra", "--group", "--env-file", "--index", "--default-index", "--index-url"),
         *("--extra-index-url", "-f", "--find-links", "--prerelease", "--resolution"),
+        *("-n", "--name", "--prefix", "--cwd", "-e", "--environment", "--manifest-path"),
     }
 )
 
 
-_UV_RUNNERS = (["uv", "run"], ["uvx"], ["uv", "tool", "run"])
+# Programs that run a command in an environment of their own (a project's, a tool's, a conda environment).
+_RUNNERS = (
+    *(["uv", "run"], ["uvx"], ["uv", "tool", "run"], ["pixi", "run"], ["poetry", "run"], ["pdm", "run"]),
+    *(["hatch", "run"], ["pipenv", "run"], ["rye", "run"], ["conda", "run"], ["mamba", "run"], ["micromamba", "run"]),
+)
 UV_MODULE = ("-m", "--module")  # `uv run -m MODULE`: `python -m MODULE` in uv's environment
 
 
-def uv_run_end(words: Sequence[str], index: int) -> int:
-    """Past `uv run`, `uvx` or `uv tool run` and their options at `index` (`--with vllm`, `--isolated`: uv runs
-    the command in the project's environment, or a tool's), where a program follows; else `index`."""
-    runner = next((r for r in _UV_RUNNERS if words[index : index + len(r)] == r), [])
+def runner_end(words: Sequence[str], index: int) -> int:
+    """Past an environment runner and its options at `index` (`uv run --with vllm`, `conda run -n vllm`,
+    `pixi run`: each runs the command in an environment of its own), where a program follows; else `index`."""
+    runner = next((r for r in _RUNNERS if words[index : index + len(r)] == r), [])
     if not runner:
         return index
     end = index + len(runner)
     while end < len(words) and words[end].startswith("-") and words[end] not in ("--", *UV_MODULE):
-        end += 2 if words[end] in _UV_RUN_VALUES else 1
+        end += 2 if words[end] in _RUNNER_VALUES else 1
     end += end < len(words) and words[end] == "--"
     return end if end < len(words) else index
 
@@ -288,7 +297,7 @@ def is_command_start(text: str) -> bool:
     ):
         given = env_options(words, index) if words[index] == "env" else None
         index = given.end if given else index + 1
-    launcher, index = index, uv_run_end(words, index)
+    launcher, index = index, runner_end(words, index)
     if index == len(words):  # `model=org/name` on its own line, or `nohup env \` before the rest of a command
         return index > 0 and (ASSIGNMENT_RE.match(words[0]) is not None or continued)
     program = words[index]
@@ -474,7 +483,8 @@ class _Cleaner:
         offset = len(text) - len(body)
         for prompt in _PROMPTS:
             match = prompt.match(body)
-            if match and is_command_start(body[match.end() :]):
+            rest = body[match.end() :] if match else ""
+            if match and (is_command_start(rest) or (prompt in _HOST_PROMPTS and _SHELL_WORD.match(rest))):
                 shown = match.group().strip()
                 what = "a notebook's shell escape" if shown == "!" else "prompt"
                 self.notes.append((index + 1, f"{what} {shown!r} removed"))
@@ -776,6 +786,8 @@ def _unended(post: PostFile, command: Command, index: int) -> tuple[int, int, st
     body = text.strip()
     if not body or body.startswith("#") or post.fences[index] != post.fences[command.first - 1]:
         return None
+    if any(line == index + 1 and what.startswith("prompt ") for line, what in post.notes):
+        return None  # a shell printed its prompt before the line: the command before it had ended
     last, cleaned = post.lines[command.last - 1], post.clean[command.last - 1]
     if not post.fences[command.first - 1] and "`" in last[len(cleaned) - len(cleaned.lstrip()) :]:
         return None  # inline code ends where its backticks close: the next line is the sentence's, not the command's

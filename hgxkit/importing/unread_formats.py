@@ -21,7 +21,10 @@ _UNREAD = (
     (re.compile(r'^\s*job\s+"[^"]+"\s*\{'), "a HashiCorp Nomad job specification"),
     (re.compile(r"\bmk(?:Option|EnableOption|If)\b"), "a NixOS module"),  # with a Nix function's `}:` (below)
     (re.compile(r"^\s*<Container\s+version="), "an Unraid container template"),
+    # its commands run in a container of an image it names or builds (`"build": {"dockerfile": …}`)
+    (re.compile(r'^\s*"(?:postStartCommand|postCreateCommand|postAttachCommand|runArgs)"\s*:'), "a Dev Container"),
 )
+_DEV_CONTAINER_BUILD = re.compile(r'^\s*"(?:dockerfile|dockerFile)"\s*:\s*"([^"]+)"')
 _NIX_ARGUMENTS = re.compile(r"^\s*(?:\{[^{}]*)?\}\s*:\s*$")  # `{ config, lib, ... }:`, or `}:` ending it
 _SCHEDULERS = (
     (re.compile(r"^#PBS\s"), "a PBS job script", "#PBS"),
@@ -36,6 +39,9 @@ def unread_format(lines: Sequence[str]) -> str | None:
     for shape, name in _UNREAD:
         nix = name == "a NixOS module"
         if any(shape.search(line) for line in lines) and (not nix or any(map(_NIX_ARGUMENTS.match, lines))):
+            built = next((m.group(1) for m in map(_DEV_CONTAINER_BUILD.match, lines) if m), None)
+            if name == "a Dev Container" and built:
+                return f"a Dev Container (devcontainer.json) whose image is built from {built}, not in the post"
             return f"{name}, which hgxkit does not read"
     for shape, name, directive in _SCHEDULERS:
         if any(shape.match(line) for line in lines):

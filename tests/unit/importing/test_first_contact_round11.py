@@ -31,7 +31,7 @@ def test_a_terminal_container_names_its_entrypoint_shell() -> None:
     post = "docker run -itd --gpus=all --entrypoint /bin/bash lmsysorg/sglang:v0.4.3.post2-cu125\n"
     refusal = _refusal(post)
     assert "the container runs `/bin/bash`" in refusal
-    assert "its entrypoint" not in refusal
+    assert "entrypoint" not in refusal
 
 
 RANK = (

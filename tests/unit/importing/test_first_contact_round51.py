@@ -112,6 +112,6 @@ def test_a_workflow_s_run_scripts_are_read_as_shell() -> None:
 
 
 def test_a_launch_under_a_program_hgxkit_does_not_read_is_named_as_such() -> None:
-    post = WORKFLOW.replace("vllm serve org/m", "nohup hatch run -- vllm serve org/m")
+    post = WORKFLOW.replace("vllm serve org/m", "nohup gpurun -- vllm serve org/m")
     message = _refusal(post, "vllm.yml")
-    assert "the launch runs under `nohup hatch run --`, a program hgxkit does not read" in message
+    assert "the launch runs under `nohup gpurun --`, a program hgxkit does not read" in message

@@ -416,5 +416,6 @@ def test_every_corpus_refusal_names_its_line_and_column_unless_the_post_has_no_s
     # PostArgs), 659 (AutoAWQ's vLLM example: an in-process `AsyncLLMEngine` in Python, no launch), 666 (a Packer
     # template whose provisioners only run install scripts not in the post), 676 (a Polish README linking the scripts
     # that launch vLLM), 677 (OpenClaw's pt-BR page on a vLLM provider: a client's config), 668 (a VM prep script
-    # whose one launch is `… api_server --help`, an install check): nothing in the file serves
-    assert len(unplaced) <= 36
+    # whose one launch is `… api_server --help`, an install check), 681 (a devcontainer.json whose image is built from a
+    # Dockerfile the post does not show, its launch a postStartCommand): nothing in the file serves
+    assert len(unplaced) <= 37

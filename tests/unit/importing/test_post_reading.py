@@ -96,14 +96,14 @@ def test_a_tilde_mount_is_refused_at_its_word() -> None:
 
 def test_variables_the_post_sets_are_resolved_and_the_others_left_to_the_host() -> None:
     result = run(
-        f"model=org/Name-7B\nexport HF_HOME=/data/hf\ndocker run -e HF_HOME -v $HOME/x:/x {SGLANG} "
+        f"model=org/Name-7B\nexport HF_HOME=/data/hf\ndocker run -e HF_HOME -v $DATA/x:/x {SGLANG} "
         "sglang serve --model-path $model --port $PORT"
     )
     server = result.recipe.server
     assert server.flag("--model-path") == "/models/Name-7B" and server.flag("--port") == "$PORT"
     notes = " ".join(result.notes)
     assert "$model is the post's model=org/Name-7B (line 1)" in notes
-    assert "$PORT is not set by the post" in notes and "$HOME is not set by the post" in notes
+    assert "$PORT is not set by the post" in notes and "$DATA is not set by the post" in notes
 
 
 def test_a_bare_launch_becomes_a_docker_run() -> None:

@@ -1,0 +1,63 @@
+"""Classes of import failure found by reading held-out posts 678-701 first (rounds 66-68): a launch under `pixi run`
+or `conda run -n ENV` refused as an unknown program where `uv run` is read (683); a `user@host:/dir# ` prompt before
+`source …` kept, so the line read as a lost continuation (693); a `docker run … serve --help=all` install check
+counted as a serving command (695); a bind mount from `$HOME/…` passed to the recipe, which then did not load
+(695); a Jetson's L4T-tagged image not named when the post also says `--gpus all` (691); a devcontainer.json not
+named (681)."""
+
+from __future__ import annotations
+
+import pytest
+from test_first_contact_round5 import _import, _refusal
+
+
+@pytest.mark.parametrize("runner", ["pixi run", "poetry run", "conda run -n vllm", "micromamba run -n vllm"])
+def test_an_environment_runner_is_dropped_with_a_note(runner: str) -> None:
+    outcome = _import(f"{runner} vllm serve org/m --port 8001\n")
+    assert outcome.recipe.model.repo_id == "org/m"
+    assert any(f"`{runner}` dropped" in note for note in outcome.notes)
+
+
+def test_a_host_prompt_before_any_command_is_a_prompt() -> None:
+    post = (
+        "```\n$ docker run --rm -it --gpus all --entrypoint /bin/bash vllm/vllm-openai:v0.9.0\n"
+        "root@2c312c3a8ce2:/workspace# source /opt/venv/bin/activate\n```\n"
+    )
+    refusal = _refusal(post, name="post.md")
+    assert "the container runs `/bin/bash`" in refusal
+    assert "continuation backslash" not in refusal
+
+
+@pytest.mark.parametrize("flag", ["--help", "--help=all"])
+def test_a_docker_run_asking_for_help_serves_nothing(flag: str) -> None:
+    post = (
+        f"docker run --rm --entrypoint vllm vllm/vllm-openai:v0.9.0 serve {flag}\n\n"
+        "docker run --gpus all vllm/vllm-openai:v0.9.0 --model org/m --max-model-len 4096\n"
+    )
+    assert _import(post).recipe.server.flag("--max-model-len") == "4096"
+
+
+@pytest.mark.parametrize("source", ["$HOME/adapters", "${HOME}/adapters", "$PWD/adapters"])
+def test_a_mount_from_the_poster_s_home_or_folder_is_refused_at_its_line(source: str) -> None:
+    refusal = _refusal(f"docker run --gpus all -v {source}:/adapters vllm/vllm-openai:v0.9.0 --model org/m\n")
+    assert "line 1, column" in refusal and "is not a fixed directory" in refusal
+
+
+def test_a_jetson_image_is_named_though_the_post_says_gpus_all() -> None:
+    refusal = _refusal("docker run -it --gpus all vllm:r38.2.aarch64-cu130-24.04-vllm vllm serve org/m\n")
+    assert "NVIDIA Jetson" in refusal
+
+
+def test_a_word_that_holds_tegra_is_no_jetson() -> None:
+    outcome = _import("vllm serve org/m --port 8001\npython tests/v1/kv_connector/nixl_integration/toy_proxy.py\n")
+    assert outcome.recipe.model.repo_id == "org/m"
+
+
+DEV_CONTAINER = '{\n  "build": {\n    "dockerfile": "Dockerfile"\n  },\n  "postStartCommand": "vllm serve org/m"\n}\n'
+
+
+def test_a_dev_container_built_from_a_dockerfile_is_named() -> None:
+    refusal = _refusal(DEV_CONTAINER, name="devcontainer.json")
+    assert (
+        "a Dev Container (devcontainer.json) whose image is built from Dockerfile" in refusal and "--image" in refusal
+    )
