@@ -532,7 +532,9 @@ class _Importer:
         unrun = next(filter(None, (_unrun_launch(post) for post in self.posts)), None)
         if unrun is not None:
             return InputError(unrun)
-        script = next(filter(None, (_script_run(simple) for simple in self.simples)), None)
+        scripts = [run for run in map(_script_run, self.simples) if run is not None]
+        # a script named for a server (`run_vllm_server.sh`) before one that sets up or runs a client
+        script = min(scripts, key=lambda run: not _SERVER_SCRIPT.search(run[1].rsplit("/", 1)[-1]), default=None)
         if script is not None:
             return InputError(
                 f"{script[0]}: no serving command in {names}: it runs the script `{script[1]}`, whose commands it "
@@ -1317,6 +1319,9 @@ def _shared_memory(docker: DockerSpec, server: ServerCommand, where: str, notes:
     return DockerSpec(docker.invocation, (*docker.entries, *parse_option_words(["--ipc=host"], source=where)))
 
 
+_SERVER_SCRIPT = re.compile(r"(?i)vllm|sglang|serve")
+
+
 def _script_run(simple: Simple) -> tuple[str, str] | None:
     """(where, script) of a command that runs a shell script (`exec /srv/start-vllm.sh`, `bash run.sh`), else None."""
     words = [w for w in simple.texts if w not in ("exec", "sudo", "nohup", "bash", "sh", "-x", "-e")]
@@ -1474,6 +1479,8 @@ _COMMENTED_LAUNCH = re.compile(r"^\s*#.*?\b(" + _LAUNCH + ")")
 # A container's `command:` or `args:` list of server flags alone (`command: ["--model", "org/m", …]`).
 _LIFTED = re.compile(r"^\s*(?:-\s*)?(command|args)\s*:\s*\[\s*[\"']?--[a-z]")
 # (what shows a launch the shell runs nothing of, what it is, the way out), in the order they are told
+# `vllm --model M …`: vLLM's CLI given options and no subcommand (`serve`) prints its usage and exits
+_NO_SUBCOMMAND = re.compile(r"^\s*(?:\$\s+)?(?:\S*/)?(vllm)\s+--(?!version\b|help\b)[a-z]")
 _UNRUN = (
     (
         _LIFTED,
@@ -1492,6 +1499,11 @@ _UNRUN = (
         "`{}` stands inside a comment (commented out, or a page whose line breaks were lost put it after the "
         "comment's text), so a shell runs nothing there",
         "give the command on a line of its own",
+    ),
+    (
+        _NO_SUBCOMMAND,
+        "`{}` is given options but no subcommand, so it prints its usage and exits: no server starts there",
+        "write the launch as `vllm serve MODEL …`",
     ),
 )
 

@@ -128,6 +128,8 @@ _PROMPTS = (
 _HOST_PROMPTS = _PROMPTS[2:6]
 _SHELL_WORD = re.compile(r"[A-Za-z_./~]")
 _ROOT_PROMPT = re.compile(r"#[ \t]+")
+# Inline code that only names a program (`vllm serve`, `docker run`): prose about it, no command of the post's
+_NAMED_PROGRAM = re.compile(r"[A-Za-z][\w.-]*(?: [a-z][\w-]*)?\Z")
 _SCRIPT_SUFFIXES = (".sh", ".bash", ".slurm", ".sbatch")
 # A line that continues (ends in a backslash) and holds a launch, but does not start like a command.
 _LAUNCH_TOKEN = re.compile(
@@ -468,9 +470,10 @@ class _Cleaner:
         start = text.find("`")
         while start >= 0:
             body = text[start + 1 :].lstrip("`")
-            if is_command_start(body) or is_command_start(body[_prompt_length(body) :]):
-                ticks = len(text[start:]) - len(text[start:].lstrip("`"))
-                close = text.find("`" * ticks, start + ticks)
+            ticks = len(text[start:]) - len(text[start:].lstrip("`"))
+            close = text.find("`" * ticks, start + ticks)
+            named = close >= 0 and _NAMED_PROGRAM.match(text[start + ticks : close].strip())
+            if not named and (is_command_start(body) or is_command_start(body[_prompt_length(body) :])):
                 if close < 0:
                     return _blank(text, 0, start + ticks), True
                 return _blank(_blank(text, close, len(text)), 0, start + ticks), False
@@ -489,10 +492,22 @@ class _Cleaner:
                 what = "a notebook's shell escape" if shown == "!" else "prompt"
                 self.notes.append((index + 1, f"{what} {shown!r} removed"))
                 return _blank(text, offset, offset + match.end())
+        if body.startswith("$") and self._prompted_continuation(index):
+            self.notes.append((index + 1, "prompt '$' removed (a page that prompts each line of a command)"))
+            return _blank(text, offset, offset + 1)
         root = _ROOT_PROMPT.match(body)
         if root and is_command_start(body[root.end() :]):
             root_candidates.append(index)
         return text
+
+    def _prompted_continuation(self, index: int) -> bool:
+        """`$ ` before a continuation line of a command whose first line had its `$ ` prompt removed (a docs page
+        that prints a prompt on every line: `$ bash run.sh \\` / `$     vllm/vllm-openai \\`)."""
+        if index == 0 or not self.lines[index - 1].rstrip().endswith("\\"):
+            return False
+        if not re.match(r"\s*\$[ \t]", self.lines[index]):
+            return False
+        return any(line == index and what.startswith("prompt '$' removed") for line, what in self.notes)
 
     def _diff_line(self, index: int, text: str, start: int) -> str:
         """A line of a ```diff fence as the file it changes has it after the change: an added line without its
