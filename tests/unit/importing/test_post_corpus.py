@@ -206,6 +206,7 @@ SECRET_WORDS = {
     "HUGGING_FACE_HUB_TOKEN=hf_" + "X" * 34: "HUGGING_FACE_HUB_TOKEN",  # 448: the token as the source gives it
     "HF_TOKEN=...": "HF_TOKEN",  # 441: the poster's elision of a token, likewise from the environment
     "HF_TOKEN=xxxxxxxxxxxx": "HF_TOKEN",  # 383: a placeholder token, likewise from the environment
+    "HUGGING_FACE_HUB_TOKEN=": "HUGGING_FACE_HUB_TOKEN",  # 720: an empty token, likewise from the environment
     # 005, 075: `-e HF_TOKEN=$HF_TOKEN` passes the operator's token on: the declared secret `-e HF_TOKEN`, whose
     # value reaches the container in a root-only env file, never on a command line.
     "HF_TOKEN=host-token": "HF_TOKEN",
