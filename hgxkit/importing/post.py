@@ -129,7 +129,7 @@ _HOST_PROMPTS = _PROMPTS[2:6]
 _SHELL_WORD = re.compile(r"[A-Za-z_./~]")
 _ROOT_PROMPT = re.compile(r"#[ \t]+")
 # Inline code that only names a program (`vllm serve`, `docker run`): prose about it, no command of the post's
-_NAMED_PROGRAM = re.compile(r"[A-Za-z][\w.-]*(?: [a-z][\w-]*)?\Z")
+_NAMED_PROGRAM = re.compile(r"(?:python[\d.]* -m [\w.]+|[A-Za-z][\w.-]*(?: [a-z][\w-]*)?)\Z")
 _SCRIPT_SUFFIXES = (".sh", ".bash", ".slurm", ".sbatch")
 # A line that continues (ends in a backslash) and holds a launch, but does not start like a command.
 _LAUNCH_TOKEN = re.compile(

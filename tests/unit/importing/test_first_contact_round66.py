@@ -1,9 +1,11 @@
-"""Classes of import failure found by reading held-out posts 678-701 first (rounds 66-68): a launch under `pixi run`
+"""Classes of import failure found by reading held-out posts 678-725 first (rounds 66-71): a launch under `pixi run`
 or `conda run -n ENV` refused as an unknown program where `uv run` is read (683); a `user@host:/dir# ` prompt before
 `source …` kept, so the line read as a lost continuation (693); a `docker run … serve --help=all` install check
 counted as a serving command (695); a bind mount from `$HOME/…` passed to the recipe, which then did not load
 (695); a Jetson's L4T-tagged image not named when the post also says `--gpus all` (691); a devcontainer.json not
-named (681)."""
+named (681); inline code that only names a program (`vllm serve`, `ray start`) in a prose bullet read as a
+command (627, 674, 710); a wrapper script for setup named before the one that starts the server (674); `vllm --model`
+without `serve` not named (672); a page's `$ ` prompt on every continuation line kept as words (719)."""
 
 from __future__ import annotations
 
@@ -61,3 +63,25 @@ def test_a_dev_container_built_from_a_dockerfile_is_named() -> None:
     assert (
         "a Dev Container (devcontainer.json) whose image is built from Dockerfile" in refusal and "--image" in refusal
     )
+
+
+@pytest.mark.parametrize("span", ["`vllm serve`", "`ray start`", "`python3 -m vllm.entrypoints.openai.api_server`"])
+def test_inline_code_that_only_names_a_program_is_prose(span: str) -> None:
+    post = f"# Changelog\n\n- The entrypoint now uses {span} to start the server.\n"
+    assert "no serving command found" in _refusal(post, name="CHANGELOG.md")
+
+
+def test_a_script_named_for_the_server_is_named_first() -> None:
+    post = "```\n./container/run_in_container.sh --setup\n./container/run_vllm_server.sh org/m\n```\n"
+    assert "runs the script `./container/run_vllm_server.sh`" in _refusal(post, name="README.md")
+
+
+def test_vllm_given_options_and_no_subcommand_is_named() -> None:
+    refusal = _refusal("vllm --model org/m \\\n     --port 8000\n")
+    assert "line 1, column 1: `vllm` is given options but no subcommand" in refusal
+
+
+def test_a_prompt_on_each_continuation_line_is_a_prompt() -> None:
+    post = "```\n$ vllm serve org/m \\\n$     --max-model-len 4096 \\\n$     --port 8001\n```\n"
+    outcome = _import(post, name="README.md")
+    assert outcome.recipe.server.flag("--max-model-len") == "4096" and outcome.recipe.server.flag("--port") == "8001"
