@@ -33,6 +33,6 @@ def test_a_launch_program_named_in_a_sentence_is_no_serving_command() -> None:
     assert _import(post, pick=1).recipe.model.repo_id == "org/m"
 
 
-def test_a_mention_alone_is_still_read_as_the_post_s_command() -> None:
-    """With nothing else to serve, the mention is what the post names: its refusal asks for the model."""
-    assert "names no model" in _refusal("Try `vllm serve` here.\n")
+def test_a_mention_alone_is_prose_too() -> None:
+    """With nothing else in the post, inline code that only names the program is still prose about it."""
+    assert "no serving command found" in _refusal("Try `vllm serve` here.\n")
