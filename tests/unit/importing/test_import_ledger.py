@@ -425,5 +425,6 @@ def test_every_corpus_refusal_names_its_line_and_column_unless_the_post_has_no_s
     # serve` only inline in a bullet), 718 (a Discourse
     # forum's answer naming `--tensor-parallel-size 2` in prose), 725 (a Q&A site's AI answer on "VLLM n_gpu", no
     # flag), 727 (a GitHub Container Registry page: a `docker pull` only), 730 (AWS's SGLang DLC page: an images
-    # table, no launch): nothing in the file serves
-    assert len(unplaced) <= 49
+    # table, no launch), 734, 735, 736, 737, 739, 740 (engineers' blog posts cut before their launches: install steps,
+    # hardware, a table of contents, ASCII diagrams, design math): nothing in the file serves
+    assert len(unplaced) <= 55
