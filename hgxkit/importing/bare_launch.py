@@ -31,9 +31,10 @@ import re
 from collections.abc import Mapping, Sequence
 
 from hgxkit.errors import InputError
-from hgxkit.importing.commands import Simple
+from hgxkit.importing.commands import PLACEHOLDER, Simple
 from hgxkit.importing.container_context import context_mounts, context_options, installs
 from hgxkit.importing.dockerfile import ENV_NOTE
+from hgxkit.importing.fill import FILL_IN
 from hgxkit.importing.model_placement import within
 from hgxkit.importing.reading import Candidate, Reading
 from hgxkit.importing.variables import Scope
@@ -64,6 +65,17 @@ class BareLaunch:
 BARE_LAUNCH = BareLaunch()
 
 
+def _refuse_placeholder_image(image: str, container: Simple) -> None:
+    """Refuse the image of the container a launch runs in when a part of it is left for the reader (the docs'
+    `nvcr.io/nvidia/sglang:xx.yy-py3`): the container's own command is set aside, so its words are checked here."""
+    found = FILL_IN.search(image) or PLACEHOLDER.search(image)
+    if found is not None:
+        raise InputError(
+            f"{container.where()}: the launch runs in this container, whose image {image} holds the placeholder "
+            f"{found.group()}; write the image's real reference, or give --image REF"
+        )
+
+
 def bare_run(
     server: Candidate, words: list[str], notes: list[str], *, reading: Reading, image: str | None
 ) -> tuple[ParsedRun, str]:
@@ -74,6 +86,7 @@ def bare_run(
     installs(server, reading, image is not None, notes)
     if image is None and server.context is not None:
         image = server.context.run.image
+        _refuse_placeholder_image(image, server.context.simple)
         notes.append(
             f"{simple.where()}: runs in the container started at {server.context.simple.where()}, "
             f"so its image {image} is used"

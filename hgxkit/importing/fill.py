@@ -41,6 +41,8 @@ FILL_IN = re.compile(
     r"|(?<![\w$])__[A-Z][A-Z0-9_]*[A-Z0-9]__(?!\w)"
     # a path's folder left in brackets for the reader (`/[model dir]/Qwen3-32B`, `/[模型目录]/m`)
     r"|(?<=/)\[(?=[^\]]*[^\W\d_])[^\][\s/$\"',:]{1,40}\](?=/)"
+    # an image's version or registry left for the reader (`nvcr.io/nvidia/sglang:xx.yy-py3`, `my-registry/sglang:1`)
+    r"|(?<=:)(?:xx|XX)\.(?:yy|YY|xx|XX)(?:\.(?:zz|ZZ|xx|XX))?(?![\w.])|(?<![\w.-])(?:my|your)[-_]?registry/"
 )
 BRACKETED = re.compile(r"\[(?=[^\]]*[^\W\d_])[^\][\n/$\"',:]{1,40}\]")  # FILL_IN's folder, as --fill names it
 # Such a folder with a space in it (`/[model dir]/m`): a shell splits it into two words, so a command's lines are

@@ -85,3 +85,16 @@ def test_a_prompt_on_each_continuation_line_is_a_prompt() -> None:
     post = "```\n$ vllm serve org/m \\\n$     --max-model-len 4096 \\\n$     --port 8001\n```\n"
     outcome = _import(post, name="README.md")
     assert outcome.recipe.server.flag("--max-model-len") == "4096" and outcome.recipe.server.flag("--port") == "8001"
+
+
+@pytest.mark.parametrize("image", ["nvcr.io/nvidia/sglang:xx.yy-py3", "my-registry/sglang:0.5.11"])
+def test_an_image_left_for_the_reader_is_a_placeholder(image: str) -> None:
+    assert "placeholder" in _refusal(
+        f"docker run --gpus all {image} python3 -m sglang.launch_server --model-path org/m\n"
+    )
+
+
+def test_the_container_a_launch_runs_in_is_checked_for_placeholders() -> None:
+    post = "```\ndocker run --gpus all -it --rm nvcr.io/nvidia/sglang:xx.yy-py3\n```\n\n```\npython3 -m sglang.launch_server --model-path org/m --tp 1\n```\n"
+    refusal = _refusal(post, name="page.md")
+    assert "whose image nvcr.io/nvidia/sglang:xx.yy-py3 holds the placeholder xx.yy" in refusal
