@@ -1,6 +1,6 @@
 """Deployments written as a program rather than a command: named where nothing in a post serves.
 
-A Ray Serve application, a Modal app and a Terraform container definition each start the engine from code the
+A Ray Serve application, a Modal or Beam app and a Terraform container definition each start the engine from code the
 import does not run (Python that builds the command, HCL that a cloud's scheduler reads); a Dockerfile on an
 engine's image whose launch the post lacks holds no command at all. Each is known by a line only it writes and
 refused by name, with the way out: the engine's own command.
@@ -31,6 +31,10 @@ _APPS = (
     (
         re.compile(r"^\s*(?:import\s+modal\b|from\s+modal\s+import\b)"),
         "a Modal app builds its container and the engine's command in Python, which the import does not run",
+    ),
+    (
+        re.compile(r"^\s*(?:import\s+beam\b|from\s+beam\s+import\b)"),
+        "a Beam app (beam.cloud) builds its image and the engine's command in Python, which the import does not run",
     ),
     (
         re.compile(r"^\s*(?:resource|module)\s+\"[\w-]+\"(?:\s+\"[\w-]+\")?\s*\{"),

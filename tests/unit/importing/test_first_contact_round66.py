@@ -98,3 +98,11 @@ def test_the_container_a_launch_runs_in_is_checked_for_placeholders() -> None:
     post = "```\ndocker run --gpus all -it --rm nvcr.io/nvidia/sglang:xx.yy-py3\n```\n\n```\npython3 -m sglang.launch_server --model-path org/m --tp 1\n```\n"
     refusal = _refusal(post, name="page.md")
     assert "whose image nvcr.io/nvidia/sglang:xx.yy-py3 holds the placeholder xx.yy" in refusal
+
+
+def test_a_beam_app_is_named_as_modal_s_is() -> None:
+    post = (
+        "from beam import Image, Pod\n\nserver = Pod(\n    gpu='A100-80',\n    entrypoint=['python', '-m', "
+        "'sglang.launch_server', '--model-path', 'org/m', '--port', '8080'],\n)\n"
+    )
+    assert "a Beam app (beam.cloud) builds its image and the engine's command in Python" in _refusal(post, "app.py")
