@@ -426,5 +426,9 @@ def test_every_corpus_refusal_names_its_line_and_column_unless_the_post_has_no_s
     # forum's answer naming `--tensor-parallel-size 2` in prose), 725 (a Q&A site's AI answer on "VLLM n_gpu", no
     # flag), 727 (a GitHub Container Registry page: a `docker pull` only), 730 (AWS's SGLang DLC page: an images
     # table, no launch), 734, 735, 736, 737, 739, 740 (engineers' blog posts cut before their launches: install steps,
-    # hardware, a table of contents, ASCII diagrams, design math): nothing in the file serves
-    assert len(unplaced) <= 55
+    # hardware, a table of contents, ASCII diagrams, design math), 743 (Beam's VLLM integration: VLLMArgs keyword
+    # arguments, no command), 746 (Cog-vLLM's cog.yaml: build steps, a Predictor), 747 (vLLM's Cerebrium page: the
+    # offline `LLM` class in a `run` function), 748 (a RunPod Serverless worker's README: `docker build` with
+    # placeholders, MODEL_NAME set in RunPod's UI), 749 (SaladCloud's SGLang recipe page: a Portal form's defaults as
+    # bullets): nothing in the file serves
+    assert len(unplaced) <= 60
