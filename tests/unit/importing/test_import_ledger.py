@@ -430,5 +430,5 @@ def test_every_corpus_refusal_names_its_line_and_column_unless_the_post_has_no_s
     # arguments, no command), 746 (Cog-vLLM's cog.yaml: build steps, a Predictor), 747 (vLLM's Cerebrium page: the
     # offline `LLM` class in a `run` function), 748 (a RunPod Serverless worker's README: `docker build` with
     # placeholders, MODEL_NAME set in RunPod's UI), 749 (SaladCloud's SGLang recipe page: a Portal form's defaults as
-    # bullets): nothing in the file serves
-    assert len(unplaced) <= 60
+    # bullets), 755 (AMD's Ukrainian vLLM playbook: only its `vllm-launch` wrapper): nothing in the file serves
+    assert len(unplaced) <= 61

@@ -140,6 +140,12 @@ COLLAPSED = {"048"}
 DOUBLE_SPACED = {"128"}
 # The post's shell variables, given to `sh` as the importer resolved them (each is a note of the import).
 VARIABLES = {
+    "752": {  # the script's assignments above the launch (752: trailing spaces after 8 and 0.90)
+        "MODEL_PATH": "/srv/hf/models/Qwen2.5-72B-Instruct-AWQ",
+        "PORT": "8000",
+        "TENSOR_PARALLEL": "8",
+        "GPU_MEMORY_UTILIZATION": "0.90",
+    },
     "688": {"LATEST_VLLM_VERSION": "25.11-py3"},  # `export LATEST_VLLM_VERSION=25.11-py3` above the run
     "670": {"MODEL_NAME": "Qwen/Qwen2.5-VL-7B-Instruct", "PORT": "8000", "GPU_MEM_UTIL": "0.80"},  # `${1:-…}` defaults
     "636": {
@@ -230,6 +236,7 @@ TRAILING = {
 EXPORTED = {
     "238": {"CUDA_VISIBLE_DEVICES": "0,1,2,3,4,5,6,7", "NCCL_SHM_DISABLE": "1", "NCCL_IB_DISABLE": "1"},
     "409": {"CUDA_VISIBLE_DEVICES": "0,1,2,3,4,5,6,7"},
+    "752": {"CUDA_VISIBLE_DEVICES": "0,1,2,3,4,5,6,7"},  # `export` above the api_server, GPUs 8 and 9 left free
     "700": {"CUDA_VISIBLE_DEVICES": "0"},  # a systemd unit's Environment=, read as an export (354's rule)
 }
 # A Dockerfile's exec-form CMD on a server image: the words of the image's entrypoint's launch (239).
