@@ -34,7 +34,8 @@ _APPS = (
     ),
     (
         re.compile(r"^\s*(?:import\s+beam\b|from\s+beam\s+import\b)"),
-        "a Beam app (beam.cloud) builds its image and the engine's command in Python, which the import does not run",
+        "no serving command found as a shell runs one: a Beam app (beam.cloud) builds its image and the engine's "
+        "command in Python, which the import does not run",
     ),
     (
         re.compile(r"^\s*(?:resource|module)\s+\"[\w-]+\"(?:\s+\"[\w-]+\")?\s*\{"),
