@@ -241,22 +241,23 @@ def env_options(texts: Sequence[str], index: int) -> EnvOptions | None:
 _LABEL_AFTER = re.compile(r"^(?:(?:[^-\s]\S*|-)\s+)+[A-Za-z]+:$")
 
 
-# Options of the environment runners below that take a value (`uv run --with vllm`, `conda run -n vllm`,
-# `pixi run -e cuda`); the rest are switches or `--opt=value`.
-_RUNNER_VALUES = frozenset(
+# Programs that run a command in an environment of their own (a project's, a tool's, a conda environment), each
+# with its options that take a value (`uv run --with vllm`, `conda run -n vllm`, `pixi run -e cuda`); the rest are
+# switches or `--opt=value`. Per runner: `-n` is a conda environment's name but uv's --no-cache.
+_UV_VALUES = frozenset(
     {
         *("--with", "--with-editable", "--with-requirements", "--python", "-p", "--project", "--directory", "--from"),
         *("--package", "--extra", "--group", "--env-file", "--index", "--default-index", "--index-url"),
         *("--extra-index-url", "-f", "--find-links", "--prerelease", "--resolution"),
-        *("-n", "--name", "--prefix", "--cwd", "-e", "--environment", "--manifest-path"),
     }
 )
-
-
-# Programs that run a command in an environment of their own (a project's, a tool's, a conda environment).
-_RUNNERS = (
-    *(["uv", "run"], ["uvx"], ["uv", "tool", "run"], ["pixi", "run"], ["poetry", "run"], ["pdm", "run"]),
-    *(["hatch", "run"], ["pipenv", "run"], ["rye", "run"], ["conda", "run"], ["mamba", "run"], ["micromamba", "run"]),
+_CONDA_VALUES = frozenset({"-n", "--name", "-p", "--prefix", "--cwd"})
+_RUNNERS: tuple[tuple[tuple[str, ...], frozenset[str]], ...] = (
+    *((runner, _UV_VALUES) for runner in (("uv", "run"), ("uvx",), ("uv", "tool", "run"))),
+    (("pixi", "run"), frozenset({"-e", "--environment", "--manifest-path"})),
+    (("poetry", "run"), frozenset({"-P", "--project", "-C", "--directory"})),
+    *((runner, frozenset()) for runner in (("pdm", "run"), ("hatch", "run"), ("pipenv", "run"), ("rye", "run"))),
+    *((runner, _CONDA_VALUES) for runner in (("conda", "run"), ("mamba", "run"), ("micromamba", "run"))),
 )
 UV_MODULE = ("-m", "--module")  # `uv run -m MODULE`: `python -m MODULE` in uv's environment
 
@@ -264,12 +265,13 @@ UV_MODULE = ("-m", "--module")  # `uv run -m MODULE`: `python -m MODULE` in uv's
 def runner_end(words: Sequence[str], index: int) -> int:
     """Past an environment runner and its options at `index` (`uv run --with vllm`, `conda run -n vllm`,
     `pixi run`: each runs the command in an environment of its own), where a program follows; else `index`."""
-    runner = next((r for r in _RUNNERS if words[index : index + len(r)] == r), [])
-    if not runner:
+    found = next(((r, v) for r, v in _RUNNERS if tuple(words[index : index + len(r)]) == r), None)
+    if found is None:
         return index
+    runner, values = found
     end = index + len(runner)
     while end < len(words) and words[end].startswith("-") and words[end] not in ("--", *UV_MODULE):
-        end += 2 if words[end] in _RUNNER_VALUES else 1
+        end += 2 if words[end] in values else 1
     end += end < len(words) and words[end] == "--"
     return end if end < len(words) else index
 
