@@ -34,7 +34,7 @@ from hgxkit.errors import InputError
 from hgxkit.importing.commands import PLACEHOLDER, Simple
 from hgxkit.importing.container_context import context_mounts, context_options, installs
 from hgxkit.importing.dockerfile import ENV_NOTE
-from hgxkit.importing.fill import FILL_IN
+from hgxkit.importing.fill import FILL_IN, fill_hint
 from hgxkit.importing.model_placement import within
 from hgxkit.importing.reading import Candidate, Reading
 from hgxkit.importing.variables import Scope
@@ -72,7 +72,7 @@ def _refuse_placeholder_image(image: str, container: Simple) -> None:
     if found is not None:
         raise InputError(
             f"{container.where()}: the launch runs in this container, whose image {image} holds the placeholder "
-            f"{found.group()}; write the image's real reference, or give --image REF"
+            f"{found.group()}; give --image REF, or {fill_hint(found.group())}"
         )
 
 

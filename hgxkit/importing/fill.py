@@ -35,6 +35,8 @@ from hgxkit.importing.commands import PLACEHOLDER
 BRACED = re.compile(
     r"(?<![$\w{])\{(?:(?:[Yy]our|YOUR|[Mm]y)\b[^{}\n\"']{0,60}|[A-Za-z][A-Za-z0-9]*(?:[_/-][A-Za-z0-9]+)*)\}(?!\})"
 )
+# An image's version left for the reader (NGC's docs: `nvcr.io/nvidia/sglang:xx.yy-py3`); a `-py3` may follow it.
+_IMAGE_VERSION = r"(?:xx|XX)\.(?:yy|YY|xx|XX)(?:\.(?:zz|ZZ|xx|XX))?"
 FILL_IN = re.compile(
     r"(?<![\w${])YOUR_\w+|(?<![\w.])/path/to/[^\s:,\"']*|(?<![\w.-])(?:x{4,}|X{4,}|x\.x\.x\.x)(?![\w.-])"
     # a template's token a script replaces (`sed s/__MODEL__/…/`)
@@ -42,7 +44,7 @@ FILL_IN = re.compile(
     # a path's folder left in brackets for the reader (`/[model dir]/Qwen3-32B`, `/[模型目录]/m`)
     r"|(?<=/)\[(?=[^\]]*[^\W\d_])[^\][\s/$\"',:]{1,40}\](?=/)"
     # an image's version or registry left for the reader (`nvcr.io/nvidia/sglang:xx.yy-py3`, `my-registry/sglang:1`)
-    r"|(?<=:)(?:xx|XX)\.(?:yy|YY|xx|XX)(?:\.(?:zz|ZZ|xx|XX))?(?![\w.])|(?<![\w.-])(?:my|your)[-_]?registry/"
+    r"|(?<![\w.])" + _IMAGE_VERSION + r"(?![\w.])|(?<![\w.-])(?:my|your)[-_]?registry/"
 )
 BRACKETED = re.compile(r"\[(?=[^\]]*[^\W\d_])[^\][\n/$\"',:]{1,40}\]")  # FILL_IN's folder, as --fill names it
 # Such a folder with a space in it (`/[model dir]/m`): a shell splits it into two words, so a command's lines are
@@ -81,6 +83,8 @@ def occurrences(placeholder: str) -> re.Pattern[str]:
     """Where `placeholder` is written as a value in a post's text: an upper-case name not as a variable (`$NAME`,
     `${NAME}`) or the name an assignment sets (`NAME=…`)."""
     ends = r"(?![\w.-])" if placeholder[-1:].isalnum() or placeholder[-1:] in "_" else ""
+    if re.fullmatch(_IMAGE_VERSION, placeholder):
+        ends = r"(?![\w.])"  # the tag goes on after it: `xx.yy-py3`
     if NAMED_BLANK.fullmatch(placeholder):
         return re.compile(r"(?<![\w.$/{])" + re.escape(placeholder) + ends + "(?!=)")
     if BRACKETED.fullmatch(placeholder):  # a folder of a path, its `/` with it: the value is the folder's path
