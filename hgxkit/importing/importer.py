@@ -1534,9 +1534,8 @@ def _nothing_found(names: str, posts: Sequence[PostFile]) -> InputError:
     shape = next(filter(None, (unread_format(post.lines) for post in posts)), None)
     if shape is None:
         return InputError(f"{found}; give the post that has it")
-    if "built from" in shape:
-        return InputError(f"{found}; it is {shape}: build and push that image, then give --image REF and the command")
-    return InputError(f"{found}; it is {shape}: give the command its server runs")
+    what, way_out = shape
+    return InputError(f"{found}; it is {what}: {way_out}")
 
 
 def _image_first(post: PostFile) -> str | None:

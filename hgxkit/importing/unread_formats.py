@@ -3,9 +3,9 @@ a Nomad job, a NixOS module, an Unraid template hold their launch in keys hgxkit
 Flux job script is read as the shell it runs, its scheduler's directives set aside.
 
 Example:
-    >>> unread_format(('job "vllm" {', '  group "g" {'))
+    >>> unread_format(('job "vllm" {', '  group "g" {'))[0]
     'a HashiCorp Nomad job specification, which hgxkit does not read'
-    >>> unread_format(("#!/bin/bash", "#PBS -l select=1", "python infer.py"))
+    >>> unread_format(("#!/bin/bash", "#PBS -l select=1", "python infer.py"))[0]
     'a PBS job script, read as the shell it runs (its #PBS directives set aside)'
     >>> unread_format(("vllm serve org/m",)) is None
     True
@@ -34,16 +34,23 @@ _SCHEDULERS = (
 )
 
 
-def unread_format(lines: Sequence[str]) -> str | None:
-    """What the post is, when its shape is a format hgxkit does not read (or reads only as shell); else None."""
+_WAY_OUT = "give the command its server runs"
+
+
+def unread_format(lines: Sequence[str]) -> tuple[str, str] | None:
+    """(what the post is, the way out) when its shape is a format hgxkit does not read (or reads only as shell);
+    else None."""
     for shape, name in _UNREAD:
         nix = name == "a NixOS module"
         if any(shape.search(line) for line in lines) and (not nix or any(map(_NIX_ARGUMENTS.match, lines))):
             built = next((m.group(1) for m in map(_DEV_CONTAINER_BUILD.match, lines) if m), None)
             if name == "a Dev Container" and built:
-                return f"a Dev Container (devcontainer.json) whose image is built from {built}, not in the post"
-            return f"{name}, which hgxkit does not read"
+                return (
+                    f"a Dev Container (devcontainer.json) whose image is built from {built}, not in the post",
+                    "build and push that image, then give --image REF and the command its server runs",
+                )
+            return f"{name}, which hgxkit does not read", _WAY_OUT
     for shape, name, directive in _SCHEDULERS:
         if any(shape.match(line) for line in lines):
-            return f"{name}, read as the shell it runs (its {directive} directives set aside)"
+            return f"{name}, read as the shell it runs (its {directive} directives set aside)", _WAY_OUT
     return None
