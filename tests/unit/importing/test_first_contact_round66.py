@@ -106,3 +106,14 @@ def test_a_beam_app_is_named_as_modal_s_is() -> None:
         "'sglang.launch_server', '--model-path', 'org/m', '--port', '8080'],\n)\n"
     )
     assert "a Beam app (beam.cloud) builds its image and the engine's command" in _refusal(post, "app.py")
+
+
+@pytest.mark.parametrize("runner", ["uv run -n", "uv run --no-cache", "conda run -n vllm -p /opt/env"])
+def test_each_runner_s_options_are_its_own(runner: str) -> None:
+    """uv's `-n` is a switch (--no-cache), conda's `-n` takes the environment's name."""
+    assert _import(f"{runner} vllm serve org/m --port 8001\n").recipe.model.repo_id == "org/m"
+
+
+def test_the_image_s_placeholder_version_can_be_filled() -> None:
+    post = "docker run --gpus all nvcr.io/nvidia/sglang:xx.yy-py3 python3 -m sglang.launch_server --model-path org/m\n"
+    assert _import(post, fill=(("xx.yy", "25.10"),)).recipe.image.reference == "nvcr.io/nvidia/sglang:25.10-py3"
