@@ -66,7 +66,8 @@ _SIGNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     (
         "AMD ROCm",
         re.compile(
-            r"/dev/kfd\b|/dev/dri\b|\b(?:HIP_VISIBLE_DEVICES|ROCR_VISIBLE_DEVICES|HSA_[A-Z_]+|VLLM_ROCM_[A-Z_]+)\b"
+            # /dev/dri is any DRM device (Intel's GPUs' too): the line's /dev/kfd, where it has one, is named
+            r"/dev/kfd\b|/dev/dri\b(?!.*/dev/kfd)|\b(?:HIP_VISIBLE_DEVICES|ROCR_VISIBLE_DEVICES|HSA_[A-Z_]+|VLLM_ROCM_[A-Z_]+)\b"
             r"|(?<![\w.-])rocm/\S+|(?<!\S)\S+[:/-]rocm\S*|\bamd\.com/gpu\b"
             # AMD's AITER kernels, which only ROCm builds have: a backend chosen by value, or switched on
             r"|(?<![\w-])--(?:[a-z]+-)*backend[= ]+aiter\b|\b(?:SGLANG_USE_AITER|VLLM_ROCM_USE_AITER\w*)\b"

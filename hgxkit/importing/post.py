@@ -146,6 +146,12 @@ def _cut(post: str, line: int, text: str) -> str:
     )
 
 
+# A file whose last byte is the backslash (no newline after it) is whole where a copy cut there has a line break:
+# bash reads the end of the file and runs the command as it stands (dash passes a last argument `\`).
+_FILE_ENDS_ON_BACKSLASH = (
+    "{post}:{line}: the file ends on a backslash with no newline after it; bash runs the command as it stands (sh "
+    "would pass `\\` as a last argument): read as bash reads it (if your copy stopped there, give the whole command)"
+)
 _TRAILING_SPACE_BACKSLASH = re.compile(r"\\[ \t]+$")
 # `a \ b` inside a line: a command whose line breaks were lost (the lexer reads each as a continuation).
 _COLLAPSED = re.compile(r"\s\\[ \t]+(?=-|\w)")
@@ -757,6 +763,9 @@ def _gather(post: PostFile, start: int) -> tuple[Command, int]:
         index += 1
         if index >= len(clean) or (continued and quote is None and not any(r.strip() for r in post.lines[index:])):
             cut = _cut(post.name, index, line) if continued and quote is None else None
+            if cut and index == len(post.lines):
+                cut = None
+                notes.append(_FILE_ENDS_ON_BACKSLASH.format(post=post.name, line=index))
             break
         following = clean[index]
         if quote is not None:

@@ -340,6 +340,10 @@ class ServerKind:
     # A value outside its option's list in the engine's option table for this image (argparse's choices, or what
     # its config checks after parsing): (each flag's words as written, image) -> (the flag, the reason), or None.
     value_choice: Callable[[Sequence[Sequence[str]], str], tuple[str, str] | None] | None = None
+    # A value the engine refuses for the model it serves, as its config check does once it has read the model's
+    # config (vLLM: float16 for Gemma 2 and 3): (the model as the recipe names it, each flag's words as written)
+    # -> (the flag, the reason with its remedy), or None.
+    model_value: Callable[[str, Sequence[Sequence[str]]], tuple[str, str] | None] | None = None
 
     def canonical_flag(self, flag: str) -> str:
         """The canonical spelling of `flag` for this engine (aliases, `_` for `-` where the parser allows)."""

@@ -187,6 +187,33 @@ def refuses_flag(word: str, image: str) -> str | None:
     )
 
 
+# vLLM's `_FLOAT16_NOT_SUPPORTED_MODELS` (vllm/config/model.py) keys model types; the import has the model's
+# name, not its config, so the names of those types' releases stand for them (`gemma-3n` is another type).
+_NO_FLOAT16 = re.compile(r"(?i)(?:^|[/_-])(?:shield)?gemma-?[23](?!n)(?:[-_.]|$)")
+_FLOAT16 = ("half", "float16")
+
+
+def model_value(model: str, uses: Sequence[Sequence[str]]) -> tuple[str, str] | None:
+    """What vLLM's dtype check refuses for the model: float16 for Gemma 2 and 3 ("Numerical instability").
+
+    >>> model_value("google/gemma-2-9b-it", [("--dtype", "half")])[0]
+    '--dtype'
+    >>> model_value("google/gemma-3n-E4B-it", [("--dtype", "half")]) is None
+    True
+    """
+    name = model.rstrip("/").rsplit("/", 1)[-1]
+    for words in uses:
+        flag, _, value = words[0].partition("=")
+        value = value or (words[1] if len(words) > 1 else "")
+        if flag == "--dtype" and value.strip("'\"").lower() in _FLOAT16 and _NO_FLOAT16.search(name):
+            return flag, (
+                f'--dtype {value}: vLLM refuses float16 for {name}, a Gemma 2 or 3 model (it exits with "does '
+                'not support float16. Reason: Numerical instability"); use --dtype bfloat16 (float32 on GPUs '
+                "without bfloat16)"
+            )
+    return None
+
+
 VLLM = ServerKind(
     name="vllm",
     title="vLLM",
@@ -335,6 +362,7 @@ VLLM = ServerKind(
     switch_value=VLLM_OPTIONS.switch_value,
     value_count=VLLM_OPTIONS.value_count,
     value_choice=VLLM_OPTIONS.value_choice,
+    model_value=model_value,
 )
 
 

@@ -7,7 +7,8 @@ SGLang's `--max_num_batched_tokens`, vLLM's `--enable-chunked-prefill=False` fro
 flag the option table read from the real engine lacks, vLLM 0.33's or SGLang 0.5.23's, hgxkit.kinds.options; and
 `switch_value`: a value written after a switch, which the parser reads as a positional argument; `value_choice`: a
 value outside its option's choices, or outside what the engine's config checks after parsing (vLLM's quantization
-methods); `value_count`: a
+methods); `model_value`: a value the engine refuses for the model it serves (vLLM's float16 for Gemma 2 and
+3); `value_count`: a
 flag that takes a value given none, as in a copy cut after `--port`, or a flag of one value given several words,
 as an unquoted JSON value the shell splits), judged against the image the recipe runs (`latest` or untagged is
 today's engine); a flag a table of another version would have to judge is named as not checked
@@ -71,6 +72,10 @@ def engine_refusal(recipe: Recipe, last_word: str | None = None) -> Refusal | No
     chosen = kind.value_choice(uses, recipe.image.reference) if kind.value_choice else None
     if chosen:
         return Refusal(*chosen)
+    model = recipe.model.repo_id or recipe.server.flag(kind.model_flag) or ""
+    refused = kind.model_value(model, uses) if kind.model_value and model else None
+    if refused:
+        return Refusal(*refused)
     written, slot = uses[: _written_end(uses, last_word) + 1], recipe.server.model_slot()
     counted = kind.value_count(written, recipe.image.reference, slot) if kind.value_count else None
     return Refusal(*counted) if counted else foreign_module(recipe)

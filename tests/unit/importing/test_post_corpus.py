@@ -138,6 +138,9 @@ COLLAPSED = {"048"}
 # 128's page double-spaced the command: a blank line after each continuation line, which a shell would end the
 # command at; the import reads it as one command (a note per blank line), and so does this test.
 DOUBLE_SPACED = {"128"}
+# 551's file ends on its last line's backslash, with no newline after it: bash reads the end of the file there,
+# where sh (dash) passes a last argument `\`; the import reads it as bash does (a note says so), and so does this test.
+ENDS_ON_BACKSLASH = {"551"}
 # The post's shell variables, given to `sh` as the importer resolved them (each is a note of the import).
 VARIABLES = {
     "752": {  # the script's assignments above the launch (752: trailing spaces after 8 and 0.90)
@@ -273,6 +276,8 @@ def posted_command(number: str, span: tuple[int, int]) -> str:
         text = text.replace(" \\ ", " ")
     if number in DOUBLE_SPACED:
         text = re.sub(r"\n[ \t]*\n", "\n", text)
+    if number in ENDS_ON_BACKSLASH:
+        text = text.removesuffix("\\")
     if number in CMD_EXEC:
         text = f"{CMD_EXEC[number]} {shlex.join(json.loads(text.removeprefix('CMD ')))}"
     if "bash-lc" in ENTRIES[number]["kinds"]:  # `ENTRYPOINT ["bash", "-lc", "CMD"]`: the shell runs CMD
