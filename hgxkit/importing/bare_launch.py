@@ -309,7 +309,10 @@ def pulled_image(pulled: Sequence[tuple[str, str, str]], kind: str, where: str, 
     """The image the post's `docker pull` lines chose for a bare launch of `kind` ((image, where, the comment
     above the pull)): the one pulled, else of several per hardware the H200 (Hopper) one (images for other
     hardware set aside); None when it pulls none of that kind; a refusal naming them when that does not decide."""
-    images = list(dict.fromkeys(p for p in pulled if _image_kind(p[0]) == kind))
+    first = {}  # the same image pulled again is one image: its first pull
+    for p in pulled:
+        first.setdefault(p[0], p)
+    images = [p for p in first.values() if _image_kind(p[0]) == kind]
     if not images:
         return _unknown_pull_above(pulled, kind, where, notes)
     if len(images) > 1:

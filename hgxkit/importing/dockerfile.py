@@ -42,7 +42,35 @@ def as_shell(name: str, text: str) -> tuple[str, list[tuple[int, str]]]:
     changed; any other text as it is, with no notes."""
     instructions = _instructions(text)
     if instructions is None:
-        return _lone_launches(text)
+        return _lone_launches(*_fenced_dockerfiles(name, text))
+    return _launch(name, text, instructions)
+
+
+_FENCE = re.compile(r"^[ \t]*(?:`{3,}|~{3,})")
+
+
+def _fenced_dockerfiles(name: str, text: str) -> tuple[str, list[tuple[int, str]]]:
+    """`text` with each fence that holds a whole Dockerfile which only starts its base image read as that launch
+    (`_launch`), the notes at the post's lines; a fence of a Dockerfile that builds an image is left as written."""
+    lines = text.split("\n")
+    notes: list[tuple[int, str]] = []
+    opens = [n for n, line in enumerate(lines) if _FENCE.match(line)]
+    for start, end in zip(opens[::2], opens[1::2], strict=False):
+        body = "\n".join(lines[start + 1 : end])
+        instructions = _instructions(body)
+        if instructions is None:
+            continue
+        try:
+            shell, said = _launch(name, body, instructions)
+        except InputError:
+            continue
+        lines[start + 1 : end] = shell.split("\n")
+        notes += [(start + 1 + line, what) for line, what in said]
+    return "\n".join(lines), notes
+
+
+def _launch(name: str, text: str, instructions: list[tuple[int, str, int, str]]) -> tuple[str, list[tuple[int, str]]]:
+    """A Dockerfile's `text` as the shell lines of its launch (see the module docstring), with a note per line."""
     lines = text.split("\n")
     notes: list[tuple[int, str]] = []
     froms = [i for i in instructions if i[1] == "FROM"]
@@ -95,7 +123,7 @@ def as_shell(name: str, text: str) -> tuple[str, list[tuple[int, str]]]:
 _LONE_EXEC = re.compile(r"^\s*(?:ENTRYPOINT|CMD)\s+(\[.*\])\s*$", re.IGNORECASE)
 
 
-def _lone_launches(text: str) -> tuple[str, list[tuple[int, str]]]:
+def _lone_launches(text: str, notes: list[tuple[int, str]] | None = None) -> tuple[str, list[tuple[int, str]]]:
     """`text` with each line that is an exec-form ENTRYPOINT or CMD launching a server
     (`ENTRYPOINT ["python3", "-m", "vllm.entrypoints.openai.api_server", …]`, no FROM around it) written as that
     launch's shell line, a note each: it is the command the post runs, so what it lacks (its model) is said.
@@ -105,7 +133,7 @@ def _lone_launches(text: str) -> tuple[str, list[tuple[int, str]]]:
         ('It works:\\nvllm serve --port 8000\\n', [(2, 'an exec-form ENTRYPOINT of a server, read as its launch')])
     """
     lines = text.split("\n")
-    notes: list[tuple[int, str]] = []
+    notes = list(notes or [])
     for number, line in enumerate(lines, 1):
         matched = _LONE_EXEC.match(line)
         launch = _exec(matched.group(1)) if matched else None

@@ -286,8 +286,11 @@ class _Importer:
             )
             later = self.reading.later.get(name)
             after = f" before it is read: it is set at {later}, after the command" if later else ""
-            self.notes.append(
-                f"${name} is not set by the post{after} ({shown}); the host's shell gives it when the command runs"
+            # Docker would get whatever the node's shell has for it, which no check here has seen
+            raise InputError(
+                f"{shown}: ${name} is a variable the post does not set{after}, so the server would get whatever the "
+                "host's shell has for it (nothing where it is unset); set it in the post, or write the words it "
+                "stands for"
             )
         self.notes += [note for post in self.posts if (note := generation_note(post.name, post.lines))]
         report = tuple(sorted(dict.fromkeys(self.report), key=_report_order))

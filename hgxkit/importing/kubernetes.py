@@ -105,6 +105,8 @@ class Kubernetes:
                 read.append((document, []))
                 continue
             try:
+                if kind in _RUNTIMES:
+                    _lone_runtime(document, f"{kind} {name}".strip())
                 read.append((document, _pods(document, runtimes)))
             except (InputError, *SHAPE_ERRORS) as err:
                 read.append((document, err))
@@ -341,6 +343,35 @@ def _ray_imports(spec: dict) -> str:
     return f"import_path {found.group(1)}" if found else "serveConfigV2"
 
 
+# Where KServe puts the model an InferenceService names (its storageUri, or a modelcar image's files).
+_KSERVE_MODEL = "/mnt/models"
+
+
+def _mounted(word: object, served: str) -> object:
+    """A runtime's argument with KServe's model folder (`--model=/mnt/models`, `/mnt/models/`) as the model it
+    holds."""
+    if not isinstance(word, str):
+        return word
+    flag, equals, value = word.rpartition("=") if word.startswith("-") else ("", "", word)
+    if value.rstrip("/") != _KSERVE_MODEL:
+        return word
+    return f"{flag}{equals}{served}"
+
+
+def _lone_runtime(document: Document, title: str) -> None:
+    """Refuse a KServe runtime without the InferenceService that uses it when it serves KServe's model folder: the
+    model and the GPUs are that InferenceService's, which the post does not show."""
+    containers = (document.data.get("spec") or {}).get("containers") or []
+    for container in containers if isinstance(containers, list) else []:
+        words = [str(w) for key in ("command", "args") for w in (container.get(key) or [])]
+        if any(_KSERVE_MODEL in w for w in words):
+            raise InputError(
+                f"{document.where(container.get(LINE))}: {title} is a KServe runtime: the model it serves "
+                f"({_KSERVE_MODEL}) and its GPUs come from an InferenceService that names it, which the post does not "
+                "have; give that InferenceService with it, or a `docker run` of the model"
+            )
+
+
 def _predictor(document: Document, predictor: dict, runtimes: dict[str, Document]) -> tuple[dict, dict]:
     """The pod a KServe predictor runs: its own containers, or its model's ServingRuntime with the model's args."""
     model = predictor.get("model")
@@ -357,6 +388,13 @@ def _predictor(document: Document, predictor: dict, runtimes: dict[str, Document
         )
     pod = dict(runtimes[runtime].data.get("spec") or {})
     containers = [dict(c) for c in pod.get("containers") or []]
+    uri = model.get("storageUri")
+    if containers and isinstance(uri, str) and uri:
+        # KServe fetches the storageUri into /mnt/models: the model the runtime serves is the URI's
+        served = uri.removeprefix("hf://")
+        for key in ("command", "args"):
+            if containers[0].get(key):
+                containers[0][key] = [_mounted(w, served) for w in containers[0][key]]
     if containers:
         containers[0]["args"] = [*(containers[0].get("args") or []), *(model.get("args") or [])]
         if model.get("resources"):

@@ -277,6 +277,10 @@ _FOLDER_WORDS = frozenset(
 )
 
 
+# A storage URI (KServe's storageUri, a bucket): `oci://`, `s3://`, `gs://`, `pvc://`, `https://`.
+_URI = re.compile(r"[a-z][a-z0-9+.-]*://")
+
+
 def _why_not(value: str | None, flag: str, docker: DockerSpec, unset_from: str = "") -> str:
     if value is None:
         return f"the server command names no model ({flag}) hgxkit can place"
@@ -295,6 +299,8 @@ def _why_not(value: str | None, flag: str, docker: DockerSpec, unset_from: str =
         )
     if value.startswith("/"):
         return f"the model path {value} is not inside a bind mount of a host directory"
+    if (scheme := _URI.match(value)) is not None:
+        return f"the model {value!r} is fetched from {scheme[0]} storage, not the Hugging Face Hub hgxkit places from"
     if "/" not in value:
         return f"the model {value!r} has no org: a local directory, not a Hub id (org/name); write ORG/NAME"
     folder = value.split("/", 1)[0]
