@@ -44,8 +44,9 @@ _APPS = (
     ),
     (
         re.compile(r"^\s*FROM\s+(?:docker\.io/)?(?:vllm/vllm-openai|lmsysorg/sglang)(?:[:@\s]|$)", re.IGNORECASE),
-        "a Dockerfile on an engine's image whose launch (its ENTRYPOINT or CMD) the post does not hold (a copy cut "
-        "before it?); give the `docker run` it amounts to",
+        "a Dockerfile on an engine's image that is no launch as the post holds it: it builds an image of its own "
+        "(RUN, COPY), or its ENTRYPOINT or CMD is not in the post (a copy cut before it?); give the `docker run` "
+        "it amounts to (with --image REF for an image it builds)",
     ),
 )
 

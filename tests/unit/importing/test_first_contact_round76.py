@@ -44,3 +44,75 @@ def test_float16_is_refused_only_where_vllm_refuses_it(command: str) -> None:
 def test_a_line_with_dri_and_kfd_names_kfd() -> None:
     refusal = _refusal("docker run --device /dev/dri --device /dev/kfd rocm/vllm:latest vllm serve org/m\n")
     assert "/dev/kfd is AMD ROCm" in refusal
+
+
+RUNTIME = """apiVersion: serving.kserve.io/v1alpha1
+kind: ServingRuntime
+metadata:
+  name: vllm-runtime
+spec:
+  containers:
+    - name: kserve-container
+      image: vllm/vllm-openai:v0.9.0
+      args: ["--model=/mnt/models", "--port=8080", "--max-model-len=4096"]
+"""
+SERVICE = """---
+apiVersion: serving.kserve.io/v1beta1
+kind: InferenceService
+metadata:
+  name: m
+spec:
+  predictor:
+    model:
+      modelFormat: {{name: vLLM}}
+      runtime: vllm-runtime
+      storageUri: {uri}
+      resources:
+        limits: {{nvidia.com/gpu: "1"}}
+"""
+
+
+def test_a_kserve_runtime_alone_names_the_inferenceservice_it_needs() -> None:
+    refusal = _refusal(RUNTIME, name="runtime.yaml")
+    assert "is a KServe runtime" in refusal and "/mnt/models" in refusal and "InferenceService" in refusal
+
+
+def test_an_hf_storage_uri_is_the_model_the_runtime_serves() -> None:
+    outcome = _import(RUNTIME + SERVICE.format(uri="hf://org/m"), name="isvc.yaml")
+    assert outcome.recipe.model.repo_id == "org/m"
+    assert outcome.recipe.server.flag("--max-model-len") == "4096"
+
+
+def test_another_storage_uri_is_named_with_model_repo() -> None:
+    refusal = _refusal(RUNTIME + SERVICE.format(uri="oci://registry.example/modelcar:1.5"), name="isvc.yaml")
+    assert "is fetched from oci:// storage" in refusal and "--model-repo" in refusal
+
+
+FENCED_DOCKERFILE = """Build this:
+
+```dockerfile
+FROM vllm/vllm-openai:v0.9.0
+ENV MODEL_NAME org/m
+ENTRYPOINT python3 -m vllm.entrypoints.openai.api_server --model $MODEL_NAME --max-model-len 4096
+```
+"""
+
+
+def test_a_dockerfile_in_a_fence_that_only_starts_its_image_is_its_launch() -> None:
+    outcome = _import(FENCED_DOCKERFILE, name="post.md")
+    assert outcome.recipe.model.repo_id == "org/m" and outcome.recipe.image.reference == "vllm/vllm-openai:v0.9.0"
+
+
+def test_a_fenced_dockerfile_that_builds_is_still_refused_as_a_build() -> None:
+    post = FENCED_DOCKERFILE.replace("ENV MODEL_NAME", "RUN pip install x\nENV MODEL_NAME")
+    assert "it builds an image of its own (RUN, COPY)" in _refusal(post, name="post.md")
+
+
+def test_an_unset_variable_in_the_server_s_words_is_refused_at_the_post_s_line() -> None:
+    refusal = _refusal("export MODEL=org/m\n\nvllm serve $MODEL $EXTRA_ARGS\n")
+    assert refusal.startswith("post.sh:3: $EXTRA_ARGS is a variable the post does not set")
+
+
+def test_one_image_pulled_twice_is_one_image() -> None:
+    post = "docker pull vllm/vllm-openai:v0.9.0\ndocker pull vllm/vllm-openai:v0.9.0\nvllm serve org/m\n"
+    assert _import(post).recipe.image.reference == "vllm/vllm-openai:v0.9.0"
