@@ -430,8 +430,10 @@ def test_every_corpus_refusal_names_its_line_and_column_unless_the_post_has_no_s
     # arguments, no command), 746 (Cog-vLLM's cog.yaml: build steps, a Predictor), 747 (vLLM's Cerebrium page: the
     # offline `LLM` class in a `run` function), 748 (a RunPod Serverless worker's README: `docker build` with
     # placeholders, MODEL_NAME set in RunPod's UI), 749 (SaladCloud's SGLang recipe page: a Portal form's defaults as
-    # bullets), 755 (AMD's Ukrainian vLLM playbook: only its `vllm-launch` wrapper), 766 (a Mac Studio deploy script whose
+    # bullets), 755 (AMD's Ukrainian vLLM playbook: only its `vllm-launch` wrapper), 760 (MLC's run-vllm-server
+    # customize.py: an f-string api_server command built from MLC_* settings), 764 (Krai's MLPerf v5.0 measurements
+    # README: `axs byquery` lines, AXS starts the servers itself), 766 (a Mac Studio deploy script whose
     # 'vLLM-MLX' is Apple's mlx_lm.server), 769 (a Danish README whose launch is `docker compose -f … up -d` of a file
     # not in the post), 771 (a Vast.ai launcher: vLLM's arguments as a bash array for `vastai create instance`): nothing
     # in the file serves
-    assert len(unplaced) <= 64
+    assert len(unplaced) <= 66
