@@ -285,12 +285,16 @@ class _Importer:
                 for i, (file, line) in enumerate(places)
             )
             later = self.reading.later.get(name)
-            after = f" before it is read: it is set at {later}, after the command" if later else ""
             # Docker would get whatever the node's shell has for it, which no check here has seen
+            unset = (
+                f"is read before the post sets it (at {later}, after the command)"
+                if later
+                else "is not set by the post"
+            )
+            way = "set it before the command" if later else "set it in the post, or write the words it stands for"
             raise InputError(
-                f"{shown}: ${name} is a variable the post does not set{after}, so the server would get whatever the "
-                "host's shell has for it (nothing where it is unset); set it in the post, or write the words it "
-                "stands for"
+                f"{shown}: ${name} {unset}, so the server would get whatever the host's shell has for it (nothing "
+                f"where it is unset); {way}"
             )
         self.notes += [note for post in self.posts if (note := generation_note(post.name, post.lines))]
         report = tuple(sorted(dict.fromkeys(self.report), key=_report_order))

@@ -13,6 +13,7 @@ from dataclasses import replace
 import pytest
 from test_first_contact_round5 import _import, _refusal
 
+from hgxkit.errors import InputError
 from hgxkit.recipe.check import check_recipe
 
 MARKDOWN_DIFF = """review thread
@@ -137,10 +138,10 @@ def test_values_the_engine_takes_or_cannot_be_judged_are_kept(post: str, flag: s
     assert _import(post).recipe.server.flag(flag) == value
 
 
-def test_a_value_the_shell_writes_in_is_left_to_the_variable_checks() -> None:
-    outcome = _import("vllm serve org/m -q $QUANT\n")  # `recipe check` names the variable left to the node's shell
-    assert outcome.recipe.server.flag("-q") == "$QUANT"
-    assert any("$QUANT is not set by the post" in note for note in outcome.notes)
+def test_a_value_the_shell_writes_in_is_refused_at_the_post_s_line() -> None:
+    with pytest.raises(InputError) as caught:
+        _import("vllm serve org/m -q $QUANT\n")  # Docker would get what the node's shell has for it
+    assert caught.value.message.startswith("post.sh:1: $QUANT is not set by the post, so the server would get whatever")
 
 
 def test_recipe_check_refuses_a_value_outside_the_engines_list_as_the_import_does() -> None:

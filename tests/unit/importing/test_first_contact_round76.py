@@ -110,7 +110,7 @@ def test_a_fenced_dockerfile_that_builds_is_still_refused_as_a_build() -> None:
 
 def test_an_unset_variable_in_the_server_s_words_is_refused_at_the_post_s_line() -> None:
     refusal = _refusal("export MODEL=org/m\n\nvllm serve $MODEL $EXTRA_ARGS\n")
-    assert refusal.startswith("post.sh:3: $EXTRA_ARGS is a variable the post does not set")
+    assert refusal.startswith("post.sh:3: $EXTRA_ARGS is not set by the post, so")
 
 
 def test_one_image_pulled_twice_is_one_image() -> None:

@@ -70,10 +70,10 @@ def test_a_value_expanded_from_a_definition_in_a_block_is_refused_naming_the_blo
 
 def test_a_variable_set_after_the_command_is_unset_there_and_the_note_says_where() -> None:
     post = RUN.format(options="-v $DATA:/data") + "DATA=/srv/data\n"
-    assert (
-        "$DATA is not set by the post before it is read: it is set at line 2, after the command (p.sh:1); the "
-        "host's shell gives it when the command runs"
-    ) in imported(("p.sh", post)).notes
+    assert refusal(("p.sh", post)).startswith(
+        "p.sh:1: $DATA is read before the post sets it (at line 2, after the command), so the server would get "
+        "whatever the host's shell has for it"
+    )
     # a refusal that names the name says where the post sets it (corpus 103: the model)
     post = "vllm serve $MODEL_ID\nexport MODEL_ID=org/m\n"
     assert refusal(("p.sh", post)).endswith(

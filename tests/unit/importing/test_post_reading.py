@@ -94,16 +94,14 @@ def test_a_tilde_mount_is_refused_at_its_word() -> None:
     )
 
 
-def test_variables_the_post_sets_are_resolved_and_the_others_left_to_the_host() -> None:
-    result = run(
-        f"model=org/Name-7B\nexport HF_HOME=/data/hf\ndocker run -e HF_HOME -v $DATA/x:/x {SGLANG} "
-        "sglang serve --model-path $model --port $PORT"
-    )
-    server = result.recipe.server
-    assert server.flag("--model-path") == "/models/Name-7B" and server.flag("--port") == "$PORT"
-    notes = " ".join(result.notes)
-    assert "$model is the post's model=org/Name-7B (line 1)" in notes
-    assert "$PORT is not set by the post" in notes and "$DATA is not set by the post" in notes
+def test_variables_the_post_sets_are_resolved_and_the_others_refused_at_their_line() -> None:
+    command = f"docker run -e HF_HOME -v $DATA/x:/x {SGLANG} sglang serve --model-path $model --port $PORT"
+    result = run(f"model=org/Name-7B\nexport HF_HOME=/data/hf\nDATA=/srv PORT=8001\n{command}")
+    assert result.recipe.server.flag("--model-path") == "/models/Name-7B"
+    assert "$model is the post's model=org/Name-7B (line 1)" in " ".join(result.notes)
+    with pytest.raises(InputError) as caught:
+        run(f"model=org/Name-7B\n{command}")
+    assert caught.value.message.startswith("post.md:2: $DATA is not set by the post, so the server would get whatever")
 
 
 def test_a_bare_launch_becomes_a_docker_run() -> None:
