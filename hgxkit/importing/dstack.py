@@ -206,7 +206,7 @@ class _Run:
             if other is not None and not other.hardware:
                 raise InputError(
                     f"{self.document.where(number)}: {other.title} ({other.name}) is not supported: "
-                    f"{other.remedy or f'hgxkit serves {served}'}"
+                    f"{other.remedy or f'hgxkit serves {served}; import a post that launches one of them'}"
                 )
 
     def _simple(self, spec: dict, notes: list[str]) -> Simple:

@@ -1175,7 +1175,8 @@ def _differ(built: list, first: tuple, other: tuple, differences: list[Differenc
     a, b = _at(first[0], first[0]), _at(other[0], first[0])
     shown = "; ".join(f"{d.area} {d.key}: {d.a} ({a}) vs {d.b} ({b})" for d in differences[:2])
     more = f" and {len(differences) - 2} more" if len(differences) > 2 else ""
-    listed = ", ".join(_choice(setup, first[0]) for setup in setups)
+    engines = len({setup[0][1].server.server_kind.name for setup in setups}) > 1  # say which is which
+    listed = ", ".join(_choice(setup, first[0], engines) for setup in setups)
     counted = f" ({len(setups)} setups)" if len(setups) < len(built) else ""
     return InputError(
         f"{first[0].where()}: {len(built)} serving commands{counted} that are not one setup: they differ in "
@@ -1211,14 +1212,15 @@ def _rank_setups(built: list[Built]) -> list[list[Built]]:
     return setups
 
 
-def _choice(setup: list[Built], near: Candidate) -> str:
+def _choice(setup: list[Built], near: Candidate, engine: bool = False) -> str:
     """One setup in a --pick list: a command's number and line, or the ranks of one server over hosts (any of
-    their numbers picks the server)."""
+    their numbers picks the server); with `engine`, the engine each runs."""
+    title = f" {setup[0][1].server.server_kind.title}" if engine else ""
     if len(setup) == 1:
-        return f"{setup[0][0].number}: {_at(setup[0][0], near)}"
+        return f"{setup[0][0].number}: {_at(setup[0][0], near)}{title}"
     numbers = " or ".join(str(c.number) for c, _, _ in setup)
     lines = ", ".join(_at(c, near) for c, _, _ in setup)
-    return f"{numbers}: {lines}, the ranks of one server over {len(setup)} hosts"
+    return f"{numbers}: {lines}, the ranks of one{title} server over {len(setup)} hosts"
 
 
 def _at(server: Candidate, near: Candidate) -> str:
@@ -1377,8 +1379,10 @@ def _engine_refusal(engine: Candidate, servers: list[Candidate]) -> InputError:
     tail = f"; the post also launches {len(also)} other server(s): import one with --pick N ({picks})" if also else ""
     if other.remedy:
         return InputError(f"{engine.where()}: {other.title} ({other.name}) is not supported yet: {other.remedy}{tail}")
+    way = "import a post for NVIDIA GPUs" if other.hardware else "import a post that launches one of them"
     return InputError(
-        f"{engine.where()}: {other.title} ({other.name}) is not supported: hgxkit serves {supported}{tail}"
+        f"{engine.where()}: {other.title} ({other.name}) is not supported: hgxkit serves {supported}"
+        + (tail or f"; {way}")
     )
 
 

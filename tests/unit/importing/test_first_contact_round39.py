@@ -47,4 +47,4 @@ def test_a_manifest_between_a_page_s_prose_is_read() -> None:
 def test_a_dockerfile_on_an_engine_s_image_without_its_launch_is_named() -> None:
     post = "The app:\n\n```docker\nFROM vllm/vllm-openai:v0.28.0\nENV MODEL=org/m\nEXPOSE 8080\n"
     message = _refusal(post, "page.md")
-    assert message.startswith("page.md:4: a Dockerfile on an engine's image whose launch")
+    assert message.startswith("page.md:4: a Dockerfile on an engine's image that is no launch as the post holds it")

@@ -116,3 +116,20 @@ def test_an_unset_variable_in_the_server_s_words_is_refused_at_the_post_s_line()
 def test_one_image_pulled_twice_is_one_image() -> None:
     post = "docker pull vllm/vllm-openai:v0.9.0\ndocker pull vllm/vllm-openai:v0.9.0\nvllm serve org/m\n"
     assert _import(post).recipe.image.reference == "vllm/vllm-openai:v0.9.0"
+
+
+@pytest.mark.parametrize(
+    ("post", "said"),
+    [
+        (  # a --pick between engines says which runs which
+            "vllm serve org/m --port 8000\n\npython3 -m sglang.launch_server --model-path org/m --port 30000\n",
+            "--pick N (1: line 1 vLLM, 2: line 3 SGLang)",
+        ),
+        (  # an engine hgxkit does not deploy is refused with the way out
+            "docker run --gpus all -p 11434:11434 ollama/ollama\n",
+            "hgxkit serves SGLang and vLLM; import a post that launches one of them",
+        ),
+    ],
+)
+def test_a_refusal_among_engines_names_them_and_the_way_out(post: str, said: str) -> None:
+    assert said in _refusal(post)

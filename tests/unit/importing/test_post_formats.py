@@ -455,7 +455,8 @@ ANOTHER_ACCELERATOR = ": the post is for another accelerator, and hgxkit serves 
         ),
         (
             "docker run --gpus all -p 8080:8080 kserve/huggingfaceserver:latest --model_id=org/m",
-            "p.txt:1: KServe Hugging Face runtime (kserve-huggingface) is not supported: hgxkit serves SGLang and vLLM",
+            "p.txt:1: KServe Hugging Face runtime (kserve-huggingface) is not supported: hgxkit serves SGLang and vLLM; "
+            "import a post that launches one of them",
         ),
         (
             "docker run --gpus all -p 30000:30000 lmsysorg/sglang:v0.5.6 python3 -m sglang_router.launch_server "
@@ -543,7 +544,8 @@ def test_a_yaml_fence_no_format_claims_stays_with_the_shell_scan() -> None:
 def test_an_ascend_device_in_a_compose_service_is_refused_by_name() -> None:
     text = SERVICE.replace("{body}", "    devices: [/dev/davinci0, /dev/davinci_manager]\n")
     assert refusal("compose.yaml", text) == (
-        "compose.yaml:3: Huawei Ascend NPU (ascend) is not supported: hgxkit serves NVIDIA HGX-H200 nodes"
+        "compose.yaml:3: Huawei Ascend NPU (ascend) is not supported: hgxkit serves NVIDIA HGX-H200 nodes; import a "
+        "post for NVIDIA GPUs"
     )
 
 
