@@ -13,7 +13,7 @@ export PYTHONPYCACHEPREFIX ?= $(CURDIR)/build/pycache
 # The demo node's cluster (`hgxkit sim down --cluster $(HGXKIT_SIM_CLUSTER)` removes it).
 HGXKIT_SIM_CLUSTER ?= demo
 
-.PHONY: host host-test venv lock demo test test-stressed unit check e2e lint map bench faults soak soak-parts soak-part soak-figures soak-killed sweep mutation clean
+.PHONY: host host-test venv lock demo test test-stressed unit check e2e lint map bench faults soak soak-parts soak-part soak-figures soak-killed sweep mutation corpus clean
 
 ## host: this machine's packages, dockerd and lxcfs for the simulated nodes (stdlib only: runs before .venv);
 ## a no-op when all is there. As root on Debian/Ubuntu it installs and starts what is missing; elsewhere it
@@ -157,6 +157,11 @@ MODULES ?=
 MUTATION_MEMORY_MB ?= 4096
 mutation: venv
 	nice -n 10 $(BIN)/python tools/mutation.py --memory-mb $(MUTATION_MEMORY_MB) $(MODULES)
+
+## corpus: every lost continuation backslash of the posts' corpus must refuse or change nothing, each of its ~5,000
+## sites (minutes of CPU); `make check` and CI check the tenth of them that this commit's hash picks
+corpus: venv
+	HGXKIT_WHOLE_CORPUS=1 $(BIN)/python -m pytest -q tests/unit/importing/test_import_ledger.py
 
 lint: venv
 	$(BIN)/ruff check .

@@ -1,4 +1,5 @@
-"""The line account and the lost-backslash property over the WHOLE corpus: tests/fixtures/posts and
+"""The line account (every line's fate; an imported post's text with its secrets masked, and its server's lines
+taken) and the lost-backslash property over the WHOLE corpus: tests/fixtures/posts and
 tests/fixtures/posts/formats, imported and refused posts alike (test_import_ledger.py's property test samples
 the first directory; test_post_formats.py accounts only the imported formats files)."""
 
@@ -17,6 +18,7 @@ from test_post_formats import FORMATS
 from hgxkit.importing.importer import ImportOptions, import_post
 from hgxkit.importing.outcome import ImportRefused
 from hgxkit.recipe.spec import Recipe
+from hgxkit.secrets import redact
 
 # (file, path, pick) of every corpus post, both directories.
 CORPUS = [(e["file"], POSTS / e["file"], PICKS.get(n)) for n, e in sorted(ENTRIES.items())] + [
@@ -35,9 +37,17 @@ def test_the_corpus_covers_both_directories() -> None:
 def test_every_line_of_every_post_is_accounted(name: str, path: Path, pick: int | None) -> None:
     text = path.read_text()
     try:
-        lines = import_post([(name, text)], ImportOptions(pick=pick)).lines
+        outcome = import_post([(name, text)], ImportOptions(pick=pick))
     except ImportRefused as refused:
         lines = refused.lines
+    else:
+        lines = outcome.lines
+        written = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+        assert [(a.file, a.text) for a in lines] == [(name, redact(t)) for t in written]  # a secret in it masked
+        assert all(a.into for a in lines if a.fate in ("taken", "changed"))
+        server = [r.where.rsplit(":", 1)[1].split("-") for r in outcome.report if "(the server" in r.what]
+        taken = {n for first, *last in server for n in range(int(first), int((last or [first])[0]) + 1)}
+        assert all(lines[n - 1].fate in ("taken", "changed") for n in taken)
     assert [a.line for a in lines] == list(range(1, len(text.split("\n")) + 1))
     assert {a.fate for a in lines} <= FATES
     unexplained = [a.line for a in lines if a.fate == "set aside" and not a.why]

@@ -54,7 +54,7 @@ def test_an_engine_hgxkit_does_not_serve_beside_others_offers_the_pick() -> None
     post = "lmdeploy serve api_server org/m --tp 8\n\nvllm serve org/m --tensor-parallel-size 8\n"
     post += "\npython3 -m sglang.launch_server --model-path org/m --tp 8\n"
     message = _refusal(post)
-    assert "import one with --pick N (2: line 3, 3: line 5)" in message
+    assert "import one with --pick N (2: line 3 vLLM, 3: line 5 SGLang)" in message
     assert message.endswith("; set aside, as hgxkit does not deploy it: LMDeploy (line 1)")
     assert _import(post, pick=2).recipe.server.flag("--tensor-parallel-size") == "8"
 
