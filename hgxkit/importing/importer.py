@@ -266,6 +266,8 @@ class _Importer:
         cut = next((c.simple.command.cut for c, _, _ in chosen if c.simple.command.cut), None)
         if cut is not None:
             raise InputError(cut)
+        for server, _, _ in chosen:
+            _unexported_setting(server, self.simples)
         ansible = next(filter(None, (_ansible_task(c.simple) for c, _, _ in chosen)), None)
         if ansible is not None:
             raise InputError(ansible)
@@ -1337,6 +1339,32 @@ def _script_run(simple: Simple) -> tuple[str, str] | None:
     if words and words[0].endswith(".sh") and not words[0].startswith("-"):
         return simple.where(), words[0]
     return None
+
+
+# What the engines, CUDA and their libraries read from the environment (`VLLM_ALLOW_LONG_MAX_MODEL_LEN`, `NCCL_*`).
+_SERVER_SETTING = re.compile(
+    r"(?:VLLM|SGLANG|NCCL|CUDA|HF|HUGGING_FACE|TORCH|PYTORCH|GLOO|NVIDIA|LMCACHE|UCX|NVSHMEM|OMP|TRITON|FLASHINFER)_\w+"
+)
+
+
+def _unexported_setting(server: Candidate, simples: list[Simple]) -> None:
+    r"""Refuse a bare launch right under a line that only sets such a setting, without `export` and unread by the
+    post: a shell gives the launch none of it, where a lost backslash would have (`NAME=value \` then the launch)."""
+    command = server.simple.command
+    if server.run is not None or re.search(r"(?m)^\s*set\s+-[a-z]*a", "\n".join(command.post.clean)):
+        return  # a container gets its environment from -e, not its launching shell; `set -a` exports every one
+    before = next((s for s in simples if s.command.post is command.post and s.command.last == command.first - 1), None)
+    if before is None or before.kind != "assign":
+        return
+    text = "\n".join(command.post.clean)
+    for word in before.words:
+        name = word.text.split("=", 1)[0]
+        if _SERVER_SETTING.fullmatch(name) and not re.search(rf"\$\{{?{name}\b", text):
+            raise InputError(
+                f"{command.post.name}: line {word.line}, column {word.column}: {name} is set without `export`, so the "
+                f"launch on line {command.first} does not get it (a shell variable): a continuation backslash may be "
+                f"missing (`{word.text} \\` before the launch puts it in its environment); add it, or export it"
+            )
 
 
 def _bare_program(server: Candidate) -> bool:

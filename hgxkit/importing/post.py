@@ -30,7 +30,7 @@ from hgxkit.importing.python_strings import launches_in_python
 from hgxkit.importing.quadlet import quadlet_lines
 from hgxkit.importing.systemd_unit import unit_lines
 from hgxkit.importing.workflow import workflow_lines
-from hgxkit.kinds import KINDS, kind_programs
+from hgxkit.kinds import KINDS, UNSUPPORTED, kind_programs
 from hgxkit.recipe.shellwords import Word, split_words
 
 # First words of the commands people post around a serving setup (with every server kind's, `kind_programs`);
@@ -289,6 +289,10 @@ _QUOTED_ASSIGNMENT = re.compile(
 )
 
 
+# The programs of the engines hgxkit names but does not deploy (`aphrodite run`, `xinference-local`): refused by name.
+_OTHER_ENGINES = frozenset(p[0] for other in UNSUPPORTED for p in other.programs if not p[0].startswith("python"))
+
+
 def is_command_start(text: str) -> bool:
     """True when `text` begins like a command people post (see `PROGRAMS`)."""
     if _QUOTED_ASSIGNMENT.match(text):
@@ -320,6 +324,7 @@ def is_command_start(text: str) -> bool:
     return (
         program in PROGRAMS
         or program.rsplit("/", 1)[-1] in kind_programs()  # `$VENV/bin/vllm`: a virtualenv's launcher
+        or program in _OTHER_ENGINES
         or bool(PYTHON_RE.match(program))
         or program.endswith(".sh")
     )

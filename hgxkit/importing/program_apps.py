@@ -38,6 +38,10 @@ _APPS = (
         "command in Python, which the import does not run",
     ),
     (
+        re.compile(r"^\s*@bentoml\.service\b"),
+        "a BentoML service builds the engine in Python (its engine arguments in code), which the import does not run",
+    ),
+    (
         re.compile(r"^\s*(?:resource|module)\s+\"[\w-]+\"(?:\s+\"[\w-]+\")?\s*\{"),
         "a Terraform configuration (HCL): its container definition is for a cloud's scheduler (ECS, GKE), and its "
         "command is HCL, which the import does not read; write that container as the `docker run` it amounts to",

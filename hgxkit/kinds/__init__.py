@@ -124,6 +124,9 @@ class UnsupportedKind:
         return next((hint for hint in self.hints if re.search(hint, text)), None)
 
 
+# FastChat's processes around its vLLM worker: each is a part of FastChat's serving, none a server of its own.
+_FASTCHAT = ("vllm_worker", "model_worker", "controller", "openai_api_server")
+
 UNSUPPORTED = (
     UnsupportedKind(
         "sglang-router",
@@ -214,6 +217,43 @@ UNSUPPORTED = (
             "weight-sync endpoints), not the OpenAI-compatible server hgxkit deploys; import `vllm serve` with the "
             "same model and parallel sizes"
         ),
+    ),
+    UnsupportedKind(
+        "fastchat",
+        "FastChat's vLLM worker",
+        (),
+        tuple(("python3", "-m", f"fastchat.serve.{part}") for part in _FASTCHAT),
+        (rf"\bfastchat\.serve\.(?:{'|'.join(_FASTCHAT)})\b",),
+        remedy=(
+            "FastChat's vllm_worker runs vLLM inside FastChat's own controller, workers and API server, not the "
+            "OpenAI-compatible server hgxkit deploys; import `vllm serve` with the worker's --model-path (its "
+            "--num-gpus as --tensor-parallel-size)"
+        ),
+    ),
+    UnsupportedKind(
+        "aphrodite",
+        "Aphrodite Engine",
+        ("alpindale/aphrodite-openai", "alpindale/aphrodite-engine"),
+        (("aphrodite", "run"), ("python3", "-m", "aphrodite.endpoints.openai.api_server")),
+        (r"\baphrodite run\b", r"\baphrodite\.endpoints\b", r"\balpindale/aphrodite"),
+    ),
+    UnsupportedKind(
+        "xinference",
+        "Xinference",
+        ("xprobe/xinference",),
+        (("xinference", "launch"), ("xinference-local",), ("xinference-supervisor",), ("xinference-worker",)),
+        (r"\bxinference-(?:local|supervisor|worker)\b", r"\bxinference\s+launch\b", r"\bxprobe/xinference\b"),
+        remedy=(
+            "Xinference starts the engine itself (`xinference launch --model-engine vllm`) behind its own "
+            "supervisor and API; import `vllm serve` (or `python -m sglang.launch_server`) with the same model"
+        ),
+    ),
+    UnsupportedKind(
+        "tabbyapi",
+        "TabbyAPI, an ExLlama server",
+        ("ghcr.io/theroyallab/tabbyapi",),
+        (),
+        (r"\btheroyallab/tabbyapi\b",),
     ),
     UnsupportedKind(
         "ms-swift-deploy",

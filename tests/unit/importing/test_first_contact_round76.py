@@ -129,7 +129,38 @@ def test_one_image_pulled_twice_is_one_image() -> None:
             "docker run --gpus all -p 11434:11434 ollama/ollama\n",
             "hgxkit serves SGLang and vLLM; import a post that launches one of them",
         ),
+        ("python3 -m fastchat.serve.vllm_worker --model-path org/m\n", "FastChat's vLLM worker"),
+        ("nohup /opt/conda/bin/python3 -m fastchat.serve.controller &\n", "FastChat's vLLM worker"),
+        ("aphrodite run org/m --port 2242\n", "Aphrodite Engine"),
+        ("xinference-local --host 0.0.0.0 --port 9997\n", "Xinference"),
+        ("docker run --gpus all ghcr.io/theroyallab/tabbyapi:latest\n", "TabbyAPI"),
     ],
 )
-def test_a_refusal_among_engines_names_them_and_the_way_out(post: str, said: str) -> None:
+def test_a_refusal_among_engines_or_wrappers_names_them_and_the_way_out(post: str, said: str) -> None:
     assert said in _refusal(post)
+
+
+def test_a_bentoml_service_is_named() -> None:
+    service = "import bentoml\n\n@bentoml.service(resources={'gpu': 1})\nclass VLLM:\n    pass\n"
+    assert "a BentoML service builds the engine in Python" in _refusal(service, name="service.py")
+
+
+def test_a_setting_left_unexported_right_above_a_bare_launch_is_refused() -> None:
+    refusal = _refusal("VLLM_ALLOW_LONG_MAX_MODEL_LEN=1\nvllm serve org/m --max-model-len 8192\n")
+    assert refusal.startswith("post.sh: line 1, column 1: VLLM_ALLOW_LONG_MAX_MODEL_LEN is set without `export`")
+    assert "a continuation backslash may be missing" in refusal
+
+
+# Settings the launch gets (exported, continued, `set -a`), reads itself, or that a container would not get anyway.
+GETS_IT = (
+    "export VLLM_ALLOW_LONG_MAX_MODEL_LEN=1\nvllm serve org/m\n",
+    "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 \\\nvllm serve org/m\n",
+    "set -a\nVLLM_ALLOW_LONG_MAX_MODEL_LEN=1\nvllm serve org/m\n",
+    "CUDA_DEVICES=0,1\nvllm serve org/m --port 8000 # on $CUDA_DEVICES\n",
+    "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1\ndocker run --gpus all vllm/vllm-openai:v0.9.0 --model org/m\n",
+)
+
+
+@pytest.mark.parametrize("post", GETS_IT)
+def test_a_setting_the_launch_gets_or_reads_is_no_lost_backslash(post: str) -> None:
+    assert _import(post).recipe.model.repo_id == "org/m"
