@@ -449,5 +449,7 @@ def test_every_corpus_refusal_names_its_line_and_column_unless_the_post_has_no_s
     # 'vLLM-MLX' is Apple's mlx_lm.server), 769 (a Danish README whose launch is `docker compose -f … up -d` of a file
     # not in the post), 771 (a Vast.ai launcher: vLLM's arguments as a bash array for `vastai create instance`), 784
     # (OpenRLHF's PPO training script: `--vllm.*` rollout engines, no server), 788 (LangChain's vLLM notebook: the
-    # in-process VLLM class and a client only): nothing in the file serves
-    assert len(unplaced) <= 68
+    # in-process VLLM class and a client only), 791 (AMD's Norwegian vLLM snippet: only its `vllm-launch` wrapper),
+    # 794 and 797 (DB-GPT's Tamil README: doc links only; an HTML table of models), 796 (DeepThink's Bengali README:
+    # `make start` of a Claude agent platform): nothing in the file serves
+    assert len(unplaced) <= 72
