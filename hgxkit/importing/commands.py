@@ -136,7 +136,11 @@ def simple_commands(commands: Sequence[Command]) -> list[Simple]:
     (each stage of a pipeline and each command of a list `a; b && c` counts) is refused in one line."""
     out: list[Simple] = []
     blocks: list[str] = []
+    fence = 0
     for command in commands:
+        if command.post.fences and command.post.fences[command.first - 1] != fence:
+            blocks.clear()  # a block of one code fence (a Python `for …:` read as shell) never spans into another
+            fence = command.post.fences[command.first - 1]
         if command.error is not None:
             out.append(Simple(command, "broken", ()))
             continue

@@ -162,6 +162,14 @@ def _lws_strict() -> dict:
     return _strict(_lws_schema())  # type: ignore[return-value]
 
 
+@functools.cache  # checking the large schema against its metaschema once, not once per manifest
+def _lws_validator(strict: bool) -> jsonschema.protocols.Validator:
+    schema = _lws_strict() if strict else _lws_schema()
+    validator = jsonschema.validators.validator_for(schema)
+    validator.check_schema(schema)
+    return validator(schema)
+
+
 def _validate_k8s(document: dict, version: str = K8S_VERSION) -> None:
     if document["kind"] != "LeaderWorkerSet":
         kubernetes_validate.validate(document, version, strict=True)
@@ -169,7 +177,7 @@ def _validate_k8s(document: dict, version: str = K8S_VERSION) -> None:
     crd = _lws_crd()["spec"]
     served = [f"{crd['group']}/{v['name']}" for v in crd["versions"] if v["served"]]
     assert document["apiVersion"] in served, f"{document['apiVersion']}: the CRD serves {served}"
-    jsonschema.validate(document, _lws_strict())
+    _lws_validator(strict=True).validate(document)
     # The pod templates are x-kubernetes-preserve-unknown-fields in the CRD: checked as pods, strictly.
     for role in ("leaderTemplate", "workerTemplate"):
         template = document["spec"]["leaderWorkerTemplate"][role]
@@ -205,12 +213,12 @@ def test_the_validators_refuse_a_broken_manifest(tmp_path: Path) -> None:
     )
     lws["spec"]["leaderWorkerTemplate"]["size"] = "two"
     with pytest.raises(jsonschema.ValidationError):
-        jsonschema.validate(lws, _lws_schema())
+        _lws_validator(strict=False).validate(lws)
     lws["spec"]["leaderWorkerTemplate"]["size"] = 2
     lws["spec"]["replica"] = 1  # a misspelt field: pruned by the schema alone, an error under strict validation
-    jsonschema.validate(lws, _lws_schema())
+    _lws_validator(strict=False).validate(lws)
     with pytest.raises(jsonschema.ValidationError, match="'replica' was unexpected"):
-        jsonschema.validate(lws, _lws_strict())
+        _lws_validator(strict=True).validate(lws)
 
 
 def test_a_deployment_carries_gpus_model_shm_probes_and_provenance(tmp_path: Path) -> None:

@@ -164,3 +164,8 @@ GETS_IT = (
 @pytest.mark.parametrize("post", GETS_IT)
 def test_a_setting_the_launch_gets_or_reads_is_no_lost_backslash(post: str) -> None:
     assert _import(post).recipe.model.repo_id == "org/m"
+
+
+def test_a_block_opened_in_one_fence_does_not_hold_another_fence_s_launch() -> None:
+    post = "```python\nfor r in (p, d):\n    print(r)\n```\n\n```bash\nvllm serve org/m --port 8000\n```\n"
+    assert _import(post, name="post.md").recipe.model.repo_id == "org/m"

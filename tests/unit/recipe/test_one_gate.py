@@ -26,6 +26,8 @@ from hgxkit.recipe.dump import dump_recipe
 from hgxkit.recipe.read import load_recipe, parse_recipe_text
 from hgxkit.serving import steps
 
+# One worker runs this module (pyproject's `--dist loadgroup`): its corpus, every post imported, is built once.
+pytestmark = pytest.mark.xdist_group("one-gate-corpus")
 ROOT = Path(__file__).resolve().parents[3]
 POSTS = ROOT / "tests" / "fixtures" / "posts"
 TARGETS = ("compose", "k8s", "skypilot", "slurm")
