@@ -87,7 +87,7 @@ from hgxkit.importing.python_strings import computed_launch
 from hgxkit.importing.reading import Candidate, Reading, sourced_before
 from hgxkit.importing.slurm import runs_under_slurm
 from hgxkit.importing.substitutions import owner_of, substituted_word
-from hgxkit.importing.templates import template_refusal
+from hgxkit.importing.templates import template_file, template_refusal
 from hgxkit.importing.typography import normalise
 from hgxkit.importing.unread_formats import unread_format
 from hgxkit.importing.variables import Scope
@@ -1570,6 +1570,13 @@ def _unrun_launch(post: PostFile) -> str | None:
 def _nothing_found(names: str, posts: Sequence[PostFile]) -> InputError:
     """The refusal of posts with no serving command, naming the format they are where their shape shows it."""
     found = f"{names}: no serving command found (docker run, sglang serve, python -m sglang.launch_server, vllm serve)"
+    template = next(((post, at) for post in posts if (at := template_file(post.lines))), None)
+    if template is not None:
+        post, (line, marker) = template
+        return InputError(
+            f"{found}; {post.name}:{line}: `{marker}` is a Jinja template's statement (the file is a template that "
+            "builds the launch from its values): render it (the file the tool writes on the node) and import that"
+        )
     shape = next(filter(None, (unread_format(post.lines) for post in posts)), None)
     if shape is None:
         return InputError(f"{found}; give the post that has it")

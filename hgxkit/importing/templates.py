@@ -24,7 +24,7 @@ _PLACEHOLDER = re.compile(
     r"(?<![$\w{])\{\{-?[ \t]*[A-Za-z_][\w.]*(?:\[[^\]\n]{0,80}\])?[ \t]*(?:\|[^{}\n]{0,200})?-?\}\}"
 )
 _STATEMENT = re.compile(
-    r"\{%-?[ \t]*(?:if|elif|else|endif|for|endfor|set|endset|macro|endmacro|include|block|endblock|raw|endraw)\b"
+    r"\{%-?[ \t]*(?:if|elif|else|endif|for|endfor|set|endset|do|macro|endmacro|include|block|endblock|raw|endraw)\b"
     r"[^%\n]{0,300}-?%\}"
 )
 _CHAT_WORDS = re.compile(r"message|bos_token|eos_token|add_generation_prompt|raise_exception|tool|content|role\b")
@@ -73,3 +73,13 @@ def _markers(line: str) -> list[re.Match[str]]:
         (m for m in found if not _CHAT_WORDS.search(m.group()) and not PLACEHOLDER_RE.fullmatch(m.group())),
         key=lambda m: m.start(),
     )
+
+
+def template_file(lines: list[str] | tuple[str, ...]) -> tuple[int, str] | None:
+    """(1-based line, marker) of the first of a file's Jinja statements when it is a template of an engine's
+    deployment (three or more lines start with one, and vLLM or SGLang is named): a launch it builds from values
+    (`{% set cmd = ["--model", values.vllm.model_name] %}`) is no command until rendered; None otherwise."""
+    starts = [(n, m.group()) for n, line in enumerate(lines, 1) if (m := _STATEMENT.match(line.strip()))]
+    if len(starts) < 3 or not any(re.search(r"(?i)vllm|sglang", line) for line in lines):
+        return None
+    return starts[0]

@@ -169,3 +169,13 @@ def test_a_setting_the_launch_gets_or_reads_is_no_lost_backslash(post: str) -> N
 def test_a_block_opened_in_one_fence_does_not_hold_another_fence_s_launch() -> None:
     post = "```python\nfor r in (p, d):\n    print(r)\n```\n\n```bash\nvllm serve org/m --port 8000\n```\n"
     assert _import(post, name="post.md").recipe.model.repo_id == "org/m"
+
+
+def test_a_jinja_template_that_builds_the_launch_from_values_is_named() -> None:
+    template = (
+        "{% set c1 = tpl.add_container(values.consts.vllm_container_name, values.vllm.image) %}\n"
+        '{% set cmd = namespace(x=["--model", values.vllm.model_name]) %}\n'
+        "{% do c1.set_command(cmd.x) %}\n"
+    )
+    refusal = _refusal(template, name="app.txt")
+    assert "app.txt:1: `{% set c1 = " in refusal and "is a Jinja template's statement" in refusal
