@@ -1574,8 +1574,9 @@ def _nothing_found(names: str, posts: Sequence[PostFile]) -> InputError:
     if template is not None:
         post, (line, marker) = template
         return InputError(
-            f"{found}; {post.name}:{line}: `{marker}` is a Jinja template's statement (the file is a template that "
-            "builds the launch from its values): render it (the file the tool writes on the node) and import that"
+            f"{post.name}:{line}: `{marker}` is a Jinja template's statement: the file is a template that builds the "
+            "launch from its values, and holds no serving command as it stands; render it (the file the tool writes "
+            "on the node) and import that"
         )
     shape = next(filter(None, (unread_format(post.lines) for post in posts)), None)
     if shape is None:

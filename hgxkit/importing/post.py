@@ -146,6 +146,35 @@ def _cut(post: str, line: int, text: str) -> str:
     )
 
 
+def _hunk_cut(post: str, line: int, text: str) -> str:
+    """The refusal of a command whose last line ends with a backslash where a diff's hunk ends."""
+    return (
+        f"{post}: line {line}, column {len(text.rstrip())}: the command's last line ends with a backslash where the "
+        "diff's hunk ends, so the copy stops inside the command (the rest of the file is not in the post); give the "
+        "whole command"
+    )
+
+
+def _hunk_ends(post: PostFile, index: int) -> bool:
+    """True when line `index` (0-based) and the rest of its diff fence hold nothing of the file after the change
+    (removed lines only): a command continued onto them goes on past the hunk."""
+    fence = post.fences[index - 1]
+    if not fence or not _in_diff(post, fence):
+        return False
+    rest = [post.clean[k] for k in range(index, len(post.clean)) if post.fences[k] == fence]
+    return not any(line.strip() for line in rest)
+
+
+def _in_diff(post: PostFile, fence: int) -> bool:
+    """True when code fence number `fence` of the post is a diff (its opening line's info string) or a fence a
+    diff adds (`+```bash` in a change to a Markdown page, which the hunk may cut open)."""
+    opening = post.lines[post.fences.index(fence)].lstrip("> ")
+    found = FENCE_RE.match(opening)
+    return (found is not None and found.group(3).strip().lower() in _DIFF_FENCES) or bool(
+        re.match(r"\+[ \t]*(?:`{3,}|~{3,})", opening)
+    )
+
+
 # A file whose last byte is the backslash (no newline after it) is whole where a copy cut there has a line break:
 # bash reads the end of the file and runs the command as it stands (dash passes a last argument `\`).
 _FILE_ENDS_ON_BACKSLASH = (
@@ -772,6 +801,9 @@ def _gather(post: PostFile, start: int) -> tuple[Command, int]:
                 cut = None
                 notes.append(_FILE_ENDS_ON_BACKSLASH.format(post=post.name, line=index))
             break
+        if continued and quote is None and _hunk_ends(post, index):
+            cut = _hunk_cut(post.name, index, line)
+            break
         following = clean[index]
         if quote is not None:
             if not following.strip() or FENCE_RE.match(post.lines[index].lstrip("> ")):
@@ -780,7 +812,10 @@ def _gather(post: PostFile, start: int) -> tuple[Command, int]:
         if not continued:
             break
         if post.fences[index - 1] and post.fences[index] != post.fences[index - 1]:
-            fence_cut = True  # its fence ends after the backslash: nothing outside the fence continues it
+            if _in_diff(post, post.fences[index - 1]):  # a hunk is a piece of a file: the command goes on past it
+                cut = _hunk_cut(post.name, index, line)
+            else:
+                fence_cut = True  # its fence ends after the backslash: nothing outside the fence continues it
             break
         if not following.strip() and index + 1 < len(clean) and clean[index + 1][:1] in (" ", "\t", "-"):
             notes.append(
@@ -861,8 +896,11 @@ _TERMINAL_WIDTH = 80  # a terminal wraps a line at its width, and none is narrow
 def _wrapped(last: str, text: str) -> bool:
     """Whether `text` reads as the rest of a line a terminal wrapped at its width: the line before is that long
     and ends inside a word (no space), `text` starts in column 1 with no program of its own and holds a `--flag`
-    further on (`… --sw` then `ap-space 8 --max-num-seqs=1`)."""
-    if len(last) < _TERMINAL_WIDTH or last[-1].isspace() or not text[:1].isalnum():
+    further on (`… --sw` then `ap-space 8 --max-num-seqs=1`); or a number split at its point (`… 0` then `.9 …`) at any
+    width."""
+    # `… --gpu-memory-utilization 0` then `.9 --port 8001`: a number split at its point, whatever the width
+    decimal = text[:1] == "." and text[1:2].isdigit() and last[-1:].isdigit()
+    if not decimal and (len(last) < _TERMINAL_WIDTH or last[-1].isspace() or not text[:1].isalnum()):
         return False
     if is_command_start(text.strip()):
         return False

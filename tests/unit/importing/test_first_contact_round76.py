@@ -179,3 +179,23 @@ def test_a_jinja_template_that_builds_the_launch_from_values_is_named() -> None:
     )
     refusal = _refusal(template, name="app.txt")
     assert "app.txt:1: `{% set c1 = " in refusal and "is a Jinja template's statement" in refusal
+
+
+def test_a_number_split_at_its_point_is_a_wrap_not_prose() -> None:
+    refusal = _refusal("vllm serve org/m --gpu-memory-utilization 0\n.9 --max-model-len=17370 --port 8001\n")
+    assert refusal.startswith("post.sh: line 2, column 1: '.9' follows the command at line 1")
+
+
+@pytest.mark.parametrize(
+    "post",
+    [
+        # the hunk ends on the launch's backslash
+        "```diff\n@@ -1,3 +1,3 @@\n vllm serve org/m \\\n-  --port 8000 \\\n+  --port 8001 \\\n```\n",
+        # the launch continues into a removed line and the post ends
+        "```diff\n+export X=1\n exec vllm serve \\\n-  org/m \\\n",
+        # a page's fence added by the diff, cut open where the hunk ends
+        "````diff\n+```bash\n+vllm serve org/m \\\n````\n",
+    ],
+)
+def test_a_launch_continued_past_a_diff_s_hunk_is_a_cut_copy(post: str) -> None:
+    assert "ends with a backslash where the diff's hunk ends" in _refusal(post, name="post.md")
