@@ -455,6 +455,7 @@ def test_every_corpus_refusal_names_its_line_and_column_unless_the_post_has_no_s
     # line, no command), 807 (a Japanese Qiita vLLM intro: Transformers generation in Python, no server), 818
     # (JarvisLabs' Serverless docs page: a dashboard product), 819 (Alibaba PAI-EAS's JSON deployment page: a
     # service.json running `python app.py`), 820 (Nebius' marketplace README for vLLM: a console install, kubectl
-    # port-forward and curl), 821 (a DigitalOcean GPU Droplet guide cut before its commands): nothing in the file
-    # serves
-    assert len(unplaced) <= 78
+    # port-forward and curl), 821 (a DigitalOcean GPU Droplet guide cut before its commands), 827 (a Hugging Face
+    # discussion of an RTX PRO 6000 source build, cut before its launch), 829 (a GB200 NVL72 pull request's
+    # description: variable names and prose): nothing in the file serves
+    assert len(unplaced) <= 80
