@@ -158,10 +158,10 @@ MUTATION_MEMORY_MB ?= 4096
 mutation: venv
 	nice -n 10 $(BIN)/python tools/mutation.py --memory-mb $(MUTATION_MEMORY_MB) $(MODULES)
 
-## corpus: every lost continuation backslash of the posts' corpus must refuse or change nothing, each of its ~5,000
-## sites (minutes of CPU); `make check` and CI check the tenth of them that this commit's hash picks
+## corpus: every lost continuation backslash of the posts' corpus and its formats/ must refuse or change nothing,
+## each of its ~5,000 sites (minutes of CPU); `make check` and CI check the tenth that this commit's hash picks
 corpus: venv
-	HGXKIT_WHOLE_CORPUS=1 $(BIN)/python -m pytest -q tests/unit/importing/test_import_ledger.py
+	HGXKIT_WHOLE_CORPUS=1 $(BIN)/python -m pytest -q -n 2 tests/unit/importing/test_import_ledger.py tests/unit/importing/test_corpus_ledger.py
 
 lint: venv
 	$(BIN)/ruff check .
