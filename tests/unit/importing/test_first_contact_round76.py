@@ -77,7 +77,7 @@ def test_a_kserve_runtime_alone_names_the_inferenceservice_it_needs() -> None:
     assert "is a KServe runtime" in refusal and "/mnt/models" in refusal and "InferenceService" in refusal
 
 
-def test_an_hf_storage_uri_is_the_model_the_runtime_serves() -> None:
+def test_a_hub_storage_uri_is_the_model_the_runtime_serves() -> None:
     outcome = _import(RUNTIME + SERVICE.format(uri="hf://org/m"), name="isvc.yaml")
     assert outcome.recipe.model.repo_id == "org/m"
     assert outcome.recipe.server.flag("--max-model-len") == "4096"
